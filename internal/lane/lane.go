@@ -1,0 +1,91 @@
+// Package lane is the shared vocabulary of lanes: the three lanes, their
+// numeric ids as used in BPF maps, and the tc class each one maps to.
+//
+// Every other package speaks of lanes through this one, so the numbers that
+// cross into BPF programs and qdisc handles are defined in exactly one place.
+package lane
+
+import "fmt"
+
+// Lane is a traffic and task priority class. The zero value is Unset so that
+// a missing map entry is never mistaken for a real lane.
+type Lane uint8
+
+const (
+	Unset       Lane = 0
+	Realtime    Lane = 1 // deadlines, EDF, always first
+	Interactive Lane = 2 // default: what the user is doing
+	Background  Lane = 3 // lower than best effort
+)
+
+// All lists the real lanes from highest to lowest priority.
+var All = []Lane{Realtime, Interactive, Background}
+
+func (l Lane) String() string {
+	switch l {
+	case Realtime:
+		return "realtime"
+	case Interactive:
+		return "interactive"
+	case Background:
+		return "background"
+	}
+	return "unset"
+}
+
+// Parse turns a lane name into a Lane.
+func Parse(s string) (Lane, error) {
+	switch s {
+	case "realtime", "rt":
+		return Realtime, nil
+	case "interactive", "default", "best-effort":
+		return Interactive, nil
+	case "background", "bg", "lbe":
+		return Background, nil
+	}
+	return Unset, fmt.Errorf("unknown lane %q (want realtime, interactive or background)", s)
+}
+
+// MarshalText and UnmarshalText let lanes appear by name in JSON and YAML.
+func (l Lane) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+
+func (l *Lane) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// Qdisc handles: the root HTB is 1:, each lane has class 1:<minor>.
+const (
+	RootMajor  = 0x1
+	ClassMinor = 0x10 // lane l uses minor ClassMinor + l
+)
+
+// ClassID returns the tc classid (major<<16 | minor) of the lane's class,
+// the value the classifier writes into skb->tc_classid.
+func (l Lane) ClassID() uint32 {
+	if l == Unset {
+		l = Interactive
+	}
+	return RootMajor<<16 | uint32(ClassMinor+uint32(l))
+}
+
+// HTBPrio is the HTB priority of the lane's class (0 is served first).
+func (l Lane) HTBPrio() uint32 {
+	switch l {
+	case Realtime:
+		return 0
+	case Background:
+		return 7
+	}
+	return 1
+}
+
+// DSCP code points that select a lane when a socket marks its own packets.
+const (
+	DSCPLowerEffort = 1  // RFC 8622 LE -> background
+	DSCPExpedited   = 46 // EF -> realtime (if the policy grants it)
+)

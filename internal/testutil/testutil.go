@@ -1,0 +1,157 @@
+// Package testutil holds helpers shared by lanes' tests: root and kernel
+// feature checks, and throw-away network namespaces joined by veth pairs that
+// are removed even when a test fails.
+package testutil
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// RequireRoot skips the test unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (run the integration tests as root, as CI does)")
+	}
+}
+
+// SkipUnlessCommand skips the test when an external program is missing.
+func SkipUnlessCommand(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("needs %s on PATH", name)
+	}
+}
+
+var nsCounter atomic.Uint32
+
+// UniqueName returns a short name unique to this process and call, usable for
+// namespaces and links (at most 15 bytes for links).
+func UniqueName(prefix string) string {
+	n := nsCounter.Add(1)
+	return fmt.Sprintf("%s%d%d", prefix, os.Getpid()%100000, n)
+}
+
+// NetNS is a named network namespace created for one test.
+type NetNS struct {
+	Name   string
+	Handle netns.NsHandle
+}
+
+// Path is the namespace's bind-mount path, for tools that take one.
+func (n *NetNS) Path() string { return "/var/run/netns/" + n.Name }
+
+// NewNetNS creates a fresh named network namespace with loopback up and
+// removes it when the test ends.
+func NewNetNS(t testing.TB) *NetNS {
+	t.Helper()
+	RequireRoot(t)
+	name := UniqueName("lt")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatalf("get current netns: %v", err)
+	}
+	defer orig.Close()
+	h, err := netns.NewNamed(name)
+	if err != nil {
+		t.Fatalf("create netns %s: %v", name, err)
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatalf("return to original netns: %v", err)
+	}
+	ns := &NetNS{Name: name, Handle: h}
+	t.Cleanup(func() {
+		h.Close()
+		_ = netns.DeleteNamed(name)
+	})
+	ns.Do(t, func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	return ns
+}
+
+// Do runs fn on a locked OS thread switched into the namespace and fails the
+// test if fn returns an error. Goroutines started by fn do NOT inherit the
+// namespace; sockets created inside fn stay in it.
+func (n *NetNS) Do(t testing.TB, fn func() error) {
+	t.Helper()
+	if err := n.Run(fn); err != nil {
+		t.Fatalf("in netns %s: %v", n.Name, err)
+	}
+}
+
+// Run is Do without a test: it returns fn's error.
+func (n *NetNS) Run(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(n.Handle); err != nil {
+		return err
+	}
+	defer netns.Set(orig)
+	return fn()
+}
+
+// Command returns an exec.Cmd that runs inside the namespace (ip netns exec).
+func (n *NetNS) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Pair is two namespaces joined by a veth pair with addresses A and B
+// (10.x addresses that exist only inside these namespaces).
+type Pair struct {
+	A, B         *NetNS
+	LinkA, LinkB string
+	AddrA, AddrB net.IP
+}
+
+var pairCounter atomic.Uint32
+
+// NewVethPair creates two namespaces joined by a veth link, addressed
+// 10.<k>.0.1/24 and 10.<k>.0.2/24, links up.
+func NewVethPair(t testing.TB) *Pair {
+	t.Helper()
+	a, b := NewNetNS(t), NewNetNS(t)
+	k := 200 + int(pairCounter.Add(1)%50)
+	p := &Pair{A: a, B: b, LinkA: "veth-a", LinkB: "veth-b",
+		AddrA: net.IPv4(10, byte(k), 0, 1).To4(), AddrB: net.IPv4(10, byte(k), 0, 2).To4()}
+	a.Do(t, func() error {
+		la := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.LinkA}, PeerName: p.LinkB, PeerNamespace: netlink.NsFd(int(b.Handle))}
+		if err := netlink.LinkAdd(la); err != nil {
+			return fmt.Errorf("add veth: %w", err)
+		}
+		return upWithAddr(p.LinkA, p.AddrA)
+	})
+	b.Do(t, func() error { return upWithAddr(p.LinkB, p.AddrB) })
+	return p
+}
+
+func upWithAddr(name string, ip net.IP) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(24, 32)}}); err != nil {
+		return fmt.Errorf("addr %s on %s: %w", ip, name, err)
+	}
+	return netlink.LinkSetUp(l)
+}
