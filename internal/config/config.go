@@ -1,0 +1,165 @@
+// Package config holds the value types shared by every section of the lanes
+// policy file (rates, byte sizes, durations) and FieldError, the error a
+// section's Validate returns so that the policy loader can point at the
+// file, line and field that is wrong.
+//
+// Sections (coop, realtime, task rules...) are defined in their own packages
+// and import only this one, so the policy package can embed them without
+// import cycles.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldError says which field of a section is wrong and why. Field is a dotted
+// path relative to the section ("port", "caps[2].segments").
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Errorf builds a FieldError.
+func Errorf(field, format string, a ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, a...)}
+}
+
+// Prefix puts a parent path in front of a FieldError's field (or wraps a
+// plain error as a FieldError of that parent), for nested sections.
+func Prefix(parent string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		f := fe.Field
+		switch {
+		case f == "":
+			f = parent
+		case strings.HasPrefix(f, "["):
+			f = parent + f
+		default:
+			f = parent + "." + f
+		}
+		return &FieldError{Field: f, Err: fe.Err}
+	}
+	return &FieldError{Field: parent, Err: err}
+}
+
+// Rate is a data rate in bits per second. Text form: "10mbit", "1.5Mbit",
+// "20mbps" (= megabits, as tc), "500kbit", "1gbit", or a plain number of bit/s.
+type Rate uint64
+
+// Bits returns the rate in bit/s.
+func (r Rate) Bits() uint64 { return uint64(r) }
+
+func (r Rate) String() string {
+	v := float64(r)
+	switch {
+	case r == 0:
+		return "0"
+	case v >= 1e9 && math.Mod(v, 1e7) == 0:
+		return trimFloat(v/1e9) + "gbit"
+	case v >= 1e6 && math.Mod(v, 1e4) == 0:
+		return trimFloat(v/1e6) + "mbit"
+	case v >= 1e3 && math.Mod(v, 10) == 0:
+		return trimFloat(v/1e3) + "kbit"
+	}
+	return strconv.FormatUint(uint64(r), 10) + "bit"
+}
+
+// ParseRate parses the text form of a Rate.
+func ParseRate(s string) (Rate, error) {
+	num, unit := splitNumber(s)
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad rate %q (want e.g. 10mbit, 500kbit)", s)
+	}
+	mult := map[string]float64{"": 1, "bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "k": 1e3,
+		"mbit": 1e6, "mbps": 1e6, "m": 1e6, "gbit": 1e9, "gbps": 1e9, "g": 1e9}[strings.ToLower(unit)]
+	if mult == 0 {
+		return 0, fmt.Errorf("bad rate unit %q in %q (want bit, kbit, mbit or gbit)", unit, s)
+	}
+	return Rate(math.Round(v * mult)), nil
+}
+
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+func (r *Rate) UnmarshalText(b []byte) error {
+	v, err := ParseRate(string(b))
+	*r = v
+	return err
+}
+
+// Bytes is a size in bytes. Text form: "1500", "1500B", "8KB" or "8k" (1,000),
+// "8KiB" (1,024), "1MB", "2MiB".
+type Bytes uint64
+
+func (b Bytes) String() string {
+	switch {
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return strconv.FormatUint(uint64(b>>20), 10) + "MiB"
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return strconv.FormatUint(uint64(b>>10), 10) + "KiB"
+	case b >= 1000 && b%1000 == 0:
+		return strconv.FormatUint(uint64(b/1000), 10) + "KB"
+	}
+	return strconv.FormatUint(uint64(b), 10) + "B"
+}
+
+// ParseBytes parses the text form of Bytes.
+func ParseBytes(s string) (Bytes, error) {
+	num, unit := splitNumber(s)
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 1500B, 8KB, 64KiB)", s)
+	}
+	mult := map[string]float64{"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1024, "m": 1e6, "mb": 1e6,
+		"mib": 1 << 20, "g": 1e9, "gb": 1e9, "gib": 1 << 30}[strings.ToLower(unit)]
+	if mult == 0 {
+		return 0, fmt.Errorf("bad size unit %q in %q (want B, KB, KiB, MB or MiB)", unit, s)
+	}
+	return Bytes(math.Round(v * mult)), nil
+}
+
+func (b Bytes) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+func (b *Bytes) UnmarshalText(t []byte) error {
+	v, err := ParseBytes(string(t))
+	*b = v
+	return err
+}
+
+// Duration is a time.Duration written as Go durations are ("500ms", "10s").
+type Duration time.Duration
+
+func (d Duration) D() time.Duration { return time.Duration(d) }
+func (d Duration) String() string   { return time.Duration(d).String() }
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).String()), nil
+}
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("bad duration %q (want e.g. 500ms, 10s)", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func splitNumber(s string) (num, unit string) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	return s[:i], strings.TrimSpace(s[i:])
+}
+
+func trimFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
