@@ -1,0 +1,324 @@
+// Package policy is the lanes policy file: which interfaces lanes manages and
+// how, which traffic and tasks go in which lane, and who may change lanes.
+//
+// The file is YAML. Load reads and validates it; every error names the file,
+// line, field and reason. An embedded default (default.yaml) is used when no
+// file is given. Sections that belong to one concept (cooperative control,
+// realtime lane, task rules) are defined in that concept's package and
+// embedded here, so each package owns its settings and their validation.
+package policy
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultRouteInterface names "whatever interface the default route uses".
+const DefaultRouteInterface = "default-route"
+
+// Mode of an interface's egress tree.
+type Mode string
+
+const (
+	// DeviceBottleneck: no rate known; classes never rate-limit and the device
+	// queue is kept short so the queue forms in the qdisc, where priority applies.
+	DeviceBottleneck Mode = "device-bottleneck"
+	// Shaped: the uplink rate is known; the root shapes just below it so the
+	// queue moves onto the host (as SQM does).
+	Shaped Mode = "shaped"
+)
+
+// Interface is one managed interface.
+type Interface struct {
+	Name            string       `yaml:"name"`             // interface name or "default-route"
+	Mode            Mode         `yaml:"mode"`             // device-bottleneck (default) or shaped
+	Uplink          config.Rate  `yaml:"uplink"`           // shaped: the uplink rate
+	BackgroundFloor config.Rate  `yaml:"background_floor"` // shaped: guaranteed background rate; 0 = strict
+	DeviceQueue     config.Bytes `yaml:"device_queue"`     // BQL limit target; 0 = one MTU
+}
+
+// Rule puts traffic in a lane. All given match fields must hold. A rule with
+// only dst/dport/sport is the paper's 3-tuple registration.
+type Rule struct {
+	Name   string    `yaml:"name"`
+	Lane   lane.Lane `yaml:"lane"`
+	Exe    string    `yaml:"exe"`    // executable path (absolute) or base name
+	Comm   string    `yaml:"comm"`   // process name (/proc/PID/comm)
+	UID    *uint32   `yaml:"uid"`    // owner of the socket or process
+	Cgroup string    `yaml:"cgroup"` // cgroup v2 path, relative to the v2 mount
+	Dst    string    `yaml:"dst"`    // destination IP
+	DPort  uint16    `yaml:"dport"`  // destination port
+	SPort  uint16    `yaml:"sport"`  // source port
+	DSCP   *uint8    `yaml:"dscp"`   // DSCP the socket marks its packets with
+}
+
+// Access says who, besides root, may change lanes.
+type Access struct {
+	// Group: members may change any process's or flow's lane (except realtime,
+	// which needs a realtime grant). Anyone may demote their own to background.
+	Group string `yaml:"group"`
+}
+
+// DSCPPolicy says how a socket's own DSCP marking selects a lane.
+type DSCPPolicy struct {
+	LowerEffortBackground *bool `yaml:"le_background"` // LE (1) -> background; default true
+	ExpeditedRealtime     bool  `yaml:"ef_realtime"`   // EF (46) -> realtime; default false
+}
+
+// Policy is a whole policy file.
+type Policy struct {
+	Interfaces []Interface `yaml:"interfaces"`
+	Rules      []Rule      `yaml:"rules"`
+	Access     Access      `yaml:"access"`
+	DSCP       DSCPPolicy  `yaml:"dscp"`
+
+	// Source is the file the policy came from ("(default)" for the embedded one).
+	Source string `yaml:"-"`
+}
+
+// Error is a policy that cannot be used: where and why.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// Default returns the embedded default policy.
+func Default() *Policy {
+	p, err := Parse("(default)", defaultYAML)
+	if err != nil {
+		panic("lanes: embedded default policy is invalid: " + err.Error())
+	}
+	return p
+}
+
+// DefaultYAML returns the text of the embedded default policy.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Load reads, parses and validates a policy file. With requireRootOwned, the
+// file and its directory must be owned by root and not writable by others
+// (task rules can raise processes to real-time priority).
+func Load(path string, requireRootOwned bool) (*Policy, error) {
+	if requireRootOwned {
+		if err := checkRootOwned(path); err != nil {
+			return nil, err
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read policy: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates policy text; file names the source in errors.
+func Parse(file string, data []byte) (*Policy, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, syntaxError(file, err)
+	}
+	p := &Policy{}
+	d := &decoder{lines: map[string]int{}}
+	if len(root.Content) > 0 {
+		if err := d.decode(&root, reflect.ValueOf(p).Elem(), ""); err != nil {
+			var de *decodeError
+			if errors.As(err, &de) {
+				return nil, &Error{File: file, Line: de.Line, Field: de.Field, Msg: de.Msg}
+			}
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	p.Source = file
+	p.applyDefaults()
+	if err := p.Validate(); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) {
+			return nil, &Error{File: file, Line: d.lineOf(fe.Field), Field: fe.Field, Msg: fe.Err.Error()}
+		}
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return p, nil
+}
+
+func syntaxError(file string, err error) error {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 0
+	if _, e := fmt.Sscanf(msg, "line %d:", &line); e == nil {
+		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+	}
+	return &Error{File: file, Line: line, Field: "(syntax)", Msg: msg}
+}
+
+func (p *Policy) applyDefaults() {
+	if len(p.Interfaces) == 0 {
+		p.Interfaces = []Interface{{Name: DefaultRouteInterface}}
+	}
+	for i := range p.Interfaces {
+		if p.Interfaces[i].Mode == "" {
+			p.Interfaces[i].Mode = DeviceBottleneck
+		}
+	}
+	if p.DSCP.LowerEffortBackground == nil {
+		t := true
+		p.DSCP.LowerEffortBackground = &t
+	}
+}
+
+// Validate checks the whole policy; errors are *config.FieldError.
+func (p *Policy) Validate() error {
+	seenIf := map[string]bool{}
+	for i, it := range p.Interfaces {
+		f := fmt.Sprintf("interfaces[%d]", i)
+		if err := it.validate(); err != nil {
+			return config.Prefix(f, err)
+		}
+		if seenIf[it.Name] {
+			return config.Errorf(f+".name", "interface %q listed twice", it.Name)
+		}
+		seenIf[it.Name] = true
+	}
+	names := map[string]bool{}
+	for i, r := range p.Rules {
+		f := fmt.Sprintf("rules[%d]", i)
+		if err := r.validate(); err != nil {
+			return config.Prefix(f, err)
+		}
+		if r.Name != "" {
+			if names[r.Name] {
+				return config.Errorf(f+".name", "rule name %q used twice", r.Name)
+			}
+			names[r.Name] = true
+		}
+	}
+	if g := p.Access.Group; g != "" && !validName(g) {
+		return config.Errorf("access.group", "%q is not a valid group name", g)
+	}
+	return nil
+}
+
+func (it Interface) validate() error {
+	if it.Name == "" {
+		return config.Errorf("name", "missing (an interface name, or %q)", DefaultRouteInterface)
+	}
+	if it.Name != DefaultRouteInterface && (len(it.Name) > 15 || strings.ContainsAny(it.Name, "/ \t")) {
+		return config.Errorf("name", "%q is not a valid interface name", it.Name)
+	}
+	switch it.Mode {
+	case DeviceBottleneck:
+		if it.Uplink != 0 || it.BackgroundFloor != 0 {
+			return config.Errorf("mode", "uplink and background_floor need mode: shaped")
+		}
+	case Shaped:
+		if it.Uplink == 0 {
+			return config.Errorf("uplink", "mode shaped needs an uplink rate (e.g. uplink: 10mbit)")
+		}
+		if it.Uplink < 64_000 {
+			return config.Errorf("uplink", "%v is below the 64kbit minimum", it.Uplink)
+		}
+		if it.BackgroundFloor >= it.Uplink {
+			return config.Errorf("background_floor", "%v must be below the uplink %v", it.BackgroundFloor, it.Uplink)
+		}
+	default:
+		return config.Errorf("mode", "unknown mode %q (want %s or %s)", it.Mode, DeviceBottleneck, Shaped)
+	}
+	if it.DeviceQueue != 0 && (it.DeviceQueue < 64 || it.DeviceQueue > 1<<20) {
+		return config.Errorf("device_queue", "%v out of range (64B to 1MiB)", it.DeviceQueue)
+	}
+	return nil
+}
+
+func (r Rule) validate() error {
+	if r.Lane == lane.Unset {
+		return config.Errorf("lane", "missing (realtime, interactive or background)")
+	}
+	if r.Exe == "" && r.Comm == "" && r.UID == nil && r.Cgroup == "" && r.Dst == "" && r.DPort == 0 && r.SPort == 0 && r.DSCP == nil {
+		return config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp")
+	}
+	if r.Comm != "" && len(r.Comm) > 15 {
+		return config.Errorf("comm", "%q is longer than the kernel's 15-byte comm", r.Comm)
+	}
+	if r.Cgroup != "" && (strings.Contains(r.Cgroup, "..") || !strings.HasPrefix(r.Cgroup, "/")) {
+		return config.Errorf("cgroup", "%q must be an absolute path inside the cgroup v2 tree, without '..'", r.Cgroup)
+	}
+	if r.Dst != "" {
+		if _, err := netip.ParseAddr(r.Dst); err != nil {
+			return config.Errorf("dst", "%q is not an IP address", r.Dst)
+		}
+	}
+	if (r.DPort != 0 || r.SPort != 0) && r.Dst == "" {
+		return config.Errorf("dst", "a port rule needs dst (the paper's 3-tuple: dst, dport, sport)")
+	}
+	isTuple := r.Dst != ""
+	isProc := r.Exe != "" || r.Comm != "" || r.Cgroup != ""
+	if isTuple && isProc {
+		return config.Errorf("", "mixes a flow match (dst/dport/sport) with a process match (exe/comm/cgroup): split it in two rules")
+	}
+	if r.DSCP != nil && *r.DSCP > 63 {
+		return config.Errorf("dscp", "%d out of range 0-63", *r.DSCP)
+	}
+	return nil
+}
+
+// IsFlowRule says whether the rule is a 3-tuple registration.
+func (r Rule) IsFlowRule() bool { return r.Dst != "" }
+
+// IsProcessRule says whether the rule matches processes (by exe, comm, cgroup).
+func (r Rule) IsProcessRule() bool { return r.Exe != "" || r.Comm != "" || r.Cgroup != "" }
+
+func validName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRootOwned refuses a policy file that a non-root user could have written.
+func checkRootOwned(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{abs, filepath.Dir(abs)} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		if sys.Uid != 0 {
+			return fmt.Errorf("policy: %s is owned by uid %d, not root: refused (task rules can grant real-time priority)", p, sys.Uid)
+		}
+		if st.Mode().Perm()&0o002 != 0 && st.Mode()&os.ModeSticky == 0 {
+			return fmt.Errorf("policy: %s is writable by everyone: refused", p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+// Tests of the policy loader: the default, a full valid file, and a table of
+// broken files with the message each must give (file, line, field, reason).
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+func TestDefault(t *testing.T) {
+	p := Default()
+	if len(p.Interfaces) != 1 || p.Interfaces[0].Name != DefaultRouteInterface || p.Interfaces[0].Mode != DeviceBottleneck {
+		t.Fatalf("default interfaces = %+v", p.Interfaces)
+	}
+	if !*p.DSCP.LowerEffortBackground || p.DSCP.ExpeditedRealtime {
+		t.Fatalf("default dscp = %+v", p.DSCP)
+	}
+}
+
+func TestEmptyFileIsDefaults(t *testing.T) {
+	p, err := Parse("empty.yaml", []byte("# nothing\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Interfaces) != 1 || p.Interfaces[0].Name != DefaultRouteInterface {
+		t.Fatalf("got %+v", p.Interfaces)
+	}
+}
+
+const full = `
+interfaces:
+  - name: eth0
+    mode: shaped
+    uplink: 10mbit
+    background_floor: 500kbit
+    device_queue: 1500B
+  - name: wlan0
+rules:
+  - name: backups
+    lane: background
+    exe: /usr/bin/rsync
+  - name: sensor-upload
+    lane: background
+    dst: 192.0.2.10
+    dport: 443
+    sport: 40000
+  - lane: background
+    uid: 1001
+  - lane: realtime
+    dscp: 46
+access:
+  group: lanes
+dscp:
+  ef_realtime: true
+`
+
+func TestFull(t *testing.T) {
+	p, err := Parse("full.yaml", []byte(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eth := p.Interfaces[0]
+	if eth.Mode != Shaped || eth.Uplink != 10_000_000 || eth.BackgroundFloor != 500_000 || eth.DeviceQueue != 1500 {
+		t.Fatalf("eth0 = %+v", eth)
+	}
+	if p.Interfaces[1].Mode != DeviceBottleneck {
+		t.Fatalf("wlan0 mode = %q", p.Interfaces[1].Mode)
+	}
+	if len(p.Rules) != 4 || p.Rules[1].Lane != lane.Background || !p.Rules[1].IsFlowRule() || p.Rules[1].SPort != 40000 {
+		t.Fatalf("rules = %+v", p.Rules)
+	}
+	if !p.Rules[0].IsProcessRule() || p.Rules[0].IsFlowRule() {
+		t.Fatal("rule kinds wrong")
+	}
+	if *p.Rules[2].UID != 1001 || *p.Rules[3].DSCP != 46 || p.Access.Group != "lanes" || !p.DSCP.ExpeditedRealtime {
+		t.Fatalf("got %+v", p)
+	}
+}
+
+func TestBrokenFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		line       int
+		field, msg string
+	}{
+		{"syntax", "rules: []\nfoo: bar: baz\n", 2, "(syntax)", "mapping values are not allowed"},
+		{"unknown top key", "interfaces: []\nrulez: []\n", 2, "rulez", "unknown field"},
+		{"unknown nested key", "interfaces:\n  - name: eth0\n    speed: 10mbit\n", 3, "interfaces[0].speed", "unknown field (known here: name, mode"},
+		{"bad rate", "interfaces:\n  - name: eth0\n    mode: shaped\n    uplink: fast\n", 4, "interfaces[0].uplink", `bad rate "fast"`},
+		{"shaped without rate", "interfaces:\n  - name: eth0\n    mode: shaped\n", 2, "interfaces[0].uplink", "needs an uplink rate"},
+		{"unknown mode", "interfaces:\n  - name: eth0\n    mode: turbo\n", 3, "interfaces[0].mode", `unknown mode "turbo"`},
+		{"floor above rate", "interfaces:\n  - name: eth0\n    mode: shaped\n    uplink: 1mbit\n    background_floor: 2mbit\n", 5, "interfaces[0].background_floor", "must be below the uplink"},
+		{"rate without shaped", "interfaces:\n  - name: eth0\n    uplink: 1mbit\n", 2, "interfaces[0].mode", "need mode: shaped"},
+		{"long ifname", "interfaces:\n  - name: averyveryverylongname0\n", 2, "interfaces[0].name", "not a valid interface name"},
+		{"dup interface", "interfaces:\n  - name: eth0\n  - name: eth0\n", 3, "interfaces[1].name", "listed twice"},
+		{"bad lane", "rules:\n  - lane: fastest\n    uid: 3\n", 2, "rules[0].lane", `unknown lane "fastest"`},
+		{"no lane", "rules:\n  - uid: 3\n", 2, "rules[0].lane", "missing"},
+		{"matches nothing", "rules:\n  - name: x\n    lane: background\n", 2, "rules[0]", "matches nothing"},
+		{"bad dst", "rules:\n  - lane: background\n    dst: 300.1.1.1\n", 3, "rules[0].dst", "not an IP address"},
+		{"port without dst", "rules:\n  - lane: background\n    dport: 80\n", 2, "rules[0].dst", "needs dst"},
+		{"port out of range", "rules:\n  - lane: background\n    dst: 10.0.0.1\n    dport: 70000\n", 4, "rules[0].dport", `"70000" is not a valid non-negative integer`},
+		{"negative uid", "rules:\n  - lane: background\n    uid: -1\n", 3, "rules[0].uid", "not a valid non-negative integer"},
+		{"dscp range", "rules:\n  - lane: background\n    dscp: 64\n", 3, "rules[0].dscp", "out of range"},
+		{"mixed rule", "rules:\n  - lane: background\n    dst: 10.0.0.1\n    exe: /bin/x\n", 2, "rules[0]", "mixes a flow match"},
+		{"relative cgroup", "rules:\n  - lane: background\n    cgroup: user.slice\n", 3, "rules[0].cgroup", "absolute path"},
+		{"dup rule name", "rules:\n  - {name: a, lane: background, uid: 1}\n  - {name: a, lane: background, uid: 2}\n", 3, "rules[1].name", "used twice"},
+		{"list wanted", "rules: background\n", 1, "rules", "want a list"},
+		{"mapping wanted", "interfaces:\n  - eth0\n", 2, "interfaces[0]", "want a mapping"},
+		{"duplicate key", "access:\n  group: a\n  group: b\n", 3, "access.group", "given twice"},
+		{"bad group", "access:\n  group: 'a b'\n", 2, "access.group", "not a valid group name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(tc.text))
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("want *policy.Error, got %v", err)
+			}
+			if pe.File != "bad.yaml" || pe.Line != tc.line || pe.Field != tc.field || !strings.Contains(pe.Msg, tc.msg) {
+				t.Fatalf("got %q\nwant bad.yaml:%d: %s: ...%s...", pe.Error(), tc.line, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+func TestLoadRootOwned(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte("rules: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if _, err := Load(path, true); err != nil {
+			t.Fatalf("root-owned file refused: %v", err)
+		}
+		if err := os.Chown(path, 1234, 1234); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path, true); err == nil || !strings.Contains(err.Error(), "owned by uid 1234") {
+			t.Fatalf("foreign-owned file: %v", err)
+		}
+	}
+	if _, err := Load(path, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), false); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
