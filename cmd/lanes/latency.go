@@ -1,0 +1,156 @@
+// latency.go: `lanes latency`, the wake-up latency tester of SEEDS.md §004
+// (periodic absolute-timer wake-ups, optional CPU and interrupt load, and a
+// side-by-side comparison with cyclictest).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/latency"
+)
+
+func init() {
+	register(&command{
+		name:    "latency",
+		summary: "measure timer wake-up latency (jitter), optionally under CPU/interrupt load",
+		usage: "[--period 30ms] [--duration 10s | --loops N] [--policy other|fifo|rr|idle] [--priority P] " +
+			"[--threads N] [--affinity 0,1] [--mlock] [--hist-max 20ms] [--cpu-load N] [--net-load] [--net-rate PPS] " +
+			"[--compare-cyclictest] [--hist] [--json]",
+		run: runLatency,
+	})
+}
+
+func runLatency(ctx context.Context, e *env, args []string) error {
+	def := latency.DefaultConfig()
+	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	period := fs.Duration("period", def.Period, "wake-up period")
+	duration := fs.Duration("duration", def.Duration, "run time (ignored if --loops is set)")
+	loops := fs.Int("loops", 0, "wake-ups per thread (overrides --duration)")
+	policy := fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle")
+	prio := fs.Int("priority", -1, "RT priority 1..99 for fifo/rr (default 99), nice for other (default 0)")
+	threads := fs.Int("threads", 1, "measuring threads")
+	affinity := fs.String("affinity", "", "CPUs to pin threads to, round robin (e.g. 1 or 0,1)")
+	mlock := fs.Bool("mlock", false, "lock memory (mlockall)")
+	histMax := fs.Duration("hist-max", def.HistMax, "histogram bound (1 µs bins)")
+	cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority")
+	netLoad := fs.Bool("net-load", false, "flood UDP+ICMP from a peer namespace over a private veth at the tested host")
+	netRate := fs.Int("net-rate", 20000, "net load packets per second")
+	compare := fs.Bool("compare-cyclictest", false, "also run cyclictest the same way under the same load")
+	full := fs.Bool("hist", false, "print every non-empty 1 µs bin instead of folded ranges")
+	asJSON := fs.Bool("json", false, "JSON output")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%v", err)
+	}
+	c := latency.Config{Period: *period, Duration: *duration, Loops: *loops, Policy: *policy, Priority: *prio,
+		Threads: *threads, Mlock: *mlock, HistMax: *histMax}
+	if *prio < 0 {
+		c.Priority = 0
+		if c.Policy == "fifo" || c.Policy == "rr" {
+			c.Priority = 99
+		}
+	}
+	if *affinity != "" {
+		for _, f := range strings.Split(*affinity, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return usageErrorf("bad --affinity %q", *affinity)
+			}
+			c.Affinity = append(c.Affinity, n)
+		}
+	}
+	if *cpuLoad < 0 || *cpuLoad > 64 {
+		return usageErrorf("--cpu-load %d out of range (0..64)", *cpuLoad)
+	}
+	if err := c.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	runTime := c.Duration
+	if c.Loops > 0 {
+		runTime = time.Duration(c.Loops) * c.Period
+	}
+	loadTime := runTime + 5*time.Second
+	if *compare {
+		loadTime = 2*runTime + 10*time.Second
+	}
+
+	var nl *latency.NetLoad
+	if *netLoad {
+		var err error
+		nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime})
+		if err != nil {
+			return fmt.Errorf("net load: %w", err)
+		}
+		defer nl.Close()
+		c.Setup = nl.EnterHost
+	}
+	if *cpuLoad > 0 {
+		cl, err := latency.StartCPULoad(*cpuLoad, loadTime)
+		if err != nil {
+			return err
+		}
+		defer cl.Stop()
+	}
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			close(stop)
+		case <-stop:
+		}
+	}()
+	ours, err := latency.Run(c, stop)
+	if err != nil {
+		return err
+	}
+	results := []*latency.Result{ours}
+	if *compare && ctx.Err() == nil {
+		ct, err := latency.RunCyclictest(c, nl)
+		if err != nil {
+			return err
+		}
+		results = append(results, ct)
+	}
+	select {
+	case <-stop:
+	default:
+		close(stop)
+	}
+	var sent, recv uint64
+	if nl != nil {
+		sent, recv = nl.Counts()
+	}
+	if *asJSON {
+		out := struct {
+			CPULoad     int               `json:"cpu_load"`
+			NetLoad     bool              `json:"net_load"`
+			NetRatePPS  int               `json:"net_rate_pps,omitempty"`
+			NetSent     uint64            `json:"net_sent,omitempty"`
+			NetReceived uint64            `json:"net_received_udp,omitempty"`
+			Results     []*latency.Result `json:"results"`
+		}{*cpuLoad, *netLoad, *netRate, sent, recv, results}
+		if !*netLoad {
+			out.NetRatePPS = 0
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "period %v, %d thread(s), cpu load %d", c.Period, c.Threads, *cpuLoad)
+	if nl != nil {
+		fmt.Fprintf(e.stdout, ", net load %d pps (sent %d, udp received %d)", *netRate, sent, recv)
+	}
+	fmt.Fprintln(e.stdout)
+	latency.WriteTable(e.stdout, results...)
+	for _, r := range results {
+		fmt.Fprintf(e.stdout, "\nhistogram (%s, all threads):\n", r.Tool)
+		latency.WriteHistogram(e.stdout, r.All, *full)
+	}
+	return nil
+}
