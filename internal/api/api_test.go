@@ -1,0 +1,223 @@
+// Tests of the API: request decoding (table + fuzz), authorization rules, and
+// a real server/client round trip on a unix socket with a table-driven handler.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+func TestDecodeRequest(t *testing.T) {
+	for _, tc := range []struct {
+		in, err string
+	}{
+		{`{"op":"ping"}`, ""},
+		{`{"op":"register","flow":{"dst":"192.0.2.1","dport":443,"sport":40000},"lane":"background"}`, ""},
+		{`{"op":"register","flow":{"dst":"2001:db8::1","dport":443,"sport":40000,"proto":"udp"},"lane":"bg"}`, ""},
+		{`{"op":"move-pid","pid":42,"lane":"background"}`, ""},
+		{``, "bad request"},
+		{`{`, "bad request"},
+		{`[]`, "bad request"},
+		{`{"op":"ping"} {"op":"ping"}`, "trailing data"},
+		{`{"op":"launch"}`, `unknown op "launch"`},
+		{`{}`, "missing op"},
+		{`{"op":"ping","extra":1}`, "unknown field"},
+		{`{"op":"register","lane":"background"}`, "needs a flow"},
+		{`{"op":"register","flow":{"dst":"x","dport":1,"sport":2},"lane":"background"}`, "not an IP address"},
+		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":1,"sport":0},"lane":"background"}`, "sport missing"},
+		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":70000,"sport":1},"lane":"background"}`, "bad request"},
+		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":1,"sport":1,"proto":"sctp"},"lane":"background"}`, "want tcp or udp"},
+		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":1,"sport":1},"lane":"fastest"}`, "unknown lane"},
+		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":1,"sport":1}}`, "needs a lane"},
+		{`{"op":"move-pid","pid":-3,"lane":"background"}`, "pid > 0"},
+		{`{"op":"lane-cgroup"}`, "needs a lane"},
+	} {
+		_, err := DecodeRequest([]byte(tc.in))
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("DecodeRequest(%s) = %v; want error containing %q", tc.in, err, tc.err)
+		}
+	}
+	if _, err := DecodeRequest([]byte(strings.Repeat(" ", MaxLine+1))); err == nil {
+		t.Error("over-long request accepted")
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"op":"register","flow":{"dst":"192.0.2.1","dport":443,"sport":40000},"lane":"background"}`))
+	f.Add([]byte(`{"op":"move-pid","pid":1,"lane":"realtime"}`))
+	f.Add([]byte(`{"op":"status"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRequest(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must be a request the handlers can take as is.
+		switch r.Op {
+		case OpRegister, OpUnregister:
+			if r.Flow == nil || r.Flow.Validate() != nil {
+				t.Fatalf("accepted bad flow: %s", b)
+			}
+		case OpMovePID:
+			if r.PID <= 0 || r.Lane == lane.Unset {
+				t.Fatalf("accepted bad move: %s", b)
+			}
+		}
+	})
+}
+
+// owners is a table-driven Owners.
+type owners struct {
+	flows  map[Flow]uint32
+	procs  map[int]uint32
+	groups map[uint32]string
+}
+
+func (o owners) FlowOwner(f Flow) (uint32, error) {
+	if u, ok := o.flows[f]; ok {
+		return u, nil
+	}
+	return 0, fmt.Errorf("no local socket %s", f)
+}
+func (o owners) ProcessOwner(pid int) (uint32, error) {
+	if u, ok := o.procs[pid]; ok {
+		return u, nil
+	}
+	return 0, fmt.Errorf("no process %d", pid)
+}
+func (o owners) InGroup(c Cred, g string) bool { return o.groups[c.UID] == g }
+
+func TestAuthorize(t *testing.T) {
+	mine := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	theirs := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5001}
+	o := owners{flows: map[Flow]uint32{mine: 1000, theirs: 1001}, procs: map[int]uint32{10: 1000, 11: 1001}, groups: map[uint32]string{1002: "lanes"}}
+	root, user, member := Cred{UID: 0}, Cred{UID: 1000}, Cred{UID: 1002}
+	for _, tc := range []struct {
+		name string
+		c    Cred
+		r    Request
+		ok   bool
+	}{
+		{"anyone reads status", user, Request{Op: OpStatus}, true},
+		{"own flow to background", user, Request{Op: OpRegister, Flow: &mine, Lane: lane.Background}, true},
+		{"own flow to realtime", user, Request{Op: OpRegister, Flow: &mine, Lane: lane.Realtime}, false},
+		{"own flow to interactive", user, Request{Op: OpRegister, Flow: &mine, Lane: lane.Interactive}, false},
+		{"other's flow to background", user, Request{Op: OpRegister, Flow: &theirs, Lane: lane.Background}, false},
+		{"unknown flow", user, Request{Op: OpRegister, Flow: &Flow{Dst: "10.9.9.9", DPort: 1, SPort: 2}, Lane: lane.Background}, false},
+		{"unregister own", user, Request{Op: OpUnregister, Flow: &mine}, true},
+		{"unregister other's", user, Request{Op: OpUnregister, Flow: &theirs}, false},
+		{"own pid to background", user, Request{Op: OpMovePID, PID: 10, Lane: lane.Background}, true},
+		{"other's pid", user, Request{Op: OpMovePID, PID: 11, Lane: lane.Background}, false},
+		{"own pid to realtime", user, Request{Op: OpMovePID, PID: 10, Lane: lane.Realtime}, false},
+		{"root anything", root, Request{Op: OpRegister, Flow: &theirs, Lane: lane.Realtime}, true},
+		{"group member", member, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
+	} {
+		err := Authorize(tc.c, tc.r, o, "lanes")
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrPermission) {
+			t.Errorf("%s: error %v does not wrap ErrPermission", tc.name, err)
+		}
+	}
+}
+
+// handler records what the server asks of it.
+type handler struct {
+	mu    sync.Mutex
+	flows []FlowInfo
+	o     owners
+}
+
+func (h *handler) Status() (*Status, error) { return &Status{Version: "test"}, nil }
+func (h *handler) Flows() ([]FlowInfo, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]FlowInfo(nil), h.flows...), nil
+}
+func (h *handler) Register(c Cred, f Flow, l lane.Lane) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flows = append(h.flows, FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID})
+	return nil
+}
+func (h *handler) Unregister(Cred, Flow) error            { return errors.New("no such flow") }
+func (h *handler) MovePID(Cred, int, lane.Lane) error     { panic("bug") }
+func (h *handler) LaneCgroup(l lane.Lane) (string, error) { return "/sys/fs/cgroup/x/" + l.String(), nil }
+func (h *handler) Owners() Owners                         { return h.o }
+func (h *handler) AccessGroup() string                    { return "" }
+
+func TestServerRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lanes.sock")
+	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	h := &handler{o: owners{flows: map[Flow]uint32{f: uint32(os.Getuid())}}}
+	s, err := Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); s.Close(); <-done })
+
+	if _, err := Listen(path, h, nil); err == nil || !strings.Contains(err.Error(), "already listening") {
+		t.Fatalf("second listener: %v", err)
+	}
+	c, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(f, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := c.Flows()
+	if err != nil || len(fl) != 1 || fl[0].Flow != f || fl[0].UID != uint32(os.Getuid()) {
+		t.Fatalf("flows = %+v, %v", fl, err)
+	}
+	if err := c.Unregister(f); err == nil || !strings.Contains(err.Error(), "no such flow") {
+		t.Fatalf("unregister error not passed back: %v", err)
+	}
+	// A panicking handler gives an error reply and the daemon lives on.
+	if err := c.MovePID(os.Getpid(), lane.Background); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Fatalf("panic not contained: %v", err)
+	}
+	if err := c.Ping(); err != nil {
+		t.Fatalf("server dead after panic: %v", err)
+	}
+
+	// Raw garbage on a second connection gets error replies, in order.
+	raw, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprintf(raw, "not json\n{\"op\":\"ping\"}\n%s\n", strings.Repeat("x", MaxLine+10))
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "longer than") {
+		n, err := raw.Read(buf)
+		if err != nil {
+			break
+		}
+		got.Write(buf[:n])
+	}
+	lines := strings.Split(strings.TrimSpace(got.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "bad request") || lines[1] != `{"ok":true}` || !strings.Contains(lines[2], "longer than") {
+		t.Fatalf("replies = %q", lines)
+	}
+	if err := c.Ping(); err != nil {
+		t.Fatalf("server dead after garbage: %v", err)
+	}
+}

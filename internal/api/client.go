@@ -1,0 +1,142 @@
+// client.go: the Go client of the daemon's API, used by the CLI and by
+// applications that register their own flows (the paper's background task
+// registering its upload connection).
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Client is a connection to the daemon. Safe for concurrent use; requests are
+// serialized on the one connection.
+type Client struct {
+	mu   sync.Mutex
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// ErrNoDaemon wraps a failure to reach the daemon's socket.
+var ErrNoDaemon = errors.New("lanes daemon not reachable")
+
+// Dial connects to the daemon at path (DefaultSocket if empty).
+func Dial(path string) (*Client, error) {
+	if path == "" {
+		path = DefaultSocket
+	}
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%w at %s (is `lanes daemon` running?): %v", ErrNoDaemon, path, err)
+	}
+	return &Client{conn: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Do sends one request and waits for its reply; a reply with an error
+// becomes a Go error.
+func (c *Client) Do(req Request) (*Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.conn.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("api send: %w", err)
+	}
+	line, err := c.r.ReadBytes('\n')
+	if err != nil {
+		return nil, fmt.Errorf("api reply: %w", err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, fmt.Errorf("api reply: %w", err)
+	}
+	if !resp.OK {
+		return &resp, fmt.Errorf("daemon: %s", resp.Error)
+	}
+	return &resp, nil
+}
+
+// Ping checks that the daemon answers.
+func (c *Client) Ping() error { _, err := c.Do(Request{Op: OpPing}); return err }
+
+// Status returns the daemon's state.
+func (c *Client) Status() (*Status, error) {
+	r, err := c.Do(Request{Op: OpStatus})
+	if err != nil {
+		return nil, err
+	}
+	return r.Status, nil
+}
+
+// Flows lists the registered flows.
+func (c *Client) Flows() ([]FlowInfo, error) {
+	r, err := c.Do(Request{Op: OpFlows})
+	if err != nil {
+		return nil, err
+	}
+	return r.Flows, nil
+}
+
+// Register puts a flow in a lane.
+func (c *Client) Register(f Flow, l lane.Lane) error {
+	_, err := c.Do(Request{Op: OpRegister, Flow: &f, Lane: l})
+	return err
+}
+
+// Unregister removes a flow registration.
+func (c *Client) Unregister(f Flow) error {
+	_, err := c.Do(Request{Op: OpUnregister, Flow: &f})
+	return err
+}
+
+// MovePID puts a process (and the children it starts later) in a lane.
+func (c *Client) MovePID(pid int, l lane.Lane) error {
+	_, err := c.Do(Request{Op: OpMovePID, PID: pid, Lane: l})
+	return err
+}
+
+// LaneCgroup returns the cgroup v2 directory of a lane.
+func (c *Client) LaneCgroup(l lane.Lane) (string, error) {
+	r, err := c.Do(Request{Op: OpLaneCgroup, Lane: l})
+	if err != nil {
+		return "", err
+	}
+	return r.Cgroup, nil
+}
+
+// RegisterConn registers a connected TCP or UDP socket by its 3-tuple, read
+// from the connection itself (the paper's getsockname after connect).
+func (c *Client) RegisterConn(conn net.Conn, l lane.Lane) (Flow, error) {
+	f, err := FlowOf(conn)
+	if err != nil {
+		return f, err
+	}
+	return f, c.Register(f, l)
+}
+
+// FlowOf returns the 3-tuple of a connected socket.
+func FlowOf(conn net.Conn) (Flow, error) {
+	la, err1 := netip.ParseAddrPort(conn.LocalAddr().String())
+	ra, err2 := netip.ParseAddrPort(conn.RemoteAddr().String())
+	if err1 != nil || err2 != nil {
+		return Flow{}, fmt.Errorf("not an IP connection: %s -> %s", conn.LocalAddr(), conn.RemoteAddr())
+	}
+	proto := "tcp"
+	if _, ok := conn.(*net.UDPConn); ok {
+		proto = "udp"
+	}
+	return Flow{Dst: ra.Addr().Unmap().String(), DPort: ra.Port(), SPort: la.Port(), Proto: proto}, nil
+}

@@ -1,0 +1,178 @@
+// Package api is the lanes daemon's control protocol: its wire types, request
+// decoding and authorization rules, the unix-socket server the daemon runs,
+// and the Go client that the CLI and applications use.
+//
+// Protocol (docs/api.md): a unix stream socket; each request is one line of
+// JSON, each reply one line of JSON, in order; a connection may carry many
+// requests. Lines are limited to MaxLine bytes. Callers are identified by the
+// kernel (SO_PEERCRED), never by what they claim.
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// DefaultSocket is where the daemon listens unless told otherwise.
+const DefaultSocket = "/run/lanes/lanes.sock"
+
+// MaxLine bounds one request or reply line.
+const MaxLine = 64 << 10
+
+// Operations.
+const (
+	OpPing       = "ping"
+	OpStatus     = "status"
+	OpFlows      = "flows"
+	OpRegister   = "register"   // put a flow (3-tuple) in a lane
+	OpUnregister = "unregister" // remove a flow registration
+	OpMovePID    = "move-pid"   // put a process (and its future children) in a lane
+	OpLaneCgroup = "lane-cgroup"
+)
+
+// Flow is the paper's registration key: destination IP, destination port,
+// source port (read with getsockname after connect), and the protocol.
+type Flow struct {
+	Dst   string `json:"dst"`
+	DPort uint16 `json:"dport"`
+	SPort uint16 `json:"sport"`
+	Proto string `json:"proto,omitempty"` // "tcp" (default) or "udp"
+}
+
+func (f Flow) String() string {
+	p := f.Proto
+	if p == "" {
+		p = "tcp"
+	}
+	return fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+}
+
+// Validate checks a flow key.
+func (f Flow) Validate() error {
+	if _, err := netip.ParseAddr(f.Dst); err != nil {
+		return fmt.Errorf("flow dst %q is not an IP address", f.Dst)
+	}
+	if f.DPort == 0 {
+		return errors.New("flow dport missing")
+	}
+	if f.SPort == 0 {
+		return errors.New("flow sport missing (read it with getsockname after connect)")
+	}
+	if f.Proto != "" && f.Proto != "tcp" && f.Proto != "udp" {
+		return fmt.Errorf("flow proto %q: want tcp or udp", f.Proto)
+	}
+	return nil
+}
+
+// Request is one client request.
+type Request struct {
+	Op   string    `json:"op"`
+	Flow *Flow     `json:"flow,omitempty"`
+	Lane lane.Lane `json:"lane,omitempty"`
+	PID  int       `json:"pid,omitempty"`
+}
+
+// DecodeRequest parses and checks one request line. It never panics; every
+// malformed input is an error that can be sent back to the client.
+func DecodeRequest(line []byte) (Request, error) {
+	var r Request
+	if len(line) > MaxLine {
+		return r, fmt.Errorf("request longer than %d bytes", MaxLine)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Request{}, fmt.Errorf("bad request: %w", err)
+	}
+	if dec.More() {
+		return Request{}, errors.New("bad request: trailing data after the JSON object")
+	}
+	switch r.Op {
+	case OpPing, OpStatus, OpFlows:
+	case OpRegister:
+		if r.Flow == nil {
+			return Request{}, errors.New("register needs a flow")
+		}
+		if err := r.Flow.Validate(); err != nil {
+			return Request{}, err
+		}
+		if r.Lane == lane.Unset {
+			return Request{}, errors.New("register needs a lane")
+		}
+	case OpUnregister:
+		if r.Flow == nil {
+			return Request{}, errors.New("unregister needs a flow")
+		}
+		if err := r.Flow.Validate(); err != nil {
+			return Request{}, err
+		}
+	case OpMovePID:
+		if r.PID <= 0 {
+			return Request{}, errors.New("move-pid needs a pid > 0")
+		}
+		if r.Lane == lane.Unset {
+			return Request{}, errors.New("move-pid needs a lane")
+		}
+	case OpLaneCgroup:
+		if r.Lane == lane.Unset {
+			return Request{}, errors.New("lane-cgroup needs a lane")
+		}
+	case "":
+		return Request{}, errors.New("bad request: missing op")
+	default:
+		return Request{}, fmt.Errorf("unknown op %q", r.Op)
+	}
+	return r, nil
+}
+
+// Response is one reply. Exactly one of the payload fields is set on success.
+type Response struct {
+	OK     bool       `json:"ok"`
+	Error  string     `json:"error,omitempty"`
+	Status *Status    `json:"status,omitempty"`
+	Flows  []FlowInfo `json:"flows,omitempty"`
+	Cgroup string     `json:"cgroup,omitempty"`
+}
+
+// FlowInfo is one registered flow.
+type FlowInfo struct {
+	Flow   Flow      `json:"flow"`
+	Lane   lane.Lane `json:"lane"`
+	Source string    `json:"source"` // "api", "policy:<rule>"
+	UID    uint32    `json:"uid"`    // who registered it
+}
+
+// LaneStats is one lane's counters on one interface.
+type LaneStats struct {
+	Lane           lane.Lane `json:"lane"`
+	Packets        uint64    `json:"packets"`
+	Bytes          uint64    `json:"bytes"`
+	Drops          uint64    `json:"drops"`
+	Overlimits     uint64    `json:"overlimits"`
+	BacklogBytes   uint64    `json:"backlog_bytes"`
+	BacklogPackets uint64    `json:"backlog_packets"`
+}
+
+// InterfaceStatus is what lanes does on one interface.
+type InterfaceStatus struct {
+	Name       string            `json:"name"`
+	Mode       string            `json:"mode"`
+	UplinkBps  uint64            `json:"uplink_bps,omitempty"`
+	Lanes      []LaneStats       `json:"lanes"`
+	Classifier map[string]uint64 `json:"classifier"` // packets per match kind
+}
+
+// Status is the daemon's state.
+type Status struct {
+	Version    string            `json:"version"`
+	Policy     string            `json:"policy"`
+	StartedAt  string            `json:"started_at"`
+	Interfaces []InterfaceStatus `json:"interfaces"`
+	Flows      []FlowInfo        `json:"flows"`
+	Components map[string]string `json:"components,omitempty"` // e.g. coop: "capping, N=3"
+}
