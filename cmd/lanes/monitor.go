@@ -1,0 +1,346 @@
+// monitor.go: `lanes monitor`, the kernel TCP monitor: a live top-like view
+// of TCP flows (lane, process, cwnd, RTT, congestion state, rate), JSON lines
+// or CSV for machines and `lanes plot`, Prometheus text of per-lane
+// aggregates, and an event mode tracing per-ACK cwnd and flow start/end.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+func init() {
+	register(&command{
+		name:    "monitor",
+		summary: "watch TCP flows: cwnd, RTT, state, rate per lane and process",
+		usage:   "[--json|--csv|--prometheus|--events] [--interval D] [--duration D] [--output FILE] [--netns PATH] [filters]",
+		run:     runMonitor,
+	})
+}
+
+type monitorFlags struct {
+	json, csv, prom, events, probe bool
+	interval, duration, probeGap   time.Duration
+	output, netns                  string
+	lanes, src, dst, comm, cgroup  string
+	sport, dport, port             uint
+	pid, count, top                int
+	all                            bool
+}
+
+func runMonitor(ctx context.Context, e *env, args []string) error {
+	var m monitorFlags
+	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.BoolVar(&m.json, "json", false, "JSON lines, one per flow per sample")
+	fs.BoolVar(&m.csv, "csv", false, "CSV, one line per flow per sample")
+	fs.BoolVar(&m.prom, "prometheus", false, "print per-lane aggregates in Prometheus text format once and exit")
+	fs.BoolVar(&m.events, "events", false, "event mode: trace flow start/end (BPF on sock:inet_sock_set_state)")
+	fs.BoolVar(&m.probe, "probe", false, "with --events: also every ACK's cwnd/ssthresh/srtt (tcp:tcp_probe); give a --port")
+	fs.DurationVar(&m.probeGap, "probe-gap", 0, "with --probe: least time between two events of one flow")
+	fs.DurationVar(&m.interval, "interval", tcpmon.DefaultInterval, "sampling interval (>= 10ms)")
+	fs.DurationVar(&m.duration, "duration", 0, "stop after this long (0: until interrupted)")
+	fs.IntVar(&m.count, "count", 0, "stop after this many samples (0: no limit)")
+	fs.StringVar(&m.output, "output", "", "write JSON lines (CSV if the name ends in .csv or with --csv) to FILE; the live view stays on the terminal")
+	fs.StringVar(&m.netns, "netns", "", "sample inside the network namespace at PATH (e.g. /var/run/netns/NAME)")
+	fs.StringVar(&m.lanes, "lane", "", "only flows in these lanes (comma separated; needs the daemon's lane map)")
+	fs.StringVar(&m.src, "src", "", "only flows whose local address is in this prefix or address")
+	fs.StringVar(&m.dst, "dst", "", "only flows whose remote address is in this prefix or address")
+	fs.UintVar(&m.sport, "sport", 0, "only flows with this local port")
+	fs.UintVar(&m.dport, "dport", 0, "only flows with this remote port")
+	fs.UintVar(&m.port, "port", 0, "only flows with this port on either side")
+	fs.IntVar(&m.pid, "pid", 0, "only flows of this process id")
+	fs.StringVar(&m.comm, "comm", "", "only flows of processes with this name")
+	fs.StringVar(&m.cgroup, "cgroup", "", "only flows created in this cgroup v2 directory")
+	fs.IntVar(&m.top, "top", 40, "live view: show at most this many flows")
+	fs.BoolVar(&m.all, "all", false, "include listening and TIME-WAIT sockets")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	}
+	n := 0
+	for _, b := range []bool{m.json, m.prom, m.events} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 || (m.csv && (m.json || m.prom)) {
+		return usageErrorf("--json, --csv, --prometheus and --events exclude each other (except --events --json)")
+	}
+	if m.interval < tcpmon.MinInterval {
+		return usageErrorf("--interval %v is below %v", m.interval, tcpmon.MinInterval)
+	}
+	if m.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.duration)
+		defer cancel()
+	}
+	cfg, err := m.samplerConfig()
+	if err != nil {
+		return err
+	}
+	if m.events || m.probe {
+		return runEvents(ctx, e, &m)
+	}
+	s, err := tcpmon.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	if m.prom {
+		// Two samples an interval apart so rates are known.
+		if _, err := s.Sample(); err != nil {
+			return err
+		}
+		time.Sleep(m.interval)
+		flows, err := s.Sample()
+		if err != nil {
+			return err
+		}
+		return tcpmon.WritePrometheus(e.stdout, flows)
+	}
+
+	var enc *tcpmon.Encoder
+	live := true
+	switch {
+	case m.output != "":
+		f, err := os.Create(m.output)
+		if err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+		defer f.Close()
+		if m.csv || strings.HasSuffix(m.output, ".csv") {
+			enc = tcpmon.NewCSVEncoder(f)
+		} else {
+			enc = tcpmon.NewJSONEncoder(f)
+		}
+		live = !m.json && !m.csv
+	case m.csv:
+		enc, live = tcpmon.NewCSVEncoder(e.stdout), false
+	case m.json:
+		enc, live = tcpmon.NewJSONEncoder(e.stdout), false
+	}
+	samples := 0
+	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
+		samples++
+		if enc != nil {
+			if err := enc.Encode(flows); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		if live {
+			drawLive(e.stdout, s, flows, m.top)
+		}
+		if m.count > 0 && samples >= m.count {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return err
+}
+
+var errStop = errors.New("stop")
+
+func (m *monitorFlags) samplerConfig() (tcpmon.Config, error) {
+	cfg := tcpmon.Config{Interval: m.interval, NetNSPath: m.netns}
+	f := &cfg.Filter
+	if m.lanes != "" {
+		for _, s := range strings.Split(m.lanes, ",") {
+			l, err := lane.Parse(strings.TrimSpace(s))
+			if err != nil {
+				return cfg, usageErrorf("--lane: %v", err)
+			}
+			f.Lanes = append(f.Lanes, l)
+		}
+	}
+	var err error
+	if f.Local, err = parsePrefix(m.src); err != nil {
+		return cfg, usageErrorf("--src: %v", err)
+	}
+	if f.Remote, err = parsePrefix(m.dst); err != nil {
+		return cfg, usageErrorf("--dst: %v", err)
+	}
+	for _, p := range []uint{m.sport, m.dport, m.port} {
+		if p > 65535 {
+			return cfg, usageErrorf("port %d out of range", p)
+		}
+	}
+	f.LocalPort, f.RemotePort, f.Port = uint16(m.sport), uint16(m.dport), uint16(m.port)
+	f.PID, f.Comm, f.Cgroup = m.pid, m.comm, m.cgroup
+	if m.all {
+		cfg.States = ^uint32(0)
+	}
+	return cfg, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if s == "" {
+		return netip.Prefix{}, nil
+	}
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// drawLive redraws the terminal: a summary line and the flows by throughput.
+func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int) {
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	var total float64
+	for i := range flows {
+		total += flows[i].Throughput
+	}
+	fmt.Fprintf(&b, "lanes monitor  %s  every %v  %d flows (%d sockets seen)  total %s\n\n",
+		time.Now().Format("15:04:05"), s.Interval(), len(flows), s.Dumped, fmtRate(total))
+	writeFlowTable(&b, flows, top)
+	io.WriteString(w, b.String())
+}
+
+// writeFlowTable prints flows as an aligned table, at most top rows.
+func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
+	const hdr = "%-11s %-18s %-23s %-23s %-10s %-8s %6s %6s %9s %9s %10s %7s %9s\n"
+	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ")
+	for i := range flows {
+		if top > 0 && i >= top {
+			fmt.Fprintf(w, "... %d more\n", len(flows)-top)
+			break
+		}
+		f := &flows[i]
+		proc := "-"
+		if f.PID != 0 {
+			proc = fmt.Sprintf("%s/%d", f.Comm, f.PID)
+		}
+		lname := "-"
+		if f.Lane != lane.Unset {
+			lname = f.Lane.String()
+		}
+		ss := "-"
+		if f.SSThresh != 0 && f.SSThresh < 0x7fffffff {
+			ss = strconv.FormatUint(uint64(f.SSThresh), 10)
+		}
+		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, f.CAState,
+			strconv.FormatUint(uint64(f.Cwnd), 10), ss,
+			fmt.Sprintf("%.3f", float64(f.SRTT)/1000), fmt.Sprintf("%.3f", float64(f.MinRTT)/1000),
+			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10))
+	}
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "~"
+}
+
+// fmtRate prints bits/s the way tc and ss do.
+func fmtRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2fGbit", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2fMbit", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1fKbit", bps/1e3)
+	}
+	return fmt.Sprintf("%.0fbit", bps)
+}
+
+// runEvents is event mode: flow start/end (and per-ACK probes with --probe)
+// as text lines or, with --json, JSON lines.
+func runEvents(ctx context.Context, e *env, m *monitorFlags) error {
+	if m.netns != "" {
+		fmt.Fprintln(e.stderr, "lanes monitor: note: tracepoints see every namespace; filter with --port")
+	}
+	cfg := tcpmon.EventConfig{State: true, Probe: m.probe, ProbeGap: m.probeGap}
+	for _, p := range []uint{m.port, m.sport, m.dport} {
+		if p != 0 {
+			cfg.Ports = append(cfg.Ports, uint16(p))
+		}
+	}
+	tr, err := tcpmon.OpenTracer(cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	out := e.stdout
+	if m.output != "" {
+		f, err := os.Create(m.output)
+		if err != nil {
+			return fmt.Errorf("output: %w", err)
+		}
+		defer f.Close()
+		out = f
+	}
+	enc := json.NewEncoder(out)
+	if !m.json {
+		fmt.Fprintf(out, "%-15s %-5s %-23s %-23s %s\n", "TIME", "EVENT", "LOCAL", "REMOTE", "DETAILS")
+	}
+	n := 0
+	for {
+		ev, err := tr.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				st := tr.Stats()
+				if st.Dropped > 0 {
+					fmt.Fprintf(e.stderr, "lanes monitor: %d events dropped (ring buffer full)\n", st.Dropped)
+				}
+				return nil
+			}
+			return err
+		}
+		if m.json {
+			if err := enc.Encode(&ev); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(out, "%-15s %-5s %-23s %-23s %s\n", ev.Time.Format("15:04:05.000000"), ev.Kind, ev.Src, ev.Dst, eventDetails(&ev))
+		}
+		n++
+		if m.count > 0 && n >= m.count {
+			return nil
+		}
+	}
+}
+
+func eventDetails(ev *tcpmon.Event) string {
+	switch ev.Kind {
+	case "probe":
+		return fmt.Sprintf("cwnd %d ssthresh %d srtt %.3fms snd_wnd %d", ev.Cwnd, ev.SSThresh, float64(ev.SRTT)/1000, ev.SndWnd)
+	case "start":
+		return fmt.Sprintf("%s->%s handshake %v %s", ev.OldState, ev.NewState, ev.Duration, procName(ev))
+	case "end":
+		return fmt.Sprintf("%s->%s duration %v %s", ev.OldState, ev.NewState, ev.Duration, procName(ev))
+	}
+	return ""
+}
+
+func procName(ev *tcpmon.Event) string {
+	if ev.PID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", ev.Comm, ev.PID)
+}

@@ -1,0 +1,359 @@
+// diag.go: a minimal NETLINK_SOCK_DIAG client for TCP sockets, written
+// against the uapi (linux/inet_diag.h, linux/sock_diag.h) the way ss does it.
+//
+// One request per address family: SOCK_DIAG_BY_FAMILY with NLM_F_DUMP and an
+// inet_diag_req_v2 asking for INFO, MEMINFO, SKMEMINFO, CONG and TOS; the
+// kernel answers with one inet_diag_msg plus attributes per socket, spread
+// over several datagrams of at most 32 KiB, ended by NLMSG_DONE.
+//
+//   - openDiag      opens the netlink socket, inside a network namespace if
+//     given (the socket stays bound to that namespace afterwards).
+//   - (*diagConn).dump  sends one request and calls fn for every socket.
+//   - parseDiagMsg  decodes one inet_diag_msg and its attributes (pure; unit
+//     tested on crafted messages).
+//
+// Note: sockets may vanish or appear while the kernel walks its hash tables;
+// the dump then simply lacks or gains them, and the kernel may set
+// NLM_F_DUMP_INTR. Neither is an error for a monitor: the next sample sees
+// the new state. Unknown attributes are skipped by type, so newer kernels
+// with more attributes are read fine.
+package tcpmon
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Attribute types of an inet_diag_msg (enum in linux/inet_diag.h).
+const (
+	attrMeminfo   = 1
+	attrInfo      = 2
+	attrCong      = 4
+	attrTOS       = 5
+	attrSKMeminfo = 7
+	attrShutdown  = 8
+	attrMark      = 15
+	attrCgroupID  = 21
+)
+
+const (
+	sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
+	nlmsgHdrLen      = 16
+	diagReqLen       = 56 // sizeof(struct inet_diag_req_v2)
+	diagMsgLen       = 72 // sizeof(struct inet_diag_msg)
+)
+
+// TCP states (include/net/tcp_states.h), as bits for idiag_states.
+const (
+	StateEstablished = 1
+	StateSynSent     = 2
+	StateSynRecv     = 3
+	StateFinWait1    = 4
+	StateFinWait2    = 5
+	StateTimeWait    = 6
+	StateClose       = 7
+	StateCloseWait   = 8
+	StateLastAck     = 9
+	StateListen      = 10
+	StateClosing     = 11
+)
+
+// ConnectedStates is the default idiag_states mask: every state of a
+// connection that has a tcp_info worth reading (no LISTEN, no TIME_WAIT).
+const ConnectedStates uint32 = 1<<StateEstablished | 1<<StateSynSent | 1<<StateSynRecv |
+	1<<StateFinWait1 | 1<<StateFinWait2 | 1<<StateCloseWait | 1<<StateLastAck | 1<<StateClosing
+
+var stateNames = [...]string{"", "ESTAB", "SYN-SENT", "SYN-RECV", "FIN-WAIT-1", "FIN-WAIT-2",
+	"TIME-WAIT", "CLOSE", "CLOSE-WAIT", "LAST-ACK", "LISTEN", "CLOSING", "NEW-SYN-RECV"}
+
+// StateName is the ss-style name of a TCP state number.
+func StateName(s uint8) string {
+	if int(s) < len(stateNames) && stateNames[s] != "" {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("STATE-%d", s)
+}
+
+// Sock is one socket as the kernel describes it in a sock_diag answer.
+type Sock struct {
+	Family   uint8
+	State    uint8
+	Src, Dst netip.AddrPort
+	IfIndex  uint32
+	Cookie   uint64
+	RQueue   uint32 // receive queue bytes (established: unread data)
+	WQueue   uint32 // send queue bytes (established: unacked + unsent)
+	UID      uint32
+	Inode    uint32
+	Info     *TCPInfo // nil if the kernel sent no INET_DIAG_INFO
+	Mem      [4]uint32
+	HasMem   bool
+	SKMem    []uint32 // SK_MEMINFO_* values, as many as the kernel sent
+	Cong     string
+	TOS      uint8
+	Mark     uint32
+	CgroupID uint64
+	Shutdown uint8
+}
+
+// parseDiagMsg decodes the payload of one SOCK_DIAG_BY_FAMILY message.
+func parseDiagMsg(b []byte) (Sock, error) {
+	var s Sock
+	if len(b) < diagMsgLen {
+		return s, fmt.Errorf("inet_diag_msg: %d bytes, want at least %d", len(b), diagMsgLen)
+	}
+	ne := binary.NativeEndian
+	s.Family = b[0]
+	s.State = b[1]
+	// struct inet_diag_sockid starts at 4: sport, dport (big endian), src[16], dst[16], if, cookie[2].
+	sport := binary.BigEndian.Uint16(b[4:])
+	dport := binary.BigEndian.Uint16(b[6:])
+	switch s.Family {
+	case unix.AF_INET:
+		s.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[8:12])), sport)
+		s.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[24:28])), dport)
+	case unix.AF_INET6:
+		s.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), sport)
+		s.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[24:40])).Unmap(), dport)
+	default:
+		return s, fmt.Errorf("inet_diag_msg: unknown family %d", s.Family)
+	}
+	s.IfIndex = ne.Uint32(b[40:])
+	s.Cookie = uint64(ne.Uint32(b[44:])) | uint64(ne.Uint32(b[48:]))<<32
+	// then idiag_expires (52), rqueue, wqueue, uid, inode.
+	s.RQueue = ne.Uint32(b[56:])
+	s.WQueue = ne.Uint32(b[60:])
+	s.UID = ne.Uint32(b[64:])
+	s.Inode = ne.Uint32(b[68:])
+
+	rest := b[diagMsgLen:]
+	for len(rest) >= 4 {
+		alen := int(ne.Uint16(rest[0:]))
+		atype := ne.Uint16(rest[2:]) & 0x3fff // strip NLA_F_NESTED / NLA_F_NET_BYTEORDER
+		if alen < 4 || alen > len(rest) {
+			return s, fmt.Errorf("inet_diag_msg: attribute type %d has bad length %d (%d bytes left)", atype, alen, len(rest))
+		}
+		v := rest[4:alen]
+		switch atype {
+		case attrInfo:
+			ti := ParseTCPInfo(v)
+			s.Info = &ti
+		case attrMeminfo:
+			if len(v) >= 16 {
+				for i := range s.Mem {
+					s.Mem[i] = ne.Uint32(v[4*i:])
+				}
+				s.HasMem = true
+			}
+		case attrSKMeminfo:
+			s.SKMem = make([]uint32, len(v)/4)
+			for i := range s.SKMem {
+				s.SKMem[i] = ne.Uint32(v[4*i:])
+			}
+		case attrCong:
+			s.Cong = cString(v)
+		case attrTOS:
+			if len(v) >= 1 {
+				s.TOS = v[0]
+			}
+		case attrMark:
+			if len(v) >= 4 {
+				s.Mark = ne.Uint32(v)
+			}
+		case attrCgroupID:
+			if len(v) >= 8 {
+				s.CgroupID = ne.Uint64(v)
+			}
+		case attrShutdown:
+			if len(v) >= 1 {
+				s.Shutdown = v[0]
+			}
+		default:
+			// Unknown or uninteresting attribute: skipped by its length.
+		}
+		next := (alen + 3) &^ 3
+		if next > len(rest) {
+			break
+		}
+		rest = rest[next:]
+	}
+	return s, nil
+}
+
+func cString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// diagConn is a NETLINK_SOCK_DIAG socket with its receive buffer.
+type diagConn struct {
+	fd  int
+	seq uint32
+	buf []byte
+	req []byte
+	// DumpIntr counts dumps the kernel marked NLM_F_DUMP_INTR (the socket
+	// tables changed under the walk); BadMsgs counts undecodable messages.
+	DumpIntr, BadMsgs uint64
+}
+
+// openDiag opens the netlink socket; if ns is a valid handle the socket is
+// created inside that network namespace.
+func openDiag(ns netns.NsHandle) (*diagConn, error) {
+	mk := func() (int, error) {
+		return unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	}
+	var fd int
+	var err error
+	if ns.IsOpen() {
+		fd, err = inNetNS(ns, mk)
+	} else {
+		fd, err = mk()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open sock_diag netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind sock_diag netlink socket: %w", err)
+	}
+	// A larger socket buffer lets the kernel queue a whole datagram while we
+	// parse the previous one; 32 KiB is the largest the dump ever sends.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	return &diagConn{fd: fd, buf: make([]byte, 64<<10), req: make([]byte, nlmsgHdrLen+diagReqLen)}, nil
+}
+
+// inNetNS runs fn on a locked OS thread switched into ns. If switching back
+// fails the thread stays locked, so the runtime discards it with the goroutine.
+func inNetNS[T any](ns netns.NsHandle, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		var r result
+		orig, err := netns.Get()
+		if err != nil {
+			r.err = fmt.Errorf("get current netns: %w", err)
+			ch <- r
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			r.err = fmt.Errorf("enter netns: %w", err)
+			ch <- r
+			return
+		}
+		r.v, r.err = fn()
+		if err := netns.Set(orig); err == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- r
+	}()
+	r := <-ch
+	return r.v, r.err
+}
+
+func (c *diagConn) Close() error { return unix.Close(c.fd) }
+
+// dump asks for all TCP sockets of family in the states mask and calls fn
+// for each. Messages that do not decode are counted and skipped.
+func (c *diagConn) dump(family uint8, states uint32, fn func(*Sock)) error {
+	c.seq++
+	ne := binary.NativeEndian
+	r := c.req
+	clear(r)
+	ne.PutUint32(r[0:], uint32(len(r)))
+	ne.PutUint16(r[4:], sockDiagByFamily)
+	ne.PutUint16(r[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	ne.PutUint32(r[8:], c.seq)
+	q := r[nlmsgHdrLen:]
+	q[0] = family
+	q[1] = unix.IPPROTO_TCP
+	q[2] = 1<<(attrMeminfo-1) | 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrTOS-1) | 1<<(attrSKMeminfo-1)
+	ne.PutUint32(q[4:], states)
+	// Cookie "none": the kernel ignores the socket id in a dump, but ss sets it.
+	ne.PutUint32(q[8+40:], ^uint32(0))
+	ne.PutUint32(q[8+44:], ^uint32(0))
+	if err := unix.Sendto(c.fd, r, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return fmt.Errorf("send sock_diag request: %w", err)
+	}
+	for {
+		n, _, err := unix.Recvfrom(c.fd, c.buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("receive sock_diag answer: %w", err)
+		}
+		done, err := c.parseDatagram(c.buf[:n], fn)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// parseDatagram walks the netlink messages of one datagram. It reports done
+// at NLMSG_DONE and turns NLMSG_ERROR into an error.
+func (c *diagConn) parseDatagram(b []byte, fn func(*Sock)) (done bool, err error) {
+	ne := binary.NativeEndian
+	for len(b) >= nlmsgHdrLen {
+		mlen := int(ne.Uint32(b[0:]))
+		mtype := ne.Uint16(b[4:])
+		flags := ne.Uint16(b[6:])
+		seq := ne.Uint32(b[8:])
+		if mlen < nlmsgHdrLen || mlen > len(b) {
+			return true, fmt.Errorf("sock_diag: netlink message length %d of %d bytes", mlen, len(b))
+		}
+		payload := b[nlmsgHdrLen:mlen]
+		if flags&unix.NLM_F_DUMP_INTR != 0 {
+			c.DumpIntr++
+		}
+		if seq != c.seq {
+			// A late answer to an earlier, abandoned request: skip.
+		} else {
+			switch mtype {
+			case unix.NLMSG_DONE:
+				// The payload is the dump's final status (0 or -errno).
+				if len(payload) >= 4 {
+					if errno := int32(ne.Uint32(payload)); errno < 0 {
+						return true, fmt.Errorf("sock_diag: dump ended with: %w", unix.Errno(-errno))
+					}
+				}
+				return true, nil
+			case unix.NLMSG_ERROR:
+				if len(payload) >= 4 {
+					if errno := int32(ne.Uint32(payload)); errno != 0 {
+						return true, fmt.Errorf("sock_diag: kernel error: %w", unix.Errno(-errno))
+					}
+				}
+				return true, nil
+			case sockDiagByFamily:
+				s, err := parseDiagMsg(payload)
+				if err != nil {
+					c.BadMsgs++
+				} else {
+					fn(&s)
+				}
+			}
+		}
+		next := (mlen + 3) &^ 3
+		if next > len(b) {
+			break
+		}
+		b = b[next:]
+	}
+	return false, nil
+}

@@ -1,0 +1,315 @@
+// Package tcpmon is lanes' kernel TCP monitor: it samples every TCP socket's
+// congestion state through sock_diag netlink (cwnd, ssthresh, RTTs, CA state,
+// losses, byte counters, rates, queues), attributes each socket to its lane
+// and owning process, and, in event mode, follows per-ACK congestion-window
+// updates and flow starts and ends through BPF tracepoints.
+//
+// sampler.go is the sampling loop:
+//   - New opens one sock_diag socket (inside Config's network namespace).
+//   - Sample dumps IPv4 and IPv6 TCP sockets, filters them, resolves process
+//     and lane, and computes throughput from the bytes_acked difference to the
+//     previous sample of the same socket (keyed by socket cookie).
+//   - Run calls Sample every Interval until the context ends.
+//
+// Note: filtering happens in user space after the dump: the dump's kernel
+// cost is per socket anyway, and it keeps the filter language (lanes,
+// processes, cgroups) independent of the kernel's bytecode.
+package tcpmon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// MinInterval is the shortest sampling interval accepted.
+const MinInterval = 10 * time.Millisecond
+
+// DefaultInterval is the sampling interval when none is given.
+const DefaultInterval = 100 * time.Millisecond
+
+// Filter selects flows; zero fields match everything. All set fields must
+// match.
+type Filter struct {
+	Lanes      []lane.Lane  // flow's lane is one of these
+	Local      netip.Prefix // local address within
+	Remote     netip.Prefix // remote address within
+	LocalPort  uint16
+	RemotePort uint16
+	Port       uint16 // either side's port
+	PID        int    // owning process id
+	Comm       string // owning process name (as in /proc/PID/comm)
+	Cgroup     string // cgroup v2 directory the socket was created in
+	CgroupID   uint64 // or its id (the directory's inode number)
+}
+
+// Config configures a Sampler.
+type Config struct {
+	Interval time.Duration // default DefaultInterval, at least MinInterval
+	// NetNSPath or NetNS selects the network namespace to sample; both
+	// empty means the caller's. NetNS is borrowed, not closed.
+	NetNSPath string
+	NetNS     netns.NsHandle
+	Filter    Filter
+	// LaneOf maps a socket cookie to its lane (the datapath's sockops map).
+	// nil: lanes are reported as unset. A cookie it does not know is in the
+	// default lane, interactive.
+	LaneOf func(cookie uint64) (lane.Lane, bool)
+	States uint32 // idiag_states mask; 0 = ConnectedStates
+	// NoProcess skips the socket -> process lookup (saves the /proc scans).
+	NoProcess bool
+	// ProcRefresh is the least time between two /proc scans (default 2 s).
+	ProcRefresh time.Duration
+	IPv4Only    bool
+}
+
+// Sampler takes samples of TCP sockets.
+type Sampler struct {
+	cfg   Config
+	conn  *diagConn
+	procs *procCache
+	prev  map[uint64]prevCounters
+	next  map[uint64]prevCounters
+	buf   []Flow
+	// Stats of the last Sample.
+	Dumped, Matched int
+}
+
+type prevCounters struct {
+	t            time.Time
+	acked, recvd uint64
+}
+
+func (c *Config) validate() error {
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Interval < MinInterval {
+		return fmt.Errorf("interval %v is below the minimum %v", c.Interval, MinInterval)
+	}
+	if c.States == 0 {
+		c.States = ConnectedStates
+	}
+	if c.ProcRefresh == 0 {
+		c.ProcRefresh = 2 * time.Second
+	}
+	if c.Filter.Cgroup != "" && c.Filter.CgroupID == 0 {
+		var st unix.Stat_t
+		if err := unix.Stat(c.Filter.Cgroup, &st); err != nil {
+			return fmt.Errorf("cgroup filter %s: %w", c.Filter.Cgroup, err)
+		}
+		c.Filter.CgroupID = st.Ino
+	}
+	if len(c.Filter.Lanes) > 0 && c.LaneOf == nil {
+		return errors.New("a lane filter needs the lane map (is the daemon running?)")
+	}
+	if (c.Filter.PID != 0 || c.Filter.Comm != "") && c.NoProcess {
+		return errors.New("a process filter needs the process lookup")
+	}
+	return nil
+}
+
+// New opens a sampler. Close it when done.
+func New(cfg Config) (*Sampler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ns := cfg.NetNS
+	if cfg.NetNSPath != "" {
+		h, err := netns.GetFromPath(cfg.NetNSPath)
+		if err != nil {
+			return nil, fmt.Errorf("network namespace %s: %w", cfg.NetNSPath, err)
+		}
+		defer h.Close()
+		ns = h
+	} else if ns == 0 {
+		ns = netns.None()
+	}
+	conn, err := openDiag(ns)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sampler{cfg: cfg, conn: conn, prev: map[uint64]prevCounters{}, next: map[uint64]prevCounters{}}
+	if !cfg.NoProcess {
+		s.procs = newProcCache("/proc", cfg.ProcRefresh)
+	}
+	return s, nil
+}
+
+// Interval is the configured sampling interval.
+func (s *Sampler) Interval() time.Duration { return s.cfg.Interval }
+
+// Close releases the netlink socket.
+func (s *Sampler) Close() error { return s.conn.Close() }
+
+// Sample takes one sample of all matching sockets, sorted by throughput
+// (highest first), then by key. The returned slice is reused by the next
+// call.
+func (s *Sampler) Sample() ([]Flow, error) {
+	now := time.Now()
+	s.buf = s.buf[:0]
+	s.Dumped = 0
+	clear(s.next)
+	visit := func(sk *Sock) {
+		s.Dumped++
+		if f, ok := s.flowOf(sk, now); ok {
+			s.buf = append(s.buf, f)
+		}
+	}
+	if err := s.conn.dump(unix.AF_INET, s.cfg.States, visit); err != nil {
+		return nil, err
+	}
+	if !s.cfg.IPv4Only {
+		if err := s.conn.dump(unix.AF_INET6, s.cfg.States, visit); err != nil {
+			return nil, err
+		}
+	}
+	s.prev, s.next = s.next, s.prev
+	s.Matched = len(s.buf)
+	sort.SliceStable(s.buf, func(i, j int) bool {
+		if s.buf[i].Throughput != s.buf[j].Throughput {
+			return s.buf[i].Throughput > s.buf[j].Throughput
+		}
+		return s.buf[i].Key() < s.buf[j].Key()
+	})
+	return s.buf, nil
+}
+
+// flowOf filters one socket and turns it into a Flow.
+func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
+	fl := &s.cfg.Filter
+	if !fl.matchAddr(sk) {
+		return Flow{}, false
+	}
+	if fl.CgroupID != 0 && sk.CgroupID != fl.CgroupID {
+		return Flow{}, false
+	}
+	f := Flow{
+		Time: now, Cookie: sk.Cookie, Src: sk.Src.String(), Dst: sk.Dst.String(),
+		State: StateName(sk.State), UID: sk.UID, Inode: sk.Inode, CgroupID: sk.CgroupID,
+		Cong: sk.Cong, SendQ: sk.WQueue, RecvQ: sk.RQueue,
+	}
+	if s.cfg.LaneOf != nil {
+		l, ok := s.cfg.LaneOf(sk.Cookie)
+		if !ok || l == lane.Unset {
+			l = lane.Interactive
+		}
+		f.Lane = l
+	}
+	if len(fl.Lanes) > 0 && !laneIn(f.Lane, fl.Lanes) {
+		return Flow{}, false
+	}
+	if s.procs != nil {
+		if p, ok := s.procs.lookup(sk.Inode, now); ok {
+			f.PID, f.Comm = p.PID, p.Comm
+		}
+		if (fl.PID != 0 && f.PID != fl.PID) || (fl.Comm != "" && f.Comm != fl.Comm) {
+			return Flow{}, false
+		}
+	}
+	if len(sk.SKMem) > 5 {
+		f.RcvBuf, f.SndBuf, f.WmemQueued = sk.SKMem[1], sk.SKMem[3], sk.SKMem[5]
+	}
+	if len(sk.SKMem) > 8 {
+		f.Drops = sk.SKMem[8]
+	}
+	if ti := sk.Info; ti != nil {
+		f.CAState = ti.CAState.String()
+		f.Cwnd, f.SSThresh, f.MSS = ti.SndCwnd, ti.SndSSThresh, ti.SndMSS
+		f.SRTT, f.RTTVar, f.MinRTT, f.RTO = ti.RTT, ti.RTTVar, ti.MinRTT, ti.RTO
+		f.Retransmits, f.TotalRetrans, f.Lost = ti.Retransmits, ti.TotalRetrans, ti.Lost
+		f.Unacked, f.Sacked = ti.Unacked, ti.Sacked
+		f.BytesSent, f.BytesAcked, f.BytesRecv, f.BytesRetrans = ti.BytesSent, ti.BytesAcked, ti.BytesRecv, ti.BytesRetrans
+		f.DeliveryRate = ti.DeliveryRate * 8
+		if ti.PacingRate != ^uint64(0) {
+			f.PacingRate = ti.PacingRate * 8
+		}
+		f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
+		if p, ok := s.prev[sk.Cookie]; ok {
+			if dt := now.Sub(p.t).Seconds(); dt > 0 {
+				if ti.BytesAcked >= p.acked {
+					f.Throughput = float64(ti.BytesAcked-p.acked) * 8 / dt
+				}
+				if ti.BytesRecv >= p.recvd {
+					f.RecvRate = float64(ti.BytesRecv-p.recvd) * 8 / dt
+				}
+			}
+		}
+		if sk.Cookie != 0 {
+			s.next[sk.Cookie] = prevCounters{t: now, acked: ti.BytesAcked, recvd: ti.BytesRecv}
+		}
+	}
+	return f, true
+}
+
+func (fl *Filter) matchAddr(sk *Sock) bool {
+	if fl.LocalPort != 0 && sk.Src.Port() != fl.LocalPort {
+		return false
+	}
+	if fl.RemotePort != 0 && sk.Dst.Port() != fl.RemotePort {
+		return false
+	}
+	if fl.Port != 0 && sk.Src.Port() != fl.Port && sk.Dst.Port() != fl.Port {
+		return false
+	}
+	if fl.Local.IsValid() && !fl.Local.Contains(sk.Src.Addr()) {
+		return false
+	}
+	if fl.Remote.IsValid() && !fl.Remote.Contains(sk.Dst.Addr()) {
+		return false
+	}
+	return true
+}
+
+func laneIn(l lane.Lane, ls []lane.Lane) bool {
+	for _, x := range ls {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+// Run samples every interval until ctx ends, handing each sample to fn; an
+// error from fn or from sampling ends the run.
+func (s *Sampler) Run(ctx context.Context, fn func([]Flow) error) error {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		flows, err := s.Sample()
+		if err != nil {
+			return err
+		}
+		if err := fn(flows); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Stats are counters of the sampler's netlink conversation.
+type Stats struct {
+	DumpIntr, BadMsgs uint64
+	ProcScans         int
+}
+
+// Stats returns the counters so far.
+func (s *Sampler) Stats() Stats {
+	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs}
+	if s.procs != nil {
+		st.ProcScans = s.procs.scans
+	}
+	return st
+}
