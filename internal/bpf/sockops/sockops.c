@@ -1,0 +1,305 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sockops.c - lanes per-socket program: a cgroup-v2 sock_ops program,
+ * attached at the cgroup v2 root through a bpf_link (several lanes daemons in
+ * several network namespaces attach side by side), that resolves each TCP
+ * socket's lane once and applies the lane's per-socket settings.
+ *
+ * It acts only on sockets of the network namespace whose cookie the loader
+ * set in CFG.netns_cookie (bpf_get_netns_cookie); the sockets of other
+ * namespaces belong to other daemons.
+ *
+ *   - TCP_CONNECT_CB (active open, before the SYN) and
+ *     PASSIVE_ESTABLISHED_CB: resolve the lane (socket cookie already known,
+ *     else 3-tuple, else the socket's cgroup v2 id, else its uid) and store
+ *     cookie -> lane in lanes_cookie for the classifier. Nothing is stored
+ *     when nothing matched, so a 3-tuple registered later still wins.
+ *   - ACTIVE/PASSIVE_ESTABLISHED_CB: ask for STATE and RTT callbacks; for a
+ *     background socket set TCP_NOTSENT_LOWAT = CFG.notsent_lowat so that
+ *     its own unsent data stays small; apply the cwnd cap.
+ *   - RTT_CB (each RTT sample): apply the cwnd cap if it changed.
+ *   - STATE_CB to TCP_CLOSE: drop the cookie's entries.
+ *
+ * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
+ * Applied with bpf_setsockopt(TCP_BPF_SNDCWND_CLAMP), which sets
+ * snd_cwnd_clamp and snd_ssthresh; the congestion control then never grows
+ * cwnd past the clamp. The value last applied is kept in socket-local
+ * storage so the setsockopt runs only when the cap changes (it resets
+ * ssthresh each time). Removing a cap sets the clamp to CAP_NONE, which also
+ * resets ssthresh: the socket probes upward in slow start from there.
+ *
+ * Note: the socket's cgroup and uid are read from struct sock through CO-RE
+ * (sk_cgrp_data.cgroup->kn->id, sk_uid): at PASSIVE_ESTABLISHED_CB "current"
+ * is whatever softirq context runs, so bpf_get_current_cgroup_id would be
+ * wrong. ops->sk itself may not be offset, so the program goes through
+ * bpf_skc_to_tcp_sock to get a BTF pointer first. Only the exact cgroup
+ * matches, not its ancestors.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+
+#include "../classifier/lanes_maps.h"
+
+char __license[] SEC("license") = "GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define SOL_TCP 6
+#define TCP_NOTSENT_LOWAT 25
+#define CAP_NONE 0x7fffffff
+
+/* Minimal kernel types for CO-RE (relocated against the running kernel's BTF). */
+typedef struct {
+	__u32 val;
+} kuid_t;
+
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_cgroup_data sk_cgrp_data;
+	kuid_t sk_uid;
+} __attribute__((preserve_access_index));
+
+volatile const struct sockops_config {
+	__u64 netns_cookie;  /* only sockets of this network namespace */
+	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT for background sockets, 0 = leave */
+	__u32 pad;
+} CFG = {};
+
+/* cwnd cap per lane (index lane), segments, 0 = none */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_lane_cap SEC(".maps");
+
+/* cwnd cap per socket cookie, segments, 0 = none; beats the lane's */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} lanes_sock_cap SEC(".maps");
+
+struct sk_state {
+	__u32 applied_cap; /* 0 = never capped */
+	__u32 lane;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sk_state);
+} lanes_sk_state SEC(".maps");
+
+enum ops_counter {
+	OPS_CONNECT = 0,     /* active opens seen */
+	OPS_ACCEPT = 1,      /* passive opens seen */
+	OPS_BY_COOKIE = 2,   /* lane already known by cookie */
+	OPS_BY_TUPLE = 3,
+	OPS_BY_CGROUP = 4,
+	OPS_BY_UID = 5,
+	OPS_UNRESOLVED = 6,  /* default lane, nothing stored */
+	OPS_LOWAT = 7,       /* TCP_NOTSENT_LOWAT set */
+	OPS_CAP_SET = 8,     /* cwnd clamp changed */
+	OPS_SETSOCKOPT_ERR = 9,
+	OPS_CLOSED = 10,
+	OPS_COUNTERS = 11,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, OPS_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lanes_ops_stats SEC(".maps");
+
+static __always_inline void bump(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&lanes_ops_stats, &idx);
+
+	if (c)
+		(*c)++;
+}
+
+static __always_inline int valid_lane(const __u32 *v)
+{
+	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
+}
+
+/* resolve returns the socket's lane (LANE_UNSET if nothing matched) and
+ * stores it by cookie. */
+static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
+{
+	struct flow_key key = {};
+	struct bpf_sock *bsk;
+	struct sock *sk;
+	__u32 *v, lane;
+
+	v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+	if (valid_lane(v)) {
+		bump(OPS_BY_COOKIE);
+		return *v;
+	}
+
+	if (ops->family == AF_INET) {
+		__u32 a = ops->remote_ip4;
+
+		key.daddr[10] = 0xff;
+		key.daddr[11] = 0xff;
+		__builtin_memcpy(&key.daddr[12], &a, 4);
+	} else if (ops->family == AF_INET6) {
+		/* one 4-byte context load each: the verifier refuses wider ones */
+		__u32 a[4] = {*(volatile __u32 *)&ops->remote_ip6[0],
+			      *(volatile __u32 *)&ops->remote_ip6[1],
+			      *(volatile __u32 *)&ops->remote_ip6[2],
+			      *(volatile __u32 *)&ops->remote_ip6[3]};
+
+		__builtin_memcpy(key.daddr, a, 16);
+	} else {
+		return LANE_UNSET;
+	}
+	/* remote_port: the be16 port in the high half on little endian */
+	key.dport = bpf_ntohl(ops->remote_port) & 0xffff;
+	key.sport = ops->local_port;
+	key.proto = 6;
+	v = bpf_map_lookup_elem(&lanes_tuple, &key);
+	if (!valid_lane(v)) {
+		key.proto = 0;
+		v = bpf_map_lookup_elem(&lanes_tuple, &key);
+	}
+	if (valid_lane(v)) {
+		lane = *v;
+		bump(OPS_BY_TUPLE);
+		goto store;
+	}
+
+	/* ops->sk may not take pointer arithmetic; its BTF view may */
+	bsk = ops->sk;
+	sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
+	if (sk) {
+		__u64 cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id);
+		__u32 uid = BPF_CORE_READ(sk, sk_uid.val);
+
+		v = bpf_map_lookup_elem(&lanes_cgroup, &cg);
+		if (valid_lane(v)) {
+			lane = *v;
+			bump(OPS_BY_CGROUP);
+			goto store;
+		}
+		v = bpf_map_lookup_elem(&lanes_uid, &uid);
+		if (valid_lane(v)) {
+			lane = *v;
+			bump(OPS_BY_UID);
+			goto store;
+		}
+	}
+	bump(OPS_UNRESOLVED);
+	return LANE_UNSET;
+store:
+	bpf_map_update_elem(&lanes_cookie, &cookie, &lane, BPF_ANY);
+	return lane;
+}
+
+static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
+{
+	struct bpf_sock *sk = ops->sk;
+	struct sk_state *st;
+	__u32 want = 0, *c;
+	int val;
+
+	if (!sk)
+		return;
+	c = bpf_map_lookup_elem(&lanes_sock_cap, &cookie);
+	if (c && *c) {
+		want = *c;
+	} else {
+		__u32 idx = lane ? lane : LANE_INTERACTIVE;
+
+		c = bpf_map_lookup_elem(&lanes_lane_cap, &idx);
+		if (c)
+			want = *c;
+	}
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
+				want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st || st->applied_cap == want)
+		return;
+	val = want ? (int)want : CAP_NONE;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
+		st->applied_cap = want;
+		bump(OPS_CAP_SET);
+	} else {
+		bump(OPS_SETSOCKOPT_ERR);
+	}
+}
+
+SEC("sockops")
+int lanes_sockops(struct bpf_sock_ops *ops)
+{
+	__u64 cookie;
+	__u32 lane, *v;
+	int val;
+
+	if (bpf_get_netns_cookie(ops) != CFG.netns_cookie)
+		return 1;
+
+	switch (ops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		bump(OPS_CONNECT);
+		resolve(ops, bpf_get_socket_cookie(ops));
+		break;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		cookie = bpf_get_socket_cookie(ops);
+		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+			bump(OPS_ACCEPT);
+			lane = resolve(ops, cookie);
+		} else {
+			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+			lane = valid_lane(v) ? *v : LANE_UNSET;
+		}
+		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
+					       BPF_SOCK_OPS_STATE_CB_FLAG |
+					       BPF_SOCK_OPS_RTT_CB_FLAG);
+		if (lane == LANE_BACKGROUND && CFG.notsent_lowat) {
+			val = CFG.notsent_lowat;
+			if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0)
+				bump(OPS_LOWAT);
+			else
+				bump(OPS_SETSOCKOPT_ERR);
+		}
+		apply_cap(ops, cookie, lane);
+		break;
+	case BPF_SOCK_OPS_RTT_CB:
+		cookie = bpf_get_socket_cookie(ops);
+		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+		apply_cap(ops, cookie, valid_lane(v) ? *v : LANE_UNSET);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		if (ops->args[1] == BPF_TCP_CLOSE) {
+			cookie = bpf_get_socket_cookie(ops);
+			bpf_map_delete_elem(&lanes_cookie, &cookie);
+			bpf_map_delete_elem(&lanes_sock_cap, &cookie);
+			bump(OPS_CLOSED);
+		}
+		break;
+	}
+	return 1;
+}

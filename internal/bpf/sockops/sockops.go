@@ -1,0 +1,66 @@
+// sockops.go loads the lanes sock_ops program with the maps it shares with
+// the classifier and names its counters. Attaching it is the datapath's job.
+package sockops
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Config is set into the program before load.
+type Config struct {
+	NetnsCookie  uint64 // the network namespace whose sockets this instance manages
+	NotsentLowat uint32 // TCP_NOTSENT_LOWAT for background sockets, 0 = leave alone
+}
+
+// Shared are the classifier's maps that sock_ops reads and writes.
+type Shared struct {
+	Cookie, Tuple, Cgroup, UID *ebpf.Map
+}
+
+// CounterNames names the entries of lanes_ops_stats, by index.
+var CounterNames = []string{
+	"connect", "accept", "by_cookie", "by_tuple", "by_cgroup", "by_uid",
+	"unresolved", "notsent_lowat", "cap_set", "setsockopt_err", "closed",
+}
+
+// Load loads the program, reusing the shared maps.
+func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
+	spec, err := LoadSockops()
+	if err != nil {
+		return nil, err
+	}
+	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat}
+	if err := spec.Variables[SockopsVarCFG].Set(c); err != nil {
+		return nil, fmt.Errorf("set sockops config: %w", err)
+	}
+	var objs SockopsObjects
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		SockopsMapLanesCookie: sh.Cookie,
+		SockopsMapLanesTuple:  sh.Tuple,
+		SockopsMapLanesCgroup: sh.Cgroup,
+		SockopsMapLanesUid:    sh.UID,
+	}}
+	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+		return nil, fmt.Errorf("load sockops: %w", err)
+	}
+	return &objs, nil
+}
+
+// ReadCounters returns the summed lanes_ops_stats counters by name.
+func ReadCounters(m *ebpf.Map) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(CounterNames))
+	for i, name := range CounterNames {
+		var per []uint64
+		if err := m.Lookup(uint32(i), &per); err != nil {
+			return nil, fmt.Errorf("read sockops counter %s: %w", name, err)
+		}
+		var s uint64
+		for _, v := range per {
+			s += v
+		}
+		out[name] = s
+	}
+	return out, nil
+}
