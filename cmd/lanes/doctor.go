@@ -1,0 +1,55 @@
+// doctor.go: `lanes doctor`, which kernel features lanes uses are present on
+// this machine and what lanes does without each.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/lanes-net/lanes/internal/features"
+)
+
+func init() {
+	register(&command{name: "doctor", summary: "probe the kernel features lanes uses and say what it does without each",
+		usage: "[--json]", run: runDoctor})
+}
+
+func runDoctor(_ context.Context, e *env, args []string) error {
+	fs := newFlags("doctor", e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	r := features.Probe()
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "feature\tstate\twithout it / detail")
+	missingNeeded := 0
+	for _, f := range r.Features {
+		state := "yes"
+		note := f.Detail
+		if !f.Present {
+			state = "no"
+			if f.Needed {
+				state = "NO (needed)"
+				missingNeeded++
+			}
+			if f.Fallback != "" {
+				note = f.Fallback
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
+	}
+	tw.Flush()
+	if missingNeeded > 0 {
+		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
+	}
+	return nil
+}

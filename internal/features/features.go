@@ -1,0 +1,273 @@
+// Package features finds out which kernel features lanes can use on this
+// machine, by trying them rather than trusting version numbers: qdisc kinds
+// are created on loopback in a scratch network namespace, BPF program and map
+// types are loaded, files and sockets are opened. `lanes doctor` prints the
+// result; the daemon and the lab use it to pick fallbacks.
+package features
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	ebpffeatures "github.com/cilium/ebpf/features"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Feature is one probed capability and what lanes does without it.
+type Feature struct {
+	Name     string `json:"name"`
+	Group    string `json:"group"`
+	Present  bool   `json:"present"`
+	Detail   string `json:"detail,omitempty"`
+	Fallback string `json:"fallback,omitempty"` // what lanes does when it is missing
+	Needed   bool   `json:"needed"`             // lanes cannot do its main job without it
+}
+
+// Report is the result of a probe run.
+type Report struct {
+	Kernel   string    `json:"kernel"`
+	Features []Feature `json:"features"`
+}
+
+// Has reports whether a named feature was found.
+func (r *Report) Has(name string) bool {
+	for _, f := range r.Features {
+		if f.Name == name {
+			return f.Present
+		}
+	}
+	return false
+}
+
+// qdiscKinds are probed by creating them; the fallback says what lanes uses
+// instead.
+var qdiscKinds = []struct{ kind, fallback string; needed bool }{
+	{"htb", "none: HTB is lanes' priority tree (prio is absent on many kernels)", true},
+	{"clsact", "classifier attached to the HTB root instead", false},
+	{"pfifo_fast", "", false},
+	{"pfifo", "", false},
+	{"bfifo", "", false},
+	{"tbf", "lab shapes in user space", false},
+	{"prio", "HTB with per-class priorities gives the same strict order", false},
+	{"fq", "pacing by TCP's internal pacing (tcp_pacing) instead", false},
+	{"fq_codel", "leaf queues are plain FIFOs with byte limits", false},
+	{"cake", "HTB shaping in shaped mode", false},
+	{"netem", "lab emulates links in user space on TUN devices", false},
+	{"etf", "realtime lane paces in the daemon's EDF scheduler", false},
+	{"taprio", "realtime lane paces in the daemon's EDF scheduler", false},
+	{"sfq", "", false},
+}
+
+// Probe runs every probe. It needs root for qdisc and BPF probes; without
+// root those are reported as not present with the reason.
+func Probe() *Report {
+	r := &Report{Kernel: kernelRelease()}
+	r.Features = append(r.Features, probeQdiscs()...)
+	r.Features = append(r.Features, probeBPF()...)
+	r.Features = append(r.Features, probeSystem()...)
+	return r
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])
+}
+
+// probeQdiscs tries each kind as the root (or clsact) qdisc of loopback in a
+// scratch namespace, so nothing of the host is touched.
+func probeQdiscs() []Feature {
+	results := map[string]error{}
+	err := inScratchNetns(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		for _, q := range qdiscKinds {
+			results[q.kind] = tryQdisc(lo, q.kind)
+		}
+		return nil
+	})
+	var out []Feature
+	for _, q := range qdiscKinds {
+		f := Feature{Name: "qdisc/" + q.kind, Group: "traffic control", Fallback: q.fallback, Needed: q.needed}
+		switch e := results[q.kind]; {
+		case err != nil:
+			f.Detail = "not probed: " + err.Error()
+		case e == nil:
+			f.Present = true
+		default:
+			f.Detail = e.Error()
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func tryQdisc(lo netlink.Link, kind string) error {
+	attrs := netlink.QdiscAttrs{LinkIndex: lo.Attrs().Index, Handle: netlink.MakeHandle(0x7fe0, 0), Parent: netlink.HANDLE_ROOT}
+	var q netlink.Qdisc
+	switch kind {
+	case "htb":
+		q = netlink.NewHtb(attrs)
+	case "clsact":
+		attrs.Parent = netlink.HANDLE_CLSACT
+		attrs.Handle = netlink.MakeHandle(0xffff, 0)
+		q = &netlink.GenericQdisc{QdiscAttrs: attrs, QdiscType: "clsact"}
+	case "tbf":
+		q = &netlink.Tbf{QdiscAttrs: attrs, Rate: 1_000_000, Limit: 10000, Buffer: 10000}
+	case "netem":
+		q = netlink.NewNetem(attrs, netlink.NetemQdiscAttrs{Latency: 1000})
+	case "prio":
+		q = netlink.NewPrio(attrs)
+	case "fq":
+		q = netlink.NewFq(attrs)
+	case "fq_codel":
+		q = netlink.NewFqCodel(attrs)
+	case "sfq":
+		q = &netlink.Sfq{QdiscAttrs: attrs}
+	default:
+		q = &netlink.GenericQdisc{QdiscAttrs: attrs, QdiscType: kind}
+	}
+	err := netlink.QdiscReplace(q)
+	if err == nil {
+		_ = netlink.QdiscDel(q)
+		return nil
+	}
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return errors.New("not in this kernel (and modules cannot be loaded)")
+	case errors.Is(err, unix.EINVAL):
+		return nil // the kind exists; it only disliked our empty options
+	}
+	return err
+}
+
+// inScratchNetns runs fn on a locked thread inside a new, unnamed namespace.
+func inScratchNetns(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the thread is discarded, not unlocked: it stays in the scratch namespace
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		ns, err := netns.New()
+		if err != nil {
+			errc <- fmt.Errorf("new netns: %w", err)
+			return
+		}
+		defer ns.Close()
+		err = fn()
+		if e := netns.Set(orig); e == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+func probeBPF() []Feature {
+	var out []Feature
+	add := func(name, fallback string, needed bool, err error) {
+		f := Feature{Name: name, Group: "bpf", Present: err == nil, Fallback: fallback, Needed: needed}
+		if err != nil {
+			f.Detail = err.Error()
+		}
+		out = append(out, f)
+	}
+	add("bpf/prog/sched_cls", "", true, ebpffeatures.HaveProgramType(ebpf.SchedCLS))
+	add("bpf/prog/sock_ops", "lanes by cookie unavailable: classifier uses 3-tuple, cgroup, uid, DSCP only; no per-socket TCP settings or cwnd caps", false, ebpffeatures.HaveProgramType(ebpf.SockOps))
+	add("bpf/prog/tracepoint", "TCP monitor samples with sock_diag only (no per-ACK events)", false, ebpffeatures.HaveProgramType(ebpf.TracePoint))
+	add("bpf/prog/struct_ops", "no BPF congestion control; background sockets keep the system's", false, ebpffeatures.HaveProgramType(ebpf.StructOps))
+	add("bpf/map/ringbuf", "", false, ebpffeatures.HaveMapType(ebpf.RingBuf))
+	add("bpf/helper/skb_cgroup_id", "lanes by cgroup resolved at connect by sock_ops only", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnSkbCgroupId))
+	add("bpf/helper/get_socket_cookie(skb)", "", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnGetSocketCookie))
+	add("bpf/helper/sock_ops setsockopt", "", false, ebpffeatures.HaveProgramHelper(ebpf.SockOps, asm.FnSetsockopt))
+	_, err := os.Stat("/sys/kernel/btf/vmlinux")
+	add("bpf/btf", "", false, err)
+	return out
+}
+
+func probeSystem() []Feature {
+	var out []Feature
+	cg := CgroupV2Mount()
+	f := Feature{Name: "cgroup/v2", Group: "system", Present: cg != "", Detail: cg,
+		Fallback: "no cgroup lanes: `lanes run` and cgroup rules unavailable; 3-tuple, uid and DSCP rules still work"}
+	out = append(out, f)
+
+	// BQL on each real interface.
+	links, _ := filepath.Glob("/sys/class/net/*/queues/tx-0/byte_queue_limits/limit_max")
+	var bql []string
+	for _, l := range links {
+		bql = append(bql, strings.Split(l, "/")[4])
+	}
+	sort.Strings(bql)
+	out = append(out, Feature{Name: "bql", Group: "system", Present: len(bql) > 0, Detail: "interfaces with BQL: " + strings.Join(bql, " "),
+		Fallback: "device queue shortened with a small txqueuelen instead"})
+
+	// proc connector: needs CAP_NET_ADMIN to bind to the proc group.
+	pc := Feature{Name: "proc-connector", Group: "system", Fallback: "process rules applied by a 1 s /proc scan"}
+	if fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_CONNECTOR); err != nil {
+		pc.Detail = err.Error()
+	} else {
+		err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 /* CN_IDX_PROC */, Pid: 0})
+		unix.Close(fd)
+		pc.Present = err == nil
+		if err != nil {
+			pc.Detail = err.Error()
+		}
+	}
+	out = append(out, pc)
+
+	ps := Feature{Name: "tun", Group: "system", Fallback: "no lab (links are emulated on TUN devices)"}
+	if fh, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err != nil {
+		ps.Detail = err.Error()
+	} else {
+		fh.Close()
+		ps.Present = true
+	}
+	out = append(out, ps)
+
+	cc, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	out = append(out, Feature{Name: "tcp/congestion-control", Group: "system", Present: len(cc) > 0, Detail: strings.TrimSpace(string(cc))})
+	return out
+}
+
+// CgroupV2Mount returns where the unified cgroup hierarchy is mounted, or "".
+func CgroupV2Mount() string {
+	fh, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	best := ""
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts ... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		for i, f := range fields {
+			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
+				mp := fields[4]
+				if best == "" || len(mp) < len(best) {
+					best = mp
+				}
+			}
+		}
+	}
+	return best
+}

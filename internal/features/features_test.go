@@ -1,0 +1,48 @@
+// Tests that the probes agree with what iproute2's tc finds on the same kernel.
+package features
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestQdiscProbeAgreesWithTC(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.SkipUnlessCommand(t, "tc")
+	r := Probe()
+	ns := testutil.NewNetNS(t)
+	for _, q := range qdiscKinds {
+		if q.kind == "clsact" {
+			continue
+		}
+		args := []string{"qdisc", "add", "dev", "lo", "root", "handle", "1:", q.kind}
+		if q.kind == "tbf" {
+			args = append(args, "rate", "1mbit", "burst", "10k", "latency", "10ms")
+		}
+		out, err := ns.Command("tc", args...).CombinedOutput()
+		tcHas := err == nil
+		if !tcHas && !strings.Contains(string(out), "nknown") && !strings.Contains(string(out), "not found") {
+			t.Logf("tc %s: %s", q.kind, out) // other errors: options, not absence
+			continue
+		}
+		_ = ns.Command("tc", "qdisc", "del", "dev", "lo", "root").Run()
+		if got := r.Has("qdisc/" + q.kind); got != tcHas {
+			t.Errorf("qdisc %s: probe says %v, tc says %v (%s)", q.kind, got, tcHas, strings.TrimSpace(string(out)))
+		}
+	}
+	if !r.Has("qdisc/htb") {
+		t.Log("HTB missing: lanes cannot run here")
+	}
+}
+
+func TestCgroupV2Mount(t *testing.T) {
+	mp := CgroupV2Mount()
+	if mp == "" {
+		t.Skip("no cgroup v2 mounted")
+	}
+	if !strings.HasPrefix(mp, "/") {
+		t.Fatalf("mount point %q", mp)
+	}
+}
