@@ -1,0 +1,133 @@
+// plot.go: `lanes plot FILE`, cwnd, RTT and throughput of each flow over
+// time from a `lanes monitor --json/--csv` file, drawn to PNG and SVG.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/lanes-net/lanes/internal/plot"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+func init() {
+	register(&command{
+		name:    "plot",
+		summary: "draw cwnd, RTT and throughput per flow from a monitor file (PNG and SVG)",
+		usage:   "[--output PREFIX] [--top N] [--match TEXT] [--title T] FILE",
+		run:     runPlot,
+	})
+}
+
+func runPlot(_ context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	out := fs.String("output", "", "write PREFIX.png and PREFIX.svg (default: FILE without its extension)")
+	top := fs.Int("top", 8, "plot the N flows that moved the most bytes")
+	match := fs.String("match", "", "only flows whose local->remote text contains this")
+	title := fs.String("title", "", "figure title (default: the file name)")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("want exactly one monitor file")
+	}
+	path := fs.Arg(0)
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	flows, err := tcpmon.ReadFlows(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(flows) == 0 {
+		return fmt.Errorf("%s: no flow records", path)
+	}
+	t := *title
+	if t == "" {
+		t = "TCP flows from " + path
+	}
+	fig := flowFigure(flows, t, *top, *match)
+	if len(fig.Panels[0].Series) == 0 {
+		return fmt.Errorf("%s: no flow matches %q", path, *match)
+	}
+	prefix := *out
+	if prefix == "" {
+		prefix = strings.TrimSuffix(path, ".json")
+		prefix = strings.TrimSuffix(strings.TrimSuffix(prefix, ".jsonl"), ".csv")
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := fig.Save(prefix + ext); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "wrote %s\n", prefix+ext)
+	}
+	return nil
+}
+
+// flowFigure groups flow samples by socket and makes the three panels.
+func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.Figure {
+	type series struct {
+		name          string
+		x, cwnd, rtt  []float64
+		thr           []float64
+		bytes         uint64
+		firstSampleAt float64
+	}
+	t0 := flows[0].Time
+	for _, f := range flows {
+		if f.Time.Before(t0) {
+			t0 = f.Time
+		}
+	}
+	by := map[string]*series{}
+	var order []string
+	for i := range flows {
+		f := &flows[i]
+		if match != "" && !strings.Contains(f.Key(), match) {
+			continue
+		}
+		key := f.Key()
+		if f.Cookie != 0 {
+			key = fmt.Sprintf("%d", f.Cookie)
+		}
+		s := by[key]
+		if s == nil {
+			name := f.Src + "->" + f.Dst
+			if f.Comm != "" {
+				name = f.Comm + " " + name
+			}
+			s = &series{name: name}
+			by[key] = s
+			order = append(order, key)
+		}
+		x := f.Time.Sub(t0).Seconds()
+		s.x = append(s.x, x)
+		s.cwnd = append(s.cwnd, float64(f.Cwnd))
+		s.rtt = append(s.rtt, float64(f.SRTT)/1000)
+		s.thr = append(s.thr, f.Throughput/1e6)
+		s.bytes = max(s.bytes, f.BytesAcked+f.BytesRecv)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return by[order[i]].bytes > by[order[j]].bytes })
+	if top > 0 && len(order) > top {
+		order = order[:top]
+	}
+	fig := &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{
+		{YLabel: "cwnd", Unit: "segments"},
+		{YLabel: "smoothed RTT", Unit: "ms"},
+		{YLabel: "throughput", Unit: "Mbit/s"},
+	}}
+	for _, k := range order {
+		s := by[k]
+		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: s.name, X: s.x, Y: s.cwnd})
+		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: s.name, X: s.x, Y: s.rtt})
+		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: s.name, X: s.x, Y: s.thr})
+	}
+	return fig
+}

@@ -1,0 +1,388 @@
+// Package plot draws time-series figures to PNG and SVG with our own code:
+// one panel per quantity stacked over a shared x axis, each with its y label
+// and unit, ticks at round numbers, grid lines and a legend of its series.
+// It is what `lanes plot` and the lab use for cwnd / RTT / throughput
+// figures.
+//
+// The figure is laid out once into drawing primitives (lines, polylines,
+// rectangles, text) on an abstract canvas; png.go rasterises them (image/png
+// and the 7x13 bitmap font of golang.org/x/image/font/basicfont) and svg.go
+// writes them as SVG elements, so both files show the same picture.
+//
+//   - Figure{Title, XLabel, Panels}; Panel{YLabel, Unit, Series};
+//     Series{Name, X, Y}. NaN in Y breaks a line (a gap).
+//   - WritePNG / WriteSVG / Save (by file extension).
+//
+// Non-goals: log axes, scatter and bar charts, arbitrary fonts.
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Figure is a stack of panels sharing one x axis.
+type Figure struct {
+	Title  string
+	XLabel string // e.g. "time"; default "time"
+	XUnit  string // e.g. "s"; default "s"
+	Width  int    // pixels; 0 = 1000
+	// PanelHeight is the height of one panel's plot area; 0 = 200.
+	PanelHeight int
+	Panels      []Panel
+}
+
+// Panel is one quantity over x.
+type Panel struct {
+	YLabel string // e.g. "cwnd"
+	Unit   string // e.g. "segments"
+	Series []Series
+	// YMin/YMax fix the y range when YMax > YMin; otherwise the range is
+	// taken from the data and includes zero.
+	YMin, YMax float64
+}
+
+// Series is one named line.
+type Series struct {
+	Name string
+	X, Y []float64
+}
+
+// Palette is the colour cycle of series (Tableau 10, distinguishable in
+// print and by most colour-blind readers).
+var Palette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
+	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
+	{0xe3, 0x77, 0xc2, 0xff}, {0x7f, 0x7f, 0x7f, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
+	{0x17, 0xbe, 0xcf, 0xff},
+}
+
+var (
+	black     = color.RGBA{0, 0, 0, 0xff}
+	white     = color.RGBA{0xff, 0xff, 0xff, 0xff}
+	gridColor = color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
+	axisColor = color.RGBA{0x33, 0x33, 0x33, 0xff}
+)
+
+// validate checks the figure can be drawn.
+func (f *Figure) validate() error {
+	if len(f.Panels) == 0 {
+		return errors.New("plot: figure has no panels")
+	}
+	for i, p := range f.Panels {
+		for j, s := range p.Series {
+			if len(s.X) != len(s.Y) {
+				return fmt.Errorf("plot: panel %d (%s) series %d (%s): %d x values but %d y values", i, p.YLabel, j, s.Name, len(s.X), len(s.Y))
+			}
+		}
+	}
+	return nil
+}
+
+// Save writes the figure to path as PNG or SVG, chosen by the extension.
+func (f *Figure) Save(path string) error {
+	var write func(io.Writer) error
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png":
+		write = f.WritePNG
+	case ".svg":
+		write = f.WriteSVG
+	default:
+		return fmt.Errorf("plot: %s: want a .png or .svg file name", path)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := write(out); err != nil {
+		out.Close()
+		return fmt.Errorf("plot: write %s: %w", path, err)
+	}
+	return out.Close()
+}
+
+// Drawing primitives, in pixels from the top left corner.
+
+type anchor int
+
+const (
+	anchorStart anchor = iota
+	anchorMiddle
+	anchorEnd
+)
+
+type pt struct{ x, y float64 }
+
+type canvas interface {
+	rect(x, y, w, h float64, fill color.RGBA)
+	line(x1, y1, x2, y2 float64, c color.RGBA, width float64)
+	polyline(p []pt, c color.RGBA, width float64)
+	// text draws s with its baseline at y; vertical text runs bottom to top
+	// with (x, y) at the anchor point.
+	text(x, y float64, s string, a anchor, c color.RGBA, vertical, big bool)
+}
+
+// Layout constants (pixels).
+const (
+	marginLeft   = 78
+	marginRight  = 250 // legend column
+	marginTop    = 40
+	panelGap     = 34 // between panels: room for x tick labels
+	marginBottom = 50
+	charW        = 7 // basicfont 7x13
+	tickLen      = 5
+)
+
+// size returns the image size.
+func (f *Figure) size() (w, h int) {
+	w = f.Width
+	if w == 0 {
+		w = 1000
+	}
+	ph := f.panelHeight()
+	h = marginTop + len(f.Panels)*ph + (len(f.Panels)-1)*panelGap + marginBottom
+	return w, h
+}
+
+func (f *Figure) panelHeight() int {
+	if f.PanelHeight > 0 {
+		return f.PanelHeight
+	}
+	return 200
+}
+
+// draw lays the figure out on c.
+func (f *Figure) draw(c canvas) {
+	w, h := f.size()
+	c.rect(0, 0, float64(w), float64(h), white)
+	if f.Title != "" {
+		c.text(float64(w)/2, 24, f.Title, anchorMiddle, black, false, true)
+	}
+	xlo, xhi := f.xRange()
+	xt := ticks(xlo, xhi, int(math.Max(3, float64(w-marginLeft-marginRight)/90)))
+	if len(xt) > 0 {
+		xlo, xhi = math.Min(xlo, xt[0]), math.Max(xhi, xt[len(xt)-1])
+	}
+	pw := float64(w - marginLeft - marginRight)
+	ph := float64(f.panelHeight())
+	for i := range f.Panels {
+		p := &f.Panels[i]
+		top := float64(marginTop) + float64(i)*(ph+panelGap)
+		left := float64(marginLeft)
+		ylo, yhi := p.yRange()
+		yt := ticks(ylo, yhi, int(math.Max(3, ph/40)))
+		if len(yt) > 0 && !(p.YMax > p.YMin) {
+			ylo, yhi = math.Min(ylo, yt[0]), math.Max(yhi, yt[len(yt)-1])
+		}
+		sx := func(x float64) float64 { return left + (x-xlo)/(xhi-xlo)*pw }
+		sy := func(y float64) float64 { return top + ph - (y-ylo)/(yhi-ylo)*ph }
+
+		// Grid and ticks.
+		for _, v := range yt {
+			if v < ylo || v > yhi {
+				continue
+			}
+			y := sy(v)
+			c.line(left, y, left+pw, y, gridColor, 1)
+			c.line(left-tickLen, y, left, y, axisColor, 1)
+			c.text(left-tickLen-3, y+4, fmtTick(v, yt), anchorEnd, black, false, false)
+		}
+		for _, v := range xt {
+			if v < xlo || v > xhi {
+				continue
+			}
+			x := sx(v)
+			c.line(x, top, x, top+ph, gridColor, 1)
+			c.line(x, top+ph, x, top+ph+tickLen, axisColor, 1)
+			c.text(x, top+ph+tickLen+13, fmtTick(v, xt), anchorMiddle, black, false, false)
+		}
+		// Series, clipped to the panel by construction of the ranges.
+		for j, s := range p.Series {
+			col := Palette[j%len(Palette)]
+			var seg []pt
+			flush := func() {
+				if len(seg) == 1 {
+					c.rect(seg[0].x-1, seg[0].y-1, 3, 3, col)
+				} else if len(seg) > 1 {
+					c.polyline(seg, col, 1.6)
+				}
+				seg = nil
+			}
+			for k := range s.X {
+				x, y := s.X[k], s.Y[k]
+				if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(y, 0) {
+					flush()
+					continue
+				}
+				y = math.Max(ylo, math.Min(yhi, y))
+				seg = append(seg, pt{sx(x), sy(y)})
+			}
+			flush()
+		}
+		// Axes frame.
+		c.line(left, top, left, top+ph, axisColor, 1)
+		c.line(left, top+ph, left+pw, top+ph, axisColor, 1)
+		// Y label, vertical, centred on the panel.
+		yl := p.YLabel
+		if p.Unit != "" {
+			yl += " (" + p.Unit + ")"
+		}
+		c.text(16, top+ph/2, yl, anchorMiddle, black, true, false)
+		if len(p.Series) == 0 {
+			c.text(left+pw/2, top+ph/2, "no data", anchorMiddle, axisColor, false, false)
+		}
+		// Legend: a swatch and the name of each series, right of the panel.
+		lx := left + pw + 14
+		maxRows := int(ph / 16)
+		for j, s := range p.Series {
+			if j >= maxRows-1 && len(p.Series) > maxRows {
+				c.text(lx, top+12+float64(j)*16, fmt.Sprintf("+%d more", len(p.Series)-j), anchorStart, black, false, false)
+				break
+			}
+			y := top + 8 + float64(j)*16
+			c.rect(lx, y-1, 18, 3, Palette[j%len(Palette)])
+			c.text(lx+24, y+4, truncName(s.Name, (marginRight-40)/charW), anchorStart, black, false, false)
+		}
+	}
+	// X label under the bottom panel.
+	xl := f.XLabel
+	if xl == "" {
+		xl = "time"
+	}
+	unit := f.XUnit
+	if unit == "" && f.XLabel == "" {
+		unit = "s"
+	}
+	if unit != "" {
+		xl += " (" + unit + ")"
+	}
+	c.text(float64(marginLeft)+pw/2, float64(h)-14, xl, anchorMiddle, black, false, false)
+}
+
+func truncName(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "~"
+}
+
+// xRange is the x extent of all series.
+func (f *Figure) xRange() (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, p := range f.Panels {
+		for _, s := range p.Series {
+			for _, x := range s.X {
+				if !math.IsNaN(x) && !math.IsInf(x, 0) {
+					lo, hi = math.Min(lo, x), math.Max(hi, x)
+				}
+			}
+		}
+	}
+	return fixRange(lo, hi)
+}
+
+// yRange is the panel's y extent, including zero unless fixed.
+func (p *Panel) yRange() (lo, hi float64) {
+	if p.YMax > p.YMin {
+		return p.YMin, p.YMax
+	}
+	lo, hi = 0, math.Inf(-1)
+	for _, s := range p.Series {
+		for _, y := range s.Y {
+			if !math.IsNaN(y) && !math.IsInf(y, 0) {
+				lo, hi = math.Min(lo, y), math.Max(hi, y)
+			}
+		}
+	}
+	return fixRange(lo, hi)
+}
+
+// fixRange turns an empty or zero-width range into a drawable one.
+func fixRange(lo, hi float64) (float64, float64) {
+	switch {
+	case math.IsInf(lo, 0) || math.IsInf(hi, 0):
+		return 0, 1
+	case hi == lo:
+		if lo == 0 {
+			return 0, 1
+		}
+		d := math.Abs(lo) * 0.1
+		return lo - d, hi + d
+	}
+	return lo, hi
+}
+
+// ticks returns about n round tick values (1, 2 or 5 times a power of ten)
+// covering [lo, hi].
+func ticks(lo, hi float64, n int) []float64 {
+	if n < 2 {
+		n = 2
+	}
+	span := hi - lo
+	if span <= 0 || math.IsNaN(span) || math.IsInf(span, 0) {
+		return nil
+	}
+	raw := span / float64(n)
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	start := math.Floor(lo/step) * step
+	var out []float64
+	for v := start; len(out) < 100; v += step {
+		out = append(out, math.Round(v/step)*step)
+		if v >= hi-step*1e-9 {
+			break
+		}
+	}
+	return out
+}
+
+// fmtTick formats v with as many decimals as the tick step needs, with k/M/G
+// suffixes for large values.
+func fmtTick(v float64, all []float64) string {
+	step := 1.0
+	if len(all) > 1 {
+		step = all[1] - all[0]
+	}
+	if v == 0 {
+		return "0"
+	}
+	maxAbs := math.Max(math.Abs(all[0]), math.Abs(all[len(all)-1]))
+	for _, u := range []struct {
+		div    float64
+		suffix string
+	}{{1e9, "G"}, {1e6, "M"}, {1e4, "k"}} {
+		if maxAbs >= u.div*1 && u.div > 1 {
+			if u.suffix == "k" {
+				u.div = 1e3
+			}
+			return trimFloat(v/u.div, step/u.div) + u.suffix
+		}
+	}
+	return trimFloat(v, step)
+}
+
+func trimFloat(v, step float64) string {
+	// Fewest decimals that show the step exactly (steps are 1, 2 or 5
+	// times a power of ten, and ticks are multiples of the step).
+	dec := 0
+	for ; dec < 6 && step > 0; dec++ {
+		m := step * math.Pow(10, float64(dec))
+		if math.Abs(m-math.Round(m)) < 1e-6*math.Max(1, m) {
+			break
+		}
+	}
+	return strconv.FormatFloat(v, 'f', dec, 64)
+}

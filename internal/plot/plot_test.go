@@ -1,0 +1,175 @@
+// plot_test.go: tick choice, validation, and that both backends draw a
+// figure (PNG decodes with series colours present; SVG is well-formed XML
+// with one polyline per series).
+package plot
+
+import (
+	"bytes"
+	"encoding/xml"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func demoFigure() *Figure {
+	var x, a, b, r []float64
+	for i := 0; i <= 200; i++ {
+		t := float64(i) * 0.05
+		x = append(x, t)
+		a = append(a, 10+float64(i%40))
+		b = append(b, 20+15*math.Sin(t))
+		r = append(r, 40e6+20e6*math.Cos(t/2))
+	}
+	b[100] = math.NaN() // a gap
+	return &Figure{
+		Title: "two flows",
+		Panels: []Panel{
+			{YLabel: "cwnd", Unit: "segments", Series: []Series{{Name: "10.0.0.1:5000->10.0.0.2:80", X: x, Y: a}, {Name: "flow b", X: x, Y: b}}},
+			{YLabel: "throughput", Unit: "bit/s", Series: []Series{{Name: "flow a", X: x, Y: r}}},
+			{YLabel: "empty", Unit: "ms"},
+		},
+	}
+}
+
+func TestTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		n      int
+		want   string
+	}{
+		{0, 10, 5, "[0 2 4 6 8 10]"},
+		{0, 1, 4, "[0 0.5 1]"},
+		{3, 97, 5, "[0 20 40 60 80 100]"},
+		{0, 0.012, 4, "[0 0.005 0.01 0.015]"},
+	} {
+		got := ticks(tc.lo, tc.hi, tc.n)
+		if s := fmtFloats(got); s != tc.want {
+			t.Errorf("ticks(%v, %v, %d) = %s, want %s", tc.lo, tc.hi, tc.n, s, tc.want)
+		}
+	}
+	if got := ticks(1, 1, 5); got != nil {
+		t.Errorf("ticks of an empty range = %v, want nil", got)
+	}
+}
+
+func fmtFloats(v []float64) string {
+	parts := make([]string, len(v))
+	for i, f := range v {
+		parts[i] = strconv.FormatFloat(f, 'g', 6, 64)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func TestFmtTick(t *testing.T) {
+	all := []float64{0, 20e6, 40e6, 60e6}
+	if got := fmtTick(40e6, all); got != "40M" {
+		t.Errorf("fmtTick(40e6) = %q, want 40M", got)
+	}
+	if got := fmtTick(0.25, []float64{0, 0.25, 0.5}); got != "0.25" {
+		t.Errorf("fmtTick(0.25) = %q", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	f := &Figure{Panels: []Panel{{Series: []Series{{Name: "x", X: []float64{1, 2}, Y: []float64{1}}}}}}
+	if err := f.WritePNG(io.Discard); err == nil {
+		t.Error("mismatched X/Y lengths accepted")
+	}
+	if err := (&Figure{}).WriteSVG(io.Discard); err == nil {
+		t.Error("figure without panels accepted")
+	}
+}
+
+func TestPNG(t *testing.T) {
+	var buf bytes.Buffer
+	f := demoFigure()
+	if err := f.WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, h := f.size()
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("image %v, want %dx%d", b, w, h)
+	}
+	// Both series colours must appear in the plot.
+	for _, col := range Palette[:2] {
+		found := false
+		for y := 0; y < h && !found; y++ {
+			for x := 0; x < w; x++ {
+				r, g, b, _ := img.At(x, y).RGBA()
+				if uint8(r>>8) == col.R && uint8(g>>8) == col.G && uint8(b>>8) == col.B {
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			t.Errorf("colour %v not drawn", col)
+		}
+	}
+	if dir := os.Getenv("LANES_PLOT_OUT"); dir != "" {
+		_ = f.Save(filepath.Join(dir, "plot-demo.png"))
+		_ = f.Save(filepath.Join(dir, "plot-demo.svg"))
+	}
+}
+
+func TestSVG(t *testing.T) {
+	var buf bytes.Buffer
+	if err := demoFigure().WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
+	polylines, texts := 0, []string{}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "polyline":
+				polylines++
+			case "text":
+				var s string
+				if err := dec.DecodeElement(&s, &se); err != nil {
+					t.Fatal(err)
+				}
+				texts = append(texts, s)
+			}
+		}
+	}
+	// flow a: 1 line; flow b: 2 (NaN gap); throughput: 1.
+	if polylines != 4 {
+		t.Errorf("%d polylines, want 4", polylines)
+	}
+	joined := strings.Join(texts, "|")
+	for _, want := range []string{"cwnd (segments)", "throughput (bit/s)", "time (s)", "flow b", "no data", "two flows", "40M"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("SVG lacks text %q; texts: %s", want, joined)
+		}
+	}
+}
+
+func TestSave(t *testing.T) {
+	dir := t.TempDir()
+	f := demoFigure()
+	for _, name := range []string{"a.png", "a.svg"} {
+		if err := f.Save(filepath.Join(dir, name)); err != nil {
+			t.Errorf("Save(%s): %v", name, err)
+		}
+	}
+	if err := f.Save(filepath.Join(dir, "a.jpg")); err == nil {
+		t.Error("Save(a.jpg) accepted")
+	}
+}
