@@ -51,7 +51,10 @@ func (r *Report) Has(name string) bool {
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
 // instead.
-var qdiscKinds = []struct{ kind, fallback string; needed bool }{
+var qdiscKinds = []struct {
+	kind, fallback string
+	needed         bool
+}{
 	{"htb", "none: HTB is lanes' priority tree (prio is absent on many kernels)", true},
 	{"clsact", "classifier attached to the HTB root instead", false},
 	{"pfifo_fast", "", false},
