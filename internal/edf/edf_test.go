@@ -6,8 +6,8 @@ package edf
 import (
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"testing"
 )
 
