@@ -155,3 +155,57 @@ func upWithAddr(name string, ip net.IP) error {
 	}
 	return netlink.LinkSetUp(l)
 }
+
+// Path is three namespaces in a line, A — R — B, with R routing between two
+// /24s: A's uplink is LinkA (10.k.1.1, peer 10.k.1.2 in R), B is 10.k.2.2
+// (R's side 10.k.2.1). Shaping R's egress toward B (link "r-b") makes a
+// bottleneck in the network, away from A's own qdisc.
+type Path struct {
+	A, R, B      *NetNS
+	LinkA        string // A's uplink
+	LinkRB       string // R's link toward B
+	AddrA, AddrB net.IP
+}
+
+// NewRoutedPath builds A — R — B as described on Path.
+func NewRoutedPath(t testing.TB) *Path {
+	t.Helper()
+	a, r, b := NewNetNS(t), NewNetNS(t), NewNetNS(t)
+	k := byte(100 + pairCounter.Add(1)%50)
+	p := &Path{A: a, R: r, B: b, LinkA: "veth-a", LinkRB: "r-b",
+		AddrA: net.IPv4(10, k, 1, 1).To4(), AddrB: net.IPv4(10, k, 2, 2).To4()}
+	ra, rb := net.IPv4(10, k, 1, 2).To4(), net.IPv4(10, k, 2, 1).To4()
+	r.Do(t, func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "r-a"}, PeerName: p.LinkA, PeerNamespace: netlink.NsFd(int(a.Handle))}); err != nil {
+			return fmt.Errorf("veth r-a: %w", err)
+		}
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.LinkRB}, PeerName: "veth-b", PeerNamespace: netlink.NsFd(int(b.Handle))}); err != nil {
+			return fmt.Errorf("veth r-b: %w", err)
+		}
+		if err := upWithAddr("r-a", ra); err != nil {
+			return err
+		}
+		if err := upWithAddr(p.LinkRB, rb); err != nil {
+			return err
+		}
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0)
+	})
+	route := func(gw net.IP) func() error {
+		return func() error {
+			return netlink.RouteAdd(&netlink.Route{Dst: nil, Gw: gw})
+		}
+	}
+	a.Do(t, func() error {
+		if err := upWithAddr(p.LinkA, p.AddrA); err != nil {
+			return err
+		}
+		return route(ra)()
+	})
+	b.Do(t, func() error {
+		if err := upWithAddr("veth-b", p.AddrB); err != nil {
+			return err
+		}
+		return route(rb)()
+	})
+	return p
+}
