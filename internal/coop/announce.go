@@ -1,0 +1,224 @@
+// announce.go: the announcement every cooperating host broadcasts each
+// interval — a compact, versioned, size-bounded binary record of its uplink
+// load, authenticated with HMAC-SHA256 under the group key.
+//
+// Layout (version 1, big endian; docs/coop-protocol.md is the reference):
+//
+//	off len field
+//	  0   2 magic "LC"
+//	  2   1 version (1)
+//	  3   1 flags: bit0 tagged (HMAC present), bit1 leaving (goodbye)
+//	  4   8 host id
+//	 12   8 sequence (strictly increasing per host)
+//	 20   8 timestamp, unix nanoseconds
+//	 28   2 sender's interval, ms
+//	 30   2 active uplink flows
+//	 32   8 bytes waiting (demand: unsent + in flight, summed)
+//	 40   4 goodput, kbit/s
+//	 44   6 lane mix: active flows in realtime, interactive, background (3 x u16)
+//	 50   1 k = number of flow records (<= MaxFlowRecords)
+//	 51   1 reserved, 0
+//	 52 18k flow records: lane u8, ca_state u8, cwnd u16 (segments),
+//	        mss u16, srtt u32 (us), min_rtt u32 (us), queued u32 (bytes, saturating)
+//	  .  32 HMAC-SHA256(key, all preceding bytes), when tagged
+//
+// Note: decoding is strict (exact length, known version, zero reserved
+// byte): anything else is dropped and counted, never half-parsed.
+package coop
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Protocol constants.
+const (
+	Version        = 1
+	headerLen      = 52
+	flowRecordLen  = 18
+	tagLen         = sha256.Size
+	MaxFlowRecords = 32
+	// MaxSize is the largest valid announcement; longer datagrams are dropped.
+	MaxSize = headerLen + MaxFlowRecords*flowRecordLen + tagLen
+
+	flagTagged  = 1 << 0
+	flagLeaving = 1 << 1
+)
+
+var magic = [2]byte{'L', 'C'}
+
+// Reasons an announcement is dropped; each is counted separately.
+var (
+	ErrMalformed       = errors.New("malformed announcement")
+	ErrOversized       = errors.New("oversized announcement")
+	ErrVersion         = errors.New("unknown protocol version")
+	ErrUnauthenticated = errors.New("announcement without authentication tag")
+	ErrForged          = errors.New("announcement with a bad authentication tag")
+	ErrReplayed        = errors.New("replayed announcement (sequence not increasing)")
+	ErrStale           = errors.New("announcement outside the clock-skew window")
+	ErrOwn             = errors.New("own announcement")
+)
+
+// FlowSummary is one uplink flow as announced.
+type FlowSummary struct {
+	Lane    lane.Lane
+	CAState uint8
+	Cwnd    uint16
+	MSS     uint16
+	SRTT    time.Duration
+	MinRTT  time.Duration
+	Queued  uint32 // bytes waiting: unsent + in flight, saturating
+}
+
+// Announcement is one host's state as broadcast to its peers.
+type Announcement struct {
+	HostID       uint64
+	Seq          uint64
+	Time         time.Time
+	Interval     time.Duration
+	Leaving      bool
+	ActiveFlows  uint16
+	BytesWaiting uint64
+	GoodputKbit  uint32
+	LaneMix      [3]uint16 // realtime, interactive, background
+	Flows        []FlowSummary
+}
+
+// Encode serializes a; with a non-empty key the HMAC tag is appended.
+// At most MaxFlowRecords flows are encoded (the rest only count in totals).
+func Encode(a *Announcement, key []byte) []byte {
+	k := len(a.Flows)
+	if k > MaxFlowRecords {
+		k = MaxFlowRecords
+	}
+	n := headerLen + k*flowRecordLen
+	b := make([]byte, n, n+tagLen)
+	copy(b[0:2], magic[:])
+	b[2] = Version
+	if len(key) > 0 {
+		b[3] |= flagTagged
+	}
+	if a.Leaving {
+		b[3] |= flagLeaving
+	}
+	be := binary.BigEndian
+	be.PutUint64(b[4:], a.HostID)
+	be.PutUint64(b[12:], a.Seq)
+	be.PutUint64(b[20:], uint64(a.Time.UnixNano()))
+	be.PutUint16(b[28:], uint16(min(a.Interval.Milliseconds(), 65535)))
+	be.PutUint16(b[30:], a.ActiveFlows)
+	be.PutUint64(b[32:], a.BytesWaiting)
+	be.PutUint32(b[40:], a.GoodputKbit)
+	for i, v := range a.LaneMix {
+		be.PutUint16(b[44+2*i:], v)
+	}
+	b[50] = byte(k)
+	for i := 0; i < k; i++ {
+		f := a.Flows[i]
+		r := b[headerLen+i*flowRecordLen:]
+		r[0] = byte(f.Lane)
+		r[1] = f.CAState
+		be.PutUint16(r[2:], f.Cwnd)
+		be.PutUint16(r[4:], f.MSS)
+		be.PutUint32(r[6:], usec(f.SRTT))
+		be.PutUint32(r[10:], usec(f.MinRTT))
+		be.PutUint32(r[14:], f.Queued)
+	}
+	if len(key) > 0 {
+		m := hmac.New(sha256.New, key)
+		m.Write(b)
+		b = m.Sum(b)
+	}
+	return b
+}
+
+func usec(d time.Duration) uint32 {
+	us := d.Microseconds()
+	switch {
+	case us < 0:
+		return 0
+	case us > 1<<32-1:
+		return 1<<32 - 1
+	}
+	return uint32(us)
+}
+
+// Decode parses and authenticates one datagram. With a key, only tagged
+// announcements with a valid tag pass; without one, any well-formed
+// announcement passes (peers are unauthenticated).
+func Decode(b []byte, key []byte) (*Announcement, error) {
+	if len(b) > MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes > %d", ErrOversized, len(b), MaxSize)
+	}
+	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
+		return nil, fmt.Errorf("%w: short or bad magic", ErrMalformed)
+	}
+	if b[2] != Version {
+		return nil, fmt.Errorf("%w %d", ErrVersion, b[2])
+	}
+	flags := b[3]
+	if flags&^(flagTagged|flagLeaving) != 0 || b[51] != 0 {
+		return nil, fmt.Errorf("%w: unknown flags or reserved bits", ErrMalformed)
+	}
+	k := int(b[50])
+	if k > MaxFlowRecords {
+		return nil, fmt.Errorf("%w: %d flow records", ErrMalformed, k)
+	}
+	body := headerLen + k*flowRecordLen
+	want := body
+	if flags&flagTagged != 0 {
+		want += tagLen
+	}
+	if len(b) != want {
+		return nil, fmt.Errorf("%w: length %d, want %d", ErrMalformed, len(b), want)
+	}
+	if len(key) > 0 {
+		if flags&flagTagged == 0 {
+			return nil, ErrUnauthenticated
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write(b[:body])
+		if !hmac.Equal(m.Sum(nil), b[body:]) {
+			return nil, ErrForged
+		}
+	}
+	be := binary.BigEndian
+	a := &Announcement{
+		HostID:       be.Uint64(b[4:]),
+		Seq:          be.Uint64(b[12:]),
+		Time:         time.Unix(0, int64(be.Uint64(b[20:]))),
+		Interval:     time.Duration(be.Uint16(b[28:])) * time.Millisecond,
+		Leaving:      flags&flagLeaving != 0,
+		ActiveFlows:  be.Uint16(b[30:]),
+		BytesWaiting: be.Uint64(b[32:]),
+		GoodputKbit:  be.Uint32(b[40:]),
+	}
+	for i := range a.LaneMix {
+		a.LaneMix[i] = be.Uint16(b[44+2*i:])
+	}
+	if k > 0 {
+		a.Flows = make([]FlowSummary, k)
+	}
+	for i := 0; i < k; i++ {
+		r := b[headerLen+i*flowRecordLen:]
+		l := lane.Lane(r[0])
+		if l > lane.Background {
+			return nil, fmt.Errorf("%w: flow %d has lane %d", ErrMalformed, i, r[0])
+		}
+		a.Flows[i] = FlowSummary{
+			Lane: l, CAState: r[1],
+			Cwnd:   be.Uint16(r[2:]),
+			MSS:    be.Uint16(r[4:]),
+			SRTT:   time.Duration(be.Uint32(r[6:])) * time.Microsecond,
+			MinRTT: time.Duration(be.Uint32(r[10:])) * time.Microsecond,
+			Queued: be.Uint32(r[14:]),
+		}
+	}
+	return a, nil
+}

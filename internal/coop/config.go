@@ -1,0 +1,257 @@
+// config.go: the `coop:` section of the policy file — cooperative cwnd caps
+// among hosts sharing one access point, and per-application cap rules.
+package coop
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Config is the `coop:` section of the policy file.
+type Config struct {
+	// Enabled turns the cooperative controller on.
+	Enabled bool `yaml:"enabled"`
+	// Cooperative: cap connections by the shared-medium formula; false
+	// keeps only the rule caps (announcements still flow, for rules that
+	// depend on peers' realtime streams).
+	Cooperative bool `yaml:"cooperative"`
+	// Interface is the managed LAN interface announcements go out on; empty
+	// means the daemon's managed interface.
+	Interface string `yaml:"interface"`
+	// Port is the UDP port of announcements (broadcast on the LAN).
+	Port uint16 `yaml:"port"`
+	// Interval between two announcements of this host (the paper: 0.5 s).
+	Interval config.Duration `yaml:"interval"`
+	// SilenceIntervals: a peer silent for this many of its intervals is
+	// removed from the peer table.
+	SilenceIntervals int `yaml:"silence_intervals"`
+	// Key is the group key in hex (at least 16 bytes); KeyFile names a file
+	// holding it (hex, or at least 16 raw bytes). Without either, peers are
+	// unauthenticated and the daemon says so loudly.
+	Key     string `yaml:"key"`
+	KeyFile string `yaml:"key_file"`
+	// MaxClockSkew bounds |now - announcement timestamp| (replay window).
+	MaxClockSkew config.Duration `yaml:"max_clock_skew"`
+	// APRate is the usable rate of the shared access point; 0 = estimate it
+	// from the summed goodput of all announcing hosts.
+	APRate config.Rate `yaml:"ap_rate"`
+	// Headroom is subtracted from rate x RTT before it is shared (the paper's
+	// "about 120 kbit"). Text form "120kbit" or "15KB".
+	Headroom Bits `yaml:"headroom"`
+	// MinSegments is the smallest cap ever applied.
+	MinSegments uint32 `yaml:"min_segments"`
+	// DemandAware: hosts and flows with little queued data take what they
+	// need; the rest share the remainder (else plain 1/N shares).
+	DemandAware bool `yaml:"demand_aware"`
+	// Safety: stop capping when traffic from hosts without lanes dominates.
+	Safety SafetyConfig `yaml:"safety"`
+	// Rules are per-application / per-lane caps (seeds §002).
+	Rules []Rule `yaml:"rules"`
+}
+
+// SafetyConfig tunes the fallback to plain TCP (open problem 4 of §001).
+type SafetyConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// RTTInflation: the group's flows' median srtt/min_rtt above this while
+	// our own summed window is below the shared BDP means someone else's
+	// queue fills the medium.
+	RTTInflation float64 `yaml:"rtt_inflation"`
+	// GoodputFraction: our summed goodput below this fraction of the AP rate
+	// while our hosts are backlogged means foreign traffic holds the medium.
+	GoodputFraction float64 `yaml:"goodput_fraction"`
+	// Intervals the condition must hold before capping stops.
+	Trigger int `yaml:"trigger_intervals"`
+	// Hold is how long capping stays off before it is tried again (doubles
+	// on each repeated trigger, up to 8x).
+	Hold config.Duration `yaml:"hold"`
+}
+
+// Rule caps the flows it matches, by lane and/or application (the name of the
+// policy rule or program that classified the flow).
+type Rule struct {
+	Name string `yaml:"name"`
+	Lane string `yaml:"lane"`
+	App  string `yaml:"app"`
+	// When: "always" (default) or "realtime-active" (only while some host of
+	// the group, this one or a peer, has an active realtime-lane uplink flow).
+	When     string `yaml:"when"`
+	Segments uint32 `yaml:"segments"`
+}
+
+// Rule conditions.
+const (
+	WhenAlways         = "always"
+	WhenRealtimeActive = "realtime-active"
+)
+
+// DefaultPort is the UDP port of announcements unless configured.
+const DefaultPort = 7431
+
+// DefaultConfig returns the defaults: off, 0.5 s interval, 3 silent intervals,
+// 120 kbit headroom, estimated AP rate, demand-aware shares, safety on.
+func DefaultConfig() Config {
+	return Config{
+		Cooperative:      true,
+		Port:             DefaultPort,
+		Interval:         config.Duration(500 * time.Millisecond),
+		SilenceIntervals: 3,
+		MaxClockSkew:     config.Duration(30 * time.Second),
+		Headroom:         120_000,
+		MinSegments:      4,
+		DemandAware:      true,
+		Safety: SafetyConfig{
+			Enabled:         true,
+			RTTInflation:    1.5,
+			GoodputFraction: 0.5,
+			Trigger:         6,
+			Hold:            config.Duration(30 * time.Second),
+		},
+	}
+}
+
+// Validate checks the section; errors name the field relative to `coop`.
+func (c Config) Validate() error {
+	if c.Port == 0 {
+		return config.Errorf("port", "must be 1..65535")
+	}
+	if c.Interval.D() < 50*time.Millisecond || c.Interval.D() > time.Minute {
+		return config.Errorf("interval", "%v out of range 50ms..1m", c.Interval)
+	}
+	if c.SilenceIntervals < 2 || c.SilenceIntervals > 100 {
+		return config.Errorf("silence_intervals", "%d out of range 2..100", c.SilenceIntervals)
+	}
+	if c.Key != "" && c.KeyFile != "" {
+		return config.Errorf("key", "give key or key_file, not both")
+	}
+	if c.Key != "" {
+		if _, err := parseKey([]byte(c.Key), false); err != nil {
+			return config.Errorf("key", "%v", err)
+		}
+	}
+	if c.MaxClockSkew.D() < time.Second {
+		return config.Errorf("max_clock_skew", "%v too small (at least 1s)", c.MaxClockSkew)
+	}
+	if c.APRate != 0 && c.APRate < 64_000 {
+		return config.Errorf("ap_rate", "%v too small (0 = estimate)", c.APRate)
+	}
+	if c.MinSegments < 1 || c.MinSegments > 1000 {
+		return config.Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)
+	}
+	if s := c.Safety; s.Enabled {
+		if s.RTTInflation <= 1 || math.IsNaN(s.RTTInflation) {
+			return config.Errorf("safety.rtt_inflation", "must be > 1")
+		}
+		if !(s.GoodputFraction >= 0 && s.GoodputFraction < 1) {
+			return config.Errorf("safety.goodput_fraction", "must be in [0, 1)")
+		}
+		if s.Trigger < 1 {
+			return config.Errorf("safety.trigger_intervals", "must be at least 1")
+		}
+		if s.Hold.D() < c.Interval.D() {
+			return config.Errorf("safety.hold", "must be at least one interval")
+		}
+	}
+	names := map[string]bool{}
+	for i, r := range c.Rules {
+		if err := r.validate(); err != nil {
+			return config.Prefix(fmt.Sprintf("rules[%d]", i), err)
+		}
+		if names[r.Name] {
+			return config.Errorf(fmt.Sprintf("rules[%d].name", i), "duplicate rule name %q", r.Name)
+		}
+		names[r.Name] = true
+	}
+	return nil
+}
+
+func (r Rule) validate() error {
+	if r.Name == "" {
+		return config.Errorf("name", "required")
+	}
+	if r.Lane == "" && r.App == "" {
+		return config.Errorf("lane", "a rule needs a lane or an app to match")
+	}
+	if r.Lane != "" {
+		if _, err := lane.Parse(r.Lane); err != nil {
+			return config.Errorf("lane", "%v", err)
+		}
+	}
+	switch r.When {
+	case "", WhenAlways, WhenRealtimeActive:
+	default:
+		return config.Errorf("when", "unknown condition %q (want always or realtime-active)", r.When)
+	}
+	if r.Segments < 1 || r.Segments > 1<<20 {
+		return config.Errorf("segments", "must be 1..%d", 1<<20)
+	}
+	return nil
+}
+
+// LoadKey returns the group key (nil when none is configured).
+func (c Config) LoadKey() ([]byte, error) {
+	switch {
+	case c.Key != "":
+		return parseKey([]byte(c.Key), false)
+	case c.KeyFile != "":
+		b, err := os.ReadFile(c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("coop key file: %w", err)
+		}
+		k, err := parseKey(b, true)
+		if err != nil {
+			return nil, fmt.Errorf("coop key file %s: %w", c.KeyFile, err)
+		}
+		return k, nil
+	}
+	return nil, nil
+}
+
+// parseKey decodes a hex key; with raw, non-hex content is taken as bytes.
+func parseKey(b []byte, raw bool) ([]byte, error) {
+	s := strings.TrimSpace(string(b))
+	k, err := hex.DecodeString(s)
+	if err != nil {
+		if !raw {
+			return nil, fmt.Errorf("group key is not hex: %w", err)
+		}
+		k = b
+	}
+	if len(k) < 16 {
+		return nil, fmt.Errorf("group key too short: %d bytes, want at least 16", len(k))
+	}
+	return k, nil
+}
+
+// Bits is an amount of data in bits (the headroom). Text form: "120kbit",
+// "1mbit", a plain number of bits, or a byte size "15KB", "15000B".
+type Bits uint64
+
+func (b Bits) String() string { return config.Rate(b).String() }
+
+// Bytes returns the amount in bytes (rounded down).
+func (b Bits) Bytes() uint64 { return uint64(b) / 8 }
+
+// ParseBits parses the text form of Bits.
+func ParseBits(s string) (Bits, error) {
+	if r, err := config.ParseRate(s); err == nil {
+		return Bits(r), nil
+	}
+	if v, err := config.ParseBytes(s); err == nil {
+		return Bits(v * 8), nil
+	}
+	return 0, fmt.Errorf("bad amount %q (want e.g. 120kbit or 15KB)", s)
+}
+
+func (b Bits) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+func (b *Bits) UnmarshalText(t []byte) error {
+	v, err := ParseBits(string(t))
+	*b = v
+	return err
+}

@@ -1,0 +1,880 @@
+// controller.go: the cooperative controller that runs inside the daemon.
+//
+// Every interval it samples this host's uplink flows (FlowSource), broadcasts
+// an announcement (Transport), and recomputes the caps of its own flows from
+// its peers' announcements; caps reach sockets through a CapSetter (the
+// datapath's sock_ops map, applied with TCP_BPF_SNDCWND_CLAMP). A receive
+// loop authenticates and replay-checks incoming announcements; a peer joining,
+// leaving or starting/stopping to send triggers an immediate recomputation,
+// so caps follow within one interval of the event (a silent crash is noticed
+// after SilenceIntervals).
+//
+// Caps of a flow = min(cooperative cap, matching rule caps). The cooperative
+// cap is off while the rate is unknown or the safety fallback holds; rule
+// caps (per application / lane policy, seeds §002) always apply.
+//
+// Note: only active flows (data waiting or acknowledged since the last
+// sample) count as senders and get a new cooperative cap; an idle flow keeps
+// the cap it had, so a flow pausing for a moment does not flap.
+package coop
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Flow is one local uplink TCP connection, as sampled by the TCP monitor.
+type Flow struct {
+	Cookie     uint64
+	Lane       lane.Lane
+	App        string // application or policy rule that classified the flow
+	MSS        uint32 // bytes
+	Cwnd       uint32 // segments
+	CAState    uint8
+	SRTT       time.Duration
+	MinRTT     time.Duration
+	NotSent    uint64 // bytes in the socket not yet sent
+	InFlight   uint64 // bytes sent, not yet acknowledged
+	BytesAcked uint64 // cumulative
+	Retrans    uint32 // cumulative retransmitted segments
+}
+
+// FlowSource returns this host's uplink flows (through the managed
+// interface). The daemon backs it with internal/tcpmon.
+type FlowSource interface {
+	UplinkFlows(ctx context.Context) ([]Flow, error)
+}
+
+// CapSetter applies a per-socket cwnd cap (segments; 0 removes the cap).
+// The daemon backs it with internal/datapath.
+type CapSetter interface {
+	SetSocketCwndCap(cookie uint64, segs uint32) error
+}
+
+// LaneCapSetter, if the CapSetter also implements it, sets the cap that new
+// connections of a lane get at establishment (0 removes it).
+type LaneCapSetter interface {
+	SetLaneCwndCap(l lane.Lane, segs uint32) error
+}
+
+// Transport carries announcements: broadcast send, receive with source.
+type Transport interface {
+	Send(b []byte) error
+	Recv(b []byte) (int, netip.Addr, error)
+	Close() error
+}
+
+// Options are a Controller's parts; Flows and Transport are required.
+type Options struct {
+	Config    Config
+	Flows     FlowSource
+	Caps      CapSetter // nil: compute and report caps, apply none
+	Transport Transport // nil: UDP broadcast on Config.Interface
+	HostID    uint64    // 0: derived from machine-id and the interface
+	Logger    *slog.Logger
+	Now       func() time.Time // for tests
+}
+
+// Counters count announcements by fate.
+type Counters struct {
+	Sent            uint64 `json:"sent"`
+	SendErrors      uint64 `json:"send_errors"`
+	Received        uint64 `json:"received"`
+	Accepted        uint64 `json:"accepted"`
+	Own             uint64 `json:"own"`
+	Malformed       uint64 `json:"malformed"`
+	Oversized       uint64 `json:"oversized"`
+	BadVersion      uint64 `json:"bad_version"`
+	Unauthenticated uint64 `json:"unauthenticated"`
+	Forged          uint64 `json:"forged"`
+	Replayed        uint64 `json:"replayed"`
+	Stale           uint64 `json:"stale"`
+	ApplyErrors     uint64 `json:"apply_errors"`
+}
+
+// Dropped is the total of announcements refused.
+func (c Counters) Dropped() uint64 {
+	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale
+}
+
+// PeerStatus is one peer in Status.
+type PeerStatus struct {
+	ID          string    `json:"id"`
+	Addr        string    `json:"addr"`
+	Active      bool      `json:"active"`
+	Flows       int       `json:"flows"`
+	Waiting     uint64    `json:"bytes_waiting"`
+	GoodputBits uint64    `json:"goodput_bits"`
+	LaneMix     [3]uint16 `json:"lane_mix"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	Share       float64   `json:"share"`
+}
+
+// FlowStatus is one local flow and its cap in Status.
+type FlowStatus struct {
+	Cookie  uint64  `json:"cookie"`
+	Lane    string  `json:"lane"`
+	App     string  `json:"app,omitempty"`
+	Active  bool    `json:"active"`
+	MinRTT  float64 `json:"min_rtt_ms"`
+	MSS     uint32  `json:"mss"`
+	Cwnd    uint32  `json:"cwnd"`
+	Waiting uint64  `json:"bytes_waiting"`
+	Coop    uint32  `json:"coop_cap"`
+	Rule    string  `json:"rule,omitempty"`
+	Cap     uint32  `json:"cap"` // applied: min(coop, rule), 0 = none
+}
+
+// Status is the controller's state for `lanes status` / the API.
+type Status struct {
+	Enabled       bool              `json:"enabled"`
+	HostID        string            `json:"host_id"`
+	Authenticated bool              `json:"authenticated"`
+	Warning       string            `json:"warning,omitempty"`
+	N             int               `json:"n"` // active senders including this host
+	SelfActive    bool              `json:"self_active"`
+	Peers         []PeerStatus      `json:"peers"`
+	RateBits      uint64            `json:"rate_bits"`
+	RateSource    string            `json:"rate_source"` // configured, estimated, unknown
+	Capping       bool              `json:"capping"`
+	Reason        string            `json:"reason,omitempty"` // why capping is off
+	SelfShare     float64           `json:"self_share"`
+	GoodputBits   uint64            `json:"goodput_bits"`
+	Flows         []FlowStatus      `json:"flows"`
+	LaneCaps      map[string]uint32 `json:"lane_caps"`
+	Counters      Counters          `json:"counters"`
+	LastError     string            `json:"last_error,omitempty"`
+	Updated       time.Time         `json:"updated"`
+}
+
+// rateWindow is how far back the AP rate estimate looks; rateProbe lets the
+// group grow past the estimate.
+const (
+	rateWindow = 30 * time.Second
+	rateProbe  = 1.25
+)
+
+type flowState struct {
+	f      Flow
+	active bool
+	coop   uint32 // last cooperative cap (kept while idle)
+	rule   string // rule that set the cap, if any
+	cap    uint32
+}
+
+type rateSample struct {
+	t    time.Time
+	bits float64
+}
+
+// Controller is the cooperative controller. Create with New, then Run.
+type Controller struct {
+	cfg     Config
+	key     []byte
+	hostID  uint64
+	flowsrc FlowSource
+	caps    CapSetter
+	tr      Transport
+	log     *slog.Logger
+	now     func() time.Time
+	changed chan struct{}
+
+	mu          sync.Mutex
+	seq         uint64
+	table       *Table
+	cnt         Counters
+	flows       map[uint64]*flowState
+	lastSample  time.Time
+	goodput     float64
+	rates       []rateSample
+	safety      safety
+	capOK       bool
+	capWhy      string
+	applied     map[uint64]uint32
+	laneApplied map[lane.Lane]uint32
+	st          Status
+	closeOnce   sync.Once
+}
+
+// New builds a controller; it opens the UDP transport unless one is given.
+func New(o Options) (*Controller, error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("coop config: %w", err)
+	}
+	if o.Flows == nil {
+		return nil, errors.New("coop: no flow source")
+	}
+	key, err := o.Config.LoadKey()
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, caps: o.Caps,
+		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
+		flows: map[uint64]*flowState{}, applied: map[uint64]uint32{}, laneApplied: map[lane.Lane]uint32{}}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.hostID == 0 {
+		c.hostID = DeriveHostID(o.Config.Interface)
+	}
+	if c.tr == nil {
+		if o.Config.Interface == "" {
+			return nil, errors.New("coop: no interface to announce on")
+		}
+		t, err := ListenUDP(o.Config.Interface, o.Config.Port)
+		if err != nil {
+			return nil, err
+		}
+		c.tr = t
+	}
+	c.seq = uint64(c.now().UnixNano())
+	iv := o.Config.Interval.D()
+	c.table = NewTable(iv, o.Config.SilenceIntervals, o.Config.MaxClockSkew.D())
+	c.safety = safety{cfg: o.Config.Safety}
+	c.capOK = true
+	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil}
+	if key == nil {
+		c.st.Warning = "no group key configured: peer announcements are UNAUTHENTICATED; anyone on the LAN can change this host's caps"
+		c.log.Warn("coop: " + c.st.Warning)
+	}
+	return c, nil
+}
+
+// HostID is this host's id in announcements.
+func (c *Controller) HostID() uint64 { return c.hostID }
+
+// Run announces, listens and caps until ctx ends; then it says goodbye and
+// removes every cap it set.
+func (c *Controller) Run(ctx context.Context) error {
+	rxDone := make(chan struct{})
+	go func() { defer close(rxDone); c.recvLoop(ctx) }()
+	iv := c.cfg.Interval.D()
+	tick := time.NewTicker(iv)
+	defer tick.Stop()
+	exp := time.NewTicker(iv / 5)
+	defer exp.Stop()
+	c.tick(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			err := c.shutdown()
+			<-rxDone
+			return err
+		case <-tick.C:
+			c.tick(ctx)
+		case <-exp.C:
+			c.mu.Lock()
+			gone := c.table.Expire(c.now())
+			c.mu.Unlock()
+			if len(gone) > 0 {
+				c.log.Info("coop: peers silent, removed", "n", len(gone))
+				c.recomputeAndApply(false)
+			}
+		case <-c.changed:
+			c.recomputeAndApply(false)
+		}
+	}
+}
+
+// Close releases the transport (Run calls it on exit).
+func (c *Controller) Close() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.tr.Close() })
+	return err
+}
+
+func (c *Controller) shutdown() error {
+	c.mu.Lock()
+	c.seq++
+	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: c.now(), Interval: c.cfg.Interval.D(), Leaving: true}
+	c.mu.Unlock()
+	_ = c.tr.Send(Encode(&a, c.key))
+	var errs []error
+	c.mu.Lock()
+	if c.caps != nil {
+		for ck, v := range c.applied {
+			if v != 0 {
+				if err := c.caps.SetSocketCwndCap(ck, 0); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if ls, ok := c.caps.(LaneCapSetter); ok {
+			for l, v := range c.laneApplied {
+				if v != 0 {
+					errs = append(errs, ls.SetLaneCwndCap(l, 0))
+				}
+			}
+		}
+	}
+	c.applied = map[uint64]uint32{}
+	c.laneApplied = map[lane.Lane]uint32{}
+	c.mu.Unlock()
+	errs = append(errs, c.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("coop shutdown: %w", err)
+	}
+	return nil
+}
+
+func (c *Controller) recvLoop(ctx context.Context) {
+	buf := make([]byte, 2*MaxSize)
+	for {
+		n, from, err := c.tr.Recv(buf)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			c.log.Debug("coop: receive", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		c.Handle(buf[:n], from)
+	}
+}
+
+// Handle processes one received datagram (exported for tests and tools).
+// It returns nil when the announcement was accepted.
+func (c *Controller) Handle(b []byte, from netip.Addr) error {
+	a, err := Decode(b, c.key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cnt.Received++
+	if err == nil && a.HostID == c.hostID {
+		c.cnt.Own++
+		return ErrOwn
+	}
+	var ch Change
+	if err == nil {
+		ch, err = c.table.Accept(a, from, c.now())
+	}
+	switch {
+	case err == nil:
+		c.cnt.Accepted++
+	case errors.Is(err, ErrOversized):
+		c.cnt.Oversized++
+	case errors.Is(err, ErrVersion):
+		c.cnt.BadVersion++
+	case errors.Is(err, ErrUnauthenticated):
+		c.cnt.Unauthenticated++
+	case errors.Is(err, ErrForged):
+		c.cnt.Forged++
+	case errors.Is(err, ErrReplayed):
+		c.cnt.Replayed++
+	case errors.Is(err, ErrStale):
+		c.cnt.Stale++
+	default:
+		c.cnt.Malformed++
+	}
+	if err != nil {
+		return err
+	}
+	if ch != Updated {
+		select {
+		case c.changed <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// tick samples local flows, announces them, and recomputes caps.
+func (c *Controller) tick(ctx context.Context) {
+	flows, err := c.flowsrc.UplinkFlows(ctx)
+	now := c.now()
+	c.mu.Lock()
+	if err != nil {
+		c.st.LastError = fmt.Sprintf("flow source: %v", err)
+		flows = nil
+	}
+	c.sample(flows, now)
+	c.seq++
+	a := c.ownAnnouncement(now)
+	c.mu.Unlock()
+	if err := c.tr.Send(Encode(&a, c.key)); err != nil {
+		c.mu.Lock()
+		c.cnt.SendErrors++
+		c.st.LastError = fmt.Sprintf("send announcement: %v", err)
+		c.mu.Unlock()
+	} else {
+		c.mu.Lock()
+		c.cnt.Sent++
+		c.mu.Unlock()
+	}
+	c.recomputeAndApply(true)
+}
+
+// sample merges a new flow sample: activity and goodput. Caller holds mu.
+func (c *Controller) sample(flows []Flow, now time.Time) {
+	dt := now.Sub(c.lastSample).Seconds()
+	var acked float64
+	seen := make(map[uint64]bool, len(flows))
+	for _, f := range flows {
+		seen[f.Cookie] = true
+		fs, ok := c.flows[f.Cookie]
+		progress := false
+		if ok && f.BytesAcked > fs.f.BytesAcked {
+			acked += float64(f.BytesAcked - fs.f.BytesAcked)
+			progress = true
+		}
+		if !ok {
+			fs = &flowState{}
+			c.flows[f.Cookie] = fs
+		}
+		fs.f = f
+		fs.active = f.NotSent+f.InFlight > 0 || progress
+	}
+	for ck := range c.flows {
+		if !seen[ck] {
+			delete(c.flows, ck)
+			delete(c.applied, ck)
+		}
+	}
+	if !c.lastSample.IsZero() && dt > 0 {
+		c.goodput = acked * 8 / dt
+	}
+	c.lastSample = now
+	// the group's goodput feeds the AP rate estimate
+	g := c.goodput
+	for _, p := range c.table.Peers() {
+		g += float64(p.Last.GoodputKbit) * 1000
+	}
+	c.rates = append(c.rates, rateSample{now, g})
+	for len(c.rates) > 0 && now.Sub(c.rates[0].t) > rateWindow {
+		c.rates = c.rates[1:]
+	}
+}
+
+// ownAnnouncement builds this interval's announcement. Caller holds mu.
+func (c *Controller) ownAnnouncement(now time.Time) Announcement {
+	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
+		GoodputKbit: uint32(min(c.goodput/1000, math.MaxUint32))}
+	for _, fs := range c.sortedFlows() {
+		if !fs.active {
+			continue
+		}
+		f := fs.f
+		a.ActiveFlows++
+		q := f.NotSent + f.InFlight
+		a.BytesWaiting += q
+		if f.Lane >= lane.Realtime && f.Lane <= lane.Background {
+			a.LaneMix[f.Lane-1]++
+		} else {
+			a.LaneMix[lane.Interactive-1]++
+		}
+		a.Flows = append(a.Flows, FlowSummary{Lane: f.Lane, CAState: f.CAState,
+			Cwnd: uint16(min(f.Cwnd, math.MaxUint16)), MSS: uint16(min(f.MSS, math.MaxUint16)),
+			SRTT: f.SRTT, MinRTT: f.MinRTT, Queued: uint32(min(q, math.MaxUint32))})
+	}
+	return a
+}
+
+func (c *Controller) sortedFlows() []*flowState {
+	out := make([]*flowState, 0, len(c.flows))
+	for _, fs := range c.flows {
+		out = append(out, fs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].f.Cookie < out[j].f.Cookie })
+	return out
+}
+
+// peerLoad turns a peer's announcement into a HostLoad; queued data beyond
+// the flow records is added as one more flow at the host's smallest RTT.
+func peerLoad(p *Peer) HostLoad {
+	h := HostLoad{ID: p.ID}
+	var sum uint64
+	minRTT := time.Duration(0)
+	for _, f := range p.Last.Flows {
+		h.Flows = append(h.Flows, FlowLoad{MSS: uint32(f.MSS), MinRTT: f.MinRTT, Queued: uint64(f.Queued)})
+		sum += uint64(f.Queued)
+		if f.MinRTT > 0 && (minRTT == 0 || f.MinRTT < minRTT) {
+			minRTT = f.MinRTT
+		}
+	}
+	if p.Last.BytesWaiting > sum && len(h.Flows) > 0 {
+		h.Flows = append(h.Flows, FlowLoad{MSS: 1448, MinRTT: minRTT, Queued: p.Last.BytesWaiting - sum})
+	}
+	if len(h.Flows) == 0 { // active but no records: assume one bulk flow
+		h.Flows = []FlowLoad{{MSS: 1448, Queued: math.MaxUint32}}
+	}
+	return h
+}
+
+// rate returns the AP rate to use and where it came from. Caller holds mu.
+func (c *Controller) rate() (uint64, string) {
+	if c.cfg.APRate > 0 {
+		return c.cfg.APRate.Bits(), "configured"
+	}
+	best := 0.0
+	for _, s := range c.rates {
+		best = math.Max(best, s.bits)
+	}
+	if best < 64_000 {
+		return 0, "unknown"
+	}
+	return uint64(best * rateProbe), "estimated"
+}
+
+func (c *Controller) recomputeAndApply(tick bool) {
+	c.mu.Lock()
+	sockets, lanes := c.recompute(tick)
+	c.mu.Unlock()
+	c.apply(sockets, lanes)
+}
+
+// recompute derives every local flow's cap and the lanes' default caps.
+// Caller holds mu.
+func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint32) {
+	now := c.now()
+	peers := c.table.Peers()
+	rate, src := c.rate()
+	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
+		DemandAware: c.cfg.DemandAware}
+
+	// this host's active flows
+	self := HostLoad{ID: c.hostID}
+	var selfStates []*flowState
+	for _, fs := range c.sortedFlows() {
+		if fs.active {
+			f := fs.f
+			self.Flows = append(self.Flows, FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: f.NotSent + f.InFlight})
+			selfStates = append(selfStates, fs)
+		}
+	}
+	var hosts []HostLoad
+	selfIdx := -1
+	if len(self.Flows) > 0 {
+		selfIdx = 0
+		hosts = append(hosts, self)
+	}
+	peerIdx := map[uint64]int{}
+	realtimeActive := false
+	for i := range peers {
+		pp := &peers[i]
+		if pp.Last.LaneMix[0] > 0 {
+			realtimeActive = true
+		}
+		if pp.Active() {
+			peerIdx[pp.ID] = len(hosts)
+			hosts = append(hosts, peerLoad(pp))
+		}
+	}
+	for _, fs := range selfStates {
+		if fs.f.Lane == lane.Realtime {
+			realtimeActive = true
+		}
+	}
+
+	// safety observation over the group's flows
+	obs := observation{goodput: c.goodput}
+	var infl, qd []float64
+	var windowRate float64
+	addFlow := func(srtt, minRTT time.Duration, cwnd, mss uint32) {
+		if srtt <= 0 || minRTT <= 0 {
+			return
+		}
+		obs.flows++
+		infl = append(infl, float64(srtt)/float64(minRTT))
+		qd = append(qd, float64(srtt-minRTT))
+		windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
+	}
+	for _, fs := range selfStates {
+		addFlow(fs.f.SRTT, fs.f.MinRTT, fs.f.Cwnd, fs.f.MSS)
+	}
+	for _, pp := range peers {
+		for _, f := range pp.Last.Flows {
+			addFlow(f.SRTT, f.MinRTT, uint32(f.Cwnd), uint32(f.MSS))
+		}
+	}
+	obs.inflation = median(infl)
+	obs.queueDelay = time.Duration(median(qd))
+	obs.inflightLow = rate > 0 && windowRate <= float64(rate)
+	shares := p.HostShares(hosts)
+	if selfIdx >= 0 && c.cfg.APRate > 0 {
+		obs.promised = shares[selfIdx] * float64(c.cfg.APRate.Bits())
+	}
+	for _, fs := range selfStates {
+		if fs.coop > 0 && fs.f.Cwnd+1 >= fs.coop {
+			obs.atCap = true
+		}
+	}
+	if tick { // the safety signals count intervals, not events
+		c.capOK, c.capWhy = c.safety.update(now, obs)
+	}
+	capping, reason := c.capOK, c.capWhy
+	if rate == 0 {
+		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
+	}
+	if !c.cfg.Cooperative {
+		capping, reason = false, "cooperative caps off by policy (rule caps only)"
+	}
+	if capping && len(hosts) == 0 {
+		reason = "no active senders"
+	}
+
+	// cooperative caps of active flows
+	selfShare := 0.0
+	if selfIdx >= 0 {
+		selfShare = shares[selfIdx]
+		caps := p.FlowCaps(self, selfShare)
+		for i, fs := range selfStates {
+			if capping {
+				fs.coop = caps[i]
+			} else {
+				fs.coop = 0
+			}
+		}
+	}
+	if !capping {
+		for _, fs := range c.flows {
+			fs.coop = 0
+		}
+	}
+
+	// rule caps (per application / lane), then the minimum of both
+	applies := func(r Rule) bool { return r.When != WhenRealtimeActive || realtimeActive }
+	sockets := map[uint64]uint32{}
+	var fst []FlowStatus
+	for _, fs := range c.sortedFlows() {
+		f := fs.f
+		fs.cap, fs.rule = fs.coop, ""
+		for _, r := range c.cfg.Rules {
+			if !applies(r) || !r.matches(f) {
+				continue
+			}
+			if fs.cap == 0 || r.Segments < fs.cap {
+				fs.cap, fs.rule = r.Segments, r.Name
+			}
+		}
+		sockets[f.Cookie] = fs.cap
+		fst = append(fst, FlowStatus{Cookie: f.Cookie, Lane: f.Lane.String(), App: f.App, Active: fs.active,
+			MinRTT: float64(f.MinRTT.Microseconds()) / 1000, MSS: f.MSS, Cwnd: f.Cwnd,
+			Waiting: f.NotSent + f.InFlight, Coop: fs.coop, Rule: fs.rule, Cap: fs.cap})
+	}
+
+	// lanes' default caps for connections established before the next sample
+	lanes := map[lane.Lane]uint32{}
+	laneNames := map[string]uint32{}
+	var newCap uint32
+	if capping && rate > 0 {
+		rtt, mss := referencePath(self, hosts)
+		if rtt > 0 {
+			nf := float64(len(self.Flows) + 1)
+			share := selfShare
+			if selfIdx < 0 { // we would join as one more bulk host
+				share = 1 / float64(len(hosts)+1)
+			}
+			newCap = max(segments(SharedWindow(rate, rtt, p.HeadroomBits)*share/nf, mss), p.MinSegments)
+		}
+	}
+	for _, l := range lane.All {
+		v := newCap
+		for _, r := range c.cfg.Rules {
+			if r.App == "" && applies(r) && r.laneMatches(l) && (v == 0 || r.Segments < v) {
+				v = r.Segments
+			}
+		}
+		lanes[l] = v
+		laneNames[l.String()] = v
+	}
+
+	// status
+	st := &c.st
+	st.N = len(hosts)
+	st.SelfActive = selfIdx >= 0
+	st.RateBits, st.RateSource = rate, src
+	st.Capping, st.Reason = capping && len(hosts) > 0, reason
+	if st.Capping {
+		st.Reason = ""
+	}
+	st.SelfShare = selfShare
+	st.GoodputBits = uint64(c.goodput)
+	st.Flows = fst
+	st.LaneCaps = laneNames
+	st.Peers = st.Peers[:0]
+	for _, pp := range peers {
+		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
+			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
+			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen}
+		if i, ok := peerIdx[pp.ID]; ok {
+			ps.Share = shares[i]
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	st.Updated = now
+	return sockets, lanes
+}
+
+// referencePath is the min RTT and MSS a new connection is assumed to have:
+// this host's smallest min RTT, else the group's.
+func referencePath(self HostLoad, hosts []HostLoad) (time.Duration, uint32) {
+	pick := func(fl []FlowLoad) (time.Duration, uint32) {
+		var rtt time.Duration
+		var mss uint32 = 1448
+		for _, f := range fl {
+			if f.MinRTT > 0 && (rtt == 0 || f.MinRTT < rtt) {
+				rtt = f.MinRTT
+				if f.MSS > 0 {
+					mss = f.MSS
+				}
+			}
+		}
+		return rtt, mss
+	}
+	if rtt, mss := pick(self.Flows); rtt > 0 {
+		return rtt, mss
+	}
+	var all []FlowLoad
+	for _, h := range hosts {
+		all = append(all, h.Flows...)
+	}
+	return pick(all)
+}
+
+// apply pushes changed caps to the datapath (outside mu: it may block).
+func (c *Controller) apply(sockets map[uint64]uint32, lanes map[lane.Lane]uint32) {
+	if c.caps == nil {
+		return
+	}
+	c.mu.Lock()
+	var todo []struct {
+		ck uint64
+		v  uint32
+	}
+	for ck, v := range sockets {
+		if old, ok := c.applied[ck]; (ok && old != v) || (!ok && v != 0) {
+			todo = append(todo, struct {
+				ck uint64
+				v  uint32
+			}{ck, v})
+		}
+	}
+	laneTodo := map[lane.Lane]uint32{}
+	for l, v := range lanes {
+		if c.laneApplied[l] != v {
+			laneTodo[l] = v
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	done := map[uint64]uint32{}
+	for _, t := range todo {
+		if err := c.caps.SetSocketCwndCap(t.ck, t.v); err != nil {
+			errs = append(errs, fmt.Errorf("socket %d: %w", t.ck, err))
+			continue
+		}
+		done[t.ck] = t.v
+	}
+	laneDone := map[lane.Lane]uint32{}
+	if ls, ok := c.caps.(LaneCapSetter); ok {
+		for l, v := range laneTodo {
+			if err := ls.SetLaneCwndCap(l, v); err != nil {
+				errs = append(errs, fmt.Errorf("lane %s: %w", l, err))
+				continue
+			}
+			laneDone[l] = v
+		}
+	}
+	c.mu.Lock()
+	for ck, v := range done {
+		if _, live := c.flows[ck]; live {
+			c.applied[ck] = v
+		}
+	}
+	for l, v := range laneDone {
+		c.laneApplied[l] = v
+	}
+	if len(errs) > 0 {
+		c.cnt.ApplyErrors += uint64(len(errs))
+		c.st.LastError = fmt.Sprintf("apply caps: %v", errors.Join(errs...))
+	}
+	c.mu.Unlock()
+}
+
+// Status returns a snapshot of the controller's state.
+func (c *Controller) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.st
+	s.Counters = c.cnt
+	s.Peers = append([]PeerStatus(nil), c.st.Peers...)
+	s.Flows = append([]FlowStatus(nil), c.st.Flows...)
+	s.LaneCaps = make(map[string]uint32, len(c.st.LaneCaps))
+	for k, v := range c.st.LaneCaps {
+		s.LaneCaps[k] = v
+	}
+	return s
+}
+
+func (r Rule) laneMatches(l lane.Lane) bool {
+	if r.Lane == "" {
+		return true
+	}
+	rl, err := lane.Parse(r.Lane)
+	return err == nil && rl == l
+}
+
+func (r Rule) matches(f Flow) bool {
+	fl := f.Lane
+	if fl == lane.Unset {
+		fl = lane.Interactive
+	}
+	return r.laneMatches(fl) && (r.App == "" || r.App == f.App)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// DeriveHostID derives a stable host id from the machine id, the hostname
+// and the interface's name and hardware address (distinct per namespace
+// interface in the lab), or a random one if none is readable.
+func DeriveHostID(ifname string) uint64 {
+	h := sha256.New()
+	n := 0
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
+		h.Write(b)
+		n++
+	}
+	if hn, err := os.Hostname(); err == nil {
+		h.Write([]byte(hn))
+	}
+	h.Write([]byte(ifname))
+	if ifi, err := net.InterfaceByName(ifname); err == nil && len(ifi.HardwareAddr) > 0 {
+		h.Write(ifi.HardwareAddr)
+		n++
+	}
+	if n == 0 {
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		h.Write(r[:])
+	}
+	id := binary.BigEndian.Uint64(h.Sum(nil))
+	if id == 0 {
+		id = 1
+	}
+	return id
+}

@@ -1,0 +1,162 @@
+// peers.go: the peer table — who else shares the access point, from their
+// authenticated announcements, with replay protection.
+//
+//   - a peer is added on its first valid announcement and removed when it has
+//     been silent for SilenceIntervals of its own announced interval, or at
+//     once when it says goodbye (leaving flag);
+//   - replay protection: a peer's sequence numbers must strictly increase, and
+//     an announcement's timestamp must be within MaxClockSkew of our clock.
+//     The last sequence of a removed peer is remembered for the skew window,
+//     so a recorded announcement cannot re-add a peer that has left;
+//   - N, the number of active senders, counts peers with active uplink flows.
+package coop
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+)
+
+// Peer is one other cooperating host.
+type Peer struct {
+	ID        uint64
+	Addr      netip.Addr
+	FirstSeen time.Time
+	LastSeen  time.Time
+	Last      Announcement
+}
+
+// Active reports whether the peer is currently sending uplink data.
+func (p *Peer) Active() bool { return p.Last.ActiveFlows > 0 }
+
+type seqMemo struct {
+	seq  uint64
+	seen time.Time
+}
+
+// Table holds the peers; not safe for concurrent use (the controller locks).
+type Table struct {
+	interval time.Duration // ours, for peers announcing 0
+	silence  int
+	skew     time.Duration
+	peers    map[uint64]*Peer
+	gone     map[uint64]seqMemo
+}
+
+// NewTable returns an empty peer table.
+func NewTable(interval time.Duration, silenceIntervals int, maxSkew time.Duration) *Table {
+	return &Table{interval: interval, silence: silenceIntervals, skew: maxSkew,
+		peers: map[uint64]*Peer{}, gone: map[uint64]seqMemo{}}
+}
+
+// Change says what an accepted announcement did to the table.
+type Change int
+
+const (
+	Updated       Change = iota // known peer, same activity
+	Joined                      // new peer
+	Left                        // peer said goodbye
+	ActiveChanged               // known peer started or stopped sending
+)
+
+// Accept checks an authenticated announcement for replay and, if fresh,
+// records it. It returns ErrReplayed or ErrStale for replays.
+func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change, error) {
+	if d := now.Sub(a.Time); d > t.skew || d < -t.skew {
+		return Updated, ErrStale
+	}
+	p, ok := t.peers[a.HostID]
+	if ok {
+		if a.Seq <= p.Last.Seq {
+			return Updated, ErrReplayed
+		}
+	} else if m, ok := t.gone[a.HostID]; ok && a.Seq <= m.seq {
+		return Updated, ErrReplayed
+	}
+	if a.Leaving {
+		if ok {
+			delete(t.peers, a.HostID)
+		}
+		t.gone[a.HostID] = seqMemo{seq: a.Seq, seen: now}
+		if ok {
+			return Left, nil
+		}
+		return Updated, nil
+	}
+	if !ok {
+		p = &Peer{ID: a.HostID, FirstSeen: now}
+		t.peers[a.HostID] = p
+		delete(t.gone, a.HostID)
+	}
+	wasActive := ok && p.Active()
+	p.Addr, p.LastSeen, p.Last = from, now, *a
+	switch {
+	case !ok:
+		return Joined, nil
+	case wasActive != p.Active():
+		return ActiveChanged, nil
+	}
+	return Updated, nil
+}
+
+// timeout is how long peer p may stay silent.
+func (t *Table) timeout(p *Peer) time.Duration {
+	iv := p.Last.Interval
+	if iv <= 0 {
+		iv = t.interval
+	}
+	return time.Duration(t.silence) * iv
+}
+
+// Expire removes peers silent for too long and returns their ids.
+func (t *Table) Expire(now time.Time) []uint64 {
+	var out []uint64
+	for id, p := range t.peers {
+		if now.Sub(p.LastSeen) > t.timeout(p) {
+			delete(t.peers, id)
+			t.gone[id] = seqMemo{seq: p.Last.Seq, seen: now}
+			out = append(out, id)
+		}
+	}
+	for id, m := range t.gone {
+		if now.Sub(m.seen) > 2*t.skew {
+			delete(t.gone, id)
+		}
+	}
+	return out
+}
+
+// NextExpiry is the earliest time a peer would time out (zero if none).
+func (t *Table) NextExpiry() time.Time {
+	var next time.Time
+	for _, p := range t.peers {
+		e := p.LastSeen.Add(t.timeout(p))
+		if next.IsZero() || e.Before(next) {
+			next = e
+		}
+	}
+	return next
+}
+
+// Peers returns copies of the current peers, ordered by id.
+func (t *Table) Peers() []Peer {
+	out := make([]Peer, 0, len(t.peers))
+	for _, p := range t.peers {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Len is the number of known peers; ActiveSenders those with uplink flows.
+func (t *Table) Len() int { return len(t.peers) }
+
+func (t *Table) ActiveSenders() int {
+	n := 0
+	for _, p := range t.peers {
+		if p.Active() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,87 @@
+// Tests of the peer table: join, activity, silence, goodbye and replays.
+package coop
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func ann(id, seq uint64, at time.Time, flows uint16) *Announcement {
+	return &Announcement{HostID: id, Seq: seq, Time: at, Interval: 500 * time.Millisecond, ActiveFlows: flows}
+}
+
+func TestTableJoinExpire(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(500*time.Millisecond, 3, 30*time.Second)
+	addr := netip.MustParseAddr("10.0.0.2")
+	if ch, err := tb.Accept(ann(1, 1, t0, 1), addr, t0); err != nil || ch != Joined {
+		t.Fatalf("first announcement: %v %v", ch, err)
+	}
+	if ch, _ := tb.Accept(ann(2, 7, t0, 0), addr, t0); ch != Joined {
+		t.Fatal("second peer did not join")
+	}
+	if tb.Len() != 2 || tb.ActiveSenders() != 1 {
+		t.Fatalf("len %d active %d", tb.Len(), tb.ActiveSenders())
+	}
+	if ch, _ := tb.Accept(ann(2, 8, t0.Add(time.Second), 3), addr, t0.Add(time.Second)); ch != ActiveChanged {
+		t.Errorf("peer 2 started sending: %v", ch)
+	}
+	if ch, _ := tb.Accept(ann(2, 9, t0.Add(1200*time.Millisecond), 2), addr, t0.Add(1200*time.Millisecond)); ch != Updated {
+		t.Errorf("update: %v", ch)
+	}
+	// peer 1 silent since t0: still there at 1.5 s, gone after
+	if gone := tb.Expire(t0.Add(1500 * time.Millisecond)); len(gone) != 0 {
+		t.Errorf("expired too early: %v", gone)
+	}
+	if gone := tb.Expire(t0.Add(1501 * time.Millisecond)); len(gone) != 1 || gone[0] != 1 {
+		t.Errorf("expire: %v", gone)
+	}
+	if tb.ActiveSenders() != 1 || tb.Peers()[0].ID != 2 {
+		t.Errorf("after expiry: %+v", tb.Peers())
+	}
+	if ne := tb.NextExpiry(); !ne.Equal(t0.Add(2700 * time.Millisecond)) {
+		t.Errorf("next expiry %v", ne)
+	}
+}
+
+func TestTableReplay(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(500*time.Millisecond, 3, 10*time.Second)
+	a := netip.MustParseAddr("10.0.0.2")
+	if _, err := tb.Accept(ann(1, 100, t0, 1), a, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{100, 99, 1} {
+		if _, err := tb.Accept(ann(1, seq, t0, 1), a, t0.Add(time.Millisecond)); !errors.Is(err, ErrReplayed) {
+			t.Errorf("seq %d: %v", seq, err)
+		}
+	}
+	if _, err := tb.Accept(ann(3, 1, t0.Add(-11*time.Second), 1), a, t0); !errors.Is(err, ErrStale) {
+		t.Errorf("old timestamp: %v", err)
+	}
+	if _, err := tb.Accept(ann(3, 1, t0.Add(11*time.Second), 1), a, t0); !errors.Is(err, ErrStale) {
+		t.Errorf("future timestamp: %v", err)
+	}
+	// goodbye removes at once; replaying older announcements does not re-add
+	if ch, err := tb.Accept(&Announcement{HostID: 1, Seq: 101, Time: t0, Leaving: true}, a, t0); err != nil || ch != Left {
+		t.Fatalf("goodbye: %v %v", ch, err)
+	}
+	if tb.Len() != 0 {
+		t.Fatal("peer still there after goodbye")
+	}
+	if _, err := tb.Accept(ann(1, 100, t0, 1), a, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("replay after goodbye: %v", err)
+	}
+	// silence-removed peers are remembered too
+	tb.Accept(ann(5, 10, t0, 1), a, t0)
+	tb.Expire(t0.Add(2 * time.Second))
+	if _, err := tb.Accept(ann(5, 10, t0.Add(2*time.Second), 1), a, t0.Add(2*time.Second)); !errors.Is(err, ErrReplayed) {
+		t.Errorf("replay after expiry: %v", err)
+	}
+	// a restarted peer (higher sequence) comes back
+	if ch, err := tb.Accept(ann(5, 1000, t0.Add(3*time.Second), 1), a, t0.Add(3*time.Second)); err != nil || ch != Joined {
+		t.Errorf("restart: %v %v", ch, err)
+	}
+}

@@ -1,0 +1,90 @@
+// safety.go: the fallback to plain TCP (open problem 4 of seeds §001). When
+// traffic from hosts without lanes dominates the medium, capping our own
+// connections only hands the air to them; then capping stops for a hold time
+// and the status says why.
+//
+// Two signals, each held for Trigger consecutive intervals:
+//   - RTT inflation without our own backlog: the group's flows' median
+//     srtt/min_rtt exceeds RTTInflation (and by at least minQueueDelay) while
+//     the group's summed window in flight fits within the shared BDP — our
+//     caps keep our own queue near empty, so the queue is someone else's;
+//   - starved at the cap (configured AP rate only): this host's flows sit at
+//     their caps, yet its goodput stays below GoodputFraction of what its
+//     share of the rate promises — the caps bind, and others take the air.
+//
+// After Hold, capping is tried again; a repeat trigger doubles the hold (up
+// to 8x); a quiet hold period resets it.
+package coop
+
+import (
+	"fmt"
+	"time"
+)
+
+// minQueueDelay: RTT inflation below this is never blamed on others (jitter
+// on short paths).
+const minQueueDelay = 10 * time.Millisecond
+
+// observation is what the controller measures each interval.
+type observation struct {
+	inflation   float64       // median srtt/min_rtt over the group's flows
+	queueDelay  time.Duration // median srtt - min_rtt
+	inflightLow bool          // group's window in flight <= shared BDP
+	atCap       bool          // some own active flow's cwnd is at its cap
+	goodput     float64       // this host's goodput, bit/s
+	promised    float64       // this host's share x configured AP rate (0: estimated)
+	flows       int
+}
+
+type safety struct {
+	cfg      SafetyConfig
+	bad      int
+	offUntil time.Time
+	mult     int
+	reason   string
+	lastOff  time.Time
+}
+
+// update feeds one interval's observation; it returns whether capping is
+// allowed and, if not, why.
+func (s *safety) update(now time.Time, o observation) (bool, string) {
+	if !s.cfg.Enabled {
+		return true, ""
+	}
+	if now.Before(s.offUntil) {
+		return false, s.reason
+	}
+	why := ""
+	switch {
+	case o.flows == 0:
+	case o.inflation > s.cfg.RTTInflation && o.queueDelay >= minQueueDelay && o.inflightLow:
+		why = fmt.Sprintf("foreign traffic: RTT inflated %.2fx (queue %v) while our hosts' windows fit the shared BDP",
+			o.inflation, o.queueDelay.Round(time.Millisecond))
+	case o.promised > 0 && o.atCap && o.goodput < s.cfg.GoodputFraction*o.promised:
+		why = fmt.Sprintf("foreign traffic: goodput %.2f Mbit/s at the cap, < %.0f%% of this host's share %.2f Mbit/s",
+			o.goodput/1e6, 100*s.cfg.GoodputFraction, o.promised/1e6)
+	}
+	if why == "" {
+		s.bad = 0
+		if !s.lastOff.IsZero() && now.Sub(s.lastOff) > 4*s.hold() {
+			s.mult = 0
+		}
+		return true, ""
+	}
+	s.bad++
+	if s.bad < s.cfg.Trigger {
+		return true, ""
+	}
+	s.bad = 0
+	if s.mult == 0 {
+		s.mult = 1
+	} else if s.mult < 8 {
+		s.mult *= 2
+	}
+	s.reason = why
+	s.lastOff = now
+	s.offUntil = now.Add(s.hold())
+	return false, why
+}
+
+func (s *safety) hold() time.Duration { return time.Duration(max(s.mult, 1)) * s.cfg.Hold.D() }
