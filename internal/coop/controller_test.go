@@ -467,16 +467,18 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("default: %v", err)
 	}
 	bad := map[string]func(*Config){
-		"port":                    func(c *Config) { c.Port = 0 },
-		"interval":                func(c *Config) { c.Interval = config.Duration(time.Millisecond) },
-		"silence_intervals":       func(c *Config) { c.SilenceIntervals = 1 },
-		"key":                     func(c *Config) { c.Key = "zz" },
-		"ap_rate":                 func(c *Config) { c.APRate = 10 },
-		"min_segments":            func(c *Config) { c.MinSegments = 0 },
-		"safety.rtt_inflation":    func(c *Config) { c.Safety.RTTInflation = 1 },
-		"rules[0].lane":           func(c *Config) { c.Rules = []Rule{{Name: "x", Segments: 3}} },
-		"rules[0].when":           func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg", When: "sometimes", Segments: 3}} },
-		"rules[1].name":           func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg", Segments: 3}, {Name: "x", App: "a", Segments: 3}} },
+		"port":                 func(c *Config) { c.Port = 0 },
+		"interval":             func(c *Config) { c.Interval = config.Duration(time.Millisecond) },
+		"silence_intervals":    func(c *Config) { c.SilenceIntervals = 1 },
+		"key":                  func(c *Config) { c.Key = "zz" },
+		"ap_rate":              func(c *Config) { c.APRate = 10 },
+		"min_segments":         func(c *Config) { c.MinSegments = 0 },
+		"safety.rtt_inflation": func(c *Config) { c.Safety.RTTInflation = 1 },
+		"rules[0].lane":        func(c *Config) { c.Rules = []Rule{{Name: "x", Segments: 3}} },
+		"rules[0].when":        func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg", When: "sometimes", Segments: 3}} },
+		"rules[1].name": func(c *Config) {
+			c.Rules = []Rule{{Name: "x", Lane: "bg", Segments: 3}, {Name: "x", App: "a", Segments: 3}}
+		},
 		"rules[0].segments":       func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg"}} },
 		"safety.goodput_fraction": func(c *Config) { c.Safety.GoodputFraction = 1.5 },
 	}
