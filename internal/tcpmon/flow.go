@@ -10,6 +10,7 @@ package tcpmon
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -204,6 +205,34 @@ func (e *Encoder) Encode(flows []Flow) error {
 	return bw.Flush()
 }
 
+// UnmarshalJSON decodes a flow; its lane may be "unset" (what an unknown
+// lane marshals to), which lane.Lane itself does not parse.
+func (f *Flow) UnmarshalJSON(b []byte) error { return decodeFlowJSON(b, f, false) }
+
+func decodeFlowJSON(b []byte, f *Flow, strict bool) error {
+	type plain Flow // no methods: no recursion
+	aux := struct {
+		*plain
+		Lane string `json:"lane"`
+	}{plain: (*plain)(f)}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(&aux); err != nil {
+		return err
+	}
+	f.Lane = lane.Unset
+	if aux.Lane != "" && aux.Lane != "unset" {
+		l, err := lane.Parse(aux.Lane)
+		if err != nil {
+			return err
+		}
+		f.Lane = l
+	}
+	return nil
+}
+
 // LineError says which line of a monitor file is bad and why.
 type LineError struct {
 	Line int
@@ -248,10 +277,8 @@ func readJSONFlows(r *bufio.Reader) ([]Flow, error) {
 		if err != nil && b[len(b)-1] != '\n' && !json.Valid([]byte(trimmed)) {
 			return flows, &LineError{line, errors.New("truncated line (file ends mid-record)")}
 		}
-		dec := json.NewDecoder(strings.NewReader(trimmed))
-		dec.DisallowUnknownFields()
 		var f Flow
-		if err := dec.Decode(&f); err != nil {
+		if err := decodeFlowJSON([]byte(trimmed), &f, true); err != nil {
 			return flows, &LineError{line, fmt.Errorf("bad JSON record: %w", err)}
 		}
 		if f.Time.IsZero() {
@@ -308,15 +335,15 @@ func readCSVFlows(r io.Reader) ([]Flow, error) {
 			}
 			return flows, nil
 		}
-		line, _ := cr.FieldPos(0)
-		lastLine = line
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				return flows, &LineError{pe.Line, pe.Err}
+				return flows, &LineError{pe.StartLine, pe.Err}
 			}
-			return flows, &LineError{line, err}
+			return flows, &LineError{lastLine + 1, err}
 		}
+		line, _ := cr.FieldPos(0)
+		lastLine = line
 		if len(rec) != width {
 			return flows, &LineError{line, fmt.Errorf("%d fields, header has %d (truncated line?)", len(rec), width)}
 		}

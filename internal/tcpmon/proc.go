@@ -5,10 +5,9 @@
 // looking for "socket:[INODE]". A full scan is costly with many processes or
 // descriptors, so the result is cached:
 //   - a known inode is answered from the map;
-//   - an unknown inode triggers a rescan, at most once per refresh period;
-//   - an inode still unknown after a scan (a socket owned by no process, or
-//     by a process in another pid namespace) is remembered as unknown until
-//     the next period, so it cannot cause a scan per sample.
+//   - an unknown inode triggers a rescan, at most once per refresh period,
+//     so a socket owned by no process (or by one in another pid namespace)
+//     cannot cause a scan per sample.
 //
 // Note: a socket shared by several processes (after fork) is attributed to
 // the lowest pid that holds it.
@@ -45,16 +44,15 @@ func (c *procCache) lookup(inode uint32, now time.Time) (Proc, bool) {
 		return Proc{}, false
 	}
 	if p, ok := c.byInode[inode]; ok {
-		return p, p.PID != 0
+		return p, true
 	}
-	if now.Sub(c.lastScan) >= c.refresh {
-		c.scan(now)
-		if p, ok := c.byInode[inode]; ok {
-			return p, true
-		}
+	// Unknown: rescan unless we did so within the refresh period.
+	if now.Sub(c.lastScan) < c.refresh {
+		return Proc{}, false
 	}
-	c.byInode[inode] = Proc{} // negative entry until the next scan
-	return Proc{}, false
+	c.scan(now)
+	p, ok := c.byInode[inode]
+	return p, ok
 }
 
 // scan rebuilds the map from /proc. Processes and descriptors that vanish

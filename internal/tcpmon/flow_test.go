@@ -1,0 +1,166 @@
+// flow_test.go: JSON-lines and CSV round trips of Flow, bad monitor files
+// reported with their line, the /proc inode cache on a fake /proc, and the
+// Prometheus text.
+package tcpmon
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+func sampleFlows() []Flow {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	return []Flow{
+		{Time: t0, Cookie: 7, Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", State: "ESTAB", Lane: lane.Background,
+			PID: 12, Comm: "curl, the \"tool\"", CAState: "open", Cwnd: 10, SSThresh: 2147483647, SRTT: 1500,
+			BytesAcked: 1 << 33, Throughput: 12345.5, DeliveryRate: 8000},
+		{Time: t0.Add(100 * time.Millisecond), Cookie: 8, Src: "[::1]:1", Dst: "[::1]:2", State: "FIN-WAIT-1",
+			Lane: lane.Unset, CAState: "loss", Cwnd: 1, Lost: 4},
+	}
+}
+
+func TestFlowRoundTrip(t *testing.T) {
+	for _, format := range []string{"json", "csv"} {
+		var buf bytes.Buffer
+		enc := NewJSONEncoder(&buf)
+		if format == "csv" {
+			enc = NewCSVEncoder(&buf)
+		}
+		in := sampleFlows()
+		if err := enc.Encode(in[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Encode(in[1:]); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ReadFlows(&buf)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		if len(out) != len(in) {
+			t.Fatalf("%s: %d flows back, want %d", format, len(out), len(in))
+		}
+		for i := range in {
+			if !out[i].Time.Equal(in[i].Time) {
+				t.Errorf("%s: time %v, want %v", format, out[i].Time, in[i].Time)
+			}
+			out[i].Time = in[i].Time
+			if !reflect.DeepEqual(out[i], in[i]) {
+				t.Errorf("%s: flow %d:\n got %+v\nwant %+v", format, i, out[i], in[i])
+			}
+		}
+	}
+}
+
+func TestReadFlowsBad(t *testing.T) {
+	var js, cs bytes.Buffer
+	NewJSONEncoder(&js).Encode(sampleFlows())
+	NewCSVEncoder(&cs).Encode(sampleFlows())
+	jsLines := strings.SplitAfter(js.String(), "\n")
+	csLines := strings.SplitAfter(cs.String(), "\n")
+	for _, tc := range []struct {
+		name, in string
+		line     int
+	}{
+		{"json truncated last line", js.String()[:js.Len()-40], 2},
+		{"json garbage line", jsLines[0] + "{not json}\n" + jsLines[1], 2},
+		{"json unknown key", jsLines[0] + `{"time":"2026-01-02T03:04:05Z","bogus":1}` + "\n", 2},
+		{"json wrong type", `{"time":"2026-01-02T03:04:05Z","cwnd":"ten"}` + "\n", 1},
+		{"json no time", `{"cwnd":10}` + "\n", 1},
+		{"csv truncated last line", cs.String()[:cs.Len()-5], 3},
+		{"csv short row", csLines[0] + csLines[1] + "2026-01-02T03:04:05Z,1,2\n", 3},
+		{"csv bad number", csLines[0] + strings.Replace(csLines[1], ",10,", ",ten,", 1), 2},
+		{"csv unknown column", "time,colour\n", 1},
+		{"csv bad quote", csLines[0] + `"unterminated` + "\n", 2},
+	} {
+		_, err := ReadFlows(strings.NewReader(tc.in))
+		var le *LineError
+		if !errors.As(err, &le) {
+			t.Errorf("%s: error %v, want a LineError", tc.name, err)
+			continue
+		}
+		if le.Line != tc.line {
+			t.Errorf("%s: line %d, want %d (%v)", tc.name, le.Line, tc.line, err)
+		}
+	}
+	if _, err := ReadFlows(strings.NewReader("")); err == nil {
+		t.Error("empty file accepted")
+	}
+}
+
+func TestProcCache(t *testing.T) {
+	root := t.TempDir()
+	mk := func(pid, comm string, links map[string]string) {
+		fd := filepath.Join(root, pid, "fd")
+		if err := os.MkdirAll(fd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(root, pid, "comm"), []byte(comm+"\n"), 0o644)
+		for n, target := range links {
+			if err := os.Symlink(target, filepath.Join(fd, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk("100", "server", map[string]string{"3": "socket:[555]", "4": "/dev/null", "5": "pipe:[9]"})
+	mk("200", "child", map[string]string{"3": "socket:[555]", "7": "socket:[666]"})
+	os.MkdirAll(filepath.Join(root, "self"), 0o755) // not a pid
+	now := time.Unix(1000, 0)
+	c := newProcCache(root, time.Second)
+	if p, ok := c.lookup(555, now); !ok || p.PID != 100 || p.Comm != "server" {
+		t.Errorf("inode 555 -> %+v %v, want the lower pid 100/server", p, ok)
+	}
+	if p, ok := c.lookup(666, now); !ok || p.PID != 200 {
+		t.Errorf("inode 666 -> %+v %v", p, ok)
+	}
+	if c.scans != 1 {
+		t.Errorf("%d scans, want 1 (second lookup from the cache)", c.scans)
+	}
+	// Unknown inode: at most one scan per refresh period.
+	for i := 0; i < 5; i++ {
+		if _, ok := c.lookup(777, now.Add(time.Duration(i)*time.Millisecond)); ok {
+			t.Error("inode 777 found")
+		}
+	}
+	if c.scans != 1 {
+		t.Errorf("%d scans after misses within the period, want 1", c.scans)
+	}
+	mk("300", "late", map[string]string{"1": "socket:[777]"})
+	if p, ok := c.lookup(777, now.Add(2*time.Second)); !ok || p.Comm != "late" {
+		t.Errorf("new process not found after the refresh period: %+v %v", p, ok)
+	}
+	if _, ok := c.lookup(0, now); ok {
+		t.Error("inode 0 (no owner) resolved")
+	}
+}
+
+func TestWritePrometheus(t *testing.T) {
+	var buf bytes.Buffer
+	fl := sampleFlows()
+	fl = append(fl, Flow{Lane: lane.Background, Throughput: 100, SRTT: 3000, Cwnd: 20, CAState: "open"})
+	if err := WritePrometheus(&buf, fl); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		`lanes_tcp_flows{lane="background"} 2`,
+		`lanes_tcp_flows{lane="unset"} 1`,
+		`lanes_tcp_flows{lane="realtime"} 0`,
+		`lanes_tcp_throughput_bits_per_second{lane="background"} 12445.5`,
+		`lanes_tcp_flows_not_open{lane="unset"} 1`,
+		`lanes_tcp_cwnd_segments_mean{lane="background"} 15`,
+		"# TYPE lanes_tcp_srtt_seconds_mean gauge",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}
