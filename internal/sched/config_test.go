@@ -1,0 +1,237 @@
+// Pure tests of the task policy: rule matching tables, bad rules refused with
+// the field that is wrong, proc-connector message decoding, preempt parsing.
+package sched
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
+	"gopkg.in/yaml.v3"
+)
+
+func u32(v uint32) *uint32 { return &v }
+func iptr(v int) *int       { return &v }
+
+func TestRuleMatching(t *testing.T) {
+	player := &ProcInfo{PID: 100, PPID: 1, UID: 1000, Comm: "mpv", Exe: "/usr/bin/mpv",
+		Cmdline: "mpv --audio-device=alsa song.flac", Cgroups: []string{"/user.slice/user-1000.slice/app.scope", "/"}, ParentComm: "systemd"}
+	rsync := &ProcInfo{PID: 200, PPID: 150, UID: 0, Comm: "rsync", Exe: "/usr/bin/rsync",
+		Cmdline: "rsync -a /data backup:/", Cgroups: []string{"/system.slice/backup.service"}, ParentComm: "backup.sh"}
+	kthread := &ProcInfo{PID: 2, Comm: "kthreadd"}
+	cases := []struct {
+		name string
+		rule Rule
+		p    *ProcInfo
+		want bool
+	}{
+		{"exe abs", Rule{Exe: "/usr/bin/mpv"}, player, true},
+		{"exe abs other", Rule{Exe: "/usr/local/bin/mpv"}, player, false},
+		{"exe base", Rule{Exe: "mpv"}, player, true},
+		{"exe glob", Rule{Exe: "/usr/bin/m*"}, player, true},
+		{"exe kernel thread", Rule{Exe: "*"}, kthread, false},
+		{"comm", Rule{Comm: "rsync"}, rsync, true},
+		{"comm glob", Rule{Comm: "rs?nc"}, rsync, true},
+		{"comm miss", Rule{Comm: "mpv"}, rsync, false},
+		{"cmdline regex", Rule{Cmdline: `--audio-device=\w+`}, player, true},
+		{"cmdline anchored miss", Rule{Cmdline: `^rsync .*--delete`}, rsync, false},
+		{"uid", Rule{UID: u32(1000)}, player, true},
+		{"uid 0 miss", Rule{UID: u32(0)}, player, false},
+		{"uid 0", Rule{UID: u32(0)}, rsync, true},
+		{"cgroup prefix", Rule{Cgroup: "/system.slice"}, rsync, true},
+		{"cgroup exact", Rule{Cgroup: "/system.slice/backup.service"}, rsync, true},
+		{"cgroup not component", Rule{Cgroup: "/system.sl"}, rsync, false},
+		{"cgroup v1 line", Rule{Cgroup: "/"}, player, true},
+		{"parent", Rule{Parent: "backup.*"}, rsync, true},
+		{"parent miss", Rule{Parent: "cron"}, rsync, false},
+		{"all of", Rule{Comm: "mpv", UID: u32(1000), Cgroup: "/user.slice"}, player, true},
+		{"all of, one fails", Rule{Comm: "mpv", UID: u32(0)}, player, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs, err := Compile([]Rule{c.rule}, DefaultSafety())
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			_, idx := rs.Match(c.p)
+			if got := idx == 0; got != c.want {
+				t.Errorf("match = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestFirstRuleWins(t *testing.T) {
+	rs, err := Compile([]Rule{
+		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 20},
+		{Name: "user", UID: u32(1000), Policy: "other", Nice: iptr(5)},
+	}, DefaultSafety())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, idx := rs.Match(&ProcInfo{Comm: "mpv", UID: 1000})
+	if idx != 0 || r.Name != "audio" {
+		t.Errorf("got %q (%d), want audio", r.Name, idx)
+	}
+	r, idx = rs.Match(&ProcInfo{Comm: "vim", UID: 1000})
+	if idx != 1 || r.Name != "user" {
+		t.Errorf("got %q (%d), want user", r.Name, idx)
+	}
+}
+
+func TestBadRulesRefused(t *testing.T) {
+	cases := []struct {
+		yaml  string
+		field string
+		msg   string
+	}{
+		{"tasks: [{policy: fifo, priority: 10}]", "tasks[0]", "matches nothing"},
+		{"tasks: [{comm: a, policy: fifo, priority: 70}]", "tasks[0].priority", "1..50"},
+		{"task_safety: {max_rt_priority: 20}\ntasks: [{comm: a, policy: rr, priority: 30}]", "tasks[0].priority", "1..20"},
+		{"tasks: [{comm: a, policy: fifo}]", "tasks[0].priority", "out of range"},
+		{"tasks: [{comm: a, policy: deadline}]", "tasks[0].policy", "unknown policy"},
+		{"tasks: [{comm: a}, {cmdline: 'a(b'}]", "tasks[1].cmdline", "regular expression"},
+		{"tasks: [{comm: '[a'}]", "tasks[0].comm", "bad glob"},
+		{"tasks: [{comm: averyveryverylongname}]", "tasks[0].comm", "15 characters"},
+		{"tasks: [{exe: bin/foo}]", "tasks[0].exe", "absolute"},
+		{"tasks: [{comm: a, nice: 30}]", "tasks[0].nice", "-20..19"},
+		{"tasks: [{comm: a, policy: fifo, priority: 5, nice: 1}]", "tasks[0].nice", "no effect"},
+		{"tasks: [{comm: a, policy: other, priority: 5}]", "tasks[0].priority", "only for fifo/rr"},
+		{"tasks: [{name: x, comm: a, policy: fifo, priority: 5, cpu_idle: true}]", "tasks[0].policy", "normal tasks"},
+		{"tasks: [{comm: a, cpu_weight: 100}]", "tasks[0].name", "needs a name"},
+		{"tasks: [{name: 'a/b', comm: a, cpu_weight: 100}]", "tasks[0].name", "letters"},
+		{"tasks: [{name: g, comm: a, cpu_weight: 20000}]", "tasks[0].cpu_weight", "1..10000"},
+		{"tasks: [{comm: a, cpus: [-1]}]", "tasks[0].cpus[0]", "out of range"},
+		{"tasks: [{comm: a, reset_on_fork: false}]", "tasks[0].reset_on_fork", "fifo/rr"},
+		{"tasks: [{cgroup: system.slice}]", "tasks[0].cgroup", "starting with /"},
+		{"tasks: [{name: a, comm: a}, {name: a, comm: b}]", "tasks[1].name", "duplicate"},
+		{"task_safety: {max_rt_priority: 99}", "task_safety.max_rt_priority", "watchdog"},
+		{"task_safety: {rttime: 10us}", "task_safety.rttime", "out of range"},
+		{"task_safety: {watchdog: {interval: 1s, starve: 1s}}", "task_safety.watchdog.starve", "twice"},
+	}
+	for _, c := range cases {
+		t.Run(c.field, func(t *testing.T) {
+			var cfg Config
+			if err := yaml.Unmarshal([]byte(c.yaml), &cfg); err != nil {
+				t.Fatalf("yaml: %v", err)
+			}
+			err := cfg.Validate()
+			var fe *config.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%s: got %v, want a FieldError", c.yaml, err)
+			}
+			if fe.Field != c.field || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("%s:\n got  %q (field %q)\n want field %q containing %q", c.yaml, err, fe.Field, c.field, c.msg)
+			}
+		})
+	}
+}
+
+func TestGoodConfig(t *testing.T) {
+	in := `
+tasks:
+  - name: audio
+    comm: pipewire
+    policy: fifo
+    priority: 20
+    cpus: [1]
+    lane: realtime
+  - name: backup
+    exe: /usr/bin/rsync
+    policy: idle
+    cpu_idle: true
+    lane: background
+  - name: build
+    cmdline: '^make( |$)'
+    nice: 10
+    cpu_weight: 50
+task_safety:
+  max_rt_priority: 40
+  rttime: 500ms
+  watchdog: {starve: 2s}
+`
+	var cfg Config
+	if err := yaml.Unmarshal([]byte(in), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	if cfg.Tasks[0].Lane != lane.Realtime || cfg.Tasks[1].Lane != lane.Background {
+		t.Errorf("lanes: %v %v", cfg.Tasks[0].Lane, cfg.Tasks[1].Lane)
+	}
+	s := cfg.Safety.WithDefaults()
+	if s.Watchdog.Interval.D().Milliseconds() != 50 || !*s.Watchdog.Enabled || s.RTTime.D().Milliseconds() != 500 {
+		t.Errorf("defaults: %+v", s)
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("default config: %v", err)
+	}
+}
+
+func TestParseEvents(t *testing.T) {
+	msg := func(what uint32, ts uint64, u ...uint32) []byte {
+		body := make([]byte, cnMsgLen+evHeaderLen+24)
+		binary.NativeEndian.PutUint32(body[0:], cnIdxProc)
+		binary.NativeEndian.PutUint32(body[4:], cnValProc)
+		ev := body[cnMsgLen:]
+		binary.NativeEndian.PutUint32(ev[0:], what)
+		binary.NativeEndian.PutUint64(ev[8:], ts)
+		for i, v := range u {
+			binary.NativeEndian.PutUint32(ev[evHeaderLen+4*i:], v)
+		}
+		b := make([]byte, nlHdrLen, nlHdrLen+len(body))
+		binary.NativeEndian.PutUint32(b[0:], uint32(nlHdrLen+len(body)))
+		return append(b, body...)
+	}
+	comm := msg(procEventComm, 7, 42, 42)
+	copy(comm[nlHdrLen+cnMsgLen+evHeaderLen+8:], "worker\x00")
+	var b []byte
+	b = append(b, msg(procEventFork, 5, 10, 10, 11, 11)...)
+	b = append(b, msg(procEventExec, 6, 11, 11)...)
+	b = append(b, comm...)
+	b = append(b, msg(procEventExit, 8, 11, 11)...)
+	b = append(b, msg(0x4, 9, 1, 1)...) // uid change: ignored
+	evs, err := ParseEvents(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fork 10/10 -> 11/11", "exec 11/11", `comm 42/42 "worker"`, "exit 11/11"}
+	if len(evs) != len(want) {
+		t.Fatalf("got %v", evs)
+	}
+	for i, e := range evs {
+		if e.String() != want[i] {
+			t.Errorf("event %d: %s, want %s", i, e, want[i])
+		}
+	}
+	if evs[1].TimeNS != 6 {
+		t.Errorf("timestamp %d", evs[1].TimeNS)
+	}
+	if _, err := ParseEvents([]byte{200, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, nil); err == nil {
+		t.Error("truncated message accepted")
+	}
+}
+
+func TestParsePreemptModes(t *testing.T) {
+	modes, cur := ParsePreemptModes("none voluntary (full) lazy\n")
+	if cur != "full" || len(modes) != 4 || modes[2] != "full" {
+		t.Errorf("modes %v cur %q", modes, cur)
+	}
+	if _, cur := ParsePreemptModes("none voluntary full"); cur != "" {
+		t.Errorf("cur %q without parentheses", cur)
+	}
+}
+
+func TestCheckPolicyPath(t *testing.T) {
+	if err := CheckPolicyPath("/etc/hostname"); err != nil && !strings.Contains(err.Error(), "no such") {
+		t.Errorf("/etc/hostname: %v", err)
+	}
+	dir := t.TempDir() // under /tmp: sticky, world-writable
+	if err := CheckPolicyPath(dir); err == nil {
+		t.Errorf("%s accepted", dir)
+	}
+}

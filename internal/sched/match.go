@@ -1,0 +1,110 @@
+// match.go: rules compiled once (regular expressions) and matched against a
+// ProcInfo. Matching is pure, so it is tested with tables.
+package sched
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// compiled is a validated rule ready to match.
+type compiled struct {
+	Rule
+	index   int
+	cmdline *regexp.Regexp
+}
+
+// Ruleset is an ordered list of compiled rules; the first match wins.
+type Ruleset struct {
+	rules []compiled
+}
+
+// Compile validates the rules against the safety section and compiles them.
+func Compile(rules []Rule, s Safety) (*Ruleset, error) {
+	c := Config{Tasks: rules, Safety: s}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	rs := &Ruleset{}
+	for i, r := range rules {
+		cr := compiled{Rule: r, index: i}
+		if r.Cmdline != "" {
+			cr.cmdline = regexp.MustCompile(r.Cmdline) // validated above
+		}
+		rs.rules = append(rs.rules, cr)
+	}
+	return rs, nil
+}
+
+// Len is the number of rules.
+func (rs *Ruleset) Len() int { return len(rs.rules) }
+
+// Match returns the first rule matching p and its index, or -1.
+func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
+	for _, r := range rs.rules {
+		if r.matches(p) {
+			return r.Rule, r.index
+		}
+	}
+	return Rule{}, -1
+}
+
+// NeedsParent says whether any rule matches on the parent (fork events of
+// processes that never exec matter then).
+func (rs *Ruleset) NeedsParent() bool {
+	for _, r := range rs.rules {
+		if r.Parent != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (r compiled) matches(p *ProcInfo) bool {
+	if r.Exe != "" {
+		if p.Exe == "" {
+			return false
+		}
+		target := p.Exe
+		if !strings.Contains(r.Exe, "/") {
+			target = filepath.Base(p.Exe)
+		}
+		if !glob(r.Exe, target) {
+			return false
+		}
+	}
+	if r.Comm != "" && !glob(r.Comm, p.Comm) {
+		return false
+	}
+	if r.cmdline != nil && !r.cmdline.MatchString(p.Cmdline) {
+		return false
+	}
+	if r.UID != nil && *r.UID != p.UID {
+		return false
+	}
+	if r.Cgroup != "" && !cgroupMatch(r.Cgroup, p.Cgroups) {
+		return false
+	}
+	if r.Parent != "" && !glob(r.Parent, p.ParentComm) {
+		return false
+	}
+	return true
+}
+
+func glob(pattern, s string) bool {
+	ok, err := filepath.Match(pattern, s)
+	return err == nil && ok
+}
+
+// cgroupMatch: the rule's path is a prefix of one of the process's cgroup
+// paths, on a path-component boundary ("/a" matches "/a" and "/a/b", not "/ab").
+func cgroupMatch(prefix string, paths []string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	for _, p := range paths {
+		if prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,153 @@
+// proc.go: what the rules can match on, read from /proc/PID, and the /proc
+// helpers the engine needs (process list, thread list, ownership checks).
+package sched
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ProcInfo is one process as the rules see it.
+type ProcInfo struct {
+	PID        int
+	PPID       int
+	UID        uint32
+	Comm       string
+	Exe        string   // resolved /proc/PID/exe ("" for kernel threads or when unreadable)
+	Cmdline    string   // arguments joined by spaces
+	Cgroups    []string // one path per hierarchy line of /proc/PID/cgroup, v2 ("0::") first
+	ParentComm string
+}
+
+// procRoot is /proc; tests never change it, it only keeps paths in one place.
+const procRoot = "/proc"
+
+// ReadProc reads a process's match attributes. A process that exits while
+// being read gives an error wrapping fs.ErrNotExist (or ESRCH).
+func ReadProc(pid int) (*ProcInfo, error) {
+	dir := filepath.Join(procRoot, strconv.Itoa(pid))
+	p := &ProcInfo{PID: pid}
+	status, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch k {
+		case "Name":
+			p.Comm = v
+		case "PPid":
+			p.PPID, _ = strconv.Atoi(v)
+		case "Uid":
+			if f := strings.Fields(v); len(f) > 0 {
+				u, _ := strconv.ParseUint(f[0], 10, 32)
+				p.UID = uint32(u)
+			}
+		}
+	}
+	// comm in status is escaped; the comm file has it raw.
+	if c, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
+		p.Comm = strings.TrimSuffix(string(c), "\n")
+	}
+	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
+		p.Exe = strings.TrimSuffix(exe, " (deleted)")
+	}
+	if cl, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		p.Cmdline = string(bytes.TrimRight(bytes.ReplaceAll(cl, []byte{0}, []byte{' '}), " "))
+	}
+	if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+		var v1 []string
+		for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			if f[0] == "0" && f[1] == "" {
+				p.Cgroups = append(p.Cgroups, f[2])
+			} else {
+				v1 = append(v1, f[2])
+			}
+		}
+		p.Cgroups = append(p.Cgroups, v1...)
+	}
+	if p.PPID > 0 {
+		if c, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(p.PPID), "comm")); err == nil {
+			p.ParentComm = strings.TrimSuffix(string(c), "\n")
+		}
+	}
+	return p, nil
+}
+
+// listPIDs returns every process id in /proc.
+func listPIDs() ([]int, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids, nil
+}
+
+// threads returns the thread ids of a process.
+func threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, n)
+		}
+	}
+	return tids, nil
+}
+
+// tgidOf returns the thread group (process) id of a thread.
+func tgidOf(tid int) (int, error) {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(tid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no Tgid in status")
+}
+
+// isGone reports errors that mean the process has exited meanwhile.
+func isGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+func rootOnly(p string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: cannot read owner", p)
+	}
+	if st.Uid != 0 {
+		return fmt.Errorf("%s is owned by uid %d, not root: refusing a policy others could change", p, st.Uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others (mode %v): refusing a policy others could change", p, perm)
+	}
+	return nil
+}
