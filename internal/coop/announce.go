@@ -222,3 +222,17 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 	}
 	return a, nil
 }
+
+// DropReason names the reason an announcement was refused, as counted.
+func DropReason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{{ErrOversized, "oversized"}, {ErrVersion, "bad_version"}, {ErrUnauthenticated, "unauthenticated"},
+		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"}} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "malformed"
+}
