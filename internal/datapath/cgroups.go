@@ -1,0 +1,126 @@
+// cgroups.go manages the cgroup v2 directories of the lanes of one instance,
+// <CgroupRoot>/lanes.<instance>/<lane>, into which `lanes run` moves a
+// process tree. Their cgroup ids are entered in the classifier's cgroup map
+// (and sock_ops reads the same map), so everything those processes send
+// takes that lane. Open creates them or adopts existing ones (a restart must
+// not pull running processes out of their lane); Close moves any process
+// left in them back to the root cgroup and removes them; Cleanup removes
+// only the empty ones.
+package datapath
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const cgroup2Magic = 0x63677270
+
+func laneCgroupBase(root, instance string) string {
+	return filepath.Join(root, "lanes."+instance)
+}
+
+func checkCgroup2(root string) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(root, &fs); err != nil {
+		return fmt.Errorf("cgroup v2 root %s: %w", root, err)
+	}
+	if fs.Type != cgroup2Magic {
+		return fmt.Errorf("%s is not a cgroup v2 mount", root)
+	}
+	return nil
+}
+
+// cgroupID is the cgroup v2 id of dir: its inode number in cgroupfs, the
+// value bpf_skb_cgroup_id and kernfs_node.id report.
+func cgroupID(dir string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// makeLaneCgroups creates (or adopts) the lane directories and returns their ids.
+func makeLaneCgroups(root, instance string) (map[lane.Lane]uint64, error) {
+	base := laneCgroupBase(root, instance)
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", base, err)
+	}
+	ids := map[lane.Lane]uint64{}
+	for _, l := range lane.All {
+		dir := filepath.Join(base, l.String())
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		id, err := cgroupID(dir)
+		if err != nil {
+			return nil, err
+		}
+		ids[l] = id
+	}
+	return ids, nil
+}
+
+// removeLaneCgroups removes the lane directories; with evict it first moves
+// their processes to the root cgroup, else it leaves busy ones in place.
+func removeLaneCgroups(root, instance string, evict bool) error {
+	base := laneCgroupBase(root, instance)
+	if _, err := os.Stat(base); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	busy := false
+	for _, l := range lane.All {
+		dir := filepath.Join(base, l.String())
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if evict {
+			if err := moveProcs(dir, root); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := unix.Rmdir(dir); err != nil {
+			if errors.Is(err, unix.EBUSY) && !evict {
+				busy = true
+				continue
+			}
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+		}
+	}
+	if !busy {
+		if err := unix.Rmdir(base); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", base, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// moveProcs moves every process of cgroup dir into cgroup dst.
+func moveProcs(dir, dst string) error {
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var errs []error
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid := strings.TrimSpace(sc.Text())
+		if pid == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dst, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("move pid %s out of %s: %w", pid, dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,562 @@
+// Package datapath installs and runs the lanes kernel datapath on one
+// interface of the current network namespace: the egress HTB tree that
+// serves realtime > interactive > background (qdisc.go), the cls_bpf
+// classifier that puts each packet in its lane (internal/bpf/classifier),
+// the cgroup-v2 sock_ops program that resolves each TCP socket's lane once
+// and applies per-socket settings (internal/bpf/sockops), a short device
+// queue (devqueue.go) and one cgroup per lane (cgroups.go).
+//
+// One Datapath per (network namespace, interface). Everything it creates is
+// named after Config.Instance, so daemons in different namespaces never
+// touch each other's objects. docs/datapath.md has the design and why.
+//
+// Lifecycle:
+//   - Open: removes this instance's own leftovers, then installs; it
+//     refuses to replace a root qdisc that is not the kernel default or ours.
+//   - Close: removes everything and restores the device queue.
+//   - After SIGKILL the qdisc tree and classifier stay (the kernel owns them)
+//     and keep classifying from the last map contents; the sock_ops
+//     bpf_link is not pinned and goes away with the process. Traffic flows.
+//     Cleanup (or the next Open) removes the leftovers.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Mode is how the egress tree finds the bottleneck.
+type Mode int
+
+const (
+	// DeviceBottleneck: no rate known. Classes never rate-limit; the device
+	// queue is kept short so the queue forms in the qdisc.
+	DeviceBottleneck Mode = iota
+	// Shaped: the root shapes just below Config.UplinkBps, so the queue
+	// forms here and not in the modem or access point upstream.
+	Shaped
+)
+
+func (m Mode) String() string {
+	if m == Shaped {
+		return "shaped"
+	}
+	return "device-bottleneck"
+}
+
+// Config describes one datapath.
+type Config struct {
+	Interface          string
+	Mode               Mode
+	UplinkBps          uint64 // Shaped: link rate in bit/s; the root rate is set just below it
+	BackgroundFloorBps uint64 // Shaped: guaranteed background rate, 0 = strictly below best effort
+	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
+	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2)
+	Instance           string // unique per daemon: names of cgroups, filters and state files
+	CgroupRoot         string // cgroup v2 mount (default /sys/fs/cgroup/unified)
+	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
+	// bytes (0 = 16 KiB, negative = leave the socket's setting alone).
+	BackgroundNotsentLowat int
+}
+
+const defaultCgroupRoot = "/sys/fs/cgroup/unified"
+
+var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+
+func (c *Config) validate() error {
+	if c.Interface == "" {
+		return errors.New("datapath: no interface")
+	}
+	if !instanceRE.MatchString(c.Instance) {
+		return fmt.Errorf("datapath: instance %q must be 1-40 of [A-Za-z0-9_.-]", c.Instance)
+	}
+	switch c.Mode {
+	case DeviceBottleneck:
+	case Shaped:
+		if c.UplinkBps < 100_000 {
+			return fmt.Errorf("datapath: shaped mode needs an uplink rate of at least 100 kbit/s, got %d bit/s", c.UplinkBps)
+		}
+	default:
+		return fmt.Errorf("datapath: unknown mode %d", c.Mode)
+	}
+	if c.CgroupRoot == "" {
+		c.CgroupRoot = defaultCgroupRoot
+	}
+	return nil
+}
+
+// FlowKey is the paper's 3-tuple as the sender sees it, plus an optional
+// protocol (0 = any).
+type FlowKey struct {
+	Dst     netip.Addr `json:"dst"`
+	DstPort uint16     `json:"dport"`
+	SrcPort uint16     `json:"sport"`
+	Proto   uint8      `json:"proto,omitempty"`
+}
+
+func (f FlowKey) String() string {
+	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst, f.DstPort), f.SrcPort)
+	if f.Proto != 0 {
+		s += fmt.Sprintf(" proto %d", f.Proto)
+	}
+	return s
+}
+
+func (f FlowKey) key() (classifier.ClassifierFlowKey, error) {
+	if !f.Dst.IsValid() {
+		return classifier.ClassifierFlowKey{}, errors.New("flow: no destination address")
+	}
+	return classifier.FlowKey(f.Dst.Unmap(), f.DstPort, f.SrcPort, f.Proto), nil
+}
+
+// FlowEntry is a registered flow and its lane.
+type FlowEntry struct {
+	FlowKey
+	Lane lane.Lane `json:"lane"`
+}
+
+// Datapath is the installed datapath of one interface.
+type Datapath struct {
+	cfg     Config
+	ns      *nsRef
+	link    netlink.Link
+	cls     *classifier.ClassifierObjects
+	ops     *sockops.SockopsObjects
+	opsLink link.Link
+	cgIDs   map[lane.Lane]uint64
+	devq    *devQueueState
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open installs the datapath on cfg.Interface in the calling thread's
+// network namespace.
+func Open(cfg Config) (d *Datapath, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkCgroup2(cfg.CgroupRoot); err != nil {
+		return nil, err
+	}
+	ns, err := currentNS()
+	if err != nil {
+		return nil, err
+	}
+	d = &Datapath{cfg: cfg, ns: ns}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.teardown(true))
+			d = nil
+		}
+	}()
+	if err := ns.do(func() error {
+		l, err := netlink.LinkByName(cfg.Interface)
+		if err != nil {
+			return fmt.Errorf("interface %s: %w", cfg.Interface, err)
+		}
+		d.link = l
+		return nil
+	}); err != nil {
+		return d, err
+	}
+	// Our own leftovers from a crashed run go first (and only ours).
+	if err := cleanup(ns, d.link, cfg.Instance, cfg.CgroupRoot); err != nil {
+		return d, err
+	}
+	if err := ns.do(func() (err error) { d.link, err = netlink.LinkByName(cfg.Interface); return }); err != nil {
+		return d, fmt.Errorf("interface %s: %w", cfg.Interface, err)
+	}
+	var owner ownership
+	var desc string
+	if err := ns.do(func() (err error) { owner, desc, err = rootOwnership(d.link, cfg.Instance); return }); err != nil {
+		return d, err
+	}
+	if owner == rootForeign {
+		return d, fmt.Errorf("datapath: root qdisc %s on %s is not lanes' (instance %s): remove it first", desc, cfg.Interface, cfg.Instance)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return d, fmt.Errorf("remove memlock limit: %w", err)
+	}
+	l2 := uint32(0)
+	if t := d.link.Attrs().EncapType; t == "ether" || t == "loopback" {
+		l2 = 14
+	}
+	if d.cls, err = classifier.Load(classifier.Config{L2Len: l2}); err != nil {
+		return d, err
+	}
+	if err := d.SetDSCPLane(lane.DSCPLowerEffort, lane.Background); err != nil {
+		return d, err
+	}
+	cookie, err := ns.netnsCookie()
+	if err != nil {
+		return d, err
+	}
+	lowat := cfg.BackgroundNotsentLowat
+	if lowat == 0 {
+		lowat = 16 << 10
+	} else if lowat < 0 {
+		lowat = 0
+	}
+	if d.ops, err = sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat)}, sockops.Shared{
+		Cookie: d.cls.LanesCookie, Tuple: d.cls.LanesTuple, Cgroup: d.cls.LanesCgroup, UID: d.cls.LanesUid,
+	}); err != nil {
+		return d, err
+	}
+	if d.cgIDs, err = makeLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
+		return d, err
+	}
+	for l, id := range d.cgIDs {
+		if err := d.SetCgroupLane(id, l); err != nil {
+			return d, err
+		}
+	}
+
+	mtu := d.link.Attrs().MTU
+	if mtu <= 0 {
+		mtu = 1500
+	}
+	qbytes := cfg.DeviceQueueBytes
+	if qbytes <= 0 {
+		qbytes = mtu + 14
+	}
+	txq := cfg.TxQueueLen
+	if txq <= 0 {
+		txq = max(2, (qbytes+mtu-1)/mtu)
+	}
+	if d.devq, err = shortenDeviceQueue(ns, d.link, qbytes, txq); err != nil {
+		return d, err
+	}
+	if err := writeState(stateFile(cfg.Interface, cfg.Instance), d.devq); err != nil {
+		return d, fmt.Errorf("write state file: %w", err)
+	}
+	if err := ns.do(func() error {
+		return buildTree(d.link, paramsFor(cfg), d.cls.LanesClassify.FD(), cfg.Instance)
+	}); err != nil {
+		return d, err
+	}
+	// bpf_link (multi-attach): other daemons' programs at the same root
+	// stay attached beside ours. Not pinned: it dies with this process.
+	if d.opsLink, err = link.AttachCgroup(link.CgroupOptions{
+		Path: cfg.CgroupRoot, Attach: ebpf.AttachCGroupSockOps, Program: d.ops.LanesSockops,
+	}); err != nil {
+		return d, fmt.Errorf("attach sock_ops at %s: %w", cfg.CgroupRoot, err)
+	}
+	return d, nil
+}
+
+// Close removes everything Open installed and restores the device queue.
+func (d *Datapath) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return d.teardown(true)
+}
+
+// teardown undoes whatever of Open happened; evict moves processes out of
+// the lane cgroups so they can be removed.
+func (d *Datapath) teardown(evict bool) error {
+	var errs []error
+	if d.opsLink != nil {
+		errs = append(errs, d.opsLink.Close())
+	}
+	if d.link != nil {
+		errs = append(errs, d.ns.do(func() error {
+			owner, _, err := rootOwnership(d.link, d.cfg.Instance)
+			if err != nil || owner != rootOurs {
+				return err
+			}
+			return deleteTree(d.link)
+		}))
+		if d.devq != nil {
+			errs = append(errs, restoreDeviceQueue(d.ns, d.link, d.devq))
+		}
+		if err := removeFile(stateFile(d.cfg.Interface, d.cfg.Instance)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.cgIDs != nil {
+		errs = append(errs, removeLaneCgroups(d.cfg.CgroupRoot, d.cfg.Instance, evict))
+	}
+	if d.ops != nil {
+		errs = append(errs, d.ops.Close())
+	}
+	if d.cls != nil {
+		errs = append(errs, d.cls.Close())
+	}
+	d.ns.close()
+	return errors.Join(errs...)
+}
+
+// Cleanup removes what a previous run of instance left on iface in the
+// calling thread's network namespace (after SIGKILL): its qdisc tree and
+// classifier, its device queue settings (restored from the state file) and
+// its empty lane cgroups. Busy lane cgroups are kept for the next Open to
+// adopt. Other instances' objects are not touched.
+func Cleanup(iface, instance string) error {
+	return CleanupAt(iface, instance, defaultCgroupRoot)
+}
+
+// CleanupAt is Cleanup with a cgroup v2 root other than the default.
+func CleanupAt(iface, instance, cgroupRoot string) error {
+	if !instanceRE.MatchString(instance) {
+		return fmt.Errorf("datapath: bad instance %q", instance)
+	}
+	ns, err := currentNS()
+	if err != nil {
+		return err
+	}
+	defer ns.close()
+	var l netlink.Link
+	if err := ns.do(func() (err error) { l, err = netlink.LinkByName(iface); return }); err != nil {
+		return fmt.Errorf("interface %s: %w", iface, err)
+	}
+	return cleanup(ns, l, instance, cgroupRoot)
+}
+
+func cleanup(ns *nsRef, l netlink.Link, instance, cgroupRoot string) error {
+	var errs []error
+	errs = append(errs, ns.do(func() error {
+		owner, _, err := rootOwnership(l, instance)
+		if err != nil || owner != rootOurs {
+			return err
+		}
+		return deleteTree(l)
+	}))
+	sf := stateFile(l.Attrs().Name, instance)
+	if st, err := readState(sf); err == nil {
+		errs = append(errs, restoreDeviceQueue(ns, l, st), removeFile(sf))
+	} else if !errors.Is(err, errNotExist) {
+		errs = append(errs, err)
+	}
+	errs = append(errs, removeLaneCgroups(cgroupRoot, instance, false))
+	return errors.Join(errs...)
+}
+
+func (d *Datapath) check() error {
+	if d == nil || d.closed {
+		return errors.New("datapath: closed")
+	}
+	return nil
+}
+
+func laneValue(l lane.Lane) (uint32, error) {
+	if l < lane.Realtime || l > lane.Background {
+		return 0, fmt.Errorf("datapath: invalid lane %d", l)
+	}
+	return uint32(l), nil
+}
+
+// SetFlowLane puts a 3-tuple in a lane (replacing any earlier lane).
+func (d *Datapath) SetFlowLane(f FlowKey, l lane.Lane) error {
+	k, err := f.key()
+	if err != nil {
+		return err
+	}
+	v, err := laneValue(l)
+	if err != nil {
+		return err
+	}
+	if err := d.cls.LanesTuple.Put(k, v); err != nil {
+		return fmt.Errorf("register flow %s: %w", f, err)
+	}
+	return nil
+}
+
+// DeleteFlow removes a registered 3-tuple; a missing one is not an error.
+func (d *Datapath) DeleteFlow(f FlowKey) error {
+	k, err := f.key()
+	if err != nil {
+		return err
+	}
+	return ignoreNotExist(d.cls.LanesTuple.Delete(k), "unregister flow "+f.String())
+}
+
+// Flows lists the registered 3-tuples.
+func (d *Datapath) Flows() ([]FlowEntry, error) {
+	var out []FlowEntry
+	var k classifier.ClassifierFlowKey
+	var v uint32
+	it := d.cls.LanesTuple.Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, FlowEntry{FlowKey: FlowKey{Dst: k.Addr(), DstPort: k.Dport, SrcPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("list flows: %w", err)
+	}
+	return out, nil
+}
+
+// SetCgroupLane puts every socket of the cgroup v2 with this id in a lane.
+func (d *Datapath) SetCgroupLane(cgroupID uint64, l lane.Lane) error {
+	v, err := laneValue(l)
+	if err != nil {
+		return err
+	}
+	if err := d.cls.LanesCgroup.Put(cgroupID, v); err != nil {
+		return fmt.Errorf("cgroup %d -> %s: %w", cgroupID, l, err)
+	}
+	return nil
+}
+
+// DeleteCgroup forgets a cgroup's lane.
+func (d *Datapath) DeleteCgroup(cgroupID uint64) error {
+	return ignoreNotExist(d.cls.LanesCgroup.Delete(cgroupID), fmt.Sprintf("delete cgroup %d", cgroupID))
+}
+
+// SetUIDLane puts every socket owned by uid in a lane.
+func (d *Datapath) SetUIDLane(uid uint32, l lane.Lane) error {
+	v, err := laneValue(l)
+	if err != nil {
+		return err
+	}
+	if err := d.cls.LanesUid.Put(uid, v); err != nil {
+		return fmt.Errorf("uid %d -> %s: %w", uid, l, err)
+	}
+	return nil
+}
+
+// DeleteUID forgets a uid's lane.
+func (d *Datapath) DeleteUID(uid uint32) error {
+	return ignoreNotExist(d.cls.LanesUid.Delete(uid), fmt.Sprintf("delete uid %d", uid))
+}
+
+// SetDSCPLane maps a DSCP code point to a lane; lane.Unset removes the mapping.
+// Open maps LE (1) to background; EF goes to realtime only if the caller says so.
+func (d *Datapath) SetDSCPLane(dscp uint8, l lane.Lane) error {
+	if dscp > 63 {
+		return fmt.Errorf("datapath: DSCP %d out of range", dscp)
+	}
+	v := uint32(0)
+	if l != lane.Unset {
+		var err error
+		if v, err = laneValue(l); err != nil {
+			return err
+		}
+	}
+	if err := d.cls.LanesDscp.Put(uint32(dscp), v); err != nil {
+		return fmt.Errorf("dscp %d -> %s: %w", dscp, l, err)
+	}
+	return nil
+}
+
+// LaneCgroup returns the cgroup v2 directory of a lane and its id.
+func (d *Datapath) LaneCgroup(l lane.Lane) (path string, id uint64, err error) {
+	id, ok := d.cgIDs[l]
+	if !ok {
+		return "", 0, fmt.Errorf("datapath: no cgroup for lane %s", l)
+	}
+	return laneCgroupBase(d.cfg.CgroupRoot, d.cfg.Instance) + "/" + l.String(), id, nil
+}
+
+// SocketLane returns the lane sock_ops (or SetSocketLane) stored for a
+// socket cookie; false when the socket has none (it is then classified per
+// packet, by default interactive).
+func (d *Datapath) SocketLane(cookie uint64) (lane.Lane, bool) {
+	var v uint32
+	if d.cls.LanesCookie.Lookup(cookie, &v) != nil || v < 1 || v > 3 {
+		return lane.Unset, false
+	}
+	return lane.Lane(v), true
+}
+
+// SetSocketLane puts one socket (by cookie) in a lane; it beats every other rule.
+func (d *Datapath) SetSocketLane(cookie uint64, l lane.Lane) error {
+	v, err := laneValue(l)
+	if err != nil {
+		return err
+	}
+	if err := d.cls.LanesCookie.Put(cookie, v); err != nil {
+		return fmt.Errorf("socket %d -> %s: %w", cookie, l, err)
+	}
+	return nil
+}
+
+// SetLaneCwndCap caps the congestion window (segments) of every TCP socket
+// of a lane; 0 removes the cap. sock_ops applies it at establishment and on
+// the next RTT sample of live sockets.
+func (d *Datapath) SetLaneCwndCap(l lane.Lane, segs uint32) error {
+	if _, err := laneValue(l); err != nil {
+		return err
+	}
+	if err := d.ops.LanesLaneCap.Put(uint32(l), segs); err != nil {
+		return fmt.Errorf("cwnd cap of %s: %w", l, err)
+	}
+	return nil
+}
+
+// SetSocketCwndCap caps one socket's congestion window (segments); 0 removes
+// the socket's own cap, so its lane's cap (if any) applies again.
+func (d *Datapath) SetSocketCwndCap(cookie uint64, segs uint32) error {
+	if segs == 0 {
+		return ignoreNotExist(d.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
+	}
+	if err := d.ops.LanesSockCap.Put(cookie, segs); err != nil {
+		return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)
+	}
+	return nil
+}
+
+// Stats is a snapshot of the datapath's counters.
+type Stats struct {
+	Interface string            `json:"interface"`
+	Mode      string            `json:"mode"`
+	Lanes     []LaneStats       `json:"lanes"`
+	Match     map[string]uint64 `json:"match"`   // classifier packets by match kind
+	Sockops   map[string]uint64 `json:"sockops"` // sock_ops events
+}
+
+// Stats reads the HTB class counters and the BPF counters.
+func (d *Datapath) Stats() (Stats, error) {
+	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Match: map[string]uint64{}}
+	cls, err := classifier.ReadStats(d.cls.LanesClsStats)
+	if err != nil {
+		return s, err
+	}
+	var hs map[uint32]*netlink.ClassStatistics
+	if err := d.ns.do(func() (err error) { hs, err = classStats(d.link); return }); err != nil {
+		return s, err
+	}
+	for _, l := range lane.All {
+		ls := LaneStats{Lane: l, ClassID: netlink.HandleStr(l.ClassID())}
+		if st := hs[l.ClassID()]; st != nil {
+			if st.Basic != nil {
+				ls.Packets, ls.Bytes = uint64(st.Basic.Packets), st.Basic.Bytes
+			}
+			if st.Queue != nil {
+				ls.Drops, ls.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
+				ls.BacklogBytes, ls.BacklogPackets = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
+			}
+		}
+		for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
+			ls.Classified += cls[classifier.StatsIndex(k, l)].Packets
+		}
+		s.Lanes = append(s.Lanes, ls)
+	}
+	for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
+		var n uint64
+		for _, l := range lane.All {
+			n += cls[classifier.StatsIndex(k, l)].Packets
+		}
+		s.Match[k.String()] = n
+	}
+	if s.Sockops, err = sockops.ReadCounters(d.ops.LanesOpsStats); err != nil {
+		return s, err
+	}
+	return s, nil
+}

@@ -1,0 +1,145 @@
+// devqueue.go keeps the device's own transmit queue short, so that the
+// standing queue forms in the lanes qdisc, where priority applies, and not
+// in the driver below it:
+//   - where the driver has BQL (/sys/class/net/IF/queues/tx-*/byte_queue_limits),
+//     limit_max of every tx queue is set to about one frame;
+//   - otherwise (veth, TUN, most virtual devices) txqueuelen is set small.
+//     On TUN that is the size of the ring the reader drains; on veth it only
+//     sets the default limit of qdiscs created without one (ours all have a
+//     limit), so it is harmless there.
+//
+// The previous values are saved in memory and in a state file, and restored
+// on Close, or by Cleanup after a crash.
+package datapath
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+)
+
+// devQueueState is what was changed on the device, to undo it.
+type devQueueState struct {
+	Interface  string         `json:"interface"`
+	BQLLimit   map[string]int `json:"bql_limit_max,omitempty"` // tx queue -> previous limit_max
+	TxQueueLen *int           `json:"txqueuelen,omitempty"`    // previous txqueuelen if changed
+}
+
+// StateDir holds the state files that let Cleanup undo a crashed run.
+var StateDir = "/run/lanes/datapath"
+
+func stateFile(iface, instance string) string {
+	return filepath.Join(StateDir, instance+"."+iface+".json")
+}
+
+func writeState(path string, st *devQueueState) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(st)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readState(path string) (*devQueueState, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st devQueueState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &st, nil
+}
+
+// shortenDeviceQueue applies the short device queue and returns what it
+// replaced. queueBytes is the BQL limit_max; txqlen the fallback txqueuelen.
+func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen int) (*devQueueState, error) {
+	name := link.Attrs().Name
+	st := &devQueueState{Interface: name, BQLLimit: map[string]int{}}
+	err := ns.withSysfs(func(sys string) error {
+		qs, _ := filepath.Glob(filepath.Join(sys, "class/net", name, "queues/tx-*/byte_queue_limits/limit_max"))
+		for _, f := range qs {
+			old, err := readInt(f)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(f, []byte(strconv.Itoa(queueBytes)), 0); err != nil {
+				return fmt.Errorf("set BQL %s: %w", f, err)
+			}
+			st.BQLLimit[queueName(f)] = old
+		}
+		return nil
+	})
+	if err != nil {
+		restoreDeviceQueue(ns, link, st)
+		return nil, err
+	}
+	if len(st.BQLLimit) > 0 {
+		return st, nil
+	}
+	old := link.Attrs().TxQLen
+	if old != txqlen {
+		if err := ns.do(func() error { return netlink.LinkSetTxQLen(link, txqlen) }); err != nil {
+			return nil, fmt.Errorf("set txqueuelen of %s to %d: %w", name, txqlen, err)
+		}
+		st.TxQueueLen = &old
+	}
+	return st, nil
+}
+
+// restoreDeviceQueue puts back what shortenDeviceQueue changed.
+func restoreDeviceQueue(ns *nsRef, link netlink.Link, st *devQueueState) error {
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	if len(st.BQLLimit) > 0 {
+		errs = append(errs, ns.withSysfs(func(sys string) error {
+			var errs []error
+			for q, v := range st.BQLLimit {
+				f := filepath.Join(sys, "class/net", st.Interface, "queues", q, "byte_queue_limits/limit_max")
+				if err := os.WriteFile(f, []byte(strconv.Itoa(v)), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, fmt.Errorf("restore BQL %s: %w", f, err))
+				}
+			}
+			return errors.Join(errs...)
+		}))
+	}
+	if st.TxQueueLen != nil {
+		errs = append(errs, ns.do(func() error {
+			if err := netlink.LinkSetTxQLen(link, *st.TxQueueLen); err != nil {
+				return fmt.Errorf("restore txqueuelen of %s: %w", st.Interface, err)
+			}
+			return nil
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func queueName(limitMaxPath string) string {
+	// .../queues/tx-0/byte_queue_limits/limit_max -> tx-0
+	return filepath.Base(filepath.Dir(filepath.Dir(limitMaxPath)))
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}

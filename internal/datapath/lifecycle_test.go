@@ -1,0 +1,359 @@
+// lifecycle_test.go checks the datapath's lifecycle as root in fresh
+// namespaces: what Open installs, that Close leaves no qdisc, filter,
+// program, link or cgroup of ours, that traffic survives a simulated crash
+// and Cleanup + Open repair it, that a foreign root qdisc is refused, and
+// that two datapaths in two namespaces run at once without seeing each
+// other's sockets.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// abandon drops the datapath the way SIGKILL would: every file descriptor
+// closes, nothing is removed.
+func (d *Datapath) abandon() {
+	d.opsLink.Close()
+	d.ops.Close()
+	d.cls.Close()
+	d.ns.close()
+	d.closed = true
+}
+
+func requireCgroup2(t *testing.T) string {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if err := checkCgroup2(defaultCgroupRoot); err != nil {
+		t.Skipf("needs cgroup v2: %v", err)
+	}
+	old := StateDir
+	StateDir = t.TempDir()
+	t.Cleanup(func() { StateDir = old })
+	return defaultCgroupRoot
+}
+
+func openIn(t *testing.T, ns *testutil.NetNS, cfg Config) *Datapath {
+	t.Helper()
+	var d *Datapath
+	ns.Do(t, func() (err error) { d, err = Open(cfg); return err })
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// treeState describes what is on the link, for assertions.
+type treeState struct {
+	rootKind    string
+	rootHandle  uint32
+	filters     []string
+	classes     int
+	txqlen      int
+	cgroupExist bool
+}
+
+func inspect(t *testing.T, ns *testutil.NetNS, ifname, instance string) treeState {
+	t.Helper()
+	var s treeState
+	ns.Do(t, func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		s.txqlen = l.Attrs().TxQLen
+		qs, err := netlink.QdiscList(l)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT {
+				s.rootKind, s.rootHandle = q.Type(), q.Attrs().Handle
+			}
+		}
+		if s.rootHandle != 0 {
+			fs, err := netlink.FilterList(l, s.rootHandle)
+			if err != nil {
+				return err
+			}
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok {
+					s.filters = append(s.filters, bf.Name)
+				}
+			}
+			cs, err := netlink.ClassList(l, s.rootHandle)
+			if err != nil {
+				return err
+			}
+			s.classes = len(cs)
+		}
+		return nil
+	})
+	_, err := os.Stat(laneCgroupBase(defaultCgroupRoot, instance))
+	s.cgroupExist = err == nil
+	return s
+}
+
+// attachedSockops lists the sock_ops programs attached at the cgroup root.
+func attachedSockops(t *testing.T) []ebpf.ProgramID {
+	t.Helper()
+	f, err := os.Open(defaultCgroupRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: ebpf.AttachCGroupSockOps})
+	if err != nil {
+		t.Fatalf("query cgroup programs: %v", err)
+	}
+	var ids []ebpf.ProgramID
+	for _, p := range r.Programs {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+func progID(t *testing.T, p *ebpf.Program) ebpf.ProgramID {
+	t.Helper()
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := info.ID()
+	return id
+}
+
+// tcpEcho starts a TCP echo server in ns on port and returns its address.
+func tcpEcho(t *testing.T, ns *testutil.NetNS, ip net.IP, port int) string {
+	t.Helper()
+	var ln net.Listener
+	addr := net.JoinHostPort(ip.String(), fmt.Sprint(port))
+	ns.Do(t, func() (err error) { ln, err = net.Listen("tcp", addr); return err })
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return addr
+}
+
+// roundTrip dials addr from ns and echoes one message.
+func roundTrip(ns *testutil.NetNS, addr string) error {
+	return ns.Run(func() error {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		msg := []byte("lanes")
+		if _, err := c.Write(msg); err != nil {
+			return err
+		}
+		got := make([]byte, len(msg))
+		_, err = io.ReadFull(c, got)
+		return err
+	})
+}
+
+func TestOpenCloseLeavesNothing(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	before := inspect(t, p.A, p.LinkA, "lc1")
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "lc1"})
+	ours := progID(t, d.ops.LanesSockops)
+
+	s := inspect(t, p.A, p.LinkA, "lc1")
+	if s.rootKind != "htb" || s.rootHandle != rootHandle {
+		t.Errorf("root qdisc %s %x, want htb 1:", s.rootKind, s.rootHandle)
+	}
+	if !slices.Equal(s.filters, []string{"lanes:lc1"}) {
+		t.Errorf("filters %v, want [lanes:lc1]", s.filters)
+	}
+	if s.classes != 4 {
+		t.Errorf("%d classes, want 4", s.classes)
+	}
+	if s.txqlen != 2 {
+		t.Errorf("txqueuelen %d, want 2 (veth has no BQL)", s.txqlen)
+	}
+	if !s.cgroupExist {
+		t.Error("lane cgroups missing")
+	}
+	if !slices.Contains(attachedSockops(t), ours) {
+		t.Error("sock_ops program not attached at the cgroup root")
+	}
+	for _, l := range lane.All {
+		path, id, err := d.LaneCgroup(l)
+		if err != nil || id == 0 || filepath.Base(path) != l.String() {
+			t.Errorf("LaneCgroup(%s) = %q, %d, %v", l, path, id, err)
+		}
+	}
+	addr := tcpEcho(t, p.B, p.AddrB, 7001)
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic through the datapath: %v", err)
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Lanes[1].Packets == 0 || st.Match["default"] == 0 || st.Sockops["connect"] == 0 {
+		t.Errorf("no interactive traffic counted: %+v", st)
+	}
+
+	if err := d.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	after := inspect(t, p.A, p.LinkA, "lc1")
+	if after.rootHandle != 0 || len(after.filters) != 0 || after.classes != 0 {
+		t.Errorf("after Close: root %s %x filters %v classes %d", after.rootKind, after.rootHandle, after.filters, after.classes)
+	}
+	if after.txqlen != before.txqlen {
+		t.Errorf("txqueuelen %d after Close, was %d", after.txqlen, before.txqlen)
+	}
+	if after.cgroupExist {
+		t.Error("lane cgroups left behind")
+	}
+	if slices.Contains(attachedSockops(t), ours) {
+		t.Error("sock_ops program still attached")
+	}
+	if _, err := os.Stat(stateFile(p.LinkA, "lc1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left behind: %v", err)
+	}
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic after Close: %v", err)
+	}
+}
+
+func TestForeignRootRefused(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	p.A.Do(t, func() error {
+		l, err := netlink.LinkByName(p.LinkA)
+		if err != nil {
+			return err
+		}
+		tbf := &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(5, 0), Parent: netlink.HANDLE_ROOT},
+			Rate: 1 << 20, Limit: 1 << 16, Buffer: netlink.Xmittime(1<<20, 1<<14)}
+		return netlink.QdiscAdd(tbf)
+	})
+	err := p.A.Run(func() error {
+		d, err := Open(Config{Interface: p.LinkA, Instance: "lc2"})
+		if err == nil {
+			d.Close()
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("Open replaced a foreign root qdisc")
+	}
+	t.Logf("refused as expected: %v", err)
+	if s := inspect(t, p.A, p.LinkA, "lc2"); s.rootKind != "tbf" || s.cgroupExist {
+		t.Errorf("foreign qdisc touched or cgroups left: %+v", s)
+	}
+}
+
+func TestCrashCleanupReopen(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	before := inspect(t, p.A, p.LinkA, "lc3")
+	addr := tcpEcho(t, p.B, p.AddrB, 7002)
+	var d *Datapath
+	p.A.Do(t, func() (err error) {
+		d, err = Open(Config{Interface: p.LinkA, Instance: "lc3", Mode: Shaped, UplinkBps: 50_000_000})
+		return err
+	})
+	ours := progID(t, d.ops.LanesSockops)
+	d.abandon()
+
+	// Fail-open: the tree and classifier stay, sock_ops is gone, traffic flows.
+	s := inspect(t, p.A, p.LinkA, "lc3")
+	if s.rootKind != "htb" || len(s.filters) != 1 {
+		t.Errorf("after crash: %+v (expected the tree to stay)", s)
+	}
+	if slices.Contains(attachedSockops(t), ours) {
+		t.Error("sock_ops still attached after its process died")
+	}
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic after crash: %v", err)
+	}
+
+	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", defaultCgroupRoot) })
+	s = inspect(t, p.A, p.LinkA, "lc3")
+	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
+		t.Errorf("after Cleanup: %+v (txqueuelen before %d)", s, before.txqlen)
+	}
+
+	// Open over a crashed run without Cleanup adopts and replaces too.
+	var d2 *Datapath
+	p.A.Do(t, func() (err error) { d2, err = Open(Config{Interface: p.LinkA, Instance: "lc3"}); return err })
+	d2.abandon()
+	d3 := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "lc3"})
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic after reopen: %v", err)
+	}
+	if err := d3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := inspect(t, p.A, p.LinkA, "lc3"); s.rootHandle != 0 || s.txqlen != before.txqlen || s.cgroupExist {
+		t.Errorf("after reopen+Close: %+v (txqueuelen before %d)", s, before.txqlen)
+	}
+}
+
+func TestTwoNamespaces(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	// One datapath on each end: two daemons, two namespaces, one cgroup root.
+	da := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tna"})
+	db := openIn(t, p.B, Config{Interface: p.LinkB, Instance: "tnb"})
+	addrB := tcpEcho(t, p.B, p.AddrB, 7003)
+	for range 3 {
+		if err := roundTrip(p.A, addrB); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa, err := da.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := db.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A's sock_ops sees only A's connects, B's only B's accepts.
+	if sa.Sockops["connect"] != 3 || sa.Sockops["accept"] != 0 {
+		t.Errorf("A sock_ops: %v, want 3 connects, 0 accepts", sa.Sockops)
+	}
+	if sb.Sockops["accept"] != 3 || sb.Sockops["connect"] != 0 {
+		t.Errorf("B sock_ops: %v, want 3 accepts, 0 connects", sb.Sockops)
+	}
+	if err := da.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := roundTrip(p.A, addrB); err != nil {
+		t.Fatal(err)
+	}
+	sb2, err := db.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb2.Sockops["accept"] != 4 {
+		t.Errorf("B after A closed: %v, want 4 accepts", sb2.Sockops)
+	}
+}

@@ -1,0 +1,279 @@
+// qdisc.go builds, identifies, removes and reads the lanes egress qdisc tree:
+//
+//	1:   htb root, default class 1:12 (interactive)
+//	└─ 1:1   root class, rate = ceil = R
+//	   ├─ 1:11 realtime     prio 0, rate r, ceil R ── bfifo
+//	   ├─ 1:12 interactive  prio 1, rate r, ceil R ── bfifo
+//	   └─ 1:13 background   prio 7, rate floor|r, ceil R ── bfifo
+//	filter: bpf direct-action, parent 1:, classid 1:0, name "lanes:<instance>"
+//
+// R is far above the line rate in device-bottleneck mode and just below the
+// uplink in shaped mode; r is a token rate (100 B/s), so practically all of a
+// leaf's service is borrowed from 1:1, and HTB lends to borrowing leaves
+// strictly in prio order (lowest prio value first, see htb_dequeue: levels
+// from 0 upward, prios by ffz of the row mask). docs/datapath.md explains
+// why that is strict priority in both modes.
+//
+// Note: tc_classid from cls_bpf is only 16 bits (qdisc_skb_cb), so the
+// filter carries classid 1:0 and cls_bpf ORs its major in.
+// Note: a socket whose SO_PRIORITY equals a leaf classid (1:11 ...) is put in
+// that class by HTB itself before any filter runs (htb_classify).
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const (
+	rootHandle    = lane.RootMajor << 16 // 1:
+	rootClass     = rootHandle | 1       // 1:1
+	tokenRate     = 100                  // bytes/s assured to a leaf without a floor
+	wireMTU       = 1514                 // bytes of one full Ethernet frame
+	bottleneckBps = 100_000_000_000      // device-bottleneck root rate, bit/s: far above any line rate
+	shapeFactor   = 0.95                 // shaped: root rate = uplink * shapeFactor
+	filterPrefix  = "lanes:"
+)
+
+// treeParams are the numbers the tree is built from.
+type treeParams struct {
+	rootBytes  uint64 // R, bytes/s
+	floorBytes uint64 // background assured rate, bytes/s (0 = token rate)
+	limits     [lane.Background + 1]uint32
+}
+
+func paramsFor(cfg Config) treeParams {
+	var p treeParams
+	if cfg.Mode == Shaped {
+		p.rootBytes = uint64(float64(cfg.UplinkBps)*shapeFactor) / 8
+		p.floorBytes = cfg.BackgroundFloorBps / 8
+		if p.floorBytes > p.rootBytes {
+			p.floorBytes = p.rootBytes
+		}
+		// queue limits: 200 ms of the shaped rate, at least 64 KiB
+		// (realtime 50 ms, at least 16 KiB)
+		q := clampU32(p.rootBytes/5, 64<<10, 4<<20)
+		p.limits = [4]uint32{0, clampU32(p.rootBytes/20, 16<<10, 1<<20), q, q}
+	} else {
+		p.rootBytes = bottleneckBps / 8
+		p.limits = [4]uint32{0, 256 << 10, 1 << 20, 1 << 20}
+	}
+	return p
+}
+
+func clampU32(v uint64, lo, hi uint32) uint32 {
+	if v < uint64(lo) {
+		return lo
+	}
+	if v > uint64(hi) {
+		return hi
+	}
+	return uint32(v)
+}
+
+// burst returns a bucket size in bytes for rate: 2 ms of it, at least two frames.
+func burst(rateBytes uint64) uint32 {
+	return clampU32(rateBytes/500, 2*wireMTU, 1<<30)
+}
+
+func htbClass(link int, handle, parent uint32, rate, ceil uint64, prio uint32) *netlink.HtbClass {
+	return &netlink.HtbClass{
+		ClassAttrs: netlink.ClassAttrs{LinkIndex: link, Handle: handle, Parent: parent},
+		Rate:       rate,
+		Ceil:       ceil,
+		Buffer:     netlink.Xmittime(rate, maxU32(burst(rate), wireMTU)),
+		Cbuffer:    netlink.Xmittime(ceil, burst(ceil)),
+		Quantum:    wireMTU,
+		Prio:       prio,
+	}
+}
+
+func maxU32(a, b uint32) uint32 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// filterName is the cls_bpf filter name that marks the tree as this instance's.
+func filterName(instance string) string { return filterPrefix + instance }
+
+// ownership says whose the root qdisc of link is.
+type ownership int
+
+const (
+	rootDefault ownership = iota // kernel default (handle 0:): free to replace
+	rootOurs                     // our HTB (our filter on it, or our bare class set)
+	rootForeign                  // someone else's: leave it alone
+)
+
+func rootOwnership(link netlink.Link, instance string) (ownership, string, error) {
+	qs, err := netlink.QdiscList(link)
+	if err != nil {
+		return 0, "", fmt.Errorf("list qdiscs of %s: %w", link.Attrs().Name, err)
+	}
+	for _, q := range qs {
+		a := q.Attrs()
+		if a.Parent != netlink.HANDLE_ROOT {
+			continue
+		}
+		desc := fmt.Sprintf("%s %s", q.Type(), netlink.HandleStr(a.Handle))
+		if a.Handle == 0 || (a.Handle>>16) == 0 {
+			return rootDefault, desc, nil
+		}
+		if q.Type() != "htb" || a.Handle != rootHandle {
+			return rootForeign, desc, nil
+		}
+		fs, err := netlink.FilterList(link, rootHandle)
+		if err != nil {
+			return 0, "", fmt.Errorf("list filters of %s: %w", link.Attrs().Name, err)
+		}
+		if len(fs) == 0 {
+			// A crash between building the tree and adding the filter
+			// leaves our bare class set: recognise it by its classes.
+			if bareTreeIsOurs(link) {
+				return rootOurs, desc, nil
+			}
+			return rootForeign, desc, nil
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == filterName(instance) {
+				return rootOurs, desc, nil
+			}
+		}
+		return rootForeign, desc + " (filters not ours)", nil
+	}
+	return rootDefault, "none", nil
+}
+
+func bareTreeIsOurs(link netlink.Link) bool {
+	cs, err := netlink.ClassList(link, rootHandle)
+	if err != nil {
+		return false
+	}
+	want := map[uint32]bool{rootClass: false}
+	for _, l := range lane.All {
+		want[l.ClassID()] = false
+	}
+	for _, c := range cs {
+		if _, ok := want[c.Attrs().Handle]; !ok {
+			return false
+		}
+		want[c.Attrs().Handle] = true
+	}
+	for _, seen := range want {
+		if !seen {
+			return false
+		}
+	}
+	return true
+}
+
+// buildTree replaces the root qdisc of link with the lanes tree and attaches
+// the classifier (prog fd) as its filter.
+func buildTree(link netlink.Link, p treeParams, progFD int, instance string) error {
+	idx := link.Attrs().Index
+	name := link.Attrs().Name
+	htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: rootHandle, Parent: netlink.HANDLE_ROOT})
+	htb.Defcls = lane.Interactive.ClassID() & 0xffff
+	dq := uint32(64)
+	htb.DirectQlen = &dq
+	if err := netlink.QdiscReplace(htb); err != nil {
+		return fmt.Errorf("replace root qdisc of %s with htb: %w", name, err)
+	}
+	if err := netlink.ClassReplace(htbClass(idx, rootClass, rootHandle, p.rootBytes, p.rootBytes, 0)); err != nil {
+		return fmt.Errorf("htb root class on %s: %w", name, err)
+	}
+	for _, l := range lane.All {
+		rate := uint64(tokenRate)
+		if l == lane.Background && p.floorBytes > 0 {
+			rate = p.floorBytes
+		}
+		if err := netlink.ClassReplace(htbClass(idx, l.ClassID(), rootClass, rate, p.rootBytes, l.HTBPrio())); err != nil {
+			return fmt.Errorf("htb class %s for %s on %s: %w", netlink.HandleStr(l.ClassID()), l, name, err)
+		}
+		if err := replaceBfifo(idx, leafHandle(l), l.ClassID(), p.limits[l]); err != nil {
+			return fmt.Errorf("leaf qdisc for %s on %s: %w", l, name, err)
+		}
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: idx,
+			Parent:    rootHandle,
+			Handle:    1,
+			Priority:  1,
+			Protocol:  unix.ETH_P_ALL,
+		},
+		ClassId:      rootHandle, // 1:0 -> major of every result
+		Fd:           progFD,
+		Name:         filterName(instance),
+		DirectAction: true,
+	}
+	if err := netlink.FilterReplace(f); err != nil {
+		return fmt.Errorf("attach classifier to %s: %w", name, err)
+	}
+	return nil
+}
+
+// leafHandle is the handle of lane l's leaf qdisc: <minor of its class>:.
+func leafHandle(l lane.Lane) uint32 { return (l.ClassID() & 0xffff) << 16 }
+
+// replaceBfifo creates (or replaces) a bfifo with limit bytes under parent.
+// The netlink library has no fifo type with options, hence the raw message:
+// tcmsg + TCA_KIND "bfifo" + TCA_OPTIONS struct tc_fifo_qopt { __u32 limit }.
+func replaceBfifo(ifindex int, handle, parent, limit uint32) error {
+	req := nl.NewNetlinkRequest(unix.RTM_NEWQDISC, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
+	req.AddData(&nl.TcMsg{Family: nl.FAMILY_ALL, Ifindex: int32(ifindex), Handle: handle, Parent: parent})
+	req.AddData(nl.NewRtAttr(nl.TCA_KIND, nl.ZeroTerminated("bfifo")))
+	req.AddData(nl.NewRtAttr(nl.TCA_OPTIONS, nl.Uint32Attr(limit)))
+	_, err := req.Execute(unix.NETLINK_ROUTE, 0)
+	return err
+}
+
+// deleteTree removes the root qdisc (and with it classes, leaves, filter);
+// the kernel puts its default root qdisc back.
+func deleteTree(link netlink.Link) error {
+	htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: rootHandle, Parent: netlink.HANDLE_ROOT})
+	if err := netlink.QdiscDel(htb); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("delete root qdisc of %s: %w", link.Attrs().Name, err)
+	}
+	return nil
+}
+
+// LaneStats is one lane's share of the egress tree.
+type LaneStats struct {
+	Lane           lane.Lane `json:"lane"`
+	ClassID        string    `json:"classid"`
+	Packets        uint64    `json:"packets"`
+	Bytes          uint64    `json:"bytes"`
+	Drops          uint64    `json:"drops"`
+	Overlimits     uint64    `json:"overlimits"`
+	BacklogBytes   uint64    `json:"backlog_bytes"`
+	BacklogPackets uint64    `json:"backlog_packets"`
+	Classified     uint64    `json:"classified"` // packets the classifier sent to this lane
+}
+
+func classStats(link netlink.Link) (map[uint32]*netlink.ClassStatistics, error) {
+	cs, err := netlink.ClassList(link, rootHandle)
+	if err != nil {
+		return nil, fmt.Errorf("list classes of %s: %w", link.Attrs().Name, err)
+	}
+	out := map[uint32]*netlink.ClassStatistics{}
+	for _, c := range cs {
+		if s := c.Attrs().Statistics; s != nil {
+			out[c.Attrs().Handle] = s
+		}
+	}
+	return out, nil
+}
+
+func isNotFound(err error) bool {
+	return err != nil && (errors.Is(err, unix.ENOENT) || strings.Contains(err.Error(), "not found"))
+}
