@@ -1,0 +1,205 @@
+// helpers_test.go: test plumbing: servers and clients inside test network
+// namespaces, and a sender helper process (this test binary re-executed)
+// that can be started inside a namespace and a cgroup.
+package tcpmon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+//go:generate clang -O2 -g -Wall -target bpf -I/usr/include/x86_64-linux-gnu -c testdata/cwndclamp.c -o testdata/cwndclamp.o
+
+// sink is a TCP server that reads and counts everything it receives.
+type sink struct {
+	ln    net.Listener
+	total atomic.Int64
+	mu    sync.Mutex
+	marks []recvMark // (time, cumulative bytes) after every read
+	done  chan struct{}
+}
+
+type recvMark struct {
+	t time.Time
+	n int64
+}
+
+// newSink listens on addr inside ns (addr "10.x.0.2:0" picks a port).
+func newSink(t *testing.T, ns *testutil.NetNS, addr string) *sink {
+	t.Helper()
+	s := &sink{done: make(chan struct{})}
+	ns.Do(t, func() error {
+		var err error
+		s.ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	t.Cleanup(func() { s.ln.Close() })
+	go func() {
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						tot := s.total.Add(int64(n))
+						s.mu.Lock()
+						s.marks = append(s.marks, recvMark{time.Now(), tot})
+						s.mu.Unlock()
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return s
+}
+
+func (s *sink) port() uint16 { return uint16(s.ln.Addr().(*net.TCPAddr).Port) }
+
+// countAt is the receiver's byte count at time t.
+func (s *sink) countAt(t time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, m := range s.marks {
+		if m.t.After(t) {
+			break
+		}
+		n = m.n
+	}
+	return n
+}
+
+// dialIn connects from inside ns.
+func dialIn(t *testing.T, ns *testutil.NetNS, addr string) *net.TCPConn {
+	t.Helper()
+	var c net.Conn
+	ns.Do(t, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", addr, 5*time.Second)
+		return err
+	})
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// writeFor writes chunk-sized blocks every gap (0: as fast as possible)
+// until d has passed or ctx ends; it returns the bytes written.
+func writeFor(ctx context.Context, c io.Writer, chunk int, gap, d time.Duration) int64 {
+	buf := make([]byte, chunk)
+	var n int64
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		w, err := c.Write(buf)
+		n += int64(w)
+		if err != nil {
+			return n
+		}
+		if gap > 0 {
+			time.Sleep(gap)
+		}
+	}
+	return n
+}
+
+// The helper process: `LANES_TCPMON_HELPER=send ADDR CHUNK GAP DURATION HOLD`
+// connects to ADDR, writes, then keeps the connection open for HOLD.
+func TestMain(m *testing.M) {
+	if os.Getenv("LANES_TCPMON_HELPER") == "send" {
+		os.Exit(helperSend(os.Args[len(os.Args)-5:]))
+	}
+	os.Exit(m.Run())
+}
+
+func helperSend(a []string) int {
+	chunk, _ := strconv.Atoi(a[1])
+	gap, _ := time.ParseDuration(a[2])
+	d, _ := time.ParseDuration(a[3])
+	hold, _ := time.ParseDuration(a[4])
+	c, err := net.DialTimeout("tcp", a[0], 5*time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	c.(*net.TCPConn).SetNoDelay(true)
+	writeFor(context.Background(), c, chunk, gap, d)
+	time.Sleep(hold)
+	c.Close()
+	return 0
+}
+
+// startSender runs the helper inside ns; cgroupFD >= 0 starts it in that
+// cgroup (clone3 CLONE_INTO_CGROUP). It is killed at the end of the test.
+func startSender(t *testing.T, ns *testutil.NetNS, cgroupFD int, addr string, chunk int, gap, d, hold time.Duration) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, self, "-test.run=^$", "--",
+		addr, strconv.Itoa(chunk), gap.String(), d.String(), hold.String())
+	cmd.Env = append(os.Environ(), "LANES_TCPMON_HELPER=send")
+	cmd.Stderr = os.Stderr
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: cgroupFD}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sender: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// newSampler opens a sampler in ns, closed at the end of the test.
+func newSampler(t *testing.T, cfg Config) *Sampler {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// sampleUntil samples every interval until cond holds for a sample or
+// timeout; it returns all samples taken.
+func sampleUntil(t *testing.T, s *Sampler, timeout time.Duration, cond func([]Flow) bool) [][]Flow {
+	t.Helper()
+	var all [][]Flow
+	end := time.Now().Add(timeout)
+	for time.Now().Before(end) {
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatalf("Sample: %v", err)
+		}
+		cp := append([]Flow(nil), fl...)
+		all = append(all, cp)
+		if cond(cp) {
+			return all
+		}
+		time.Sleep(s.Interval())
+	}
+	return all
+}

@@ -1,0 +1,502 @@
+// integration_test.go: the monitor against real connections in fresh
+// network namespaces (root only): agreement with ss -ti, a cwnd pinned by a
+// sock_ops program, congestion state under induced loss, bytes_acked
+// against the receiver's count, filters, bad namespaces and sockets
+// vanishing mid-dump.
+package tcpmon
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// findFlow returns the flow with the given local and remote ports.
+func findFlow(fl []Flow, sport, dport uint16) (Flow, bool) {
+	for _, f := range fl {
+		if strings.HasSuffix(f.Src, ":"+strconv.Itoa(int(sport))) && strings.HasSuffix(f.Dst, ":"+strconv.Itoa(int(dport))) {
+			return f, true
+		}
+	}
+	return Flow{}, false
+}
+
+func localPort(c net.Conn) uint16 { return uint16(c.LocalAddr().(*net.TCPAddr).Port) }
+
+var (
+	ssCwnd  = regexp.MustCompile(`\bcwnd:(\d+)`)
+	ssRTT   = regexp.MustCompile(`\brtt:([\d.]+)/([\d.]+)`)
+	ssAcked = regexp.MustCompile(`\bbytes_acked:(\d+)`)
+)
+
+func TestAgreesWithSS(t *testing.T) {
+	testutil.SkipUnlessCommand(t, "ss")
+	p := testutil.NewVethPair(t)
+	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
+	addr := net.JoinHostPort(p.AddrB.String(), strconv.Itoa(int(srv.port())))
+	c := dialIn(t, p.A, addr)
+	writeFor(context.Background(), c, 64<<10, 0, 300*time.Millisecond)
+	// Let the flow go idle so both tools see the same values.
+	time.Sleep(300 * time.Millisecond)
+
+	s := newSampler(t, Config{NetNSPath: p.A.Path(), Filter: Filter{RemotePort: srv.port()}})
+	fl, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.A.Command("ss", "-tinH", "state", "established", fmt.Sprintf("( dport = :%d )", srv.port())).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v: %s", err, out)
+	}
+	fl2, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := findFlow(fl, localPort(c), srv.port())
+	f2, ok2 := findFlow(fl2, localPort(c), srv.port())
+	if !ok || !ok2 {
+		t.Fatalf("flow not sampled: %+v", fl)
+	}
+	ss := string(out)
+	m1, m2, m3 := ssCwnd.FindStringSubmatch(ss), ssRTT.FindStringSubmatch(ss), ssAcked.FindStringSubmatch(ss)
+	if m1 == nil || m2 == nil || m3 == nil {
+		t.Fatalf("cannot parse ss output:\n%s", ss)
+	}
+	cwnd, _ := strconv.Atoi(m1[1])
+	rttMs, _ := strconv.ParseFloat(m2[1], 64)
+	acked, _ := strconv.ParseUint(m3[1], 10, 64)
+	t.Logf("ss: cwnd %d rtt %.3fms bytes_acked %d; tcpmon: cwnd %d srtt %dus bytes_acked %d", cwnd, rttMs, acked, f.Cwnd, f.SRTT, f.BytesAcked)
+	if uint32(cwnd) != f.Cwnd || f.Cwnd != f2.Cwnd {
+		t.Errorf("cwnd: ss %d, tcpmon %d / %d", cwnd, f.Cwnd, f2.Cwnd)
+	}
+	if acked != f.BytesAcked || f.BytesAcked != f2.BytesAcked {
+		t.Errorf("bytes_acked: ss %d, tcpmon %d / %d", acked, f.BytesAcked, f2.BytesAcked)
+	}
+	// ss prints srtt/1000 with %g: compare within its rounding.
+	if math.Abs(rttMs-float64(f.SRTT)/1000) > 0.0015 {
+		t.Errorf("rtt: ss %.3fms, tcpmon %.3fms", rttMs, float64(f.SRTT)/1000)
+	}
+	if f.PID != os.Getpid() || f.Comm == "" {
+		t.Errorf("process: %d/%q, want pid %d", f.PID, f.Comm, os.Getpid())
+	}
+	if f.BytesAcked < uint64(srv.total.Load()) {
+		t.Errorf("bytes_acked %d < bytes received %d", f.BytesAcked, srv.total.Load())
+	}
+}
+
+// newCgroup makes a throw-away cgroup v2 directory and returns it open.
+func newCgroup(t *testing.T) (string, *os.File) {
+	t.Helper()
+	root := "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		root = "/sys/fs/cgroup"
+		var st unix.Statfs_t
+		if unix.Statfs(root, &st) != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+			t.Skip("needs cgroup v2")
+		}
+	}
+	dir := filepath.Join(root, testutil.UniqueName("lanes-tcpmon-"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		// The helper must have exited (its Cleanup, registered later, runs first).
+		for i := 0; i < 50 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return dir, f
+}
+
+func TestCwndPinnedBySockops(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ebpf.LoadCollectionSpec("testdata/cwndclamp.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.NewVethPair(t)
+	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
+	addr := net.JoinHostPort(p.AddrB.String(), strconv.Itoa(int(srv.port())))
+	if err := spec.Variables["port"].Set(uint32(srv.port())); err != nil {
+		t.Fatal(err)
+	}
+	var objs struct {
+		Prog *ebpf.Program `ebpf:"cwnd_clamp"`
+	}
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		t.Skipf("load sock_ops program: %v", err)
+	}
+	defer objs.Prog.Close()
+	dir, cg := newCgroup(t)
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: dir, Attach: ebpf.AttachCGroupSockOps, Program: objs.Prog})
+	if err != nil {
+		t.Skipf("attach sock_ops: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+
+	s := newSampler(t, Config{NetNS: p.A.Handle, Interval: 20 * time.Millisecond, Filter: Filter{RemotePort: srv.port()}})
+
+	// Pinned sender (in the cgroup) and an unpinned control sender, both
+	// writing as fast as they can for 1.5 s.
+	startSender(t, p.A, int(cg.Fd()), addr, 64<<10, 0, 1500*time.Millisecond, 2*time.Second)
+	var pinnedPID int
+	pinned, control := map[uint32]int{}, map[uint32]int{}
+	// Tell the flows apart by the cgroup each socket was created in.
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	startSender(t, p.A, -1, addr, 64<<10, 0, 1500*time.Millisecond, 2*time.Second)
+	all := sampleUntil(t, s, 1500*time.Millisecond, func([]Flow) bool { return false })
+	busy := 0
+	for _, fl := range all {
+		for _, f := range fl {
+			if f.State != "ESTAB" || f.BytesAcked < 100<<10 {
+				continue
+			}
+			busy++
+			if f.CgroupID == st.Ino {
+				pinned[f.Cwnd]++
+				pinnedPID = f.PID
+			} else {
+				control[f.Cwnd]++
+			}
+		}
+	}
+	t.Logf("cwnd histogram: pinned %v, control %v (pinned sender pid %d)", pinned, control, pinnedPID)
+	if len(pinned) == 0 || busy == 0 {
+		t.Fatalf("no samples of the pinned flow (%d samples)", len(all))
+	}
+	if len(pinned) != 1 || pinned[10] == 0 {
+		t.Errorf("pinned flow reported with cwnd %v, want always 10", pinned)
+	}
+	grew := false
+	for cw := range control {
+		if cw > 10 {
+			grew = true
+		}
+	}
+	if !grew {
+		t.Errorf("control flow's cwnd never exceeded 10 (%v): the pin test proves nothing", control)
+	}
+}
+
+// attachDropper puts a cls_bpf filter on link's egress inside ns that drops
+// about pct percent of packets (bpf_get_prandom_u32() % 100 < pct).
+func attachDropper(t *testing.T, ns *testutil.NetNS, linkName string, pct int32) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:    ebpf.SchedCLS,
+		License: "GPL",
+		Instructions: asm.Instructions{
+			asm.FnGetPrandomU32.Call(),
+			asm.Mod.Imm32(asm.R0, 100),
+			asm.JLT.Imm(asm.R0, pct, "drop"),
+			asm.Mov.Imm(asm.R0, 0), // TC_ACT_OK
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, 2).WithSymbol("drop"), // TC_ACT_SHOT
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		t.Skipf("load drop program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	h, err := netlink.NewHandleAt(ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lk, err := h.LinkByName(linkName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qd := &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: lk.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}, QdiscType: "clsact"}
+	if err := h.QdiscAdd(qd); err != nil {
+		t.Fatalf("add clsact: %v", err)
+	}
+	f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: lk.Attrs().Index, Parent: netlink.HANDLE_MIN_EGRESS, Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+		Fd: prog.FD(), Name: "drop", DirectAction: true}
+	if err := h.FilterAdd(f); err != nil {
+		t.Fatalf("add drop filter: %v", err)
+	}
+}
+
+func TestCAStateLeavesOpenUnderLoss(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	p := testutil.NewVethPair(t)
+	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
+	c := dialIn(t, p.A, net.JoinHostPort(p.AddrB.String(), strconv.Itoa(int(srv.port()))))
+	attachDropper(t, p.A, p.LinkA, 3)
+
+	s := newSampler(t, Config{NetNS: p.A.Handle, Interval: MinInterval, Filter: Filter{RemotePort: srv.port()}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go writeFor(ctx, c, 64<<10, 0, 5*time.Second)
+	states := map[string]int{}
+	var last Flow
+	sampleUntil(t, s, 5*time.Second, func(fl []Flow) bool {
+		if f, ok := findFlow(fl, localPort(c), srv.port()); ok {
+			states[f.CAState]++
+			last = f
+		}
+		return len(states) > 1 && last.TotalRetrans > 0
+	})
+	cancel()
+	t.Logf("ca_state samples %v, total_retrans %d, lost %d", states, last.TotalRetrans, last.Lost)
+	if len(states) < 2 || states["open"] == len(states) {
+		t.Errorf("ca_state never left open under 3%% loss: %v", states)
+	}
+	if last.TotalRetrans == 0 {
+		t.Error("no retransmissions reported under loss")
+	}
+}
+
+func TestBytesAckedMatchesReceiver(t *testing.T) {
+	p := testutil.NewVethPair(t)
+	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
+	c := dialIn(t, p.A, net.JoinHostPort(p.AddrB.String(), strconv.Itoa(int(srv.port()))))
+	const interval = 100 * time.Millisecond
+	s := newSampler(t, Config{NetNS: p.A.Handle, Interval: interval, Filter: Filter{RemotePort: srv.port()}})
+
+	var sent int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent = writeFor(context.Background(), c, 32<<10, 5*time.Millisecond, 1500*time.Millisecond)
+	}()
+	all := sampleUntil(t, s, 1500*time.Millisecond, func([]Flow) bool { return false })
+	wg.Wait()
+	checked := 0
+	for _, fl := range all {
+		f, ok := findFlow(fl, localPort(c), srv.port())
+		if !ok {
+			continue
+		}
+		data := int64(f.BytesAcked) - 1 // bytes_acked counts the SYN
+		lo, hi := srv.countAt(f.Time.Add(-interval)), srv.countAt(f.Time.Add(interval))
+		if data < lo || data > hi {
+			t.Errorf("at %v: bytes_acked-1 = %d, receiver had %d..%d within one interval", f.Time.Format("15:04:05.000"), data, lo, hi)
+		}
+		checked++
+	}
+	if checked < 5 {
+		t.Fatalf("only %d samples of the flow", checked)
+	}
+	// Once idle the two agree exactly.
+	time.Sleep(200 * time.Millisecond)
+	fl, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := findFlow(fl, localPort(c), srv.port())
+	if int64(f.BytesAcked)-1 != srv.total.Load() || srv.total.Load() != sent {
+		t.Errorf("idle: bytes_acked-1 = %d, receiver %d, sender wrote %d", int64(f.BytesAcked)-1, srv.total.Load(), sent)
+	}
+	t.Logf("checked %d samples; %d bytes", checked, sent)
+}
+
+func TestFilters(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	srv := newSink(t, ns, "127.0.0.1:0")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port())))
+	c1 := dialIn(t, ns, addr)
+	c2 := dialIn(t, ns, addr)
+	c1.Write([]byte("hello"))
+	time.Sleep(50 * time.Millisecond)
+	cg := ownCgroupV2(t)
+	comm, _ := os.ReadFile("/proc/self/comm")
+	for _, tc := range []struct {
+		name string
+		f    Filter
+		want int // flows
+	}{
+		{"none", Filter{}, 4},
+		{"port either side", Filter{Port: srv.port()}, 4},
+		{"remote port", Filter{RemotePort: srv.port()}, 2},
+		{"local port", Filter{LocalPort: srv.port()}, 2},
+		{"one client", Filter{LocalPort: localPort(c1)}, 1},
+		{"both ends of c2", Filter{Port: localPort(c2)}, 2},
+		{"local prefix", Filter{Local: mustPrefix("127.0.0.0/8"), Port: srv.port()}, 4},
+		{"other prefix", Filter{Remote: mustPrefix("10.0.0.0/8")}, 0},
+		{"pid", Filter{PID: os.Getpid(), Port: srv.port()}, 4},
+		{"other pid", Filter{PID: 1, Port: srv.port()}, 0},
+		{"comm", Filter{Comm: strings.TrimSpace(string(comm)), Port: srv.port()}, 4},
+		{"cgroup", Filter{Cgroup: cg, Port: srv.port()}, 4},
+	} {
+		s, err := New(Config{NetNS: ns.Handle, Filter: tc.f})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		fl, err := s.Sample()
+		s.Close()
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if len(fl) != tc.want {
+			t.Errorf("%s: %d flows, want %d", tc.name, len(fl), tc.want)
+		}
+	}
+	if _, err := New(Config{Filter: Filter{Cgroup: "/nonexistent/cgroup"}}); err == nil {
+		t.Error("missing cgroup accepted")
+	}
+	if _, err := New(Config{Filter: Filter{Lanes: []lane.Lane{lane.Background}}}); err == nil {
+		t.Error("lane filter without a lane map accepted")
+	}
+	if _, err := New(Config{Interval: time.Millisecond}); err == nil {
+		t.Error("1ms interval accepted")
+	}
+	// Lanes through the LaneOf hook.
+	bg := c1LaneOf(c1, ns, t)
+	s := newSampler(t, Config{NetNS: ns.Handle, LaneOf: bg, Filter: Filter{Lanes: []lane.Lane{lane.Background}}})
+	fl, err := s.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fl) != 1 || fl[0].Lane != lane.Background || !strings.HasSuffix(fl[0].Src, fmt.Sprintf(":%d", localPort(c1))) {
+		t.Errorf("lane filter: %+v", fl)
+	}
+}
+
+// c1LaneOf returns a LaneOf that puts the socket of c (found by its cookie,
+// SO_COOKIE) in the background lane.
+func c1LaneOf(c *net.TCPConn, _ *testutil.NetNS, t *testing.T) func(uint64) (lane.Lane, bool) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookie uint64
+	rc.Control(func(fd uintptr) {
+		cookie, err = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+	})
+	if err != nil {
+		t.Fatalf("SO_COOKIE: %v", err)
+	}
+	return func(c uint64) (lane.Lane, bool) {
+		if c == cookie {
+			return lane.Background, true
+		}
+		return lane.Unset, false
+	}
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// ownCgroupV2 is the cgroup v2 directory of this process.
+func ownCgroupV2(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "0::"); ok {
+			for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+				if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err == nil {
+					return filepath.Join(root, rest)
+				}
+			}
+		}
+	}
+	t.Skip("no cgroup v2 membership")
+	return ""
+}
+
+func TestBadNetNS(t *testing.T) {
+	if _, err := New(Config{NetNSPath: "/nonexistent/netns"}); err == nil {
+		t.Error("missing namespace path accepted")
+	}
+	f := filepath.Join(t.TempDir(), "not-a-netns")
+	os.WriteFile(f, nil, 0o644)
+	if _, err := New(Config{NetNSPath: f}); err == nil {
+		t.Error("a regular file accepted as a namespace")
+	}
+	if os.Geteuid() == 0 {
+		// A path that exists but denies access: a directory.
+		if _, err := New(Config{NetNSPath: t.TempDir()}); err == nil {
+			t.Error("a directory accepted as a namespace")
+		}
+	}
+}
+
+func TestSocketsVanishingMidDump(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	srv := newSink(t, ns, "127.0.0.1:0")
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port())))
+	// Keep 200 connections alive and churn others as fast as possible.
+	for i := 0; i < 100; i++ {
+		dialIn(t, ns, addr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var churned int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var d net.Dialer
+		ns.Run(func() error {
+			for ctx.Err() == nil {
+				c, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					continue
+				}
+				c.Write([]byte("x"))
+				c.Close()
+				churned++
+			}
+			return nil
+		})
+	}()
+	s := newSampler(t, Config{NetNS: ns.Handle, Interval: MinInterval})
+	for i := 0; i < 100; i++ {
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		if len(fl) < 200 {
+			t.Fatalf("sample %d: %d flows, want the 200 stable ones at least", i, len(fl))
+		}
+	}
+	cancel()
+	wg.Wait()
+	st := s.Stats()
+	t.Logf("churned %d connections during 100 samples; dumps interrupted %d, bad messages %d", churned, st.DumpIntr, st.BadMsgs)
+	if st.BadMsgs != 0 {
+		t.Errorf("%d undecodable messages", st.BadMsgs)
+	}
+}
