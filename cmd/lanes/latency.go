@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/latency"
+	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -33,7 +35,7 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	period := fs.Duration("period", def.Period, "wake-up period")
 	duration := fs.Duration("duration", def.Duration, "run time (ignored if --loops is set)")
 	loops := fs.Int("loops", 0, "wake-ups per thread (overrides --duration)")
-	policy := fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle")
+	policy := fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle, keep (as set from outside)")
 	prio := fs.Int("priority", -1, "RT priority 1..99 for fifo/rr (default 99), nice for other (default 0)")
 	threads := fs.Int("threads", 1, "measuring threads")
 	affinity := fs.String("affinity", "", "CPUs to pin threads to, round robin (e.g. 1 or 0,1)")
@@ -45,6 +47,8 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	compare := fs.Bool("compare-cyclictest", false, "also run cyclictest the same way under the same load")
 	full := fs.Bool("hist", false, "print every non-empty 1 µs bin instead of folded ranges")
 	asJSON := fs.Bool("json", false, "JSON output")
+	nsPath := fs.String("netns", "", "measure inside this network namespace (path, e.g. /proc/PID/ns/net)")
+	tag := fs.String("tag", "", "a label recorded in the output (lets a task rule find this process by command line)")
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -90,6 +94,17 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 		defer nl.Close()
 		c.Setup = nl.EnterHost
 	}
+	if *nsPath != "" {
+		if nl != nil {
+			return usageErrorf("--netns and --net-load exclude each other")
+		}
+		f, err := os.Open(*nsPath)
+		if err != nil {
+			return fmt.Errorf("netns: %w", err)
+		}
+		defer f.Close()
+		c.Setup = func() error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
+	}
 	if *cpuLoad > 0 {
 		cl, err := latency.StartCPULoad(*cpuLoad, loadTime)
 		if err != nil {
@@ -128,13 +143,14 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	}
 	if *asJSON {
 		out := struct {
+			Tag         string            `json:"tag,omitempty"`
 			CPULoad     int               `json:"cpu_load"`
 			NetLoad     bool              `json:"net_load"`
 			NetRatePPS  int               `json:"net_rate_pps,omitempty"`
 			NetSent     uint64            `json:"net_sent,omitempty"`
 			NetReceived uint64            `json:"net_received_udp,omitempty"`
 			Results     []*latency.Result `json:"results"`
-		}{*cpuLoad, *netLoad, *netRate, sent, recv, results}
+		}{*tag, *cpuLoad, *netLoad, *netRate, sent, recv, results}
 		if !*netLoad {
 			out.NetRatePPS = 0
 		}

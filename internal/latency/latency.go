@@ -46,7 +46,7 @@ type Config struct {
 	Period   time.Duration // wake-up period (default 30 ms, as in the paper)
 	Duration time.Duration // run this long (0: use Loops)
 	Loops    int           // or this many wake-ups per thread
-	Policy   string        // other, fifo, rr, idle
+	Policy   string        // other, fifo, rr, idle, or keep (leave the thread as it is, e.g. set from outside)
 	Priority int           // 1..99 for fifo/rr, nice value for other
 	Threads  int           // measuring threads (default 1)
 	Affinity []int         // CPUs; thread i is pinned to Affinity[i%len]; empty: no pinning
@@ -72,8 +72,8 @@ func (c Config) Validate() error {
 		return errors.New("need a duration or a loop count")
 	}
 	p, ok := policies[c.Policy]
-	if !ok {
-		return fmt.Errorf("unknown policy %q (want other, fifo, rr or idle)", c.Policy)
+	if !ok && c.Policy != "keep" {
+		return fmt.Errorf("unknown policy %q (want other, fifo, rr, idle or keep)", c.Policy)
 	}
 	switch p {
 	case unix.SCHED_FIFO, unix.SCHED_RR:
@@ -81,6 +81,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("priority %d out of range for %s (1..99)", c.Priority, c.Policy)
 		}
 	case unix.SCHED_NORMAL:
+		if c.Policy == "keep" {
+			break
+		}
 		if c.Priority < -20 || c.Priority > 19 {
 			return fmt.Errorf("priority %d is used as nice for policy other and must be -20..19", c.Priority)
 		}
@@ -207,8 +210,10 @@ func measure(c Config, cpu, loops int, h *hist, stop <-chan struct{}) (int, erro
 			return tid, fmt.Errorf("pin thread to cpu %d: %w", cpu, err)
 		}
 	}
-	if err := SetThreadPolicy(0, c.Policy, c.Priority); err != nil {
-		return tid, err
+	if c.Policy != "keep" {
+		if err := SetThreadPolicy(0, c.Policy, c.Priority); err != nil {
+			return tid, err
+		}
 	}
 	period := c.Period.Nanoseconds()
 	next := monoNow() + period
