@@ -18,12 +18,14 @@ type Sampler interface {
 }
 
 // MonitorSource turns TCP monitor samples into uplink flows: established
-// connections from a local address (the managed interface's, when Local is
-// set) to a remote one outside it. App is the owning process name.
+// connections from a local address of the managed interface (when Local is
+// set). Whether a flow is sending is decided by the controller (data waiting
+// or acknowledged), so downloads count as idle. App is the owning process
+// name unless AppOf says otherwise.
 type MonitorSource struct {
 	S Sampler
 	// Local, when valid, keeps only connections whose local address is in
-	// it and whose remote address is not (traffic that crosses the AP).
+	// it (the managed interface's subnet: traffic that crosses the AP).
 	Local netip.Prefix
 	// AppOf, when set, names a flow's application (e.g. the policy rule that
 	// classified it); default the process name.
@@ -46,9 +48,8 @@ func (m *MonitorSource) UplinkFlows(_ context.Context) ([]Flow, error) {
 			continue
 		}
 		if m.Local.IsValid() {
-			src, err1 := netip.ParseAddrPort(f.Src)
-			dst, err2 := netip.ParseAddrPort(f.Dst)
-			if err1 != nil || err2 != nil || !m.Local.Contains(src.Addr().Unmap()) || m.Local.Contains(dst.Addr().Unmap()) {
+			src, err := netip.ParseAddrPort(f.Src)
+			if err != nil || !m.Local.Contains(src.Addr().Unmap()) {
 				continue
 			}
 		}

@@ -49,8 +49,9 @@ func ListenUDP(ifname string, port uint16) (*UDPTransport, error) {
 	return &UDPTransport{ifname: ifname, port: port, conn: pc.(*net.UDPConn)}, nil
 }
 
-// BroadcastAddr returns the IPv4 broadcast address of the interface's first
-// IPv4 address (255.255.255.255 when it has none with a mask).
+// BroadcastAddr returns the IPv4 broadcast address computed from the
+// interface's first IPv4 address and mask, in the caller's namespace
+// (255.255.255.255 when it has none).
 func BroadcastAddr(ifname string) (netip.Addr, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -78,9 +79,42 @@ func BroadcastAddr(ifname string) (netip.Addr, error) {
 	return netip.AddrFrom4([4]byte{255, 255, 255, 255}), nil
 }
 
+// broadcast asks the kernel for the interface's broadcast address through
+// the socket itself (SIOCGIFBRDADDR), which works in the socket's network
+// namespace from any thread; 255.255.255.255 if it has none.
+func (t *UDPTransport) broadcast() (netip.Addr, error) {
+	rc, err := t.conn.SyscallConn()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ifr, err := unix.NewIfreq(t.ifname)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("coop: interface name %q: %w", t.ifname, err)
+	}
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) { ioErr = unix.IoctlIfreq(int(fd), unix.SIOCGIFBRDADDR, ifr) }); err != nil {
+		return netip.Addr{}, err
+	}
+	if ioErr != nil {
+		if ioErr == unix.EADDRNOTAVAIL {
+			return netip.AddrFrom4([4]byte{255, 255, 255, 255}), nil
+		}
+		return netip.Addr{}, fmt.Errorf("coop: broadcast address of %s: %w", t.ifname, ioErr)
+	}
+	a, err := ifr.Inet4Addr()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addr, _ := netip.AddrFromSlice(a)
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return netip.AddrFrom4([4]byte{255, 255, 255, 255}), nil
+	}
+	return addr, nil
+}
+
 // Send broadcasts one announcement.
 func (t *UDPTransport) Send(b []byte) error {
-	dst, err := BroadcastAddr(t.ifname)
+	dst, err := t.broadcast()
 	if err != nil {
 		return err
 	}

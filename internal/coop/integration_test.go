@@ -1,0 +1,267 @@
+// Integration test (root): three controllers in three network namespaces on
+// one bridge find each other over real UDP broadcast, agree on N, and cap the
+// real TCP uploads they see through the TCP monitor.
+//
+//	ns h1 --veth--+
+//	ns h2 --veth--+-- br0 (ns sw, 10.77.0.100 = upload sink)
+//	ns h3 --veth--+
+package coop
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// recordCaps records caps (the datapath's setter stands here when the test
+// has no sock_ops program attached).
+type recordCaps struct {
+	mu sync.Mutex
+	m  map[uint64]uint32
+}
+
+func (r *recordCaps) SetSocketCwndCap(ck uint64, segs uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[ck] = segs
+	return nil
+}
+
+type lan struct {
+	sw    *testutil.NetNS
+	hosts []*testutil.NetNS
+	sink  netip.Addr
+}
+
+// newLAN builds n host namespaces bridged in a switch namespace.
+func newLAN(t *testing.T, n int) *lan {
+	l := &lan{sw: testutil.NewNetNS(t), sink: netip.MustParseAddr("10.77.0.100")}
+	l.sw.Do(t, func() error {
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+		if err := netlink.LinkAdd(br); err != nil {
+			return fmt.Errorf("add bridge: %w", err)
+		}
+		if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(l.sink.AsSlice()), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(br)
+	})
+	for i := 0; i < n; i++ {
+		h := testutil.NewNetNS(t)
+		l.hosts = append(l.hosts, h)
+		port := fmt.Sprintf("p%d", i)
+		l.sw.Do(t, func() error {
+			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port}, PeerName: "lan0", PeerNamespace: netlink.NsFd(int(h.Handle))}
+			if err := netlink.LinkAdd(v); err != nil {
+				return fmt.Errorf("add veth: %w", err)
+			}
+			br, err := netlink.LinkByName("br0")
+			if err != nil {
+				return err
+			}
+			pl, err := netlink.LinkByName(port)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetMaster(pl, br); err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(pl)
+		})
+		h.Do(t, func() error {
+			ln, err := netlink.LinkByName("lan0")
+			if err != nil {
+				return err
+			}
+			if err := netlink.AddrAdd(ln, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 77, 0, byte(i+1)), Mask: net.CIDRMask(24, 32)}}); err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(ln)
+		})
+	}
+	return l
+}
+
+// sinkServer accepts uploads in the switch namespace and discards them.
+func (l *lan) sinkServer(t *testing.T, port int) {
+	var ln net.Listener
+	l.sw.Do(t, func() (err error) {
+		ln, err = net.Listen("tcp4", fmt.Sprintf("%v:%d", l.sink, port))
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+}
+
+// upload starts a bulk TCP upload from host i until ctx ends.
+func (l *lan) upload(t *testing.T, ctx context.Context, i, port int) {
+	var c net.Conn
+	l.hosts[i].Do(t, func() (err error) {
+		c, err = net.Dial("tcp4", fmt.Sprintf("%v:%d", l.sink, port))
+		return err
+	})
+	go func() {
+		buf := make([]byte, 64<<10)
+		for ctx.Err() == nil {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close() })
+}
+
+func TestIntegrationThreeHostsAgree(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	l := newLAN(t, 3)
+	l.sinkServer(t, 5001)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	cfg := DefaultConfig()
+	cfg.Enabled = true
+	cfg.Interface = "lan0"
+	cfg.Port = 17431
+	cfg.Interval = config.Duration(100 * time.Millisecond)
+	cfg.Key = "000102030405060708090a0b0c0d0e0f"
+	cfg.APRate = config.Rate(10e9) // veth RTTs are tens of µs: a large rate makes caps non-trivial
+	cfg.Headroom = 0
+	cfg.Safety.Enabled = false
+	type host struct {
+		c      *Controller
+		caps   *recordCaps
+		done   chan error
+		cancel context.CancelFunc
+	}
+	var hs []*host
+	for i, ns := range l.hosts {
+		var tr *UDPTransport
+		var id uint64
+		ns.Do(t, func() (err error) {
+			tr, err = ListenUDP("lan0", cfg.Port)
+			id = DeriveHostID("lan0")
+			return err
+		})
+		smp, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { smp.Close() })
+		h := &host{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1)}
+		h.c, err = New(Options{Config: cfg, Transport: tr, HostID: id, Caps: h.caps,
+			Flows:  &MonitorSource{S: smp, Local: netip.MustParsePrefix("10.77.0.0/24")},
+			Logger: slog.New(slog.DiscardHandler).With("host", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx, hcancel := context.WithCancel(ctx)
+		h.cancel = hcancel
+		go func() { h.done <- h.c.Run(hctx) }()
+		hs = append(hs, h)
+	}
+	all := append([]*host(nil), hs...)
+	t.Cleanup(func() {
+		cancel()
+		for _, h := range all {
+			if err := <-h.done; err != nil {
+				t.Errorf("controller stop: %v", err)
+			}
+		}
+	})
+	waitFor := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			if ok() {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for i, h := range hs {
+			st := h.c.Status()
+			t.Logf("host %d: N=%d peers=%d capping=%v reason=%q flows=%+v counters=%+v", i, st.N, len(st.Peers), st.Capping, st.Reason, st.Flows, st.Counters)
+		}
+		t.Fatalf("timeout waiting for %s", what)
+	}
+	// idle hosts know each other but nobody is an active sender
+	waitFor("peers", 3*time.Second, func() bool {
+		for _, h := range hs {
+			if len(h.c.Status().Peers) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range l.hosts {
+		l.upload(t, ctx, i, 5001)
+	}
+	start := time.Now()
+	waitFor("N=3 with caps", 5*time.Second, func() bool {
+		for _, h := range hs {
+			st := h.c.Status()
+			if st.N != 3 || !st.Capping || len(st.Flows) == 0 || st.Flows[0].Cap == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("all three agree on N=3 %v after the uploads started", time.Since(start).Round(time.Millisecond))
+	for i, h := range hs {
+		st := h.c.Status()
+		for _, f := range st.Flows {
+			if !f.Active {
+				continue
+			}
+			want := max(IdealCwnd(uint64(cfg.APRate), time.Duration(f.MinRTT*1e6), 0, f.MSS, 3), cfg.MinSegments)
+			// shares move with the measured min RTTs of the others: allow 1/3 either way
+			if f.Cap < want*2/3 || f.Cap > want*4/3+1 {
+				t.Errorf("host %d flow %d: cap %d, formula with its own min RTT %.3f ms gives %d", i, f.Cookie, f.Cap, f.MinRTT, want)
+			}
+			h.caps.mu.Lock()
+			got := h.caps.m[f.Cookie]
+			h.caps.mu.Unlock()
+			if got == 0 {
+				t.Errorf("host %d flow %d: cap not handed to the datapath", i, f.Cookie)
+			}
+		}
+		if c := st.Counters; c.Dropped() != 0 || c.Accepted == 0 || !st.Authenticated {
+			t.Errorf("host %d counters %+v", i, c)
+		}
+	}
+	// host 3 stops its daemon: it says goodbye, the others drop to N=2
+	leftAt := time.Now()
+	hs[2].cancel()
+	hs = hs[:2]
+	waitFor("N=2 after leave", 2*time.Second, func() bool {
+		for _, h := range hs {
+			if h.c.Status().N != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("leave noticed after %v", time.Since(leftAt).Round(time.Millisecond))
+}
