@@ -1,0 +1,287 @@
+// accuracy.go: the emulator's accuracy and ceiling, as functions the tests
+// assert on and as `lanes lab run accuracy`, which prints the figures.
+//
+//   - fixed link: a TCP bulk upload through 10 Mbit/s, 50 ms each way;
+//     goodput is measured from the TCP sequence numbers leaving the link
+//     (bytes the receiver got in order, per second) over a steady window,
+//     and compared with rate x 1448/1500 (MSS with timestamps / MTU); the
+//     idle RTT is a UDP ping through the same link (expect 100 ms).
+//   - trace replay: a link driven by a mahimahi trace with a queue that is
+//     never empty delivers one 1,500-byte packet per opportunity; delivered
+//     packets over the window vs the trace's count.
+//   - ceiling: packets per second one link moves with GOMAXPROCS=1.
+package lab
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/emu"
+)
+
+// FixedAccuracy is the fixed-link measurement.
+type FixedAccuracy struct {
+	RateBps       float64   `json:"rate_bps"`
+	OneWayDelayMs float64   `json:"one_way_delay_ms"`
+	GoodputBps    float64   `json:"goodput_bps"`
+	ExpectedBps   float64   `json:"expected_bps"`
+	GoodputErrPct float64   `json:"goodput_err_pct"`
+	RTTms         []float64 `json:"rtt_ms"`
+	RTTMedianMs   float64   `json:"rtt_median_ms"`
+	RTTErrMs      float64   `json:"rtt_err_ms"` // median - 2 x delay
+	Window        float64   `json:"window_s"`
+	UpStats       emu.LinkStats
+}
+
+// seqTracker follows the highest TCP sequence end of packets sent from src
+// to dport (in-order bytes delivered, as the receiver sees them).
+type seqTracker struct {
+	src   netip.Addr
+	dport uint16
+	mu    sync.Mutex
+	base  uint32
+	have  bool
+	high  int64
+}
+
+func (s *seqTracker) see(b []byte) {
+	if len(b) < 40 || b[0]>>4 != 4 || b[9] != 6 {
+		return
+	}
+	if netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}) != s.src {
+		return
+	}
+	ihl := int(b[0]&0xf) * 4
+	if len(b) < ihl+20 || binary.BigEndian.Uint16(b[ihl+2:]) != s.dport {
+		return
+	}
+	tot := int(binary.BigEndian.Uint16(b[2:]))
+	doff := int(b[ihl+12]>>4) * 4
+	payload := tot - ihl - doff
+	seq := binary.BigEndian.Uint32(b[ihl+4:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.have {
+		s.base, s.have = seq, true
+	}
+	end := int64(int32(seq-s.base)) + int64(payload)
+	if end > s.high {
+		s.high = end
+	}
+}
+
+func (s *seqTracker) value() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.high
+}
+
+// MeasureFixedLink measures goodput and idle RTT through a fixed-rate link.
+func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window time.Duration) (*FixedAccuracy, error) {
+	bed, err := NewBed(env, "cubic")
+	if err != nil {
+		return nil, err
+	}
+	defer bed.Close()
+	bdp := int(rate / 8 * (2 * delay).Seconds())
+	lc := emu.LinkConfig{Rate: rate, Delay: delay, QueueBytes: 2 * bdp}
+	up, down := bed.Emu.NewUplink(lc), bed.Emu.NewDownlink(lc)
+	a, err := bed.AddHost("client", "cubic", up, down, HostOpts{})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{})
+	if err != nil {
+		return nil, err
+	}
+	tr := &seqTracker{src: a.Addr, dport: 80}
+	bed.Emu.OnUp = tr.see
+	bed.Start(ctx)
+	for _, args := range [][]string{{"serve", "--listen", ":80"}, {"echo", "--listen", ":7"}} {
+		p, err := srv.Start(args...)
+		if err != nil {
+			return nil, err
+		}
+		if l, err := p.Line(ctx, 10*time.Second); err != nil || l != "ready" {
+			return nil, fmt.Errorf("server helper %s: %q %v", args[0], l, err)
+		}
+	}
+	res := &FixedAccuracy{RateBps: rate, OneWayDelayMs: float64(delay) / 1e6, Window: window.Seconds()}
+	ping, err := a.Start("ping", "--to", srv.Addr.String()+":7", "--count", "10", "--interval", "150ms")
+	if err != nil {
+		return nil, err
+	}
+	l, err := ping.Line(ctx, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("ping: %w", err)
+	}
+	if err := json.Unmarshal([]byte(l), &res.RTTms); err != nil || len(res.RTTms) == 0 {
+		return nil, fmt.Errorf("ping output %q: %v", l, err)
+	}
+	s := append([]float64(nil), res.RTTms...)
+	sort.Float64s(s)
+	res.RTTMedianMs = s[len(s)/2]
+	res.RTTErrMs = res.RTTMedianMs - 2*res.OneWayDelayMs
+
+	bulk, err := a.Start("bulk", "--url", "http://"+srv.Addr.String()+":80")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bulk.Line(ctx, 10*time.Second); err != nil {
+		return nil, fmt.Errorf("bulk: %w", err)
+	}
+	warm := 4 * time.Second
+	if err := sleepCtx(ctx, warm); err != nil {
+		return nil, err
+	}
+	s1, t1 := tr.value(), time.Now()
+	if err := sleepCtx(ctx, window); err != nil {
+		return nil, err
+	}
+	s2, t2 := tr.value(), time.Now()
+	res.GoodputBps = float64(s2-s1) * 8 / t2.Sub(t1).Seconds()
+	res.ExpectedBps = rate * 1448 / 1500
+	res.GoodputErrPct = (res.GoodputBps - res.ExpectedBps) / res.ExpectedBps * 100
+	res.UpStats = up.Stats()
+	return res, nil
+}
+
+// TraceAccuracy is the trace-replay measurement.
+type TraceAccuracy struct {
+	Trace     string  `json:"trace"`
+	Window    float64 `json:"window_s"`
+	Expected  uint64  `json:"expected_opportunities"`
+	Delivered uint64  `json:"delivered_packets"`
+	ErrPct    float64 `json:"err_pct"`
+}
+
+// MeasureTrace saturates a trace-driven link with 1,500-byte packets for
+// window and compares the packets delivered with the trace's opportunities.
+func MeasureTrace(ctx context.Context, tr *emu.Trace, window time.Duration) (*TraceAccuracy, error) {
+	var delivered atomic.Uint64
+	var deadline atomic.Int64
+	l := emu.NewLink(emu.LinkConfig{Trace: tr}, func(_ []byte, _ any) {
+		if time.Now().UnixNano() < deadline.Load() {
+			delivered.Add(1)
+		}
+	})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go l.Run(ctx)
+	for l.Base().IsZero() {
+		time.Sleep(time.Millisecond)
+	}
+	base := l.Base()
+	deadline.Store(base.Add(window).UnixNano())
+	pkt := make([]byte, emu.OpportunityBytes)
+	// Keep at least 64 packets queued: more than the trace offers per tick.
+	for time.Since(base) < window+20*time.Millisecond {
+		for l.QueueBytes() < 64*emu.OpportunityBytes {
+			l.Enqueue(pkt, nil)
+		}
+		if err := sleepCtx(ctx, 2*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	exp := tr.Count(0, window+time.Nanosecond)
+	got := delivered.Load()
+	return &TraceAccuracy{Trace: tr.Name, Window: window.Seconds(), Expected: exp, Delivered: got,
+		ErrPct: (float64(got) - float64(exp)) / float64(exp) * 100}, nil
+}
+
+// Ceiling is the emulator's own throughput limit.
+type Ceiling struct {
+	PacketsPerSec float64 `json:"packets_per_s"`
+	PacketSize    int     `json:"packet_size"`
+	Gbps          float64 `json:"gbit_per_s"`
+}
+
+// MeasureCeiling pushes packets through one link (rate 1 Tbit/s, 1 ms
+// delay: the full serialiser and delay-line path) with GOMAXPROCS=1.
+func MeasureCeiling(ctx context.Context, dur time.Duration, size int) Ceiling {
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	var out atomic.Uint64
+	l := emu.NewLink(emu.LinkConfig{Rate: 1e12, Delay: time.Millisecond, QueuePackets: 4096}, func(_ []byte, _ any) { out.Add(1) })
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go l.Run(ctx)
+	pkt := make([]byte, size)
+	start := time.Now()
+	n0 := out.Load()
+	for time.Since(start) < dur && ctx.Err() == nil {
+		for i := 0; i < 256; i++ {
+			l.Enqueue(pkt, nil)
+		}
+		runtime.Gosched()
+	}
+	pps := float64(out.Load()-n0) / time.Since(start).Seconds()
+	return Ceiling{PacketsPerSec: pps, PacketSize: size, Gbps: pps * float64(size) * 8 / 1e9}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func init() {
+	Register(Experiment{Name: "accuracy", Summary: "emulator accuracy (fixed link goodput and RTT, trace replay) and its ceiling",
+		Setup: func(fs *flag.FlagSet) RunFunc {
+			rate := fs.Float64("rate", 10e6, "fixed link rate, bits/s")
+			delay := fs.Duration("delay", 50*time.Millisecond, "one-way delay")
+			window := fs.Duration("window", 10*time.Second, "measurement window")
+			trace := fs.String("trace", DefaultTraceDir+"/TMobile-UMTS-driving.up", "trace for the replay check")
+			return func(ctx context.Context, env *Env) (*Result, error) {
+				r := &Result{Experiment: "accuracy", Started: time.Now(),
+					Params: map[string]any{"rate_bps": *rate, "delay": delay.String(), "window": window.String(), "trace": *trace}}
+				if env.Quick {
+					*window = 5 * time.Second
+				}
+				env.Printf("fixed link %.1f Mbit/s, %v each way: goodput and idle RTT...\n", *rate/1e6, *delay)
+				fa, err := MeasureFixedLink(ctx, env, *rate, *delay, *window)
+				if err != nil {
+					return nil, err
+				}
+				tr, err := emu.ParseTrace(*trace)
+				if err != nil {
+					return nil, err
+				}
+				env.Printf("trace replay %s...\n", *trace)
+				ta, err := MeasureTrace(ctx, tr, *window)
+				if err != nil {
+					return nil, err
+				}
+				env.Printf("ceiling...\n")
+				c := MeasureCeiling(ctx, 2*time.Second, 1500)
+				r.Tables = []Table{{Title: "Emulator accuracy", Columns: []string{"check", "measured", "expected", "error", "target"},
+					Rows: [][]string{
+						{"TCP goodput", fmt.Sprintf("%.3f Mbit/s", fa.GoodputBps/1e6), fmt.Sprintf("%.3f Mbit/s", fa.ExpectedBps/1e6), fmt.Sprintf("%+.2f%%", fa.GoodputErrPct), "within 5%"},
+						{"idle RTT (median)", fmt.Sprintf("%.2f ms", fa.RTTMedianMs), fmt.Sprintf("%.0f ms", 2*fa.OneWayDelayMs), fmt.Sprintf("%+.2f ms", fa.RTTErrMs), "within 1 ms"},
+						{"trace opportunities", fmt.Sprintf("%d", ta.Delivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+.2f%%", ta.ErrPct), "within 1%"},
+						{"ceiling (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", c.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", c.Gbps), "report"},
+					}}}
+				r.Data = map[string]any{"fixed": fa, "trace": ta, "ceiling": c}
+				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Duration = time.Since(r.Started)
+				return r, nil
+			}
+		}})
+}
+
+// DefaultTraceDir is where the shared mahimahi traces live.
+var DefaultTraceDir = "/work/shared/traces"

@@ -1,0 +1,167 @@
+// bed.go: a testbed = namespaces (topo) joined through the emulator (emu),
+// with the host-side gates that give back-pressure (topo.Gate).
+//
+//	phone ns                    lab process                      server ns
+//	app -> qdisc(gate) -> up0 ==TUN==> [phone.Up] -> route -> [srv.Down] ==TUN==> up0 -> app
+//	app <- up0 <==TUN== [phone.Down] <- route <- [srv.Up] <==TUN== up0 <- app
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/topo"
+)
+
+// TUNName is the uplink device of every lab host.
+const TUNName = "up0"
+
+// GateSpec asks for a host-side gate on the host's uplink (topo.Gate).
+type GateSpec struct {
+	Burst int    // bytes: the emulated device-queue size
+	Leaf  string // "pfifo" or "pfifo_fast"
+	Limit int    // pfifo limit in packets (default 1000)
+}
+
+// HostOpts are a host's options in a bed.
+type HostOpts struct {
+	BackPressure bool             // emulator reads the TUN only while the uplink has room
+	Prio         *emu.Prioritiser // user-space priority task before the uplink
+	TxQueueLen   int              // TUN txqueuelen (0: leave the default 500)
+	Gate         *GateSpec        // host-side gate (needs a rate-limited uplink)
+}
+
+// Bed is a running testbed.
+type Bed struct {
+	Topo  *topo.Topology
+	Emu   *emu.Emulator
+	Nodes map[string]*topo.Node
+	Hosts map[string]*emu.Host
+	Gates map[string]*topo.Gate
+
+	gateLinks map[string]*emu.Link
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// NewBed starts an empty bed; cc is the hosts' congestion control ("" =
+// inherit the machine's default).
+func NewBed(env *Env, cc string) (*Bed, error) {
+	t, err := topo.New()
+	if err != nil {
+		return nil, err
+	}
+	if env != nil && env.Exe != "" {
+		t.Exe = env.Exe
+	}
+	return &Bed{Topo: t, Emu: emu.New(), Nodes: map[string]*topo.Node{}, Hosts: map[string]*emu.Host{},
+		Gates: map[string]*topo.Gate{}, gateLinks: map[string]*emu.Link{}}, nil
+}
+
+// AddHost creates a host with the given links (from b.Emu.NewUplink /
+// NewDownlink; pass the same link to several hosts for a shared medium).
+func (b *Bed) AddHost(name, cc string, up, down *emu.Link, o HostOpts) (*topo.Node, error) {
+	n, err := b.Topo.AddNode(name, cc)
+	if err != nil {
+		return nil, err
+	}
+	b.Nodes[name] = n
+	h, err := b.Emu.AddHost(emu.HostSpec{Name: name, NS: n.Handle, TUN: TUNName, Addrs: nil, Up: up, Down: down,
+		BackPressure: o.BackPressure, Prio: o.Prio})
+	if err != nil {
+		return nil, err
+	}
+	b.Hosts[name] = h
+	if err := b.Emu.AddAddr(h, n.Addr); err != nil {
+		return nil, err
+	}
+	if err := n.ConfigureTUN(TUNName, o.TxQueueLen); err != nil {
+		return nil, err
+	}
+	if o.Gate != nil {
+		cfg := up.Config()
+		rate := cfg.Rate
+		if cfg.Trace != nil {
+			rate = cfg.Trace.MeanRate()
+		}
+		if rate <= 0 {
+			return nil, fmt.Errorf("host %s: a gate needs a rate-limited uplink", name)
+		}
+		limit := o.Gate.Limit
+		if limit <= 0 {
+			limit = 1000
+		}
+		g, err := n.InstallGate(TUNName, rate, o.Gate.Burst, o.Gate.Leaf, limit)
+		if err != nil {
+			return nil, err
+		}
+		b.Gates[name] = g
+		if cfg.Trace != nil {
+			b.gateLinks[name] = up
+		}
+	}
+	return n, nil
+}
+
+// gateStep is how often a trace-driven gate follows its trace.
+const gateStep = 50 * time.Millisecond
+
+// Start runs the emulator and the gates' trace followers.
+func (b *Bed) Start(ctx context.Context) {
+	ctx, b.cancel = context.WithCancel(ctx)
+	b.Emu.Run(ctx)
+	for name, l := range b.gateLinks {
+		g := b.Gates[name]
+		b.wg.Add(1)
+		go func(g *topo.Gate, l *emu.Link) {
+			defer b.wg.Done()
+			followTrace(ctx, g, l)
+		}(g, l)
+	}
+}
+
+// followTrace sets the gate to the rate the trace offers over the next step.
+func followTrace(ctx context.Context, g *topo.Gate, l *emu.Link) {
+	tr := l.Config().Trace
+	base := l.Base()
+	for base.IsZero() {
+		time.Sleep(time.Millisecond)
+		base = l.Base()
+	}
+	tick := time.NewTicker(gateStep)
+	defer tick.Stop()
+	for {
+		off := time.Since(base)
+		n := tr.Count(off, off+gateStep)
+		_ = g.SetRate(float64(n) * emu.OpportunityBytes * 8 / gateStep.Seconds())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Close stops the emulator and removes every namespace and process.
+func (b *Bed) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		var errs []error
+		if b.cancel != nil {
+			b.cancel()
+		}
+		b.wg.Wait()
+		b.Emu.Wait()
+		errs = append(errs, b.Topo.Close())
+		for _, g := range b.Gates {
+			g.Close()
+		}
+		err = errors.Join(errs...)
+	})
+	return err
+}

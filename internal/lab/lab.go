@@ -1,0 +1,117 @@
+// Package lab is lanes' testbed: experiments that build hosts as network
+// namespaces joined by emulated links (internal/lab/emu, internal/lab/topo),
+// run real traffic between them, and write their results.
+//
+// An experiment registers itself from an init function:
+//
+//	func init() {
+//		lab.Register(lab.Experiment{Name: "coop", Summary: "...",
+//			Setup: func(fs *flag.FlagSet) lab.RunFunc {
+//				n := fs.Int("hosts", 8, "number of hosts")
+//				return func(ctx context.Context, env *lab.Env) (*lab.Result, error) { ... }
+//			}})
+//	}
+//
+// `lanes lab run NAME [flags]` parses the flags, calls the RunFunc, prints
+// the Result's tables and writes results/<name>-<time>/ (see WriteResult).
+// This API is stable: other packages' experiments depend on it.
+package lab
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Version is the lanes version recorded with every result (set by main).
+var Version = "dev"
+
+// RunFunc runs one configured experiment.
+type RunFunc func(ctx context.Context, env *Env) (*Result, error)
+
+// Experiment is one `lanes lab run NAME`.
+type Experiment struct {
+	Name    string
+	Summary string
+	// Setup registers the experiment's flags on fs and returns the function
+	// that runs it with the parsed values.
+	Setup func(fs *flag.FlagSet) RunFunc
+}
+
+var (
+	regMu sync.Mutex
+	reg   = map[string]Experiment{}
+)
+
+// Register adds an experiment; a duplicate name panics.
+func Register(e Experiment) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := reg[e.Name]; dup {
+		panic("lab: duplicate experiment " + e.Name)
+	}
+	reg[e.Name] = e
+}
+
+// Lookup finds an experiment by name.
+func Lookup(name string) (Experiment, bool) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	e, ok := reg[name]
+	return e, ok
+}
+
+// List returns the experiments sorted by name.
+func List() []Experiment {
+	regMu.Lock()
+	defer regMu.Unlock()
+	out := make([]Experiment, 0, len(reg))
+	for _, e := range reg {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Env is what an experiment may use of the outside world.
+type Env struct {
+	Out   io.Writer    // progress lines and tables for the user
+	Log   *slog.Logger // diagnostics
+	Quick bool         // shortened run (demo, tests)
+	// Exe is the lanes binary that helpers and the daemon run as
+	// (default: this executable). Tests set it to the test binary.
+	Exe string
+	// Policy is the lanes policy file the run uses, if any (recorded).
+	Policy string
+}
+
+// Printf writes a progress line.
+func (e *Env) Printf(format string, a ...any) {
+	if e.Out != nil {
+		fmt.Fprintf(e.Out, format, a...)
+	}
+}
+
+// Result is what an experiment returns; WriteResult stores it.
+type Result struct {
+	Experiment  string         `json:"experiment"`
+	Started     time.Time      `json:"started"`
+	Duration    time.Duration  `json:"duration_ns"`
+	Params      map[string]any `json:"params"`
+	Tables      []Table        `json:"tables"`
+	Notes       []string       `json:"notes,omitempty"`
+	Data        any            `json:"data,omitempty"`        // experiment-specific raw results
+	Environment *Environment   `json:"environment,omitempty"` // written to environment.json
+}
+
+// Table is a result table; cells are preformatted strings.
+type Table struct {
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
+}

@@ -1,0 +1,134 @@
+// results.go: writing and printing results.
+//
+// WriteResult creates DIR/<experiment>-<UTC time>/ with
+//   - result.json       the Result (params, tables, raw data, notes)
+//   - environment.json  kernel, qdiscs, offloads, BQL, congestion control,
+//     lanes version and policy (see Environment)
+//   - results.md        the tables in Markdown
+//
+// Plots are drawn from result.json by the plotting package when present.
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// WriteResult stores r under base (e.g. "results") and returns the folder.
+func WriteResult(base string, r *Result) (string, error) {
+	dir := filepath.Join(base, r.Experiment+"-"+r.Started.UTC().Format("20060102-150405"))
+	for i := 2; ; i++ {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			break
+		}
+		dir = filepath.Join(base, fmt.Sprintf("%s-%s-%d", r.Experiment, r.Started.UTC().Format("20060102-150405"), i))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("results folder: %w", err)
+	}
+	if err := writeJSON(filepath.Join(dir, "result.json"), r); err != nil {
+		return "", err
+	}
+	if r.Environment != nil {
+		if err := writeJSON(filepath.Join(dir, "environment.json"), r.Environment); err != nil {
+			return "", err
+		}
+	}
+	var md strings.Builder
+	fmt.Fprintf(&md, "# %s\n\nStarted %s, took %s. lanes %s.\n\n", r.Experiment, r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), Version)
+	if len(r.Params) > 0 {
+		b, _ := json.Marshal(r.Params)
+		fmt.Fprintf(&md, "Parameters: `%s`\n\n", b)
+	}
+	for _, t := range r.Tables {
+		WriteMarkdown(&md, t)
+		md.WriteString("\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&md, "- %s\n", n)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return "", fmt.Errorf("write results.md: %w", err)
+	}
+	return dir, nil
+}
+
+// ReadResult loads DIR/result.json (and environment.json if present).
+func ReadResult(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("parse %s/result.json: %w", dir, err)
+	}
+	return &r, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes a table in Markdown.
+func WriteMarkdown(w io.Writer, t Table) {
+	if t.Title != "" {
+		fmt.Fprintf(w, "### %s\n\n", t.Title)
+	}
+	fmt.Fprintf(w, "| %s |\n|", strings.Join(t.Columns, " | "))
+	for range t.Columns {
+		fmt.Fprint(w, " --- |")
+	}
+	fmt.Fprintln(w)
+	for _, r := range t.Rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+// WriteText writes a table aligned in columns, as iproute2 tools do.
+func WriteText(w io.Writer, t Table) {
+	width := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		width[i] = len(c)
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			if i < len(width) && len(c) > width[i] {
+				width[i] = len(c)
+			}
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			if i < len(width) {
+				fmt.Fprintf(&b, "%-*s", width[i], c)
+			} else {
+				b.WriteString(c)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	if t.Title != "" {
+		fmt.Fprintln(w, t.Title)
+	}
+	line(t.Columns)
+	for _, r := range t.Rows {
+		line(r)
+	}
+}
