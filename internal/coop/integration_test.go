@@ -131,16 +131,16 @@ func (l *lan) upload(t *testing.T, ctx context.Context, i, port int) {
 	t.Cleanup(func() { c.Close() })
 }
 
-func TestIntegrationThreeHostsAgree(t *testing.T) {
-	testutil.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	l := newLAN(t, 3)
-	l.sinkServer(t, 5001)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// ihost is one controller of an integration test.
+type ihost struct {
+	c      *Controller
+	caps   *recordCaps
+	smp    *tcpmon.Sampler
+	done   chan error
+	cancel context.CancelFunc
+}
 
+func integrationConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Enabled = true
 	cfg.Interface = "lan0"
@@ -150,13 +150,13 @@ func TestIntegrationThreeHostsAgree(t *testing.T) {
 	cfg.APRate = config.Rate(10e9) // veth RTTs are tens of µs: a large rate makes caps non-trivial
 	cfg.Headroom = 0
 	cfg.Safety.Enabled = false
-	type host struct {
-		c      *Controller
-		caps   *recordCaps
-		done   chan error
-		cancel context.CancelFunc
-	}
-	var hs []*host
+	return cfg
+}
+
+// startControllers runs one controller per host namespace; setter(i) is the
+// CapSetter of host i (nil: record caps only).
+func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, setter func(i int) CapSetter) []*ihost {
+	var hs []*ihost
 	for i, ns := range l.hosts {
 		var tr *UDPTransport
 		var id uint64
@@ -170,44 +170,74 @@ func TestIntegrationThreeHostsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { smp.Close() })
-		h := &host{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1)}
-		h.c, err = New(Options{Config: cfg, Transport: tr, HostID: id, Caps: h.caps,
+		h := &ihost{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1)}
+		var cs CapSetter = h.caps
+		if setter != nil {
+			if s := setter(i); s != nil {
+				cs = s
+			}
+		}
+		h.c, err = New(Options{Config: cfg, Transport: tr, HostID: id, Caps: cs,
 			Flows:  &MonitorSource{S: smp, Local: netip.MustParsePrefix("10.77.0.0/24")},
 			Logger: slog.New(slog.DiscardHandler).With("host", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
+		smp2, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { smp2.Close() })
+		h.smp = smp2
 		hctx, hcancel := context.WithCancel(ctx)
 		h.cancel = hcancel
 		go func() { h.done <- h.c.Run(hctx) }()
 		hs = append(hs, h)
 	}
-	all := append([]*host(nil), hs...)
+	all := append([]*ihost(nil), hs...)
 	t.Cleanup(func() {
-		cancel()
 		for _, h := range all {
+			h.cancel()
 			if err := <-h.done; err != nil {
 				t.Errorf("controller stop: %v", err)
 			}
 		}
 	})
-	waitFor := func(what string, d time.Duration, ok func() bool) {
-		t.Helper()
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
-			if ok() {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+	return hs
+}
+
+// waitFor polls ok until it holds or d passes (then logs the hosts' state
+// and fails).
+func waitFor(t *testing.T, hs []*ihost, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ok() {
+			return
 		}
-		for i, h := range hs {
-			st := h.c.Status()
-			t.Logf("host %d: N=%d peers=%d capping=%v reason=%q flows=%+v counters=%+v", i, st.N, len(st.Peers), st.Capping, st.Reason, st.Flows, st.Counters)
-		}
-		t.Fatalf("timeout waiting for %s", what)
+		time.Sleep(20 * time.Millisecond)
 	}
+	for i, h := range hs {
+		st := h.c.Status()
+		t.Logf("host %d: N=%d peers=%d capping=%v reason=%q flows=%+v counters=%+v", i, st.N, len(st.Peers), st.Capping, st.Reason, st.Flows, st.Counters)
+	}
+	t.Fatalf("timeout waiting for %s", what)
+}
+
+func TestIntegrationThreeHostsAgree(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	l := newLAN(t, 3)
+	l.sinkServer(t, 5001)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	cfg := integrationConfig()
+	hs := startControllers(t, ctx, l, cfg, nil)
 	// idle hosts know each other but nobody is an active sender
-	waitFor("peers", 3*time.Second, func() bool {
+	waitFor(t, hs, "peers", 3*time.Second, func() bool {
 		for _, h := range hs {
 			if len(h.c.Status().Peers) != 2 {
 				return false
@@ -219,7 +249,7 @@ func TestIntegrationThreeHostsAgree(t *testing.T) {
 		l.upload(t, ctx, i, 5001)
 	}
 	start := time.Now()
-	waitFor("N=3 with caps", 5*time.Second, func() bool {
+	waitFor(t, hs, "N=3 with caps", 5*time.Second, func() bool {
 		for _, h := range hs {
 			st := h.c.Status()
 			if st.N != 3 || !st.Capping || len(st.Flows) == 0 || st.Flows[0].Cap == 0 {
@@ -255,7 +285,7 @@ func TestIntegrationThreeHostsAgree(t *testing.T) {
 	leftAt := time.Now()
 	hs[2].cancel()
 	hs = hs[:2]
-	waitFor("N=2 after leave", 2*time.Second, func() bool {
+	waitFor(t, hs, "N=2 after leave", 2*time.Second, func() bool {
 		for _, h := range hs {
 			if h.c.Status().N != 2 {
 				return false
