@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ type Config struct {
 	Interface string `yaml:"interface"`
 	// Port is the UDP port of announcements (broadcast on the LAN).
 	Port uint16 `yaml:"port"`
+	// UnicastPeers, if set, are the addresses announcements go to instead
+	// of the broadcast address (networks that isolate stations' broadcast).
+	UnicastPeers []string `yaml:"unicast_peers"`
 	// Interval between two announcements of this host (the paper: 0.5 s).
 	Interval config.Duration `yaml:"interval"`
 	// SilenceIntervals: a peer silent for this many of its intervals is
@@ -126,6 +130,11 @@ func (c Config) Validate() error {
 	}
 	if c.SilenceIntervals < 2 || c.SilenceIntervals > 100 {
 		return config.Errorf("silence_intervals", "%d out of range 2..100", c.SilenceIntervals)
+	}
+	for i, a := range c.UnicastPeers {
+		if _, err := netip.ParseAddr(a); err != nil {
+			return config.Errorf(fmt.Sprintf("unicast_peers[%d]", i), "not an IP address: %q", a)
+		}
 	}
 	if c.Key != "" && c.KeyFile != "" {
 		return config.Errorf("key", "give key or key_file, not both")

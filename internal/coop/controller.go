@@ -243,6 +243,11 @@ func New(o Options) (*Controller, error) {
 		if err != nil {
 			return nil, err
 		}
+		var uni []netip.Addr
+		for _, a := range o.Config.UnicastPeers {
+			uni = append(uni, netip.MustParseAddr(a)) // validated
+		}
+		t.SetUnicast(uni)
 		c.tr = t
 	}
 	c.seq = uint64(c.now().UnixNano())

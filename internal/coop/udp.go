@@ -8,6 +8,7 @@ package coop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,10 +19,16 @@ import (
 
 // UDPTransport is a broadcast UDP socket on one interface.
 type UDPTransport struct {
-	ifname string
-	port   uint16
-	conn   *net.UDPConn
+	ifname  string
+	port    uint16
+	conn    *net.UDPConn
+	unicast []netip.Addr
 }
+
+// SetUnicast makes Send go to each of addrs instead of the broadcast
+// address (for networks that drop broadcast between stations, and for the
+// lab, whose point-to-point TUN links have no broadcast).
+func (t *UDPTransport) SetUnicast(addrs []netip.Addr) { t.unicast = append([]netip.Addr(nil), addrs...) }
 
 // ListenUDP opens the announcement socket on ifname.
 func ListenUDP(ifname string, port uint16) (*UDPTransport, error) {
@@ -112,8 +119,17 @@ func (t *UDPTransport) broadcast() (netip.Addr, error) {
 	return addr, nil
 }
 
-// Send broadcasts one announcement.
+// Send broadcasts one announcement (or sends it to each unicast peer).
 func (t *UDPTransport) Send(b []byte) error {
+	if len(t.unicast) > 0 {
+		var errs []error
+		for _, a := range t.unicast {
+			if _, err := t.conn.WriteToUDPAddrPort(b, netip.AddrPortFrom(a, t.port)); err != nil {
+				errs = append(errs, fmt.Errorf("coop: send to %v: %w", a, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
 	dst, err := t.broadcast()
 	if err != nil {
 		return err
