@@ -12,12 +12,16 @@
 // and files each lateness in a histogram of 1 µs bins up to a bound (larger
 // values are counted as overflow, the maximum is kept exactly).
 //
-// Note: clock_nanosleep and clock_gettime are issued as raw system calls, so
-// the Go runtime never hands the thread's P away while it sleeps; otherwise
-// the wake-up would also wait for a free P behind busy goroutines and we
-// would measure Go's scheduler instead of the kernel's. The thread is never
-// unlocked: when the goroutine ends the runtime destroys the OS thread, so a
-// real-time thread is never returned to the pool.
+// Note: the sleep goes through the runtime's syscall path (entersyscall),
+// so while the thread sleeps its P is free and the goroutine never looks
+// "running" to sysmon; with raw syscalls sysmon would asynchronously preempt
+// the goroutine every 10 ms, and a preempted locked goroutine only resumes
+// when some other (normal-priority, possibly starved) thread hands it a P —
+// we would measure Go's scheduler instead of the kernel's. On wake-up the
+// thread needs an idle P (exitsyscall); Run raises GOMAXPROCS so that one
+// is always there. Timestamps are raw clock_gettime calls. The thread is
+// never unlocked: when the goroutine ends the runtime destroys the OS
+// thread, so a real-time thread is never returned to the pool.
 package latency
 
 import (
@@ -145,6 +149,11 @@ func Run(c Config, stop <-chan struct{}) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	// One idle P for every measuring thread beyond the CPUs' worth of other
+	// goroutines (see the package comment).
+	if want := runtime.NumCPU() + c.Threads + 1; runtime.GOMAXPROCS(0) < want {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(want))
+	}
 	if c.Mlock {
 		if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE); err != nil {
 			return nil, fmt.Errorf("mlockall: %w", err)
@@ -264,12 +273,7 @@ func monoNow() int64 {
 // restarting after signals (the Go runtime sends SIGURG for preemption).
 func sleepUntil(t int64) {
 	ts := unix.NsecToTimespec(t)
-	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
-			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		if e != unix.EINTR {
-			return
-		}
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 	}
 }
 
