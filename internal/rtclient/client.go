@@ -1,0 +1,199 @@
+// Package rtclient is the Go client of the realtime lane: it hands datagrams
+// with deadlines to the lanes daemon over its unix SOCK_SEQPACKET socket and
+// returns the daemon's immediate admit/reject decision (docs/realtime.md).
+//
+//	c, _ := rtclient.Dial(rtclient.DefaultSocket)
+//	res, _ := c.SendWithin(7, netip.MustParseAddrPort("10.0.0.2:9000"), time.Millisecond, payload)
+//	if !res.Admitted { ... res.Reason ... }
+//
+// One request is in flight at a time per Client (Send is synchronous and
+// safe for concurrent use). Packets admitted but dropped later because they
+// would have been late arrive as notices, collected while waiting for
+// replies and returned by Notices.
+package rtclient
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
+)
+
+// DefaultSocket is the daemon's default realtime socket.
+const DefaultSocket = "/run/lanes/rt.sock"
+
+// Monotonic is CLOCK_MONOTONIC in ns, the clock of absolute deadlines.
+func Monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// Result is the daemon's answer to one datagram.
+type Result struct {
+	Admitted bool
+	Reason   uint8         // wire.Reason*; wire.ReasonString names it
+	Depth    uint32        // realtime queue length after the decision
+	Slack    time.Duration // how much the whole queue may still slip
+	Time     int64         // CLOCK_MONOTONIC ns of the decision
+}
+
+// ReasonString names Reason.
+func (r Result) ReasonString() string { return wire.ReasonString(r.Reason) }
+
+// Notice is an asynchronous report: an admitted datagram that was not sent.
+type Notice struct {
+	Flow, Seq uint32
+	Reason    uint8
+	Time      int64
+}
+
+// Client is one connection to the daemon.
+type Client struct {
+	mu      sync.Mutex
+	uc      *net.UnixConn
+	seq     uint32
+	out     []byte
+	in      []byte
+	notices []Notice
+}
+
+// Dial connects to the daemon's realtime socket.
+func Dial(path string) (*Client, error) {
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("realtime lane %s: %w", path, err)
+	}
+	return &Client{uc: uc, in: make([]byte, wire.ReplySize+1<<20)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.uc.Close() }
+
+// Send hands one datagram with an absolute deadline (CLOCK_MONOTONIC ns, by
+// which its transmission must be complete) to the daemon.
+func (c *Client) Send(flow uint32, dst netip.AddrPort, deadline int64, payload []byte) (Result, error) {
+	return c.do(&wire.Request{Type: wire.TypeSend, Flow: flow, Deadline: uint64(deadline), Dst: dst, Payload: payload})
+}
+
+// SendWithin sends with a deadline d from now (taken before the request is
+// written, so the socket hop counts against it).
+func (c *Client) SendWithin(flow uint32, dst netip.AddrPort, d time.Duration, payload []byte) (Result, error) {
+	return c.Send(flow, dst, Monotonic()+int64(d), payload)
+}
+
+// SendRelative sends with a deadline of us microseconds after the daemon
+// receives the request (the wire's relative form).
+func (c *Client) SendRelative(flow uint32, dst netip.AddrPort, us uint64, payload []byte) (Result, error) {
+	return c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: flow, Deadline: us, Dst: dst, Payload: payload})
+}
+
+// Stats returns the daemon's counters as JSON.
+func (c *Client) Stats() ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep, err := c.roundTrip(&wire.Request{Type: wire.TypeStats})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Type != wire.TypeStatsOK {
+		return nil, fmt.Errorf("realtime lane: stats: reply type %#x (%s)", rep.Type, wire.ReasonString(rep.Reason))
+	}
+	return append([]byte(nil), rep.Body...), nil
+}
+
+// Notices returns and forgets the drop notices received so far; with poll
+// it first reads any that are waiting on the socket without blocking.
+func (c *Client) Notices(poll bool) []Notice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if poll {
+		for {
+			n, _, err := c.recv(unix.MSG_DONTWAIT)
+			if err != nil || n == 0 {
+				break
+			}
+			if rep, err := wire.ParseReply(c.in[:n]); err == nil && rep.Type == wire.TypeDropped {
+				c.notices = append(c.notices, Notice{rep.Flow, rep.Seq, rep.Reason, int64(rep.Time)})
+			}
+		}
+	}
+	out := c.notices
+	c.notices = nil
+	return out
+}
+
+func (c *Client) do(r *wire.Request) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep, err := c.roundTrip(r)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Admitted: rep.Type == wire.TypeAdmit, Reason: rep.Reason, Depth: rep.Depth,
+		Slack: time.Duration(rep.Slack), Time: int64(rep.Time)}
+	if rep.Type == wire.TypeError {
+		return res, fmt.Errorf("realtime lane: %s", wire.ReasonString(rep.Reason))
+	}
+	return res, nil
+}
+
+var errShort = errors.New("realtime lane: connection closed")
+
+// roundTrip writes r and reads until the reply of its sequence number,
+// stashing notices; c.mu held.
+func (c *Client) roundTrip(r *wire.Request) (wire.Reply, error) {
+	c.seq++
+	r.Seq = c.seq
+	c.out = wire.AppendRequest(c.out[:0], r)
+	if _, err := c.uc.Write(c.out); err != nil {
+		return wire.Reply{}, fmt.Errorf("realtime lane: send: %w", err)
+	}
+	for {
+		n, _, err := c.recv(0)
+		if err != nil {
+			return wire.Reply{}, fmt.Errorf("realtime lane: receive: %w", err)
+		}
+		if n == 0 {
+			return wire.Reply{}, errShort
+		}
+		rep, err := wire.ParseReply(c.in[:n])
+		if err != nil {
+			return wire.Reply{}, fmt.Errorf("realtime lane: %w", err)
+		}
+		if rep.Type == wire.TypeDropped {
+			c.notices = append(c.notices, Notice{rep.Flow, rep.Seq, rep.Reason, int64(rep.Time)})
+			continue
+		}
+		if rep.Seq == r.Seq || rep.Type == wire.TypeError && rep.Seq == 0 {
+			return rep, nil
+		}
+	}
+}
+
+// recv reads one message with flags via the raw fd (MSG_DONTWAIT support).
+func (c *Client) recv(flags int) (int, int, error) {
+	if flags == 0 {
+		n, err := c.uc.Read(c.in)
+		return n, 0, err
+	}
+	rc, err := c.uc.SyscallConn()
+	if err != nil {
+		return 0, 0, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, _, rerr = unix.Recvfrom(int(fd), c.in, flags)
+		return true // never wait for readiness: MSG_DONTWAIT
+	}); err != nil {
+		return 0, 0, err
+	}
+	return n, 0, rerr
+}

@@ -1,0 +1,112 @@
+// config.go: the `realtime` section of the policy file.
+//
+//	realtime:
+//	  enabled: true
+//	  socket: /run/lanes/rt.sock
+//	  rate: 1gbit           # link rate for transmit times; 0 = auto (sysfs speed)
+//	  backlog: 6KB          # bound on released-but-not-yet-sent realtime bytes
+//	  reserve: 1514B        # non-preemptible bytes ahead of us: frame on the wire, device queue
+//	  overhead: 42B         # per-datagram bytes added on the wire (Ethernet+IPv4+UDP)
+//	  max_queue: 10000      # packets; beyond this requests are refused
+//	  grants:
+//	    uids: [1000]
+//	    gids: [20]
+package rtlane
+
+import (
+	"github.com/lanes-net/lanes/internal/config"
+)
+
+// Grants says who may send on the realtime lane. Root always may.
+type Grants struct {
+	UIDs []uint32 `yaml:"uids"`
+	GIDs []uint32 `yaml:"gids"`
+}
+
+// Allows reports whether a peer with this uid and these groups is granted.
+func (g Grants) Allows(uid uint32, gids []uint32) bool {
+	if uid == 0 {
+		return true
+	}
+	for _, u := range g.UIDs {
+		if u == uid {
+			return true
+		}
+	}
+	for _, want := range g.GIDs {
+		for _, have := range gids {
+			if want == have {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Config is the realtime lane's section of the policy.
+type Config struct {
+	Enabled bool   `yaml:"enabled"`
+	Socket  string `yaml:"socket"`
+	// Rate of the egress link, for T = size / rate. 0 = auto: the sysfs
+	// speed of the interface the first destination routes through (1gbit if
+	// unknown). The daemon may override it at run time (SetRate) with a
+	// shaped uplink rate.
+	Rate config.Rate `yaml:"rate"`
+	// Backlog bounds the realtime bytes handed to the kernel and not yet on
+	// the wire: releases are paced to keep under it (paper §3.3).
+	Backlog config.Bytes `yaml:"backlog"`
+	// Reserve is what cannot be preempted that is not ours: the rest of a
+	// frame on the wire and the device queue (BQL limit). Added to T_now.
+	Reserve config.Bytes `yaml:"reserve"`
+	// Overhead is added to each payload for its time on the wire.
+	Overhead config.Bytes `yaml:"overhead"`
+	// MaxQueue bounds the number of queued packets.
+	MaxQueue int    `yaml:"max_queue"`
+	Grants   Grants `yaml:"grants"`
+}
+
+// DefaultSocket is where the daemon listens by default.
+const DefaultSocket = "/run/lanes/rt.sock"
+
+// DefaultConfig is the built-in realtime section: off, nobody but root
+// granted.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:  false,
+		Socket:   DefaultSocket,
+		Rate:     0,
+		Backlog:  4 * 1514,
+		Reserve:  1514,
+		Overhead: 42,
+		MaxQueue: 10000,
+	}
+}
+
+// Validate checks the section; errors name the field.
+func (c Config) Validate() error {
+	if c.Socket == "" {
+		return config.Errorf("socket", "empty path")
+	}
+	if len(c.Socket) >= 108 {
+		return config.Errorf("socket", "path longer than 107 bytes")
+	}
+	if c.Rate != 0 && c.Rate < 8000 {
+		return config.Errorf("rate", "%v is below 8kbit", c.Rate)
+	}
+	if c.Backlog < 1514 {
+		return config.Errorf("backlog", "%v is below one frame (1514B): nothing could be released", c.Backlog)
+	}
+	if c.Backlog > 16<<20 {
+		return config.Errorf("backlog", "%v is above 16MiB", c.Backlog)
+	}
+	if c.Reserve > 16<<20 {
+		return config.Errorf("reserve", "%v is above 16MiB", c.Reserve)
+	}
+	if c.Overhead > 256 {
+		return config.Errorf("overhead", "%v is above 256B", c.Overhead)
+	}
+	if c.MaxQueue < 1 || c.MaxQueue > 1_000_000 {
+		return config.Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
+	}
+	return nil
+}

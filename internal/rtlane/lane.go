@@ -1,0 +1,787 @@
+// Package rtlane is the realtime lane's datapath, run by the daemon: clients
+// hand it datagrams with deadlines over a unix SOCK_SEQPACKET socket
+// (docs/realtime.md), it admits or refuses each at once with the EDF
+// admission test of package edf, and releases admitted datagrams earliest
+// deadline first from its own UDP sockets into the top qdisc class.
+//
+// Data path:
+//
+//		client --seqpacket--> conn reader: parse, grant check, Admit(T_now) --reply--> client
+//		                          |
+//		                      edf.Tree (mu)
+//		                          |
+//		                      releaser: pace, Pop(T_now), late? drop+notify : sendto
+//		                          |
+//		          UDP socket, SO_PRIORITY = 1:11 --> HTB realtime leaf --> device
+//
+//	  - T = (payload + overhead) * 8 / rate.
+//	  - T_now = max(now, busyUntil) + reserve/rate, where busyUntil is when the
+//	    realtime bytes already handed to the kernel will have left (what
+//	    cannot be preempted), reserve the frame on the wire and device queue
+//	    that are not ours.
+//	  - Pacing (paper §3.3): a datagram is released only if busyUntil - now +
+//	    T <= backlog/rate (or nothing of ours is in flight), so the kernel never
+//	    holds more than `backlog` bytes of realtime traffic and a tight
+//	    newcomer waits behind at most that.
+//	  - A head that can no longer finish by its deadline when released is
+//	    dropped and reported to its sender (TypeDropped), never sent late.
+//
+// Note: when the egress device has no lanes HTB root (1:), skb->priority
+// 1:11 would mean band 2 of pfifo_fast (low nibble 1 = TC_PRIO_FILLER), so
+// datagrams to such devices go out of a second socket with priority 6
+// (TC_PRIO_INTERACTIVE, band 0). The choice is made per destination from
+// its route and cached for a second.
+package rtlane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/edf"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
+)
+
+// Monotonic returns CLOCK_MONOTONIC in nanoseconds, the clock of deadlines.
+func Monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// EventKind is a point in a datagram's life, for traces (the lab's
+// timestamps 2 and 3: enqueue and dequeue).
+type EventKind uint8
+
+const (
+	EvAdmit   EventKind = iota + 1 // admitted and queued (enqueue)
+	EvReject                       // refused at once
+	EvRelease                      // popped and about to be sent (dequeue)
+	EvDrop                         // popped but late, or send failed
+)
+
+// Event is one trace record.
+type Event struct {
+	Kind     EventKind
+	Time     int64 // CLOCK_MONOTONIC ns
+	UID      uint32
+	Flow     uint32
+	Seq      uint32
+	Deadline int64
+	Tx       int64
+	Reason   uint8
+}
+
+// Counters are per flow and in total.
+type Counters struct {
+	Admitted    uint64 `json:"admitted"`
+	Rejected    uint64 `json:"rejected"`
+	Sent        uint64 `json:"sent"`
+	SentBytes   uint64 `json:"sent_bytes"`
+	DroppedLate uint64 `json:"dropped_late"`
+	SendErrors  uint64 `json:"send_errors"`
+	// MinMarginNs is the smallest deadline - (release + T) seen: how close
+	// to its deadline any sent datagram was planned to finish.
+	MinMarginNs int64 `json:"min_margin_ns"`
+}
+
+// FlowStats is one flow's counters; a flow is (uid, client flow id).
+type FlowStats struct {
+	UID  uint32 `json:"uid"`
+	Flow uint32 `json:"flow"`
+	Counters
+	Rejects map[string]uint64 `json:"rejects,omitempty"`
+}
+
+// Snapshot is what `lanes rt stats` shows.
+type Snapshot struct {
+	RateBps   uint64      `json:"rate_bps"`
+	Depth     int         `json:"depth"`
+	BacklogNs int64       `json:"queued_ns"`
+	Totals    Counters    `json:"totals"`
+	Flows     []FlowStats `json:"flows"`
+}
+
+type flowKey struct{ uid, flow uint32 }
+
+// pending is one admitted datagram waiting in the EDF queue.
+type pending struct {
+	c        *conn
+	key      flowKey
+	seq      uint32
+	dst      netip.AddrPort
+	payload  []byte
+	deadline int64
+}
+
+// Lane is the realtime lane. New, then Run; Close stops it.
+type Lane struct {
+	cfg     Config
+	log     *slog.Logger
+	ln      *net.UnixListener
+	nl      *netlink.Handle
+	tx      [2][2]*net.UDPConn // [v4|v6][plain|class]
+	rate    atomic.Uint64      // bit/s
+	reserve int64              // bytes
+	bound   int64              // bytes
+	trace   func(Event)
+
+	mu        sync.Mutex
+	q         *edf.Tree
+	pend      map[uint64]*pending
+	nextID    uint64
+	busyUntil int64
+	flows     map[flowKey]*FlowStats
+	totals    Counters
+	conns     map[*conn]struct{}
+	closed    bool
+
+	wake    chan struct{}
+	done    chan struct{}
+	closeMu sync.Once
+
+	routeMu sync.Mutex
+	routes  map[netip.Addr]routeInfo
+}
+
+type routeInfo struct {
+	class bool
+	at    time.Time
+}
+
+// Option adjusts a Lane at construction.
+type Option func(*Lane)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(x *Lane) { x.log = l } }
+
+// WithTrace sets a function called for every admission, refusal, release and
+// drop, synchronously on the hot path: keep it short.
+func WithTrace(f func(Event)) Option { return func(x *Lane) { x.trace = f } }
+
+// New validates cfg, listens on cfg.Socket and opens the sending sockets in
+// the calling thread's network namespace.
+func New(cfg Config, opts ...Option) (*Lane, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("realtime config: %w", err)
+	}
+	l := &Lane{
+		cfg: cfg, log: slog.Default(),
+		reserve: int64(cfg.Reserve), bound: int64(cfg.Backlog),
+		q: edf.NewTree(1024), pend: map[uint64]*pending{},
+		flows: map[flowKey]*FlowStats{}, conns: map[*conn]struct{}{},
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		routes: map[netip.Addr]routeInfo{},
+		totals: Counters{MinMarginNs: 1<<63 - 1},
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	l.rate.Store(cfg.Rate.Bits())
+	ok := false
+	defer func() {
+		if !ok {
+			l.closeSockets()
+		}
+	}()
+	// Netlink handle and UDP sockets are bound to this thread's namespace.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("realtime: netlink: %w", err)
+	}
+	l.nl = h
+	for fam, network := range []string{"udp4", "udp6"} {
+		for kind := 0; kind < 2; kind++ {
+			c, err := openSender(network, kind == 1)
+			if err != nil {
+				if fam == 1 {
+					l.log.Info("realtime: no IPv6 sender", "err", err)
+					break
+				}
+				return nil, err
+			}
+			l.tx[fam][kind] = c
+		}
+	}
+	if l.rate.Load() == 0 {
+		l.rate.Store(l.autoRate())
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+		return nil, fmt.Errorf("realtime socket dir: %w", err)
+	}
+	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(cfg.Socket) // stale socket of an earlier run
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("realtime: listen %s: %w", cfg.Socket, err)
+	}
+	l.ln = ln
+	// Anyone may connect; grants are checked per peer with SO_PEERCRED.
+	if err := os.Chmod(cfg.Socket, 0o666); err != nil {
+		return nil, fmt.Errorf("realtime: chmod %s: %w", cfg.Socket, err)
+	}
+	ok = true
+	return l, nil
+}
+
+// openSender opens an unconnected UDP socket; class selects SO_PRIORITY =
+// the realtime classid (needs CAP_NET_ADMIN) rather than TC_PRIO_INTERACTIVE.
+func openSender(network string, class bool) (*net.UDPConn, error) {
+	c, err := net.ListenUDP(network, nil)
+	if err != nil {
+		return nil, fmt.Errorf("realtime: %s socket: %w", network, err)
+	}
+	prio := 6 // TC_PRIO_INTERACTIVE
+	if class {
+		prio = int(lane.Realtime.ClassID())
+	}
+	rc, err := c.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, prio)
+		})
+		if cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("realtime: SO_PRIORITY %#x on %s socket: %w", prio, network, err)
+	}
+	return c, nil
+}
+
+// autoRate reads the link speed of the default route's device from sysfs.
+func (l *Lane) autoRate() uint64 {
+	const fallback = 1_000_000_000
+	routes, err := l.nl.RouteList(nil, unix.AF_INET)
+	if err != nil {
+		return fallback
+	}
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.IP != nil && !r.Dst.IP.IsUnspecified() {
+			continue
+		}
+		link, err := l.nl.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/sys/class/net/" + link.Attrs().Name + "/speed")
+		if err != nil {
+			continue
+		}
+		if mbit, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && mbit > 0 {
+			return uint64(mbit) * 1_000_000
+		}
+	}
+	return fallback
+}
+
+// SetRate changes the link rate used for transmit times (bit/s), e.g. to a
+// shaped uplink rate; 0 is ignored.
+func (l *Lane) SetRate(bps uint64) {
+	if bps > 0 {
+		l.rate.Store(bps)
+	}
+}
+
+// Rate is the link rate in use, bit/s.
+func (l *Lane) Rate() uint64 { return l.rate.Load() }
+
+// Addr is the unix socket path.
+func (l *Lane) Addr() string { return l.cfg.Socket }
+
+// bytesNs converts bytes to ns at the current rate, rounding up.
+func (l *Lane) bytesNs(n int64) int64 {
+	r := int64(l.rate.Load())
+	return (n*8*1_000_000_000 + r - 1) / r
+}
+
+// Run serves clients and releases datagrams until ctx ends or Close.
+func (l *Lane) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l.release(ctx)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-l.done:
+		}
+		l.ln.Close() // unblocks Accept
+	}()
+	l.log.Info("realtime lane listening", "socket", l.cfg.Socket, "rate_bps", l.Rate(), "backlog", l.cfg.Backlog)
+	var err error
+	for {
+		uc, aerr := l.ln.AcceptUnix()
+		if aerr != nil {
+			if ctx.Err() == nil && !l.isClosed() {
+				err = fmt.Errorf("realtime: accept: %w", aerr)
+			}
+			break
+		}
+		c, cerr := l.newConn(uc)
+		if cerr != nil {
+			l.log.Warn("realtime: refusing client", "err", cerr)
+			uc.Close()
+			continue
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); c.serve() }()
+		go func() { defer wg.Done(); c.notifier() }()
+	}
+	cancel()
+	l.mu.Lock()
+	l.closed = true
+	for c := range l.conns {
+		c.uc.Close()
+	}
+	l.mu.Unlock()
+	wg.Wait()
+	l.flush()
+	return err
+}
+
+func (l *Lane) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops Run (if running) and releases the sockets.
+func (l *Lane) Close() error {
+	l.closeMu.Do(func() { close(l.done) })
+	return l.closeSockets()
+}
+
+func (l *Lane) closeSockets() error {
+	var errs []error
+	if l.ln != nil {
+		if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for _, f := range l.tx {
+		for _, c := range f {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	if l.nl != nil {
+		l.nl.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// flush drops whatever is still queued when Run ends, counting it.
+func (l *Lane) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.q.Len() > 0 {
+		p, _, _ := l.q.Pop(0)
+		pk := l.pend[p.ID]
+		delete(l.pend, p.ID)
+		l.totals.DroppedLate++
+		l.flow(pk.key).DroppedLate++
+	}
+}
+
+// flow returns the flow's counters; l.mu held.
+func (l *Lane) flow(k flowKey) *FlowStats {
+	f := l.flows[k]
+	if f == nil {
+		if len(l.flows) >= 65536 {
+			// bound memory: fold into a catch-all flow of uid
+			k.flow = ^uint32(0)
+			if f = l.flows[k]; f != nil {
+				return f
+			}
+		}
+		f = &FlowStats{UID: k.uid, Flow: k.flow, Counters: Counters{MinMarginNs: 1<<63 - 1}}
+		l.flows[k] = f
+	}
+	return f
+}
+
+// Stats returns a copy of the counters.
+func (l *Lane) Stats() Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{RateBps: l.Rate(), Depth: l.q.Len(), BacklogNs: l.q.Backlog(), Totals: l.totals}
+	for _, f := range l.flows {
+		c := *f
+		if f.Rejects != nil {
+			c.Rejects = make(map[string]uint64, len(f.Rejects))
+			for k, v := range f.Rejects {
+				c.Rejects[k] = v
+			}
+		}
+		s.Flows = append(s.Flows, c)
+	}
+	sort.Slice(s.Flows, func(i, j int) bool {
+		if s.Flows[i].UID != s.Flows[j].UID {
+			return s.Flows[i].UID < s.Flows[j].UID
+		}
+		return s.Flows[i].Flow < s.Flows[j].Flow
+	})
+	return s
+}
+
+// admit runs the admission test for one request; it returns the reply.
+func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
+	now := Monotonic()
+	rep := wire.Reply{Type: wire.TypeReject, Flow: r.Flow, Seq: r.Seq}
+	key := flowKey{c.uid, r.Flow}
+	reason := uint8(wire.ReasonNone)
+	switch {
+	case !c.granted:
+		reason = wire.ReasonNotGranted
+	case !l.cfg.Enabled:
+		reason = wire.ReasonDisabled
+	case len(r.Payload) > wire.MaxPayload:
+		reason = wire.ReasonTooBig
+	case !r.Dst.IsValid() || r.Dst.Port() == 0 || r.Dst.Addr().IsUnspecified():
+		reason = wire.ReasonBadDest
+	case r.Dst.Addr().Is6() && l.tx[1][0] == nil:
+		reason = wire.ReasonBadDest
+	}
+	var deadline int64
+	if r.Flags&wire.FlagRelative != 0 {
+		deadline = now + int64(r.Deadline)*1000
+	} else {
+		deadline = int64(r.Deadline)
+	}
+	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
+
+	l.mu.Lock()
+	if reason == wire.ReasonNone && l.q.Len() >= l.cfg.MaxQueue {
+		reason = wire.ReasonQueueFull
+	}
+	tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)
+	var id uint64
+	if reason == wire.ReasonNone {
+		l.nextID++
+		id = l.nextID
+		d := l.q.Admit(tnow, edf.Packet{ID: id, Deadline: deadline, Tx: tx})
+		switch {
+		case d.OK:
+			l.pend[id] = &pending{c: c, key: key, seq: r.Seq, dst: r.Dst,
+				payload: append([]byte(nil), r.Payload...), deadline: deadline}
+			rep.Type = wire.TypeAdmit
+		case d.Reason == edf.Displaces:
+			reason = wire.ReasonDisplaces
+		default:
+			reason = wire.ReasonOwnDeadline
+		}
+	}
+	f := l.flow(key)
+	if rep.Type == wire.TypeAdmit {
+		f.Admitted++
+		l.totals.Admitted++
+	} else {
+		f.Rejected++
+		l.totals.Rejected++
+		if f.Rejects == nil {
+			f.Rejects = map[string]uint64{}
+		}
+		f.Rejects[wire.ReasonString(reason)]++
+	}
+	rep.Reason = reason
+	rep.Depth = uint32(l.q.Len())
+	if s, ok := l.q.Slack(tnow); ok {
+		rep.Slack = s
+	}
+	l.mu.Unlock()
+	rep.Time = uint64(now)
+	if rep.Type == wire.TypeAdmit {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	if l.trace != nil {
+		k := EvAdmit
+		if rep.Type != wire.TypeAdmit {
+			k = EvReject
+		}
+		l.trace(Event{Kind: k, Time: now, UID: c.uid, Flow: r.Flow, Seq: r.Seq, Deadline: deadline, Tx: tx, Reason: reason})
+	}
+	return rep
+}
+
+// release is the single goroutine that paces and sends.
+func (l *Lane) release(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for ctx.Err() == nil {
+		l.mu.Lock()
+		if l.q.Len() == 0 {
+			l.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.wake:
+			}
+			continue
+		}
+		now := Monotonic()
+		head, _ := l.q.Peek()
+		// Release only while the kernel's realtime backlog, this datagram
+		// included, stays within the bound (always when it is empty).
+		if ahead := l.busyUntil - now + head.Tx - l.bytesNs(l.bound); ahead > 0 && l.busyUntil > now {
+			l.mu.Unlock()
+			// Pace: the kernel holds a full backlog. Short waits spin.
+			if ahead < 30_000 {
+				for Monotonic() < now+ahead {
+					runtime.Gosched()
+				}
+				continue
+			}
+			timer.Reset(time.Duration(ahead))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			continue
+		}
+		tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)
+		p, late, _ := l.q.Pop(tnow)
+		pk := l.pend[p.ID]
+		delete(l.pend, p.ID)
+		f := l.flow(pk.key)
+		if late {
+			f.DroppedLate++
+			l.totals.DroppedLate++
+			l.mu.Unlock()
+			l.dropped(pk, p, now, wire.ReasonLate)
+			continue
+		}
+		l.busyUntil = max(now, l.busyUntil) + p.Tx
+		margin := p.Deadline - (tnow + p.Tx)
+		f.MinMarginNs = min(f.MinMarginNs, margin)
+		l.totals.MinMarginNs = min(l.totals.MinMarginNs, margin)
+		l.mu.Unlock()
+		if l.trace != nil {
+			l.trace(Event{Kind: EvRelease, Time: now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx})
+		}
+		if err := l.send(pk); err != nil {
+			l.mu.Lock()
+			f.SendErrors++
+			l.totals.SendErrors++
+			l.busyUntil -= p.Tx
+			l.mu.Unlock()
+			l.log.Debug("realtime: send failed", "dst", pk.dst, "err", err)
+			l.dropped(pk, p, now, wire.ReasonSendError)
+			continue
+		}
+		l.mu.Lock()
+		f.Sent++
+		f.SentBytes += uint64(len(pk.payload))
+		l.totals.Sent++
+		l.totals.SentBytes += uint64(len(pk.payload))
+		l.mu.Unlock()
+	}
+}
+
+func (l *Lane) dropped(pk *pending, p edf.Packet, now int64, reason uint8) {
+	if l.trace != nil {
+		l.trace(Event{Kind: EvDrop, Time: now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx, Reason: reason})
+	}
+	pk.c.notify(wire.Reply{Type: wire.TypeDropped, Reason: reason, Flow: pk.key.flow, Seq: pk.seq, Time: uint64(now)})
+}
+
+// send writes the datagram from the socket whose priority suits the egress
+// device of its destination.
+func (l *Lane) send(pk *pending) error {
+	fam := 0
+	if pk.dst.Addr().Is6() {
+		fam = 1
+	}
+	kind := 0
+	if l.classFor(pk.dst.Addr()) {
+		kind = 1
+	}
+	_, err := l.tx[fam][kind].WriteToUDPAddrPort(pk.payload, pk.dst)
+	return err
+}
+
+// classFor reports whether the destination's egress device has a lanes HTB
+// root, so that SO_PRIORITY = 1:11 selects the realtime leaf.
+func (l *Lane) classFor(a netip.Addr) bool {
+	l.routeMu.Lock()
+	defer l.routeMu.Unlock()
+	if ri, ok := l.routes[a]; ok && time.Since(ri.at) < time.Second {
+		return ri.class
+	}
+	ri := routeInfo{at: time.Now()}
+	if rs, err := l.nl.RouteGet(a.AsSlice()); err == nil && len(rs) > 0 {
+		if link, err := l.nl.LinkByIndex(rs[0].LinkIndex); err == nil {
+			if qs, err := l.nl.QdiscList(link); err == nil {
+				for _, q := range qs {
+					at := q.Attrs()
+					if at.Parent == netlink.HANDLE_ROOT && at.Handle == uint32(lane.RootMajor)<<16 && q.Type() == "htb" {
+						ri.class = true
+					}
+				}
+			}
+		}
+	}
+	if len(l.routes) > 4096 {
+		clear(l.routes)
+	}
+	l.routes[a] = ri
+	return ri.class
+}
+
+// conn is one client connection.
+type conn struct {
+	l       *Lane
+	uc      *net.UnixConn
+	uid     uint32
+	pid     int32
+	granted bool
+	notes   chan wire.Reply
+	lost    atomic.Uint64 // notices not delivered (client not reading)
+}
+
+func (l *Lane) newConn(uc *net.UnixConn) (*conn, error) {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if gerr != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", gerr)
+	}
+	gids := append([]uint32{cred.Gid}, peerGroups(cred.Pid)...)
+	c := &conn{l: l, uc: uc, uid: cred.Uid, pid: cred.Pid, granted: l.cfg.Grants.Allows(cred.Uid, gids),
+		notes: make(chan wire.Reply, 256)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errors.New("shutting down")
+	}
+	l.conns[c] = struct{}{}
+	l.log.Debug("realtime client", "uid", cred.Uid, "pid", cred.Pid, "granted", c.granted)
+	return c, nil
+}
+
+// peerGroups reads the supplementary groups of pid from /proc.
+func peerGroups(pid int32) []uint32 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	var out []uint32
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, f := range strings.Fields(rest) {
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+					out = append(out, uint32(g))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// serve reads requests and answers each at once.
+func (c *conn) serve() {
+	defer func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		close(c.notes)
+		c.uc.Close()
+	}()
+	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
+	out := make([]byte, 0, wire.ReplySize+4096)
+	for {
+		n, _, flags, _, err := c.uc.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			return // closed
+		}
+		var rep wire.Reply
+		req, perr := wire.ParseRequest(buf[:n])
+		switch {
+		case flags&syscall.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
+			rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
+		case perr != nil:
+			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
+		case req.Type == wire.TypeSend:
+			rep = c.l.admit(c, &req)
+		case req.Type == wire.TypeStats:
+			body, _ := json.Marshal(c.l.Stats())
+			rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: body}
+		default:
+			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
+		}
+		if rep.Time == 0 {
+			rep.Time = uint64(Monotonic())
+		}
+		out = wire.AppendReply(out[:0], &rep)
+		if _, err := c.uc.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+// notify queues an asynchronous notice without ever blocking the releaser.
+func (c *conn) notify(r wire.Reply) {
+	defer func() { _ = recover() }() // notes closed: client gone
+	select {
+	case c.notes <- r:
+	default:
+		c.lost.Add(1)
+	}
+}
+
+// notifier writes queued notices.
+func (c *conn) notifier() {
+	var out []byte
+	for r := range c.notes {
+		out = wire.AppendReply(out[:0], &r)
+		if _, err := c.uc.Write(out); err != nil {
+			for range c.notes {
+			}
+			return
+		}
+	}
+}

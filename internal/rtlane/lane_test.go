@@ -1,0 +1,524 @@
+// lane_test.go: unit tests of the config, grants and wire codec, and
+// integration tests in fresh namespaces: client -> daemon path (rtlane in
+// namespace A, lanes HTB tree shaped on A's veth, bulk TCP saturating it) ->
+// UDP receiver in namespace B, with every decision and arrival checked.
+package rtlane
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/rtclient"
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+	for field, mut := range map[string]func(*Config){
+		"socket":    func(c *Config) { c.Socket = "" },
+		"rate":      func(c *Config) { c.Rate = 10 },
+		"backlog":   func(c *Config) { c.Backlog = 100 },
+		"reserve":   func(c *Config) { c.Reserve = 1 << 30 },
+		"overhead":  func(c *Config) { c.Overhead = 1000 },
+		"max_queue": func(c *Config) { c.MaxQueue = 0 },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		var fe *config.FieldError
+		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s: got %v, want a FieldError on %q", field, err, field)
+		}
+	}
+}
+
+func TestGrants(t *testing.T) {
+	g := Grants{UIDs: []uint32{1000}, GIDs: []uint32{44}}
+	for _, c := range []struct {
+		uid  uint32
+		gids []uint32
+		want bool
+	}{{0, nil, true}, {1000, nil, true}, {1001, []uint32{1001}, false}, {1001, []uint32{5, 44}, true}} {
+		if got := g.Allows(c.uid, c.gids); got != c.want {
+			t.Errorf("Allows(%d, %v) = %v", c.uid, c.gids, got)
+		}
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, dst := range []string{"10.1.2.3:9000", "[2001:db8::1]:53"} {
+		in := wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 7, Seq: 99,
+			Deadline: 123456789, Dst: netip.MustParseAddrPort(dst), Payload: []byte("hello")}
+		b := wire.AppendRequest(nil, &in)
+		if len(b) != wire.RequestSize+5 {
+			t.Fatalf("encoded %d bytes", len(b))
+		}
+		out, err := wire.ParseRequest(b)
+		if err != nil || out.Dst != in.Dst || out.Flow != 7 || out.Seq != 99 || out.Deadline != in.Deadline ||
+			out.Flags != in.Flags || string(out.Payload) != "hello" {
+			t.Fatalf("round trip %s: %+v %v", dst, out, err)
+		}
+	}
+	r := wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonDisplaces, Flow: 1, Seq: 2, Depth: 3, Slack: -5, Time: 6}
+	got, err := wire.ParseReply(wire.AppendReply(nil, &r))
+	if err != nil || got.Type != r.Type || got.Reason != r.Reason || got.Slack != -5 || got.Depth != 3 || got.Time != 6 {
+		t.Fatalf("reply round trip: %+v %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, make([]byte, 39), append([]byte{2}, make([]byte, 39)...)} {
+		if _, err := wire.ParseRequest(bad); !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("ParseRequest(%d bytes) = %v", len(bad), err)
+		}
+	}
+	b := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeSend})
+	b[3] = 5
+	if _, err := wire.ParseRequest(b); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("family 5 accepted: %v", err)
+	}
+}
+
+// bed is one test setup: namespaces A and B, a receiver in B, the lane in A.
+type bed struct {
+	p    *testutil.Pair
+	rx   *Receiver
+	lane *Lane
+	cfg  Config
+	dp   *datapath.Datapath
+
+	mu     sync.Mutex
+	events map[[2]uint32][]Event // (flow, seq) -> events
+}
+
+// newBed builds the bed; shapedBps > 0 installs the lanes datapath shaped
+// at that uplink rate on A's veth and runs the lane at the tree's rate.
+func newBed(t *testing.T, shapedBps uint64, mut func(*Config)) *bed {
+	t.Helper()
+	testutil.RequireRoot(t)
+	b := &bed{p: testutil.NewVethPair(t), events: map[[2]uint32][]Event{}}
+	if shapedBps > 0 {
+		b.p.A.Do(t, func() (err error) {
+			b.dp, err = datapath.Open(datapath.Config{Interface: b.p.LinkA, Mode: datapath.Shaped,
+				UplinkBps: shapedBps, Instance: testutil.UniqueName("rt")})
+			return err
+		})
+		t.Cleanup(func() { b.dp.Close() })
+	}
+	b.p.B.Do(t, func() (err error) {
+		b.rx, err = ListenReceiver(netip.AddrPortFrom(netip.AddrFrom4([4]byte(b.p.AddrB)), 0))
+		return err
+	})
+	t.Cleanup(func() { b.rx.Close() })
+	dir := socketDir(t)
+	b.cfg = DefaultConfig()
+	b.cfg.Enabled = true
+	b.cfg.Socket = filepath.Join(dir, "rt.sock")
+	b.cfg.Rate = config.Rate(shapedBps * 95 / 100) // the tree's root rate
+	if shapedBps == 0 {
+		b.cfg.Rate = config.Rate(1_000_000_000)
+	}
+	if mut != nil {
+		mut(&b.cfg)
+	}
+	b.p.A.Do(t, func() (err error) {
+		b.lane, err = New(b.cfg, WithTrace(func(e Event) {
+			b.mu.Lock()
+			k := [2]uint32{e.Flow, e.Seq}
+			b.events[k] = append(b.events[k], e)
+			b.mu.Unlock()
+		}))
+		return err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.lane.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		b.lane.Close()
+	})
+	return b
+}
+
+func setGSOSegs(dev string, n int) error {
+	l, err := netlink.LinkByName(dev)
+	if err != nil {
+		return err
+	}
+	return netlink.LinkSetGSOMaxSegs(l, n)
+}
+
+// socketDir is a directory every user can search (t.TempDir is 0700).
+func socketDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "lanes-rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// bulk runs a TCP transfer A -> B that saturates the link until the test
+// ends.
+func (b *bed) bulk(t *testing.T) {
+	var ln net.Listener
+	b.p.B.Do(t, func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(b.p.AddrB.String(), "0"))
+		return err
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	var c net.Conn
+	b.p.A.Do(t, func() (err error) {
+		c, err = net.Dial("tcp4", ln.Addr().String())
+		return err
+	})
+	stop := make(chan struct{})
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); c.Close(); ln.Close() })
+}
+
+// payload carries flow, seq, deadline and send time to the receiver.
+func payload(size int, flow, seq uint32, deadline, sent int64) []byte {
+	p := make([]byte, max(size, 24))
+	binary.BigEndian.PutUint32(p[0:], flow)
+	binary.BigEndian.PutUint32(p[4:], seq)
+	binary.BigEndian.PutUint64(p[8:], uint64(deadline))
+	binary.BigEndian.PutUint64(p[16:], uint64(sent))
+	return p
+}
+
+type arrival struct {
+	flow, seq          uint32
+	deadline, kern, at int64
+}
+
+// collect reads until quiet for 300 ms.
+func (b *bed) collect(t *testing.T) []arrival {
+	b.rx.SetTimeout(300 * time.Millisecond)
+	var out []arrival
+	for {
+		a, err := b.rx.Read()
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+				return out
+			}
+			t.Fatalf("receive: %v", err)
+		}
+		if len(a.Payload) < 24 {
+			continue
+		}
+		out = append(out, arrival{flow: binary.BigEndian.Uint32(a.Payload), seq: binary.BigEndian.Uint32(a.Payload[4:]),
+			deadline: int64(binary.BigEndian.Uint64(a.Payload[8:])), kern: a.Kernel, at: a.User})
+	}
+}
+
+// TestDeadlinesUnderBulk is the paper's experiment at a tenth of the rate:
+// 100 Mbit/s shaped link saturated by bulk TCP, flow 1 (10 ms deadline, 3
+// datagrams of 1,400 B every 3 ms) and flow 2 (1 ms, 1 every 3 ms).
+func TestDeadlinesUnderBulk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 100_000_000, nil)
+	// One segment per skb: the non-preemptible unit is then one frame, as
+	// the reserve assumes (see docs/realtime.md, GSO).
+	b.p.A.Do(t, func() error { return setGSOSegs(b.p.LinkA, 1) })
+	b.bulk(t)
+	time.Sleep(300 * time.Millisecond) // let TCP fill the interactive queue
+	c, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := b.rx.Addr
+	type flowSpec struct {
+		id       uint32
+		deadline time.Duration
+		burst    int
+	}
+	flows := []flowSpec{{1, 10 * time.Millisecond, 3}, {2, time.Millisecond, 1}}
+	results := map[[2]uint32]rtclient.Result{}
+	var seq [3]uint32
+	end := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(end) {
+		for _, f := range flows {
+			for i := 0; i < f.burst; i++ {
+				seq[f.id]++
+				now := Monotonic()
+				d := now + int64(f.deadline)
+				res, err := c.Send(f.id, dst, d, payload(1400, f.id, seq[f.id], d, now))
+				if err != nil {
+					t.Fatalf("send: %v", err)
+				}
+				results[[2]uint32{f.id, seq[f.id]}] = res
+			}
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+	arr := b.collect(t)
+	notices := c.Notices(true)
+	st := b.lane.Stats()
+	t.Logf("totals %+v, %d arrivals, %d drop notices", st.Totals, len(arr), len(notices))
+
+	admitted := 0
+	for _, r := range results {
+		if r.Admitted {
+			admitted++
+		}
+	}
+	if uint64(admitted) != st.Totals.Admitted || uint64(len(results)) != st.Totals.Admitted+st.Totals.Rejected {
+		t.Errorf("client saw %d admitted of %d, daemon counted %+v", admitted, len(results), st.Totals)
+	}
+	if st.Totals.Sent+st.Totals.DroppedLate+st.Totals.SendErrors != st.Totals.Admitted {
+		t.Errorf("admitted %d != sent %d + dropped %d + errors %d", st.Totals.Admitted, st.Totals.Sent, st.Totals.DroppedLate, st.Totals.SendErrors)
+	}
+	if uint64(len(notices)) != st.Totals.DroppedLate+st.Totals.SendErrors {
+		t.Errorf("%d drop notices, daemon dropped %d", len(notices), st.Totals.DroppedLate+st.Totals.SendErrors)
+	}
+	if admitted < len(results)*9/10 {
+		t.Errorf("only %d of %d admitted on a link that has room for all", admitted, len(results))
+	}
+	// Every sent datagram arrives, none that was refused or dropped does.
+	if uint64(len(arr)) != st.Totals.Sent {
+		t.Errorf("%d arrivals, %d sent", len(arr), st.Totals.Sent)
+	}
+	late := 0
+	var worst int64
+	for _, a := range arr {
+		r, ok := results[[2]uint32{a.flow, a.seq}]
+		if !ok || !r.Admitted {
+			t.Errorf("flow %d seq %d arrived but was not admitted", a.flow, a.seq)
+		}
+		if over := a.kern - a.deadline; over > 0 {
+			late++
+			worst = max(worst, over)
+		}
+	}
+	t.Logf("%d of %d arrived after their deadline (worst by %v)", late, len(arr), time.Duration(worst))
+	// Generous: the CI machine is shared; the daemon's own guarantee is
+	// checked exactly above (admitted = sent + reported).
+	if late > len(arr)/50 {
+		t.Errorf("%d of %d arrivals late", late, len(arr))
+	}
+	if b.dp != nil {
+		ds, err := b.dp.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds.Lanes[0].Packets < st.Totals.Sent || ds.Lanes[1].Packets == 0 {
+			t.Errorf("HTB: realtime class %d packets (sent %d), interactive %d", ds.Lanes[0].Packets, st.Totals.Sent, ds.Lanes[1].Packets)
+		}
+	}
+}
+
+// TestAdmissionRefusesOverload sends a burst with one tight deadline: the
+// ones that fit are admitted and arrive, the rest are refused at once.
+func TestAdmissionRefusesOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 10_000_000, nil) // 9.5 Mbit/s: 1442 B take 1.214 ms
+	c, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := Monotonic() + int64(8*time.Millisecond)
+	var adm, own, displ int
+	for i := 1; i <= 20; i++ {
+		res, err := c.Send(1, b.rx.Addr, d, payload(1400, 1, uint32(i), d, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case res.Admitted:
+			adm++
+		case res.Reason == wire.ReasonOwnDeadline:
+			own++
+		case res.Reason == wire.ReasonDisplaces:
+			displ++
+		default:
+			t.Errorf("unexpected reason %s", res.ReasonString())
+		}
+	}
+	// 8 ms minus the reserve frame (1.27 ms) fits at most 5 frames of 1.214 ms.
+	if adm < 1 || adm > 5 || own+displ != 20-adm {
+		t.Errorf("admitted %d, own-deadline %d, displaces %d", adm, own, displ)
+	}
+	// A looser packet that would push an admitted one late is refused as
+	// displacing: deadline later than d but before... (queue may be drained
+	// by now; so use a fresh burst with a long packet ahead of a tight one).
+	arr := b.collect(t)
+	if len(arr)+len(c.Notices(true)) != adm {
+		t.Errorf("%d arrivals for %d admitted", len(arr), adm)
+	}
+	// Relative deadline in µs: 100 µs cannot fit one frame.
+	res, err := c.SendRelative(2, b.rx.Addr, 100, payload(1400, 2, 1, 0, 0))
+	if err != nil || res.Admitted || res.Reason != wire.ReasonOwnDeadline {
+		t.Errorf("100 µs relative deadline: %+v %v", res, err)
+	}
+	res, err = c.SendRelative(2, b.rx.Addr, 50_000, payload(100, 2, 2, 0, 0))
+	if err != nil || !res.Admitted {
+		t.Errorf("50 ms relative deadline: %+v %v", res, err)
+	}
+}
+
+// TestDisplacementRefused: a loose packet queued first, a tight one that
+// fits only if sent first is admitted (EDF reorders); then a packet whose
+// insertion would make the tight one late is refused as displacing.
+func TestDisplacementRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	// 100 kbit/s: a 1,400 B datagram takes 115 ms, long enough to reason on
+	// a loaded machine.
+	b := newBed(t, 0, func(c *Config) { c.Rate = 100_000; c.Reserve = 0; c.Backlog = 1514 })
+	c, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	now := Monotonic()
+	ms := int64(time.Millisecond)
+	// First: released at once, on the wire until now+115 ms; with a
+	// one-frame backlog bound nothing else is released before that.
+	r1, _ := c.Send(1, b.rx.Addr, now+1000*ms, payload(1400, 1, 1, 0, 0))
+	time.Sleep(20 * time.Millisecond)
+	// Loose (2 s) queued; tight (300 ms) goes before it: done at ~231 ms.
+	r2, _ := c.Send(1, b.rx.Addr, now+2000*ms, payload(1400, 1, 2, 0, 0))
+	r3, _ := c.Send(1, b.rx.Addr, now+300*ms, payload(1400, 1, 3, 0, 0))
+	// 260 ms: goes before the tight one and would push it to ~346 ms:
+	// T_ins = 115 ms > M = ~70 ms.
+	r4, _ := c.Send(1, b.rx.Addr, now+260*ms, payload(1400, 1, 4, 0, 0))
+	if !r1.Admitted || !r2.Admitted || !r3.Admitted {
+		t.Fatalf("admissions %v %v %v", r1, r2, r3)
+	}
+	if r4.Admitted || r4.Reason != wire.ReasonDisplaces {
+		t.Fatalf("displacing packet: %+v (%s)", r4, r4.ReasonString())
+	}
+	time.Sleep(250 * time.Millisecond)
+	arr := b.collect(t)
+	var order []uint32
+	for _, a := range arr {
+		order = append(order, a.seq)
+	}
+	if len(order) != 3 || order[0] != 1 || order[1] != 3 || order[2] != 2 {
+		t.Errorf("arrival order %v, want [1 3 2] (EDF)", order)
+	}
+}
+
+// TestNoQdiscPath: without the lanes tree the lane sends with priority 6.
+func TestNoQdiscPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	if b.lane.classFor(b.rx.Addr.Addr()) {
+		t.Error("classFor says lanes tree without one")
+	}
+	c, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 1; i <= 50; i++ {
+		if res, err := c.SendWithin(3, b.rx.Addr, 5*time.Millisecond, payload(200, 3, uint32(i), 0, 0)); err != nil || !res.Admitted {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+	}
+	if arr := b.collect(t); len(arr) != 50 {
+		t.Errorf("%d arrivals, want 50", len(arr))
+	}
+	raw, err := c.Stats()
+	if err != nil || !strings.Contains(string(raw), `"sent":50`) {
+		t.Errorf("stats %s %v", raw, err)
+	}
+}
+
+// TestNotGranted runs a client as nobody: refused with not-granted.
+func TestNotGranted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Getenv("LANES_RT_HELPER") != "" {
+		t.Skip("helper")
+	}
+	b := newBed(t, 0, func(c *Config) { c.Grants = Grants{UIDs: []uint32{4242}} })
+	// The test binary must be executable by nobody: copy it.
+	dir := socketDir(t)
+	exe := filepath.Join(dir, "helper.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestHelperClient$")
+	cmd.Env = append(os.Environ(), "LANES_RT_HELPER="+b.cfg.Socket, "LANES_RT_DST="+b.rx.Addr.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reason=not-granted") {
+		t.Fatalf("helper as nobody: %v\n%s", err, out)
+	}
+	st := b.lane.Stats()
+	if st.Totals.Rejected != 1 || st.Totals.Admitted != 0 || len(st.Flows) != 1 || st.Flows[0].UID != 65534 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestHelperClient is the unprivileged client of TestNotGranted.
+func TestHelperClient(t *testing.T) {
+	sock := os.Getenv("LANES_RT_HELPER")
+	if sock == "" {
+		t.Skip("only run by TestNotGranted")
+	}
+	c, err := rtclient.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SendWithin(9, netip.MustParseAddrPort(os.Getenv("LANES_RT_DST")), time.Second, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("reason=" + res.ReasonString() + "\n")
+}
