@@ -855,8 +855,9 @@ func median(v []float64) float64 {
 }
 
 // DeriveHostID derives a stable host id from the machine id, the hostname
-// and the interface's name and hardware address (distinct per namespace
-// interface in the lab), or a random one if none is readable.
+// and the interface's name, hardware address and IP addresses (distinct per
+// namespace interface in the lab), or a random one if none is readable.
+// Call it in the interface's network namespace.
 func DeriveHostID(ifname string) uint64 {
 	h := sha256.New()
 	n := 0
@@ -868,9 +869,17 @@ func DeriveHostID(ifname string) uint64 {
 		h.Write([]byte(hn))
 	}
 	h.Write([]byte(ifname))
-	if ifi, err := net.InterfaceByName(ifname); err == nil && len(ifi.HardwareAddr) > 0 {
-		h.Write(ifi.HardwareAddr)
-		n++
+	if ifi, err := net.InterfaceByName(ifname); err == nil {
+		if len(ifi.HardwareAddr) > 0 {
+			h.Write(ifi.HardwareAddr)
+			n++
+		}
+		if addrs, err := ifi.Addrs(); err == nil { // TUN devices have no MAC
+			for _, a := range addrs {
+				h.Write([]byte(a.String()))
+				n++
+			}
+		}
 	}
 	if n == 0 {
 		var r [8]byte
