@@ -235,3 +235,23 @@ func TestCheckPolicyPath(t *testing.T) {
 		t.Errorf("%s accepted", dir)
 	}
 }
+
+// TestInlineInPolicy: the policy embeds Config inline; strict decoding must
+// see tasks: and task_safety: as its own keys.
+func TestInlineInPolicy(t *testing.T) {
+	var pol struct {
+		Interfaces []any `yaml:"interfaces"`
+		Config     `yaml:",inline"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader("interfaces: []\ntasks: [{comm: a, nice: 1}]\ntask_safety: {rttime: 1s}\n"))
+	dec.KnownFields(true)
+	if err := dec.Decode(&pol); err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.Tasks) != 1 || pol.Safety.RTTime.D().Seconds() != 1 {
+		t.Errorf("decoded %+v", pol.Config)
+	}
+	if err := pol.Validate(); err != nil {
+		t.Error(err)
+	}
+}
