@@ -236,7 +236,12 @@ func Open(cfg Config) (d *Datapath, err error) {
 	if txq <= 0 {
 		txq = max(2, (qbytes+mtu-1)/mtu)
 	}
-	if d.devq, err = shortenDeviceQueue(ns, d.link, qbytes, txq); err != nil {
+	gsoSegs := 0
+	if cfg.Mode == Shaped {
+		// one GSO packet ~ 1 ms at the shaped rate, at least 2 segments
+		gsoSegs = min(64, max(2, int(paramsFor(cfg).rootBytes/1000)/(mtu-40)))
+	}
+	if d.devq, err = shortenDeviceQueue(ns, d.link, qbytes, txq, gsoSegs); err != nil {
 		return d, err
 	}
 	if err := writeState(stateFile(cfg.Interface, cfg.Instance), d.devq); err != nil {

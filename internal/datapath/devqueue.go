@@ -1,12 +1,20 @@
 // devqueue.go keeps the device's own transmit queue short, so that the
 // standing queue forms in the lanes qdisc, where priority applies, and not
 // in the driver below it:
+//
 //   - where the driver has BQL (/sys/class/net/IF/queues/tx-*/byte_queue_limits),
 //     limit_max of every tx queue is set to about one frame;
+//
 //   - otherwise (veth, TUN, most virtual devices) txqueuelen is set small.
 //     On TUN that is the size of the ring the reader drains; on veth it only
 //     sets the default limit of qdiscs created without one (ours all have a
 //     limit), so it is harmless there.
+//
+//   - in shaped mode, gso_max_segs is lowered so that one GSO packet is about
+//     a millisecond at the shaped rate (at least 2 segments): HTB sends a
+//     packet whole, so a 64 KB background super-packet would hold a
+//     foreground packet back for 55 ms at 10 Mbit/s. Sockets pick the limit
+//     up when they connect (sk_setup_caps).
 //
 // The previous values are saved in memory and in a state file, and restored
 // on Close, or by Cleanup after a crash.
@@ -29,6 +37,7 @@ type devQueueState struct {
 	Interface  string         `json:"interface"`
 	BQLLimit   map[string]int `json:"bql_limit_max,omitempty"` // tx queue -> previous limit_max
 	TxQueueLen *int           `json:"txqueuelen,omitempty"`    // previous txqueuelen if changed
+	GSOMaxSegs *int           `json:"gso_max_segs,omitempty"`  // previous gso_max_segs if changed
 }
 
 // StateDir holds the state files that let Cleanup undo a crashed run.
@@ -63,8 +72,9 @@ func readState(path string) (*devQueueState, error) {
 }
 
 // shortenDeviceQueue applies the short device queue and returns what it
-// replaced. queueBytes is the BQL limit_max; txqlen the fallback txqueuelen.
-func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen int) (*devQueueState, error) {
+// replaced. queueBytes is the BQL limit_max; txqlen the fallback txqueuelen;
+// gsoSegs the gso_max_segs to lower to (0 = leave).
+func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSegs int) (*devQueueState, error) {
 	name := link.Attrs().Name
 	st := &devQueueState{Interface: name, BQLLimit: map[string]int{}}
 	err := ns.withSysfs(func(sys string) error {
@@ -85,12 +95,20 @@ func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen int) (*
 		restoreDeviceQueue(ns, link, st)
 		return nil, err
 	}
+	if old := int(link.Attrs().GSOMaxSegs); gsoSegs > 0 && (old == 0 || old > gsoSegs) {
+		if err := ns.do(func() error { return netlink.LinkSetGSOMaxSegs(link, gsoSegs) }); err != nil {
+			restoreDeviceQueue(ns, link, st)
+			return nil, fmt.Errorf("set gso_max_segs of %s to %d: %w", name, gsoSegs, err)
+		}
+		st.GSOMaxSegs = &old
+	}
 	if len(st.BQLLimit) > 0 {
 		return st, nil
 	}
 	old := link.Attrs().TxQLen
 	if old != txqlen {
 		if err := ns.do(func() error { return netlink.LinkSetTxQLen(link, txqlen) }); err != nil {
+			restoreDeviceQueue(ns, link, st)
 			return nil, fmt.Errorf("set txqueuelen of %s to %d: %w", name, txqlen, err)
 		}
 		st.TxQueueLen = &old
@@ -120,6 +138,14 @@ func restoreDeviceQueue(ns *nsRef, link netlink.Link, st *devQueueState) error {
 		errs = append(errs, ns.do(func() error {
 			if err := netlink.LinkSetTxQLen(link, *st.TxQueueLen); err != nil {
 				return fmt.Errorf("restore txqueuelen of %s: %w", st.Interface, err)
+			}
+			return nil
+		}))
+	}
+	if st.GSOMaxSegs != nil && *st.GSOMaxSegs > 0 {
+		errs = append(errs, ns.do(func() error {
+			if err := netlink.LinkSetGSOMaxSegs(link, *st.GSOMaxSegs); err != nil {
+				return fmt.Errorf("restore gso_max_segs of %s: %w", st.Interface, err)
 			}
 			return nil
 		}))

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -356,4 +357,9 @@ func TestTwoNamespaces(t *testing.T) {
 	if sb2.Sockops["accept"] != 4 {
 		t.Errorf("B after A closed: %v, want 4 accepts", sb2.Sockops)
 	}
+}
+
+func netipAddr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
 }

@@ -1,0 +1,403 @@
+// traffic_test.go is the datapath's integration test with real TCP traffic
+// between two namespaces over a veth pair whose A->B direction is a 10
+// Mbit/s link with a 200 ms FIFO (TBF on an IFB behind B's ingress, like a
+// modem upstream):
+//
+//	ns A: bulk sender (process in the background lane cgroup),
+//	      request/response client, 1 MB uploader     -- veth-a (lanes here)
+//	ns B: sink, echo server                           -- veth-b -> ifb: tbf 10mbit
+//
+// It compares foreground request/response latency under background load
+// without and with the datapath (Shaped at 10 Mbit/s), checks that a
+// foreground 1 MB upload and the background alone each get at least 80% of
+// the link, and that the classifier and sock_ops counters agree (background
+// hits by socket cookie, registered 3-tuples by tuple, SO_PRIORITY realtime).
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+const (
+	linkBps   = 10_000_000
+	linkQueue = linkBps / 8 / 5 // 200 ms of FIFO at the link
+)
+
+// TestHelperProcess is the bulk sender run as a child process, so that it
+// can live in a lane cgroup. It is not a test by itself.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("LANES_DP_HELPER") != "bulk" {
+		t.Skip("helper process only")
+	}
+	secs, _ := strconv.Atoi(os.Getenv("LANES_DP_SECONDS"))
+	// cubic, Linux's default loss-based congestion control: it fills
+	// whatever FIFO the link has (this machine may default to bbr).
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic")
+		})
+		return serr
+	}}
+	c, err := d.Dial("tcp", os.Getenv("LANES_DP_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buf := make([]byte, 64<<10)
+	end := time.Now().Add(time.Duration(secs) * time.Second)
+	for time.Now().Before(end) {
+		c.SetWriteDeadline(end)
+		if _, err := c.Write(buf); err != nil {
+			break
+		}
+	}
+	c.Close()
+	os.Exit(0)
+}
+
+// emulateLink makes B's ingress a linkBps link with a linkQueue-byte FIFO.
+func emulateLink(t *testing.T, ns *testutil.NetNS, ifname string) {
+	t.Helper()
+	ns.Do(t, func() error {
+		veth, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		ifb := &netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "ifb-lanes", TxQLen: 1000}}
+		if err := netlink.LinkAdd(ifb); err != nil {
+			return fmt.Errorf("add ifb (needs IFB): %w", err)
+		}
+		l, err := netlink.LinkByName("ifb-lanes")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			return err
+		}
+		rate := uint64(linkBps / 8)
+		tbf := &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+			Rate: rate, Limit: linkQueue, Buffer: netlink.Xmittime(rate, 3028)}
+		if err := netlink.QdiscAdd(tbf); err != nil {
+			return fmt.Errorf("tbf on ifb: %w", err)
+		}
+		ing := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: veth.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS}}
+		if err := netlink.QdiscAdd(ing); err != nil {
+			return fmt.Errorf("ingress qdisc: %w", err)
+		}
+		f := &netlink.U32{
+			FilterAttrs: netlink.FilterAttrs{LinkIndex: veth.Attrs().Index, Parent: netlink.MakeHandle(0xffff, 0), Priority: 1, Protocol: unix.ETH_P_ALL},
+			Sel:         &netlink.TcU32Sel{Flags: netlink.TC_U32_TERMINAL, Keys: []netlink.TcU32Key{{Mask: 0, Val: 0}}},
+			Actions:     []netlink.Action{netlink.NewMirredAction(l.Attrs().Index)},
+		}
+		if err := netlink.FilterAdd(f); err != nil {
+			return fmt.Errorf("redirect ingress to ifb: %w", err)
+		}
+		return nil
+	})
+}
+
+// sink counts bytes received on port in ns. Its sockets get a 4 MB receive
+// buffer, as an Internet server's would, so that a bulk sender's window is
+// not what limits the link's queue.
+type sink struct{ n atomic.Int64 }
+
+func startSink(t *testing.T, ns *testutil.NetNS, ip net.IP, port int) (*sink, string) {
+	t.Helper()
+	s := &sink{}
+	var ln net.Listener
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	ns.Do(t, func() (err error) { ln, err = lc.Listen(context.Background(), "tcp", addr); return err })
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					s.n.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return s, addr
+}
+
+// rate measures the sink's receive rate in bit/s over d.
+func (s *sink) rate(d time.Duration) float64 {
+	a := s.n.Load()
+	time.Sleep(d)
+	return float64(s.n.Load()-a) * 8 / d.Seconds()
+}
+
+// startBulk runs the bulk sender in ns (in cgroup dir if not empty).
+func startBulk(t *testing.T, ns *testutil.NetNS, addr, cgroupDir string, secs int) *exec.Cmd {
+	t.Helper()
+	cmd := ns.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=bulk", "LANES_DP_ADDR="+addr, "LANES_DP_SECONDS="+strconv.Itoa(secs))
+	cmd.Stderr = os.Stderr
+	if cgroupDir != "" {
+		f, err := os.Open(cgroupDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start bulk sender: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// rrLatency measures n 1 KB request/response round trips on one connection
+// from ns to an echo server and returns them sorted.
+func rrLatency(t *testing.T, ns *testutil.NetNS, addr string, n int, gap time.Duration) []time.Duration {
+	t.Helper()
+	var c net.Conn
+	ns.Do(t, func() (err error) { c, err = net.DialTimeout("tcp", addr, 5*time.Second); return err })
+	defer c.Close()
+	req, resp := make([]byte, 1024), make([]byte, 1024)
+	var out []time.Duration
+	for range n {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		t0 := time.Now()
+		if _, err := c.Write(req); err != nil {
+			t.Fatalf("request: %v", err)
+		}
+		if _, err := io.ReadFull(c, resp); err != nil {
+			t.Fatalf("response: %v", err)
+		}
+		out = append(out, time.Since(t0))
+		time.Sleep(gap)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func pct(d []time.Duration, p float64) time.Duration { return d[int(float64(len(d)-1)*p)] }
+
+// upload sends size bytes from ns to a sink and returns the sink-side rate.
+func upload(t *testing.T, ns *testutil.NetNS, s *sink, addr string, size int) float64 {
+	t.Helper()
+	var c net.Conn
+	ns.Do(t, func() (err error) { c, err = net.DialTimeout("tcp", addr, 5*time.Second); return err })
+	defer c.Close()
+	start := s.n.Load()
+	t0 := time.Now()
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	for s.n.Load()-start < int64(size) {
+		if time.Since(t0) > 20*time.Second {
+			t.Fatalf("upload: only %d of %d bytes after 20 s", s.n.Load()-start, size)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return float64(size*8) / time.Since(t0).Seconds()
+}
+
+func TestShapedForegroundUnderBackground(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: real traffic at 10 Mbit/s")
+	}
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	emulateLink(t, p.B, p.LinkB)
+	bulkSink, bulkAddr := startSink(t, p.B, p.AddrB, 9001)
+	upSink, upAddr := startSink(t, p.B, p.AddrB, 9003)
+	echoAddr := tcpEcho(t, p.B, p.AddrB, 9002)
+	const rounds, gap = 25, 40 * time.Millisecond
+
+	// Without lanes: the background upload fills the link's FIFO.
+	idle := rrLatency(t, p.A, echoAddr, 10, 10*time.Millisecond)
+	bulk := startBulk(t, p.A, bulkAddr, "", 5)
+	time.Sleep(1500 * time.Millisecond)
+	off := rrLatency(t, p.A, echoAddr, rounds, gap)
+	if os.Getenv("LANES_DP_DEBUG") != "" {
+		o, _ := p.B.Command("tc", "-s", "qdisc", "show", "dev", "ifb-lanes").CombinedOutput()
+		o2, _ := p.A.Command("ss", "-tin").CombinedOutput()
+		t.Logf("link queue without lanes:\n%s\n%s", o, o2)
+	}
+	bulk.Process.Kill()
+	bulk.Wait()
+	time.Sleep(500 * time.Millisecond)
+
+	// With lanes, shaped just below the link: the queue moves to our tree.
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tr1", Mode: Shaped, UplinkBps: linkBps})
+	bgDir, _, err := d.LaneCgroup(lane.Background)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk = startBulk(t, p.A, bulkAddr, bgDir, 12)
+	time.Sleep(1500 * time.Millisecond)
+	on := rrLatency(t, p.A, echoAddr, rounds, gap)
+	fgRate := upload(t, p.A, upSink, upAddr, 1<<20)
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulkRate := bulkSink.rate(2 * time.Second) // background alone now
+	bulk.Process.Kill()
+	bulk.Wait()
+
+	t.Logf("1 KB request/response at %d Mbit/s: idle p50 %v | background, no lanes p50 %v p99 %v | background, lanes p50 %v p99 %v",
+		linkBps/1_000_000, pct(idle, .5), pct(off, .5), pct(off, .99), pct(on, .5), pct(on, .99))
+	t.Logf("foreground 1 MB upload under background with lanes: %.2f Mbit/s; background alone: %.2f Mbit/s", fgRate/1e6, bulkRate/1e6)
+	t.Logf("stats: %+v", st)
+
+	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+		t.Errorf("foreground p50 latency without lanes / with lanes = %.1f, want >= 5", ratio)
+	}
+	if fgRate < 0.8*linkBps {
+		t.Errorf("foreground 1 MB upload got %.2f Mbit/s, want >= 80%% of %d Mbit/s", fgRate/1e6, linkBps/1_000_000)
+	}
+	if bulkRate < 0.8*linkBps {
+		t.Errorf("background alone got %.2f Mbit/s, want >= 80%% of %d Mbit/s (work conserving)", bulkRate/1e6, linkBps/1_000_000)
+	}
+	bg, in := st.Lanes[2], st.Lanes[1]
+	if bg.Lane != lane.Background || bg.Bytes < 1<<20 {
+		t.Errorf("background class carried %d bytes, want the bulk upload", bg.Bytes)
+	}
+	if in.Packets < rounds {
+		t.Errorf("interactive class carried %d packets, want at least %d", in.Packets, rounds)
+	}
+	if st.Match["cookie"] == 0 || st.Sockops["by_cgroup"] == 0 || st.Sockops["notsent_lowat"] == 0 {
+		t.Errorf("background socket not resolved by sock_ops (cgroup -> cookie): match %v sockops %v", st.Match, st.Sockops)
+	}
+}
+
+// TestRegisteredFlowAndPriority checks the 3-tuple path on real sockets (a
+// flow registered before it connects goes to its lane, by cookie for TCP
+// through sock_ops and by tuple for UDP) and that SO_PRIORITY = a lane's
+// classid selects that class without the classifier.
+func TestRegisteredFlowAndPriority(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tr2"})
+	addr := tcpEcho(t, p.B, p.AddrB, 9101)
+	dst := netipAddr(p.AddrB)
+
+	// TCP from a fixed source port, registered as background.
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DstPort: 9101, SrcPort: 40123}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	p.A.Do(t, func() error {
+		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.AddrA, Port: 40123}, Timeout: 3 * time.Second}
+		c, err := dl.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 32<<10)
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, buf)
+		return err
+	})
+	// UDP receivers, so no ICMP port unreachable fails the next send.
+	for _, port := range []int{9102, 9103} {
+		var pc net.PacketConn
+		p.B.Do(t, func() (err error) {
+			pc, err = net.ListenPacket("udp", net.JoinHostPort(p.AddrB.String(), strconv.Itoa(port)))
+			return err
+		})
+		t.Cleanup(func() { pc.Close() })
+	}
+	// UDP to a registered 3-tuple (no socket cookie entry: tuple match).
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DstPort: 9102, SrcPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
+		t.Fatal(err)
+	}
+	// UDP with SO_PRIORITY = realtime classid: HTB picks the class itself.
+	p.A.Do(t, func() error {
+		u, err := net.DialUDP("udp", &net.UDPAddr{IP: p.AddrA, Port: 40124}, &net.UDPAddr{IP: p.AddrB, Port: 9102})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		for range 10 {
+			u.Write([]byte("rt"))
+		}
+		v, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: p.AddrB, Port: 9103})
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		raw, _ := v.SyscallConn()
+		raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, int(lane.Realtime.ClassID()))
+		})
+		if err != nil {
+			return fmt.Errorf("SO_PRIORITY: %w", err)
+		}
+		for range 7 {
+			v.Write([]byte("prio"))
+		}
+		return nil
+	})
+	flows, err := d.Flows()
+	if err != nil || len(flows) != 2 {
+		t.Fatalf("Flows() = %v, %v", flows, err)
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats: %+v", st)
+	if st.Sockops["by_tuple"] != 1 || st.Match["cookie"] == 0 {
+		t.Errorf("registered TCP flow not resolved by sock_ops: %v %v", st.Sockops, st.Match)
+	}
+	if st.Lanes[2].Packets == 0 {
+		t.Error("background class empty")
+	}
+	if st.Match["tuple"] != 10 {
+		t.Errorf("tuple matches %d, want the 10 UDP datagrams", st.Match["tuple"])
+	}
+	// realtime class: 10 by tuple + 7 by SO_PRIORITY (not seen by the classifier)
+	if rt := st.Lanes[0]; rt.Packets != 17 || rt.Classified != 10 {
+		t.Errorf("realtime class %d packets (%d classified), want 17 (10)", rt.Packets, rt.Classified)
+	}
+	if err := d.DeleteFlow(flows[0].FlowKey); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := d.Flows(); len(f) != 1 {
+		t.Errorf("after delete: %v", f)
+	}
+}
