@@ -100,14 +100,14 @@ func (c *Config) validate() error {
 // FlowKey is the paper's 3-tuple as the sender sees it, plus an optional
 // protocol (0 = any).
 type FlowKey struct {
-	Dst     netip.Addr `json:"dst"`
-	DstPort uint16     `json:"dport"`
-	SrcPort uint16     `json:"sport"`
-	Proto   uint8      `json:"proto,omitempty"`
+	Dst   netip.Addr `json:"dst"`
+	DPort uint16     `json:"dport"`
+	SPort uint16     `json:"sport"`
+	Proto uint8      `json:"proto,omitempty"`
 }
 
 func (f FlowKey) String() string {
-	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst, f.DstPort), f.SrcPort)
+	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst, f.DPort), f.SPort)
 	if f.Proto != 0 {
 		s += fmt.Sprintf(" proto %d", f.Proto)
 	}
@@ -118,7 +118,7 @@ func (f FlowKey) key() (classifier.ClassifierFlowKey, error) {
 	if !f.Dst.IsValid() {
 		return classifier.ClassifierFlowKey{}, errors.New("flow: no destination address")
 	}
-	return classifier.FlowKey(f.Dst.Unmap(), f.DstPort, f.SrcPort, f.Proto), nil
+	return classifier.FlowKey(f.Dst.Unmap(), f.DPort, f.SPort, f.Proto), nil
 }
 
 // FlowEntry is a registered flow and its lane.
@@ -399,7 +399,7 @@ func (d *Datapath) Flows() ([]FlowEntry, error) {
 	var v uint32
 	it := d.cls.LanesTuple.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, FlowEntry{FlowKey: FlowKey{Dst: k.Addr(), DstPort: k.Dport, SrcPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
+		out = append(out, FlowEntry{FlowKey: FlowKey{Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list flows: %w", err)
@@ -519,16 +519,16 @@ func (d *Datapath) SetSocketCwndCap(cookie uint64, segs uint32) error {
 
 // Stats is a snapshot of the datapath's counters.
 type Stats struct {
-	Interface string            `json:"interface"`
-	Mode      string            `json:"mode"`
-	Lanes     []LaneStats       `json:"lanes"`
-	Match     map[string]uint64 `json:"match"`   // classifier packets by match kind
-	Sockops   map[string]uint64 `json:"sockops"` // sock_ops events
+	Interface  string                  `json:"interface"`
+	Mode       string                  `json:"mode"`
+	Lanes      map[lane.Lane]LaneStats `json:"lanes"`      // by lane
+	Classifier map[string]uint64       `json:"classifier"` // classifier packets by match kind
+	Sockops    map[string]uint64       `json:"sockops"`    // sock_ops events
 }
 
 // Stats reads the HTB class counters and the BPF counters.
 func (d *Datapath) Stats() (Stats, error) {
-	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Match: map[string]uint64{}}
+	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}}
 	cls, err := classifier.ReadStats(d.cls.LanesClsStats)
 	if err != nil {
 		return s, err
@@ -551,14 +551,14 @@ func (d *Datapath) Stats() (Stats, error) {
 		for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
 			ls.Classified += cls[classifier.StatsIndex(k, l)].Packets
 		}
-		s.Lanes = append(s.Lanes, ls)
+		s.Lanes[l] = ls
 	}
 	for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
 		var n uint64
 		for _, l := range lane.All {
 			n += cls[classifier.StatsIndex(k, l)].Packets
 		}
-		s.Match[k.String()] = n
+		s.Classifier[k.String()] = n
 	}
 	if s.Sockops, err = sockops.ReadCounters(d.ops.LanesOpsStats); err != nil {
 		return s, err

@@ -214,7 +214,7 @@ func TestOpenCloseLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Lanes[1].Packets == 0 || st.Match["default"] == 0 || st.Sockops["connect"] == 0 {
+	if st.Lanes[lane.Interactive].Packets == 0 || st.Classifier["default"] == 0 || st.Sockops["connect"] == 0 {
 		t.Errorf("no interactive traffic counted: %+v", st)
 	}
 

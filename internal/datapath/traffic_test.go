@@ -291,15 +291,15 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	if bulkRate < 0.8*linkBps {
 		t.Errorf("background alone got %.2f Mbit/s, want >= 80%% of %d Mbit/s (work conserving)", bulkRate/1e6, linkBps/1_000_000)
 	}
-	bg, in := st.Lanes[2], st.Lanes[1]
+	bg, in := st.Lanes[lane.Background], st.Lanes[lane.Interactive]
 	if bg.Lane != lane.Background || bg.Bytes < 1<<20 {
 		t.Errorf("background class carried %d bytes, want the bulk upload", bg.Bytes)
 	}
 	if in.Packets < rounds {
 		t.Errorf("interactive class carried %d packets, want at least %d", in.Packets, rounds)
 	}
-	if st.Match["cookie"] == 0 || st.Sockops["by_cgroup"] == 0 || st.Sockops["notsent_lowat"] == 0 {
-		t.Errorf("background socket not resolved by sock_ops (cgroup -> cookie): match %v sockops %v", st.Match, st.Sockops)
+	if st.Classifier["cookie"] == 0 || st.Sockops["by_cgroup"] == 0 || st.Sockops["notsent_lowat"] == 0 {
+		t.Errorf("background socket not resolved by sock_ops (cgroup -> cookie): match %v sockops %v", st.Classifier, st.Sockops)
 	}
 }
 
@@ -315,7 +315,7 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	dst := netipAddr(p.AddrB)
 
 	// TCP from a fixed source port, registered as background.
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DstPort: 9101, SrcPort: 40123}, lane.Background); err != nil {
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9101, SPort: 40123}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	p.A.Do(t, func() error {
@@ -342,7 +342,7 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 		t.Cleanup(func() { pc.Close() })
 	}
 	// UDP to a registered 3-tuple (no socket cookie entry: tuple match).
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DstPort: 9102, SrcPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9102, SPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
 	// UDP with SO_PRIORITY = realtime classid: HTB picks the class itself.
@@ -381,17 +381,17 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stats: %+v", st)
-	if st.Sockops["by_tuple"] != 1 || st.Match["cookie"] == 0 {
-		t.Errorf("registered TCP flow not resolved by sock_ops: %v %v", st.Sockops, st.Match)
+	if st.Sockops["by_tuple"] != 1 || st.Classifier["cookie"] == 0 {
+		t.Errorf("registered TCP flow not resolved by sock_ops: %v %v", st.Sockops, st.Classifier)
 	}
-	if st.Lanes[2].Packets == 0 {
+	if st.Lanes[lane.Background].Packets == 0 {
 		t.Error("background class empty")
 	}
-	if st.Match["tuple"] != 10 {
-		t.Errorf("tuple matches %d, want the 10 UDP datagrams", st.Match["tuple"])
+	if st.Classifier["tuple"] != 10 {
+		t.Errorf("tuple matches %d, want the 10 UDP datagrams", st.Classifier["tuple"])
 	}
 	// realtime class: 10 by tuple + 7 by SO_PRIORITY (not seen by the classifier)
-	if rt := st.Lanes[0]; rt.Packets != 17 || rt.Classified != 10 {
+	if rt := st.Lanes[lane.Realtime]; rt.Packets != 17 || rt.Classified != 10 {
 		t.Errorf("realtime class %d packets (%d classified), want 17 (10)", rt.Packets, rt.Classified)
 	}
 	if err := d.DeleteFlow(flows[0].FlowKey); err != nil {
