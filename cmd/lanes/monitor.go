@@ -144,6 +144,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		if live {
+			tcpmon.SortByThroughput(flows)
 			drawLive(e.stdout, s, flows, m.top)
 		}
 		if m.count > 0 && samples >= m.count {

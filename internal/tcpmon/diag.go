@@ -44,10 +44,15 @@ const (
 
 const (
 	sockDiagByFamily = 20 // SOCK_DIAG_BY_FAMILY
+	tcpDiagGetSock   = 18 // TCPDIAG_GETSOCK, the original inet_diag request
 	nlmsgHdrLen      = 16
 	diagReqLen       = 56 // sizeof(struct inet_diag_req_v2)
+	diagReqOldLen    = 60 // sizeof(struct inet_diag_req)
 	diagMsgLen       = 72 // sizeof(struct inet_diag_msg)
 )
+
+// extensions asked for: tcp_info, socket memory, congestion control.
+const diagExt = 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrSKMeminfo-1)
 
 // TCP states (include/net/tcp_states.h), as bits for idiag_states.
 const (
@@ -91,11 +96,13 @@ type Sock struct {
 	WQueue   uint32 // send queue bytes (established: unacked + unsent)
 	UID      uint32
 	Inode    uint32
-	Info     *TCPInfo // nil if the kernel sent no INET_DIAG_INFO
+	Info     TCPInfo // valid if HasInfo
+	HasInfo  bool    // the kernel sent INET_DIAG_INFO
 	Mem      [4]uint32
 	HasMem   bool
-	SKMem    []uint32 // SK_MEMINFO_* values, as many as the kernel sent
-	Cong     string
+	SKMem    [9]uint32 // SK_MEMINFO_* values
+	NSKMem   int       // how many of them the kernel sent
+	Cong     []byte    // congestion control name (aliases the receive buffer)
 	TOS      uint8
 	Mark     uint32
 	CgroupID uint64
@@ -105,8 +112,16 @@ type Sock struct {
 // parseDiagMsg decodes the payload of one SOCK_DIAG_BY_FAMILY message.
 func parseDiagMsg(b []byte) (Sock, error) {
 	var s Sock
+	err := parseDiagMsgInto(b, &s)
+	return s, err
+}
+
+// parseDiagMsgInto is parseDiagMsg into a reused Sock (no allocation).
+func parseDiagMsgInto(b []byte, sp *Sock) error {
+	*sp = Sock{}
+	s := sp
 	if len(b) < diagMsgLen {
-		return s, fmt.Errorf("inet_diag_msg: %d bytes, want at least %d", len(b), diagMsgLen)
+		return fmt.Errorf("inet_diag_msg: %d bytes, want at least %d", len(b), diagMsgLen)
 	}
 	ne := binary.NativeEndian
 	s.Family = b[0]
@@ -122,7 +137,7 @@ func parseDiagMsg(b []byte) (Sock, error) {
 		s.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), sport)
 		s.Dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[24:40])).Unmap(), dport)
 	default:
-		return s, fmt.Errorf("inet_diag_msg: unknown family %d", s.Family)
+		return fmt.Errorf("inet_diag_msg: unknown family %d", s.Family)
 	}
 	s.IfIndex = ne.Uint32(b[40:])
 	s.Cookie = uint64(ne.Uint32(b[44:])) | uint64(ne.Uint32(b[48:]))<<32
@@ -137,13 +152,13 @@ func parseDiagMsg(b []byte) (Sock, error) {
 		alen := int(ne.Uint16(rest[0:]))
 		atype := ne.Uint16(rest[2:]) & 0x3fff // strip NLA_F_NESTED / NLA_F_NET_BYTEORDER
 		if alen < 4 || alen > len(rest) {
-			return s, fmt.Errorf("inet_diag_msg: attribute type %d has bad length %d (%d bytes left)", atype, alen, len(rest))
+			return fmt.Errorf("inet_diag_msg: attribute type %d has bad length %d (%d bytes left)", atype, alen, len(rest))
 		}
 		v := rest[4:alen]
 		switch atype {
 		case attrInfo:
-			ti := ParseTCPInfo(v)
-			s.Info = &ti
+			s.Info = ParseTCPInfo(v)
+			s.HasInfo = true
 		case attrMeminfo:
 			if len(v) >= 16 {
 				for i := range s.Mem {
@@ -152,12 +167,12 @@ func parseDiagMsg(b []byte) (Sock, error) {
 				s.HasMem = true
 			}
 		case attrSKMeminfo:
-			s.SKMem = make([]uint32, len(v)/4)
-			for i := range s.SKMem {
+			s.NSKMem = min(len(v)/4, len(s.SKMem))
+			for i := range s.NSKMem {
 				s.SKMem[i] = ne.Uint32(v[4*i:])
 			}
 		case attrCong:
-			s.Cong = cString(v)
+			s.Cong = cBytes(v)
 		case attrTOS:
 			if len(v) >= 1 {
 				s.TOS = v[0]
@@ -183,16 +198,16 @@ func parseDiagMsg(b []byte) (Sock, error) {
 		}
 		rest = rest[next:]
 	}
-	return s, nil
+	return nil
 }
 
-func cString(b []byte) string {
+func cBytes(b []byte) []byte {
 	for i, c := range b {
 		if c == 0 {
-			return string(b[:i])
+			return b[:i]
 		}
 	}
-	return string(b)
+	return b
 }
 
 // diagConn is a NETLINK_SOCK_DIAG socket with its receive buffer.
@@ -201,6 +216,9 @@ type diagConn struct {
 	seq uint32
 	buf []byte
 	req []byte
+	sk  Sock
+	// noCompat is set once the one-walk TCPDIAG_GETSOCK request failed.
+	noCompat bool
 	// DumpIntr counts dumps the kernel marked NLM_F_DUMP_INTR (the socket
 	// tables changed under the walk); BadMsgs counts undecodable messages.
 	DumpIntr, BadMsgs uint64
@@ -229,7 +247,7 @@ func openDiag(ns netns.NsHandle) (*diagConn, error) {
 	// A larger socket buffer lets the kernel queue a whole datagram while we
 	// parse the previous one; 32 KiB is the largest the dump ever sends.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	return &diagConn{fd: fd, buf: make([]byte, 64<<10), req: make([]byte, nlmsgHdrLen+diagReqLen)}, nil
+	return &diagConn{fd: fd, buf: make([]byte, 64<<10), req: make([]byte, nlmsgHdrLen+diagReqOldLen)}, nil
 }
 
 // inNetNS runs fn on a locked OS thread switched into ns. If switching back
@@ -268,25 +286,68 @@ func inNetNS[T any](ns netns.NsHandle, fn func() (T, error)) (T, error) {
 
 func (c *diagConn) Close() error { return unix.Close(c.fd) }
 
-// dump asks for all TCP sockets of family in the states mask and calls fn
-// for each. Messages that do not decode are counted and skipped.
-func (c *diagConn) dump(family uint8, states uint32, fn func(*Sock)) error {
+// dumpAll asks for the TCP sockets of both address families in the states
+// mask and calls fn for each (fn must not keep the *Sock).
+//
+// Note: the kernel walks its whole established hash table (global unless
+// net.ipv4.tcp_child_ehash_entries gives namespaces their own) for every
+// dump, so a SOCK_DIAG_BY_FAMILY request per family costs two walks. The
+// original TCPDIAG_GETSOCK request dumps both families in one walk
+// (inet_diag_dump_compat sets AF_UNSPEC); it is used when the kernel takes
+// it, with the per-family requests as fallback.
+func (c *diagConn) dumpAll(states uint32, ipv4Only bool, fn func(*Sock)) error {
+	if !c.noCompat && !ipv4Only {
+		err := c.dump(tcpDiagGetSock, unix.AF_INET, states, fn)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		c.noCompat = true
+	}
+	if err := c.dump(sockDiagByFamily, unix.AF_INET, states, fn); err != nil {
+		return err
+	}
+	if ipv4Only {
+		return nil
+	}
+	return c.dump(sockDiagByFamily, unix.AF_INET6, states, fn)
+}
+
+// dump sends one request (SOCK_DIAG_BY_FAMILY for family, or the old
+// TCPDIAG_GETSOCK for all families) and reads the answer. Messages that do
+// not decode are counted and skipped.
+func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)) error {
 	c.seq++
 	ne := binary.NativeEndian
 	r := c.req
 	clear(r)
-	ne.PutUint32(r[0:], uint32(len(r)))
-	ne.PutUint16(r[4:], sockDiagByFamily)
+	ne.PutUint16(r[4:], kind)
 	ne.PutUint16(r[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	ne.PutUint32(r[8:], c.seq)
 	q := r[nlmsgHdrLen:]
-	q[0] = family
-	q[1] = unix.IPPROTO_TCP
-	q[2] = 1<<(attrMeminfo-1) | 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrTOS-1) | 1<<(attrSKMeminfo-1)
-	ne.PutUint32(q[4:], states)
+	var idOff int
+	if kind == tcpDiagGetSock {
+		// struct inet_diag_req: family, src_len, dst_len, ext, id, states, dbs.
+		r = r[:nlmsgHdrLen+diagReqOldLen]
+		q[0] = family
+		q[3] = diagExt
+		idOff = 4
+		ne.PutUint32(q[4+48:], states)
+	} else {
+		// struct inet_diag_req_v2: family, protocol, ext, pad, states, id.
+		r = r[:nlmsgHdrLen+diagReqLen]
+		q[0] = family
+		q[1] = unix.IPPROTO_TCP
+		q[2] = diagExt
+		ne.PutUint32(q[4:], states)
+		idOff = 8
+	}
+	ne.PutUint32(r[0:], uint32(len(r)))
 	// Cookie "none": the kernel ignores the socket id in a dump, but ss sets it.
-	ne.PutUint32(q[8+40:], ^uint32(0))
-	ne.PutUint32(q[8+44:], ^uint32(0))
+	ne.PutUint32(q[idOff+40:], ^uint32(0))
+	ne.PutUint32(q[idOff+44:], ^uint32(0))
 	if err := unix.Sendto(c.fd, r, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("send sock_diag request: %w", err)
 	}
@@ -340,12 +401,11 @@ func (c *diagConn) parseDatagram(b []byte, fn func(*Sock)) (done bool, err error
 					}
 				}
 				return true, nil
-			case sockDiagByFamily:
-				s, err := parseDiagMsg(payload)
-				if err != nil {
+			case sockDiagByFamily, tcpDiagGetSock:
+				if err := parseDiagMsgInto(payload, &c.sk); err != nil {
 					c.BadMsgs++
 				} else {
-					fn(&s)
+					fn(&c.sk)
 				}
 			}
 		}

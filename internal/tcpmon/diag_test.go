@@ -96,11 +96,11 @@ func TestParseDiagMsg(t *testing.T) {
 	if s.Cookie != 0x1122334455667788 || s.Inode != 4242 || s.UID != 1000 || s.RQueue != 11 || s.WQueue != 2222 {
 		t.Errorf("header fields wrong: %+v", s)
 	}
-	if s.Cong != "cubic" || s.CgroupID != 777 || !s.HasMem || s.Mem[1] != 8192 || len(s.SKMem) != 9 || s.SKMem[8] != 4 {
+	if string(s.Cong) != "cubic" || s.CgroupID != 777 || !s.HasMem || s.Mem[1] != 8192 || s.NSKMem != 9 || s.SKMem[8] != 4 {
 		t.Errorf("attributes wrong: cong %q cgroup %d mem %v skmem %v", s.Cong, s.CgroupID, s.Mem, s.SKMem)
 	}
-	ti := s.Info
-	if ti == nil {
+	ti := &s.Info
+	if !s.HasInfo {
 		t.Fatal("no tcp_info")
 	}
 	if ti.SndCwnd != 10 || ti.SndSSThresh != 7 || ti.RTT != 1234 || ti.CAState != CARecovery || ti.Lost != 3 ||
@@ -155,7 +155,7 @@ func TestParseDiagMsgMalformed(t *testing.T) {
 	}
 	// Trailing bytes shorter than an attribute header are ignored.
 	tail := append(diagMsg(src, dst, 1, attr(attrCong, []byte("bbr\x00"))), 0, 0)
-	if s, err := parseDiagMsg(tail); err != nil || s.Cong != "bbr" {
+	if s, err := parseDiagMsg(tail); err != nil || string(s.Cong) != "bbr" {
 		t.Errorf("trailing padding: %v %q", err, s.Cong)
 	}
 	// Fuzz-ish: every truncation of a good message decodes or errors, never panics.

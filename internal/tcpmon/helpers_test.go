@@ -124,8 +124,11 @@ func writeFor(ctx context.Context, c io.Writer, chunk int, gap, d time.Duration)
 // The helper process: `LANES_TCPMON_HELPER=send ADDR CHUNK GAP DURATION HOLD`
 // connects to ADDR, writes, then keeps the connection open for HOLD.
 func TestMain(m *testing.M) {
-	if os.Getenv("LANES_TCPMON_HELPER") == "send" {
+	switch os.Getenv("LANES_TCPMON_HELPER") {
+	case "send":
 		os.Exit(helperSend(os.Args[len(os.Args)-5:]))
+	case "sink":
+		os.Exit(helperSink(os.Args[len(os.Args)-1]))
 	}
 	os.Exit(m.Run())
 }
@@ -145,6 +148,42 @@ func helperSend(a []string) int {
 	time.Sleep(hold)
 	c.Close()
 	return 0
+}
+
+// helperSink accepts connections on addr and discards what they send.
+func helperSink(addr string) int {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		go io.Copy(io.Discard, c)
+	}
+}
+
+// startHelper runs the helper in mode inside ns with args.
+func startHelper(t testing.TB, ns *testutil.NetNS, mode string, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name, self, "-test.run=^$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "LANES_TCPMON_HELPER="+mode)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start helper: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
 }
 
 // startSender runs the helper inside ns; cgroupFD >= 0 starts it in that

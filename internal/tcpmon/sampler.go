@@ -17,11 +17,13 @@
 package tcpmon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -76,16 +78,24 @@ type Sampler struct {
 	cfg   Config
 	conn  *diagConn
 	procs *procCache
-	prev  map[uint64]prevCounters
-	next  map[uint64]prevCounters
+	known map[uint64]*prevCounters // by socket cookie
+	gen   uint64                   // sample number, to sweep vanished sockets
 	buf   []Flow
 	// Stats of the last Sample.
 	Dumped, Matched int
 }
 
+// prevCounters is what the sampler remembers of a socket between samples:
+// its counters for rates, and its formatted addresses and congestion
+// control name, so a stable socket costs no string allocations.
 type prevCounters struct {
+	gen          uint64 // last sample that saw the socket
 	t            time.Time
 	acked, recvd uint64
+	src, dst     string
+	cong         string
+	proc         Proc
+	procGen      int // procCache scan the owner was looked up in (-1: never)
 }
 
 func (c *Config) validate() error {
@@ -137,7 +147,7 @@ func New(cfg Config) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sampler{cfg: cfg, conn: conn, prev: map[uint64]prevCounters{}, next: map[uint64]prevCounters{}}
+	s := &Sampler{cfg: cfg, conn: conn, known: map[uint64]*prevCounters{}}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
 	}
@@ -150,37 +160,56 @@ func (s *Sampler) Interval() time.Duration { return s.cfg.Interval }
 // Close releases the netlink socket.
 func (s *Sampler) Close() error { return s.conn.Close() }
 
-// Sample takes one sample of all matching sockets, sorted by throughput
-// (highest first), then by key. The returned slice is reused by the next
+// Sample takes one sample of all matching sockets, in the kernel's dump
+// order (see SortByThroughput). The returned slice is reused by the next
 // call.
 func (s *Sampler) Sample() ([]Flow, error) {
 	now := time.Now()
 	s.buf = s.buf[:0]
 	s.Dumped = 0
-	clear(s.next)
+	s.gen++
 	visit := func(sk *Sock) {
 		s.Dumped++
 		if f, ok := s.flowOf(sk, now); ok {
 			s.buf = append(s.buf, f)
 		}
 	}
-	if err := s.conn.dump(unix.AF_INET, s.cfg.States, visit); err != nil {
+	if err := s.conn.dumpAll(s.cfg.States, s.cfg.IPv4Only, visit); err != nil {
 		return nil, err
 	}
-	if !s.cfg.IPv4Only {
-		if err := s.conn.dump(unix.AF_INET6, s.cfg.States, visit); err != nil {
-			return nil, err
+	if s.gen%16 == 0 || len(s.known) > 2*s.Dumped+64 {
+		for k, p := range s.known {
+			if p.gen != s.gen {
+				delete(s.known, k)
+			}
 		}
 	}
-	s.prev, s.next = s.next, s.prev
 	s.Matched = len(s.buf)
-	sort.SliceStable(s.buf, func(i, j int) bool {
-		if s.buf[i].Throughput != s.buf[j].Throughput {
-			return s.buf[i].Throughput > s.buf[j].Throughput
-		}
-		return s.buf[i].Key() < s.buf[j].Key()
-	})
 	return s.buf, nil
+}
+
+// SortByThroughput orders flows by throughput, highest first, then by
+// local and remote address (for views; Sample returns them in dump order).
+func SortByThroughput(flows []Flow) {
+	idx := make([]int, len(flows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		fa, fb := &flows[a], &flows[b]
+		if c := cmp.Compare(fb.Throughput, fa.Throughput); c != 0 {
+			return c
+		}
+		if c := strings.Compare(fa.Src, fb.Src); c != 0 {
+			return c
+		}
+		return strings.Compare(fa.Dst, fb.Dst)
+	})
+	sorted := make([]Flow, len(flows))
+	for i, j := range idx {
+		sorted[i] = flows[j]
+	}
+	copy(flows, sorted)
 }
 
 // flowOf filters one socket and turns it into a Flow.
@@ -192,10 +221,22 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 	if fl.CgroupID != 0 && sk.CgroupID != fl.CgroupID {
 		return Flow{}, false
 	}
+	p, seen := s.known[sk.Cookie]
+	if !seen || sk.Cookie == 0 || p.gen != s.gen-1 {
+		p = &prevCounters{src: sk.Src.String(), dst: sk.Dst.String(), procGen: -1}
+		seen = false
+		if sk.Cookie != 0 {
+			s.known[sk.Cookie] = p
+		}
+	}
+	p.gen = s.gen
+	if p.cong != string(sk.Cong) { // no allocation for the comparison
+		p.cong = string(sk.Cong)
+	}
 	f := Flow{
-		Time: now, Cookie: sk.Cookie, Src: sk.Src.String(), Dst: sk.Dst.String(),
+		Time: now, Cookie: sk.Cookie, Src: p.src, Dst: p.dst,
 		State: StateName(sk.State), UID: sk.UID, Inode: sk.Inode, CgroupID: sk.CgroupID,
-		Cong: sk.Cong, SendQ: sk.WQueue, RecvQ: sk.RQueue,
+		Cong: p.cong, SendQ: sk.WQueue, RecvQ: sk.RQueue,
 	}
 	if s.cfg.LaneOf != nil {
 		l, ok := s.cfg.LaneOf(sk.Cookie)
@@ -208,20 +249,24 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 		return Flow{}, false
 	}
 	if s.procs != nil {
-		if p, ok := s.procs.lookup(sk.Inode, now); ok {
-			f.PID, f.Comm = p.PID, p.Comm
+		// The owner is looked up again only after the cache rescanned /proc.
+		if p.procGen != s.procs.scans {
+			p.proc, _ = s.procs.lookup(sk.Inode, now)
+			p.procGen = s.procs.scans
 		}
+		f.PID, f.Comm = p.proc.PID, p.proc.Comm
 		if (fl.PID != 0 && f.PID != fl.PID) || (fl.Comm != "" && f.Comm != fl.Comm) {
 			return Flow{}, false
 		}
 	}
-	if len(sk.SKMem) > 5 {
+	if sk.NSKMem > 5 {
 		f.RcvBuf, f.SndBuf, f.WmemQueued = sk.SKMem[1], sk.SKMem[3], sk.SKMem[5]
 	}
-	if len(sk.SKMem) > 8 {
+	if sk.NSKMem > 8 {
 		f.Drops = sk.SKMem[8]
 	}
-	if ti := sk.Info; ti != nil {
+	if sk.HasInfo {
+		ti := &sk.Info
 		f.CAState = ti.CAState.String()
 		f.Cwnd, f.SSThresh, f.MSS = ti.SndCwnd, ti.SndSSThresh, ti.SndMSS
 		f.SRTT, f.RTTVar, f.MinRTT, f.RTO = ti.RTT, ti.RTTVar, ti.MinRTT, ti.RTO
@@ -233,7 +278,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 			f.PacingRate = ti.PacingRate * 8
 		}
 		f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
-		if p, ok := s.prev[sk.Cookie]; ok {
+		if seen {
 			if dt := now.Sub(p.t).Seconds(); dt > 0 {
 				if ti.BytesAcked >= p.acked {
 					f.Throughput = float64(ti.BytesAcked-p.acked) * 8 / dt
@@ -243,9 +288,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 				}
 			}
 		}
-		if sk.Cookie != 0 {
-			s.next[sk.Cookie] = prevCounters{t: now, acked: ti.BytesAcked, recvd: ti.BytesRecv}
-		}
+		p.t, p.acked, p.recvd = now, ti.BytesAcked, ti.BytesRecv
 	}
 	return f, true
 }
