@@ -6,6 +6,10 @@
 // not pull running processes out of their lane); Close moves any process
 // left in them back to the root cgroup and removes them; Cleanup removes
 // only the empty ones.
+//
+// Note: a daemon that manages several interfaces opens one Datapath per
+// interface with the same instance; they share the lane cgroups, which are
+// reference-counted within the process and removed with the last one.
 package datapath
 
 import (
@@ -15,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +27,45 @@ import (
 )
 
 const cgroup2Magic = 0x63677270
+
+var (
+	cgUsersMu sync.Mutex
+	cgUsers   = map[string]int{} // lane cgroup base -> open Datapaths using it
+)
+
+// acquireLaneCgroups creates or adopts the lane cgroups and counts a user.
+func acquireLaneCgroups(root, instance string) (map[lane.Lane]uint64, error) {
+	cgUsersMu.Lock()
+	defer cgUsersMu.Unlock()
+	ids, err := makeLaneCgroups(root, instance)
+	if err == nil {
+		cgUsers[laneCgroupBase(root, instance)]++
+	}
+	return ids, err
+}
+
+// releaseLaneCgroups drops a user and removes the cgroups with the last one.
+func releaseLaneCgroups(root, instance string, evict bool) error {
+	cgUsersMu.Lock()
+	defer cgUsersMu.Unlock()
+	base := laneCgroupBase(root, instance)
+	if cgUsers[base]--; cgUsers[base] > 0 {
+		return nil
+	}
+	delete(cgUsers, base)
+	return removeLaneCgroups(root, instance, evict)
+}
+
+// cleanupLaneCgroups removes a crashed run's empty lane cgroups, unless a
+// Datapath of this process uses them.
+func cleanupLaneCgroups(root, instance string) error {
+	cgUsersMu.Lock()
+	defer cgUsersMu.Unlock()
+	if cgUsers[laneCgroupBase(root, instance)] > 0 {
+		return nil
+	}
+	return removeLaneCgroups(root, instance, false)
+}
 
 func laneCgroupBase(root, instance string) string {
 	return filepath.Join(root, "lanes."+instance)

@@ -215,7 +215,7 @@ func Open(cfg Config) (d *Datapath, err error) {
 	}); err != nil {
 		return d, err
 	}
-	if d.cgIDs, err = makeLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
+	if d.cgIDs, err = acquireLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
 		return d, err
 	}
 	for l, id := range d.cgIDs {
@@ -296,7 +296,7 @@ func (d *Datapath) teardown(evict bool) error {
 		}
 	}
 	if d.cgIDs != nil {
-		errs = append(errs, removeLaneCgroups(d.cfg.CgroupRoot, d.cfg.Instance, evict))
+		errs = append(errs, releaseLaneCgroups(d.cfg.CgroupRoot, d.cfg.Instance, evict))
 	}
 	if d.ops != nil {
 		errs = append(errs, d.ops.Close())
@@ -349,7 +349,7 @@ func cleanup(ns *nsRef, l netlink.Link, instance, cgroupRoot string) error {
 	} else if !errors.Is(err, errNotExist) {
 		errs = append(errs, err)
 	}
-	errs = append(errs, removeLaneCgroups(cgroupRoot, instance, false))
+	errs = append(errs, cleanupLaneCgroups(cgroupRoot, instance))
 	return errors.Join(errs...)
 }
 

@@ -29,6 +29,9 @@ import (
 // abandon drops the datapath the way SIGKILL would: every file descriptor
 // closes, nothing is removed.
 func (d *Datapath) abandon() {
+	cgUsersMu.Lock()
+	delete(cgUsers, laneCgroupBase(d.cfg.CgroupRoot, d.cfg.Instance))
+	cgUsersMu.Unlock()
 	d.opsLink.Close()
 	d.ops.Close()
 	d.cls.Close()
@@ -362,4 +365,40 @@ func TestTwoNamespaces(t *testing.T) {
 func netipAddr(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap()
+}
+
+// TestTwoInterfacesOneInstance: a daemon with two managed interfaces shares
+// its lane cgroups between the two datapaths.
+func TestTwoInterfacesOneInstance(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	p.A.Do(t, func() error {
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "va2"}, PeerName: "vb2"}); err != nil {
+			return err
+		}
+		l, err := netlink.LinkByName("va2")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	d1 := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "mi1"})
+	d2 := openIn(t, p.A, Config{Interface: "va2", Instance: "mi1"})
+	_, id1, _ := d1.LaneCgroup(lane.Background)
+	_, id2, _ := d2.LaneCgroup(lane.Background)
+	if id1 != id2 {
+		t.Errorf("background cgroup ids differ: %d, %d", id1, id2)
+	}
+	if err := d1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !inspect(t, p.A, "va2", "mi1").cgroupExist {
+		t.Fatal("closing one datapath removed the lane cgroups the other uses")
+	}
+	if err := d2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inspect(t, p.A, "va2", "mi1").cgroupExist {
+		t.Error("lane cgroups left after the last Close")
+	}
 }
