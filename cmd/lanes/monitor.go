@@ -32,6 +32,7 @@ func init() {
 
 type monitorFlags struct {
 	json, csv, prom, events, probe bool
+	allSegments                    bool
 	interval, duration, probeGap   time.Duration
 	output, netns                  string
 	lanes, src, dst, comm, cgroup  string
@@ -50,6 +51,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&m.events, "events", false, "event mode: trace flow start/end (BPF on sock:inet_sock_set_state)")
 	fs.BoolVar(&m.probe, "probe", false, "with --events: also every ACK's cwnd/ssthresh/srtt (tcp:tcp_probe); give a --port")
 	fs.DurationVar(&m.probeGap, "probe-gap", 0, "with --probe: least time between two events of one flow")
+	fs.BoolVar(&m.allSegments, "all-segments", false, "with --probe: every received segment, not only pure ACKs")
 	fs.DurationVar(&m.interval, "interval", tcpmon.DefaultInterval, "sampling interval (>= 10ms)")
 	fs.DurationVar(&m.duration, "duration", 0, "stop after this long (0: until interrupted)")
 	fs.IntVar(&m.count, "count", 0, "stop after this many samples (0: no limit)")
@@ -276,7 +278,7 @@ func runEvents(ctx context.Context, e *env, m *monitorFlags) error {
 	if m.netns != "" {
 		fmt.Fprintln(e.stderr, "lanes monitor: note: tracepoints see every namespace; filter with --port")
 	}
-	cfg := tcpmon.EventConfig{State: true, Probe: m.probe, ProbeGap: m.probeGap}
+	cfg := tcpmon.EventConfig{State: true, Probe: m.probe, ProbeGap: m.probeGap, AllSegments: m.allSegments}
 	for _, p := range []uint{m.port, m.sport, m.dport} {
 		if p != 0 {
 			cfg.Ports = append(cfg.Ports, uint16(p))

@@ -183,6 +183,6 @@ func BenchmarkEventsCPU(b *testing.B) {
 	if runs > 0 {
 		perRun = float64(bpfTime.Nanoseconds()) / float64(runs)
 	}
-	b.Logf("event mode: %.0f ACKs/s (%.0f events/s incl. data segments at the receiver): BPF %.2f%% of one core (%.0f ns per run), reader %.2f%% of one core; dropped %d",
+	b.Logf("event mode: %.0f ACKs/s (%.0f events/s): BPF %.2f%% of one core (%.0f ns per run), reader %.2f%% of one core; dropped %d",
 		float64(acks)/secs, float64(events)/secs, 100*bpfTime.Seconds()/secs, perRun, 100*cpu.Seconds()/secs, st.Dropped)
 }

@@ -53,7 +53,9 @@ type EventConfig struct {
 	State    bool     // flow start / end
 	Ports    []uint16 // either side; empty = all (costly on a busy host)
 	ProbeGap time.Duration
-	RingSize int
+	// AllSegments: probe events for data segments too, not only pure ACKs.
+	AllSegments bool
+	RingSize    int
 }
 
 // EventStats are event mode's counters.
@@ -67,13 +69,20 @@ type Tracer struct {
 	t      *tcpevents.Tracer
 	offset time.Duration // wall - monotonic
 	n      uint64
+	rec    ringbuf.Record
+	addrs  map[addrKey][2]string // formatted addresses, to spare allocations
+}
+
+type addrKey struct {
+	sock, cookie uint64
+	sport, dport uint16
 }
 
 // OpenTracer loads and attaches the event program (needs root / CAP_BPF +
 // CAP_PERFMON).
 func OpenTracer(cfg EventConfig) (*Tracer, error) {
 	t, err := tcpevents.Open(tcpevents.Config{Probe: cfg.Probe, State: cfg.State, Ports: cfg.Ports,
-		ProbeGap: cfg.ProbeGap, RingSize: cfg.RingSize})
+		ProbeGap: cfg.ProbeGap, AllSegments: cfg.AllSegments, RingSize: cfg.RingSize})
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +92,7 @@ func OpenTracer(cfg EventConfig) (*Tracer, error) {
 		return nil, fmt.Errorf("clock_gettime: %w", err)
 	}
 	off := time.Duration(time.Now().UnixNano() - ts.Nano())
-	return &Tracer{t: t, offset: off}, nil
+	return &Tracer{t: t, offset: off, addrs: map[addrKey][2]string{}}, nil
 }
 
 // Next blocks for the next event, until ctx ends (then it returns ctx's error).
@@ -94,7 +103,7 @@ func (tr *Tracer) Next(ctx context.Context) (Event, error) {
 			dl = time.Now().Add(200 * time.Millisecond)
 		}
 		tr.t.Reader.SetDeadline(dl)
-		rec, err := tr.t.Reader.Read()
+		err := tr.t.Reader.ReadInto(&tr.rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if ctx.Err() != nil {
 				return Event{}, ctx.Err()
@@ -107,11 +116,10 @@ func (tr *Tracer) Next(ctx context.Context) (Event, error) {
 			}
 			return Event{}, fmt.Errorf("read ring buffer: %w", err)
 		}
-		var raw tcpevents.Event
-		if len(rec.RawSample) < int(sizeofEvent) {
+		if len(tr.rec.RawSample) < int(sizeofEvent) {
 			continue
 		}
-		raw = decodeRawEvent(rec.RawSample)
+		raw := decodeRawEvent(tr.rec.RawSample)
 		tr.n++
 		return tr.decode(&raw), nil
 	}
@@ -145,14 +153,22 @@ func (tr *Tracer) Close() error { return tr.t.Close() }
 
 func (tr *Tracer) decode(r *tcpevents.Event) Event {
 	e := Event{Time: time.Unix(0, int64(r.TsNs)+int64(tr.offset)), Cookie: r.Cookie, Sock: r.Skaddr}
-	var sa, da netip.Addr
-	if r.Family == unix.AF_INET6 {
-		sa, da = netip.AddrFrom16(r.Saddr).Unmap(), netip.AddrFrom16(r.Daddr).Unmap()
-	} else {
-		sa, da = netip.AddrFrom4([4]byte(r.Saddr[:4])), netip.AddrFrom4([4]byte(r.Daddr[:4]))
+	k := addrKey{r.Skaddr, r.Cookie, r.Sport, r.Dport}
+	a, ok := tr.addrs[k]
+	if !ok {
+		var sa, da netip.Addr
+		if r.Family == unix.AF_INET6 {
+			sa, da = netip.AddrFrom16(r.Saddr).Unmap(), netip.AddrFrom16(r.Daddr).Unmap()
+		} else {
+			sa, da = netip.AddrFrom4([4]byte(r.Saddr[:4])), netip.AddrFrom4([4]byte(r.Daddr[:4]))
+		}
+		a = [2]string{netip.AddrPortFrom(sa, r.Sport).String(), netip.AddrPortFrom(da, r.Dport).String()}
+		if len(tr.addrs) > 4096 {
+			clear(tr.addrs)
+		}
+		tr.addrs[k] = a
 	}
-	e.Src = netip.AddrPortFrom(sa, r.Sport).String()
-	e.Dst = netip.AddrPortFrom(da, r.Dport).String()
+	e.Src, e.Dst = a[0], a[1]
 	switch r.Kind {
 	case tcpevents.KindProbe:
 		e.Kind = "probe"

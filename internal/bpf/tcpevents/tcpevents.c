@@ -15,9 +15,10 @@
 //                            flow's duration.
 //
 // Configuration comes as read-only globals set before load: which of the two
-// to report, a port list (either side matching; empty = all ports), and a
-// least gap between two probe events of one socket, so a busy flow costs a
-// bounded number of events. Events the ring buffer has no room for are
+// to report, a port list (either side matching; empty = all ports), whether
+// probe events are limited to pure ACKs (the default: segments with payload
+// only move the receiver's state), and a least gap between two probe events
+// of one socket, so a busy flow costs a bounded number of events. Events the ring buffer has no room for are
 // counted in `dropped`.
 //
 // The tracepoint records are hand-written from
@@ -114,7 +115,7 @@ struct config {
 	__u8 want_probe;
 	__u8 want_state;
 	__u8 nports;
-	__u8 pad;
+	__u8 all_segments; /* probe: also segments carrying data, not just pure ACKs */
 	__u16 ports[MAX_PORTS];
 	__u64 probe_gap_ns;
 };
@@ -182,6 +183,10 @@ SEC("tracepoint/tcp/tcp_probe")
 int on_tcp_probe(struct tcp_probe_args *ctx)
 {
 	if (!CFG.want_probe || !port_wanted(ctx->sport, ctx->dport))
+		return 0;
+	/* A sender's congestion state moves on ACKs; segments with payload
+	 * arrive at the receiver, whose cwnd nobody asked about. */
+	if (!CFG.all_segments && ctx->data_len)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 cookie = ctx->sock_cookie;

@@ -35,6 +35,9 @@ type Config struct {
 	// ProbeGap is the least time between two probe events of one socket
 	// (0 = every ACK).
 	ProbeGap time.Duration
+	// AllSegments reports probe events for every received segment, not
+	// only pure ACKs (data segments update the receiver's side).
+	AllSegments bool
 	RingSize int // ring buffer bytes, a power of two multiple of the page size; 0 = 1 MiB
 }
 
@@ -68,6 +71,9 @@ func Open(cfg Config) (*Tracer, error) {
 	}
 	if cfg.State {
 		c.WantState = 1
+	}
+	if cfg.AllSegments {
+		c.AllSegments = 1
 	}
 	copy(c.Ports[:], cfg.Ports)
 	if err := spec.Variables["CFG"].Set(c); err != nil {

@@ -14,14 +14,14 @@ import (
 )
 
 type tcpeventsConfig struct {
-	_          structs.HostLayout
-	WantProbe  uint8
-	WantState  uint8
-	Nports     uint8
-	Pad        uint8
-	Ports      [8]uint16
-	_          [4]byte
-	ProbeGapNs uint64
+	_           structs.HostLayout
+	WantProbe   uint8
+	WantState   uint8
+	Nports      uint8
+	AllSegments uint8
+	Ports       [8]uint16
+	_           [4]byte
+	ProbeGapNs  uint64
 }
 
 type tcpeventsEvent struct {
