@@ -38,7 +38,7 @@ type Config struct {
 	// AllSegments reports probe events for every received segment, not
 	// only pure ACKs (data segments update the receiver's side).
 	AllSegments bool
-	RingSize int // ring buffer bytes, a power of two multiple of the page size; 0 = 1 MiB
+	RingSize    int // ring buffer bytes, a power of two multiple of the page size; 0 = 1 MiB
 }
 
 // Tracer is the loaded and attached program.
