@@ -1,0 +1,598 @@
+// coop.go: the cooperative-control experiments of seeds §001.
+//
+//   - coop: N hosts (2..8 by default) upload through one AP (20 Mbit/s, RTT
+//     256 ms, buffer half a BDP by default), plain TCP vs lanes: per-host and
+//     total goodput, Jain's index per 200 ms and over the run, RTT under
+//     load, retransmissions; the TCP rows are also the paper's figure-4 sweep.
+//   - coop-dynamics: 5 -> 8 -> 5 senders, one joining/leaving every 60 s
+//     (--time-scale shortens): N and caps as each controller sees them,
+//     reaction time to each join/leave, goodput and fairness per phase.
+//   - coop-mixed: 6 hosts, 2 of them without lanes, vs all plain TCP:
+//     lanes must never make the total clearly worse (safety fallback).
+package lab
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// coopCommon are the flags every coop experiment has.
+type coopCommon struct {
+	rate, headroom, cc string
+	rtt                time.Duration
+	bufBDP             float64
+}
+
+func (c *coopCommon) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.rate, "rate", "20mbit", "AP rate (the paper: 802.11g, ~20 Mbit/s real)")
+	fs.DurationVar(&c.rtt, "rtt", 256*time.Millisecond, "base RTT to the server (the paper: 256 ms by Dummynet)")
+	fs.Float64Var(&c.bufBDP, "buffer-bdp", 0.5, "AP buffer per direction, in BDPs (rate x RTT)")
+	fs.StringVar(&c.headroom, "headroom", "120kbit", "controllers' headroom")
+	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
+}
+
+func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
+	r, err := config.ParseRate(c.rate)
+	if err != nil {
+		return CoopBedConfig{}, err
+	}
+	h, err := coop.ParseBits(c.headroom)
+	if err != nil {
+		return CoopBedConfig{}, err
+	}
+	cc := coopControllerConfig(float64(r))
+	cc.Headroom = h
+	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
+	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, Lanes: lanesOn, Coop: cc}, nil
+}
+
+func (c *coopCommon) params() map[string]any {
+	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc,
+		"controller": "interval 0.5s, silence 3, ap_rate = rate, demand-aware, safety on, HMAC key"}
+}
+
+// parseHosts reads "2-8" or "2,4,8".
+func parseHosts(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		a, b, rng := strings.Cut(part, "-")
+		lo, err := strconv.Atoi(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("hosts %q: %w", s, err)
+		}
+		hi := lo
+		if rng {
+			if hi, err = strconv.Atoi(strings.TrimSpace(b)); err != nil {
+				return nil, fmt.Errorf("hosts %q: %w", s, err)
+			}
+		}
+		for n := lo; n <= hi; n++ {
+			if n < 1 || n > 64 {
+				return nil, fmt.Errorf("hosts %d out of range 1..64", n)
+			}
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// coopRun is one run of the coop experiment.
+type coopRun struct {
+	N      int         `json:"n"`
+	Mode   string      `json:"mode"`
+	Stats  coopStats   `json:"stats"`
+	Cap    uint32      `json:"cap_median,omitempty"`
+	Series *coopSeries `json:"series"`
+}
+
+// runCoopOnce runs n endless uploads for dur and returns the series.
+func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Duration) (*coopSeries, error) {
+	cb, err := newCoopBed(ctx, env, bc)
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := 0; i < bc.Hosts; i++ {
+		if _, err := cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
+			return nil, err
+		}
+	}
+	return cb.record(ctx, 200*time.Millisecond, dur, nil), ctx.Err()
+}
+
+func medianCap(s *coopSeries, from float64) uint32 {
+	var v []int
+	for k, row := range s.Samples {
+		if s.T[k] <= from {
+			continue
+		}
+		for _, h := range row {
+			if h.Cap > 0 {
+				v = append(v, int(h.Cap))
+			}
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Ints(v)
+	return uint32(v[len(v)/2])
+}
+
+func mbit(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func minMax(v []float64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf("%.2f-%.2f", lo, hi)
+}
+
+func allHosts(n int) []int {
+	h := make([]int, n)
+	for i := range h {
+		h[i] = i
+	}
+	return h
+}
+
+func init() {
+	Register(Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
+		Setup: func(fs *flag.FlagSet) RunFunc {
+			var c coopCommon
+			c.register(fs)
+			hosts := fs.String("hosts", "2-8", "host counts to run, e.g. 2-8 or 2,4,8,16")
+			dur := fs.Duration("duration", 60*time.Second, "length of each run")
+			warm := fs.Duration("warmup", 5*time.Second, "start of each run left out of the statistics")
+			modes := fs.String("modes", "tcp,lanes", "tcp, lanes or both")
+			return func(ctx context.Context, env *Env) (*Result, error) {
+				if env.Quick {
+					*dur, *warm = 20*time.Second, 5*time.Second
+					if *hosts == "2-8" {
+						*hosts = "2,5,8"
+					}
+				}
+				ns, err := parseHosts(*hosts)
+				if err != nil {
+					return nil, err
+				}
+				r := &Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
+				r.Params["hosts"], r.Params["duration"], r.Params["warmup"], r.Params["modes"] = *hosts, dur.String(), warm.String(), *modes
+				var runs []coopRun
+				main := Table{Title: "coop: N hosts uploading through one AP (goodput Mbit/s, Jain's index, srtt under load)",
+					Columns: []string{"N", "mode", "total", "per host min-max", "Jain 200ms", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
+				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
+					Columns: []string{"N", "TCP total Mbit/s", "lanes total Mbit/s"}}
+				for _, n := range ns {
+					row4 := []string{strconv.Itoa(n), "-", "-"}
+					for _, mode := range strings.Split(*modes, ",") {
+						mode = strings.TrimSpace(mode)
+						if mode != "tcp" && mode != "lanes" {
+							return nil, fmt.Errorf("unknown mode %q", mode)
+						}
+						bc, err := c.bed(n, func(int) bool { return mode == "lanes" })
+						if err != nil {
+							return nil, err
+						}
+						env.Printf("coop N=%d %s: %v...\n", n, mode, *dur)
+						s, err := runCoopOnce(ctx, env, bc, *dur)
+						if err != nil {
+							return nil, fmt.Errorf("N=%d %s: %w", n, mode, err)
+						}
+						st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
+						run := coopRun{N: n, Mode: mode, Stats: st, Series: s}
+						capS := "-"
+						if mode == "lanes" {
+							run.Cap = medianCap(s, warm.Seconds())
+							capS = strconv.Itoa(int(run.Cap))
+						}
+						runs = append(runs, run)
+						main.Rows = append(main.Rows, []string{strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
+							fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
+							fmt.Sprintf("%.0f", st.RTTp95ms), strconv.Itoa(int(st.Retrans)), capS})
+						if mode == "tcp" {
+							row4[1] = mbit(st.TotalMbit)
+						} else {
+							row4[2] = mbit(st.TotalMbit)
+						}
+						env.Printf("  total %.2f Mbit/s, Jain %.3f/%.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainRun, st.RTTms, st.Retrans)
+					}
+					fig4.Rows = append(fig4.Rows, row4)
+				}
+				per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"N", "mode", "hosts"}}
+				for _, run := range runs {
+					var parts []string
+					for _, v := range run.Stats.PerHostMbit {
+						parts = append(parts, fmt.Sprintf("%.2f", v))
+					}
+					per.Rows = append(per.Rows, []string{strconv.Itoa(run.N), run.Mode, strings.Join(parts, " ")})
+				}
+				r.Tables = []Table{main, fig4, per}
+				r.Notes = []string{
+					"goodput = bytes the server received per host; Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
+					"RTT = the uploads' srtt (TCP monitor) every 200 ms; retrans = total retransmitted segments",
+					"lanes = lanes datapath (sock_ops clamp) + coop controller per host, ap_rate = the AP rate, headroom as given; cap = median applied cap (segments)",
+					"the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi",
+				}
+				r.Data = runs
+				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Duration = time.Since(r.Started)
+				return r, nil
+			}
+		}})
+
+	Register(Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
+		Setup: func(fs *flag.FlagSet) RunFunc {
+			var c coopCommon
+			c.register(fs)
+			scale := fs.Float64("time-scale", 1, "multiply the 60 s period by this")
+			baseline := fs.Bool("baseline", true, "also run plain TCP with the same schedule")
+			return func(ctx context.Context, env *Env) (*Result, error) {
+				if env.Quick && *scale == 1 {
+					*scale = 0.25
+				}
+				period := time.Duration(float64(60*time.Second) * *scale)
+				r := &Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
+				r.Params["period"], r.Params["schedule"] = period.String(), "5 hosts from 0; join at 1,2,3 periods; leave at 4,5,6; end at 7"
+				modes := []string{"lanes"}
+				if *baseline {
+					modes = append(modes, "tcp")
+				}
+				phases := Table{Title: "coop-dynamics: per phase (N expected, N seen by the controllers, median cap, total goodput, Jain)",
+					Columns: []string{"mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
+				react := Table{Title: "reaction: time from a host starting/stopping its upload until every controller reports the new N",
+					Columns: []string{"event", "at s", "new N", "reaction ms (slowest controller)", "fastest ms"}}
+				data := map[string]any{}
+				for _, mode := range modes {
+					env.Printf("coop-dynamics %s: period %v, 7 periods...\n", mode, period)
+					d, err := runDynamics(ctx, env, &c, mode == "lanes", period)
+					if err != nil {
+						return nil, err
+					}
+					data[mode] = d
+					for p := 0; p < 7; p++ {
+						nExp := []int{5, 6, 7, 8, 7, 6, 5}[p]
+						from, to := (float64(p)*period.Seconds())+min(5, period.Seconds()/3), float64(p+1)*period.Seconds()
+						st := d.Series.stats(allHosts(8), from, to)
+						seen, capv := "-", "-"
+						if mode == "lanes" {
+							seen, capv = d.nSeen(from, to)
+						}
+						phases.Rows = append(phases.Rows, []string{mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
+							mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to)), fmt.Sprintf("%.0f", st.RTTms)})
+					}
+					if mode == "lanes" {
+						for _, e := range d.Events {
+							rs, fs := "never", "-"
+							if e.Slowest >= 0 {
+								rs = fmt.Sprintf("%.0f", e.Slowest)
+								fs = fmt.Sprintf("%.0f", e.Fastest)
+							}
+							react.Rows = append(react.Rows, []string{e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs})
+						}
+					}
+				}
+				r.Tables = []Table{phases, react}
+				r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
+					"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
+				r.Data = data
+				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Duration = time.Since(r.Started)
+				return r, nil
+			}
+		}})
+
+	Register(Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
+		Setup: func(fs *flag.FlagSet) RunFunc {
+			var c coopCommon
+			c.register(fs)
+			hosts := fs.Int("hosts", 6, "hosts")
+			plain := fs.Int("plain", 2, "hosts without lanes")
+			dur := fs.Duration("duration", 60*time.Second, "length of each run")
+			warm := fs.Duration("warmup", 5*time.Second, "left out of the statistics")
+			return func(ctx context.Context, env *Env) (*Result, error) {
+				if env.Quick {
+					*dur = 30 * time.Second
+				}
+				if *plain < 0 || *plain > *hosts {
+					return nil, fmt.Errorf("--plain %d out of range", *plain)
+				}
+				r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: c.params()}
+				r.Params["hosts"], r.Params["plain"], r.Params["duration"] = *hosts, *plain, dur.String()
+				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes (goodput Mbit/s)", *hosts, *plain),
+					Columns: []string{"setting", "total", "lanes hosts (mean)", "plain hosts (mean)", "Jain 200ms", "RTT p50 ms", "capping", "why not"}}
+				data := map[string]any{}
+				for _, mode := range []string{"all tcp", "mixed", "mixed, no safety"} {
+					bc, err := c.bed(*hosts, func(i int) bool { return mode != "all tcp" && i >= *plain })
+					if err != nil {
+						return nil, err
+					}
+					if mode == "mixed, no safety" {
+						bc.Coop.Safety.Enabled = false
+					}
+					env.Printf("coop-mixed %s: %v...\n", mode, *dur)
+					cb, err := newCoopBed(ctx, env, bc)
+					if err != nil {
+						return nil, err
+					}
+					rctx, cancel := context.WithCancel(ctx)
+					for i := 0; i < *hosts; i++ {
+						if _, err := cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
+							cancel()
+							cb.Close()
+							return nil, err
+						}
+					}
+					s := cb.record(ctx, 200*time.Millisecond, *dur, nil)
+					why := map[string]int{}
+					capping := 0
+					total := 0
+					for _, h := range cb.hosts {
+						if h.ctrl != nil {
+							st := h.ctrl.Status()
+							total++
+							if st.Capping {
+								capping++
+							} else {
+								why[st.Reason]++
+							}
+						}
+					}
+					cancel()
+					cb.Close()
+					var lanesH, plainH []int
+					for i := 0; i < *hosts; i++ {
+						if mode != "all tcp" && i >= *plain {
+							lanesH = append(lanesH, i)
+						} else {
+							plainH = append(plainH, i)
+						}
+					}
+					all := s.stats(allHosts(*hosts), warm.Seconds(), dur.Seconds()+1)
+					meanOf := func(h []int) string {
+						if len(h) == 0 {
+							return "-"
+						}
+						return mbit(s.stats(h, warm.Seconds(), dur.Seconds()+1).TotalMbit / float64(len(h)))
+					}
+					capS, whyS := "-", ""
+					if total > 0 {
+						capS = fmt.Sprintf("%d/%d at end", capping, total)
+						var ws []string
+						for k := range why {
+							ws = append(ws, k)
+						}
+						sort.Strings(ws)
+						whyS = strings.Join(ws, "; ")
+					}
+					t.Rows = append(t.Rows, []string{mode, mbit(all.TotalMbit), meanOf(lanesH), meanOf(plainH), fmt.Sprintf("%.3f", all.JainStep),
+						fmt.Sprintf("%.0f", all.RTTms), capS, whyS})
+					data[mode] = map[string]any{"stats": all, "series": s}
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+				}
+				r.Tables = []Table{t}
+				r.Notes = []string{"plain hosts are the first --plain hosts; lanes hosts know only each other, so without the safety fallback they cap to a share of the AP the plain hosts do not respect"}
+				r.Data = data
+				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Duration = time.Since(r.Started)
+				return r, nil
+			}
+		}})
+}
+
+// activeJain is the mean per-interval Jain index over the hosts that
+// received data in that interval.
+func activeJain(s *coopSeries, from, to float64) float64 {
+	var sum float64
+	k := 0
+	for i, row := range s.Samples {
+		if s.T[i] <= from || s.T[i] > to {
+			continue
+		}
+		var x []float64
+		for _, h := range row {
+			if h.Bytes > 0 {
+				x = append(x, float64(h.Bytes))
+			}
+		}
+		if len(x) > 0 {
+			sum += Jain(x)
+			k++
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return sum / float64(k)
+}
+
+// dynEvent is one join or leave and how fast the controllers followed.
+type dynEvent struct {
+	Kind    string  `json:"kind"`
+	At      float64 `json:"at_s"`
+	NewN    int     `json:"new_n"`
+	Slowest float64 `json:"reaction_ms"` // -1: not within the period
+	Fastest float64 `json:"fastest_ms"`
+}
+
+type dynResult struct {
+	Series *coopSeries `json:"series"`
+	Events []dynEvent  `json:"events"`
+	// NSeen[t][host]: N every controller reported, each 50 ms
+	NT    []float64 `json:"n_t_s"`
+	NSeen [][]int   `json:"n_seen"`
+	Caps  [][]int   `json:"caps"`
+}
+
+// nSeen summarises the controllers' N and caps over a phase: the median.
+func (d *dynResult) nSeen(from, to float64) (string, string) {
+	var ns, cs []int
+	for i, t := range d.NT {
+		if t <= from || t > to {
+			continue
+		}
+		ns = append(ns, d.NSeen[i]...)
+		for _, c := range d.Caps[i] {
+			if c > 0 {
+				cs = append(cs, c)
+			}
+		}
+	}
+	med := func(v []int) string {
+		if len(v) == 0 {
+			return "-"
+		}
+		sort.Ints(v)
+		return strconv.Itoa(v[len(v)/2])
+	}
+	return med(ns), med(cs)
+}
+
+// runDynamics runs the 5 -> 8 -> 5 schedule on 8 hosts.
+func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, period time.Duration) (*dynResult, error) {
+	bc, err := c.bed(8, func(int) bool { return lanesOn })
+	if err != nil {
+		return nil, err
+	}
+	cb, err := newCoopBed(ctx, env, bc)
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Close()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ups := make([]*upload, 8)
+	for i := 0; i < 5; i++ {
+		if ups[i], err = cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
+			return nil, err
+		}
+	}
+	d := &dynResult{}
+	start := time.Now()
+	type sched struct {
+		at   time.Duration
+		host int
+		join bool
+	}
+	plan := []sched{{period, 5, true}, {2 * period, 6, true}, {3 * period, 7, true},
+		{4 * period, 7, false}, {5 * period, 6, false}, {6 * period, 5, false}}
+	// the schedule and the N poller run beside the recorder
+	errc := make(chan error, 1)
+	go func() {
+		n := 5
+		for _, p := range plan {
+			select {
+			case <-rctx.Done():
+				errc <- nil
+				return
+			case <-time.After(time.Until(start.Add(p.at))):
+			}
+			at := time.Since(start)
+			if p.join {
+				u, err := cb.startUpload(rctx, p.host, coopBulkPort, 0, lane.Unset)
+				if err != nil {
+					errc <- err
+					return
+				}
+				ups[p.host] = u
+				n++
+				env.Printf("  %5.1f s: host %d joins (N=%d)\n", at.Seconds(), p.host+1, n)
+			} else {
+				ups[p.host].stop()
+				n--
+				env.Printf("  %5.1f s: host %d leaves (N=%d)\n", at.Seconds(), p.host+1, n)
+			}
+			kind := "join"
+			if !p.join {
+				kind = "leave"
+			}
+			d.Events = append(d.Events, dynEvent{Kind: kind, At: at.Seconds(), NewN: n, Slowest: -1, Fastest: -1})
+		}
+		errc <- nil
+	}()
+	pollDone := make(chan struct{})
+	if lanesOn {
+		go func() {
+			defer close(pollDone)
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-t.C:
+				}
+				el := time.Since(start).Seconds()
+				row, caps := make([]int, 8), make([]int, 8)
+				for i, h := range cb.hosts {
+					st := h.ctrl.Status()
+					row[i] = st.N
+					for _, f := range st.Flows {
+						if f.Active {
+							caps[i] = max(caps[i], int(f.Cap))
+						}
+					}
+				}
+				d.NT = append(d.NT, el)
+				d.NSeen = append(d.NSeen, row)
+				d.Caps = append(d.Caps, caps)
+			}
+		}()
+	} else {
+		close(pollDone)
+	}
+	d.Series = cb.record(ctx, 200*time.Millisecond, 7*period, nil)
+	cancel()
+	<-pollDone
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	// reaction times from the 50 ms N samples
+	for k := range d.Events {
+		e := &d.Events[k]
+		first := make([]float64, 8)
+		for i := range first {
+			first[i] = -1
+		}
+		for j, t := range d.NT {
+			if t < e.At || t > e.At+period.Seconds() {
+				continue
+			}
+			for i, n := range d.NSeen[j] {
+				if first[i] < 0 && n == e.NewN {
+					first[i] = (t - e.At) * 1000
+				}
+			}
+		}
+		slow, fast := 0.0, 1e18
+		ok := len(d.NT) > 0
+		for _, f := range first {
+			if f < 0 {
+				ok = false
+				break
+			}
+			slow, fast = max(slow, f), min(fast, f)
+		}
+		if ok {
+			e.Slowest, e.Fastest = slow, fast
+		}
+	}
+	return d, ctx.Err()
+}

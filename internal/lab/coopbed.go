@@ -1,0 +1,650 @@
+// coopbed.go: the testbed of the cooperative-control experiments (coop,
+// coop-dynamics, coop-mixed, apps): N hosts behind one emulated access point
+// uploading to a distant server, optionally each running lanes' datapath and
+// cooperative controller.
+//
+//	host 1 ..+                                   (AP -> cloud: delay only)
+//	host 2 ..+--[shared uplink: rate, buffer]--> route --[server down: RTT/2]--> server
+//	host N ..+<-[shared downlink: rate, buffer]-- route <-[server up: RTT/2]---
+//
+// The medium's two directions are one Link each, shared by every host (the
+// emulator's shared medium); the RTT sits between the AP and the server, as
+// the paper's Dummynet did, so host-to-host announcements cross only the
+// medium. Traffic is generated in-process: sockets are created inside each
+// host's namespace and driven by goroutines; the server counts each host's
+// received bytes (goodput) and the TCP monitor samples every host's flows.
+//
+// "With lanes" a host runs what `lanes daemon` runs for it: the datapath
+// (sock_ops applies the caps) and the coop controller, fed by the TCP monitor,
+// sending its announcements to the other lanes hosts through the medium
+// (unicast: the lab's TUN links have no broadcast).
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// Ports of the coop testbed's server.
+const (
+	coopBulkPort   = 5001
+	coopStreamPort = 5002
+	coopAnnPort    = 7431
+)
+
+// CoopBedConfig describes one coop testbed.
+type CoopBedConfig struct {
+	Hosts  int
+	Rate   float64       // AP rate, bit/s
+	RTT    time.Duration // base RTT host <-> server
+	Buffer int           // AP queue per direction, bytes
+	CC     string        // hosts' congestion control
+	// Lanes says which hosts run lanes (nil: none).
+	Lanes func(i int) bool
+	// Coop is the controllers' config (Enabled, Interface, Port, key and
+	// unicast peers are filled in).
+	Coop coop.Config
+}
+
+// coopHost is one host of the bed.
+type coopHost struct {
+	idx   int
+	node  *topo.Node
+	lanes bool
+	dp    *datapath.Datapath
+	ctrl  *coop.Controller
+	done  chan error
+	stop  context.CancelFunc
+	mon   *tcpmon.Sampler // measurement sampler
+	csmp  *tcpmon.Sampler // the controller's sampler
+	bytes atomic.Int64    // received by the server from this host (bulk port)
+}
+
+// coopBed is a running coop testbed.
+type coopBed struct {
+	cfg    CoopBedConfig
+	bed    *Bed
+	hosts  []*coopHost
+	server *topo.Node
+	byAddr map[netip.Addr]*coopHost
+	lns    []net.Listener
+	stream *streamSink
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+// newCoopBed builds and starts the testbed (server sinks listening,
+// controllers running). Close it when done.
+func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err error) {
+	if c.CC == "" {
+		c.CC = "cubic"
+	}
+	bed, err := NewBed(env, c.CC)
+	if err != nil {
+		return nil, err
+	}
+	cb := &coopBed{cfg: c, bed: bed, byAddr: map[netip.Addr]*coopHost{}}
+	defer func() {
+		if err != nil {
+			cb.Close()
+		}
+	}()
+	medium := emu.LinkConfig{Rate: c.Rate, QueueBytes: c.Buffer}
+	up, down := bed.Emu.NewUplink(medium), bed.Emu.NewDownlink(medium)
+	for i := 0; i < c.Hosts; i++ {
+		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, down, HostOpts{})
+		if err != nil {
+			return nil, err
+		}
+		h := &coopHost{idx: i, node: n, lanes: c.Lanes != nil && c.Lanes(i)}
+		cb.hosts = append(cb.hosts, h)
+		cb.byAddr[n.Addr] = h
+	}
+	half := emu.LinkConfig{Delay: c.RTT / 2}
+	if cb.server, err = bed.AddHost("server", c.CC, bed.Emu.NewUplink(half), bed.Emu.NewDownlink(half), HostOpts{}); err != nil {
+		return nil, err
+	}
+	bed.Start(ctx)
+	if err := cb.listen(coopBulkPort, cb.countBulk); err != nil {
+		return nil, err
+	}
+	cb.stream = &streamSink{}
+	if err := cb.listen(coopStreamPort, cb.stream.serve); err != nil {
+		return nil, err
+	}
+	for _, h := range cb.hosts {
+		if h.mon, err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
+			return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
+		}
+	}
+	if err := cb.startLanes(ctx, env); err != nil {
+		return nil, err
+	}
+	return cb, nil
+}
+
+// listen starts a TCP server in the server namespace.
+func (cb *coopBed) listen(port int, serve func(net.Conn)) error {
+	var ln net.Listener
+	err := cb.server.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("server listen :%d: %w", port, err)
+	}
+	cb.lns = append(cb.lns, ln)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cb.track(c)
+			go serve(c)
+		}
+	}()
+	return nil
+}
+
+func (cb *coopBed) track(c net.Conn) {
+	cb.mu.Lock()
+	cb.conns = append(cb.conns, c)
+	cb.mu.Unlock()
+}
+
+// countBulk discards an upload, counting bytes for its host.
+func (cb *coopBed) countBulk(c net.Conn) {
+	defer c.Close()
+	ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	h := cb.byAddr[ap.Addr().Unmap()]
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if h != nil {
+			h.bytes.Add(int64(n))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// startLanes opens the datapath and starts a controller on every lanes host.
+func (cb *coopBed) startLanes(ctx context.Context, env *Env) error {
+	var peers []string
+	for _, h := range cb.hosts {
+		if h.lanes {
+			peers = append(peers, h.node.Addr.String())
+		}
+	}
+	if len(peers) == 0 {
+		return nil
+	}
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	for _, h := range cb.hosts {
+		if !h.lanes {
+			continue
+		}
+		cfg := cb.cfg.Coop
+		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key = true, TUNName, coopAnnPort, hex.EncodeToString(key)
+		cfg.UnicastPeers = nil
+		for _, p := range peers {
+			if p != h.node.Addr.String() {
+				cfg.UnicastPeers = append(cfg.UnicastPeers, p)
+			}
+		}
+		var tr *coop.UDPTransport
+		err := h.node.Do(func() (err error) {
+			h.dp, err = datapath.Open(datapath.Config{Interface: TUNName, Instance: fmt.Sprintf("lab%s-%d", cb.bed.Topo.ID, h.idx)})
+			if err != nil {
+				return fmt.Errorf("datapath: %w", err)
+			}
+			tr, err = coop.ListenUDP(TUNName, coopAnnPort)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("lanes in %s: %w", h.node.Name, err)
+		}
+		uni := make([]netip.Addr, 0, len(cfg.UnicastPeers))
+		for _, p := range cfg.UnicastPeers {
+			uni = append(uni, netip.MustParseAddr(p))
+		}
+		tr.SetUnicast(uni)
+		dp := h.dp
+		if h.csmp, err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond,
+			LaneOf: dp.SocketLane}); err != nil {
+			return err
+		}
+		log := slog.New(slog.DiscardHandler)
+		if env != nil && env.Log != nil {
+			log = env.Log.With("host", h.node.Name)
+		}
+		h.ctrl, err = coop.New(coop.Options{Config: cfg, Transport: tr, Caps: dp, HostID: uint64(h.idx + 1),
+			Flows: &coop.MonitorSource{S: h.csmp, Local: netip.PrefixFrom(h.node.Addr, 32)}, Logger: log})
+		if err != nil {
+			tr.Close()
+			return err
+		}
+		hctx, stop := context.WithCancel(ctx)
+		h.stop, h.done = stop, make(chan error, 1)
+		go func(h *coopHost) { h.done <- h.ctrl.Run(hctx) }(h)
+	}
+	return nil
+}
+
+// Close stops traffic, controllers, datapaths and the bed.
+func (cb *coopBed) Close() error {
+	var errs []error
+	for _, ln := range cb.lns {
+		ln.Close()
+	}
+	cb.mu.Lock()
+	for _, c := range cb.conns {
+		c.Close()
+	}
+	cb.mu.Unlock()
+	for _, h := range cb.hosts {
+		if h.ctrl != nil {
+			h.stop()
+			errs = append(errs, <-h.done)
+		}
+		if h.dp != nil {
+			errs = append(errs, h.node.Do(h.dp.Close))
+		}
+		if h.mon != nil {
+			h.mon.Close()
+		}
+		if h.csmp != nil {
+			h.csmp.Close()
+		}
+	}
+	errs = append(errs, cb.bed.Close())
+	return errors.Join(errs...)
+}
+
+// upload is one in-process TCP upload from a host.
+type upload struct {
+	conn   net.Conn
+	cookie uint64
+	start  time.Time
+	end    atomic.Int64 // unix ns when the last byte was written and acked (0: running)
+	done   chan struct{}
+}
+
+// startUpload dials the server's port from host i and writes size bytes
+// (0 = until stopped) as fast as TCP goes, in lane l (with lanes).
+func (cb *coopBed) startUpload(ctx context.Context, i int, port int, size int64, l lane.Lane) (*upload, error) {
+	h := cb.hosts[i]
+	var c net.Conn
+	err := h.node.Do(func() (err error) {
+		d := net.Dialer{Timeout: 10 * time.Second}
+		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(cb.server.Addr, uint16(port)).String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial server: %w", h.node.Name, err)
+	}
+	cb.track(c)
+	u := &upload{conn: c, start: time.Now(), done: make(chan struct{})}
+	u.cookie = socketCookie(c)
+	if h.dp != nil && l != lane.Unset && u.cookie != 0 {
+		_ = h.dp.SetSocketLane(u.cookie, l)
+	}
+	go func() {
+		defer close(u.done)
+		buf := make([]byte, 64<<10)
+		var sent int64
+		for ctx.Err() == nil && (size == 0 || sent < size) {
+			k := int64(len(buf))
+			if size > 0 && size-sent < k {
+				k = size - sent
+			}
+			n, err := c.Write(buf[:k])
+			sent += int64(n)
+			if err != nil {
+				return
+			}
+		}
+		if size > 0 && sent >= size {
+			waitDrained(c)
+			u.end.Store(time.Now().UnixNano())
+			c.Close()
+		}
+	}()
+	return u, nil
+}
+
+// socketCookie reads SO_COOKIE (0 if unavailable).
+func socketCookie(c net.Conn) uint64 {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var ck uint64
+	_ = rc.Control(func(fd uintptr) {
+		v, err := unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+		if err == nil {
+			ck = v
+		}
+	})
+	return ck
+}
+
+// waitDrained waits until the socket has no unsent or unacknowledged data
+// (SIOCOUTQ = 0), so a transfer's end is when the server has it all.
+func waitDrained(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	for i := 0; i < 6000; i++ {
+		q := 0
+		_ = rc.Control(func(fd uintptr) { q, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+		if q == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop ends an endless upload (closing its socket at once).
+func (u *upload) stop() {
+	if tc, ok := u.conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	u.conn.Close()
+	<-u.done
+}
+
+// hostSample is one measurement interval of one host.
+type hostSample struct {
+	Bytes   int64   `json:"bytes"`
+	SRTTms  float64 `json:"srtt_ms"` // mean over its bulk flows (0: none)
+	Cwnd    uint32  `json:"cwnd"`
+	Retrans uint32  `json:"retrans"` // cumulative, its flows to the server
+	N       int     `json:"n,omitempty"`
+	Cap     uint32  `json:"cap,omitempty"`
+	Capping bool    `json:"capping,omitempty"`
+}
+
+// coopSeries is the per-interval record of a run.
+type coopSeries struct {
+	Step    time.Duration  `json:"step_ns"`
+	T       []float64      `json:"t_s"`
+	Samples [][]hostSample `json:"samples"` // [interval][host]
+}
+
+// record samples every host each step until ctx ends or stopAt passes.
+func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick func(time.Duration)) *coopSeries {
+	s := &coopSeries{Step: step}
+	prev := make([]int64, len(cb.hosts))
+	retr := make([]map[uint64]uint32, len(cb.hosts))
+	for i := range retr {
+		retr[i] = map[uint64]uint32{}
+	}
+	start := time.Now()
+	t := time.NewTicker(step)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		el := time.Since(start)
+		if tick != nil {
+			tick(el)
+		}
+		row := make([]hostSample, len(cb.hosts))
+		for i, h := range cb.hosts {
+			b := h.bytes.Load()
+			row[i].Bytes = b - prev[i]
+			prev[i] = b
+			if fl, err := h.mon.Sample(); err == nil {
+				var rtt float64
+				k := 0
+				for _, f := range fl {
+					if !isServerFlow(f.Dst, cb.server.Addr) {
+						continue
+					}
+					retr[i][f.Cookie] = f.TotalRetrans
+					if f.State == "ESTAB" && f.SRTT > 0 && f.Unacked > 0 {
+						rtt += float64(f.SRTT) / 1000
+						k++
+						row[i].Cwnd = max(row[i].Cwnd, f.Cwnd)
+					}
+				}
+				if k > 0 {
+					row[i].SRTTms = rtt / float64(k)
+				}
+			}
+			for _, v := range retr[i] {
+				row[i].Retrans += v
+			}
+			if h.ctrl != nil {
+				st := h.ctrl.Status()
+				row[i].N, row[i].Capping = st.N, st.Capping
+				for _, f := range st.Flows {
+					if f.Active && f.Cap > row[i].Cap {
+						row[i].Cap = f.Cap
+					}
+				}
+			}
+		}
+		s.T = append(s.T, el.Seconds())
+		s.Samples = append(s.Samples, row)
+		if el >= dur {
+			break
+		}
+	}
+	return s
+}
+
+func isServerFlow(dst string, server netip.Addr) bool {
+	ap, err := netip.ParseAddrPort(dst)
+	return err == nil && ap.Addr().Unmap() == server
+}
+
+// Jain is Jain's fairness index (sum x)^2 / (k sum x^2) over x (1 = fair).
+func Jain(x []float64) float64 {
+	var s, s2 float64
+	for _, v := range x {
+		s += v
+		s2 += v * v
+	}
+	if len(x) == 0 || s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(x)) * s2)
+}
+
+// coopStats summarises a series over [from, to) seconds for the given hosts.
+type coopStats struct {
+	TotalMbit   float64   `json:"total_mbit"`
+	PerHostMbit []float64 `json:"per_host_mbit"`
+	JainStep    float64   `json:"jain_per_interval"` // mean of per-interval indices
+	JainRun     float64   `json:"jain_run"`
+	RTTms       float64   `json:"rtt_median_ms"`
+	RTTp95ms    float64   `json:"rtt_p95_ms"`
+	Retrans     uint32    `json:"retrans"`
+}
+
+func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
+	var st coopStats
+	st.PerHostMbit = make([]float64, len(hosts))
+	var jains, rtts []float64
+	secs := 0.0
+	for k, row := range s.Samples {
+		if s.T[k] <= from || s.T[k] > to {
+			continue
+		}
+		secs += s.Step.Seconds()
+		x := make([]float64, len(hosts))
+		for j, i := range hosts {
+			x[j] = float64(row[i].Bytes)
+			st.PerHostMbit[j] += float64(row[i].Bytes) * 8
+			if row[i].SRTTms > 0 {
+				rtts = append(rtts, row[i].SRTTms)
+			}
+		}
+		jains = append(jains, Jain(x))
+	}
+	if secs > 0 {
+		for j := range st.PerHostMbit {
+			st.PerHostMbit[j] /= secs * 1e6
+			st.TotalMbit += st.PerHostMbit[j]
+		}
+	}
+	st.JainRun = Jain(st.PerHostMbit)
+	for _, j := range jains {
+		st.JainStep += j / float64(len(jains))
+	}
+	sort.Float64s(rtts)
+	if len(rtts) > 0 {
+		st.RTTms = Percentile(rtts, 50)
+		st.RTTp95ms = Percentile(rtts, 95)
+	}
+	if n := len(s.Samples); n > 0 {
+		for _, i := range hosts {
+			st.Retrans += s.Samples[n-1][i].Retrans
+		}
+	}
+	return st
+}
+
+// coopControllerConfig is the controllers' config in the lab: the AP rate
+// known (as the paper assumed), the default 120 kbit headroom.
+func coopControllerConfig(rate float64) coop.Config {
+	c := coop.DefaultConfig()
+	c.APRate = config.Rate(math.Round(rate))
+	return c
+}
+
+// streamSink receives timestamped chunks of CBR streams and records each
+// chunk's delivery delay (all namespaces share one clock).
+type streamSink struct {
+	mu     sync.Mutex
+	delays []float64 // ms, in arrival order
+	times  []float64 // arrival, unix s
+}
+
+func (s *streamSink) serve(c net.Conn) {
+	defer c.Close()
+	hdr := make([]byte, 12)
+	body := make([]byte, 64<<10)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return
+		}
+		sent := int64(beUint64(hdr[:8]))
+		n := int(beUint32(hdr[8:12]))
+		if n > len(body) {
+			return
+		}
+		if _, err := io.ReadFull(c, body[:n]); err != nil {
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		s.delays = append(s.delays, float64(now.UnixNano()-sent)/1e6)
+		s.times = append(s.times, float64(now.UnixNano())/1e9)
+		s.mu.Unlock()
+	}
+}
+
+func beUint64(b []byte) uint64 {
+	var v uint64
+	for _, x := range b[:8] {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+func beUint32(b []byte) uint32 {
+	var v uint32
+	for _, x := range b[:4] {
+		v = v<<8 | uint32(x)
+	}
+	return v
+}
+
+func putBE(b []byte, v uint64, n int) {
+	for i := n - 1; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+}
+
+// startStream sends a constant-bit-rate stream from host i: one chunk of
+// chunk bytes every chunk*8/rate seconds, each stamped with its intended
+// send time (so a chunk held back by the socket counts as late).
+func (cb *coopBed) startStream(ctx context.Context, i int, rate float64, chunk int, l lane.Lane) (*upload, error) {
+	h := cb.hosts[i]
+	var c net.Conn
+	err := h.node.Do(func() (err error) {
+		d := net.Dialer{Timeout: 10 * time.Second}
+		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(cb.server.Addr, coopStreamPort).String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial stream: %w", h.node.Name, err)
+	}
+	cb.track(c)
+	u := &upload{conn: c, start: time.Now(), done: make(chan struct{})}
+	u.cookie = socketCookie(c)
+	if h.dp != nil && l != lane.Unset && u.cookie != 0 {
+		_ = h.dp.SetSocketLane(u.cookie, l)
+	}
+	period := time.Duration(float64(chunk*8) / rate * 1e9)
+	go func() {
+		defer close(u.done)
+		msg := make([]byte, 12+chunk)
+		next := time.Now()
+		for ctx.Err() == nil {
+			putBE(msg[:8], uint64(next.UnixNano()), 8)
+			putBE(msg[8:12], uint64(chunk), 4)
+			if _, err := c.Write(msg); err != nil {
+				return
+			}
+			next = next.Add(period)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			}
+		}
+	}()
+	return u, nil
+}
