@@ -6,9 +6,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/plot"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -18,7 +20,7 @@ func init() {
 	register(&command{
 		name:    "plot",
 		summary: "draw cwnd, RTT and throughput per flow from a monitor file (PNG and SVG)",
-		usage:   "[--output PREFIX] [--top N] [--match TEXT] [--title T] FILE",
+		usage:   "[--output PREFIX] [--top N] [--match TEXT] [--smooth D] [--title T] FILE",
 		run:     runPlot,
 	})
 }
@@ -30,6 +32,7 @@ func runPlot(_ context.Context, e *env, args []string) error {
 	top := fs.Int("top", 8, "plot the N flows that moved the most bytes")
 	match := fs.String("match", "", "only flows whose local->remote text contains this")
 	title := fs.String("title", "", "figure title (default: the file name)")
+	smooth := fs.Duration("smooth", 100*time.Millisecond, "throughput over this window of bytes_acked (0: the monitor's per-sample rate)")
 	if err := fs.Parse(args); err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -53,7 +56,7 @@ func runPlot(_ context.Context, e *env, args []string) error {
 	if t == "" {
 		t = "TCP flows from " + path
 	}
-	fig := flowFigure(flows, t, *top, *match)
+	fig := flowFigure(flows, t, *top, *match, *smooth)
 	if len(fig.Panels[0].Series) == 0 {
 		return fmt.Errorf("%s: no flow matches %q", path, *match)
 	}
@@ -72,13 +75,12 @@ func runPlot(_ context.Context, e *env, args []string) error {
 }
 
 // flowFigure groups flow samples by socket and makes the three panels.
-func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.Figure {
+func flowFigure(flows []tcpmon.Flow, title string, top int, match string, smooth time.Duration) *plot.Figure {
 	type series struct {
-		name          string
-		x, cwnd, rtt  []float64
-		thr           []float64
-		bytes         uint64
-		firstSampleAt float64
+		name         string
+		x, cwnd, rtt []float64
+		thr, acked   []float64
+		bytes        uint64
 	}
 	t0 := flows[0].Time
 	for _, f := range flows {
@@ -93,6 +95,9 @@ func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.
 		if match != "" && !strings.Contains(f.Key(), match) {
 			continue
 		}
+		if f.CAState == "" {
+			continue // no tcp_info: a closing socket's time-wait remains
+		}
 		key := f.Key()
 		if f.Cookie != 0 {
 			key = fmt.Sprintf("%d", f.Cookie)
@@ -100,6 +105,9 @@ func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.
 		s := by[key]
 		if s == nil {
 			name := f.Src + "->" + f.Dst
+			if i := strings.LastIndex(f.Src, ":"); i >= 0 {
+				name = f.Src[i:] + "->" + f.Dst // local port is enough
+			}
 			if f.Comm != "" {
 				name = f.Comm + " " + name
 			}
@@ -112,6 +120,7 @@ func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.
 		s.cwnd = append(s.cwnd, float64(f.Cwnd))
 		s.rtt = append(s.rtt, float64(f.SRTT)/1000)
 		s.thr = append(s.thr, f.Throughput/1e6)
+		s.acked = append(s.acked, float64(f.BytesAcked))
 		s.bytes = max(s.bytes, f.BytesAcked+f.BytesRecv)
 	}
 	sort.SliceStable(order, func(i, j int) bool { return by[order[i]].bytes > by[order[j]].bytes })
@@ -125,9 +134,31 @@ func flowFigure(flows []tcpmon.Flow, title string, top int, match string) *plot.
 	}}
 	for _, k := range order {
 		s := by[k]
+		if smooth > 0 {
+			s.thr = windowRate(s.x, s.acked, smooth.Seconds())
+		}
 		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: s.name, X: s.x, Y: s.cwnd})
 		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: s.name, X: s.x, Y: s.rtt})
 		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: s.name, X: s.x, Y: s.thr})
 	}
 	return fig
+}
+
+// windowRate is the rate of a cumulative byte counter over a trailing
+// window, in Mbit/s: at each sample, the bytes since the latest sample at
+// least window earlier (or the first one) over the time between them.
+func windowRate(x, bytes []float64, window float64) []float64 {
+	out := make([]float64, len(x))
+	j := 0
+	for i := range x {
+		for j+1 < i && x[i]-x[j+1] >= window {
+			j++
+		}
+		if dt := x[i] - x[j]; i > 0 && dt > 0 {
+			out[i] = (bytes[i] - bytes[j]) * 8 / dt / 1e6
+		} else {
+			out[i] = math.NaN()
+		}
+	}
+	return out
 }

@@ -163,7 +163,9 @@ func (f *Figure) draw(c canvas) {
 	w, h := f.size()
 	c.rect(0, 0, float64(w), float64(h), white)
 	if f.Title != "" {
-		c.text(float64(w)/2, 24, f.Title, anchorMiddle, black, false, true)
+		// Twice the font size if it fits, else the normal size.
+		big := len(f.Title)*2*charW < w-20
+		c.text(float64(w)/2, 24, f.Title, anchorMiddle, black, false, big)
 	}
 	xlo, xhi := f.xRange()
 	xt := ticks(xlo, xhi, int(math.Max(3, float64(w-marginLeft-marginRight)/90)))

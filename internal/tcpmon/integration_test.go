@@ -500,3 +500,34 @@ func TestSocketsVanishingMidDump(t *testing.T) {
 		t.Errorf("%d undecodable messages", st.BadMsgs)
 	}
 }
+
+func TestIPv6AndIPv4InOneSample(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	s4 := newSink(t, ns, "127.0.0.1:0")
+	s6 := newSink(t, ns, "[::1]:0")
+	dialIn(t, ns, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(s4.port()))))
+	dialIn(t, ns, net.JoinHostPort("::1", strconv.Itoa(int(s6.port()))))
+	time.Sleep(20 * time.Millisecond)
+	for _, v4only := range []bool{false, true} {
+		s := newSampler(t, Config{NetNS: ns.Handle, IPv4Only: v4only})
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n4, n6 int
+		for _, f := range fl {
+			if strings.HasPrefix(f.Src, "[::1]") {
+				n6++
+			} else if strings.HasPrefix(f.Src, "127.0.0.1") {
+				n4++
+			}
+		}
+		want6 := 2
+		if v4only {
+			want6 = 0
+		}
+		if n4 != 2 || n6 != want6 {
+			t.Errorf("IPv4Only=%v: %d IPv4 and %d IPv6 flows, want 2 and %d: %+v", v4only, n4, n6, want6, fl)
+		}
+	}
+}
