@@ -14,7 +14,7 @@ import (
 )
 
 func u32(v uint32) *uint32 { return &v }
-func iptr(v int) *int       { return &v }
+func iptr(v int) *int      { return &v }
 
 func TestRuleMatching(t *testing.T) {
 	player := &ProcInfo{PID: 100, PPID: 1, UID: 1000, Comm: "mpv", Exe: "/usr/bin/mpv",
