@@ -73,7 +73,12 @@ func (n *nsRef) withSysfs(fn func(sysfsRoot string) error) error {
 				return fmt.Errorf("enter network namespace: %w", err)
 			}
 			if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
-				return fmt.Errorf("mount sysfs: %w", err)
+				// EBUSY: /sys already is this namespace's sysfs (as under
+				// `ip netns exec`), and the kernel refuses to stack the same
+				// superblock on its own mount point. Use it as it is.
+				if err != unix.EBUSY {
+					return fmt.Errorf("mount sysfs: %w", err)
+				}
 			}
 			return fn("/sys")
 		}()

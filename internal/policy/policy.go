@@ -233,8 +233,8 @@ func (it Interface) validate() error {
 		if it.Uplink == 0 {
 			return config.Errorf("uplink", "mode shaped needs an uplink rate (e.g. uplink: 10mbit)")
 		}
-		if it.Uplink < 64_000 {
-			return config.Errorf("uplink", "%v is below the 64kbit minimum", it.Uplink)
+		if it.Uplink < 100_000 {
+			return config.Errorf("uplink", "%v is below the 100kbit minimum", it.Uplink)
 		}
 		if it.BackgroundFloor >= it.Uplink {
 			return config.Errorf("background_floor", "%v must be below the uplink %v", it.BackgroundFloor, it.Uplink)

@@ -1,0 +1,456 @@
+// Integration tests of `lanes daemon` as users run it: the real binary in
+// fresh network namespaces, real TCP traffic, real signals.
+//
+// Topology of the traffic tests (testutil.NewRoutedPath):
+//
+//	phone A (lanes daemon, shaped 10 Mbit/s on veth-a) ── router R ── server B
+//	                                            R's egress r-b: TBF 10 Mbit/s, 256 KB buffer
+//
+// Without lanes the bulk upload fills R's buffer and every foreground request
+// waits behind it; with lanes the queue forms in A's HTB, where the background
+// lane yields to foreground traffic.
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+var lanesBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if os.Geteuid() == 0 {
+			dir, err := os.MkdirTemp("", "lanes-bin")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			lanesBin = filepath.Join(dir, "lanes")
+			out, err := exec.Command("go", "build", "-o", lanesBin, "../../cmd/lanes").CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "build lanes: %v\n%s", err, out)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// proc is a process started in a namespace, killed at test end.
+type proc struct {
+	cmd *exec.Cmd
+	out *strings.Builder
+}
+
+func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
+	t.Helper()
+	cmd := ns.Command(lanesBin, args...)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", args, err)
+	}
+	p := &proc{cmd: cmd, out: &out}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+func (p *proc) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if sig == syscall.SIGTERM && err != nil {
+			t.Errorf("daemon exit after SIGTERM: %v\n%s", err, p.out)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("process did not exit after %v\n%s", sig, p.out)
+	}
+}
+
+// startDaemon runs `lanes daemon` in ns with the policy text and waits until
+// its API answers.
+func startDaemon(t *testing.T, ns *testutil.NetNS, policy string) (*proc, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "lanes.sock")
+	d := start(t, ns, "daemon", "--policy", pol, "--socket", sock)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := api.Dial(sock); err == nil {
+			err = c.Ping()
+			c.Close()
+			if err == nil {
+				return d, sock
+			}
+		}
+		if d.cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("daemon did not come up:\n%s", d.out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func status(t *testing.T, sock string) *api.Status {
+	t.Helper()
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// helperResult is what `lanes lab helper get|post` prints.
+type helperResult struct {
+	Seconds float64 `json:"seconds"`
+	Bytes   int64   `json:"bytes"`
+	Error   string  `json:"error"`
+}
+
+func request(t *testing.T, ns *testutil.NetNS, kind, url string, bytes int) helperResult {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "lab", "helper", kind, "--url", url, "--bytes", fmt.Sprint(bytes)).Output()
+	var r helperResult
+	if err != nil || json.Unmarshal(out, &r) != nil || r.Error != "" {
+		t.Fatalf("%s %s: %v %s %s", kind, url, err, out, r.Error)
+	}
+	return r
+}
+
+// latencies runs n 1 KB GETs one after another and returns them sorted.
+func latencies(t *testing.T, ns *testutil.NetNS, url string, n int) []time.Duration {
+	var d []time.Duration
+	for i := 0; i < n; i++ {
+		r := request(t, ns, "get", url, 1000)
+		d = append(d, time.Duration(r.Seconds*float64(time.Second)))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d
+}
+
+func pct(d []time.Duration, p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
+
+// bulk starts an endless upload from A; prefix runs it under `lanes run`.
+// It returns the process and the flow's local port, read from its first line.
+func bulk(t *testing.T, ns *testutil.NetNS, url string, prefix ...string) (*proc, int) {
+	t.Helper()
+	args := append(append([]string{}, prefix...), lanesBin, "lab", "helper", "bulk", "--url", url)
+	cmd := ns.Command(args[0], args[1:]...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: &errb}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("bulk: no first line: %v\n%s", err, errb.String())
+	}
+	var hello struct{ Src string }
+	if err := json.Unmarshal([]byte(line), &hello); err != nil {
+		t.Fatalf("bulk first line %q: %v", line, err)
+	}
+	_, port, _ := net.SplitHostPort(hello.Src)
+	var sport int
+	fmt.Sscan(port, &sport)
+	go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }()
+	return p, sport
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// bottleneck puts a 10 Mbit/s TBF with a deep buffer on R's link to B.
+func bottleneck(t *testing.T, p *testutil.Path) {
+	p.R.Do(t, func() error {
+		l, err := netlink.LinkByName(p.LinkRB)
+		if err != nil {
+			return err
+		}
+		return netlink.QdiscAdd(&netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+			Rate: 10_000_000 / 8, Limit: 256 << 10, Buffer: 3000})
+	})
+}
+
+func shapedPolicy(link string) string {
+	return fmt.Sprintf("interfaces:\n  - name: %s\n    mode: shaped\n    uplink: 10mbit\n", link)
+}
+
+// laneBytes returns the bytes the daemon counted in a lane on its one interface.
+func laneBytes(t *testing.T, sock, lane string) uint64 {
+	for _, l := range status(t, sock).Interfaces[0].Lanes {
+		if l.Lane.String() == lane {
+			return l.Bytes
+		}
+	}
+	t.Fatalf("no lane %s in status", lane)
+	return 0
+}
+
+func TestBackgroundLaneUnderLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	for _, how := range []string{"run", "register"} {
+		t.Run(how, func(t *testing.T) {
+			p := testutil.NewRoutedPath(t)
+			bottleneck(t, p)
+			srv := start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+			_ = srv
+			base := fmt.Sprintf("http://%s:8080", p.AddrB)
+			time.Sleep(300 * time.Millisecond)
+
+			idle := latencies(t, p.A, base, 10)
+
+			// Without lanes: the upload fills the network's buffer.
+			b, _ := bulk(t, p.A, base+"/sink")
+			time.Sleep(3 * time.Second)
+			off := latencies(t, p.A, base, 15)
+			b.cmd.Process.Kill()
+			b.cmd.Wait()
+			time.Sleep(time.Second)
+
+			d, sock := startDaemon(t, p.A, shapedPolicy(p.LinkA))
+			switch how {
+			case "run":
+				b, _ = bulk(t, p.A, base+"/sink", lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+			case "register":
+				var sport int
+				b, sport = bulk(t, p.A, base+"/sink")
+				out, err := p.A.Command(lanesBin, "register", "--socket", sock, "--lane", "background",
+					"--dst", fmt.Sprintf("%s:8080", p.AddrB), "--sport", fmt.Sprint(sport)).CombinedOutput()
+				if err != nil {
+					t.Fatalf("register: %v %s", err, out)
+				}
+			}
+			time.Sleep(3 * time.Second)
+			bg0 := laneBytes(t, sock, "background")
+			time.Sleep(4 * time.Second)
+			bgRate := float64(laneBytes(t, sock, "background")-bg0) * 8 / 4
+			on := latencies(t, p.A, base, 15)
+			up := request(t, p.A, "post", base+"/sink", 1<<20)
+			upRate := float64(up.Bytes) * 8 / up.Seconds
+			t.Logf("1 KB request p50/p99: idle %v/%v, background without lanes %v/%v, with lanes %v/%v",
+				pct(idle, .5), pct(idle, .99), pct(off, .5), pct(off, .99), pct(on, .5), pct(on, .99))
+			t.Logf("background alone %.2f Mbit/s; 1 MiB upload under background %.2f s = %.2f Mbit/s", bgRate/1e6, up.Seconds, upRate/1e6)
+
+			if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+				t.Errorf("foreground p50 with lanes %v is only %.1fx better than without (%v); want >= 5x", pct(on, .5), ratio, pct(off, .5))
+			}
+			if upRate < 0.8*10e6 {
+				t.Errorf("foreground 1 MiB upload at %.2f Mbit/s under background load; want >= 8 (80%% of the link)", upRate/1e6)
+			}
+			if bgRate < 0.8*10e6 {
+				t.Errorf("background alone used %.2f Mbit/s; want >= 8 (work conserving)", bgRate/1e6)
+			}
+			b.cmd.Process.Kill()
+			d.stop(t, syscall.SIGTERM)
+		})
+	}
+}
+
+// leftovers lists what of lanes is still installed in ns on link: an HTB root
+// or any tc filter on the link, the instance's lane cgroups, or a sock_ops
+// program called lanes_sockops attached at the cgroup v2 root whose netns
+// is ns (checked by the caller through the instance name's cgroups).
+func leftovers(t *testing.T, ns *testutil.NetNS, link string) []string {
+	t.Helper()
+	var out []string
+	q, _ := ns.Command("tc", "qdisc", "show", "dev", link).CombinedOutput()
+	if strings.Contains(string(q), "htb") || strings.Contains(string(q), "clsact") {
+		out = append(out, "qdisc: "+strings.TrimSpace(string(q)))
+	}
+	f, _ := ns.Command("tc", "filter", "show", "dev", link).CombinedOutput()
+	if strings.TrimSpace(string(f)) != "" {
+		out = append(out, "filter: "+strings.TrimSpace(string(f)))
+	}
+	f, _ = ns.Command("tc", "filter", "show", "dev", link, "egress").CombinedOutput()
+	if strings.TrimSpace(string(f)) != "" {
+		out = append(out, "egress filter: "+strings.TrimSpace(string(f)))
+	}
+	var inst string
+	ns.Do(t, func() error {
+		var st syscall.Stat_t
+		if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
+			return err
+		}
+		inst = "n" + strconvBase36(st.Ino)
+		return nil
+	})
+	cg, _ := filepath.Glob("/sys/fs/cgroup/unified/lanes." + inst + "*")
+	for _, c := range cg {
+		out = append(out, "cgroup: "+c)
+	}
+	return out
+}
+
+func strconvBase36(v uint64) string { return bigBase36(v) }
+
+func bigBase36(v uint64) string {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for v > 0 {
+		b = append([]byte{digits[v%36]}, b...)
+		v /= 36
+	}
+	return string(b)
+}
+
+// transfer checks that TCP traffic flows from A to B: 200 KB upload.
+func transfer(t *testing.T, p *testutil.Pair) error {
+	t.Helper()
+	out, err := p.A.Command(lanesBin, "lab", "helper", "post", "--url", fmt.Sprintf("http://%s:8080/sink", p.AddrB), "--bytes", "200000").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func devicePolicy(link string) string {
+	return fmt.Sprintf("interfaces:\n  - name: %s\n", link)
+}
+
+func TestLifecycle(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	time.Sleep(200 * time.Millisecond)
+
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
+		t.Fatalf("no HTB installed:\n%s", q)
+	}
+	if left := leftovers(t, p.A, p.LinkA); len(left) < 3 {
+		t.Fatalf("the leftovers check sees too little while the daemon runs (want qdisc, filter, cgroups): %q", left)
+	}
+	if err := transfer(t, p); err != nil {
+		t.Fatalf("traffic with the daemon running: %v", err)
+	}
+	st := status(t, sock)
+	if len(st.Interfaces) != 1 || st.Interfaces[0].Name != p.LinkA {
+		t.Fatalf("status interfaces = %+v", st.Interfaces)
+	}
+	var sent uint64
+	for _, l := range st.Interfaces[0].Lanes {
+		sent += l.Packets
+	}
+	if sent == 0 {
+		t.Fatal("status counted no packets after a transfer")
+	}
+
+	// SIGTERM: everything removed.
+	d.stop(t, syscall.SIGTERM)
+	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
+		t.Fatalf("left behind after SIGTERM:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("API socket left behind")
+	}
+
+	// SIGKILL: fail-open, traffic still flows; a restart repairs; stop cleans.
+	d, sock = startDaemon(t, p.A, devicePolicy(p.LinkA))
+	d.stop(t, syscall.SIGKILL)
+	if err := transfer(t, p); err != nil {
+		t.Fatalf("traffic after SIGKILL of the daemon: %v", err)
+	}
+	d, sock = startDaemon(t, p.A, devicePolicy(p.LinkA))
+	if err := transfer(t, p); err != nil {
+		t.Fatalf("traffic after restart: %v", err)
+	}
+	if st := status(t, sock); len(st.Interfaces) != 1 {
+		t.Fatalf("restarted daemon status: %+v", st)
+	}
+	d.stop(t, syscall.SIGTERM)
+	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
+		t.Fatalf("left behind after SIGKILL + restart + SIGTERM:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestTwoDaemonsTwoNamespaces(t *testing.T) {
+	testutil.RequireRoot(t)
+	p1, p2 := testutil.NewVethPair(t), testutil.NewVethPair(t)
+	d1, s1 := startDaemon(t, p1.A, devicePolicy(p1.LinkA))
+	d2, s2 := startDaemon(t, p2.A, devicePolicy(p2.LinkA))
+	for _, p := range []*testutil.Pair{p1, p2} {
+		start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	}
+	time.Sleep(200 * time.Millisecond)
+	for i, p := range []*testutil.Pair{p1, p2} {
+		if err := transfer(t, p); err != nil {
+			t.Fatalf("namespace %d: %v", i+1, err)
+		}
+	}
+	if a, b := status(t, s1), status(t, s2); a.Interfaces[0].Name != p1.LinkA || b.Interfaces[0].Name != p2.LinkA {
+		t.Fatal("status mixed up")
+	}
+	d1.stop(t, syscall.SIGTERM)
+	// The second daemon is untouched by the first one's stop.
+	if err := transfer(t, p2); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := p2.A.Command("tc", "qdisc", "show", "dev", p2.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
+		t.Fatalf("stopping daemon 1 removed daemon 2's tree:\n%s", q)
+	}
+	d2.stop(t, syscall.SIGTERM)
+	for _, p := range []*testutil.Pair{p1, p2} {
+		if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
+			t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+		}
+	}
+}
+
+func TestBadPolicyRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetNS(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	os.WriteFile(pol, []byte("interfaces:\n  - name: lo\n    mode: shaped\n    uplink: fast\n"), 0o644)
+	out, err := ns.Command(lanesBin, "daemon", "--policy", pol, "--socket", filepath.Join(dir, "s")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), pol+":4: interfaces[0].uplink: bad rate \"fast\"") {
+		t.Fatalf("bad policy: err=%v\n%s", err, out)
+	}
+}
