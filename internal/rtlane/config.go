@@ -61,8 +61,11 @@ type Config struct {
 	// Overhead is added to each payload for its time on the wire.
 	Overhead config.Bytes `yaml:"overhead"`
 	// MaxQueue bounds the number of queued packets.
-	MaxQueue int    `yaml:"max_queue"`
-	Grants   Grants `yaml:"grants"`
+	MaxQueue int `yaml:"max_queue"`
+	// ReleasePriority is the SCHED_FIFO priority of the releasing thread
+	// (0 = normal scheduling). Falls back to normal with a warning.
+	ReleasePriority int    `yaml:"release_priority"`
+	Grants          Grants `yaml:"grants"`
 }
 
 // DefaultSocket is where the daemon listens by default.
@@ -79,6 +82,9 @@ func DefaultConfig() Config {
 		Reserve:  1514,
 		Overhead: 42,
 		MaxQueue: 10000,
+		// Above ordinary SCHED_FIFO tasks at 1..9, below kernel threads
+		// and the lanes task policy's usual 50+.
+		ReleasePriority: 10,
 	}
 }
 
@@ -107,6 +113,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 1 || c.MaxQueue > 1_000_000 {
 		return config.Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
+	}
+	if c.ReleasePriority < 0 || c.ReleasePriority > 99 {
+		return config.Errorf("release_priority", "%d not in 0..99", c.ReleasePriority)
 	}
 	return nil
 }

@@ -402,6 +402,13 @@ func (l *Lane) closeSockets() error {
 	return errors.Join(errs...)
 }
 
+// sleepUntil sleeps on CLOCK_MONOTONIC until t (ns).
+func sleepUntil(t int64) {
+	ts := unix.NsecToTimespec(t)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	}
+}
+
 // flush drops whatever is still queued when Run ends, counting it.
 func (l *Lane) flush() {
 	l.mu.Lock()
@@ -538,10 +545,18 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	return rep
 }
 
-// release is the single goroutine that paces and sends.
+// release is the single goroutine that paces and sends. It owns its OS
+// thread (raised to SCHED_FIFO when configured, so busy normal-priority
+// tasks cannot delay releases) and sleeps with clock_nanosleep rather than
+// Go timers, so the kernel wakes exactly this thread on time.
 func (l *Lane) release(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	if prio := l.cfg.ReleasePriority; prio > 0 {
+		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+		if err := unix.SchedSetAttr(0, &a, 0); err != nil {
+			l.log.Warn("realtime: releaser stays at normal priority", "priority", prio, "err", err)
+		}
+	}
 	for ctx.Err() == nil {
 		l.mu.Lock()
 		if l.q.Len() == 0 {
@@ -559,20 +574,7 @@ func (l *Lane) release(ctx context.Context) {
 		// included, stays within the bound (always when it is empty).
 		if ahead := l.busyUntil - now + head.Tx - l.bytesNs(l.bound); ahead > 0 && l.busyUntil > now {
 			l.mu.Unlock()
-			// Pace: the kernel holds a full backlog. Short waits spin.
-			if ahead < 30_000 {
-				for Monotonic() < now+ahead {
-					runtime.Gosched()
-				}
-				continue
-			}
-			timer.Reset(time.Duration(ahead))
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-timer.C:
-			}
+			sleepUntil(now + ahead)
 			continue
 		}
 		tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)

@@ -91,10 +91,15 @@ func (r *Receiver) SetTimeout(d time.Duration) error {
 	return unix.SetsockoptTimeval(r.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 }
 
-// Read blocks for one datagram. Payload aliases an internal buffer valid
+// Read blocks for one datagram (EAGAIN after the timeout). Payload aliases an internal buffer valid
 // until the next Read.
 func (r *Receiver) Read() (Arrival, error) {
 	n, oobn, _, from, err := unix.Recvmsg(r.fd, r.buf, r.oob, 0)
+	// A signal (Go's preemption) ends a read on a socket with SO_RCVTIMEO
+	// even with SA_RESTART: read again.
+	for err == unix.EINTR {
+		n, oobn, _, from, err = unix.Recvmsg(r.fd, r.buf, r.oob, 0)
+	}
 	user := Monotonic()
 	if err != nil {
 		return Arrival{}, err

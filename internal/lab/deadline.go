@@ -1,0 +1,979 @@
+// deadline.go: experiment `deadline`, SEEDS.md §003 tables 1–3 — realtime
+// datagrams with deadlines under a saturating bulk transfer, through the
+// lanes realtime lane (EDF + admission, internal/rtlane) and through default
+// Linux (one FIFO), timestamped at the paper's five points; plus the
+// inversion scenario, the added latency of the daemon path and the largest
+// realtime rate with zero misses.
+//
+//	netns snd                                       netns rcv
+//	 flows A, B --rtclient--> rtlane (EDF, paced)
+//	                            | SO_PRIORITY 1:11
+//	 bulk TCP x2 ----------> [egress qdisc] dl0 ==veth== dl1 --> UDP receiver (SO_TIMESTAMPNS)
+//	                                                         --> bulk sink
+//
+// Egress qdisc of dl0, the emulated NIC of rate R (--rate):
+//   - lanes: the lanes datapath (internal/datapath), shaped mode: HTB root at
+//     0.95 R, realtime leaf prio 0, interactive (bulk) prio 1;
+//   - default: HTB root at 0.95 R with one class and a pfifo of
+//     1000/--scale packets (the 1,000-packet txqueue of the paper's NIC,
+//     scaled to the same time).
+// Both set gso_max_segs 1 on dl0 so bulk TCP sends frames, not 64 KiB GSO
+// packets (the non-preemptible unit, docs/realtime.md).
+//
+// Timestamps (all CLOCK_MONOTONIC on one machine, so the paper's clock
+// drift correction is not needed): (1) before the send call, (2) enqueue,
+// (3) dequeue, (4) receiver kernel timestamp (SO_TIMESTAMPNS), (5) after
+// recvmsg. lanes: (2)/(3) are the daemon's admission and release into the
+// kernel; default: SO_TIMESTAMPING TX_SCHED (entering the qdisc) and
+// TX_SOFTWARE (handed to the driver) of the sending socket.
+//
+// Scaling: one machine cannot push 1 Gbit/s of 1,400 B frames through a
+// shaped veth beside five other engineers, so the default is R = 100 Mbit/s
+// with the packet counts per period divided by --scale (10): A sends 3
+// datagrams of 1,400 B every 3 ms with a 10 ms deadline, B 1 every 3 ms with
+// 1 ms. Realtime load stays 15% of the link as in the paper; transmit times
+// are 10x the paper's, deadlines and periods unchanged. --rate 1gbit
+// --scale 1 is the paper's setup.
+package lab
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rtclient"
+	"github.com/lanes-net/lanes/internal/rtlane"
+)
+
+func init() {
+	Register(Experiment{Name: "deadline", Summary: "realtime datagrams with deadlines under bulk traffic: lanes EDF vs default Linux, inversion, daemon path (§003 tables 1-3)",
+		Setup: func(fs *flag.FlagSet) RunFunc {
+			rate := fs.String("rate", "100mbit", "emulated NIC rate (the paper: 1gbit)")
+			scale := fs.Int("scale", 10, "divide the paper's packet counts per period (and the default FIFO length) by this")
+			dur := fs.Duration("duration", 10*time.Second, "measurement time per configuration (--quick: 3s)")
+			bulk := fs.Int("bulk", 2, "bulk TCP connections saturating the link")
+			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
+			return func(ctx context.Context, env *Env) (*Result, error) {
+				r, err := config.ParseRate(*rate)
+				if err != nil {
+					return nil, err
+				}
+				if *scale < 1 || *scale > 30 {
+					return nil, fmt.Errorf("--scale %d not in 1..30", *scale)
+				}
+				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, sweep: *sweep}
+				if env.Quick {
+					p.dur = 3 * time.Second
+				}
+				return runDeadline(ctx, env, p)
+			}
+		}})
+}
+
+type dlParams struct {
+	rate  uint64
+	scale int
+	dur   time.Duration
+	bulk  int
+	sweep bool
+}
+
+// dlFlow is one periodic realtime sender (paper table 1).
+type dlFlow struct {
+	ID       uint32        `json:"id"`
+	Name     string        `json:"name"`
+	Deadline time.Duration `json:"deadline_ns"`
+	Burst    int           `json:"burst"`
+	Period   time.Duration `json:"period_ns"`
+	Size     int           `json:"size"`
+	Offset   time.Duration `json:"offset_ns,omitempty"` // start this long into each period
+}
+
+// dlRecord is one datagram's five timestamps (0 = not reached).
+type dlRecord struct {
+	Flow     uint32 `json:"flow"`
+	Seq      uint32 `json:"seq"`
+	Deadline int64  `json:"deadline"`
+	Send     int64  `json:"t1_send"`
+	Enqueue  int64  `json:"t2_enqueue"`
+	Dequeue  int64  `json:"t3_dequeue"`
+	Arrive   int64  `json:"t4_arrive"`
+	Receive  int64  `json:"t5_receive"`
+	Refused  string `json:"refused,omitempty"` // lanes: reason
+	Dropped  bool   `json:"dropped,omitempty"` // lanes: admitted, dropped at release
+}
+
+// dlRun is one configuration's outcome.
+type dlRun struct {
+	Config  string                 `json:"config"`
+	Records []dlRecord             `json:"-"`
+	Stages  map[string]stageByFlow `json:"stages"`
+	Counts  map[string]dlCounts    `json:"counts"`
+	Notes   []string               `json:"notes,omitempty"`
+}
+
+type stageByFlow map[string][2]float64 // flow name -> {mean, max} µs
+
+type dlCounts struct {
+	Sent     int `json:"sent"`
+	Refused  int `json:"refused"`
+	Dropped  int `json:"dropped"`
+	Lost     int `json:"lost"`
+	Late     int `json:"late"` // arrived (kernel) after the deadline
+	Misses   int `json:"misses"`
+	Received int `json:"received"`
+}
+
+var dlStages = []string{"generation", "queue", "transmission", "delivery", "total"}
+
+// The paper's tables 2 (proposed) and 3 (Linux default), µs, {A mean, A max, B mean, B max}.
+var dlPaper = map[string]map[string][4]float64{
+	"lanes": {
+		"generation": {6.6, 31, 6.8, 31}, "queue": {2.8, 23, 2.8, 23}, "transmission": {99.4, 213, 102.0, 177},
+		"delivery": {37.7, 928, 40.3, 158}, "total": {146.5, 999, 151.9, 306}},
+	"default": {
+		"generation": {10.3, 86, 10.5, 57}, "queue": {11582, 12317, 11464.7, 12311}, "transmission": {2660.7, 2957, 2574.1, 2848},
+		"delivery": {51.8, 564, 42.4, 464}, "total": {14305.6, 15397, 14091.6, 15236}},
+}
+
+// dlBed is the two namespaces and their link.
+type dlBed struct {
+	t        *topo.Topology
+	snd, rcv *topo.Node
+	dst      netip.Addr
+	rate     uint64
+}
+
+const (
+	dlDevS = "dl0"
+	dlDevR = "dl1"
+)
+
+func newDLBed(rate uint64) (_ *dlBed, err error) {
+	t, err := topo.New()
+	if err != nil {
+		return nil, err
+	}
+	b := &dlBed{t: t, rate: rate}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	if b.snd, err = t.AddNode("snd", ""); err != nil {
+		return nil, err
+	}
+	if b.rcv, err = t.AddNode("rcv", ""); err != nil {
+		return nil, err
+	}
+	b.dst = b.rcv.Addr
+	addr := func(a netip.Addr) *netlink.Addr {
+		return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(24, 32)}}
+	}
+	if err := b.snd.Do(func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: dlDevS}, PeerName: dlDevR, PeerNamespace: netlink.NsFd(int(b.rcv.Handle))}
+		if err := netlink.LinkAdd(v); err != nil {
+			return fmt.Errorf("veth: %w", err)
+		}
+		l, err := netlink.LinkByName(dlDevS)
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(l, addr(b.snd.Addr)); err != nil {
+			return err
+		}
+		// One segment per skb: a frame is the non-preemptible unit.
+		if err := netlink.LinkSetGSOMaxSegs(l, 1); err != nil {
+			return fmt.Errorf("gso_max_segs: %w", err)
+		}
+		return netlink.LinkSetUp(l)
+	}); err != nil {
+		return nil, err
+	}
+	if err := b.rcv.Do(func() error {
+		l, err := netlink.LinkByName(dlDevR)
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(l, addr(b.rcv.Addr)); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	}); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// installFIFO puts the default-Linux stand-in on dl0: HTB at 0.95 R, one
+// class, pfifo of limit packets.
+func (b *dlBed) installFIFO(limit int) error {
+	return b.snd.Do(func() error {
+		l, err := netlink.LinkByName(dlDevS)
+		if err != nil {
+			return err
+		}
+		rate := b.rate * 95 / 100 / 8
+		q := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT})
+		q.Defcls = 1
+		if err := netlink.QdiscReplace(q); err != nil {
+			return fmt.Errorf("htb: %w", err)
+		}
+		c := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: l.Attrs().Index, Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
+			netlink.HtbClassAttrs{Rate: rate * 8, Ceil: rate * 8, Buffer: uint32(max(rate/1000, 1600)), Cbuffer: uint32(max(rate/1000, 1600))})
+		if err := netlink.ClassReplace(c); err != nil {
+			return fmt.Errorf("htb class: %w", err)
+		}
+		// netlink has no pfifo options: the leaf with tc.
+		if out, err := b.snd.Run("tc", "qdisc", "replace", "dev", dlDevS, "parent", "1:1", "handle", "10:", "pfifo", "limit", fmt.Sprint(limit)); err != nil {
+			return fmt.Errorf("pfifo: %v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+func (b *dlBed) removeRoot() {
+	_ = b.snd.Do(func() error {
+		l, err := netlink.LinkByName(dlDevS)
+		if err != nil {
+			return err
+		}
+		return netlink.QdiscDel(&netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)}, QdiscType: "htb"})
+	})
+}
+
+// openLanes installs the lanes datapath (shaped at R) and starts a
+// realtime lane whose trace fills rec.
+func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event)) (func(), error) {
+	var dp *datapath.Datapath
+	if err := b.snd.Do(func() (err error) {
+		dp, err = datapath.Open(datapath.Config{Interface: dlDevS, Mode: datapath.Shaped, UplinkBps: b.rate,
+			Instance: "lab-dl-" + b.t.ID})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("lanes datapath: %w", err)
+	}
+	cfg := rtlane.DefaultConfig()
+	cfg.Enabled = true
+	cfg.Socket = sock
+	cfg.Rate = config.Rate(b.rate * 95 / 100)
+	var l *rtlane.Lane
+	if err := b.snd.Do(func() (err error) {
+		l, err = rtlane.New(cfg, rtlane.WithTrace(trace), rtlane.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		return err
+	}); err != nil {
+		dp.Close()
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { l.Run(lctx); close(done) }()
+	return func() { cancel(); <-done; l.Close(); dp.Close() }, nil
+}
+
+// startBulk runs n TCP connections snd -> rcv until stop is called.
+func (b *dlBed) startBulk(n int) (stop func(), err error) {
+	var ln net.Listener
+	if err := b.rcv.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(b.dst, 0).String())
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		var c net.Conn
+		if err := b.snd.Do(func() (err error) {
+			c, err = net.Dial("tcp4", ln.Addr().String())
+			return err
+		}); err != nil {
+			close(done)
+			ln.Close()
+			return nil, err
+		}
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}, nil
+}
+
+// receiver collects arrivals in rcv until stop.
+type dlReceiver struct {
+	rx   *rtlane.Receiver
+	mu   sync.Mutex
+	got  map[[2]uint32][2]int64 // (flow, seq) -> {kernel, user}
+	done chan struct{}
+	quit chan struct{}
+}
+
+func (b *dlBed) startReceiver() (*dlReceiver, error) {
+	r := &dlReceiver{got: map[[2]uint32][2]int64{}, done: make(chan struct{}), quit: make(chan struct{})}
+	if err := b.rcv.Do(func() (err error) {
+		r.rx, err = rtlane.ListenReceiver(netip.AddrPortFrom(b.dst, 0))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	r.rx.SetTimeout(100 * time.Millisecond)
+	go func() {
+		defer close(r.done)
+		for {
+			a, err := r.rx.Read()
+			if err != nil {
+				// EAGAIN: timeout; EINTR: a signal (Go's preemption) ends a
+				// read on a socket with SO_RCVTIMEO even with SA_RESTART.
+				if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+					select {
+					case <-r.quit:
+						return
+					default:
+					}
+					continue
+				}
+				return
+			}
+			if len(a.Payload) < 8 {
+				continue
+			}
+			k := [2]uint32{binary.BigEndian.Uint32(a.Payload), binary.BigEndian.Uint32(a.Payload[4:])}
+			r.mu.Lock()
+			r.got[k] = [2]int64{a.Kernel, a.User}
+			r.mu.Unlock()
+		}
+	}()
+	return r, nil
+}
+
+func (r *dlReceiver) stop() map[[2]uint32][2]int64 {
+	time.Sleep(200 * time.Millisecond)
+	close(r.quit)
+	<-r.done
+	r.rx.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got
+}
+
+func dlPayload(buf []byte, flow, seq uint32) []byte {
+	binary.BigEndian.PutUint32(buf, flow)
+	binary.BigEndian.PutUint32(buf[4:], seq)
+	return buf
+}
+
+// sender is how one configuration hands a datagram to the network; it
+// returns the record with what it knows (t1, and for lanes the decision).
+type dlSender interface {
+	send(f dlFlow, seq uint32, buf []byte) dlRecord
+	close()
+}
+
+// laneSender: through the realtime lane.
+type laneSender struct {
+	c   *rtclient.Client
+	dst netip.AddrPort
+}
+
+func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
+	t1 := rtlane.Monotonic()
+	d := t1 + int64(f.Deadline)
+	rec := dlRecord{Flow: f.ID, Seq: seq, Deadline: d, Send: t1}
+	res, err := s.c.Send(f.ID, s.dst, d, dlPayload(buf, f.ID, seq))
+	switch {
+	case err != nil:
+		rec.Refused = err.Error()
+	case !res.Admitted:
+		rec.Refused = res.ReasonString()
+	}
+	return rec
+}
+func (s *laneSender) close() { s.c.Close() }
+
+// udpSender: a plain UDP socket in snd (default Linux), optionally with a
+// priority (the FIFO top class of the inversion scenario), with
+// SO_TIMESTAMPING TX_SCHED + TX_SOFTWARE for points 2 and 3.
+type udpSender struct {
+	fd     int
+	dst    unix.Sockaddr
+	mu     sync.Mutex
+	next   uint32
+	keys   map[uint32][2]uint32 // tskey -> (flow, seq)
+	offset int64
+}
+
+func (b *dlBed) newUDPSender(prio int) (*udpSender, error) {
+	s := &udpSender{keys: map[uint32][2]uint32{}, dst: &unix.SockaddrInet4{Addr: b.dst.As4()}, offset: rtOffset()}
+	err := b.snd.Do(func() (err error) {
+		if s.fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		flags := unix.SOF_TIMESTAMPING_TX_SCHED | unix.SOF_TIMESTAMPING_TX_SOFTWARE | unix.SOF_TIMESTAMPING_SOFTWARE |
+			unix.SOF_TIMESTAMPING_OPT_ID | unix.SOF_TIMESTAMPING_OPT_TSONLY
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, flags); err != nil {
+			return fmt.Errorf("SO_TIMESTAMPING: %w", err)
+		}
+		_ = unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
+		if prio != 0 {
+			if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_PRIORITY, prio); err != nil {
+				return fmt.Errorf("SO_PRIORITY: %w", err)
+			}
+		}
+		return nil
+	})
+	return s, err
+}
+
+func (s *udpSender) setPort(port int) { s.dst.(*unix.SockaddrInet4).Port = port }
+
+func (s *udpSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t1 := rtlane.Monotonic()
+	rec := dlRecord{Flow: f.ID, Seq: seq, Deadline: t1 + int64(f.Deadline), Send: t1}
+	if err := unix.Sendto(s.fd, dlPayload(buf, f.ID, seq), 0, s.dst); err != nil {
+		rec.Refused = "send: " + err.Error()
+		return rec
+	}
+	s.keys[s.next] = [2]uint32{f.ID, seq}
+	s.next++
+	return rec
+}
+
+// drain reads the error queue: (flow, seq) -> {sched, driver} CLOCK_MONOTONIC.
+func (s *udpSender) drain() map[[2]uint32][2]int64 {
+	out := map[[2]uint32][2]int64{}
+	buf := make([]byte, 64)
+	oob := make([]byte, 512)
+	for {
+		_, oobn, _, _, err := unix.Recvmsg(s.fd, buf, oob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		if err != nil {
+			break
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		var ts int64
+		var info, key uint32
+		ok := false
+		for _, m := range msgs {
+			switch {
+			case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPING && len(m.Data) >= 16:
+				t := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				ts = t.Nano() - s.offset
+			case m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_RECVERR && len(m.Data) >= 16:
+				info = binary.NativeEndian.Uint32(m.Data[8:])
+				key = binary.NativeEndian.Uint32(m.Data[12:])
+				ok = true
+			}
+		}
+		if !ok || ts == 0 {
+			continue
+		}
+		fs, found := s.keys[key]
+		if !found {
+			continue
+		}
+		v := out[fs]
+		switch info {
+		case unix.SCM_TSTAMP_SCHED:
+			v[0] = ts
+		case unix.SCM_TSTAMP_SND:
+			v[1] = ts
+		}
+		out[fs] = v
+	}
+	return out
+}
+
+func (s *udpSender) close() { unix.Close(s.fd) }
+
+// rtOffset is CLOCK_REALTIME - CLOCK_MONOTONIC.
+func rtOffset() int64 {
+	var a, m, b unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &m)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
+	return m.Nano() - (a.Nano()+b.Nano())/2
+}
+
+// runFlows runs the periodic senders for dur and returns their records.
+func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, mk func() (dlSender, error)) ([]dlRecord, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var recs []dlRecord
+	end := time.Now().Add(dur)
+	for _, f := range flows {
+		s, err := mk()
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func(f dlFlow, s dlSender) {
+			defer wg.Done()
+			defer s.close()
+			buf := make([]byte, f.Size)
+			var seq uint32
+			var mine []dlRecord
+			next := time.Now().Add(f.Offset)
+			time.Sleep(f.Offset)
+			for time.Now().Before(end) && ctx.Err() == nil {
+				for i := 0; i < f.Burst; i++ {
+					seq++
+					mine = append(mine, s.send(f, seq, buf))
+				}
+				next = next.Add(f.Period)
+				time.Sleep(time.Until(next))
+			}
+			mu.Lock()
+			recs = append(recs, mine...)
+			mu.Unlock()
+		}(f, s)
+	}
+	wg.Wait()
+	return recs, ctx.Err()
+}
+
+// traceIndex collects the lane's enqueue/dequeue/drop times by (flow, seq).
+type traceIndex struct {
+	mu sync.Mutex
+	m  map[[2]uint32][3]int64 // admit, release, drop
+}
+
+func newTraceIndex() *traceIndex { return &traceIndex{m: map[[2]uint32][3]int64{}} }
+
+func (ti *traceIndex) add(e rtlane.Event) {
+	ti.mu.Lock()
+	k := [2]uint32{e.Flow, e.Seq}
+	v := ti.m[k]
+	switch e.Kind {
+	case rtlane.EvAdmit:
+		v[0] = e.Time
+	case rtlane.EvRelease:
+		v[1] = e.Time
+	case rtlane.EvDrop:
+		v[2] = e.Time
+	}
+	ti.m[k] = v
+	ti.mu.Unlock()
+}
+
+// runConfig measures one configuration: "lanes", "default" or "fifo-top"
+// (realtime flows straight into the lanes top class, no EDF).
+func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string, flows []dlFlow, bulk int, dur time.Duration) (*dlRun, error) {
+	run := &dlRun{Config: name}
+	rx, err := b.startReceiver()
+	if err != nil {
+		return nil, err
+	}
+	ti := newTraceIndex()
+	var closeLane func()
+	var mk func() (dlSender, error)
+	var udps []*udpSender
+	dst := rx.rx.Addr
+	switch name {
+	case "lanes":
+		dir, err := os.MkdirTemp("", "lanes-lab-dl")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		sock := filepath.Join(dir, "rt.sock")
+		if closeLane, err = b.openLanes(ctx, sock, ti.add); err != nil {
+			rx.stop()
+			return nil, err
+		}
+		defer closeLane()
+		mk = func() (dlSender, error) {
+			c, err := rtclient.Dial(sock)
+			if err != nil {
+				return nil, err
+			}
+			return &laneSender{c: c, dst: dst}, nil
+		}
+	case "fifo-top":
+		if closeLane, err = b.openLanes(ctx, filepath.Join(os.TempDir(), "lanes-lab-dl-"+b.t.ID+".sock"), ti.add); err != nil {
+			rx.stop()
+			return nil, err
+		}
+		defer closeLane()
+		fallthrough
+	case "default":
+		if name == "default" {
+			if err := b.installFIFO(max(1000/p.scale, 10)); err != nil {
+				rx.stop()
+				return nil, err
+			}
+			defer b.removeRoot()
+		}
+		prio := 0
+		if name == "fifo-top" {
+			prio = int(lane.Realtime.ClassID())
+		}
+		mk = func() (dlSender, error) {
+			s, err := b.newUDPSender(prio)
+			if err != nil {
+				return nil, err
+			}
+			s.setPort(int(dst.Port()))
+			udps = append(udps, s)
+			return &keepOpen{s}, nil
+		}
+	}
+	var stopBulk func()
+	if bulk > 0 {
+		if stopBulk, err = b.startBulk(bulk); err != nil {
+			rx.stop()
+			return nil, err
+		}
+		time.Sleep(500 * time.Millisecond) // let TCP fill the queue
+	}
+	recs, err := runFlows(ctx, flows, dur, mk)
+	if stopBulk != nil {
+		stopBulk()
+	}
+	got := rx.stop()
+	if err != nil {
+		return nil, err
+	}
+	kts := map[[2]uint32][2]int64{}
+	for _, s := range udps {
+		for k, v := range s.drain() {
+			kts[k] = v
+		}
+		s.close()
+	}
+	for i := range recs {
+		r := &recs[i]
+		k := [2]uint32{r.Flow, r.Seq}
+		if name == "lanes" {
+			ti.mu.Lock()
+			v := ti.m[k]
+			ti.mu.Unlock()
+			r.Enqueue, r.Dequeue, r.Dropped = v[0], v[1], v[2] != 0
+		} else if v, ok := kts[k]; ok {
+			r.Enqueue, r.Dequeue = v[0], v[1]
+		}
+		if a, ok := got[k]; ok {
+			r.Arrive, r.Receive = a[0], a[1]
+		}
+	}
+	if name != "lanes" && len(kts) == 0 {
+		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
+	}
+	run.Records = recs
+	run.summarize(flows)
+	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
+	return run, nil
+}
+
+// keepOpen closes a udpSender only after its timestamps were drained.
+type keepOpen struct{ *udpSender }
+
+func (keepOpen) close() {}
+
+func (r *dlRun) summarize(flows []dlFlow) {
+	r.Stages = map[string]stageByFlow{}
+	r.Counts = map[string]dlCounts{}
+	for _, st := range dlStages {
+		r.Stages[st] = stageByFlow{}
+	}
+	for _, f := range flows {
+		var c dlCounts
+		vals := map[string][]float64{}
+		for _, x := range r.Records {
+			if x.Flow != f.ID {
+				continue
+			}
+			c.Sent++
+			switch {
+			case x.Refused != "":
+				c.Refused++
+			case x.Dropped:
+				c.Dropped++
+			case x.Arrive == 0:
+				c.Lost++
+			default:
+				c.Received++
+				if x.Arrive > x.Deadline {
+					c.Late++
+				}
+			}
+			if x.Refused != "" || x.Dropped || x.Arrive == 0 {
+				continue
+			}
+			us := func(a, b int64) float64 { return float64(b-a) / 1e3 }
+			if x.Enqueue != 0 {
+				vals["generation"] = append(vals["generation"], us(x.Send, x.Enqueue))
+				if x.Dequeue != 0 {
+					vals["queue"] = append(vals["queue"], us(x.Enqueue, x.Dequeue))
+					vals["transmission"] = append(vals["transmission"], us(x.Dequeue, x.Arrive))
+				}
+			}
+			vals["delivery"] = append(vals["delivery"], us(x.Arrive, x.Receive))
+			vals["total"] = append(vals["total"], us(x.Send, x.Receive))
+		}
+		c.Misses = c.Refused + c.Dropped + c.Lost + c.Late
+		r.Counts[f.Name] = c
+		for _, st := range dlStages {
+			v := vals[st]
+			if len(v) == 0 {
+				r.Stages[st][f.Name] = [2]float64{math.NaN(), math.NaN()}
+				continue
+			}
+			var sum, mx float64
+			for _, x := range v {
+				sum += x
+				mx = math.Max(mx, x)
+			}
+			r.Stages[st][f.Name] = [2]float64{sum / float64(len(v)), mx}
+		}
+	}
+}
+
+func (r *dlRun) countLine(flows []dlFlow) string {
+	s := ""
+	for _, f := range flows {
+		c := r.Counts[f.Name]
+		s += fmt.Sprintf(" %s: %d sent, %d refused, %d dropped, %d lost, %d late;", f.Name, c.Sent, c.Refused, c.Dropped, c.Lost, c.Late)
+	}
+	return s
+}
+
+func fmtUS(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	if v >= 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// stageTable is the paper's table 2 or 3 with its numbers beside ours.
+func stageTable(title string, r *dlRun, paper map[string][4]float64) Table {
+	t := Table{Title: title, Columns: []string{"stage (µs)", "A mean", "A max", "B mean", "B max", "paper A mean", "paper A max", "paper B mean", "paper B max"}}
+	for _, st := range dlStages {
+		a, b := r.Stages[st]["A"], r.Stages[st]["B"]
+		row := []string{st, fmtUS(a[0]), fmtUS(a[1]), fmtUS(b[0]), fmtUS(b[1])}
+		pp := paper[st]
+		for _, v := range pp {
+			row = append(row, fmtUS(v))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func countTable(title string, runs []*dlRun, flows []dlFlow) Table {
+	t := Table{Title: title, Columns: []string{"config", "flow", "sent", "refused", "dropped", "lost", "late", "misses", "miss %"}}
+	for _, r := range runs {
+		for _, f := range flows {
+			c := r.Counts[f.Name]
+			pct := 0.0
+			if c.Sent > 0 {
+				pct = 100 * float64(c.Misses) / float64(c.Sent)
+			}
+			t.Rows = append(t.Rows, []string{r.Config, f.Name, fmt.Sprint(c.Sent), fmt.Sprint(c.Refused), fmt.Sprint(c.Dropped),
+				fmt.Sprint(c.Lost), fmt.Sprint(c.Late), fmt.Sprint(c.Misses), fmt.Sprintf("%.2f", pct)})
+		}
+	}
+	return t
+}
+
+func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("deadline: needs root (namespaces, qdiscs)")
+	}
+	start := time.Now()
+	b, err := newDLBed(p.rate)
+	if err != nil {
+		return nil, fmt.Errorf("deadline: testbed: %w", err)
+	}
+	defer b.t.Close()
+	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
+		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(), "bulk_tcp": p.bulk}}
+	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
+	flows := []dlFlow{
+		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
+		{ID: 2, Name: "B", Deadline: time.Millisecond, Burst: per(10), Period: 3 * time.Millisecond, Size: 1400},
+	}
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("link %s (paper 1 Gbit/s); flow A %d x 1400 B / 3 ms, 10 ms deadline; flow B %d x 1400 B / 3 ms, 1 ms deadline (paper: 30 and 10); default FIFO %d packets (paper: txqueuelen 1000)",
+			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)),
+		"one machine, one CLOCK_MONOTONIC: no drift correction; lanes stages (2)/(3) are the daemon's admission and release, default ones the socket's TX_SCHED/TX_SOFTWARE timestamps",
+		"a miss is a datagram refused, dropped at release, lost, or arriving (receiver kernel timestamp) after its deadline")
+
+	var runs []*dlRun
+	for _, cfg := range []string{"lanes", "default"} {
+		env.Printf("deadline: %s, %d bulk TCP, %v...\n", cfg, p.bulk, p.dur)
+		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
+		if err != nil {
+			return nil, fmt.Errorf("deadline: %s: %w", cfg, err)
+		}
+		runs = append(runs, r)
+		res.Notes = append(res.Notes, r.Notes...)
+	}
+	res.Tables = append(res.Tables,
+		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
+		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
+		countTable("deadline misses under bulk traffic", runs, flows))
+
+	// Inversion: loose bursts queued ahead of tight packets.
+	txFrame := time.Duration(1442 * 8 * 1e9 / (0.95 * float64(p.rate))) // at the tree's rate
+	looseN := 40
+	tight := time.Duration(float64(looseN) * float64(txFrame) / 2.5)
+	inv := []dlFlow{
+		{ID: 3, Name: "loose", Deadline: 50 * time.Millisecond, Burst: looseN, Period: 20 * time.Millisecond, Size: 1400},
+		{ID: 4, Name: "tight", Deadline: tight, Burst: 1, Period: 20 * time.Millisecond, Size: 1400, Offset: time.Millisecond},
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("inversion: every 20 ms a burst of %d loose datagrams (50 ms deadline, %v on the wire together) and one tight datagram 1 ms later (%v deadline), no bulk traffic",
+		looseN, time.Duration(looseN)*txFrame, tight.Round(time.Microsecond)))
+	var invRuns []*dlRun
+	for _, cfg := range []string{"lanes", "fifo-top"} {
+		env.Printf("deadline: inversion, %s...\n", cfg)
+		r, err := b.runConfig(ctx, env, p, cfg, inv, 0, max(p.dur/3, 2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("deadline: inversion %s: %w", cfg, err)
+		}
+		invRuns = append(invRuns, r)
+	}
+	invRuns[0].Config = "lanes EDF"
+	invRuns[1].Config = "FIFO top class"
+	res.Tables = append(res.Tables, countTable("inversion: EDF vs a FIFO top class", invRuns, inv))
+
+	// Daemon path: idle link, client send call -> receiver kernel timestamp.
+	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
+	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel", Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs"}}
+	var p50s [2]float64
+	for i, cfg := range []string{"lanes", "fifo-top"} {
+		r, err := b.runConfig(ctx, env, p, cfg, path, 0, max(p.dur/3, 2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("deadline: path %s: %w", cfg, err)
+		}
+		var v []float64
+		for _, x := range r.Records {
+			if x.Arrive != 0 {
+				v = append(v, float64(x.Arrive-x.Send)/1e3)
+			}
+		}
+		sort.Float64s(v)
+		name := []string{"lanes daemon (rtclient -> rtlane -> 1:11)", "direct UDP send with SO_PRIORITY 1:11"}[i]
+		if len(v) > 0 {
+			p50s[i] = Percentile(v, 50)
+			pt.Rows = append(pt.Rows, []string{name, fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])})
+		}
+	}
+	pt.Rows = append(pt.Rows, []string{"added (p50 difference)", "", fmtUS(p50s[0] - p50s[1]), "", ""})
+	res.Tables = append(res.Tables, pt)
+
+	if p.sweep {
+		st, best, err := b.sweep(ctx, env, p)
+		if err != nil {
+			return nil, err
+		}
+		res.Tables = append(res.Tables, st)
+		res.Notes = append(res.Notes, fmt.Sprintf("largest realtime rate with zero misses: %d datagrams/s", best))
+	}
+	res.Data = map[string]any{"flows": flows, "runs": runs, "inversion": invRuns}
+	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// sweep raises the realtime rate (4 client connections, 200 B datagrams,
+// 2 ms deadline, unshaped link in device-bottleneck terms: the lane's
+// rate is 1 Gbit/s) until a step has a miss.
+func (b *dlBed) sweep(ctx context.Context, env *Env, p dlParams) (Table, int, error) {
+	t := Table{Title: "realtime rate sweep (lanes, 4 clients, 200 B, 2 ms deadline, 1 s per step)", Columns: []string{"offered/s", "achieved/s", "refused", "dropped", "lost", "late"}}
+	best := 0
+	saved := b.rate
+	b.rate = 1_000_000_000
+	defer func() { b.rate = saved }()
+	for _, rate := range []int{1000, 2000, 5000, 10000, 20000, 40000} {
+		const clients = 4
+		per := time.Duration(float64(time.Second) * clients / float64(rate))
+		var flows []dlFlow
+		for i := 0; i < clients; i++ {
+			flows = append(flows, dlFlow{ID: uint32(10 + i), Name: fmt.Sprint("c", i), Deadline: 2 * time.Millisecond, Burst: 1, Period: per, Size: 200})
+		}
+		r, err := b.runConfig(ctx, env, p, "lanes", flows, 0, time.Second)
+		if err != nil {
+			return t, best, err
+		}
+		var c dlCounts
+		for _, f := range flows {
+			x := r.Counts[f.Name]
+			c.Sent += x.Sent
+			c.Refused += x.Refused
+			c.Dropped += x.Dropped
+			c.Lost += x.Lost
+			c.Late += x.Late
+			c.Received += x.Received
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprint(rate), fmt.Sprint(c.Sent), fmt.Sprint(c.Refused), fmt.Sprint(c.Dropped), fmt.Sprint(c.Lost), fmt.Sprint(c.Late)})
+		miss := c.Refused + c.Dropped + c.Lost + c.Late
+		if miss > 0 || c.Sent < rate*9/10 {
+			break
+		}
+		best = c.Sent
+	}
+	return t, best, nil
+}
