@@ -17,6 +17,7 @@
 //   - default: HTB root at 0.95 R with one class and a pfifo of
 //     1000/--scale packets (the 1,000-packet txqueue of the paper's NIC,
 //     scaled to the same time).
+//
 // Both set gso_max_segs 1 on dl0 so bulk TCP sends frames, not 64 KiB GSO
 // packets (the non-preemptible unit, docs/realtime.md).
 //
