@@ -23,6 +23,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"regexp"
 	"sync"
@@ -63,7 +64,7 @@ type Config struct {
 	UplinkBps          uint64 // Shaped: link rate in bit/s; the root rate is set just below it
 	BackgroundFloorBps uint64 // Shaped: guaranteed background rate, 0 = strictly below best effort
 	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
-	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2)
+	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
 	Instance           string // unique per daemon: names of cgroups, filters and state files
 	CgroupRoot         string // cgroup v2 mount (default /sys/fs/cgroup/unified)
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
@@ -235,6 +236,15 @@ func Open(cfg Config) (d *Datapath, err error) {
 	txq := cfg.TxQueueLen
 	if txq <= 0 {
 		txq = max(2, (qbytes+mtu-1)/mtu)
+		if d.link.Type() == "tuntap" {
+			// TUN/TAP drops when its ring is full instead of stopping the
+			// queue, so a short ring only adds loss: leave it alone.
+			txq = 0
+		}
+	}
+	if d.link.Type() == "tuntap" && cfg.Mode == DeviceBottleneck {
+		slog.Warn("datapath: TUN/TAP has no transmit backpressure, so no queue forms in the lanes qdisc in device-bottleneck mode; use shaped mode",
+			"interface", cfg.Interface)
 	}
 	gsoSegs := 0
 	if cfg.Mode == Shaped {

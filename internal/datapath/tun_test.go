@@ -1,0 +1,116 @@
+// tun_test.go checks the datapath on a raw-IP device (TUN, as the lab's
+// link emulator uses): the classifier reads the IP header at offset 0,
+// registered 3-tuples and DSCP LE still select their lanes, the packets
+// reach the TUN reader, and txqueuelen is left alone.
+package datapath
+
+import (
+	"net"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// openTUN creates TUN device name in ns (from this thread) and returns its fd.
+func openTUN(t *testing.T, ns *testutil.NetNS, name string) int {
+	t.Helper()
+	var fd int
+	ns.Do(t, func() (err error) {
+		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		var ifr [unix.IFNAMSIZ + 24]byte
+		copy(ifr[:], name)
+		*(*uint16)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unix.IFF_TUN | unix.IFF_NO_PI
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETIFF, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+			return e
+		}
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 78, 0, 1), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(l)
+	})
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+func TestTUNRawIP(t *testing.T) {
+	requireCgroup2(t)
+	ns := testutil.NewNetNS(t)
+	fd := openTUN(t, ns, "tunl0")
+	before := inspect(t, ns, "tunl0", "tun1").txqlen
+	d := openIn(t, ns, Config{Interface: "tunl0", Instance: "tun1", Mode: Shaped, UplinkBps: 20_000_000})
+	if got := inspect(t, ns, "tunl0", "tun1").txqlen; got != before {
+		t.Errorf("txqueuelen of TUN changed %d -> %d", before, got)
+	}
+	dst := net.IPv4(10, 78, 0, 2)
+	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(dst), DPort: 5000, SPort: 41000, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		n := 0
+		deadline := time.Now().Add(3 * time.Second)
+		for n < 8 && time.Now().Before(deadline) {
+			unix.SetNonblock(fd, true)
+			if k, err := unix.Read(fd, buf); err == nil && k >= 20 && buf[9] == unix.IPPROTO_UDP {
+				n++
+				continue
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		got <- n
+	}()
+	ns.Do(t, func() error {
+		c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(10, 78, 0, 1), Port: 41000}, &net.UDPAddr{IP: dst, Port: 5000})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 5 {
+			if _, err := c.Write([]byte("registered")); err != nil {
+				return err
+			}
+		}
+		le, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: dst, Port: 5001})
+		if err != nil {
+			return err
+		}
+		defer le.Close()
+		raw, _ := le.SyscallConn()
+		raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, lane.DSCPLowerEffort<<2)
+		})
+		if err != nil {
+			return err
+		}
+		for range 3 {
+			if _, err := le.Write([]byte("lower effort")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n := <-got; n != 8 {
+		t.Errorf("TUN reader got %d of 8 datagrams", n)
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Classifier["tuple"] != 5 || st.Classifier["dscp"] != 3 || st.Lanes[lane.Background].Packets != 8 {
+		t.Errorf("on TUN: classifier %v, background class %d packets; want 5 tuple + 3 dscp = 8 background", st.Classifier, st.Lanes[lane.Background].Packets)
+	}
+}
