@@ -27,6 +27,7 @@ import (
 	"net/netip"
 	"regexp"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -72,6 +73,8 @@ type Config struct {
 	BackgroundNotsentLowat int
 }
 
+var errClosed = errors.New("datapath: closed")
+
 const defaultCgroupRoot = "/sys/fs/cgroup/unified"
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
@@ -108,7 +111,7 @@ type FlowKey struct {
 }
 
 func (f FlowKey) String() string {
-	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst, f.DPort), f.SPort)
+	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst.Unmap(), f.DPort), f.SPort)
 	if f.Proto != 0 {
 		s += fmt.Sprintf(" proto %d", f.Proto)
 	}
@@ -140,7 +143,7 @@ type Datapath struct {
 	devq    *devQueueState
 
 	mu     sync.Mutex
-	closed bool
+	closed atomic.Bool
 }
 
 // Open installs the datapath on cfg.Interface in the calling thread's
@@ -276,10 +279,9 @@ func Open(cfg Config) (d *Datapath, err error) {
 func (d *Datapath) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed.Swap(true) {
 		return nil
 	}
-	d.closed = true
 	return d.teardown(true)
 }
 
@@ -364,8 +366,8 @@ func cleanup(ns *nsRef, l netlink.Link, instance, cgroupRoot string) error {
 }
 
 func (d *Datapath) check() error {
-	if d == nil || d.closed {
-		return errors.New("datapath: closed")
+	if d == nil || d.closed.Load() {
+		return errClosed
 	}
 	return nil
 }
@@ -379,6 +381,9 @@ func laneValue(l lane.Lane) (uint32, error) {
 
 // SetFlowLane puts a 3-tuple in a lane (replacing any earlier lane).
 func (d *Datapath) SetFlowLane(f FlowKey, l lane.Lane) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	k, err := f.key()
 	if err != nil {
 		return err
@@ -395,6 +400,9 @@ func (d *Datapath) SetFlowLane(f FlowKey, l lane.Lane) error {
 
 // DeleteFlow removes a registered 3-tuple; a missing one is not an error.
 func (d *Datapath) DeleteFlow(f FlowKey) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	k, err := f.key()
 	if err != nil {
 		return err
@@ -404,6 +412,9 @@ func (d *Datapath) DeleteFlow(f FlowKey) error {
 
 // Flows lists the registered 3-tuples.
 func (d *Datapath) Flows() ([]FlowEntry, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	var out []FlowEntry
 	var k classifier.ClassifierFlowKey
 	var v uint32
@@ -419,6 +430,9 @@ func (d *Datapath) Flows() ([]FlowEntry, error) {
 
 // SetCgroupLane puts every socket of the cgroup v2 with this id in a lane.
 func (d *Datapath) SetCgroupLane(cgroupID uint64, l lane.Lane) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	v, err := laneValue(l)
 	if err != nil {
 		return err
@@ -431,11 +445,17 @@ func (d *Datapath) SetCgroupLane(cgroupID uint64, l lane.Lane) error {
 
 // DeleteCgroup forgets a cgroup's lane.
 func (d *Datapath) DeleteCgroup(cgroupID uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	return ignoreNotExist(d.cls.LanesCgroup.Delete(cgroupID), fmt.Sprintf("delete cgroup %d", cgroupID))
 }
 
 // SetUIDLane puts every socket owned by uid in a lane.
 func (d *Datapath) SetUIDLane(uid uint32, l lane.Lane) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	v, err := laneValue(l)
 	if err != nil {
 		return err
@@ -448,12 +468,18 @@ func (d *Datapath) SetUIDLane(uid uint32, l lane.Lane) error {
 
 // DeleteUID forgets a uid's lane.
 func (d *Datapath) DeleteUID(uid uint32) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	return ignoreNotExist(d.cls.LanesUid.Delete(uid), fmt.Sprintf("delete uid %d", uid))
 }
 
 // SetDSCPLane maps a DSCP code point to a lane; lane.Unset removes the mapping.
 // Open maps LE (1) to background; EF goes to realtime only if the caller says so.
 func (d *Datapath) SetDSCPLane(dscp uint8, l lane.Lane) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	if dscp > 63 {
 		return fmt.Errorf("datapath: DSCP %d out of range", dscp)
 	}
@@ -483,6 +509,9 @@ func (d *Datapath) LaneCgroup(l lane.Lane) (path string, id uint64, err error) {
 // socket cookie; false when the socket has none (it is then classified per
 // packet, by default interactive).
 func (d *Datapath) SocketLane(cookie uint64) (lane.Lane, bool) {
+	if d.check() != nil {
+		return lane.Unset, false
+	}
 	var v uint32
 	if d.cls.LanesCookie.Lookup(cookie, &v) != nil || v < 1 || v > 3 {
 		return lane.Unset, false
@@ -492,6 +521,9 @@ func (d *Datapath) SocketLane(cookie uint64) (lane.Lane, bool) {
 
 // SetSocketLane puts one socket (by cookie) in a lane; it beats every other rule.
 func (d *Datapath) SetSocketLane(cookie uint64, l lane.Lane) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	v, err := laneValue(l)
 	if err != nil {
 		return err
@@ -506,6 +538,9 @@ func (d *Datapath) SetSocketLane(cookie uint64, l lane.Lane) error {
 // of a lane; 0 removes the cap. sock_ops applies it at establishment and on
 // the next RTT sample of live sockets.
 func (d *Datapath) SetLaneCwndCap(l lane.Lane, segs uint32) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	if _, err := laneValue(l); err != nil {
 		return err
 	}
@@ -518,6 +553,9 @@ func (d *Datapath) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 // SetSocketCwndCap caps one socket's congestion window (segments); 0 removes
 // the socket's own cap, so its lane's cap (if any) applies again.
 func (d *Datapath) SetSocketCwndCap(cookie uint64, segs uint32) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	if segs == 0 {
 		return ignoreNotExist(d.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
 	}
@@ -538,6 +576,9 @@ type Stats struct {
 
 // Stats reads the HTB class counters and the BPF counters.
 func (d *Datapath) Stats() (Stats, error) {
+	if err := d.check(); err != nil {
+		return Stats{}, err
+	}
 	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}}
 	cls, err := classifier.ReadStats(d.cls.LanesClsStats)
 	if err != nil {

@@ -36,7 +36,7 @@ func (d *Datapath) abandon() {
 	d.ops.Close()
 	d.cls.Close()
 	d.ns.close()
-	d.closed = true
+	d.closed.Store(true)
 }
 
 func requireCgroup2(t *testing.T) string {

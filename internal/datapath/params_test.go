@@ -1,0 +1,87 @@
+// params_test.go tests the pure parts of the datapath: config validation
+// and the numbers the HTB tree is built from.
+package datapath
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string // error substring, "" = ok
+	}{
+		{Config{Interface: "eth0", Instance: "ns4026531840"}, ""},
+		{Config{Interface: "eth0", Instance: "a", Mode: Shaped, UplinkBps: 10_000_000}, ""},
+		{Config{Instance: "a"}, "no interface"},
+		{Config{Interface: "eth0"}, "instance"},
+		{Config{Interface: "eth0", Instance: "a/b"}, "instance"},
+		{Config{Interface: "eth0", Instance: strings.Repeat("x", 41)}, "instance"},
+		{Config{Interface: "eth0", Instance: "a", Mode: Shaped}, "uplink"},
+		{Config{Interface: "eth0", Instance: "a", Mode: Mode(7)}, "mode"},
+	} {
+		err := tc.cfg.validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.cfg, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	c := Config{Interface: "eth0", Instance: "a"}
+	c.validate()
+	if c.CgroupRoot != defaultCgroupRoot {
+		t.Errorf("default cgroup root %q", c.CgroupRoot)
+	}
+}
+
+func TestTreeParams(t *testing.T) {
+	p := paramsFor(Config{Mode: Shaped, UplinkBps: 10_000_000})
+	if p.rootBytes != 1_187_500 { // 95% of 10 Mbit/s in bytes/s
+		t.Errorf("shaped root rate %d B/s", p.rootBytes)
+	}
+	if p.floorBytes != 0 {
+		t.Errorf("floor %d, want 0 (strict)", p.floorBytes)
+	}
+	if p.limits[lane.Interactive] != 237_500 || p.limits[lane.Realtime] != 59_375 {
+		t.Errorf("limits %v, want 200 ms and 50 ms of the rate", p.limits)
+	}
+	p = paramsFor(Config{Mode: Shaped, UplinkBps: 1_000_000, BackgroundFloorBps: 5_000_000})
+	if p.floorBytes != p.rootBytes {
+		t.Errorf("floor above the root rate not clamped: %d > %d", p.floorBytes, p.rootBytes)
+	}
+	if p.limits[lane.Background] != 64<<10 {
+		t.Errorf("small-rate limit %d, want the 64 KiB minimum", p.limits[lane.Background])
+	}
+	p = paramsFor(Config{})
+	if p.rootBytes*8 != bottleneckBps {
+		t.Errorf("device-bottleneck root rate %d B/s", p.rootBytes)
+	}
+	if burst(100) != 2*wireMTU || burst(1_250_000_000) != 2_500_000 {
+		t.Errorf("burst: %d %d", burst(100), burst(1_250_000_000))
+	}
+	if leafHandle(lane.Background) != 0x130000 {
+		t.Errorf("leaf handle %#x, want 13:", leafHandle(lane.Background))
+	}
+}
+
+func TestFlowKey(t *testing.T) {
+	f := FlowKey{Dst: netip.MustParseAddr("::ffff:10.0.0.2"), DPort: 443, SPort: 5000, Proto: 6}
+	k, err := f.key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Addr() != netip.MustParseAddr("10.0.0.2") || k.Daddr[10] != 0xff || k.Dport != 443 || k.Sport != 5000 {
+		t.Errorf("key %+v", k)
+	}
+	if s := f.String(); s != "10.0.0.2:443 sport 5000 proto 6" {
+		t.Errorf("String() = %q", s)
+	}
+	if _, err := (FlowKey{}).key(); err == nil {
+		t.Error("key without destination accepted")
+	}
+}
