@@ -1,0 +1,109 @@
+// Tests of the coop experiments: Jain's index, host lists, series statistics
+// (unit), and a short run of the coop testbed with lanes (root).
+package lab
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestJain(t *testing.T) {
+	for _, c := range []struct {
+		x    []float64
+		want float64
+	}{
+		{[]float64{1, 1, 1, 1}, 1},
+		{[]float64{1, 0, 0, 0}, 0.25},
+		{[]float64{2, 1}, 0.9},
+		{nil, 0},
+		{[]float64{0, 0}, 0},
+	} {
+		if got := Jain(c.x); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Jain(%v) = %v, want %v", c.x, got, c.want)
+		}
+	}
+}
+
+func TestParseHosts(t *testing.T) {
+	got, err := parseHosts("2-4,8")
+	if err != nil || len(got) != 4 || got[0] != 2 || got[2] != 4 || got[3] != 8 {
+		t.Errorf("parseHosts: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "x", "0", "2-x", "100"} {
+		if _, err := parseHosts(bad); err == nil {
+			t.Errorf("parseHosts(%q) accepted", bad)
+		}
+	}
+}
+
+func TestSeriesStats(t *testing.T) {
+	s := &coopSeries{Step: 200 * time.Millisecond}
+	for k := 1; k <= 10; k++ {
+		s.T = append(s.T, float64(k)*0.2)
+		// host 0 gets 50 kB per step (2 Mbit/s), host 1 25 kB (1 Mbit/s)
+		s.Samples = append(s.Samples, []hostSample{{Bytes: 50_000, SRTTms: 300, Retrans: uint32(k)}, {Bytes: 25_000, SRTTms: 260, Retrans: 1}})
+	}
+	st := s.stats([]int{0, 1}, 0, 10)
+	if math.Abs(st.PerHostMbit[0]-2) > 1e-9 || math.Abs(st.PerHostMbit[1]-1) > 1e-9 || math.Abs(st.TotalMbit-3) > 1e-9 {
+		t.Errorf("goodput %+v", st)
+	}
+	if math.Abs(st.JainRun-0.9) > 1e-9 || math.Abs(st.JainStep-0.9) > 1e-9 {
+		t.Errorf("jain %v %v", st.JainRun, st.JainStep)
+	}
+	if st.Retrans != 11 || st.RTTms < 260 || st.RTTms > 300 {
+		t.Errorf("retrans %d rtt %v", st.Retrans, st.RTTms)
+	}
+	// a window leaving out the first half
+	if st2 := s.stats([]int{0}, 1.0, 10); math.Abs(st2.TotalMbit-2) > 1e-9 {
+		t.Errorf("window: %+v", st2)
+	}
+}
+
+// A short coop run with lanes on two hosts: the controllers find each other
+// through the emulated medium, agree on N=2, and clamp the uploads.
+func TestCoopBedLanes(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("10 s of emulated traffic")
+	}
+	var c coopCommon
+	c.rate, c.headroom, c.cc, c.rtt, c.bufBDP = "20mbit", "120kbit", "cubic", 100*time.Millisecond, 0.5
+	bc, err := c.bed(2, func(int) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cb, err := newCoopBed(ctx, testEnv(t), bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	for i := 0; i < 2; i++ {
+		if _, err := cb.startUpload(ctx, i, coopBulkPort, 0, lane.Background); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := cb.record(ctx, 200*time.Millisecond, 8*time.Second, nil)
+	st := s.stats([]int{0, 1}, 3, 100)
+	last := s.Samples[len(s.Samples)-1]
+	for i, h := range last {
+		if h.N != 2 || !h.Capping || h.Cap == 0 {
+			t.Errorf("host %d at the end: N=%d capping=%v cap=%d", i, h.N, h.Capping, h.Cap)
+		}
+		// 20 Mbit/s x 100 ms - 120 kbit over 2 hosts of 1448-byte segments
+		if h.Cwnd > h.Cap {
+			t.Errorf("host %d cwnd %d above cap %d", i, h.Cwnd, h.Cap)
+		}
+	}
+	t.Logf("total %.2f Mbit/s, Jain %.3f, RTT p50 %.0f ms, retrans %d, caps %d/%d",
+		st.TotalMbit, st.JainRun, st.RTTms, st.Retrans, last[0].Cap, last[1].Cap)
+	if st.TotalMbit < 5 {
+		t.Errorf("total goodput %.2f Mbit/s through a 20 Mbit/s AP", st.TotalMbit)
+	}
+}
