@@ -67,8 +67,9 @@ type SafetyConfig struct {
 	// our own summed window is below the shared BDP means someone else's
 	// queue fills the medium.
 	RTTInflation float64 `yaml:"rtt_inflation"`
-	// GoodputFraction: our summed goodput below this fraction of the AP rate
-	// while our hosts are backlogged means foreign traffic holds the medium.
+	// GoodputFraction: this host's goodput below this fraction of its share
+	// of the (configured) AP rate while its flows sit at their caps means
+	// foreign traffic holds the medium.
 	GoodputFraction float64 `yaml:"goodput_fraction"`
 	// Intervals the condition must hold before capping stops.
 	Trigger int `yaml:"trigger_intervals"`
@@ -112,8 +113,8 @@ func DefaultConfig() Config {
 		DemandAware:      true,
 		Safety: SafetyConfig{
 			Enabled:         true,
-			RTTInflation:    1.5,
-			GoodputFraction: 0.5,
+			RTTInflation:    1.3,
+			GoodputFraction: 0.7,
 			Trigger:         6,
 			Hold:            config.Duration(30 * time.Second),
 		},
