@@ -34,6 +34,7 @@ type monitorFlags struct {
 	json, csv, prom, events, probe bool
 	allSegments                    bool
 	interval, duration, probeGap   time.Duration
+	maxDelay                       time.Duration
 	output, netns                  string
 	lanes, src, dst, comm, cgroup  string
 	sport, dport, port             uint
@@ -52,6 +53,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&m.probe, "probe", false, "with --events: also every ACK's cwnd/ssthresh/srtt (tcp:tcp_probe); give a --port")
 	fs.DurationVar(&m.probeGap, "probe-gap", 0, "with --probe: least time between two events of one flow")
 	fs.BoolVar(&m.allSegments, "all-segments", false, "with --probe: every received segment, not only pure ACKs")
+	fs.DurationVar(&m.maxDelay, "max-delay", 50*time.Millisecond, "with --events: deliver events in batches at most this late (0: each at once, costlier)")
 	fs.DurationVar(&m.interval, "interval", tcpmon.DefaultInterval, "sampling interval (>= 10ms)")
 	fs.DurationVar(&m.duration, "duration", 0, "stop after this long (0: until interrupted)")
 	fs.IntVar(&m.count, "count", 0, "stop after this many samples (0: no limit)")
@@ -80,7 +82,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 			n++
 		}
 	}
-	if n > 1 || (m.csv && (m.json || m.prom)) {
+	if n > 1 || (m.csv && (m.json || m.prom || m.events)) {
 		return usageErrorf("--json, --csv, --prometheus and --events exclude each other (except --events --json)")
 	}
 	if m.interval < tcpmon.MinInterval {
@@ -278,7 +280,7 @@ func runEvents(ctx context.Context, e *env, m *monitorFlags) error {
 	if m.netns != "" {
 		fmt.Fprintln(e.stderr, "lanes monitor: note: tracepoints see every namespace; filter with --port")
 	}
-	cfg := tcpmon.EventConfig{State: true, Probe: m.probe, ProbeGap: m.probeGap, AllSegments: m.allSegments}
+	cfg := tcpmon.EventConfig{State: true, Probe: m.probe, ProbeGap: m.probeGap, AllSegments: m.allSegments, MaxDelay: m.maxDelay}
 	for _, p := range []uint{m.port, m.sport, m.dport} {
 		if p != 0 {
 			cfg.Ports = append(cfg.Ports, uint16(p))

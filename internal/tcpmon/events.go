@@ -55,7 +55,11 @@ type EventConfig struct {
 	ProbeGap time.Duration
 	// AllSegments: probe events for data segments too, not only pure ACKs.
 	AllSegments bool
-	RingSize    int
+	// MaxDelay batches events: the kernel wakes the reader only when 64 KiB
+	// of events are pending, and the reader polls every MaxDelay, so a busy
+	// trace costs one wake-up per ~500 events. 0 wakes it for each event.
+	MaxDelay time.Duration
+	RingSize int
 }
 
 // EventStats are event mode's counters.
@@ -69,6 +73,7 @@ type Tracer struct {
 	t      *tcpevents.Tracer
 	offset time.Duration // wall - monotonic
 	n      uint64
+	poll   time.Duration // reader deadline between two checks of ctx
 	rec    ringbuf.Record
 	addrs  map[addrKey][2]string // formatted addresses, to spare allocations
 }
@@ -81,8 +86,17 @@ type addrKey struct {
 // OpenTracer loads and attaches the event program (needs root / CAP_BPF +
 // CAP_PERFMON).
 func OpenTracer(cfg EventConfig) (*Tracer, error) {
-	t, err := tcpevents.Open(tcpevents.Config{Probe: cfg.Probe, State: cfg.State, Ports: cfg.Ports,
-		ProbeGap: cfg.ProbeGap, AllSegments: cfg.AllSegments, RingSize: cfg.RingSize})
+	tc := tcpevents.Config{Probe: cfg.Probe, State: cfg.State, Ports: cfg.Ports,
+		ProbeGap: cfg.ProbeGap, AllSegments: cfg.AllSegments, RingSize: cfg.RingSize}
+	poll := 200 * time.Millisecond
+	if cfg.MaxDelay > 0 {
+		tc.WakeupBytes = 64 << 10
+		if cfg.RingSize > 0 && cfg.RingSize/4 < tc.WakeupBytes {
+			tc.WakeupBytes = cfg.RingSize / 4
+		}
+		poll = cfg.MaxDelay
+	}
+	t, err := tcpevents.Open(tc)
 	if err != nil {
 		return nil, err
 	}
@@ -92,15 +106,15 @@ func OpenTracer(cfg EventConfig) (*Tracer, error) {
 		return nil, fmt.Errorf("clock_gettime: %w", err)
 	}
 	off := time.Duration(time.Now().UnixNano() - ts.Nano())
-	return &Tracer{t: t, offset: off, addrs: map[addrKey][2]string{}}, nil
+	return &Tracer{t: t, offset: off, poll: poll, addrs: map[addrKey][2]string{}}, nil
 }
 
 // Next blocks for the next event, until ctx ends (then it returns ctx's error).
 func (tr *Tracer) Next(ctx context.Context) (Event, error) {
 	for {
 		dl, ok := ctx.Deadline()
-		if !ok || time.Until(dl) > 200*time.Millisecond {
-			dl = time.Now().Add(200 * time.Millisecond)
+		if !ok || time.Until(dl) > tr.poll {
+			dl = time.Now().Add(tr.poll)
 		}
 		tr.t.Reader.SetDeadline(dl)
 		err := tr.t.Reader.ReadInto(&tr.rec)

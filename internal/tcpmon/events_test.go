@@ -31,9 +31,15 @@ func TestEventLayout(t *testing.T) {
 }
 
 func TestEventsShortConnection(t *testing.T) {
+	for _, batch := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run("batch="+batch.String(), func(t *testing.T) { testEventsShortConnection(t, batch) })
+	}
+}
+
+func testEventsShortConnection(t *testing.T, batch time.Duration) {
 	p := testutil.NewVethPair(t)
 	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
-	tr, err := OpenTracer(EventConfig{Probe: true, State: true, Ports: []uint16{srv.port()}})
+	tr, err := OpenTracer(EventConfig{Probe: true, State: true, Ports: []uint16{srv.port()}, MaxDelay: batch})
 	if err != nil {
 		t.Skipf("event mode unavailable: %v", err)
 	}

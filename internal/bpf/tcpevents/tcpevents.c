@@ -118,6 +118,7 @@ struct config {
 	__u8 all_segments; /* probe: also segments carrying data, not just pure ACKs */
 	__u16 ports[MAX_PORTS];
 	__u64 probe_gap_ns;
+	__u64 wakeup_bytes; /* 0: wake the reader per event; else when this much is pending */
 };
 
 volatile const struct config CFG = {.want_probe = 1, .want_state = 1};
@@ -169,6 +170,18 @@ static __always_inline int port_wanted(__u16 sport, __u16 dport)
 			return 1;
 	}
 	return 0;
+}
+
+/* With wakeup_bytes set, the reader is woken only once enough events are
+ * pending and polls for the rest itself: one wake-up per batch instead of
+ * per event. */
+static __always_inline void submit(struct event *e)
+{
+	__u64 flags = 0;
+	if (CFG.wakeup_bytes)
+		flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*e) >= CFG.wakeup_bytes ?
+				BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 }
 
 static __always_inline void count_drop(void)
@@ -226,7 +239,7 @@ int on_tcp_probe(struct tcp_probe_args *ctx)
 	e->snd_nxt = ctx->snd_nxt;
 	e->snd_una = ctx->snd_una;
 	e->data_len = ctx->data_len;
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 
@@ -286,7 +299,7 @@ int on_set_state(struct set_state_args *ctx)
 		e->pid = st->pid;
 		__builtin_memcpy(e->comm, st->comm, sizeof(e->comm));
 	}
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	if (newstate == TCP_CLOSE)
 		bpf_map_delete_elem(&starts, &sk);
 	return 0;

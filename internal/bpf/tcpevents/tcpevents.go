@@ -38,6 +38,10 @@ type Config struct {
 	// AllSegments reports probe events for every received segment, not
 	// only pure ACKs (data segments update the receiver's side).
 	AllSegments bool
+	// WakeupBytes batches wake-ups: the reader is woken only when this many
+	// bytes of events are pending (it must poll for the rest, see
+	// ringbuf.Reader.SetDeadline). 0 wakes it for every event.
+	WakeupBytes int
 	RingSize    int // ring buffer bytes, a power of two multiple of the page size; 0 = 1 MiB
 }
 
@@ -65,7 +69,7 @@ func Open(cfg Config) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tcpevents: load spec: %w", err)
 	}
-	c := tcpeventsConfig{Nports: uint8(len(cfg.Ports)), ProbeGapNs: uint64(cfg.ProbeGap)}
+	c := tcpeventsConfig{Nports: uint8(len(cfg.Ports)), ProbeGapNs: uint64(cfg.ProbeGap), WakeupBytes: uint64(cfg.WakeupBytes)}
 	if cfg.Probe {
 		c.WantProbe = 1
 	}

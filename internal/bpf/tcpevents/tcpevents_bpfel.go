@@ -22,6 +22,7 @@ type tcpeventsConfig struct {
 	Ports       [8]uint16
 	_           [4]byte
 	ProbeGapNs  uint64
+	WakeupBytes uint64
 }
 
 type tcpeventsEvent struct {
