@@ -28,6 +28,46 @@ import (
 
 const cgroup2Magic = 0x63677270
 
+// ownCgroupMount is where lanes mounts cgroup2 itself when no mount is
+// visible (inside `ip netns exec`, which mounts a fresh sysfs over /sys and
+// so hides /sys/fs/cgroup/*). Every mount of cgroup2 shows the same single
+// hierarchy, so programs attached and ids read through it are the same.
+var ownCgroupMount = "/run/lanes/cgroup2"
+
+// resolveCgroupRoot returns the cgroup v2 mount to use: explicit if given
+// (it must be cgroup2), else the first of /sys/fs/cgroup/unified (hybrid
+// systems), /sys/fs/cgroup (pure v2), any cgroup2 in /proc/self/mountinfo,
+// or a mount of our own.
+func resolveCgroupRoot(explicit string) (string, error) {
+	if explicit != "" {
+		return explicit, checkCgroup2(explicit)
+	}
+	for _, c := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if checkCgroup2(c) == nil {
+			return c, nil
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SOURCE SUPEROPTS
+			pre, post, ok := strings.Cut(line, " - ")
+			if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+				continue
+			}
+			if f := strings.Fields(pre); len(f) >= 5 && f[3] == "/" && checkCgroup2(f[4]) == nil {
+				return f[4], nil
+			}
+		}
+	}
+	if err := os.MkdirAll(ownCgroupMount, 0o755); err != nil {
+		return "", fmt.Errorf("no cgroup v2 mount found and cannot create %s: %w", ownCgroupMount, err)
+	}
+	if err := unix.Mount("cgroup2", ownCgroupMount, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return "", fmt.Errorf("no cgroup v2 mount found and mounting one at %s failed: %w", ownCgroupMount, err)
+	}
+	return ownCgroupMount, checkCgroup2(ownCgroupMount)
+}
+
 var (
 	cgUsersMu sync.Mutex
 	cgUsers   = map[string]int{} // lane cgroup base -> open Datapaths using it

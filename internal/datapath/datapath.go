@@ -67,15 +67,13 @@ type Config struct {
 	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
 	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
 	Instance           string // unique per daemon: names of cgroups, filters and state files
-	CgroupRoot         string // cgroup v2 mount (default /sys/fs/cgroup/unified)
+	CgroupRoot         string // cgroup v2 mount (default: /sys/fs/cgroup/unified, /sys/fs/cgroup, any cgroup2 mount, or one lanes mounts at /run/lanes/cgroup2)
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
 	// bytes (0 = 16 KiB, negative = leave the socket's setting alone).
 	BackgroundNotsentLowat int
 }
 
 var errClosed = errors.New("datapath: closed")
-
-const defaultCgroupRoot = "/sys/fs/cgroup/unified"
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
 
@@ -94,9 +92,6 @@ func (c *Config) validate() error {
 		}
 	default:
 		return fmt.Errorf("datapath: unknown mode %d", c.Mode)
-	}
-	if c.CgroupRoot == "" {
-		c.CgroupRoot = defaultCgroupRoot
 	}
 	return nil
 }
@@ -152,7 +147,7 @@ func Open(cfg Config) (d *Datapath, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkCgroup2(cfg.CgroupRoot); err != nil {
+	if cfg.CgroupRoot, err = resolveCgroupRoot(cfg.CgroupRoot); err != nil {
 		return nil, err
 	}
 	ns, err := currentNS()
@@ -326,13 +321,17 @@ func (d *Datapath) teardown(evict bool) error {
 // its empty lane cgroups. Busy lane cgroups are kept for the next Open to
 // adopt. Other instances' objects are not touched.
 func Cleanup(iface, instance string) error {
-	return CleanupAt(iface, instance, defaultCgroupRoot)
+	return CleanupAt(iface, instance, "")
 }
 
 // CleanupAt is Cleanup with a cgroup v2 root other than the default.
 func CleanupAt(iface, instance, cgroupRoot string) error {
 	if !instanceRE.MatchString(instance) {
 		return fmt.Errorf("datapath: bad instance %q", instance)
+	}
+	cgroupRoot, err := resolveCgroupRoot(cgroupRoot)
+	if err != nil {
+		return err
 	}
 	ns, err := currentNS()
 	if err != nil {

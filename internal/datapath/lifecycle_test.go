@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,14 +44,19 @@ func (d *Datapath) abandon() {
 func requireCgroup2(t *testing.T) string {
 	t.Helper()
 	testutil.RequireRoot(t)
-	if err := checkCgroup2(defaultCgroupRoot); err != nil {
+	root, err := resolveCgroupRoot("")
+	if err != nil {
 		t.Skipf("needs cgroup v2: %v", err)
 	}
+	testCgroupRoot = root
 	old := StateDir
 	StateDir = t.TempDir()
 	t.Cleanup(func() { StateDir = old })
-	return defaultCgroupRoot
+	return root
 }
+
+// testCgroupRoot is the cgroup v2 mount the datapath resolves by default.
+var testCgroupRoot string
 
 func openIn(t *testing.T, ns *testutil.NetNS, cfg Config) *Datapath {
 	t.Helper()
@@ -105,7 +112,7 @@ func inspect(t *testing.T, ns *testutil.NetNS, ifname, instance string) treeStat
 		}
 		return nil
 	})
-	_, err := os.Stat(laneCgroupBase(defaultCgroupRoot, instance))
+	_, err := os.Stat(laneCgroupBase(testCgroupRoot, instance))
 	s.cgroupExist = err == nil
 	return s
 }
@@ -113,7 +120,7 @@ func inspect(t *testing.T, ns *testutil.NetNS, ifname, instance string) treeStat
 // attachedSockops lists the sock_ops programs attached at the cgroup root.
 func attachedSockops(t *testing.T) []ebpf.ProgramID {
 	t.Helper()
-	f, err := os.Open(defaultCgroupRoot)
+	f, err := os.Open(testCgroupRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +305,7 @@ func TestCrashCleanupReopen(t *testing.T) {
 		t.Fatalf("traffic after crash: %v", err)
 	}
 
-	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", defaultCgroupRoot) })
+	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", testCgroupRoot) })
 	s = inspect(t, p.A, p.LinkA, "lc3")
 	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
 		t.Errorf("after Cleanup: %+v (txqueuelen before %d)", s, before.txqlen)
@@ -401,4 +408,58 @@ func TestTwoInterfacesOneInstance(t *testing.T) {
 	if inspect(t, p.A, "va2", "mi1").cgroupExist {
 		t.Error("lane cgroups left after the last Close")
 	}
+}
+
+// TestSIGKILLFailOpen kills a process that owns a datapath with SIGKILL:
+// traffic keeps flowing through the left-over tree, the sock_ops link is
+// gone with the process, and Cleanup + Open repair.
+func TestSIGKILLFailOpen(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	before := inspect(t, p.A, p.LinkA, "kill1")
+	sockopsBefore := len(attachedSockops(t))
+	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
+		"LANES_DP_INSTANCE=kill1", "LANES_DP_STATEDIR="+StateDir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make([]byte, 64)
+	n, _ := out.Read(line)
+	if !strings.HasPrefix(string(line[:n]), "ready") {
+		t.Fatalf("helper: %q", line[:n])
+	}
+	if got := len(attachedSockops(t)); got != sockopsBefore+1 {
+		t.Errorf("%d sock_ops programs attached with the helper running, want %d", got, sockopsBefore+1)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	s := inspect(t, p.A, p.LinkA, "kill1")
+	if s.rootKind != "htb" || !slices.Equal(s.filters, []string{"lanes:kill1"}) || !s.cgroupExist {
+		t.Errorf("after SIGKILL: %+v (expected the tree and cgroups to stay)", s)
+	}
+	if got := len(attachedSockops(t)); got != sockopsBefore {
+		t.Errorf("%d sock_ops programs attached after SIGKILL, want %d", got, sockopsBefore)
+	}
+	addr := tcpEcho(t, p.B, p.AddrB, 7009)
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic after SIGKILL: %v", err)
+	}
+	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill1") })
+	s = inspect(t, p.A, p.LinkA, "kill1")
+	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
+		t.Errorf("after Cleanup: %+v", s)
+	}
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill1"})
+	if err := roundTrip(p.A, addr); err != nil {
+		t.Fatalf("traffic after restart: %v", err)
+	}
+	d.Close()
 }

@@ -32,11 +32,6 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
-	c := Config{Interface: "eth0", Instance: "a"}
-	c.validate()
-	if c.CgroupRoot != defaultCgroupRoot {
-		t.Errorf("default cgroup root %q", c.CgroupRoot)
-	}
 }
 
 func TestTreeParams(t *testing.T) {

@@ -43,7 +43,20 @@ const (
 // TestHelperProcess is the bulk sender run as a child process, so that it
 // can live in a lane cgroup. It is not a test by itself.
 func TestHelperProcess(t *testing.T) {
-	if os.Getenv("LANES_DP_HELPER") != "bulk" {
+	switch os.Getenv("LANES_DP_HELPER") {
+	case "bulk":
+	case "open": // open a datapath, say so, wait to be killed
+		StateDir = os.Getenv("LANES_DP_STATEDIR")
+		d, err := Open(Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE")})
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		_ = d
+		fmt.Println("ready")
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	default:
 		t.Skip("helper process only")
 	}
 	secs, _ := strconv.Atoi(os.Getenv("LANES_DP_SECONDS"))
