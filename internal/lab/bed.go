@@ -101,17 +101,15 @@ func (b *Bed) AddHost(name, cc string, up, down *emu.Link, o HostOpts) (*topo.No
 			return nil, err
 		}
 		b.Gates[name] = g
-		if cfg.Trace != nil {
-			b.gateLinks[name] = up
-		}
+		b.gateLinks[name] = up
 	}
 	return n, nil
 }
 
-// gateStep is how often a trace-driven gate follows its trace.
-const gateStep = 50 * time.Millisecond
+// gateStep is how often a gate follows its link.
+const gateStep = 20 * time.Millisecond
 
-// Start runs the emulator and the gates' trace followers.
+// Start runs the emulator and the gates' followers.
 func (b *Bed) Start(ctx context.Context) {
 	ctx, b.cancel = context.WithCancel(ctx)
 	b.Emu.Run(ctx)
@@ -120,25 +118,51 @@ func (b *Bed) Start(ctx context.Context) {
 		b.wg.Add(1)
 		go func(g *topo.Gate, l *emu.Link) {
 			defer b.wg.Done()
-			followTrace(ctx, g, l)
+			followLink(ctx, g, l)
 		}(g, l)
 	}
 }
 
-// followTrace sets the gate to the rate the trace offers over the next step.
-func followTrace(ctx context.Context, g *topo.Gate, l *emu.Link) {
-	tr := l.Config().Trace
+// followLink sets the gate, every gateStep, to the rate the link offers over
+// the next gateHorizon (the trace's opportunities, or the fixed rate) minus
+// what already waits in the emulator's queue, drained over that horizon:
+//
+//	rate = (capacity(next horizon) - 2 x emulator backlog) / horizon,
+//	       at least 1/gateFloorDiv of the link's mean rate
+//
+// Note: HTB charges a packet's transmission time at the rate in force when
+// it is sent and keeps that debt across rate changes, so the gate never
+// drops to a near-zero rate for an empty stretch of trace (a 1,500-byte
+// packet charged at 8 kbit/s would stall the class for 1.5 s); the horizon
+// smooths the trace's one-packet granularity and the floor bounds the debt.
+func followLink(ctx context.Context, g *topo.Gate, l *emu.Link) {
+	cfg := l.Config()
+	mean := cfg.Rate
+	if cfg.Trace != nil {
+		mean = cfg.Trace.MeanRate()
+	}
 	base := l.Base()
 	for base.IsZero() {
-		time.Sleep(time.Millisecond)
+		if sleepCtx(ctx, time.Millisecond) != nil {
+			return
+		}
 		base = l.Base()
 	}
 	tick := time.NewTicker(gateStep)
 	defer tick.Stop()
 	for {
-		off := time.Since(base)
-		n := tr.Count(off, off+gateStep)
-		_ = g.SetRate(float64(n) * emu.OpportunityBytes * 8 / gateStep.Seconds())
+		var capBytes float64
+		if cfg.Trace != nil {
+			off := time.Since(base)
+			capBytes = float64(cfg.Trace.Count(off, off+gateHorizon) * emu.OpportunityBytes)
+		} else {
+			capBytes = cfg.Rate / 8 * gateHorizon.Seconds()
+		}
+		rate := (capBytes - 2*float64(l.QueueBytes())) * 8 / gateHorizon.Seconds()
+		if rate < mean/gateFloorDiv {
+			rate = mean / gateFloorDiv
+		}
+		_ = g.SetRate(rate)
 		select {
 		case <-ctx.Done():
 			return
@@ -146,6 +170,12 @@ func followTrace(ctx context.Context, g *topo.Gate, l *emu.Link) {
 		}
 	}
 }
+
+// gateFloorDiv bounds the gate's rate from below (mean / gateFloorDiv).
+const gateFloorDiv = 8
+
+// gateHorizon is how far ahead a gate looks at its link.
+const gateHorizon = 200 * time.Millisecond
 
 // Close stops the emulator and removes every namespace and process.
 func (b *Bed) Close() error {

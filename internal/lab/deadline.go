@@ -50,6 +50,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"syscall"
@@ -73,7 +74,9 @@ func init() {
 			rate := fs.String("rate", "100mbit", "emulated NIC rate (the paper: 1gbit)")
 			scale := fs.Int("scale", 10, "divide the paper's packet counts per period (and the default FIFO length) by this")
 			dur := fs.Duration("duration", 10*time.Second, "measurement time per configuration (--quick: 3s)")
-			bulk := fs.Int("bulk", 2, "bulk TCP connections saturating the link")
+			bulk := fs.Int("bulk", 2, "bulk senders saturating the link")
+			bulkKind := fs.String("bulk-kind", "udp", "bulk traffic: udp (unresponsive burst, as the paper's) or tcp")
+			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -83,7 +86,13 @@ func init() {
 				if *scale < 1 || *scale > 30 {
 					return nil, fmt.Errorf("--scale %d not in 1..30", *scale)
 				}
-				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, sweep: *sweep}
+				if *bulkKind != "udp" && *bulkKind != "tcp" {
+					return nil, fmt.Errorf("--bulk-kind %q: want udp or tcp", *bulkKind)
+				}
+				if *prio < 0 || *prio > 98 {
+					return nil, fmt.Errorf("--rt-priority %d not in 0..98", *prio)
+				}
+				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -93,11 +102,31 @@ func init() {
 }
 
 type dlParams struct {
-	rate  uint64
-	scale int
-	dur   time.Duration
-	bulk  int
-	sweep bool
+	rate     uint64
+	scale    int
+	dur      time.Duration
+	bulk     int
+	bulkKind string
+	prio     int
+	sweep    bool
+}
+
+// setFIFO locks the calling goroutine to its thread and makes the thread
+// SCHED_FIFO prio (the paper's real-time senders and receiver); the thread
+// is discarded when the goroutine ends without unlocking.
+func setFIFO(prio int) {
+	runtime.LockOSThread()
+	if prio > 0 {
+		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+		_ = unix.SchedSetAttr(0, &a, 0)
+	}
+}
+
+// sleepUntilMono sleeps on CLOCK_MONOTONIC until t (ns).
+func sleepUntilMono(t int64) {
+	ts := unix.NsecToTimespec(t)
+	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	}
 }
 
 // dlFlow is one periodic realtime sender (paper table 1).
@@ -359,6 +388,62 @@ func (b *dlBed) startBulk(n int) (stop func(), err error) {
 	}, nil
 }
 
+// startUDPBulk runs n unresponsive UDP senders snd -> rcv, each writing
+// 1,400 B datagrams as fast as its socket buffer lets it (the qdisc keeps
+// the socket's bytes charged until they leave, so the queue stays full
+// without spinning), until stop is called.
+func (b *dlBed) startUDPBulk(n int) (stop func(), err error) {
+	var sink *net.UDPConn
+	if err := b.rcv.Do(func() (err error) {
+		sink, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(b.dst, 0)))
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	go io.Copy(io.Discard, sink)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var conns []*net.UDPConn
+	for i := 0; i < n; i++ {
+		var c *net.UDPConn
+		if err := b.snd.Do(func() (err error) {
+			c, err = net.DialUDP("udp4", nil, sink.LocalAddr().(*net.UDPAddr))
+			return err
+		}); err != nil {
+			close(done)
+			sink.Close()
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, err
+		}
+		conns = append(conns, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1400)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := c.Write(buf); err != nil && errors.Is(err, net.ErrClosed) {
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+		sink.Close()
+	}, nil
+}
+
 // receiver collects arrivals in rcv until stop.
 type dlReceiver struct {
 	rx   *rtlane.Receiver
@@ -368,7 +453,7 @@ type dlReceiver struct {
 	quit chan struct{}
 }
 
-func (b *dlBed) startReceiver() (*dlReceiver, error) {
+func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 	r := &dlReceiver{got: map[[2]uint32][2]int64{}, done: make(chan struct{}), quit: make(chan struct{})}
 	if err := b.rcv.Do(func() (err error) {
 		r.rx, err = rtlane.ListenReceiver(netip.AddrPortFrom(b.dst, 0))
@@ -379,6 +464,7 @@ func (b *dlBed) startReceiver() (*dlReceiver, error) {
 	r.rx.SetTimeout(100 * time.Millisecond)
 	go func() {
 		defer close(r.done)
+		setFIFO(prio)
 		for {
 			a, err := r.rx.Read()
 			if err != nil {
@@ -555,12 +641,14 @@ func rtOffset() int64 {
 	return m.Nano() - (a.Nano()+b.Nano())/2
 }
 
-// runFlows runs the periodic senders for dur and returns their records.
-func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, mk func() (dlSender, error)) ([]dlRecord, error) {
+// runFlows runs the periodic senders for dur, each on its own thread at
+// SCHED_FIFO prio, and returns their records.
+func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, prio int, mk func() (dlSender, error)) ([]dlRecord, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var recs []dlRecord
-	end := time.Now().Add(dur)
+	start := rtlane.Monotonic()
+	end := start + int64(dur)
 	for _, f := range flows {
 		s, err := mk()
 		if err != nil {
@@ -570,18 +658,19 @@ func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, mk func() 
 		go func(f dlFlow, s dlSender) {
 			defer wg.Done()
 			defer s.close()
+			setFIFO(prio)
 			buf := make([]byte, f.Size)
 			var seq uint32
 			var mine []dlRecord
-			next := time.Now().Add(f.Offset)
-			time.Sleep(f.Offset)
-			for time.Now().Before(end) && ctx.Err() == nil {
+			next := start + int64(f.Offset)
+			sleepUntilMono(next)
+			for next < end && ctx.Err() == nil {
 				for i := 0; i < f.Burst; i++ {
 					seq++
 					mine = append(mine, s.send(f, seq, buf))
 				}
-				next = next.Add(f.Period)
-				time.Sleep(time.Until(next))
+				next += int64(f.Period)
+				sleepUntilMono(next)
 			}
 			mu.Lock()
 			recs = append(recs, mine...)
@@ -620,7 +709,7 @@ func (ti *traceIndex) add(e rtlane.Event) {
 // (realtime flows straight into the lanes top class, no EDF).
 func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string, flows []dlFlow, bulk int, dur time.Duration) (*dlRun, error) {
 	run := &dlRun{Config: name}
-	rx, err := b.startReceiver()
+	rx, err := b.startReceiver(p.prio)
 	if err != nil {
 		return nil, err
 	}
@@ -680,13 +769,17 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	}
 	var stopBulk func()
 	if bulk > 0 {
-		if stopBulk, err = b.startBulk(bulk); err != nil {
+		start := b.startBulk
+		if p.bulkKind == "udp" {
+			start = b.startUDPBulk
+		}
+		if stopBulk, err = start(bulk); err != nil {
 			rx.stop()
 			return nil, err
 		}
 		time.Sleep(500 * time.Millisecond) // let TCP fill the queue
 	}
-	recs, err := runFlows(ctx, flows, dur, mk)
+	recs, err := runFlows(ctx, flows, dur, p.prio, mk)
 	if stopBulk != nil {
 		stopBulk()
 	}
@@ -850,7 +943,8 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	}
 	defer b.t.Close()
 	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
-		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(), "bulk_tcp": p.bulk}}
+		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(),
+		"bulk": p.bulk, "bulk_kind": p.bulkKind, "rt_priority": p.prio}}
 	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
 	flows := []dlFlow{
 		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
@@ -864,7 +958,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 
 	var runs []*dlRun
 	for _, cfg := range []string{"lanes", "default"} {
-		env.Printf("deadline: %s, %d bulk TCP, %v...\n", cfg, p.bulk, p.dur)
+		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
 			return nil, fmt.Errorf("deadline: %s: %w", cfg, err)

@@ -72,6 +72,21 @@ func (n *Node) InstallGate(dev string, rate float64, burst int, leaf string, lim
 	return &Gate{node: n, dev: dev, burst: burst, h: h, link: l, rate: rate}, nil
 }
 
+// AdoptGate drives an HTB root class 1:1 someone else installed (the lanes
+// daemon's tree) as a gate with the given burst.
+func (n *Node) AdoptGate(dev string, burst int) (*Gate, error) {
+	h, err := netlink.NewHandleAt(n.Handle)
+	if err != nil {
+		return nil, fmt.Errorf("netlink in %s: %w", n.Name, err)
+	}
+	l, err := h.LinkByName(dev)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Gate{node: n, dev: dev, burst: burst, h: h, link: l}, nil
+}
+
 // SetRate changes the gate's rate (bits/s) without touching queued packets.
 func (g *Gate) SetRate(rate float64) error {
 	if rate < 8000 {

@@ -1,0 +1,91 @@
+// lanes.go: running the lanes daemon inside a lab host (methods 4 and 6).
+//
+// The daemon manages the phone's up0 in shaped mode with a rate far above
+// the link's, so its leaves never limit; the lab then drives the daemon's
+// root class 1:1 exactly like its own gate (rate = the link's, following the
+// trace; burst = the emulated device queue), because on Linux 6.18 a TUN
+// never stops its queue and the daemon's HTB would otherwise not back up.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/topo"
+)
+
+func lanesSocket(b *Bed) string { return filepath.Join(os.TempDir(), "lanes-lab-"+b.Topo.ID+".sock") }
+
+// lanesAvailable reports whether bin has a daemon command.
+func lanesAvailable(bin string) bool {
+	if bin == "" {
+		return false
+	}
+	out, err := exec.Command(bin, "help").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "daemon")
+}
+
+func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *Bed, phone *topo.Node) error {
+	if !lanesAvailable(c.Lanes) {
+		return fmt.Errorf("method %s needs the lanes daemon (%s has none)", m.ID, c.Lanes)
+	}
+	upCfg, _, err := c.linkConfigs()
+	if err != nil {
+		return err
+	}
+	rate := upCfg.Rate
+	if upCfg.Trace != nil {
+		rate = upCfg.Trace.MeanRate()
+	}
+	dir, err := os.MkdirTemp("", "lanes-lab-policy-")
+	if err != nil {
+		return err
+	}
+	pol := filepath.Join(dir, "policy.yaml")
+	text := fmt.Sprintf("# lab policy for method %s: the phone's uplink, shaped far above the link;\n# the lab drives class 1:1 as the device gate.\ninterfaces:\n  - name: %s\n    mode: shaped\n    uplink: %dbit\n",
+		m.ID, TUNName, uint64(rate*50))
+	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
+		return err
+	}
+	if env != nil && env.Policy == "" {
+		env.Policy = pol
+	}
+	sock := lanesSocket(bed)
+	d, err := phone.StartCommand(c.Lanes, "daemon", "--policy", pol, "--socket", sock)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			if out, err := phone.Run("tc", "class", "show", "dev", TUNName); err == nil && strings.Contains(out, "1:1 ") {
+				break
+			}
+		}
+		select {
+		case <-d.Done():
+			return fmt.Errorf("lanes daemon exited: %v", d.Err())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", TUNName)
+		}
+	}
+	g, err := phone.AdoptGate(TUNName, m.Queue)
+	if err != nil {
+		return err
+	}
+	if err := g.SetRate(rate); err != nil {
+		return err
+	}
+	bed.Gates[phone.Name] = g
+	bed.gateLinks[phone.Name] = bed.Hosts[phone.Name].Up
+	return nil
+}
