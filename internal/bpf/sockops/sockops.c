@@ -34,8 +34,11 @@
  * (sk_cgrp_data.cgroup->kn->id, sk_uid): at PASSIVE_ESTABLISHED_CB "current"
  * is whatever softirq context runs, so bpf_get_current_cgroup_id would be
  * wrong. ops->sk itself may not be offset, so the program goes through
- * bpf_skc_to_tcp_sock to get a BTF pointer first. Only the exact cgroup
- * matches, not its ancestors.
+ * bpf_skc_to_tcp_sock to get a BTF pointer first. The socket's cgroup and
+ * its ancestors are tried, deepest first (cgroup->ancestors[level..0]), so a
+ * rule for a parent cgroup covers the cgroups below it; the classifier's
+ * per-packet lookup matches only the exact cgroup, so for TCP sockets the
+ * ancestor match reaches the classifier through the cookie.
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -64,7 +67,12 @@ struct kernfs_node {
 
 struct cgroup {
 	struct kernfs_node *kn;
+	int level;
+	struct cgroup *ancestors[];
 } __attribute__((preserve_access_index));
+
+/* deepest ancestors tried for a cgroup match (the socket's own included) */
+#define CGROUP_DEPTH 16
 
 struct sock_cgroup_data {
 	struct cgroup *cgroup;
@@ -195,14 +203,25 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 	bsk = ops->sk;
 	sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
 	if (sk) {
-		__u64 cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id);
+		struct cgroup *cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup);
+		int level = BPF_CORE_READ(cg, level);
 		__u32 uid = BPF_CORE_READ(sk, sk_uid.val);
 
-		v = bpf_map_lookup_elem(&lanes_cgroup, &cg);
-		if (valid_lane(v)) {
-			lane = *v;
-			bump(OPS_BY_CGROUP);
-			goto store;
+		/* the socket's cgroup, then its ancestors: the deepest entry wins */
+		for (int i = 0; i < CGROUP_DEPTH; i++) {
+			struct cgroup *a = 0;
+			__u64 id;
+
+			if (level - i < 0)
+				break;
+			bpf_core_read(&a, sizeof(a), &cg->ancestors[level - i]);
+			id = BPF_CORE_READ(a, kn, id);
+			v = bpf_map_lookup_elem(&lanes_cgroup, &id);
+			if (valid_lane(v)) {
+				lane = *v;
+				bump(OPS_BY_CGROUP);
+				goto store;
+			}
 		}
 		v = bpf_map_lookup_elem(&lanes_uid, &uid);
 		if (valid_lane(v)) {
