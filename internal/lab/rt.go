@@ -97,6 +97,9 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		}
 	}
 	kernel := sched.ReadKernelRT()
+	// The flood goroutines share this process with the watcher of (d): keep
+	// idle Ps so the watcher never waits behind them for one.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+4)))
 	bound := 6*p.dur + 2*time.Minute // the loads stop by themselves even if we die
 	env.Printf("rt: starting load: %d busy workers, %d pps UDP+ICMP flood over a private veth\n", p.cpuLoad, p.netRate)
 	nl, err := latency.StartNetLoad(latency.NetLoadConfig{Rate: p.netRate, Duration: bound})
