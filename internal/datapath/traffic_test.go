@@ -203,9 +203,19 @@ func startBulk(t *testing.T, ns *testutil.NetNS, addr, cgroupDir string, secs in
 // from ns to an echo server and returns them sorted.
 func rrLatency(t *testing.T, ns *testutil.NetNS, addr string, n int, gap time.Duration) []time.Duration {
 	t.Helper()
+	return rrOn(t, dialIn(t, ns, addr), n, gap)
+}
+
+func dialIn(t *testing.T, ns *testutil.NetNS, addr string) net.Conn {
+	t.Helper()
 	var c net.Conn
 	ns.Do(t, func() (err error) { c, err = net.DialTimeout("tcp", addr, 5*time.Second); return err })
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func rrOn(t *testing.T, c net.Conn, n int, gap time.Duration) []time.Duration {
+	t.Helper()
 	req, resp := make([]byte, 1024), make([]byte, 1024)
 	var out []time.Duration
 	for range n {
@@ -220,6 +230,7 @@ func rrLatency(t *testing.T, ns *testutil.NetNS, addr string, n int, gap time.Du
 		out = append(out, time.Since(t0))
 		time.Sleep(gap)
 	}
+	c.Close()
 	slices.Sort(out)
 	return out
 }
@@ -425,5 +436,54 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	}
 	if f, _ := d.Flows(); len(f) != 1 {
 		t.Errorf("after delete: %v", f)
+	}
+}
+
+// TestShapedThreeLanes checks strict priority across all three lanes in
+// shaped mode, where our HTB is the bottleneck: with an interactive and a
+// background bulk upload at once, background gets (almost) nothing and
+// interactive the link; and realtime request/response under the
+// interactive upload is far faster than interactive request/response.
+func TestShapedThreeLanes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: real traffic at 10 Mbit/s")
+	}
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	bgSink, bgAddr := startSink(t, p.B, p.AddrB, 9401)
+	inSink, inAddr := startSink(t, p.B, p.AddrB, 9402)
+	echoAddr := tcpEcho(t, p.B, p.AddrB, 9403)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tl1", Mode: Shaped, UplinkBps: linkBps})
+	bgDir, _, err := d.LaneCgroup(lane.Background)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := startBulk(t, p.A, bgAddr, bgDir, 30)
+	in := startBulk(t, p.A, inAddr, "", 30)
+	time.Sleep(1500 * time.Millisecond)
+	b0, i0 := bgSink.n.Load(), inSink.n.Load()
+	time.Sleep(2 * time.Second)
+	bgRate, inRate := float64(bgSink.n.Load()-b0)*4, float64(inSink.n.Load()-i0)*4 // bit/s over 2 s
+
+	interactive := rrLatency(t, p.A, echoAddr, 15, 40*time.Millisecond)
+	rc := dialIn(t, p.A, echoAddr)
+	la := rc.LocalAddr().(*net.TCPAddr)
+	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9403, SPort: uint16(la.Port)}, lane.Realtime); err != nil {
+		t.Fatal(err)
+	}
+	realtime := rrOn(t, rc, 15, 40*time.Millisecond)
+	bg.Process.Kill()
+	in.Process.Kill()
+
+	t.Logf("interactive + background bulk at %d Mbit/s: interactive %.2f Mbit/s, background %.2f Mbit/s", linkBps/1_000_000, inRate/1e6, bgRate/1e6)
+	t.Logf("1 KB request/response under the interactive upload: interactive p50 %v, realtime p50 %v", pct(interactive, .5), pct(realtime, .5))
+	if bgRate > 0.05*linkBps || inRate < 0.8*linkBps {
+		t.Errorf("background %.2f Mbit/s (want < 5%% of the link), interactive %.2f Mbit/s (want >= 80%%)", bgRate/1e6, inRate/1e6)
+	}
+	// TCP small queues keep each local bulk socket's share of the qdisc to
+	// about a millisecond of its rate, so the interactive queue is short:
+	// the ratio is modest (about 6 here) and the bound generous.
+	if ratio := float64(pct(interactive, .5)) / float64(pct(realtime, .5)); ratio < 3 {
+		t.Errorf("interactive/realtime p50 latency ratio %.1f, want >= 3", ratio)
 	}
 }
