@@ -21,11 +21,13 @@
 package datapath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -424,6 +426,9 @@ func (d *Datapath) Flows() ([]FlowEntry, error) {
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("list flows: %w", err)
 	}
+	slices.SortFunc(out, func(a, b FlowEntry) int {
+		return cmp.Or(a.Dst.Compare(b.Dst), cmp.Compare(a.DPort, b.DPort), cmp.Compare(a.SPort, b.SPort), cmp.Compare(a.Proto, b.Proto))
+	})
 	return out, nil
 }
 
