@@ -159,7 +159,9 @@ func Open(cfg Config) (d *Datapath, err error) {
 	d = &Datapath{cfg: cfg, ns: ns}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, d.teardown(true))
+			// not evicting: busy lane cgroups adopted from a crashed
+			// run keep their processes
+			err = errors.Join(err, d.teardown(false))
 			d = nil
 		}
 	}()

@@ -99,7 +99,7 @@ func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSeg
 		restoreDeviceQueue(ns, link, st)
 		return nil, err
 	}
-	if old := int(link.Attrs().GSOMaxSegs); gsoSegs > 0 && (old == 0 || old > gsoSegs) {
+	if old := int(link.Attrs().GSOMaxSegs); gsoSegs > 0 && old > gsoSegs { // 0 = not reported: leave alone
 		if err := ns.do(func() error { return netlink.LinkSetGSOMaxSegs(link, gsoSegs) }); err != nil {
 			restoreDeviceQueue(ns, link, st)
 			return nil, fmt.Errorf("set gso_max_segs of %s to %d: %w", name, gsoSegs, err)
