@@ -38,7 +38,7 @@ func TestRTSendStats(t *testing.T) {
 	var out, errb bytes.Buffer
 	e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
 	rc := runMain(ctx, e, []string{"rt", "send", "--socket", cfg.Socket, "--count", "5", "--interval", "1ms",
-		"--deadline", "5ms", "--flow", "3", rx.Addr.String()})
+		"--deadline", "200ms", "--flow", "3", rx.Addr.String()})
 	if rc != 0 || !strings.Contains(out.String(), "5 admitted") {
 		t.Fatalf("rt send: rc %d\n%s%s", rc, out.String(), errb.String())
 	}

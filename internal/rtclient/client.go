@@ -7,7 +7,9 @@
 //	if !res.Admitted { ... res.Reason ... }
 //
 // One request is in flight at a time per Client (Send is synchronous and
-// safe for concurrent use). Packets admitted but dropped later because they
+// safe for concurrent use). I/O is plain blocking syscalls on the calling
+// thread, so a realtime thread (SCHED_FIFO, locked) is woken by the reply
+// directly, not through Go's network poller. Packets admitted but dropped later because they
 // would have been late arrive as notices, collected while waiting for
 // replies and returned by Notices.
 package rtclient
@@ -15,7 +17,6 @@ package rtclient
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -57,7 +58,7 @@ type Notice struct {
 // Client is one connection to the daemon.
 type Client struct {
 	mu      sync.Mutex
-	uc      *net.UnixConn
+	fd      int
 	seq     uint32
 	out     []byte
 	in      []byte
@@ -66,15 +67,35 @@ type Client struct {
 
 // Dial connects to the daemon's realtime socket.
 func Dial(path string) (*Client, error) {
-	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("realtime lane: socket: %w", err)
+	}
+	for {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("realtime lane %s: %w", path, err)
 	}
-	return &Client{uc: uc, in: make([]byte, wire.ReplySize+1<<20)}, nil
+	return &Client{fd: fd, in: make([]byte, wire.ReplySize+1<<20)}, nil
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.uc.Close() }
+func (c *Client) Close() error {
+	_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes a Send blocked in another goroutine
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fd < 0 {
+		return nil
+	}
+	err := unix.Close(c.fd)
+	c.fd = -1
+	return err
+}
 
 // Send hands one datagram with an absolute deadline (CLOCK_MONOTONIC ns, by
 // which its transmission must be complete) to the daemon.
@@ -151,9 +172,18 @@ var errShort = errors.New("realtime lane: connection closed")
 func (c *Client) roundTrip(r *wire.Request) (wire.Reply, error) {
 	c.seq++
 	r.Seq = c.seq
+	if c.fd < 0 {
+		return wire.Reply{}, errShort
+	}
 	c.out = wire.AppendRequest(c.out[:0], r)
-	if _, err := c.uc.Write(c.out); err != nil {
-		return wire.Reply{}, fmt.Errorf("realtime lane: send: %w", err)
+	for {
+		err := unix.Sendmsg(c.fd, c.out, nil, nil, unix.MSG_NOSIGNAL)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			return wire.Reply{}, fmt.Errorf("realtime lane: send: %w", err)
+		}
 	}
 	for {
 		n, _, err := c.recv(0)
@@ -177,23 +207,15 @@ func (c *Client) roundTrip(r *wire.Request) (wire.Reply, error) {
 	}
 }
 
-// recv reads one message with flags via the raw fd (MSG_DONTWAIT support).
+// recv reads one message; c.mu held.
 func (c *Client) recv(flags int) (int, int, error) {
-	if flags == 0 {
-		n, err := c.uc.Read(c.in)
-		return n, 0, err
+	if c.fd < 0 {
+		return 0, 0, errShort
 	}
-	rc, err := c.uc.SyscallConn()
-	if err != nil {
-		return 0, 0, err
+	for {
+		n, _, err := unix.Recvfrom(c.fd, c.in, flags)
+		if err != unix.EINTR {
+			return n, 0, err
+		}
 	}
-	var n int
-	var rerr error
-	if err := rc.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), c.in, flags)
-		return true // never wait for readiness: MSG_DONTWAIT
-	}); err != nil {
-		return 0, 0, err
-	}
-	return n, 0, rerr
 }

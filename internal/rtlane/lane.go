@@ -49,7 +49,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -136,7 +135,8 @@ type pending struct {
 type Lane struct {
 	cfg     Config
 	log     *slog.Logger
-	ln      *net.UnixListener
+	lfd     int // listening unix socket, -1 when closed
+	lfdMu   sync.Mutex
 	nl      *netlink.Handle
 	tx      [2][2]*net.UDPConn // [v4|v6][plain|class]
 	rate    atomic.Uint64      // bit/s
@@ -154,9 +154,11 @@ type Lane struct {
 	conns     map[*conn]struct{}
 	closed    bool
 
-	wake    chan struct{}
+	efd     int // eventfd: admissions wake the releaser through the kernel
 	done    chan struct{}
 	closeMu sync.Once
+	started atomic.Bool
+	runDone chan struct{}
 
 	routeMu sync.Mutex
 	routes  map[netip.Addr]routeInfo
@@ -184,11 +186,11 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		return nil, fmt.Errorf("realtime config: %w", err)
 	}
 	l := &Lane{
-		cfg: cfg, log: slog.Default(),
+		cfg: cfg, log: slog.Default(), lfd: -1,
 		reserve: int64(cfg.Reserve), bound: int64(cfg.Backlog),
 		q: edf.NewTree(1024), pend: map[uint64]*pending{},
 		flows: map[flowKey]*FlowStats{}, conns: map[*conn]struct{}{},
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		efd: -1, done: make(chan struct{}), runDone: make(chan struct{}),
 		routes: map[netip.Addr]routeInfo{},
 		totals: Counters{MinMarginNs: 1<<63 - 1},
 	}
@@ -196,6 +198,11 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		o(l)
 	}
 	l.rate.Store(cfg.Rate.Bits())
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("realtime: eventfd: %w", err)
+	}
+	l.efd = efd
 	ok := false
 	defer func() {
 		if !ok {
@@ -232,17 +239,36 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(cfg.Socket) // stale socket of an earlier run
 	}
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
+	lfd, err := listenSeqpacket(cfg.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("realtime: listen %s: %w", cfg.Socket, err)
 	}
-	l.ln = ln
+	l.lfd = lfd
 	// Anyone may connect; grants are checked per peer with SO_PEERCRED.
 	if err := os.Chmod(cfg.Socket, 0o666); err != nil {
 		return nil, fmt.Errorf("realtime: chmod %s: %w", cfg.Socket, err)
 	}
 	ok = true
 	return l, nil
+}
+
+// listenSeqpacket opens a blocking SOCK_SEQPACKET listener: connections
+// and their reads use plain blocking syscalls on their own threads, so a
+// request wakes the thread that admits it directly (no netpoller hop).
+func listenSeqpacket(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // openSender opens an unconnected UDP socket; class selects SO_PRIORITY =
@@ -319,7 +345,21 @@ func (l *Lane) bytesNs(n int64) int64 {
 }
 
 // Run serves clients and releases datagrams until ctx ends or Close.
+//
+// Note: the releaser and the granted clients' readers are locked to their
+// own (SCHED_FIFO) threads and block in plain syscalls. A thread coming back
+// from a syscall needs one of Go's Ps; if every P is busy with ordinary
+// goroutines it waits for the Go scheduler, whatever its kernel priority.
+// Run therefore makes sure there are a few more Ps than CPUs, so the kernel
+// scheduler, which honours SCHED_FIFO, decides.
 func (l *Lane) Run(ctx context.Context) error {
+	if !l.started.CompareAndSwap(false, true) {
+		return errors.New("realtime: Run called twice")
+	}
+	defer close(l.runDone)
+	if want := runtime.NumCPU() + 4; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -333,33 +373,35 @@ func (l *Lane) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-l.done:
 		}
-		l.ln.Close() // unblocks Accept
+		l.shutdownListener() // unblocks accept
 	}()
 	l.log.Info("realtime lane listening", "socket", l.cfg.Socket, "rate_bps", l.Rate(), "backlog", l.cfg.Backlog)
 	var err error
 	for {
-		uc, aerr := l.ln.AcceptUnix()
+		nfd, _, aerr := unix.Accept4(l.lfd, unix.SOCK_CLOEXEC)
+		if aerr == unix.EINTR || aerr == unix.ECONNABORTED {
+			continue
+		}
 		if aerr != nil {
 			if ctx.Err() == nil && !l.isClosed() {
 				err = fmt.Errorf("realtime: accept: %w", aerr)
 			}
 			break
 		}
-		c, cerr := l.newConn(uc)
+		c, cerr := l.newConn(nfd)
 		if cerr != nil {
 			l.log.Warn("realtime: refusing client", "err", cerr)
-			uc.Close()
+			unix.Close(nfd)
 			continue
 		}
-		wg.Add(2)
+		wg.Add(1)
 		go func() { defer wg.Done(); c.serve() }()
-		go func() { defer wg.Done(); c.notifier() }()
 	}
 	cancel()
 	l.mu.Lock()
 	l.closed = true
 	for c := range l.conns {
-		c.uc.Close()
+		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes its reader
 	}
 	l.mu.Unlock()
 	wg.Wait()
@@ -376,19 +418,30 @@ func (l *Lane) isClosed() bool {
 	}
 }
 
-// Close stops Run (if running) and releases the sockets.
+// Close stops Run (if running), waits for it and releases the sockets.
 func (l *Lane) Close() error {
-	l.closeMu.Do(func() { close(l.done) })
-	return l.closeSockets()
+	var err error
+	l.closeMu.Do(func() {
+		close(l.done)
+		if l.started.Load() {
+			<-l.runDone
+		}
+		err = l.closeSockets()
+	})
+	return err
 }
 
 func (l *Lane) closeSockets() error {
 	var errs []error
-	if l.ln != nil {
-		if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	l.lfdMu.Lock()
+	if l.lfd >= 0 {
+		_ = unix.Shutdown(l.lfd, unix.SHUT_RDWR)
+		if err := unix.Close(l.lfd); err != nil {
 			errs = append(errs, err)
 		}
+		l.lfd = -1
 	}
+	l.lfdMu.Unlock()
 	for _, f := range l.tx {
 		for _, c := range f {
 			if c != nil {
@@ -399,14 +452,21 @@ func (l *Lane) closeSockets() error {
 	if l.nl != nil {
 		l.nl.Close()
 	}
+	if l.efd >= 0 {
+		unix.Close(l.efd)
+		l.efd = -1
+	}
 	return errors.Join(errs...)
 }
 
-// sleepUntil sleeps on CLOCK_MONOTONIC until t (ns).
-func sleepUntil(t int64) {
-	ts := unix.NsecToTimespec(t)
-	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+// shutdownListener makes a blocked accept return, keeping the fd open
+// until Close (so its number is not reused under accept).
+func (l *Lane) shutdownListener() {
+	l.lfdMu.Lock()
+	if l.lfd >= 0 {
+		_ = unix.Shutdown(l.lfd, unix.SHUT_RDWR)
 	}
+	l.lfdMu.Unlock()
 }
 
 // flush drops whatever is still queued when Run ends, counting it.
@@ -530,10 +590,7 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	l.mu.Unlock()
 	rep.Time = uint64(now)
 	if rep.Type == wire.TypeAdmit {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+		l.kick()
 	}
 	if l.trace != nil {
 		k := EvAdmit
@@ -545,10 +602,38 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	return rep
 }
 
+// kick wakes the releaser. An eventfd and not a channel: the releaser is a
+// locked thread blocked in ppoll, and a channel send would only make it
+// runnable in Go's scheduler, which may leave it waiting for a P for
+// milliseconds; the kernel wakes the thread at once.
+func (l *Lane) kick() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(l.efd, one[:])
+}
+
+// wait blocks until kicked or until the monotonic time until (0: no limit).
+func (l *Lane) wait(until int64) {
+	fds := []unix.PollFd{{Fd: int32(l.efd), Events: unix.POLLIN}}
+	var ts *unix.Timespec
+	if until > 0 {
+		d := until - Monotonic()
+		if d <= 0 {
+			return
+		}
+		t := unix.NsecToTimespec(d)
+		ts = &t
+	}
+	if n, _ := unix.Ppoll(fds, ts, nil); n > 0 {
+		var b [8]byte
+		_, _ = unix.Read(l.efd, b[:])
+	}
+}
+
 // release is the single goroutine that paces and sends. It owns its OS
 // thread (raised to SCHED_FIFO when configured, so busy normal-priority
-// tasks cannot delay releases) and sleeps with clock_nanosleep rather than
-// Go timers, so the kernel wakes exactly this thread on time.
+// tasks cannot delay releases) and waits in ppoll on an eventfd with a
+// nanosecond timeout rather than on Go timers and channels, so the kernel
+// wakes exactly this thread on time.
 func (l *Lane) release(ctx context.Context) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	if prio := l.cfg.ReleasePriority; prio > 0 {
@@ -557,15 +642,13 @@ func (l *Lane) release(ctx context.Context) {
 			l.log.Warn("realtime: releaser stays at normal priority", "priority", prio, "err", err)
 		}
 	}
+	stop := context.AfterFunc(ctx, l.kick)
+	defer stop()
 	for ctx.Err() == nil {
 		l.mu.Lock()
 		if l.q.Len() == 0 {
 			l.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.wake:
-			}
+			l.wait(0)
 			continue
 		}
 		now := Monotonic()
@@ -574,7 +657,7 @@ func (l *Lane) release(ctx context.Context) {
 		// included, stays within the bound (always when it is empty).
 		if ahead := l.busyUntil - now + head.Tx - l.bytesNs(l.bound); ahead > 0 && l.busyUntil > now {
 			l.mu.Unlock()
-			sleepUntil(now + ahead)
+			l.wait(now + ahead)
 			continue
 		}
 		tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)
@@ -666,35 +749,26 @@ func (l *Lane) classFor(a netip.Addr) bool {
 	return ri.class
 }
 
-// conn is one client connection.
+// conn is one client connection, served by one goroutine on its own
+// thread with blocking reads.
 type conn struct {
 	l       *Lane
-	uc      *net.UnixConn
+	fd      int
 	uid     uint32
 	pid     int32
 	granted bool
-	notes   chan wire.Reply
+	wmu     sync.RWMutex // closed and fd for writers other than serve
+	closed  bool
 	lost    atomic.Uint64 // notices not delivered (client not reading)
 }
 
-func (l *Lane) newConn(uc *net.UnixConn) (*conn, error) {
-	rc, err := uc.SyscallConn()
+func (l *Lane) newConn(fd int) (*conn, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var gerr error
-	if err := rc.Control(func(fd uintptr) {
-		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	if gerr != nil {
-		return nil, fmt.Errorf("SO_PEERCRED: %w", gerr)
+		return nil, fmt.Errorf("SO_PEERCRED: %w", err)
 	}
 	gids := append([]uint32{cred.Gid}, peerGroups(cred.Pid)...)
-	c := &conn{l: l, uc: uc, uid: cred.Uid, pid: cred.Pid, granted: l.cfg.Grants.Allows(cred.Uid, gids),
-		notes: make(chan wire.Reply, 256)}
+	c := &conn{l: l, fd: fd, uid: cred.Uid, pid: cred.Pid, granted: l.cfg.Grants.Allows(cred.Uid, gids)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -724,26 +798,37 @@ func peerGroups(pid int32) []uint32 {
 	return out
 }
 
-// serve reads requests and answers each at once.
+// serve reads requests and answers each at once. A granted client's reader
+// thread runs at the releaser's priority: admission is on the realtime path.
 func (c *conn) serve() {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	if prio := c.l.cfg.ReleasePriority; prio > 0 && c.granted {
+		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+		_ = unix.SchedSetAttr(0, &a, 0)
+	}
 	defer func() {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
-		close(c.notes)
-		c.uc.Close()
+		c.wmu.Lock()
+		c.closed = true
+		unix.Close(c.fd)
+		c.wmu.Unlock()
 	}()
 	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
 	out := make([]byte, 0, wire.ReplySize+4096)
 	for {
-		n, _, flags, _, err := c.uc.ReadMsgUnix(buf, nil)
+		n, _, flags, _, err := unix.Recvmsg(c.fd, buf, nil, 0)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil || n == 0 {
 			return // closed
 		}
 		var rep wire.Reply
 		req, perr := wire.ParseRequest(buf[:n])
 		switch {
-		case flags&syscall.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
+		case flags&unix.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
 			rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
 		case perr != nil:
 			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
@@ -759,31 +844,31 @@ func (c *conn) serve() {
 			rep.Time = uint64(Monotonic())
 		}
 		out = wire.AppendReply(out[:0], &rep)
-		if _, err := c.uc.Write(out); err != nil {
+		if err := writeAll(c.fd, out, 0); err != nil {
 			return
 		}
 	}
 }
 
-// notify queues an asynchronous notice without ever blocking the releaser.
+func writeAll(fd int, b []byte, flags int) error {
+	for {
+		err := unix.Sendmsg(fd, b, nil, nil, flags|unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// notify sends an asynchronous notice without ever blocking the releaser:
+// if the client's socket is full the notice is counted as lost.
 func (c *conn) notify(r wire.Reply) {
-	defer func() { _ = recover() }() // notes closed: client gone
-	select {
-	case c.notes <- r:
-	default:
-		c.lost.Add(1)
+	b := wire.AppendReply(make([]byte, 0, wire.ReplySize), &r)
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closed {
+		return
 	}
-}
-
-// notifier writes queued notices.
-func (c *conn) notifier() {
-	var out []byte
-	for r := range c.notes {
-		out = wire.AppendReply(out[:0], &r)
-		if _, err := c.uc.Write(out); err != nil {
-			for range c.notes {
-			}
-			return
-		}
+	if err := writeAll(c.fd, b, unix.MSG_DONTWAIT); err != nil {
+		c.lost.Add(1)
 	}
 }
