@@ -52,8 +52,9 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
-		_ = d
-		fmt.Println("ready")
+		info, _ := d.ops.LanesSockops.Info()
+		id, _ := info.ID()
+		fmt.Println("ready", id)
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	default:
