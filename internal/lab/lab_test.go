@@ -3,12 +3,19 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -65,5 +72,167 @@ func TestTraceReplayAccuracy(t *testing.T) {
 	t.Logf("%+v", ta)
 	if ta.ErrPct < -1 || ta.ErrPct > 1 {
 		t.Errorf("delivered %d packets, trace offers %d (%+.2f%%, want within 1%%)", ta.Delivered, ta.Expected, ta.ErrPct)
+	}
+}
+
+func nsExists(name string) bool {
+	_, err := os.Stat("/var/run/netns/" + name)
+	return err == nil
+}
+
+// TestSetupTeardown: a run's namespaces and processes disappear when its
+// context is cancelled (what Ctrl-C/SIGTERM do to `lanes lab run`).
+func TestSetupTeardown(t *testing.T) {
+	testutil.RequireRoot(t)
+	c := &LBEConfig{UpRate: 2e6, DownRate: 4e6, Delay: 10 * time.Millisecond, DownQueuePackets: 100,
+		Warmup: 30 * time.Second, CC: "cubic", Reps: 1, SizesKB: []int{10}, Dirs: []string{"upload"},
+		Methods: []LBEMethod{LBEMethods[1]}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var seen []string
+	var pids []int
+	done := make(chan error, 1)
+	go func() { _, _, err := RunLBE(ctx, testEnv(t), c); done <- err }()
+	// Wait until the testbed is up with its background uploader running.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && len(pids) < 3 {
+		seen, pids = nil, nil
+		ents, _ := os.ReadDir("/var/run/netns")
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), topo.NSPrefix+strconv.Itoa(os.Getpid())+"-") {
+				seen = append(seen, e.Name())
+			}
+		}
+		pids = helperPids(t)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(seen) != 3 || len(pids) < 3 {
+		cancel()
+		t.Fatalf("testbed not up: namespaces %v, helper pids %v", seen, pids)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("run ended with %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop within 20 s of cancellation")
+	}
+	for _, n := range seen {
+		if nsExists(n) {
+			t.Errorf("namespace %s left behind", n)
+		}
+	}
+	for _, p := range pids {
+		if syscall.Kill(p, 0) == nil {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z") {
+				t.Errorf("helper process %d left running", p)
+			}
+		}
+	}
+}
+
+// helperPids lists this test binary's helper children (LANES_LAB_HELPER=1).
+func helperPids(t *testing.T) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	me := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == me {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(b, []byte("LANES_LAB_HELPER=1")) {
+			continue
+		}
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(me) { // ppid
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestSharedMedium: three hosts behind one access point share one uplink
+// (one rate, one queue); together they fill it and each gets a fair part.
+func TestSharedMedium(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("12 s of real traffic")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bed, err := NewBed(testEnv(t), "cubic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Close()
+	rate := 6e6
+	apUp := bed.Emu.NewUplink(emu.LinkConfig{Rate: rate, Delay: 20 * time.Millisecond, QueueBytes: 60000})
+	apDown := bed.Emu.NewDownlink(emu.LinkConfig{Rate: rate, Delay: 20 * time.Millisecond, QueueBytes: 60000})
+	var hosts []*topo.Node
+	for _, name := range []string{"h1", "h2", "h3"} {
+		n, err := bed.AddHost(name, "cubic", apUp, apDown, HostOpts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, n)
+	}
+	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trackers := make([]*seqTracker, len(hosts))
+	for i, h := range hosts {
+		trackers[i] = &seqTracker{src: h.Addr, dport: 80}
+	}
+	bed.Emu.OnUp = func(b []byte) {
+		for _, tr := range trackers {
+			tr.see(b)
+		}
+	}
+	bed.Start(ctx)
+	p, err := srv.Start("serve", "--listen", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := p.Line(ctx, 10*time.Second); err != nil || l != "ready" {
+		t.Fatalf("server: %q %v", l, err)
+	}
+	for _, h := range hosts {
+		b, err := h.Start("bulk", "--url", "http://"+srv.Addr.String()+":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Line(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(4 * time.Second)
+	s1 := make([]int64, len(trackers))
+	for i, tr := range trackers {
+		s1[i] = tr.value()
+	}
+	t1 := time.Now()
+	time.Sleep(8 * time.Second)
+	el := time.Since(t1).Seconds()
+	var total, sum, sumSq float64
+	for i, tr := range trackers {
+		g := float64(tr.value()-s1[i]) * 8 / el
+		t.Logf("%s: %.2f Mbit/s", hosts[i].Name, g/1e6)
+		total += g
+		sum += g
+		sumSq += g * g
+	}
+	jain := sum * sum / (float64(len(trackers)) * sumSq)
+	want := rate * 1448 / 1500
+	t.Logf("total %.2f Mbit/s (link %.2f after headers), Jain %.3f, shared uplink %+v", total/1e6, want/1e6, jain, apUp.Stats())
+	if total < 0.93*want || total > 1.02*want {
+		t.Errorf("hosts together got %.2f Mbit/s through one %.2f Mbit/s medium", total/1e6, want/1e6)
+	}
+	if jain < 0.8 {
+		t.Errorf("Jain's index %.3f: one queue shared unfairly", jain)
 	}
 }

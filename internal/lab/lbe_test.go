@@ -4,6 +4,8 @@ package lab
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,5 +36,63 @@ func TestLBEDebug(t *testing.T) {
 	}
 	for id, e := range envs {
 		t.Logf("method %s: %s\n%s", id, e.Extra["uplink_stats"], e.Nodes["phone"].Qdiscs)
+	}
+}
+
+// lanesBinary returns a lanes binary with the daemon: $LANES_BIN, or one
+// built from this tree.
+func lanesBinary(t *testing.T) string {
+	if b := os.Getenv("LANES_BIN"); b != "" {
+		return b
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain to build the lanes binary (set LANES_BIN)")
+	}
+	out := filepath.Join(t.TempDir(), "lanes")
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/lanes-net/lanes/cmd/lanes")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build lanes: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestLBEOrdering: with a background upload running, a 100 KB foreground
+// upload takes longer without LBE (method 2) than with lanes' background
+// lane (method 4) or the task-based prioritiser (method 3).
+func TestLBEOrdering(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("about a minute of emulated W-CDMA")
+	}
+	c := &LBEConfig{UpTrace: DefaultTraceDir + "/TMobile-UMTS-driving.up", DownTrace: DefaultTraceDir + "/TMobile-UMTS-driving.down",
+		Delay: 50 * time.Millisecond, DownQueuePackets: 100, Warmup: 4 * time.Second, Pause: 300 * time.Millisecond, CC: "cubic", Seed: 3}
+	if _, err := os.Stat(c.UpTrace); err != nil {
+		t.Skip("traces not found: ", err)
+	}
+	c.Lanes = lanesBinary(t)
+	if err := parseLBE(c, LBEMethods, "2,3,4", "100", "upload", 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	trials, _, err := RunLBE(ctx, testEnv(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := map[string]float64{}
+	for _, cell := range SummarizeLBE(trials) {
+		if cell.Errors > 0 {
+			t.Errorf("method %s: %d failed transfers", cell.Method, cell.Errors)
+		}
+		mean[cell.Method] = cell.Time.Mean
+		t.Logf("method %s: upload 100 KB %.2f s (n=%d)", cell.Method, cell.Time.Mean, cell.Time.N)
+	}
+	if !(mean["2"] > 1.2*mean["4"]) {
+		t.Errorf("method 2 (no LBE) %.2f s should be clearly slower than method 4 (lanes) %.2f s", mean["2"], mean["4"])
+	}
+	if !(mean["2"] > 1.2*mean["3"]) {
+		t.Errorf("method 2 (no LBE) %.2f s should be clearly slower than method 3 (task-based) %.2f s", mean["2"], mean["3"])
 	}
 }

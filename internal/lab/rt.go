@@ -258,6 +258,9 @@ func runWatched(ctx context.Context, env *Env, p rtParams, child func(string, ..
 	} else {
 		extra["summary"] = fmt.Sprintf("rule applied to pid %d on %s, %v after the exec event (%s); watchdog demotions %d",
 			got[0].PID, got[0].Source, got[0].Reaction.Round(time.Microsecond), st.Mode, st.Demotions)
+		if st.Demotions > 0 {
+			extra["summary"] = fmt.Sprint(extra["summary"], " (", st.LastDemote, ")")
+		}
 	}
 	return res, extra, nil
 }

@@ -99,12 +99,18 @@ func (t *Trace) firstAtOrAfter(d time.Duration) uint64 {
 	n := uint64(len(t.MS))
 	cycle := ms / t.Period
 	rem := ms % t.Period
+	// A timestamp equal to the period ends a cycle at the same instant the
+	// next one starts: look for it in the previous cycle first.
+	if cycle > 0 && rem == 0 {
+		j := sort.Search(len(t.MS), func(k int) bool { return t.MS[k] >= t.Period })
+		if j < len(t.MS) {
+			return (cycle-1)*n + uint64(j)
+		}
+	}
 	j := sort.Search(len(t.MS), func(k int) bool { return t.MS[k] >= rem })
 	if j == len(t.MS) {
 		return (cycle + 1) * n
 	}
-	// Timestamps equal to Period belong to the end of the cycle; that is
-	// the same instant as 0 of the next one, which the search handles.
 	return cycle*n + uint64(j)
 }
 
