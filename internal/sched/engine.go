@@ -84,6 +84,7 @@ type Engine struct {
 	procs     map[int]*tracked
 	reactions []time.Duration
 	demotions int
+	lastDemo  string // reason of the last watchdog demotion
 	mode      string
 	conn      *Connector
 	wd        *watchdog
@@ -448,6 +449,9 @@ func (e *Engine) demoteAll(reason string) int {
 		e.log.Warn("watchdog demoted real-time process", "pid", pid, "rule", ruleLabel(t.rule, t.idx), "reason", reason)
 	}
 	e.demotions += n
+	if n > 0 {
+		e.lastDemo = reason
+	}
 	return n
 }
 
@@ -460,6 +464,7 @@ type Status struct {
 	ReactP50US float64 `json:"reaction_p50_us"`
 	ReactP99US float64 `json:"reaction_p99_us"`
 	Demotions  int     `json:"watchdog_demotions"`
+	LastDemote string  `json:"last_demotion,omitempty"` // the watchdog's reason
 	CPUCgroup  string  `json:"cpu_cgroup"`
 }
 
@@ -475,7 +480,7 @@ type Task struct {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Mode: e.mode, Rules: e.rules.Len(), Applied: len(e.reactions), Demotions: e.demotions, CPUCgroup: e.cg.String()}
+	s := Status{Mode: e.mode, Rules: e.rules.Len(), Applied: len(e.reactions), Demotions: e.demotions, LastDemote: e.lastDemo, CPUCgroup: e.cg.String()}
 	for pid, t := range e.procs {
 		s.Tracked = append(s.Tracked, Task{PID: pid, Rule: ruleLabel(t.rule, t.idx), Threads: len(t.threads), Demoted: t.demoted})
 	}
