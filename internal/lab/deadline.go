@@ -941,6 +941,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		return nil, errors.New("deadline: needs root (namespaces, qdiscs)")
 	}
 	start := time.Now()
+	loadStart := readTrim("/proc/loadavg")
 	b, err := newDLBed(p.rate)
 	if err != nil {
 		return nil, fmt.Errorf("deadline: testbed: %w", err)
@@ -1031,6 +1032,8 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		res.Tables = append(res.Tables, st)
 		res.Notes = append(res.Notes, fmt.Sprintf("largest realtime rate with zero misses (and <= 1%% refused): %d datagrams/s", best))
 	}
+	res.Notes = append(res.Notes, "load average at start: "+loadStart+", at end: "+readTrim("/proc/loadavg")+
+		" (other tasks on this machine delay softirq and ksoftirqd, which carry the shaped link's dequeues; they show as transmission and delivery maxima)")
 	res.Data = map[string]any{"flows": flows, "runs": runs, "inversion": invRuns}
 	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
 	res.Duration = time.Since(start)
