@@ -81,6 +81,12 @@ func applyThread(tid int, r Rule) (savedThread, error) {
 	}
 	s.attr = *cur
 	s.attr.Size = unix.SizeofSchedAttr
+	if r.IsRT() && cur.Policy == policyNums[r.Policy] && cur.Priority == uint32(r.Priority) {
+		// Already what the rule gives: most likely our own doing before a
+		// restart (the daemon adopts its state). Restoring it would keep the
+		// process RT after we stop, so remember normal scheduling instead.
+		s.attr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	}
 	if err := unix.SchedGetaffinity(tid, &s.cpus); err != nil {
 		return s, fmt.Errorf("sched_getaffinity %d: %w", tid, err)
 	}

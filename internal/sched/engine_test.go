@@ -367,3 +367,26 @@ func unixNumCPU() int {
 	}
 	return set.Count()
 }
+
+// TestAdoptAfterRestart: a process already at the rule's RT policy (as left
+// by a daemon that was killed) is adopted, and Close makes it normal again
+// instead of "restoring" RT.
+func TestAdoptAfterRestart(t *testing.T) {
+	testutil.RequireRoot(t)
+	sleeper := copyBinary(t, "/bin/sleep", "lnsched-adopt")
+	p := startProc(t, sleeper, "30")
+	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_RR, Priority: 9}
+	if err := unix.SchedSetAttr(p.Process.Pid, &a, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := startEngine(t, Config{Tasks: []Rule{{Comm: "lnsched-adopt", Policy: "rr", Priority: 9}}}, Options{NoWatchdog: true})
+	r.waitApplied(t, p.Process.Pid, 3*time.Second)
+	r.stop()
+	got, err := unix.SchedGetAttr(p.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Policy != unix.SCHED_NORMAL {
+		t.Errorf("after Close: %s %d, want other", PolicyName(got.Policy), got.Priority)
+	}
+}
