@@ -28,12 +28,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // devQueueState is what was changed on the device, to undo it.
@@ -81,20 +83,17 @@ func readState(path string) (*devQueueState, error) {
 func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSegs int) (*devQueueState, error) {
 	name := link.Attrs().Name
 	st := &devQueueState{Interface: name, BQLLimit: map[string]int{}}
-	err := ns.withSysfs(func(sys string) error {
-		qs, _ := filepath.Glob(filepath.Join(sys, "class/net", name, "queues/tx-*/byte_queue_limits/limit_max"))
-		for _, f := range qs {
-			old, err := readInt(f)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(f, []byte(strconv.Itoa(queueBytes)), 0); err != nil {
-				return fmt.Errorf("set BQL %s: %w", f, err)
-			}
-			st.BQLLimit[queueName(f)] = old
+	err := ns.withSysfs(func(sys string) error { return setBQL(sys, name, queueBytes, st) })
+	if errors.Is(err, errSysfsSetup) {
+		// Without a private sysfs the process's own /sys may still be this
+		// namespace's; if it is not, BQL is left alone (txqueuelen below).
+		if sysfsIsOurs(ns, link) {
+			err = setBQL("/sys", name, queueBytes, st)
+		} else {
+			slog.Warn("datapath: cannot reach this namespace's sysfs, BQL left alone", "interface", name, "err", err)
+			err = nil
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		restoreDeviceQueue(ns, link, st)
 		return nil, err
@@ -120,6 +119,34 @@ func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSeg
 	return st, nil
 }
 
+// setBQL sets limit_max of every tx queue of name under sysfs root sys and
+// records the old values in st.
+func setBQL(sys, name string, queueBytes int, st *devQueueState) error {
+	qs, _ := filepath.Glob(filepath.Join(sys, "class/net", name, "queues/tx-*/byte_queue_limits/limit_max"))
+	for _, f := range qs {
+		old, err := readInt(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, []byte(strconv.Itoa(queueBytes)), 0); err != nil {
+			return fmt.Errorf("set BQL %s: %w", f, err)
+		}
+		st.BQLLimit[queueName(f)] = old
+	}
+	return nil
+}
+
+// sysfsIsOurs says whether the process's /sys shows link: the process is in
+// the link's namespace and /sys has the link under its name and ifindex.
+func sysfsIsOurs(ns *nsRef, link netlink.Link) bool {
+	var st unix.Stat_t
+	if unix.Stat("/proc/self/ns/net", &st) != nil || st.Ino != ns.inode() {
+		return false
+	}
+	idx, err := readInt(filepath.Join("/sys/class/net", link.Attrs().Name, "ifindex"))
+	return err == nil && idx == link.Attrs().Index
+}
+
 // restoreDeviceQueue puts back what shortenDeviceQueue changed.
 func restoreDeviceQueue(ns *nsRef, link netlink.Link, st *devQueueState) error {
 	if st == nil {
@@ -127,16 +154,11 @@ func restoreDeviceQueue(ns *nsRef, link netlink.Link, st *devQueueState) error {
 	}
 	var errs []error
 	if len(st.BQLLimit) > 0 {
-		errs = append(errs, ns.withSysfs(func(sys string) error {
-			var errs []error
-			for q, v := range st.BQLLimit {
-				f := filepath.Join(sys, "class/net", st.Interface, "queues", q, "byte_queue_limits/limit_max")
-				if err := os.WriteFile(f, []byte(strconv.Itoa(v)), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-					errs = append(errs, fmt.Errorf("restore BQL %s: %w", f, err))
-				}
-			}
-			return errors.Join(errs...)
-		}))
+		err := ns.withSysfs(func(sys string) error { return restoreBQL(sys, st) })
+		if errors.Is(err, errSysfsSetup) && sysfsIsOurs(ns, link) {
+			err = restoreBQL("/sys", st)
+		}
+		errs = append(errs, err)
 	}
 	if st.TxQueueLen != nil {
 		errs = append(errs, ns.do(func() error {
@@ -153,6 +175,17 @@ func restoreDeviceQueue(ns *nsRef, link netlink.Link, st *devQueueState) error {
 			}
 			return nil
 		}))
+	}
+	return errors.Join(errs...)
+}
+
+func restoreBQL(sys string, st *devQueueState) error {
+	var errs []error
+	for q, v := range st.BQLLimit {
+		f := filepath.Join(sys, "class/net", st.Interface, "queues", q, "byte_queue_limits/limit_max")
+		if err := os.WriteFile(f, []byte(strconv.Itoa(v)), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("restore BQL %s: %w", f, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@
 package datapath
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 
@@ -53,6 +54,10 @@ func (n *nsRef) do(fn func() error) error {
 	defer netns.Set(cur)
 	return fn()
 }
+
+// errSysfsSetup marks a failure to get a private sysfs (no CAP_SYS_ADMIN,
+// seccomp...), as opposed to an error of fn.
+var errSysfsSetup = errors.New("private sysfs")
 
 // withSysfs runs fn with sysfsRoot set to a sysfs mounted from inside the
 // namespace. Like `ip netns exec`, it uses a throw-away thread with its own

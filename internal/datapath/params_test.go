@@ -4,6 +4,8 @@ package datapath
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,5 +80,37 @@ func TestFlowKey(t *testing.T) {
 	}
 	if _, err := (FlowKey{}).key(); err == nil {
 		t.Error("key without destination accepted")
+	}
+}
+
+// TestBQLFiles runs the BQL save/set/restore on a fake sysfs tree (no
+// device here has BQL that a test may touch: veth has none).
+func TestBQLFiles(t *testing.T) {
+	sys := t.TempDir()
+	for _, q := range []string{"tx-0", "tx-1"} {
+		dir := filepath.Join(sys, "class/net/eth9/queues", q, "byte_queue_limits")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "limit_max"), []byte("1879048192\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &devQueueState{Interface: "eth9", BQLLimit: map[string]int{}}
+	if err := setBQL(sys, "eth9", 1514, st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.BQLLimit) != 2 || st.BQLLimit["tx-1"] != 1879048192 {
+		t.Errorf("saved %v", st.BQLLimit)
+	}
+	f := filepath.Join(sys, "class/net/eth9/queues/tx-1/byte_queue_limits/limit_max")
+	if v, _ := readInt(f); v != 1514 {
+		t.Errorf("limit_max %d after set, want 1514", v)
+	}
+	if err := restoreBQL(sys, st); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := readInt(f); v != 1879048192 {
+		t.Errorf("limit_max %d after restore", v)
 	}
 }
