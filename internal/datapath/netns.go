@@ -69,20 +69,20 @@ func (n *nsRef) withSysfs(fn func(sysfsRoot string) error) error {
 		runtime.LockOSThread() // no Unlock: the thread dies with the goroutine
 		errc <- func() error {
 			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("unshare mount namespace: %w", err)
+				return fmt.Errorf("%w: unshare mount namespace: %w", errSysfsSetup, err)
 			}
 			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-				return fmt.Errorf("make mounts private: %w", err)
+				return fmt.Errorf("%w: make mounts private: %w", errSysfsSetup, err)
 			}
 			if err := netns.Set(n.h); err != nil {
-				return fmt.Errorf("enter network namespace: %w", err)
+				return fmt.Errorf("%w: enter network namespace: %w", errSysfsSetup, err)
 			}
 			if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
 				// EBUSY: /sys already is this namespace's sysfs (as under
 				// `ip netns exec`), and the kernel refuses to stack the same
 				// superblock on its own mount point. Use it as it is.
 				if err != unix.EBUSY {
-					return fmt.Errorf("mount sysfs: %w", err)
+					return fmt.Errorf("%w: mount sysfs: %w", errSysfsSetup, err)
 				}
 			}
 			return fn("/sys")
