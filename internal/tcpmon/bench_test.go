@@ -40,8 +40,16 @@ func cpuSplit() (user, sys time.Duration) {
 }
 
 func BenchmarkSampleCPU(b *testing.B) {
-	for _, n := range []int{10, 1000, 10000} {
-		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
+	for _, tc := range []struct {
+		n        int
+		filtered bool // sample one connection (by port) among n sockets
+	}{{10, false}, {1000, false}, {10000, false}, {10000, true}} {
+		n := tc.n
+		name := fmt.Sprintf("sockets=%d", n)
+		if tc.filtered {
+			name += "/port-filter"
+		}
+		b.Run(name, func(b *testing.B) {
 			testutil.RequireRoot(b)
 			var lim unix.Rlimit
 			unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
@@ -85,7 +93,13 @@ func BenchmarkSampleCPU(b *testing.B) {
 					c.Close()
 				}
 			})
-			s, err := New(Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond})
+			cfg := Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond}
+			want := n
+			if tc.filtered {
+				cfg.Filter.Port = uint16(conns[0].LocalAddr().(*net.TCPAddr).Port)
+				want = 2
+			}
+			s, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -103,8 +117,8 @@ func BenchmarkSampleCPU(b *testing.B) {
 				c0, t0 := cpuTime(), time.Now()
 				err := s.Run(ctx, func(fl []Flow) error {
 					samples++
-					if len(fl) < n {
-						return fmt.Errorf("sampled %d flows, want %d", len(fl), n)
+					if len(fl) < want {
+						return fmt.Errorf("sampled %d flows, want %d", len(fl), want)
 					}
 					return nil
 				})
@@ -121,8 +135,8 @@ func BenchmarkSampleCPU(b *testing.B) {
 			b.ReportMetric(pct, "%core")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(samples)/1000, "ms-cpu/sample")
 			b.ReportMetric(0, "ns/op")
-			b.Logf("%d sockets at 10 Hz: %.2f%% of one core (%.3f ms CPU per sample, %.0f%% of it in the kernel; %d samples)",
-				n, pct, float64(cpu.Microseconds())/float64(samples)/1000, 100*sys.Seconds()/cpu.Seconds(), samples)
+			b.Logf("%s at 10 Hz: %.2f%% of one core (%.3f ms CPU per sample, %.0f%% of it in the kernel; %d samples)",
+				name, pct, float64(cpu.Microseconds())/float64(samples)/1000, 100*sys.Seconds()/cpu.Seconds(), samples)
 		})
 	}
 }

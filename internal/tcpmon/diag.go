@@ -217,11 +217,16 @@ type diagConn struct {
 	buf []byte
 	req []byte
 	sk  Sock
+	// bytecode is an inet_diag filter program run by the kernel on each
+	// socket before it fills the answer (see diagFilter); nil: none.
+	bytecode []byte
 	// noCompat is set once the one-walk TCPDIAG_GETSOCK request failed.
 	noCompat bool
 	// DumpIntr counts dumps the kernel marked NLM_F_DUMP_INTR (the socket
 	// tables changed under the walk); BadMsgs counts undecodable messages.
 	DumpIntr, BadMsgs uint64
+	// BytecodeDropped: the kernel refused the filter bytecode.
+	BytecodeDropped bool
 }
 
 // openDiag opens the netlink socket; if ns is a valid handle the socket is
@@ -247,7 +252,7 @@ func openDiag(ns netns.NsHandle) (*diagConn, error) {
 	// A larger socket buffer lets the kernel queue a whole datagram while we
 	// parse the previous one; 32 KiB is the largest the dump ever sends.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
-	return &diagConn{fd: fd, buf: make([]byte, 64<<10), req: make([]byte, nlmsgHdrLen+diagReqOldLen)}, nil
+	return &diagConn{fd: fd, buf: make([]byte, 64<<10), req: make([]byte, nlmsgHdrLen+diagReqOldLen, nlmsgHdrLen+diagReqOldLen+256)}, nil
 }
 
 // inNetNS runs fn on a locked OS thread switched into ns. If switching back
@@ -296,15 +301,30 @@ func (c *diagConn) Close() error { return unix.Close(c.fd) }
 // (inet_diag_dump_compat sets AF_UNSPEC); it is used when the kernel takes
 // it, with the per-family requests as fallback.
 func (c *diagConn) dumpAll(states uint32, ipv4Only bool, fn func(*Sock)) error {
-	if !c.noCompat && !ipv4Only {
-		err := c.dump(tcpDiagGetSock, unix.AF_INET, states, fn)
+	for {
+		err := c.dumpOnce(states, ipv4Only, fn)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOENT) {
+		refused := errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOENT)
+		switch {
+		case !refused:
+			return err
+		case c.bytecode != nil:
+			// An older kernel without some bytecode op: filter in user space only.
+			c.bytecode = nil
+			c.BytecodeDropped = true
+		case !c.noCompat && !ipv4Only:
+			c.noCompat = true
+		default:
 			return err
 		}
-		c.noCompat = true
+	}
+}
+
+func (c *diagConn) dumpOnce(states uint32, ipv4Only bool, fn func(*Sock)) error {
+	if !c.noCompat && !ipv4Only {
+		return c.dump(tcpDiagGetSock, unix.AF_INET, states, fn)
 	}
 	if err := c.dump(sockDiagByFamily, unix.AF_INET, states, fn); err != nil {
 		return err
@@ -321,8 +341,9 @@ func (c *diagConn) dumpAll(states uint32, ipv4Only bool, fn func(*Sock)) error {
 func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)) error {
 	c.seq++
 	ne := binary.NativeEndian
-	r := c.req
+	r := c.req[:cap(c.req)]
 	clear(r)
+	r = r[:len(c.req)]
 	ne.PutUint16(r[4:], kind)
 	ne.PutUint16(r[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	ne.PutUint32(r[8:], c.seq)
@@ -348,6 +369,13 @@ func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)
 	// Cookie "none": the kernel ignores the socket id in a dump, but ss sets it.
 	ne.PutUint32(q[idOff+40:], ^uint32(0))
 	ne.PutUint32(q[idOff+44:], ^uint32(0))
+	if len(c.bytecode) > 0 {
+		var a [4]byte
+		ne.PutUint16(a[0:], uint16(4+len(c.bytecode)))
+		ne.PutUint16(a[2:], inetDiagReqBytecode)
+		r = append(append(r, a[:]...), c.bytecode...)
+		ne.PutUint32(r[0:], uint32(len(r)))
+	}
 	if err := unix.Sendto(c.fd, r, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return fmt.Errorf("send sock_diag request: %w", err)
 	}
@@ -416,4 +444,86 @@ func (c *diagConn) parseDatagram(b []byte, fn func(*Sock)) (done bool, err error
 		b = b[next:]
 	}
 	return false, nil
+}
+
+// inet_diag filter bytecode (linux/inet_diag.h: struct inet_diag_bc_op and
+// the INET_DIAG_BC_* codes), carried in an INET_DIAG_REQ_BYTECODE attribute.
+const (
+	inetDiagReqBytecode = 1
+	bcJmp               = 1  // INET_DIAG_BC_JMP: always takes "no"
+	bcSEq               = 11 // INET_DIAG_BC_S_EQ: local port ==
+	bcDEq               = 12 // INET_DIAG_BC_D_EQ: remote port ==
+	bcCgroupCond        = 13 // INET_DIAG_BC_CGROUP_COND: cgroup v2 id ==
+)
+
+// diagFilter compiles the port and cgroup parts of a filter into inet_diag
+// bytecode, so the kernel skips non-matching sockets before it fills their
+// tcp_info: the expensive part of a dump. Conditions are ANDed; a socket is
+// accepted if the program runs off its end exactly, rejected if a jump
+// lands 4 bytes past it (the kernel's convention). The kernel's audit wants
+// every jump target on the chain of "yes" jumps from the start, so an OR is
+// laid out as ss does it: A (no -> B), JMP (over B), B.
+//
+// The program is only an optimisation: the sampler applies the same filter
+// again in user space, so a kernel that refuses the bytecode (it is then
+// dropped) or ignores part of it gives the same answer, more slowly.
+func diagFilter(localPort, remotePort, eitherPort uint16, cgroupID uint64) []byte {
+	type op struct {
+		code  byte
+		arg   []byte // operand after the op
+		alt   byte   // for eitherPort: the second op of an OR pair
+		altOK bool
+	}
+	port := func(p uint16) []byte {
+		b := make([]byte, 4)
+		binary.NativeEndian.PutUint16(b[2:], p) // struct inet_diag_bc_op { 0, 0, port }
+		return b
+	}
+	var ops []op
+	if localPort != 0 {
+		ops = append(ops, op{code: bcSEq, arg: port(localPort)})
+	}
+	if remotePort != 0 {
+		ops = append(ops, op{code: bcDEq, arg: port(remotePort)})
+	}
+	if eitherPort != 0 {
+		ops = append(ops, op{code: bcSEq, arg: port(eitherPort), alt: bcDEq, altOK: true})
+	}
+	if cgroupID != 0 {
+		b := make([]byte, 8)
+		binary.NativeEndian.PutUint64(b, cgroupID)
+		ops = append(ops, op{code: bcCgroupCond, arg: b})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	// Lay out to know the total length first.
+	total := 0
+	for _, o := range ops {
+		total += 4 + len(o.arg)
+		if o.altOK {
+			total += 4 + 4 + len(o.arg)
+		}
+	}
+	prog := make([]byte, 0, total)
+	emit := func(code byte, yes, no int, arg []byte) {
+		prog = append(prog, code, byte(yes), 0, 0)
+		binary.NativeEndian.PutUint16(prog[len(prog)-2:], uint16(no))
+		prog = append(prog, arg...)
+	}
+	for _, o := range ops {
+		n := 4 + len(o.arg)
+		off := len(prog)
+		reject := total + 4 - off
+		if o.altOK {
+			// S_EQ: yes -> JMP, no -> D_EQ. JMP: -> past D_EQ (next
+			// condition). D_EQ: yes -> next condition, no -> reject.
+			emit(o.code, n, n+4, o.arg)
+			emit(bcJmp, 4, 4+n, nil)
+			emit(o.alt, n, total+4-(off+n+4), o.arg)
+			continue
+		}
+		emit(o.code, n, reject, o.arg)
+	}
+	return prog
 }

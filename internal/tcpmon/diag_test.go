@@ -227,3 +227,86 @@ func TestCAState(t *testing.T) {
 		t.Error("unknown state name")
 	}
 }
+
+// runBC interprets inet_diag bytecode as the kernel's inet_diag_bc_run does.
+func runBC(t *testing.T, bc []byte, sport, dport uint16, cgroup uint64) bool {
+	t.Helper()
+	pc, n := 0, len(bc)
+	for steps := 0; pc < n; steps++ {
+		if steps > 100 || pc < 0 || pc+4 > n {
+			t.Fatalf("bytecode runs wild at %d", pc)
+		}
+		code, yes, no := bc[pc], int(bc[pc+1]), int(ne.Uint16(bc[pc+2:]))
+		var ok bool
+		switch code {
+		case bcJmp:
+			ok = false
+		case bcSEq:
+			ok = sport == ne.Uint16(bc[pc+6:])
+		case bcDEq:
+			ok = dport == ne.Uint16(bc[pc+6:])
+		case bcCgroupCond:
+			ok = cgroup == ne.Uint64(bc[pc+4:])
+		default:
+			t.Fatalf("unknown op %d", code)
+		}
+		if ok {
+			pc += yes
+		} else {
+			pc += no
+		}
+	}
+	if pc != n && pc != n+4 {
+		t.Fatalf("jump to %d in a %d-byte program", pc, n)
+	}
+	// The kernel's audit: every "no" target inside the program must be on
+	// the chain of "yes" jumps from the start (valid_cc in inet_diag.c).
+	onChain := map[int]bool{}
+	for q := 0; q < n; q += int(bc[q+1]) {
+		onChain[q] = true
+		if bc[q+1] == 0 {
+			t.Fatal("zero yes jump")
+		}
+	}
+	for q := 0; q < n; q += int(bc[q+1]) {
+		if no := q + int(ne.Uint16(bc[q+2:])); no < n && !onChain[no] {
+			t.Fatalf("op at %d jumps to %d, not on the yes chain", q, no)
+		}
+	}
+	return pc == n
+}
+
+func TestDiagFilterBytecode(t *testing.T) {
+	if diagFilter(0, 0, 0, 0) != nil {
+		t.Error("empty filter compiled to a program")
+	}
+	for _, tc := range []struct {
+		lp, rp, ep uint16
+		cg         uint64
+		sport      uint16
+		dport      uint16
+		sockCg     uint64
+		want       bool
+	}{
+		{lp: 80, sport: 80, dport: 1, want: true},
+		{lp: 80, sport: 81, dport: 80, want: false},
+		{rp: 443, sport: 1, dport: 443, want: true},
+		{rp: 443, sport: 443, dport: 1, want: false},
+		{ep: 5201, sport: 5201, dport: 9, want: true},
+		{ep: 5201, sport: 9, dport: 5201, want: true},
+		{ep: 5201, sport: 9, dport: 9, want: false},
+		{lp: 1, rp: 2, sport: 1, dport: 2, want: true},
+		{lp: 1, rp: 2, sport: 1, dport: 3, want: false},
+		{ep: 7, cg: 99, sport: 7, sockCg: 99, want: true},
+		{ep: 7, cg: 99, dport: 7, sockCg: 98, want: false},
+		{cg: 99, sockCg: 99, want: true},
+		{lp: 1, ep: 7, cg: 5, sport: 1, dport: 7, sockCg: 5, want: true},
+		{lp: 1, ep: 7, cg: 5, sport: 1, dport: 8, sockCg: 5, want: false},
+	} {
+		bc := diagFilter(tc.lp, tc.rp, tc.ep, tc.cg)
+		if got := runBC(t, bc, tc.sport, tc.dport, tc.sockCg); got != tc.want {
+			t.Errorf("filter lp=%d rp=%d either=%d cg=%d on %d->%d cg %d: %v, want %v",
+				tc.lp, tc.rp, tc.ep, tc.cg, tc.sport, tc.dport, tc.sockCg, got, tc.want)
+		}
+	}
+}

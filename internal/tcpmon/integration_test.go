@@ -362,6 +362,8 @@ func TestFilters(t *testing.T) {
 		{"other pid", Filter{PID: 1, Port: srv.port()}, 0},
 		{"comm", Filter{Comm: strings.TrimSpace(string(comm)), Port: srv.port()}, 4},
 		{"cgroup", Filter{Cgroup: cg, Port: srv.port()}, 4},
+		{"cgroup only", Filter{Cgroup: cg}, 4},
+		{"cgroup and one port", Filter{CgroupID: 1<<62 + 1, Port: srv.port()}, 0},
 	} {
 		s, err := New(Config{NetNS: ns.Handle, Filter: tc.f})
 		if err != nil {
@@ -376,6 +378,15 @@ func TestFilters(t *testing.T) {
 		}
 		if len(fl) != tc.want {
 			t.Errorf("%s: %d flows, want %d", tc.name, len(fl), tc.want)
+		}
+		// Port-only filters run in the kernel: it sends just the matches.
+		portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0
+		portOnly = portOnly && tc.f.PID == 0 && tc.f.Comm == "" && !tc.f.Local.IsValid() && !tc.f.Remote.IsValid()
+		if st := s.Stats(); portOnly && (!st.KernelFilter || s.Dumped != tc.want) {
+			t.Errorf("%s: kernel filter %v, kernel sent %d sockets, want %d", tc.name, st.KernelFilter, s.Dumped, tc.want)
+		}
+		if tc.f.Cgroup != "" && (!s.Stats().KernelFilter || s.Dumped != tc.want) {
+			t.Errorf("%s: cgroup filter in kernel %v, kernel sent %d sockets", tc.name, s.Stats().KernelFilter, s.Dumped)
 		}
 	}
 	if _, err := New(Config{Filter: Filter{Cgroup: "/nonexistent/cgroup"}}); err == nil {

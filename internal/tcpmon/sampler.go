@@ -11,9 +11,10 @@
 //     previous sample of the same socket (keyed by socket cookie).
 //   - Run calls Sample every Interval until the context ends.
 //
-// Note: filtering happens in user space after the dump: the dump's kernel
-// cost is per socket anyway, and it keeps the filter language (lanes,
-// processes, cgroups) independent of the kernel's bytecode.
+// Note: ports and cgroup are also compiled into inet_diag bytecode, so the
+// kernel does not fill tcp_info for sockets that cannot match (the costly
+// part of a dump); every condition is checked again in user space, which
+// keeps the answer right on kernels that refuse or lack a bytecode op.
 package tcpmon
 
 import (
@@ -68,7 +69,8 @@ type Config struct {
 	States uint32 // idiag_states mask; 0 = ConnectedStates
 	// NoProcess skips the socket -> process lookup (saves the /proc scans).
 	NoProcess bool
-	// ProcRefresh is the least time between two /proc scans (default 2 s).
+	// ProcRefresh is the least time between two /proc scans (default 1 s):
+	// a new socket's process is known at most this late.
 	ProcRefresh time.Duration
 	IPv4Only    bool
 }
@@ -109,7 +111,7 @@ func (c *Config) validate() error {
 		c.States = ConnectedStates
 	}
 	if c.ProcRefresh == 0 {
-		c.ProcRefresh = 2 * time.Second
+		c.ProcRefresh = time.Second
 	}
 	if c.Filter.Cgroup != "" && c.Filter.CgroupID == 0 {
 		var st unix.Stat_t
@@ -147,6 +149,8 @@ func New(cfg Config) (*Sampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	f := &cfg.Filter
+	conn.bytecode = diagFilter(f.LocalPort, f.RemotePort, f.Port, f.CgroupID)
 	s := &Sampler{cfg: cfg, conn: conn, known: map[uint64]*prevCounters{}}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
@@ -346,11 +350,14 @@ func (s *Sampler) Run(ctx context.Context, fn func([]Flow) error) error {
 type Stats struct {
 	DumpIntr, BadMsgs uint64
 	ProcScans         int
+	// KernelFilter: the port/cgroup filter runs in the kernel (inet_diag
+	// bytecode), not only in user space.
+	KernelFilter bool
 }
 
 // Stats returns the counters so far.
 func (s *Sampler) Stats() Stats {
-	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs}
+	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.conn.bytecode != nil}
 	if s.procs != nil {
 		st.ProcScans = s.procs.scans
 	}
