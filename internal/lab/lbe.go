@@ -139,6 +139,7 @@ type lbeBed struct {
 	prio   *emu.Prioritiser
 	bgFlow emu.FlowKey
 	up     *emu.Link
+	meter  *flowMeter
 }
 
 func (b *lbeBed) Close() error { return b.bed.Close() }
@@ -193,6 +194,8 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 			return nil, err
 		}
 	}
+	lb.meter = &flowMeter{src: phone.Addr}
+	bed.Emu.OnUp = lb.meter.see
 	bed.Start(ctx)
 	for _, s := range srv {
 		p, err := s.Start("serve", "--listen", ":80")
@@ -235,6 +238,7 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 		return nil, fmt.Errorf("background uploader addresses %q", l)
 	}
 	lb.bgFlow = emu.FlowKey{Dst: dst, Sport: src.Port()}
+	lb.meter.setBG(lb.bgFlow)
 	if lb.prio != nil {
 		lb.prio.Register(lb.bgFlow) // the paper's registration
 	}
