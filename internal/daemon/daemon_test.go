@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -35,6 +34,7 @@ var lanesBin string
 
 func TestMain(m *testing.M) {
 	code := func() int {
+		os.Setenv("LANES_LAB_CC", "cubic") // read by `lanes lab helper` clients
 		if os.Geteuid() == 0 {
 			dir, err := os.MkdirTemp("", "lanes-bin")
 			if err != nil {
@@ -200,16 +200,14 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-// bottleneck puts a 10 Mbit/s TBF with a deep buffer on R's link to B.
+// bottleneck puts a 10 Mbit/s TBF with a deep (256 KB) buffer on R's link
+// to B. (TestMain makes the traffic helpers use CUBIC, a phone's default;
+// BBR would keep the network's queue short by itself.)
 func bottleneck(t *testing.T, p *testutil.Path) {
-	p.R.Do(t, func() error {
-		l, err := netlink.LinkByName(p.LinkRB)
-		if err != nil {
-			return err
-		}
-		return netlink.QdiscAdd(&netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
-			Rate: 10_000_000 / 8, Limit: 256 << 10, Buffer: 3000})
-	})
+	t.Helper()
+	if out, err := p.R.Command("tc", "qdisc", "add", "dev", p.LinkRB, "root", "tbf", "rate", "10mbit", "burst", "15k", "limit", "256k").CombinedOutput(); err != nil {
+		t.Fatalf("tbf: %v %s", err, out)
+	}
 }
 
 func shapedPolicy(link string) string {
@@ -244,7 +242,7 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			idle := latencies(t, p.A, base, 10)
 
 			// Without lanes: the upload fills the network's buffer.
-			b, _ := bulk(t, p.A, base+"/sink")
+			b, _ := bulk(t, p.A, base)
 			time.Sleep(3 * time.Second)
 			off := latencies(t, p.A, base, 15)
 			b.cmd.Process.Kill()
@@ -254,10 +252,10 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			d, sock := startDaemon(t, p.A, shapedPolicy(p.LinkA))
 			switch how {
 			case "run":
-				b, _ = bulk(t, p.A, base+"/sink", lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+				b, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 			case "register":
 				var sport int
-				b, sport = bulk(t, p.A, base+"/sink")
+				b, sport = bulk(t, p.A, base)
 				out, err := p.A.Command(lanesBin, "register", "--socket", sock, "--lane", "background",
 					"--dst", fmt.Sprintf("%s:8080", p.AddrB), "--sport", fmt.Sprint(sport)).CombinedOutput()
 				if err != nil {
@@ -269,7 +267,7 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			time.Sleep(4 * time.Second)
 			bgRate := float64(laneBytes(t, sock, "background")-bg0) * 8 / 4
 			on := latencies(t, p.A, base, 15)
-			up := request(t, p.A, "post", base+"/sink", 1<<20)
+			up := request(t, p.A, "post", base, 1<<20)
 			upRate := float64(up.Bytes) * 8 / up.Seconds
 			t.Logf("1 KB request p50/p99: idle %v/%v, background without lanes %v/%v, with lanes %v/%v",
 				pct(idle, .5), pct(idle, .99), pct(off, .5), pct(off, .99), pct(on, .5), pct(on, .99))
@@ -343,7 +341,7 @@ func bigBase36(v uint64) string {
 // transfer checks that TCP traffic flows from A to B: 200 KB upload.
 func transfer(t *testing.T, p *testutil.Pair) error {
 	t.Helper()
-	out, err := p.A.Command(lanesBin, "lab", "helper", "post", "--url", fmt.Sprintf("http://%s:8080/sink", p.AddrB), "--bytes", "200000").CombinedOutput()
+	out, err := p.A.Command(lanesBin, "lab", "helper", "post", "--url", fmt.Sprintf("http://%s:8080", p.AddrB), "--bytes", "200000").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
@@ -380,6 +378,29 @@ func TestLifecycle(t *testing.T) {
 	}
 	if sent == 0 {
 		t.Fatal("status counted no packets after a transfer")
+	}
+
+	// SIGHUP: a good new file is applied, a broken one keeps the running policy.
+	pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+	good := devicePolicy(p.LinkA) + fmt.Sprintf("rules:\n  - {name: upload, lane: background, dst: %s, dport: 8080, sport: 40000}\n", p.AddrB)
+	if err := os.WriteFile(pol, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, "reloaded policy's flow rule", func() bool {
+		st := status(t, sock)
+		return len(st.Flows) == 1 && st.Flows[0].Source == "policy:upload" && st.Flows[0].Lane.String() == "background"
+	})
+	if err := os.WriteFile(pol, []byte("interfaces:\n  - name: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if st := status(t, sock); len(st.Flows) != 1 || len(st.Interfaces) != 1 {
+		t.Fatalf("a broken policy on SIGHUP changed the running state: %+v", st)
+	}
+	if err := transfer(t, p); err != nil {
+		t.Fatalf("traffic after a refused reload: %v", err)
 	}
 
 	// SIGTERM: everything removed.
@@ -452,5 +473,15 @@ func TestBadPolicyRefused(t *testing.T) {
 	out, err := ns.Command(lanesBin, "daemon", "--policy", pol, "--socket", filepath.Join(dir, "s")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), pol+":4: interfaces[0].uplink: bad rate \"fast\"") {
 		t.Fatalf("bad policy: err=%v\n%s", err, out)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
