@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
