@@ -9,7 +9,8 @@
 //   - trace replay: a link driven by a mahimahi trace with a queue that is
 //     never empty delivers one 1,500-byte packet per opportunity; delivered
 //     packets over the window vs the trace's count.
-//   - ceiling: packets per second one link moves with GOMAXPROCS=1.
+//   - ceiling: packets per second one link moves with GOMAXPROCS=1, and the
+//     whole TUN-to-TUN path under a UDP flood with the emulator on one core.
 package lab
 
 import (
@@ -228,6 +229,45 @@ func MeasureCeiling(ctx context.Context, dur time.Duration, size int) Ceiling {
 	return Ceiling{PacketsPerSec: pps, PacketSize: size, Gbps: pps * float64(size) * 8 / 1e9}
 }
 
+// MeasureTUNCeiling measures the whole path (TUN read, uplink, routing,
+// downlink, TUN write) with the emulator on one core (GOMAXPROCS=1): a
+// helper floods UDP from one host to another through links of 100 Gbit/s
+// and 1 ms; packets per second delivered to the receiver's TUN.
+func MeasureTUNCeiling(ctx context.Context, env *Env, dur time.Duration, size int) (Ceiling, error) {
+	bed, err := NewBed(env, "")
+	if err != nil {
+		return Ceiling{}, err
+	}
+	defer bed.Close()
+	fast := emu.LinkConfig{Rate: 100e9, Delay: time.Millisecond, QueuePackets: 10000}
+	a, err := bed.AddHost("sender", "", bed.Emu.NewUplink(fast), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{TxQueueLen: 1000})
+	if err != nil {
+		return Ceiling{}, err
+	}
+	down := bed.Emu.NewDownlink(fast)
+	b, err := bed.AddHost("receiver", "", bed.Emu.NewUplink(emu.LinkConfig{}), down, HostOpts{})
+	if err != nil {
+		return Ceiling{}, err
+	}
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	bed.Start(ctx)
+	p, err := a.Start("blast", "--to", b.Addr.String()+":9", "--for", (dur + time.Second).String(), "--size", fmt.Sprint(size-28))
+	if err != nil {
+		return Ceiling{}, err
+	}
+	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+		return Ceiling{}, err
+	}
+	n0, t0 := down.Stats().OutPackets, time.Now()
+	if err := sleepCtx(ctx, dur); err != nil {
+		return Ceiling{}, err
+	}
+	pps := float64(down.Stats().OutPackets-n0) / time.Since(t0).Seconds()
+	p.Stop()
+	return Ceiling{PacketsPerSec: pps, PacketSize: size, Gbps: pps * float64(size) * 8 / 1e9}, nil
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -268,14 +308,24 @@ func init() {
 				}
 				env.Printf("ceiling...\n")
 				c := MeasureCeiling(ctx, 2*time.Second, 1500)
+				tc, err := MeasureTUNCeiling(ctx, env, 3*time.Second, 1500)
+				if err != nil {
+					return nil, fmt.Errorf("TUN ceiling: %w", err)
+				}
+				tcs, err := MeasureTUNCeiling(ctx, env, 3*time.Second, 100)
+				if err != nil {
+					return nil, fmt.Errorf("TUN ceiling: %w", err)
+				}
 				r.Tables = []Table{{Title: "Emulator accuracy", Columns: []string{"check", "measured", "expected", "error", "target"},
 					Rows: [][]string{
 						{"TCP goodput", fmt.Sprintf("%.3f Mbit/s", fa.GoodputBps/1e6), fmt.Sprintf("%.3f Mbit/s", fa.ExpectedBps/1e6), fmt.Sprintf("%+.2f%%", fa.GoodputErrPct), "within 5%"},
 						{"idle RTT (median)", fmt.Sprintf("%.2f ms", fa.RTTMedianMs), fmt.Sprintf("%.0f ms", 2*fa.OneWayDelayMs), fmt.Sprintf("%+.2f ms", fa.RTTErrMs), "within 1 ms"},
 						{"trace opportunities", fmt.Sprintf("%d", ta.Delivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+.2f%%", ta.ErrPct), "within 1%"},
-						{"ceiling (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", c.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", c.Gbps), "report"},
+						{"ceiling, link alone (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", c.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", c.Gbps), "report"},
+						{"ceiling, TUN to TUN (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", tc.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tc.Gbps), "report"},
+						{"ceiling, TUN to TUN (1 core, 100 B)", fmt.Sprintf("%.0f pkt/s", tcs.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tcs.Gbps), "report"},
 					}}}
-				r.Data = map[string]any{"fixed": fa, "trace": ta, "ceiling": c}
+				r.Data = map[string]any{"fixed": fa, "trace": ta, "ceiling_link": c, "ceiling_tun_1500": tc, "ceiling_tun_100": tcs}
 				r.Environment = CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)
 				return r, nil

@@ -9,6 +9,7 @@
 //     the client's own CPU time).
 //   - echo --listen ADDR / ping --to ADDR --count N   UDP echo and a UDP
 //     ping that prints the round-trip times in ms as one JSON array.
+//   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
 //     endless POST; prints {"src":..,"dst":..} once connected (the paper's
 //     3-tuple registration reads the source port the same way), then runs
@@ -64,6 +65,8 @@ func HelperMain(args []string) int {
 		err = helperEcho(args[1:])
 	case "ping":
 		err = helperPing(args[1:])
+	case "blast":
+		err = helperBlast(args[1:])
 	default:
 		err = fmt.Errorf("unknown helper %q", args[0])
 	}
@@ -282,5 +285,31 @@ func ccControl(_, _ string, c syscall.RawConn) error {
 	if serr != nil {
 		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
 	}
+	return nil
+}
+
+func helperBlast(args []string) error {
+	fs := flag.NewFlagSet("blast", flag.ContinueOnError)
+	to := fs.String("to", "", "UDP IP:PORT")
+	dur := fs.Duration("for", 3*time.Second, "how long")
+	size := fs.Int("size", 1472, "payload bytes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c, err := net.Dial("udp", *to)
+	if err != nil {
+		return err
+	}
+	p := make([]byte, *size)
+	n := 0
+	end := time.Now().Add(*dur)
+	for time.Now().Before(end) {
+		for i := 0; i < 64; i++ {
+			if _, err := c.Write(p); err == nil {
+				n++
+			}
+		}
+	}
+	fmt.Printf("{\"sent\":%d}\n", n)
 	return nil
 }
