@@ -76,13 +76,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	n := 0
-	for _, b := range []bool{m.json, m.prom, m.events} {
-		if b {
-			n++
-		}
-	}
-	if n > 1 || (m.csv && (m.json || m.prom || m.events)) {
+	if (m.prom && (m.json || m.csv || m.events)) || (m.csv && (m.json || m.events)) {
 		return usageErrorf("--json, --csv, --prometheus and --events exclude each other (except --events --json)")
 	}
 	if m.interval < tcpmon.MinInterval {

@@ -1,8 +1,10 @@
 // plot.go: `lanes plot FILE`, cwnd, RTT and throughput of each flow over
-// time from a `lanes monitor --json/--csv` file, drawn to PNG and SVG.
+// time from a `lanes monitor --json/--csv` file (samples) or a `lanes
+// monitor --events --probe --json` file (every ACK), drawn to PNG and SVG.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -40,13 +42,22 @@ func runPlot(_ context.Context, e *env, args []string) error {
 		return usageErrorf("want exactly one monitor file")
 	}
 	path := fs.Arg(0)
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	flows, err := tcpmon.ReadFlows(f)
-	f.Close()
-	if err != nil {
+	var flows []tcpmon.Flow
+	if tcpmon.IsEventFile(data[:min(len(data), 4096)]) {
+		// An event-mode trace: per-ACK cwnd and srtt of each flow.
+		evs, err := tcpmon.ReadEvents(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		flows = tcpmon.ProbeFlows(evs)
+		if len(flows) == 0 {
+			return fmt.Errorf("%s: no probe events (record with --events --probe --json)", path)
+		}
+	} else if flows, err = tcpmon.ReadFlows(bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if len(flows) == 0 {
@@ -146,7 +157,9 @@ func flowFigure(flows []tcpmon.Flow, title string, top int, match string, smooth
 
 // windowRate is the rate of a cumulative byte counter over a trailing
 // window, in Mbit/s: at each sample, the bytes since the latest sample at
-// least window earlier (or the first one) over the time between them.
+// least window earlier (or the first one) over the time between them. The
+// first half window of a flow has no value (NaN): a rate over a few
+// microseconds of its initial burst means nothing.
 func windowRate(x, bytes []float64, window float64) []float64 {
 	out := make([]float64, len(x))
 	j := 0
@@ -154,7 +167,7 @@ func windowRate(x, bytes []float64, window float64) []float64 {
 		for j+1 < i && x[i]-x[j+1] >= window {
 			j++
 		}
-		if dt := x[i] - x[j]; i > 0 && dt > 0 {
+		if dt := x[i] - x[j]; i > 0 && dt > 0 && x[i]-x[0] >= window/2 {
 			out[i] = (bytes[i] - bytes[j]) * 8 / dt / 1e6
 		} else {
 			out[i] = math.NaN()

@@ -124,6 +124,7 @@ func TestMonitorFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"monitor", "--interval", "1ms"},
 		{"monitor", "--json", "--prometheus"},
+		{"monitor", "--csv", "--events"},
 		{"monitor", "--lane", "nosuchlane"},
 		{"monitor", "--src", "not-an-address"},
 		{"monitor", "extra-arg"},

@@ -361,3 +361,77 @@ func readCSVFlows(r io.Reader) ([]Flow, error) {
 		flows = append(flows, f)
 	}
 }
+
+// ReadEvents reads a file of event-mode JSON lines (`lanes monitor --events
+// --json`); a bad or truncated line is a *LineError naming it.
+func ReadEvents(r io.Reader) ([]Event, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var evs []Event
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) == 0 && errors.Is(err, io.EOF) {
+			if len(evs) == 0 {
+				return nil, errors.New("no events")
+			}
+			return evs, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return evs, &LineError{line, err}
+		}
+		trimmed := bytes.TrimSpace(b)
+		if len(trimmed) == 0 {
+			continue
+		}
+		if err != nil && !json.Valid(trimmed) {
+			return evs, &LineError{line, errors.New("truncated line (file ends mid-record)")}
+		}
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.DisallowUnknownFields()
+		var e Event
+		if err := dec.Decode(&e); err != nil {
+			return evs, &LineError{line, fmt.Errorf("bad JSON event: %w", err)}
+		}
+		if e.Time.IsZero() || e.Kind == "" {
+			return evs, &LineError{line, errors.New(`event has no "time" or "kind"`)}
+		}
+		evs = append(evs, e)
+	}
+}
+
+// IsEventFile reports whether the start of a monitor file looks like event
+// mode output (its first record has a "kind").
+func IsEventFile(head []byte) bool {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(head), []byte("\n"))
+	return bytes.HasPrefix(line, []byte("{")) && bytes.Contains(line, []byte(`"kind":`))
+}
+
+// ProbeFlows turns the probe events of a trace into Flow records (time,
+// addresses, cwnd, ssthresh, srtt, snd_wnd and bytes_acked accumulated from
+// snd_una), so per-ACK traces plot like samples. CAState is "-": unknown.
+func ProbeFlows(evs []Event) []Flow {
+	type st struct {
+		una   uint32
+		acked uint64
+	}
+	by := map[string]*st{}
+	var out []Flow
+	for i := range evs {
+		e := &evs[i]
+		if e.Kind != "probe" {
+			continue
+		}
+		k := e.Src + "->" + e.Dst
+		s := by[k]
+		if s == nil {
+			s = &st{una: e.SndUna}
+			by[k] = s
+		}
+		if d := e.SndUna - s.una; d < 1<<31 { // sequence arithmetic; older ACKs ignored
+			s.acked += uint64(d)
+			s.una = e.SndUna
+		}
+		out = append(out, Flow{Time: e.Time, Cookie: e.Cookie, Src: e.Src, Dst: e.Dst, State: "ESTAB", CAState: "-",
+			Cwnd: e.Cwnd, SSThresh: e.SSThresh, SRTT: e.SRTT, SndWnd: e.SndWnd, BytesAcked: s.acked})
+	}
+	return out
+}

@@ -5,6 +5,7 @@ package tcpmon
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -162,5 +163,45 @@ func TestWritePrometheus(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+}
+
+func TestReadEventsAndProbeFlows(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	evs := []Event{
+		{Time: t0, Kind: "start", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", OldState: "SYN-SENT", NewState: "ESTAB"},
+		{Time: t0.Add(time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 10, SRTT: 100, SndUna: 0xfffffff0},
+		{Time: t0.Add(2 * time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 11, SRTT: 110, SndUna: 0x10}, // wraps: +0x20
+		{Time: t0.Add(3 * time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 12, SndUna: 0x8}, // older ACK
+		{Time: t0.Add(4 * time.Millisecond), Kind: "end", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Duration: time.Second},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i := range evs {
+		enc.Encode(&evs[i])
+	}
+	if !IsEventFile(buf.Bytes()) {
+		t.Fatal("event file not recognised")
+	}
+	var fbuf bytes.Buffer
+	NewJSONEncoder(&fbuf).Encode(sampleFlows())
+	if IsEventFile(fbuf.Bytes()) {
+		t.Fatal("sample file taken for events")
+	}
+	got, err := ReadEvents(bytes.NewReader(buf.Bytes()))
+	if err != nil || len(got) != len(evs) {
+		t.Fatalf("ReadEvents: %d events, %v", len(got), err)
+	}
+	fl := ProbeFlows(got)
+	if len(fl) != 3 || fl[0].BytesAcked != 0 || fl[1].BytesAcked != 0x20 || fl[2].BytesAcked != 0x20 || fl[1].Cwnd != 11 {
+		t.Errorf("ProbeFlows: %+v", fl)
+	}
+	cut := buf.Bytes()[:buf.Len()-20]
+	var le *LineError
+	if _, err := ReadEvents(bytes.NewReader(cut)); !errors.As(err, &le) || le.Line != 5 {
+		t.Errorf("truncated event file: %v, want line 5", err)
+	}
+	if _, err := ReadEvents(strings.NewReader(`{"time":"2026-01-02T03:04:05Z","kind":"probe","cwnd":"x"}` + "\n")); !errors.As(err, &le) || le.Line != 1 {
+		t.Errorf("bad event: %v", err)
 	}
 }
