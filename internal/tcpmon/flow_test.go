@@ -172,7 +172,7 @@ func TestReadEventsAndProbeFlows(t *testing.T) {
 		{Time: t0, Kind: "start", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", OldState: "SYN-SENT", NewState: "ESTAB"},
 		{Time: t0.Add(time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 10, SRTT: 100, SndUna: 0xfffffff0},
 		{Time: t0.Add(2 * time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 11, SRTT: 110, SndUna: 0x10}, // wraps: +0x20
-		{Time: t0.Add(3 * time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 12, SndUna: 0x8}, // older ACK
+		{Time: t0.Add(3 * time.Millisecond), Kind: "probe", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Cwnd: 12, SndUna: 0x8},             // older ACK
 		{Time: t0.Add(4 * time.Millisecond), Kind: "end", Src: "10.0.0.1:5000", Dst: "10.0.0.2:80", Duration: time.Second},
 	}
 	var buf bytes.Buffer
