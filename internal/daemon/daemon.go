@@ -54,6 +54,7 @@ type Daemon struct {
 	pol    *policy.Policy
 	ifaces []*managedIface
 	flows  map[api.Flow]api.FlowInfo // registrations by API and by policy
+	tasks  *taskEngine               // task rules and exe/comm lane rules; nil if none
 }
 
 type managedIface struct {
@@ -100,6 +101,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err := d.install(); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
+	if err := d.startTasks(ctx); err != nil {
+		return errors.Join(err, d.uninstall())
+	}
+	defer d.stopTasks()
 	srv, err := api.Listen(opts.Socket, d, d.log)
 	if err != nil {
 		return errors.Join(err, d.uninstall())
@@ -117,7 +122,12 @@ func Run(ctx context.Context, opts Options) error {
 	for {
 		select {
 		case <-hup:
-			d.Reload()
+			if d.Reload() {
+				d.stopTasks()
+				if err := d.startTasks(ctx); err != nil {
+					d.log.Error("reload: task rules not running", "err", err)
+				}
+			}
 			continue
 		case err = <-serveErr:
 		case <-ctx.Done():
@@ -125,7 +135,9 @@ func Run(ctx context.Context, opts Options) error {
 		break
 	}
 	d.log.Info("lanes daemon stopping: removing everything it installed")
-	return errors.Join(err, srv.Close(), d.uninstall())
+	err = errors.Join(err, srv.Close())
+	d.stopTasks()
+	return errors.Join(err, d.uninstall())
 }
 
 func loadPolicy(opts Options) (*policy.Policy, error) {
@@ -135,12 +147,13 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	return policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
 }
 
-// Reload re-reads the policy file; a bad file keeps the running policy.
-func (d *Daemon) Reload() {
+// Reload re-reads the policy file; a bad file keeps the running policy. It
+// reports whether the new policy was taken.
+func (d *Daemon) Reload() bool {
 	pol, err := loadPolicy(d.opts)
 	if err != nil {
 		d.log.Error("policy reload refused, keeping the running policy", "err", err)
-		return
+		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -153,7 +166,7 @@ func (d *Daemon) Reload() {
 		}
 		if err := d.installLocked(); err != nil {
 			d.log.Error("reload: install failed, traffic is unmanaged until the next reload", "err", err)
-			return
+			return true
 		}
 	} else {
 		d.clearPolicyRulesLocked(old)
@@ -162,6 +175,7 @@ func (d *Daemon) Reload() {
 		}
 	}
 	d.log.Info("policy reloaded", "policy", pol.Source)
+	return true
 }
 
 func sameInterfaces(a, b []policy.Interface) bool {
@@ -423,6 +437,15 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 }
 
 func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane) error {
+	if err := d.movePID(pid, l); err != nil {
+		return err
+	}
+	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID)
+	return nil
+}
+
+// movePID writes pid into the lane's cgroup; its future children follow.
+func (d *Daemon) movePID(pid int, l lane.Lane) error {
 	dir, err := d.LaneCgroup(l)
 	if err != nil {
 		return err
@@ -430,7 +453,6 @@ func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane) error {
 	if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0); err != nil {
 		return fmt.Errorf("move pid %d to %s: %w", pid, l, err)
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID)
 	return nil
 }
 
@@ -452,6 +474,10 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 		is.Classifier = s.Classifier
 		st.Interfaces = append(st.Interfaces, is)
+	}
+	st.Components = map[string]string{}
+	if d.tasks != nil {
+		st.Components["tasks"] = d.tasks.summary()
 	}
 	return st, nil
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -483,4 +484,74 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// A lane rule by process name moves a process into the lane's cgroup when it
+// starts (task engine, proc connector), with no registration by the program.
+func TestProcessLaneRule(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+"rules:\n  - {name: uploader, lane: background, comm: lanes-upl}\n")
+	// A program whose comm is "lanes-upl": a copy of sleep under that name.
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "lanes-upl")
+	data, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Skip("no /bin/sleep")
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := p.A.Command(bin, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bg, err := c.LaneCgroup(laneByName(t, "background"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/" + filepath.Base(filepath.Dir(bg)) + "/background"
+	// ip netns exec is the parent; the rule matches the exec of lanes-upl.
+	waitFor(t, "lanes-upl in the background cgroup", func() bool {
+		for _, pid := range pidsOf("lanes-upl") {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			if strings.Contains(string(b), "0::"+want) {
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(status(t, sock).Components["tasks"], "1 processes tracked") {
+		t.Errorf("status tasks: %q", status(t, sock).Components["tasks"])
+	}
+}
+
+func laneByName(t *testing.T, s string) lane.Lane {
+	l, err := lane.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func pidsOf(comm string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.TrimSpace(string(b)) == comm {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

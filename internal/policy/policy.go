@@ -23,6 +23,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/sched"
 )
 
 //go:embed default.yaml
@@ -86,6 +87,9 @@ type Policy struct {
 	Rules      []Rule      `yaml:"rules"`
 	Access     Access      `yaml:"access"`
 	DSCP       DSCPPolicy  `yaml:"dscp"`
+
+	// Task rules (`tasks:`) and their safety limits (`task_safety:`).
+	sched.Config `yaml:",inline"`
 
 	// Source is the file the policy came from ("(default)" for the embedded one).
 	Source string `yaml:"-"`
@@ -214,7 +218,7 @@ func (p *Policy) Validate() error {
 	if g := p.Access.Group; g != "" && !validName(g) {
 		return config.Errorf("access.group", "%q is not a valid group name", g)
 	}
-	return nil
+	return p.Config.Validate()
 }
 
 func (it Interface) validate() error {
@@ -252,6 +256,9 @@ func (r Rule) validate() error {
 	if r.Lane == lane.Unset {
 		return config.Errorf("lane", "missing (realtime, interactive or background)")
 	}
+	if r.Name != "" && !validName(r.Name) {
+		return config.Errorf("name", "%q: use letters, digits, '-', '_' and '.' only (at most 32)", r.Name)
+	}
 	if r.Exe == "" && r.Comm == "" && r.UID == nil && r.Cgroup == "" && r.Dst == "" && r.DPort == 0 && r.SPort == 0 && r.DSCP == nil {
 		return config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp")
 	}
@@ -285,6 +292,25 @@ func (r Rule) IsFlowRule() bool { return r.Dst != "" }
 
 // IsProcessRule says whether the rule matches processes (by exe, comm, cgroup).
 func (r Rule) IsProcessRule() bool { return r.Exe != "" || r.Comm != "" || r.Cgroup != "" }
+
+// ProcessLaneRules turns the lane rules that match processes by executable or
+// name into task rules whose only action is the lane, so the task engine
+// moves matching processes into the lane's cgroup as they start. They come
+// after the policy's own task rules.
+func (p *Policy) ProcessLaneRules() []sched.Rule {
+	var out []sched.Rule
+	for i, r := range p.Rules {
+		if r.Exe == "" && r.Comm == "" {
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("rule%d", i)
+		}
+		out = append(out, sched.Rule{Name: "lane." + name, Exe: r.Exe, Comm: r.Comm, UID: r.UID, Cgroup: r.Cgroup, Lane: r.Lane})
+	}
+	return out
+}
 
 func validName(s string) bool {
 	if s == "" || len(s) > 32 {

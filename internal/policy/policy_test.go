@@ -112,6 +112,7 @@ func TestBrokenFiles(t *testing.T) {
 		{"list wanted", "rules: background\n", 1, "rules", "want a list"},
 		{"mapping wanted", "interfaces:\n  - eth0\n", 2, "interfaces[0]", "want a mapping"},
 		{"duplicate key", "access:\n  group: a\n  group: b\n", 3, "access.group", "given twice"},
+		{"bad rule name", "rules:\n  - {name: 'my upload', lane: background, uid: 1}\n", 2, "rules[0].name", "letters, digits"},
 		{"bad group", "access:\n  group: 'a b'\n", 2, "access.group", "not a valid group name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,5 +150,35 @@ func TestLoadRootOwned(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml"), false); err == nil {
 		t.Fatal("missing file accepted")
+	}
+}
+
+func TestTaskSections(t *testing.T) {
+	text := `
+rules:
+  - {name: sync, lane: background, exe: /usr/bin/rsync}
+tasks:
+  - name: player
+    comm: player
+    policy: fifo
+    priority: 20
+task_safety:
+  max_rt_priority: 40
+`
+	p, err := Parse("tasks.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Tasks) != 1 || p.Tasks[0].Priority != 20 || p.Safety.MaxRTPriority != 40 {
+		t.Fatalf("tasks = %+v safety = %+v", p.Tasks, p.Safety)
+	}
+	lr := p.ProcessLaneRules()
+	if len(lr) != 1 || lr[0].Exe != "/usr/bin/rsync" || lr[0].Lane != lane.Background || lr[0].Policy != "" {
+		t.Fatalf("process lane rules = %+v", lr)
+	}
+	_, err = Parse("bad.yaml", []byte("tasks:\n  - name: x\n    comm: x\n    policy: fifo\n    priority: 90\n"))
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Field != "tasks[0].priority" || pe.Line != 5 {
+		t.Fatalf("over-limit priority: %v", err)
 	}
 }

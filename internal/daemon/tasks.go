@@ -1,0 +1,63 @@
+// tasks.go: runs the task policy engine (internal/sched) inside the daemon
+// for the policy's task rules and for lane rules that match processes by
+// executable or name (those move matching processes into the lane cgroup as
+// they start, through the proc connector).
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lanes-net/lanes/internal/sched"
+)
+
+type taskEngine struct {
+	eng    *sched.Engine
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (d *Daemon) startTasks(ctx context.Context) error {
+	d.mu.Lock()
+	pol := d.pol
+	d.mu.Unlock()
+	cfg := pol.Config
+	cfg.Tasks = append(append([]sched.Rule(nil), cfg.Tasks...), pol.ProcessLaneRules()...)
+	if len(cfg.Tasks) == 0 {
+		return nil
+	}
+	eng, err := sched.New(cfg, sched.Options{MoveToLane: d.movePID, Log: d.log})
+	if err != nil {
+		return fmt.Errorf("task rules: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	t := &taskEngine{eng: eng, cancel: cancel, done: make(chan error, 1)}
+	go func() { t.done <- eng.Run(ctx) }()
+	d.mu.Lock()
+	d.tasks = t
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) stopTasks() {
+	d.mu.Lock()
+	t := d.tasks
+	d.tasks = nil
+	d.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.cancel()
+	if err := <-t.done; err != nil && err != context.Canceled {
+		d.log.Warn("task engine", "err", err)
+	}
+	if err := t.eng.Close(); err != nil {
+		d.log.Warn("task engine close", "err", err)
+	}
+}
+
+func (t *taskEngine) summary() string {
+	s := t.eng.Status()
+	return fmt.Sprintf("%s, %d rules, %d processes tracked, reaction p50 %.0f us p99 %.0f us, watchdog demotions %d",
+		s.Mode, s.Rules, len(s.Tracked), s.ReactP50US, s.ReactP99US, s.Demotions)
+}
