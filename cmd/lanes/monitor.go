@@ -134,6 +134,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 		enc, live = tcpmon.NewJSONEncoder(e.stdout), false
 	}
 	samples := 0
+	var drawn time.Time
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
 		if enc != nil {
@@ -141,7 +142,9 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
-		if live {
+		// The screen is redrawn at most 4 times a second, however fast we sample.
+		if live && time.Since(drawn) >= 250*time.Millisecond {
+			drawn = time.Now()
 			tcpmon.SortByThroughput(flows)
 			drawLive(e.stdout, s, flows, m.top)
 		}

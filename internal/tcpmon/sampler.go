@@ -75,7 +75,8 @@ type Config struct {
 	IPv4Only    bool
 }
 
-// Sampler takes samples of TCP sockets.
+// Sampler takes samples of TCP sockets. It is not safe for concurrent use:
+// one goroutine samples (Run), others get copies of the flows.
 type Sampler struct {
 	cfg   Config
 	conn  *diagConn
