@@ -683,7 +683,7 @@ func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, prio int, 
 
 // traceIndex collects the lane's enqueue/dequeue/drop times by (flow, seq).
 type traceIndex struct {
-	mu sync.Mutex
+	mu rtlane.SpinLock // called on the lane's realtime threads
 	m  map[[2]uint32][3]int64 // admit, release, drop
 }
 
@@ -700,10 +700,6 @@ func (ti *traceIndex) add(e rtlane.Event) {
 		v[1] = e.Time
 	case rtlane.EvDrop:
 		v[2] = e.Time
-		DebugDropReasons[e.Reason]++
-		if DebugDropReasons[e.Reason] < 6 {
-			fmt.Printf("DROP flow %d seq %d: now-deadline %v admitted %v ago tx %v\n", e.Flow, e.Seq, time.Duration(e.Time-e.Deadline), time.Duration(e.Time-v[0]), time.Duration(e.Tx))
-		}
 	}
 	ti.m[k] = v
 	ti.mu.Unlock()
@@ -819,7 +815,6 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	run.Records = recs
 	run.summarize(flows)
 	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
-	env.Printf("DEBUG lock>1ms %d wait>1ms %d send>1ms %d reasons %v\n", rtlane.DebugLockWaits.Load(), rtlane.DebugWaitOver.Load(), rtlane.DebugSendOver.Load(), DebugDropReasons)
 	return run, nil
 }
 
@@ -1084,5 +1079,3 @@ func (b *dlBed) sweep(ctx context.Context, env *Env, p dlParams) (Table, int, er
 	}
 	return t, best, nil
 }
-
-var DebugDropReasons = map[uint8]int{}

@@ -144,13 +144,14 @@ type Lane struct {
 	bound   int64              // bytes
 	trace   func(Event)
 
-	mu        sync.Mutex
+	mu        SpinLock // queue, pending, busyUntil, counters (spin.go: why not sync.Mutex)
 	q         *edf.Tree
 	pend      map[uint64]*pending
 	nextID    uint64
 	busyUntil int64
 	flows     map[flowKey]*FlowStats
 	totals    Counters
+	connMu    sync.Mutex
 	conns     map[*conn]struct{}
 	closed    bool
 
@@ -398,12 +399,12 @@ func (l *Lane) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); c.serve() }()
 	}
 	cancel()
-	l.mu.Lock()
+	l.connMu.Lock()
 	l.closed = true
 	for c := range l.conns {
 		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes its reader
 	}
-	l.mu.Unlock()
+	l.connMu.Unlock()
 	wg.Wait()
 	l.flush()
 	return err
@@ -548,6 +549,10 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 		deadline = int64(r.Deadline)
 	}
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
+	var pk *pending
+	if reason == wire.ReasonNone { // allocate outside the lock
+		pk = &pending{c: c, key: key, seq: r.Seq, dst: r.Dst, payload: append([]byte(nil), r.Payload...), deadline: deadline}
+	}
 
 	l.mu.Lock()
 	if reason == wire.ReasonNone && l.q.Len() >= l.cfg.MaxQueue {
@@ -561,8 +566,7 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 		d := l.q.Admit(tnow, edf.Packet{ID: id, Deadline: deadline, Tx: tx})
 		switch {
 		case d.OK:
-			l.pend[id] = &pending{c: c, key: key, seq: r.Seq, dst: r.Dst,
-				payload: append([]byte(nil), r.Payload...), deadline: deadline}
+			l.pend[id] = pk
 			rep.Type = wire.TypeAdmit
 		case d.Reason == edf.Displaces:
 			reason = wire.ReasonDisplaces
@@ -769,8 +773,8 @@ func (l *Lane) newConn(fd int) (*conn, error) {
 	}
 	gids := append([]uint32{cred.Gid}, peerGroups(cred.Pid)...)
 	c := &conn{l: l, fd: fd, uid: cred.Uid, pid: cred.Pid, granted: l.cfg.Grants.Allows(cred.Uid, gids)}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
 	if l.closed {
 		return nil, errors.New("shutting down")
 	}
@@ -807,9 +811,9 @@ func (c *conn) serve() {
 		_ = unix.SchedSetAttr(0, &a, 0)
 	}
 	defer func() {
-		c.l.mu.Lock()
+		c.l.connMu.Lock()
 		delete(c.l.conns, c)
-		c.l.mu.Unlock()
+		c.l.connMu.Unlock()
 		c.wmu.Lock()
 		c.closed = true
 		unix.Close(c.fd)
