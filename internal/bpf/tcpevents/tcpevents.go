@@ -6,7 +6,10 @@ package tcpevents
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -64,6 +67,9 @@ func Open(cfg Config) (*Tracer, error) {
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("tcpevents: memlock: %w", err)
+	}
+	if err := ensureTracefs(); err != nil {
+		return nil, err
 	}
 	spec, err := loadTcpevents()
 	if err != nil {
@@ -147,4 +153,19 @@ func (t *Tracer) Close() error {
 	}
 	errs = append(errs, t.objs.Close())
 	return errors.Join(errs...)
+}
+
+// ensureTracefs mounts tracefs at /sys/kernel/tracing if neither it nor
+// debugfs's tracing directory is there: attaching to a tracepoint needs its
+// id from tracefs, and minimal systems do not mount it.
+func ensureTracefs() error {
+	for _, d := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
+		if _, err := os.Stat(d); err == nil {
+			return nil
+		}
+	}
+	if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("tcpevents: tracefs is not mounted and mounting it at /sys/kernel/tracing failed: %w", err)
+	}
+	return nil
 }
