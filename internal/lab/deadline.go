@@ -683,7 +683,7 @@ func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, prio int, 
 
 // traceIndex collects the lane's enqueue/dequeue/drop times by (flow, seq).
 type traceIndex struct {
-	mu rtlane.SpinLock // called on the lane's realtime threads
+	mu rtlane.SpinLock        // called on the lane's realtime threads
 	m  map[[2]uint32][3]int64 // admit, release, drop
 }
 
