@@ -687,7 +687,7 @@ type traceIndex struct {
 	m  map[[2]uint32][3]int64 // admit, release, drop
 }
 
-func newTraceIndex() *traceIndex { return &traceIndex{m: map[[2]uint32][3]int64{}} }
+func newTraceIndex() *traceIndex { return &traceIndex{m: make(map[[2]uint32][3]int64, 1<<15)} }
 
 func (ti *traceIndex) add(e rtlane.Event) {
 	ti.mu.Lock()

@@ -43,7 +43,7 @@ func TestFixedLinkAccuracy(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	fa, err := MeasureFixedLink(ctx, testEnv(t), 10e6, 50*time.Millisecond, 8*time.Second)
+	fa, err := MeasureFixedLink(ctx, testEnv(t), 10e6, 50*time.Millisecond, 6*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestTraceReplayAccuracy(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	ta, err := MeasureTrace(context.Background(), tr, 8*time.Second)
+	ta, err := MeasureTrace(context.Background(), tr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

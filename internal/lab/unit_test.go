@@ -1,0 +1,103 @@
+// unit_test.go: pure-logic tests of the lab package (no root needed).
+package lab
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{1, 2, 3, 4, 5})
+	if s.N != 5 || s.Mean != 3 || s.P50 != 3 || s.Min != 1 || s.Max != 5 {
+		t.Errorf("summary %+v", s)
+	}
+	// sd = sqrt(2.5), t(4) = 2.776: CI = 2.776*1.5811/sqrt(5) = 1.963
+	if math.Abs(s.CI95-1.963) > 0.005 {
+		t.Errorf("CI95 %.4f, want 1.963", s.CI95)
+	}
+	if p := Percentile([]float64{0, 10}, 95); math.Abs(p-9.5) > 1e-9 {
+		t.Errorf("p95 of {0,10} = %v", p)
+	}
+	if z := Summarize(nil); z.N != 0 {
+		t.Errorf("empty summary %+v", z)
+	}
+}
+
+func TestNiceEstimate(t *testing.T) {
+	// The paper: w = 65 -> n = 7 halvings of 200 ms = 1.4 s.
+	if d := NiceEstimate(65); d != 1400*time.Millisecond {
+		t.Errorf("NiceEstimate(65) = %v, want 1.4 s", d)
+	}
+	if d := NiceEstimate(64); d != 1200*time.Millisecond {
+		t.Errorf("NiceEstimate(64) = %v, want 1.2 s", d)
+	}
+}
+
+func TestResultRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	r := &Result{Experiment: "x", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Params: map[string]any{"a": 1},
+		Tables:      []Table{{Title: "T", Columns: []string{"a", "b"}, Rows: [][]string{{"1", "2"}}}},
+		Environment: &Environment{Kernel: "k"}, Notes: []string{"n"}}
+	out, err := WriteResult(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(out) != "x-20260102-030405" {
+		t.Errorf("folder %s", out)
+	}
+	for _, f := range []string{"result.json", "environment.json", "results.md"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
+	if !strings.Contains(string(md), "| a | b |\n| --- | --- |\n| 1 | 2 |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	back, err := ReadResult(out)
+	if err != nil || back.Tables[0].Rows[0][1] != "2" {
+		t.Errorf("read back %+v %v", back, err)
+	}
+	out2, _ := WriteResult(dir, r)
+	if out2 == out {
+		t.Error("second result overwrote the first")
+	}
+	var b strings.Builder
+	WriteText(&b, r.Tables[0])
+	if b.String() != "T\na  b\n1  2\n" {
+		t.Errorf("text table %q", b.String())
+	}
+}
+
+func TestParseLBE(t *testing.T) {
+	c := &LBEConfig{Lanes: "/bin/true"}
+	if err := parseLBE(c, LBEMethods, "2,4", "1,400", "upload", 3); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Methods) != 2 || c.Methods[1].Kind != "lanes" || c.SizesKB[1] != 400 || c.Reps != 3 {
+		t.Errorf("config %+v", c)
+	}
+	for _, bad := range [][3]string{{"9", "1", "upload"}, {"1", "x", "upload"}, {"1", "1", "sideways"}} {
+		if err := parseLBE(&LBEConfig{}, LBEMethods, bad[0], bad[1], bad[2], 1); err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	for _, name := range []string{"lbe", "lbe-overhead", "lbe-feedback", "lbe-switch", "accuracy", "tun-probe"} {
+		if _, ok := Lookup(name); !ok {
+			t.Errorf("experiment %s not registered", name)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("duplicate registration did not panic")
+		}
+	}()
+	Register(Experiment{Name: "lbe"})
+}
