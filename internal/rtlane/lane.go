@@ -131,6 +131,22 @@ type pending struct {
 	deadline int64
 }
 
+// pendingPool recycles pending datagrams and their payload buffers: the
+// realtime path allocates nothing per datagram in steady state, so the
+// garbage collector, whose stop-the-world waits for every thread including
+// normal-priority ones, runs rarely.
+var pendingPool = sync.Pool{New: func() any { return &pending{payload: make([]byte, 0, 2048)} }}
+
+func getPending() *pending { return pendingPool.Get().(*pending) }
+
+func putPending(pk *pending) {
+	if cap(pk.payload) > 64<<10 {
+		return
+	}
+	*pk = pending{payload: pk.payload[:0]}
+	pendingPool.Put(pk)
+}
+
 // Lane is the realtime lane. New, then Run; Close stops it.
 type Lane struct {
 	cfg     Config
@@ -551,7 +567,8 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
 	var pk *pending
 	if reason == wire.ReasonNone { // allocate outside the lock
-		pk = &pending{c: c, key: key, seq: r.Seq, dst: r.Dst, payload: append([]byte(nil), r.Payload...), deadline: deadline}
+		pk = getPending()
+		*pk = pending{c: c, key: key, seq: r.Seq, dst: r.Dst, payload: append(pk.payload[:0], r.Payload...), deadline: deadline}
 	}
 
 	l.mu.Lock()
@@ -595,6 +612,8 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	rep.Time = uint64(now)
 	if rep.Type == wire.TypeAdmit {
 		l.kick()
+	} else if pk != nil {
+		putPending(pk)
 	}
 	if l.trace != nil {
 		k := EvAdmit
@@ -674,6 +693,7 @@ func (l *Lane) release(ctx context.Context) {
 			l.totals.DroppedLate++
 			l.mu.Unlock()
 			l.dropped(pk, p, now, wire.ReasonLate)
+			putPending(pk)
 			continue
 		}
 		l.busyUntil = max(now, l.busyUntil) + p.Tx
@@ -692,13 +712,16 @@ func (l *Lane) release(ctx context.Context) {
 			l.mu.Unlock()
 			l.log.Debug("realtime: send failed", "dst", pk.dst, "err", err)
 			l.dropped(pk, p, now, wire.ReasonSendError)
+			putPending(pk)
 			continue
 		}
+		n := uint64(len(pk.payload))
+		putPending(pk)
 		l.mu.Lock()
 		f.Sent++
-		f.SentBytes += uint64(len(pk.payload))
+		f.SentBytes += n
 		l.totals.Sent++
-		l.totals.SentBytes += uint64(len(pk.payload))
+		l.totals.SentBytes += n
 		l.mu.Unlock()
 	}
 }
