@@ -154,7 +154,16 @@ func (h *handler) MovePID(Cred, int, lane.Lane) error { panic("bug") }
 func (h *handler) LaneCgroup(l lane.Lane) (string, error) {
 	return "/sys/fs/cgroup/x/" + l.String(), nil
 }
-func (h *handler) Owners() Owners      { return h.o }
+func (h *handler) Owners() Owners { return h.o }
+func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
+	out := map[uint64]lane.Lane{}
+	for _, k := range c {
+		if k%2 == 0 {
+			out[k] = lane.Background
+		}
+	}
+	return out, nil
+}
 func (h *handler) AccessGroup() string { return "" }
 
 func TestServerRoundTrip(t *testing.T) {
@@ -190,6 +199,14 @@ func TestServerRoundTrip(t *testing.T) {
 	}
 	if err := c.Unregister(f); err == nil || !strings.Contains(err.Error(), "no such flow") {
 		t.Fatalf("unregister error not passed back: %v", err)
+	}
+	cookies := make([]uint64, 5000) // more than one request's worth
+	for i := range cookies {
+		cookies[i] = uint64(i) + 1<<60
+	}
+	sl, err := c.SocketLanes(cookies)
+	if err != nil || len(sl) != 2500 || sl[1<<60] != lane.Background {
+		t.Fatalf("socket lanes: %d entries, %v", len(sl), err)
 	}
 	// A panicking handler gives an error reply and the daemon lives on.
 	if err := c.MovePID(os.Getpid(), lane.Background); err == nil || !strings.Contains(err.Error(), "internal error") {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
@@ -139,4 +140,26 @@ func FlowOf(conn net.Conn) (Flow, error) {
 		proto = "udp"
 	}
 	return Flow{Dst: ra.Addr().Unmap().String(), DPort: ra.Port(), SPort: la.Port(), Proto: proto}, nil
+}
+
+// SocketLanes returns the lanes of the sockets with these cookies (those the
+// daemon has seen); it splits long lists into several requests.
+func (c *Client) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
+	out := make(map[uint64]lane.Lane, len(cookies))
+	for len(cookies) > 0 {
+		n := min(len(cookies), MaxCookies)
+		r, err := c.Do(Request{Op: OpSockLanes, Cookies: cookies[:n]})
+		if err != nil {
+			return nil, err
+		}
+		for k, l := range r.SocketLanes {
+			v, err := strconv.ParseUint(k, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("socket-lanes reply: bad cookie %q", k)
+			}
+			out[v] = l
+		}
+		cookies = cookies[n:]
+	}
+	return out, nil
 }

@@ -33,7 +33,11 @@ const (
 	OpUnregister = "unregister" // remove a flow registration
 	OpMovePID    = "move-pid"   // put a process (and its future children) in a lane
 	OpLaneCgroup = "lane-cgroup"
+	OpSockLanes  = "socket-lanes" // lanes of sockets by cookie (for the TCP monitor)
 )
+
+// MaxCookies bounds one socket-lanes request.
+const MaxCookies = 2048
 
 // Flow is the paper's registration key: destination IP, destination port,
 // source port (read with getsockname after connect), and the protocol.
@@ -75,6 +79,8 @@ type Request struct {
 	Flow *Flow     `json:"flow,omitempty"`
 	Lane lane.Lane `json:"lane,omitempty"`
 	PID  int       `json:"pid,omitempty"`
+	// Cookies are socket cookies (SO_COOKIE, sock_diag's idiag_cookie).
+	Cookies []uint64 `json:"cookies,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -122,6 +128,10 @@ func DecodeRequest(line []byte) (Request, error) {
 		if r.Lane == lane.Unset {
 			return Request{}, errors.New("lane-cgroup needs a lane")
 		}
+	case OpSockLanes:
+		if len(r.Cookies) > MaxCookies {
+			return Request{}, fmt.Errorf("socket-lanes: at most %d cookies per request", MaxCookies)
+		}
 	case "":
 		return Request{}, errors.New("bad request: missing op")
 	default:
@@ -137,6 +147,9 @@ type Response struct {
 	Status *Status    `json:"status,omitempty"`
 	Flows  []FlowInfo `json:"flows,omitempty"`
 	Cgroup string     `json:"cgroup,omitempty"`
+	// SocketLanes answers socket-lanes: cookie (decimal) -> lane, for the
+	// cookies whose socket lanes has seen; others are absent.
+	SocketLanes map[string]lane.Lane `json:"socket_lanes,omitempty"`
 }
 
 // FlowInfo is one registered flow.

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Handler interface {
 	Unregister(c Cred, f Flow) error
 	MovePID(c Cred, pid int, l lane.Lane) error
 	LaneCgroup(l lane.Lane) (string, error)
+	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
 	Owners() Owners
 	AccessGroup() string
 }
@@ -184,6 +186,14 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 		err = s.h.MovePID(cred, req.PID, req.Lane)
 	case OpLaneCgroup:
 		r.Cgroup, err = s.h.LaneCgroup(req.Lane)
+	case OpSockLanes:
+		var m map[uint64]lane.Lane
+		if m, err = s.h.SocketLanes(req.Cookies); err == nil {
+			r.SocketLanes = make(map[string]lane.Lane, len(m))
+			for c, l := range m {
+				r.SocketLanes[strconv.FormatUint(c, 10)] = l
+			}
+		}
 	}
 	if err != nil {
 		return &Response{Error: err.Error()}

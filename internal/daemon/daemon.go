@@ -481,3 +481,20 @@ func (d *Daemon) Status() (*api.Status, error) {
 	}
 	return st, nil
 }
+
+// SocketLanes looks sockets up in the datapath's socket map (sock_ops fills it
+// at connect/accept).
+func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[uint64]lane.Lane{}
+	if len(d.ifaces) == 0 {
+		return out, nil
+	}
+	for _, c := range cookies {
+		if l, ok := d.ifaces[0].dp.SocketLane(c); ok {
+			out[c] = l
+		}
+	}
+	return out, nil
+}

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -554,4 +556,50 @@ func pidsOf(comm string) []int {
 		}
 	}
 	return out
+}
+
+// The daemon reports the lane sock_ops resolved for a socket, by cookie (what
+// `lanes monitor` shows per flow).
+func TestSocketLanes(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	time.Sleep(200 * time.Millisecond)
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const sport = 40123
+	if err := c.Register(api.Flow{Dst: p.AddrB.String(), DPort: 8080, SPort: sport}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	var cookie uint64
+	var conn net.Conn
+	p.A.Do(t, func() error {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{Port: sport}}
+		conn, err = d.Dial("tcp", fmt.Sprintf("%s:8080", p.AddrB))
+		if err != nil {
+			return err
+		}
+		raw, err := conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+		return serr
+	})
+	defer conn.Close()
+	got, err := c.SocketLanes([]uint64{cookie, cookie + 12345})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[cookie] != lane.Background {
+		t.Fatalf("socket %d: lane %v, want background (all: %v)", cookie, got[cookie], got)
+	}
+	if _, ok := got[cookie+12345]; ok {
+		t.Fatal("an unknown cookie got a lane")
+	}
 }
