@@ -285,6 +285,7 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 				t.Errorf("background alone used %.2f Mbit/s; want >= 8 (work conserving)", bgRate/1e6)
 			}
 			b.cmd.Process.Kill()
+			b.cmd.Wait()
 			d.stop(t, syscall.SIGTERM)
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -172,7 +173,7 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 				errs = append(errs, err)
 			}
 		}
-		if err := unix.Rmdir(dir); err != nil {
+		if err := rmdirCgroup(dir, evict); err != nil {
 			if errors.Is(err, unix.EBUSY) && !evict {
 				busy = true
 				continue
@@ -186,6 +187,20 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rmdirCgroup removes a cgroup directory. A process that was just killed
+// stays in its cgroup until it has finished exiting, and rmdir says EBUSY
+// meanwhile: when evicting, wait for such stragglers up to a second.
+func rmdirCgroup(dir string, wait bool) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || !errors.Is(err, unix.EBUSY) || !wait || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // moveProcs moves every process of cgroup dir into cgroup dst.
