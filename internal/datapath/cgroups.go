@@ -19,8 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
