@@ -11,12 +11,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -35,7 +38,7 @@ type monitorFlags struct {
 	allSegments                    bool
 	interval, duration, probeGap   time.Duration
 	maxDelay                       time.Duration
-	output, netns                  string
+	output, netns, socket          string
 	lanes, src, dst, comm, cgroup  string
 	sport, dport, port             uint
 	pid, count, top                int
@@ -59,7 +62,8 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&m.count, "count", 0, "stop after this many samples (0: no limit)")
 	fs.StringVar(&m.output, "output", "", "write JSON lines (CSV if the name ends in .csv or with --csv) to FILE; the live view stays on the terminal")
 	fs.StringVar(&m.netns, "netns", "", "sample inside the network namespace at PATH (e.g. /var/run/netns/NAME)")
-	fs.StringVar(&m.lanes, "lane", "", "only flows in these lanes (comma separated; needs the daemon's lane map)")
+	fs.StringVar(&m.lanes, "lane", "", "only flows in these lanes (comma separated; needs the daemon)")
+	fs.StringVar(&m.socket, "socket", "", "the daemon's API socket, for lanes (default "+api.DefaultSocket+")")
 	fs.StringVar(&m.src, "src", "", "only flows whose local address is in this prefix or address")
 	fs.StringVar(&m.dst, "dst", "", "only flows whose remote address is in this prefix or address")
 	fs.UintVar(&m.sport, "sport", 0, "only flows with this local port")
@@ -94,19 +98,35 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	if m.events || m.probe {
 		return runEvents(ctx, e, &m)
 	}
+	// Lanes come from the daemon, asked in batches after each sample; the
+	// lane filter is applied here, after that.
+	lanes := newDaemonLanes(m.socket)
+	defer lanes.close()
+	wantLanes := cfg.Filter.Lanes
+	cfg.Filter.Lanes = nil
+	if len(wantLanes) > 0 && lanes.client == nil {
+		return fmt.Errorf("--lane needs the lanes daemon: %w", lanes.err)
+	}
 	s, err := tcpmon.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	sample := func() ([]tcpmon.Flow, error) {
+		flows, err := s.Sample()
+		if err != nil {
+			return nil, err
+		}
+		return lanes.apply(flows, wantLanes), nil
+	}
 
 	if m.prom {
 		// Two samples an interval apart so rates are known.
-		if _, err := s.Sample(); err != nil {
+		if _, err := sample(); err != nil {
 			return err
 		}
 		time.Sleep(m.interval)
-		flows, err := s.Sample()
+		flows, err := sample()
 		if err != nil {
 			return err
 		}
@@ -137,6 +157,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	var drawn time.Time
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
+		flows = lanes.apply(flows, wantLanes)
 		if enc != nil {
 			if err := enc.Encode(flows); err != nil {
 				return fmt.Errorf("write: %w", err)
@@ -345,4 +366,86 @@ func procName(ev *tcpmon.Event) string {
 		return ""
 	}
 	return fmt.Sprintf("%s/%d", ev.Comm, ev.PID)
+}
+
+// daemonLanes asks the daemon for the lanes of sampled sockets, in one
+// batch per sample for the cookies it has not answered yet. Sockets the
+// daemon does not know are in the default lane (interactive) and are asked
+// about again after a while, in case they were registered since.
+type daemonLanes struct {
+	client *api.Client
+	err    error
+	known  map[uint64]laneAnswer
+	warned bool
+}
+
+type laneAnswer struct {
+	l     lane.Lane
+	asked time.Time
+	found bool
+}
+
+func newDaemonLanes(socket string) *daemonLanes {
+	c, err := api.Dial(socket)
+	return &daemonLanes{client: c, err: err, known: map[uint64]laneAnswer{}}
+}
+
+func (d *daemonLanes) close() {
+	if d.client != nil {
+		d.client.Close()
+	}
+}
+
+// apply sets each flow's lane and keeps those in want (all if want is empty).
+func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow {
+	if d.client == nil {
+		return flows
+	}
+	now := time.Now()
+	var ask []uint64
+	for i := range flows {
+		c := flows[i].Cookie
+		a, ok := d.known[c]
+		if c != 0 && (!ok || (!a.found && now.Sub(a.asked) > 2*time.Second)) {
+			ask = append(ask, c)
+		}
+	}
+	if len(ask) > 0 {
+		got, err := d.client.SocketLanes(ask)
+		if err != nil {
+			if !d.warned {
+				slog.Warn("lanes of sockets from the daemon", "err", err)
+				d.warned = true
+			}
+		} else {
+			for _, c := range ask {
+				l, found := got[c]
+				if !found || l == lane.Unset {
+					l = lane.Interactive
+				}
+				d.known[c] = laneAnswer{l: l, asked: now, found: found}
+			}
+		}
+	}
+	if len(d.known) > 4*len(flows)+1024 { // forget closed sockets now and then
+		live := make(map[uint64]bool, len(flows))
+		for i := range flows {
+			live[flows[i].Cookie] = true
+		}
+		for c := range d.known {
+			if !live[c] {
+				delete(d.known, c)
+			}
+		}
+	}
+	out := flows[:0]
+	for i := range flows {
+		if a, ok := d.known[flows[i].Cookie]; ok {
+			flows[i].Lane = a.l
+		}
+		if len(want) == 0 || slices.Contains(want, flows[i].Lane) {
+			out = append(out, flows[i])
+		}
+	}
+	return out
 }

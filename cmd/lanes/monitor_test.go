@@ -1,0 +1,123 @@
+// monitor_test.go: `lanes monitor` shows the lanes the daemon knows for the
+// sampled sockets (asked over the daemon's API socket) and filters by them.
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// laneHandler answers socket-lanes requests from a map; the daemon's
+// other operations are not needed by the monitor.
+type laneHandler struct {
+	lanes map[uint64]lane.Lane
+	asked int
+}
+
+var errNotHere = errors.New("not in this test")
+
+func (h *laneHandler) Status() (*api.Status, error)                 { return nil, errNotHere }
+func (h *laneHandler) Flows() ([]api.FlowInfo, error)               { return nil, errNotHere }
+func (h *laneHandler) Register(api.Cred, api.Flow, lane.Lane) error { return errNotHere }
+func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return errNotHere }
+func (h *laneHandler) MovePID(api.Cred, int, lane.Lane) error       { return errNotHere }
+func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)         { return "", errNotHere }
+func (h *laneHandler) Owners() api.Owners                           { return nil }
+func (h *laneHandler) AccessGroup() string                          { return "" }
+func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
+	h.asked += len(c)
+	out := map[uint64]lane.Lane{}
+	for _, k := range c {
+		if l, ok := h.lanes[k]; ok {
+			out[k] = l
+		}
+	}
+	return out, nil
+}
+
+func socketCookie(t *testing.T, c net.Conn) uint64 {
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookie uint64
+	var serr error
+	rc.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+	if serr != nil {
+		t.Fatalf("SO_COOKIE: %v", serr)
+	}
+	return cookie
+}
+
+func TestMonitorLanesFromDaemon(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := &laneHandler{lanes: map[uint64]lane.Lane{socketCookie(t, c): lane.Background}}
+	sock := filepath.Join(t.TempDir(), "lanes.sock")
+	srv, err := api.Listen(sock, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx)
+	defer srv.Close()
+
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	out, stderr, code := runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "3", "--interval", "20ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	flows, err := tcpmon.ReadFlows(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLane := map[lane.Lane]int{}
+	for _, f := range flows {
+		byLane[f.Lane]++
+	}
+	// 2 sockets x 3 samples: the client's in background, the server's
+	// (unknown to the daemon) in the default lane.
+	if byLane[lane.Background] != 3 || byLane[lane.Interactive] != 3 {
+		t.Errorf("lanes %v, want 3 background and 3 interactive", byLane)
+	}
+	if h.asked > 4 {
+		t.Errorf("daemon asked about %d cookies for 2 sockets in 3 samples: no caching?", h.asked)
+	}
+	out, _, code = runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "2", "--lane", "background")
+	flows, err = tcpmon.ReadFlows(strings.NewReader(out))
+	if code != 0 || err != nil || len(flows) != 2 || flows[0].Lane != lane.Background {
+		t.Errorf("--lane background: exit %d, %v, %+v", code, err, flows)
+	}
+	if _, stderr, code := runLanes(t, "monitor", "--socket", filepath.Join(t.TempDir(), "none.sock"), "--lane", "background", "--count", "1"); code != 1 || !strings.Contains(stderr, "daemon") {
+		t.Errorf("--lane without a daemon: exit %d, %q", code, stderr)
+	}
+}
