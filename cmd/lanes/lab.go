@@ -2,7 +2,7 @@
 //
 //	lanes lab list                      experiments
 //	lanes lab run NAME [--results DIR] [--quick] [--json] [experiment flags]
-//	lanes lab report DIR                print a stored result again
+//	lanes lab report DIR                print a stored result again, redraw its figures
 //	lanes lab demo                      short lbe run with the paper's numbers
 //	lanes lab clean                     remove namespaces of dead lab runs
 //	lanes lab helper ...                traffic programs run inside hosts (internal)
@@ -52,7 +52,11 @@ func runLab(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		printTables(e, r)
-		return nil
+		files, err := lab.DrawPlots(rest[0], r)
+		for _, f := range files {
+			fmt.Fprintf(e.stderr, "drew %s\n", f)
+		}
+		return err
 	case "clean":
 		names, err := topo.Clean()
 		for _, n := range names {

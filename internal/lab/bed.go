@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -43,10 +44,11 @@ type Bed struct {
 	Hosts map[string]*emu.Host
 	Gates map[string]*topo.Gate
 
-	gateLinks map[string]*emu.Link
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	gateLinks   map[string]*emu.Link
+	policyFiles []string // temporary policy folders, removed on Close
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
 }
 
 // NewBed starts an empty bed; cc is the hosts' congestion control ("" =
@@ -188,6 +190,9 @@ func (b *Bed) Close() error {
 		b.wg.Wait()
 		b.Emu.Wait()
 		errs = append(errs, b.Topo.Close())
+		for _, d := range b.policyFiles {
+			_ = os.RemoveAll(d)
+		}
 		for _, g := range b.Gates {
 			g.Close()
 		}

@@ -823,6 +823,10 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	run.Records = recs
 	run.summarize(flows)
 	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
+	for i := range rtlane.DbgMax {
+		env.Printf(" dbg%d=%v", i, time.Duration(rtlane.DbgMax[i].Swap(0)))
+	}
+	env.Printf("\n")
 	return run, nil
 }
 

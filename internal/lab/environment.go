@@ -63,9 +63,12 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 	} else {
 		e.Preempt = strings.TrimSpace(cstr(u.Version[:]))
 	}
-	if env != nil && env.Policy != "" {
+	if env != nil {
 		e.Policy = env.Policy
-		if b, err := os.ReadFile(env.Policy); err == nil {
+		if e.Policy == "" {
+			e.Policy = env.lastPolicy
+		}
+		if b, err := os.ReadFile(e.Policy); err == nil && e.Policy != "" {
 			e.PolicyText = string(b)
 		}
 	}

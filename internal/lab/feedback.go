@@ -116,6 +116,8 @@ type FeedbackTrial struct {
 
 var cwndRe = regexp.MustCompile(`cwnd:(\d+)`)
 
+func nan() float64 { return math.NaN() }
+
 // NiceEstimate is the paper's t = ceil(log2 w) x T_delay with T_delay = 200 ms.
 func NiceEstimate(w int) time.Duration {
 	if w <= 1 {
@@ -187,7 +189,7 @@ func init() {
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
-		}})
+		}, Plot: plotFeedback})
 }
 
 func feedbackTrial(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (FeedbackTrial, error) {

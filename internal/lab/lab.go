@@ -41,6 +41,10 @@ type Experiment struct {
 	// Setup registers the experiment's flags on fs and returns the function
 	// that runs it with the parsed values.
 	Setup func(fs *flag.FlagSet) RunFunc
+	// Plot, if set, draws figures from a result (its Data as stored in
+	// result.json); WriteResult and `lanes lab report` save them as PNG and
+	// SVG beside the JSON.
+	Plot func(r *Result) ([]Figure, error)
 }
 
 var (
@@ -86,8 +90,11 @@ type Env struct {
 	// Exe is the lanes binary that helpers and the daemon run as
 	// (default: this executable). Tests set it to the test binary.
 	Exe string
-	// Policy is the lanes policy file the run uses, if any (recorded).
+	// Policy is a lanes policy file for the daemons a run starts (recorded
+	// with the results). Empty: experiments write their own.
 	Policy string
+
+	lastPolicy string // the policy an experiment generated, for the record
 }
 
 // Printf writes a progress line.

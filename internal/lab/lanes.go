@@ -42,18 +42,24 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 	if upCfg.Trace != nil {
 		rate = upCfg.Trace.MeanRate()
 	}
-	dir, err := os.MkdirTemp("", "lanes-lab-policy-")
-	if err != nil {
-		return err
-	}
-	pol := filepath.Join(dir, "policy.yaml")
-	text := fmt.Sprintf("# lab policy for method %s: the phone's uplink, shaped far above the link;\n# the lab drives class 1:1 as the device gate.\ninterfaces:\n  - name: %s\n    mode: shaped\n    uplink: %dbit\n",
-		m.ID, TUNName, uint64(rate*50))
-	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
-		return err
-	}
-	if env != nil && env.Policy == "" {
-		env.Policy = pol
+	pol := ""
+	if env != nil && env.Policy != "" {
+		pol = env.Policy // the user's: it must manage up0 (shaped) for the gate to apply
+	} else {
+		dir, err := os.MkdirTemp("", "lanes-lab-policy-")
+		if err != nil {
+			return err
+		}
+		pol = filepath.Join(dir, "policy.yaml")
+		text := fmt.Sprintf("# lab policy for method %s: the phone's uplink, shaped far above the link;\n# the lab drives class 1:1 as the device gate.\ninterfaces:\n  - name: %s\n    mode: shaped\n    uplink: %dbit\n",
+			m.ID, TUNName, uint64(rate*50))
+		if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
+			return err
+		}
+		bed.policyFiles = append(bed.policyFiles, dir)
+		if env != nil {
+			env.lastPolicy = pol
+		}
 	}
 	sock := lanesSocket(bed)
 	d, err := phone.StartCommand(c.Lanes, "daemon", "--policy", pol, "--socket", sock)

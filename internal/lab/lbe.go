@@ -604,7 +604,7 @@ func init() {
 				dropUnavailable(c, r)
 				return runLBEExperiment(ctx, env, "lbe", c, r)
 			}
-		}})
+		}, Plot: plotLBE})
 	Register(Experiment{Name: "lbe-overhead", Summary: "LW-LBE figures 11–12: no background, 8 KB vs 1.5 KB device queue",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			c := &LBEConfig{}
@@ -617,5 +617,5 @@ func init() {
 				r := &Result{Experiment: "lbe-overhead", Started: time.Now()}
 				return runLBEExperiment(ctx, env, "lbe-overhead", c, r)
 			}
-		}})
+		}, Plot: plotLBE})
 }

@@ -55,6 +55,9 @@ func WriteResult(base string, r *Result) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return "", fmt.Errorf("write results.md: %w", err)
 	}
+	if _, err := DrawPlots(dir, r); err != nil {
+		return dir, err
+	}
 	return dir, nil
 }
 

@@ -101,3 +101,26 @@ func TestRegistry(t *testing.T) {
 	}()
 	Register(Experiment{Name: "lbe"})
 }
+
+func TestDrawPlots(t *testing.T) {
+	cells := []LBECell{
+		{Method: "2", Dir: "upload", SizeKB: 100, Time: Summary{N: 2, Mean: 1.6, P95: 1.7}},
+		{Method: "2", Dir: "upload", SizeKB: 400, Time: Summary{N: 2, Mean: 5.8, P95: 6.1}},
+		{Method: "4", Dir: "upload", SizeKB: 100, Time: Summary{N: 2, Mean: 0.9, P95: 1.0}},
+		{Method: "4", Dir: "upload", SizeKB: 400, Time: Summary{N: 2, Mean: 2.9, P95: 3.0}},
+	}
+	r := &Result{Experiment: "lbe", Data: map[string]any{"cells": cells}}
+	dir := t.TempDir()
+	files, err := DrawPlots(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 6 {
+		t.Fatalf("drew %v", files)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() < 500 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+// plots.go: figures drawn from a result's JSON (PNG and SVG beside it).
+//
+// An experiment with a Plot function gets its figures drawn by WriteResult
+// and redrawn by `lanes lab report DIR`, always from the stored result.json
+// (Result.Data decoded again), so a figure never shows what the JSON lacks.
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/lanes-net/lanes/internal/plot"
+)
+
+// Figure is one named figure of a result (files NAME.png and NAME.svg).
+type Figure struct {
+	Name string
+	Fig  *plot.Figure
+}
+
+// DrawPlots draws the experiment's figures for r into dir and returns the
+// files written (none if the experiment has no Plot function).
+func DrawPlots(dir string, r *Result) ([]string, error) {
+	x, ok := Lookup(r.Experiment)
+	if !ok || x.Plot == nil {
+		return nil, nil
+	}
+	// Round-trip Data through JSON so live and stored results draw alike.
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil {
+		return nil, err
+	}
+	figs, err := x.Plot(&back)
+	if err != nil {
+		return nil, fmt.Errorf("plot %s: %w", r.Experiment, err)
+	}
+	var files []string
+	for _, f := range figs {
+		for _, ext := range []string{".png", ".svg"} {
+			p := filepath.Join(dir, f.Name+ext)
+			if err := f.Fig.Save(p); err != nil {
+				return files, fmt.Errorf("draw %s: %w", p, err)
+			}
+			files = append(files, p)
+		}
+	}
+	return files, nil
+}
+
+// decodeData re-decodes a result's Data into v.
+func decodeData(r *Result, v any) error {
+	b, err := json.Marshal(r.Data)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// plotLBE draws completion time and CPU against size, one line per method,
+// one panel per direction (the paper's figures 6–9, 11–12).
+func plotLBE(r *Result) ([]Figure, error) {
+	var d struct {
+		Cells []LBECell `json:"cells"`
+	}
+	if err := decodeData(r, &d); err != nil {
+		return nil, err
+	}
+	dirs := map[string]bool{}
+	methods := map[string]bool{}
+	for _, c := range d.Cells {
+		dirs[c.Dir], methods[c.Method] = true, true
+	}
+	names := map[string]string{"1": "(1) no bg, 8 KB", "2": "(2) bg, no LBE, 8 KB", "3": "(3) task LBE, 1.5 KB",
+		"4": "(4) lanes, 1.5 KB", "5": "(5) pfifo_fast, 1.5 KB", "6": "(6) lanes, 8 KB", "1s": "(1s) no bg, 1.5 KB"}
+	var ms []string
+	for m := range methods {
+		ms = append(ms, m)
+	}
+	sort.Strings(ms)
+	mk := func(title, ylabel, unit string, val func(LBECell) float64) *plot.Figure {
+		f := &plot.Figure{Title: title, XLabel: "foreground size", XUnit: "KB"}
+		for _, dir := range []string{"download", "upload"} {
+			if !dirs[dir] {
+				continue
+			}
+			p := plot.Panel{YLabel: dir + " " + ylabel, Unit: unit}
+			for _, m := range ms {
+				s := plot.Series{Name: names[m]}
+				for _, c := range d.Cells {
+					if c.Dir == dir && c.Method == m && c.Time.N > 0 {
+						s.X = append(s.X, float64(c.SizeKB))
+						s.Y = append(s.Y, val(c))
+					}
+				}
+				if len(s.X) > 0 {
+					p.Series = append(p.Series, s)
+				}
+			}
+			f.Panels = append(f.Panels, p)
+		}
+		return f
+	}
+	return []Figure{
+		{"times", mk(r.Experiment+": foreground completion time (mean)", "time", "s", func(c LBECell) float64 { return c.Time.Mean })},
+		{"times-p95", mk(r.Experiment+": foreground completion time (p95)", "time", "s", func(c LBECell) float64 { return c.Time.P95 })},
+		{"cpu", mk(r.Experiment+": CPU of the phone's tasks per transfer (mean)", "CPU", "ms", func(c LBECell) float64 { return c.CPU.Mean })},
+	}, nil
+}
+
+// plotFeedback draws the background's share of the uplink after the
+// foreground starts, first trial of each method.
+func plotFeedback(r *Result) ([]Figure, error) {
+	var d struct {
+		Trials []FeedbackTrial `json:"trials"`
+	}
+	if err := decodeData(r, &d); err != nil {
+		return nil, err
+	}
+	p := plot.Panel{YLabel: "background share of uplink", Unit: "%", YMin: 0, YMax: 100}
+	seen := map[string]bool{}
+	for _, t := range d.Trials {
+		if seen[t.Method] {
+			continue
+		}
+		seen[t.Method] = true
+		s := plot.Series{Name: "method " + t.Method}
+		for i, sh := range t.Shares {
+			s.X = append(s.X, float64(i+1)*meterBin.Seconds())
+			if sh < 0 {
+				s.Y = append(s.Y, nan())
+			} else {
+				s.Y = append(s.Y, sh*100)
+			}
+		}
+		p.Series = append(p.Series, s)
+	}
+	return []Figure{{"background-share", &plot.Figure{Title: "lbe-feedback: background share after the foreground upload starts",
+		XLabel: "time since start", XUnit: "s", Panels: []plot.Panel{p}}}}, nil
+}
