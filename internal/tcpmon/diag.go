@@ -1,16 +1,20 @@
 // diag.go: a minimal NETLINK_SOCK_DIAG client for TCP sockets, written
 // against the uapi (linux/inet_diag.h, linux/sock_diag.h) the way ss does it.
 //
-// One request per address family: SOCK_DIAG_BY_FAMILY with NLM_F_DUMP and an
-// inet_diag_req_v2 asking for INFO, MEMINFO, SKMEMINFO, CONG and TOS; the
-// kernel answers with one inet_diag_msg plus attributes per socket, spread
-// over several datagrams of at most 32 KiB, ended by NLMSG_DONE.
+// One dump request per sample (TCPDIAG_GETSOCK for both families in one
+// hash walk, else SOCK_DIAG_BY_FAMILY per family) with NLM_F_DUMP, asking
+// for INFO, SKMEMINFO and CONG, optionally with filter bytecode; the kernel
+// answers with one inet_diag_msg plus attributes per socket, spread over
+// several datagrams of at most 32 KiB, ended by NLMSG_DONE.
 //
 //   - openDiag      opens the netlink socket, inside a network namespace if
 //     given (the socket stays bound to that namespace afterwards).
-//   - (*diagConn).dump  sends one request and calls fn for every socket.
+//   - (*diagConn).dumpAll  sends the request(s), falling back when the
+//     kernel refuses one, and calls fn for every socket.
 //   - parseDiagMsg  decodes one inet_diag_msg and its attributes (pure; unit
-//     tested on crafted messages).
+//     tested on crafted messages). MEMINFO, TOS, MARK, SHUTDOWN and
+//     CGROUP_ID are decoded when present.
+//   - diagFilter    compiles port and cgroup conditions to inet_diag bytecode.
 //
 // Note: sockets may vanish or appear while the kernel walks its hash tables;
 // the dump then simply lacks or gains them, and the kernel may set
