@@ -41,6 +41,7 @@ type FixedAccuracy struct {
 	RTTErrMs      float64   `json:"rtt_err_ms"` // median - 2 x delay
 	Window        float64   `json:"window_s"`
 	UpStats       emu.LinkStats
+	Environment   *Environment `json:"-"` // of the testbed, captured after the traffic
 }
 
 // seqTracker follows the highest TCP sequence end of packets sent from src
@@ -153,6 +154,7 @@ func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window
 	res.ExpectedBps = rate * 1448 / 1500
 	res.GoodputErrPct = (res.GoodputBps - res.ExpectedBps) / res.ExpectedBps * 100
 	res.UpStats = up.Stats()
+	res.Environment = CaptureEnvironment(bed.Topo, env, nil)
 	return res, nil
 }
 
@@ -326,7 +328,7 @@ func init() {
 						{"ceiling, TUN to TUN (1 core, 100 B)", fmt.Sprintf("%.0f pkt/s", tcs.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tcs.Gbps), "report"},
 					}}}
 				r.Data = map[string]any{"fixed": fa, "trace": ta, "ceiling_link": c, "ceiling_tun_1500": tc, "ceiling_tun_100": tcs}
-				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Environment = fa.Environment
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
