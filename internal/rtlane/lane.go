@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -149,15 +148,16 @@ func putPending(pk *pending) {
 
 // Lane is the realtime lane. New, then Run; Close stops it.
 type Lane struct {
-	cfg     Config
-	log     *slog.Logger
-	lfd     int // listening unix socket, -1 when closed
-	lfdMu   sync.Mutex
-	nl      *netlink.Handle
-	tx      [2][2]*net.UDPConn // [v4|v6][plain|class]
-	rate    atomic.Uint64      // bit/s
-	reserve int64              // bytes
-	bound   int64              // bytes
+	cfg   Config
+	log   *slog.Logger
+	lfd   int // listening unix socket, -1 when closed
+	lfdMu sync.Mutex
+	nl    *netlink.Handle
+	tx    [2][2]int // UDP sockets [v4|v6][plain|class], -1 = none
+
+	rate    atomic.Uint64 // bit/s
+	reserve int64         // bytes
+	bound   int64         // bytes
 	trace   func(Event)
 
 	mu        SpinLock // queue, pending, busyUntil, counters (spin.go: why not sync.Mutex)
@@ -177,13 +177,14 @@ type Lane struct {
 	started atomic.Bool
 	runDone chan struct{}
 
-	routeMu sync.Mutex
-	routes  map[netip.Addr]routeInfo
-}
-
-type routeInfo struct {
-	class bool
-	at    time.Time
+	// Which destinations leave through a device with the lanes tree: an
+	// immutable snapshot the releaser reads without locking; the first
+	// request to a new destination looks it up (in its reader), a
+	// background goroutine refreshes them. Netlink dumps take the RTNL lock,
+	// which namespace churn elsewhere can hold for tens of milliseconds: never
+	// on the release path.
+	routeMu sync.Mutex // serializes writers of routes
+	routes  atomic.Pointer[map[netip.Addr]bool]
 }
 
 // Option adjusts a Lane at construction.
@@ -203,18 +204,18 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		return nil, fmt.Errorf("realtime config: %w", err)
 	}
 	l := &Lane{
-		cfg: cfg, log: slog.Default(), lfd: -1,
+		cfg: cfg, log: slog.Default(), lfd: -1, tx: [2][2]int{{-1, -1}, {-1, -1}},
 		reserve: int64(cfg.Reserve), bound: int64(cfg.Backlog),
 		q: edf.NewTree(1024), pend: map[uint64]*pending{},
 		flows: map[flowKey]*FlowStats{}, conns: map[*conn]struct{}{},
 		efd: -1, done: make(chan struct{}), runDone: make(chan struct{}),
-		routes: map[netip.Addr]routeInfo{},
 		totals: Counters{MinMarginNs: 1<<63 - 1},
 	}
 	for _, o := range opts {
 		o(l)
 	}
 	l.rate.Store(cfg.Rate.Bits())
+	l.routes.Store(&map[netip.Addr]bool{})
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("realtime: eventfd: %w", err)
@@ -234,9 +235,9 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		return nil, fmt.Errorf("realtime: netlink: %w", err)
 	}
 	l.nl = h
-	for fam, network := range []string{"udp4", "udp6"} {
+	for fam, af := range []int{unix.AF_INET, unix.AF_INET6} {
 		for kind := 0; kind < 2; kind++ {
-			c, err := openSender(network, kind == 1)
+			fd, err := openSender(af, kind == 1)
 			if err != nil {
 				if fam == 1 {
 					l.log.Info("realtime: no IPv6 sender", "err", err)
@@ -244,7 +245,7 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 				}
 				return nil, err
 			}
-			l.tx[fam][kind] = c
+			l.tx[fam][kind] = fd
 		}
 	}
 	if l.rate.Load() == 0 {
@@ -288,31 +289,30 @@ func listenSeqpacket(path string) (int, error) {
 	return fd, nil
 }
 
-// openSender opens an unconnected UDP socket; class selects SO_PRIORITY =
-// the realtime classid (needs CAP_NET_ADMIN) rather than TC_PRIO_INTERACTIVE.
-func openSender(network string, class bool) (*net.UDPConn, error) {
-	c, err := net.ListenUDP(network, nil)
+// openSender opens an unconnected, blocking UDP socket (sends are plain
+// syscalls on the releaser's thread, never a wait in Go's netpoller); class
+// selects SO_PRIORITY = the realtime classid (needs CAP_NET_ADMIN) rather
+// than TC_PRIO_INTERACTIVE. A large send buffer and a 2 ms send timeout:
+// datagrams stay charged to the socket until the device frees them.
+func openSender(af int, class bool) (int, error) {
+	fd, err := unix.Socket(af, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("realtime: %s socket: %w", network, err)
+		return -1, fmt.Errorf("realtime: UDP socket (family %d): %w", af, err)
 	}
 	prio := 6 // TC_PRIO_INTERACTIVE
 	if class {
 		prio = int(lane.Realtime.ClassID())
 	}
-	rc, err := c.SyscallConn()
-	if err == nil {
-		cerr := rc.Control(func(fd uintptr) {
-			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, prio)
-		})
-		if cerr != nil {
-			err = cerr
-		}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PRIORITY, prio); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("realtime: SO_PRIORITY %#x: %w", prio, err)
 	}
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("realtime: SO_PRIORITY %#x on %s socket: %w", prio, network, err)
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	}
-	return c, nil
+	tv := unix.NsecToTimeval(2_000_000)
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	return fd, nil
 }
 
 // autoRate reads the link speed of the default route's device from sysfs.
@@ -380,10 +380,14 @@ func (l *Lane) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		l.release(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		l.refreshRoutes(ctx, 2*time.Second)
 	}()
 	go func() {
 		select {
@@ -459,10 +463,11 @@ func (l *Lane) closeSockets() error {
 		l.lfd = -1
 	}
 	l.lfdMu.Unlock()
-	for _, f := range l.tx {
-		for _, c := range f {
-			if c != nil {
-				c.Close()
+	for i := range l.tx {
+		for j, fd := range l.tx[i] {
+			if fd >= 0 {
+				unix.Close(fd)
+				l.tx[i][j] = -1
 			}
 		}
 	}
@@ -555,7 +560,7 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 		reason = wire.ReasonTooBig
 	case !r.Dst.IsValid() || r.Dst.Port() == 0 || r.Dst.Addr().IsUnspecified():
 		reason = wire.ReasonBadDest
-	case r.Dst.Addr().Is6() && l.tx[1][0] == nil:
+	case r.Dst.Addr().Is6() && l.tx[1][0] < 0:
 		reason = wire.ReasonBadDest
 	}
 	var deadline int64
@@ -565,6 +570,9 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 		deadline = int64(r.Deadline)
 	}
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
+	if reason == wire.ReasonNone {
+		l.classFor(r.Dst.Addr()) // a new destination is looked up here, not when released
+	}
 	var pk *pending
 	if reason == wire.ReasonNone { // allocate outside the lock
 		pk = getPending()
@@ -744,36 +752,90 @@ func (l *Lane) send(pk *pending) error {
 	if l.classFor(pk.dst.Addr()) {
 		kind = 1
 	}
-	_, err := l.tx[fam][kind].WriteToUDPAddrPort(pk.payload, pk.dst)
-	return err
+	var sa unix.Sockaddr
+	if fam == 0 {
+		sa = &unix.SockaddrInet4{Port: int(pk.dst.Port()), Addr: pk.dst.Addr().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(pk.dst.Port()), Addr: pk.dst.Addr().As16()}
+	}
+	for {
+		err := unix.Sendto(l.tx[fam][kind], pk.payload, 0, sa)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // classFor reports whether the destination's egress device has a lanes HTB
-// root, so that SO_PRIORITY = 1:11 selects the realtime leaf.
+// root, so that SO_PRIORITY = 1:11 selects the realtime leaf: from the
+// snapshot, looking it up if it is not there yet.
 func (l *Lane) classFor(a netip.Addr) bool {
-	l.routeMu.Lock()
-	defer l.routeMu.Unlock()
-	if ri, ok := l.routes[a]; ok && time.Since(ri.at) < time.Second {
-		return ri.class
+	if c, ok := (*l.routes.Load())[a]; ok {
+		return c
 	}
-	ri := routeInfo{at: time.Now()}
-	if rs, err := l.nl.RouteGet(a.AsSlice()); err == nil && len(rs) > 0 {
-		if link, err := l.nl.LinkByIndex(rs[0].LinkIndex); err == nil {
-			if qs, err := l.nl.QdiscList(link); err == nil {
-				for _, q := range qs {
-					at := q.Attrs()
-					if at.Parent == netlink.HANDLE_ROOT && at.Handle == uint32(lane.RootMajor)<<16 && q.Type() == "htb" {
-						ri.class = true
-					}
-				}
-			}
+	c := l.lookupClass(a)
+	l.routeMu.Lock()
+	old := *l.routes.Load()
+	m := make(map[netip.Addr]bool, len(old)+1)
+	if len(old) < 4096 {
+		for k, v := range old {
+			m[k] = v
 		}
 	}
-	if len(l.routes) > 4096 {
-		clear(l.routes)
+	m[a] = c
+	l.routes.Store(&m)
+	l.routeMu.Unlock()
+	return c
+}
+
+// lookupClass asks the kernel: route to a, its device, the device's root.
+func (l *Lane) lookupClass(a netip.Addr) bool {
+	rs, err := l.nl.RouteGet(a.AsSlice())
+	if err != nil || len(rs) == 0 {
+		return false
 	}
-	l.routes[a] = ri
-	return ri.class
+	link, err := l.nl.LinkByIndex(rs[0].LinkIndex)
+	if err != nil {
+		return false
+	}
+	qs, err := l.nl.QdiscList(link)
+	if err != nil {
+		return false
+	}
+	for _, q := range qs {
+		at := q.Attrs()
+		if at.Parent == netlink.HANDLE_ROOT && at.Handle == uint32(lane.RootMajor)<<16 && q.Type() == "htb" {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshRoutes re-resolves every known destination every interval, so a
+// lanes tree installed or removed later is followed.
+func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		old := *l.routes.Load()
+		m := make(map[netip.Addr]bool, len(old))
+		for a := range old {
+			m[a] = l.lookupClass(a)
+		}
+		l.routeMu.Lock()
+		for a, v := range *l.routes.Load() { // added meanwhile
+			if _, ok := m[a]; !ok {
+				m[a] = v
+			}
+		}
+		l.routes.Store(&m)
+		l.routeMu.Unlock()
+	}
 }
 
 // conn is one client connection, served by one goroutine on its own
