@@ -823,10 +823,6 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	run.Records = recs
 	run.summarize(flows)
 	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
-	for i := range rtlane.DbgMax {
-		env.Printf(" dbg%d=%v", i, time.Duration(rtlane.DbgMax[i].Swap(0)))
-	}
-	env.Printf("\n")
 	return run, nil
 }
 
@@ -1062,7 +1058,7 @@ func (b *dlBed) sweep(ctx context.Context, env *Env, p dlParams) (Table, int, er
 	saved := b.rate
 	b.rate = 1_000_000_000
 	defer func() { b.rate = saved }()
-	for _, rate := range []int{1000, 2000, 5000, 10000, 20000, 40000} {
+	for _, rate := range []int{1000, 2000, 3000, 4000, 5000, 7000, 10000, 15000, 20000} {
 		const clients = 4
 		per := time.Duration(float64(time.Second) * clients / float64(rate))
 		var flows []dlFlow
