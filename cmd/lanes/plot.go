@@ -8,13 +8,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/plot"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
@@ -67,7 +64,7 @@ func runPlot(_ context.Context, e *env, args []string) error {
 	if t == "" {
 		t = "TCP flows from " + path
 	}
-	fig := flowFigure(flows, t, *top, *match, *smooth)
+	fig := tcpmon.FlowFigure(flows, tcpmon.FigureOptions{Title: t, Top: *top, Match: *match, Smooth: *smooth})
 	if len(fig.Panels[0].Series) == 0 {
 		return fmt.Errorf("%s: no flow matches %q", path, *match)
 	}
@@ -83,95 +80,4 @@ func runPlot(_ context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "wrote %s\n", prefix+ext)
 	}
 	return nil
-}
-
-// flowFigure groups flow samples by socket and makes the three panels.
-func flowFigure(flows []tcpmon.Flow, title string, top int, match string, smooth time.Duration) *plot.Figure {
-	type series struct {
-		name         string
-		x, cwnd, rtt []float64
-		thr, acked   []float64
-		bytes        uint64
-	}
-	t0 := flows[0].Time
-	for _, f := range flows {
-		if f.Time.Before(t0) {
-			t0 = f.Time
-		}
-	}
-	by := map[string]*series{}
-	var order []string
-	for i := range flows {
-		f := &flows[i]
-		if match != "" && !strings.Contains(f.Key(), match) {
-			continue
-		}
-		if f.CAState == "" {
-			continue // no tcp_info: a closing socket's time-wait remains
-		}
-		key := f.Key()
-		if f.Cookie != 0 {
-			key = fmt.Sprintf("%d", f.Cookie)
-		}
-		s := by[key]
-		if s == nil {
-			name := f.Src + "->" + f.Dst
-			if i := strings.LastIndex(f.Src, ":"); i >= 0 {
-				name = f.Src[i:] + "->" + f.Dst // local port is enough
-			}
-			if f.Comm != "" {
-				name = f.Comm + " " + name
-			}
-			s = &series{name: name}
-			by[key] = s
-			order = append(order, key)
-		}
-		x := f.Time.Sub(t0).Seconds()
-		s.x = append(s.x, x)
-		s.cwnd = append(s.cwnd, float64(f.Cwnd))
-		s.rtt = append(s.rtt, float64(f.SRTT)/1000)
-		s.thr = append(s.thr, f.Throughput/1e6)
-		s.acked = append(s.acked, float64(f.BytesAcked))
-		s.bytes = max(s.bytes, f.BytesAcked+f.BytesRecv)
-	}
-	sort.SliceStable(order, func(i, j int) bool { return by[order[i]].bytes > by[order[j]].bytes })
-	if top > 0 && len(order) > top {
-		order = order[:top]
-	}
-	fig := &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{
-		{YLabel: "cwnd", Unit: "segments"},
-		{YLabel: "smoothed RTT", Unit: "ms"},
-		{YLabel: "throughput", Unit: "Mbit/s"},
-	}}
-	for _, k := range order {
-		s := by[k]
-		if smooth > 0 {
-			s.thr = windowRate(s.x, s.acked, smooth.Seconds())
-		}
-		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: s.name, X: s.x, Y: s.cwnd})
-		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: s.name, X: s.x, Y: s.rtt})
-		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: s.name, X: s.x, Y: s.thr})
-	}
-	return fig
-}
-
-// windowRate is the rate of a cumulative byte counter over a trailing
-// window, in Mbit/s: at each sample, the bytes since the latest sample at
-// least window earlier (or the first one) over the time between them. The
-// first half window of a flow has no value (NaN): a rate over a few
-// microseconds of its initial burst means nothing.
-func windowRate(x, bytes []float64, window float64) []float64 {
-	out := make([]float64, len(x))
-	j := 0
-	for i := range x {
-		for j+1 < i && x[i]-x[j+1] >= window {
-			j++
-		}
-		if dt := x[i] - x[j]; i > 0 && dt > 0 && x[i]-x[0] >= window/2 {
-			out[i] = (bytes[i] - bytes[j]) * 8 / dt / 1e6
-		} else {
-			out[i] = math.NaN()
-		}
-	}
-	return out
 }

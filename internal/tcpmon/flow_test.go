@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -203,5 +205,40 @@ func TestReadEventsAndProbeFlows(t *testing.T) {
 	}
 	if _, err := ReadEvents(strings.NewReader(`{"time":"2026-01-02T03:04:05Z","kind":"probe","cwnd":"x"}` + "\n")); !errors.As(err, &le) || le.Line != 1 {
 		t.Errorf("bad event: %v", err)
+	}
+}
+
+func TestFlowFigure(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var fl []Flow
+	for i := 0; i < 50; i++ {
+		at := t0.Add(time.Duration(i) * 20 * time.Millisecond)
+		fl = append(fl,
+			Flow{Time: at, Cookie: 1, Src: "10.0.0.1:1000", Dst: "10.0.0.2:80", CAState: "open", Cwnd: uint32(10 + i), SRTT: 2000, BytesAcked: uint64(i) * 25000, Comm: "big"},
+			Flow{Time: at, Cookie: 2, Src: "10.0.0.1:1001", Dst: "10.0.0.2:80", CAState: "open", Cwnd: 5, SRTT: 4000, BytesAcked: uint64(i) * 100},
+			Flow{Time: at, Cookie: 3, Src: "10.0.0.1:1002", Dst: "10.0.0.2:80", State: "FIN-WAIT-2"}, // no tcp_info
+		)
+	}
+	fig := FlowFigure(fl, FigureOptions{Title: "t", Smooth: 100 * time.Millisecond})
+	if len(fig.Panels) != 3 {
+		t.Fatalf("%d panels", len(fig.Panels))
+	}
+	cw := fig.Panels[0].Series
+	if len(cw) != 2 || cw[0].Name != "big :1000->10.0.0.2:80" {
+		t.Fatalf("series %+v: want the two flows with tcp_info, biggest first", cw)
+	}
+	if cw[0].Y[49] != 59 || fig.Panels[1].Series[1].Y[0] != 4 {
+		t.Errorf("cwnd %v / rtt %v", cw[0].Y[49], fig.Panels[1].Series[1].Y[0])
+	}
+	// 25000 bytes per 20 ms = 10 Mbit/s once past the first half window.
+	thr := fig.Panels[2].Series[0].Y
+	if !math.IsNaN(thr[1]) || math.Abs(thr[20]-10) > 1e-9 {
+		t.Errorf("throughput %v", thr[:21])
+	}
+	if got := FlowFigure(fl, FigureOptions{Top: 1, Match: ":100"}); len(got.Panels[0].Series) != 1 {
+		t.Errorf("Top 1: %d series", len(got.Panels[0].Series))
+	}
+	if err := fig.WriteSVG(io.Discard); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,0 +1,120 @@
+// figure.go: FlowFigure, the cwnd / RTT / throughput figure of sampled or
+// traced flows (internal/plot), shared by `lanes plot` and the lab.
+package tcpmon
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/plot"
+)
+
+// FigureOptions shapes FlowFigure.
+type FigureOptions struct {
+	Title string
+	Top   int    // plot the Top flows that moved the most bytes (0: all)
+	Match string // only flows whose "src->dst" contains this
+	// Smooth computes throughput from bytes_acked over this trailing
+	// window instead of using each sample's own rate (0).
+	Smooth time.Duration
+}
+
+// FlowFigure draws flow samples (or ProbeFlows of an event trace) as three
+// panels over time: cwnd, smoothed RTT and throughput, one line per socket.
+// It is what `lanes plot` draws; the lab uses it for its TCP figures.
+func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
+	title, top, match, smooth := o.Title, o.Top, o.Match, o.Smooth
+	type series struct {
+		name         string
+		x, cwnd, rtt []float64
+		thr, acked   []float64
+		bytes        uint64
+	}
+	var t0 time.Time
+	if len(flows) > 0 {
+		t0 = flows[0].Time
+	}
+	for _, f := range flows {
+		if f.Time.Before(t0) {
+			t0 = f.Time
+		}
+	}
+	by := map[string]*series{}
+	var order []string
+	for i := range flows {
+		f := &flows[i]
+		if match != "" && !strings.Contains(f.Key(), match) {
+			continue
+		}
+		if f.CAState == "" {
+			continue // no tcp_info: a closing socket's time-wait remains
+		}
+		key := f.Key()
+		if f.Cookie != 0 {
+			key = strconv.FormatUint(f.Cookie, 10)
+		}
+		s := by[key]
+		if s == nil {
+			name := f.Src + "->" + f.Dst
+			if i := strings.LastIndex(f.Src, ":"); i >= 0 {
+				name = f.Src[i:] + "->" + f.Dst // local port is enough
+			}
+			if f.Comm != "" {
+				name = f.Comm + " " + name
+			}
+			s = &series{name: name}
+			by[key] = s
+			order = append(order, key)
+		}
+		x := f.Time.Sub(t0).Seconds()
+		s.x = append(s.x, x)
+		s.cwnd = append(s.cwnd, float64(f.Cwnd))
+		s.rtt = append(s.rtt, float64(f.SRTT)/1000)
+		s.thr = append(s.thr, f.Throughput/1e6)
+		s.acked = append(s.acked, float64(f.BytesAcked))
+		s.bytes = max(s.bytes, f.BytesAcked+f.BytesRecv)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return by[order[i]].bytes > by[order[j]].bytes })
+	if top > 0 && len(order) > top {
+		order = order[:top]
+	}
+	fig := &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{
+		{YLabel: "cwnd", Unit: "segments"},
+		{YLabel: "smoothed RTT", Unit: "ms"},
+		{YLabel: "throughput", Unit: "Mbit/s"},
+	}}
+	for _, k := range order {
+		s := by[k]
+		if smooth > 0 {
+			s.thr = windowRate(s.x, s.acked, smooth.Seconds())
+		}
+		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: s.name, X: s.x, Y: s.cwnd})
+		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: s.name, X: s.x, Y: s.rtt})
+		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: s.name, X: s.x, Y: s.thr})
+	}
+	return fig
+}
+
+// windowRate is the rate of a cumulative byte counter over a trailing
+// window, in Mbit/s: at each sample, the bytes since the latest sample at
+// least window earlier (or the first one) over the time between them. The
+// first half window of a flow has no value (NaN): a rate over a few
+// microseconds of its initial burst means nothing.
+func windowRate(x, bytes []float64, window float64) []float64 {
+	out := make([]float64, len(x))
+	j := 0
+	for i := range x {
+		for j+1 < i && x[i]-x[j+1] >= window {
+			j++
+		}
+		if dt := x[i] - x[j]; i > 0 && dt > 0 && x[i]-x[0] >= window/2 {
+			out[i] = (bytes[i] - bytes[j]) * 8 / dt / 1e6
+		} else {
+			out[i] = math.NaN()
+		}
+	}
+	return out
+}
