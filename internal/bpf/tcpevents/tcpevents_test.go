@@ -23,9 +23,9 @@ func TestOpenClose(t *testing.T) {
 		t.Skip("needs root")
 	}
 	for _, cfg := range []Config{
-		{State: true},
+		{State: true, Ports: []uint16{1}},
 		{Probe: true, Ports: []uint16{80, 443}, ProbeGap: time.Millisecond},
-		{Probe: true, State: true, AllSegments: true, RingSize: 1 << 16},
+		{Probe: true, State: true, AllSegments: true, Ports: []uint16{1}, RingSize: 1 << 16}, // port 1: nothing to drop
 	} {
 		tr, err := Open(cfg)
 		if err != nil {
