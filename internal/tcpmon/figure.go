@@ -72,7 +72,11 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 		x := f.Time.Sub(t0).Seconds()
 		s.x = append(s.x, x)
 		s.cwnd = append(s.cwnd, float64(f.Cwnd))
-		s.rtt = append(s.rtt, float64(f.SRTT)/1000)
+		rtt := float64(f.SRTT) / 1000
+		if f.SRTT == 0 {
+			rtt = math.NaN() // no RTT sample yet (handshake)
+		}
+		s.rtt = append(s.rtt, rtt)
 		s.thr = append(s.thr, f.Throughput/1e6)
 		s.acked = append(s.acked, float64(f.BytesAcked))
 		s.bytes = max(s.bytes, f.BytesAcked+f.BytesRecv)
