@@ -51,7 +51,7 @@ func TestGoClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := c.SendWithin(1, rx.Addr, 5*time.Millisecond, []byte("hello"))
+	res, err := c.SendWithin(1, rx.Addr, time.Second, []byte("hello"))
 	if err != nil || !res.Admitted {
 		t.Fatalf("send: %+v %v", res, err)
 	}

@@ -178,13 +178,13 @@ type Lane struct {
 	runDone chan struct{}
 
 	// Which destinations leave through a device with the lanes tree: an
-	// immutable snapshot the releaser reads without locking; the first
-	// request to a new destination looks it up (in its reader), a
-	// background goroutine refreshes them. Netlink dumps take the RTNL lock,
+	// immutable snapshot the realtime threads read without locking; a
+	// background goroutine looks new destinations up and refreshes them. Netlink dumps take the RTNL lock,
 	// which namespace churn elsewhere can hold for tens of milliseconds: never
 	// on the release path.
 	routeMu sync.Mutex // serializes writers of routes
 	routes  atomic.Pointer[map[netip.Addr]bool]
+	lookups chan netip.Addr // new destinations for the refresher
 }
 
 // Option adjusts a Lane at construction.
@@ -215,7 +215,7 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		o(l)
 	}
 	l.rate.Store(cfg.Rate.Bits())
-	l.routes.Store(&map[netip.Addr]bool{})
+	l.lookups = make(chan netip.Addr, 64)
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("realtime: eventfd: %w", err)
@@ -235,6 +235,7 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		return nil, fmt.Errorf("realtime: netlink: %w", err)
 	}
 	l.nl = h
+	l.routes.Store(&map[netip.Addr]bool{{}: l.lookupClass(netip.Addr{})})
 	for fam, af := range []int{unix.AF_INET, unix.AF_INET6} {
 		for kind := 0; kind < 2; kind++ {
 			fd, err := openSender(af, kind == 1)
@@ -571,7 +572,7 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	}
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
 	if reason == wire.ReasonNone {
-		l.classFor(r.Dst.Addr()) // a new destination is looked up here, not when released
+		l.classFor(r.Dst.Addr()) // queues a new destination's lookup before its release
 	}
 	var pk *pending
 	if reason == wire.ReasonNone { // allocate outside the lock
@@ -767,15 +768,66 @@ func (l *Lane) send(pk *pending) error {
 }
 
 // classFor reports whether the destination's egress device has a lanes HTB
-// root, so that SO_PRIORITY = 1:11 selects the realtime leaf: from the
-// snapshot, looking it up if it is not there yet.
+// root, so that SO_PRIORITY = 1:11 selects the realtime leaf. It only reads
+// the snapshot: a destination not in it yet is queued for the refresher and
+// answered with the guess for the default route's device (stored under the
+// zero Addr), which is right whenever one interface is managed.
 func (l *Lane) classFor(a netip.Addr) bool {
-	if c, ok := (*l.routes.Load())[a]; ok {
+	m := *l.routes.Load()
+	if c, ok := m[a]; ok {
 		return c
 	}
-	c := l.lookupClass(a)
+	select {
+	case l.lookups <- a:
+	default: // refresher busy: it will be asked again by the next datagram
+	}
+	return m[netip.Addr{}]
+}
+
+// lookupClass asks the kernel: route to a, its device, the device's root
+// qdisc. For the zero Addr (the guess for destinations not resolved yet):
+// whether any device has the lanes tree.
+func (l *Lane) lookupClass(a netip.Addr) bool {
+	var links []netlink.Link
+	if a.IsValid() {
+		rs, err := l.nl.RouteGet(a.AsSlice())
+		if err != nil || len(rs) == 0 {
+			return false
+		}
+		link, err := l.nl.LinkByIndex(rs[0].LinkIndex)
+		if err != nil {
+			return false
+		}
+		links = []netlink.Link{link}
+	} else {
+		var err error
+		if links, err = l.nl.LinkList(); err != nil {
+			return false
+		}
+	}
+	for _, link := range links {
+		qs, err := l.nl.QdiscList(link)
+		if err != nil {
+			continue
+		}
+		for _, q := range qs {
+			at := q.Attrs()
+			if at.Parent == netlink.HANDLE_ROOT && at.Handle == uint32(lane.RootMajor)<<16 && q.Type() == "htb" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setRoute publishes one answer in a new snapshot.
+func (l *Lane) setRoute(a netip.Addr, c bool) {
 	l.routeMu.Lock()
+	defer l.routeMu.Unlock()
 	old := *l.routes.Load()
+	if v, ok := old[a]; ok && v == c {
+		return
+	}
 	m := make(map[netip.Addr]bool, len(old)+1)
 	if len(old) < 4096 {
 		for k, v := range old {
@@ -784,35 +836,11 @@ func (l *Lane) classFor(a netip.Addr) bool {
 	}
 	m[a] = c
 	l.routes.Store(&m)
-	l.routeMu.Unlock()
-	return c
 }
 
-// lookupClass asks the kernel: route to a, its device, the device's root.
-func (l *Lane) lookupClass(a netip.Addr) bool {
-	rs, err := l.nl.RouteGet(a.AsSlice())
-	if err != nil || len(rs) == 0 {
-		return false
-	}
-	link, err := l.nl.LinkByIndex(rs[0].LinkIndex)
-	if err != nil {
-		return false
-	}
-	qs, err := l.nl.QdiscList(link)
-	if err != nil {
-		return false
-	}
-	for _, q := range qs {
-		at := q.Attrs()
-		if at.Parent == netlink.HANDLE_ROOT && at.Handle == uint32(lane.RootMajor)<<16 && q.Type() == "htb" {
-			return true
-		}
-	}
-	return false
-}
-
-// refreshRoutes re-resolves every known destination every interval, so a
-// lanes tree installed or removed later is followed.
+// refreshRoutes answers lookups for new destinations and re-resolves every
+// known one each interval, so a lanes tree installed or removed later is
+// followed. It runs at normal priority: netlink dumps take the RTNL lock.
 func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -820,21 +848,15 @@ func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
+		case a := <-l.lookups:
+			if _, ok := (*l.routes.Load())[a]; !ok {
+				l.setRoute(a, l.lookupClass(a))
+			}
 		case <-t.C:
-		}
-		old := *l.routes.Load()
-		m := make(map[netip.Addr]bool, len(old))
-		for a := range old {
-			m[a] = l.lookupClass(a)
-		}
-		l.routeMu.Lock()
-		for a, v := range *l.routes.Load() { // added meanwhile
-			if _, ok := m[a]; !ok {
-				m[a] = v
+			for a := range *l.routes.Load() {
+				l.setRoute(a, l.lookupClass(a))
 			}
 		}
-		l.routes.Store(&m)
-		l.routeMu.Unlock()
 	}
 }
 

@@ -361,13 +361,16 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	b := newBed(t, 10_000_000, nil) // 9.5 Mbit/s: 1442 B take 1.214 ms
+	b := newBed(t, 1_000_000, nil) // 950 kbit/s: 1442 B take 12.1 ms
 	c, err := rtclient.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	d := Monotonic() + int64(8*time.Millisecond)
+	if _, err := c.Stats(); err != nil { // warm the connection up
+		t.Fatal(err)
+	}
+	d := Monotonic() + int64(80*time.Millisecond)
 	var adm, own, displ int
 	for i := 1; i <= 20; i++ {
 		res, err := c.Send(1, b.rx.Addr, d, payload(1400, 1, uint32(i), d, 0))
@@ -385,25 +388,23 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 			t.Errorf("unexpected reason %s", res.ReasonString())
 		}
 	}
-	// 8 ms minus the reserve frame (1.27 ms) fits at most 5 frames of 1.214 ms.
+	// 80 ms minus the reserve frame (12.7 ms) fits at most 5 frames of 12.1 ms.
 	if adm < 1 || adm > 5 || own+displ != 20-adm {
 		t.Errorf("admitted %d, own-deadline %d, displaces %d", adm, own, displ)
 	}
-	// A looser packet that would push an admitted one late is refused as
-	// displacing: deadline later than d but before... (queue may be drained
-	// by now; so use a fresh burst with a long packet ahead of a tight one).
+	time.Sleep(100 * time.Millisecond)
 	arr := b.collect(t)
 	if len(arr)+len(c.Notices(true)) != adm {
 		t.Errorf("%d arrivals for %d admitted", len(arr), adm)
 	}
-	// Relative deadline in µs: 100 µs cannot fit one frame.
-	res, err := c.SendRelative(2, b.rx.Addr, 100, payload(1400, 2, 1, 0, 0))
+	// Relative deadline in µs: 1 ms cannot fit one frame, 500 ms can.
+	res, err := c.SendRelative(2, b.rx.Addr, 1000, payload(1400, 2, 1, 0, 0))
 	if err != nil || res.Admitted || res.Reason != wire.ReasonOwnDeadline {
-		t.Errorf("100 µs relative deadline: %+v %v", res, err)
+		t.Errorf("1 ms relative deadline: %+v %v", res, err)
 	}
-	res, err = c.SendRelative(2, b.rx.Addr, 50_000, payload(100, 2, 2, 0, 0))
+	res, err = c.SendRelative(2, b.rx.Addr, 500_000, payload(100, 2, 2, 0, 0))
 	if err != nil || !res.Admitted {
-		t.Errorf("50 ms relative deadline: %+v %v", res, err)
+		t.Errorf("500 ms relative deadline: %+v %v", res, err)
 	}
 }
 
