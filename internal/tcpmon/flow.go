@@ -414,6 +414,12 @@ func ProbeFlows(evs []Event) []Flow {
 		acked uint64
 	}
 	by := map[string]*st{}
+	owner := map[string]Event{} // start events of active opens name the process
+	for _, e := range evs {
+		if e.Kind == "start" && e.PID != 0 {
+			owner[e.Src+"->"+e.Dst] = e
+		}
+	}
 	var out []Flow
 	for i := range evs {
 		e := &evs[i]
@@ -431,7 +437,8 @@ func ProbeFlows(evs []Event) []Flow {
 			s.una = e.SndUna
 		}
 		out = append(out, Flow{Time: e.Time, Cookie: e.Cookie, Src: e.Src, Dst: e.Dst, State: "ESTAB", CAState: "-",
-			Cwnd: e.Cwnd, SSThresh: e.SSThresh, SRTT: e.SRTT, SndWnd: e.SndWnd, BytesAcked: s.acked})
+			Cwnd: e.Cwnd, SSThresh: e.SSThresh, SRTT: e.SRTT, SndWnd: e.SndWnd, BytesAcked: s.acked,
+			PID: int(owner[k].PID), Comm: owner[k].Comm})
 	}
 	return out
 }
