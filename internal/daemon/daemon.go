@@ -55,6 +55,7 @@ type Daemon struct {
 	ifaces []*managedIface
 	flows  map[api.Flow]api.FlowInfo // registrations by API and by policy
 	tasks  *taskEngine               // task rules and exe/comm lane rules; nil if none
+	comps  []*component              // coop controller, realtime lane
 }
 
 type managedIface struct {
@@ -105,8 +106,15 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.stopTasks()
+	if err := d.startComponents(ctx); err != nil {
+		d.stopTasks()
+		return errors.Join(err, d.uninstall())
+	}
+	defer d.stopComponents()
 	srv, err := api.Listen(opts.Socket, d, d.log)
 	if err != nil {
+		d.stopComponents()
+		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
 	d.log.Info("lanes daemon running", "instance", inst, "policy", pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
@@ -123,9 +131,13 @@ func Run(ctx context.Context, opts Options) error {
 		select {
 		case <-hup:
 			if d.Reload() {
+				d.stopComponents()
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
+				}
+				if err := d.startComponents(ctx); err != nil {
+					d.log.Error("reload: components not running", "err", err)
 				}
 			}
 			continue
@@ -136,6 +148,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	err = errors.Join(err, srv.Close())
+	d.stopComponents()
 	d.stopTasks()
 	return errors.Join(err, d.uninstall())
 }
@@ -478,6 +491,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st.Components = map[string]string{}
 	if d.tasks != nil {
 		st.Components["tasks"] = d.tasks.summary()
+	}
+	for _, c := range d.comps {
+		st.Components[c.name] = c.status()
 	}
 	return st, nil
 }

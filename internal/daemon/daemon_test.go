@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -602,5 +604,47 @@ func TestSocketLanes(t *testing.T) {
 	}
 	if _, ok := got[cookie+12345]; ok {
 		t.Fatal("an unknown cookie got a lane")
+	}
+}
+
+// The daemon runs the realtime lane when the policy enables it: a client's
+// datagram with a deadline is admitted and arrives; one whose deadline cannot
+// be met is refused at once.
+func TestRealtimeLaneInDaemon(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	rtSock := filepath.Join(t.TempDir(), "rt.sock")
+	pol := devicePolicy(p.LinkA) + fmt.Sprintf("realtime:\n  enabled: true\n  socket: %s\n  rate: 100mbit\n", rtSock)
+	_, sock := startDaemon(t, p.A, pol)
+	var rx *net.UDPConn
+	p.B.Do(t, func() error {
+		var err error
+		rx, err = net.ListenUDP("udp", &net.UDPAddr{Port: 9000})
+		return err
+	})
+	defer rx.Close()
+	c, err := rtclient.Dial(rtSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := netip.AddrPortFrom(netip.MustParseAddr(p.AddrB.String()), 9000)
+	res, err := c.SendWithin(1, dst, 10*time.Millisecond, []byte("tick"))
+	if err != nil || !res.Admitted {
+		t.Fatalf("datagram with a 10 ms deadline: %+v %v", res, err)
+	}
+	rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 100)
+	n, _, err := rx.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "tick" {
+		t.Fatalf("receiver: %q %v", buf[:n], err)
+	}
+	// 1 µs cannot even cover the datagram's own transmit time at 100 Mbit/s.
+	res, err = c.SendWithin(1, dst, time.Microsecond, make([]byte, 1400))
+	if err != nil || res.Admitted {
+		t.Fatalf("impossible deadline admitted: %+v %v", res, err)
+	}
+	if !strings.Contains(status(t, sock).Components["realtime"], "rate 100 Mbit/s") {
+		t.Errorf("status: %q", status(t, sock).Components["realtime"])
 	}
 }

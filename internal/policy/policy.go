@@ -23,6 +23,8 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
@@ -90,6 +92,10 @@ type Policy struct {
 
 	// Task rules (`tasks:`) and their safety limits (`task_safety:`).
 	sched.Config `yaml:",inline"`
+	// Cooperative congestion-window control among hosts on one AP.
+	Coop coop.Config `yaml:"coop"`
+	// The realtime lane: per-packet deadlines, EDF, admission control.
+	Realtime rtlane.Config `yaml:"realtime"`
 
 	// Source is the file the policy came from ("(default)" for the embedded one).
 	Source string `yaml:"-"`
@@ -141,7 +147,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, syntaxError(file, err)
 	}
-	p := &Policy{}
+	p := &Policy{Coop: coop.DefaultConfig(), Realtime: rtlane.DefaultConfig()}
 	d := &decoder{lines: map[string]int{}}
 	if len(root.Content) > 0 {
 		if err := d.decode(&root, reflect.ValueOf(p).Elem(), ""); err != nil {
@@ -218,7 +224,20 @@ func (p *Policy) Validate() error {
 	if g := p.Access.Group; g != "" && !validName(g) {
 		return config.Errorf("access.group", "%q is not a valid group name", g)
 	}
-	return p.Config.Validate()
+	if err := p.Config.Validate(); err != nil {
+		return err
+	}
+	if p.Coop.Enabled {
+		if err := p.Coop.Validate(); err != nil {
+			return config.Prefix("coop", err)
+		}
+	}
+	if p.Realtime.Enabled {
+		if err := p.Realtime.Validate(); err != nil {
+			return config.Prefix("realtime", err)
+		}
+	}
+	return nil
 }
 
 func (it Interface) validate() error {

@@ -182,3 +182,21 @@ task_safety:
 		t.Fatalf("over-limit priority: %v", err)
 	}
 }
+
+func TestCoopAndRealtimeSections(t *testing.T) {
+	p, err := Parse("c.yaml", []byte("coop:\n  enabled: true\n  ap_rate: 20mbit\nrealtime:\n  enabled: true\n  rate: 100mbit\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Coop.Enabled || p.Coop.APRate != 20_000_000 || p.Coop.Port == 0 || p.Coop.Interval.D() == 0 {
+		t.Fatalf("coop = %+v (defaults must survive a partial section)", p.Coop)
+	}
+	if !p.Realtime.Enabled || p.Realtime.Rate != 100_000_000 || p.Realtime.Socket == "" {
+		t.Fatalf("realtime = %+v", p.Realtime)
+	}
+	_, err = Parse("bad.yaml", []byte("coop:\n  enabled: true\n  interval: 1ms\n"))
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Field != "coop.interval" || pe.Line != 3 {
+		t.Fatalf("bad coop interval: %v", err)
+	}
+}

@@ -1,0 +1,153 @@
+// components.go: the daemon's optional components, started after the
+// datapath and stopped before it: the cooperative cwnd controller
+// (internal/coop, policy `coop:`) and the realtime lane (internal/rtlane,
+// policy `realtime:`). Each runs until the daemon stops or the policy is
+// reloaded.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// component is something with Run(ctx) and Close that the daemon supervises.
+type component struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan error
+	close  func() error
+	status func() string
+}
+
+func (d *Daemon) startComponents(ctx context.Context) error {
+	d.mu.Lock()
+	pol := d.pol
+	var first *managedIface
+	if len(d.ifaces) > 0 {
+		first = d.ifaces[0]
+	}
+	d.mu.Unlock()
+	if first == nil {
+		return nil
+	}
+	var comps []*component
+	if pol.Coop.Enabled {
+		c, err := d.newCoop(pol.Coop, first)
+		if err != nil {
+			return fmt.Errorf("coop: %w", err)
+		}
+		comps = append(comps, c)
+	}
+	if pol.Realtime.Enabled {
+		c, err := d.newRealtime(pol.Realtime, first)
+		if err != nil {
+			for _, c := range comps {
+				c.close()
+			}
+			return fmt.Errorf("realtime: %w", err)
+		}
+		comps = append(comps, c)
+	}
+	d.mu.Lock()
+	d.comps = comps
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) stopComponents() {
+	d.mu.Lock()
+	comps := d.comps
+	d.comps = nil
+	d.mu.Unlock()
+	for _, c := range comps {
+		c.cancel()
+		if err := <-c.done; err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Warn("component stopped with an error", "component", c.name, "err", err)
+		}
+		if err := c.close(); err != nil {
+			d.log.Warn("component close", "component", c.name, "err", err)
+		}
+	}
+}
+
+func run(name string, runFn func(context.Context) error, closeFn func() error, status func() string) *component {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &component{name: name, cancel: cancel, done: make(chan error, 1), close: closeFn, status: status}
+	go func() { c.done <- runFn(ctx) }()
+	return c
+}
+
+// newCoop wires the cooperative controller: flows from the TCP monitor
+// (sock_diag, lanes from the datapath's socket map), caps through the
+// datapath's sock_ops maps, announcements on the managed interface.
+func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
+	if cfg.Interface == "" {
+		cfg.Interface = m.name
+	}
+	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: m.dp.SocketLane, NoProcess: true})
+	if err != nil {
+		return nil, err
+	}
+	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
+	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Caps: m.dp, Logger: d.log.With("component", "coop")})
+	if err != nil {
+		sampler.Close()
+		return nil, err
+	}
+	status := func() string {
+		s := ctl.Status()
+		state := "capping"
+		if !s.Capping {
+			state = "not capping: " + s.Reason
+		}
+		auth := "authenticated"
+		if !s.Authenticated {
+			auth = "UNAUTHENTICATED"
+		}
+		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows, peers %s, dropped announcements %d",
+			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), auth, s.Counters.Dropped())
+	}
+	return run("coop", ctl.Run, func() error { return errors.Join(ctl.Close(), sampler.Close()) }, status), nil
+}
+
+// newRealtime starts the realtime lane; in shaped mode its transmit times use
+// the shaped uplink rate.
+func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, error) {
+	if cfg.Rate == 0 && m.cfg.Uplink != 0 {
+		cfg.Rate = m.cfg.Uplink
+	}
+	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
+	if err != nil {
+		return nil, err
+	}
+	status := func() string {
+		s := l.Stats()
+		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, %+v", l.Addr(), float64(l.Rate())/1e6, s.Totals)
+	}
+	return run("realtime", l.Run, l.Close, status), nil
+}
+
+// interfacePrefix is the first IPv4 subnet of an interface (invalid if none).
+func interfacePrefix(name string) netip.Prefix {
+	it, err := net.InterfaceByName(name)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	addrs, _ := it.Addrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil {
+			ones, _ := n.Mask.Size()
+			if p, err := netip.ParseAddr(n.IP.To4().String()); err == nil {
+				return netip.PrefixFrom(p, ones).Masked()
+			}
+		}
+	}
+	return netip.Prefix{}
+}
