@@ -993,12 +993,12 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		{ID: 3, Name: "loose", Deadline: 50 * time.Millisecond, Burst: looseN, Period: 20 * time.Millisecond, Size: 1400},
 		{ID: 4, Name: "tight", Deadline: tight, Burst: 1, Period: 20 * time.Millisecond, Size: 1400, Offset: time.Millisecond},
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("inversion: every 20 ms a burst of %d loose datagrams (50 ms deadline, %v on the wire together) and one tight datagram 1 ms later (%v deadline), no bulk traffic",
+	res.Notes = append(res.Notes, fmt.Sprintf("inversion: every 20 ms a burst of %d loose datagrams (50 ms deadline, %v on the wire together) and one tight datagram 1 ms later (%v deadline), bulk traffic as above (without it HTB's token bucket lets the burst out at once)",
 		looseN, time.Duration(looseN)*txFrame, tight.Round(time.Microsecond)))
 	var invRuns []*dlRun
 	for _, cfg := range []string{"lanes", "fifo-top"} {
 		env.Printf("deadline: inversion, %s...\n", cfg)
-		r, err := b.runConfig(ctx, env, p, cfg, inv, 0, max(p.dur/3, 2*time.Second))
+		r, err := b.runConfig(ctx, env, p, cfg, inv, p.bulk, max(p.dur/3, 2*time.Second))
 		if err != nil {
 			return nil, fmt.Errorf("deadline: inversion %s: %w", cfg, err)
 		}
