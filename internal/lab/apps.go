@@ -83,12 +83,8 @@ func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSi
 	var ups []*upload
 	if s.Uploads {
 		time.Sleep(2 * time.Second) // the stream is up first, as in the paper
-		for i := 1; i <= 3; i++ {
-			u, err := cb.startUpload(rctx, i, coopBulkPort, fileSize, lane.Background)
-			if err != nil {
-				return nil, err
-			}
-			ups = append(ups, u)
+		if ups, err = cb.startUploads(rctx, []int{1, 2, 3}, fileSize, lane.Background); err != nil {
+			return nil, err
 		}
 	}
 	upStart := time.Now()

@@ -103,10 +103,8 @@ func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Durat
 	defer cb.Close()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := 0; i < bc.Hosts; i++ {
-		if _, err := cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
-			return nil, err
-		}
+	if _, err := cb.startUploads(rctx, allHosts(bc.Hosts), 0, lane.Unset); err != nil {
+		return nil, err
 	}
 	return cb.record(ctx, 200*time.Millisecond, dur, nil), ctx.Err()
 }
@@ -314,8 +312,8 @@ func init() {
 				}
 				r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: c.params()}
 				r.Params["hosts"], r.Params["plain"], r.Params["duration"] = *hosts, *plain, dur.String()
-				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes (goodput Mbit/s)", *hosts, *plain),
-					Columns: []string{"setting", "total", "lanes hosts (mean)", "plain hosts (mean)", "Jain 200ms", "RTT p50 ms", "capping", "why not"}}
+				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes (goodput Mbit/s; the same hosts are grouped in every setting)", *hosts, *plain),
+					Columns: []string{"setting", "total", "lanes hosts (mean)", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping", "why not"}}
 				data := map[string]any{}
 				for _, mode := range []string{"all tcp", "mixed", "mixed, no safety"} {
 					bc, err := c.bed(*hosts, func(i int) bool { return mode != "all tcp" && i >= *plain })
@@ -331,12 +329,10 @@ func init() {
 						return nil, err
 					}
 					rctx, cancel := context.WithCancel(ctx)
-					for i := 0; i < *hosts; i++ {
-						if _, err := cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
-							cancel()
-							cb.Close()
-							return nil, err
-						}
+					if _, err := cb.startUploads(rctx, allHosts(*hosts), 0, lane.Unset); err != nil {
+						cancel()
+						cb.Close()
+						return nil, err
 					}
 					s := cb.record(ctx, 200*time.Millisecond, *dur, nil)
 					why := map[string]int{}
@@ -355,9 +351,11 @@ func init() {
 					}
 					cancel()
 					cb.Close()
+					// the same hosts in every setting: "lanes hosts" are the
+					// ones that run lanes in the mixed settings
 					var lanesH, plainH []int
 					for i := 0; i < *hosts; i++ {
-						if mode != "all tcp" && i >= *plain {
+						if i >= *plain {
 							lanesH = append(lanesH, i)
 						} else {
 							plainH = append(plainH, i)
@@ -381,7 +379,7 @@ func init() {
 						whyS = strings.Join(ws, "; ")
 					}
 					t.Rows = append(t.Rows, []string{mode, mbit(all.TotalMbit), meanOf(lanesH), meanOf(plainH), fmt.Sprintf("%.3f", all.JainStep),
-						fmt.Sprintf("%.0f", all.RTTms), capS, whyS})
+						fmt.Sprintf("%.3f", all.JainRun), fmt.Sprintf("%.0f", all.RTTms), capS, whyS})
 					data[mode] = map[string]any{"stats": all, "series": s}
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
@@ -479,11 +477,11 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ups := make([]*upload, 8)
-	for i := 0; i < 5; i++ {
-		if ups[i], err = cb.startUpload(rctx, i, coopBulkPort, 0, lane.Unset); err != nil {
-			return nil, err
-		}
+	first, err := cb.startUploads(rctx, allHosts(5), 0, lane.Unset)
+	if err != nil {
+		return nil, err
 	}
+	copy(ups, first)
 	d := &dynResult{}
 	start := time.Now()
 	type sched struct {

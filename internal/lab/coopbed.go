@@ -338,6 +338,23 @@ func (cb *coopBed) startUpload(ctx context.Context, i int, port int, size int64,
 	return u, nil
 }
 
+// startUploads starts endless (size 0) or sized uploads from several hosts
+// at once (dialled in parallel, so no host gets a head start of handshakes).
+func (cb *coopBed) startUploads(ctx context.Context, hosts []int, size int64, l lane.Lane) ([]*upload, error) {
+	ups := make([]*upload, len(hosts))
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for k, i := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ups[k], errs[k] = cb.startUpload(ctx, i, coopBulkPort, size, l)
+		}()
+	}
+	wg.Wait()
+	return ups, errors.Join(errs...)
+}
+
 // socketCookie reads SO_COOKIE (0 if unavailable).
 func socketCookie(c net.Conn) uint64 {
 	tc, ok := c.(*net.TCPConn)
