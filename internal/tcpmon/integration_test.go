@@ -55,9 +55,18 @@ func TestAgreesWithSS(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
 	addr := net.JoinHostPort(p.AddrB.String(), strconv.Itoa(int(srv.port())))
-	c := dialIn(t, p.A, addr)
-	writeFor(context.Background(), c, 64<<10, 0, 300*time.Millisecond)
-	// Let the flow go idle so both tools see the same values.
+	// Three connections that moved different amounts of data.
+	var conns []*net.TCPConn
+	for i, d := range []time.Duration{0, 50 * time.Millisecond, 300 * time.Millisecond} {
+		c := dialIn(t, p.A, addr)
+		if d == 0 {
+			c.Write(make([]byte, 1000*(i+1)))
+		} else {
+			writeFor(context.Background(), c, 64<<10, 0, d)
+		}
+		conns = append(conns, c)
+	}
+	// Let the flows go idle so both tools see the same values.
 	time.Sleep(300 * time.Millisecond)
 
 	s := newSampler(t, Config{NetNSPath: p.A.Path(), Filter: Filter{RemotePort: srv.port()}})
@@ -73,35 +82,71 @@ func TestAgreesWithSS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, ok := findFlow(fl, localPort(c), srv.port())
-	f2, ok2 := findFlow(fl2, localPort(c), srv.port())
-	if !ok || !ok2 {
-		t.Fatalf("flow not sampled: %+v", fl)
+	// ss prints one line with the addresses, then one with the details.
+	type ssInfo struct {
+		cwnd  uint32
+		rttMs float64
+		acked uint64
 	}
-	ss := string(out)
-	m1, m2, m3 := ssCwnd.FindStringSubmatch(ss), ssRTT.FindStringSubmatch(ss), ssAcked.FindStringSubmatch(ss)
-	if m1 == nil || m2 == nil || m3 == nil {
-		t.Fatalf("cannot parse ss output:\n%s", ss)
+	bySrc := map[string]ssInfo{}
+	var local string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " ") {
+			for _, f := range strings.Fields(line) {
+				if strings.Contains(f, ":") {
+					local = f
+					break
+				}
+			}
+			continue
+		}
+		m1, m2, m3 := ssCwnd.FindStringSubmatch(line), ssRTT.FindStringSubmatch(line), ssAcked.FindStringSubmatch(line)
+		if m1 == nil || m2 == nil || m3 == nil || local == "" {
+			t.Fatalf("cannot parse ss output:\n%s", out)
+		}
+		var in ssInfo
+		cw, _ := strconv.Atoi(m1[1])
+		in.cwnd = uint32(cw)
+		in.rttMs, _ = strconv.ParseFloat(m2[1], 64)
+		in.acked, _ = strconv.ParseUint(m3[1], 10, 64)
+		bySrc[local] = in
+		local = ""
 	}
-	cwnd, _ := strconv.Atoi(m1[1])
-	rttMs, _ := strconv.ParseFloat(m2[1], 64)
-	acked, _ := strconv.ParseUint(m3[1], 10, 64)
-	t.Logf("ss: cwnd %d rtt %.3fms bytes_acked %d; tcpmon: cwnd %d srtt %dus bytes_acked %d", cwnd, rttMs, acked, f.Cwnd, f.SRTT, f.BytesAcked)
-	if uint32(cwnd) != f.Cwnd || f.Cwnd != f2.Cwnd {
-		t.Errorf("cwnd: ss %d, tcpmon %d / %d", cwnd, f.Cwnd, f2.Cwnd)
+	if len(bySrc) != len(conns) {
+		t.Fatalf("ss shows %d sockets, want %d:\n%s", len(bySrc), len(conns), out)
 	}
-	if acked != f.BytesAcked || f.BytesAcked != f2.BytesAcked {
-		t.Errorf("bytes_acked: ss %d, tcpmon %d / %d", acked, f.BytesAcked, f2.BytesAcked)
+	for _, c := range conns {
+		f, ok := findFlow(fl, localPort(c), srv.port())
+		f2, ok2 := findFlow(fl2, localPort(c), srv.port())
+		in, ok3 := bySrc[c.LocalAddr().String()]
+		if !ok || !ok2 || !ok3 {
+			t.Fatalf("socket %s: tcpmon %v/%v, ss %v", c.LocalAddr(), ok, ok2, ok3)
+		}
+		t.Logf("%s: ss cwnd %d rtt %.3fms bytes_acked %d; tcpmon cwnd %d srtt %dus bytes_acked %d",
+			c.LocalAddr(), in.cwnd, in.rttMs, in.acked, f.Cwnd, f.SRTT, f.BytesAcked)
+		if in.cwnd != f.Cwnd || f.Cwnd != f2.Cwnd {
+			t.Errorf("%s cwnd: ss %d, tcpmon %d / %d", c.LocalAddr(), in.cwnd, f.Cwnd, f2.Cwnd)
+		}
+		if in.acked != f.BytesAcked || f.BytesAcked != f2.BytesAcked {
+			t.Errorf("%s bytes_acked: ss %d, tcpmon %d / %d", c.LocalAddr(), in.acked, f.BytesAcked, f2.BytesAcked)
+		}
+		// ss prints srtt/1000 with %g: compare within its rounding.
+		if math.Abs(in.rttMs-float64(f.SRTT)/1000) > 0.0015 {
+			t.Errorf("%s rtt: ss %.3fms, tcpmon %.3fms", c.LocalAddr(), in.rttMs, float64(f.SRTT)/1000)
+		}
+		if f.PID != os.Getpid() || f.Comm == "" {
+			t.Errorf("process: %d/%q, want pid %d", f.PID, f.Comm, os.Getpid())
+		}
 	}
-	// ss prints srtt/1000 with %g: compare within its rounding.
-	if math.Abs(rttMs-float64(f.SRTT)/1000) > 0.0015 {
-		t.Errorf("rtt: ss %.3fms, tcpmon %.3fms", rttMs, float64(f.SRTT)/1000)
+	var total uint64
+	for _, f := range fl {
+		total += f.BytesAcked - 1 // minus the SYN
 	}
-	if f.PID != os.Getpid() || f.Comm == "" {
-		t.Errorf("process: %d/%q, want pid %d", f.PID, f.Comm, os.Getpid())
-	}
-	if f.BytesAcked < uint64(srv.total.Load()) {
-		t.Errorf("bytes_acked %d < bytes received %d", f.BytesAcked, srv.total.Load())
+	if total != uint64(srv.total.Load()) {
+		t.Errorf("sum of bytes_acked-1 %d, receiver counted %d", total, srv.total.Load())
 	}
 }
 
