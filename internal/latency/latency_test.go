@@ -6,10 +6,12 @@ package latency
 import (
 	"math"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,7 +140,7 @@ func TestThreadPolicyApplied(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	attr, err := unix.SchedGetAttr(tid, 0)
 	if err != nil {
-		t.Fatalf("sched_getattr(%d): %v", tid, err)
+		t.Fatalf("sched_getattr(%d): %v (run: %v)", tid, err, <-done)
 	}
 	if attr.Policy != unix.SCHED_RR || attr.Priority != 7 {
 		t.Errorf("measuring thread: policy %d prio %d, want SCHED_RR 7", attr.Policy, attr.Priority)
@@ -177,12 +179,19 @@ func TestNetLoadDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent, recv := nl.Counts()
-	t.Logf("net load: sent %d, udp received %d in 0.5 s", sent, recv)
+	t.Logf("net load: sent %d (%d send errors), udp received %d in 0.5 s", sent, nl.errs.Load(), recv)
 	if !inHost {
 		t.Error("setup did not run in the host namespace")
 	}
 	if recv < 100 || sent < 2*recv-10 {
 		t.Errorf("flood too small: sent %d received %d", sent, recv)
+		for _, ns := range []netns.NsHandle{nl.Host, nl.Peer} {
+			_ = inNS(ns, func() error {
+				out, _ := exec.Command("sh", "-c", "ip -s link; ip addr; ip neigh; nstat -az | grep -iE 'udp|icmp|ip(In|Out)' ").CombinedOutput()
+				t.Logf("netns %d:\n%s", ns, out)
+				return nil
+			})
+		}
 	}
 	nl.Close()
 	s2, r2 := nl.Counts()

@@ -150,6 +150,24 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 			return nil, fmt.Errorf("set %s up: %w", x.name, err)
 		}
 	}
+	// Static neighbours: the flood must not depend on ARP, whose first
+	// resolution was sometimes lost under the burst queued behind it.
+	hl, err := hh.LinkByName(hname)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := ph.LinkByName(pname)
+	if err != nil {
+		return nil, err
+	}
+	if err := hh.NeighSet(&netlink.Neigh{LinkIndex: hl.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: nl.PeerAddr, HardwareAddr: pl.Attrs().HardwareAddr}); err != nil {
+		return nil, fmt.Errorf("neighbour on %s: %w", hname, err)
+	}
+	if err := ph.NeighSet(&netlink.Neigh{LinkIndex: pl.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: nl.HostAddr, HardwareAddr: hl.Attrs().HardwareAddr}); err != nil {
+		return nil, fmt.Errorf("neighbour on %s: %w", pname, err)
+	}
 	// Sockets belong to the namespace they were created in.
 	if err := inNS(nl.Host, func() (err error) {
 		nl.sink, err = net.ListenUDP("udp4", &net.UDPAddr{IP: nl.HostAddr, Port: 9})
