@@ -740,7 +740,14 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			return &laneSender{c: c, dst: dst}, nil
 		}
 	case "fifo-top":
-		if closeLane, err = b.openLanes(ctx, filepath.Join(os.TempDir(), "lanes-lab-dl-"+b.t.ID+".sock"), ti.add); err != nil {
+		// The lanes tree without the lane's EDF: the lane is started only
+		// because openLanes brings both; nothing is sent through it.
+		dir, err := os.MkdirTemp("", "lanes-lab-dl")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if closeLane, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add); err != nil {
 			rx.stop()
 			return nil, err
 		}

@@ -462,6 +462,10 @@ func (l *Lane) closeSockets() error {
 			errs = append(errs, err)
 		}
 		l.lfd = -1
+		// The socket file is ours (New bound it).
+		if err := os.Remove(l.cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	l.lfdMu.Unlock()
 	for i := range l.tx {

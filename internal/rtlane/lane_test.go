@@ -528,3 +528,31 @@ func TestHelperClient(t *testing.T) {
 	}
 	os.Stdout.WriteString("reason=" + res.ReasonString() + "\n")
 }
+
+// TestCloseRemovesSocket: the socket file goes with the lane.
+func TestCloseRemovesSocket(t *testing.T) {
+	testutil.RequireRoot(t)
+	cfg := DefaultConfig()
+	cfg.Socket = filepath.Join(socketDir(t), "rt.sock")
+	cfg.Rate = 1_000_000_000
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.Socket); err != nil {
+		t.Fatalf("socket not created: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+}
