@@ -49,7 +49,12 @@ func Parse(s string) (Lane, error) {
 // MarshalText and UnmarshalText let lanes appear by name in JSON and YAML.
 func (l Lane) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
 
+// "unset" (what String prints for Unset) reads back as Unset.
 func (l *Lane) UnmarshalText(b []byte) error {
+	if string(b) == "unset" {
+		*l = Unset
+		return nil
+	}
 	v, err := Parse(string(b))
 	if err != nil {
 		return err
