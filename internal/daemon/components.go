@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -117,11 +119,11 @@ func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
 	return run("coop", ctl.Run, func() error { return errors.Join(ctl.Close(), sampler.Close()) }, status), nil
 }
 
-// newRealtime starts the realtime lane; in shaped mode its transmit times use
-// the shaped uplink rate.
+// newRealtime starts the realtime lane; in shaped mode (and no rate of its
+// own) its transmit times use the rate the HTB root really sends at.
 func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, error) {
 	if cfg.Rate == 0 && m.cfg.Uplink != 0 {
-		cfg.Rate = m.cfg.Uplink
+		cfg.Rate = config.Rate(datapath.ShapedRate(m.cfg.Uplink.Bits()))
 	}
 	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
 	if err != nil {

@@ -38,7 +38,7 @@ const (
 	tokenRate     = 100                  // bytes/s assured to a leaf without a floor
 	wireMTU       = 1514                 // bytes of one full Ethernet frame
 	bottleneckBps = 100_000_000_000      // device-bottleneck root rate, bit/s: far above any line rate
-	shapeFactor   = 0.95                 // shaped: root rate = uplink * shapeFactor
+	shapeFactor   = 0.95                 // shaped: root rate = uplink * shapeFactor (ShapedRate)
 	filterPrefix  = "lanes:"
 )
 
@@ -277,3 +277,8 @@ func classStats(link netlink.Link) (map[uint32]*netlink.ClassStatistics, error) 
 func isNotFound(err error) bool {
 	return err != nil && (errors.Is(err, unix.ENOENT) || strings.Contains(err.Error(), "not found"))
 }
+
+// ShapedRate is the rate the root class of a shaped tree actually sends at,
+// for an uplink of uplinkBps: what a component computing transmit times
+// (the realtime lane) must use.
+func ShapedRate(uplinkBps uint64) uint64 { return uint64(float64(uplinkBps) * shapeFactor) }
