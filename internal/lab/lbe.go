@@ -294,8 +294,8 @@ type lbePair struct {
 }
 
 // RunLBE runs every method, size and direction Reps times (methods in a
-// new random order each round, transfers in random order within a method's
-// testbed) and returns every trial.
+// new random order each round; transfers in a new random order each round,
+// the same for every method of the round) and returns every trial.
 func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string]*Environment, error) {
 	rng := rand.New(rand.NewSource(c.Seed))
 	var pairs []lbePair
@@ -308,6 +308,11 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 	var trials []LBETrial
 	for round := 0; round < c.Reps; round++ {
 		order := rng.Perm(len(c.Methods))
+		// One transfer order per round, the same for every method: each
+		// testbed starts its traces at 0, so a transfer meets the same
+		// stretch of trace under every method (paired comparison).
+		ps := append([]lbePair(nil), pairs...)
+		rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 		for _, mi := range order {
 			m := c.Methods[mi]
 			env.Printf("round %d/%d method %s (%s)\n", round+1, c.Reps, m.ID, m.Name)
@@ -322,8 +327,6 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 				if err := sleepCtx(ctx, c.Warmup); err != nil {
 					return err
 				}
-				ps := append([]lbePair(nil), pairs...)
-				rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 				for _, p := range ps {
 					tr, err := lb.transfer(ctx, p.dir, p.size)
 					if err != nil {
@@ -342,6 +345,10 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 					e := CaptureEnvironment(lb.bed.Topo, env, map[string]string{"method": m.ID + " " + m.Name})
 					st := lb.up.Stats()
 					e.Extra["uplink_stats"] = fmt.Sprintf("%+v", st)
+					if g := lb.bed.Gates["phone"]; g != nil {
+						ch, er, last := g.Stats()
+						e.Extra["gate"] = fmt.Sprintf("rate changes %d, refused %d %s", ch, er, last)
+					}
 					envs[m.ID] = e
 				}
 				return nil

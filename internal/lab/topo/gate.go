@@ -33,6 +33,9 @@ type Gate struct {
 	h     *netlink.Handle
 	link  netlink.Link
 	rate  float64
+
+	Changes, Errors int    // rate changes made and refused
+	LastErr         string // the last refusal
 }
 
 // InstallGate installs the gate on dev with a leaf qdisc: "pfifo" (limit
@@ -101,10 +104,20 @@ func (g *Gate) SetRate(rate float64) error {
 		Parent: netlink.MakeHandle(1, 0), Handle: netlink.MakeHandle(1, 1)},
 		netlink.HtbClassAttrs{Rate: uint64(rate), Ceil: uint64(rate), Buffer: uint32(g.burst), Cbuffer: uint32(g.burst), Quantum: 1514})
 	if err := g.h.ClassChange(c); err != nil {
+		g.Errors++
+		g.LastErr = err.Error()
 		return fmt.Errorf("gate rate on %s: %w", g.node.Name, err)
 	}
+	g.Changes++
 	g.rate = rate
 	return nil
+}
+
+// Stats returns how many rate changes were made and refused.
+func (g *Gate) Stats() (changes, errors int, last string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.Changes, g.Errors, g.LastErr
 }
 
 // Close releases the netlink handle (the qdisc goes with the namespace).
