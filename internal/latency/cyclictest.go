@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -112,6 +113,8 @@ func ParseCyclictestJSON(b []byte, histMaxUS int64) (*Result, error) {
 			Avg       float64           `json:"avg"`
 		} `json:"thread"`
 	}
+	// A thread with no cycles prints "avg": -nan, which is not JSON.
+	b = nanRE.ReplaceAll(b, []byte("$1 0$2"))
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("parse cyclictest json: %w", err)
 	}
@@ -140,8 +143,11 @@ func ParseCyclictestJSON(b []byte, histMaxUS int64) (*Result, error) {
 			h.overflow += t.Cycles - inHist
 		}
 		h.n = int(t.Cycles)
-		// cyclictest reports whole microseconds.
-		h.min, h.max = int64(t.Min*1e3), int64(t.Max*1e3)
+		// cyclictest reports whole microseconds; a thread that never ran
+		// reports min 1000000 and max 0.
+		if t.Cycles > 0 {
+			h.min, h.max = int64(t.Min*1e3), int64(t.Max*1e3)
+		}
 		h.sum = t.Avg * 1e3 * float64(t.Cycles)
 		res.Threads = append(res.Threads, ThreadResult{Thread: i, Stats: h.stats()})
 		all.merge(h)
@@ -149,6 +155,8 @@ func ParseCyclictestJSON(b []byte, histMaxUS int64) (*Result, error) {
 	res.All = all.stats()
 	return res, nil
 }
+
+var nanRE = regexp.MustCompile(`(:)\s*-?nan\b(,?)`)
 
 func newHistUS(us int64) *hist {
 	h := newHist(0)

@@ -94,6 +94,16 @@ func TestParseCyclictestJSON(t *testing.T) {
 	if r.All.Samples != 20 || r.All.MinUS != 2 || r.All.MaxUS != 25 || r.All.AvgUS != 3.75 {
 		t.Errorf("all: %+v", r.All)
 	}
+	// cyclictest stops all threads when the first is done; a thread that
+	// never ran has "avg": -nan.
+	r, err = ParseCyclictestJSON([]byte(`{"thread": {"0": {"histogram": {"3": 2}, "cycles": 2, "min": 3, "max": 3, "avg": 3.00},
+	  "1": {"histogram": {      }, "cycles": 0, "min": 1000000, "max": 0, "avg": -nan, "cpu": 1}}}`), 10)
+	if err != nil {
+		t.Fatalf("-nan: %v", err)
+	}
+	if r.All.Samples != 2 || r.All.MinUS != 3 || r.All.MaxUS != 3 {
+		t.Errorf("with an empty thread: %+v", r.All)
+	}
 	if _, err := ParseCyclictestJSON([]byte(`{"thread":{"1":{}}}`), 10); err == nil {
 		t.Error("missing thread 0 accepted")
 	}

@@ -255,3 +255,18 @@ func TestInlineInPolicy(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestKernelRT(t *testing.T) {
+	k := ReadKernelRT()
+	t.Logf("%+v", k)
+	if k.Release == "" || k.PreemptModel == "" {
+		t.Errorf("incomplete: %+v", k)
+	}
+	if k.HZ != 0 && (k.HZ < 24 || k.HZ > 10000) {
+		t.Errorf("HZ %d implausible", k.HZ)
+	}
+	if hz := measureHZ(); hz != 0 && k.HZSource == "config" && (hz < k.HZ*7/10 || hz > k.HZ*13/10) {
+		// tickless idle does not stop jiffies from advancing
+		t.Errorf("measured HZ %d, config says %d", hz, k.HZ)
+	}
+}
