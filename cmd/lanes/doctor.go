@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/lanes-net/lanes/internal/features"
+	"github.com/lanes-net/lanes/internal/sched"
 )
 
 func init() {
@@ -23,10 +25,14 @@ func runDoctor(_ context.Context, e *env, args []string) error {
 		return err
 	}
 	r := features.Probe()
+	k := sched.ReadKernelRT()
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return enc.Encode(struct {
+			*features.Report
+			Scheduler sched.KernelRT `json:"scheduler"`
+		}{r, k})
 	}
 	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -48,6 +54,18 @@ func runDoctor(_ context.Context, e *env, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
 	}
 	tw.Flush()
+	dyn := ""
+	switch {
+	case k.PreemptDynamic && len(k.PreemptModes) > 0:
+		dyn = fmt.Sprintf(", switchable at run time (%s; `lanes tune preempt MODE`)", strings.Join(k.PreemptModes, " "))
+	case k.PreemptDynamic:
+		dyn = ", PREEMPT_DYNAMIC kernel"
+	}
+	if k.PreemptNote != "" {
+		dyn += "\n  note: " + k.PreemptNote
+	}
+	fmt.Fprintf(e.stdout, "\nscheduler: preemption %s (from %s)%s\n", k.PreemptModel, k.PreemptSource, dyn)
+	fmt.Fprintf(e.stdout, "  HZ %d (%s); RT throttling: %s; proc connector: %v\n", k.HZ, k.HZSource, k.RTThrottle(), k.ProcConnector)
 	if missingNeeded > 0 {
 		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
 	}
