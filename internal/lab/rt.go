@@ -297,21 +297,42 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// plotRT draws each configuration's histogram (100 µs bins, share of
-// samples) and its CDF over latency in ms.
+// plotRT draws each configuration's histogram (share of samples per bin)
+// and CDF over latency in ms: the whole range with 100 µs bins, and a
+// zoom on the first millisecond with 10 µs bins where the RT runs live.
 func plotRT(dir string, started time.Time, runs []rtRun) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	const bin = 100 // µs
-	xmax := 1.0     // ms, at least
+	xmax := 1.0 // ms, at least
 	for _, x := range runs {
 		if x.Result != nil {
 			xmax = math.Max(xmax, math.Min(x.Result.All.MaxUS/1e3, rtHistMax.Seconds()*1e3))
 		}
 	}
-	nb := int(math.Ceil(xmax*1e3/bin)) + 1
-	hist := plot.Panel{YLabel: "share of wake-ups", Unit: "% per 100 us"}
+	prefix := filepath.Join(dir, "rt-"+started.UTC().Format("20060102-150405")+"-latency")
+	for _, f := range []struct {
+		suffix string
+		binUS  int
+		xmax   float64
+		title  string
+	}{
+		{"", 100, xmax, "Wake-up latency under CPU + interrupt load (SEEDS 004)"},
+		{"-zoom", 10, 1, "Wake-up latency, first millisecond (SEEDS 004)"},
+	} {
+		fig := rtFigure(runs, f.binUS, f.xmax, f.title)
+		for _, ext := range []string{".png", ".svg"} {
+			if err := fig.Save(prefix + f.suffix + ext); err != nil {
+				return "", err
+			}
+		}
+	}
+	return prefix, nil
+}
+
+func rtFigure(runs []rtRun, binUS int, xmaxMS float64, title string) *plot.Figure {
+	nb := int(math.Ceil(xmaxMS*1e3/float64(binUS))) + 1
+	hist := plot.Panel{YLabel: "share of wake-ups", Unit: fmt.Sprintf("%% per %d us", binUS)}
 	cdf := plot.Panel{YLabel: "wake-ups on time", Unit: "% <= x", YMin: 0, YMax: 100}
 	for _, x := range runs {
 		if x.Result == nil {
@@ -320,28 +341,20 @@ func plotRT(dir string, started time.Time, runs []rtRun) (string, error) {
 		s := x.Result.All
 		folded := make([]float64, nb)
 		for i, v := range s.Hist {
-			folded[min(i/bin, nb-1)] += float64(v)
+			folded[min(i/binUS, nb-1)] += float64(v) // the last bin collects the rest
 		}
 		total := float64(max(1, s.Samples))
 		hs := plot.Series{Name: "(" + x.Key + ")"}
 		cs := plot.Series{Name: "(" + x.Key + ")"}
 		var cum float64
-		for i, v := range folded {
-			xm := float64(i*bin) / 1e3
+		for i, v := range folded[:nb-1] {
+			xm := float64(i*binUS) / 1e3
 			hs.X, hs.Y = append(hs.X, xm), append(hs.Y, 100*v/total)
 			cum += v
-			cs.X, cs.Y = append(cs.X, xm+float64(bin)/1e3), append(cs.Y, 100*cum/total)
+			cs.X, cs.Y = append(cs.X, xm+float64(binUS)/1e3), append(cs.Y, 100*cum/total)
 		}
 		hist.Series = append(hist.Series, hs)
 		cdf.Series = append(cdf.Series, cs)
 	}
-	fig := &plot.Figure{Title: "Wake-up latency under CPU + interrupt load (SEEDS 004)", XLabel: "latency", XUnit: "ms",
-		Panels: []plot.Panel{hist, cdf}}
-	prefix := filepath.Join(dir, "rt-"+started.UTC().Format("20060102-150405")+"-latency")
-	for _, ext := range []string{".png", ".svg"} {
-		if err := fig.Save(prefix + ext); err != nil {
-			return "", err
-		}
-	}
-	return prefix, nil
+	return &plot.Figure{Title: title, XLabel: "latency", XUnit: "ms", Panels: []plot.Panel{hist, cdf}}
 }

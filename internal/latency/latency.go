@@ -19,7 +19,8 @@
 // when some other (normal-priority, possibly starved) thread hands it a P —
 // we would measure Go's scheduler instead of the kernel's. On wake-up the
 // thread needs an idle P (exitsyscall); Run raises GOMAXPROCS so that one
-// is always there. Timestamps are raw clock_gettime calls. The thread is
+// is always there. Timestamps come from the vDSO clock_gettime
+// (CLOCK_MONOTONIC, as cyclictest reads them) via runtime.nanotime. The thread is
 // never unlocked: when the goroutine ends the runtime destroys the OS
 // thread, so a real-time thread is never returned to the pool.
 package latency
@@ -32,7 +33,7 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unsafe"
+	_ "unsafe" // go:linkname
 
 	"golang.org/x/sys/unix"
 )
@@ -263,11 +264,12 @@ func SetThreadPolicy(tid int, policy string, prio int) error {
 	return nil
 }
 
-func monoNow() int64 {
-	var ts unix.Timespec
-	unix.RawSyscall(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&ts)), 0)
-	return ts.Nano()
-}
+// monoNow is CLOCK_MONOTONIC in ns through the vDSO, as cyclictest reads
+// it: the runtime's nanotime is exactly clock_gettime(CLOCK_MONOTONIC).
+func monoNow() int64 { return nanotime() }
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // sleepUntil sleeps until the absolute CLOCK_MONOTONIC time t (ns),
 // restarting after signals (the Go runtime sends SIGURG for preemption).
