@@ -7,7 +7,9 @@
 // loop authenticates and replay-checks incoming announcements; a peer joining,
 // leaving or starting/stopping to send triggers an immediate recomputation,
 // so caps follow within one interval of the event (a silent crash is noticed
-// after SilenceIntervals).
+// after SilenceIntervals). Local flows are also sampled five times per
+// interval: a flow that starts sending is announced at once, so the group
+// caps a newcomer before its slow start overshoots.
 //
 // Caps of a flow = min(cooperative cap, matching rule caps). The cooperative
 // cap is off while the rate is unknown or the safety fallback holds; rule
@@ -170,11 +172,12 @@ const (
 )
 
 type flowState struct {
-	f      Flow
-	active bool
-	coop   uint32 // last cooperative cap (kept while idle)
-	rule   string // rule that set the cap, if any
-	cap    uint32
+	f            Flow
+	active       bool
+	lastProgress time.Time
+	coop         uint32 // last cooperative cap (kept while idle)
+	rule         string // rule that set the cap, if any
+	cap          uint32
 }
 
 type rateSample struct {
@@ -199,7 +202,8 @@ type Controller struct {
 	table       *Table
 	cnt         Counters
 	flows       map[uint64]*flowState
-	lastSample  time.Time
+	lastSample  time.Time // last tick's sample
+	ackAcc      float64   // bytes acknowledged since the last tick
 	goodput     float64
 	rates       []rateSample
 	safety      safety
@@ -286,11 +290,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-tick.C:
 			c.tick(ctx)
 		case <-exp.C:
+			// between announcements: expire silent peers, and announce at
+			// once when a local flow starts sending (a join is not left
+			// waiting for the next interval)
+			joined := c.sampleFlows(ctx, false)
+			if joined {
+				c.announce()
+			}
 			c.mu.Lock()
 			gone := c.table.Expire(c.now())
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))
+			}
+			if joined || len(gone) > 0 {
 				c.recomputeAndApply(false)
 			}
 		case <-c.changed:
@@ -403,49 +416,70 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 
 // tick samples local flows, announces them, and recomputes caps.
 func (c *Controller) tick(ctx context.Context) {
-	flows, err := c.flowsrc.UplinkFlows(ctx)
-	now := c.now()
-	c.mu.Lock()
-	if err != nil {
-		c.st.LastError = fmt.Sprintf("flow source: %v", err)
-		flows = nil
-	}
-	c.sample(flows, now)
-	c.seq++
-	a := c.ownAnnouncement(now)
-	c.mu.Unlock()
-	if err := c.tr.Send(Encode(&a, c.key)); err != nil {
-		c.mu.Lock()
-		c.cnt.SendErrors++
-		c.st.LastError = fmt.Sprintf("send announcement: %v", err)
-		c.mu.Unlock()
-	} else {
-		c.mu.Lock()
-		c.cnt.Sent++
-		c.mu.Unlock()
-	}
+	c.sampleFlows(ctx, true)
+	c.announce()
 	c.recomputeAndApply(true)
 }
 
-// sample merges a new flow sample: activity and goodput. Caller holds mu.
-func (c *Controller) sample(flows []Flow, now time.Time) {
-	dt := now.Sub(c.lastSample).Seconds()
-	var acked float64
+// sampleFlows takes a flow sample; it reports whether a local flow started
+// sending.
+func (c *Controller) sampleFlows(ctx context.Context, tick bool) bool {
+	flows, err := c.flowsrc.UplinkFlows(ctx)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.st.LastError = fmt.Sprintf("flow source: %v", err)
+		if !tick {
+			return false
+		}
+		flows = nil
+	}
+	return c.sample(flows, now, tick)
+}
+
+// announce sends this host's announcement now.
+func (c *Controller) announce() {
+	c.mu.Lock()
+	c.seq++
+	a := c.ownAnnouncement(c.now())
+	c.mu.Unlock()
+	err := c.tr.Send(Encode(&a, c.key))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.cnt.SendErrors++
+		c.st.LastError = fmt.Sprintf("send announcement: %v", err)
+		return
+	}
+	c.cnt.Sent++
+}
+
+// sample merges a new flow sample. A flow is active while it has data
+// waiting or made progress within the last interval; on a tick the host's
+// goodput since the previous tick is computed. It reports whether a flow
+// became active. Caller holds mu.
+func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
+	iv := c.cfg.Interval.D()
+	joined := false
 	seen := make(map[uint64]bool, len(flows))
 	for _, f := range flows {
 		seen[f.Cookie] = true
 		fs, ok := c.flows[f.Cookie]
-		progress := false
 		if ok && f.BytesAcked > fs.f.BytesAcked {
-			acked += float64(f.BytesAcked - fs.f.BytesAcked)
-			progress = true
+			c.ackAcc += float64(f.BytesAcked - fs.f.BytesAcked)
+			fs.lastProgress = now
 		}
 		if !ok {
 			fs = &flowState{}
 			c.flows[f.Cookie] = fs
 		}
 		fs.f = f
-		fs.active = f.NotSent+f.InFlight > 0 || progress
+		was := fs.active
+		fs.active = f.NotSent+f.InFlight > 0 || (!fs.lastProgress.IsZero() && now.Sub(fs.lastProgress) < iv)
+		if fs.active && !was {
+			joined = true
+		}
 	}
 	for ck := range c.flows {
 		if !seen[ck] {
@@ -453,9 +487,13 @@ func (c *Controller) sample(flows []Flow, now time.Time) {
 			delete(c.applied, ck)
 		}
 	}
-	if !c.lastSample.IsZero() && dt > 0 {
-		c.goodput = acked * 8 / dt
+	if !tick {
+		return joined
 	}
+	if dt := now.Sub(c.lastSample).Seconds(); !c.lastSample.IsZero() && dt > 0 {
+		c.goodput = c.ackAcc * 8 / dt
+	}
+	c.ackAcc = 0
 	c.lastSample = now
 	// the group's goodput feeds the AP rate estimate
 	g := c.goodput
@@ -466,6 +504,7 @@ func (c *Controller) sample(flows []Flow, now time.Time) {
 	for len(c.rates) > 0 && now.Sub(c.rates[0].t) > rateWindow {
 		c.rates = c.rates[1:]
 	}
+	return joined
 }
 
 // ownAnnouncement builds this interval's announcement. Caller holds mu.

@@ -497,3 +497,44 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A local flow that starts sending is noticed between announcements (the
+// fast sample) and reported once; a pausing flow stays active one interval.
+func TestFastJoinSample(t *testing.T) {
+	g := newGroup(t, 1, paperConfig())
+	n := g.nodes[0]
+	g.round()
+	ctx := context.Background()
+	if n.c.sampleFlows(ctx, false) {
+		t.Fatal("join reported with no flows")
+	}
+	n.flows.set(bulkFlow(7))
+	g.clk.add(100 * time.Millisecond)
+	if !n.c.sampleFlows(ctx, false) {
+		t.Fatal("new sending flow not reported")
+	}
+	g.clk.add(100 * time.Millisecond)
+	if n.c.sampleFlows(ctx, false) {
+		t.Error("same flow reported twice")
+	}
+	// the flow drains: still active within one interval of its progress
+	f := bulkFlow(7)
+	f.NotSent, f.InFlight, f.BytesAcked = 0, 0, 1<<40
+	n.flows.set(f)
+	g.clk.add(100 * time.Millisecond)
+	n.c.sampleFlows(ctx, false)
+	n.c.mu.Lock()
+	active := n.c.flows[7].active
+	n.c.mu.Unlock()
+	if !active {
+		t.Error("flow inactive right after progress")
+	}
+	g.clk.add(600 * time.Millisecond)
+	n.c.sampleFlows(ctx, false)
+	n.c.mu.Lock()
+	active = n.c.flows[7].active
+	n.c.mu.Unlock()
+	if active {
+		t.Error("idle flow still active after an interval")
+	}
+}
