@@ -115,7 +115,7 @@ func DefaultConfig() Config {
 			Enabled:         true,
 			RTTInflation:    1.3,
 			GoodputFraction: 0.7,
-			Trigger:         6,
+			Trigger:         10,
 			Hold:            config.Duration(30 * time.Second),
 		},
 	}
