@@ -28,7 +28,9 @@ type UDPTransport struct {
 // SetUnicast makes Send go to each of addrs instead of the broadcast
 // address (for networks that drop broadcast between stations, and for the
 // lab, whose point-to-point TUN links have no broadcast).
-func (t *UDPTransport) SetUnicast(addrs []netip.Addr) { t.unicast = append([]netip.Addr(nil), addrs...) }
+func (t *UDPTransport) SetUnicast(addrs []netip.Addr) {
+	t.unicast = append([]netip.Addr(nil), addrs...)
+}
 
 // ListenUDP opens the announcement socket on ifname.
 func ListenUDP(ifname string, port uint16) (*UDPTransport, error) {
