@@ -22,8 +22,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lanes-net/lanes/internal/config"
-	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
