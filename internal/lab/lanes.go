@@ -30,13 +30,13 @@ func lanesAvailable(bin string) bool {
 	return err == nil && strings.Contains(string(out), "daemon")
 }
 
-func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *Bed, phone *topo.Node) error {
+func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *Bed, phone *topo.Node) (*topo.Proc, error) {
 	if !lanesAvailable(c.Lanes) {
-		return fmt.Errorf("method %s needs the lanes daemon (%s has none)", m.ID, c.Lanes)
+		return nil, fmt.Errorf("method %s needs the lanes daemon (%s has none)", m.ID, c.Lanes)
 	}
 	upCfg, _, err := c.linkConfigs()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rate := upCfg.Rate
 	if upCfg.Trace != nil {
@@ -48,13 +48,13 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 	} else {
 		dir, err := os.MkdirTemp("", "lanes-lab-policy-")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pol = filepath.Join(dir, "policy.yaml")
 		text := fmt.Sprintf("# lab policy for method %s: the phone's uplink, shaped far above the link;\n# the lab drives class 1:1 as the device gate.\ninterfaces:\n  - name: %s\n    mode: shaped\n    uplink: %dbit\n",
 			m.ID, TUNName, uint64(rate*50))
 		if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
-			return err
+			return nil, err
 		}
 		bed.policyFiles = append(bed.policyFiles, dir)
 		if env != nil {
@@ -64,7 +64,7 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 	sock := lanesSocket(bed)
 	d, err := phone.StartCommand(c.Lanes, "daemon", "--policy", pol, "--socket", sock)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -75,23 +75,23 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 		}
 		select {
 		case <-d.Done():
-			return fmt.Errorf("lanes daemon exited: %v", d.Err())
+			return nil, fmt.Errorf("lanes daemon exited: %v", d.Err())
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", TUNName)
+			return nil, fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", TUNName)
 		}
 	}
 	g, err := phone.AdoptGate(TUNName, m.Queue)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := g.SetRate(rate); err != nil {
-		return err
+		return nil, err
 	}
 	bed.Gates[phone.Name] = g
 	bed.gateLinks[phone.Name] = bed.Hosts[phone.Name].Up
-	return nil
+	return d, nil
 }

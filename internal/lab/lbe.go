@@ -24,8 +24,8 @@
 //
 // CPU per transfer: the phone's tasks (the foreground client's own
 // user+system time from getrusage, the background uploader's from
-// /proc/PID/stat, and for method 3 the priority task's thread) over the
-// transfer; the machine's softirq time is reported beside it. The emulator's
+// /proc/PID/stat, for method 3 the priority task's thread, for methods 4
+// and 6 the lanes daemon's process) over the transfer; the machine's softirq time is reported beside it. The emulator's
 // own CPU is not counted (except method 3's priority task, which stands for
 // phone code).
 package lab
@@ -140,6 +140,7 @@ type lbeBed struct {
 	bgFlow emu.FlowKey
 	up     *emu.Link
 	meter  *flowMeter
+	daemon *topo.Proc // methods 4 and 6: phone code, its CPU counts
 }
 
 func (b *lbeBed) Close() error { return b.bed.Close() }
@@ -190,7 +191,7 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 		}
 	}
 	if m.Kind == "lanes" {
-		if err := startLanes(ctx, env, c, m, bed, phone); err != nil {
+		if lb.daemon, err = startLanes(ctx, env, c, m, bed, phone); err != nil {
 			return nil, err
 		}
 	}
@@ -248,9 +249,12 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 // transfer runs one foreground GET or POST and measures it.
 func (lb *lbeBed) transfer(ctx context.Context, dir string, sizeKB int) (LBETrial, error) {
 	tr := LBETrial{Dir: dir, SizeKB: sizeKB}
-	var bulk0, prio0 time.Duration
+	var bulk0, prio0, daemon0 time.Duration
 	if lb.bulk != nil {
 		bulk0 = emu.ProcCPU(lb.bulk.Pid())
+	}
+	if lb.daemon != nil {
+		daemon0 = emu.ProcCPU(lb.daemon.Pid())
 	}
 	if lb.prio != nil {
 		prio0 = lb.prio.ThreadCPU()
@@ -282,6 +286,9 @@ func (lb *lbeBed) transfer(ctx context.Context, dir string, sizeKB int) (LBETria
 	}
 	if lb.prio != nil {
 		cpu += lb.prio.ThreadCPU() - prio0
+	}
+	if lb.daemon != nil {
+		cpu += emu.ProcCPU(lb.daemon.Pid()) - daemon0
 	}
 	tr.CPUms = float64(cpu) / 1e6
 	tr.SoftirqMs = float64(emu.SoftirqTime()-sirq0) / 1e6
@@ -581,7 +588,7 @@ func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, 
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("links: up %s, down %s, %v one way; downlink queue %d packets; %s; %d repetitions",
 			orRate(c.UpTrace, c.UpRate), orRate(c.DownTrace, c.DownRate), c.Delay, c.DownQueuePackets, c.CC, c.Reps),
-		"CPU = the phone's tasks (foreground client + background uploader + method 3's priority task); softirq is the whole machine's")
+		"CPU = the phone's tasks (foreground client + background uploader + method 3's priority task + methods 4/6's lanes daemon); softirq is the whole machine's")
 	r.Duration = time.Since(r.Started)
 	return r, nil
 }
