@@ -29,6 +29,9 @@ func init() {
 }
 
 func runLatency(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "--flood-child" {
+		return floodChild(e, args[1:])
+	}
 	def := latency.DefaultConfig()
 	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -87,7 +90,8 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	var nl *latency.NetLoad
 	if *netLoad {
 		var err error
-		nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime})
+		exe, _ := os.Executable() // the flood runs in a child process when we know our binary
+		nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime, Exe: exe})
 		if err != nil {
 			return fmt.Errorf("net load: %w", err)
 		}
@@ -139,6 +143,9 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	}
 	var sent, recv uint64
 	if nl != nil {
+		if err := nl.Close(); err != nil {
+			fmt.Fprintf(e.stderr, "lanes latency: %v\n", err)
+		}
 		sent, recv = nl.Counts()
 	}
 	if *asJSON {
@@ -169,4 +176,20 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 		latency.WriteHistogram(e.stdout, r.All, *full)
 	}
 	return nil
+}
+
+// floodChild is the hidden `lanes latency --flood-child`: the net load's
+// sender and sink in their own process (see latency.NetLoadConfig.Exe).
+func floodChild(e *env, args []string) error {
+	fs := flag.NewFlagSet("latency --flood-child", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	rate := fs.Int("rate", 20000, "packets per second")
+	size := fs.Int("size", 1000, "UDP payload bytes")
+	d := fs.Duration("duration", time.Minute, "stop after")
+	host := fs.String("host", "", "tested host address (netns on fd 3)")
+	peer := fs.String("peer", "", "peer address (netns on fd 4)")
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf("%v", err)
+	}
+	return latency.FloodChild(*rate, *size, *d, *host, *peer, e.stdout)
 }

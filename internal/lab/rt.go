@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -100,9 +101,12 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 	// The flood goroutines share this process with the watcher of (d): keep
 	// idle Ps so the watcher never waits behind them for one.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), runtime.NumCPU()+4)))
+	// ...and no stop-the-world collections delaying it (bounded by a memory limit).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(512 << 20))
 	bound := 6*p.dur + 2*time.Minute // the loads stop by themselves even if we die
 	env.Printf("rt: starting load: %d busy workers, %d pps UDP+ICMP flood over a private veth\n", p.cpuLoad, p.netRate)
-	nl, err := latency.StartNetLoad(latency.NetLoadConfig{Rate: p.netRate, Duration: bound})
+	nl, err := latency.StartNetLoad(latency.NetLoadConfig{Rate: p.netRate, Duration: bound, Exe: exe})
 	if err != nil {
 		return nil, fmt.Errorf("net load: %w", err)
 	}
@@ -168,6 +172,9 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 			ct.Skipped = err.Error()
 		}
 		runs = append(runs, ct)
+	}
+	if err := nl.Close(); err != nil {
+		r.Notes = append(r.Notes, err.Error())
 	}
 	sent, recv := nl.Counts()
 

@@ -18,11 +18,12 @@
 // the goroutine every 10 ms, and a preempted locked goroutine only resumes
 // when some other (normal-priority, possibly starved) thread hands it a P —
 // we would measure Go's scheduler instead of the kernel's. On wake-up the
-// thread needs an idle P (exitsyscall); Run raises GOMAXPROCS so that one
-// is always there. Timestamps come from the vDSO clock_gettime
-// (CLOCK_MONOTONIC, as cyclictest reads them) via runtime.nanotime. The thread is
-// never unlocked: when the goroutine ends the runtime destroys the OS
-// thread, so a real-time thread is never returned to the pool.
+// thread needs an idle P (exitsyscall): Run raises GOMAXPROCS so that one is
+// always there, and turns the garbage collector off while it measures.
+// Timestamps come from the vDSO clock_gettime(CLOCK_MONOTONIC), as
+// cyclictest reads them, via runtime.nanotime. The thread is never unlocked:
+// when the goroutine ends the runtime destroys the OS thread, so a real-time
+// thread is never returned to the pool.
 package latency
 
 import (
@@ -30,6 +31,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -155,6 +157,13 @@ func Run(c Config, stop <-chan struct{}) (*Result, error) {
 	if want := runtime.NumCPU() + c.Threads + 1; runtime.GOMAXPROCS(0) < want {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(want))
 	}
+	// No garbage collection while measuring: a stop-the-world phase waits
+	// for every running goroutine (e.g. a net-load sender starved by the CPU
+	// load) and holds the measuring thread at its syscall exit meanwhile
+	// (seen as a 16 ms sample at SCHED_FIFO). The loop does not allocate; the
+	// memory limit still forces a collection if something else does a lot.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(512 << 20))
 	if c.Mlock {
 		if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE); err != nil {
 			return nil, fmt.Errorf("mlockall: %w", err)

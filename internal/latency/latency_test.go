@@ -189,7 +189,7 @@ func TestNetLoadDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent, recv := nl.Counts()
-	t.Logf("net load: sent %d (%d send errors), udp received %d in 0.5 s", sent, nl.errs.Load(), recv)
+	t.Logf("net load: sent %d (%d send errors), udp received %d in 0.5 s", sent, nl.f.errs.Load(), recv)
 	if !inHost {
 		t.Error("setup did not run in the host namespace")
 	}

@@ -16,12 +16,16 @@
 package latency
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"sync"
@@ -75,18 +79,39 @@ type NetLoadConfig struct {
 	Rate     int           // packets per second (UDP and ICMP alternate), default 20000
 	Size     int           // UDP payload bytes, default 1000
 	Duration time.Duration // hard limit: the sender stops after this
+	// Exe, if set, is a lanes binary: the sender and the sink then run in a
+	// child process (`lanes latency --flood-child`), so that their goroutines
+	// never share a Go runtime (scheduler locks, GC) with measuring threads.
+	// Empty: they run in this process.
+	Exe string
 }
 
 // NetLoad is a running flood between two private namespaces.
 type NetLoad struct {
 	Host, Peer         netns.NsHandle
 	HostAddr, PeerAddr net.IP
-	sent, recv, errs   atomic.Uint64
-	stop               chan struct{}
-	wg                 sync.WaitGroup
-	sink               *net.UDPConn
-	udp                *net.UDPConn
-	icmp               net.PacketConn
+	f                  *flooder  // in-process sender and sink
+	child              *exec.Cmd // or a child process running them
+	childOut           bytes.Buffer
+	final              FloodCounts
+}
+
+// FloodCounts are a flood's packet counters.
+type FloodCounts struct {
+	Sent   uint64 `json:"sent"`   // packets the peer sent (UDP + ICMP)
+	Recv   uint64 `json:"recv"`   // UDP datagrams the sink received
+	Errors uint64 `json:"errors"` // failed sends
+}
+
+// flooder is the sender (peer side) and the sink (host side).
+type flooder struct {
+	sent, recv, errs atomic.Uint64
+	stop             chan struct{}
+	wg               sync.WaitGroup
+	sink             *net.UDPConn
+	udp              *net.UDPConn
+	icmp             net.PacketConn
+	hostAddr         net.IP
 }
 
 // StartNetLoad creates the namespaces and veth, and starts the flood.
@@ -105,7 +130,7 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 	}
 	k := 1 + os.Getpid()%250
 	nl = &NetLoad{HostAddr: net.IPv4(10, 251, byte(k), 1).To4(), PeerAddr: net.IPv4(10, 251, byte(k), 2).To4(),
-		stop: make(chan struct{}), Host: -1, Peer: -1}
+		Host: -1, Peer: -1}
 	defer func() {
 		if err != nil {
 			nl.Close()
@@ -168,55 +193,131 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 		IP: nl.HostAddr, HardwareAddr: hl.Attrs().HardwareAddr}); err != nil {
 		return nil, fmt.Errorf("neighbour on %s: %w", pname, err)
 	}
+	if c.Exe != "" {
+		return nl, nl.startChild(c)
+	}
+	nl.f, err = startFlooder(nl.Host, nl.Peer, nl.HostAddr, nl.PeerAddr, c)
+	return nl, err
+}
+
+// startFlooder opens the sockets (each in its namespace) and starts the
+// sink and the sender.
+func startFlooder(host, peer netns.NsHandle, hostAddr, peerAddr net.IP, c NetLoadConfig) (f *flooder, err error) {
+	f = &flooder{stop: make(chan struct{}), hostAddr: hostAddr}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
 	// Sockets belong to the namespace they were created in.
-	if err := inNS(nl.Host, func() (err error) {
-		nl.sink, err = net.ListenUDP("udp4", &net.UDPAddr{IP: nl.HostAddr, Port: 9})
+	if err := inNS(host, func() (err error) {
+		f.sink, err = net.ListenUDP("udp4", &net.UDPAddr{IP: hostAddr, Port: 9})
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("udp sink: %w", err)
 	}
-	if err := inNS(nl.Peer, func() (err error) {
-		if nl.udp, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: nl.HostAddr, Port: 9}); err != nil {
+	if err := inNS(peer, func() (err error) {
+		if f.udp, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: hostAddr, Port: 9}); err != nil {
 			return err
 		}
-		nl.icmp, err = net.ListenPacket("ip4:icmp", nl.PeerAddr.String())
+		f.icmp, err = net.ListenPacket("ip4:icmp", peerAddr.String())
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("flood sockets: %w", err)
 	}
-	nl.wg.Add(2)
-	go nl.drain()
-	go nl.flood(c)
-	return nl, nil
+	f.wg.Add(2)
+	go f.drain()
+	go f.flood(c)
+	return f, nil
+}
+
+// startChild runs the sender and sink in `lanes latency --flood-child`,
+// passing the namespaces as fds 3 (host) and 4 (peer).
+func (nl *NetLoad) startChild(c NetLoadConfig) error {
+	var files []*os.File
+	for _, h := range []netns.NsHandle{nl.Host, nl.Peer} {
+		f, err := nsFile(h)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	nl.child = exec.Command(c.Exe, "latency", "--flood-child", "--rate", strconv.Itoa(c.Rate), "--size", strconv.Itoa(c.Size),
+		"--duration", c.Duration.String(), "--host", nl.HostAddr.String(), "--peer", nl.PeerAddr.String())
+	nl.child.ExtraFiles = files
+	nl.child.Stdout = &nl.childOut
+	nl.child.Stderr = os.Stderr
+	// No Pdeathsig: it fires when the forking *thread* exits, and Go threads
+	// do exit (locked ones). `--duration` bounds the child instead.
+	if err := nl.child.Start(); err != nil {
+		nl.child = nil
+		return fmt.Errorf("start flood child: %w", err)
+	}
+	return nil
+}
+
+// FloodChild is the body of `lanes latency --flood-child`: namespaces on fds
+// 3 (host) and 4 (peer); it floods until the duration ends or SIGTERM, then
+// prints its FloodCounts as JSON.
+func FloodChild(rate, size int, d time.Duration, host, peer string, out io.Writer) error {
+	hostIP, peerIP := net.ParseIP(host).To4(), net.ParseIP(peer).To4()
+	if hostIP == nil || peerIP == nil {
+		return fmt.Errorf("bad addresses %q %q", host, peer)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	f, err := startFlooder(netns.NsHandle(3), netns.NsHandle(4), hostIP, peerIP, NetLoadConfig{Rate: rate, Size: size, Duration: d})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-sig:
+	case <-time.After(d):
+	}
+	f.close()
+	return json.NewEncoder(out).Encode(f.counts())
 }
 
 // EnterHost moves the calling (locked) OS thread into the tested host's
 // namespace; use it as latency.Config.Setup.
 func (nl *NetLoad) EnterHost() error { return netns.Set(nl.Host) }
 
-// Counts returns packets sent by the peer and received by the sink.
-func (nl *NetLoad) Counts() (sent, recv uint64) { return nl.sent.Load(), nl.recv.Load() }
+// Counts returns packets sent by the peer and received by the sink (for a
+// child process: known once Close has run).
+func (nl *NetLoad) Counts() (sent, recv uint64) {
+	if nl.f != nil {
+		c := nl.f.counts()
+		return c.Sent, c.Recv
+	}
+	return nl.final.Sent, nl.final.Recv
+}
 
-func (nl *NetLoad) drain() {
-	defer nl.wg.Done()
+func (f *flooder) counts() FloodCounts {
+	return FloodCounts{Sent: f.sent.Load(), Recv: f.recv.Load(), Errors: f.errs.Load()}
+}
+
+func (f *flooder) drain() {
+	defer f.wg.Done()
 	buf := make([]byte, 2048)
 	for {
-		if _, err := nl.sink.Read(buf); err != nil {
+		if _, err := f.sink.Read(buf); err != nil {
 			return
 		}
-		nl.recv.Add(1)
+		f.recv.Add(1)
 	}
 }
 
 // flood sends Rate packets per second in 1 ms batches until stopped or
 // Duration has passed.
-func (nl *NetLoad) flood(c NetLoadConfig) {
-	defer nl.wg.Done()
+func (f *flooder) flood(c NetLoadConfig) {
+	defer f.wg.Done()
 	payload := make([]byte, c.Size)
 	echo := make([]byte, 64)
 	echo[0] = 8 // ICMP echo request
 	binary.BigEndian.PutUint16(echo[4:], uint16(os.Getpid()))
-	dst := &net.IPAddr{IP: nl.HostAddr}
+	dst := &net.IPAddr{IP: f.hostAddr}
 	deadline := time.Now().Add(c.Duration)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -224,7 +325,7 @@ func (nl *NetLoad) flood(c NetLoadConfig) {
 	var seq uint16
 	for {
 		select {
-		case <-nl.stop:
+		case <-f.stop:
 			return
 		case now := <-tick.C:
 			if now.After(deadline) {
@@ -232,21 +333,21 @@ func (nl *NetLoad) flood(c NetLoadConfig) {
 			}
 			// Catch up to the target count so timer slack does not lower the rate.
 			want := uint64(now.Sub(start).Seconds() * float64(c.Rate))
-			for n := 0; nl.sent.Load() < want && n < c.Rate/100+1; n++ {
+			for n := 0; f.sent.Load() < want && n < c.Rate/100+1; n++ {
 				var err error
 				if seq%2 == 0 {
-					_, err = nl.udp.Write(payload)
+					_, err = f.udp.Write(payload)
 				} else {
 					binary.BigEndian.PutUint16(echo[6:], seq)
 					echo[2], echo[3] = 0, 0
 					binary.BigEndian.PutUint16(echo[2:], icmpChecksum(echo))
-					_, err = nl.icmp.WriteTo(echo, dst)
+					_, err = f.icmp.WriteTo(echo, dst)
 				}
 				seq++
 				// Count attempts, not successes, so a full queue cannot spin us.
-				nl.sent.Add(1)
+				f.sent.Add(1)
 				if err != nil {
-					nl.errs.Add(1)
+					f.errs.Add(1)
 				}
 			}
 		}
@@ -258,21 +359,20 @@ func (nl *NetLoad) Close() error {
 	if nl == nil {
 		return nil
 	}
-	select {
-	case <-nl.stop:
-	default:
-		close(nl.stop)
+	var err error
+	if nl.f != nil {
+		nl.f.close()
+		nl.final = nl.f.counts()
+		nl.f = nil
 	}
-	if nl.sink != nil {
-		nl.sink.Close()
+	if nl.child != nil {
+		_ = nl.child.Process.Signal(syscall.SIGTERM)
+		werr := nl.child.Wait()
+		if jerr := json.Unmarshal(nl.childOut.Bytes(), &nl.final); jerr != nil {
+			err = fmt.Errorf("flood child: %w (%v)", jerr, werr)
+		}
+		nl.child = nil
 	}
-	if nl.udp != nil {
-		nl.udp.Close()
-	}
-	if nl.icmp != nil {
-		nl.icmp.Close()
-	}
-	nl.wg.Wait()
 	if nl.Host >= 0 {
 		nl.Host.Close()
 		nl.Host = -1
@@ -281,7 +381,25 @@ func (nl *NetLoad) Close() error {
 		nl.Peer.Close()
 		nl.Peer = -1
 	}
-	return nil
+	return err
+}
+
+func (f *flooder) close() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	if f.sink != nil {
+		f.sink.Close()
+	}
+	if f.udp != nil {
+		f.udp.Close()
+	}
+	if f.icmp != nil {
+		f.icmp.Close()
+	}
+	f.wg.Wait()
 }
 
 func icmpChecksum(b []byte) uint16 {
