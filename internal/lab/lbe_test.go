@@ -2,10 +2,14 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,5 +98,76 @@ func TestLBEOrdering(t *testing.T) {
 	}
 	if !(mean["2"] > 1.2*mean["3"]) {
 		t.Errorf("method 2 (no LBE) %.2f s should be clearly slower than method 3 (task-based) %.2f s", mean["2"], mean["3"])
+	}
+}
+
+// TestCLISignalCleanup: SIGTERM to `lanes lab run` removes every namespace
+// and process the run made.
+func TestCLISignalCleanup(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("builds the lanes binary")
+	}
+	bin := lanesBinary(t)
+	cmd := exec.Command(bin, "lab", "run", "lbe", "--methods", "2", "--up-trace", "", "--down-trace", "",
+		"--up-rate", "1000000", "--down-rate", "2000000", "--warmup", "60s", "--reps", "1", "--results", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	prefix := "lanes-lab-" + strconv.Itoa(pid) + "-"
+	children := func() []int {
+		var out []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	var spaces []string
+	var kids []int
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && (len(spaces) < 3 || len(kids) < 3) {
+		time.Sleep(200 * time.Millisecond)
+		spaces = nil
+		ents, _ := os.ReadDir("/var/run/netns")
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				spaces = append(spaces, e.Name())
+			}
+		}
+		kids = children()
+	}
+	if len(spaces) < 3 || len(kids) < 3 {
+		cmd.Process.Kill()
+		t.Fatalf("run not up: namespaces %v, children %v", spaces, kids)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("lanes lab run did not exit within 20 s of SIGTERM")
+	}
+	for _, s := range spaces {
+		if _, err := os.Stat("/var/run/netns/" + s); err == nil {
+			t.Errorf("namespace %s left behind", s)
+		}
+	}
+	for _, k := range kids {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/stat"); err == nil && !strings.Contains(string(b), ") Z") {
+			t.Errorf("process %d left running: %s", k, b)
+		}
 	}
 }
