@@ -418,7 +418,7 @@ func (e *Engine) revertLocked(pid int, t *tracked) error {
 		}
 	}
 	if t.cgroupOrig != "" {
-		if err := moveTo(filepath.Join(e.cg.Mount, t.cgroupOrig), pid); err != nil && !isGone(err) && !strings.Contains(err.Error(), "no such process") {
+		if err := moveTo(filepath.Join(e.cg.Mount, t.cgroupOrig), pid); err != nil && !isGone(err) {
 			errs = append(errs, err)
 		}
 	}
