@@ -41,8 +41,9 @@ func PolicyName(p uint32) string {
 
 // savedThread is a thread's scheduling state before we touched it.
 type savedThread struct {
-	attr unix.SchedAttr
-	cpus unix.CPUSet
+	attr    unix.SchedAttr
+	cpus    unix.CPUSet
+	changed bool // we set the policy/nice (else Close leaves it alone)
 }
 
 // attrFor computes the new sched_attr of a thread from its current one.
@@ -94,6 +95,7 @@ func applyThread(tid int, r Rule) (savedThread, error) {
 		if err := unix.SchedSetAttr(tid, &a, 0); err != nil {
 			return s, fmt.Errorf("sched_setattr %d %s prio %d nice %d: %w", tid, PolicyName(a.Policy), a.Priority, a.Nice, err)
 		}
+		s.changed = true
 	}
 	if len(r.CPUs) > 0 {
 		var set unix.CPUSet
@@ -112,8 +114,10 @@ func restoreThread(tid int, s savedThread, affinity bool) error {
 	a := s.attr
 	a.Flags &= unix.SCHED_FLAG_RESET_ON_FORK
 	var errs []error
-	if err := unix.SchedSetAttr(tid, &a, 0); err != nil && !isGone(err) {
-		errs = append(errs, fmt.Errorf("restore policy of %d: %w", tid, err))
+	if s.changed {
+		if err := unix.SchedSetAttr(tid, &a, 0); err != nil && !isGone(err) {
+			errs = append(errs, fmt.Errorf("restore policy of %d: %w", tid, err))
+		}
 	}
 	if affinity {
 		if err := unix.SchedSetaffinity(tid, &s.cpus); err != nil && !isGone(err) {

@@ -270,3 +270,29 @@ func TestKernelRT(t *testing.T) {
 		t.Errorf("measured HZ %d, config says %d", hz, k.HZ)
 	}
 }
+
+// TestLaneFromLaterRule: the CPU treatment and the lane each come from the
+// first matching rule that has one (the daemon appends lane-only rules after
+// the task rules).
+func TestLaneFromLaterRule(t *testing.T) {
+	rs, err := Compile([]Rule{
+		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 10},
+		{Name: "lane.media", Comm: "mpv", Lane: lane.Realtime},
+		{Name: "lane.bulk", UID: u32(1000), Lane: lane.Background},
+		{Name: "bulk-cpu", UID: u32(1000), Nice: iptr(10)},
+	}, DefaultSafety())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, idx := rs.Match(&ProcInfo{Comm: "mpv", UID: 1000})
+	if idx != 0 || r.Policy != "fifo" || r.Lane != lane.Realtime {
+		t.Errorf("mpv: %+v (%d), want fifo + realtime", r, idx)
+	}
+	r, idx = rs.Match(&ProcInfo{Comm: "rsync", UID: 1000})
+	if idx != 2 || r.Nice == nil || *r.Nice != 10 || r.Lane != lane.Background {
+		t.Errorf("rsync: %+v (%d), want nice 10 + background", r, idx)
+	}
+	if _, idx := rs.Match(&ProcInfo{Comm: "vim", UID: 0}); idx != -1 {
+		t.Errorf("vim matched rule %d", idx)
+	}
+}

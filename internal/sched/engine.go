@@ -66,6 +66,7 @@ type Applied struct {
 type tracked struct {
 	rule       Rule
 	idx        int
+	key        string // which effective rule (see Ruleset.Match)
 	threads    map[int]savedThread
 	rt         bool
 	demoted    bool
@@ -282,13 +283,14 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		return
 	}
 	r, idx := e.rules.Match(p)
+	key := fmt.Sprintf("%d|%v", idx, r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return
 	}
 	if t := e.procs[pid]; t != nil {
-		if t.idx == idx {
+		if t.key == key {
 			return
 		}
 		// A new image or name that another rule (or none) matches.
@@ -315,6 +317,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		}
 	}
 	if t != nil {
+		t.key = key
 		e.procs[pid] = t
 	}
 	if err == nil {

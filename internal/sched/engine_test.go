@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -388,5 +389,42 @@ func TestAdoptAfterRestart(t *testing.T) {
 	}
 	if got.Policy != unix.SCHED_NORMAL {
 		t.Errorf("after Close: %s %d, want other", PolicyName(got.Policy), got.Priority)
+	}
+}
+
+// TestLaneHook: a lane rule calls the daemon's MoveToLane hook, and since it
+// changes no CPU setting, Close leaves the process's own changes alone.
+func TestLaneHook(t *testing.T) {
+	testutil.RequireRoot(t)
+	sleeper := copyBinary(t, "/bin/sleep", "lnsched-lane")
+	var mu sync.Mutex
+	moved := map[int]lane.Lane{}
+	hook := func(pid int, l lane.Lane) error {
+		mu.Lock()
+		defer mu.Unlock()
+		moved[pid] = l
+		return nil
+	}
+	r := startEngine(t, Config{Tasks: []Rule{{Name: "lane.bg", Comm: "lnsched-lane", Lane: lane.Background}}},
+		Options{NoWatchdog: true, MoveToLane: hook})
+	p := startProc(t, sleeper, "30")
+	r.waitApplied(t, p.Process.Pid, 3*time.Second)
+	mu.Lock()
+	got := moved[p.Process.Pid]
+	mu.Unlock()
+	if got != lane.Background {
+		t.Errorf("MoveToLane got %v for pid %d, want background", got, p.Process.Pid)
+	}
+	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}
+	if err := unix.SchedSetAttr(p.Process.Pid, &a, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	cur, err := unix.SchedGetAttr(p.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Policy != unix.SCHED_IDLE {
+		t.Errorf("Close changed a policy the engine never set: %s", PolicyName(cur.Policy))
 	}
 }

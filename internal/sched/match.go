@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/lanes-net/lanes/internal/lane"
 )
 
 // compiled is a validated rule ready to match.
@@ -40,14 +42,52 @@ func Compile(rules []Rule, s Safety) (*Ruleset, error) {
 // Len is the number of rules.
 func (rs *Ruleset) Len() int { return len(rs.rules) }
 
-// Match returns the first rule matching p and its index, or -1.
+// Match returns the rule to apply to p and the index of the first matching
+// rule, or -1. The first match wins for each kind of action separately: the
+// CPU treatment (policy, nice, cpus, cgroup) comes from the first matching
+// rule that has one, the lane from the first matching rule that sets one —
+// so a lane-only rule (e.g. from the policy's lane rules, appended after the
+// task rules) still gives its lane to a process a task rule promotes.
 func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
-	for _, r := range rs.rules {
-		if r.matches(p) {
-			return r.Rule, r.index
+	first, cpu, ln := -1, -1, -1
+	for i, r := range rs.rules {
+		if (cpu >= 0 || !r.hasCPU()) && (ln >= 0 || r.Lane == lane.Unset) && first >= 0 {
+			continue // could not contribute anything new
+		}
+		if !r.matches(p) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		if cpu < 0 && r.hasCPU() {
+			cpu = i
+		}
+		if ln < 0 && r.Lane != lane.Unset {
+			ln = i
 		}
 	}
-	return Rule{}, -1
+	if first < 0 {
+		return Rule{}, -1
+	}
+	eff := rs.rules[first].Rule
+	if cpu >= 0 && cpu != first {
+		l := eff.Lane
+		eff = rs.rules[cpu].Rule
+		eff.Lane = l
+	}
+	if ln >= 0 && eff.Lane == lane.Unset {
+		eff.Lane = rs.rules[ln].Lane
+		if eff.Name != "" && rs.rules[ln].Name != "" && ln != cpu {
+			eff.Name += "+" + rs.rules[ln].Name
+		}
+	}
+	return eff, first
+}
+
+// hasCPU says whether the rule sets any CPU treatment.
+func (r Rule) hasCPU() bool {
+	return r.Policy != "" || r.Nice != nil || len(r.CPUs) > 0 || r.CPUWeight != 0 || r.CPUIdle
 }
 
 // NeedsParent says whether any rule matches on the parent (fork events of
