@@ -54,6 +54,9 @@ func TestFixedLinkAccuracy(t *testing.T) {
 	}
 	// The emulator's delay accuracy is the least RTT seen: scheduling delays
 	// of a loaded machine only add to single samples (the median is logged).
+	if len(fa.RTTms) == 0 {
+		t.Fatal("no RTT samples")
+	}
 	minRTT := fa.RTTms[0]
 	for _, r := range fa.RTTms {
 		minRTT = min(minRTT, r)
