@@ -275,7 +275,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 	if pid == os.Getpid() {
 		return
 	}
-	p, err := ReadProc(pid)
+	p, err := readProc(pid, e.rules.need)
 	if err != nil {
 		if !isGone(err) {
 			e.log.Debug("read process", "pid", pid, "err", err)

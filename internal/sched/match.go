@@ -20,6 +20,7 @@ type compiled struct {
 // Ruleset is an ordered list of compiled rules; the first match wins.
 type Ruleset struct {
 	rules []compiled
+	need  int // process fields the rules look at (need* bits)
 }
 
 // Compile validates the rules against the safety section and compiles them.
@@ -35,6 +36,18 @@ func Compile(rules []Rule, s Safety) (*Ruleset, error) {
 			cr.cmdline = regexp.MustCompile(r.Cmdline) // validated above
 		}
 		rs.rules = append(rs.rules, cr)
+		if r.Exe != "" {
+			rs.need |= needExe
+		}
+		if r.Cmdline != "" {
+			rs.need |= needCmdline
+		}
+		if r.Cgroup != "" {
+			rs.need |= needCgroup
+		}
+		if r.Parent != "" {
+			rs.need |= needParent
+		}
 	}
 	return rs, nil
 }

@@ -29,9 +29,23 @@ type ProcInfo struct {
 // procRoot is /proc; tests never change it, it only keeps paths in one place.
 const procRoot = "/proc"
 
+// Fields a rule set needs beyond comm, uid and ppid (see readProc).
+const (
+	needExe = 1 << iota
+	needCmdline
+	needCgroup
+	needParent
+	needAll = needExe | needCmdline | needCgroup | needParent
+)
+
 // ReadProc reads a process's match attributes. A process that exits while
 // being read gives an error wrapping fs.ErrNotExist (or ESRCH).
-func ReadProc(pid int) (*ProcInfo, error) {
+func ReadProc(pid int) (*ProcInfo, error) { return readProc(pid, needAll) }
+
+// readProc reads only what need asks for: /proc/PID/cmdline in particular
+// takes the target's mmap lock and can stall behind a busy process, so the
+// scan should not read it when no rule matches on the command line.
+func readProc(pid int, need int) (*ProcInfo, error) {
 	dir := filepath.Join(procRoot, strconv.Itoa(pid))
 	p := &ProcInfo{PID: pid}
 	status, err := os.ReadFile(filepath.Join(dir, "status"))
@@ -60,33 +74,44 @@ func ReadProc(pid int) (*ProcInfo, error) {
 	if c, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 		p.Comm = strings.TrimSuffix(string(c), "\n")
 	}
-	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
-		p.Exe = strings.TrimSuffix(exe, " (deleted)")
-	}
-	if cl, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-		p.Cmdline = string(bytes.TrimRight(bytes.ReplaceAll(cl, []byte{0}, []byte{' '}), " "))
-	}
-	if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
-		var v1 []string
-		for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
-			f := strings.SplitN(line, ":", 3)
-			if len(f) != 3 {
-				continue
-			}
-			if f[0] == "0" && f[1] == "" {
-				p.Cgroups = append(p.Cgroups, f[2])
-			} else {
-				v1 = append(v1, f[2])
-			}
+	if need&needExe != 0 {
+		if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
+			p.Exe = strings.TrimSuffix(exe, " (deleted)")
 		}
-		p.Cgroups = append(p.Cgroups, v1...)
 	}
-	if p.PPID > 0 {
+	if need&needCmdline != 0 {
+		if cl, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+			p.Cmdline = string(bytes.TrimRight(bytes.ReplaceAll(cl, []byte{0}, []byte{' '}), " "))
+		}
+	}
+	if need&needCgroup != 0 {
+		if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+			p.Cgroups = parseCgroups(string(cg))
+		}
+	}
+	if p.PPID > 0 && need&needParent != 0 {
 		if c, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(p.PPID), "comm")); err == nil {
 			p.ParentComm = strings.TrimSuffix(string(c), "\n")
 		}
 	}
 	return p, nil
+}
+
+// parseCgroups returns the paths of /proc/PID/cgroup, the v2 ("0::") one first.
+func parseCgroups(s string) []string {
+	var v2, v1 []string
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			v2 = append(v2, f[2])
+		} else {
+			v1 = append(v1, f[2])
+		}
+	}
+	return append(v2, v1...)
 }
 
 // listPIDs returns every process id in /proc.
