@@ -91,6 +91,9 @@ type LBEConfig struct {
 	CC               string        `json:"congestion_control"`
 	Seed             int64         `json:"seed"`
 	Lanes            string        `json:"lanes_binary,omitempty"` // for methods 4 and 6
+	// Failed lists lanes methods whose daemon would not start (RunLBE
+	// skips them for the rest of the run instead of failing it).
+	Failed map[string]string `json:"failed_methods,omitempty"`
 }
 
 // LBETrial is one foreground transfer.
@@ -322,8 +325,21 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 		rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 		for _, mi := range order {
 			m := c.Methods[mi]
+			if _, failed := c.Failed[m.ID]; failed {
+				continue
+			}
 			env.Printf("round %d/%d method %s (%s)\n", round+1, c.Reps, m.ID, m.Name)
 			lb, err := newLBEBed(ctx, env, c, m)
+			if err != nil && m.Kind == "lanes" && ctx.Err() == nil {
+				// The daemon needs kernel features (BPF, cgroup v2) a
+				// machine may lack: report, and go on without it.
+				if c.Failed == nil {
+					c.Failed = map[string]string{}
+				}
+				c.Failed[m.ID] = err.Error()
+				env.Printf("  method %s skipped: %v\n", m.ID, err)
+				continue
+			}
 			if err != nil {
 				return trials, envs, fmt.Errorf("method %s: %w", m.ID, err)
 			}
@@ -569,6 +585,9 @@ func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, 
 	}
 	if err != nil {
 		r.Notes = append(r.Notes, "stopped early: "+err.Error())
+	}
+	for id, why := range c.Failed {
+		r.Notes = append(r.Notes, fmt.Sprintf("method %s skipped: %s", id, why))
 	}
 	cells := SummarizeLBE(trials)
 	r.Tables = append(r.Tables, LBETables(cells, c.Methods, name == "lbe")...)
