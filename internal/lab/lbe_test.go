@@ -93,6 +93,14 @@ func TestLBEOrdering(t *testing.T) {
 		mean[cell.Method] = cell.Time.Mean
 		t.Logf("method %s: upload 100 KB %.2f s (n=%d)", cell.Method, cell.Time.Mean, cell.Time.N)
 	}
+	if len(c.Failed) > 0 {
+		t.Fatalf("methods failed to start: %v", c.Failed)
+	}
+	for _, id := range []string{"2", "3", "4"} {
+		if mean[id] == 0 {
+			t.Fatalf("no measurement for method %s", id)
+		}
+	}
 	if !(mean["2"] > 1.2*mean["4"]) {
 		t.Errorf("method 2 (no LBE) %.2f s should be clearly slower than method 4 (lanes) %.2f s", mean["2"], mean["4"])
 	}
