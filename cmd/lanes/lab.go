@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,9 @@ func labRun(ctx context.Context, e *env, name string, args []string, demo bool) 
 	policy := fs.String("policy", "", "lanes policy file for runs that start the daemon (recorded)")
 	runFn := x.Setup(fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return usageErrorf("%v", err)
 	}
 	lenv := &lab.Env{Out: e.stderr, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy}

@@ -17,9 +17,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"math/rand"
 	"net/netip"
+	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -300,7 +303,10 @@ func init() {
 					return nil, err
 				}
 				tr, err := emu.ParseTrace(*trace)
-				if err != nil {
+				if err != nil && os.IsNotExist(errors.Unwrap(err)) {
+					r.Notes = append(r.Notes, fmt.Sprintf("%v: replaying a synthetic irregular trace instead (set LANES_TRACES)", err))
+					tr = SyntheticTrace(1)
+				} else if err != nil {
 					return nil, err
 				}
 				env.Printf("trace replay %s...\n", *trace)
@@ -335,5 +341,24 @@ func init() {
 		}})
 }
 
-// DefaultTraceDir is where the shared mahimahi traces live.
-var DefaultTraceDir = "/work/shared/traces"
+// SyntheticTrace is a deterministic irregular trace (bursts, gaps, a 60 s
+// period; mean about 2 Mbit/s) for machines without the real ones.
+func SyntheticTrace(seed int64) *emu.Trace {
+	rng := rand.New(rand.NewSource(seed))
+	t := &emu.Trace{Name: fmt.Sprintf("synthetic-%d", seed), Period: 60000}
+	for ms := uint64(1); ms <= t.Period; ms++ {
+		for k := rng.Intn(7) - 3; k > 0; k-- { // 0-3 opportunities, bursty
+			t.MS = append(t.MS, ms)
+		}
+	}
+	return t
+}
+
+// DefaultTraceDir is where the mahimahi traces are looked for: $LANES_TRACES,
+// else the development machines' shared folder.
+var DefaultTraceDir = func() string {
+	if d := os.Getenv("LANES_TRACES"); d != "" {
+		return d
+	}
+	return "/work/shared/traces"
+}()

@@ -137,6 +137,7 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
+				fallbackTraces(env, c, r)
 				dropUnavailable(c, r)
 				var trials []FeedbackTrial
 				for round := 0; round < c.Reps; round++ {

@@ -577,6 +577,28 @@ func dropUnavailable(c *LBEConfig, r *Result) {
 	c.Methods = keep
 }
 
+// fallbackTraces replaces missing trace files (a machine without the
+// shared traces) by fixed rates equal to the W-CDMA traces' means, with a
+// note; set LANES_TRACES to a folder holding the mahimahi traces instead.
+func fallbackTraces(env *Env, c *LBEConfig, r *Result) {
+	for _, t := range []struct {
+		path *string
+		rate *float64
+		mean float64
+	}{{&c.UpTrace, &c.UpRate, 0.94e6}, {&c.DownTrace, &c.DownRate, 2.02e6}} {
+		if *t.path == "" {
+			continue
+		}
+		if _, err := os.Stat(*t.path); err == nil {
+			continue
+		}
+		n := fmt.Sprintf("trace %s not found: using a fixed %.2f Mbit/s instead (set LANES_TRACES to the traces' folder)", *t.path, t.mean/1e6)
+		env.Printf("%s\n", n)
+		r.Notes = append(r.Notes, n)
+		*t.path, *t.rate = "", t.mean
+	}
+}
+
 func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, r *Result) (*Result, error) {
 	r.Params = map[string]any{"config": c}
 	trials, envs, err := RunLBE(ctx, env, c)
@@ -624,7 +646,7 @@ func init() {
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, dirs, reps := lbeFlags(fs, c)
-			demo := fs.Bool("demo", false, "make demo: sizes 10,100,400 KB, 3 repetitions, methods 1-5 (+6 with lanes)")
+			demo := fs.Bool("demo", false, "make demo: sizes 100,400 KB, 2 repetitions, methods 1-5")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if *demo {
 					*sizes, *reps, *methods = "100,400", 2, "1,2,3,4,5"
@@ -634,6 +656,7 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe", Started: time.Now()}
+				fallbackTraces(env, c, r)
 				dropUnavailable(c, r)
 				return runLBEExperiment(ctx, env, "lbe", c, r)
 			}
@@ -648,6 +671,7 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe-overhead", Started: time.Now()}
+				fallbackTraces(env, c, r)
 				return runLBEExperiment(ctx, env, "lbe-overhead", c, r)
 			}
 		}, Plot: plotLBE})
