@@ -5,45 +5,27 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 func TestRTSendStats(t *testing.T) {
 	testutil.RequireRoot(t)
-	ns := testutil.NewNetNS(t)
-	cfg := rtlane.DefaultConfig()
-	cfg.Enabled = true
-	cfg.Socket = filepath.Join(t.TempDir(), "rt.sock")
-	cfg.Rate = 100_000_000
-	var l *rtlane.Lane
-	var rx *rtlane.Receiver
-	ns.Do(t, func() (err error) {
-		if rx, err = rtlane.ListenReceiver(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
-			return err
-		}
-		l, err = rtlane.New(cfg)
-		return err
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; l.Close(); rx.Close() })
+	sock, rx := rtlanetest.Start(t)
+	ctx := context.Background()
 
 	var out, errb bytes.Buffer
 	e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	rc := runMain(ctx, e, []string{"rt", "send", "--socket", cfg.Socket, "--count", "5", "--interval", "1ms",
+	rc := runMain(ctx, e, []string{"rt", "send", "--socket", sock, "--count", "5", "--interval", "1ms",
 		"--deadline", "200ms", "--flow", "3", rx.Addr.String()})
 	if rc != 0 || !strings.Contains(out.String(), "5 admitted") {
 		t.Fatalf("rt send: rc %d\n%s%s", rc, out.String(), errb.String())
 	}
 	out.Reset()
-	if rc := runMain(ctx, e, []string{"rt", "stats", "--socket", cfg.Socket}); rc != 0 {
+	if rc := runMain(ctx, e, []string{"rt", "stats", "--socket", sock}); rc != 0 {
 		t.Fatalf("rt stats: rc %d: %s", rc, errb.String())
 	}
 	var row []string
@@ -55,7 +37,7 @@ func TestRTSendStats(t *testing.T) {
 	if row == nil || row[2] != "5" || row[4] != "5" {
 		t.Fatalf("rt stats: no row uid 0 flow 3 with 5 admitted and 5 sent:\n%s", out.String())
 	}
-	if rc := runMain(ctx, e, []string{"rt", "send", "--socket", cfg.Socket, "nowhere"}); rc != 2 {
+	if rc := runMain(ctx, e, []string{"rt", "send", "--socket", sock, "nowhere"}); rc != 2 {
 		t.Errorf("bad destination: rc %d", rc)
 	}
 }

@@ -3,8 +3,6 @@
 package rtclient_test
 
 import (
-	"context"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,39 +11,13 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/rtclient"
-	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// startLane runs a lane in a fresh namespace and returns its socket and a
-// receiver on the namespace's loopback.
-func startLane(t *testing.T) (string, *rtlane.Receiver) {
-	t.Helper()
-	ns := testutil.NewNetNS(t)
-	cfg := rtlane.DefaultConfig()
-	cfg.Enabled = true
-	cfg.Socket = filepath.Join(t.TempDir(), "rt.sock")
-	cfg.Rate = 100_000_000
-	var l *rtlane.Lane
-	var rx *rtlane.Receiver
-	ns.Do(t, func() (err error) {
-		if rx, err = rtlane.ListenReceiver(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
-			return err
-		}
-		l, err = rtlane.New(cfg)
-		return err
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; l.Close(); rx.Close() })
-	rx.SetTimeout(500 * time.Millisecond)
-	return cfg.Socket, rx
-}
-
 func TestGoClient(t *testing.T) {
 	testutil.RequireRoot(t)
-	sock, rx := startLane(t)
+	sock, rx := rtlanetest.Start(t)
 	c, err := rtclient.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +59,7 @@ func TestCExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", cc, err, out)
 	}
-	sock, rx := startLane(t)
+	sock, rx := rtlanetest.Start(t)
 	out, err = exec.Command(bin, sock, "127.0.0.1", strings.TrimPrefix(rx.Addr.String(), "127.0.0.1:"), "5").CombinedOutput()
 	if err != nil {
 		t.Fatalf("rt_send: %v\n%s", err, out)

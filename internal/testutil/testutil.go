@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/lanes-net/lanes/internal/nsrun"
 )
 
 // RequireRoot skips the test unless it runs as root.
@@ -96,20 +98,7 @@ func (n *NetNS) Do(t testing.TB, fn func() error) {
 }
 
 // Run is Do without a test: it returns fn's error.
-func (n *NetNS) Run(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(n.Handle); err != nil {
-		return err
-	}
-	defer netns.Set(orig)
-	return fn()
-}
+func (n *NetNS) Run(fn func() error) error { return nsrun.Do(n.Handle, fn) }
 
 // Command returns an exec.Cmd that runs inside the namespace (ip netns exec).
 func (n *NetNS) Command(name string, args ...string) *exec.Cmd {

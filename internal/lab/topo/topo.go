@@ -28,6 +28,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/lanes-net/lanes/internal/nsrun"
 )
 
 // NSPrefix starts every namespace name the lab creates.
@@ -127,20 +129,7 @@ func (t *Topology) Nodes() []*Node {
 }
 
 // Do runs fn on a thread inside the node's namespace.
-func (n *Node) Do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(n.Handle); err != nil {
-		return err
-	}
-	defer netns.Set(orig)
-	return fn()
-}
+func (n *Node) Do(fn func() error) error { return nsrun.Do(n.Handle, fn) }
 
 // ConfigureTUN gives the (already created) TUN device the node's address,
 // sets its txqueuelen, brings it up and routes everything through it.
