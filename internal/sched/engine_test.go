@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,10 +113,13 @@ func (r *engineRun) waitApplied(t *testing.T, pid int, d time.Duration) Applied 
 func startProc(t *testing.T, path string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(path, args...)
+	// Own process group, killed whole: killing only a `timeout` wrapper
+	// would leave its busy child running forever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
 	return cmd
 }
 
