@@ -3,6 +3,8 @@
 //     its defaults reproduce the paper's 69, 57, 49, 43 segments for N = 5..8.
 //   - `lanes coop peers`: listen on the LAN for a while and list the hosts
 //     that announce themselves (shares the port with a running daemon).
+//   - `lanes coop status`: the running daemon's controller: N, the rate, its
+//     peers, and each local flow's cap (or why capping is off).
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 )
@@ -24,7 +27,7 @@ func init() {
 	register(&command{
 		name:    "coop",
 		summary: "cooperative cwnd caps: the cap table, peers on the LAN",
-		usage:   "table [--rate R] [--rtt D] [--mss B] [--headroom H] [--from N] [--to N] [--json] | peers --dev IF [--port P] [--key HEX|--key-file F] [--listen D] [--json]",
+		usage:   "table [--rate R] [--rtt D] [--mss B] [--headroom H] [--from N] [--to N] [--json] | peers --dev IF [--port P] [--key HEX|--key-file F] [--listen D] [--json] | status [--socket PATH] [--json]",
 		run:     runCoop,
 	})
 }
@@ -36,10 +39,12 @@ func runCoop(ctx context.Context, e *env, args []string) error {
 		return runCoopTable(e, rest)
 	case "peers":
 		return runCoopPeers(ctx, e, rest)
+	case "status":
+		return runCoopStatus(e, rest)
 	case "":
-		return usageErrorf("missing subcommand (table or peers)")
+		return usageErrorf("missing subcommand (table, peers or status)")
 	}
-	return usageErrorf("unknown subcommand %q (table or peers)", sub)
+	return usageErrorf("unknown subcommand %q (table, peers or status)", sub)
 }
 
 // Paper parameters: 802.11g's ~20 Mbit/s real rate, 256 ms RTT, full-size
@@ -187,4 +192,84 @@ func be64(v uint64) []byte {
 		v >>= 8
 	}
 	return b
+}
+
+func runCoopStatus(e *env, args []string) error {
+	fs := newFlags("coop status", e)
+	sock := socketFlag(fs, e)
+	asJSON := fs.Bool("json", false, "print the controller's status document")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	c, err := api.Dial(*sock)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	doc, err := c.Component("coop")
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := fmt.Fprintf(e.stdout, "%s\n", doc)
+		return err
+	}
+	var st coop.Status
+	if err := json.Unmarshal(doc, &st); err != nil {
+		return fmt.Errorf("coop status from the daemon: %w", err)
+	}
+	printCoopStatus(e, &st)
+	return nil
+}
+
+func printCoopStatus(e *env, st *coop.Status) {
+	state := "capping"
+	if !st.Capping {
+		state = "not capping: " + st.Reason
+	}
+	auth := "authenticated"
+	if !st.Authenticated {
+		auth = "UNAUTHENTICATED"
+	}
+	fmt.Fprintf(e.stdout, "host %s  N=%d  rate %.3g Mbit/s (%s)  %s  peers %s\n",
+		st.HostID, st.N, float64(st.RateBits)/1e6, st.RateSource, state, auth)
+	if st.Warning != "" {
+		fmt.Fprintf(e.stdout, "warning: %s\n", st.Warning)
+	}
+	cn := st.Counters
+	fmt.Fprintf(e.stdout, "announcements: sent %d, received %d, accepted %d, dropped %d (forged %d, unauthenticated %d, replayed %d, stale %d, malformed %d, oversized %d, bad version %d)\n",
+		cn.Sent, cn.Received, cn.Accepted, cn.Dropped(), cn.Forged, cn.Unauthenticated, cn.Replayed, cn.Stale, cn.Malformed, cn.Oversized, cn.BadVersion)
+	if st.LastError != "" {
+		fmt.Fprintf(e.stdout, "last error: %s\n", st.LastError)
+	}
+	fmt.Fprintln(e.stdout)
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tADDR\tACTIVE\tFLOWS\tWAITING\tGOODPUT\tSHARE\tLAST SEEN")
+	for _, p := range st.Peers {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.2fMbit\t%.2f\t%v ago\n", p.ID, p.Addr, p.Active, p.Flows, p.Waiting,
+			float64(p.GoodputBits)/1e6, p.Share, st.Updated.Sub(p.LastSeen).Round(time.Millisecond))
+	}
+	tw.Flush()
+	fmt.Fprintln(e.stdout)
+	tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "COOKIE\tLANE\tAPP\tACTIVE\tMIN RTT\tMSS\tCWND\tCOOP CAP\tRULE\tCAP")
+	for _, f := range st.Flows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%.2fms\t%d\t%d\t%s\t%s\t%s\n", f.Cookie, f.Lane, dash(f.App), f.Active, f.MinRTT,
+			f.MSS, f.Cwnd, capText(f.Coop), dash(f.Rule), capText(f.Cap))
+	}
+	tw.Flush()
+}
+
+func capText(c uint32) string {
+	if c == 0 {
+		return "-"
+	}
+	return fmt.Sprint(c)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

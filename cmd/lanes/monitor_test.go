@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"net"
@@ -35,6 +36,7 @@ func (h *laneHandler) MovePID(api.Cred, int, lane.Lane) error       { return err
 func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)         { return "", errNotHere }
 func (h *laneHandler) Owners() api.Owners                           { return nil }
 func (h *laneHandler) AccessGroup() string                          { return "" }
+func (h *laneHandler) Component(string) (json.RawMessage, error)    { return nil, errNotHere }
 func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	h.asked += len(c)
 	out := map[uint64]lane.Lane{}

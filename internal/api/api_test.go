@@ -3,6 +3,7 @@
 package api
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,8 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"op":"register","flow":{"dst":"10.0.0.1","dport":1,"sport":1}}`, "needs a lane"},
 		{`{"op":"move-pid","pid":-3,"lane":"background"}`, "pid > 0"},
 		{`{"op":"lane-cgroup"}`, "needs a lane"},
+		{`{"op":"component","name":"coop"}`, ""},
+		{`{"op":"component"}`, "needs a name"},
 	} {
 		_, err := DecodeRequest([]byte(tc.in))
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
@@ -155,6 +158,12 @@ func (h *handler) LaneCgroup(l lane.Lane) (string, error) {
 	return "/sys/fs/cgroup/x/" + l.String(), nil
 }
 func (h *handler) Owners() Owners { return h.o }
+func (h *handler) Component(name string) (json.RawMessage, error) {
+	if name != "coop" {
+		return nil, fmt.Errorf("component %q is not running", name)
+	}
+	return json.RawMessage(`{"n":3}`), nil
+}
 func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	out := map[uint64]lane.Lane{}
 	for _, k := range c {
@@ -207,6 +216,12 @@ func TestServerRoundTrip(t *testing.T) {
 	sl, err := c.SocketLanes(cookies)
 	if err != nil || len(sl) != 2500 || sl[1<<60] != lane.Background {
 		t.Fatalf("socket lanes: %d entries, %v", len(sl), err)
+	}
+	if doc, err := c.Component("coop"); err != nil || string(doc) != `{"n":3}` {
+		t.Fatalf("component coop: %s, %v", doc, err)
+	}
+	if _, err := c.Component("nosuch"); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("component nosuch: %v", err)
 	}
 	// A panicking handler gives an error reply and the daemon lives on.
 	if err := c.MovePID(os.Getpid(), lane.Background); err == nil || !strings.Contains(err.Error(), "internal error") {

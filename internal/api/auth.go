@@ -37,7 +37,7 @@ var ErrPermission = fmt.Errorf("permission denied")
 func Authorize(c Cred, r Request, o Owners, group string) error {
 	privileged := c.UID == 0 || (group != "" && o.InGroup(c, group))
 	switch r.Op {
-	case OpPing, OpStatus, OpFlows, OpLaneCgroup, OpSockLanes:
+	case OpPing, OpStatus, OpFlows, OpLaneCgroup, OpSockLanes, OpComponent:
 		return nil
 	case OpRegister, OpUnregister:
 		if privileged {

@@ -163,3 +163,13 @@ func (c *Client) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 	}
 	return out, nil
 }
+
+// Component returns the status document of a running daemon component
+// ("coop": internal/coop's Status; "realtime": the realtime lane's stats).
+func (c *Client) Component(name string) (json.RawMessage, error) {
+	r, err := c.Do(Request{Op: OpComponent, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return r.Component, nil
+}

@@ -34,6 +34,7 @@ const (
 	OpMovePID    = "move-pid"   // put a process (and its future children) in a lane
 	OpLaneCgroup = "lane-cgroup"
 	OpSockLanes  = "socket-lanes" // lanes of sockets by cookie (for the TCP monitor)
+	OpComponent  = "component"    // a component's detailed state (coop, realtime) as JSON
 )
 
 // MaxCookies bounds one socket-lanes request.
@@ -81,6 +82,8 @@ type Request struct {
 	PID  int       `json:"pid,omitempty"`
 	// Cookies are socket cookies (SO_COOKIE, sock_diag's idiag_cookie).
 	Cookies []uint64 `json:"cookies,omitempty"`
+	// Name is the component asked about (component op).
+	Name string `json:"name,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -132,6 +135,10 @@ func DecodeRequest(line []byte) (Request, error) {
 		if len(r.Cookies) > MaxCookies {
 			return Request{}, fmt.Errorf("socket-lanes: at most %d cookies per request", MaxCookies)
 		}
+	case OpComponent:
+		if r.Name == "" || len(r.Name) > 64 {
+			return Request{}, errors.New("component needs a name (coop or realtime)")
+		}
 	case "":
 		return Request{}, errors.New("bad request: missing op")
 	default:
@@ -150,6 +157,9 @@ type Response struct {
 	// SocketLanes answers socket-lanes: cookie (decimal) -> lane, for the
 	// cookies whose socket lanes has seen; others are absent.
 	SocketLanes map[string]lane.Lane `json:"socket_lanes,omitempty"`
+	// Component answers component: the component's own status document
+	// (e.g. internal/coop's Status for "coop").
+	Component json.RawMessage `json:"component,omitempty"`
 }
 
 // FlowInfo is one registered flow.

@@ -33,6 +33,8 @@ type Handler interface {
 	MovePID(c Cred, pid int, l lane.Lane) error
 	LaneCgroup(l lane.Lane) (string, error)
 	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
+	// Component returns a running component's status document.
+	Component(name string) (json.RawMessage, error)
 	Owners() Owners
 	AccessGroup() string
 }
@@ -194,6 +196,8 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 				r.SocketLanes[strconv.FormatUint(c, 10)] = l
 			}
 		}
+	case OpComponent:
+		r.Component, err = s.h.Component(req.Name)
 	}
 	if err != nil {
 		return &Response{Error: err.Error()}

@@ -7,10 +7,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
@@ -26,6 +28,7 @@ type component struct {
 	done   chan error
 	close  func() error
 	status func() string
+	detail func() any // the component's status document (api component op)
 }
 
 func (d *Daemon) startComponents(ctx context.Context) error {
@@ -79,9 +82,9 @@ func (d *Daemon) stopComponents() {
 	}
 }
 
-func run(name string, runFn func(context.Context) error, closeFn func() error, status func() string) *component {
+func run(name string, runFn func(context.Context) error, closeFn func() error, status func() string, detail func() any) *component {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &component{name: name, cancel: cancel, done: make(chan error, 1), close: closeFn, status: status}
+	c := &component{name: name, cancel: cancel, done: make(chan error, 1), close: closeFn, status: status, detail: detail}
 	go func() { c.done <- runFn(ctx) }()
 	return c
 }
@@ -116,7 +119,8 @@ func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
 		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows, peers %s, dropped announcements %d",
 			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), auth, s.Counters.Dropped())
 	}
-	return run("coop", ctl.Run, func() error { return errors.Join(ctl.Close(), sampler.Close()) }, status), nil
+	return run("coop", ctl.Run, func() error { return errors.Join(ctl.Close(), sampler.Close()) }, status,
+		func() any { return ctl.Status() }), nil
 }
 
 // newRealtime starts the realtime lane; in shaped mode (and no rate of its
@@ -133,7 +137,7 @@ func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, er
 		s := l.Stats()
 		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, %+v", l.Addr(), float64(l.Rate())/1e6, s.Totals)
 	}
-	return run("realtime", l.Run, l.Close, status), nil
+	return run("realtime", l.Run, l.Close, status, func() any { return l.Stats() }), nil
 }
 
 // interfacePrefix is the first IPv4 subnet of an interface (invalid if none).
@@ -152,4 +156,25 @@ func interfacePrefix(name string) netip.Prefix {
 		}
 	}
 	return netip.Prefix{}
+}
+
+// Component returns the status document of the named running component.
+func (d *Daemon) Component(name string) (json.RawMessage, error) {
+	d.mu.Lock()
+	var doc any
+	var names []string
+	for _, c := range d.comps {
+		names = append(names, c.name)
+		if c.name == name {
+			doc = c.detail()
+		}
+	}
+	d.mu.Unlock()
+	if doc == nil {
+		if len(names) == 0 {
+			return nil, fmt.Errorf("component %q is not running (the policy enables none: see the coop: and realtime: sections)", name)
+		}
+		return nil, fmt.Errorf("component %q is not running (running: %s)", name, strings.Join(names, ", "))
+	}
+	return json.Marshal(doc)
 }
