@@ -3,7 +3,7 @@
 // real TCP uploads they see through the TCP monitor.
 //
 //	ns h1 --veth--+
-//	ns h2 --veth--+-- br0 (ns sw, 10.77.0.100 = upload sink)
+//	ns h2 --veth--+-- br0 (ns sw, 10.k.0.100 = upload sink)
 //	ns h3 --veth--+
 package coop
 
@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -47,51 +45,8 @@ type lan struct {
 
 // newLAN builds n host namespaces bridged in a switch namespace.
 func newLAN(t *testing.T, n int) *lan {
-	l := &lan{sw: testutil.NewNetNS(t), sink: netip.MustParseAddr("10.77.0.100")}
-	l.sw.Do(t, func() error {
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
-		if err := netlink.LinkAdd(br); err != nil {
-			return fmt.Errorf("add bridge: %w", err)
-		}
-		if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(l.sink.AsSlice()), Mask: net.CIDRMask(24, 32)}}); err != nil {
-			return err
-		}
-		return netlink.LinkSetUp(br)
-	})
-	for i := 0; i < n; i++ {
-		h := testutil.NewNetNS(t)
-		l.hosts = append(l.hosts, h)
-		port := fmt.Sprintf("p%d", i)
-		l.sw.Do(t, func() error {
-			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port}, PeerName: "lan0", PeerNamespace: netlink.NsFd(int(h.Handle))}
-			if err := netlink.LinkAdd(v); err != nil {
-				return fmt.Errorf("add veth: %w", err)
-			}
-			br, err := netlink.LinkByName("br0")
-			if err != nil {
-				return err
-			}
-			pl, err := netlink.LinkByName(port)
-			if err != nil {
-				return err
-			}
-			if err := netlink.LinkSetMaster(pl, br); err != nil {
-				return err
-			}
-			return netlink.LinkSetUp(pl)
-		})
-		h.Do(t, func() error {
-			ln, err := netlink.LinkByName("lan0")
-			if err != nil {
-				return err
-			}
-			if err := netlink.AddrAdd(ln, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 77, 0, byte(i+1)), Mask: net.CIDRMask(24, 32)}}); err != nil {
-				return err
-			}
-			return netlink.LinkSetUp(ln)
-		})
-	}
-	return l
+	l := testutil.NewLAN(t, n)
+	return &lan{sw: l.Switch, hosts: l.Hosts, sink: netip.MustParseAddr(l.Server.String())}
 }
 
 // sinkServer accepts uploads in the switch namespace and discards them.
@@ -178,7 +133,7 @@ func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, set
 			}
 		}
 		h.c, err = New(Options{Config: cfg, Transport: tr, HostID: id, Caps: cs,
-			Flows:  &MonitorSource{S: smp, Local: netip.MustParsePrefix("10.77.0.0/24")},
+			Flows:  &MonitorSource{S: smp, Local: netip.PrefixFrom(l.sink, 24).Masked()},
 			Logger: slog.New(slog.DiscardHandler).With("host", i)})
 		if err != nil {
 			t.Fatal(err)

@@ -198,3 +198,63 @@ func NewRoutedPath(t testing.TB) *Path {
 	})
 	return p
 }
+
+// LAN is n host namespaces on one Ethernet segment: a bridge br0 in a switch
+// namespace, one veth port per host (named LANLink inside the host),
+// hosts addressed 10.k.0.1..n/24 and the switch's bridge 10.k.0.100 (the
+// address of a server that every host reaches without a router).
+type LAN struct {
+	Switch *NetNS
+	Hosts  []*NetNS
+	Server net.IP // the bridge's address in the switch namespace
+	addrs  []net.IP
+}
+
+// LANLink is the name of each host's link to the LAN.
+const LANLink = "lan0"
+
+// Addr is host i's address on the LAN.
+func (l *LAN) Addr(i int) net.IP { return l.addrs[i] }
+
+// Prefix is the LAN's subnet, e.g. "10.k.0.0/24".
+func (l *LAN) Prefix() string { return fmt.Sprintf("%s/24", l.Server.Mask(net.CIDRMask(24, 32))) }
+
+// NewLAN builds a LAN of n hosts as described on LAN.
+func NewLAN(t testing.TB, n int) *LAN {
+	t.Helper()
+	k := byte(150 + pairCounter.Add(1)%50)
+	l := &LAN{Switch: NewNetNS(t), Server: net.IPv4(10, k, 0, 100).To4()}
+	l.Switch.Do(t, func() error {
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+		if err := netlink.LinkAdd(br); err != nil {
+			return fmt.Errorf("add bridge: %w", err)
+		}
+		return upWithAddr("br0", l.Server)
+	})
+	for i := 0; i < n; i++ {
+		h := NewNetNS(t)
+		addr := net.IPv4(10, k, 0, byte(i+1)).To4()
+		l.Hosts, l.addrs = append(l.Hosts, h), append(l.addrs, addr)
+		port := fmt.Sprintf("p%d", i)
+		l.Switch.Do(t, func() error {
+			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: port}, PeerName: LANLink, PeerNamespace: netlink.NsFd(int(h.Handle))}
+			if err := netlink.LinkAdd(v); err != nil {
+				return fmt.Errorf("add veth %s: %w", port, err)
+			}
+			br, err := netlink.LinkByName("br0")
+			if err != nil {
+				return err
+			}
+			pl, err := netlink.LinkByName(port)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetMaster(pl, br); err != nil {
+				return err
+			}
+			return netlink.LinkSetUp(pl)
+		})
+		h.Do(t, func() error { return upWithAddr(LANLink, addr) })
+	}
+	return l
+}
