@@ -1,0 +1,160 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * capcc.c - lanes "CUBIC with an enforced clamp": a BPF struct_ops TCP
+ * congestion control that delegates every operation to the kernel's CUBIC
+ * (through its kfuncs) and then pulls snd_cwnd down to snd_cwnd_clamp.
+ *
+ * Why: the cooperative controller caps a socket's cwnd with sock_ops
+ * bpf_setsockopt(TCP_BPF_SNDCWND_CLAMP), which only sets snd_cwnd_clamp and
+ * snd_ssthresh. CUBIC applies the clamp inside cong_avoid, after it has
+ * returned early for a socket that is not cwnd-limited, so a socket whose
+ * cwnd is already large (receive-window- or application-limited) keeps it.
+ * Here the clamp is applied after CUBIC on every call that may leave cwnd
+ * above it:
+ *   - init (the sock_ops program switches a socket to this CC right after
+ *     setting its first clamp, so the switch itself brings cwnd down);
+ *   - cong_avoid, which tcp_cong_control calls on every ACK that acks data
+ *     outside CWR/Recovery (Open, Disorder, Loss), cwnd-limited or not: the
+ *     first such ACK after a cap change brings cwnd down;
+ *   - cwnd_event (CA_EVENT_TX_START/CWND_RESTART: a sender restarting after
+ *     idle sends at most the clamp, not the old cwnd);
+ *   - undo_cwnd (an undone reduction restores at most the clamp).
+ * In CWR/Recovery the kernel's PRR (tcp_cwnd_reduction) owns cwnd and
+ * converges on snd_ssthresh, which TCP_BPF_SNDCWND_CLAMP set to the clamp;
+ * tcp_end_cwnd_reduction then sets cwnd = ssthresh.
+ *
+ * The name is set by the loader before load (one name per lanes datapath:
+ * congestion control names are global to the kernel); the map is in
+ * .struct_ops.link, so it is registered through a bpf_link and unregistered
+ * when the link closes or its process dies. Sockets already using it keep
+ * it (the kernel holds a reference) until they close.
+ *
+ * Only snd_cwnd is written; net/ipv4/bpf_tcp_ca.c allows a BPF congestion
+ * control to write snd_cwnd, snd_cwnd_cnt, snd_cwnd_stamp, snd_ssthresh,
+ * ecn_flags, app_limited, sk_pacing_* and icsk_ca_priv.
+ */
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char __license[] SEC("license") = "GPL";
+
+/* Minimal kernel types, relocated against the running kernel's BTF (CO-RE). */
+struct sock {
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 snd_cwnd;
+	__u32 snd_cwnd_clamp;
+} __attribute__((preserve_access_index));
+
+struct ack_sample {
+	__u32 pkts_acked;
+	__s32 rtt_us;
+	__u32 in_flight;
+} __attribute__((preserve_access_index));
+
+enum tcp_ca_event {
+	CA_EVENT_TX_START,
+	CA_EVENT_CWND_RESTART,
+	CA_EVENT_COMPLETE_CWR,
+	CA_EVENT_LOSS,
+	CA_EVENT_ECN_NO_CE,
+	CA_EVENT_ECN_IS_CE,
+};
+
+/* The members of struct tcp_congestion_ops that are set here; the loader
+ * matches them to the kernel's by name. */
+struct tcp_congestion_ops {
+	__u32 (*ssthresh)(struct sock *sk);
+	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
+	void (*set_state)(struct sock *sk, __u8 new_state);
+	void (*cwnd_event)(struct sock *sk, enum tcp_ca_event ev);
+	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
+	__u32 (*undo_cwnd)(struct sock *sk);
+	void (*init)(struct sock *sk);
+	char name[16];
+};
+
+extern void cubictcp_init(struct sock *sk) __ksym;
+extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
+extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
+extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
+extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
+
+/* enforce sets snd_cwnd = min(snd_cwnd, snd_cwnd_clamp) (never below 1). */
+static __always_inline void enforce(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 clamp = tp->snd_cwnd_clamp;
+
+	if (clamp && tp->snd_cwnd > clamp)
+		tp->snd_cwnd = clamp;
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_cc_init, struct sock *sk)
+{
+	cubictcp_init(sk);
+	enforce(sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(lanes_cc_ssthresh, struct sock *sk)
+{
+	return cubictcp_recalc_ssthresh(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_cc_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	cubictcp_cong_avoid(sk, ack, acked);
+	enforce(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_cc_set_state, struct sock *sk, __u8 new_state)
+{
+	cubictcp_state(sk, new_state);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_cc_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	cubictcp_cwnd_event(sk, ev);
+	enforce(sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_cc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	cubictcp_acked(sk, sample);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(lanes_cc_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 cwnd = tcp_reno_undo_cwnd(sk);
+	__u32 clamp = tp->snd_cwnd_clamp;
+
+	if (clamp && cwnd > clamp)
+		cwnd = clamp;
+	return cwnd;
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops lanes_capcc = {
+	.init = (void *)lanes_cc_init,
+	.ssthresh = (void *)lanes_cc_ssthresh,
+	.cong_avoid = (void *)lanes_cc_cong_avoid,
+	.set_state = (void *)lanes_cc_set_state,
+	.cwnd_event = (void *)lanes_cc_cwnd_event,
+	.pkts_acked = (void *)lanes_cc_pkts_acked,
+	.undo_cwnd = (void *)lanes_cc_undo_cwnd,
+	.name = "lanes_capcc",
+};

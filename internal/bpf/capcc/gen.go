@@ -1,0 +1,8 @@
+// Package capcc holds the lanes BPF congestion control (capcc.c): the
+// kernel's CUBIC plus an enforced cwnd clamp, registered under a name of
+// the loader's choosing through a struct_ops bpf_link. The sock_ops program
+// switches capped CUBIC sockets to it so that a new cwnd cap reaches an
+// existing connection on its next ACK, cwnd-limited or not.
+package capcc
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types Capcc capcc.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
