@@ -65,10 +65,16 @@ func (c *Client) Do(req Request) (*Response, error) {
 		return nil, fmt.Errorf("api reply: %w", err)
 	}
 	if !resp.OK {
-		return &resp, fmt.Errorf("daemon: %s", resp.Error)
+		return &resp, &DaemonError{Msg: resp.Error}
 	}
 	return &resp, nil
 }
+
+// DaemonError is an error the daemon answered (the connection is fine),
+// as opposed to a transport error.
+type DaemonError struct{ Msg string }
+
+func (e *DaemonError) Error() string { return "daemon: " + e.Msg }
 
 // Ping checks that the daemon answers.
 func (c *Client) Ping() error { _, err := c.Do(Request{Op: OpPing}); return err }

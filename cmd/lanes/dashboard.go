@@ -1,0 +1,136 @@
+// dashboard.go: `lanes dashboard`, the web dashboard (internal/dashboard):
+// live cwnd / cap / srtt / rate of every TCP flow, the lanes' counters and
+// the cooperative controller's state, and /metrics for Prometheus.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/dashboard"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+func init() {
+	register(&command{
+		name:    "dashboard",
+		summary: "web dashboard: live cwnd, caps and lanes; /metrics for Prometheus",
+		usage:   "[--listen ADDR] [--socket PATH] [--interval D] [--history D] [--netns PATH]",
+		run:     runDashboard,
+	})
+}
+
+func runDashboard(ctx context.Context, e *env, args []string) error {
+	fs := newFlags("dashboard", e)
+	listen := fs.String("listen", "127.0.0.1:8377", "HTTP address (the page only reads, but keep it on loopback unless you mean otherwise)")
+	sock := socketFlag(fs, e)
+	interval := fs.Duration("interval", time.Second, "sampling interval")
+	history := fs.Duration("history", 2*time.Minute, "how far back each flow's series reaches")
+	nsPath := fs.String("netns", "", "sample inside the network namespace at PATH")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *interval < tcpmon.MinInterval {
+		return usageErrorf("--interval %v is below %v", *interval, tcpmon.MinInterval)
+	}
+	smp, err := tcpmon.New(tcpmon.Config{Interval: *interval, NetNSPath: *nsPath})
+	if err != nil {
+		return err
+	}
+	defer smp.Close()
+	cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default()}
+	d := &redialClient{path: *sock}
+	defer d.close()
+	if _, err := d.Status(); err != nil {
+		fmt.Fprintf(e.stderr, "%v: showing flows only until it answers\n", err)
+	}
+	cfg.Daemon = d
+	srv := dashboard.New(cfg)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(e.stdout, "lanes dashboard on http://%s/ (metrics: /metrics)\n", ln.Addr())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+	go func() {
+		<-ctx.Done()
+		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+		defer c()
+		_ = hs.Shutdown(sctx)
+	}()
+	err = hs.Serve(ln)
+	cancel()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// redialClient is an API client that reconnects after an error, so the
+// dashboard follows a daemon that restarts. The dashboard calls it from one
+// goroutine at a time.
+type redialClient struct {
+	path string
+	c    *api.Client
+}
+
+func (r *redialClient) client() (*api.Client, error) {
+	if r.c == nil {
+		c, err := api.Dial(r.path)
+		if err != nil {
+			return nil, err
+		}
+		r.c = c
+	}
+	return r.c, nil
+}
+
+// call runs fn on a connected client; a transport error drops the
+// connection so the next call redials (errors the daemon answered keep it).
+func call[T any](r *redialClient, fn func(*api.Client) (T, error)) (T, error) {
+	var zero T
+	c, err := r.client()
+	if err != nil {
+		return zero, err
+	}
+	v, err := fn(c)
+	var de *api.DaemonError
+	if err != nil && !errors.As(err, &de) {
+		r.close()
+	}
+	return v, err
+}
+
+func (r *redialClient) close() {
+	if r.c != nil {
+		r.c.Close()
+		r.c = nil
+	}
+}
+
+func (r *redialClient) Status() (*api.Status, error) {
+	return call(r, func(c *api.Client) (*api.Status, error) { return c.Status() })
+}
+
+func (r *redialClient) Component(name string) (json.RawMessage, error) {
+	return call(r, func(c *api.Client) (json.RawMessage, error) { return c.Component(name) })
+}
+
+func (r *redialClient) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
+	return call(r, func(c *api.Client) (map[uint64]lane.Lane, error) { return c.SocketLanes(cookies) })
+}

@@ -1,0 +1,308 @@
+// Package dashboard serves lanes' web dashboard: a page (web/) that shows,
+// live, every TCP flow's congestion window, cap, srtt and rate over the last
+// minutes (the cwnd visualisation of seeds §002), the lanes' counters, and the
+// cooperative controller's N, peers and caps; and /metrics, the per-lane
+// aggregates in Prometheus text format.
+//
+// It samples with the TCP monitor itself and asks the daemon (when one runs)
+// for the lanes of sockets, its status and the coop component's state. It only
+// reads: nothing on the page changes lanes, so it binds to loopback by
+// default and needs no authentication of its own.
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/web"
+)
+
+// Daemon is what the dashboard asks the lanes daemon (an *api.Client).
+type Daemon interface {
+	Status() (*api.Status, error)
+	Component(name string) (json.RawMessage, error)
+	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	// Sampler takes the TCP samples; the server owns its Run loop.
+	Sampler *tcpmon.Sampler
+	// Daemon answers lanes, status and coop state; nil shows flows only.
+	Daemon Daemon
+	// History is how far back each flow's series reaches (default 2 min).
+	History time.Duration
+	// MaxFlows bounds the flows kept with a series (default 200, busiest first).
+	MaxFlows int
+	Log      *slog.Logger
+}
+
+// Point is one sample of one flow: seconds since the server started, cwnd
+// (segments), the cap in force (segments, 0 = none), srtt (ms), throughput
+// (Mbit/s, bytes acked).
+type Point struct {
+	T    float64 `json:"t"`
+	Cwnd uint32  `json:"cwnd"`
+	Cap  uint32  `json:"cap"`
+	SRTT float64 `json:"srtt_ms"`
+	Rate float64 `json:"mbit"`
+}
+
+// FlowView is one flow on the page.
+type FlowView struct {
+	Cookie  uint64  `json:"cookie"`
+	Src     string  `json:"src"`
+	Dst     string  `json:"dst"`
+	Lane    string  `json:"lane"`
+	Comm    string  `json:"comm,omitempty"`
+	PID     int     `json:"pid,omitempty"`
+	Cong    string  `json:"cong"`
+	State   string  `json:"state"`
+	Retrans uint32  `json:"total_retrans"`
+	Points  []Point `json:"points"`
+}
+
+// Snapshot is what /api/snapshot returns.
+type Snapshot struct {
+	Now         float64         `json:"now"`
+	Interval    float64         `json:"interval_s"`
+	Flows       []FlowView      `json:"flows"`
+	Daemon      *api.Status     `json:"daemon,omitempty"`
+	DaemonError string          `json:"daemon_error,omitempty"`
+	Coop        json.RawMessage `json:"coop,omitempty"`
+	CoopError   string          `json:"coop_error,omitempty"`
+	SampleError string          `json:"sample_error,omitempty"`
+}
+
+type series struct {
+	view FlowView
+	seen time.Time
+}
+
+// Server samples and serves. Create it with New, run Run, serve Handler.
+type Server struct {
+	cfg   Config
+	start time.Time
+
+	dmu sync.Mutex // one request at a time on the daemon connection
+
+	mu        sync.Mutex
+	flows     map[uint64]*series
+	last      []tcpmon.Flow
+	lanes     map[uint64]lane.Lane
+	status    *api.Status
+	statusErr string
+	coop      json.RawMessage
+	coopErr   string
+	sampleErr string
+}
+
+// New returns a server; cfg.Sampler is required.
+func New(cfg Config) *Server {
+	if cfg.History <= 0 {
+		cfg.History = 2 * time.Minute
+	}
+	if cfg.MaxFlows <= 0 {
+		cfg.MaxFlows = 200
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, start: time.Now(), flows: map[uint64]*series{}, lanes: map[uint64]lane.Lane{}}
+}
+
+// Run samples until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.Sampler.Interval())
+	defer t.Stop()
+	for {
+		s.tick()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// tick takes one sample and refreshes the daemon's state.
+func (s *Server) tick() {
+	flows, sampleErr := s.cfg.Sampler.Sample()
+	now := time.Now()
+	var st *api.Status
+	var coop json.RawMessage
+	var stErr, coopErr string
+	caps := map[uint64]uint32{}
+	var lanes map[uint64]lane.Lane
+	if d := s.cfg.Daemon; d != nil {
+		s.dmu.Lock()
+		var err error
+		if st, err = d.Status(); err != nil {
+			stErr = err.Error()
+		}
+		if c, err := d.Component("coop"); err != nil {
+			coopErr = err.Error()
+		} else {
+			coop = c
+			var cs struct {
+				Flows []struct {
+					Cookie uint64 `json:"cookie"`
+					Cap    uint32 `json:"cap"`
+				} `json:"flows"`
+			}
+			if json.Unmarshal(c, &cs) == nil {
+				for _, f := range cs.Flows {
+					caps[f.Cookie] = f.Cap
+				}
+			}
+		}
+		lanes = s.askLanes(d, flows)
+		s.dmu.Unlock()
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.statusErr, s.coop, s.coopErr = st, stErr, coop, coopErr
+	s.sampleErr = ""
+	if sampleErr != nil {
+		s.sampleErr = sampleErr.Error()
+	}
+	for c, l := range lanes {
+		s.lanes[c] = l
+	}
+	t := now.Sub(s.start).Seconds()
+	for i := range flows {
+		f := &flows[i]
+		if l, ok := s.lanes[f.Cookie]; ok {
+			f.Lane = l
+		}
+		sr := s.flows[f.Cookie]
+		if sr == nil {
+			if len(s.flows) >= s.cfg.MaxFlows {
+				continue
+			}
+			sr = &series{}
+			s.flows[f.Cookie] = sr
+		}
+		sr.seen = now
+		sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
+			Cong: f.Cong, State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
+		sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: caps[f.Cookie],
+			SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6)})
+		cut := 0
+		for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
+			cut++
+		}
+		sr.view.Points = sr.view.Points[cut:]
+	}
+	for c, sr := range s.flows {
+		if now.Sub(sr.seen) > s.cfg.History {
+			delete(s.flows, c)
+			delete(s.lanes, c)
+		}
+	}
+	s.last = append(s.last[:0], flows...)
+}
+
+// askLanes asks the daemon for the lanes of cookies not known yet.
+func (s *Server) askLanes(d Daemon, flows []tcpmon.Flow) map[uint64]lane.Lane {
+	s.mu.Lock()
+	var ask []uint64
+	for i := range flows {
+		if _, ok := s.lanes[flows[i].Cookie]; !ok && flows[i].Cookie != 0 {
+			ask = append(ask, flows[i].Cookie)
+		}
+	}
+	s.mu.Unlock()
+	if len(ask) == 0 {
+		return nil
+	}
+	got, err := d.SocketLanes(ask)
+	if err != nil {
+		s.cfg.Log.Debug("lanes of sockets", "err", err)
+		return nil
+	}
+	out := make(map[uint64]lane.Lane, len(ask))
+	for _, c := range ask {
+		l, ok := got[c]
+		if !ok || l == lane.Unset {
+			l = lane.Interactive
+		}
+		out[c] = l
+	}
+	return out
+}
+
+func laneName(l lane.Lane) string {
+	if l == lane.Unset {
+		return "-"
+	}
+	return l.String()
+}
+
+func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+// Snapshot returns the current state, flows with the busiest first.
+func (s *Server) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
+		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, SampleError: s.sampleErr,
+		Flows: []FlowView{}}
+	for _, sr := range s.flows {
+		v := sr.view
+		v.Points = append([]Point(nil), v.Points...)
+		snap.Flows = append(snap.Flows, v)
+	}
+	sort.Slice(snap.Flows, func(i, j int) bool {
+		a, b := snap.Flows[i], snap.Flows[j]
+		ra, rb := lastRate(a), lastRate(b)
+		if ra != rb {
+			return ra > rb
+		}
+		return a.Cookie < b.Cookie
+	})
+	return snap
+}
+
+func lastRate(v FlowView) float64 {
+	if len(v.Points) == 0 {
+		return 0
+	}
+	return v.Points[len(v.Points)-1].Rate
+}
+
+// Handler serves the page, /api/snapshot and /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /", http.FileServerFS(web.Assets))
+	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(s.Snapshot()); err != nil {
+			s.cfg.Log.Debug("snapshot write", "err", err)
+		}
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		flows := append([]tcpmon.Flow(nil), s.last...)
+		s.mu.Unlock()
+		var b bytes.Buffer
+		if err := tcpmon.WritePrometheus(&b, flows); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(b.Bytes())
+	})
+	return mux
+}

@@ -1,0 +1,182 @@
+// Tests of the dashboard on a real loopback TCP connection sampled by the TCP
+// monitor; the daemon is a table (its real API is tested in internal/api and
+// internal/daemon): the flow appears with its lane, cwnd and cap series, and
+// the page, its script, the snapshot and /metrics are served.
+package dashboard
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+type fakeDaemon struct {
+	coop  string
+	asked []uint64
+}
+
+func (d *fakeDaemon) Status() (*api.Status, error) {
+	return &api.Status{Version: "test", Policy: "table"}, nil
+}
+
+func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
+	if name != "coop" || d.coop == "" {
+		return nil, errors.New("component not running")
+	}
+	return json.RawMessage(d.coop), nil
+}
+
+func (d *fakeDaemon) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
+	d.asked = append(d.asked, c...)
+	out := map[uint64]lane.Lane{}
+	for _, k := range c {
+		out[k] = lane.Background
+	}
+	return out, nil
+}
+
+// loopbackFlow returns a connected loopback TCP pair that keeps sending until
+// the test ends, and the server's port.
+func loopbackFlow(t *testing.T) uint16 {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); c.Close() })
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
+	port := loopbackFlow(t)
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 50 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: port}})
+	if err != nil {
+		t.Skipf("sock_diag not available: %v", err)
+	}
+	defer smp.Close()
+	first, err := smp.Sample()
+	if err != nil || len(first) != 1 {
+		t.Fatalf("sample: %d flows, %v", len(first), err)
+	}
+	cookie := first[0].Cookie
+	d := &fakeDaemon{coop: fmt.Sprintf(`{"n":2,"capping":true,"flows":[{"cookie":%d,"cap":17}]}`, cookie)}
+	s := New(Config{Sampler: smp, Daemon: d})
+	for i := 0; i < 4; i++ {
+		s.tick()
+		time.Sleep(50 * time.Millisecond)
+	}
+	snap := s.Snapshot()
+	if len(snap.Flows) != 1 {
+		t.Fatalf("snapshot flows: %+v", snap.Flows)
+	}
+	f := snap.Flows[0]
+	if f.Cookie != cookie || f.Lane != "background" || len(f.Points) != 4 {
+		t.Fatalf("flow %+v", f)
+	}
+	last := f.Points[len(f.Points)-1]
+	if last.Cap != 17 || last.Cwnd == 0 || last.Rate <= 0 {
+		t.Errorf("last point %+v: want cap 17, a cwnd and a rate", last)
+	}
+	if len(d.asked) != 1 {
+		t.Errorf("lanes asked %d times for one socket, want once (cached)", len(d.asked))
+	}
+	if snap.Daemon == nil || snap.Daemon.Version != "test" || !strings.Contains(string(snap.Coop), `"n":2`) {
+		t.Errorf("snapshot daemon %+v coop %s", snap.Daemon, snap.Coop)
+	}
+
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	get := func(path string) (string, string) {
+		r, err := http.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", path, r.Status)
+		}
+		return string(b), r.Header.Get("Content-Type")
+	}
+	if page, _ := get("/"); !strings.Contains(page, `<canvas id="cwnd"`) || !strings.Contains(page, "app.js") {
+		t.Errorf("page: %.200s", page)
+	}
+	if js, ct := get("/app.js"); !strings.Contains(js, "api/snapshot") || !strings.Contains(ct, "javascript") {
+		t.Errorf("app.js (%s): %.100s", ct, js)
+	}
+	body, _ := get("/api/snapshot")
+	var got Snapshot
+	if err := json.Unmarshal([]byte(body), &got); err != nil || len(got.Flows) != 1 {
+		t.Errorf("snapshot over HTTP: %v %.300s", err, body)
+	}
+	if m, _ := get("/metrics"); !strings.Contains(m, `lanes_tcp_flows{lane="background"} 1`) {
+		t.Errorf("metrics:\n%s", m)
+	}
+}
+
+// Without a daemon the page still shows flows; a vanished flow leaves after
+// the history span.
+func TestDashboardWithoutDaemonForgetsOldFlows(t *testing.T) {
+	port := loopbackFlow(t)
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: port}})
+	if err != nil {
+		t.Skipf("sock_diag not available: %v", err)
+	}
+	s := New(Config{Sampler: smp, History: 100 * time.Millisecond})
+	s.tick()
+	if snap := s.Snapshot(); len(snap.Flows) != 1 || snap.Flows[0].Lane != "-" || snap.Daemon != nil {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	smp.Close()
+	smp2, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: 1}}) // matches nothing: the flow "vanished"
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smp2.Close()
+	s.cfg.Sampler = smp2
+	time.Sleep(150 * time.Millisecond)
+	s.tick()
+	if snap := s.Snapshot(); len(snap.Flows) != 0 {
+		t.Errorf("flow not forgotten after the history span: %+v", snap.Flows)
+	}
+}
