@@ -9,6 +9,10 @@
 //   - lanes:        lanes' cooperative demand-aware caps (the stream's small
 //     demand is met first, the uploads share the rest without a standing queue)
 //
+// In the lanes settings every host runs `lanes daemon` with that setting's
+// `coop:` section (rules, cooperative on or off); the stream and the uploads
+// register their connections in their lanes through the daemon's API.
+//
 // Measured: upload completion times; the stream's delivery delay (send
 // stamp to arrival, one clock), jitter (mean |delay change| between chunks),
 // stalls (arrival gaps over 1 s) and late chunks (delay over 1 s); the
@@ -106,8 +110,11 @@ func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSi
 			}
 		}
 	}()
-	series := cb.record(recCtx, 200*time.Millisecond, 30*time.Minute, nil)
+	series, err := cb.record(recCtx, 200*time.Millisecond, 30*time.Minute, nil)
 	end := time.Now()
+	if err != nil {
+		return nil, err
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -238,7 +245,7 @@ func init() {
 				r.Notes = []string{
 					"paper (Android, one AP): stream cwnd ~40 alone, sometimes only ~20 beside 3 uploads; uploads capped at 30 -> stream fine, uploads ~20 s slower; stream capped at 20 -> uploads ~8 s faster, stream unharmed",
 					"delay = arrival - intended send time of each 10 kB chunk (one clock); stalls = arrival gaps over 1 s; late = delay over 1 s; stream figures over the uploads' period",
-					"caps = median applied cap (segments) of the uploads / the stream; rules and cooperative caps applied by the lanes datapath (sock_ops)",
+					"caps = median applied cap (segments) of the uploads / the stream, from the daemons' coop status; rules and cooperative caps applied by each host's `lanes daemon` (sock_ops)",
 				}
 				r.Data = runs
 				r.Environment = CaptureEnvironment(nil, env, nil)

@@ -15,14 +15,19 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
+	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
 // coopCommon are the flags every coop experiment has.
@@ -30,6 +35,7 @@ type coopCommon struct {
 	rate, headroom, cc string
 	rtt                time.Duration
 	bufBDP             float64
+	lanes              string // lanes binary for the lanes hosts' daemons
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -38,6 +44,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.bufBDP, "buffer-bdp", 0.5, "AP buffer per direction, in BDPs (rate x RTT)")
 	fs.StringVar(&c.headroom, "headroom", "120kbit", "controllers' headroom")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
+	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
 }
 
 func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
@@ -52,12 +59,18 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	cc := coopControllerConfig(float64(r))
 	cc.Headroom = h
 	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
-	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, Lanes: lanesOn, Coop: cc}, nil
+	bin := c.lanes
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return CoopBedConfig{}, fmt.Errorf("lanes binary: %w (pass --lanes)", err)
+		}
+	}
+	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
 	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc,
-		"controller": "interval 0.5s, silence 3, ap_rate = rate, demand-aware, safety on, HMAC key"}
+		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = rate, demand-aware, safety on, HMAC key"}
 }
 
 // parseHosts reads "2-8" or "2,4,8".
@@ -106,7 +119,11 @@ func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Durat
 	if _, err := cb.startUploads(rctx, allHosts(bc.Hosts), 0, lane.Unset); err != nil {
 		return nil, err
 	}
-	return cb.record(ctx, 200*time.Millisecond, dur, nil), ctx.Err()
+	s, err := cb.record(ctx, 200*time.Millisecond, dur, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, ctx.Err()
 }
 
 func medianCap(s *coopSeries, from float64) uint32 {
@@ -224,7 +241,7 @@ func init() {
 				r.Notes = []string{
 					"goodput = bytes the server received per host; Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
 					"RTT = the uploads' srtt (TCP monitor) every 200 ms; retrans = total retransmitted segments",
-					"lanes = lanes datapath (sock_ops clamp) + coop controller per host, ap_rate = the AP rate, headroom as given; cap = median applied cap (segments)",
+					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
 					"the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi",
 				}
 				r.Data = runs
@@ -253,8 +270,8 @@ func init() {
 				}
 				phases := Table{Title: "coop-dynamics: per phase (N expected, N seen by the controllers, median cap, total goodput, Jain)",
 					Columns: []string{"mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
-				react := Table{Title: "reaction: time from a host starting/stopping its upload until every controller reports the new N",
-					Columns: []string{"event", "at s", "new N", "reaction ms (slowest controller)", "fastest ms"}}
+				react := Table{Title: "reaction: time from a host starting/stopping its upload until every daemon reports the new N, and (joins) until every lanes flow's cwnd is at or below its new cap",
+					Columns: []string{"event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "cwnd <= cap ms", "cwnd <= cap after the new N ms (slowest host)"}}
 				data := map[string]any{}
 				for _, mode := range modes {
 					env.Printf("coop-dynamics %s: period %v, 7 periods...\n", mode, period)
@@ -276,12 +293,21 @@ func init() {
 					}
 					if mode == "lanes" {
 						for _, e := range d.Events {
-							rs, fs := "never", "-"
+							rs, fs, cs, ca := "never", "-", "-", "-"
 							if e.Slowest >= 0 {
 								rs = fmt.Sprintf("%.0f", e.Slowest)
 								fs = fmt.Sprintf("%.0f", e.Fastest)
 							}
-							react.Rows = append(react.Rows, []string{e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs})
+							if e.Kind == "join" {
+								cs, ca = "never", "never"
+								if e.CapMs >= 0 {
+									cs = fmt.Sprintf("%.0f", e.CapMs)
+								}
+								if e.CapAfterNMs >= 0 {
+									ca = fmt.Sprintf("%.0f", e.CapAfterNMs)
+								}
+							}
+							react.Rows = append(react.Rows, []string{e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs, cs, ca})
 						}
 					}
 				}
@@ -334,23 +360,33 @@ func init() {
 						cb.Close()
 						return nil, err
 					}
-					s := cb.record(ctx, 200*time.Millisecond, *dur, nil)
+					s, err := cb.record(ctx, 200*time.Millisecond, *dur, nil)
 					why := map[string]int{}
 					capping := 0
 					total := 0
 					for _, h := range cb.hosts {
-						if h.ctrl != nil {
-							st := h.ctrl.Status()
-							total++
-							if st.Capping {
-								capping++
-							} else {
-								why[st.Reason]++
-							}
+						if h.api == nil || err != nil {
+							continue
+						}
+						st, serr := h.coopStatus()
+						if serr != nil {
+							err = serr
+							break
+						}
+						total++
+						if st.Capping {
+							capping++
+						} else {
+							why[st.Reason]++
 						}
 					}
 					cancel()
-					cb.Close()
+					if cerr := cb.Close(); err == nil {
+						err = cerr
+					}
+					if err != nil {
+						return nil, fmt.Errorf("coop-mixed %s: %w", mode, err)
+					}
 					// the same hosts in every setting: "lanes hosts" are the
 					// ones that run lanes in the mixed settings
 					var lanesH, plainH []int
@@ -421,25 +457,39 @@ func activeJain(s *coopSeries, from, to float64) float64 {
 	return sum / float64(k)
 }
 
-// dynEvent is one join or leave and how fast the controllers followed.
+// dynEvent is one join or leave and how fast the daemons followed.
 type dynEvent struct {
 	Kind    string  `json:"kind"`
 	At      float64 `json:"at_s"`
 	NewN    int     `json:"new_n"`
 	Slowest float64 `json:"reaction_ms"` // -1: not within the period
 	Fastest float64 `json:"fastest_ms"`
+	// Joins: until every lanes flow's cwnd is at or below its new cap, from
+	// the join (CapMs) and, slowest host, from the moment that host's
+	// daemon reported the new N (CapAfterNMs); -1: not within the period.
+	CapMs       float64 `json:"cwnd_under_cap_ms,omitempty"`
+	CapAfterNMs float64 `json:"cwnd_under_cap_after_n_ms,omitempty"`
 }
+
+// Per-host states of the cwnd-under-cap samples.
+const (
+	capNoFlow int8 = -1 // no upload in flight
+	capAbove  int8 = 0  // some flow's cwnd above its cap (or no cap yet)
+	capUnder  int8 = 1  // every flow's cwnd at or below its cap
+)
 
 type dynResult struct {
 	Series *coopSeries `json:"series"`
 	Events []dynEvent  `json:"events"`
-	// NSeen[t][host]: N every controller reported, each 50 ms
-	NT    []float64 `json:"n_t_s"`
-	NSeen [][]int   `json:"n_seen"`
-	Caps  [][]int   `json:"caps"`
+	// Every 50 ms, per host: N its daemon reported, its largest cap, and
+	// whether its uploads' cwnds (TCP monitor) were at or below their caps.
+	NT       []float64 `json:"n_t_s"`
+	NSeen    [][]int   `json:"n_seen"`
+	Caps     [][]int   `json:"caps"`
+	UnderCap [][]int8  `json:"cwnd_under_cap"`
 }
 
-// nSeen summarises the controllers' N and caps over a phase: the median.
+// nSeen summarises the daemons' N and caps over a phase: the median.
 func (d *dynResult) nSeen(from, to float64) (string, string) {
 	var ns, cs []int
 	for i, t := range d.NT {
@@ -461,6 +511,31 @@ func (d *dynResult) nSeen(from, to float64) (string, string) {
 		return strconv.Itoa(v[len(v)/2])
 	}
 	return med(ns), med(cs)
+}
+
+// capState compares a host's uploads' cwnds with the caps its daemon
+// reports: a flow the daemon has not listed yet is held to the cap its
+// daemon gives new connections of its lane (what sock_ops applied).
+func capState(st *coop.Status, flows []tcpmon.Flow, server netip.Addr) int8 {
+	caps := map[uint64]uint32{}
+	for _, f := range st.Flows {
+		caps[f.Cookie] = f.Cap
+	}
+	state := capNoFlow
+	for _, f := range flows {
+		if !isServerFlow(f.Dst, server) || f.State != "ESTAB" || f.Unacked == 0 {
+			continue
+		}
+		c, ok := caps[f.Cookie]
+		if !ok {
+			c = st.LaneCaps[lane.Interactive.String()]
+		}
+		if c == 0 || f.Cwnd > c {
+			return capAbove
+		}
+		state = capUnder
+	}
+	return state
 }
 
 // runDynamics runs the 5 -> 8 -> 5 schedule on 8 hosts.
@@ -491,7 +566,8 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 	}
 	plan := []sched{{period, 5, true}, {2 * period, 6, true}, {3 * period, 7, true},
 		{4 * period, 7, false}, {5 * period, 6, false}, {6 * period, 5, false}}
-	// the schedule and the N poller run beside the recorder
+	// the schedule and the daemons' poller run beside the recorder
+	var evMu sync.Mutex
 	errc := make(chan error, 1)
 	go func() {
 		n := 5
@@ -521,76 +597,147 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 			if !p.join {
 				kind = "leave"
 			}
-			d.Events = append(d.Events, dynEvent{Kind: kind, At: at.Seconds(), NewN: n, Slowest: -1, Fastest: -1})
+			evMu.Lock()
+			d.Events = append(d.Events, dynEvent{Kind: kind, At: at.Seconds(), NewN: n, Slowest: -1, Fastest: -1, CapMs: -1, CapAfterNMs: -1})
+			evMu.Unlock()
 		}
 		errc <- nil
 	}()
-	pollDone := make(chan struct{})
+	pollDone := make(chan error, 1)
 	if lanesOn {
+		// the poller's own monitors: a sampler serves one goroutine
+		mons := make([]*tcpmon.Sampler, len(cb.hosts))
+		for i, h := range cb.hosts {
+			if mons[i], err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
+				for _, m := range mons[:i] {
+					m.Close()
+				}
+				return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
+			}
+		}
 		go func() {
-			defer close(pollDone)
+			defer func() {
+				for _, m := range mons {
+					m.Close()
+				}
+			}()
 			t := time.NewTicker(50 * time.Millisecond)
 			defer t.Stop()
 			for {
 				select {
 				case <-rctx.Done():
+					pollDone <- nil
 					return
 				case <-t.C:
 				}
 				el := time.Since(start).Seconds()
-				row, caps := make([]int, 8), make([]int, 8)
+				row, caps, under := make([]int, 8), make([]int, 8), make([]int8, 8)
 				for i, h := range cb.hosts {
-					st := h.ctrl.Status()
+					st, err := h.coopStatus()
+					if err != nil {
+						pollDone <- err
+						return
+					}
 					row[i] = st.N
 					for _, f := range st.Flows {
 						if f.Active {
 							caps[i] = max(caps[i], int(f.Cap))
 						}
 					}
+					fl, err := mons[i].Sample()
+					if err != nil {
+						pollDone <- fmt.Errorf("monitor in %s: %w", h.node.Name, err)
+						return
+					}
+					under[i] = capState(st, fl, cb.server.Addr)
 				}
 				d.NT = append(d.NT, el)
 				d.NSeen = append(d.NSeen, row)
 				d.Caps = append(d.Caps, caps)
+				d.UnderCap = append(d.UnderCap, under)
 			}
 		}()
 	} else {
-		close(pollDone)
+		pollDone <- nil
 	}
-	d.Series = cb.record(ctx, 200*time.Millisecond, 7*period, nil)
+	d.Series, err = cb.record(ctx, 200*time.Millisecond, 7*period, nil)
 	cancel()
-	<-pollDone
-	if err := <-errc; err != nil {
+	if perr := <-pollDone; err == nil {
+		err = perr
+	}
+	if serr := <-errc; err == nil {
+		err = serr
+	}
+	if err != nil {
 		return nil, err
 	}
-	// reaction times from the 50 ms N samples
 	for k := range d.Events {
-		e := &d.Events[k]
-		first := make([]float64, 8)
-		for i := range first {
-			first[i] = -1
-		}
-		for j, t := range d.NT {
-			if t < e.At || t > e.At+period.Seconds() {
-				continue
-			}
-			for i, n := range d.NSeen[j] {
-				if first[i] < 0 && n == e.NewN {
-					first[i] = (t - e.At) * 1000
-				}
-			}
-		}
-		slow, fast := 0.0, 1e18
-		ok := len(d.NT) > 0
-		for _, f := range first {
-			if f < 0 {
-				ok = false
-				break
-			}
-			slow, fast = max(slow, f), min(fast, f)
-		}
-		if ok {
-			e.Slowest, e.Fastest = slow, fast
-		}
+		d.reaction(&d.Events[k], period.Seconds())
 	}
 	return d, ctx.Err()
+}
+
+// reaction fills an event's reaction times from the 50 ms samples.
+func (d *dynResult) reaction(e *dynEvent, period float64) {
+	if len(d.NT) == 0 {
+		return
+	}
+	hosts := len(d.NSeen[0])
+	firstN := make([]float64, hosts) // s since the event, -1: not seen
+	for i := range firstN {
+		firstN[i] = -1
+	}
+	capAt := -1.0
+	for j, t := range d.NT {
+		if t < e.At || t > e.At+period {
+			continue
+		}
+		all := true
+		for i, n := range d.NSeen[j] {
+			if n == e.NewN {
+				if firstN[i] < 0 {
+					firstN[i] = t - e.At
+				}
+			} else {
+				all = false
+			}
+		}
+		if e.Kind != "join" || capAt >= 0 || !all {
+			continue
+		}
+		under := true
+		for _, u := range d.UnderCap[j] {
+			under = under && u != capAbove
+		}
+		if under {
+			capAt = t - e.At
+		}
+	}
+	slow, fast := 0.0, math.Inf(1)
+	for _, f := range firstN {
+		if f < 0 {
+			return
+		}
+		slow, fast = max(slow, f), min(fast, f)
+	}
+	e.Slowest, e.Fastest = slow*1000, fast*1000
+	if e.Kind != "join" || capAt < 0 {
+		return
+	}
+	e.CapMs = capAt * 1000
+	// per host: from its daemon's new N until its flows are under their caps
+	after := 0.0
+	for i := 0; i < hosts; i++ {
+		from, found := e.At+firstN[i], false
+		for j, t := range d.NT {
+			if t >= from && t <= e.At+period && d.UnderCap[j][i] != capAbove {
+				after, found = max(after, t-from), true
+				break
+			}
+		}
+		if !found {
+			return
+		}
+	}
+	e.CapAfterNMs = after * 1000
 }

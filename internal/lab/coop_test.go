@@ -1,14 +1,18 @@
-// Tests of the coop experiments: Jain's index, host lists, series statistics
-// (unit), and a short run of the coop testbed with lanes (root).
+// Tests of the coop experiments: Jain's index, host lists, series statistics,
+// the lab's policy file (unit), and a short run of the coop testbed with a
+// lanes daemon on each host (root, builds the lanes binary).
 package lab
 
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -64,8 +68,9 @@ func TestSeriesStats(t *testing.T) {
 	}
 }
 
-// A short coop run with lanes on two hosts: the controllers find each other
-// through the emulated medium, agree on N=2, and clamp the uploads.
+// A short coop run with `lanes daemon` on two hosts: the daemons find each
+// other through the emulated medium, agree on N=2, and clamp the uploads;
+// the uploads registered in the background lane are seen in it.
 func TestCoopBedLanes(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -73,6 +78,7 @@ func TestCoopBedLanes(t *testing.T) {
 	}
 	var c coopCommon
 	c.rate, c.headroom, c.cc, c.rtt, c.bufBDP = "20mbit", "120kbit", "cubic", 100*time.Millisecond, 0.5
+	c.lanes = lanesBinary(t)
 	bc, err := c.bed(2, func(int) bool { return true })
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +95,10 @@ func TestCoopBedLanes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := cb.record(ctx, 200*time.Millisecond, 8*time.Second, nil)
+	s, err := cb.record(ctx, 200*time.Millisecond, 8*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := s.stats([]int{0, 1}, 3, 100)
 	last := s.Samples[len(s.Samples)-1]
 	for i, h := range last {
@@ -101,9 +110,41 @@ func TestCoopBedLanes(t *testing.T) {
 			t.Errorf("host %d cwnd %d above cap %d", i, h.Cwnd, h.Cap)
 		}
 	}
+	for _, h := range cb.hosts {
+		cs, err := h.coopStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs.Flows) == 0 || cs.Flows[0].Lane != lane.Background.String() {
+			t.Errorf("%s: daemon's flows %+v, want the upload in the background lane", h.node.Name, cs.Flows)
+		}
+		if !cs.Authenticated || cs.Counters.Accepted == 0 || cs.Counters.Dropped() != 0 {
+			t.Errorf("%s: authenticated %v, counters %+v", h.node.Name, cs.Authenticated, cs.Counters)
+		}
+	}
 	t.Logf("total %.2f Mbit/s, Jain %.3f, RTT p50 %.0f ms, retrans %d, caps %d/%d",
 		st.TotalMbit, st.JainRun, st.RTTms, st.Retrans, last[0].Cap, last[1].Cap)
 	if st.TotalMbit < 5 {
 		t.Errorf("total goodput %.2f Mbit/s through a 20 Mbit/s AP", st.TotalMbit)
+	}
+}
+
+// The policy the lab writes for a lanes host is valid and says what the
+// experiment asked for.
+func TestCoopPolicyYAML(t *testing.T) {
+	c := coopControllerConfig(20e6)
+	c.Enabled, c.Interface, c.Port, c.Key = true, TUNName, coopAnnPort, "00112233445566778899aabbccddeeff"
+	c.UnicastPeers = []string{"10.77.0.2", "10.77.0.3"}
+	c.Safety.Enabled = false
+	c.Rules = []coop.Rule{{Name: "uploads-30", Lane: "background", Segments: 30}, {Name: "app", App: "ustream", When: coop.WhenRealtimeActive, Segments: 20}}
+	p, err := policy.Parse("h1.yaml", []byte(coopPolicyYAML("h1", c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Interfaces) != 1 || p.Interfaces[0].Name != TUNName || p.Interfaces[0].Mode != policy.DeviceBottleneck {
+		t.Errorf("interfaces %+v", p.Interfaces)
+	}
+	if !reflect.DeepEqual(p.Coop, c) {
+		t.Errorf("coop section read back as\n%+v\nwant\n%+v", p.Coop, c)
 	}
 }

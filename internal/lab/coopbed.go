@@ -14,33 +14,35 @@
 // host's namespace and driven by goroutines; the server counts each host's
 // received bytes (goodput) and the TCP monitor samples every host's flows.
 //
-// "With lanes" a host runs what `lanes daemon` runs for it: the datapath
-// (sock_ops applies the caps) and the coop controller, fed by the TCP monitor,
-// sending its announcements to the other lanes hosts through the medium
-// (unicast: the lab's TUN links have no broadcast).
+// "With lanes" a host runs the real `lanes daemon` in its namespace, as a user
+// would (lanesd.go): a policy file managing up0 with a `coop:` section
+// (group key, unicast peers = the other lanes hosts, since the lab's TUN
+// links have no broadcast), started through the topology, waited for until
+// its API answers, stopped with SIGTERM when the bed closes. Connections that
+// belong in a lane are registered with the daemon's API before they connect;
+// N, caps and the capping state are read from the daemon (the API's
+// component op, `lanes coop status`).
 package lab
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
 	"net/netip"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
-	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -61,25 +63,25 @@ type CoopBedConfig struct {
 	RTT    time.Duration // base RTT host <-> server
 	Buffer int           // AP queue per direction, bytes
 	CC     string        // hosts' congestion control
-	// Lanes says which hosts run lanes (nil: none).
-	Lanes func(i int) bool
-	// Coop is the controllers' config (Enabled, Interface, Port, key and
-	// unicast peers are filled in).
+	// LanesOn says which hosts run lanes (nil: none).
+	LanesOn func(i int) bool
+	// Lanes is the lanes binary whose `daemon` the lanes hosts run.
+	Lanes string
+	// Coop is the `coop:` section of the daemons' policy (Enabled,
+	// Interface, Port, key and unicast peers are filled in per host).
 	Coop coop.Config
 }
 
 // coopHost is one host of the bed.
 type coopHost struct {
-	idx   int
-	node  *topo.Node
-	lanes bool
-	dp    *datapath.Datapath
-	ctrl  *coop.Controller
-	done  chan error
-	stop  context.CancelFunc
-	mon   *tcpmon.Sampler // measurement sampler
-	csmp  *tcpmon.Sampler // the controller's sampler
-	bytes atomic.Int64    // received by the server from this host (bulk port)
+	idx    int
+	node   *topo.Node
+	lanes  bool
+	daemon *topo.Proc      // `lanes daemon` in the host's namespace (lanes hosts)
+	sock   string          // its API socket
+	api    *api.Client     // connection to it
+	mon    *tcpmon.Sampler // measurement sampler
+	bytes  atomic.Int64    // received by the server from this host (bulk port)
 }
 
 // coopBed is a running coop testbed.
@@ -95,8 +97,8 @@ type coopBed struct {
 	conns  []net.Conn
 }
 
-// newCoopBed builds and starts the testbed (server sinks listening,
-// controllers running). Close it when done.
+// newCoopBed builds and starts the testbed (server sinks listening, the
+// lanes hosts' daemons running). Close it when done.
 func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err error) {
 	if c.CC == "" {
 		c.CC = "cubic"
@@ -118,7 +120,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 		if err != nil {
 			return nil, err
 		}
-		h := &coopHost{idx: i, node: n, lanes: c.Lanes != nil && c.Lanes(i)}
+		h := &coopHost{idx: i, node: n, lanes: c.LanesOn != nil && c.LanesOn(i)}
 		cb.hosts = append(cb.hosts, h)
 		cb.byAddr[n.Addr] = h
 	}
@@ -139,7 +141,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 			return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
 		}
 	}
-	if err := cb.startLanes(ctx, env); err != nil {
+	if err := cb.startDaemons(ctx, env); err != nil {
 		return nil, err
 	}
 	return cb, nil
@@ -192,71 +194,8 @@ func (cb *coopBed) countBulk(c net.Conn) {
 	}
 }
 
-// startLanes opens the datapath and starts a controller on every lanes host.
-func (cb *coopBed) startLanes(ctx context.Context, env *Env) error {
-	var peers []string
-	for _, h := range cb.hosts {
-		if h.lanes {
-			peers = append(peers, h.node.Addr.String())
-		}
-	}
-	if len(peers) == 0 {
-		return nil
-	}
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
-	for _, h := range cb.hosts {
-		if !h.lanes {
-			continue
-		}
-		cfg := cb.cfg.Coop
-		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key = true, TUNName, coopAnnPort, hex.EncodeToString(key)
-		cfg.UnicastPeers = nil
-		for _, p := range peers {
-			if p != h.node.Addr.String() {
-				cfg.UnicastPeers = append(cfg.UnicastPeers, p)
-			}
-		}
-		var tr *coop.UDPTransport
-		err := h.node.Do(func() (err error) {
-			h.dp, err = datapath.Open(datapath.Config{Interface: TUNName, Instance: fmt.Sprintf("lab%s-%d", cb.bed.Topo.ID, h.idx)})
-			if err != nil {
-				return fmt.Errorf("datapath: %w", err)
-			}
-			tr, err = coop.ListenUDP(TUNName, coopAnnPort)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("lanes in %s: %w", h.node.Name, err)
-		}
-		uni := make([]netip.Addr, 0, len(cfg.UnicastPeers))
-		for _, p := range cfg.UnicastPeers {
-			uni = append(uni, netip.MustParseAddr(p))
-		}
-		tr.SetUnicast(uni)
-		dp := h.dp
-		if h.csmp, err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond,
-			LaneOf: dp.SocketLane}); err != nil {
-			return err
-		}
-		log := slog.New(slog.DiscardHandler)
-		if env != nil && env.Log != nil {
-			log = env.Log.With("host", h.node.Name)
-		}
-		h.ctrl, err = coop.New(coop.Options{Config: cfg, Transport: tr, Caps: dp, HostID: uint64(h.idx + 1),
-			Flows: &coop.MonitorSource{S: h.csmp, Local: netip.PrefixFrom(h.node.Addr, 32)}, Logger: log})
-		if err != nil {
-			tr.Close()
-			return err
-		}
-		hctx, stop := context.WithCancel(ctx)
-		h.stop, h.done = stop, make(chan error, 1)
-		go func(h *coopHost) { h.done <- h.ctrl.Run(hctx) }(h)
-	}
-	return nil
-}
-
-// Close stops traffic, controllers, datapaths and the bed.
+// Close stops traffic, the daemons (SIGTERM: each removes what it
+// installed) and the bed.
 func (cb *coopBed) Close() error {
 	var errs []error
 	for _, ln := range cb.lns {
@@ -267,19 +206,10 @@ func (cb *coopBed) Close() error {
 		c.Close()
 	}
 	cb.mu.Unlock()
+	errs = append(errs, cb.stopDaemons())
 	for _, h := range cb.hosts {
-		if h.ctrl != nil {
-			h.stop()
-			errs = append(errs, <-h.done)
-		}
-		if h.dp != nil {
-			errs = append(errs, h.node.Do(h.dp.Close))
-		}
 		if h.mon != nil {
 			h.mon.Close()
-		}
-		if h.csmp != nil {
-			h.csmp.Close()
 		}
 	}
 	errs = append(errs, cb.bed.Close())
@@ -295,25 +225,70 @@ type upload struct {
 	done   chan struct{}
 }
 
-// startUpload dials the server's port from host i and writes size bytes
-// (0 = until stopped) as fast as TCP goes, in lane l (with lanes).
-func (cb *coopBed) startUpload(ctx context.Context, i int, port int, size int64, l lane.Lane) (*upload, error) {
-	h := cb.hosts[i]
+// dialServer connects host h to the server's port. On a lanes host with a
+// lane, the connection's 3-tuple is registered with the host's daemon
+// between bind and connect, as an application does through the API: only a
+// registration that exists at connect reaches the socket's own lane entry
+// (sock_ops resolves a socket's lane once, at connect), which the coop
+// controller's per-lane rules and caps read; one registered after connect
+// still steers its packets (the classifier's 3-tuple lookup) but not those.
+func (cb *coopBed) dialServer(ctx context.Context, h *coopHost, port int, l lane.Lane) (net.Conn, error) {
+	server := netip.AddrPortFrom(cb.server.Addr, uint16(port))
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if h.api != nil && l != lane.Unset {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var sport int
+			var err error
+			if cerr := rc.Control(func(fd uintptr) { sport, err = bindAnyPort(int(fd)) }); cerr != nil {
+				return cerr
+			}
+			if err != nil {
+				return err
+			}
+			f := api.Flow{Dst: server.Addr().String(), DPort: server.Port(), SPort: uint16(sport), Proto: "tcp"}
+			if err := h.api.Register(f, l); err != nil {
+				return fmt.Errorf("register %s in lane %s: %w", f, l, err)
+			}
+			return nil
+		}
+	}
 	var c net.Conn
 	err := h.node.Do(func() (err error) {
-		d := net.Dialer{Timeout: 10 * time.Second}
-		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(cb.server.Addr, uint16(port)).String())
+		c, err = d.DialContext(ctx, "tcp4", server.String())
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: dial server: %w", h.node.Name, err)
+		return nil, fmt.Errorf("%s: dial %s: %w", h.node.Name, server, err)
 	}
 	cb.track(c)
+	return c, nil
+}
+
+// bindAnyPort binds an IPv4 socket to an ephemeral port and returns it.
+func bindAnyPort(fd int) (int, error) {
+	if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
+		return 0, fmt.Errorf("bind: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return 0, fmt.Errorf("getsockname: %w", err)
+	}
+	in4, ok := sa.(*unix.SockaddrInet4)
+	if !ok {
+		return 0, fmt.Errorf("getsockname: not IPv4: %T", sa)
+	}
+	return in4.Port, nil
+}
+
+// startUpload dials the server's port from host i and writes size bytes
+// (0 = until stopped) as fast as TCP goes, in lane l (with lanes).
+func (cb *coopBed) startUpload(ctx context.Context, i int, port int, size int64, l lane.Lane) (*upload, error) {
+	c, err := cb.dialServer(ctx, cb.hosts[i], port, l)
+	if err != nil {
+		return nil, err
+	}
 	u := &upload{conn: c, start: time.Now(), done: make(chan struct{})}
 	u.cookie = socketCookie(c)
-	if h.dp != nil && l != lane.Unset && u.cookie != 0 {
-		_ = h.dp.SetSocketLane(u.cookie, l)
-	}
 	go func() {
 		defer close(u.done)
 		buf := make([]byte, 64<<10)
@@ -423,8 +398,9 @@ type coopSeries struct {
 	Samples [][]hostSample `json:"samples"` // [interval][host]
 }
 
-// record samples every host each step until ctx ends or stopAt passes.
-func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick func(time.Duration)) *coopSeries {
+// record samples every host each step until ctx ends or dur has passed;
+// it fails if a daemon stops answering.
+func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick func(time.Duration)) (*coopSeries, error) {
 	s := &coopSeries{Step: step}
 	prev := make([]int64, len(cb.hosts))
 	retr := make([]map[uint64]uint32, len(cb.hosts))
@@ -469,8 +445,11 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 			for _, v := range retr[i] {
 				row[i].Retrans += v
 			}
-			if h.ctrl != nil {
-				st := h.ctrl.Status()
+			if h.api != nil {
+				st, err := h.coopStatus()
+				if err != nil {
+					return s, err
+				}
 				row[i].N, row[i].Capping = st.N, st.Capping
 				for _, f := range st.Flows {
 					if f.Active && f.Cap > row[i].Cap {
@@ -485,7 +464,7 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 			break
 		}
 	}
-	return s
+	return s, nil
 }
 
 func isServerFlow(dst string, server netip.Addr) bool {
@@ -560,7 +539,7 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	return st
 }
 
-// coopControllerConfig is the controllers' config in the lab: the AP rate
+// coopControllerConfig is the daemons' coop section in the lab: the AP rate
 // known (as the paper assumed), the default 120 kbit headroom.
 func coopControllerConfig(rate float64) coop.Config {
 	c := coop.DefaultConfig()
@@ -627,22 +606,12 @@ func putBE(b []byte, v uint64, n int) {
 // chunk bytes every chunk*8/rate seconds, each stamped with its intended
 // send time (so a chunk held back by the socket counts as late).
 func (cb *coopBed) startStream(ctx context.Context, i int, rate float64, chunk int, l lane.Lane) (*upload, error) {
-	h := cb.hosts[i]
-	var c net.Conn
-	err := h.node.Do(func() (err error) {
-		d := net.Dialer{Timeout: 10 * time.Second}
-		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(cb.server.Addr, coopStreamPort).String())
-		return err
-	})
+	c, err := cb.dialServer(ctx, cb.hosts[i], coopStreamPort, l)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dial stream: %w", h.node.Name, err)
+		return nil, err
 	}
-	cb.track(c)
 	u := &upload{conn: c, start: time.Now(), done: make(chan struct{})}
 	u.cookie = socketCookie(c)
-	if h.dp != nil && l != lane.Unset && u.cookie != 0 {
-		_ = h.dp.SetSocketLane(u.cookie, l)
-	}
 	period := time.Duration(float64(chunk*8) / rate * 1e9)
 	go func() {
 		defer close(u.done)
