@@ -3,7 +3,9 @@
 // serves realtime > interactive > background (qdisc.go), the cls_bpf
 // classifier that puts each packet in its lane (internal/bpf/classifier),
 // the cgroup-v2 sock_ops program that resolves each TCP socket's lane once
-// and applies per-socket settings (internal/bpf/sockops), a short device
+// and applies per-socket settings (internal/bpf/sockops), the lanes TCP
+// congestion control that enforces cwnd caps on CUBIC sockets
+// (internal/bpf/capcc, optional: see CapCCStatus), a short device
 // queue (devqueue.go) and one cgroup per lane (cgroups.go).
 //
 // One Datapath per (network namespace, interface). Everything it creates is
@@ -36,6 +38,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -136,6 +139,9 @@ type Datapath struct {
 	cls     *classifier.ClassifierObjects
 	ops     *sockops.SockopsObjects
 	opsLink link.Link
+	cc      *capcc.CC // nil when the kernel cannot run it (ccErr says why)
+	ccName  string
+	ccErr   error
 	cgIDs   map[lane.Lane]uint64
 	devq    *devQueueState
 
@@ -213,7 +219,19 @@ func Open(cfg Config) (d *Datapath, err error) {
 	} else if lowat < 0 {
 		lowat = 0
 	}
-	if d.ops, err = sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat)}, sockops.Shared{
+	// The cap-enforcing congestion control, one name per datapath (names
+	// are global to the kernel). Without it caps still apply through the
+	// clamp, but only as fast as CUBIC applies it (see docs/datapath.md).
+	d.ccName = capcc.Name(cfg.Instance, cfg.Interface, fmt.Sprint(cookie))
+	if d.cc, d.ccErr = capcc.Load(d.ccName); d.ccErr != nil {
+		slog.Warn("datapath: no lanes congestion control: cwnd caps reach CUBIC sockets only when they are cwnd-limited",
+			"interface", cfg.Interface, "instance", cfg.Instance, "err", d.ccErr)
+	}
+	ccName := ""
+	if d.cc != nil {
+		ccName = d.cc.Name
+	}
+	if d.ops, err = sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName}, sockops.Shared{
 		Cookie: d.cls.LanesCookie, Tuple: d.cls.LanesTuple, Cgroup: d.cls.LanesCgroup, UID: d.cls.LanesUid,
 	}); err != nil {
 		return d, err
@@ -311,6 +329,9 @@ func (d *Datapath) teardown(evict bool) error {
 	}
 	if d.ops != nil {
 		errs = append(errs, d.ops.Close())
+	}
+	if d.cc != nil {
+		errs = append(errs, d.cc.Close())
 	}
 	if d.cls != nil {
 		errs = append(errs, d.cls.Close())
@@ -542,7 +563,8 @@ func (d *Datapath) SetSocketLane(cookie uint64, l lane.Lane) error {
 
 // SetLaneCwndCap caps the congestion window (segments) of every TCP socket
 // of a lane; 0 removes the cap. sock_ops applies it at establishment and on
-// the next RTT sample of live sockets.
+// the next RTT sample of live sockets; a capped CUBIC socket is moved to the
+// lanes congestion control, which brings cwnd under the cap on its next ACK.
 func (d *Datapath) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 	if err := d.check(); err != nil {
 		return err
@@ -578,6 +600,30 @@ type Stats struct {
 	Lanes      map[lane.Lane]LaneStats `json:"lanes"`      // by lane
 	Classifier map[string]uint64       `json:"classifier"` // classifier packets by match kind
 	Sockops    map[string]uint64       `json:"sockops"`    // sock_ops events
+	CapCC      CapCCStatus             `json:"cap_cc"`     // the cap-enforcing congestion control
+}
+
+// CapCCStatus says whether the lanes congestion control (CUBIC with an
+// enforced cwnd clamp) is registered, under which name, and if not why.
+type CapCCStatus struct {
+	Active bool   `json:"active"`
+	Name   string `json:"name,omitempty"`   // kernel congestion control name
+	Reason string `json:"reason,omitempty"` // why it is not active
+}
+
+// CapCC reports the state of the lanes congestion control of this datapath.
+func (d *Datapath) CapCC() CapCCStatus {
+	if d.check() != nil {
+		return CapCCStatus{Reason: errClosed.Error()}
+	}
+	if d.cc == nil {
+		r := "not loaded"
+		if d.ccErr != nil {
+			r = d.ccErr.Error()
+		}
+		return CapCCStatus{Reason: r}
+	}
+	return CapCCStatus{Active: true, Name: d.cc.Name}
 }
 
 // Stats reads the HTB class counters and the BPF counters.
@@ -585,7 +631,7 @@ func (d *Datapath) Stats() (Stats, error) {
 	if err := d.check(); err != nil {
 		return Stats{}, err
 	}
-	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}}
+	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}, CapCC: d.CapCC()}
 	cls, err := classifier.ReadStats(d.cls.LanesClsStats)
 	if err != nil {
 		return s, err

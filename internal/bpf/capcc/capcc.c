@@ -18,12 +18,18 @@
  *   - cong_avoid, which tcp_cong_control calls on every ACK that acks data
  *     outside CWR/Recovery (Open, Disorder, Loss), cwnd-limited or not: the
  *     first such ACK after a cap change brings cwnd down;
+ *   - set_state (leaving Recovery without an undo marker keeps PRR's
+ *     cwnd = in_flight + sndcnt, which can be above the clamp; entering Loss
+ *     sets cwnd = in_flight + 1);
  *   - cwnd_event (CA_EVENT_TX_START/CWND_RESTART: a sender restarting after
  *     idle sends at most the clamp, not the old cwnd);
  *   - undo_cwnd (an undone reduction restores at most the clamp).
- * In CWR/Recovery the kernel's PRR (tcp_cwnd_reduction) owns cwnd and
- * converges on snd_ssthresh, which TCP_BPF_SNDCWND_CLAMP set to the clamp;
- * tcp_end_cwnd_reduction then sets cwnd = ssthresh.
+ * In CWR/Recovery the kernel's PRR (tcp_cwnd_reduction) owns cwnd: it
+ * sets cwnd = in_flight + sndcnt on each ACK, which stays above the clamp
+ * while more than the clamp is still in flight from before the cap, but
+ * sends less than is acked until in_flight reaches snd_ssthresh (which
+ * TCP_BPF_SNDCWND_CLAMP set to the clamp, or less after a loss); the clamp
+ * is applied again when the state changes.
  *
  * The name is set by the loader before load (one name per lanes datapath:
  * congestion control names are global to the kernel); the map is in
@@ -120,6 +126,7 @@ SEC("struct_ops")
 void BPF_PROG(lanes_cc_set_state, struct sock *sk, __u8 new_state)
 {
 	cubictcp_state(sk, new_state);
+	enforce(sk);
 }
 
 SEC("struct_ops")

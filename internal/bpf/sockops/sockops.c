@@ -54,6 +54,8 @@ char __license[] SEC("license") = "GPL";
 #define AF_INET6 10
 #define SOL_TCP 6
 #define TCP_NOTSENT_LOWAT 25
+#define TCP_CONGESTION 13
+#define CC_NAME_LEN 16 /* TCP_CA_NAME_MAX */
 #define CAP_NONE 0x7fffffff
 
 /* Minimal kernel types for CO-RE (relocated against the running kernel's BTF). */
@@ -87,6 +89,7 @@ volatile const struct sockops_config {
 	__u64 netns_cookie;  /* only sockets of this network namespace */
 	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT for background sockets, 0 = leave */
 	__u32 pad;
+	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -108,6 +111,8 @@ struct {
 struct sk_state {
 	__u32 applied_cap; /* 0 = never capped */
 	__u32 lane;
+	__u32 cc_checked;  /* the congestion control was looked at (once) */
+	__u32 pad;
 };
 
 struct {
@@ -129,7 +134,10 @@ enum ops_counter {
 	OPS_CAP_SET = 8,     /* cwnd clamp changed */
 	OPS_SETSOCKOPT_ERR = 9,
 	OPS_CLOSED = 10,
-	OPS_COUNTERS = 11,
+	OPS_CC_SWITCH = 11,  /* capped cubic socket switched to CFG.cc_name */
+	OPS_CC_SWITCH_ERR = 12, /* getsockopt/setsockopt(TCP_CONGESTION) failed */
+	OPS_CC_OTHER = 13,   /* capped socket on another CC (bbr, reno...): left alone */
+	OPS_COUNTERS = 14,
 };
 
 struct {
@@ -237,6 +245,35 @@ store:
 	return lane;
 }
 
+/* switch_cc moves a capped CUBIC socket to the lanes congestion control
+ * (CUBIC plus an enforced clamp), once per socket. Its init pulls cwnd down
+ * to the clamp just set; later cap changes reach cwnd on the next ACK. */
+static __always_inline void switch_cc(struct bpf_sock_ops *ops, struct sk_state *st)
+{
+	char cur[CC_NAME_LEN] = {}, want[CC_NAME_LEN] = {};
+
+	if (st->cc_checked || !CFG.cc_name[0])
+		return;
+	st->cc_checked = 1;
+	if (bpf_getsockopt(ops, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur))) {
+		bump(OPS_CC_SWITCH_ERR);
+		return;
+	}
+	if (cur[0] != 'c' || cur[1] != 'u' || cur[2] != 'b' || cur[3] != 'i' ||
+	    cur[4] != 'c' || cur[5] != 0) {
+		bump(OPS_CC_OTHER);
+		return;
+	}
+	/* volatile reads: a plain copy of a const global gets folded to its
+	 * all-zero initializer */
+	for (int i = 0; i < CC_NAME_LEN; i++)
+		want[i] = CFG.cc_name[i];
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0)
+		bump(OPS_CC_SWITCH);
+	else
+		bump(OPS_CC_SWITCH_ERR);
+}
+
 static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
 {
 	struct bpf_sock *sk = ops->sk;
@@ -264,6 +301,8 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
 		st->applied_cap = want;
 		bump(OPS_CAP_SET);
+		if (want)
+			switch_cc(ops, st);
 	} else {
 		bump(OPS_SETSOCKOPT_ERR);
 	}

@@ -12,6 +12,9 @@ import (
 type Config struct {
 	NetnsCookie  uint64 // the network namespace whose sockets this instance manages
 	NotsentLowat uint32 // TCP_NOTSENT_LOWAT for background sockets, 0 = leave alone
+	// CCName is the lanes congestion control (internal/bpf/capcc) that a
+	// capped CUBIC socket is switched to; "" = leave every socket's alone.
+	CCName string
 }
 
 // Shared are the classifier's maps that sock_ops reads and writes.
@@ -23,6 +26,7 @@ type Shared struct {
 var CounterNames = []string{
 	"connect", "accept", "by_cookie", "by_tuple", "by_cgroup", "by_uid",
 	"unresolved", "notsent_lowat", "cap_set", "setsockopt_err", "closed",
+	"cc_switch", "cc_switch_err", "cc_other",
 }
 
 // Load loads the program, reusing the shared maps.
@@ -32,6 +36,12 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 		return nil, err
 	}
 	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat}
+	if len(cfg.CCName) >= len(c.CcName) {
+		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)
+	}
+	for i := 0; i < len(cfg.CCName); i++ {
+		c.CcName[i] = int8(cfg.CCName[i])
+	}
 	if err := spec.Variables[SockopsVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set sockops config: %w", err)
 	}

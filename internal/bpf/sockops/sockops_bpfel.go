@@ -26,6 +26,8 @@ type SockopsSkState struct {
 	_          structs.HostLayout
 	AppliedCap uint32
 	Lane       uint32
+	CcChecked  uint32
+	Pad        uint32
 }
 
 type SockopsSockopsConfig struct {
@@ -33,6 +35,7 @@ type SockopsSockopsConfig struct {
 	NetnsCookie  uint64
 	NotsentLowat uint32
 	Pad          uint32
+	CcName       [16]int8
 }
 
 // Names of all BPF objects in the ELF.

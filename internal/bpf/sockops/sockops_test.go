@@ -23,7 +23,7 @@ func TestLoadWithSharedMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16384}, Shared{
+	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16384, CCName: "lanes_test"}, Shared{
 		Cookie: cls.LanesCookie, Tuple: cls.LanesTuple, Cgroup: cls.LanesCgroup, UID: cls.LanesUid,
 	})
 	if err != nil {
