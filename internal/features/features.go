@@ -21,6 +21,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
 )
 
 // Feature is one probed capability and what lanes does without it.
@@ -48,6 +50,10 @@ func (r *Report) Has(name string) bool {
 	}
 	return false
 }
+
+// CapCCFeature is the probe of the lanes BPF congestion control
+// (internal/bpf/capcc): struct_ops, the kernel's CUBIC kfuncs and BTF.
+const CapCCFeature = "bpf/tcp congestion control (struct_ops)"
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
 // instead.
@@ -203,6 +209,9 @@ func probeBPF() []Feature {
 	add("bpf/helper/sock_ops setsockopt", "", false, ebpffeatures.HaveProgramHelper(ebpf.SockOps, asm.FnSetsockopt))
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	add("bpf/btf", "", false, err)
+	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
+	// loaded, registered under a scratch name and unregistered again.
+	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -44,5 +45,28 @@ func TestCgroupV2Mount(t *testing.T) {
 	}
 	if !strings.HasPrefix(mp, "/") {
 		t.Fatalf("mount point %q", mp)
+	}
+}
+
+// TestCapCCProbeAgreesWithLoad: the doctor's congestion control probe says
+// yes exactly when the datapath's loader can register it.
+func TestCapCCProbeAgreesWithLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	r := Probe()
+	var f *Feature
+	for i := range r.Features {
+		if r.Features[i].Name == CapCCFeature {
+			f = &r.Features[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("no %q probe", CapCCFeature)
+	}
+	c, err := capcc.Load(capcc.Name("features-test"))
+	if err == nil {
+		c.Close()
+	}
+	if f.Present != (err == nil) {
+		t.Errorf("probe says %v (%s), Load says %v", f.Present, f.Detail, err)
 	}
 }
