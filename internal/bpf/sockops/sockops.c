@@ -19,16 +19,28 @@
  *   - ACTIVE/PASSIVE_ESTABLISHED_CB: ask for STATE and RTT callbacks; for a
  *     background socket set TCP_NOTSENT_LOWAT = CFG.notsent_lowat so that
  *     its own unsent data stays small; apply the cwnd cap.
- *   - RTT_CB (each RTT sample): apply the cwnd cap if it changed.
+ *   - RTT_CB (each RTT sample): apply the cwnd cap if it changed (and switch
+ *     a newly capped CUBIC socket's congestion control, below).
  *   - STATE_CB to TCP_CLOSE: drop the cookie's entries.
  *
  * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
  * Applied with bpf_setsockopt(TCP_BPF_SNDCWND_CLAMP), which sets
- * snd_cwnd_clamp and snd_ssthresh; the congestion control then never grows
- * cwnd past the clamp. The value last applied is kept in socket-local
+ * snd_cwnd_clamp and snd_ssthresh only; the congestion control then never
+ * grows cwnd past the clamp. The value last applied is kept in socket-local
  * storage so the setsockopt runs only when the cap changes (it resets
  * ssthresh each time). Removing a cap sets the clamp to CAP_NONE, which also
  * resets ssthresh: the socket probes upward in slow start from there.
+ *
+ * The clamp alone does not lower a cwnd that is already larger: CUBIC
+ * applies it only when the socket is cwnd-limited. So when a socket gets its
+ * first cap and runs "cubic", it is switched (bpf_setsockopt TCP_CONGESTION,
+ * once per socket) to CFG.cc_name, this datapath's BPF congestion control
+ * (internal/bpf/capcc: CUBIC plus snd_cwnd = min(snd_cwnd, clamp) on every
+ * ACK), whose init brings cwnd down at once; later cap changes reach cwnd on
+ * the next ACK. BBR applies the clamp on every ACK itself and is left alone,
+ * as are reno and the rest (counted in cc_other). CFG.cc_name is empty when
+ * the kernel cannot run it: then nothing is switched.
+ * (docs/datapath.md, "cwnd caps".)
  *
  * Note: the socket's cgroup and uid are read from struct sock through CO-RE
  * (sk_cgrp_data.cgroup->kn->id, sk_uid): at PASSIVE_ESTABLISHED_CB "current"
