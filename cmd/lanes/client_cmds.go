@@ -112,6 +112,9 @@ func printStatus(e *env, st *api.Status) {
 			}
 			fmt.Fprintf(e.stdout, "classified by: %s\n", strings.Join(parts, ", "))
 		}
+		if it.CwndCapCC != "" {
+			fmt.Fprintf(e.stdout, "cwnd caps enforced by: %s (sockets switched from cubic: %d)\n", it.CwndCapCC, it.Sockops["cc_switch"])
+		}
 	}
 	if len(st.Components) > 0 {
 		fmt.Fprintln(e.stdout)

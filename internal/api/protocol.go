@@ -187,7 +187,12 @@ type InterfaceStatus struct {
 	Mode       string            `json:"mode"`
 	UplinkBps  uint64            `json:"uplink_bps,omitempty"`
 	Lanes      []LaneStats       `json:"lanes"`
-	Classifier map[string]uint64 `json:"classifier"` // packets per match kind
+	Classifier map[string]uint64 `json:"classifier"`        // packets per match kind
+	Sockops    map[string]uint64 `json:"sockops,omitempty"` // sock_ops events (caps set, CC switches, ...)
+	// CwndCapCC is how cwnd caps are enforced: "<name>" of the lanes
+	// congestion control (CUBIC with the cap enforced on every ACK), or
+	// "clamp only: <why>" when it could not be loaded.
+	CwndCapCC string `json:"cwnd_cap_cc,omitempty"`
 }
 
 // Status is the daemon's state.

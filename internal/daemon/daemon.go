@@ -486,6 +486,12 @@ func (d *Daemon) Status() (*api.Status, error) {
 				Overlimits: ls.Overlimits, BacklogBytes: ls.BacklogBytes, BacklogPackets: ls.BacklogPackets})
 		}
 		is.Classifier = s.Classifier
+		is.Sockops = s.Sockops
+		if s.CapCC.Active {
+			is.CwndCapCC = s.CapCC.Name
+		} else {
+			is.CwndCapCC = "clamp only: " + s.CapCC.Reason
+		}
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Components = map[string]string{}

@@ -202,7 +202,7 @@ func probeBPF() []Feature {
 	add("bpf/prog/sched_cls", "", true, ebpffeatures.HaveProgramType(ebpf.SchedCLS))
 	add("bpf/prog/sock_ops", "lanes by cookie unavailable: classifier uses 3-tuple, cgroup, uid, DSCP only; no per-socket TCP settings or cwnd caps", false, ebpffeatures.HaveProgramType(ebpf.SockOps))
 	add("bpf/prog/tracepoint", "TCP monitor samples with sock_diag only (no per-ACK events)", false, ebpffeatures.HaveProgramType(ebpf.TracePoint))
-	add("bpf/prog/struct_ops", "no BPF congestion control; background sockets keep the system's", false, ebpffeatures.HaveProgramType(ebpf.StructOps))
+	add("bpf/prog/struct_ops", "no BPF congestion control: cwnd caps only clamp growth (see bpf/tcp congestion control)", false, ebpffeatures.HaveProgramType(ebpf.StructOps))
 	add("bpf/map/ringbuf", "", false, ebpffeatures.HaveMapType(ebpf.RingBuf))
 	add("bpf/helper/skb_cgroup_id", "lanes by cgroup resolved at connect by sock_ops only", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnSkbCgroupId))
 	add("bpf/helper/get_socket_cookie(skb)", "", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnGetSocketCookie))

@@ -1,0 +1,287 @@
+// Integration test of the cooperative controller as users run it: three
+// `lanes daemon` processes in three namespaces on one bridge find each other
+// by broadcast announcements, agree on N, and clamp their hosts' real TCP
+// uploads — checked with `lanes monitor` against the caps `lanes coop status`
+// reports. Then daemons leave (SIGTERM: goodbye; SIGKILL: silence) and the
+// survivors see N fall; `lanes coop peers` lists the group from a fourth
+// listener and counts a forged announcement as dropped.
+//
+//	ns h0 (lanes daemon) --veth--+
+//	ns h1 (lanes daemon) --veth--+-- br0 (ns sw, 10.k.0.100: `lanes lab helper serve`)
+//	ns h2 (lanes daemon) --veth--+
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+const (
+	coopTestPort = 17531
+	coopTestKey  = "00112233445566778899aabbccddeeff"
+)
+
+// coopPolicy manages lan0 in device mode and enables the controller with a
+// short interval. veth RTTs are tens of microseconds, so the configured AP
+// rate is large enough that rate x RTT gives caps of several segments, far
+// below the cwnd an unclamped upload reaches.
+func coopPolicy() string {
+	return fmt.Sprintf(`interfaces:
+  - name: %s
+coop:
+  enabled: true
+  port: %d
+  interval: 100ms
+  key: "%s"
+  ap_rate: 20gbit
+  headroom: 0
+  safety:
+    enabled: false
+`, testutil.LANLink, coopTestPort, coopTestKey)
+}
+
+func coopStatus(t *testing.T, sock string) coop.Status {
+	t.Helper()
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	doc, err := c.Component("coop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st coop.Status
+	if err := json.Unmarshal(doc, &st); err != nil {
+		t.Fatalf("coop status %s: %v", doc, err)
+	}
+	return st
+}
+
+// waitCoop polls every daemon until ok holds for all of them and returns how
+// long that took; on timeout it fails with every daemon's state.
+func waitCoop(t *testing.T, what string, socks []string, ok func(coop.Status) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 15*time.Second {
+		all := true
+		for _, s := range socks {
+			if !ok(coopStatus(t, s)) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, s := range socks {
+		st := coopStatus(t, s)
+		t.Logf("daemon %d: N=%d capping=%v reason=%q peers=%d flows=%+v counters=%+v", i, st.N, st.Capping, st.Reason, len(st.Peers), st.Flows, st.Counters)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+	return 0
+}
+
+// monitored is one flow sample as `lanes monitor --json` prints it.
+type monitored struct {
+	Cookie uint64 `json:"cookie"`
+	State  string `json:"state"`
+	Cwnd   uint32 `json:"cwnd"`
+	Cong   string `json:"cong"`
+}
+
+// monitorFlows runs `lanes monitor --json` in ns and returns its samples of
+// flows to the server port.
+func monitorFlows(t *testing.T, ns *testutil.NetNS, port int) []monitored {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
+		"--dport", fmt.Sprint(port)).Output()
+	if err != nil {
+		t.Fatalf("lanes monitor: %v", err)
+	}
+	var flows []monitored
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var f monitored
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatalf("monitor line %q: %v", sc.Text(), err)
+		}
+		flows = append(flows, f)
+	}
+	return flows
+}
+
+func TestCoopThreeDaemons(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	lan := testutil.NewLAN(t, 3)
+	start(t, lan.Switch, "lab", "helper", "serve", "--listen", ":8080")
+	url := fmt.Sprintf("http://%s:8080", lan.Server)
+
+	var daemons []*proc
+	var socks []string
+	for _, h := range lan.Hosts {
+		d, sock := startDaemon(t, h, coopPolicy())
+		daemons, socks = append(daemons, d), append(socks, sock)
+	}
+	began := time.Now()
+	for _, h := range lan.Hosts {
+		bulk(t, h, url)
+	}
+	took := waitCoop(t, "N=3 and a cap on every upload", socks, func(st coop.Status) bool {
+		if st.N != 3 || !st.Capping || !st.Authenticated || len(st.Flows) == 0 {
+			return false
+		}
+		for _, f := range st.Flows {
+			if f.Active && f.Cap == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("three daemons agree on N=3 with caps on every upload %v after the uploads started (%v of it polling)", time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
+
+	// The monitor sees every capped upload at or below its cap.
+	time.Sleep(300 * time.Millisecond) // thousands of veth RTTs: the clamp has acted
+	checked := 0
+	for i, h := range lan.Hosts {
+		st := coopStatus(t, socks[i])
+		// The daemon's congestion control enforces the caps on every ACK
+		// (internal/bpf/capcc) where it could be loaded; the uploads are
+		// CUBIC, so sock_ops switched them to it.
+		capCC := status(t, socks[i]).Interfaces[0].CwndCapCC
+		caps := map[uint64]uint32{}
+		for _, f := range st.Flows {
+			caps[f.Cookie] = f.Cap
+		}
+		for _, f := range monitorFlows(t, h, 8080) {
+			c := caps[f.Cookie]
+			if c == 0 || f.State != "ESTAB" {
+				continue
+			}
+			checked++
+			if f.Cwnd > c {
+				t.Errorf("host %d: monitor shows cookie %d with cwnd %d above its cap %d", i, f.Cookie, f.Cwnd, c)
+			}
+			if !strings.HasPrefix(capCC, "clamp only") && f.Cong != capCC {
+				t.Errorf("host %d: capped upload %d runs %q, not the daemon's %q", i, f.Cookie, f.Cong, capCC)
+			}
+		}
+		if st.Counters.Dropped() != 0 {
+			t.Errorf("host %d dropped announcements of its own group: %+v", i, st.Counters)
+		}
+		t.Logf("host %d: N=%d caps %v, enforced by %s", i, st.N, caps, capCC)
+	}
+	if checked == 0 {
+		t.Fatal("the monitor saw none of the capped uploads")
+	}
+
+	// `lanes coop status` prints the same state for people.
+	out, err := lan.Hosts[0].Command(lanesBin, "coop", "status", "--socket", socks[0]).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "N=3") || !strings.Contains(string(out), "capping") {
+		t.Errorf("lanes coop status: %v\n%s", err, out)
+	}
+
+	// `lanes coop peers` from a listener beside daemon 0 lists the three
+	// hosts; a forged announcement (wrong key) is counted, not listed.
+	var pout, perr strings.Builder
+	pc := lan.Hosts[0].Command(lanesBin, "coop", "peers", "--dev", testutil.LANLink, "--port", fmt.Sprint(coopTestPort),
+		"--key", coopTestKey, "--listen", "1500ms", "--json")
+	pc.Stdout, pc.Stderr = &pout, &perr
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	sendForged(t, lan)
+	if err := pc.Wait(); err != nil {
+		t.Fatalf("lanes coop peers: %v\n%s", err, perr.String())
+	}
+	var listed struct {
+		Peers []struct {
+			Addr string `json:"addr"`
+		} `json:"peers"`
+		Dropped map[string]int `json:"dropped"`
+	}
+	if err := json.Unmarshal([]byte(pout.String()), &listed); err != nil {
+		t.Fatalf("coop peers output %q: %v", pout.String(), err)
+	}
+	seen := map[string]bool{}
+	for _, p := range listed.Peers {
+		seen[p.Addr] = true
+	}
+	for i := range lan.Hosts {
+		if !seen[lan.Addr(i).String()] {
+			t.Errorf("lanes coop peers did not list host %d (%v): %s", i, lan.Addr(i), pout.String())
+		}
+	}
+	if listed.Dropped["forged"] == 0 {
+		t.Errorf("lanes coop peers did not count the forged announcement: %s", pout.String())
+	}
+	for i, s := range socks {
+		if st := coopStatus(t, s); st.Counters.Forged == 0 || st.N != 3 {
+			t.Errorf("daemon %d after the forged announcement: N=%d forged=%d (want 3, >0)", i, st.N, st.Counters.Forged)
+		}
+	}
+
+	// A daemon that stops says goodbye: the others count N=2 at once.
+	stopped := time.Now()
+	daemons[2].stop(t, syscall.SIGTERM)
+	waitCoop(t, "N=2 after daemon 2 left", socks[:2], func(st coop.Status) bool { return st.N == 2 })
+	t.Logf("leave by goodbye seen by both survivors %v after SIGTERM was sent (incl. the daemon's shutdown)", time.Since(stopped).Round(time.Millisecond))
+
+	// A daemon that dies says nothing: the survivor drops it after three
+	// silent intervals (300 ms here).
+	killed := time.Now()
+	daemons[1].stop(t, syscall.SIGKILL)
+	waitCoop(t, "N=1 after daemon 1 died", socks[:1], func(st coop.Status) bool { return st.N == 1 })
+	t.Logf("silent peer dropped %v after SIGKILL (3 intervals of 100 ms)", time.Since(killed).Round(time.Millisecond))
+}
+
+// sendForged broadcasts, from the switch namespace, an announcement
+// authenticated with the wrong key.
+func sendForged(t *testing.T, lan *testutil.LAN) {
+	t.Helper()
+	key, _ := hex.DecodeString(coopTestKey)
+	key[0] ^= 0xff
+	a := &coop.Announcement{HostID: 0xbad, Seq: 1, Time: time.Now(), Interval: 100 * time.Millisecond, ActiveFlows: 40}
+	pkt := coop.Encode(a, key)
+	bcast := &net.UDPAddr{IP: net.IPv4(lan.Server[0], lan.Server[1], lan.Server[2], 255), Port: coopTestPort}
+	lan.Switch.Do(t, func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1) })
+			return errors.Join(err, serr)
+		}}
+		c, err := lc.ListenPacket(context.Background(), "udp4", ":0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i := 0; i < 3; i++ {
+			if _, err := c.WriteTo(pkt, bcast); err != nil {
+				return fmt.Errorf("send forged announcement: %w", err)
+			}
+		}
+		return nil
+	})
+}
