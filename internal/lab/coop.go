@@ -3,10 +3,13 @@
 //   - coop: N hosts (2..8 by default) upload through one AP (20 Mbit/s, RTT
 //     256 ms, buffer half a BDP by default), plain TCP vs lanes: per-host and
 //     total goodput, Jain's index per 200 ms and over the run, RTT under
-//     load, retransmissions; the TCP rows are also the paper's figure-4 sweep.
+//     load, retransmissions; the TCP rows are also the paper's figure-4 sweep;
+//     cwnd over time of every host per N and mode (plotCoop).
 //   - coop-dynamics: 5 -> 8 -> 5 senders, one joining/leaving every 60 s
-//     (--time-scale shortens): N and caps as each controller sees them,
-//     reaction time to each join/leave, goodput and fairness per phase.
+//     (--time-scale shortens): N and caps as each host's daemon reports them,
+//     reaction time to each join/leave (until every daemon has the new N;
+//     for joins also until every flow's cwnd is under its new cap), goodput
+//     and fairness per phase.
 //   - coop-mixed: 6 hosts, 2 of them without lanes, vs all plain TCP:
 //     lanes must never make the total clearly worse (safety fallback).
 package lab
@@ -42,7 +45,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.rate, "rate", "20mbit", "AP rate (the paper: 802.11g, ~20 Mbit/s real)")
 	fs.DurationVar(&c.rtt, "rtt", 256*time.Millisecond, "base RTT to the server (the paper: 256 ms by Dummynet)")
 	fs.Float64Var(&c.bufBDP, "buffer-bdp", 0.5, "AP buffer per direction, in BDPs (rate x RTT)")
-	fs.StringVar(&c.headroom, "headroom", "120kbit", "controllers' headroom")
+	fs.StringVar(&c.headroom, "headroom", "120kbit", "headroom of the daemons' caps")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
 }
@@ -249,7 +252,7 @@ func init() {
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
-		}})
+		}, Plot: plotCoop})
 
 	Register(Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
 		Setup: func(fs *flag.FlagSet) RunFunc {
@@ -268,7 +271,7 @@ func init() {
 				if *baseline {
 					modes = append(modes, "tcp")
 				}
-				phases := Table{Title: "coop-dynamics: per phase (N expected, N seen by the controllers, median cap, total goodput, Jain)",
+				phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
 					Columns: []string{"mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
 				react := Table{Title: "reaction: time from a host starting/stopping its upload until every daemon reports the new N, and (joins) until every lanes flow's cwnd is at or below its new cap",
 					Columns: []string{"event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "cwnd <= cap ms", "cwnd <= cap after the new N ms (slowest host)"}}

@@ -1,4 +1,5 @@
-// plots.go: figures drawn from a result's JSON (PNG and SVG beside it).
+// plots.go: figures drawn from a result's JSON (PNG and SVG beside it, linked
+// from results.md).
 //
 // An experiment with a Plot function gets its figures drawn by WriteResult
 // and redrawn by `lanes lab report DIR`, always from the stored result.json
@@ -142,4 +143,61 @@ func plotFeedback(r *Result) ([]Figure, error) {
 	}
 	return []Figure{{"background-share", &plot.Figure{Title: "lbe-feedback: background share after the foreground upload starts",
 		XLabel: "time since start", XUnit: "s", Panels: []plot.Panel{p}}}}, nil
+}
+
+// plotCoop draws, for every N and mode of a coop result, each host's cwnd
+// over time (segments; the largest of its uploads, TCP monitor every
+// 200 ms) and, for lanes, the cap the daemons applied (the hosts' median).
+func plotCoop(r *Result) ([]Figure, error) {
+	var runs []coopRun
+	if err := decodeData(r, &runs); err != nil {
+		return nil, err
+	}
+	var figs []Figure
+	for _, run := range runs {
+		s := run.Series
+		if s == nil || len(s.Samples) == 0 {
+			continue
+		}
+		p := plot.Panel{YLabel: "cwnd", Unit: "segments"}
+		for i := range s.Samples[0] {
+			sr := plot.Series{Name: fmt.Sprintf("h%d", i+1), X: s.T}
+			for _, row := range s.Samples {
+				sr.Y = append(sr.Y, positiveOrNaN(float64(row[i].Cwnd)))
+			}
+			p.Series = append(p.Series, sr)
+		}
+		if run.Mode == "lanes" {
+			capS := plot.Series{Name: "cap (hosts' median)", X: s.T}
+			for _, row := range s.Samples {
+				var caps []float64
+				for _, h := range row {
+					if h.Cap > 0 {
+						caps = append(caps, float64(h.Cap))
+					}
+				}
+				if len(caps) == 0 {
+					capS.Y = append(capS.Y, nan())
+					continue
+				}
+				sort.Float64s(caps)
+				capS.Y = append(capS.Y, caps[len(caps)/2])
+			}
+			p.Series = append(p.Series, capS)
+		}
+		title := fmt.Sprintf("coop N=%d, %s: each host's cwnd", run.N, run.Mode)
+		if run.Mode == "lanes" {
+			title += " and the daemons' cap"
+		}
+		figs = append(figs, Figure{Name: fmt.Sprintf("cwnd-n%d-%s", run.N, run.Mode),
+			Fig: &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{p}}})
+	}
+	return figs, nil
+}
+
+func positiveOrNaN(v float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return nan()
 }

@@ -4,9 +4,8 @@
 //   - result.json       the Result (params, tables, raw data, notes)
 //   - environment.json  kernel, qdiscs, offloads, BQL, congestion control,
 //     lanes version and policy (see Environment)
-//   - results.md        the tables in Markdown
-//
-// Plots are drawn from result.json by the plotting package when present.
+//   - results.md        the tables in Markdown, with links to the figures
+//   - NAME.png, NAME.svg the experiment's figures (plots.go), if it has any
 package lab
 
 import (
@@ -39,6 +38,9 @@ func WriteResult(base string, r *Result) (string, error) {
 			return "", err
 		}
 	}
+	// figures first, so results.md links those drawn (a failed figure
+	// does not cost the tables)
+	figs, plotErr := DrawPlots(dir, r)
 	var md strings.Builder
 	fmt.Fprintf(&md, "# %s\n\nStarted %s, took %s. lanes %s.\n\n", r.Experiment, r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), Version)
 	if len(r.Params) > 0 {
@@ -52,13 +54,23 @@ func WriteResult(base string, r *Result) (string, error) {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&md, "- %s\n", n)
 	}
+	var pngs []string
+	for _, f := range figs {
+		if strings.HasSuffix(f, ".png") {
+			pngs = append(pngs, filepath.Base(f))
+		}
+	}
+	if len(pngs) > 0 {
+		md.WriteString("\n## Figures\n\n")
+		for _, f := range pngs {
+			name := strings.TrimSuffix(f, ".png")
+			fmt.Fprintf(&md, "![%s](%s) ([SVG](%s.svg))\n\n", name, f, name)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return "", fmt.Errorf("write results.md: %w", err)
 	}
-	if _, err := DrawPlots(dir, r); err != nil {
-		return dir, err
-	}
-	return dir, nil
+	return dir, plotErr
 }
 
 // ReadResult loads DIR/result.json (and environment.json if present).

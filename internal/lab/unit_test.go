@@ -124,3 +124,42 @@ func TestDrawPlots(t *testing.T) {
 		}
 	}
 }
+
+// The coop result draws one cwnd figure per N and mode (the lanes one with
+// the cap), and results.md links them.
+func TestCoopPlotsLinked(t *testing.T) {
+	series := func(capped bool) *coopSeries {
+		s := &coopSeries{Step: 200 * time.Millisecond}
+		for k := 1; k <= 20; k++ {
+			row := []hostSample{{Cwnd: uint32(10 * k)}, {Cwnd: uint32(8 * k)}}
+			if capped {
+				row[0].Cap, row[1].Cap = 80, 80
+			}
+			s.T = append(s.T, float64(k)*0.2)
+			s.Samples = append(s.Samples, row)
+		}
+		return s
+	}
+	r := &Result{Experiment: "coop", Started: time.Now(), Data: []coopRun{
+		{N: 2, Mode: "tcp", Series: series(false)}, {N: 2, Mode: "lanes", Series: series(true)}}}
+	dir, err := WriteResult(t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cwnd-n2-tcp", "cwnd-n2-lanes"} {
+		if st, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || st.Size() < 500 {
+			t.Errorf("%s.png: %v", name, err)
+		}
+		if !strings.Contains(string(md), "("+name+".png)") {
+			t.Errorf("results.md does not link %s.png:\n%s", name, md)
+		}
+	}
+	figs, err := plotCoop(r)
+	if err != nil || len(figs) != 2 || len(figs[1].Fig.Panels[0].Series) != 3 {
+		t.Errorf("figures %+v, %v: want 2, the lanes one with 2 hosts and the cap", figs, err)
+	}
+}
