@@ -54,8 +54,10 @@ type Daemon struct {
 	pol    *policy.Policy
 	ifaces []*managedIface
 	flows  map[api.Flow]api.FlowInfo // registrations by API and by policy
-	tasks  *taskEngine               // task rules and exe/comm lane rules; nil if none
-	comps  []*component              // coop controller, realtime lane
+	// liveSockets: connected sockets an API registration moved (livesockets.go)
+	liveSockets map[api.Flow][]liveSocket
+	tasks       *taskEngine  // task rules and exe/comm lane rules; nil if none
+	comps       []*component // coop controller, realtime lane
 }
 
 type managedIface struct {
@@ -95,7 +97,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer cg.release()
-	d := &Daemon{opts: opts, log: opts.Log, instance: inst, started: time.Now(), pol: pol, flows: map[api.Flow]api.FlowInfo{}, cgroups: cg}
+	d := &Daemon{opts: opts, log: opts.Log, instance: inst, started: time.Now(), pol: pol, flows: map[api.Flow]api.FlowInfo{}, liveSockets: map[api.Flow][]liveSocket{}, cgroups: cg}
 	if cg.mounted {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
@@ -336,6 +338,7 @@ func (d *Daemon) clearPolicyRulesLocked(old *policy.Policy) {
 
 func (d *Daemon) deleteFlowLocked(f api.Flow) {
 	delete(d.flows, f)
+	d.restoreLiveSocketsLocked(f)
 	if key, err := flowKey(f); err == nil {
 		for _, m := range d.ifaces {
 			_ = m.dp.DeleteFlow(key)
@@ -425,7 +428,8 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 		}
 	}
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
-	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID)
+	d.moveLiveSocketsLocked(f, l)
+	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "live_sockets", len(d.liveSockets[f]))
 	return nil
 }
 

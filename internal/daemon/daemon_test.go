@@ -650,3 +650,68 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 		t.Errorf("status: %q", status(t, sock).Components["realtime"])
 	}
 }
+
+// The LW-LBE API registers a flow after connect (its source port is known
+// only then): the live socket's cookie moves to the lane too, so sock_ops
+// gives it TCP_NOTSENT_LOWAT on its next RTT sample and lanes of sockets (the
+// monitor's, the coop controller's view) say background; unregistering
+// gives the socket back its old lane.
+func TestRegisterAfterConnect(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	time.Sleep(200 * time.Millisecond)
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var conn net.Conn
+	var cookie uint64
+	p.A.Do(t, func() (err error) {
+		conn, err = net.Dial("tcp", fmt.Sprintf("%s:8080", p.AddrB))
+		if err != nil {
+			return err
+		}
+		raw, err := conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+		return serr
+	})
+	defer conn.Close()
+	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Unset {
+		t.Fatalf("before registering: socket lane %v", got[cookie])
+	}
+	lowat0 := status(t, sock).Interfaces[0].Sockops["notsent_lowat"]
+
+	flow, err := c.RegisterConn(conn, lane.Background)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Background {
+		t.Fatalf("after registering %s: socket lane %v, want background", flow, got[cookie])
+	}
+	// RTT samples come with ACKs: send a little so sock_ops runs.
+	go func() {
+		buf := make([]byte, 4096)
+		for i := 0; i < 200; i++ {
+			if _, err := conn.Write(buf); err != nil {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	waitFor(t, "TCP_NOTSENT_LOWAT on the registered socket", func() bool {
+		return status(t, sock).Interfaces[0].Sockops["notsent_lowat"] > lowat0
+	})
+	if err := c.Unregister(flow); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Unset {
+		t.Fatalf("after unregistering: socket lane %v, want none again", got[cookie])
+	}
+}

@@ -561,6 +561,19 @@ func (d *Datapath) SetSocketLane(cookie uint64, l lane.Lane) error {
 	return nil
 }
 
+// ClearSocketLane forgets a socket's lane (by cookie): its packets are then
+// classified by 3-tuple, cgroup, uid or marking again. A socket never seen is
+// not an error.
+func (d *Datapath) ClearSocketLane(cookie uint64) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	if err := d.cls.LanesCookie.Delete(cookie); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("socket %d: %w", cookie, err)
+	}
+	return nil
+}
+
 // SetLaneCwndCap caps the congestion window (segments) of every TCP socket
 // of a lane; 0 removes the cap. sock_ops applies it at establishment and on
 // the next RTT sample of live sockets; a capped CUBIC socket is moved to the

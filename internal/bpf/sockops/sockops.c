@@ -20,7 +20,10 @@
  *     background socket set TCP_NOTSENT_LOWAT = CFG.notsent_lowat so that
  *     its own unsent data stays small; apply the cwnd cap.
  *   - RTT_CB (each RTT sample): apply the cwnd cap if it changed (and switch
- *     a newly capped CUBIC socket's congestion control, below).
+ *     a newly capped CUBIC socket's congestion control, below); give
+ *     TCP_NOTSENT_LOWAT to a socket that became background after it was
+ *     established (the daemon set its cookie's lane later: a 3-tuple
+ *     registered after connect, as the LW-LBE API does).
  *   - STATE_CB to TCP_CLOSE: drop the cookie's entries.
  *
  * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
@@ -124,7 +127,7 @@ struct sk_state {
 	__u32 applied_cap; /* 0 = never capped */
 	__u32 lane;
 	__u32 cc_checked;  /* the congestion control was looked at (once) */
-	__u32 pad;
+	__u32 lowat_set;   /* TCP_NOTSENT_LOWAT applied (background) */
 };
 
 struct {
@@ -320,12 +323,33 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	}
 }
 
+/* set_lowat gives a background socket TCP_NOTSENT_LOWAT = CFG.notsent_lowat,
+ * once (remembered in its socket storage). */
+static __always_inline void set_lowat(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *sk = ops->sk;
+	struct sk_state *st;
+	int val;
+
+	if (!sk || !CFG.notsent_lowat)
+		return;
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->lowat_set)
+		return;
+	val = CFG.notsent_lowat;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0) {
+		st->lowat_set = 1;
+		bump(OPS_LOWAT);
+	} else {
+		bump(OPS_SETSOCKOPT_ERR);
+	}
+}
+
 SEC("sockops")
 int lanes_sockops(struct bpf_sock_ops *ops)
 {
 	__u64 cookie;
 	__u32 lane, *v;
-	int val;
 
 	if (bpf_get_netns_cookie(ops) != CFG.netns_cookie)
 		return 1;
@@ -348,19 +372,19 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG);
-		if (lane == LANE_BACKGROUND && CFG.notsent_lowat) {
-			val = CFG.notsent_lowat;
-			if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0)
-				bump(OPS_LOWAT);
-			else
-				bump(OPS_SETSOCKOPT_ERR);
-		}
+		if (lane == LANE_BACKGROUND)
+			set_lowat(ops);
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-		apply_cap(ops, cookie, valid_lane(v) ? *v : LANE_UNSET);
+		lane = valid_lane(v) ? *v : LANE_UNSET;
+		/* a socket moved to background after it was established (a 3-tuple
+		 * registered after connect, as the LW-LBE API does) */
+		if (lane == LANE_BACKGROUND)
+			set_lowat(ops);
+		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (ops->args[1] == BPF_TCP_CLOSE) {

@@ -27,7 +27,7 @@ type SockopsSkState struct {
 	AppliedCap uint32
 	Lane       uint32
 	CcChecked  uint32
-	Pad        uint32
+	LowatSet   uint32
 }
 
 type SockopsSockopsConfig struct {

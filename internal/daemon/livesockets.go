@@ -1,0 +1,116 @@
+// livesockets.go: registrations that reach sockets already connected. The
+// LW-LBE API registers a flow's 3-tuple after connect() (the source port is
+// known only then), when sock_ops has already resolved the socket's lane. The
+// classifier would still steer the packets by 3-tuple, but everything keyed
+// by socket cookie — the classifier's first lookup, the lane caps and
+// TCP_NOTSENT_LOWAT applied by sock_ops on the next RTT sample, the coop
+// controller's and the monitor's view of the lane — would not see it. So a
+// TCP registration also sets the lane of the live sockets with that 3-tuple,
+// found with sock_diag, and unregistering restores what they had.
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// liveSocket is a connected socket a registration moved, and the lane its
+// cookie had before (Unset: none).
+type liveSocket struct {
+	cookie uint64
+	prev   lane.Lane
+}
+
+// liveSocketsOf returns the cookies of the connected TCP sockets of a flow
+// in the daemon's network namespace.
+func liveSocketsOf(f api.Flow) ([]uint64, error) {
+	if f.Proto != "" && f.Proto != "tcp" {
+		return nil, nil
+	}
+	dst, err := netip.ParseAddr(f.Dst)
+	if err != nil {
+		return nil, err
+	}
+	dst = dst.Unmap()
+	s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Filter: tcpmon.Filter{
+		Remote: netip.PrefixFrom(dst, dst.BitLen()), RemotePort: f.DPort, LocalPort: f.SPort}})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	flows, err := s.Sample()
+	if err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, fl := range flows {
+		if fl.Cookie != 0 {
+			out = append(out, fl.Cookie)
+		}
+	}
+	return out, nil
+}
+
+// moveLiveSocketsLocked puts the flow's connected sockets in lane l on every
+// interface and remembers what they had (d.mu held).
+func (d *Daemon) moveLiveSocketsLocked(f api.Flow, l lane.Lane) {
+	cookies, err := liveSocketsOf(f)
+	if err != nil {
+		d.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
+		return
+	}
+	if len(d.ifaces) == 0 {
+		return
+	}
+	moved := d.liveSockets[f]
+	for _, c := range cookies {
+		prev := lane.Unset
+		if p, ok := d.ifaces[0].dp.SocketLane(c); ok {
+			prev = p
+		}
+		if old := findLive(moved, c); old != nil {
+			prev = old.prev // registered twice: keep the first "before"
+		} else {
+			moved = append(moved, liveSocket{cookie: c, prev: prev})
+		}
+		for _, m := range d.ifaces {
+			if err := m.dp.SetSocketLane(c, l); err != nil {
+				d.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
+			}
+		}
+	}
+	if len(moved) > 0 {
+		d.liveSockets[f] = moved
+	}
+}
+
+// restoreLiveSocketsLocked gives the flow's moved sockets back the lane they
+// had before it was registered (d.mu held).
+func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
+	for _, s := range d.liveSockets[f] {
+		for _, m := range d.ifaces {
+			var err error
+			if s.prev == lane.Unset {
+				err = m.dp.ClearSocketLane(s.cookie)
+			} else {
+				err = m.dp.SetSocketLane(s.cookie, s.prev)
+			}
+			if err != nil {
+				d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
+			}
+		}
+	}
+	delete(d.liveSockets, f)
+}
+
+func findLive(ls []liveSocket, cookie uint64) *liveSocket {
+	for i := range ls {
+		if ls[i].cookie == cookie {
+			return &ls[i]
+		}
+	}
+	return nil
+}
