@@ -580,23 +580,7 @@ func TestSocketLanes(t *testing.T) {
 	if err := c.Register(api.Flow{Dst: p.AddrB.String(), DPort: 8080, SPort: sport}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
-	var cookie uint64
-	var conn net.Conn
-	p.A.Do(t, func() error {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{Port: sport}}
-		conn, err = d.Dial("tcp", fmt.Sprintf("%s:8080", p.AddrB))
-		if err != nil {
-			return err
-		}
-		raw, err := conn.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
-		return serr
-	})
-	defer conn.Close()
+	_, cookie := dialCookie(t, p.A, fmt.Sprintf("%s:8080", p.AddrB), sport)
 	got, err := c.SocketLanes([]uint64{cookie, cookie + 12345})
 	if err != nil {
 		t.Fatal(err)
@@ -667,22 +651,7 @@ func TestRegisterAfterConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var conn net.Conn
-	var cookie uint64
-	p.A.Do(t, func() (err error) {
-		conn, err = net.Dial("tcp", fmt.Sprintf("%s:8080", p.AddrB))
-		if err != nil {
-			return err
-		}
-		raw, err := conn.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
-		return serr
-	})
-	defer conn.Close()
+	conn, cookie := dialCookie(t, p.A, fmt.Sprintf("%s:8080", p.AddrB), 0)
 	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Unset {
 		t.Fatalf("before registering: socket lane %v", got[cookie])
 	}
@@ -714,4 +683,27 @@ func TestRegisterAfterConnect(t *testing.T) {
 	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Unset {
 		t.Fatalf("after unregistering: socket lane %v, want none again", got[cookie])
 	}
+}
+
+// dialCookie connects from ns to addr (from local port sport, 0 = any) and
+// returns the connection, closed at test end, and its socket cookie.
+func dialCookie(t *testing.T, ns *testutil.NetNS, addr string, sport int) (net.Conn, uint64) {
+	t.Helper()
+	var conn net.Conn
+	var cookie uint64
+	ns.Do(t, func() (err error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{Port: sport}}
+		if conn, err = d.Dial("tcp", addr); err != nil {
+			return err
+		}
+		raw, err := conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+		return serr
+	})
+	t.Cleanup(func() { conn.Close() })
+	return conn, cookie
 }
