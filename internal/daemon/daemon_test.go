@@ -566,16 +566,7 @@ func pidsOf(comm string) []int {
 // The daemon reports the lane sock_ops resolved for a socket, by cookie (what
 // `lanes monitor` shows per flow).
 func TestSocketLanes(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := testutil.NewVethPair(t)
-	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	time.Sleep(200 * time.Millisecond)
-	c, err := api.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, _, c := daemonAndServer(t)
 	const sport = 40123
 	if err := c.Register(api.Flow{Dst: p.AddrB.String(), DPort: 8080, SPort: sport}, lane.Background); err != nil {
 		t.Fatal(err)
@@ -641,16 +632,7 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 // monitor's, the coop controller's view) say background; unregistering
 // gives the socket back its old lane.
 func TestRegisterAfterConnect(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := testutil.NewVethPair(t)
-	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	time.Sleep(200 * time.Millisecond)
-	c, err := api.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, sock, c := daemonAndServer(t)
 	conn, cookie := dialCookie(t, p.A, fmt.Sprintf("%s:8080", p.AddrB), 0)
 	if got, _ := c.SocketLanes([]uint64{cookie}); got[cookie] != lane.Unset {
 		t.Fatalf("before registering: socket lane %v", got[cookie])
@@ -706,4 +688,21 @@ func dialCookie(t *testing.T, ns *testutil.NetNS, addr string, sport int) (net.C
 	})
 	t.Cleanup(func() { conn.Close() })
 	return conn, cookie
+}
+
+// daemonAndServer runs a daemon on A of a veth pair and an HTTP server on B
+// (port 8080); it returns the pair, the daemon's socket and a client of it.
+func daemonAndServer(t *testing.T) (*testutil.Pair, string, *api.Client) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	time.Sleep(200 * time.Millisecond)
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return p, sock, c
 }

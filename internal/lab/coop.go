@@ -244,7 +244,7 @@ func init() {
 				r.Notes = []string{
 					"goodput = bytes the server received per host; Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
 					"RTT = the uploads' srtt (TCP monitor) every 200 ms; retrans = total retransmitted segments",
-					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
+					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
 					"the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi",
 				}
 				r.Data = runs
