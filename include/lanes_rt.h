@@ -1,4 +1,5 @@
-/* lanes_rt.h: header-only C client of the lanes realtime lane.
+/* SPDX-License-Identifier: (Apache-2.0 OR BSD-2-Clause)
+ * lanes_rt.h: header-only C client of the lanes realtime lane.
  *
  * Hands UDP datagrams with deadlines to the lanes daemon over its unix
  * SOCK_SEQPACKET socket and returns its immediate admit/reject decision.

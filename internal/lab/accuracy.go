@@ -17,12 +17,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand"
 	"net/netip"
-	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -290,7 +287,7 @@ func init() {
 			rate := fs.Float64("rate", 10e6, "fixed link rate, bits/s")
 			delay := fs.Duration("delay", 50*time.Millisecond, "one-way delay")
 			window := fs.Duration("window", 10*time.Second, "measurement window")
-			trace := fs.String("trace", DefaultTraceDir+"/TMobile-UMTS-driving.up", "trace for the replay check")
+			trace := fs.String("trace", "TMobile-UMTS-driving.up", "trace for the replay check, a name in the traces folder or a path")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r := &Result{Experiment: "accuracy", Started: time.Now(),
 					Params: map[string]any{"rate_bps": *rate, "delay": delay.String(), "window": window.String(), "trace": *trace}}
@@ -302,11 +299,8 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
-				tr, err := emu.ParseTrace(*trace)
-				if err != nil && os.IsNotExist(errors.Unwrap(err)) {
-					r.Notes = append(r.Notes, fmt.Sprintf("%v: replaying a synthetic irregular trace instead (set LANES_TRACES)", err))
-					tr = SyntheticTrace(1)
-				} else if err != nil {
+				tr, err := loadTrace(*trace)
+				if err != nil {
 					return nil, err
 				}
 				env.Printf("trace replay %s...\n", *trace)
@@ -340,25 +334,3 @@ func init() {
 			}
 		}})
 }
-
-// SyntheticTrace is a deterministic irregular trace (bursts, gaps, a 60 s
-// period; mean about 2 Mbit/s) for machines without the real ones.
-func SyntheticTrace(seed int64) *emu.Trace {
-	rng := rand.New(rand.NewSource(seed))
-	t := &emu.Trace{Name: fmt.Sprintf("synthetic-%d", seed), Period: 60000}
-	for ms := uint64(1); ms <= t.Period; ms++ {
-		for k := rng.Intn(7) - 3; k > 0; k-- { // 0-3 opportunities, bursty
-			t.MS = append(t.MS, ms)
-		}
-	}
-	return t
-}
-
-// DefaultTraceDir is where the mahimahi traces are looked for: $LANES_TRACES,
-// else the development machines' shared folder.
-var DefaultTraceDir = func() string {
-	if d := os.Getenv("LANES_TRACES"); d != "" {
-		return d
-	}
-	return "/work/shared/traces"
-}()

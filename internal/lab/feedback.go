@@ -137,7 +137,9 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
-				fallbackTraces(env, c, r)
+				if err := checkTraces(c); err != nil {
+					return nil, err
+				}
 				dropUnavailable(c, r)
 				var trials []FeedbackTrial
 				for round := 0; round < c.Reps; round++ {

@@ -70,10 +70,9 @@ func TestTraceReplayAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("8 s real-time replay")
 	}
-	tr, err := emu.ParseTrace(DefaultTraceDir + "/TMobile-LTE-short.up")
+	tr, err := loadTrace("TMobile-LTE-short.up")
 	if err != nil {
-		t.Logf("%v: replaying a synthetic trace", err)
-		tr = SyntheticTrace(1)
+		t.Fatal(err)
 	}
 	ta, err := MeasureTrace(context.Background(), tr, 5*time.Second)
 	if err != nil {

@@ -47,6 +47,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/traces"
 )
 
 // LBEMethod is one of the paper's methods.
@@ -118,12 +119,12 @@ func (c *LBEConfig) linkConfigs() (up, down emu.LinkConfig, err error) {
 	up = emu.LinkConfig{Rate: c.UpRate, Delay: c.Delay}
 	down = emu.LinkConfig{Rate: c.DownRate, Delay: c.Delay, QueuePackets: c.DownQueuePackets}
 	if c.UpTrace != "" {
-		if up.Trace, err = emu.ParseTrace(c.UpTrace); err != nil {
+		if up.Trace, err = loadTrace(c.UpTrace); err != nil {
 			return
 		}
 	}
 	if c.DownTrace != "" {
-		if down.Trace, err = emu.ParseTrace(c.DownTrace); err != nil {
+		if down.Trace, err = loadTrace(c.DownTrace); err != nil {
 			return
 		}
 	}
@@ -507,8 +508,8 @@ func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 
 // lbeFlags registers the flags lbe, lbe-overhead and lbe-feedback share.
 func lbeFlags(fs *flag.FlagSet, c *LBEConfig) (methods, sizes, dirs *string, reps *int) {
-	fs.StringVar(&c.UpTrace, "up-trace", filepath.Join(DefaultTraceDir, "TMobile-UMTS-driving.up"), "uplink mahimahi trace (empty: --up-rate)")
-	fs.StringVar(&c.DownTrace, "down-trace", filepath.Join(DefaultTraceDir, "TMobile-UMTS-driving.down"), "downlink mahimahi trace (empty: --down-rate)")
+	fs.StringVar(&c.UpTrace, "up-trace", "TMobile-UMTS-driving.up", "uplink mahimahi trace, a name in the traces folder or a path (empty: --up-rate)")
+	fs.StringVar(&c.DownTrace, "down-trace", "TMobile-UMTS-driving.down", "downlink mahimahi trace, a name in the traces folder or a path (empty: --down-rate)")
 	fs.Float64Var(&c.UpRate, "up-rate", 0, "fixed uplink rate, bit/s (with --up-trace '')")
 	fs.Float64Var(&c.DownRate, "down-rate", 0, "fixed downlink rate, bit/s (with --down-trace '')")
 	fs.DurationVar(&c.Delay, "delay", 50*time.Millisecond, "one-way delay each direction")
@@ -577,26 +578,27 @@ func dropUnavailable(c *LBEConfig, r *Result) {
 	c.Methods = keep
 }
 
-// fallbackTraces replaces missing trace files (a machine without the
-// shared traces) by fixed rates equal to the W-CDMA traces' means, with a
-// note; set LANES_TRACES to a folder holding the mahimahi traces instead.
-func fallbackTraces(env *Env, c *LBEConfig, r *Result) {
-	for _, t := range []struct {
-		path *string
-		rate *float64
-		mean float64
-	}{{&c.UpTrace, &c.UpRate, 0.94e6}, {&c.DownTrace, &c.DownRate, 2.02e6}} {
-		if *t.path == "" {
+// checkTraces fails early, before any testbed is built, when a trace the
+// configuration names cannot be found (see internal/traces for where).
+func checkTraces(c *LBEConfig) error {
+	for _, name := range []string{c.UpTrace, c.DownTrace} {
+		if name == "" {
 			continue
 		}
-		if _, err := os.Stat(*t.path); err == nil {
-			continue
+		if _, err := traces.Path(name); err != nil {
+			return err
 		}
-		n := fmt.Sprintf("trace %s not found: using a fixed %.2f Mbit/s instead (set LANES_TRACES to the traces' folder)", *t.path, t.mean/1e6)
-		env.Printf("%s\n", n)
-		r.Notes = append(r.Notes, n)
-		*t.path, *t.rate = "", t.mean
 	}
+	return nil
+}
+
+// loadTrace reads a trace given by name or path.
+func loadTrace(name string) (*emu.Trace, error) {
+	p, err := traces.Path(name)
+	if err != nil {
+		return nil, err
+	}
+	return emu.ParseTrace(p)
 }
 
 func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, r *Result) (*Result, error) {
@@ -656,7 +658,9 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe", Started: time.Now()}
-				fallbackTraces(env, c, r)
+				if err := checkTraces(c); err != nil {
+					return nil, err
+				}
 				dropUnavailable(c, r)
 				return runLBEExperiment(ctx, env, "lbe", c, r)
 			}
@@ -671,7 +675,9 @@ func init() {
 					return nil, err
 				}
 				r := &Result{Experiment: "lbe-overhead", Started: time.Now()}
-				fallbackTraces(env, c, r)
+				if err := checkTraces(c); err != nil {
+					return nil, err
+				}
 				return runLBEExperiment(ctx, env, "lbe-overhead", c, r)
 			}
 		}, Plot: plotLBE})

@@ -23,8 +23,8 @@ func TestLBEDebug(t *testing.T) {
 		t.Skip("manual")
 	}
 	c := &LBEConfig{}
-	c.UpTrace = DefaultTraceDir + "/TMobile-UMTS-driving.up"
-	c.DownTrace = DefaultTraceDir + "/TMobile-UMTS-driving.down"
+	c.UpTrace = "TMobile-UMTS-driving.up"
+	c.DownTrace = "TMobile-UMTS-driving.down"
 	c.Delay, c.DownQueuePackets, c.Warmup, c.Pause, c.CC = 50*time.Millisecond, 100, 5*time.Second, 300*time.Millisecond, "cubic"
 	if err := parseLBE(c, LBEMethods, os.Getenv("LANES_LAB_METHODS"), "100", "upload,download", 1); err != nil {
 		t.Fatal(err)
@@ -70,10 +70,9 @@ func TestLBEOrdering(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about a minute of emulated W-CDMA")
 	}
-	c := &LBEConfig{UpTrace: DefaultTraceDir + "/TMobile-UMTS-driving.up", DownTrace: DefaultTraceDir + "/TMobile-UMTS-driving.down",
+	c := &LBEConfig{UpTrace: "TMobile-UMTS-driving.up", DownTrace: "TMobile-UMTS-driving.down",
 		Delay: 50 * time.Millisecond, DownQueuePackets: 100, Warmup: 4 * time.Second, Pause: 300 * time.Millisecond, CC: "cubic", Seed: 3}
 	c.Lanes = lanesBinary(t)
-	fallbackTraces(testEnv(t), c, &Result{}) // fixed W-CDMA means without the traces
 	if err := parseLBE(c, LBEMethods, "2,3,4", "100", "upload", 2); err != nil {
 		t.Fatal(err)
 	}

@@ -163,3 +163,17 @@ func TestCoopPlotsLinked(t *testing.T) {
 		t.Errorf("figures %+v, %v: want 2, the lanes one with 2 hosts and the cap", figs, err)
 	}
 }
+
+// TestNamedTraceMissingIsAnError: a mistyped trace fails the run instead of
+// silently becoming a fixed rate; the default W-CDMA traces are found.
+func TestNamedTraceMissingIsAnError(t *testing.T) {
+	if err := checkTraces(&LBEConfig{UpTrace: "TMobile-UMTS-driving.up", DownTrace: "TMobile-UMTS-driving.down"}); err != nil {
+		t.Fatalf("default traces: %v", err)
+	}
+	if err := checkTraces(&LBEConfig{UpTrace: "TMobile-UMTS-drivng.up"}); err == nil {
+		t.Fatal("a mistyped trace name passed")
+	}
+	if _, err := loadTrace("/nonexistent/x.up"); err == nil {
+		t.Fatal("a missing trace path loaded")
+	}
+}

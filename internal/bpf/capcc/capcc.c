@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * capcc.c - lanes "CUBIC with an enforced clamp": a BPF struct_ops TCP
  * congestion control that delegates every operation to the kernel's CUBIC

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * classifier.c - lanes egress classifier: a cls_bpf direct-action program
  * attached as a filter to the root HTB qdisc (1:) of a managed interface. It

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * lanes_maps.h - the BPF maps shared by the lanes classifier (cls_bpf on the
  * egress HTB) and the lanes sock_ops program, and the structs their keys and

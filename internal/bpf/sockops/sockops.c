@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * sockops.c - lanes per-socket program: a cgroup-v2 sock_ops program,
  * attached at the cgroup v2 root through a bpf_link (several lanes daemons in

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 // tcpevents.c: per-ACK congestion state and flow start/end of TCP sockets,
 // from two stable tracepoints, sent to user space through one ring buffer.
 //

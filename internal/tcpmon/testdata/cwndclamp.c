@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 // cwndclamp.c: test-only sock_ops program pinning the congestion window of
 // connections to one server port with TCP_BPF_SNDCWND_CLAMP, so the
 // monitor's tests have a flow whose cwnd is known (internal/tcpmon).
