@@ -38,6 +38,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
@@ -118,9 +119,9 @@ func (f FlowKey) String() string {
 	return s
 }
 
-func (f FlowKey) key() (classifier.ClassifierFlowKey, error) {
+func (f FlowKey) key() (abi.FlowKey, error) {
 	if !f.Dst.IsValid() {
-		return classifier.ClassifierFlowKey{}, errors.New("flow: no destination address")
+		return abi.FlowKey{}, errors.New("flow: no destination address")
 	}
 	return classifier.FlowKey(f.Dst.Unmap(), f.DPort, f.SPort, f.Proto), nil
 }
@@ -440,7 +441,7 @@ func (d *Datapath) Flows() ([]FlowEntry, error) {
 		return nil, err
 	}
 	var out []FlowEntry
-	var k classifier.ClassifierFlowKey
+	var k abi.FlowKey
 	var v uint32
 	it := d.cls.LanesTuple.Iterate()
 	for it.Next(&k, &v) {
@@ -664,12 +665,12 @@ func (d *Datapath) Stats() (Stats, error) {
 				ls.BacklogBytes, ls.BacklogPackets = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
 			}
 		}
-		for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
+		for k := classifier.Kind(0); int(k) < classifier.NumKinds; k++ {
 			ls.Classified += cls[classifier.StatsIndex(k, l)].Packets
 		}
 		s.Lanes[l] = ls
 	}
-	for k := classifier.Kind(0); k < classifier.NumKinds; k++ {
+	for k := classifier.Kind(0); int(k) < classifier.NumKinds; k++ {
 		var n uint64
 		for _, l := range lane.All {
 			n += cls[classifier.StatsIndex(k, l)].Packets

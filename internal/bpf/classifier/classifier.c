@@ -47,7 +47,7 @@ volatile const struct cls_config {
 	__u32 minor_base; /* lane l uses HTB class minor minor_base + l (lane.ClassMinor) */
 } CFG = {
 	.l2_len = ETH_HLEN,
-	.minor_base = 0x10,
+	.minor_base = LANE_CLASS_MINOR,
 };
 
 struct {
@@ -57,10 +57,10 @@ struct {
 	__type(value, __u32);
 } lanes_dscp SEC(".maps");
 
-/* counters: index kind * 4 + lane */
+/* counters: index kind * LANE_SLOTS + lane */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MATCH_KINDS * 4);
+	__uint(max_entries, MATCH_KINDS * LANE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct counter);
 } lanes_cls_stats SEC(".maps");
@@ -139,7 +139,7 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 
 static __always_inline void count(struct __sk_buff *skb, __u32 kind, __u32 lane)
 {
-	__u32 idx = kind * 4 + lane;
+	__u32 idx = kind * LANE_SLOTS + lane;
 	struct counter *c = bpf_map_lookup_elem(&lanes_cls_stats, &idx);
 
 	if (c) {

@@ -9,26 +9,29 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// Kind says how the classifier found a packet's lane; it indexes the counters.
+// Kind says how the classifier found a packet's lane (enum match_kind of
+// lanes_abi.h); it indexes the counters.
 type Kind uint32
 
 const (
-	KindCookie  Kind = 0
-	KindTuple   Kind = 1
-	KindCgroup  Kind = 2
-	KindUID     Kind = 3
-	KindDSCP    Kind = 4
-	KindDefault Kind = 5
-	NumKinds         = 6
+	KindCookie  = Kind(abi.AbiMatchKindMATCH_COOKIE)
+	KindTuple   = Kind(abi.AbiMatchKindMATCH_TUPLE)
+	KindCgroup  = Kind(abi.AbiMatchKindMATCH_CGROUP)
+	KindUID     = Kind(abi.AbiMatchKindMATCH_UID)
+	KindDSCP    = Kind(abi.AbiMatchKindMATCH_DSCP)
+	KindDefault = Kind(abi.AbiMatchKindMATCH_DEFAULT)
+	NumKinds    = abi.MatchKinds
 )
 
-var kindNames = [NumKinds]string{"cookie", "tuple", "cgroup", "uid", "dscp", "default"}
+// kindNames are the header's names: "cookie", "tuple", ...
+var kindNames = abi.MustNames("match_kind", "MATCH_", "MATCH_KINDS")
 
 func (k Kind) String() string {
-	if int(k) < NumKinds {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind%d", uint32(k))
@@ -47,7 +50,7 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := ClassifierClsConfig{L2Len: cfg.L2Len, MinorBase: lane.ClassMinor}
+	c := ClassifierClsConfig{L2Len: cfg.L2Len, MinorBase: abi.ClassMinor}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)
 	}
@@ -59,23 +62,16 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 }
 
 // StatsIndex is the key of the (kind, lane) counter in lanes_cls_stats.
-func StatsIndex(k Kind, l lane.Lane) uint32 { return uint32(k)*4 + uint32(l) }
+func StatsIndex(k Kind, l lane.Lane) uint32 { return uint32(k)*uint32(abi.LaneSlots) + uint32(l) }
 
-// FlowKey builds the lanes_tuple key of the paper's 3-tuple: destination
-// address and port and source port as the sender sees them; proto 0 matches
-// any protocol. IPv4 addresses are stored v4-mapped.
-func FlowKey(dst netip.Addr, dport, sport uint16, proto uint8) ClassifierFlowKey {
-	return ClassifierFlowKey{Daddr: dst.As16(), Dport: dport, Sport: sport, Proto: proto}
-}
-
-// Addr returns the key's destination address, unmapped if it is IPv4.
-func (k ClassifierFlowKey) Addr() netip.Addr {
-	return netip.AddrFrom16(k.Daddr).Unmap()
+// FlowKey builds the lanes_tuple key of the paper's 3-tuple (abi.NewFlowKey).
+func FlowKey(dst netip.Addr, dport, sport uint16, proto uint8) abi.FlowKey {
+	return abi.NewFlowKey(dst, dport, sport, proto)
 }
 
 // SumCounters adds up a per-CPU counter.
-func SumCounters(per []ClassifierCounter) ClassifierCounter {
-	var s ClassifierCounter
+func SumCounters(per []abi.Counter) abi.Counter {
+	var s abi.Counter
 	for _, c := range per {
 		s.Packets += c.Packets
 		s.Bytes += c.Bytes
@@ -84,10 +80,10 @@ func SumCounters(per []ClassifierCounter) ClassifierCounter {
 }
 
 // ReadStats returns the summed counters indexed by StatsIndex.
-func ReadStats(m *ebpf.Map) ([NumKinds * 4]ClassifierCounter, error) {
-	var out [NumKinds * 4]ClassifierCounter
+func ReadStats(m *ebpf.Map) ([NumKinds * abi.LaneSlots]abi.Counter, error) {
+	var out [NumKinds * abi.LaneSlots]abi.Counter
 	for i := range out {
-		var per []ClassifierCounter
+		var per []abi.Counter
 		if err := m.Lookup(uint32(i), &per); err != nil {
 			return out, fmt.Errorf("read classifier counter %d: %w", i, err)
 		}

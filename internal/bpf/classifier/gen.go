@@ -4,4 +4,4 @@
 // loads it, fills its maps and attaches it to the root HTB qdisc.
 package classifier
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type flow_key -type counter Classifier classifier.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel Classifier classifier.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall

@@ -61,7 +61,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
-#include "../classifier/lanes_maps.h"
+#include "lanes_maps.h"
 
 char __license[] SEC("license") = "GPL";
 
@@ -110,7 +110,7 @@ volatile const struct sockops_config {
 /* cwnd cap per lane (index lane), segments, 0 = none */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, LANE_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } lanes_lane_cap SEC(".maps");
@@ -136,24 +136,6 @@ struct {
 	__type(key, int);
 	__type(value, struct sk_state);
 } lanes_sk_state SEC(".maps");
-
-enum ops_counter {
-	OPS_CONNECT = 0,     /* active opens seen */
-	OPS_ACCEPT = 1,      /* passive opens seen */
-	OPS_BY_COOKIE = 2,   /* lane already known by cookie */
-	OPS_BY_TUPLE = 3,
-	OPS_BY_CGROUP = 4,
-	OPS_BY_UID = 5,
-	OPS_UNRESOLVED = 6,  /* default lane, nothing stored */
-	OPS_LOWAT = 7,       /* TCP_NOTSENT_LOWAT set */
-	OPS_CAP_SET = 8,     /* cwnd clamp changed */
-	OPS_SETSOCKOPT_ERR = 9,
-	OPS_CLOSED = 10,
-	OPS_CC_SWITCH = 11,  /* capped cubic socket switched to CFG.cc_name */
-	OPS_CC_SWITCH_ERR = 12, /* getsockopt/setsockopt(TCP_CONGESTION) failed */
-	OPS_CC_OTHER = 13,   /* capped socket on another CC (bbr, reno...): left alone */
-	OPS_COUNTERS = 14,
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -339,7 +321,7 @@ static __always_inline void set_lowat(struct bpf_sock_ops *ops)
 	val = CFG.notsent_lowat;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0) {
 		st->lowat_set = 1;
-		bump(OPS_LOWAT);
+		bump(OPS_NOTSENT_LOWAT);
 	} else {
 		bump(OPS_SETSOCKOPT_ERR);
 	}

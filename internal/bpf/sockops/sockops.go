@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/lanes-net/lanes/internal/bpf/abi"
 )
 
 // Config is set into the program before load.
@@ -22,12 +24,9 @@ type Shared struct {
 	Cookie, Tuple, Cgroup, UID *ebpf.Map
 }
 
-// CounterNames names the entries of lanes_ops_stats, by index.
-var CounterNames = []string{
-	"connect", "accept", "by_cookie", "by_tuple", "by_cgroup", "by_uid",
-	"unresolved", "notsent_lowat", "cap_set", "setsockopt_err", "closed",
-	"cc_switch", "cc_switch_err", "cc_other",
-}
+// CounterNames names the entries of lanes_ops_stats, by index: the names
+// of enum ops_counter in lanes_abi.h ("connect", "cap_set", ...).
+var CounterNames = abi.MustNames("ops_counter", "OPS_", "OPS_COUNTERS")
 
 // Load loads the program, reusing the shared maps.
 func Load(cfg Config, sh Shared) (*SockopsObjects, error) {

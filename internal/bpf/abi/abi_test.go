@@ -1,0 +1,94 @@
+// abi_test.go checks that the Go side agrees with lanes_abi.h: the lane
+// numbers of package lane, the HTB class minor, the struct layouts the
+// programs see (BTF sizes and offsets), and that every enum the Go side
+// names has a name for each value below its terminator. Needs no root.
+package abi
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+func TestLaneNumbers(t *testing.T) {
+	for _, c := range []struct {
+		goLane lane.Lane
+		cLane  AbiLane
+	}{
+		{lane.Unset, AbiLaneLANE_UNSET},
+		{lane.Realtime, AbiLaneLANE_REALTIME},
+		{lane.Interactive, AbiLaneLANE_INTERACTIVE},
+		{lane.Background, AbiLaneLANE_BACKGROUND},
+	} {
+		if uint32(c.goLane) != uint32(c.cLane) {
+			t.Errorf("lane %s: Go %d, C %d", c.goLane, c.goLane, c.cLane)
+		}
+	}
+	if uint32(lane.All[len(lane.All)-1]) != uint32(AbiLaneLANE_MAX) || len(lane.All)+1 != LaneSlots {
+		t.Errorf("lane.All %v vs LANE_MAX %d, LANE_SLOTS %d", lane.All, AbiLaneLANE_MAX, LaneSlots)
+	}
+	if ClassMinor != lane.ClassMinor {
+		t.Errorf("class minor: Go %#x, C %#x", lane.ClassMinor, ClassMinor)
+	}
+}
+
+func TestStructLayouts(t *testing.T) {
+	spec, err := LoadAbi()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		size uintptr
+	}{
+		{"flow_key", unsafe.Sizeof(FlowKey{})},
+		{"counter", unsafe.Sizeof(Counter{})},
+	} {
+		var s *btf.Struct
+		if err := spec.Types.TypeByName(c.name, &s); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if uintptr(s.Size) != c.size {
+			t.Errorf("struct %s: C %d bytes, Go %d", c.name, s.Size, c.size)
+		}
+	}
+	if off := unsafe.Offsetof(FlowKey{}.Proto); off != 20 {
+		t.Errorf("flow_key.proto at %d, want 20", off)
+	}
+}
+
+func TestEnumNames(t *testing.T) {
+	for _, c := range []struct {
+		enum, prefix, end string
+		want              int
+		first, last       string
+	}{
+		{"match_kind", "MATCH_", "MATCH_KINDS", MatchKinds, "cookie", "default"},
+		{"ops_counter", "OPS_", "OPS_COUNTERS", OpsCounters, "connect", ""},
+	} {
+		names, err := Names(c.enum, c.prefix, c.end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != c.want {
+			t.Errorf("%s: %d names, generated constant says %d", c.enum, len(names), c.want)
+		}
+		for i, n := range names {
+			if n == "" {
+				t.Errorf("%s: value %d has no name (values must be dense)", c.enum, i)
+			}
+		}
+		if names[0] != c.first || (c.last != "" && names[len(names)-1] != c.last) {
+			t.Errorf("%s: names %v", c.enum, names)
+		}
+	}
+	if _, err := Names("no_such_enum", "", "X"); err == nil {
+		t.Error("unknown enum accepted")
+	}
+	if _, err := Names("lane", "LANE_", "NO_END"); err == nil {
+		t.Error("missing terminator accepted")
+	}
+}

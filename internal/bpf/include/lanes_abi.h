@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * lanes_abi.h - the numbers and structs that cross between the lanes BPF
+ * programs and the Go daemon: lane numbers, the classifier's match kinds,
+ * the sock_ops counters, and the key and value structs of the shared maps.
+ *
+ * This file is the only definition. The Go side gets its constants and
+ * structs from it through bpf2go -type (internal/bpf/abi, `go generate`),
+ * and internal/bpf/abi's test checks that every hand-written Go name table
+ * (lane.Lane, classifier kinds, sock_ops counter names) agrees with it.
+ *
+ * To extend: add a value before the *_COUNT/_KINDS terminator of its enum,
+ * add its name to the Go table the test names, run `make generate`.
+ * Values are indexes into per-CPU counter arrays, so never renumber.
+ */
+#ifndef LANES_ABI_H
+#define LANES_ABI_H
+
+#include <linux/types.h>
+
+/* Lane numbers, lane.Lane in Go. A map value outside 1..3 counts as a miss. */
+enum lane {
+	LANE_UNSET = 0,
+	LANE_REALTIME = 1,
+	LANE_INTERACTIVE = 2,
+	LANE_BACKGROUND = 3,
+	LANE_MAX = 3,
+	LANE_SLOTS = 4, /* array size indexed by lane */
+};
+
+/* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor). */
+enum lane_class {
+	LANE_CLASS_MINOR = 0x10,
+};
+
+/* How the classifier found a packet's lane: index into the stats matrix
+ * (kind * LANE_SLOTS + lane). */
+enum match_kind {
+	MATCH_COOKIE = 0,  /* socket cookie stored by sock_ops (or the daemon) */
+	MATCH_TUPLE = 1,   /* registered 3-tuple (dst ip, dst port, src port) */
+	MATCH_CGROUP = 2,  /* cgroup v2 id of the sending socket */
+	MATCH_UID = 3,     /* uid owning the sending socket */
+	MATCH_DSCP = 4,    /* DSCP of the IP header */
+	MATCH_DEFAULT = 5, /* nothing matched: interactive */
+	MATCH_KINDS = 6,
+};
+
+/* sock_ops event counters: index into lanes_ops_stats. */
+enum ops_counter {
+	OPS_CONNECT = 0,        /* active opens seen */
+	OPS_ACCEPT = 1,         /* passive opens seen */
+	OPS_BY_COOKIE = 2,      /* lane already known by cookie */
+	OPS_BY_TUPLE = 3,
+	OPS_BY_CGROUP = 4,
+	OPS_BY_UID = 5,
+	OPS_UNRESOLVED = 6,     /* default lane, nothing stored */
+	OPS_NOTSENT_LOWAT = 7,  /* TCP_NOTSENT_LOWAT set */
+	OPS_CAP_SET = 8,        /* cwnd clamp changed */
+	OPS_SETSOCKOPT_ERR = 9,
+	OPS_CLOSED = 10,
+	OPS_CC_SWITCH = 11,     /* capped cubic socket switched to CFG.cc_name */
+	OPS_CC_SWITCH_ERR = 12, /* getsockopt/setsockopt(TCP_CONGESTION) failed */
+	OPS_CC_OTHER = 13,      /* capped socket on another CC (bbr, reno...): left alone */
+	OPS_COUNTERS = 14,
+};
+
+/*
+ * The paper's 3-tuple, as the sender sees it: remote (destination) address,
+ * remote port, local (source) port. IPv4 addresses are stored v4-mapped
+ * (::ffff:a.b.c.d). Ports in host byte order. proto 0 means any protocol.
+ */
+struct flow_key {
+	__u8 daddr[16];
+	__u16 dport;
+	__u16 sport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+struct counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+#endif
