@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 )
 
 // Feature is one probed capability and what lanes does without it.
@@ -54,6 +55,10 @@ func (r *Report) Has(name string) bool {
 // CapCCFeature is the probe of the lanes BPF congestion control
 // (internal/bpf/capcc): struct_ops, the kernel's CUBIC kfuncs and BTF.
 const CapCCFeature = "bpf/tcp congestion control (struct_ops)"
+
+// LedbatFeature is the probe of the background lane's LEDBAT++ congestion
+// control (internal/bpf/ledbat): struct_ops without kfuncs.
+const LedbatFeature = "bpf/tcp congestion control LEDBAT++ (background)"
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
 // instead.
@@ -212,6 +217,8 @@ func probeBPF() []Feature {
 	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
 	// loaded, registered under a scratch name and unregistered again.
 	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())
+	// LEDBAT++ for the background lane, the same way.
+	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	return out
 }
 

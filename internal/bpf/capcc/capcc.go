@@ -22,6 +22,14 @@ const NameMax = 15
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,15}$`)
 
+// CheckName says whether name can be a congestion control's name.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("capcc: congestion control name %q must be 1-%d of [A-Za-z0-9_]", name, NameMax)
+	}
+	return nil
+}
+
 // Name returns the congestion control name for one datapath: "lanes_" and
 // 8 hex digits of a hash of the parts (instance, interface, namespace).
 func Name(parts ...string) string {
@@ -40,14 +48,14 @@ type CC struct {
 // Load loads the congestion control named name and registers it; the name
 // disappears from the kernel when Close runs or the process dies.
 func Load(name string) (*CC, error) {
-	if !nameRE.MatchString(name) {
-		return nil, fmt.Errorf("capcc: congestion control name %q must be 1-%d of [A-Za-z0-9_]", name, NameMax)
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	spec, err := LoadCapcc()
 	if err != nil {
 		return nil, fmt.Errorf("capcc: read object: %w", err)
 	}
-	if err := setName(spec.Maps[CapccMapLanesCapcc], name); err != nil {
+	if err := SetName(spec.Maps[CapccMapLanesCapcc], name); err != nil {
 		return nil, err
 	}
 	c := &CC{Name: name}
@@ -64,8 +72,9 @@ func Load(name string) (*CC, error) {
 	return c, nil
 }
 
-// setName writes name into the name field of the struct_ops map's value.
-func setName(ms *ebpf.MapSpec, name string) error {
+// SetName writes name into the name field of a struct_ops congestion
+// control's map value (also used by internal/bpf/ledbat).
+func SetName(ms *ebpf.MapSpec, name string) error {
 	if ms == nil || len(ms.Contents) != 1 {
 		return errors.New("capcc: object has no struct_ops value")
 	}

@@ -1,0 +1,170 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ledbat.c - LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus) as a BPF struct_ops
+ * TCP congestion control: the background lane's scavenger. The window
+ * arithmetic is in ledbat_core.h (shared with the test program
+ * ledbat_step.c); this file maps the kernel's callbacks onto it:
+ *   - init: fresh state in icsk_ca_priv, target = CFG.target_us;
+ *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
+ *     current delay filters;
+ *   - cong_avoid: ledbat_ack with the packets acked, tcp_mstamp as the
+ *     clock, srtt, and whether the socket is cwnd-limited (as
+ *     tcp_is_cwnd_limited decides);
+ *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2;
+ *   - undo_cwnd: no undo (a background flow keeps the smaller window);
+ *   - every callback that may leave cwnd above snd_cwnd_clamp pulls it
+ *     down (as capcc does), so the cooperative controller's caps and the
+ *     foreground yield (sock_ops TCP_BPF_SNDCWND_CLAMP) hold on top.
+ * The name is set by the loader (one per lanes datapath; names are global);
+ * registered through a struct_ops bpf_link. No kfuncs: it runs wherever
+ * struct_ops TCP congestion controls do.
+ */
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "ledbat_core.h"
+
+char __license[] SEC("license") = "GPL";
+
+volatile const struct ledbat_config {
+	__u32 target_us; /* queuing delay target */
+} CFG = {.target_us = 25000};
+
+/* Minimal kernel types, relocated against the running kernel's BTF (CO-RE). */
+struct sock {
+} __attribute__((preserve_access_index));
+
+struct inet_connection_sock {
+	__u64 icsk_ca_priv[13];
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 snd_cwnd;
+	__u32 snd_cwnd_clamp;
+	__u32 snd_ssthresh;
+	__u32 srtt_us;
+	__u32 max_packets_out;
+	__u64 tcp_mstamp;
+	__u8 is_cwnd_limited : 1;
+} __attribute__((preserve_access_index));
+
+struct ack_sample {
+	__u32 pkts_acked;
+	__s32 rtt_us;
+	__u32 in_flight;
+} __attribute__((preserve_access_index));
+
+enum tcp_ca_event {
+	CA_EVENT_TX_START,
+	CA_EVENT_CWND_RESTART,
+	CA_EVENT_COMPLETE_CWR,
+	CA_EVENT_LOSS,
+	CA_EVENT_ECN_NO_CE,
+	CA_EVENT_ECN_IS_CE,
+};
+
+struct tcp_congestion_ops {
+	__u32 (*ssthresh)(struct sock *sk);
+	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
+	void (*set_state)(struct sock *sk, __u8 new_state);
+	void (*cwnd_event)(struct sock *sk, enum tcp_ca_event ev);
+	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
+	__u32 (*undo_cwnd)(struct sock *sk);
+	void (*init)(struct sock *sk);
+	char name[16];
+};
+
+_Static_assert(sizeof(struct ledbat) <= 13 * sizeof(__u64), "struct ledbat outgrows icsk_ca_priv");
+
+static __always_inline struct ledbat *ca(struct sock *sk)
+{
+	return (struct ledbat *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+/* enforce sets snd_cwnd = min(snd_cwnd, snd_cwnd_clamp). */
+static __always_inline void enforce(struct tcp_sock *tp)
+{
+	__u32 clamp = tp->snd_cwnd_clamp;
+
+	if (clamp && tp->snd_cwnd > clamp)
+		tp->snd_cwnd = clamp;
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_lb_init, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	ledbat_init(ca(sk), CFG.target_us, tp->tcp_mstamp);
+	enforce(tp);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	if (sample->rtt_us > 0)
+		ledbat_rtt(ca(sk), (__u32)sample->rtt_us, tp->tcp_mstamp);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct ledbat_win w = {.cwnd = tp->snd_cwnd, .ssthresh = tp->snd_ssthresh};
+	int limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+
+	/* tcp_is_cwnd_limited: in slow start, also when cwnd < 2 * max_packets_out */
+	if (!limited && w.cwnd < w.ssthresh && w.cwnd < 2 * tp->max_packets_out)
+		limited = 1;
+	ledbat_ack(ca(sk), &w, acked, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3, limited);
+	tp->snd_cwnd = w.cwnd;
+	tp->snd_ssthresh = w.ssthresh;
+	enforce(tp);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(lanes_lb_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+
+	return ledbat_loss(ca(sk), tp->snd_cwnd, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_lb_set_state, struct sock *sk, __u8 new_state)
+{
+	enforce((struct tcp_sock *)sk);
+}
+
+SEC("struct_ops")
+void BPF_PROG(lanes_lb_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+{
+	enforce((struct tcp_sock *)sk);
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(lanes_lb_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 cwnd = tp->snd_cwnd, clamp = tp->snd_cwnd_clamp;
+
+	return clamp && cwnd > clamp ? clamp : cwnd;
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops lanes_ledbat = {
+	.init = (void *)lanes_lb_init,
+	.ssthresh = (void *)lanes_lb_ssthresh,
+	.cong_avoid = (void *)lanes_lb_cong_avoid,
+	.set_state = (void *)lanes_lb_set_state,
+	.cwnd_event = (void *)lanes_lb_cwnd_event,
+	.pkts_acked = (void *)lanes_lb_pkts_acked,
+	.undo_cwnd = (void *)lanes_lb_undo_cwnd,
+	.name = "lanes_ledbat",
+};

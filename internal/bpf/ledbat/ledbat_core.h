@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ledbat_core.h - the LEDBAT++ window arithmetic
+ * (draft-irtf-iccrg-ledbat-plus-plus), free of kernel types so that two BPF
+ * programs share it: the struct_ops congestion control (ledbat.c) and a
+ * BPF_PROG_TYPE_SYSCALL program (ledbat_step.c) that tests run through
+ * BPF_PROG_TEST_RUN beside the Go reference model (internal/ledbat), which
+ * implements the same rules with the same integer conventions.
+ *
+ * Data: struct ledbat lives in the socket's icsk_ca_priv (at most 104
+ * bytes). Delays are round-trip times in microseconds, times are the low 32
+ * bits of a microsecond clock (compared wrap-safe), cwnd is in packets with
+ * a signed fraction `acc` in 1/LEDBAT_SCALE packets.
+ *   - base delay: the minimum RTT over LEDBAT_BASE_BUCKETS one-minute
+ *     buckets (so it may rise again after a route change);
+ *   - current delay: the minimum of the last LEDBAT_FILTER RTT samples
+ *     (cur[0] the newest);
+ *   - queuing delay qd = current - base.
+ * Operations:
+ *   - ledbat_rtt: one RTT sample into both filters.
+ *   - ledbat_ack: `acked` packets were acknowledged:
+ *       gain    = 1 / min(16, ceil(2 * target / base))
+ *       slow start (initial, or after a slowdown): cwnd += gain per acked
+ *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
+ *       congestion avoidance, per RTT (spread over the RTT's acks):
+ *         qd <= target: cwnd += gain
+ *         qd >  target: cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2)
+ *       periodic slowdown: 2 RTTs after the initial slow start, then 9x the
+ *         length of the previous slowdown after it ended: ssthresh = cwnd,
+ *         cwnd = 2 packets held for 2 RTTs, then slow start back up to
+ *         ssthresh. The queue the background flows built drains while they
+ *         hold, so every flow (a latecomer too) sees the true base delay.
+ *       below ssthresh in congestion avoidance (after a retransmission
+ *         timeout) the window grows as in slow start.
+ *   - ledbat_loss: ssthresh = max(cwnd / 2, 2); a slow start ends there
+ *     (and schedules the next slowdown); a hold goes on.
+ * Growth happens only when the sender is cwnd-limited (`limited`);
+ * decreases always.
+ * Note: no signed division (BPF before cpu v4 has none): magnitudes are
+ * divided unsigned and the sign applied after; the fraction uses shifts.
+ */
+#ifndef LEDBAT_CORE_H
+#define LEDBAT_CORE_H
+
+#define LEDBAT_SCALE_SHIFT 16
+#define LEDBAT_SCALE (1 << LEDBAT_SCALE_SHIFT)
+#define LEDBAT_MIN_CWND 2
+#define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
+#define LEDBAT_FILTER 4          /* current delay: min of the last 4 samples */
+#define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
+#define LEDBAT_BUCKET_US 60000000ULL
+#define LEDBAT_HOLD_RTTS 2       /* slowdown: cwnd held at 2 for 2 RTTs */
+#define LEDBAT_FIRST_SLOWDOWN_RTTS 2
+#define LEDBAT_SLOWDOWN_SPACING 9 /* next slowdown 9x its length later */
+
+enum ledbat_phase {
+	LEDBAT_SLOW_START = 0, /* initial slow start */
+	LEDBAT_AVOID = 1,      /* congestion avoidance */
+	LEDBAT_HOLD = 2,       /* slowdown: cwnd held at LEDBAT_MIN_CWND */
+	LEDBAT_RESTART = 3,    /* slow start back to ssthresh after a slowdown */
+};
+
+#define LEDBAT_F_SCHEDULED 1 /* t_next is a scheduled slowdown */
+
+struct ledbat {
+	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
+	__u32 cur[LEDBAT_FILTER];        /* last RTT samples, newest first, 0 = empty */
+	__u32 bucket;                    /* minute number of base[0] */
+	__u32 samples;                   /* RTT samples seen */
+	__s32 acc;                       /* cwnd fraction, 1/LEDBAT_SCALE packets */
+	__u32 phase;
+	__u32 flags;
+	__u32 target_us;
+	__u32 t_hold_end;                /* HOLD ends (us) */
+	__u32 t_slowdown;                /* the current slowdown began (us) */
+	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
+};
+
+/* a window the arithmetic reads and writes (the socket's, or a test's) */
+struct ledbat_win {
+	__u32 cwnd;
+	__u32 ssthresh;
+};
+
+static __always_inline int ledbat_after(__u32 now, __u32 t)
+{
+	return (__s32)(now - t) >= 0;
+}
+
+/* ledbat_min0 is the smaller of m and x where 0 means "none", without a
+ * branch: the verifier would otherwise follow every combination of
+ * branches through the filters below (2^14 paths). 0 maps to 2^32 - 1. */
+static __always_inline __u32 ledbat_min0(__u32 m, __u32 x)
+{
+	__u64 a = (__u32)(m - 1), b = (__u32)(x - 1);
+	__u64 d = a - b;
+	__u64 keep_a = (__u64)((__s64)d >> 63); /* all ones when a < b */
+
+	return (__u32)(b + (d & keep_a)) + 1;
+}
+
+static __always_inline void ledbat_init(struct ledbat *l, __u32 target_us, __u64 now_us)
+{
+	__builtin_memset(l, 0, sizeof(*l));
+	l->target_us = target_us;
+	l->bucket = (__u32)(now_us / LEDBAT_BUCKET_US);
+	l->phase = LEDBAT_SLOW_START;
+}
+
+/* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
+static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now_us)
+{
+	__u32 minute = (__u32)(now_us / LEDBAT_BUCKET_US);
+	__u32 shift = minute - l->bucket;
+
+	if (!rtt_us)
+		return;
+	/* age the buckets one minute at a time (constant offsets only: the
+	 * verifier refuses variable ones into the socket and the context) */
+	for (int s = 0; s < LEDBAT_BASE_BUCKETS; s++) {
+		if ((__u32)s >= shift)
+			break;
+#pragma clang loop unroll(full)
+		for (int i = LEDBAT_BASE_BUCKETS - 1; i > 0; i--)
+			l->base[i] = l->base[i - 1];
+		l->base[0] = 0;
+	}
+	l->bucket = minute;
+	l->base[0] = ledbat_min0(l->base[0], rtt_us);
+#pragma clang loop unroll(full)
+	for (int i = LEDBAT_FILTER - 1; i > 0; i--)
+		l->cur[i] = l->cur[i - 1];
+	l->cur[0] = rtt_us;
+	l->samples++;
+}
+
+static __always_inline __u32 ledbat_base(const struct ledbat *l)
+{
+	__u32 m = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < LEDBAT_BASE_BUCKETS; i++)
+		m = ledbat_min0(m, l->base[i]);
+	return m;
+}
+
+static __always_inline __u32 ledbat_current(const struct ledbat *l)
+{
+	__u32 m = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < LEDBAT_FILTER; i++)
+		m = ledbat_min0(m, l->cur[i]);
+	return m;
+}
+
+static __always_inline __u32 ledbat_queuing(const struct ledbat *l)
+{
+	__u32 b = ledbat_base(l), c = ledbat_current(l);
+
+	return c > b ? c - b : 0;
+}
+
+/* ledbat_gain_div returns 1/gain = min(16, ceil(2 * target / base)), >= 1. */
+static __always_inline __u32 ledbat_gain_div(__u32 target_us, __u32 base_us)
+{
+	__u64 d;
+
+	if (!base_us)
+		return LEDBAT_GAIN_MAX_DIV;
+	d = ((__u64)2 * target_us + base_us - 1) / base_us;
+	if (d > LEDBAT_GAIN_MAX_DIV)
+		d = LEDBAT_GAIN_MAX_DIV;
+	if (d < 1)
+		d = 1;
+	return (__u32)d;
+}
+
+/* ledbat_apply moves whole packets from acc into cwnd (never below 2). */
+static __always_inline void ledbat_apply(struct ledbat *l, struct ledbat_win *w, __s64 acc)
+{
+	if (acc >= 0) {
+		w->cwnd += (__u32)((__u64)acc >> LEDBAT_SCALE_SHIFT);
+		l->acc = (__s32)((__u64)acc & (LEDBAT_SCALE - 1));
+	} else {
+		__u64 mag = (__u64)(-acc);
+		__u64 whole = mag >> LEDBAT_SCALE_SHIFT;
+
+		w->cwnd = whole + LEDBAT_MIN_CWND < w->cwnd ? w->cwnd - (__u32)whole : LEDBAT_MIN_CWND;
+		l->acc = -(__s32)(mag & (LEDBAT_SCALE - 1));
+	}
+	if (w->cwnd < LEDBAT_MIN_CWND)
+		w->cwnd = LEDBAT_MIN_CWND;
+}
+
+/* ledbat_schedule sets the next slowdown after a slow start ends at now. */
+static __always_inline void ledbat_schedule(struct ledbat *l, __u32 now, __u32 srtt_us)
+{
+	if (l->phase == LEDBAT_SLOW_START)
+		l->t_next = now + LEDBAT_FIRST_SLOWDOWN_RTTS * srtt_us;
+	else
+		l->t_next = now + LEDBAT_SLOWDOWN_SPACING * (now - l->t_slowdown);
+	l->flags |= LEDBAT_F_SCHEDULED;
+	l->phase = LEDBAT_AVOID;
+	l->acc = 0;
+}
+
+/* ledbat_ack: `acked` packets acknowledged at now (us), smoothed RTT srtt_us;
+ * limited: the sender is cwnd-limited (growth allowed). */
+static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, __u32 acked,
+				       __u32 now, __u32 srtt_us, int limited)
+{
+	__u32 base = ledbat_base(l), qd = ledbat_queuing(l);
+	__u32 target = l->target_us, gdiv = ledbat_gain_div(target, base);
+	__u64 inc, dec;
+
+	if (!acked)
+		return;
+	if (l->phase == LEDBAT_HOLD) {
+		if (!ledbat_after(now, l->t_hold_end)) {
+			w->cwnd = LEDBAT_MIN_CWND;
+			return;
+		}
+		l->phase = LEDBAT_RESTART;
+		l->acc = 0;
+	}
+	if (l->phase == LEDBAT_SLOW_START || l->phase == LEDBAT_RESTART) {
+		if ((__u64)qd * 4 > (__u64)target * 3 || w->cwnd >= w->ssthresh) {
+			if (w->cwnd < w->ssthresh)
+				w->ssthresh = w->cwnd;
+			ledbat_schedule(l, now, srtt_us);
+			return;
+		}
+		if (limited)
+			ledbat_apply(l, w, (__s64)l->acc + (__s64)(((__u64)acked << LEDBAT_SCALE_SHIFT) / gdiv));
+		return;
+	}
+	/* LEDBAT_AVOID */
+	if ((l->flags & LEDBAT_F_SCHEDULED) && ledbat_after(now, l->t_next)) {
+		w->ssthresh = w->cwnd;
+		w->cwnd = LEDBAT_MIN_CWND;
+		l->phase = LEDBAT_HOLD;
+		l->t_slowdown = now;
+		l->t_hold_end = now + LEDBAT_HOLD_RTTS * srtt_us;
+		l->flags &= ~LEDBAT_F_SCHEDULED;
+		l->acc = 0;
+		return;
+	}
+	/* below ssthresh (after a retransmission timeout): slow start with gain */
+	if (w->cwnd < w->ssthresh && (__u64)qd * 4 <= (__u64)target * 3) {
+		if (limited)
+			ledbat_apply(l, w, (__s64)l->acc + (__s64)(((__u64)acked << LEDBAT_SCALE_SHIFT) / gdiv));
+		return;
+	}
+	/* per acked packet: gain / cwnd, minus (qd / target - 1) when above
+	 * the target, never below -1/2 (a decrease of at most cwnd/2 per RTT) */
+	inc = (__u64)LEDBAT_SCALE / ((__u64)gdiv * w->cwnd);
+	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
+	if (dec > inc) {
+		__u64 d = dec - inc;
+
+		if (d > LEDBAT_SCALE / 2)
+			d = LEDBAT_SCALE / 2;
+		ledbat_apply(l, w, (__s64)l->acc - (__s64)(d * acked));
+	} else if (limited) {
+		ledbat_apply(l, w, (__s64)l->acc + (__s64)((inc - dec) * acked));
+	}
+}
+
+/* ledbat_loss returns the ssthresh after a loss and leaves slow start. */
+static __always_inline __u32 ledbat_loss(struct ledbat *l, __u32 cwnd, __u32 now, __u32 srtt_us)
+{
+	__u32 ss = cwnd / 2;
+
+	if (ss < LEDBAT_MIN_CWND)
+		ss = LEDBAT_MIN_CWND;
+	if (l->phase == LEDBAT_SLOW_START || l->phase == LEDBAT_RESTART)
+		ledbat_schedule(l, now, srtt_us);
+	return ss;
+}
+
+#endif

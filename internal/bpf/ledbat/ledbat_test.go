@@ -1,0 +1,203 @@
+// ledbat_test.go checks the LEDBAT++ congestion control in the kernel: it
+// loads (verifier, struct_ops), registers under its name and is gone after
+// Close; and its arithmetic (ledbat_core.h, run through BPF_PROG_TEST_RUN by
+// the syscall program ledbat_step.c) matches the Go reference model
+// (internal/ledbat) step by step, on scripted and on random event sequences.
+package ledbat
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	model "github.com/lanes-net/lanes/internal/ledbat"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestLoadRegisterClose(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	name := capcc.Name("ledbat-test", "eth0", "1")
+	c, err := Load(name, 25*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := capcc.Registered(name); err != nil || !ok {
+		t.Errorf("%s registered = %v, %v", name, ok, err)
+	}
+	if _, err := Load(name, 25*time.Millisecond); err == nil {
+		t.Error("a second registration of the same name succeeded")
+	}
+	if err := c.Close(); err != nil {
+		t.Error(err)
+	}
+	if ok, _ := capcc.Registered(name); ok {
+		t.Errorf("%s still registered after Close", name)
+	}
+	if err := Probe(); err != nil {
+		t.Errorf("Probe: %v", err)
+	}
+	if _, err := Load(name, 0); err == nil {
+		t.Error("a zero target was accepted")
+	}
+}
+
+// kernelStep runs one operation of ledbat_core.h in the kernel.
+type kernelStep struct {
+	t    *testing.T
+	prog *ebpf.Program
+	m    *ebpf.Map
+	s    StepLedbatStep
+}
+
+func newKernelStep(t *testing.T) *kernelStep {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	var objs StepObjects
+	if err := LoadStepObjects(&objs, nil); err != nil {
+		t.Fatalf("load ledbat_step: %v", err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	return &kernelStep{t: t, prog: objs.LedbatRun, m: objs.LanesLedbatStep}
+}
+
+const (
+	opInit = iota
+	opRTT
+	opAck
+	opLoss
+)
+
+func (k *kernelStep) run(op, arg uint32, now uint64, srtt uint32, limited bool) {
+	k.t.Helper()
+	k.s.Op, k.s.Arg, k.s.NowUs, k.s.SrttUs, k.s.Limited = op, arg, now, srtt, 0
+	if limited {
+		k.s.Limited = 1
+	}
+	if err := k.m.Put(uint32(0), k.s); err != nil {
+		k.t.Fatal(err)
+	}
+	ret, err := k.prog.Run(&ebpf.RunOptions{})
+	if err != nil || ret != 0 {
+		k.t.Fatalf("ledbat_step op %d: ret %d, %v", op, ret, err)
+	}
+	if err := k.m.Lookup(uint32(0), &k.s); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// pair drives the kernel and the model with the same events and compares.
+type pair struct {
+	t *testing.T
+	k *kernelStep
+	m model.State
+	w model.Window
+	n int
+}
+
+func newPair(t *testing.T, target uint32, now uint64, cwnd uint32) *pair {
+	p := &pair{t: t, k: newKernelStep(t), w: model.Window{Cwnd: cwnd, Ssthresh: model.SsthreshInfinite}}
+	p.k.s.Win.Cwnd, p.k.s.Win.Ssthresh = p.w.Cwnd, p.w.Ssthresh
+	p.k.run(opInit, target, now, 0, false)
+	p.m = model.New(target, now)
+	p.check("init")
+	return p
+}
+
+func (p *pair) rtt(rtt uint32, now uint64) {
+	p.k.run(opRTT, rtt, now, 0, false)
+	p.m.RTT(rtt, now)
+	p.check("rtt")
+}
+
+func (p *pair) ack(acked uint32, now uint64, srtt uint32, limited bool) {
+	p.k.run(opAck, acked, now, srtt, limited)
+	p.m.Ack(&p.w, acked, uint32(now), srtt, limited)
+	p.check("ack")
+}
+
+func (p *pair) loss(now uint64, srtt uint32) {
+	p.k.run(opLoss, 0, now, srtt, false)
+	p.w.Ssthresh = p.m.Loss(p.w.Cwnd, uint32(now), srtt)
+	p.check("loss")
+}
+
+func (p *pair) check(what string) {
+	p.t.Helper()
+	p.n++
+	k := p.k.s
+	ks := model.State{Base: k.St.Base, Cur: k.St.Cur, Bucket: k.St.Bucket, Samples: k.St.Samples,
+		Acc: k.St.Acc, Phase: model.Phase(k.St.Phase), Flags: k.St.Flags, TargetUS: k.St.TargetUs,
+		THoldEnd: k.St.T_holdEnd, TSlowdown: k.St.T_slowdown, TNext: k.St.T_next}
+	if ks != p.m || k.Win.Cwnd != p.w.Cwnd || k.Win.Ssthresh != p.w.Ssthresh {
+		p.t.Fatalf("step %d (%s): kernel and model differ\nkernel %+v win %+v\nmodel  %+v win %+v",
+			p.n, what, ks, k.Win, p.m, p.w)
+	}
+	if k.BaseUs != p.m.BaseDelay() || k.CurrentUs != p.m.CurrentDelay() ||
+		k.GainDiv != model.GainDiv(p.m.TargetUS, p.m.BaseDelay()) {
+		p.t.Fatalf("step %d (%s): kernel base/current/gain %d/%d/%d, model %d/%d/%d", p.n, what,
+			k.BaseUs, k.CurrentUs, k.GainDiv, p.m.BaseDelay(), p.m.CurrentDelay(),
+			model.GainDiv(p.m.TargetUS, p.m.BaseDelay()))
+	}
+}
+
+// TestKernelMatchesModelBottleneck plays a flow against a simulated
+// bottleneck queue (base 20 ms, 60 packets of queue per 10 ms of delay):
+// slow start, its exit at 3/4 of the target, the decrease above the target,
+// a slowdown and its restart, a loss; kernel and model agree at every step,
+// and the phases the draft names all occur.
+func TestKernelMatchesModelBottleneck(t *testing.T) {
+	const target, base, bdp = 25_000, 20_000, 50
+	now := uint64(3_600_000_000) // one hour into the clock
+	p := newPair(t, target, now, 10)
+	seen := map[model.Phase]bool{}
+	for i := 0; i < 4000; i++ {
+		queue := int(p.w.Cwnd) - bdp
+		rtt := uint32(base + max(queue, 0)*10_000/60)
+		now += uint64(rtt) / 8
+		p.rtt(rtt, now)
+		p.ack(2, now, rtt, true)
+		if i == 3000 {
+			p.loss(now, rtt)
+		}
+		seen[p.m.Phase] = true
+	}
+	for _, ph := range []model.Phase{model.SlowStart, model.Avoid, model.Hold, model.Restart} {
+		if !seen[ph] {
+			t.Errorf("phase %v never reached in %d steps", ph, p.n)
+		}
+	}
+}
+
+// TestKernelMatchesModelRandom feeds random RTTs (including the minute
+// buckets ageing and a clock wrap), acks, limits and losses.
+func TestKernelMatchesModelRandom(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for run := 0; run < 5; run++ {
+		now := uint64(1<<32) - uint64(rng.Intn(60_000_000)) // near the 32-bit wrap
+		p := newPair(t, uint32(5_000+rng.Intn(100_000)), now, uint32(2+rng.Intn(100)))
+		for i := 0; i < 1500; i++ {
+			now += uint64(rng.Intn(200_000))
+			if rng.Intn(200) == 0 {
+				now += uint64(rng.Intn(5)) * model.BucketUS
+			}
+			srtt := uint32(1_000 + rng.Intn(300_000))
+			switch r := rng.Intn(100); {
+			case r < 45:
+				p.rtt(uint32(1+rng.Intn(400_000)), now)
+			case r < 98:
+				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
+			default:
+				p.loss(now, srtt)
+			}
+		}
+	}
+}

@@ -1,0 +1,240 @@
+// Package ledbat is the reference model of LEDBAT++
+// (draft-irtf-iccrg-ledbat-plus-plus), the background lane's congestion
+// control: the rules of the draft in plain Go, with the integer conventions
+// of the BPF implementation (internal/bpf/ledbat, ledbat_core.h) so that
+// tests compare the two step by step, and so that the daemon and the lab
+// can explain what a background flow's window is doing.
+//
+// Units: delays are round-trip times in microseconds, times the low 32 bits
+// of a microsecond clock (compared wrap-safe), cwnd in packets with a signed
+// fraction Acc in 1/Scale packets.
+//   - base delay: minimum RTT over BaseBuckets one-minute buckets;
+//   - current delay: minimum of the last Filter RTT samples;
+//   - gain = 1 / min(16, ceil(2 * target / base));
+//   - slow start (initial, or after a slowdown): cwnd += gain per acked
+//     packet; it ends when the queuing delay exceeds 3/4 of the target or
+//     cwnd reaches ssthresh;
+//   - congestion avoidance, per RTT: cwnd += gain below the target,
+//     cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2) above it;
+//   - periodic slowdown: 2 RTTs after the initial slow start, then 9x the
+//     previous slowdown's length after it ended: cwnd held at 2 for 2 RTTs,
+//     then slow start back to the window before it;
+//   - loss: ssthresh = max(cwnd/2, 2).
+package ledbat
+
+// Constants shared with ledbat_core.h.
+const (
+	ScaleShift        = 16
+	Scale             = 1 << ScaleShift
+	MinCwnd           = 2
+	GainMaxDiv        = 16
+	Filter            = 4
+	BaseBuckets       = 10
+	BucketUS          = 60_000_000
+	HoldRTTs          = 2
+	FirstSlowdownRTTs = 2
+	SlowdownSpacing   = 9
+	FlagScheduled     = 1
+	DefaultTargetUS   = 25_000
+	SsthreshInfinite  = 0x7fffffff // the kernel's TCP_INFINITE_SSTHRESH
+)
+
+// Phase is where the controller is.
+type Phase uint32
+
+const (
+	SlowStart Phase = iota // initial slow start
+	Avoid                  // congestion avoidance
+	Hold                   // slowdown: cwnd held at MinCwnd
+	Restart                // slow start back to ssthresh after a slowdown
+)
+
+func (p Phase) String() string {
+	switch p {
+	case SlowStart:
+		return "slow-start"
+	case Avoid:
+		return "avoid"
+	case Hold:
+		return "slowdown"
+	case Restart:
+		return "restart"
+	}
+	return "?"
+}
+
+// State is one socket's controller state (struct ledbat).
+type State struct {
+	Base      [BaseBuckets]uint32
+	Cur       [Filter]uint32
+	Bucket    uint32
+	Samples   uint32
+	Acc       int32
+	Phase     Phase
+	Flags     uint32
+	TargetUS  uint32
+	THoldEnd  uint32
+	TSlowdown uint32
+	TNext     uint32
+}
+
+// Window is the socket's cwnd and ssthresh, in packets.
+type Window struct {
+	Cwnd, Ssthresh uint32
+}
+
+func after(now, t uint32) bool { return int32(now-t) >= 0 }
+
+// New returns a fresh state with the given target at time nowUS.
+func New(targetUS uint32, nowUS uint64) State {
+	return State{TargetUS: targetUS, Bucket: uint32(nowUS / BucketUS), Phase: SlowStart}
+}
+
+// RTT records one RTT sample taken at nowUS.
+func (s *State) RTT(rttUS uint32, nowUS uint64) {
+	if rttUS == 0 {
+		return
+	}
+	minute := uint32(nowUS / BucketUS)
+	shift := minute - s.Bucket
+	for i := uint32(0); i < BaseBuckets && i < shift; i++ {
+		copy(s.Base[1:], s.Base[:BaseBuckets-1])
+		s.Base[0] = 0
+	}
+	s.Bucket = minute
+	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
+	copy(s.Cur[1:], s.Cur[:Filter-1])
+	s.Cur[0] = rttUS
+	s.Samples++
+}
+
+func minNonZero(v []uint32) uint32 {
+	var m uint32
+	for _, x := range v {
+		if x != 0 && (m == 0 || x < m) {
+			m = x
+		}
+	}
+	return m
+}
+
+// BaseDelay is the minimum RTT of the last BaseBuckets minutes (0 = none).
+func (s *State) BaseDelay() uint32 { return minNonZero(s.Base[:]) }
+
+// CurrentDelay is the minimum of the last Filter RTT samples (0 = none).
+func (s *State) CurrentDelay() uint32 { return minNonZero(s.Cur[:]) }
+
+// QueuingDelay is current minus base delay.
+func (s *State) QueuingDelay() uint32 {
+	b, c := s.BaseDelay(), s.CurrentDelay()
+	if c > b {
+		return c - b
+	}
+	return 0
+}
+
+// GainDiv returns 1/gain = min(16, ceil(2*target/base)), at least 1.
+func GainDiv(targetUS, baseUS uint32) uint32 {
+	if baseUS == 0 {
+		return GainMaxDiv
+	}
+	d := (2*uint64(targetUS) + uint64(baseUS) - 1) / uint64(baseUS)
+	return uint32(min(max(d, 1), GainMaxDiv))
+}
+
+// apply moves whole packets of acc into cwnd, never below MinCwnd.
+func (s *State) apply(w *Window, acc int64) {
+	if acc >= 0 {
+		w.Cwnd += uint32(uint64(acc) >> ScaleShift)
+		s.Acc = int32(uint64(acc) & (Scale - 1))
+	} else {
+		mag := uint64(-acc)
+		whole := mag >> ScaleShift
+		if whole+MinCwnd < uint64(w.Cwnd) {
+			w.Cwnd -= uint32(whole)
+		} else {
+			w.Cwnd = MinCwnd
+		}
+		s.Acc = -int32(mag & (Scale - 1))
+	}
+	w.Cwnd = max(w.Cwnd, MinCwnd)
+}
+
+// schedule ends a slow start at now and sets the next slowdown.
+func (s *State) schedule(now, srttUS uint32) {
+	if s.Phase == SlowStart {
+		s.TNext = now + FirstSlowdownRTTs*srttUS
+	} else {
+		s.TNext = now + SlowdownSpacing*(now-s.TSlowdown)
+	}
+	s.Flags |= FlagScheduled
+	s.Phase = Avoid
+	s.Acc = 0
+}
+
+// slowStartStep is the growth of slow start: gain per acked packet.
+func (s *State) slowStartStep(w *Window, acked, gdiv uint32) {
+	s.apply(w, int64(s.Acc)+int64((uint64(acked)<<ScaleShift)/uint64(gdiv)))
+}
+
+// Ack handles acked packets acknowledged at now with smoothed RTT srttUS;
+// limited says the sender is cwnd-limited (growth allowed).
+func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
+	qd, target := s.QueuingDelay(), s.TargetUS
+	gdiv := GainDiv(target, s.BaseDelay())
+	if acked == 0 {
+		return
+	}
+	if s.Phase == Hold {
+		if !after(now, s.THoldEnd) {
+			w.Cwnd = MinCwnd
+			return
+		}
+		s.Phase, s.Acc = Restart, 0
+	}
+	aboveSSExit := uint64(qd)*4 > uint64(target)*3
+	if s.Phase == SlowStart || s.Phase == Restart {
+		if aboveSSExit || w.Cwnd >= w.Ssthresh {
+			w.Ssthresh = min(w.Ssthresh, w.Cwnd)
+			s.schedule(now, srttUS)
+			return
+		}
+		if limited {
+			s.slowStartStep(w, acked, gdiv)
+		}
+		return
+	}
+	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) {
+		w.Ssthresh, w.Cwnd = w.Cwnd, MinCwnd
+		s.Phase, s.TSlowdown, s.THoldEnd = Hold, now, now+HoldRTTs*srttUS
+		s.Flags &^= FlagScheduled
+		s.Acc = 0
+		return
+	}
+	if w.Cwnd < w.Ssthresh && !aboveSSExit {
+		if limited {
+			s.slowStartStep(w, acked, gdiv)
+		}
+		return
+	}
+	inc := uint64(Scale) / (uint64(gdiv) * uint64(w.Cwnd))
+	var dec uint64
+	if qd > target {
+		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
+	}
+	switch {
+	case dec > inc:
+		d := min(dec-inc, Scale/2)
+		s.apply(w, int64(s.Acc)-int64(d*uint64(acked)))
+	case limited:
+		s.apply(w, int64(s.Acc)+int64((inc-dec)*uint64(acked)))
+	}
+}
+
+// Loss returns the ssthresh after a loss at now; a slow start ends there.
+func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
+	if s.Phase == SlowStart || s.Phase == Restart {
+		s.schedule(now, srttUS)
+	}
+	return max(cwnd/2, MinCwnd)
+}

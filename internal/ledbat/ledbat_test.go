@@ -1,0 +1,131 @@
+// ledbat_test.go checks the model against the numbers the draft states:
+// the gain formula, one packet of gain per RTT below the target, a decrease
+// of at most half the window per RTT, slow-start exit at 3/4 of the target,
+// and the slowdown schedule (2 RTTs after slow start, held 2 RTTs, then 9x
+// its length). The BPF implementation is compared with this model in
+// internal/bpf/ledbat.
+package ledbat
+
+import "testing"
+
+func TestGainDiv(t *testing.T) {
+	for _, c := range []struct{ target, base, want uint32 }{
+		{25_000, 0, 16},      // no sample yet: the smallest gain
+		{25_000, 1_000, 16},  // ceil(50) capped at 16
+		{25_000, 5_000, 10},  // ceil(10)
+		{25_000, 20_000, 3},  // ceil(2.5)
+		{25_000, 25_000, 2},  // 2
+		{25_000, 50_000, 1},  // 1
+		{25_000, 400_000, 1}, // ceil(0.125) = 1
+		{60_000, 40_000, 3},  // the draft's 60 ms target
+	} {
+		if got := GainDiv(c.target, c.base); got != c.want {
+			t.Errorf("GainDiv(%d, %d) = %d, want %d", c.target, c.base, got, c.want)
+		}
+	}
+}
+
+// avoiding returns a state in congestion avoidance with base 20 ms and the
+// given current delay, slowdowns far away.
+func avoiding(cur uint32) State {
+	s := New(25_000, 0)
+	s.RTT(20_000, 0)
+	for i := 0; i < Filter; i++ {
+		s.RTT(cur, 1)
+	}
+	s.Phase, s.Flags = Avoid, 0
+	return s
+}
+
+// oneRTT acks a whole window, one packet per ack.
+func oneRTT(s *State, w *Window) {
+	for n := w.Cwnd; n > 0; n-- {
+		s.Ack(w, 1, 2, 20_000, true)
+	}
+}
+
+func TestAvoidGrowsByGainPerRTT(t *testing.T) {
+	s := avoiding(20_000) // no queue
+	w := Window{Cwnd: 100, Ssthresh: 50}
+	for i := 0; i < 30; i++ {
+		oneRTT(&s, &w)
+	}
+	// gain 1/3: 30 RTTs give 10 packets, less the fixed-point rounding
+	if w.Cwnd < 108 || w.Cwnd > 110 {
+		t.Errorf("cwnd after 30 RTTs at gain 1/3 = %d, want about 110", w.Cwnd)
+	}
+}
+
+func TestDecreaseProportionalAndCapped(t *testing.T) {
+	s := avoiding(20_000 + 30_000) // 30 ms queue: 1.2x the target
+	w := Window{Cwnd: 100, Ssthresh: 50}
+	oneRTT(&s, &w)
+	// per RTT: 1/3 - 100*(1.2-1) = -19.7
+	if w.Cwnd < 79 || w.Cwnd > 83 {
+		t.Errorf("cwnd after one RTT at 1.2x target = %d, want about 81", w.Cwnd)
+	}
+	s = avoiding(20_000 + 200_000) // 8x the target: the cap
+	w = Window{Cwnd: 100, Ssthresh: 50}
+	oneRTT(&s, &w)
+	if w.Cwnd != 50 {
+		t.Errorf("cwnd after one RTT far above target = %d, want 50 (W/2)", w.Cwnd)
+	}
+	for i := 0; i < 20; i++ {
+		oneRTT(&s, &w)
+	}
+	if w.Cwnd != MinCwnd {
+		t.Errorf("cwnd floor = %d, want %d", w.Cwnd, MinCwnd)
+	}
+}
+
+func TestSlowStartExitsAtThreeQuartersOfTarget(t *testing.T) {
+	s := New(20_000, 0)
+	w := Window{Cwnd: 10, Ssthresh: SsthreshInfinite}
+	s.RTT(10_000, 0)
+	s.Ack(&w, 16, 1, 10_000, true) // gain 1/4: +4
+	if s.Phase != SlowStart || w.Cwnd != 14 {
+		t.Fatalf("slow start: phase %v cwnd %d, want slow-start 14", s.Phase, w.Cwnd)
+	}
+	for i := 0; i < Filter; i++ {
+		s.RTT(10_000+15_000, 2) // queuing delay exactly 3/4 target: stay
+	}
+	s.Ack(&w, 4, 3, 10_000, true)
+	if s.Phase != SlowStart {
+		t.Fatalf("left slow start at exactly 3/4 of target")
+	}
+	for i := 0; i < Filter; i++ {
+		s.RTT(10_000+15_001, 4)
+	}
+	s.Ack(&w, 4, 1000, 10_000, true)
+	if s.Phase != Avoid || w.Ssthresh != w.Cwnd || s.TNext != 1000+2*10_000 {
+		t.Fatalf("after qd > 3/4 target: phase %v cwnd %d ssthresh %d next %d", s.Phase, w.Cwnd, w.Ssthresh, s.TNext)
+	}
+}
+
+func TestSlowdownSchedule(t *testing.T) {
+	const srtt = 10_000
+	s := New(25_000, 0)
+	s.RTT(srtt, 0)
+	w := Window{Cwnd: 40, Ssthresh: 40}
+	s.Ack(&w, 1, 0, srtt, true) // cwnd >= ssthresh: slow start ends at t=0
+	if s.Phase != Avoid || s.TNext != 2*srtt {
+		t.Fatalf("first slowdown at %d (phase %v), want %d", s.TNext, s.Phase, 2*srtt)
+	}
+	s.Ack(&w, 1, 2*srtt, srtt, true)
+	if s.Phase != Hold || w.Cwnd != MinCwnd || w.Ssthresh != 40 {
+		t.Fatalf("slowdown: phase %v cwnd %d ssthresh %d", s.Phase, w.Cwnd, w.Ssthresh)
+	}
+	s.Ack(&w, 1, 4*srtt-1, srtt, true)
+	if s.Phase != Hold || w.Cwnd != MinCwnd {
+		t.Fatalf("hold ended before 2 RTTs")
+	}
+	now := uint32(4 * srtt)
+	for s.Phase != Avoid {
+		s.Ack(&w, 1, now, srtt, true)
+		now += 100
+	}
+	took := now - 100 - 2*srtt
+	if w.Cwnd != 40 || s.TNext != now-100+9*took {
+		t.Errorf("after restart: cwnd %d (want 40), next slowdown %d, want %d (9 x %d)", w.Cwnd, s.TNext, now-100+9*took, took)
+	}
+}
