@@ -36,6 +36,8 @@
 #define LANES_RT_REQ_SIZE 40
 #define LANES_RT_REPLY_SIZE 32
 #define LANES_RT_MAX_PAYLOAD 65507
+/* The daemon never sends a reply longer than this (STATS bodies are trimmed). */
+#define LANES_RT_MAX_REPLY (32 + 60 * 1024)
 
 enum {
 	LANES_RT_SEND = 0x01,
@@ -62,6 +64,7 @@ enum {
 	LANES_RT_REASON_SEND_ERROR = 9,
 	LANES_RT_REASON_SHUTDOWN = 10,
 	LANES_RT_REASON_DISABLED = 11,
+	LANES_RT_REASON_BUSY = 12, /* too many connections: the daemon closes this one */
 };
 
 struct lanes_rt {
@@ -92,6 +95,7 @@ static inline const char *lanes_rt_reason_str(uint8_t r)
 		"none", "would-make-others-late", "own-deadline-unmeetable",
 		"not-granted", "malformed", "queue-full", "bad-destination",
 		"too-big", "late-at-release", "send-error", "shutdown", "disabled",
+		"too-many-connections",
 	};
 	return r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }

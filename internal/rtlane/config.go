@@ -8,6 +8,8 @@
 //	  reserve: 1514B        # non-preemptible bytes ahead of us: frame on the wire, device queue
 //	  overhead: 42B         # per-datagram bytes added on the wire (Ethernet+IPv4+UDP)
 //	  max_queue: 10000      # packets; beyond this requests are refused
+//	  max_conns: 256        # client connections in total ...
+//	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
 //	  grants:
 //	    uids: [1000]
 //	    gids: [20]
@@ -66,6 +68,11 @@ type Config struct {
 	// (0 = normal scheduling). Falls back to normal with a warning.
 	ReleasePriority int    `yaml:"release_priority"`
 	Grants          Grants `yaml:"grants"`
+	// MaxConns and MaxConnsPerUID bound the client connections, in total
+	// and of one uid (root included): a granted client's reader owns an OS
+	// thread, and Go dies at 10,000 threads.
+	MaxConns       int `yaml:"max_conns"`
+	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
 }
 
 // DefaultSocket is where the daemon listens by default.
@@ -85,6 +92,8 @@ func DefaultConfig() Config {
 		// Above ordinary SCHED_FIFO tasks at 1..9, below kernel threads
 		// and the lanes task policy's usual 50+.
 		ReleasePriority: 10,
+		MaxConns:        256,
+		MaxConnsPerUID:  16,
 	}
 }
 
@@ -113,6 +122,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 1 || c.MaxQueue > 1_000_000 {
 		return config.Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
+	}
+	if c.MaxConns < 1 || c.MaxConns > 4096 {
+		return config.Errorf("max_conns", "%d not in 1..4096", c.MaxConns)
+	}
+	if c.MaxConnsPerUID < 1 || c.MaxConnsPerUID > c.MaxConns {
+		return config.Errorf("max_conns_per_uid", "%d not in 1..max_conns (%d)", c.MaxConnsPerUID, c.MaxConns)
 	}
 	if c.ReleasePriority < 0 || c.ReleasePriority > 99 {
 		return config.Errorf("release_priority", "%d not in 0..99", c.ReleasePriority)

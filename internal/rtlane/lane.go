@@ -35,7 +35,6 @@ package rtlane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,6 +115,9 @@ type Snapshot struct {
 	BacklogNs int64       `json:"queued_ns"`
 	Totals    Counters    `json:"totals"`
 	Flows     []FlowStats `json:"flows"`
+	// Truncated: flows left out so that the STATS reply fits.
+	Truncated bool `json:"truncated,omitempty"`
+	connStats
 }
 
 type flowKey struct{ uid, flow uint32 }
@@ -166,10 +168,15 @@ type Lane struct {
 	nextID    uint64
 	busyUntil int64
 	flows     map[flowKey]*FlowStats
+	uidFlows  map[uint32]int // flows entries per uid (bounded: flow)
 	totals    Counters
-	connMu    sync.Mutex
-	conns     map[*conn]struct{}
-	closed    bool
+
+	connMu       sync.Mutex // conns, perUID, closed (conn.go)
+	conns        map[*conn]struct{}
+	perUID       map[uint32]int
+	closed       bool
+	refusedConns atomic.Uint64
+	acceptErrors atomic.Uint64
 
 	efd     int // eventfd: admissions wake the releaser through the kernel
 	done    chan struct{}
@@ -207,7 +214,8 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		cfg: cfg, log: slog.Default(), lfd: -1, tx: [2][2]int{{-1, -1}, {-1, -1}},
 		reserve: int64(cfg.Reserve), bound: int64(cfg.Backlog),
 		q: edf.NewTree(1024), pend: map[uint64]*pending{},
-		flows: map[flowKey]*FlowStats{}, conns: map[*conn]struct{}{},
+		flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{},
+		conns: map[*conn]struct{}{}, perUID: map[uint32]int{},
 		efd: -1, done: make(chan struct{}), runDone: make(chan struct{}),
 		totals: Counters{MinMarginNs: 1<<63 - 1},
 	}
@@ -256,6 +264,9 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 		return nil, fmt.Errorf("realtime socket dir: %w", err)
 	}
 	if fi, err := os.Lstat(cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if peerLive(cfg.Socket) {
+			return nil, fmt.Errorf("realtime: %s: another daemon is listening there", cfg.Socket)
+		}
 		_ = os.Remove(cfg.Socket) // stale socket of an earlier run
 	}
 	lfd, err := listenSeqpacket(cfg.Socket)
@@ -398,27 +409,7 @@ func (l *Lane) Run(ctx context.Context) error {
 		l.shutdownListener() // unblocks accept
 	}()
 	l.log.Info("realtime lane listening", "socket", l.cfg.Socket, "rate_bps", l.Rate(), "backlog", l.cfg.Backlog)
-	var err error
-	for {
-		nfd, _, aerr := unix.Accept4(l.lfd, unix.SOCK_CLOEXEC)
-		if aerr == unix.EINTR || aerr == unix.ECONNABORTED {
-			continue
-		}
-		if aerr != nil {
-			if ctx.Err() == nil && !l.isClosed() {
-				err = fmt.Errorf("realtime: accept: %w", aerr)
-			}
-			break
-		}
-		c, cerr := l.newConn(nfd)
-		if cerr != nil {
-			l.log.Warn("realtime: refusing client", "err", cerr)
-			unix.Close(nfd)
-			continue
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); c.serve() }()
-	}
+	err := l.acceptLoop(ctx, &wg)
 	cancel()
 	l.connMu.Lock()
 	l.closed = true
@@ -509,28 +500,41 @@ func (l *Lane) flush() {
 	}
 }
 
+// Bounds of the per-flow counters, which any local user can make grow
+// (rejected requests count too): beyond maxFlowsPerUID a uid's further flows
+// share its flow ^0, beyond maxFlows every new flow shares (^0, ^0).
+const (
+	maxFlowsPerUID = 64
+	maxFlows       = 4096
+)
+
 // flow returns the flow's counters; l.mu held.
 func (l *Lane) flow(k flowKey) *FlowStats {
+	if f := l.flows[k]; f != nil {
+		return f
+	}
+	switch {
+	case len(l.flows) >= maxFlows:
+		k = flowKey{^uint32(0), ^uint32(0)}
+	case l.uidFlows[k.uid] >= maxFlowsPerUID:
+		k.flow = ^uint32(0)
+	}
 	f := l.flows[k]
 	if f == nil {
-		if len(l.flows) >= 65536 {
-			// bound memory: fold into a catch-all flow of uid
-			k.flow = ^uint32(0)
-			if f = l.flows[k]; f != nil {
-				return f
-			}
-		}
 		f = &FlowStats{UID: k.uid, Flow: k.flow, Counters: Counters{MinMarginNs: 1<<63 - 1}}
 		l.flows[k] = f
+		l.uidFlows[k.uid]++
 	}
 	return f
 }
 
 // Stats returns a copy of the counters.
 func (l *Lane) Stats() Snapshot {
+	cs := l.connCounters() // before the spin lock: connMu may sleep
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := Snapshot{RateBps: l.Rate(), Depth: l.q.Len(), BacklogNs: l.q.Backlog(), Totals: l.totals}
+	s := Snapshot{RateBps: l.Rate(), Depth: l.q.Len(), BacklogNs: l.q.Backlog(), Totals: l.totals,
+		connStats: cs}
 	for _, f := range l.flows {
 		c := *f
 		if f.Rejects != nil {
@@ -861,129 +865,5 @@ func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
 				l.setRoute(a, l.lookupClass(a))
 			}
 		}
-	}
-}
-
-// conn is one client connection, served by one goroutine on its own
-// thread with blocking reads.
-type conn struct {
-	l       *Lane
-	fd      int
-	uid     uint32
-	pid     int32
-	granted bool
-	wmu     sync.RWMutex // closed and fd for writers other than serve
-	closed  bool
-	lost    atomic.Uint64 // notices not delivered (client not reading)
-}
-
-func (l *Lane) newConn(fd int) (*conn, error) {
-	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil {
-		return nil, fmt.Errorf("SO_PEERCRED: %w", err)
-	}
-	gids := append([]uint32{cred.Gid}, peerGroups(cred.Pid)...)
-	c := &conn{l: l, fd: fd, uid: cred.Uid, pid: cred.Pid, granted: l.cfg.Grants.Allows(cred.Uid, gids)}
-	l.connMu.Lock()
-	defer l.connMu.Unlock()
-	if l.closed {
-		return nil, errors.New("shutting down")
-	}
-	l.conns[c] = struct{}{}
-	l.log.Debug("realtime client", "uid", cred.Uid, "pid", cred.Pid, "granted", c.granted)
-	return c, nil
-}
-
-// peerGroups reads the supplementary groups of pid from /proc.
-func peerGroups(pid int32) []uint32 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil
-	}
-	var out []uint32
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-			for _, f := range strings.Fields(rest) {
-				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
-					out = append(out, uint32(g))
-				}
-			}
-		}
-	}
-	return out
-}
-
-// serve reads requests and answers each at once. A granted client's reader
-// thread runs at the releaser's priority: admission is on the realtime path.
-func (c *conn) serve() {
-	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-	if prio := c.l.cfg.ReleasePriority; prio > 0 && c.granted {
-		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-		_ = unix.SchedSetAttr(0, &a, 0)
-	}
-	defer func() {
-		c.l.connMu.Lock()
-		delete(c.l.conns, c)
-		c.l.connMu.Unlock()
-		c.wmu.Lock()
-		c.closed = true
-		unix.Close(c.fd)
-		c.wmu.Unlock()
-	}()
-	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
-	out := make([]byte, 0, wire.ReplySize+4096)
-	for {
-		n, _, flags, _, err := unix.Recvmsg(c.fd, buf, nil, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return // closed
-		}
-		var rep wire.Reply
-		req, perr := wire.ParseRequest(buf[:n])
-		switch {
-		case flags&unix.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
-			rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
-		case perr != nil:
-			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
-		case req.Type == wire.TypeSend:
-			rep = c.l.admit(c, &req)
-		case req.Type == wire.TypeStats:
-			body, _ := json.Marshal(c.l.Stats())
-			rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: body}
-		default:
-			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
-		}
-		if rep.Time == 0 {
-			rep.Time = uint64(Monotonic())
-		}
-		out = wire.AppendReply(out[:0], &rep)
-		if err := writeAll(c.fd, out, 0); err != nil {
-			return
-		}
-	}
-}
-
-func writeAll(fd int, b []byte, flags int) error {
-	for {
-		err := unix.Sendmsg(fd, b, nil, nil, flags|unix.MSG_NOSIGNAL)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-// notify sends an asynchronous notice without ever blocking the releaser:
-// if the client's socket is full the notice is counted as lost.
-func (c *conn) notify(r wire.Reply) {
-	b := wire.AppendReply(make([]byte, 0, wire.ReplySize), &r)
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
-	if c.closed {
-		return
-	}
-	if err := writeAll(c.fd, b, unix.MSG_DONTWAIT); err != nil {
-		c.lost.Add(1)
 	}
 }

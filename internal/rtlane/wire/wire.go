@@ -20,6 +20,10 @@ const (
 	ReplySize   = 32
 	// MaxPayload is the largest UDP payload over IPv4.
 	MaxPayload = 65507
+	// MaxReplyBody bounds a reply's body (TypeStatsOK JSON): the daemon
+	// trims what it sends to fit, so a reply always fits MaxReply.
+	MaxReplyBody = 60 << 10
+	MaxReply     = ReplySize + MaxReplyBody
 )
 
 // Message types. Requests are < 0x80, replies >= 0x80.
@@ -52,6 +56,7 @@ const (
 	ReasonSendError   = 9  // (Dropped) the kernel refused the datagram
 	ReasonShutdown    = 10 // (Dropped) the daemon stopped with it queued
 	ReasonDisabled    = 11 // the realtime lane is disabled
+	ReasonBusy        = 12 // (Error) too many connections, in total or of this uid: the daemon closes it
 )
 
 var reasonNames = map[uint8]string{
@@ -59,6 +64,7 @@ var reasonNames = map[uint8]string{
 	ReasonNotGranted: "not-granted", ReasonMalformed: "malformed", ReasonQueueFull: "queue-full",
 	ReasonBadDest: "bad-destination", ReasonTooBig: "too-big", ReasonLate: "late-at-release",
 	ReasonSendError: "send-error", ReasonShutdown: "shutdown", ReasonDisabled: "disabled",
+	ReasonBusy: "too-many-connections",
 }
 
 // ReasonString names a reason code.

@@ -1,0 +1,319 @@
+// conn.go: the realtime lane's client connections, the part of the lane any
+// local user reaches (the socket is 0666).
+//
+//   - accept: credentials are taken once, at accept, from the kernel
+//     (SO_PEERCRED, SO_PEERGROUPS: package peercred), and the grant decided
+//     from them. A connection over max_conns in total or max_conns_per_uid
+//     of its uid gets one too-many-connections error and is closed.
+//   - granted clients: a reader goroutine locked to its own OS thread,
+//     blocking syscalls, raised to the releaser's SCHED_FIFO priority
+//     (admission is on the realtime path).
+//   - everyone else: a goroutine on Go's netpoller (non-blocking socket), no
+//     thread of its own: what an unprivileged user can make the daemon hold
+//     is a parked goroutine, bounded by the limits above.
+//   - the accept loop survives resource errors (EMFILE, ENFILE, ENOBUFS,
+//     ENOMEM): it counts them, logs at most once a second, backs off up to
+//     a second and accepts again; only other errors end Run (the daemon
+//     then restarts the lane).
+//   - a STATS reply shows root every flow and anyone else their own uid's
+//     flows, trimmed to fit wire.MaxReply.
+package rtlane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/peercred"
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
+)
+
+// conn is one client connection.
+type conn struct {
+	l       *Lane
+	fd      int
+	uid     uint32
+	pid     int32
+	granted bool
+	// polled (not granted): the socket is non-blocking and owned by file,
+	// read and written through raw on Go's netpoller.
+	file   *os.File
+	raw    syscall.RawConn
+	wmu    sync.RWMutex // closed and fd for writers other than serve
+	closed bool
+	lost   atomic.Uint64 // notices not delivered (client not reading)
+}
+
+// connStats are the connection counters of a Snapshot.
+type connStats struct {
+	Conns        int    `json:"conns"`
+	RefusedConns uint64 `json:"refused_conns"` // over max_conns or max_conns_per_uid
+	AcceptErrors uint64 `json:"accept_errors"` // EMFILE and the like, survived
+}
+
+// connCounters are the connection counters now.
+func (l *Lane) connCounters() connStats {
+	l.connMu.Lock()
+	n := len(l.conns)
+	l.connMu.Unlock()
+	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load()}
+}
+
+// acceptLoop accepts clients until the listener is shut down.
+func (l *Lane) acceptLoop(ctx context.Context, wg *sync.WaitGroup) error {
+	var backoff time.Duration
+	var lastLog time.Time
+	for {
+		nfd, _, err := unix.Accept4(l.lfd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		switch {
+		case err == nil:
+			backoff = 0
+			l.startConn(nfd, wg)
+			continue
+		case err == unix.EINTR || err == unix.ECONNABORTED:
+			continue
+		case ctx.Err() != nil || l.isClosed():
+			return nil
+		case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM:
+			l.acceptErrors.Add(1)
+			if time.Since(lastLog) > time.Second {
+				lastLog = time.Now()
+				l.log.Warn("realtime: accept failed, retrying", "err", err, "failures", l.acceptErrors.Load())
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-ctx.Done():
+			case <-l.done:
+			case <-time.After(backoff):
+			}
+		default:
+			return fmt.Errorf("realtime: accept: %w", err)
+		}
+	}
+}
+
+// startConn authorizes a new connection and starts its reader, or refuses it.
+func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
+	cred, err := peercred.Of(fd)
+	if err != nil {
+		l.log.Warn("realtime: refusing client", "err", err)
+		unix.Close(fd)
+		return
+	}
+	c := &conn{l: l, fd: fd, uid: cred.UID, pid: cred.PID,
+		granted: l.cfg.Grants.Allows(cred.UID, append([]uint32{cred.GID}, cred.Groups...))}
+	if err := l.track(c); err != nil {
+		l.refusedConns.Add(1)
+		refuse(fd)
+		l.log.Debug("realtime: refusing client", "uid", cred.UID, "pid", cred.PID, "err", err)
+		return
+	}
+	if c.granted {
+		_ = unix.SetNonblock(fd, false)
+	} else {
+		c.file = os.NewFile(uintptr(fd), "realtime-client")
+		if c.raw, err = c.file.SyscallConn(); err != nil {
+			l.untrack(c)
+			c.file.Close()
+			return
+		}
+	}
+	l.log.Debug("realtime client", "uid", cred.UID, "pid", cred.PID, "granted", c.granted)
+	wg.Add(1)
+	go func() { defer wg.Done(); c.serve() }()
+}
+
+// refuse answers a connection over the limits with one too-many-connections
+// error and closes it. Shut down and drained first: closing a socket with
+// unread requests would reset the peer's, losing the error reply.
+func refuse(fd int) {
+	b := wire.AppendReply(nil, &wire.Reply{Type: wire.TypeError, Reason: wire.ReasonBusy, Time: uint64(Monotonic())})
+	_ = unix.Sendmsg(fd, b, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+	var buf [64]byte
+	for i := 0; i < 1024; i++ {
+		if n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC); n <= 0 || err != nil {
+			break
+		}
+	}
+	unix.Close(fd)
+}
+
+// track counts c against the connection limits; connMu guards conns and perUID.
+func (l *Lane) track(c *conn) error {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	switch {
+	case l.closed:
+		return errors.New("shutting down")
+	case len(l.conns) >= l.cfg.MaxConns:
+		return fmt.Errorf("%d connections open (max_conns)", len(l.conns))
+	case l.perUID[c.uid] >= l.cfg.MaxConnsPerUID:
+		return fmt.Errorf("uid %d has %d connections open (max_conns_per_uid)", c.uid, l.perUID[c.uid])
+	}
+	l.conns[c] = struct{}{}
+	l.perUID[c.uid]++
+	return nil
+}
+
+func (l *Lane) untrack(c *conn) {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	delete(l.conns, c)
+	if l.perUID[c.uid]--; l.perUID[c.uid] <= 0 {
+		delete(l.perUID, c.uid)
+	}
+}
+
+// serve reads requests and answers each at once.
+func (c *conn) serve() {
+	if c.granted {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if prio := c.l.cfg.ReleasePriority; prio > 0 {
+			a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+			_ = unix.SchedSetAttr(0, &a, 0)
+		}
+	}
+	defer func() {
+		c.l.untrack(c)
+		c.wmu.Lock()
+		c.closed = true
+		if c.file != nil {
+			c.file.Close()
+		} else {
+			unix.Close(c.fd)
+		}
+		c.wmu.Unlock()
+	}()
+	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
+	out := make([]byte, 0, wire.ReplySize+4096)
+	for {
+		n, flags, err := c.recv(buf)
+		if err != nil || n == 0 {
+			return // closed
+		}
+		var rep wire.Reply
+		req, perr := wire.ParseRequest(buf[:n])
+		switch {
+		case flags&unix.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
+			rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
+		case perr != nil:
+			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
+		case req.Type == wire.TypeSend:
+			rep = c.l.admit(c, &req)
+		case req.Type == wire.TypeStats:
+			rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
+		default:
+			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
+		}
+		if rep.Time == 0 {
+			rep.Time = uint64(Monotonic())
+		}
+		out = wire.AppendReply(out[:0], &rep)
+		if err := c.send(out); err != nil {
+			return
+		}
+	}
+}
+
+// recv reads one message: a blocking syscall on a granted client's own
+// thread, a wait on the netpoller otherwise.
+func (c *conn) recv(buf []byte) (n, flags int, err error) {
+	if c.raw == nil {
+		for {
+			n, _, flags, _, err = unix.Recvmsg(c.fd, buf, nil, 0)
+			if err != unix.EINTR {
+				return n, flags, err
+			}
+		}
+	}
+	rerr := c.raw.Read(func(fd uintptr) bool {
+		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)
+		return err != unix.EAGAIN && err != unix.EINTR
+	})
+	return n, flags, errors.Join(rerr, err)
+}
+
+// send writes one reply.
+func (c *conn) send(b []byte) error {
+	if c.raw == nil {
+		return writeAll(c.fd, b, 0)
+	}
+	var err error
+	werr := c.raw.Write(func(fd uintptr) bool {
+		err = unix.Sendmsg(int(fd), b, nil, nil, unix.MSG_NOSIGNAL)
+		return err != unix.EAGAIN && err != unix.EINTR
+	})
+	return errors.Join(werr, err)
+}
+
+func writeAll(fd int, b []byte, flags int) error {
+	for {
+		err := unix.Sendmsg(fd, b, nil, nil, flags|unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// notify sends an asynchronous notice without ever blocking the releaser:
+// if the client's socket is full the notice is counted as lost.
+func (c *conn) notify(r wire.Reply) {
+	b := wire.AppendReply(make([]byte, 0, wire.ReplySize), &r)
+	c.wmu.RLock()
+	defer c.wmu.RUnlock()
+	if c.closed {
+		return
+	}
+	if err := writeAll(c.fd, b, unix.MSG_DONTWAIT); err != nil {
+		c.lost.Add(1)
+	}
+}
+
+// statsBody is the STATS reply's JSON for a caller: root sees every flow,
+// anyone else the totals and their own uid's flows. Flows are dropped (and
+// Truncated set) until the body fits wire.MaxReplyBody.
+func (l *Lane) statsBody(uid uint32) []byte {
+	s := l.Stats()
+	if uid != 0 {
+		own := s.Flows[:0]
+		for _, f := range s.Flows {
+			if f.UID == uid {
+				own = append(own, f)
+			}
+		}
+		s.Flows = own
+	}
+	for {
+		body, err := json.Marshal(s)
+		if err != nil {
+			return []byte(`{"error":"stats not encodable"}`)
+		}
+		if len(body) <= wire.MaxReplyBody || len(s.Flows) == 0 {
+			return body
+		}
+		s.Truncated = true
+		s.Flows = s.Flows[:len(s.Flows)*3/4]
+	}
+}
+
+// peerLive reports whether a listener answers on the unix socket path: a
+// live daemon's socket must never be replaced, a stale one may.
+func peerLive(path string) bool {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	err = unix.Connect(fd, &unix.SockaddrUnix{Name: path})
+	return err != unix.ECONNREFUSED && err != unix.ENOENT
+}
