@@ -1,8 +1,8 @@
 // components.go: the daemon's optional components, started after the
 // datapath and stopped before it: the cooperative cwnd controller
 // (internal/coop, policy `coop:`) and the realtime lane (internal/rtlane,
-// policy `realtime:`). Each runs until the daemon stops or the policy is
-// reloaded.
+// policy `realtime:`). Each runs under a supervisor (supervise.go) until the
+// daemon stops or the policy is reloaded.
 package daemon
 
 import (
@@ -20,16 +20,6 @@ import (
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
-
-// component is something with Run(ctx) and Close that the daemon supervises.
-type component struct {
-	name   string
-	cancel context.CancelFunc
-	done   chan error
-	close  func() error
-	status func() string
-	detail func() any // the component's status document (api component op)
-}
 
 func (d *Daemon) startComponents(ctx context.Context) error {
 	d.mu.Lock()
@@ -54,7 +44,7 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		c, err := d.newRealtime(pol.Realtime, first)
 		if err != nil {
 			for _, c := range comps {
-				c.close()
+				c.stop()
 			}
 			return fmt.Errorf("realtime: %w", err)
 		}
@@ -72,21 +62,8 @@ func (d *Daemon) stopComponents() {
 	d.comps = nil
 	d.mu.Unlock()
 	for _, c := range comps {
-		c.cancel()
-		if err := <-c.done; err != nil && !errors.Is(err, context.Canceled) {
-			d.log.Warn("component stopped with an error", "component", c.name, "err", err)
-		}
-		if err := c.close(); err != nil {
-			d.log.Warn("component close", "component", c.name, "err", err)
-		}
+		c.stop()
 	}
-}
-
-func run(name string, runFn func(context.Context) error, closeFn func() error, status func() string, detail func() any) *component {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &component{name: name, cancel: cancel, done: make(chan error, 1), close: closeFn, status: status, detail: detail}
-	go func() { c.done <- runFn(ctx) }()
-	return c
 }
 
 // newCoop wires the cooperative controller: flows from the TCP monitor
@@ -96,6 +73,10 @@ func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
+	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, m) })
+}
+
+func (d *Daemon) startCoop(cfg coop.Config, m *managedIface) (*runner, error) {
 	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: m.dp.SocketLane, NoProcess: true})
 	if err != nil {
 		return nil, err
@@ -119,8 +100,8 @@ func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
 		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows, peers %s, dropped announcements %d",
 			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), auth, s.Counters.Dropped())
 	}
-	return run("coop", ctl.Run, func() error { return errors.Join(ctl.Close(), sampler.Close()) }, status,
-		func() any { return ctl.Status() }), nil
+	return &runner{run: ctl.Run, close: func() error { return errors.Join(ctl.Close(), sampler.Close()) },
+		status: status, detail: func() any { return ctl.Status() }}, nil
 }
 
 // newRealtime starts the realtime lane; in shaped mode (and no rate of its
@@ -129,6 +110,10 @@ func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, er
 	if cfg.Rate == 0 && m.cfg.Uplink != 0 {
 		cfg.Rate = config.Rate(datapath.ShapedRate(m.cfg.Uplink.Bits()))
 	}
+	return supervise(d.log, "realtime", func() (*runner, error) { return d.startRealtime(cfg) })
+}
+
+func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
 	if err != nil {
 		return nil, err
@@ -137,7 +122,7 @@ func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, er
 		s := l.Stats()
 		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, %+v", l.Addr(), float64(l.Rate())/1e6, s.Totals)
 	}
-	return run("realtime", l.Run, l.Close, status, func() any { return l.Stats() }), nil
+	return &runner{run: l.Run, close: l.Close, status: status, detail: func() any { return l.Stats() }}, nil
 }
 
 // interfacePrefix is the first IPv4 subnet of an interface (invalid if none).
