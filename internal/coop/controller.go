@@ -106,6 +106,7 @@ type Counters struct {
 	Replayed        uint64 `json:"replayed"`
 	Stale           uint64 `json:"stale"`
 	ApplyErrors     uint64 `json:"apply_errors"`
+	CapChanges      uint64 `json:"cap_changes"` // changes of any flow's applied cap
 }
 
 // Dropped is the total of announcements refused.
@@ -140,7 +141,21 @@ type FlowStatus struct {
 	Coop    uint32  `json:"coop_cap"`
 	Rule    string  `json:"rule,omitempty"`
 	Cap     uint32  `json:"cap"` // applied: min(coop, rule), 0 = none
+	// CapChanges counts changes of Cap since the flow was first seen;
+	// CapHistory holds the latest ones (oldest first), so a reader can tell
+	// which cap was in force at a given time.
+	CapChanges uint64      `json:"cap_changes"`
+	CapHistory []CapChange `json:"cap_history,omitempty"`
 }
+
+// CapChange is one change of a flow's applied cap.
+type CapChange struct {
+	At  time.Time `json:"at"`
+	Cap uint32    `json:"cap"`
+}
+
+// capHistoryLen is how many cap changes a flow's status keeps.
+const capHistoryLen = 8
 
 // Status is the controller's state for `lanes status` / the API.
 type Status struct {
@@ -178,6 +193,22 @@ type flowState struct {
 	coop         uint32 // last cooperative cap (kept while idle)
 	rule         string // rule that set the cap, if any
 	cap          uint32
+	changes      uint64      // changes of cap
+	history      []CapChange // latest changes of cap
+}
+
+// setCap records the flow's applied cap, counting and remembering changes.
+func (fs *flowState) setCap(v uint32, now time.Time) bool {
+	if v == fs.cap {
+		return false
+	}
+	fs.cap = v
+	fs.changes++
+	fs.history = append(fs.history, CapChange{At: now, Cap: v})
+	if len(fs.history) > capHistoryLen {
+		fs.history = fs.history[len(fs.history)-capHistoryLen:]
+	}
+	return true
 }
 
 type rateSample struct {
@@ -699,19 +730,24 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	var fst []FlowStatus
 	for _, fs := range c.sortedFlows() {
 		f := fs.f
-		fs.cap, fs.rule = fs.coop, ""
+		v, rule := fs.coop, ""
 		for _, r := range c.cfg.Rules {
 			if !applies(r) || !r.matches(f) {
 				continue
 			}
-			if fs.cap == 0 || r.Segments < fs.cap {
-				fs.cap, fs.rule = r.Segments, r.Name
+			if v == 0 || r.Segments < v {
+				v, rule = r.Segments, r.Name
 			}
+		}
+		fs.rule = rule
+		if fs.setCap(v, now) {
+			c.cnt.CapChanges++
 		}
 		sockets[f.Cookie] = fs.cap
 		fst = append(fst, FlowStatus{Cookie: f.Cookie, Lane: f.Lane.String(), App: f.App, Active: fs.active,
 			MinRTT: float64(f.MinRTT.Microseconds()) / 1000, MSS: f.MSS, Cwnd: f.Cwnd,
-			Waiting: f.NotSent + f.InFlight, Coop: fs.coop, Rule: fs.rule, Cap: fs.cap})
+			Waiting: f.NotSent + f.InFlight, Coop: fs.coop, Rule: fs.rule, Cap: fs.cap,
+			CapChanges: fs.changes, CapHistory: append([]CapChange(nil), fs.history...)})
 	}
 
 	// lanes' default caps for connections established before the next sample
