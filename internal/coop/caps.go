@@ -166,19 +166,30 @@ func (p CapParams) HostShares(hosts []HostLoad) []float64 {
 // into a cap in segments: floor(share x (rate x minRTT - headroom) / MSS),
 // at least MinSegments. Flows without an RTT sample yet get no cap (0).
 func (p CapParams) FlowCaps(h HostLoad, share float64) []uint32 {
+	t := p.FlowTargets(h, share)
+	caps := make([]uint32, len(t))
+	for i, v := range t {
+		caps[i] = segments(v, 1)
+	}
+	return caps
+}
+
+// FlowTargets is FlowCaps before rounding down: each flow's cap in
+// (fractional) segments, at least MinSegments, 0 without an RTT sample.
+func (p CapParams) FlowTargets(h HostLoad, share float64) []float64 {
 	d := make([]float64, len(h.Flows))
 	for i, f := range h.Flows {
 		d[i] = math.Min(p.demandFraction(f), share)
 	}
 	fs := WaterFill(d, share)
-	caps := make([]uint32, len(h.Flows))
+	t := make([]float64, len(h.Flows))
 	for i, f := range h.Flows {
 		if f.MinRTT <= 0 || f.MSS == 0 {
 			continue
 		}
-		caps[i] = max(segments(SharedWindow(p.RateBits, f.MinRTT, p.HeadroomBits)*fs[i], f.MSS), p.MinSegments)
+		t[i] = math.Max(SharedWindow(p.RateBits, f.MinRTT, p.HeadroomBits)*fs[i]/float64(f.MSS), float64(p.MinSegments))
 	}
-	return caps
+	return t
 }
 
 // CapRow is one line of the cap table (`lanes coop table`).

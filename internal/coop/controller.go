@@ -191,6 +191,7 @@ type flowState struct {
 	active       bool
 	lastProgress time.Time
 	coop         uint32 // last cooperative cap (kept while idle)
+	filt         capFilter
 	rule         string // rule that set the cap, if any
 	cap          uint32
 	changes      uint64      // changes of cap
@@ -242,6 +243,7 @@ type Controller struct {
 	capWhy      string
 	applied     map[uint64]uint32
 	laneApplied map[lane.Lane]uint32
+	group       string // active hosts and local flows at the last recompute
 	st          Status
 	closeOnce   sync.Once
 }
@@ -330,11 +332,12 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			c.mu.Lock()
 			gone := c.table.Expire(c.now())
+			raising := c.raising()
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))
 			}
-			if joined || len(gone) > 0 {
+			if joined || len(gone) > 0 || raising {
 				c.recomputeAndApply(false)
 			}
 		case <-c.changed:
@@ -705,22 +708,26 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		reason = "no active senders"
 	}
 
-	// cooperative caps of active flows
+	// cooperative caps of active flows, through the hysteresis filter that
+	// follows at once when the group changed
+	group := groupKey(hosts, capping)
+	changed := group != c.group
+	c.group = group
 	selfShare := 0.0
 	if selfIdx >= 0 {
 		selfShare = shares[selfIdx]
-		caps := p.FlowCaps(self, selfShare)
+		targets := p.FlowTargets(self, selfShare)
+		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {
-				fs.coop = caps[i]
-			} else {
-				fs.coop = 0
+				fs.coop = fs.filt.next(targets[i], now, changed, dwell)
 			}
 		}
 	}
 	if !capping {
 		for _, fs := range c.flows {
 			fs.coop = 0
+			fs.filt.set(0)
 		}
 	}
 
@@ -801,6 +808,30 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	}
 	st.Updated = now
 	return sockets, lanes
+}
+
+// groupKey names the group's make-up: which hosts are active with how many
+// flows each (ordered as hosts is) and whether capping is on.
+func groupKey(hosts []HostLoad, capping bool) string {
+	b := make([]byte, 0, 12*len(hosts)+1)
+	for _, h := range hosts {
+		b = binary.BigEndian.AppendUint64(b, h.ID)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(h.Flows)))
+	}
+	if capping {
+		b = append(b, 1)
+	}
+	return string(b)
+}
+
+// raising reports whether some flow's cap waits to grow. Caller holds mu.
+func (c *Controller) raising() bool {
+	for _, fs := range c.flows {
+		if fs.filt.raising() {
+			return true
+		}
+	}
+	return false
 }
 
 // referencePath is the min RTT and MSS a new connection is assumed to have:

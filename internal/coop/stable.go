@@ -1,0 +1,72 @@
+// stable.go: hysteresis for cooperative caps, so that a connection's cap
+// does not flip between neighbouring values while the group is steady (each
+// change rewrites the socket's clamp and ssthresh).
+//
+// A flow's cap follows its computed target (fractional segments):
+//   - at once when the group changes: an active host or a local flow joins
+//     or leaves, or capping turns on (the reaction to a join or leave is
+//     not slowed);
+//   - otherwise, down at once when the target falls below the band around
+//     the cap (cap - band), and up only when the target has stayed at or
+//     above cap + 1 + band for the dwell time, to the smallest target seen
+//     during it (a min filter: a short upward blip is never applied);
+//   - inside the band the cap stays.
+//
+// The band is half a segment or 5 % of the cap, whichever is larger, so a
+// held cap is at most that far above its target: the sum of caps exceeds
+// the shared window by at most 5 % (or half a segment per flow).
+package coop
+
+import (
+	"math"
+	"time"
+)
+
+// maxDwell bounds the dwell of a cap increase; it is two announcement
+// intervals when that is shorter.
+const maxDwell = 400 * time.Millisecond
+
+// capDwell is how long a target must stay above the band before the cap
+// grows.
+func capDwell(interval time.Duration) time.Duration { return min(2*interval, maxDwell) }
+
+// capBand is the hysteresis band around a cap, in segments.
+func capBand(c uint32) float64 { return math.Max(0.5, 0.05*float64(c)) }
+
+// capFilter is one flow's hysteresis state.
+type capFilter struct {
+	cap     uint32    // cap in force (0: none yet)
+	upSince time.Time // target above the band since (zero: not)
+	upMin   float64   // smallest target seen since upSince
+}
+
+// next returns the cap for a new target (segments, 0 = no cap); reset
+// follows the target at once (the group changed).
+func (f *capFilter) next(target float64, now time.Time, reset bool, dwell time.Duration) uint32 {
+	want := segments(target, 1)
+	if reset || f.cap == 0 || want == 0 {
+		f.set(want)
+		return f.cap
+	}
+	c, h := float64(f.cap), capBand(f.cap)
+	switch {
+	case target < c-h:
+		f.set(want)
+	case target >= c+1+h:
+		if f.upSince.IsZero() {
+			f.upSince, f.upMin = now, target
+		}
+		f.upMin = math.Min(f.upMin, target)
+		if now.Sub(f.upSince) >= dwell {
+			f.set(segments(f.upMin, 1))
+		}
+	default:
+		f.upSince = time.Time{}
+	}
+	return f.cap
+}
+
+func (f *capFilter) set(v uint32) { f.cap, f.upSince = v, time.Time{} }
+
+// raising reports whether an increase is waiting for its dwell to end.
+func (f *capFilter) raising() bool { return !f.upSince.IsZero() }

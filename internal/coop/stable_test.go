@@ -1,0 +1,85 @@
+// Tests of the cap hysteresis: a steady group's caps do not flap, real
+// changes still go through (down at once, up after the dwell), and a change
+// of the group is followed at once.
+package coop
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCapFilter(t *testing.T) {
+	var f capFilter
+	t0 := time.Unix(0, 0)
+	dwell := 400 * time.Millisecond
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	if got := f.next(4.9, at(0), false, dwell); got != 4 {
+		t.Fatalf("first cap %d, want 4", got)
+	}
+	// jitter across the 5-segment boundary: held
+	for i, v := range []float64{5.1, 4.9, 5.4, 4.6, 5.2} {
+		if got := f.next(v, at(20*(i+1)), false, dwell); got != 4 {
+			t.Fatalf("target %.1f moved the cap to %d", v, got)
+		}
+	}
+	// a real increase waits for the dwell and takes the smallest target seen
+	f.next(7.5, at(200), false, dwell)
+	f.next(6.8, at(400), false, dwell)
+	if got := f.next(8, at(599), false, dwell); got != 4 {
+		t.Fatalf("cap grew to %d before the dwell", got)
+	}
+	if got := f.next(8, at(600), false, dwell); got != 6 {
+		t.Fatalf("after the dwell cap %d, want 6 (smallest target)", got)
+	}
+	// an upward blip shorter than the dwell is never applied
+	f.next(9, at(700), false, dwell)
+	f.next(6.2, at(800), false, dwell)
+	if got := f.next(9, at(1150), false, dwell); got != 6 {
+		t.Fatalf("blip applied: %d", got)
+	}
+	// down at once, beyond the band
+	if got := f.next(5.4, at(1200), false, dwell); got != 5 {
+		t.Fatalf("decrease: %d, want 5", got)
+	}
+	// the group changed: followed at once, either way
+	if got := f.next(9.2, at(1210), true, dwell); got != 9 {
+		t.Fatalf("reset: %d, want 9", got)
+	}
+}
+
+// A connection whose target hovers across a segment boundary keeps one cap
+// (without the filter it changed on every round).
+func TestCapsDoNotFlap(t *testing.T) {
+	cfg := paperConfig()
+	cfg.Safety.Enabled = false // the fake flow restarts its byte count each round
+	g := newGroup(t, 8, cfg)
+	for i, n := range g.nodes {
+		n.flows.set(bulkFlow(uint64(100 + i)))
+	}
+	g.round()
+	g.round()
+	// min RTT 258.5 / 260 ms: target 43.9 / 44.2 segments at N = 8
+	n0 := g.nodes[0]
+	st0 := n0.c.Status().Counters.CapChanges
+	for r := 0; r < 40; r++ {
+		f := bulkFlow(100)
+		f.MinRTT = 258500 * time.Microsecond
+		if r%2 == 1 {
+			f.MinRTT = 260 * time.Millisecond
+		}
+		n0.flows.set(f)
+		g.round()
+	}
+	if d := n0.c.Status().Counters.CapChanges - st0; d > 1 {
+		t.Errorf("%d cap changes in 40 rounds of a steady group", d)
+	}
+	if got := n0.caps.get(100); got != 43 && got != 44 {
+		t.Errorf("cap %d, want 43 or 44", got)
+	}
+	// a host stops: the others' caps grow at once (N 8 -> 7: 49)
+	g.nodes[7].flows.set()
+	g.round()
+	if got := g.nodes[1].caps.get(101); got != 49 {
+		t.Errorf("after a leave cap %d, want 49", got)
+	}
+}
