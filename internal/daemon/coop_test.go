@@ -312,14 +312,14 @@ func logCapChanges(t *testing.T, socks []string) {
 	if v, err := time.ParseDuration(os.Getenv("LANES_COOP_STEADY")); err == nil && v > 0 {
 		window = v
 	}
-	count := func() (map[uint64]uint64, int) {
-		m, n := map[uint64]uint64{}, 0
+	count := func() (map[uint64]coop.FlowStatus, int) {
+		m, n := map[uint64]coop.FlowStatus{}, 0
 		for _, s := range socks {
 			st := coopStatus(t, s)
 			n = max(n, st.N)
 			for _, f := range st.Flows {
 				if f.Active {
-					m[f.Cookie] = f.CapChanges
+					m[f.Cookie] = f
 				}
 			}
 		}
@@ -332,8 +332,11 @@ func logCapChanges(t *testing.T, socks []string) {
 	conns := 0
 	for ck, a := range after {
 		if b, ok := before[ck]; ok {
-			changes += a - b
+			changes += a.CapChanges - b.CapChanges
 			conns++
+			if a.CapChanges != b.CapChanges {
+				t.Logf("cookie %d: cap history %+v", ck, a.CapHistory)
+			}
 		}
 	}
 	if conns > 0 {
