@@ -38,6 +38,11 @@ func CyclictestArgs(c Config, loops int, jsonPath string) []string {
 	if c.Mlock {
 		args = append(args, "-m")
 	}
+	if c.PMLatency >= 0 {
+		args = append(args, "--latency="+strconv.Itoa(c.PMLatency))
+	} else {
+		args = append(args, "--laptop") // leaves /dev/cpu_dma_latency alone
+	}
 	return args
 }
 
@@ -91,6 +96,10 @@ func RunCyclictest(c Config, nl *NetLoad) (*Result, error) {
 		return nil, err
 	}
 	res.PeriodUS, res.Policy, res.Priority = c.Period.Microseconds(), c.Policy, c.Priority
+	res.PMLatencyUS = -1
+	if _, err := os.Stat(pmQoSPath); err == nil && c.PMLatency >= 0 {
+		res.PMLatencyUS = c.PMLatency
+	}
 	for i := range res.Threads {
 		res.Threads[i].CPU = -1
 		if len(c.Affinity) > 0 {

@@ -12,18 +12,21 @@
 // and files each lateness in a histogram of 1 µs bins up to a bound (larger
 // values are counted as overflow, the maximum is kept exactly).
 //
-// Note: the sleep goes through the runtime's syscall path (entersyscall),
-// so while the thread sleeps its P is free and the goroutine never looks
-// "running" to sysmon; with raw syscalls sysmon would asynchronously preempt
-// the goroutine every 10 ms, and a preempted locked goroutine only resumes
-// when some other (normal-priority, possibly starved) thread hands it a P —
-// we would measure Go's scheduler instead of the kernel's. On wake-up the
-// thread needs an idle P (exitsyscall): Run raises GOMAXPROCS so that one is
-// always there, and turns the garbage collector off while it measures.
-// Timestamps come from the vDSO clock_gettime(CLOCK_MONOTONIC), as
-// cyclictest reads them, via runtime.nanotime. The thread is never unlocked:
-// when the goroutine ends the runtime destroys the OS thread, so a real-time
-// thread is never returned to the pool.
+// Note: the hot path stays out of the Go runtime. The sleep is a raw
+// clock_nanosleep (syscall.RawSyscall6: no entersyscall/exitsyscall, so the
+// woken thread never has to win its P back), the timestamp is the vDSO
+// clock_gettime(CLOCK_MONOTONIC) as cyclictest reads it (runtime.nanotime),
+// and every function of the loop is go:nosplit, so it has no stack check
+// where a cooperative preemption could park the thread. The goroutine
+// therefore keeps its P for the whole run: Run raises GOMAXPROCS so the rest
+// of the process still has Ps, and turns the garbage collector off (a
+// stop-the-world would wait for a thread that never reaches a safe point).
+// What the runtime can still do is signal the thread (sysmon's asynchronous
+// preemption, SIGURG, every 10 ms of "running"): `lanes latency` re-executes
+// itself with GODEBUG=asyncpreemptoff=1 (ExecQuiet) so that it does not.
+// docs/tasks.md has the measurements behind this choice. The thread is never
+// unlocked: when the goroutine ends the runtime destroys the OS thread, so a
+// real-time thread is never returned to the pool.
 package latency
 
 import (
@@ -34,8 +37,10 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
-	_ "unsafe" // go:linkname
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +64,10 @@ type Config struct {
 	Affinity []int         // CPUs; thread i is pinned to Affinity[i%len]; empty: no pinning
 	Mlock    bool          // mlockall(MCL_CURRENT|MCL_FUTURE) first
 	HistMax  time.Duration // histogram bound (1 µs bins), default 20 ms
+	// PMLatency is the CPU wake-up latency (µs) requested through PM QoS
+	// while measuring, as cyclictest's --latency (default 0 there and
+	// here: idle CPUs only poll); -1 leaves the system's setting alone.
+	PMLatency int
 	// Setup, if set, runs on each measuring thread after it is locked and
 	// before its policy is set (e.g. to enter a network namespace).
 	Setup func() error
@@ -103,6 +112,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("cpu %d does not exist (have 0..%d)", cpu, runtime.NumCPU()-1)
 		}
 	}
+	if c.PMLatency < -1 {
+		return fmt.Errorf("pm latency %d: want µs >= 0, or -1 to leave it alone", c.PMLatency)
+	}
 	if c.HistMax < time.Microsecond || c.HistMax > 10*time.Second {
 		return fmt.Errorf("histogram bound %v out of range (1µs..10s)", c.HistMax)
 	}
@@ -132,12 +144,15 @@ type ThreadResult struct {
 
 // Result is a whole run.
 type Result struct {
-	Tool     string         `json:"tool"` // "lanes" or "cyclictest"
-	PeriodUS int64          `json:"period_us"`
-	Policy   string         `json:"policy"`
-	Priority int            `json:"priority"`
-	Threads  []ThreadResult `json:"threads"`
-	All      Stats          `json:"all"`
+	Tool     string `json:"tool"` // "lanes" or "cyclictest"
+	PeriodUS int64  `json:"period_us"`
+	Policy   string `json:"policy"`
+	Priority int    `json:"priority"`
+	// PMLatencyUS is the PM QoS wake-up latency held during the run, -1
+	// if none was (not asked, or no /dev/cpu_dma_latency).
+	PMLatencyUS int            `json:"pm_latency_us"`
+	Threads     []ThreadResult `json:"threads"`
+	All         Stats          `json:"all"`
 }
 
 // Run measures wake-up lateness as configured. It returns early, with what
@@ -178,7 +193,13 @@ func Run(c Config, stop <-chan struct{}) (*Result, error) {
 		}
 	}
 	res := &Result{Tool: "lanes", PeriodUS: c.Period.Microseconds(), Policy: c.Policy, Priority: c.Priority,
-		Threads: make([]ThreadResult, c.Threads)}
+		PMLatencyUS: -1, Threads: make([]ThreadResult, c.Threads)}
+	// A missing PM QoS device (containers, some Android kernels) only
+	// leaves the idle states as they are; the result says so.
+	if pm, err := HoldPMLatency(c.PMLatency); err == nil && pm != nil {
+		defer pm.Close()
+		res.PMLatencyUS = c.PMLatency
+	}
 	hists := make([]*hist, c.Threads)
 	errs := make([]error, c.Threads)
 	var wg sync.WaitGroup
@@ -234,22 +255,40 @@ func measure(c Config, cpu, loops int, h *hist, stop <-chan struct{}) (int, erro
 			return tid, err
 		}
 	}
-	period := c.Period.Nanoseconds()
-	next := monoNow() + period
-	for range loops {
+	var stopped atomic.Bool
+	if stop != nil {
 		select {
 		case <-stop:
-			return tid, nil
+			stopped.Store(true)
 		default:
 		}
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-stop:
+				stopped.Store(true)
+			case <-done:
+			}
+		}()
+	}
+	hotLoop(c.Period.Nanoseconds(), loops, h, &stopped)
+	return tid, nil
+}
+
+// hotLoop is the measuring loop: sleep to the next point of a fixed grid
+// (after a stall the next sleeps are short rather than the stall being hidden
+// by re-basing, as cyclictest does), read the clock, file the lateness. It
+// calls nothing that can enter the Go scheduler (see the package comment).
+//
+//go:nosplit
+func hotLoop(period int64, loops int, h *hist, stopped *atomic.Bool) {
+	next := monoNow() + period
+	for i := 0; i < loops && !stopped.Load(); i++ {
 		sleepUntil(next)
-		late := monoNow() - next
-		h.add(late)
-		// Keep the grid (as cyclictest does): after a stall the next sleeps
-		// are short rather than the stall being hidden by re-basing.
+		h.add(monoNow() - next)
 		next += period
 	}
-	return tid, nil
 }
 
 // SetThreadPolicy sets the scheduling policy of thread tid (0: the calling
@@ -275,16 +314,28 @@ func SetThreadPolicy(tid int, policy string, prio int) error {
 
 // monoNow is CLOCK_MONOTONIC in ns through the vDSO, as cyclictest reads
 // it: the runtime's nanotime is exactly clock_gettime(CLOCK_MONOTONIC).
+//
+//go:nosplit
 func monoNow() int64 { return nanotime() }
 
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// sleepUntil sleeps until the absolute CLOCK_MONOTONIC time t (ns),
-// restarting after signals (the Go runtime sends SIGURG for preemption).
+// timespec is struct timespec of a 64-bit kernel ABI (amd64, arm64).
+type timespec struct{ sec, nsec int64 }
+
+// sleepUntil sleeps until the absolute CLOCK_MONOTONIC time t (ns) by a raw
+// system call, restarting after signals.
+//
+//go:nosplit
 func sleepUntil(t int64) {
-	ts := unix.NsecToTimespec(t)
-	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+	ts := timespec{t / 1e9, t % 1e9}
+	for {
+		_, _, e := syscall.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME,
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
 	}
 }
 
@@ -301,6 +352,7 @@ func newHist(bound time.Duration) *hist {
 	return &hist{bins: make([]uint64, bound.Microseconds()), min: math.MaxInt64, max: math.MinInt64}
 }
 
+//go:nosplit
 func (h *hist) add(ns int64) {
 	if ns < 0 {
 		ns = 0 // can only happen with a broken clock; count it as on time
@@ -318,6 +370,9 @@ func (h *hist) add(ns int64) {
 }
 
 func (h *hist) merge(o *hist) {
+	if len(o.bins) > len(h.bins) {
+		h.bins = append(h.bins, make([]uint64, len(o.bins)-len(h.bins))...)
+	}
 	for i, v := range o.bins {
 		h.bins[i] += v
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,3 +213,48 @@ func TestNetLoadDelivers(t *testing.T) {
 }
 
 func brief(s Stats) Stats { s.Hist = nil; return s }
+
+// TestMerge checks that rounds add up to what one run over all their
+// samples would give.
+func TestMerge(t *testing.T) {
+	a, b, both := newHist(50*time.Microsecond), newHist(50*time.Microsecond), newHist(50*time.Microsecond)
+	for i := int64(1); i <= 30; i++ {
+		a.add(i * 1100)
+		both.add(i * 1100)
+		b.add(i*700 + 60_000) // all beyond the bound
+		both.add(i*700 + 60_000)
+	}
+	ra := &Result{Tool: "lanes", Threads: []ThreadResult{{Stats: a.stats()}}, All: a.stats()}
+	rb := &Result{Tool: "lanes", Threads: []ThreadResult{{Stats: b.stats()}}, All: b.stats()}
+	got, want := Merge(ra, nil, rb).All, both.stats()
+	if got.Samples != want.Samples || got.Overflow != want.Overflow || got.P50US != want.P50US ||
+		got.P99US != want.P99US || got.MinUS != want.MinUS || got.MaxUS != want.MaxUS || math.Abs(got.AvgUS-want.AvgUS) > 1e-6 {
+		t.Errorf("merged %+v\nwant %+v", brief(got), brief(want))
+	}
+	if ra.All.Samples != 30 {
+		t.Errorf("Merge changed its input: %d samples", ra.All.Samples)
+	}
+}
+
+func TestStopEndsRun(t *testing.T) {
+	stop := make(chan struct{})
+	close(stop)
+	r, err := Run(Config{Period: time.Millisecond, Loops: 100000, Policy: "keep", Threads: 1, HistMax: time.Millisecond, PMLatency: -1}, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.All.Samples > 1000 {
+		t.Errorf("%d samples after stop was closed, want the loop to end at once", r.All.Samples)
+	}
+}
+
+func TestCyclictestArgsPMLatency(t *testing.T) {
+	c := DefaultConfig()
+	if a := strings.Join(CyclictestArgs(c, 10, "x"), " "); !strings.Contains(a, "--latency=0") {
+		t.Errorf("default: %s, want --latency=0 as our tester holds", a)
+	}
+	c.PMLatency = -1
+	if a := strings.Join(CyclictestArgs(c, 10, "x"), " "); !strings.Contains(a, "--laptop") {
+		t.Errorf("pm latency left alone: %s, want --laptop", a)
+	}
+}

@@ -87,3 +87,11 @@ func bar(v, peak uint64) string {
 	}
 	return strings.Repeat("#", n)
 }
+
+// WriteDifference prints a's figures minus b's (e.g. lanes − cyclictest), in
+// µs, for all threads together.
+func WriteDifference(w io.Writer, a, b *Result) {
+	x, y := a.All, b.All
+	fmt.Fprintf(w, "difference (%s - %s): avg %+.1f us, p50 %+.0f us, p99 %+.0f us, max %+.1f us\n",
+		a.Tool, b.Tool, x.AvgUS-y.AvgUS, x.P50US-y.P50US, x.P99US-y.P99US, x.MaxUS-y.MaxUS)
+}
