@@ -1,21 +1,24 @@
 // client_cmds.go: the CLI commands that talk to a running daemon over its API:
-// `lanes status`, `lanes register`, `lanes unregister` and `lanes run`.
+// `lanes status`, `lanes register`, `lanes unregister`, `lanes run` and
+// `lanes move`.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
@@ -23,37 +26,17 @@ import (
 )
 
 func init() {
-	register(&command{name: "status", summary: "show lanes' state: per-lane counters per interface, registered flows",
-		usage: "[--socket PATH] [--json]", run: runStatus})
-	register(&command{name: "register", summary: "put a flow (the paper's 3-tuple) in a lane",
-		usage: "--lane LANE --dst IP:PORT --sport N [--proto tcp|udp] [--socket PATH]", run: runRegister})
-	register(&command{name: "unregister", summary: "remove a flow registration",
-		usage: "--dst IP:PORT --sport N [--proto tcp|udp] [--socket PATH]", run: runUnregister})
-	register(&command{name: "run", summary: "run a command in a lane (cgroup + CPU priority for its whole process tree)",
-		usage: "--lane LANE [--nice N] [--sched-idle] [--socket PATH] -- CMD [ARGS...]", run: runInLane})
+	register(&command{path: "status", summary: "show lanes' state: network namespace, per-lane counters per interface, registered flows",
+		setup: statusCmd})
+	register(&command{path: "register", summary: "put a flow (the paper's 3-tuple) in a lane", setup: registerCmd})
+	register(&command{path: "unregister", summary: "remove a flow registration", setup: unregisterCmd})
+	register(&command{path: "run", summary: "run a command in a lane (cgroup + CPU priority for its whole process tree)",
+		args: "[flags] [--] CMD [ARGS...]", nargs: anyArgs, stopAtArg: true, setup: runInLaneCmd})
+	register(&command{path: "move", summary: "move running processes to a lane (like renice or chrt -p): a PID and its future children, or every process of a cgroup",
+		args: "--lane LANE (PID... | --cgroup PATH)", nargs: anyArgs, setup: moveCmd})
 }
 
-func newFlags(name string, e *env) *flag.FlagSet {
-	fs := flag.NewFlagSet("lanes "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	return fs
-}
-
-// parseFlags turns flag errors into usage errors and refuses stray arguments.
-func parseFlags(fs *flag.FlagSet, args []string, allowArgs bool) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return usageErrorf("%v", err)
-	}
-	if !allowArgs && fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
-func socketFlag(fs *flag.FlagSet, e *env) *string {
+func socketFlag(fs *pflag.FlagSet, e *env) *string {
 	def := e.getenv("LANES_SOCKET")
 	if def == "" {
 		def = api.DefaultSocket
@@ -61,33 +44,45 @@ func socketFlag(fs *flag.FlagSet, e *env) *string {
 	return fs.String("socket", def, "daemon API socket (env LANES_SOCKET)")
 }
 
-func runStatus(_ context.Context, e *env, args []string) error {
-	fs := newFlags("status", e)
+// dialDaemon connects to the daemon and refuses one that manages another
+// network namespace than this process's.
+func dialDaemon(sock string) (*api.Client, *api.Status, error) {
+	c, err := api.Dial(sock)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := c.Status()
+	if err == nil {
+		err = api.CheckSameNetns(st)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, st, nil
+}
+
+func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		c, st, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		printStatus(e, st)
+		return nil
 	}
-	c, err := api.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.Status()
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
-	}
-	printStatus(e, st)
-	return nil
 }
 
 func printStatus(e *env, st *api.Status) {
-	fmt.Fprintf(e.stdout, "lanes %s  policy %s  since %s\n", st.Version, st.Policy, st.StartedAt)
+	fmt.Fprintf(e.stdout, "lanes %s  policy %s  since %s\nnetwork namespace %s\n", st.Version, st.Policy, st.StartedAt, st.Netns)
 	for _, it := range st.Interfaces {
 		rate := ""
 		if it.UplinkBps > 0 {
@@ -139,7 +134,7 @@ type flowFlags struct {
 	sport      *uint
 }
 
-func addFlowFlags(fs *flag.FlagSet) flowFlags {
+func addFlowFlags(fs *pflag.FlagSet) flowFlags {
 	return flowFlags{
 		dst:   fs.String("dst", "", "destination IP:PORT of the flow"),
 		sport: fs.Uint("sport", 0, "local (source) port of the flow"),
@@ -165,104 +160,169 @@ func (ff flowFlags) flow() (api.Flow, error) {
 	return f, nil
 }
 
-func runRegister(_ context.Context, e *env, args []string) error {
-	fs := newFlags("register", e)
+func registerCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	ln := fs.String("lane", "background", "lane: realtime, interactive or background")
 	ff := addFlowFlags(fs)
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		l, err := lane.Parse(*ln)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		f, err := ff.flow()
+		if err != nil {
+			return err
+		}
+		c, _, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.Register(f, l); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s -> %s\n", f, l)
+		return nil
 	}
-	l, err := lane.Parse(*ln)
-	if err != nil {
-		return usageErrorf("%v", err)
-	}
-	f, err := ff.flow()
-	if err != nil {
-		return err
-	}
-	c, err := api.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.Register(f, l); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "%s -> %s\n", f, l)
-	return nil
 }
 
-func runUnregister(_ context.Context, e *env, args []string) error {
-	fs := newFlags("unregister", e)
+func unregisterCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	ff := addFlowFlags(fs)
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		f, err := ff.flow()
+		if err != nil {
+			return err
+		}
+		c, _, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return c.Unregister(f)
 	}
-	f, err := ff.flow()
-	if err != nil {
-		return err
-	}
-	c, err := api.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Unregister(f)
 }
 
-// runInLane moves this process into the lane's cgroup (through the daemon,
+// runInLaneCmd moves this process into the lane's cgroup (through the daemon,
 // which checks the caller may), lowers its CPU priority as the paper does
 // (nice 19 = static priority 139; --sched-idle for SCHED_IDLE), then execs the
 // command so that the whole process tree it starts inherits both.
-func runInLane(_ context.Context, e *env, args []string) error {
-	fs := newFlags("run", e)
+func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	ln := fs.String("lane", "background", "lane: realtime, interactive or background")
-	nice := fs.Int("nice", -100, "nice value for the command (default: 19 in background, unchanged otherwise)")
+	nice := fs.Int("nice", 0, "nice value for the command, -20..19 (if not given: 19 in background, unchanged otherwise)")
 	idle := fs.Bool("sched-idle", false, "run under SCHED_IDLE (below nice 19)")
-	if err := parseFlags(fs, args, true); err != nil {
-		return err
+	return func(_ context.Context, cmdArgs []string) error {
+		if len(cmdArgs) == 0 {
+			return usageErrorf("no command given")
+		}
+		l, err := lane.Parse(*ln)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		n, setNice := *nice, fs.Changed("nice")
+		if setNice && (n < -20 || n > 19) {
+			return usageErrorf("--nice %d: want -20..19", n)
+		}
+		if !setNice && l == lane.Background {
+			n, setNice = 19, true
+		}
+		path, err := exec.LookPath(cmdArgs[0])
+		if err != nil {
+			return err
+		}
+		c, _, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		err = c.MovePID(os.Getpid(), l)
+		c.Close()
+		if err != nil {
+			return err
+		}
+		// nice and scheduling policy are per thread on Linux: keep this goroutine
+		// on one thread from here to exec, which keeps only the calling thread.
+		runtime.LockOSThread()
+		if setNice {
+			if err := unix.Setpriority(unix.PRIO_PROCESS, 0, n); err != nil {
+				return fmt.Errorf("setpriority %d: %w", n, err)
+			}
+		}
+		if *idle {
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 5 /* SCHED_IDLE */}
+			if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+				return fmt.Errorf("SCHED_IDLE: %w", err)
+			}
+		}
+		return syscall.Exec(path, cmdArgs, os.Environ())
 	}
-	cmdArgs := fs.Args()
-	if len(cmdArgs) == 0 {
-		return usageErrorf("no command given")
+}
+
+// moveCmd moves running processes into a lane's cgroup through the daemon's
+// move-pid operation (which checks the caller may move each one). Their
+// future children follow; their sockets' traffic is classified by cgroup.
+func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
+	sock := socketFlag(fs, e)
+	ln := fs.String("lane", "", "lane: realtime, interactive or background (required)")
+	cg := fs.String("cgroup", "", "move every process of this cgroup v2 directory (a path, or relative to /sys/fs/cgroup)")
+	return func(_ context.Context, args []string) error {
+		if *ln == "" {
+			return usageErrorf("--lane is required")
+		}
+		l, err := lane.Parse(*ln)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		if (*cg == "") == (len(args) == 0) {
+			return usageErrorf("give PIDs or --cgroup PATH (one of the two)")
+		}
+		var pids []int
+		for _, a := range args {
+			pid, err := strconv.Atoi(a)
+			if err != nil || pid <= 0 {
+				return usageErrorf("bad PID %q", a)
+			}
+			pids = append(pids, pid)
+		}
+		if *cg != "" {
+			if pids, err = cgroupPIDs(*cg); err != nil {
+				return err
+			}
+		}
+		c, _, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		moved := 0
+		for _, pid := range pids {
+			if err := c.MovePID(pid, l); err != nil {
+				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, moved)
+			}
+			moved++
+		}
+		fmt.Fprintf(e.stdout, "%d process(es) -> %s\n", moved, l)
+		return nil
 	}
-	l, err := lane.Parse(*ln)
+}
+
+// cgroupPIDs lists the processes of a cgroup v2 directory.
+func cgroupPIDs(dir string) ([]int, error) {
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("/sys/fs/cgroup", dir)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
-		return usageErrorf("%v", err)
+		return nil, err
 	}
-	path, err := exec.LookPath(cmdArgs[0])
-	if err != nil {
-		return err
-	}
-	c, err := api.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	err = c.MovePID(os.Getpid(), l)
-	c.Close()
-	if err != nil {
-		return err
-	}
-	// nice and scheduling policy are per thread on Linux: keep this goroutine
-	// on one thread from here to exec, which keeps only the calling thread.
-	runtime.LockOSThread()
-	n := *nice
-	if n == -100 && l == lane.Background {
-		n = 19
-	}
-	if n != -100 {
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, n); err != nil {
-			return fmt.Errorf("setpriority %d: %w", n, err)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
 		}
 	}
-	if *idle {
-		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: 5 /* SCHED_IDLE */}
-		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
-			return fmt.Errorf("SCHED_IDLE: %w", err)
-		}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("cgroup %s has no processes", dir)
 	}
-	return syscall.Exec(path, cmdArgs, os.Environ())
+	return pids, nil
 }

@@ -11,40 +11,23 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"sort"
 	"text/tabwriter"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/spf13/pflag"
+
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 )
 
 func init() {
-	register(&command{
-		name:    "coop",
-		summary: "cooperative cwnd caps: the cap table, peers on the LAN",
-		usage:   "table [--rate R] [--rtt D] [--mss B] [--headroom H] [--from N] [--to N] [--json] | peers --dev IF [--port P] [--key HEX|--key-file F] [--listen D] [--json] | status [--socket PATH] [--json]",
-		run:     runCoop,
-	})
-}
-
-func runCoop(ctx context.Context, e *env, args []string) error {
-	sub, rest := splitSubcommand(args)
-	switch sub {
-	case "table":
-		return runCoopTable(e, rest)
-	case "peers":
-		return runCoopPeers(ctx, e, rest)
-	case "status":
-		return runCoopStatus(e, rest)
-	case "":
-		return usageErrorf("missing subcommand (table, peers or status)")
-	}
-	return usageErrorf("unknown subcommand %q (table, peers or status)", sub)
+	register(&command{path: "coop", summary: "cooperative cwnd caps: the cap table, peers on the LAN, the daemon's controller"})
+	register(&command{path: "coop table", summary: "the paper's cwnd cap table for N hosts", setup: coopTableCmd})
+	register(&command{path: "coop peers", summary: "listen for lanes announcements on a LAN interface", setup: coopPeersCmd})
+	register(&command{path: "coop status", summary: "the daemon's coop controller: N, caps, peers", setup: coopStatusCmd})
 }
 
 // Paper parameters: 802.11g's ~20 Mbit/s real rate, 256 ms RTT, full-size
@@ -58,9 +41,7 @@ const (
 	paperHeadroom = "960kbit"
 )
 
-func runCoopTable(e *env, args []string) error {
-	fs := flag.NewFlagSet("coop table", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func coopTableCmd(fs *pflag.FlagSet, e *env) runFunc {
 	rateS := fs.String("rate", paperRate, "usable rate of the access point")
 	rtt := fs.Duration("rtt", paperRTT, "round-trip time (the connection's min RTT)")
 	mss := fs.Uint("mss", paperMSS, "segment size, bytes")
@@ -68,121 +49,117 @@ func runCoopTable(e *env, args []string) error {
 	from := fs.Int("from", 5, "smallest N")
 	to := fs.Int("to", 8, "largest N")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
+	return func(context.Context, []string) error {
+		rate, err := config.ParseRate(*rateS)
+		if err != nil {
+			return usageErrorf("--rate: %v", err)
+		}
+		head, err := coop.ParseBits(*headS)
+		if err != nil {
+			return usageErrorf("--headroom: %v", err)
+		}
+		if *mss == 0 || *mss > 65535 || *from < 1 || *to < *from || *to > 1000 || *rtt <= 0 {
+			return usageErrorf("need 0 < mss <= 65535, 1 <= from <= to <= 1000, rtt > 0")
+		}
+		rows := coop.CapTable(rate.Bits(), *rtt, uint64(head), uint32(*mss), *from, *to)
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(map[string]any{
+				"rate_bits": rate.Bits(), "rtt_ms": float64(rtt.Microseconds()) / 1000, "mss": *mss,
+				"headroom_bits": uint64(head), "rows": rows})
+		}
+		bdp := coop.SharedWindow(rate.Bits(), *rtt, uint64(head))
+		fmt.Fprintf(e.stdout, "cap = floor((rate x RTT - headroom) / (MSS x N))\n")
+		fmt.Fprintf(e.stdout, "rate %v  RTT %v  MSS %d B  headroom %v  -> shared window %.0f B = %.1f segments\n\n",
+			rate, *rtt, *mss, head, bdp, bdp/float64(*mss))
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "N\tcap (segments)\twindow (bytes)\tper host (Mbit/s)\t")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2f\t\n", r.N, r.Cap, r.Window, r.PerHost)
+		}
+		return tw.Flush()
 	}
-	rate, err := config.ParseRate(*rateS)
-	if err != nil {
-		return usageErrorf("--rate: %v", err)
-	}
-	head, err := coop.ParseBits(*headS)
-	if err != nil {
-		return usageErrorf("--headroom: %v", err)
-	}
-	if *mss == 0 || *mss > 65535 || *from < 1 || *to < *from || *to > 1000 || *rtt <= 0 {
-		return usageErrorf("need 0 < mss <= 65535, 1 <= from <= to <= 1000, rtt > 0")
-	}
-	rows := coop.CapTable(rate.Bits(), *rtt, uint64(head), uint32(*mss), *from, *to)
-	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(map[string]any{
-			"rate_bits": rate.Bits(), "rtt_ms": float64(rtt.Microseconds()) / 1000, "mss": *mss,
-			"headroom_bits": uint64(head), "rows": rows})
-	}
-	bdp := coop.SharedWindow(rate.Bits(), *rtt, uint64(head))
-	fmt.Fprintf(e.stdout, "cap = floor((rate x RTT - headroom) / (MSS x N))\n")
-	fmt.Fprintf(e.stdout, "rate %v  RTT %v  MSS %d B  headroom %v  -> shared window %.0f B = %.1f segments\n\n",
-		rate, *rtt, *mss, head, bdp, bdp/float64(*mss))
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "N\tcap (segments)\twindow (bytes)\tper host (Mbit/s)\t")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2f\t\n", r.N, r.Cap, r.Window, r.PerHost)
-	}
-	return tw.Flush()
 }
 
-func runCoopPeers(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("coop peers", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func coopPeersCmd(fs *pflag.FlagSet, e *env) runFunc {
 	dev := fs.String("dev", "", "LAN interface to listen on (required)")
 	port := fs.Uint("port", coop.DefaultPort, "announcement UDP port")
 	keyHex := fs.String("key", "", "group key, hex")
 	keyFile := fs.String("key-file", "", "file holding the group key")
 	listen := fs.Duration("listen", 2*time.Second, "how long to listen")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	if *dev == "" || *port == 0 || *port > 65535 {
-		return usageErrorf("--dev is required and --port must be 1..65535")
-	}
-	cfg := coop.DefaultConfig()
-	cfg.Key, cfg.KeyFile = *keyHex, *keyFile
-	key, err := cfg.LoadKey()
-	if err != nil {
-		return err
-	}
-	if key == nil {
-		fmt.Fprintln(e.stderr, "warning: no key given: announcements are not authenticated")
-	}
-	tr, err := coop.ListenUDP(*dev, uint16(*port))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, *listen)
-	defer cancel()
-	go func() { <-ctx.Done(); tr.Close() }()
-	tb := coop.NewTable(cfg.Interval.D(), 1000, cfg.MaxClockSkew.D())
-	drops := map[string]int{}
-	buf := make([]byte, 2*coop.MaxSize)
-	for {
-		n, from, err := tr.Recv(buf)
+	return func(ctx context.Context, args []string) error {
+		if *dev == "" || *port == 0 || *port > 65535 {
+			return usageErrorf("--dev is required and --port must be 1..65535")
+		}
+		cfg := coop.DefaultConfig()
+		cfg.Key, cfg.KeyFile = *keyHex, *keyFile
+		key, err := cfg.LoadKey()
 		if err != nil {
-			break
+			return err
 		}
-		a, err := coop.Decode(buf[:n], key)
-		if err == nil {
-			_, err = tb.Accept(a, from, time.Now())
+		if key == nil {
+			fmt.Fprintln(e.stderr, "warning: no key given: announcements are not authenticated")
 		}
+		tr, err := coop.ListenUDP(*dev, uint16(*port))
 		if err != nil {
-			drops[coop.DropReason(err)]++
+			return err
 		}
-	}
-	peers := tb.Peers()
-	if *asJSON {
-		type jp struct {
-			ID    string             `json:"id"`
-			Addr  netip.Addr         `json:"addr"`
-			Last  coop.Announcement  `json:"last"`
-			Flows []coop.FlowSummary `json:"flows"`
-			Seen  time.Time          `json:"last_seen"`
+		ctx, cancel := context.WithTimeout(ctx, *listen)
+		defer cancel()
+		go func() { <-ctx.Done(); tr.Close() }()
+		tb := coop.NewTable(cfg.Interval.D(), 1000, cfg.MaxClockSkew.D())
+		drops := map[string]int{}
+		buf := make([]byte, 2*coop.MaxSize)
+		for {
+			n, from, err := tr.Recv(buf)
+			if err != nil {
+				break
+			}
+			a, err := coop.Decode(buf[:n], key)
+			if err == nil {
+				_, err = tb.Accept(a, from, time.Now())
+			}
+			if err != nil {
+				drops[coop.DropReason(err)]++
+			}
 		}
-		out := []jp{}
+		peers := tb.Peers()
+		if *asJSON {
+			type jp struct {
+				ID    string             `json:"id"`
+				Addr  netip.Addr         `json:"addr"`
+				Last  coop.Announcement  `json:"last"`
+				Flows []coop.FlowSummary `json:"flows"`
+				Seen  time.Time          `json:"last_seen"`
+			}
+			out := []jp{}
+			for _, p := range peers {
+				out = append(out, jp{ID: hex.EncodeToString(be64(p.ID)), Addr: p.Addr, Last: p.Last, Flows: p.Last.Flows, Seen: p.LastSeen})
+			}
+			return json.NewEncoder(e.stdout).Encode(map[string]any{"peers": out, "dropped": drops})
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tADDR\tFLOWS\tRT/INT/BG\tWAITING\tGOODPUT\tINTERVAL\tSEQ")
 		for _, p := range peers {
-			out = append(out, jp{ID: hex.EncodeToString(be64(p.ID)), Addr: p.Addr, Last: p.Last, Flows: p.Last.Flows, Seen: p.LastSeen})
+			a := p.Last
+			fmt.Fprintf(tw, "%016x\t%v\t%d\t%d/%d/%d\t%d\t%.2fMbit\t%v\t%d\n", p.ID, p.Addr, a.ActiveFlows,
+				a.LaneMix[0], a.LaneMix[1], a.LaneMix[2], a.BytesWaiting, float64(a.GoodputKbit)/1000, a.Interval, a.Seq)
 		}
-		return json.NewEncoder(e.stdout).Encode(map[string]any{"peers": out, "dropped": drops})
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tADDR\tFLOWS\tRT/INT/BG\tWAITING\tGOODPUT\tINTERVAL\tSEQ")
-	for _, p := range peers {
-		a := p.Last
-		fmt.Fprintf(tw, "%016x\t%v\t%d\t%d/%d/%d\t%d\t%.2fMbit\t%v\t%d\n", p.ID, p.Addr, a.ActiveFlows,
-			a.LaneMix[0], a.LaneMix[1], a.LaneMix[2], a.BytesWaiting, float64(a.GoodputKbit)/1000, a.Interval, a.Seq)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(drops) > 0 {
-		keys := make([]string, 0, len(drops))
-		for k := range drops {
-			keys = append(keys, k)
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(e.stdout, "dropped %d: %s\n", drops[k], k)
+		if len(drops) > 0 {
+			keys := make([]string, 0, len(drops))
+			for k := range drops {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(e.stdout, "dropped %d: %s\n", drops[k], k)
+			}
 		}
+		return nil
 	}
-	return nil
 }
 
 func be64(v uint64) []byte {
@@ -194,32 +171,30 @@ func be64(v uint64) []byte {
 	return b
 }
 
-func runCoopStatus(e *env, args []string) error {
-	fs := newFlags("coop status", e)
+func coopStatusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "print the controller's status document")
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
+	return func(context.Context, []string) error {
+		c, _, err := dialDaemon(*sock)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		doc, err := c.Component("coop")
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintf(e.stdout, "%s\n", doc)
+			return err
+		}
+		var st coop.Status
+		if err := json.Unmarshal(doc, &st); err != nil {
+			return fmt.Errorf("coop status from the daemon: %w", err)
+		}
+		printCoopStatus(e, &st)
+		return nil
 	}
-	c, err := api.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	doc, err := c.Component("coop")
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(e.stdout, "%s\n", doc)
-		return err
-	}
-	var st coop.Status
-	if err := json.Unmarshal(doc, &st); err != nil {
-		return fmt.Errorf("coop status from the daemon: %w", err)
-	}
-	printCoopStatus(e, &st)
-	return nil
 }
 
 func printCoopStatus(e *env, st *coop.Status) {

@@ -7,50 +7,50 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
 func init() {
-	register(&command{name: "daemon", summary: "run the lanes daemon (datapath, policy, API); SIGHUP reloads the policy",
-		usage: "[--policy FILE] [--socket PATH] [--check] [--print-default-policy] [--log-level debug|info|warn]", run: runDaemon})
+	register(&command{path: "daemon", summary: "run the lanes daemon (datapath, policy, API); SIGHUP reloads the policy",
+		setup: daemonCmd})
 }
 
-func runDaemon(ctx context.Context, e *env, args []string) error {
-	fs := newFlags("daemon", e)
+func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	pol := fs.String("policy", "", "policy file (default: the embedded default policy)")
 	sock := fs.String("socket", api.DefaultSocket, "API socket path")
 	check := fs.Bool("check", false, "only validate the policy file and exit")
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
-	}
-	if *printDefault {
-		_, err := e.stdout.Write(policy.DefaultYAML())
-		return err
-	}
-	if *check {
-		p := policy.Default()
-		if *pol != "" {
-			var err error
-			if p, err = policy.Load(*pol, !*allowForeign); err != nil {
-				return err
-			}
+	return func(ctx context.Context, _ []string) error {
+		if *printDefault {
+			_, err := e.stdout.Write(policy.DefaultYAML())
+			return err
 		}
-		e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))
-		return nil
+		if *check {
+			p := policy.Default()
+			if *pol != "" {
+				var err error
+				if p, err = policy.Load(*pol, !*allowForeign); err != nil {
+					return err
+				}
+			}
+			e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))
+			return nil
+		}
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*level)); err != nil {
+			return usageErrorf("--log-level: %v", err)
+		}
+		log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+		if os.Geteuid() != 0 {
+			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
+		}
+		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
+			Version: version, Log: log})
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return usageErrorf("--log-level: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
-	if os.Geteuid() != 0 {
-		log.Warn("not running as root: installing qdiscs and BPF programs will fail")
-	}
-	return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-		Version: version, Log: log})
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/dashboard"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -21,64 +23,58 @@ import (
 )
 
 func init() {
-	register(&command{
-		name:    "dashboard",
-		summary: "web dashboard: live cwnd, caps and lanes; /metrics for Prometheus",
-		usage:   "[--listen ADDR] [--socket PATH] [--interval D] [--history D] [--netns PATH]",
-		run:     runDashboard,
-	})
+	register(&command{path: "dashboard", summary: "web dashboard: live cwnd, caps and lanes; /metrics for Prometheus",
+		setup: dashboardCmd})
 }
 
-func runDashboard(ctx context.Context, e *env, args []string) error {
-	fs := newFlags("dashboard", e)
+func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 	listen := fs.String("listen", "127.0.0.1:8377", "HTTP address (the page only reads, but keep it on loopback unless you mean otherwise)")
 	sock := socketFlag(fs, e)
 	interval := fs.Duration("interval", time.Second, "sampling interval")
 	history := fs.Duration("history", 2*time.Minute, "how far back each flow's series reaches")
 	nsPath := fs.String("netns", "", "sample inside the network namespace at PATH")
-	if err := parseFlags(fs, args, false); err != nil {
+	return func(ctx context.Context, _ []string) error {
+		if *interval < tcpmon.MinInterval {
+			return usageErrorf("--interval %v is below %v", *interval, tcpmon.MinInterval)
+		}
+		smp, err := tcpmon.New(tcpmon.Config{Interval: *interval, NetNSPath: *nsPath})
+		if err != nil {
+			return err
+		}
+		defer smp.Close()
+		cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default()}
+		d := &redialClient{path: *sock}
+		defer d.close()
+		if _, err := d.Status(); err != nil {
+			fmt.Fprintf(e.stderr, "%v: showing flows only until it answers\n", err)
+		}
+		cfg.Daemon = d
+		srv := dashboard.New(cfg)
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return err
+		}
+		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		fmt.Fprintf(e.stdout, "lanes dashboard on http://%s/ (metrics: /metrics)\n", ln.Addr())
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+		go func() {
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			defer c()
+			_ = hs.Shutdown(sctx)
+		}()
+		err = hs.Serve(ln)
+		cancel()
+		wg.Wait()
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
 		return err
 	}
-	if *interval < tcpmon.MinInterval {
-		return usageErrorf("--interval %v is below %v", *interval, tcpmon.MinInterval)
-	}
-	smp, err := tcpmon.New(tcpmon.Config{Interval: *interval, NetNSPath: *nsPath})
-	if err != nil {
-		return err
-	}
-	defer smp.Close()
-	cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default()}
-	d := &redialClient{path: *sock}
-	defer d.close()
-	if _, err := d.Status(); err != nil {
-		fmt.Fprintf(e.stderr, "%v: showing flows only until it answers\n", err)
-	}
-	cfg.Daemon = d
-	srv := dashboard.New(cfg)
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(e.stdout, "lanes dashboard on http://%s/ (metrics: /metrics)\n", ln.Addr())
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = srv.Run(ctx) }()
-	go func() {
-		<-ctx.Done()
-		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-		defer c()
-		_ = hs.Shutdown(sctx)
-	}()
-	err = hs.Serve(ln)
-	cancel()
-	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
 }
 
 // redialClient is an API client that reconnects after an error, so the

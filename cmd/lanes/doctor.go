@@ -5,28 +5,38 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
 func init() {
-	register(&command{name: "doctor", summary: "probe the kernel features lanes uses and say what it does without each",
-		usage: "[--json]", run: runDoctor})
+	register(&command{path: "doctor", summary: "probe the kernel features lanes uses and say what it does without each",
+		setup: func(fs *pflag.FlagSet, e *env) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(context.Context, []string) error { return runDoctor(e, *asJSON) }
+		}})
 }
 
-func runDoctor(_ context.Context, e *env, args []string) error {
-	fs := newFlags("doctor", e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args, false); err != nil {
-		return err
+// errNotRoot: the probes load BPF programs and create qdiscs, which only
+// root (CAP_BPF, CAP_NET_ADMIN) may; as another user every probe would fail
+// and be misreported as a missing kernel feature.
+var errNotRoot = errors.New("run as root: the probes load BPF programs and create qdiscs in a scratch namespace")
+
+func runDoctor(e *env, asJSON bool) error {
+	if os.Geteuid() != 0 {
+		return errNotRoot
 	}
 	r := features.Probe()
 	k := sched.ReadKernelRT()
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {

@@ -6,114 +6,137 @@
 //	lanes lab demo                      short lbe run with the paper's numbers
 //	lanes lab clean                     remove namespaces of dead lab runs
 //	lanes lab helper ...                traffic programs run inside hosts (internal)
+//
+// Experiments define their flags on a standard flag.FlagSet (internal/lab);
+// pflag takes them over, so they parse GNU style like every other flag.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/lab"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
 func init() {
-	register(&command{name: "lab", summary: "emulated-link testbed and the papers' experiments",
-		usage: "list | run NAME [--results DIR] [--quick] [--json] [flags] | report DIR | demo | clean",
-		run:   runLab})
+	register(&command{path: "lab", summary: "emulated-link testbed and the papers' experiments"})
+	register(&command{path: "lab list", summary: "list the experiments", setup: func(_ *pflag.FlagSet, e *env) runFunc {
+		return func(context.Context, []string) error {
+			for _, x := range lab.List() {
+				fmt.Fprintf(e.stdout, "%-14s %s\n", x.Name, x.Summary)
+			}
+			return nil
+		}
+	}})
+	register(&command{path: "lab run", summary: "run an experiment (one subcommand each; see 'lanes lab list')",
+		children: experimentCommands})
+	register(&command{path: "lab demo", summary: "short lbe run with the paper's numbers (make demo)",
+		setup: func(fs *pflag.FlagSet, e *env) runFunc { return labRunCmd(fs, e, mustExperiment("lbe"), true) }})
+	register(&command{path: "lab report", summary: "print a stored result again and redraw its figures", args: "DIR",
+		nargs: exactArgs(1, "one results folder"), setup: func(_ *pflag.FlagSet, e *env) runFunc {
+			return func(_ context.Context, args []string) error {
+				r, err := lab.ReadResult(args[0])
+				if err != nil {
+					return err
+				}
+				printTables(e, r)
+				files, err := lab.DrawPlots(args[0], r)
+				for _, f := range files {
+					fmt.Fprintf(e.stderr, "drew %s\n", f)
+				}
+				return err
+			}
+		}})
+	register(&command{path: "lab clean", summary: "remove the network namespaces of dead lab runs",
+		setup: func(_ *pflag.FlagSet, e *env) runFunc {
+			return func(context.Context, []string) error {
+				names, err := topo.Clean()
+				for _, n := range names {
+					fmt.Fprintf(e.stdout, "removed netns %s\n", n)
+				}
+				return err
+			}
+		}})
+	register(&command{path: "lab helper", summary: "traffic programs run inside lab hosts (internal)", hidden: true,
+		rawArgs: true, nargs: anyArgs, setup: func(*pflag.FlagSet, *env) runFunc {
+			return func(_ context.Context, args []string) error {
+				if code := lab.HelperMain(args); code != 0 {
+					return fmt.Errorf("helper failed (exit %d)", code)
+				}
+				return nil
+			}
+		}})
 }
 
-func runLab(ctx context.Context, e *env, args []string) error {
-	lab.Version = version
-	sub, rest := splitSubcommand(args)
-	switch sub {
-	case "list", "":
-		for _, x := range lab.List() {
-			fmt.Fprintf(e.stdout, "%-14s %s\n", x.Name, x.Summary)
-		}
-		return nil
-	case "run":
-		name, rest2 := splitSubcommand(rest)
-		if name == "" {
-			return usageErrorf("lab run needs an experiment name (see 'lanes lab list')")
-		}
-		return labRun(ctx, e, name, rest2, false)
-	case "demo":
-		return labRun(ctx, e, "lbe", append([]string{"--demo"}, rest...), true)
-	case "report":
-		if len(rest) != 1 {
-			return usageErrorf("lab report needs a results folder")
-		}
-		r, err := lab.ReadResult(rest[0])
-		if err != nil {
-			return err
-		}
-		printTables(e, r)
-		files, err := lab.DrawPlots(rest[0], r)
-		for _, f := range files {
-			fmt.Fprintf(e.stderr, "drew %s\n", f)
-		}
-		return err
-	case "clean":
-		names, err := topo.Clean()
-		for _, n := range names {
-			fmt.Fprintf(e.stdout, "removed netns %s\n", n)
-		}
-		return err
-	case "helper":
-		if code := lab.HelperMain(rest); code != 0 {
-			return fmt.Errorf("helper failed (exit %d)", code)
-		}
-		return nil
-	}
-	return usageErrorf("unknown lab subcommand %q", sub)
-}
-
-func labRun(ctx context.Context, e *env, name string, args []string, demo bool) error {
+func mustExperiment(name string) lab.Experiment {
 	x, ok := lab.Lookup(name)
 	if !ok {
-		return usageErrorf("unknown experiment %q (see 'lanes lab list')", name)
+		panic("lanes: no experiment " + name)
 	}
-	fs := flag.NewFlagSet("lab run "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	return x
+}
+
+// experimentCommands makes `lanes lab run NAME` for every experiment, with
+// the experiment's own flags beside the common ones.
+func experimentCommands(e *env) []*cobra.Command {
+	var out []*cobra.Command
+	for _, x := range lab.List() {
+		c := &command{path: "lab run " + x.Name, summary: x.Summary,
+			setup: func(fs *pflag.FlagSet, e *env) runFunc { return labRunCmd(fs, e, x, false) }}
+		out = append(out, c.cobra(e, x.Name))
+	}
+	return out
+}
+
+// labRunCmd defines the common and the experiment's flags and returns the run.
+func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 	results := fs.String("results", "results", "folder for results/<experiment>-<time>/")
 	quick := fs.Bool("quick", demo, "shortened run")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	policy := fs.String("policy", "", "lanes policy file for runs that start the daemon (recorded)")
-	runFn := x.Setup(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	gofs := flag.NewFlagSet(x.Name, flag.ContinueOnError)
+	gofs.SetOutput(io.Discard)
+	runFn := x.Setup(gofs)
+	if demo {
+		if err := gofs.Set("demo", "true"); err != nil {
+			panic(err)
 		}
-		return usageErrorf("%v", err)
-	}
-	lenv := &lab.Env{Out: e.stderr, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy}
-	if *asJSON {
-		lenv.Out = e.stderr
 	} else {
-		lenv.Out = e.stdout
+		fs.AddGoFlagSet(gofs)
 	}
-	r, err := runFn(ctx, lenv)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+	return func(ctx context.Context, _ []string) error {
+		lab.Version = version
+		lenv := &lab.Env{Out: e.stdout, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy}
+		if *asJSON {
+			lenv.Out = e.stderr
+		}
+		r, err := runFn(ctx, lenv)
+		if err != nil {
+			return fmt.Errorf("%s: %w", x.Name, err)
+		}
+		dir, werr := lab.WriteResult(*results, r)
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(r)
+		} else {
+			printTables(e, r)
+		}
+		if werr != nil {
+			return werr
+		}
+		fmt.Fprintf(e.stderr, "results in %s\n", dir)
+		return nil
 	}
-	dir, werr := lab.WriteResult(*results, r)
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(r)
-	} else {
-		printTables(e, r)
-	}
-	if werr != nil {
-		return werr
-	}
-	fmt.Fprintf(e.stderr, "results in %s\n", dir)
-	return nil
 }
 
 func printTables(e *env, r *lab.Result) {

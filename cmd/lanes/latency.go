@@ -6,45 +6,32 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lanes-net/lanes/internal/latency"
 	"golang.org/x/sys/unix"
 )
 
 func init() {
-	register(&command{
-		name:    "latency",
-		summary: "measure timer wake-up latency (jitter), optionally under CPU/interrupt load",
-		usage: "[--period 30ms] [--duration 10s | --loops N] [--policy other|fifo|rr|idle] [--priority P] " +
-			"[--threads N] [--affinity 0,1] [--mlock] [--hist-max 20ms] [--cpu-load N] [--net-load] [--net-rate PPS] " +
-			"[--pm-latency US] [--compare-cyclictest [--rounds N]] [--hist] [--json]",
-		run: runLatency,
-	})
+	register(&command{path: "latency", summary: "measure timer wake-up latency (jitter), optionally under CPU/interrupt load",
+		setup: latencyCmd})
+	register(&command{path: "latency flood-child", summary: "the net load's sender and sink (internal)", hidden: true,
+		setup: floodChildCmd})
 }
 
-func runLatency(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == "--flood-child" {
-		return floodChild(e, args[1:])
-	}
-	// Measure in a runtime that sends no preemption signals (same pid, so
-	// a rule matching this command line still finds it).
-	if err := latency.ExecQuiet(); err != nil {
-		fmt.Fprintf(e.stderr, "lanes latency: %v (measuring anyway)\n", err)
-	}
+func latencyCmd(fs *pflag.FlagSet, e *env) runFunc {
 	def := latency.DefaultConfig()
-	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	period := fs.Duration("period", def.Period, "wake-up period")
 	duration := fs.Duration("duration", def.Duration, "run time (ignored if --loops is set)")
 	loops := fs.Int("loops", 0, "wake-ups per thread (overrides --duration)")
 	policy := fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle, keep (as set from outside)")
-	prio := fs.Int("priority", -1, "RT priority 1..99 for fifo/rr (default 99), nice for other (default 0)")
+	prio := fs.Int("priority", 0, "RT priority 1..99 for fifo/rr (if not given: 99), nice for other (if not given: 0)")
 	threads := fs.Int("threads", 1, "measuring threads")
 	affinity := fs.String("affinity", "", "CPUs to pin threads to, round robin (e.g. 1 or 0,1)")
 	mlock := fs.Bool("mlock", false, "lock memory (mlockall)")
@@ -59,128 +46,132 @@ func runLatency(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "JSON output")
 	nsPath := fs.String("netns", "", "measure inside this network namespace (path, e.g. /proc/PID/ns/net)")
 	tag := fs.String("tag", "", "a label recorded in the output (lets a task rule find this process by command line)")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	c := latency.Config{Period: *period, Duration: *duration, Loops: *loops, Policy: *policy, Priority: *prio,
-		Threads: *threads, Mlock: *mlock, HistMax: *histMax, PMLatency: *pmLat}
-	if *prio < 0 {
-		c.Priority = 0
-		if c.Policy == "fifo" || c.Policy == "rr" {
-			c.Priority = 99
+	return func(ctx context.Context, _ []string) error {
+		// Measure in a runtime that sends no preemption signals (same pid, so
+		// a rule matching this command line still finds it).
+		if err := latency.ExecQuiet(); err != nil {
+			fmt.Fprintf(e.stderr, "lanes latency: %v (measuring anyway)\n", err)
 		}
-	}
-	if *affinity != "" {
-		for _, f := range strings.Split(*affinity, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return usageErrorf("bad --affinity %q", *affinity)
+		c := latency.Config{Period: *period, Duration: *duration, Loops: *loops, Policy: *policy, Priority: *prio,
+			Threads: *threads, Mlock: *mlock, HistMax: *histMax, PMLatency: *pmLat}
+		if !fs.Changed("priority") {
+			c.Priority = 0
+			if c.Policy == "fifo" || c.Policy == "rr" {
+				c.Priority = 99
 			}
-			c.Affinity = append(c.Affinity, n)
 		}
-	}
-	if *rounds < 1 || (*rounds > 1 && !*compare) {
-		return usageErrorf("--rounds %d: want >= 1, and more than 1 only with --compare-cyclictest", *rounds)
-	}
-	if *cpuLoad < 0 || *cpuLoad > 64 {
-		return usageErrorf("--cpu-load %d out of range (0..64)", *cpuLoad)
-	}
-	if err := c.Validate(); err != nil {
-		return usageErrorf("%v", err)
-	}
-	runTime := c.Duration
-	if c.Loops > 0 {
-		runTime = time.Duration(c.Loops) * c.Period
-	}
-	loadTime := runTime + 5*time.Second
-	if *compare {
-		loadTime = 2*runTime + 10*time.Second
-	}
+		if *affinity != "" {
+			for _, f := range strings.Split(*affinity, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					return usageErrorf("bad --affinity %q", *affinity)
+				}
+				c.Affinity = append(c.Affinity, n)
+			}
+		}
+		if *rounds < 1 || (*rounds > 1 && !*compare) {
+			return usageErrorf("--rounds %d: want >= 1, and more than 1 only with --compare-cyclictest", *rounds)
+		}
+		if *cpuLoad < 0 || *cpuLoad > 64 {
+			return usageErrorf("--cpu-load %d out of range (0..64)", *cpuLoad)
+		}
+		if err := c.Validate(); err != nil {
+			return usageErrorf("%v", err)
+		}
+		runTime := c.Duration
+		if c.Loops > 0 {
+			runTime = time.Duration(c.Loops) * c.Period
+		}
+		loadTime := runTime + 5*time.Second
+		if *compare {
+			loadTime = 2*runTime + 10*time.Second
+		}
 
-	var nl *latency.NetLoad
-	if *netLoad {
-		var err error
-		exe, _ := os.Executable() // the flood runs in a child process when we know our binary
-		nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime, Exe: exe})
-		if err != nil {
-			return fmt.Errorf("net load: %w", err)
+		var nl *latency.NetLoad
+		if *netLoad {
+			var err error
+			exe, _ := os.Executable() // the flood runs in a child process when we know our binary
+			nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime, Exe: exe})
+			if err != nil {
+				return fmt.Errorf("net load: %w", err)
+			}
+			defer nl.Close()
+			c.Setup = nl.EnterHost
 		}
-		defer nl.Close()
-		c.Setup = nl.EnterHost
-	}
-	if *nsPath != "" {
-		if nl != nil {
-			return usageErrorf("--netns and --net-load exclude each other")
+		if *nsPath != "" {
+			if nl != nil {
+				return usageErrorf("--netns and --net-load exclude each other")
+			}
+			f, err := os.Open(*nsPath)
+			if err != nil {
+				return fmt.Errorf("netns: %w", err)
+			}
+			defer f.Close()
+			c.Setup = func() error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
 		}
-		f, err := os.Open(*nsPath)
-		if err != nil {
-			return fmt.Errorf("netns: %w", err)
+		if *cpuLoad > 0 {
+			cl, err := latency.StartCPULoad(*cpuLoad, loadTime)
+			if err != nil {
+				return err
+			}
+			defer cl.Stop()
 		}
-		defer f.Close()
-		c.Setup = func() error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
-	}
-	if *cpuLoad > 0 {
-		cl, err := latency.StartCPULoad(*cpuLoad, loadTime)
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				close(stop)
+			case <-stop:
+			}
+		}()
+		results, err := measureRounds(ctx, c, *compare, *rounds, nl, stop)
 		if err != nil {
 			return err
 		}
-		defer cl.Stop()
-	}
-	stop := make(chan struct{})
-	go func() {
 		select {
-		case <-ctx.Done():
-			close(stop)
 		case <-stop:
+		default:
+			close(stop)
 		}
-	}()
-	results, err := measureRounds(ctx, c, *compare, *rounds, nl, stop)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-stop:
-	default:
-		close(stop)
-	}
-	var sent, recv uint64
-	if nl != nil {
-		if err := nl.Close(); err != nil {
-			fmt.Fprintf(e.stderr, "lanes latency: %v\n", err)
+		var sent, recv uint64
+		if nl != nil {
+			if err := nl.Close(); err != nil {
+				fmt.Fprintf(e.stderr, "lanes latency: %v\n", err)
+			}
+			sent, recv = nl.Counts()
 		}
-		sent, recv = nl.Counts()
-	}
-	if *asJSON {
-		out := struct {
-			Tag         string            `json:"tag,omitempty"`
-			CPULoad     int               `json:"cpu_load"`
-			NetLoad     bool              `json:"net_load"`
-			NetRatePPS  int               `json:"net_rate_pps,omitempty"`
-			NetSent     uint64            `json:"net_sent,omitempty"`
-			NetReceived uint64            `json:"net_received_udp,omitempty"`
-			Results     []*latency.Result `json:"results"`
-		}{*tag, *cpuLoad, *netLoad, *netRate, sent, recv, results}
-		if !*netLoad {
-			out.NetRatePPS = 0
+		if *asJSON {
+			out := struct {
+				Tag         string            `json:"tag,omitempty"`
+				CPULoad     int               `json:"cpu_load"`
+				NetLoad     bool              `json:"net_load"`
+				NetRatePPS  int               `json:"net_rate_pps,omitempty"`
+				NetSent     uint64            `json:"net_sent,omitempty"`
+				NetReceived uint64            `json:"net_received_udp,omitempty"`
+				Results     []*latency.Result `json:"results"`
+			}{*tag, *cpuLoad, *netLoad, *netRate, sent, recv, results}
+			if !*netLoad {
+				out.NetRatePPS = 0
+			}
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
 		}
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		fmt.Fprintf(e.stdout, "period %v, %d thread(s), cpu load %d", c.Period, c.Threads, *cpuLoad)
+		if nl != nil {
+			fmt.Fprintf(e.stdout, ", net load %d pps (sent %d, udp received %d)", *netRate, sent, recv)
+		}
+		fmt.Fprintln(e.stdout)
+		latency.WriteTable(e.stdout, results...)
+		if len(results) == 2 {
+			latency.WriteDifference(e.stdout, results[0], results[1])
+		}
+		for _, r := range results {
+			fmt.Fprintf(e.stdout, "\nhistogram (%s, all threads):\n", r.Tool)
+			latency.WriteHistogram(e.stdout, r.All, *full)
+		}
+		return nil
 	}
-	fmt.Fprintf(e.stdout, "period %v, %d thread(s), cpu load %d", c.Period, c.Threads, *cpuLoad)
-	if nl != nil {
-		fmt.Fprintf(e.stdout, ", net load %d pps (sent %d, udp received %d)", *netRate, sent, recv)
-	}
-	fmt.Fprintln(e.stdout)
-	latency.WriteTable(e.stdout, results...)
-	if len(results) == 2 {
-		latency.WriteDifference(e.stdout, results[0], results[1])
-	}
-	for _, r := range results {
-		fmt.Fprintf(e.stdout, "\nhistogram (%s, all threads):\n", r.Tool)
-		latency.WriteHistogram(e.stdout, r.All, *full)
-	}
-	return nil
 }
 
 // measureRounds runs our tester, and with compare cyclictest after it, in
@@ -220,16 +211,13 @@ func measureRounds(ctx context.Context, c latency.Config, compare bool, rounds i
 
 // floodChild is the hidden `lanes latency --flood-child`: the net load's
 // sender and sink in their own process (see latency.NetLoadConfig.Exe).
-func floodChild(e *env, args []string) error {
-	fs := flag.NewFlagSet("latency --flood-child", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func floodChildCmd(fs *pflag.FlagSet, e *env) runFunc {
 	rate := fs.Int("rate", 20000, "packets per second")
 	size := fs.Int("size", 1000, "UDP payload bytes")
 	d := fs.Duration("duration", time.Minute, "stop after")
 	host := fs.String("host", "", "tested host address (netns on fd 3)")
 	peer := fs.String("peer", "", "peer address (netns on fd 4)")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
+	return func(_ context.Context, args []string) error {
+		return latency.FloodChild(*rate, *size, *d, *host, *peer, e.stdout)
 	}
-	return latency.FloodChild(*rate, *size, *d, *host, *peer, e.stdout)
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,18 +18,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
 func init() {
-	register(&command{
-		name:    "monitor",
-		summary: "watch TCP flows: cwnd, RTT, state, rate per lane and process",
-		usage:   "[--json|--csv|--prometheus|--events] [--interval D] [--duration D] [--output FILE] [--netns PATH] [filters]",
-		run:     runMonitor,
-	})
+	register(&command{path: "monitor", summary: "watch TCP flows: cwnd, RTT, state, rate per lane and process",
+		setup: monitorCmd})
 }
 
 type monitorFlags struct {
@@ -45,10 +43,8 @@ type monitorFlags struct {
 	all                            bool
 }
 
-func runMonitor(ctx context.Context, e *env, args []string) error {
-	var m monitorFlags
-	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
+	m := &monitorFlags{}
 	fs.BoolVar(&m.json, "json", false, "JSON lines, one per flow per sample")
 	fs.BoolVar(&m.csv, "csv", false, "CSV, one line per flow per sample")
 	fs.BoolVar(&m.prom, "prometheus", false, "print per-lane aggregates in Prometheus text format once and exit")
@@ -63,7 +59,11 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&m.output, "output", "", "write JSON lines (CSV if the name ends in .csv or with --csv) to FILE; the live view stays on the terminal")
 	fs.StringVar(&m.netns, "netns", "", "sample inside the network namespace at PATH (e.g. /var/run/netns/NAME)")
 	fs.StringVar(&m.lanes, "lane", "", "only flows in these lanes (comma separated; needs the daemon)")
-	fs.StringVar(&m.socket, "socket", "", "the daemon's API socket, for lanes (default "+api.DefaultSocket+")")
+	defSock := e.getenv("LANES_SOCKET")
+	if defSock == "" {
+		defSock = api.DefaultSocket
+	}
+	fs.StringVar(&m.socket, "socket", defSock, "the daemon's API socket, for lanes (env LANES_SOCKET)")
 	fs.StringVar(&m.src, "src", "", "only flows whose local address is in this prefix or address")
 	fs.StringVar(&m.dst, "dst", "", "only flows whose remote address is in this prefix or address")
 	fs.UintVar(&m.sport, "sport", 0, "only flows with this local port")
@@ -74,12 +74,10 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&m.cgroup, "cgroup", "", "only flows created in this cgroup v2 directory")
 	fs.IntVar(&m.top, "top", 40, "live view: show at most this many flows")
 	fs.BoolVar(&m.all, "all", false, "include listening and TIME-WAIT sockets")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected argument %q", fs.Arg(0))
-	}
+	return func(ctx context.Context, _ []string) error { return runMonitor(ctx, e, m) }
+}
+
+func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 	if (m.prom && (m.json || m.csv || m.events)) || (m.csv && (m.json || m.events)) {
 		return usageErrorf("--json, --csv, --prometheus and --events exclude each other (except --events --json)")
 	}
@@ -96,7 +94,7 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if m.events || m.probe {
-		return runEvents(ctx, e, &m)
+		return runEvents(ctx, e, m)
 	}
 	// Lanes come from the daemon, asked in batches after each sample; the
 	// lane filter is applied here, after that.
@@ -164,10 +162,10 @@ func runMonitor(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		// The screen is redrawn at most 4 times a second, however fast we sample.
-		if live && time.Since(drawn) >= 250*time.Millisecond {
+		if live && time.Since(drawn) >= redrawEvery(e.stdout) {
 			drawn = time.Now()
 			tcpmon.SortByThroughput(flows)
-			drawLive(e.stdout, s, flows, m.top)
+			drawLive(e.stdout, s, flows, m.top, isTerminal(e.stdout))
 		}
 		if m.count > 0 && samples >= m.count {
 			return errStop
@@ -229,10 +227,35 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// drawLive redraws the terminal: a summary line and the flows by throughput.
-func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int) {
+// isTerminal tells whether w is a terminal; elsewhere (pipes, files) the
+// live view prints plain tables one after the other, without ANSI codes.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// redrawEvery: a terminal is redrawn at most 4 times a second, a pipe gets
+// one table a second, however fast we sample.
+func redrawEvery(w io.Writer) time.Duration {
+	if isTerminal(w) {
+		return 250 * time.Millisecond
+	}
+	return time.Second
+}
+
+// drawLive redraws the terminal (or, to a pipe, appends): a summary line
+// and the flows by throughput.
+func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty bool) {
 	var b strings.Builder
-	b.WriteString("\x1b[H\x1b[2J")
+	if tty {
+		b.WriteString("\x1b[H\x1b[2J")
+	} else {
+		b.WriteString("\n")
+	}
 	var total float64
 	for i := range flows {
 		total += flows[i].Throughput

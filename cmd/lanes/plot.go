@@ -6,39 +6,33 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
 func init() {
-	register(&command{
-		name:    "plot",
-		summary: "draw cwnd, RTT and throughput per flow from a monitor file (PNG and SVG)",
-		usage:   "[--output PREFIX] [--top N] [--match TEXT] [--smooth D] [--title T] FILE",
-		run:     runPlot,
-	})
+	register(&command{path: "plot", summary: "draw cwnd, RTT and throughput per flow from a monitor file (PNG and SVG)",
+		args: "FILE", nargs: exactArgs(1, "exactly one monitor file"), setup: plotCmd})
 }
 
-func runPlot(_ context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func plotCmd(fs *pflag.FlagSet, e *env) runFunc {
 	out := fs.String("output", "", "write PREFIX.png and PREFIX.svg (default: FILE without its extension)")
 	top := fs.Int("top", 8, "plot the N flows that moved the most bytes")
 	match := fs.String("match", "", "only flows whose local->remote text contains this")
 	title := fs.String("title", "", "figure title (default: the file name)")
 	smooth := fs.Duration("smooth", 100*time.Millisecond, "throughput over this window of bytes_acked (0: the monitor's per-sample rate)")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
+	return func(_ context.Context, args []string) error {
+		return runPlot(e, args[0], *out, *top, *match, *title, *smooth)
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf("want exactly one monitor file")
-	}
-	path := fs.Arg(0)
+}
+
+func runPlot(e *env, path, out string, top int, match, title string, smooth time.Duration) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -60,15 +54,15 @@ func runPlot(_ context.Context, e *env, args []string) error {
 	if len(flows) == 0 {
 		return fmt.Errorf("%s: no flow records", path)
 	}
-	t := *title
+	t := title
 	if t == "" {
 		t = "TCP flows from " + path
 	}
-	fig := tcpmon.FlowFigure(flows, tcpmon.FigureOptions{Title: t, Top: *top, Match: *match, Smooth: *smooth})
+	fig := tcpmon.FlowFigure(flows, tcpmon.FigureOptions{Title: t, Top: top, Match: match, Smooth: smooth})
 	if len(fig.Panels[0].Series) == 0 {
-		return fmt.Errorf("%s: no flow matches %q", path, *match)
+		return fmt.Errorf("%s: no flow matches %q", path, match)
 	}
-	prefix := *out
+	prefix := out
 	if prefix == "" {
 		prefix = strings.TrimSuffix(path, ".json")
 		prefix = strings.TrimSuffix(strings.TrimSuffix(prefix, ".jsonl"), ".csv")

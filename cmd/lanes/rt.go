@@ -7,13 +7,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/rtclient"
@@ -22,25 +23,10 @@ import (
 )
 
 func init() {
-	register(&command{
-		name:    "rt",
-		summary: "realtime lane: send datagrams with deadlines, show counters",
-		usage:   "send [--socket P] [--flow N] [--deadline D] [--count N] [--interval D] [--size B] [--json] DST:PORT | stats [--socket P] [--json]",
-		run:     runRT,
-	})
-}
-
-func runRT(ctx context.Context, e *env, args []string) error {
-	sub, rest := splitSubcommand(args)
-	switch sub {
-	case "send":
-		return runRTSend(ctx, e, rest)
-	case "stats":
-		return runRTStats(e, rest)
-	case "":
-		return usageErrorf("missing subcommand (send or stats)")
-	}
-	return usageErrorf("unknown subcommand %q (send or stats)", sub)
+	register(&command{path: "rt", summary: "realtime lane: send datagrams with deadlines, show counters"})
+	register(&command{path: "rt send", summary: "send datagrams with deadlines through the realtime lane", args: "DST:PORT",
+		nargs: exactArgs(1, "one destination IP:PORT"), setup: rtSendCmd})
+	register(&command{path: "rt stats", summary: "the realtime lane's counters", setup: rtStatsCmd})
 }
 
 type rtSendSummary struct {
@@ -55,9 +41,7 @@ type rtSendSummary struct {
 	Dst        netip.AddrPort  `json:"dst"`
 }
 
-func runRTSend(ctx context.Context, e *env, args []string) error {
-	fs := flag.NewFlagSet("rt send", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
 	flow := fs.Uint("flow", 1, "flow id")
 	deadline := fs.Duration("deadline", time.Millisecond, "deadline after the send call (transmission complete)")
@@ -65,119 +49,112 @@ func runRTSend(ctx context.Context, e *env, args []string) error {
 	interval := fs.Duration("interval", 3*time.Millisecond, "pause between datagrams")
 	size := fs.Int("size", 1400, "payload bytes")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	if fs.NArg() != 1 {
-		return usageErrorf("need one destination DST:PORT")
-	}
-	dst, err := netip.ParseAddrPort(fs.Arg(0))
-	if err != nil {
-		return usageErrorf("destination: %v", err)
-	}
-	if *count < 1 || *size < 0 || *size > wire.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
-		return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", wire.MaxPayload)
-	}
-	c, err := rtclient.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	sum := rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(*deadline), Dst: dst}
-	payload := make([]byte, *size)
-	var lat []float64
-	for i := 0; i < *count && ctx.Err() == nil; i++ {
-		t0 := rtclient.Monotonic()
-		res, err := c.Send(uint32(*flow), dst, t0+int64(*deadline), payload)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("need one destination DST:PORT")
+		}
+		dst, err := netip.ParseAddrPort(args[0])
+		if err != nil {
+			return usageErrorf("destination: %v", err)
+		}
+		if *count < 1 || *size < 0 || *size > wire.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
+			return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", wire.MaxPayload)
+		}
+		c, err := rtclient.Dial(*sock)
 		if err != nil {
 			return err
 		}
-		lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
-		sum.Sent++
-		if res.Admitted {
-			sum.Admitted++
-		} else {
-			sum.Refused[res.ReasonString()]++
+		defer c.Close()
+		sum := rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(*deadline), Dst: dst}
+		payload := make([]byte, *size)
+		var lat []float64
+		for i := 0; i < *count && ctx.Err() == nil; i++ {
+			t0 := rtclient.Monotonic()
+			res, err := c.Send(uint32(*flow), dst, t0+int64(*deadline), payload)
+			if err != nil {
+				return err
+			}
+			lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
+			sum.Sent++
+			if res.Admitted {
+				sum.Admitted++
+			} else {
+				sum.Refused[res.ReasonString()]++
+			}
+			if i+1 < *count {
+				time.Sleep(*interval)
+			}
 		}
-		if i+1 < *count {
-			time.Sleep(*interval)
+		time.Sleep(*deadline) // let the last admitted ones be released or dropped
+		for _, n := range c.Notices(true) {
+			sum.Dropped[wire.ReasonString(n.Reason)]++
 		}
-	}
-	time.Sleep(*deadline) // let the last admitted ones be released or dropped
-	for _, n := range c.Notices(true) {
-		sum.Dropped[wire.ReasonString(n.Reason)]++
-	}
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		sum.ReplyP50us = lat[len(lat)/2]
-		sum.ReplyP99us = lat[min(len(lat)-1, len(lat)*99/100)]
-		sum.ReplyMaxus = lat[len(lat)-1]
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
-	}
-	fmt.Fprintf(e.stdout, "%d datagrams to %s, deadline %v: %d admitted\n", sum.Sent, dst, *deadline, sum.Admitted)
-	for _, m := range []struct {
-		what string
-		m    map[string]int
-	}{{"refused", sum.Refused}, {"dropped after admission", sum.Dropped}} {
-		keys := make([]string, 0, len(m.m))
-		for k := range m.m {
-			keys = append(keys, k)
+		slices.Sort(lat)
+		if len(lat) > 0 {
+			sum.ReplyP50us = lat[len(lat)/2]
+			sum.ReplyP99us = lat[min(len(lat)-1, len(lat)*99/100)]
+			sum.ReplyMaxus = lat[len(lat)-1]
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(e.stdout, "  %s %s: %d\n", m.what, k, m.m[k])
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(sum)
 		}
+		fmt.Fprintf(e.stdout, "%d datagrams to %s, deadline %v: %d admitted\n", sum.Sent, dst, *deadline, sum.Admitted)
+		for _, m := range []struct {
+			what string
+			m    map[string]int
+		}{{"refused", sum.Refused}, {"dropped after admission", sum.Dropped}} {
+			keys := make([]string, 0, len(m.m))
+			for k := range m.m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(e.stdout, "  %s %s: %d\n", m.what, k, m.m[k])
+			}
+		}
+		fmt.Fprintf(e.stdout, "reply latency: p50 %.1f us  p99 %.1f us  max %.1f us\n", sum.ReplyP50us, sum.ReplyP99us, sum.ReplyMaxus)
+		return nil
 	}
-	fmt.Fprintf(e.stdout, "reply latency: p50 %.1f us  p99 %.1f us  max %.1f us\n", sum.ReplyP50us, sum.ReplyP99us, sum.ReplyMaxus)
-	return nil
 }
 
-func runRTStats(e *env, args []string) error {
-	fs := flag.NewFlagSet("rt stats", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
 	asJSON := fs.Bool("json", false, "JSON output")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorf("%v", err)
-	}
-	if fs.NArg() != 0 {
-		return usageErrorf("unexpected arguments %v", fs.Args())
-	}
-	c, err := rtclient.Dial(*sock)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	raw, err := c.Stats()
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
-		return err
-	}
-	var s rtlane.Snapshot
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("stats reply: %w", err)
-	}
-	fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time)\n",
-		config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs))
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "uid\tflow\tadmitted\trejected\tsent\tbytes\tdropped-late\tsend-errors\tmin-margin")
-	row := func(uid, flow string, c rtlane.Counters) {
-		margin := "-"
-		if c.Sent > 0 {
-			margin = time.Duration(c.MinMarginNs).String()
+	return func(context.Context, []string) error {
+		c, err := rtclient.Dial(*sock)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", uid, flow, c.Admitted, c.Rejected, c.Sent, c.SentBytes, c.DroppedLate, c.SendErrors, margin)
+		defer c.Close()
+		raw, err := c.Stats()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			_, err := fmt.Fprintf(e.stdout, "%s\n", raw)
+			return err
+		}
+		var s rtlane.Snapshot
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("stats reply: %w", err)
+		}
+		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time)\n",
+			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs))
+		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "uid\tflow\tadmitted\trejected\tsent\tbytes\tdropped-late\tsend-errors\tmin-margin")
+		row := func(uid, flow string, c rtlane.Counters) {
+			margin := "-"
+			if c.Sent > 0 {
+				margin = time.Duration(c.MinMarginNs).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", uid, flow, c.Admitted, c.Rejected, c.Sent, c.SentBytes, c.DroppedLate, c.SendErrors, margin)
+		}
+		for _, f := range s.Flows {
+			row(fmt.Sprint(f.UID), fmt.Sprint(f.Flow), f.Counters)
+		}
+		row("all", "", s.Totals)
+		return tw.Flush()
 	}
-	for _, f := range s.Flows {
-		row(fmt.Sprint(f.UID), fmt.Sprint(f.Flow), f.Counters)
-	}
-	row("all", "", s.Totals)
-	return tw.Flush()
 }

@@ -8,58 +8,48 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
 func init() {
-	register(&command{
-		name:    "tune",
-		summary: "show or switch kernel real-time settings (preemption model)",
-		usage:   "[--json] | preempt none|voluntary|full|lazy",
-		run:     runTune,
-	})
+	register(&command{path: "tune", summary: "show or switch kernel real-time settings (preemption model)",
+		setup: func(fs *pflag.FlagSet, e *env) runFunc {
+			asJSON := fs.Bool("json", false, "JSON output")
+			return func(context.Context, []string) error {
+				k := sched.ReadKernelRT()
+				if *asJSON {
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(k)
+				}
+				WriteKernelRT(e.stdout, k)
+				return nil
+			}
+		}})
+	register(&command{path: "tune preempt", summary: "switch the PREEMPT_DYNAMIC preemption model until reboot",
+		args: "none|voluntary|full|lazy", nargs: exactArgs(1, "one mode: none, voluntary, full or lazy"),
+		setup: func(_ *pflag.FlagSet, e *env) runFunc {
+			return func(_ context.Context, args []string) error { return tunePreempt(e, args[0]) }
+		}})
 }
 
-func runTune(_ context.Context, e *env, args []string) error {
-	sub, rest := splitSubcommand(args)
-	switch sub {
-	case "":
-		fs := flag.NewFlagSet("tune", flag.ContinueOnError)
-		fs.SetOutput(e.stderr)
-		asJSON := fs.Bool("json", false, "JSON output")
-		if err := fs.Parse(rest); err != nil {
-			return usageErrorf("%v", err)
-		}
-		k := sched.ReadKernelRT()
-		if *asJSON {
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(k)
-		}
-		WriteKernelRT(e.stdout, k)
-		return nil
-	case "preempt":
-		if len(rest) != 1 {
-			return usageErrorf("tune preempt needs one mode: none, voluntary, full or lazy")
-		}
-		mode := rest[0]
-		prev, err := sched.SetPreempt(mode)
-		if err != nil {
-			return fmt.Errorf("preempt %s: %w", mode, err)
-		}
-		fmt.Fprintf(e.stdout, "preemption model: %s -> %s (until reboot)\n", prev, mode)
-		if prev != "" && prev != "unknown" {
-			fmt.Fprintf(e.stdout, "revert with: lanes tune preempt %s\n", prev)
-		}
-		fmt.Fprintf(e.stdout, "make it permanent with preempt=%s on the kernel command line\n", mode)
-		return nil
+func tunePreempt(e *env, mode string) error {
+	prev, err := sched.SetPreempt(mode)
+	if err != nil {
+		return fmt.Errorf("preempt %s: %w", mode, err)
 	}
-	return usageErrorf("unknown tune target %q", sub)
+	fmt.Fprintf(e.stdout, "preemption model: %s -> %s (until reboot)\n", prev, mode)
+	if prev != "" && prev != "unknown" {
+		fmt.Fprintf(e.stdout, "revert with: lanes tune preempt %s\n", prev)
+	}
+	fmt.Fprintf(e.stdout, "make it permanent with preempt=%s on the kernel command line\n", mode)
+	return nil
 }
 
 // WriteKernelRT prints the real-time part of the kernel report (used by

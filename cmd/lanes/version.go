@@ -1,4 +1,4 @@
-// version.go: `lanes version`, the build's version string.
+// version.go: `lanes version` and `lanes --version`, the build's version string.
 package main
 
 import (
@@ -6,22 +6,31 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/pflag"
 )
 
 // version is set at link time: -ldflags "-X main.version=..."
 var version = "dev"
 
 func init() {
-	register(&command{name: "version", summary: "print the version", run: func(_ context.Context, e *env, _ []string) error {
-		rev := ""
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "vcs.revision" {
-					rev = " " + s.Value
-				}
+	register(&command{path: "version", summary: "print the version (same as --version)",
+		setup: func(_ *pflag.FlagSet, e *env) runFunc {
+			return func(context.Context, []string) error {
+				fmt.Fprintln(e.stdout, versionString())
+				return nil
+			}
+		}})
+}
+
+func versionString() string {
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				rev = " " + s.Value
 			}
 		}
-		fmt.Fprintf(e.stdout, "lanes %s%s %s/%s %s\n", version, rev, runtime.GOOS, runtime.GOARCH, runtime.Version())
-		return nil
-	}})
+	}
+	return fmt.Sprintf("lanes %s%s %s/%s %s", version, rev, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }

@@ -200,7 +200,11 @@ type Status struct {
 	Version    string            `json:"version"`
 	Policy     string            `json:"policy"`
 	StartedAt  string            `json:"started_at"`
+	Netns      Netns             `json:"netns"` // the network namespace this daemon manages
 	Interfaces []InterfaceStatus `json:"interfaces"`
 	Flows      []FlowInfo        `json:"flows"`
-	Components map[string]string `json:"components,omitempty"` // e.g. coop: "capping, N=3"
+	Components map[string]string `json:"components,omitempty"` // one line each for people, e.g. coop: "capping, N=3"
+	// Details holds each component's status document, structured (the
+	// component op's answer), beside the one-line summaries.
+	Details map[string]json.RawMessage `json:"details,omitempty"`
 }

@@ -54,8 +54,11 @@ func Prefix(parent string, err error) error {
 	return &FieldError{Field: parent, Err: err}
 }
 
-// Rate is a data rate in bits per second. Text form: "10mbit", "1.5Mbit",
-// "20mbps" (= megabits, as tc), "500kbit", "1gbit", or a plain number of bit/s.
+// Rate is a data rate in bits per second. Text form as tc(8) writes bit
+// rates: "10mbit", "1.5Mbit", "500kbit", "1gbit", "1tbit", IEC "8mibit", or a
+// plain number of bit/s. tc reads "bps", "kbps", "mbps" as *bytes* per
+// second while people usually mean bits: those, and bare "k"/"m"/"g", are
+// refused as ambiguous.
 type Rate uint64
 
 // Bits returns the rate in bit/s.
@@ -83,10 +86,15 @@ func ParseRate(s string) (Rate, error) {
 	if err != nil || v < 0 {
 		return 0, fmt.Errorf("bad rate %q (want e.g. 10mbit, 500kbit)", s)
 	}
-	mult := map[string]float64{"": 1, "bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "k": 1e3,
-		"mbit": 1e6, "mbps": 1e6, "m": 1e6, "gbit": 1e9, "gbps": 1e9, "g": 1e9}[strings.ToLower(unit)]
+	u := strings.ToLower(unit)
+	mult := map[string]float64{"": 1, "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+		"kibit": 1 << 10, "mibit": 1 << 20, "gibit": 1 << 30, "tibit": 1 << 40}[u]
 	if mult == 0 {
-		return 0, fmt.Errorf("bad rate unit %q in %q (want bit, kbit, mbit or gbit)", unit, s)
+		if strings.HasSuffix(u, "bps") || u == "k" || u == "m" || u == "g" {
+			return 0, fmt.Errorf("ambiguous rate unit %q in %q: tc reads %q as bytes per second, many read it as bits; write bits as tc does (e.g. %s)",
+				unit, s, u, num+"mbit")
+		}
+		return 0, fmt.Errorf("bad rate unit %q in %q (want bit, kbit, mbit, gbit or tbit, as tc)", unit, s)
 	}
 	return Rate(math.Round(v * mult)), nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
-	for in, want := range map[string]Rate{"10mbit": 10e6, "1.5Mbit": 1.5e6, "500kbit": 500e3, "1gbit": 1e9, "1200": 1200, "20mbps": 20e6} {
+	for in, want := range map[string]Rate{"10mbit": 10e6, "1.5Mbit": 1.5e6, "500kbit": 500e3, "1gbit": 1e9, "1200": 1200, "2tbit": 2e12, "1mibit": 1 << 20} {
 		got, err := ParseRate(in)
 		if err != nil || got != want {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
@@ -17,7 +17,8 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("round trip %q -> %q -> %v, %v", in, got.String(), back, err)
 		}
 	}
-	for _, bad := range []string{"", "fast", "10 furlongs", "-3mbit", "mbit"} {
+	// tc reads mbps as megabytes/s, people as megabits/s: refused, as are bare prefixes.
+	for _, bad := range []string{"", "fast", "10 furlongs", "-3mbit", "mbit", "10Mbps", "20mbps", "100kbps", "8bps", "10m", "5k"} {
 		if _, err := ParseRate(bad); err == nil {
 			t.Errorf("ParseRate(%q) accepted", bad)
 		}

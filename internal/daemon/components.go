@@ -120,7 +120,9 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	}
 	status := func() string {
 		s := l.Stats()
-		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, %+v", l.Addr(), float64(l.Rate())/1e6, s.Totals)
+		t := s.Totals
+		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, admitted %d, rejected %d, sent %d, dropped late %d, send errors %d",
+			l.Addr(), float64(l.Rate())/1e6, t.Admitted, t.Rejected, t.Sent, t.DroppedLate, t.SendErrors)
 	}
 	return &runner{run: l.Run, close: l.Close, status: status, detail: func() any { return l.Stats() }}, nil
 }

@@ -11,6 +11,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,7 @@ type Daemon struct {
 	opts     Options
 	log      *slog.Logger
 	instance string
+	netns    api.Netns // the namespace this daemon manages (status)
 	started  time.Time
 	cgroups  *cgroupMount
 
@@ -97,7 +99,11 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer cg.release()
-	d := &Daemon{opts: opts, log: opts.Log, instance: inst, started: time.Now(), pol: pol, flows: map[api.Flow]api.FlowInfo{}, liveSockets: map[api.Flow][]liveSocket{}, cgroups: cg}
+	ns, err := api.CurrentNetns()
+	if err != nil {
+		return err
+	}
+	d := &Daemon{opts: opts, log: opts.Log, instance: inst, netns: ns, started: time.Now(), pol: pol, flows: map[api.Flow]api.FlowInfo{}, liveSockets: map[api.Flow][]liveSocket{}, cgroups: cg}
 	if cg.mounted {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
@@ -477,7 +483,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	flows, _ := d.Flows()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows}
+	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns}
 	for _, m := range d.ifaces {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		s, err := m.dp.Stats()
@@ -499,11 +505,18 @@ func (d *Daemon) Status() (*api.Status, error) {
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Components = map[string]string{}
+	st.Details = map[string]json.RawMessage{}
 	if d.tasks != nil {
 		st.Components["tasks"] = d.tasks.summary()
+		if b, err := json.Marshal(d.tasks.eng.Status()); err == nil {
+			st.Details["tasks"] = b
+		}
 	}
 	for _, c := range d.comps {
 		st.Components[c.name] = c.status()
+		if b, err := json.Marshal(c.detail()); err == nil {
+			st.Details[c.name] = b
+		}
 	}
 	return st, nil
 }

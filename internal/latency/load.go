@@ -80,7 +80,7 @@ type NetLoadConfig struct {
 	Size     int           // UDP payload bytes, default 1000
 	Duration time.Duration // hard limit: the sender stops after this
 	// Exe, if set, is a lanes binary: the sender and the sink then run in a
-	// child process (`lanes latency --flood-child`), so that their goroutines
+	// child process (`lanes latency flood-child`), so that their goroutines
 	// never share a Go runtime (scheduler locks, GC) with measuring threads.
 	// Empty: they run in this process.
 	Exe string
@@ -231,7 +231,7 @@ func startFlooder(host, peer netns.NsHandle, hostAddr, peerAddr net.IP, c NetLoa
 	return f, nil
 }
 
-// startChild runs the sender and sink in `lanes latency --flood-child`,
+// startChild runs the sender and sink in `lanes latency flood-child`,
 // passing the namespaces as fds 3 (host) and 4 (peer).
 func (nl *NetLoad) startChild(c NetLoadConfig) error {
 	var files []*os.File
@@ -243,7 +243,7 @@ func (nl *NetLoad) startChild(c NetLoadConfig) error {
 		defer f.Close()
 		files = append(files, f)
 	}
-	nl.child = exec.Command(c.Exe, "latency", "--flood-child", "--rate", strconv.Itoa(c.Rate), "--size", strconv.Itoa(c.Size),
+	nl.child = exec.Command(c.Exe, "latency", "flood-child", "--rate", strconv.Itoa(c.Rate), "--size", strconv.Itoa(c.Size),
 		"--duration", c.Duration.String(), "--host", nl.HostAddr.String(), "--peer", nl.PeerAddr.String())
 	nl.child.ExtraFiles = files
 	nl.child.Stdout = &nl.childOut
@@ -257,7 +257,7 @@ func (nl *NetLoad) startChild(c NetLoadConfig) error {
 	return nil
 }
 
-// FloodChild is the body of `lanes latency --flood-child`: namespaces on fds
+// FloodChild is the body of `lanes latency flood-child`: namespaces on fds
 // 3 (host) and 4 (peer); it floods until the duration ends or SIGTERM, then
 // prints its FloodCounts as JSON.
 func FloodChild(rate, size int, d time.Duration, host, peer string, out io.Writer) error {

@@ -27,7 +27,7 @@ type Event struct {
 	Time   time.Time `json:"time"`
 	Kind   string    `json:"kind"` // "probe", "start" or "end"
 	Cookie uint64    `json:"cookie,omitempty"`
-	Sock   uint64    `json:"sock"` // kernel struct sock address, the flow's key for start/end
+	Sock   uint64    `json:"sock,string"` // kernel struct sock address, the flow's key for start/end (a string: above 2^53)
 	Src    string    `json:"src"`
 	Dst    string    `json:"dst"`
 	// probe

@@ -1,0 +1,97 @@
+// cli_test.go: every command behaves like the Linux tools people know:
+// -h prints help on stdout with rc 0, a bad flag is a usage error (rc 2),
+// and no help text leaks a sentinel default.
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func allCommands(c *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{c}
+	for _, k := range c.Commands() {
+		out = append(out, allCommands(k)...)
+	}
+	return out
+}
+
+func runCLI(args ...string) (stdout, stderr string, rc int) {
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	rc = runMain(context.Background(), e, args)
+	return out.String(), errb.String(), rc
+}
+
+func TestEveryCommandHelpAndBadFlag(t *testing.T) {
+	root := buildTree(&env{getenv: func(string) string { return "" }})
+	n := 0
+	for _, c := range allCommands(root) {
+		path := strings.Fields(c.CommandPath())[1:]
+		name := strings.Join(append([]string{"lanes"}, path...), " ")
+		if c.DisableFlagParsing { // internal helpers take raw arguments
+			continue
+		}
+		for _, h := range []string{"-h", "--help"} {
+			out, errOut, rc := runCLI(append(append([]string{}, path...), h)...)
+			if rc != 0 || !strings.Contains(out, "Usage:") || errOut != "" {
+				t.Errorf("%s %s: rc %d, stdout %q, stderr %q; want help on stdout, rc 0", name, h, rc, trim(out), errOut)
+			}
+			if strings.Contains(out, "(default -") {
+				t.Errorf("%s %s: a sentinel default leaks: %s", name, h, out)
+			}
+		}
+		if _, errOut, rc := runCLI(append(append([]string{}, path...), "--no-such-flag")...); rc != 2 || !strings.Contains(errOut, "--help") {
+			t.Errorf("%s --no-such-flag: rc %d, stderr %q; want a usage error, rc 2", name, rc, errOut)
+		}
+		n++
+	}
+	if n < 25 {
+		t.Errorf("only %d commands checked", n)
+	}
+}
+
+func TestFlagsAfterArguments(t *testing.T) {
+	// GNU style: flags anywhere; a usage error for a missing argument.
+	if _, errOut, rc := runCLI("lab", "report", "/nonexistent", "--help"); rc != 0 {
+		t.Errorf("flag after argument: rc %d (%s)", rc, errOut)
+	}
+	if _, _, rc := runCLI("lab", "report"); rc != 2 {
+		t.Errorf("lab report without DIR: rc %d, want 2", rc)
+	}
+	if _, _, rc := runCLI("no-such-command"); rc != 2 {
+		t.Errorf("unknown command: rc %d, want 2", rc)
+	}
+	if _, _, rc := runCLI("lab", "no-such"); rc != 2 {
+		t.Errorf("unknown subcommand: rc %d, want 2", rc)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, a := range []string{"--version", "version"} {
+		out, _, rc := runCLI(a)
+		if rc != 0 || !strings.HasPrefix(out, "lanes ") {
+			t.Errorf("lanes %s: rc %d, %q", a, rc, out)
+		}
+	}
+}
+
+func TestMoveUsage(t *testing.T) {
+	for _, args := range [][]string{{"move", "123"}, {"move", "--lane", "background"}, {"move", "--lane", "background", "12", "--cgroup", "x"},
+		{"move", "--lane", "nowhere", "12"}, {"move", "--lane", "background", "abc"}} {
+		if _, errOut, rc := runCLI(args...); rc != 2 {
+			t.Errorf("%v: rc %d (%s), want 2", args, rc, errOut)
+		}
+	}
+}
+
+func trim(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

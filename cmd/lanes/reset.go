@@ -1,0 +1,25 @@
+// reset.go: `lanes reset`, remove what a killed daemon left behind.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lanes-net/lanes/internal/daemon"
+)
+
+func init() {
+	register(&command{path: "reset", summary: "remove what a killed daemon left in this network namespace (qdiscs, classifier, cgroups, socket)",
+		setup: func(fs *pflag.FlagSet, e *env) runFunc {
+			sock := socketFlag(fs, e)
+			return func(context.Context, []string) error {
+				done, err := daemon.Reset(*sock)
+				for _, d := range done {
+					fmt.Fprintln(e.stdout, d)
+				}
+				return err
+			}
+		}})
+}
