@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * ledbat.c - LEDBAT++ (draft-irtf-iccrg-ledbat-plus-plus) as a BPF struct_ops
  * TCP congestion control: the background lane's scavenger. The window

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * ledbat_core.h - the LEDBAT++ window arithmetic
  * (draft-irtf-iccrg-ledbat-plus-plus), free of kernel types so that two BPF

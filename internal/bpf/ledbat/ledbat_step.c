@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * ledbat_step.c - one LEDBAT++ operation (ledbat_core.h) on a state kept in
  * a one-entry array map, run by BPF_PROG_TEST_RUN as a
