@@ -110,6 +110,9 @@ func printStatus(e *env, st *api.Status) {
 		if it.CwndCapCC != "" {
 			fmt.Fprintf(e.stdout, "cwnd caps enforced by: %s (sockets switched from cubic: %d)\n", it.CwndCapCC, it.Sockops["cc_switch"])
 		}
+		if it.BackgroundCC != "" {
+			fmt.Fprintf(e.stdout, "background congestion control: %s (sockets switched: %d)\n", it.BackgroundCC, it.Sockops["bg_cc"])
+		}
 	}
 	if len(st.Components) > 0 {
 		fmt.Fprintln(e.stdout)

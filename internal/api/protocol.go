@@ -193,6 +193,10 @@ type InterfaceStatus struct {
 	// congestion control (CUBIC with the cap enforced on every ACK), or
 	// "clamp only: <why>" when it could not be loaded.
 	CwndCapCC string `json:"cwnd_cap_cc,omitempty"`
+	// BackgroundCC is the background lane's congestion control:
+	// "LEDBAT++ <name>, target <d>", or "system: <why>" when background
+	// sockets keep the system's (off by policy, or no struct_ops).
+	BackgroundCC string `json:"background_cc,omitempty"`
 }
 
 // Status is the daemon's state.

@@ -227,7 +227,8 @@ func (d *Daemon) installLocked() error {
 			}
 			name = n
 		}
-		cfg := datapath.Config{Interface: name, Instance: d.instance, DeviceQueueBytes: int(it.DeviceQueue), CgroupRoot: d.cgroups.root}
+		cfg := datapath.Config{Interface: name, Instance: d.instance, DeviceQueueBytes: int(it.DeviceQueue), CgroupRoot: d.cgroups.root,
+			BackgroundTarget: d.pol.Background.Target()}
 		if it.Mode == policy.Shaped {
 			cfg.Mode = datapath.Shaped
 			cfg.UplinkBps = it.Uplink.Bits()
@@ -501,6 +502,11 @@ func (d *Daemon) Status() (*api.Status, error) {
 			is.CwndCapCC = s.CapCC.Name
 		} else {
 			is.CwndCapCC = "clamp only: " + s.CapCC.Reason
+		}
+		if b := s.Background; b.Active {
+			is.BackgroundCC = fmt.Sprintf("LEDBAT++ %s, target %v", b.Name, b.Target)
+		} else {
+			is.BackgroundCC = "system: " + b.Reason
 		}
 		st.Interfaces = append(st.Interfaces, is)
 	}

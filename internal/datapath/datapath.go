@@ -32,6 +32,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -41,6 +42,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -77,6 +79,10 @@ type Config struct {
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
 	// bytes (0 = 16 KiB, negative = leave the socket's setting alone).
 	BackgroundNotsentLowat int
+	// BackgroundTarget is the queuing-delay target of the background lane's
+	// LEDBAT++ (bgcc.go): 0 = the default, negative = background sockets
+	// keep the system congestion control.
+	BackgroundTarget time.Duration
 }
 
 var errClosed = errors.New("datapath: closed")
@@ -143,6 +149,8 @@ type Datapath struct {
 	cc      *capcc.CC // nil when the kernel cannot run it (ccErr says why)
 	ccName  string
 	ccErr   error
+	bg      *ledbat.CC // background lane's LEDBAT++, nil if off (bgErr says why)
+	bgErr   error
 	cgIDs   map[lane.Lane]uint64
 	devq    *devQueueState
 
@@ -232,7 +240,8 @@ func Open(cfg Config) (d *Datapath, err error) {
 	if d.cc != nil {
 		ccName = d.cc.Name
 	}
-	if d.ops, err = sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName}, sockops.Shared{
+	d.loadBackgroundCC(cookie)
+	if d.ops, err = sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: d.bgCCName()}, sockops.Shared{
 		Cookie: d.cls.LanesCookie, Tuple: d.cls.LanesTuple, Cgroup: d.cls.LanesCgroup, UID: d.cls.LanesUid,
 	}); err != nil {
 		return d, err
@@ -333,6 +342,9 @@ func (d *Datapath) teardown(evict bool) error {
 	}
 	if d.cc != nil {
 		errs = append(errs, d.cc.Close())
+	}
+	if d.bg != nil {
+		errs = append(errs, d.bg.Close())
 	}
 	if d.cls != nil {
 		errs = append(errs, d.cls.Close())
@@ -615,6 +627,7 @@ type Stats struct {
 	Classifier map[string]uint64       `json:"classifier"` // classifier packets by match kind
 	Sockops    map[string]uint64       `json:"sockops"`    // sock_ops events
 	CapCC      CapCCStatus             `json:"cap_cc"`     // the cap-enforcing congestion control
+	Background BackgroundCCStatus      `json:"background_cc"`
 }
 
 // CapCCStatus says whether the lanes congestion control (CUBIC with an
@@ -645,7 +658,7 @@ func (d *Datapath) Stats() (Stats, error) {
 	if err := d.check(); err != nil {
 		return Stats{}, err
 	}
-	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}, CapCC: d.CapCC()}
+	s := Stats{Interface: d.cfg.Interface, Mode: d.cfg.Mode.String(), Lanes: map[lane.Lane]LaneStats{}, Classifier: map[string]uint64{}, CapCC: d.CapCC(), Background: d.BackgroundCC()}
 	cls, err := classifier.ReadStats(d.cls.LanesClsStats)
 	if err != nil {
 		return s, err

@@ -24,6 +24,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
@@ -96,6 +97,8 @@ type Policy struct {
 	Coop coop.Config `yaml:"coop"`
 	// The realtime lane: per-packet deadlines, EDF, admission control.
 	Realtime rtlane.Config `yaml:"realtime"`
+	// The background lane at a remote bottleneck: LEDBAT++ and its target.
+	Background ledbat.Config `yaml:"background"`
 
 	// Source is the file the policy came from ("(default)" for the embedded one).
 	Source string `yaml:"-"`
@@ -147,7 +150,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, syntaxError(file, err)
 	}
-	p := &Policy{Coop: coop.DefaultConfig(), Realtime: rtlane.DefaultConfig()}
+	p := &Policy{Coop: coop.DefaultConfig(), Realtime: rtlane.DefaultConfig(), Background: ledbat.DefaultConfig()}
 	d := &decoder{lines: map[string]int{}}
 	if len(root.Content) > 0 {
 		if err := d.decode(&root, reflect.ValueOf(p).Elem(), ""); err != nil {
@@ -236,6 +239,9 @@ func (p *Policy) Validate() error {
 		if err := p.Realtime.Validate(); err != nil {
 			return config.Prefix("realtime", err)
 		}
+	}
+	if err := p.Background.Validate(); err != nil {
+		return config.Prefix("background", err)
 	}
 	return nil
 }

@@ -95,7 +95,8 @@ const (
 	AbiOpsCounterOPS_CC_SWITCH      AbiOpsCounter = 11
 	AbiOpsCounterOPS_CC_SWITCH_ERR  AbiOpsCounter = 12
 	AbiOpsCounterOPS_CC_OTHER       AbiOpsCounter = 13
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 14
+	AbiOpsCounterOPS_BG_CC          AbiOpsCounter = 14
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 15
 )
 
 // Names of all BPF objects in the ELF.

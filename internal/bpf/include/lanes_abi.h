@@ -61,7 +61,8 @@ enum ops_counter {
 	OPS_CC_SWITCH = 11,     /* capped cubic socket switched to CFG.cc_name */
 	OPS_CC_SWITCH_ERR = 12, /* getsockopt/setsockopt(TCP_CONGESTION) failed */
 	OPS_CC_OTHER = 13,      /* capped socket on another CC (bbr, reno...): left alone */
-	OPS_COUNTERS = 14,
+	OPS_BG_CC = 14,         /* background socket switched to CFG.bg_cc_name (LEDBAT++) */
+	OPS_COUNTERS = 15,
 };
 
 /*

@@ -105,6 +105,7 @@ volatile const struct sockops_config {
 	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT for background sockets, 0 = leave */
 	__u32 pad;
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
+	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -128,6 +129,8 @@ struct sk_state {
 	__u32 lane;
 	__u32 cc_checked;  /* the congestion control was looked at (once) */
 	__u32 lowat_set;   /* TCP_NOTSENT_LOWAT applied (background) */
+	__u32 bg_cc;       /* switched to the background congestion control */
+	__u32 pad;
 };
 
 struct {
@@ -271,6 +274,31 @@ static __always_inline void switch_cc(struct bpf_sock_ops *ops, struct sk_state 
 		bump(OPS_CC_SWITCH_ERR);
 }
 
+/* switch_bg_cc moves a background socket to CFG.bg_cc_name (LEDBAT++), once
+ * per socket, whatever it ran: a background flow must yield at any
+ * bottleneck, not only at lanes' own queue. LEDBAT++ enforces the cwnd
+ * clamp itself, so a cap never switches it on to capcc (cc_checked). */
+static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops)
+{
+	char want[CC_NAME_LEN] = {};
+	struct bpf_sock *sk = ops->sk;
+	struct sk_state *st;
+
+	if (!sk || !CFG.bg_cc_name[0])
+		return;
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->bg_cc)
+		return;
+	st->bg_cc = 1;
+	st->cc_checked = 1;
+	for (int i = 0; i < CC_NAME_LEN; i++)
+		want[i] = CFG.bg_cc_name[i];
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0)
+		bump(OPS_BG_CC);
+	else
+		bump(OPS_CC_SWITCH_ERR);
+}
+
 static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
 {
 	struct bpf_sock *sk = ops->sk;
@@ -354,8 +382,10 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG);
-		if (lane == LANE_BACKGROUND)
+		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
+			switch_bg_cc(ops);
+		}
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
@@ -364,8 +394,10 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		lane = valid_lane(v) ? *v : LANE_UNSET;
 		/* a socket moved to background after it was established (a 3-tuple
 		 * registered after connect, as the LW-LBE API does) */
-		if (lane == LANE_BACKGROUND)
+		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
+			switch_bg_cc(ops);
+		}
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:

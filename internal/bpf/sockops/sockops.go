@@ -17,6 +17,10 @@ type Config struct {
 	// CCName is the lanes congestion control (internal/bpf/capcc) that a
 	// capped CUBIC socket is switched to; "" = leave every socket's alone.
 	CCName string
+	// BgCCName is the background lane's congestion control
+	// (internal/bpf/ledbat: LEDBAT++) that every background TCP socket is
+	// switched to; "" = leave background sockets' alone.
+	BgCCName string
 }
 
 // Shared are the classifier's maps that sock_ops reads and writes.
@@ -40,6 +44,12 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 	}
 	for i := 0; i < len(cfg.CCName); i++ {
 		c.CcName[i] = int8(cfg.CCName[i])
+	}
+	if len(cfg.BgCCName) >= len(c.BgCcName) {
+		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.BgCCName, len(c.BgCcName)-1)
+	}
+	for i := 0; i < len(cfg.BgCCName); i++ {
+		c.BgCcName[i] = int8(cfg.BgCCName[i])
 	}
 	if err := spec.Variables[SockopsVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set sockops config: %w", err)

@@ -28,6 +28,8 @@ type SockopsSkState struct {
 	Lane       uint32
 	CcChecked  uint32
 	LowatSet   uint32
+	BgCc       uint32
+	Pad        uint32
 }
 
 type SockopsSockopsConfig struct {
@@ -36,6 +38,7 @@ type SockopsSockopsConfig struct {
 	NotsentLowat uint32
 	Pad          uint32
 	CcName       [16]int8
+	BgCcName     [16]int8
 }
 
 // Names of all BPF objects in the ELF.

@@ -1,0 +1,108 @@
+// remote_test.go: the background lane at a bottleneck that is not lanes'
+// own queue, with the daemon's DEFAULT policy (device-bottleneck, no rate):
+//
+//	phone A (lanes daemon, default policy) ── router R ── server B
+//	          R's egress r-b: TBF 10 Mbit/s, 600 KB buffer (480 ms)
+//
+// Without lanes a bulk upload fills R's buffer and a foreground probe waits
+// behind it; with lanes the background socket runs LEDBAT++ (sock_ops
+// switches it), which keeps R's queue near its target. Also: the background
+// flow alone fills most of the link, and an interactive CUBIC upload takes
+// the link from it. Ratios against the same run without lanes, loose
+// bounds: the figures themselves are logged (and measured by the lab).
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+const remoteLinkBps = 10e6
+
+// deepBottleneck puts a 10 Mbit/s TBF holding 600 KB (a bloated home
+// router's or base station's buffer) on R's link dev.
+func deepBottleneck(t *testing.T, p *testutil.Path, dev string) {
+	t.Helper()
+	if out, err := p.R.Command("tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "10mbit", "burst", "15k", "limit", "600k").CombinedOutput(); err != nil {
+		t.Fatalf("tbf: %v %s", err, out)
+	}
+}
+
+// probe sends n UDP echo probes from A to B's echo server and returns the
+// RTTs (lost probes left out), sorted.
+func probe(t *testing.T, p *testutil.Path, n int) []time.Duration {
+	t.Helper()
+	out, err := p.A.Command(lanesBin, "lab", "helper", "ping", "--to", fmt.Sprintf("%s:7", p.AddrB),
+		"--count", fmt.Sprint(n), "--interval", "50ms").Output()
+	var ms []float64
+	if err != nil || json.Unmarshal(out, &ms) != nil || len(ms) < n/2 {
+		t.Fatalf("ping: %v %s", err, out)
+	}
+	d := make([]time.Duration, len(ms))
+	for i, v := range ms {
+		d[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d
+}
+
+func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	deepBottleneck(t, p, p.LinkRB)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	time.Sleep(300 * time.Millisecond)
+	idle := probe(t, p, 10)
+
+	// Without lanes: the upload fills R's buffer.
+	b, _ := bulk(t, p.A, base)
+	time.Sleep(3 * time.Second)
+	off := probe(t, p, 10)
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+	time.Sleep(time.Second)
+
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	b, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	time.Sleep(4 * time.Second)
+	bg0, t0 := laneBytes(t, sock, "background"), time.Now()
+	on := probe(t, p, 30)
+	bgAlone := float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds()
+
+	// A competing interactive CUBIC upload takes the link.
+	bg0, t0 = laneBytes(t, sock, "background"), time.Now()
+	fg := request(t, p.A, "post", base, 3<<20)
+	bgUnder := float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds()
+	fgRate := float64(fg.Bytes) * 8 / fg.Seconds
+	st := status(t, sock)
+
+	t.Logf("probe RTT p50/p95: idle %v/%v, background upload without lanes %v/%v, with lanes (default policy) %v/%v",
+		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(on, .5), pct(on, .95))
+	t.Logf("background alone %.2f Mbit/s (%.0f%% of the link); under a CUBIC upload %.2f Mbit/s (%.0f%%), the upload %.2f Mbit/s",
+		bgAlone/1e6, 100*bgAlone/remoteLinkBps, bgUnder/1e6, 100*bgUnder/remoteLinkBps, fgRate/1e6)
+	t.Logf("background congestion control: %s, sockets switched %d", st.Interfaces[0].BackgroundCC, st.Interfaces[0].Sockops["bg_cc"])
+
+	if st.Interfaces[0].Sockops["bg_cc"] == 0 {
+		t.Fatalf("no background socket was switched to LEDBAT++ (%s)", st.Interfaces[0].BackgroundCC)
+	}
+	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+		t.Errorf("probe p50 with lanes %v is only %.1fx better than without (%v); want >= 5x", pct(on, .5), ratio, pct(off, .5))
+	}
+	if bgAlone < 0.5*remoteLinkBps {
+		t.Errorf("background alone used %.2f Mbit/s; want >= 5 (work conserving)", bgAlone/1e6)
+	}
+	if fgRate < 0.6*remoteLinkBps {
+		t.Errorf("interactive upload under background at %.2f Mbit/s; want >= 6 (it takes the link)", fgRate/1e6)
+	}
+}
