@@ -94,9 +94,9 @@ function render(s) {
     const c = s.coop;
     const line = el("div", "host " + c.host_id + " · N = " + c.n + " · rate " + (c.rate_bits / 1e6).toFixed(2) + " Mbit/s (" + c.rate_source + ") · ");
     line.append(el("b", c.capping ? "capping" : "not capping: " + c.reason, c.capping ? "ok" : "bad"));
-    if (!c.authenticated) line.append(el("b", " · peers UNAUTHENTICATED", "bad"));
+    if (!c.authenticated) line.append(el("b", " · peers unauthenticated (limited mode: N grows one peer at a time, up to a bound" + (c.uncounted_peers ? "; " + c.uncounted_peers + " peers wait outside N" : "") + ")", "bad"));
     coop.append(line);
-    const peers = (c.peers || []).map(p => p.addr + (p.active ? " (" + p.flows + " flows, " + (p.goodput_bits / 1e6).toFixed(2) + " Mbit/s)" : " (idle)"));
+    const peers = (c.peers || []).map(p => p.addr + (p.counted === false ? " [not counted]" : "") + (p.active ? " (" + p.flows + " flows, " + (p.goodput_bits / 1e6).toFixed(2) + " Mbit/s)" : " (idle)"));
     coop.append(el("div", "peers: " + (peers.join(", ") || "none")));
   } else {
     coop.append(el("div", s.coop_error || "—"));

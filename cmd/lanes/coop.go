@@ -204,7 +204,7 @@ func printCoopStatus(e *env, st *coop.Status) {
 	}
 	auth := "authenticated"
 	if !st.Authenticated {
-		auth = "UNAUTHENTICATED"
+		auth = fmt.Sprintf("unauthenticated (limited mode, %d active peers outside N)", st.Uncounted)
 	}
 	fmt.Fprintf(e.stdout, "host %s  N=%d  rate %.3g Mbit/s (%s)  %s  peers %s\n",
 		st.HostID, st.N, float64(st.RateBits)/1e6, st.RateSource, state, auth)
@@ -212,8 +212,9 @@ func printCoopStatus(e *env, st *coop.Status) {
 		fmt.Fprintf(e.stdout, "warning: %s\n", st.Warning)
 	}
 	cn := st.Counters
-	fmt.Fprintf(e.stdout, "announcements: sent %d, received %d, accepted %d, dropped %d (forged %d, unauthenticated %d, replayed %d, stale %d, malformed %d, oversized %d, bad version %d)\n",
-		cn.Sent, cn.Received, cn.Accepted, cn.Dropped(), cn.Forged, cn.Unauthenticated, cn.Replayed, cn.Stale, cn.Malformed, cn.Oversized, cn.BadVersion)
+	fmt.Fprintf(e.stdout, "announcements: sent %d, received %d, accepted %d, dropped %d (forged %d, unauthenticated %d, replayed %d, stale %d, malformed %d, oversized %d, bad version %d, table full %d, new-peer rate %d, address conflict %d)\n",
+		cn.Sent, cn.Received, cn.Accepted, cn.Dropped(), cn.Forged, cn.Unauthenticated, cn.Replayed, cn.Stale, cn.Malformed, cn.Oversized, cn.BadVersion,
+		cn.TableFull, cn.PeerRate, cn.AddrConflict)
 	if st.LastError != "" {
 		fmt.Fprintf(e.stdout, "last error: %s\n", st.LastError)
 	}

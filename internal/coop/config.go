@@ -43,6 +43,23 @@ type Config struct {
 	KeyFile string `yaml:"key_file"`
 	// MaxClockSkew bounds |now - announcement timestamp| (replay window).
 	MaxClockSkew config.Duration `yaml:"max_clock_skew"`
+	// MaxPeers bounds the peer table; announcements of further hosts are
+	// dropped (counted) until a peer leaves.
+	MaxPeers int `yaml:"max_peers"`
+	// NewPeerRate is how many new peers per second the table admits (a
+	// burst of NewPeerBurst); more are dropped and counted.
+	NewPeerRate  float64 `yaml:"new_peer_rate"`
+	NewPeerBurst int     `yaml:"new_peer_burst"`
+	// KeylessMaxPeers: without a group key, at most this many peers count
+	// in N, admitted one per KeylessGrowth (N grows slowly, up to a bound).
+	KeylessMaxPeers int             `yaml:"keyless_max_peers"`
+	KeylessGrowth   config.Duration `yaml:"keyless_growth"`
+	// MaxAPRate bounds the estimated AP rate and any peer's announced
+	// goodput (a liar cannot inflate the estimate past it).
+	MaxAPRate config.Rate `yaml:"max_ap_rate"`
+	// StateFile keeps the peers' last sequence numbers across restarts
+	// (replay protection); empty: the daemon's default under /run/lanes.
+	StateFile string `yaml:"state_file"`
 	// APRate is the usable rate of the shared access point; 0 = estimate it
 	// from the summed goodput of all announcing hosts.
 	APRate config.Rate `yaml:"ap_rate"`
@@ -108,6 +125,12 @@ func DefaultConfig() Config {
 		Interval:         config.Duration(500 * time.Millisecond),
 		SilenceIntervals: 3,
 		MaxClockSkew:     config.Duration(30 * time.Second),
+		MaxPeers:         64,
+		NewPeerRate:      2,
+		NewPeerBurst:     8,
+		KeylessMaxPeers:  8,
+		KeylessGrowth:    config.Duration(time.Second),
+		MaxAPRate:        config.Rate(2e9),
 		Headroom:         120_000,
 		MinSegments:      4,
 		DemandAware:      true,
@@ -147,6 +170,24 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClockSkew.D() < time.Second {
 		return config.Errorf("max_clock_skew", "%v too small (at least 1s)", c.MaxClockSkew)
+	}
+	if c.MaxPeers < 1 || c.MaxPeers > 4096 {
+		return config.Errorf("max_peers", "%d out of range 1..4096", c.MaxPeers)
+	}
+	if !(c.NewPeerRate > 0 && c.NewPeerRate <= 1000) {
+		return config.Errorf("new_peer_rate", "must be in (0, 1000] per second")
+	}
+	if c.NewPeerBurst < 1 || c.NewPeerBurst > c.MaxPeers {
+		return config.Errorf("new_peer_burst", "%d out of range 1..max_peers", c.NewPeerBurst)
+	}
+	if c.KeylessMaxPeers < 1 || c.KeylessMaxPeers > c.MaxPeers {
+		return config.Errorf("keyless_max_peers", "%d out of range 1..max_peers", c.KeylessMaxPeers)
+	}
+	if c.KeylessGrowth.D() < 0 || c.KeylessGrowth.D() > time.Minute {
+		return config.Errorf("keyless_growth", "%v out of range 0..1m", c.KeylessGrowth)
+	}
+	if c.MaxAPRate < 64_000 {
+		return config.Errorf("max_ap_rate", "%v too small", c.MaxAPRate)
 	}
 	if c.APRate != 0 && c.APRate < 64_000 {
 		return config.Errorf("ap_rate", "%v too small (0 = estimate)", c.APRate)

@@ -105,13 +105,17 @@ type Counters struct {
 	Forged          uint64 `json:"forged"`
 	Replayed        uint64 `json:"replayed"`
 	Stale           uint64 `json:"stale"`
+	TableFull       uint64 `json:"table_full"`
+	PeerRate        uint64 `json:"peer_rate_limited"`
+	AddrConflict    uint64 `json:"addr_conflict"`
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"` // changes of any flow's applied cap
 }
 
 // Dropped is the total of announcements refused.
 func (c Counters) Dropped() uint64 {
-	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale
+	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale +
+		c.TableFull + c.PeerRate + c.AddrConflict
 }
 
 // PeerStatus is one peer in Status.
@@ -126,6 +130,9 @@ type PeerStatus struct {
 	FirstSeen   time.Time `json:"first_seen"`
 	LastSeen    time.Time `json:"last_seen"`
 	Share       float64   `json:"share"`
+	// Counted: the peer counts in N (without a key, peers are admitted into
+	// N one at a time and up to a bound).
+	Counted bool `json:"counted"`
 }
 
 // FlowStatus is one local flow and its cap in Status.
@@ -162,6 +169,8 @@ type Status struct {
 	Enabled       bool              `json:"enabled"`
 	HostID        string            `json:"host_id"`
 	Authenticated bool              `json:"authenticated"`
+	Trust         string            `json:"trust"`                     // "authenticated" or "unauthenticated"
+	Uncounted     int               `json:"uncounted_peers,omitempty"` // active peers not (yet) in N (keyless limit)
 	Warning       string            `json:"warning,omitempty"`
 	N             int               `json:"n"` // active senders including this host
 	SelfActive    bool              `json:"self_active"`
@@ -243,7 +252,11 @@ type Controller struct {
 	capWhy      string
 	applied     map[uint64]uint32
 	laneApplied map[lane.Lane]uint32
-	group       string // active hosts and local flows at the last recompute
+	group       string          // active hosts and local flows at the last recompute
+	counted     map[uint64]bool // keyless mode: peers admitted into N
+	lastCount   time.Time       // keyless mode: when the last peer was admitted into N
+	lastSave    time.Time       // replay state written
+	saveDirty   bool            // announcements accepted since
 	st          Status
 	closeOnce   sync.Once
 }
@@ -290,11 +303,25 @@ func New(o Options) (*Controller, error) {
 	c.seq = uint64(c.now().UnixNano())
 	iv := o.Config.Interval.D()
 	c.table = NewTable(iv, o.Config.SilenceIntervals, o.Config.MaxClockSkew.D())
+	c.table.SetLimits(Limits{MaxPeers: o.Config.MaxPeers, NewRate: o.Config.NewPeerRate,
+		Burst: o.Config.NewPeerBurst, OnePerAddr: key == nil})
+	c.counted = map[uint64]bool{}
+	rs, err := loadReplay(o.Config.StateFile, c.now(), o.Config.MaxClockSkew.D())
+	if err != nil {
+		c.log.Warn("coop: replay state unreadable, starting as after a crash", "err", err)
+	}
+	c.table.restored = rs
+	if err := c.saveState(false); err != nil { // a crash from here on is unclean
+		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
+	}
 	c.safety = safety{cfg: o.Config.Safety}
 	c.capOK = true
-	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil}
+	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil, Trust: "authenticated"}
 	if key == nil {
-		c.st.Warning = "no group key configured: peer announcements are UNAUTHENTICATED; anyone on the LAN can change this host's caps"
+		c.st.Trust = "unauthenticated"
+		c.st.Warning = fmt.Sprintf("no group key configured: peer announcements are UNAUTHENTICATED; "+
+			"limited mode: one host id per address, at most %d peers count in N, admitted one per %v",
+			o.Config.KeylessMaxPeers, o.Config.KeylessGrowth)
 		c.log.Warn("coop: " + c.st.Warning)
 	}
 	return c, nil
@@ -379,6 +406,7 @@ func (c *Controller) shutdown() error {
 	}
 	c.applied = map[uint64]uint32{}
 	c.laneApplied = map[lane.Lane]uint32{}
+	errs = append(errs, c.saveState(true))
 	c.mu.Unlock()
 	errs = append(errs, c.Close())
 	if err := errors.Join(errs...); err != nil {
@@ -433,11 +461,21 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.Replayed++
 	case errors.Is(err, ErrStale):
 		c.cnt.Stale++
+	case errors.Is(err, ErrTableFull):
+		c.cnt.TableFull++
+	case errors.Is(err, ErrPeerRate):
+		c.cnt.PeerRate++
+	case errors.Is(err, ErrAddrConflict):
+		c.cnt.AddrConflict++
 	default:
 		c.cnt.Malformed++
 	}
 	if err != nil {
 		return err
+	}
+	c.saveDirty = true
+	if ch == Joined { // a new peer's sequence is on disk before it matters
+		c.saveStateLogged(false)
 	}
 	if ch != Updated {
 		select {
@@ -453,6 +491,24 @@ func (c *Controller) tick(ctx context.Context) {
 	c.sampleFlows(ctx, true)
 	c.announce()
 	c.recomputeAndApply(true)
+	c.mu.Lock()
+	if c.saveDirty && c.now().Sub(c.lastSave) >= saveEvery {
+		c.saveStateLogged(false)
+	}
+	c.mu.Unlock()
+}
+
+// saveState writes the replay state (persist.go). Caller holds mu (or is New).
+func (c *Controller) saveState(clean bool) error {
+	now := c.now()
+	c.lastSave, c.saveDirty = now, false
+	return saveReplay(c.cfg.StateFile, replayFile{Saved: now, Clean: clean, Peers: c.table.replayEntries(now)})
+}
+
+func (c *Controller) saveStateLogged(clean bool) {
+	if err := c.saveState(clean); err != nil {
+		c.st.LastError = fmt.Sprintf("save replay state: %v", err)
+	}
 }
 
 // sampleFlows takes a flow sample; it reports whether a local flow started
@@ -532,13 +588,29 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 	// the group's goodput feeds the AP rate estimate
 	g := c.goodput
 	for _, p := range c.table.Peers() {
-		g += float64(p.Last.GoodputKbit) * 1000
+		if c.key == nil && !c.counted[p.ID] {
+			continue // keyless: only peers counted in N count in the rate
+		}
+		g += c.peerGoodput(&p)
 	}
 	c.rates = append(c.rates, rateSample{now, g})
 	for len(c.rates) > 0 && now.Sub(c.rates[0].t) > rateWindow {
 		c.rates = c.rates[1:]
 	}
 	return joined
+}
+
+// peerGoodput is a peer's announced goodput, bounded by what its announced
+// windows could carry (cwnd x MSS / min RTT per flow, x2 for the sampling)
+// and by max_ap_rate.
+func (c *Controller) peerGoodput(p *Peer) float64 {
+	g := float64(p.Last.GoodputKbit) * 1000
+	var w float64
+	for _, f := range p.Last.Flows {
+		rtt := max(f.MinRTT, 100*time.Microsecond)
+		w += float64(f.Cwnd) * float64(min(f.MSS, 9000)) * 8 / rtt.Seconds()
+	}
+	return math.Min(math.Min(g, 2*w), float64(c.cfg.MaxAPRate.Bits()))
 }
 
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
@@ -608,7 +680,7 @@ func (c *Controller) rate() (uint64, string) {
 	if best < 64_000 {
 		return 0, "unknown"
 	}
-	return uint64(best * rateProbe), "estimated"
+	return uint64(math.Min(best*rateProbe, float64(c.cfg.MaxAPRate.Bits()))), "estimated"
 }
 
 func (c *Controller) recomputeAndApply(tick bool) {
@@ -645,12 +717,13 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	}
 	peerIdx := map[uint64]int{}
 	realtimeActive := false
+	uncounted := c.countPeers(peers, now)
 	for i := range peers {
 		pp := &peers[i]
 		if pp.Last.LaneMix[0] > 0 {
 			realtimeActive = true
 		}
-		if pp.Active() {
+		if pp.Active() && (c.key != nil || c.counted[pp.ID]) {
 			peerIdx[pp.ID] = len(hosts)
 			hosts = append(hosts, peerLoad(pp))
 		}
@@ -786,6 +859,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	// status
 	st := &c.st
 	st.N = len(hosts)
+	st.Uncounted = uncounted
 	st.SelfActive = selfIdx >= 0
 	st.RateBits, st.RateSource = rate, src
 	st.Capping, st.Reason = capping && len(hosts) > 0, reason
@@ -800,7 +874,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	for _, pp := range peers {
 		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
 			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
-			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen}
+			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID]}
 		if i, ok := peerIdx[pp.ID]; ok {
 			ps.Share = shares[i]
 		}
@@ -808,6 +882,41 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	}
 	st.Updated = now
 	return sockets, lanes
+}
+
+// countPeers keeps, without a key, the set of active peers counted in N:
+// a peer that stops or leaves drops out at once; others are admitted one
+// per keyless_growth (longest known first) up to keyless_max_peers. It
+// returns how many active peers wait outside N. Caller holds mu.
+func (c *Controller) countPeers(peers []Peer, now time.Time) int {
+	if c.key != nil {
+		return 0
+	}
+	active := map[uint64]bool{}
+	var waiting []*Peer
+	for i := range peers {
+		p := &peers[i]
+		if !p.Active() {
+			continue
+		}
+		active[p.ID] = true
+		if !c.counted[p.ID] {
+			waiting = append(waiting, p)
+		}
+	}
+	for id := range c.counted {
+		if !active[id] {
+			delete(c.counted, id)
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].FirstSeen.Before(waiting[j].FirstSeen) })
+	for len(waiting) > 0 && len(c.counted) < c.cfg.KeylessMaxPeers &&
+		(c.lastCount.IsZero() || now.Sub(c.lastCount) >= c.cfg.KeylessGrowth.D()) {
+		c.counted[waiting[0].ID] = true
+		c.lastCount = now
+		waiting = waiting[1:]
+	}
+	return len(waiting)
 }
 
 // groupKey names the group's make-up: which hosts are active with how many

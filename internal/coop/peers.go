@@ -8,14 +8,36 @@
 //     an announcement's timestamp must be within MaxClockSkew of our clock.
 //     The last sequence of a removed peer is remembered for the skew window,
 //     so a recorded announcement cannot re-add a peer that has left;
-//   - N, the number of active senders, counts peers with active uplink flows.
+//   - N, the number of active senders, counts peers with active uplink flows;
+//   - admission (peers.go's Limits): the table holds at most MaxPeers; new
+//     peers are admitted at NewRate per second (a token bucket of Burst);
+//     without a key one host id per source address (a LAN host inventing
+//     ids must also spoof addresses). Refused announcements are counted;
+//   - a restarted receiver loads its predecessor's replay state (persist.go).
 package coop
 
 import (
+	"errors"
+	"math"
 	"net/netip"
 	"sort"
 	"time"
 )
+
+// Admission refusals, each counted.
+var (
+	ErrTableFull    = errors.New("peer table full")
+	ErrPeerRate     = errors.New("too many new peers (rate limit)")
+	ErrAddrConflict = errors.New("another host id already announces from this address (keyless mode)")
+)
+
+// Limits bound what announcements can do to the table.
+type Limits struct {
+	MaxPeers   int
+	NewRate    float64 // new peers per second
+	Burst      int
+	OnePerAddr bool // one host id per source address
+}
 
 // Peer is one other cooperating host.
 type Peer struct {
@@ -39,14 +61,49 @@ type Table struct {
 	interval time.Duration // ours, for peers announcing 0
 	silence  int
 	skew     time.Duration
+	lim      Limits
+	tokens   float64 // new-peer token bucket
+	refill   time.Time
 	peers    map[uint64]*Peer
 	gone     map[uint64]seqMemo
+	restored restored // replay state of a previous run (persist.go)
 }
 
-// NewTable returns an empty peer table.
+// NewTable returns an empty peer table without admission limits.
 func NewTable(interval time.Duration, silenceIntervals int, maxSkew time.Duration) *Table {
 	return &Table{interval: interval, silence: silenceIntervals, skew: maxSkew,
 		peers: map[uint64]*Peer{}, gone: map[uint64]seqMemo{}}
+}
+
+// SetLimits bounds the table (zero fields: no bound).
+func (t *Table) SetLimits(l Limits) {
+	t.lim = l
+	t.tokens = float64(l.Burst)
+}
+
+// admit applies the admission limits to a new peer.
+func (t *Table) admit(from netip.Addr, now time.Time) error {
+	if t.lim.MaxPeers > 0 && len(t.peers) >= t.lim.MaxPeers {
+		return ErrTableFull
+	}
+	if t.lim.OnePerAddr {
+		for _, p := range t.peers {
+			if p.Addr == from {
+				return ErrAddrConflict
+			}
+		}
+	}
+	if t.lim.NewRate > 0 {
+		if !t.refill.IsZero() {
+			t.tokens = math.Min(float64(t.lim.Burst), t.tokens+now.Sub(t.refill).Seconds()*t.lim.NewRate)
+		}
+		t.refill = now
+		if t.tokens < 1 {
+			return ErrPeerRate
+		}
+		t.tokens--
+	}
+	return nil
 }
 
 // Change says what an accepted announcement did to the table.
@@ -72,6 +129,8 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		}
 	} else if m, ok := t.gone[a.HostID]; ok && a.Seq <= m.seq {
 		return Updated, ErrReplayed
+	} else if !t.restored.fresh(a, now) {
+		return Updated, ErrReplayed
 	}
 	if a.Leaving {
 		if ok {
@@ -84,6 +143,9 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		return Updated, nil
 	}
 	if !ok {
+		if err := t.admit(from, now); err != nil {
+			return Updated, err
+		}
 		p = &Peer{ID: a.HostID, FirstSeen: now}
 		t.peers[a.HostID] = p
 		delete(t.gone, a.HostID)

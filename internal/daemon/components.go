@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"github.com/lanes-net/lanes/internal/config"
@@ -66,12 +67,19 @@ func (d *Daemon) stopComponents() {
 	}
 }
 
+// CoopStateDir holds the coop controllers' replay state (peers' last
+// sequence numbers), kept across restarts of the daemon.
+var CoopStateDir = "/run/lanes/coop"
+
 // newCoop wires the cooperative controller: flows from the TCP monitor
 // (sock_diag, lanes from the datapath's socket map), caps through the
 // datapath's sock_ops maps, announcements on the managed interface.
 func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
+	}
+	if cfg.StateFile == "" {
+		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
 	}
 	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, m) })
 }
@@ -95,7 +103,7 @@ func (d *Daemon) startCoop(cfg coop.Config, m *managedIface) (*runner, error) {
 		}
 		auth := "authenticated"
 		if !s.Authenticated {
-			auth = "UNAUTHENTICATED"
+			auth = fmt.Sprintf("UNAUTHENTICATED (limited: %d active peers wait outside N)", s.Uncounted)
 		}
 		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows, peers %s, dropped announcements %d",
 			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), auth, s.Counters.Dropped())

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,19 +43,32 @@ const (
 // short interval. veth RTTs are tens of microseconds, so the configured AP
 // rate is large enough that rate x RTT gives caps of several segments, far
 // below the cwnd an unclamped upload reaches.
-func coopPolicy() string {
-	return fmt.Sprintf(`interfaces:
+func coopPolicy(t *testing.T) string {
+	return coopPolicyWith(coopTestKey, filepath.Join(t.TempDir(), "coop-replay.json"), "20gbit")
+}
+
+// coopPolicyWith is coopPolicy with a key ("" = none), replay state file and
+// AP rate ("" = estimated).
+func coopPolicyWith(key, stateFile, rate string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `interfaces:
   - name: %s
 coop:
   enabled: true
   port: %d
   interval: 100ms
-  key: "%s"
-  ap_rate: 20gbit
+  state_file: %q
   headroom: 0
   safety:
     enabled: false
-`, testutil.LANLink, coopTestPort, coopTestKey)
+`, testutil.LANLink, coopTestPort, stateFile)
+	if key != "" {
+		fmt.Fprintf(&b, "  key: %q\n", key)
+	}
+	if rate != "" {
+		fmt.Fprintf(&b, "  ap_rate: %s\n", rate)
+	}
+	return b.String()
 }
 
 func coopStatus(t *testing.T, sock string) coop.Status {
@@ -144,7 +158,7 @@ func TestCoopThreeDaemons(t *testing.T) {
 	var daemons []*proc
 	var socks []string
 	for _, h := range lan.Hosts {
-		d, sock := startDaemon(t, h, coopPolicy())
+		d, sock := startDaemon(t, h, coopPolicy(t))
 		daemons, socks = append(daemons, d), append(socks, sock)
 	}
 	began := time.Now()

@@ -68,6 +68,7 @@ func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
 				cfg.UnicastPeers = append(cfg.UnicastPeers, p.node.Addr.String())
 			}
 		}
+		cfg.StateFile = filepath.Join(dir, h.node.Name+".coop-replay.json")
 		pol := filepath.Join(dir, h.node.Name+".yaml")
 		text := coopPolicyYAML(h.node.Name, cfg)
 		// the daemon would refuse a bad file too; this says so before 8 start
@@ -194,6 +195,9 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  interval: %s", c.Interval)
 	p("  silence_intervals: %d", c.SilenceIntervals)
 	p("  max_clock_skew: %s", c.MaxClockSkew)
+	if c.StateFile != "" {
+		p("  state_file: %q", c.StateFile)
+	}
 	p("  ap_rate: %s", c.APRate)
 	p("  headroom: %s", c.Headroom)
 	p("  min_segments: %d", c.MinSegments)
