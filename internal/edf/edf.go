@@ -22,11 +22,12 @@
 //   - Reference: the paper exactly as written, a deadline-sorted array with
 //     stored M values and the O(n) update of §2.3 (decrement, equation (5),
 //     backward propagation). Kept as the executable specification.
-//   - Tree: the production structure, an AVL tree ordered by (deadline,
-//     arrival) whose nodes carry the subtree sum of T and the subtree minimum
-//     of D_k - C_k (C_k the subtree-local inclusive prefix sum of T), from
-//     which M_i is read on one root-to-leaf walk. Admit, insert and dequeue
-//     are O(log n) worst case.
+//   - Tree: the production structure, packets in sorted blocks of 64 under
+//     an array-based summary tree whose nodes carry, for their range, the
+//     sum of T and the minimum of D_k - C_k (C_k the range-local inclusive
+//     prefix sum of T); M_i is read from one root-to-leaf walk plus one
+//     pass over a block. Laid out so that admission stays flat from depth
+//     100 to 100,000 (see tree.go).
 //
 // Operations:
 //   - Admit(now, p): feasibility test and, if feasible, insertion.
@@ -36,7 +37,7 @@
 //
 // Note: M is never stored in Tree. Because M_j = min_{k>=j}(D_k - C_k) -
 // T_now, moving T_now (time passing, backlog changing) changes no node, and a
-// dequeue shifts every C_k by the same T_1, which the subtree-relative sums
+// dequeue shifts every C_k by the same T_1, which the range-relative sums
 // absorb. The reference instead shifts every stored M when T_now moves.
 //
 // Non-goals: preemption of a packet on the wire, several links, and packet

@@ -15,6 +15,7 @@ func impls() map[string]func() Queue {
 	return map[string]func() Queue{
 		"reference": func() Queue { return NewReference() },
 		"tree":      func() Queue { return NewTree(0) },
+		"tree4":     func() Queue { return newTree(0, 4) }, // splits and drains blocks often
 	}
 }
 
@@ -168,6 +169,9 @@ func runDifferential(t *testing.T, seed uint64, n int, checkEvery int) (s diffSt
 	t.Helper()
 	w := newWorkload(seed)
 	ref, tree := NewReference(), NewTree(0)
+	if seed%2 == 1 {
+		tree = newTree(0, 4) // tiny blocks: splits, drains and compactions all the time
+	}
 	var shadow []Packet // for the oracle
 	for i := 0; i < n; i++ {
 		o := w.next(uint64(i))
@@ -267,7 +271,7 @@ func FuzzTree(f *testing.F) {
 	f.Add([]byte{0x01, 0x10, 0x20, 0x30, 0x81, 0x02, 0x05, 0x06})
 	f.Add([]byte{0xff, 0xff, 0x00, 0x01, 0x7f, 0x80, 0x80, 0x10, 0x11, 0x12})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ref, tree := NewReference(), NewTree(0)
+		ref, tree := NewReference(), newTree(0, 3)
 		var shadow []Packet
 		now := int64(1000)
 		for i := 0; i+2 < len(data); i += 3 {
