@@ -25,17 +25,18 @@ import (
 func (d *Daemon) startComponents(ctx context.Context) error {
 	d.mu.Lock()
 	pol := d.pol
-	var first *managedIface
+	host := d.host
+	var first *managedIface // coop announces and realtime paces on the first policy interface
 	if len(d.ifaces) > 0 {
 		first = d.ifaces[0]
 	}
 	d.mu.Unlock()
-	if first == nil {
+	if first == nil || host == nil {
 		return nil
 	}
 	var comps []*component
 	if pol.Coop.Enabled {
-		c, err := d.newCoop(pol.Coop, first)
+		c, err := d.newCoop(pol.Coop, host, first)
 		if err != nil {
 			return fmt.Errorf("coop: %w", err)
 		}
@@ -74,23 +75,23 @@ var CoopStateDir = "/run/lanes/coop"
 // newCoop wires the cooperative controller: flows from the TCP monitor
 // (sock_diag, lanes from the datapath's socket map), caps through the
 // datapath's sock_ops maps, announcements on the managed interface.
-func (d *Daemon) newCoop(cfg coop.Config, m *managedIface) (*component, error) {
+func (d *Daemon) newCoop(cfg coop.Config, h *datapath.Host, m *managedIface) (*component, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
 		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
 	}
-	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, m) })
+	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
-func (d *Daemon) startCoop(cfg coop.Config, m *managedIface) (*runner, error) {
-	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: m.dp.SocketLane, NoProcess: true})
+func (d *Daemon) startCoop(cfg coop.Config, h *datapath.Host) (*runner, error) {
+	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true})
 	if err != nil {
 		return nil, err
 	}
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
-	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Caps: m.dp, Logger: d.log.With("component", "coop")})
+	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Caps: h, Logger: d.log.With("component", "coop")})
 	if err != nil {
 		sampler.Close()
 		return nil, err

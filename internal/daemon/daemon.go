@@ -54,7 +54,8 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	pol    *policy.Policy
-	ifaces []*managedIface
+	host   *datapath.Host            // this namespace's BPF programs, maps and lane cgroups
+	ifaces []*managedIface           // one egress tree each, all running host's classifier
 	flows  map[api.Flow]api.FlowInfo // registrations by API and by policy
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
 	liveSockets map[api.Flow][]liveSocket
@@ -65,7 +66,7 @@ type Daemon struct {
 type managedIface struct {
 	name string
 	cfg  policy.Interface
-	dp   *datapath.Datapath
+	eg   *datapath.Egress
 }
 
 // Instance names this daemon's kernel objects: one per network namespace,
@@ -181,19 +182,17 @@ func (d *Daemon) Reload() bool {
 	old := d.pol
 	d.pol = pol
 	if !sameInterfaces(old.Interfaces, pol.Interfaces) {
-		d.log.Info("policy reload: interfaces changed, reinstalling the datapath")
-		if err := d.uninstallLocked(); err != nil {
-			d.log.Error("reload: uninstall", "err", err)
+		d.log.Info("policy reload: interfaces changed, rebuilding their egress trees")
+		if err := d.closeEgressesLocked(); err != nil {
+			d.log.Error("reload: remove egress trees", "err", err)
 		}
-		if err := d.installLocked(); err != nil {
-			d.log.Error("reload: install failed, traffic is unmanaged until the next reload", "err", err)
-			return true
+		if err := d.openEgressesLocked(); err != nil {
+			d.log.Error("reload: egress trees failed, traffic is unmanaged until the next reload", "err", err)
 		}
-	} else {
-		d.clearPolicyRulesLocked(old)
-		if err := d.applyRulesLocked(); err != nil {
-			d.log.Error("reload: rules", "err", err)
-		}
+	}
+	d.clearPolicyRulesLocked(old)
+	if err := d.applyRulesLocked(); err != nil {
+		d.log.Error("reload: rules", "err", err)
 	}
 	d.log.Info("policy reloaded", "policy", pol.Source)
 	return true
@@ -218,6 +217,19 @@ func (d *Daemon) install() error {
 }
 
 func (d *Daemon) installLocked() error {
+	h, err := datapath.OpenHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root})
+	if err != nil {
+		return err
+	}
+	d.host = h
+	if err := d.openEgressesLocked(); err != nil {
+		return err
+	}
+	return d.applyRulesLocked()
+}
+
+// openEgressesLocked installs the egress tree of every policy interface.
+func (d *Daemon) openEgressesLocked() error {
 	for _, it := range d.pol.Interfaces {
 		name := it.Name
 		if name == policy.DefaultRouteInterface {
@@ -227,8 +239,7 @@ func (d *Daemon) installLocked() error {
 			}
 			name = n
 		}
-		cfg := datapath.Config{Interface: name, Instance: d.instance, DeviceQueueBytes: int(it.DeviceQueue), CgroupRoot: d.cgroups.root,
-			BackgroundTarget: d.pol.Background.Target()}
+		cfg := datapath.EgressConfig{Interface: name, DeviceQueueBytes: int(it.DeviceQueue)}
 		if it.Mode == policy.Shaped {
 			cfg.Mode = datapath.Shaped
 			cfg.UplinkBps = it.Uplink.Bits()
@@ -236,16 +247,24 @@ func (d *Daemon) installLocked() error {
 		} else {
 			cfg.Mode = datapath.DeviceBottleneck
 		}
-		if err := datapath.CleanupAt(name, d.instance, d.cgroups.root); err != nil {
-			d.log.Warn("removing leftovers of a previous run", "interface", name, "err", err)
-		}
-		dp, err := datapath.Open(cfg)
+		eg, err := datapath.OpenEgress(d.host, cfg)
 		if err != nil {
 			return fmt.Errorf("interface %s: %w", name, err)
 		}
-		d.ifaces = append(d.ifaces, &managedIface{name: name, cfg: it, dp: dp})
+		d.ifaces = append(d.ifaces, &managedIface{name: name, cfg: it, eg: eg})
 	}
-	return d.applyRulesLocked()
+	return nil
+}
+
+func (d *Daemon) closeEgressesLocked() error {
+	var errs []error
+	for _, m := range d.ifaces {
+		if err := m.eg.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("interface %s: %w", m.name, err))
+		}
+	}
+	d.ifaces = nil
+	return errors.Join(errs...)
 }
 
 func (d *Daemon) uninstall() error {
@@ -255,32 +274,31 @@ func (d *Daemon) uninstall() error {
 }
 
 func (d *Daemon) uninstallLocked() error {
-	var errs []error
-	for _, m := range d.ifaces {
-		if err := m.dp.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("interface %s: %w", m.name, err))
-		}
+	err := d.closeEgressesLocked()
+	if d.host != nil {
+		err = errors.Join(err, d.host.Close())
+		d.host = nil
 	}
-	d.ifaces = nil
-	return errors.Join(errs...)
+	return err
 }
 
 // applyRulesLocked pushes the policy's rules and all registrations into every
 // interface's datapath.
 func (d *Daemon) applyRulesLocked() error {
 	var errs []error
-	each := func(fn func(dp *datapath.Datapath) error) {
-		for _, m := range d.ifaces {
-			if err := fn(m.dp); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
-			}
+	each := func(fn func(h *datapath.Host) error) {
+		if d.host == nil {
+			return
+		}
+		if err := fn(d.host); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if *d.pol.DSCP.LowerEffortBackground {
-		each(func(dp *datapath.Datapath) error { return dp.SetDSCPLane(lane.DSCPLowerEffort, lane.Background) })
+		each(func(h *datapath.Host) error { return h.SetDSCPLane(lane.DSCPLowerEffort, lane.Background) })
 	}
 	if d.pol.DSCP.ExpeditedRealtime {
-		each(func(dp *datapath.Datapath) error { return dp.SetDSCPLane(lane.DSCPExpedited, lane.Realtime) })
+		each(func(h *datapath.Host) error { return h.SetDSCPLane(lane.DSCPExpedited, lane.Realtime) })
 	}
 	for i, r := range d.pol.Rules {
 		src := "policy:" + ruleName(r, i)
@@ -290,17 +308,17 @@ func (d *Daemon) applyRulesLocked() error {
 			d.flows[f] = api.FlowInfo{Flow: f, Lane: r.Lane, Source: src}
 		case r.DSCP != nil && r.UID == nil && !r.IsProcessRule():
 			dscp := *r.DSCP
-			each(func(dp *datapath.Datapath) error { return dp.SetDSCPLane(dscp, r.Lane) })
+			each(func(h *datapath.Host) error { return h.SetDSCPLane(dscp, r.Lane) })
 		case r.UID != nil && !r.IsProcessRule():
 			uid := *r.UID
-			each(func(dp *datapath.Datapath) error { return dp.SetUIDLane(uid, r.Lane) })
+			each(func(h *datapath.Host) error { return h.SetUIDLane(uid, r.Lane) })
 		case r.Cgroup != "" && r.Exe == "" && r.Comm == "":
 			id, err := d.cgroups.id(r.Cgroup)
 			if err != nil {
 				d.log.Warn("cgroup rule: cgroup not found (yet)", "rule", src, "cgroup", r.Cgroup, "err", err)
 				continue
 			}
-			each(func(dp *datapath.Datapath) error { return dp.SetCgroupLane(id, r.Lane) })
+			each(func(h *datapath.Host) error { return h.SetCgroupLane(id, r.Lane) })
 		}
 	}
 	for f, fi := range d.flows {
@@ -309,7 +327,7 @@ func (d *Daemon) applyRulesLocked() error {
 			errs = append(errs, err)
 			continue
 		}
-		each(func(dp *datapath.Datapath) error { return dp.SetFlowLane(key, fi.Lane) })
+		each(func(h *datapath.Host) error { return h.SetFlowLane(key, fi.Lane) })
 	}
 	return errors.Join(errs...)
 }
@@ -322,34 +340,32 @@ func (d *Daemon) clearPolicyRulesLocked(old *policy.Policy) {
 			d.deleteFlowLocked(f)
 		}
 	}
+	h := d.host
+	if h == nil {
+		return
+	}
 	for _, r := range old.Rules {
-		for _, m := range d.ifaces {
-			switch {
-			case r.IsFlowRule():
-			case r.DSCP != nil && r.UID == nil && !r.IsProcessRule():
-				_ = m.dp.SetDSCPLane(*r.DSCP, lane.Unset)
-			case r.UID != nil && !r.IsProcessRule():
-				_ = m.dp.DeleteUID(*r.UID)
-			case r.Cgroup != "":
-				if id, err := d.cgroups.id(r.Cgroup); err == nil {
-					_ = m.dp.DeleteCgroup(id)
-				}
+		switch {
+		case r.IsFlowRule():
+		case r.DSCP != nil && r.UID == nil && !r.IsProcessRule():
+			_ = h.SetDSCPLane(*r.DSCP, lane.Unset)
+		case r.UID != nil && !r.IsProcessRule():
+			_ = h.DeleteUID(*r.UID)
+		case r.Cgroup != "":
+			if id, err := d.cgroups.id(r.Cgroup); err == nil {
+				_ = h.DeleteCgroup(id)
 			}
 		}
 	}
-	for _, m := range d.ifaces {
-		_ = m.dp.SetDSCPLane(lane.DSCPLowerEffort, lane.Unset)
-		_ = m.dp.SetDSCPLane(lane.DSCPExpedited, lane.Unset)
-	}
+	_ = h.SetDSCPLane(lane.DSCPLowerEffort, lane.Unset)
+	_ = h.SetDSCPLane(lane.DSCPExpedited, lane.Unset)
 }
 
 func (d *Daemon) deleteFlowLocked(f api.Flow) {
 	delete(d.flows, f)
 	d.restoreLiveSocketsLocked(f)
-	if key, err := flowKey(f); err == nil {
-		for _, m := range d.ifaces {
-			_ = m.dp.DeleteFlow(key)
-		}
+	if key, err := flowKey(f); err == nil && d.host != nil {
+		_ = d.host.DeleteFlow(key)
 	}
 }
 
@@ -429,10 +445,11 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, m := range d.ifaces {
-		if err := m.dp.SetFlowLane(key, l); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
-		}
+	if d.host == nil {
+		return errors.New("no datapath installed")
+	}
+	if err := d.host.SetFlowLane(key, l); err != nil {
+		return err
 	}
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
 	d.moveLiveSocketsLocked(f, l)
@@ -453,10 +470,10 @@ func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
 func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.ifaces) == 0 {
-		return "", errors.New("no managed interface")
+	if d.host == nil {
+		return "", errors.New("no datapath installed")
 	}
-	path, _, err := d.ifaces[0].dp.LaneCgroup(l)
+	path, _, err := d.host.LaneCgroup(l)
 	return path, err
 }
 
@@ -485,25 +502,33 @@ func (d *Daemon) Status() (*api.Status, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns}
+	var hs datapath.HostStats
+	if d.host != nil {
+		var err error
+		if hs, err = d.host.Stats(); err != nil {
+			return nil, err
+		}
+	}
 	for _, m := range d.ifaces {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
-		s, err := m.dp.Stats()
+		lanes, err := m.eg.Stats()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.name, err)
 		}
 		for _, l := range lane.All {
-			ls := s.Lanes[l]
+			ls := lanes[l]
 			is.Lanes = append(is.Lanes, api.LaneStats{Lane: l, Packets: ls.Packets, Bytes: ls.Bytes, Drops: ls.Drops,
 				Overlimits: ls.Overlimits, BacklogBytes: ls.BacklogBytes, BacklogPackets: ls.BacklogPackets})
 		}
-		is.Classifier = s.Classifier
-		is.Sockops = s.Sockops
-		if s.CapCC.Active {
-			is.CwndCapCC = s.CapCC.Name
+		// the BPF counters are the host's: one program for all interfaces
+		is.Classifier = hs.ByKind()
+		is.Sockops = hs.Sockops
+		if hs.CapCC.Active {
+			is.CwndCapCC = hs.CapCC.Name
 		} else {
-			is.CwndCapCC = "clamp only: " + s.CapCC.Reason
+			is.CwndCapCC = "clamp only: " + hs.CapCC.Reason
 		}
-		if b := s.Background; b.Active {
+		if b := hs.Background; b.Active {
 			is.BackgroundCC = fmt.Sprintf("LEDBAT++ %s, target %v", b.Name, b.Target)
 		} else {
 			is.BackgroundCC = "system: " + b.Reason
@@ -533,11 +558,11 @@ func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := map[uint64]lane.Lane{}
-	if len(d.ifaces) == 0 {
+	if d.host == nil {
 		return out, nil
 	}
 	for _, c := range cookies {
-		if l, ok := d.ifaces[0].dp.SocketLane(c); ok {
+		if l, ok := d.host.SocketLane(c); ok {
 			out[c] = l
 		}
 	}

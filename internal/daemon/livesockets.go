@@ -54,21 +54,20 @@ func liveSocketsOf(f api.Flow) ([]uint64, error) {
 	return out, nil
 }
 
-// moveLiveSocketsLocked puts the flow's connected sockets in lane l on every
-// interface and remembers what they had (d.mu held).
+// moveLiveSocketsLocked puts the flow's connected sockets in lane l and remembers what they had (d.mu held).
 func (d *Daemon) moveLiveSocketsLocked(f api.Flow, l lane.Lane) {
 	cookies, err := liveSocketsOf(f)
 	if err != nil {
 		d.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
 		return
 	}
-	if len(d.ifaces) == 0 {
+	if d.host == nil {
 		return
 	}
 	moved := d.liveSockets[f]
 	for _, c := range cookies {
 		prev := lane.Unset
-		if p, ok := d.ifaces[0].dp.SocketLane(c); ok {
+		if p, ok := d.host.SocketLane(c); ok {
 			prev = p
 		}
 		if old := findLive(moved, c); old != nil {
@@ -76,10 +75,8 @@ func (d *Daemon) moveLiveSocketsLocked(f api.Flow, l lane.Lane) {
 		} else {
 			moved = append(moved, liveSocket{cookie: c, prev: prev})
 		}
-		for _, m := range d.ifaces {
-			if err := m.dp.SetSocketLane(c, l); err != nil {
-				d.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
-			}
+		if err := d.host.SetSocketLane(c, l); err != nil {
+			d.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
 		}
 	}
 	if len(moved) > 0 {
@@ -91,16 +88,17 @@ func (d *Daemon) moveLiveSocketsLocked(f api.Flow, l lane.Lane) {
 // had before it was registered (d.mu held).
 func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
 	for _, s := range d.liveSockets[f] {
-		for _, m := range d.ifaces {
-			var err error
-			if s.prev == lane.Unset {
-				err = m.dp.ClearSocketLane(s.cookie)
-			} else {
-				err = m.dp.SetSocketLane(s.cookie, s.prev)
-			}
-			if err != nil {
-				d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
-			}
+		if d.host == nil {
+			break
+		}
+		var err error
+		if s.prev == lane.Unset {
+			err = d.host.ClearSocketLane(s.cookie)
+		} else {
+			err = d.host.SetSocketLane(s.cookie, s.prev)
+		}
+		if err != nil {
+			d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
 		}
 	}
 	delete(d.liveSockets, f)

@@ -1,5 +1,5 @@
 // bgcc.go loads the background lane's congestion control (LEDBAT++,
-// internal/bpf/ledbat) for one datapath and reports it. sock_ops switches
+// internal/bpf/ledbat) for one host datapath and reports it. sock_ops switches
 // every background TCP socket to it, so a background upload yields at a
 // bottleneck that is not lanes' own queue (a router's or base station's
 // buffer). Without it (no struct_ops) background sockets keep the system's
@@ -7,8 +7,8 @@
 package datapath
 
 import (
+	"cmp"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
@@ -25,43 +25,48 @@ type BackgroundCCStatus struct {
 	Reason string        `json:"reason,omitempty"` // why it is not active
 }
 
-// loadBackgroundCC registers this datapath's LEDBAT++ (target from cfg:
-// 0 = the default, negative = off). A failure is reported, not fatal.
-func (d *Datapath) loadBackgroundCC(cookie uint64) {
-	target := d.cfg.BackgroundTarget
+// loadBackgroundCC registers this host's LEDBAT++ (target from cfg: 0 =
+// the default, negative = off). A failure turns CapBackgroundCC off.
+func (h *Host) loadBackgroundCC(cookie uint64) {
+	if _, off := h.off[CapBackgroundCC]; off {
+		return
+	}
+	target := h.cfg.BackgroundTarget
 	if target < 0 {
-		d.bgErr = fmt.Errorf("off by policy")
+		h.off[CapBackgroundCC] = "off by policy"
 		return
 	}
 	if target == 0 {
 		target = model.DefaultTargetUS * time.Microsecond
 	}
-	name := capcc.Name(d.cfg.Instance, d.cfg.Interface, fmt.Sprint(cookie), "background")
-	if d.bg, d.bgErr = ledbat.Load(name, target); d.bgErr != nil {
-		slog.Warn("datapath: no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue",
-			"interface", d.cfg.Interface, "instance", d.cfg.Instance, "err", d.bgErr)
+	name := capcc.Name(h.cfg.Instance, fmt.Sprint(cookie), "background")
+	var err error
+	if h.bg, err = ledbat.Load(name, target); err != nil {
+		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }
 
 // bgCCName is the name sock_ops switches background sockets to ("" = none).
-func (d *Datapath) bgCCName() string {
-	if d.bg == nil {
+func (h *Host) bgCCName() string {
+	if h.bg == nil {
 		return ""
 	}
-	return d.bg.Name
+	return h.bg.Name
 }
 
 // BackgroundCC reports the background lane's congestion control.
-func (d *Datapath) BackgroundCC() BackgroundCCStatus {
-	if d.check() != nil {
-		return BackgroundCCStatus{Reason: errClosed.Error()}
-	}
-	if d.bg == nil {
-		r := "not loaded"
-		if d.bgErr != nil {
-			r = d.bgErr.Error()
+func (h *Host) BackgroundCC() BackgroundCCStatus {
+	var s BackgroundCCStatus
+	err := h.use(func() error {
+		if h.bg == nil {
+			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
+			return nil
 		}
-		return BackgroundCCStatus{Reason: r}
+		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target}
+		return nil
+	})
+	if err != nil {
+		return BackgroundCCStatus{Reason: err.Error()}
 	}
-	return BackgroundCCStatus{Active: true, Name: d.bg.Name, Target: d.bg.Target}
+	return s
 }

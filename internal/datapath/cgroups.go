@@ -7,9 +7,10 @@
 // left in them back to the root cgroup and removes them; Cleanup removes
 // only the empty ones.
 //
-// Note: a daemon that manages several interfaces opens one Datapath per
-// interface with the same instance; they share the lane cgroups, which are
-// reference-counted within the process and removed with the last one.
+// Note: the lane cgroups belong to the Host (one per namespace). Hosts of
+// the same instance in one process (a reload builds the new host before it
+// closes the old one) share them: they are reference-counted within the
+// process and removed with the last Close.
 package datapath
 
 import (
@@ -222,4 +223,15 @@ func moveProcs(dir, dst string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// dropLaneCgroupUser drops a user without removing anything, even if it was
+// the last: the lane cgroups and their processes stay for a successor.
+func dropLaneCgroupUser(root, instance string) {
+	cgUsersMu.Lock()
+	defer cgUsersMu.Unlock()
+	base := laneCgroupBase(root, instance)
+	if cgUsers[base]--; cgUsers[base] <= 0 {
+		delete(cgUsers, base)
+	}
 }

@@ -21,7 +21,9 @@
 //     up when they connect (sk_setup_caps).
 //
 // The previous values are saved in memory and in a state file, and restored
-// on Close, or by Cleanup after a crash.
+// on Close, or by Cleanup after a crash. Each value is saved (save callback,
+// the state file) before the device is changed, so a crash between the two
+// never loses the value to restore.
 package datapath
 
 import (
@@ -79,16 +81,17 @@ func readState(path string) (*devQueueState, error) {
 
 // shortenDeviceQueue applies the short device queue and returns what it
 // replaced. queueBytes is the BQL limit_max; txqlen the fallback txqueuelen;
-// gsoSegs the gso_max_segs to lower to (0 = leave).
-func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSegs int) (*devQueueState, error) {
+// gsoSegs the gso_max_segs to lower to (0 = leave). save is called with the
+// state before each change of the device; its error stops the change.
+func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSegs int, save func(*devQueueState) error) (*devQueueState, error) {
 	name := link.Attrs().Name
 	st := &devQueueState{Interface: name, BQLLimit: map[string]int{}}
-	err := ns.withSysfs(func(sys string) error { return setBQL(sys, name, queueBytes, st) })
+	err := ns.withSysfs(func(sys string) error { return setBQL(sys, name, queueBytes, st, save) })
 	if errors.Is(err, errSysfsSetup) {
 		// Without a private sysfs the process's own /sys may still be this
 		// namespace's; if it is not, BQL is left alone (txqueuelen below).
 		if sysfsIsOurs(ns, link) {
-			err = setBQL("/sys", name, queueBytes, st)
+			err = setBQL("/sys", name, queueBytes, st, save)
 		} else {
 			slog.Warn("datapath: cannot reach this namespace's sysfs, BQL left alone", "interface", name, "err", err)
 			err = nil
@@ -99,39 +102,55 @@ func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSeg
 		return nil, err
 	}
 	if old := int(link.Attrs().GSOMaxSegs); gsoSegs > 0 && old > gsoSegs { // 0 = not reported: leave alone
+		st.GSOMaxSegs = &old
+		if err := save(st); err != nil {
+			restoreDeviceQueue(ns, link, st)
+			return nil, err
+		}
 		if err := ns.do(func() error { return netlink.LinkSetGSOMaxSegs(link, gsoSegs) }); err != nil {
 			restoreDeviceQueue(ns, link, st)
 			return nil, fmt.Errorf("set gso_max_segs of %s to %d: %w", name, gsoSegs, err)
 		}
-		st.GSOMaxSegs = &old
 	}
 	if len(st.BQLLimit) > 0 {
 		return st, nil
 	}
 	old := link.Attrs().TxQLen
 	if txqlen > 0 && old != txqlen {
+		st.TxQueueLen = &old
+		if err := save(st); err != nil {
+			restoreDeviceQueue(ns, link, st)
+			return nil, err
+		}
 		if err := ns.do(func() error { return netlink.LinkSetTxQLen(link, txqlen) }); err != nil {
 			restoreDeviceQueue(ns, link, st)
 			return nil, fmt.Errorf("set txqueuelen of %s to %d: %w", name, txqlen, err)
 		}
-		st.TxQueueLen = &old
 	}
 	return st, nil
 }
 
 // setBQL sets limit_max of every tx queue of name under sysfs root sys and
-// records the old values in st.
-func setBQL(sys, name string, queueBytes int, st *devQueueState) error {
+// records the old values in st, saved before the first write.
+func setBQL(sys, name string, queueBytes int, st *devQueueState, save func(*devQueueState) error) error {
 	qs, _ := filepath.Glob(filepath.Join(sys, "class/net", name, "queues/tx-*/byte_queue_limits/limit_max"))
 	for _, f := range qs {
 		old, err := readInt(f)
 		if err != nil {
 			return err
 		}
+		st.BQLLimit[queueName(f)] = old
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	if err := save(st); err != nil {
+		return err
+	}
+	for _, f := range qs {
 		if err := os.WriteFile(f, []byte(strconv.Itoa(queueBytes)), 0); err != nil {
 			return fmt.Errorf("set BQL %s: %w", f, err)
 		}
-		st.BQLLimit[queueName(f)] = old
 	}
 	return nil
 }

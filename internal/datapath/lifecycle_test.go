@@ -36,8 +36,10 @@ func (d *Datapath) abandon() {
 	d.opsLink.Close()
 	d.ops.Close()
 	d.cls.Close()
-	d.ns.close()
-	d.closed.Store(true)
+	d.Host.ns.close()
+	d.Host.closed = true
+	d.egress.ns.close()
+	d.egress.closed = true
 }
 
 func requireCgroup2(t *testing.T) string {
@@ -373,9 +375,10 @@ func netipAddr(ip net.IP) netip.Addr {
 	return a.Unmap()
 }
 
-// TestTwoInterfacesOneInstance: a daemon with two managed interfaces shares
-// its lane cgroups between the two datapaths.
-func TestTwoInterfacesOneInstance(t *testing.T) {
+// TestTwoInterfacesOneHost: one host manages two interfaces with a single
+// sock_ops program attached and one classifier program run by both trees;
+// closing one egress leaves the other's tree and the lane cgroups alone.
+func TestTwoInterfacesOneHost(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	p.A.Do(t, func() error {
@@ -388,25 +391,84 @@ func TestTwoInterfacesOneInstance(t *testing.T) {
 		}
 		return netlink.LinkSetUp(l)
 	})
-	d1 := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "mi1"})
-	d2 := openIn(t, p.A, Config{Interface: "va2", Instance: "mi1"})
-	_, id1, _ := d1.LaneCgroup(lane.Background)
-	_, id2, _ := d2.LaneCgroup(lane.Background)
-	if id1 != id2 {
-		t.Errorf("background cgroup ids differ: %d, %d", id1, id2)
+	var h *Host
+	var e1, e2 *Egress
+	p.A.Do(t, func() (err error) {
+		if h, err = OpenHost(HostConfig{Instance: "mi1"}); err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		if e1, err = OpenEgress(h, EgressConfig{Interface: p.LinkA}); err != nil {
+			return err
+		}
+		t.Cleanup(func() { e1.Close() })
+		e2, err = OpenEgress(h, EgressConfig{Interface: "va2", Mode: Shaped, UplinkBps: 10_000_000})
+		if err == nil {
+			t.Cleanup(func() { e2.Close() })
+		}
+		return err
+	})
+	ops := progID(t, h.ops.LanesSockops)
+	if n := countID(attachedSockops(t), ops); n != 1 {
+		t.Errorf("host's sock_ops program attached %d times, want 1", n)
 	}
-	if err := d1.Close(); err != nil {
+	cls := progID(t, h.cls.LanesClassify)
+	for _, ifname := range []string{p.LinkA, "va2"} {
+		if got := filterProg(t, p.A, ifname); got != cls {
+			t.Errorf("%s: filter runs program %d, want the host's classifier %d", ifname, got, cls)
+		}
+	}
+	if err := e1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !inspect(t, p.A, "va2", "mi1").cgroupExist {
-		t.Fatal("closing one datapath removed the lane cgroups the other uses")
+	if s := inspect(t, p.A, "va2", "mi1"); s.rootKind != "htb" || !s.cgroupExist {
+		t.Fatalf("closing one egress touched the other or the host: %+v", s)
 	}
-	if err := d2.Close(); err != nil {
+	if s := inspect(t, p.A, p.LinkA, "mi1"); s.rootHandle != 0 {
+		t.Errorf("closed egress left its tree: %+v", s)
+	}
+	if err := errors.Join(e2.Close(), h.Close()); err != nil {
 		t.Fatal(err)
 	}
 	if inspect(t, p.A, "va2", "mi1").cgroupExist {
-		t.Error("lane cgroups left after the last Close")
+		t.Error("lane cgroups left after the host's Close")
 	}
+	if countID(attachedSockops(t), ops) != 0 {
+		t.Error("sock_ops still attached after the host's Close")
+	}
+}
+
+func countID(ids []ebpf.ProgramID, id ebpf.ProgramID) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
+
+// filterProg is the id of the BPF program of the lanes filter on ifname.
+func filterProg(t *testing.T, ns *testutil.NetNS, ifname string) ebpf.ProgramID {
+	t.Helper()
+	var id ebpf.ProgramID
+	ns.Do(t, func() error {
+		l, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		fs, err := netlink.FilterList(l, rootHandle)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok {
+				id = ebpf.ProgramID(bf.Id)
+			}
+		}
+		return nil
+	})
+	return id
 }
 
 // TestSIGKILLFailOpen kills a process that owns a datapath with SIGKILL:

@@ -3,6 +3,8 @@
 package datapath
 
 import (
+	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,7 +39,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTreeParams(t *testing.T) {
-	p := paramsFor(Config{Mode: Shaped, UplinkBps: 10_000_000})
+	p := paramsFor(EgressConfig{Mode: Shaped, UplinkBps: 10_000_000})
 	if p.rootBytes != 1_187_500 { // 95% of 10 Mbit/s in bytes/s
 		t.Errorf("shaped root rate %d B/s", p.rootBytes)
 	}
@@ -47,14 +49,14 @@ func TestTreeParams(t *testing.T) {
 	if p.limits[lane.Interactive] != 237_500 || p.limits[lane.Realtime] != 59_375 {
 		t.Errorf("limits %v, want 200 ms and 50 ms of the rate", p.limits)
 	}
-	p = paramsFor(Config{Mode: Shaped, UplinkBps: 1_000_000, BackgroundFloorBps: 5_000_000})
+	p = paramsFor(EgressConfig{Mode: Shaped, UplinkBps: 1_000_000, BackgroundFloorBps: 5_000_000})
 	if p.floorBytes != p.rootBytes {
 		t.Errorf("floor above the root rate not clamped: %d > %d", p.floorBytes, p.rootBytes)
 	}
 	if p.limits[lane.Background] != 64<<10 {
 		t.Errorf("small-rate limit %d, want the 64 KiB minimum", p.limits[lane.Background])
 	}
-	p = paramsFor(Config{})
+	p = paramsFor(EgressConfig{})
 	if p.rootBytes*8 != bottleneckBps {
 		t.Errorf("device-bottleneck root rate %d B/s", p.rootBytes)
 	}
@@ -97,13 +99,33 @@ func TestBQLFiles(t *testing.T) {
 		}
 	}
 	st := &devQueueState{Interface: "eth9", BQLLimit: map[string]int{}}
-	if err := setBQL(sys, "eth9", 1514, st); err != nil {
+	f := filepath.Join(sys, "class/net/eth9/queues/tx-1/byte_queue_limits/limit_max")
+	// The state is saved before any limit is written (a crash in between
+	// must not lose the values to restore), and a failed save stops it.
+	refuse := errors.New("disk full")
+	if err := setBQL(sys, "eth9", 1514, st, func(*devQueueState) error { return refuse }); !errors.Is(err, refuse) {
+		t.Fatalf("failed save: %v", err)
+	}
+	if v, _ := readInt(f); v != 1879048192 {
+		t.Fatalf("limit_max changed to %d although saving the state failed", v)
+	}
+	var saved map[string]int
+	save := func(s *devQueueState) error {
+		if v, _ := readInt(f); v != 1879048192 {
+			t.Errorf("state saved after the device changed (limit_max %d)", v)
+		}
+		saved = maps.Clone(s.BQLLimit)
+		return nil
+	}
+	if err := setBQL(sys, "eth9", 1514, st, save); err != nil {
 		t.Fatal(err)
+	}
+	if saved["tx-0"] != 1879048192 || saved["tx-1"] != 1879048192 {
+		t.Errorf("state saved before the change: %v", saved)
 	}
 	if len(st.BQLLimit) != 2 || st.BQLLimit["tx-1"] != 1879048192 {
 		t.Errorf("saved %v", st.BQLLimit)
 	}
-	f := filepath.Join(sys, "class/net/eth9/queues/tx-1/byte_queue_limits/limit_max")
 	if v, _ := readInt(f); v != 1514 {
 		t.Errorf("limit_max %d after set, want 1514", v)
 	}

@@ -49,7 +49,7 @@ type treeParams struct {
 	limits     [lane.Background + 1]uint32
 }
 
-func paramsFor(cfg Config) treeParams {
+func paramsFor(cfg EgressConfig) treeParams {
 	var p treeParams
 	if cfg.Mode == Shaped {
 		p.rootBytes = uint64(float64(cfg.UplinkBps)*shapeFactor) / 8
@@ -177,16 +177,21 @@ func bareTreeIsOurs(link netlink.Link) bool {
 }
 
 // buildTree replaces the root qdisc of link with the lanes tree and attaches
-// the classifier (prog fd) as its filter.
-func buildTree(link netlink.Link, p treeParams, progFD int, instance string) error {
+// the classifier (prog fd) as its filter. With adopt, the root HTB is
+// already this instance's: it is kept (HTB cannot change its own
+// parameters, which are always the same) and its classes, leaves and filter
+// are replaced in place, so packets never bypass the tree.
+func buildTree(link netlink.Link, p treeParams, progFD int, instance string, adopt bool) error {
 	idx := link.Attrs().Index
 	name := link.Attrs().Name
-	htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: rootHandle, Parent: netlink.HANDLE_ROOT})
-	htb.Defcls = lane.Interactive.ClassID() & 0xffff
-	dq := uint32(64)
-	htb.DirectQlen = &dq
-	if err := netlink.QdiscReplace(htb); err != nil {
-		return fmt.Errorf("replace root qdisc of %s with htb: %w", name, err)
+	if !adopt {
+		htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: rootHandle, Parent: netlink.HANDLE_ROOT})
+		htb.Defcls = lane.Interactive.ClassID() & 0xffff
+		dq := uint32(64)
+		htb.DirectQlen = &dq
+		if err := netlink.QdiscReplace(htb); err != nil {
+			return fmt.Errorf("replace root qdisc of %s with htb: %w", name, err)
+		}
 	}
 	if err := netlink.ClassReplace(htbClass(idx, rootClass, rootHandle, p.rootBytes, p.rootBytes, 0)); err != nil {
 		return fmt.Errorf("htb root class on %s: %w", name, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 var errNotExist = os.ErrNotExist
@@ -25,3 +26,6 @@ func ignoreNotExist(err error, what string) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// errNoDevice is what netlink says about an interface that is gone.
+var errNoDevice = unix.ENODEV

@@ -89,7 +89,7 @@ func PipeSwitch(rounds int) (float64, error) {
 // nothing (its longest path), one hitting the 3-tuple map, and a
 // pass-through program, in ns.
 func ClassifierCost(repeat int) (miss, hit, pass float64, err error) {
-	objs, err := classifier.Load(classifier.Config{L2Len: 14})
+	objs, err := classifier.Load(classifier.Config{})
 	if err != nil {
 		return 0, 0, 0, err
 	}

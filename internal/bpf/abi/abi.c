@@ -20,6 +20,7 @@ struct lanes_abi {
 	enum match_kind match_kind;
 	enum ops_counter ops_counter;
 	struct flow_key flow_key;
+	struct dst_key dst_key;
 	struct counter counter;
 };
 

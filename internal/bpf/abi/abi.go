@@ -15,6 +15,7 @@ import (
 // The shared map structs, as the programs lay them out.
 type (
 	FlowKey = AbiFlowKey
+	DstKey  = AbiDstKey
 	Counter = AbiCounter
 )
 
@@ -102,3 +103,26 @@ func NewFlowKey(dst netip.Addr, dport, sport uint16, proto uint8) FlowKey {
 func (k AbiFlowKey) Addr() netip.Addr {
 	return netip.AddrFrom16(k.Daddr).Unmap()
 }
+
+// NewDstKey builds the lanes_dst key of a destination prefix and port (0 =
+// any port). IPv4 prefixes are stored v4-mapped.
+func NewDstKey(p netip.Prefix, dport uint16) DstKey {
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	return DstKey{Prefixlen: uint32(16 + bits), Dport: [2]uint8{uint8(dport >> 8), uint8(dport)}, Daddr: p.Addr().As16()}
+}
+
+// Prefix and Port return what a lanes_dst key covers.
+func (k AbiDstKey) Prefix() netip.Prefix {
+	a := netip.AddrFrom16(k.Daddr)
+	bits := int(k.Prefixlen) - 16
+	if a.Is4In6() && bits >= 96 {
+		return netip.PrefixFrom(a.Unmap(), bits-96)
+	}
+	return netip.PrefixFrom(a, bits)
+}
+
+func (k AbiDstKey) Port() uint16 { return uint16(k.Dport[0])<<8 | uint16(k.Dport[1]) }

@@ -19,6 +19,14 @@ type AbiCounter struct {
 	Bytes   uint64
 }
 
+type AbiDstKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Dport     [2]uint8
+	Daddr     [16]uint8
+	Pad       [2]uint8
+}
+
 type AbiFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -59,6 +67,13 @@ type AbiLanesAbi struct {
 		Proto uint8
 		Pad   [3]uint8
 	}
+	DstKey struct {
+		_         structs.HostLayout
+		Prefixlen uint32
+		Dport     [2]uint8
+		Daddr     [16]uint8
+		Pad       [2]uint8
+	}
 	Counter struct {
 		_       structs.HostLayout
 		Packets uint64
@@ -75,7 +90,8 @@ const (
 	AbiMatchKindMATCH_UID     AbiMatchKind = 3
 	AbiMatchKindMATCH_DSCP    AbiMatchKind = 4
 	AbiMatchKindMATCH_DEFAULT AbiMatchKind = 5
-	AbiMatchKindMATCH_KINDS   AbiMatchKind = 6
+	AbiMatchKindMATCH_DST     AbiMatchKind = 6
+	AbiMatchKindMATCH_KINDS   AbiMatchKind = 7
 )
 
 type AbiOpsCounter uint32
@@ -96,7 +112,8 @@ const (
 	AbiOpsCounterOPS_CC_SWITCH_ERR  AbiOpsCounter = 12
 	AbiOpsCounterOPS_CC_OTHER       AbiOpsCounter = 13
 	AbiOpsCounterOPS_BG_CC          AbiOpsCounter = 14
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 15
+	AbiOpsCounterOPS_BY_DST         AbiOpsCounter = 15
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 16
 )
 
 // Names of all BPF objects in the ELF.

@@ -5,6 +5,7 @@
 package abi
 
 import (
+	"net/netip"
 	"testing"
 	"unsafe"
 
@@ -66,7 +67,7 @@ func TestEnumNames(t *testing.T) {
 		want              int
 		first, last       string
 	}{
-		{"match_kind", "MATCH_", "MATCH_KINDS", MatchKinds, "cookie", "default"},
+		{"match_kind", "MATCH_", "MATCH_KINDS", MatchKinds, "cookie", ""},
 		{"ops_counter", "OPS_", "OPS_COUNTERS", OpsCounters, "connect", ""},
 	} {
 		names, err := Names(c.enum, c.prefix, c.end)
@@ -90,5 +91,24 @@ func TestEnumNames(t *testing.T) {
 	}
 	if _, err := Names("lane", "LANE_", "NO_END"); err == nil {
 		t.Error("missing terminator accepted")
+	}
+}
+
+func TestDstKey(t *testing.T) {
+	for _, c := range []struct {
+		prefix string
+		port   uint16
+		plen   uint32
+	}{
+		{"10.0.0.0/8", 443, 16 + 96 + 8},
+		{"192.0.2.10/32", 0, 16 + 128},
+		{"2001:db8::/32", 53, 16 + 32},
+		{"::/0", 0, 16},
+	} {
+		p := netip.MustParsePrefix(c.prefix)
+		k := NewDstKey(p, c.port)
+		if k.Prefixlen != c.plen || k.Prefix() != p || k.Port() != c.port {
+			t.Errorf("%s port %d: key %+v -> %s port %d", p, c.port, k, k.Prefix(), k.Port())
+		}
 	}
 }

@@ -12,6 +12,7 @@
  * Lookup order, first hit wins:
  *   1. socket cookie -> lane   (lanes_cookie, filled by sock_ops at connect/accept)
  *   2. 3-tuple -> lane         (lanes_tuple: dst ip, dst port, src port [, proto])
+ *   2b. destination -> lane    (lanes_dst LPM: dst prefix with the port, then any port)
  *   3. cgroup v2 id -> lane    (lanes_cgroup, bpf_skb_cgroup_id of skb->sk)
  *   4. socket uid -> lane      (lanes_uid, bpf_get_socket_uid)
  *   5. DSCP -> lane            (lanes_dscp, IPv4 TOS / IPv6 traffic class)
@@ -43,10 +44,9 @@ char __license[] SEC("license") = "GPL";
 
 /* Set by the Go loader before load. */
 volatile const struct cls_config {
-	__u32 l2_len;     /* bytes before the IP header: 14 on Ethernet, 0 on raw-IP devices */
 	__u32 minor_base; /* lane l uses HTB class minor minor_base + l (lane.ClassMinor) */
+	__u32 pad;
 } CFG = {
-	.l2_len = ETH_HLEN,
 	.minor_base = LANE_CLASS_MINOR,
 };
 
@@ -89,16 +89,24 @@ static __always_inline int has_ports(__u8 proto)
 	       proto == IPPROTO_SCTP_ || proto == IPPROTO_UDPLITE_;
 }
 
-/* parse fills p from the IPv4/IPv6 header at CFG.l2_len. */
+/* load reads len bytes at off from the network header, whatever link-layer
+ * header the device has (Ethernet, none on TUN/WireGuard), so one program
+ * serves every interface. */
+static __always_inline long load(struct __sk_buff *skb, __u32 off, void *to, __u32 len)
+{
+	return bpf_skb_load_bytes_relative(skb, off, to, len, BPF_HDR_START_NET);
+}
+
+/* parse fills p from the IPv4/IPv6 header. */
 static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 {
-	__u32 off = CFG.l2_len;
+	__u32 off = 0;
 	__u16 ports[2];
 
 	if (skb->protocol == bpf_htons(ETH_P_IP)) {
 		__u8 iph[20];
 
-		if (bpf_skb_load_bytes(skb, off, iph, sizeof(iph)) < 0)
+		if (load(skb, off, iph, sizeof(iph)) < 0)
 			return;
 		if ((iph[0] >> 4) != 4 || (iph[0] & 0xf) < 5)
 			return;
@@ -115,7 +123,7 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		__u8 ip6h[40];
 
-		if (bpf_skb_load_bytes(skb, off, ip6h, sizeof(ip6h)) < 0)
+		if (load(skb, off, ip6h, sizeof(ip6h)) < 0)
 			return;
 		if ((ip6h[0] >> 4) != 6)
 			return;
@@ -130,7 +138,7 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 	}
 	if (!has_ports(p->key.proto))
 		return;
-	if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)) < 0)
+	if (load(skb, off, ports, sizeof(ports)) < 0)
 		return;
 	p->key.sport = bpf_ntohs(ports[0]);
 	p->key.dport = bpf_ntohs(ports[1]);
@@ -179,6 +187,12 @@ int lanes_classify(struct __sk_buff *skb)
 		v = bpf_map_lookup_elem(&lanes_tuple, &p.key);
 		if (valid_lane(v))
 			return classify(skb, *v, MATCH_TUPLE);
+	}
+	if (p.have_ip) {
+		/* without ports (ICMP, fragments) only any-port rules match */
+		v = dst_lookup(p.key.daddr, p.have_ports ? p.key.dport : 0);
+		if (v)
+			return classify(skb, *v, MATCH_DST);
 	}
 
 	if (sk) {

@@ -1,5 +1,5 @@
 // classifier.go loads the lanes egress classifier: it sets the program's
-// constants (link-layer header length, HTB class minor base) and builds the
+// constant (HTB class minor base) and builds the
 // map keys the program looks up. Attaching it is the datapath's job.
 package classifier
 
@@ -24,6 +24,7 @@ const (
 	KindUID     = Kind(abi.AbiMatchKindMATCH_UID)
 	KindDSCP    = Kind(abi.AbiMatchKindMATCH_DSCP)
 	KindDefault = Kind(abi.AbiMatchKindMATCH_DEFAULT)
+	KindDst     = Kind(abi.AbiMatchKindMATCH_DST)
 	NumKinds    = abi.MatchKinds
 )
 
@@ -37,12 +38,10 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind%d", uint32(k))
 }
 
-// Config is what the program needs to know about the device it runs on.
-type Config struct {
-	// L2Len is the number of bytes before the IP header: 14 on Ethernet
-	// (and veth), 0 on raw-IP devices such as TUN or WireGuard.
-	L2Len uint32
-}
+// Config is set into the program before load. The program reads headers
+// relative to the network header, so one program serves Ethernet and
+// raw-IP (TUN, WireGuard) devices alike.
+type Config struct{}
 
 // Load loads the classifier and its maps into the kernel, unattached.
 func Load(cfg Config) (*ClassifierObjects, error) {
@@ -50,7 +49,7 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := ClassifierClsConfig{L2Len: cfg.L2Len, MinorBase: abi.ClassMinor}
+	c := ClassifierClsConfig{MinorBase: abi.ClassMinor}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)
 	}
@@ -59,6 +58,18 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 		return nil, fmt.Errorf("load classifier: %w", err)
 	}
 	return &objs, nil
+}
+
+// Shared returns the maps of lanes_maps.h by name, for the programs that
+// share them (sock_ops) to load with.
+func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		ClassifierMapLanesCookie: o.LanesCookie,
+		ClassifierMapLanesTuple:  o.LanesTuple,
+		ClassifierMapLanesDst:    o.LanesDst,
+		ClassifierMapLanesCgroup: o.LanesCgroup,
+		ClassifierMapLanesUid:    o.LanesUid,
+	}
 }
 
 // StatsIndex is the key of the (kind, lane) counter in lanes_cls_stats.

@@ -15,14 +15,22 @@ import (
 
 type ClassifierClsConfig struct {
 	_         structs.HostLayout
-	L2Len     uint32
 	MinorBase uint32
+	Pad       uint32
 }
 
 type ClassifierCounter struct {
 	_       structs.HostLayout
 	Packets uint64
 	Bytes   uint64
+}
+
+type ClassifierDstKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Dport     [2]uint8
+	Daddr     [16]uint8
+	Pad       [2]uint8
 }
 
 type ClassifierFlowKey struct {
@@ -42,6 +50,7 @@ const (
 	ClassifierMapLanesClsStats     = "lanes_cls_stats"
 	ClassifierMapLanesCookie       = "lanes_cookie"
 	ClassifierMapLanesDscp         = "lanes_dscp"
+	ClassifierMapLanesDst          = "lanes_dst"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesUid          = "lanes_uid"
 	ClassifierProgLanesClassify    = "lanes_classify"
@@ -103,6 +112,7 @@ type ClassifierMapSpecs struct {
 	LanesClsStats *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
 	LanesCookie   *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDscp     *ebpf.MapSpec `ebpf:"lanes_dscp"`
+	LanesDst      *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesTuple    *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.MapSpec `ebpf:"lanes_uid"`
 }
@@ -138,6 +148,7 @@ type ClassifierMaps struct {
 	LanesClsStats *ebpf.Map `ebpf:"lanes_cls_stats"`
 	LanesCookie   *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDscp     *ebpf.Map `ebpf:"lanes_dscp"`
+	LanesDst      *ebpf.Map `ebpf:"lanes_dst"`
 	LanesTuple    *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.Map `ebpf:"lanes_uid"`
 }
@@ -148,6 +159,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesClsStats,
 		m.LanesCookie,
 		m.LanesDscp,
+		m.LanesDst,
 		m.LanesTuple,
 		m.LanesUid,
 	)

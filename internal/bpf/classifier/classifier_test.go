@@ -7,7 +7,6 @@ package classifier
 
 import (
 	"encoding/binary"
-	"errors"
 	"net/netip"
 	"os"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -80,7 +80,7 @@ func loadForTest(t testing.TB) *ClassifierObjects {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatalf("memlock: %v", err)
 	}
-	objs, err := Load(Config{L2Len: 14})
+	objs, err := Load(Config{})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -126,6 +126,16 @@ func TestClassifier(t *testing.T) {
 	put(m.LanesTuple, FlowKey(v6dst, 53, 6000, 17), lane.Realtime)
 	put(m.LanesTuple, FlowKey(v4dst, 80, 7000, 6), lane.Lane(9)) // invalid lane: ignored
 	put(m.LanesDscp, uint32(lane.DSCPLowerEffort), lane.Background)
+	dst := func(prefix string, port uint16, l lane.Lane) {
+		put(m.LanesDst, abi.NewDstKey(netip.MustParsePrefix(prefix), port), l)
+	}
+	dst("10.77.0.0/16", 443, lane.Background)
+	dst("10.77.1.0/24", 0, lane.Realtime)
+	dst("fd00:77::/32", 0, lane.Background)
+	put(m.LanesTuple, FlowKey(netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
+	d4 := func(a string, dport uint16) []byte {
+		return pkt{src: v4src, dst: netip.MustParseAddr(a), sport: 5000, dport: dport, proto: 6}.build()
+	}
 
 	tcp4 := pkt{src: v4src, dst: v4dst, sport: 5000, dport: 443, proto: 6}
 	tcp6 := pkt{src: v6src, dst: v6dst, sport: 5000, dport: 443, proto: 6}
@@ -165,6 +175,13 @@ func TestClassifier(t *testing.T) {
 		{name: "v4 bad ihl", data: func() []byte { b := tcp4.build(); b[14] = 0x43; return b }(), lane: lane.Interactive, kind: KindDefault},
 		{name: "ethernet only (lldp)", data: func() []byte { b := tcp4.build()[:14]; b[12], b[13] = 0x88, 0xcc; return b }(), lane: lane.Interactive, kind: KindDefault},
 		{name: "arp", data: func() []byte { b := make([]byte, 42); b[12], b[13] = 0x08, 0x06; return b }(), lane: lane.Interactive, kind: KindDefault},
+		{name: "dst prefix with port beats longer any-port prefix", data: d4("10.77.1.5", 443), lane: lane.Background, kind: KindDst},
+		{name: "dst longest any-port prefix", data: d4("10.77.1.5", 80), lane: lane.Realtime, kind: KindDst},
+		{name: "dst port rule other port", data: d4("10.77.2.5", 80), lane: lane.Interactive, kind: KindDefault},
+		{name: "dst port rule", data: d4("10.77.2.5", 443), lane: lane.Background, kind: KindDst},
+		{name: "tuple beats dst", data: d4("10.77.1.9", 80), lane: lane.Interactive, kind: KindTuple},
+		{name: "dst v6 prefix, no ports (icmpv6)", data: pkt{src: v6src, dst: netip.MustParseAddr("fd00:77::1"), proto: 58}.build(), lane: lane.Background, kind: KindDst},
+		{name: "dst outside prefixes", data: d4("10.78.1.5", 443), lane: lane.Interactive, kind: KindDefault},
 		{name: "uid of socket", data: with(tcp4, func(p *pkt) { p.sport = 2 }).build(),
 			// the test_run dummy socket belongs to uid 0 (sock_init_data without a struct socket)
 			setup: func() { put(m.LanesUid, uint32(0), lane.Realtime) }, lane: lane.Realtime, kind: KindUID},
@@ -208,7 +225,7 @@ func TestClassifier(t *testing.T) {
 			for i := range after {
 				dp := after[i].Packets - before[i].Packets
 				db := after[i].Bytes - before[i].Bytes
-				k, l := Kind(i/4), lane.Lane(i%4)
+				k, l := Kind(i/abi.LaneSlots), lane.Lane(i%abi.LaneSlots)
 				switch {
 				case uint32(i) == want && (dp != 1 || db != uint64(len(tc.data))):
 					t.Errorf("counter %s/%s: +%d packets +%d bytes, want +1 and +%d", k, l, dp, db, len(tc.data))
@@ -218,21 +235,6 @@ func TestClassifier(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestClassifierRawIPLoads checks that the L2Len=0 variant used on raw-IP
-// devices (TUN, WireGuard) passes the verifier; test_run always builds an
-// Ethernet frame, so its packets cannot be fed through it.
-func TestClassifierRawIPLoads(t *testing.T) {
-	testutil.RequireRoot(t)
-	objs, err := Load(Config{L2Len: 0})
-	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	objs.Close()
 }
 
 // BenchmarkClassifier measures the classifier per packet through

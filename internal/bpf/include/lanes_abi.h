@@ -42,7 +42,8 @@ enum match_kind {
 	MATCH_UID = 3,     /* uid owning the sending socket */
 	MATCH_DSCP = 4,    /* DSCP of the IP header */
 	MATCH_DEFAULT = 5, /* nothing matched: interactive */
-	MATCH_KINDS = 6,
+	MATCH_DST = 6,     /* destination prefix [+ port] (lanes_dst) */
+	MATCH_KINDS = 7,
 };
 
 /* sock_ops event counters: index into lanes_ops_stats. */
@@ -62,7 +63,8 @@ enum ops_counter {
 	OPS_CC_SWITCH_ERR = 12, /* getsockopt/setsockopt(TCP_CONGESTION) failed */
 	OPS_CC_OTHER = 13,      /* capped socket on another CC (bbr, reno...): left alone */
 	OPS_BG_CC = 14,         /* background socket switched to CFG.bg_cc_name (LEDBAT++) */
-	OPS_COUNTERS = 15,
+	OPS_BY_DST = 15,        /* lane from a destination prefix rule */
+	OPS_COUNTERS = 16,
 };
 
 /*
@@ -76,6 +78,20 @@ struct flow_key {
 	__u16 sport;
 	__u8 proto;
 	__u8 pad[3];
+};
+
+/*
+ * lanes_dst key (LPM trie): destination port then address, so a prefix
+ * covers the port too. prefixlen counts from the port: 16 + 96 + IPv4
+ * prefix length (addresses v4-mapped) or 16 + IPv6 prefix length. A rule
+ * without a port stores dport 0; lookups try the packet's port, then 0.
+ * Port bytes in network order (the trie compares bytes left to right).
+ */
+struct dst_key {
+	__u32 prefixlen;
+	__u8 dport[2];
+	__u8 daddr[16];
+	__u8 pad[2];
 };
 
 struct counter {

@@ -30,6 +30,38 @@ struct {
 	__type(value, __u32);
 } lanes_tuple SEC(".maps");
 
+/* destination prefix [+ port] -> lane; longest prefix wins */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct dst_key);
+	__type(value, __u32);
+} lanes_dst SEC(".maps");
+
+/* dst_lookup finds the lane of a destination: its port first, then any port.
+ * daddr is 16 bytes (IPv4 v4-mapped), dport in host order. */
+static __always_inline __u32 *dst_lookup(const __u8 *daddr, __u16 dport)
+{
+	struct dst_key k = {.prefixlen = 16 + 128};
+	__u32 *v;
+
+	__builtin_memcpy(k.daddr, daddr, 16);
+	k.dport[0] = dport >> 8;
+	k.dport[1] = dport & 0xff;
+	v = bpf_map_lookup_elem(&lanes_dst, &k);
+	if (v && *v >= LANE_REALTIME && *v <= LANE_MAX)
+		return v;
+	if (!dport)
+		return 0;
+	k.dport[0] = 0;
+	k.dport[1] = 0;
+	v = bpf_map_lookup_elem(&lanes_dst, &k);
+	if (v && *v >= LANE_REALTIME && *v <= LANE_MAX)
+		return v;
+	return 0;
+}
+
 /* cgroup v2 id -> lane (the lane cgroups of this instance and policy rules) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -13,7 +13,8 @@
  *
  *   - TCP_CONNECT_CB (active open, before the SYN) and
  *     PASSIVE_ESTABLISHED_CB: resolve the lane (socket cookie already known,
- *     else 3-tuple, else the socket's cgroup v2 id, else its uid) and store
+ *     else 3-tuple, else destination prefix, else the socket's cgroup v2 id
+ *     or an ancestor's, else its uid) and store
  *     cookie -> lane in lanes_cookie for the classifier. Nothing is stored
  *     when nothing matched, so a 3-tuple registered later still wins.
  *   - ACTIVE/PASSIVE_ESTABLISHED_CB: ask for STATE and RTT callbacks; for a
@@ -204,6 +205,12 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 	if (valid_lane(v)) {
 		lane = *v;
 		bump(OPS_BY_TUPLE);
+		goto store;
+	}
+	v = dst_lookup(key.daddr, key.dport);
+	if (v) {
+		lane = *v;
+		bump(OPS_BY_DST);
 		goto store;
 	}
 

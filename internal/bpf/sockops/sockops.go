@@ -23,10 +23,9 @@ type Config struct {
 	BgCCName string
 }
 
-// Shared are the classifier's maps that sock_ops reads and writes.
-type Shared struct {
-	Cookie, Tuple, Cgroup, UID *ebpf.Map
-}
+// Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
+// writes, by map name; see classifier.Shared.
+type Shared map[string]*ebpf.Map
 
 // CounterNames names the entries of lanes_ops_stats, by index: the names
 // of enum ops_counter in lanes_abi.h ("connect", "cap_set", ...).
@@ -55,12 +54,12 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 		return nil, fmt.Errorf("set sockops config: %w", err)
 	}
 	var objs SockopsObjects
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		SockopsMapLanesCookie: sh.Cookie,
-		SockopsMapLanesTuple:  sh.Tuple,
-		SockopsMapLanesCgroup: sh.Cgroup,
-		SockopsMapLanesUid:    sh.UID,
-	}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for name, m := range sh {
+		if _, ok := spec.Maps[name]; ok {
+			opts.MapReplacements[name] = m
+		}
+	}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load sockops: %w", err)
 	}

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SockopsDstKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Dport     [2]uint8
+	Daddr     [16]uint8
+	Pad       [2]uint8
+}
+
 type SockopsFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -47,6 +55,7 @@ type SockopsSockopsConfig struct {
 const (
 	SockopsMapLanesCgroup   = "lanes_cgroup"
 	SockopsMapLanesCookie   = "lanes_cookie"
+	SockopsMapLanesDst      = "lanes_dst"
 	SockopsMapLanesLaneCap  = "lanes_lane_cap"
 	SockopsMapLanesOpsStats = "lanes_ops_stats"
 	SockopsMapLanesSkState  = "lanes_sk_state"
@@ -108,6 +117,7 @@ type SockopsProgramSpecs struct {
 type SockopsMapSpecs struct {
 	LanesCgroup   *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie   *ebpf.MapSpec `ebpf:"lanes_cookie"`
+	LanesDst      *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesLaneCap  *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesSkState  *ebpf.MapSpec `ebpf:"lanes_sk_state"`
@@ -145,6 +155,7 @@ func (o *SockopsObjects) Close() error {
 type SockopsMaps struct {
 	LanesCgroup   *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie   *ebpf.Map `ebpf:"lanes_cookie"`
+	LanesDst      *ebpf.Map `ebpf:"lanes_dst"`
 	LanesLaneCap  *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesSkState  *ebpf.Map `ebpf:"lanes_sk_state"`
@@ -157,6 +168,7 @@ func (m *SockopsMaps) Close() error {
 	return _SockopsClose(
 		m.LanesCgroup,
 		m.LanesCookie,
+		m.LanesDst,
 		m.LanesLaneCap,
 		m.LanesOpsStats,
 		m.LanesSkState,

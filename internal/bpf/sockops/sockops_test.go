@@ -18,14 +18,12 @@ func TestLoadWithSharedMaps(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	cls, err := classifier.Load(classifier.Config{L2Len: 14})
+	cls, err := classifier.Load(classifier.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16384, CCName: "lanes_test"}, Shared{
-		Cookie: cls.LanesCookie, Tuple: cls.LanesTuple, Cgroup: cls.LanesCgroup, UID: cls.LanesUid,
-	})
+	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16384, CCName: "lanes_test"}, cls.Shared())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,245 @@
+// egress.go is the per-interface half of the datapath: the HTB tree whose
+// filter runs the Host's classifier program (qdisc.go) and the short device
+// queue (devqueue.go). An Egress holds no BPF object of its own, so
+// interfaces come and go (Wi-Fi to cellular, a USB modem) without touching
+// sockets, cgroups or map contents.
+//
+// Lifecycle:
+//   - OpenEgress on an interface whose root qdisc is this instance's tree
+//     (left by a crashed or killed run) adopts it: the tree's parameters and
+//     filter are replaced in place, so traffic is never unshaped; a root
+//     qdisc of someone else is refused.
+//   - Close removes the tree and restores the device queue.
+//   - The device queue's previous settings are written to a state file
+//     before the device is changed, so a crash at any point can be undone.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// EgressConfig describes the lanes tree of one interface.
+type EgressConfig struct {
+	Interface          string
+	Mode               Mode
+	UplinkBps          uint64 // Shaped: link rate in bit/s; the root rate is set just below it
+	BackgroundFloorBps uint64 // Shaped: guaranteed background rate, 0 = strictly below best effort
+	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
+	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
+}
+
+func (c *EgressConfig) validate() error {
+	if c.Interface == "" {
+		return errors.New("datapath: no interface")
+	}
+	switch c.Mode {
+	case DeviceBottleneck:
+	case Shaped:
+		if c.UplinkBps < 100_000 {
+			return fmt.Errorf("datapath: shaped mode needs an uplink rate of at least 100 kbit/s, got %d bit/s", c.UplinkBps)
+		}
+	default:
+		return fmt.Errorf("datapath: unknown mode %d", c.Mode)
+	}
+	return nil
+}
+
+// Egress is the installed lanes tree of one interface.
+type Egress struct {
+	cfg      EgressConfig
+	instance string
+	ns       *nsRef
+	link     netlink.Link
+	devq     *devQueueState
+	adopted  bool
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// OpenEgress installs (or adopts) the lanes tree on cfg.Interface, in the
+// calling thread's network namespace, with h's classifier as its filter.
+func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ns, err := currentNS()
+	if err != nil {
+		return nil, err
+	}
+	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.teardown())
+			e = nil
+		}
+	}()
+	if err := ns.do(func() (err error) { e.link, err = netlink.LinkByName(cfg.Interface); return }); err != nil {
+		return e, fmt.Errorf("interface %s: %w", cfg.Interface, err)
+	}
+	var owner ownership
+	var desc string
+	if err := ns.do(func() (err error) { owner, desc, err = rootOwnership(e.link, e.instance); return }); err != nil {
+		return e, err
+	}
+	switch owner {
+	case rootForeign:
+		return e, fmt.Errorf("datapath: root qdisc %s on %s is not lanes' (instance %s): remove it first", desc, cfg.Interface, e.instance)
+	case rootOurs:
+		e.adopted = true
+		slog.Info("datapath: adopting this instance's tree left by an earlier run", "interface", cfg.Interface, "instance", e.instance)
+	}
+	// A previous run's device queue settings go back first, so that what
+	// is saved below is the device's own.
+	if err := restoreFromStateFile(ns, e.link, e.instance); err != nil {
+		return e, err
+	}
+	if err := e.shortenQueue(); err != nil {
+		return e, err
+	}
+	if err := ns.do(func() error {
+		return buildTree(e.link, paramsFor(cfg), h.ClassifierFD(), e.instance, e.adopted)
+	}); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func (e *Egress) shortenQueue() (err error) {
+	cfg := e.cfg
+	mtu := e.link.Attrs().MTU
+	if mtu <= 0 {
+		mtu = 1500
+	}
+	qbytes := cfg.DeviceQueueBytes
+	if qbytes <= 0 {
+		qbytes = mtu + 14
+	}
+	txq := cfg.TxQueueLen
+	if txq <= 0 {
+		txq = max(2, (qbytes+mtu-1)/mtu)
+		if e.link.Type() == "tuntap" {
+			// TUN/TAP drops when its ring is full instead of stopping the
+			// queue, so a short ring only adds loss: leave it alone.
+			txq = 0
+		}
+	}
+	if e.link.Type() == "tuntap" && cfg.Mode == DeviceBottleneck {
+		slog.Warn("datapath: TUN/TAP has no transmit backpressure, so no queue forms in the lanes qdisc in device-bottleneck mode; use shaped mode",
+			"interface", cfg.Interface)
+	}
+	gsoSegs := 0
+	if cfg.Mode == Shaped {
+		// one GSO packet ~ 1 ms at the shaped rate, at least 2 segments
+		gsoSegs = min(64, max(2, int(paramsFor(cfg).rootBytes/1000)/(mtu-40)))
+	}
+	sf := stateFile(cfg.Interface, e.instance)
+	save := func(st *devQueueState) error {
+		if err := writeState(sf, st); err != nil {
+			return fmt.Errorf("write state file: %w", err)
+		}
+		return nil
+	}
+	e.devq, err = shortenDeviceQueue(e.ns, e.link, qbytes, txq, gsoSegs, save)
+	return err
+}
+
+// restoreFromStateFile undoes what a previous run of instance changed on
+// the device, as its state file says, and removes the file.
+func restoreFromStateFile(ns *nsRef, l netlink.Link, instance string) error {
+	sf := stateFile(l.Attrs().Name, instance)
+	st, err := readState(sf)
+	if errors.Is(err, errNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return errors.Join(restoreDeviceQueue(ns, l, st), removeFile(sf))
+}
+
+// Interface is the name of the interface.
+func (e *Egress) Interface() string { return e.cfg.Interface }
+
+// Config is what the egress was opened with.
+func (e *Egress) Config() EgressConfig { return e.cfg }
+
+// Adopted says whether Open found this instance's tree already installed
+// (left by a killed run) and took it over in place.
+func (e *Egress) Adopted() bool { return e.adopted }
+
+// Close removes the tree and restores the device queue.
+func (e *Egress) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.teardown()
+}
+
+func (e *Egress) teardown() error {
+	var errs []error
+	if e.link != nil {
+		errs = append(errs, e.ns.do(func() error {
+			owner, _, err := rootOwnership(e.link, e.instance)
+			if err != nil || owner != rootOurs {
+				return ignoreGone(err)
+			}
+			return ignoreGone(deleteTree(e.link))
+		}))
+		if e.devq != nil {
+			errs = append(errs, ignoreGone(restoreDeviceQueue(e.ns, e.link, e.devq)))
+		}
+		if err := removeFile(stateFile(e.cfg.Interface, e.instance)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.ns.close()
+	return errors.Join(errs...)
+}
+
+// ignoreGone drops the errors of an interface that has disappeared: its
+// qdiscs and settings went with it.
+func ignoreGone(err error) error {
+	if err == nil || isNotFound(err) || errors.Is(err, errNoDevice) {
+		return nil
+	}
+	return err
+}
+
+// Stats reads the HTB class counters of the tree.
+func (e *Egress) Stats() (map[lane.Lane]LaneStats, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	var hs map[uint32]*netlink.ClassStatistics
+	if err := e.ns.do(func() (err error) { hs, err = classStats(e.link); return }); err != nil {
+		return nil, err
+	}
+	out := map[lane.Lane]LaneStats{}
+	for _, l := range lane.All {
+		ls := LaneStats{Lane: l, ClassID: netlink.HandleStr(l.ClassID())}
+		if st := hs[l.ClassID()]; st != nil {
+			if st.Basic != nil {
+				ls.Packets, ls.Bytes = uint64(st.Basic.Packets), st.Basic.Bytes
+			}
+			if st.Queue != nil {
+				ls.Drops, ls.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
+				ls.BacklogBytes, ls.BacklogPackets = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
+			}
+		}
+		out[l] = ls
+	}
+	return out, nil
+}
