@@ -5,7 +5,10 @@ set -euo pipefail
 want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
   generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
-  test|demo) want+=(rt-tests ethtool) ;;
+  # test: promtool (package prometheus) checks /metrics; chromium drives the
+  # dashboard's browser test. Neither is started as a service by a test.
+  test) want+=(rt-tests ethtool prometheus chromium) ;;
+  demo) want+=(rt-tests ethtool) ;;
 esac
 missing=()
 for p in "${want[@]}"; do

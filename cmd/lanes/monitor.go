@@ -23,6 +23,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
@@ -47,7 +48,7 @@ func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
 	m := &monitorFlags{}
 	fs.BoolVar(&m.json, "json", false, "JSON lines, one per flow per sample")
 	fs.BoolVar(&m.csv, "csv", false, "CSV, one line per flow per sample")
-	fs.BoolVar(&m.prom, "prometheus", false, "print per-lane aggregates in Prometheus text format once and exit")
+	fs.BoolVar(&m.prom, "prometheus", false, "print lanes' metrics in Prometheus text format once and exit (the daemon's too, if it answers)")
 	fs.BoolVar(&m.events, "events", false, "event mode: trace flow start/end (BPF on sock:inet_sock_set_state)")
 	fs.BoolVar(&m.probe, "probe", false, "with --events: also every ACK's cwnd/ssthresh/srtt (tcp:tcp_probe); give a --port")
 	fs.DurationVar(&m.probeGap, "probe-gap", 0, "with --probe: least time between two events of one flow")
@@ -128,7 +129,11 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 		if err != nil {
 			return err
 		}
-		return tcpmon.WritePrometheus(e.stdout, flows)
+		snap := metrics.Snapshot{Flows: flows}
+		if lanes.client != nil {
+			snap.Status, _ = lanes.client.Status()
+		}
+		return metrics.Write(e.stdout, snap)
 	}
 
 	var enc *tcpmon.Encoder

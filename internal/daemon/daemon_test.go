@@ -13,6 +13,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -623,6 +625,18 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 	}
 	if !strings.Contains(status(t, sock).Components["realtime"], "rate 100 Mbit/s") {
 		t.Errorf("status: %q", status(t, sock).Components["realtime"])
+	}
+	// The live daemon's metrics pass Prometheus' checks and count both decisions.
+	var m bytes.Buffer
+	if err := metrics.Write(&m, metrics.Snapshot{Status: status(t, sock)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.PromCheck(t, m.Bytes())
+	for _, want := range []string{"lanes_realtime_admitted_total 1\n", "lanes_realtime_rejected_total 1\n",
+		fmt.Sprintf(`lanes_lane_packets_total{interface=%q,lane="realtime"}`, p.LinkA)} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, m.String())
+		}
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package dashboard serves lanes' web dashboard: a page (web/) that shows,
 // live, every TCP flow's congestion window, cap, srtt and rate over the last
 // minutes (the cwnd visualisation of seeds §002), the lanes' counters, and the
-// cooperative controller's N, peers and caps; and /metrics, the per-lane
-// aggregates in Prometheus text format.
+// cooperative controller's N, peers and caps; and /metrics for Prometheus
+// (internal/metrics).
 //
 // It samples with the TCP monitor itself and asks the daemon (when one runs)
 // for the lanes of sockets, its status and the coop component's state. It only
@@ -11,7 +11,6 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -20,8 +19,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/web"
 )
@@ -281,6 +283,13 @@ func lastRate(v FlowView) float64 {
 	return v.Points[len(v.Points)-1].Rate
 }
 
+// metricsSnapshot is the latest sample and daemon status, for /metrics.
+func (s *Server) metricsSnapshot() metrics.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return metrics.Snapshot{Status: s.status, Flows: append([]tcpmon.Flow(nil), s.last...)}
+}
+
 // Handler serves the page, /api/snapshot and /metrics.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -292,17 +301,7 @@ func (s *Server) Handler() http.Handler {
 			s.cfg.Log.Debug("snapshot write", "err", err)
 		}
 	})
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		flows := append([]tcpmon.Flow(nil), s.last...)
-		s.mu.Unlock()
-		var b bytes.Buffer
-		if err := tcpmon.WritePrometheus(&b, flows); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write(b.Bytes())
-	})
+	reg := metrics.Registry(metrics.New(s.metricsSnapshot))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
 	return mux
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 type fakeDaemon struct {
@@ -147,9 +148,11 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); err != nil || len(got.Flows) != 1 {
 		t.Errorf("snapshot over HTTP: %v %.300s", err, body)
 	}
-	if m, _ := get("/metrics"); !strings.Contains(m, `lanes_tcp_flows{lane="background"} 1`) {
+	m, _ := get("/metrics")
+	if !strings.Contains(m, `lanes_tcp_flows{lane="background"} 1`) || !strings.Contains(m, "lanes_daemon_up 1") {
 		t.Errorf("metrics:\n%s", m)
 	}
+	testutil.PromCheck(t, []byte(m))
 }
 
 // Without a daemon the page still shows flows; a vanished flow leaves after

@@ -84,6 +84,7 @@ type Engine struct {
 	mu        sync.Mutex
 	procs     map[int]*tracked
 	reactions []time.Duration
+	promoted  uint64 // rules applied to a process (promotions), for metrics
 	demotions int
 	lastDemo  string // reason of the last watchdog demotion
 	mode      string
@@ -304,6 +305,9 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 	}
 	a := Applied{PID: pid, Comm: p.Comm, Rule: r.Name, RuleIndex: idx, Source: source}
 	t, err := e.applyLocked(pid, r, idx)
+	if err == nil {
+		e.promoted++
+	}
 	if sinceNS > 0 {
 		a.Reaction = time.Duration(monoNow() - sinceNS)
 		if err == nil && len(e.reactions) < 100000 {
@@ -466,6 +470,7 @@ type Status struct {
 	Applied    int     `json:"applied"` // reactions measured
 	ReactP50US float64 `json:"reaction_p50_us"`
 	ReactP99US float64 `json:"reaction_p99_us"`
+	Promotions uint64  `json:"promotions"` // task rules applied since start
 	Demotions  int     `json:"watchdog_demotions"`
 	LastDemote string  `json:"last_demotion,omitempty"` // the watchdog's reason
 	CPUCgroup  string  `json:"cpu_cgroup"`
@@ -483,7 +488,7 @@ type Task struct {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Mode: e.mode, Rules: e.rules.Len(), Applied: len(e.reactions), Demotions: e.demotions, LastDemote: e.lastDemo, CPUCgroup: e.cg.String()}
+	s := Status{Mode: e.mode, Rules: e.rules.Len(), Applied: len(e.reactions), Promotions: e.promoted, Demotions: e.demotions, LastDemote: e.lastDemo, CPUCgroup: e.cg.String()}
 	for pid, t := range e.procs {
 		s.Tracked = append(s.Tracked, Task{PID: pid, Rule: ruleLabel(t.rule, t.idx), Threads: len(t.threads), Demoted: t.demoted})
 	}

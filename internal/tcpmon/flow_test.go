@@ -145,29 +145,6 @@ func TestProcCache(t *testing.T) {
 	}
 }
 
-func TestWritePrometheus(t *testing.T) {
-	var buf bytes.Buffer
-	fl := sampleFlows()
-	fl = append(fl, Flow{Lane: lane.Background, Throughput: 100, SRTT: 3000, Cwnd: 20, CAState: "open"})
-	if err := WritePrometheus(&buf, fl); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{
-		`lanes_tcp_flows{lane="background"} 2`,
-		`lanes_tcp_flows{lane="unset"} 1`,
-		`lanes_tcp_flows{lane="realtime"} 0`,
-		`lanes_tcp_throughput_bits_per_second{lane="background"} 12445.5`,
-		`lanes_tcp_flows_not_open{lane="unset"} 1`,
-		`lanes_tcp_cwnd_segments_mean{lane="background"} 15`,
-		"# TYPE lanes_tcp_srtt_seconds_mean gauge",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("missing %q in:\n%s", want, out)
-		}
-	}
-}
-
 func TestReadEventsAndProbeFlows(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	evs := []Event{

@@ -1,0 +1,34 @@
+// promcheck.go: PromCheck, the test helper that lints a metrics exposition the way
+// Prometheus does (promlint, the library promtool uses, always; and
+// `promtool check metrics` itself when it is installed).
+package testutil
+
+import (
+	"bytes"
+	"os/exec"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// PromCheck fails t if text does not pass Prometheus' metrics linter.
+func PromCheck(t testing.TB, text []byte) {
+	t.Helper()
+	problems, err := promlint.New(bytes.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed: promlint only")
+		return
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(text)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
