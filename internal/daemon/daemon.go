@@ -217,7 +217,8 @@ func (d *Daemon) install() error {
 }
 
 func (d *Daemon) installLocked() error {
-	h, err := datapath.OpenHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root})
+	h, err := datapath.OpenHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root,
+		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget()})
 	if err != nil {
 		return err
 	}

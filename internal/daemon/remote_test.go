@@ -106,3 +106,74 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 		t.Errorf("interactive upload under background at %.2f Mbit/s; want >= 6 (it takes the link)", fgRate/1e6)
 	}
 }
+
+// backgroundRequest runs one `lanes lab helper get|post` under
+// `lanes run --lane background`.
+func backgroundRequest(t *testing.T, ns *testutil.NetNS, sock, kind, url string, bytes int) helperResult {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "run", "--socket", sock, "--lane", "background", "--",
+		lanesBin, "lab", "helper", kind, "--url", url, "--bytes", fmt.Sprint(bytes)).Output()
+	var r helperResult
+	if err != nil || json.Unmarshal(out, &r) != nil || r.Error != "" {
+		t.Fatalf("background %s %s: %v %s %s", kind, url, err, out, r.Error)
+	}
+	return r
+}
+
+// TestBackgroundDownloadRemoteBottleneck: the same with the queue on the
+// downlink (R's egress toward A) and a plain CUBIC sender on B: only the
+// receiver can hold the background flow back, with rLEDBAT.
+func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	deepBottleneck(t, p, "r-a")
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	time.Sleep(300 * time.Millisecond)
+	idle := probe(t, p, 10)
+	const endless = "2000000000"
+
+	// Without lanes: the download fills R's buffer toward A.
+	dl := start(t, p.A, "lab", "helper", "get", "--url", base, "--bytes", endless)
+	time.Sleep(3 * time.Second)
+	off := probe(t, p, 10)
+	dl.cmd.Process.Kill()
+	dl.cmd.Wait()
+	time.Sleep(time.Second)
+
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	alone := backgroundRequest(t, p.A, sock, "get", base, 6<<20)
+	bgAlone := float64(alone.Bytes) * 8 / alone.Seconds
+
+	dl = start(t, p.A, "run", "--socket", sock, "--lane", "background", "--", lanesBin, "lab", "helper", "get", "--url", base, "--bytes", endless)
+	time.Sleep(4 * time.Second)
+	on := probe(t, p, 30)
+	fg := request(t, p.A, "get", base, 4<<20)
+	fgRate := float64(fg.Bytes) * 8 / fg.Seconds
+	st := status(t, sock)
+	dl.cmd.Process.Kill()
+	dl.cmd.Wait()
+
+	t.Logf("probe RTT p50/p95: idle %v/%v, background download without lanes %v/%v, with lanes (default policy) %v/%v",
+		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(on, .5), pct(on, .95))
+	t.Logf("background download alone %.2f Mbit/s (%.0f%% of the link, slow start included); interactive CUBIC download under it %.2f Mbit/s",
+		bgAlone/1e6, 100*bgAlone/remoteLinkBps, fgRate/1e6)
+	t.Logf("sock_ops: %v", st.Interfaces[0].Sockops)
+
+	if st.Interfaces[0].Sockops["rwnd_set"] == 0 {
+		t.Fatalf("rLEDBAT never set a background receive window: %v", st.Interfaces[0].Sockops)
+	}
+	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+		t.Errorf("probe p50 with lanes %v is only %.1fx better than without (%v); want >= 5x", pct(on, .5), ratio, pct(off, .5))
+	}
+	if bgAlone < 0.5*remoteLinkBps {
+		t.Errorf("background download alone at %.2f Mbit/s; want >= 5 (work conserving)", bgAlone/1e6)
+	}
+	if fgRate < 0.6*remoteLinkBps {
+		t.Errorf("interactive download under background at %.2f Mbit/s; want >= 6 (it takes the link)", fgRate/1e6)
+	}
+}

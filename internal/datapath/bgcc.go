@@ -70,3 +70,15 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 	}
 	return s
 }
+
+// rledbatTargetUS is rLEDBAT's target for sock_ops in µs, 0 = off.
+func (h *Host) rledbatTargetUS() uint32 {
+	switch t := h.cfg.ReceiveTarget; {
+	case t < 0:
+		return 0
+	case t == 0:
+		return model.DefaultTargetUS
+	default:
+		return uint32(t / time.Microsecond)
+	}
+}

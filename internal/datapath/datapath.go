@@ -77,6 +77,8 @@ type Config struct {
 	// LEDBAT++ (bgcc.go): 0 = the default, negative = background sockets
 	// keep the system congestion control.
 	BackgroundTarget time.Duration
+	// ReceiveTarget is rLEDBAT's target (HostConfig.ReceiveTarget).
+	ReceiveTarget time.Duration
 }
 
 var errClosed = errors.New("datapath: closed")
@@ -136,7 +138,7 @@ func Open(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	h, err := OpenHost(HostConfig{Instance: cfg.Instance, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
-		BackgroundTarget: cfg.BackgroundTarget})
+		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget})
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,9 @@ type HostConfig struct {
 	// LEDBAT++ (bgcc.go): 0 = the default, negative = background sockets
 	// keep the system congestion control.
 	BackgroundTarget time.Duration
+	// ReceiveTarget is rLEDBAT's target for background sockets' receive
+	// windows (sock_ops rledbat.h): 0 = the default, negative = off.
+	ReceiveTarget time.Duration
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -163,7 +166,8 @@ func (h *Host) loadSockops() {
 	} else if lowat < 0 {
 		lowat = 0
 	}
-	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName()}, h.cls.Shared())
+	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
+		RLEDBATTargetUS: h.rledbatTargetUS()}, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.

@@ -113,7 +113,11 @@ const (
 	AbiOpsCounterOPS_CC_OTHER       AbiOpsCounter = 13
 	AbiOpsCounterOPS_BG_CC          AbiOpsCounter = 14
 	AbiOpsCounterOPS_BY_DST         AbiOpsCounter = 15
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 16
+	AbiOpsCounterOPS_RWND_SET       AbiOpsCounter = 16
+	AbiOpsCounterOPS_RWND_ERR       AbiOpsCounter = 17
+	AbiOpsCounterOPS_RL_LOSS        AbiOpsCounter = 18
+	AbiOpsCounterOPS_YIELD          AbiOpsCounter = 19
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 20
 )
 
 // Names of all BPF objects in the ELF.

@@ -64,7 +64,11 @@ enum ops_counter {
 	OPS_CC_OTHER = 13,      /* capped socket on another CC (bbr, reno...): left alone */
 	OPS_BG_CC = 14,         /* background socket switched to CFG.bg_cc_name (LEDBAT++) */
 	OPS_BY_DST = 15,        /* lane from a destination prefix rule */
-	OPS_COUNTERS = 16,
+	OPS_RWND_SET = 16,      /* background receive window (rLEDBAT) changed */
+	OPS_RWND_ERR = 17,      /* bpf_setsockopt(TCP_WINDOW_CLAMP) refused */
+	OPS_RL_LOSS = 18,       /* rLEDBAT saw a loss (out-of-order segment) */
+	OPS_YIELD = 19,         /* background socket held down for the foreground */
+	OPS_COUNTERS = 20,
 };
 
 /*

@@ -107,6 +107,8 @@ volatile const struct sockops_config {
 	__u32 pad;
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
+	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
+	__u32 pad2;
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -154,6 +156,24 @@ static __always_inline void bump(__u32 idx)
 
 	if (c)
 		(*c)++;
+}
+
+#include "rledbat.h"
+
+/* lanes_yield[0] != 0 while the daemon sees foreground traffic: background
+ * sockets are held at the minimum window (cwnd and receive window). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_yield SEC(".maps");
+
+static __always_inline int yielding(void)
+{
+	__u32 zero = 0, *y = bpf_map_lookup_elem(&lanes_yield, &zero);
+
+	return y && *y;
 }
 
 static __always_inline int valid_lane(const __u32 *v)
@@ -388,7 +408,9 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		}
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
-					       BPF_SOCK_OPS_RTT_CB_FLAG);
+					       BPF_SOCK_OPS_RTT_CB_FLAG |
+					       (lane == LANE_BACKGROUND && CFG.rl_target_us ?
+						BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG : 0));
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
 			switch_bg_cc(ops);
@@ -404,14 +426,24 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
 			switch_bg_cc(ops);
+			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
+				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
+							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		}
 		apply_cap(ops, cookie, lane);
+		break;
+	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+		cookie = bpf_get_socket_cookie(ops);
+		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+		if (valid_lane(v) && *v == LANE_BACKGROUND)
+			rledbat_packet(ops, cookie, yielding());
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (ops->args[1] == BPF_TCP_CLOSE) {
 			cookie = bpf_get_socket_cookie(ops);
 			bpf_map_delete_elem(&lanes_cookie, &cookie);
 			bpf_map_delete_elem(&lanes_sock_cap, &cookie);
+			bpf_map_delete_elem(&lanes_sock_rwnd, &cookie);
 			bump(OPS_CLOSED);
 		}
 		break;

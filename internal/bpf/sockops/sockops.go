@@ -21,6 +21,9 @@ type Config struct {
 	// (internal/bpf/ledbat: LEDBAT++) that every background TCP socket is
 	// switched to; "" = leave background sockets' alone.
 	BgCCName string
+	// RLEDBATTargetUS is the queuing-delay target (µs) of rLEDBAT, which
+	// limits background sockets' receive windows (rledbat.h); 0 = off.
+	RLEDBATTargetUS uint32
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -37,7 +40,7 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat}
+	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat, RlTargetUs: cfg.RLEDBATTargetUS}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)
 	}

@@ -30,6 +30,34 @@ type SockopsFlowKey struct {
 	Pad   [3]uint8
 }
 
+type SockopsRlState struct {
+	_ structs.HostLayout
+	L struct {
+		_          structs.HostLayout
+		Base       [10]uint32
+		Cur        [4]uint32
+		Bucket     uint32
+		Samples    uint32
+		Acc        int32
+		Phase      uint32
+		Flags      uint32
+		TargetUs   uint32
+		T_holdEnd  uint32
+		T_slowdown uint32
+		T_next     uint32
+	}
+	Wnd      uint32
+	Ssthresh uint32
+	LastNxt  uint32
+	Rem      uint32
+	Applied  uint32
+	LastOoo  uint32
+	T_loss   uint32
+	LastRtt  uint32
+	Refused  uint32
+	Pad      uint32
+}
+
 type SockopsSkState struct {
 	_          structs.HostLayout
 	AppliedCap uint32
@@ -47,6 +75,8 @@ type SockopsSockopsConfig struct {
 	Pad          uint32
 	CcName       [16]int8
 	BgCcName     [16]int8
+	RlTargetUs   uint32
+	Pad2         uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -58,10 +88,13 @@ const (
 	SockopsMapLanesDst      = "lanes_dst"
 	SockopsMapLanesLaneCap  = "lanes_lane_cap"
 	SockopsMapLanesOpsStats = "lanes_ops_stats"
+	SockopsMapLanesRlState  = "lanes_rl_state"
 	SockopsMapLanesSkState  = "lanes_sk_state"
 	SockopsMapLanesSockCap  = "lanes_sock_cap"
+	SockopsMapLanesSockRwnd = "lanes_sock_rwnd"
 	SockopsMapLanesTuple    = "lanes_tuple"
 	SockopsMapLanesUid      = "lanes_uid"
+	SockopsMapLanesYield    = "lanes_yield"
 	SockopsProgLanesSockops = "lanes_sockops"
 	SockopsVarCFG           = "CFG"
 )
@@ -120,10 +153,13 @@ type SockopsMapSpecs struct {
 	LanesDst      *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesLaneCap  *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesRlState  *ebpf.MapSpec `ebpf:"lanes_rl_state"`
 	LanesSkState  *ebpf.MapSpec `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.MapSpec `ebpf:"lanes_sock_cap"`
+	LanesSockRwnd *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple    *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.MapSpec `ebpf:"lanes_uid"`
+	LanesYield    *ebpf.MapSpec `ebpf:"lanes_yield"`
 }
 
 // SockopsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -158,10 +194,13 @@ type SockopsMaps struct {
 	LanesDst      *ebpf.Map `ebpf:"lanes_dst"`
 	LanesLaneCap  *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesRlState  *ebpf.Map `ebpf:"lanes_rl_state"`
 	LanesSkState  *ebpf.Map `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.Map `ebpf:"lanes_sock_cap"`
+	LanesSockRwnd *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple    *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.Map `ebpf:"lanes_uid"`
+	LanesYield    *ebpf.Map `ebpf:"lanes_yield"`
 }
 
 func (m *SockopsMaps) Close() error {
@@ -171,10 +210,13 @@ func (m *SockopsMaps) Close() error {
 		m.LanesDst,
 		m.LanesLaneCap,
 		m.LanesOpsStats,
+		m.LanesRlState,
 		m.LanesSkState,
 		m.LanesSockCap,
+		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesUid,
+		m.LanesYield,
 	)
 }
 

@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * rledbat.h - rLEDBAT (RFC 9840) in the sock_ops program: the receiving host
+ * limits the window it advertises on background sockets so that a remote
+ * sender (whatever its congestion control) keeps the downlink's queue near
+ * the LEDBAT++ target. Included by sockops.c.
+ *
+ *   - HDR_OPT_LEN_CB, which the kernel calls for every segment a
+ *     background socket sends (BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG, Linux
+ *     5.10+), its ACKs included, just before it computes the window the
+ *     segment advertises (no option space is asked for, so nothing is
+ *     written). (PARSE_HDR_OPT_CB would be per received segment, but the
+ *     kernel skips it on the receive fast path, which a bulk download takes.)
+ *       delay: the kernel's receive-side RTT estimate from TCP timestamps
+ *         (tp->rcv_rtt_est: time from our TSval to data echoing it, which
+ *         includes the downlink queue), fed to the LEDBAT++ filters
+ *         (ledbat_core.h, shared with the congestion control);
+ *       progress: rcv_nxt's advance in segments (advmss) = packets "acked";
+ *       loss: a new out-of-order segment (tp->rcv_ooopack), at most once per
+ *         RTT, halves the window;
+ *       the window (packets x advmss) is applied with bpf_setsockopt
+ *         (TCP_WINDOW_CLAMP) when it changes; also the per-socket receive
+ *         window cap lanes_sock_rwnd (bytes, the cooperative controller's
+ *         downlink cap) and, while the foreground is active, the yield.
+ *   - Never retracting the right edge: the kernel does not shrink an offered
+ *     window (net.ipv4.tcp_shrink_window = 0, the default; before 6.5
+ *     always), so a smaller clamp takes effect as data is consumed; autotuning
+ *     may raise window_clamp with the receive buffer, and the next segment
+ *     sets it back (the applied value is compared with the socket's).
+ * Note: bpf_setsockopt accepts TCP_WINDOW_CLAMP on this kernel; where it
+ * does not, each refusal is counted (rwnd_err) and the window is left alone.
+ */
+#ifndef LANES_RLEDBAT_H
+#define LANES_RLEDBAT_H
+
+#include "../ledbat/ledbat_core.h"
+
+#define TCP_WINDOW_CLAMP 10
+#define RL_INIT_WND 10              /* packets, as an initial cwnd */
+#define RL_MAX_WND 65535            /* packets */
+
+struct rcv_rtt_est {
+	__u32 rtt_us; /* smoothed, << 3 */
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	__u32 rcv_nxt;
+	__u32 window_clamp;
+	__u16 advmss;
+	__u32 rcv_ooopack;
+	__u64 tcp_mstamp;
+	struct rcv_rtt_est rcv_rtt_est;
+} __attribute__((preserve_access_index));
+
+/* receive-side state of a background socket */
+struct rl_state {
+	struct ledbat l;
+	__u32 wnd;      /* packets */
+	__u32 ssthresh; /* packets */
+	__u32 last_nxt;
+	__u32 rem;      /* bytes received, not yet a whole segment */
+	__u32 applied;  /* window clamp last set, bytes (0 = never) */
+	__u32 last_ooo;
+	__u32 t_loss;
+	__u32 last_rtt;
+	__u32 refused;  /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rl_state);
+} lanes_rl_state SEC(".maps");
+
+/* receive window cap per socket cookie, bytes, 0 = none */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} lanes_sock_rwnd SEC(".maps");
+
+/* rledbat_packet runs on each incoming segment of a background socket. */
+static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock *tp;
+	struct rl_state *st;
+	struct ledbat_win w;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap;
+	__u64 now64;
+	int val;
+
+	if (!bsk || !CFG.rl_target_us)
+		return;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return;
+	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st || st->refused)
+		return;
+	now64 = tp->tcp_mstamp;
+	now = (__u32)now64;
+	nxt = tp->rcv_nxt;
+	mss = tp->advmss;
+	if (mss < 536)
+		mss = 536;
+	if (!st->wnd) {
+		ledbat_init(&st->l, CFG.rl_target_us, now64);
+		st->wnd = RL_INIT_WND;
+		st->ssthresh = 0x7fffffff;
+		st->last_nxt = nxt;
+		st->last_ooo = tp->rcv_ooopack;
+	}
+	rtt = tp->rcv_rtt_est.rtt_us >> 3;
+	if (rtt && rtt != st->last_rtt) {
+		ledbat_rtt(&st->l, rtt, now64);
+		st->last_rtt = rtt;
+	}
+	/* a socket that has received no timed data (an upload, a request) is
+	 * left alone */
+	if (!st->l.samples)
+		return;
+	w.cwnd = st->wnd;
+	w.ssthresh = st->ssthresh;
+	ooo = tp->rcv_ooopack;
+	if (ooo != st->last_ooo) {
+		st->last_ooo = ooo;
+		if (!st->t_loss || ledbat_after(now, st->t_loss + (rtt ? rtt : 1000))) {
+			w.ssthresh = ledbat_loss(&st->l, w.cwnd, now, rtt);
+			w.cwnd = w.ssthresh;
+			st->t_loss = now;
+			bump(OPS_RL_LOSS);
+		}
+	}
+	st->rem += nxt - st->last_nxt;
+	st->last_nxt = nxt;
+	if (st->rem >= mss) {
+		__u32 pk = st->rem / mss;
+
+		st->rem -= pk * mss;
+		ledbat_ack(&st->l, &w, pk, now, rtt, 1);
+	}
+	if (w.cwnd > RL_MAX_WND)
+		w.cwnd = RL_MAX_WND;
+	st->wnd = w.cwnd;
+	st->ssthresh = w.ssthresh;
+
+	clamp = w.cwnd * mss;
+	cap = bpf_map_lookup_elem(&lanes_sock_rwnd, &cookie);
+	if (cap && *cap && *cap < clamp)
+		clamp = *cap;
+	if (yield && clamp > LEDBAT_MIN_CWND * mss)
+		clamp = LEDBAT_MIN_CWND * mss;
+	if (clamp == st->applied && tp->window_clamp <= clamp)
+		return;
+	val = clamp;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0) {
+		st->applied = clamp;
+		bump(OPS_RWND_SET);
+	} else {
+		st->refused = 1; /* this kernel refuses it: leave the window alone */
+		bump(OPS_RWND_ERR);
+	}
+}
+
+#endif
