@@ -1,10 +1,28 @@
 // lanes dashboard client: polls /api/snapshot once per sampling interval and
-// draws each flow's cwnd (with its cap), srtt and throughput on canvases; no
-// libraries, no build step.
+// draws each lane's throughput and each flow's cwnd (with its cap), srtt and
+// throughput on canvases sized to the page, with legends; no libraries, no
+// build step. A flow keeps its colour while it lives (assigned by cookie).
 "use strict";
 
-const colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
-const maxLines = 10;
+const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+const dashes = [[], [8, 3], [2, 3], [8, 3, 2, 3]];
+const laneColors = { realtime: "#d62728", interactive: "#1f77b4", background: "#7f7f7f", unknown: "#bcbd22" };
+const span = 60; // seconds shown
+const styles = new Map(); // cookie -> {color, dash}
+let nextStyle = 0;
+
+// styleOf gives flow n its own colour (10 distinct ones, then golden-angle
+// hues) and, past the palette, a dash pattern as well.
+function styleOf(cookie) {
+  let s = styles.get(cookie);
+  if (!s) {
+    const n = nextStyle++;
+    const color = n < palette.length ? palette[n] : "hsl(" + Math.round((n * 137.508) % 360) + ",70%,40%)";
+    s = { color, dash: dashes[Math.floor(n / palette.length) % dashes.length] };
+    styles.set(cookie, s);
+  }
+  return s;
+}
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -13,27 +31,44 @@ function el(tag, text, cls) {
   return e;
 }
 
-// chart draws series [{color, points:[[t,v]], dashed}] over the last `span` s.
-function chart(canvas, lines, now, span, unit) {
+// fit sizes a canvas to its box in device pixels and returns a context in CSS pixels.
+function fit(canvas) {
+  const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth || 300, h = +canvas.dataset.h || 200;
+  canvas.style.height = h + "px";
+  if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+  }
   const ctx = canvas.getContext("2d");
-  const W = canvas.width, H = canvas.height, L = 48, B = 22, T = 8, R = 8;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return { ctx, W: w, H: h };
+}
+
+// chart draws lines [{color, dash, width, points:[[t,v]]}] over the last `span` s.
+function chart(canvas, lines, now, unit) {
+  const { ctx, W, H } = fit(canvas);
+  const L = 44, B = 20, T = 8, R = 8;
   ctx.clearRect(0, 0, W, H);
   let ymax = 0;
   for (const l of lines) for (const p of l.points) if (p[0] >= now - span) ymax = Math.max(ymax, p[1]);
   ymax = niceCeil(ymax || 1);
   const x = t => L + (W - L - R) * (t - (now - span)) / span;
   const y = v => H - B - (H - B - T) * v / ymax;
-  ctx.strokeStyle = "#e3e6ea"; ctx.fillStyle = "#555"; ctx.font = "11px sans-serif"; ctx.lineWidth = 1;
+  ctx.strokeStyle = "#e3e6ea"; ctx.fillStyle = "#555"; ctx.font = "11px sans-serif"; ctx.lineWidth = 1; ctx.setLineDash([]);
   for (let i = 0; i <= 4; i++) {
     const v = ymax * i / 4, yy = y(v);
     ctx.beginPath(); ctx.moveTo(L, yy); ctx.lineTo(W - R, yy); ctx.stroke();
     ctx.fillText(fmt(v), 4, yy + 4);
   }
-  for (let s = 0; s <= span; s += span / 6) ctx.fillText("-" + Math.round(span - s) + " s", x(now - span + s) - 12, H - 6);
+  const ticks = W < 450 ? 3 : 6;
+  for (let i = 0; i <= ticks; i++) {
+    const s = span * i / ticks;
+    ctx.fillText("-" + Math.round(span - s) + " s", Math.min(x(now - span + s) - 12, W - 30), H - 5);
+  }
   ctx.fillText(unit, L + 4, T + 10);
   for (const l of lines) {
-    ctx.strokeStyle = l.color; ctx.lineWidth = l.dashed ? 1.5 : 2;
-    ctx.setLineDash(l.dashed ? [6, 4] : []);
+    ctx.strokeStyle = l.color; ctx.lineWidth = l.width || 2;
+    ctx.setLineDash(l.dash || []);
     ctx.beginPath();
     let started = false;
     for (const p of l.points) {
@@ -53,55 +88,94 @@ function niceCeil(v) {
 
 function fmt(v) { return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2); }
 
-function render(s) {
+// swatch shows a line's colour and dash in a legend or table.
+function swatch(color, dash) {
+  const s = el("span", "", "swatch");
+  s.style.borderTopColor = color;
+  if (dash && dash.length) s.style.borderTopStyle = dash[0] > 3 ? "dashed" : "dotted";
+  return s;
+}
+
+function legend(id, items) {
+  const box = document.getElementById(id);
+  box.replaceChildren();
+  for (const it of items) {
+    const e = el("span");
+    e.append(swatch(it.color, it.dash), document.createTextNode(it.label));
+    box.append(e);
+  }
+}
+
+function flowLabel(f) { return (f.comm ? f.comm + " " : "") + f.src + " → " + f.dst; }
+
+function renderHeader(s) {
   const d = document.getElementById("daemon");
   if (s.daemon) {
-    d.textContent = "daemon " + s.daemon.version + " · policy " + s.daemon.policy;
-    d.className = "";
+    d.textContent = "daemon " + s.daemon.version + " · policy " + s.daemon.policy +
+      (s.daemon.netns ? " · netns " + (s.daemon.netns.name || "net:[" + s.daemon.netns.inode + "]") : "");
   } else {
     d.textContent = "no daemon: " + (s.daemon_error || "not asked") + " (flows only)";
   }
   document.getElementById("updated").textContent = s.sample_error ? "sampling failed: " + s.sample_error : "";
+}
 
-  const span = 60, flows = s.flows.slice(0, maxLines);
-  const cw = [], rt = [], tp = [];
-  flows.forEach((f, i) => {
-    const c = colors[i % colors.length];
-    cw.push({ color: c, points: f.points.map(p => [p.t, p.cwnd]) });
-    if (f.points.some(p => p.cap > 0)) cw.push({ color: c, dashed: true, points: f.points.filter(p => p.cap > 0).map(p => [p.t, p.cap]) });
-    rt.push({ color: c, points: f.points.map(p => [p.t, p.srtt_ms]) });
-    tp.push({ color: c, points: f.points.map(p => [p.t, p.mbit]) });
-  });
-  chart(document.getElementById("cwnd"), cw, s.now, span, "segments");
-  chart(document.getElementById("srtt"), rt, s.now, span, "ms");
-  chart(document.getElementById("rate"), tp, s.now, span, "Mbit/s");
+function renderCharts(s) {
+  const lanes = (s.lanes || []).map(l => ({ color: laneColors[l.lane] || "#333", label: l.lane, points: l.points.map(p => [p.t, p.mbit]) }));
+  chart(document.getElementById("lanerate"), lanes, s.now, "Mbit/s");
+  legend("lane-legend", lanes);
 
+  const cw = [], caps = [], rt = [], tp = [];
+  for (const f of s.flows) {
+    const st = styleOf(f.cookie);
+    cw.push({ color: st.color, dash: st.dash, points: f.points.map(p => [p.t, p.cwnd]) });
+    if (f.points.some(p => p.cap > 0)) caps.push({ color: st.color, dash: [1, 4], width: 4, points: f.points.filter(p => p.cap > 0).map(p => [p.t, p.cap]) });
+    rt.push({ color: st.color, dash: st.dash, points: f.points.map(p => [p.t, p.srtt_ms]) });
+    tp.push({ color: st.color, dash: st.dash, points: f.points.map(p => [p.t, p.mbit]) });
+  }
+  // Caps are drawn last, thick and dotted, so a cap equal to cwnd stays visible.
+  chart(document.getElementById("cwnd"), cw.concat(caps), s.now, "segments");
+  chart(document.getElementById("srtt"), rt, s.now, "ms");
+  chart(document.getElementById("rate"), tp, s.now, "Mbit/s");
+  legend("flow-legend", s.flows.map(f => ({ ...styleOf(f.cookie), label: flowLabel(f) + " (" + f.lane + ")" })));
+}
+
+function renderFlows(s) {
   const tb = document.querySelector("#flows tbody");
   tb.replaceChildren();
-  s.flows.forEach((f, i) => {
+  for (const f of s.flows) {
     const last = f.points[f.points.length - 1] || {};
+    const st = styleOf(f.cookie);
     const tr = el("tr");
-    const sw = el("td"); if (i < maxLines) { const b = el("span", "", "swatch"); b.style.background = colors[i % colors.length]; sw.append(b); }
+    tr.dataset.flow = f.src + " " + f.dst;
+    tr.dataset.points = f.points.length;
+    const sw = el("td");
+    sw.append(swatch(st.color, st.dash));
     tr.append(sw, el("td", f.src + " → " + f.dst), el("td", f.lane), el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"),
       el("td", f.cong), el("td", f.state), el("td", last.cwnd), el("td", last.cap || "—"),
       el("td", fmt(last.srtt_ms || 0)), el("td", fmt(last.mbit || 0)), el("td", f.total_retrans));
     tb.append(tr);
-  });
+  }
+  const live = new Set(s.flows.map(f => f.cookie));
+  for (const c of styles.keys()) if (!live.has(c)) styles.delete(c);
+}
 
+function renderCoop(s) {
   const coop = document.getElementById("coop");
   coop.replaceChildren();
-  if (s.coop) {
-    const c = s.coop;
-    const line = el("div", "host " + c.host_id + " · N = " + c.n + " · rate " + (c.rate_bits / 1e6).toFixed(2) + " Mbit/s (" + c.rate_source + ") · ");
-    line.append(el("b", c.capping ? "capping" : "not capping: " + c.reason, c.capping ? "ok" : "bad"));
-    if (!c.authenticated) line.append(el("b", " · peers unauthenticated (limited mode: N grows one peer at a time, up to a bound" + (c.uncounted_peers ? "; " + c.uncounted_peers + " peers wait outside N" : "") + ")", "bad"));
-    coop.append(line);
-    const peers = (c.peers || []).map(p => p.addr + (p.counted === false ? " [not counted]" : "") + (p.active ? " (" + p.flows + " flows, " + (p.goodput_bits / 1e6).toFixed(2) + " Mbit/s)" : " (idle)"));
-    coop.append(el("div", "peers: " + (peers.join(", ") || "none")));
-  } else {
+  if (!s.coop) {
     coop.append(el("div", s.coop_error || "—"));
+    return;
   }
+  const c = s.coop;
+  const line = el("div", "host " + c.host_id + " · N = " + c.n + " · rate " + (c.rate_bits / 1e6).toFixed(2) + " Mbit/s (" + c.rate_source + ") · ");
+  line.append(el("b", c.capping ? "capping" : "not capping: " + c.reason, c.capping ? "ok" : "bad"));
+  if (!c.authenticated) line.append(el("b", " · peers unauthenticated (limited mode: N grows one peer at a time, up to a bound" + (c.uncounted_peers ? "; " + c.uncounted_peers + " peers wait outside N" : "") + ")", "bad"));
+  coop.append(line);
+  const peers = (c.peers || []).map(p => p.addr + (p.counted === false ? " [not counted]" : "") + (p.active ? " (" + p.flows + " flows, " + (p.goodput_bits / 1e6).toFixed(2) + " Mbit/s)" : " (idle)"));
+  coop.append(el("div", "peers: " + (peers.join(", ") || "none")));
+}
 
+function renderLanes(s) {
   const lanes = document.getElementById("lanes");
   lanes.replaceChildren();
   for (const it of (s.daemon && s.daemon.interfaces) || []) {
@@ -118,6 +192,19 @@ function render(s) {
     lanes.append(t);
   }
 }
+
+let last = null;
+
+function render(s) {
+  last = s;
+  renderHeader(s);
+  renderCharts(s);
+  renderFlows(s);
+  renderCoop(s);
+  renderLanes(s);
+}
+
+window.addEventListener("resize", () => { if (last) renderCharts(last); });
 
 async function poll() {
   let wait = 1000;

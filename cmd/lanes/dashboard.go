@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -49,11 +50,16 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 			fmt.Fprintf(e.stderr, "%v: showing flows only until it answers\n", err)
 		}
 		cfg.Daemon = d
-		srv := dashboard.New(cfg)
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
 			return err
 		}
+		if *nsPath == "" { // its own connections are in this namespace: hide them
+			if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+				cfg.Hide = []netip.AddrPort{ap}
+			}
+		}
+		srv := dashboard.New(cfg)
 		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		fmt.Fprintf(e.stdout, "lanes dashboard on http://%s/ (metrics: /metrics)\n", ln.Addr())
 		ctx, cancel := context.WithCancel(ctx)

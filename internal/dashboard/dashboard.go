@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -45,7 +46,10 @@ type Config struct {
 	History time.Duration
 	// MaxFlows bounds the flows kept with a series (default 200, busiest first).
 	MaxFlows int
-	Log      *slog.Logger
+	// Hide are the dashboard's own listening addresses: its HTTP
+	// connections are not shown (an unspecified address matches any).
+	Hide []netip.AddrPort
+	Log  *slog.Logger
 }
 
 // Point is one sample of one flow: seconds since the server started, cwnd
@@ -73,11 +77,25 @@ type FlowView struct {
 	Points  []Point `json:"points"`
 }
 
+// LanePoint is one lane's throughput at one sample: the sum of its flows'
+// acknowledged-bytes rates, Mbit/s.
+type LanePoint struct {
+	T    float64 `json:"t"`
+	Mbit float64 `json:"mbit"`
+}
+
+// LaneView is one lane's throughput series.
+type LaneView struct {
+	Lane   string      `json:"lane"`
+	Points []LanePoint `json:"points"`
+}
+
 // Snapshot is what /api/snapshot returns.
 type Snapshot struct {
 	Now         float64         `json:"now"`
 	Interval    float64         `json:"interval_s"`
 	Flows       []FlowView      `json:"flows"`
+	Lanes       []LaneView      `json:"lanes"`
 	Daemon      *api.Status     `json:"daemon,omitempty"`
 	DaemonError string          `json:"daemon_error,omitempty"`
 	Coop        json.RawMessage `json:"coop,omitempty"`
@@ -99,6 +117,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	flows     map[uint64]*series
+	lanePts   map[string][]LanePoint
 	last      []tcpmon.Flow
 	lanes     map[uint64]lane.Lane
 	status    *api.Status
@@ -119,7 +138,7 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, start: time.Now(), flows: map[uint64]*series{}, lanes: map[uint64]lane.Lane{}}
+	return &Server{cfg: cfg, start: time.Now(), flows: map[uint64]*series{}, lanes: map[uint64]lane.Lane{}, lanePts: map[string][]LanePoint{}}
 }
 
 // Run samples until ctx ends.
@@ -139,6 +158,7 @@ func (s *Server) Run(ctx context.Context) error {
 // tick takes one sample and refreshes the daemon's state.
 func (s *Server) tick() {
 	flows, sampleErr := s.cfg.Sampler.Sample()
+	flows = s.withoutOwn(flows)
 	now := time.Now()
 	var st *api.Status
 	var coop json.RawMessage
@@ -206,13 +226,64 @@ func (s *Server) tick() {
 		}
 		sr.view.Points = sr.view.Points[cut:]
 	}
+	// A flow missing from a good sample has closed: it leaves the page now.
 	for c, sr := range s.flows {
-		if now.Sub(sr.seen) > s.cfg.History {
+		if sampleErr == nil && !sr.seen.Equal(now) {
 			delete(s.flows, c)
 			delete(s.lanes, c)
 		}
 	}
+	s.addLanePoints(t, flows)
 	s.last = append(s.last[:0], flows...)
+}
+
+// addLanePoints appends each lane's summed throughput to its series.
+func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow) {
+	sum := map[string]float64{}
+	for _, l := range lane.All {
+		sum[l.String()] = 0
+	}
+	for i := range flows {
+		l := flows[i].Lane
+		if l == lane.Unset {
+			l = lane.Interactive // sockets lanes has not classified send as interactive (the default lane)
+		}
+		sum[l.String()] += flows[i].Throughput / 1e6
+	}
+	for name, v := range sum {
+		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(v)})
+		cut := 0
+		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
+			cut++
+		}
+		s.lanePts[name] = pts[cut:]
+	}
+}
+
+// withoutOwn drops the dashboard's own HTTP connections.
+func (s *Server) withoutOwn(flows []tcpmon.Flow) []tcpmon.Flow {
+	if len(s.cfg.Hide) == 0 {
+		return flows
+	}
+	own := func(addr string) bool {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return false
+		}
+		for _, h := range s.cfg.Hide {
+			if h.Port() == ap.Port() && (!h.Addr().IsValid() || h.Addr().IsUnspecified() || h.Addr() == ap.Addr().Unmap()) {
+				return true
+			}
+		}
+		return false
+	}
+	out := flows[:0]
+	for _, f := range flows {
+		if !own(f.Src) && !own(f.Dst) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // askLanes asks the daemon for the lanes of cookies not known yet.
@@ -260,6 +331,9 @@ func (s *Server) Snapshot() Snapshot {
 	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
 		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, SampleError: s.sampleErr,
 		Flows: []FlowView{}}
+	for _, l := range lane.All {
+		snap.Lanes = append(snap.Lanes, LaneView{Lane: l.String(), Points: append([]LanePoint{}, s.lanePts[l.String()]...)})
+	}
 	for _, sr := range s.flows {
 		v := sr.view
 		v.Points = append([]Point(nil), v.Points...)

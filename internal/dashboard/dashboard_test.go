@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -155,8 +156,8 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 	testutil.PromCheck(t, []byte(m))
 }
 
-// Without a daemon the page still shows flows; a vanished flow leaves after
-// the history span.
+// Without a daemon the page still shows flows; a vanished flow leaves at
+// the next sample.
 func TestDashboardWithoutDaemonForgetsOldFlows(t *testing.T) {
 	port := loopbackFlow(t)
 	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
@@ -164,7 +165,7 @@ func TestDashboardWithoutDaemonForgetsOldFlows(t *testing.T) {
 	if err != nil {
 		t.Skipf("sock_diag not available: %v", err)
 	}
-	s := New(Config{Sampler: smp, History: 100 * time.Millisecond})
+	s := New(Config{Sampler: smp, History: time.Minute})
 	s.tick()
 	if snap := s.Snapshot(); len(snap.Flows) != 1 || snap.Flows[0].Lane != "-" || snap.Daemon != nil {
 		t.Fatalf("snapshot %+v", snap)
@@ -177,9 +178,30 @@ func TestDashboardWithoutDaemonForgetsOldFlows(t *testing.T) {
 	}
 	defer smp2.Close()
 	s.cfg.Sampler = smp2
-	time.Sleep(150 * time.Millisecond)
 	s.tick()
 	if snap := s.Snapshot(); len(snap.Flows) != 0 {
-		t.Errorf("flow not forgotten after the history span: %+v", snap.Flows)
+		t.Errorf("closed flow still shown: %+v", snap.Flows)
+	}
+}
+
+// The dashboard's own HTTP connections (to its listening address) are not
+// shown as flows.
+func TestDashboardHidesOwnConnections(t *testing.T) {
+	port := loopbackFlow(t)
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: port}})
+	if err != nil {
+		t.Skipf("sock_diag not available: %v", err)
+	}
+	defer smp.Close()
+	s := New(Config{Sampler: smp, Hide: []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), port)}})
+	s.tick()
+	if snap := s.Snapshot(); len(snap.Flows) != 0 {
+		t.Errorf("own connection shown: %+v", snap.Flows)
+	}
+	s.cfg.Hide = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:1")}
+	s.tick()
+	if snap := s.Snapshot(); len(snap.Flows) != 1 || len(snap.Lanes) != 3 {
+		t.Errorf("other flow hidden or lanes missing: %+v", snap)
 	}
 }

@@ -1,0 +1,260 @@
+// browser_test.go: the dashboard in a real browser. Debian's headless
+// Chromium, driven from Go through the DevTools protocol (chromedp), loads
+// the page served against a real `lanes daemon` managing a fresh namespace
+// with a real TCP flow in it, and checks that the flow appears, updates and
+// leaves after it closed, that the page fits 400 px, and that the console
+// stays free of errors. LANES_DASHBOARD_SCREENSHOT=FILE saves a screenshot.
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func findChromium(t *testing.T) string {
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium installed (Debian package chromium; scripts/deps.sh test installs it)")
+	return ""
+}
+
+// startLanesDaemon builds lanes and runs its daemon in ns managing link;
+// it is stopped with SIGTERM (so it removes what it installed) at the end.
+func startLanesDaemon(t *testing.T, ns *testutil.NetNS, link string) string {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "lanes")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lanes").CombinedOutput(); err != nil {
+		t.Fatalf("build lanes: %v\n%s", err, out)
+	}
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf("interfaces:\n  - name: %s\n", link)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "lanes.sock")
+	cmd := ns.Command(bin, "daemon", "--policy", pol, "--socket", sock)
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if c, err := api.Dial(sock); err == nil {
+			err = c.Ping()
+			c.Close()
+			if err == nil {
+				return sock
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon did not come up:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// flowAtoB opens a TCP connection from p.A to p.B that keeps sending until
+// the returned function closes it.
+func flowAtoB(t *testing.T, p *testutil.Pair) (local string, stop func()) {
+	var ln net.Listener
+	p.B.Do(t, func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return })
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	var c net.Conn
+	p.A.Do(t, func() (err error) { c, err = net.Dial("tcp4", net.JoinHostPort(p.AddrB.String(), "9000")); return })
+	done := make(chan struct{})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); c.Close() }) }
+	t.Cleanup(stop)
+	go func() {
+		buf := make([]byte, 16<<10)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return c.LocalAddr().String(), stop
+}
+
+func TestDashboardInBrowser(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("starts a daemon and a browser")
+	}
+	chromium := findChromium(t)
+	p := testutil.NewVethPair(t)
+	sock := startLanesDaemon(t, p.A, p.LinkA)
+	local, stopFlow := flowAtoB(t, p)
+	key := local + " " + net.JoinHostPort(p.AddrB.String(), "9000")
+
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 200 * time.Millisecond, NetNSPath: p.A.Path(), NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer smp.Close()
+	dc, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	srv := New(Config{Sampler: smp, Daemon: dc})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Run(ctx) }()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(400, 1000))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	// A generous bound: the browser starts and the page polls on a loaded machine.
+	tctx, tcancel := context.WithTimeout(bctx, 3*time.Minute)
+	defer tcancel()
+	var mu sync.Mutex
+	var consoleErrors []string
+	cctx, ccancel := context.WithCancel(bctx)
+	defer ccancel()
+	consoleDone := make(chan struct{})
+	msgs := chromedp.Console(cctx)
+	go func() {
+		defer close(consoleDone)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				consoleErrors = append(consoleErrors, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	if err := chromedp.Do(tctx, chromedp.Navigate("http://"+ln.Addr().String()+"/")); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	points := func() (int, error) {
+		return chromedp.Run(tctx, chromedp.Evaluate[int](fmt.Sprintf(
+			`(() => { const r = [...document.querySelectorAll("#flows tbody tr")].find(r => r.dataset.flow === %q); return r ? +r.dataset.points : -1 })()`, key)))
+	}
+	waitFor := func(what string, ok func(n int) bool) int {
+		for {
+			n, err := points()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if ok(n) {
+				return n
+			}
+			select {
+			case <-tctx.Done():
+				t.Fatalf("%s: not seen (points %d)", what, n)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	first := waitFor("flow "+key+" appears", func(n int) bool { return n > 0 })
+	waitFor("flow updates", func(n int) bool { return n > first })
+
+	laneName, err := chromedp.Run(tctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`[...document.querySelectorAll("#flows tbody tr")].find(r => r.dataset.flow === %q).children[2].textContent`, key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overflow, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legends, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#lane-legend > span, #flow-legend > span").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if laneName != "interactive" {
+		t.Errorf("flow's lane on the page: %q, want interactive (from the daemon)", laneName)
+	}
+	if overflow {
+		t.Error("the page is wider than a 400 px window")
+	}
+	if legends < 4 {
+		t.Errorf("%d legend entries, want the 3 lanes and the flow", legends)
+	}
+	if path := os.Getenv("LANES_DASHBOARD_SCREENSHOT"); path != "" {
+		if err := chromedp.Do(tctx, chromedp.EmulateViewport(1000, 900), chromedp.Sleep(1500*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stopFlow()
+	waitFor("closed flow leaves", func(n int) bool { return n < 0 })
+
+	ccancel()
+	<-consoleDone
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range consoleErrors {
+		t.Errorf("browser console: %s", e)
+	}
+	if err := tctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Error(err)
+	}
+}
