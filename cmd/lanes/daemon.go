@@ -39,6 +39,9 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 					return err
 				}
 			}
+			if err := daemon.CheckInterfaces(p); err != nil {
+				return err
+			}
 			e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))
 			return nil
 		}

@@ -27,8 +27,8 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 	pol := d.pol
 	host := d.host
 	var first *managedIface // coop announces and realtime paces on the first policy interface
-	if len(d.ifaces) > 0 {
-		first = d.ifaces[0]
+	if l := d.ifaceList(); len(l) > 0 {
+		first = l[0]
 	}
 	d.mu.Unlock()
 	if first == nil || host == nil {
@@ -75,7 +75,7 @@ var CoopStateDir = "/run/lanes/coop"
 // newCoop wires the cooperative controller: flows from the TCP monitor
 // (sock_diag, lanes from the datapath's socket map), caps through the
 // datapath's sock_ops maps, announcements on the managed interface.
-func (d *Daemon) newCoop(cfg coop.Config, h *datapath.Host, m *managedIface) (*component, error) {
+func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) (*component, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
@@ -85,7 +85,7 @@ func (d *Daemon) newCoop(cfg coop.Config, h *datapath.Host, m *managedIface) (*c
 	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
-func (d *Daemon) startCoop(cfg coop.Config, h *datapath.Host) (*runner, error) {
+func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error) {
 	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true})
 	if err != nil {
 		return nil, err

@@ -10,15 +10,17 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"maps"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -52,11 +54,16 @@ type Daemon struct {
 	started  time.Time
 	cgroups  *cgroupMount
 
-	mu     sync.Mutex
-	pol    *policy.Policy
-	host   *datapath.Host            // this namespace's BPF programs, maps and lane cgroups
-	ifaces []*managedIface           // one egress tree each, all running host's classifier
-	flows  map[api.Flow]api.FlowInfo // registrations by API and by policy
+	env env
+
+	mu      sync.Mutex
+	pol     *policy.Policy
+	host    datapath.HostAPI          // this namespace's BPF programs, maps and lane cgroups
+	egress  map[string]*managedIface  // by device: one tree each, all running host's classifier
+	applied desired                   // what applyLocked last put in the kernel (state.go)
+	flows   map[api.Flow]api.FlowInfo // API registrations
+	// waiting and lastApplyErr: what was last logged (state.go, links.go)
+	waiting, lastApplyErr string
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
 	liveSockets map[api.Flow][]liveSocket
 	tasks       *taskEngine  // task rules and exe/comm lane rules; nil if none
@@ -64,9 +71,11 @@ type Daemon struct {
 }
 
 type managedIface struct {
-	name string
-	cfg  policy.Interface
-	eg   *datapath.Egress
+	name  string
+	cfg   policy.Interface // the policy entry
+	order int              // its position in the policy
+	index int              // ifindex of the device
+	eg    datapath.EgressAPI
 }
 
 // Instance names this daemon's kernel objects: one per network namespace,
@@ -104,13 +113,18 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	d := &Daemon{opts: opts, log: opts.Log, instance: inst, netns: ns, started: time.Now(), pol: pol, flows: map[api.Flow]api.FlowInfo{}, liveSockets: map[api.Flow][]liveSocket{}, cgroups: cg}
+	d := newDaemon(opts, inst, pol, kernelEnv(cg))
+	d.netns, d.cgroups = ns, cg
 	if cg.mounted {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
 	if err := d.install(); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go func() { d.follow(followCtx); close(following) }()
+	defer func() { stopFollow(); <-following }()
 	if err := d.startTasks(ctx); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
@@ -169,6 +183,16 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	return policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
 }
 
+// newDaemon is a daemon with its seams to the kernel, not yet installed.
+func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon {
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
+		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
+		liveSockets: map[api.Flow][]liveSocket{}, cgroups: &cgroupMount{}}
+}
+
 // Reload re-reads the policy file; a bad file keeps the running policy. It
 // reports whether the new policy was taken.
 func (d *Daemon) Reload() bool {
@@ -177,36 +201,25 @@ func (d *Daemon) Reload() bool {
 		d.log.Error("policy reload refused, keeping the running policy", "err", err)
 		return false
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := d.pol
-	d.pol = pol
-	if !sameInterfaces(old.Interfaces, pol.Interfaces) {
-		d.log.Info("policy reload: interfaces changed, rebuilding their egress trees")
-		if err := d.closeEgressesLocked(); err != nil {
-			d.log.Error("reload: remove egress trees", "err", err)
-		}
-		if err := d.openEgressesLocked(); err != nil {
-			d.log.Error("reload: egress trees failed, traffic is unmanaged until the next reload", "err", err)
-		}
-	}
-	d.clearPolicyRulesLocked(old)
-	if err := d.applyRulesLocked(); err != nil {
-		d.log.Error("reload: rules", "err", err)
-	}
-	d.log.Info("policy reloaded", "policy", pol.Source)
-	return true
+	return d.reloadWith(pol)
 }
 
-func sameInterfaces(a, b []policy.Interface) bool {
-	if len(a) != len(b) {
+// reloadWith applies a validated policy: the new trees are built before
+// anything of the old policy is removed, and a failure keeps the old one.
+func (d *Daemon) reloadWith(pol *policy.Policy) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := d.applyLocked(d.desiredFor(pol), true)
+	var fail *egressOpenError
+	if errors.As(err, &fail) {
+		d.log.Error("policy reload refused, keeping the running policy", "err", err)
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
+	d.pol = pol
+	if err != nil {
+		d.logApplyError(err)
 	}
+	d.log.Info("policy reloaded", "policy", pol.Source)
 	return true
 }
 
@@ -217,55 +230,13 @@ func (d *Daemon) install() error {
 }
 
 func (d *Daemon) installLocked() error {
-	h, err := datapath.OpenHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root,
+	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget()})
 	if err != nil {
 		return err
 	}
 	d.host = h
-	if err := d.openEgressesLocked(); err != nil {
-		return err
-	}
-	return d.applyRulesLocked()
-}
-
-// openEgressesLocked installs the egress tree of every policy interface.
-func (d *Daemon) openEgressesLocked() error {
-	for _, it := range d.pol.Interfaces {
-		name := it.Name
-		if name == policy.DefaultRouteInterface {
-			n, err := DefaultRouteInterface()
-			if err != nil {
-				return err
-			}
-			name = n
-		}
-		cfg := datapath.EgressConfig{Interface: name, DeviceQueueBytes: int(it.DeviceQueue)}
-		if it.Mode == policy.Shaped {
-			cfg.Mode = datapath.Shaped
-			cfg.UplinkBps = it.Uplink.Bits()
-			cfg.BackgroundFloorBps = it.BackgroundFloor.Bits()
-		} else {
-			cfg.Mode = datapath.DeviceBottleneck
-		}
-		eg, err := datapath.OpenEgress(d.host, cfg)
-		if err != nil {
-			return fmt.Errorf("interface %s: %w", name, err)
-		}
-		d.ifaces = append(d.ifaces, &managedIface{name: name, cfg: it, eg: eg})
-	}
-	return nil
-}
-
-func (d *Daemon) closeEgressesLocked() error {
-	var errs []error
-	for _, m := range d.ifaces {
-		if err := m.eg.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("interface %s: %w", m.name, err))
-		}
-	}
-	d.ifaces = nil
-	return errors.Join(errs...)
+	return d.applyLocked(d.desiredFor(d.pol), true)
 }
 
 func (d *Daemon) uninstall() error {
@@ -274,107 +245,24 @@ func (d *Daemon) uninstall() error {
 	return d.uninstallLocked()
 }
 
+// uninstallLocked applies the empty state, then closes the host.
 func (d *Daemon) uninstallLocked() error {
-	err := d.closeEgressesLocked()
-	if d.host != nil {
-		err = errors.Join(err, d.host.Close())
-		d.host = nil
+	if d.host == nil {
+		return nil
 	}
+	err := d.applyLocked(newDesired(), false)
+	err = errors.Join(err, d.host.Close())
+	d.host = nil
 	return err
 }
 
-// applyRulesLocked pushes the policy's rules and all registrations into every
-// interface's datapath.
-func (d *Daemon) applyRulesLocked() error {
-	var errs []error
-	each := func(fn func(h *datapath.Host) error) {
-		if d.host == nil {
-			return
-		}
-		if err := fn(d.host); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if *d.pol.DSCP.LowerEffortBackground {
-		each(func(h *datapath.Host) error { return h.SetDSCPLane(lane.DSCPLowerEffort, lane.Background) })
-	}
-	if d.pol.DSCP.ExpeditedRealtime {
-		each(func(h *datapath.Host) error { return h.SetDSCPLane(lane.DSCPExpedited, lane.Realtime) })
-	}
-	for i, r := range d.pol.Rules {
-		src := "policy:" + ruleName(r, i)
-		switch {
-		case r.IsFlowRule():
-			f := api.Flow{Dst: r.Dst, DPort: r.DPort, SPort: r.SPort}
-			d.flows[f] = api.FlowInfo{Flow: f, Lane: r.Lane, Source: src}
-		case r.DSCP != nil && r.UID == nil && !r.IsProcessRule():
-			dscp := *r.DSCP
-			each(func(h *datapath.Host) error { return h.SetDSCPLane(dscp, r.Lane) })
-		case r.UID != nil && !r.IsProcessRule():
-			uid := *r.UID
-			each(func(h *datapath.Host) error { return h.SetUIDLane(uid, r.Lane) })
-		case r.Cgroup != "" && r.Exe == "" && r.Comm == "":
-			id, err := d.cgroups.id(r.Cgroup)
-			if err != nil {
-				d.log.Warn("cgroup rule: cgroup not found (yet)", "rule", src, "cgroup", r.Cgroup, "err", err)
-				continue
-			}
-			each(func(h *datapath.Host) error { return h.SetCgroupLane(id, r.Lane) })
-		}
-	}
-	for f, fi := range d.flows {
-		key, err := flowKey(f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		each(func(h *datapath.Host) error { return h.SetFlowLane(key, fi.Lane) })
-	}
-	return errors.Join(errs...)
-}
-
-// clearPolicyRulesLocked removes what the old policy put in the datapath, so a
-// reload with fewer rules takes them away.
-func (d *Daemon) clearPolicyRulesLocked(old *policy.Policy) {
-	for f, fi := range d.flows {
-		if fi.Source != "api" {
-			d.deleteFlowLocked(f)
-		}
-	}
-	h := d.host
-	if h == nil {
-		return
-	}
-	for _, r := range old.Rules {
-		switch {
-		case r.IsFlowRule():
-		case r.DSCP != nil && r.UID == nil && !r.IsProcessRule():
-			_ = h.SetDSCPLane(*r.DSCP, lane.Unset)
-		case r.UID != nil && !r.IsProcessRule():
-			_ = h.DeleteUID(*r.UID)
-		case r.Cgroup != "":
-			if id, err := d.cgroups.id(r.Cgroup); err == nil {
-				_ = h.DeleteCgroup(id)
-			}
-		}
-	}
-	_ = h.SetDSCPLane(lane.DSCPLowerEffort, lane.Unset)
-	_ = h.SetDSCPLane(lane.DSCPExpedited, lane.Unset)
-}
-
-func (d *Daemon) deleteFlowLocked(f api.Flow) {
+func (d *Daemon) deleteFlowLocked(f api.Flow) error {
 	delete(d.flows, f)
 	d.restoreLiveSocketsLocked(f)
-	if key, err := flowKey(f); err == nil && d.host != nil {
-		_ = d.host.DeleteFlow(key)
+	if d.host == nil {
+		return nil
 	}
-}
-
-func ruleName(r policy.Rule, i int) string {
-	if r.Name != "" {
-		return r.Name
-	}
-	return fmt.Sprintf("rules[%d]", i)
+	return d.applyLocked(d.desiredFor(d.pol), false)
 }
 
 func flowKey(f api.Flow) (datapath.FlowKey, error) {
@@ -392,35 +280,21 @@ func flowKey(f api.Flow) (datapath.FlowKey, error) {
 	return datapath.FlowKey{Dst: dst, DPort: f.DPort, SPort: f.SPort, Proto: proto}, nil
 }
 
-func (d *Daemon) ifaceNames() []string {
-	var out []string
-	for _, m := range d.ifaces {
-		out = append(out, m.name)
-	}
+// ifaceList is the managed interfaces in policy order.
+func (d *Daemon) ifaceList() []*managedIface {
+	out := slices.Collect(maps.Values(d.egress))
+	slices.SortFunc(out, func(a, b *managedIface) int {
+		return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.name, b.name))
+	})
 	return out
 }
 
-// DefaultRouteInterface returns the interface of the IPv4 (else IPv6) default route.
-func DefaultRouteInterface() (string, error) {
-	for _, family := range []string{"/proc/net/route"} {
-		b, err := os.ReadFile(family)
-		if err != nil {
-			continue
-		}
-		for _, line := range splitLines(string(b))[1:] {
-			f := fieldsOf(line)
-			if len(f) > 2 && f[1] == "00000000" && f[7] == "00000000" {
-				return f[0], nil
-			}
-		}
+func (d *Daemon) ifaceNames() []string {
+	var out []string
+	for _, m := range d.ifaceList() {
+		out = append(out, m.name)
 	}
-	ifs, _ := net.Interfaces()
-	for _, it := range ifs {
-		if it.Flags&net.FlagLoopback == 0 && it.Flags&net.FlagUp != 0 {
-			return "", fmt.Errorf("no default route; name the interface in the policy (e.g. interfaces: [{name: %s}])", it.Name)
-		}
-	}
-	return "", errors.New("no default route and no interface up; name the interface in the policy")
+	return out
 }
 
 // --- api.Handler ---
@@ -431,7 +305,7 @@ func (d *Daemon) AccessGroup() string { d.mu.Lock(); defer d.mu.Unlock(); return
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]api.FlowInfo, 0, len(d.flows))
+	out := policyFlows(d.pol)
 	for _, fi := range d.flows {
 		out = append(out, fi)
 	}
@@ -453,6 +327,7 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 		return err
 	}
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
+	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
 	d.moveLiveSocketsLocked(f, l)
 	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "live_sockets", len(d.liveSockets[f]))
 	return nil
@@ -464,8 +339,7 @@ func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
 	if _, ok := d.flows[f]; !ok {
 		return fmt.Errorf("flow %s is not registered", f)
 	}
-	d.deleteFlowLocked(f)
-	return nil
+	return d.deleteFlowLocked(f)
 }
 
 func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
@@ -510,7 +384,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return nil, err
 		}
 	}
-	for _, m := range d.ifaces {
+	for _, m := range d.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
 		if err != nil {

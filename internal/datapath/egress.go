@@ -55,6 +55,7 @@ func (c *EgressConfig) validate() error {
 type Egress struct {
 	cfg      EgressConfig
 	instance string
+	progFD   int // the host's classifier
 	ns       *nsRef
 	link     netlink.Link
 	devq     *devQueueState
@@ -74,7 +75,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns}
+	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns, progFD: h.ClassifierFD()}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.teardown())
@@ -163,6 +164,35 @@ func restoreFromStateFile(ns *nsRef, l netlink.Link, instance string) error {
 		return err
 	}
 	return errors.Join(restoreDeviceQueue(ns, l, st), removeFile(sf))
+}
+
+// Update changes the tree's parameters and the device queue in place (the
+// root qdisc stays, so traffic is never unshaped); the interface must be
+// the same.
+func (e *Egress) Update(cfg EgressConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	if cfg.Interface != e.cfg.Interface {
+		return fmt.Errorf("datapath: egress of %s cannot move to %s", e.cfg.Interface, cfg.Interface)
+	}
+	if err := restoreDeviceQueue(e.ns, e.link, e.devq); err != nil {
+		return err
+	}
+	e.devq = nil
+	if err := removeFile(stateFile(e.cfg.Interface, e.instance)); err != nil {
+		return err
+	}
+	e.cfg = cfg
+	if err := e.shortenQueue(); err != nil {
+		return err
+	}
+	return e.ns.do(func() error { return buildTree(e.link, paramsFor(cfg), e.progFD, e.instance, true) })
 }
 
 // Interface is the name of the interface.

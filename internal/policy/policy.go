@@ -12,7 +12,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -56,8 +55,8 @@ type Interface struct {
 	DeviceQueue     config.Bytes `yaml:"device_queue"`     // BQL limit target; 0 = one MTU
 }
 
-// Rule puts traffic in a lane. All given match fields must hold. A rule with
-// only dst/dport/sport is the paper's 3-tuple registration.
+// Rule puts traffic in a lane. All given match fields must hold; match.go
+// says which combinations the datapath can apply (the rest are refused).
 type Rule struct {
 	Name   string    `yaml:"name"`
 	Lane   lane.Lane `yaml:"lane"`
@@ -65,8 +64,8 @@ type Rule struct {
 	Comm   string    `yaml:"comm"`   // process name (/proc/PID/comm)
 	UID    *uint32   `yaml:"uid"`    // owner of the socket or process
 	Cgroup string    `yaml:"cgroup"` // cgroup v2 path, relative to the v2 mount
-	Dst    string    `yaml:"dst"`    // destination IP
-	DPort  uint16    `yaml:"dport"`  // destination port
+	Dst    string    `yaml:"dst"`    // destination address or prefix (10.0.0.0/8, 2001:db8::/32)
+	DPort  uint16    `yaml:"dport"`  // destination port (none: any)
 	SPort  uint16    `yaml:"sport"`  // source port
 	DSCP   *uint8    `yaml:"dscp"`   // DSCP the socket marks its packets with
 }
@@ -102,6 +101,10 @@ type Policy struct {
 
 	// Source is the file the policy came from ("(default)" for the embedded one).
 	Source string `yaml:"-"`
+	// Matches are the rules compiled by Validate, in rule order.
+	Matches []Match `yaml:"-"`
+
+	dec *decoder // line numbers, for errors found after parsing (ErrorAt)
 }
 
 // Error is a policy that cannot be used: where and why.
@@ -114,6 +117,16 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// ErrorAt is an error about field found after parsing (e.g. by the daemon
+// checking the machine), with the field's line: file:line: field: msg.
+func (p *Policy) ErrorAt(field, format string, args ...any) error {
+	line := 0
+	if p.dec != nil {
+		line = p.dec.lineOf(field)
+	}
+	return &Error{File: p.Source, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Default returns the embedded default policy.
@@ -161,7 +174,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}
-	p.Source = file
+	p.Source, p.dec = file, d
 	p.applyDefaults()
 	if err := p.Validate(); err != nil {
 		var fe *config.FieldError
@@ -224,6 +237,9 @@ func (p *Policy) Validate() error {
 			names[r.Name] = true
 		}
 	}
+	if err := p.compileRules(); err != nil {
+		return err
+	}
 	if g := p.Access.Group; g != "" && !validName(g) {
 		return config.Errorf("access.group", "%q is not a valid group name", g)
 	}
@@ -284,39 +300,17 @@ func (r Rule) validate() error {
 	if r.Name != "" && !validName(r.Name) {
 		return config.Errorf("name", "%q: use letters, digits, '-', '_' and '.' only (at most 32)", r.Name)
 	}
-	if r.Exe == "" && r.Comm == "" && r.UID == nil && r.Cgroup == "" && r.Dst == "" && r.DPort == 0 && r.SPort == 0 && r.DSCP == nil {
-		return config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp")
-	}
 	if r.Comm != "" && len(r.Comm) > 15 {
 		return config.Errorf("comm", "%q is longer than the kernel's 15-byte comm", r.Comm)
 	}
 	if r.Cgroup != "" && (strings.Contains(r.Cgroup, "..") || !strings.HasPrefix(r.Cgroup, "/")) {
 		return config.Errorf("cgroup", "%q must be an absolute path inside the cgroup v2 tree, without '..'", r.Cgroup)
 	}
-	if r.Dst != "" {
-		if _, err := netip.ParseAddr(r.Dst); err != nil {
-			return config.Errorf("dst", "%q is not an IP address", r.Dst)
-		}
-	}
-	if (r.DPort != 0 || r.SPort != 0) && r.Dst == "" {
-		return config.Errorf("dst", "a port rule needs dst (the paper's 3-tuple: dst, dport, sport)")
-	}
-	isTuple := r.Dst != ""
-	isProc := r.Exe != "" || r.Comm != "" || r.Cgroup != ""
-	if isTuple && isProc {
-		return config.Errorf("", "mixes a flow match (dst/dport/sport) with a process match (exe/comm/cgroup): split it in two rules")
-	}
 	if r.DSCP != nil && *r.DSCP > 63 {
 		return config.Errorf("dscp", "%d out of range 0-63", *r.DSCP)
 	}
 	return nil
 }
-
-// IsFlowRule says whether the rule is a 3-tuple registration.
-func (r Rule) IsFlowRule() bool { return r.Dst != "" }
-
-// IsProcessRule says whether the rule matches processes (by exe, comm, cgroup).
-func (r Rule) IsProcessRule() bool { return r.Exe != "" || r.Comm != "" || r.Cgroup != "" }
 
 // ProcessLaneRules turns the lane rules that match processes by executable or
 // name into task rules whose only action is the lane, so the task engine

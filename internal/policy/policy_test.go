@@ -71,11 +71,11 @@ func TestFull(t *testing.T) {
 	if p.Interfaces[1].Mode != DeviceBottleneck {
 		t.Fatalf("wlan0 mode = %q", p.Interfaces[1].Mode)
 	}
-	if len(p.Rules) != 4 || p.Rules[1].Lane != lane.Background || !p.Rules[1].IsFlowRule() || p.Rules[1].SPort != 40000 {
+	if len(p.Rules) != 4 || p.Rules[1].Lane != lane.Background || p.Matches[1].Kind != MatchTuple || p.Matches[1].SPort != 40000 {
 		t.Fatalf("rules = %+v", p.Rules)
 	}
-	if !p.Rules[0].IsProcessRule() || p.Rules[0].IsFlowRule() {
-		t.Fatal("rule kinds wrong")
+	if p.Matches[0].Kind != MatchProcess || p.Matches[2].Kind != MatchUID || p.Matches[3].Kind != MatchDSCP {
+		t.Fatalf("rule kinds wrong: %+v", p.Matches)
 	}
 	if *p.Rules[2].UID != 1001 || *p.Rules[3].DSCP != 46 || p.Access.Group != "lanes" || !p.DSCP.ExpeditedRealtime {
 		t.Fatalf("got %+v", p)
@@ -101,12 +101,12 @@ func TestBrokenFiles(t *testing.T) {
 		{"bad lane", "rules:\n  - lane: fastest\n    uid: 3\n", 2, "rules[0].lane", `unknown lane "fastest"`},
 		{"no lane", "rules:\n  - uid: 3\n", 2, "rules[0].lane", "missing"},
 		{"matches nothing", "rules:\n  - name: x\n    lane: background\n", 2, "rules[0]", "matches nothing"},
-		{"bad dst", "rules:\n  - lane: background\n    dst: 300.1.1.1\n", 3, "rules[0].dst", "not an IP address"},
+		{"bad dst", "rules:\n  - lane: background\n    dst: 300.1.1.1\n", 3, "rules[0].dst", "not an address or prefix"},
 		{"port without dst", "rules:\n  - lane: background\n    dport: 80\n", 2, "rules[0].dst", "needs dst"},
 		{"port out of range", "rules:\n  - lane: background\n    dst: 10.0.0.1\n    dport: 70000\n", 4, "rules[0].dport", `"70000" is not a valid non-negative integer`},
 		{"negative uid", "rules:\n  - lane: background\n    uid: -1\n", 3, "rules[0].uid", "not a valid non-negative integer"},
 		{"dscp range", "rules:\n  - lane: background\n    dscp: 64\n", 3, "rules[0].dscp", "out of range"},
-		{"mixed rule", "rules:\n  - lane: background\n    dst: 10.0.0.1\n    exe: /bin/x\n", 2, "rules[0]", "mixes a flow match"},
+		{"mixed rule", "rules:\n  - lane: background\n    dst: 10.0.0.1\n    exe: /bin/x\n", 3, "rules[0].dst", "cannot also match a destination"},
 		{"relative cgroup", "rules:\n  - lane: background\n    cgroup: user.slice\n", 3, "rules[0].cgroup", "absolute path"},
 		{"dup rule name", "rules:\n  - {name: a, lane: background, uid: 1}\n  - {name: a, lane: background, uid: 2}\n", 3, "rules[1].name", "used twice"},
 		{"list wanted", "rules: background\n", 1, "rules", "want a list"},

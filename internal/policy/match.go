@@ -1,0 +1,183 @@
+// match.go compiles each lane rule into the one typed match the datapath
+// can apply, at validation, so `lanes daemon --check` refuses what the
+// datapath cannot do instead of the daemon narrowing it silently.
+//
+// All fields of a rule must hold (AND). The datapath looks a packet up by
+// one key at a time, so a rule is one of these combinations, anything else
+// is refused with its line and field:
+//
+//	tuple    dst (one address) + dport + sport   the paper's 3-tuple, exact
+//	dst      dst (address or prefix) [+ dport]   missing port = any port
+//	cgroup   cgroup                              the cgroup and those below it (TCP)
+//	uid      uid                                 the socket's owner
+//	dscp     dscp                                the socket's own marking
+//	process  exe and/or comm [+ uid] [+ cgroup]  the task engine moves matching
+//	                                             processes into the lane's cgroup
+//
+// Precedence when several rules match one packet (docs/policy.md): a
+// socket's own lane (`lanes run`, process rules, API registrations of live
+// sockets) > tuple > dst (a rule naming the packet's port beats one for any
+// port; then the longest prefix) > cgroup (the deepest) > uid > dscp >
+// interactive. Two rules with the same match are refused: the lane would
+// depend on their order.
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// MatchKind is which datapath key a rule compiles to.
+type MatchKind string
+
+const (
+	MatchTuple   MatchKind = "tuple"
+	MatchDst     MatchKind = "dst"
+	MatchCgroup  MatchKind = "cgroup"
+	MatchUID     MatchKind = "uid"
+	MatchDSCP    MatchKind = "dscp"
+	MatchProcess MatchKind = "process"
+)
+
+// Match is a compiled rule: its kind and the fields of that kind.
+type Match struct {
+	Kind   MatchKind
+	Rule   string // the rule's name, or rules[i]
+	Lane   lane.Lane
+	Dst    netip.Prefix // tuple: a single address; dst: the prefix
+	DPort  uint16       // tuple, dst (0 = any)
+	SPort  uint16       // tuple
+	Cgroup string       // cgroup
+	UID    uint32       // uid
+	DSCP   uint8        // dscp
+}
+
+// key identifies what the match looks at, regardless of its lane.
+func (m Match) key() string {
+	switch m.Kind {
+	case MatchTuple, MatchDst:
+		return fmt.Sprintf("%s %s %d %d", m.Kind, m.Dst, m.DPort, m.SPort)
+	case MatchCgroup:
+		return "cgroup " + strings.TrimRight(m.Cgroup, "/")
+	case MatchUID:
+		return fmt.Sprintf("uid %d", m.UID)
+	case MatchDSCP:
+		return fmt.Sprintf("dscp %d", m.DSCP)
+	}
+	return "" // process rules: the task engine takes the first match
+}
+
+// compile turns a validated rule into its match; the error names the field
+// that cannot be combined.
+func (r Rule) compile(name string) (Match, error) {
+	m := Match{Rule: name, Lane: r.Lane}
+	switch {
+	case r.Exe != "" || r.Comm != "":
+		if r.Dst != "" || r.DPort != 0 || r.SPort != 0 {
+			return m, config.Errorf("dst", "a process rule (exe/comm) cannot also match a destination: split it in two rules")
+		}
+		if r.DSCP != nil {
+			return m, config.Errorf("dscp", "a process rule (exe/comm) cannot also match a DSCP marking: split it in two rules")
+		}
+		m.Kind = MatchProcess
+	case r.Dst != "":
+		p, err := parseDst(r.Dst)
+		if err != nil {
+			return m, config.Errorf("dst", "%v", err)
+		}
+		if f := firstSet(r, "uid", "cgroup", "dscp"); f != "" {
+			return m, config.Errorf(f, "the datapath matches a packet by destination or by %s, not both: split it in two rules", f)
+		}
+		m.Dst, m.DPort, m.SPort = p, r.DPort, r.SPort
+		m.Kind = MatchDst
+		if r.SPort != 0 {
+			if !p.IsSingleIP() || r.DPort == 0 {
+				return m, config.Errorf("sport", "a source port needs the full 3-tuple: dst as one address, dport and sport")
+			}
+			m.Kind = MatchTuple
+		}
+	case r.DPort != 0 || r.SPort != 0:
+		return m, config.Errorf("dst", "a port rule needs dst (an address, or a prefix such as 0.0.0.0/0)")
+	case r.Cgroup != "":
+		if f := firstSet(r, "uid", "dscp"); f != "" {
+			return m, config.Errorf(f, "the datapath matches a socket by its cgroup or by its %s, not both (exe/comm rules can add uid and cgroup)", f)
+		}
+		m.Kind, m.Cgroup = MatchCgroup, r.Cgroup
+	case r.UID != nil:
+		if r.DSCP != nil {
+			return m, config.Errorf("dscp", "the datapath matches a socket by its uid or by its DSCP marking, not both: split it in two rules")
+		}
+		m.Kind, m.UID = MatchUID, *r.UID
+	case r.DSCP != nil:
+		m.Kind, m.DSCP = MatchDSCP, *r.DSCP
+	default:
+		return m, config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp")
+	}
+	return m, nil
+}
+
+// parseDst reads an address or a prefix; IPv4-mapped IPv6 becomes IPv4.
+func parseDst(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or prefix (e.g. 192.0.2.10, 10.0.0.0/8, 2001:db8::/32)", s)
+		}
+		if p != p.Masked() {
+			return netip.Prefix{}, fmt.Errorf("%q has host bits set: did you mean %s?", s, p.Masked())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or prefix (e.g. 192.0.2.10, 10.0.0.0/8, 2001:db8::/32)", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// firstSet names the first of fields that the rule sets.
+func firstSet(r Rule, fields ...string) string {
+	for _, f := range fields {
+		switch {
+		case f == "uid" && r.UID != nil, f == "cgroup" && r.Cgroup != "", f == "dscp" && r.DSCP != nil:
+			return f
+		}
+	}
+	return ""
+}
+
+// compileRules fills p.Matches, refusing duplicates.
+func (p *Policy) compileRules() error {
+	p.Matches = nil
+	seen := map[string]int{}
+	for i, r := range p.Rules {
+		f := fmt.Sprintf("rules[%d]", i)
+		m, err := r.compile(ruleName(r, i))
+		if err != nil {
+			return config.Prefix(f, err)
+		}
+		if k := m.key(); k != "" {
+			if j, dup := seen[k]; dup {
+				return config.Errorf(f, "matches the same %s as rules[%d]: which lane wins would depend on their order", m.Kind, j)
+			}
+			seen[k] = i
+		}
+		p.Matches = append(p.Matches, m)
+	}
+	return nil
+}
+
+func ruleName(r Rule, i int) string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return fmt.Sprintf("rules[%d]", i)
+}
