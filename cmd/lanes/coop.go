@@ -100,7 +100,7 @@ func coopPeersCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if key == nil {
 			fmt.Fprintln(e.stderr, "warning: no key given: announcements are not authenticated")
 		}
-		tr, err := coop.ListenUDP(*dev, uint16(*port))
+		tr, err := coop.ListenUDPOn(*dev, uint16(*port), coop.TransportBoth)
 		if err != nil {
 			return err
 		}

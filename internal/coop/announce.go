@@ -229,7 +229,9 @@ func DropReason(err error) string {
 		err  error
 		name string
 	}{{ErrOversized, "oversized"}, {ErrVersion, "bad_version"}, {ErrUnauthenticated, "unauthenticated"},
-		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"}} {
+		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"},
+		{ErrTableFull, "table_full"}, {ErrPeerRate, "peer_rate_limited"}, {ErrAddrConflict, "addr_conflict"},
+		{ErrDuplicate, "duplicate"}} {
 		if errors.Is(err, r.err) {
 			return r.name
 		}

@@ -28,6 +28,9 @@ type Config struct {
 	Interface string `yaml:"interface"`
 	// Port is the UDP port of announcements (broadcast on the LAN).
 	Port uint16 `yaml:"port"`
+	// Transport: "both" (IPv4 broadcast and IPv6 link-local multicast to
+	// ff02::6c61:6e65, default), "ipv4" or "ipv6".
+	Transport string `yaml:"transport"`
 	// UnicastPeers, if set, are the addresses announcements go to instead
 	// of the broadcast address (networks that isolate stations' broadcast).
 	UnicastPeers []string `yaml:"unicast_peers"`
@@ -122,6 +125,7 @@ func DefaultConfig() Config {
 	return Config{
 		Cooperative:      true,
 		Port:             DefaultPort,
+		Transport:        TransportBoth,
 		Interval:         config.Duration(500 * time.Millisecond),
 		SilenceIntervals: 3,
 		MaxClockSkew:     config.Duration(30 * time.Second),
@@ -148,6 +152,11 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.Port == 0 {
 		return config.Errorf("port", "must be 1..65535")
+	}
+	switch c.Transport {
+	case TransportIPv4, TransportIPv6, TransportBoth:
+	default:
+		return config.Errorf("transport", "unknown transport %q (want ipv4, ipv6 or both)", c.Transport)
 	}
 	if c.Interval.D() < 50*time.Millisecond || c.Interval.D() > time.Minute {
 		return config.Errorf("interval", "%v out of range 50ms..1m", c.Interval)

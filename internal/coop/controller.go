@@ -108,6 +108,7 @@ type Counters struct {
 	TableFull       uint64 `json:"table_full"`
 	PeerRate        uint64 `json:"peer_rate_limited"`
 	AddrConflict    uint64 `json:"addr_conflict"`
+	Duplicates      uint64 `json:"duplicates"` // second copies (IPv4 and IPv6), not drops
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"` // changes of any flow's applied cap
 }
@@ -289,9 +290,12 @@ func New(o Options) (*Controller, error) {
 		if o.Config.Interface == "" {
 			return nil, errors.New("coop: no interface to announce on")
 		}
-		t, err := ListenUDP(o.Config.Interface, o.Config.Port)
+		t, err := ListenUDPOn(o.Config.Interface, o.Config.Port, o.Config.Transport)
 		if err != nil {
 			return nil, err
+		}
+		if t.Warning != "" {
+			c.log.Warn("coop: one transport could not be opened, using the other", "err", t.Warning)
 		}
 		var uni []netip.Addr
 		for _, a := range o.Config.UnicastPeers {
@@ -467,6 +471,8 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.PeerRate++
 	case errors.Is(err, ErrAddrConflict):
 		c.cnt.AddrConflict++
+	case errors.Is(err, ErrDuplicate):
+		c.cnt.Duplicates++
 	default:
 		c.cnt.Malformed++
 	}

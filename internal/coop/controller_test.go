@@ -289,7 +289,7 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 	var last []byte
 	g.nodes[1].c.tick(context.Background())
 	for _, b := range g.nodes[1].tr.take() {
-		g.nodes[0].c.Handle(b, netip.Addr{})
+		g.nodes[0].c.Handle(b, netip.MustParseAddr("10.9.9.8"))
 		last = b
 	}
 	g.nodes[0].c.recomputeAndApply(false)

@@ -29,6 +29,9 @@ var (
 	ErrTableFull    = errors.New("peer table full")
 	ErrPeerRate     = errors.New("too many new peers (rate limit)")
 	ErrAddrConflict = errors.New("another host id already announces from this address (keyless mode)")
+	// ErrDuplicate: the same announcement again (it is sent over IPv4 and
+	// IPv6); not a drop.
+	ErrDuplicate = errors.New("duplicate announcement (second transport)")
 )
 
 // Limits bound what announcements can do to the table.
@@ -124,6 +127,9 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	}
 	p, ok := t.peers[a.HostID]
 	if ok {
+		if a.Seq == p.Last.Seq && from.Is4() != p.Addr.Is4() { // the other family's copy
+			return Updated, ErrDuplicate
+		}
 		if a.Seq <= p.Last.Seq {
 			return Updated, ErrReplayed
 		}

@@ -209,3 +209,21 @@ func TestRateEstimateBounded(t *testing.T) {
 		t.Errorf("estimate %d above max_ap_rate", st.RateBits)
 	}
 }
+
+// The copy of an announcement that arrives over the other family (IPv4
+// broadcast and IPv6 multicast) is a duplicate, not a replay; a second copy
+// over the same family is a replay.
+func TestDuplicateOverOtherFamily(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(500*time.Millisecond, 3, 30*time.Second)
+	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")
+	if _, err := tb.Accept(ann(1, 5, t0, 1), v4, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(1, 5, t0, 1), v6, t0); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("IPv6 copy: %v", err)
+	}
+	if _, err := tb.Accept(ann(1, 5, t0, 1), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("second IPv4 copy: %v", err)
+	}
+}

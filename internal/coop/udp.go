@@ -1,9 +1,21 @@
-// udp.go: the real Transport — UDP broadcast on the managed LAN interface.
+// udp.go: the real Transport — UDP on the managed LAN interface, IPv4
+// broadcast and IPv6 link-local multicast side by side.
 //
-// One socket bound to 0.0.0.0:port and to the interface (SO_BINDTODEVICE),
-// with SO_BROADCAST to send to the interface's IPv4 broadcast address and
-// SO_REUSEADDR so a listening tool (`lanes coop peers`) can share the port
-// with the daemon (broadcasts are delivered to every bound socket).
+//   - IPv4: one socket bound to 0.0.0.0:port and to the interface
+//     (SO_BINDTODEVICE), with SO_BROADCAST to send to the interface's IPv4
+//     broadcast address;
+//   - IPv6: one socket bound to [::]:port (IPV6_V6ONLY) and to the
+//     interface, member of the link-local group ff02::6c61:6e65 ("lane") on
+//     it, sending there with IPV6_MULTICAST_IF set to the interface (hop
+//     limit 1: the group is link-local);
+//   - both set SO_REUSEADDR so a listening tool (`lanes coop peers`) can
+//     share the port with the daemon (broadcast and multicast are delivered
+//     to every bound socket).
+//
+// With both families every announcement goes out twice; receivers accept the
+// first copy and count the second as a duplicate (peers.go). A family that
+// cannot be opened (IPv6 disabled, no IPv4 on the link) is left out with a
+// warning, so the other still works; Send fails only if every family fails.
 package coop
 
 import (
@@ -12,50 +24,163 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// UDPTransport is a broadcast UDP socket on one interface.
+// Transports (config `transport`).
+const (
+	TransportIPv4 = "ipv4"
+	TransportIPv6 = "ipv6"
+	TransportBoth = "both"
+)
+
+// GroupIPv6 is the link-local multicast group of announcements.
+var GroupIPv6 = netip.MustParseAddr("ff02::6c61:6e65")
+
+type datagram struct {
+	b    []byte
+	from netip.Addr
+}
+
+// UDPTransport is the announcement sockets on one interface.
 type UDPTransport struct {
 	ifname  string
+	ifindex int
 	port    uint16
-	conn    *net.UDPConn
+	v4, v6  *net.UDPConn
 	unicast []netip.Addr
+	rx      chan datagram
+	done    chan struct{}
+	once    sync.Once
+	// Warning says which family could not be opened ("" if none failed).
+	Warning string
 }
 
 // SetUnicast makes Send go to each of addrs instead of the broadcast
-// address (for networks that drop broadcast between stations, and for the
-// lab, whose point-to-point TUN links have no broadcast).
+// address and the group (for networks that drop broadcast between
+// stations, and for the lab, whose point-to-point TUN links have none).
 func (t *UDPTransport) SetUnicast(addrs []netip.Addr) {
 	t.unicast = append([]netip.Addr(nil), addrs...)
 }
 
-// ListenUDP opens the announcement socket on ifname.
+// ListenUDP opens the IPv4 broadcast socket only.
 func ListenUDP(ifname string, port uint16) (*UDPTransport, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+	return ListenUDPOn(ifname, port, TransportIPv4)
+}
+
+// ListenUDPOn opens the announcement sockets of the given transport.
+func ListenUDPOn(ifname string, port uint16, transport string) (*UDPTransport, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("coop: interface %s: %w", ifname, err)
+	}
+	t := &UDPTransport{ifname: ifname, ifindex: ifi.Index, port: port, rx: make(chan datagram, 64), done: make(chan struct{})}
+	var errs []error
+	if transport != TransportIPv6 {
+		if t.v4, err = listen4(ifname, port); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if transport != TransportIPv4 {
+		if t.v6, err = listen6(ifname, ifi.Index, port); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if t.v4 == nil && t.v6 == nil {
+		return nil, errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		t.Warning = errors.Join(errs...).Error()
+	}
+	for _, c := range []*net.UDPConn{t.v4, t.v6} {
+		if c != nil {
+			go t.read(c)
+		}
+	}
+	return t, nil
+}
+
+func sockopts(ifname string, v6 bool) func(_, _ string, rc syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			s := int(fd)
 			if serr = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
 				return
 			}
-			if serr = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_BROADCAST, 1); serr != nil {
-				return
+			if v6 {
+				serr = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+			} else {
+				serr = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
 			}
-			serr = unix.BindToDevice(s, ifname)
+			if serr == nil {
+				serr = unix.BindToDevice(s, ifname)
+			}
 		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
+		return errors.Join(err, serr)
+	}
+}
+
+func listen4(ifname string, port uint16) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: sockopts(ifname, false)}
 	pc, err := lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", port))
 	if err != nil {
-		return nil, fmt.Errorf("coop: listen udp :%d on %s: %w", port, ifname, err)
+		return nil, fmt.Errorf("coop: listen udp4 :%d on %s: %w", port, ifname, err)
 	}
-	return &UDPTransport{ifname: ifname, port: port, conn: pc.(*net.UDPConn)}, nil
+	return pc.(*net.UDPConn), nil
+}
+
+func listen6(ifname string, ifindex int, port uint16) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: sockopts(ifname, true)}
+	pc, err := lc.ListenPacket(context.Background(), "udp6", fmt.Sprintf("[::]:%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("coop: listen udp6 :%d on %s: %w", port, ifname, err)
+	}
+	c := pc.(*net.UDPConn)
+	rc, err := c.SyscallConn()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		s := int(fd)
+		mreq := &unix.IPv6Mreq{Interface: uint32(ifindex), Multiaddr: GroupIPv6.As16()}
+		if serr = unix.SetsockoptIPv6Mreq(s, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); serr != nil {
+			return
+		}
+		if serr = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifindex); serr != nil {
+			return
+		}
+		serr = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, 1)
+	})
+	if err = errors.Join(err, serr); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("coop: join %v on %s: %w", GroupIPv6, ifname, err)
+	}
+	return c, nil
+}
+
+// read feeds one socket's datagrams to Recv until the socket closes.
+func (t *UDPTransport) read(c *net.UDPConn) {
+	buf := make([]byte, 2*MaxSize)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case t.rx <- datagram{b: append([]byte(nil), buf[:n]...), from: from.Addr().Unmap()}:
+		case <-t.done:
+			return
+		}
+	}
 }
 
 // BroadcastAddr returns the IPv4 broadcast address computed from the
@@ -92,7 +217,7 @@ func BroadcastAddr(ifname string) (netip.Addr, error) {
 // the socket itself (SIOCGIFBRDADDR), which works in the socket's network
 // namespace from any thread; 255.255.255.255 if it has none.
 func (t *UDPTransport) broadcast() (netip.Addr, error) {
-	rc, err := t.conn.SyscallConn()
+	rc, err := t.v4.SyscallConn()
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -121,37 +246,71 @@ func (t *UDPTransport) broadcast() (netip.Addr, error) {
 	return addr, nil
 }
 
-// Send broadcasts one announcement (or sends it to each unicast peer).
+// Send broadcasts one announcement on every family (or sends it to each
+// unicast peer); it fails only when no copy could be sent.
 func (t *UDPTransport) Send(b []byte) error {
+	var errs []error
+	sent := 0
+	send := func(c *net.UDPConn, dst netip.AddrPort) {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("coop: no socket for %v", dst.Addr()))
+			return
+		}
+		if _, err := c.WriteToUDPAddrPort(b, dst); err != nil {
+			errs = append(errs, fmt.Errorf("coop: send to %v: %w", dst.Addr(), err))
+			return
+		}
+		sent++
+	}
 	if len(t.unicast) > 0 {
-		var errs []error
 		for _, a := range t.unicast {
-			if _, err := t.conn.WriteToUDPAddrPort(b, netip.AddrPortFrom(a, t.port)); err != nil {
-				errs = append(errs, fmt.Errorf("coop: send to %v: %w", a, err))
+			if a.Is4() {
+				send(t.v4, netip.AddrPortFrom(a, t.port))
+			} else {
+				send(t.v6, netip.AddrPortFrom(a.WithZone(t.ifname), t.port))
 			}
 		}
 		return errors.Join(errs...)
 	}
-	dst, err := t.broadcast()
-	if err != nil {
-		return err
+	if t.v4 != nil {
+		dst, err := t.broadcast()
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			send(t.v4, netip.AddrPortFrom(dst, t.port))
+		}
 	}
-	_, err = t.conn.WriteToUDPAddrPort(b, netip.AddrPortFrom(dst, t.port))
-	if err != nil {
-		return fmt.Errorf("coop: broadcast to %v: %w", dst, err)
+	if t.v6 != nil {
+		send(t.v6, netip.AddrPortFrom(GroupIPv6.WithZone(t.ifname), t.port))
 	}
-	return nil
+	if sent > 0 {
+		return nil
+	}
+	return errors.Join(errs...)
 }
 
-// Recv reads one datagram; longer ones than b are truncated, which the
-// decoder then refuses (b is twice MaxSize, so truncation means oversized).
+// Recv returns the next datagram from either family; longer ones than b
+// are truncated, which the decoder then refuses (b is twice MaxSize, so
+// truncation means oversized).
 func (t *UDPTransport) Recv(b []byte) (int, netip.Addr, error) {
-	n, from, err := t.conn.ReadFromUDPAddrPort(b)
-	if err != nil {
-		return 0, netip.Addr{}, err
+	select {
+	case d := <-t.rx:
+		return copy(b, d.b), d.from, nil
+	case <-t.done:
+		return 0, netip.Addr{}, net.ErrClosed
 	}
-	return n, from.Addr().Unmap(), nil
 }
 
-// Close closes the socket (unblocking Recv).
-func (t *UDPTransport) Close() error { return t.conn.Close() }
+// Close closes the sockets (unblocking Recv).
+func (t *UDPTransport) Close() error {
+	var err error
+	t.once.Do(func() {
+		close(t.done)
+		for _, c := range []*net.UDPConn{t.v4, t.v6} {
+			if c != nil {
+				err = errors.Join(err, c.Close())
+			}
+		}
+	})
+	return err
+}
