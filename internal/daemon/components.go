@@ -18,8 +18,10 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 func (d *Daemon) startComponents(ctx context.Context) error {
@@ -52,6 +54,16 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		}
 		comps = append(comps, c)
 	}
+	if pol.Background.Yield {
+		c, err := d.newYield(host)
+		if err != nil {
+			for _, c := range comps {
+				c.stop()
+			}
+			return fmt.Errorf("background yield: %w", err)
+		}
+		comps = append(comps, c)
+	}
 	d.mu.Lock()
 	d.comps = comps
 	d.mu.Unlock()
@@ -66,6 +78,45 @@ func (d *Daemon) stopComponents() {
 	for _, c := range comps {
 		c.stop()
 	}
+}
+
+// newYield starts the foreground-aware yield (internal/yield): it watches
+// the foreground lanes of every managed interface and holds background
+// sockets down while they carry traffic. Its status document is the
+// "background" component's (yielding per interface).
+func (d *Daemon) newYield(h *datapath.Host) (*component, error) {
+	src := func() (map[string]yield.Counters, error) {
+		d.mu.Lock()
+		ifaces := append([]*managedIface(nil), d.ifaces...)
+		d.mu.Unlock()
+		out := make(map[string]yield.Counters, len(ifaces))
+		for _, m := range ifaces {
+			st, err := m.eg.Stats()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", m.name, err)
+			}
+			var c yield.Counters
+			for _, l := range []lane.Lane{lane.Realtime, lane.Interactive} {
+				c.Packets += st[l].Packets
+				c.Bytes += st[l].Bytes
+			}
+			out[m.name] = c
+		}
+		return out, nil
+	}
+	return supervise(d.log, "background", func() (*runner, error) {
+		y := yield.New(yield.DefaultRule, src, h.SetYield)
+		status := func() string {
+			s := y.Status()
+			state := "not yielding"
+			if s.Yielding {
+				state = "yielding to the foreground since " + s.Since.Format("15:04:05.000")
+			}
+			return fmt.Sprintf("%s (%d yields; rule: %s)", state, s.Yields, s.Rule)
+		}
+		return &runner{run: y.Run, close: func() error { return nil }, status: status,
+			detail: func() any { return y.Status() }}, nil
+	})
 }
 
 // CoopStateDir holds the coop controllers' replay state (peers' last

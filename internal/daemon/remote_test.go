@@ -91,7 +91,7 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(on, .5), pct(on, .95))
 	t.Logf("background alone %.2f Mbit/s (%.0f%% of the link); under a CUBIC upload %.2f Mbit/s (%.0f%%), the upload %.2f Mbit/s",
 		bgAlone/1e6, 100*bgAlone/remoteLinkBps, bgUnder/1e6, 100*bgUnder/remoteLinkBps, fgRate/1e6)
-	t.Logf("background congestion control: %s, sockets switched %d", st.Interfaces[0].BackgroundCC, st.Interfaces[0].Sockops["bg_cc"])
+	t.Logf("background congestion control: %s, sockets switched %d; %s", st.Interfaces[0].BackgroundCC, st.Interfaces[0].Sockops["bg_cc"], st.Components["background"])
 
 	if st.Interfaces[0].Sockops["bg_cc"] == 0 {
 		t.Fatalf("no background socket was switched to LEDBAT++ (%s)", st.Interfaces[0].BackgroundCC)
@@ -162,7 +162,7 @@ func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
 		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(on, .5), pct(on, .95))
 	t.Logf("background download alone %.2f Mbit/s (%.0f%% of the link, slow start included); interactive CUBIC download under it %.2f Mbit/s",
 		bgAlone/1e6, 100*bgAlone/remoteLinkBps, fgRate/1e6)
-	t.Logf("sock_ops: %v", st.Interfaces[0].Sockops)
+	t.Logf("sock_ops: %v; %s", st.Interfaces[0].Sockops, st.Components["background"])
 
 	if st.Interfaces[0].Sockops["rwnd_set"] == 0 {
 		t.Fatalf("rLEDBAT never set a background receive window: %v", st.Interfaces[0].Sockops)

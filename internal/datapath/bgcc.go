@@ -82,3 +82,22 @@ func (h *Host) rledbatTargetUS() uint32 {
 		return uint32(t / time.Microsecond)
 	}
 }
+
+// SetYield holds every background socket at the minimum window (cwnd and
+// receive window: sock_ops lanes_yield) while on is true; the sockets
+// follow on their next ACK or next segment sent.
+func (h *Host) SetYield(on bool) error {
+	return h.use(func() error {
+		if h.ops == nil {
+			return errNoSockops
+		}
+		var v uint32
+		if on {
+			v = 1
+		}
+		if err := h.ops.LanesYield.Put(uint32(0), v); err != nil {
+			return fmt.Errorf("background yield: %w", err)
+		}
+		return nil
+	})
+}

@@ -19,6 +19,9 @@ type Config struct {
 	// ReceiveWindow of background sockets: "rledbat" (RFC 9840: the
 	// receiver limits the advertised window, the default) or "system".
 	ReceiveWindow string `yaml:"receive_window"`
+	// Yield: while the foreground lanes carry traffic, background sockets
+	// are held at the minimum window (internal/yield; default true).
+	Yield bool `yaml:"yield"`
 }
 
 // Congestion controls a background socket may be given.
@@ -30,7 +33,7 @@ const (
 
 // DefaultConfig is used where the policy has no `background:` section.
 func DefaultConfig() Config {
-	return Config{CongestionControl: CCLedbat, ReceiveWindow: RWRLEDBAT,
+	return Config{CongestionControl: CCLedbat, ReceiveWindow: RWRLEDBAT, Yield: true,
 		TargetDelay: config.Duration(DefaultTargetUS * time.Microsecond)}
 }
 

@@ -16,7 +16,9 @@
  *   - undo_cwnd: no undo (a background flow keeps the smaller window);
  *   - every callback that may leave cwnd above snd_cwnd_clamp pulls it
  *     down (as capcc does), so the cooperative controller's caps and the
- *     foreground yield (sock_ops TCP_BPF_SNDCWND_CLAMP) hold on top.
+ *     foreground yield (sock_ops TCP_BPF_SNDCWND_CLAMP) hold on top; the
+ *     window a clamp took is given back when the clamp rises above it
+ *     (restore), so a background flow resumes where it was after a yield.
  * The name is set by the loader (one per lanes datapath; names are global);
  * registered through a struct_ops bpf_link. No kfuncs: it runs wherever
  * struct_ops TCP congestion controls do.
@@ -78,20 +80,54 @@ struct tcp_congestion_ops {
 	char name[16];
 };
 
-_Static_assert(sizeof(struct ledbat) <= 13 * sizeof(__u64), "struct ledbat outgrows icsk_ca_priv");
+/* the socket's state: LEDBAT++ and the window a clamp took away */
+struct lb {
+	struct ledbat l;
+	__u32 held; /* cwnd before a clamp pulled it down, 0 = none */
+	__u32 pad;
+};
+
+_Static_assert(sizeof(struct lb) <= 13 * sizeof(__u64), "struct lb outgrows icsk_ca_priv");
+
+static __always_inline struct lb *lb(struct sock *sk)
+{
+	return (struct lb *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
 
 static __always_inline struct ledbat *ca(struct sock *sk)
 {
-	return (struct ledbat *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+	return &lb(sk)->l;
 }
 
-/* enforce sets snd_cwnd = min(snd_cwnd, snd_cwnd_clamp). */
-static __always_inline void enforce(struct tcp_sock *tp)
+/* enforce sets snd_cwnd = min(snd_cwnd, snd_cwnd_clamp), remembering the
+ * window it took away (a foreground yield or a cooperative cap). */
+static __always_inline void enforce(struct sock *sk)
 {
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 clamp = tp->snd_cwnd_clamp;
 
-	if (clamp && tp->snd_cwnd > clamp)
+	if (clamp && tp->snd_cwnd > clamp) {
+		if (!lb(sk)->held)
+			lb(sk)->held = tp->snd_cwnd;
 		tp->snd_cwnd = clamp;
+	}
+}
+
+/* restore gives back the window a clamp took once the clamp is above it
+ * again (the yield ended: sock_ops set the clamp to "none", which also set
+ * ssthresh to infinity), and puts ssthresh there, so LEDBAT++ resumes in
+ * congestion avoidance where it was instead of slow-starting from 2. */
+static __always_inline void restore(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 held = lb(sk)->held;
+
+	if (!held || tp->snd_cwnd_clamp < held)
+		return;
+	if (tp->snd_cwnd < held)
+		tp->snd_cwnd = held;
+	tp->snd_ssthresh = held;
+	lb(sk)->held = 0;
 }
 
 SEC("struct_ops")
@@ -100,7 +136,8 @@ void BPF_PROG(lanes_lb_init, struct sock *sk)
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 
 	ledbat_init(ca(sk), CFG.target_us, tp->tcp_mstamp);
-	enforce(tp);
+	lb(sk)->held = 0;
+	enforce(sk);
 }
 
 SEC("struct_ops")
@@ -116,8 +153,12 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct ledbat_win w = {.cwnd = tp->snd_cwnd, .ssthresh = tp->snd_ssthresh};
+	struct ledbat_win w;
 	int limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+
+	restore(sk);
+	w.cwnd = tp->snd_cwnd;
+	w.ssthresh = tp->snd_ssthresh;
 
 	/* tcp_is_cwnd_limited: in slow start, also when cwnd < 2 * max_packets_out */
 	if (!limited && w.cwnd < w.ssthresh && w.cwnd < 2 * tp->max_packets_out)
@@ -125,7 +166,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	ledbat_ack(ca(sk), &w, acked, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3, limited);
 	tp->snd_cwnd = w.cwnd;
 	tp->snd_ssthresh = w.ssthresh;
-	enforce(tp);
+	enforce(sk);
 }
 
 SEC("struct_ops")
@@ -139,13 +180,13 @@ __u32 BPF_PROG(lanes_lb_ssthresh, struct sock *sk)
 SEC("struct_ops")
 void BPF_PROG(lanes_lb_set_state, struct sock *sk, __u8 new_state)
 {
-	enforce((struct tcp_sock *)sk);
+	enforce(sk);
 }
 
 SEC("struct_ops")
 void BPF_PROG(lanes_lb_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
-	enforce((struct tcp_sock *)sk);
+	enforce(sk);
 }
 
 SEC("struct_ops")

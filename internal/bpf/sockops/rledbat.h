@@ -152,8 +152,11 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	cap = bpf_map_lookup_elem(&lanes_sock_rwnd, &cookie);
 	if (cap && *cap && *cap < clamp)
 		clamp = *cap;
-	if (yield && clamp > LEDBAT_MIN_CWND * mss)
+	if (yield && clamp > LEDBAT_MIN_CWND * mss) {
 		clamp = LEDBAT_MIN_CWND * mss;
+		if (st->applied != clamp)
+			bump(OPS_YIELD);
+	}
 	if (clamp == st->applied && tp->window_clamp <= clamp)
 		return;
 	val = clamp;

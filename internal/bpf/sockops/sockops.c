@@ -169,6 +169,8 @@ struct {
 	__type(value, __u32);
 } lanes_yield SEC(".maps");
 
+#define YIELD_CWND 2 /* segments, the cwnd (and receive window) of a yield */
+
 static __always_inline int yielding(void)
 {
 	__u32 zero = 0, *y = bpf_map_lookup_elem(&lanes_yield, &zero);
@@ -331,7 +333,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	struct bpf_sock *sk = ops->sk;
 	struct sk_state *st;
 	__u32 want = 0, *c;
-	int val;
+	int val, yield = 0;
 
 	if (!sk)
 		return;
@@ -345,6 +347,11 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 		if (c)
 			want = *c;
 	}
+	/* the foreground-aware yield: background held at the minimum cwnd */
+	if (lane == LANE_BACKGROUND && yielding() && (!want || want > YIELD_CWND)) {
+		want = YIELD_CWND;
+		yield = 1;
+	}
 	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
 				want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
 	if (!st || st->applied_cap == want)
@@ -352,7 +359,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	val = want ? (int)want : CAP_NONE;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
 		st->applied_cap = want;
-		bump(OPS_CAP_SET);
+		bump(yield ? OPS_YIELD : OPS_CAP_SET);
 		if (want)
 			switch_cc(ops, st);
 	} else {

@@ -1,0 +1,195 @@
+// Package yield is the foreground-aware yield of the background lane: the
+// daemon watches each interface's foreground lanes (interactive and
+// realtime) and, while they carry traffic, holds every background socket
+// at the minimum window (2 segments of cwnd, 2 segments of receive
+// window), so the foreground finds the bottleneck's queue empty wherever
+// it is; when the foreground goes idle, background sockets return to
+// LEDBAT++/rLEDBAT.
+//
+// Rule (Detector), on the foreground lanes' egress packet and byte
+// counters sampled every Interval:
+//   - a sample is active when, since the previous one, the foreground sent
+//     at least MinPackets packets or MinBytes bytes (by default 5 packets
+//     or 6 KB per 100 ms: 50 packets/s or 480 kbit/s; a ping every 50 ms or
+//     a coop announcement is not foreground activity, an interactive
+//     transfer's data or ACK clock is);
+//   - the yield starts at the first active sample (so within one Interval
+//     of the foreground starting, plus the next ACK of each background
+//     socket) and ends after Hold without an active sample.
+package yield
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Rule parameters; the zero Rule is replaced by DefaultRule.
+type Rule struct {
+	Interval   time.Duration // sampling period
+	MinPackets uint64        // foreground packets per Interval that count as active
+	MinBytes   uint64        // or foreground bytes per Interval
+	Hold       time.Duration // yield kept this long after the last active sample
+}
+
+// DefaultRule is the rule lanes uses.
+var DefaultRule = Rule{Interval: 100 * time.Millisecond, MinPackets: 5, MinBytes: 6000, Hold: 500 * time.Millisecond}
+
+// Counters are the foreground lanes' cumulative egress counters.
+type Counters struct{ Packets, Bytes uint64 }
+
+// Detector applies the rule to successive samples of one interface.
+type Detector struct {
+	rule       Rule
+	last       Counters
+	have       bool
+	lastSample time.Time
+	lastActive time.Time
+	yielding   bool
+}
+
+// NewDetector returns a detector for rule (zero fields from DefaultRule).
+func NewDetector(rule Rule) *Detector {
+	if rule.Interval == 0 {
+		rule.Interval = DefaultRule.Interval
+	}
+	if rule.MinPackets == 0 {
+		rule.MinPackets = DefaultRule.MinPackets
+	}
+	if rule.MinBytes == 0 {
+		rule.MinBytes = DefaultRule.MinBytes
+	}
+	if rule.Hold == 0 {
+		rule.Hold = DefaultRule.Hold
+	}
+	return &Detector{rule: rule}
+}
+
+// Sample feeds the counters read at now and returns whether background
+// flows yield.
+func (d *Detector) Sample(c Counters, now time.Time) bool {
+	if d.have && c.Packets >= d.last.Packets && c.Bytes >= d.last.Bytes {
+		dp, db := c.Packets-d.last.Packets, c.Bytes-d.last.Bytes
+		// scale to one Interval when sampling ran late
+		if dt := now.Sub(d.lastSample); dt > d.rule.Interval {
+			dp = dp * uint64(d.rule.Interval) / uint64(dt)
+			db = db * uint64(d.rule.Interval) / uint64(dt)
+		}
+		if dp >= d.rule.MinPackets || db >= d.rule.MinBytes {
+			d.lastActive = now
+			d.yielding = true
+		}
+	}
+	d.last, d.have, d.lastSample = c, true, now
+	if d.yielding && now.Sub(d.lastActive) >= d.rule.Hold {
+		d.yielding = false
+	}
+	return d.yielding
+}
+
+// Source reads the foreground counters of each managed interface.
+type Source func() (map[string]Counters, error)
+
+// Sink holds background sockets down (true) or lets them go.
+type Sink func(yield bool) error
+
+// Yielder runs the detectors of every interface and drives the sink.
+type Yielder struct {
+	rule Rule
+	src  Source
+	sink Sink
+
+	mu    sync.Mutex
+	det   map[string]*Detector
+	state map[string]bool
+	on    bool
+	since time.Time
+	count uint64 // yields started
+}
+
+// New returns a Yielder; Run drives it.
+func New(rule Rule, src Source, sink Sink) *Yielder {
+	if rule.Interval == 0 {
+		rule.Interval = DefaultRule.Interval
+	}
+	return &Yielder{rule: rule, src: src, sink: sink, det: map[string]*Detector{}, state: map[string]bool{}}
+}
+
+// Run samples until ctx ends; the yield is released when it returns.
+func (y *Yielder) Run(ctx context.Context) error {
+	t := time.NewTicker(y.rule.Interval)
+	defer t.Stop()
+	defer y.sink(false)
+	for {
+		if err := y.step(time.Now()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (y *Yielder) step(now time.Time) error {
+	c, err := y.src()
+	if err != nil {
+		return err
+	}
+	y.mu.Lock()
+	any := false
+	for name, v := range c {
+		d := y.det[name]
+		if d == nil {
+			d = NewDetector(y.rule)
+			y.det[name] = d
+		}
+		y.state[name] = d.Sample(v, now)
+		any = any || y.state[name]
+	}
+	changed := any != y.on
+	if changed {
+		y.on, y.since = any, now
+		if any {
+			y.count++
+		}
+	}
+	y.mu.Unlock()
+	if changed {
+		return y.sink(any)
+	}
+	return nil
+}
+
+// IfaceStatus is one interface's state in Status.
+type IfaceStatus struct {
+	Yielding bool `json:"yielding"`
+}
+
+// Status is the component's document (api component op, metrics).
+type Status struct {
+	Yielding   bool                   `json:"yielding"`
+	Since      time.Time              `json:"since,omitzero"`
+	Yields     uint64                 `json:"yields"` // yields started
+	Rule       string                 `json:"rule"`
+	Interfaces map[string]IfaceStatus `json:"interfaces"`
+}
+
+// Status reports the current state.
+func (y *Yielder) Status() Status {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	s := Status{Yielding: y.on, Since: y.since, Yields: y.count, Rule: y.rule.String(), Interfaces: map[string]IfaceStatus{}}
+	for n, v := range y.state {
+		s.Interfaces[n] = IfaceStatus{Yielding: v}
+	}
+	return s
+}
+
+func (r Rule) String() string {
+	r = NewDetector(r).rule
+	return "foreground >= " + strconv.FormatUint(r.MinPackets, 10) + " packets or " + strconv.FormatUint(r.MinBytes, 10) + " bytes per " +
+		r.Interval.String() + ", held " + r.Hold.String()
+}
