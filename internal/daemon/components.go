@@ -54,8 +54,8 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		}
 		comps = append(comps, c)
 	}
-	if pol.Background.Yield {
-		c, err := d.newYield(host)
+	if y, ok := host.(yielder); ok && pol.Background.Yield {
+		c, err := d.newYield(y)
 		if err != nil {
 			for _, c := range comps {
 				c.stop()
@@ -80,14 +80,18 @@ func (d *Daemon) stopComponents() {
 	}
 }
 
+// yielder is a host datapath that can hold background sockets down
+// (*datapath.Host; the in-memory test host cannot, and runs without it).
+type yielder interface{ SetYield(on bool) error }
+
 // newYield starts the foreground-aware yield (internal/yield): it watches
 // the foreground lanes of every managed interface and holds background
 // sockets down while they carry traffic. Its status document is the
 // "background" component's (yielding per interface).
-func (d *Daemon) newYield(h *datapath.Host) (*component, error) {
+func (d *Daemon) newYield(h yielder) (*component, error) {
 	src := func() (map[string]yield.Counters, error) {
 		d.mu.Lock()
-		ifaces := append([]*managedIface(nil), d.ifaces...)
+		ifaces := d.ifaceList()
 		d.mu.Unlock()
 		out := make(map[string]yield.Counters, len(ifaces))
 		for _, m := range ifaces {
