@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"sort"
@@ -163,42 +164,64 @@ type TraceAccuracy struct {
 	Trace     string  `json:"trace"`
 	Window    float64 `json:"window_s"`
 	Expected  uint64  `json:"expected_opportunities"`
-	Delivered uint64  `json:"delivered_packets"`
+	Delivered uint64  `json:"delivered_packets"` // packets that left at an opportunity inside the window
 	ErrPct    float64 `json:"err_pct"`
+	// LostOpportunities elapsed while packets were waiting yet carried
+	// nothing: an emulator that skips opportunities when it wakes late.
+	LostOpportunities uint64 `json:"lost_opportunities"`
+	// WallDelivered counts the callbacks that ran before the window ended
+	// on the wall clock: it differs from Delivered by how late the
+	// emulator's goroutine ran at the window's end (machine load).
+	WallDelivered uint64 `json:"wall_delivered_packets"`
 }
 
-// MeasureTrace saturates a trace-driven link with 1,500-byte packets for
-// window and compares the packets delivered with the trace's opportunities.
+// MeasureTrace keeps a trace-driven link backlogged with 1,500-byte packets
+// for window and compares the packets that left inside the window with the
+// trace's opportunities. The queue is filled before the link starts, so a
+// producer that a loaded machine runs late can never leave the link idle
+// (that would lose opportunities to the harness, not to the emulator). Each
+// packet's place in the queue is its opportunity: packet i leaves at the
+// trace's opportunity i, so the window holds exactly the packets with an
+// index below the trace's count unless the emulator skipped opportunities,
+// which LostOpportunities counts.
 func MeasureTrace(ctx context.Context, tr *emu.Trace, window time.Duration) (*TraceAccuracy, error) {
-	var delivered atomic.Uint64
+	exp := tr.Count(0, window+time.Nanosecond)
+	n := int(exp + exp/10 + 64) // stays backlogged past the window
+	var inWindow, wall atomic.Uint64
 	var deadline atomic.Int64
-	l := emu.NewLink(emu.LinkConfig{Trace: tr}, func(_ []byte, _ any) {
+	deadline.Store(math.MaxInt64)
+	l := emu.NewLink(emu.LinkConfig{Trace: tr}, func(_ []byte, meta any) {
+		if uint64(meta.(int)) < exp {
+			inWindow.Add(1)
+		}
 		if time.Now().UnixNano() < deadline.Load() {
-			delivered.Add(1)
+			wall.Add(1)
 		}
 	})
+	pkt := make([]byte, emu.OpportunityBytes)
+	for i := range n {
+		l.Enqueue(pkt, i)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go l.Run(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
 	for l.Base().IsZero() {
 		time.Sleep(time.Millisecond)
 	}
 	base := l.Base()
 	deadline.Store(base.Add(window).UnixNano())
-	pkt := make([]byte, emu.OpportunityBytes)
-	// Keep at least 64 packets queued: more than the trace offers per tick.
-	for time.Since(base) < window+20*time.Millisecond {
-		for l.QueueBytes() < 64*emu.OpportunityBytes {
-			l.Enqueue(pkt, nil)
-		}
-		if err := sleepCtx(ctx, 2*time.Millisecond); err != nil {
-			return nil, err
-		}
+	err := sleepCtx(ctx, time.Until(base.Add(window+200*time.Millisecond)))
+	cancel()
+	<-done
+	if err != nil {
+		return nil, err
 	}
-	exp := tr.Count(0, window+time.Nanosecond)
-	got := delivered.Load()
+	st := l.Stats()
+	got := inWindow.Load()
 	return &TraceAccuracy{Trace: tr.Name, Window: window.Seconds(), Expected: exp, Delivered: got,
-		ErrPct: (float64(got) - float64(exp)) / float64(exp) * 100}, nil
+		ErrPct:            (float64(got) - float64(exp)) / float64(exp) * 100,
+		LostOpportunities: st.Opportunities - st.UsedOpportunities, WallDelivered: wall.Load()}, nil
 }
 
 // Ceiling is the emulator's own throughput limit.
@@ -323,6 +346,8 @@ func init() {
 						{"TCP goodput", fmt.Sprintf("%.3f Mbit/s", fa.GoodputBps/1e6), fmt.Sprintf("%.3f Mbit/s", fa.ExpectedBps/1e6), fmt.Sprintf("%+.2f%%", fa.GoodputErrPct), "within 5%"},
 						{"idle RTT (median)", fmt.Sprintf("%.2f ms", fa.RTTMedianMs), fmt.Sprintf("%.0f ms", 2*fa.OneWayDelayMs), fmt.Sprintf("%+.2f ms", fa.RTTErrMs), "within 1 ms"},
 						{"trace opportunities", fmt.Sprintf("%d", ta.Delivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+.2f%%", ta.ErrPct), "within 1%"},
+						{"trace opportunities lost while backlogged", fmt.Sprintf("%d", ta.LostOpportunities), "0", "", "0"},
+						{"trace packets out by the wall-clock end", fmt.Sprintf("%d", ta.WallDelivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+d", int64(ta.WallDelivered)-int64(ta.Expected)), "report (lateness under load)"},
 						{"ceiling, link alone (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", c.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", c.Gbps), "report"},
 						{"ceiling, TUN to TUN (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", tc.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tc.Gbps), "report"},
 						{"ceiling, TUN to TUN (1 core, 100 B)", fmt.Sprintf("%.0f pkt/s", tcs.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tcs.Gbps), "report"},

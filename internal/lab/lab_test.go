@@ -82,6 +82,9 @@ func TestTraceReplayAccuracy(t *testing.T) {
 	if ta.ErrPct < -1 || ta.ErrPct > 1 {
 		t.Errorf("delivered %d packets, trace offers %d (%+.2f%%, want within 1%%)", ta.Delivered, ta.Expected, ta.ErrPct)
 	}
+	if ta.LostOpportunities != 0 {
+		t.Errorf("%d opportunities passed with packets waiting", ta.LostOpportunities)
+	}
 }
 
 func nsExists(name string) bool {
