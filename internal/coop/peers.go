@@ -49,6 +49,7 @@ type Peer struct {
 	FirstSeen time.Time
 	LastSeen  time.Time
 	Last      Announcement
+	lastFrom  netip.Addr // source of Last (its family tells a duplicate)
 }
 
 // Active reports whether the peer is currently sending uplink data.
@@ -127,7 +128,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	}
 	p, ok := t.peers[a.HostID]
 	if ok {
-		if a.Seq == p.Last.Seq && from.Is4() != p.Addr.Is4() { // the other family's copy
+		if a.Seq == p.Last.Seq && from.Is4() != p.lastFrom.Is4() { // the other family's copy
 			return Updated, ErrDuplicate
 		}
 		if a.Seq <= p.Last.Seq {
@@ -157,7 +158,10 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		delete(t.gone, a.HostID)
 	}
 	wasActive := ok && p.Active()
-	p.Addr, p.LastSeen, p.Last = from, now, *a
+	if from.Is4() || !p.Addr.Is4() { // the IPv4 address, once known, names the peer
+		p.Addr = from
+	}
+	p.LastSeen, p.Last, p.lastFrom = now, *a, from
 	switch {
 	case !ok:
 		return Joined, nil

@@ -226,4 +226,17 @@ func TestDuplicateOverOtherFamily(t *testing.T) {
 	if _, err := tb.Accept(ann(1, 5, t0, 1), v4, t0); !errors.Is(err, ErrReplayed) {
 		t.Errorf("second IPv4 copy: %v", err)
 	}
+	// a peer heard first over IPv6 is named by its IPv4 address once known
+	if _, err := tb.Accept(ann(2, 1, t0, 1), v6, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(2, 2, t0, 1), netip.MustParseAddr("10.0.0.3"), t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(2, 3, t0, 1), v6, t0); err != nil {
+		t.Fatal(err)
+	}
+	if a := tb.Peers()[1].Addr; a.String() != "10.0.0.3" {
+		t.Errorf("peer address %v, want its IPv4 address", a)
+	}
 }
