@@ -6,13 +6,28 @@ VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 0
 
-.PHONY: all build cross generate test test-short demo lint bench clean
+# Output folder of binaries and packages (tests point it at a scratch folder).
+OUT     ?= bin
+# make install: PREFIX (default /usr/local) and DESTDIR (staging root).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  := $(PREFIX)/bin
+SHAREDIR := $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+# The Debian version: 0.0~git<commit date>.<commit>, sorting by date.
+DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+
+.PHONY: all build native cross generate test test-short demo lint bench clean install deb
 
 all: build
 
-build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/lanes ./cmd/lanes
+build: native
 	@$(MAKE) --no-print-directory cross
+
+native:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes ./cmd/lanes
 
 # Device makers run lanes on phones and boards: cross-build with CGO off.
 cross:
@@ -43,6 +58,44 @@ demo: build
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+
+# install: the binary, man pages and shell completions generated from the
+# command tree, the traces, the systemd unit, the default policy (kept if one
+# is there), README and licences.
+install: native
+	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
+	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man/man1 >/dev/null
+	gzip -9nf $(DESTDIR)$(SHAREDIR)/man/man1/lanes*.1
+	install -d $(DESTDIR)$(SHAREDIR)/bash-completion/completions $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions \
+		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d
+	$(OUT)/lanes completion bash > $(DESTDIR)$(SHAREDIR)/bash-completion/completions/lanes
+	$(OUT)/lanes completion zsh > $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions/_lanes
+	$(OUT)/lanes completion fish > $(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d/lanes.fish
+	install -d $(DESTDIR)$(SHAREDIR)/lanes/traces
+	install -m644 traces/* $(DESTDIR)$(SHAREDIR)/lanes/traces/
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/lanes.service.in > $(DESTDIR)$(UNITDIR)/lanes.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/lanes.service
+	install -d -m755 $(DESTDIR)$(SYSCONFDIR)/lanes
+	test -e $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml || \
+		{ $(OUT)/lanes daemon --print-default-policy > $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml && \
+		  chmod 644 $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml; }
+	install -Dm644 README.md $(DESTDIR)$(SHAREDIR)/doc/lanes/README.md
+	install -Dm644 LICENSE $(DESTDIR)$(SHAREDIR)/doc/lanes/LICENSE
+
+# deb: a Debian package built with dpkg-deb alone (no network, no debhelper):
+# $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile.
+deb:
+	rm -rf $(OUT)/deb-root
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system
+	install -Dm644 dist/debian/copyright $(OUT)/deb-root/usr/share/doc/lanes/copyright
+	install -d $(OUT)/deb-root/DEBIAN
+	sed -e 's/@VERSION@/$(DEBVERSION)/' -e 's/@ARCH@/$(DEBARCH)/' \
+		-e "s/@SIZE@/$$(du -sk --exclude=DEBIAN $(OUT)/deb-root | cut -f1)/" dist/debian/control.in > $(OUT)/deb-root/DEBIAN/control
+	echo /etc/lanes/policy.yaml > $(OUT)/deb-root/DEBIAN/conffiles
+	install -m755 dist/debian/postinst dist/debian/prerm dist/debian/postrm $(OUT)/deb-root/DEBIAN/
+	dpkg-deb --root-owner-group -Zgzip --build $(OUT)/deb-root $(OUT)/lanes_$(DEBVERSION)_$(DEBARCH).deb
+	rm -rf $(OUT)/deb-root
 
 clean:
 	rm -rf bin

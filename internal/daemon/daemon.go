@@ -144,6 +144,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(d)
 	}
+	if err := sdNotify("READY=1\nSTATUS=managing " + fmt.Sprint(d.ifaceNames())); err != nil {
+		d.log.Warn("sd_notify READY", "err", err)
+	}
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -153,6 +156,7 @@ func Run(ctx context.Context, opts Options) error {
 	for {
 		select {
 		case <-hup:
+			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
 				d.stopComponents()
 				d.stopTasks()
@@ -163,6 +167,7 @@ func Run(ctx context.Context, opts Options) error {
 					d.log.Error("reload: components not running", "err", err)
 				}
 			}
+			_ = sdNotify("READY=1")
 			continue
 		case err = <-serveErr:
 		case <-ctx.Done():
@@ -170,6 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 		break
 	}
 	d.log.Info("lanes daemon stopping: removing everything it installed")
+	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
 	d.stopComponents()
 	d.stopTasks()

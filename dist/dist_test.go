@@ -1,0 +1,119 @@
+// dist_test.go: `make deb` builds a package holding the binary, the hardened
+// unit, the policy as a conffile, man pages, completions and the traces; the
+// unpacked binary runs and checks the shipped policy; the unit passes
+// `systemd-analyze verify` and its exposure is at most 5.
+package dist
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestDebianPackage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package (a minute or more)")
+	}
+	for _, c := range []string{"make", "dpkg-deb", "gzip"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s not installed", c)
+		}
+	}
+	out := t.TempDir()
+	run(t, "..", nil, "make", "--no-print-directory", "deb", "OUT="+out)
+	debs, _ := filepath.Glob(filepath.Join(out, "lanes_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("want one package in %s, have %v", out, debs)
+	}
+	deb := debs[0]
+
+	list := run(t, "", nil, "dpkg-deb", "-c", deb)
+	for _, want := range []string{"./usr/bin/lanes", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
+		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
+		"./usr/share/bash-completion/completions/lanes", "./usr/share/zsh/vendor-completions/_lanes",
+		"./usr/share/fish/vendor_completions.d/lanes.fish", "./usr/share/lanes/traces/TMobile-UMTS-driving.up",
+		"./usr/share/lanes/traces/COPYING", "./usr/share/doc/lanes/copyright"} {
+		if !strings.Contains(list, " "+want+"\n") {
+			t.Errorf("package lacks %s", want)
+		}
+	}
+	if strings.Contains(list, "/work/") || strings.Contains(list, "/tmp/") {
+		t.Errorf("package holds a build machine path:\n%s", list)
+	}
+	ctrl := filepath.Join(out, "control")
+	run(t, "", nil, "dpkg-deb", "-e", deb, ctrl)
+	if b, _ := os.ReadFile(filepath.Join(ctrl, "conffiles")); strings.TrimSpace(string(b)) != "/etc/lanes/policy.yaml" {
+		t.Errorf("conffiles: %q", b)
+	}
+	if f := run(t, "", nil, "dpkg-deb", "-f", deb, "Package", "Architecture"); !strings.Contains(f, "Package: lanes") {
+		t.Errorf("control: %s", f)
+	}
+
+	// Unpack into a scratch root and run what was unpacked.
+	root := filepath.Join(out, "root")
+	run(t, "", nil, "dpkg-deb", "-x", deb, root)
+	bin := filepath.Join(root, "usr/bin/lanes")
+	if v := run(t, "", nil, bin, "--version"); !strings.HasPrefix(v, "lanes ") {
+		t.Errorf("--version: %q", v)
+	}
+	if os.Geteuid() == 0 { // the daemon accepts only a root-owned policy
+		run(t, "", nil, bin, "daemon", "--check", "--policy", filepath.Join(root, "etc/lanes/policy.yaml"))
+	}
+	unit, err := os.ReadFile(filepath.Join(root, "lib/systemd/system/lanes.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Type=notify", "Delegate=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
+		"StateDirectory=lanes", "ExecStart=/usr/bin/lanes daemon --policy /etc/lanes/policy.yaml"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit lacks %q", want)
+		}
+	}
+
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("systemd-analyze not installed: unit not verified")
+	}
+	// verify checks that the commands and man pages exist: point them at the
+	// unpacked ones.
+	local := filepath.Join(out, "lanes.service")
+	if err := os.WriteFile(local, []byte(strings.ReplaceAll(string(unit), "/usr/bin/lanes", bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("systemd-analyze", "verify", local)
+	cmd.Env = append(os.Environ(), "MANPATH="+filepath.Join(root, "usr/share/man"))
+	vout, err := cmd.CombinedOutput()
+	for _, line := range strings.Split(string(vout), "\n") {
+		if strings.Contains(line, "lanes.service") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+	if err != nil {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, vout)
+	}
+	sec, _ := exec.Command("systemd-analyze", "security", "--offline=yes", local).CombinedOutput()
+	m := regexp.MustCompile(`Overall exposure level for lanes.service: ([0-9.]+)`).FindSubmatch(sec)
+	if m == nil {
+		t.Fatalf("systemd-analyze security: no exposure level\n%s", sec)
+	}
+	exposure, _ := strconv.ParseFloat(string(m[1]), 64)
+	t.Logf("systemd-analyze security exposure: %.1f", exposure)
+	if exposure > 5 {
+		t.Errorf("exposure %.1f, want at most 5\n%s", exposure, sec)
+	}
+}
