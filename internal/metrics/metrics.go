@@ -88,12 +88,13 @@ var (
 	dTaskTracked = desc("tasks_tracked", "Processes under a task rule.")
 
 	dBGYielding = desc("background_yielding", "1 while the background lane yields to foreground traffic, per interface.", "interface")
+	dBGYields   = desc("background_yields_total", "Times the background lane started yielding to foreground traffic.")
 )
 
 var all = []*prometheus.Desc{dPackets, dBytes, dDrops, dOverlimits, dBacklogB, dBacklogP, dClassified, dUp,
 	dFlows, dThroughput, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen,
 	dCoopN, dCoopCapping, dCoopRate, dCoopLaneCap, dCoopCapped, dCoopSent, dCoopRecv, dCoopAccept, dCoopDropped, dCoopChanges,
-	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding}
+	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -221,10 +222,9 @@ type tasksDoc struct {
 }
 
 // backgroundDoc is the background lane's yielding state: the "background"
-// component's document (or the "yielding" field of any interface's entry in
-// it), filled by whichever part of the daemon decides that the background
-// lane yields (LEDBAT++ delay detection, the qdisc's priority).
+// component's document (internal/yield's Status).
 type backgroundDoc struct {
+	Yields     uint64 `json:"yields"`
 	Interfaces map[string]struct {
 		Yielding bool `json:"yielding"`
 	} `json:"interfaces"`
@@ -276,6 +276,7 @@ func collectDetails(ch chan<- prometheus.Metric, st *api.Status) {
 		for name, i := range b.Interfaces {
 			ch <- gauge(dBGYielding, b2f(i.Yielding), name)
 		}
+		ch <- counter(dBGYields, b.Yields)
 	}
 }
 

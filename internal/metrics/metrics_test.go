@@ -18,6 +18,7 @@ import (
 	"github.com/lanes-net/lanes/internal/sched"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
@@ -40,7 +41,7 @@ func sample(t *testing.T) Snapshot {
 			{Lane: lane.Background, Packets: 50, Bytes: 75000}},
 			Classifier: map[string]uint64{"cgroup": 5, "socket": 7}}},
 		Details: map[string]json.RawMessage{"coop": mustJSON(t, cs), "realtime": mustJSON(t, rt), "tasks": mustJSON(t, ts),
-			"background": json.RawMessage(`{"interfaces":{"eth0":{"yielding":true}}}`)},
+			"background": mustJSON(t, yield.Status{Yielding: true, Yields: 4, Interfaces: map[string]yield.IfaceStatus{"eth0": {Yielding: true}}})},
 	}
 	flows := []tcpmon.Flow{{Lane: lane.Background, Throughput: 8e6, SRTT: 20000, Cwnd: 10, CAState: "open"},
 		{Lane: lane.Unset, Throughput: 800, CAState: "recovery"}}
@@ -74,6 +75,7 @@ func TestWrite(t *testing.T) {
 		"lanes_task_promotions_total 6",
 		"lanes_task_demotions_total 2",
 		`lanes_background_yielding{interface="eth0"} 1`,
+		"lanes_background_yields_total 4",
 		"lanes_daemon_up 1",
 	} {
 		if !strings.Contains(out, want+"\n") {
