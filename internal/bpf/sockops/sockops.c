@@ -51,7 +51,9 @@
  * is whatever softirq context runs, so bpf_get_current_cgroup_id would be
  * wrong. ops->sk itself may not be offset, so the program goes through
  * bpf_skc_to_tcp_sock to get a BTF pointer first. The socket's cgroup and
- * its ancestors are tried, deepest first (cgroup->ancestors[level..0]), so a
+ * its ancestors are tried, deepest first (cgroup->ancestors[level..0] on
+ * 6.0+, ->ancestor_ids[] before; CO-RE existence checks pick the layout,
+ * and a kernel with neither matches the socket's own cgroup only), so a
  * rule for a parent cgroup covers the cgroups below it; the classifier's
  * per-packet lookup matches only the exact cgroup, so for TCP sockets the
  * ancestor match reaches the classifier through the cookie.
@@ -86,7 +88,13 @@ struct kernfs_node {
 struct cgroup {
 	struct kernfs_node *kn;
 	int level;
-	struct cgroup *ancestors[];
+	struct cgroup *ancestors[]; /* Linux 6.0+ */
+} __attribute__((preserve_access_index));
+
+/* struct cgroup before Linux 6.0: the ancestors' ids instead of pointers */
+struct cgroup___ids {
+	int level;
+	__u64 ancestor_ids[];
 } __attribute__((preserve_access_index));
 
 /* deepest ancestors tried for a cgroup match (the socket's own included) */
@@ -100,6 +108,56 @@ struct sock {
 	struct sock_cgroup_data sk_cgrp_data;
 	kuid_t sk_uid;
 } __attribute__((preserve_access_index));
+
+/* struct sock_cgroup_data before Linux 5.15: a union whose val is the cgroup
+ * pointer when no cgroup v1 net_cls/net_prio data is kept in it */
+struct sock_cgroup_data___val {
+	__u64 val;
+} __attribute__((preserve_access_index));
+
+struct sock___val {
+	struct sock_cgroup_data___val sk_cgrp_data;
+} __attribute__((preserve_access_index));
+
+/* sock_cgroup is the socket's cgroup v2, on every kernel layout (CO-RE). */
+static __always_inline struct cgroup *sock_cgroup(struct sock *sk)
+{
+	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup))
+		return BPF_CORE_READ(sk, sk_cgrp_data.cgroup);
+	if (bpf_core_field_exists(((struct sock___val *)sk)->sk_cgrp_data.val))
+		return (struct cgroup *)BPF_CORE_READ((struct sock___val *)sk, sk_cgrp_data.val);
+	return 0;
+}
+
+/* The two layouts' reads are functions of their own so that the compiler
+ * cannot hoist a relocation that this kernel poisons (a field it lacks) out
+ * of the existence check that guards it. */
+static __noinline __u64 ancestor_id_ptrs(struct cgroup *cg, int lvl)
+{
+	struct cgroup *a = 0;
+
+	bpf_core_read(&a, sizeof(a), &cg->ancestors[lvl]);
+	return BPF_CORE_READ(a, kn, id);
+}
+
+static __noinline __u64 ancestor_id_ids(struct cgroup___ids *cg, int lvl)
+{
+	__u64 id = 0;
+
+	bpf_core_read(&id, sizeof(id), &cg->ancestor_ids[lvl]);
+	return id;
+}
+
+/* ancestor_id is the id of cg's ancestor at level lvl, 0 when this kernel
+ * keeps neither layout. */
+static __always_inline __u64 ancestor_id(struct cgroup *cg, int lvl)
+{
+	if (bpf_core_field_exists(cg->ancestors))
+		return ancestor_id_ptrs(cg, lvl);
+	if (bpf_core_field_exists(((struct cgroup___ids *)cg)->ancestor_ids))
+		return ancestor_id_ids((struct cgroup___ids *)cg, lvl);
+	return 0;
+}
 
 volatile const struct sockops_config {
 	__u64 netns_cookie;  /* only sockets of this network namespace */
@@ -240,19 +298,19 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 	bsk = ops->sk;
 	sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
 	if (sk) {
-		struct cgroup *cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup);
-		int level = BPF_CORE_READ(cg, level);
+		struct cgroup *cg = sock_cgroup(sk);
+		int level = cg ? BPF_CORE_READ(cg, level) : -1;
 		__u32 uid = BPF_CORE_READ(sk, sk_uid.val);
 
 		/* the socket's cgroup, then its ancestors: the deepest entry wins */
 		for (int i = 0; i < CGROUP_DEPTH; i++) {
-			struct cgroup *a = 0;
 			__u64 id;
 
 			if (level - i < 0)
 				break;
-			bpf_core_read(&a, sizeof(a), &cg->ancestors[level - i]);
-			id = BPF_CORE_READ(a, kn, id);
+			id = i == 0 ? BPF_CORE_READ(cg, kn, id) : ancestor_id(cg, level - i);
+			if (!id)
+				break;
 			v = bpf_map_lookup_elem(&lanes_cgroup, &id);
 			if (valid_lane(v)) {
 				lane = *v;

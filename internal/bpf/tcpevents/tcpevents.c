@@ -27,6 +27,7 @@
 #include <linux/bpf.h>
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -40,17 +41,18 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-struct tcp_probe_args {
-	__u64 common;
+/*
+ * The tracepoint records as the kernel's BTF names them
+ * (trace_event_raw_<event>), relocated by CO-RE: fields move between
+ * kernels (tcp_probe has skbaddr/skaddr only after 6.1) and a field this kernel
+ * lacks is read only behind bpf_core_field_exists.
+ */
+struct trace_event_raw_tcp_probe {
 	__u8 saddr[28]; /* struct sockaddr_in or sockaddr_in6 */
 	__u8 daddr[28];
 	__u16 sport;    /* host order */
 	__u16 dport;
-	__u16 family;
-	__u16 pad0;
-	__u32 mark;
-	__u16 data_len;
-	__u16 pad1;
+	__u16 data_len; /* (family, 5.13+, is not read: the sockaddr has it) */
 	__u32 snd_nxt;
 	__u32 snd_una;
 	__u32 snd_cwnd;
@@ -58,17 +60,14 @@ struct tcp_probe_args {
 	__u32 snd_wnd;
 	__u32 srtt;     /* µs */
 	__u32 rcv_wnd;
-	__u32 pad2;
 	__u64 sock_cookie;
-	__u64 skbaddr;
-	__u64 skaddr;
-};
+	const void *skaddr; /* after 6.1 */
+} __attribute__((preserve_access_index));
 
-struct set_state_args {
-	__u64 common;
-	__u64 skaddr;
-	__s32 oldstate;
-	__s32 newstate;
+struct trace_event_raw_inet_sock_set_state {
+	const void *skaddr;
+	int oldstate;
+	int newstate;
 	__u16 sport;
 	__u16 dport;
 	__u16 family;
@@ -77,7 +76,7 @@ struct set_state_args {
 	__u8 daddr[4];
 	__u8 saddr_v6[16];
 	__u8 daddr_v6[16];
-};
+} __attribute__((preserve_access_index));
 
 enum event_kind {
 	EVENT_PROBE = 1,
@@ -193,7 +192,7 @@ static __always_inline void count_drop(void)
 }
 
 SEC("tracepoint/tcp/tcp_probe")
-int on_tcp_probe(struct tcp_probe_args *ctx)
+int on_tcp_probe(struct trace_event_raw_tcp_probe *ctx)
 {
 	if (!CFG.want_probe || !port_wanted(ctx->sport, ctx->dport))
 		return 0;
@@ -218,18 +217,20 @@ int on_tcp_probe(struct tcp_probe_args *ctx)
 	e->ts_ns = now;
 	e->kind = EVENT_PROBE;
 	e->cookie = cookie;
-	e->skaddr = ctx->skaddr;
-	e->family = ctx->family;
+	if (bpf_core_field_exists(ctx->skaddr))
+		e->skaddr = (__u64)(long)ctx->skaddr;
+	/* sa_family of the sockaddr: the record's own family field is 5.13+ */
+	bpf_core_read(&e->family, sizeof(e->family), &ctx->saddr);
 	e->sport = ctx->sport;
 	e->dport = ctx->dport;
-	if (ctx->family == AF_INET) {
+	if (e->family == AF_INET) {
 		/* sockaddr_in: family(2) port(2) addr(4) */
-		__builtin_memcpy(e->saddr, ctx->saddr + 4, 4);
-		__builtin_memcpy(e->daddr, ctx->daddr + 4, 4);
+		bpf_core_read(e->saddr, 4, &ctx->saddr[4]);
+		bpf_core_read(e->daddr, 4, &ctx->daddr[4]);
 	} else {
 		/* sockaddr_in6: family(2) port(2) flowinfo(4) addr(16) */
-		__builtin_memcpy(e->saddr, ctx->saddr + 8, 16);
-		__builtin_memcpy(e->daddr, ctx->daddr + 8, 16);
+		bpf_core_read(e->saddr, 16, &ctx->saddr[8]);
+		bpf_core_read(e->daddr, 16, &ctx->daddr[8]);
 	}
 	e->snd_cwnd = ctx->snd_cwnd;
 	e->ssthresh = ctx->ssthresh;
@@ -244,13 +245,13 @@ int on_tcp_probe(struct tcp_probe_args *ctx)
 }
 
 SEC("tracepoint/sock/inet_sock_set_state")
-int on_set_state(struct set_state_args *ctx)
+int on_set_state(struct trace_event_raw_inet_sock_set_state *ctx)
 {
 	if (!CFG.want_state || ctx->protocol != IPPROTO_TCP)
 		return 0;
 	if (!port_wanted(ctx->sport, ctx->dport))
 		return 0;
-	__u64 sk = ctx->skaddr;
+	__u64 sk = (__u64)(long)ctx->skaddr;
 	__u64 now = bpf_ktime_get_ns();
 	int newstate = ctx->newstate;
 	struct start_info *st = bpf_map_lookup_elem(&starts, &sk);
@@ -288,11 +289,11 @@ int on_set_state(struct set_state_args *ctx)
 	e->oldstate = ctx->oldstate;
 	e->newstate = newstate;
 	if (ctx->family == AF_INET) {
-		__builtin_memcpy(e->saddr, ctx->saddr, 4);
-		__builtin_memcpy(e->daddr, ctx->daddr, 4);
+		bpf_core_read(e->saddr, 4, &ctx->saddr);
+		bpf_core_read(e->daddr, 4, &ctx->daddr);
 	} else {
-		__builtin_memcpy(e->saddr, ctx->saddr_v6, 16);
-		__builtin_memcpy(e->daddr, ctx->daddr_v6, 16);
+		bpf_core_read(e->saddr, 16, &ctx->saddr_v6);
+		bpf_core_read(e->daddr, 16, &ctx->daddr_v6);
 	}
 	if (st) {
 		e->duration_ns = now - st->ts_ns;

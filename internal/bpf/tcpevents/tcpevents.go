@@ -169,3 +169,7 @@ func ensureTracefs() error {
 	}
 	return nil
 }
+
+// LoadSpec returns the object's collection spec, unloaded (for checks of
+// its CO-RE relocations against other kernels, internal/bpf/coretest).
+func LoadSpec() (*ebpf.CollectionSpec, error) { return loadTcpevents() }
