@@ -7,7 +7,7 @@
 //
 // testdata holds minimal BTF (`bpftool gen min_core_btf`: only the types
 // the objects relocate against, a few KB each) of:
-//   - linux-6.1.177-debian.btf: Debian 12's linux-image-6.1.0-51-cloud-amd64
+//   - linux-6.1.*-debian.btf: Debian 12's linux-image-6.1.0-N-cloud-amd64 (the newest)
 //     (vmlinux extracted from the package's bzImage);
 //   - linux-6.18.44-running.btf: the kernel these objects were built on;
 //   - models/linux-5.10.o, models/linux-5.15.o: MODELS of those kernels'
@@ -17,7 +17,8 @@
 //     tcp_probe without family); models/*.c say which and are rebuilt
 //     with `clang -target bpf -g -O2 -c linux-X.c -o linux-X.o`.
 //
-// To add a kernel: extract its vmlinux (or take /sys/kernel/btf/vmlinux on
+// scripts/core-btf.sh regenerates both after an object uses new kernel
+// types. To add a kernel: extract its vmlinux (or take /sys/kernel/btf/vmlinux on
 // it) and run, from internal/bpf,
 //
 //	bpftool gen min_core_btf VMLINUX coretest/testdata/linux-X.Y-NAME.btf \
@@ -123,7 +124,7 @@ func checkProgram(t *testing.T, spec *ebpf.CollectionSpec, prog *ebpf.ProgramSpe
 		}
 		poisoned++
 		if !absent[reloKey(relos[i])] {
-			t.Errorf("%s: reads a field this kernel lacks without bpf_core_field_exists on it", relos[i])
+			t.Errorf("%s: reads a field this kernel lacks without bpf_core_field_exists on it (a new field? scripts/core-btf.sh refreshes testdata)", relos[i])
 		}
 	}
 	t.Logf("%d relocations, %d absent fields guarded", len(relos), poisoned)

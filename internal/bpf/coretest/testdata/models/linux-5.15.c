@@ -1,7 +1,7 @@
 /* linux-5.15.c
  * A model of Linux 5.15's BTF for the types the lanes objects relocate
  * against, NOT extracted from that kernel (no 5.15 BTF is available from
- * this project's package sources): Debian 6.1's minimal BTF (../linux-6.1.177-debian.btf,
+ * this project's package sources): Debian 6.1's minimal BTF (../linux-6.1.*-debian.btf,
  * dumped with `bpftool btf dump ... format c`) with the layout changes that
  * matter here taken back to 5.15:
  *   - struct cgroup: u64 ancestor_ids[] (->ancestors[] came in 6.0)
