@@ -79,16 +79,15 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // owners is a table-driven Owners.
 type owners struct {
-	flows  map[Flow]uint32
-	procs  map[int]uint32
-	groups map[uint32]string
+	flows map[Flow][]uint32
+	procs map[int]uint32
 }
 
-func (o owners) FlowOwner(f Flow) (uint32, error) {
+func (o owners) FlowOwners(f Flow) ([]uint32, error) {
 	if u, ok := o.flows[f]; ok {
 		return u, nil
 	}
-	return 0, fmt.Errorf("no local socket %s", f)
+	return nil, fmt.Errorf("no local socket %s", f)
 }
 func (o owners) ProcessOwner(pid int) (uint32, error) {
 	if u, ok := o.procs[pid]; ok {
@@ -96,13 +95,15 @@ func (o owners) ProcessOwner(pid int) (uint32, error) {
 	}
 	return 0, fmt.Errorf("no process %d", pid)
 }
-func (o owners) InGroup(c Cred, g string) bool { return o.groups[c.UID] == g }
+func (o owners) GroupID(name string) (uint32, bool) { return 777, name == "lanes" }
 
 func TestAuthorize(t *testing.T) {
 	mine := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
 	theirs := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5001}
-	o := owners{flows: map[Flow]uint32{mine: 1000, theirs: 1001}, procs: map[int]uint32{10: 1000, 11: 1001}, groups: map[uint32]string{1002: "lanes"}}
-	root, user, member := Cred{UID: 0}, Cred{UID: 1000}, Cred{UID: 1002}
+	shared := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5002} // same ports from two local addresses
+	o := owners{flows: map[Flow][]uint32{mine: {1000}, theirs: {1001}, shared: {1000, 0}}, procs: map[int]uint32{10: 1000, 11: 1001}}
+	root, user, member := Cred{UID: 0}, Cred{UID: 1000}, Cred{UID: 1002, GID: 1002, Groups: []uint32{5, 777}}
+	primary := Cred{UID: 1003, GID: 777}
 	for _, tc := range []struct {
 		name string
 		c    Cred
@@ -122,6 +123,8 @@ func TestAuthorize(t *testing.T) {
 		{"own pid to realtime", user, Request{Op: OpMovePID, PID: 10, Lane: lane.Realtime}, false},
 		{"root anything", root, Request{Op: OpRegister, Flow: &theirs, Lane: lane.Realtime}, true},
 		{"group member", member, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
+		{"group as primary gid", primary, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
+		{"flow shared with root's socket", user, Request{Op: OpRegister, Flow: &shared, Lane: lane.Background}, false},
 	} {
 		err := Authorize(tc.c, tc.r, o, "lanes")
 		if tc.ok != (err == nil) {
@@ -178,7 +181,7 @@ func (h *handler) AccessGroup() string { return "" }
 func TestServerRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lanes.sock")
 	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
-	h := &handler{o: owners{flows: map[Flow]uint32{f: uint32(os.Getuid())}}}
+	h := &handler{o: owners{flows: map[Flow][]uint32{f: {uint32(os.Getuid())}}}}
 	s, err := Listen(path, h, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +206,7 @@ func TestServerRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl, err := c.Flows()
+	f.Proto = "tcp" // the API's default made explicit
 	if err != nil || len(fl) != 1 || fl[0].Flow != f || fl[0].UID != uint32(os.Getuid()) {
 		t.Fatalf("flows = %+v, %v", fl, err)
 	}

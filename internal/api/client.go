@@ -53,8 +53,16 @@ func (c *Client) Do(req Request) (*Response, error) {
 		return nil, err
 	}
 	_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.conn.Write(append(b, '\n')); err != nil {
-		return nil, fmt.Errorf("api send: %w", err)
+	if _, werr := c.conn.Write(append(b, '\n')); werr != nil {
+		// The daemon may have closed the connection with a last word
+		// (too many connections): show it rather than the broken pipe.
+		if line, err := c.r.ReadBytes('\n'); err == nil {
+			var resp Response
+			if json.Unmarshal(line, &resp) == nil && !resp.OK && resp.Error != "" {
+				return &resp, &DaemonError{Msg: resp.Error}
+			}
+		}
+		return nil, fmt.Errorf("api send: %w", werr)
 	}
 	line, err := c.r.ReadBytes('\n')
 	if err != nil {
@@ -124,7 +132,7 @@ func (c *Client) LaneCgroup(l lane.Lane) (string, error) {
 	return r.Cgroup, nil
 }
 
-// RegisterConn registers a connected TCP or UDP socket by its 3-tuple, read
+// RegisterConn registers a connected TCP or UDP socket by its 5-tuple, read
 // from the connection itself (the paper's getsockname after connect).
 func (c *Client) RegisterConn(conn net.Conn, l lane.Lane) (Flow, error) {
 	f, err := FlowOf(conn)
@@ -134,7 +142,7 @@ func (c *Client) RegisterConn(conn net.Conn, l lane.Lane) (Flow, error) {
 	return f, c.Register(f, l)
 }
 
-// FlowOf returns the 3-tuple of a connected socket.
+// FlowOf returns the 5-tuple of a connected socket.
 func FlowOf(conn net.Conn) (Flow, error) {
 	la, err1 := netip.ParseAddrPort(conn.LocalAddr().String())
 	ra, err2 := netip.ParseAddrPort(conn.RemoteAddr().String())
@@ -145,7 +153,7 @@ func FlowOf(conn net.Conn) (Flow, error) {
 	if _, ok := conn.(*net.UDPConn); ok {
 		proto = "udp"
 	}
-	return Flow{Dst: ra.Addr().Unmap().String(), DPort: ra.Port(), SPort: la.Port(), Proto: proto}, nil
+	return Flow{Dst: ra.Addr().Unmap().String(), DPort: ra.Port(), SPort: la.Port(), Proto: proto, Src: la.Addr().Unmap().String()}, nil
 }
 
 // SocketLanes returns the lanes of the sockets with these cookies (those the

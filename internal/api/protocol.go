@@ -41,12 +41,15 @@ const (
 const MaxCookies = 2048
 
 // Flow is the paper's registration key: destination IP, destination port,
-// source port (read with getsockname after connect), and the protocol.
+// source port (read with getsockname after connect), and the protocol; with
+// the local address, the full 5-tuple. The API defaults Proto to tcp; Src
+// (optional) narrows whose sockets the registration may name and move.
 type Flow struct {
 	Dst   string `json:"dst"`
 	DPort uint16 `json:"dport"`
 	SPort uint16 `json:"sport"`
 	Proto string `json:"proto,omitempty"` // "tcp" (default) or "udp"
+	Src   string `json:"src,omitempty"`   // local address; "" = any
 }
 
 func (f Flow) String() string {
@@ -54,7 +57,11 @@ func (f Flow) String() string {
 	if p == "" {
 		p = "tcp"
 	}
-	return fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+	s := fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+	if f.Src != "" {
+		s += " src " + f.Src
+	}
+	return s
 }
 
 // Validate checks a flow key.
@@ -71,7 +78,21 @@ func (f Flow) Validate() error {
 	if f.Proto != "" && f.Proto != "tcp" && f.Proto != "udp" {
 		return fmt.Errorf("flow proto %q: want tcp or udp", f.Proto)
 	}
+	if f.Src != "" {
+		if _, err := netip.ParseAddr(f.Src); err != nil {
+			return fmt.Errorf("flow src %q is not an IP address", f.Src)
+		}
+	}
 	return nil
+}
+
+// defaultProto makes the documented default explicit: a flow without proto
+// is TCP. (An empty proto in the datapath's key would match any protocol,
+// while ownership was checked for TCP only.)
+func (f *Flow) defaultProto() {
+	if f.Proto == "" {
+		f.Proto = "tcp"
+	}
 }
 
 // Request is one client request.
@@ -110,6 +131,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if err := r.Flow.Validate(); err != nil {
 			return Request{}, err
 		}
+		r.Flow.defaultProto()
 		if r.Lane == lane.Unset {
 			return Request{}, errors.New("register needs a lane")
 		}
@@ -120,6 +142,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if err := r.Flow.Validate(); err != nil {
 			return Request{}, err
 		}
+		r.Flow.defaultProto()
 	case OpMovePID:
 		if r.PID <= 0 {
 			return Request{}, errors.New("move-pid needs a pid > 0")

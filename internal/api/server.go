@@ -1,7 +1,12 @@
-// server.go: the daemon side of the protocol. One goroutine per connection;
-// every request is decoded, authorized against the caller's SO_PEERCRED and
-// handed to the daemon's Handler. Nothing a client sends can crash it: bad
-// lines get an error reply, over-long lines close the connection after one.
+// server.go: the daemon side of the protocol. One goroutine per connection
+// (on Go's netpoller, no thread of its own); the caller's credentials are
+// taken once at accept (SO_PEERCRED, SO_PEERGROUPS); every request is
+// decoded, authorized against them and handed to the daemon's Handler.
+// Nothing a client sends can crash it: bad lines get an error reply,
+// over-long lines close the connection after one, connections beyond
+// MaxConnsPerUID of one uid or MaxConns in all get one error line and are
+// closed. Every change (register, unregister, move-pid), allowed or refused,
+// is logged with the caller.
 package api
 
 import (
@@ -21,6 +26,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/peercred"
+)
+
+// Connection limits of the API socket (0666: any local user reaches it).
+const (
+	MaxConns       = 512
+	MaxConnsPerUID = 32
 )
 
 // Handler is what the daemon does for each request. Authorization has been
@@ -41,13 +53,14 @@ type Handler interface {
 
 // Server serves the protocol on a unix socket.
 type Server struct {
-	h    Handler
-	ln   *net.UnixListener
-	path string
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	conn map[net.Conn]struct{}
-	log  *slog.Logger
+	h      Handler
+	ln     *net.UnixListener
+	path   string
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conn   map[net.Conn]struct{}
+	perUID map[uint32]int
+	log    *slog.Logger
 }
 
 // Listen creates the socket (replacing a stale one) with mode 0666: anyone
@@ -73,7 +86,7 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, log: log}, nil
+	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{}, log: log}, nil
 }
 
 // Path is the socket's path.
@@ -92,17 +105,66 @@ func (s *Server) Serve(ctx context.Context) error {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		s.mu.Lock()
-		s.conn[c] = struct{}{}
-		s.mu.Unlock()
+		cred, err := peerCred(c)
+		if err != nil {
+			s.log.Warn("api: no peer credentials, closing", "err", err)
+			c.Close()
+			continue
+		}
+		if err := s.track(c, cred.UID); err != nil {
+			refuse(c, err)
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(c)
-			s.mu.Lock()
-			delete(s.conn, c)
-			s.mu.Unlock()
+			s.serveConn(c, cred)
+			s.untrack(c, cred.UID)
 		}()
+	}
+}
+
+// refuse answers a connection over the limits with one error line and
+// closes it; shut down and drained first, since closing with unread
+// requests would reset the peer's socket and lose the line.
+func refuse(c *net.UnixConn, why error) {
+	b, _ := json.Marshal(&Response{Error: why.Error()})
+	if raw, err := c.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) {
+			_, _ = unix.Write(int(fd), append(b, '\n'))
+			_ = unix.Shutdown(int(fd), unix.SHUT_RDWR)
+			var buf [4096]byte
+			for i := 0; i < 64; i++ {
+				if n, _, err := unix.Recvfrom(int(fd), buf[:], unix.MSG_DONTWAIT); n <= 0 || err != nil {
+					break
+				}
+			}
+		})
+	}
+	c.Close()
+}
+
+// track counts a new connection against the limits.
+func (s *Server) track(c net.Conn, uid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conn) >= MaxConns {
+		return fmt.Errorf("too many connections (%d open, max %d)", len(s.conn), MaxConns)
+	}
+	if s.perUID[uid] >= MaxConnsPerUID {
+		return fmt.Errorf("too many connections of uid %d (max %d)", uid, MaxConnsPerUID)
+	}
+	s.conn[c] = struct{}{}
+	s.perUID[uid]++
+	return nil
+}
+
+func (s *Server) untrack(c net.Conn, uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conn, c)
+	if s.perUID[uid]--; s.perUID[uid] <= 0 {
+		delete(s.perUID, uid)
 	}
 }
 
@@ -126,24 +188,19 @@ func peerCred(c *net.UnixConn) (Cred, error) {
 	if err != nil {
 		return Cred{}, err
 	}
-	var uc *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) { uc, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+	var pc peercred.Cred
+	var perr error
+	if err := raw.Control(func(fd uintptr) { pc, perr = peercred.Of(int(fd)) }); err != nil {
 		return Cred{}, err
 	}
-	if serr != nil {
-		return Cred{}, serr
+	if perr != nil {
+		return Cred{}, perr
 	}
-	return Cred{PID: uc.Pid, UID: uc.Uid, GID: uc.Gid}, nil
+	return Cred{PID: pc.PID, UID: pc.UID, GID: pc.GID, Groups: pc.Groups}, nil
 }
 
-func (s *Server) serveConn(c *net.UnixConn) {
+func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	defer c.Close()
-	cred, err := peerCred(c)
-	if err != nil {
-		s.log.Warn("api: no peer credentials, closing", "err", err)
-		return
-	}
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	w := bufio.NewWriter(c)
@@ -169,9 +226,14 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
-	if err := Authorize(cred, req, s.h.Owners(), s.h.AccessGroup()); err != nil {
+	group := s.h.AccessGroup()
+	cred.Privileged = Privileged(cred, s.h.Owners(), group)
+	if err := Authorize(cred, req, s.h.Owners(), group); err != nil {
 		s.log.Info("api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
 		return &Response{Error: err.Error()}
+	}
+	if changes(req.Op) {
+		defer func() { s.audit(cred, req, resp) }()
 	}
 	r := &Response{OK: true}
 	switch req.Op {
@@ -203,6 +265,26 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 		return &Response{Error: err.Error()}
 	}
 	return r
+}
+
+func changes(op string) bool { return op == OpRegister || op == OpUnregister || op == OpMovePID }
+
+// audit logs a change with its caller and outcome.
+func (s *Server) audit(c Cred, r Request, resp *Response) {
+	attrs := []any{"op", r.Op, "uid", c.UID, "pid", c.PID, "privileged", c.Privileged}
+	if r.Flow != nil {
+		attrs = append(attrs, "flow", r.Flow.String())
+	}
+	if r.PID != 0 {
+		attrs = append(attrs, "target_pid", r.PID)
+	}
+	if r.Lane != lane.Unset {
+		attrs = append(attrs, "lane", r.Lane)
+	}
+	if resp != nil && !resp.OK {
+		attrs = append(attrs, "err", resp.Error)
+	}
+	s.log.Info("api change", attrs...)
 }
 
 func writeResponse(w *bufio.Writer, r *Response) error {

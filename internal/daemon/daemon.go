@@ -68,6 +68,9 @@ type Daemon struct {
 	liveSockets map[api.Flow][]liveSocket
 	tasks       *taskEngine  // task rules and exe/comm lane rules; nil if none
 	comps       []*component // coop controller, realtime lane
+
+	// regs: the sockets each API registration is tied to (registrations.go)
+	regs map[api.Flow]*regLife
 }
 
 type managedIface struct {
@@ -153,6 +156,9 @@ func Run(ctx context.Context, opts Options) error {
 	defer signal.Stop(hup)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ctx) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go d.sweepRegistrations(sweepCtx)
 	for {
 		select {
 		case <-hup:
@@ -196,7 +202,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, cgroups: &cgroupMount{}}
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, cgroups: &cgroupMount{}}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -264,6 +270,7 @@ func (d *Daemon) uninstallLocked() error {
 
 func (d *Daemon) deleteFlowLocked(f api.Flow) error {
 	delete(d.flows, f)
+	delete(d.regs, f)
 	d.restoreLiveSocketsLocked(f)
 	if d.host == nil {
 		return nil
@@ -317,35 +324,6 @@ func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Flow.String() < out[j].Flow.String() })
 	return out, nil
-}
-
-func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
-	key, err := flowKey(f)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.host == nil {
-		return errors.New("no datapath installed")
-	}
-	if err := d.host.SetFlowLane(key, l); err != nil {
-		return err
-	}
-	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
-	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
-	d.moveLiveSocketsLocked(f, l)
-	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "live_sockets", len(d.liveSockets[f]))
-	return nil
-}
-
-func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.flows[f]; !ok {
-		return fmt.Errorf("flow %s is not registered", f)
-	}
-	return d.deleteFlowLocked(f)
 }
 
 func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {

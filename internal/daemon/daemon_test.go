@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ var lanesBin string
 func TestMain(m *testing.M) {
 	code := func() int {
 		os.Setenv("LANES_LAB_CC", "cubic") // read by `lanes lab helper` clients
-		if os.Geteuid() == 0 {
+		if os.Geteuid() == 0 && os.Getenv("LANES_ATTACK_HELPER") == "" {
 			dir, err := os.MkdirTemp("", "lanes-bin")
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -63,18 +64,36 @@ func TestMain(m *testing.M) {
 // proc is a process started in a namespace, killed at test end.
 type proc struct {
 	cmd *exec.Cmd
-	out *strings.Builder
+	out *syncBuf
+}
+
+// syncBuf is a process's stderr, safe to read while the process writes it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
 	t.Helper()
 	cmd := ns.Command(lanesBin, args...)
-	var out strings.Builder
-	cmd.Stderr = &out
+	out := &syncBuf{}
+	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", args, err)
 	}
-	p := &proc{cmd: cmd, out: &out}
+	p := &proc{cmd: cmd, out: out}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
@@ -180,12 +199,12 @@ func bulk(t *testing.T, ns *testutil.NetNS, url string, prefix ...string) (*proc
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errb strings.Builder
-	cmd.Stderr = &errb
+	errb := &syncBuf{}
+	cmd.Stderr = errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, out: &errb}
+	p := &proc{cmd: cmd, out: errb}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {

@@ -25,8 +25,9 @@ type liveSocket struct {
 }
 
 // liveSocketsOf returns the cookies of the connected TCP sockets of a flow
-// in the daemon's network namespace.
-func liveSocketsOf(f api.Flow) ([]uint64, error) {
+// in the daemon's network namespace (of its local address, if it names
+// one); uid >= 0 keeps only that uid's sockets.
+func liveSocketsOf(f api.Flow, uid int64) ([]uint64, error) {
 	if f.Proto != "" && f.Proto != "tcp" {
 		return nil, nil
 	}
@@ -35,8 +36,12 @@ func liveSocketsOf(f api.Flow) ([]uint64, error) {
 		return nil, err
 	}
 	dst = dst.Unmap()
-	s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Filter: tcpmon.Filter{
-		Remote: netip.PrefixFrom(dst, dst.BitLen()), RemotePort: f.DPort, LocalPort: f.SPort}})
+	filter := tcpmon.Filter{Remote: netip.PrefixFrom(dst, dst.BitLen()), RemotePort: f.DPort, LocalPort: f.SPort}
+	if src, err := netip.ParseAddr(f.Src); err == nil {
+		src = src.Unmap()
+		filter.Local = netip.PrefixFrom(src, src.BitLen())
+	}
+	s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Filter: filter})
 	if err != nil {
 		return nil, err
 	}
@@ -47,16 +52,22 @@ func liveSocketsOf(f api.Flow) ([]uint64, error) {
 	}
 	var out []uint64
 	for _, fl := range flows {
-		if fl.Cookie != 0 {
+		if fl.Cookie != 0 && (uid < 0 || int64(fl.UID) == uid) {
 			out = append(out, fl.Cookie)
 		}
 	}
 	return out, nil
 }
 
-// moveLiveSocketsLocked puts the flow's connected sockets in lane l and remembers what they had (d.mu held).
-func (d *Daemon) moveLiveSocketsLocked(f api.Flow, l lane.Lane) {
-	cookies, err := liveSocketsOf(f)
+// moveLiveSocketsLocked puts the flow's connected sockets in lane l and
+// remembers what they had (d.mu held). An unprivileged caller's
+// registration moves only the caller's own sockets.
+func (d *Daemon) moveLiveSocketsLocked(c api.Cred, f api.Flow, l lane.Lane) {
+	uid := int64(-1)
+	if !c.Privileged {
+		uid = int64(c.UID)
+	}
+	cookies, err := liveSocketsOf(f, uid)
 	if err != nil {
 		d.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
 		return

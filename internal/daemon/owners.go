@@ -1,6 +1,8 @@
-// owners.go: answers "who owns this socket / process / group membership" from
-// /proc, for the API's authorization (anyone may demote their own flows and
-// processes to background, and no one else's).
+// owners.go: answers "who owns these sockets / this process" from /proc,
+// for the API's authorization (anyone may demote their own flows and
+// processes to background, and no one else's), and resolves the access
+// group's name. Group membership itself comes from the caller's
+// credentials at connect (api.Cred), not from here.
 package daemon
 
 import (
@@ -21,56 +23,133 @@ type procOwners struct {
 	proc string // "/proc" (tests may point elsewhere)
 }
 
-// FlowOwner finds the local socket with the flow's 3-tuple in
-// /proc/net/{tcp,tcp6,udp,udp6} and returns its uid.
-func (o procOwners) FlowOwner(f api.Flow) (uint32, error) {
-	dst, err := netip.ParseAddr(f.Dst)
+// FlowOwners returns the uids of every local socket matching the flow
+// (protocol, local address if given, ports, destination), from
+// /proc/net/{tcp,tcp6,udp,udp6}.
+func (o procOwners) FlowOwners(f api.Flow) ([]uint32, error) {
+	socks, err := o.socketsOf(f)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	proto := f.Proto
-	if proto == "" {
-		proto = "tcp"
+	if len(socks) == 0 {
+		return nil, fmt.Errorf("no local %s socket %s", protoOf(f), f)
 	}
-	for _, file := range []string{proto, proto + "6"} {
-		uid, ok, err := findSocket(o.proc+"/net/"+file, dst, f.DPort, f.SPort)
-		if err != nil && !os.IsNotExist(err) {
-			return 0, err
-		}
-		if ok {
-			return uid, nil
-		}
+	uids := make([]uint32, len(socks))
+	for i, s := range socks {
+		uids[i] = s.uid
 	}
-	return 0, fmt.Errorf("no local %s socket %s", proto, f)
+	return uids, nil
 }
 
-// findSocket scans one /proc/net table. Columns: sl local rem st ... uid.
-func findSocket(path string, dst netip.Addr, dport, sport uint16) (uint32, bool, error) {
+func protoOf(f api.Flow) string {
+	if f.Proto == "" {
+		return "tcp"
+	}
+	return f.Proto
+}
+
+// procSocket is one line of a /proc/net table.
+type procSocket struct {
+	local, remote netip.AddrPort
+	state         uint8
+	uid           uint32
+	inode         uint64 // 0 for TIME_WAIT and other sockets without a file
+}
+
+// socketsOf returns the open sockets matching f (TIME_WAIT excluded).
+func (o procOwners) socketsOf(f api.Flow) ([]procSocket, error) {
+	tab, err := o.tableOf(protoOf(f))
+	if err != nil {
+		return nil, err
+	}
+	return tab.match(f), nil
+}
+
+// sockTable is the open sockets of the namespace by (proto, destination,
+// local port).
+type sockTable map[sockKey][]procSocket
+
+type sockKey struct {
+	proto string
+	dst   netip.AddrPort
+	sport uint16
+}
+
+// table reads every TCP and UDP socket once (the registration sweep).
+func (o procOwners) table() (sockTable, error) {
+	tab := sockTable{}
+	for _, proto := range []string{"tcp", "udp"} {
+		if err := o.readTable(tab, proto); err != nil {
+			return nil, err
+		}
+	}
+	return tab, nil
+}
+
+func (o procOwners) tableOf(proto string) (sockTable, error) {
+	tab := sockTable{}
+	return tab, o.readTable(tab, proto)
+}
+
+func (o procOwners) readTable(tab sockTable, proto string) error {
+	for _, file := range []string{proto, proto + "6"} {
+		err := scanSockets(o.proc+"/net/"+file, func(s procSocket) {
+			if s.inode == 0 {
+				return
+			}
+			k := sockKey{proto, netip.AddrPortFrom(s.remote.Addr().Unmap(), s.remote.Port()), s.local.Port()}
+			tab[k] = append(tab[k], s)
+		})
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// match returns the sockets of f: its protocol, ports and destination, and
+// its local address if it names one.
+func (t sockTable) match(f api.Flow) []procSocket {
+	dst, err := netip.ParseAddr(f.Dst)
+	if err != nil {
+		return nil
+	}
+	src, _ := netip.ParseAddr(f.Src)
+	var out []procSocket
+	for _, s := range t[sockKey{protoOf(f), netip.AddrPortFrom(dst.Unmap(), f.DPort), f.SPort}] {
+		if !src.IsValid() || s.local.Addr().Unmap() == src.Unmap() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// scanSockets calls fn for each socket of one /proc/net table.
+// Columns: sl local rem st tx:rx tr:when retrnsmt uid timeout inode.
+func scanSockets(path string, fn func(procSocket)) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	defer fh.Close()
 	sc := bufio.NewScanner(fh)
 	sc.Scan() // header
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 {
+		if len(fields) < 10 {
 			continue
 		}
 		la, lp, err1 := parseProcAddr(fields[1])
 		ra, rp, err2 := parseProcAddr(fields[2])
-		if err1 != nil || err2 != nil || lp != sport || rp != dport || ra.Unmap() != dst.Unmap() {
+		st, err3 := strconv.ParseUint(fields[3], 16, 8)
+		uid, err4 := strconv.ParseUint(fields[7], 10, 32)
+		ino, err5 := strconv.ParseUint(fields[9], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
 			continue
 		}
-		_ = la
-		uid, err := strconv.ParseUint(fields[7], 10, 32)
-		if err != nil {
-			continue
-		}
-		return uint32(uid), true, nil
+		fn(procSocket{local: netip.AddrPortFrom(la, lp), remote: netip.AddrPortFrom(ra, rp), state: uint8(st), uid: uint32(uid), inode: ino})
 	}
-	return 0, false, sc.Err()
+	return sc.Err()
 }
 
 // parseProcAddr decodes "0100007F:1F90" (IPv4) or the 32-hex-digit IPv6 form;
@@ -104,29 +183,14 @@ func (o procOwners) ProcessOwner(pid int) (uint32, error) {
 	return ids[0], nil
 }
 
-// InGroup says whether the caller's gid or supplementary groups include group.
-func (o procOwners) InGroup(c api.Cred, group string) bool {
-	g, err := user.LookupGroup(group)
+// GroupID resolves a group name (the policy's access group).
+func (o procOwners) GroupID(name string) (uint32, bool) {
+	g, err := user.LookupGroup(name)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	gid, err := strconv.ParseUint(g.Gid, 10, 32)
-	if err != nil {
-		return false
-	}
-	if c.GID == uint32(gid) {
-		return true
-	}
-	groups, err := statusIDs(fmt.Sprintf("%s/%d/status", o.proc, c.PID), "Groups:")
-	if err != nil {
-		return false
-	}
-	for _, x := range groups {
-		if x == uint32(gid) {
-			return true
-		}
-	}
-	return false
+	return uint32(gid), err == nil
 }
 
 func statusIDs(path, key string) ([]uint32, error) {

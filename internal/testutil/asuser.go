@@ -24,19 +24,35 @@ const Nobody = 65534
 func AsUser(t testing.TB, uid, gid uint32, groups []uint32, fn func() error) {
 	t.Helper()
 	RequireRoot(t)
-	if err := asUser(uid, gid, groups, fn); err != nil {
+	if err := asUser(-1, uid, gid, groups, fn); err != nil {
 		t.Fatalf("as uid %d: %v", uid, err)
 	}
 }
 
-func asUser(uid, gid uint32, groups []uint32, fn func() error) error {
+// AsUserIn is AsUser inside the network namespace ns: sockets fn opens are
+// the user's sockets in ns.
+func AsUserIn(t testing.TB, ns *NetNS, uid, gid uint32, groups []uint32, fn func() error) {
+	t.Helper()
+	RequireRoot(t)
+	if err := asUser(int(ns.Handle), uid, gid, groups, fn); err != nil {
+		t.Fatalf("as uid %d in %s: %v", uid, ns.Name, err)
+	}
+}
+
+func asUser(nsFd int, uid, gid uint32, groups []uint32, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// Never unlocked: the goroutine's end takes the thread with it,
-		// so no other goroutine ever runs with these credentials. (Go
-		// starts new threads from a clean template thread, not from a
-		// locked one.)
+		// Never unlocked: the goroutine's end takes the thread with it
+		// (or, on the main thread, wedges it), so no other goroutine
+		// ever runs with these credentials. Go starts new threads from a
+		// clean template thread, not from a locked one.
 		runtime.LockOSThread()
+		if nsFd >= 0 {
+			if err := unix.Setns(nsFd, unix.CLONE_NEWNET); err != nil {
+				errc <- fmt.Errorf("setns: %w", err)
+				return
+			}
+		}
 		var gp uintptr
 		if len(groups) > 0 {
 			gp = uintptr(unsafe.Pointer(&groups[0]))

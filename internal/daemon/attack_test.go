@@ -1,0 +1,394 @@
+// attack_test.go: the daemon's API attacked by an unprivileged local user.
+// The tests run as root and act as nobody on throw-away threads
+// (testutil.AsUser, AsUserIn for sockets in the daemon's namespace). Each
+// names the defect it guards against and the fix.
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+const nobody = testutil.Nobody
+
+// attackBed is a daemon on A of a veth pair (policy extra appended to the
+// interface), a server on B port 8080, and the API socket reachable by
+// nobody.
+type attackBed struct {
+	p    *testutil.Pair
+	d    *proc
+	sock string
+	root *api.Client
+}
+
+func newAttackBed(t *testing.T, extra string) *attackBed {
+	t.Helper()
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+extra)
+	for dir := filepath.Dir(sock); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		os.Chmod(dir, 0o755) // t.TempDir is 0700: let nobody reach the socket
+	}
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	waitLong(t, "the server on B", func() bool {
+		var c net.Conn
+		p.A.Do(t, func() error { c, _ = net.Dial("tcp", fmt.Sprintf("%s:8080", p.AddrB)); return nil })
+		if c != nil {
+			c.Close()
+		}
+		return c != nil
+	})
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &attackBed{p: p, d: d, sock: sock, root: c}
+}
+
+// client connects to the API as uid with these supplementary groups.
+func (b *attackBed) client(t *testing.T, uid uint32, groups []uint32) *api.Client {
+	t.Helper()
+	var c *api.Client
+	var err error
+	testutil.AsUser(t, uid, uid, groups, func() error { c, err = api.Dial(b.sock); return nil })
+	if err != nil {
+		t.Fatalf("dial as uid %d: %v", uid, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialAs opens a connection from A (local address src, "" = any, and port
+// sport, 0 = any) to B's server, owned by uid.
+func (b *attackBed) dialAs(t *testing.T, uid uint32, network, src string, sport int) net.Conn {
+	t.Helper()
+	var conn net.Conn
+	var err error
+	dial := func() error {
+		d := net.Dialer{}
+		ip := net.ParseIP(src)
+		if network == "udp" {
+			d.LocalAddr = &net.UDPAddr{IP: ip, Port: sport}
+		} else {
+			d.LocalAddr = &net.TCPAddr{IP: ip, Port: sport}
+		}
+		conn, err = d.Dial(network, fmt.Sprintf("%s:8080", b.p.AddrB))
+		return nil
+	}
+	if uid == 0 {
+		b.p.A.Do(t, func() error { return dial() })
+	} else {
+		testutil.AsUserIn(t, b.p.A, uid, uid, nil, dial)
+	}
+	if err != nil {
+		t.Fatalf("dial %s as uid %d: %v", network, uid, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func cookieOf(t *testing.T, conn net.Conn) uint64 {
+	t.Helper()
+	raw, err := conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookie uint64
+	var serr error
+	raw.Control(func(fd uintptr) { cookie, serr = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return cookie
+}
+
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAttackGroupFromPID: access-group membership was read from
+// /proc/<pid>/status of the connecting PID on every request, so whatever
+// process held that PID lent its groups (a recycled PID gave a non-member
+// the group's rights). Here a helper process whose main thread is in the
+// group connects from a thread that is nobody without it: the PID's /proc
+// says member, the connection is not. Fix: groups from SO_PEERGROUPS,
+// taken at connect.
+func TestAttackGroupFromPID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Getenv("LANES_ATTACK_HELPER") != "" {
+		t.Skip("helper")
+	}
+	b := newAttackBed(t, "access:\n  group: users\n")
+	const usersGID = 100
+	f := api.Flow{Dst: b.p.AddrB.String(), DPort: 8080, SPort: 40001, Proto: "tcp"}
+	run := func(groups string) string {
+		exe := copyTestBinary(t)
+		cmd := exec.Command(exe, "-test.run=^TestAttackHelper$")
+		cmd.Env = append(os.Environ(), "LANES_ATTACK_HELPER="+b.sock, "LANES_ATTACK_GROUPS="+groups,
+			fmt.Sprintf("LANES_ATTACK_FLOW=%s,%d,%d", f.Dst, f.DPort, f.SPort))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{usersGID}}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helper: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := run(""); !strings.Contains(out, "result=denied") {
+		t.Fatalf("nobody without the group, from a PID whose /proc shows it, was let in:\n%s", out)
+	}
+	if out := run("100"); !strings.Contains(out, "result=ok") {
+		t.Fatalf("a member of the group at connect was refused:\n%s", out)
+	}
+	waitLong(t, "the change logged with its caller", func() bool {
+		return strings.Contains(b.d.out.String(), `msg="api change" op=register uid=65534`)
+	})
+}
+
+// In the helper, the main goroutine keeps the main thread, whose
+// credentials /proc/<pid>/status shows, so AsUser never runs there.
+func init() {
+	if os.Getenv("LANES_ATTACK_HELPER") != "" {
+		runtime.LockOSThread()
+	}
+}
+
+// TestAttackHelper is TestAttackGroupFromPID's helper process: it registers
+// a flow in interactive from a thread that is nobody with the groups of
+// LANES_ATTACK_GROUPS.
+func TestAttackHelper(t *testing.T) {
+	sock := os.Getenv("LANES_ATTACK_HELPER")
+	if sock == "" {
+		t.Skip("only run by TestAttackGroupFromPID")
+	}
+	var groups []uint32
+	if g := os.Getenv("LANES_ATTACK_GROUPS"); g != "" {
+		var gid uint32
+		fmt.Sscan(g, &gid)
+		groups = []uint32{gid}
+	}
+	var f api.Flow
+	fmt.Sscanf(strings.ReplaceAll(os.Getenv("LANES_ATTACK_FLOW"), ",", " "), "%s %d %d", &f.Dst, &f.DPort, &f.SPort)
+	f.Proto = "tcp"
+	var c *api.Client
+	var err error
+	testutil.AsUser(t, nobody, nobody, groups, func() error { c, err = api.Dial(sock); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Register(f, lane.Interactive); err != nil {
+		fmt.Println("result=denied", err)
+		return
+	}
+	fmt.Println("result=ok")
+}
+
+// copyTestBinary copies the test binary where any user may run it.
+func copyTestBinary(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lanes-attack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "attack.test")
+	if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// TestAttackUnregisterOthers: a user could unregister root's registration of
+// a flow whose socket the user owns, or override it, and nothing was logged.
+// Fix: unprivileged callers may unregister only their own registrations and
+// may not override another's; every change is logged with the caller.
+func TestAttackUnregisterOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	conn := b.dialAs(t, nobody, "tcp", "", 0)
+	f, err := api.FlowOf(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.root.Register(f, lane.Interactive); err != nil {
+		t.Fatal(err)
+	}
+	user := b.client(t, nobody, nil)
+	if err := user.Unregister(f); err == nil {
+		t.Error("nobody unregistered root's registration")
+	}
+	if err := user.Register(f, lane.Background); err == nil {
+		t.Error("nobody overrode root's registration")
+	}
+	flows, err := b.root.Flows()
+	if err != nil || len(flows) != 1 || flows[0].UID != 0 || flows[0].Lane != lane.Interactive {
+		t.Fatalf("flows after the attempts: %+v %v", flows, err)
+	}
+	waitLong(t, "the refused unregister logged with its caller", func() bool {
+		return strings.Contains(b.d.out.String(), `msg="api change" op=unregister uid=65534`)
+	})
+}
+
+// TestAttackWildcardProto: a registration without proto became a wildcard in
+// the datapath that also captured root's UDP flow on the same ports, while
+// ownership was checked for TCP only. Fix: proto defaults to tcp.
+func TestAttackWildcardProto(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	conn := b.dialAs(t, nobody, "tcp", "", 0)
+	f, _ := api.FlowOf(conn)
+	b.dialAs(t, 0, "udp", "", int(f.SPort)) // root's UDP flow, same ports
+	user := b.client(t, nobody, nil)
+	wild := api.Flow{Dst: f.Dst, DPort: f.DPort, SPort: f.SPort}
+	if err := user.Register(wild, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	flows, err := b.root.Flows()
+	if err != nil || len(flows) != 1 {
+		t.Fatalf("flows %+v %v", flows, err)
+	}
+	if flows[0].Flow.Proto != "tcp" {
+		t.Errorf("registration without proto stored as %q: it matches root's UDP flow too", flows[0].Flow.Proto)
+	}
+}
+
+// TestAttackLocalAddress: the local address was ignored, so a user's
+// registration of their own socket's ports also moved root's live socket
+// with the same ports from another local address. Fix: every matching
+// socket must be the caller's, the local address (src) narrows the match,
+// and only the caller's sockets are moved.
+func TestAttackLocalAddress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	second := net.IPv4(b.p.AddrA[0], b.p.AddrA[1], b.p.AddrA[2], 3).To4()
+	b.p.A.Do(t, func() error {
+		l, err := netlink.LinkByName(b.p.LinkA)
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: second, Mask: net.CIDRMask(24, 32)}})
+	})
+	rootConn := b.dialAs(t, 0, "tcp", b.p.AddrA.String(), 0)
+	rf, _ := api.FlowOf(rootConn)
+	userConn := b.dialAs(t, nobody, "tcp", second.String(), int(rf.SPort))
+	uf, _ := api.FlowOf(userConn)
+	rootCookie := cookieOf(t, rootConn)
+
+	user := b.client(t, nobody, nil)
+	ports := api.Flow{Dst: uf.Dst, DPort: uf.DPort, SPort: uf.SPort, Proto: "tcp"}
+	err := user.Register(ports, lane.Background)
+	if got, _ := b.root.SocketLanes([]uint64{rootCookie}); got[rootCookie] != lane.Unset {
+		t.Fatalf("root's socket moved to %v by nobody's registration (err %v)", got[rootCookie], err)
+	}
+	if err == nil {
+		t.Error("a flow matching root's socket was registered by nobody")
+	}
+	if err := user.Register(uf, lane.Background); err != nil {
+		t.Fatalf("own flow with its local address: %v", err)
+	}
+	userCookie := cookieOf(t, userConn)
+	got, _ := b.root.SocketLanes([]uint64{rootCookie, userCookie})
+	if got[rootCookie] != lane.Unset || got[userCookie] != lane.Background {
+		t.Errorf("after registering %s: root's socket %v (want none), nobody's %v (want background)", uf, got[rootCookie], got[userCookie])
+	}
+}
+
+// TestAttackRegistrationOutlivesSocket: a registration outlived its socket
+// (the tuple map kept 1,955 entries after a churn run) and captured the next
+// flow on those ports. Fix: registrations are tied to their sockets and swept
+// when they close.
+func TestAttackRegistrationOutlivesSocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	conn := b.dialAs(t, nobody, "tcp", "", 0)
+	user := b.client(t, nobody, nil)
+	if _, err := user.RegisterConn(conn, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	if flows, _ := b.root.Flows(); len(flows) != 1 {
+		t.Fatalf("flows %+v", flows)
+	}
+	conn.Close()
+	waitLong(t, "the closed socket's registration to go", func() bool {
+		flows, err := b.root.Flows()
+		return err == nil && len(flows) == 0
+	})
+}
+
+// TestAttackRegistrationFlood: an unprivileged user filled the flow map
+// (16,382 registrations in 2.7 s) and root's next register failed. Fix: at
+// most 256 registrations per unprivileged uid (and 4,096 for all of them).
+func TestAttackRegistrationFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	user := b.client(t, nobody, nil)
+	const n = 300
+	var conns []net.Conn
+	testutil.AsUserIn(t, b.p.A, nobody, nobody, nil, func() error {
+		for range n {
+			c, err := net.Dial("udp", fmt.Sprintf("%s:8080", b.p.AddrB))
+			if err != nil {
+				return err
+			}
+			conns = append(conns, c)
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	ok := 0
+	for _, c := range conns {
+		if _, err := user.RegisterConn(c, lane.Background); err == nil {
+			ok++
+		}
+	}
+	if ok != 256 {
+		t.Errorf("nobody registered %d of %d flows, want the bound 256", ok, n)
+	}
+	rc := b.dialAs(t, 0, "tcp", "", 0)
+	if _, err := b.root.RegisterConn(rc, lane.Interactive); err != nil {
+		t.Errorf("root after the flood: %v", err)
+	}
+}

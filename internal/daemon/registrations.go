@@ -1,0 +1,202 @@
+// registrations.go: flow registrations made through the API, and the rules
+// that keep any local user from borrowing or exhausting them.
+//
+//   - ownership: an unprivileged caller (not root, not in the access group)
+//     may register only flows whose every matching socket is theirs
+//     (api.Authorize), may not override a registration of the same
+//     datapath key made by someone else or by the policy, and may
+//     unregister only their own registrations.
+//   - bounds: maxRegsPerUID registrations per unprivileged uid and
+//     maxUserRegs of all unprivileged uids together, so root and the policy
+//     always find room in the datapath's flow map.
+//   - lifetime: a registration is tied to the sockets that matched it
+//     (their inodes, from /proc/net): the sweep every sweepEvery removes it
+//     once all of them have closed, so it never captures a later flow that
+//     reuses the ports. One that never saw a socket (registered before
+//     connect) is removed after unseenGrace.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const (
+	maxRegsPerUID = 256
+	maxUserRegs   = 4096
+	sweepEvery    = 2 * time.Second
+	unseenGrace   = 30 * time.Second
+)
+
+// regLife is what ties an API registration to its sockets.
+type regLife struct {
+	since  time.Time
+	inodes map[uint64]bool // sockets that matched; empty until one did
+}
+
+// Register puts a flow in a lane for the caller (authorized by the server).
+func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
+	key, err := flowKey(f)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !c.Privileged {
+		if err := d.mayRegisterLocked(c, f); err != nil {
+			return err
+		}
+	}
+	if d.host == nil {
+		return errors.New("no datapath installed")
+	}
+	if err := d.host.SetFlowLane(key, l); err != nil {
+		return err
+	}
+	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
+	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
+	life := &regLife{since: time.Now(), inodes: map[uint64]bool{}}
+	if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
+		for _, s := range socks {
+			life.inodes[s.inode] = true
+		}
+	}
+	d.regs[f] = life
+	d.moveLiveSocketsLocked(c, f, l)
+	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
+		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.liveSockets[f]))
+	return nil
+}
+
+// mayRegisterLocked applies the bounds and the no-override rule to an
+// unprivileged caller (d.mu held).
+func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
+	key, err := flowKey(f)
+	if err != nil {
+		return err
+	}
+	mine, users := 0, 0
+	for g, fi := range d.flows {
+		if gk, err := flowKey(g); err == nil && gk == key && (fi.Source != "api" || fi.UID != c.UID) {
+			return fmt.Errorf("%w: flow %s is registered by %s (uid %d)", api.ErrPermission, f, fi.Source, fi.UID)
+		}
+		if fi.Source == "api" && fi.UID != 0 {
+			users++
+			if fi.UID == c.UID {
+				mine++
+			}
+		}
+	}
+	if _, again := d.flows[f]; again {
+		return nil
+	}
+	if mine >= maxRegsPerUID {
+		return fmt.Errorf("uid %d has %d registrations, the most one user may have", c.UID, mine)
+	}
+	if users >= maxUserRegs {
+		return fmt.Errorf("users hold %d registrations, the most the daemon gives them", users)
+	}
+	return nil
+}
+
+// Unregister removes a registration; an unprivileged caller only their own.
+func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fi, ok := d.flows[f]
+	if !ok {
+		return fmt.Errorf("flow %s is not registered", f)
+	}
+	if !c.Privileged && (fi.Source != "api" || fi.UID != c.UID) {
+		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", api.ErrPermission, f, fi.Source, fi.UID, c.UID)
+	}
+	if err := d.deleteFlowLocked(f); err != nil {
+		return err
+	}
+	d.log.Info("flow unregistered", "flow", f.String(), "uid", c.UID, "pid", c.PID, "privileged", c.Privileged, "registered_by", fi.UID)
+	return nil
+}
+
+// sweepRegistrations removes registrations whose sockets are gone, every
+// sweepEvery until ctx ends.
+func (d *Daemon) sweepRegistrations(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.sweepOnce(time.Now())
+		}
+	}
+}
+
+func (d *Daemon) sweepOnce(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.regs) == 0 {
+		return
+	}
+	tab, err := (procOwners{proc: "/proc"}).table()
+	if err != nil {
+		d.log.Warn("registration sweep: socket tables", "err", err)
+		return
+	}
+	var gone []api.Flow
+	defer func() { d.dropRegistrationsLocked(gone) }()
+	for f, life := range d.regs {
+		if fi, ok := d.flows[f]; !ok || fi.Source != "api" {
+			delete(d.regs, f)
+			continue
+		}
+		open := map[uint64]bool{}
+		for _, s := range tab.match(f) {
+			open[s.inode] = true
+		}
+		if len(life.inodes) == 0 {
+			if len(open) > 0 {
+				life.inodes = open // first sighting of a registration made before connect
+			} else if now.Sub(life.since) > unseenGrace {
+				d.log.Info("registration removed: no socket ever matched it", "flow", f.String(), "uid", d.flows[f].UID)
+				gone = append(gone, f)
+			}
+			continue
+		}
+		alive := false
+		for ino := range life.inodes {
+			if open[ino] {
+				alive = true
+			} else {
+				delete(life.inodes, ino)
+			}
+		}
+		if !alive {
+			d.log.Info("registration removed: its sockets closed", "flow", f.String(), "uid", d.flows[f].UID)
+			gone = append(gone, f)
+		}
+	}
+}
+
+// dropRegistrationsLocked removes swept registrations with one diff of
+// the kernel state (d.mu held).
+func (d *Daemon) dropRegistrationsLocked(gone []api.Flow) {
+	if len(gone) == 0 {
+		return
+	}
+	for _, f := range gone {
+		delete(d.flows, f)
+		delete(d.regs, f)
+		d.restoreLiveSocketsLocked(f)
+	}
+	if d.host != nil {
+		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+			d.log.Warn("registration sweep: datapath", "err", err)
+		}
+	}
+}
