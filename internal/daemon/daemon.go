@@ -71,6 +71,8 @@ type Daemon struct {
 
 	// regs: the sockets each API registration is tied to (registrations.go)
 	regs map[api.Flow]*regLife
+	// nested: lane groups inside host cgroups, by path (cgmove.go)
+	nested map[string]nestedGroup
 }
 
 type managedIface struct {
@@ -124,6 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := d.install(); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
+	d.adoptNested()
 	followCtx, stopFollow := context.WithCancel(ctx)
 	following := make(chan struct{})
 	go func() { d.follow(followCtx); close(following) }()
@@ -202,7 +205,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, cgroups: &cgroupMount{}}
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, cgroups: &cgroupMount{}}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -252,6 +255,9 @@ func (d *Daemon) installLocked() error {
 }
 
 func (d *Daemon) uninstall() error {
+	if err := d.restoreNested(); err != nil {
+		d.log.Warn("giving processes back to their cgroups", "err", err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.uninstallLocked()
@@ -341,18 +347,6 @@ func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane) error {
 		return err
 	}
 	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID)
-	return nil
-}
-
-// movePID writes pid into the lane's cgroup; its future children follow.
-func (d *Daemon) movePID(pid int, l lane.Lane) error {
-	dir, err := d.LaneCgroup(l)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0); err != nil {
-		return fmt.Errorf("move pid %d to %s: %w", pid, l, err)
-	}
 	return nil
 }
 

@@ -42,7 +42,7 @@ var lanesBin string
 func TestMain(m *testing.M) {
 	code := func() int {
 		os.Setenv("LANES_LAB_CC", "cubic") // read by `lanes lab helper` clients
-		if os.Geteuid() == 0 && os.Getenv("LANES_ATTACK_HELPER") == "" {
+		if os.Geteuid() == 0 && os.Getenv("LANES_ATTACK_HELPER") == "" && os.Getenv("LANES_CG_HELPER") == "" {
 			dir, err := os.MkdirTemp("", "lanes-bin")
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)

@@ -133,6 +133,9 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 			return
 		case <-t.C:
 			d.sweepOnce(time.Now())
+			d.mu.Lock()
+			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
+			d.mu.Unlock()
 		}
 	}
 }

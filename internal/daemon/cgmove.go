@@ -1,0 +1,247 @@
+// cgmove.go: putting a process in a lane without taking it out of its place
+// in the host's cgroup hierarchy (`lanes move`, `lanes run`, the API's
+// move-pid, the task engine's exe/comm lane rules).
+//
+// A process in a systemd scope or service, or any cgroup other than the
+// root, stays inside it: the daemon creates a lane group nested in the
+// process's own cgroup, <its cgroup>/lanes.<instance>.<lane>, enters that
+// group's id in the classifier's cgroup map, and moves the process there.
+// So `systemctl stop`, cgroup.kill, resource limits and accounting of the
+// unit still reach it. Only processes of the root cgroup go to the instance's
+// own groups (/lanes.<instance>/<lane>), as before.
+//
+//   - stop: every nested group's processes go back to its parent — where they
+//     came from — and the group is removed; the instance's own groups return
+//     theirs to the root cgroup, where they came from.
+//   - sweep (with the registration sweep, every 2 s): empty nested groups are
+//     removed with their map entries.
+//   - start: nested groups a crashed run left are adopted (their ids entered
+//     again), found by walking the hierarchy for this instance's names.
+//
+// Note: creating a child of a unit's cgroup writes into a subtree systemd
+// manages; systemd removes it with the unit (recursively) and does not
+// enable controllers in a cgroup that has processes anyway.
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// nestedName is the name of a lane group nested in a host cgroup.
+func (d *Daemon) nestedName(l lane.Lane) string { return "lanes." + d.instance + "." + l.String() }
+
+// movePID puts pid in lane l; its future children follow.
+func (d *Daemon) movePID(pid int, l lane.Lane) error {
+	cur, err := procCgroup(pid)
+	if err != nil {
+		return fmt.Errorf("move pid %d: %w", pid, err)
+	}
+	var dir string
+	if home := d.homeCgroup(cur); home == "/" {
+		if dir, err = d.LaneCgroup(l); err != nil {
+			return err
+		}
+	} else if dir, err = d.nestedGroup(home, l); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		return fmt.Errorf("move pid %d to %s: %w", pid, l, err)
+	}
+	return nil
+}
+
+// homeCgroup is the host cgroup a process in cgroup cur belongs to: cur
+// itself, or the parent of the lane group it is in.
+func (d *Daemon) homeCgroup(cur string) string {
+	if cur == "/lanes."+d.instance || strings.HasPrefix(cur, "/lanes."+d.instance+"/") {
+		return "/"
+	}
+	if strings.HasPrefix(filepath.Base(cur), "lanes."+d.instance+".") {
+		return filepath.Dir(cur)
+	}
+	return cur
+}
+
+// nestedGroup creates (or finds) lane l's group inside host cgroup home and
+// enters its id in the datapath's cgroup map; it returns the directory.
+func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
+	rel := filepath.Join(home, d.nestedName(l))
+	dir := filepath.Join(d.cgroups.root, rel)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("lane group in %s: %w", home, err)
+	}
+	id, err := d.cgroups.id(rel)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.host == nil {
+		return "", errors.New("no datapath installed")
+	}
+	if g, ok := d.nested[rel]; ok && g.id == id {
+		return dir, nil
+	}
+	d.nested[rel] = nestedGroup{lane: l, id: id}
+	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+		return "", fmt.Errorf("lane group %s: %w", rel, err)
+	}
+	return dir, nil
+}
+
+// nestedGroup is one lane group inside a host cgroup.
+type nestedGroup struct {
+	lane lane.Lane
+	id   uint64
+}
+
+// adoptNested finds the nested groups a previous run of this instance left
+// and takes them over.
+func (d *Daemon) adoptNested() {
+	found := d.findNested()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(found) == 0 {
+		return
+	}
+	for rel, l := range found {
+		id, err := d.cgroups.id(rel)
+		if err != nil {
+			continue
+		}
+		d.nested[rel] = nestedGroup{lane: l, id: id}
+	}
+	if d.host != nil {
+		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+			d.log.Warn("adopting lane groups of a previous run", "err", err)
+		}
+	}
+	d.log.Info("adopted lane groups of a previous run", "groups", len(found))
+}
+
+// findNested walks the hierarchy for this instance's nested lane groups.
+func (d *Daemon) findNested() map[string]lane.Lane {
+	out := map[string]lane.Lane{}
+	prefix := "lanes." + d.instance + "."
+	_ = filepath.WalkDir(d.cgroups.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return nil
+		}
+		name := e.Name()
+		if name == "lanes."+d.instance {
+			return fs.SkipDir // the instance's own groups
+		}
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			if l, err := lane.Parse(rest); err == nil {
+				rel, _ := filepath.Rel(d.cgroups.root, p)
+				out["/"+rel] = l
+			}
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+// sweepNestedLocked removes empty nested groups and their map entries (d.mu held).
+func (d *Daemon) sweepNestedLocked() {
+	n := len(d.nested)
+	for rel := range d.nested {
+		dir := filepath.Join(d.cgroups.root, rel)
+		if populated(dir) {
+			continue
+		}
+		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			continue // a process moved in meanwhile
+		}
+		delete(d.nested, rel)
+	}
+	if len(d.nested) != n && d.host != nil {
+		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+			d.log.Warn("lane group sweep: datapath", "err", err)
+		}
+	}
+}
+
+// restoreNested gives every nested group's processes back to the host
+// cgroup they came from and removes the groups (daemon stop).
+func (d *Daemon) restoreNested() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for rel, l := range d.findNested() {
+		if _, ok := d.nested[rel]; !ok {
+			d.nested[rel] = nestedGroup{lane: l}
+		}
+	}
+	var errs []error
+	for rel := range d.nested {
+		dir := filepath.Join(d.cgroups.root, rel)
+		if err := moveAll(dir, filepath.Dir(dir)); err != nil {
+			errs = append(errs, err)
+		}
+		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+			continue
+		}
+		delete(d.nested, rel) // its map entry goes with the stop's diff to nothing
+	}
+	return errors.Join(errs...)
+}
+
+// moveAll moves every process of cgroup dir into cgroup dst.
+func moveAll(dir, dst string) error {
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var errs []error
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pid := strings.TrimSpace(sc.Text())
+		if pid == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dst, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("move pid %s back to %s: %w", pid, dst, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// populated reads cgroup.events: does the group or a child hold a process?
+func populated(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(b), "populated 1")
+}
+
+// procCgroup is the cgroup v2 path of a process ("0::/a/b" in /proc/PID/cgroup).
+func procCgroup(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Clean(p), nil
+		}
+	}
+	return "", fmt.Errorf("process %d has no cgroup v2 path", pid)
+}
