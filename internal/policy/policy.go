@@ -13,10 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 
 	"gopkg.in/yaml.v3"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/ledbat"
+	"github.com/lanes-net/lanes/internal/rootpath"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
@@ -343,27 +342,12 @@ func validName(s string) bool {
 	return true
 }
 
-// checkRootOwned refuses a policy file that a non-root user could have written.
+// checkRootOwned refuses a policy file that a non-root user could have
+// written: the file and every directory above it root's and not writable by
+// group or others (package rootpath, the task engine's rule too).
 func checkRootOwned(path string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return err
-	}
-	for _, p := range []string{abs, filepath.Dir(abs)} {
-		st, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("policy: %w", err)
-		}
-		sys, ok := st.Sys().(*syscall.Stat_t)
-		if !ok {
-			continue
-		}
-		if sys.Uid != 0 {
-			return fmt.Errorf("policy: %s is owned by uid %d, not root: refused (task rules can grant real-time priority)", p, sys.Uid)
-		}
-		if st.Mode().Perm()&0o002 != 0 && st.Mode()&os.ModeSticky == 0 {
-			return fmt.Errorf("policy: %s is writable by everyone: refused", p)
-		}
+	if err := rootpath.Check(path); err != nil {
+		return fmt.Errorf("policy: %w (task rules can grant real-time priority)", err)
 	}
 	return nil
 }

@@ -138,6 +138,15 @@ func TestLoadRootOwned(t *testing.T) {
 		if _, err := Load(path, true); err != nil {
 			t.Fatalf("root-owned file refused: %v", err)
 		}
+		// A group-writable file (root:users 0664) was accepted: only
+		// world-writable ones were refused.
+		if err := os.Chmod(path, 0o664); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path, true); err == nil || !strings.Contains(err.Error(), "writable by group") {
+			t.Fatalf("group-writable file: %v", err)
+		}
+		os.Chmod(path, 0o644)
 		if err := os.Chown(path, 1234, 1234); err != nil {
 			t.Fatal(err)
 		}

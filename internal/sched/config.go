@@ -20,7 +20,6 @@ package sched
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rootpath"
 )
 
 // Rule is one entry of the policy's `tasks:` list. All match fields that are
@@ -244,21 +244,5 @@ func validName(s string) bool {
 // CheckPolicyPath refuses a policy file that a non-root user could have
 // written: the file and every directory above it must be owned by root and
 // not writable by group or others (a rule can grant real-time priority).
-func CheckPolicyPath(path string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return err
-	}
-	for p := abs; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("policy path: %w", err)
-		}
-		if err := rootOnly(p, fi); err != nil {
-			return err
-		}
-		if p == "/" {
-			return nil
-		}
-	}
-}
+// The rule is package rootpath's, shared with the daemon's policy check.
+func CheckPolicyPath(path string) error { return rootpath.Check(path) }

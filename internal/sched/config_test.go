@@ -5,6 +5,7 @@ package sched
 import (
 	"encoding/binary"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -230,9 +231,17 @@ func TestCheckPolicyPath(t *testing.T) {
 	if err := CheckPolicyPath("/etc/hostname"); err != nil && !strings.Contains(err.Error(), "no such") {
 		t.Errorf("/etc/hostname: %v", err)
 	}
-	dir := t.TempDir() // under /tmp: sticky, world-writable
+	dir := t.TempDir() // root's 0700, under sticky /tmp: others cannot change it
+	if os.Geteuid() == 0 {
+		if err := CheckPolicyPath(dir); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
+	}
+	if err := os.Chmod(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
 	if err := CheckPolicyPath(dir); err == nil {
-		t.Errorf("%s accepted", dir)
+		t.Errorf("group-writable %s accepted", dir)
 	}
 }
 
