@@ -7,11 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +114,11 @@ func printStatus(e *env, st *api.Status) {
 		}
 		if it.BackgroundCC != "" {
 			fmt.Fprintf(e.stdout, "background congestion control: %s (sockets switched: %d)\n", it.BackgroundCC, it.Sockops["bg_cc"])
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(st.Capabilities)) {
+		if v := st.Capabilities[c]; v != "on" {
+			fmt.Fprintf(e.stdout, "capability %s: %s\n", c, v)
 		}
 	}
 	if len(st.Components) > 0 {

@@ -26,6 +26,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc)")
 	return func(ctx context.Context, _ []string) error {
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -54,6 +55,6 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log})
+			Version: version, Log: log, Without: *without})
 	}
 }

@@ -231,6 +231,9 @@ type Status struct {
 	Interfaces []InterfaceStatus `json:"interfaces"`
 	Flows      []FlowInfo        `json:"flows"`
 	Components map[string]string `json:"components,omitempty"` // one line each for people, e.g. coop: "capping, N=3"
+	// Capabilities: each optional datapath capability, "on" or "off: why"
+	// (sock_ops, cap_cc, background_cc).
+	Capabilities map[string]string `json:"capabilities,omitempty"`
 	// Details holds each component's status document, structured (the
 	// component op's answer), beside the one-line summaries.
 	Details map[string]json.RawMessage `json:"details,omitempty"`

@@ -41,6 +41,10 @@ type Options struct {
 	RootOwnedPolicy bool
 	Version         string
 	Log             *slog.Logger
+	// Without names optional datapath capabilities to leave off
+	// (datapath.Capability: sock_ops, cap_cc, background_cc), as a kernel
+	// lacking them would; status shows them off.
+	Without []string
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -245,7 +249,11 @@ func (d *Daemon) install() error {
 }
 
 func (d *Daemon) installLocked() error {
-	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root,
+	off := map[datapath.Capability]string{}
+	for _, c := range d.opts.Without {
+		off[datapath.Capability(c)] = "left off (--without)"
+	}
+	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget()})
 	if err != nil {
 		return err
@@ -387,6 +395,10 @@ func (d *Daemon) Status() (*api.Status, error) {
 			is.BackgroundCC = "system: " + b.Reason
 		}
 		st.Interfaces = append(st.Interfaces, is)
+	}
+	st.Capabilities = map[string]string{}
+	for c, v := range hs.Capabilities {
+		st.Capabilities[string(c)] = v
 	}
 	st.Components = map[string]string{}
 	st.Details = map[string]json.RawMessage{}

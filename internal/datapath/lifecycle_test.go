@@ -35,6 +35,12 @@ func (d *Datapath) abandon() {
 	cgUsersMu.Unlock()
 	d.opsLink.Close()
 	d.ops.Close()
+	if d.cc != nil {
+		d.cc.Close()
+	}
+	if d.bg != nil {
+		d.bg.Close()
+	}
 	d.cls.Close()
 	d.Host.ns.close()
 	d.Host.closed = true

@@ -23,7 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 )
 
 // Feature is one probed capability and what lanes does without it.
@@ -59,6 +62,13 @@ const CapCCFeature = "bpf/tcp congestion control (struct_ops)"
 // LedbatFeature is the probe of the background lane's LEDBAT++ congestion
 // control (internal/bpf/ledbat): struct_ops without kfuncs.
 const LedbatFeature = "bpf/tcp congestion control LEDBAT++ (background)"
+
+// The lanes BPF objects, probed by loading the real ones.
+const (
+	ClassifierFeature = "lanes classifier (cls_bpf object)"
+	SockopsFeature    = "lanes sock_ops (object)"
+	TCPEventsFeature  = "lanes TCP events (tracepoint object)"
+)
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
 // instead.
@@ -217,6 +227,11 @@ func probeBPF() []Feature {
 	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
 	// loaded, registered under a scratch name and unregistered again.
 	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())
+	// The lanes objects themselves, loaded as the datapath loads them (CO-RE
+	// relocated against this kernel, verified), then unloaded.
+	add(ClassifierFeature, "none: the classifier is the datapath", true, classifier.Probe())
+	add(SockopsFeature, "no per-socket lanes: packets are classified one by one (3-tuple, destination, exact cgroup, uid, DSCP); no cgroup ancestors, NOTSENT_LOWAT, cwnd caps or LEDBAT++ switching", false, sockops.Probe())
+	add(TCPEventsFeature, "TCP monitor samples with sock_diag only (no per-ACK events)", false, tcpevents.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	return out

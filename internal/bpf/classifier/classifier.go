@@ -102,3 +102,13 @@ func ReadStats(m *ebpf.Map) ([NumKinds * abi.LaneSlots]abi.Counter, error) {
 	}
 	return out, nil
 }
+
+// Probe loads the classifier as the datapath does and unloads it: whether
+// this kernel runs the real object (lanes doctor).
+func Probe() error {
+	objs, err := Load(Config{})
+	if err != nil {
+		return err
+	}
+	return objs.Close()
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
+	"github.com/lanes-net/lanes/internal/bpf/classifier"
 )
 
 // Config is set into the program before load.
@@ -84,4 +85,19 @@ func ReadCounters(m *ebpf.Map) (map[string]uint64, error) {
 		out[name] = s
 	}
 	return out, nil
+}
+
+// Probe loads the sock_ops program with the classifier's maps as the
+// datapath does, without attaching it, and unloads both (lanes doctor).
+func Probe() error {
+	cls, err := classifier.Load(classifier.Config{})
+	if err != nil {
+		return fmt.Errorf("classifier: %w", err)
+	}
+	defer cls.Close()
+	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16 << 10}, cls.Shared())
+	if err != nil {
+		return err
+	}
+	return objs.Close()
 }

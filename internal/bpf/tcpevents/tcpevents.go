@@ -173,3 +173,16 @@ func ensureTracefs() error {
 // LoadSpec returns the object's collection spec, unloaded (for checks of
 // its CO-RE relocations against other kernels, internal/bpf/coretest).
 func LoadSpec() (*ebpf.CollectionSpec, error) { return loadTcpevents() }
+
+// Probe loads both programs as Open does, without attaching them, and
+// unloads them (lanes doctor).
+func Probe() error {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return err
+	}
+	var objs tcpeventsObjects
+	if err := loadTcpeventsObjects(&objs, nil); err != nil {
+		return err
+	}
+	return objs.Close()
+}
