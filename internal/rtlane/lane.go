@@ -162,14 +162,17 @@ type Lane struct {
 	bound   int64         // bytes
 	trace   func(Event)
 
-	mu        SpinLock // queue, pending, busyUntil, counters (spin.go: why not sync.Mutex)
-	q         *edf.Tree
-	pend      map[uint64]*pending
-	nextID    uint64
-	busyUntil int64
-	flows     map[flowKey]*FlowStats
-	uidFlows  map[uint32]int // flows entries per uid (bounded: flow)
-	totals    Counters
+	mu SpinLock // queue, pending, busyUntil, counters, the two flags below (spin.go: why not sync.Mutex)
+	q  *edf.Tree
+	// releaserIdle: the releaser found the queue empty and sleeps until
+	// kicked; sending: an admitting thread is releasing directly.
+	releaserIdle, sending bool
+	pend                  map[uint64]*pending
+	nextID                uint64
+	busyUntil             int64
+	flows                 map[flowKey]*FlowStats
+	uidFlows              map[uint32]int // flows entries per uid (bounded: flow)
+	totals                Counters
 
 	connMu       sync.Mutex // conns, perUID, closed (conn.go)
 	conns        map[*conn]struct{}
@@ -625,11 +628,21 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	if s, ok := l.q.Slack(tnow); ok {
 		rep.Slack = s
 	}
+	// Direct release: when the releaser sleeps on an empty queue and this
+	// datagram is all there is, send it from this (already running, RT)
+	// thread rather than waking the releaser — one thread wake-up less on
+	// the path (docs/realtime.md). One sender at a time: l.sending.
+	var direct popped
+	if rep.Type == wire.TypeAdmit && l.releaserIdle && !l.sending && l.q.Len() == 1 {
+		if direct, _ = l.popHead(Monotonic()); direct.pk != nil {
+			l.sending = true
+		}
+	}
 	l.mu.Unlock()
 	rep.Time = uint64(now)
-	if rep.Type == wire.TypeAdmit {
+	if rep.Type == wire.TypeAdmit && direct.pk == nil {
 		l.kick()
-	} else if pk != nil {
+	} else if pk != nil && rep.Type != wire.TypeAdmit {
 		putPending(pk)
 	}
 	if l.trace != nil {
@@ -638,6 +651,9 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 			k = EvReject
 		}
 		l.trace(Event{Kind: k, Time: now, UID: c.uid, Flow: r.Flow, Seq: r.Seq, Deadline: deadline, Tx: tx, Reason: reason})
+	}
+	if direct.pk != nil {
+		l.finish(direct, true)
 	}
 	return rep
 }
@@ -686,61 +702,105 @@ func (l *Lane) release(ctx context.Context) {
 	defer stop()
 	for ctx.Err() == nil {
 		l.mu.Lock()
-		if l.q.Len() == 0 {
+		if l.q.Len() == 0 || l.sending {
+			// Empty: admitting threads may release directly until we are
+			// kicked. A direct release in flight: keep to one sender at a
+			// time (wire order = EDF order) and look again shortly.
+			empty := l.q.Len() == 0
+			l.releaserIdle = empty
 			l.mu.Unlock()
-			l.wait(0)
+			if empty {
+				l.wait(0)
+			} else {
+				l.wait(Monotonic() + 10_000)
+			}
 			continue
 		}
+		l.releaserIdle = false
 		now := Monotonic()
-		head, _ := l.q.Peek()
-		// Release only while the kernel's realtime backlog, this datagram
-		// included, stays within the bound (always when it is empty).
-		if ahead := l.busyUntil - now + head.Tx - l.bytesNs(l.bound); ahead > 0 && l.busyUntil > now {
-			l.mu.Unlock()
-			l.wait(now + ahead)
-			continue
-		}
-		tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)
-		p, late, _ := l.q.Pop(tnow)
-		pk := l.pend[p.ID]
-		delete(l.pend, p.ID)
-		f := l.flow(pk.key)
-		if late {
-			f.DroppedLate++
-			l.totals.DroppedLate++
-			l.mu.Unlock()
-			l.dropped(pk, p, now, wire.ReasonLate)
-			putPending(pk)
-			continue
-		}
-		l.busyUntil = max(now, l.busyUntil) + p.Tx
-		margin := p.Deadline - (tnow + p.Tx)
-		f.MinMarginNs = min(f.MinMarginNs, margin)
-		l.totals.MinMarginNs = min(l.totals.MinMarginNs, margin)
+		r, until := l.popHead(now)
 		l.mu.Unlock()
-		if l.trace != nil {
-			l.trace(Event{Kind: EvRelease, Time: now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx})
-		}
-		if err := l.send(pk); err != nil {
-			l.mu.Lock()
-			f.SendErrors++
-			l.totals.SendErrors++
-			l.busyUntil -= p.Tx
-			l.mu.Unlock()
-			l.log.Debug("realtime: send failed", "dst", pk.dst, "err", err)
-			l.dropped(pk, p, now, wire.ReasonSendError)
-			putPending(pk)
+		if r.pk == nil {
+			l.wait(until)
 			continue
 		}
-		n := uint64(len(pk.payload))
-		putPending(pk)
-		l.mu.Lock()
-		f.Sent++
-		f.SentBytes += n
+		l.finish(r, false)
+	}
+}
+
+// popped is a datagram taken off the queue for release.
+type popped struct {
+	pk   *pending
+	p    edf.Packet
+	f    *FlowStats
+	now  int64
+	late bool
+}
+
+// popHead takes the head off the queue if pacing allows a release at now;
+// otherwise it returns the time to try again. Called with l.mu held.
+func (l *Lane) popHead(now int64) (popped, int64) {
+	head, _ := l.q.Peek()
+	// Release only while the kernel's realtime backlog, this datagram
+	// included, stays within the bound (always when it is empty).
+	if ahead := l.busyUntil - now + head.Tx - l.bytesNs(l.bound); ahead > 0 && l.busyUntil > now {
+		return popped{}, now + ahead
+	}
+	tnow := max(now, l.busyUntil) + l.bytesNs(l.reserve)
+	p, late, _ := l.q.Pop(tnow)
+	pk := l.pend[p.ID]
+	delete(l.pend, p.ID)
+	r := popped{pk: pk, p: p, f: l.flow(pk.key), now: now, late: late}
+	if late {
+		r.f.DroppedLate++
+		l.totals.DroppedLate++
+		return r, 0
+	}
+	l.busyUntil = max(now, l.busyUntil) + p.Tx
+	margin := p.Deadline - (tnow + p.Tx)
+	r.f.MinMarginNs = min(r.f.MinMarginNs, margin)
+	l.totals.MinMarginNs = min(l.totals.MinMarginNs, margin)
+	return r, 0
+}
+
+// finish sends a popped datagram (or reports it dropped when late) and
+// counts the outcome; direct says an admitting thread released it, whose
+// turn as the sender ends here. Called without l.mu.
+func (l *Lane) finish(r popped, direct bool) {
+	pk, p := r.pk, r.p
+	var err error
+	if !r.late {
+		if l.trace != nil {
+			l.trace(Event{Kind: EvRelease, Time: r.now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx})
+		}
+		err = l.send(pk)
+	}
+	n := uint64(len(pk.payload))
+	l.mu.Lock()
+	switch {
+	case r.late:
+	case err != nil:
+		r.f.SendErrors++
+		l.totals.SendErrors++
+		l.busyUntil -= p.Tx
+	default:
+		r.f.Sent++
+		r.f.SentBytes += n
 		l.totals.Sent++
 		l.totals.SentBytes += n
-		l.mu.Unlock()
 	}
+	if direct {
+		l.sending = false
+	}
+	l.mu.Unlock()
+	switch {
+	case r.late:
+		l.dropped(pk, p, r.now, wire.ReasonLate)
+	case err != nil:
+		l.log.Debug("realtime: send failed", "dst", pk.dst, "err", err)
+		l.dropped(pk, p, r.now, wire.ReasonSendError)
+	}
+	putPending(pk)
 }
 
 func (l *Lane) dropped(pk *pending, p edf.Packet, now int64, reason uint8) {
