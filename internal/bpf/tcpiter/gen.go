@@ -1,0 +1,7 @@
+// Package tcpiter holds the BPF TCP socket iterator of lanes' monitor
+// (tcpiter.c) and its loader: one fixed-size record of raw struct tcp_sock
+// fields per socket of a network namespace, read from the iterator's stream
+// (internal/tcpmon turns them into flows).
+package tcpiter
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type tcp_rec Tcpiter tcpiter.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall

@@ -1,0 +1,275 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * tcpiter.c - one record per TCP socket of a network namespace, written
+ * by a BPF iterator (iter/tcp) into the iterator's read stream: the
+ * monitor's sampling backend that needs no netlink message per socket.
+ *
+ * The kernel walks its TCP hash tables (of the namespace the iterator was
+ * opened in) and calls dump() for every socket; dump() keeps full sockets
+ * whose state is in CFG.states and whose lane (lanes_cookie map, when the
+ * daemon's map was given) is in CFG.lanes, and writes a struct tcp_rec with
+ * raw fields of struct tcp_sock. User space turns them into what tcp_info
+ * reports (internal/tcpmon: the same arithmetic as tcp_get_info), so both
+ * backends agree field for field.
+ *
+ * Kernel types are minimal and relocated against the running kernel's BTF
+ * (CO-RE). Needs iter/tcp and bpf_skc_to_tcp_sock (5.9) and the tracing
+ * bpf_get_socket_cookie (5.12); on an older kernel the load fails and the
+ * monitor falls back to sock_diag.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "lanes_maps.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define AF_INET6 10
+
+struct in6_addr {
+	__u8 s6_addr[16];
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	__u32 skc_daddr;
+	__u32 skc_rcv_saddr;
+	__u16 skc_dport; /* network order */
+	__u16 skc_num;   /* host order */
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct sock_cgroup_data {
+	struct cgroup *cgroup; /* 5.15+ */
+} __attribute__((preserve_access_index));
+
+struct socket {
+} __attribute__((preserve_access_index));
+
+struct inode {
+	unsigned long i_ino;
+} __attribute__((preserve_access_index));
+
+struct socket_alloc {
+	struct socket socket;
+	struct inode vfs_inode;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+	int sk_rcvbuf;
+	int sk_sndbuf;
+	int sk_wmem_queued;
+	struct {
+		int counter;
+	} sk_drops;
+	unsigned long sk_pacing_rate;
+	struct socket *sk_socket;
+	struct sock_cgroup_data sk_cgrp_data;
+} __attribute__((preserve_access_index));
+
+struct inet_sock {
+	struct sock sk;
+} __attribute__((preserve_access_index));
+
+struct tcp_congestion_ops {
+	char name[16];
+} __attribute__((preserve_access_index));
+
+struct inet_connection_sock {
+	struct inet_sock icsk_inet;
+	__u32 icsk_rto;
+	const struct tcp_congestion_ops *icsk_ca_ops;
+	__u8 icsk_ca_state : 5;
+	__u8 icsk_retransmits;
+} __attribute__((preserve_access_index));
+
+struct minmax_sample {
+	__u32 t;
+	__u32 v;
+} __attribute__((preserve_access_index));
+
+struct minmax {
+	struct minmax_sample s[3];
+} __attribute__((preserve_access_index));
+
+struct tcp_sock {
+	struct inet_connection_sock inet_conn;
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 mss_cache;
+	__u32 srtt_us;
+	__u32 mdev_us;
+	struct minmax rtt_min;
+	__u32 total_retrans;
+	__u32 lost_out;
+	__u32 packets_out;
+	__u32 sacked_out;
+	__u64 bytes_sent;
+	__u64 bytes_acked;
+	__u64 bytes_received;
+	__u64 bytes_retrans;
+	__u32 rate_delivered;
+	__u32 rate_interval_us;
+	__u8 rate_app_limited : 1;
+	__u32 write_seq;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 rcv_nxt;
+	__u32 copied_seq;
+	__u32 snd_wnd;
+	__u32 chrono_start;
+	__u32 chrono_stat[3];
+	__u8 chrono_type : 2;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__tcp {
+	struct bpf_iter_meta *meta;
+	struct sock_common *sk_common;
+	__u32 uid;
+} __attribute__((preserve_access_index));
+
+/* One socket; raw kernel fields (see the file comment). */
+struct tcp_rec {
+	__u64 cookie;
+	__u8 saddr[16]; /* IPv4 in the first 4 bytes */
+	__u8 daddr[16];
+	__u16 sport; /* host order */
+	__u16 dport;
+	__u16 family;
+	__u8 state;
+	__u8 ca_state;
+	__u32 uid;
+	__u32 lane;
+	__u64 ino;
+	__u64 cgroup_id;
+	char cong[16];
+	__u32 snd_cwnd, snd_ssthresh, mss_cache, srtt_us, mdev_us, min_rtt;
+	__u32 rto_jiffies;
+	__u8 retransmits, app_limited, chrono_type, pad;
+	__u32 total_retrans, lost_out, packets_out, sacked_out;
+	__u64 bytes_sent, bytes_acked, bytes_received, bytes_retrans;
+	__u32 rate_delivered, rate_interval_us;
+	__u64 pacing_rate;
+	__u32 write_seq, snd_nxt, snd_una, rcv_nxt, copied_seq, snd_wnd;
+	__u32 wmem_queued, sndbuf, rcvbuf, drops;
+	__u32 chrono_start, chrono_stat[3];
+	__u64 jiffies;
+};
+
+/* Keeps struct tcp_rec in the BTF for bpf2go -type. */
+const struct tcp_rec *unused_tcp_rec __attribute__((unused));
+
+/* Set by the loader before load. */
+volatile const struct {
+	__u32 states; /* bit per TCP state to report */
+	__u32 lanes;  /* bit per lane to report; 0: all */
+	__u32 have_lanes; /* lanes_cookie is the daemon's map */
+} CFG = {};
+
+SEC("iter/tcp")
+int dump(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_rec r = {};
+	struct tcp_sock *tp;
+	struct sock *sk;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
+	if (!tp)
+		return 0;
+	sk = &tp->inet_conn.icsk_inet.sk;
+	r.state = sk->__sk_common.skc_state;
+	if (r.state >= 32 || !(CFG.states & (1u << r.state)))
+		return 0;
+	r.cookie = bpf_get_socket_cookie(sk);
+	if (CFG.have_lanes) {
+		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &r.cookie);
+		r.lane = l ? *l : LANE_UNSET;
+		if (r.lane < LANE_REALTIME || r.lane > LANE_MAX)
+			r.lane = LANE_INTERACTIVE; /* the default lane, as the classifier */
+		if (CFG.lanes && !(CFG.lanes & (1u << r.lane)))
+			return 0;
+	}
+	r.family = sk->__sk_common.skc_family;
+	if (r.family == AF_INET6) {
+		bpf_probe_read_kernel(r.saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_probe_read_kernel(r.daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	} else {
+		*(__u32 *)r.saddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)r.daddr = sk->__sk_common.skc_daddr;
+	}
+	r.sport = sk->__sk_common.skc_num;
+	r.dport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	r.uid = ctx->uid;
+	if (sk->sk_socket) {
+		unsigned long a = (unsigned long)sk->sk_socket +
+				  bpf_core_field_offset(struct socket_alloc, vfs_inode) +
+				  bpf_core_field_offset(struct inode, i_ino);
+		bpf_probe_read_kernel(&r.ino, sizeof(r.ino), (void *)a);
+	}
+	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup)) {
+		struct cgroup *cg = sk->sk_cgrp_data.cgroup;
+		if (cg)
+			r.cgroup_id = cg->kn->id;
+	}
+	bpf_probe_read_kernel_str(r.cong, sizeof(r.cong), tp->inet_conn.icsk_ca_ops->name);
+	r.ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
+	r.retransmits = tp->inet_conn.icsk_retransmits;
+	r.rto_jiffies = tp->inet_conn.icsk_rto;
+	r.snd_cwnd = tp->snd_cwnd;
+	r.snd_ssthresh = tp->snd_ssthresh;
+	r.mss_cache = tp->mss_cache;
+	r.srtt_us = tp->srtt_us;
+	r.mdev_us = tp->mdev_us;
+	r.min_rtt = tp->rtt_min.s[0].v;
+	r.total_retrans = tp->total_retrans;
+	r.lost_out = tp->lost_out;
+	r.packets_out = tp->packets_out;
+	r.sacked_out = tp->sacked_out;
+	r.bytes_sent = tp->bytes_sent;
+	r.bytes_acked = tp->bytes_acked;
+	r.bytes_received = tp->bytes_received;
+	r.bytes_retrans = tp->bytes_retrans;
+	r.rate_delivered = tp->rate_delivered;
+	r.rate_interval_us = tp->rate_interval_us;
+	r.app_limited = BPF_CORE_READ_BITFIELD(tp, rate_app_limited);
+	r.pacing_rate = sk->sk_pacing_rate;
+	r.write_seq = tp->write_seq;
+	r.snd_nxt = tp->snd_nxt;
+	r.snd_una = tp->snd_una;
+	r.rcv_nxt = tp->rcv_nxt;
+	r.copied_seq = tp->copied_seq;
+	r.snd_wnd = tp->snd_wnd;
+	r.wmem_queued = sk->sk_wmem_queued;
+	r.sndbuf = sk->sk_sndbuf;
+	r.rcvbuf = sk->sk_rcvbuf;
+	r.drops = sk->sk_drops.counter;
+	r.chrono_start = tp->chrono_start;
+	r.chrono_stat[0] = tp->chrono_stat[0];
+	r.chrono_stat[1] = tp->chrono_stat[1];
+	r.chrono_stat[2] = tp->chrono_stat[2];
+	r.chrono_type = BPF_CORE_READ_BITFIELD(tp, chrono_type);
+	r.jiffies = bpf_jiffies64();
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}

@@ -1,0 +1,115 @@
+// tcpiter.go: loading the iterator and reading its records.
+package tcpiter
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Rec is one socket's record (struct tcp_rec in tcpiter.c).
+type Rec = TcpiterTcpRec
+
+// RecSize is the size of one record in the stream.
+const RecSize = int(unsafe.Sizeof(Rec{}))
+
+// Config selects the sockets the iterator reports.
+type Config struct {
+	States uint32 // bit per TCP state (1 << TCP_ESTABLISHED, ...)
+	// LaneMap is the daemon's socket cookie -> lane map (the datapath's
+	// lanes_cookie); nil: no lanes (Rec.Lane stays 0, Lanes is ignored).
+	LaneMap *ebpf.Map
+	Lanes   uint32 // bit per lane to report (1 << lane); 0: all
+}
+
+// Iter is a loaded, attached TCP iterator. Each Open starts a new walk.
+type Iter struct {
+	prog *ebpf.Program
+	link *link.Iter
+}
+
+// Load loads the program with c and attaches it as an iterator. It fails
+// on kernels without iter/tcp, bpf_skc_to_tcp_sock or the tracing
+// bpf_get_socket_cookie (before 5.12): the caller falls back to sock_diag.
+func Load(c Config) (*Iter, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, err
+	}
+	spec, err := LoadTcpiter()
+	if err != nil {
+		return nil, fmt.Errorf("tcp iterator spec: %w", err)
+	}
+	cfg := struct{ States, Lanes, HaveLanes uint32 }{States: c.States, Lanes: c.Lanes}
+	opts := &ebpf.CollectionOptions{}
+	if c.LaneMap != nil {
+		cfg.HaveLanes = 1
+		opts.MapReplacements = map[string]*ebpf.Map{"lanes_cookie": c.LaneMap}
+	} else {
+		spec.Maps["lanes_cookie"].MaxEntries = 1 // referenced, never read
+	}
+	if err := spec.Variables["CFG"].Set(cfg); err != nil {
+		return nil, fmt.Errorf("tcp iterator config: %w", err)
+	}
+	var progs TcpiterPrograms
+	if err := spec.LoadAndAssign(&progs, opts); err != nil {
+		return nil, fmt.Errorf("load tcp iterator: %w", err)
+	}
+	l, err := link.AttachIter(link.IterOptions{Program: progs.Dump})
+	if err != nil {
+		progs.Close()
+		return nil, fmt.Errorf("attach tcp iterator: %w", err)
+	}
+	return &Iter{prog: progs.Dump, link: l}, nil
+}
+
+// Close detaches and unloads the iterator.
+func (it *Iter) Close() error {
+	return errors.Join(it.link.Close(), it.prog.Close())
+}
+
+// Open starts a walk of the TCP sockets of the calling thread's network
+// namespace (the kernel takes the namespace when the walk is opened).
+func (it *Iter) Open() (io.ReadCloser, error) {
+	r, err := it.link.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open tcp iterator: %w", err)
+	}
+	return r, nil
+}
+
+// Reader reads records from a walk with one reusable buffer.
+type Reader struct {
+	buf []byte
+}
+
+// Each reads the walk r to its end and calls fn for every record; the
+// record is valid only during the call.
+func (rd *Reader) Each(r io.Reader, fn func(*Rec)) error {
+	if len(rd.buf) == 0 {
+		rd.buf = make([]byte, 256*RecSize)
+	}
+	have := 0
+	for {
+		n, err := r.Read(rd.buf[have:])
+		have += n
+		off := 0
+		for ; have-off >= RecSize; off += RecSize {
+			fn((*Rec)(unsafe.Pointer(&rd.buf[off])))
+		}
+		have = copy(rd.buf, rd.buf[off:have])
+		if err == io.EOF || (n == 0 && err == nil) {
+			if have != 0 {
+				return fmt.Errorf("tcp iterator: %d bytes of a partial record", have)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read tcp iterator: %w", err)
+		}
+	}
+}
