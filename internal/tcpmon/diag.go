@@ -32,6 +32,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
 )
 
 // Attribute types of an inet_diag_msg (enum in linux/inet_diag.h).
@@ -111,6 +113,10 @@ type Sock struct {
 	Mark     uint32
 	CgroupID uint64
 	Shutdown uint8
+	// Lane, when HasLane: resolved by the BPF iterator from the daemon's
+	// map (sock_diag leaves it to Config.LaneOf).
+	Lane    lane.Lane
+	HasLane bool
 }
 
 // parseDiagMsg decodes the payload of one SOCK_DIAG_BY_FAMILY message.

@@ -66,6 +66,13 @@ type Flow struct {
 	SndBuf       uint32 `json:"sndbuf_bytes"`
 	RcvBuf       uint32 `json:"rcvbuf_bytes"`
 	Drops        uint32 `json:"drops"`
+	// Sending time and the part of it limited by the peer's receive window
+	// or our send buffer (tcpi_busy_time, _rwnd_limited, _sndbuf_limited);
+	// AppLimited: the last delivery rate sample was application-limited.
+	BusyTime      uint64 `json:"busy_us"`
+	RwndLimited   uint64 `json:"rwnd_limited_us"`
+	SndbufLimited uint64 `json:"sndbuf_limited_us"`
+	AppLimited    bool   `json:"app_limited"`
 
 	// Computed between two samples of the same socket (0 on the first).
 	Throughput float64 `json:"throughput_bps"` // bytes_acked delta, bits/s
@@ -138,6 +145,12 @@ func setField(fv reflect.Value, s string) error {
 		return x.UnmarshalText([]byte(s))
 	case *string:
 		*x = s
+	case *bool:
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		*x = v
 	case *float64:
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {

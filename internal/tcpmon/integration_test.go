@@ -410,28 +410,30 @@ func TestFilters(t *testing.T) {
 		{"cgroup only", Filter{Cgroup: cg}, 4},
 		{"cgroup and one port", Filter{CgroupID: 1<<62 + 1, Port: srv.port()}, 0},
 	} {
-		s, err := New(Config{NetNS: ns.Handle, Filter: tc.f})
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		fl, err := s.Sample()
-		s.Close()
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if len(fl) != tc.want {
-			t.Errorf("%s: %d flows, want %d", tc.name, len(fl), tc.want)
-		}
-		// Port-only filters run in the kernel: it sends just the matches.
-		portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0
-		portOnly = portOnly && tc.f.PID == 0 && tc.f.Comm == "" && !tc.f.Local.IsValid() && !tc.f.Remote.IsValid()
-		if st := s.Stats(); portOnly && (!st.KernelFilter || s.Dumped != tc.want) {
-			t.Errorf("%s: kernel filter %v, kernel sent %d sockets, want %d", tc.name, st.KernelFilter, s.Dumped, tc.want)
-		}
-		if tc.f.Cgroup != "" && (!s.Stats().KernelFilter || s.Dumped != tc.want) {
-			t.Errorf("%s: cgroup filter in kernel %v, kernel sent %d sockets", tc.name, s.Stats().KernelFilter, s.Dumped)
+		for _, backend := range []string{BackendDiag, BackendIter} {
+			s, err := New(Config{NetNS: ns.Handle, Filter: tc.f, Backend: backend})
+			if err != nil {
+				t.Errorf("%s: %v", backend+" "+tc.name, err)
+				continue
+			}
+			fl, err := s.Sample()
+			s.Close()
+			if err != nil {
+				t.Errorf("%s: %v", backend+" "+tc.name, err)
+				continue
+			}
+			if len(fl) != tc.want {
+				t.Errorf("%s: %d flows, want %d", backend+" "+tc.name, len(fl), tc.want)
+			}
+			// Port-only filters run in the kernel: it sends just the matches.
+			portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0
+			portOnly = portOnly && tc.f.PID == 0 && tc.f.Comm == "" && !tc.f.Local.IsValid() && !tc.f.Remote.IsValid()
+			if st := s.Stats(); portOnly && (!st.KernelFilter || s.Dumped != tc.want) {
+				t.Errorf("%s: kernel filter %v, kernel sent %d sockets, want %d", backend+" "+tc.name, st.KernelFilter, s.Dumped, tc.want)
+			}
+			if tc.f.Cgroup != "" && (!s.Stats().KernelFilter || s.Dumped != tc.want) {
+				t.Errorf("%s: cgroup filter in kernel %v, kernel sent %d sockets", backend+" "+tc.name, s.Stats().KernelFilter, s.Dumped)
+			}
 		}
 	}
 	if _, err := New(Config{Filter: Filter{Cgroup: "/nonexistent/cgroup"}}); err == nil {

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -73,12 +74,23 @@ type Config struct {
 	// a new socket's process is known at most this late.
 	ProcRefresh time.Duration
 	IPv4Only    bool
+	// Backend: "" picks the BPF iterator when it loads, else sock_diag;
+	// BackendIter or BackendDiag force one (a forced iterator that does
+	// not load is an error).
+	Backend string
+	// LaneMap is the daemon's socket cookie -> lane map (the datapath's
+	// lanes_cookie): with it the iterator resolves lanes in the kernel,
+	// one map lookup per socket without a system call.
+	LaneMap *ebpf.Map
 }
 
 // Sampler takes samples of TCP sockets. It is not safe for concurrent use:
 // one goroutine samples (Run), others get copies of the flows.
 type Sampler struct {
 	cfg   Config
+	iter  *iterSource // nil: sock_diag
+	why   string      // why not the iterator ("" when it runs)
+	nsH   netns.NsHandle
 	conn  *diagConn
 	procs *procCache
 	known map[uint64]*prevCounters // by socket cookie
@@ -121,7 +133,10 @@ func (c *Config) validate() error {
 		}
 		c.Filter.CgroupID = st.Ino
 	}
-	if len(c.Filter.Lanes) > 0 && c.LaneOf == nil {
+	if c.Backend != "" && c.Backend != BackendIter && c.Backend != BackendDiag {
+		return fmt.Errorf("backend %q: want %s or %s", c.Backend, BackendIter, BackendDiag)
+	}
+	if len(c.Filter.Lanes) > 0 && c.LaneOf == nil && c.LaneMap == nil {
 		return errors.New("a lane filter needs the lane map (is the daemon running?)")
 	}
 	if (c.Filter.PID != 0 || c.Filter.Comm != "") && c.NoProcess {
@@ -136,34 +151,65 @@ func New(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 	ns := cfg.NetNS
+	var owned netns.NsHandle
 	if cfg.NetNSPath != "" {
 		h, err := netns.GetFromPath(cfg.NetNSPath)
 		if err != nil {
 			return nil, fmt.Errorf("network namespace %s: %w", cfg.NetNSPath, err)
 		}
-		defer h.Close()
-		ns = h
+		ns, owned = h, h
 	} else if ns == 0 {
 		ns = netns.None()
 	}
 	conn, err := openDiag(ns)
 	if err != nil {
+		owned.Close()
 		return nil, err
 	}
 	f := &cfg.Filter
 	conn.bytecode = diagFilter(f.LocalPort, f.RemotePort, f.Port, f.CgroupID)
-	s := &Sampler{cfg: cfg, conn: conn, known: map[uint64]*prevCounters{}}
+	s := &Sampler{cfg: cfg, conn: conn, known: map[uint64]*prevCounters{}, nsH: owned}
+	if cfg.Backend != BackendDiag {
+		s.iter, err = openIter(ns, &s.cfg)
+		if err != nil {
+			if cfg.Backend == BackendIter {
+				s.Close()
+				return nil, err
+			}
+			s.why = err.Error()
+		}
+	} else {
+		s.why = "sock_diag asked for"
+	}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
 	}
 	return s, nil
 }
 
+// Backend names the sampling backend in use and, for sock_diag, why the
+// BPF iterator is not used.
+func (s *Sampler) Backend() (name, why string) {
+	if s.iter != nil {
+		return BackendIter, ""
+	}
+	return BackendDiag, s.why
+}
+
 // Interval is the configured sampling interval.
 func (s *Sampler) Interval() time.Duration { return s.cfg.Interval }
 
-// Close releases the netlink socket.
-func (s *Sampler) Close() error { return s.conn.Close() }
+// Close releases the netlink socket and the iterator.
+func (s *Sampler) Close() error {
+	var errs []error
+	if s.iter != nil {
+		errs = append(errs, s.iter.Close())
+	}
+	if s.nsH.IsOpen() {
+		errs = append(errs, s.nsH.Close())
+	}
+	return errors.Join(append(errs, s.conn.Close())...)
+}
 
 // Sample takes one sample of all matching sockets, in the kernel's dump
 // order (see SortByThroughput). The returned slice is reused by the next
@@ -179,7 +225,11 @@ func (s *Sampler) Sample() ([]Flow, error) {
 			s.buf = append(s.buf, f)
 		}
 	}
-	if err := s.conn.dumpAll(s.cfg.States, s.cfg.IPv4Only, visit); err != nil {
+	if s.iter != nil {
+		if err := s.iter.dump(visit); err != nil {
+			return nil, err
+		}
+	} else if err := s.conn.dumpAll(s.cfg.States, s.cfg.IPv4Only, visit); err != nil {
 		return nil, err
 	}
 	if s.gen%16 == 0 || len(s.known) > 2*s.Dumped+64 {
@@ -243,7 +293,9 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 		State: StateName(sk.State), UID: sk.UID, Inode: sk.Inode, CgroupID: sk.CgroupID,
 		Cong: p.cong, SendQ: sk.WQueue, RecvQ: sk.RQueue,
 	}
-	if s.cfg.LaneOf != nil {
+	if sk.HasLane {
+		f.Lane = sk.Lane
+	} else if s.cfg.LaneOf != nil {
 		l, ok := s.cfg.LaneOf(sk.Cookie)
 		if !ok || l == lane.Unset {
 			l = lane.Interactive
@@ -283,6 +335,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 			f.PacingRate = ti.PacingRate * 8
 		}
 		f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
+		f.BusyTime, f.RwndLimited, f.SndbufLimited, f.AppLimited = ti.BusyTime, ti.RwndLimited, ti.SndbufLimited, ti.AppLimited
 		if seen {
 			if dt := now.Sub(p.t).Seconds(); dt > 0 {
 				if ti.BytesAcked >= p.acked {
@@ -352,13 +405,13 @@ type Stats struct {
 	DumpIntr, BadMsgs uint64
 	ProcScans         int
 	// KernelFilter: the port/cgroup filter runs in the kernel (inet_diag
-	// bytecode), not only in user space.
+	// bytecode, or the BPF iterator), not only in user space.
 	KernelFilter bool
 }
 
 // Stats returns the counters so far.
 func (s *Sampler) Stats() Stats {
-	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.conn.bytecode != nil}
+	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.iter != nil || s.conn.bytecode != nil}
 	if s.procs != nil {
 		st.ProcScans = s.procs.scans
 	}

@@ -76,7 +76,12 @@ type TCPInfo struct {
 	BytesSent    uint64
 	BytesRetrans uint64
 	SndWnd       uint32
-	Len          int // bytes the kernel sent (its sizeof(struct tcp_info))
+	// Time (µs) the socket spent sending (busy), and the part of it
+	// limited by the receive window or the send buffer.
+	BusyTime, RwndLimited, SndbufLimited uint64
+	// AppLimited: the last delivery rate sample was application-limited.
+	AppLimited bool
+	Len        int // bytes the kernel sent (its sizeof(struct tcp_info))
 }
 
 // Offsets of the fields in struct tcp_info (linux/tcp.h); each field exists
@@ -103,7 +108,11 @@ const (
 	offSegsIn       = 140
 	offNotsent      = 144
 	offMinRTT       = 148
+	offAppLimited   = 7 // bit 0: tcpi_delivery_rate_app_limited
 	offDeliveryRate = 160
+	offBusyTime     = 168
+	offRwndLimited  = 176
+	offSndbufLimit  = 184
 	offBytesSent    = 200
 	offBytesRetrans = 208
 	offSndWnd       = 228
@@ -132,31 +141,35 @@ func ParseTCPInfo(b []byte) TCPInfo {
 		return 0
 	}
 	return TCPInfo{
-		State:        u8(offState),
-		CAState:      CAState(u8(offCAState)),
-		Retransmits:  u8(offRetransmits),
-		RTO:          u32(offRTO),
-		SndMSS:       u32(offSndMSS),
-		Unacked:      u32(offUnacked),
-		Sacked:       u32(offSacked),
-		Lost:         u32(offLost),
-		Retrans:      u32(offRetrans),
-		RTT:          u32(offRTT),
-		RTTVar:       u32(offRTTVar),
-		SndSSThresh:  u32(offSndSSThresh),
-		SndCwnd:      u32(offSndCwnd),
-		TotalRetrans: u32(offTotalRetrans),
-		PacingRate:   u64(offPacingRate),
-		BytesAcked:   u64(offBytesAcked),
-		BytesRecv:    u64(offBytesRecv),
-		SegsOut:      u32(offSegsOut),
-		SegsIn:       u32(offSegsIn),
-		NotsentBytes: u32(offNotsent),
-		MinRTT:       u32(offMinRTT),
-		DeliveryRate: u64(offDeliveryRate),
-		BytesSent:    u64(offBytesSent),
-		BytesRetrans: u64(offBytesRetrans),
-		SndWnd:       u32(offSndWnd),
-		Len:          len(b),
+		State:         u8(offState),
+		CAState:       CAState(u8(offCAState)),
+		Retransmits:   u8(offRetransmits),
+		RTO:           u32(offRTO),
+		SndMSS:        u32(offSndMSS),
+		Unacked:       u32(offUnacked),
+		Sacked:        u32(offSacked),
+		Lost:          u32(offLost),
+		Retrans:       u32(offRetrans),
+		RTT:           u32(offRTT),
+		RTTVar:        u32(offRTTVar),
+		SndSSThresh:   u32(offSndSSThresh),
+		SndCwnd:       u32(offSndCwnd),
+		TotalRetrans:  u32(offTotalRetrans),
+		PacingRate:    u64(offPacingRate),
+		BytesAcked:    u64(offBytesAcked),
+		BytesRecv:     u64(offBytesRecv),
+		SegsOut:       u32(offSegsOut),
+		SegsIn:        u32(offSegsIn),
+		NotsentBytes:  u32(offNotsent),
+		MinRTT:        u32(offMinRTT),
+		DeliveryRate:  u64(offDeliveryRate),
+		BytesSent:     u64(offBytesSent),
+		BytesRetrans:  u64(offBytesRetrans),
+		SndWnd:        u32(offSndWnd),
+		BusyTime:      u64(offBusyTime),
+		RwndLimited:   u64(offRwndLimited),
+		SndbufLimited: u64(offSndbufLimit),
+		AppLimited:    u8(offAppLimited)&1 != 0,
+		Len:           len(b),
 	}
 }

@@ -8,8 +8,9 @@
  *
  * The kernel walks its TCP hash tables (of the namespace the iterator was
  * opened in) and calls dump() for every socket; dump() keeps full sockets
- * whose state is in CFG.states and whose lane (lanes_cookie map, when the
- * daemon's map was given) is in CFG.lanes, and writes a struct tcp_rec with
+ * whose state is in CFG.states, whose ports and cgroup match CFG and whose
+ * lane (lanes_cookie map, when the daemon's map was given) is in CFG.lanes,
+ * and writes a struct tcp_rec with
  * raw fields of struct tcp_sock. User space turns them into what tcp_info
  * reports (internal/tcpmon: the same arithmetic as tcp_get_info), so both
  * backends agree field for field.
@@ -182,6 +183,10 @@ volatile const struct {
 	__u32 states; /* bit per TCP state to report */
 	__u32 lanes;  /* bit per lane to report; 0: all */
 	__u32 have_lanes; /* lanes_cookie is the daemon's map */
+	__u16 lport, rport, port; /* local, remote, either port; 0: any */
+	__u16 pad;
+	__u32 pad2;
+	__u64 cgroup_id; /* socket's cgroup v2 id; 0: any */
 } CFG = {};
 
 SEC("iter/tcp")
@@ -220,6 +225,9 @@ int dump(struct bpf_iter__tcp *ctx)
 	}
 	r.sport = sk->__sk_common.skc_num;
 	r.dport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	if ((CFG.lport && r.sport != CFG.lport) || (CFG.rport && r.dport != CFG.rport) ||
+	    (CFG.port && r.sport != CFG.port && r.dport != CFG.port))
+		return 0;
 	r.uid = ctx->uid;
 	if (sk->sk_socket) {
 		unsigned long a = (unsigned long)sk->sk_socket +
@@ -232,6 +240,8 @@ int dump(struct bpf_iter__tcp *ctx)
 		if (cg)
 			r.cgroup_id = cg->kn->id;
 	}
+	if (CFG.cgroup_id && r.cgroup_id != CFG.cgroup_id)
+		return 0;
 	bpf_probe_read_kernel_str(r.cong, sizeof(r.cong), tp->inet_conn.icsk_ca_ops->name);
 	r.ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
 	r.retransmits = tp->inet_conn.icsk_retransmits;

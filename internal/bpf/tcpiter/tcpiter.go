@@ -25,6 +25,11 @@ type Config struct {
 	// lanes_cookie); nil: no lanes (Rec.Lane stays 0, Lanes is ignored).
 	LaneMap *ebpf.Map
 	Lanes   uint32 // bit per lane to report (1 << lane); 0: all
+	// Only sockets with this local, remote or either port (0: any), and
+	// in this cgroup v2 (its id; 0: any; kernels before 5.15 report no
+	// cgroup, so a cgroup filter matches nothing there).
+	LocalPort, RemotePort, Port uint16
+	CgroupID                    uint64
 }
 
 // Iter is a loaded, attached TCP iterator. Each Open starts a new walk.
@@ -44,7 +49,12 @@ func Load(c Config) (*Iter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tcp iterator spec: %w", err)
 	}
-	cfg := struct{ States, Lanes, HaveLanes uint32 }{States: c.States, Lanes: c.Lanes}
+	cfg := struct {
+		States, Lanes, HaveLanes uint32
+		LPort, RPort, Port, _    uint16
+		_                        uint32
+		CgroupID                 uint64
+	}{States: c.States, Lanes: c.Lanes, LPort: c.LocalPort, RPort: c.RemotePort, Port: c.Port, CgroupID: c.CgroupID}
 	opts := &ebpf.CollectionOptions{}
 	if c.LaneMap != nil {
 		cfg.HaveLanes = 1
