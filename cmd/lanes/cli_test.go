@@ -95,3 +95,13 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// --quick exists only where it shortens the run, and says how.
+func TestQuickOnlyWhereItShortens(t *testing.T) {
+	if out, _, rc := runCLI("lab", "run", "lbe", "--help"); rc != 0 || !strings.Contains(out, "--quick") || !strings.Contains(out, "2 repetitions") {
+		t.Errorf("lbe --help: rc %d\n%s", rc, out)
+	}
+	if _, _, rc := runCLI("lab", "run", "tun-probe", "--quick"); rc != 2 {
+		t.Errorf("tun-probe (short already) --quick: rc %d, want a usage error", rc)
+	}
+}

@@ -100,7 +100,11 @@ func experimentCommands(e *env) []*cobra.Command {
 // labRunCmd defines the common and the experiment's flags and returns the run.
 func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 	results := fs.String("results", "results", "folder for results/<experiment>-<time>/")
-	quick := fs.Bool("quick", demo, "shortened run")
+	quick := new(bool)
+	*quick = demo
+	if x.Quick != "" && !demo {
+		fs.BoolVar(quick, "quick", false, "shortened run: "+x.Quick)
+	}
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	policy := fs.String("policy", "", "lanes policy file for runs that start the daemon (recorded)")
 	gofs := flag.NewFlagSet(x.Name, flag.ContinueOnError)

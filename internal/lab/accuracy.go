@@ -306,6 +306,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func init() {
 	Register(Experiment{Name: "accuracy", Summary: "emulator accuracy (fixed link goodput and RTT, trace replay) and its ceiling",
+		Quick: "5 s measurement windows",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			rate := fs.Float64("rate", 10e6, "fixed link rate, bits/s")
 			delay := fs.Duration("delay", 50*time.Millisecond, "one-way delay")

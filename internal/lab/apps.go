@@ -193,6 +193,7 @@ func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSi
 
 func init() {
 	Register(Experiment{Name: "apps", Summary: "one TCP stream + three file uploads through one AP: caps per application (seeds §002)",
+		Quick: "10 MB uploads, 15 s stream alone",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			var c coopCommon
 			c.register(fs)

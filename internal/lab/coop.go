@@ -171,6 +171,7 @@ func allHosts(n int) []int {
 
 func init() {
 	Register(Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
+		Quick: "20 s runs after 5 s warm-up; N = 2, 5, 8",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			var c coopCommon
 			c.register(fs)
@@ -196,6 +197,7 @@ func init() {
 					Columns: []string{"N", "mode", "total", "per host min-max", "Jain 200ms", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"N", "TCP total Mbit/s", "lanes total Mbit/s"}}
+				prog := env.NewProgress(len(ns) * len(strings.Split(*modes, ",")))
 				for _, n := range ns {
 					row4 := []string{strconv.Itoa(n), "-", "-"}
 					for _, mode := range strings.Split(*modes, ",") {
@@ -207,7 +209,7 @@ func init() {
 						if err != nil {
 							return nil, err
 						}
-						env.Printf("coop N=%d %s: %v...\n", n, mode, *dur)
+						prog.Step("coop N=%d %s: %v...", n, mode, *dur)
 						s, err := runCoopOnce(ctx, env, bc, *dur)
 						if err != nil {
 							return nil, fmt.Errorf("N=%d %s: %w", n, mode, err)
@@ -255,6 +257,7 @@ func init() {
 		}, Plot: plotCoop})
 
 	Register(Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
+		Quick: "15 s periods (--time-scale 0.25)",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			var c coopCommon
 			c.register(fs)
@@ -325,6 +328,7 @@ func init() {
 		}})
 
 	Register(Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
+		Quick: "30 s per mode",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			var c coopCommon
 			c.register(fs)

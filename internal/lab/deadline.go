@@ -71,6 +71,7 @@ import (
 
 func init() {
 	Register(Experiment{Name: "deadline", Summary: "realtime datagrams with deadlines under bulk traffic: lanes EDF vs default Linux, inversion, daemon path (§003 tables 1-3)",
+		Quick: "3 s per configuration",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			rate := fs.String("rate", "100mbit", "emulated NIC rate (the paper: 1gbit)")
 			scale := fs.Int("scale", 10, "divide the paper's packet counts per period (and the default FIFO length) by this")

@@ -128,11 +128,15 @@ func NiceEstimate(w int) time.Duration {
 
 func init() {
 	Register(Experiment{Name: "lbe-feedback", Summary: "LW-LBE §5.5: how fast background traffic yields to a new foreground transfer",
+		Quick: "2 repetitions",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, _, reps := lbeFlags(fs, c)
 			*methods, *sizes, *reps = "2,3,4,5", "1000", 5
 			return func(ctx context.Context, env *Env) (*Result, error) {
+				if env.Quick {
+					*reps = 2
+				}
 				if err := parseLBE(c, LBEMethods, *methods, *sizes, "upload", *reps); err != nil {
 					return nil, err
 				}
@@ -142,12 +146,19 @@ func init() {
 				}
 				dropUnavailable(c, r)
 				var trials []FeedbackTrial
+				bg := 0
+				for _, m := range c.Methods {
+					if m.BG {
+						bg++
+					}
+				}
+				prog := env.NewProgress(c.Reps * bg)
 				for round := 0; round < c.Reps; round++ {
 					for _, m := range c.Methods {
 						if !m.BG {
 							continue
 						}
-						env.Printf("round %d/%d method %s (%s)\n", round+1, c.Reps, m.ID, m.Name)
+						prog.Step("round %d/%d method %s (%s)", round+1, c.Reps, m.ID, m.Name)
 						ft, err := feedbackTrial(ctx, env, c, m)
 						if err != nil {
 							return nil, fmt.Errorf("method %s: %w", m.ID, err)
@@ -157,7 +168,7 @@ func init() {
 					}
 				}
 				t := Table{Title: "Feedback delay: foreground upload start -> background share below 10%",
-					Columns: []string{"method", "feedback delay, s (mean)", "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
+					Columns: []string{"method", "feedback delay, s: " + SpreadName(c.Reps), "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
 				for _, m := range c.Methods {
 					var ds, fg, ne []float64
 					never, cw := 0, 0
@@ -179,8 +190,7 @@ func init() {
 					}
 					d := "-"
 					if len(ds) > 0 {
-						s := Summarize(ds)
-						d = fmt.Sprintf("%.2f ± %.2f", s.Mean, s.CI95)
+						d = Summarize(ds).SpreadText("%.2f")
 					}
 					t.Rows = append(t.Rows, []string{"(" + m.ID + ") " + m.Name, d, fmt.Sprintf("%d of %d", never, len(fg)),
 						strconv.Itoa(cw), fmt.Sprintf("%.1f s", Summarize(ne).Mean), fmt.Sprintf("%.2f", Summarize(fg).Mean)})

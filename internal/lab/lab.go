@@ -41,6 +41,9 @@ type Experiment struct {
 	// Setup registers the experiment's flags on fs and returns the function
 	// that runs it with the parsed values.
 	Setup func(fs *flag.FlagSet) RunFunc
+	// Quick says what --quick shortens (e.g. "2 repetitions"); empty: the
+	// experiment is short already and has no --quick.
+	Quick string
 	// Plot, if set, draws figures from a result (its Data as stored in
 	// result.json); WriteResult and `lanes lab report` save them as PNG and
 	// SVG beside the JSON.
@@ -95,6 +98,31 @@ type Env struct {
 	Policy string
 
 	lastPolicy string // the policy an experiment generated, for the record
+}
+
+// Progress reports a run's steps: the current one, how many are done, the
+// time spent and an estimate of the time left (from the steps done so far).
+type Progress struct {
+	env         *Env
+	total, done int
+	start       time.Time
+}
+
+// NewProgress starts reporting a run of total steps.
+func (e *Env) NewProgress(total int) *Progress {
+	return &Progress{env: e, total: total, start: time.Now()}
+}
+
+// Step announces the next step; the previous one counts as done.
+func (p *Progress) Step(format string, a ...any) {
+	el := time.Since(p.start)
+	eta := "ETA after the first step"
+	if p.done > 0 {
+		left := time.Duration(float64(el) / float64(p.done) * float64(max(p.total-p.done, 0)))
+		eta = "ETA " + left.Round(time.Second).String()
+	}
+	p.env.Printf("[%d/%d %s elapsed, %s] %s\n", p.done+1, p.total, el.Round(time.Second), eta, fmt.Sprintf(format, a...))
+	p.done++
 }
 
 // Printf writes a progress line.

@@ -317,6 +317,7 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 	}
 	envs := map[string]*Environment{}
 	var trials []LBETrial
+	prog := env.NewProgress(c.Reps * len(c.Methods))
 	for round := 0; round < c.Reps; round++ {
 		order := rng.Perm(len(c.Methods))
 		// One transfer order per round, the same for every method: each
@@ -329,7 +330,7 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 			if _, failed := c.Failed[m.ID]; failed {
 				continue
 			}
-			env.Printf("round %d/%d method %s (%s)\n", round+1, c.Reps, m.ID, m.Name)
+			prog.Step("round %d/%d method %s (%s)", round+1, c.Reps, m.ID, m.Name)
 			lb, err := newLBEBed(ctx, env, c, m)
 			if err != nil && m.Kind == "lanes" && ctx.Err() == nil {
 				// The daemon needs kernel features (BPF, cgroup v2) a
@@ -444,7 +445,8 @@ func SummarizeLBE(trials []LBETrial) []LBECell {
 // task-based 4.04 s.
 var paperLBE = map[string]string{"download/400": "(4) 3.68 s, (3) 4.04 s"}
 
-// LBETables renders the cells: mean ± CI, p95, CPU.
+// LBETables renders the cells: mean ± CI (median and range for few
+// repetitions), p95, CPU.
 func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 	byKey := map[string]LBECell{}
 	type row struct {
@@ -491,9 +493,13 @@ func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 		}
 		return t
 	}
+	n := 0
+	for _, c := range cells {
+		n = max(n, c.Time.N)
+	}
 	return []Table{
-		mk("Foreground completion time, s: mean ± 95% CI", func(c LBECell) string {
-			s := fmt.Sprintf("%.2f ± %.2f", c.Time.Mean, c.Time.CI95)
+		mk("Foreground completion time, s: "+SpreadName(n), func(c LBECell) string {
+			s := c.Time.SpreadText("%.2f")
 			if c.Errors > 0 {
 				s += fmt.Sprintf(" (%d err)", c.Errors)
 			}
@@ -645,13 +651,17 @@ func orRate(trace string, rate float64) string {
 
 func init() {
 	Register(Experiment{Name: "lbe", Summary: "LW-LBE figures 6–10: foreground time with background upload, methods 1–6",
+		Quick: "sizes 100,400 KB, 2 repetitions, 4 s warm-up",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, dirs, reps := lbeFlags(fs, c)
 			demo := fs.Bool("demo", false, "make demo: sizes 100,400 KB, 2 repetitions, methods 1-5")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if *demo {
-					*sizes, *reps, *methods = "100,400", 2, "1,2,3,4,5"
+					*methods = "1,2,3,4,5"
+				}
+				if *demo || env.Quick {
+					*sizes, *reps = "100,400", 2
 					c.Warmup = 4 * time.Second
 				}
 				if err := parseLBE(c, LBEMethods, *methods, *sizes, *dirs, *reps); err != nil {
@@ -666,11 +676,15 @@ func init() {
 			}
 		}, Plot: plotLBE})
 	Register(Experiment{Name: "lbe-overhead", Summary: "LW-LBE figures 11–12: no background, 8 KB vs 1.5 KB device queue",
+		Quick: "sizes 100,400 KB, 2 repetitions",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, dirs, reps := lbeFlags(fs, c)
 			*methods, *dirs = "1,1s", "upload"
 			return func(ctx context.Context, env *Env) (*Result, error) {
+				if env.Quick {
+					*sizes, *reps = "100,400", 2
+				}
 				if err := parseLBE(c, overheadMethods, *methods, *sizes, *dirs, *reps); err != nil {
 					return nil, err
 				}

@@ -9,6 +9,7 @@ package lab
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 
@@ -84,7 +85,14 @@ func plotLBE(r *Result) ([]Figure, error) {
 		ms = append(ms, m)
 	}
 	sort.Strings(ms)
-	mk := func(title, ylabel, unit string, val func(LBECell) float64) *plot.Figure {
+	// Each method keeps its colour in every panel; its points carry marks
+	// and error bars (95% CI, or the range for few repetitions); the paper's
+	// published values are marks alone in the colour of the same method.
+	colour := map[string]int{}
+	for i, m := range ms {
+		colour[m] = i
+	}
+	mk := func(title, ylabel, unit string, val func(LBECell) (float64, float64, float64), paper bool) *plot.Figure {
 		f := &plot.Figure{Title: title, XLabel: "foreground size", XUnit: "KB"}
 		for _, dir := range []string{"download", "upload"} {
 			if !dirs[dir] {
@@ -92,27 +100,51 @@ func plotLBE(r *Result) ([]Figure, error) {
 			}
 			p := plot.Panel{YLabel: dir + " " + ylabel, Unit: unit}
 			for _, m := range ms {
-				s := plot.Series{Name: names[m]}
+				s := plot.Series{Name: names[m], Marker: true, Color: plot.Palette[colour[m]%len(plot.Palette)]}
 				for _, c := range d.Cells {
 					if c.Dir == dir && c.Method == m && c.Time.N > 0 {
-						s.X = append(s.X, float64(c.SizeKB))
-						s.Y = append(s.Y, val(c))
+						y, lo, hi := val(c)
+						s.X, s.Y = append(s.X, float64(c.SizeKB)), append(s.Y, y)
+						s.YLo, s.YHi = append(s.YLo, lo), append(s.YHi, hi)
 					}
 				}
 				if len(s.X) > 0 {
 					p.Series = append(p.Series, s)
 				}
 			}
+			if paper {
+				for _, pp := range paperLBEPoints {
+					if pp.dir == dir && methods[pp.method] {
+						p.Series = append(p.Series, plot.Series{Name: "paper " + names[pp.method], NoLine: true,
+							X: []float64{pp.sizeKB}, Y: []float64{pp.seconds}, Color: plot.Palette[colour[pp.method]%len(plot.Palette)]})
+					}
+				}
+			}
 			f.Panels = append(f.Panels, p)
 		}
 		return f
 	}
+	n := 0
+	for _, c := range d.Cells {
+		n = max(n, c.Time.N)
+	}
 	return []Figure{
-		{"times", mk(r.Experiment+": foreground completion time (mean)", "time", "s", func(c LBECell) float64 { return c.Time.Mean })},
-		{"times-p95", mk(r.Experiment+": foreground completion time (p95)", "time", "s", func(c LBECell) float64 { return c.Time.P95 })},
-		{"cpu", mk(r.Experiment+": CPU of the phone's tasks per transfer (mean)", "CPU", "ms", func(c LBECell) float64 { return c.CPU.Mean })},
+		{"times", mk(r.Experiment+": foreground completion time, "+SpreadName(n), "time", "s", func(c LBECell) (float64, float64, float64) { return c.Time.Spread() }, true)},
+		{"times-p95", mk(r.Experiment+": foreground completion time (p95)", "time", "s", func(c LBECell) (float64, float64, float64) {
+			return c.Time.P95, math.NaN(), math.NaN()
+		}, false)},
+		{"cpu", mk(r.Experiment+": CPU of the phone's tasks per transfer, "+SpreadName(n), "CPU", "ms", func(c LBECell) (float64, float64, float64) { return c.CPU.Spread() }, false)},
 	}, nil
 }
+
+// paperLBEPoints are the LW-LBE paper's figures given as numbers in its
+// text (fig. 6, 400 KB download): LW-LBE 3.68 s, task-based 4.04 s.
+var paperLBEPoints = []struct {
+	dir     string
+	sizeKB  float64
+	method  string
+	seconds float64
+}{{"download", 400, "4", 3.68}, {"download", 400, "3", 4.04}}
 
 // plotFeedback draws the background's share of the uplink after the
 // foreground starts, first trial of each method.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -44,8 +45,8 @@ func WriteResult(base string, r *Result) (string, error) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "# %s\n\nStarted %s, took %s. lanes %s.\n\n", r.Experiment, r.Started.UTC().Format(time.RFC3339), r.Duration.Round(time.Second), Version)
 	if len(r.Params) > 0 {
-		b, _ := json.Marshal(r.Params)
-		fmt.Fprintf(&md, "Parameters: `%s`\n\n", b)
+		WriteMarkdown(&md, ParamTable(r.Params))
+		md.WriteString("\n")
 	}
 	for _, t := range r.Tables {
 		WriteMarkdown(&md, t)
@@ -146,4 +147,51 @@ func WriteText(w io.Writer, t Table) {
 	for _, r := range t.Rows {
 		line(r)
 	}
+}
+
+// ParamTable lists a run's parameters one per row, nested ones with dotted
+// names (config.up_trace), in name order.
+func ParamTable(params map[string]any) Table {
+	t := Table{Title: "Parameters", Columns: []string{"parameter", "value"}}
+	var flat func(prefix string, v any)
+	flat = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				name := k
+				if prefix != "" {
+					name = prefix + "." + k
+				}
+				flat(name, x[k])
+			}
+		case []any:
+			parts := make([]string, len(x))
+			for i, e := range x {
+				b, _ := json.Marshal(e)
+				parts[i] = strings.Trim(string(b), `"`)
+			}
+			t.Rows = append(t.Rows, []string{prefix, strings.Join(parts, ", ")})
+		case string:
+			t.Rows = append(t.Rows, []string{prefix, x})
+		case nil:
+			t.Rows = append(t.Rows, []string{prefix, "-"})
+		default:
+			b, _ := json.Marshal(x)
+			t.Rows = append(t.Rows, []string{prefix, string(b)})
+		}
+	}
+	// Through JSON, so structs show the names their JSON tags give.
+	b, err := json.Marshal(params)
+	var m map[string]any
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		t.Rows = [][]string{{"(unprintable)", fmt.Sprint(params)}}
+		return t
+	}
+	flat("", m)
+	return t
 }

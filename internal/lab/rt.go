@@ -55,6 +55,7 @@ type rtRun struct {
 
 func init() {
 	Register(Experiment{Name: "rt", Summary: "wake-up latency under CPU+interrupt load: default, full preemption, RT by hand, RT by watcher (§004)",
+		Quick: "5 s per configuration",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			dur := fs.Duration("duration", 30*time.Second, "measurement time per configuration (--quick: 5s)")
 			period := fs.Duration("period", 30*time.Millisecond, "wake-up period")

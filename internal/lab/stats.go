@@ -2,6 +2,7 @@
 package lab
 
 import (
+	"fmt"
 	"math"
 	"sort"
 )
@@ -70,4 +71,33 @@ func tCrit(df int) float64 {
 		return 1.99
 	}
 	return 1.96
+}
+
+// fewReps is the number of repetitions below which a confidence interval
+// says little: results show the median and the range instead.
+const fewReps = 5
+
+// Spread is what the repetitions can honestly say: with few of them the
+// median and the range (min, max), else the mean and its 95% interval.
+func (s Summary) Spread() (center, lo, hi float64) {
+	if s.N < fewReps {
+		return s.P50, s.Min, s.Max
+	}
+	return s.Mean, s.Mean - s.CI95, s.Mean + s.CI95
+}
+
+// SpreadText formats Spread: "3.30 (1.20–5.40)" or "3.30 ± 0.20".
+func (s Summary) SpreadText(format string) string {
+	if s.N < fewReps {
+		return fmt.Sprintf(format+" ("+format+"–"+format+")", s.P50, s.Min, s.Max)
+	}
+	return fmt.Sprintf(format+" ± "+format, s.Mean, s.CI95)
+}
+
+// SpreadName names what Spread shows for n repetitions.
+func SpreadName(n int) string {
+	if n < fewReps {
+		return fmt.Sprintf("median (min-max) of %d", n)
+	}
+	return "mean ± 95% CI"
 }

@@ -127,6 +127,7 @@ func ClassifierCost(repeat int) (miss, hit, pass float64, err error) {
 
 func init() {
 	Register(Experiment{Name: "lbe-switch", Summary: "LW-LBE table 1: task switch vs lanes' in-kernel classification, ns",
+		Quick: "20,000 switches, 100,000 classifications",
 		Setup: func(fs *flag.FlagSet) RunFunc {
 			rounds := fs.Int("rounds", 200000, "pipe ping-pong round trips")
 			repeat := fs.Int("repeat", 1000000, "BPF_PROG_TEST_RUN repetitions")

@@ -177,3 +177,45 @@ func TestNamedTraceMissingIsAnError(t *testing.T) {
 		t.Fatal("a missing trace path loaded")
 	}
 }
+
+// Two repetitions give a median and a range, not a 95% interval wider
+// than the values; many give mean ± CI.
+func TestSpreadFewAndMany(t *testing.T) {
+	two := Summarize([]float64{1.5, 5.1})
+	if got := two.SpreadText("%.2f"); got != "3.30 (1.50–5.10)" {
+		t.Errorf("2 reps: %q", got)
+	}
+	if c, lo, hi := two.Spread(); c != 3.3 || lo != 1.5 || hi != 5.1 {
+		t.Errorf("2 reps: %v %v %v", c, lo, hi)
+	}
+	many := Summarize([]float64{1, 2, 3, 4, 5, 6})
+	if got := many.SpreadText("%.1f"); !strings.Contains(got, "3.5 ± ") {
+		t.Errorf("6 reps: %q", got)
+	}
+	if SpreadName(2) != "median (min-max) of 2" || SpreadName(20) != "mean ± 95% CI" {
+		t.Error(SpreadName(2), SpreadName(20))
+	}
+}
+
+func TestParamTable(t *testing.T) {
+	tb := ParamTable(map[string]any{"reps": 2, "config": &LBEConfig{UpTrace: "TMobile-UMTS-driving.up", SizesKB: []int{100, 400}}})
+	rows := map[string]string{}
+	for _, r := range tb.Rows {
+		rows[r[0]] = r[1]
+	}
+	if rows["reps"] != "2" || rows["config.up_trace"] != "TMobile-UMTS-driving.up" || !strings.Contains(rows["config.sizes_kb"], "100, 400") {
+		t.Errorf("rows: %v", rows)
+	}
+}
+
+func TestProgressETA(t *testing.T) {
+	var b strings.Builder
+	p := (&Env{Out: &b}).NewProgress(3)
+	p.Step("first")
+	p.Step("second %d", 2)
+	out := b.String()
+	if !strings.Contains(out, "[1/3 ") || !strings.Contains(out, "ETA after the first step] first") ||
+		!strings.Contains(out, "[2/3 ") || !strings.Contains(out, "ETA ") || !strings.Contains(out, "] second 2") {
+		t.Errorf("progress:\n%s", out)
+	}
+}

@@ -173,3 +173,31 @@ func TestSave(t *testing.T) {
 		t.Error("Save(a.jpg) accepted")
 	}
 }
+
+// Marks, error bars and mark-only series are drawn, and the y range makes
+// room for the bars.
+func TestMarkersAndErrorBars(t *testing.T) {
+	svg := func(s ...Series) string {
+		f := &Figure{Title: "t", Panels: []Panel{{YLabel: "time", Unit: "s", Series: s}}}
+		var b bytes.Buffer
+		if err := f.WriteSVG(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WritePNG(io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	plain := Series{Name: "a", X: []float64{100, 400}, Y: []float64{1, 2}}
+	marked := plain
+	marked.Marker, marked.YLo, marked.YHi = true, []float64{0.5, 1.5}, []float64{1.5, 10}
+	paper := Series{Name: "paper", X: []float64{400}, Y: []float64{3.68}, NoLine: true}
+	a, b := svg(plain), svg(marked, paper)
+	if strings.Count(b, "<line") <= strings.Count(a, "<line") || strings.Count(b, "<rect") <= strings.Count(a, "<rect") {
+		t.Error("marks and error bars added no elements")
+	}
+	p := Panel{Series: []Series{marked}}
+	if _, hi := p.yRange(); hi < 10 {
+		t.Errorf("y range ends at %v, below the error bar's 10", hi)
+	}
+}
