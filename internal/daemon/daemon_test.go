@@ -739,3 +739,37 @@ func daemonAndServer(t *testing.T) (*testutil.Pair, string, *api.Client) {
 	t.Cleanup(func() { c.Close() })
 	return p, sock, c
 }
+
+// lanes reset removes what a SIGKILLed daemon left (and refuses while one
+// runs); a client in another network namespace refuses to act on a daemon
+// that manages a different one, and says which.
+func TestResetAfterKillAndForeignNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+
+	out, err := exec.Command(lanesBin, "status", "--socket", sock).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "manages network namespace") {
+		t.Errorf("status from another namespace: %v\n%s", err, out)
+	}
+	if out, err := p.A.Command(lanesBin, "status", "--socket", sock).CombinedOutput(); err != nil || !strings.Contains(string(out), "network namespace "+p.A.Name) {
+		t.Errorf("status in the daemon's namespace: %v\n%s", err, out)
+	}
+	if out, err := p.A.Command(lanesBin, "reset", "--socket", sock).CombinedOutput(); err == nil || !strings.Contains(string(out), "is running") {
+		t.Errorf("reset with a running daemon: %v\n%s", err, out)
+	}
+
+	d.stop(t, syscall.SIGKILL)
+	if left := leftovers(t, p.A, p.LinkA); len(left) == 0 {
+		t.Fatal("SIGKILL left nothing: the check below would prove nothing")
+	}
+	if out, err := p.A.Command(lanesBin, "reset", "--socket", sock).CombinedOutput(); err != nil {
+		t.Fatalf("lanes reset: %v\n%s", err, out)
+	}
+	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
+		t.Errorf("left behind after SIGKILL + lanes reset:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("stale API socket left behind")
+	}
+}
