@@ -273,8 +273,8 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 
 // writeFlowTable prints flows as an aligned table, at most top rows.
 func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
-	const hdr = "%-11s %-18s %-23s %-23s %-10s %-8s %6s %6s %9s %9s %10s %7s %9s\n"
-	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ")
+	const hdr = "%-11s %-18s %-23s %-23s %-10s %-8s %6s %6s %9s %9s %10s %7s %9s  %s\n"
+	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ", "WHY")
 	for i := range flows {
 		if top > 0 && i >= top {
 			fmt.Fprintf(w, "... %d more\n", len(flows)-top)
@@ -296,7 +296,7 @@ func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
 		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, f.CAState,
 			strconv.FormatUint(uint64(f.Cwnd), 10), ss,
 			fmt.Sprintf("%.3f", float64(f.SRTT)/1000), fmt.Sprintf("%.3f", float64(f.MinRTT)/1000),
-			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10))
+			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10), f.Why)
 	}
 }
 
@@ -409,6 +409,7 @@ type daemonLanes struct {
 
 type laneAnswer struct {
 	l     lane.Lane
+	why   string // what decided it, from the daemon
 	asked time.Time
 	found bool
 }
@@ -439,7 +440,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 		}
 	}
 	if len(ask) > 0 {
-		got, err := d.client.SocketLanes(ask)
+		got, why, err := d.client.SocketLanesWhy(ask)
 		if err != nil {
 			if !d.warned {
 				slog.Warn("lanes of sockets from the daemon", "err", err)
@@ -451,7 +452,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 				if !found || l == lane.Unset {
 					l = lane.Interactive
 				}
-				d.known[c] = laneAnswer{l: l, asked: now, found: found}
+				d.known[c] = laneAnswer{l: l, why: why[c], asked: now, found: found}
 			}
 		}
 	}
@@ -469,7 +470,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 	out := flows[:0]
 	for i := range flows {
 		if a, ok := d.known[flows[i].Cookie]; ok {
-			flows[i].Lane = a.l
+			flows[i].Lane, flows[i].Why = a.l, a.why
 		}
 		if len(want) == 0 || slices.Contains(want, flows[i].Lane) {
 			out = append(out, flows[i])

@@ -159,23 +159,36 @@ func FlowOf(conn net.Conn) (Flow, error) {
 // SocketLanes returns the lanes of the sockets with these cookies (those the
 // daemon has seen); it splits long lists into several requests.
 func (c *Client) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
+	out, _, err := c.SocketLanesWhy(cookies)
+	return out, err
+}
+
+// SocketLanesWhy is SocketLanes with, per socket, what decided its lane
+// (where the daemon knows it).
+func (c *Client) SocketLanesWhy(cookies []uint64) (map[uint64]lane.Lane, map[uint64]string, error) {
 	out := make(map[uint64]lane.Lane, len(cookies))
+	why := map[uint64]string{}
 	for len(cookies) > 0 {
 		n := min(len(cookies), MaxCookies)
 		r, err := c.Do(Request{Op: OpSockLanes, Cookies: cookies[:n]})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for k, l := range r.SocketLanes {
 			v, err := strconv.ParseUint(k, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("socket-lanes reply: bad cookie %q", k)
+				return nil, nil, fmt.Errorf("socket-lanes reply: bad cookie %q", k)
 			}
 			out[v] = l
 		}
+		for k, w := range r.SocketWhy {
+			if v, err := strconv.ParseUint(k, 10, 64); err == nil {
+				why[v] = w
+			}
+		}
 		cookies = cookies[n:]
 	}
-	return out, nil
+	return out, why, nil
 }
 
 // Component returns the status document of a running daemon component

@@ -180,6 +180,9 @@ type Response struct {
 	// SocketLanes answers socket-lanes: cookie (decimal) -> lane, for the
 	// cookies whose socket lanes has seen; others are absent.
 	SocketLanes map[string]lane.Lane `json:"socket_lanes,omitempty"`
+	// SocketWhy answers socket-lanes too: cookie -> what decided the lane
+	// (the registration, rule, lane cgroup or marking), where known.
+	SocketWhy map[string]string `json:"socket_why,omitempty"`
 	// Component answers component: the component's own status document
 	// (e.g. internal/coop's Status for "coop").
 	Component json.RawMessage `json:"component,omitempty"`

@@ -51,6 +51,12 @@ type Handler interface {
 	AccessGroup() string
 }
 
+// SocketReasoner is an optional Handler method: what decided each socket's
+// lane, returned beside the lanes in the socket-lanes reply.
+type SocketReasoner interface {
+	SocketReasons(cookies []uint64) (map[uint64]string, error)
+}
+
 // Server serves the protocol on a unix socket.
 type Server struct {
 	h      Handler
@@ -256,6 +262,14 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 			r.SocketLanes = make(map[string]lane.Lane, len(m))
 			for c, l := range m {
 				r.SocketLanes[strconv.FormatUint(c, 10)] = l
+			}
+			if x, ok := s.h.(SocketReasoner); ok {
+				if why, werr := x.SocketReasons(req.Cookies); werr == nil {
+					r.SocketWhy = make(map[string]string, len(why))
+					for c, w := range why {
+						r.SocketWhy[strconv.FormatUint(c, 10)] = w
+					}
+				}
 			}
 		}
 	case OpComponent:

@@ -603,6 +603,11 @@ func TestSocketLanes(t *testing.T) {
 	if _, ok := got[cookie+12345]; ok {
 		t.Fatal("an unknown cookie got a lane")
 	}
+	// why: the registered 3-tuple, as `lanes monitor` shows it
+	_, why, err := c.SocketLanesWhy([]uint64{cookie})
+	if err != nil || !strings.HasPrefix(why[cookie], "3-tuple api") {
+		t.Fatalf("why socket %d is background: %q %v", cookie, why[cookie], err)
+	}
 }
 
 // The daemon runs the realtime lane when the policy enables it: a client's

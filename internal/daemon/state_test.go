@@ -330,3 +330,37 @@ func TestCheckInterfaces(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestExplainFollowsPrecedence(t *testing.T) {
+	f := newFixture(t, policyA+"  - {name: any443, lane: realtime, dst: 0.0.0.0/0, dport: 443}\n  - {name: ten-one, lane: realtime, dst: 10.1.0.0/16}\n", "eth0")
+	f.world.cgroups["/system.slice/apt-daily.service"] = 77
+	f.resync()
+	reg := api.Flow{Dst: "198.51.100.7", DPort: 80, SPort: 5555}
+	if err := f.d.Register(api.Cred{UID: 1000}, reg, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	f.d.mu.Lock()
+	f.d.liveSockets[reg] = []liveSocket{{cookie: 42}}
+	f.d.mu.Unlock()
+	for _, c := range []struct {
+		s    sockFacts
+		want string
+	}{
+		{sockFacts{cookie: 42, dst: addr("198.51.100.7"), dport: 80, sport: 5555}, "registration tcp 198.51.100.7 dport 80 sport 5555 (api)"},
+		{sockFacts{dst: addr("192.0.2.10"), dport: 443, sport: 40000, uid: 1001}, "3-tuple policy:sensor"},
+		{sockFacts{dst: addr("10.1.2.3"), dport: 443, uid: 1001}, "destination 0.0.0.0/0 port 443 policy:any443"},
+		{sockFacts{dst: addr("10.1.2.3"), dport: 80, uid: 1001}, "destination 10.1.0.0/16 policy:ten-one"},
+		{sockFacts{dst: addr("10.9.2.3"), dport: 80, uid: 1001}, "destination 10.0.0.0/8 policy:backup-net"},
+		{sockFacts{dst: addr("203.0.113.1"), dport: 80, cgroupID: 77, uid: 1001}, "cgroup policy:apt"},
+		{sockFacts{dst: addr("203.0.113.1"), dport: 80, cgroupID: 9003}, "cgroup lane cgroup"},
+		{sockFacts{dst: addr("203.0.113.1"), dport: 80, uid: 1001}, "uid 1001 policy:bob"},
+		{sockFacts{dst: addr("203.0.113.1"), dport: 80, uid: 5}, "no rule"},
+	} {
+		f.d.mu.Lock()
+		got := f.d.explainLocked(c.s)
+		f.d.mu.Unlock()
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%+v: %q, want %q...", c.s, got, c.want)
+		}
+	}
+}

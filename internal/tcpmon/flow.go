@@ -32,6 +32,7 @@ type Flow struct {
 	Dst      string    `json:"dst"` // remote address:port
 	State    string    `json:"state"`
 	Lane     lane.Lane `json:"lane"`
+	Why      string    `json:"why,omitempty"` // what decided the lane (from the daemon)
 	PID      int       `json:"pid"`
 	Comm     string    `json:"comm"`
 	UID      uint32    `json:"uid"`
