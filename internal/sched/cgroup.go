@@ -64,7 +64,7 @@ func DetectCPUCgroup() CPUCgroup {
 		if b, err := os.ReadFile(filepath.Join(v2, "cgroup.controllers")); err == nil {
 			for _, c := range strings.Fields(string(b)) {
 				if c == "cpu" {
-					return CPUCgroup{Version: 2, Mount: v2, HasIdle: exists(filepath.Join(v2, "cpu.stat"))}
+					return CPUCgroup{Version: 2, Mount: v2, HasIdle: v2HasIdle(v2)}
 				}
 			}
 		}
@@ -83,6 +83,20 @@ func (c CPUCgroup) String() string {
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// v2HasIdle says whether the kernel has cgroup v2 cpu.idle (5.15+). The
+// root cgroup has no cpu interface files at all (cpu.stat is in every
+// cgroup, whatever the kernel), so it looks at the child cgroups the cpu
+// controller is enabled in (those with cpu.weight).
+func v2HasIdle(mount string) bool {
+	dirs, _ := os.ReadDir(mount)
+	for _, d := range dirs {
+		if d.IsDir() && exists(filepath.Join(mount, d.Name(), "cpu.weight")) {
+			return exists(filepath.Join(mount, d.Name(), "cpu.idle"))
+		}
+	}
+	return false
+}
 
 // group returns (creating it) the cgroup directory of a rule, with weight
 // or idle set.
@@ -105,8 +119,13 @@ func (c CPUCgroup) group(name string, weight int, idle bool) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cgroup %s: %w", dir, err)
 	}
+	hasIdle := c.HasIdle
+	if c.Version == 2 {
+		// the rule's own group, cpu enabled above it, says for certain
+		hasIdle = exists(filepath.Join(dir, "cpu.idle"))
+	}
 	switch {
-	case idle && c.HasIdle:
+	case idle && hasIdle:
 		if err := writeFile(filepath.Join(dir, "cpu.idle"), "1"); err != nil {
 			return "", err
 		}

@@ -177,9 +177,12 @@ struct {
 	__type(value, __u32);
 } lanes_lane_cap SEC(".maps");
 
-/* cwnd cap per socket cookie, segments, 0 = none; beats the lane's */
+/* cwnd cap per socket cookie, segments, 0 = none; beats the lane's. LRU:
+ * a cap written for a socket that closed meanwhile (after its STATE_CB
+ * delete) is never touched again and is the first evicted, so such leftovers
+ * cannot fill the map and refuse the caps of live sockets. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
 	__type(value, __u32);

@@ -50,3 +50,33 @@ func TestLoadWithSharedMaps(t *testing.T) {
 		t.Fatalf("got %d counters", len(c))
 	}
 }
+
+// TestSockCapLeftoversCannotFillTheMap: caps written for sockets that have
+// closed (never deleted) must not make the map refuse the caps of new
+// sockets once it holds max_entries.
+func TestSockCapLeftoversCannotFillTheMap(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	cls, err := classifier.Load(classifier.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cls.Close()
+	objs, err := Load(Config{NetnsCookie: 1}, cls.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	n := objs.LanesSockCap.MaxEntries()
+	for c := uint64(1); c <= uint64(n)+100; c++ {
+		if err := objs.LanesSockCap.Put(c, uint32(10)); err != nil {
+			t.Fatalf("cap of socket %d with %d leftovers in a %d-entry map: %v", c, c-1, n, err)
+		}
+	}
+	var v uint32
+	if err := objs.LanesSockCap.Lookup(uint64(n)+100, &v); err != nil || v != 10 {
+		t.Fatalf("newest cap: %d %v", v, err)
+	}
+}
