@@ -37,7 +37,7 @@ type monitorFlags struct {
 	allSegments                    bool
 	interval, duration, probeGap   time.Duration
 	maxDelay                       time.Duration
-	output, netns, socket          string
+	output, netns, socket, backend string
 	lanes, src, dst, comm, cgroup  string
 	sport, dport, port             uint
 	pid, count, top                int
@@ -75,6 +75,7 @@ func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
 	fs.StringVar(&m.cgroup, "cgroup", "", "only flows created in this cgroup v2 directory")
 	fs.IntVar(&m.top, "top", 40, "live view: show at most this many flows")
 	fs.BoolVar(&m.all, "all", false, "include listening and TIME-WAIT sockets")
+	fs.StringVar(&m.backend, "backend", "", "sampling backend: bpf-iter or sock_diag (default: the BPF iterator when it loads)")
 	return func(ctx context.Context, _ []string) error { return runMonitor(ctx, e, m) }
 }
 
@@ -186,7 +187,7 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 var errStop = errors.New("stop")
 
 func (m *monitorFlags) samplerConfig() (tcpmon.Config, error) {
-	cfg := tcpmon.Config{Interval: m.interval, NetNSPath: m.netns}
+	cfg := tcpmon.Config{Interval: m.interval, NetNSPath: m.netns, Backend: m.backend}
 	f := &cfg.Filter
 	if m.lanes != "" {
 		for _, s := range strings.Split(m.lanes, ",") {
@@ -265,8 +266,9 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 	for i := range flows {
 		total += flows[i].Throughput
 	}
-	fmt.Fprintf(&b, "lanes monitor  %s  every %v  %d flows (%d sockets seen)  total %s\n\n",
-		time.Now().Format("15:04:05"), s.Interval(), len(flows), s.Dumped, fmtRate(total))
+	backend, _ := s.Backend()
+	fmt.Fprintf(&b, "lanes monitor  %s  every %v  %d flows (%d sockets seen, %s)  total %s\n\n",
+		time.Now().Format("15:04:05"), s.Interval(), len(flows), s.Dumped, backend, fmtRate(total))
 	writeFlowTable(&b, flows, top)
 	io.WriteString(w, b.String())
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -128,8 +130,9 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 var CoopStateDir = "/run/lanes/coop"
 
 // newCoop wires the cooperative controller: flows from the TCP monitor
-// (sock_diag, lanes from the datapath's socket map), caps through the
-// datapath's sock_ops maps, announcements on the managed interface.
+// (the BPF iterator reading lanes from the datapath's socket map in the
+// kernel, or sock_diag), caps through the datapath's sock_ops maps,
+// announcements on the managed interface.
 func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) (*component, error) {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
@@ -141,10 +144,16 @@ func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) (
 }
 
 func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error) {
-	sampler, err := tcpmon.New(tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true})
+	mc := tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true}
+	if cm, ok := h.(interface{ CookieMap() *ebpf.Map }); ok {
+		mc.LaneMap = cm.CookieMap()
+	}
+	sampler, err := tcpmon.New(mc)
 	if err != nil {
 		return nil, err
 	}
+	backend, why := sampler.Backend()
+	d.log.Info("coop: tcp monitor", "backend", backend, "fallback_reason", why)
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
 	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Caps: h, Logger: d.log.With("component", "coop")})
 	if err != nil {
@@ -161,8 +170,8 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 		if !s.Authenticated {
 			auth = fmt.Sprintf("UNAUTHENTICATED (limited: %d active peers wait outside N)", s.Uncounted)
 		}
-		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows, peers %s, dropped announcements %d",
-			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), auth, s.Counters.Dropped())
+		return fmt.Sprintf("%s, N=%d, rate %.3g Mbit/s (%s), %d flows (monitor: %s), peers %s, dropped announcements %d",
+			state, s.N, float64(s.RateBits)/1e6, s.RateSource, len(s.Flows), backend, auth, s.Counters.Dropped())
 	}
 	return &runner{run: ctl.Run, close: func() error { return errors.Join(ctl.Close(), sampler.Close()) },
 		status: status, detail: func() any { return ctl.Status() }}, nil

@@ -468,6 +468,11 @@ func (h *Host) SocketLane(cookie uint64) (lane.Lane, bool) {
 	return lane.Lane(v), true
 }
 
+// CookieMap is the socket cookie -> lane map itself, for a reader that
+// resolves lanes in the kernel (the monitor's BPF iterator); it stays valid
+// for the reader after the datapath closes (the kernel holds a reference).
+func (h *Host) CookieMap() *ebpf.Map { return h.cls.LanesCookie }
+
 // SetSocketLane puts one socket (by cookie) in a lane; it beats every other rule.
 func (h *Host) SetSocketLane(cookie uint64, l lane.Lane) error {
 	v, err := laneValue(l)

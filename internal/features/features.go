@@ -27,6 +27,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
+	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 )
 
 // Feature is one probed capability and what lanes does without it.
@@ -68,6 +69,7 @@ const (
 	ClassifierFeature = "lanes classifier (cls_bpf object)"
 	SockopsFeature    = "lanes sock_ops (object)"
 	TCPEventsFeature  = "lanes TCP events (tracepoint object)"
+	TCPIterFeature    = "lanes TCP iterator (monitor sampling)"
 )
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
@@ -232,6 +234,9 @@ func probeBPF() []Feature {
 	add(ClassifierFeature, "none: the classifier is the datapath", true, classifier.Probe())
 	add(SockopsFeature, "no per-socket lanes: packets are classified one by one (3-tuple, destination, exact cgroup, uid, DSCP); no cgroup ancestors, NOTSENT_LOWAT, cwnd caps or LEDBAT++ switching", false, sockops.Probe())
 	add(TCPEventsFeature, "TCP monitor samples with sock_diag only (no per-ACK events)", false, tcpevents.Probe())
+	// The monitor's sampling backend (needs iter/tcp and the tracing
+	// socket cookie helper, 5.12+).
+	add(TCPIterFeature, "TCP monitor, coop controller and dashboard sample through sock_diag (one netlink message per socket)", false, tcpiter.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	return out

@@ -129,6 +129,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperSend(os.Args[len(os.Args)-5:]))
 	case "sink":
 		os.Exit(helperSink(os.Args[len(os.Args)-1]))
+	case "dial":
+		os.Exit(helperDial(os.Args[len(os.Args)-2:]))
 	}
 	os.Exit(m.Run())
 }
@@ -147,6 +149,29 @@ func helperSend(a []string) int {
 	writeFor(context.Background(), c, chunk, gap, d)
 	time.Sleep(hold)
 	c.Close()
+	return 0
+}
+
+// helperDial (`dial ADDR N`) opens N idle connections to ADDR, says
+// "ready" on stdout and holds them until its stdin closes: one process can
+// only hold so many descriptors, so large socket counts are spread over a
+// few of these.
+func helperDial(a []string) int {
+	n, _ := strconv.Atoi(a[1])
+	conns := make([]net.Conn, 0, n)
+	for range n {
+		c, err := net.DialTimeout("tcp", a[0], 10*time.Second)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+		conns = append(conns, c)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
 	return 0
 }
 

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -88,8 +89,9 @@ type Config struct {
 // one goroutine samples (Run), others get copies of the flows.
 type Sampler struct {
 	cfg   Config
-	iter  *iterSource // nil: sock_diag
-	why   string      // why not the iterator ("" when it runs)
+	iter  *iterSource // loaded iterator, nil: sock_diag only
+	use   bool        // sample through iter
+	why   string      // why this backend
 	nsH   netns.NsHandle
 	conn  *diagConn
 	procs *procCache
@@ -169,7 +171,18 @@ func New(cfg Config) (*Sampler, error) {
 	f := &cfg.Filter
 	conn.bytecode = diagFilter(f.LocalPort, f.RemotePort, f.Port, f.CgroupID)
 	s := &Sampler{cfg: cfg, conn: conn, known: map[uint64]*prevCounters{}, nsH: owned}
-	if cfg.Backend != BackendDiag {
+	switch {
+	case cfg.Backend == BackendDiag:
+		s.why = "sock_diag asked for"
+	case cfg.States&^ConnectedStates != 0:
+		// LISTEN (whose queues sock_diag reports as the accept backlog),
+		// TIME-WAIT and request sockets: sock_diag only.
+		s.why = "listening or TIME-WAIT sockets asked for"
+		if cfg.Backend == BackendIter {
+			s.Close()
+			return nil, fmt.Errorf("the tcp iterator reports connections only (%s)", s.why)
+		}
+	default:
 		s.iter, err = openIter(ns, &s.cfg)
 		if err != nil {
 			if cfg.Backend == BackendIter {
@@ -178,8 +191,10 @@ func New(cfg Config) (*Sampler, error) {
 			}
 			s.why = err.Error()
 		}
-	} else {
-		s.why = "sock_diag asked for"
+	}
+	s.use = s.iter != nil
+	if s.use && cfg.Backend == "" {
+		s.pick()
 	}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
@@ -190,10 +205,47 @@ func New(cfg Config) (*Sampler, error) {
 // Backend names the sampling backend in use and, for sock_diag, why the
 // BPF iterator is not used.
 func (s *Sampler) Backend() (name, why string) {
-	if s.iter != nil {
-		return BackendIter, ""
+	if s.use {
+		return BackendIter, s.why
 	}
 	return BackendDiag, s.why
+}
+
+// repick is how many samples an automatic choice of backend holds.
+const repick = 600
+
+// pick times one walk of each backend and keeps the cheaper: the CPU time
+// of this thread, where both do their kernel work (recvmsg or read). The
+// iterator's walk has a fixed cost (every bucket of the kernel's TCP hash
+// table, with a cond_resched each) and a lower cost per socket, so which
+// one is cheaper depends on the table size and the number of sockets.
+func (s *Sampler) pick() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	nop := func(*Sock) {}
+	diagVisit := nop
+	if s.iter.inKLane && s.cfg.LaneOf != nil {
+		// With sock_diag the lanes cost a map lookup (a system call) per
+		// socket; the iterator reads them in the kernel.
+		diagVisit = func(sk *Sock) { s.cfg.LaneOf(sk.Cookie) }
+	}
+	t0 := threadCPU()
+	ierr := s.iter.dump(nop)
+	t1 := threadCPU()
+	derr := s.conn.dumpAll(s.cfg.States, s.cfg.IPv4Only, diagVisit)
+	t2 := threadCPU()
+	ci, cd := t1-t0, t2-t1
+	s.use = ierr == nil && (derr != nil || ci <= cd)
+	s.why = fmt.Sprintf("cheaper here: one walk %v CPU (bpf-iter), %v (sock_diag)", ci.Round(time.Microsecond), cd.Round(time.Microsecond))
+	if ierr != nil {
+		s.why = "iterator walk failed: " + ierr.Error()
+	}
+}
+
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Interval is the configured sampling interval.
@@ -225,7 +277,10 @@ func (s *Sampler) Sample() ([]Flow, error) {
 			s.buf = append(s.buf, f)
 		}
 	}
-	if s.iter != nil {
+	if s.cfg.Backend == "" && s.iter != nil && s.gen%repick == 0 {
+		s.pick()
+	}
+	if s.use {
 		if err := s.iter.dump(visit); err != nil {
 			return nil, err
 		}
@@ -411,7 +466,7 @@ type Stats struct {
 
 // Stats returns the counters so far.
 func (s *Sampler) Stats() Stats {
-	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.iter != nil || s.conn.bytecode != nil}
+	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.use || s.conn.bytecode != nil}
 	if s.procs != nil {
 		st.ProcScans = s.procs.scans
 	}

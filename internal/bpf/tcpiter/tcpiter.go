@@ -77,6 +77,16 @@ func Load(c Config) (*Iter, error) {
 	return &Iter{prog: progs.Dump, link: l}, nil
 }
 
+// Probe loads and attaches the iterator as the monitor would, then
+// unloads it: nil if the monitor can sample through it on this kernel.
+func Probe() error {
+	it, err := Load(Config{States: 1 << 1})
+	if err != nil {
+		return err
+	}
+	return it.Close()
+}
+
 // Close detaches and unloads the iterator.
 func (it *Iter) Close() error {
 	return errors.Join(it.link.Close(), it.prog.Close())
