@@ -3,7 +3,7 @@
 // the page served against a real `lanes daemon` managing a fresh namespace
 // with a real TCP flow in it, and checks that the flow appears, updates and
 // leaves after it closed, that the page fits 400 px, and that the console
-// stays free of errors. LANES_DASHBOARD_SCREENSHOT=FILE saves a screenshot.
+// stays free of errors; the same server's /metrics passes promtool. LANES_DASHBOARD_SCREENSHOT=FILE saves a screenshot.
 package dashboard
 
 import (
@@ -241,6 +241,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+
+	// The live daemon's metrics, as Prometheus scrapes them.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsText, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	testutil.PromCheck(t, metricsText)
+	for _, want := range []string{"lanes_daemon_up 1", fmt.Sprintf(`lanes_lane_packets_total{interface=%q,lane="interactive"}`, p.LinkA),
+		`lanes_tcp_flows{lane="interactive"} 1`} {
+		if !strings.Contains(string(metricsText), want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 

@@ -224,7 +224,62 @@ func plotCoop(r *Result) ([]Figure, error) {
 		figs = append(figs, Figure{Name: fmt.Sprintf("cwnd-n%d-%s", run.N, run.Mode),
 			Fig: &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{p}}})
 	}
+	if f := coopVersusN(runs); f != nil {
+		figs = append(figs, Figure{Name: "versus-n", Fig: f})
+	}
 	return figs, nil
+}
+
+// paperCoopCaps is the paper's table 2 (20 Mbit/s, 256 ms RTT, the coop
+// experiment's defaults): the cap for N = 5..8 senders, segments.
+var paperCoopCaps = map[int]float64{5: 69, 6: 57, 7: 49, 8: 43}
+
+// coopVersusN draws total goodput, Jain's index and the applied cap against
+// N for each mode, marked points, with the paper's caps beside ours.
+func coopVersusN(runs []coopRun) *plot.Figure {
+	ns := map[int]bool{}
+	for _, r := range runs {
+		ns[r.N] = true
+	}
+	if len(ns) < 2 {
+		return nil
+	}
+	total := plot.Panel{YLabel: "total goodput", Unit: "Mbit/s"}
+	jain := plot.Panel{YLabel: "Jain's index", YMin: 0, YMax: 1}
+	caps := plot.Panel{YLabel: "cap", Unit: "segments"}
+	for i, mode := range []string{"tcp", "lanes"} {
+		col := plot.Palette[i]
+		t := plot.Series{Name: mode, Marker: true, Color: col}
+		j := plot.Series{Name: mode, Marker: true, Color: col}
+		c := plot.Series{Name: "lanes (median applied)", Marker: true, Color: col}
+		for _, r := range runs {
+			if r.Mode != mode {
+				continue
+			}
+			t.X, t.Y = append(t.X, float64(r.N)), append(t.Y, r.Stats.TotalMbit)
+			j.X, j.Y = append(j.X, float64(r.N)), append(j.Y, r.Stats.JainRun)
+			if r.Cap > 0 {
+				c.X, c.Y = append(c.X, float64(r.N)), append(c.Y, float64(r.Cap))
+			}
+		}
+		if len(t.X) > 0 {
+			total.Series, jain.Series = append(total.Series, t), append(jain.Series, j)
+		}
+		if len(c.X) > 0 {
+			caps.Series = append(caps.Series, c)
+		}
+	}
+	paper := plot.Series{Name: "paper, table 2", NoLine: true, Color: plot.Palette[1]}
+	for n := 5; n <= 8; n++ {
+		if ns[n] {
+			paper.X, paper.Y = append(paper.X, float64(n)), append(paper.Y, paperCoopCaps[n])
+		}
+	}
+	if len(paper.X) > 0 {
+		caps.Series = append(caps.Series, paper)
+	}
+	return &plot.Figure{Title: "coop: goodput, fairness and cap against N", XLabel: "N (senders)",
+		Panels: []plot.Panel{total, jain, caps}}
 }
 
 func positiveOrNaN(v float64) float64 {

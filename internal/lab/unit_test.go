@@ -219,3 +219,27 @@ func TestProgressETA(t *testing.T) {
 		t.Errorf("progress:\n%s", out)
 	}
 }
+
+// The coop result gets a figure against N with the paper's caps beside the
+// applied ones.
+func TestCoopVersusN(t *testing.T) {
+	var runs []coopRun
+	for _, n := range []int{2, 5, 8} {
+		runs = append(runs, coopRun{N: n, Mode: "tcp", Stats: coopStats{TotalMbit: 19, JainRun: 0.5}},
+			coopRun{N: n, Mode: "lanes", Stats: coopStats{TotalMbit: 18, JainRun: 0.97}, Cap: uint32(300 / n)})
+	}
+	f := coopVersusN(runs)
+	if f == nil || len(f.Panels) != 3 {
+		t.Fatalf("figure %+v", f)
+	}
+	caps := f.Panels[2].Series
+	if len(caps) != 2 || caps[1].Name != "paper, table 2" || len(caps[1].X) != 2 || caps[1].Y[1] != 43 {
+		t.Errorf("cap panel: %+v", caps)
+	}
+	if err := f.Save(filepath.Join(t.TempDir(), "versus-n.png")); err != nil {
+		t.Fatal(err)
+	}
+	if coopVersusN(runs[:2]) != nil {
+		t.Error("a single N drew a figure against N")
+	}
+}
