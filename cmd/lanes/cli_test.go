@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -103,5 +104,32 @@ func TestQuickOnlyWhereItShortens(t *testing.T) {
 	}
 	if _, _, rc := runCLI("lab", "run", "tun-probe", "--quick"); rc != 2 {
 		t.Errorf("tun-probe (short already) --quick: rc %d, want a usage error", rc)
+	}
+}
+
+// Into a pipe or file the live monitor prints plain tables, no escape codes.
+func TestMonitorPlainWhenNotATerminal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sock_diag of every socket needs root")
+	}
+	out, errOut, rc := runCLI("monitor", "--count", "3", "--interval", "20ms", "--socket", "/nonexistent/lanes.sock")
+	if rc != 0 || !strings.Contains(out, "LANE") || strings.Contains(out, "\x1b") {
+		t.Errorf("rc %d, stderr %q, stdout %q", rc, errOut, trim(out))
+	}
+}
+
+// Client commands, the monitor included, take the socket from LANES_SOCKET.
+func TestLanesSocketEnv(t *testing.T) {
+	for _, args := range [][]string{{"status"}, {"monitor", "--lane", "background", "--count", "1"}} {
+		var out, errb bytes.Buffer
+		e := &env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+			if k == "LANES_SOCKET" {
+				return "/nonexistent/from-env.sock"
+			}
+			return ""
+		}}
+		if rc := runMain(context.Background(), e, args); rc == 0 || !strings.Contains(errb.String(), "/nonexistent/from-env.sock") {
+			t.Errorf("%v: rc %d, stderr %q", args, rc, errb.String())
+		}
 	}
 }
