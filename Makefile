@@ -31,8 +31,8 @@ native:
 
 # Device makers run lanes on phones and boards: cross-build with CGO off.
 cross:
-	GOOS=linux   GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/lanes-linux-arm64 ./cmd/lanes
-	GOOS=android GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/lanes-android-arm64 ./cmd/lanes
+	GOOS=linux   GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-linux-arm64 ./cmd/lanes
+	GOOS=android GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-android-arm64 ./cmd/lanes
 
 # Rebuild the BPF objects from their C sources (needs clang); the results are
 # committed so that a plain `go build` needs no clang.
