@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/lab"
+	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
@@ -107,6 +108,7 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 	}
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	policy := fs.String("policy", "", "lanes policy file for runs that start the daemon (recorded)")
+	rtPrio := fs.Int("realtime-priority", emu.DefaultRealTimePriority, "SCHED_FIFO priority of the lab process while the emulator runs, so a busy machine cannot delay its packets (0: normal priority)")
 	gofs := flag.NewFlagSet(x.Name, flag.ContinueOnError)
 	gofs.SetOutput(io.Discard)
 	runFn := x.Setup(gofs)
@@ -119,7 +121,7 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 	}
 	return func(ctx context.Context, _ []string) error {
 		lab.Version = version
-		lenv := &lab.Env{Out: e.stdout, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy}
+		lenv := &lab.Env{Out: e.stdout, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy, RealTime: *rtPrio}
 		if *asJSON {
 			lenv.Out = e.stderr
 		}
@@ -139,6 +141,9 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 			return werr
 		}
 		fmt.Fprintf(e.stderr, "results in %s\n", dir)
+		if len(r.Failures) > 0 {
+			return fmt.Errorf("%s: check failed: %s", x.Name, strings.Join(r.Failures, "; "))
+		}
 		return nil
 	}
 }

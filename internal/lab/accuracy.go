@@ -9,6 +9,9 @@
 //   - trace replay: a link driven by a mahimahi trace with a queue that is
 //     never empty delivers one 1,500-byte packet per opportunity; delivered
 //     packets over the window vs the trace's count.
+//   - stalls (stalls.go): a long fixed-rate upload counting spurious
+//     retransmission timeouts and the emulator's late deliveries; the run
+//     fails on any;
 //   - ceiling: packets per second one link moves with GOMAXPROCS=1, and the
 //     whole TUN-to-TUN path under a UDP flood with the emulator on one core.
 package lab
@@ -312,11 +315,14 @@ func init() {
 			delay := fs.Duration("delay", 50*time.Millisecond, "one-way delay")
 			window := fs.Duration("window", 10*time.Second, "measurement window")
 			trace := fs.String("trace", "TMobile-UMTS-driving.up", "trace for the replay check, a name in the traces folder or a path")
+			stallRate := fs.Float64("stall-rate", 20e6, "stall check: fixed link rate, bits/s")
+			stallDelay := fs.Duration("stall-delay", 128*time.Millisecond, "stall check: one-way delay")
+			stallDur := fs.Duration("stall-duration", 60*time.Second, "stall check: length of the upload")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r := &Result{Experiment: "accuracy", Started: time.Now(),
 					Params: map[string]any{"rate_bps": *rate, "delay": delay.String(), "window": window.String(), "trace": *trace}}
 				if env.Quick {
-					*window = 5 * time.Second
+					*window, *stallDur = 5*time.Second, 20*time.Second
 				}
 				env.Printf("fixed link %.1f Mbit/s, %v each way: goodput and idle RTT...\n", *rate/1e6, *delay)
 				fa, err := MeasureFixedLink(ctx, env, *rate, *delay, *window)
@@ -332,6 +338,12 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
+				env.Printf("stall check: %.0f Mbit/s, %v each way, %v of upload...\n", *stallRate/1e6, *stallDelay, *stallDur)
+				sc, err := MeasureStalls(ctx, env, *stallRate, *stallDelay, *stallDur)
+				if err != nil {
+					return nil, fmt.Errorf("stall check: %w", err)
+				}
+				r.Failures = append(r.Failures, sc.Failures()...)
 				env.Printf("ceiling...\n")
 				c := MeasureCeiling(ctx, 2*time.Second, 1500)
 				tc, err := MeasureTUNCeiling(ctx, env, 3*time.Second, 1500)
@@ -349,11 +361,14 @@ func init() {
 						{"trace opportunities", fmt.Sprintf("%d", ta.Delivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+.2f%%", ta.ErrPct), "within 1%"},
 						{"trace opportunities lost while backlogged", fmt.Sprintf("%d", ta.LostOpportunities), "0", "", "0"},
 						{"trace packets out by the wall-clock end", fmt.Sprintf("%d", ta.WallDelivered), fmt.Sprintf("%d", ta.Expected), fmt.Sprintf("%+d", int64(ta.WallDelivered)-int64(ta.Expected)), "report (lateness under load)"},
+						{"stall check: spurious RTOs", fmt.Sprintf("%d (RTOs %d)", sc.SpuriousRTOs, sc.Timeouts), "0", "", "0 (fails)"},
+						{"stall check: emulator stalls", fmt.Sprintf("%d (%d pkts late, worst %v)", sc.StallEvents, sc.LatePackets, sc.MaxLate.Round(100*time.Microsecond)),
+							"0", fmt.Sprintf("real-time: %v", sc.RealTime), fmt.Sprintf("0 stretches >= %v late (fails)", emu.StallLate)},
 						{"ceiling, link alone (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", c.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", c.Gbps), "report"},
 						{"ceiling, TUN to TUN (1 core, 1500 B)", fmt.Sprintf("%.0f pkt/s", tc.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tc.Gbps), "report"},
 						{"ceiling, TUN to TUN (1 core, 100 B)", fmt.Sprintf("%.0f pkt/s", tcs.PacketsPerSec), "", fmt.Sprintf("%.2f Gbit/s", tcs.Gbps), "report"},
 					}}}
-				r.Data = map[string]any{"fixed": fa, "trace": ta, "ceiling_link": c, "ceiling_tun_1500": tc, "ceiling_tun_100": tcs}
+				r.Data = map[string]any{"fixed": fa, "trace": ta, "stalls": sc, "ceiling_link": c, "ceiling_tun_1500": tc, "ceiling_tun_100": tcs}
 				r.Environment = fa.Environment
 				r.Duration = time.Since(r.Started)
 				return r, nil

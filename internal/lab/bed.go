@@ -46,6 +46,7 @@ type Bed struct {
 
 	gateLinks   map[string]*emu.Link
 	policyFiles []string // temporary policy folders, removed on Close
+	rtRelease   func()   // ends the process's real-time scheduling
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -61,8 +62,20 @@ func NewBed(env *Env, cc string) (*Bed, error) {
 	if env != nil && env.Exe != "" {
 		t.Exe = env.Exe
 	}
-	return &Bed{Topo: t, Emu: emu.New(), Nodes: map[string]*topo.Node{}, Hosts: map[string]*emu.Host{},
-		Gates: map[string]*topo.Gate{}, gateLinks: map[string]*emu.Link{}}, nil
+	b := &Bed{Topo: t, Emu: emu.New(), Nodes: map[string]*topo.Node{}, Hosts: map[string]*emu.Host{},
+		Gates: map[string]*topo.Gate{}, gateLinks: map[string]*emu.Link{}, rtRelease: func() {}}
+	if env != nil && env.RealTime > 0 {
+		// the emulator must not wait for a CPU behind the machine's other
+		// work (emu/realtime.go)
+		rel, err := emu.RealTimeProcess(env.RealTime)
+		b.rtRelease = rel
+		if err != nil {
+			env.Printf("warning: the emulator runs at normal priority (real-time scheduling refused: %v); a busy machine delays its packets\n", err)
+		} else {
+			b.Emu.RealTime = env.RealTime
+		}
+	}
+	return b, nil
 }
 
 // AddHost creates a host with the given links (from b.Emu.NewUplink /
@@ -189,6 +202,7 @@ func (b *Bed) Close() error {
 		}
 		b.wg.Wait()
 		b.Emu.Wait()
+		b.rtRelease()
 		errs = append(errs, b.Topo.Close())
 		for _, d := range b.policyFiles {
 			_ = os.RemoveAll(d)

@@ -126,7 +126,20 @@ func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Durat
 	if err != nil {
 		return nil, err
 	}
+	env.Printf("  testbed: %s\n", s.testbedNote())
 	return s, ctx.Err()
+}
+
+// testbedNote says what the run's hosts and emulator saw of stalls.
+func (s *coopSeries) testbedNote() string {
+	var at []string
+	for _, d := range append(s.Up.StallsAt, s.Down.StallsAt...) {
+		at = append(at, fmt.Sprintf("%.1fs", d.Seconds()))
+	}
+	sort.Strings(at)
+	return fmt.Sprintf("%d RTOs (%d spurious) in the hosts; emulator: %d late stretches (worst %v) at %s",
+		s.RTOs, s.SpuriousRTOs, s.Up.StallEvents+s.Down.StallEvents,
+		max(s.Up.MaxLate, s.Down.MaxLate).Round(time.Millisecond), strings.Join(at, " "))
 }
 
 func medianCap(s *coopSeries, from float64) uint32 {

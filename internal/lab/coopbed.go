@@ -95,6 +95,8 @@ type coopBed struct {
 	stream *streamSink
 	mu     sync.Mutex
 	conns  []net.Conn
+	up     *emu.Link // the shared medium
+	down   *emu.Link
 }
 
 // newCoopBed builds and starts the testbed (server sinks listening, the
@@ -115,6 +117,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 	}()
 	medium := emu.LinkConfig{Rate: c.Rate, QueueBytes: c.Buffer}
 	up, down := bed.Emu.NewUplink(medium), bed.Emu.NewDownlink(medium)
+	cb.up, cb.down = up, down
 	for i := 0; i < c.Hosts; i++ {
 		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, down, HostOpts{})
 		if err != nil {
@@ -396,6 +399,28 @@ type coopSeries struct {
 	Step    time.Duration  `json:"step_ns"`
 	T       []float64      `json:"t_s"`
 	Samples [][]hostSample `json:"samples"` // [interval][host]
+	// What a stalled testbed would show (stalls.go): the hosts' summed
+	// retransmission timeouts and spurious ones during the run, and the
+	// shared medium's late deliveries.
+	RTOs         int64         `json:"rto"`
+	SpuriousRTOs int64         `json:"spurious_rto"`
+	Up           emu.LinkStats `json:"medium_up"`
+	Down         emu.LinkStats `json:"medium_down"`
+}
+
+// hostsTCPExt sums a TcpExt counter over the hosts.
+func (cb *coopBed) hostsTCPExt(names ...string) []int64 {
+	v := make([]int64, len(names))
+	for _, h := range cb.hosts {
+		m, err := tcpExt(h.node)
+		if err != nil {
+			continue
+		}
+		for i, n := range names {
+			v[i] += m[n]
+		}
+	}
+	return v
 }
 
 // record samples every host each step until ctx ends or dur has passed;
@@ -407,6 +432,12 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 	for i := range retr {
 		retr[i] = map[uint64]uint32{}
 	}
+	rto0 := cb.hostsTCPExt("TCPTimeouts", "TCPSpuriousRTOs")
+	defer func() {
+		rto := cb.hostsTCPExt("TCPTimeouts", "TCPSpuriousRTOs")
+		s.RTOs, s.SpuriousRTOs = rto[0]-rto0[0], rto[1]-rto0[1]
+		s.Up, s.Down = cb.up.Stats(), cb.down.Stats()
+	}()
 	start := time.Now()
 	t := time.NewTicker(step)
 	defer t.Stop()

@@ -96,6 +96,9 @@ type Env struct {
 	// Policy is a lanes policy file for the daemons a run starts (recorded
 	// with the results). Empty: experiments write their own.
 	Policy string
+	// RealTime is the SCHED_FIFO priority of the lab process while a bed
+	// runs (emu/realtime.go); 0 leaves it at normal priority.
+	RealTime int
 
 	lastPolicy string // the policy an experiment generated, for the record
 }
@@ -134,14 +137,17 @@ func (e *Env) Printf(format string, a ...any) {
 
 // Result is what an experiment returns; WriteResult stores it.
 type Result struct {
-	Experiment  string         `json:"experiment"`
-	Started     time.Time      `json:"started"`
-	Duration    time.Duration  `json:"duration_ns"`
-	Params      map[string]any `json:"params"`
-	Tables      []Table        `json:"tables"`
-	Notes       []string       `json:"notes,omitempty"`
-	Data        any            `json:"data,omitempty"`        // experiment-specific raw results
-	Environment *Environment   `json:"environment,omitempty"` // written to environment.json
+	Experiment string         `json:"experiment"`
+	Started    time.Time      `json:"started"`
+	Duration   time.Duration  `json:"duration_ns"`
+	Params     map[string]any `json:"params"`
+	Tables     []Table        `json:"tables"`
+	Notes      []string       `json:"notes,omitempty"`
+	// Failures are checks of the run that failed (`lanes lab run` exits
+	// non-zero after writing the results).
+	Failures    []string     `json:"failures,omitempty"`
+	Data        any          `json:"data,omitempty"`        // experiment-specific raw results
+	Environment *Environment `json:"environment,omitempty"` // written to environment.json
 }
 
 // Table is a result table; cells are preformatted strings.

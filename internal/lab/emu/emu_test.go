@@ -272,3 +272,31 @@ func BenchmarkLink(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pkt/s")
 }
+
+// A link whose goroutine is held up delivers late, and the late stretch is
+// counted as one stall (the lab's stall check relies on it).
+func TestLinkCountsStalls(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	l := NewLink(LinkConfig{Delay: 5 * time.Millisecond}, func([]byte, any) {
+		once.Do(func() { close(entered); <-release }) // the first delivery holds the goroutine
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go l.Run(ctx)
+	l.Enqueue(make([]byte, 100), nil)
+	<-entered
+	for i := 0; i < 4; i++ { // due 5 ms from now, while the link is held
+		l.Enqueue(make([]byte, 100), nil)
+	}
+	time.Sleep(2 * StallLate)
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Stats().OutPackets < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := l.Stats()
+	if st.StallEvents != 1 || st.LatePackets != 4 || st.MaxLate < StallLate {
+		t.Errorf("stats after a %v hold-up: %+v", 2*StallLate, st)
+	}
+}

@@ -60,6 +60,12 @@ type Emulator struct {
 	// from the link's goroutine. Used to measure per-flow throughput.
 	OnUp func(data []byte)
 
+	// RealTime, if > 0, is the SCHED_FIFO priority of the link and TUN
+	// reader threads (realtime.go); RealTimeErr holds the first failure to
+	// set it (the emulator then runs at normal priority).
+	RealTime    int
+	realTimeErr atomic.Value
+
 	NoRoute atomic.Uint64 // packets to an address no host has
 	wg      sync.WaitGroup
 }
@@ -154,7 +160,7 @@ func (e *Emulator) Run(ctx context.Context) {
 		if !seen[l] {
 			seen[l] = true
 			e.wg.Add(1)
-			go func(l *Link) { defer e.wg.Done(); l.Run(ctx) }(l)
+			go func(l *Link) { defer e.wg.Done(); e.realTime(); l.Run(ctx) }(l)
 		}
 	}
 	for _, h := range e.hosts {
@@ -163,7 +169,7 @@ func (e *Emulator) Run(ctx context.Context) {
 			go func(p *Prioritiser) { defer e.wg.Done(); p.run(ctx) }(h.Prio)
 		}
 		e.wg.Add(1)
-		go func(h *Host) { defer e.wg.Done(); h.read(ctx) }(h)
+		go func(h *Host) { defer e.wg.Done(); e.realTime(); h.read(ctx) }(h)
 	}
 	go func() {
 		<-ctx.Done()
@@ -171,6 +177,26 @@ func (e *Emulator) Run(ctx context.Context) {
 			h.tun.Close() // unblocks the readers
 		}
 	}()
+}
+
+// realTime gives the calling goroutine's thread real-time scheduling when
+// RealTime is set.
+func (e *Emulator) realTime() {
+	if e.RealTime <= 0 {
+		return
+	}
+	if err := realTimeThread(e.RealTime); err != nil {
+		e.realTimeErr.CompareAndSwap(nil, err)
+	}
+}
+
+// RealTimeErr is why real-time scheduling could not be set (nil: it was,
+// or it was not asked for).
+func (e *Emulator) RealTimeErr() error {
+	if err, ok := e.realTimeErr.Load().(error); ok {
+		return err
+	}
+	return nil
 }
 
 // Wait waits until everything started by Run has stopped.
