@@ -44,6 +44,20 @@ test:
 	./scripts/deps.sh test
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 50m ./...
+	@$(MAKE) --no-print-directory leakcheck
+
+# Fails if anything of lanes is left on the machine (files under /run/lanes
+# and /var/lib/lanes, cgroups, mounts, test namespaces, BPF programs,
+# struct_ops congestion controls): the end of every `make test`.
+leakcheck:
+	$(GO) run ./internal/leaks/leakcheck
+
+# Not in CI's time budget: the integration packages 20 times in a row on a
+# machine loaded with 2 busy processes; any failure is a flake to fix.
+STRESS_PKGS ?= ./internal/daemon/ ./internal/datapath/ ./internal/rtlane/ ./internal/coop/ ./internal/api/ ./internal/sched/ ./internal/tcpmon/
+STRESS_RUNS ?= 20
+stress-test:
+	./scripts/stress-test.sh $(STRESS_RUNS) $(STRESS_PKGS)
 
 test-short:
 	$(GO) test -short -count=1 ./...

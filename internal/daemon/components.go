@@ -126,7 +126,8 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 }
 
 // CoopStateDir holds the coop controllers' replay state (peers' last
-// sequence numbers), kept across restarts of the daemon.
+// sequence numbers), kept across restarts of the daemon: <StateDir>/coop
+// once the daemon starts (statedir.go).
 var CoopStateDir = "/run/lanes/coop"
 
 // newCoop wires the cooperative controller: flows from the TCP monitor

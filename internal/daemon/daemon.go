@@ -22,7 +22,6 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -87,16 +86,6 @@ type managedIface struct {
 	eg    datapath.EgressAPI
 }
 
-// Instance names this daemon's kernel objects: one per network namespace,
-// from the namespace's inode, so daemons in different namespaces never collide.
-func Instance() (string, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
-		return "", fmt.Errorf("network namespace: %w", err)
-	}
-	return "n" + strconv.FormatUint(st.Ino, 36), nil
-}
-
 // Run starts the daemon and blocks until ctx ends, then cleans up.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Log == nil {
@@ -105,6 +94,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Socket == "" {
 		opts.Socket = api.DefaultSocket
 	}
+	useStateDir()
 	pol, err := loadPolicy(opts)
 	if err != nil {
 		return err
@@ -121,6 +111,14 @@ func Run(ctx context.Context, opts Options) error {
 	ns, err := api.CurrentNetns()
 	if err != nil {
 		return err
+	}
+	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
+		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
+	}
+	if err := recordInstance(inst); err != nil {
+		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
+	} else {
+		defer forgetInstance(inst)
 	}
 	d := newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg

@@ -31,6 +31,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/rtclient"
@@ -88,6 +89,10 @@ func (s *syncBuf) String() string {
 func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
 	t.Helper()
 	cmd := ns.Command(lanesBin, args...)
+	daemon := len(args) > 0 && args[0] == "daemon"
+	if daemon {
+		cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, ns))
+	}
 	out := &syncBuf{}
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
@@ -95,12 +100,66 @@ func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
 	}
 	p := &proc{cmd: cmd, out: out}
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
+		if !daemon {
+			if p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Kill()
+				_ = p.cmd.Wait()
+			}
+			return
 		}
+		stopDaemon(t, ns, p, args)
 	})
 	return p
+}
+
+// stopDaemon ends a test's daemon the way an operator would: SIGTERM (it
+// removes everything it installed); if it does not exit, or was killed with
+// SIGKILL by the test, `lanes reset` removes what it left, so a test leaves
+// nothing behind even when it kills daemons.
+func stopDaemon(t *testing.T, ns *testutil.NetNS, p *proc, args []string) {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if st := p.cmd.ProcessState; st != nil && st.Success() {
+		return
+	}
+	reset := []string{"reset"}
+	for i, a := range args {
+		if a == "--socket" && i+1 < len(args) {
+			reset = append(reset, "--socket", args[i+1])
+		}
+	}
+	cmd := ns.Command(lanesBin, reset...)
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, ns))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Logf("lanes reset after the daemon: %v\n%s", err, out)
+	}
+}
+
+var stateDirs sync.Map // namespace name -> the daemons' state directory
+
+// stateDir is the state directory of the daemons in ns: one per namespace,
+// so a restarted daemon finds what the killed one recorded, removed when
+// the test ends.
+func stateDir(t *testing.T, ns *testutil.NetNS) string {
+	if d, ok := stateDirs.Load(ns.Name); ok {
+		return d.(string)
+	}
+	d, err := os.MkdirTemp("", "lanes-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDirs.Store(ns.Name, d)
+	t.Cleanup(func() { stateDirs.Delete(ns.Name); os.RemoveAll(d) })
+	return d
 }
 
 func (p *proc) stop(t *testing.T, sig syscall.Signal) {
@@ -336,34 +395,12 @@ func leftovers(t *testing.T, ns *testutil.NetNS, link string) []string {
 		out = append(out, "egress filter: "+strings.TrimSpace(string(f)))
 	}
 	var inst string
-	ns.Do(t, func() error {
-		var st syscall.Stat_t
-		if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
-			return err
-		}
-		inst = "n" + strconvBase36(st.Ino)
-		return nil
-	})
+	ns.Do(t, func() (err error) { inst, err = daemon.Instance(); return err })
 	cg, _ := filepath.Glob("/sys/fs/cgroup/unified/lanes." + inst + "*")
 	for _, c := range cg {
 		out = append(out, "cgroup: "+c)
 	}
 	return out
-}
-
-func strconvBase36(v uint64) string { return bigBase36(v) }
-
-func bigBase36(v uint64) string {
-	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-	if v == 0 {
-		return "0"
-	}
-	var b []byte
-	for v > 0 {
-		b = append([]byte{digits[v%36]}, b...)
-		v /= 36
-	}
-	return string(b)
 }
 
 // transfer checks that TCP traffic flows from A to B: 200 KB upload.

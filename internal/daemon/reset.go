@@ -27,6 +27,7 @@ func Reset(socket string) ([]string, error) {
 			return nil, fmt.Errorf("a lanes daemon is running on %s: stop it (SIGTERM) and it removes everything it installed", socket)
 		}
 	}
+	useStateDir()
 	inst, err := Instance()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,207 @@
+// instance.go: the name of this daemon's kernel objects and files, and the
+// sweep of what daemons of namespaces that no longer exist left behind.
+//
+// A name must never be reused by a later namespace, or that namespace's
+// daemon would adopt a dead one's cgroups and state. Names come from the
+// namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+: a 64-bit counter the
+// kernel never reuses while it runs): "c<cookie base 36>". Before 5.14 the
+// namespace's inode is the fallback ("n<inode base 36>"), which the kernel
+// does reuse.
+//
+// Each running daemon records its instance in <StateDir>/instances/<name>
+// (netns inode, cookie, boot id) and removes the record on a clean stop.
+// At start, a record whose namespace is gone — another boot, or no process
+// and no /run/netns mount has that namespace any more — is swept: its
+// empty lane cgroups, lane groups nested in host cgroups, cgroup2 mount
+// point, datapath and coop state files, and the record.
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+)
+
+// Instance names this daemon's kernel objects: one per network namespace.
+func Instance() (string, error) {
+	if c, err := netnsCookie(); err == nil {
+		return "c" + strconv.FormatUint(c, 36), nil
+	}
+	ino, err := netnsInode()
+	if err != nil {
+		return "", err
+	}
+	return "n" + strconv.FormatUint(ino, 36), nil
+}
+
+func netnsCookie() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+}
+
+func netnsInode() (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return 0, fmt.Errorf("network namespace: %w", err)
+	}
+	return st.Ino, nil
+}
+
+// instanceRecord is what a running daemon writes about its namespace.
+type instanceRecord struct {
+	NetnsInode uint64 `json:"netns_inode"`
+	Cookie     uint64 `json:"netns_cookie,omitempty"`
+	BootID     string `json:"boot_id"`
+	PID        int    `json:"pid"`
+}
+
+func instancesDir() string { return filepath.Join(StateDir(), "instances") }
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// recordInstance writes this daemon's record.
+func recordInstance(inst string) error {
+	ino, err := netnsInode()
+	if err != nil {
+		return err
+	}
+	c, _ := netnsCookie()
+	b, _ := json.Marshal(instanceRecord{NetnsInode: ino, Cookie: c, BootID: bootID(), PID: os.Getpid()})
+	if err := os.MkdirAll(instancesDir(), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(instancesDir(), inst), b, 0o644)
+}
+
+func forgetInstance(inst string) { _ = os.Remove(filepath.Join(instancesDir(), inst)) }
+
+// liveNetns is the set of network namespace inodes some process or a
+// /run/netns mount holds.
+func liveNetns() map[uint64]bool {
+	live := map[uint64]bool{}
+	add := func(p string) {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			live[st.Ino] = true
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			add(filepath.Join("/proc", e.Name(), "ns/net"))
+		}
+	}
+	named, _ := os.ReadDir("/run/netns")
+	for _, e := range named {
+		add(filepath.Join("/run/netns", e.Name()))
+	}
+	return live
+}
+
+// sweepGoneInstances removes what daemons of vanished namespaces left;
+// cgroupRoot is the cgroup v2 mount. It returns the instances swept.
+func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
+	es, err := os.ReadDir(instancesDir())
+	if err != nil {
+		return nil
+	}
+	live, boot := liveNetns(), bootID()
+	var swept []string
+	for _, e := range es {
+		inst := e.Name()
+		if inst == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(instancesDir(), inst))
+		var rec instanceRecord
+		if err != nil || json.Unmarshal(b, &rec) != nil {
+			continue
+		}
+		if rec.BootID == boot && live[rec.NetnsInode] {
+			continue // its namespace may still be there (an inode can be reused: keep, never sweep wrongly)
+		}
+		if err := sweepInstance(inst, cgroupRoot); err != nil {
+			log.Warn("leftovers of a vanished namespace's daemon: some remain", "instance", inst, "err", err)
+			continue
+		}
+		forgetInstance(inst)
+		swept = append(swept, inst)
+	}
+	return swept
+}
+
+// sweepInstance removes one dead instance's files and empty cgroups.
+func sweepInstance(inst, cgroupRoot string) error {
+	var errs []error
+	for _, pat := range []string{
+		filepath.Join(datapath.StateDir, inst+".*.json"),
+		filepath.Join(CoopStateDir, inst+".*.json"),
+	} {
+		files, _ := filepath.Glob(pat)
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	mnt := filepath.Join("/run/lanes", "cgroup2."+inst)
+	if _, err := os.Stat(mnt); err == nil {
+		_ = unix.Unmount(mnt, unix.MNT_DETACH)
+		if err := os.Remove(mnt); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cgroupRoot != "" {
+		errs = append(errs, removeEmptyLaneGroups(cgroupRoot, inst))
+	}
+	return errors.Join(errs...)
+}
+
+// removeEmptyLaneGroups removes an instance's lane cgroups (its own and
+// those nested in host cgroups) that hold no process.
+func removeEmptyLaneGroups(root, inst string) error {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return nil
+		}
+		if n := e.Name(); n == "lanes."+inst || strings.HasPrefix(n, "lanes."+inst+".") {
+			dirs = append(dirs, p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	var errs []error
+	for _, d := range dirs {
+		subs, _ := os.ReadDir(d)
+		for _, s := range subs {
+			if s.IsDir() {
+				if err := unix.Rmdir(filepath.Join(d, s.Name())); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(d, s.Name()), err))
+				}
+			}
+		}
+		if err := unix.Rmdir(d); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}

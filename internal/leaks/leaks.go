@@ -1,0 +1,167 @@
+// Package leaks finds what lanes may have left on a machine: files under
+// its runtime and state directories, lane cgroups (the instances' own and
+// those nested in host cgroups), cgroup2 mounts under /run/lanes, test
+// network namespaces, loaded BPF programs and struct_ops congestion
+// controls named lanes*. `make test` ends with it (leakcheck): after a run
+// nothing of lanes may remain.
+package leaks
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/cilium/ebpf"
+)
+
+// Dirs where lanes keeps files; each entry in them is a leftover.
+var Dirs = []string{"/run/lanes", "/var/lib/lanes"}
+
+// Find lists every leftover found, one line each.
+func Find() []string {
+	var out []string
+	out = append(out, files()...)
+	out = append(out, mounts()...)
+	out = append(out, cgroups()...)
+	out = append(out, netns()...)
+	out = append(out, programs()...)
+	out = append(out, congestionControls()...)
+	sort.Strings(out)
+	return out
+}
+
+func files() []string {
+	var out []string
+	for _, dir := range Dirs {
+		_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || p == dir {
+				return nil
+			}
+			if !e.IsDir() {
+				out = append(out, "file "+p)
+			} else if empty(p) {
+				out = append(out, "directory "+p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+func empty(dir string) bool {
+	es, err := os.ReadDir(dir)
+	return err == nil && len(es) == 0
+}
+
+// mounts: anything mounted under the runtime directories.
+func mounts() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		for _, dir := range Dirs {
+			if f[4] == dir || strings.HasPrefix(f[4], dir+"/") {
+				out = append(out, "mount "+f[4])
+			}
+		}
+	}
+	return out
+}
+
+// cgroups: directories named lanes.* anywhere in the cgroup v2 hierarchy.
+func cgroups() []string {
+	root := cgroup2Root()
+	if root == "" {
+		return nil
+	}
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(e.Name(), "lanes.") || strings.HasPrefix(e.Name(), "lanes-test-") {
+			out = append(out, "cgroup "+p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+func cgroup2Root() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) >= 5 && f[3] == "/" {
+			if !strings.HasPrefix(f[4], "/run/lanes") {
+				return f[4]
+			}
+		}
+	}
+	return ""
+}
+
+// netns: named namespaces of the tests (testutil: lt*) and the lab (lanes*).
+func netns() []string {
+	es, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), "lt") || strings.HasPrefix(e.Name(), "lanes") {
+			out = append(out, "netns "+e.Name())
+		}
+	}
+	return out
+}
+
+// programs: loaded BPF programs whose name starts with lanes (the kernel
+// keeps the first 15 bytes of the C function name).
+func programs() []string {
+	var out []string
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) || err != nil {
+			return out
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		if info, err := p.Info(); err == nil && strings.HasPrefix(info.Name, "lanes") {
+			out = append(out, fmt.Sprintf("bpf program %d %s (%s)", id, info.Name, info.Type))
+		}
+		p.Close()
+	}
+}
+
+// congestionControls: struct_ops congestion controls lanes registered.
+func congestionControls() []string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, cc := range strings.Fields(string(b)) {
+		if strings.HasPrefix(cc, "lanes") {
+			out = append(out, "congestion control "+cc)
+		}
+	}
+	return out
+}
