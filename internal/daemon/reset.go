@@ -54,6 +54,10 @@ func Reset(socket string) ([]string, error) {
 			done = append(done, "removed "+mnt)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(instancesDir(), inst)); err == nil {
+		forgetInstance(inst)
+		done = append(done, "forgot instance "+inst)
+	}
 	if _, err := os.Stat(socket); err == nil {
 		if err := os.Remove(socket); err != nil {
 			errs = append(errs, err)
