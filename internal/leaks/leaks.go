@@ -41,20 +41,16 @@ func files() []string {
 			if err != nil || p == dir {
 				return nil
 			}
-			if !e.IsDir() {
+			switch {
+			case !e.IsDir():
 				out = append(out, "file "+p)
-			} else if empty(p) {
-				out = append(out, "directory "+p)
+			case strings.HasPrefix(e.Name(), "cgroup2"):
+				out = append(out, "cgroup2 mount point "+p) // a daemon's private mount, left by a crash
 			}
 			return nil
 		})
 	}
 	return out
-}
-
-func empty(dir string) bool {
-	es, err := os.ReadDir(dir)
-	return err == nil && len(es) == 0
 }
 
 // mounts: anything mounted under the runtime directories.
