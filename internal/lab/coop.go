@@ -137,9 +137,10 @@ func (s *coopSeries) testbedNote() string {
 		at = append(at, fmt.Sprintf("%.1fs", d.Seconds()))
 	}
 	sort.Strings(at)
-	return fmt.Sprintf("%d RTOs (%d spurious) in the hosts; emulator: %d late stretches (worst %v) at %s",
+	return fmt.Sprintf("%d RTOs (%d spurious) in the hosts; emulator: %d late stretches (worst %v) at %s; recorder: %d samples, longest interval %.2f s (step %v)",
 		s.RTOs, s.SpuriousRTOs, s.Up.StallEvents+s.Down.StallEvents,
-		max(s.Up.MaxLate, s.Down.MaxLate).Round(time.Millisecond), strings.Join(at, " "))
+		max(s.Up.MaxLate, s.Down.MaxLate).Round(time.Millisecond), strings.Join(at, " "),
+		len(s.T), s.maxInterval(), s.Step)
 }
 
 func medianCap(s *coopSeries, from float64) uint32 {

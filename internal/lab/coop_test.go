@@ -66,6 +66,13 @@ func TestSeriesStats(t *testing.T) {
 	if st2 := s.stats([]int{0}, 1.0, 10); math.Abs(st2.TotalMbit-2) > 1e-9 {
 		t.Errorf("window: %+v", st2)
 	}
+	// a recorder that fell behind: one sample 1 s after the last carries
+	// 1 s of bytes, and the rate stays (it counted one step before: 6x)
+	s.T = append(s.T, 3.0)
+	s.Samples = append(s.Samples, []hostSample{{Bytes: 250_000}, {Bytes: 125_000}})
+	if st3 := s.stats([]int{0, 1}, 0, 10); math.Abs(st3.TotalMbit-3) > 1e-9 {
+		t.Errorf("late sample: %+v", st3)
+	}
 }
 
 // A short coop run with `lanes daemon` on two hosts: the daemons find each

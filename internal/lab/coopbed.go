@@ -527,6 +527,25 @@ type coopStats struct {
 	Retrans     uint32    `json:"retrans"`
 }
 
+// interval is how long sample k covers: since the previous sample (or the
+// start), in seconds.
+func (s *coopSeries) interval(k int) float64 {
+	if k == 0 {
+		return s.T[0]
+	}
+	return s.T[k] - s.T[k-1]
+}
+
+// maxInterval is the longest time between two samples (a recorder that
+// fell behind its step on a busy machine).
+func (s *coopSeries) maxInterval() float64 {
+	m := 0.0
+	for k := range s.T {
+		m = max(m, s.interval(k))
+	}
+	return m
+}
+
 func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	var st coopStats
 	st.PerHostMbit = make([]float64, len(hosts))
@@ -536,7 +555,9 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		if s.T[k] <= from || s.T[k] > to {
 			continue
 		}
-		secs += s.Step.Seconds()
+		// the bytes are those since the previous sample, which may be more
+		// than a step ago when the machine is busy
+		secs += s.interval(k)
 		x := make([]float64, len(hosts))
 		for j, i := range hosts {
 			x[j] = float64(row[i].Bytes)
