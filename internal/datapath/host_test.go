@@ -151,3 +151,38 @@ func rootBytes(t *testing.T, ns *testutil.NetNS, ifname string) uint64 {
 	})
 	return n
 }
+
+// TestSettersRaceClose: map setters running while the host closes either
+// take effect or say the host is closed; none uses a closed map.
+func TestSettersRaceClose(t *testing.T) {
+	requireCgroup2(t)
+	ns := testutil.NewNetNS(t)
+	var h *Host
+	ns.Do(t, func() (err error) { h, err = OpenHost(HostConfig{Instance: "race1"}); return err })
+	done := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := uint32(0); ; i++ {
+				err := h.SetUIDLane(uint32(g)<<16|i%1000, lane.Background)
+				if err == nil {
+					_, _ = h.SocketLane(uint64(i))
+					continue
+				}
+				if !errors.Is(err, errClosed) {
+					done <- err
+					return
+				}
+				done <- nil
+				return
+			}
+		}()
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Errorf("setter during Close: %v", err)
+		}
+	}
+}
