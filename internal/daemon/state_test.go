@@ -211,6 +211,11 @@ dscp: {le_background: false, ef_realtime: true}
 	if !ok {
 		t.Fatal("reload refused")
 	}
+	// the interfaces changed, the host (lane cgroups and their processes,
+	// socket lanes) stayed
+	if f.host.Closed() {
+		t.Fatal("an interface-changing reload closed the host")
+	}
 	f.checkState(datapathtest.State{
 		Flows:   map[datapath.FlowKey]lane.Lane{regKey: lane.Background},
 		Dsts:    map[datapath.DstRule]lane.Lane{{Prefix: pfx("10.1.0.0/16"), DPort: 22}: lane.Realtime},

@@ -604,3 +604,34 @@ func (s HostStats) ByKind() map[string]uint64 {
 	}
 	return out
 }
+
+// TryClassify runs the host's classifier on one Ethernet frame with
+// BPF_PROG_TEST_RUN (the kernel's dummy socket: uid 0, the caller's cgroup)
+// and returns the lane and match kind it chose, read from the classifier's
+// counters: traffic through this host's trees at the same moment can blur
+// the answer, so it is meant for tests and diagnostics on an idle host.
+func (h *Host) TryClassify(frame []byte) (lane.Lane, classifier.Kind, error) {
+	var l lane.Lane
+	var k classifier.Kind
+	err := h.use(func() error {
+		before, err := classifier.ReadStats(h.cls.LanesClsStats)
+		if err != nil {
+			return err
+		}
+		if _, err := h.cls.LanesClassify.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+			return fmt.Errorf("classifier test run: %w", err)
+		}
+		after, err := classifier.ReadStats(h.cls.LanesClsStats)
+		if err != nil {
+			return err
+		}
+		for i := range after {
+			if after[i].Packets != before[i].Packets {
+				k, l = classifier.Kind(i/abi.LaneSlots), lane.Lane(i%abi.LaneSlots)
+				return nil
+			}
+		}
+		return errors.New("classifier counted nothing")
+	})
+	return l, k, err
+}
