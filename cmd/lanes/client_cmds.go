@@ -115,6 +115,9 @@ func printStatus(e *env, st *api.Status) {
 		if it.BackgroundCC != "" {
 			fmt.Fprintf(e.stdout, "background congestion control: %s (sockets switched: %d)\n", it.BackgroundCC, it.Sockops["bg_cc"])
 		}
+		if it.Queue != "" {
+			fmt.Fprintf(e.stdout, "queue: %s\nforeground protected by: %s\n", it.Queue, it.Protection)
+		}
 	}
 	for _, c := range slices.Sorted(maps.Keys(st.Capabilities)) {
 		if v := st.Capabilities[c]; v != "on" {

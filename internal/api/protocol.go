@@ -223,6 +223,10 @@ type InterfaceStatus struct {
 	// "LEDBAT++ <name>, target <d>", or "system: <why>" when background
 	// sockets keep the system's (off by policy, or no struct_ops).
 	BackgroundCC string `json:"background_cc,omitempty"`
+	// Queue says where this interface's queue forms (on the device, or
+	// not: remote); Protection what protects the foreground there.
+	Queue      string `json:"queue,omitempty"`
+	Protection string `json:"protection,omitempty"`
 }
 
 // Status is the daemon's state.

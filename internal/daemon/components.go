@@ -106,12 +106,16 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 				c.Packets += st[l].Packets
 				c.Bytes += st[l].Bytes
 			}
+			for _, l := range lane.All {
+				c.Backlog += st[l].BacklogBytes
+			}
 			out[m.name] = c
 		}
 		return out, nil
 	}
 	return supervise(d.log, "background", func() (*runner, error) {
 		y := yield.New(yield.DefaultRule, src, h.SetYield)
+		d.yielder.Store(y)
 		status := func() string {
 			s := y.Status()
 			state := "not yielding"

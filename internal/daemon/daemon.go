@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // Options configure a daemon run.
@@ -69,8 +71,9 @@ type Daemon struct {
 	waiting, lastApplyErr string
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
 	liveSockets map[api.Flow][]liveSocket
-	tasks       *taskEngine  // task rules and exe/comm lane rules; nil if none
-	comps       []*component // coop controller, realtime lane
+	tasks       *taskEngine                   // task rules and exe/comm lane rules; nil if none
+	comps       []*component                  // coop controller, realtime lane
+	yielder     atomic.Pointer[yield.Yielder] // the background component's, for status
 
 	// regs: the sockets each API registration is tied to (registrations.go)
 	regs map[api.Flow]*regLife
@@ -252,7 +255,8 @@ func (d *Daemon) installLocked() error {
 		off[datapath.Capability(c)] = "left off (--without)"
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off,
-		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget()})
+		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
+		YieldOnOpen: d.pol.Background.Yield})
 	if err != nil {
 		return err
 	}
@@ -392,6 +396,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		} else {
 			is.BackgroundCC = "system: " + b.Reason
 		}
+		is.Queue, is.Protection = d.queueAndProtection(m.name, hs)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,8 +94,12 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 		bgAlone/1e6, 100*bgAlone/remoteLinkBps, bgUnder/1e6, 100*bgUnder/remoteLinkBps, fgRate/1e6)
 	t.Logf("background congestion control: %s, sockets switched %d; %s", st.Interfaces[0].BackgroundCC, st.Interfaces[0].Sockops["bg_cc"], st.Components["background"])
 
+	t.Logf("queue: %s; protection: %s", st.Interfaces[0].Queue, st.Interfaces[0].Protection)
 	if st.Interfaces[0].Sockops["bg_cc"] == 0 {
 		t.Fatalf("no background socket was switched to LEDBAT++ (%s)", st.Interfaces[0].BackgroundCC)
+	}
+	if !strings.Contains(st.Interfaces[0].Protection, "LEDBAT++") || !strings.Contains(st.Interfaces[0].Queue, "not on the device") {
+		t.Errorf("status says the queue is %q, protected by %q; want remote, LEDBAT++", st.Interfaces[0].Queue, st.Interfaces[0].Protection)
 	}
 	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
 		t.Errorf("probe p50 with lanes %v is only %.1fx better than without (%v); want >= 5x", pct(on, .5), ratio, pct(off, .5))

@@ -52,6 +52,9 @@ type HostConfig struct {
 	// ReceiveTarget is rLEDBAT's target for background sockets' receive
 	// windows (sock_ops rledbat.h): 0 = the default, negative = off.
 	ReceiveTarget time.Duration
+	// YieldOnOpen: a new foreground TCP connection makes background sockets
+	// yield at once for half a second (sock_ops lanes_fg_open).
+	YieldOnOpen bool
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -167,7 +170,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.rledbatTargetUS()}, h.cls.Shared())
+		RLEDBATTargetUS: h.rledbatTargetUS(), YieldOnOpen: h.cfg.YieldOnOpen}, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.

@@ -36,8 +36,9 @@ type Rule struct {
 // DefaultRule is the rule lanes uses.
 var DefaultRule = Rule{Interval: 100 * time.Millisecond, MinPackets: 5, MinBytes: 6000, Hold: 500 * time.Millisecond}
 
-// Counters are the foreground lanes' cumulative egress counters.
-type Counters struct{ Packets, Bytes uint64 }
+// Counters are the foreground lanes' cumulative egress counters, and the
+// interface's queue backlog (all lanes) at the sample.
+type Counters struct{ Packets, Bytes, Backlog uint64 }
 
 // Detector applies the rule to successive samples of one interface.
 type Detector struct {
@@ -47,6 +48,18 @@ type Detector struct {
 	lastSample time.Time
 	lastActive time.Time
 	yielding   bool
+	backlog    [10]uint64 // the last samples' backlogs, for MaxBacklog
+	n          int
+}
+
+// MaxBacklog is the largest device-side backlog of the last 10 samples
+// (one second by default): where the queue forms.
+func (d *Detector) MaxBacklog() uint64 {
+	var m uint64
+	for _, b := range d.backlog {
+		m = max(m, b)
+	}
+	return m
 }
 
 // NewDetector returns a detector for rule (zero fields from DefaultRule).
@@ -82,6 +95,8 @@ func (d *Detector) Sample(c Counters, now time.Time) bool {
 		}
 	}
 	d.last, d.have, d.lastSample = c, true, now
+	d.backlog[d.n%len(d.backlog)] = c.Backlog
+	d.n++
 	if d.yielding && now.Sub(d.lastActive) >= d.rule.Hold {
 		d.yielding = false
 	}
@@ -166,6 +181,9 @@ func (y *Yielder) step(now time.Time) error {
 // IfaceStatus is one interface's state in Status.
 type IfaceStatus struct {
 	Yielding bool `json:"yielding"`
+	// DeviceBacklog is the largest backlog of the interface's lanes qdisc
+	// over the last second, bytes: a queue on the device.
+	DeviceBacklog uint64 `json:"device_backlog_bytes"`
 }
 
 // Status is the component's document (api component op, metrics).
@@ -183,7 +201,7 @@ func (y *Yielder) Status() Status {
 	defer y.mu.Unlock()
 	s := Status{Yielding: y.on, Since: y.since, Yields: y.count, Rule: y.rule.String(), Interfaces: map[string]IfaceStatus{}}
 	for n, v := range y.state {
-		s.Interfaces[n] = IfaceStatus{Yielding: v}
+		s.Interfaces[n] = IfaceStatus{Yielding: v, DeviceBacklog: y.det[n].MaxBacklog()}
 	}
 	return s
 }

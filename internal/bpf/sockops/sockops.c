@@ -166,7 +166,7 @@ volatile const struct sockops_config {
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
-	__u32 pad2;
+	__u32 yield_on_open; /* a new foreground connection makes background yield */
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -230,13 +230,42 @@ struct {
 	__type(value, __u32);
 } lanes_yield SEC(".maps");
 
+/* lanes_fg_open[0]: bpf_ktime_get_ns() when the last foreground (not
+ * background) TCP connection was opened. A new foreground connection makes
+ * background yield at once, for FG_OPEN_HOLD_NS, before the daemon's
+ * 100 ms sampling can see its traffic: a short transfer's first round
+ * trips are the ones a standing queue costs most. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lanes_fg_open SEC(".maps");
+
+#define FG_OPEN_HOLD_NS 500000000ULL
 #define YIELD_CWND 2 /* segments, the cwnd (and receive window) of a yield */
 
 static __always_inline int yielding(void)
 {
 	__u32 zero = 0, *y = bpf_map_lookup_elem(&lanes_yield, &zero);
+	__u64 *t;
 
-	return y && *y;
+	if (y && *y)
+		return 1;
+	t = bpf_map_lookup_elem(&lanes_fg_open, &zero);
+	return t && *t && bpf_ktime_get_ns() - *t < FG_OPEN_HOLD_NS;
+}
+
+/* fg_opened records a foreground connection's opening (yield_on_open on). */
+static __always_inline void fg_opened(__u32 lane)
+{
+	__u32 zero = 0;
+	__u64 now;
+
+	if (!CFG.yield_on_open || lane == LANE_BACKGROUND)
+		return;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&lanes_fg_open, &zero, &now, BPF_ANY);
 }
 
 static __always_inline int valid_lane(const __u32 *v)
@@ -462,7 +491,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		resolve(ops, bpf_get_socket_cookie(ops));
+		fg_opened(resolve(ops, bpf_get_socket_cookie(ops)));
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -470,6 +499,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 			bump(OPS_ACCEPT);
 			lane = resolve(ops, cookie);
+			fg_opened(lane);
 		} else {
 			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 			lane = valid_lane(v) ? *v : LANE_UNSET;

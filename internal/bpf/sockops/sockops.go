@@ -25,6 +25,10 @@ type Config struct {
 	// RLEDBATTargetUS is the queuing-delay target (µs) of rLEDBAT, which
 	// limits background sockets' receive windows (rledbat.h); 0 = off.
 	RLEDBATTargetUS uint32
+	// YieldOnOpen: a new foreground connection makes background sockets
+	// yield at once, for half a second (the foreground-aware yield's fast
+	// path; the daemon's sampling holds it while the traffic lasts).
+	YieldOnOpen bool
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -42,6 +46,9 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 		return nil, err
 	}
 	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat, RlTargetUs: cfg.RLEDBATTargetUS}
+	if cfg.YieldOnOpen {
+		c.YieldOnOpen = 1
+	}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)
 	}

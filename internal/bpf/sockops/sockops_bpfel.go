@@ -76,7 +76,7 @@ type SockopsSockopsConfig struct {
 	CcName       [16]int8
 	BgCcName     [16]int8
 	RlTargetUs   uint32
-	Pad2         uint32
+	YieldOnOpen  uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -86,6 +86,7 @@ const (
 	SockopsMapLanesCgroup   = "lanes_cgroup"
 	SockopsMapLanesCookie   = "lanes_cookie"
 	SockopsMapLanesDst      = "lanes_dst"
+	SockopsMapLanesFgOpen   = "lanes_fg_open"
 	SockopsMapLanesLaneCap  = "lanes_lane_cap"
 	SockopsMapLanesOpsStats = "lanes_ops_stats"
 	SockopsMapLanesRlState  = "lanes_rl_state"
@@ -151,6 +152,7 @@ type SockopsMapSpecs struct {
 	LanesCgroup   *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie   *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst      *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesFgOpen   *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap  *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesRlState  *ebpf.MapSpec `ebpf:"lanes_rl_state"`
@@ -192,6 +194,7 @@ type SockopsMaps struct {
 	LanesCgroup   *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie   *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst      *ebpf.Map `ebpf:"lanes_dst"`
+	LanesFgOpen   *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap  *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesRlState  *ebpf.Map `ebpf:"lanes_rl_state"`
@@ -208,6 +211,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
+		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesOpsStats,
 		m.LanesRlState,

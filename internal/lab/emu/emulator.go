@@ -59,6 +59,8 @@ type Emulator struct {
 	// OnUp, if set, sees every packet leaving an uplink (after its delay),
 	// from the link's goroutine. Used to measure per-flow throughput.
 	OnUp func(data []byte)
+	// OnDown, if set, sees every packet leaving a downlink, likewise.
+	OnDown func(data []byte)
 
 	// RealTime, if > 0, is the SCHED_FIFO priority of the link and TUN
 	// reader threads (realtime.go); RealTimeErr holds the first failure to
@@ -94,6 +96,9 @@ func (e *Emulator) NewUplink(cfg LinkConfig) *Link {
 // host's TUN.
 func (e *Emulator) NewDownlink(cfg LinkConfig) *Link {
 	l := NewLink(cfg, func(b []byte, _ any) {
+		if e.OnDown != nil {
+			e.OnDown(b)
+		}
 		if h := e.lookup(b); h != nil {
 			_, _ = h.tun.Write(b)
 		} else {
