@@ -275,8 +275,8 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 
 // writeFlowTable prints flows as an aligned table, at most top rows.
 func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
-	const hdr = "%-11s %-18s %-23s %-23s %-10s %-14s %-8s %6s %6s %9s %9s %9s %10s %7s %9s  %s\n"
-	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CC", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RCVRTT", "RATE", "RETRANS", "SENDQ", "WHY")
+	const hdr = "%-11s %-18s %-23s %-23s %-10s %-14s %-8s %6s %6s %9s %9s %10s %7s %9s  %s\n"
+	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CC", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ", "WHY")
 	for i := range flows {
 		if top > 0 && i >= top {
 			fmt.Fprintf(w, "... %d more\n", len(flows)-top)
@@ -298,7 +298,6 @@ func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
 		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, trunc(f.Cong, 14), f.CAState,
 			strconv.FormatUint(uint64(f.Cwnd), 10), ss,
 			fmt.Sprintf("%.3f", float64(f.SRTT)/1000), fmt.Sprintf("%.3f", float64(f.MinRTT)/1000),
-			fmt.Sprintf("%.3f", float64(f.RcvRTT)/1000),
 			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10), f.Why)
 	}
 }

@@ -47,7 +47,6 @@ type Flow struct {
 	SRTT         uint32 `json:"srtt_us"`
 	RTTVar       uint32 `json:"rttvar_us"`
 	MinRTT       uint32 `json:"min_rtt_us"`
-	RcvRTT       uint32 `json:"rcv_rtt_us"` // receiver's RTT estimate (what rLEDBAT reads)
 	RTO          uint32 `json:"rto_us"`
 	Retransmits  uint8  `json:"retransmits"` // consecutive, of the head segment
 	TotalRetrans uint32 `json:"total_retrans"`

@@ -382,7 +382,6 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 		f.CAState = ti.CAState.String()
 		f.Cwnd, f.SSThresh, f.MSS = ti.SndCwnd, ti.SndSSThresh, ti.SndMSS
 		f.SRTT, f.RTTVar, f.MinRTT, f.RTO = ti.RTT, ti.RTTVar, ti.MinRTT, ti.RTO
-		f.RcvRTT = ti.RcvRTT
 		f.Retransmits, f.TotalRetrans, f.Lost = ti.Retransmits, ti.TotalRetrans, ti.Lost
 		f.Unacked, f.Sacked = ti.Unacked, ti.Sacked
 		f.BytesSent, f.BytesAcked, f.BytesRecv, f.BytesRetrans = ti.BytesSent, ti.BytesAcked, ti.BytesRecv, ti.BytesRetrans

@@ -72,7 +72,6 @@ type TCPInfo struct {
 	SegsIn       uint32
 	NotsentBytes uint32
 	MinRTT       uint32
-	RcvRTT       uint32 // receive-side RTT estimate (timestamps), µs
 	DeliveryRate uint64
 	BytesSent    uint64
 	BytesRetrans uint64
@@ -101,7 +100,6 @@ const (
 	offRTTVar       = 72
 	offSndSSThresh  = 76
 	offSndCwnd      = 80
-	offRcvRTT       = 92
 	offTotalRetrans = 100
 	offPacingRate   = 104
 	offBytesAcked   = 120
@@ -164,7 +162,6 @@ func ParseTCPInfo(b []byte) TCPInfo {
 		SegsIn:        u32(offSegsIn),
 		NotsentBytes:  u32(offNotsent),
 		MinRTT:        u32(offMinRTT),
-		RcvRTT:        u32(offRcvRTT),
 		DeliveryRate:  u64(offDeliveryRate),
 		BytesSent:     u64(offBytesSent),
 		BytesRetrans:  u64(offBytesRetrans),
