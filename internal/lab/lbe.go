@@ -89,9 +89,13 @@ type LBEConfig struct {
 	DownQueuePackets int           `json:"down_queue_packets"`
 	Warmup           time.Duration `json:"warmup_ns"`
 	Pause            time.Duration `json:"pause_ns"`
-	CC               string        `json:"congestion_control"`
-	Seed             int64         `json:"seed"`
-	Lanes            string        `json:"lanes_binary,omitempty"` // for methods 4 and 6
+	// Slot > 0: transfer i starts at warmup + i x slot into the phone's
+	// links, the same offset for every method (paired: each method meets
+	// the same stretch of trace); 0: one after another, pause between.
+	Slot  time.Duration `json:"slot_ns,omitempty"`
+	CC    string        `json:"congestion_control"`
+	Seed  int64         `json:"seed"`
+	Lanes string        `json:"lanes_binary,omitempty"` // for methods 4 and 6
 	// Failed lists lanes methods whose daemon would not start (RunLBE
 	// skips them for the rest of the run instead of failing it).
 	Failed map[string]string `json:"failed_methods,omitempty"`
@@ -104,8 +108,10 @@ type LBETrial struct {
 	SizeKB    int     `json:"size_kb"`
 	Round     int     `json:"round"`
 	Seconds   float64 `json:"seconds"`
-	CPUms     float64 `json:"cpu_ms"`     // phone tasks
-	SoftirqMs float64 `json:"softirq_ms"` // whole machine
+	CPUms     float64 `json:"cpu_ms"`         // phone tasks
+	SoftirqMs float64 `json:"softirq_ms"`     // whole machine
+	Offset    float64 `json:"offset_s"`       // start, from the links' start
+	Late      bool    `json:"late,omitempty"` // --slot: the previous transfer overran its slot
 	Error     string  `json:"error,omitempty"`
 }
 
@@ -348,20 +354,35 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 			err = func() error {
 				defer lb.Close()
 				// Every method waits, so that the first transfer meets the
-				// same stretch of the trace with or without background.
-				if err := sleepCtx(ctx, c.Warmup); err != nil {
-					return err
+				// same stretch of the trace with or without background
+				// (with --slot, every transfer waits for its offset).
+				if c.Slot == 0 {
+					if err := sleepCtx(ctx, c.Warmup); err != nil {
+						return err
+					}
 				}
-				for _, p := range ps {
+				for i, p := range ps {
+					late := false
+					if c.Slot > 0 {
+						onTime, err := untilOffset(ctx, lb.up, c.Warmup+time.Duration(i)*c.Slot)
+						if err != nil {
+							return err
+						}
+						late = !onTime
+					}
+					offset := sinceBase(lb.up)
 					tr, err := lb.transfer(ctx, p.dir, p.size)
 					if err != nil {
 						return err
 					}
-					tr.Method, tr.Round = m.ID, round
+					tr.Method, tr.Round, tr.Offset, tr.Late = m.ID, round, offset.Seconds(), late
 					if tr.Error != "" {
 						env.Printf("  %s %d KB: error %s\n", p.dir, p.size, tr.Error)
 					}
 					trials = append(trials, tr)
+					if c.Slot > 0 {
+						continue
+					}
 					if err := sleepCtx(ctx, c.Pause); err != nil {
 						return err
 					}
@@ -522,6 +543,7 @@ func lbeFlags(fs *flag.FlagSet, c *LBEConfig) (methods, sizes, dirs *string, rep
 	fs.IntVar(&c.DownQueuePackets, "down-queue", 100, "downlink queue, packets")
 	fs.DurationVar(&c.Warmup, "warmup", 5*time.Second, "background upload time before the first transfer")
 	fs.DurationVar(&c.Pause, "pause", 500*time.Millisecond, "pause between transfers")
+	fs.DurationVar(&c.Slot, "slot", 0, "paired schedule: transfer i starts at warmup + i x slot into the links for every method (0: one after another with --pause)")
 	fs.StringVar(&c.CC, "cc", "cubic", "congestion control of every host")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
 	fs.StringVar(&c.Lanes, "lanes", "", "lanes binary for methods 4 and 6 (default: this executable)")
@@ -618,6 +640,16 @@ func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, 
 	}
 	for id, why := range c.Failed {
 		r.Notes = append(r.Notes, fmt.Sprintf("method %s skipped: %s", id, why))
+	}
+	if c.Slot > 0 {
+		late := 0
+		for _, t := range trials {
+			if t.Late {
+				late++
+			}
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("paired schedule: transfer i started at %v + i x %v into the links for every method; %d of %d started late (the previous one overran its slot)",
+			c.Warmup, c.Slot, late, len(trials)))
 	}
 	cells := SummarizeLBE(trials)
 	r.Tables = append(r.Tables, LBETables(cells, c.Methods, name == "lbe")...)

@@ -313,11 +313,32 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 
 // until sleeps until offset d from the links' start; false if already past.
 func (rb *remoteBed) until(ctx context.Context, d time.Duration) (bool, error) {
-	wait := time.Until(rb.base.Add(d))
+	return untilOffset(ctx, rb.up, d)
+}
+
+// untilOffset sleeps until offset d from link l's start (its trace's
+// time 0); false if that is already past.
+func untilOffset(ctx context.Context, l *emu.Link, d time.Duration) (bool, error) {
+	base := l.Base()
+	for base.IsZero() {
+		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			return false, err
+		}
+		base = l.Base()
+	}
+	wait := time.Until(base.Add(d))
 	if wait <= 0 {
 		return false, nil
 	}
 	return true, sleepCtx(ctx, wait)
+}
+
+// sinceBase is the time since link l's start (0 before it started).
+func sinceBase(l *emu.Link) time.Duration {
+	if b := l.Base(); !b.IsZero() {
+		return time.Since(b)
+	}
+	return 0
 }
 
 // startBG starts a background transfer in dir to server s.
