@@ -513,21 +513,8 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	}
 	from, to := at+c.JainFor/3, at+c.JainFor
 	r.JainShares = [2]float64{rb.share(bgDir, rb.bg, from, to), rb.share(bgDir, rb.bg2, from, to)}
-	r.Jain = jain(r.JainShares[:])
+	r.Jain = Jain(r.JainShares[:])
 	return r, nil
-}
-
-// jain is Jain's fairness index of x.
-func jain(x []float64) float64 {
-	var s, s2 float64
-	for _, v := range x {
-		s += v
-		s2 += v * v
-	}
-	if s2 == 0 {
-		return 0
-	}
-	return s * s / (float64(len(x)) * s2)
 }
 
 // RunRemote runs every link, background direction, method and round.
