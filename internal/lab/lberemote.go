@@ -88,6 +88,7 @@ type RemoteConfig struct {
 	CC        string         `json:"congestion_control"`
 	Seed      int64          `json:"seed"`
 	Lanes     string         `json:"lanes_binary,omitempty"`
+	Target    time.Duration  `json:"target_delay_ns,omitempty"` // background.target_delay for the lanes methods (0: the policy's default)
 }
 
 // RemoteTrial is one foreground transfer.
@@ -282,7 +283,14 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 	}
 	rb.bed.policyFiles = append(rb.bed.policyFiles, dir)
 	pol := filepath.Join(dir, "policy.yaml")
-	text := string(policy.DefaultYAML()) + rb.m.Background
+	bg := rb.m.Background
+	if rb.cfg.Target > 0 {
+		if bg == "" {
+			bg = "background:\n"
+		}
+		bg += fmt.Sprintf("  target_delay: %v\n", rb.cfg.Target)
+	}
+	text := string(policy.DefaultYAML()) + bg
 	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
 		return err
 	}
@@ -706,6 +714,7 @@ func init() {
 			fs.StringVar(&c.CC, "cc", "cubic", "congestion control of every host")
 			fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
+			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
 					*links, *sizes, c.Reps = "fixed", "10,100", 1
