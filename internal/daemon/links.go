@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/policy"
 )
@@ -35,6 +36,9 @@ type env struct {
 	// watch calls changed (soon) after an interface or route changes,
 	// until ctx ends.
 	watch func(ctx context.Context, changed func()) error
+	// liveSockets are the cookies of a flow's connected TCP sockets (of
+	// uid, if >= 0): sock_diag (livesockets.go).
+	liveSockets func(f api.Flow, uid int64) ([]uint64, error)
 }
 
 func kernelEnv(cg *cgroupMount) env {
@@ -43,6 +47,8 @@ func kernelEnv(cg *cgroupMount) env {
 		links:    netlinkLinks{},
 		cgroupID: cg.id,
 		watch:    watchNetlink,
+
+		liveSockets: liveSocketsOf,
 	}
 }
 

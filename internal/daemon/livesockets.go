@@ -67,7 +67,7 @@ func (d *Daemon) moveLiveSocketsLocked(c api.Cred, f api.Flow, l lane.Lane) {
 	if !c.Privileged {
 		uid = int64(c.UID)
 	}
-	cookies, err := liveSocketsOf(f, uid)
+	cookies, err := d.env.liveSockets(f, uid)
 	if err != nil {
 		d.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
 		return

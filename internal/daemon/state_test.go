@@ -28,6 +28,7 @@ type world struct {
 	links   map[string]int
 	route   string
 	cgroups map[string]uint64
+	sockets map[string][]uint64 // flow -> cookies of its connected sockets
 }
 
 func (w *world) DefaultRoute() (string, error) {
@@ -56,7 +57,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 	t.Helper()
-	w := &world{links: map[string]int{}, cgroups: map[string]uint64{}}
+	w := &world{links: map[string]int{}, cgroups: map[string]uint64{}, sockets: map[string][]uint64{}}
 	h := datapathtest.New()
 	for i, l := range links {
 		w.links[l] = i + 2
@@ -67,6 +68,9 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		links:    w,
 		cgroupID: w.cgroupID,
 		watch:    func(ctx context.Context, _ func()) error { <-ctx.Done(); return nil },
+		liveSockets: func(f api.Flow, uid int64) ([]uint64, error) {
+			return w.sockets[f.String()], nil
+		},
 	}
 	d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, "ntest", mustPolicy(t, yaml), e)
 	if err := d.install(); err != nil {
@@ -367,5 +371,30 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%+v: %q, want %q...", c.s, got, c.want)
 		}
+	}
+}
+
+// TestRegistrationMovesLiveSockets: a registration after connect moves the
+// flow's connected sockets to its lane, and unregistering gives each back
+// what it had (a lane, or none).
+func TestRegistrationMovesLiveSockets(t *testing.T) {
+	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
+	reg := api.Flow{Dst: "198.51.100.7", DPort: 443, SPort: 40000}
+	f.world.sockets[reg.String()] = []uint64{7, 8}
+	if err := f.host.SetSocketLane(7, lane.Realtime); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.Register(api.Cred{UID: 0, Privileged: true}, reg, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.host.State().Sockets; s[7] != lane.Background || s[8] != lane.Background {
+		t.Fatalf("after register: sockets %v", s)
+	}
+	if err := f.d.Unregister(api.Cred{UID: 0, Privileged: true}, reg); err != nil {
+		t.Fatal(err)
+	}
+	s := f.host.State().Sockets
+	if _, has8 := s[8]; s[7] != lane.Realtime || has8 {
+		t.Fatalf("after unregister: sockets %v, want 7 back to realtime and 8 without a lane", s)
 	}
 }
