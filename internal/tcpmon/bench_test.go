@@ -156,19 +156,30 @@ func openIdle(b *testing.B, ns *testutil.NetNS, n int) idle {
 		if err := os.WriteFile("/proc/sys/net/core/somaxconn", []byte("65535"), 0); err != nil {
 			return err
 		}
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_max_syn_backlog", []byte("65535"), 0); err != nil {
+			return err
+		}
+		// listen returns a listener's address; its fd stays open (and its
+		// accept queue holds the server ends) until the benchmark ends.
+		listen := func() (int, string, error) {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return -1, "", err
+			}
+			b.Cleanup(func() { unix.Close(fd) })
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+				return -1, "", err
+			}
+			if err := unix.Listen(fd, 65535); err != nil {
+				return -1, "", err
+			}
+			sa, _ := unix.Getsockname(fd)
+			return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port), nil
+		}
+		fd, addr, err := listen()
 		if err != nil {
 			return err
 		}
-		b.Cleanup(func() { unix.Close(fd) })
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-			return err
-		}
-		if err := unix.Listen(fd, 65535); err != nil {
-			return err
-		}
-		sa, _ := unix.Getsockname(fd)
-		addr := fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port)
 		if n <= 10000 {
 			ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
 			if err != nil {
@@ -197,8 +208,14 @@ func openIdle(b *testing.B, ns *testutil.NetNS, n int) idle {
 			}
 			return nil
 		}
+		// One listener per helper: a local port can then serve each of
+		// them, and connect() finds a free one at once.
 		const per = 12500
 		for left := n / 2; left > 0; left -= per {
+			_, addr, err := listen()
+			if err != nil {
+				return err
+			}
 			cmd := exec.Command(os.Args[0], "-test.run=^$", "dial", addr, strconv.Itoa(min(per, left)))
 			cmd.Env = append(os.Environ(), "LANES_TCPMON_HELPER=dial")
 			in, err := cmd.StdinPipe()
