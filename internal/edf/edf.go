@@ -22,7 +22,7 @@
 //   - Reference: the paper exactly as written, a deadline-sorted array with
 //     stored M values and the O(n) update of §2.3 (decrement, equation (5),
 //     backward propagation). Kept as the executable specification.
-//   - Tree: the production structure, packets in sorted blocks of 64 under
+//   - Tree: the production structure, packets in sorted blocks of 128 under
 //     an array-based summary tree whose nodes carry, for their range, the
 //     sum of T and the minimum of D_k - C_k (C_k the range-local inclusive
 //     prefix sum of T); M_i is read from one root-to-leaf walk plus one
