@@ -501,6 +501,11 @@ func (h *Host) ClearSocketLane(cookie uint64) error {
 
 var errNoSockops = errors.New("datapath: sock_ops is off: no cwnd caps")
 
+// ErrSocketUnmanaged is a cwnd cap refused for a socket that sock_ops has
+// seen no callback of (it was established before lanes attached and never
+// asked for RTT callbacks), so the cap could never be applied.
+var ErrSocketUnmanaged = errors.New("datapath: socket predates sock_ops (no callbacks): cap not applicable")
+
 // SetLaneCwndCap caps the congestion window (segments) of every TCP socket
 // of a lane; 0 removes the cap. sock_ops applies it at establishment and on
 // the next RTT sample of live sockets; a capped CUBIC socket is moved to the
@@ -529,6 +534,10 @@ func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
 		}
 		if segs == 0 {
 			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
+		}
+		var seen uint8
+		if h.ops.LanesSockSeen.Lookup(cookie, &seen) != nil {
+			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, ErrSocketUnmanaged)
 		}
 		if err := h.ops.LanesSockCap.Put(cookie, segs); err != nil {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)

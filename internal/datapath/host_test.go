@@ -8,7 +8,9 @@ package datapath
 
 import (
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -184,5 +186,29 @@ func TestSettersRaceClose(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("setter during Close: %v", err)
 		}
+	}
+}
+
+// TestCapRefusedForSocketsBeforeSockops: a socket established before the
+// host attached sock_ops gets no callbacks, so its cwnd cap can never be
+// applied: the cap is refused (the coop controller then does not report it
+// as applied) while a socket established afterwards takes it.
+func TestCapRefusedForSocketsBeforeSockops(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	addr := tcpEcho(t, p.B, p.AddrB, 7303)
+	dial := func() *net.TCPConn {
+		var c net.Conn
+		p.A.Do(t, func() (err error) { c, err = net.DialTimeout("tcp", addr, 3*time.Second); return err })
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.TCPConn)
+	}
+	old := dial()
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "seen1"})
+	if err := d.SetSocketCwndCap(cookieOf(t, old), 4); !errors.Is(err, ErrSocketUnmanaged) {
+		t.Errorf("cap for a socket that predates sock_ops: %v, want ErrSocketUnmanaged", err)
+	}
+	if err := d.SetSocketCwndCap(cookieOf(t, dial()), 4); err != nil {
+		t.Errorf("cap for a socket sock_ops saw established: %v", err)
 	}
 }

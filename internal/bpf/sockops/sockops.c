@@ -188,6 +188,16 @@ struct {
 	__type(value, __u32);
 } lanes_sock_cap SEC(".maps");
 
+/* cookies of the sockets this program saw established (and so gets RTT and
+ * state callbacks for): a socket that predates the program gets none, so a
+ * cwnd cap for it would never be applied; the loader refuses such caps. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} lanes_sock_seen SEC(".maps");
+
 struct sk_state {
 	__u32 applied_cap; /* 0 = never capped */
 	__u32 lane;
@@ -509,6 +519,11 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
 					       (lane == LANE_BACKGROUND && CFG.rl_target_us ?
 						BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG : 0));
+		{
+			__u8 one = 1;
+
+			bpf_map_update_elem(&lanes_sock_seen, &cookie, &one, BPF_ANY);
+		}
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
 			switch_bg_cc(ops);
@@ -517,6 +532,12 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
 		cookie = bpf_get_socket_cookie(ops);
+		/* callbacks asked for by an earlier lanes run reach this program too */
+		if (!bpf_map_lookup_elem(&lanes_sock_seen, &cookie)) {
+			__u8 one = 1;
+
+			bpf_map_update_elem(&lanes_sock_seen, &cookie, &one, BPF_ANY);
+		}
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		lane = valid_lane(v) ? *v : LANE_UNSET;
 		/* a socket moved to background after it was established (a 3-tuple
@@ -541,6 +562,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			cookie = bpf_get_socket_cookie(ops);
 			bpf_map_delete_elem(&lanes_cookie, &cookie);
 			bpf_map_delete_elem(&lanes_sock_cap, &cookie);
+			bpf_map_delete_elem(&lanes_sock_seen, &cookie);
 			bpf_map_delete_elem(&lanes_sock_rwnd, &cookie);
 			bump(OPS_CLOSED);
 		}

@@ -93,6 +93,7 @@ const (
 	SockopsMapLanesSkState  = "lanes_sk_state"
 	SockopsMapLanesSockCap  = "lanes_sock_cap"
 	SockopsMapLanesSockRwnd = "lanes_sock_rwnd"
+	SockopsMapLanesSockSeen = "lanes_sock_seen"
 	SockopsMapLanesTuple    = "lanes_tuple"
 	SockopsMapLanesUid      = "lanes_uid"
 	SockopsMapLanesYield    = "lanes_yield"
@@ -159,6 +160,7 @@ type SockopsMapSpecs struct {
 	LanesSkState  *ebpf.MapSpec `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.MapSpec `ebpf:"lanes_sock_cap"`
 	LanesSockRwnd *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
+	LanesSockSeen *ebpf.MapSpec `ebpf:"lanes_sock_seen"`
 	LanesTuple    *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.MapSpec `ebpf:"lanes_uid"`
 	LanesYield    *ebpf.MapSpec `ebpf:"lanes_yield"`
@@ -201,6 +203,7 @@ type SockopsMaps struct {
 	LanesSkState  *ebpf.Map `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.Map `ebpf:"lanes_sock_cap"`
 	LanesSockRwnd *ebpf.Map `ebpf:"lanes_sock_rwnd"`
+	LanesSockSeen *ebpf.Map `ebpf:"lanes_sock_seen"`
 	LanesTuple    *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesUid      *ebpf.Map `ebpf:"lanes_uid"`
 	LanesYield    *ebpf.Map `ebpf:"lanes_yield"`
@@ -218,6 +221,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesSkState,
 		m.LanesSockCap,
 		m.LanesSockRwnd,
+		m.LanesSockSeen,
 		m.LanesTuple,
 		m.LanesUid,
 		m.LanesYield,
