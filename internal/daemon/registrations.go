@@ -12,8 +12,10 @@
 //   - lifetime: a registration is tied to the sockets that matched it
 //     (their inodes, from /proc/net): the sweep every sweepEvery removes it
 //     once all of them have closed, so it never captures a later flow that
-//     reuses the ports. One that never saw a socket (registered before
-//     connect) is removed after unseenGrace.
+//     reuses the ports. A privileged registration made before connect waits
+//     for its first socket as long as it takes; an unprivileged one (whose
+//     socket existed when it was made) that never matched is removed after
+//     unseenGrace.
 package daemon
 
 import (
@@ -35,8 +37,9 @@ const (
 
 // regLife is what ties an API registration to its sockets.
 type regLife struct {
-	since  time.Time
-	inodes map[uint64]bool // sockets that matched; empty until one did
+	since      time.Time
+	privileged bool
+	inodes     map[uint64]bool // sockets that matched; empty until one did
 }
 
 // Register puts a flow in a lane for the caller (authorized by the server).
@@ -60,7 +63,7 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	}
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
 	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
-	life := &regLife{since: time.Now(), inodes: map[uint64]bool{}}
+	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
 	if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
 		for _, s := range socks {
 			life.inodes[s.inode] = true
@@ -165,7 +168,7 @@ func (d *Daemon) sweepOnce(now time.Time) {
 		if len(life.inodes) == 0 {
 			if len(open) > 0 {
 				life.inodes = open // first sighting of a registration made before connect
-			} else if now.Sub(life.since) > unseenGrace {
+			} else if !life.privileged && now.Sub(life.since) > unseenGrace {
 				d.log.Info("registration removed: no socket ever matched it", "flow", f.String(), "uid", d.flows[f].UID)
 				gone = append(gone, f)
 			}
