@@ -41,7 +41,8 @@ func liveSocketsOf(f api.Flow, uid int64) ([]uint64, error) {
 		src = src.Unmap()
 		filter.Local = netip.PrefixFrom(src, src.BitLen())
 	}
-	s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Filter: filter})
+	// sock_diag: one filtered dump; the BPF iterator would load a program per registration.
+	s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Filter: filter, Backend: tcpmon.BackendDiag})
 	if err != nil {
 		return nil, err
 	}
