@@ -66,7 +66,10 @@ func benchSample(b *testing.B, backend string, n int, filtered bool) {
 			testutil.RequireRoot(b)
 			ns := testutil.NewNetNS(b)
 			conns := openIdle(b, ns, n)
-			cfg := Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond, Backend: backend}
+			// LANES_BENCH_NOPROC=1: no process lookup, as the coop
+			// controller samples.
+			cfg := Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond, Backend: backend,
+				NoProcess: os.Getenv("LANES_BENCH_NOPROC") == "1"}
 			want := n
 			if filtered {
 				cfg.Filter.Port = conns.port
