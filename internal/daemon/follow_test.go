@@ -186,3 +186,36 @@ func setDefault(t *testing.T, ns *testutil.NetNS, gw, dev string) {
 		return netlink.RouteReplace(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: net.ParseIP(gw), Dst: mustNet("0.0.0.0/0")})
 	})
 }
+
+// TestDaemonWithoutSockops: on a kernel that refuses sock_ops (simulated
+// with --without sock_ops) the daemon runs, says so in status, and still
+// puts traffic in its lanes per packet.
+func TestDaemonWithoutSockops(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy.yaml")
+	rules := fmt.Sprintf("rules:\n  - {name: up, lane: background, dst: %s, dport: 8080}\n", p.AddrB)
+	if err := os.WriteFile(pol, []byte(devicePolicy(p.LinkA)+rules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "lanes.sock")
+	d := start(t, p.A, "daemon", "--policy", pol, "--socket", sock, "--without", "sock_ops")
+	waitFor(t, "the daemon", func() bool {
+		c, err := api.Dial(sock)
+		if err != nil {
+			return d.cmd.ProcessState != nil
+		}
+		defer c.Close()
+		return c.Ping() == nil
+	})
+	st := status(t, sock)
+	if !strings.HasPrefix(st.Capabilities["sock_ops"], "off") || !strings.HasPrefix(st.Capabilities["cap_cc"], "off") {
+		t.Fatalf("capabilities: %v", st.Capabilities)
+	}
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	waitFor(t, "an upload in background without sock_ops", func() bool {
+		_ = transfer(t, p)
+		return laneBytes(t, sock, "background") > 150_000
+	})
+}
