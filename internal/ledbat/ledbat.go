@@ -19,7 +19,9 @@
 //   - periodic slowdown: 2 RTTs after the initial slow start, then 9x the
 //     previous slowdown's length after it ended: cwnd held at 2 for 2 RTTs,
 //     then slow start back to the window before it;
-//   - loss: ssthresh = max(cwnd/2, 2).
+//   - loss: ssthresh = max(cwnd/2, 2);
+//   - a new background flow on the host: the others slow down at once
+//     (SlowdownNow), so the latecomer sees the true base delay.
 package ledbat
 
 // Constants shared with ledbat_core.h.
@@ -229,6 +231,18 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	case limited:
 		s.apply(w, int64(s.Acc)+int64((inc-dec)*uint64(acked)))
 	}
+}
+
+// SlowdownNow brings the next slowdown forward to now when in congestion
+// avoidance: when a new background flow starts on the host, the others make
+// room at once so that it measures the true base delay (latecomer fairness
+// within the host, beyond the draft's periodic slowdowns).
+func (s *State) SlowdownNow(now uint32) {
+	if s.Phase != Avoid {
+		return
+	}
+	s.TNext = now
+	s.Flags |= FlagScheduled
 }
 
 // Loss returns the ssthresh after a loss at now; a slow start ends there.

@@ -129,3 +129,19 @@ func TestSlowdownSchedule(t *testing.T) {
 		t.Errorf("after restart: cwnd %d (want 40), next slowdown %d, want %d (9 x %d)", w.Cwnd, s.TNext, now-100+9*took, took)
 	}
 }
+
+func TestSlowdownNowOnlyInAvoid(t *testing.T) {
+	s := New(25_000, 0)
+	s.RTT(10_000, 0)
+	s.SlowdownNow(5)
+	if s.Flags&FlagScheduled != 0 {
+		t.Fatal("a flow in slow start was scheduled to slow down")
+	}
+	w := Window{Cwnd: 40, Ssthresh: 40}
+	s.Ack(&w, 1, 10, 10_000, true) // ends slow start, first slowdown at 2 RTTs
+	s.SlowdownNow(11)
+	s.Ack(&w, 1, 12, 10_000, true)
+	if s.Phase != Hold || w.Cwnd != MinCwnd || s.TSlowdown != 12 {
+		t.Fatalf("after SlowdownNow: phase %v cwnd %d slowdown at %d", s.Phase, w.Cwnd, s.TSlowdown)
+	}
+}

@@ -9,6 +9,9 @@
  *   - init: fresh state in icsk_ca_priv, target = CFG.target_us;
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
  *     current delay filters;
+ *   - a new socket counts itself in lanes_lb_joins; every other socket
+ *     slows down on its next ack when the count changed (the host's flows
+ *     make room for the latecomer: ledbat_slowdown_now);
  *   - cong_avoid: ledbat_ack with the packets acked, tcp_mstamp as the
  *     clock, srtt, and whether the socket is cwnd-limited (as
  *     tcp_is_cwnd_limited decides);
@@ -24,6 +27,7 @@
  * struct_ops TCP congestion controls do.
  */
 #include <linux/types.h>
+#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -83,9 +87,20 @@ struct tcp_congestion_ops {
 /* the socket's state: LEDBAT++ and the window a clamp took away */
 struct lb {
 	struct ledbat l;
-	__u32 held; /* cwnd before a clamp pulled it down, 0 = none */
-	__u32 pad;
+	__u32 held;       /* cwnd before a clamp pulled it down, 0 = none */
+	__u32 joins_seen; /* lanes_lb_joins[0] when last looked at */
 };
+
+/* lanes_lb_joins[0] counts the background flows that started on this host
+ * (every socket of this congestion control is one of its background
+ * flows); a socket that sees it change slows down at once, so that the
+ * newcomer measures the true base delay, not its elders' queue. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_lb_joins SEC(".maps");
 
 _Static_assert(sizeof(struct lb) <= 13 * sizeof(__u64), "struct lb outgrows icsk_ca_priv");
 
@@ -134,9 +149,15 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_init, struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 zero = 0, *joins = bpf_map_lookup_elem(&lanes_lb_joins, &zero);
 
 	ledbat_init(ca(sk), CFG.target_us, tp->tcp_mstamp);
 	lb(sk)->held = 0;
+	lb(sk)->joins_seen = 0;
+	if (joins) {
+		__sync_fetch_and_add(joins, 1);
+		lb(sk)->joins_seen = *joins;
+	}
 	enforce(sk);
 }
 
@@ -155,7 +176,12 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	struct ledbat_win w;
 	int limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+	__u32 zero = 0, *joins = bpf_map_lookup_elem(&lanes_lb_joins, &zero);
 
+	if (joins && *joins != lb(sk)->joins_seen) {
+		lb(sk)->joins_seen = *joins;
+		ledbat_slowdown_now(ca(sk), (__u32)tp->tcp_mstamp);
+	}
 	restore(sk);
 	w.cwnd = tp->snd_cwnd;
 	w.ssthresh = tp->snd_ssthresh;

@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	LedbatMapLanesLbJoins      = "lanes_lb_joins"
 	LedbatMapLanesLedbat       = "lanes_ledbat"
 	LedbatProgLanesLbCongAvoid = "lanes_lb_cong_avoid"
 	LedbatProgLanesLbCwndEvent = "lanes_lb_cwnd_event"
@@ -82,7 +83,8 @@ type LedbatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LedbatMapSpecs struct {
-	LanesLedbat *ebpf.MapSpec `ebpf:"lanes_ledbat"`
+	LanesLbJoins *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
+	LanesLedbat  *ebpf.MapSpec `ebpf:"lanes_ledbat"`
 }
 
 // LedbatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -112,11 +114,13 @@ func (o *LedbatObjects) Close() error {
 //
 // It can be passed to LoadLedbatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LedbatMaps struct {
-	LanesLedbat *ebpf.Map `ebpf:"lanes_ledbat"`
+	LanesLbJoins *ebpf.Map `ebpf:"lanes_lb_joins"`
+	LanesLedbat  *ebpf.Map `ebpf:"lanes_ledbat"`
 }
 
 func (m *LedbatMaps) Close() error {
 	return _LedbatClose(
+		m.LanesLbJoins,
 		m.LanesLedbat,
 	)
 }

@@ -32,6 +32,7 @@
  *         hold, so every flow (a latecomer too) sees the true base delay.
  *       below ssthresh in congestion avoidance (after a retransmission
  *         timeout) the window grows as in slow start.
+ *   - ledbat_slowdown_now: a slowdown on the next ack (a new flow joined).
  *   - ledbat_loss: ssthresh = max(cwnd / 2, 2); a slow start ends there
  *     (and schedules the next slowdown); a hold goes on.
  * Growth happens only when the sender is cwnd-limited (`limited`);
@@ -265,6 +266,18 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	} else if (limited) {
 		ledbat_apply(l, w, (__s64)l->acc + (__s64)((inc - dec) * acked));
 	}
+}
+
+/* ledbat_slowdown_now brings the next slowdown forward to now (a flow in
+ * congestion avoidance slows down on its next ack): the host's own flows
+ * make room at once when a new background flow starts, so that the
+ * latecomer measures the true base delay instead of its elders' queue. */
+static __always_inline void ledbat_slowdown_now(struct ledbat *l, __u32 now)
+{
+	if (l->phase != LEDBAT_AVOID)
+		return;
+	l->t_next = now;
+	l->flags |= LEDBAT_F_SCHEDULED;
 }
 
 /* ledbat_loss returns the ssthresh after a loss and leaves slow start. */

@@ -22,6 +22,7 @@ enum step_op {
 	STEP_RTT = 1,  /* arg = rtt_us */
 	STEP_ACK = 2,  /* arg = packets acked */
 	STEP_LOSS = 3, /* win.ssthresh = the returned ssthresh */
+	STEP_SLOWDOWN_NOW = 4,
 };
 
 struct ledbat_step {
@@ -66,6 +67,9 @@ int ledbat_run(void *ctx)
 		break;
 	case STEP_LOSS:
 		s->win.ssthresh = ledbat_loss(&s->st, s->win.cwnd, (__u32)s->now_us, s->srtt_us);
+		break;
+	case STEP_SLOWDOWN_NOW:
+		ledbat_slowdown_now(&s->st, (__u32)s->now_us);
 		break;
 	default:
 		return 1;

@@ -74,6 +74,7 @@ const (
 	opRTT
 	opAck
 	opLoss
+	opSlowdownNow
 )
 
 func (k *kernelStep) run(op, arg uint32, now uint64, srtt uint32, limited bool) {
@@ -130,6 +131,12 @@ func (p *pair) loss(now uint64, srtt uint32) {
 	p.check("loss")
 }
 
+func (p *pair) slowdownNow(now uint64) {
+	p.k.run(opSlowdownNow, 0, now, 0, false)
+	p.m.SlowdownNow(uint32(now))
+	p.check("slowdown-now")
+}
+
 func (p *pair) check(what string) {
 	p.t.Helper()
 	p.n++
@@ -178,7 +185,7 @@ func TestKernelMatchesModelBottleneck(t *testing.T) {
 }
 
 // TestKernelMatchesModelRandom feeds random RTTs (including the minute
-// buckets ageing and a clock wrap), acks, limits and losses.
+// buckets ageing and a clock wrap), acks, limits, losses and joins.
 func TestKernelMatchesModelRandom(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	for run := 0; run < 5; run++ {
@@ -193,8 +200,10 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			switch r := rng.Intn(100); {
 			case r < 45:
 				p.rtt(uint32(1+rng.Intn(400_000)), now)
-			case r < 98:
+			case r < 97:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
+			case r < 98:
+				p.slowdownNow(now)
 			default:
 				p.loss(now, srtt)
 			}

@@ -22,6 +22,9 @@
  *         (TCP_WINDOW_CLAMP) when it changes; also the per-socket receive
  *         window cap lanes_sock_rwnd (bytes, the cooperative controller's
  *         downlink cap) and, while the foreground is active, the yield.
+ *   - a new background download (its first timed data) counts itself in
+ *     lanes_rl_joins; the others slow down at once (latecomer fairness on
+ *     the host, as the congestion control does);
  *   - Never retracting the right edge: the kernel does not shrink an offered
  *     window (net.ipv4.tcp_shrink_window = 0, the default; before 6.5
  *     always), so a smaller clamp takes effect as data is consumed; autotuning
@@ -64,7 +67,7 @@ struct rl_state {
 	__u32 t_loss;
 	__u32 last_rtt;
 	__u32 refused;  /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
-	__u32 pad;
+	__u32 joins_seen; /* lanes_rl_joins[0] when last looked at */
 };
 
 struct {
@@ -73,6 +76,16 @@ struct {
 	__type(key, int);
 	__type(value, struct rl_state);
 } lanes_rl_state SEC(".maps");
+
+/* lanes_rl_joins[0] counts background downloads that started (their first
+ * timed data); the others slow down at once when it changes, so that the
+ * newcomer measures the true base delay (ledbat_slowdown_now). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_rl_joins SEC(".maps");
 
 /* receive window cap per socket cookie, bytes, 0 = none */
 struct {
@@ -89,7 +102,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	struct tcp_sock *tp;
 	struct rl_state *st;
 	struct ledbat_win w;
-	__u32 mss, nxt, rtt, ooo, now, clamp, *cap;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0;
 	__u64 now64;
 	int val;
 
@@ -123,6 +136,14 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	 * left alone */
 	if (!st->l.samples)
 		return;
+	joins = bpf_map_lookup_elem(&lanes_rl_joins, &zero);
+	if (joins) {
+		if (st->l.samples == 1 && !st->joins_seen)
+			__sync_fetch_and_add(joins, 1);
+		else if (*joins != st->joins_seen)
+			ledbat_slowdown_now(&st->l, now);
+		st->joins_seen = *joins;
+	}
 	w.cwnd = st->wnd;
 	w.ssthresh = st->ssthresh;
 	ooo = tp->rcv_ooopack;

@@ -46,16 +46,16 @@ type SockopsRlState struct {
 		T_slowdown uint32
 		T_next     uint32
 	}
-	Wnd      uint32
-	Ssthresh uint32
-	LastNxt  uint32
-	Rem      uint32
-	Applied  uint32
-	LastOoo  uint32
-	T_loss   uint32
-	LastRtt  uint32
-	Refused  uint32
-	Pad      uint32
+	Wnd       uint32
+	Ssthresh  uint32
+	LastNxt   uint32
+	Rem       uint32
+	Applied   uint32
+	LastOoo   uint32
+	T_loss    uint32
+	LastRtt   uint32
+	Refused   uint32
+	JoinsSeen uint32
 }
 
 type SockopsSkState struct {
@@ -89,6 +89,7 @@ const (
 	SockopsMapLanesFgOpen   = "lanes_fg_open"
 	SockopsMapLanesLaneCap  = "lanes_lane_cap"
 	SockopsMapLanesOpsStats = "lanes_ops_stats"
+	SockopsMapLanesRlJoins  = "lanes_rl_joins"
 	SockopsMapLanesRlState  = "lanes_rl_state"
 	SockopsMapLanesSkState  = "lanes_sk_state"
 	SockopsMapLanesSockCap  = "lanes_sock_cap"
@@ -156,6 +157,7 @@ type SockopsMapSpecs struct {
 	LanesFgOpen   *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap  *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesRlJoins  *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState  *ebpf.MapSpec `ebpf:"lanes_rl_state"`
 	LanesSkState  *ebpf.MapSpec `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.MapSpec `ebpf:"lanes_sock_cap"`
@@ -199,6 +201,7 @@ type SockopsMaps struct {
 	LanesFgOpen   *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap  *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesOpsStats *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesRlJoins  *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState  *ebpf.Map `ebpf:"lanes_rl_state"`
 	LanesSkState  *ebpf.Map `ebpf:"lanes_sk_state"`
 	LanesSockCap  *ebpf.Map `ebpf:"lanes_sock_cap"`
@@ -217,6 +220,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesOpsStats,
+		m.LanesRlJoins,
 		m.LanesRlState,
 		m.LanesSkState,
 		m.LanesSockCap,
