@@ -238,8 +238,19 @@ type upload struct {
 func (cb *coopBed) dialServer(ctx context.Context, h *coopHost, port int, l lane.Lane) (net.Conn, error) {
 	server := netip.AddrPortFrom(cb.server.Addr, uint16(port))
 	d := net.Dialer{Timeout: 10 * time.Second}
+	// The host's congestion control is set on the socket: the namespace's
+	// default may not take it (a namespace may default only to a CC in the
+	// machine's tcp_allowed_congestion_control, e.g. "reno bbr"), and then
+	// these uploads ran the machine's default (BBR, whose ProbeRTT put every
+	// flow at cwnd 4 for ~0.5 s every ~10.6 s: docs/lab.md).
+	d.Control = func(_, _ string, rc syscall.RawConn) error {
+		return setCC(rc, cb.cfg.CC)
+	}
 	if h.api != nil && l != lane.Unset {
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			if err := setCC(rc, cb.cfg.CC); err != nil {
+				return err
+			}
 			var sport int
 			var err error
 			if cerr := rc.Control(func(fd uintptr) { sport, err = bindAnyPort(int(fd)) }); cerr != nil {
@@ -331,6 +342,21 @@ func (cb *coopBed) startUploads(ctx context.Context, hosts []int, size int64, l 
 	}
 	wg.Wait()
 	return ups, errors.Join(errs...)
+}
+
+// setCC sets a socket's congestion control (none: leave the default).
+func setCC(rc syscall.RawConn, cc string) error {
+	if cc == "" {
+		return nil
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
+	}
+	return nil
 }
 
 // socketCookie reads SO_COOKIE (0 if unavailable).

@@ -9,13 +9,12 @@
 // stretch of 3 late packets in 1 of 3 runs, 0.014 %, where one at normal
 // priority had 4.6 %.)
 //
-// Why: the coop figures showed every flow at cwnd 4 for ~400 ms every
-// ~10.6 s. Measured (docs/coop-protocol.md, "The periodic dip"): that dip
-// is TCP's own loss recovery after a synchronized drop-tail overflow (no
-// RTO, no spurious RTO, no undo in the hosts' counters), but the emulator,
-// waiting for a CPU on a busy machine, did deliver up to 245 ms late —
-// which this check catches and which real-time scheduling
-// (emu/realtime.go) removed.
+// Why: the coop figures showed every flow at cwnd 4 for ~0.5 s every
+// ~10.6 s (docs/lab.md, "The periodic dip"). That dip was BBR's ProbeRTT
+// (the uploads ran the machine's default CC), not a stall: no RTO, no
+// spurious RTO, no undo in the hosts' counters. But the emulator, waiting
+// for a CPU on a busy machine, did deliver up to 245 ms late — which this
+// check catches and real-time scheduling (emu/realtime.go) removed.
 package lab
 
 import (
