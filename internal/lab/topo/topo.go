@@ -107,7 +107,10 @@ func (t *Topology) AddNode(name, cc string) (*Node, error) {
 			return err
 		}
 		if cc != "" {
-			// Best effort: a namespace may only default to an allowed one.
+			// Best effort: a namespace may default only to a CC in the
+			// machine's tcp_allowed_congestion_control (on some machines
+			// "reno bbr"), so sockets the lab opens itself must also set
+			// TCP_CONGESTION (helpers do it from LANES_LAB_CC).
 			_ = os.WriteFile("/proc/sys/net/ipv4/tcp_congestion_control", []byte(cc), 0)
 		}
 		return nil
