@@ -253,11 +253,14 @@ type Controller struct {
 	capWhy      string
 	applied     map[uint64]uint32
 	laneApplied map[lane.Lane]uint32
-	group       string          // active hosts and local flows at the last recompute
-	counted     map[uint64]bool // keyless mode: peers admitted into N
-	lastCount   time.Time       // keyless mode: when the last peer was admitted into N
-	lastSave    time.Time       // replay state written
-	saveDirty   bool            // announcements accepted since
+	group       string               // active hosts and local flows at the last recompute
+	groupHosts  map[uint64]int       // the same: host id -> flows
+	groupCap    bool                 // capping at the last recompute
+	expired     map[uint64]time.Time // peers removed for silence, when
+	counted     map[uint64]bool      // keyless mode: peers admitted into N
+	lastCount   time.Time            // keyless mode: when the last peer was admitted into N
+	lastSave    time.Time            // replay state written
+	saveDirty   bool                 // announcements accepted since
 	st          Status
 	closeOnce   sync.Once
 }
@@ -362,7 +365,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.announce()
 			}
 			c.mu.Lock()
-			gone := c.table.Expire(c.now())
+			gone := c.expire(c.now())
 			raising := c.raising()
 			c.mu.Unlock()
 			if len(gone) > 0 {
@@ -789,9 +792,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 
 	// cooperative caps of active flows, through the hysteresis filter that
 	// follows at once when the group changed
-	group := groupKey(hosts, capping)
-	changed := group != c.group
-	c.group = group
+	changed := c.groupChanged(hosts, capping, now)
 	selfShare := 0.0
 	if selfIdx >= 0 {
 		selfShare = shares[selfIdx]
@@ -923,6 +924,60 @@ func (c *Controller) countPeers(peers []Peer, now time.Time) int {
 		waiting = waiting[1:]
 	}
 	return len(waiting)
+}
+
+// expire removes silent peers and remembers when. Caller holds mu.
+func (c *Controller) expire(now time.Time) []uint64 {
+	gone := c.table.Expire(now)
+	if c.expired == nil {
+		c.expired = map[uint64]time.Time{}
+	}
+	for id, t := range c.expired {
+		if now.Sub(t) > time.Minute {
+			delete(c.expired, id)
+		}
+	}
+	for _, id := range gone {
+		c.expired[id] = now
+	}
+	return gone
+}
+
+// groupChanged records the group's make-up and reports whether caps must
+// follow their targets at once. A group that only lost peers to silence
+// (removed within the last 2 x maxDwell, everything else unchanged) does
+// not count: on a busy machine a peer's announcements can be late by the
+// silence timeout, and it comes back within a few hundred ms; then this
+// host's caps grow only after the dwell, so they do not flip at all. A peer
+// that says goodbye or stops sending still counts at once. Caller holds mu.
+func (c *Controller) groupChanged(hosts []HostLoad, capping bool, now time.Time) bool {
+	key := groupKey(hosts, capping)
+	if key == c.group {
+		return false
+	}
+	prev, prevKey, prevCap := c.groupHosts, c.group, c.groupCap
+	cur := make(map[uint64]int, len(hosts))
+	for _, h := range hosts {
+		cur[h.ID] = len(h.Flows)
+	}
+	c.group, c.groupHosts, c.groupCap = key, cur, capping
+	if prevKey == "" || prevCap != capping || len(cur) >= len(prev) {
+		return true
+	}
+	for id, n := range cur {
+		if pn, ok := prev[id]; !ok || pn != n {
+			return true
+		}
+	}
+	for id := range prev {
+		if _, ok := cur[id]; ok {
+			continue
+		}
+		if t, ok := c.expired[id]; !ok || now.Sub(t) > 2*maxDwell {
+			return true
+		}
+	}
+	return false
 }
 
 // groupKey names the group's make-up: which hosts are active with how many

@@ -4,6 +4,8 @@
 package coop
 
 import (
+	"context"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -81,5 +83,62 @@ func TestCapsDoNotFlap(t *testing.T) {
 	g.round()
 	if got := g.nodes[1].caps.get(101); got != 49 {
 		t.Errorf("after a leave cap %d, want 49", got)
+	}
+}
+
+// A peer removed for silence raises the others' caps only after the dwell,
+// so a peer that was merely late (a busy machine) and comes back changes
+// nothing; a goodbye still raises them at once.
+func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
+	g := newGroup(t, 3, paperConfig())
+	for i, n := range g.nodes {
+		n.flows.set(bulkFlow(uint64(100 + i)))
+	}
+	g.round()
+	g.round()
+	n0 := g.nodes[0]
+	before := n0.caps.get(100)
+	changes := n0.c.Status().Counters.CapChanges
+	// node 2 falls silent: expired after 3 intervals (500 ms each)
+	late := g.nodes[2]
+	g.nodes = g.nodes[:2]
+	g.round()
+	g.round()
+	g.clk.add(600 * time.Millisecond)
+	n0.c.mu.Lock()
+	gone := n0.c.expire(g.clk.now())
+	n0.c.mu.Unlock()
+	if len(gone) != 1 {
+		t.Fatalf("expired %v", gone)
+	}
+	n0.c.recomputeAndApply(false)
+	if got := n0.caps.get(100); got != before {
+		t.Errorf("cap %d right after a silent peer was removed, want still %d", got, before)
+	}
+	// it comes back 100 ms later: nothing changed
+	g.clk.add(100 * time.Millisecond)
+	late.c.tick(context.Background())
+	for _, b := range late.tr.take() {
+		n0.c.Handle(b, netip.MustParseAddr("10.9.0.3"))
+	}
+	n0.c.recomputeAndApply(false)
+	g.nodes = append(g.nodes, late)
+	if got := n0.caps.get(100); got != before || n0.c.Status().Counters.CapChanges != changes {
+		t.Errorf("cap %d (changes %d -> %d) after the late peer returned, want %d unchanged",
+			got, changes, n0.c.Status().Counters.CapChanges, before)
+	}
+	// silent for good: the cap grows after the dwell (N 3 -> 2)
+	g.nodes = g.nodes[:2]
+	g.round()
+	g.round()
+	g.clk.add(600 * time.Millisecond)
+	n0.c.mu.Lock()
+	n0.c.expire(g.clk.now())
+	n0.c.mu.Unlock()
+	n0.c.recomputeAndApply(false)
+	g.clk.add(maxDwell)
+	n0.c.recomputeAndApply(false)
+	if got := n0.caps.get(100); got <= before {
+		t.Errorf("cap %d after the dwell with N=2, want more than %d", got, before)
 	}
 }
