@@ -49,7 +49,32 @@ type Peer struct {
 	FirstSeen time.Time
 	LastSeen  time.Time
 	Last      Announcement
-	lastFrom  netip.Addr // source of Last (its family tells a duplicate)
+	lastFrom  netip.Addr // source of Last
+	recent    [8]seqFamily // latest accepted sequences and their family
+	nrecent   int
+}
+
+// seqFamily is an accepted sequence number and the family it came over.
+type seqFamily struct {
+	seq uint64
+	v4  bool
+}
+
+// duplicate reports whether seq was accepted lately over the other family
+// than from's: the second copy of an announcement sent over both (which may
+// arrive after the next announcement's first copy).
+func (p *Peer) duplicate(seq uint64, from netip.Addr) bool {
+	for _, r := range p.recent[:min(p.nrecent, len(p.recent))] {
+		if r.seq == seq {
+			return r.v4 != from.Is4()
+		}
+	}
+	return false
+}
+
+func (p *Peer) remember(seq uint64, from netip.Addr) {
+	p.recent[p.nrecent%len(p.recent)] = seqFamily{seq, from.Is4()}
+	p.nrecent++
 }
 
 // Active reports whether the peer is currently sending uplink data.
@@ -128,7 +153,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	}
 	p, ok := t.peers[a.HostID]
 	if ok {
-		if a.Seq == p.Last.Seq && from.Is4() != p.lastFrom.Is4() { // the other family's copy
+		if p.duplicate(a.Seq, from) { // the other family's copy
 			return Updated, ErrDuplicate
 		}
 		if a.Seq <= p.Last.Seq {
@@ -162,6 +187,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		p.Addr = from
 	}
 	p.LastSeen, p.Last, p.lastFrom = now, *a, from
+	p.remember(a.Seq, from)
 	switch {
 	case !ok:
 		return Joined, nil

@@ -226,6 +226,16 @@ func TestDuplicateOverOtherFamily(t *testing.T) {
 	if _, err := tb.Accept(ann(1, 5, t0, 1), v4, t0); !errors.Is(err, ErrReplayed) {
 		t.Errorf("second IPv4 copy: %v", err)
 	}
+	// the IPv6 copy of 6 arrives after the IPv4 copy of 7
+	if _, err := tb.Accept(ann(1, 6, t0, 1), v4, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(1, 7, t0, 1), v4, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(1, 6, t0, 1), v6, t0); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("late IPv6 copy of an earlier announcement: %v", err)
+	}
 	// a peer heard first over IPv6 is named by its IPv4 address once known
 	if _, err := tb.Accept(ann(2, 1, t0, 1), v6, t0); err != nil {
 		t.Fatal(err)

@@ -225,23 +225,38 @@ func TestCoopThreeDaemons(t *testing.T) {
 	}
 	logCapChanges(t, socks)
 
-	// `lanes coop status` prints the same state for people.
-	out, err := lan.Hosts[0].Command(lanesBin, "coop", "status", "--socket", socks[0]).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "N=3") || !strings.Contains(string(out), "capping") {
-		t.Errorf("lanes coop status: %v\n%s", err, out)
+	// `lanes coop status` prints the same state for people. (On a loaded
+	// machine a daemon's announcements can be late by the silence timeout,
+	// so N is read until it is 3 again rather than once.)
+	var out []byte
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		out, err = lan.Hosts[0].Command(lanesBin, "coop", "status", "--socket", socks[0]).CombinedOutput()
+		ok := err == nil && strings.Contains(string(out), "N=3") && strings.Contains(string(out), "capping")
+		if ok || time.Now().After(deadline) {
+			if !ok {
+				t.Errorf("lanes coop status: %v\n%s", err, out)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// `lanes coop peers` from a listener beside daemon 0 lists the three
 	// hosts; a forged announcement (wrong key) is counted, not listed.
 	var pout, perr strings.Builder
 	pc := lan.Hosts[0].Command(lanesBin, "coop", "peers", "--dev", testutil.LANLink, "--port", fmt.Sprint(coopTestPort),
-		"--key", coopTestKey, "--listen", "1500ms", "--json")
+		"--key", coopTestKey, "--listen", "3s", "--json")
 	pc.Stdout, pc.Stderr = &pout, &perr
 	if err := pc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	sendForged(t, lan)
+	// forged announcements over the whole listen window: the listener may
+	// start late on a loaded machine
+	for i := 0; i < 8; i++ {
+		time.Sleep(250 * time.Millisecond)
+		sendForged(t, lan)
+	}
 	if err := pc.Wait(); err != nil {
 		t.Fatalf("lanes coop peers: %v\n%s", err, perr.String())
 	}
@@ -266,11 +281,9 @@ func TestCoopThreeDaemons(t *testing.T) {
 	if listed.Dropped["forged"] == 0 {
 		t.Errorf("lanes coop peers did not count the forged announcement: %s", pout.String())
 	}
-	for i, s := range socks {
-		if st := coopStatus(t, s); st.Counters.Forged == 0 || st.N != 3 {
-			t.Errorf("daemon %d after the forged announcement: N=%d forged=%d (want 3, >0)", i, st.N, st.Counters.Forged)
-		}
-	}
+	waitCoop(t, "N=3 and the forged announcements counted", socks, func(st coop.Status) bool {
+		return st.N == 3 && st.Counters.Forged > 0
+	})
 
 	// A daemon that stops says goodbye: the others count N=2 at once.
 	stopped := time.Now()
