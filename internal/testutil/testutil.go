@@ -131,7 +131,43 @@ func NewVethPair(t testing.TB) *Pair {
 		return upWithAddr(p.LinkA, p.AddrA)
 	})
 	b.Do(t, func() error { return upWithAddr(p.LinkB, p.AddrB) })
+	linkNeighbours(t, a, p.LinkA, p.AddrB, b, p.LinkB, p.AddrA)
 	return p
+}
+
+// linkNeighbours enters each end's address and MAC in the other end's
+// neighbour table (permanent), so no test depends on ARP: on a loaded
+// machine a fresh veth pair sometimes left the first ARP exchange
+// unanswered (neighbour INCOMPLETE, queued datagrams held for the 1 s
+// retry), which lost the first second of a test's traffic.
+func linkNeighbours(t testing.TB, a *NetNS, linkA string, addrB net.IP, b *NetNS, linkB string, addrA net.IP) {
+	t.Helper()
+	var macA, macB net.HardwareAddr
+	a.Do(t, func() error { return linkMAC(linkA, &macA) })
+	b.Do(t, func() error { return linkMAC(linkB, &macB) })
+	a.Do(t, func() error { return permanentNeigh(linkA, addrB, macB) })
+	b.Do(t, func() error { return permanentNeigh(linkB, addrA, macA) })
+}
+
+func linkMAC(name string, mac *net.HardwareAddr) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	*mac = l.Attrs().HardwareAddr
+	return nil
+}
+
+func permanentNeigh(link string, ip net.IP, mac net.HardwareAddr) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	n := &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT, IP: ip, HardwareAddr: mac}
+	if err := netlink.NeighSet(n); err != nil {
+		return fmt.Errorf("neighbour %s on %s: %w", ip, link, err)
+	}
+	return nil
 }
 
 func upWithAddr(name string, ip net.IP) error {
