@@ -3,35 +3,37 @@
 // each program's relocations are resolved against a kernel's BTF, and a
 // field that kernel lacks may be read only behind its own
 // bpf_core_field_exists check (otherwise the verifier would meet the
-// poisoned instruction and refuse the whole program).
+// poisoned instruction and refuse the whole program). It also reports, per
+// kernel, the capabilities that are off (or fall back) because the kernel
+// lacks a feature an object needs beyond relocation (a program type, a
+// helper, struct_ops links: testdata/features.txt).
 //
-// testdata holds minimal BTF (`bpftool gen min_core_btf`: only the types
-// the objects relocate against, a few KB each) of:
-//   - linux-6.1.*-debian.btf: Debian 12's linux-image-6.1.0-N-cloud-amd64 (the newest)
-//     (vmlinux extracted from the package's bzImage);
-//   - linux-6.18.44-running.btf: the kernel these objects were built on;
-//   - models/linux-5.10.o, models/linux-5.15.o: MODELS of those kernels'
-//     BTF (no 5.10 or 5.15 kernel package is in this project's package
-//     sources): the 6.1 types with the layout changes that matter here
-//     taken back (struct cgroup ancestor ids, the sock_cgroup_data union,
-//     tcp_probe without family); models/*.c say which and are rebuilt
-//     with `clang -target bpf -g -O2 -c linux-X.c -o linux-X.o`.
+// testdata (see its README.md for the packages' versions and sha256) holds,
+// per kernel, minimal BTF (`bpftool gen min_core_btf`: only the types the
+// objects relocate against, a few KB) and NAME.features (which of
+// features.txt the kernel's full BTF has), of:
+//   - linux-5.10.*-debian: Debian 11's linux-image-5.10.0-N-cloud-amd64;
+//   - linux-6.1.*-debian: Debian 12's linux-image-6.1.0-N-cloud-amd64
+//     (vmlinux extracted from each package's bzImage);
+//   - linux-6.18.44-running: the kernel these objects were built on;
+//   - models/linux-5.15.o: a MODEL of 5.15's BTF (no 5.15 kernel package
+//     is reachable from here): the 6.1 types with the layout changes that
+//     matter taken back (struct cgroup ancestor ids); models/*.c say which
+//     and are rebuilt with `clang -target bpf -g -O2 -c linux-X.c -o
+//     linux-X.o`. A model has no .features: a feature counts as present
+//     on it from the version features.txt gives.
 //
-// scripts/core-btf.sh regenerates both after an object uses new kernel
-// types. To add a kernel: extract its vmlinux (or take /sys/kernel/btf/vmlinux on
-// it) and run, from internal/bpf,
-//
-//	bpftool gen min_core_btf VMLINUX coretest/testdata/linux-X.Y-NAME.btf \
-//	    sockops/sockops_bpfel.o tcpevents/tcpevents_bpfel.o \
-//	    capcc/capcc_bpfel.o ledbat/ledbat_bpfel.o classifier/classifier_bpfel.o
-//
-// after `make generate` (the objects decide which types are kept).
+// scripts/core-btf.sh regenerates the real kernels' files after an object
+// uses new kernel types (`make generate` first).
 package coretest
 
 import (
 	"encoding/binary"
+	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,6 +45,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
+	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 )
 
 var objects = map[string]func() (*ebpf.CollectionSpec, error){
@@ -51,6 +54,8 @@ var objects = map[string]func() (*ebpf.CollectionSpec, error){
 	"capcc":      capcc.LoadCapcc,
 	"ledbat":     ledbat.LoadLedbat,
 	"tcpevents":  tcpevents.LoadSpec,
+	"tcpiter":    tcpiter.LoadTcpiter,
+	"ledbatstep": ledbat.LoadStep,
 }
 
 // reloKey names what a relocation looks at (type and field path), without
@@ -64,21 +69,41 @@ func reloKey(r *btf.CORERelocation) string {
 	return r.String()
 }
 
-func TestObjectsRelocateOnSupportedKernels(t *testing.T) {
-	kernels, err := filepath.Glob("testdata/*.btf")
+// modelled are the objects the models' types cover (written before the
+// TCP iterator and the LEDBAT++ step harness were checked here).
+var modelled = map[string]bool{"classifier": true, "sockops": true, "capcc": true, "ledbat": true, "tcpevents": true}
+
+// required are the objects without which there is no datapath: no kernel
+// lanes supports may lack a feature they need.
+var required = map[string]bool{"classifier": true}
+
+type kernel struct {
+	name, path string
+	model      string // "5.15" for models/linux-5.15.o, "" for real BTF
+}
+
+func kernels(t *testing.T) []kernel {
+	real, err := filepath.Glob("testdata/*.btf")
 	models, _ := filepath.Glob("testdata/models/*.o")
-	kernels = append(kernels, models...)
-	if err != nil || len(kernels) == 0 {
+	if err != nil || len(real) == 0 {
 		t.Fatalf("no kernel BTF in testdata: %v", err)
 	}
-	for _, path := range kernels {
-		target, err := btf.LoadSpec(path)
+	var out []kernel
+	for _, p := range real {
+		out = append(out, kernel{name: strings.TrimSuffix(filepath.Base(p), ".btf"), path: p})
+	}
+	for _, p := range models {
+		v := strings.TrimPrefix(strings.TrimSuffix(filepath.Base(p), ".o"), "linux-")
+		out = append(out, kernel{name: "model-linux-" + v, path: p, model: v})
+	}
+	return out
+}
+
+func TestObjectsRelocateOnSupportedKernels(t *testing.T) {
+	for _, k := range kernels(t) {
+		target, err := btf.LoadSpec(k.path)
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		kernel := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".btf"), ".o")
-		if strings.Contains(path, "models") {
-			kernel = "model-" + kernel
+			t.Fatalf("%s: %v", k.path, err)
 		}
 		for name, load := range objects {
 			spec, err := load()
@@ -86,10 +111,123 @@ func TestObjectsRelocateOnSupportedKernels(t *testing.T) {
 				t.Fatal(err)
 			}
 			for pname, prog := range spec.Programs {
-				t.Run(kernel+"/"+name+"/"+pname, func(t *testing.T) {
+				t.Run(k.name+"/"+name+"/"+pname, func(t *testing.T) {
+					if k.model != "" && !modelled[name] {
+						t.Skipf("%s's types are not in the %s model", name, k.model)
+					}
 					checkProgram(t, spec, prog, target)
 				})
 			}
+		}
+	}
+}
+
+// feature is one line of testdata/features.txt.
+type feature struct {
+	name, since, effect, what string
+	objects                   []string
+}
+
+func loadFeatures(t *testing.T) []feature {
+	b, err := os.ReadFile("testdata/features.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []feature
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if len(f) < 6 || (f[4] != "off" && f[4] != "fallback") {
+			t.Fatalf("features.txt: bad line %q", line)
+		}
+		for _, o := range strings.Split(f[3], ",") {
+			if objects[o] == nil {
+				t.Fatalf("features.txt: %s: unknown object %q", f[0], o)
+			}
+		}
+		out = append(out, feature{name: f[0], since: f[2], objects: strings.Split(f[3], ","), effect: f[4], what: strings.Join(f[5:], " ")})
+	}
+	return out
+}
+
+// present returns the features kernel k has: its .features file, or for a
+// model those from a version up to the model's.
+func present(t *testing.T, k kernel, all []feature) map[string]bool {
+	has := map[string]bool{}
+	if k.model != "" {
+		for _, f := range all {
+			if versionLE(f.since, k.model) {
+				has[f.name] = true
+			}
+		}
+		return has
+	}
+	b, err := os.ReadFile(strings.TrimSuffix(k.path, ".btf") + ".features")
+	if err != nil {
+		t.Fatalf("%s: %v (scripts/core-btf.sh writes it)", k.name, err)
+	}
+	known := map[string]bool{}
+	for _, f := range all {
+		known[f.name] = true
+	}
+	for _, n := range strings.Fields(string(b)) {
+		if !known[n] {
+			t.Fatalf("%s.features: %q is not in features.txt (scripts/core-btf.sh refreshes it)", k.name, n)
+		}
+		has[n] = true
+	}
+	return has
+}
+
+func versionLE(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < 2; i++ {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return true
+}
+
+// TestKernelFeatures reports, per kernel, which objects' capabilities are
+// off or fall back for want of a kernel feature, and fails if a required
+// object would be off, or if the kernel the tests run on (which runs all
+// of them) lacks a feature (features.txt would be wrong).
+func TestKernelFeatures(t *testing.T) {
+	all := loadFeatures(t)
+	for _, k := range kernels(t) {
+		has := present(t, k, all)
+		off := map[string]bool{}
+		for _, f := range all {
+			if has[f.name] {
+				continue
+			}
+			for _, o := range f.objects {
+				if f.effect == "off" {
+					off[o] = true
+					t.Logf("%s: capability %s off because the kernel lacks %s (%s, %s+)", k.name, o, f.what, f.name, f.since)
+				} else {
+					t.Logf("%s: %s falls back: the kernel lacks %s (%s, %s+)", k.name, o, f.what, f.name, f.since)
+				}
+				if required[o] {
+					t.Errorf("%s: required object %s needs %s (%s)", k.name, o, f.name, f.what)
+				}
+			}
+		}
+		var on []string
+		for o := range objects {
+			if !off[o] {
+				on = append(on, o)
+			}
+		}
+		sort.Strings(on)
+		t.Logf("%s: on: %s", k.name, strings.Join(on, " "))
+		if strings.HasSuffix(k.name, "-running") && len(has) != len(all) {
+			t.Errorf("%s: the kernel the tests run on lacks a feature of features.txt", k.name)
 		}
 	}
 }
