@@ -12,10 +12,11 @@
 //   - lifetime: a registration is tied to the sockets that matched it
 //     (their inodes, from /proc/net): the sweep every sweepEvery removes it
 //     once all of them have closed, so it never captures a later flow that
-//     reuses the ports. A privileged registration made before connect waits
-//     for its first socket as long as it takes; an unprivileged one (whose
-//     socket existed when it was made) that never matched is removed after
-//     unseenGrace.
+//     reuses the ports. A socket counts as closed when two sweeps in a row
+//     miss it (a read of /proc/net/tcp under churn can skip a live one). A
+//     registration that never matched a socket is removed after unseenGrace
+//     (30 s), or unseenGracePrivileged (10 min) for a privileged one made
+//     before connect.
 package daemon
 
 import (
@@ -29,10 +30,11 @@ import (
 )
 
 const (
-	maxRegsPerUID = 256
-	maxUserRegs   = 4096
-	sweepEvery    = 2 * time.Second
-	unseenGrace   = 30 * time.Second
+	maxRegsPerUID         = 256
+	maxUserRegs           = 4096
+	sweepEvery            = 2 * time.Second
+	unseenGrace           = 30 * time.Second
+	unseenGracePrivileged = 10 * time.Minute
 )
 
 // regLife is what ties an API registration to its sockets.
@@ -40,6 +42,7 @@ type regLife struct {
 	since      time.Time
 	privileged bool
 	inodes     map[uint64]bool // sockets that matched; empty until one did
+	missed     int             // sweeps in a row that found none of them
 }
 
 // Register puts a flow in a lane for the caller (authorized by the server).
@@ -64,9 +67,11 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
 	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
 	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
-	if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
-		for _, s := range socks {
-			life.inodes[s.inode] = true
+	for try := 0; try < 2 && len(life.inodes) == 0; try++ { // a read under churn can skip it: once more
+		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
+			for _, s := range socks {
+				life.inodes[s.inode] = true
+			}
 		}
 	}
 	d.regs[f] = life
@@ -166,9 +171,13 @@ func (d *Daemon) sweepOnce(now time.Time) {
 			open[s.inode] = true
 		}
 		if len(life.inodes) == 0 {
+			grace := unseenGrace
+			if life.privileged {
+				grace = unseenGracePrivileged
+			}
 			if len(open) > 0 {
 				life.inodes = open // first sighting of a registration made before connect
-			} else if !life.privileged && now.Sub(life.since) > unseenGrace {
+			} else if now.Sub(life.since) > grace {
 				d.log.Info("registration removed: no socket ever matched it", "flow", f.String(), "uid", d.flows[f].UID)
 				gone = append(gone, f)
 			}
@@ -176,13 +185,15 @@ func (d *Daemon) sweepOnce(now time.Time) {
 		}
 		alive := false
 		for ino := range life.inodes {
-			if open[ino] {
-				alive = true
-			} else {
-				delete(life.inodes, ino)
-			}
+			alive = alive || open[ino]
 		}
-		if !alive {
+		if alive {
+			life.missed = 0
+			continue
+		}
+		// /proc/net/tcp read under churn can skip a live socket: only a
+		// socket missing from two sweeps in a row has closed.
+		if life.missed++; life.missed >= 2 {
 			d.log.Info("registration removed: its sockets closed", "flow", f.String(), "uid", d.flows[f].UID)
 			gone = append(gone, f)
 		}
