@@ -146,17 +146,21 @@ func (h *Host) loadSockops() {
 		h.needsSockops()
 		return
 	}
-	cookie, err := h.ns.netnsCookie()
+	cookie, ino, err := h.netnsID()
 	if err != nil {
 		h.disable(CapSockops, err)
 		h.needsSockops()
 		return
 	}
-	h.loadBackgroundCC(cookie)
+	id := cookie // names this host's congestion controls
+	if id == 0 {
+		id = uint64(ino)
+	}
+	h.loadBackgroundCC(id)
 	ccName := ""
 	if _, off := h.off[CapCapCC]; !off {
 		// one name per host (names are global to the kernel)
-		name := capcc.Name(h.cfg.Instance, fmt.Sprint(cookie))
+		name := capcc.Name(h.cfg.Instance, fmt.Sprint(id))
 		if h.cc, err = capcc.Load(name); err != nil {
 			h.disable(CapCapCC, err)
 		} else {
@@ -169,7 +173,7 @@ func (h *Host) loadSockops() {
 	} else if lowat < 0 {
 		lowat = 0
 	}
-	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
+	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
 		RLEDBATTargetUS: h.rledbatTargetUS(), YieldOnOpen: h.cfg.YieldOnOpen}, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
@@ -646,4 +650,25 @@ func (h *Host) TryClassify(frame []byte) (lane.Lane, classifier.Kind, error) {
 		return errors.New("classifier counted nothing")
 	})
 	return l, k, err
+}
+
+// useNetnsCookie says whether sock_ops can tell its namespace by cookie
+// (bpf_get_netns_cookie in sock_ops, 5.15+); tests turn it off to run the
+// inode fallback of older kernels.
+var useNetnsCookie = sockops.HaveNetnsCookie
+
+// netnsID returns how the sock_ops program recognises this host's network
+// namespace: its cookie (SO_NETNS_COOKIE, 5.14+), or 0 where the cookie
+// cannot be used, and its inode number.
+func (h *Host) netnsID() (cookie uint64, ino uint32, err error) {
+	ino, ierr := h.ns.netnsInode()
+	if useNetnsCookie() {
+		if cookie, err = h.ns.netnsCookie(); err == nil {
+			return cookie, ino, nil
+		}
+	}
+	if ierr != nil {
+		return 0, 0, errors.Join(err, ierr)
+	}
+	return 0, ino, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -334,13 +335,24 @@ func TestCrashCleanupReopen(t *testing.T) {
 	}
 }
 
-func TestTwoNamespaces(t *testing.T) {
+func TestTwoNamespaces(t *testing.T) { twoNamespaces(t, "tna", "tnb", 7003) }
+
+// TestTwoNamespacesByInode: the same where sock_ops lacks
+// bpf_get_netns_cookie (before 5.15): each program tells its namespace's
+// sockets by the namespace's inode.
+func TestTwoNamespacesByInode(t *testing.T) {
+	useNetnsCookie = func() bool { return false }
+	defer func() { useNetnsCookie = sockops.HaveNetnsCookie }()
+	twoNamespaces(t, "tia", "tib", 7013)
+}
+
+func twoNamespaces(t *testing.T, instA, instB string, port int) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	// One datapath on each end: two daemons, two namespaces, one cgroup root.
-	da := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tna"})
-	db := openIn(t, p.B, Config{Interface: p.LinkB, Instance: "tnb"})
-	addrB := tcpEcho(t, p.B, p.AddrB, 7003)
+	da := openIn(t, p.A, Config{Interface: p.LinkA, Instance: instA})
+	db := openIn(t, p.B, Config{Interface: p.LinkB, Instance: instB})
+	addrB := tcpEcho(t, p.B, p.AddrB, port)
 	for range 3 {
 		if err := roundTrip(p.A, addrB); err != nil {
 			t.Fatal(err)

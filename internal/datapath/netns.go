@@ -91,6 +91,17 @@ func (n *nsRef) withSysfs(fn func(sysfsRoot string) error) error {
 	return <-errc
 }
 
+// netnsInode returns the namespace's inode number (nsfs), by which the
+// sock_ops program recognises it where it cannot use the cookie.
+func (n *nsRef) netnsInode() (uint32, error) {
+	var st unix.Stat_t
+	err := n.do(func() error { return unix.Stat("/proc/thread-self/ns/net", &st) })
+	if err != nil {
+		return 0, fmt.Errorf("network namespace inode: %w", err)
+	}
+	return uint32(st.Ino), nil
+}
+
 // netnsCookie returns the namespace cookie (SO_NETNS_COOKIE) that BPF's
 // bpf_get_netns_cookie reports for sockets of this namespace.
 func (n *nsRef) netnsCookie() (uint64, error) {

@@ -8,7 +8,8 @@
  * socket's lane once and applies the lane's per-socket settings.
  *
  * It acts only on sockets of the network namespace whose cookie the loader
- * set in CFG.netns_cookie (bpf_get_netns_cookie); the sockets of other
+ * set in CFG.netns_cookie (bpf_get_netns_cookie; before 5.15, where sock_ops
+ * lacks it, the namespace's inode CFG.netns_ino); the sockets of other
  * namespaces belong to other daemons.
  *
  *   - TCP_CONNECT_CB (active open, before the SYN) and
@@ -104,7 +105,26 @@ struct sock_cgroup_data {
 	struct cgroup *cgroup;
 } __attribute__((preserve_access_index));
 
+/* the socket's network namespace and its inode number (nsfs), for kernels
+ * whose sock_ops lacks bpf_get_netns_cookie (before 5.15) */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} __attribute__((preserve_access_index)) possible_net_t;
+
+struct sock_common {
+	possible_net_t skc_net;
+} __attribute__((preserve_access_index));
+
 struct sock {
+	struct sock_common __sk_common;
 	struct sock_cgroup_data sk_cgrp_data;
 	kuid_t sk_uid;
 } __attribute__((preserve_access_index));
@@ -162,7 +182,8 @@ static __always_inline __u64 ancestor_id(struct cgroup *cg, int lvl)
 volatile const struct sockops_config {
 	__u64 netns_cookie;  /* only sockets of this network namespace */
 	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT for background sockets, 0 = leave */
-	__u32 pad;
+	__u32 netns_ino;     /* != 0: match the namespace by inode instead (no
+			      * bpf_get_netns_cookie in sock_ops before 5.15) */
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
@@ -489,13 +510,35 @@ static __always_inline void set_lowat(struct bpf_sock_ops *ops)
 	}
 }
 
+/* in_netns: ops's socket belongs to this datapath's network namespace. With
+ * CFG.netns_ino set the helper call is dead code the verifier never checks
+ * (CFG is read-only, its value known), so the program loads where sock_ops
+ * has no bpf_get_netns_cookie. The inode path reads the BTF socket directly
+ * (no bpf_probe_read_kernel) and sees full sockets only: on those kernels
+ * the SYN-ACK's header-option callbacks (a request socket) are skipped. */
+static __always_inline int in_netns(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk;
+	struct sock *sk;
+	struct net *net;
+
+	if (!CFG.netns_ino)
+		return bpf_get_netns_cookie(ops) == CFG.netns_cookie;
+	bsk = ops->sk;
+	sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
+	if (!sk)
+		return 0;
+	net = sk->__sk_common.skc_net.net;
+	return net && net->ns.inum == CFG.netns_ino;
+}
+
 SEC("sockops")
 int lanes_sockops(struct bpf_sock_ops *ops)
 {
 	__u64 cookie;
 	__u32 lane, *v;
 
-	if (bpf_get_netns_cookie(ops) != CFG.netns_cookie)
+	if (!in_netns(ops))
 		return 1;
 
 	switch (ops->op) {

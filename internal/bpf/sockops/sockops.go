@@ -3,9 +3,12 @@
 package sockops
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
@@ -13,7 +16,11 @@ import (
 
 // Config is set into the program before load.
 type Config struct {
-	NetnsCookie  uint64 // the network namespace whose sockets this instance manages
+	NetnsCookie uint64 // the network namespace whose sockets this instance manages
+	// NetnsInode is the same namespace's inode number (nsfs), by which the
+	// program matches it where NetnsCookie is 0 or sock_ops lacks
+	// bpf_get_netns_cookie (HaveNetnsCookie).
+	NetnsInode   uint32
 	NotsentLowat uint32 // TCP_NOTSENT_LOWAT for background sockets, 0 = leave alone
 	// CCName is the lanes congestion control (internal/bpf/capcc) that a
 	// capped CUBIC socket is switched to; "" = leave every socket's alone.
@@ -39,6 +46,13 @@ type Shared map[string]*ebpf.Map
 // of enum ops_counter in lanes_abi.h ("connect", "cap_set", ...).
 var CounterNames = abi.MustNames("ops_counter", "OPS_", "OPS_COUNTERS")
 
+// HaveNetnsCookie reports whether sock_ops programs may call
+// bpf_get_netns_cookie (Linux 5.15+); where they may not, Load has the
+// program match its namespace by Config.NetnsInode.
+func HaveNetnsCookie() bool {
+	return features.HaveProgramHelper(ebpf.SockOps, asm.FnGetNetnsCookie) == nil
+}
+
 // Load loads the program, reusing the shared maps.
 func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 	spec, err := LoadSockops()
@@ -46,6 +60,12 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 		return nil, err
 	}
 	c := SockopsSockopsConfig{NetnsCookie: cfg.NetnsCookie, NotsentLowat: cfg.NotsentLowat, RlTargetUs: cfg.RLEDBATTargetUS}
+	if cfg.NetnsCookie == 0 || !HaveNetnsCookie() {
+		if cfg.NetnsInode == 0 {
+			return nil, errors.New("sockops: no network namespace cookie (or no bpf_get_netns_cookie in sock_ops) and no namespace inode")
+		}
+		c.NetnsIno = cfg.NetnsInode
+	}
 	if cfg.YieldOnOpen {
 		c.YieldOnOpen = 1
 	}
@@ -102,7 +122,7 @@ func Probe() error {
 		return fmt.Errorf("classifier: %w", err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16 << 10}, cls.Shared())
+	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16 << 10}, cls.Shared())
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ type SockopsSockopsConfig struct {
 	_            structs.HostLayout
 	NetnsCookie  uint64
 	NotsentLowat uint32
-	Pad          uint32
+	NetnsIno     uint32
 	CcName       [16]int8
 	BgCcName     [16]int8
 	RlTargetUs   uint32
