@@ -49,7 +49,7 @@ type Peer struct {
 	FirstSeen time.Time
 	LastSeen  time.Time
 	Last      Announcement
-	lastFrom  netip.Addr // source of Last
+	lastFrom  netip.Addr   // source of Last
 	recent    [8]seqFamily // latest accepted sequences and their family
 	nrecent   int
 }
