@@ -24,11 +24,12 @@ import (
 
 // sink is a TCP server that reads and counts everything it receives.
 type sink struct {
-	ln    net.Listener
-	total atomic.Int64
-	mu    sync.Mutex
-	marks []recvMark // (time, cumulative bytes) after every read
-	done  chan struct{}
+	ln       net.Listener
+	total    atomic.Int64
+	accepted atomic.Int64 // connections accept() returned
+	mu       sync.Mutex
+	marks    []recvMark // (time, cumulative bytes) after every read
+	done     chan struct{}
 }
 
 type recvMark struct {
@@ -52,6 +53,7 @@ func newSink(t *testing.T, ns *testutil.NetNS, addr string) *sink {
 			if err != nil {
 				return
 			}
+			s.accepted.Add(1)
 			go func() {
 				defer c.Close()
 				buf := make([]byte, 256<<10)
@@ -71,6 +73,18 @@ func newSink(t *testing.T, ns *testutil.NetNS, addr string) *sink {
 		}
 	}()
 	return s
+}
+
+// waitAccepted waits until accept() returned n connections: only then has
+// the server's end an owner (the pid, comm and cgroup filters need one);
+// a fixed sleep is a guess on a loaded machine.
+func (s *sink) waitAccepted(t *testing.T, n int64) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); s.accepted.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("server accepted %d connections of %d", s.accepted.Load(), n)
+		}
+	}
 }
 
 func (s *sink) port() uint16 { return uint16(s.ln.Addr().(*net.TCPAddr).Port) }

@@ -380,6 +380,32 @@ func TestBytesAckedMatchesReceiver(t *testing.T) {
 	t.Logf("checked %d samples; %d bytes", checked, sent)
 }
 
+// TestCloseKeepsOtherFiles: a sampler closes only what it opened. Close
+// once closed fd 0 (the zero NsHandle counts as open), so a socket that
+// got fd 0 next was closed under its owner: TestFilters saw a server end
+// go to FIN-WAIT-2 between two samples.
+func TestCloseKeepsOtherFiles(t *testing.T) {
+	if _, err := unix.FcntlInt(0, unix.F_GETFD, 0); err != nil {
+		f, err := os.Open(os.DevNull) // fd 0 is free: this takes it
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	for range 2 {
+		s, err := New(Config{Backend: BackendDiag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := unix.FcntlInt(0, unix.F_GETFD, 0); err != nil {
+		t.Fatalf("fd 0 after two samplers were closed: %v", err)
+	}
+}
+
 func TestFilters(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	srv := newSink(t, ns, "127.0.0.1:0")
@@ -387,7 +413,7 @@ func TestFilters(t *testing.T) {
 	c1 := dialIn(t, ns, addr)
 	c2 := dialIn(t, ns, addr)
 	c1.Write([]byte("hello"))
-	time.Sleep(50 * time.Millisecond)
+	srv.waitAccepted(t, 2)
 	cg := ownCgroupV2(t)
 	comm, _ := os.ReadFile("/proc/self/comm")
 	for _, tc := range []struct {
@@ -424,6 +450,9 @@ func TestFilters(t *testing.T) {
 			}
 			if len(fl) != tc.want {
 				t.Errorf("%s: %d flows, want %d", backend+" "+tc.name, len(fl), tc.want)
+				for _, f := range fl {
+					t.Logf("  %s %s %s pid %d inode %d cgroup %d", f.Src, f.Dst, f.State, f.PID, f.Inode, f.CgroupID)
+				}
 			}
 			// Port-only filters run in the kernel: it sends just the matches.
 			portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0

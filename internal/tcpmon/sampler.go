@@ -153,7 +153,10 @@ func New(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 	ns := cfg.NetNS
-	var owned netns.NsHandle
+	// owned is the handle New opened itself (NetNSPath) and Close closes;
+	// None (-1), not the zero value: NsHandle(0).IsOpen() is true, and
+	// closing it closed fd 0, whichever socket held that number by then.
+	owned := netns.None()
 	if cfg.NetNSPath != "" {
 		h, err := netns.GetFromPath(cfg.NetNSPath)
 		if err != nil {
