@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,6 +404,39 @@ func TestBytesAckedMatchesReceiver(t *testing.T) {
 		t.Errorf("idle: bytes_acked-1 = %d, receiver %d, sender wrote %d", acked, srv.total.Load(), sent)
 	}
 	t.Logf("checked %d samples; %d bytes", checked, sent)
+}
+
+// TestRequestSockets: a connection the listener has not completed (here
+// held back by TCP_DEFER_ACCEPT: the server keeps a request socket until
+// data comes, while the client is already ESTABLISHED) is one SYN-RECV flow
+// in both backends, as sock_diag reports it.
+func TestRequestSockets(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	var ln net.Listener
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 60)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ns.Do(t, func() (err error) { ln, err = lc.Listen(context.Background(), "tcp", "127.0.0.1:0"); return err })
+	t.Cleanup(func() { ln.Close() })
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	c := dialIn(t, ns, ln.Addr().String())
+	for _, backend := range []string{BackendDiag, BackendIter} {
+		s := newSampler(t, Config{NetNS: ns.Handle, Backend: backend, Filter: Filter{Port: port}})
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, ok := findFlow(fl, port, localPort(c))
+		if _, cok := findFlow(fl, localPort(c), port); len(fl) != 2 || !ok || !cok || srv.State != "SYN-RECV" || srv.Cookie == 0 {
+			t.Errorf("%s: %+v, want the client and the server's request socket (SYN-RECV)", backend, fl)
+		}
+	}
 }
 
 // TestCloseKeepsOtherFiles: a sampler closes only what it opened. Close

@@ -5,9 +5,10 @@
 // tcp_diag_get_info, so the rest of the sampler (filters, process, rates)
 // does not know which backend ran.
 //
-// Note: the iterator reports full sockets only (no TIME-WAIT or request
-// sockets: the default ConnectedStates has neither), and for a LISTEN
-// socket it reports the queues of a connection, not the accept backlog.
+// Note: the iterator reports full sockets and request sockets (as SYN-RECV,
+// addresses only, as sock_diag does), no TIME-WAIT (the default
+// ConnectedStates has none), and for a LISTEN socket it reports the queues
+// of a connection, not the accept backlog.
 package tcpmon
 
 import (
@@ -102,6 +103,15 @@ func (s *iterSource) fill(x *tcpiter.Rec) {
 	} else {
 		sk.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(x.Saddr[:4])), x.Sport)
 		sk.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(x.Daddr[:4])), x.Dport)
+	}
+	if x.Req != 0 {
+		// A request socket: sock_diag (inet_req_diag_fill) sends its
+		// addresses and cookie only, no tcp_info, memory or owner.
+		*sk = Sock{Family: sk.Family, State: x.State, Cookie: x.Cookie, Src: sk.Src, Dst: sk.Dst}
+		if s.inKLane {
+			sk.Lane, sk.HasLane = lane.Lane(x.Lane), true
+		}
+		return
 	}
 	// tcp_diag_get_info (not LISTEN).
 	sk.RQueue = uint32(max(int32(x.RcvNxt-x.CopiedSeq), 0))

@@ -178,8 +178,8 @@ func New(cfg Config) (*Sampler, error) {
 	case cfg.Backend == BackendDiag:
 		s.why = "sock_diag asked for"
 	case cfg.States&^ConnectedStates != 0:
-		// LISTEN (whose queues sock_diag reports as the accept backlog),
-		// TIME-WAIT and request sockets: sock_diag only.
+		// LISTEN (whose queues sock_diag reports as the accept backlog)
+		// and TIME-WAIT: sock_diag only.
 		s.why = "listening or TIME-WAIT sockets asked for"
 		if cfg.Backend == BackendIter {
 			s.Close()

@@ -11,7 +11,10 @@
  * whose state is in CFG.states, whose ports and cgroup match CFG and whose
  * lane (lanes_cookie map, when the daemon's map was given) is in CFG.lanes,
  * and writes a struct tcp_rec with
- * raw fields of struct tcp_sock. User space turns them into what tcp_info
+ * raw fields of struct tcp_sock. A request socket (a connection whose
+ * handshake the listener has not completed, while the client may already
+ * be ESTABLISHED) is reported as SYN-RECV with its addresses only, as
+ * sock_diag does, when CFG.states has SYN-RECV. User space turns them into what tcp_info
  * reports (internal/tcpmon: the same arithmetic as tcp_get_info), so both
  * backends agree field for field.
  *
@@ -29,6 +32,8 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define AF_INET6 10
+#define TCP_SYN_RECV 3
+#define TCP_NEW_SYN_RECV 12
 
 struct in6_addr {
 	__u8 s6_addr[16];
@@ -164,7 +169,8 @@ struct tcp_rec {
 	char cong[16];
 	__u32 snd_cwnd, snd_ssthresh, mss_cache, srtt_us, mdev_us, min_rtt;
 	__u32 rto_jiffies;
-	__u8 retransmits, app_limited, chrono_type, pad;
+	__u8 retransmits, app_limited, chrono_type;
+	__u8 req; /* a request socket: only the fields up to cgroup_id are set */
 	__u32 total_retrans, lost_out, packets_out, sacked_out;
 	__u64 bytes_sent, bytes_acked, bytes_received, bytes_retrans;
 	__u32 rate_delivered, rate_interval_us;
@@ -189,6 +195,60 @@ volatile const struct {
 	__u64 cgroup_id; /* socket's cgroup v2 id; 0: any */
 } CFG = {};
 
+/* fill_common sets the record's addresses and ports from skc; false if
+ * the port filter rejects them. */
+static __always_inline int fill_common(struct tcp_rec *r, struct sock_common *skc)
+{
+	r->family = skc->skc_family;
+	if (r->family == AF_INET6) {
+		bpf_probe_read_kernel(r->saddr, 16, &skc->skc_v6_rcv_saddr);
+		bpf_probe_read_kernel(r->daddr, 16, &skc->skc_v6_daddr);
+	} else {
+		*(__u32 *)r->saddr = skc->skc_rcv_saddr;
+		*(__u32 *)r->daddr = skc->skc_daddr;
+	}
+	r->sport = skc->skc_num;
+	r->dport = __builtin_bswap16(skc->skc_dport);
+	return !((CFG.lport && r->sport != CFG.lport) || (CFG.rport && r->dport != CFG.rport) ||
+		 (CFG.port && r->sport != CFG.port && r->dport != CFG.port));
+}
+
+/* lane_ok looks the socket's lane up (when the daemon's map was given);
+ * false if CFG.lanes rejects it. */
+static __always_inline int lane_ok(struct tcp_rec *r)
+{
+	if (CFG.have_lanes) {
+		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &r->cookie);
+		r->lane = l ? *l : LANE_UNSET;
+		if (r->lane < LANE_REALTIME || r->lane > LANE_MAX)
+			r->lane = LANE_INTERACTIVE; /* the default lane, as the classifier */
+		if (CFG.lanes && !(CFG.lanes & (1u << r->lane)))
+			return 0;
+	}
+	return 1;
+}
+
+/* dump_req reports a request socket as SYN-RECV with what sock_diag
+ * reports of one (inet_req_diag_fill): addresses, ports, cookie; no
+ * owner, no cgroup (so a cgroup filter drops it), no tcp_info. */
+static __always_inline int dump_req(struct bpf_iter__tcp *ctx, struct sock_common *skc)
+{
+	struct tcp_rec r = {};
+
+	if (!(CFG.states & (1u << TCP_SYN_RECV)) || CFG.cgroup_id)
+		return 0;
+	if (skc->skc_state != TCP_NEW_SYN_RECV)
+		return 0; /* time-wait */
+	r.req = 1;
+	r.state = TCP_SYN_RECV;
+	r.cookie = bpf_get_socket_cookie(skc);
+	if (!lane_ok(&r) || !fill_common(&r, skc))
+		return 0;
+	r.jiffies = bpf_jiffies64();
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
 SEC("iter/tcp")
 int dump(struct bpf_iter__tcp *ctx)
 {
@@ -201,32 +261,13 @@ int dump(struct bpf_iter__tcp *ctx)
 		return 0;
 	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
 	if (!tp)
-		return 0;
+		return dump_req(ctx, skc);
 	sk = &tp->inet_conn.icsk_inet.sk;
 	r.state = sk->__sk_common.skc_state;
 	if (r.state >= 32 || !(CFG.states & (1u << r.state)))
 		return 0;
 	r.cookie = bpf_get_socket_cookie(sk);
-	if (CFG.have_lanes) {
-		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &r.cookie);
-		r.lane = l ? *l : LANE_UNSET;
-		if (r.lane < LANE_REALTIME || r.lane > LANE_MAX)
-			r.lane = LANE_INTERACTIVE; /* the default lane, as the classifier */
-		if (CFG.lanes && !(CFG.lanes & (1u << r.lane)))
-			return 0;
-	}
-	r.family = sk->__sk_common.skc_family;
-	if (r.family == AF_INET6) {
-		bpf_probe_read_kernel(r.saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
-		bpf_probe_read_kernel(r.daddr, 16, &sk->__sk_common.skc_v6_daddr);
-	} else {
-		*(__u32 *)r.saddr = sk->__sk_common.skc_rcv_saddr;
-		*(__u32 *)r.daddr = sk->__sk_common.skc_daddr;
-	}
-	r.sport = sk->__sk_common.skc_num;
-	r.dport = __builtin_bswap16(sk->__sk_common.skc_dport);
-	if ((CFG.lport && r.sport != CFG.lport) || (CFG.rport && r.dport != CFG.rport) ||
-	    (CFG.port && r.sport != CFG.port && r.dport != CFG.port))
+	if (!lane_ok(&r) || !fill_common(&r, &sk->__sk_common))
 		return 0;
 	r.uid = ctx->uid;
 	if (sk->sk_socket) {

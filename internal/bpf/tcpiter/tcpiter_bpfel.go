@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type TcpiterDstKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Dport     [2]uint8
+	Daddr     [16]uint8
+	Pad       [2]uint8
+}
+
 type TcpiterFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -47,7 +55,7 @@ type TcpiterTcpRec struct {
 	Retransmits    uint8
 	AppLimited     uint8
 	ChronoType     uint8
-	Pad            uint8
+	Req            uint8
 	TotalRetrans   uint32
 	LostOut        uint32
 	PacketsOut     uint32
@@ -80,6 +88,7 @@ type TcpiterTcpRec struct {
 const (
 	TcpiterMapLanesCgroup  = "lanes_cgroup"
 	TcpiterMapLanesCookie  = "lanes_cookie"
+	TcpiterMapLanesDst     = "lanes_dst"
 	TcpiterMapLanesTuple   = "lanes_tuple"
 	TcpiterMapLanesUid     = "lanes_uid"
 	TcpiterProgDump        = "dump"
@@ -138,6 +147,7 @@ type TcpiterProgramSpecs struct {
 type TcpiterMapSpecs struct {
 	LanesCgroup *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie *ebpf.MapSpec `ebpf:"lanes_cookie"`
+	LanesDst    *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesTuple  *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesUid    *ebpf.MapSpec `ebpf:"lanes_uid"`
 }
@@ -172,6 +182,7 @@ func (o *TcpiterObjects) Close() error {
 type TcpiterMaps struct {
 	LanesCgroup *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie *ebpf.Map `ebpf:"lanes_cookie"`
+	LanesDst    *ebpf.Map `ebpf:"lanes_dst"`
 	LanesTuple  *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesUid    *ebpf.Map `ebpf:"lanes_uid"`
 }
@@ -180,6 +191,7 @@ func (m *TcpiterMaps) Close() error {
 	return _TcpiterClose(
 		m.LanesCgroup,
 		m.LanesCookie,
+		m.LanesDst,
 		m.LanesTuple,
 		m.LanesUid,
 	)
