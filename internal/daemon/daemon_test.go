@@ -347,16 +347,29 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 					t.Fatalf("register: %v %s", err, out)
 				}
 			}
-			time.Sleep(3 * time.Second)
-			bg0 := laneBytes(t, sock, "background")
-			time.Sleep(4 * time.Second)
-			bgRate := float64(laneBytes(t, sock, "background")-bg0) * 8 / 4
+			// Background alone, by the daemon's count of its lane. The claim
+			// is work conservation, so the rate is read over 1 s windows
+			// until one reaches 8 Mbit/s (15 s at most), not over a fixed
+			// window: the bulk flow starts (and, registered, turns
+			// background) under the yield (2 segments until 500 ms after
+			// the last foreground activity, its own connection included)
+			// and LEDBAT++ ramps up from there, slower on a loaded machine
+			// (6.9-9.1 Mbit/s measured in [3 s, 7 s)). A lane capped below
+			// 80 % of the link never reaches it.
+			bgRate, windows := 0.0, []float64(nil)
+			for end := time.Now().Add(15 * time.Second); bgRate < 0.8*10e6 && time.Now().Before(end); {
+				bg0 := laneBytes(t, sock, "background")
+				time.Sleep(time.Second)
+				windows = append(windows, float64(laneBytes(t, sock, "background")-bg0)*8/1e6)
+				bgRate = max(bgRate, windows[len(windows)-1]*1e6)
+			}
+			t.Logf("background alone, 1 s windows: %.2f Mbit/s", windows)
 			on := latencies(t, p.A, base, 15)
 			up := request(t, p.A, "post", base, 1<<20)
 			upRate := float64(up.Bytes) * 8 / up.Seconds
 			t.Logf("1 KB request p50/p99: idle %v/%v, background without lanes %v/%v, with lanes %v/%v",
 				pct(idle, .5), pct(idle, .99), pct(off, .5), pct(off, .99), pct(on, .5), pct(on, .99))
-			t.Logf("background alone %.2f Mbit/s; 1 MiB upload under background: without lanes %.2f s, with lanes %.2f s = %.2f Mbit/s",
+			t.Logf("background alone %.2f Mbit/s (best 1 s); 1 MiB upload under background: without lanes %.2f s, with lanes %.2f s = %.2f Mbit/s",
 				bgRate/1e6, upOff.Seconds, up.Seconds, upRate/1e6)
 
 			if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
@@ -366,7 +379,7 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 				t.Errorf("foreground 1 MiB upload at %.2f Mbit/s under background load; want >= 8 (80%% of the link)", upRate/1e6)
 			}
 			if bgRate < 0.8*10e6 {
-				t.Errorf("background alone used %.2f Mbit/s; want >= 8 (work conserving)", bgRate/1e6)
+				t.Errorf("background alone used at most %.2f Mbit/s in 1 s windows over 15 s; want >= 8 (work conserving)", bgRate/1e6)
 			}
 			b.cmd.Process.Kill()
 			b.cmd.Wait()
