@@ -24,7 +24,6 @@
 package daemon
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -187,7 +187,7 @@ func (d *Daemon) restoreNested() error {
 	var errs []error
 	for rel := range d.nested {
 		dir := filepath.Join(d.cgroups.root, rel)
-		if err := moveAll(dir, filepath.Dir(dir)); err != nil {
+		if err := datapath.MoveProcs(dir, filepath.Dir(dir)); err != nil {
 			errs = append(errs, err)
 		}
 		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -195,30 +195,6 @@ func (d *Daemon) restoreNested() error {
 			continue
 		}
 		delete(d.nested, rel) // its map entry goes with the stop's diff to nothing
-	}
-	return errors.Join(errs...)
-}
-
-// moveAll moves every process of cgroup dir into cgroup dst.
-func moveAll(dir, dst string) error {
-	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var errs []error
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pid := strings.TrimSpace(sc.Text())
-		if pid == "" {
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dst, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("move pid %s back to %s: %w", pid, dst, err))
-		}
 	}
 	return errors.Join(errs...)
 }

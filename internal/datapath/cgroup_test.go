@@ -26,7 +26,7 @@ func TestCgroupAncestorRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		moveProcs(child, root)
+		MoveProcs(child, root)
 		unix.Rmdir(child)
 		unix.Rmdir(parent)
 	})

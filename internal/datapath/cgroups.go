@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,7 +171,7 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 			continue
 		}
 		if evict {
-			if err := moveProcs(dir, root); err != nil {
+			if err := MoveProcs(dir, root); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -204,9 +205,13 @@ func rmdirCgroup(dir string, wait bool) error {
 	}
 }
 
-// moveProcs moves every process of cgroup dir into cgroup dst.
-func moveProcs(dir, dst string) error {
+// MoveProcs moves every process of cgroup dir into cgroup dst (a process
+// that exits meanwhile is not an error; a cgroup that is gone has none).
+func MoveProcs(dir, dst string) error {
 	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -219,7 +224,7 @@ func moveProcs(dir, dst string) error {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(dst, "cgroup.procs"), []byte(pid), 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("move pid %s out of %s: %w", pid, dir, err))
+			errs = append(errs, fmt.Errorf("move pid %s from %s to %s: %w", pid, dir, dst, err))
 		}
 	}
 	return errors.Join(errs...)
