@@ -96,7 +96,20 @@ func releaseLaneCgroups(root, instance string, evict bool) error {
 		return nil
 	}
 	delete(cgUsers, base)
-	return removeLaneCgroups(root, instance, evict)
+	err := removeLaneCgroups(root, instance, evict)
+	if root == ownCgroupMount && len(cgUsers) == 0 {
+		releaseOwnCgroupMount()
+	}
+	return err
+}
+
+// releaseOwnCgroupMount undoes resolveCgroupRoot's own mount once no
+// Datapath of this process uses it: the mount lives in this process's mount
+// namespace (`ip netns exec` gives each command one), but its directory is
+// on the host's /run and would outlive the process.
+func releaseOwnCgroupMount() {
+	_ = unix.Unmount(ownCgroupMount, unix.MNT_DETACH)
+	_ = os.Remove(ownCgroupMount)
 }
 
 // cleanupLaneCgroups removes a crashed run's empty lane cgroups, unless a

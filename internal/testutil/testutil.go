@@ -74,6 +74,7 @@ func NewNetNS(t testing.TB) *NetNS {
 	}
 	ns := &NetNS{Name: name, Handle: h}
 	t.Cleanup(func() {
+		_ = nsrun.DestroyTCP(name) // orphans would outlive the namespace
 		h.Close()
 		_ = netns.DeleteNamed(name)
 	})

@@ -261,7 +261,12 @@ func (p *Proc) Line(ctx context.Context, timeout time.Duration) (string, error) 
 	}
 }
 
-// Stop ends the process (SIGTERM, then SIGKILL after 2 s) by its group.
+// stopGrace is how long Stop waits after SIGTERM: a lanes daemon removes
+// its datapath on SIGTERM, which takes longer than 2 s on a loaded machine;
+// killed earlier, it leaves its state behind.
+const stopGrace = 10 * time.Second
+
+// Stop ends the process (SIGTERM, then SIGKILL after stopGrace) by its group.
 func (p *Proc) Stop() {
 	select {
 	case <-p.done:
@@ -271,7 +276,7 @@ func (p *Proc) Stop() {
 	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(stopGrace):
 		_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
 		<-p.done
 	}
@@ -291,6 +296,7 @@ func (t *Topology) Close() error {
 	wg.Wait()
 	var errs []error
 	for _, n := range nodes {
+		_ = nsrun.DestroyTCP(n.NS) // orphans would outlive the namespace
 		n.Handle.Close()
 		if err := netns.DeleteNamed(n.NS); err != nil {
 			errs = append(errs, fmt.Errorf("delete netns %s: %w", n.NS, err))
