@@ -201,7 +201,7 @@ func (n *Node) StartCommand(name string, args ...string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startFromSpawner(cmd); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", name, n.Name, err)
 	}
 	p := &Proc{Node: n, Cmd: cmd, Lines: make(chan string, 1024), done: make(chan struct{})}
@@ -364,4 +364,27 @@ func (l *limitedWriter) Write(b []byte) (int, error) {
 	l.n -= k
 	_, _ = l.w.Write(b[:k])
 	return len(b), nil
+}
+
+// spawner is one OS thread, locked for the life of the process, that forks
+// every command the topology starts. Pdeathsig fires when the forking
+// *thread* exits, not the process: a command forked on an ordinary thread
+// was SIGKILLed as soon as a goroutine that locks its thread for good (the
+// emulator's real-time loops) ended on that thread, so a lanes daemon died
+// without its clean stop and left its state behind.
+var spawner = sync.OnceValue(func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+})
+
+func startFromSpawner(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	spawner() <- func() { done <- cmd.Start() }
+	return <-done
 }
