@@ -58,6 +58,9 @@ func resolveCgroupRoot(explicit string) (string, error) {
 				continue
 			}
 			if f := strings.Fields(pre); len(f) >= 5 && f[3] == "/" && checkCgroup2(f[4]) == nil {
+				if f[4] == ownCgroupMount {
+					holdOwnMount()
+				}
 				return f[4], nil
 			}
 		}
@@ -68,6 +71,7 @@ func resolveCgroupRoot(explicit string) (string, error) {
 	if err := unix.Mount("cgroup2", ownCgroupMount, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "", fmt.Errorf("no cgroup v2 mount found and mounting one at %s failed: %w", ownCgroupMount, err)
 	}
+	holdOwnMount()
 	return ownCgroupMount, checkCgroup2(ownCgroupMount)
 }
 
@@ -96,20 +100,37 @@ func releaseLaneCgroups(root, instance string, evict bool) error {
 		return nil
 	}
 	delete(cgUsers, base)
-	err := removeLaneCgroups(root, instance, evict)
-	if root == ownCgroupMount && len(cgUsers) == 0 {
-		releaseOwnCgroupMount()
-	}
-	return err
+	return removeLaneCgroups(root, instance, evict)
 }
 
-// releaseOwnCgroupMount undoes resolveCgroupRoot's own mount once no
-// Datapath of this process uses it: the mount lives in this process's mount
-// namespace (`ip netns exec` gives each command one), but its directory is
-// on the host's /run and would outlive the process.
-func releaseOwnCgroupMount() {
+var (
+	ownMountMu    sync.Mutex
+	ownMountUsers int // callers of resolveCgroupRoot holding ownCgroupMount
+)
+
+// releaseCgroupRoot is the counterpart of every resolveCgroupRoot: when the
+// last user of lanes' own mount goes, it is unmounted and its directory
+// removed. The mount lives in this process's mount namespace (`ip netns
+// exec` gives each command one), but the directory is on the host's /run
+// and would outlive the process.
+func releaseCgroupRoot(root string) {
+	if root != ownCgroupMount {
+		return
+	}
+	ownMountMu.Lock()
+	defer ownMountMu.Unlock()
+	if ownMountUsers--; ownMountUsers > 0 {
+		return
+	}
+	ownMountUsers = 0
 	_ = unix.Unmount(ownCgroupMount, unix.MNT_DETACH)
 	_ = os.Remove(ownCgroupMount)
+}
+
+func holdOwnMount() {
+	ownMountMu.Lock()
+	ownMountUsers++
+	ownMountMu.Unlock()
 }
 
 // cleanupLaneCgroups removes a crashed run's empty lane cgroups, unless a

@@ -187,6 +187,7 @@ func CleanupAt(iface, instance, cgroupRoot string) error {
 	if err != nil {
 		return err
 	}
+	defer releaseCgroupRoot(cgroupRoot)
 	ns, err := currentNS()
 	if err != nil {
 		return err

@@ -104,6 +104,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	}
 	ns, err := currentNS()
 	if err != nil {
+		releaseCgroupRoot(cfg.CgroupRoot)
 		return nil, err
 	}
 	h = &Host{cfg: cfg, ns: ns, off: map[Capability]string{}}
@@ -280,6 +281,7 @@ func (h *Host) teardown(evict bool) error {
 		errs = append(errs, h.cls.Close())
 	}
 	h.ns.close()
+	releaseCgroupRoot(h.cfg.CgroupRoot)
 	return errors.Join(errs...)
 }
 
