@@ -507,7 +507,14 @@ func TestSIGKILLFailOpen(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// Under `ip netns exec` the helper sees no cgroup mount and mounts
+		// its own in its private mount namespace; killed, it cannot remove
+		// the mount point on the host's /run (empty and unmounted here).
+		_ = os.Remove(ownCgroupMount)
+	})
 	line := make([]byte, 64)
 	n, _ := out.Read(line)
 	var helperProg ebpf.ProgramID
