@@ -27,6 +27,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc)")
+	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or `lanes reset`; testing)")
 	return func(ctx context.Context, _ []string) error {
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -55,6 +56,6 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without})
+			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate})
 	}
 }

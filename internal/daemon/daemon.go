@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -46,6 +47,9 @@ type Options struct {
 	// (datapath.Capability: sock_ops, cap_cc, background_cc), as a kernel
 	// lacking them would; status shows them off.
 	Without []string
+	// StructOpsByUpdate registers the congestion controls by map update,
+	// as on kernels before 6.4, even where struct_ops links exist (tests).
+	StructOpsByUpdate bool
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -254,7 +258,11 @@ func (d *Daemon) installLocked() error {
 	for _, c := range d.opts.Without {
 		off[datapath.Capability(c)] = "left off (--without)"
 	}
-	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off,
+	reg := structops.Auto
+	if d.opts.StructOpsByUpdate {
+		reg = structops.Update
+	}
+	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
 		YieldOnOpen: d.pol.Background.Yield})
 	if err != nil {
@@ -393,6 +401,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 		if b := hs.Background; b.Active {
 			is.BackgroundCC = fmt.Sprintf("LEDBAT++ %s, target %v", b.Name, b.Target)
+			if b.Registered == structops.Update.String() {
+				is.BackgroundCC += ", registered by map update (kernel before 6.4)"
+			}
 		} else {
 			is.BackgroundCC = "system: " + b.Reason
 		}

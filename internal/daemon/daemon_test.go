@@ -179,7 +179,7 @@ func (p *proc) stop(t *testing.T, sig syscall.Signal) {
 
 // startDaemon runs `lanes daemon` in ns with the policy text and waits until
 // its API answers.
-func startDaemon(t *testing.T, ns *testutil.NetNS, policy string) (*proc, string) {
+func startDaemon(t *testing.T, ns *testutil.NetNS, policy string, flags ...string) (*proc, string) {
 	t.Helper()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
@@ -187,7 +187,7 @@ func startDaemon(t *testing.T, ns *testutil.NetNS, policy string) (*proc, string
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "lanes.sock")
-	d := start(t, ns, "daemon", "--policy", pol, "--socket", sock)
+	d := start(t, ns, append([]string{"daemon", "--policy", pol, "--socket", sock}, flags...)...)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if c, err := api.Dial(sock); err == nil {

@@ -13,7 +13,8 @@
 // At start, a record whose namespace is gone — another boot, or no process
 // and no /run/netns mount has that namespace any more — is swept: its
 // empty lane cgroups, lane groups nested in host cgroups, cgroup2 mount
-// point, datapath and coop state files, and the record.
+// point, datapath and coop state files, congestion controls registered by
+// map update (kernels before 6.4), and the record.
 package daemon
 
 import (
@@ -137,6 +138,9 @@ func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
 		}
 		if rec.BootID == boot && live[rec.NetnsInode] {
 			continue // its namespace may still be there (an inode can be reused: keep, never sweep wrongly)
+		}
+		if _, err := datapath.RemoveLeftoverCCs(inst, rec.Cookie, rec.NetnsInode); err != nil {
+			log.Warn("congestion controls of a vanished namespace's daemon: some remain", "instance", inst, "err", err)
 		}
 		if err := sweepInstance(inst, cgroupRoot); err != nil {
 			log.Warn("leftovers of a vanished namespace's daemon: some remain", "instance", inst, "err", err)

@@ -1,6 +1,7 @@
 // reset.go: `lanes reset`, removing what a daemon killed with SIGKILL left
 // in this network namespace (its qdisc trees and classifiers, device queue
-// settings, empty lane cgroups, a cgroup2 mount of its own, its socket file).
+// settings, empty lane cgroups, a cgroup2 mount of its own, its socket file,
+// congestion controls registered by map update on kernels before 6.4).
 package daemon
 
 import (
@@ -9,10 +10,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/datapath"
 )
 
@@ -45,6 +51,13 @@ func Reset(socket string) ([]string, error) {
 		}
 		done = append(done, "checked "+l.Name)
 	}
+	ccs, err := datapath.RemoveLeftoverCCs(inst)
+	errs = append(errs, err)
+	probes, err := removeStaleProbeCCs()
+	errs = append(errs, err)
+	for _, n := range append(ccs, probes...) {
+		done = append(done, "unregistered congestion control "+n)
+	}
 	mnt := filepath.Join("/run/lanes", "cgroup2."+inst)
 	if _, err := os.Stat(mnt); err == nil {
 		_ = unix.Unmount(mnt, unix.MNT_DETACH)
@@ -66,4 +79,29 @@ func Reset(socket string) ([]string, error) {
 		}
 	}
 	return done, errors.Join(errs...)
+}
+
+// removeStaleProbeCCs unregisters the scratch congestion controls of
+// probes (`lanes doctor`, a daemon's start) whose process is gone: named
+// capcc.ProbePrefix or ledbat.ProbePrefix and the prober's pid in hex,
+// registered by map update (a killed probe's bpf_link died with it).
+func removeStaleProbeCCs() ([]string, error) {
+	stale := func(name string) bool {
+		for _, pre := range []string{capcc.ProbePrefix, ledbat.ProbePrefix} {
+			if hex, ok := strings.CutPrefix(name, pre); ok {
+				pid, err := strconv.ParseUint(hex, 16, 32)
+				return err == nil && unix.Kill(int(pid), 0) == unix.ESRCH
+			}
+		}
+		return false
+	}
+	left, err := structops.Find(stale)
+	if err != nil || len(left) == 0 {
+		return nil, err
+	}
+	var names []string
+	for _, l := range left {
+		names = append(names, l.Name)
+	}
+	return structops.Remove(names...)
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	model "github.com/lanes-net/lanes/internal/ledbat"
 )
@@ -19,10 +18,11 @@ import (
 // BackgroundCCStatus says whether background sockets run LEDBAT++, under
 // which name and target, and if not why.
 type BackgroundCCStatus struct {
-	Active bool          `json:"active"`
-	Name   string        `json:"name,omitempty"`   // kernel congestion control name
-	Target time.Duration `json:"target,omitempty"` // queuing delay target
-	Reason string        `json:"reason,omitempty"` // why it is not active
+	Active     bool          `json:"active"`
+	Name       string        `json:"name,omitempty"`       // kernel congestion control name
+	Target     time.Duration `json:"target,omitempty"`     // queuing delay target
+	Registered string        `json:"registered,omitempty"` // "bpf_link" or "map update" (structops)
+	Reason     string        `json:"reason,omitempty"`     // why it is not active
 }
 
 // loadBackgroundCC registers this host's LEDBAT++ (target from cfg: 0 =
@@ -39,9 +39,8 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if target == 0 {
 		target = model.DefaultTargetUS * time.Microsecond
 	}
-	name := capcc.Name(h.cfg.Instance, fmt.Sprint(cookie), "background")
 	var err error
-	if h.bg, err = ledbat.Load(name, target); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, h.cfg.StructOps); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }
@@ -62,7 +61,7 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
 			return nil
 		}
-		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target}
+		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target, Registered: h.bg.Mode.String()}
 		return nil
 	})
 	if err != nil {

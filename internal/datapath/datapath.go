@@ -38,6 +38,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -79,6 +80,8 @@ type Config struct {
 	BackgroundTarget time.Duration
 	// ReceiveTarget is rLEDBAT's target (HostConfig.ReceiveTarget).
 	ReceiveTarget time.Duration
+	// StructOps is how congestion controls are registered (HostConfig.StructOps).
+	StructOps structops.Mode
 }
 
 var errClosed = errors.New("datapath: closed")
@@ -138,7 +141,7 @@ func Open(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	h, err := OpenHost(HostConfig{Instance: cfg.Instance, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
-		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget})
+		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps})
 	if err != nil {
 		return nil, err
 	}

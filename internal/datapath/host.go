@@ -35,6 +35,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -58,6 +59,10 @@ type HostConfig struct {
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
+	// StructOps is how the congestion controls are registered
+	// (structops.Auto: a bpf_link on 6.4+, else a map update, which
+	// outlives a SIGKILLed daemon until its next start removes it).
+	StructOps structops.Mode
 }
 
 // Capability is an optional part of the host datapath.
@@ -157,12 +162,11 @@ func (h *Host) loadSockops() {
 	if id == 0 {
 		id = uint64(ino)
 	}
+	h.adoptCCs(id)
 	h.loadBackgroundCC(id)
 	ccName := ""
 	if _, off := h.off[CapCapCC]; !off {
-		// one name per host (names are global to the kernel)
-		name := capcc.Name(h.cfg.Instance, fmt.Sprint(id))
-		if h.cc, err = capcc.Load(name); err != nil {
+		if h.cc, err = capcc.Load(capCCName(h.cfg.Instance, id), h.cfg.StructOps); err != nil {
 			h.disable(CapCapCC, err)
 		} else {
 			ccName = h.cc.Name
@@ -201,6 +205,56 @@ func (h *Host) loadSockops() {
 		return
 	}
 	h.ops = ops
+}
+
+// capCCName and bgCCName name this host's congestion controls, one each
+// per instance and namespace (id: netns cookie, or inode where sock_ops
+// matches by inode): names are global to the kernel.
+func capCCName(instance string, id uint64) string { return capcc.Name(instance, fmt.Sprint(id)) }
+
+func bgCCName(instance string, id uint64) string {
+	return capcc.Name(instance, fmt.Sprint(id), "background")
+}
+
+// adoptCCs removes the congestion controls a killed run of this instance
+// in this namespace left registered by map update (kernels before 6.4, or
+// StructOps Update), so that this run can register its own under the same
+// names. A registration through a bpf_link died with its process.
+func (h *Host) adoptCCs(id uint64) {
+	done, err := structops.Remove(capCCName(h.cfg.Instance, id), bgCCName(h.cfg.Instance, id))
+	if len(done) > 0 {
+		slog.Info("datapath: removed congestion controls a killed run left registered", "instance", h.cfg.Instance, "names", done)
+	}
+	if err != nil {
+		slog.Warn("datapath: removing left-over congestion controls", "instance", h.cfg.Instance, "err", err)
+	}
+}
+
+// RemoveLeftoverCCs unregisters what a killed daemon of instance left
+// registered by map update, in the calling thread's namespace (cookie and
+// inode; `lanes reset`) or, for a vanished namespace, under its recorded
+// cookie and inode. It returns the names removed.
+func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
+	if len(ids) == 0 {
+		ns, err := currentNS()
+		if err != nil {
+			return nil, err
+		}
+		defer ns.close()
+		if c, err := ns.netnsCookie(); err == nil {
+			ids = append(ids, c)
+		}
+		if ino, err := ns.netnsInode(); err == nil {
+			ids = append(ids, uint64(ino))
+		}
+	}
+	var names []string
+	for _, id := range ids {
+		if id != 0 {
+			names = append(names, capCCName(instance, id), bgCCName(instance, id))
+		}
+	}
+	return structops.Remove(names...)
 }
 
 // needsSockops turns off what only sock_ops can switch sockets to.
@@ -555,9 +609,10 @@ func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
 // CapCCStatus says whether the lanes congestion control (CUBIC with an
 // enforced cwnd clamp) is registered, under which name, and if not why.
 type CapCCStatus struct {
-	Active bool   `json:"active"`
-	Name   string `json:"name,omitempty"`   // kernel congestion control name
-	Reason string `json:"reason,omitempty"` // why it is not active
+	Active     bool   `json:"active"`
+	Name       string `json:"name,omitempty"`       // kernel congestion control name
+	Registered string `json:"registered,omitempty"` // "bpf_link" or "map update" (structops)
+	Reason     string `json:"reason,omitempty"`     // why it is not active
 }
 
 // CapCC reports the state of the lanes congestion control of this host.
@@ -568,7 +623,7 @@ func (h *Host) CapCC() CapCCStatus {
 			s.Reason = cmp.Or(h.off[CapCapCC], "not loaded")
 			return nil
 		}
-		s = CapCCStatus{Active: true, Name: h.cc.Name}
+		s = CapCCStatus{Active: true, Name: h.cc.Name, Registered: h.cc.Mode.String()}
 		return nil
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -47,14 +48,18 @@ func TestHelperProcess(t *testing.T) {
 	case "bulk":
 	case "open": // open a datapath, say so, wait to be killed
 		StateDir = os.Getenv("LANES_DP_STATEDIR")
-		d, err := Open(Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE")})
+		cfg := Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE")}
+		if os.Getenv("LANES_DP_STRUCTOPS") == "update" {
+			cfg.StructOps = structops.Update
+		}
+		d, err := Open(cfg)
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
 		info, _ := d.ops.LanesSockops.Info()
 		id, _ := info.ID()
-		fmt.Println("ready", id)
+		fmt.Println("ready", id, d.Host.CapCC().Name, d.Host.BackgroundCC().Name)
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	default:

@@ -26,6 +26,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 )
@@ -59,6 +60,9 @@ func (r *Report) Has(name string) bool {
 // CapCCFeature is the probe of the lanes BPF congestion control
 // (internal/bpf/capcc): struct_ops, the kernel's CUBIC kfuncs and BTF.
 const CapCCFeature = "bpf/tcp congestion control (struct_ops)"
+
+// StructOpsLinkFeature: struct_ops registered through a bpf_link (6.4+).
+const StructOpsLinkFeature = "bpf/struct_ops link"
 
 // LedbatFeature is the probe of the background lane's LEDBAT++ congestion
 // control (internal/bpf/ledbat): struct_ops without kfuncs.
@@ -226,6 +230,9 @@ func probeBPF() []Feature {
 	add("bpf/helper/sock_ops setsockopt", "", false, ebpffeatures.HaveProgramHelper(ebpf.SockOps, asm.FnSetsockopt))
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
 	add("bpf/btf", "", false, err)
+	// How struct_ops congestion controls are registered: a bpf_link (6.4+)
+	// dies with the daemon; before, a map update outlives a killed one.
+	add(StructOpsLinkFeature, "congestion controls registered by map update (5.6+): a SIGKILLed daemon leaves them registered until its restart, `lanes reset` or the sweep of its vanished namespace removes them (sockets already on them keep them either way)", false, structops.LinkSupported())
 	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
 	// loaded, registered under a scratch name and unregistered again.
 	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())
@@ -239,6 +246,11 @@ func probeBPF() []Feature {
 	add(TCPIterFeature, "TCP monitor, coop controller and dashboard sample through sock_diag (one netlink message per socket)", false, tcpiter.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
+	for i := range out {
+		if n := out[i].Name; (n == CapCCFeature || n == LedbatFeature) && out[i].Present {
+			out[i].Detail = "registered by " + structops.Auto.Resolve().String()
+		}
+	}
 	return out
 }
 

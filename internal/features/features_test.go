@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -62,7 +63,7 @@ func TestCapCCProbeAgreesWithLoad(t *testing.T) {
 	if f == nil {
 		t.Fatalf("no %q probe", CapCCFeature)
 	}
-	c, err := capcc.Load(capcc.Name("features-test"))
+	c, err := capcc.Load(capcc.Name("features-test"), structops.Auto)
 	if err == nil {
 		c.Close()
 	}

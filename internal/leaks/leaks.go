@@ -1,8 +1,9 @@
 // Package leaks finds what lanes may have left on a machine: files under
 // its runtime and state directories, lane cgroups (the instances' own and
 // those nested in host cgroups), cgroup2 mounts under /run/lanes, test
-// network namespaces, loaded BPF programs and struct_ops congestion
-// controls named lanes*. `make test` ends with it (leakcheck): after a run
+// network namespaces, loaded BPF programs, struct_ops congestion controls
+// named lanes* and struct_ops maps registered by map update (kernels before
+// 6.4: they outlive a killed daemon). `make test` ends with it (leakcheck): after a run
 // nothing of lanes may remain.
 package leaks
 
@@ -16,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
 // Dirs where lanes keeps files; each entry in them is a leftover.
@@ -30,6 +33,7 @@ func Find() []string {
 	out = append(out, netns()...)
 	out = append(out, programs()...)
 	out = append(out, congestionControls()...)
+	out = append(out, structOpsMaps()...)
 	sort.Strings(out)
 	return out
 }
@@ -158,6 +162,22 @@ func congestionControls() []string {
 		if strings.HasPrefix(cc, "lanes") {
 			out = append(out, "congestion control "+cc)
 		}
+	}
+	return out
+}
+
+// structOpsMaps: struct_ops maps named lanes* registered by map update
+// (internal/bpf/structops); each keeps its congestion control registered
+// and its programs loaded until its element is deleted (`lanes reset`, or
+// the next start of the daemon that left it).
+func structOpsMaps() []string {
+	left, err := structops.Find(structops.IsLanes)
+	if err != nil {
+		return []string{"struct_ops maps not listed: " + err.Error()}
+	}
+	var out []string
+	for _, l := range left {
+		out = append(out, fmt.Sprintf("struct_ops map %d %s (registered by map update)", l.ID, l.Name))
 	}
 	return out
 }

@@ -33,9 +33,11 @@
  *
  * The name is set by the loader before load (one name per lanes datapath:
  * congestion control names are global to the kernel); the map is in
- * .struct_ops.link, so it is registered through a bpf_link and unregistered
- * when the link closes or its process dies. Sockets already using it keep
- * it (the kernel holds a reference) until they close.
+ * .struct_ops.link: on 6.4+ it is registered through a bpf_link and
+ * unregistered when the link closes or its process dies; before, the
+ * loader drops BPF_F_LINK and the map update registers it until the
+ * element is deleted (internal/bpf/structops). Sockets already using it
+ * keep it (the kernel holds a reference) until they close.
  *
  * Only snd_cwnd is written; net/ipv4/bpf_tcp_ca.c allows a BPF congestion
  * control to write snd_cwnd, snd_cwnd_cnt, snd_cwnd_stamp, snd_ssthresh,

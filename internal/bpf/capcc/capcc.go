@@ -1,7 +1,7 @@
 // capcc.go loads the lanes BPF congestion control under a given name and
-// registers it through a struct_ops bpf_link; Close unregisters it. Name
-// derives a per-datapath name (kernel congestion control names are global
-// and at most 15 bytes).
+// registers it (internal/bpf/structops: a struct_ops bpf_link on 6.4+, a
+// map update before); Close unregisters it. Name derives a per-datapath
+// name (kernel congestion control names are global and at most 15 bytes).
 package capcc
 
 import (
@@ -14,7 +14,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/link"
+
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
 // NameMax is the longest congestion control name (TCP_CA_NAME_MAX 16 incl. NUL).
@@ -41,13 +42,16 @@ func Name(parts ...string) string {
 // CC is a loaded and registered congestion control.
 type CC struct {
 	Name string
+	Mode structops.Mode // how it is registered
 	objs CapccObjects
-	link link.Link
+	reg  *structops.Registration
 }
 
-// Load loads the congestion control named name and registers it; the name
-// disappears from the kernel when Close runs or the process dies.
-func Load(name string) (*CC, error) {
+// Load loads the congestion control named name and registers it the way
+// mode says (structops.Auto: a bpf_link where the kernel has one). With a
+// link the name disappears when Close runs or the process dies; registered
+// by map update it disappears when Close runs or structops.Remove(name).
+func Load(name string, mode structops.Mode) (*CC, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
@@ -55,21 +59,40 @@ func Load(name string) (*CC, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capcc: read object: %w", err)
 	}
-	if err := SetName(spec.Maps[CapccMapLanesCapcc], name); err != nil {
+	ms := spec.Maps[CapccMapLanesCapcc]
+	if err := SetName(ms, name); err != nil {
 		return nil, err
 	}
-	c := &CC{Name: name}
-	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
-		return nil, fmt.Errorf("capcc: load struct_ops %s: %w", name, err)
+	c := &CC{Name: name, Mode: mode.Resolve()}
+	if err := structops.Prepare(ms, name, c.Mode); err != nil {
+		return nil, err
 	}
-	if c.link, err = link.AttachStructOps(link.StructOpsOptions{Map: c.objs.LanesCapcc}); err != nil {
+	before := structops.IDs(name)
+	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+		return nil, LoadError("capcc", name, c.Mode, before, err)
+	}
+	if c.reg, err = structops.Register(c.objs.LanesCapcc, name, c.Mode); err != nil {
 		c.objs.Close()
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("capcc: register congestion control %s: a congestion control of that name exists: %w", name, err)
-		}
-		return nil, fmt.Errorf("capcc: register congestion control %s: %w", name, err)
+		return nil, LoadError("capcc", name, c.Mode, before, err)
 	}
 	return c, nil
+}
+
+// LoadError words a failed load or registration of a struct_ops congestion
+// control. Registered by map update, a load that failed after the map was
+// written may have registered it: that registration is removed here (it
+// holds the map, which would outlive this process); the maps of that name
+// in before (another registration's) are left alone.
+func LoadError(what, name string, mode structops.Mode, before map[ebpf.MapID]bool, err error) error {
+	if mode == structops.Update {
+		if _, rerr := structops.RemoveNew(name, before); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s: register congestion control %s (%v): a congestion control of that name exists: %w", what, name, mode, err)
+	}
+	return fmt.Errorf("%s: load and register congestion control %s (%v): %w", what, name, mode, err)
 }
 
 // SetName writes name into the name field of a struct_ops congestion
@@ -114,10 +137,8 @@ func (c *CC) Close() error {
 		return nil
 	}
 	var errs []error
-	if c.link != nil {
-		if err := c.link.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("capcc: unregister %s: %w", c.Name, err))
-		}
+	if err := c.reg.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("capcc: unregister %s: %w", c.Name, err))
 	}
 	if err := c.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("capcc: close %s: %w", c.Name, err))
@@ -140,10 +161,14 @@ func Registered(name string) (bool, error) {
 	return false, nil
 }
 
+// ProbePrefix starts the scratch names of Probe ("lanes_p" and the pid in
+// hex); ledbat's probe uses "lanes_l".
+const ProbePrefix = "lanes_p"
+
 // Probe loads, registers and unregisters a congestion control under a
 // scratch name: nil when this kernel can run the lanes congestion control.
 func Probe() error {
-	c, err := Load(fmt.Sprintf("lanes_p%x", os.Getpid()&0xffffff))
+	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), structops.Auto)
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,18 @@
 // capcc_test.go checks that the congestion control loads on this kernel
 // (verifier, CUBIC kfuncs, struct_ops), registers under the given name, and
-// is gone after Close; and that two can be registered side by side.
+// is gone after Close, both through a bpf_link and by map update (the path
+// of kernels before 6.4); that two can be registered side by side; and
+// that one registered by map update outlives its objects (as it outlives a
+// killed process) until structops.Remove finds it by name.
 package capcc
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -16,20 +21,32 @@ func TestLoadRegisterClose(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	a, b := Name("t1", "eth0", "1"), Name("t2", "eth0", "1")
+	for _, mode := range []structops.Mode{structops.Link, structops.Update} {
+		t.Run(mode.String(), func(t *testing.T) { loadRegisterClose(t, mode) })
+	}
+}
+
+func loadRegisterClose(t *testing.T, mode structops.Mode) {
+	if mode == structops.Link && structops.LinkSupported() != nil {
+		t.Skip(structops.LinkSupported())
+	}
+	a, b := Name("t1", "eth0", mode.String()), Name("t2", "eth0", mode.String())
 	if a == b || len(a) > NameMax {
 		t.Fatalf("names %q %q", a, b)
 	}
-	ca, err := Load(a)
+	ca, err := Load(a, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := Load(b)
+	cb, err := Load(b, mode)
 	if err != nil {
 		ca.Close()
 		t.Fatal(err)
 	}
-	if _, err := Load(a); err == nil {
+	if ca.Mode != mode {
+		t.Errorf("registered by %v, asked %v", ca.Mode, mode)
+	}
+	if _, err := Load(a, mode); err == nil {
 		t.Error("a second registration of the same name succeeded")
 	}
 	for _, n := range []string{a, b} {
@@ -53,8 +70,42 @@ func TestLoadRegisterClose(t *testing.T) {
 	}
 }
 
+// TestMapUpdateOutlivesItsObjects closes the objects of a congestion
+// control registered by map update without unregistering it, as a
+// SIGKILL does: it stays registered and listed, and Remove takes it away.
+func TestMapUpdateOutlivesItsObjects(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	name := Name("t-orphan", "eth0", "1")
+	c, err := Load(name, structops.Update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { structops.Remove(name) })
+	c.objs.Close() // the process's file descriptors go; the registration holds the map
+	if ok, _ := Registered(name); !ok {
+		t.Fatalf("%s unregistered when its objects closed (expected it to stay, as on 5.10-6.3)", name)
+	}
+	left, err := structops.Find(func(n string) bool { return n == name })
+	if err != nil || len(left) != 1 {
+		t.Fatalf("Find: %v, %v", left, err)
+	}
+	done, err := structops.Remove(name, "lanes_00000000")
+	if err != nil || !slices.Equal(done, []string{name}) {
+		t.Fatalf("Remove: %v, %v", done, err)
+	}
+	if ok, _ := Registered(name); ok {
+		t.Errorf("%s still registered after Remove", name)
+	}
+	if left, _ := structops.Find(func(n string) bool { return n == name }); len(left) != 0 {
+		t.Errorf("map still listed after Remove: %v", left)
+	}
+}
+
 func TestNameTooLong(t *testing.T) {
-	if _, err := Load("lanes_0123456789abcdef"); err == nil {
+	if _, err := Load("lanes_0123456789abcdef", structops.Auto); err == nil {
 		t.Fatal("a 22-byte name was accepted")
 	}
 }

@@ -1,6 +1,8 @@
 // ledbat.go loads the LEDBAT++ congestion control under a given name with
-// its queuing-delay target and registers it through a struct_ops bpf_link;
-// Close unregisters it. Names follow capcc's (global, at most 15 bytes).
+// its queuing-delay target and registers it (internal/bpf/structops: a
+// struct_ops bpf_link on 6.4+, a map update before; it calls no kfunc, so
+// it runs from 5.6); Close unregisters it. Names follow capcc's (global, at
+// most 15 bytes).
 package ledbat
 
 import (
@@ -9,22 +11,22 @@ import (
 	"os"
 	"time"
 
-	"github.com/cilium/ebpf/link"
-
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
 type CC struct {
 	Name   string
 	Target time.Duration
+	Mode   structops.Mode // how it is registered
 	objs   LedbatObjects
-	link   link.Link
+	reg    *structops.Registration
 }
 
 // Load loads LEDBAT++ named name with the given queuing-delay target and
-// registers it; the name disappears when Close runs or the process dies.
-func Load(name string, target time.Duration) (*CC, error) {
+// registers it the way mode says (as capcc.Load).
+func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
 	if err := capcc.CheckName(name); err != nil {
 		return nil, err
 	}
@@ -35,22 +37,25 @@ func Load(name string, target time.Duration) (*CC, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledbat: read object: %w", err)
 	}
-	if err := capcc.SetName(spec.Maps[LedbatMapLanesLedbat], name); err != nil {
+	ms := spec.Maps[LedbatMapLanesLedbat]
+	if err := capcc.SetName(ms, name); err != nil {
+		return nil, err
+	}
+	mode = mode.Resolve()
+	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
 	if err := spec.Variables[LedbatVarCFG].Set(uint32(target / time.Microsecond)); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}
-	c := &CC{Name: name, Target: target}
+	c := &CC{Name: name, Target: target, Mode: mode}
+	before := structops.IDs(name)
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
-		return nil, fmt.Errorf("ledbat: load struct_ops %s: %w", name, err)
+		return nil, capcc.LoadError("ledbat", name, mode, before, err)
 	}
-	if c.link, err = link.AttachStructOps(link.StructOpsOptions{Map: c.objs.LanesLedbat}); err != nil {
+	if c.reg, err = structops.Register(c.objs.LanesLedbat, name, mode); err != nil {
 		c.objs.Close()
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("ledbat: register congestion control %s: a congestion control of that name exists: %w", name, err)
-		}
-		return nil, fmt.Errorf("ledbat: register congestion control %s: %w", name, err)
+		return nil, capcc.LoadError("ledbat", name, mode, before, err)
 	}
 	return c, nil
 }
@@ -62,10 +67,8 @@ func (c *CC) Close() error {
 		return nil
 	}
 	var errs []error
-	if c.link != nil {
-		if err := c.link.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("ledbat: unregister %s: %w", c.Name, err))
-		}
+	if err := c.reg.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("ledbat: unregister %s: %w", c.Name, err))
 	}
 	if err := c.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("ledbat: close %s: %w", c.Name, err))
@@ -73,10 +76,13 @@ func (c *CC) Close() error {
 	return errors.Join(errs...)
 }
 
+// ProbePrefix starts Probe's scratch names ("lanes_l" and the pid in hex).
+const ProbePrefix = "lanes_l"
+
 // Probe loads, registers and unregisters LEDBAT++ under a scratch name: nil
 // when this kernel can run it.
 func Probe() error {
-	c, err := Load(fmt.Sprintf("lanes_l%x", os.Getpid()&0xffffff), 25*time.Millisecond)
+	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), 25*time.Millisecond, structops.Auto)
 	if err != nil {
 		return err
 	}

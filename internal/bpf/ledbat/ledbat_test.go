@@ -1,6 +1,6 @@
 // ledbat_test.go checks the LEDBAT++ congestion control in the kernel: it
-// loads (verifier, struct_ops), registers under its name and is gone after
-// Close; and its arithmetic (ledbat_core.h, run through BPF_PROG_TEST_RUN by
+// loads (verifier, struct_ops), registers under its name (through a
+// bpf_link, and by map update as before 6.4) and is gone after Close; and its arithmetic (ledbat_core.h, run through BPF_PROG_TEST_RUN by
 // the syscall program ledbat_step.c) matches the Go reference model
 // (internal/ledbat) step by step, on scripted and on random event sequences.
 package ledbat
@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	model "github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -23,15 +24,27 @@ func TestLoadRegisterClose(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	name := capcc.Name("ledbat-test", "eth0", "1")
-	c, err := Load(name, 25*time.Millisecond)
+	for _, mode := range []structops.Mode{structops.Link, structops.Update} {
+		t.Run(mode.String(), func(t *testing.T) { loadRegisterClose(t, mode) })
+	}
+}
+
+func loadRegisterClose(t *testing.T, mode structops.Mode) {
+	if mode == structops.Link && structops.LinkSupported() != nil {
+		t.Skip(structops.LinkSupported())
+	}
+	name := capcc.Name("ledbat-test", "eth0", mode.String())
+	c, err := Load(name, 25*time.Millisecond, mode)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.Mode != mode {
+		t.Errorf("registered by %v, asked %v", c.Mode, mode)
 	}
 	if ok, err := capcc.Registered(name); err != nil || !ok {
 		t.Errorf("%s registered = %v, %v", name, ok, err)
 	}
-	if _, err := Load(name, 25*time.Millisecond); err == nil {
+	if _, err := Load(name, 25*time.Millisecond, mode); err == nil {
 		t.Error("a second registration of the same name succeeded")
 	}
 	if err := c.Close(); err != nil {
@@ -43,7 +56,7 @@ func TestLoadRegisterClose(t *testing.T) {
 	if err := Probe(); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
-	if _, err := Load(name, 0); err == nil {
+	if _, err := Load(name, 0, structops.Auto); err == nil {
 		t.Error("a zero target was accepted")
 	}
 }

@@ -1,0 +1,89 @@
+// structops_test.go checks the congestion controls registered by map update,
+// the path of kernels 5.6-6.3 (no struct_ops bpf_link), forced here on a
+// kernel that has links: a SIGKILLed datapath leaves both registered (the
+// registration holds its map), and the next Open of the same instance in
+// the same namespace removes them before it registers its own, then Close
+// leaves nothing.
+package datapath
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
+		"LANES_DP_INSTANCE=kill2", "LANES_DP_STATEDIR="+StateDir, "LANES_DP_STRUCTOPS=update")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		_ = os.Remove(ownCgroupMount) // see TestSIGKILLFailOpen
+		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill2") })
+		structops.Remove(names...) // whatever the test left, also when it failed
+	})
+	line := make([]byte, 128)
+	n, _ := out.Read(line)
+	var prog int
+	var cc, bg string
+	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
+		t.Fatalf("helper: %q", line[:n])
+	}
+	names = []string{cc, bg}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	ours := func(n string) bool { return slices.Contains(names, n) }
+	for _, n := range names {
+		if ok, _ := capcc.Registered(n); !ok {
+			t.Errorf("%s not registered after SIGKILL (registered by map update, it should outlive the process)", n)
+		}
+	}
+	if left, err := structops.Find(ours); err != nil || len(left) != 2 {
+		t.Fatalf("struct_ops maps left after SIGKILL: %v, %v (expected 2)", left, err)
+	}
+
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill2", StructOps: structops.Update})
+	s, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.CapCC.Active || s.CapCC.Name != cc || s.CapCC.Registered != "map update" {
+		t.Errorf("restart: cap_cc %+v (the leftover %s should have been removed first)", s.CapCC, cc)
+	}
+	if !s.Background.Active || s.Background.Name != bg || s.Background.Registered != "map update" {
+		t.Errorf("restart: background_cc %+v (the leftover %s should have been removed first)", s.Background, bg)
+	}
+	if left, _ := structops.Find(ours); len(left) != 2 {
+		t.Errorf("after restart: %v (expected the new run's 2 maps)", left)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if ok, _ := capcc.Registered(n); ok {
+			t.Errorf("%s still registered after Close", n)
+		}
+	}
+	if left, _ := structops.Find(ours); len(left) != 0 {
+		t.Errorf("struct_ops maps after Close: %v", left)
+	}
+}
