@@ -324,6 +324,9 @@ func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Ev
 	return func() { cancel(); <-done; l.Close(); dp.Close() }, nil
 }
 
+// dlBulkCC is the bulk TCP senders' congestion control, set on each socket.
+const dlBulkCC = "cubic"
+
 // startBulk runs n TCP connections snd -> rcv until stop is called.
 func (b *dlBed) startBulk(n int) (stop func(), err error) {
 	var ln net.Listener
@@ -352,7 +355,11 @@ func (b *dlBed) startBulk(n int) (stop func(), err error) {
 	for i := 0; i < n; i++ {
 		var c net.Conn
 		if err := b.snd.Do(func() (err error) {
-			c, err = net.Dial("tcp4", ln.Addr().String())
+			// CUBIC on the socket itself: the namespace's default may be
+			// only what the machine allows (BBR here), and BBR's own pacing
+			// and ProbeRTT would change the experiment
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error { return setCC(rc, dlBulkCC) }}
+			c, err = d.Dial("tcp4", ln.Addr().String())
 			return err
 		}); err != nil {
 			close(done)
@@ -965,7 +972,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	defer b.t.Close()
 	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
 		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(),
-		"bulk": p.bulk, "bulk_kind": p.bulkKind, "rt_priority": p.prio}}
+		"bulk": p.bulk, "bulk_kind": p.bulkKind, "bulk_tcp_cc": dlBulkCC, "rt_priority": p.prio}}
 	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
 	flows := []dlFlow{
 		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
