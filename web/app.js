@@ -152,7 +152,8 @@ function renderFlows(s) {
     sw.append(swatch(st.color, st.dash));
     tr.append(sw, el("td", f.src + " → " + f.dst), el("td", f.lane), el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"),
       el("td", f.cong), el("td", f.state), el("td", last.cwnd), el("td", last.cap || "—"),
-      el("td", fmt(last.srtt_ms || 0)), el("td", fmt(last.mbit || 0)), el("td", f.total_retrans));
+      el("td", fmt(last.srtt_ms || 0)), el("td", fmt(last.mbit || 0)), el("td", fmt(last.recv_mbit || 0)),
+      el("td", last.down_cap ? (last.down_cap / 1000).toFixed(1) + " kB" : "—"), el("td", f.total_retrans));
     tb.append(tr);
   }
   const live = new Set(s.flows.map(f => f.cookie));
@@ -171,6 +172,12 @@ function renderCoop(s) {
   line.append(el("b", c.capping ? "capping" : "not capping: " + c.reason, c.capping ? "ok" : "bad"));
   if (!c.authenticated) line.append(el("b", " · peers unauthenticated (limited mode: N grows one peer at a time, up to a bound" + (c.uncounted_peers ? "; " + c.uncounted_peers + " peers wait outside N" : "") + ")", "bad"));
   coop.append(line);
+  const d = c.downlink;
+  if (d) {
+    const dl = el("div", "downlink · N = " + d.n + " · rate " + (d.rate_bits / 1e6).toFixed(2) + " Mbit/s (" + d.rate_source + ") · share " + (d.self_share || 0).toFixed(2) + " · ");
+    dl.append(el("b", d.capping ? "capping receive windows" : "not capping: " + d.reason, d.capping ? "ok" : "bad"));
+    coop.append(dl);
+  }
   const peers = (c.peers || []).map(p => p.addr + (p.counted === false ? " [not counted]" : "") + (p.active ? " (" + p.flows + " flows, " + (p.goodput_bits / 1e6).toFixed(2) + " Mbit/s)" : " (idle)"));
   coop.append(el("div", "peers: " + (peers.join(", ") || "none")));
 }

@@ -208,6 +208,13 @@ func printCoopStatus(e *env, st *coop.Status) {
 	}
 	fmt.Fprintf(e.stdout, "host %s  N=%d  rate %.3g Mbit/s (%s)  %s  peers %s\n",
 		st.HostID, st.N, float64(st.RateBits)/1e6, st.RateSource, state, auth)
+	d := st.Down
+	dstate := "capping"
+	if !d.Capping {
+		dstate = "not capping: " + d.Reason
+	}
+	fmt.Fprintf(e.stdout, "downlink  N=%d  rate %.3g Mbit/s (%s)  %s  share %.2f  goodput %.2f Mbit/s\n",
+		d.N, float64(d.RateBits)/1e6, d.RateSource, dstate, d.SelfShare, float64(d.Goodput)/1e6)
 	if st.Warning != "" {
 		fmt.Fprintf(e.stdout, "warning: %s\n", st.Warning)
 	}
@@ -220,18 +227,22 @@ func printCoopStatus(e *env, st *coop.Status) {
 	}
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tADDR\tACTIVE\tFLOWS\tWAITING\tGOODPUT\tSHARE\tLAST SEEN")
+	fmt.Fprintln(tw, "PEER\tADDR\tACTIVE\tFLOWS\tWAITING\tGOODPUT\tSHARE\tDOWNLOADS\tDOWN GOODPUT\tLAST SEEN")
 	for _, p := range st.Peers {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.2fMbit\t%.2f\t%v ago\n", p.ID, p.Addr, p.Active, p.Flows, p.Waiting,
-			float64(p.GoodputBits)/1e6, p.Share, st.Updated.Sub(p.LastSeen).Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.2fMbit\t%.2f\t%d\t%.2fMbit\t%v ago\n", p.ID, p.Addr, p.Active, p.Flows, p.Waiting,
+			float64(p.GoodputBits)/1e6, p.Share, p.DownFlows, float64(p.DownGoodputBits)/1e6, st.Updated.Sub(p.LastSeen).Round(time.Millisecond))
 	}
 	tw.Flush()
 	fmt.Fprintln(e.stdout)
 	tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "COOKIE\tLANE\tAPP\tACTIVE\tMIN RTT\tMSS\tCWND\tCOOP CAP\tRULE\tCAP")
+	fmt.Fprintln(tw, "COOKIE\tLANE\tAPP\tACTIVE\tMIN RTT\tMSS\tCWND\tCOOP CAP\tRULE\tCAP\tRECEIVING\tDOWN CAP (B)")
 	for _, f := range st.Flows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%.2fms\t%d\t%d\t%s\t%s\t%s\n", f.Cookie, f.Lane, dash(f.App), f.Active, f.MinRTT,
-			f.MSS, f.Cwnd, capText(f.Coop), dash(f.Rule), capText(f.Cap))
+		recv := "-"
+		if f.DownActive {
+			recv = fmt.Sprintf("%.2fMbit", float64(f.RecvBits)/1e6)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%.2fms\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", f.Cookie, f.Lane, dash(f.App), f.Active, f.MinRTT,
+			f.MSS, f.Cwnd, capText(f.Coop), dash(f.Rule), capText(f.Cap), recv, capText(f.DownCap))
 	}
 	tw.Flush()
 }

@@ -1,8 +1,9 @@
 // announce.go: the announcement every cooperating host broadcasts each
 // interval — a compact, versioned, size-bounded binary record of its uplink
-// load, authenticated with HMAC-SHA256 under the group key.
+// and downlink load, authenticated with HMAC-SHA256 under the group key.
 //
-// Layout (version 1, big endian; docs/coop-protocol.md is the reference):
+// Layout (versions 1 and 2, big endian; docs/coop-protocol.md is the
+// reference):
 //
 //	off len field
 //	  0   2 magic "LC"
@@ -20,7 +21,17 @@
 //	 51   1 reserved, 0
 //	 52 18k flow records: lane u8, ca_state u8, cwnd u16 (segments),
 //	        mss u16, srtt u32 (us), min_rtt u32 (us), queued u32 (bytes, saturating)
+//	  .   8 version 2 only, the downlink section: active downloads u16,
+//	        downlink goodput u32 (kbit/s), d = number of download records
+//	        u8 (<= MaxFlowRecords), reserved u8 (0)
+//	  .  10d download records: mss u16, min_rtt u32 (us), demand u32
+//	        (bytes of window needed; 0xffffffff = window-limited, bulk)
 //	  .  32 HMAC-SHA256(key, all preceding bytes), when tagged
+//
+// Version 2 is version 1 plus the downlink section. A host sends version 1
+// (byte for byte the old format) while it has no downlink to report, so a
+// version-1-only peer keeps understanding hosts that only upload; it drops
+// a version 2 announcement as bad_version.
 //
 // Note: decoding is strict (exact length, known version, zero reserved
 // byte): anything else is dropped and counted, never half-parsed.
@@ -39,13 +50,15 @@ import (
 
 // Protocol constants.
 const (
-	Version        = 1
+	Version        = 2 // the newest; 1 has no downlink section
 	headerLen      = 52
 	flowRecordLen  = 18
+	downHeaderLen  = 8
+	downRecordLen  = 10
 	tagLen         = sha256.Size
 	MaxFlowRecords = 32
 	// MaxSize is the largest valid announcement; longer datagrams are dropped.
-	MaxSize = headerLen + MaxFlowRecords*flowRecordLen + tagLen
+	MaxSize = headerLen + MaxFlowRecords*flowRecordLen + downHeaderLen + MaxFlowRecords*downRecordLen + tagLen
 
 	flagTagged  = 1 << 0
 	flagLeaving = 1 << 1
@@ -76,6 +89,13 @@ type FlowSummary struct {
 	Queued  uint32 // bytes waiting: unsent + in flight, saturating
 }
 
+// DownSummary is one download as announced (version 2).
+type DownSummary struct {
+	MSS    uint16
+	MinRTT time.Duration
+	Demand uint32 // window needed, bytes; math.MaxUint32 = window-limited
+}
+
 // Announcement is one host's state as broadcast to its peers.
 type Announcement struct {
 	HostID       uint64
@@ -88,6 +108,16 @@ type Announcement struct {
 	GoodputKbit  uint32
 	LaneMix      [3]uint16 // realtime, interactive, background
 	Flows        []FlowSummary
+	// The downlink section (version 2): active downloads, downlink
+	// goodput and one record per download (at most MaxFlowRecords).
+	DownFlows       uint16
+	DownGoodputKbit uint32
+	Down            []DownSummary
+}
+
+// hasDown reports whether a carries a downlink section (version 2).
+func (a *Announcement) hasDown() bool {
+	return a.DownFlows > 0 || a.DownGoodputKbit > 0 || len(a.Down) > 0
 }
 
 // Encode serializes a; with a non-empty key the HMAC tag is appended.
@@ -97,10 +127,17 @@ func Encode(a *Announcement, key []byte) []byte {
 	if k > MaxFlowRecords {
 		k = MaxFlowRecords
 	}
+	kd := min(len(a.Down), MaxFlowRecords)
 	n := headerLen + k*flowRecordLen
+	if a.hasDown() {
+		n += downHeaderLen + kd*downRecordLen
+	}
 	b := make([]byte, n, n+tagLen)
 	copy(b[0:2], magic[:])
-	b[2] = Version
+	b[2] = 1
+	if a.hasDown() {
+		b[2] = 2
+	}
 	if len(key) > 0 {
 		b[3] |= flagTagged
 	}
@@ -129,6 +166,19 @@ func Encode(a *Announcement, key []byte) []byte {
 		be.PutUint32(r[6:], usec(f.SRTT))
 		be.PutUint32(r[10:], usec(f.MinRTT))
 		be.PutUint32(r[14:], f.Queued)
+	}
+	if a.hasDown() {
+		d := b[headerLen+k*flowRecordLen:]
+		be.PutUint16(d[0:], a.DownFlows)
+		be.PutUint32(d[2:], a.DownGoodputKbit)
+		d[6] = byte(kd)
+		for i := 0; i < kd; i++ {
+			f := a.Down[i]
+			r := d[downHeaderLen+i*downRecordLen:]
+			be.PutUint16(r[0:], f.MSS)
+			be.PutUint32(r[2:], usec(f.MinRTT))
+			be.PutUint32(r[6:], f.Demand)
+		}
 	}
 	if len(key) > 0 {
 		m := hmac.New(sha256.New, key)
@@ -159,7 +209,7 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
 		return nil, fmt.Errorf("%w: short or bad magic", ErrMalformed)
 	}
-	if b[2] != Version {
+	if b[2] != 1 && b[2] != 2 {
 		return nil, fmt.Errorf("%w %d", ErrVersion, b[2])
 	}
 	flags := b[3]
@@ -171,6 +221,17 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 		return nil, fmt.Errorf("%w: %d flow records", ErrMalformed, k)
 	}
 	body := headerLen + k*flowRecordLen
+	kd := 0
+	if b[2] == 2 {
+		if len(b) < body+downHeaderLen {
+			return nil, fmt.Errorf("%w: short downlink section", ErrMalformed)
+		}
+		kd = int(b[body+6])
+		if kd > MaxFlowRecords || b[body+7] != 0 {
+			return nil, fmt.Errorf("%w: %d download records or reserved bits", ErrMalformed, kd)
+		}
+		body += downHeaderLen + kd*downRecordLen
+	}
 	want := body
 	if flags&flagTagged != 0 {
 		want += tagLen
@@ -218,6 +279,22 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 			SRTT:   time.Duration(be.Uint32(r[6:])) * time.Microsecond,
 			MinRTT: time.Duration(be.Uint32(r[10:])) * time.Microsecond,
 			Queued: be.Uint32(r[14:]),
+		}
+	}
+	if b[2] == 2 {
+		d := b[headerLen+k*flowRecordLen:]
+		a.DownFlows = be.Uint16(d[0:])
+		a.DownGoodputKbit = be.Uint32(d[2:])
+		if a.DownFlows == 0 && a.DownGoodputKbit == 0 && kd == 0 { // one canonical form: that is version 1
+			return nil, fmt.Errorf("%w: empty downlink section", ErrMalformed)
+		}
+		if kd > 0 {
+			a.Down = make([]DownSummary, kd)
+		}
+		for i := 0; i < kd; i++ {
+			r := d[downHeaderLen+i*downRecordLen:]
+			a.Down[i] = DownSummary{MSS: be.Uint16(r[0:]),
+				MinRTT: time.Duration(be.Uint32(r[2:])) * time.Microsecond, Demand: be.Uint32(r[6:])}
 		}
 	}
 	return a, nil

@@ -26,41 +26,87 @@ func sampleAnnouncement() *Announcement {
 	}
 }
 
+// withDown adds a downlink section (version 2) to a.
+func withDown(a *Announcement) *Announcement {
+	a.DownFlows, a.DownGoodputKbit = 2, 17000
+	a.Down = []DownSummary{{MSS: 1448, MinRTT: 100 * time.Millisecond, Demand: 0xffffffff},
+		{MSS: 1448, MinRTT: 40 * time.Millisecond, Demand: 52000}}
+	return a
+}
+
 func TestRoundTrip(t *testing.T) {
-	for _, key := range [][]byte{nil, testKey} {
-		a := sampleAnnouncement()
-		b := Encode(a, key)
-		if len(b) > MaxSize {
-			t.Fatalf("encoded %d bytes > MaxSize", len(b))
-		}
-		got, err := Decode(b, key)
-		if err != nil {
-			t.Fatalf("key=%v: decode: %v", key != nil, err)
-		}
-		if !got.Time.Equal(a.Time) {
-			t.Errorf("time %v != %v", got.Time, a.Time)
-		}
-		got.Time = a.Time
-		if !reflect.DeepEqual(got, a) {
-			t.Errorf("round trip:\n got %+v\nwant %+v", got, a)
+	for _, down := range []bool{false, true} {
+		for _, key := range [][]byte{nil, testKey} {
+			a := sampleAnnouncement()
+			if down {
+				withDown(a)
+			}
+			b := Encode(a, key)
+			if len(b) > MaxSize {
+				t.Fatalf("encoded %d bytes > MaxSize", len(b))
+			}
+			if want := byte(1 + btoi(down)); b[2] != want {
+				t.Errorf("down=%v: version %d, want %d", down, b[2], want)
+			}
+			got, err := Decode(b, key)
+			if err != nil {
+				t.Fatalf("key=%v down=%v: decode: %v", key != nil, down, err)
+			}
+			if !got.Time.Equal(a.Time) {
+				t.Errorf("time %v != %v", got.Time, a.Time)
+			}
+			got.Time = a.Time
+			if !reflect.DeepEqual(got, a) {
+				t.Errorf("round trip:\n got %+v\nwant %+v", got, a)
+			}
 		}
 	}
 	// many flows: capped at MaxFlowRecords, still within MaxSize
-	a := sampleAnnouncement()
+	a := withDown(sampleAnnouncement())
 	for len(a.Flows) < 100 {
 		a.Flows = append(a.Flows, a.Flows[0])
+		a.Down = append(a.Down, a.Down[0])
 	}
 	b := Encode(a, testKey)
 	if len(b) != MaxSize {
 		t.Errorf("full announcement %d bytes, MaxSize %d", len(b), MaxSize)
 	}
-	if got, err := Decode(b, testKey); err != nil || len(got.Flows) != MaxFlowRecords {
-		t.Errorf("full announcement: %v, %d flows", err, len(got.Flows))
+	if got, err := Decode(b, testKey); err != nil || len(got.Flows) != MaxFlowRecords || len(got.Down) != MaxFlowRecords {
+		t.Errorf("full announcement: %v, %d flows, %d downloads", err, len(got.Flows), len(got.Down))
 	}
 }
 
+// TestVersion1Unchanged: without downlink data the encoding is version 1,
+// byte for byte the format before the downlink section (so peers that know
+// only version 1 keep reading hosts that only upload).
+func TestVersion1Unchanged(t *testing.T) {
+	a := sampleAnnouncement()
+	b := Encode(a, testKey)
+	if b[2] != 1 || len(b) != headerLen+len(a.Flows)*flowRecordLen+tagLen {
+		t.Fatalf("version %d, %d bytes", b[2], len(b))
+	}
+	// the version 1 layout, written out by hand for the second flow
+	r := b[headerLen+flowRecordLen:]
+	if r[0] != byte(lane.Background) || r[1] != 4 || r[3] != 69 || r[14] != 0x00 || r[15] != 0x30 {
+		t.Errorf("flow record %x", r[:flowRecordLen])
+	}
+	// a version 2 body without its section is refused, not half-read
+	v := bytes.Clone(b)
+	v[2] = 2
+	if _, err := Decode(v, nil); !errors.Is(err, ErrMalformed) {
+		t.Errorf("version 2 without a downlink section: %v", err)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func TestDecodeRefuses(t *testing.T) {
-	good := Encode(sampleAnnouncement(), testKey)
+	good := Encode(withDown(sampleAnnouncement()), testKey)
 	flip := func(i int) []byte {
 		b := bytes.Clone(good)
 		b[i] ^= 0x01
@@ -83,7 +129,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"truncated", good[:len(good)-1], ErrMalformed},
 		{"trailing byte", append(bytes.Clone(good), 0), ErrMalformed},
 		{"bad magic", flip(0), ErrMalformed},
-		{"version 2", flip(2)[:len(good)], ErrVersion},
+		{"version 3", func() []byte { b := bytes.Clone(good); b[2] = 3; return b }(), ErrVersion},
+		{"too many download records", func() []byte { b := bytes.Clone(good); b[headerLen+2*flowRecordLen+6] = 200; return b }(), ErrMalformed},
+		{"download reserved", flip(headerLen + 2*flowRecordLen + 7), ErrMalformed},
 		{"unknown flag", func() []byte { b := bytes.Clone(good); b[3] |= 0x80; return b }(), ErrMalformed},
 		{"reserved", flip(51), ErrMalformed},
 		{"too many records", func() []byte { b := bytes.Clone(good); b[50] = 200; return b }(), ErrMalformed},
@@ -113,6 +161,7 @@ func TestDecodeRefuses(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(sampleAnnouncement(), testKey))
 	f.Add(Encode(sampleAnnouncement(), nil))
+	f.Add(Encode(withDown(sampleAnnouncement()), testKey))
 	f.Add(Encode(&Announcement{HostID: 1, Time: time.Unix(0, 5)}, testKey))
 	f.Add([]byte("LC\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -66,6 +66,12 @@ type Config struct {
 	// APRate is the usable rate of the shared access point; 0 = estimate it
 	// from the summed goodput of all announcing hosts.
 	APRate config.Rate `yaml:"ap_rate"`
+	// DownlinkCaps: receivers cap the window their downloads advertise to
+	// their share of the AP's downlink (downlink.go).
+	DownlinkCaps bool `yaml:"downlink_caps"`
+	// APDownlinkRate is the usable downlink rate of the access point; 0 =
+	// estimate it from the group's downlink goodput.
+	APDownlinkRate config.Rate `yaml:"ap_downlink_rate"`
 	// Headroom is subtracted from rate x RTT before it is shared (the paper's
 	// "about 120 kbit"). Text form "120kbit" or "15KB".
 	Headroom Bits `yaml:"headroom"`
@@ -138,6 +144,7 @@ func DefaultConfig() Config {
 		Headroom:         120_000,
 		MinSegments:      4,
 		DemandAware:      true,
+		DownlinkCaps:     true,
 		Safety: SafetyConfig{
 			Enabled:         true,
 			RTTInflation:    1.3,
@@ -200,6 +207,9 @@ func (c Config) Validate() error {
 	}
 	if c.APRate != 0 && c.APRate < 64_000 {
 		return config.Errorf("ap_rate", "%v too small (0 = estimate)", c.APRate)
+	}
+	if c.APDownlinkRate != 0 && c.APDownlinkRate < 64_000 {
+		return config.Errorf("ap_downlink_rate", "%v too small (0 = estimate)", c.APDownlinkRate)
 	}
 	if c.MinSegments < 1 || c.MinSegments > 1000 {
 		return config.Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)

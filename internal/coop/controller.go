@@ -52,6 +52,7 @@ type Flow struct {
 	NotSent    uint64 // bytes in the socket not yet sent
 	InFlight   uint64 // bytes sent, not yet acknowledged
 	BytesAcked uint64 // cumulative
+	BytesRecv  uint64 // cumulative, received (downloads)
 	Retrans    uint32 // cumulative retransmitted segments
 }
 
@@ -110,7 +111,8 @@ type Counters struct {
 	AddrConflict    uint64 `json:"addr_conflict"`
 	Duplicates      uint64 `json:"duplicates"` // second copies (IPv4 and IPv6), not drops
 	ApplyErrors     uint64 `json:"apply_errors"`
-	CapChanges      uint64 `json:"cap_changes"` // changes of any flow's applied cap
+	CapChanges      uint64 `json:"cap_changes"`      // changes of any flow's applied cap
+	DownCapChanges  uint64 `json:"down_cap_changes"` // changes of any flow's downlink cap
 }
 
 // Dropped is the total of announcements refused.
@@ -131,6 +133,9 @@ type PeerStatus struct {
 	FirstSeen   time.Time `json:"first_seen"`
 	LastSeen    time.Time `json:"last_seen"`
 	Share       float64   `json:"share"`
+	// downlink: the peer's active downloads and downlink goodput
+	DownFlows       int    `json:"down_flows"`
+	DownGoodputBits uint64 `json:"down_goodput_bits"`
 	// Counted: the peer counts in N (without a key, peers are admitted into
 	// N one at a time and up to a bound).
 	Counted bool `json:"counted"`
@@ -154,6 +159,13 @@ type FlowStatus struct {
 	// which cap was in force at a given time.
 	CapChanges uint64      `json:"cap_changes"`
 	CapHistory []CapChange `json:"cap_history,omitempty"`
+	// The downlink side: receiving now, receive rate, the window cap
+	// (bytes, 0 = none) and its changes, as for the uplink cap.
+	DownActive     bool        `json:"down_active"`
+	RecvBits       uint64      `json:"recv_bits"`
+	DownCap        uint32      `json:"down_cap_bytes"`
+	DownCapChanges uint64      `json:"down_cap_changes"`
+	DownCapHistory []CapChange `json:"down_cap_history,omitempty"`
 }
 
 // CapChange is one change of a flow's applied cap.
@@ -183,6 +195,7 @@ type Status struct {
 	SelfShare     float64           `json:"self_share"`
 	GoodputBits   uint64            `json:"goodput_bits"`
 	Flows         []FlowStatus      `json:"flows"`
+	Down          DownStatus        `json:"downlink"`
 	LaneCaps      map[string]uint32 `json:"lane_caps"`
 	Counters      Counters          `json:"counters"`
 	LastError     string            `json:"last_error,omitempty"`
@@ -206,6 +219,7 @@ type flowState struct {
 	cap          uint32
 	changes      uint64      // changes of cap
 	history      []CapChange // latest changes of cap
+	dn           downState   // the downlink side (downlink.go)
 }
 
 // setCap records the flow's applied cap, counting and remembering changes.
@@ -261,6 +275,12 @@ type Controller struct {
 	lastCount   time.Time            // keyless mode: when the last peer was admitted into N
 	lastSave    time.Time            // replay state written
 	saveDirty   bool                 // announcements accepted since
+	dnAcc       float64              // downlink: bytes received since the last tick
+	dnGoodput   float64              // downlink goodput, bits/s
+	dnRates     []rateSample         // the group's downlink goodput
+	dnGroup     string               // downlink group at the last recompute
+	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
+	dnOn        bool                 // SetDownlinkCaps(true) done
 	st          Status
 	closeOnce   sync.Once
 }
@@ -279,7 +299,8 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, caps: o.Caps,
 		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
-		flows: map[uint64]*flowState{}, applied: map[uint64]uint32{}, laneApplied: map[lane.Lane]uint32{}}
+		flows: map[uint64]*flowState{}, applied: map[uint64]uint32{}, laneApplied: map[lane.Lane]uint32{},
+		dnApplied: map[uint64]uint32{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -366,7 +387,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			c.mu.Lock()
 			gone := c.expire(c.now())
-			raising := c.raising()
+			raising := c.raising() || c.downRaising()
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))
@@ -413,6 +434,7 @@ func (c *Controller) shutdown() error {
 	}
 	c.applied = map[uint64]uint32{}
 	c.laneApplied = map[lane.Lane]uint32{}
+	errs = append(errs, c.shutdownDown()...)
 	errs = append(errs, c.saveState(true))
 	c.mu.Unlock()
 	errs = append(errs, c.Close())
@@ -565,6 +587,10 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 	for _, f := range flows {
 		seen[f.Cookie] = true
 		fs, ok := c.flows[f.Cookie]
+		var prev Flow
+		if ok {
+			prev = fs.f
+		}
 		if ok && f.BytesAcked > fs.f.BytesAcked {
 			c.ackAcc += float64(f.BytesAcked - fs.f.BytesAcked)
 			fs.lastProgress = now
@@ -579,19 +605,28 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 		if fs.active && !was {
 			joined = true
 		}
+		if c.sampleDown(fs, prev, ok, now) {
+			joined = true
+		}
 	}
 	for ck := range c.flows {
 		if !seen[ck] {
 			delete(c.flows, ck)
 			delete(c.applied, ck)
+			delete(c.dnApplied, ck)
 		}
 	}
 	if !tick {
 		return joined
 	}
-	if dt := now.Sub(c.lastSample).Seconds(); !c.lastSample.IsZero() && dt > 0 {
+	dt := 0.0
+	if !c.lastSample.IsZero() {
+		dt = now.Sub(c.lastSample).Seconds()
+	}
+	if dt > 0 {
 		c.goodput = c.ackAcc * 8 / dt
 	}
+	c.tickDown(now, dt)
 	c.ackAcc = 0
 	c.lastSample = now
 	// the group's goodput feeds the AP rate estimate
@@ -643,6 +678,7 @@ func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 			Cwnd: uint16(min(f.Cwnd, math.MaxUint16)), MSS: uint16(min(f.MSS, math.MaxUint16)),
 			SRTT: f.SRTT, MinRTT: f.MinRTT, Queued: uint32(min(q, math.MaxUint32))})
 	}
+	c.ownDown(&a)
 	return a
 }
 
@@ -695,8 +731,10 @@ func (c *Controller) rate() (uint64, string) {
 func (c *Controller) recomputeAndApply(tick bool) {
 	c.mu.Lock()
 	sockets, lanes := c.recompute(tick)
+	down := c.recomputeDown(c.now(), c.table.Peers(), c.st.Flows)
 	c.mu.Unlock()
 	c.apply(sockets, lanes)
+	c.applyDown(down)
 }
 
 // recompute derives every local flow's cap and the lanes' default caps.
@@ -881,7 +919,8 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	for _, pp := range peers {
 		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
 			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
-			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID]}
+			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID],
+			DownFlows: int(pp.Last.DownFlows), DownGoodputBits: uint64(pp.Last.DownGoodputKbit) * 1000}
 		if i, ok := peerIdx[pp.ID]; ok {
 			ps.Share = shares[i]
 		}

@@ -20,6 +20,10 @@ import (
 type fakeFlows struct {
 	mu    sync.Mutex
 	flows []Flow
+	// downloads: the rate each flow's sender would send at (bits/s),
+	// limited to its downlink cap per min RTT (window-limited)
+	recv map[uint64]float64
+	rwnd func(ck uint64) uint32
 }
 
 func (f *fakeFlows) UplinkFlows(context.Context) ([]Flow, error) {
@@ -30,6 +34,12 @@ func (f *fakeFlows) UplinkFlows(context.Context) ([]Flow, error) {
 		fl := &f.flows[i]
 		if fl.NotSent+fl.InFlight > 0 {
 			fl.BytesAcked += uint64(float64(fl.Cwnd) * float64(fl.MSS) * 0.5 / fl.MinRTT.Seconds())
+		}
+		if r := f.recv[fl.Cookie]; r > 0 {
+			if c := f.rwnd(fl.Cookie); c > 0 {
+				r = min(r, float64(c)*8/fl.MinRTT.Seconds())
+			}
+			fl.BytesRecv += uint64(r * 0.5 / 8)
 		}
 	}
 	return out, nil
@@ -42,14 +52,40 @@ func (f *fakeFlows) set(fl ...Flow) {
 }
 
 type fakeCaps struct {
-	mu    sync.Mutex
-	sock  map[uint64]uint32
-	lanes map[lane.Lane]uint32
-	calls int
+	mu     sync.Mutex
+	sock   map[uint64]uint32
+	lanes  map[lane.Lane]uint32
+	rwnd   map[uint64]uint32
+	downOn bool
+	calls  int
 }
 
 func newFakeCaps() *fakeCaps {
-	return &fakeCaps{sock: map[uint64]uint32{}, lanes: map[lane.Lane]uint32{}}
+	return &fakeCaps{sock: map[uint64]uint32{}, lanes: map[lane.Lane]uint32{}, rwnd: map[uint64]uint32{}}
+}
+
+func (f *fakeCaps) SetDownlinkCaps(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.downOn = on
+	return nil
+}
+
+func (f *fakeCaps) SetSocketRwndCap(ck uint64, bytes uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if bytes == 0 {
+		delete(f.rwnd, ck)
+	} else {
+		f.rwnd[ck] = bytes
+	}
+	return nil
+}
+
+func (f *fakeCaps) getRwnd(ck uint64) uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rwnd[ck]
 }
 
 func (f *fakeCaps) SetSocketCwndCap(ck uint64, segs uint32) error {
@@ -161,7 +197,8 @@ func newGroup(t *testing.T, n int, cfg Config) *group {
 }
 
 func (g *group) add(cfg Config) *node {
-	nd := &node{flows: &fakeFlows{}, caps: newFakeCaps(), tr: newFakeTransport()}
+	nd := &node{flows: &fakeFlows{recv: map[uint64]float64{}}, caps: newFakeCaps(), tr: newFakeTransport()}
+	nd.flows.rwnd = nd.caps.getRwnd
 	c, err := New(Options{Config: cfg, Flows: nd.flows, Caps: nd.caps, Transport: nd.tr,
 		HostID: uint64(len(g.nodes) + 1), Now: g.clk.now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -310,9 +347,9 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 	future.Time = now.Add(time.Hour)
 	stale := Encode(&future, v.c.key)
 	oversized := append(bytes.Clone(last), make([]byte, MaxSize)...)
-	v2 := bytes.Clone(last)
-	v2[2] = 2
-	inputs := [][]byte{forged, unauth, tampered, last, last, stale, oversized, v2, nil, []byte("LC"), last[:60]}
+	v3 := bytes.Clone(last)
+	v3[2] = 3
+	inputs := [][]byte{forged, unauth, tampered, last, last, stale, oversized, v3, nil, []byte("LC"), last[:60]}
 	for i := 0; i < 3; i++ {
 		for _, b := range inputs {
 			if err := v.c.Handle(b, netip.MustParseAddr("10.9.9.9")); err == nil {

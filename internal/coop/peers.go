@@ -80,6 +80,9 @@ func (p *Peer) remember(seq uint64, from netip.Addr) {
 // Active reports whether the peer is currently sending uplink data.
 func (p *Peer) Active() bool { return p.Last.ActiveFlows > 0 }
 
+// DownActive reports whether the peer is currently receiving downlink data.
+func (p *Peer) DownActive() bool { return p.Last.DownFlows > 0 }
+
 type seqMemo struct {
 	seq  uint64
 	seen time.Time
@@ -182,7 +185,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		t.peers[a.HostID] = p
 		delete(t.gone, a.HostID)
 	}
-	wasActive := ok && p.Active()
+	wasActive, wasDown := ok && p.Active(), ok && p.DownActive()
 	if from.Is4() || !p.Addr.Is4() { // the IPv4 address, once known, names the peer
 		p.Addr = from
 	}
@@ -191,7 +194,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	switch {
 	case !ok:
 		return Joined, nil
-	case wasActive != p.Active():
+	case wasActive != p.Active(), wasDown != p.DownActive():
 		return ActiveChanged, nil
 	}
 	return Updated, nil

@@ -54,13 +54,16 @@ type Config struct {
 
 // Point is one sample of one flow: seconds since the server started, cwnd
 // (segments), the cap in force (segments, 0 = none), srtt (ms), throughput
-// (Mbit/s, bytes acked).
+// (Mbit/s, bytes acked); for downloads the receive rate (Mbit/s) and the
+// downlink cap in force (bytes of receive window, 0 = none).
 type Point struct {
-	T    float64 `json:"t"`
-	Cwnd uint32  `json:"cwnd"`
-	Cap  uint32  `json:"cap"`
-	SRTT float64 `json:"srtt_ms"`
-	Rate float64 `json:"mbit"`
+	T       float64 `json:"t"`
+	Cwnd    uint32  `json:"cwnd"`
+	Cap     uint32  `json:"cap"`
+	SRTT    float64 `json:"srtt_ms"`
+	Rate    float64 `json:"mbit"`
+	Recv    float64 `json:"recv_mbit"`
+	DownCap uint32  `json:"down_cap"`
 }
 
 // FlowView is one flow on the page.
@@ -163,7 +166,7 @@ func (s *Server) tick() {
 	var st *api.Status
 	var coop json.RawMessage
 	var stErr, coopErr string
-	caps := map[uint64]uint32{}
+	caps, downCaps := map[uint64]uint32{}, map[uint64]uint32{}
 	var lanes map[uint64]lane.Lane
 	if d := s.cfg.Daemon; d != nil {
 		s.dmu.Lock()
@@ -177,13 +180,15 @@ func (s *Server) tick() {
 			coop = c
 			var cs struct {
 				Flows []struct {
-					Cookie uint64 `json:"cookie"`
-					Cap    uint32 `json:"cap"`
+					Cookie  uint64 `json:"cookie"`
+					Cap     uint32 `json:"cap"`
+					DownCap uint32 `json:"down_cap_bytes"`
 				} `json:"flows"`
 			}
 			if json.Unmarshal(c, &cs) == nil {
 				for _, f := range cs.Flows {
 					caps[f.Cookie] = f.Cap
+					downCaps[f.Cookie] = f.DownCap
 				}
 			}
 		}
@@ -219,7 +224,8 @@ func (s *Server) tick() {
 		sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
 			Cong: f.Cong, State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
 		sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: caps[f.Cookie],
-			SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6)})
+			SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
+			Recv: round3(f.RecvRate / 1e6), DownCap: downCaps[f.Cookie]})
 		cut := 0
 		for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
 			cut++

@@ -99,7 +99,7 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 		t.Fatalf("sample: %d flows, %v", len(first), err)
 	}
 	cookie := first[0].Cookie
-	d := &fakeDaemon{coop: fmt.Sprintf(`{"n":2,"capping":true,"flows":[{"cookie":%d,"cap":17}]}`, cookie)}
+	d := &fakeDaemon{coop: fmt.Sprintf(`{"n":2,"capping":true,"flows":[{"cookie":%d,"cap":17,"down_cap_bytes":28960}]}`, cookie)}
 	s := New(Config{Sampler: smp, Daemon: d})
 	for i := 0; i < 4; i++ {
 		s.tick()
@@ -114,8 +114,8 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 		t.Fatalf("flow %+v", f)
 	}
 	last := f.Points[len(f.Points)-1]
-	if last.Cap != 17 || last.Cwnd == 0 || last.Rate <= 0 {
-		t.Errorf("last point %+v: want cap 17, a cwnd and a rate", last)
+	if last.Cap != 17 || last.DownCap != 28960 || last.Cwnd == 0 || last.Rate <= 0 {
+		t.Errorf("last point %+v: want cap 17, downlink cap 28960, a cwnd and a rate", last)
 	}
 	if len(d.asked) != 1 {
 		t.Errorf("lanes asked %d times for one socket, want once (cached)", len(d.asked))

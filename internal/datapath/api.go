@@ -24,6 +24,8 @@ type HostAPI interface {
 	ClearSocketLane(cookie uint64) error
 	SetLaneCwndCap(l lane.Lane, segs uint32) error
 	SetSocketCwndCap(cookie uint64, segs uint32) error
+	SetDownlinkCaps(on bool) error
+	SetSocketRwndCap(cookie uint64, bytes uint32) error
 
 	LaneCgroup(l lane.Lane) (path string, id uint64, err error)
 	Stats() (HostStats, error)

@@ -199,6 +199,10 @@ func coopPolicyYAML(host string, c coop.Config) string {
 		p("  state_file: %q", c.StateFile)
 	}
 	p("  ap_rate: %s", c.APRate)
+	p("  downlink_caps: %t", c.DownlinkCaps)
+	if c.APDownlinkRate > 0 {
+		p("  ap_downlink_rate: %s", c.APDownlinkRate)
+	}
 	p("  headroom: %s", c.Headroom)
 	p("  min_segments: %d", c.MinSegments)
 	p("  demand_aware: %t", c.DemandAware)

@@ -76,6 +76,11 @@ var (
 	dCoopAccept  = desc("coop_announcements_accepted_total", "Announcements accepted.")
 	dCoopDropped = desc("coop_announcements_dropped_total", "Announcements refused, by reason.", "reason")
 	dCoopChanges = desc("coop_cap_changes_total", "Changes of any flow's applied cap.")
+	dCoopDownN   = desc("coop_downlink_active_hosts", "Hosts with active downloads (downlink N), this host included.")
+	dCoopDownCap = desc("coop_downlink_capping", "1 if the cooperative controller caps the receive windows of downloads now.")
+	dCoopDownRt  = desc("coop_downlink_rate_bytes_per_second", "Access point downlink rate the downlink caps are computed from.")
+	dCoopDownCpd = desc("coop_downlink_capped_flows", "Downloads with a receive window cap in force.")
+	dCoopDownChg = desc("coop_downlink_cap_changes_total", "Changes of any download's receive window cap.")
 
 	dRTAdmitted = desc("realtime_admitted_total", "Realtime datagrams admitted (deadline feasible).")
 	dRTRejected = desc("realtime_rejected_total", "Realtime datagrams refused at admission.")
@@ -94,6 +99,7 @@ var (
 var all = []*prometheus.Desc{dPackets, dBytes, dDrops, dOverlimits, dBacklogB, dBacklogP, dClassified, dUp,
 	dFlows, dThroughput, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen,
 	dCoopN, dCoopCapping, dCoopRate, dCoopLaneCap, dCoopCapped, dCoopSent, dCoopRecv, dCoopAccept, dCoopDropped, dCoopChanges,
+	dCoopDownN, dCoopDownCap, dCoopDownRt, dCoopDownCpd, dCoopDownChg,
 	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields}
 
 // Describe implements prometheus.Collector.
@@ -200,8 +206,14 @@ type coopDoc struct {
 	RateBits uint64            `json:"rate_bits"`
 	LaneCaps map[string]uint32 `json:"lane_caps"`
 	Flows    []struct {
-		Cap uint32 `json:"cap"`
+		Cap     uint32 `json:"cap"`
+		DownCap uint32 `json:"down_cap_bytes"`
 	} `json:"flows"`
+	Down struct {
+		N        int    `json:"n"`
+		Capping  bool   `json:"capping"`
+		RateBits uint64 `json:"rate_bits"`
+	} `json:"downlink"`
 	Counters map[string]uint64 `json:"counters"`
 }
 
@@ -239,13 +251,21 @@ func collectDetails(ch chan<- prometheus.Metric, st *api.Status) {
 		ch <- gauge(dCoopN, float64(c.N))
 		ch <- gauge(dCoopCapping, b2f(c.Capping))
 		ch <- gauge(dCoopRate, float64(c.RateBits)/8)
-		capped := 0
+		capped, downCapped := 0, 0
 		for _, f := range c.Flows {
 			if f.Cap > 0 {
 				capped++
 			}
+			if f.DownCap > 0 {
+				downCapped++
+			}
 		}
 		ch <- gauge(dCoopCapped, float64(capped))
+		ch <- gauge(dCoopDownN, float64(c.Down.N))
+		ch <- gauge(dCoopDownCap, b2f(c.Down.Capping))
+		ch <- gauge(dCoopDownRt, float64(c.Down.RateBits)/8)
+		ch <- gauge(dCoopDownCpd, float64(downCapped))
+		ch <- counter(dCoopDownChg, c.Counters["down_cap_changes"])
 		for l, v := range c.LaneCaps {
 			ch <- gauge(dCoopLaneCap, float64(v), l)
 		}

@@ -32,8 +32,9 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 
 func sample(t *testing.T) Snapshot {
 	cs := coop.Status{N: 3, Capping: true, RateBits: 20e6, LaneCaps: map[string]uint32{"background": 12},
-		Flows:    []coop.FlowStatus{{Cap: 12}, {Cap: 0}},
-		Counters: coop.Counters{Sent: 5, Received: 9, Accepted: 7, Forged: 1, Replayed: 1, CapChanges: 4}}
+		Flows:    []coop.FlowStatus{{Cap: 12}, {Cap: 0, DownCap: 28960}},
+		Down:     coop.DownStatus{N: 2, Capping: true, RateBits: 40e6},
+		Counters: coop.Counters{Sent: 5, Received: 9, Accepted: 7, Forged: 1, Replayed: 1, CapChanges: 4, DownCapChanges: 3}}
 	rt := rtlane.Snapshot{Depth: 2, Totals: rtlane.Counters{Admitted: 10, Rejected: 3, Sent: 9, DroppedLate: 1}}
 	ts := sched.Status{Tracked: []sched.Task{{PID: 1}}, Promotions: 6, Demotions: 2}
 	st := &api.Status{
@@ -67,6 +68,11 @@ func TestWrite(t *testing.T) {
 		`lanes_tcp_flows_not_open{lane="unknown"} 1`,
 		"lanes_coop_active_senders 3",
 		"lanes_coop_capped_flows 1",
+		"lanes_coop_downlink_active_hosts 2",
+		"lanes_coop_downlink_capping 1",
+		"lanes_coop_downlink_rate_bytes_per_second 5e+06",
+		"lanes_coop_downlink_capped_flows 1",
+		"lanes_coop_downlink_cap_changes_total 3",
 		`lanes_coop_lane_cap_segments{lane="background"} 12`,
 		`lanes_coop_announcements_dropped_total{reason="forged"} 1`,
 		`lanes_coop_announcements_dropped_total{reason="stale"} 0`,

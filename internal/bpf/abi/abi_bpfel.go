@@ -117,7 +117,8 @@ const (
 	AbiOpsCounterOPS_RWND_ERR       AbiOpsCounter = 17
 	AbiOpsCounterOPS_RL_LOSS        AbiOpsCounter = 18
 	AbiOpsCounterOPS_YIELD          AbiOpsCounter = 19
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 20
+	AbiOpsCounterOPS_COOP_RWND      AbiOpsCounter = 20
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 21
 )
 
 // Names of all BPF objects in the ELF.

@@ -68,7 +68,8 @@ enum ops_counter {
 	OPS_RWND_ERR = 17,      /* bpf_setsockopt(TCP_WINDOW_CLAMP) refused */
 	OPS_RL_LOSS = 18,       /* rLEDBAT saw a loss (out-of-order segment) */
 	OPS_YIELD = 19,         /* background socket held down for the foreground */
-	OPS_COUNTERS = 20,
+	OPS_COOP_RWND = 20,     /* downlink cap (coop receive window clamp) changed */
+	OPS_COUNTERS = 21,
 };
 
 /*

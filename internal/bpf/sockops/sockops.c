@@ -26,6 +26,9 @@
  *     TCP_NOTSENT_LOWAT to a socket that became background after it was
  *     established (the daemon set its cookie's lane later: a 3-tuple
  *     registered after connect, as the LW-LBE API does).
+ *   - HDR_OPT_LEN_CB (each segment sent, when asked for): a background
+ *     socket's receive window (rLEDBAT, rledbat.h), else the cooperative
+ *     downlink cap (rwndcap.h): TCP_WINDOW_CLAMP from lanes_sock_rwnd.
  *   - STATE_CB to TCP_CLOSE: drop the cookie's entries.
  *
  * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
@@ -251,6 +254,7 @@ static __always_inline void bump(__u32 idx)
 }
 
 #include "rledbat.h"
+#include "rwndcap.h"
 
 /* lanes_yield[0] != 0 while the daemon sees foreground traffic: background
  * sockets are held at the minimum window (cwnd and receive window). */
@@ -560,7 +564,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
-					       (lane == LANE_BACKGROUND && CFG.rl_target_us ?
+					       ((lane == LANE_BACKGROUND && CFG.rl_target_us) || rwnd_on() ?
 						BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG : 0));
 		{
 			__u8 one = 1;
@@ -592,13 +596,16 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		}
+		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-		if (valid_lane(v) && *v == LANE_BACKGROUND)
-			rledbat_packet(ops, cookie, yielding());
+		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us)
+			rledbat_packet(ops, cookie, yielding()); /* min(rLEDBAT, downlink cap) */
+		else
+			coop_rwnd(ops, cookie);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (ops->args[1] == BPF_TCP_CLOSE) {

@@ -145,6 +145,8 @@ func (h *Host) SocketLane(c uint64) (lane.Lane, bool) {
 
 func (h *Host) SetLaneCwndCap(lane.Lane, uint32) error { return nil }
 func (h *Host) SetSocketCwndCap(uint64, uint32) error  { return nil }
+func (h *Host) SetDownlinkCaps(bool) error             { return nil }
+func (h *Host) SetSocketRwndCap(uint64, uint32) error  { return nil }
 func (h *Host) Stats() (datapath.HostStats, error)     { return datapath.HostStats{}, nil }
 func (h *Host) LaneCgroup(l lane.Lane) (string, uint64, error) {
 	id, ok := h.laneIDs[l]

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * rwndcap.h - the cooperative controller's downlink caps in the sock_ops
+ * program: a receiving host limits the window it advertises on each capped
+ * download, so the remote sender (whatever its congestion control) keeps
+ * at most its share of the access point's downlink in flight. Included by
+ * sockops.c, after rledbat.h (whose lanes_sock_rwnd map it reads).
+ *
+ *   - lanes_sock_rwnd[cookie]: the socket's downlink cap in bytes (0 or
+ *     absent = none), written by the daemon (internal/coop via the
+ *     datapath); rLEDBAT reads the same map for background sockets and
+ *     applies the smaller of its own window and the cap, so a background
+ *     download never runs coop_rwnd as well.
+ *   - lanes_rwnd_on[0] != 0 while a controller may write caps: sockets
+ *     established then (and live ones at their next RTT sample) ask for
+ *     HDR_OPT_LEN_CB, which the kernel calls for every segment the socket
+ *     sends, its ACKs included, before it computes the advertised window;
+ *     off, no socket pays for the callback.
+ *   - coop_rwnd, on that callback: TCP_WINDOW_CLAMP = the cap, applied when
+ *     it changes or when autotuning raised window_clamp past it (the
+ *     larger value seen is remembered as the socket's own); a removed cap
+ *     restores the socket's own window_clamp.
+ *   - Never retracting the right edge: the kernel does not shrink a window
+ *     it has offered (net.ipv4.tcp_shrink_window = 0, the default; before
+ *     6.5 always), so a smaller clamp takes effect as the application reads.
+ * Note: a refused bpf_setsockopt(TCP_WINDOW_CLAMP) is counted (rwnd_err)
+ * and the socket is left alone from then on.
+ */
+#ifndef LANES_RWNDCAP_H
+#define LANES_RWNDCAP_H
+
+/* lanes_rwnd_on[0]: downlink caps in use (sockets ask for the callback) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_rwnd_on SEC(".maps");
+
+/* per-socket state of the downlink cap */
+struct rwnd_state {
+	__u32 applied; /* window clamp set, bytes (0 = no cap applied) */
+	__u32 own;     /* the socket's own window_clamp, restored on removal */
+	__u32 refused; /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct rwnd_state);
+} lanes_rwnd_state SEC(".maps");
+
+/* rwnd_on reports whether downlink caps are in use. */
+static __always_inline int rwnd_on(void)
+{
+	__u32 zero = 0, *on = bpf_map_lookup_elem(&lanes_rwnd_on, &zero);
+
+	return on && *on;
+}
+
+/* rwnd_want_cb asks for HDR_OPT_LEN_CB while downlink caps are in use. */
+static __always_inline void rwnd_want_cb(struct bpf_sock_ops *ops)
+{
+	if (rwnd_on() && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
+		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
+					       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+}
+
+/* rwnd_setclamp sets TCP_WINDOW_CLAMP; it reports success. */
+static __always_inline int rwnd_setclamp(struct bpf_sock_ops *ops, struct rwnd_state *st, __u32 v)
+{
+	int val = v;
+
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0)
+		return 1;
+	st->refused = 1;
+	bump(OPS_RWND_ERR);
+	return 0;
+}
+
+/* coop_rwnd applies the socket's downlink cap (a segment is being sent). */
+static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct rwnd_state *st;
+	struct tcp_sock *tp;
+	__u32 want = 0, *cap, cur;
+
+	if (!bsk)
+		return;
+	cap = bpf_map_lookup_elem(&lanes_sock_rwnd, &cookie);
+	if (cap)
+		want = *cap;
+	st = bpf_sk_storage_get(&lanes_rwnd_state, bsk, 0, want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st || st->refused)
+		return;
+	tp = bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return;
+	cur = tp->window_clamp;
+	if (!want) {
+		if (st->applied && rwnd_setclamp(ops, st, st->own > cur ? st->own : cur)) {
+			st->applied = 0;
+			bump(OPS_COOP_RWND);
+		}
+		return;
+	}
+	if (!st->applied)
+		st->own = cur;
+	else if (cur > st->applied && cur > st->own)
+		st->own = cur; /* autotuning grew the socket's own clamp */
+	if (want == st->applied && cur <= want)
+		return;
+	if (rwnd_setclamp(ops, st, want)) {
+		st->applied = want;
+		bump(OPS_COOP_RWND);
+	}
+}
+
+#endif

@@ -1,0 +1,369 @@
+// downlink.go: cooperative caps on the downlink — each receiving host limits
+// the window its downloads advertise, so the senders behind the access point
+// (whatever their congestion control) keep at most the host's share of the
+// AP's downlink in flight. The same arithmetic as the uplink (caps.go), with:
+//
+//   - N = the hosts with active downloads (data received within the last
+//     interval), announced in each host's downlink section (announce.go);
+//   - the rate: ap_downlink_rate, or the group's measured downlink goodput
+//     (the best over 30 s, times 1.25 so the group can grow past it);
+//   - demand: a receiver cannot see the sender's backlog, only what
+//     arrives. A download using at least downBulkUse of its cap (it is
+//     window-limited: the sender would send more) counts as bulk (demand 1);
+//     otherwise its need is the window it used over the last interval
+//     (receive rate x min RTT), with the uplink's margins. An uncapped
+//     download counts as bulk until it has a cap to be compared with;
+//   - a flow's cap = floor(target segments) x MSS bytes, through the same
+//     hysteresis filter as the uplink's caps (stable.go);
+//   - applied as TCP_WINDOW_CLAMP by sock_ops (datapath SetSocketRwndCap).
+//
+// Note: the safety fallback watches the uplink only; downlink caps stay on
+// while the downlink rate is known and caps are cooperative.
+package coop
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// downBulkUse: a download whose used window is at least this fraction of
+// its cap is window-limited (bulk).
+const downBulkUse = 0.8
+
+// RwndCapSetter, if the CapSetter also implements it, applies downlink caps:
+// per-socket receive window caps (bytes; 0 removes) while SetDownlinkCaps
+// is on. The daemon backs it with internal/datapath.
+type RwndCapSetter interface {
+	SetDownlinkCaps(on bool) error
+	SetSocketRwndCap(cookie uint64, bytes uint32) error
+}
+
+// DownFlow is one download as the downlink cap computation sees it.
+type DownFlow struct {
+	MSS      uint32
+	MinRTT   time.Duration
+	RecvBits float64 // receive rate over the last interval, bits/s
+	CapBytes uint32  // downlink cap in force (0: none)
+}
+
+// DownDemand is a download's window need in bytes (the Queued of its
+// FlowLoad): math.MaxUint32 when it is window-limited at its cap or has
+// no cap yet, else the window it used (receive rate x min RTT).
+func DownDemand(f DownFlow) uint64 {
+	used := f.RecvBits * f.MinRTT.Seconds() / 8
+	if f.CapBytes == 0 || used >= downBulkUse*float64(f.CapBytes) {
+		return math.MaxUint32
+	}
+	return uint64(used)
+}
+
+// RwndBytes turns a cap target in (fractional) segments into the window
+// clamp in bytes: whole segments (0: no cap).
+func RwndBytes(segs uint32, mss uint32) uint32 {
+	if segs == 0 {
+		return 0
+	}
+	return uint32(min(uint64(segs)*uint64(max(mss, 536)), math.MaxUint32))
+}
+
+// downState is one local flow's downlink side.
+type downState struct {
+	active       bool
+	lastProgress time.Time
+	acc          float64 // bytes received since the last tick
+	rate         float64 // bits/s over the last tick
+	filt         capFilter
+	coop         uint32 // cooperative cap, segments
+	cap          uint32 // applied, bytes
+	changes      uint64
+	history      []CapChange
+}
+
+// setCap records the applied downlink cap (bytes), as flowState.setCap.
+func (d *downState) setCap(v uint32, now time.Time) bool {
+	if v == d.cap {
+		return false
+	}
+	d.cap = v
+	d.changes++
+	d.history = append(d.history, CapChange{At: now, Cap: v})
+	if len(d.history) > capHistoryLen {
+		d.history = d.history[len(d.history)-capHistoryLen:]
+	}
+	return true
+}
+
+// downLoad is the FlowLoad of a local download.
+func (fs *flowState) downLoad() FlowLoad {
+	f := fs.f
+	return FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT,
+		Queued: DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RecvBits: fs.dn.rate, CapBytes: fs.dn.cap})}
+}
+
+// peerDownLoad turns a peer's downlink section into a HostLoad.
+func peerDownLoad(p *Peer) HostLoad {
+	h := HostLoad{ID: p.ID}
+	for _, f := range p.Last.Down {
+		h.Flows = append(h.Flows, FlowLoad{MSS: uint32(f.MSS), MinRTT: f.MinRTT, Queued: uint64(f.Demand)})
+	}
+	if len(h.Flows) == 0 {
+		h.Flows = []FlowLoad{{MSS: 1448, Queued: math.MaxUint32}}
+	}
+	return h
+}
+
+// downRate returns the downlink rate to use and where it came from.
+// Caller holds mu.
+func (c *Controller) downRate() (uint64, string) {
+	if c.cfg.APDownlinkRate > 0 {
+		return c.cfg.APDownlinkRate.Bits(), "configured"
+	}
+	best := 0.0
+	for _, s := range c.dnRates {
+		best = math.Max(best, s.bits)
+	}
+	if best < 64_000 {
+		return 0, "unknown"
+	}
+	return uint64(math.Min(best*rateProbe, float64(c.cfg.MaxAPRate.Bits()))), "estimated"
+}
+
+// sampleDown merges one flow's received bytes into its downlink state; it
+// reports whether the flow started receiving. Caller holds mu.
+func (c *Controller) sampleDown(fs *flowState, prev Flow, known bool, now time.Time) bool {
+	if known && fs.f.BytesRecv > prev.BytesRecv {
+		d := float64(fs.f.BytesRecv - prev.BytesRecv)
+		fs.dn.acc += d
+		c.dnAcc += d
+		fs.dn.lastProgress = now
+	}
+	was := fs.dn.active
+	fs.dn.active = !fs.dn.lastProgress.IsZero() && now.Sub(fs.dn.lastProgress) < c.cfg.Interval.D()
+	return fs.dn.active && !was
+}
+
+// tickDown closes an interval of the downlink measurements: each flow's
+// receive rate, the host's downlink goodput, and the group's for the rate
+// estimate. Caller holds mu.
+func (c *Controller) tickDown(now time.Time, dt float64) {
+	if dt > 0 {
+		for _, fs := range c.flows {
+			fs.dn.rate = fs.dn.acc * 8 / dt
+		}
+		c.dnGoodput = c.dnAcc * 8 / dt
+	}
+	for _, fs := range c.flows {
+		fs.dn.acc = 0
+	}
+	c.dnAcc = 0
+	g := c.dnGoodput
+	for _, p := range c.table.Peers() {
+		if c.key == nil && !c.counted[p.ID] {
+			continue
+		}
+		g += math.Min(float64(p.Last.DownGoodputKbit)*1000, float64(c.cfg.MaxAPRate.Bits()))
+	}
+	c.dnRates = append(c.dnRates, rateSample{now, g})
+	for len(c.dnRates) > 0 && now.Sub(c.dnRates[0].t) > rateWindow {
+		c.dnRates = c.dnRates[1:]
+	}
+}
+
+// ownDown fills the announcement's downlink section. Caller holds mu.
+func (c *Controller) ownDown(a *Announcement) {
+	if !c.cfg.DownlinkCaps {
+		return
+	}
+	a.DownGoodputKbit = uint32(min(c.dnGoodput/1000, math.MaxUint32))
+	for _, fs := range c.sortedFlows() {
+		if !fs.dn.active {
+			continue
+		}
+		a.DownFlows++
+		l := fs.downLoad()
+		a.Down = append(a.Down, DownSummary{MSS: uint16(min(l.MSS, math.MaxUint16)), MinRTT: l.MinRTT,
+			Demand: uint32(min(l.Queued, math.MaxUint32))})
+	}
+}
+
+// DownStatus is the downlink side of Status.
+type DownStatus struct {
+	Enabled    bool    `json:"enabled"`
+	N          int     `json:"n"` // hosts with active downloads, this one included
+	SelfActive bool    `json:"self_active"`
+	RateBits   uint64  `json:"rate_bits"`
+	RateSource string  `json:"rate_source"`
+	Capping    bool    `json:"capping"`
+	Reason     string  `json:"reason,omitempty"`
+	SelfShare  float64 `json:"self_share"`
+	Goodput    uint64  `json:"goodput_bits"`
+}
+
+// recomputeDown derives every local download's cap (bytes); the flows'
+// status rows get their downlink fields. Caller holds mu.
+func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus) map[uint64]uint32 {
+	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.dnGoodput)}
+	rate, src := c.downRate()
+	ds.RateBits, ds.RateSource = rate, src
+	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
+		DemandAware: c.cfg.DemandAware}
+
+	self := HostLoad{ID: c.hostID}
+	var selfStates []*flowState
+	for _, fs := range c.sortedFlows() {
+		if fs.dn.active {
+			self.Flows = append(self.Flows, fs.downLoad())
+			selfStates = append(selfStates, fs)
+		}
+	}
+	var hosts []HostLoad
+	selfIdx := -1
+	if len(self.Flows) > 0 {
+		selfIdx = 0
+		hosts = append(hosts, self)
+	}
+	for i := range peers {
+		pp := &peers[i]
+		if pp.DownActive() && (c.key != nil || c.counted[pp.ID]) {
+			hosts = append(hosts, peerDownLoad(pp))
+		}
+	}
+	capping, reason := c.cfg.DownlinkCaps && c.cfg.Cooperative, ""
+	switch {
+	case !c.cfg.DownlinkCaps:
+		reason = "downlink caps off by policy"
+	case !c.cfg.Cooperative:
+		reason = "cooperative caps off by policy"
+	case rate == 0:
+		capping, reason = false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
+	case len(hosts) == 0:
+		reason = "no active downloads"
+	}
+	shares := p.HostShares(hosts)
+	changed := c.downGroupChanged(hosts, capping)
+	if selfIdx >= 0 {
+		ds.SelfShare = shares[selfIdx]
+		targets := p.FlowTargets(self, ds.SelfShare)
+		dwell := capDwell(c.cfg.Interval.D())
+		for i, fs := range selfStates {
+			if capping {
+				fs.dn.coop = fs.dn.filt.next(targets[i], now, changed, dwell)
+			}
+		}
+	}
+	caps := map[uint64]uint32{}
+	for _, fs := range c.flows {
+		if !capping {
+			fs.dn.coop = 0
+			fs.dn.filt.set(0)
+		}
+		if fs.dn.setCap(RwndBytes(fs.dn.coop, fs.f.MSS), now) {
+			c.cnt.DownCapChanges++
+		}
+		caps[fs.f.Cookie] = fs.dn.cap
+	}
+	for i := range fst {
+		if fs, ok := c.flows[fst[i].Cookie]; ok {
+			d := &fs.dn
+			fst[i].DownActive, fst[i].RecvBits, fst[i].DownCap = d.active, uint64(d.rate), d.cap
+			fst[i].DownCapChanges, fst[i].DownCapHistory = d.changes, append([]CapChange(nil), d.history...)
+		}
+	}
+	ds.N, ds.SelfActive = len(hosts), selfIdx >= 0
+	ds.Capping, ds.Reason = capping && len(hosts) > 0, reason
+	c.st.Down = ds
+	return caps
+}
+
+// downGroupChanged is groupChanged for the downlink group: caps follow
+// their targets at once when a host or local download joins or leaves.
+// Caller holds mu.
+func (c *Controller) downGroupChanged(hosts []HostLoad, capping bool) bool {
+	key := groupKey(hosts, capping)
+	if key == c.dnGroup {
+		return false
+	}
+	c.dnGroup = key
+	return true
+}
+
+// downRaising reports whether some download's cap waits to grow.
+// Caller holds mu.
+func (c *Controller) downRaising() bool {
+	for _, fs := range c.flows {
+		if fs.dn.filt.raising() {
+			return true
+		}
+	}
+	return false
+}
+
+// applyDown pushes changed downlink caps (outside mu: it may block).
+func (c *Controller) applyDown(caps map[uint64]uint32) {
+	rs, ok := c.caps.(RwndCapSetter)
+	if !ok || c.caps == nil {
+		return
+	}
+	c.mu.Lock()
+	todo := map[uint64]uint32{}
+	for ck, v := range caps {
+		if old, ok := c.dnApplied[ck]; (ok && old != v) || (!ok && v != 0) {
+			todo[ck] = v
+		}
+	}
+	on := c.cfg.DownlinkCaps && !c.dnOn
+	c.mu.Unlock()
+	var errs []error
+	if on {
+		if err := rs.SetDownlinkCaps(true); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.mu.Lock()
+			c.dnOn = true
+			c.mu.Unlock()
+		}
+	}
+	done := map[uint64]uint32{}
+	for ck, v := range todo {
+		if err := rs.SetSocketRwndCap(ck, v); err != nil {
+			errs = append(errs, fmt.Errorf("socket %d downlink: %w", ck, err))
+			continue
+		}
+		done[ck] = v
+	}
+	c.mu.Lock()
+	for ck, v := range done {
+		if _, live := c.flows[ck]; live {
+			c.dnApplied[ck] = v
+		}
+	}
+	if len(errs) > 0 {
+		c.cnt.ApplyErrors += uint64(len(errs))
+		c.st.LastError = fmt.Sprintf("apply downlink caps: %v", errs)
+	}
+	c.mu.Unlock()
+}
+
+// shutdownDown removes every downlink cap and turns the callback off.
+// Caller holds mu.
+func (c *Controller) shutdownDown() []error {
+	rs, ok := c.caps.(RwndCapSetter)
+	if !ok || c.caps == nil {
+		return nil
+	}
+	var errs []error
+	for ck, v := range c.dnApplied {
+		if v != 0 {
+			if err := rs.SetSocketRwndCap(ck, 0); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	c.dnApplied = map[uint64]uint32{}
+	if c.dnOn {
+		errs = append(errs, rs.SetDownlinkCaps(false))
+		c.dnOn = false
+	}
+	return errs
+}

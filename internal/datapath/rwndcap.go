@@ -1,0 +1,51 @@
+// rwndcap.go: the cooperative controller's downlink caps — per-socket
+// limits of the window a receiving socket advertises, which sock_ops applies
+// as TCP_WINDOW_CLAMP (internal/bpf/sockops/rwndcap.h; for background
+// sockets rLEDBAT applies the smaller of its window and the cap).
+package datapath
+
+import "fmt"
+
+// SetDownlinkCaps turns the per-segment callback that applies downlink caps
+// on or off: while on, sockets established (and live ones at their next RTT
+// sample) ask sock_ops to look at their cap before each segment they send.
+// Off, no socket pays for the callback; caps already set stay as they are
+// until removed.
+func (h *Host) SetDownlinkCaps(on bool) error {
+	var v uint32
+	if on {
+		v = 1
+	}
+	return h.use(func() error {
+		if h.ops == nil {
+			return errNoSockops
+		}
+		if err := h.ops.LanesRwndOn.Put(uint32(0), v); err != nil {
+			return fmt.Errorf("downlink caps on=%v: %w", on, err)
+		}
+		return nil
+	})
+}
+
+// SetSocketRwndCap caps the window one socket advertises (bytes); 0
+// removes the cap, and the socket's own window clamp comes back. A smaller
+// cap takes effect as the application reads (the kernel never retracts a
+// window it offered).
+func (h *Host) SetSocketRwndCap(cookie uint64, bytes uint32) error {
+	return h.use(func() error {
+		if h.ops == nil {
+			return errNoSockops
+		}
+		if bytes == 0 {
+			return ignoreNotExist(h.ops.LanesSockRwnd.Delete(cookie), "remove socket downlink cap")
+		}
+		var seen uint8
+		if h.ops.LanesSockSeen.Lookup(cookie, &seen) != nil {
+			return fmt.Errorf("downlink cap of socket %d: %w", cookie, ErrSocketUnmanaged)
+		}
+		if err := h.ops.LanesSockRwnd.Put(cookie, bytes); err != nil {
+			return fmt.Errorf("downlink cap of socket %d: %w", cookie, err)
+		}
+		return nil
+	})
+}
