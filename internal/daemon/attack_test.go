@@ -286,10 +286,16 @@ func TestAttackWildcardProto(t *testing.T) {
 }
 
 // TestAttackLocalAddress: the local address was ignored, so a user's
-// registration of their own socket's ports also moved root's live socket
-// with the same ports from another local address. Fix: every matching
-// socket must be the caller's, the local address (src) narrows the match,
-// and only the caller's sockets are moved.
+// registration of their own socket's ports also moved root's socket with
+// the same ports from another local address, in the API (live-socket
+// moves) and in the kernel: the datapath's flow key had no local address,
+// so sock_ops gave a root socket opened later on those ports the user's
+// lane at connect, and the classifier steered root's datagrams by it. Fix:
+// the API checks ownership with the local address, an unprivileged
+// registration always names its sockets' local address, and the BPF key is
+// the full 5-tuple (lanes_abi.h flow_key). On the main before the key
+// change (dc2ff2b) this failed at "root's later socket" and "root's
+// datagrams".
 func TestAttackLocalAddress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -326,6 +332,67 @@ func TestAttackLocalAddress(t *testing.T) {
 	if got[rootCookie] != lane.Unset || got[userCookie] != lane.Background {
 		t.Errorf("after registering %s: root's socket %v (want none), nobody's %v (want background)", uf, got[rootCookie], got[userCookie])
 	}
+
+	// nobody registers another flow of its own on the second address, then
+	// root connects from the first address with the same ports: sock_ops
+	// resolves root's new socket by the datapath key at connect.
+	userConn2 := b.dialAs(t, nobody, "tcp", second.String(), 0)
+	uf2, _ := api.FlowOf(userConn2)
+	if err := user.Register(uf2, lane.Background); err != nil {
+		t.Fatalf("own flow with its local address: %v", err)
+	}
+	later := b.dialAs(t, 0, "tcp", b.p.AddrA.String(), int(uf2.SPort))
+	laterCookie := cookieOf(t, later)
+	if got, _ := b.root.SocketLanes([]uint64{laterCookie}); got[laterCookie] != lane.Unset {
+		t.Errorf("after registering %s: root's later socket from %s got %v (want none)", uf2, b.p.AddrA, got[laterCookie])
+	}
+
+	// UDP has no sock_ops: the classifier's own lookup must tell the two
+	// local addresses apart.
+	var sink net.PacketConn // so that no ICMP refusal stops the senders
+	b.p.B.Do(t, func() (err error) { sink, err = net.ListenPacket("udp", ":8080"); return err })
+	t.Cleanup(func() { sink.Close() })
+	userUDP := b.dialAs(t, nobody, "udp", second.String(), 0)
+	ufu, _ := api.FlowOf(userUDP)
+	rootUDP := b.dialAs(t, 0, "udp", b.p.AddrA.String(), int(ufu.SPort))
+	if err := user.Register(ufu, lane.Background); err != nil {
+		t.Fatalf("own UDP flow: %v", err)
+	}
+	const n = 20
+	bg0, in0 := b.lanePackets(t, lane.Background), b.lanePackets(t, lane.Interactive)
+	for range n {
+		if _, err := rootUDP.Write([]byte("root's datagram")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := userUDP.Write([]byte("nobody's datagram")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLong(t, "both users' datagrams counted", func() bool {
+		bg := b.lanePackets(t, lane.Background) - bg0
+		return bg >= n && bg+b.lanePackets(t, lane.Interactive)-in0 >= 2*n
+	})
+	if d := b.lanePackets(t, lane.Background) - bg0; d != n {
+		t.Errorf("root's datagrams: the background lane counted %d packets, want nobody's %d only", d, n)
+	}
+}
+
+// lanePackets is the packets the daemon's interface sent in lane l.
+func (b *attackBed) lanePackets(t *testing.T, l lane.Lane) uint64 {
+	t.Helper()
+	st, err := b.root.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, is := range st.Interfaces {
+		for _, ls := range is.Lanes {
+			if ls.Lane == l {
+				n += ls.Packets
+			}
+		}
+	}
+	return n
 }
 
 // TestAttackRegistrationOutlivesSocket: a registration outlived its socket

@@ -314,7 +314,13 @@ func flowKey(f api.Flow) (datapath.FlowKey, error) {
 	case "udp":
 		proto = syscall.IPPROTO_UDP
 	}
-	return datapath.FlowKey{Dst: dst, DPort: f.DPort, SPort: f.SPort, Proto: proto}, nil
+	var src netip.Addr
+	if f.Src != "" {
+		if src, err = netip.ParseAddr(f.Src); err != nil {
+			return datapath.FlowKey{}, err
+		}
+	}
+	return datapath.FlowKey{Src: src, Dst: dst, DPort: f.DPort, SPort: f.SPort, Proto: proto}, nil
 }
 
 // ifaceList is the managed interfaces in policy order.

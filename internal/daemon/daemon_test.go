@@ -655,7 +655,7 @@ func TestSocketLanes(t *testing.T) {
 	}
 	// why: the registered 3-tuple, as `lanes monitor` shows it
 	_, why, err := c.SocketLanesWhy([]uint64{cookie})
-	if err != nil || !strings.HasPrefix(why[cookie], "3-tuple api") {
+	if err != nil || !strings.HasPrefix(why[cookie], "flow api") {
 		t.Fatalf("why socket %d is background: %q %v", cookie, why[cookie], err)
 	}
 }

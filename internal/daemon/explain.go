@@ -17,7 +17,7 @@ import (
 // sockFacts is what decides a TCP socket's lane.
 type sockFacts struct {
 	cookie       uint64
-	dst          netip.Addr
+	src, dst     netip.Addr
 	dport, sport uint16
 	uid          uint32
 	cgroupID     uint64
@@ -51,7 +51,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out[f.Cookie] = d.explainLocked(sockFacts{cookie: f.Cookie, dst: dst.Addr().Unmap(), dport: dst.Port(),
+		out[f.Cookie] = d.explainLocked(sockFacts{cookie: f.Cookie, src: src.Addr().Unmap(), dst: dst.Addr().Unmap(), dport: dst.Port(),
 			sport: src.Port(), uid: f.UID, cgroupID: f.CgroupID})
 	}
 	return out, nil
@@ -68,9 +68,9 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 			return fmt.Sprintf("registration %s (%s)", f, d.flows[f].Source)
 		}
 	}
-	for _, proto := range []uint8{6, 0} {
-		if e, ok := d.applied.Flows[datapath.FlowKey{Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: proto}]; ok {
-			return "3-tuple " + e.Source
+	for _, k := range (datapath.FlowKey{Src: s.src, Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: 6}).Lookups() {
+		if e, ok := d.applied.Flows[k]; ok {
+			return "flow " + e.Source
 		}
 	}
 	if r, e, ok := bestDst(d.applied.Dsts, s.dst, s.dport); ok {

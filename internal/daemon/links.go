@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -39,6 +40,9 @@ type env struct {
 	// liveSockets are the cookies of a flow's connected TCP sockets (of
 	// uid, if >= 0): sock_diag (livesockets.go).
 	liveSockets func(f api.Flow, uid int64) ([]uint64, error)
+	// localAddrs are the local addresses of a flow's open sockets
+	// (/proc/net: owners.go).
+	localAddrs func(f api.Flow) ([]netip.Addr, error)
 }
 
 func kernelEnv(cg *cgroupMount) env {
@@ -49,6 +53,7 @@ func kernelEnv(cg *cgroupMount) env {
 		watch:    watchNetlink,
 
 		liveSockets: liveSocketsOf,
+		localAddrs:  procOwners{proc: "/proc"}.localAddrs,
 	}
 }
 

@@ -48,6 +48,19 @@ func protoOf(f api.Flow) string {
 	return f.Proto
 }
 
+// localAddrs returns the local address of each open socket matching f.
+func (o procOwners) localAddrs(f api.Flow) ([]netip.Addr, error) {
+	socks, err := o.socketsOf(f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, len(socks))
+	for i, s := range socks {
+		out[i] = s.local.Addr()
+	}
+	return out, nil
+}
+
 // procSocket is one line of a /proc/net table.
 type procSocket struct {
 	local, remote netip.AddrPort

@@ -3,7 +3,8 @@
 //
 //   - ownership: an unprivileged caller (not root, not in the access group)
 //     may register only flows whose every matching socket is theirs
-//     (api.Authorize), may not override a registration of the same
+//     (api.Authorize), always with their sockets' local address in the
+//     datapath's key (pinSrc), may not override a registration of the same
 //     datapath key made by someone else or by the policy, and may
 //     unregister only their own registrations.
 //   - bounds: maxRegsPerUID registrations per unprivileged uid and
@@ -23,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
@@ -47,6 +49,12 @@ type regLife struct {
 
 // Register puts a flow in a lane for the caller (authorized by the server).
 func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
+	if !c.Privileged && f.Src == "" {
+		var err error
+		if f, err = d.pinSrc(f); err != nil {
+			return err
+		}
+	}
 	key, err := flowKey(f)
 	if err != nil {
 		return err
@@ -79,6 +87,51 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
 		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.liveSockets[f]))
 	return nil
+}
+
+// pinSrc gives an unprivileged caller's flow the local address of its
+// sockets (all of them the caller's, api.Authorize), so that the datapath's
+// key names it: without one the key would also match a later socket of
+// another user on another local address with the same ports.
+func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
+	addrs, err := d.env.localAddrs(f)
+	if err != nil {
+		return f, err
+	}
+	var src netip.Addr
+	for _, a := range addrs {
+		if a = a.Unmap(); src.IsValid() && a != src {
+			return f, fmt.Errorf("flow %s: its sockets have several local addresses (%s, %s); name one with src", f, src, a)
+		}
+		src = a.Unmap()
+	}
+	if !src.IsValid() {
+		return f, fmt.Errorf("no local %s socket %s", protoOf(f), f)
+	}
+	f.Src = src.String()
+	return f, nil
+}
+
+// registeredLocked finds the registration an unregister names: f itself,
+// or, when f has no src, the one registration that differs from f only by
+// its pinned local address (pinSrc) and that the caller may remove.
+func (d *Daemon) registeredLocked(c api.Cred, f api.Flow) (api.Flow, api.FlowInfo, bool) {
+	if fi, ok := d.flows[f]; ok || f.Src != "" {
+		return f, fi, ok
+	}
+	var found api.Flow
+	n := 0
+	for g, fi := range d.flows {
+		h := g
+		h.Src = ""
+		if h == f && g.Src != "" && (c.Privileged || (fi.Source == "api" && fi.UID == c.UID)) {
+			found, n = g, n+1
+		}
+	}
+	if n != 1 {
+		return f, api.FlowInfo{}, false
+	}
+	return found, d.flows[found], true
 }
 
 // mayRegisterLocked applies the bounds and the no-override rule to an
@@ -116,7 +169,7 @@ func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
 func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fi, ok := d.flows[f]
+	f, fi, ok := d.registeredLocked(c, f)
 	if !ok {
 		return fmt.Errorf("flow %s is not registered", f)
 	}

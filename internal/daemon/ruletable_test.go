@@ -28,9 +28,19 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// frame is an Ethernet frame: IPv4 or IPv6 by dst, TCP ports, DSCP.
+// frame is an Ethernet frame from this host's first address (10.99.0.1 or
+// fd00:99::1): IPv4 or IPv6 by dst, TCP ports, DSCP.
 func frame(dst string, sport, dport uint16, dscp uint8) []byte {
-	d := netip.MustParseAddr(dst)
+	src := "10.99.0.1"
+	if netip.MustParseAddr(dst).Is6() {
+		src = "fd00:99::1"
+	}
+	return frameFrom(src, dst, sport, dport, dscp)
+}
+
+// frameFrom is frame from the local address src.
+func frameFrom(src, dst string, sport, dport uint16, dscp uint8) []byte {
+	d, sa := netip.MustParseAddr(dst), netip.MustParseAddr(src)
 	eth := make([]byte, 14)
 	l4 := make([]byte, 20)
 	binary.BigEndian.PutUint16(l4[0:], sport)
@@ -40,7 +50,8 @@ func frame(dst string, sport, dport uint16, dscp uint8) []byte {
 		ip := make([]byte, 20)
 		ip[0], ip[1], ip[8], ip[9] = 0x45, dscp<<2, 64, 6
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
-		copy(ip[12:], []byte{10, 99, 0, 1})
+		s4 := sa.As4()
+		copy(ip[12:], s4[:])
 		a := d.As4()
 		copy(ip[16:], a[:])
 		return append(append(eth, ip...), l4...)
@@ -50,7 +61,7 @@ func frame(dst string, sport, dport uint16, dscp uint8) []byte {
 	ip[0], ip[1] = 0x60|dscp>>2, dscp<<6
 	binary.BigEndian.PutUint16(ip[4:], uint16(len(l4)))
 	ip[6], ip[7] = 6, 64
-	s := netip.MustParseAddr("fd00:99::1").As16()
+	s := sa.As16()
 	a := d.As16()
 	copy(ip[8:], s[:])
 	copy(ip[24:], a[:])
@@ -107,6 +118,15 @@ func TestRuleTableThroughClassifier(t *testing.T) {
 		{"3-tuple", "  - {lane: realtime, dst: 10.77.1.1, dport: 443, sport: 5000}\n", "", []pktCase{
 			{frame("10.77.1.1", 5000, 443, 0), rt, classifier.KindTuple},
 			{frame("10.77.1.1", 5001, 443, 0), in, classifier.KindDefault}}},
+		{"5-tuple: the local address", "  - {lane: realtime, dst: 10.77.1.1, dport: 443, sport: 5000, src: 10.99.0.1}\n", "", []pktCase{
+			{frameFrom("10.99.0.1", "10.77.1.1", 5000, 443, 0), rt, classifier.KindTuple},
+			{frameFrom("10.99.0.2", "10.77.1.1", 5000, 443, 0), in, classifier.KindDefault}}},
+		{"5-tuple beats 3-tuple", "  - {lane: background, dst: 10.77.1.1, dport: 443, sport: 5000}\n  - {lane: realtime, dst: 10.77.1.1, dport: 443, sport: 5000, src: 10.99.0.1}\n", "", []pktCase{
+			{frameFrom("10.99.0.1", "10.77.1.1", 5000, 443, 0), rt, classifier.KindTuple},
+			{frameFrom("10.99.0.2", "10.77.1.1", 5000, 443, 0), bg, classifier.KindTuple}}},
+		{"v6 5-tuple", "  - {lane: background, dst: '2001:db8::5', dport: 443, sport: 5000, src: 'fd00:99::1'}\n", "", []pktCase{
+			{frameFrom("fd00:99::1", "2001:db8::5", 5000, 443, 0), bg, classifier.KindTuple},
+			{frameFrom("fd00:99::2", "2001:db8::5", 5000, 443, 0), in, classifier.KindDefault}}},
 		{"v6 prefix", "  - {lane: background, dst: '2001:db8::/32'}\n", "", []pktCase{
 			{frame("2001:db8::5", 5000, 80, 0), bg, classifier.KindDst},
 			{frame("2001:db9::5", 5000, 80, 0), in, classifier.KindDefault}}},
@@ -129,6 +149,8 @@ func TestRuleTableThroughClassifier(t *testing.T) {
 		{"uid AND dscp refused", "  - {lane: background, uid: 0, dscp: 46}\n", "rules[0].dscp", nil},
 		{"cgroup AND uid refused", "  - {lane: background, cgroup: /a, uid: 0}\n", "rules[0].uid", nil},
 		{"dst AND uid refused", "  - {lane: background, dst: 10.77.0.0/16, uid: 0}\n", "rules[0].uid", nil},
+		{"src without the tuple refused", "  - {lane: background, dst: 10.77.0.0/16, src: 10.99.0.1}\n", "rules[0].src", nil},
+		{"src of another family refused", "  - {lane: background, dst: 10.77.1.1, dport: 443, sport: 5000, src: 'fd00:99::1'}\n", "rules[0].src", nil},
 		{"sport without dport refused", "  - {lane: background, dst: 10.77.1.1, sport: 5000}\n", "rules[0].sport", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,7 +77,7 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 		src := "policy:" + m.Rule
 		switch m.Kind {
 		case policy.MatchTuple:
-			w.Flows[datapath.FlowKey{Dst: m.Dst.Addr(), DPort: m.DPort, SPort: m.SPort}] = entry{m.Lane, src}
+			w.Flows[datapath.FlowKey{Src: m.Src, Dst: m.Dst.Addr(), DPort: m.DPort, SPort: m.SPort}] = entry{m.Lane, src}
 		case policy.MatchDst:
 			w.Dsts[datapath.DstRule{Prefix: m.Dst, DPort: m.DPort}] = entry{m.Lane, src}
 		case policy.MatchCgroup:

@@ -55,6 +55,9 @@ type fixture struct {
 	world *world
 }
 
+// fixtureSrc is the local address of every socket in the fixture's world.
+var fixtureSrc = netip.MustParseAddr("192.0.2.1")
+
 func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 	t.Helper()
 	w := &world{links: map[string]int{}, cgroups: map[string]uint64{}, sockets: map[string][]uint64{}}
@@ -71,6 +74,7 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		liveSockets: func(f api.Flow, uid int64) ([]uint64, error) {
 			return w.sockets[f.String()], nil
 		},
+		localAddrs: func(api.Flow) ([]netip.Addr, error) { return []netip.Addr{fixtureSrc}, nil },
 	}
 	d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, "ntest", mustPolicy(t, yaml), e)
 	if err := d.install(); err != nil {
@@ -204,7 +208,8 @@ func TestReloadToAnotherPolicy(t *testing.T) {
 	if err := f.d.Register(api.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
-	regKey := datapath.FlowKey{Dst: addr("198.51.100.7"), DPort: 80, SPort: 5555}
+	// an unprivileged registration gets its socket's local address
+	regKey := datapath.FlowKey{Src: fixtureSrc, Dst: addr("198.51.100.7"), DPort: 80, SPort: 5555}
 	ok := f.d.reloadWith(mustPolicy(t, `
 interfaces: [{name: wlan0}]
 rules:
@@ -348,6 +353,7 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 	if err := f.d.Register(api.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
+	reg.Src = fixtureSrc.String() // pinned by Register
 	f.d.mu.Lock()
 	f.d.liveSockets[reg] = []liveSocket{{cookie: 42}}
 	f.d.mu.Unlock()
@@ -355,8 +361,8 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 		s    sockFacts
 		want string
 	}{
-		{sockFacts{cookie: 42, dst: addr("198.51.100.7"), dport: 80, sport: 5555}, "registration tcp 198.51.100.7 dport 80 sport 5555 (api)"},
-		{sockFacts{dst: addr("192.0.2.10"), dport: 443, sport: 40000, uid: 1001}, "3-tuple policy:sensor"},
+		{sockFacts{cookie: 42, dst: addr("198.51.100.7"), dport: 80, sport: 5555}, "registration tcp 198.51.100.7 dport 80 sport 5555 src 192.0.2.1 (api)"},
+		{sockFacts{dst: addr("192.0.2.10"), dport: 443, sport: 40000, uid: 1001}, "flow policy:sensor"},
 		{sockFacts{dst: addr("10.1.2.3"), dport: 443, uid: 1001}, "destination 0.0.0.0/0 port 443 policy:any443"},
 		{sockFacts{dst: addr("10.1.2.3"), dport: 80, uid: 1001}, "destination 10.1.0.0/16 policy:ten-one"},
 		{sockFacts{dst: addr("10.9.2.3"), dport: 80, uid: 1001}, "destination 10.0.0.0/8 policy:backup-net"},

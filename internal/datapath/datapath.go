@@ -96,9 +96,12 @@ func (c *Config) validate() error {
 	return e.validate()
 }
 
-// FlowKey is the paper's 3-tuple as the sender sees it, plus an optional
-// protocol (0 = any).
+// FlowKey is the full 5-tuple as the sender sees it: the paper's 3-tuple
+// (destination address and port, source port), the local address (Src;
+// the zero Addr = any) and the protocol (0 = any). The datapath's
+// precedence between the wildcards is lanes_abi.h's (flow_lookup).
 type FlowKey struct {
+	Src   netip.Addr `json:"src,omitzero"`
 	Dst   netip.Addr `json:"dst"`
 	DPort uint16     `json:"dport"`
 	SPort uint16     `json:"sport"`
@@ -107,6 +110,9 @@ type FlowKey struct {
 
 func (f FlowKey) String() string {
 	s := fmt.Sprintf("%s sport %d", netip.AddrPortFrom(f.Dst.Unmap(), f.DPort), f.SPort)
+	if f.Src.IsValid() {
+		s += " src " + f.Src.Unmap().String()
+	}
 	if f.Proto != 0 {
 		s += fmt.Sprintf(" proto %d", f.Proto)
 	}
@@ -117,7 +123,28 @@ func (f FlowKey) key() (abi.FlowKey, error) {
 	if !f.Dst.IsValid() {
 		return abi.FlowKey{}, errors.New("flow: no destination address")
 	}
-	return classifier.FlowKey(f.Dst.Unmap(), f.DPort, f.SPort, f.Proto), nil
+	if f.Src.IsValid() && f.Src.Unmap().Is4() != f.Dst.Unmap().Is4() {
+		return abi.FlowKey{}, fmt.Errorf("flow %s: local and destination address of different families", f)
+	}
+	return classifier.FlowKey(f.Src.Unmap(), f.Dst.Unmap(), f.DPort, f.SPort, f.Proto), nil
+}
+
+// Lookups returns the keys the datapath tries for a socket or packet with
+// this (concrete) 5-tuple, first match wins: flow_lookup's precedence of
+// lanes_abi.h, (proto, src), (proto, any), (any, src), (any, any).
+func (f FlowKey) Lookups() [4]FlowKey {
+	var out [4]FlowKey
+	for i := range out {
+		k := f
+		if i >= 2 {
+			k.Proto = 0
+		}
+		if i&1 == 1 {
+			k.Src = netip.Addr{}
+		}
+		out[i] = k
+	}
+	return out
 }
 
 // FlowEntry is a registered flow and its lane.

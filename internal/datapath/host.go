@@ -359,7 +359,7 @@ func laneValue(l lane.Lane) (uint32, error) {
 	return uint32(l), nil
 }
 
-// SetFlowLane puts a 3-tuple in a lane (replacing any earlier lane).
+// SetFlowLane puts a 5-tuple in a lane (replacing any earlier lane).
 func (h *Host) SetFlowLane(f FlowKey, l lane.Lane) error {
 	k, err := f.key()
 	if err != nil {
@@ -377,7 +377,7 @@ func (h *Host) SetFlowLane(f FlowKey, l lane.Lane) error {
 	})
 }
 
-// DeleteFlow removes a registered 3-tuple; a missing one is not an error.
+// DeleteFlow removes a registered 5-tuple; a missing one is not an error.
 func (h *Host) DeleteFlow(f FlowKey) error {
 	k, err := f.key()
 	if err != nil {
@@ -388,7 +388,7 @@ func (h *Host) DeleteFlow(f FlowKey) error {
 	})
 }
 
-// Flows lists the registered 3-tuples.
+// Flows lists the registered 5-tuples.
 func (h *Host) Flows() ([]FlowEntry, error) {
 	var out []FlowEntry
 	err := h.use(func() error {
@@ -396,7 +396,7 @@ func (h *Host) Flows() ([]FlowEntry, error) {
 		var v uint32
 		it := h.cls.LanesTuple.Iterate()
 		for it.Next(&k, &v) {
-			out = append(out, FlowEntry{FlowKey: FlowKey{Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
+			out = append(out, FlowEntry{FlowKey: FlowKey{Src: k.Src(), Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
 		}
 		if err := it.Err(); err != nil {
 			return fmt.Errorf("list flows: %w", err)
@@ -404,7 +404,7 @@ func (h *Host) Flows() ([]FlowEntry, error) {
 		return nil
 	})
 	slices.SortFunc(out, func(a, b FlowEntry) int {
-		return cmp.Or(a.Dst.Compare(b.Dst), cmp.Compare(a.DPort, b.DPort), cmp.Compare(a.SPort, b.SPort), cmp.Compare(a.Proto, b.Proto))
+		return cmp.Or(a.Dst.Compare(b.Dst), cmp.Compare(a.DPort, b.DPort), cmp.Compare(a.SPort, b.SPort), a.Src.Compare(b.Src), cmp.Compare(a.Proto, b.Proto))
 	})
 	return out, err
 }

@@ -83,6 +83,23 @@ func TestFlowKey(t *testing.T) {
 	if _, err := (FlowKey{}).key(); err == nil {
 		t.Error("key without destination accepted")
 	}
+	f.Src = netip.MustParseAddr("::ffff:10.0.0.1")
+	if k, err = f.key(); err != nil || k.Src() != netip.MustParseAddr("10.0.0.1") || k.Saddr[10] != 0xff {
+		t.Errorf("with a local address: key %+v, %v", k, err)
+	}
+	if s := f.String(); s != "10.0.0.2:443 sport 5000 src 10.0.0.1 proto 6" {
+		t.Errorf("String() = %q", s)
+	}
+	f.Src = netip.MustParseAddr("fd00::1")
+	if _, err := f.key(); err == nil {
+		t.Error("IPv6 local address with an IPv4 destination accepted")
+	}
+	// the datapath's precedence (lanes_abi.h flow_lookup)
+	f.Src = netip.MustParseAddr("10.0.0.1")
+	l := f.Lookups()
+	if l[0] != f || l[1].Src.IsValid() || l[1].Proto != 6 || l[2].Src != f.Src || l[2].Proto != 0 || l[3].Src.IsValid() || l[3].Proto != 0 {
+		t.Errorf("lookups %v", l)
+	}
 }
 
 // TestBQLFiles runs the BQL save/set/restore on a fake sysfs tree (no

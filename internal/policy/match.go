@@ -6,7 +6,9 @@
 // one key at a time, so a rule is one of these combinations, anything else
 // is refused with its line and field:
 //
-//	tuple    dst (one address) + dport + sport   the paper's 3-tuple, exact
+//	tuple    dst (one address) + dport + sport   the paper's 3-tuple, exact;
+//	         [+ src]                             with the local address, the
+//	                                             full 5-tuple (missing = any)
 //	dst      dst (address or prefix) [+ dport]   missing port = any port
 //	cgroup   cgroup                              the cgroup and those below it (TCP)
 //	uid      uid                                 the socket's owner
@@ -51,6 +53,7 @@ type Match struct {
 	Dst    netip.Prefix // tuple: a single address; dst: the prefix
 	DPort  uint16       // tuple, dst (0 = any)
 	SPort  uint16       // tuple
+	Src    netip.Addr   // tuple: the local address (zero = any)
 	Cgroup string       // cgroup
 	UID    uint32       // uid
 	DSCP   uint8        // dscp
@@ -60,7 +63,7 @@ type Match struct {
 func (m Match) key() string {
 	switch m.Kind {
 	case MatchTuple, MatchDst:
-		return fmt.Sprintf("%s %s %d %d", m.Kind, m.Dst, m.DPort, m.SPort)
+		return fmt.Sprintf("%s %s %d %d %s", m.Kind, m.Dst, m.DPort, m.SPort, m.Src)
 	case MatchCgroup:
 		return "cgroup " + strings.TrimRight(m.Cgroup, "/")
 	case MatchUID:
@@ -77,7 +80,7 @@ func (r Rule) compile(name string) (Match, error) {
 	m := Match{Rule: name, Lane: r.Lane}
 	switch {
 	case r.Exe != "" || r.Comm != "":
-		if r.Dst != "" || r.DPort != 0 || r.SPort != 0 {
+		if r.Dst != "" || r.DPort != 0 || r.SPort != 0 || r.Src != "" {
 			return m, config.Errorf("dst", "a process rule (exe/comm) cannot also match a destination: split it in two rules")
 		}
 		if r.DSCP != nil {
@@ -100,6 +103,21 @@ func (r Rule) compile(name string) (Match, error) {
 			}
 			m.Kind = MatchTuple
 		}
+		if r.Src != "" {
+			if m.Kind != MatchTuple {
+				return m, config.Errorf("src", "a local address needs the full tuple: dst as one address, dport and sport")
+			}
+			a, err := netip.ParseAddr(r.Src)
+			if err != nil || a.Zone() != "" {
+				return m, config.Errorf("src", "%q is not an address", r.Src)
+			}
+			if a = a.Unmap(); a.Is4() != p.Addr().Is4() {
+				return m, config.Errorf("src", "local address %s and destination %s are of different families", a, p.Addr())
+			}
+			m.Src = a
+		}
+	case r.Src != "":
+		return m, config.Errorf("src", "a local address needs the full tuple: dst as one address, dport and sport")
 	case r.DPort != 0 || r.SPort != 0:
 		return m, config.Errorf("dst", "a port rule needs dst (an address, or a prefix such as 0.0.0.0/0)")
 	case r.Cgroup != "":

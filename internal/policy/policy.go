@@ -66,6 +66,7 @@ type Rule struct {
 	Dst    string    `yaml:"dst"`    // destination address or prefix (10.0.0.0/8, 2001:db8::/32)
 	DPort  uint16    `yaml:"dport"`  // destination port (none: any)
 	SPort  uint16    `yaml:"sport"`  // source port
+	Src    string    `yaml:"src"`    // local (source) address, with the full tuple only (none: any)
 	DSCP   *uint8    `yaml:"dscp"`   // DSCP the socket marks its packets with
 }
 

@@ -92,16 +92,30 @@ func MustNames(name, prefix, end string) []string {
 	return out
 }
 
-// NewFlowKey builds a lanes_tuple key: destination address and port and
-// source port as the sender sees them; proto 0 matches any protocol. IPv4
-// addresses are stored v4-mapped.
-func NewFlowKey(dst netip.Addr, dport, sport uint16, proto uint8) FlowKey {
-	return FlowKey{Daddr: dst.As16(), Dport: dport, Sport: sport, Proto: proto}
+// NewFlowKey builds a lanes_tuple key: destination address and port, local
+// (source) address and port as the sender sees them. An invalid src matches
+// any local address; proto 0 matches any protocol. IPv4 addresses are
+// stored v4-mapped.
+func NewFlowKey(src, dst netip.Addr, dport, sport uint16, proto uint8) FlowKey {
+	k := FlowKey{Daddr: dst.As16(), Dport: dport, Sport: sport, Proto: proto}
+	if src.IsValid() {
+		k.Saddr = src.As16()
+	}
+	return k
 }
 
 // Addr returns the key's destination address, unmapped if it is IPv4.
 func (k AbiFlowKey) Addr() netip.Addr {
 	return netip.AddrFrom16(k.Daddr).Unmap()
+}
+
+// Src returns the key's local address, unmapped if it is IPv4, or the
+// zero Addr for any local address.
+func (k AbiFlowKey) Src() netip.Addr {
+	if k.Saddr == ([16]uint8{}) {
+		return netip.Addr{}
+	}
+	return netip.AddrFrom16(k.Saddr).Unmap()
 }
 
 // NewDstKey builds the lanes_dst key of a destination prefix and port (0 =

@@ -30,6 +30,7 @@ type AbiDstKey struct {
 type AbiFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
+	Saddr [16]uint8
 	Dport uint16
 	Sport uint16
 	Proto uint8
@@ -62,6 +63,7 @@ type AbiLanesAbi struct {
 	FlowKey    struct {
 		_     structs.HostLayout
 		Daddr [16]uint8
+		Saddr [16]uint8
 		Dport uint16
 		Sport uint16
 		Proto uint8

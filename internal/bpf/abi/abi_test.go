@@ -56,8 +56,32 @@ func TestStructLayouts(t *testing.T) {
 			t.Errorf("struct %s: C %d bytes, Go %d", c.name, s.Size, c.size)
 		}
 	}
-	if off := unsafe.Offsetof(FlowKey{}.Proto); off != 20 {
-		t.Errorf("flow_key.proto at %d, want 20", off)
+	// the 5-tuple key: each member where the programs read it
+	var fk *btf.Struct
+	if err := spec.Types.TypeByName("flow_key", &fk); err != nil {
+		t.Fatal(err)
+	}
+	goOff := map[string]uintptr{
+		"daddr": unsafe.Offsetof(FlowKey{}.Daddr), "saddr": unsafe.Offsetof(FlowKey{}.Saddr),
+		"dport": unsafe.Offsetof(FlowKey{}.Dport), "sport": unsafe.Offsetof(FlowKey{}.Sport),
+		"proto": unsafe.Offsetof(FlowKey{}.Proto),
+	}
+	for _, m := range fk.Members {
+		if m.Name == "pad" {
+			continue
+		}
+		off, ok := goOff[m.Name]
+		if !ok {
+			t.Errorf("flow_key.%s has no Go field", m.Name)
+			continue
+		}
+		if uintptr(m.Offset.Bytes()) != off {
+			t.Errorf("flow_key.%s: C offset %d, Go %d", m.Name, m.Offset.Bytes(), off)
+		}
+		delete(goOff, m.Name)
+	}
+	for name := range goOff {
+		t.Errorf("flow_key has no member %s", name)
 	}
 }
 
@@ -109,6 +133,34 @@ func TestDstKey(t *testing.T) {
 		k := NewDstKey(p, c.port)
 		if k.Prefixlen != c.plen || k.Prefix() != p || k.Port() != c.port {
 			t.Errorf("%s port %d: key %+v -> %s port %d", p, c.port, k, k.Prefix(), k.Port())
+		}
+	}
+}
+
+func TestFlowKey(t *testing.T) {
+	for _, c := range []struct{ src, dst string }{
+		{"", "192.0.2.10"},
+		{"10.0.0.2", "192.0.2.10"},
+		{"", "2001:db8::1"},
+		{"fd00::2", "2001:db8::1"},
+	} {
+		var src netip.Addr
+		if c.src != "" {
+			src = netip.MustParseAddr(c.src)
+		}
+		dst := netip.MustParseAddr(c.dst)
+		k := NewFlowKey(src, dst, 443, 5000, 6)
+		if k.Src() != src || k.Addr() != dst || k.Dport != 443 || k.Sport != 5000 || k.Proto != 6 {
+			t.Errorf("src %q dst %s: key %+v -> src %s dst %s", c.src, dst, k, k.Src(), k.Addr())
+		}
+		if dst.Is4() && k.Daddr[10] != 0xff {
+			t.Errorf("IPv4 destination not stored v4-mapped: %v", k.Daddr)
+		}
+		if src.Is4() && k.Saddr[10] != 0xff {
+			t.Errorf("IPv4 local address not stored v4-mapped: %v", k.Saddr)
+		}
+		if !src.IsValid() && k.Saddr != ([16]uint8{}) {
+			t.Errorf("any local address not all-zero: %v", k.Saddr)
 		}
 	}
 }

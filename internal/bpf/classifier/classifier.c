@@ -11,7 +11,8 @@
  *
  * Lookup order, first hit wins:
  *   1. socket cookie -> lane   (lanes_cookie, filled by sock_ops at connect/accept)
- *   2. 3-tuple -> lane         (lanes_tuple: dst ip, dst port, src port [, proto])
+ *   2. 5-tuple -> lane         (lanes_tuple: dst ip and port, src port [, src ip] [, proto];
+ *                               flow_lookup's precedence of the wildcards)
  *   2b. destination -> lane    (lanes_dst LPM: dst prefix with the port, then any port)
  *   3. cgroup v2 id -> lane    (lanes_cgroup, bpf_skb_cgroup_id of skb->sk)
  *   4. socket uid -> lane      (lanes_uid, bpf_get_socket_uid)
@@ -28,7 +29,7 @@
  * cannot parse is interactive. If the filter is removed, HTB's default
  * class (interactive) takes everything, so the datapath fails open.
  * Note: IPv6 extension headers are not walked; a packet whose first next
- * header is not TCP/UDP/UDP-Lite/SCTP has no ports (no 3-tuple match), its
+ * header is not TCP/UDP/UDP-Lite/SCTP has no ports (no 5-tuple match), its
  * DSCP still counts.
  */
 #include <linux/types.h>
@@ -116,6 +117,9 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 		p->key.daddr[10] = 0xff;
 		p->key.daddr[11] = 0xff;
 		__builtin_memcpy(&p->key.daddr[12], &iph[16], 4);
+		p->key.saddr[10] = 0xff;
+		p->key.saddr[11] = 0xff;
+		__builtin_memcpy(&p->key.saddr[12], &iph[12], 4);
 		/* fragment offset != 0: no transport header in this packet */
 		if (((iph[6] & 0x1f) | iph[7]) != 0)
 			return;
@@ -132,6 +136,7 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 		p->dscp = (((ip6h[0] & 0xf) << 4) | (ip6h[1] >> 4)) >> 2;
 		p->key.proto = ip6h[6];
 		__builtin_memcpy(p->key.daddr, &ip6h[24], 16);
+		__builtin_memcpy(p->key.saddr, &ip6h[8], 16);
 		off += 40;
 	} else {
 		return;
@@ -180,12 +185,8 @@ int lanes_classify(struct __sk_buff *skb)
 
 	parse(skb, &p);
 	if (p.have_ports) {
-		v = bpf_map_lookup_elem(&lanes_tuple, &p.key);
-		if (valid_lane(v))
-			return classify(skb, *v, MATCH_TUPLE);
-		p.key.proto = 0;
-		v = bpf_map_lookup_elem(&lanes_tuple, &p.key);
-		if (valid_lane(v))
+		v = flow_lookup(&p.key);
+		if (v)
 			return classify(skb, *v, MATCH_TUPLE);
 	}
 	if (p.have_ip) {

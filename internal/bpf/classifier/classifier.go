@@ -75,9 +75,10 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 // StatsIndex is the key of the (kind, lane) counter in lanes_cls_stats.
 func StatsIndex(k Kind, l lane.Lane) uint32 { return uint32(k)*uint32(abi.LaneSlots) + uint32(l) }
 
-// FlowKey builds the lanes_tuple key of the paper's 3-tuple (abi.NewFlowKey).
-func FlowKey(dst netip.Addr, dport, sport uint16, proto uint8) abi.FlowKey {
-	return abi.NewFlowKey(dst, dport, sport, proto)
+// FlowKey builds the lanes_tuple key of a 5-tuple; an invalid src is any
+// local address, proto 0 any protocol (abi.NewFlowKey).
+func FlowKey(src, dst netip.Addr, dport, sport uint16, proto uint8) abi.FlowKey {
+	return abi.NewFlowKey(src, dst, dport, sport, proto)
 }
 
 // SumCounters adds up a per-CPU counter.

@@ -36,6 +36,7 @@ type ClassifierDstKey struct {
 type ClassifierFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
+	Saddr [16]uint8
 	Dport uint16
 	Sport uint16
 	Proto uint8

@@ -1,5 +1,5 @@
 // classifier_test.go runs the classifier through BPF_PROG_TEST_RUN with a
-// table of packets (IPv4, IPv6, registered 3-tuples, DSCP, the test_run
+// table of packets (IPv4, IPv6, registered 5-tuples and their wildcards, DSCP, the test_run
 // dummy socket's cgroup and uid, short and malformed packets) and checks the
 // lane and match kind through the program's counters. The socket-cookie path
 // needs a real socket and is covered by the datapath integration test.
@@ -72,6 +72,10 @@ var (
 	v4dst = netip.MustParseAddr("10.9.0.2")
 	v6src = netip.MustParseAddr("fd00:9::1")
 	v6dst = netip.MustParseAddr("fd00:9::2")
+	// another local address of the same host
+	v4other = netip.MustParseAddr("10.9.0.3")
+	v6other = netip.MustParseAddr("fd00:9::3")
+	anySrc  netip.Addr // a flow key's wildcard local address
 )
 
 func loadForTest(t testing.TB) *ClassifierObjects {
@@ -120,11 +124,13 @@ func TestClassifier(t *testing.T) {
 			t.Fatalf("put %v: %v", k, err)
 		}
 	}
-	put(m.LanesTuple, FlowKey(v4dst, 443, 5000, 6), lane.Background)
-	put(m.LanesTuple, FlowKey(v4dst, 4000, 4001, 0), lane.Realtime) // any protocol
-	put(m.LanesTuple, FlowKey(v6dst, 443, 5000, 6), lane.Background)
-	put(m.LanesTuple, FlowKey(v6dst, 53, 6000, 17), lane.Realtime)
-	put(m.LanesTuple, FlowKey(v4dst, 80, 7000, 6), lane.Lane(9)) // invalid lane: ignored
+	put(m.LanesTuple, FlowKey(anySrc, v4dst, 443, 5000, 6), lane.Background)
+	put(m.LanesTuple, FlowKey(anySrc, v4dst, 4000, 4001, 0), lane.Realtime) // any protocol
+	put(m.LanesTuple, FlowKey(anySrc, v6dst, 443, 5000, 6), lane.Background)
+	put(m.LanesTuple, FlowKey(anySrc, v6dst, 53, 6000, 17), lane.Realtime)
+	put(m.LanesTuple, FlowKey(anySrc, v4dst, 80, 7000, 6), lane.Lane(9))     // invalid lane: ignored
+	put(m.LanesTuple, FlowKey(v4src, v4dst, 8445, 5102, 6), lane.Background) // one local address only
+	put(m.LanesTuple, FlowKey(v6src, v6dst, 8446, 5103, 17), lane.Realtime)
 	put(m.LanesDscp, uint32(lane.DSCPLowerEffort), lane.Background)
 	dst := func(prefix string, port uint16, l lane.Lane) {
 		put(m.LanesDst, abi.NewDstKey(netip.MustParsePrefix(prefix), port), l)
@@ -132,7 +138,7 @@ func TestClassifier(t *testing.T) {
 	dst("10.77.0.0/16", 443, lane.Background)
 	dst("10.77.1.0/24", 0, lane.Realtime)
 	dst("fd00:77::/32", 0, lane.Background)
-	put(m.LanesTuple, FlowKey(netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
+	put(m.LanesTuple, FlowKey(anySrc, netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
 	d4 := func(a string, dport uint16) []byte {
 		return pkt{src: v4src, dst: netip.MustParseAddr(a), sport: 5000, dport: dport, proto: 6}.build()
 	}
@@ -155,6 +161,10 @@ func TestClassifier(t *testing.T) {
 		{name: "v4 other source port", data: with(tcp4, func(p *pkt) { p.sport = 5001 }).build(), lane: lane.Interactive, kind: KindDefault},
 		{name: "v4 ports swapped", data: with(tcp4, func(p *pkt) { p.sport, p.dport = 443, 5000 }).build(), lane: lane.Interactive, kind: KindDefault},
 		{name: "v4 invalid lane value", data: pkt{src: v4src, dst: v4dst, sport: 7000, dport: 80, proto: 6}.build(), lane: lane.Interactive, kind: KindDefault},
+		{name: "v4 local address", data: pkt{src: v4src, dst: v4dst, sport: 5102, dport: 8445, proto: 6}.build(), lane: lane.Background, kind: KindTuple},
+		{name: "v4 other local address", data: pkt{src: v4other, dst: v4dst, sport: 5102, dport: 8445, proto: 6}.build(), lane: lane.Interactive, kind: KindDefault},
+		{name: "v6 local address", data: pkt{src: v6src, dst: v6dst, sport: 5103, dport: 8446, proto: 17}.build(), lane: lane.Realtime, kind: KindTuple},
+		{name: "v6 other local address", data: pkt{src: v6other, dst: v6dst, sport: 5103, dport: 8446, proto: 17}.build(), lane: lane.Interactive, kind: KindDefault},
 		{name: "v6 tuple tcp", data: tcp6.build(), lane: lane.Background, kind: KindTuple},
 		{name: "v6 tuple udp", data: pkt{src: v6src, dst: v6dst, sport: 6000, dport: 53, proto: 17}.build(), lane: lane.Realtime, kind: KindTuple},
 		{name: "v6 other dst", data: with(tcp6, func(p *pkt) { p.dst = netip.MustParseAddr("fd00:9::3") }).build(), lane: lane.Interactive, kind: KindDefault},
@@ -237,13 +247,101 @@ func TestClassifier(t *testing.T) {
 	}
 }
 
+// TestFlowKeyPrecedence: with all four shapes of one flow's key in the map
+// (protocol and local address, protocol only, local address only, neither),
+// each is the one that matches once those before it in lanes_abi.h's
+// precedence are gone, for IPv4 and IPv6; a packet from another local
+// address never matches the shapes that name one.
+func TestFlowKeyPrecedence(t *testing.T) {
+	objs := loadForTest(t)
+	for _, fam := range []struct {
+		name       string
+		src, other netip.Addr
+		dst        netip.Addr
+	}{{"v4", v4src, v4other, v4dst}, {"v6", v6src, v6other, v6dst}} {
+		t.Run(fam.name, func(t *testing.T) {
+			shapes := []struct {
+				name string
+				key  abi.FlowKey
+				lane lane.Lane
+			}{
+				{"proto+src", FlowKey(fam.src, fam.dst, 9000, 7000, 6), lane.Realtime},
+				{"proto", FlowKey(anySrc, fam.dst, 9000, 7000, 6), lane.Background},
+				{"src", FlowKey(fam.src, fam.dst, 9000, 7000, 0), lane.Realtime},
+				{"any", FlowKey(anySrc, fam.dst, 9000, 7000, 0), lane.Background},
+			}
+			for _, sh := range shapes {
+				if err := objs.LanesTuple.Put(sh.key, uint32(sh.lane)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() {
+				for _, sh := range shapes {
+					objs.LanesTuple.Delete(sh.key)
+				}
+			})
+			mine := pkt{src: fam.src, dst: fam.dst, sport: 7000, dport: 9000, proto: 6}
+			other := pkt{src: fam.other, dst: fam.dst, sport: 7000, dport: 9000, proto: 6}
+			for i, sh := range shapes {
+				if got := runLane(t, objs, mine.build()); got != sh.lane {
+					t.Errorf("%s present first: lane %v, want %v", sh.name, got, sh.lane)
+				}
+				// another local address: the first shape present without one
+				want := lane.Interactive
+				for _, later := range shapes[i:] {
+					if later.key.Src() == anySrc {
+						want = later.lane
+						break
+					}
+				}
+				if got := runLane(t, objs, other.build()); got != want {
+					t.Errorf("%s present first, packet from %s: lane %v, want %v", sh.name, fam.other, got, want)
+				}
+				if err := objs.LanesTuple.Delete(sh.key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := runLane(t, objs, mine.build()); got != lane.Interactive {
+				t.Errorf("no key left: lane %v, want interactive", got)
+			}
+		})
+	}
+}
+
+// runLane runs one packet through the classifier and returns its lane,
+// read from the counter that moved (test_run does not return tc_classid).
+func runLane(t *testing.T, objs *ClassifierObjects, data []byte) lane.Lane {
+	t.Helper()
+	before, err := ReadStats(objs.LanesClsStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: data}); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	after, err := ReadStats(objs.LanesClsStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lane.Unset
+	for i := range after {
+		if after[i].Packets != before[i].Packets {
+			if got != lane.Unset {
+				t.Fatalf("two counters moved for one packet")
+			}
+			got = lane.Lane(i % abi.LaneSlots)
+		}
+	}
+	return got
+}
+
 // BenchmarkClassifier measures the classifier per packet through
 // BPF_PROG_TEST_RUN with repeat, next to a pass-through program on the same
 // hook, for a packet that matches nothing (the longest path: cookie, tuple
 // twice, cgroup, uid, dscp) and one that hits the 3-tuple map.
 func BenchmarkClassifier(b *testing.B) {
 	objs := loadForTest(b)
-	if err := objs.LanesTuple.Put(FlowKey(v4dst, 443, 5000, 6), uint32(lane.Background)); err != nil {
+	if err := objs.LanesTuple.Put(FlowKey(anySrc, v4dst, 443, 5000, 6), uint32(lane.Background)); err != nil {
 		b.Fatal(err)
 	}
 	miss := pkt{src: v4src, dst: v4dst, sport: 5001, dport: 443, proto: 6}.build()

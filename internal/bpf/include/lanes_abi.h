@@ -37,7 +37,7 @@ enum lane_class {
  * (kind * LANE_SLOTS + lane). */
 enum match_kind {
 	MATCH_COOKIE = 0,  /* socket cookie stored by sock_ops (or the daemon) */
-	MATCH_TUPLE = 1,   /* registered 3-tuple (dst ip, dst port, src port) */
+	MATCH_TUPLE = 1,   /* registered 5-tuple (lanes_tuple, flow_key) */
 	MATCH_CGROUP = 2,  /* cgroup v2 id of the sending socket */
 	MATCH_UID = 3,     /* uid owning the sending socket */
 	MATCH_DSCP = 4,    /* DSCP of the IP header */
@@ -73,12 +73,20 @@ enum ops_counter {
 };
 
 /*
- * The paper's 3-tuple, as the sender sees it: remote (destination) address,
- * remote port, local (source) port. IPv4 addresses are stored v4-mapped
- * (::ffff:a.b.c.d). Ports in host byte order. proto 0 means any protocol.
+ * The full 5-tuple, as the sender sees it: remote (destination) address and
+ * port, local (source) address and port, protocol. IPv4 addresses are
+ * stored v4-mapped (::ffff:a.b.c.d). Ports in host byte order.
+ * Wildcards: proto 0 matches any protocol; an all-zero saddr (::) matches
+ * any local address (a connected socket never has :: as its local address).
+ * Lookup precedence (classifier and sock_ops, flow_lookup below): the
+ * protocol and the local address, then the protocol with any local address,
+ * then any protocol with the local address, then neither: a named protocol
+ * is the more specific, as the paper's 3-tuple registrations always name
+ * one and policy rules name neither.
  */
 struct flow_key {
 	__u8 daddr[16];
+	__u8 saddr[16];
 	__u16 dport;
 	__u16 sport;
 	__u8 proto;

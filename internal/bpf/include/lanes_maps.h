@@ -23,12 +23,36 @@ struct {
 	__type(value, __u32);
 } lanes_cookie SEC(".maps");
 
+/* registered 5-tuple -> lane (API registrations and policy flow rules) */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct flow_key);
 	__type(value, __u32);
 } lanes_tuple SEC(".maps");
+
+/* flow_lookup finds the lane of a full 5-tuple key in lanes_tuple, in the
+ * precedence of lanes_abi.h: (proto, saddr), (proto, any local address),
+ * (any proto, saddr), (any, any). It changes k's proto and saddr. */
+static __always_inline __u32 *flow_lookup(struct flow_key *k)
+{
+	__u8 saddr[16];
+	__u8 proto = k->proto;
+	__u32 *v;
+
+	__builtin_memcpy(saddr, k->saddr, 16);
+	for (int i = 0; i < 4; i++) {
+		k->proto = i < 2 ? proto : 0;
+		if (i & 1)
+			__builtin_memset(k->saddr, 0, 16);
+		else
+			__builtin_memcpy(k->saddr, saddr, 16);
+		v = bpf_map_lookup_elem(&lanes_tuple, k);
+		if (v && *v >= LANE_REALTIME && *v <= LANE_MAX)
+			return v;
+	}
+	return 0;
+}
 
 /* destination prefix [+ port] -> lane; longest prefix wins */
 struct {

@@ -14,10 +14,11 @@
  *
  *   - TCP_CONNECT_CB (active open, before the SYN) and
  *     PASSIVE_ESTABLISHED_CB: resolve the lane (socket cookie already known,
- *     else 3-tuple, else destination prefix, else the socket's cgroup v2 id
- *     or an ancestor's, else its uid) and store
- *     cookie -> lane in lanes_cookie for the classifier. Nothing is stored
- *     when nothing matched, so a 3-tuple registered later still wins.
+ *     else 5-tuple with the local address (flow_lookup), else destination
+ *     prefix, else the socket's cgroup v2 id or an ancestor's, else its
+ *     uid) and store cookie -> lane in lanes_cookie for the classifier.
+ *     Nothing is stored when nothing matched, so a flow registered later
+ *     still wins.
  *   - ACTIVE/PASSIVE_ESTABLISHED_CB: ask for STATE and RTT callbacks; for a
  *     background socket set TCP_NOTSENT_LOWAT = CFG.notsent_lowat so that
  *     its own unsent data stays small; apply the cwnd cap.
@@ -326,17 +327,27 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 	if (ops->family == AF_INET) {
 		__u32 a = ops->remote_ip4;
 
+		__u32 l = ops->local_ip4;
+
 		key.daddr[10] = 0xff;
 		key.daddr[11] = 0xff;
 		__builtin_memcpy(&key.daddr[12], &a, 4);
+		key.saddr[10] = 0xff;
+		key.saddr[11] = 0xff;
+		__builtin_memcpy(&key.saddr[12], &l, 4);
 	} else if (ops->family == AF_INET6) {
 		/* one 4-byte context load each: the verifier refuses wider ones */
 		__u32 a[4] = {*(volatile __u32 *)&ops->remote_ip6[0],
 			      *(volatile __u32 *)&ops->remote_ip6[1],
 			      *(volatile __u32 *)&ops->remote_ip6[2],
 			      *(volatile __u32 *)&ops->remote_ip6[3]};
+		__u32 l[4] = {*(volatile __u32 *)&ops->local_ip6[0],
+			      *(volatile __u32 *)&ops->local_ip6[1],
+			      *(volatile __u32 *)&ops->local_ip6[2],
+			      *(volatile __u32 *)&ops->local_ip6[3]};
 
 		__builtin_memcpy(key.daddr, a, 16);
+		__builtin_memcpy(key.saddr, l, 16);
 	} else {
 		return LANE_UNSET;
 	}
@@ -344,12 +355,8 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 	key.dport = bpf_ntohl(ops->remote_port) & 0xffff;
 	key.sport = ops->local_port;
 	key.proto = 6;
-	v = bpf_map_lookup_elem(&lanes_tuple, &key);
-	if (!valid_lane(v)) {
-		key.proto = 0;
-		v = bpf_map_lookup_elem(&lanes_tuple, &key);
-	}
-	if (valid_lane(v)) {
+	v = flow_lookup(&key);
+	if (v) {
 		lane = *v;
 		bump(OPS_BY_TUPLE);
 		goto store;

@@ -24,6 +24,7 @@ type SockopsDstKey struct {
 type SockopsFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
+	Saddr [16]uint8
 	Dport uint16
 	Sport uint16
 	Proto uint8

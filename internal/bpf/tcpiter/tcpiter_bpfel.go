@@ -24,6 +24,7 @@ type TcpiterDstKey struct {
 type TcpiterFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
+	Saddr [16]uint8
 	Dport uint16
 	Sport uint16
 	Proto uint8
