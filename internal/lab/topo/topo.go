@@ -282,6 +282,19 @@ func (p *Proc) Stop() {
 	}
 }
 
+// Kill ends the process at once (SIGKILL to its group) and waits for it:
+// for a load generator whose end is part of a schedule (a helper that ignores
+// SIGTERM would otherwise run on for stopGrace).
+func (p *Proc) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	<-p.done
+}
+
 // Close stops every process and deletes every namespace of the run.
 func (t *Topology) Close() error {
 	t.mu.Lock()
