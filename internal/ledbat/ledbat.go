@@ -18,10 +18,12 @@
 //     cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2) above it;
 //   - periodic slowdown: 2 RTTs after the initial slow start, then 9x the
 //     previous slowdown's length after it ended: cwnd held at 2 for 2 RTTs,
-//     then slow start back to the window before it;
+//     then slow start back to the window before it (ended early only above
+//     the target itself);
 //   - loss: ssthresh = max(cwnd/2, 2);
 //   - a new background flow on the host: the others slow down at once
-//     (SlowdownNow), so the latecomer sees the true base delay.
+//     (SlowdownNow), so the latecomer sees the true base delay, and come
+//     back to half their window whatever the delay.
 package ledbat
 
 // Constants shared with ledbat_core.h.
@@ -37,6 +39,7 @@ const (
 	FirstSlowdownRTTs = 2
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
+	FlagJoin          = 2 // the coming slowdown makes room for a new flow
 	DefaultTargetUS   = 25_000
 	SsthreshInfinite  = 0x7fffffff // the kernel's TCP_INFINITE_SSTHRESH
 )
@@ -169,9 +172,29 @@ func (s *State) schedule(now, srttUS uint32) {
 	} else {
 		s.TNext = now + SlowdownSpacing*(now-s.TSlowdown)
 	}
-	s.Flags |= FlagScheduled
+	s.Flags = (s.Flags | FlagScheduled) &^ FlagJoin
 	s.Phase = Avoid
 	s.Acc = 0
+}
+
+// slowStartEnds says whether a slow start ends: the initial one when the
+// queuing delay exceeds 3/4 of the target (the draft); a restart after a
+// periodic slowdown only above the target itself, so that a flow returns to
+// its window even where another flow keeps the queue near the target (at
+// 3/4 the smaller of two flows would lose its share at every slowdown);
+// a restart after a join slowdown on reaching ssthresh alone. All end at
+// ssthresh.
+func (s *State) slowStartEnds(qd uint32, w *Window) bool {
+	if w.Cwnd >= w.Ssthresh {
+		return true
+	}
+	switch {
+	case s.Phase == SlowStart:
+		return uint64(qd)*4 > uint64(s.TargetUS)*3
+	case s.Flags&FlagJoin != 0:
+		return false
+	}
+	return qd > s.TargetUS
 }
 
 // slowStartStep is the growth of slow start: gain per acked packet.
@@ -196,7 +219,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	}
 	aboveSSExit := uint64(qd)*4 > uint64(target)*3
 	if s.Phase == SlowStart || s.Phase == Restart {
-		if aboveSSExit || w.Cwnd >= w.Ssthresh {
+		if s.slowStartEnds(qd, w) {
 			w.Ssthresh = min(w.Ssthresh, w.Cwnd)
 			s.schedule(now, srttUS)
 			return
@@ -208,6 +231,9 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	}
 	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) {
 		w.Ssthresh, w.Cwnd = w.Cwnd, MinCwnd
+		if s.Flags&FlagJoin != 0 {
+			w.Ssthresh = max(w.Ssthresh/2, MinCwnd)
+		}
 		s.Phase, s.TSlowdown, s.THoldEnd = Hold, now, now+HoldRTTs*srttUS
 		s.Flags &^= FlagScheduled
 		s.Acc = 0
@@ -226,8 +252,11 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	}
 	switch {
 	case dec > inc:
+		// a decrease is a congestion response: ssthresh follows it down,
+		// or the rule above would slow-start straight back up
 		d := min(dec-inc, Scale/2)
 		s.apply(w, int64(s.Acc)-int64(d*uint64(acked)))
+		w.Ssthresh = min(w.Ssthresh, w.Cwnd)
 	case limited:
 		s.apply(w, int64(s.Acc)+int64((inc-dec)*uint64(acked)))
 	}
@@ -236,13 +265,16 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 // SlowdownNow brings the next slowdown forward to now when in congestion
 // avoidance: when a new background flow starts on the host, the others make
 // room at once so that it measures the true base delay (latecomer fairness
-// within the host, beyond the draft's periodic slowdowns).
+// within the host, beyond the draft's periodic slowdowns). That slowdown
+// (FlagJoin) halves ssthresh and its restart climbs back to it whatever the
+// delay: the newcomer's slow start, which began while this flow held, would
+// otherwise fill the queue first and leave this one a few packets.
 func (s *State) SlowdownNow(now uint32) {
 	if s.Phase != Avoid {
 		return
 	}
 	s.TNext = now
-	s.Flags |= FlagScheduled
+	s.Flags |= FlagScheduled | FlagJoin
 }
 
 // Loss returns the ssthresh after a loss at now; a slow start ends there.

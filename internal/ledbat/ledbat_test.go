@@ -145,3 +145,67 @@ func TestSlowdownNowOnlyInAvoid(t *testing.T) {
 		t.Fatalf("after SlowdownNow: phase %v cwnd %d slowdown at %d", s.Phase, w.Cwnd, s.TSlowdown)
 	}
 }
+
+// restarted returns a state in a restart after a slowdown from cwnd 40,
+// base 20 ms, the given current delay; join: the slowdown made room for a
+// new flow.
+func restarted(t *testing.T, cur uint32, join bool) (State, Window) {
+	t.Helper()
+	const srtt = 20_000
+	s := avoiding(20_000)
+	w := Window{Cwnd: 40, Ssthresh: 40}
+	if join {
+		s.SlowdownNow(10)
+	} else {
+		s.TNext, s.Flags = 10, FlagScheduled
+	}
+	s.Ack(&w, 1, 10, srtt, true)
+	s.Ack(&w, 1, 10+2*srtt, srtt, true) // the hold ends
+	if s.Phase != Restart {
+		t.Fatalf("phase %v after the hold, want restart", s.Phase)
+	}
+	for i := 0; i < Filter; i++ {
+		s.RTT(cur, 11)
+	}
+	return s, w
+}
+
+func TestRestartEndsOnlyAboveTarget(t *testing.T) {
+	s, w := restarted(t, 20_000+20_000, false) // qd 20 ms: above 3/4, below the target
+	if w.Ssthresh != 40 {
+		t.Fatalf("ssthresh %d after a periodic slowdown, want 40", w.Ssthresh)
+	}
+	s.Ack(&w, 6, 100_000, 20_000, true) // gain 1/3: +2
+	if s.Phase != Restart || w.Cwnd != 4 {
+		t.Fatalf("restart at qd 20 ms (target 25): phase %v cwnd %d, want restart, 4", s.Phase, w.Cwnd)
+	}
+	for i := 0; i < Filter; i++ {
+		s.RTT(20_000+25_001, 101)
+	}
+	s.Ack(&w, 4, 100_001, 20_000, true)
+	if s.Phase != Avoid || w.Ssthresh != 4 {
+		t.Fatalf("restart above the target: phase %v ssthresh %d, want avoid, 4", s.Phase, w.Ssthresh)
+	}
+}
+
+func TestJoinSlowdownHalvesAndIgnoresDelay(t *testing.T) {
+	s, w := restarted(t, 20_000+200_000, true) // far above the target
+	if w.Ssthresh != 20 {
+		t.Fatalf("ssthresh %d after a join slowdown from 40, want 20", w.Ssthresh)
+	}
+	for now := uint32(100_000); s.Phase == Restart; now += 100 {
+		s.Ack(&w, 1, now, 20_000, true)
+	}
+	if w.Cwnd != 20 || s.Flags&FlagJoin != 0 {
+		t.Errorf("join restart ended at cwnd %d (flags %d), want 20 and the join flag cleared", w.Cwnd, s.Flags)
+	}
+}
+
+func TestDecreaseLowersSsthresh(t *testing.T) {
+	s := avoiding(20_000 + 30_000)
+	w := Window{Cwnd: 100, Ssthresh: 100}
+	oneRTT(&s, &w)
+	if w.Ssthresh != w.Cwnd || w.Cwnd >= 100 {
+		t.Errorf("after a decrease: cwnd %d ssthresh %d, want ssthresh = cwnd < 100", w.Cwnd, w.Ssthresh)
+	}
+}

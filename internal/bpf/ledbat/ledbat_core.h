@@ -24,15 +24,17 @@
  *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
  *       congestion avoidance, per RTT (spread over the RTT's acks):
  *         qd <= target: cwnd += gain
- *         qd >  target: cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2)
+ *         qd >  target: cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2),
+ *                       and ssthresh follows cwnd down
  *       periodic slowdown: 2 RTTs after the initial slow start, then 9x the
  *         length of the previous slowdown after it ended: ssthresh = cwnd,
  *         cwnd = 2 packets held for 2 RTTs, then slow start back up to
- *         ssthresh. The queue the background flows built drains while they
+ *         ssthresh (ended early only when qd > target). The queue the background flows built drains while they
  *         hold, so every flow (a latecomer too) sees the true base delay.
  *       below ssthresh in congestion avoidance (after a retransmission
  *         timeout) the window grows as in slow start.
- *   - ledbat_slowdown_now: a slowdown on the next ack (a new flow joined).
+ *   - ledbat_slowdown_now: a slowdown on the next ack (a new flow joined),
+ *     back to half the window after it, whatever the delay.
  *   - ledbat_loss: ssthresh = max(cwnd / 2, 2); a slow start ends there
  *     (and schedules the next slowdown); a hold goes on.
  * Growth happens only when the sender is cwnd-limited (`limited`);
@@ -62,6 +64,7 @@ enum ledbat_phase {
 };
 
 #define LEDBAT_F_SCHEDULED 1 /* t_next is a scheduled slowdown */
+#define LEDBAT_F_JOIN 2      /* the coming slowdown makes room for a new flow */
 
 struct ledbat {
 	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
@@ -201,9 +204,26 @@ static __always_inline void ledbat_schedule(struct ledbat *l, __u32 now, __u32 s
 		l->t_next = now + LEDBAT_FIRST_SLOWDOWN_RTTS * srtt_us;
 	else
 		l->t_next = now + LEDBAT_SLOWDOWN_SPACING * (now - l->t_slowdown);
-	l->flags |= LEDBAT_F_SCHEDULED;
+	l->flags = (l->flags | LEDBAT_F_SCHEDULED) & ~LEDBAT_F_JOIN;
 	l->phase = LEDBAT_AVOID;
 	l->acc = 0;
+}
+
+/* ledbat_ss_ends says whether a slow start ends: the initial one when the
+ * queuing delay exceeds 3/4 of the target (the draft); a restart after a
+ * periodic slowdown only above the target itself, so that a flow returns to
+ * its window even where another flow keeps the queue near the target (at
+ * 3/4 the smaller of two flows would lose its share at every slowdown); a
+ * restart after a join slowdown on reaching ssthresh alone. */
+static __always_inline int ledbat_ss_ends(const struct ledbat *l, const struct ledbat_win *w, __u32 qd)
+{
+	if (w->cwnd >= w->ssthresh)
+		return 1;
+	if (l->phase == LEDBAT_SLOW_START)
+		return (__u64)qd * 4 > (__u64)l->target_us * 3;
+	if (l->flags & LEDBAT_F_JOIN)
+		return 0;
+	return qd > l->target_us;
 }
 
 /* ledbat_ack: `acked` packets acknowledged at now (us), smoothed RTT srtt_us;
@@ -226,7 +246,7 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 		l->acc = 0;
 	}
 	if (l->phase == LEDBAT_SLOW_START || l->phase == LEDBAT_RESTART) {
-		if ((__u64)qd * 4 > (__u64)target * 3 || w->cwnd >= w->ssthresh) {
+		if (ledbat_ss_ends(l, w, qd)) {
 			if (w->cwnd < w->ssthresh)
 				w->ssthresh = w->cwnd;
 			ledbat_schedule(l, now, srtt_us);
@@ -239,6 +259,8 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	/* LEDBAT_AVOID */
 	if ((l->flags & LEDBAT_F_SCHEDULED) && ledbat_after(now, l->t_next)) {
 		w->ssthresh = w->cwnd;
+		if (l->flags & LEDBAT_F_JOIN)
+			w->ssthresh = w->ssthresh / 2 > LEDBAT_MIN_CWND ? w->ssthresh / 2 : LEDBAT_MIN_CWND;
 		w->cwnd = LEDBAT_MIN_CWND;
 		l->phase = LEDBAT_HOLD;
 		l->t_slowdown = now;
@@ -263,6 +285,10 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 		if (d > LEDBAT_SCALE / 2)
 			d = LEDBAT_SCALE / 2;
 		ledbat_apply(l, w, (__s64)l->acc - (__s64)(d * acked));
+		/* a decrease is a congestion response: ssthresh follows it down,
+		 * or the rule above would slow-start straight back up */
+		if (w->ssthresh > w->cwnd)
+			w->ssthresh = w->cwnd;
 	} else if (limited) {
 		ledbat_apply(l, w, (__s64)l->acc + (__s64)((inc - dec) * acked));
 	}
@@ -271,13 +297,17 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 /* ledbat_slowdown_now brings the next slowdown forward to now (a flow in
  * congestion avoidance slows down on its next ack): the host's own flows
  * make room at once when a new background flow starts, so that the
- * latecomer measures the true base delay instead of its elders' queue. */
+ * latecomer measures the true base delay instead of its elders' queue. That
+ * slowdown (LEDBAT_F_JOIN) halves ssthresh, and its restart climbs back to
+ * it whatever the delay: the newcomer's slow start, which began while this
+ * flow held, would otherwise fill the queue first and leave this one a few
+ * packets. */
 static __always_inline void ledbat_slowdown_now(struct ledbat *l, __u32 now)
 {
 	if (l->phase != LEDBAT_AVOID)
 		return;
 	l->t_next = now;
-	l->flags |= LEDBAT_F_SCHEDULED;
+	l->flags |= LEDBAT_F_SCHEDULED | LEDBAT_F_JOIN;
 }
 
 /* ledbat_loss returns the ssthresh after a loss and leaves slow start. */

@@ -172,7 +172,8 @@ func (p *pair) check(what string) {
 // TestKernelMatchesModelBottleneck plays a flow against a simulated
 // bottleneck queue (base 20 ms, 60 packets of queue per 10 ms of delay):
 // slow start, its exit at 3/4 of the target, the decrease above the target,
-// a slowdown and its restart, a loss; kernel and model agree at every step,
+// a slowdown and its restart, a join slowdown and its restart, a loss;
+// kernel and model agree at every step,
 // and the phases the draft names all occur.
 func TestKernelMatchesModelBottleneck(t *testing.T) {
 	const target, base, bdp = 25_000, 20_000, 50
@@ -185,6 +186,9 @@ func TestKernelMatchesModelBottleneck(t *testing.T) {
 		now += uint64(rtt) / 8
 		p.rtt(rtt, now)
 		p.ack(2, now, rtt, true)
+		if i == 2000 {
+			p.slowdownNow(now) // a new flow on the host
+		}
 		if i == 3000 {
 			p.loss(now, rtt)
 		}
