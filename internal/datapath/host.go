@@ -39,12 +39,22 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
+// DefaultBackgroundNotsentLowat is background sockets' TCP_NOTSENT_LOWAT:
+// their unsent data stays in the socket, and small, yet an application
+// woken up late still finds data queued. At 16 KiB (13 ms at 10 Mbit/s) a
+// background upload on a busy host ran dry between its writer's wake-ups
+// (nothing sent nor unsent for 100–300 ms at a time, measured in lbe-remote
+// at load 12–28 on 2 cores) and used 53–80 % of the link; 256 KiB is 200 ms
+// at 10 Mbit/s and still a fraction of what send-buffer autotuning gives.
+const DefaultBackgroundNotsentLowat = 256 << 10
+
 // HostConfig describes the per-namespace part of the datapath.
 type HostConfig struct {
 	Instance   string // unique per daemon: names of cgroups, filters, congestion control
 	CgroupRoot string // cgroup v2 mount ("" = found or mounted, see resolveCgroupRoot)
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
-	// bytes (0 = 16 KiB, negative = leave the socket's setting alone).
+	// bytes (0 = DefaultBackgroundNotsentLowat, negative = leave the
+	// socket's setting alone).
 	BackgroundNotsentLowat int
 	// BackgroundTarget is the queuing-delay target of the background lane's
 	// LEDBAT++ (bgcc.go): 0 = the default, negative = background sockets
@@ -174,7 +184,7 @@ func (h *Host) loadSockops() {
 	}
 	lowat := h.cfg.BackgroundNotsentLowat
 	if lowat == 0 {
-		lowat = 16 << 10
+		lowat = DefaultBackgroundNotsentLowat
 	} else if lowat < 0 {
 		lowat = 0
 	}
