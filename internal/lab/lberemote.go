@@ -89,6 +89,10 @@ type RemoteConfig struct {
 	Seed      int64          `json:"seed"`
 	Lanes     string         `json:"lanes_binary,omitempty"`
 	Target    time.Duration  `json:"target_delay_ns,omitempty"` // background.target_delay for the lanes methods (0: the policy's default)
+	// MonitorDir: if set, every testbed's phone runs `lanes monitor` into
+	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
+	// with `lanes plot`).
+	MonitorDir string `json:"monitor_dir,omitempty"`
 }
 
 // RemoteTrial is one foreground transfer.
@@ -115,7 +119,16 @@ type RemoteRun struct {
 	Jain        float64       `json:"jain"`              // two background flows
 	JainShares  [2]float64    `json:"jain_shares"`       // their shares of the link
 	Trials      []RemoteTrial `json:"trials"`
+	// Timeline: Mbit/s per timelineBin from the links' start, in the
+	// background's direction: the link's capacity and what each server
+	// exchanged (bg, bg2: background flows; fg: foreground transfers and
+	// the interactive bulk flow).
+	Timeline map[string][]float64 `json:"timeline,omitempty"`
+	JainFrom float64              `json:"jain_from_s,omitempty"` // the second background flow started (s)
 }
+
+// timelineBin is the resolution of RemoteRun.Timeline.
+const timelineBin = 500 * time.Millisecond
 
 // remoteMeter counts the bytes each server address exchanged with the phone
 // per 100 ms bin, on the uplink (to it) and the downlink (from it).
@@ -319,6 +332,20 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 	}
 }
 
+// monitor records the phone's TCP flows into cfg.MonitorDir/name.csv for
+// the life of the bed (nothing without a MonitorDir).
+func (rb *remoteBed) monitor(name string) error {
+	if rb.cfg.MonitorDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(rb.cfg.MonitorDir, 0o755); err != nil {
+		return err
+	}
+	_, err := rb.phone.StartCommand(rb.cfg.Lanes, "monitor", "--csv", "--interval", "50ms",
+		"--output", filepath.Join(rb.cfg.MonitorDir, name+".csv"), "--dst", "10.0.0.0/8")
+	return err
+}
+
 // until sleeps until offset d from the links' start; false if already past.
 func (rb *remoteBed) until(ctx context.Context, d time.Duration) (bool, error) {
 	return untilOffset(ctx, rb.up, d)
@@ -468,7 +495,7 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 		if bg, err = rb.startBG(bgDir, rb.bg, true); err != nil {
 			return r, err
 		}
-		defer bg.Stop()
+		defer bg.Kill()
 	}
 	// probes end 2.5 s before the first transfer, which their late answers
 	// (waited for) would otherwise delay
@@ -506,23 +533,54 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	if err := sleepCtx(ctx, c.BulkFor); err != nil {
 		return r, err
 	}
-	fg.Stop()
+	rb.endBulk(fg)
 	r.BGUnderBulk = rb.share(bgDir, rb.bg, at+settle, at+c.BulkFor)
 	r.FGBulk = rb.share(bgDir, rb.fg, at+settle, at+c.BulkFor)
-	// A second background flow joins the first (which has run all along).
-	at += c.BulkFor
+	// A second background flow joins the first (which has run all along),
+	// once the bulk flow's last packets have left the link's queue.
+	if err := sleepCtx(ctx, c.QueueTime); err != nil {
+		return r, err
+	}
+	at = sinceBase(rb.up)
 	bg2, err := rb.startBG(bgDir, rb.bg2, true)
 	if err != nil {
 		return r, err
 	}
-	defer bg2.Stop()
-	if err := sleepCtx(ctx, c.JainFor); err != nil {
+	defer bg2.Kill()
+	if _, err := rb.until(ctx, at+c.JainFor); err != nil {
 		return r, err
 	}
 	from, to := at+c.JainFor/3, at+c.JainFor
 	r.JainShares = [2]float64{rb.share(bgDir, rb.bg, from, to), rb.share(bgDir, rb.bg2, from, to)}
 	r.Jain = Jain(r.JainShares[:])
+	r.JainFrom = at.Seconds()
+	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
 	return r, nil
+}
+
+// timeline is RemoteRun.Timeline over [0, end).
+func (rb *remoteBed) timeline(dir string, end time.Duration) map[string][]float64 {
+	l := rb.up
+	if dir == "download" {
+		l = rb.down
+	}
+	tl := map[string][]float64{}
+	mbps := func(bytes float64) float64 { return bytes * 8 / timelineBin.Seconds() / 1e6 }
+	for t := time.Duration(0); t+timelineBin <= end; t += timelineBin {
+		tl["capacity"] = append(tl["capacity"], mbps(capacity(l, t, t+timelineBin)))
+		for name, n := range map[string]*topo.Node{"bg": rb.bg, "bg2": rb.bg2, "fg": rb.fg} {
+			tl[name] = append(tl[name], mbps(float64(rb.meter.bytes(dir, n.Addr, t, t+timelineBin))))
+		}
+	}
+	return tl
+}
+
+// endBulk ends the interactive bulk flow at once: its process (the helper
+// waits for no SIGTERM) and its sockets, so that no orphan goes on
+// draining megabytes of send buffer into the link while the next step runs.
+func (rb *remoteBed) endBulk(p *topo.Proc) {
+	p.Kill()
+	_, _ = rb.phone.Run("ss", "-K", "-t", "dst", rb.fg.Addr.String())
 }
 
 // RunRemote runs every link, background direction, method and round.
@@ -548,6 +606,10 @@ func RunRemote(ctx context.Context, env *Env, c *RemoteConfig) ([]RemoteRun, err
 					rb, err := newRemoteBed(ctx, env, c, link, m)
 					if err != nil {
 						return runs, fmt.Errorf("%s %s %s: %w", link, bgDir, m.ID, err)
+					}
+					if err := rb.monitor(fmt.Sprintf("%s-%s-%s-r%d", link, bgDir, m.ID, round+1)); err != nil {
+						rb.bed.Close()
+						return runs, err
 					}
 					r, err := rb.run(ctx, bgDir, order)
 					rb.bed.Close()
@@ -714,6 +776,7 @@ func init() {
 			fs.StringVar(&c.CC, "cc", "cubic", "congestion control of every host")
 			fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
+			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
@@ -739,7 +802,7 @@ func init() {
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
-		}})
+		}, Plot: plotRemote})
 }
 
 func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods string) error {

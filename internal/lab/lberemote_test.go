@@ -1,11 +1,16 @@
 // lberemote_test.go checks lbe-remote's arithmetic without a testbed: the
 // pairing of each method's run with the no-background
-// run of the same link, direction and round (RTT inflation, FCT ratios).
+// run of the same link, direction and round (RTT inflation, FCT ratios),
+// and its figures.
 package lab
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestSummarizeRemotePairs(t *testing.T) {
@@ -33,5 +38,38 @@ func TestSummarizeRemotePairs(t *testing.T) {
 	// ratios paired per round: (1.2/1 + 2.2/2) / 2 = 1.15
 	if r := f.FCTRatio["download 100 KB"]; math.Abs(r-1.15) > 1e-9 {
 		t.Errorf("FCT ratio %v, want 1.15", r)
+	}
+}
+
+// plotRemote draws, from the stored runs, the completion-time ratios and the
+// probe percentiles per background direction and one throughput timeline
+// per link and direction, and results.md links them.
+func TestRemotePlotsLinked(t *testing.T) {
+	trials := []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.1}, {Dir: "upload", SizeKB: 100, Seconds: 0.5}}
+	tl := map[string][]float64{"capacity": {10, 10, 10}, "bg": {9, 5, 4}, "bg2": {0, 4, 5}, "fg": {0, 1, 0}}
+	var runs []RemoteRun
+	for _, m := range []string{"none", "cubic", "full"} {
+		r := RemoteRun{Link: "fixed", BGDir: "upload", Method: m, ProbeMs: []float64{40, 45, 60}, Trials: trials}
+		if m != "none" {
+			r.Timeline, r.JainFrom = tl, 1
+		}
+		runs = append(runs, r)
+	}
+	res := &Result{Experiment: "lbe-remote", Started: time.Now(), Data: map[string]any{"runs": runs}}
+	dir, err := WriteResult(t.TempDir(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fct-bg-upload", "rtt-bg-upload", "timeline-fixed-upload"} {
+		if st, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || st.Size() < 500 {
+			t.Errorf("%s.png: %v", name, err)
+		}
+		if !strings.Contains(string(md), "("+name+".png)") {
+			t.Errorf("results.md does not link %s.png", name)
+		}
 	}
 }
