@@ -308,7 +308,7 @@ func DropReason(err error) string {
 	}{{ErrOversized, "oversized"}, {ErrVersion, "bad_version"}, {ErrUnauthenticated, "unauthenticated"},
 		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"},
 		{ErrTableFull, "table_full"}, {ErrPeerRate, "peer_rate_limited"}, {ErrAddrConflict, "addr_conflict"},
-		{ErrDuplicate, "duplicate"}} {
+		{ErrDuplicate, "duplicate"}, {ErrLate, "late"}} {
 		if errors.Is(err, r.err) {
 			return r.name
 		}

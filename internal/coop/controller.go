@@ -110,6 +110,7 @@ type Counters struct {
 	PeerRate        uint64 `json:"peer_rate_limited"`
 	AddrConflict    uint64 `json:"addr_conflict"`
 	Duplicates      uint64 `json:"duplicates"` // second copies (IPv4 and IPv6), not drops
+	Late            uint64 `json:"late"`       // older than the latest, never seen (reordered across families): not applied, not drops
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"`      // changes of any flow's applied cap
 	DownCapChanges  uint64 `json:"down_cap_changes"` // changes of any flow's downlink cap
@@ -498,6 +499,8 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.AddrConflict++
 	case errors.Is(err, ErrDuplicate):
 		c.cnt.Duplicates++
+	case errors.Is(err, ErrLate):
+		c.cnt.Late++
 	default:
 		c.cnt.Malformed++
 	}

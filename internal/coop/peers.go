@@ -32,6 +32,12 @@ var (
 	// ErrDuplicate: the same announcement again (it is sent over IPv4 and
 	// IPv6); not a drop.
 	ErrDuplicate = errors.New("duplicate announcement (second transport)")
+	// ErrLate: an announcement never seen before, older than the peer's
+	// latest but within its recent ones: its copy over one family was lost
+	// and the other family's copy arrived after the next announcement (one
+	// reader per socket keeps each family in order, not the two together).
+	// It is not applied (it is older) and not a drop.
+	ErrLate = errors.New("late announcement (older than the latest, never seen)")
 )
 
 // Limits bound what announcements can do to the table.
@@ -70,6 +76,25 @@ func (p *Peer) duplicate(seq uint64, from netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// late reports whether seq, older than the latest, was never seen and is
+// newer than the oldest of the recent ones: a reordering across the two
+// families, not a replay (a replay repeats a sequence already remembered,
+// or one older than every remembered one).
+func (p *Peer) late(seq uint64) bool {
+	rs := p.recent[:min(p.nrecent, len(p.recent))]
+	if len(rs) < len(p.recent) {
+		return false // too few remembered to tell a reordering from a replay
+	}
+	oldest := rs[0].seq
+	for _, r := range rs {
+		if r.seq == seq {
+			return false
+		}
+		oldest = min(oldest, r.seq)
+	}
+	return seq > oldest
 }
 
 func (p *Peer) remember(seq uint64, from netip.Addr) {
@@ -160,6 +185,10 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 			return Updated, ErrDuplicate
 		}
 		if a.Seq <= p.Last.Seq {
+			if p.late(a.Seq) {
+				p.remember(a.Seq, from) // a second arrival is a replay
+				return Updated, ErrLate
+			}
 			return Updated, ErrReplayed
 		}
 	} else if m, ok := t.gone[a.HostID]; ok && a.Seq <= m.seq {

@@ -85,3 +85,41 @@ func TestTableReplay(t *testing.T) {
 		t.Errorf("restart: %v %v", ch, err)
 	}
 }
+
+// TestTableLateAcrossFamilies: announcement 109's IPv6 copy was lost and its
+// IPv4 copy arrived after 110's IPv6 copy (one reader per socket orders each
+// family, not the two together). Measured in TestCoopThreeDaemons under
+// load as one "replayed" drop. It is late, not a replay: not applied, not a
+// drop; its second arrival, and anything older than the remembered
+// sequences, are replays.
+func TestTableLateAcrossFamilies(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(500*time.Millisecond, 3, 10*time.Second)
+	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")
+	for seq := uint64(100); seq < 109; seq++ {
+		if _, err := tb.Accept(ann(1, seq, t0, 1), v4, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tb.Accept(ann(1, 110, t0, 2), v6, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Accept(ann(1, 109, t0, 7), v4, t0); !errors.Is(err, ErrLate) {
+		t.Fatalf("109 after 110, never seen: %v, want ErrLate", err)
+	}
+	if got := tb.peers[1].Last.ActiveFlows; got != 2 {
+		t.Errorf("late announcement applied: active flows %d, want 110's 2", got)
+	}
+	if _, err := tb.Accept(ann(1, 109, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("109 again over IPv4: %v, want ErrReplayed", err)
+	}
+	if _, err := tb.Accept(ann(1, 101, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("101, older than every remembered sequence: %v, want ErrReplayed", err)
+	}
+	if _, err := tb.Accept(ann(1, 108, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("108 again: %v, want ErrReplayed", err)
+	}
+	if DropReason(ErrLate) != "late" {
+		t.Errorf("DropReason(ErrLate) = %q", DropReason(ErrLate))
+	}
+}
