@@ -239,7 +239,7 @@ type Status struct {
 	Flows      []FlowInfo        `json:"flows"`
 	Components map[string]string `json:"components,omitempty"` // one line each for people, e.g. coop: "capping, N=3"
 	// Capabilities: each optional datapath capability, "on" or "off: why"
-	// (sock_ops, cap_cc, background_cc).
+	// (sock_ops, cap_cc, background_cc, rledbat).
 	Capabilities map[string]string `json:"capabilities,omitempty"`
 	// Details holds each component's status document, structured (the
 	// component op's answer), beside the one-line summaries.

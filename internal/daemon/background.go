@@ -18,7 +18,7 @@ func (d *Daemon) queueAndProtection(iface string, hs datapath.HostStats) (queue,
 	var remote []string
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
-		if d.pol.Background.ReceiveWindow == ledbat.RWRLEDBAT {
+		if d.pol.Background.ReceiveWindow == ledbat.RWRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
 			remote = append(remote, "rLEDBAT")
 		}
 	}

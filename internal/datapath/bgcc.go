@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	model "github.com/lanes-net/lanes/internal/ledbat"
 )
 
@@ -69,6 +70,31 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 	}
 	return s
 }
+
+// loadRLEDBAT decides whether sock_ops runs rLEDBAT and returns its target
+// in µs (0 = off, CapRLEDBAT says why): off by policy, or where the kernel's
+// bpf_setsockopt refuses TCP_WINDOW_CLAMP (before 5.11). Background
+// downloads then keep the system's receive window; the sock_ops program
+// still stops at a socket's first refusal (rwnd_err) should the kernel
+// refuse what its BTF promised.
+func (h *Host) loadRLEDBAT() uint32 {
+	if _, off := h.off[CapRLEDBAT]; off {
+		return 0
+	}
+	t := h.rledbatTargetUS()
+	if t == 0 {
+		h.off[CapRLEDBAT] = "off by policy"
+		return 0
+	}
+	if err := haveWindowClamp(); err != nil {
+		h.disable(CapRLEDBAT, fmt.Errorf("background downloads keep the system's receive window: %w", err))
+		return 0
+	}
+	return t
+}
+
+// haveWindowClamp: a test simulates an older kernel by replacing it.
+var haveWindowClamp = sockops.HaveWindowClamp
 
 // rledbatTargetUS is rLEDBAT's target for sock_ops in µs, 0 = off.
 func (h *Host) rledbatTargetUS() uint32 {

@@ -83,6 +83,9 @@ const (
 	CapCapCC   Capability = "cap_cc"   // congestion control enforcing cwnd caps on CUBIC sockets
 	// CapBackgroundCC: LEDBAT++ for background sockets (yield at a remote bottleneck)
 	CapBackgroundCC Capability = "background_cc"
+	// CapRLEDBAT: rLEDBAT on background sockets' receive windows (sock_ops
+	// bpf_setsockopt TCP_WINDOW_CLAMP, Linux 5.11+)
+	CapRLEDBAT Capability = "rledbat"
 )
 
 // Host is the installed per-namespace datapath.
@@ -189,7 +192,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.rledbatTargetUS(), YieldOnOpen: h.cfg.YieldOnOpen}, h.cls.Shared())
+		RLEDBATTargetUS: h.loadRLEDBAT(), YieldOnOpen: h.cfg.YieldOnOpen}, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.
@@ -269,7 +272,7 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC} {
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT} {
 		if _, off := h.off[c]; !off {
 			h.off[c] = "needs sock_ops"
 		}
@@ -285,7 +288,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC} {
+	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT} {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {

@@ -9,11 +9,13 @@ package datapath
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -37,7 +39,7 @@ func TestHostWithoutSockops(t *testing.T) {
 		return err
 	})
 	caps := h.Capabilities()
-	if caps[CapSockops] != "off: probe refused (test)" || caps[CapCapCC] != "off: needs sock_ops" || caps[CapBackgroundCC] != "off: needs sock_ops" {
+	if caps[CapSockops] != "off: probe refused (test)" || caps[CapCapCC] != "off: needs sock_ops" || caps[CapBackgroundCC] != "off: needs sock_ops" || caps[CapRLEDBAT] != "off: needs sock_ops" {
 		t.Errorf("capabilities: %v", caps)
 	}
 	if h.ops != nil || h.opsLink != nil {
@@ -64,6 +66,38 @@ func TestHostWithoutSockops(t *testing.T) {
 	hs, err := h.Stats()
 	if err != nil || hs.Classified["uid"][lane.Background] == 0 || len(hs.Sockops) != 0 {
 		t.Errorf("host stats: %+v %v", hs, err)
+	}
+}
+
+// TestRLEDBATOffWithoutWindowClamp: where bpf_setsockopt refuses
+// TCP_WINDOW_CLAMP (before 5.11; simulated) rLEDBAT is off with the
+// reason, sock_ops runs without it, and the rest stays on.
+func TestRLEDBATOffWithoutWindowClamp(t *testing.T) {
+	requireCgroup2(t)
+	haveWindowClamp = func() error { return errors.New("refused before 5.11 (test)") }
+	defer func() { haveWindowClamp = sockops.HaveWindowClamp }()
+	p := testutil.NewVethPair(t)
+	var h *Host
+	p.A.Do(t, func() (err error) {
+		h, err = OpenHost(HostConfig{Instance: "norledbat"})
+		if err == nil {
+			t.Cleanup(func() { h.Close() })
+		}
+		return err
+	})
+	caps := h.Capabilities()
+	if !strings.HasPrefix(caps[CapRLEDBAT], "off: background downloads keep the system's receive window") || caps[CapSockops] != "on" {
+		t.Errorf("capabilities: %v", caps)
+	}
+	if h.ops == nil {
+		t.Fatal("no sock_ops")
+	}
+	var cfg sockops.SockopsSockopsConfig
+	if err := h.ops.CFG.Get(&cfg); err != nil {
+		t.Skipf("cannot read the program's config: %v", err)
+	}
+	if cfg.RlTargetUs != 0 {
+		t.Errorf("sock_ops runs rLEDBAT (target %d µs) although the kernel refuses it", cfg.RlTargetUs)
 	}
 }
 

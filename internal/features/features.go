@@ -233,6 +233,8 @@ func probeBPF() []Feature {
 	// How struct_ops congestion controls are registered: a bpf_link (6.4+)
 	// dies with the daemon; before, a map update outlives a killed one.
 	add(StructOpsLinkFeature, "congestion controls registered by map update (5.6+): a SIGKILLed daemon leaves them registered until its restart, `lanes reset` or the sweep of its vanished namespace removes them (sockets already on them keep them either way)", false, structops.LinkSupported())
+	// rLEDBAT's receive window from sock_ops (5.11+).
+	add(WindowClampFeature, "rLEDBAT off: background downloads keep the system's receive window (LEDBAT++ and the yield still hold background uploads)", false, ProbeWindowClamp())
 	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
 	// loaded, registered under a scratch name and unregistered again.
 	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())

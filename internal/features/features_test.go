@@ -2,8 +2,11 @@
 package features
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -69,5 +72,23 @@ func TestCapCCProbeAgreesWithLoad(t *testing.T) {
 	}
 	if f.Present != (err == nil) {
 		t.Errorf("probe says %v (%s), Load says %v", f.Present, f.Detail, err)
+	}
+}
+
+// TestProbeWindowClamp: the kernel here (6.18) lets sock_ops set
+// TCP_WINDOW_CLAMP (5.11+); the same probe on an option bpf_setsockopt
+// never allows (TCP_REPAIR) reports the refusal, so the probe can fail.
+func TestProbeWindowClamp(t *testing.T) {
+	testutil.RequireRoot(t)
+	if CgroupV2Mount() == "" {
+		t.Skip("no cgroup v2 mount")
+	}
+	if err := ProbeWindowClamp(); err != nil {
+		t.Errorf("TCP_WINDOW_CLAMP: %v", err)
+	}
+	err := probeSockopt(unix.TCP_REPAIR)
+	t.Logf("TCP_REPAIR: %v", err)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOPROTOOPT) {
+		t.Errorf("TCP_REPAIR: %v (want the kernel's refusal)", err)
 	}
 }

@@ -5,9 +5,11 @@ package sockops
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
@@ -52,6 +54,31 @@ var CounterNames = abi.MustNames("ops_counter", "OPS_", "OPS_COUNTERS")
 func HaveNetnsCookie() bool {
 	return features.HaveProgramHelper(ebpf.SockOps, asm.FnGetNetnsCookie) == nil
 }
+
+// HaveWindowClamp says whether sock_ops may set TCP_WINDOW_CLAMP with
+// bpf_setsockopt (rLEDBAT): nil when the kernel's BTF has
+// tcp_set_window_clamp, which the commit that allowed it added
+// (cb81110997d1, Linux 5.11). `lanes doctor` asks the kernel itself
+// (internal/features ProbeWindowClamp).
+func HaveWindowClamp() error {
+	windowClampOnce.Do(func() {
+		spec, err := btf.LoadKernelSpec()
+		if err != nil {
+			windowClampErr = fmt.Errorf("kernel BTF: %w", err)
+			return
+		}
+		var fn *btf.Func
+		if spec.TypeByName("tcp_set_window_clamp", &fn) != nil {
+			windowClampErr = errors.New("bpf_setsockopt refuses TCP_WINDOW_CLAMP before Linux 5.11")
+		}
+	})
+	return windowClampErr
+}
+
+var (
+	windowClampOnce sync.Once
+	windowClampErr  error
+)
 
 // Load loads the program, reusing the shared maps.
 func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
