@@ -3,15 +3,21 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netns"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/features"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -34,26 +40,84 @@ func deleteNetNS(ns *testutil.NetNS) {
 }
 
 // TestAttackInstanceNameReuse: instance names came from the namespace's
-// inode, which the kernel hands to a later namespace, and that namespace's
-// daemon then adopted the dead one's leftovers. Fix: the netns cookie.
+// inode ("n<inode base 36>"), which the kernel hands to a later namespace,
+// and that namespace's daemon then adopted the dead one's leftovers. Whether
+// the kernel reuses an inode during a test is chance, so the test makes the
+// reuse certain: before the daemon starts, it plants what a killed daemon
+// named after this namespace's inode would have left — its lane cgroups,
+// with a process still in the background one (so no cleanup may remove
+// them) — and checks that the new daemon neither takes them as its own
+// lanes nor disturbs them when it stops. Fix: names from the netns cookie,
+// which the kernel never reuses. Run against the inode-named daemon
+// (995ff11^, this test copied into a checkout of it) it failed: the
+// daemon's background lane was the planted lanes.n<inode>/background.
 func TestAttackInstanceNameReuse(t *testing.T) {
-	testutil.RequireRoot(t)
-	a := testutil.NewNetNS(t)
-	instA, inoA := instanceIn(t, a)
-	deleteNetNS(a)
-	reused := false
-	for i := 0; i < 20 && !reused; i++ {
-		b := testutil.NewNetNS(t)
-		instB, inoB := instanceIn(t, b)
-		if instA == instB {
-			t.Fatalf("a later namespace got the same instance name %s (inode %d then %d)", instA, inoA, inoB)
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	root := features.CgroupV2Mount()
+	if root == "" {
+		t.Skip("no cgroup v2 mount")
+	}
+	p := testutil.NewVethPair(t)
+	_, ino := instanceIn(t, p.A)
+	old := "lanes.n" + strconv.FormatUint(ino, 36) // the inode-derived name
+	base := filepath.Join(root, old)
+	planted := filepath.Join(base, "background")
+	if _, err := os.Stat(base); err == nil {
+		t.Fatalf("%s exists before the test", base)
+	}
+	if err := os.MkdirAll(planted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sleeper.Process.Kill()
+		sleeper.Wait()
+		for _, l := range []string{"realtime", "interactive", "background"} {
+			os.Remove(filepath.Join(base, l))
 		}
-		reused = inoA == inoB
-		deleteNetNS(b)
+		os.Remove(base)
+	})
+	if err := os.WriteFile(filepath.Join(planted, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if !reused {
-		t.Logf("the kernel did not reuse inode %d in 20 namespaces: names still distinct", inoA)
+
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
 	}
+	bg, err := c.LaneCgroup(lane.Background)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(filepath.Dir(bg)) == old {
+		t.Errorf("the daemon of namespace inode %d took the planted %s as its background lane", ino, bg)
+	}
+	d.stop(t, syscall.SIGTERM)
+	if got := cgroupOf(t, sleeper.Process.Pid); got != "/"+old+"/background" {
+		t.Errorf("after the daemon stopped, the planted process is in %s, want /%s/background", got, old)
+	}
+}
+
+// cgroupOf is a process's cgroup v2 path.
+func cgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
 }
 
 // TestAttackGoneNamespaceLeftovers: SIGKILL of a daemon followed by the
