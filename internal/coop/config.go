@@ -61,7 +61,9 @@ type Config struct {
 	// goodput (a liar cannot inflate the estimate past it).
 	MaxAPRate config.Rate `yaml:"max_ap_rate"`
 	// StateFile keeps the peers' last sequence numbers across restarts
-	// (replay protection); empty: the daemon's default under /run/lanes.
+	// (replay protection); empty: the daemon's default,
+	// <state directory>/coop/<instance>.<interface>.json (/var/lib/lanes or
+	// $STATE_DIRECTORY), which survives restarts and reboots.
 	StateFile string `yaml:"state_file"`
 	// APRate is the usable rate of the shared access point; 0 = estimate it
 	// from the summed goodput of all announcing hosts.

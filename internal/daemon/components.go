@@ -130,9 +130,10 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 }
 
 // CoopStateDir holds the coop controllers' replay state (peers' last
-// sequence numbers), kept across restarts of the daemon: <StateDir>/coop
-// once the daemon starts (statedir.go).
-var CoopStateDir = "/run/lanes/coop"
+// sequence numbers), kept across restarts of the daemon and reboots:
+// <StateDir>/coop, set when the daemon starts (statedir.go); the gone
+// namespaces' sweep removes a vanished instance's files (instance.go).
+var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 
 // newCoop wires the cooperative controller: flows from the TCP monitor
 // (the BPF iterator reading lanes from the datapath's socket map in the

@@ -123,7 +123,8 @@ func cgroupOf(t *testing.T, pid int) string {
 // TestAttackGoneNamespaceLeftovers: SIGKILL of a daemon followed by the
 // deletion of its namespace left cgroups, state files and mounts forever.
 // Fix: daemons record their instance; the next daemon to start sweeps the
-// leftovers of instances whose namespace is gone.
+// leftovers of instances whose namespace is gone, the coop replay state
+// (kept in the state directory, $STATE_DIRECTORY here) included.
 func TestAttackGoneNamespaceLeftovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -137,10 +138,13 @@ func TestAttackGoneNamespaceLeftovers(t *testing.T) {
 	for _, ns := range []*testutil.NetNS{p1.A, p2.A} {
 		stateDirs.Store(ns.Name, shared)
 	}
-	d1, _ := startDaemon(t, p1.A, devicePolicy(p1.LinkA))
+	// coop on (the default state file): its replay state must outlive the
+	// daemon in the state directory, and go with the namespace
+	d1, _ := startDaemon(t, p1.A, devicePolicy(p1.LinkA)+"coop:\n  enabled: true\n  port: 7319\n")
 	inst1, _ := instanceIn(t, p1.A)
 	d1.stop(t, syscall.SIGKILL)
-	left := []string{filepath.Join(shared, "instances", inst1), filepath.Join(root, "lanes."+inst1)}
+	left := []string{filepath.Join(shared, "instances", inst1), filepath.Join(root, "lanes."+inst1),
+		filepath.Join(shared, "coop", inst1+"."+p1.LinkA+".json")}
 	files, _ := filepath.Glob(filepath.Join(shared, "datapath", inst1+".*.json"))
 	left = append(left, files...)
 	for _, p := range left {

@@ -48,8 +48,10 @@ type devQueueState struct {
 	GSOMaxSegs *int           `json:"gso_max_segs,omitempty"`  // previous gso_max_segs if changed
 }
 
-// StateDir holds the state files that let Cleanup undo a crashed run.
-var StateDir = "/run/lanes/datapath"
+// StateDir holds the state files that let Cleanup undo a crashed run. It
+// must outlive the run (a runtime directory such as /run/lanes is removed
+// when the unit stops): the daemon points it at <state directory>/datapath.
+var StateDir = "/var/lib/lanes/datapath"
 
 func stateFile(iface, instance string) string {
 	return filepath.Join(StateDir, instance+"."+iface+".json")
