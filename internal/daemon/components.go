@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -82,20 +84,26 @@ func (d *Daemon) stopComponents() {
 	}
 }
 
-// yielder is a host datapath that can hold background sockets down
-// (*datapath.Host; the in-memory test host cannot, and runs without it).
-type yielder interface{ SetYield(on bool) error }
+// yielder is a host datapath that can hold an interface's background
+// sockets down (*datapath.Host; the in-memory test host cannot, and runs
+// without it).
+type yielder interface {
+	SetYield(ifindex int, on bool) error
+}
+
+var _ yielder = (*datapath.Host)(nil)
 
 // newYield starts the foreground-aware yield (internal/yield): it watches
-// the foreground lanes of every managed interface and holds background
-// sockets down while they carry traffic. Its status document is the
-// "background" component's (yielding per interface).
+// the foreground lanes of every managed interface and, while they carry
+// traffic, holds down the background sockets whose packets leave by that
+// interface. Its status document is the "background" component's
+// (yielding per interface).
 func (d *Daemon) newYield(h yielder) (*component, error) {
-	src := func() (map[string]yield.Counters, error) {
+	src := func() (map[yield.Iface]yield.Counters, error) {
 		d.mu.Lock()
 		ifaces := d.ifaceList()
 		d.mu.Unlock()
-		out := make(map[string]yield.Counters, len(ifaces))
+		out := make(map[yield.Iface]yield.Counters, len(ifaces))
 		for _, m := range ifaces {
 			st, err := m.eg.Stats()
 			if err != nil {
@@ -109,18 +117,25 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 			for _, l := range lane.All {
 				c.Backlog += st[l].BacklogBytes
 			}
-			out[m.name] = c
+			out[yield.Iface{Name: m.name, Index: m.index}] = c
 		}
 		return out, nil
 	}
+	sink := func(i yield.Iface, on bool) error { return h.SetYield(i.Index, on) }
 	return supervise(d.log, "background", func() (*runner, error) {
-		y := yield.New(yield.DefaultRule, src, h.SetYield)
+		y := yield.New(yield.DefaultRule, src, sink)
 		d.yielder.Store(y)
 		status := func() string {
 			s := y.Status()
 			state := "not yielding"
-			if s.Yielding {
-				state = "yielding to the foreground since " + s.Since.Format("15:04:05.000")
+			var on []string
+			for _, n := range slices.Sorted(maps.Keys(s.Interfaces)) {
+				if is := s.Interfaces[n]; is.Yielding {
+					on = append(on, n+" since "+is.Since.Format("15:04:05.000"))
+				}
+			}
+			if len(on) > 0 {
+				state = "yielding to the foreground on " + strings.Join(on, ", ")
 			}
 			return fmt.Sprintf("%s (%d yields; rule: %s)", state, s.Yields, s.Rule)
 		}

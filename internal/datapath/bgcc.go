@@ -8,8 +8,11 @@ package datapath
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
@@ -108,21 +111,45 @@ func (h *Host) rledbatTargetUS() uint32 {
 	}
 }
 
-// SetYield holds every background socket at the minimum window (cwnd and
-// receive window: sock_ops lanes_yield) while on is true; the sockets
-// follow on their next ACK or next segment sent.
-func (h *Host) SetYield(on bool) error {
+// SetYield holds the background sockets whose packets leave by the
+// interface ifindex at the minimum window (cwnd and receive window: sock_ops
+// lanes_yield) while on is true; the sockets follow on their next ACK or
+// next segment sent. Sockets whose interface sock_ops cannot tell (no
+// cached route, not bound) yield while any interface does (key 0).
+func (h *Host) SetYield(ifindex int, on bool) error {
+	if ifindex <= 0 {
+		return fmt.Errorf("background yield: bad interface index %d", ifindex)
+	}
 	return h.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}
-		var v uint32
+		h.yieldMu.Lock()
+		defer h.yieldMu.Unlock()
+		if h.yielding == nil {
+			h.yielding = map[int]bool{}
+		}
+		if err := putYield(h.ops.LanesYield, uint32(ifindex), on); err != nil {
+			return err
+		}
 		if on {
-			v = 1
+			h.yielding[ifindex] = true
+		} else {
+			delete(h.yielding, ifindex)
 		}
-		if err := h.ops.LanesYield.Put(uint32(0), v); err != nil {
-			return fmt.Errorf("background yield: %w", err)
-		}
-		return nil
+		return putYield(h.ops.LanesYield, 0, len(h.yielding) > 0)
 	})
+}
+
+func putYield(m *ebpf.Map, key uint32, on bool) error {
+	var err error
+	if on {
+		err = m.Put(key, uint32(1))
+	} else if err = m.Delete(key); errors.Is(err, ebpf.ErrKeyNotExist) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("background yield (interface %d): %w", key, err)
+	}
+	return nil
 }

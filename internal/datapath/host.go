@@ -100,6 +100,9 @@ type Host struct {
 	cgIDs   map[lane.Lane]uint64
 	off     map[Capability]string // capability -> why it is off
 
+	yieldMu  sync.Mutex   // SetYield's
+	yielding map[int]bool // interfaces (ifindex) whose background yields
+
 	mu     sync.RWMutex // read: map operations; write: Close
 	closed bool
 }

@@ -1,10 +1,12 @@
 // Package yield is the foreground-aware yield of the background lane: the
 // daemon watches each interface's foreground lanes (interactive and
-// realtime) and, while they carry traffic, holds every background socket
-// at the minimum window (2 segments of cwnd, 2 segments of receive
-// window), so the foreground finds the bottleneck's queue empty wherever
-// it is; when the foreground goes idle, background sockets return to
-// LEDBAT++/rLEDBAT.
+// realtime) and, while they carry traffic, holds the background sockets
+// whose packets leave by that interface at the minimum window (2 segments
+// of cwnd, 2 segments of receive window), so the foreground finds the
+// bottleneck's queue empty wherever it is; when the foreground goes idle,
+// they return to LEDBAT++/rLEDBAT. Per interface: foreground on one
+// interface does not hold background on another (another path, another
+// bottleneck).
 //
 // Rule (Detector), on the foreground lanes' egress packet and byte
 // counters sampled every Interval:
@@ -20,6 +22,9 @@ package yield
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -103,24 +108,34 @@ func (d *Detector) Sample(c Counters, now time.Time) bool {
 	return d.yielding
 }
 
+// Iface is one managed interface: its name and ifindex (a device that
+// comes back under the same name has a new ifindex, and a new detector).
+type Iface struct {
+	Name  string
+	Index int
+}
+
 // Source reads the foreground counters of each managed interface.
-type Source func() (map[string]Counters, error)
+type Source func() (map[Iface]Counters, error)
 
-// Sink holds background sockets down (true) or lets them go.
-type Sink func(yield bool) error
+// Sink holds the background sockets of one interface down (true) or lets
+// them go.
+type Sink func(iface Iface, yield bool) error
 
-// Yielder runs the detectors of every interface and drives the sink.
+// Yielder runs the detectors of every interface and drives the sink, one
+// interface at a time.
 type Yielder struct {
 	rule Rule
 	src  Source
 	sink Sink
 
 	mu    sync.Mutex
-	det   map[string]*Detector
-	state map[string]bool
-	on    bool
+	det   map[Iface]*Detector
+	state map[Iface]bool      // yielding (as last told to the sink)
+	start map[Iface]time.Time // when its yield started
+	on    bool                // some interface yields
 	since time.Time
-	count uint64 // yields started
+	count uint64 // yields started, all interfaces
 }
 
 // New returns a Yielder; Run drives it.
@@ -128,14 +143,14 @@ func New(rule Rule, src Source, sink Sink) *Yielder {
 	if rule.Interval == 0 {
 		rule.Interval = DefaultRule.Interval
 	}
-	return &Yielder{rule: rule, src: src, sink: sink, det: map[string]*Detector{}, state: map[string]bool{}}
+	return &Yielder{rule: rule, src: src, sink: sink, det: map[Iface]*Detector{}, state: map[Iface]bool{}, start: map[Iface]time.Time{}}
 }
 
-// Run samples until ctx ends; the yield is released when it returns.
+// Run samples until ctx ends; every yield is released when it returns.
 func (y *Yielder) Run(ctx context.Context) error {
 	t := time.NewTicker(y.rule.Interval)
 	defer t.Stop()
-	defer y.sink(false)
+	defer y.releaseAll()
 	for {
 		if err := y.step(time.Now()); err != nil {
 			return err
@@ -148,39 +163,74 @@ func (y *Yielder) Run(ctx context.Context) error {
 	}
 }
 
+type change struct {
+	iface Iface
+	on    bool
+}
+
 func (y *Yielder) step(now time.Time) error {
 	c, err := y.src()
 	if err != nil {
 		return err
 	}
 	y.mu.Lock()
-	any := false
-	for name, v := range c {
-		d := y.det[name]
+	var changes []change
+	for k, v := range c {
+		d := y.det[k]
 		if d == nil {
 			d = NewDetector(y.rule)
-			y.det[name] = d
+			y.det[k] = d
 		}
-		y.state[name] = d.Sample(v, now)
-		any = any || y.state[name]
+		on := d.Sample(v, now)
+		if on != y.state[k] {
+			changes = append(changes, change{k, on})
+			if on {
+				y.count++
+				y.start[k] = now
+			}
+		}
+		y.state[k] = on
 	}
-	changed := any != y.on
-	if changed {
+	for k, on := range y.state {
+		if _, ok := c[k]; !ok { // no longer managed: let its sockets go
+			if on {
+				changes = append(changes, change{k, false})
+			}
+			delete(y.state, k)
+			delete(y.det, k)
+			delete(y.start, k)
+		}
+	}
+	any := slices.Contains(slices.Collect(maps.Values(y.state)), true)
+	if any != y.on {
 		y.on, y.since = any, now
-		if any {
-			y.count++
+	}
+	y.mu.Unlock()
+	var errs []error
+	for _, ch := range changes {
+		errs = append(errs, y.sink(ch.iface, ch.on))
+	}
+	return errors.Join(errs...)
+}
+
+func (y *Yielder) releaseAll() {
+	y.mu.Lock()
+	var held []Iface
+	for k, on := range y.state {
+		if on {
+			held = append(held, k)
 		}
 	}
 	y.mu.Unlock()
-	if changed {
-		return y.sink(any)
+	for _, k := range held {
+		_ = y.sink(k, false)
 	}
-	return nil
 }
 
 // IfaceStatus is one interface's state in Status.
 type IfaceStatus struct {
-	Yielding bool `json:"yielding"`
+	Yielding bool      `json:"yielding"`
+	Since    time.Time `json:"since,omitzero"` // when its yield started
 	// DeviceBacklog is the largest backlog of the interface's lanes qdisc
 	// over the last second, bytes: a queue on the device.
 	DeviceBacklog uint64 `json:"device_backlog_bytes"`
@@ -188,9 +238,9 @@ type IfaceStatus struct {
 
 // Status is the component's document (api component op, metrics).
 type Status struct {
-	Yielding   bool                   `json:"yielding"`
+	Yielding   bool                   `json:"yielding"` // on some interface
 	Since      time.Time              `json:"since,omitzero"`
-	Yields     uint64                 `json:"yields"` // yields started
+	Yields     uint64                 `json:"yields"` // yields started, all interfaces
 	Rule       string                 `json:"rule"`
 	Interfaces map[string]IfaceStatus `json:"interfaces"`
 }
@@ -200,8 +250,12 @@ func (y *Yielder) Status() Status {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	s := Status{Yielding: y.on, Since: y.since, Yields: y.count, Rule: y.rule.String(), Interfaces: map[string]IfaceStatus{}}
-	for n, v := range y.state {
-		s.Interfaces[n] = IfaceStatus{Yielding: v, DeviceBacklog: y.det[n].MaxBacklog()}
+	for k, v := range y.state {
+		is := IfaceStatus{Yielding: v, DeviceBacklog: y.det[k].MaxBacklog()}
+		if v {
+			is.Since = y.start[k]
+		}
+		s.Interfaces[k.Name] = is
 	}
 	return s
 }

@@ -53,8 +53,15 @@ func TestDetector(t *testing.T) {
 func TestYielderSink(t *testing.T) {
 	var c Counters
 	var calls []bool
-	y := New(Rule{}, func() (map[string]Counters, error) { return map[string]Counters{"eth0": c}, nil },
-		func(on bool) error { calls = append(calls, on); return nil })
+	eth0 := Iface{"eth0", 2}
+	y := New(Rule{}, func() (map[Iface]Counters, error) { return map[Iface]Counters{eth0: c}, nil },
+		func(i Iface, on bool) error {
+			if i != eth0 {
+				t.Errorf("sink for %v", i)
+			}
+			calls = append(calls, on)
+			return nil
+		})
 	t0 := time.Unix(1000, 0)
 	for i := 0; i < 20; i++ {
 		if i >= 5 && i < 10 {
@@ -69,5 +76,63 @@ func TestYielderSink(t *testing.T) {
 	}
 	if s := y.Status(); s.Yielding || s.Yields != 1 || s.Interfaces["eth0"].Yielding {
 		t.Fatalf("status %+v", s)
+	}
+}
+
+// TestYielderPerInterface: foreground on one interface yields that
+// interface only; an interface that stops being managed while it yields
+// is released; Run's end releases what still yields.
+func TestYielderPerInterface(t *testing.T) {
+	a, b := Iface{"wlan0", 3}, Iface{"rmnet0", 7}
+	var ca, cb Counters
+	managed := map[Iface]bool{a: true, b: true}
+	held := map[Iface]bool{}
+	var calls int
+	y := New(Rule{}, func() (map[Iface]Counters, error) {
+		out := map[Iface]Counters{}
+		if managed[a] {
+			out[a] = ca
+		}
+		if managed[b] {
+			out[b] = cb
+		}
+		return out, nil
+	}, func(i Iface, on bool) error { calls++; held[i] = on; return nil })
+	t0 := time.Unix(1000, 0)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
+	for i := 0; i < 5; i++ {
+		ca.Packets += 20 // foreground on a only
+		cb.Packets++     // a ping on b: not foreground activity
+		if err := y.step(at(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !held[a] || held[b] {
+		t.Fatalf("foreground on %s: held %v, want %s only", a.Name, held, a.Name)
+	}
+	s := y.Status()
+	if !s.Yielding || !s.Interfaces["wlan0"].Yielding || s.Interfaces["rmnet0"].Yielding || s.Interfaces["wlan0"].Since.IsZero() {
+		t.Fatalf("status %+v", s)
+	}
+	cb.Packets += 100 // now b too
+	if err := y.step(at(5)); err != nil {
+		t.Fatal(err)
+	}
+	if !held[a] || !held[b] {
+		t.Fatalf("foreground on both: held %v", held)
+	}
+	managed[a] = false // a goes away while it yields
+	if err := y.step(at(6)); err != nil {
+		t.Fatal(err)
+	}
+	if held[a] || !held[b] {
+		t.Fatalf("after %s went away: held %v", a.Name, held)
+	}
+	if _, ok := y.Status().Interfaces["wlan0"]; ok {
+		t.Error("an interface no longer managed is still in the status")
+	}
+	y.releaseAll()
+	if held[b] {
+		t.Fatalf("after the end: held %v", held)
 	}
 }

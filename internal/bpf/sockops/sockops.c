@@ -127,10 +127,20 @@ struct sock_common {
 	possible_net_t skc_net;
 } __attribute__((preserve_access_index));
 
+/* the device of the socket's cached route: where its packets leave */
+struct net_device {
+	int ifindex;
+} __attribute__((preserve_access_index));
+
+struct dst_entry {
+	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
 struct sock {
 	struct sock_common __sk_common;
 	struct sock_cgroup_data sk_cgrp_data;
 	kuid_t sk_uid;
+	struct dst_entry *sk_dst_cache;
 } __attribute__((preserve_access_index));
 
 /* struct sock_cgroup_data before Linux 5.15: a union whose val is the cgroup
@@ -257,23 +267,30 @@ static __always_inline void bump(__u32 idx)
 #include "rledbat.h"
 #include "rwndcap.h"
 
-/* lanes_yield[0] != 0 while the daemon sees foreground traffic: background
- * sockets are held at the minimum window (cwnd and receive window). */
+/* The foreground-aware yield is per egress interface: a background socket
+ * yields while the foreground is active on the interface its packets leave
+ * by (sock_ifindex), not on another one.
+ *
+ * lanes_yield[ifindex] != 0 while the daemon sees foreground traffic on
+ * that interface: its background sockets are held at the minimum window
+ * (cwnd and receive window). lanes_yield[0] != 0 while it sees some on any
+ * interface: it holds the sockets whose interface is not known. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u32);
 } lanes_yield SEC(".maps");
 
-/* lanes_fg_open[0]: bpf_ktime_get_ns() when the last foreground (not
- * background) TCP connection was opened. A new foreground connection makes
- * background yield at once, for FG_OPEN_HOLD_NS, before the daemon's
- * 100 ms sampling can see its traffic: a short transfer's first round
- * trips are the ones a standing queue costs most. */
+/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
+ * background) TCP connection by that interface was opened (0: interface
+ * not known, holds every background socket). A new foreground connection
+ * makes background on its interface yield at once, for FG_OPEN_HOLD_NS,
+ * before the daemon's 100 ms sampling can see its traffic: a short
+ * transfer's first round trips are the ones a standing queue costs most. */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
 } lanes_fg_open SEC(".maps");
@@ -281,27 +298,59 @@ struct {
 #define FG_OPEN_HOLD_NS 500000000ULL
 #define YIELD_CWND 2 /* segments, the cwnd (and receive window) of a yield */
 
-static __always_inline int yielding(void)
+/* sock_ifindex is the interface the socket's packets leave by: the device
+ * of its cached route (sk_dst_cache, which the kernel sets at connect and
+ * accept and renews when the route changes), else the device it is bound
+ * to, else 0 (not known: a request socket, a route being renewed). */
+static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 {
-	__u32 zero = 0, *y = bpf_map_lookup_elem(&lanes_yield, &zero);
-	__u64 *t;
+	struct bpf_sock *bsk = ops->sk;
+	struct sock *sk;
+	__u32 idx = 0;
 
+	if (!bsk)
+		return 0;
+	sk = (struct sock *)bpf_skc_to_tcp_sock(bsk);
+	if (sk)
+		idx = BPF_CORE_READ(sk, sk_dst_cache, dev, ifindex);
+	if (!idx)
+		idx = bsk->bound_dev_if;
+	return idx;
+}
+
+static __always_inline int fg_opened_since(__u32 idx, __u64 now)
+{
+	__u64 *t = bpf_map_lookup_elem(&lanes_fg_open, &idx);
+
+	return t && *t && now - *t < FG_OPEN_HOLD_NS;
+}
+
+/* yielding: the socket's interface (or, not known, any) has active
+ * foreground, or a foreground connection opened there (or somewhere not
+ * known) in the last FG_OPEN_HOLD_NS. */
+static __always_inline int yielding(struct bpf_sock_ops *ops)
+{
+	__u32 idx = sock_ifindex(ops), *y;
+	__u64 now;
+
+	y = bpf_map_lookup_elem(&lanes_yield, &idx);
 	if (y && *y)
 		return 1;
-	t = bpf_map_lookup_elem(&lanes_fg_open, &zero);
-	return t && *t && bpf_ktime_get_ns() - *t < FG_OPEN_HOLD_NS;
+	now = bpf_ktime_get_ns();
+	return fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
 }
 
 /* fg_opened records a foreground connection's opening (yield_on_open on). */
-static __always_inline void fg_opened(__u32 lane)
+static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane)
 {
-	__u32 zero = 0;
+	__u32 idx;
 	__u64 now;
 
 	if (!CFG.yield_on_open || lane == LANE_BACKGROUND)
 		return;
+	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&lanes_fg_open, &zero, &now, BPF_ANY);
+	bpf_map_update_elem(&lanes_fg_open, &idx, &now, BPF_ANY);
 }
 
 static __always_inline int valid_lane(const __u32 *v)
@@ -480,7 +529,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 			want = *c;
 	}
 	/* the foreground-aware yield: background held at the minimum cwnd */
-	if (lane == LANE_BACKGROUND && yielding() && (!want || want > YIELD_CWND)) {
+	if (lane == LANE_BACKGROUND && yielding(ops) && (!want || want > YIELD_CWND)) {
 		want = YIELD_CWND;
 		yield = 1;
 	}
@@ -555,7 +604,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		fg_opened(resolve(ops, bpf_get_socket_cookie(ops)));
+		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)));
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -563,7 +612,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 			bump(OPS_ACCEPT);
 			lane = resolve(ops, cookie);
-			fg_opened(lane);
+			fg_opened(ops, lane);
 		} else {
 			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 			lane = valid_lane(v) ? *v : LANE_UNSET;
@@ -610,7 +659,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us)
-			rledbat_packet(ops, cookie, yielding()); /* min(rLEDBAT, downlink cap) */
+			rledbat_packet(ops, cookie, yielding(ops)); /* min(rLEDBAT, downlink cap) */
 		else
 			coop_rwnd(ops, cookie);
 		break;

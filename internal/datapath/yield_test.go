@@ -1,0 +1,121 @@
+// yield_test.go checks that the foreground-aware yield is per interface:
+// one host manages two interfaces, each a path to its own namespace, with
+// a background bulk upload on each; holding one interface's background
+// (SetYield, as the daemon does while that interface's foreground is
+// active) brings that upload's cwnd to the yield's 2 segments and leaves
+// the other's alone, and letting it go gives the window back.
+package datapath
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestYieldPerInterface(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	c := testutil.NewNetNS(t)
+	addrA2, addrC := net.IPv4(10, 251, 0, 1).To4(), net.IPv4(10, 251, 0, 2).To4()
+	p.A.Do(t, func() error {
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "va2"}, PeerName: "vc2", PeerNamespace: netlink.NsFd(int(c.Handle))}
+		if err := netlink.LinkAdd(v); err != nil {
+			return err
+		}
+		return upAddr("va2", addrA2)
+	})
+	c.Do(t, func() error { return upAddr("vc2", addrC) })
+
+	var h *Host
+	idx := map[string]int{}
+	p.A.Do(t, func() (err error) {
+		if h, err = OpenHost(HostConfig{Instance: "yi1"}); err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		for _, name := range []string{p.LinkA, "va2"} {
+			e, err := OpenEgress(h, EgressConfig{Interface: name})
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { e.Close() })
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			idx[name] = l.Attrs().Index
+		}
+		return nil
+	})
+	if h.ops == nil {
+		t.Skipf("no sock_ops here: %v", h.Capabilities())
+	}
+	// every socket of root (this test) is background
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, 9411)
+	_, toC := startSink(t, c, addrC, 9412)
+	up := map[string]*net.TCPConn{p.LinkA: dialCC(t, p.A, toB, "cubic"), "va2": dialCC(t, p.A, toC, "cubic")}
+	for _, conn := range up {
+		startWriting(t, conn)
+	}
+	grown := func(name string) {
+		t.Helper()
+		if took, cw := waitCwnd(t, up[name], 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+			t.Fatalf("background upload by %s: cwnd %d after %v, want > 10", name, cw, took)
+		}
+	}
+	grown(p.LinkA)
+	grown("va2")
+
+	for _, pair := range [][2]string{{p.LinkA, "va2"}, {"va2", p.LinkA}} {
+		held, other := pair[0], pair[1]
+		if err := h.SetYield(idx[held], true); err != nil {
+			t.Fatal(err)
+		}
+		took, cw := waitCwnd(t, up[held], 10*time.Second, func(cw uint32) bool { return cw <= 2 })
+		if cw > 2 {
+			t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
+		}
+		t.Logf("yield on %s: its upload at cwnd %d after %v", held, cw, took)
+		if peak := peakCwnd(t, up[other], 300*time.Millisecond); peak <= 10 {
+			t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
+		}
+		if peak := peakCwnd(t, up[held], 300*time.Millisecond); peak > 2 {
+			t.Errorf("yield on %s: its upload's cwnd peaked at %d", held, peak)
+		}
+		if err := h.SetYield(idx[held], false); err != nil {
+			t.Fatal(err)
+		}
+		grown(held)
+	}
+	hs, err := h.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs.Sockops["yield"] == 0 {
+		t.Errorf("sock_ops counted no yield: %v", hs.Sockops)
+	}
+}
+
+func upAddr(name string, ip net.IP) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	a, err := netlink.ParseAddr(fmt.Sprintf("%s/24", ip))
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(l, a); err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
+}
