@@ -360,15 +360,28 @@ func TestBytesAckedMatchesReceiver(t *testing.T) {
 		return int64(f.BytesRecv)
 	}
 
+	// The writer runs until 8 samples have seen the flow (not for a fixed
+	// time: under make stress-test, at load 30, one sample pair took most
+	// of the 1.5 s the writer used to run).
 	var sent int64
 	var wg sync.WaitGroup
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		sent = writeFor(context.Background(), c, 32<<10, 5*time.Millisecond, 1500*time.Millisecond)
+		sent = writeFor(ctx, c, 32<<10, 5*time.Millisecond, time.Minute)
 	}()
 	var recv []int64 // receiver's bytes_received after each sample
-	all := sampleUntil(t, s, 1500*time.Millisecond, func([]Flow) bool { recv = append(recv, recvAfter()); return false })
+	seen := 0
+	all := sampleUntil(t, s, time.Minute, func(fl []Flow) bool {
+		recv = append(recv, recvAfter())
+		if _, ok := findFlow(fl, localPort(c), srv.port()); ok {
+			seen++
+		}
+		return seen >= 8
+	})
+	stop()
 	wg.Wait()
 	checked := 0
 	for i, fl := range all {
