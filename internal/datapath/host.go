@@ -99,6 +99,7 @@ type Host struct {
 	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
 	cgIDs   map[lane.Lane]uint64
 	off     map[Capability]string // capability -> why it is off
+	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
 
 	yieldMu  sync.Mutex   // SetYield's
 	yielding map[int]bool // interfaces (ifindex) whose background yields
@@ -386,7 +387,7 @@ func (h *Host) SetFlowLane(f FlowKey, l lane.Lane) error {
 		return err
 	}
 	return h.use(func() error {
-		if err := h.cls.LanesTuple.Put(k, v); err != nil {
+		if err := h.shapes.put(h.cls.LanesTuple, h.cls.LanesTupleShapes, k, v); err != nil {
 			return fmt.Errorf("register flow %s: %w", f, err)
 		}
 		return nil
@@ -400,7 +401,7 @@ func (h *Host) DeleteFlow(f FlowKey) error {
 		return err
 	}
 	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesTuple.Delete(k), "unregister flow "+f.String())
+		return ignoreNotExist(h.shapes.del(h.cls.LanesTuple, h.cls.LanesTupleShapes, k), "unregister flow "+f.String())
 	})
 }
 

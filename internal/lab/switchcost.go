@@ -95,7 +95,7 @@ func ClassifierCost(repeat int) (miss, hit, pass float64, err error) {
 	}
 	defer objs.Close()
 	dst := netip.MustParseAddr("10.9.0.2")
-	if err := objs.LanesTuple.Put(classifier.FlowKey(netip.Addr{}, dst, 443, 5000, 6), uint32(lane.Background)); err != nil {
+	if err := objs.PutFlow(classifier.FlowKey(netip.Addr{}, dst, 443, 5000, 6), lane.Background); err != nil {
 		return 0, 0, 0, err
 	}
 	frame := func(sport uint16) []byte {

@@ -64,16 +64,45 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 // share them (sock_ops) to load with.
 func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
-		ClassifierMapLanesCookie: o.LanesCookie,
-		ClassifierMapLanesTuple:  o.LanesTuple,
-		ClassifierMapLanesDst:    o.LanesDst,
-		ClassifierMapLanesCgroup: o.LanesCgroup,
-		ClassifierMapLanesUid:    o.LanesUid,
+		ClassifierMapLanesCookie:      o.LanesCookie,
+		ClassifierMapLanesTuple:       o.LanesTuple,
+		ClassifierMapLanesTupleShapes: o.LanesTupleShapes,
+		ClassifierMapLanesDst:         o.LanesDst,
+		ClassifierMapLanesCgroup:      o.LanesCgroup,
+		ClassifierMapLanesUid:         o.LanesUid,
 	}
 }
 
 // StatsIndex is the key of the (kind, lane) counter in lanes_cls_stats.
 func StatsIndex(k Kind, l lane.Lane) uint32 { return uint32(k)*uint32(abi.LaneSlots) + uint32(l) }
+
+// PutFlow puts a lanes_tuple key and adds its shape to lanes_tuple_shapes
+// (never removing one: for tools and tests; the datapath's Host counts
+// its keys per shape and clears a shape's bit with its last key).
+func (m *ClassifierMaps) PutFlow(k abi.FlowKey, l lane.Lane) error {
+	var mask uint32
+	if err := m.LanesTupleShapes.Lookup(uint32(0), &mask); err != nil {
+		return err
+	}
+	if err := m.LanesTupleShapes.Put(uint32(0), mask|FlowShape(k)); err != nil {
+		return err
+	}
+	return m.LanesTuple.Put(k, uint32(l))
+}
+
+// FlowShape is the bit of lanes_tuple_shapes for k's shape (lanes_maps.h):
+// bit 0 protocol and local address, 1 protocol only, 2 local address only,
+// 3 neither.
+func FlowShape(k abi.FlowKey) uint32 {
+	i := 0
+	if k.Proto == 0 {
+		i += 2
+	}
+	if k.Saddr == ([16]uint8{}) {
+		i++
+	}
+	return 1 << i
+}
 
 // FlowKey builds the lanes_tuple key of a 5-tuple; an invalid src is any
 // local address, proto 0 any protocol (abi.NewFlowKey).

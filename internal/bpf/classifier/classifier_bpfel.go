@@ -53,6 +53,7 @@ const (
 	ClassifierMapLanesDscp         = "lanes_dscp"
 	ClassifierMapLanesDst          = "lanes_dst"
 	ClassifierMapLanesTuple        = "lanes_tuple"
+	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
 	ClassifierMapLanesUid          = "lanes_uid"
 	ClassifierProgLanesClassify    = "lanes_classify"
 	ClassifierProgLanesPassthrough = "lanes_passthrough"
@@ -109,13 +110,14 @@ type ClassifierProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ClassifierMapSpecs struct {
-	LanesCgroup   *ebpf.MapSpec `ebpf:"lanes_cgroup"`
-	LanesClsStats *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
-	LanesCookie   *ebpf.MapSpec `ebpf:"lanes_cookie"`
-	LanesDscp     *ebpf.MapSpec `ebpf:"lanes_dscp"`
-	LanesDst      *ebpf.MapSpec `ebpf:"lanes_dst"`
-	LanesTuple    *ebpf.MapSpec `ebpf:"lanes_tuple"`
-	LanesUid      *ebpf.MapSpec `ebpf:"lanes_uid"`
+	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
+	LanesClsStats    *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
+	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
+	LanesDscp        *ebpf.MapSpec `ebpf:"lanes_dscp"`
+	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
 }
 
 // ClassifierVariableSpecs contains global variables before they are loaded into the kernel.
@@ -145,13 +147,14 @@ func (o *ClassifierObjects) Close() error {
 //
 // It can be passed to LoadClassifierObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ClassifierMaps struct {
-	LanesCgroup   *ebpf.Map `ebpf:"lanes_cgroup"`
-	LanesClsStats *ebpf.Map `ebpf:"lanes_cls_stats"`
-	LanesCookie   *ebpf.Map `ebpf:"lanes_cookie"`
-	LanesDscp     *ebpf.Map `ebpf:"lanes_dscp"`
-	LanesDst      *ebpf.Map `ebpf:"lanes_dst"`
-	LanesTuple    *ebpf.Map `ebpf:"lanes_tuple"`
-	LanesUid      *ebpf.Map `ebpf:"lanes_uid"`
+	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
+	LanesClsStats    *ebpf.Map `ebpf:"lanes_cls_stats"`
+	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
+	LanesDscp        *ebpf.Map `ebpf:"lanes_dscp"`
+	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
 }
 
 func (m *ClassifierMaps) Close() error {
@@ -162,6 +165,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesDscp,
 		m.LanesDst,
 		m.LanesTuple,
+		m.LanesTupleShapes,
 		m.LanesUid,
 	)
 }

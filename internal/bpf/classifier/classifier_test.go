@@ -124,13 +124,19 @@ func TestClassifier(t *testing.T) {
 			t.Fatalf("put %v: %v", k, err)
 		}
 	}
-	put(m.LanesTuple, FlowKey(anySrc, v4dst, 443, 5000, 6), lane.Background)
-	put(m.LanesTuple, FlowKey(anySrc, v4dst, 4000, 4001, 0), lane.Realtime) // any protocol
-	put(m.LanesTuple, FlowKey(anySrc, v6dst, 443, 5000, 6), lane.Background)
-	put(m.LanesTuple, FlowKey(anySrc, v6dst, 53, 6000, 17), lane.Realtime)
-	put(m.LanesTuple, FlowKey(anySrc, v4dst, 80, 7000, 6), lane.Lane(9))     // invalid lane: ignored
-	put(m.LanesTuple, FlowKey(v4src, v4dst, 8445, 5102, 6), lane.Background) // one local address only
-	put(m.LanesTuple, FlowKey(v6src, v6dst, 8446, 5103, 17), lane.Realtime)
+	flow := func(k abi.FlowKey, l lane.Lane) {
+		t.Helper()
+		if err := objs.PutFlow(k, l); err != nil {
+			t.Fatalf("put %v: %v", k, err)
+		}
+	}
+	flow(FlowKey(anySrc, v4dst, 443, 5000, 6), lane.Background)
+	flow(FlowKey(anySrc, v4dst, 4000, 4001, 0), lane.Realtime) // any protocol
+	flow(FlowKey(anySrc, v6dst, 443, 5000, 6), lane.Background)
+	flow(FlowKey(anySrc, v6dst, 53, 6000, 17), lane.Realtime)
+	flow(FlowKey(anySrc, v4dst, 80, 7000, 6), lane.Lane(9))     // invalid lane: ignored
+	flow(FlowKey(v4src, v4dst, 8445, 5102, 6), lane.Background) // one local address only
+	flow(FlowKey(v6src, v6dst, 8446, 5103, 17), lane.Realtime)
 	put(m.LanesDscp, uint32(lane.DSCPLowerEffort), lane.Background)
 	dst := func(prefix string, port uint16, l lane.Lane) {
 		put(m.LanesDst, abi.NewDstKey(netip.MustParsePrefix(prefix), port), l)
@@ -138,7 +144,7 @@ func TestClassifier(t *testing.T) {
 	dst("10.77.0.0/16", 443, lane.Background)
 	dst("10.77.1.0/24", 0, lane.Realtime)
 	dst("fd00:77::/32", 0, lane.Background)
-	put(m.LanesTuple, FlowKey(anySrc, netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
+	flow(FlowKey(anySrc, netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
 	d4 := func(a string, dport uint16) []byte {
 		return pkt{src: v4src, dst: netip.MustParseAddr(a), sport: 5000, dport: dport, proto: 6}.build()
 	}
@@ -271,7 +277,7 @@ func TestFlowKeyPrecedence(t *testing.T) {
 				{"any", FlowKey(anySrc, fam.dst, 9000, 7000, 0), lane.Background},
 			}
 			for _, sh := range shapes {
-				if err := objs.LanesTuple.Put(sh.key, uint32(sh.lane)); err != nil {
+				if err := objs.PutFlow(sh.key, sh.lane); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -308,6 +314,27 @@ func TestFlowKeyPrecedence(t *testing.T) {
 	}
 }
 
+// TestFlowKeyShapes: a key whose shape lanes_tuple_shapes does not list is
+// skipped (the host clears a shape's bit after its last key), and listing
+// it again makes it match.
+func TestFlowKeyShapes(t *testing.T) {
+	objs := loadForTest(t)
+	k := FlowKey(v4src, v4dst, 9001, 7001, 6)
+	if err := objs.PutFlow(k, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	p := pkt{src: v4src, dst: v4dst, sport: 7001, dport: 9001, proto: 6}.build()
+	if got := runLane(t, objs, p); got != lane.Background {
+		t.Fatalf("shape listed: lane %v, want background", got)
+	}
+	if err := objs.LanesTupleShapes.Put(uint32(0), ^FlowShape(k)); err != nil {
+		t.Fatal(err)
+	}
+	if got := runLane(t, objs, p); got != lane.Interactive {
+		t.Errorf("shape not listed: lane %v, want interactive (the key skipped)", got)
+	}
+}
+
 // runLane runs one packet through the classifier and returns its lane,
 // read from the counter that moved (test_run does not return tc_classid).
 func runLane(t *testing.T, objs *ClassifierObjects, data []byte) lane.Lane {
@@ -341,7 +368,7 @@ func runLane(t *testing.T, objs *ClassifierObjects, data []byte) lane.Lane {
 // twice, cgroup, uid, dscp) and one that hits the 3-tuple map.
 func BenchmarkClassifier(b *testing.B) {
 	objs := loadForTest(b)
-	if err := objs.LanesTuple.Put(FlowKey(anySrc, v4dst, 443, 5000, 6), uint32(lane.Background)); err != nil {
+	if err := objs.PutFlow(FlowKey(anySrc, v4dst, 443, 5000, 6), lane.Background); err != nil {
 		b.Fatal(err)
 	}
 	miss := pkt{src: v4src, dst: v4dst, sport: 5001, dport: 443, proto: 6}.build()

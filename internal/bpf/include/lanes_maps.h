@@ -31,17 +31,36 @@ struct {
 	__type(value, __u32);
 } lanes_tuple SEC(".maps");
 
+/*
+ * lanes_tuple_shapes[0]: bit i is set while lanes_tuple may hold a key of
+ * flow_lookup's shape i (0 proto+saddr, 1 proto, 2 saddr, 3 neither). The
+ * daemon sets a bit before it adds the first key of that shape and clears
+ * it after it removes the last, so a lookup skips the shapes no key has
+ * (a packet that matches nothing pays one lookup per shape in use, not 4).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_tuple_shapes SEC(".maps");
+
 /* flow_lookup finds the lane of a full 5-tuple key in lanes_tuple, in the
  * precedence of lanes_abi.h: (proto, saddr), (proto, any local address),
- * (any proto, saddr), (any, any). It changes k's proto and saddr. */
+ * (any proto, saddr), (any, any), skipping the shapes no key has. It
+ * changes k's proto and saddr. */
 static __always_inline __u32 *flow_lookup(struct flow_key *k)
 {
+	__u32 zero = 0, *shapes = bpf_map_lookup_elem(&lanes_tuple_shapes, &zero);
+	__u32 mask = shapes ? *shapes : 0;
 	__u8 saddr[16];
 	__u8 proto = k->proto;
 	__u32 *v;
 
 	__builtin_memcpy(saddr, k->saddr, 16);
 	for (int i = 0; i < 4; i++) {
+		if (!(mask & (1u << i)))
+			continue;
 		k->proto = i < 2 ? proto : 0;
 		if (i & 1)
 			__builtin_memset(k->saddr, 0, 16);

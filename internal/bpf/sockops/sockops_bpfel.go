@@ -92,25 +92,26 @@ type SockopsSockopsConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SockopsMapLanesCgroup    = "lanes_cgroup"
-	SockopsMapLanesCookie    = "lanes_cookie"
-	SockopsMapLanesDst       = "lanes_dst"
-	SockopsMapLanesFgOpen    = "lanes_fg_open"
-	SockopsMapLanesLaneCap   = "lanes_lane_cap"
-	SockopsMapLanesOpsStats  = "lanes_ops_stats"
-	SockopsMapLanesRlJoins   = "lanes_rl_joins"
-	SockopsMapLanesRlState   = "lanes_rl_state"
-	SockopsMapLanesRwndOn    = "lanes_rwnd_on"
-	SockopsMapLanesRwndState = "lanes_rwnd_state"
-	SockopsMapLanesSkState   = "lanes_sk_state"
-	SockopsMapLanesSockCap   = "lanes_sock_cap"
-	SockopsMapLanesSockRwnd  = "lanes_sock_rwnd"
-	SockopsMapLanesSockSeen  = "lanes_sock_seen"
-	SockopsMapLanesTuple     = "lanes_tuple"
-	SockopsMapLanesUid       = "lanes_uid"
-	SockopsMapLanesYield     = "lanes_yield"
-	SockopsProgLanesSockops  = "lanes_sockops"
-	SockopsVarCFG            = "CFG"
+	SockopsMapLanesCgroup      = "lanes_cgroup"
+	SockopsMapLanesCookie      = "lanes_cookie"
+	SockopsMapLanesDst         = "lanes_dst"
+	SockopsMapLanesFgOpen      = "lanes_fg_open"
+	SockopsMapLanesLaneCap     = "lanes_lane_cap"
+	SockopsMapLanesOpsStats    = "lanes_ops_stats"
+	SockopsMapLanesRlJoins     = "lanes_rl_joins"
+	SockopsMapLanesRlState     = "lanes_rl_state"
+	SockopsMapLanesRwndOn      = "lanes_rwnd_on"
+	SockopsMapLanesRwndState   = "lanes_rwnd_state"
+	SockopsMapLanesSkState     = "lanes_sk_state"
+	SockopsMapLanesSockCap     = "lanes_sock_cap"
+	SockopsMapLanesSockRwnd    = "lanes_sock_rwnd"
+	SockopsMapLanesSockSeen    = "lanes_sock_seen"
+	SockopsMapLanesTuple       = "lanes_tuple"
+	SockopsMapLanesTupleShapes = "lanes_tuple_shapes"
+	SockopsMapLanesUid         = "lanes_uid"
+	SockopsMapLanesYield       = "lanes_yield"
+	SockopsProgLanesSockops    = "lanes_sockops"
+	SockopsVarCFG              = "CFG"
 )
 
 // LoadSockops returns the embedded CollectionSpec for Sockops.
@@ -162,23 +163,24 @@ type SockopsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsMapSpecs struct {
-	LanesCgroup    *ebpf.MapSpec `ebpf:"lanes_cgroup"`
-	LanesCookie    *ebpf.MapSpec `ebpf:"lanes_cookie"`
-	LanesDst       *ebpf.MapSpec `ebpf:"lanes_dst"`
-	LanesFgOpen    *ebpf.MapSpec `ebpf:"lanes_fg_open"`
-	LanesLaneCap   *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
-	LanesOpsStats  *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
-	LanesRlJoins   *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
-	LanesRlState   *ebpf.MapSpec `ebpf:"lanes_rl_state"`
-	LanesRwndOn    *ebpf.MapSpec `ebpf:"lanes_rwnd_on"`
-	LanesRwndState *ebpf.MapSpec `ebpf:"lanes_rwnd_state"`
-	LanesSkState   *ebpf.MapSpec `ebpf:"lanes_sk_state"`
-	LanesSockCap   *ebpf.MapSpec `ebpf:"lanes_sock_cap"`
-	LanesSockRwnd  *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
-	LanesSockSeen  *ebpf.MapSpec `ebpf:"lanes_sock_seen"`
-	LanesTuple     *ebpf.MapSpec `ebpf:"lanes_tuple"`
-	LanesUid       *ebpf.MapSpec `ebpf:"lanes_uid"`
-	LanesYield     *ebpf.MapSpec `ebpf:"lanes_yield"`
+	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
+	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
+	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
+	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
+	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
+	LanesRwndOn      *ebpf.MapSpec `ebpf:"lanes_rwnd_on"`
+	LanesRwndState   *ebpf.MapSpec `ebpf:"lanes_rwnd_state"`
+	LanesSkState     *ebpf.MapSpec `ebpf:"lanes_sk_state"`
+	LanesSockCap     *ebpf.MapSpec `ebpf:"lanes_sock_cap"`
+	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
+	LanesSockSeen    *ebpf.MapSpec `ebpf:"lanes_sock_seen"`
+	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
+	LanesYield       *ebpf.MapSpec `ebpf:"lanes_yield"`
 }
 
 // SockopsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -208,23 +210,24 @@ func (o *SockopsObjects) Close() error {
 //
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsMaps struct {
-	LanesCgroup    *ebpf.Map `ebpf:"lanes_cgroup"`
-	LanesCookie    *ebpf.Map `ebpf:"lanes_cookie"`
-	LanesDst       *ebpf.Map `ebpf:"lanes_dst"`
-	LanesFgOpen    *ebpf.Map `ebpf:"lanes_fg_open"`
-	LanesLaneCap   *ebpf.Map `ebpf:"lanes_lane_cap"`
-	LanesOpsStats  *ebpf.Map `ebpf:"lanes_ops_stats"`
-	LanesRlJoins   *ebpf.Map `ebpf:"lanes_rl_joins"`
-	LanesRlState   *ebpf.Map `ebpf:"lanes_rl_state"`
-	LanesRwndOn    *ebpf.Map `ebpf:"lanes_rwnd_on"`
-	LanesRwndState *ebpf.Map `ebpf:"lanes_rwnd_state"`
-	LanesSkState   *ebpf.Map `ebpf:"lanes_sk_state"`
-	LanesSockCap   *ebpf.Map `ebpf:"lanes_sock_cap"`
-	LanesSockRwnd  *ebpf.Map `ebpf:"lanes_sock_rwnd"`
-	LanesSockSeen  *ebpf.Map `ebpf:"lanes_sock_seen"`
-	LanesTuple     *ebpf.Map `ebpf:"lanes_tuple"`
-	LanesUid       *ebpf.Map `ebpf:"lanes_uid"`
-	LanesYield     *ebpf.Map `ebpf:"lanes_yield"`
+	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
+	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
+	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
+	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
+	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
+	LanesRwndOn      *ebpf.Map `ebpf:"lanes_rwnd_on"`
+	LanesRwndState   *ebpf.Map `ebpf:"lanes_rwnd_state"`
+	LanesSkState     *ebpf.Map `ebpf:"lanes_sk_state"`
+	LanesSockCap     *ebpf.Map `ebpf:"lanes_sock_cap"`
+	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
+	LanesSockSeen    *ebpf.Map `ebpf:"lanes_sock_seen"`
+	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
+	LanesYield       *ebpf.Map `ebpf:"lanes_yield"`
 }
 
 func (m *SockopsMaps) Close() error {
@@ -244,6 +247,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesSockRwnd,
 		m.LanesSockSeen,
 		m.LanesTuple,
+		m.LanesTupleShapes,
 		m.LanesUid,
 		m.LanesYield,
 	)

@@ -87,14 +87,15 @@ type TcpiterTcpRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	TcpiterMapLanesCgroup  = "lanes_cgroup"
-	TcpiterMapLanesCookie  = "lanes_cookie"
-	TcpiterMapLanesDst     = "lanes_dst"
-	TcpiterMapLanesTuple   = "lanes_tuple"
-	TcpiterMapLanesUid     = "lanes_uid"
-	TcpiterProgDump        = "dump"
-	TcpiterVarCFG          = "CFG"
-	TcpiterVarUnusedTcpRec = "unused_tcp_rec"
+	TcpiterMapLanesCgroup      = "lanes_cgroup"
+	TcpiterMapLanesCookie      = "lanes_cookie"
+	TcpiterMapLanesDst         = "lanes_dst"
+	TcpiterMapLanesTuple       = "lanes_tuple"
+	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
+	TcpiterMapLanesUid         = "lanes_uid"
+	TcpiterProgDump            = "dump"
+	TcpiterVarCFG              = "CFG"
+	TcpiterVarUnusedTcpRec     = "unused_tcp_rec"
 )
 
 // LoadTcpiter returns the embedded CollectionSpec for Tcpiter.
@@ -146,11 +147,12 @@ type TcpiterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterMapSpecs struct {
-	LanesCgroup *ebpf.MapSpec `ebpf:"lanes_cgroup"`
-	LanesCookie *ebpf.MapSpec `ebpf:"lanes_cookie"`
-	LanesDst    *ebpf.MapSpec `ebpf:"lanes_dst"`
-	LanesTuple  *ebpf.MapSpec `ebpf:"lanes_tuple"`
-	LanesUid    *ebpf.MapSpec `ebpf:"lanes_uid"`
+	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
+	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
+	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
 }
 
 // TcpiterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -181,11 +183,12 @@ func (o *TcpiterObjects) Close() error {
 //
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterMaps struct {
-	LanesCgroup *ebpf.Map `ebpf:"lanes_cgroup"`
-	LanesCookie *ebpf.Map `ebpf:"lanes_cookie"`
-	LanesDst    *ebpf.Map `ebpf:"lanes_dst"`
-	LanesTuple  *ebpf.Map `ebpf:"lanes_tuple"`
-	LanesUid    *ebpf.Map `ebpf:"lanes_uid"`
+	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
+	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
+	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
+	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
+	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
 }
 
 func (m *TcpiterMaps) Close() error {
@@ -194,6 +197,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesTuple,
+		m.LanesTupleShapes,
 		m.LanesUid,
 	)
 }
