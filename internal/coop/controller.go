@@ -49,11 +49,12 @@ type Flow struct {
 	CAState    uint8
 	SRTT       time.Duration
 	MinRTT     time.Duration
-	NotSent    uint64 // bytes in the socket not yet sent
-	InFlight   uint64 // bytes sent, not yet acknowledged
-	BytesAcked uint64 // cumulative
-	BytesRecv  uint64 // cumulative, received (downloads)
-	Retrans    uint32 // cumulative retransmitted segments
+	RcvRTT     time.Duration // receive-side RTT estimate (downloads; 0 = none)
+	NotSent    uint64        // bytes in the socket not yet sent
+	InFlight   uint64        // bytes sent, not yet acknowledged
+	BytesAcked uint64        // cumulative
+	BytesRecv  uint64        // cumulative, received (downloads)
+	Retrans    uint32        // cumulative retransmitted segments
 }
 
 // FlowSource returns this host's uplink flows (through the managed

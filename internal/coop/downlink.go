@@ -11,8 +11,15 @@
 //     arrives. A download using at least downBulkUse of its cap (it is
 //     window-limited: the sender would send more) counts as bulk (demand 1);
 //     otherwise its need is the window it used over the last interval
-//     (receive rate x min RTT), with the uplink's margins. An uncapped
-//     download counts as bulk until it has a cap to be compared with;
+//     (receive rate x RTT, the RTT being the receiver's own estimate from
+//     arriving data when larger than the min RTT: a window-limited flow
+//     behind a queue delivers cap/RTT, not cap/min RTT), with the uplink's
+//     margins. An uncapped download counts as bulk until it has a cap to be
+//     compared with. A download's demand is the largest of its last
+//     demandHold intervals: what arrives is noisy (the receiver's RTT
+//     estimate, delayed ACKs, the application's reads), and a demand read
+//     low for one interval would take the share away and give it back the
+//     next (caps flapping); a real drop is given away after the hold;
 //   - a flow's cap = floor(target segments) x MSS bytes, through the same
 //     hysteresis filter as the uplink's caps (stable.go);
 //   - applied as TCP_WINDOW_CLAMP by sock_ops (datapath SetSocketRwndCap).
@@ -31,6 +38,9 @@ import (
 // its cap is window-limited (bulk).
 const downBulkUse = 0.8
 
+// demandHold is how many intervals a download's demand is held at its peak.
+const demandHold = 4
+
 // RwndCapSetter, if the CapSetter also implements it, applies downlink caps:
 // per-socket receive window caps (bytes; 0 removes) while SetDownlinkCaps
 // is on. The daemon backs it with internal/datapath.
@@ -43,15 +53,17 @@ type RwndCapSetter interface {
 type DownFlow struct {
 	MSS      uint32
 	MinRTT   time.Duration
-	RecvBits float64 // receive rate over the last interval, bits/s
-	CapBytes uint32  // downlink cap in force (0: none)
+	RcvRTT   time.Duration // receive-side RTT estimate (0: none)
+	RecvBits float64       // receive rate over the last interval, bits/s
+	CapBytes uint32        // downlink cap in force (0: none)
 }
 
 // DownDemand is a download's window need in bytes (the Queued of its
 // FlowLoad): math.MaxUint32 when it is window-limited at its cap or has
-// no cap yet, else the window it used (receive rate x min RTT).
+// no cap yet, else the window it used (receive rate x max(min RTT,
+// receive-side RTT)).
 func DownDemand(f DownFlow) uint64 {
-	used := f.RecvBits * f.MinRTT.Seconds() / 8
+	used := f.RecvBits * max(f.MinRTT, f.RcvRTT).Seconds() / 8
 	if f.CapBytes == 0 || used >= downBulkUse*float64(f.CapBytes) {
 		return math.MaxUint32
 	}
@@ -71,8 +83,10 @@ func RwndBytes(segs uint32, mss uint32) uint32 {
 type downState struct {
 	active       bool
 	lastProgress time.Time
-	acc          float64 // bytes received since the last tick
-	rate         float64 // bits/s over the last tick
+	acc          float64            // bytes received since the last tick
+	rate         float64            // bits/s over the last tick
+	demands      [demandHold]uint64 // demand of the last ticks (ring)
+	ndemand      int
 	filt         capFilter
 	coop         uint32 // cooperative cap, segments
 	cap          uint32 // applied, bytes
@@ -94,11 +108,21 @@ func (d *downState) setCap(v uint32, now time.Time) bool {
 	return true
 }
 
-// downLoad is the FlowLoad of a local download.
+// downLoad is the FlowLoad of a local download: its demand is the peak of
+// the last demandHold ticks (and of now).
 func (fs *flowState) downLoad() FlowLoad {
 	f := fs.f
-	return FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT,
-		Queued: DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RecvBits: fs.dn.rate, CapBytes: fs.dn.cap})}
+	q := fs.downDemandNow()
+	for _, d := range fs.dn.demands[:min(fs.dn.ndemand, demandHold)] {
+		q = max(q, d)
+	}
+	return FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: q}
+}
+
+// downDemandNow is the download's demand from the last tick's rate.
+func (fs *flowState) downDemandNow() uint64 {
+	f := fs.f
+	return DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RcvRTT: f.RcvRTT, RecvBits: fs.dn.rate, CapBytes: fs.dn.cap})
 }
 
 // peerDownLoad turns a peer's downlink section into a HostLoad.
@@ -150,6 +174,12 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	if dt > 0 {
 		for _, fs := range c.flows {
 			fs.dn.rate = fs.dn.acc * 8 / dt
+			if fs.dn.active {
+				fs.dn.demands[fs.dn.ndemand%demandHold] = fs.downDemandNow()
+				fs.dn.ndemand++
+			} else {
+				fs.dn.ndemand = 0
+			}
 		}
 		c.dnGoodput = c.dnAcc * 8 / dt
 	}

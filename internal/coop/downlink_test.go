@@ -26,6 +26,9 @@ func TestDownDemand(t *testing.T) {
 		// 2 Mbit/s x 100 ms = 25,000 bytes used of a 100,000-byte cap
 		{"app-limited: the window it used", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 2e6, CapBytes: 100_000}, 25_000},
 		{"idle", DownFlow{MSS: 1448, MinRTT: rtt, CapBytes: 100_000}, 0},
+		// behind a queue (receive-side RTT 2x the min): 4 Mbit/s x 200 ms
+		// fills the 100,000-byte cap; by min RTT alone it would look half used
+		{"window-limited behind a queue", DownFlow{MSS: 1448, MinRTT: rtt, RcvRTT: 2 * rtt, RecvBits: 4e6, CapBytes: 100_000}, math.MaxUint32},
 	} {
 		if got := DownDemand(c.f); got != c.want {
 			t.Errorf("%s: demand %d, want %d", c.name, got, c.want)

@@ -73,6 +73,7 @@ func FromMonitor(f *tcpmon.Flow, appOf func(*tcpmon.Flow) string) Flow {
 	return Flow{
 		Cookie: f.Cookie, Lane: f.Lane, App: app, MSS: f.MSS, Cwnd: f.Cwnd, CAState: caState(f.CAState),
 		SRTT: time.Duration(f.SRTT) * time.Microsecond, MinRTT: time.Duration(f.MinRTT) * time.Microsecond,
+		RcvRTT:  time.Duration(f.RcvRTT) * time.Microsecond,
 		NotSent: uint64(f.Notsent), InFlight: inflight, BytesAcked: f.BytesAcked, BytesRecv: f.BytesRecv, Retrans: f.TotalRetrans,
 	}
 }

@@ -66,7 +66,7 @@ coop:
 		fmt.Fprintf(&b, "  key: %q\n", key)
 	}
 	if rate != "" {
-		fmt.Fprintf(&b, "  ap_rate: %s\n", rate)
+		fmt.Fprintf(&b, "  ap_rate: %s\n  ap_downlink_rate: %s\n", rate, rate)
 	}
 	return b.String()
 }
@@ -308,8 +308,12 @@ const capActGrace = time.Second
 // by its cap history, 0 when it was uncapped for some of that time; known is
 // false when the history does not reach back to from.
 func capInForce(f coop.FlowStatus, from, to time.Time) (limit uint32, known bool) {
-	h := f.CapHistory
-	complete := uint64(len(h)) == f.CapChanges
+	return inForce(f.CapHistory, f.CapChanges, from, to)
+}
+
+// inForce is capInForce over one history of changes (uplink or downlink).
+func inForce(h []coop.CapChange, changes uint64, from, to time.Time) (limit uint32, known bool) {
+	complete := uint64(len(h)) == changes
 	if len(h) == 0 || (h[0].At.After(from) && !complete) {
 		return 0, false
 	}
@@ -399,4 +403,156 @@ func sendForged(t *testing.T, lan *testutil.LAN) {
 		}
 		return nil
 	})
+}
+
+// monitoredWnd is a sender-side flow sample: the peer's advertised window.
+type monitoredWnd struct {
+	Time   time.Time `json:"time"`
+	Dst    string    `json:"dst"`
+	State  string    `json:"state"`
+	SndWnd uint32    `json:"snd_wnd_bytes"`
+	Recv   float64   `json:"throughput_bps"`
+}
+
+// rwndSlack: the window a receiver advertises is whole units of its window
+// scale (2^7 bytes with Linux's default buffers; up to 2^12 allowed here),
+// rounded up past a clamp that is not a multiple of it.
+const rwndSlack = 1 << 12
+
+// TestCoopThreeDaemonsDownlink is the downlink variant: the three hosts
+// download from the server; the daemons agree on the downlink N = 3 and cap
+// the windows their downloads advertise. The server's own `lanes monitor`
+// (the sender side) sees each download's window at or below the downlink
+// cap in force during the sample's window (by the flow's
+// down_cap_history); a host whose download ends leaves the downlink group.
+func TestCoopThreeDaemonsDownlink(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	lan := testutil.NewLAN(t, 3)
+	start(t, lan.Switch, "lab", "helper", "serve", "--listen", ":8080")
+	url := fmt.Sprintf("http://%s:8080", lan.Server)
+
+	var socks []string
+	for _, h := range lan.Hosts {
+		_, sock := startDaemon(t, h, coopPolicy(t))
+		socks = append(socks, sock)
+	}
+	began := time.Now()
+	var gets []*proc
+	for _, h := range lan.Hosts {
+		gets = append(gets, start(t, h, "lab", "helper", "get", "--url", url, "--bytes", "100000000000", "--timeout", "300s"))
+	}
+	took := waitCoop(t, "downlink N=3 and a cap on every download", socks, func(st coop.Status) bool {
+		if st.Down.N != 3 || !st.Down.Capping {
+			return false
+		}
+		n := 0
+		for _, f := range st.Flows {
+			if f.DownActive {
+				if f.DownCap == 0 {
+					return false
+				}
+				n++
+			}
+		}
+		return n > 0
+	})
+	t.Logf("three daemons agree on downlink N=3 with caps on every download %v after the downloads started (%v of it polling)",
+		time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
+
+	time.Sleep(300 * time.Millisecond) // thousands of veth RTTs: the windows have come down
+	out, err := lan.Switch.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
+		"--sport", "8080").Output()
+	if err != nil {
+		t.Fatalf("lanes monitor on the server: %v", err)
+	}
+	var samples []monitoredWnd
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var f monitoredWnd
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatalf("monitor line %q: %v", sc.Text(), err)
+		}
+		samples = append(samples, f)
+	}
+	checked := 0
+	for i := range lan.Hosts {
+		st := coopStatus(t, socks[i])
+		var dl []coop.FlowStatus
+		for _, f := range st.Flows {
+			if f.DownCapChanges > 0 {
+				dl = append(dl, f)
+			}
+		}
+		if len(dl) != 1 {
+			t.Errorf("host %d: %d downloads with a downlink cap, want 1: %+v", i, len(dl), st.Flows)
+			continue
+		}
+		f := dl[0]
+		host := lan.Addr(i).String()
+		for _, s := range samples {
+			if !strings.HasPrefix(s.Dst, host+":") || s.State != "ESTAB" {
+				continue
+			}
+			limit, known := inForce(f.DownCapHistory, f.DownCapChanges, s.Time.Add(-capActGrace), s.Time)
+			if !known || limit == 0 {
+				continue
+			}
+			checked++
+			if s.SndWnd > limit+rwndSlack {
+				t.Errorf("host %d: the server sees a window of %d bytes at %v, above the downlink cap %d (history %+v)",
+					i, s.SndWnd, s.Time.Format("15:04:05.000"), limit, f.DownCapHistory)
+			}
+		}
+		if st.Counters.Dropped() != 0 {
+			t.Errorf("host %d dropped announcements of its own group: %+v", i, st.Counters)
+		}
+		t.Logf("host %d: downlink %+v; download %d receiving %.1f Mbit/s, cap %d bytes, %d changes",
+			i, st.Down, f.Cookie, float64(f.RecvBits)/1e6, f.DownCap, f.DownCapChanges)
+	}
+	if checked == 0 {
+		t.Fatalf("the server's monitor saw none of the capped downloads (%d samples)", len(samples))
+	}
+	downCapChanges(t, socks)
+
+	// A host whose download ends leaves the downlink group: the others see
+	// N=2 (after an interval without data).
+	_ = gets[2].cmd.Process.Kill()
+	_ = gets[2].cmd.Wait()
+	waitCoop(t, "downlink N=2 after host 2's download ended", socks[:2], func(st coop.Status) bool { return st.Down.N == 2 })
+}
+
+// downCapChanges logs how often the downlink caps changed over a few
+// seconds in steady state (changes per connection per minute).
+func downCapChanges(t *testing.T, socks []string) {
+	t.Helper()
+	window := 3 * time.Second
+	count := func() map[uint64]uint64 {
+		m := map[uint64]uint64{}
+		for _, s := range socks {
+			for _, f := range coopStatus(t, s).Flows {
+				if f.DownActive {
+					m[f.Cookie] = f.DownCapChanges
+				}
+			}
+		}
+		return m
+	}
+	before := count()
+	time.Sleep(window)
+	after := count()
+	var changes uint64
+	conns := 0
+	for ck, a := range after {
+		if b, ok := before[ck]; ok {
+			changes += a - b
+			conns++
+		}
+	}
+	if conns > 0 {
+		t.Logf("downlink steady state: %d cap changes on %d connections in %v = %.1f per connection per minute",
+			changes, conns, window, float64(changes)/float64(conns)/window.Minutes())
+	}
 }

@@ -63,6 +63,7 @@ type Flow struct {
 	SendQ        uint32 `json:"send_q_bytes"` // unacked + unsent bytes
 	RecvQ        uint32 `json:"recv_q_bytes"` // received, not yet read
 	SndWnd       uint32 `json:"snd_wnd_bytes"`
+	RcvRTT       uint32 `json:"rcv_rtt_us"` // receive-side RTT estimate
 	WmemQueued   uint32 `json:"wmem_queued_bytes"`
 	SndBuf       uint32 `json:"sndbuf_bytes"`
 	RcvBuf       uint32 `json:"rcvbuf_bytes"`

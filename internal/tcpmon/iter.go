@@ -151,6 +151,7 @@ func (s *iterSource) info(x *tcpiter.Rec) TCPInfo {
 		TotalRetrans: x.TotalRetrans, PacingRate: x.PacingRate,
 		BytesAcked: x.BytesAcked, BytesRecv: x.BytesReceived, BytesSent: x.BytesSent, BytesRetrans: x.BytesRetrans,
 		NotsentBytes: uint32(max(int32(x.WriteSeq-x.SndNxt), 0)), MinRTT: x.MinRtt, SndWnd: x.SndWnd,
+		RcvRTT:     x.RcvRttUs >> 3, // RcvWnd: not read (tcp_sock.rcv_wnd is outside the checked BTF), 0
 		AppLimited: x.AppLimited != 0,
 	}
 	if x.RateDelivered != 0 && x.RateIntervalUs != 0 { // tcp_compute_delivery_rate

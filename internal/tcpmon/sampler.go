@@ -393,6 +393,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 			f.PacingRate = ti.PacingRate * 8
 		}
 		f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
+		f.RcvRTT = ti.RcvRTT
 		f.BusyTime, f.RwndLimited, f.SndbufLimited, f.AppLimited = ti.BusyTime, ti.RwndLimited, ti.SndbufLimited, ti.AppLimited
 		if seen {
 			if dt := now.Sub(p.t).Seconds(); dt > 0 {

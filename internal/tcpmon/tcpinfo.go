@@ -76,6 +76,7 @@ type TCPInfo struct {
 	BytesSent    uint64
 	BytesRetrans uint64
 	SndWnd       uint32
+	RcvRTT       uint32 // receive-side RTT estimate, µs (downloads)
 	// Time (µs) the socket spent sending (busy), and the part of it
 	// limited by the receive window or the send buffer.
 	BusyTime, RwndLimited, SndbufLimited uint64
@@ -116,6 +117,7 @@ const (
 	offBytesSent    = 200
 	offBytesRetrans = 208
 	offSndWnd       = 228
+	offRcvRTT       = 92
 )
 
 // ParseTCPInfo decodes b, the payload of an INET_DIAG_INFO attribute of a
@@ -166,6 +168,7 @@ func ParseTCPInfo(b []byte) TCPInfo {
 		BytesSent:     u64(offBytesSent),
 		BytesRetrans:  u64(offBytesRetrans),
 		SndWnd:        u32(offSndWnd),
+		RcvRTT:        u32(offRcvRTT),
 		BusyTime:      u64(offBusyTime),
 		RwndLimited:   u64(offRwndLimited),
 		SndbufLimited: u64(offSndbufLimit),

@@ -78,6 +78,8 @@ type TcpiterTcpRec struct {
 	Sndbuf         uint32
 	Rcvbuf         uint32
 	Drops          uint32
+	RcvRttUs       uint32
+	Pad3           uint32
 	ChronoStart    uint32
 	ChronoStat     [3]uint32
 	Jiffies        uint64
