@@ -177,7 +177,7 @@ type CapChange struct {
 }
 
 // capHistoryLen is how many cap changes a flow's status keeps.
-const capHistoryLen = 8
+const capHistoryLen = 32
 
 // Status is the controller's state for `lanes status` / the API.
 type Status struct {

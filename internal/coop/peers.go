@@ -55,10 +55,16 @@ type Peer struct {
 	FirstSeen time.Time
 	LastSeen  time.Time
 	Last      Announcement
-	lastFrom  netip.Addr   // source of Last
-	recent    [8]seqFamily // latest accepted sequences and their family
+	lastFrom  netip.Addr            // source of Last
+	recent    [recentSeqs]seqFamily // latest accepted sequences and their family
 	nrecent   int
 }
+
+// recentSeqs is how many accepted sequences a peer's entry remembers: the
+// reordering between the IPv4 and IPv6 copies it can tell from a replay
+// (32 announcements: 3.2 s at a 100 ms interval; on a machine saturated by
+// veth downloads one family's copies lagged by more than 8).
+const recentSeqs = 32
 
 // seqFamily is an accepted sequence number and the family it came over.
 type seqFamily struct {

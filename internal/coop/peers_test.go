@@ -86,8 +86,8 @@ func TestTableReplay(t *testing.T) {
 	}
 }
 
-// TestTableLateAcrossFamilies: announcement 109's IPv6 copy was lost and its
-// IPv4 copy arrived after 110's IPv6 copy (one reader per socket orders each
+// TestTableLateAcrossFamilies: announcement k's IPv6 copy was lost and its
+// IPv4 copy arrived after k+1's IPv6 copy (one reader per socket orders each
 // family, not the two together). Measured in TestCoopThreeDaemons under
 // load as one "replayed" drop. It is late, not a replay: not applied, not a
 // drop; its second arrival, and anything older than the remembered
@@ -96,28 +96,32 @@ func TestTableLateAcrossFamilies(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tb := NewTable(500*time.Millisecond, 3, 10*time.Second)
 	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")
-	for seq := uint64(100); seq < 109; seq++ {
+	// 100 .. 100+n accepted over IPv4 (the ring holds the last n), then
+	// next+1 over IPv6 before next over IPv4
+	n := uint64(recentSeqs)
+	next := 100 + n + 1
+	for seq := uint64(100); seq < next; seq++ {
 		if _, err := tb.Accept(ann(1, seq, t0, 1), v4, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tb.Accept(ann(1, 110, t0, 2), v6, t0); err != nil {
+	if _, err := tb.Accept(ann(1, next+1, t0, 2), v6, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Accept(ann(1, 109, t0, 7), v4, t0); !errors.Is(err, ErrLate) {
-		t.Fatalf("109 after 110, never seen: %v, want ErrLate", err)
+	if _, err := tb.Accept(ann(1, next, t0, 7), v4, t0); !errors.Is(err, ErrLate) {
+		t.Fatalf("%d after %d, never seen: %v, want ErrLate", next, next+1, err)
 	}
 	if got := tb.peers[1].Last.ActiveFlows; got != 2 {
-		t.Errorf("late announcement applied: active flows %d, want 110's 2", got)
+		t.Errorf("late announcement applied: active flows %d, want %d's 2", got, next+1)
 	}
-	if _, err := tb.Accept(ann(1, 109, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
-		t.Errorf("109 again over IPv4: %v, want ErrReplayed", err)
+	if _, err := tb.Accept(ann(1, next, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("%d again over IPv4: %v, want ErrReplayed", next, err)
 	}
 	if _, err := tb.Accept(ann(1, 101, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
 		t.Errorf("101, older than every remembered sequence: %v, want ErrReplayed", err)
 	}
-	if _, err := tb.Accept(ann(1, 108, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
-		t.Errorf("108 again: %v, want ErrReplayed", err)
+	if _, err := tb.Accept(ann(1, next-1, t0, 7), v4, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("%d again: %v, want ErrReplayed", next-1, err)
 	}
 	if DropReason(ErrLate) != "late" {
 		t.Errorf("DropReason(ErrLate) = %q", DropReason(ErrLate))

@@ -462,7 +462,9 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	t.Logf("three daemons agree on downlink N=3 with caps on every download %v after the downloads started (%v of it polling)",
 		time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
 
-	time.Sleep(300 * time.Millisecond) // thousands of veth RTTs: the windows have come down
+	// Samples are checked against the caps in force over the grace before
+	// them: wait until the first caps are older than that.
+	time.Sleep(capActGrace + 300*time.Millisecond)
 	out, err := lan.Switch.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
 		"--sport", "8080").Output()
 	if err != nil {
