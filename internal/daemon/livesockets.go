@@ -106,8 +106,8 @@ func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
 		var err error
 		if s.prev == lane.Unset {
 			err = d.host.ClearSocketLane(s.cookie)
-		} else {
-			err = d.host.SetSocketLane(s.cookie, s.prev)
+		} else { // only while it is open: a closed socket's entry stays gone
+			err = d.host.RestoreSocketLane(s.cookie, s.prev)
 		}
 		if err != nil {
 			d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)

@@ -21,6 +21,7 @@ type HostAPI interface {
 
 	SocketLane(cookie uint64) (lane.Lane, bool)
 	SetSocketLane(cookie uint64, l lane.Lane) error
+	RestoreSocketLane(cookie uint64, l lane.Lane) error
 	ClearSocketLane(cookie uint64) error
 	SetLaneCwndCap(l lane.Lane, segs uint32) error
 	SetSocketCwndCap(cookie uint64, segs uint32) error

@@ -554,17 +554,43 @@ func (h *Host) SocketLane(cookie uint64) (lane.Lane, bool) {
 func (h *Host) CookieMap() *ebpf.Map { return h.cls.LanesCookie }
 
 // SetSocketLane puts one socket (by cookie) in a lane; it beats every other rule.
+// A socket sock_ops knew that closes meanwhile keeps no entry: its close
+// removed its entries before or after the write, and a write after it is
+// undone (lanes_sock_seen is gone by then).
 func (h *Host) SetSocketLane(cookie uint64, l lane.Lane) error {
 	v, err := laneValue(l)
 	if err != nil {
 		return err
 	}
 	return h.use(func() error {
+		managed := h.sockSeen(cookie)
 		if err := h.cls.LanesCookie.Put(cookie, v); err != nil {
 			return fmt.Errorf("socket %d -> %s: %w", cookie, l, err)
 		}
+		if managed && !h.sockSeen(cookie) {
+			return ignoreNotExist(h.cls.LanesCookie.Delete(cookie), fmt.Sprintf("socket %d closed", cookie))
+		}
 		return nil
 	})
+}
+
+// RestoreSocketLane gives a socket back a lane only while it still has an
+// entry: the entry of a socket that closed is gone (sock_ops removed it)
+// and no restore brings it back.
+func (h *Host) RestoreSocketLane(cookie uint64, l lane.Lane) error {
+	v, err := laneValue(l)
+	if err != nil {
+		return err
+	}
+	return h.use(func() error {
+		return ignoreNotExist(h.cls.LanesCookie.Update(cookie, v, ebpf.UpdateExist), fmt.Sprintf("socket %d -> %s", cookie, l))
+	})
+}
+
+// sockSeen: sock_ops has seen the socket and it has not closed.
+func (h *Host) sockSeen(cookie uint64) bool {
+	var seen uint8
+	return h.ops != nil && h.ops.LanesSockSeen.Lookup(cookie, &seen) == nil
 }
 
 // ClearSocketLane forgets a socket's lane (by cookie): its packets are then
@@ -612,12 +638,14 @@ func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
 		if segs == 0 {
 			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
 		}
-		var seen uint8
-		if h.ops.LanesSockSeen.Lookup(cookie, &seen) != nil {
+		if !h.sockSeen(cookie) {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, ErrSocketUnmanaged)
 		}
 		if err := h.ops.LanesSockCap.Put(cookie, segs); err != nil {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)
+		}
+		if !h.sockSeen(cookie) { // closed since the check: its close ran before the write
+			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove a closed socket's cwnd cap")
 		}
 		return nil
 	})

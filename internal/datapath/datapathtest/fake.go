@@ -126,6 +126,15 @@ func (h *Host) DeleteUID(uid uint32) error                        { return del(h
 func (h *Host) SetSocketLane(c uint64, l lane.Lane) error         { return put(h, h.st.Sockets, c, l) }
 func (h *Host) ClearSocketLane(c uint64) error                    { return del(h, h.st.Sockets, c) }
 
+// RestoreSocketLane changes only a socket that still has a lane (as the
+// real host: a closed socket's entry is gone and stays gone).
+func (h *Host) RestoreSocketLane(c uint64, l lane.Lane) error {
+	if _, ok := h.SocketLane(c); !ok {
+		return nil
+	}
+	return put(h, h.st.Sockets, c, l)
+}
+
 func (h *Host) SetDSCPLane(d uint8, l lane.Lane) error {
 	if d > 63 {
 		return fmt.Errorf("datapathtest: DSCP %d", d)
