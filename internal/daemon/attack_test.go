@@ -78,6 +78,12 @@ func (b *attackBed) client(t *testing.T, uid uint32, groups []uint32) *api.Clien
 // sport, 0 = any) to B's server, owned by uid.
 func (b *attackBed) dialAs(t *testing.T, uid uint32, network, src string, sport int) net.Conn {
 	t.Helper()
+	return b.dialTo(t, uid, network, src, sport, b.p.AddrB.String())
+}
+
+// dialTo is dialAs to B's address dst.
+func (b *attackBed) dialTo(t *testing.T, uid uint32, network, src string, sport int, dst string) net.Conn {
+	t.Helper()
 	var conn net.Conn
 	var err error
 	dial := func() error {
@@ -88,7 +94,7 @@ func (b *attackBed) dialAs(t *testing.T, uid uint32, network, src string, sport 
 		} else {
 			d.LocalAddr = &net.TCPAddr{IP: ip, Port: sport}
 		}
-		conn, err = d.Dial(network, fmt.Sprintf("%s:8080", b.p.AddrB))
+		conn, err = d.Dial(network, net.JoinHostPort(dst, "8080"))
 		return nil
 	}
 	if uid == 0 {
@@ -374,6 +380,72 @@ func TestAttackLocalAddress(t *testing.T) {
 	})
 	if d := b.lanePackets(t, lane.Background) - bg0; d != n {
 		t.Errorf("root's datagrams: the background lane counted %d packets, want nobody's %d only", d, n)
+	}
+}
+
+// TestAttackLocalAddressIPv6: TestAttackLocalAddress's later-socket case
+// over IPv6, where sock_ops reads the local address from local_ip6; and a
+// registration naming root's own IPv6 local address, made before connect,
+// does reach the socket at connect (the address is read right, not only
+// never equal). On dc2ff2b (no local address in the BPF key) root's later
+// socket got nobody's background lane.
+func TestAttackLocalAddressIPv6(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	first, second, dst := "fd00:77::1", "fd00:77::3", "fd00:77::2"
+	addAddrs := func(ns *testutil.NetNS, link string, addrs ...string) {
+		ns.Do(t, func() error {
+			l, err := netlink.LinkByName(link)
+			if err != nil {
+				return err
+			}
+			for _, a := range addrs {
+				if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(a), Mask: net.CIDRMask(64, 128)},
+					Flags: unix.IFA_F_NODAD}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	addAddrs(b.p.A, b.p.LinkA, first, second)
+	addAddrs(b.p.B, b.p.LinkB, dst)
+	waitLong(t, "the server over IPv6", func() bool {
+		var c net.Conn
+		b.p.A.Do(t, func() error { c, _ = net.Dial("tcp6", net.JoinHostPort(dst, "8080")); return nil })
+		if c != nil {
+			c.Close()
+		}
+		return c != nil
+	})
+
+	user := b.client(t, nobody, nil)
+	userConn := b.dialTo(t, nobody, "tcp", second, 0, dst)
+	uf, _ := api.FlowOf(userConn)
+	if uf.Src != second {
+		t.Fatalf("nobody's flow %s: want src %s", uf, second)
+	}
+	if err := user.Register(uf, lane.Background); err != nil {
+		t.Fatalf("own IPv6 flow with its local address: %v", err)
+	}
+	later := b.dialTo(t, 0, "tcp", first, int(uf.SPort), dst)
+	laterCookie := cookieOf(t, later)
+	if got, _ := b.root.SocketLanes([]uint64{laterCookie}); got[laterCookie] != lane.Unset {
+		t.Errorf("after registering %s: root's later socket from %s got %v (want none)", uf, first, got[laterCookie])
+	}
+
+	// root names its own local address and a port before connecting
+	const port = 47123
+	own := api.Flow{Dst: dst, DPort: 8080, SPort: port, Proto: "tcp", Src: first}
+	if err := b.root.Register(own, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	c := b.dialTo(t, 0, "tcp", first, port, dst)
+	cc := cookieOf(t, c)
+	if got, _ := b.root.SocketLanes([]uint64{cc}); got[cc] != lane.Background {
+		t.Errorf("root's socket from [%s]:%d, registered before connect: lane %v, want background (sock_ops's 5-tuple)", first, port, got[cc])
 	}
 }
 
