@@ -39,6 +39,7 @@ type coopCommon struct {
 	rtt                time.Duration
 	bufBDP             float64
 	lanes              string // lanes binary for the lanes hosts' daemons
+	down               bool   // the hosts download (the AP's downlink is shared)
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -61,6 +62,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	}
 	cc := coopControllerConfig(float64(r))
 	cc.Headroom = h
+	cc.APDownlinkRate = cc.APRate
 	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
 	bin := c.lanes
 	if bin == "" {
@@ -68,12 +70,23 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 			return CoopBedConfig{}, fmt.Errorf("lanes binary: %w (pass --lanes)", err)
 		}
 	}
-	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc}, nil
+	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
 	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc,
-		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = rate, demand-aware, safety on, HMAC key"}
+		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
+}
+
+// parseDirections reads --direction: up, down or both.
+func parseDirections(s string) ([]string, error) {
+	switch s {
+	case "up", "down":
+		return []string{s}, nil
+	case "both":
+		return []string{"up", "down"}, nil
+	}
+	return nil, fmt.Errorf("--direction %q: want up, down or both", s)
 }
 
 // parseHosts reads "2-8" or "2,4,8".
@@ -105,6 +118,7 @@ func parseHosts(s string) ([]int, error) {
 type coopRun struct {
 	N      int         `json:"n"`
 	Mode   string      `json:"mode"`
+	Dir    string      `json:"direction"`
 	Stats  coopStats   `json:"stats"`
 	Cap    uint32      `json:"cap_median,omitempty"`
 	Series *coopSeries `json:"series"`
@@ -119,7 +133,7 @@ func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Durat
 	defer cb.Close()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := cb.startUploads(rctx, allHosts(bc.Hosts), 0, lane.Unset); err != nil {
+	if _, err := cb.startFlows(rctx, allHosts(bc.Hosts)); err != nil {
 		return nil, err
 	}
 	s, err := cb.record(ctx, 200*time.Millisecond, dur, nil)
@@ -193,6 +207,7 @@ func init() {
 			dur := fs.Duration("duration", 60*time.Second, "length of each run")
 			warm := fs.Duration("warmup", 5*time.Second, "start of each run left out of the statistics")
 			modes := fs.String("modes", "tcp,lanes", "tcp, lanes or both")
+			direction := fs.String("direction", "up", "the hosts upload (up), download (down: the AP's downlink is shared, lanes caps receive windows) or both, one after the other")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
 					*dur, *warm = 20*time.Second, 5*time.Second
@@ -204,62 +219,80 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
+				dirs, err := parseDirections(*direction)
+				if err != nil {
+					return nil, err
+				}
 				r := &Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
 				r.Params["hosts"], r.Params["duration"], r.Params["warmup"], r.Params["modes"] = *hosts, dur.String(), warm.String(), *modes
+				r.Params["direction"] = *direction
 				var runs []coopRun
-				main := Table{Title: "coop: N hosts uploading through one AP (goodput Mbit/s, Jain's index, srtt under load)",
-					Columns: []string{"N", "mode", "total", "per host min-max", "Jain 200ms", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
+				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
-					Columns: []string{"N", "TCP total Mbit/s", "lanes total Mbit/s"}}
-				prog := env.NewProgress(len(ns) * len(strings.Split(*modes, ",")))
-				for _, n := range ns {
-					row4 := []string{strconv.Itoa(n), "-", "-"}
-					for _, mode := range strings.Split(*modes, ",") {
-						mode = strings.TrimSpace(mode)
-						if mode != "tcp" && mode != "lanes" {
-							return nil, fmt.Errorf("unknown mode %q", mode)
-						}
-						bc, err := c.bed(n, func(int) bool { return mode == "lanes" })
-						if err != nil {
-							return nil, err
-						}
-						prog.Step("coop N=%d %s: %v...", n, mode, *dur)
-						s, err := runCoopOnce(ctx, env, bc, *dur)
-						if err != nil {
-							return nil, fmt.Errorf("N=%d %s: %w", n, mode, err)
-						}
-						st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
-						run := coopRun{N: n, Mode: mode, Stats: st, Series: s}
-						capS := "-"
-						if mode == "lanes" {
-							run.Cap = medianCap(s, warm.Seconds())
-							capS = strconv.Itoa(int(run.Cap))
-						}
-						runs = append(runs, run)
-						main.Rows = append(main.Rows, []string{strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
-							fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-							fmt.Sprintf("%.0f", st.RTTp95ms), strconv.Itoa(int(st.Retrans)), capS})
-						if mode == "tcp" {
-							row4[1] = mbit(st.TotalMbit)
-						} else {
-							row4[2] = mbit(st.TotalMbit)
-						}
-						env.Printf("  total %.2f Mbit/s, Jain %.3f/%.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainRun, st.RTTms, st.Retrans)
-					}
-					fig4.Rows = append(fig4.Rows, row4)
+					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
+				apRate, err := config.ParseRate(c.rate)
+				if err != nil {
+					return nil, err
 				}
-				per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"N", "mode", "hosts"}}
+				prog := env.NewProgress(len(dirs) * len(ns) * len(strings.Split(*modes, ",")))
+				for _, dir := range dirs {
+					c.down = dir == "down"
+					for _, n := range ns {
+						row4 := []string{dir, strconv.Itoa(n), "-", "-", "-", "-"}
+						var tcpTotal, lanesTotal float64
+						for _, mode := range strings.Split(*modes, ",") {
+							mode = strings.TrimSpace(mode)
+							if mode != "tcp" && mode != "lanes" {
+								return nil, fmt.Errorf("unknown mode %q", mode)
+							}
+							bc, err := c.bed(n, func(int) bool { return mode == "lanes" })
+							if err != nil {
+								return nil, err
+							}
+							prog.Step("coop %s N=%d %s: %v...", dir, n, mode, *dur)
+							s, err := runCoopOnce(ctx, env, bc, *dur)
+							if err != nil {
+								return nil, fmt.Errorf("N=%d %s: %w", n, mode, err)
+							}
+							st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
+							run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}
+							capS := "-"
+							if mode == "lanes" {
+								run.Cap = medianCap(s, warm.Seconds())
+								capS = strconv.Itoa(int(run.Cap))
+							}
+							runs = append(runs, run)
+							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
+								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
+								fmt.Sprintf("%.0f", st.RTTp95ms), strconv.Itoa(int(st.Retrans)), capS})
+							if mode == "tcp" {
+								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
+							} else {
+								row4[3], lanesTotal = mbit(st.TotalMbit), st.TotalMbit
+								row4[5] = fmt.Sprintf("%.1f %%", 100*st.TotalMbit*1e6/float64(apRate))
+							}
+							if tcpTotal > 0 && lanesTotal > 0 {
+								row4[4] = fmt.Sprintf("%.3f", lanesTotal/tcpTotal)
+							}
+							env.Printf("  total %.2f Mbit/s, Jain %.3f/%.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainRun, st.RTTms, st.Retrans)
+						}
+						fig4.Rows = append(fig4.Rows, row4)
+					}
+				}
+				per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"dir", "N", "mode", "hosts"}}
 				for _, run := range runs {
 					var parts []string
 					for _, v := range run.Stats.PerHostMbit {
 						parts = append(parts, fmt.Sprintf("%.2f", v))
 					}
-					per.Rows = append(per.Rows, []string{strconv.Itoa(run.N), run.Mode, strings.Join(parts, " ")})
+					per.Rows = append(per.Rows, []string{run.Dir, strconv.Itoa(run.N), run.Mode, strings.Join(parts, " ")})
 				}
 				r.Tables = []Table{main, fig4, per}
 				r.Notes = []string{
-					"goodput = bytes the server received per host; Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
-					"RTT = the uploads' srtt (TCP monitor) every 200 ms; retrans = total retransmitted segments",
+					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
+					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
+					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
 					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
 					"the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi",
 				}
@@ -277,57 +310,66 @@ func init() {
 			c.register(fs)
 			scale := fs.Float64("time-scale", 1, "multiply the 60 s period by this")
 			baseline := fs.Bool("baseline", true, "also run plain TCP with the same schedule")
+			direction := fs.String("direction", "up", "the hosts upload (up), download (down) or both, one after the other")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick && *scale == 1 {
 					*scale = 0.25
 				}
+				dirs, err := parseDirections(*direction)
+				if err != nil {
+					return nil, err
+				}
 				period := time.Duration(float64(60*time.Second) * *scale)
 				r := &Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
 				r.Params["period"], r.Params["schedule"] = period.String(), "5 hosts from 0; join at 1,2,3 periods; leave at 4,5,6; end at 7"
+				r.Params["direction"] = *direction
 				modes := []string{"lanes"}
 				if *baseline {
 					modes = append(modes, "tcp")
 				}
 				phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
-					Columns: []string{"mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
-				react := Table{Title: "reaction: time from a host starting/stopping its upload until every daemon reports the new N, and (joins) until every lanes flow's cwnd is at or below its new cap",
-					Columns: []string{"event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "cwnd <= cap ms", "cwnd <= cap after the new N ms (slowest host)"}}
+					Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
+				react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
+					Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
 				data := map[string]any{}
-				for _, mode := range modes {
-					env.Printf("coop-dynamics %s: period %v, 7 periods...\n", mode, period)
-					d, err := runDynamics(ctx, env, &c, mode == "lanes", period)
-					if err != nil {
-						return nil, err
-					}
-					data[mode] = d
-					for p := 0; p < 7; p++ {
-						nExp := []int{5, 6, 7, 8, 7, 6, 5}[p]
-						from, to := (float64(p)*period.Seconds())+min(5, period.Seconds()/3), float64(p+1)*period.Seconds()
-						st := d.Series.stats(allHosts(8), from, to)
-						seen, capv := "-", "-"
-						if mode == "lanes" {
-							seen, capv = d.nSeen(from, to)
+				for _, dir := range dirs {
+					c.down = dir == "down"
+					for _, mode := range modes {
+						env.Printf("coop-dynamics %s %s: period %v, 7 periods...\n", dir, mode, period)
+						d, err := runDynamics(ctx, env, &c, mode == "lanes", period)
+						if err != nil {
+							return nil, err
 						}
-						phases.Rows = append(phases.Rows, []string{mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
-							mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to)), fmt.Sprintf("%.0f", st.RTTms)})
-					}
-					if mode == "lanes" {
-						for _, e := range d.Events {
-							rs, fs, cs, ca := "never", "-", "-", "-"
-							if e.Slowest >= 0 {
-								rs = fmt.Sprintf("%.0f", e.Slowest)
-								fs = fmt.Sprintf("%.0f", e.Fastest)
+						data[dir+" "+mode] = d
+						for p := 0; p < 7; p++ {
+							nExp := []int{5, 6, 7, 8, 7, 6, 5}[p]
+							from, to := (float64(p)*period.Seconds())+min(5, period.Seconds()/3), float64(p+1)*period.Seconds()
+							st := d.Series.stats(allHosts(8), from, to)
+							seen, capv := "-", "-"
+							if mode == "lanes" {
+								seen, capv = d.nSeen(from, to)
 							}
-							if e.Kind == "join" {
-								cs, ca = "never", "never"
-								if e.CapMs >= 0 {
-									cs = fmt.Sprintf("%.0f", e.CapMs)
+							phases.Rows = append(phases.Rows, []string{dir, mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
+								mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to)), fmt.Sprintf("%.0f", st.RTTms)})
+						}
+						if mode == "lanes" {
+							for _, e := range d.Events {
+								rs, fs, cs, ca := "never", "-", "-", "-"
+								if e.Slowest >= 0 {
+									rs = fmt.Sprintf("%.0f", e.Slowest)
+									fs = fmt.Sprintf("%.0f", e.Fastest)
 								}
-								if e.CapAfterNMs >= 0 {
-									ca = fmt.Sprintf("%.0f", e.CapAfterNMs)
+								if e.Kind == "join" {
+									cs, ca = "never", "never"
+									if e.CapMs >= 0 {
+										cs = fmt.Sprintf("%.0f", e.CapMs)
+									}
+									if e.CapAfterNMs >= 0 {
+										ca = fmt.Sprintf("%.0f", e.CapAfterNMs)
+									}
 								}
+								react.Rows = append(react.Rows, []string{dir, e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs, cs, ca})
 							}
-							react.Rows = append(react.Rows, []string{e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs, cs, ca})
 						}
 					}
 				}
@@ -559,6 +601,25 @@ func capState(st *coop.Status, flows []tcpmon.Flow, server netip.Addr) int8 {
 	return state
 }
 
+// downCapState compares the window the server sees a host's download
+// offer with the downlink cap its daemon reports (one download per host;
+// whole units of the window scale, up to 2^12 bytes, over the cap allowed).
+func downCapState(st *coop.Status, v *senderView) int8 {
+	if v == nil || v.k == 0 {
+		return capNoFlow
+	}
+	var c uint32
+	for _, f := range st.Flows {
+		if f.DownActive {
+			c = max(c, f.DownCap)
+		}
+	}
+	if c == 0 || v.sndWnd > c+1<<12 {
+		return capAbove
+	}
+	return capUnder
+}
+
 // runDynamics runs the 5 -> 8 -> 5 schedule on 8 hosts.
 func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, period time.Duration) (*dynResult, error) {
 	bc, err := c.bed(8, func(int) bool { return lanesOn })
@@ -573,7 +634,7 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ups := make([]*upload, 8)
-	first, err := cb.startUploads(rctx, allHosts(5), 0, lane.Unset)
+	first, err := cb.startFlows(rctx, allHosts(5))
 	if err != nil {
 		return nil, err
 	}
@@ -601,7 +662,7 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 			}
 			at := time.Since(start)
 			if p.join {
-				u, err := cb.startUpload(rctx, p.host, coopBulkPort, 0, lane.Unset)
+				u, err := cb.startFlow(rctx, p.host)
 				if err != nil {
 					errc <- err
 					return
@@ -636,6 +697,16 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 				return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
 			}
 		}
+		var srvMon *tcpmon.Sampler // downloads: the senders are the server's
+		if bc.Down {
+			if srvMon, err = tcpmon.New(tcpmon.Config{NetNS: cb.server.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
+				for _, m := range mons {
+					m.Close()
+				}
+				return nil, fmt.Errorf("monitor in the server: %w", err)
+			}
+			mons = append(mons, srvMon)
+		}
 		go func() {
 			defer func() {
 				for _, m := range mons {
@@ -653,6 +724,15 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 				}
 				el := time.Since(start).Seconds()
 				row, caps, under := make([]int, 8), make([]int, 8), make([]int8, 8)
+				var srv map[*coopHost]*senderView
+				if srvMon != nil {
+					fl, err := srvMon.Sample()
+					if err != nil {
+						pollDone <- fmt.Errorf("monitor in the server: %w", err)
+						return
+					}
+					srv = cb.serverSide(fl)
+				}
 				for i, h := range cb.hosts {
 					st, err := h.coopStatus()
 					if err != nil {
@@ -660,10 +740,13 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 						return
 					}
 					row[i] = st.N
-					for _, f := range st.Flows {
-						if f.Active {
-							caps[i] = max(caps[i], int(f.Cap))
-						}
+					if bc.Down {
+						row[i] = st.Down.N
+					}
+					caps[i] = int(flowsCap(st, bc.Down))
+					if bc.Down {
+						under[i] = downCapState(st, srv[h])
+						continue
 					}
 					fl, err := mons[i].Sample()
 					if err != nil {

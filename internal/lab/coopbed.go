@@ -1,7 +1,8 @@
 // coopbed.go: the testbed of the cooperative-control experiments (coop,
 // coop-dynamics, coop-mixed, apps): N hosts behind one emulated access point
-// uploading to a distant server, optionally each running lanes' datapath and
-// cooperative controller.
+// uploading to a distant server (or, with Down, downloading from it: the
+// AP's downlink is then the shared bottleneck and the server the sender),
+// optionally each running lanes' datapath and cooperative controller.
 //
 //	host 1 ..+                                   (AP -> cloud: delay only)
 //	host 2 ..+--[shared uplink: rate, buffer]--> route --[server down: RTT/2]--> server
@@ -53,6 +54,7 @@ import (
 const (
 	coopBulkPort   = 5001
 	coopStreamPort = 5002
+	coopDownPort   = 5003 // the server sends to whoever connects (downloads)
 	coopAnnPort    = 7431
 )
 
@@ -70,6 +72,10 @@ type CoopBedConfig struct {
 	// Coop is the `coop:` section of the daemons' policy (Enabled,
 	// Interface, Port, key and unicast peers are filled in per host).
 	Coop coop.Config
+	// Down: the hosts' endless transfers are downloads (startFlow), and
+	// the recorder reads RTT and cwnd at the server (the sender) and N,
+	// caps and capping from the daemons' downlink status.
+	Down bool
 }
 
 // coopHost is one host of the bed.
@@ -97,6 +103,7 @@ type coopBed struct {
 	conns  []net.Conn
 	up     *emu.Link // the shared medium
 	down   *emu.Link
+	srvMon *tcpmon.Sampler // the server's flows (Down: the senders)
 }
 
 // newCoopBed builds and starts the testbed (server sinks listening, the
@@ -138,6 +145,14 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 	cb.stream = &streamSink{}
 	if err := cb.listen(coopStreamPort, cb.stream.serve); err != nil {
 		return nil, err
+	}
+	if err := cb.listen(coopDownPort, cb.sendDown); err != nil {
+		return nil, err
+	}
+	if c.Down {
+		if cb.srvMon, err = tcpmon.New(tcpmon.Config{NetNS: cb.server.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
+			return nil, fmt.Errorf("monitor in the server: %w", err)
+		}
 	}
 	for _, h := range cb.hosts {
 		if h.mon, err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
@@ -214,6 +229,9 @@ func (cb *coopBed) Close() error {
 		if h.mon != nil {
 			h.mon.Close()
 		}
+	}
+	if cb.srvMon != nil {
+		cb.srvMon.Close()
 	}
 	errs = append(errs, cb.bed.Close())
 	return errors.Join(errs...)
@@ -325,6 +343,116 @@ func (cb *coopBed) startUpload(ctx context.Context, i int, port int, size int64,
 		}
 	}()
 	return u, nil
+}
+
+// sendDown sends to a downloading host until it goes, with the hosts'
+// congestion control set on the server's socket (the sender's).
+func (cb *coopBed) sendDown(c net.Conn) {
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			_ = setCC(rc, cb.cfg.CC)
+		}
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// startDownload has host i download from the server until stopped; the
+// host counts what it receives (its goodput).
+func (cb *coopBed) startDownload(ctx context.Context, i int) (*upload, error) {
+	h := cb.hosts[i]
+	c, err := cb.dialServer(ctx, h, coopDownPort, lane.Unset)
+	if err != nil {
+		return nil, err
+	}
+	u := &upload{conn: c, start: time.Now(), done: make(chan struct{})}
+	u.cookie = socketCookie(c)
+	go func() {
+		defer close(u.done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			h.bytes.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return u, nil
+}
+
+// startFlow starts host i's endless transfer in the bed's direction.
+func (cb *coopBed) startFlow(ctx context.Context, i int) (*upload, error) {
+	if cb.cfg.Down {
+		return cb.startDownload(ctx, i)
+	}
+	return cb.startUpload(ctx, i, coopBulkPort, 0, lane.Unset)
+}
+
+// startFlows starts the endless transfers of several hosts at once.
+func (cb *coopBed) startFlows(ctx context.Context, hosts []int) ([]*upload, error) {
+	if !cb.cfg.Down {
+		return cb.startUploads(ctx, hosts, 0, lane.Unset)
+	}
+	ups := make([]*upload, len(hosts))
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for k, i := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ups[k], errs[k] = cb.startDownload(ctx, i)
+		}()
+	}
+	wg.Wait()
+	return ups, errors.Join(errs...)
+}
+
+// senderView is one host's bulk flows as their senders see them: the
+// hosts' own sockets uploading, the server's downloading to it.
+type senderView struct {
+	rtt     float64 // summed srtt, ms, over k flows with data in flight
+	k       int
+	cwnd    uint32
+	sndWnd  uint32 // largest window the receiver offers (downloads)
+	retrans map[uint64]uint32
+}
+
+// serverSide samples the server's flows to the hosts (downloads) by host.
+func (cb *coopBed) serverSide(fl []tcpmon.Flow) map[*coopHost]*senderView {
+	out := map[*coopHost]*senderView{}
+	for _, f := range fl {
+		src, err := netip.ParseAddrPort(f.Src)
+		if err != nil || src.Port() != coopDownPort {
+			continue
+		}
+		dst, err := netip.ParseAddrPort(f.Dst)
+		if err != nil {
+			continue
+		}
+		h := cb.byAddr[dst.Addr().Unmap()]
+		if h == nil {
+			continue
+		}
+		v := out[h]
+		if v == nil {
+			v = &senderView{retrans: map[uint64]uint32{}}
+			out[h] = v
+		}
+		v.retrans[f.Cookie] = f.TotalRetrans
+		if f.State == "ESTAB" && f.SRTT > 0 && f.Unacked > 0 {
+			v.rtt += float64(f.SRTT) / 1000
+			v.k++
+			v.cwnd = max(v.cwnd, f.Cwnd)
+			v.sndWnd = max(v.sndWnd, f.SndWnd)
+		}
+	}
+	return out
 }
 
 // startUploads starts endless (size 0) or sized uploads from several hosts
@@ -477,11 +605,27 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 			tick(el)
 		}
 		row := make([]hostSample, len(cb.hosts))
+		var srv map[*coopHost]*senderView
+		if cb.cfg.Down {
+			if fl, err := cb.srvMon.Sample(); err == nil {
+				srv = cb.serverSide(fl)
+			}
+		}
 		for i, h := range cb.hosts {
 			b := h.bytes.Load()
 			row[i].Bytes = b - prev[i]
 			prev[i] = b
-			if fl, err := h.mon.Sample(); err == nil {
+			if cb.cfg.Down {
+				if v := srv[h]; v != nil {
+					for ck, r := range v.retrans {
+						retr[i][ck] = r
+					}
+					if v.k > 0 {
+						row[i].SRTTms = v.rtt / float64(v.k)
+					}
+					row[i].Cwnd = v.cwnd
+				}
+			} else if fl, err := h.mon.Sample(); err == nil {
 				var rtt float64
 				k := 0
 				for _, f := range fl {
@@ -508,11 +652,10 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 					return s, err
 				}
 				row[i].N, row[i].Capping = st.N, st.Capping
-				for _, f := range st.Flows {
-					if f.Active && f.Cap > row[i].Cap {
-						row[i].Cap = f.Cap
-					}
+				if cb.cfg.Down {
+					row[i].N, row[i].Capping = st.Down.N, st.Down.Capping
 				}
+				row[i].Cap = flowsCap(st, cb.cfg.Down)
 			}
 		}
 		s.T = append(s.T, el.Seconds())
@@ -522,6 +665,22 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		}
 	}
 	return s, nil
+}
+
+// flowsCap is the largest cap of a host's active flows, segments: the
+// cwnd caps of uploads, or the downlink caps (receive window, bytes / MSS)
+// of downloads.
+func flowsCap(st *coop.Status, down bool) uint32 {
+	var c uint32
+	for _, f := range st.Flows {
+		switch {
+		case !down && f.Active:
+			c = max(c, f.Cap)
+		case down && f.DownActive && f.DownCap > 0:
+			c = max(c, f.DownCap/max(f.MSS, 536))
+		}
+	}
+	return c
 }
 
 func isServerFlow(dst string, server netip.Addr) bool {

@@ -218,14 +218,31 @@ func plotCoop(r *Result) ([]Figure, error) {
 			p.Series = append(p.Series, capS)
 		}
 		title := fmt.Sprintf("coop N=%d, %s: each host's cwnd", run.N, run.Mode)
+		name := fmt.Sprintf("cwnd-n%d-%s", run.N, run.Mode)
+		if run.Dir == "down" {
+			title = fmt.Sprintf("coop down N=%d, %s: the server's cwnd to each host", run.N, run.Mode)
+			name += "-down"
+		}
 		if run.Mode == "lanes" {
 			title += " and the daemons' cap"
 		}
-		figs = append(figs, Figure{Name: fmt.Sprintf("cwnd-n%d-%s", run.N, run.Mode),
+		figs = append(figs, Figure{Name: name,
 			Fig: &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{p}}})
 	}
-	if f := coopVersusN(runs); f != nil {
+	var up, down []coopRun
+	for _, run := range runs {
+		if run.Dir == "down" {
+			down = append(down, run)
+		} else {
+			up = append(up, run)
+		}
+	}
+	if f := coopVersusN(up); f != nil {
 		figs = append(figs, Figure{Name: "versus-n", Fig: f})
+	}
+	if f := coopVersusN(down); f != nil {
+		f.Title += " (downloads)"
+		figs = append(figs, Figure{Name: "versus-n-down", Fig: f})
 	}
 	return figs, nil
 }
