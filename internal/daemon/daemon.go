@@ -408,7 +408,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		if b := hs.Background; b.Active {
 			is.BackgroundCC = fmt.Sprintf("LEDBAT++ %s, target %v", b.Name, b.Target)
 			if b.Registered == structops.Update.String() {
-				is.BackgroundCC += ", registered by map update (kernel before 6.4)"
+				is.BackgroundCC += ", registered by map update (stays after a killed daemon until its restart or lanes reset)"
 			}
 		} else {
 			is.BackgroundCC = "system: " + b.Reason
