@@ -75,7 +75,7 @@ func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
 	fs.StringVar(&m.cgroup, "cgroup", "", "only flows created in this cgroup v2 directory")
 	fs.IntVar(&m.top, "top", 40, "live view: show at most this many flows")
 	fs.BoolVar(&m.all, "all", false, "include listening and TIME-WAIT sockets")
-	fs.StringVar(&m.backend, "backend", "", "sampling backend: bpf-iter or sock_diag (default: the BPF iterator when it loads)")
+	fs.StringVar(&m.backend, "backend", "", "sampling backend: bpf-track, bpf-iter or sock_diag (default: bpf-track when it loads, else the cheaper of the other two)")
 	return func(ctx context.Context, _ []string) error { return runMonitor(ctx, e, m) }
 }
 

@@ -74,6 +74,7 @@ const (
 	SockopsFeature    = "lanes sock_ops (object)"
 	TCPEventsFeature  = "lanes TCP events (tracepoint object)"
 	TCPIterFeature    = "lanes TCP iterator (monitor sampling)"
+	TCPTrackFeature   = "lanes TCP tracker (monitor samples changes only)"
 )
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
@@ -246,6 +247,9 @@ func probeBPF() []Feature {
 	// The monitor's sampling backend (needs iter/tcp and the tracing
 	// socket cookie helper, 5.12+).
 	add(TCPIterFeature, "TCP monitor, coop controller and dashboard sample through sock_diag (one netlink message per socket)", false, tcpiter.Probe())
+	// Its tracked mode (sk_storage from tracing programs, 5.11; the
+	// sk_storage map iterator; tp_btf): samples read changed sockets only.
+	add(TCPTrackFeature, "TCP monitor, coop controller and dashboard walk every socket on every sample (bpf-iter or sock_diag)", false, tcpiter.ProbeTracker())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	for i := range out {

@@ -1,12 +1,14 @@
 // bench_test.go: CPU cost of the monitor.
 //
 //	BenchmarkSampleCPU/backend=B/sockets=N  samples N idle TCP sockets (N/2
-//	  loopback connections in a fresh namespace) with backend B (bpf-iter or
-//	  sock_diag) at 10 Hz for 3 s and reports the process CPU time
+//	  loopback connections in a fresh namespace) with backend B (bpf-track,
+//	  bpf-iter, sock_diag or auto) at 10 Hz for 3 s and reports the process
+//	  CPU time
 //	  (user+system, getrusage: the kernel's walk is done in our read or
 //	  recvmsg calls, so it is included) as percent of one core, and CPU and
-//	  wall time per sample. Targets: 10,000 sockets at 10 Hz under 2 % of a
-//	  core; one sample of 100,000 sockets under 100 ms.
+//	  wall time per sample; for bpf-track also the CPU of its periodic full
+//	  walk. Targets: 10,000 sockets at 10 Hz under 2 % of a core; one sample
+//	  of 100,000 sockets under 100 ms.
 //	BenchmarkEventsCPU  traces tcp_probe for one connection between two
 //	  helper processes (sender writes 1448-byte chunks with TCP_NODELAY as
 //	  fast as the ACKs come back) and reports the event rate, the BPF
@@ -50,7 +52,7 @@ func BenchmarkSampleCPU(b *testing.B) {
 		n        int
 		filtered bool // sample one connection (by port) among n sockets
 	}{{10, false}, {1000, false}, {10000, false}, {10000, true}, {100000, false}} {
-		for _, backend := range []string{BackendIter, BackendDiag, ""} {
+		for _, backend := range []string{BackendTrack, BackendIter, BackendDiag, ""} {
 			benchSample(b, backend, tc.n, tc.filtered)
 		}
 	}
@@ -117,6 +119,23 @@ func benchSample(b *testing.B, backend string, n int, filtered bool) {
 			}
 			busy = time.Since(t0) / alone
 			pct := 100 * cpu.Seconds() / wall.Seconds()
+			if s.track != nil {
+				// The full walk the tracked mode makes every trackResync
+				// samples (and on the first), amortized at 10 Hz.
+				const fulls = 3
+				c0 := cpuTime()
+				for range fulls {
+					s.track.resync = true
+					if _, err := s.Sample(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				full := (cpuTime() - c0) / fulls
+				b.ReportMetric(float64(full.Microseconds())/1000, "ms-cpu/full-walk")
+				b.Logf("%s: full walk %.3f ms CPU, every %d samples (%.1f s at 10 Hz): +%.3f%% of one core",
+					name, float64(full.Microseconds())/1000, trackResync, float64(trackResync)/10,
+					100*full.Seconds()/(float64(trackResync)/10))
+			}
 			b.ReportMetric(pct, "%core")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(samples)/1000, "ms-cpu/sample")
 			b.ReportMetric(float64(busy.Microseconds())/1000, "ms-wall/sample")

@@ -25,27 +25,33 @@ import (
 
 // Backend names, as reported by Sampler.Backend.
 const (
-	BackendIter = "bpf-iter"
-	BackendDiag = "sock_diag"
+	BackendTrack = "bpf-track" // the iterator's tracked mode (track.go)
+	BackendIter  = "bpf-iter"
+	BackendDiag  = "sock_diag"
 )
 
 // iterSource samples a namespace through the TCP iterator.
 type iterSource struct {
-	it      *tcpiter.Iter
-	ns      netns.NsHandle // borrowed; not open: the caller's namespace
-	rd      tcpiter.Reader
+	it *tcpiter.Iter
+	ns netns.NsHandle // borrowed; not open: the caller's namespace
+	rd tcpiter.Reader
+	recConv
+}
+
+// recConv turns iterator records into Socks.
+type recConv struct {
 	usPerJ  uint64 // microseconds per jiffy (USEC_PER_SEC / HZ)
 	sk      Sock
 	ipv4    bool
 	inKLane bool // the iterator resolved lanes (LaneMap given)
 }
 
-// openIter loads the iterator for a sampler; the error says why the
-// sampler falls back to sock_diag.
-func openIter(ns netns.NsHandle, cfg *Config) (*iterSource, error) {
+// iterConfig is the iterator's part of cfg, and the converter for its
+// records.
+func iterConfig(cfg *Config) (tcpiter.Config, recConv, error) {
 	hz := sched.ReadKernelRT().HZ
 	if hz <= 0 {
-		return nil, fmt.Errorf("tcp iterator: kernel tick rate unknown")
+		return tcpiter.Config{}, recConv{}, fmt.Errorf("tcp iterator: kernel tick rate unknown")
 	}
 	f := &cfg.Filter
 	c := tcpiter.Config{States: cfg.States, LaneMap: cfg.LaneMap,
@@ -53,11 +59,21 @@ func openIter(ns netns.NsHandle, cfg *Config) (*iterSource, error) {
 	for _, l := range f.Lanes {
 		c.Lanes |= 1 << uint(l)
 	}
+	return c, recConv{usPerJ: uint64(1_000_000 / hz), ipv4: cfg.IPv4Only, inKLane: cfg.LaneMap != nil}, nil
+}
+
+// openIter loads the iterator for a sampler; the error says why the
+// sampler falls back to sock_diag.
+func openIter(ns netns.NsHandle, cfg *Config) (*iterSource, error) {
+	c, conv, err := iterConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	it, err := tcpiter.Load(c)
 	if err != nil {
 		return nil, err
 	}
-	return &iterSource{it: it, ns: ns, usPerJ: uint64(1_000_000 / hz), ipv4: cfg.IPv4Only, inKLane: cfg.LaneMap != nil}, nil
+	return &iterSource{it: it, ns: ns, recConv: conv}, nil
 }
 
 func (s *iterSource) Close() error { return s.it.Close() }
@@ -81,8 +97,7 @@ func (s *iterSource) dump(fn func(*Sock)) error {
 		if s.ipv4 && x.Family != unix.AF_INET {
 			return
 		}
-		s.fill(x)
-		fn(&s.sk)
+		fn(s.fill(x))
 	})
 }
 
@@ -91,9 +106,9 @@ type readCloser interface {
 	Close() error
 }
 
-// fill turns a record into s.sk: what inet_diag and tcp_get_info compute
-// from the same fields.
-func (s *iterSource) fill(x *tcpiter.Rec) {
+// fill turns a record into s.sk (returned): what inet_diag and
+// tcp_get_info compute from the same fields.
+func (s *recConv) fill(x *tcpiter.Rec) *Sock {
 	sk := &s.sk
 	*sk = Sock{Family: uint8(x.Family), State: x.State, Cookie: x.Cookie, UID: x.Uid, Inode: uint32(x.Ino),
 		CgroupID: x.CgroupId, HasInfo: true, NSKMem: 9}
@@ -104,14 +119,14 @@ func (s *iterSource) fill(x *tcpiter.Rec) {
 		sk.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(x.Saddr[:4])), x.Sport)
 		sk.Dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(x.Daddr[:4])), x.Dport)
 	}
-	if x.Req != 0 {
+	if x.Kind == tcpiter.RecReq {
 		// A request socket: sock_diag (inet_req_diag_fill) sends its
 		// addresses and cookie only, no tcp_info, memory or owner.
 		*sk = Sock{Family: sk.Family, State: x.State, Cookie: x.Cookie, Src: sk.Src, Dst: sk.Dst}
 		if s.inKLane {
 			sk.Lane, sk.HasLane = lane.Lane(x.Lane), true
 		}
-		return
+		return sk
 	}
 	// tcp_diag_get_info (not LISTEN).
 	sk.RQueue = uint32(max(int32(x.RcvNxt-x.CopiedSeq), 0))
@@ -126,11 +141,12 @@ func (s *iterSource) fill(x *tcpiter.Rec) {
 		sk.Lane, sk.HasLane = lane.Lane(x.Lane), true
 	}
 	sk.Info = s.info(x)
+	return sk
 }
 
 // congBuf copies the name into a reused buffer (Sock.Cong aliases a
 // buffer in both backends).
-func (s *iterSource) congBuf(c []int8) []byte {
+func (s *recConv) congBuf(c []int8) []byte {
 	b := s.sk.Cong[:0]
 	if cap(b) < 16 {
 		b = make([]byte, 0, 16)
@@ -142,7 +158,7 @@ func (s *iterSource) congBuf(c []int8) []byte {
 }
 
 // info is tcp_get_info's arithmetic on the raw fields.
-func (s *iterSource) info(x *tcpiter.Rec) TCPInfo {
+func (s *recConv) info(x *tcpiter.Rec) TCPInfo {
 	ti := TCPInfo{
 		State: x.State, CAState: CAState(x.CaState), Retransmits: x.Retransmits,
 		RTO: uint32(uint64(x.RtoJiffies) * s.usPerJ), SndMSS: x.MssCache,

@@ -75,9 +75,10 @@ type Config struct {
 	// a new socket's process is known at most this late.
 	ProcRefresh time.Duration
 	IPv4Only    bool
-	// Backend: "" picks the BPF iterator when it loads, else sock_diag;
-	// BackendIter or BackendDiag force one (a forced iterator that does
-	// not load is an error).
+	// Backend: "" picks the tracked mode when it loads, else the cheaper
+	// of the BPF iterator and sock_diag; BackendTrack, BackendIter or
+	// BackendDiag force one (a forced BPF backend that does not load is an
+	// error).
 	Backend string
 	// LaneMap is the daemon's socket cookie -> lane map (the datapath's
 	// lanes_cookie): with it the iterator resolves lanes in the kernel,
@@ -89,7 +90,8 @@ type Config struct {
 // one goroutine samples (Run), others get copies of the flows.
 type Sampler struct {
 	cfg   Config
-	iter  *iterSource // loaded iterator, nil: sock_diag only
+	track *trackSource // tracked mode, nil: not in use
+	iter  *iterSource  // loaded iterator, nil: sock_diag only
 	use   bool        // sample through iter
 	why   string      // why this backend
 	nsH   netns.NsHandle
@@ -97,6 +99,7 @@ type Sampler struct {
 	procs *procCache
 	known map[uint64]*prevCounters // by socket cookie
 	gen   uint64                   // sample number, to sweep vanished sockets
+	prevT time.Time                // time of the previous sample
 	buf   []Flow
 	// Stats of the last Sample.
 	Dumped, Matched int
@@ -135,8 +138,8 @@ func (c *Config) validate() error {
 		}
 		c.Filter.CgroupID = st.Ino
 	}
-	if c.Backend != "" && c.Backend != BackendIter && c.Backend != BackendDiag {
-		return fmt.Errorf("backend %q: want %s or %s", c.Backend, BackendIter, BackendDiag)
+	if c.Backend != "" && c.Backend != BackendTrack && c.Backend != BackendIter && c.Backend != BackendDiag {
+		return fmt.Errorf("backend %q: want %s, %s or %s", c.Backend, BackendTrack, BackendIter, BackendDiag)
 	}
 	if len(c.Filter.Lanes) > 0 && c.LaneOf == nil && c.LaneMap == nil {
 		return errors.New("a lane filter needs the lane map (is the daemon running?)")
@@ -185,6 +188,18 @@ func New(cfg Config) (*Sampler, error) {
 			s.Close()
 			return nil, fmt.Errorf("the tcp iterator reports connections only (%s)", s.why)
 		}
+	case cfg.Backend == "" || cfg.Backend == BackendTrack:
+		s.track, err = openTrack(ns, &s.cfg)
+		if err == nil {
+			s.why = fmt.Sprintf("changed sockets only: activity checked every sample, every field every %d, full walk every %d", trackCheckAll, trackResync)
+			break
+		}
+		if cfg.Backend == BackendTrack {
+			s.Close()
+			return nil, err
+		}
+		s.why = "tracked mode: " + err.Error()
+		fallthrough
 	default:
 		s.iter, err = openIter(ns, &s.cfg)
 		if err != nil {
@@ -208,6 +223,9 @@ func New(cfg Config) (*Sampler, error) {
 // Backend names the sampling backend in use and, for sock_diag, why the
 // BPF iterator is not used.
 func (s *Sampler) Backend() (name, why string) {
+	if s.track != nil {
+		return BackendTrack, s.why
+	}
 	if s.use {
 		return BackendIter, s.why
 	}
@@ -257,6 +275,9 @@ func (s *Sampler) Interval() time.Duration { return s.cfg.Interval }
 // Close releases the netlink socket and the iterator.
 func (s *Sampler) Close() error {
 	var errs []error
+	if s.track != nil {
+		errs = append(errs, s.track.Close())
+	}
 	if s.iter != nil {
 		errs = append(errs, s.iter.Close())
 	}
@@ -267,8 +288,8 @@ func (s *Sampler) Close() error {
 }
 
 // Sample takes one sample of all matching sockets, in the kernel's dump
-// order (see SortByThroughput). The returned slice is reused by the next
-// call.
+// order (tracked mode: no particular order; see SortByThroughput). The
+// returned slice is reused by the next call.
 func (s *Sampler) Sample() ([]Flow, error) {
 	now := time.Now()
 	s.buf = s.buf[:0]
@@ -279,6 +300,15 @@ func (s *Sampler) Sample() ([]Flow, error) {
 		if f, ok := s.flowOf(sk, now); ok {
 			s.buf = append(s.buf, f)
 		}
+	}
+	if s.track != nil {
+		if err := s.sampleTracked(now); err != nil {
+			return nil, err
+		}
+		s.trackedOutput(now)
+		s.prevT = now
+		s.Matched = len(s.buf)
+		return s.buf, nil
 	}
 	if s.cfg.Backend == "" && s.iter != nil && s.gen%repick == 0 {
 		s.pick()
@@ -470,7 +500,7 @@ type Stats struct {
 
 // Stats returns the counters so far.
 func (s *Sampler) Stats() Stats {
-	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.use || s.conn.bytecode != nil}
+	st := Stats{DumpIntr: s.conn.DumpIntr, BadMsgs: s.conn.BadMsgs, KernelFilter: s.track != nil || s.use || s.conn.bytecode != nil}
 	if s.procs != nil {
 		st.ProcScans = s.procs.scans
 	}

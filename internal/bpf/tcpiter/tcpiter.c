@@ -18,6 +18,17 @@
  * reports (internal/tcpmon: the same arithmetic as tcp_get_info), so both
  * backends agree field for field.
  *
+ * Tracked mode (the cheap one for sampling often): dump_track is the same
+ * full walk, but it also gives every socket of the namespace an entry in
+ * the sk_storage map "tracked" with a fingerprint of its last record; delta
+ * then walks that map alone (no hash-table walk, no socket lock) and writes
+ * only sockets whose record changed, plus a GONE record for a reported
+ * socket that stopped matching; track (tp_btf/inet_sock_set_state) adds
+ * sockets of the namespace as they are created and sends the cookie of a
+ * reported socket that closes to the "gone" ring buffer. So a sample costs
+ * a few tens of ns per idle socket in the kernel and nothing in user space.
+ * Request sockets (no sk_storage) are reported by full walks only.
+ *
  * Kernel types are minimal and relocated against the running kernel's BTF
  * (CO-RE). Needs iter/tcp and bpf_skc_to_tcp_sock (5.9) and the tracing
  * bpf_get_socket_cookie (5.12); on an older kernel the load fails and the
@@ -27,6 +38,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
 #include "lanes_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -39,7 +51,20 @@ struct in6_addr {
 	__u8 s6_addr[16];
 } __attribute__((preserve_access_index));
 
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
 struct sock_common {
+	possible_net_t skc_net;
 	__u32 skc_daddr;
 	__u32 skc_rcv_saddr;
 	__u16 skc_dport; /* network order */
@@ -85,6 +110,9 @@ struct sock {
 	unsigned long sk_pacing_rate;
 	struct socket *sk_socket;
 	struct sock_cgroup_data sk_cgrp_data;
+	struct {
+		__u32 val;
+	} sk_uid;
 } __attribute__((preserve_access_index));
 
 struct inet_sock {
@@ -136,6 +164,8 @@ struct tcp_sock {
 	__u32 rate_interval_us;
 	__u8 rate_app_limited : 1;
 	__u32 write_seq;
+	__u32 segs_in;
+	__u32 segs_out;
 	__u32 snd_nxt;
 	__u32 snd_una;
 	__u32 rcv_nxt;
@@ -157,6 +187,13 @@ struct bpf_iter__tcp {
 	__u32 uid;
 } __attribute__((preserve_access_index));
 
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
+} __attribute__((preserve_access_index));
+
 /* One socket; raw kernel fields (see the file comment). */
 struct tcp_rec {
 	__u64 cookie;
@@ -175,7 +212,8 @@ struct tcp_rec {
 	__u32 snd_cwnd, snd_ssthresh, mss_cache, srtt_us, mdev_us, min_rtt;
 	__u32 rto_jiffies;
 	__u8 retransmits, app_limited, chrono_type;
-	__u8 req; /* a request socket: only the fields up to cgroup_id are set */
+	__u8 kind; /* REC_SOCK; REC_REQ: a request socket, only the fields up
+		    * to cgroup_id are set; REC_GONE: only cookie is set */
 	__u32 total_retrans, lost_out, packets_out, sacked_out;
 	__u64 bytes_sent, bytes_acked, bytes_received, bytes_retrans;
 	__u32 rate_delivered, rate_interval_us;
@@ -188,6 +226,40 @@ struct tcp_rec {
 	__u64 jiffies;
 };
 
+enum { REC_SOCK = 0, REC_REQ = 1, REC_GONE = 2 };
+
+/* Per socket, in tracked mode: what was last reported of it, and its
+ * activity counters then (delta's quick check). */
+struct track {
+	__u64 sum;      /* fingerprint of the last record written */
+	__u64 cookie;
+	__u64 sock;     /* sk_socket: set when the socket is accepted */
+	__u32 reported; /* the reader holds the socket as a flow */
+	__u32 segs_in, segs_out, copied_seq, write_seq, lane;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct track);
+} tracked SEC(".maps");
+
+/* Cookies of reported sockets that closed (track). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 << 10);
+} gone SEC(".maps");
+
+/* [0]: gone cookies the ring had no room for (the reader then resyncs
+ * with a full walk). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
 /* Keeps struct tcp_rec in the BTF for bpf2go -type. */
 const struct tcp_rec *unused_tcp_rec __attribute__((unused));
 
@@ -198,7 +270,7 @@ volatile const struct {
 	__u32 have_lanes; /* lanes_cookie is the daemon's map */
 	__u16 lport, rport, port; /* local, remote, either port; 0: any */
 	__u16 pad;
-	__u32 pad2;
+	__u32 netns; /* tracked mode: the namespace's inode number */
 	__u64 cgroup_id; /* socket's cgroup v2 id; 0: any */
 } CFG = {};
 
@@ -238,19 +310,138 @@ static __always_inline int lane_ok(struct tcp_rec *r)
 /* dump_req reports a request socket as SYN-RECV with what sock_diag
  * reports of one (inet_req_diag_fill): addresses, ports, cookie; no
  * owner, no cgroup (so a cgroup filter drops it), no tcp_info. */
-static __always_inline int dump_req(struct bpf_iter__tcp *ctx, struct sock_common *skc)
+static __always_inline int dump_req(struct bpf_iter__tcp *ctx, struct sock_common *skc,
+				    struct tcp_rec *r)
 {
-	struct tcp_rec r = {};
-
 	if (!(CFG.states & (1u << TCP_SYN_RECV)) || CFG.cgroup_id)
 		return 0;
 	if (skc->skc_state != TCP_NEW_SYN_RECV)
 		return 0; /* time-wait */
-	r.req = 1;
-	r.state = TCP_SYN_RECV;
-	r.cookie = bpf_get_socket_cookie(skc);
-	if (!lane_ok(&r) || !fill_common(&r, skc))
+	r->kind = REC_REQ;
+	r->state = TCP_SYN_RECV;
+	r->cookie = bpf_get_socket_cookie(skc);
+	if (!lane_ok(r) || !fill_common(r, skc))
 		return 0;
+	r->jiffies = bpf_jiffies64();
+	bpf_seq_write(ctx->meta->seq, r, sizeof(*r));
+	return 0;
+}
+
+/* fill_sock fills r from a full socket; false if the filters reject it. */
+static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, __u32 uid)
+{
+	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
+
+	r->state = sk->__sk_common.skc_state;
+	if (r->state >= 32 || !(CFG.states & (1u << r->state)))
+		return 0;
+	r->cookie = bpf_get_socket_cookie(sk);
+	if (!lane_ok(r) || !fill_common(r, &sk->__sk_common))
+		return 0;
+	r->uid = uid;
+	if (sk->sk_socket) {
+		unsigned long a = (unsigned long)sk->sk_socket +
+				  bpf_core_field_offset(struct socket_alloc, vfs_inode) +
+				  bpf_core_field_offset(struct inode, i_ino);
+		bpf_probe_read_kernel(&r->ino, sizeof(r->ino), (void *)a);
+	}
+	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup)) {
+		struct cgroup *cg = sk->sk_cgrp_data.cgroup;
+		if (cg)
+			r->cgroup_id = cg->kn->id;
+	}
+	if (CFG.cgroup_id && r->cgroup_id != CFG.cgroup_id)
+		return 0;
+	bpf_probe_read_kernel_str(r->cong, sizeof(r->cong), tp->inet_conn.icsk_ca_ops->name);
+	r->ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
+	r->retransmits = tp->inet_conn.icsk_retransmits;
+	r->rto_jiffies = tp->inet_conn.icsk_rto;
+	r->snd_cwnd = tp->snd_cwnd;
+	r->snd_ssthresh = tp->snd_ssthresh;
+	r->mss_cache = tp->mss_cache;
+	r->srtt_us = tp->srtt_us;
+	r->mdev_us = tp->mdev_us;
+	r->min_rtt = tp->rtt_min.s[0].v;
+	r->total_retrans = tp->total_retrans;
+	r->lost_out = tp->lost_out;
+	r->packets_out = tp->packets_out;
+	r->sacked_out = tp->sacked_out;
+	r->bytes_sent = tp->bytes_sent;
+	r->bytes_acked = tp->bytes_acked;
+	r->bytes_received = tp->bytes_received;
+	r->bytes_retrans = tp->bytes_retrans;
+	r->rate_delivered = tp->rate_delivered;
+	r->rate_interval_us = tp->rate_interval_us;
+	r->app_limited = BPF_CORE_READ_BITFIELD(tp, rate_app_limited);
+	r->pacing_rate = sk->sk_pacing_rate;
+	r->write_seq = tp->write_seq;
+	r->snd_nxt = tp->snd_nxt;
+	r->snd_una = tp->snd_una;
+	r->rcv_nxt = tp->rcv_nxt;
+	r->copied_seq = tp->copied_seq;
+	r->snd_wnd = tp->snd_wnd;
+	r->wmem_queued = sk->sk_wmem_queued;
+	r->sndbuf = sk->sk_sndbuf;
+	r->rcvbuf = sk->sk_rcvbuf;
+	r->drops = sk->sk_drops.counter;
+	r->rcv_rtt_us = tp->rcv_rtt_est.rtt_us;
+	r->chrono_start = tp->chrono_start;
+	r->chrono_stat[0] = tp->chrono_stat[0];
+	r->chrono_stat[1] = tp->chrono_stat[1];
+	r->chrono_stat[2] = tp->chrono_stat[2];
+	r->chrono_type = BPF_CORE_READ_BITFIELD(tp, chrono_type);
+	return 1;
+}
+
+/* fingerprint of a record, without its time (jiffies is the last field). */
+static __always_inline __u64 fingerprint(const struct tcp_rec *r)
+{
+	const __u64 *w = (const __u64 *)r;
+	__u64 h = 0xcbf29ce484222325ULL;
+
+#pragma unroll
+	for (int i = 0; i < (int)(__builtin_offsetof(struct tcp_rec, jiffies) / 8); i++)
+		h = (h ^ w[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* remember records what delta's quick check compares. */
+static __always_inline void remember(struct track *t, const struct tcp_rec *r, struct tcp_sock *tp)
+{
+	t->sum = fingerprint(r);
+	t->reported = 1;
+	t->cookie = r->cookie;
+	t->lane = r->lane;
+	t->sock = (__u64)tp->inet_conn.icsk_inet.sk.sk_socket;
+	t->segs_in = tp->segs_in;
+	t->segs_out = tp->segs_out;
+	t->copied_seq = r->copied_seq;
+	t->write_seq = r->write_seq;
+}
+
+/* dump_sock is the iter/tcp program's body; with track it also records the
+ * socket in the tracked map (see the file comment). */
+static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_rec r = {};
+	struct track *t = 0;
+	struct tcp_sock *tp;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
+	if (!tp)
+		return dump_req(ctx, skc, &r);
+	if (track)
+		t = bpf_sk_storage_get(&tracked, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!fill_sock(&r, tp, ctx->uid)) {
+		if (t)
+			t->reported = 0;
+		return 0;
+	}
+	if (t)
+		remember(t, &r, tp);
 	r.jiffies = bpf_jiffies64();
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
@@ -259,79 +450,120 @@ static __always_inline int dump_req(struct bpf_iter__tcp *ctx, struct sock_commo
 SEC("iter/tcp")
 int dump(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
-	struct tcp_sock *tp;
-	struct sock *sk;
+	return dump_sock(ctx, 0);
+}
 
-	if (!skc)
+SEC("iter/tcp")
+int dump_track(struct bpf_iter__tcp *ctx)
+{
+	return dump_sock(ctx, 1);
+}
+
+/* quiet: nothing happened on the socket since its last record: no segment
+ * in or out, no read or write by the application, not accepted, same state
+ * and lane, no running chrono. Reads ~4 cache lines of the socket instead
+ * of the ~15 a record takes. Not seen: changes with none of these, such as
+ * a setsockopt of the buffer sizes or congestion control, or a cgroup
+ * move: delta_all catches them. */
+static __always_inline int quiet(struct track *t, struct tcp_sock *tp)
+{
+	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
+
+	if (!t->reported || tp->segs_in != t->segs_in || tp->segs_out != t->segs_out ||
+	    tp->copied_seq != t->copied_seq || tp->write_seq != t->write_seq ||
+	    (__u64)sk->sk_socket != t->sock || BPF_CORE_READ_BITFIELD(tp, chrono_type) ||
+	    !(CFG.states & (1u << (sk->__sk_common.skc_state & 31))))
 		return 0;
-	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
-	if (!tp)
-		return dump_req(ctx, skc);
-	/* declared after dump_req's own record is dead: the two share the
-	 * stack (512 bytes) */
+	if (CFG.have_lanes) {
+		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &t->cookie);
+		__u32 lane = l ? *l : LANE_UNSET;
+
+		if (lane < LANE_REALTIME || lane > LANE_MAX)
+			lane = LANE_INTERACTIVE;
+		if (lane != t->lane)
+			return 0;
+	}
+	return 1;
+}
+
+/* delta_sock: a record if the socket changed since its last one (or was
+ * not reported), a GONE record if a reported one no longer matches. A
+ * socket with a running chrono (busy, rwnd- or sndbuf-limited) changes
+ * every jiffy: always written. check_all: compare every field, not only
+ * the quick check's. */
+static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, int check_all)
+{
+	struct track *t = ctx->value;
+	struct sock *sk = ctx->sk;
 	struct tcp_rec r = {};
+	struct tcp_sock *tp;
+	__u64 sum;
 
-	sk = &tp->inet_conn.icsk_inet.sk;
-	r.state = sk->__sk_common.skc_state;
-	if (r.state >= 32 || !(CFG.states & (1u << r.state)))
+	if (!sk || !t)
 		return 0;
-	r.cookie = bpf_get_socket_cookie(sk);
-	if (!lane_ok(&r) || !fill_common(&r, &sk->__sk_common))
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (tp && !check_all && quiet(t, tp))
 		return 0;
-	r.uid = ctx->uid;
-	if (sk->sk_socket) {
-		unsigned long a = (unsigned long)sk->sk_socket +
-				  bpf_core_field_offset(struct socket_alloc, vfs_inode) +
-				  bpf_core_field_offset(struct inode, i_ino);
-		bpf_probe_read_kernel(&r.ino, sizeof(r.ino), (void *)a);
+	if (!tp || !fill_sock(&r, tp, sk->sk_uid.val)) {
+		if (t->reported) {
+			__builtin_memset(&r, 0, sizeof(r));
+			r.kind = REC_GONE;
+			r.cookie = bpf_get_socket_cookie(sk);
+			t->reported = 0;
+			bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+		}
+		return 0;
 	}
-	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup)) {
-		struct cgroup *cg = sk->sk_cgrp_data.cgroup;
-		if (cg)
-			r.cgroup_id = cg->kn->id;
-	}
-	if (CFG.cgroup_id && r.cgroup_id != CFG.cgroup_id)
+	sum = fingerprint(&r);
+	if (t->reported && t->sum == sum && !r.chrono_type) {
+		remember(t, &r, tp); /* e.g. a pure ACK sent: counters moved */
 		return 0;
-	bpf_probe_read_kernel_str(r.cong, sizeof(r.cong), tp->inet_conn.icsk_ca_ops->name);
-	r.ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
-	r.retransmits = tp->inet_conn.icsk_retransmits;
-	r.rto_jiffies = tp->inet_conn.icsk_rto;
-	r.snd_cwnd = tp->snd_cwnd;
-	r.snd_ssthresh = tp->snd_ssthresh;
-	r.mss_cache = tp->mss_cache;
-	r.srtt_us = tp->srtt_us;
-	r.mdev_us = tp->mdev_us;
-	r.min_rtt = tp->rtt_min.s[0].v;
-	r.total_retrans = tp->total_retrans;
-	r.lost_out = tp->lost_out;
-	r.packets_out = tp->packets_out;
-	r.sacked_out = tp->sacked_out;
-	r.bytes_sent = tp->bytes_sent;
-	r.bytes_acked = tp->bytes_acked;
-	r.bytes_received = tp->bytes_received;
-	r.bytes_retrans = tp->bytes_retrans;
-	r.rate_delivered = tp->rate_delivered;
-	r.rate_interval_us = tp->rate_interval_us;
-	r.app_limited = BPF_CORE_READ_BITFIELD(tp, rate_app_limited);
-	r.pacing_rate = sk->sk_pacing_rate;
-	r.write_seq = tp->write_seq;
-	r.snd_nxt = tp->snd_nxt;
-	r.snd_una = tp->snd_una;
-	r.rcv_nxt = tp->rcv_nxt;
-	r.copied_seq = tp->copied_seq;
-	r.snd_wnd = tp->snd_wnd;
-	r.wmem_queued = sk->sk_wmem_queued;
-	r.sndbuf = sk->sk_sndbuf;
-	r.rcvbuf = sk->sk_rcvbuf;
-	r.drops = sk->sk_drops.counter;
-	r.rcv_rtt_us = tp->rcv_rtt_est.rtt_us;
-	r.chrono_start = tp->chrono_start;
-	r.chrono_stat[0] = tp->chrono_stat[0];
-	r.chrono_stat[1] = tp->chrono_stat[1];
-	r.chrono_stat[2] = tp->chrono_stat[2];
-	r.chrono_type = BPF_CORE_READ_BITFIELD(tp, chrono_type);
+	}
+	remember(t, &r, tp);
 	r.jiffies = bpf_jiffies64();
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+/* delta walks the tracked sockets, skipping quiet ones unread. */
+SEC("iter/bpf_sk_storage_map")
+int delta(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	return delta_sock(ctx, 0);
+}
+
+/* delta_all walks the tracked sockets, reading every one. */
+SEC("iter/bpf_sk_storage_map")
+int delta_all(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	return delta_sock(ctx, 1);
+}
+
+/* track adds a socket of the namespace to the tracked map when it enters
+ * a reported state, and sends the cookie of a reported socket that leaves
+ * them to the gone ring (a socket is freed only after it reached CLOSE). */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
+{
+	struct track *t;
+	__u32 zero = 0;
+	__u64 cookie, *n;
+
+	if (sk->__sk_common.skc_net.net->ns.inum != CFG.netns)
+		return 0;
+	if (newstate >= 0 && newstate < 32 && (CFG.states & (1u << newstate))) {
+		bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		return 0;
+	}
+	t = bpf_sk_storage_get(&tracked, sk, 0, 0);
+	if (!t || !t->reported)
+		return 0;
+	t->reported = 0;
+	cookie = bpf_get_socket_cookie(sk);
+	if (bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0)) {
+		n = bpf_map_lookup_elem(&lost, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+	}
 	return 0;
 }

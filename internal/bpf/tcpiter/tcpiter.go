@@ -12,6 +12,13 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 )
 
+// Record kinds (Rec.Kind).
+const (
+	RecSock = 0 // a full socket
+	RecReq  = 1 // a request socket: addresses and cookie only
+	RecGone = 2 // tracked mode: the socket (Cookie) no longer matches
+)
+
 // Rec is one socket's record (struct tcp_rec in tcpiter.c).
 type Rec = TcpiterTcpRec
 
@@ -42,19 +49,40 @@ type Iter struct {
 // on kernels without iter/tcp, bpf_skc_to_tcp_sock or the tracing
 // bpf_get_socket_cookie (before 5.12): the caller falls back to sock_diag.
 func Load(c Config) (*Iter, error) {
-	if err := rlimit.RemoveMemlock(); err != nil {
+	spec, opts, err := loadSpec(c, 0)
+	if err != nil {
 		return nil, err
+	}
+	var progs struct {
+		Dump *ebpf.Program `ebpf:"dump"`
+	}
+	if err := spec.LoadAndAssign(&progs, opts); err != nil {
+		return nil, fmt.Errorf("load tcp iterator: %w", err)
+	}
+	l, err := link.AttachIter(link.IterOptions{Program: progs.Dump})
+	if err != nil {
+		progs.Dump.Close()
+		return nil, fmt.Errorf("attach tcp iterator: %w", err)
+	}
+	return &Iter{prog: progs.Dump, link: l}, nil
+}
+
+// loadSpec is the collection spec with c's settings; netns is the
+// namespace's inode number (tracked mode only).
+func loadSpec(c Config, netns uint32) (*ebpf.CollectionSpec, *ebpf.CollectionOptions, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, nil, err
 	}
 	spec, err := LoadTcpiter()
 	if err != nil {
-		return nil, fmt.Errorf("tcp iterator spec: %w", err)
+		return nil, nil, fmt.Errorf("tcp iterator spec: %w", err)
 	}
 	cfg := struct {
 		States, Lanes, HaveLanes uint32
 		LPort, RPort, Port, _    uint16
-		_                        uint32
+		NetNS                    uint32
 		CgroupID                 uint64
-	}{States: c.States, Lanes: c.Lanes, LPort: c.LocalPort, RPort: c.RemotePort, Port: c.Port, CgroupID: c.CgroupID}
+	}{States: c.States, Lanes: c.Lanes, LPort: c.LocalPort, RPort: c.RemotePort, Port: c.Port, NetNS: netns, CgroupID: c.CgroupID}
 	opts := &ebpf.CollectionOptions{}
 	if c.LaneMap != nil {
 		cfg.HaveLanes = 1
@@ -63,18 +91,9 @@ func Load(c Config) (*Iter, error) {
 		spec.Maps["lanes_cookie"].MaxEntries = 1 // referenced, never read
 	}
 	if err := spec.Variables["CFG"].Set(cfg); err != nil {
-		return nil, fmt.Errorf("tcp iterator config: %w", err)
+		return nil, nil, fmt.Errorf("tcp iterator config: %w", err)
 	}
-	var progs TcpiterPrograms
-	if err := spec.LoadAndAssign(&progs, opts); err != nil {
-		return nil, fmt.Errorf("load tcp iterator: %w", err)
-	}
-	l, err := link.AttachIter(link.IterOptions{Program: progs.Dump})
-	if err != nil {
-		progs.Close()
-		return nil, fmt.Errorf("attach tcp iterator: %w", err)
-	}
-	return &Iter{prog: progs.Dump, link: l}, nil
+	return spec, opts, nil
 }
 
 // Probe loads and attaches the iterator as the monitor would, then
@@ -132,4 +151,14 @@ func (rd *Reader) Each(r io.Reader, fn func(*Rec)) error {
 			return fmt.Errorf("read tcp iterator: %w", err)
 		}
 	}
+}
+
+// ProbeTracker loads the tracked mode as the monitor would, then unloads
+// it: nil if the monitor can sample through it on this kernel.
+func ProbeTracker() error {
+	t, err := LoadTracker(Config{States: 1 << 1}, 0)
+	if err != nil {
+		return err
+	}
+	return t.Close()
 }

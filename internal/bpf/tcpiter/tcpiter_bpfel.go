@@ -56,7 +56,7 @@ type TcpiterTcpRec struct {
 	Retransmits    uint8
 	AppLimited     uint8
 	ChronoType     uint8
-	Req            uint8
+	Kind           uint8
 	TotalRetrans   uint32
 	LostOut        uint32
 	PacketsOut     uint32
@@ -85,17 +85,37 @@ type TcpiterTcpRec struct {
 	Jiffies        uint64
 }
 
+type TcpiterTrack struct {
+	_         structs.HostLayout
+	Sum       uint64
+	Cookie    uint64
+	Sock      uint64
+	Reported  uint32
+	SegsIn    uint32
+	SegsOut   uint32
+	CopiedSeq uint32
+	WriteSeq  uint32
+	Lane      uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	TcpiterMapGone             = "gone"
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
 	TcpiterMapLanesDst         = "lanes_dst"
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
 	TcpiterMapLanesUid         = "lanes_uid"
+	TcpiterMapLost             = "lost"
+	TcpiterMapTracked          = "tracked"
+	TcpiterProgDelta           = "delta"
+	TcpiterProgDeltaAll        = "delta_all"
 	TcpiterProgDump            = "dump"
+	TcpiterProgDumpTrack       = "dump_track"
+	TcpiterProgTrack           = "track"
 	TcpiterVarCFG              = "CFG"
 	TcpiterVarUnusedTcpRec     = "unused_tcp_rec"
 )
@@ -142,19 +162,26 @@ type TcpiterSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterProgramSpecs struct {
-	Dump *ebpf.ProgramSpec `ebpf:"dump"`
+	Delta     *ebpf.ProgramSpec `ebpf:"delta"`
+	DeltaAll  *ebpf.ProgramSpec `ebpf:"delta_all"`
+	Dump      *ebpf.ProgramSpec `ebpf:"dump"`
+	DumpTrack *ebpf.ProgramSpec `ebpf:"dump_track"`
+	Track     *ebpf.ProgramSpec `ebpf:"track"`
 }
 
 // TcpiterMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterMapSpecs struct {
+	Gone             *ebpf.MapSpec `ebpf:"gone"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
+	Lost             *ebpf.MapSpec `ebpf:"lost"`
+	Tracked          *ebpf.MapSpec `ebpf:"tracked"`
 }
 
 // TcpiterVariableSpecs contains global variables before they are loaded into the kernel.
@@ -185,22 +212,28 @@ func (o *TcpiterObjects) Close() error {
 //
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterMaps struct {
+	Gone             *ebpf.Map `ebpf:"gone"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
+	Lost             *ebpf.Map `ebpf:"lost"`
+	Tracked          *ebpf.Map `ebpf:"tracked"`
 }
 
 func (m *TcpiterMaps) Close() error {
 	return _TcpiterClose(
+		m.Gone,
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesTuple,
 		m.LanesTupleShapes,
 		m.LanesUid,
+		m.Lost,
+		m.Tracked,
 	)
 }
 
@@ -216,12 +249,20 @@ type TcpiterVariables struct {
 //
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterPrograms struct {
-	Dump *ebpf.Program `ebpf:"dump"`
+	Delta     *ebpf.Program `ebpf:"delta"`
+	DeltaAll  *ebpf.Program `ebpf:"delta_all"`
+	Dump      *ebpf.Program `ebpf:"dump"`
+	DumpTrack *ebpf.Program `ebpf:"dump_track"`
+	Track     *ebpf.Program `ebpf:"track"`
 }
 
 func (p *TcpiterPrograms) Close() error {
 	return _TcpiterClose(
+		p.Delta,
+		p.DeltaAll,
 		p.Dump,
+		p.DumpTrack,
+		p.Track,
 	)
 }
 
