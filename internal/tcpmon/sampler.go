@@ -92,8 +92,8 @@ type Sampler struct {
 	cfg   Config
 	track *trackSource // tracked mode, nil: not in use
 	iter  *iterSource  // loaded iterator, nil: sock_diag only
-	use   bool        // sample through iter
-	why   string      // why this backend
+	use   bool         // sample through iter
+	why   string       // why this backend
 	nsH   netns.NsHandle
 	conn  *diagConn
 	procs *procCache

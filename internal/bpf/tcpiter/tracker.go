@@ -29,9 +29,9 @@ type Tracker struct {
 		Lost      *ebpf.Map     `ebpf:"lost"`
 	}
 	full, delta, deltaAll *link.Iter
-	hook        link.Link
-	ring        *ringbuf.Reader
-	lost        uint64 // lost count already seen
+	hook                  link.Link
+	ring                  *ringbuf.Reader
+	lost                  uint64 // lost count already seen
 }
 
 // LoadTracker loads and attaches the tracked mode for the namespace whose
