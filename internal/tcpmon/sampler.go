@@ -191,7 +191,7 @@ func New(cfg Config) (*Sampler, error) {
 	case cfg.Backend == "" || cfg.Backend == BackendTrack:
 		s.track, err = openTrack(ns, &s.cfg)
 		if err == nil {
-			s.why = fmt.Sprintf("changed sockets only: activity checked every sample, every field every %d, full walk every %d", trackCheckAll, trackResync)
+			s.why = fmt.Sprintf("changed sockets only: activity checked every sample (sockets idle for 10 samples: every %d), every field every %d, full walk every %d", trackIdleEvery, trackCheckAll, trackResync)
 			break
 		}
 		if cfg.Backend == BackendTrack {

@@ -30,13 +30,18 @@ import (
 // ring of closed sockets.
 const trackResync = 300
 
-// trackCheckAll: every this many samples (1 s at the default 100 ms) the
-// change walk compares every field of every socket; the others skip
-// sockets with no activity (no segment in or out, no read or write by the
-// application, same state and lane) unread. What changes without activity
-// (a buffer size or congestion control set by the application, a cgroup
-// move) is reported at most this many samples late.
-const trackCheckAll = 10
+// What a change walk skips (tcpiter.Tracker.OpenDelta): a socket with no
+// activity (no segment in or out, no read or write by the application,
+// same state and lane) is not read; one quiet for 10 samples is looked at
+// every 4th sample only (activity on it is reported up to 3 samples late;
+// a state change at once); every field of each socket is compared every
+// 50 samples (what changes without activity, such as a buffer size or
+// congestion control set by the application, a cgroup move or an accept,
+// is reported up to 50 samples late).
+const (
+	trackIdleEvery = 4
+	trackCheckAll  = 50
+)
 
 // trackSource samples a namespace through the tracked mode.
 type trackSource struct {
@@ -79,8 +84,7 @@ func (t *trackSource) Close() error { return t.tr.Close() }
 func (s *Sampler) sampleTracked(now time.Time) error {
 	t := s.track
 	full := t.resync || s.gen%trackResync == 0
-	all := s.gen%trackCheckAll == 0
-	open := func() (io.ReadCloser, error) { return t.tr.OpenDelta(all) }
+	open := func() (io.ReadCloser, error) { return t.tr.OpenDelta(false) }
 	if full {
 		open = t.tr.OpenFull
 	}

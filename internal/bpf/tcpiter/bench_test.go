@@ -5,7 +5,9 @@ package tcpiter
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 
@@ -87,4 +89,97 @@ func benchWalk(b *testing.B, n int) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkTrackerDelta: one change walk of the tracked mode over N idle
+// sockets (quick: activity counters only; all: every field), CPU time of
+// the walking thread per walk (the kernel's work is done in read).
+func BenchmarkTrackerDelta(b *testing.B) {
+	for _, n := range []int{0, 1000, 10000} {
+		for _, all := range []bool{false, true} {
+			b.Run(fmt.Sprintf("sockets=%d/all=%v", n, all), func(b *testing.B) { benchDelta(b, n, all) })
+		}
+	}
+}
+
+func benchDelta(b *testing.B, n int, all bool) {
+	testutil.RequireRoot(b)
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	if lim.Cur < uint64(n+1000) {
+		lim.Cur = min(lim.Max, uint64(n+1000))
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < uint64(n+200) {
+			b.Skipf("need %d file descriptors", n+200)
+		}
+	}
+	ns := testutil.NewNetNS(b)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(ns.Handle), &st); err != nil {
+		b.Fatal(err)
+	}
+	tr, err := LoadTracker(Config{States: 1 << 1}, uint32(st.Ino))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	ns.Do(b, func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		for range n / 2 {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				return err
+			}
+			s, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			conns = append(conns, c, s)
+		}
+		return nil
+	})
+	var rd Reader
+	walk := func(open func() (io.ReadCloser, error)) int {
+		r, err := open()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		got := 0
+		if err := rd.Each(r, func(*Rec) { got++ }); err != nil {
+			b.Fatal(err)
+		}
+		return got
+	}
+	ns.Do(b, func() error { walk(tr.OpenFull); return nil })
+	walk(func() (io.ReadCloser, error) { return tr.OpenDelta(true) })
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	got := 0
+	c0 := threadCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		got += walk(func() (io.ReadCloser, error) { return tr.OpenDelta(all) })
+	}
+	cpu := threadCPU() - c0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "ms-cpu/walk")
+	if n > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "ns-cpu/socket")
+	}
+	b.ReportMetric(float64(got)/float64(b.N), "records/walk")
+}
+
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

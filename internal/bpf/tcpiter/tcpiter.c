@@ -44,6 +44,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define AF_INET6 10
+#define IPPROTO_TCP 6
 #define TCP_SYN_RECV 3
 #define TCP_NEW_SYN_RECV 12
 
@@ -109,6 +110,7 @@ struct sock {
 	} sk_drops;
 	unsigned long sk_pacing_rate;
 	struct socket *sk_socket;
+	__u16 sk_protocol;
 	struct sock_cgroup_data sk_cgrp_data;
 	struct {
 		__u32 val;
@@ -234,9 +236,13 @@ struct track {
 	__u64 sum;      /* fingerprint of the last record written */
 	__u64 cookie;
 	__u64 sock;     /* sk_socket: set when the socket is accepted */
-	__u32 reported; /* the reader holds the socket as a flow */
+	__u32 reported; /* NEW, REPORTED (the reader holds it as a flow) or SKIPPED */
+	__u32 dirty;    /* its state changed since (track) */
 	__u32 segs_in, segs_out, copied_seq, write_seq, lane;
+	__u32 idle; /* quick checks that found it quiet in a row */
 };
+
+enum { NEW = 0, REPORTED = 1, SKIPPED = 2 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -259,6 +265,25 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+/* [0]: the reader's sample number (set before each delta walk). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sample_no SEC(".maps");
+
+/* A socket quiet for IDLE_AFTER quick checks in a row is looked at only
+ * every IDLE_EVERY-th delta walk (staggered by cookie), unless its state
+ * changes: activity on it is then reported up to IDLE_EVERY-1 samples late. */
+#define IDLE_AFTER 10
+#define IDLE_EVERY 4
+
+/* Every field of a socket is compared every CHECK_ALL_EVERY-th delta walk
+ * (staggered by cookie), even if it looks quiet: what changes without
+ * activity (see quiet) is reported at most that many samples late. */
+#define CHECK_ALL_EVERY 50
 
 /* Keeps struct tcp_rec in the BTF for bpf2go -type. */
 const struct tcp_rec *unused_tcp_rec __attribute__((unused));
@@ -332,11 +357,14 @@ static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, __u
 {
 	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
 
+	int lane_match;
+
+	r->cookie = bpf_get_socket_cookie(sk);
+	lane_match = lane_ok(r); /* sets r->lane, which remember keeps */
 	r->state = sk->__sk_common.skc_state;
 	if (r->state >= 32 || !(CFG.states & (1u << r->state)))
 		return 0;
-	r->cookie = bpf_get_socket_cookie(sk);
-	if (!lane_ok(r) || !fill_common(r, &sk->__sk_common))
+	if (!lane_match || !fill_common(r, &sk->__sk_common))
 		return 0;
 	r->uid = uid;
 	if (sk->sk_socket) {
@@ -405,18 +433,22 @@ static __always_inline __u64 fingerprint(const struct tcp_rec *r)
 	return h;
 }
 
-/* remember records what delta's quick check compares. */
-static __always_inline void remember(struct track *t, const struct tcp_rec *r, struct tcp_sock *tp)
+/* remember records what delta's quick check compares; how: REPORTED (a
+ * record was written) or SKIPPED (the filters rejected the socket). */
+static __always_inline void remember(struct track *t, const struct tcp_rec *r, struct tcp_sock *tp,
+				     __u32 how)
 {
-	t->sum = fingerprint(r);
-	t->reported = 1;
+	if (how == REPORTED)
+		t->sum = fingerprint(r);
+	t->reported = how;
+	t->dirty = 0;
+	t->idle = 0;
 	t->cookie = r->cookie;
 	t->lane = r->lane;
-	t->sock = (__u64)tp->inet_conn.icsk_inet.sk.sk_socket;
 	t->segs_in = tp->segs_in;
 	t->segs_out = tp->segs_out;
-	t->copied_seq = r->copied_seq;
-	t->write_seq = r->write_seq;
+	t->copied_seq = tp->copied_seq;
+	t->write_seq = tp->write_seq;
 }
 
 /* dump_sock is the iter/tcp program's body; with track it also records the
@@ -437,11 +469,11 @@ static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
 		t = bpf_sk_storage_get(&tracked, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!fill_sock(&r, tp, ctx->uid)) {
 		if (t)
-			t->reported = 0;
+			remember(t, &r, tp, SKIPPED);
 		return 0;
 	}
 	if (t)
-		remember(t, &r, tp);
+		remember(t, &r, tp, REPORTED);
 	r.jiffies = bpf_jiffies64();
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
@@ -459,20 +491,26 @@ int dump_track(struct bpf_iter__tcp *ctx)
 	return dump_sock(ctx, 1);
 }
 
-/* quiet: nothing happened on the socket since its last record: no segment
- * in or out, no read or write by the application, not accepted, same state
- * and lane, no running chrono. Reads ~4 cache lines of the socket instead
- * of the ~15 a record takes. Not seen: changes with none of these, such as
- * a setsockopt of the buffer sizes or congestion control, or a cgroup
- * move: delta_all catches them. */
-static __always_inline int quiet(struct track *t, struct tcp_sock *tp)
+/* quiet: nothing happened on the socket since it was last looked at: no
+ * segment in or out, no read or write by the application, no state change
+ * (track sets dirty), same lane, no running chrono. Reads three cache
+ * lines of struct tcp_sock and none of struct sock, where a record takes
+ * ~15. Not seen: changes with none of these, such as a setsockopt of the
+ * buffer sizes or congestion control, a cgroup move, an accept (the
+ * inode): delta_all catches them. Every tracked socket is a full TCP
+ * socket (dump_track and track only add those), so sk is a tcp_sock. */
+static __always_inline int quiet(struct track *t, struct sock *sk, __u32 walk)
 {
-	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
 
-	if (!t->reported || tp->segs_in != t->segs_in || tp->segs_out != t->segs_out ||
-	    tp->copied_seq != t->copied_seq || tp->write_seq != t->write_seq ||
-	    (__u64)sk->sk_socket != t->sock || BPF_CORE_READ_BITFIELD(tp, chrono_type) ||
-	    !(CFG.states & (1u << (sk->__sk_common.skc_state & 31))))
+	if (t->reported == NEW || t->dirty)
+		return 0;
+	if (t->idle >= IDLE_AFTER && ((__u32)t->cookie + walk) % IDLE_EVERY)
+		return 1; /* not its turn */
+	if (BPF_CORE_READ(tp, segs_in) != t->segs_in ||
+	    BPF_CORE_READ(tp, segs_out) != t->segs_out ||
+	    BPF_CORE_READ(tp, copied_seq) != t->copied_seq ||
+	    BPF_CORE_READ(tp, write_seq) != t->write_seq || BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type))
 		return 0;
 	if (CFG.have_lanes) {
 		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &t->cookie);
@@ -483,6 +521,8 @@ static __always_inline int quiet(struct track *t, struct tcp_sock *tp)
 		if (lane != t->lane)
 			return 0;
 	}
+	if (t->idle < IDLE_AFTER)
+		t->idle++;
 	return 1;
 }
 
@@ -497,29 +537,41 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	struct sock *sk = ctx->sk;
 	struct tcp_rec r = {};
 	struct tcp_sock *tp;
+	__u32 zero = 0, walk = 0, *n;
 	__u64 sum;
 
 	if (!sk || !t)
 		return 0;
-	tp = bpf_skc_to_tcp_sock(sk);
-	if (tp && !check_all && quiet(t, tp))
+	n = bpf_map_lookup_elem(&sample_no, &zero);
+	if (n)
+		walk = *n;
+	if (((__u32)t->cookie + walk) % CHECK_ALL_EVERY == 0)
+		check_all = 1;
+	if (!check_all && quiet(t, sk, walk))
 		return 0;
-	if (!tp || !fill_sock(&r, tp, sk->sk_uid.val)) {
-		if (t->reported) {
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	if (!fill_sock(&r, tp, sk->sk_uid.val)) {
+		__u32 was = t->reported;
+
+		remember(t, &r, tp, SKIPPED);
+		if (was == REPORTED) {
+			__u64 cookie = r.cookie;
+
 			__builtin_memset(&r, 0, sizeof(r));
 			r.kind = REC_GONE;
-			r.cookie = bpf_get_socket_cookie(sk);
-			t->reported = 0;
+			r.cookie = cookie;
 			bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 		}
 		return 0;
 	}
 	sum = fingerprint(&r);
-	if (t->reported && t->sum == sum && !r.chrono_type) {
-		remember(t, &r, tp); /* e.g. a pure ACK sent: counters moved */
+	if (t->reported == REPORTED && t->sum == sum && !r.chrono_type) {
+		remember(t, &r, tp, REPORTED); /* e.g. a pure ACK sent: counters moved */
 		return 0;
 	}
-	remember(t, &r, tp);
+	remember(t, &r, tp, REPORTED);
 	r.jiffies = bpf_jiffies64();
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
@@ -539,9 +591,11 @@ int delta_all(struct bpf_iter__bpf_sk_storage_map *ctx)
 	return delta_sock(ctx, 1);
 }
 
-/* track adds a socket of the namespace to the tracked map when it enters
- * a reported state, and sends the cookie of a reported socket that leaves
- * them to the gone ring (a socket is freed only after it reached CLOSE). */
+/* track adds a TCP socket of the namespace to the tracked map when it
+ * enters a reported state and marks a tracked one dirty on any change;
+ * it sends the cookie of a reported socket that leaves the reported
+ * states to the gone ring (a socket is freed only after it reached CLOSE,
+ * so none goes unseen). */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 {
@@ -549,16 +603,21 @@ int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 	__u32 zero = 0;
 	__u64 cookie, *n;
 
-	if (sk->__sk_common.skc_net.net->ns.inum != CFG.netns)
+	if (sk->__sk_common.skc_net.net->ns.inum != CFG.netns || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	if (newstate >= 0 && newstate < 32 && (CFG.states & (1u << newstate))) {
-		bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		t = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (t)
+			t->dirty = 1;
 		return 0;
 	}
 	t = bpf_sk_storage_get(&tracked, sk, 0, 0);
-	if (!t || !t->reported)
+	if (!t)
 		return 0;
-	t->reported = 0;
+	t->dirty = 1;
+	if (t->reported != REPORTED)
+		return 0;
+	t->reported = SKIPPED;
 	cookie = bpf_get_socket_cookie(sk);
 	if (bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0)) {
 		n = bpf_map_lookup_elem(&lost, &zero);

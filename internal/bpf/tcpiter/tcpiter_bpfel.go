@@ -91,11 +91,13 @@ type TcpiterTrack struct {
 	Cookie    uint64
 	Sock      uint64
 	Reported  uint32
+	Dirty     uint32
 	SegsIn    uint32
 	SegsOut   uint32
 	CopiedSeq uint32
 	WriteSeq  uint32
 	Lane      uint32
+	Idle      uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -110,6 +112,7 @@ const (
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
 	TcpiterMapLanesUid         = "lanes_uid"
 	TcpiterMapLost             = "lost"
+	TcpiterMapSampleNo         = "sample_no"
 	TcpiterMapTracked          = "tracked"
 	TcpiterProgDelta           = "delta"
 	TcpiterProgDeltaAll        = "delta_all"
@@ -181,6 +184,7 @@ type TcpiterMapSpecs struct {
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
 	Lost             *ebpf.MapSpec `ebpf:"lost"`
+	SampleNo         *ebpf.MapSpec `ebpf:"sample_no"`
 	Tracked          *ebpf.MapSpec `ebpf:"tracked"`
 }
 
@@ -220,6 +224,7 @@ type TcpiterMaps struct {
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
 	Lost             *ebpf.Map `ebpf:"lost"`
+	SampleNo         *ebpf.Map `ebpf:"sample_no"`
 	Tracked          *ebpf.Map `ebpf:"tracked"`
 }
 
@@ -233,6 +238,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesTupleShapes,
 		m.LanesUid,
 		m.Lost,
+		m.SampleNo,
 		m.Tracked,
 	)
 }
