@@ -85,11 +85,14 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		return canon(fl)
 	}
-	// The tracked sampler's second sample: no change since the first, so
-	// zero rates, as in the other backends' first sample.
+	// The tracked sampler after trackIdleEvery+1 samples: a socket that
+	// has been idle is looked at in one of any trackIdleEvery consecutive
+	// samples, so everything that changed before is in, and the last
+	// sample saw no change: zero rates, as in the other backends' first
+	// sample.
 	tracked := func() []Flow {
 		var fl []Flow
-		for range 2 {
+		for range trackIdleEvery + 1 {
 			if fl, err = tk.Sample(); err != nil {
 				t.Fatalf("%s: %v", BackendTrack, err)
 			}
