@@ -53,6 +53,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +66,7 @@ import (
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/latency"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
 )
@@ -297,7 +299,7 @@ func (b *dlBed) removeRoot() {
 
 // openLanes installs the lanes datapath (shaped at R) and starts a
 // realtime lane whose trace fills rec.
-func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event)) (func(), error) {
+func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), direct bool) (func(), error) {
 	var dp *datapath.Datapath
 	if err := b.snd.Do(func() (err error) {
 		dp, err = datapath.Open(datapath.Config{Interface: dlDevS, Mode: datapath.Shaped, UplinkBps: b.rate,
@@ -310,6 +312,7 @@ func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Ev
 	cfg.Enabled = true
 	cfg.Socket = sock
 	cfg.Rate = config.Rate(b.rate * 95 / 100)
+	cfg.NoDirectRelease = !direct
 	var l *rtlane.Lane
 	if err := b.snd.Do(func() (err error) {
 		l, err = rtlane.New(cfg, rtlane.WithTrace(trace), rtlane.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -728,14 +731,14 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var udps []*udpSender
 	dst := rx.rx.Addr
 	switch name {
-	case "lanes":
+	case "lanes", "lanes-nodirect":
 		dir, err := os.MkdirTemp("", "lanes-lab-dl")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		sock := filepath.Join(dir, "rt.sock")
-		if closeLane, err = b.openLanes(ctx, sock, ti.add); err != nil {
+		if closeLane, err = b.openLanes(ctx, sock, ti.add, name == "lanes"); err != nil {
 			rx.stop()
 			return nil, err
 		}
@@ -755,7 +758,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		if closeLane, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add); err != nil {
+		if closeLane, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add, true); err != nil {
 			rx.stop()
 			return nil, err
 		}
@@ -820,7 +823,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	for i := range recs {
 		r := &recs[i]
 		k := [2]uint32{r.Flow, r.Seq}
-		if name == "lanes" {
+		if name == "lanes" || name == "lanes-nodirect" {
 			ti.mu.Lock()
 			v := ti.m[k]
 			ti.mu.Unlock()
@@ -986,7 +989,9 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		"refused = the admission test said no at once (the paper's SIGURG); a miss = a datagram accepted (lanes) or sent (default) that was dropped at release, lost, or arrived (receiver kernel timestamp) after its deadline")
 
 	var runs []*dlRun
-	for _, cfg := range []string{"lanes", "default"} {
+	// lanes-nodirect: the lane with direct release off (every datagram
+	// waits for the releaser's wake-up), for the maxima with and without.
+	for _, cfg := range []string{"lanes", "default", "lanes-nodirect"} {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
@@ -998,6 +1003,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	res.Tables = append(res.Tables,
 		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
 		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
+		stageTable("lanes realtime lane, direct release off (every datagram waits for the releaser's wake-up)", runs[2], dlPaper["lanes"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
 
 	// Inversion: loose bursts queued ahead of tight packets.
@@ -1023,12 +1029,19 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	invRuns[1].Config = "FIFO top class"
 	res.Tables = append(res.Tables, countTable("inversion: EDF vs a FIFO top class", invRuns, inv))
 
-	// Daemon path: idle link, client send call -> receiver kernel timestamp.
+	// Daemon path: idle link, client send call -> receiver kernel timestamp;
+	// with and without direct release, beside a direct send and beside
+	// cyclictest at the releaser's priority for as long (what one RT
+	// thread wake-up costs on this machine at this moment).
 	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
 	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel", Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs"}}
-	var p50s [2]float64
-	for i, cfg := range []string{"lanes", "fifo-top"} {
-		r, err := b.runConfig(ctx, env, p, cfg, path, 0, max(p.dur/3, 2*time.Second))
+	pathDur := max(p.dur/3, 2*time.Second)
+	pathCfgs := []string{"lanes", "lanes-nodirect", "fifo-top"}
+	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
+		"lanes-nodirect": "lanes daemon path, releaser woken (direct release off)", "fifo-top": "direct UDP send with SO_PRIORITY 1:11"}
+	p50s := map[string]float64{}
+	for _, cfg := range pathCfgs {
+		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
 		if err != nil {
 			return nil, fmt.Errorf("deadline: path %s: %w", cfg, err)
 		}
@@ -1039,13 +1052,24 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			}
 		}
 		sort.Float64s(v)
-		name := []string{"lanes daemon (rtclient -> rtlane -> 1:11)", "direct UDP send with SO_PRIORITY 1:11"}[i]
 		if len(v) > 0 {
-			p50s[i] = Percentile(v, 50)
-			pt.Rows = append(pt.Rows, []string{name, fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])})
+			p50s[cfg] = Percentile(v, 50)
+			pt.Rows = append(pt.Rows, []string{pathNames[cfg], fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])})
 		}
 	}
-	pt.Rows = append(pt.Rows, []string{"added (p50 difference)", "", fmtUS(p50s[0] - p50s[1]), "", ""})
+	for _, cfg := range pathCfgs[:2] {
+		pt.Rows = append(pt.Rows, []string{"added (p50 difference), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]), "", ""})
+	}
+	relPrio := rtlane.DefaultConfig().ReleasePriority
+	env.Printf("deadline: cyclictest at SCHED_FIFO %d, %v...\n", relPrio, pathDur)
+	ct, err := latency.RunCyclictest(latency.Config{Period: time.Millisecond, Duration: pathDur, Policy: "fifo", Priority: relPrio, Threads: 1}, nil)
+	if err != nil {
+		res.Notes = append(res.Notes, "cyclictest reference not run: "+err.Error())
+	} else {
+		s := ct.All
+		pt.Rows = append(pt.Rows, []string{fmt.Sprintf("reference: cyclictest -p %d -i 1000, one RT thread wake-up", relPrio), strconv.Itoa(s.Samples),
+			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS)})
+	}
 	res.Tables = append(res.Tables, pt)
 
 	if p.sweep {

@@ -73,6 +73,10 @@ type Config struct {
 	// thread, and Go dies at 10,000 threads.
 	MaxConns       int `yaml:"max_conns"`
 	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
+	// NoDirectRelease turns direct release off (docs/realtime.md): every
+	// admitted datagram waits for the releaser's wake-up. For comparisons
+	// (the lab's deadline experiment); the default is on.
+	NoDirectRelease bool `yaml:"no_direct_release"`
 }
 
 // DefaultSocket is where the daemon listens by default.

@@ -633,7 +633,7 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 	// thread rather than waking the releaser — one thread wake-up less on
 	// the path (docs/realtime.md). One sender at a time: l.sending.
 	var direct popped
-	if rep.Type == wire.TypeAdmit && l.releaserIdle && !l.sending && l.q.Len() == 1 {
+	if rep.Type == wire.TypeAdmit && !l.cfg.NoDirectRelease && l.releaserIdle && !l.sending && l.q.Len() == 1 {
 		if direct, _ = l.popHead(Monotonic()); direct.pk != nil {
 			l.sending = true
 		}
