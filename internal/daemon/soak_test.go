@@ -1,11 +1,18 @@
-// soak_test.go: the churn soak. A daemon (device mode on A's veth, coop
-// controller capping local flows) serves workers that, for the whole run,
-// open TCP connections A -> B, register each through the API, send 16 KB
-// and close, while `lanes run` starts short processes in the background
-// lane. Every interval the daemon's RSS, threads, open fds, registrations
-// and the entry count of every BPF map it holds are printed; at the end,
-// with every socket closed, no registration and no tuple or cap entry may
-// remain for them.
+// soak_test.go: the churn soak. A daemon (shaped uplink on A's veth, coop
+// controller capping local uploads and downloads) serves workers that, for
+// the whole run, open TCP connections A -> B, register each through the
+// API, send 16 KB and close, while `lanes run` starts short processes in
+// the background lane, and long flows run beside them under coop caps:
+// uploads and paced downloads of soakLongFor each (one of each registered
+// background: LEDBAT++ and rLEDBAT), replaced as they end, so the cwnd caps
+// (lanes_sock_cap, the cap congestion control) and the receive-window caps
+// (lanes_sock_rwnd) are set, changed and dropped all along. Every interval
+// the daemon's RSS, threads, open fds, registrations, the entry count of
+// every BPF map it holds and the entries of the socket-cookie maps whose
+// socket is no longer open are printed. It fails if RSS, threads or fds
+// grow (the second half's peak against the first half's), if any
+// socket-cookie map holds an entry for a closed socket at the end, or if
+// a registration remains.
 //
 // Off by default (it is a benchmark, not a test of CI's budget):
 //
@@ -14,6 +21,7 @@
 package daemon_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -23,14 +31,17 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -40,7 +51,9 @@ type soakSample struct {
 	conns, runs         int64
 	rssKB, threads, fds int
 	regs                int
+	longs               int64
 	maps                map[string]int // name -> entries (-1: not countable)
+	stale               map[string]int // socket-cookie maps: entries whose socket is not open
 }
 
 func TestSoakChurn(t *testing.T) {
@@ -52,13 +65,17 @@ func TestSoakChurn(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	pol := fmt.Sprintf(`interfaces:
   - name: %s
+    mode: shaped
+    uplink: 40mbit
 coop:
   enabled: true
   port: 7311
   interval: 100ms
   state_file: %q
   headroom: 0
-  ap_rate: 20gbit
+  ap_rate: 40mbit
+  ap_downlink_rate: 40mbit
+  downlink_caps: true
   safety:
     enabled: false
 `, p.LinkA, t.TempDir()+"/coop.json")
@@ -78,9 +95,27 @@ coop:
 		}
 	}()
 
-	var conns, runs, regErrs atomic.Int64
+	// the long downloads' source on B, paced so the veth needs little CPU
+	var src net.Listener
+	p.B.Do(t, func() (err error) { src, err = net.Listen("tcp4", p.AddrB.String()+":0"); return err })
+	t.Cleanup(func() { src.Close() })
+	go serveSource(src, soakDownRate)
+
+	var conns, runs, regErrs, longs atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	for i := range soakLongFlows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			long := longFlow{ns: p.A, api: sock, upload: i%2 == 0, background: i < 2}
+			long.dst = ln.Addr().String()
+			if !long.upload {
+				long.dst = src.Addr().String()
+			}
+			long.run(t, stop, &longs)
+		}()
+	}
 	const workers = 4
 	for range workers {
 		wg.Add(1)
@@ -136,11 +171,11 @@ coop:
 	every := max(dur/30, 5*time.Second)
 	var samples []soakSample
 	sample := func() soakSample {
-		s := soakSample{at: time.Since(start).Round(time.Second), conns: conns.Load(), runs: runs.Load()}
+		s := soakSample{at: time.Since(start).Round(time.Second), conns: conns.Load(), runs: runs.Load(), longs: longs.Load()}
 		s.rssKB, s.threads = procStatus(pid)
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		s.fds = len(fds)
-		s.maps = mapEntries(pid)
+		s.maps, s.stale = mapEntries(pid, openCookies(t, p.A))
 		if c, err := api.Dial(sock); err == nil {
 			fl, _ := c.Flows()
 			s.regs = len(fl)
@@ -163,35 +198,235 @@ coop:
 	final := sample()
 	samples = append(samples, final)
 
-	names := map[string]bool{}
+	names := map[string]bool{} // the maps whose entries can be counted
 	for _, s := range samples {
-		for n := range s.maps {
-			names[n] = true
+		for n, v := range s.maps {
+			names[n] = names[n] || v >= 0
 		}
 	}
 	var cols []string
-	for n := range names {
-		cols = append(cols, n)
+	for n, countable := range names {
+		if countable {
+			cols = append(cols, n)
+		}
 	}
 	sortStrings(cols)
-	t.Logf("churn soak %v on a loaded machine: %d connections registered (%d register errors), %d lanes run", dur, final.conns, regErrs.Load(), final.runs)
-	t.Logf("%8s %7s %5s %8s %7s %4s %5s  %s", "t", "conns", "runs", "rss_kB", "threads", "fds", "regs", strings.Join(cols, " "))
+	if st, err := api.Dial(sock); err == nil {
+		if s, err := st.Status(); err == nil && len(s.Interfaces) > 0 {
+			ops := s.Interfaces[0].Sockops
+			t.Logf("sock_ops over the run: caps set %d, switched to the cap CC %d, background CC %d, rLEDBAT window set %d, downlink caps set %d, closed %d",
+				ops["cap_set"], ops["cc_switch"], ops["bg_cc"], ops["rwnd_set"], ops["coop_rwnd"], ops["closed"])
+		}
+		st.Close()
+	}
+	t.Logf("churn soak %v on a loaded machine: %d connections registered (%d register errors), %d lanes run, %d long flows of %v", dur, final.conns, regErrs.Load(), final.runs, final.longs, soakLongFor)
+	t.Logf("map columns: entries, and /stale (entries of a socket-cookie map whose socket is not open)")
+	t.Logf("%8s %7s %5s %5s %8s %7s %4s %5s  %s", "t", "conns", "runs", "longs", "rss_kB", "threads", "fds", "regs", strings.Join(cols, " "))
 	for _, s := range samples {
 		var m []string
 		for _, n := range cols {
-			m = append(m, fmt.Sprintf("%*d", len(n), s.maps[n]))
+			v := fmt.Sprint(s.maps[n])
+			if st, ok := s.stale[n]; ok {
+				v += fmt.Sprintf("/%d", st)
+			}
+			m = append(m, fmt.Sprintf("%*s", len(n), v))
 		}
-		t.Logf("%8v %7d %5d %8d %7d %4d %5d  %s", s.at, s.conns, s.runs, s.rssKB, s.threads, s.fds, s.regs, strings.Join(m, " "))
+		t.Logf("%8v %7d %5d %5d %8d %7d %4d %5d  %s", s.at, s.conns, s.runs, s.longs, s.rssKB, s.threads, s.fds, s.regs, strings.Join(m, " "))
 	}
+	logRange(t, samples, cols)
 	if final.conns < 1000 {
 		t.Errorf("only %d connections: the soak did not churn", final.conns)
+	}
+	if final.longs < soakLongFlows {
+		t.Errorf("only %d long flows ended", final.longs)
 	}
 	if final.regs != 0 {
 		t.Errorf("%d registrations remain after every socket closed", final.regs)
 	}
-	for _, n := range []string{"lanes_tuple", "lanes_sock_cap"} {
-		if v, ok := final.maps[n]; ok && v > samples[0].maps[n] {
-			t.Errorf("%s: %d entries with every socket closed, %d before the churn", n, v, samples[0].maps[n])
+	for n, v := range final.stale {
+		if v != 0 {
+			t.Errorf("%s: %d entries for closed sockets with every test socket closed", n, v)
+		}
+	}
+	if v, ok := final.maps["lanes_tuple"]; ok && v > samples[0].maps["lanes_tuple"] {
+		t.Errorf("lanes_tuple: %d entries with every socket closed, %d before the churn", v, samples[0].maps["lanes_tuple"])
+	}
+	checkFlat(t, samples[:len(samples)-1])
+}
+
+// The long flows: how many run at once, how long each lasts, and the
+// downloads' pace.
+const (
+	soakLongFlows = 4
+	soakLongFor   = 30 * time.Second
+	soakDownRate  = 8 << 20 / 8 // bytes/s: 8 Mbit/s per download
+)
+
+// longFlow is one worker of long flows: uploads to dst (B's sink) or
+// downloads from dst (B's paced source), soakLongFor each, replaced as
+// they end; background ones are registered in the background lane.
+type longFlow struct {
+	ns                 *testutil.NetNS
+	api, dst           string
+	upload, background bool
+}
+
+func (l longFlow) run(t *testing.T, stop <-chan struct{}, done *atomic.Int64) {
+	runtime.LockOSThread() // never unlocked: the thread stays in A and dies with us
+	if err := netns.Set(l.ns.Handle); err != nil {
+		t.Error(err)
+		return
+	}
+	c, err := api.Dial(l.api)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		// CUBIC, as the lab's uploads: the namespace's default may be
+		// another CC (the machine may allow only BBR), which sock_ops
+		// leaves alone, and the cap congestion control would never run
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, "cubic")
+			})
+			return serr
+		}}
+		conn, err := d.Dial("tcp4", l.dst)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if l.background {
+			c.RegisterConn(conn, lane.Background)
+		}
+		end := time.Now().Add(soakLongFor)
+		for time.Now().Before(end) {
+			conn.SetDeadline(time.Now().Add(time.Second))
+			if l.upload {
+				_, err = conn.Write(buf)
+			} else {
+				_, err = conn.Read(buf)
+			}
+			if err != nil && !os.IsTimeout(err) {
+				break
+			}
+			select {
+			case <-stop:
+				end = time.Now()
+			default:
+			}
+		}
+		conn.Close()
+		done.Add(1)
+	}
+}
+
+// serveSource sends to each connection at rate bytes/s (SO_MAX_PACING_RATE)
+// until it closes.
+func serveSource(ln net.Listener, rate int) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			if raw, err := c.(*net.TCPConn).SyscallConn(); err == nil {
+				raw.Control(func(fd uintptr) {
+					unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, rate)
+				})
+			}
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// openCookies is the socket cookies of the TCP sockets open in ns
+// (sock_diag, every state); nil if they cannot be read.
+func openCookies(t *testing.T, ns *testutil.NetNS) map[uint64]bool {
+	var flows []tcpmon.Flow
+	var err error
+	ns.Do(t, func() error {
+		var s *tcpmon.Sampler
+		s, err = tcpmon.New(tcpmon.Config{NoProcess: true, Backend: tcpmon.BackendDiag, States: ^uint32(0)})
+		if err != nil {
+			return nil
+		}
+		defer s.Close()
+		flows, err = s.Sample()
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	out := map[uint64]bool{}
+	for _, f := range flows {
+		out[f.Cookie] = true
+	}
+	return out
+}
+
+// logRange prints each figure's start, end and maximum.
+func logRange(t *testing.T, samples []soakSample, cols []string) {
+	row := func(name string, get func(soakSample) int) {
+		m := 0
+		for _, s := range samples {
+			m = max(m, get(s))
+		}
+		t.Logf("%-18s start %8d end %8d max %8d", name, get(samples[0]), get(samples[len(samples)-1]), m)
+	}
+	row("rss_kB", func(s soakSample) int { return s.rssKB })
+	row("threads", func(s soakSample) int { return s.threads })
+	row("fds", func(s soakSample) int { return s.fds })
+	for _, n := range cols {
+		row(n, func(s soakSample) int { return s.maps[n] })
+		if _, ok := samples[len(samples)-1].stale[n]; ok {
+			row(n+" stale", func(s soakSample) int { return s.stale[n] })
+		}
+	}
+}
+
+// checkFlat fails if RSS, threads or fds peaked higher in the second half
+// of the run than in the first by more than a margin: a leak grows with
+// the churn, a steady daemon does not.
+func checkFlat(t *testing.T, samples []soakSample) {
+	if len(samples) < 4 {
+		return
+	}
+	half := len(samples) / 2
+	peak := func(ss []soakSample, get func(soakSample) int) int {
+		m := 0
+		for _, s := range ss {
+			m = max(m, get(s))
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name  string
+		get   func(soakSample) int
+		slack func(int) int
+	}{
+		{"rss_kB", func(s soakSample) int { return s.rssKB }, func(v int) int { return v/4 + 4096 }},
+		{"threads", func(s soakSample) int { return s.threads }, func(int) int { return 8 }},
+		{"fds", func(s soakSample) int { return s.fds }, func(int) int { return 16 }},
+	} {
+		first, second := peak(samples[1:half], c.get), peak(samples[half:], c.get)
+		if second > first+c.slack(first) {
+			t.Errorf("%s grew: peak %d in the first half, %d in the second", c.name, first, second)
 		}
 	}
 }
@@ -222,11 +457,16 @@ func procStatus(pid int) (rss, threads int) {
 	return rss, threads
 }
 
+// cookieMaps are the maps keyed by socket cookie: each entry belongs to
+// one socket and must go when it closes.
+var cookieMaps = map[string]bool{"lanes_cookie": true, "lanes_sock_cap": true, "lanes_sock_seen": true, "lanes_sock_rwnd": true}
+
 // mapEntries counts the entries of every BPF map the process holds open
 // (found through /proc/PID/fdinfo); -1 for maps that cannot be iterated
-// (socket storage) or have fixed size (arrays: their max_entries).
-func mapEntries(pid int) map[string]int {
-	out := map[string]int{}
+// (socket storage) or have fixed size (arrays: their max_entries). For the
+// socket-cookie maps, stale counts the keys not in open (when known).
+func mapEntries(pid int, open map[uint64]bool) (out, stale map[string]int) {
+	out, stale = map[string]int{}, map[string]int{}
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", pid))
 	seen := map[uint32]bool{}
 	for _, fd := range fds {
@@ -255,9 +495,26 @@ func mapEntries(pid int) map[string]int {
 			continue
 		}
 		out[info.Name] = countEntries(m, info)
+		if cookieMaps[info.Name] && open != nil {
+			stale[info.Name] = staleCookies(m, open)
+		}
 		m.Close()
 	}
-	return out
+	return out, stale
+}
+
+// staleCookies counts the keys of a socket-cookie map that are no open
+// socket's cookie.
+func staleCookies(m *ebpf.Map, open map[uint64]bool) int {
+	n := 0
+	key, err := m.NextKeyBytes(nil)
+	for i := 0; err == nil && key != nil && i < 1<<22; i++ {
+		if len(key) == 8 && !open[binary.LittleEndian.Uint64(key)] {
+			n++
+		}
+		key, err = m.NextKeyBytes(key)
+	}
+	return n
 }
 
 func countEntries(m *ebpf.Map, info *ebpf.MapInfo) int {
