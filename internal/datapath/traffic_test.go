@@ -57,6 +57,19 @@ func TestHelperProcess(t *testing.T) {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
+		if os.Getenv("LANES_DP_YIELD") != "" { // root's sockets background, held by a yield
+			l, err := netlink.LinkByName(cfg.Interface)
+			if err == nil {
+				err = d.Host.SetUIDLane(0, lane.Background)
+			}
+			if err == nil {
+				err = d.Host.SetYield(l.Attrs().Index, true)
+			}
+			if err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+		}
 		info, _ := d.ops.LanesSockops.Info()
 		id, _ := info.ID()
 		fmt.Println("ready", id, d.Host.CapCC().Name, d.Host.BackgroundCC().Name)

@@ -3,12 +3,16 @@
 // a background bulk upload on each; holding one interface's background
 // (SetYield, as the daemon does while that interface's foreground is
 // active) brings that upload's cwnd to the yield's 2 segments and leaves
-// the other's alone, and letting it go gives the window back.
+// the other's alone, and letting it go gives the window back. And a run
+// killed while yielding leaves its sockets' clamp, which the next run
+// releases.
 package datapath
 
 import (
 	"fmt"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +126,59 @@ func upAddr(name string, ip net.IP) error {
 		return err
 	}
 	return netlink.LinkSetUp(l)
+}
+
+// TestRestartReleasesYieldClamp: a run SIGKILLed while it held a background
+// upload at the yield's 2 segments leaves that clamp on the socket (it is
+// the socket's); the next run of the instance releases it on the socket's
+// next ACK (sock_ops release_stale_clamp), and the upload grows again.
+func TestRestartReleasesYieldClamp(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	_, addr := startSink(t, p.B, p.AddrB, 9421)
+	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
+		"LANES_DP_INSTANCE=kill3", "LANES_DP_STATEDIR="+StateDir, "LANES_DP_YIELD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		_ = os.Remove(ownCgroupMount) // see TestSIGKILLFailOpen
+		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
+	})
+	line := make([]byte, 128)
+	n, _ := out.Read(line)
+	var prog int
+	var cc, bg string
+	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
+		t.Fatalf("helper: %q", line[:n])
+	}
+	if cc == "" {
+		t.Skip("no cwnd-cap congestion control here")
+	}
+	up := dialCC(t, p.A, addr, "cubic") // root's: background, yielding
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
+		t.Fatalf("background upload under the helper's yield: cwnd %d after %v, want 2", cw, took)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if peak := peakCwnd(t, up, 500*time.Millisecond); peak > 2 {
+		t.Fatalf("after the SIGKILL the upload's cwnd reached %d: the clamp did not stay (the check below would prove nothing)", peak)
+	}
+	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill3"})
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		t.Fatalf("after the restart the upload stays at cwnd %d (%v): the killed run's yield clamp was not released", cw, took)
+	}
+	if s, err := d.Stats(); err != nil || s.Sockops["cap_set"] == 0 {
+		t.Errorf("sock_ops counters after the restart: %v, %v (want a clamp change)", s.Sockops, err)
+	}
 }

@@ -509,6 +509,38 @@ static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops)
 		bump(OPS_CC_SWITCH_ERR);
 }
 
+/* the socket's cwnd clamp (TCP_BPF_SNDCWND_CLAMP sets it) */
+struct tcp_sock___clamp {
+	__u32 snd_cwnd_clamp;
+} __attribute__((preserve_access_index));
+
+/* release_stale_clamp: a socket an earlier lanes run of this namespace
+ * handled (killed: its RTT callbacks still reach this program, which has no
+ * state for the socket) keeps the cwnd clamp that run last set, a cap or
+ * the yield's 2 segments, for as long as it lives. Clear it: this run
+ * applies its own caps and yield from here. A clamp at or above CAP_NONE
+ * (a removed cap, or the kernel's ~0) is no clamp. */
+static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock___clamp *tp;
+	int val = CAP_NONE;
+
+	if (!bsk)
+		return;
+	/* a clamp this run set has its socket storage (an evicted
+	 * lanes_sock_seen entry must not lose it) */
+	if (bpf_sk_storage_get(&lanes_sk_state, bsk, 0, 0))
+		return;
+	tp = (struct tcp_sock___clamp *)bpf_skc_to_tcp_sock(bsk);
+	if (!tp || tp->snd_cwnd_clamp >= CAP_NONE)
+		return;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0)
+		bump(OPS_CAP_SET);
+	else
+		bump(OPS_SETSOCKOPT_ERR);
+}
+
 static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
 {
 	struct bpf_sock *sk = ops->sk;
@@ -635,11 +667,13 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		break;
 	case BPF_SOCK_OPS_RTT_CB:
 		cookie = bpf_get_socket_cookie(ops);
-		/* callbacks asked for by an earlier lanes run reach this program too */
+		/* callbacks asked for by an earlier lanes run reach this program
+		 * too: release the clamp that run left on the socket */
 		if (!bpf_map_lookup_elem(&lanes_sock_seen, &cookie)) {
 			__u8 one = 1;
 
 			bpf_map_update_elem(&lanes_sock_seen, &cookie, &one, BPF_ANY);
+			release_stale_clamp(ops);
 		}
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		lane = valid_lane(v) ? *v : LANE_UNSET;
