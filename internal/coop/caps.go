@@ -125,6 +125,21 @@ type CapParams struct {
 	HeadroomBits uint64
 	MinSegments  uint32
 	DemandAware  bool
+	// QueueAllowance lets the group's windows exceed the path's BDP by this
+	// fraction (0: the paper's formula): a small standing queue at the AP
+	// that keeps the medium busy when the path's RTT without a queue is
+	// above its minimum (jitter, the hosts' own processing).
+	QueueAllowance float64
+}
+
+// window is a flow's shared window with the queue allowance:
+// (rate x rtt) x (1 + allowance) - headroom, bytes.
+func (p CapParams) window(rtt time.Duration) float64 {
+	w := SharedWindow(p.RateBits, rtt, p.HeadroomBits)
+	if w <= 0 {
+		return 0
+	}
+	return w + float64(p.RateBits)*rtt.Seconds()/8*p.QueueAllowance
 }
 
 // demandFraction is a flow's need as a fraction of its shared window
@@ -133,7 +148,7 @@ func (p CapParams) demandFraction(f FlowLoad) float64 {
 	if !p.DemandAware {
 		return 1
 	}
-	w := SharedWindow(p.RateBits, f.MinRTT, p.HeadroomBits)
+	w := p.window(f.MinRTT)
 	need := float64(f.Queued)*demandMargin + demandSlack*float64(max(f.MSS, 536))
 	if w <= 0 {
 		return 1
@@ -187,7 +202,7 @@ func (p CapParams) FlowTargets(h HostLoad, share float64) []float64 {
 		if f.MinRTT <= 0 || f.MSS == 0 {
 			continue
 		}
-		t[i] = math.Max(SharedWindow(p.RateBits, f.MinRTT, p.HeadroomBits)*fs[i]/float64(f.MSS), float64(p.MinSegments))
+		t[i] = math.Max(p.window(f.MinRTT)*fs[i]/float64(f.MSS), float64(p.MinSegments))
 	}
 	return t
 }

@@ -183,3 +183,24 @@ func TestFlowCapsWithinHost(t *testing.T) {
 		t.Errorf("flow without RTT capped at %d", c[0])
 	}
 }
+
+// The queue allowance lets the group's windows exceed the BDP by its
+// fraction: (rate x rtt x (1 + q) - headroom) split as before.
+func TestQueueAllowance(t *testing.T) {
+	rtt := 256 * time.Millisecond
+	p := CapParams{RateBits: 20e6, HeadroomBits: 120_000, MinSegments: 4, QueueAllowance: 0.05}
+	hosts := make([]HostLoad, 4)
+	for i := range hosts {
+		hosts[i] = HostLoad{ID: uint64(i + 1), Flows: []FlowLoad{{MSS: 1448, MinRTT: rtt, Queued: 1 << 30}}}
+	}
+	sh := p.HostShares(hosts)
+	got := p.FlowCaps(hosts[0], sh[0])[0]
+	// (20e6 x 0.256 x 1.05 - 120e3) / 8 / 4 / 1448 = 113.4
+	if want := uint32(math.Floor((20e6*0.256*1.05 - 120e3) / 8 / 4 / 1448)); got != want || want != 113 {
+		t.Errorf("cap with a 5 %% allowance: %d, want %d", got, want)
+	}
+	p.QueueAllowance = 0
+	if got := p.FlowCaps(hosts[0], sh[0])[0]; got != IdealCwnd(20e6, rtt, 120_000, 1448, 4) {
+		t.Errorf("no allowance: %d, want the paper's %d", got, IdealCwnd(20e6, rtt, 120_000, 1448, 4))
+	}
+}

@@ -82,6 +82,12 @@ type Config struct {
 	// DemandAware: hosts and flows with little queued data take what they
 	// need; the rest share the remainder (else plain 1/N shares).
 	DemandAware bool `yaml:"demand_aware"`
+	// QueueAllowance: the group's windows may exceed the path's BDP (rate x
+	// min RTT) by this fraction, a standing queue at the AP of at most that
+	// share of the RTT: the path's RTT without a queue sits above its
+	// minimum (jitter, the hosts' processing), and windows sized for the
+	// minimum leave the medium idle. 0 = the paper's formula.
+	QueueAllowance float64 `yaml:"queue_allowance"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
 	Safety SafetyConfig `yaml:"safety"`
 	// Rules are per-application / per-lane caps (seeds §002).
@@ -147,6 +153,7 @@ func DefaultConfig() Config {
 		MinSegments:      4,
 		DemandAware:      true,
 		DownlinkCaps:     true,
+		QueueAllowance:   0.05,
 		Safety: SafetyConfig{
 			Enabled:         true,
 			RTTInflation:    1.3,
@@ -212,6 +219,9 @@ func (c Config) Validate() error {
 	}
 	if c.APDownlinkRate != 0 && c.APDownlinkRate < 64_000 {
 		return config.Errorf("ap_downlink_rate", "%v too small (0 = estimate)", c.APDownlinkRate)
+	}
+	if !(c.QueueAllowance >= 0 && c.QueueAllowance <= 0.5) {
+		return config.Errorf("queue_allowance", "%v out of range 0..0.5", c.QueueAllowance)
 	}
 	if c.MinSegments < 1 || c.MinSegments > 1000 {
 		return config.Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)

@@ -748,7 +748,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	peers := c.table.Peers()
 	rate, src := c.rate()
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
-		DemandAware: c.cfg.DemandAware}
+		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 
 	// this host's active flows
 	self := HostLoad{ID: c.hostID}
@@ -808,7 +808,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	}
 	obs.inflation = median(infl)
 	obs.queueDelay = time.Duration(median(qd))
-	obs.inflightLow = rate > 0 && windowRate <= float64(rate)
+	obs.inflightLow = rate > 0 && windowRate <= float64(rate)*(1+c.cfg.QueueAllowance)
 	shares := p.HostShares(hosts)
 	if selfIdx >= 0 && c.cfg.APRate > 0 {
 		obs.promised = shares[selfIdx] * float64(c.cfg.APRate.Bits())
@@ -891,7 +891,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 			if selfIdx < 0 { // we would join as one more bulk host
 				share = 1 / float64(len(hosts)+1)
 			}
-			newCap = max(segments(SharedWindow(rate, rtt, p.HeadroomBits)*share/nf, mss), p.MinSegments)
+			newCap = max(segments(p.window(rtt)*share/nf, mss), p.MinSegments)
 		}
 	}
 	for _, l := range lane.All {

@@ -184,6 +184,7 @@ func paperConfig() Config {
 	c.Enabled = true
 	c.APRate = config.Rate(20e6)
 	c.Headroom = 960_000
+	c.QueueAllowance = 0 // the paper's formula
 	c.Key = "00112233445566778899aabbccddeeff"
 	return c
 }

@@ -237,7 +237,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	rate, src := c.downRate()
 	ds.RateBits, ds.RateSource = rate, src
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
-		DemandAware: c.cfg.DemandAware}
+		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 
 	self := HostLoad{ID: c.hostID}
 	var selfStates []*flowState

@@ -117,6 +117,10 @@ func (p *Peer) DownActive() bool { return p.Last.DownFlows > 0 }
 type seqMemo struct {
 	seq  uint64
 	seen time.Time
+	// the sequences a peer removed for silence had accepted lately: the
+	// other family's copy of one of them, arriving after the removal (a
+	// busy machine), is a duplicate or late, not a replay
+	last *Peer
 }
 
 // Table holds the peers; not safe for concurrent use (the controller locks).
@@ -198,6 +202,13 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 			return Updated, ErrReplayed
 		}
 	} else if m, ok := t.gone[a.HostID]; ok && a.Seq <= m.seq {
+		switch {
+		case m.last != nil && m.last.duplicate(a.Seq, from):
+			return Updated, ErrDuplicate
+		case m.last != nil && m.last.late(a.Seq):
+			m.last.remember(a.Seq, from) // a second arrival is a replay
+			return Updated, ErrLate
+		}
 		return Updated, ErrReplayed
 	} else if !t.restored.fresh(a, now) {
 		return Updated, ErrReplayed
@@ -250,7 +261,7 @@ func (t *Table) Expire(now time.Time) []uint64 {
 	for id, p := range t.peers {
 		if now.Sub(p.LastSeen) > t.timeout(p) {
 			delete(t.peers, id)
-			t.gone[id] = seqMemo{seq: p.Last.Seq, seen: now}
+			t.gone[id] = seqMemo{seq: p.Last.Seq, seen: now, last: p}
 			out = append(out, id)
 		}
 	}

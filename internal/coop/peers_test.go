@@ -127,3 +127,41 @@ func TestTableLateAcrossFamilies(t *testing.T) {
 		t.Errorf("DropReason(ErrLate) = %q", DropReason(ErrLate))
 	}
 }
+
+// TestTableLateAfterSilence: a peer removed for silence on a busy machine;
+// the other family's copy of its last announcement, and one that was
+// reordered, arrive after the removal: a duplicate and late, not replays
+// (TestCoopThreeDaemons counted one such 'replayed' drop at load 28).
+func TestTableLateAfterSilence(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(100*time.Millisecond, 3, 10*time.Second)
+	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")
+	n := uint64(recentSeqs)
+	for seq := uint64(100); seq <= 100+n; seq++ {
+		if _, err := tb.Accept(ann(1, seq, t0, 1), v4, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := 100 + n
+	if _, err := tb.Accept(ann(1, last+2, t0, 1), v4, t0); err != nil {
+		t.Fatal(err)
+	}
+	if gone := tb.Expire(t0.Add(2 * time.Second)); len(gone) != 1 { // 3 x 500 ms silent
+		t.Fatalf("expired %v, want the peer", gone)
+	}
+	if _, err := tb.Accept(ann(1, last+2, t0, 1), v6, t0); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("the IPv6 copy of the last announcement after the removal: %v, want ErrDuplicate", err)
+	}
+	if _, err := tb.Accept(ann(1, last+1, t0, 1), v6, t0); !errors.Is(err, ErrLate) {
+		t.Errorf("a reordered one after the removal: %v, want ErrLate", err)
+	}
+	if _, err := tb.Accept(ann(1, last+1, t0, 1), v6, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("the same again: %v, want ErrReplayed", err)
+	}
+	if _, err := tb.Accept(ann(1, 100, t0, 1), v6, t0); !errors.Is(err, ErrReplayed) {
+		t.Errorf("an old one: %v, want ErrReplayed", err)
+	}
+	if _, err := tb.Accept(ann(1, last+3, t0, 1), v4, t0); err != nil || tb.Len() != 1 {
+		t.Errorf("a new announcement re-adds the peer: %v, %d peers", err, tb.Len())
+	}
+}

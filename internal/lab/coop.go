@@ -40,6 +40,7 @@ type coopCommon struct {
 	bufBDP             float64
 	lanes              string // lanes binary for the lanes hosts' daemons
 	down               bool   // the hosts download (the AP's downlink is shared)
+	allowance          float64
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -49,6 +50,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.headroom, "headroom", "120kbit", "headroom of the daemons' caps")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
+	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 }
 
 func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
@@ -63,6 +65,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	cc := coopControllerConfig(float64(r))
 	cc.Headroom = h
 	cc.APDownlinkRate = cc.APRate
+	cc.QueueAllowance = c.allowance
 	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
 	bin := c.lanes
 	if bin == "" {
@@ -74,7 +77,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 }
 
 func (c *coopCommon) params() map[string]any {
-	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc,
+	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance,
 		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
 }
 

@@ -206,6 +206,7 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  headroom: %s", c.Headroom)
 	p("  min_segments: %d", c.MinSegments)
 	p("  demand_aware: %t", c.DemandAware)
+	p("  queue_allowance: %s", strconv.FormatFloat(c.QueueAllowance, 'g', -1, 64))
 	p("  safety:")
 	p("    enabled: %t", c.Safety.Enabled)
 	p("    rtt_inflation: %s", strconv.FormatFloat(c.Safety.RTTInflation, 'g', -1, 64))

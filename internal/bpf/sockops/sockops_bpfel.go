@@ -74,7 +74,7 @@ type SockopsSkState struct {
 	CcChecked  uint32
 	LowatSet   uint32
 	BgCc       uint32
-	Pad        uint32
+	Paced      uint32
 }
 
 type SockopsSockopsConfig struct {
