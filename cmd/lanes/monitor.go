@@ -275,8 +275,8 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 
 // writeFlowTable prints flows as an aligned table, at most top rows.
 func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
-	const hdr = "%-11s %-18s %-23s %-23s %-10s %-14s %-8s %6s %6s %9s %9s %10s %7s %9s  %s\n"
-	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CC", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ", "WHY")
+	const hdr = "%-11s %-18s %-23s %-23s %-10s %-14s %-8s %6s %6s %9s %9s %10s %7s %9s %9s  %s\n"
+	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CC", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ", "CAP", "WHY")
 	for i := range flows {
 		if top > 0 && i >= top {
 			fmt.Fprintf(w, "... %d more\n", len(flows)-top)
@@ -298,8 +298,22 @@ func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
 		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, trunc(f.Cong, 14), f.CAState,
 			strconv.FormatUint(uint64(f.Cwnd), 10), ss,
 			fmt.Sprintf("%.3f", float64(f.SRTT)/1000), fmt.Sprintf("%.3f", float64(f.MinRTT)/1000),
-			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10), f.Why)
+			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10), capsText(f), f.Why)
 	}
+}
+
+// capsText is a flow's coop caps for the table: the cwnd cap in segments,
+// a downlink cap as "rwnd:N" bytes, "-" for none.
+func capsText(f *tcpmon.Flow) string {
+	switch {
+	case f.CwndCap != 0 && f.RwndCap != 0:
+		return fmt.Sprintf("%d/%dB", f.CwndCap, f.RwndCap)
+	case f.RwndCap != 0:
+		return fmt.Sprintf("rwnd:%d", f.RwndCap)
+	case f.CwndCap != 0:
+		return strconv.FormatUint(uint64(f.CwndCap), 10)
+	}
+	return "-"
 }
 
 func trunc(s string, n int) string {
@@ -416,6 +430,31 @@ type laneAnswer struct {
 	found bool
 }
 
+// coopCaps reads the cooperative controller's caps in force, by cookie:
+// {cwnd cap (segments), downlink cap (bytes)}; none when the daemon runs
+// no controller.
+func (d *daemonLanes) coopCaps() map[uint64][2]uint32 {
+	doc, err := d.client.Component("coop")
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		Flows []struct {
+			Cookie  uint64 `json:"cookie"`
+			Cap     uint32 `json:"cap"`
+			DownCap uint32 `json:"down_cap_bytes"`
+		} `json:"flows"`
+	}
+	if json.Unmarshal(doc, &st) != nil {
+		return nil
+	}
+	m := make(map[uint64][2]uint32, len(st.Flows))
+	for _, f := range st.Flows {
+		m[f.Cookie] = [2]uint32{f.Cap, f.DownCap}
+	}
+	return m
+}
+
 func newDaemonLanes(socket string) *daemonLanes {
 	c, err := api.Dial(socket)
 	return &daemonLanes{client: c, err: err, known: map[uint64]laneAnswer{}}
@@ -469,10 +508,14 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 			}
 		}
 	}
+	caps := d.coopCaps()
 	out := flows[:0]
 	for i := range flows {
 		if a, ok := d.known[flows[i].Cookie]; ok {
 			flows[i].Lane, flows[i].Why = a.l, a.why
+		}
+		if c, ok := caps[flows[i].Cookie]; ok {
+			flows[i].CwndCap, flows[i].RwndCap = c[0], c[1]
 		}
 		if len(want) == 0 || slices.Contains(want, flows[i].Lane) {
 			out = append(out, flows[i])

@@ -517,6 +517,15 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	if checked == 0 {
 		t.Fatalf("the server's monitor saw none of the capped downloads (%d samples)", len(samples))
 	}
+	// the receiving host's `lanes monitor` shows the download's cap
+	out, err = lan.Hosts[0].Command(lanesBin, "monitor", "--json", "--count", "3", "--interval", "50ms",
+		"--socket", socks[0], "--dport", "8080").Output()
+	if err != nil {
+		t.Fatalf("lanes monitor on host 0: %v", err)
+	}
+	if !bytes.Contains(out, []byte(`"rwnd_cap_bytes":`)) {
+		t.Errorf("lanes monitor on host 0 shows no downlink cap:\n%s", out)
+	}
 	downCapChanges(t, socks)
 
 	// A host whose download ends leaves the downlink group: the others see

@@ -26,19 +26,24 @@ import (
 
 // Flow is one TCP socket at one sample time.
 type Flow struct {
-	Time     time.Time `json:"time"`
-	Cookie   uint64    `json:"cookie"`
-	Src      string    `json:"src"` // local address:port
-	Dst      string    `json:"dst"` // remote address:port
-	State    string    `json:"state"`
-	Lane     lane.Lane `json:"lane"`
-	Why      string    `json:"why,omitempty"` // what decided the lane (from the daemon)
-	PID      int       `json:"pid"`
-	Comm     string    `json:"comm"`
-	UID      uint32    `json:"uid"`
-	Inode    uint32    `json:"inode"`
-	CgroupID uint64    `json:"cgroup"`
-	Cong     string    `json:"cong"`
+	Time   time.Time `json:"time"`
+	Cookie uint64    `json:"cookie"`
+	Src    string    `json:"src"` // local address:port
+	Dst    string    `json:"dst"` // remote address:port
+	State  string    `json:"state"`
+	Lane   lane.Lane `json:"lane"`
+	Why    string    `json:"why,omitempty"` // what decided the lane (from the daemon)
+	// The cooperative controller's caps in force (from the daemon, 0 =
+	// none): the cwnd cap of an upload, segments, and the downlink cap of a
+	// download, bytes of receive window.
+	CwndCap  uint32 `json:"cwnd_cap,omitempty"`
+	RwndCap  uint32 `json:"rwnd_cap_bytes,omitempty"`
+	PID      int    `json:"pid"`
+	Comm     string `json:"comm"`
+	UID      uint32 `json:"uid"`
+	Inode    uint32 `json:"inode"`
+	CgroupID uint64 `json:"cgroup"`
+	Cong     string `json:"cong"`
 
 	CAState      string `json:"ca_state"`
 	Cwnd         uint32 `json:"cwnd"`     // segments
