@@ -519,7 +519,8 @@ func TestSIGKILLFailOpen(t *testing.T) {
 	n, _ := out.Read(line)
 	var helperProg ebpf.ProgramID
 	if _, err := fmt.Sscanf(string(line[:n]), "ready %d", &helperProg); err != nil {
-		t.Fatalf("helper: %q", line[:n])
+		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
+		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
 	// Other tests on this machine attach and detach sock_ops programs too:
 	// look for the helper's own.

@@ -8,6 +8,7 @@ package datapath
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"syscall"
@@ -45,7 +46,8 @@ func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	var prog int
 	var cc, bg string
 	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
-		t.Fatalf("helper: %q", line[:n])
+		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
+		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
 	names = []string{cc, bg}
 	cmd.Process.Signal(syscall.SIGKILL)

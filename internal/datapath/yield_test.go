@@ -10,6 +10,7 @@ package datapath
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -158,7 +159,8 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	var prog int
 	var cc, bg string
 	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
-		t.Fatalf("helper: %q", line[:n])
+		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
+		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
 	if cc == "" {
 		t.Skip("no cwnd-cap congestion control here")
