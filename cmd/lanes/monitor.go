@@ -266,9 +266,17 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 	for i := range flows {
 		total += flows[i].Throughput
 	}
-	backend, _ := s.Backend()
-	fmt.Fprintf(&b, "lanes monitor  %s  every %v  %d flows (%d sockets seen, %s)  total %s\n\n",
-		time.Now().Format("15:04:05"), s.Interval(), len(flows), s.Dumped, backend, fmtRate(total))
+	backend, why := s.Backend()
+	seen := fmt.Sprintf("%d sockets seen", s.Dumped)
+	if backend == tcpmon.BackendTrack {
+		seen = fmt.Sprintf("%d changed", s.Dumped)
+	}
+	fmt.Fprintf(&b, "lanes monitor  %s  every %v  %d flows (%s, %s)  total %s\n",
+		time.Now().Format("15:04:05"), s.Interval(), len(flows), seen, backend, fmtRate(total))
+	if backend == tcpmon.BackendTrack {
+		fmt.Fprintf(&b, "(%s)\n", why) // how late an idle socket's change may show
+	}
+	b.WriteString("\n")
 	writeFlowTable(&b, flows, top)
 	io.WriteString(w, b.String())
 }

@@ -1034,7 +1034,8 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	// cyclictest at the releaser's priority for as long (what one RT
 	// thread wake-up costs on this machine at this moment).
 	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
-	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel", Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs"}}
+	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
+		Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs", "(1) p50/p99", "(2) p50/p99", "(3) p50/p99"}}
 	pathDur := max(p.dur/3, 2*time.Second)
 	pathCfgs := []string{"lanes", "lanes-nodirect", "fifo-top"}
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
@@ -1046,19 +1047,34 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			return nil, fmt.Errorf("deadline: path %s: %w", cfg, err)
 		}
 		var v []float64
+		var st [3][]float64
 		for _, x := range r.Records {
 			if x.Arrive != 0 {
 				v = append(v, float64(x.Arrive-x.Send)/1e3)
+				if x.Enqueue != 0 && x.Dequeue != 0 {
+					st[0] = append(st[0], float64(x.Enqueue-x.Send)/1e3)
+					st[1] = append(st[1], float64(x.Dequeue-x.Enqueue)/1e3)
+					st[2] = append(st[2], float64(x.Arrive-x.Dequeue)/1e3)
+				}
 			}
 		}
 		sort.Float64s(v)
 		if len(v) > 0 {
 			p50s[cfg] = Percentile(v, 50)
-			pt.Rows = append(pt.Rows, []string{pathNames[cfg], fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])})
+			row := []string{pathNames[cfg], fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])}
+			for _, sv := range st {
+				sort.Float64s(sv)
+				if len(sv) == 0 {
+					row = append(row, "")
+					continue
+				}
+				row = append(row, fmtUS(Percentile(sv, 50))+" / "+fmtUS(Percentile(sv, 99)))
+			}
+			pt.Rows = append(pt.Rows, row)
 		}
 	}
 	for _, cfg := range pathCfgs[:2] {
-		pt.Rows = append(pt.Rows, []string{"added (p50 difference), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]), "", ""})
+		pt.Rows = append(pt.Rows, []string{"added (p50 difference), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]), "", "", "", "", ""})
 	}
 	relPrio := rtlane.DefaultConfig().ReleasePriority
 	env.Printf("deadline: cyclictest at SCHED_FIFO %d, %v...\n", relPrio, pathDur)
@@ -1068,7 +1084,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	} else {
 		s := ct.All
 		pt.Rows = append(pt.Rows, []string{fmt.Sprintf("reference: cyclictest -p %d -i 1000, one RT thread wake-up", relPrio), strconv.Itoa(s.Samples),
-			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS)})
+			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS), "", "", ""})
 	}
 	res.Tables = append(res.Tables, pt)
 

@@ -191,7 +191,7 @@ func New(cfg Config) (*Sampler, error) {
 	case cfg.Backend == "" || cfg.Backend == BackendTrack:
 		s.track, err = openTrack(ns, &s.cfg)
 		if err == nil {
-			s.why = fmt.Sprintf("changed sockets only: activity checked every sample (sockets idle for 10 samples: every %d), every field every %d, full walk every %d", trackIdleEvery, trackCheckAll, trackResync)
+			s.why = fmt.Sprintf("changes only: activity on a socket idle for 10 samples shows up to %d samples late, changes without activity (buffer sizes, cgroup, inode) up to %d; full walk every %d samples", trackIdleEvery-1, trackCheckAll, trackResync)
 			break
 		}
 		if cfg.Backend == BackendTrack {
