@@ -32,15 +32,16 @@ const trackResync = 300
 
 // What a change walk skips (tcpiter.Tracker.OpenDelta): a socket with no
 // activity (no segment in or out, no read or write by the application,
-// same state and lane) is not read; one quiet for 10 samples is looked at
-// every 4th sample only (activity on it is reported up to 3 samples late;
-// a state change at once); every field of each socket is compared every
-// 50 samples (what changes without activity, such as a buffer size or
-// congestion control set by the application, a cgroup move or an accept,
-// is reported up to 50 samples late).
+// same state and lane) is not read beyond its activity counters; one
+// quiet for 10 samples moves to a cold map looked at every 4th sample
+// only (activity on it is reported up to 3 samples late; a state change at
+// once); every field of each socket is compared about every 48 samples
+// (what changes without activity, such as a buffer size or congestion
+// control set by the application, a cgroup move or an accept, is reported
+// up to 48 samples late).
 const (
 	trackIdleEvery = 4
-	trackCheckAll  = 50
+	trackCheckAll  = 48
 )
 
 // trackSource samples a namespace through the tracked mode.
@@ -84,7 +85,7 @@ func (t *trackSource) Close() error { return t.tr.Close() }
 func (s *Sampler) sampleTracked(now time.Time) error {
 	t := s.track
 	full := t.resync || s.gen%trackResync == 0
-	open := func() (io.ReadCloser, error) { return t.tr.OpenDelta(false) }
+	open := func() (io.ReadCloser, error) { return t.tr.OpenDelta() }
 	if full {
 		open = t.tr.OpenFull
 	}

@@ -274,16 +274,88 @@ struct {
 	__type(value, __u32);
 } sample_no SEC(".maps");
 
-/* A socket quiet for IDLE_AFTER quick checks in a row is looked at only
- * every IDLE_EVERY-th delta walk (staggered by cookie), unless its state
- * changes: activity on it is then reported up to IDLE_EVERY-1 samples late. */
+/* Idle sockets are kept apart: one found quiet IDLE_AFTER times in a row
+ * in the hot map (tracked) moves to the cold map of its cookie % COLD, and
+ * a delta walk visits the hot map and one cold map in turn: an idle socket
+ * costs nothing on COLD-1 samples out of COLD, and activity on it is
+ * reported up to COLD-1 samples late (a state change at once: track moves
+ * it back). One found active in its cold walk moves back to the hot map. */
 #define IDLE_AFTER 10
-#define IDLE_EVERY 4
+#define COLD 4
 
-/* Every field of a socket is compared every CHECK_ALL_EVERY-th delta walk
- * (staggered by cookie), even if it looks quiet: what changes without
- * activity (see quiet) is reported at most that many samples late. */
-#define CHECK_ALL_EVERY 50
+/* Every field of a socket is compared about every CHECK_ALL_EVERY-th
+ * delta walk (staggered by cookie), even if it looks quiet: what changes
+ * without activity (see quiet) is reported at most that many samples late. */
+#define CHECK_ALL_EVERY 48
+
+#define COLD_MAP(n)                                      \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_SK_STORAGE);   \
+		__uint(map_flags, BPF_F_NO_PREALLOC);    \
+		__type(key, int);                        \
+		__type(value, struct track);             \
+	} cold##n SEC(".maps")
+COLD_MAP(0);
+COLD_MAP(1);
+COLD_MAP(2);
+COLD_MAP(3);
+
+/* cold_get and cold_del reach cold map i with a constant map each. */
+static __always_inline struct track *cold_get(__u32 i, void *sk, __u64 flags)
+{
+	switch (i % COLD) {
+	case 0:
+		return bpf_sk_storage_get(&cold0, sk, 0, flags);
+	case 1:
+		return bpf_sk_storage_get(&cold1, sk, 0, flags);
+	case 2:
+		return bpf_sk_storage_get(&cold2, sk, 0, flags);
+	default:
+		return bpf_sk_storage_get(&cold3, sk, 0, flags);
+	}
+}
+
+static __always_inline void cold_del(__u32 i, void *sk)
+{
+	switch (i % COLD) {
+	case 0:
+		bpf_sk_storage_delete(&cold0, sk);
+		break;
+	case 1:
+		bpf_sk_storage_delete(&cold1, sk);
+		break;
+	case 2:
+		bpf_sk_storage_delete(&cold2, sk);
+		break;
+	default:
+		bpf_sk_storage_delete(&cold3, sk);
+	}
+}
+
+/* to_cold moves a socket's entry from the hot map to its cold map. */
+static __always_inline void to_cold(struct track *t, void *sk)
+{
+	struct track *n = cold_get((__u32)t->cookie, sk, BPF_SK_STORAGE_GET_F_CREATE);
+
+	if (!n)
+		return; /* stays hot */
+	*n = *t;
+	bpf_sk_storage_delete(&tracked, sk);
+}
+
+/* to_hot moves a socket's entry from its cold map to the hot map; returns
+ * the entry now in use. */
+static __always_inline struct track *to_hot(struct track *t, void *sk)
+{
+	struct track *n = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+	if (!n)
+		return t; /* stays cold */
+	*n = *t;
+	n->idle = 0;
+	cold_del((__u32)t->cookie, sk);
+	return n;
+}
 
 /* Keeps struct tcp_rec in the BTF for bpf2go -type. */
 const struct tcp_rec *unused_tcp_rec __attribute__((unused));
@@ -465,8 +537,11 @@ static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
 	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
 	if (!tp)
 		return dump_req(ctx, skc, &r);
-	if (track)
-		t = bpf_sk_storage_get(&tracked, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (track) {
+		t = cold_get((__u32)bpf_get_socket_cookie(tp), tp, 0);
+		if (!t)
+			t = bpf_sk_storage_get(&tracked, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	}
 	if (!fill_sock(&r, tp, ctx->uid)) {
 		if (t)
 			remember(t, &r, tp, SKIPPED);
@@ -497,17 +572,14 @@ int dump_track(struct bpf_iter__tcp *ctx)
  * lines of struct tcp_sock and none of struct sock, where a record takes
  * ~15. Not seen: changes with none of these, such as a setsockopt of the
  * buffer sizes or congestion control, a cgroup move, an accept (the
- * inode): delta_all catches them. Every tracked socket is a full TCP
- * socket (dump_track and track only add those), so sk is a tcp_sock. */
-static __always_inline int quiet(struct track *t, struct sock *sk, __u32 walk)
+ * inode): the every-field comparison catches them. Every tracked socket is
+ * a full TCP socket (dump_track and track only add those), so sk is a
+ * tcp_sock. */
+static __always_inline int quiet(struct track *t, struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 
-	if (t->reported == NEW || t->dirty)
-		return 0;
-	if (t->idle >= IDLE_AFTER && ((__u32)t->cookie + walk) % IDLE_EVERY)
-		return 1; /* not its turn */
-	if (BPF_CORE_READ(tp, segs_in) != t->segs_in ||
+	if (t->reported == NEW || t->dirty || BPF_CORE_READ(tp, segs_in) != t->segs_in ||
 	    BPF_CORE_READ(tp, segs_out) != t->segs_out ||
 	    BPF_CORE_READ(tp, copied_seq) != t->copied_seq ||
 	    BPF_CORE_READ(tp, write_seq) != t->write_seq || BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type))
@@ -529,15 +601,15 @@ static __always_inline int quiet(struct track *t, struct sock *sk, __u32 walk)
 /* delta_sock: a record if the socket changed since its last one (or was
  * not reported), a GONE record if a reported one no longer matches. A
  * socket with a running chrono (busy, rwnd- or sndbuf-limited) changes
- * every jiffy: always written. check_all: compare every field, not only
- * the quick check's. */
-static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, int check_all)
+ * every jiffy: always written. cold: the walk is of a cold map. */
+static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, int cold)
 {
 	struct track *t = ctx->value;
 	struct sock *sk = ctx->sk;
 	struct tcp_rec r = {};
 	struct tcp_sock *tp;
 	__u32 zero = 0, walk = 0, *n;
+	int check_all, q;
 	__u64 sum;
 
 	if (!sk || !t)
@@ -545,10 +617,20 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	n = bpf_map_lookup_elem(&sample_no, &zero);
 	if (n)
 		walk = *n;
-	if (((__u32)t->cookie + walk) % CHECK_ALL_EVERY == 0)
-		check_all = 1;
-	if (!check_all && quiet(t, sk, walk))
+	/* A cold map is walked every COLD-th time (the same walk numbers
+	 * for all of its sockets): stagger by cookie / COLD there. */
+	if (cold)
+		check_all = ((__u32)(t->cookie / COLD) + walk / COLD) % (CHECK_ALL_EVERY / COLD) == 0;
+	else
+		check_all = ((__u32)t->cookie + walk) % CHECK_ALL_EVERY == 0;
+	q = quiet(t, sk);
+	if (q && !check_all) {
+		if (!cold && t->idle >= IDLE_AFTER)
+			to_cold(t, sk);
 		return 0;
+	}
+	if (cold && !q) /* found active: hot again */
+		t = to_hot(t, sk);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
@@ -577,16 +659,16 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	return 0;
 }
 
-/* delta walks the tracked sockets, skipping quiet ones unread. */
+/* delta walks the hot map. */
 SEC("iter/bpf_sk_storage_map")
 int delta(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
 	return delta_sock(ctx, 0);
 }
 
-/* delta_all walks the tracked sockets, reading every one. */
+/* delta_cold walks one cold map (attached to each). */
 SEC("iter/bpf_sk_storage_map")
-int delta_all(struct bpf_iter__bpf_sk_storage_map *ctx)
+int delta_cold(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
 	return delta_sock(ctx, 1);
 }
@@ -605,20 +687,25 @@ int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 
 	if (sk->__sk_common.skc_net.net->ns.inum != CFG.netns || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
+	cookie = bpf_get_socket_cookie(sk);
+	t = cold_get((__u32)cookie, sk, 0);
+	if (t)
+		t = to_hot(t, sk);
 	if (newstate >= 0 && newstate < 32 && (CFG.states & (1u << newstate))) {
-		t = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (!t)
+			t = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 		if (t)
 			t->dirty = 1;
 		return 0;
 	}
-	t = bpf_sk_storage_get(&tracked, sk, 0, 0);
+	if (!t)
+		t = bpf_sk_storage_get(&tracked, sk, 0, 0);
 	if (!t)
 		return 0;
 	t->dirty = 1;
 	if (t->reported != REPORTED)
 		return 0;
 	t->reported = SKIPPED;
-	cookie = bpf_get_socket_cookie(sk);
 	if (bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0)) {
 		n = bpf_map_lookup_elem(&lost, &zero);
 		if (n)

@@ -104,6 +104,10 @@ type TcpiterTrack struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	TcpiterMapCold0            = "cold0"
+	TcpiterMapCold1            = "cold1"
+	TcpiterMapCold2            = "cold2"
+	TcpiterMapCold3            = "cold3"
 	TcpiterMapGone             = "gone"
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
@@ -115,7 +119,7 @@ const (
 	TcpiterMapSampleNo         = "sample_no"
 	TcpiterMapTracked          = "tracked"
 	TcpiterProgDelta           = "delta"
-	TcpiterProgDeltaAll        = "delta_all"
+	TcpiterProgDeltaCold       = "delta_cold"
 	TcpiterProgDump            = "dump"
 	TcpiterProgDumpTrack       = "dump_track"
 	TcpiterProgTrack           = "track"
@@ -166,7 +170,7 @@ type TcpiterSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterProgramSpecs struct {
 	Delta     *ebpf.ProgramSpec `ebpf:"delta"`
-	DeltaAll  *ebpf.ProgramSpec `ebpf:"delta_all"`
+	DeltaCold *ebpf.ProgramSpec `ebpf:"delta_cold"`
 	Dump      *ebpf.ProgramSpec `ebpf:"dump"`
 	DumpTrack *ebpf.ProgramSpec `ebpf:"dump_track"`
 	Track     *ebpf.ProgramSpec `ebpf:"track"`
@@ -176,6 +180,10 @@ type TcpiterProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterMapSpecs struct {
+	Cold0            *ebpf.MapSpec `ebpf:"cold0"`
+	Cold1            *ebpf.MapSpec `ebpf:"cold1"`
+	Cold2            *ebpf.MapSpec `ebpf:"cold2"`
+	Cold3            *ebpf.MapSpec `ebpf:"cold3"`
 	Gone             *ebpf.MapSpec `ebpf:"gone"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
@@ -216,6 +224,10 @@ func (o *TcpiterObjects) Close() error {
 //
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterMaps struct {
+	Cold0            *ebpf.Map `ebpf:"cold0"`
+	Cold1            *ebpf.Map `ebpf:"cold1"`
+	Cold2            *ebpf.Map `ebpf:"cold2"`
+	Cold3            *ebpf.Map `ebpf:"cold3"`
 	Gone             *ebpf.Map `ebpf:"gone"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
@@ -230,6 +242,10 @@ type TcpiterMaps struct {
 
 func (m *TcpiterMaps) Close() error {
 	return _TcpiterClose(
+		m.Cold0,
+		m.Cold1,
+		m.Cold2,
+		m.Cold3,
 		m.Gone,
 		m.LanesCgroup,
 		m.LanesCookie,
@@ -256,7 +272,7 @@ type TcpiterVariables struct {
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterPrograms struct {
 	Delta     *ebpf.Program `ebpf:"delta"`
-	DeltaAll  *ebpf.Program `ebpf:"delta_all"`
+	DeltaCold *ebpf.Program `ebpf:"delta_cold"`
 	Dump      *ebpf.Program `ebpf:"dump"`
 	DumpTrack *ebpf.Program `ebpf:"dump_track"`
 	Track     *ebpf.Program `ebpf:"track"`
@@ -265,7 +281,7 @@ type TcpiterPrograms struct {
 func (p *TcpiterPrograms) Close() error {
 	return _TcpiterClose(
 		p.Delta,
-		p.DeltaAll,
+		p.DeltaCold,
 		p.Dump,
 		p.DumpTrack,
 		p.Track,

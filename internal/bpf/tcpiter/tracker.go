@@ -22,18 +22,23 @@ type Tracker struct {
 	objs struct {
 		DumpTrack *ebpf.Program `ebpf:"dump_track"`
 		Delta     *ebpf.Program `ebpf:"delta"`
-		DeltaAll  *ebpf.Program `ebpf:"delta_all"`
+		DeltaCold *ebpf.Program `ebpf:"delta_cold"`
 		Track     *ebpf.Program `ebpf:"track"`
 		Tracked   *ebpf.Map     `ebpf:"tracked"`
 		Gone      *ebpf.Map     `ebpf:"gone"`
 		Lost      *ebpf.Map     `ebpf:"lost"`
 		SampleNo  *ebpf.Map     `ebpf:"sample_no"`
+		Cold0     *ebpf.Map     `ebpf:"cold0"`
+		Cold1     *ebpf.Map     `ebpf:"cold1"`
+		Cold2     *ebpf.Map     `ebpf:"cold2"`
+		Cold3     *ebpf.Map     `ebpf:"cold3"`
 	}
-	full, delta, deltaAll *link.Iter
-	hook                  link.Link
-	ring                  *ringbuf.Reader
-	lost                  uint64 // lost count already seen
-	walks                 uint32 // delta walks so far
+	full, delta *link.Iter
+	cold        [4]*link.Iter // delta_cold on each cold map
+	hook        link.Link
+	ring        *ringbuf.Reader
+	lost        uint64 // lost count already seen
+	walks       uint32 // delta walks so far
 }
 
 // LoadTracker loads and attaches the tracked mode for the namespace whose
@@ -65,8 +70,10 @@ func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
 	if t.delta, err = link.AttachIter(link.IterOptions{Program: t.objs.Delta, Map: t.objs.Tracked}); err != nil {
 		return nil, fmt.Errorf("attach tcp tracker delta: %w", err)
 	}
-	if t.deltaAll, err = link.AttachIter(link.IterOptions{Program: t.objs.DeltaAll, Map: t.objs.Tracked}); err != nil {
-		return nil, fmt.Errorf("attach tcp tracker delta: %w", err)
+	for i, m := range t.coldMaps() {
+		if t.cold[i], err = link.AttachIter(link.IterOptions{Program: t.objs.DeltaCold, Map: m}); err != nil {
+			return nil, fmt.Errorf("attach tcp tracker cold delta: %w", err)
+		}
 	}
 	if t.ring, err = ringbuf.NewReader(t.objs.Gone); err != nil {
 		return nil, fmt.Errorf("tcp tracker ring: %w", err)
@@ -84,8 +91,10 @@ func (t *Tracker) Close() error {
 	if t.delta != nil {
 		cs = append(cs, t.delta)
 	}
-	if t.deltaAll != nil {
-		cs = append(cs, t.deltaAll)
+	for _, l := range t.cold {
+		if l != nil {
+			cs = append(cs, l)
+		}
 	}
 	if t.full != nil {
 		cs = append(cs, t.full)
@@ -94,12 +103,12 @@ func (t *Tracker) Close() error {
 		cs = append(cs, t.hook)
 	}
 	o := &t.objs
-	for _, p := range []*ebpf.Program{o.DumpTrack, o.Delta, o.DeltaAll, o.Track} {
+	for _, p := range []*ebpf.Program{o.DumpTrack, o.Delta, o.DeltaCold, o.Track} {
 		if p != nil {
 			cs = append(cs, p)
 		}
 	}
-	for _, m := range []*ebpf.Map{o.Tracked, o.Gone, o.Lost, o.SampleNo} {
+	for _, m := range append([]*ebpf.Map{o.Tracked, o.Gone, o.Lost, o.SampleNo}, t.coldMaps()...) {
 		if m != nil {
 			cs = append(cs, m)
 		}
@@ -121,31 +130,46 @@ func (t *Tracker) OpenFull() (io.ReadCloser, error) {
 	return r, nil
 }
 
+// coldMaps are the cold maps, in cookie % 4 order.
+func (t *Tracker) coldMaps() []*ebpf.Map {
+	return []*ebpf.Map{t.objs.Cold0, t.objs.Cold1, t.objs.Cold2, t.objs.Cold3}
+}
+
 // OpenDelta starts a walk of the tracked sockets: records of those that
 // changed since their last record, RecGone for those that stopped matching.
-// Sockets with no activity since (no segment in or out, no read or write,
-// same state and lane) are skipped unread, unless all is set: then every
-// field of every socket is compared (what changes without activity, such
-// as a buffer size set by the application, is seen only then; without
-// all, each socket gets that comparison every 50th walk, staggered by
-// cookie). A socket found quiet 10 walks in a row is looked at only every
-// 4th walk (staggered by cookie) until it changes state or is seen active:
-// activity on it is reported up to 3 walks late.
-func (t *Tracker) OpenDelta(all bool) (io.ReadCloser, error) {
+// It walks the hot map (sockets active in their last 10 looks) and one of
+// the four cold maps in turn, so an idle socket is looked at every 4th
+// walk (activity on it shows up to 3 walks late; a state change moves it
+// back to the hot map at once). A socket with no activity since it was
+// last looked at (no segment in or out, no read or write, same state and
+// lane) is skipped after reading its activity counters; every field of
+// each socket is compared about every 48 walks, staggered by cookie (what
+// changes without activity, such as a buffer size set by the application,
+// is seen then).
+func (t *Tracker) OpenDelta() (io.ReadCloser, error) {
 	t.walks++
 	if err := t.objs.SampleNo.Update(uint32(0), t.walks, ebpf.UpdateAny); err != nil {
-		return nil, fmt.Errorf("tcp tracker round: %w", err)
+		return nil, fmt.Errorf("tcp tracker walk number: %w", err)
 	}
-	l := t.delta
-	if all {
-		l = t.deltaAll
-	}
-	r, err := l.Open()
+	hot, err := t.delta.Open()
 	if err != nil {
 		return nil, fmt.Errorf("open tcp tracker delta: %w", err)
 	}
-	return r, nil
+	cold, err := t.cold[t.walks%4].Open()
+	if err != nil {
+		hot.Close()
+		return nil, fmt.Errorf("open tcp tracker cold delta: %w", err)
+	}
+	return &twoWalks{Reader: io.MultiReader(hot, cold), c: [2]io.Closer{hot, cold}}, nil
 }
+
+// twoWalks reads one walk after the other.
+type twoWalks struct {
+	io.Reader
+	c [2]io.Closer
+}
+
+func (w *twoWalks) Close() error { return errors.Join(w.c[0].Close(), w.c[1].Close()) }
 
 // Gone calls fn with the cookie of every reported socket that closed since
 // the last call. resync is true if the ring had no room for some: the

@@ -47,10 +47,7 @@ func TestTrackerReportsChanges(t *testing.T) {
 		}
 		return socks, gone
 	}
-	// Alternate the quick and the full comparison: both must report the
-	// same.
-	n := 0
-	delta := func() (io.ReadCloser, error) { n++; return tr.OpenDelta(n%2 == 0) }
+	delta := tr.OpenDelta
 	var ln net.Listener
 	dial := func() (c, s net.Conn) {
 		ns.Do(t, func() error {
@@ -112,17 +109,38 @@ func TestTrackerReportsChanges(t *testing.T) {
 			}
 		}
 	}
+	// Idle for 10 walks: in the cold maps, looked at every 4th walk. New
+	// activity shows within 4 walks; a close (below) at once.
+	for range 12 {
+		if d, g := walk(delta); len(d) != 0 || len(g) != 0 {
+			t.Fatalf("idle sockets: %d records, %d gone", len(d), len(g))
+		}
+	}
+	if _, err := s1.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c1, buf[:100]); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for range 4 {
+		d, _ := walk(delta)
+		seen += len(d)
+	}
+	if seen == 0 {
+		t.Fatal("activity on a cold socket not reported within 4 walks")
+	}
 	// c2's client goes to FIN-WAIT, its server end to CLOSE-WAIT (not
 	// reported): GONE for both, by the ring or the walk, nothing else.
 	c2.Close()
-	seen := map[uint64]bool{}
-	for try := 0; !seen[cookie2]; try++ {
+	gone := map[uint64]bool{}
+	for try := 0; !gone[cookie2]; try++ {
 		_, g := walk(delta)
 		for _, ck := range g {
-			if _, ok := d2[ck]; !ok || seen[ck] {
+			if _, ok := d2[ck]; !ok || gone[ck] {
 				t.Fatalf("gone %d: not one of c2's sockets %v, or twice", ck, d2)
 			}
-			seen[ck] = true
+			gone[ck] = true
 		}
 		if try == 50 {
 			t.Fatalf("no GONE for the closed client %d", cookie2)
