@@ -8,9 +8,16 @@
 //   - the rate: ap_downlink_rate, or the group's measured downlink goodput
 //     (the best over 30 s, times 1.25 so the group can grow past it);
 //   - demand: a receiver cannot see the sender's backlog, only what
-//     arrives. A download using at least downBulkUse of its cap (it is
-//     window-limited: the sender would send more) counts as bulk (demand 1);
-//     otherwise its need is the window it used over the last interval
+//     arrives. A download using at least downBulkUse (90 %) of its cap is
+//     window-limited (the sender would send more) and counts as bulk
+//     (demand 1) until it uses less than downAppUse (50 %): a class with
+//     hysteresis, because a window-limited sender dips below its window
+//     after a loss (CUBIC to 70 %), and an application-limited one sits at
+//     1/1.25 = 80 % of the cap its demand gives it (seen at N = 16 in the
+//     lab: with one threshold at 80 % half the hosts read as
+//     application-limited after the start's losses, gave their share to
+//     the others, and the AP's queue grew to 1.47x the RTT).
+//     An application-limited download's need is the window it used over the last interval
 //     (receive rate x RTT, the RTT being the receiver's own estimate from
 //     arriving data when larger than the min RTT: a window-limited flow
 //     behind a queue delivers cap/RTT, not cap/min RTT), with the uplink's
@@ -34,9 +41,13 @@ import (
 	"time"
 )
 
-// downBulkUse: a download whose used window is at least this fraction of
-// its cap is window-limited (bulk).
-const downBulkUse = 0.8
+// A download whose used window reaches downBulkUse of its cap is
+// window-limited (bulk); one below downAppUse is application-limited; in
+// between it keeps its class.
+const (
+	downBulkUse = 0.9
+	downAppUse  = 0.5
+)
 
 // demandHold is how many intervals a download's demand is held at its peak.
 const demandHold = 4
@@ -56,18 +67,27 @@ type DownFlow struct {
 	RcvRTT   time.Duration // receive-side RTT estimate (0: none)
 	RecvBits float64       // receive rate over the last interval, bits/s
 	CapBytes uint32        // downlink cap in force (0: none)
+	// AppLimited is the download's class so far (false: window-limited)
+	AppLimited bool
 }
 
 // DownDemand is a download's window need in bytes (the Queued of its
-// FlowLoad): math.MaxUint32 when it is window-limited at its cap or has
-// no cap yet, else the window it used (receive rate x max(min RTT,
+// FlowLoad) and its class now: math.MaxUint32 when it is window-limited
+// or has no cap yet, else the window it used (receive rate x max(min RTT,
 // receive-side RTT)).
-func DownDemand(f DownFlow) uint64 {
+func DownDemand(f DownFlow) (demand uint64, appLimited bool) {
 	used := f.RecvBits * max(f.MinRTT, f.RcvRTT).Seconds() / 8
-	if f.CapBytes == 0 || used >= downBulkUse*float64(f.CapBytes) {
-		return math.MaxUint32
+	appLimited = f.AppLimited
+	switch {
+	case f.CapBytes == 0 || used >= downBulkUse*float64(f.CapBytes):
+		appLimited = false
+	case used < downAppUse*float64(f.CapBytes):
+		appLimited = true
 	}
-	return uint64(used)
+	if !appLimited {
+		return math.MaxUint32, false
+	}
+	return uint64(used), true
 }
 
 // RwndBytes turns a cap target in (fractional) segments into the window
@@ -85,6 +105,7 @@ type downState struct {
 	lastProgress time.Time
 	acc          float64            // bytes received since the last tick
 	rate         float64            // bits/s over the last tick
+	appLimited   bool               // class (DownDemand), updated each tick
 	demands      [demandHold]uint64 // demand of the last ticks (ring)
 	ndemand      int
 	filt         capFilter
@@ -109,20 +130,27 @@ func (d *downState) setCap(v uint32, now time.Time) bool {
 }
 
 // downLoad is the FlowLoad of a local download: its demand is the peak of
-// the last demandHold ticks (and of now).
+// the last demandHold ticks (bulk before its first tick).
 func (fs *flowState) downLoad() FlowLoad {
 	f := fs.f
-	q := fs.downDemandNow()
+	q := uint64(0)
 	for _, d := range fs.dn.demands[:min(fs.dn.ndemand, demandHold)] {
 		q = max(q, d)
+	}
+	if fs.dn.ndemand == 0 {
+		q = math.MaxUint32
 	}
 	return FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: q}
 }
 
-// downDemandNow is the download's demand from the last tick's rate.
-func (fs *flowState) downDemandNow() uint64 {
+// tickDemand classifies the download by the last tick's rate and
+// returns its demand.
+func (fs *flowState) tickDemand() uint64 {
 	f := fs.f
-	return DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RcvRTT: f.RcvRTT, RecvBits: fs.dn.rate, CapBytes: fs.dn.cap})
+	d, app := DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RcvRTT: f.RcvRTT, RecvBits: fs.dn.rate,
+		CapBytes: fs.dn.cap, AppLimited: fs.dn.appLimited})
+	fs.dn.appLimited = app
+	return d
 }
 
 // peerDownLoad turns a peer's downlink section into a HostLoad.
@@ -175,10 +203,10 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 		for _, fs := range c.flows {
 			fs.dn.rate = fs.dn.acc * 8 / dt
 			if fs.dn.active {
-				fs.dn.demands[fs.dn.ndemand%demandHold] = fs.downDemandNow()
+				fs.dn.demands[fs.dn.ndemand%demandHold] = fs.tickDemand()
 				fs.dn.ndemand++
 			} else {
-				fs.dn.ndemand = 0
+				fs.dn.ndemand, fs.dn.appLimited = 0, false
 			}
 		}
 		c.dnGoodput = c.dnAcc * 8 / dt

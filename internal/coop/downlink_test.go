@@ -20,18 +20,24 @@ func TestDownDemand(t *testing.T) {
 		f    DownFlow
 		want uint64
 	}{
-		{"uncapped: bulk until it has a cap", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 1e6}, math.MaxUint32},
-		{"at its cap: window-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 8e6, CapBytes: 100_000}, math.MaxUint32},
-		{"80 % of its cap: window-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 6.4e6, CapBytes: 100_000}, math.MaxUint32},
+		{"uncapped: bulk until it has a cap", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 1e6, AppLimited: true}, math.MaxUint32},
+		{"at its cap: window-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 8e6, CapBytes: 100_000, AppLimited: true}, math.MaxUint32},
+		{"90 % of its cap: window-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 7.2e6, CapBytes: 100_000, AppLimited: true}, math.MaxUint32},
+		// between the thresholds the class stays: a CUBIC sender after a
+		// loss (70 %) stays bulk, an application-limited one at the 80 %
+		// its demand gives it stays application-limited
+		{"70 %, was window-limited: a sender after a loss", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 5.6e6, CapBytes: 100_000}, math.MaxUint32},
+		{"80 %, was application-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 6.4e6, CapBytes: 100_000, AppLimited: true}, 80_000},
 		// 2 Mbit/s x 100 ms = 25,000 bytes used of a 100,000-byte cap
-		{"app-limited: the window it used", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 2e6, CapBytes: 100_000}, 25_000},
+		{"25 %: application-limited, the window it used", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 2e6, CapBytes: 100_000}, 25_000},
 		{"idle", DownFlow{MSS: 1448, MinRTT: rtt, CapBytes: 100_000}, 0},
 		// behind a queue (receive-side RTT 2x the min): 4 Mbit/s x 200 ms
 		// fills the 100,000-byte cap; by min RTT alone it would look half used
-		{"window-limited behind a queue", DownFlow{MSS: 1448, MinRTT: rtt, RcvRTT: 2 * rtt, RecvBits: 4e6, CapBytes: 100_000}, math.MaxUint32},
+		{"window-limited behind a queue", DownFlow{MSS: 1448, MinRTT: rtt, RcvRTT: 2 * rtt, RecvBits: 4e6, CapBytes: 100_000, AppLimited: true}, math.MaxUint32},
 	} {
-		if got := DownDemand(c.f); got != c.want {
-			t.Errorf("%s: demand %d, want %d", c.name, got, c.want)
+		got, app := DownDemand(c.f)
+		if got != c.want || app != (c.want != math.MaxUint32) {
+			t.Errorf("%s: demand %d (application-limited %v), want %d", c.name, got, app, c.want)
 		}
 	}
 	if RwndBytes(0, 1448) != 0 || RwndBytes(10, 1448) != 14480 || RwndBytes(10, 0) != 5360 {
