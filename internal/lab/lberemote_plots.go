@@ -1,6 +1,6 @@
 // lberemote_plots.go: the figures of lbe-remote, drawn from its stored runs
 // (`lanes lab report DIR` draws them again):
-//   - fct-bg-DIR: foreground completion time ÷ no background against size,
+//   - fct-bg-DIR: foreground completion time / no background against size,
 //     one panel per link and foreground direction, one line per method
 //     (mean over rounds, bars min–max), with the goal (1.10);
 //   - rtt-bg-DIR: the probe's RTT by percentile under background alone, one
@@ -20,6 +20,9 @@ import (
 
 	"github.com/lanes-net/lanes/internal/plot"
 )
+
+// shortLink is a link's name short enough for a panel's vertical label.
+func shortLink(l string) string { return strings.TrimSuffix(l, "-short") }
 
 // remoteColour is a method's colour in every figure.
 func remoteColour(m string) color.RGBA { return plot.Palette[methodIndex(m)%len(plot.Palette)] }
@@ -65,8 +68,8 @@ func plotRemote(r *Result) ([]Figure, error) {
 // remoteFCTFigure: completion time ÷ the paired no-background transfer.
 func remoteFCTFigure(runs []RemoteRun, links []string, bgDir string, methods []string) *plot.Figure {
 	const yMax = 3
-	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s: foreground completion time ÷ no background (clipped at %d)", bgDir, yMax),
-		XLabel: "foreground size", XUnit: "KB", PanelHeight: 140}
+	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s: foreground completion time / no background (clipped at %d)", bgDir, yMax),
+		XLabel: "foreground size", XUnit: "KB", PanelHeight: 170}
 	base := map[string]RemoteRun{}
 	for _, x := range runs {
 		if x.Method == "none" && x.BGDir == bgDir {
@@ -75,7 +78,7 @@ func remoteFCTFigure(runs []RemoteRun, links []string, bgDir string, methods []s
 	}
 	for _, link := range links {
 		for _, fgDir := range []string{"download", "upload"} {
-			p := plot.Panel{YLabel: link + " " + fgDir, Unit: "÷", YMin: 0, YMax: yMax}
+			p := plot.Panel{YLabel: shortLink(link) + " fg " + map[string]string{"download": "get", "upload": "post"}[fgDir], Unit: "x", YMin: 0, YMax: yMax}
 			var sizes []float64
 			for _, m := range methods {
 				if m == "none" {
@@ -130,7 +133,7 @@ func remoteRTTFigure(runs []RemoteRun, links []string, bgDir string, methods []s
 	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s alone: probe RTT by percentile (clipped at %d ms)", bgDir, yMax),
 		XLabel: "percentile", XUnit: "%", PanelHeight: 160}
 	for _, link := range links {
-		p := plot.Panel{YLabel: link, Unit: "ms", YMin: 0, YMax: yMax}
+		p := plot.Panel{YLabel: shortLink(link), Unit: "ms", YMin: 0, YMax: yMax}
 		for _, m := range methods {
 			var v []float64
 			for _, x := range runs {

@@ -40,7 +40,7 @@ const (
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
 	FlagJoin          = 2 // the coming slowdown makes room for a new flow
-	DefaultTargetUS   = 25_000
+	DefaultTargetUS   = 15_000
 	SsthreshInfinite  = 0x7fffffff // the kernel's TCP_INFINITE_SSTHRESH
 )
 
