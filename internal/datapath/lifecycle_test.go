@@ -513,7 +513,7 @@ func TestSIGKILLFailOpen(t *testing.T) {
 		// Under `ip netns exec` the helper sees no cgroup mount and mounts
 		// its own in its private mount namespace; killed, it cannot remove
 		// the mount point on the host's /run (empty and unmounted here).
-		_ = os.Remove(ownCgroupMount)
+		_ = os.Remove(helperCgroupMount("kill1"))
 	})
 	line := make([]byte, 64)
 	n, _ := out.Read(line)

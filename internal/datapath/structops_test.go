@@ -37,7 +37,7 @@ func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		_ = os.Remove(ownCgroupMount) // see TestSIGKILLFailOpen
+		_ = os.Remove(helperCgroupMount("kill2")) // see TestSIGKILLFailOpen
 		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill2") })
 		structops.Remove(names...) // whatever the test left, also when it failed
 	})

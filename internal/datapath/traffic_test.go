@@ -41,6 +41,12 @@ const (
 	linkQueue = linkBps / 8 / 5 // 200 ms of FIFO at the link
 )
 
+// helperCgroupMount is where a helper process opening a datapath under
+// `ip netns exec` (no cgroup mount visible) mounts cgroup2: its own path,
+// not the shared ownCgroupMount, which another test process's cleanup
+// could remove between its mkdir and its mount (ENOENT under load).
+func helperCgroupMount(instance string) string { return "/run/lanes/cgroup2.dptest-" + instance }
+
 // TestHelperProcess is the bulk sender run as a child process, so that it
 // can live in a lane cgroup. It is not a test by itself.
 func TestHelperProcess(t *testing.T) {
@@ -48,6 +54,7 @@ func TestHelperProcess(t *testing.T) {
 	case "bulk":
 	case "open": // open a datapath, say so, wait to be killed
 		StateDir = os.Getenv("LANES_DP_STATEDIR")
+		ownCgroupMount = helperCgroupMount(os.Getenv("LANES_DP_INSTANCE"))
 		cfg := Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE")}
 		if os.Getenv("LANES_DP_STRUCTOPS") == "update" {
 			cfg.StructOps = structops.Update

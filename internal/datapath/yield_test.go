@@ -151,7 +151,7 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		_ = os.Remove(ownCgroupMount) // see TestSIGKILLFailOpen
+		_ = os.Remove(helperCgroupMount("kill3")) // see TestSIGKILLFailOpen
 		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
 	})
 	line := make([]byte, 128)
