@@ -82,12 +82,16 @@ func benchSample(b *testing.B, backend string, n int, filtered bool) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			// Warm up at 10 Hz for 2 s: the process cache, and the tracked
-			// mode's idle sockets reach their steady state (looked at every
-			// 4th sample after 10 quiet ones).
+			// Warm up at 10 Hz for 2 s and at least 15 samples: the process
+			// cache, and the tracked mode's idle sockets reach their steady
+			// state (in the cold maps after 10 quiet looks).
 			wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err = s.Run(wctx, func([]Flow) error { return nil })
+			warm := 0
+			err = s.Run(wctx, func([]Flow) error { warm++; return nil })
 			wcancel()
+			for ; err == nil && warm < 15; warm++ {
+				_, err = s.Sample()
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
