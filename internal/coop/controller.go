@@ -346,6 +346,7 @@ func New(o Options) (*Controller, error) {
 	}
 	c.safety = safety{cfg: o.Config.Safety}
 	c.capOK = true
+	c.downOnEarly()
 	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil, Trust: "authenticated"}
 	if key == nil {
 		c.st.Trust = "unauthenticated"

@@ -403,6 +403,24 @@ func (c *Controller) applyDown(caps map[uint64]uint32) {
 	c.mu.Unlock()
 }
 
+// downOnEarly turns the datapath's downlink callback on as the controller
+// is made, before the daemon answers its API: a download that connects
+// before it is on never asks for the callback (sockets ask at
+// establishment, and a pure receiver gets no later RTT callback to ask
+// at), so its cap would never act (TestCoopThreeDaemonsDownlink failed so
+// once in 50 runs, the component's first tick late on a loaded machine).
+func (c *Controller) downOnEarly() {
+	rs, ok := c.caps.(RwndCapSetter)
+	if !ok || c.caps == nil || !c.cfg.DownlinkCaps || !c.cfg.Cooperative {
+		return
+	}
+	if err := rs.SetDownlinkCaps(true); err != nil {
+		c.log.Warn("coop: downlink caps cannot be applied", "err", err)
+		return
+	}
+	c.dnOn = true
+}
+
 // shutdownDown removes every downlink cap and turns the callback off.
 // Caller holds mu.
 func (c *Controller) shutdownDown() []error {

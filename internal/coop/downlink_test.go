@@ -66,6 +66,11 @@ func paperWindow(n int) uint32 {
 
 func TestDownlinkCapsAgreeOnN(t *testing.T) {
 	g := newGroup(t, 4, downConfig())
+	// on before the first tick: a download that connects before it never
+	// asks for the callback
+	if !g.nodes[0].caps.downOn {
+		t.Errorf("the datapath's downlink callback is off after New")
+	}
 	for i, n := range g.nodes {
 		ck := uint64(100 + i)
 		n.flows.set(downloadFlow(ck))
