@@ -47,10 +47,18 @@ func TestFixedLinkAccuracy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("goodput %.3f Mbit/s (expected %.3f, %+.2f%%), RTT median %.2f ms %v, up stats %+v",
-		fa.GoodputBps/1e6, fa.ExpectedBps/1e6, fa.GoodputErrPct, fa.RTTMedianMs, fa.RTTms, fa.UpStats)
-	if fa.GoodputErrPct < -5 || fa.GoodputErrPct > 5 {
-		t.Errorf("goodput %.3f Mbit/s not within 5%% of %.3f", fa.GoodputBps/1e6, fa.ExpectedBps/1e6)
+	t.Logf("goodput %.3f Mbit/s (expected %.3f, %+.2f%%; link busy %.3f of the window, %+.2f%% of the rate over that), RTT median %.2f ms %v, up stats %+v",
+		fa.GoodputBps/1e6, fa.ExpectedBps/1e6, fa.GoodputErrPct, fa.BusyFraction, fa.BusyGoodputErrPct, fa.RTTMedianMs, fa.RTTms, fa.UpStats)
+	// The emulator's rate error is the goodput against the payload rate
+	// over the time its serialiser had something to send: at load 28 the
+	// hosts left the link idle part of the time and the goodput fell 11.7 %
+	// below the rate, which is the machine's doing, not the emulator's.
+	// A link that ran slow or fast fails whatever the load.
+	if fa.BusyGoodputErrPct < -5 || fa.BusyGoodputErrPct > 5 {
+		t.Errorf("goodput %.3f Mbit/s not within 5%% of %.3f x %.3f busy", fa.GoodputBps/1e6, fa.ExpectedBps/1e6, fa.BusyFraction)
+	}
+	if fa.BusyFraction < 0.5 {
+		t.Errorf("the link was busy only %.3f of the window: the bulk upload did not keep it busy", fa.BusyFraction)
 	}
 	// The emulator's delay accuracy is the least RTT seen: scheduling delays
 	// of a loaded machine only add to single samples (the median is logged).

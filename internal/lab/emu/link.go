@@ -58,8 +58,11 @@ type LinkStats struct {
 	DropTail, DropLoss       uint64 // dropped at entry (queue full / random)
 	OutPackets, OutBytes     uint64 // delivered after the delay
 	MaxQueueBytes, MaxQueueP uint64 // peak device-queue occupancy
-	Opportunities            uint64 // trace opportunities elapsed while busy or idle
-	UsedOpportunities        uint64 // opportunities that carried at least one byte
+	// Idle is how long a fixed-rate link's serialiser had nothing to send
+	// (a sender that did not keep it busy, not the emulator).
+	Idle              time.Duration
+	Opportunities     uint64 // trace opportunities elapsed while busy or idle
+	UsedOpportunities uint64 // opportunities that carried at least one byte
 	// Lateness of deliveries (the link's goroutine ran after a packet's
 	// delivery time): the largest, and packets StallLate or more late, in
 	// StallEvents separate stretches (the emulator stalled).
@@ -351,6 +354,8 @@ func (l *Link) serialise(now time.Time) bool {
 				start := p.arrival
 				if l.busyUntil.After(start) {
 					start = l.busyUntil
+				} else {
+					l.stats.Idle += start.Sub(l.busyUntil)
 				}
 				p.depart = start.Add(time.Duration(float64(len(p.data)*8) / rate * float64(time.Second)))
 			}
