@@ -185,3 +185,19 @@ func TestDownlinkOff(t *testing.T) {
 		t.Errorf("downlink caps off: %+v, cap %d", st.Down, g.nodes[0].caps.getRwnd(100))
 	}
 }
+
+// A receiver's min RTT comes from its few own round trips; one taken
+// behind a full queue (here 2x) stays for the flow's life. The cap is
+// sized for the smallest receive-side RTT estimate instead.
+func TestDownlinkRTTFromReceiveSide(t *testing.T) {
+	g := newGroup(t, 1, downConfig())
+	f := downloadFlow(100)
+	f.MinRTT, f.RcvRTT = 512*time.Millisecond, 256*time.Millisecond
+	g.nodes[0].flows.set(f)
+	g.nodes[0].flows.recv[100] = 50e6
+	g.round()
+	g.round()
+	if got, want := g.nodes[0].caps.getRwnd(100), paperWindow(1); got != want {
+		t.Errorf("cap %d bytes, want %d (sized for the 256 ms the receiver measures, not the 512 ms min RTT)", got, want)
+	}
+}
