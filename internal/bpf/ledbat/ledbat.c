@@ -23,8 +23,9 @@
  *     window a clamp took is given back when the clamp rises above it
  *     (restore), so a background flow resumes where it was after a yield.
  * The name is set by the loader (one per lanes datapath; names are global);
- * registered through a struct_ops bpf_link. No kfuncs: it runs wherever
- * struct_ops TCP congestion controls do.
+ * registered through a struct_ops bpf_link on 6.4+, by a map update before
+ * (internal/bpf/structops). No kfuncs: it runs wherever struct_ops TCP
+ * congestion controls do.
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
