@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/lanes-net/lanes/internal/pmqos"
 )
 
 // CyclictestArgs returns cyclictest's arguments for c (without the binary).
@@ -97,7 +99,7 @@ func RunCyclictest(c Config, nl *NetLoad) (*Result, error) {
 	}
 	res.PeriodUS, res.Policy, res.Priority = c.Period.Microseconds(), c.Policy, c.Priority
 	res.PMLatencyUS = -1
-	if _, err := os.Stat(pmQoSPath); err == nil && c.PMLatency >= 0 {
+	if _, err := os.Stat(pmqos.Path); err == nil && c.PMLatency >= 0 {
 		res.PMLatencyUS = c.PMLatency
 	}
 	for i := range res.Threads {

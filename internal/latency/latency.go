@@ -43,6 +43,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/pmqos"
 )
 
 // Policy names accepted by Config.Policy.
@@ -196,7 +198,7 @@ func Run(c Config, stop <-chan struct{}) (*Result, error) {
 		PMLatencyUS: -1, Threads: make([]ThreadResult, c.Threads)}
 	// A missing PM QoS device (containers, some Android kernels) only
 	// leaves the idle states as they are; the result says so.
-	if pm, err := HoldPMLatency(c.PMLatency); err == nil && pm != nil {
+	if pm, err := pmqos.Hold(c.PMLatency); err == nil && pm != nil {
 		defer pm.Close()
 		res.PMLatencyUS = c.PMLatency
 	}

@@ -1,11 +1,9 @@
-// quiet.go: the process-wide settings a measurement needs beside its hot
-// loop — a Go runtime that sends no preemption signals (ExecQuiet) and the
-// power-management latency request cyclictest makes (HoldPMLatency).
+// quiet.go: the process-wide setting a measurement needs beside its hot
+// loop — a Go runtime that sends no preemption signals (ExecQuiet). The
+// power-management latency request cyclictest makes is internal/pmqos.
 package latency
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -52,28 +50,4 @@ func setEnv(env []string, k, v string) []string {
 		}
 	}
 	return append(out, k+"="+v)
-}
-
-// pmQoSPath is the CPU wake-up latency request of the PM QoS framework.
-const pmQoSPath = "/dev/cpu_dma_latency"
-
-// HoldPMLatency asks the kernel to keep every CPU's wake-up latency at or
-// below us microseconds (0: no idle state deeper than polling), as
-// cyclictest does by default (--latency), for as long as the returned
-// file stays open. A negative us leaves the setting alone (nil file). On
-// a system without the device it returns an error the caller may report.
-func HoldPMLatency(us int) (*os.File, error) {
-	if us < 0 {
-		return nil, nil
-	}
-	f, err := os.OpenFile(pmQoSPath, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("pm qos: %w", err)
-	}
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], uint32(int32(us)))
-	if _, err := f.Write(b[:]); err != nil {
-		return nil, errors.Join(fmt.Errorf("pm qos: %w", err), f.Close())
-	}
-	return f, nil
 }
