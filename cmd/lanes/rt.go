@@ -142,6 +142,12 @@ func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time)\n",
 			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs))
+		switch {
+		case s.PMError != "":
+			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): not held: %s\n", s.PMError)
+		case s.PMLatencyUS >= 0:
+			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): %d µs held while granted clients are connected\n", s.PMLatencyUS)
+		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "uid\tflow\tadmitted\trejected\tsent\tbytes\tdropped-late\tsend-errors\tmin-margin")
 		row := func(uid, flow string, c rtlane.Counters) {

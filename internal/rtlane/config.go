@@ -77,6 +77,13 @@ type Config struct {
 	// admitted datagram waits for the releaser's wake-up. For comparisons
 	// (the lab's deadline experiment); the default is on.
 	NoDirectRelease bool `yaml:"no_direct_release"`
+	// PMLatencyUS, when 0 or more, is the CPU wake-up latency (µs) the lane
+	// requests through PM QoS (internal/pmqos) while at least one granted
+	// client is connected: idle CPUs then stay out of deeper idle states,
+	// so the reader thread a client's request wakes starts at once (what
+	// cyclictest does while it measures). -1 (the default) leaves the
+	// CPUs' idle states alone: holding costs power.
+	PMLatencyUS int `yaml:"pm_latency_us"`
 }
 
 // DefaultSocket is where the daemon listens by default.
@@ -98,6 +105,7 @@ func DefaultConfig() Config {
 		ReleasePriority: 10,
 		MaxConns:        256,
 		MaxConnsPerUID:  16,
+		PMLatencyUS:     -1,
 	}
 }
 
@@ -135,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReleasePriority < 0 || c.ReleasePriority > 99 {
 		return config.Errorf("release_priority", "%d not in 0..99", c.ReleasePriority)
+	}
+	if c.PMLatencyUS < -1 || c.PMLatencyUS > 1_000_000 {
+		return config.Errorf("pm_latency_us", "%d not in -1..1000000 (-1: leave the CPUs' idle states alone)", c.PMLatencyUS)
 	}
 	return nil
 }

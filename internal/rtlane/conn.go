@@ -58,14 +58,20 @@ type connStats struct {
 	Conns        int    `json:"conns"`
 	RefusedConns uint64 `json:"refused_conns"` // over max_conns or max_conns_per_uid
 	AcceptErrors uint64 `json:"accept_errors"` // EMFILE and the like, survived
+	// PMLatencyUS is the CPU wake-up latency the lane holds now (wake.go),
+	// -1 if none; PMError why holding it failed.
+	PMLatencyUS int    `json:"pm_latency_us"`
+	PMError     string `json:"pm_error,omitempty"`
 }
 
 // connCounters are the connection counters now.
 func (l *Lane) connCounters() connStats {
 	l.connMu.Lock()
 	n := len(l.conns)
+	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
-	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load()}
+	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
+		PMLatencyUS: pm, PMError: pmErr}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -162,6 +168,9 @@ func (l *Lane) track(c *conn) error {
 	}
 	l.conns[c] = struct{}{}
 	l.perUID[c.uid]++
+	if c.granted {
+		l.grantedJoined()
+	}
 	return nil
 }
 
@@ -171,6 +180,9 @@ func (l *Lane) untrack(c *conn) {
 	delete(l.conns, c)
 	if l.perUID[c.uid]--; l.perUID[c.uid] <= 0 {
 		delete(l.perUID, c.uid)
+	}
+	if c.granted {
+		l.grantedLeft()
 	}
 }
 

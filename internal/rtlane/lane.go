@@ -178,6 +178,7 @@ type Lane struct {
 	conns        map[*conn]struct{}
 	perUID       map[uint32]int
 	closed       bool
+	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
 	refusedConns atomic.Uint64
 	acceptErrors atomic.Uint64
 

@@ -25,6 +25,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/pmqos"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -35,12 +36,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("default config invalid: %v", err)
 	}
 	for field, mut := range map[string]func(*Config){
-		"socket":    func(c *Config) { c.Socket = "" },
-		"rate":      func(c *Config) { c.Rate = 10 },
-		"backlog":   func(c *Config) { c.Backlog = 100 },
-		"reserve":   func(c *Config) { c.Reserve = 1 << 30 },
-		"overhead":  func(c *Config) { c.Overhead = 1000 },
-		"max_queue": func(c *Config) { c.MaxQueue = 0 },
+		"socket":        func(c *Config) { c.Socket = "" },
+		"rate":          func(c *Config) { c.Rate = 10 },
+		"backlog":       func(c *Config) { c.Backlog = 100 },
+		"reserve":       func(c *Config) { c.Reserve = 1 << 30 },
+		"overhead":      func(c *Config) { c.Overhead = 1000 },
+		"max_queue":     func(c *Config) { c.MaxQueue = 0 },
+		"pm_latency_us": func(c *Config) { c.PMLatencyUS = -2 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -574,5 +576,58 @@ func TestCloseRemovesSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+// TestWakeLatencyHeldWhileGranted: with pm_latency_us set, the lane holds
+// the CPU wake-up latency request while a granted client is connected and
+// ends it when the last one leaves; a client of a lane without it changes
+// nothing. (Other processes may hold a lower value at the same time: the
+// kernel applies the lowest, so the check is "at or below".)
+func TestWakeLatencyHeldWhileGranted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if _, err := os.Stat(pmqos.Path); err != nil {
+		t.Skipf("no PM QoS here: %v", err)
+	}
+	const us = 7
+	b := newBed(t, 0, func(c *Config) { c.PMLatencyUS = us })
+	if st := b.lane.Stats(); st.PMLatencyUS != -1 {
+		t.Fatalf("held %d µs with no client connected", st.PMLatencyUS)
+	}
+	c1, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := rtclient.Dial(b.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, b.lane, us)
+	if cur, err := pmqos.Current(); err != nil || cur > us {
+		t.Errorf("kernel applies %d µs (%v), want at most %d while held", cur, err, us)
+	}
+	c1.Close()
+	time.Sleep(100 * time.Millisecond)
+	if st := b.lane.Stats(); st.PMLatencyUS != us {
+		t.Errorf("released with a granted client still connected: %+v", st.connStats)
+	}
+	c2.Close()
+	waitHeld(t, b.lane, -1)
+}
+
+// waitHeld waits until the lane reports holding us (-1: nothing); the
+// lane counts connections on its accept and reader threads.
+func waitHeld(t *testing.T, l *Lane, us int) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st := l.Stats()
+		if st.PMLatencyUS == us {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("lane holds %d µs (error %q), want %d", st.PMLatencyUS, st.PMError, us)
+		}
 	}
 }
