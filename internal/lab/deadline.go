@@ -67,6 +67,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/latency"
+	"github.com/lanes-net/lanes/internal/pmqos"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
 )
@@ -82,6 +83,8 @@ func init() {
 			bulkKind := fs.String("bulk-kind", "udp", "bulk traffic: udp (unresponsive burst, as the paper's) or tcp")
 			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
+			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
+			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
 				if err != nil {
@@ -96,7 +99,11 @@ func init() {
 				if *prio < 0 || *prio > 98 {
 					return nil, fmt.Errorf("--rt-priority %d not in 0..98", *prio)
 				}
-				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep}
+				if *pmLat < -1 {
+					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
+				}
+				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
+					pathDur: *pathDur, pmLatency: *pmLat}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -113,6 +120,10 @@ type dlParams struct {
 	bulkKind string
 	prio     int
 	sweep    bool
+	// The daemon-path table: time per configuration (0: dur/3, at least
+	// 2 s) and the PM QoS wake-up latency held for all of it (-1: none).
+	pathDur   time.Duration
+	pmLatency int
 }
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -1037,10 +1048,23 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
 		Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs", "(1) p50/p99", "(2) p50/p99", "(3) p50/p99"}}
 	pathDur := max(p.dur/3, 2*time.Second)
+	if p.pathDur > 0 {
+		pathDur = p.pathDur
+	}
+	// Every path and the reference measure under the same CPU idle
+	// policy: cyclictest holds PM QoS by default, and a woken thread on an
+	// idle CPU otherwise pays the idle state's exit (in a VM, a halted
+	// vCPU's) on top of the path.
+	pm, err := pmqos.Hold(p.pmLatency)
+	if err != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("daemon path: --pm-latency %d not held (%v): measured with the idle states left alone", p.pmLatency, err))
+		p.pmLatency = -1
+	}
+	defer pm.Close()
 	pathCfgs := []string{"lanes", "lanes-nodirect", "fifo-top"}
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
 		"lanes-nodirect": "lanes daemon path, releaser woken (direct release off)", "fifo-top": "direct UDP send with SO_PRIORITY 1:11"}
-	p50s := map[string]float64{}
+	p50s, p99s := map[string]float64{}, map[string]float64{}
 	for _, cfg := range pathCfgs {
 		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
 		if err != nil {
@@ -1060,7 +1084,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		}
 		sort.Float64s(v)
 		if len(v) > 0 {
-			p50s[cfg] = Percentile(v, 50)
+			p50s[cfg], p99s[cfg] = Percentile(v, 50), Percentile(v, 99)
 			row := []string{pathNames[cfg], fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])}
 			for _, sv := range st {
 				sort.Float64s(sv)
@@ -1074,11 +1098,12 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		}
 	}
 	for _, cfg := range pathCfgs[:2] {
-		pt.Rows = append(pt.Rows, []string{"added (p50 difference), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]), "", "", "", "", ""})
+		pt.Rows = append(pt.Rows, []string{"added (difference to the direct send), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]),
+			fmtUS(p99s[cfg] - p99s["fifo-top"]), "", "", "", ""})
 	}
 	relPrio := rtlane.DefaultConfig().ReleasePriority
 	env.Printf("deadline: cyclictest at SCHED_FIFO %d, %v...\n", relPrio, pathDur)
-	ct, err := latency.RunCyclictest(latency.Config{Period: time.Millisecond, Duration: pathDur, Policy: "fifo", Priority: relPrio, Threads: 1}, nil)
+	ct, err := latency.RunCyclictest(latency.Config{Period: time.Millisecond, Duration: pathDur, Policy: "fifo", Priority: relPrio, Threads: 1, PMLatency: p.pmLatency}, nil)
 	if err != nil {
 		res.Notes = append(res.Notes, "cyclictest reference not run: "+err.Error())
 	} else {
@@ -1086,6 +1111,8 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		pt.Rows = append(pt.Rows, []string{fmt.Sprintf("reference: cyclictest -p %d -i 1000, one RT thread wake-up", relPrio), strconv.Itoa(s.Samples),
 			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS), "", "", ""})
 	}
+	pm.Close()
+	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s", pmString(p.pmLatency))
 	res.Tables = append(res.Tables, pt)
 
 	if p.sweep {
@@ -1102,6 +1129,14 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// pmString says which PM QoS wake-up latency a run held.
+func pmString(us int) string {
+	if us < 0 {
+		return "none (idle states left alone)"
+	}
+	return fmt.Sprintf("%d µs, for every path and cyclictest alike", us)
 }
 
 // sweep raises the realtime rate (4 client connections, 200 B datagrams,
