@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -720,17 +721,24 @@ func peerLoad(p *Peer) HostLoad {
 
 // rate returns the AP rate to use and where it came from. Caller holds mu.
 func (c *Controller) rate() (uint64, string) {
-	if c.cfg.APRate > 0 {
-		return c.cfg.APRate.Bits(), "configured"
+	return apRate(c.cfg.APRate, c.rates, c.cfg.MaxAPRate)
+}
+
+// apRate is the configured rate if set, or else the best group goodput of
+// the window raised by rateProbe and bounded by limit ("estimated"), or 0
+// ("unknown") below 64 kbit/s.
+func apRate(configured config.Rate, window []rateSample, limit config.Rate) (uint64, string) {
+	if configured > 0 {
+		return configured.Bits(), "configured"
 	}
 	best := 0.0
-	for _, s := range c.rates {
+	for _, s := range window {
 		best = math.Max(best, s.bits)
 	}
 	if best < 64_000 {
 		return 0, "unknown"
 	}
-	return uint64(math.Min(best*rateProbe, float64(c.cfg.MaxAPRate.Bits()))), "estimated"
+	return uint64(math.Min(best*rateProbe, float64(limit.Bits()))), "estimated"
 }
 
 func (c *Controller) recomputeAndApply(tick bool) {

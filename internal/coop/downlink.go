@@ -184,17 +184,7 @@ func peerDownLoad(p *Peer) HostLoad {
 // downRate returns the downlink rate to use and where it came from.
 // Caller holds mu.
 func (c *Controller) downRate() (uint64, string) {
-	if c.cfg.APDownlinkRate > 0 {
-		return c.cfg.APDownlinkRate.Bits(), "configured"
-	}
-	best := 0.0
-	for _, s := range c.dnRates {
-		best = math.Max(best, s.bits)
-	}
-	if best < 64_000 {
-		return 0, "unknown"
-	}
-	return uint64(math.Min(best*rateProbe, float64(c.cfg.MaxAPRate.Bits()))), "estimated"
+	return apRate(c.cfg.APDownlinkRate, c.dnRates, c.cfg.MaxAPRate)
 }
 
 // sampleDown merges one flow's received bytes into its downlink state; it
