@@ -118,6 +118,9 @@ func printStatus(e *env, st *api.Status) {
 		if it.Queue != "" {
 			fmt.Fprintf(e.stdout, "queue: %s\nforeground protected by: %s\n", it.Queue, it.Protection)
 		}
+		if it.Downloads != "" {
+			fmt.Fprintf(e.stdout, "background downloads held back by: %s\n", it.Downloads)
+		}
 	}
 	for _, c := range slices.Sorted(maps.Keys(st.Capabilities)) {
 		if v := st.Capabilities[c]; v != "on" {

@@ -227,6 +227,10 @@ type InterfaceStatus struct {
 	// not: remote); Protection what protects the foreground there.
 	Queue      string `json:"queue,omitempty"`
 	Protection string `json:"protection,omitempty"`
+	// Downloads says what holds background downloads back at a remote
+	// bottleneck: rLEDBAT in BPF, from the daemon (and its interval), or
+	// "none: <why>".
+	Downloads string `json:"background_downloads,omitempty"`
 }
 
 // Status is the daemon's state.

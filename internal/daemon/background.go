@@ -18,9 +18,11 @@ func (d *Daemon) queueAndProtection(iface string, hs datapath.HostStats) (queue,
 	var remote []string
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
-		if d.pol.Background.ReceiveWindow == ledbat.RWRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
-			remote = append(remote, "rLEDBAT")
-		}
+	}
+	if d.pol.Background.ReceiveWindow == ledbat.RWRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
+		remote = append(remote, "rLEDBAT")
+	} else if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
+		remote = append(remote, fmt.Sprintf("rLEDBAT (daemon, every %v)", c.Stats().Interval))
 	}
 	y := d.yielder.Load()
 	if y != nil {

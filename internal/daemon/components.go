@@ -68,8 +68,19 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		}
 		comps = append(comps, c)
 	}
+	rh, why := d.rledbatFallback(pol.Background, host)
+	if rh != nil {
+		c, err := d.newRLEDBAT(pol.Background, rh)
+		if err != nil { // background downloads go unprotected, the rest runs
+			why = "did not start: " + err.Error()
+			d.log.Warn("rledbat: the daemon's rLEDBAT did not start", "err", err)
+		} else {
+			comps = append(comps, c)
+		}
+	}
 	d.mu.Lock()
 	d.comps = comps
+	d.rledbatWhy = why
 	d.mu.Unlock()
 	return nil
 }
@@ -79,6 +90,7 @@ func (d *Daemon) stopComponents() {
 	comps := d.comps
 	d.comps = nil
 	d.mu.Unlock()
+	d.rledbat.Store(nil)
 	for _, c := range comps {
 		c.stop()
 	}

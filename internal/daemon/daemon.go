@@ -32,6 +32,7 @@ import (
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -44,8 +45,9 @@ type Options struct {
 	Version         string
 	Log             *slog.Logger
 	// Without names optional datapath capabilities to leave off
-	// (datapath.Capability: sock_ops, cap_cc, background_cc), as a kernel
-	// lacking them would; status shows them off.
+	// (datapath.Capability: sock_ops, cap_cc, background_cc, rledbat), as
+	// a kernel lacking them would; status shows them off. rledbat_daemon
+	// leaves the daemon's own rLEDBAT (the fallback of rledbat) off too.
 	Without []string
 	// StructOpsByUpdate registers the congestion controls by map update,
 	// as on kernels before 6.4, even where struct_ops links exist (tests).
@@ -78,6 +80,8 @@ type Daemon struct {
 	tasks       *taskEngine                   // task rules and exe/comm lane rules; nil if none
 	comps       []*component                  // coop controller, realtime lane
 	yielder     atomic.Pointer[yield.Yielder] // the background component's, for status
+	rledbat     atomic.Pointer[rledbat.Controller] // the rledbat component's, for status
+	rledbatWhy  string                             // why the daemon's rLEDBAT is off (under mu)
 
 	// regs: the sockets each API registration is tied to (registrations.go)
 	regs map[api.Flow]*regLife
@@ -414,6 +418,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			is.BackgroundCC = "system: " + b.Reason
 		}
 		is.Queue, is.Protection = d.queueAndProtection(m.name, hs)
+		is.Downloads = d.downloadProtection(hs)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

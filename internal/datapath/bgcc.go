@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
@@ -152,4 +153,54 @@ func putYield(m *ebpf.Map, key uint32, on bool) error {
 		return fmt.Errorf("background yield (interface %d): %w", key, err)
 	}
 	return nil
+}
+
+// fgOpenHold is sock_ops' FG_OPEN_HOLD_NS: a new foreground connection
+// makes background on its interface yield this long.
+const fgOpenHold = 500 * time.Millisecond
+
+// BackgroundYielding says whether sock_ops' rule (yielding() in sockops.c)
+// holds a background socket whose packets leave by ifindex (0: not known)
+// at the minimum window now: the daemon's own rLEDBAT (internal/rledbat)
+// follows the same yield as the BPF one.
+func (h *Host) BackgroundYielding(ifindex int) bool {
+	var on bool
+	_ = h.use(func() error {
+		if h.ops == nil {
+			return nil
+		}
+		idx := uint32(max(ifindex, 0))
+		var y uint32
+		if h.ops.LanesYield.Lookup(idx, &y) == nil && y != 0 {
+			on = true
+			return nil
+		}
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+			return nil
+		}
+		now := uint64(ts.Nano()) // bpf_ktime_get_ns
+		opened := func(i uint32) bool {
+			var t uint64
+			return h.ops.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(fgOpenHold)
+		}
+		on = opened(idx) || (idx != 0 && opened(0))
+		return nil
+	})
+	return on
+}
+
+// SocketRwndCap is the cooperative controller's downlink cap of one socket
+// (bytes, 0 = none): rLEDBAT applies the smaller of its window and the cap.
+func (h *Host) SocketRwndCap(cookie uint64) uint32 {
+	var v uint32
+	if h.use(func() error {
+		if h.ops == nil {
+			return errNoSockops
+		}
+		return h.ops.LanesSockRwnd.Lookup(cookie, &v)
+	}) != nil {
+		return 0
+	}
+	return v
 }

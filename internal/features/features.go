@@ -235,7 +235,7 @@ func probeBPF() []Feature {
 	// dies with the daemon; before, a map update outlives a killed one.
 	add(StructOpsLinkFeature, "congestion controls registered by map update (5.6+): a SIGKILLed daemon leaves them registered until its restart, `lanes reset` or the sweep of its vanished namespace removes them (sockets already on them keep them either way)", false, structops.LinkSupported())
 	// rLEDBAT's receive window from sock_ops (5.11+).
-	add(WindowClampFeature, "rLEDBAT off: background downloads keep the system's receive window (LEDBAT++ and the yield still hold background uploads)", false, ProbeWindowClamp())
+	add(WindowClampFeature, "no rLEDBAT in BPF: the daemon runs it instead (pidfd_getfd, see below), else background downloads keep the system's receive window (LEDBAT++ and the yield still hold background uploads)", false, ProbeWindowClamp())
 	// The lanes congestion control (CUBIC plus an enforced cwnd clamp):
 	// loaded, registered under a scratch name and unregistered again.
 	add(CapCCFeature, "cwnd caps are only a clamp: a capped CUBIC socket that is not cwnd-limited keeps its larger cwnd", false, capcc.Probe())
@@ -290,6 +290,13 @@ func probeSystem() []Feature {
 		}
 	}
 	out = append(out, pc)
+
+	pf := Feature{Name: PidfdFeature, Group: "system", Present: true,
+		Fallback: "no rLEDBAT from the daemon: where sock_ops cannot set TCP_WINDOW_CLAMP (before 5.11) background downloads keep the system's receive window"}
+	if err := ProbePidfdGetfd(); err != nil {
+		pf.Present, pf.Detail = false, err.Error()
+	}
+	out = append(out, pf)
 
 	ps := Feature{Name: "tun", Group: "system", Fallback: "no lab (links are emulated on TUN devices)"}
 	if fh, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err != nil {
