@@ -77,9 +77,9 @@ type Daemon struct {
 	waiting, lastApplyErr string
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
 	liveSockets map[api.Flow][]liveSocket
-	tasks       *taskEngine                   // task rules and exe/comm lane rules; nil if none
-	comps       []*component                  // coop controller, realtime lane
-	yielder     atomic.Pointer[yield.Yielder] // the background component's, for status
+	tasks       *taskEngine                        // task rules and exe/comm lane rules; nil if none
+	comps       []*component                       // coop controller, realtime lane
+	yielder     atomic.Pointer[yield.Yielder]      // the background component's, for status
 	rledbat     atomic.Pointer[rledbat.Controller] // the rledbat component's, for status
 	rledbatWhy  string                             // why the daemon's rLEDBAT is off (under mu)
 
