@@ -8,6 +8,7 @@ package daemon
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -89,7 +90,7 @@ func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
 		return "none: off by policy (background.receive_window: system)"
 	}
 	target := d.pol.Background.ReceiveTarget()
-	bpf := hs.Capabilities[datapath.CapRLEDBAT]
+	bpf := strings.TrimPrefix(hs.Capabilities[datapath.CapRLEDBAT], "off: ")
 	if bpf == "on" {
 		return fmt.Sprintf("rLEDBAT in BPF (sock_ops, at every segment sent), target %v", target)
 	}

@@ -1,0 +1,117 @@
+// rledbat_test.go: background downloads at a remote bottleneck held back by
+// the daemon's own rLEDBAT (internal/rledbat), the fallback for kernels
+// whose sock_ops cannot set TCP_WINDOW_CLAMP, forced here with
+// `--without rledbat`. The topology and policy of
+// TestBackgroundDownloadRemoteBottleneck (remote_test.go):
+//
+//	phone A (lanes daemon, default policy) ── router R ── server B
+//	          R's egress r-a: TBF 10 Mbit/s, 600 KB buffer (480 ms)
+//
+// In one run: the probe idle, under a background download without lanes,
+// with the BPF rLEDBAT, and with the daemon's; asserted for the daemon's
+// (ratios against the same run's no-lanes figure, loose bounds), logged
+// for all.
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/rledbat"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// downloadRun is what one daemon configuration gives.
+type downloadRun struct {
+	alone, fg float64 // background alone, an interactive download under it, bit/s
+	probe     []time.Duration
+	st        *api.Status
+}
+
+// backgroundDownloads measures, under a daemon at sock: a background
+// download alone, the probe under an endless one, and an interactive
+// download competing with it.
+func backgroundDownloads(t *testing.T, p *testutil.Path, sock, base string) downloadRun {
+	t.Helper()
+	var r downloadRun
+	alone := backgroundRequest(t, p.A, sock, "get", base, 6<<20)
+	r.alone = float64(alone.Bytes) * 8 / alone.Seconds
+	dl := start(t, p.A, "run", "--socket", sock, "--lane", "background", "--", lanesBin, "lab", "helper", "get", "--url", base, "--bytes", "2000000000")
+	defer func() { dl.cmd.Process.Kill(); dl.cmd.Wait() }()
+	time.Sleep(4 * time.Second)
+	r.probe = probe(t, p, 30)
+	fg := request(t, p.A, "get", base, 4<<20)
+	r.fg = float64(fg.Bytes) * 8 / fg.Seconds
+	r.st = status(t, sock)
+	return r
+}
+
+func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	deepBottleneck(t, p, "r-a")
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	time.Sleep(300 * time.Millisecond)
+	idle := probe(t, p, 10)
+
+	// Without lanes: the download fills R's buffer toward A.
+	dl := start(t, p.A, "lab", "helper", "get", "--url", base, "--bytes", "2000000000")
+	time.Sleep(3 * time.Second)
+	off := probe(t, p, 10)
+	dl.cmd.Process.Kill()
+	dl.cmd.Wait()
+	time.Sleep(time.Second)
+
+	// The BPF rLEDBAT, for the figures (TestBackgroundDownloadRemoteBottleneck
+	// asserts it).
+	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	bpf := backgroundDownloads(t, p, sock, base)
+	d.stop(t, syscall.SIGTERM)
+	time.Sleep(time.Second)
+
+	// The daemon's rLEDBAT.
+	_, sock = startDaemon(t, p.A, string(policy.DefaultYAML()), "--without", "rledbat")
+	dm := backgroundDownloads(t, p, sock, base)
+
+	t.Logf("probe RTT p50/p95: idle %v/%v; background download: without lanes %v/%v, BPF rLEDBAT %v/%v, daemon rLEDBAT (every %v) %v/%v",
+		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(bpf.probe, .5), pct(bpf.probe, .95),
+		rledbat.DefaultInterval, pct(dm.probe, .5), pct(dm.probe, .95))
+	t.Logf("background alone: BPF %.2f Mbit/s, daemon %.2f Mbit/s; interactive download under it: BPF %.2f Mbit/s, daemon %.2f Mbit/s",
+		bpf.alone/1e6, dm.alone/1e6, bpf.fg/1e6, dm.fg/1e6)
+	it := dm.st.Interfaces[0]
+	t.Logf("daemon: %s; downloads: %s; protection: %s", dm.st.Components["rledbat"], it.Downloads, it.Protection)
+
+	if c := dm.st.Capabilities["rledbat"]; c == "on" {
+		t.Fatalf("--without rledbat left the BPF rLEDBAT on")
+	}
+	if !strings.Contains(it.Downloads, "from the daemon") || !strings.Contains(it.Protection, "rLEDBAT (daemon") {
+		t.Errorf("status says downloads are held back by %q, foreground protected by %q; want the daemon's rLEDBAT", it.Downloads, it.Protection)
+	}
+	var rs rledbat.Stats
+	if err := json.Unmarshal(dm.st.Details["rledbat"], &rs); err != nil || rs.Set == 0 {
+		t.Fatalf("the daemon's rLEDBAT set no window clamp: %v %s", err, dm.st.Details["rledbat"])
+	}
+	if dm.st.Interfaces[0].Sockops["rwnd_set"] != 0 {
+		t.Errorf("sock_ops set receive windows although its rLEDBAT was off: %v", dm.st.Interfaces[0].Sockops)
+	}
+	if ratio := float64(pct(off, .5)) / float64(pct(dm.probe, .5)); ratio < 5 {
+		t.Errorf("probe p50 with the daemon's rLEDBAT %v is only %.1fx better than without lanes (%v); want >= 5x", pct(dm.probe, .5), ratio, pct(off, .5))
+	}
+	if dm.alone < 0.5*remoteLinkBps {
+		t.Errorf("background download alone at %.2f Mbit/s; want >= 5 (work conserving)", dm.alone/1e6)
+	}
+	if dm.fg < 0.6*remoteLinkBps {
+		t.Errorf("interactive download under background at %.2f Mbit/s; want >= 6 (it takes the link)", dm.fg/1e6)
+	}
+}
