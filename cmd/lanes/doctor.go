@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/features"
+	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
@@ -64,6 +65,7 @@ func runDoctor(e *env, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
 	}
 	tw.Flush()
+	fmt.Fprintf(e.stdout, "\nbackground downloads held back by: %s\n", downloadProtection(r))
 	dyn := ""
 	switch {
 	case k.PreemptDynamic && len(k.PreemptModes) > 0:
@@ -80,4 +82,25 @@ func runDoctor(e *env, asJSON bool) error {
 		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
 	}
 	return nil
+}
+
+// downloadProtection says which rLEDBAT this kernel allows: in BPF
+// (sock_ops sets TCP_WINDOW_CLAMP, 5.11+), from the daemon (pidfd_getfd),
+// or none, and why.
+func downloadProtection(r *features.Report) string {
+	detail := func(name string) string {
+		for _, f := range r.Features {
+			if f.Name == name {
+				return f.Detail
+			}
+		}
+		return "not probed"
+	}
+	switch {
+	case r.Has(features.WindowClampFeature):
+		return "rLEDBAT in BPF (sock_ops, at every segment sent)"
+	case r.Has(features.PidfdFeature):
+		return fmt.Sprintf("rLEDBAT from the daemon every %v (pidfd_getfd + TCP_WINDOW_CLAMP; BPF: %s)", rledbat.DefaultInterval, detail(features.WindowClampFeature))
+	}
+	return fmt.Sprintf("none (BPF: %s; daemon: %s)", detail(features.WindowClampFeature), detail(features.PidfdFeature))
 }

@@ -78,7 +78,7 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 // loadRLEDBAT decides whether sock_ops runs rLEDBAT and returns its target
 // in µs (0 = off, CapRLEDBAT says why): off by policy, or where the kernel's
 // bpf_setsockopt refuses TCP_WINDOW_CLAMP (before 5.11). Background
-// downloads then keep the system's receive window; the sock_ops program
+// downloads then get the daemon's rLEDBAT (internal/rledbat) where it can run; the sock_ops program
 // still stops at a socket's first refusal (rwnd_err) should the kernel
 // refuse what its BTF promised.
 func (h *Host) loadRLEDBAT() uint32 {
@@ -91,7 +91,7 @@ func (h *Host) loadRLEDBAT() uint32 {
 		return 0
 	}
 	if err := haveWindowClamp(); err != nil {
-		h.disable(CapRLEDBAT, fmt.Errorf("background downloads keep the system's receive window: %w", err))
+		h.disable(CapRLEDBAT, fmt.Errorf("no rLEDBAT in sock_ops (the daemon runs it where it can: see background downloads in lanes status): %w", err))
 		return 0
 	}
 	return t

@@ -86,7 +86,7 @@ func TestRLEDBATOffWithoutWindowClamp(t *testing.T) {
 		return err
 	})
 	caps := h.Capabilities()
-	if !strings.HasPrefix(caps[CapRLEDBAT], "off: background downloads keep the system's receive window") || caps[CapSockops] != "on" {
+	if !strings.HasPrefix(caps[CapRLEDBAT], "off: no rLEDBAT in sock_ops") || caps[CapSockops] != "on" {
 		t.Errorf("capabilities: %v", caps)
 	}
 	if h.ops == nil {
