@@ -115,3 +115,36 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 		t.Errorf("interactive download under background at %.2f Mbit/s; want >= 6 (it takes the link)", dm.fg/1e6)
 	}
 }
+
+// TestDownloadProtectionStatus: lanes status names what holds background
+// downloads back: the BPF rLEDBAT where sock_ops may set TCP_WINDOW_CLAMP,
+// the daemon's where it may not (--without rledbat), and none, with why,
+// where neither runs (--without rledbat_daemon as well); and sock_ops off
+// leaves the daemon's rLEDBAT without background sockets to find.
+func TestDownloadProtectionStatus(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	for _, c := range []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"rLEDBAT in BPF"}},
+		{[]string{"--without", "rledbat"}, []string{"rLEDBAT from the daemon", "every 50ms", "BPF rLEDBAT off: left off (--without)"}},
+		{[]string{"--without", "rledbat", "--without", "rledbat_daemon"}, []string{"none: ", "--without rledbat_daemon"}},
+		{[]string{"--without", "sock_ops"}, []string{"none: ", "sock_ops is off"}},
+	} {
+		d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA), c.flags...)
+		st := status(t, sock)
+		got := st.Interfaces[0].Downloads
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%v: background downloads held back by %q; want %q in it", c.flags, got, w)
+			}
+		}
+		_, running := st.Components["rledbat"]
+		if daemon := strings.Contains(got, "from the daemon"); running != daemon {
+			t.Errorf("%v: rledbat component running %v, status %q", c.flags, running, got)
+		}
+		d.stop(t, syscall.SIGTERM)
+	}
+}
