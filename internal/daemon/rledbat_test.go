@@ -14,8 +14,11 @@
 package daemon_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,19 +79,24 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 	// The BPF rLEDBAT, for the figures (TestBackgroundDownloadRemoteBottleneck
 	// asserts it).
 	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	cpu0 := cpuTime(d.cmd.Process.Pid)
 	bpf := backgroundDownloads(t, p, sock, base)
+	bpfCPU := cpuTime(d.cmd.Process.Pid) - cpu0
 	d.stop(t, syscall.SIGTERM)
 	time.Sleep(time.Second)
 
 	// The daemon's rLEDBAT.
-	_, sock = startDaemon(t, p.A, string(policy.DefaultYAML()), "--without", "rledbat")
+	d, sock = startDaemon(t, p.A, string(policy.DefaultYAML()), "--without", "rledbat")
+	cpu0 = cpuTime(d.cmd.Process.Pid)
 	dm := backgroundDownloads(t, p, sock, base)
+	dmCPU := cpuTime(d.cmd.Process.Pid) - cpu0
 
 	t.Logf("probe RTT p50/p95: idle %v/%v; background download: without lanes %v/%v, BPF rLEDBAT %v/%v, daemon rLEDBAT (every %v) %v/%v",
 		pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), pct(bpf.probe, .5), pct(bpf.probe, .95),
 		rledbat.DefaultInterval, pct(dm.probe, .5), pct(dm.probe, .95))
 	t.Logf("background alone: BPF %.2f Mbit/s, daemon %.2f Mbit/s; interactive download under it: BPF %.2f Mbit/s, daemon %.2f Mbit/s",
 		bpf.alone/1e6, dm.alone/1e6, bpf.fg/1e6, dm.fg/1e6)
+	t.Logf("daemon CPU time over the measurement (about 10 s): BPF rLEDBAT %v, daemon rLEDBAT %v", bpfCPU, dmCPU)
 	it := dm.st.Interfaces[0]
 	t.Logf("daemon: %s; downloads: %s; protection: %s", dm.st.Components["rledbat"], it.Downloads, it.Protection)
 
@@ -147,4 +155,22 @@ func TestDownloadProtectionStatus(t *testing.T) {
 		}
 		d.stop(t, syscall.SIGTERM)
 	}
+}
+
+// cpuTime is the user + system time a process has used (/proc/PID/stat),
+// 0 if it cannot be read.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// fields after the command name (which may hold spaces): state is 3rd,
+	// utime and stime the 14th and 15th of the whole line
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseUint(f[11], 10, 64)
+	s, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(u+s) * time.Second / 100 // USER_HZ
 }
