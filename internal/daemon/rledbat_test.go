@@ -71,7 +71,7 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 	// Without lanes: the download fills R's buffer toward A.
 	dl := start(t, p.A, "lab", "helper", "get", "--url", base, "--bytes", "2000000000")
 	time.Sleep(3 * time.Second)
-	off := probe(t, p, 10)
+	off := probe(t, p, 20) // 1 s: across CUBIC's sawtooth in R's buffer
 	dl.cmd.Process.Kill()
 	dl.cmd.Wait()
 	time.Sleep(time.Second)
