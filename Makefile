@@ -42,15 +42,18 @@ generate:
 
 test:
 	./scripts/deps.sh test
+	$(GO) run ./internal/leaks/leakcheck -save .leaks-before-test
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 50m ./...
-	@$(MAKE) --no-print-directory leakcheck
+	@$(MAKE) --no-print-directory leakcheck LEAKS_BEFORE=.leaks-before-test
 
 # Fails if anything of lanes is left on the machine (files under /run/lanes
 # and /var/lib/lanes, cgroups, mounts, test namespaces, BPF programs,
-# struct_ops congestion controls): the end of every `make test`.
+# struct_ops congestion controls): the end of every `make test`, which
+# counts only what appeared during its run (LEAKS_BEFORE: the list saved
+# before it; what a killed earlier run left is listed, not counted).
 leakcheck:
-	$(GO) run ./internal/leaks/leakcheck
+	$(GO) run ./internal/leaks/leakcheck $(if $(LEAKS_BEFORE),-since $(LEAKS_BEFORE))
 
 # Not in CI's time budget: the integration packages 20 times in a row on a
 # machine loaded with 2 busy processes; any failure is a flake to fix.

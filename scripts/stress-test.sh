@@ -12,9 +12,12 @@ for _ in 1 2; do
   ( while :; do :; done ) &
   busy+=($!)
 done
+before=$(mktemp)
+./scripts/go run ./internal/leaks/leakcheck -save "$before"
 for i in $(seq 1 "$runs"); do
   echo "== stress run $i/$runs (2 busy processes)"
   ./scripts/go test -count=1 -p 1 -timeout 50m "$@"
 done
-./scripts/go run ./internal/leaks/leakcheck
+./scripts/go run ./internal/leaks/leakcheck -since "$before"
+rm -f "$before"
 echo "stress-test: $runs runs passed under load"

@@ -181,3 +181,20 @@ func structOpsMaps() []string {
 	}
 	return out
 }
+
+// Split divides leftovers found now into those already in before (left by
+// an earlier, killed run) and those added since.
+func Split(now, before []string) (old, added []string) {
+	had := make(map[string]bool, len(before))
+	for _, b := range before {
+		had[b] = true
+	}
+	for _, n := range now {
+		if had[n] {
+			old = append(old, n)
+		} else {
+			added = append(added, n)
+		}
+	}
+	return old, added
+}

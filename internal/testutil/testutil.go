@@ -43,6 +43,17 @@ func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s%d%d", prefix, os.Getpid()%100000, n)
 }
 
+// freeNetNSName is a UniqueName no namespace has yet: one left by a killed
+// earlier test process whose pid came back must not fail this test.
+func freeNetNSName() string {
+	for {
+		name := UniqueName("lt")
+		if _, err := os.Stat("/var/run/netns/" + name); os.IsNotExist(err) {
+			return name
+		}
+	}
+}
+
 // NetNS is a named network namespace created for one test.
 type NetNS struct {
 	Name   string
@@ -57,7 +68,7 @@ func (n *NetNS) Path() string { return "/var/run/netns/" + n.Name }
 func NewNetNS(t testing.TB) *NetNS {
 	t.Helper()
 	RequireRoot(t)
-	name := UniqueName("lt")
+	name := freeNetNSName()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()

@@ -1,23 +1,74 @@
 // leakcheck fails (exit 1) when lanes left anything on this machine: the
 // last step of `make test` (package leaks says what it looks for).
+//
+// A run that was killed (a session cut off, a CI job cancelled) cannot
+// clean up after itself, and what it left is not the next run's leak. So
+// `make test` first saves what is already there (-save FILE) and ends with
+// -since FILE: only what appeared during the run fails it; what was there
+// before is listed, not counted.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/lanes-net/lanes/internal/leaks"
 )
 
 func main() {
+	save := flag.String("save", "", "write the leftovers present now to `FILE` and exit (the baseline for -since)")
+	since := flag.String("since", "", "fail only on leftovers not listed in `FILE` (written by -save before the run)")
+	flag.Parse()
 	left := leaks.Find()
-	if len(left) == 0 {
-		fmt.Println("leakcheck: nothing of lanes left on this machine")
+	if *save != "" {
+		if err := os.WriteFile(*save, []byte(strings.Join(left, "\n")), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "leakcheck:", err)
+			os.Exit(2)
+		}
+		report("present before this run (not counted against it)", left)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "leakcheck: %d leftovers of lanes on this machine:\n", len(left))
-	for _, l := range left {
+	before, err := baseline(*since)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leakcheck:", err)
+		os.Exit(2)
+	}
+	old, added := leaks.Split(left, before)
+	report("present before this run (not counted against it)", old)
+	if len(added) == 0 {
+		fmt.Println("leakcheck: nothing of lanes left on this machine by this run")
+		return
+	}
+	fmt.Fprintf(os.Stderr, "leakcheck: %d leftovers of lanes on this machine:\n", len(added))
+	for _, l := range added {
 		fmt.Fprintln(os.Stderr, "  "+l)
 	}
 	os.Exit(1)
+}
+
+// baseline reads a -save file; no file named means an empty baseline.
+func baseline(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(b), "\n"), nil
+}
+
+func report(what string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "leakcheck: %d leftovers of lanes %s:\n", len(items), what)
+	for _, l := range items {
+		fmt.Fprintln(os.Stderr, "  "+l)
+	}
 }

@@ -1,0 +1,23 @@
+// Tests of the leak check's baseline: what an earlier killed run left is
+// not counted against the next.
+package leaks
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestSplit(t *testing.T) {
+	before := []string{"netns lt1", "file /run/lanes/x"}
+	now := []string{"file /run/lanes/x", "netns lt2", "netns lt1"}
+	old, added := Split(now, before)
+	if want := []string{"file /run/lanes/x", "netns lt1"}; !reflect.DeepEqual(old, want) {
+		t.Errorf("old = %q, want %q", old, want)
+	}
+	if want := []string{"netns lt2"}; !reflect.DeepEqual(added, want) {
+		t.Errorf("added = %q, want %q", added, want)
+	}
+	if _, added := Split(now, nil); len(added) != 3 {
+		t.Errorf("without a baseline every leftover counts, got %q", added)
+	}
+}
