@@ -99,6 +99,7 @@ func main() {
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	liftMemlock()
 	os.Exit(runMain(ctx, e, os.Args[1:]))
 }
 
