@@ -231,7 +231,7 @@ func init() {
 				r.Params["direction"] = *direction
 				var runs []coopRun
 				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "retrans", "cap"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 				apRate, err := config.ParseRate(c.rate)
@@ -267,7 +267,7 @@ func init() {
 							}
 							runs = append(runs, run)
 							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
-								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
+								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
 								fmt.Sprintf("%.0f", st.RTTp95ms), strconv.Itoa(int(st.Retrans)), capS})
 							if mode == "tcp" {
 								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
@@ -278,7 +278,7 @@ func init() {
 							if tcpTotal > 0 && lanesTotal > 0 {
 								row4[4] = fmt.Sprintf("%.3f", lanesTotal/tcpTotal)
 							}
-							env.Printf("  total %.2f Mbit/s, Jain %.3f/%.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainRun, st.RTTms, st.Retrans)
+							env.Printf("  total %.2f Mbit/s, Jain 200ms %.3f (air %.3f), run %.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainAir, st.JainRun, st.RTTms, st.Retrans)
 						}
 						fig4.Rows = append(fig4.Rows, row4)
 					}
@@ -293,7 +293,7 @@ func init() {
 				}
 				r.Tables = []Table{main, fig4, per}
 				r.Notes = []string{
-					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices, Jain run = index of the hosts' run averages",
+					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices of those bytes, Jain 200ms air = the same over each host's TCP payload leaving the shared medium (the AP's exit, independent of the readers' wake-ups), Jain run = index of the hosts' run averages",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
 					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
@@ -331,7 +331,7 @@ func init() {
 					modes = append(modes, "tcp")
 				}
 				phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
-					Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "RTT p50 ms"}}
+					Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "Jain 200ms air", "RTT p50 ms"}}
 				react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
 					Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
 				data := map[string]any{}
@@ -353,7 +353,8 @@ func init() {
 								seen, capv = d.nSeen(from, to)
 							}
 							phases.Rows = append(phases.Rows, []string{dir, mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
-								mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to)), fmt.Sprintf("%.0f", st.RTTms)})
+								mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to, appBytes)),
+								fmt.Sprintf("%.3f", activeJain(d.Series, from, to, airBytes)), fmt.Sprintf("%.0f", st.RTTms)})
 						}
 						if mode == "lanes" {
 							for _, e := range d.Events {
@@ -497,9 +498,14 @@ func init() {
 		}})
 }
 
+// What activeJain counts of a host's interval: the bytes its reader
+// counted, or its payload leaving the shared medium.
+func appBytes(h hostSample) int64 { return h.Bytes }
+func airBytes(h hostSample) int64 { return h.Air }
+
 // activeJain is the mean per-interval Jain index over the hosts that
-// received data in that interval.
-func activeJain(s *coopSeries, from, to float64) float64 {
+// received data in that interval (as counted by bytes).
+func activeJain(s *coopSeries, from, to float64, bytes func(hostSample) int64) float64 {
 	var sum float64
 	k := 0
 	for i, row := range s.Samples {
@@ -508,8 +514,8 @@ func activeJain(s *coopSeries, from, to float64) float64 {
 		}
 		var x []float64
 		for _, h := range row {
-			if h.Bytes > 0 {
-				x = append(x, float64(h.Bytes))
+			if b := bytes(h); b > 0 {
+				x = append(x, float64(b))
 			}
 		}
 		if len(x) > 0 {

@@ -50,14 +50,16 @@ func TestSeriesStats(t *testing.T) {
 	for k := 1; k <= 10; k++ {
 		s.T = append(s.T, float64(k)*0.2)
 		// host 0 gets 50 kB per step (2 Mbit/s), host 1 25 kB (1 Mbit/s)
-		s.Samples = append(s.Samples, []hostSample{{Bytes: 50_000, SRTTms: 300, Retrans: uint32(k)}, {Bytes: 25_000, SRTTms: 260, Retrans: 1}})
+		// the readers' counts alternate around the air's equal shares
+		// (bytes counted one step late): Jain 200ms < 1, air = 1
+		s.Samples = append(s.Samples, []hostSample{{Bytes: 50_000, Air: 30_000, SRTTms: 300, Retrans: uint32(k)}, {Bytes: 25_000, Air: 30_000, SRTTms: 260, Retrans: 1}})
 	}
 	st := s.stats([]int{0, 1}, 0, 10)
 	if math.Abs(st.PerHostMbit[0]-2) > 1e-9 || math.Abs(st.PerHostMbit[1]-1) > 1e-9 || math.Abs(st.TotalMbit-3) > 1e-9 {
 		t.Errorf("goodput %+v", st)
 	}
-	if math.Abs(st.JainRun-0.9) > 1e-9 || math.Abs(st.JainStep-0.9) > 1e-9 {
-		t.Errorf("jain %v %v", st.JainRun, st.JainStep)
+	if math.Abs(st.JainRun-0.9) > 1e-9 || math.Abs(st.JainStep-0.9) > 1e-9 || math.Abs(st.JainAir-1) > 1e-9 {
+		t.Errorf("jain %v %v air %v", st.JainRun, st.JainStep, st.JainAir)
 	}
 	if st.Retrans != 11 || st.RTTms < 260 || st.RTTms > 300 {
 		t.Errorf("retrans %d rtt %v", st.Retrans, st.RTTms)
@@ -72,6 +74,30 @@ func TestSeriesStats(t *testing.T) {
 	s.Samples = append(s.Samples, []hostSample{{Bytes: 250_000}, {Bytes: 125_000}})
 	if st3 := s.stats([]int{0, 1}, 0, 10); math.Abs(st3.TotalMbit-3) > 1e-9 {
 		t.Errorf("late sample: %+v", st3)
+	}
+}
+
+// tcpPayload reads an IPv4 TCP packet's addresses and payload length and
+// refuses anything else.
+func TestTCPPayload(t *testing.T) {
+	pkt := make([]byte, 20+32+100)
+	pkt[0], pkt[9] = 0x45, 6
+	pkt[2], pkt[3] = 0, byte(len(pkt))
+	copy(pkt[12:16], []byte{10, 77, 0, 2})
+	copy(pkt[16:20], []byte{10, 77, 0, 9})
+	pkt[20+12] = 8 << 4 // 32-byte TCP header (timestamps)
+	src, dst, n, ok := tcpPayload(pkt)
+	if !ok || n != 100 || src.String() != "10.77.0.2" || dst.String() != "10.77.0.9" {
+		t.Errorf("tcpPayload = %v %v %d %v", src, dst, n, ok)
+	}
+	udp := append([]byte(nil), pkt...)
+	udp[9] = 17
+	v6 := append([]byte(nil), pkt...)
+	v6[0] = 0x60
+	for name, b := range map[string][]byte{"udp": udp, "ipv6": v6, "short": pkt[:30]} {
+		if _, _, _, ok := tcpPayload(b); ok {
+			t.Errorf("%s accepted", name)
+		}
 	}
 }
 
@@ -115,6 +141,18 @@ func TestCoopBedLanes(t *testing.T) {
 		// 20 Mbit/s x 100 ms - 120 kbit over 2 hosts of 1448-byte segments
 		if h.Cwnd > h.Cap {
 			t.Errorf("host %d cwnd %d above cap %d", i, h.Cwnd, h.Cap)
+		}
+	}
+	// the air each host got (its payload leaving the shared uplink) is
+	// what its reader counted, give or take the bytes in flight beyond the
+	// medium and retransmissions
+	for i := range cb.hosts {
+		var app, air int64
+		for _, row := range s.Samples {
+			app, air = app+row[i].Bytes, air+row[i].Air
+		}
+		if app == 0 || air < app*9/10 || air > app*3/2 {
+			t.Errorf("host %d: %d bytes read, %d bytes of payload left the medium", i, app, air)
 		}
 	}
 	for _, h := range cb.hosts {

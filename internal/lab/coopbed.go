@@ -88,6 +88,7 @@ type coopHost struct {
 	api    *api.Client     // connection to it
 	mon    *tcpmon.Sampler // measurement sampler
 	bytes  atomic.Int64    // received by the server from this host (bulk port)
+	air    atomic.Int64    // TCP payload of its transfers leaving the shared medium (coopair.go)
 }
 
 // coopBed is a running coop testbed.
@@ -138,6 +139,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 	if cb.server, err = bed.AddHost("server", c.CC, bed.Emu.NewUplink(half), bed.Emu.NewDownlink(half), HostOpts{}); err != nil {
 		return nil, err
 	}
+	cb.meterAir()
 	bed.Start(ctx)
 	if err := cb.listen(coopBulkPort, cb.countBulk); err != nil {
 		return nil, err
@@ -540,7 +542,8 @@ func (u *upload) stop() {
 // hostSample is one measurement interval of one host.
 type hostSample struct {
 	Bytes   int64   `json:"bytes"`
-	SRTTms  float64 `json:"srtt_ms"` // mean over its bulk flows (0: none)
+	Air     int64   `json:"air_bytes"` // TCP payload leaving the shared medium (coopair.go)
+	SRTTms  float64 `json:"srtt_ms"`   // mean over its bulk flows (0: none)
 	Cwnd    uint32  `json:"cwnd"`
 	Retrans uint32  `json:"retrans"` // cumulative, its flows to the server
 	N       int     `json:"n,omitempty"`
@@ -581,7 +584,8 @@ func (cb *coopBed) hostsTCPExt(names ...string) []int64 {
 // it fails if a daemon stops answering.
 func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick func(time.Duration)) (*coopSeries, error) {
 	s := &coopSeries{Step: step}
-	prev := make([]int64, len(cb.hosts))
+	prev, prevAir := make([]int64, len(cb.hosts)), make([]int64, len(cb.hosts))
+	now, nowAir := make([]int64, len(cb.hosts)), make([]int64, len(cb.hosts))
 	retr := make([]map[uint64]uint32, len(cb.hosts))
 	for i := range retr {
 		retr[i] = map[uint64]uint32{}
@@ -600,6 +604,10 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		case <-ctx.Done():
 		case <-t.C:
 		}
+		// every host's counters at one instant, before the slower samples
+		for i, h := range cb.hosts {
+			now[i], nowAir[i] = h.bytes.Load(), h.air.Load()
+		}
 		el := time.Since(start)
 		if tick != nil {
 			tick(el)
@@ -612,9 +620,8 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 			}
 		}
 		for i, h := range cb.hosts {
-			b := h.bytes.Load()
-			row[i].Bytes = b - prev[i]
-			prev[i] = b
+			row[i].Bytes, row[i].Air = now[i]-prev[i], nowAir[i]-prevAir[i]
+			prev[i], prevAir[i] = now[i], nowAir[i]
 			if cb.cfg.Down {
 				if v := srv[h]; v != nil {
 					for ck, r := range v.retrans {
@@ -705,7 +712,8 @@ func Jain(x []float64) float64 {
 type coopStats struct {
 	TotalMbit   float64   `json:"total_mbit"`
 	PerHostMbit []float64 `json:"per_host_mbit"`
-	JainStep    float64   `json:"jain_per_interval"` // mean of per-interval indices
+	JainStep    float64   `json:"jain_per_interval"`     // mean of per-interval indices
+	JainAir     float64   `json:"jain_per_interval_air"` // the same over the bytes leaving the medium
 	JainRun     float64   `json:"jain_run"`
 	RTTms       float64   `json:"rtt_median_ms"`
 	RTTp95ms    float64   `json:"rtt_p95_ms"`
@@ -734,7 +742,7 @@ func (s *coopSeries) maxInterval() float64 {
 func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	var st coopStats
 	st.PerHostMbit = make([]float64, len(hosts))
-	var jains, rtts []float64
+	var jains, airs, rtts []float64
 	secs := 0.0
 	for k, row := range s.Samples {
 		if s.T[k] <= from || s.T[k] > to {
@@ -743,15 +751,15 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		// the bytes are those since the previous sample, which may be more
 		// than a step ago when the machine is busy
 		secs += s.interval(k)
-		x := make([]float64, len(hosts))
+		x, a := make([]float64, len(hosts)), make([]float64, len(hosts))
 		for j, i := range hosts {
-			x[j] = float64(row[i].Bytes)
+			x[j], a[j] = float64(row[i].Bytes), float64(row[i].Air)
 			st.PerHostMbit[j] += float64(row[i].Bytes) * 8
 			if row[i].SRTTms > 0 {
 				rtts = append(rtts, row[i].SRTTms)
 			}
 		}
-		jains = append(jains, Jain(x))
+		jains, airs = append(jains, Jain(x)), append(airs, Jain(a))
 	}
 	if secs > 0 {
 		for j := range st.PerHostMbit {
@@ -760,9 +768,7 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		}
 	}
 	st.JainRun = Jain(st.PerHostMbit)
-	for _, j := range jains {
-		st.JainStep += j / float64(len(jains))
-	}
+	st.JainStep, st.JainAir = mean(jains), mean(airs)
 	sort.Float64s(rtts)
 	if len(rtts) > 0 {
 		st.RTTms = Percentile(rtts, 50)

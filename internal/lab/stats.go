@@ -101,3 +101,15 @@ func SpreadName(n int) string {
 	}
 	return "mean ± 95% CI"
 }
+
+// mean is the arithmetic mean of v (0 for none).
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
