@@ -22,7 +22,13 @@
 //     arriving data when larger than the min RTT: a window-limited flow
 //     behind a queue delivers cap/RTT, not cap/min RTT), with the uplink's
 //     margins. An uncapped download counts as bulk until it has a cap to be
-//     compared with. A download's demand is the largest of its last
+//     compared with, and a growing one (its first interval, or a receive
+//     rate at least downGrowth times the last interval's) counts as bulk
+//     too: a sender in slow start is window-limited by its own cwnd, not
+//     the application, and at 256 ms it needs about three RTTs to reach its
+//     cap (seen in the lab: a joining download read as application-limited
+//     in its first full interval got 8 segments instead of 70 for a second).
+//     A download's demand is the largest of its last
 //     demandHold intervals: what arrives is noisy (the receiver's RTT
 //     estimate, delayed ACKs, the application's reads), and a demand read
 //     low for one interval would take the share away and give it back the
@@ -54,6 +60,10 @@ const (
 	downAppUse  = 0.5
 )
 
+// downGrowth is the rise of a download's receive rate from one interval to
+// the next that marks it as growing (slow start), hence window-limited.
+const downGrowth = 1.5
+
 // demandHold is how many intervals a download's demand is held at its peak.
 const demandHold = 4
 
@@ -74,17 +84,20 @@ type DownFlow struct {
 	CapBytes uint32        // downlink cap in force (0: none)
 	// AppLimited is the download's class so far (false: window-limited)
 	AppLimited bool
+	// Growing: its first interval, or its receive rate rose by downGrowth
+	// or more since the last (slow start): window-limited
+	Growing bool
 }
 
 // DownDemand is a download's window need in bytes (the Queued of its
 // FlowLoad) and its class now: math.MaxUint32 when it is window-limited
-// or has no cap yet, else the window it used (receive rate x max(min RTT,
+// or growing or has no cap yet, else the window it used (receive rate x max(min RTT,
 // receive-side RTT)).
 func DownDemand(f DownFlow) (demand uint64, appLimited bool) {
 	used := f.RecvBits * max(f.MinRTT, f.RcvRTT).Seconds() / 8
 	appLimited = f.AppLimited
 	switch {
-	case f.CapBytes == 0 || used >= downBulkUse*float64(f.CapBytes):
+	case f.CapBytes == 0 || f.Growing || used >= downBulkUse*float64(f.CapBytes):
 		appLimited = false
 	case used < downAppUse*float64(f.CapBytes):
 		appLimited = true
@@ -110,6 +123,7 @@ type downState struct {
 	lastProgress time.Time
 	acc          float64            // bytes received since the last tick
 	rate         float64            // bits/s over the last tick
+	growing      bool               // first tick, or rate >= downGrowth x the tick before
 	appLimited   bool               // class (DownDemand), updated each tick
 	minRcvRTT    time.Duration      // smallest receive-side RTT estimate seen
 	demands      [demandHold]uint64 // demand of the last ticks (ring)
@@ -164,7 +178,7 @@ func (fs *flowState) downRTT() time.Duration {
 func (fs *flowState) tickDemand() uint64 {
 	f := fs.f
 	d, app := DownDemand(DownFlow{MSS: f.MSS, MinRTT: f.MinRTT, RcvRTT: f.RcvRTT, RecvBits: fs.dn.rate,
-		CapBytes: fs.dn.cap, AppLimited: fs.dn.appLimited})
+		CapBytes: fs.dn.cap, AppLimited: fs.dn.appLimited, Growing: fs.dn.growing})
 	fs.dn.appLimited = app
 	return d
 }
@@ -210,8 +224,10 @@ func (c *Controller) sampleDown(fs *flowState, prev Flow, known bool, now time.T
 func (c *Controller) tickDown(now time.Time, dt float64) {
 	if dt > 0 {
 		for _, fs := range c.flows {
+			prev := fs.dn.rate
 			fs.dn.rate = fs.dn.acc * 8 / dt
 			if fs.dn.active {
+				fs.dn.growing = fs.dn.ndemand == 0 || fs.dn.rate >= downGrowth*prev
 				fs.dn.demands[fs.dn.ndemand%demandHold] = fs.tickDemand()
 				fs.dn.ndemand++
 			} else {
@@ -311,7 +327,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	changed := c.downGroupChanged(hosts, capping)
 	if selfIdx >= 0 {
 		ds.SelfShare = shares[selfIdx]
-		targets := p.FlowTargets(self, ds.SelfShare)
+		targets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)[selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {

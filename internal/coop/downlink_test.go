@@ -31,6 +31,7 @@ func TestDownDemand(t *testing.T) {
 		// 2 Mbit/s x 100 ms = 25,000 bytes used of a 100,000-byte cap
 		{"25 %: application-limited, the window it used", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 2e6, CapBytes: 100_000}, 25_000},
 		{"idle", DownFlow{MSS: 1448, MinRTT: rtt, CapBytes: 100_000}, 0},
+		{"25 % but growing (slow start): window-limited", DownFlow{MSS: 1448, MinRTT: rtt, RecvBits: 2e6, CapBytes: 100_000, AppLimited: true, Growing: true}, math.MaxUint32},
 		// behind a queue (receive-side RTT 2x the min): 4 Mbit/s x 200 ms
 		// fills the 100,000-byte cap; by min RTT alone it would look half used
 		{"window-limited behind a queue", DownFlow{MSS: 1448, MinRTT: rtt, RcvRTT: 2 * rtt, RecvBits: 4e6, CapBytes: 100_000, AppLimited: true}, math.MaxUint32},
@@ -199,5 +200,44 @@ func TestDownlinkRTTFromReceiveSide(t *testing.T) {
 	g.round()
 	if got, want := g.nodes[0].caps.getRwnd(100), paperWindow(1); got != want {
 		t.Errorf("cap %d bytes, want %d (sized for the 256 ms the receiver measures, not the 512 ms min RTT)", got, want)
+	}
+}
+
+// A joining download gets its bulk share as soon as its data arrives, and
+// keeps it through slow start: its first interval is partial (the join is
+// seen between two ticks, the cap applied at once) and its sender still
+// grows, so its receive rate is far below its cap without the application
+// limiting it. Before the growth rule the first tick read it as
+// application-limited and cut its cap to the window it had used (in the
+// lab: 70 -> 8 segments for a second).
+func TestDownlinkJoinInSlowStart(t *testing.T) {
+	g := newGroup(t, 2, downConfig())
+	b := g.nodes[1]
+	b.flows.set(downloadFlow(101))
+	b.flows.recv[101] = 50e6
+	for range 3 {
+		g.round()
+	}
+	a := g.nodes[0]
+	a.flows.set(downloadFlow(100))
+	a.flows.recv[100] = 0.4e6 // IW10 and its first doublings
+	ctx := t.Context()
+	for range 2 { // Run's between-ticks samples: first seen, then receiving
+		g.clk.add(100 * time.Millisecond)
+		if a.c.sampleFlows(ctx, false) {
+			a.c.announce()
+			a.c.recomputeAndApply(false)
+		}
+	}
+	want := paperWindow(2)
+	if got := a.caps.getRwnd(100); got != want {
+		t.Fatalf("after the join: cap %d, want the bulk share %d", got, want)
+	}
+	for k, r := range []float64{0.4e6, 2e6, 8e6, 50e6} {
+		a.flows.recv[100] = r
+		g.round()
+		if got := a.caps.getRwnd(100); got < want*9/10 {
+			t.Errorf("tick %d at %.1f Mbit/s: cap %d bytes, want the bulk share %d", k+1, r/1e6, got, want)
+		}
 	}
 }
