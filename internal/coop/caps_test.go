@@ -204,3 +204,45 @@ func TestQueueAllowance(t *testing.T) {
 		t.Errorf("no allowance: %d, want the paper's %d", got, IdealCwnd(20e6, rtt, 120_000, 1448, 4))
 	}
 }
+
+// SpreadRemainder hands the group's rounding remainder out one segment per
+// flow, largest fractions first, ties to the lower host id, so the caps add
+// up to the group's targets rounded down as a whole.
+func TestSpreadRemainder(t *testing.T) {
+	hosts := make([]HostLoad, 16)
+	targets := make([][]float64, 16)
+	for i := range hosts {
+		hosts[i] = HostLoad{ID: uint64(16 - i), Flows: []FlowLoad{{}}} // ids in reverse order
+		targets[i] = []float64{28.4}
+	}
+	SpreadRemainder(hosts, targets)
+	sum, up := 0, 0
+	for i, ts := range targets {
+		c := int(segments(ts[0], 1))
+		sum += c
+		if c == 29 {
+			up++
+			if hosts[i].ID > 6 {
+				t.Errorf("host %d got the extra segment; ties go to the lowest ids", hosts[i].ID)
+			}
+		} else if c != 28 {
+			t.Errorf("host %d: cap %d, want 28 or 29", hosts[i].ID, c)
+		}
+	}
+	if sum != 454 || up != 6 {
+		t.Errorf("16 x 28.4: caps add up to %d with %d raised, want 454 (6 raised)", sum, up)
+	}
+	// the largest fractions first, whatever the ids; exact targets keep
+	// their value; no remainder, no change
+	h3 := []HostLoad{{ID: 1, Flows: []FlowLoad{{}, {}}}, {ID: 2, Flows: []FlowLoad{{}}}}
+	tg := [][]float64{{10.2, 7.0}, {10.9}}
+	SpreadRemainder(h3, tg)
+	if tg[0][0] != 10.2 || tg[0][1] != 7 || tg[1][0] != 11 {
+		t.Errorf("one segment left (0.2 + 0.9): targets %v, want the 0.9 raised to 11", tg)
+	}
+	tg = [][]float64{{10.2, 7.0}, {10.3}}
+	SpreadRemainder(h3, tg)
+	if tg[0][0] != 10.2 || tg[1][0] != 10.3 {
+		t.Errorf("half a segment left: targets %v, want none raised", tg)
+	}
+}

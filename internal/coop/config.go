@@ -88,6 +88,12 @@ type Config struct {
 	// minimum (jitter, the hosts' processing), and windows sized for the
 	// minimum leave the medium idle. 0 = the paper's formula.
 	QueueAllowance float64 `yaml:"queue_allowance"`
+	// SpreadRemainder: the group's caps add up to its shared windows in
+	// whole segments: the fractional segments every cap loses to rounding
+	// down are handed out, one segment each, to the flows with the largest
+	// fractions (caps.go, SpreadRemainder). false = every cap rounded down
+	// on its own (the paper's).
+	SpreadRemainder bool `yaml:"spread_remainder"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
 	Safety SafetyConfig `yaml:"safety"`
 	// Rules are per-application / per-lane caps (seeds §002).
@@ -154,6 +160,7 @@ func DefaultConfig() Config {
 		DemandAware:      true,
 		DownlinkCaps:     true,
 		QueueAllowance:   0.05,
+		SpreadRemainder:  true,
 		Safety: SafetyConfig{
 			Enabled:         true,
 			RTTInflation:    1.3,

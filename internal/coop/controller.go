@@ -847,7 +847,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	selfShare := 0.0
 	if selfIdx >= 0 {
 		selfShare = shares[selfIdx]
-		targets := p.FlowTargets(self, selfShare)
+		targets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)[selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {

@@ -41,6 +41,7 @@ type coopCommon struct {
 	lanes              string // lanes binary for the lanes hosts' daemons
 	down               bool   // the hosts download (the AP's downlink is shared)
 	allowance          float64
+	spread             bool
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -51,6 +52,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
+	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (false: every cap rounded down, the paper's)")
 }
 
 func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
@@ -66,6 +68,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	cc.Headroom = h
 	cc.APDownlinkRate = cc.APRate
 	cc.QueueAllowance = c.allowance
+	cc.SpreadRemainder = c.spread
 	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
 	bin := c.lanes
 	if bin == "" {
@@ -77,7 +80,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 }
 
 func (c *coopCommon) params() map[string]any {
-	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance,
+	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread,
 		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
 }
 

@@ -207,6 +207,9 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  min_segments: %d", c.MinSegments)
 	p("  demand_aware: %t", c.DemandAware)
 	p("  queue_allowance: %s", strconv.FormatFloat(c.QueueAllowance, 'g', -1, 64))
+	if !c.SpreadRemainder { // only when off: a daemon from before it still reads the file
+		p("  spread_remainder: false")
+	}
 	p("  safety:")
 	p("    enabled: %t", c.Safety.Enabled)
 	p("    rtt_inflation: %s", strconv.FormatFloat(c.Safety.RTTInflation, 'g', -1, 64))
