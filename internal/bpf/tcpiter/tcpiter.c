@@ -569,20 +569,23 @@ int dump_track(struct bpf_iter__tcp *ctx)
 /* quiet: nothing happened on the socket since it was last looked at: no
  * segment in or out, no read or write by the application, no state change
  * (track sets dirty), same lane, no running chrono. Reads three cache
- * lines of struct tcp_sock and none of struct sock, where a record takes
- * ~15. Not seen: changes with none of these, such as a setsockopt of the
- * buffer sizes or congestion control, a cgroup move, an accept (the
- * inode): the every-field comparison catches them. Every tracked socket is
- * a full TCP socket (dump_track and track only add those), so sk is a
- * tcp_sock. */
-static __always_inline int quiet(struct track *t, struct sock *sk)
+ * lines of struct tcp_sock (on 6.x) where a record takes ~15, with plain
+ * loads that are all issued before any is tested, so that their cache
+ * misses overlap (a bpf_probe_read_kernel per field, a helper call each,
+ * took them one after the other). Not seen: changes with none of these,
+ * such as a setsockopt of the buffer sizes or congestion control, a
+ * cgroup move, an accept (the inode): the every-field comparison catches
+ * them. */
+static __always_inline int quiet(struct track *t, struct tcp_sock *tp)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 moved;
 
-	if (t->reported == NEW || t->dirty || BPF_CORE_READ(tp, segs_in) != t->segs_in ||
-	    BPF_CORE_READ(tp, segs_out) != t->segs_out ||
-	    BPF_CORE_READ(tp, copied_seq) != t->copied_seq ||
-	    BPF_CORE_READ(tp, write_seq) != t->write_seq || BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type))
+	if (t->reported == NEW || t->dirty)
+		return 0;
+	moved = (tp->segs_in ^ t->segs_in) | (tp->segs_out ^ t->segs_out) |
+		(tp->copied_seq ^ t->copied_seq) | (tp->write_seq ^ t->write_seq) |
+		(__u32)BPF_CORE_READ_BITFIELD(tp, chrono_type);
+	if (moved)
 		return 0;
 	if (CFG.have_lanes) {
 		__u32 *l = bpf_map_lookup_elem(&lanes_cookie, &t->cookie);
@@ -614,6 +617,11 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 
 	if (!sk || !t)
 		return 0;
+	/* Every tracked socket is a full TCP socket (dump_track and track add
+	 * only those): a typed pointer for plain loads. */
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
 	n = bpf_map_lookup_elem(&sample_no, &zero);
 	if (n)
 		walk = *n;
@@ -623,7 +631,7 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 		check_all = ((__u32)(t->cookie / COLD) + walk / COLD) % (CHECK_ALL_EVERY / COLD) == 0;
 	else
 		check_all = ((__u32)t->cookie + walk) % CHECK_ALL_EVERY == 0;
-	q = quiet(t, sk);
+	q = quiet(t, tp);
 	if (q && !check_all) {
 		if (!cold && t->idle >= IDLE_AFTER)
 			to_cold(t, sk);
@@ -631,9 +639,6 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	}
 	if (cold && !q) /* found active: hot again */
 		t = to_hot(t, sk);
-	tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp)
-		return 0;
 	if (!fill_sock(&r, tp, sk->sk_uid.val)) {
 		__u32 was = t->reported;
 
