@@ -32,7 +32,8 @@
  * Kernel types are minimal and relocated against the running kernel's BTF
  * (CO-RE). Needs iter/tcp and bpf_skc_to_tcp_sock (5.9) and the tracing
  * bpf_get_socket_cookie (5.12); on an older kernel the load fails and the
- * monitor falls back to sock_diag.
+ * monitor falls back to sock_diag. The kfunc bpf_rdonly_cast (6.2) is used
+ * where the kernel has it (a weak reference: bpf_skc_to_tcp_sock instead).
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -566,6 +567,20 @@ int dump_track(struct bpf_iter__tcp *ctx)
 	return dump_sock(ctx, 1);
 }
 
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/* as_tcp_sock: sk as a tcp_sock for plain loads. Every tracked socket is a
+ * full TCP socket (dump_track and track add only those), so where the
+ * kernel has bpf_rdonly_cast (6.2) it is a cast that reads nothing;
+ * bpf_skc_to_tcp_sock checks the socket's state and protocol first (two
+ * more cache lines of struct sock). */
+static __always_inline struct tcp_sock *as_tcp_sock(struct sock *sk)
+{
+	if (bpf_rdonly_cast)
+		return bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
+	return bpf_skc_to_tcp_sock(sk);
+}
+
 /* quiet: nothing happened on the socket since it was last looked at: no
  * segment in or out, no read or write by the application, no state change
  * (track sets dirty), same lane, no running chrono. Reads three cache
@@ -576,11 +591,15 @@ int dump_track(struct bpf_iter__tcp *ctx)
  * such as a setsockopt of the buffer sizes or congestion control, a
  * cgroup move, an accept (the inode): the every-field comparison catches
  * them. */
-static __always_inline int quiet(struct track *t, struct tcp_sock *tp)
+static __always_inline int quiet(struct track *t, struct sock *sk)
 {
+	struct tcp_sock *tp;
 	__u32 moved;
 
 	if (t->reported == NEW || t->dirty)
+		return 0;
+	tp = as_tcp_sock(sk);
+	if (!tp)
 		return 0;
 	moved = (tp->segs_in ^ t->segs_in) | (tp->segs_out ^ t->segs_out) |
 		(tp->copied_seq ^ t->copied_seq) | (tp->write_seq ^ t->write_seq) |
@@ -617,11 +636,6 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 
 	if (!sk || !t)
 		return 0;
-	/* Every tracked socket is a full TCP socket (dump_track and track add
-	 * only those): a typed pointer for plain loads. */
-	tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp)
-		return 0;
 	n = bpf_map_lookup_elem(&sample_no, &zero);
 	if (n)
 		walk = *n;
@@ -631,7 +645,7 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 		check_all = ((__u32)(t->cookie / COLD) + walk / COLD) % (CHECK_ALL_EVERY / COLD) == 0;
 	else
 		check_all = ((__u32)t->cookie + walk) % CHECK_ALL_EVERY == 0;
-	q = quiet(t, tp);
+	q = quiet(t, sk);
 	if (q && !check_all) {
 		if (!cold && t->idle >= IDLE_AFTER)
 			to_cold(t, sk);
@@ -639,6 +653,9 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	}
 	if (cold && !q) /* found active: hot again */
 		t = to_hot(t, sk);
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
 	if (!fill_sock(&r, tp, sk->sk_uid.val)) {
 		__u32 was = t->reported;
 
