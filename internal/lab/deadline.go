@@ -54,6 +54,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -84,6 +85,7 @@ func init() {
 			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
+			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -99,11 +101,14 @@ func init() {
 				if *prio < 0 || *prio > 98 {
 					return nil, fmt.Errorf("--rt-priority %d not in 0..98", *prio)
 				}
+				if *pollWin < 1 || *pollWin > 100_000 {
+					return nil, fmt.Errorf("--poll-window %d: want 1..100000 µs", *pollWin)
+				}
 				if *pmLat < -1 {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat}
+					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -124,6 +129,8 @@ type dlParams struct {
 	// 2 s) and the PM QoS wake-up latency held for all of it (-1: none).
 	pathDur   time.Duration
 	pmLatency int
+	// pollWindow: the lanes-poll path's poll_window_us.
+	pollWindow int
 }
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -309,33 +316,35 @@ func (b *dlBed) removeRoot() {
 }
 
 // openLanes installs the lanes datapath (shaped at R) and starts a
-// realtime lane whose trace fills rec.
-func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), direct bool) (func(), error) {
+// realtime lane whose trace fills rec; tune adjusts its configuration.
+func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), tune func(*rtlane.Config)) (func(), *rtlane.Lane, error) {
 	var dp *datapath.Datapath
 	if err := b.snd.Do(func() (err error) {
 		dp, err = datapath.Open(datapath.Config{Interface: dlDevS, Mode: datapath.Shaped, UplinkBps: b.rate,
 			Instance: "lab-dl-" + b.t.ID})
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("lanes datapath: %w", err)
+		return nil, nil, fmt.Errorf("lanes datapath: %w", err)
 	}
 	cfg := rtlane.DefaultConfig()
 	cfg.Enabled = true
 	cfg.Socket = sock
 	cfg.Rate = config.Rate(b.rate * 95 / 100)
-	cfg.NoDirectRelease = !direct
+	if tune != nil {
+		tune(&cfg)
+	}
 	var l *rtlane.Lane
 	if err := b.snd.Do(func() (err error) {
 		l, err = rtlane.New(cfg, rtlane.WithTrace(trace), rtlane.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		return err
 	}); err != nil {
 		dp.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { l.Run(lctx); close(done) }()
-	return func() { cancel(); <-done; l.Close(); dp.Close() }, nil
+	return func() { cancel(); <-done; l.Close(); dp.Close() }, l, nil
 }
 
 // dlBulkCC is the bulk TCP senders' congestion control, set on each socket.
@@ -741,15 +750,22 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var mk func() (dlSender, error)
 	var udps []*udpSender
 	dst := rx.rx.Addr
+	var lanePtr *rtlane.Lane
 	switch name {
-	case "lanes", "lanes-nodirect":
+	case "lanes", "lanes-nodirect", "lanes-poll":
 		dir, err := os.MkdirTemp("", "lanes-lab-dl")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		sock := filepath.Join(dir, "rt.sock")
-		if closeLane, err = b.openLanes(ctx, sock, ti.add, name == "lanes"); err != nil {
+		tune := func(c *rtlane.Config) {
+			c.NoDirectRelease = name == "lanes-nodirect"
+			if name == "lanes-poll" {
+				c.PollWindowUS = p.pollWindow
+			}
+		}
+		if closeLane, lanePtr, err = b.openLanes(ctx, sock, ti.add, tune); err != nil {
 			rx.stop()
 			return nil, err
 		}
@@ -769,7 +785,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		if closeLane, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add, true); err != nil {
+		if closeLane, _, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add, nil); err != nil {
 			rx.stop()
 			return nil, err
 		}
@@ -817,6 +833,11 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	gc := debug.SetGCPercent(-1)
 	recs, err := runFlows(ctx, flows, dur, p.prio, mk)
 	debug.SetGCPercent(gc)
+	if name == "lanes-poll" && lanePtr != nil {
+		st := lanePtr.Stats()
+		run.Notes = append(run.Notes, fmt.Sprintf("%s (poll_window_us %d): %d requests read while polling, %d before the window, %d windows missed; %d ms polling in %v (%.1f %% of one CPU)",
+			name, p.pollWindow, st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS, dur, 100*float64(st.PollSpinMS)/float64(dur.Milliseconds())))
+	}
 	if stopBulk != nil {
 		stopBulk()
 	}
@@ -834,7 +855,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	for i := range recs {
 		r := &recs[i]
 		k := [2]uint32{r.Flow, r.Seq}
-		if name == "lanes" || name == "lanes-nodirect" {
+		if strings.HasPrefix(name, "lanes") {
 			ti.mu.Lock()
 			v := ti.m[k]
 			ti.mu.Unlock()
@@ -846,7 +867,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			r.Arrive, r.Receive = a[0], a[1]
 		}
 	}
-	if name != "lanes" && len(kts) == 0 {
+	if !strings.HasPrefix(name, "lanes") && len(kts) == 0 {
 		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
 	}
 	run.Records = recs
@@ -1061,15 +1082,18 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		p.pmLatency = -1
 	}
 	defer pm.Close()
-	pathCfgs := []string{"lanes", "lanes-nodirect", "fifo-top"}
+	pathCfgs := []string{"lanes", "lanes-nodirect", "lanes-poll", "fifo-top"}
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-nodirect": "lanes daemon path, releaser woken (direct release off)", "fifo-top": "direct UDP send with SO_PRIORITY 1:11"}
+		"lanes-nodirect": "lanes daemon path, releaser woken (direct release off)",
+		"lanes-poll":     fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
+		"fifo-top":       "direct UDP send with SO_PRIORITY 1:11"}
 	p50s, p99s := map[string]float64{}, map[string]float64{}
 	for _, cfg := range pathCfgs {
 		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
 		if err != nil {
 			return nil, fmt.Errorf("deadline: path %s: %w", cfg, err)
 		}
+		res.Notes = append(res.Notes, r.Notes...)
 		var v []float64
 		var st [3][]float64
 		for _, x := range r.Records {
@@ -1097,7 +1121,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			pt.Rows = append(pt.Rows, row)
 		}
 	}
-	for _, cfg := range pathCfgs[:2] {
+	for _, cfg := range pathCfgs[:3] {
 		pt.Rows = append(pt.Rows, []string{"added (difference to the direct send), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]),
 			fmtUS(p99s[cfg] - p99s["fifo-top"]), "", "", "", ""})
 	}

@@ -48,6 +48,7 @@ type conn struct {
 	// read and written through raw on Go's netpoller.
 	file   *os.File
 	raw    syscall.RawConn
+	poll   *poller      // granted: the reader's anticipatory polling (poll.go)
 	wmu    sync.RWMutex // closed and fd for writers other than serve
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
@@ -62,6 +63,13 @@ type connStats struct {
 	// -1 if none; PMError why holding it failed.
 	PMLatencyUS int    `json:"pm_latency_us"`
 	PMError     string `json:"pm_error,omitempty"`
+	// Anticipatory polling (poll_window_us, poll.go): requests read while
+	// polling, that came before the window (woken as without polling),
+	// windows without a request, and the CPU time spent polling.
+	PollHits   uint64 `json:"poll_hits"`
+	PollEarly  uint64 `json:"poll_early"`
+	PollMisses uint64 `json:"poll_misses"`
+	PollSpinMS uint64 `json:"poll_spin_ms"`
 }
 
 // connCounters are the connection counters now.
@@ -71,7 +79,9 @@ func (l *Lane) connCounters() connStats {
 	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
-		PMLatencyUS: pm, PMError: pmErr}
+		PMLatencyUS: pm, PMError: pmErr,
+		PollHits: l.pollCtr.hits.Load(), PollEarly: l.pollCtr.early.Load(), PollMisses: l.pollCtr.misses.Load(),
+		PollSpinMS: l.pollCtr.spinNs.Load() / 1e6}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -125,6 +135,7 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	if c.granted {
 		_ = unix.SetNonblock(fd, false)
+		c.poll = newPoller(l.cfg.PollWindowUS, &l.pollCtr, fd)
 	} else {
 		c.file = os.NewFile(uintptr(fd), "realtime-client")
 		if c.raw, err = c.file.SyscallConn(); err != nil {
@@ -241,12 +252,7 @@ func (c *conn) serve() {
 // thread, a wait on the netpoller otherwise.
 func (c *conn) recv(buf []byte) (n, flags int, err error) {
 	if c.raw == nil {
-		for {
-			n, _, flags, _, err = unix.Recvmsg(c.fd, buf, nil, 0)
-			if err != unix.EINTR {
-				return n, flags, err
-			}
-		}
+		return c.poll.recv(c.fd, buf)
 	}
 	rerr := c.raw.Read(func(fd uintptr) bool {
 		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)

@@ -178,7 +178,8 @@ type Lane struct {
 	conns        map[*conn]struct{}
 	perUID       map[uint32]int
 	closed       bool
-	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
+	wake         wakeState    // the PM QoS request while granted clients are connected (wake.go)
+	pollCtr      pollCounters // anticipatory polling of granted clients (poll.go)
 	refusedConns atomic.Uint64
 	acceptErrors atomic.Uint64
 
