@@ -19,7 +19,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross generate test test-short demo lint bench clean install deb
+.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test
 
 all: build
 
@@ -54,6 +54,11 @@ test:
 # before it; what a killed earlier run left is listed, not counted).
 leakcheck:
 	$(GO) run ./internal/leaks/leakcheck $(if $(LEAKS_BEFORE),-since $(LEAKS_BEFORE))
+
+# Not part of make test (it downloads a Debian kernel package): boots Linux
+# 5.10 in qemu and runs lanes doctor and the kernel-facing tests there.
+kernel-check:
+	./scripts/kernel-vm.sh
 
 # Not in CI's time budget: the integration packages 20 times in a row on a
 # machine loaded with 2 busy processes; any failure is a flake to fix.

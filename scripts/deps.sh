@@ -8,6 +8,8 @@ case "${1:-test}" in
   # test: chromium drives the dashboard's browser test (promtool: below).
   test) want+=(rt-tests ethtool chromium) ;;
   demo) want+=(rt-tests ethtool) ;;
+  # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
+  vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl) ;;
 esac
 # promtool checks /metrics in make test. Debian ships it only inside the
 # prometheus package, whose installation would also set up a Prometheus

@@ -23,7 +23,7 @@ func TestLoadWithSharedMaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NotsentLowat: 16384, CCName: "lanes_test"}, cls.Shared())
+	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test"}, cls.Shared())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestSockCapLeftoversCannotFillTheMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1}, cls.Shared())
+	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1}, cls.Shared())
 	if err != nil {
 		t.Fatal(err)
 	}
