@@ -86,6 +86,7 @@ func init() {
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
 			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
+			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -108,7 +109,7 @@ func init() {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin}
+					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -129,8 +130,10 @@ type dlParams struct {
 	// 2 s) and the PM QoS wake-up latency held for all of it (-1: none).
 	pathDur   time.Duration
 	pmLatency int
-	// pollWindow: the lanes-poll path's poll_window_us.
+	// pollWindow: the lanes-poll path's poll_window_us; procClient: the
+	// lanes paths also run with the client in its own process.
 	pollWindow int
+	procClient bool
 }
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -751,17 +754,18 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var udps []*udpSender
 	dst := rx.rx.Addr
 	var lanePtr *rtlane.Lane
+	var sock string
 	switch name {
-	case "lanes", "lanes-nodirect", "lanes-poll":
+	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc":
 		dir, err := os.MkdirTemp("", "lanes-lab-dl")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		sock := filepath.Join(dir, "rt.sock")
+		sock = filepath.Join(dir, "rt.sock")
 		tune := func(c *rtlane.Config) {
 			c.NoDirectRelease = name == "lanes-nodirect"
-			if name == "lanes-poll" {
+			if strings.HasPrefix(name, "lanes-poll") {
 				c.PollWindowUS = p.pollWindow
 			}
 		}
@@ -831,9 +835,15 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	// allocates nothing per datagram). Collect between runs, not during.
 	runtime.GC()
 	gc := debug.SetGCPercent(-1)
-	recs, err := runFlows(ctx, flows, dur, p.prio, mk)
+	var recs []dlRecord
+	if strings.HasSuffix(name, "-proc") {
+		// The client in its own process; one flow (the daemon path's).
+		recs, err = b.runProcClient(ctx, sock, dst, flows[0], dur, p.prio)
+	} else {
+		recs, err = runFlows(ctx, flows, dur, p.prio, mk)
+	}
 	debug.SetGCPercent(gc)
-	if name == "lanes-poll" && lanePtr != nil {
+	if strings.HasPrefix(name, "lanes-poll") && lanePtr != nil {
 		st := lanePtr.Stats()
 		run.Notes = append(run.Notes, fmt.Sprintf("%s (poll_window_us %d): %d requests read while polling, %d before the window, %d windows missed; %d ms polling in %v (%.1f %% of one CPU)",
 			name, p.pollWindow, st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS, dur, 100*float64(st.PollSpinMS)/float64(dur.Milliseconds())))
@@ -1082,11 +1092,17 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		p.pmLatency = -1
 	}
 	defer pm.Close()
-	pathCfgs := []string{"lanes", "lanes-nodirect", "lanes-poll", "fifo-top"}
+	pathCfgs := []string{"lanes", "lanes-nodirect", "lanes-poll"}
+	if p.procClient {
+		pathCfgs = append(pathCfgs, "lanes-proc", "lanes-poll-proc")
+	}
+	pathCfgs = append(pathCfgs, "fifo-top")
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-nodirect": "lanes daemon path, releaser woken (direct release off)",
-		"lanes-poll":     fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
-		"fifo-top":       "direct UDP send with SO_PRIORITY 1:11"}
+		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
+		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
+		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
+		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
+		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
 	p50s, p99s := map[string]float64{}, map[string]float64{}
 	for _, cfg := range pathCfgs {
 		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
@@ -1121,7 +1137,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			pt.Rows = append(pt.Rows, row)
 		}
 	}
-	for _, cfg := range pathCfgs[:3] {
+	for _, cfg := range pathCfgs[:len(pathCfgs)-1] {
 		pt.Rows = append(pt.Rows, []string{"added (difference to the direct send), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]),
 			fmtUS(p99s[cfg] - p99s["fifo-top"]), "", "", "", ""})
 	}

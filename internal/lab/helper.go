@@ -10,6 +10,8 @@
 //   - echo --listen ADDR / ping --to ADDR --count N   UDP echo and a UDP
 //     ping that prints the round-trip times in ms as one JSON array.
 //   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
+//   - rtclient --socket S --dst ADDR ...   one periodic flow through a
+//     realtime lane, from its own process (deadline_client.go).
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
 //     endless POST; prints {"src":..,"dst":..} once connected (the paper's
 //     3-tuple registration reads the source port the same way), then runs
@@ -72,6 +74,8 @@ func HelperMain(args []string) int {
 		err = helperPing(args[1:])
 	case "blast":
 		err = helperBlast(args[1:])
+	case "rtclient":
+		err = helperRTClient(args[1:])
 	default:
 		err = fmt.Errorf("unknown helper %q", args[0])
 	}

@@ -10,18 +10,21 @@
 // 5-8 µs and 11-22 µs when both run on one CPU (docs/realtime.md).
 //
 // Most realtime clients are periodic. With a window W > 0 the reader
-// learns the client's period from the gap between its last two requests
-// and, when the period is steady, sleeps (ppoll on the socket, so an early
-// request still wakes it) only until W before the next request is due,
-// then polls the socket without blocking for up to 2 W. The timer's own
-// wake-up lateness then falls before the request, not on its path. Bounds:
+// learns the client's period P (a running average of the gaps between its
+// requests) and the grid its requests keep to (the earliest arrivals: a
+// request comes at its grid point plus the client's own wake-up lateness),
+// and once the period has been regular for pollRegular gaps it sleeps
+// (ppoll on the socket, so an early request still wakes it) only until W
+// before the next grid point, then polls the socket without blocking for up
+// to 2 W. Its own timer's lateness then falls before the request, not on
+// its path. Bounds:
 //   - it polls only for periods of at least pollMinPeriod W (so at most
-//     ~2/pollMinPeriod of a CPU per periodic client, typically W/period)
-//     and at most pollMaxPeriod;
+//     ~2/pollMinPeriod of a CPU per periodic client, typically W/P) and at
+//     most pollMaxPeriod;
 //   - at most 2 W per request, never more: a request that does not come
 //     in the window is waited for in a blocking recvmsg as without W;
 //   - after pollMaxMisses windows in a row without a request it stops
-//     polling until the period is seen steady again.
+//     polling until the period is regular again.
 //
 // The time spent polling, hits and misses are counted (Stats: poll_*).
 package rtlane
@@ -35,7 +38,8 @@ import (
 const (
 	pollMinPeriod = 10      // poll only for periods >= this many windows
 	pollMaxPeriod = 1e9     // ns: and at most 1 s
-	pollMaxMisses = 3       // windows in a row without a request: stop until steady again
+	pollMaxMisses = 3       // windows in a row without a request: stop until regular again
+	pollRegular   = 3       // regular gaps in a row before polling
 	pollMaxWindow = 100_000 // µs: upper bound of Config.PollWindowUS
 )
 
@@ -49,27 +53,25 @@ type pollCounters struct {
 
 // poller is one granted connection's state (its reader thread's only).
 type poller struct {
-	window      int64 // ns; 0 = off
-	last, gap   int64 // arrival of the last request, gap before it (ns)
-	prevGap     int64
-	misses      int
-	ctr         *pollCounters
-	pollFd      [1]unix.PollFd
-	wakeTimeout unix.Timespec
+	window  int64 // ns; 0 = off
+	last    int64 // arrival of the last request (ns)
+	period  int64 // average gap (ns), 0 = unknown
+	grid    int64 // the last request's grid point (ns)
+	regular int   // gaps in a row within a quarter period of the average
+	misses  int   // windows in a row without a request
+	ctr     *pollCounters
+	pollFd  [1]unix.PollFd
+	timeout unix.Timespec
 }
 
 func newPoller(windowUS int, ctr *pollCounters, fd int) *poller {
 	return &poller{window: int64(windowUS) * 1000, ctr: ctr, pollFd: [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
 }
 
-// steady reports whether the last two gaps agree within the window and
-// the period is in the range worth polling for.
+// steady reports whether the client's period is regular and in the range
+// worth polling for.
 func (p *poller) steady() bool {
-	if p.window <= 0 || p.misses >= pollMaxMisses || p.gap < pollMinPeriod*p.window || p.gap > pollMaxPeriod {
-		return false
-	}
-	d := p.gap - p.prevGap
-	return d <= p.window/2 && d >= -p.window/2
+	return p.window > 0 && p.regular >= pollRegular && p.period >= pollMinPeriod*p.window && p.period <= pollMaxPeriod
 }
 
 // recv reads the next request from fd: in the window around its expected
@@ -96,11 +98,10 @@ func (p *poller) recv(fd int, buf []byte) (n, flags int, err error) {
 // polls until the request comes or the window closes; got says whether it
 // read something (a request, or an error or end of stream to return).
 func (p *poller) anticipate(fd int, buf []byte) (n, flags int, err error, got bool) {
-	due := p.last + p.gap
-	open := due - p.window
+	open := p.grid + p.period - p.window
 	if d := open - Monotonic(); d > 0 {
-		p.wakeTimeout = unix.NsecToTimespec(d)
-		if k, _ := unix.Ppoll(p.pollFd[:], &p.wakeTimeout, nil); k > 0 {
+		p.timeout = unix.NsecToTimespec(d)
+		if k, _ := unix.Ppoll(p.pollFd[:], &p.timeout, nil); k > 0 {
 			// Came (or hung up) before the window: read it at once.
 			n, _, flags, _, err = unix.Recvmsg(fd, buf, nil, unix.MSG_DONTWAIT)
 			if err != unix.EAGAIN && err != unix.EINTR {
@@ -125,8 +126,10 @@ func (p *poller) anticipate(fd int, buf []byte) (n, flags int, err error, got bo
 	}
 	p.ctr.spinNs.Add(uint64(now - start))
 	if err == unix.EAGAIN || err == unix.EINTR {
-		p.misses++
 		p.ctr.misses.Add(1)
+		if p.misses++; p.misses >= pollMaxMisses {
+			p.misses, p.regular = 0, 0 // off until the period is regular again
+		}
 		return 0, 0, nil, false
 	}
 	p.misses = 0
@@ -136,16 +139,29 @@ func (p *poller) anticipate(fd int, buf []byte) (n, flags int, err error, got bo
 	return n, flags, err, true
 }
 
-// arrived records a request's arrival time.
+// arrived records a request's arrival time t: the period's average, how
+// regular it is, and the grid point of this request (the next one is due
+// at grid + period). The grid follows the earliest arrivals at once and
+// later ones slowly, so the client's wake-up lateness does not shift it.
 func (p *poller) arrived(t int64) {
-	if p.last != 0 {
-		p.prevGap, p.gap = p.gap, t-p.last
-		if !p.steady() && p.misses >= pollMaxMisses {
-			// Stay off until two gaps agree again.
-			if d := p.gap - p.prevGap; d <= p.window/2 && d >= -p.window/2 {
-				p.misses = 0
-			}
-		}
+	if p.last == 0 {
+		p.last, p.grid = t, t
+		return
 	}
+	gap := t - p.last
 	p.last = t
+	if p.period > 0 && gap > p.period*3/4 && gap < p.period*5/4 {
+		p.period += (gap - p.period) / 8
+		p.regular++
+		g := p.grid + p.period
+		if t < g {
+			g = t
+		} else {
+			g += (t - g) / 16
+		}
+		p.grid = g
+		return
+	}
+	// First gap, or a new rhythm (a skipped period, a burst): start over.
+	p.period, p.grid, p.regular = gap, t, 0
 }

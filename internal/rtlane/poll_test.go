@@ -21,40 +21,38 @@ func seqpacketPair(t *testing.T) (a, b int) {
 
 func TestPollerSteady(t *testing.T) {
 	const ms = int64(time.Millisecond)
+	feed := func(p *poller, ts ...int64) {
+		for _, x := range ts {
+			p.arrived(x)
+		}
+	}
 	p := newPoller(50, &pollCounters{}, -1) // W = 50 µs
-	for i := int64(0); i < 3; i++ {
-		p.arrived(1000*ms + i*ms)
-	}
-	if !p.steady() {
-		t.Fatalf("1 ms period with W 50 µs not steady: gap %d prev %d", p.gap, p.prevGap)
-	}
-	p.arrived(p.last + ms + 30_000) // off by 30 µs > W/2
+	feed(p, 1000*ms, 1001*ms, 1002*ms, 1003*ms)
 	if p.steady() {
-		t.Error("gaps 30 µs apart taken as steady")
+		t.Fatal("steady after 2 regular gaps")
 	}
-	p.arrived(p.last + ms + 30_000)
-	if !p.steady() {
-		t.Error("equal gaps again not steady")
+	feed(p, 1004*ms+90_000) // 90 µs late: still a regular gap
+	if !p.steady() || p.period < ms || p.period > ms+20_000 {
+		t.Fatalf("1 ms period not steady: period %d regular %d", p.period, p.regular)
 	}
-	p.misses = pollMaxMisses
-	if p.steady() {
-		t.Error("still polling after pollMaxMisses missed windows")
+	if g := p.grid - 1004*ms; g < 0 || g > 90_000/4 {
+		t.Errorf("grid at +%d ns: a request 90 µs late should move it by a small part of that", g)
 	}
-	p.arrived(p.last + ms + 30_000) // steady again: polling resumes
-	if !p.steady() {
-		t.Error("polling did not resume on a steady period")
+	feed(p, 1005*ms) // early against the grid: the grid takes it
+	if p.grid != 1005*ms {
+		t.Errorf("grid %d after an early request, want it", p.grid-1000*ms)
+	}
+	feed(p, 1007*ms) // a skipped period: start over
+	if p.steady() || p.period != 2*ms {
+		t.Errorf("after a 2 ms gap: steady %v period %d", p.steady(), p.period)
 	}
 	short := newPoller(200, &pollCounters{}, -1) // period 1 ms < 10 W
-	for i := int64(0); i < 3; i++ {
-		short.arrived(1000*ms + i*ms)
-	}
+	feed(short, 1000*ms, 1001*ms, 1002*ms, 1003*ms, 1004*ms, 1005*ms)
 	if short.steady() {
 		t.Error("polls for a period shorter than pollMinPeriod windows")
 	}
 	off := newPoller(0, &pollCounters{}, -1)
-	for i := int64(0); i < 3; i++ {
-		off.arrived(1000*ms + i*ms)
-	}
+	feed(off, 1000*ms, 1001*ms, 1002*ms, 1003*ms, 1004*ms, 1005*ms)
 	if off.steady() {
 		t.Error("polls with poll_window_us 0")
 	}
@@ -69,28 +67,34 @@ func TestPollerHitMissEarly(t *testing.T) {
 	const ms = int64(time.Millisecond)
 
 	// Window open now, request waiting: read while polling.
-	p.last, p.gap, p.prevGap = Monotonic()-ms, ms, ms
+	p.grid, p.period = Monotonic()-ms, ms
 	if err := unix.Sendmsg(cl, []byte("one"), nil, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n, _, err, got := p.anticipate(sv, buf); !got || err != nil || string(buf[:n]) != "one" {
 		t.Fatalf("hit: got %v n %d err %v", got, n, err)
 	}
-	// Window open now, nothing comes: a miss after at most 2 W.
-	p.last = Monotonic() - ms
-	if _, _, _, got := p.anticipate(sv, buf); got {
-		t.Fatal("read something from an empty socket")
+	// Window open now, nothing comes: a miss after at most 2 W; the
+	// last of pollMaxMisses in a row turns polling off.
+	for i := 1; i <= pollMaxMisses; i++ {
+		p.grid, p.regular = Monotonic()-ms, pollRegular
+		if _, _, _, got := p.anticipate(sv, buf); got {
+			t.Fatal("read something from an empty socket")
+		}
+		if off := p.regular == 0; off != (i == pollMaxMisses) {
+			t.Fatalf("after %d misses polling off: %v", i, off)
+		}
 	}
 	// Window opens in 50 ms, request already there: read at once (early).
-	p.last = Monotonic() + 50*ms - ms
+	p.grid = Monotonic() + 50*ms - ms
 	if err := unix.Sendmsg(cl, []byte("two"), nil, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n, _, err, got := p.anticipate(sv, buf); !got || err != nil || string(buf[:n]) != "two" {
 		t.Fatalf("early: got %v n %d err %v", got, n, err)
 	}
-	if h, m, e := ctr.hits.Load(), ctr.misses.Load(), ctr.early.Load(); h != 1 || m != 1 || e != 1 {
-		t.Errorf("hits %d misses %d early %d, want 1 each", h, m, e)
+	if h, m, e := ctr.hits.Load(), ctr.misses.Load(), ctr.early.Load(); h != 1 || m != pollMaxMisses || e != 1 {
+		t.Errorf("hits %d misses %d early %d, want 1, %d, 1", h, m, e, pollMaxMisses)
 	}
 }
 

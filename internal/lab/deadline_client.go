@@ -1,0 +1,104 @@
+// deadline_client.go: `lanes lab helper rtclient`, the daemon-path
+// client of experiment deadline in a process of its own, as a real
+// deployment has it (the lab's other clients share the lane's process).
+// It sends one periodic flow through the lane's socket from a SCHED_FIFO
+// thread and prints its records (sequence, send call time, refusal) as
+// JSON lines of up to 1,000 records after the run.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/rtclient"
+)
+
+// rtClientRecord is one datagram as the helper reports it.
+type rtClientRecord struct {
+	Seq     uint32 `json:"s"`
+	Send    int64  `json:"t"`
+	Refused string `json:"r,omitempty"`
+}
+
+func helperRTClient(args []string) error {
+	fs := flag.NewFlagSet("rtclient", flag.ContinueOnError)
+	sock := fs.String("socket", "", "the lane's socket")
+	dst := fs.String("dst", "", "destination ADDR:PORT")
+	flow := fs.Uint("flow", 5, "flow id")
+	period := fs.Duration("period", time.Millisecond, "send period")
+	deadline := fs.Duration("deadline", 5*time.Millisecond, "deadline after the send call")
+	size := fs.Int("size", 200, "payload bytes")
+	dur := fs.Duration("for", time.Second, "run time")
+	prio := fs.Int("prio", 0, "SCHED_FIFO priority of the sending thread (0: normal)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	to, err := netip.ParseAddrPort(*dst)
+	if err != nil {
+		return err
+	}
+	debug.SetGCPercent(-1) // as the lab process during a run
+	f := dlFlow{ID: uint32(*flow), Name: "P", Deadline: *deadline, Burst: 1, Period: *period, Size: *size}
+	recs, err := runFlows(context.Background(), []dlFlow{f}, *dur, *prio, func() (dlSender, error) {
+		c, err := rtclient.Dial(*sock)
+		if err != nil {
+			return nil, err
+		}
+		return &laneSender{c: c, dst: to}, nil
+	})
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for i := 0; i < len(recs); i += 1000 {
+		var out []rtClientRecord
+		for _, r := range recs[i:min(i+1000, len(recs))] {
+			out = append(out, rtClientRecord{Seq: r.Seq, Send: r.Send, Refused: r.Refused})
+		}
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runProcClient runs flow f through the lane at sock from `lanes lab
+// helper rtclient` and returns its records.
+func (b *dlBed) runProcClient(ctx context.Context, sock string, dst netip.AddrPort, f dlFlow, dur time.Duration, prio int) ([]dlRecord, error) {
+	proc, err := b.snd.Start("rtclient", "--socket", sock, "--dst", dst.String(), "--flow", strconv.Itoa(int(f.ID)),
+		"--period", f.Period.String(), "--deadline", f.Deadline.String(), "--size", strconv.Itoa(f.Size),
+		"--for", dur.String(), "--prio", strconv.Itoa(prio))
+	if err != nil {
+		return nil, err
+	}
+	defer proc.Kill() // if still running: an error or ctx ended the wait
+	var recs []dlRecord
+	for {
+		line, err := proc.Line(ctx, dur+30*time.Second)
+		if err != nil {
+			select {
+			case <-proc.Done():
+			default:
+				return nil, fmt.Errorf("rtclient helper: %w", err)
+			}
+			if perr := proc.Err(); perr != nil {
+				return nil, fmt.Errorf("rtclient helper: %w", perr)
+			}
+			return recs, nil // end of output
+		}
+		var part []rtClientRecord
+		if err := json.Unmarshal([]byte(line), &part); err != nil {
+			return nil, fmt.Errorf("rtclient helper output: %w", err)
+		}
+		for _, r := range part {
+			recs = append(recs, dlRecord{Flow: f.ID, Seq: r.Seq, Send: r.Send, Deadline: r.Send + int64(f.Deadline), Refused: r.Refused})
+		}
+	}
+}
