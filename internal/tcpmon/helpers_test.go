@@ -166,15 +166,17 @@ func helperSend(a []string) int {
 	return 0
 }
 
-// helperDial (`dial ADDR N`) opens N idle connections to ADDR, says
+// helperDial (`dial ADDR N`) opens N idle connections to ADDR (without
+// Go's default keepalive probes, which would make them active), says
 // "ready" on stdout and holds them until its stdin closes: one process can
 // only hold so many descriptors, so large socket counts are spread over a
 // few of these.
 func helperDial(a []string) int {
 	n, _ := strconv.Atoi(a[1])
 	conns := make([]net.Conn, 0, n)
+	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: -1}
 	for range n {
-		c, err := net.DialTimeout("tcp", a[0], 10*time.Second)
+		c, err := d.Dial("tcp", a[0])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)
 			return 1
