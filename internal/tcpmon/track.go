@@ -16,6 +16,7 @@ package tcpmon
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -171,15 +172,19 @@ func (s *Sampler) untrack(cookie uint64) {
 	t.flows, t.upd = t.flows[:last], t.upd[:last]
 }
 
-// output copies the table into s.buf: every flow at time now, with zero
-// rates for those whose socket did not change.
+// trackedOutput copies the table into s.buf: every flow at time now, with
+// zero rates for those whose socket did not change. One pass, flow by
+// flow: at 10,000 flows the table is ~4 MB, and a second pass to set the
+// time found the start of the copy out of the cache again.
 func (s *Sampler) trackedOutput(now time.Time) {
 	t := s.track
-	s.buf = append(s.buf[:0], t.flows...)
-	for i := range s.buf {
-		s.buf[i].Time = now
+	s.buf = slices.Grow(s.buf[:0], len(t.flows))[:len(t.flows)]
+	for i := range t.flows {
+		f := &s.buf[i]
+		*f = t.flows[i]
+		f.Time = now
 		if t.upd[i] != s.gen {
-			s.buf[i].Throughput, s.buf[i].RecvRate = 0, 0
+			f.Throughput, f.RecvRate = 0, 0
 		}
 	}
 }
