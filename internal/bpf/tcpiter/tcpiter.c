@@ -258,22 +258,12 @@ struct {
 	__uint(max_entries, 64 << 10);
 } gone SEC(".maps");
 
-/* [0]: gone cookies the ring had no room for (the reader then resyncs
- * with a full walk). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} lost SEC(".maps");
-
-/* [0]: the reader's sample number (set before each delta walk). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} sample_no SEC(".maps");
+/* Gone cookies the ring had no room for (the reader then resyncs with a
+ * full walk), and the reader's sample number (set before each delta
+ * walk): globals, which the reader maps into its memory, so a sample
+ * costs no system call for them. */
+__u64 lost_gone;
+__u32 sample_no;
 
 /* Idle sockets are kept apart: one found quiet IDLE_AFTER times in a row
  * in the hot map (tracked) moves to the cold map of its cookie % COLD, and
@@ -630,15 +620,13 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	struct sock *sk = ctx->sk;
 	struct tcp_rec r = {};
 	struct tcp_sock *tp;
-	__u32 zero = 0, walk = 0, *n;
+	__u32 walk;
 	int check_all, q;
 	__u64 sum;
 
 	if (!sk || !t)
 		return 0;
-	n = bpf_map_lookup_elem(&sample_no, &zero);
-	if (n)
-		walk = *n;
+	walk = *(volatile __u32 *)&sample_no;
 	/* A cold map is walked every COLD-th time (the same walk numbers
 	 * for all of its sockets): stagger by cookie / COLD there. */
 	if (cold)
@@ -704,8 +692,7 @@ SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 {
 	struct track *t;
-	__u32 zero = 0;
-	__u64 cookie, *n;
+	__u64 cookie;
 
 	if (sk->__sk_common.skc_net.net->ns.inum != CFG.netns || sk->sk_protocol != IPPROTO_TCP)
 		return 0;
@@ -728,10 +715,7 @@ int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 	if (t->reported != REPORTED)
 		return 0;
 	t->reported = SKIPPED;
-	if (bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0)) {
-		n = bpf_map_lookup_elem(&lost, &zero);
-		if (n)
-			__sync_fetch_and_add(n, 1);
-	}
+	if (bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0))
+		__sync_fetch_and_add(&lost_gone, 1);
 	return 0;
 }

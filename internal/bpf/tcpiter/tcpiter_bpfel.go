@@ -115,8 +115,6 @@ const (
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
 	TcpiterMapLanesUid         = "lanes_uid"
-	TcpiterMapLost             = "lost"
-	TcpiterMapSampleNo         = "sample_no"
 	TcpiterMapTracked          = "tracked"
 	TcpiterProgDelta           = "delta"
 	TcpiterProgDeltaCold       = "delta_cold"
@@ -124,6 +122,8 @@ const (
 	TcpiterProgDumpTrack       = "dump_track"
 	TcpiterProgTrack           = "track"
 	TcpiterVarCFG              = "CFG"
+	TcpiterVarLostGone         = "lost_gone"
+	TcpiterVarSampleNo         = "sample_no"
 	TcpiterVarUnusedTcpRec     = "unused_tcp_rec"
 )
 
@@ -191,8 +191,6 @@ type TcpiterMapSpecs struct {
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
-	Lost             *ebpf.MapSpec `ebpf:"lost"`
-	SampleNo         *ebpf.MapSpec `ebpf:"sample_no"`
 	Tracked          *ebpf.MapSpec `ebpf:"tracked"`
 }
 
@@ -201,6 +199,8 @@ type TcpiterMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcpiterVariableSpecs struct {
 	CFG          *ebpf.VariableSpec `ebpf:"CFG"`
+	LostGone     *ebpf.VariableSpec `ebpf:"lost_gone"`
+	SampleNo     *ebpf.VariableSpec `ebpf:"sample_no"`
 	UnusedTcpRec *ebpf.VariableSpec `ebpf:"unused_tcp_rec"`
 }
 
@@ -235,8 +235,6 @@ type TcpiterMaps struct {
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
-	Lost             *ebpf.Map `ebpf:"lost"`
-	SampleNo         *ebpf.Map `ebpf:"sample_no"`
 	Tracked          *ebpf.Map `ebpf:"tracked"`
 }
 
@@ -253,8 +251,6 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesTuple,
 		m.LanesTupleShapes,
 		m.LanesUid,
-		m.Lost,
-		m.SampleNo,
 		m.Tracked,
 	)
 }
@@ -264,6 +260,8 @@ func (m *TcpiterMaps) Close() error {
 // It can be passed to LoadTcpiterObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcpiterVariables struct {
 	CFG          *ebpf.Variable `ebpf:"CFG"`
+	LostGone     *ebpf.Variable `ebpf:"lost_gone"`
+	SampleNo     *ebpf.Variable `ebpf:"sample_no"`
 	UnusedTcpRec *ebpf.Variable `ebpf:"unused_tcp_rec"`
 }
 

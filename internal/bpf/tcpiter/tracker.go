@@ -11,10 +11,12 @@ import (
 	"io"
 	"os"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 )
 
 // Tracker is a loaded tracked-mode iterator set for one namespace.
@@ -26,12 +28,13 @@ type Tracker struct {
 		Track     *ebpf.Program `ebpf:"track"`
 		Tracked   *ebpf.Map     `ebpf:"tracked"`
 		Gone      *ebpf.Map     `ebpf:"gone"`
-		Lost      *ebpf.Map     `ebpf:"lost"`
-		SampleNo  *ebpf.Map     `ebpf:"sample_no"`
-		Cold0     *ebpf.Map     `ebpf:"cold0"`
-		Cold1     *ebpf.Map     `ebpf:"cold1"`
-		Cold2     *ebpf.Map     `ebpf:"cold2"`
-		Cold3     *ebpf.Map     `ebpf:"cold3"`
+		// Globals in the reader's memory (no system call per sample).
+		LostGone *ebpf.Variable `ebpf:"lost_gone"`
+		SampleNo *ebpf.Variable `ebpf:"sample_no"`
+		Cold0    *ebpf.Map      `ebpf:"cold0"`
+		Cold1    *ebpf.Map      `ebpf:"cold1"`
+		Cold2    *ebpf.Map      `ebpf:"cold2"`
+		Cold3    *ebpf.Map      `ebpf:"cold3"`
 	}
 	full, delta *link.Iter
 	cold        [4]*link.Iter // delta_cold on each cold map
@@ -39,6 +42,7 @@ type Tracker struct {
 	ring        *ringbuf.Reader
 	lost        uint64 // lost count already seen
 	walks       uint32 // delta walks so far
+	two         twoWalks
 }
 
 // LoadTracker loads and attaches the tracked mode for the namespace whose
@@ -108,7 +112,7 @@ func (t *Tracker) Close() error {
 			cs = append(cs, p)
 		}
 	}
-	for _, m := range append([]*ebpf.Map{o.Tracked, o.Gone, o.Lost, o.SampleNo}, t.coldMaps()...) {
+	for _, m := range append([]*ebpf.Map{o.Tracked, o.Gone}, t.coldMaps()...) {
 		if m != nil {
 			cs = append(cs, m)
 		}
@@ -148,35 +152,90 @@ func (t *Tracker) coldMaps() []*ebpf.Map {
 // is seen then).
 func (t *Tracker) OpenDelta() (io.ReadCloser, error) {
 	t.walks++
-	if err := t.objs.SampleNo.Update(uint32(0), t.walks, ebpf.UpdateAny); err != nil {
+	if err := t.objs.SampleNo.Set(t.walks); err != nil {
 		return nil, fmt.Errorf("tcp tracker walk number: %w", err)
 	}
-	hot, err := t.delta.Open()
+	hot, err := openWalk(t.delta)
 	if err != nil {
 		return nil, fmt.Errorf("open tcp tracker delta: %w", err)
 	}
-	cold, err := t.cold[t.walks%4].Open()
+	cold, err := openWalk(t.cold[t.walks%4])
 	if err != nil {
 		hot.Close()
 		return nil, fmt.Errorf("open tcp tracker cold delta: %w", err)
 	}
-	return &twoWalks{Reader: io.MultiReader(hot, cold), c: [2]io.Closer{hot, cold}}, nil
+	t.two = twoWalks{hot: hot, cold: cold}
+	return &t.two, nil
 }
 
-// twoWalks reads one walk after the other.
-type twoWalks struct {
-	io.Reader
-	c [2]io.Closer
+// walk is one walk of an iterator read with plain system calls: a
+// sample opens two, and link.Iter.Open's os.File costs more than the
+// empty walk of an idle map (a fcntl, the poller's check, a cleanup).
+type walk int
+
+// openWalk starts a walk of l.
+func openWalk(l *link.Iter) (walk, error) {
+	attr := struct{ linkFD, flags uint32 }{uint32(l.FD()), 0}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return -1, errno
+	}
+	unix.CloseOnExec(int(fd))
+	return walk(fd), nil
 }
 
-func (w *twoWalks) Close() error { return errors.Join(w.c[0].Close(), w.c[1].Close()) }
+func (w walk) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(w), b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (w walk) Close() error { return unix.Close(int(w)) }
+
+// twoWalks reads the hot walk, then the cold one.
+type twoWalks struct{ hot, cold walk }
+
+func (w *twoWalks) Read(b []byte) (int, error) {
+	if w.hot >= 0 {
+		n, err := w.hot.Read(b)
+		if err != io.EOF {
+			return n, err
+		}
+		w.hot.Close()
+		w.hot = -1
+	}
+	if w.cold < 0 {
+		return 0, io.EOF
+	}
+	return w.cold.Read(b)
+}
+
+func (w *twoWalks) Close() error {
+	var errs []error
+	for _, x := range []*walk{&w.hot, &w.cold} {
+		if *x >= 0 {
+			errs = append(errs, x.Close())
+			*x = -1
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Gone calls fn with the cookie of every reported socket that closed since
 // the last call. resync is true if the ring had no room for some: the
 // caller must then rebuild its view with a full walk.
 func (t *Tracker) Gone(fn func(cookie uint64)) (resync bool, err error) {
 	var rec ringbuf.Record
-	for {
+	for t.ring.AvailableBytes() > 0 { // no system call when it is empty
 		err := t.ring.ReadInto(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
@@ -189,7 +248,7 @@ func (t *Tracker) Gone(fn func(cookie uint64)) (resync bool, err error) {
 		}
 	}
 	var n uint64
-	if err := t.objs.Lost.Lookup(uint32(0), &n); err != nil {
+	if err := t.objs.LostGone.Get(&n); err != nil {
 		return false, fmt.Errorf("tcp tracker lost count: %w", err)
 	}
 	resync = n != t.lost
