@@ -34,14 +34,14 @@ const trackResync = 300
 // What a change walk skips (tcpiter.Tracker.OpenDelta): a socket with no
 // activity (no segment in or out, no read or write by the application,
 // same state and lane) is not read beyond its activity counters; one
-// quiet for 10 samples moves to a cold map looked at every 4th sample
-// only (activity on it is reported up to 3 samples late; a state change at
-// once); every field of each socket is compared about every 48 samples
+// quiet for 10 samples moves to a cold map looked at every
+// tcpiter.ColdMaps-th (8th) sample only (activity on it is reported up to
+// 7 samples late; a state change at once); every field of each socket is compared about every 48 samples
 // (what changes without activity, such as a buffer size or congestion
 // control set by the application, a cgroup move or an accept, is reported
 // up to 48 samples late).
 const (
-	trackIdleEvery = 4
+	trackIdleEvery = tcpiter.ColdMaps
 	trackCheckAll  = 48
 )
 

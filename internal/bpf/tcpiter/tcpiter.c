@@ -272,7 +272,7 @@ __u32 sample_no;
  * reported up to COLD-1 samples late (a state change at once: track moves
  * it back). One found active in its cold walk moves back to the hot map. */
 #define IDLE_AFTER 10
-#define COLD 4
+#define COLD 8
 
 /* Every field of a socket is compared about every CHECK_ALL_EVERY-th
  * delta walk (staggered by cookie), even if it looks quiet: what changes
@@ -290,36 +290,46 @@ COLD_MAP(0);
 COLD_MAP(1);
 COLD_MAP(2);
 COLD_MAP(3);
+COLD_MAP(4);
+COLD_MAP(5);
+COLD_MAP(6);
+COLD_MAP(7);
 
 /* cold_get and cold_del reach cold map i with a constant map each. */
+#define COLD_GET(n)     \
+	case n:         \
+		return bpf_sk_storage_get(&cold##n, sk, 0, flags)
 static __always_inline struct track *cold_get(__u32 i, void *sk, __u64 flags)
 {
 	switch (i % COLD) {
-	case 0:
-		return bpf_sk_storage_get(&cold0, sk, 0, flags);
-	case 1:
-		return bpf_sk_storage_get(&cold1, sk, 0, flags);
-	case 2:
-		return bpf_sk_storage_get(&cold2, sk, 0, flags);
+		COLD_GET(0);
+		COLD_GET(1);
+		COLD_GET(2);
+		COLD_GET(3);
+		COLD_GET(4);
+		COLD_GET(5);
+		COLD_GET(6);
 	default:
-		return bpf_sk_storage_get(&cold3, sk, 0, flags);
+		return bpf_sk_storage_get(&cold7, sk, 0, flags);
 	}
 }
 
+#define COLD_DEL(n)                               \
+	case n:                                   \
+		bpf_sk_storage_delete(&cold##n, sk); \
+		break
 static __always_inline void cold_del(__u32 i, void *sk)
 {
 	switch (i % COLD) {
-	case 0:
-		bpf_sk_storage_delete(&cold0, sk);
-		break;
-	case 1:
-		bpf_sk_storage_delete(&cold1, sk);
-		break;
-	case 2:
-		bpf_sk_storage_delete(&cold2, sk);
-		break;
+		COLD_DEL(0);
+		COLD_DEL(1);
+		COLD_DEL(2);
+		COLD_DEL(3);
+		COLD_DEL(4);
+		COLD_DEL(5);
+		COLD_DEL(6);
 	default:
-		bpf_sk_storage_delete(&cold3, sk);
+		bpf_sk_storage_delete(&cold7, sk);
 	}
 }
 

@@ -108,6 +108,10 @@ const (
 	TcpiterMapCold1            = "cold1"
 	TcpiterMapCold2            = "cold2"
 	TcpiterMapCold3            = "cold3"
+	TcpiterMapCold4            = "cold4"
+	TcpiterMapCold5            = "cold5"
+	TcpiterMapCold6            = "cold6"
+	TcpiterMapCold7            = "cold7"
 	TcpiterMapGone             = "gone"
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
@@ -184,6 +188,10 @@ type TcpiterMapSpecs struct {
 	Cold1            *ebpf.MapSpec `ebpf:"cold1"`
 	Cold2            *ebpf.MapSpec `ebpf:"cold2"`
 	Cold3            *ebpf.MapSpec `ebpf:"cold3"`
+	Cold4            *ebpf.MapSpec `ebpf:"cold4"`
+	Cold5            *ebpf.MapSpec `ebpf:"cold5"`
+	Cold6            *ebpf.MapSpec `ebpf:"cold6"`
+	Cold7            *ebpf.MapSpec `ebpf:"cold7"`
 	Gone             *ebpf.MapSpec `ebpf:"gone"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
@@ -228,6 +236,10 @@ type TcpiterMaps struct {
 	Cold1            *ebpf.Map `ebpf:"cold1"`
 	Cold2            *ebpf.Map `ebpf:"cold2"`
 	Cold3            *ebpf.Map `ebpf:"cold3"`
+	Cold4            *ebpf.Map `ebpf:"cold4"`
+	Cold5            *ebpf.Map `ebpf:"cold5"`
+	Cold6            *ebpf.Map `ebpf:"cold6"`
+	Cold7            *ebpf.Map `ebpf:"cold7"`
 	Gone             *ebpf.Map `ebpf:"gone"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
@@ -244,6 +256,10 @@ func (m *TcpiterMaps) Close() error {
 		m.Cold1,
 		m.Cold2,
 		m.Cold3,
+		m.Cold4,
+		m.Cold5,
+		m.Cold6,
+		m.Cold7,
 		m.Gone,
 		m.LanesCgroup,
 		m.LanesCookie,

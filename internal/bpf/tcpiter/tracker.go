@@ -19,6 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ColdMaps is how many cold maps idle sockets are spread over (COLD in
+// tcpiter.c): a change walk visits one, so an idle socket is looked at
+// every ColdMaps-th walk.
+const ColdMaps = 8
+
 // Tracker is a loaded tracked-mode iterator set for one namespace.
 type Tracker struct {
 	objs struct {
@@ -35,9 +40,13 @@ type Tracker struct {
 		Cold1    *ebpf.Map      `ebpf:"cold1"`
 		Cold2    *ebpf.Map      `ebpf:"cold2"`
 		Cold3    *ebpf.Map      `ebpf:"cold3"`
+		Cold4    *ebpf.Map      `ebpf:"cold4"`
+		Cold5    *ebpf.Map      `ebpf:"cold5"`
+		Cold6    *ebpf.Map      `ebpf:"cold6"`
+		Cold7    *ebpf.Map      `ebpf:"cold7"`
 	}
 	full, delta *link.Iter
-	cold        [4]*link.Iter // delta_cold on each cold map
+	cold        [ColdMaps]*link.Iter // delta_cold on each cold map
 	hook        link.Link
 	ring        *ringbuf.Reader
 	lost        uint64 // lost count already seen
@@ -134,17 +143,18 @@ func (t *Tracker) OpenFull() (io.ReadCloser, error) {
 	return r, nil
 }
 
-// coldMaps are the cold maps, in cookie % 4 order.
+// coldMaps are the cold maps, in cookie % ColdMaps order.
 func (t *Tracker) coldMaps() []*ebpf.Map {
-	return []*ebpf.Map{t.objs.Cold0, t.objs.Cold1, t.objs.Cold2, t.objs.Cold3}
+	o := &t.objs
+	return []*ebpf.Map{o.Cold0, o.Cold1, o.Cold2, o.Cold3, o.Cold4, o.Cold5, o.Cold6, o.Cold7}
 }
 
 // OpenDelta starts a walk of the tracked sockets: records of those that
 // changed since their last record, RecGone for those that stopped matching.
 // It walks the hot map (sockets active in their last 10 looks) and one of
-// the four cold maps in turn, so an idle socket is looked at every 4th
-// walk (activity on it shows up to 3 walks late; a state change moves it
-// back to the hot map at once). A socket with no activity since it was
+// the ColdMaps cold maps in turn, so an idle socket is looked at every
+// ColdMaps-th walk (activity on it shows up to ColdMaps-1 walks late; a
+// state change moves it back to the hot map at once). A socket with no activity since it was
 // last looked at (no segment in or out, no read or write, same state and
 // lane) is skipped after reading its activity counters; every field of
 // each socket is compared about every 48 walks, staggered by cookie (what
@@ -159,7 +169,7 @@ func (t *Tracker) OpenDelta() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open tcp tracker delta: %w", err)
 	}
-	cold, err := openWalk(t.cold[t.walks%4])
+	cold, err := openWalk(t.cold[t.walks%ColdMaps])
 	if err != nil {
 		hot.Close()
 		return nil, fmt.Errorf("open tcp tracker cold delta: %w", err)

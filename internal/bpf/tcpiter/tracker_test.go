@@ -109,9 +109,10 @@ func TestTrackerReportsChanges(t *testing.T) {
 			}
 		}
 	}
-	// Idle for 10 walks: in the cold maps, looked at every 4th walk. New
-	// activity shows within 4 walks; a close (below) at once.
-	for range 12 {
+	// Idle for 10 walks: in the cold maps, looked at every ColdMaps-th
+	// walk. New activity shows within ColdMaps walks; a close (below) at
+	// once.
+	for range 10 + ColdMaps {
 		if d, g := walk(delta); len(d) != 0 || len(g) != 0 {
 			t.Fatalf("idle sockets: %d records, %d gone", len(d), len(g))
 		}
@@ -123,12 +124,12 @@ func TestTrackerReportsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := 0
-	for range 4 {
+	for range ColdMaps {
 		d, _ := walk(delta)
 		seen += len(d)
 	}
 	if seen == 0 {
-		t.Fatal("activity on a cold socket not reported within 4 walks")
+		t.Fatalf("activity on a cold socket not reported within %d walks", ColdMaps)
 	}
 	// c2's client goes to FIN-WAIT, its server end to CLOSE-WAIT (not
 	// reported): GONE for both, by the ring or the walk, nothing else.
