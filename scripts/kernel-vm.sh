@@ -26,7 +26,11 @@ sha256=53a0ada535b8b35b3ee80ead5ab88036591963941c42dff6881bdb741deebead
 url=${DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/l/linux/$deb
 modules=(net/sched/sch_htb net/sched/sch_tbf net/sched/sch_ingress net/sched/cls_bpf
          net/sched/act_bpf net/sched/sch_fq net/sched/sch_fq_codel net/sched/sch_prio
-         net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr)
+         net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr
+         net/ipv4/inet_diag net/ipv4/tcp_diag)
+# inet_diag and tcp_diag: sock_diag for TCP (the monitor's and the live
+# socket moves' backend on 5.10); a Debian system loads them on first use,
+# the VM has no modprobe.
 
 pkgs=() testargs=()
 while [ $# -gt 0 ]; do
@@ -37,13 +41,15 @@ done
   ./internal/datapath/ ./internal/rledbat/ ./internal/tcpmon/ ./internal/daemon/)
 
 cache=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}/kernels/$version
-if [ ! -f "$cache/vmlinuz" ]; then
+missing=0
+for m in "${modules[@]}"; do [ -f "$cache/modules/$(basename "$m").ko" ] || missing=1; done
+if [ ! -f "$cache/vmlinuz" ] || [ $missing = 1 ]; then
   mkdir -p "$cache"
   tmp=$(mktemp -d)
   curl -sSfL -o "$tmp/$deb" "$url"
   echo "$sha256  $tmp/$deb" | sha256sum -c --quiet
   dpkg-deb -x "$tmp/$deb" "$tmp/x"
-  mkdir -p "$cache/modules"
+  rm -rf "$cache/modules"; mkdir -p "$cache/modules"
   for m in "${modules[@]}"; do cp "$tmp/x/lib/modules/$version/kernel/$m.ko" "$cache/modules/"; done
   cp "$tmp/x/boot/vmlinuz-$version" "$cache/vmlinuz"
   rm -rf "$tmp"
