@@ -3,7 +3,7 @@
 // background lane, registered under a name of the loader's choosing
 // (internal/bpf/structops: a bpf_link, or a map update before 6.4), with
 // its queuing-delay target set before load. ledbat_step.c runs the same
-// arithmetic as a syscall program for the tests, which compare it with the
+// arithmetic as a socket filter program for the tests, which compare it with the
 // Go reference model (internal/ledbat).
 package ledbat
 
