@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -57,7 +58,7 @@ func Load(c Config) (*Iter, error) {
 		Dump *ebpf.Program `ebpf:"dump"`
 	}
 	if err := spec.LoadAndAssign(&progs, opts); err != nil {
-		return nil, fmt.Errorf("load tcp iterator: %w", err)
+		return nil, notSupported(fmt.Errorf("load tcp iterator: %w", err))
 	}
 	l, err := link.AttachIter(link.IterOptions{Program: progs.Dump})
 	if err != nil {
@@ -65,6 +66,22 @@ func Load(c Config) (*Iter, error) {
 		return nil, fmt.Errorf("attach tcp iterator: %w", err)
 	}
 	return &Iter{prog: progs.Dump, link: l}, nil
+}
+
+// notSupported marks a load the verifier refused for a helper this kernel
+// does not give tracing programs (bpf_get_socket_cookie before 5.12) as
+// ebpf.ErrNotSupported: a missing kernel feature, not a defect.
+func notSupported(err error) error {
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	for _, l := range ve.Log {
+		if f, ok := strings.CutPrefix(l, "unknown func "); ok {
+			return fmt.Errorf("%w: helper %s: %w", ebpf.ErrNotSupported, f, err)
+		}
+	}
+	return err
 }
 
 // loadSpec is the collection spec with c's settings; netns is the

@@ -65,7 +65,7 @@ func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
 	}
 	t = &Tracker{}
 	if err := spec.LoadAndAssign(&t.objs, opts); err != nil {
-		return nil, fmt.Errorf("load tcp tracker: %w", err)
+		return nil, notSupported(fmt.Errorf("load tcp tracker: %w", err))
 	}
 	defer func() {
 		if err != nil {
