@@ -72,6 +72,9 @@ CGO_ENABLED=0 ./scripts/go build -o "$root/bin/lanes" ./cmd/lanes
 for p in "${pkgs[@]}"; do
   name=$(echo "$p" | sed 's|^\./internal/||; s|/$||; s|/|_|g')
   CGO_ENABLED=0 ./scripts/go test -c -o "$root/t/$name.test" "$p"
+  # A test runs in its package's directory (go test's rule): testdata too.
+  mkdir -p "$root/t/$name.d"
+  [ ! -d "$p/testdata" ] || cp -r "$p/testdata" "$root/t/$name.d/"
 done
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
 cat > "$root/init" <<'EOF'
@@ -90,7 +93,7 @@ set -- $(cat /t/args)
 for t in /t/*.test; do
   [ -f "$t" ] || continue
   echo "== test $(basename "$t" .test)"
-  (cd /tmp && "$t" -test.v -test.count 1 -test.timeout 20m "$@" 2>&1; echo "== rc $?") | grep -v -E '^=== (RUN|PAUSE|CONT)|^ *--- PASS'
+  (cd "${t%.test}.d" && "$t" -test.v -test.count 1 -test.timeout 20m "$@" 2>&1; echo "== rc $?") | grep -v -E '^=== (RUN|PAUSE|CONT)|^ *--- PASS'
 done
 echo "== done"
 poweroff -f

@@ -5,6 +5,7 @@ package tcpmon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -253,6 +257,32 @@ func startSender(t *testing.T, ns *testutil.NetNS, cgroupFD int, addr string, ch
 }
 
 // newSampler opens a sampler in ns, closed at the end of the test.
+// iterBackends returns sock_diag, and the BPF iterator unless this kernel
+// lacks a feature it needs (tcpiter.Probe says ebpf.ErrNotSupported: before
+// 5.12 a tracing program has no bpf_get_socket_cookie). That is logged with
+// the probe's reason, not a failure: the monitor then samples through
+// sock_diag. Any other load error fails the test that samples through it.
+func iterBackends(t *testing.T) []string {
+	t.Helper()
+	if err := tcpiter.Probe(); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Logf("%s not checked: TCP iterator unavailable on this kernel: %v", BackendIter, err)
+		return []string{BackendDiag}
+	}
+	return []string{BackendDiag, BackendIter}
+}
+
+// requireTracker skips t when the kernel lacks a feature of the iterator
+// or of the tracked mode (tcpiter.Probe, tcpiter.ProbeTracker), naming it.
+func requireTracker(t *testing.T) {
+	t.Helper()
+	if err := tcpiter.Probe(); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("TCP iterator unavailable on this kernel (the monitor samples through sock_diag): %v", err)
+	}
+	if err := tcpiter.ProbeTracker(); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("TCP tracker unavailable on this kernel (the monitor walks every socket): %v", err)
+	}
+}
+
 func newSampler(t *testing.T, cfg Config) *Sampler {
 	t.Helper()
 	s, err := New(cfg)

@@ -22,6 +22,7 @@ import (
 // not from its first full walk.
 func TestBackendsAgree(t *testing.T) {
 	testutil.RequireRoot(t)
+	requireTracker(t)
 	ns := testutil.NewNetNS(t)
 	tk, err := New(Config{NetNS: ns.Handle, Backend: BackendTrack})
 	if err != nil {
