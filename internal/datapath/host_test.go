@@ -89,6 +89,14 @@ func TestRLEDBATOffWithoutWindowClamp(t *testing.T) {
 	if !strings.HasPrefix(caps[CapRLEDBAT], "off: no rLEDBAT in sock_ops") || caps[CapSockops] != "on" {
 		t.Errorf("capabilities: %v", caps)
 	}
+	// The coop's downlink caps are TCP_WINDOW_CLAMP from sock_ops too: on
+	// 5.10 they were accepted and every one refused (rwnd_err).
+	if err := h.SetDownlinkCaps(true); err == nil || !strings.Contains(err.Error(), "before 5.11 (test)") {
+		t.Errorf("downlink caps without TCP_WINDOW_CLAMP: %v, want the kernel's refusal", err)
+	}
+	if err := h.SetDownlinkCaps(false); err != nil {
+		t.Errorf("downlink caps off: %v", err)
+	}
 	if h.ops == nil {
 		t.Fatal("no sock_ops")
 	}

@@ -10,11 +10,16 @@ import "fmt"
 // on or off: while on, sockets established (and live ones at their next RTT
 // sample) ask sock_ops to look at their cap before each segment they send.
 // Off, no socket pays for the callback; caps already set stay as they are
-// until removed.
+// until removed. Turning it on fails where sock_ops cannot set
+// TCP_WINDOW_CLAMP (before 5.11), naming that: the kernel would refuse
+// every cap (rwnd_err) while the caller believed them applied.
 func (h *Host) SetDownlinkCaps(on bool) error {
 	var v uint32
 	if on {
 		v = 1
+		if err := haveWindowClamp(); err != nil {
+			return fmt.Errorf("downlink caps: %w", err)
+		}
 	}
 	return h.use(func() error {
 		if h.ops == nil {

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -51,6 +52,9 @@ func sendUntilWnd(t *testing.T, c *net.TCPConn, d, from time.Duration, done func
 func TestDownlinkCaps(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
+	if err := sockops.HaveWindowClamp(); err != nil {
+		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
+	}
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "dl1"})
 	if err := d.SetDownlinkCaps(true); err != nil {
 		t.Fatal(err)

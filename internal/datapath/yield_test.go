@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -162,8 +163,8 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
 		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
-	if cc == "" {
-		t.Skip("no cwnd-cap congestion control here")
+	if cc == "-" {
+		t.Skipf("no cwnd-cap congestion control here: %v", capcc.Probe())
 	}
 	up := dialCC(t, p.A, addr, "cubic") // root's: background, yielding
 	startWriting(t, up)
