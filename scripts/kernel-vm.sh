@@ -27,10 +27,12 @@ url=${DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/l/linux/$deb
 modules=(net/sched/sch_htb net/sched/sch_tbf net/sched/sch_ingress net/sched/cls_bpf
          net/sched/act_bpf net/sched/sch_fq net/sched/sch_fq_codel net/sched/sch_prio
          net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr
-         net/ipv4/inet_diag net/ipv4/tcp_diag)
+         net/ipv4/inet_diag net/ipv4/tcp_diag drivers/net/ifb net/sched/act_mirred
+         net/sched/cls_u32)
 # inet_diag and tcp_diag: sock_diag for TCP (the monitor's and the live
 # socket moves' backend on 5.10); a Debian system loads them on first use,
-# the VM has no modprobe.
+# the VM has no modprobe. ifb, act_mirred, cls_u32: the
+# shaped-mode tests' ingress redirect.
 
 pkgs=() testargs=()
 while [ $# -gt 0 ]; do
