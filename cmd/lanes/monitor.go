@@ -117,7 +117,8 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 		if err != nil {
 			return nil, err
 		}
-		return lanes.apply(flows, wantLanes), nil
+		// apply changes the flows: a copy, the sample is the sampler's.
+		return lanes.apply(slices.Clone(flows), wantLanes), nil
 	}
 
 	if m.prom {
@@ -161,7 +162,9 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 	var drawn time.Time
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
-		flows = lanes.apply(flows, wantLanes)
+		// apply and the sort change the flows: a copy, the sample is the
+		// sampler's.
+		flows = lanes.apply(slices.Clone(flows), wantLanes)
 		if enc != nil {
 			if err := enc.Encode(flows); err != nil {
 				return fmt.Errorf("write: %w", err)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -161,7 +162,9 @@ func (s *Server) Run(ctx context.Context) error {
 // tick takes one sample and refreshes the daemon's state.
 func (s *Server) tick() {
 	flows, sampleErr := s.cfg.Sampler.Sample()
-	flows = s.withoutOwn(flows)
+	// withoutOwn and the lanes below change the flows: a copy, the sample
+	// is the sampler's.
+	flows = s.withoutOwn(slices.Clone(flows))
 	now := time.Now()
 	var st *api.Status
 	var coop json.RawMessage

@@ -289,7 +289,11 @@ func (s *Sampler) Close() error {
 
 // Sample takes one sample of all matching sockets, in the kernel's dump
 // order (tracked mode: no particular order; see SortByThroughput). The
-// returned slice is reused by the next call.
+// returned slice is the sampler's and is reused by the next call: read
+// it, but do not reorder or change it in place (slices.Clone it first).
+// The tracked mode rewrites only the flows that changed since the last
+// sample; it notices a reordered slice, but a field changed in place would
+// stay in the next sample.
 func (s *Sampler) Sample() ([]Flow, error) {
 	now := time.Now()
 	s.buf = s.buf[:0]
