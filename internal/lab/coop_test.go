@@ -53,6 +53,9 @@ func TestSeriesStats(t *testing.T) {
 		// the readers' counts alternate around the air's equal shares
 		// (bytes counted one step late): Jain 200ms < 1, air = 1
 		s.Samples = append(s.Samples, []hostSample{{Bytes: 50_000, Air: 30_000, SRTTms: 300, Retrans: uint32(k)}, {Bytes: 25_000, Air: 30_000, SRTTms: 260, Retrans: 1}})
+
+		// the medium idle 20 ms of every 200 ms step, 5 KB queued
+		s.MediumIdle, s.MediumQueue = append(s.MediumIdle, float64(k)*0.02), append(s.MediumQueue, 5000)
 	}
 	st := s.stats([]int{0, 1}, 0, 10)
 	if math.Abs(st.PerHostMbit[0]-2) > 1e-9 || math.Abs(st.PerHostMbit[1]-1) > 1e-9 || math.Abs(st.TotalMbit-3) > 1e-9 {
@@ -60,6 +63,13 @@ func TestSeriesStats(t *testing.T) {
 	}
 	if math.Abs(st.JainRun-0.9) > 1e-9 || math.Abs(st.JainStep-0.9) > 1e-9 || math.Abs(st.JainAir-1) > 1e-9 {
 		t.Errorf("jain %v %v air %v", st.JainRun, st.JainStep, st.JainAir)
+	}
+	if math.Abs(st.IdlePct-10) > 1e-9 || st.QueueP50KB != 5 {
+		t.Errorf("medium idle %v %%, queue %v KB", st.IdlePct, st.QueueP50KB)
+	}
+	// leaving out the first half: the idle time before it is not counted
+	if st2 := s.stats([]int{0, 1}, 1.0, 10); math.Abs(st2.IdlePct-10) > 1e-9 {
+		t.Errorf("medium idle from 1 s: %v %%", st2.IdlePct)
 	}
 	if st.Retrans != 11 || st.RTTms < 260 || st.RTTms > 300 {
 		t.Errorf("retrans %d rtt %v", st.Retrans, st.RTTms)

@@ -556,6 +556,10 @@ type coopSeries struct {
 	Step    time.Duration  `json:"step_ns"`
 	T       []float64      `json:"t_s"`
 	Samples [][]hostSample `json:"samples"` // [interval][host]
+	// The shared medium at each sample: its queue (bytes) and how long its
+	// serialiser has been idle since the bed started (s, cumulative).
+	MediumQueue []int     `json:"medium_queue_bytes"`
+	MediumIdle  []float64 `json:"medium_idle_s"`
 	// What a stalled testbed would show (stalls.go): the hosts' summed
 	// retransmission timeouts and spurious ones during the run, and the
 	// shared medium's late deliveries.
@@ -667,11 +671,23 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		}
 		s.T = append(s.T, el.Seconds())
 		s.Samples = append(s.Samples, row)
+		m := cb.medium()
+		s.MediumQueue = append(s.MediumQueue, m.QueueBytes())
+		s.MediumIdle = append(s.MediumIdle, m.Stats().Idle.Seconds())
 		if el >= dur {
 			break
 		}
 	}
 	return s, nil
+}
+
+// medium is the shared link the bed's transfers cross (the AP's uplink,
+// or its downlink for downloads).
+func (cb *coopBed) medium() *emu.Link {
+	if cb.cfg.Down {
+		return cb.down
+	}
+	return cb.up
 }
 
 // flowsCap is the largest cap of a host's active flows, segments: the
@@ -717,7 +733,11 @@ type coopStats struct {
 	JainRun     float64   `json:"jain_run"`
 	RTTms       float64   `json:"rtt_median_ms"`
 	RTTp95ms    float64   `json:"rtt_p95_ms"`
-	Retrans     uint32    `json:"retrans"`
+	// The shared medium: share of the time its serialiser was idle, and
+	// its queue's median over the samples
+	IdlePct    float64 `json:"medium_idle_pct"`
+	QueueP50KB float64 `json:"medium_queue_p50_kb"`
+	Retrans    uint32  `json:"retrans"`
 }
 
 // interval is how long sample k covers: since the previous sample (or the
@@ -742,8 +762,8 @@ func (s *coopSeries) maxInterval() float64 {
 func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	var st coopStats
 	st.PerHostMbit = make([]float64, len(hosts))
-	var jains, airs, rtts []float64
-	secs := 0.0
+	var jains, airs, rtts, queue []float64
+	secs, idle0, idle1 := 0.0, -1.0, 0.0
 	for k, row := range s.Samples {
 		if s.T[k] <= from || s.T[k] > to {
 			continue
@@ -751,6 +771,16 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		// the bytes are those since the previous sample, which may be more
 		// than a step ago when the machine is busy
 		secs += s.interval(k)
+		if k < len(s.MediumIdle) {
+			if idle0 < 0 {
+				idle0 = 0
+				if k > 0 {
+					idle0 = s.MediumIdle[k-1]
+				}
+			}
+			idle1 = s.MediumIdle[k]
+			queue = append(queue, float64(s.MediumQueue[k])/1000)
+		}
 		x, a := make([]float64, len(hosts)), make([]float64, len(hosts))
 		for j, i := range hosts {
 			x[j], a[j] = float64(row[i].Bytes), float64(row[i].Air)
@@ -769,6 +799,13 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	}
 	st.JainRun = Jain(st.PerHostMbit)
 	st.JainStep, st.JainAir = mean(jains), mean(airs)
+	if secs > 0 && idle0 >= 0 {
+		st.IdlePct = 100 * (idle1 - idle0) / secs
+	}
+	if len(queue) > 0 {
+		sort.Float64s(queue)
+		st.QueueP50KB = Percentile(queue, 50)
+	}
 	sort.Float64s(rtts)
 	if len(rtts) > 0 {
 		st.RTTms = Percentile(rtts, 50)
