@@ -42,6 +42,7 @@ type coopCommon struct {
 	down               bool   // the hosts download (the AP's downlink is shared)
 	allowance          float64
 	spread             bool
+	interval           time.Duration
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -52,6 +53,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
+	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
 	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (false: every cap rounded down, the paper's)")
 }
 
@@ -69,6 +71,9 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	cc.APDownlinkRate = cc.APRate
 	cc.QueueAllowance = c.allowance
 	cc.SpreadRemainder = c.spread
+	if c.interval > 0 {
+		cc.Interval = config.Duration(c.interval)
+	}
 	buf := int(c.bufBDP * float64(r) / 8 * c.rtt.Seconds())
 	bin := c.lanes
 	if bin == "" {
@@ -80,8 +85,8 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 }
 
 func (c *coopCommon) params() map[string]any {
-	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread,
-		"controller": "`lanes daemon` per lanes host: interval 0.5s, silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
+	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(),
+		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
 }
 
 // parseDirections reads --direction: up, down or both.
@@ -234,7 +239,7 @@ func init() {
 				r.Params["direction"] = *direction
 				var runs []coopRun
 				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "retrans", "cap"}}
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "retrans", "cap"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 				apRate, err := config.ParseRate(c.rate)
@@ -271,7 +276,7 @@ func init() {
 							runs = append(runs, run)
 							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
 								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), strconv.Itoa(int(st.Retrans)), capS})
+								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), strconv.Itoa(int(st.Retrans)), capS})
 							if mode == "tcp" {
 								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
 							} else {
@@ -297,7 +302,7 @@ func init() {
 				r.Tables = []Table{main, fig4, per}
 				r.Notes = []string{
 					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices of those bytes, Jain 200ms air = the same over each host's TCP payload leaving the shared medium (the AP's exit, independent of the readers' wake-ups), Jain run = index of the hosts' run averages",
-					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples",
+					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: the lab's TUN links cannot broadcast, so each goes to every other lanes host, N(N-1) datagrams per interval, crossing the medium's uplink and downlink)",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
 					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",

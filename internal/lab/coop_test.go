@@ -56,6 +56,7 @@ func TestSeriesStats(t *testing.T) {
 
 		// the medium idle 20 ms of every 200 ms step, 5 KB queued
 		s.MediumIdle, s.MediumQueue = append(s.MediumIdle, float64(k)*0.02), append(s.MediumQueue, 5000)
+		s.MediumOther = append(s.MediumOther, int64(k)*2500) // 0.1 Mbit/s of announcements
 	}
 	st := s.stats([]int{0, 1}, 0, 10)
 	if math.Abs(st.PerHostMbit[0]-2) > 1e-9 || math.Abs(st.PerHostMbit[1]-1) > 1e-9 || math.Abs(st.TotalMbit-3) > 1e-9 {
@@ -64,8 +65,8 @@ func TestSeriesStats(t *testing.T) {
 	if math.Abs(st.JainRun-0.9) > 1e-9 || math.Abs(st.JainStep-0.9) > 1e-9 || math.Abs(st.JainAir-1) > 1e-9 {
 		t.Errorf("jain %v %v air %v", st.JainRun, st.JainStep, st.JainAir)
 	}
-	if math.Abs(st.IdlePct-10) > 1e-9 || st.QueueP50KB != 5 {
-		t.Errorf("medium idle %v %%, queue %v KB", st.IdlePct, st.QueueP50KB)
+	if math.Abs(st.IdlePct-10) > 1e-9 || st.QueueP50KB != 5 || math.Abs(st.OtherMbit-0.1) > 1e-9 {
+		t.Errorf("medium idle %v %%, queue %v KB, non-TCP %v Mbit/s", st.IdlePct, st.QueueP50KB, st.OtherMbit)
 	}
 	// leaving out the first half: the idle time before it is not counted
 	if st2 := s.stats([]int{0, 1}, 1.0, 10); math.Abs(st2.IdlePct-10) > 1e-9 {

@@ -44,11 +44,31 @@ func tcpPayload(b []byte) (src, dst netip.Addr, n int, ok bool) {
 	return src, dst, n, true
 }
 
+// isTCP4 reports whether b is an IPv4 TCP packet.
+func isTCP4(b []byte) bool { return len(b) >= 20 && b[0]>>4 == 4 && b[9] == 6 }
+
+// ipv4Addrs returns an IPv4 packet's source and destination (ok false: not
+// IPv4 or truncated).
+func ipv4Addrs(b []byte) (src, dst netip.Addr, ok bool) {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return src, dst, false
+	}
+	return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), netip.AddrFrom4([4]byte{b[16], b[17], b[18], b[19]}), true
+}
+
 // meterAir counts each host's TCP payload leaving the shared medium in
-// the bed's direction (coopHost.air). Call before the emulator starts.
+// the bed's direction (coopHost.air), and every other packet the medium
+// carried in that direction (cb.other, whole packets: the daemons'
+// announcements, IPv4 or IPv6). Call before the emulator starts.
 func (cb *coopBed) meterAir() {
 	if cb.cfg.Down {
 		cb.bed.Emu.OnDown = func(b []byte) {
+			if !isTCP4(b) {
+				if _, dst, ok := ipv4Addrs(b); !ok || dst != cb.server.Addr {
+					cb.other.Add(int64(len(b)))
+				}
+				return
+			}
 			src, dst, n, ok := tcpPayload(b)
 			if !ok || n == 0 || src != cb.server.Addr {
 				return
@@ -60,6 +80,12 @@ func (cb *coopBed) meterAir() {
 		return
 	}
 	cb.bed.Emu.OnUp = func(b []byte) {
+		if !isTCP4(b) {
+			if src, _, ok := ipv4Addrs(b); !ok || src != cb.server.Addr {
+				cb.other.Add(int64(len(b)))
+			}
+			return
+		}
 		src, dst, n, ok := tcpPayload(b)
 		if !ok || n == 0 || dst != cb.server.Addr {
 			return

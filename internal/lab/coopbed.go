@@ -105,6 +105,7 @@ type coopBed struct {
 	up     *emu.Link // the shared medium
 	down   *emu.Link
 	srvMon *tcpmon.Sampler // the server's flows (Down: the senders)
+	other  atomic.Int64    // non-TCP bytes the medium carried (coopair.go)
 }
 
 // newCoopBed builds and starts the testbed (server sinks listening, the
@@ -560,6 +561,9 @@ type coopSeries struct {
 	// serialiser has been idle since the bed started (s, cumulative).
 	MediumQueue []int     `json:"medium_queue_bytes"`
 	MediumIdle  []float64 `json:"medium_idle_s"`
+	// non-TCP bytes (the daemons' announcements) the medium carried in
+	// the bed's direction since the bed started (cumulative)
+	MediumOther []int64 `json:"medium_other_bytes"`
 	// What a stalled testbed would show (stalls.go): the hosts' summed
 	// retransmission timeouts and spurious ones during the run, and the
 	// shared medium's late deliveries.
@@ -674,6 +678,7 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		m := cb.medium()
 		s.MediumQueue = append(s.MediumQueue, m.QueueBytes())
 		s.MediumIdle = append(s.MediumIdle, m.Stats().Idle.Seconds())
+		s.MediumOther = append(s.MediumOther, cb.other.Load())
 		if el >= dur {
 			break
 		}
@@ -737,6 +742,7 @@ type coopStats struct {
 	// its queue's median over the samples
 	IdlePct    float64 `json:"medium_idle_pct"`
 	QueueP50KB float64 `json:"medium_queue_p50_kb"`
+	OtherMbit  float64 `json:"medium_other_mbit"` // non-TCP traffic on the medium (announcements)
 	Retrans    uint32  `json:"retrans"`
 }
 
@@ -763,7 +769,7 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	var st coopStats
 	st.PerHostMbit = make([]float64, len(hosts))
 	var jains, airs, rtts, queue []float64
-	secs, idle0, idle1 := 0.0, -1.0, 0.0
+	secs, idle0, idle1, other0, other1 := 0.0, -1.0, 0.0, -1.0, 0.0
 	for k, row := range s.Samples {
 		if s.T[k] <= from || s.T[k] > to {
 			continue
@@ -779,6 +785,15 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 				}
 			}
 			idle1 = s.MediumIdle[k]
+			if k < len(s.MediumOther) {
+				if other0 < 0 {
+					other0 = 0
+					if k > 0 {
+						other0 = float64(s.MediumOther[k-1])
+					}
+				}
+				other1 = float64(s.MediumOther[k])
+			}
 			queue = append(queue, float64(s.MediumQueue[k])/1000)
 		}
 		x, a := make([]float64, len(hosts)), make([]float64, len(hosts))
@@ -801,6 +816,9 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	st.JainStep, st.JainAir = mean(jains), mean(airs)
 	if secs > 0 && idle0 >= 0 {
 		st.IdlePct = 100 * (idle1 - idle0) / secs
+	}
+	if secs > 0 && other0 >= 0 {
+		st.OtherMbit = (other1 - other0) * 8 / secs / 1e6
 	}
 	if len(queue) > 0 {
 		sort.Float64s(queue)
