@@ -5,9 +5,11 @@ package daemon_test
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,10 +106,8 @@ func TestAttackMoveLeavesScope(t *testing.T) {
 	if got, err := b.root.SocketLanes([]uint64{cookie}); err != nil || got[cookie] != lane.Background {
 		t.Errorf("connection from the nested group: lane %v, want background (%v)", got[cookie], err)
 	}
-	// cgroup.kill on the scope still reaches a moved process.
-	if err := os.WriteFile(filepath.Join(scope, "cgroup.kill"), []byte("1"), 0); err != nil {
-		t.Fatal(err)
-	}
+	// Killing the scope (as systemctl stop does) still reaches a moved process.
+	killScope(t, scope)
 	if err := helper.Wait(); err == nil {
 		t.Error("helper survived cgroup.kill of its scope")
 	}
@@ -154,4 +154,36 @@ func TestCgroupHelper(t *testing.T) {
 	raw.Control(func(fd uintptr) { cookie, _ = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
 	fmt.Printf("cookie=%d\n", cookie)
 	r.ReadString('\n')
+}
+
+// killScope kills every process of the cgroup subtree at scope, as systemd
+// stops a unit: through cgroup.kill (5.14+), else by signalling each pid
+// of each cgroup.procs below it (before 5.14, where there is no
+// cgroup.kill).
+func killScope(t *testing.T, scope string) {
+	t.Helper()
+	kill := filepath.Join(scope, "cgroup.kill")
+	if _, err := os.Stat(kill); err == nil {
+		if err := os.WriteFile(kill, []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	err := filepath.WalkDir(scope, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.Name() != "cgroup.procs" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

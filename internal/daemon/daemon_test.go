@@ -421,9 +421,13 @@ func leftovers(t *testing.T, ns *testutil.NetNS, link string) []string {
 	}
 	var inst string
 	ns.Do(t, func() (err error) { inst, err = daemon.Instance(); return err })
-	cg, _ := filepath.Glob("/sys/fs/cgroup/unified/lanes." + inst + "*")
-	for _, c := range cg {
-		out = append(out, "cgroup: "+c)
+	// cgroup v2 where a hybrid host (/sys/fs/cgroup/unified) or a unified
+	// one (/sys/fs/cgroup) mounts it
+	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		cg, _ := filepath.Glob(filepath.Join(root, "lanes."+inst+"*"))
+		for _, c := range cg {
+			out = append(out, "cgroup: "+c)
+		}
 	}
 	return out
 }
