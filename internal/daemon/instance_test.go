@@ -60,8 +60,14 @@ func TestAttackInstanceNameReuse(t *testing.T) {
 		t.Skip("no cgroup v2 mount")
 	}
 	p := testutil.NewVethPair(t)
-	_, ino := instanceIn(t, p.A)
+	inst, ino := instanceIn(t, p.A)
 	old := "lanes.n" + strconv.FormatUint(ino, 36) // the inode-derived name
+	if "lanes."+inst == old {
+		// The fix needs SO_NETNS_COOKIE (5.14): before, the daemon itself
+		// is named after the inode and adopts what a dead namespace of the
+		// same inode left (open on 5.10-5.13).
+		t.Skipf("instance %s named after the namespace inode: no SO_NETNS_COOKIE on this kernel (5.14+)", inst)
+	}
 	base := filepath.Join(root, old)
 	planted := filepath.Join(base, "background")
 	if _, err := os.Stat(base); err == nil {
