@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -132,6 +133,9 @@ func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
+	}
+	if err := sockops.HaveWindowClamp(); err != nil {
+		t.Skipf("rLEDBAT in sock_ops needs TCP_WINDOW_CLAMP from bpf_setsockopt: %v (the daemon's rLEDBAT there: TestBackgroundDownloadDaemonRLEDBAT)", err)
 	}
 	p := testutil.NewRoutedPath(t)
 	deepBottleneck(t, p, "r-a")
