@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -136,7 +137,7 @@ func TestDownloadProtectionStatus(t *testing.T) {
 		flags []string
 		want  []string
 	}{
-		{nil, []string{"rLEDBAT in BPF"}},
+		{nil, []string{defaultDownloads()}},
 		{[]string{"--without", "rledbat"}, []string{"rLEDBAT from the daemon", "every 50ms", "BPF rLEDBAT off: left off (--without)"}},
 		{[]string{"--without", "rledbat", "--without", "rledbat_daemon"}, []string{"none: ", "--without rledbat_daemon"}},
 		{[]string{"--without", "sock_ops"}, []string{"none: ", "sock_ops is off"}},
@@ -155,6 +156,16 @@ func TestDownloadProtectionStatus(t *testing.T) {
 		}
 		d.stop(t, syscall.SIGTERM)
 	}
+}
+
+// defaultDownloads is what holds background downloads back by default:
+// rLEDBAT in BPF where sock_ops may set TCP_WINDOW_CLAMP (5.11+), else the
+// daemon's (sockops.HaveWindowClamp, the datapath's own test).
+func defaultDownloads() string {
+	if sockops.HaveWindowClamp() != nil {
+		return "rLEDBAT from the daemon"
+	}
+	return "rLEDBAT in BPF"
 }
 
 // cpuTime is the user + system time a process has used (/proc/PID/stat),

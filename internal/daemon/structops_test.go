@@ -6,6 +6,7 @@
 package daemon_test
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -46,8 +47,13 @@ func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	}
 	names := slices.Sorted(maps.Values(first))
 	t.Cleanup(func() { structops.Remove(names...) })
-	if len(first) != 2 {
-		t.Fatalf("daemon registered %v by map update, want cap_cc and background_cc", first)
+	want := 2 // cap_cc and background_cc
+	if err := capcc.Probe(); errors.Is(err, ebpf.ErrNotSupported) {
+		want = 1 // background_cc alone, the path of 5.10-5.12
+		t.Logf("no cap_cc on this kernel: %v", err)
+	}
+	if len(first) != want {
+		t.Fatalf("daemon registered %v by map update, want %d (cap_cc where the kernel runs it, and background_cc)", first, want)
 	}
 	if bg := status(t, sock).Interfaces[0].BackgroundCC; !strings.Contains(bg, "registered by map update") {
 		t.Errorf("status: background congestion control %q", bg)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -75,18 +76,26 @@ func TestCapCCProbeAgreesWithLoad(t *testing.T) {
 	}
 }
 
-// TestProbeWindowClamp: the kernel here (6.18) lets sock_ops set
-// TCP_WINDOW_CLAMP (5.11+); the same probe on an option bpf_setsockopt
-// never allows (TCP_REPAIR) reports the refusal, so the probe can fail.
+// TestProbeWindowClamp: the probe agrees with the kernel's BTF marker
+// (sockops.HaveWindowClamp: tcp_set_window_clamp came with the commit that
+// let sock_ops set TCP_WINDOW_CLAMP, 5.11): allowed on 6.18, refused on
+// 5.10; the same probe on an option bpf_setsockopt never allows
+// (TCP_REPAIR) reports the refusal, so the probe can fail.
 func TestProbeWindowClamp(t *testing.T) {
 	testutil.RequireRoot(t)
 	if CgroupV2Mount() == "" {
 		t.Skip("no cgroup v2 mount")
 	}
-	if err := ProbeWindowClamp(); err != nil {
+	err := ProbeWindowClamp()
+	if marker := sockops.HaveWindowClamp(); marker != nil {
+		t.Logf("kernel without TCP_WINDOW_CLAMP in sock_ops (%v): probe says %v", marker, err)
+		if err == nil {
+			t.Error("TCP_WINDOW_CLAMP allowed although the kernel's BTF lacks tcp_set_window_clamp")
+		}
+	} else if err != nil {
 		t.Errorf("TCP_WINDOW_CLAMP: %v", err)
 	}
-	err := probeSockopt(unix.TCP_REPAIR)
+	err = probeSockopt(unix.TCP_REPAIR)
 	t.Logf("TCP_REPAIR: %v", err)
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOPROTOOPT) {
 		t.Errorf("TCP_REPAIR: %v (want the kernel's refusal)", err)
