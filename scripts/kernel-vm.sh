@@ -28,11 +28,12 @@ modules=(net/sched/sch_htb net/sched/sch_tbf net/sched/sch_ingress net/sched/cls
          net/sched/act_bpf net/sched/sch_fq net/sched/sch_fq_codel net/sched/sch_prio
          net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr
          net/ipv4/inet_diag net/ipv4/tcp_diag drivers/net/ifb net/sched/act_mirred
-         net/sched/cls_u32)
-# inet_diag and tcp_diag: sock_diag for TCP (the monitor's and the live
-# socket moves' backend on 5.10); a Debian system loads them on first use,
-# the VM has no modprobe. ifb, act_mirred, cls_u32: the
-# shaped-mode tests' ingress redirect.
+         net/sched/cls_u32 net/llc/llc net/802/stp net/bridge/bridge)
+# In insmod order (a module after those it depends on). A Debian system
+# loads these on first use; the VM has no modprobe. inet_diag and tcp_diag:
+# sock_diag for TCP (the monitor's and the live socket moves' backend on
+# 5.10); ifb, act_mirred, cls_u32: the shaped-mode tests' ingress redirect;
+# llc, stp, bridge: the coop tests' shared segment.
 
 pkgs=() testargs=()
 while [ $# -gt 0 ]; do
@@ -63,13 +64,18 @@ root=$work/root
 mkdir -p "$root"/{bin,proc,sys,dev,tmp,run,etc,lib/modules,t}
 mkdir -p "$root/var" && ln -s /run "$root/var/run"
 cp "$(command -v busybox)" "$root/bin/busybox"
-# The tests run iproute2's ip (netns exec) and tc: the host's, with their
+# The tests run iproute2's ip (netns exec), tc and ss, and a real sleep (a
+# copy of busybox under another name is no sleep): the host's, with their
 # shared libraries (they are user space; only the kernel differs).
-for b in ip tc nsenter; do
+for b in ip tc nsenter ss sleep; do
   bin=$(command -v "$b"); cp "$bin" "$root/bin/"
   for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"; done
 done
 cp "$cache"/modules/*.ko "$root/lib/modules/"
+for m in "${modules[@]}"; do basename "$m"; done > "$root/lib/modules/order"
+# The users and groups the tests name (a Debian system's first entries).
+printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/sh\n' > "$root/etc/passwd"
+printf 'root:x:0:\nusers:x:100:\nnogroup:x:65534:\n' > "$root/etc/group"
 CGO_ENABLED=0 ./scripts/go build -o "$root/bin/lanes" ./cmd/lanes
 for p in "${pkgs[@]}"; do
   name=$(echo "$p" | sed 's|^\./internal/||; s|/$||; s|/|_|g')
@@ -81,12 +87,12 @@ done
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
 cat > "$root/init" <<'EOF'
 #!/bin/busybox sh
-/bin/busybox --install -s /bin 2>/dev/null # keeps ip, tc, nsenter
+/bin/busybox --install -s /bin 2>/dev/null # keeps ip, tc, nsenter, ss, sleep
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp; mount -t tmpfs run /run
 mount -t cgroup2 cgroup2 /sys/fs/cgroup; mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug; mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
-for m in /lib/modules/*.ko; do insmod "$m"; done
+for m in $(cat /lib/modules/order); do insmod "/lib/modules/$m.ko"; done
 ip link set lo up
 export PATH=/bin LANES_TEST_BIN=/bin/lanes HOME=/tmp
 echo "== kernel $(uname -r)"
