@@ -284,6 +284,7 @@ type Controller struct {
 	dnGroup     string               // downlink group at the last recompute
 	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
 	dnOn        bool                 // SetDownlinkCaps(true) done
+	dnRefused   string               // SetDownlinkCaps(true) refused (kernel before 5.11): why; no caps then
 	st          Status
 	closeOnce   sync.Once
 }

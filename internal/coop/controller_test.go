@@ -51,7 +51,12 @@ func (f *fakeFlows) set(fl ...Flow) {
 	f.mu.Unlock()
 }
 
+// fakeRefuse, when set, is what new fake datapaths answer to turning the
+// downlink callback on (a kernel whose sock_ops cannot set TCP_WINDOW_CLAMP).
+var fakeRefuse error
+
 type fakeCaps struct {
+	refuse error
 	mu     sync.Mutex
 	sock   map[uint64]uint32
 	lanes  map[lane.Lane]uint32
@@ -61,12 +66,15 @@ type fakeCaps struct {
 }
 
 func newFakeCaps() *fakeCaps {
-	return &fakeCaps{sock: map[uint64]uint32{}, lanes: map[lane.Lane]uint32{}, rwnd: map[uint64]uint32{}}
+	return &fakeCaps{refuse: fakeRefuse, sock: map[uint64]uint32{}, lanes: map[lane.Lane]uint32{}, rwnd: map[uint64]uint32{}}
 }
 
 func (f *fakeCaps) SetDownlinkCaps(on bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if on && f.refuse != nil {
+		return f.refuse
+	}
 	f.downOn = on
 	return nil
 }

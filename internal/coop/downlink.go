@@ -318,6 +318,8 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 		reason = "downlink caps off by policy"
 	case !c.cfg.Cooperative:
 		reason = "cooperative caps off by policy"
+	case c.dnRefused != "":
+		capping, reason = false, "the datapath cannot apply them: "+c.dnRefused
 	case rate == 0:
 		capping, reason = false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
 	case len(hosts) == 0:
@@ -396,11 +398,20 @@ func (c *Controller) applyDown(caps map[uint64]uint32) {
 		}
 	}
 	on := c.cfg.DownlinkCaps && !c.dnOn
+	refused := c.dnRefused != ""
 	c.mu.Unlock()
+	if refused {
+		return
+	}
 	var errs []error
 	if on {
 		if err := rs.SetDownlinkCaps(true); err != nil {
-			errs = append(errs, err)
+			c.mu.Lock()
+			c.dnRefused = err.Error()
+			c.cnt.ApplyErrors++
+			c.st.LastError = fmt.Sprintf("apply downlink caps: %v", err)
+			c.mu.Unlock()
+			return
 		} else {
 			c.mu.Lock()
 			c.dnOn = true
@@ -441,6 +452,7 @@ func (c *Controller) downOnEarly() {
 	}
 	if err := rs.SetDownlinkCaps(true); err != nil {
 		c.log.Warn("coop: downlink caps cannot be applied", "err", err)
+		c.dnRefused = err.Error()
 		return
 	}
 	c.dnOn = true

@@ -5,7 +5,9 @@
 package coop
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +186,25 @@ func TestDownlinkOff(t *testing.T) {
 	st := g.nodes[0].c.Status()
 	if st.Down.Capping || st.Down.Reason == "" || g.nodes[0].caps.getRwnd(100) != 0 || g.nodes[0].caps.downOn {
 		t.Errorf("downlink caps off: %+v, cap %d", st.Down, g.nodes[0].caps.getRwnd(100))
+	}
+}
+
+// TestDownlinkRefused: where the datapath refuses the downlink callback
+// (sock_ops cannot set TCP_WINDOW_CLAMP before 5.11), status says the caps
+// are not applied and why, and no cap is written. On 5.10 the daemon's
+// status said capping while the kernel refused every cap.
+func TestDownlinkRefused(t *testing.T) {
+	fakeRefuse = errors.New("downlink caps: bpf_setsockopt refuses TCP_WINDOW_CLAMP before Linux 5.11 (test)")
+	defer func() { fakeRefuse = nil }()
+	g := newGroup(t, 1, downConfig())
+	g.nodes[0].flows.set(downloadFlow(100))
+	g.nodes[0].flows.recv[100] = 50e6
+	for range 3 {
+		g.round()
+	}
+	st := g.nodes[0].c.Status()
+	if st.Down.Capping || !strings.Contains(st.Down.Reason, "before Linux 5.11 (test)") || g.nodes[0].caps.getRwnd(100) != 0 {
+		t.Errorf("downlink caps refused by the datapath: %+v, cap %d", st.Down, g.nodes[0].caps.getRwnd(100))
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -429,6 +430,9 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
+	}
+	if err := sockops.HaveWindowClamp(); err != nil {
+		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v (status then says they cannot be applied: coop TestDownlinkRefused)", err)
 	}
 	lan := testutil.NewLAN(t, 3)
 	start(t, lan.Switch, "lab", "helper", "serve", "--listen", ":8080")
