@@ -99,9 +99,14 @@ func (p *poller) recv(fd int, buf []byte) (n, flags int, err error) {
 // read something (a request, or an error or end of stream to return).
 func (p *poller) anticipate(fd int, buf []byte) (n, flags int, err error, got bool) {
 	open := p.grid + p.period - p.window
-	if d := open - Monotonic(); d > 0 {
+	for {
+		d := open - Monotonic()
+		if d <= 0 {
+			break
+		}
 		p.timeout = unix.NsecToTimespec(d)
-		if k, _ := unix.Ppoll(p.pollFd[:], &p.timeout, nil); k > 0 {
+		k, perr := unix.Ppoll(p.pollFd[:], &p.timeout, nil)
+		if k > 0 {
 			// Came (or hung up) before the window: read it at once.
 			n, _, flags, _, err = unix.Recvmsg(fd, buf, nil, unix.MSG_DONTWAIT)
 			if err != unix.EAGAIN && err != unix.EINTR {
@@ -111,6 +116,11 @@ func (p *poller) anticipate(fd int, buf []byte) (n, flags int, err error, got bo
 				return n, flags, err, true
 			}
 		}
+		if perr != nil && perr != unix.EINTR {
+			return 0, 0, nil, false // the blocking read reports what is wrong
+		}
+		// A signal (Go's preemption) or a spurious readiness: sleep on
+		// until the window, so polling never starts early.
 	}
 	start := Monotonic()
 	end := max(start, open) + 2*p.window
