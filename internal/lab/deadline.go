@@ -86,6 +86,7 @@ func init() {
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
 			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
+			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
@@ -102,6 +103,9 @@ func init() {
 				if *prio < 0 || *prio > 98 {
 					return nil, fmt.Errorf("--rt-priority %d not in 0..98", *prio)
 				}
+				if *lanePrio < 0 || *lanePrio > 98 {
+					return nil, fmt.Errorf("--lane-priority %d not in 0..98", *lanePrio)
+				}
 				if *pollWin < 1 || *pollWin > 100_000 {
 					return nil, fmt.Errorf("--poll-window %d: want 1..100000 µs", *pollWin)
 				}
@@ -109,7 +113,7 @@ func init() {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient}
+					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -134,6 +138,8 @@ type dlParams struct {
 	// lanes paths also run with the client in its own process.
 	pollWindow int
 	procClient bool
+	// lanePrio: the lane's release_priority (0: its default).
+	lanePrio int
 }
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -765,6 +771,9 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 		sock = filepath.Join(dir, "rt.sock")
 		tune := func(c *rtlane.Config) {
 			c.NoDirectRelease = name == "lanes-nodirect"
+			if p.lanePrio > 0 {
+				c.ReleasePriority = p.lanePrio
+			}
 			if strings.HasPrefix(name, "lanes-poll") {
 				c.PollWindowUS = p.pollWindow
 			}
@@ -1142,6 +1151,9 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			fmtUS(p99s[cfg] - p99s["fifo-top"]), "", "", "", ""})
 	}
 	relPrio := rtlane.DefaultConfig().ReleasePriority
+	if p.lanePrio > 0 {
+		relPrio = p.lanePrio
+	}
 	env.Printf("deadline: cyclictest at SCHED_FIFO %d, %v...\n", relPrio, pathDur)
 	ct, err := latency.RunCyclictest(latency.Config{Period: time.Millisecond, Duration: pathDur, Policy: "fifo", Priority: relPrio, Threads: 1, PMLatency: p.pmLatency}, nil)
 	if err != nil {
@@ -1152,7 +1164,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS), "", "", ""})
 	}
 	pm.Close()
-	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s", pmString(p.pmLatency))
+	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s; the lane's threads at SCHED_FIFO %d, the senders and the receiver at %d", pmString(p.pmLatency), relPrio, p.prio)
 	res.Tables = append(res.Tables, pt)
 
 	if p.sweep {
