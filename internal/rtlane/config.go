@@ -66,7 +66,10 @@ type Config struct {
 	// MaxQueue bounds the number of queued packets.
 	MaxQueue int `yaml:"max_queue"`
 	// ReleasePriority is the SCHED_FIFO priority of the releasing thread
-	// (0 = normal scheduling). Falls back to normal with a warning.
+	// and of granted clients' readers (0 = normal scheduling). Falls back
+	// to normal with a warning. Best above the clients' own priorities: a
+	// reader below the client that wakes it is woken on another CPU
+	// (docs/realtime.md, "The lane above its clients").
 	ReleasePriority int    `yaml:"release_priority"`
 	Grants          Grants `yaml:"grants"`
 	// MaxConns and MaxConnsPerUID bound the client connections, in total
