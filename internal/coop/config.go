@@ -91,8 +91,9 @@ type Config struct {
 	// SpreadRemainder: the group's caps add up to its shared windows in
 	// whole segments: the fractional segments every cap loses to rounding
 	// down are handed out, one segment each, to the flows with the largest
-	// fractions (caps.go, SpreadRemainder). false = every cap rounded down
-	// on its own (the paper's).
+	// fractions (caps.go, SpreadRemainder). Off by default: every cap rounded
+	// down on its own (the paper's); in the lab the medium was busy without
+	// it (idle 0.0-0.4 %) and it only added queue (docs/coop-protocol.md).
 	SpreadRemainder bool `yaml:"spread_remainder"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
 	Safety SafetyConfig `yaml:"safety"`
@@ -160,7 +161,6 @@ func DefaultConfig() Config {
 		DemandAware:      true,
 		DownlinkCaps:     true,
 		QueueAllowance:   0.05,
-		SpreadRemainder:  true,
 		Safety: SafetyConfig{
 			Enabled:         true,
 			RTTInflation:    1.3,

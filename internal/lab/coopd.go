@@ -207,8 +207,8 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  min_segments: %d", c.MinSegments)
 	p("  demand_aware: %t", c.DemandAware)
 	p("  queue_allowance: %s", strconv.FormatFloat(c.QueueAllowance, 'g', -1, 64))
-	if !c.SpreadRemainder { // only when off: a daemon from before it still reads the file
-		p("  spread_remainder: false")
+	if c.SpreadRemainder { // only when on: a daemon from before it still reads the file
+		p("  spread_remainder: true")
 	}
 	p("  safety:")
 	p("    enabled: %t", c.Safety.Enabled)
