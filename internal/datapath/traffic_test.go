@@ -368,7 +368,7 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	t.Logf("stats: %+v", st)
 
 	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
-		t.Errorf("foreground p50 latency without lanes / with lanes = %.1f, want >= 5", ratio)
+		testutil.TimingErrorf(t, "foreground p50 latency without lanes / with lanes = %.1f, want >= 5", ratio)
 	}
 	// The foreground's rate is held against the same 1 MB upload on the
 	// idle link in this run, not against the link's nominal rate: on a
@@ -548,7 +548,7 @@ func TestShapedThreeLanes(t *testing.T) {
 	// about a millisecond of its rate, so the interactive queue is short:
 	// the ratio is modest (about 6 here) and the bound generous.
 	if ratio := float64(pct(interactive, .5)) / float64(pct(realtime, .5)); ratio < 3 {
-		t.Errorf("interactive/realtime p50 latency ratio %.1f, want >= 3", ratio)
+		testutil.TimingErrorf(t, "interactive/realtime p50 latency ratio %.1f, want >= 3", ratio)
 	}
 }
 

@@ -306,3 +306,16 @@ func NewLAN(t testing.TB, n int) *LAN {
 	}
 	return l
 }
+
+// TimingErrorf is t.Errorf for a latency or rate goal of a traffic test,
+// and t.Logf where timing says nothing about the code: scripts/kernel-vm.sh
+// sets LANES_TIMING=unjudged (qemu without KVM runs the tests about five
+// times slower, so such goals are missed there whatever the kernel).
+func TimingErrorf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("LANES_TIMING") == "unjudged" {
+		t.Logf("timing not judged here (LANES_TIMING=unjudged): "+format, args...)
+		return
+	}
+	t.Errorf(format, args...)
+}
