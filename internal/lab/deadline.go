@@ -590,7 +590,7 @@ type udpSender struct {
 }
 
 func (b *dlBed) newUDPSender(prio int) (*udpSender, error) {
-	s := &udpSender{keys: map[uint32][2]uint32{}, dst: &unix.SockaddrInet4{Addr: b.dst.As4()}, offset: rtOffset()}
+	s := &udpSender{keys: map[uint32][2]uint32{}, dst: &unix.SockaddrInet4{Addr: b.dst.As4()}, offset: rtlane.RealtimeOffset()}
 	err := b.snd.Do(func() (err error) {
 		if s.fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 			return err
@@ -672,23 +672,6 @@ func (s *udpSender) drain() map[[2]uint32][2]int64 {
 }
 
 func (s *udpSender) close() { unix.Close(s.fd) }
-
-// rtOffset is CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of a few
-// bracketed reads, as the receiver's (one read preempted between its clocks
-// would shift the direct send's TX timestamps against the receiver's).
-func rtOffset() int64 {
-	best, off := int64(1<<62), int64(0)
-	for i := 0; i < 7; i++ {
-		var a, m, b unix.Timespec
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
-		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &m)
-		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &b)
-		if w := b.Nano() - a.Nano(); w < best {
-			best, off = w, m.Nano()-(a.Nano()+b.Nano())/2
-		}
-	}
-	return off
-}
 
 // runFlows runs the periodic senders for dur, each on its own thread at
 // SCHED_FIFO prio, and returns their records.

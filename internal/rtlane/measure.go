@@ -65,15 +65,16 @@ func ListenReceiver(addr netip.AddrPort) (*Receiver, error) {
 	case *unix.SockaddrInet6:
 		r.Addr = netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port))
 	}
-	r.offset = realtimeOffset()
+	r.offset = RealtimeOffset()
 	return r, nil
 }
 
-// realtimeOffset samples CLOCK_REALTIME - CLOCK_MONOTONIC, taking the
-// tightest of a few bracketed reads.
-func realtimeOffset() int64 {
+// RealtimeOffset samples CLOCK_REALTIME - CLOCK_MONOTONIC, taking the
+// tightest of a few bracketed reads (one read preempted between its clocks
+// would shift kernel TX/RX timestamps against the other side's clock).
+func RealtimeOffset() int64 {
 	best, off := int64(1<<62), int64(0)
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 7; i++ {
 		var a, b, m unix.Timespec
 		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &a)
 		_ = unix.ClockGettime(unix.CLOCK_REALTIME, &m)
