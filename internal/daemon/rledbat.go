@@ -96,7 +96,11 @@ func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
 	}
 	if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
 		st := c.Stats()
-		s := fmt.Sprintf("rLEDBAT from the daemon (pidfd_getfd + TCP_WINDOW_CLAMP every %v), target %v; BPF rLEDBAT off: %s", st.Interval, target, bpf)
+		how := "TCP_WINDOW_CLAMP"
+		if st.Mode == rledbat.ModeReceiveBuffer {
+			how = "TCP_WINDOW_CLAMP and SO_RCVBUF: a mid-stream clamp alone bounds the window only from 5.11"
+		}
+		s := fmt.Sprintf("rLEDBAT from the daemon (pidfd_getfd + %s, every %v), target %v; BPF rLEDBAT off: %s", how, st.Interval, target, bpf)
 		if st.Shrink {
 			s += "; warning: net.ipv4.tcp_shrink_window = 1 lets the kernel retract an offered window"
 		}

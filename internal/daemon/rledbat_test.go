@@ -115,13 +115,13 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 		t.Errorf("sock_ops set receive windows although its rLEDBAT was off: %v", dm.st.Interfaces[0].Sockops)
 	}
 	if ratio := float64(pct(off, .5)) / float64(pct(dm.probe, .5)); ratio < 5 {
-		testutil.TimingErrorf(t, "probe p50 with the daemon's rLEDBAT %v is only %.1fx better than without lanes (%v); want >= 5x", pct(dm.probe, .5), ratio, pct(off, .5))
+		t.Errorf("probe p50 with the daemon's rLEDBAT %v is only %.1fx better than without lanes (%v); want >= 5x", pct(dm.probe, .5), ratio, pct(off, .5))
 	}
 	if dm.alone < 0.5*remoteLinkBps {
-		testutil.TimingErrorf(t, "background download alone at %.2f Mbit/s; want >= 5 (work conserving)", dm.alone/1e6)
+		t.Errorf("background download alone at %.2f Mbit/s; want >= 5 (work conserving)", dm.alone/1e6)
 	}
 	if dm.fg < 0.6*remoteLinkBps {
-		testutil.TimingErrorf(t, "interactive download under background at %.2f Mbit/s; want >= 6 (it takes the link)", dm.fg/1e6)
+		t.Errorf("interactive download under background at %.2f Mbit/s; want >= 6 (it takes the link)", dm.fg/1e6)
 	}
 }
 

@@ -19,7 +19,10 @@
 //     takes effect as the application reads;
 //   - a socket that leaves the background lane, and every socket when the
 //     controller stops, gets its own window clamp back (the one it had
-//     before, or the kernel's current one if autotuning raised it since).
+//     before, or the kernel's current one if autotuning raised it since);
+//   - before 5.11 a clamp set mid-stream does not bound the offered
+//     window: the controller finds that out and sets the receive buffer
+//     as well (rcvbuf.go).
 package rledbat
 
 import (
@@ -70,6 +73,9 @@ type Config struct {
 	// (PID, Inode): a tcpmon sampler filtered to lane.Background.
 	Flows func() ([]tcpmon.Flow, error)
 	Host  Host
+	// ReceiveBuffer sets the receive buffer as well from the start, as
+	// before 5.11 (tests of that path on newer kernels).
+	ReceiveBuffer bool
 }
 
 // sock is one background socket the controller looks after.
@@ -86,11 +92,15 @@ type sock struct {
 	cap      uint32
 	lookedAt time.Time
 	refused  bool
+	// origRcvbuf: the receive buffer before the controller set it (0: not
+	// set, rcvbuf.go)
+	origRcvbuf uint32
 }
 
 // Stats are the controller's counters.
 type Stats struct {
 	Interval time.Duration `json:"interval"`
+	Mode     string        `json:"mode"`     // ModeWindowClamp or ModeReceiveBuffer
 	Sockets  int           `json:"sockets"`  // background downloads looked after
 	Yielding int           `json:"yielding"` // of them held at the minimum window
 	Set      uint64        `json:"clamps_set"`
@@ -109,6 +119,11 @@ type Controller struct {
 	target uint32
 	socks  map[uint64]*sock
 	joins  uint32
+	// rcvbuf: set the receive buffer too (a mid-stream clamp does not
+	// take effect on this kernel, rcvbuf.go)
+	rcvbuf      bool
+	advWinScale int
+	rmemMax     int
 
 	mu sync.Mutex
 	st Stats
@@ -126,8 +141,12 @@ func New(cfg Config) (*Controller, error) {
 	if target == 0 {
 		target = ledbat.DefaultTargetUS
 	}
-	c := &Controller{cfg: cfg, target: target, socks: map[uint64]*sock{}}
-	c.st.Interval = cfg.Interval
+	c := &Controller{cfg: cfg, target: target, socks: map[uint64]*sock{},
+		rcvbuf: cfg.ReceiveBuffer, advWinScale: readAdvWinScale(), rmemMax: readRmemMax()}
+	c.st.Interval, c.st.Mode = cfg.Interval, ModeWindowClamp
+	if c.rcvbuf {
+		c.st.Mode = ModeReceiveBuffer
+	}
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_shrink_window"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		c.st.Shrink = true
 	}
@@ -241,12 +260,13 @@ func (c *Controller) look(f *tcpmon.Flow, s *sock, now time.Time) error {
 		c.st.Losses++
 		c.mu.Unlock()
 	}
-	return c.apply(fd, f.Cookie, s, ledbat.RecvClamp(s.r.Wnd, st.MSS, capB, yield))
+	return c.apply(fd, f.Cookie, s, ledbat.RecvClamp(s.r.Wnd, st.MSS, capB, yield), ti.Rcv_ssthresh)
 }
 
 // apply sets the socket's window clamp to clamp when it differs from the
-// last one set, or when autotuning raised the kernel's above it.
-func (c *Controller) apply(fd int, cookie uint64, s *sock, clamp uint32) error {
+// last one set, or when autotuning raised the kernel's above it; ssth is
+// the socket's rcv_ssthresh before.
+func (c *Controller) apply(fd int, cookie uint64, s *sock, clamp, ssth uint32) error {
 	cur, err := unix.GetsockoptInt(fd, unix.SOL_TCP, unix.TCP_WINDOW_CLAMP)
 	if err != nil {
 		return fmt.Errorf("TCP_WINDOW_CLAMP of socket %d: %w", cookie, err)
@@ -265,6 +285,17 @@ func (c *Controller) apply(fd int, cookie uint64, s *sock, clamp uint32) error {
 		return fmt.Errorf("set TCP_WINDOW_CLAMP of socket %d: %w", cookie, err)
 	}
 	s.applied = clamp
+	if !c.rcvbuf && clampIneffective(fd, clamp, ssth) {
+		c.rcvbuf = true
+		c.mu.Lock()
+		c.st.Mode = ModeReceiveBuffer
+		c.mu.Unlock()
+	}
+	if c.rcvbuf {
+		if err := c.setRcvbuf(fd, cookie, s, clamp); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	c.st.Set++
 	c.mu.Unlock()
@@ -299,6 +330,9 @@ func (c *Controller) release(cookie uint64, s *sock) {
 	back := s.orig
 	if uint32(cur) != s.applied { // autotuning moved it since: the larger
 		back = max(back, uint32(cur))
+	}
+	if err := c.releaseRcvbuf(fd, s); err != nil {
+		return
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_TCP, unix.TCP_WINDOW_CLAMP, int(back)); err == nil {
 		s.applied = 0

@@ -194,3 +194,128 @@ func TestControllerReleasesOnStop(t *testing.T) {
 		t.Fatalf("after stop: window clamp %d; want its own %d back", got, own)
 	}
 }
+
+func rcvState(t *testing.T, c *net.TCPConn) (rcvbuf int, ssth uint32) {
+	t.Helper()
+	rc, _ := c.SyscallConn()
+	var err error
+	rc.Control(func(fd uintptr) {
+		rcvbuf, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		var ti *unix.TCPInfo
+		if ti, err = unix.GetsockoptTCPInfo(int(fd), unix.SOL_TCP, unix.TCP_INFO); err == nil {
+			ssth = ti.Rcv_ssthresh
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rcvbuf, ssth
+}
+
+// TestRcvbufFor: the buffer whose free space the kernel offers as the
+// window: 2v - 2v>>scale = w (the kernel doubles v).
+func TestRcvbufFor(t *testing.T) {
+	for _, c := range []struct {
+		w     uint32
+		scale int
+		want  int
+	}{{10000, 1, 10000}, {30000, 2, 20000}, {14000, 3, 8000}, {10000, -1, 10000}, {10000, -2, 20000}, {10000, 0, 5000}} {
+		if got := rcvbufFor(c.w, c.scale); got != c.want {
+			t.Errorf("rcvbufFor(%d, %d) = %d; want %d", c.w, c.scale, got, c.want)
+		}
+	}
+}
+
+// TestControllerReceiveBuffer: where the receive buffer is used (forced
+// here; found out before 5.11), each clamp sets it, and a released socket
+// gets at least its own buffer and tcp_rmem's maximum back.
+func TestControllerReceiveBuffer(t *testing.T) {
+	c := download(t)
+	h := &testHost{lane: lane.Background, yield: true}
+	var l lane.Lane = lane.Background
+	var mu sync.Mutex
+	ctl, err := New(Config{Host: h, ReceiveBuffer: true, Flows: func() ([]tcpmon.Flow, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []tcpmon.Flow{flowOf(t, c, l)}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := rcvState(t, c)
+	var s *sock
+	for i := 0; i < 200 && (s == nil || s.applied == 0); i++ {
+		if err := ctl.Step(time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ctl.socks {
+			s = x
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s == nil || s.applied == 0 {
+		t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
+	}
+	if st := ctl.Stats(); st.Mode != ModeReceiveBuffer {
+		t.Fatalf("mode %q; want %q", st.Mode, ModeReceiveBuffer)
+	}
+	got, _ := rcvState(t, c)
+	if want := 2 * rcvbufFor(s.applied, ctl.advWinScale); got != max(want, sockMinRcvbuf) && got != want {
+		t.Fatalf("receive buffer %d for a window of %d; want %d", got, s.applied, want)
+	}
+	t.Logf("own buffer %d; yielding: window %d, buffer %d", own, s.applied, got)
+
+	mu.Lock()
+	l = lane.Interactive
+	mu.Unlock()
+	h.mu.Lock()
+	h.lane = lane.Interactive
+	h.mu.Unlock()
+	ctl.Step(time.Now())
+	back, _ := rcvState(t, c)
+	if back < own || back < ctl.rmemMax {
+		t.Fatalf("after leaving the lane: receive buffer %d; want at least its own %d and tcp_rmem's %d", back, own, ctl.rmemMax)
+	}
+}
+
+// TestControllerNoticesIneffectiveClamp: the controller uses the window
+// clamp alone only where the kernel bounds rcv_ssthresh by it (5.11+);
+// where it does not (before 5.11), it must have switched to the receive
+// buffer. Run on both by scripts/kernel-vm.sh.
+func TestControllerNoticesIneffectiveClamp(t *testing.T) {
+	c := download(t)
+	h := &testHost{lane: lane.Background}
+	ctl, err := New(Config{Host: h, Flows: func() ([]tcpmon.Flow, error) {
+		return []tcpmon.Flow{flowOf(t, c, lane.Background)}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a downlink cap far below the socket's rcv_ssthresh: the clamp must lower it
+	_, ssth := rcvState(t, c)
+	h.mu.Lock()
+	h.cap = max(ssth/8, sockMinRcvbuf)
+	h.mu.Unlock()
+	var s *sock
+	for i := 0; i < 200 && (s == nil || s.applied == 0); i++ {
+		if err := ctl.Step(time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ctl.socks {
+			s = x
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s == nil || s.applied == 0 {
+		t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
+	}
+	_, after := rcvState(t, c)
+	mode := ctl.Stats().Mode
+	t.Logf("rcv_ssthresh %d before, clamp %d, %d after: mode %s", ssth, s.applied, after, mode)
+	if after > max(s.applied, sockMinRcvbuf/2) && mode != ModeReceiveBuffer {
+		t.Fatalf("the kernel kept rcv_ssthresh %d above the clamp %d, and the controller still relies on the clamp (mode %s)", after, s.applied, mode)
+	}
+	if after <= max(s.applied, sockMinRcvbuf/2) && mode != ModeWindowClamp {
+		t.Fatalf("the clamp took effect (rcv_ssthresh %d <= %d), but the controller switched to %s", after, s.applied, mode)
+	}
+}
