@@ -87,6 +87,7 @@ func init() {
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
 			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
 			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
+			rawRead := fs.Bool("raw-read", false, "the daemon-path table also runs the lanes direct-release paths with raw_read (the reader's blocking read a raw system call, internal/rtlane/rawread.go), beside the same paths without")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
@@ -113,7 +114,7 @@ func init() {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio}
+					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -140,6 +141,8 @@ type dlParams struct {
 	procClient bool
 	// lanePrio: the lane's release_priority (0: its default).
 	lanePrio int
+	// rawRead: also the paths lanes-raw and lanes-raw-proc (raw_read on).
+	rawRead bool
 }
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -753,7 +756,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var lanePtr *rtlane.Lane
 	var sock string
 	switch name {
-	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc":
+	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc", "lanes-raw", "lanes-raw-proc":
 		dir, err := os.MkdirTemp("", "lanes-lab-dl")
 		if err != nil {
 			return nil, err
@@ -768,6 +771,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			if strings.HasPrefix(name, "lanes-poll") {
 				c.PollWindowUS = p.pollWindow
 			}
+			c.RawRead = strings.HasPrefix(name, "lanes-raw")
 		}
 		if closeLane, lanePtr, err = b.openLanes(ctx, sock, ti.add, tune); err != nil {
 			rx.stop()
@@ -1096,12 +1100,20 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	if p.procClient {
 		pathCfgs = append(pathCfgs, "lanes-proc", "lanes-poll-proc")
 	}
+	if p.rawRead {
+		pathCfgs = append(pathCfgs, "lanes-raw")
+		if p.procClient {
+			pathCfgs = append(pathCfgs, "lanes-raw-proc")
+		}
+	}
 	pathCfgs = append(pathCfgs, "fifo-top")
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
 		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
 		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
 		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
 		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
+		"lanes-raw":       "lanes daemon path, direct release, the reader's read a raw system call (raw_read)",
+		"lanes-raw-proc":  "lanes daemon path, direct release, raw_read, client in its own process",
 		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
 	p50s, p99s := map[string]float64{}, map[string]float64{}
 	for _, cfg := range pathCfgs {

@@ -11,6 +11,7 @@
 //	  max_conns: 256        # client connections in total ...
 //	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
 //	  poll_window_us: 0     # > 0: poll for a periodic client's next request from this long before it is due
+//	  raw_read: false       # true: a granted client's reader blocks in a raw system call (rawread.go)
 //	  grants:
 //	    uids: [1000]
 //	    gids: [20]
@@ -96,6 +97,14 @@ type Config struct {
 	// much CPU time per period of each periodic client. 0 (the default):
 	// never poll.
 	PollWindowUS int `yaml:"poll_window_us"`
+	// RawRead makes a granted client's reader block in a raw system call
+	// (rawread.go): the woken reader never has to win one of Go's Ps back,
+	// but it holds one while it waits (the lane adds one to GOMAXPROCS per
+	// reader), a stop-the-world must interrupt its read (at most 2 ms even
+	// without preemption signals), and sysmon's 10 ms preemption of the
+	// reader becomes a hand-off through a normal-priority thread every
+	// 10 ms while it waits. Off by default (docs/realtime.md: measured).
+	RawRead bool `yaml:"raw_read"`
 }
 
 // DefaultSocket is where the daemon listens by default.

@@ -135,7 +135,8 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	if c.granted {
 		_ = unix.SetNonblock(fd, false)
-		c.poll = newPoller(l.cfg.PollWindowUS, &l.pollCtr, fd)
+		c.poll = newPoller(l.cfg.PollWindowUS, &l.pollCtr, fd, l.takeRawReader(fd))
+		l.ensureProcs()
 	} else {
 		c.file = os.NewFile(uintptr(fd), "realtime-client")
 		if c.raw, err = c.file.SyscallConn(); err != nil {
@@ -207,6 +208,9 @@ func (c *conn) serve() {
 		}
 	}
 	defer func() {
+		if c.poll != nil && c.poll.raw {
+			c.l.rawReaders.Add(-1)
+		}
 		c.l.untrack(c)
 		c.wmu.Lock()
 		c.closed = true

@@ -185,6 +185,7 @@ type Lane struct {
 	closed       bool
 	wake         wakeState    // the PM QoS request while granted clients are connected (wake.go)
 	pollCtr      pollCounters // anticipatory polling of granted clients (poll.go)
+	rawReaders   atomic.Int32 // readers blocking in raw reads (rawread.go)
 	refusedConns atomic.Uint64
 	acceptErrors atomic.Uint64
 
@@ -389,16 +390,15 @@ func (l *Lane) bytesNs(n int64) int64 {
 // own (SCHED_FIFO) threads and block in plain syscalls. A thread coming back
 // from a syscall needs one of Go's Ps; if every P is busy with ordinary
 // goroutines it waits for the Go scheduler, whatever its kernel priority.
-// Run therefore makes sure there are a few more Ps than CPUs, so the kernel
-// scheduler, which honours SCHED_FIFO, decides.
+// The lane therefore keeps more Ps than CPUs, one per realtime thread on
+// top of a spare (procs.go), so the kernel scheduler, which honours
+// SCHED_FIFO, decides.
 func (l *Lane) Run(ctx context.Context) error {
 	if !l.started.CompareAndSwap(false, true) {
 		return errors.New("realtime: Run called twice")
 	}
 	defer close(l.runDone)
-	if want := runtime.NumCPU() + 4; runtime.GOMAXPROCS(0) < want {
-		runtime.GOMAXPROCS(want)
-	}
+	l.ensureProcs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -60,12 +60,13 @@ type poller struct {
 	regular int   // gaps in a row within a quarter period of the average
 	misses  int   // windows in a row without a request
 	ctr     *pollCounters
+	raw     bool // the blocking read is a raw system call (rawread.go)
 	pollFd  [1]unix.PollFd
 	timeout unix.Timespec
 }
 
-func newPoller(windowUS int, ctr *pollCounters, fd int) *poller {
-	return &poller{window: int64(windowUS) * 1000, ctr: ctr, pollFd: [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
+func newPoller(windowUS int, ctr *pollCounters, fd int, raw bool) *poller {
+	return &poller{window: int64(windowUS) * 1000, ctr: ctr, raw: raw, pollFd: [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}}
 }
 
 // steady reports whether the client's period is regular and in the range
@@ -82,12 +83,13 @@ func (p *poller) recv(fd int, buf []byte) (n, flags int, err error) {
 	if p.steady() {
 		n, flags, err, got = p.anticipate(fd, buf)
 	}
-	if !got {
-		for {
+	for !got {
+		if p.raw {
+			n, flags, err = rawRecv(fd, buf)
+			got = err != unix.EINTR && err != unix.EAGAIN
+		} else {
 			n, _, flags, _, err = unix.Recvmsg(fd, buf, nil, 0)
-			if err != unix.EINTR {
-				break
-			}
+			got = err != unix.EINTR
 		}
 	}
 	p.arrived(Monotonic())

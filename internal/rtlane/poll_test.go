@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func seqpacketPair(t *testing.T) (a, b int) {
+func seqpacketPair(t testing.TB) (a, b int) {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -26,7 +26,7 @@ func TestPollerSteady(t *testing.T) {
 			p.arrived(x)
 		}
 	}
-	p := newPoller(50, &pollCounters{}, -1) // W = 50 µs
+	p := newPoller(50, &pollCounters{}, -1, false) // W = 50 µs
 	feed(p, 1000*ms, 1001*ms, 1002*ms, 1003*ms)
 	if p.steady() {
 		t.Fatal("steady after 2 regular gaps")
@@ -46,12 +46,12 @@ func TestPollerSteady(t *testing.T) {
 	if p.steady() || p.period != 2*ms {
 		t.Errorf("after a 2 ms gap: steady %v period %d", p.steady(), p.period)
 	}
-	short := newPoller(200, &pollCounters{}, -1) // period 1 ms < 10 W
+	short := newPoller(200, &pollCounters{}, -1, false) // period 1 ms < 10 W
 	feed(short, 1000*ms, 1001*ms, 1002*ms, 1003*ms, 1004*ms, 1005*ms)
 	if short.steady() {
 		t.Error("polls for a period shorter than pollMinPeriod windows")
 	}
-	off := newPoller(0, &pollCounters{}, -1)
+	off := newPoller(0, &pollCounters{}, -1, false)
 	feed(off, 1000*ms, 1001*ms, 1002*ms, 1003*ms, 1004*ms, 1005*ms)
 	if off.steady() {
 		t.Error("polls with poll_window_us 0")
@@ -62,7 +62,7 @@ func TestPollerSteady(t *testing.T) {
 func TestPollerHitMissEarly(t *testing.T) {
 	cl, sv := seqpacketPair(t)
 	var ctr pollCounters
-	p := newPoller(100, &ctr, sv)
+	p := newPoller(100, &ctr, sv, false)
 	buf := make([]byte, 64)
 	const ms = int64(time.Millisecond)
 
@@ -99,30 +99,38 @@ func TestPollerHitMissEarly(t *testing.T) {
 }
 
 // TestPollerReadsEverything: a periodic writer, then a burst, then
-// hang-up; recv returns every message in order, then end of stream.
+// hang-up; recv returns every message in order, then end of stream, with
+// the blocking read through the runtime and as a raw system call.
 func TestPollerReadsEverything(t *testing.T) {
-	cl, sv := seqpacketPair(t)
-	var ctr pollCounters
-	p := newPoller(100, &ctr, sv)
-	const n = 60
-	go func() {
-		for i := 0; i < n; i++ {
-			if i < 40 {
-				time.Sleep(2 * time.Millisecond)
+	for _, raw := range []bool{false, true} {
+		cl, sv := seqpacketPair(t)
+		if raw {
+			if err := setRawReadBound(sv); err != nil {
+				t.Fatal(err)
 			}
-			_ = unix.Sendmsg(cl, []byte{byte(i)}, nil, nil, 0)
 		}
-		_ = unix.Shutdown(cl, unix.SHUT_WR)
-	}()
-	buf := make([]byte, 64)
-	for i := 0; i < n; i++ {
-		k, _, err := p.recv(sv, buf)
-		if err != nil || k != 1 || buf[0] != byte(i) {
-			t.Fatalf("message %d: n %d err %v first byte %d", i, k, err, buf[0])
+		var ctr pollCounters
+		p := newPoller(100, &ctr, sv, raw)
+		const n = 60
+		go func() {
+			for i := 0; i < n; i++ {
+				if i < 40 {
+					time.Sleep(2 * time.Millisecond)
+				}
+				_ = unix.Sendmsg(cl, []byte{byte(i)}, nil, nil, 0)
+			}
+			_ = unix.Shutdown(cl, unix.SHUT_WR)
+		}()
+		buf := make([]byte, 64)
+		for i := 0; i < n; i++ {
+			k, _, err := p.recv(sv, buf)
+			if err != nil || k != 1 || buf[0] != byte(i) {
+				t.Fatalf("raw %v, message %d: n %d err %v first byte %d", raw, i, k, err, buf[0])
+			}
 		}
+		if k, _, err := p.recv(sv, buf); k != 0 || err != nil {
+			t.Fatalf("raw %v, after hang-up: n %d err %v, want end of stream", raw, k, err)
+		}
+		t.Logf("raw %v: hits %d early %d misses %d, %d µs polling", raw, ctr.hits.Load(), ctr.early.Load(), ctr.misses.Load(), ctr.spinNs.Load()/1000)
 	}
-	if k, _, err := p.recv(sv, buf); k != 0 || err != nil {
-		t.Fatalf("after hang-up: n %d err %v, want end of stream", k, err)
-	}
-	t.Logf("hits %d early %d misses %d, %d µs polling", ctr.hits.Load(), ctr.early.Load(), ctr.misses.Load(), ctr.spinNs.Load()/1000)
 }

@@ -1,0 +1,187 @@
+// wakeup_bench_test.go: what waking a granted client's reader costs,
+// through the runtime's system call path and as a raw read (rawread.go),
+// and what raw readers cost a garbage collection's stop-the-world. The
+// reader is the lane's own (poller.recv) at SCHED_FIFO 21, the client a
+// process of its own at SCHED_FIFO 20 writing a timestamp every 1 ms and
+// waiting for the reply, as rtclient does; PM QoS 0 is held (as cyclictest
+// does). Figures: one-way wake-up p50/p99 (client's send call to the
+// reader's return), and with "gc" a goroutine allocating 80 MB/s beside
+// it: collections and the p99/max of their stop-the-world stopping time
+// (runtime/metrics /sched/pauses/stopping/gc). Run:
+//
+//	go test -run '^$' -bench ReaderWakeup -benchtime 5000x ./internal/rtlane/
+package rtlane
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/pmqos"
+)
+
+func BenchmarkReaderWakeup(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root (SCHED_FIFO)")
+	}
+	pm, err := pmqos.Hold(0)
+	if err != nil {
+		b.Logf("PM QoS not held: %v", err)
+	}
+	defer pm.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), wantProcs(1))))
+	for _, raw := range []bool{false, true} {
+		for _, gc := range []bool{false, true} {
+			name := map[bool]string{false: "runtime", true: "raw"}[raw]
+			if gc {
+				name += "/gc"
+			}
+			b.Run(name, func(b *testing.B) { benchWakeup(b, raw, gc) })
+		}
+	}
+}
+
+var gcSink [][]byte
+
+func benchWakeup(b *testing.B, raw, gc bool) {
+	cl, sv := seqpacketPair(b)
+	if raw {
+		if err := setRawReadBound(sv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if gc {
+		go func() { // ~80 MB/s in 1 KiB objects
+			for {
+				select {
+				case <-stop:
+					gcSink = nil
+					return
+				default:
+				}
+				for i := 0; i < 80; i++ {
+					gcSink = append(gcSink, make([]byte, 1024))
+				}
+				if len(gcSink) > 20000 {
+					gcSink = nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWakeupClientHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LANES_WAKEUP_CLIENT="+strconv.Itoa(b.N))
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(cl), "client")}
+	cmd.Stderr = os.Stderr
+	before := stwStopping()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]int64, 0, b.N)
+	done := make(chan struct{})
+	b.ResetTimer()
+	go func() { // the reader: the lane's own read, on a locked SCHED_FIFO thread
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 21}
+		_ = unix.SchedSetAttr(0, &a, 0)
+		p := newPoller(0, &pollCounters{}, sv, raw)
+		buf, out := make([]byte, 64), make([]byte, 32)
+		for {
+			n, _, err := p.recv(sv, buf)
+			now := Monotonic()
+			if err != nil || n < 8 {
+				return
+			}
+			lat = append(lat, now-int64(binary.NativeEndian.Uint64(buf)))
+			_ = writeAll(sv, out, 0)
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("client: %v", err)
+	}
+	_ = unix.Shutdown(sv, unix.SHUT_RDWR)
+	<-done
+	b.StopTimer()
+	after := stwStopping()
+	if len(lat) == 0 {
+		b.Fatal("no requests read")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
+	if gc {
+		n, p99, mx := stwDelta(before, after)
+		b.ReportMetric(float64(n), "stw")
+		b.ReportMetric(p99*1e6, "stw-stop-p99-µs")
+		b.ReportMetric(mx*1e6, "stw-stop-max-µs")
+	}
+}
+
+// stwStopping reads the histogram of stop-the-world stopping times.
+func stwStopping() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/pauses/stopping/gc:seconds"}}
+	metrics.Read(s)
+	return s[0].Value.Float64Histogram()
+}
+
+// stwDelta is the count, p99 and max (bucket upper bounds, s) of the
+// stops between two readings.
+func stwDelta(a, b *metrics.Float64Histogram) (n uint64, p99, mx float64) {
+	d := make([]uint64, len(b.Counts))
+	for i := range d {
+		d[i] = b.Counts[i] - a.Counts[i]
+		n += d[i]
+	}
+	var acc uint64
+	for i, c := range d {
+		acc += c
+		if c > 0 {
+			mx = b.Buckets[i+1]
+		}
+		if p99 == 0 && n > 0 && acc*100 >= n*99 {
+			p99 = b.Buckets[i+1]
+		}
+	}
+	return n, p99, mx
+}
+
+// TestWakeupClientHelper is the client process of BenchmarkReaderWakeup:
+// fd 3 is its end of the pair.
+func TestWakeupClientHelper(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("LANES_WAKEUP_CLIENT"))
+	if n == 0 {
+		t.Skip("only run by BenchmarkReaderWakeup")
+	}
+	runtime.LockOSThread()
+	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 20}
+	_ = unix.SchedSetAttr(0, &a, 0)
+	const fd = 3
+	buf, in := make([]byte, 40), make([]byte, 64)
+	next := Monotonic() + 2e6
+	for i := 0; i < n; i++ {
+		ts := unix.NsecToTimespec(next)
+		for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+		}
+		binary.NativeEndian.PutUint64(buf, uint64(Monotonic()))
+		if err := writeAll(fd, buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, _, err := unix.Recvfrom(fd, in, 0); err != unix.EINTR {
+				break
+			}
+		}
+		next += 1e6
+	}
+}
