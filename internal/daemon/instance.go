@@ -3,10 +3,11 @@
 //
 // A name must never be reused by a later namespace, or that namespace's
 // daemon would adopt a dead one's cgroups and state. Names come from the
-// namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+: a 64-bit counter the
-// kernel never reuses while it runs): "c<cookie base 36>". Before 5.14 the
-// namespace's inode is the fallback ("n<inode base 36>"), which the kernel
-// does reuse.
+// namespace's cookie (a 64-bit counter the kernel never reuses while it
+// runs): "c<cookie base 36>", read by SO_NETNS_COOKIE (5.14+) or, before,
+// through a cgroup/sock_create program (internal/bpf/netnscookie, 5.7+).
+// Only where neither works (no cgroup v2 mount, no BPF) the namespace's
+// inode is the fallback ("n<inode base 36>"), which the kernel does reuse.
 //
 // Each running daemon records its instance in <StateDir>/instances/<name>
 // (netns inode, cookie, boot id) and removes the record on a clean stop.
@@ -31,14 +32,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/bpf/netnscookie"
 	"github.com/lanes-net/lanes/internal/datapath"
 )
 
 // Instance names this daemon's kernel objects: one per network namespace.
 func Instance() (string, error) {
-	if c, err := netnsCookie(); err == nil {
+	c, cerr := netnsCookie()
+	if cerr == nil {
 		return "c" + strconv.FormatUint(c, 36), nil
 	}
+	slog.Warn("instance named after the network namespace's inode, which a later namespace may reuse", "err", cerr)
 	ino, err := netnsInode()
 	if err != nil {
 		return "", err
@@ -46,13 +50,26 @@ func Instance() (string, error) {
 	return "n" + strconv.FormatUint(ino, 36), nil
 }
 
+// netnsCookie is the calling thread's namespace cookie: SO_NETNS_COOKIE,
+// or before 5.14 the BPF helper's.
 func netnsCookie() (uint64, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(fd)
-	return unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err == nil {
+		return c, nil
+	}
+	berr := withCgroup2(func(root string) (err error) {
+		c, err = netnscookie.Read(root)
+		return err
+	})
+	if berr != nil {
+		return 0, fmt.Errorf("SO_NETNS_COOKIE: %w; %w", err, berr)
+	}
+	return c, nil
 }
 
 func netnsInode() (uint64, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,21 @@ func findOrMountCgroup2(instance string) (*cgroupMount, error) {
 		return nil, fmt.Errorf("no cgroup v2 mounted and mounting one at %s failed: %w", dir, err)
 	}
 	return &cgroupMount{root: dir, mounted: true}, nil
+}
+
+// withCgroup2 runs fn with a cgroup v2 mount: the one mounted, or one of
+// its own for fn alone (under `ip netns exec`, whose new /sys hides the
+// host's), before the instance that names the daemon's own mount is known.
+func withCgroup2(fn func(root string) error) error {
+	if mp := features.CgroupV2Mount(); mp != "" {
+		return fn(mp)
+	}
+	cg, err := findOrMountCgroup2("probe-" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		return err
+	}
+	defer cg.release()
+	return fn(cg.root)
 }
 
 func (c *cgroupMount) release() {
