@@ -43,6 +43,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/netnscookie"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
@@ -56,6 +57,9 @@ var objects = map[string]func() (*ebpf.CollectionSpec, error){
 	"tcpevents":  tcpevents.LoadSpec,
 	"tcpiter":    tcpiter.LoadTcpiter,
 	"ledbatstep": ledbat.LoadStep,
+	// netnscookie reads only its context (uapi struct bpf_sock): nothing
+	// to relocate, but its helper must exist on every kernel (features)
+	"netnscookie": netnscookie.LoadNetnscookie,
 }
 
 // reloKey names what a relocation looks at (type and field path), without
@@ -71,7 +75,7 @@ func reloKey(r *btf.CORERelocation) string {
 
 // modelled are the objects the models' types cover (written before the
 // TCP iterator and the LEDBAT++ step harness were checked here).
-var modelled = map[string]bool{"classifier": true, "sockops": true, "capcc": true, "ledbat": true, "tcpevents": true}
+var modelled = map[string]bool{"classifier": true, "sockops": true, "capcc": true, "ledbat": true, "tcpevents": true, "netnscookie": true}
 
 // required are the objects without which there is no datapath: no kernel
 // lanes supports may lack a feature they need.
