@@ -1096,15 +1096,19 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		p.pmLatency = -1
 	}
 	defer pm.Close()
-	pathCfgs := []string{"lanes", "lanes-nodirect", "lanes-poll"}
-	if p.procClient {
-		pathCfgs = append(pathCfgs, "lanes-proc", "lanes-poll-proc")
-	}
+	// Each raw_read path runs right after its partner without, so the
+	// pair sees the same machine.
+	pathCfgs := []string{"lanes"}
 	if p.rawRead {
 		pathCfgs = append(pathCfgs, "lanes-raw")
-		if p.procClient {
+	}
+	pathCfgs = append(pathCfgs, "lanes-nodirect", "lanes-poll")
+	if p.procClient {
+		pathCfgs = append(pathCfgs, "lanes-proc")
+		if p.rawRead {
 			pathCfgs = append(pathCfgs, "lanes-raw-proc")
 		}
+		pathCfgs = append(pathCfgs, "lanes-poll-proc")
 	}
 	pathCfgs = append(pathCfgs, "fifo-top")
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
