@@ -5,7 +5,9 @@
 // process of its own at SCHED_FIFO 20 writing a timestamp every 1 ms and
 // waiting for the reply, as rtclient does; PM QoS 0 is held (as cyclictest
 // does). Figures: one-way wake-up p50/p99 (client's send call to the
-// reader's return), and with "gc" a goroutine allocating 80 MB/s beside
+// reader's return), the voluntary context switches of the process's other
+// threads per request (sysmon, idle Ms: how often the runtime wakes a
+// thread for the reader), and with "gc" a goroutine allocating 80 MB/s beside
 // it: collections and the p99/max of their stop-the-world stopping time
 // (runtime/metrics /sched/pauses/stopping/gc). Run:
 //
@@ -88,6 +90,7 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 		b.Fatal(err)
 	}
 	lat := make([]int64, 0, b.N)
+	var others int64 // the other threads' voluntary switches while the reader served
 	done := make(chan struct{})
 	b.ResetTimer()
 	go func() { // the reader: the lane's own read, on a locked SCHED_FIFO thread
@@ -96,11 +99,13 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 21}
 		_ = unix.SchedSetAttr(0, &a, 0)
 		p := newPoller(0, &pollCounters{}, sv, raw)
+		all0, own0 := switches(unix.RUSAGE_SELF), switches(unix.RUSAGE_THREAD)
 		buf, out := make([]byte, 64), make([]byte, 32)
 		for {
 			n, _, err := p.recv(sv, buf)
 			now := Monotonic()
 			if err != nil || n < 8 {
+				others = switches(unix.RUSAGE_SELF) - all0 - (switches(unix.RUSAGE_THREAD) - own0)
 				return
 			}
 			lat = append(lat, now-int64(binary.NativeEndian.Uint64(buf)))
@@ -120,12 +125,21 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
+	b.ReportMetric(float64(others)/float64(len(lat)), "other-switches/op")
 	if gc {
 		n, p99, mx := stwDelta(before, after)
 		b.ReportMetric(float64(n), "stw")
 		b.ReportMetric(p99*1e6, "stw-stop-p99-µs")
 		b.ReportMetric(mx*1e6, "stw-stop-max-µs")
 	}
+}
+
+// switches is the voluntary context switches of this process's threads,
+// the ended ones included (who: RUSAGE_SELF or RUSAGE_THREAD).
+func switches(who int) int64 {
+	var ru unix.Rusage
+	_ = unix.Getrusage(who, &ru)
+	return ru.Nvcsw
 }
 
 // stwStopping reads the histogram of stop-the-world stopping times.
