@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,6 +103,7 @@ func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
 		t.Fatalf("start %v: %v", args, err)
 	}
 	p := &proc{cmd: cmd, out: out}
+	defer waitHelperListening(t, ns, p, args)
 	t.Cleanup(func() {
 		if !daemon {
 			if p.cmd.ProcessState == nil {
@@ -450,7 +452,6 @@ func TestLifecycle(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := testutil.NewVethPair(t)
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	time.Sleep(200 * time.Millisecond)
 
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
 	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
@@ -533,7 +534,6 @@ func TestTwoDaemonsTwoNamespaces(t *testing.T) {
 	for _, p := range []*testutil.Pair{p1, p2} {
 		start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
 	}
-	time.Sleep(200 * time.Millisecond)
 	for i, p := range []*testutil.Pair{p1, p2} {
 		if err := transfer(t, p); err != nil {
 			t.Fatalf("namespace %d: %v", i+1, err)
@@ -796,13 +796,65 @@ func dialCookie(t *testing.T, ns *testutil.NetNS, addr string, sport int) (net.C
 
 // daemonAndServer runs a daemon on A of a veth pair and an HTTP server on B
 // (port 8080); it returns the pair, the daemon's socket and a client of it.
+// waitHelperListening returns once a `lab helper serve|echo --listen :P`
+// started by start listens on P in its namespace (TCP for serve, UDP for
+// echo): a fixed sleep after starting it was too short on a loaded
+// machine (TestRegisterAfterConnect: connection refused, in the 5.10 VM).
+func waitHelperListening(t *testing.T, ns *testutil.NetNS, p *proc, args []string) {
+	t.Helper()
+	if len(args) < 3 || args[0] != "lab" || args[1] != "helper" || (args[2] != "serve" && args[2] != "echo") {
+		return
+	}
+	port := 0
+	for i, a := range args {
+		if a == "--listen" && i+1 < len(args) {
+			if _, ps, err := net.SplitHostPort(args[i+1]); err == nil {
+				port, _ = strconv.Atoi(ps)
+			}
+		}
+	}
+	if port == 0 {
+		return
+	}
+	proto := map[string]string{"serve": "tcp", "echo": "udp"}[args[2]]
+	deadline := time.Now().Add(20 * time.Second)
+	for !listening(t, ns, proto, port) {
+		if p.cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("lab helper %s never listened on %s port %d:\n%s", args[2], proto, port, p.out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// listening says whether a socket of ns listens on (TCP) or is bound to
+// (UDP) port, from /proc/thread-self/net/{tcp,tcp6,udp,udp6} read inside ns.
+func listening(t *testing.T, ns *testutil.NetNS, proto string, port int) bool {
+	found := false
+	want := fmt.Sprintf(":%04X", port)
+	ns.Do(t, func() error {
+		for _, f := range []string{proto, proto + "6"} {
+			b, err := os.ReadFile("/proc/thread-self/net/" + f)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n")[1:] {
+				fs := strings.Fields(line)
+				if len(fs) > 3 && strings.HasSuffix(fs[1], want) && (proto == "udp" || fs[3] == "0A") {
+					found = true
+				}
+			}
+		}
+		return nil
+	})
+	return found
+}
+
 func daemonAndServer(t *testing.T) (*testutil.Pair, string, *api.Client) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	p := testutil.NewVethPair(t)
 	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	time.Sleep(200 * time.Millisecond)
 	c, err := api.Dial(sock)
 	if err != nil {
 		t.Fatal(err)

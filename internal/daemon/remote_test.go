@@ -64,7 +64,6 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
 	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
 	base := fmt.Sprintf("http://%s:8080", p.AddrB)
-	time.Sleep(300 * time.Millisecond)
 	idle := probe(t, p, 10)
 
 	// Without lanes: the upload fills R's buffer.
@@ -142,7 +141,6 @@ func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
 	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
 	base := fmt.Sprintf("http://%s:8080", p.AddrB)
-	time.Sleep(300 * time.Millisecond)
 	idle := probe(t, p, 10)
 	const endless = "2000000000"
 

@@ -66,7 +66,6 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
 	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
 	base := fmt.Sprintf("http://%s:8080", p.AddrB)
-	time.Sleep(300 * time.Millisecond)
 	idle := probe(t, p, 10)
 
 	// Without lanes: the download fills R's buffer toward A.

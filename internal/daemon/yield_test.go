@@ -38,7 +38,6 @@ func TestYieldPerInterface(t *testing.T) {
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
 	start(t, c, "lab", "helper", "serve", "--listen", ":8080")
 	baseB, baseC := fmt.Sprintf("http://%s:8080", p.AddrB), fmt.Sprintf("http://%s:8080", addrC)
-	time.Sleep(300 * time.Millisecond)
 
 	_, sock := startDaemon(t, p.A, fmt.Sprintf("interfaces:\n  - name: %s\n  - name: va2\n", p.LinkA))
 	bulk(t, p.A, baseC, lanesBin, "run", "--socket", sock, "--lane", "background", "--")

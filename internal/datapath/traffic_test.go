@@ -376,11 +376,17 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	// Mbit/s beside 9.57 idle in the same run (make stress-test, 2 busy
 	// loops and other builds on the machine), while a foreground
 	// that lanes fails to protect gets a few percent (0.22 Mbit/s above).
-	if !fgDone || fgRate < 0.6*idleUp {
+	// Under qemu without KVM (LANES_TIMING=unjudged) the rates are logged
+	// only, but a foreground lanes fails to protect (a few percent) still
+	// fails there.
+	switch {
+	case !fgDone || fgRate < 0.25*idleUp:
 		t.Errorf("foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", fgRate/1e6, idleUp/1e6)
+	case fgRate < 0.6*idleUp:
+		testutil.TimingErrorf(t, "foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", fgRate/1e6, idleUp/1e6)
 	}
 	if bulkRate < 0.8*linkBps {
-		t.Errorf("background alone got at most %.2f Mbit/s in 1 s windows over 10 s, want >= 80%% of %d Mbit/s (work conserving)", bulkRate/1e6, linkBps/1_000_000)
+		testutil.TimingErrorf(t, "background alone got at most %.2f Mbit/s in 1 s windows over 10 s, want >= 80%% of %d Mbit/s (work conserving)", bulkRate/1e6, linkBps/1_000_000)
 	}
 	bg, in := st.Lanes[lane.Background], st.Lanes[lane.Interactive]
 	if bg.Lane != lane.Background || bg.Bytes < 1<<20 {
