@@ -103,7 +103,8 @@ type Config struct {
 	// reader), a stop-the-world must interrupt its read (at most 2 ms even
 	// without preemption signals), and sysmon's 10 ms preemption of the
 	// reader becomes a hand-off through a normal-priority thread every
-	// 10 ms while it waits. Off by default (docs/realtime.md: measured).
+	// 10 ms while it waits. Off by default: measured, it did not shorten
+	// the daemon path's tail on a loaded machine (docs/realtime.md).
 	RawRead bool `yaml:"raw_read"`
 }
 
