@@ -86,6 +86,25 @@ func flowOf(t *testing.T, c *net.TCPConn, l lane.Lane) tcpmon.Flow {
 	return f
 }
 
+// stepUntilClamped steps the controller until its one socket has a
+// receive RTT sample and a clamp applied (2 s at most), and returns it.
+func stepUntilClamped(t *testing.T, ctl *Controller) *sock {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if err := ctl.Step(time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range ctl.socks {
+			if s.applied != 0 {
+				return s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
+	return nil
+}
+
 func windowClamp(t *testing.T, c *net.TCPConn) int {
 	t.Helper()
 	rc, _ := c.SyscallConn()
@@ -112,23 +131,7 @@ func TestControllerClampsYieldsAndReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := windowClamp(t, c)
-	// step until the socket has a receive RTT sample and a window
-	var s *sock
-	for i := 0; i < 200; i++ {
-		if err := ctl.Step(time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range ctl.socks {
-			s = x
-		}
-		if s != nil && s.applied != 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s == nil || s.applied == 0 {
-		t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
-	}
+	s := stepUntilClamped(t, ctl)
 	mss := uint32(s.applied / s.r.Wnd)
 	if got := windowClamp(t, c); uint32(got) != s.applied || s.applied != s.r.Wnd*mss {
 		t.Fatalf("window clamp %d; want rLEDBAT's %d packets x %d = %d", got, s.r.Wnd, mss, s.applied)
@@ -243,19 +246,7 @@ func TestControllerReceiveBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	own, _ := rcvState(t, c)
-	var s *sock
-	for i := 0; i < 200 && (s == nil || s.applied == 0); i++ {
-		if err := ctl.Step(time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range ctl.socks {
-			s = x
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s == nil || s.applied == 0 {
-		t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
-	}
+	s := stepUntilClamped(t, ctl)
 	if st := ctl.Stats(); st.Mode != ModeReceiveBuffer {
 		t.Fatalf("mode %q; want %q", st.Mode, ModeReceiveBuffer)
 	}
@@ -308,19 +299,7 @@ func TestControllerNoticesIneffectiveClamp(t *testing.T) {
 	h.mu.Lock()
 	h.cap = max(ssth/8, sockMinRcvbuf)
 	h.mu.Unlock()
-	var s *sock
-	for i := 0; i < 200 && (s == nil || s.applied == 0); i++ {
-		if err := ctl.Step(time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for _, x := range ctl.socks {
-			s = x
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s == nil || s.applied == 0 {
-		t.Fatalf("no clamp applied after 2 s: %+v", ctl.Stats())
-	}
+	s := stepUntilClamped(t, ctl)
 	if ssth <= max(s.applied, sockMinRcvbuf/2) {
 		t.Skipf("the socket's rcv_ssthresh %d was not above the clamp %d: nothing to find out", ssth, s.applied)
 	}
