@@ -828,14 +828,8 @@ func (l *Lane) send(pk *pending) error {
 	if l.classFor(pk.dst.Addr()) {
 		kind = 1
 	}
-	var sa unix.Sockaddr
-	if fam == 0 {
-		sa = &unix.SockaddrInet4{Port: int(pk.dst.Port()), Addr: pk.dst.Addr().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(pk.dst.Port()), Addr: pk.dst.Addr().As16()}
-	}
 	for {
-		err := unix.Sendto(l.tx[fam][kind], pk.payload, 0, sa)
+		err := sendTo(l.tx[fam][kind], pk.payload, pk.dst)
 		if err != unix.EINTR {
 			return err
 		}
