@@ -13,7 +13,7 @@ import (
 func TestSendToDeliversWithoutAllocating(t *testing.T) {
 	for _, c := range []struct {
 		network, addr string
-		family       int
+		family        int
 	}{{"udp4", "127.0.0.1:0", unix.AF_INET}, {"udp6", "[::1]:0", unix.AF_INET6}} {
 		pc, err := net.ListenPacket(c.network, c.addr)
 		if err != nil {
