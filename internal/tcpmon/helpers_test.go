@@ -24,7 +24,7 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-//go:generate clang -O2 -g -Wall -target bpf -I/usr/include/x86_64-linux-gnu -c testdata/cwndclamp.c -o testdata/cwndclamp.o
+//go:generate clang -O2 -g -Wall -target bpf -I/usr/include/x86_64-linux-gnu -fdebug-compilation-dir=. -c testdata/cwndclamp.c -o testdata/cwndclamp.o
 
 // sink is a TCP server that reads and counts everything it receives.
 type sink struct {

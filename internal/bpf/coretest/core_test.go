@@ -19,13 +19,15 @@
 //   - models/linux-5.15.o: a MODEL of 5.15's BTF (no 5.15 kernel package
 //     is reachable from here): the 6.1 types with the layout changes that
 //     matter taken back (struct cgroup ancestor ids); models/*.c say which
-//     and are rebuilt with `clang -target bpf -g -O2 -c linux-X.c -o
-//     linux-X.o`. A model has no .features: a feature counts as present
+//     and are rebuilt by `go generate` (the directive below; the flag
+//     keeps the build directory out of the object). A model has no .features: a feature counts as present
 //     on it from the version features.txt gives.
 //
 // scripts/core-btf.sh regenerates the real kernels' files after an object
 // uses new kernel types (`make generate` first).
 package coretest
+
+//go:generate clang -target bpf -g -O2 -fdebug-compilation-dir=. -c testdata/models/linux-5.15.c -o testdata/models/linux-5.15.o
 
 import (
 	"encoding/binary"

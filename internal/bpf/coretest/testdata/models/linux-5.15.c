@@ -8,7 +8,8 @@
  *   - trace_event_raw_tcp_probe: __u16 family after dport
  *   - struct dst_entry: dev a plain member (6.1's is in an anonymous union)
  * (per the kernels' sources and the DepSurf dataset of kernel BTF).
- * Build: clang -target bpf -g -c linux-5.15.c -o linux-5.15.o (see core_test.go).
+ * Build: `go generate ./internal/bpf/coretest/` (`make generate`; the
+ * directive is in core_test.go).
  */
 #ifndef __VMLINUX_H__
 #define __VMLINUX_H__
