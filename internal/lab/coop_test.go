@@ -178,6 +178,9 @@ func TestCoopBedLanes(t *testing.T) {
 			t.Errorf("%s: authenticated %v, counters %+v", h.node.Name, cs.Authenticated, cs.Counters)
 		}
 	}
+	if n := cb.bed.Emu.Broadcast.Load(); n == 0 {
+		t.Error("the daemons' announcements were not broadcast across the medium")
+	}
 	t.Logf("total %.2f Mbit/s, Jain %.3f, RTT p50 %.0f ms, retrans %d, caps %d/%d",
 		st.TotalMbit, st.JainRun, st.RTTms, st.Retrans, last[0].Cap, last[1].Cap)
 	if st.TotalMbit < 5 {

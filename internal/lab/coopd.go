@@ -5,9 +5,10 @@
 //     host, is the bottleneck these experiments study, and the caps act in
 //     TCP, not in the qdisc; lbe's shaped mode and HTB gate exist for
 //     priority in the host queue, which a TUN never backs up) and has a
-//     `coop:` section: the bed's group key, unicast_peers = the other lanes
-//     hosts (the lab's TUN links have no broadcast), and the experiment's
-//     ap_rate, headroom, safety and rules;
+//     `coop:` section: the bed's group key, announcements as IPv4 broadcast
+//     (`transport: ipv4`; the emulator relays a broadcast once up and once
+//     down the medium) or, in a bed with Unicast, unicast_peers = the other
+//     lanes hosts, and the experiment's ap_rate, headroom, safety and rules;
 //   - the daemon is waited for until its API answers and its coop component
 //     reports, and stopped with SIGTERM (it removes what it installed) when
 //     the bed closes; the topology kills it on failure or cancellation.
@@ -62,9 +63,9 @@ func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
 	for _, h := range lanesHosts {
 		cfg := cb.cfg.Coop
 		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key, cfg.KeyFile = true, TUNName, coopAnnPort, hex.EncodeToString(key), ""
-		cfg.UnicastPeers = nil
+		cfg.Transport, cfg.UnicastPeers = coop.TransportIPv4, nil
 		for _, p := range lanesHosts {
-			if p != h {
+			if p != h && cb.cfg.Unicast {
 				cfg.UnicastPeers = append(cfg.UnicastPeers, p.node.Addr.String())
 			}
 		}
@@ -186,6 +187,7 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  interface: %s", c.Interface)
 	p("  port: %d", c.Port)
 	p("  key: %q", c.Key)
+	p("  transport: %s", c.Transport)
 	if len(c.UnicastPeers) > 0 {
 		p("  unicast_peers:")
 		for _, a := range c.UnicastPeers {

@@ -7,12 +7,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/topo"
@@ -297,5 +302,112 @@ func TestSharedMedium(t *testing.T) {
 	}
 	if jain < 0.6 {
 		t.Errorf("Jain's index %.3f", jain)
+	}
+}
+
+// TestSharedMediumBroadcast: a host's IPv4 broadcast crosses the shared
+// medium once up and once down and reaches every other host behind it,
+// not the sender and not the wired server.
+func TestSharedMediumBroadcast(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bed, err := NewBed(testEnv(t), "cubic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Close()
+	cfg := emu.LinkConfig{Rate: 10e6, Delay: 2 * time.Millisecond, QueueBytes: 60000}
+	apUp, apDown := bed.Emu.NewUplink(cfg), bed.Emu.NewDownlink(cfg)
+	names := []string{"h1", "h2", "h3", "server"}
+	socks := map[string]*net.UDPConn{}
+	for _, name := range names {
+		up, down := apUp, apDown
+		if name == "server" {
+			up, down = bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{})
+		}
+		n, err := bed.AddHost(name, "cubic", up, down, HostOpts{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if socks[name], err = broadcastSocket(n, 7499); err != nil {
+			t.Fatal(err)
+		}
+		defer socks[name].Close()
+	}
+	var upB, downB atomic.Int64 // broadcasts leaving the medium's two directions
+	isB := func(b []byte) bool { return len(b) >= 20 && b[0]>>4 == 4 && [4]byte(b[16:20]) == [4]byte{255, 255, 255, 255} }
+	bed.Emu.OnUp = func(b []byte) {
+		if isB(b) {
+			upB.Add(1)
+		}
+	}
+	bed.Emu.OnDown = func(b []byte) {
+		if isB(b) {
+			downB.Add(1)
+		}
+	}
+	bed.Start(ctx)
+	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{255, 255, 255, 255}), 7499)
+	if _, err := socks["h1"].WriteToUDPAddrPort([]byte("hello"), dst); err != nil {
+		t.Fatal(err)
+	}
+	h1 := bed.Nodes["h1"].Addr
+	for _, name := range names {
+		got := readFrom(socks[name], h1, 500*time.Millisecond)
+		want := 1
+		if name == "server" {
+			want = 0
+		}
+		if name == "h1" {
+			want = 1 // the sender's own kernel loops its broadcast back, the medium does not
+		}
+		if got != want {
+			t.Errorf("%s heard the broadcast %d times, want %d", name, got, want)
+		}
+	}
+	if up, down := upB.Load(), downB.Load(); up != 1 || down != 1 {
+		t.Errorf("the broadcast crossed the medium %d times up and %d times down, want once each", up, down)
+	}
+	if n := bed.Emu.Broadcast.Load(); n != 1 {
+		t.Errorf("emulator relayed %d broadcasts, want 1", n)
+	}
+}
+
+// broadcastSocket opens a UDP socket on the node's TUN that sends and
+// hears IPv4 broadcasts.
+func broadcastSocket(n *topo.Node, port int) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := n.Do(func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = errors.Join(unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1),
+					unix.BindToDevice(int(fd), TUNName))
+			})
+			return errors.Join(err, serr)
+		}}
+		pc, err := lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", port))
+		if err == nil {
+			c = pc.(*net.UDPConn)
+		}
+		return err
+	})
+	return c, err
+}
+
+// readFrom counts the datagrams from src that c receives within d.
+func readFrom(c *net.UDPConn, src netip.Addr, d time.Duration) int {
+	n := 0
+	buf := make([]byte, 2048)
+	c.SetReadDeadline(time.Now().Add(d))
+	for {
+		_, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return n
+		}
+		if from.Addr().Unmap() == src {
+			n++
+		}
 	}
 }

@@ -15,6 +15,12 @@
 // TUN driver drops when that ring is full instead of stopping the qdisc
 // (see docs/lab.md), which is why the lab puts a gate in the host as well.
 //
+// IPv4 limited broadcast (255.255.255.255) crosses a shared medium as an
+// access point relays it: once up the sender's uplink, then once down each
+// downlink of the hosts that share that uplink, whose every host but the
+// sender gets a copy (broadcast.go). A broadcast goes no further (the AP
+// does not route it to the distant server).
+//
 // A Prioritiser may sit between a host's TUN and its uplink: a user-space
 // task that serves two FIFO queues strictly by priority into the device
 // queue (the LW-LBE paper's task-based baseline).
@@ -68,8 +74,9 @@ type Emulator struct {
 	RealTime    int
 	realTimeErr atomic.Value
 
-	NoRoute atomic.Uint64 // packets to an address no host has
-	wg      sync.WaitGroup
+	NoRoute   atomic.Uint64 // packets to an address no host has
+	Broadcast atomic.Uint64 // broadcasts relayed from an uplink to a downlink
+	wg        sync.WaitGroup
 }
 
 // New returns an empty emulator.
@@ -78,9 +85,14 @@ func New() *Emulator { return &Emulator{byAddr: map[netip.Addr]*Host{}} }
 // NewUplink makes a link whose output is routed to the destination host's
 // downlink.
 func (e *Emulator) NewUplink(cfg LinkConfig) *Link {
-	l := NewLink(cfg, func(b []byte, _ any) {
+	var l *Link
+	l = NewLink(cfg, func(b []byte, _ any) {
 		if e.OnUp != nil {
 			e.OnUp(b)
+		}
+		if isBroadcast4(b) {
+			e.relayBroadcast(l, b)
+			return
 		}
 		if h := e.lookup(b); h != nil {
 			h.Down.Enqueue(b, nil)
@@ -95,9 +107,14 @@ func (e *Emulator) NewUplink(cfg LinkConfig) *Link {
 // NewDownlink makes a link whose output is written to the destination
 // host's TUN.
 func (e *Emulator) NewDownlink(cfg LinkConfig) *Link {
-	l := NewLink(cfg, func(b []byte, _ any) {
+	var l *Link
+	l = NewLink(cfg, func(b []byte, meta any) {
 		if e.OnDown != nil {
 			e.OnDown(b)
+		}
+		if isBroadcast4(b) {
+			e.deliverBroadcast(l, b, meta)
+			return
 		}
 		if h := e.lookup(b); h != nil {
 			_, _ = h.tun.Write(b)
