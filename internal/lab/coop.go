@@ -43,7 +43,7 @@ type coopCommon struct {
 	allowance          float64
 	spread             bool
 	interval           time.Duration
-	announce           string // broadcast or unicast
+	announce           string // ipv4, ipv6, both (the daemons' transport) or unicast
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -55,13 +55,15 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
-	fs.StringVar(&c.announce, "announce", "broadcast", "how the daemons announce: broadcast (one IPv4 broadcast, relayed by the AP) or unicast (to every other lanes host, as under client isolation)")
+	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")
 	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (true: the group's rounding remainder handed out a segment each)")
 }
 
 func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
-	if c.announce != "" && c.announce != "broadcast" && c.announce != "unicast" {
-		return CoopBedConfig{}, fmt.Errorf("--announce %q: want broadcast or unicast", c.announce)
+	switch c.announce {
+	case "", coop.TransportIPv4, coop.TransportIPv6, coop.TransportBoth, "unicast":
+	default:
+		return CoopBedConfig{}, fmt.Errorf("--announce %q: want ipv4, ipv6, both or unicast", c.announce)
 	}
 	r, err := config.ParseRate(c.rate)
 	if err != nil {
@@ -86,7 +88,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 			return CoopBedConfig{}, fmt.Errorf("lanes binary: %w (pass --lanes)", err)
 		}
 	}
-	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Unicast: c.announce == "unicast"}, nil
+	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Announce: c.announce}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
@@ -307,7 +309,7 @@ func init() {
 				r.Tables = []Table{main, fig4, per}
 				r.Notes = []string{
 					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices of those bytes, Jain 200ms air = the same over each host's TCP payload leaving the shared medium (the AP's exit, independent of the readers' wake-ups), Jain run = index of the hosts' run averages",
-					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce broadcast one datagram per host and interval up and the same down, as an AP relays a broadcast; with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
+					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
 					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",

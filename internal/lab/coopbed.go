@@ -17,9 +17,10 @@
 //
 // "With lanes" a host runs the real `lanes daemon` in its namespace, as a user
 // would (coopd.go): a policy file managing up0 with a `coop:` section
-// (group key; announcements as IPv4 broadcast, which the emulator relays
-// across the medium as an AP does, or, with Unicast, to each other lanes
-// host as on a network with client isolation), started through the topology, waited for until
+// (group key; announcements as IPv4 broadcast and/or IPv6 link-local
+// multicast, which the emulator relays across the medium as an AP does, or
+// to each other lanes host as on a network with client isolation), started
+// through the topology, waited for until
 // its API answers, stopped with SIGTERM when the bed closes. Connections that
 // belong in a lane are registered with the daemon's API before they connect;
 // N, caps and the capping state are read from the daemon (the API's
@@ -73,10 +74,11 @@ type CoopBedConfig struct {
 	// Coop is the `coop:` section of the daemons' policy (Enabled,
 	// Interface, Port, key and unicast peers are filled in per host).
 	Coop coop.Config
-	// Unicast: the daemons send each announcement to every other lanes
-	// host (`unicast_peers`, a network with client isolation: N(N-1)
-	// datagrams per interval on the medium) instead of one IPv4 broadcast.
-	Unicast bool
+	// Announce is the daemons' transport: "ipv4" (default: one IPv4
+	// broadcast per interval), "ipv6" (link-local multicast), "both", or
+	// "unicast": to every other lanes host (`unicast_peers`, a network with
+	// client isolation: N(N-1) datagrams per interval on the medium).
+	Announce string
 	// Down: the hosts' endless transfers are downloads (startFlow), and
 	// the recorder reads RTT and cwnd at the server (the sender) and N,
 	// caps and capping from the daemons' downlink status.

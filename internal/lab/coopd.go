@@ -5,10 +5,11 @@
 //     host, is the bottleneck these experiments study, and the caps act in
 //     TCP, not in the qdisc; lbe's shaped mode and HTB gate exist for
 //     priority in the host queue, which a TUN never backs up) and has a
-//     `coop:` section: the bed's group key, announcements as IPv4 broadcast
-//     (`transport: ipv4`; the emulator relays a broadcast once up and once
-//     down the medium) or, in a bed with Unicast, unicast_peers = the other
-//     lanes hosts, and the experiment's ap_rate, headroom, safety and rules;
+//     `coop:` section: the bed's group key, the announcements' transport
+//     (default `ipv4`: broadcast, which the emulator relays once up and once
+//     down the medium; `ipv6`, `both`) or, in a bed announcing by unicast,
+//     unicast_peers = the other lanes hosts, and the experiment's ap_rate,
+//     headroom, safety and rules;
 //   - the daemon is waited for until its API answers and its coop component
 //     reports, and stopped with SIGTERM (it removes what it installed) when
 //     the bed closes; the topology kills it on failure or cancellation.
@@ -63,9 +64,12 @@ func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
 	for _, h := range lanesHosts {
 		cfg := cb.cfg.Coop
 		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key, cfg.KeyFile = true, TUNName, coopAnnPort, hex.EncodeToString(key), ""
-		cfg.Transport, cfg.UnicastPeers = coop.TransportIPv4, nil
+		cfg.Transport, cfg.UnicastPeers = cb.cfg.Announce, nil
+		if cfg.Transport == "" || cfg.Transport == "unicast" {
+			cfg.Transport = coop.TransportIPv4
+		}
 		for _, p := range lanesHosts {
-			if p != h && cb.cfg.Unicast {
+			if p != h && cb.cfg.Announce == "unicast" {
 				cfg.UnicastPeers = append(cfg.UnicastPeers, p.node.Addr.String())
 			}
 		}

@@ -15,11 +15,12 @@
 // TUN driver drops when that ring is full instead of stopping the qdisc
 // (see docs/lab.md), which is why the lab puts a gate in the host as well.
 //
-// IPv4 limited broadcast (255.255.255.255) crosses a shared medium as an
-// access point relays it: once up the sender's uplink, then once down each
-// downlink of the hosts that share that uplink, whose every host but the
-// sender gets a copy (broadcast.go). A broadcast goes no further (the AP
-// does not route it to the distant server).
+// IPv4 limited broadcast (255.255.255.255) and IPv6 link-local multicast
+// (ff02::/16) cross a shared medium as an access point relays them: once
+// up the sender's uplink, then once down each downlink of the hosts that
+// share that uplink, whose every host but the sender gets a copy
+// (broadcast.go). They go no further (the AP does not route them to the
+// distant server).
 //
 // A Prioritiser may sit between a host's TUN and its uplink: a user-space
 // task that serves two FIFO queues strictly by priority into the device
@@ -86,12 +87,12 @@ func New() *Emulator { return &Emulator{byAddr: map[netip.Addr]*Host{}} }
 // downlink.
 func (e *Emulator) NewUplink(cfg LinkConfig) *Link {
 	var l *Link
-	l = NewLink(cfg, func(b []byte, _ any) {
+	l = NewLink(cfg, func(b []byte, meta any) {
 		if e.OnUp != nil {
 			e.OnUp(b)
 		}
-		if isBroadcast4(b) {
-			e.relayBroadcast(l, b)
+		if isLinkBroadcast(b) {
+			e.relayBroadcast(l, b, meta)
 			return
 		}
 		if h := e.lookup(b); h != nil {
@@ -112,7 +113,7 @@ func (e *Emulator) NewDownlink(cfg LinkConfig) *Link {
 		if e.OnDown != nil {
 			e.OnDown(b)
 		}
-		if isBroadcast4(b) {
+		if isLinkBroadcast(b) {
 			e.deliverBroadcast(l, b, meta)
 			return
 		}
@@ -245,9 +246,9 @@ func (h *Host) read(ctx context.Context) {
 		case h.Prio != nil:
 			h.Prio.enqueue(p)
 		case h.BackPressure:
-			h.Up.EnqueueAdmitted(p, nil)
+			h.Up.EnqueueAdmitted(p, h)
 		default:
-			h.Up.Enqueue(p, nil)
+			h.Up.Enqueue(p, h) // the sender, for a broadcast (broadcast.go)
 		}
 	}
 }
