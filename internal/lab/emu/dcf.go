@@ -55,9 +55,13 @@
 package emu
 
 import (
+	"context"
 	"fmt"
 	"math/rand"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DCFPHY are a DCF's timing and backoff constants.
@@ -261,4 +265,151 @@ func (c *dcfCore) round(heads []int) dcfRound {
 func (c *dcfCore) idle(d time.Duration) {
 	c.stats.Idle += d
 	c.stats.Elapsed += d
+}
+
+// DCF is a shared 802.11 medium; its contenders are the Links configured
+// with it (LinkConfig.Air; attach them all before the emulator runs). The
+// goroutine of the first member link's Run serves the medium: contention,
+// then each frame's delivery (the link's Out) at the end of its exchange;
+// the other members' Run only wait.
+type DCF struct {
+	mu       sync.Mutex
+	core     *dcfCore
+	links    []*Link
+	serving  bool
+	idleFrom time.Time // the medium is idle since (zero: a frame waits)
+	wake     chan struct{}
+}
+
+// NewDCF returns a medium with no contenders.
+func NewDCF(cfg DCFConfig) (*DCF, error) {
+	c, err := newDCFCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &DCF{core: c, wake: make(chan struct{}, 1)}, nil
+}
+
+// Stats returns a snapshot of the medium's counters (an idle stretch in
+// progress counted up to now).
+func (m *DCF) Stats() DCFStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.core.stats
+	if !m.idleFrom.IsZero() {
+		d := max(time.Since(m.idleFrom), 0)
+		s.Idle += d
+		s.Elapsed += d
+	}
+	return s
+}
+
+// PHYRate is the PHY rate the medium derived from its Rate, bit/s.
+func (m *DCF) PHYRate() float64 { return m.core.phyRate }
+
+// attach makes l a contender.
+func (m *DCF) attach(l *Link) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.core.add()
+	m.links = append(m.links, l)
+}
+
+// kick tells the medium a frame arrived.
+func (m *DCF) kick() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// serve is a member link's Run: the first one serves the medium until ctx
+// ends, the others wait for that.
+func (m *DCF) serve(ctx context.Context) {
+	m.mu.Lock()
+	first := !m.serving
+	m.serving = true
+	m.mu.Unlock()
+	if first {
+		m.run(ctx)
+	} else {
+		<-ctx.Done()
+	}
+}
+
+// run simulates round after round at absolute times: a round starts when
+// the medium frees (or at the first arrival after an idle stretch), with the
+// queues that have a frame then; its outcome is applied when it ends.
+func (m *DCF) run(ctx context.Context) {
+	m.mu.Lock()
+	links := append([]*Link(nil), m.links...)
+	m.mu.Unlock()
+	heads := make([]int, len(links))
+	arrivals := make([]time.Time, len(links))
+	free := time.Now()
+	for ctx.Err() == nil {
+		var first time.Time
+		for i, l := range links {
+			arrivals[i], heads[i] = l.airHead()
+			if heads[i] > 0 && (first.IsZero() || arrivals[i].Before(first)) {
+				first = arrivals[i]
+			}
+		}
+		if first.IsZero() {
+			m.mu.Lock()
+			m.idleFrom = free
+			m.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-m.wake:
+			}
+			continue
+		}
+		m.mu.Lock()
+		m.idleFrom = time.Time{}
+		if first.After(free) {
+			m.core.idle(first.Sub(free))
+			free = first
+		}
+		for i := range heads {
+			if arrivals[i].After(free) {
+				heads[i] = 0 // arrived after the round began: the next one
+			}
+		}
+		r := m.core.round(heads)
+		m.mu.Unlock()
+		free = free.Add(r.dur)
+		if !sleepUntil(ctx, free) {
+			return
+		}
+		if r.winner >= 0 {
+			if p := links[r.winner].airPop(free, true); p != nil {
+				links[r.winner].out(p.data, p.meta)
+			}
+		}
+		for _, i := range r.dropped {
+			links[i].airPop(free, false)
+		}
+	}
+}
+
+// sleepUntil sleeps until t (the last fineSleep on this thread, as a Link
+// does); false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if wait > fineSleep {
+		timer := time.NewTimer(wait - fineSleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
+		wait = time.Until(t)
+	}
+	if wait > 0 {
+		ts := unix.NsecToTimespec(int64(wait))
+		_ = unix.Nanosleep(&ts, nil)
+	}
+	return ctx.Err() == nil
 }

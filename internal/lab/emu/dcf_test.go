@@ -3,7 +3,9 @@
 package emu
 
 import (
+	"context"
 	"math"
+	"sync"
 	"testing"
 	"time"
 )
@@ -197,4 +199,109 @@ func jain(x []float64) float64 {
 		return 0
 	}
 	return s * s / (float64(len(x)) * s2)
+}
+
+// TestDCFMedium: links on a medium are served by its contention, with the
+// model's schedule whatever the goroutine's wake-ups: three stations and
+// the AP, every queue full from the start, deliver every frame (but those
+// dropped at the retry limit), in the order and the simulated time that the
+// model alone gives for the same seed; the AP is one contender among four.
+func TestDCFMedium(t *testing.T) {
+	const per = 60
+	sizes := []int{1500, 1500, 1500, 200} // the AP's queue holds small frames
+	m, err := NewDCF(DCFConfig{Rate: 20e6, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	links := make([]*Link, len(sizes))
+	for i := range links {
+		links[i] = NewLink(LinkConfig{Air: m, QueuePackets: per}, func([]byte, any) {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+		for k := 0; k < per; k++ {
+			if !links[i].Enqueue(make([]byte, sizes[i]), nil) {
+				t.Fatal("enqueue refused")
+			}
+		}
+		if links[i].Enqueue(make([]byte, 1), nil) {
+			t.Fatal("queue limit not kept")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Run(ctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(time.Minute) // ~0.2 s of air; generous for a loaded machine
+	for {
+		st := m.Stats()
+		if st.Successes+st.RetryDrops == uint64(per*len(sizes)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after a minute: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := m.Stats()
+
+	// The same rounds in the model alone.
+	c, _ := newDCFCore(DCFConfig{Rate: 20e6, Seed: 5})
+	left := make([]int, len(sizes))
+	var want []int
+	for i := range sizes {
+		c.add()
+		left[i] = per
+	}
+	heads := make([]int, len(sizes))
+	for c.stats.Successes+c.stats.RetryDrops < uint64(per*len(sizes)) {
+		for i := range heads {
+			heads[i] = 0
+			if left[i] > 0 {
+				heads[i] = sizes[i]
+			}
+		}
+		r := c.round(heads)
+		if r.winner >= 0 {
+			left[r.winner]--
+			want = append(want, r.winner)
+		}
+		for _, i := range r.dropped {
+			left[i]--
+		}
+	}
+	got.Idle, got.Elapsed = 0, got.Elapsed-got.Idle // an idle stretch since the end may be counted
+	if got != c.stats {
+		t.Errorf("medium %+v\nmodel  %+v", got, c.stats)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != len(want) {
+		t.Fatalf("%d delivered, model %d", len(order), len(want))
+	}
+	share := make([]int, len(sizes))
+	for k := range order {
+		if order[k] != want[k] {
+			t.Fatalf("delivery %d from %d, model %d", k, order[k], want[k])
+		}
+		if k < len(order)/2 {
+			share[order[k]]++
+		}
+	}
+	for i, n := range share {
+		if n < len(order)/2/len(sizes)/2 {
+			t.Errorf("contender %d had %d of the first %d frames: %v", i, n, len(order)/2, share)
+		}
+		s := links[i].Stats()
+		if s.OutPackets+s.DropRetry != per || s.DropTail != 1 {
+			t.Errorf("link %d: %+v", i, s)
+		}
+	}
+	t.Logf("shares of the first half %v, %+v", share, got)
 }

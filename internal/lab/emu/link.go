@@ -17,6 +17,9 @@
 //	  - WaitRoom blocks a reader while the device queue is full, so a reader
 //	    that calls it before taking a packet from its source leaves the queue
 //	    beyond the device in the source (back-pressure).
+//	  - With Air, the link is one transmit queue of an 802.11 medium
+//	    (dcf.go): the medium's contention, not a serialiser, decides when
+//	    its head leaves, and it has no delay line.
 //
 // Note: one goroutine per link works on absolute times: every packet keeps
 // its arrival time and every opportunity its scheduled time, so a late timer
@@ -47,15 +50,20 @@ type LinkConfig struct {
 	QueuePackets int           // device queue limit in packets (0 = no packet limit)
 	Loss         float64       // random loss probability on entry, 0..1
 	Seed         int64         // loss RNG seed (0 = time based)
+	// Air makes the link a contender of that 802.11 medium instead of a
+	// serialiser of its own (Rate and Trace are then unused; Delay must
+	// be 0).
+	Air *DCF
 }
 
 // Unlimited reports whether the link has no serialiser (rate 0, no trace).
-func (c LinkConfig) Unlimited() bool { return c.Rate <= 0 && c.Trace == nil }
+func (c LinkConfig) Unlimited() bool { return c.Rate <= 0 && c.Trace == nil && c.Air == nil }
 
 // LinkStats are a link's counters.
 type LinkStats struct {
 	EnqPackets, EnqBytes     uint64 // accepted into the queue
 	DropTail, DropLoss       uint64 // dropped at entry (queue full / random)
+	DropRetry                uint64 // Air: dropped at the 802.11 retry limit
 	OutPackets, OutBytes     uint64 // delivered after the delay
 	MaxQueueBytes, MaxQueueP uint64 // peak device-queue occupancy
 	// Idle is how long a fixed-rate link's serialiser had nothing to send
@@ -121,8 +129,15 @@ func NewLink(cfg LinkConfig, out func(data []byte, meta any)) *Link {
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	return &Link{cfg: cfg, out: out, rng: rand.New(rand.NewSource(seed)),
+	l := &Link{cfg: cfg, out: out, rng: rand.New(rand.NewSource(seed)),
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.Air != nil {
+		if cfg.Delay != 0 {
+			panic("emu: a link on an 802.11 medium has no delay line")
+		}
+		cfg.Air.attach(l)
+	}
+	return l
 }
 
 // Base is the time the link started (offset 0 of its trace).
@@ -248,6 +263,10 @@ func (l *Link) enqueue(data []byte, meta any, admitted bool) bool {
 		}
 	}
 	l.mu.Unlock()
+	if l.cfg.Air != nil {
+		l.cfg.Air.kick()
+		return true
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -262,6 +281,10 @@ func (l *Link) Run(ctx context.Context) {
 	l.base = time.Now()
 	l.busyUntil = l.base
 	l.mu.Unlock()
+	if l.cfg.Air != nil {
+		l.cfg.Air.serve(ctx)
+		return
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var ready []*pkt
@@ -439,4 +462,43 @@ func (l *Link) nextEvent() time.Time {
 		}
 	}
 	return next
+}
+
+// airHead is the head packet's arrival and size (0: the queue is empty),
+// for the 802.11 medium.
+func (l *Link) airHead() (time.Time, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
+		return time.Time{}, 0
+	}
+	return l.queue[0].arrival, len(l.queue[0].data)
+}
+
+// airPop takes the head packet off the queue when the medium's exchange
+// ended at t: delivered (returned, for Out) or dropped at the retry limit.
+func (l *Link) airPop(t time.Time, delivered bool) *pkt {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	p := l.queue[0]
+	l.queue[0] = nil
+	l.queue = l.queue[1:]
+	l.qBytes -= len(p.data)
+	if delivered {
+		l.late(time.Since(t))
+		l.stats.OutPackets++
+		l.stats.OutBytes += uint64(len(p.data))
+	} else {
+		l.stats.DropRetry++
+		p = nil
+	}
+	l.mu.Unlock()
+	select {
+	case l.room <- struct{}{}:
+	default:
+	}
+	return p
 }
