@@ -29,6 +29,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -44,6 +45,8 @@ type coopCommon struct {
 	spread             bool
 	interval           time.Duration
 	announce           string // ipv4, ipv6, both (the daemons' transport) or unicast
+	medium             string // fifo or dcf (CoopBedConfig.Medium)
+	seed               int64  // the dcf medium's backoff draws
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -56,6 +59,8 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
 	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")
+	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the dcf medium's backoff draws (the same for every run)")
 	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (true: the group's rounding remainder handed out a segment each)")
 }
 
@@ -64,6 +69,11 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	case "", coop.TransportIPv4, coop.TransportIPv6, coop.TransportBoth, "unicast":
 	default:
 		return CoopBedConfig{}, fmt.Errorf("--announce %q: want ipv4, ipv6, both or unicast", c.announce)
+	}
+	switch c.medium {
+	case "", MediumFIFO, MediumDCF:
+	default:
+		return CoopBedConfig{}, fmt.Errorf("--medium %q: want %s or %s", c.medium, MediumFIFO, MediumDCF)
 	}
 	r, err := config.ParseRate(c.rate)
 	if err != nil {
@@ -88,12 +98,23 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 			return CoopBedConfig{}, fmt.Errorf("lanes binary: %w (pass --lanes)", err)
 		}
 	}
-	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Announce: c.announce}, nil
+	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Announce: c.announce,
+		Medium: c.medium, Seed: c.seed}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
-	return map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce,
+	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium,
 		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
+	if c.medium == MediumDCF {
+		p["seed"] = c.seed
+		if r, err := config.ParseRate(c.rate); err == nil {
+			if m, err := emu.NewDCF(emu.DCFConfig{Rate: float64(r)}); err == nil {
+				p["dcf"] = fmt.Sprintf("802.11a/g OFDM DCF (slot 9 µs, SIFS 16, DIFS 34, EIFS 94, CW 15..1023, 7 attempts), PHY %.2f Mbit/s so that one station alone gets %s of 1500-byte packets; no aggregation, no RTS/CTS; queues: each host's uplink and the AP's downlink, buffer each",
+					m.PHYRate()/1e6, c.rate)
+			}
+		}
+	}
+	return p
 }
 
 // parseDirections reads --direction: up, down or both.
@@ -169,10 +190,32 @@ func (s *coopSeries) testbedNote() string {
 		at = append(at, fmt.Sprintf("%.1fs", d.Seconds()))
 	}
 	sort.Strings(at)
-	return fmt.Sprintf("%d RTOs (%d spurious) in the hosts; emulator: %d late stretches (worst %v) at %s; recorder: %d samples, longest interval %.2f s (step %v)",
+	note := fmt.Sprintf("%d RTOs (%d spurious) in the hosts; emulator: %d late stretches (worst %v) at %s; recorder: %d samples, longest interval %.2f s (step %v)",
 		s.RTOs, s.SpuriousRTOs, s.Up.StallEvents+s.Down.StallEvents,
 		max(s.Up.MaxLate, s.Down.MaxLate).Round(time.Millisecond), strings.Join(at, " "),
 		len(s.T), s.maxInterval(), s.Step)
+	if d := s.DCF; d != nil && d.Elapsed > 0 {
+		note += fmt.Sprintf("; dcf: %d frames, %d collisions (%d frames), %d dropped at the retry limit, air %.1f %% ok, %.1f %% collisions, %.1f %% backoff, %.1f %% idle",
+			d.Successes, d.Collisions, d.Collided, d.RetryDrops, 100*d.AirOK.Seconds()/d.Elapsed.Seconds(), 100*d.AirLost.Seconds()/d.Elapsed.Seconds(),
+			100*d.Backoff.Seconds()/d.Elapsed.Seconds(), 100*d.Idle.Seconds()/d.Elapsed.Seconds())
+	}
+	return note
+}
+
+// dcfPct shows a percentage of the dcf medium ("-" on fifo).
+func dcfPct(medium string, v float64) string {
+	if medium != MediumDCF {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// mediumNote says what the medium models.
+func mediumNote(medium string) string {
+	if medium == MediumDCF {
+		return "medium dcf: 802.11 DCF contention (emu/dcf.go): each host's uplink queue and the AP's downlink queue (buffer each) contend for one half-duplex channel, so TCP ACKs and announcements cost air too; AP idle % = the air idle (no queue with a frame, both directions); AP queue = the stations' uplink queues summed (up) or the AP's (down); air lost % = air time in collisions, collided % = share of frame attempts that collided"
+	}
+	return "medium fifo: the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi (--medium dcf models the contention)"
 }
 
 func medianCap(s *coopSeries, from float64) uint32 {
@@ -246,7 +289,7 @@ func init() {
 				r.Params["direction"] = *direction
 				var runs []coopRun
 				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "retrans", "cap"}}
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 				apRate, err := config.ParseRate(c.rate)
@@ -283,7 +326,7 @@ func init() {
 							runs = append(runs, run)
 							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
 								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), strconv.Itoa(int(st.Retrans)), capS})
+								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS})
 							if mode == "tcp" {
 								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
 							} else {
@@ -313,7 +356,7 @@ func init() {
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
 					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
-					"the emulated AP has no CSMA/CA collisions: losses are buffer overflows only, so plain TCP's total stays nearer the rate than on the paper's Wi-Fi",
+					mediumNote(c.medium),
 				}
 				r.Data = runs
 				r.Environment = CaptureEnvironment(nil, env, nil)

@@ -57,6 +57,9 @@ func TestSeriesStats(t *testing.T) {
 		// the medium idle 20 ms of every 200 ms step, 5 KB queued
 		s.MediumIdle, s.MediumQueue = append(s.MediumIdle, float64(k)*0.02), append(s.MediumQueue, 5000)
 		s.MediumOther = append(s.MediumOther, int64(k)*2500) // 0.1 Mbit/s of announcements
+		// a dcf medium: 10 ms of every step in collisions, 1 of 10 attempts
+		s.MediumLost = append(s.MediumLost, float64(k)*0.01)
+		s.MediumCollided, s.MediumFrames = append(s.MediumCollided, uint64(k)), append(s.MediumFrames, uint64(k)*9)
 	}
 	st := s.stats([]int{0, 1}, 0, 10)
 	if math.Abs(st.PerHostMbit[0]-2) > 1e-9 || math.Abs(st.PerHostMbit[1]-1) > 1e-9 || math.Abs(st.TotalMbit-3) > 1e-9 {
@@ -68,9 +71,12 @@ func TestSeriesStats(t *testing.T) {
 	if math.Abs(st.IdlePct-10) > 1e-9 || st.QueueP50KB != 5 || math.Abs(st.OtherMbit-0.1) > 1e-9 {
 		t.Errorf("medium idle %v %%, queue %v KB, non-TCP %v Mbit/s", st.IdlePct, st.QueueP50KB, st.OtherMbit)
 	}
+	if math.Abs(st.AirLostPct-5) > 1e-9 || math.Abs(st.CollidedPct-10) > 1e-9 {
+		t.Errorf("dcf: air lost %v %%, collided %v %%", st.AirLostPct, st.CollidedPct)
+	}
 	// leaving out the first half: the idle time before it is not counted
-	if st2 := s.stats([]int{0, 1}, 1.0, 10); math.Abs(st2.IdlePct-10) > 1e-9 {
-		t.Errorf("medium idle from 1 s: %v %%", st2.IdlePct)
+	if st2 := s.stats([]int{0, 1}, 1.0, 10); math.Abs(st2.IdlePct-10) > 1e-9 || math.Abs(st2.AirLostPct-5) > 1e-9 || math.Abs(st2.CollidedPct-10) > 1e-9 {
+		t.Errorf("medium from 1 s: idle %v %%, air lost %v %%, collided %v %%", st2.IdlePct, st2.AirLostPct, st2.CollidedPct)
 	}
 	if st.Retrans != 11 || st.RTTms < 260 || st.RTTms > 300 {
 		t.Errorf("retrans %d rtt %v", st.Retrans, st.RTTms)
@@ -112,16 +118,25 @@ func TestTCPPayload(t *testing.T) {
 	}
 }
 
-// A short coop run with `lanes daemon` on two hosts: the daemons find each
-// other through the emulated medium, agree on N=2, and clamp the uploads;
-// the uploads registered in the background lane are seen in it.
+// A short coop run with `lanes daemon` on two hosts, on each medium: the
+// daemons find each other through the emulated medium (on dcf, each host's
+// broadcast crosses its own uplink queue and the AP's downlink), agree on
+// N=2, and clamp the uploads; the uploads registered in the background lane
+// are seen in it.
 func TestCoopBedLanes(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
-		t.Skip("10 s of emulated traffic")
+		t.Skip("10 s of emulated traffic per medium")
 	}
+	for _, m := range []string{MediumFIFO, MediumDCF} {
+		t.Run(m, func(t *testing.T) { testCoopBedLanes(t, m) })
+	}
+}
+
+func testCoopBedLanes(t *testing.T, medium string) {
 	var c coopCommon
 	c.rate, c.headroom, c.cc, c.rtt, c.bufBDP = "20mbit", "120kbit", "cubic", 100*time.Millisecond, 0.5
+	c.medium, c.seed = medium, 1
 	c.lanes = lanesBinary(t)
 	bc, err := c.bed(2, func(int) bool { return true })
 	if err != nil {
@@ -185,6 +200,15 @@ func TestCoopBedLanes(t *testing.T) {
 		st.TotalMbit, st.JainRun, st.RTTms, st.Retrans, last[0].Cap, last[1].Cap)
 	if st.TotalMbit < 5 {
 		t.Errorf("total goodput %.2f Mbit/s through a 20 Mbit/s AP", st.TotalMbit)
+	}
+	if medium == MediumDCF {
+		// two stations and the AP (the ACKs) contend
+		if d := s.DCF; d == nil || d.Successes == 0 || d.Collisions == 0 || st.AirLostPct <= 0 || st.CollidedPct <= 0 {
+			t.Errorf("dcf medium: %+v, air lost %.1f %%, collided %.1f %%", d, st.AirLostPct, st.CollidedPct)
+		}
+		if len(cb.ups) != 2 || cb.ups[0] == cb.ups[1] || s.Up.OutPackets == 0 || s.Down.OutPackets == 0 {
+			t.Errorf("dcf: %d uplink queues, up %+v, down %+v", len(cb.ups), s.Up, s.Down)
+		}
 	}
 }
 

@@ -9,7 +9,10 @@
 //	host N ..+<-[shared downlink: rate, buffer]-- route <-[server up: RTT/2]---
 //
 // The medium's two directions are one Link each, shared by every host (the
-// emulator's shared medium); the RTT sits between the AP and the server, as
+// emulator's shared medium, Medium "fifo"), or, with Medium "dcf", an 802.11
+// DCF medium (emu/dcf.go) whose contenders are each host's own uplink queue
+// and the AP's downlink queue, each Buffer bytes, contending for one
+// half-duplex channel with backoff and collisions; the RTT sits between the AP and the server, as
 // the paper's Dummynet did, so host-to-host announcements cross only the
 // medium. Traffic is generated in-process: sockets are created inside each
 // host's namespace and driven by goroutines; the server counts each host's
@@ -83,7 +86,18 @@ type CoopBedConfig struct {
 	// the recorder reads RTT and cwnd at the server (the sender) and N,
 	// caps and capping from the daemons' downlink status.
 	Down bool
+	// Medium is the shared medium: "fifo" (default: one rate-limited
+	// queue per direction, no contention) or "dcf" (802.11 DCF, Rate being
+	// one station's saturation rate), its backoff draws seeded by Seed.
+	Medium string
+	Seed   int64
 }
+
+// Media of the coop testbed.
+const (
+	MediumFIFO = "fifo"
+	MediumDCF  = "dcf"
+)
 
 // coopHost is one host of the bed.
 type coopHost struct {
@@ -109,8 +123,9 @@ type coopBed struct {
 	stream *streamSink
 	mu     sync.Mutex
 	conns  []net.Conn
-	up     *emu.Link // the shared medium
-	down   *emu.Link
+	ups    []*emu.Link     // the medium's uplink queues (fifo: one, shared)
+	down   *emu.Link       // the AP's downlink queue
+	dcf    *emu.DCF        // Medium dcf: the 802.11 medium both directions share
 	srvMon *tcpmon.Sampler // the server's flows (Down: the senders)
 	other  atomic.Int64    // non-TCP bytes the medium carried (coopair.go)
 }
@@ -132,10 +147,27 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 		}
 	}()
 	medium := emu.LinkConfig{Rate: c.Rate, QueueBytes: c.Buffer}
-	up, down := bed.Emu.NewUplink(medium), bed.Emu.NewDownlink(medium)
-	cb.up, cb.down = up, down
+	switch c.Medium {
+	case "", MediumFIFO:
+		cb.ups = []*emu.Link{bed.Emu.NewUplink(medium)}
+	case MediumDCF:
+		if cb.dcf, err = emu.NewDCF(emu.DCFConfig{Rate: c.Rate, Seed: c.Seed}); err != nil {
+			return nil, err
+		}
+		medium = emu.LinkConfig{Air: cb.dcf, QueueBytes: c.Buffer}
+	default:
+		return nil, fmt.Errorf("medium %q: want %s or %s", c.Medium, MediumFIFO, MediumDCF)
+	}
+	cb.down = bed.Emu.NewDownlink(medium)
 	for i := 0; i < c.Hosts; i++ {
-		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, down, HostOpts{})
+		var up *emu.Link
+		if cb.dcf != nil { // every station its own queue on the air
+			up = bed.Emu.NewUplink(medium)
+			cb.ups = append(cb.ups, up)
+		} else {
+			up = cb.ups[0]
+		}
+		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, cb.down, HostOpts{})
 		if err != nil {
 			return nil, err
 		}
@@ -571,13 +603,19 @@ type coopSeries struct {
 	// non-TCP bytes (the daemons' announcements) the medium carried in
 	// the bed's direction since the bed started (cumulative)
 	MediumOther []int64 `json:"medium_other_bytes"`
+	// Medium dcf, cumulative at each sample: air time lost to collisions
+	// (s), frames in collisions, frames delivered.
+	MediumLost     []float64 `json:"medium_lost_s,omitempty"`
+	MediumCollided []uint64  `json:"medium_collided,omitempty"`
+	MediumFrames   []uint64  `json:"medium_frames,omitempty"`
 	// What a stalled testbed would show (stalls.go): the hosts' summed
 	// retransmission timeouts and spurious ones during the run, and the
-	// shared medium's late deliveries.
+	// shared medium's late deliveries (its uplink queues summed).
 	RTOs         int64         `json:"rto"`
 	SpuriousRTOs int64         `json:"spurious_rto"`
 	Up           emu.LinkStats `json:"medium_up"`
 	Down         emu.LinkStats `json:"medium_down"`
+	DCF          *emu.DCFStats `json:"dcf,omitempty"` // Medium dcf, at the end
 }
 
 // hostsTCPExt sums a TcpExt counter over the hosts.
@@ -609,7 +647,11 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 	defer func() {
 		rto := cb.hostsTCPExt("TCPTimeouts", "TCPSpuriousRTOs")
 		s.RTOs, s.SpuriousRTOs = rto[0]-rto0[0], rto[1]-rto0[1]
-		s.Up, s.Down = cb.up.Stats(), cb.down.Stats()
+		s.Up, s.Down = sumLinkStats(cb.ups), cb.down.Stats()
+		if cb.dcf != nil {
+			st := cb.dcf.Stats()
+			s.DCF = &st
+		}
 	}()
 	start := time.Now()
 	t := time.NewTicker(step)
@@ -682,10 +724,17 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		}
 		s.T = append(s.T, el.Seconds())
 		s.Samples = append(s.Samples, row)
-		m := cb.medium()
-		s.MediumQueue = append(s.MediumQueue, m.QueueBytes())
-		s.MediumIdle = append(s.MediumIdle, m.Stats().Idle.Seconds())
+		s.MediumQueue = append(s.MediumQueue, cb.mediumQueue())
 		s.MediumOther = append(s.MediumOther, cb.other.Load())
+		if cb.dcf != nil {
+			st := cb.dcf.Stats()
+			s.MediumIdle = append(s.MediumIdle, st.Idle.Seconds())
+			s.MediumLost = append(s.MediumLost, st.AirLost.Seconds())
+			s.MediumCollided = append(s.MediumCollided, st.Collided)
+			s.MediumFrames = append(s.MediumFrames, st.Successes)
+		} else {
+			s.MediumIdle = append(s.MediumIdle, cb.mediumLinks()[0].Stats().Idle.Seconds())
+		}
 		if el >= dur {
 			break
 		}
@@ -693,13 +742,43 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 	return s, nil
 }
 
-// medium is the shared link the bed's transfers cross (the AP's uplink,
-// or its downlink for downloads).
-func (cb *coopBed) medium() *emu.Link {
+// mediumLinks are the medium's queues in the bed's direction: the AP's
+// downlink for downloads, else the uplink (fifo) or every station's.
+func (cb *coopBed) mediumLinks() []*emu.Link {
 	if cb.cfg.Down {
-		return cb.down
+		return []*emu.Link{cb.down}
 	}
-	return cb.up
+	return cb.ups
+}
+
+// mediumQueue is what waits in the medium's queues in the bed's
+// direction, bytes.
+func (cb *coopBed) mediumQueue() int {
+	q := 0
+	for _, l := range cb.mediumLinks() {
+		q += l.QueueBytes()
+	}
+	return q
+}
+
+// sumLinkStats adds up links' counters (the peaks and lateness: the
+// largest; the stalls: all, in time order).
+func sumLinkStats(ls []*emu.Link) emu.LinkStats {
+	var s emu.LinkStats
+	for _, l := range ls {
+		x := l.Stats()
+		s.EnqPackets, s.EnqBytes = s.EnqPackets+x.EnqPackets, s.EnqBytes+x.EnqBytes
+		s.DropTail, s.DropLoss, s.DropRetry = s.DropTail+x.DropTail, s.DropLoss+x.DropLoss, s.DropRetry+x.DropRetry
+		s.OutPackets, s.OutBytes = s.OutPackets+x.OutPackets, s.OutBytes+x.OutBytes
+		s.MaxQueueBytes, s.MaxQueueP = max(s.MaxQueueBytes, x.MaxQueueBytes), max(s.MaxQueueP, x.MaxQueueP)
+		s.Idle += x.Idle
+		s.Opportunities, s.UsedOpportunities = s.Opportunities+x.Opportunities, s.UsedOpportunities+x.UsedOpportunities
+		s.MaxLate = max(s.MaxLate, x.MaxLate)
+		s.LatePackets, s.StallEvents = s.LatePackets+x.LatePackets, s.StallEvents+x.StallEvents
+		s.StallsAt = append(s.StallsAt, x.StallsAt...)
+	}
+	sort.Slice(s.StallsAt, func(i, j int) bool { return s.StallsAt[i] < s.StallsAt[j] })
+	return s
 }
 
 // flowsCap is the largest cap of a host's active flows, segments: the
@@ -751,6 +830,10 @@ type coopStats struct {
 	QueueP50KB float64 `json:"medium_queue_p50_kb"`
 	OtherMbit  float64 `json:"medium_other_mbit"` // non-TCP traffic on the medium (announcements)
 	Retrans    uint32  `json:"retrans"`
+	// Medium dcf: share of the time the air carried collisions, and of
+	// the frames sent (attempts) that collided.
+	AirLostPct  float64 `json:"medium_air_lost_pct,omitempty"`
+	CollidedPct float64 `json:"medium_collided_pct,omitempty"`
 }
 
 // interval is how long sample k covers: since the previous sample (or the
@@ -777,10 +860,15 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	st.PerHostMbit = make([]float64, len(hosts))
 	var jains, airs, rtts, queue []float64
 	secs, idle0, idle1, other0, other1 := 0.0, -1.0, 0.0, -1.0, 0.0
+	first, last := -1, -1
 	for k, row := range s.Samples {
 		if s.T[k] <= from || s.T[k] > to {
 			continue
 		}
+		if first < 0 {
+			first = k
+		}
+		last = k
 		// the bytes are those since the previous sample, which may be more
 		// than a step ago when the machine is busy
 		secs += s.interval(k)
@@ -831,6 +919,15 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		sort.Float64s(queue)
 		st.QueueP50KB = Percentile(queue, 50)
 	}
+	if secs > 0 && first >= 0 && last < len(s.MediumLost) {
+		lost := delta(s.MediumLost, first, last)
+		coll := delta(s.MediumCollided, first, last)
+		frames := delta(s.MediumFrames, first, last)
+		st.AirLostPct = 100 * lost / secs
+		if coll+frames > 0 {
+			st.CollidedPct = 100 * coll / (coll + frames)
+		}
+	}
 	sort.Float64s(rtts)
 	if len(rtts) > 0 {
 		st.RTTms = Percentile(rtts, 50)
@@ -842,6 +939,16 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 		}
 	}
 	return st
+}
+
+// delta is how much a cumulative series grew over samples first..last
+// (from the sample before first, or 0).
+func delta[T float64 | uint64](v []T, first, last int) float64 {
+	d := float64(v[last])
+	if first > 0 {
+		d -= float64(v[first-1])
+	}
+	return d
 }
 
 // coopControllerConfig is the daemons' coop section in the lab: the AP rate
