@@ -45,6 +45,7 @@ type coopCommon struct {
 	spread             bool
 	interval           time.Duration
 	announce           string // ipv4, ipv6, both (the daemons' transport) or unicast
+	apRate             string // the daemons' ap_rate ("": the AP rate, "estimate": 0)
 	medium             string // fifo or dcf (CoopBedConfig.Medium)
 	seed               int64  // the dcf medium's backoff draws
 }
@@ -59,6 +60,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
 	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")
+	fs.StringVar(&c.apRate, "ap-rate", "", "the daemons' ap_rate and ap_downlink_rate: a rate (default: --rate, the AP rate known, as the paper) or \"estimate\" (0: each daemon estimates it from the group's goodput)")
 	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the dcf medium's backoff draws (the same for every run)")
 	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (true: the group's rounding remainder handed out a segment each)")
@@ -84,6 +86,17 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 		return CoopBedConfig{}, err
 	}
 	cc := coopControllerConfig(float64(r))
+	switch c.apRate {
+	case "":
+	case "estimate":
+		cc.APRate = 0
+	default:
+		a, err := config.ParseRate(c.apRate)
+		if err != nil {
+			return CoopBedConfig{}, fmt.Errorf("--ap-rate: %w", err)
+		}
+		cc.APRate = a
+	}
 	cc.Headroom = h
 	cc.APDownlinkRate = cc.APRate
 	cc.QueueAllowance = c.allowance
@@ -103,8 +116,8 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 }
 
 func (c *coopCommon) params() map[string]any {
-	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium,
-		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate = rate, demand-aware, safety on, HMAC key"}
+	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(),
+		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate (ap_rate above), demand-aware, safety on, HMAC key"}
 	if c.medium == MediumDCF {
 		p["seed"] = c.seed
 		if r, err := config.ParseRate(c.rate); err == nil {
@@ -115,6 +128,14 @@ func (c *coopCommon) params() map[string]any {
 		}
 	}
 	return p
+}
+
+// apRateParam is the daemons' ap_rate as the parameters table shows it.
+func (c *coopCommon) apRateParam() string {
+	if c.apRate == "" {
+		return c.rate + " (the AP rate)"
+	}
+	return c.apRate
 }
 
 // parseDirections reads --direction: up, down or both.
@@ -355,7 +376,7 @@ func init() {
 					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
-					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate, headroom as given; cap = median applied cap (segments), from the daemons' coop status",
+					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status",
 					mediumNote(c.medium),
 				}
 				r.Data = runs
