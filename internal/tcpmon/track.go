@@ -10,12 +10,12 @@
 // Note: request sockets (SYN-RECV before accept) are not reported (no
 // per-socket storage exists for them). The owner process and lanes given
 // by Config.LaneOf (not LaneMap, which the kernel reads) are looked up when
-// the socket changes and on every full walk (every trackResync samples).
+// the socket changes and on every full walk (one starts every trackResync
+// samples and is read over several: trackWalkChunk records a sample).
 package tcpmon
 
 import (
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -25,11 +25,20 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 )
 
-// trackResync is how many samples pass between two full walks (30 s at the
-// default 100 ms): they refresh what changes without the socket's own
-// fields changing (LaneOf lanes, owner process) and recover from a full
-// ring of closed sockets.
+// trackResync is how many samples pass between the starts of two full
+// walks (30 s at the default 100 ms): they refresh what changes without
+// the socket's own fields changing (LaneOf lanes, owner process), report
+// request sockets, and recover from a full ring of closed sockets (which
+// also starts one at once) or from a socket the kernel failed to track.
 const trackResync = 300
+
+// trackWalkChunk is how many records of a full walk one sample reads
+// beside its change walk: a full walk after the first one is spread over
+// ceil(sockets / trackWalkChunk) samples (7 at 100,000 sockets), so no
+// sample pays for the whole walk (~2 us per socket, kernel and user
+// space: ~200 ms at 100,000). The first walk, which fills the table, is
+// read whole.
+const trackWalkChunk = 16384
 
 // What a change walk skips (tcpiter.Tracker.OpenDelta): a socket with no
 // activity (no segment in or out, no read or write by the application,
@@ -50,7 +59,14 @@ type trackSource struct {
 	tr     *tcpiter.Tracker
 	ns     netns.NsHandle // borrowed; not open: the caller's namespace
 	rd     tcpiter.Reader
-	resync bool // the next sample is a full walk
+	resync bool // start a full walk at the next sample
+	filled bool // the first full walk is done: the table holds every socket
+	// The full walk in progress (nil: none), read trackWalkChunk records
+	// a sample, and the sample it started in.
+	walk      readCloser
+	walkRd    tcpiter.Reader
+	walkFrom  uint64
+	walkChunk int // trackWalkChunk (tests: less)
 	recConv
 	// The table: flows[pos[cookie]], upd[i] the sample that last set flows[i].
 	pos   map[uint64]int
@@ -80,57 +96,134 @@ func openTrack(ns netns.NsHandle, cfg *Config) (*trackSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &trackSource{tr: tr, ns: ns, recConv: conv, resync: true, pos: map[uint64]int{}}, nil
+	return &trackSource{tr: tr, ns: ns, recConv: conv, walkChunk: trackWalkChunk, pos: map[uint64]int{}}, nil
 }
 
-func (t *trackSource) Close() error { return t.tr.Close() }
+func (t *trackSource) Close() error {
+	t.stopWalk()
+	return t.tr.Close()
+}
 
-// sample brings the table up to date; the flows are in t.flows.
+// stopWalk closes the full walk in progress, if any.
+func (t *trackSource) stopWalk() {
+	if t.walk != nil {
+		t.walk.Close()
+		t.walk = nil
+	}
+}
+
+// sampleTracked brings the table up to date; the flows are in t.flows.
+// The first sample reads a full walk whole; every later one reads a change
+// walk and, while a full walk is in progress, its next trackWalkChunk
+// records.
 func (s *Sampler) sampleTracked(now time.Time) error {
 	t := s.track
-	full := t.resync || s.gen%trackResync == 0
-	open := func() (io.ReadCloser, error) { return t.tr.OpenDelta() }
-	if full {
-		open = t.tr.OpenFull
+	if !t.filled {
+		return s.firstWalk(now)
 	}
-	var r readCloser
-	var err error
-	if full && t.ns.IsOpen() {
-		r, err = inNetNS(t.ns, func() (readCloser, error) { return open() })
-	} else {
-		r, err = open()
-	}
+	r, err := t.tr.OpenDelta()
 	if err != nil {
 		return err
 	}
-	err = t.rd.Each(r, func(x *tcpiter.Rec) {
-		s.Dumped++
-		switch {
-		case x.Kind == tcpiter.RecGone:
-			s.untrack(x.Cookie)
-		case x.Kind == tcpiter.RecReq || (t.ipv4 && x.Family != unix.AF_INET):
-		default:
-			s.upsert(t.fill(x), now)
-		}
-	})
+	err = t.rd.Each(r, func(x *tcpiter.Rec) { s.record(x, now, false) })
 	r.Close()
 	if err != nil {
 		return err
 	}
-	t.resync, err = t.tr.Gone(s.untrack)
+	lost, err := t.tr.Gone(s.untrack)
 	if err != nil {
 		return err
 	}
-	if full { // what the walk did not see is gone
-		for i := 0; i < len(t.flows); {
-			if t.upd[i] != s.gen {
-				s.untrack(t.flows[i].Cookie)
-				continue
-			}
-			i++
+	if lost || t.resync || s.gen%trackResync == 0 {
+		t.resync = false
+		if err := s.startWalk(); err != nil {
+			return err
 		}
 	}
+	if t.walk == nil {
+		return nil
+	}
+	eof, err := t.walkRd.Some(t.walk, t.walkChunk, func(x *tcpiter.Rec) { s.record(x, now, true) })
+	if err != nil || !eof {
+		return err
+	}
+	t.stopWalk()
+	s.sweep(t.walkFrom)
 	return nil
+}
+
+// firstWalk fills the table with one whole full walk.
+func (s *Sampler) firstWalk(now time.Time) error {
+	t := s.track
+	r, err := t.openFull()
+	if err != nil {
+		return err
+	}
+	err = t.rd.Each(r, func(x *tcpiter.Rec) { s.record(x, now, true) })
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if _, err := t.tr.Gone(s.untrack); err != nil {
+		return err
+	}
+	s.sweep(s.gen)
+	t.filled, t.resync = true, false
+	return nil
+}
+
+// startWalk starts a full walk (again, if one is in progress: a lost
+// closed socket may be behind its position).
+func (s *Sampler) startWalk() error {
+	t := s.track
+	t.stopWalk()
+	r, err := t.openFull()
+	if err != nil {
+		return err
+	}
+	t.walk, t.walkFrom = r, s.gen
+	return nil
+}
+
+// openFull opens a full walk in the sampler's namespace.
+func (t *trackSource) openFull() (readCloser, error) {
+	if t.ns.IsOpen() {
+		return inNetNS(t.ns, func() (readCloser, error) { return t.tr.OpenFull() })
+	}
+	return t.tr.OpenFull()
+}
+
+// record takes one record of a change walk or (full) of a full walk. A
+// full walk's record of a socket the change walk already reported in this
+// sample is dropped: it says the same, and upsert would take the
+// socket's counters of this sample for those of the last.
+func (s *Sampler) record(x *tcpiter.Rec, now time.Time, full bool) {
+	t := s.track
+	s.Dumped++
+	switch {
+	case x.Kind == tcpiter.RecGone:
+		s.untrack(x.Cookie)
+	case x.Kind == tcpiter.RecReq || (t.ipv4 && x.Family != unix.AF_INET):
+	default:
+		if i, ok := t.pos[x.Cookie]; full && ok && t.upd[i] == s.gen {
+			return
+		}
+		s.upsert(t.fill(x), now)
+	}
+}
+
+// sweep drops the flows no record set since sample from: a full walk that
+// started then has ended, and every socket alive all along was in it, or
+// in a change walk since.
+func (s *Sampler) sweep(from uint64) {
+	t := s.track
+	for i := 0; i < len(t.flows); {
+		if t.upd[i] < from {
+			s.untrack(t.flows[i].Cookie)
+			continue
+		}
+		i++
+	}
 }
 
 // upsert sets the socket's flow in the table, or drops it if it no longer

@@ -140,34 +140,52 @@ func (it *Iter) Open() (io.ReadCloser, error) {
 
 // Reader reads records from a walk with one reusable buffer.
 type Reader struct {
-	buf []byte
+	buf  []byte
+	have int // bytes of a partial record left from the last Some
 }
 
 // Each reads the walk r to its end and calls fn for every record; the
 // record is valid only during the call.
 func (rd *Reader) Each(r io.Reader, fn func(*Rec)) error {
+	rd.have = 0
+	_, err := rd.Some(r, -1, fn)
+	return err
+}
+
+// Some reads the walk r on until at least n records (n < 0: all) were
+// passed to fn or the walk ended (eof); a later call on the same walk goes
+// on where it stopped. No read asks for more than the records still
+// wanted, and the kernel walks only as far as a read asks, so a walk can
+// be spread over several calls at a bounded cost each. The record is valid only during fn.
+func (rd *Reader) Some(r io.Reader, n int, fn func(*Rec)) (eof bool, err error) {
 	if len(rd.buf) == 0 {
 		rd.buf = make([]byte, 256*RecSize)
 	}
-	have := 0
-	for {
-		n, err := r.Read(rd.buf[have:])
-		have += n
-		off := 0
-		for ; have-off >= RecSize; off += RecSize {
-			fn((*Rec)(unsafe.Pointer(&rd.buf[off])))
+	done := 0
+	for n < 0 || done < n {
+		want := len(rd.buf)
+		if n >= 0 {
+			want = min(want, rd.have+(n-done)*RecSize) // ask the kernel for no more
 		}
-		have = copy(rd.buf, rd.buf[off:have])
-		if err == io.EOF || (n == 0 && err == nil) {
-			if have != 0 {
-				return fmt.Errorf("tcp iterator: %d bytes of a partial record", have)
+		k, err := r.Read(rd.buf[rd.have:want])
+		rd.have += k
+		off := 0
+		for ; rd.have-off >= RecSize; off += RecSize {
+			fn((*Rec)(unsafe.Pointer(&rd.buf[off])))
+			done++
+		}
+		rd.have = copy(rd.buf, rd.buf[off:rd.have])
+		if err == io.EOF || (k == 0 && err == nil) {
+			if rd.have != 0 {
+				return true, fmt.Errorf("tcp iterator: %d bytes of a partial record", rd.have)
 			}
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read tcp iterator: %w", err)
+			return false, fmt.Errorf("read tcp iterator: %w", err)
 		}
 	}
+	return false, nil
 }
 
 // ProbeTracker loads the tracked mode as the monitor would, then unloads
