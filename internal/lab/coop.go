@@ -39,6 +39,7 @@ type coopCommon struct {
 	rate, headroom, cc string
 	rtt                time.Duration
 	bufBDP             float64
+	bufPackets         int
 	lanes              string // lanes binary for the lanes hosts' daemons
 	down               bool   // the hosts download (the AP's downlink is shared)
 	allowance          float64
@@ -54,6 +55,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.rate, "rate", "20mbit", "AP rate (the paper: 802.11g, ~20 Mbit/s real)")
 	fs.DurationVar(&c.rtt, "rtt", 256*time.Millisecond, "base RTT to the server (the paper: 256 ms by Dummynet)")
 	fs.Float64Var(&c.bufBDP, "buffer-bdp", 0.5, "AP buffer per direction, in BDPs (rate x RTT)")
+	fs.IntVar(&c.bufPackets, "buffer-packets", 0, "also limit each of the medium's queues to this many packets (0: bytes only)")
 	fs.StringVar(&c.headroom, "headroom", "120kbit", "headroom of the daemons' caps")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
@@ -112,11 +114,11 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 		}
 	}
 	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Announce: c.announce,
-		Medium: c.medium, Seed: c.seed}, nil
+		Medium: c.medium, Seed: c.seed, BufferPackets: c.bufPackets}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
-	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(),
+	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "buffer_packets": c.bufPackets, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(),
 		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate (ap_rate above), demand-aware, safety on, HMAC key"}
 	if c.medium == MediumDCF {
 		p["seed"] = c.seed

@@ -69,7 +69,11 @@ type CoopBedConfig struct {
 	Rate   float64       // AP rate, bit/s
 	RTT    time.Duration // base RTT host <-> server
 	Buffer int           // AP queue per direction, bytes
-	CC     string        // hosts' congestion control
+	// BufferPackets also limits each of the medium's queues in packets
+	// (0: bytes only), as drivers that count descriptors do: a queue of
+	// TCP ACKs then holds that many, not Buffer/52 of them.
+	BufferPackets int
+	CC            string // hosts' congestion control
 	// LanesOn says which hosts run lanes (nil: none).
 	LanesOn func(i int) bool
 	// Lanes is the lanes binary whose `daemon` the lanes hosts run.
@@ -146,7 +150,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 			cb.Close()
 		}
 	}()
-	medium := emu.LinkConfig{Rate: c.Rate, QueueBytes: c.Buffer}
+	medium := emu.LinkConfig{Rate: c.Rate, QueueBytes: c.Buffer, QueuePackets: c.BufferPackets}
 	switch c.Medium {
 	case "", MediumFIFO:
 		cb.ups = []*emu.Link{bed.Emu.NewUplink(medium)}
@@ -154,7 +158,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 		if cb.dcf, err = emu.NewDCF(emu.DCFConfig{Rate: c.Rate, Seed: c.Seed}); err != nil {
 			return nil, err
 		}
-		medium = emu.LinkConfig{Air: cb.dcf, QueueBytes: c.Buffer}
+		medium = emu.LinkConfig{Air: cb.dcf, QueueBytes: c.Buffer, QueuePackets: c.BufferPackets}
 	default:
 		return nil, fmt.Errorf("medium %q: want %s or %s", c.Medium, MediumFIFO, MediumDCF)
 	}
