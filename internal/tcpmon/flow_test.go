@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 func sampleFlows() []Flow {
@@ -217,5 +220,45 @@ func TestFlowFigure(t *testing.T) {
 	}
 	if err := fig.WriteSVG(io.Discard); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestProcScanIterator: a scan through the socket owner iterator finds
+// this process's sockets as the /proc scan does (same pid and name).
+func TestProcScanIterator(t *testing.T) {
+	testutil.RequireRoot(t)
+	it := newProcCache("/proc", time.Second)
+	it.useIterator()
+	if it.owners == nil {
+		t.Skip("socket owner iterator unavailable (kernel or pid namespace): the /proc scan is used")
+	}
+	defer it.close()
+	var inodes []uint32
+	for range 3 {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		inodes = append(inodes, uint32(st.Ino))
+	}
+	proc := newProcCache("/proc", time.Second)
+	now := time.Now()
+	for _, ino := range inodes {
+		want, ok := proc.lookup(ino, now)
+		if !ok || want.PID != os.Getpid() {
+			t.Fatalf("/proc scan: inode %d -> %+v %v, want pid %d", ino, want, ok, os.Getpid())
+		}
+		got, ok := it.lookup(ino, now)
+		if !ok || got != want {
+			t.Fatalf("iterator scan: inode %d -> %+v %v, /proc scan %+v", ino, got, ok, want)
+		}
+	}
+	if it.scans != 1 {
+		t.Fatalf("%d iterator scans, want 1", it.scans)
 	}
 }

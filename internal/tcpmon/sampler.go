@@ -216,6 +216,7 @@ func New(cfg Config) (*Sampler, error) {
 	}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
+		s.procs.useIterator()
 	}
 	return s, nil
 }
@@ -283,6 +284,9 @@ func (s *Sampler) Close() error {
 	}
 	if s.nsH.IsOpen() {
 		errs = append(errs, s.nsH.Close())
+	}
+	if s.procs != nil {
+		errs = append(errs, s.procs.close())
 	}
 	return errors.Join(append(errs, s.conn.Close())...)
 }
