@@ -71,8 +71,13 @@ type Config struct {
 	// to normal with a warning. Best above the clients' own priorities: a
 	// reader below the client that wakes it is woken on another CPU
 	// (docs/realtime.md, "The lane above its clients").
-	ReleasePriority int    `yaml:"release_priority"`
-	Grants          Grants `yaml:"grants"`
+	ReleasePriority int `yaml:"release_priority"`
+	// FollowClientPriority: each granted client's reader runs at
+	// max(release_priority, the client's highest real-time priority + 1),
+	// followed once a second (clientprio.go); off: at release_priority.
+	// Not applied when release_priority is 0.
+	FollowClientPriority bool   `yaml:"follow_client_priority"`
+	Grants               Grants `yaml:"grants"`
 	// MaxConns and MaxConnsPerUID bound the client connections, in total
 	// and of one uid (root included): a granted client's reader owns an OS
 	// thread, and Go dies at 10,000 threads.
@@ -124,10 +129,11 @@ func DefaultConfig() Config {
 		MaxQueue: 10000,
 		// Above ordinary SCHED_FIFO tasks at 1..9, below kernel threads
 		// and the lanes task policy's usual 50+.
-		ReleasePriority: 10,
-		MaxConns:        256,
-		MaxConnsPerUID:  16,
-		PMLatencyUS:     -1,
+		ReleasePriority:      10,
+		FollowClientPriority: true,
+		MaxConns:             256,
+		MaxConnsPerUID:       16,
+		PMLatencyUS:          -1,
 	}
 }
 

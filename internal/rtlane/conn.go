@@ -6,8 +6,9 @@
 //     from them. A connection over max_conns in total or max_conns_per_uid
 //     of its uid gets one too-many-connections error and is closed.
 //   - granted clients: a reader goroutine locked to its own OS thread,
-//     blocking syscalls, raised to the releaser's SCHED_FIFO priority
-//     (admission is on the realtime path).
+//     blocking syscalls, raised to the releaser's SCHED_FIFO priority, or
+//     just above its client's (clientprio.go) (admission is on the
+//     realtime path).
 //   - everyone else: a goroutine on Go's netpoller (non-blocking socket), no
 //     thread of its own: what an unprivileged user can make the daemon hold
 //     is a parked goroutine, bounded by the limits above.
@@ -52,6 +53,9 @@ type conn struct {
 	wmu    sync.RWMutex // closed and fd for writers other than serve
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
+	// granted: the reader's thread and its SCHED_FIFO priority
+	// (clientprio.go), 0 until serve has set them.
+	tid, prio atomic.Int32
 }
 
 // connStats are the connection counters of a Snapshot.
@@ -202,10 +206,14 @@ func (l *Lane) untrack(c *conn) {
 func (c *conn) serve() {
 	if c.granted {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if prio := c.l.cfg.ReleasePriority; prio > 0 {
-			a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-			_ = unix.SchedSetAttr(0, &a, 0)
+		prio := c.l.cfg.ReleasePriority
+		if c.l.follows(c) {
+			prio = c.l.readerPriority(clientPriority(c.pid))
 		}
+		if prio > 0 && setThreadFIFO(0, prio) == nil {
+			c.prio.Store(int32(prio))
+		}
+		c.tid.Store(int32(unix.Gettid()))
 	}
 	defer func() {
 		if c.poll != nil && c.poll.raw {

@@ -402,10 +402,14 @@ func (l *Lane) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		l.release(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		l.followClients(ctx)
 	}()
 	go func() {
 		defer wg.Done()

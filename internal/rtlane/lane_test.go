@@ -5,15 +5,20 @@
 package rtlane
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +26,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -662,5 +668,107 @@ func waitHeld(t *testing.T, l *Lane, us int) {
 		if time.Now().After(end) {
 			t.Fatalf("lane holds %d µs (error %q), want %d", st.PMLatencyUS, st.PMError, us)
 		}
+	}
+}
+
+// TestReaderFollowsClientPriority: a granted client in its own process
+// that raises its thread to SCHED_FIFO 30 after connecting gets a reader
+// at 31 within the follower's period, and at 41 after it moves to 40;
+// with follow_client_priority off the reader stays at release_priority.
+func TestReaderFollowsClientPriority(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Getenv("LANES_RT_PRIO_HELPER") != "" {
+		t.Skip("helper")
+	}
+	for _, follow := range []bool{true, false} {
+		b := newBed(t, 0, func(c *Config) { c.FollowClientPriority = follow })
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPriorityClient$")
+		cmd.Env = append(os.Environ(), "LANES_RT_PRIO_HELPER="+b.cfg.Socket)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(out)
+		next := func() string {
+			if !lines.Scan() {
+				t.Fatalf("helper ended: %v", lines.Err())
+			}
+			return lines.Text()
+		}
+		for _, prio := range []int{30, 40} {
+			fmt.Fprintf(in, "%d\n", prio)
+			if l := next(); l != "at "+strconv.Itoa(prio) {
+				t.Fatalf("helper: %q", l)
+			}
+			got := waitThreadPriority(prio+1, 3*followEvery)
+			t.Logf("follow %v: client at %d, this process's real-time threads at %v", follow, prio, got)
+			if follow != slices.Contains(got, prio+1) {
+				t.Errorf("follow %v: client at %d, this process's real-time threads at %v (a reader at %d: %v)", follow, prio, got, prio+1, !follow)
+			}
+			if !slices.Contains(got, b.cfg.ReleasePriority) {
+				t.Errorf("no thread at release_priority %d (the releaser): %v", b.cfg.ReleasePriority, got)
+			}
+		}
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper: %v", err)
+		}
+	}
+}
+
+// waitThreadPriority waits up to d until one of this process's threads is
+// at SCHED_FIFO want, and returns the real-time priorities it found.
+func waitThreadPriority(want int, d time.Duration) []int {
+	end := time.Now().Add(d)
+	for {
+		var got []int
+		ents, _ := os.ReadDir("/proc/self/task")
+		for _, e := range ents {
+			tid, _ := strconv.Atoi(e.Name())
+			if a, err := unix.SchedGetAttr(tid, 0); err == nil && a.Policy == unix.SCHED_FIFO {
+				got = append(got, int(a.Priority))
+			}
+		}
+		if slices.Contains(got, want) || time.Now().After(end) {
+			slices.Sort(got)
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestHelperPriorityClient is the client of TestReaderFollowsClientPriority:
+// it connects (granted: root), then for each priority read from stdin
+// moves its locked thread there and says "at P".
+func TestHelperPriorityClient(t *testing.T) {
+	sock := os.Getenv("LANES_RT_PRIO_HELPER")
+	if sock == "" {
+		t.Skip("only run by TestReaderFollowsClientPriority")
+	}
+	runtime.LockOSThread()
+	c, err := rtclient.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		prio, err := strconv.Atoi(in.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := setThreadFIFO(0, prio); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("at %d\n", prio)
 	}
 }
