@@ -448,6 +448,12 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 	return f, true
 }
 
+// empty: the filter matches every socket.
+func (fl *Filter) empty() bool {
+	return len(fl.Lanes) == 0 && !fl.Local.IsValid() && !fl.Remote.IsValid() && fl.LocalPort == 0 &&
+		fl.RemotePort == 0 && fl.Port == 0 && fl.PID == 0 && fl.Comm == "" && fl.Cgroup == "" && fl.CgroupID == 0
+}
+
 func (fl *Filter) matchAddr(sk *Sock) bool {
 	if fl.LocalPort != 0 && sk.Src.Port() != fl.LocalPort {
 		return false

@@ -147,10 +147,14 @@ type Reader struct {
 // Each reads the walk r to its end and calls fn for every record; the
 // record is valid only during the call.
 func (rd *Reader) Each(r io.Reader, fn func(*Rec)) error {
-	rd.have = 0
+	rd.Reset()
 	_, err := rd.Some(r, -1, fn)
 	return err
 }
+
+// Reset forgets a partial record of the last Some: the next call reads a
+// new walk.
+func (rd *Reader) Reset() { rd.have = 0 }
 
 // Some reads the walk r on until at least n records (n < 0: all) were
 // passed to fn or the walk ended (eof); a later call on the same walk goes
