@@ -822,6 +822,13 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	shares := p.HostShares(hosts)
 	if selfIdx >= 0 && c.cfg.APRate > 0 {
 		obs.promised = shares[selfIdx] * float64(c.cfg.APRate.Bits())
+		obs.rate = float64(c.cfg.APRate.Bits())
+	}
+	obs.group = c.goodput
+	for i := range peers {
+		if _, counted := peerIdx[peers[i].ID]; counted {
+			obs.group += float64(peers[i].Last.GoodputKbit) * 1000
+		}
 	}
 	for _, fs := range selfStates {
 		if fs.coop > 0 && fs.f.Cwnd+1 >= fs.coop {
