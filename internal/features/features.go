@@ -26,6 +26,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/bpf/sockowner"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
@@ -75,6 +76,7 @@ const (
 	TCPEventsFeature  = "lanes TCP events (tracepoint object)"
 	TCPIterFeature    = "lanes TCP iterator (monitor sampling)"
 	TCPTrackFeature   = "lanes TCP tracker (monitor samples changes only)"
+	SockOwnerFeature  = "lanes socket owner iterator (monitor's process lookup)"
 )
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
@@ -250,6 +252,8 @@ func probeBPF() []Feature {
 	// Its tracked mode (sk_storage from tracing programs, 5.11; the
 	// sk_storage map iterator; tp_btf): samples read changed sockets only.
 	add(TCPTrackFeature, "TCP monitor, coop controller and dashboard walk every socket on every sample (bpf-iter or sock_diag)", false, tcpiter.ProbeTracker())
+	// The monitor's socket -> process scan (iter/task_file, 5.8+).
+	add(SockOwnerFeature, "TCP monitor finds socket owners by reading every /proc/*/fd link (~3.6 us a descriptor)", false, sockowner.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	for i := range out {

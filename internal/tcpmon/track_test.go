@@ -185,7 +185,7 @@ func TestFullWalkSpread(t *testing.T) {
 	// last state changes run in softirq after close returns).
 	diag := newSampler(t, Config{NetNS: ns.Handle, Backend: BackendDiag})
 	var got, want map[uint64]bool
-	for range 50 {
+	for range 250 { // 5 s at most
 		fl, err := s.Sample()
 		if err != nil {
 			t.Fatal(err)

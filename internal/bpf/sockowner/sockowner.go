@@ -88,3 +88,13 @@ func (it *Iter) Each(fn func(ino uint64, pid int, comm []byte)) error {
 		}
 	}
 }
+
+// Probe loads and attaches the iterator, then unloads it: nil if the
+// monitor can find socket owners through it on this kernel.
+func Probe() error {
+	it, err := Load()
+	if err != nil {
+		return err
+	}
+	return it.Close()
+}
