@@ -3,7 +3,9 @@
 // a background bulk upload on each; holding one interface's background
 // (SetYield, as the daemon does while that interface's foreground is
 // active) brings that upload's cwnd to the yield's 2 segments and leaves
-// the other's alone, and letting it go gives the window back. And a run
+// the other's alone, and letting it go gives the window back. The clamp is
+// enforced by capcc on CUBIC sockets, or, where capcc cannot load (5.10-5.12),
+// by LEDBAT++, the background sockets' congestion control. And a run
 // killed while yielding leaves its sockets' clamp, which the next run
 // releases.
 package datapath
@@ -40,12 +42,17 @@ func TestYieldPerInterface(t *testing.T) {
 
 	var h *Host
 	idx := map[string]int{}
+	// background sockets keep CUBIC where capcc enforces the clamp on it
+	// (no LEDBAT++: on a loaded machine scheduling delay reads as queueing
+	// delay to LEDBAT++ and can keep its cwnd small); without capcc (5.10-
+	// 5.12: no kfunc calls) they run LEDBAT++, which enforces the clamp
+	// itself, as the daemon's background sockets do there
+	target := time.Duration(-1)
+	if capcc.Probe() != nil {
+		target = 0
+	}
 	p.A.Do(t, func() (err error) {
-		// background sockets keep CUBIC (no LEDBAT++): on a loaded machine
-		// scheduling delay reads as queueing delay to LEDBAT++ and can keep
-		// its cwnd small; the yield's clamp is the same either way (capcc
-		// enforces it on CUBIC sockets)
-		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: -1}); err != nil {
+		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target}); err != nil {
 			return err
 		}
 		t.Cleanup(func() { h.Close() })
@@ -63,8 +70,13 @@ func TestYieldPerInterface(t *testing.T) {
 		}
 		return nil
 	})
-	if h.ops == nil || h.cc == nil {
-		t.Skipf("no sock_ops or no cwnd-cap congestion control here: %v", h.Capabilities())
+	if h.ops == nil || (h.cc == nil && h.bg == nil) {
+		t.Skipf("no sock_ops, or no congestion control that enforces the yield's clamp (capcc, LEDBAT++) here: %v", h.Capabilities())
+	}
+	if h.cc != nil {
+		t.Logf("the yield's clamp enforced by %s on CUBIC sockets", h.cc.Name)
+	} else {
+		t.Logf("no capcc (%s): the yield's clamp enforced by LEDBAT++ (%s)", h.off[CapCapCC], h.bg.Name)
 	}
 	// every socket of root (this test) is background
 	if err := h.SetUIDLane(0, lane.Background); err != nil {
@@ -163,8 +175,10 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
 		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
-	if cc == "-" {
-		t.Skipf("no cwnd-cap congestion control here: %v", capcc.Probe())
+	// root's socket is background: sock_ops switches it to LEDBAT++, which
+	// enforces the clamp itself (capcc plays no part)
+	if bg == "-" {
+		t.Skipf("no LEDBAT++ here to enforce the yield's clamp on the background socket (capcc %q): the clamp alone does not lower a CUBIC cwnd that is not cwnd-limited", cc)
 	}
 	up := dialCC(t, p.A, addr, "cubic") // root's: background, yielding
 	startWriting(t, up)
