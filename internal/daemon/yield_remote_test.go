@@ -1,0 +1,187 @@
+// yield_remote_test.go: the foreground-aware yield by itself, at a remote
+// bottleneck (R's TBF, 600 KB: 480 ms at 10 Mbit/s), with and without it
+// (`background: yield:`), on every kernel lanes runs on. The foreground is
+// a small interactive GET (20 KB, a new connection) every 100 ms, beside a
+// UDP probe every 50 ms that measures the RTT the foreground sees (the
+// probe alone is no foreground activity: 2 packets per 100 ms, and fewer
+// behind a full queue, as it waits for each echo).
+//
+//   - upload: the background socket keeps CUBIC (`congestion_control:
+//     system`) and capcc is off (`--without cap_cc`), so nothing but the
+//     yield's clamp (sock_ops TCP_BPF_SNDCWND_CLAMP) holds it: the case of
+//     5.10-5.12, where capcc cannot load, without LEDBAT++. CUBIC lowers
+//     cwnd to the clamp on its next ACK when the socket is cwnd-limited,
+//     which a bulk upload filling a remote queue is.
+//   - download: the default policy (rLEDBAT: in sock_ops from 5.11, the
+//     daemon's with the receive buffer on 5.10), the yield holding the
+//     receive window at its minimum.
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// probeEvery starts n UDP echo probes from A to B's echo server, one every
+// interval; wait returns the RTTs (lost probes left out), sorted.
+func probeEvery(t *testing.T, p *testutil.Path, n int, every time.Duration) (wait func() []time.Duration) {
+	t.Helper()
+	cmd := p.A.Command(lanesBin, "lab", "helper", "ping", "--to", fmt.Sprintf("%s:7", p.AddrB),
+		"--count", fmt.Sprint(n), "--interval", every.String())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() []time.Duration {
+		t.Helper()
+		err := cmd.Wait()
+		var ms []float64
+		if err != nil || json.Unmarshal(out.Bytes(), &ms) != nil || len(ms) < n/2 {
+			t.Fatalf("ping: %v %s", err, out.Bytes())
+		}
+		d := make([]time.Duration, len(ms))
+		for i, v := range ms {
+			d[i] = time.Duration(v * float64(time.Millisecond))
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d
+	}
+}
+
+// yieldRun is one run of a background transfer under the fast probe.
+type yieldRun struct {
+	probe   []time.Duration
+	bgAlone float64 // background bits/s before the probe
+	bgUnder float64 // background bits/s while the probe runs
+	yields  uint64  // sock_ops yield counter at the end
+	yielded bool    // the daemon said it yielded during the probe
+	fg      int     // foreground GETs done during the probe
+	upload  bool
+}
+
+func (r yieldRun) String() string {
+	if !r.upload { // the background lane's egress bytes are a download's ACKs
+		return fmt.Sprintf("probe p50/p95 %v/%v (sock_ops yields %d, yielded %v), foreground GETs of 20 KB %d",
+			pct(r.probe, .5), pct(r.probe, .95), r.yields, r.yielded, r.fg)
+	}
+	return fmt.Sprintf("probe p50/p95 %v/%v, background alone %.2f Mbit/s, under the foreground %.2f Mbit/s (sock_ops yields %d, yielded %v), foreground GETs of 20 KB %d",
+		pct(r.probe, .5), pct(r.probe, .95), r.bgAlone/1e6, r.bgUnder/1e6, r.yields, r.yielded, r.fg)
+}
+
+// runYield starts a daemon with pol and flags, a background transfer
+// (upload: bulk POST; download: GET), and then the foreground and the probe.
+func runYield(t *testing.T, p *testutil.Path, base, pol string, upload bool, flags ...string) yieldRun {
+	t.Helper()
+	d, sock := startDaemon(t, p.A, pol, flags...)
+	defer d.stop(t, syscall.SIGTERM)
+	var bg *proc
+	if upload {
+		bg, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	} else {
+		bg = start(t, p.A, "run", "--socket", sock, "--lane", "background", "--", lanesBin, "lab", "helper", "get", "--url", base, "--bytes", "2000000000")
+	}
+	defer func() { bg.cmd.Process.Kill(); bg.cmd.Wait(); time.Sleep(time.Second) }()
+	r := yieldRun{upload: upload}
+	time.Sleep(3 * time.Second) // fill R's queue (without the yield)
+	b0, t0 := laneBytes(t, sock, "background"), time.Now()
+	time.Sleep(2 * time.Second)
+	b1, t1 := laneBytes(t, sock, "background"), time.Now()
+	r.bgAlone = float64(b1-b0) * 8 / t1.Sub(t0).Seconds()
+	stop, fgDone := make(chan struct{}), make(chan int)
+	go func() { // the foreground: a small interactive GET every 100 ms
+		n := 0
+		for {
+			select {
+			case <-stop:
+				fgDone <- n
+				return
+			default:
+			}
+			if p.A.Command(lanesBin, "lab", "helper", "get", "--url", base, "--bytes", "20000").Run() == nil {
+				n++
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	wait := probeEvery(t, p, 40, 50*time.Millisecond)
+	for range 20 { // the daemon says it yields while the foreground runs
+		time.Sleep(100 * time.Millisecond)
+		if st := status(t, sock); len(st.Details["background"]) > 0 { // none with yield: false
+			for _, i := range yieldStatus(t, sock).Interfaces {
+				r.yielded = r.yielded || i.Yielding
+			}
+		}
+	}
+	r.probe = wait()
+	close(stop)
+	r.fg = <-fgDone
+	r.bgUnder = float64(laneBytes(t, sock, "background")-b1) * 8 / time.Since(t1).Seconds()
+	r.yields = status(t, sock).Interfaces[0].Sockops["yield"]
+	return r
+}
+
+func yieldPolicy(cc string, on bool) string {
+	return fmt.Sprintf("interfaces:\n  - name: default-route\n    mode: device-bottleneck\nbackground:\n  congestion_control: %s\n  yield: %v\n", cc, on)
+}
+
+func TestYieldRemoteUploadClampAlone(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	deepBottleneck(t, p, p.LinkRB)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
+
+	off := runYield(t, p, base, yieldPolicy("system", false), true, "--without", "cap_cc")
+	on := runYield(t, p, base, yieldPolicy("system", true), true, "--without", "cap_cc")
+	t.Logf("idle probe p50/p95 %v/%v", pct(idle, .5), pct(idle, .95))
+	t.Logf("background CUBIC upload, clamp alone, without the yield: %v", off)
+	t.Logf("background CUBIC upload, clamp alone, with the yield:    %v", on)
+	if on.yields == 0 || !on.yielded {
+		t.Fatalf("the foreground did not make the daemon yield: %v", on)
+	}
+	if off.yields != 0 {
+		t.Errorf("yield: false still yielded: %v", off)
+	}
+	if ratio := float64(pct(off.probe, .5)) / float64(pct(on.probe, .5)); ratio < 5 {
+		t.Errorf("probe p50 with the yield %v is only %.1fx better than without (%v); want >= 5x: the clamp does not hold the upload",
+			pct(on.probe, .5), ratio, pct(off.probe, .5))
+	}
+}
+
+func TestYieldRemoteDownload(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	deepBottleneck(t, p, "r-a")
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
+
+	off := runYield(t, p, base, yieldPolicy("ledbat", false), false)
+	on := runYield(t, p, base, yieldPolicy("ledbat", true), false)
+	t.Logf("idle probe p50/p95 %v/%v", pct(idle, .5), pct(idle, .95))
+	t.Logf("background download, rLEDBAT, without the yield: %v", off)
+	t.Logf("background download, rLEDBAT, with the yield:    %v", on)
+	if !on.yielded {
+		t.Fatalf("the foreground did not make the daemon yield: %v", on)
+	}
+	if pct(on.probe, .5) > pct(off.probe, .5) {
+		testutil.TimingErrorf(t, "probe p50 with the yield %v, above the %v without it", pct(on.probe, .5), pct(off.probe, .5))
+	}
+}
