@@ -29,6 +29,27 @@ const remoteLinkBps = 10e6
 
 // deepBottleneck puts a 10 Mbit/s TBF holding 600 KB (a bloated home
 // router's or base station's buffer) on R's link dev.
+// Which side of the router holds the deep queue.
+const (
+	uplinkBottleneck   = true  // R -> B: what A sends
+	downlinkBottleneck = false // R -> A: what A receives
+)
+
+// remotePath is the remote-bottleneck setup of these tests: A -> R -> B
+// with a deep TBF queue at R on the uplink or the downlink, and B serving
+// HTTP on :8080 (returned as base) and echo on :7 for the probe.
+func remotePath(t *testing.T, uplink bool) (*testutil.Path, string) {
+	p := testutil.NewRoutedPath(t)
+	dev := "r-a"
+	if uplink {
+		dev = p.LinkRB
+	}
+	deepBottleneck(t, p, dev)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	return p, fmt.Sprintf("http://%s:8080", p.AddrB)
+}
+
 func deepBottleneck(t *testing.T, p *testutil.Path, dev string) {
 	t.Helper()
 	if out, err := p.R.Command("tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "10mbit", "burst", "15k", "limit", "600k").CombinedOutput(); err != nil {
@@ -59,11 +80,7 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p := testutil.NewRoutedPath(t)
-	deepBottleneck(t, p, p.LinkRB)
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
-	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	p, base := remotePath(t, uplinkBottleneck)
 	idle := probe(t, p, 10)
 
 	// Without lanes: the upload fills R's buffer.
@@ -136,11 +153,7 @@ func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
 	if err := sockops.HaveWindowClamp(); err != nil {
 		t.Skipf("rLEDBAT in sock_ops needs TCP_WINDOW_CLAMP from bpf_setsockopt: %v (the daemon's rLEDBAT there: TestBackgroundDownloadDaemonRLEDBAT)", err)
 	}
-	p := testutil.NewRoutedPath(t)
-	deepBottleneck(t, p, "r-a")
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
-	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	p, base := remotePath(t, downlinkBottleneck)
 	idle := probe(t, p, 10)
 	const endless = "2000000000"
 

@@ -61,11 +61,7 @@ func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p := testutil.NewRoutedPath(t)
-	deepBottleneck(t, p, "r-a")
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
-	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	p, base := remotePath(t, downlinkBottleneck)
 	idle := probe(t, p, 10)
 
 	// Without lanes: the download fills R's buffer toward A.

@@ -137,11 +137,7 @@ func TestYieldRemoteUploadClampAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p := testutil.NewRoutedPath(t)
-	deepBottleneck(t, p, p.LinkRB)
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
-	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	p, base := remotePath(t, uplinkBottleneck)
 	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
 
 	off := runYield(t, p, base, yieldPolicy("system", false), true, "--without", "cap_cc")
@@ -166,11 +162,7 @@ func TestYieldRemoteDownload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p := testutil.NewRoutedPath(t)
-	deepBottleneck(t, p, "r-a")
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
-	base := fmt.Sprintf("http://%s:8080", p.AddrB)
+	p, base := remotePath(t, downlinkBottleneck)
 	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
 
 	off := runYield(t, p, base, yieldPolicy("ledbat", false), false)
