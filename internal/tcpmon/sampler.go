@@ -363,13 +363,11 @@ func SortByThroughput(flows []Flow) {
 	copy(flows, sorted)
 }
 
-// flowOf filters one socket and turns it into a Flow.
+// flowOf filters one socket and turns it into a Flow (the sock_diag and
+// iterator backends; the tracked one keeps its own table, track.go).
 func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
-	fl := &s.cfg.Filter
-	if !fl.matchAddr(sk) {
-		return Flow{}, false
-	}
-	if fl.CgroupID != 0 && sk.CgroupID != fl.CgroupID {
+	l, ok := s.admit(sk)
+	if !ok {
 		return Flow{}, false
 	}
 	p, seen := s.known[sk.Cookie]
@@ -387,19 +385,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 	f := Flow{
 		Time: now, Cookie: sk.Cookie, Src: p.src, Dst: p.dst,
 		State: StateName(sk.State), UID: sk.UID, Inode: sk.Inode, CgroupID: sk.CgroupID,
-		Cong: p.cong, SendQ: sk.WQueue, RecvQ: sk.RQueue,
-	}
-	if sk.HasLane {
-		f.Lane = sk.Lane
-	} else if s.cfg.LaneOf != nil {
-		l, ok := s.cfg.LaneOf(sk.Cookie)
-		if !ok || l == lane.Unset {
-			l = lane.Interactive
-		}
-		f.Lane = l
-	}
-	if len(fl.Lanes) > 0 && !laneIn(f.Lane, fl.Lanes) {
-		return Flow{}, false
+		Cong: p.cong, SendQ: sk.WQueue, RecvQ: sk.RQueue, Lane: l,
 	}
 	if s.procs != nil {
 		// The owner is looked up again only after the cache rescanned /proc.
@@ -407,45 +393,95 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 			p.proc, _ = s.procs.lookup(sk.Inode, now)
 			p.procGen = s.procs.scans
 		}
-		f.PID, f.Comm = p.proc.PID, p.proc.Comm
-		if (fl.PID != 0 && f.PID != fl.PID) || (fl.Comm != "" && f.Comm != fl.Comm) {
+		if !s.cfg.Filter.ownerMatch(p.proc) {
 			return Flow{}, false
 		}
+		f.PID, f.Comm = p.proc.PID, p.proc.Comm
 	}
+	setSockFields(&f, sk)
+	if sk.HasInfo {
+		ti := &sk.Info
+		if seen {
+			f.Throughput, f.RecvRate = rates(ti, p.acked, p.recvd, now.Sub(p.t))
+		}
+		p.t, p.acked, p.recvd = now, ti.BytesAcked, ti.BytesRecv
+	}
+	return f, true
+}
+
+// admit applies the filters that need no owner process (addresses, ports,
+// cgroup, lanes) and returns the socket's lane.
+func (s *Sampler) admit(sk *Sock) (lane.Lane, bool) {
+	fl := &s.cfg.Filter
+	if !fl.matchAddr(sk) {
+		return lane.Unset, false
+	}
+	if fl.CgroupID != 0 && sk.CgroupID != fl.CgroupID {
+		return lane.Unset, false
+	}
+	l := lane.Unset
+	if sk.HasLane {
+		l = sk.Lane
+	} else if s.cfg.LaneOf != nil {
+		var ok bool
+		l, ok = s.cfg.LaneOf(sk.Cookie)
+		if !ok || l == lane.Unset {
+			l = lane.Interactive
+		}
+	}
+	if len(fl.Lanes) > 0 && !laneIn(l, fl.Lanes) {
+		return l, false
+	}
+	return l, true
+}
+
+// ownerMatch: the pid and comm filters accept a socket of p.
+func (fl *Filter) ownerMatch(p Proc) bool {
+	return (fl.PID == 0 || p.PID == fl.PID) && (fl.Comm == "" || p.Comm == fl.Comm)
+}
+
+// setSockFields copies into f what sk says of the connection's state:
+// memory, tcp_info (all but the flow's identity, owner, lane and rates).
+func setSockFields(f *Flow, sk *Sock) {
 	if sk.NSKMem > 5 {
 		f.RcvBuf, f.SndBuf, f.WmemQueued = sk.SKMem[1], sk.SKMem[3], sk.SKMem[5]
 	}
 	if sk.NSKMem > 8 {
 		f.Drops = sk.SKMem[8]
 	}
-	if sk.HasInfo {
-		ti := &sk.Info
-		f.CAState = ti.CAState.String()
-		f.Cwnd, f.SSThresh, f.MSS = ti.SndCwnd, ti.SndSSThresh, ti.SndMSS
-		f.SRTT, f.RTTVar, f.MinRTT, f.RTO = ti.RTT, ti.RTTVar, ti.MinRTT, ti.RTO
-		f.Retransmits, f.TotalRetrans, f.Lost = ti.Retransmits, ti.TotalRetrans, ti.Lost
-		f.Unacked, f.Sacked = ti.Unacked, ti.Sacked
-		f.BytesSent, f.BytesAcked, f.BytesRecv, f.BytesRetrans = ti.BytesSent, ti.BytesAcked, ti.BytesRecv, ti.BytesRetrans
-		f.DeliveryRate = ti.DeliveryRate * 8
-		if ti.PacingRate != ^uint64(0) {
-			f.PacingRate = ti.PacingRate * 8
-		}
-		f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
-		f.RcvRTT = ti.RcvRTT
-		f.BusyTime, f.RwndLimited, f.SndbufLimited, f.AppLimited = ti.BusyTime, ti.RwndLimited, ti.SndbufLimited, ti.AppLimited
-		if seen {
-			if dt := now.Sub(p.t).Seconds(); dt > 0 {
-				if ti.BytesAcked >= p.acked {
-					f.Throughput = float64(ti.BytesAcked-p.acked) * 8 / dt
-				}
-				if ti.BytesRecv >= p.recvd {
-					f.RecvRate = float64(ti.BytesRecv-p.recvd) * 8 / dt
-				}
-			}
-		}
-		p.t, p.acked, p.recvd = now, ti.BytesAcked, ti.BytesRecv
+	if !sk.HasInfo {
+		return
 	}
-	return f, true
+	ti := &sk.Info
+	f.CAState = ti.CAState.String()
+	f.Cwnd, f.SSThresh, f.MSS = ti.SndCwnd, ti.SndSSThresh, ti.SndMSS
+	f.SRTT, f.RTTVar, f.MinRTT, f.RTO = ti.RTT, ti.RTTVar, ti.MinRTT, ti.RTO
+	f.Retransmits, f.TotalRetrans, f.Lost = ti.Retransmits, ti.TotalRetrans, ti.Lost
+	f.Unacked, f.Sacked = ti.Unacked, ti.Sacked
+	f.BytesSent, f.BytesAcked, f.BytesRecv, f.BytesRetrans = ti.BytesSent, ti.BytesAcked, ti.BytesRecv, ti.BytesRetrans
+	f.DeliveryRate = ti.DeliveryRate * 8
+	if ti.PacingRate != ^uint64(0) {
+		f.PacingRate = ti.PacingRate * 8
+	}
+	f.Notsent, f.SndWnd = ti.NotsentBytes, ti.SndWnd
+	f.RcvRTT = ti.RcvRTT
+	f.BusyTime, f.RwndLimited, f.SndbufLimited, f.AppLimited = ti.BusyTime, ti.RwndLimited, ti.SndbufLimited, ti.AppLimited
+}
+
+// rates are the throughput and receive rate, bits/s, from the byte
+// counters acked and recvd dt earlier (0 where a counter went back).
+func rates(ti *TCPInfo, acked, recvd uint64, dt time.Duration) (thr, recv float64) {
+	sec := dt.Seconds()
+	if sec <= 0 {
+		return 0, 0
+	}
+	if ti.BytesAcked >= acked {
+		thr = float64(ti.BytesAcked-acked) * 8 / sec
+	}
+	if ti.BytesRecv >= recvd {
+		recv = float64(ti.BytesRecv-recvd) * 8 / sec
+	}
+	return thr, recv
 }
 
 // empty: the filter matches every socket.

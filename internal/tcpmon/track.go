@@ -16,6 +16,7 @@ package tcpmon
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -65,6 +66,9 @@ type trackSource struct {
 	rd     tcpiter.Reader
 	resync bool // start a full walk at the next sample
 	filled bool // the first full walk is done: the table holds every socket
+	// untracked: sockets in the table may have no storage in the kernel
+	// (the first walk creates none) until a full walk ends.
+	untracked bool
 	// The full walk in progress (nil: none), read trackWalkChunk records
 	// a sample, and the sample it started in.
 	walk      readCloser
@@ -72,13 +76,28 @@ type trackSource struct {
 	walkFrom  uint64
 	walkChunk int // trackWalkChunk (tests: less)
 	recConv
-	// The table: flows[pos[cookie]], upd[i] the sample that last set flows[i].
+	// The table, which is also the sample Sample hands out:
+	// flows[pos[cookie]]; upd[i] is the sample that last set flows[i],
+	// slot[i] what a later record of its socket needs.
 	pos   map[uint64]int
 	flows []Flow
 	upd   []uint64
-	// outGen is the sample the sampler's output (Sampler.buf, in the
-	// table's order) was last brought up to.
+	slot  []slotState
+	// outGen is the sample the table was last handed out in.
 	outGen uint64
+	congs  map[string]string // congestion control names, each made a string once
+	addrs  addrBatch         // the first walk's address strings
+}
+
+// slotState is what the table keeps of a flow's socket beside the flow,
+// without pointers (the garbage collector does not look into it): its
+// addresses as the kernel gave them, to keep the flow's strings while they
+// do not change, and the owner scan its process was looked up in.
+type slotState struct {
+	saddr, daddr [16]byte
+	sport, dport uint16
+	family       uint16
+	procGen      int32 // procCache.scans at the lookup; -1: never
 }
 
 // openTrack loads the tracked mode for the sampler's namespace.
@@ -100,7 +119,8 @@ func openTrack(ns netns.NsHandle, cfg *Config) (*trackSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &trackSource{tr: tr, ns: ns, recConv: conv, walkChunk: trackWalkChunk, pos: map[uint64]int{}}, nil
+	return &trackSource{tr: tr, ns: ns, recConv: conv, walkChunk: trackWalkChunk, pos: map[uint64]int{},
+		congs: map[string]string{}}, nil
 }
 
 func (t *trackSource) Close() error {
@@ -159,12 +179,20 @@ func (s *Sampler) sampleTracked(now time.Time) error {
 	}
 	t.stopWalk()
 	s.sweep(t.walkFrom)
+	if t.untracked {
+		t.untracked = false
+		return t.tr.SetUntracked(false)
+	}
 	return nil
 }
 
 // firstWalk fills the table with one whole full walk.
 func (s *Sampler) firstWalk(now time.Time) error {
 	t := s.track
+	if err := t.tr.SetUntracked(true); err != nil {
+		return err
+	}
+	t.untracked = true
 	inUse := 0
 	r, err := t.openFull(&inUse)
 	if err != nil {
@@ -176,11 +204,14 @@ func (s *Sampler) firstWalk(now time.Time) error {
 		// faults and write barriers.
 		t.flows = slices.Grow(t.flows, inUse)
 		t.upd = slices.Grow(t.upd, inUse)
+		t.slot = slices.Grow(t.slot, inUse)
 		t.pos = make(map[uint64]int, inUse)
-		s.known = make(map[uint64]*prevCounters, inUse)
 	}
+	t.addrs.on = true
 	err = t.rd.Each(r, func(x *tcpiter.Rec) { s.record(x, now, true) })
 	r.Close()
+	t.addrs.flush(t.flows)
+	t.addrs = addrBatch{}
 	if err != nil {
 		return err
 	}
@@ -188,7 +219,8 @@ func (s *Sampler) firstWalk(now time.Time) error {
 		return err
 	}
 	s.sweep(s.gen)
-	t.filled, t.resync = true, false
+	// The next sample starts the full walk that tracks every socket.
+	t.filled, t.resync = true, true
 	return nil
 }
 
@@ -206,15 +238,17 @@ func (s *Sampler) startWalk() error {
 }
 
 // openFull opens a full walk in the sampler's namespace; with inUse it
-// also reads how many TCP sockets the namespace has (/proc/net/sockstat
-// and sockstat6; 0 if unknown).
+// is the first walk (tcpiter.Tracker.OpenFirst: it tracks nothing), and
+// it also reads how many TCP sockets the namespace has
+// (/proc/net/sockstat and sockstat6; 0 if unknown).
 func (t *trackSource) openFull(inUse *int) (readCloser, error) {
 	open := func() (readCloser, error) {
-		if inUse != nil {
-			*inUse = tcpInUse("/proc/thread-self/net/sockstat", "TCP:") +
-				tcpInUse("/proc/thread-self/net/sockstat6", "TCP6:")
+		if inUse == nil {
+			return t.tr.OpenFull()
 		}
-		return t.tr.OpenFull()
+		*inUse = tcpInUse("/proc/thread-self/net/sockstat", "TCP:") +
+			tcpInUse("/proc/thread-self/net/sockstat6", "TCP6:")
+		return t.tr.OpenFirst()
 	}
 	if t.ns.IsOpen() {
 		return inNetNS(t.ns, open)
@@ -242,8 +276,8 @@ func tcpInUse(path, prefix string) int {
 
 // record takes one record of a change walk or (full) of a full walk. A
 // full walk's record of a socket the change walk already reported in this
-// sample is dropped: it says the same, and upsert would take the
-// socket's counters of this sample for those of the last.
+// sample is dropped: it says the same, and put would take the socket's
+// counters of this sample for those of the last.
 func (s *Sampler) record(x *tcpiter.Rec, now time.Time, full bool) {
 	t := s.track
 	s.Dumped++
@@ -252,10 +286,11 @@ func (s *Sampler) record(x *tcpiter.Rec, now time.Time, full bool) {
 		s.untrack(x.Cookie)
 	case x.Kind == tcpiter.RecReq || (t.ipv4 && x.Family != unix.AF_INET):
 	default:
-		if i, ok := t.pos[x.Cookie]; full && ok && t.upd[i] == s.gen {
+		i, ok := t.pos[x.Cookie]
+		if full && ok && t.upd[i] == s.gen {
 			return
 		}
-		s.upsert(t.fill(x), now)
+		s.put(x, i, ok, now)
 	}
 }
 
@@ -273,72 +308,158 @@ func (s *Sampler) sweep(from uint64) {
 	}
 }
 
-// upsert sets the socket's flow in the table, or drops it if it no longer
-// matches the filter.
-func (s *Sampler) upsert(sk *Sock, now time.Time) {
+// put sets the flow of record x's socket in the table: in slot i if old
+// (its previous flow), else in a new slot; or drops it if it no longer
+// matches the filter. The flow is written in place, and its rates come
+// from the previous flow's counters: a socket with no record since the
+// last sample was unchanged then (the rates are over one interval).
+func (s *Sampler) put(x *tcpiter.Rec, i int, old bool, now time.Time) {
 	t := s.track
-	i, ok := t.pos[sk.Cookie]
-	if ok {
-		// Alive and unchanged since the last sample: its counters were
-		// the same then (flowOf's rates are over one sample interval).
-		if p := s.known[sk.Cookie]; p != nil {
-			p.gen, p.t = s.gen-1, s.prevT
+	sk := t.fill(x)
+	l, ok := s.admit(sk)
+	if !ok {
+		s.untrack(sk.Cookie)
+		return
+	}
+	st := slotState{procGen: -1}
+	if old {
+		st = t.slot[i]
+	}
+	var proc Proc
+	if s.procs != nil {
+		// The owner is looked up again only after the cache rescanned.
+		if st.procGen == int32(s.procs.scans) {
+			proc = Proc{PID: t.flows[i].PID, Comm: t.flows[i].Comm}
+		} else {
+			proc, _ = s.procs.lookup(sk.Inode, now)
+			st.procGen = int32(s.procs.scans)
+		}
+		if !s.cfg.Filter.ownerMatch(proc) {
+			s.untrack(sk.Cookie)
+			return
 		}
 	}
-	f, match := s.flowOf(sk, now)
-	switch {
-	case !match:
-		s.untrack(sk.Cookie)
-	case ok:
-		t.flows[i], t.upd[i] = f, s.gen
-	default:
-		t.pos[sk.Cookie] = len(t.flows)
-		t.flows = append(t.flows, f)
-		t.upd = append(t.upd, s.gen)
+	if !old {
+		i = len(t.flows)
+		t.pos[sk.Cookie] = i
+		t.flows = append(t.flows, Flow{})
+		t.upd = append(t.upd, 0)
+		t.slot = append(t.slot, slotState{})
 	}
+	f := &t.flows[i]
+	var thr, recv float64
+	if old {
+		thr, recv = rates(&sk.Info, f.BytesAcked, f.BytesRecv, now.Sub(s.prevT))
+	}
+	src, dst := f.Src, f.Dst
+	if !old || st.saddr != x.Saddr || st.daddr != x.Daddr || st.sport != x.Sport || st.dport != x.Dport || st.family != x.Family {
+		st.saddr, st.daddr, st.sport, st.dport, st.family = x.Saddr, x.Daddr, x.Sport, x.Dport, x.Family
+		if t.addrs.on {
+			src, dst = "", ""
+			t.addrs.add(i, sk.Src, sk.Dst)
+		} else {
+			src, dst = sk.Src.String(), sk.Dst.String()
+		}
+	}
+	*f = Flow{
+		Time: now, Cookie: sk.Cookie, Src: src, Dst: dst,
+		State: StateName(sk.State), Lane: l, PID: proc.PID, Comm: proc.Comm,
+		UID: sk.UID, Inode: sk.Inode, CgroupID: sk.CgroupID,
+		Cong: t.congName(sk.Cong), SendQ: sk.WQueue, RecvQ: sk.RQueue,
+		Throughput: thr, RecvRate: recv,
+	}
+	setSockFields(f, sk)
+	t.upd[i], t.slot[i] = s.gen, st
+	if len(t.addrs.ends) >= addrBatchLen {
+		t.addrs.flush(t.flows)
+	}
+}
+
+// congName is the congestion control name as a string, made once per name.
+func (t *trackSource) congName(b []byte) string {
+	if c, ok := t.congs[string(b)]; ok { // no allocation for the lookup
+		return c
+	}
+	c := string(b)
+	t.congs[c] = c
+	return c
 }
 
 // untrack removes a socket's flow (swapping the last one into its place).
 func (s *Sampler) untrack(cookie uint64) {
 	t := s.track
-	delete(s.known, cookie)
 	i, ok := t.pos[cookie]
 	if !ok {
 		return
 	}
+	t.addrs.flush(t.flows) // its pending slots are about to move
 	delete(t.pos, cookie)
 	last := len(t.flows) - 1
 	if i != last {
-		t.flows[i], t.upd[i] = t.flows[last], t.upd[last]
+		t.flows[i], t.upd[i], t.slot[i] = t.flows[last], t.upd[last], t.slot[last]
 		t.pos[t.flows[i].Cookie] = i
 	}
-	t.flows, t.upd = t.flows[:last], t.upd[:last]
+	t.flows[last] = Flow{} // no strings kept alive past the end
+	t.flows, t.upd, t.slot = t.flows[:last], t.upd[:last], t.slot[:last]
 }
 
-// trackedOutput brings s.buf up to the table: every flow at time now,
-// with zero rates for those whose socket did not change. s.buf keeps the
-// table's order from sample to sample, so only a flow that changed since
-// the last output is copied whole (~390 bytes); the others get their time
-// and, if they changed in the previous sample, zero rates: one cache line
-// each instead of copying ~4 MB at 10,000 flows (the larger part of a
-// sample's cost in user space). A slot whose cookie is not the table's
-// (the table moved a flow, or the caller reordered the sample, which
-// Sample's contract forbids) is copied whole.
+// trackedOutput makes the table the sample: every flow at time now, with
+// zero rates for those whose socket did not change. The table is the
+// sample (no copy of it: at 100,000 flows a copy was ~40 MB and ~110 ms
+// of the first sample), so only flows not set in this sample are
+// touched, one cache line each, and their rates only if they were set
+// since the last output (which is why Sample's slice must not be reordered or
+// changed in place: `lanes monitor` and the dashboard clone it).
 func (s *Sampler) trackedOutput(now time.Time) {
 	t := s.track
-	s.buf = slices.Grow(s.buf[:0], len(t.flows))[:len(t.flows)]
-	for i := range t.flows {
-		f := &s.buf[i]
-		switch {
-		case t.upd[i] > t.outGen || f.Cookie != t.flows[i].Cookie:
-			*f = t.flows[i]
-			if t.upd[i] != s.gen {
-				f.Throughput, f.RecvRate = 0, 0
-			}
-		case t.upd[i] == t.outGen:
+	for i, u := range t.upd {
+		if u == s.gen {
+			continue
+		}
+		f := &t.flows[i]
+		f.Time = now
+		if u >= t.outGen { // set since the last output: it had rates
 			f.Throughput, f.RecvRate = 0, 0
 		}
-		f.Time = now
 	}
 	t.outGen = s.gen
+	s.buf = t.flows
+}
+
+// addrBatch formats the first walk's addresses into one buffer and makes
+// them strings a batch at a time (one allocation per batch, not two per
+// socket: ~200,000 small objects less at 100,000 sockets). A batch's
+// string lives as long as any flow's address in it.
+type addrBatch struct {
+	on   bool
+	buf  []byte
+	ends []addrEnd
+}
+
+// addrEnd is where slot's source and destination strings end in buf.
+type addrEnd struct{ slot, src, dst int }
+
+const addrBatchLen = 1024
+
+// add formats slot's addresses (the flow's strings are set by flush).
+func (b *addrBatch) add(slot int, src, dst netip.AddrPort) {
+	b.buf = src.AppendTo(b.buf)
+	e := addrEnd{slot: slot, src: len(b.buf)}
+	b.buf = dst.AppendTo(b.buf)
+	e.dst = len(b.buf)
+	b.ends = append(b.ends, e)
+}
+
+// flush sets the addresses of the batch's slots in flows.
+func (b *addrBatch) flush(flows []Flow) {
+	if len(b.ends) == 0 {
+		return
+	}
+	str := string(b.buf)
+	from := 0
+	for _, e := range b.ends {
+		flows[e.slot].Src, flows[e.slot].Dst = str[from:e.src], str[e.src:e.dst]
+		from = e.dst
+	}
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
 }

@@ -1,7 +1,8 @@
-// track_test.go: the tracked sampler's output, which rewrites only the
-// flows that changed, equals a full copy of its table after any sequence
-// of changes, new and closed flows, samples that failed before the output,
-// and samples the caller reordered; a full walk spread over samples keeps
+// track_test.go: the tracked sampler's output, its table, in which only
+// flows that changed are rewritten, holds every flow as last set, at the
+// sample's time and with zero rates where unchanged, after any sequence of
+// changes, new and closed flows and samples that failed before the
+// output; a full walk spread over samples keeps
 // every flow and drops only what it did not find.
 package tcpmon
 
@@ -16,60 +17,67 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-func TestTrackedOutputEqualsFullCopy(t *testing.T) {
+func TestTrackedOutputEqualsTable(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	s := &Sampler{track: &trackSource{pos: map[uint64]int{}}, known: map[uint64]*prevCounters{}}
+	s := &Sampler{track: &trackSource{pos: map[uint64]int{}}}
 	tk := s.track
+	// model: every flow as last set, and the sample that set it.
+	type set struct {
+		f   Flow
+		gen uint64
+	}
+	model := map[uint64]set{}
+	var now time.Time
+	put := func(i int, f Flow) { // as Sampler.put: the flow at the sample's time
+		f.Time = now
+		tk.flows[i], tk.upd[i] = f, s.gen
+		model[f.Cookie] = set{f, s.gen}
+	}
 	next := uint64(1)
-	add := func() {
-		f := Flow{Cookie: next, Cwnd: uint32(rng.Intn(100)), Throughput: float64(rng.Intn(3))}
-		next++
-		tk.pos[f.Cookie] = len(tk.flows)
-		tk.flows = append(tk.flows, f)
-		tk.upd = append(tk.upd, s.gen)
-	}
-	// want is the output as a full copy of the table gives it.
-	want := func(now time.Time) []Flow {
-		out := make([]Flow, len(tk.flows))
-		for i, f := range tk.flows {
-			f.Time = now
-			if tk.upd[i] != s.gen {
-				f.Throughput, f.RecvRate = 0, 0
-			}
-			out[i] = f
-		}
-		return out
-	}
 	for sample := 0; sample < 2000; sample++ {
 		s.gen++
-		now := time.Unix(int64(sample), 0)
-		for range rng.Intn(4) {
-			add()
+		now = time.Unix(int64(sample), 0)
+		for range rng.Intn(4) { // new flows
+			tk.pos[next] = len(tk.flows)
+			tk.flows, tk.upd, tk.slot = append(tk.flows, Flow{}), append(tk.upd, 0), append(tk.slot, slotState{})
+			put(len(tk.flows)-1, Flow{Cookie: next, Cwnd: uint32(rng.Intn(100)), Throughput: float64(rng.Intn(3))})
+			next++
 		}
 		for range rng.Intn(4) { // changes: new fields and rates
 			if len(tk.flows) == 0 {
 				break
 			}
 			i := rng.Intn(len(tk.flows))
-			tk.flows[i].Cwnd = uint32(rng.Intn(100))
-			tk.flows[i].Throughput, tk.flows[i].RecvRate = float64(rng.Intn(3)), float64(rng.Intn(3))
-			tk.upd[i] = s.gen
+			f := tk.flows[i]
+			f.Cwnd = uint32(rng.Intn(100))
+			f.Throughput, f.RecvRate = float64(rng.Intn(3)), float64(rng.Intn(3))
+			put(i, f)
 		}
 		for range rng.Intn(3) { // closed
 			if len(tk.flows) == 0 {
 				break
 			}
-			s.untrack(tk.flows[rng.Intn(len(tk.flows))].Cookie)
+			c := tk.flows[rng.Intn(len(tk.flows))].Cookie
+			s.untrack(c)
+			delete(model, c)
 		}
 		if rng.Intn(10) == 0 {
 			continue // the sample failed before its output
 		}
 		s.trackedOutput(now)
-		if w := want(now); !reflect.DeepEqual(s.buf, w) {
-			t.Fatalf("sample %d: output differs from the table:\ngot  %+v\nwant %+v", sample, s.buf, w)
+		if len(s.buf) != len(model) {
+			t.Fatalf("sample %d: %d flows, want %d", sample, len(s.buf), len(model))
 		}
-		if rng.Intn(8) == 0 { // a caller that reorders the sample
-			rng.Shuffle(len(s.buf), func(i, j int) { s.buf[i], s.buf[j] = s.buf[j], s.buf[i] })
+		for _, f := range s.buf {
+			m, ok := model[f.Cookie]
+			w := m.f
+			w.Time = now
+			if m.gen != s.gen {
+				w.Throughput, w.RecvRate = 0, 0
+			}
+			if !ok || !reflect.DeepEqual(f, w) {
+				t.Fatalf("sample %d: flow %d:\ngot  %+v\nwant %+v", sample, f.Cookie, f, w)
+			}
 		}
 	}
 }
@@ -145,6 +153,7 @@ func TestFullWalkSpread(t *testing.T) {
 	tk.pos[missed] = len(tk.flows)
 	tk.flows = append(tk.flows, Flow{Cookie: missed})
 	tk.upd = append(tk.upd, s.gen)
+	tk.slot = append(tk.slot, slotState{})
 	tk.resync = true
 	samples := 0
 	for {
@@ -211,5 +220,81 @@ func TestFullWalkSpread(t *testing.T) {
 	}
 	if len(got) != 38 {
 		t.Fatalf("%d flows after the walk, want 38 (20 connections, 2 closed, 1 opened)", len(got))
+	}
+}
+
+// TestFirstWalkCloses: the first walk tracks no socket in the kernel (the
+// walk that does is read over the following samples); a connection closed
+// meanwhile still leaves the samples at once, not when that walk ends.
+func TestFirstWalkCloses(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireTracker(t)
+	ns := testutil.NewNetNS(t)
+	var ln net.Listener
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		if ln != nil {
+			ln.Close()
+		}
+	})
+	ns.Do(t, func() (err error) {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		for range 20 {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				return err
+			}
+			s, err := ln.Accept()
+			if err != nil {
+				c.Close()
+				return err
+			}
+			conns = append(conns, c, s)
+		}
+		return nil
+	})
+	s := newSampler(t, Config{NetNS: ns.Handle, Backend: BackendTrack})
+	s.track.walkChunk = 1 // the tracking walk spans 40 samples
+	fl, err := s.Sample()
+	if err != nil || len(fl) != 40 {
+		t.Fatalf("first sample: %d flows, %v; want 40", len(fl), err)
+	}
+	closing := map[uint64]bool{}
+	for _, f := range fl {
+		for _, c := range conns[:4] {
+			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
+				closing[f.Cookie] = true
+			}
+		}
+	}
+	if len(closing) != 4 {
+		t.Fatalf("found %d flows of the connections to close, want 4", len(closing))
+	}
+	for _, c := range conns[:4] {
+		c.Close()
+	}
+	for n := 1; ; n++ {
+		time.Sleep(20 * time.Millisecond) // the closes' last steps run in softirq
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.track.walk == nil {
+			t.Fatalf("the tracking walk ended (%d samples) with closed connections still reported", n)
+		}
+		left := 0
+		for _, f := range fl {
+			if closing[f.Cookie] {
+				left++
+			}
+		}
+		if left == 0 && len(fl) == 36 {
+			return
+		}
 	}
 }

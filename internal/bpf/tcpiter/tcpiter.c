@@ -27,7 +27,11 @@
  * sockets of the namespace as they are created and sends the cookie of a
  * reported socket that closes to the "gone" ring buffer. So a sample costs
  * a few tens of ns per idle socket in the kernel and nothing in user space.
- * Request sockets (no sk_storage) are reported by full walks only.
+ * Request sockets (no sk_storage) are reported by full walks only. The
+ * reader's first walk is dump (creating storage for every socket would
+ * cost it ~0.8 us a socket); a dump_track walk read over the following
+ * samples then tracks them, and until it ends track also sends the cookie
+ * of an untracked socket that closes (untracked).
  *
  * Kernel types are minimal and relocated against the running kernel's BTF
  * (CO-RE). Needs iter/tcp and bpf_skc_to_tcp_sock (5.9) and the tracing
@@ -264,6 +268,12 @@ struct {
  * costs no system call for them. */
 __u64 lost_gone;
 __u32 sample_no;
+
+/* Set by the reader from its first walk (dump, which creates no storage:
+ * ~0.8 us a socket) until a full walk of dump_track has tracked every
+ * socket: meanwhile a socket that leaves the reported states without
+ * storage may be one the reader holds, and track sends its cookie too. */
+__u32 untracked;
 
 /* Idle sockets are kept apart: one found quiet IDLE_AFTER times in a row
  * in the hot map (tracked) moves to the cold map of its cookie % COLD, and
@@ -697,7 +707,8 @@ int delta_cold(struct bpf_iter__bpf_sk_storage_map *ctx)
  * enters a reported state and marks a tracked one dirty on any change;
  * it sends the cookie of a reported socket that leaves the reported
  * states to the gone ring (a socket is freed only after it reached CLOSE,
- * so none goes unseen). */
+ * so none goes unseen), and while untracked is set that of one without
+ * storage (and storage it creates then counts as reported). */
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 {
@@ -712,15 +723,25 @@ int BPF_PROG(track, struct sock *sk, int oldstate, int newstate)
 		t = to_hot(t, sk);
 	if (newstate >= 0 && newstate < 32 && (CFG.states & (1u << newstate))) {
 		if (!t)
+			t = bpf_sk_storage_get(&tracked, sk, 0, 0);
+		if (!t) {
 			t = bpf_sk_storage_get(&tracked, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+			/* The reader's first walk may have reported it: its
+			 * close must send the cookie. */
+			if (t && *(volatile __u32 *)&untracked)
+				t->reported = REPORTED;
+		}
 		if (t)
 			t->dirty = 1;
 		return 0;
 	}
 	if (!t)
 		t = bpf_sk_storage_get(&tracked, sk, 0, 0);
-	if (!t)
+	if (!t) {
+		if (*(volatile __u32 *)&untracked && bpf_ringbuf_output(&gone, &cookie, sizeof(cookie), 0))
+			__sync_fetch_and_add(&lost_gone, 1);
 		return 0;
+	}
 	t->dirty = 1;
 	if (t->reported != REPORTED)
 		return 0;

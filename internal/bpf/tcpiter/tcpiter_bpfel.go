@@ -128,6 +128,7 @@ const (
 	TcpiterVarCFG              = "CFG"
 	TcpiterVarLostGone         = "lost_gone"
 	TcpiterVarSampleNo         = "sample_no"
+	TcpiterVarUntracked        = "untracked"
 	TcpiterVarUnusedTcpRec     = "unused_tcp_rec"
 )
 
@@ -209,6 +210,7 @@ type TcpiterVariableSpecs struct {
 	CFG          *ebpf.VariableSpec `ebpf:"CFG"`
 	LostGone     *ebpf.VariableSpec `ebpf:"lost_gone"`
 	SampleNo     *ebpf.VariableSpec `ebpf:"sample_no"`
+	Untracked    *ebpf.VariableSpec `ebpf:"untracked"`
 	UnusedTcpRec *ebpf.VariableSpec `ebpf:"unused_tcp_rec"`
 }
 
@@ -278,6 +280,7 @@ type TcpiterVariables struct {
 	CFG          *ebpf.Variable `ebpf:"CFG"`
 	LostGone     *ebpf.Variable `ebpf:"lost_gone"`
 	SampleNo     *ebpf.Variable `ebpf:"sample_no"`
+	Untracked    *ebpf.Variable `ebpf:"untracked"`
 	UnusedTcpRec *ebpf.Variable `ebpf:"unused_tcp_rec"`
 }
 
