@@ -69,6 +69,9 @@ type trackSource struct {
 	// untracked: sockets in the table may have no storage in the kernel
 	// (the first walk creates none) until a full walk ends.
 	untracked bool
+	// fresh: the first walk into an empty table, whose records are put
+	// without looking the cookie up (dedupe after it).
+	fresh bool
 	// The full walk in progress (nil: none), read trackWalkChunk records
 	// a sample, and the sample it started in.
 	walk      readCloser
@@ -207,11 +210,18 @@ func (s *Sampler) firstWalk(now time.Time) error {
 		t.slot = slices.Grow(t.slot, inUse)
 		t.pos = make(map[uint64]int, inUse)
 	}
-	t.addrs.on = true
+	if s.procs != nil {
+		s.procs.sizeHint = inUse
+	}
+	t.addrs.on, t.fresh = true, len(t.flows) == 0
 	err = t.rd.Each(r, func(x *tcpiter.Rec) { s.record(x, now, true) })
 	r.Close()
 	t.addrs.flush(t.flows)
 	t.addrs = addrBatch{}
+	if t.fresh && len(t.pos) != len(t.flows) {
+		s.dedupe()
+	}
+	t.fresh = false
 	if err != nil {
 		return err
 	}
@@ -285,12 +295,35 @@ func (s *Sampler) record(x *tcpiter.Rec, now time.Time, full bool) {
 	case x.Kind == tcpiter.RecGone:
 		s.untrack(x.Cookie)
 	case x.Kind == tcpiter.RecReq || (t.ipv4 && x.Family != unix.AF_INET):
+	case t.fresh:
+		s.put(x, 0, false, now)
 	default:
 		i, ok := t.pos[x.Cookie]
 		if full && ok && t.upd[i] == s.gen {
 			return
 		}
 		s.put(x, i, ok, now)
+	}
+}
+
+// dedupe drops the flows a fresh walk put twice (a socket the kernel's
+// walk met twice, having moved in its hash table as the walk passed),
+// keeping the last, which pos names.
+func (s *Sampler) dedupe() {
+	t := s.track
+	for i := 0; i < len(t.flows); {
+		if t.pos[t.flows[i].Cookie] == i {
+			i++
+			continue
+		}
+		last := len(t.flows) - 1
+		c := t.flows[last].Cookie
+		t.flows[i], t.upd[i], t.slot[i] = t.flows[last], t.upd[last], t.slot[last]
+		if t.pos[c] == last {
+			t.pos[c] = i
+		}
+		t.flows[last] = Flow{}
+		t.flows, t.upd, t.slot = t.flows[:last], t.upd[:last], t.slot[:last]
 	}
 }
 

@@ -298,3 +298,27 @@ func TestFirstWalkCloses(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupe: a socket the first walk met twice is kept once, as its
+// later record says, and pos names every flow's slot.
+func TestDedupe(t *testing.T) {
+	for _, cookies := range [][]uint64{{1, 2, 1, 3, 2}, {1, 1}, {1, 2, 3, 3}, {4, 4, 4, 5}} {
+		s := &Sampler{track: &trackSource{pos: map[uint64]int{}}}
+		tk := s.track
+		want := map[uint64]uint32{}
+		for i, c := range cookies { // as put in a fresh walk: pos set blindly
+			tk.flows = append(tk.flows, Flow{Cookie: c, Cwnd: uint32(i)})
+			tk.upd, tk.slot = append(tk.upd, 1), append(tk.slot, slotState{})
+			tk.pos[c], want[c] = i, uint32(i)
+		}
+		s.dedupe()
+		if len(tk.flows) != len(want) || len(tk.upd) != len(want) || len(tk.slot) != len(want) {
+			t.Fatalf("%v: %d flows after dedupe, want %d", cookies, len(tk.flows), len(want))
+		}
+		for i, f := range tk.flows {
+			if tk.pos[f.Cookie] != i || f.Cwnd != want[f.Cookie] {
+				t.Fatalf("%v: slot %d: %+v (pos %d), want the record %d", cookies, i, f, tk.pos[f.Cookie], want[f.Cookie])
+			}
+		}
+	}
+}
