@@ -295,9 +295,9 @@ func (s *Sampler) Close() error {
 // order (tracked mode: no particular order; see SortByThroughput). The
 // returned slice is the sampler's and is reused by the next call: read
 // it, but do not reorder or change it in place (slices.Clone it first).
-// The tracked mode rewrites only the flows that changed since the last
-// sample; it notices a reordered slice, but a field changed in place would
-// stay in the next sample.
+// In the tracked mode the slice is the sampler's table itself, in which
+// only the flows that changed are rewritten: a reordered slice or a field
+// changed in place would corrupt the next samples.
 func (s *Sampler) Sample() ([]Flow, error) {
 	now := time.Now()
 	s.buf = s.buf[:0]
