@@ -205,12 +205,9 @@ type Status struct {
 	Updated       time.Time         `json:"updated"`
 }
 
-// rateWindow is how far back the AP rate estimate looks; rateProbe lets the
-// group grow past the estimate.
-const (
-	rateWindow = 30 * time.Second
-	rateProbe  = 1.25
-)
+// rateProbe lets the group grow past the downlink's estimate (the best
+// goodput of rateWindow); the uplink's is estimate.go's.
+const rateProbe = 1.25
 
 type flowState struct {
 	f            Flow
@@ -264,7 +261,8 @@ type Controller struct {
 	lastSample  time.Time // last tick's sample
 	ackAcc      float64   // bytes acknowledged since the last tick
 	goodput     float64
-	rates       []rateSample
+	groupGood   float64       // the group's goodput at the last tick, bit/s
+	upEst       rateEstimator // the uplink's AP rate when not configured
 	safety      safety
 	capOK       bool
 	capWhy      string
@@ -347,6 +345,7 @@ func New(o Options) (*Controller, error) {
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
 	c.safety = safety{cfg: o.Config.Safety}
+	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.capOK = true
 	c.downOnEarly()
 	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil, Trust: "authenticated"}
@@ -644,10 +643,7 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 		}
 		g += c.peerGoodput(&p)
 	}
-	c.rates = append(c.rates, rateSample{now, g})
-	for len(c.rates) > 0 && now.Sub(c.rates[0].t) > rateWindow {
-		c.rates = c.rates[1:]
-	}
+	c.groupGood = g
 	return joined
 }
 
@@ -722,7 +718,10 @@ func peerLoad(p *Peer) HostLoad {
 
 // rate returns the AP rate to use and where it came from. Caller holds mu.
 func (c *Controller) rate() (uint64, string) {
-	return apRate(c.cfg.APRate, c.rates, c.cfg.MaxAPRate)
+	if c.cfg.APRate > 0 {
+		return c.cfg.APRate.Bits(), "configured"
+	}
+	return c.upEst.rate()
 }
 
 // apRate is the configured rate if set, or else the best group goodput of
@@ -797,7 +796,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 
 	// safety observation over the group's flows
 	obs := observation{goodput: c.goodput}
-	var infl, qd []float64
+	var infl, qd, minRTTs []float64
 	var windowRate float64
 	addFlow := func(srtt, minRTT time.Duration, cwnd, mss uint32) {
 		if srtt <= 0 || minRTT <= 0 {
@@ -806,6 +805,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		obs.flows++
 		infl = append(infl, float64(srtt)/float64(minRTT))
 		qd = append(qd, float64(srtt-minRTT))
+		minRTTs = append(minRTTs, float64(minRTT))
 		windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
 	}
 	for _, fs := range selfStates {
@@ -817,6 +817,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		}
 	}
 	obs.inflation = median(infl)
+	groupMinRTT := time.Duration(median(minRTTs))
 	obs.queueDelay = time.Duration(median(qd))
 	obs.inflightLow = rate > 0 && windowRate <= float64(rate)*(1+c.cfg.QueueAllowance)
 	shares := p.HostShares(hosts)
@@ -835,8 +836,9 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 			obs.atCap = true
 		}
 	}
-	if tick { // the safety signals count intervals, not events
+	if tick { // the safety signals and the estimate count intervals, not events
 		c.capOK, c.capWhy = c.safety.update(now, obs)
+		c.upEst.update(now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
 	}
 	capping, reason := c.capOK, c.capWhy
 	if rate == 0 {

@@ -1,0 +1,189 @@
+// estimate.go: the AP rate measured from the group's goodput when it is not
+// configured: a group version of BBR's bottleneck-bandwidth estimate.
+//
+// Once per announcement interval the controller feeds the group's goodput
+// (own and counted peers' announced) and the median srtt/min_rtt and
+// min_rtt of the group's flows (own and peers' announced): every host sees
+// nearly the same, so every host's estimate, and so its caps, agree.
+//   - startup (from the first goodput): while the RTT stays within
+//     startupExit of the base (drainIntervals above it end startup, at the
+//     best goodput; the queue of the flows' own slow start in the first
+//     settleIntervals, before the first caps, does not), the estimate is
+//     twice what the group delivers (plus the headroom, as in cruise), so
+//     the caps double every interval the group fills them: from a few segments to the medium's rate in a few
+//     seconds (the earlier x1.25 of the best goodput took ~18 s at 15
+//     Mbit/s and 256 ms, and its steady state left a queue of a quarter of
+//     the BDP).
+//   - cruise: the best goodput of the last rateWindow plus the headroom over
+//     the group's base RTT, so the caps' window (rate x min_rtt x
+//     (1 + queue_allowance) - headroom) is the BDP of what the medium
+//     delivered, plus the allowance: the medium stays full at a queue of
+//     the allowance. For probeLength of every probeEvery, on the wall clock
+//     so that the hosts probe together and their caps stay equal, the
+//     estimate is probeGain x the best, which finds a faster medium; a
+//     probe that delivers more than regrowth x the best returns to startup.
+//   - drain: the RTT inflated above drainInflation for drainIntervals means
+//     the caps are above what the medium carries (a slower medium, or
+//     someone else's traffic): the estimate falls to what the group now
+//     delivers and the window restarts there. If the queue was ours it
+//     drains, and the caps then hold the medium's rate. If it is someone
+//     else's it stays, and with our windows now within the shared BDP the
+//     safety fallback's RTT signal fires (safety.go): lowering the group's
+//     windows and watching whether the queue follows is what tells a slower
+//     medium from foreign traffic, which a host cannot tell from its own
+//     flows' RTT alone.
+package coop
+
+import (
+	"math"
+	"time"
+)
+
+// The estimator's constants. drainInflation sits below the safety
+// fallback's default rtt_inflation (1.3), so a queue of our own caps is
+// drained before the fallback would read it as foreign.
+const (
+	rateWindow     = 30 * time.Second // how far back the best goodput is taken
+	startupGain    = 2.0
+	startupExit    = 1.10 // srtt/min_rtt that ends startup
+	drainInflation = 1.15 // srtt/min_rtt that drains ...
+	drainIntervals = 2    // ... when it holds this many intervals
+	probeGain      = 1.25
+	probeEvery     = 5 * time.Second
+	regrowth       = 1.1
+	// settleIntervals: the queue of the flows' own slow start before the
+	// first caps (every flow uncapped while the rate is unknown) is not
+	// the caps' and does not end startup.
+	settleIntervals = 3
+	minRateBits     = 64_000 // below: "unknown"
+)
+
+type estPhase int
+
+const (
+	phaseStartup estPhase = iota
+	phaseCruise
+)
+
+// groupSample is one interval's input to the estimator.
+type groupSample struct {
+	goodput   float64       // the group's goodput, bit/s
+	inflation float64       // median srtt/min_rtt of the group's flows (0: none)
+	minRTT    time.Duration // median min_rtt of the group's flows (0: none)
+}
+
+// rateEstimator is one direction's estimate (uplink or downlink).
+type rateEstimator struct {
+	headroomBits float64
+	limit        float64 // max_ap_rate, bit/s
+	probeLength  time.Duration
+
+	window   []rateSample
+	phase    estPhase
+	est      float64 // bit/s; 0 = unknown
+	capped   int     // intervals with an estimate (so with caps)
+	inflated int     // consecutive intervals above drainInflation
+	probing  bool    // the last update was inside a probe
+	preProbe float64 // best before the current probe
+}
+
+func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
+	return rateEstimator{headroomBits: headroomBits, limit: limitBits, probeLength: 3 * interval}
+}
+
+// rate is the estimate in bit/s and its source ("estimated", or "unknown"
+// before any goodput).
+func (e *rateEstimator) rate() (uint64, string) {
+	if e.est < minRateBits {
+		return 0, "unknown"
+	}
+	return uint64(e.est), "estimated"
+}
+
+// update feeds one interval.
+func (e *rateEstimator) update(now time.Time, s groupSample) {
+	e.window = append(e.window, rateSample{now, s.goodput})
+	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
+		e.window = e.window[1:]
+	}
+	limit := drainInflation
+	if e.phase == phaseStartup {
+		limit = startupExit
+	}
+	if e.est > 0 {
+		e.capped++
+	}
+	if s.inflation > limit && e.capped > settleIntervals {
+		e.inflated++
+	} else {
+		e.inflated = 0
+	}
+	switch {
+	case e.est < minRateBits: // unknown until the group delivers something
+		e.est = 0
+		if s.goodput >= minRateBits {
+			e.est = startupGain * e.cruiseRate(s.goodput, s)
+		}
+	case e.inflated >= drainIntervals && e.phase == phaseStartup:
+		e.phase, e.inflated = phaseCruise, 0
+		e.est = e.cruiseRate(e.best(), s)
+	case e.inflated >= drainIntervals:
+		e.drain(now, s)
+	case e.phase == phaseStartup:
+		e.startup(s)
+	default:
+		e.cruise(now, s)
+	}
+	e.est = math.Min(e.est, e.limit)
+}
+
+func (e *rateEstimator) startup(s groupSample) {
+	if s.inflation <= startupExit {
+		e.est = math.Max(e.est, startupGain*e.cruiseRate(s.goodput, s))
+	}
+}
+
+// drain restarts the window at the intervals the queue stood: the medium
+// was full then, so the best of them is what it carries now.
+func (e *rateEstimator) drain(now time.Time, s groupSample) {
+	e.window = e.window[max(0, len(e.window)-e.inflated):]
+	e.phase, e.inflated, e.probing = phaseCruise, 0, false
+	e.est = e.cruiseRate(e.best(), s)
+}
+
+func (e *rateEstimator) cruise(now time.Time, s groupSample) {
+	best := e.best()
+	if e.probing && s.goodput > regrowth*e.preProbe && s.inflation <= startupExit {
+		e.phase, e.probing = phaseStartup, false
+		e.est = startupGain * e.cruiseRate(s.goodput, s)
+		return
+	}
+	inProbe := now.UnixNano()%int64(probeEvery) < int64(e.probeLength)
+	if inProbe && !e.probing {
+		e.preProbe = best
+	}
+	e.probing = inProbe
+	gain := 1.0
+	if inProbe {
+		gain = probeGain
+	}
+	e.est = e.cruiseRate(gain*best, s)
+}
+
+// cruiseRate is a delivered rate plus the headroom over the group's base RTT:
+// the caps subtract the headroom from the window, which would otherwise hold
+// the group below what the medium delivered and walk the estimate down.
+func (e *rateEstimator) cruiseRate(delivered float64, s groupSample) float64 {
+	if s.minRTT <= 0 {
+		return delivered
+	}
+	return delivered + e.headroomBits/s.minRTT.Seconds()
+}
+
+func (e *rateEstimator) best() float64 {
+	b := 0.0
+	for _, r := range e.window {
+		b = math.Max(b, r.bits)
+	}
+	return b
+}

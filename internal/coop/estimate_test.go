@@ -1,0 +1,133 @@
+package coop
+
+import (
+	"testing"
+	"time"
+)
+
+// fluidMedium is a group of bulk senders at their caps behind one medium of
+// capacity c: the caps' summed window w = est x rtt x 1.05 - headroom; above
+// the BDP the rest queues (srtt = w / c), below it the medium idles.
+type fluidMedium struct {
+	c        float64 // bit/s
+	rtt      time.Duration
+	headroom float64
+	foreign  float64 // srtt/min_rtt added by someone else's queue (0: none)
+}
+
+func (m fluidMedium) deliver(est float64) groupSample {
+	w := est*m.rtt.Seconds()*1.05 - m.headroom
+	bdp := m.c * m.rtt.Seconds()
+	s := groupSample{goodput: min(m.c, w/m.rtt.Seconds()), inflation: max(1, w/bdp), minRTT: m.rtt}
+	if m.foreign > 0 {
+		s.inflation = m.foreign
+	}
+	return s
+}
+
+// run steps the estimator interval by interval for d from t, starting from
+// the goodput first (0: its current estimate), and returns the samples.
+func (m fluidMedium) run(e *rateEstimator, t time.Time, d time.Duration, first float64) ([]groupSample, time.Time) {
+	var out []groupSample
+	for end := t.Add(d); t.Before(end); t = t.Add(500 * time.Millisecond) {
+		var s groupSample
+		if r, _ := e.rate(); r == 0 {
+			s = groupSample{goodput: first, minRTT: m.rtt, inflation: 1}
+		} else {
+			s = m.deliver(float64(r))
+		}
+		e.update(t, s)
+		out = append(out, s)
+	}
+	return out, t
+}
+
+func newTestEstimator() *rateEstimator {
+	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+	return &e
+}
+
+// t0 is on a probe boundary, so every run sees the same probe schedule.
+var t0 = time.Unix(1_000_000_000, 0)
+
+// firstFull is the first sample index at which the goodput reaches 95 % of c.
+func firstFull(ss []groupSample, c float64) int {
+	for i, s := range ss {
+		if s.goodput >= 0.95*c {
+			return i
+		}
+	}
+	return -1
+}
+
+// steady checks the samples outside probes: goodput >= 95 % of c at
+// inflation <= 1.1.
+func steady(t *testing.T, what string, ss []groupSample, c float64) {
+	t.Helper()
+	for i, s := range ss {
+		if s.inflation > 1.1 && s.inflation < 1.15*probeGain {
+			continue // a probe's own queue (at most one probe's worth)
+		}
+		if s.goodput < 0.95*c || s.inflation > 1.1 {
+			t.Errorf("%s: interval %d: goodput %.2f of %.2f Mbit/s, inflation %.2f", what, i, s.goodput/1e6, c/1e6, s.inflation)
+		}
+	}
+}
+
+func TestEstimateConverges(t *testing.T) {
+	for _, c := range []float64{2e6, 15e6, 100e6} {
+		m := fluidMedium{c: c, rtt: 256 * time.Millisecond, headroom: 120_000}
+		e := newTestEstimator()
+		ss, _ := m.run(e, t0, 60*time.Second, 1e6)
+		i := firstFull(ss, c)
+		if i < 0 || i > 12 { // 6 s
+			t.Errorf("%.0f Mbit/s: full after %d intervals", c/1e6, i)
+		}
+		steady(t, "steady", ss[30:], c)
+	}
+}
+
+func TestEstimateFollowsRateChanges(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 100 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	_, t1 := m.run(e, t0, 30*time.Second, 1e6)
+
+	m.c = 10e6 // slower medium: drained within 1.5 s
+	ss, t2 := m.run(e, t1, 30*time.Second, 0)
+	steady(t, "after the drop", ss[3:], m.c)
+
+	m.c = 20e6 // faster: the next probe finds it
+	ss, _ = m.run(e, t2, 30*time.Second, 0)
+	if i := firstFull(ss, m.c); i < 0 || i > int((probeEvery+3*time.Second)/(500*time.Millisecond)) {
+		t.Errorf("rise found after %d intervals", i)
+	}
+	steady(t, "after the rise", ss[20:], m.c)
+}
+
+// TestEstimateForeignQueue: a queue that does not follow the caps lowers the
+// estimate to what the group delivers, so the group's windows fit the shared
+// BDP and the safety fallback's RTT signal can fire.
+func TestEstimateForeignQueue(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 100 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+	m.foreign = 1.6
+	m.c = 6e6 // others take the rest of the air
+	m.run(e, t1, 3*time.Second, 0)
+	r, _ := e.rate()
+	if want := 6e6 + 120_000/0.1; float64(r) > 1.01*want {
+		t.Errorf("estimate %.2f Mbit/s under a foreign queue, want <= %.2f", float64(r)/1e6, want/1e6)
+	}
+}
+
+func TestEstimateUnknownUntilGoodput(t *testing.T) {
+	e := newTestEstimator()
+	e.update(t0, groupSample{})
+	if r, src := e.rate(); r != 0 || src != "unknown" {
+		t.Fatalf("no goodput: %d %s", r, src)
+	}
+	e.update(t0.Add(time.Second), groupSample{goodput: 3e6, inflation: 1})
+	if r, src := e.rate(); r != 6e6 || src != "estimated" {
+		t.Fatalf("first goodput 3 Mbit/s: %d %s", r, src)
+	}
+}
