@@ -721,7 +721,7 @@ func (c *Controller) rate() (uint64, string) {
 	if c.cfg.APRate > 0 {
 		return c.cfg.APRate.Bits(), "configured"
 	}
-	return c.upEst.rate()
+	return c.upEst.rate(c.now())
 }
 
 // apRate is the configured rate if set, or else the best group goodput of

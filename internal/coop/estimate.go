@@ -19,8 +19,9 @@
 //     (1 + queue_allowance) - headroom) is the BDP of what the medium
 //     delivered, plus the allowance: the medium stays full at a queue of
 //     the allowance. For probeLength of every probeEvery, on the wall clock
-//     so that the hosts probe together and their caps stay equal, the
-//     estimate is probeGain x the best, which finds a faster medium; a
+//     and applied at every recompute (rate), so that the hosts probe
+//     together and their caps stay equal, the estimate is probeGain x the
+//     best, which finds a faster medium; a
 //     probe that delivers more than regrowth x the best returns to startup.
 //   - drain: the RTT inflated above drainInflation for drainIntervals means
 //     the caps are above what the medium carries (a slower medium, or
@@ -48,9 +49,9 @@ const (
 	startupExit    = 1.10 // srtt/min_rtt that ends startup
 	drainInflation = 1.15 // srtt/min_rtt that drains ...
 	drainIntervals = 2    // ... when it holds this many intervals
-	probeGain      = 1.25
+	probeGain      = 1.2
 	probeEvery     = 5 * time.Second
-	regrowth       = 1.1
+	regrowth       = 1.05
 	// settleIntervals: the queue of the flows' own slow start before the
 	// first caps (every flow uncapped while the rate is unknown) is not
 	// the caps' and does not end startup.
@@ -83,6 +84,7 @@ type rateEstimator struct {
 	est      float64 // bit/s; 0 = unknown
 	capped   int     // intervals with an estimate (so with caps)
 	inflated int     // consecutive intervals above drainInflation
+	probeEst float64 // the estimate inside a probe (cruise)
 	probing  bool    // the last update was inside a probe
 	preProbe float64 // best before the current probe
 }
@@ -93,9 +95,15 @@ func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) r
 
 // rate is the estimate in bit/s and its source ("estimated", or "unknown"
 // before any goodput).
-func (e *rateEstimator) rate() (uint64, string) {
+// The probe is applied here, at every recompute, rather than at the hosts'
+// unaligned ticks, so that all hosts' caps rise and fall within a
+// recompute of each other.
+func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 	if e.est < minRateBits {
 		return 0, "unknown"
+	}
+	if e.phase == phaseCruise && e.probeEst > 0 && e.inProbe(now) {
+		return uint64(e.probeEst), "estimated"
 	}
 	return uint64(e.est), "estimated"
 }
@@ -147,7 +155,7 @@ func (e *rateEstimator) startup(s groupSample) {
 // was full then, so the best of them is what it carries now.
 func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
-	e.phase, e.inflated, e.probing = phaseCruise, 0, false
+	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
 	e.est = e.cruiseRate(e.best(), s)
 }
 
@@ -158,16 +166,19 @@ func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 		e.est = startupGain * e.cruiseRate(s.goodput, s)
 		return
 	}
-	inProbe := now.UnixNano()%int64(probeEvery) < int64(e.probeLength)
+	inProbe := e.inProbe(now)
 	if inProbe && !e.probing {
 		e.preProbe = best
 	}
 	e.probing = inProbe
-	gain := 1.0
-	if inProbe {
-		gain = probeGain
-	}
-	e.est = e.cruiseRate(gain*best, s)
+	e.est = e.cruiseRate(best, s)
+	e.probeEst = math.Min(e.cruiseRate(probeGain*best, s), e.limit)
+}
+
+// inProbe reports whether now is inside a probe of the wall clock's
+// schedule, the same for every host.
+func (e *rateEstimator) inProbe(now time.Time) bool {
+	return now.UnixNano()%int64(probeEvery) < int64(e.probeLength)
 }
 
 // cruiseRate is a delivered rate plus the headroom over the group's base RTT:

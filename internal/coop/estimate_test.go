@@ -31,7 +31,7 @@ func (m fluidMedium) run(e *rateEstimator, t time.Time, d time.Duration, first f
 	var out []groupSample
 	for end := t.Add(d); t.Before(end); t = t.Add(500 * time.Millisecond) {
 		var s groupSample
-		if r, _ := e.rate(); r == 0 {
+		if r, _ := e.rate(t); r == 0 {
 			s = groupSample{goodput: first, minRTT: m.rtt, inflation: 1}
 		} else {
 			s = m.deliver(float64(r))
@@ -114,7 +114,7 @@ func TestEstimateForeignQueue(t *testing.T) {
 	m.foreign = 1.6
 	m.c = 6e6 // others take the rest of the air
 	m.run(e, t1, 3*time.Second, 0)
-	r, _ := e.rate()
+	r, _ := e.rate(t1.Add(3 * time.Second))
 	if want := 6e6 + 120_000/0.1; float64(r) > 1.01*want {
 		t.Errorf("estimate %.2f Mbit/s under a foreign queue, want <= %.2f", float64(r)/1e6, want/1e6)
 	}
@@ -123,11 +123,11 @@ func TestEstimateForeignQueue(t *testing.T) {
 func TestEstimateUnknownUntilGoodput(t *testing.T) {
 	e := newTestEstimator()
 	e.update(t0, groupSample{})
-	if r, src := e.rate(); r != 0 || src != "unknown" {
+	if r, src := e.rate(t0); r != 0 || src != "unknown" {
 		t.Fatalf("no goodput: %d %s", r, src)
 	}
 	e.update(t0.Add(time.Second), groupSample{goodput: 3e6, inflation: 1})
-	if r, src := e.rate(); r != 6e6 || src != "estimated" {
+	if r, src := e.rate(t0.Add(time.Second)); r != 6e6 || src != "estimated" {
 		t.Fatalf("first goodput 3 Mbit/s: %d %s", r, src)
 	}
 }
