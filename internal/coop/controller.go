@@ -36,7 +36,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -205,10 +204,6 @@ type Status struct {
 	Updated       time.Time         `json:"updated"`
 }
 
-// rateProbe lets the group grow past the downlink's estimate (the best
-// goodput of rateWindow); the uplink's is estimate.go's.
-const rateProbe = 1.25
-
 type flowState struct {
 	f            Flow
 	active       bool
@@ -278,7 +273,7 @@ type Controller struct {
 	saveDirty   bool                 // announcements accepted since
 	dnAcc       float64              // downlink: bytes received since the last tick
 	dnGoodput   float64              // downlink goodput, bits/s
-	dnRates     []rateSample         // the group's downlink goodput
+	dnEst       rateEstimator        // the downlink's AP rate when not configured
 	dnGroup     string               // downlink group at the last recompute
 	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
 	dnOn        bool                 // SetDownlinkCaps(true) done
@@ -345,6 +340,7 @@ func New(o Options) (*Controller, error) {
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
 	c.safety = safety{cfg: o.Config.Safety}
+	c.dnEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.capOK = true
 	c.downOnEarly()
@@ -722,23 +718,6 @@ func (c *Controller) rate() (uint64, string) {
 		return c.cfg.APRate.Bits(), "configured"
 	}
 	return c.upEst.rate(c.now())
-}
-
-// apRate is the configured rate if set, or else the best group goodput of
-// the window raised by rateProbe and bounded by limit ("estimated"), or 0
-// ("unknown") below 64 kbit/s.
-func apRate(configured config.Rate, window []rateSample, limit config.Rate) (uint64, string) {
-	if configured > 0 {
-		return configured.Bits(), "configured"
-	}
-	best := 0.0
-	for _, s := range window {
-		best = math.Max(best, s.bits)
-	}
-	if best < 64_000 {
-		return 0, "unknown"
-	}
-	return uint64(math.Min(best*rateProbe, float64(limit.Bits()))), "estimated"
 }
 
 func (c *Controller) recomputeAndApply(tick bool) {

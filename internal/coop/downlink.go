@@ -198,7 +198,10 @@ func peerDownLoad(p *Peer) HostLoad {
 // downRate returns the downlink rate to use and where it came from.
 // Caller holds mu.
 func (c *Controller) downRate() (uint64, string) {
-	return apRate(c.cfg.APDownlinkRate, c.dnRates, c.cfg.MaxAPRate)
+	if c.cfg.APDownlinkRate > 0 {
+		return c.cfg.APDownlinkRate.Bits(), "configured"
+	}
+	return c.dnEst.rate(c.now())
 }
 
 // sampleDown merges one flow's received bytes into its downlink state; it
@@ -247,10 +250,23 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 		}
 		g += math.Min(float64(p.Last.DownGoodputKbit)*1000, float64(c.cfg.MaxAPRate.Bits()))
 	}
-	c.dnRates = append(c.dnRates, rateSample{now, g})
-	for len(c.dnRates) > 0 && now.Sub(c.dnRates[0].t) > rateWindow {
-		c.dnRates = c.dnRates[1:]
+	infl, base := c.downInflation()
+	c.dnEst.update(now, groupSample{goodput: g, inflation: infl, minRTT: base})
+}
+
+// downInflation is the median receive-side RTT ÷ its minimum over this
+// host's active downloads, and the median minimum (0, 0: none measured).
+// Peers do not announce their downloads' current RTT, but every download
+// through the AP waits in the same downlink queue. Caller holds mu.
+func (c *Controller) downInflation() (float64, time.Duration) {
+	var infl, base []float64
+	for _, fs := range c.flows {
+		if fs.dn.active && fs.f.RcvRTT > 0 && fs.dn.minRcvRTT > 0 {
+			infl = append(infl, float64(fs.f.RcvRTT)/float64(fs.dn.minRcvRTT))
+			base = append(base, float64(fs.dn.minRcvRTT))
+		}
 	}
+	return median(infl), time.Duration(median(base))
 }
 
 // ownDown fills the announcement's downlink section. Caller holds mu.
