@@ -88,35 +88,8 @@ func TestTrackedOutputEqualsTable(t *testing.T) {
 // missed) stays until the walk ends and goes then, and the table ends as
 // sock_diag sees the namespace.
 func TestFullWalkSpread(t *testing.T) {
-	testutil.RequireRoot(t)
-	requireTracker(t)
-	ns := testutil.NewNetNS(t)
-	var ln net.Listener
-	var conns []net.Conn
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		if ln != nil {
-			ln.Close()
-		}
-	})
-	ns.Do(t, func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:0"); return err })
-	pair := func() {
-		ns.Do(t, func() error {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				return err
-			}
-			s, err := ln.Accept()
-			if err != nil {
-				c.Close()
-				return err
-			}
-			conns = append(conns, c, s)
-			return nil
-		})
-	}
+	lb := newLoopback(t)
+	ns, pair := lb.ns, lb.pair
 	for range 20 {
 		pair()
 	}
@@ -139,7 +112,7 @@ func TestFullWalkSpread(t *testing.T) {
 	kept := cookies(fl)
 	var closing []uint64
 	for _, f := range fl {
-		for _, c := range conns[:4] {
+		for _, c := range lb.conns[:4] {
 			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
 				closing = append(closing, f.Cookie)
 				delete(kept, f.Cookie)
@@ -179,7 +152,7 @@ func TestFullWalkSpread(t *testing.T) {
 		}
 		if samples == 2 { // while the walk runs: one connection opens, two close
 			pair()
-			for _, c := range conns[:4] {
+			for _, c := range lb.conns[:4] {
 				c.Close()
 			}
 		}
@@ -227,37 +200,11 @@ func TestFullWalkSpread(t *testing.T) {
 // walk that does is read over the following samples); a connection closed
 // meanwhile still leaves the samples at once, not when that walk ends.
 func TestFirstWalkCloses(t *testing.T) {
-	testutil.RequireRoot(t)
-	requireTracker(t)
-	ns := testutil.NewNetNS(t)
-	var ln net.Listener
-	var conns []net.Conn
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		if ln != nil {
-			ln.Close()
-		}
-	})
-	ns.Do(t, func() (err error) {
-		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return err
-		}
-		for range 20 {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				return err
-			}
-			s, err := ln.Accept()
-			if err != nil {
-				c.Close()
-				return err
-			}
-			conns = append(conns, c, s)
-		}
-		return nil
-	})
+	lb := newLoopback(t)
+	ns := lb.ns
+	for range 20 {
+		lb.pair()
+	}
 	s := newSampler(t, Config{NetNS: ns.Handle, Backend: BackendTrack})
 	s.track.walkChunk = 1 // the tracking walk spans 40 samples
 	fl, err := s.Sample()
@@ -266,7 +213,7 @@ func TestFirstWalkCloses(t *testing.T) {
 	}
 	closing := map[uint64]bool{}
 	for _, f := range fl {
-		for _, c := range conns[:4] {
+		for _, c := range lb.conns[:4] {
 			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
 				closing[f.Cookie] = true
 			}
@@ -275,7 +222,7 @@ func TestFirstWalkCloses(t *testing.T) {
 	if len(closing) != 4 {
 		t.Fatalf("found %d flows of the connections to close, want 4", len(closing))
 	}
-	for _, c := range conns[:4] {
+	for _, c := range lb.conns[:4] {
 		c.Close()
 	}
 	for n := 1; ; n++ {
@@ -321,4 +268,46 @@ func TestDedupe(t *testing.T) {
 			}
 		}
 	}
+}
+
+// loopback is a fresh namespace with a listener on 127.0.0.1 and the
+// connections made to it (both ends), all closed at the test's end.
+type loopback struct {
+	t     *testing.T
+	ns    *testutil.NetNS
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func newLoopback(t *testing.T) *loopback {
+	testutil.RequireRoot(t)
+	requireTracker(t)
+	lb := &loopback{t: t, ns: testutil.NewNetNS(t)}
+	t.Cleanup(func() {
+		for _, c := range lb.conns {
+			c.Close()
+		}
+		if lb.ln != nil {
+			lb.ln.Close()
+		}
+	})
+	lb.ns.Do(t, func() (err error) { lb.ln, err = net.Listen("tcp", "127.0.0.1:0"); return err })
+	return lb
+}
+
+// pair opens one connection; both ends are appended to conns.
+func (lb *loopback) pair() {
+	lb.ns.Do(lb.t, func() error {
+		c, err := net.Dial("tcp", lb.ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		s, err := lb.ln.Accept()
+		if err != nil {
+			c.Close()
+			return err
+		}
+		lb.conns = append(lb.conns, c, s)
+		return nil
+	})
 }
