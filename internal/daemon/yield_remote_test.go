@@ -132,19 +132,28 @@ func yieldPolicy(cc string, on bool) string {
 	return fmt.Sprintf("interfaces:\n  - name: default-route\n    mode: device-bottleneck\nbackground:\n  congestion_control: %s\n  yield: %v\n", cc, on)
 }
 
-func TestYieldRemoteUploadClampAlone(t *testing.T) {
+// yieldOffOn measures the idle probe, then the same background transfer
+// (an upload through the uplink's bottleneck or a download through the
+// downlink's; cc, extra daemon flags) at a remote bottleneck with
+// the yield off and on, and logs the three under name.
+func yieldOffOn(t *testing.T, uplink bool, name, cc string, extra ...string) (off, on yieldRun) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p, base := remotePath(t, uplinkBottleneck)
+	p, base := remotePath(t, uplink)
 	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
-
-	off := runYield(t, p, base, yieldPolicy("system", false), true, "--without", "cap_cc")
-	on := runYield(t, p, base, yieldPolicy("system", true), true, "--without", "cap_cc")
+	off = runYield(t, p, base, yieldPolicy(cc, false), uplink, extra...)
+	on = runYield(t, p, base, yieldPolicy(cc, true), uplink, extra...)
 	t.Logf("idle probe p50/p95 %v/%v", pct(idle, .5), pct(idle, .95))
-	t.Logf("background CUBIC upload, clamp alone, without the yield: %v", off)
-	t.Logf("background CUBIC upload, clamp alone, with the yield:    %v", on)
+	t.Logf("%s, without the yield: %v", name, off)
+	t.Logf("%s, with the yield:    %v", name, on)
+	return off, on
+}
+
+func TestYieldRemoteUploadClampAlone(t *testing.T) {
+	off, on := yieldOffOn(t, uplinkBottleneck, "background CUBIC upload, clamp alone", "system", "--without", "cap_cc")
 	if on.yields == 0 || !on.yielded {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)
 	}
@@ -158,18 +167,7 @@ func TestYieldRemoteUploadClampAlone(t *testing.T) {
 }
 
 func TestYieldRemoteDownload(t *testing.T) {
-	testutil.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("traffic test")
-	}
-	p, base := remotePath(t, downlinkBottleneck)
-	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
-
-	off := runYield(t, p, base, yieldPolicy("ledbat", false), false)
-	on := runYield(t, p, base, yieldPolicy("ledbat", true), false)
-	t.Logf("idle probe p50/p95 %v/%v", pct(idle, .5), pct(idle, .95))
-	t.Logf("background download, rLEDBAT, without the yield: %v", off)
-	t.Logf("background download, rLEDBAT, with the yield:    %v", on)
+	off, on := yieldOffOn(t, downlinkBottleneck, "background download, rLEDBAT", "ledbat")
 	if !on.yielded {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)
 	}
