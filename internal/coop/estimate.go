@@ -23,6 +23,13 @@
 //     together and their caps stay equal, the estimate is probeGain x the
 //     best, which finds a faster medium; a
 //     probe that delivers more than regrowth x the best returns to startup.
+//     A probe that finds nothing (the medium was full: its queue is all it
+//     bought) doubles the wait for the next, up to probeBackoffMax periods
+//     (40 s), so a full medium is not queued into every 5 s; the wait is a
+//     function of the wall clock and of the count of failed probes, which
+//     every host sees alike. Between probes a medium with room is still
+//     found: the caps' queue allowance lets the group deliver a few per
+//     cent more than its best each interval, and the best follows.
 //   - drain: the RTT inflated above drainInflation for drainIntervals means
 //     the caps are above what the medium carries (a slower medium, or
 //     someone else's traffic): the estimate falls to what the group now
@@ -51,7 +58,10 @@ const (
 	drainIntervals = 2    // ... when it holds this many intervals
 	probeGain      = 1.2
 	probeEvery     = 5 * time.Second
-	regrowth       = 1.05
+	// probeBackoffMax: after failed probes in a row, only every 2^n-th
+	// probe period probes, n at most 3 (every 40 s).
+	probeBackoffMax = 3
+	regrowth        = 1.05
 	// settleIntervals: the queue of the flows' own slow start before the
 	// first caps (every flow uncapped while the rate is unknown) is not
 	// the caps' and does not end startup.
@@ -87,6 +97,8 @@ type rateEstimator struct {
 	probeEst float64 // the estimate inside a probe (cruise)
 	probing  bool    // the last update was inside a probe
 	preProbe float64 // best before the current probe
+	failed   int     // probes in a row that found nothing (backoff)
+	cutShort int64   // the probe period whose probe a drain ended
 }
 
 func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
@@ -154,6 +166,10 @@ func (e *rateEstimator) startup(s groupSample) {
 // drain restarts the window at the intervals the queue stood: the medium
 // was full then, so the best of them is what it carries now.
 func (e *rateEstimator) drain(now time.Time, s groupSample) {
+	if e.probing { // the probe's own queue: it found nothing, and is over
+		e.failed++
+		e.cutShort = probePeriod(now)
+	}
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
 	e.est = e.cruiseRate(e.best(), s)
@@ -162,7 +178,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	best := e.best()
 	if e.probing && s.goodput > regrowth*e.preProbe && s.inflation <= startupExit {
-		e.phase, e.probing = phaseStartup, false
+		e.phase, e.probing, e.failed = phaseStartup, false, 0
 		e.est = startupGain * e.cruiseRate(s.goodput, s)
 		return
 	}
@@ -170,16 +186,27 @@ func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	if inProbe && !e.probing {
 		e.preProbe = best
 	}
+	if e.probing && !inProbe {
+		e.failed++ // ended without regrowth
+	}
 	e.probing = inProbe
 	e.est = e.cruiseRate(best, s)
 	e.probeEst = math.Min(e.cruiseRate(probeGain*best, s), e.limit)
 }
 
 // inProbe reports whether now is inside a probe of the wall clock's
-// schedule, the same for every host.
+// schedule, the same for every host with the same count of failed probes:
+// the first probeLength of every 2^failed-th probe period, unless a drain
+// ended that period's probe.
 func (e *rateEstimator) inProbe(now time.Time) bool {
-	return now.UnixNano()%int64(probeEvery) < int64(e.probeLength)
+	p := probePeriod(now)
+	if now.UnixNano()%int64(probeEvery) >= int64(e.probeLength) || p == e.cutShort {
+		return false
+	}
+	return p%(int64(1)<<min(e.failed, probeBackoffMax)) == 0
 }
+
+func probePeriod(now time.Time) int64 { return now.UnixNano() / int64(probeEvery) }
 
 // cruiseRate is a delivered rate plus the headroom over the group's base RTT:
 // the caps subtract the headroom from the window, which would otherwise hold

@@ -131,3 +131,53 @@ func TestEstimateUnknownUntilGoodput(t *testing.T) {
 		t.Fatalf("first goodput 3 Mbit/s: %d %s", r, src)
 	}
 }
+
+// TestEstimateProbesBackOff: on a full medium every probe finds nothing, so
+// the wait between probes doubles up to probeBackoffMax periods; two hosts
+// whose ticks are not aligned still probe in the same wall-clock periods.
+func TestEstimateProbesBackOff(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	a, b := newTestEstimator(), newTestEstimator()
+	probesA, probesB := map[int64]bool{}, map[int64]bool{}
+	step := 500 * time.Millisecond
+	for tA := t0; tA.Before(t0.Add(150 * time.Second)); tA = tA.Add(step) {
+		tB := tA.Add(230 * time.Millisecond) // b ticks 230 ms after a
+		for _, h := range []struct {
+			e      *rateEstimator
+			t      time.Time
+			probes map[int64]bool
+		}{{a, tA, probesA}, {b, tB, probesB}} {
+			r, _ := h.e.rate(h.t)
+			s := groupSample{goodput: 1e6, minRTT: m.rtt, inflation: 1}
+			if r > 0 {
+				s = m.deliver(float64(r))
+			}
+			h.e.update(h.t, s)
+			if h.e.probing {
+				h.probes[probePeriod(h.t)] = true
+			}
+		}
+	}
+	for p := range probesA {
+		if !probesB[p] {
+			t.Errorf("a probed in period %d, b did not", p)
+		}
+	}
+	var late []int64 // probe periods in the last 80 s
+	for p := range probesA {
+		if p >= probePeriod(t0.Add(70*time.Second)) {
+			late = append(late, p)
+		}
+	}
+	if len(late) > 2 || len(probesA) > 10 {
+		t.Errorf("probes did not back off: %d in all, %d in the last 80 s", len(probesA), len(late))
+	}
+	for _, p := range late {
+		if p%(1<<probeBackoffMax) != 0 {
+			t.Errorf("late probe in period %d, not a multiple of %d", p, 1<<probeBackoffMax)
+		}
+	}
+	if a.failed < probeBackoffMax {
+		t.Errorf("failed probes %d, want >= %d", a.failed, probeBackoffMax)
+	}
+}
