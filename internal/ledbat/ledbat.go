@@ -9,7 +9,12 @@
 // of a microsecond clock (compared wrap-safe), cwnd in packets with a signed
 // fraction Acc in 1/Scale packets.
 //   - base delay: minimum RTT over BaseBuckets one-minute buckets;
-//   - current delay: minimum of the last Filter RTT samples;
+//   - current delay: minimum RTT over the last Filter time slots, a slot
+//     lasting at least base/SlotDiv and holding at least one sample (so
+//     about one base RTT when ACKs are dense, the last Filter samples when
+//     they are sparse): the bursty delivery of a cellular link swings the
+//     per-ACK RTT by several ms with no standing queue, and a filter over
+//     a few samples (well under a millisecond of ACKs) passes that on;
 //   - gain = 1 / min(16, ceil(2 * target / base));
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
@@ -32,7 +37,8 @@ const (
 	Scale             = 1 << ScaleShift
 	MinCwnd           = 2
 	GainMaxDiv        = 16
-	Filter            = 4
+	Filter            = 4 // current delay: minimum over 4 slots
+	SlotDiv           = 3 // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
 	BaseBuckets       = 10
 	BucketUS          = 60_000_000
 	HoldRTTs          = 2
@@ -81,6 +87,7 @@ type State struct {
 	THoldEnd  uint32
 	TSlowdown uint32
 	TNext     uint32
+	TSlot     uint32 // Cur[0]'s slot began (us)
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.
@@ -92,7 +99,7 @@ func after(now, t uint32) bool { return int32(now-t) >= 0 }
 
 // New returns a fresh state with the given target at time nowUS.
 func New(targetUS uint32, nowUS uint64) State {
-	return State{TargetUS: targetUS, Bucket: uint32(nowUS / BucketUS), Phase: SlowStart}
+	return State{TargetUS: targetUS, Bucket: uint32(nowUS / BucketUS), Phase: SlowStart, TSlot: uint32(nowUS)}
 }
 
 // RTT records one RTT sample taken at nowUS.
@@ -108,9 +115,15 @@ func (s *State) RTT(rttUS uint32, nowUS uint64) {
 	}
 	s.Bucket = minute
 	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
-	copy(s.Cur[1:], s.Cur[:Filter-1])
-	s.Cur[0] = rttUS
 	s.Samples++
+	// the current slot ends at the first sample base/SlotDiv after it began
+	now := uint32(nowUS)
+	if s.Cur[0] == 0 || after(now, s.TSlot+s.BaseDelay()/SlotDiv) {
+		copy(s.Cur[1:], s.Cur[:Filter-1])
+		s.Cur[0], s.TSlot = rttUS, now
+		return
+	}
+	s.Cur[0] = minNonZero([]uint32{s.Cur[0], rttUS})
 }
 
 func minNonZero(v []uint32) uint32 {
@@ -126,7 +139,7 @@ func minNonZero(v []uint32) uint32 {
 // BaseDelay is the minimum RTT of the last BaseBuckets minutes (0 = none).
 func (s *State) BaseDelay() uint32 { return minNonZero(s.Base[:]) }
 
-// CurrentDelay is the minimum of the last Filter RTT samples (0 = none).
+// CurrentDelay is the minimum RTT of the last Filter slots (0 = none).
 func (s *State) CurrentDelay() uint32 { return minNonZero(s.Cur[:]) }
 
 // QueuingDelay is current minus base delay.

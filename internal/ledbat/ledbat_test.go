@@ -25,14 +25,20 @@ func TestGainDiv(t *testing.T) {
 	}
 }
 
+// settle fills the current-delay filter with rtt: one sample per slot,
+// each a slot after the last, so that every older sample has left it.
+func settle(s *State, rtt uint32) {
+	for i := 0; i < Filter; i++ {
+		s.RTT(rtt, uint64(s.TSlot+s.BaseDelay()/SlotDiv))
+	}
+}
+
 // avoiding returns a state in congestion avoidance with base 20 ms and the
 // given current delay, slowdowns far away.
 func avoiding(cur uint32) State {
 	s := New(25_000, 0)
 	s.RTT(20_000, 0)
-	for i := 0; i < Filter; i++ {
-		s.RTT(cur, 1)
-	}
+	settle(&s, cur)
 	s.Phase, s.Flags = Avoid, 0
 	return s
 }
@@ -86,16 +92,12 @@ func TestSlowStartExitsAtThreeQuartersOfTarget(t *testing.T) {
 	if s.Phase != SlowStart || w.Cwnd != 14 {
 		t.Fatalf("slow start: phase %v cwnd %d, want slow-start 14", s.Phase, w.Cwnd)
 	}
-	for i := 0; i < Filter; i++ {
-		s.RTT(10_000+15_000, 2) // queuing delay exactly 3/4 target: stay
-	}
+	settle(&s, 10_000+15_000) // queuing delay exactly 3/4 target: stay
 	s.Ack(&w, 4, 3, 10_000, true)
 	if s.Phase != SlowStart {
 		t.Fatalf("left slow start at exactly 3/4 of target")
 	}
-	for i := 0; i < Filter; i++ {
-		s.RTT(10_000+15_001, 4)
-	}
+	settle(&s, 10_000+15_001)
 	s.Ack(&w, 4, 1000, 10_000, true)
 	if s.Phase != Avoid || w.Ssthresh != w.Cwnd || s.TNext != 1000+2*10_000 {
 		t.Fatalf("after qd > 3/4 target: phase %v cwnd %d ssthresh %d next %d", s.Phase, w.Cwnd, w.Ssthresh, s.TNext)
@@ -164,9 +166,7 @@ func restarted(t *testing.T, cur uint32, join bool) (State, Window) {
 	if s.Phase != Restart {
 		t.Fatalf("phase %v after the hold, want restart", s.Phase)
 	}
-	for i := 0; i < Filter; i++ {
-		s.RTT(cur, 11)
-	}
+	settle(&s, cur)
 	return s, w
 }
 
@@ -179,9 +179,7 @@ func TestRestartEndsOnlyAboveTarget(t *testing.T) {
 	if s.Phase != Restart || w.Cwnd != 4 {
 		t.Fatalf("restart at qd 20 ms (target 25): phase %v cwnd %d, want restart, 4", s.Phase, w.Cwnd)
 	}
-	for i := 0; i < Filter; i++ {
-		s.RTT(20_000+25_001, 101)
-	}
+	settle(&s, 20_000+25_001)
 	s.Ack(&w, 4, 100_001, 20_000, true)
 	if s.Phase != Avoid || w.Ssthresh != 4 {
 		t.Fatalf("restart above the target: phase %v ssthresh %d, want avoid, 4", s.Phase, w.Ssthresh)
@@ -207,5 +205,75 @@ func TestDecreaseLowersSsthresh(t *testing.T) {
 	oneRTT(&s, &w)
 	if w.Ssthresh != w.Cwnd || w.Cwnd >= 100 {
 		t.Errorf("after a decrease: cwnd %d ssthresh %d, want ssthresh = cwnd < 100", w.Cwnd, w.Ssthresh)
+	}
+}
+
+// TestCurrentDelaySpansABaseRTT: with dense ACKs (one every 100 us) the
+// current delay is the minimum over about one base RTT (4 slots of base/3,
+// the newest one partial),
+// not over the last 4 samples: one low sample among high ones holds it down
+// for at least 3 slots (one base RTT) and has left it 5 slots later.
+func TestCurrentDelaySpansABaseRTT(t *testing.T) {
+	const base, high, low = 40_000, 50_000, 41_000
+	s := New(25_000, 0)
+	s.RTT(base, 0)
+	now := uint64(100)
+	for ; now < 200_000; now += 100 {
+		s.RTT(high, now)
+	}
+	if c := s.CurrentDelay(); c != high {
+		t.Fatalf("current delay %d, want %d", c, high)
+	}
+	t0 := now
+	s.RTT(low, t0)
+	for now = t0 + 100; now < t0+5*base/SlotDiv; now += 100 {
+		s.RTT(high, now)
+		if c := s.CurrentDelay(); now <= t0+3*base/SlotDiv && c != low {
+			t.Fatalf("%d us after the low sample: current delay %d, want %d", now-t0, c, low)
+		}
+	}
+	if c := s.CurrentDelay(); c != high {
+		t.Errorf("5 slots after the low sample: current delay %d, want %d", c, high)
+	}
+}
+
+// TestCurrentDelaySparseSamples: samples further apart than a slot (the
+// receive side's smoothed RTT, the daemon's 50 ms steps) each start a slot,
+// so the current delay is the minimum of the last 4 samples.
+func TestCurrentDelaySparseSamples(t *testing.T) {
+	s := New(25_000, 0)
+	want := []uint32{60_000, 50_000, 50_000, 50_000, 50_000, 70_000}
+	for i, r := range []uint32{60_000, 50_000, 70_000, 80_000, 90_000, 90_000} {
+		s.RTT(r, uint64(i+1)*100_000)
+		if c := s.CurrentDelay(); c != want[i] {
+			t.Errorf("after sample %d: current delay %d, want %d", i, c, want[i])
+		}
+	}
+}
+
+// TestBurstyDeliveryIsNotQueue: every base RTT one ACK sees the base delay
+// plus 5 ms and the others 40 ms above it (a link delivering in bursts, no
+// standing queue): the window keeps growing, where a filter over the last
+// 4 samples (40 ms of queue, above the 25 ms target) would halve it.
+func TestBurstyDeliveryIsNotQueue(t *testing.T) {
+	const base = 40_000
+	s := New(25_000, 0)
+	s.RTT(base, 0)
+	s.Phase, s.Flags = Avoid, 0
+	w := Window{Cwnd: 50, Ssthresh: 50}
+	now := uint64(1)
+	for rtt := 0; rtt < 20; rtt++ {
+		for i := 0; i < 50; i++ {
+			d := uint32(base + 40_000)
+			if i == 0 {
+				d = base + 5_000
+			}
+			now += base / 50
+			s.RTT(d, now)
+			s.Ack(&w, 1, uint32(now), base, true)
+		}
+	}
+	if w.Cwnd <= 50 {
+		t.Errorf("cwnd %d after 20 RTTs of bursty delivery, want it grown above 50", w.Cwnd)
 	}
 }

@@ -61,18 +61,18 @@ func TestReceiverDecreaseAboveTarget(t *testing.T) {
 		nxt += 10 * mss
 		r.Step(RecvSample{NowUS: now, RcvNxt: nxt, AdvMSS: mss, RTTUS: 40000}, 15000, nil)
 	}
-	// queue of 60 ms: 4x the target, several samples so the current delay
-	// (min of the last 4) sees it
+	// queue of 60 ms: 4x the target, for long enough that the current
+	// delay (the minimum over about one base RTT) sees it
 	var before uint32
-	for i := range 10 {
+	for i := range 15 {
 		now += 10000
 		nxt += 10 * mss
 		r.Step(RecvSample{NowUS: now, RcvNxt: nxt, AdvMSS: mss, RTTUS: 100000 + uint32(i)}, 15000, nil)
-		if i == 3 { // the filter's 4 samples all see the queue: slow start has ended
+		if before == 0 && r.L.CurrentDelay() >= 100000 { // slow start has ended
 			before = r.Wnd
 		}
 	}
-	if r.Wnd >= before || r.Ssthresh > r.Wnd {
+	if before == 0 || r.Wnd >= before || r.Ssthresh > r.Wnd {
 		t.Fatalf("window %d -> %d, ssthresh %d: want a decrease with ssthresh following", before, r.Wnd, r.Ssthresh)
 	}
 }

@@ -13,8 +13,14 @@
  * a signed fraction `acc` in 1/LEDBAT_SCALE packets.
  *   - base delay: the minimum RTT over LEDBAT_BASE_BUCKETS one-minute
  *     buckets (so it may rise again after a route change);
- *   - current delay: the minimum of the last LEDBAT_FILTER RTT samples
- *     (cur[0] the newest);
+ *   - current delay: the minimum RTT over the last LEDBAT_FILTER time
+ *     slots (cur[0] the newest); a slot ends at the first sample
+ *     base / LEDBAT_SLOT_DIV after it began, so the filter spans one to 4/3
+ *     base RTTs when ACKs are dense and the last LEDBAT_FILTER samples when
+ *     they are sparse (a cellular link's bursty delivery swings the
+ *     per-ACK RTT by several ms with no standing queue; a minimum over a
+ *     few samples, well under a millisecond of ACKs, would read that as
+ *     queue);
  *   - queuing delay qd = current - base.
  * Operations:
  *   - ledbat_rtt: one RTT sample into both filters.
@@ -49,7 +55,8 @@
 #define LEDBAT_SCALE (1 << LEDBAT_SCALE_SHIFT)
 #define LEDBAT_MIN_CWND 2
 #define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
-#define LEDBAT_FILTER 4          /* current delay: min of the last 4 samples */
+#define LEDBAT_FILTER 4          /* current delay: min over 4 slots */
+#define LEDBAT_SLOT_DIV 3        /* a slot lasts at least base / 3: the filter spans 1-4/3 base RTTs */
 #define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
 #define LEDBAT_BUCKET_US 60000000ULL
 #define LEDBAT_HOLD_RTTS 2       /* slowdown: cwnd held at 2 for 2 RTTs */
@@ -78,6 +85,7 @@ struct ledbat {
 	__u32 t_hold_end;                /* HOLD ends (us) */
 	__u32 t_slowdown;                /* the current slowdown began (us) */
 	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
+	__u32 t_slot;                    /* cur[0]'s slot began (us) */
 };
 
 /* a window the arithmetic reads and writes (the socket's, or a test's) */
@@ -109,6 +117,17 @@ static __always_inline void ledbat_init(struct ledbat *l, __u32 target_us, __u64
 	l->target_us = target_us;
 	l->bucket = (__u32)(now_us / LEDBAT_BUCKET_US);
 	l->phase = LEDBAT_SLOW_START;
+	l->t_slot = (__u32)now_us;
+}
+
+static __always_inline __u32 ledbat_base(const struct ledbat *l)
+{
+	__u32 m = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < LEDBAT_BASE_BUCKETS; i++)
+		m = ledbat_min0(m, l->base[i]);
+	return m;
 }
 
 /* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
@@ -131,21 +150,17 @@ static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now
 	}
 	l->bucket = minute;
 	l->base[0] = ledbat_min0(l->base[0], rtt_us);
-#pragma clang loop unroll(full)
-	for (int i = LEDBAT_FILTER - 1; i > 0; i--)
-		l->cur[i] = l->cur[i - 1];
-	l->cur[0] = rtt_us;
 	l->samples++;
-}
-
-static __always_inline __u32 ledbat_base(const struct ledbat *l)
-{
-	__u32 m = 0;
-
+	/* the current slot ends at the first sample base/SLOT_DIV after it began */
+	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + ledbat_base(l) / LEDBAT_SLOT_DIV)) {
 #pragma clang loop unroll(full)
-	for (int i = 0; i < LEDBAT_BASE_BUCKETS; i++)
-		m = ledbat_min0(m, l->base[i]);
-	return m;
+		for (int i = LEDBAT_FILTER - 1; i > 0; i--)
+			l->cur[i] = l->cur[i - 1];
+		l->cur[0] = rtt_us;
+		l->t_slot = (__u32)now_us;
+		return;
+	}
+	l->cur[0] = ledbat_min0(l->cur[0], rtt_us);
 }
 
 static __always_inline __u32 ledbat_current(const struct ledbat *l)

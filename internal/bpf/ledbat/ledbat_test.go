@@ -159,7 +159,7 @@ func (p *pair) check(what string) {
 	k := p.k.s
 	ks := model.State{Base: k.St.Base, Cur: k.St.Cur, Bucket: k.St.Bucket, Samples: k.St.Samples,
 		Acc: k.St.Acc, Phase: model.Phase(k.St.Phase), Flags: k.St.Flags, TargetUS: k.St.TargetUs,
-		THoldEnd: k.St.T_holdEnd, TSlowdown: k.St.T_slowdown, TNext: k.St.T_next}
+		THoldEnd: k.St.T_holdEnd, TSlowdown: k.St.T_slowdown, TNext: k.St.T_next, TSlot: k.St.T_slot}
 	if ks != p.m || k.Win.Cwnd != p.w.Cwnd || k.Win.Ssthresh != p.w.Ssthresh {
 		p.t.Fatalf("step %d (%s): kernel and model differ\nkernel %+v win %+v\nmodel  %+v win %+v",
 			p.n, what, ks, k.Win, p.m, p.w)
@@ -228,5 +228,29 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 				p.loss(now, srtt)
 			}
 		}
+	}
+}
+
+// TestKernelMatchesModelDenseJitter: ACKs every 0-2 ms on a 40 ms base
+// with up to 30 ms of delivery jitter, so most samples join a running slot
+// of the current-delay filter and some end one: kernel and model agree at
+// every step, and the filter did merge samples into slots (it is not the
+// minimum of the last 4 samples).
+func TestKernelMatchesModelDenseJitter(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	now := uint64(1<<32) - 3_000_000 // the 32-bit clock wraps during the run
+	p := newPair(t, 15_000, now, 10)
+	merged := 0
+	for i := 0; i < 3000; i++ {
+		now += uint64(rng.Intn(2_000))
+		slot := p.m.TSlot
+		p.rtt(uint32(40_000+rng.Intn(30_000)), now)
+		if p.m.TSlot == slot {
+			merged++
+		}
+		p.ack(1, now, 50_000, true)
+	}
+	if merged < 1000 {
+		t.Errorf("%d of 3000 samples joined a running slot, want most", merged)
 	}
 }

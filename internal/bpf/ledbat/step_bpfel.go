@@ -28,13 +28,13 @@ type StepLedbatStep struct {
 		T_holdEnd  uint32
 		T_slowdown uint32
 		T_next     uint32
+		T_slot     uint32
 	}
 	Win struct {
 		_        structs.HostLayout
 		Cwnd     uint32
 		Ssthresh uint32
 	}
-	_         [4]byte
 	NowUs     uint64
 	Op        uint32
 	Arg       uint32

@@ -46,6 +46,7 @@ type SockopsRlState struct {
 		T_holdEnd  uint32
 		T_slowdown uint32
 		T_next     uint32
+		T_slot     uint32
 	}
 	Wnd       uint32
 	Ssthresh  uint32
