@@ -1,0 +1,138 @@
+// trace_sim_test.go plays the model alone against the shipped cellular
+// traces (mahimahi delivery opportunities, one 1500-byte packet each): the
+// uplink trace carries the data, ACKs wait for the downlink's next
+// opportunity, 20 ms each way as in the lab's lbe-remote. On these links
+// the delivery is bursty, so the per-ACK RTT swings by several ms with no
+// standing queue; the current-delay filter must not read that as queue.
+package ledbat
+
+import (
+	"bufio"
+	"container/heap"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/traces"
+)
+
+// traceLink is a mahimahi trace repeated forever: sorted opportunity
+// times, s, and the trace's period.
+type traceLink struct {
+	at     []float64
+	period float64
+}
+
+func loadTrace(t *testing.T, name string) *traceLink {
+	t.Helper()
+	p, err := traces.Path(name)
+	if err != nil {
+		t.Skip(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := &traceLink{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ms, err := strconv.Atoi(sc.Text())
+		if err != nil {
+			continue
+		}
+		l.at = append(l.at, float64(ms)/1000)
+	}
+	if len(l.at) == 0 {
+		t.Fatalf("%s: no opportunities", p)
+	}
+	l.period = math.Max(l.at[len(l.at)-1], 0.001)
+	return l
+}
+
+// opportunity k's time (k counts over the repetitions).
+func (l *traceLink) time(k int) float64 {
+	n := len(l.at)
+	return float64(k/n)*l.period + l.at[k%n]
+}
+
+// next returns the index of the first opportunity at or after t.
+func (l *traceLink) next(t float64) int {
+	n := len(l.at)
+	rep := int(t / l.period)
+	i := sort.SearchFloat64s(l.at, t-float64(rep)*l.period)
+	return rep*n + i
+}
+
+// simulateTraceAlone runs one flow for dur seconds through up (data) and
+// down (ACKs), one-way delay owd; it returns the packets delivered per 100
+// ms bin and the opportunities the uplink offered per bin.
+func simulateTraceAlone(target uint32, up, down *traceLink, owd, dur float64) (got, offered []int, rtts []float64) {
+	f := &simFlow{w: Window{Cwnd: 10, Ssthresh: SsthreshInfinite}}
+	f.s = New(target, 0)
+	var q simQueue
+	last := -1 // the uplink opportunity last used
+	send := func(now float64) {
+		for f.inflight < int(f.w.Cwnd) {
+			k := max(up.next(now+owd), last+1)
+			last = k
+			ack := down.time(down.next(up.time(k)+owd)) + owd
+			heap.Push(&q, simEvent{at: ack, sent: now})
+			f.inflight++
+		}
+	}
+	send(0)
+	for len(q) > 0 {
+		e := heap.Pop(&q).(simEvent)
+		now := e.at
+		if now >= dur {
+			break
+		}
+		f.inflight--
+		rtt := now - e.sent
+		if f.srtt == 0 {
+			f.srtt = rtt
+		}
+		f.srtt += (rtt - f.srtt) / 8
+		for len(f.acked) <= binOf(now) {
+			f.acked = append(f.acked, 0)
+		}
+		f.acked[binOf(now)]++
+		if now >= 10 {
+			rtts = append(rtts, rtt)
+		}
+		f.s.RTT(us(rtt), uint64(us(now)))
+		f.s.Ack(&f.w, 1, us(now), us(f.srtt), f.inflight+1 >= int(f.w.Cwnd))
+		send(now)
+	}
+	offered = make([]int, binOf(dur)+1)
+	for k := 0; up.time(k) < dur; k++ {
+		offered[binOf(up.time(k))]++
+	}
+	return f.acked, offered, rtts
+}
+
+// TestSimAloneOnTraces: a flow alone, at the default target, keeps at
+// least 45 % of each LTE uplink's delivery opportunities over [10, 120) s
+// (the T-Mobile trace: 49 %, Verizon: 63 %; a current delay over the last 4
+// ACKs' RTTs kept 20 % and 43 %). The model's links are harsher than the
+// lab's (every ACK waits for a downlink opportunity, so the RTT of an empty
+// queue swings by tens of ms): the figure is relative, the lab's is the
+// one to quote.
+func TestSimAloneOnTraces(t *testing.T) {
+	for _, link := range []string{"TMobile-LTE-short", "Verizon-LTE-short"} {
+		up, down := loadTrace(t, link+".up"), loadTrace(t, link+".down")
+		for _, tgt := range []uint32{10_000, DefaultTargetUS, 25_000} {
+			got, offered, rtts := simulateTraceAlone(tgt, up, down, 0.020, 120)
+			share := sumBins(got, 10, 120) / sumBins(offered, 10, 120)
+			sort.Float64s(rtts)
+			t.Logf("%s uplink, target %d us: alone %.1f %% of the opportunities, RTT p50 %.1f p95 %.1f ms", link, tgt, 100*share,
+				1000*rtts[len(rtts)/2], 1000*rtts[len(rtts)*95/100])
+			if tgt == DefaultTargetUS && share < 0.45 {
+				t.Errorf("%s uplink, default target: alone %.1f %% of the opportunities, want >= 45 %%", link, 100*share)
+			}
+		}
+	}
+}
