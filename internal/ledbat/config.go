@@ -13,7 +13,7 @@ type Config struct {
 	// CongestionControl of background TCP sockets: "ledbat" (LEDBAT++,
 	// the default) or "system" (leave the socket's own).
 	CongestionControl string `yaml:"congestion_control"`
-	// TargetDelay is LEDBAT++'s queuing-delay target (default 15ms), also
+	// TargetDelay is LEDBAT++'s queuing-delay target (default 10ms), also
 	// rLEDBAT's.
 	TargetDelay config.Duration `yaml:"target_delay"`
 	// ReceiveWindow of background sockets: "rledbat" (RFC 9840: the

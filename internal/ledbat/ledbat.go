@@ -46,7 +46,7 @@ const (
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
 	FlagJoin          = 2 // the coming slowdown makes room for a new flow
-	DefaultTargetUS   = 15_000
+	DefaultTargetUS   = 10_000
 	SsthreshInfinite  = 0x7fffffff // the kernel's TCP_INFINITE_SSTHRESH
 )
 

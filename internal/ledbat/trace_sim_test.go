@@ -114,24 +114,25 @@ func simulateTraceAlone(target uint32, up, down *traceLink, owd, dur float64) (g
 	return f.acked, offered, rtts
 }
 
-// TestSimAloneOnTraces: a flow alone, at the default target, keeps at
-// least 45 % of each LTE uplink's delivery opportunities over [10, 120) s
-// (the T-Mobile trace: 49 %, Verizon: 63 %; a current delay over the last 4
-// ACKs' RTTs kept 20 % and 43 %). The model's links are harsher than the
+// TestSimAloneOnTraces: a flow alone, at the default target (10 ms), keeps
+// at least 38 % of each LTE uplink's delivery opportunities over [10, 120)
+// s (the T-Mobile trace: 41 %, Verizon: 60 %; a current delay over the
+// last 4 ACKs' RTTs kept 16 % and 34 %; at 15 ms 49 % and 63 %, against
+// 20 % and 43 %). The model's links are harsher than the
 // lab's (every ACK waits for a downlink opportunity, so the RTT of an empty
 // queue swings by tens of ms): the figure is relative, the lab's is the
 // one to quote.
 func TestSimAloneOnTraces(t *testing.T) {
 	for _, link := range []string{"TMobile-LTE-short", "Verizon-LTE-short"} {
 		up, down := loadTrace(t, link+".up"), loadTrace(t, link+".down")
-		for _, tgt := range []uint32{10_000, DefaultTargetUS, 25_000} {
+		for _, tgt := range []uint32{DefaultTargetUS, 15_000, 25_000} {
 			got, offered, rtts := simulateTraceAlone(tgt, up, down, 0.020, 120)
 			share := sumBins(got, 10, 120) / sumBins(offered, 10, 120)
 			sort.Float64s(rtts)
 			t.Logf("%s uplink, target %d us: alone %.1f %% of the opportunities, RTT p50 %.1f p95 %.1f ms", link, tgt, 100*share,
 				1000*rtts[len(rtts)/2], 1000*rtts[len(rtts)*95/100])
-			if tgt == DefaultTargetUS && share < 0.45 {
-				t.Errorf("%s uplink, default target: alone %.1f %% of the opportunities, want >= 45 %%", link, 100*share)
+			if tgt == DefaultTargetUS && share < 0.38 {
+				t.Errorf("%s uplink, default target: alone %.1f %% of the opportunities, want >= 38 %%", link, 100*share)
 			}
 		}
 	}
