@@ -39,6 +39,22 @@ func us(t float64) uint32                        { return uint32(uint64(t*1e6 + 
 func binOf(t float64) int                        { return int(t * 10) }
 func (f *simFlow) rate(from, to float64) float64 { return sumBins(f.acked, from, to) / (to - from) }
 
+// acknowledge counts one packet sent at sent and acked at now (in flight,
+// srtt, the 100 ms bin) and returns its RTT.
+func (f *simFlow) acknowledge(now, sent float64) float64 {
+	f.inflight--
+	rtt := now - sent
+	if f.srtt == 0 {
+		f.srtt = rtt
+	}
+	f.srtt += (rtt - f.srtt) / 8
+	for len(f.acked) <= binOf(now) {
+		f.acked = append(f.acked, 0)
+	}
+	f.acked[binOf(now)]++
+	return rtt
+}
+
 func sumBins(b []int, from, to float64) float64 {
 	var n float64
 	for i := binOf(from); i < binOf(to) && i < len(b); i++ {
@@ -87,16 +103,7 @@ func simulateJoins(joins bool, target uint32, pps, baseS, dur float64, starts ..
 			e := heap.Pop(&q).(simEvent)
 			now = e.at
 			f := flows[e.flow]
-			f.inflight--
-			rtt := now - e.sent
-			if f.srtt == 0 {
-				f.srtt = rtt
-			}
-			f.srtt += (rtt - f.srtt) / 8
-			for len(f.acked) <= binOf(now) {
-				f.acked = append(f.acked, 0)
-			}
-			f.acked[binOf(now)]++
+			rtt := f.acknowledge(now, e.sent)
 			f.s.RTT(us(rtt), uint64(us(now)))
 			f.s.Ack(&f.w, 1, us(now), us(f.srtt), f.inflight+1 >= int(f.w.Cwnd))
 			send(e.flow, now)

@@ -90,16 +90,7 @@ func simulateTraceAlone(target uint32, up, down *traceLink, owd, dur float64) (g
 		if now >= dur {
 			break
 		}
-		f.inflight--
-		rtt := now - e.sent
-		if f.srtt == 0 {
-			f.srtt = rtt
-		}
-		f.srtt += (rtt - f.srtt) / 8
-		for len(f.acked) <= binOf(now) {
-			f.acked = append(f.acked, 0)
-		}
-		f.acked[binOf(now)]++
+		rtt := f.acknowledge(now, e.sent)
 		if now >= 10 {
 			rtts = append(rtts, rtt)
 		}
