@@ -112,6 +112,8 @@ log=${LANES_VM_LOG:-$work/console.log}
 echo "kernel-vm: booting $version (qemu, TCG); console in $log" >&2
 timeout 3600 qemu-system-x86_64 -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
   -append "console=ttyS0 quiet panic=-1" -nographic -m 3072 -smp 2 -no-reboot >"$log" 2>&1 || true
-tr -d '\r' < "$log" | sed -n '/^== kernel/,$p'
+# From the first line of ours on; the console's own escape sequences (a
+# terminal reset) precede it on its line.
+tr -d '\r' < "$log" | sed -n '/== kernel /,$ { s/^.*== kernel /== kernel /; p }'
 grep -q '^== done' "$log" || { echo "kernel-vm: the VM did not finish (see $log)" >&2; exit 1; }
 ! grep -q -E '^== doctor rc=[1-9]|^== rc [1-9]' "$log"
