@@ -113,7 +113,9 @@ type RemoteRun struct {
 	Round       int           `json:"round"`
 	ProbeMs     []float64     `json:"probe_rtt_ms"`
 	ProbeLost   int           `json:"probe_lost"`
-	BGAlone     float64       `json:"bg_alone_share"`    // of the link's capacity
+	BGAlone     float64       `json:"bg_alone_share"`  // of the link's capacity over [AloneFrom, AloneTo)
+	AloneFrom   float64       `json:"bg_alone_from_s"` // the window of BGAlone and the probe (s from the links' start)
+	AloneTo     float64       `json:"bg_alone_to_s"`
 	BGUnderBulk float64       `json:"bg_under_fg_share"` // under the interactive bulk flow
 	FGBulk      float64       `json:"fg_bulk_share"`     // the interactive bulk flow's
 	Jain        float64       `json:"jain"`              // two background flows
@@ -497,13 +499,12 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 		}
 		defer bg.Kill()
 	}
-	// probes end 2.5 s before the first transfer, which their late answers
-	// (waited for) would otherwise delay
-	probeFrom, probeTo := min(3*time.Second, c.Warmup/3), c.Warmup-2500*time.Millisecond
+	probeFrom, probeTo := aloneWindow(c.Warmup)
 	if r.ProbeMs, r.ProbeLost, err = rb.probe(ctx, probeFrom, probeTo); err != nil {
 		return r, err
 	}
 	r.BGAlone = rb.share(bgDir, rb.bg, probeFrom, probeTo)
+	r.AloneFrom, r.AloneTo = probeFrom.Seconds(), probeTo.Seconds()
 	at := c.Warmup
 	for _, p := range order {
 		onTime, err := rb.until(ctx, at)
@@ -556,6 +557,15 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	r.JainFrom = at.Seconds()
 	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
 	return r, nil
+}
+
+// aloneWindow is when the background alone is measured (its share of the
+// link, and the probe): from 3 s (a third of a shorter warmup), when the
+// daemon and the transfer have started and slow start is over, to 2.5 s
+// before the first foreground transfer, which the probes' late answers
+// (waited for) would otherwise delay. A longer --warmup lengthens it.
+func aloneWindow(warmup time.Duration) (from, to time.Duration) {
+	return min(3*time.Second, warmup/3), warmup - 2500*time.Millisecond
 }
 
 // timeline is RemoteRun.Timeline over [0, end).
@@ -632,8 +642,11 @@ type remoteCell struct {
 	Infl50, Infl95           float64            // above no background, ms
 	FCTRatio                 map[string]float64 // "dir size" -> mean ratio to no background
 	BGAlone, BGUnder, FGBulk float64
-	Jain                     float64
-	Late                     int
+	// AloneVsCubic: BGAlone ÷ the CUBIC background's of the same link,
+	// direction and round (paired), mean over the rounds that had one.
+	AloneVsCubic float64
+	Jain         float64
+	Late         int
 }
 
 func pctl(v []float64, p float64) float64 {
@@ -658,7 +671,7 @@ func summarizeRemote(runs []RemoteRun) []remoteCell {
 	}
 	type ck struct{ link, dir, m string }
 	acc := map[ck]*remoteCell{}
-	n := map[ck]int{}
+	n, nCubic := map[ck]int{}, map[ck]int{}
 	var order []ck
 	for _, r := range runs {
 		k := ck{r.Link, r.BGDir, r.Method}
@@ -687,6 +700,10 @@ func summarizeRemote(runs []RemoteRun) []remoteCell {
 				c.Late++
 			}
 		}
+		if cu, ok := by[key{r.Link, r.BGDir, "cubic", r.Round}]; ok && cu.BGAlone > 0 {
+			c.AloneVsCubic += r.BGAlone / cu.BGAlone
+			nCubic[k]++
+		}
 		c.BGAlone += r.BGAlone
 		c.BGUnder += r.BGUnderBulk
 		c.FGBulk += r.FGBulk
@@ -699,6 +716,9 @@ func summarizeRemote(runs []RemoteRun) []remoteCell {
 		c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
 		for s := range c.FCTRatio {
 			c.FCTRatio[s] /= f
+		}
+		if nCubic[k] > 0 {
+			c.AloneVsCubic /= float64(nCubic[k])
 		}
 		out = append(out, *c)
 	}
@@ -727,8 +747,9 @@ func methodIndex(id string) int {
 func remoteTables(cells []remoteCell, c *RemoteConfig) []Table {
 	rtt := Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background)",
 		Columns: []string{"link", "background", "method", "p50", "p95", "inflation p50", "inflation p95"}}
-	share := Table{Title: "Background share of the link: alone, under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain",
-		Columns: []string{"link", "background", "method", "bg alone", "bg under fg bulk", "fg bulk", "Jain"}}
+	from, to := aloneWindow(c.Warmup)
+	share := Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain", from, to),
+		Columns: []string{"link", "background", "method", "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain"}}
 	fct := Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
 		Columns: []string{"link", "background", "method"}}
 	var sizes []string
@@ -743,7 +764,11 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []Table {
 		if x.Method == "none" {
 			continue
 		}
-		share.Rows = append(share.Rows, []string{x.Link, x.BGDir, x.Method, pcts(x.BGAlone), pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain)})
+		vsCubic := "-"
+		if x.AloneVsCubic > 0 {
+			vsCubic = fmt.Sprintf("%.2f", x.AloneVsCubic)
+		}
+		share.Rows = append(share.Rows, []string{x.Link, x.BGDir, x.Method, pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain)})
 		row := []string{x.Link, x.BGDir, x.Method}
 		for _, s := range sizes {
 			row = append(row, fmt.Sprintf("%.2f", x.FCTRatio[s]))

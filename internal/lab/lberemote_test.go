@@ -73,3 +73,24 @@ func TestRemotePlotsLinked(t *testing.T) {
 		}
 	}
 }
+
+// The background's share alone is reported beside its ratio to the CUBIC
+// background's of the same link, direction and round (paired per round).
+func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
+	runs := []RemoteRun{
+		{Link: "fixed", BGDir: "upload", Method: "cubic", Round: 0, BGAlone: 1.0},
+		{Link: "fixed", BGDir: "upload", Method: "cubic", Round: 1, BGAlone: 0.8},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 0, BGAlone: 0.9},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 1, BGAlone: 0.8},
+		{Link: "fixed", BGDir: "download", Method: "full", Round: 0, BGAlone: 0.7},
+	}
+	cells := summarizeRemote(runs)
+	got := map[string]float64{}
+	for _, c := range cells {
+		got[c.BGDir+" "+c.Method] = c.AloneVsCubic
+	}
+	// (0.9/1.0 + 0.8/0.8) / 2 = 0.95; no CUBIC run for the download: 0
+	if math.Abs(got["upload full"]-0.95) > 1e-9 || math.Abs(got["upload cubic"]-1) > 1e-9 || got["download full"] != 0 {
+		t.Errorf("alone ÷ CUBIC %v, want upload full 0.95, upload cubic 1, download full 0", got)
+	}
+}
