@@ -52,6 +52,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,9 @@ func init() {
 			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
 			rawRead := fs.Bool("raw-read", false, "the daemon-path table also runs the lanes direct-release paths with raw_read (the reader's blocking read a raw system call, internal/rtlane/rawread.go), beside the same paths without")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
+			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-nodirect, lanes-poll, lanes-proc, lanes-poll-proc, lanes-raw, lanes-raw-proc; the direct send is always run); empty: all that the other flags ask for")
+			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
+			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -113,8 +117,20 @@ func init() {
 				if *pmLat < -1 {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
+				if *cpuLoad < 0 || *cpuLoad > 64 {
+					return nil, fmt.Errorf("--cpu-load %d not in 0..64", *cpuLoad)
+				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead}
+					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead,
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad}
+				if *paths != "" {
+					for _, c := range strings.Split(*paths, ",") {
+						if !slices.Contains(dlPathConfigs, c) {
+							return nil, fmt.Errorf("--paths: unknown configuration %q (want %s)", c, strings.Join(dlPathConfigs, ", "))
+						}
+						p.paths = append(p.paths, c)
+					}
+				}
 				if env.Quick {
 					p.dur = 3 * time.Second
 				}
@@ -143,7 +159,17 @@ type dlParams struct {
 	lanePrio int
 	// rawRead: also the paths lanes-raw and lanes-raw-proc (raw_read on).
 	rawRead bool
+	// paths: only these daemon-path configurations (nil: as the flags
+	// above ask); pathOnly: the daemon-path table alone; cpuLoad: busy
+	// workers while it runs.
+	paths    []string
+	pathOnly bool
+	cpuLoad  int
 }
+
+// dlPathConfigs are the lanes configurations of the daemon-path table, in
+// the order they run.
+var dlPathConfigs = []string{"lanes", "lanes-raw", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-raw-proc", "lanes-poll-proc"}
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
 // SCHED_FIFO prio (the paper's real-time senders and receiver); the thread
@@ -1022,6 +1048,37 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
 		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(),
 		"bulk": p.bulk, "bulk_kind": p.bulkKind, "bulk_tcp_cc": dlBulkCC, "rt_priority": p.prio}}
+	res.Notes = append(res.Notes,
+		"the lane runs inside the lab process; Go's GC is held off during each measured run (the lab's bookkeeping allocates, the lane does not per datagram)",
+		"one machine, one CLOCK_MONOTONIC: no drift correction; lanes stages (2)/(3) are the daemon's admission and release, default ones the socket's TX_SCHED/TX_SOFTWARE timestamps",
+		"refused = the admission test said no at once (the paper's SIGURG); a miss = a datagram accepted (lanes) or sent (default) that was dropped at release, lost, or arrived (receiver kernel timestamp) after its deadline")
+
+	if !p.pathOnly {
+		if err := runDeadlineTables(ctx, env, b, p, res); err != nil {
+			return nil, err
+		}
+	}
+	if err := runDaemonPath(ctx, env, b, p, res); err != nil {
+		return nil, err
+	}
+	if p.sweep {
+		st, best, err := b.sweep(ctx, env, p)
+		if err != nil {
+			return nil, err
+		}
+		res.Tables = append(res.Tables, st)
+		res.Notes = append(res.Notes, fmt.Sprintf("largest realtime rate with zero misses (and <= 1%% refused): %d datagrams/s", best))
+	}
+	res.Notes = append(res.Notes, "load average at start: "+loadStart+", at end: "+readTrim("/proc/loadavg")+
+		" (other tasks on this machine delay softirq and ksoftirqd, which carry the shaped link's dequeues; they show as transmission and delivery maxima)")
+	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// runDeadlineTables runs the paper's tables 2 and 3 and the inversion
+// scenario.
+func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Result) error {
 	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
 	flows := []dlFlow{
 		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
@@ -1029,11 +1086,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	}
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("link %s (paper 1 Gbit/s); flow A %d x 1400 B / 3 ms, 10 ms deadline; flow B %d x 1400 B / 3 ms, 1 ms deadline (paper: 30 and 10); default FIFO %d packets (paper: txqueuelen 1000)",
-			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)),
-		"the lane runs inside the lab process; Go's GC is held off during each measured run (the lab's bookkeeping allocates, the lane does not per datagram)",
-		"one machine, one CLOCK_MONOTONIC: no drift correction; lanes stages (2)/(3) are the daemon's admission and release, default ones the socket's TX_SCHED/TX_SOFTWARE timestamps",
-		"refused = the admission test said no at once (the paper's SIGURG); a miss = a datagram accepted (lanes) or sent (default) that was dropped at release, lost, or arrived (receiver kernel timestamp) after its deadline")
-
+			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)))
 	var runs []*dlRun
 	// lanes-nodirect: the lane with direct release off (every datagram
 	// waits for the releaser's wake-up), for the maxima with and without.
@@ -1041,7 +1094,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
-			return nil, fmt.Errorf("deadline: %s: %w", cfg, err)
+			return fmt.Errorf("deadline: %s: %w", cfg, err)
 		}
 		runs = append(runs, r)
 		res.Notes = append(res.Notes, r.Notes...)
@@ -1067,13 +1120,19 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		env.Printf("deadline: inversion, %s...\n", cfg)
 		r, err := b.runConfig(ctx, env, p, cfg, inv, p.bulk, max(p.dur/3, 2*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("deadline: inversion %s: %w", cfg, err)
+			return fmt.Errorf("deadline: inversion %s: %w", cfg, err)
 		}
 		invRuns = append(invRuns, r)
 	}
 	invRuns[0].Config = "lanes EDF"
 	invRuns[1].Config = "FIFO top class"
 	res.Tables = append(res.Tables, countTable("inversion: EDF vs a FIFO top class", invRuns, inv))
+	res.Data = map[string]any{"flows": flows, "runs": runs, "inversion": invRuns}
+	return nil
+}
+
+// runDaemonPath measures the added latency of the daemon path.
+func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Result) error {
 
 	// Daemon path: idle link, client send call -> receiver kernel timestamp;
 	// with and without direct release, beside a direct send and beside
@@ -1098,19 +1157,21 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	defer pm.Close()
 	// Each raw_read path runs right after its partner without, so the
 	// pair sees the same machine.
-	pathCfgs := []string{"lanes"}
-	if p.rawRead {
-		pathCfgs = append(pathCfgs, "lanes-raw")
-	}
-	pathCfgs = append(pathCfgs, "lanes-nodirect", "lanes-poll")
-	if p.procClient {
-		pathCfgs = append(pathCfgs, "lanes-proc")
-		if p.rawRead {
-			pathCfgs = append(pathCfgs, "lanes-raw-proc")
+	var pathCfgs []string
+	for _, c := range dlPathConfigs {
+		if p.paths != nil && slices.Contains(p.paths, c) ||
+			p.paths == nil && (p.rawRead || !strings.HasPrefix(c, "lanes-raw")) && (p.procClient || !strings.HasSuffix(c, "-proc")) {
+			pathCfgs = append(pathCfgs, c)
 		}
-		pathCfgs = append(pathCfgs, "lanes-poll-proc")
 	}
 	pathCfgs = append(pathCfgs, "fifo-top")
+	if p.cpuLoad > 0 {
+		load, err := latency.StartCPULoad(p.cpuLoad, time.Duration(len(pathCfgs)+1)*(pathDur+10*time.Second))
+		if err != nil {
+			return fmt.Errorf("deadline: %w", err)
+		}
+		defer load.Stop()
+	}
 	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
 		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
 		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
@@ -1123,7 +1184,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	for _, cfg := range pathCfgs {
 		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
 		if err != nil {
-			return nil, fmt.Errorf("deadline: path %s: %w", cfg, err)
+			return fmt.Errorf("deadline: path %s: %w", cfg, err)
 		}
 		res.Notes = append(res.Notes, r.Notes...)
 		var v []float64
@@ -1171,23 +1232,9 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 			fmtUS(s.P50US), fmtUS(s.P99US), fmtUS(s.MaxUS), "", "", ""})
 	}
 	pm.Close()
-	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s; the lane's threads at SCHED_FIFO %d, the senders and the receiver at %d", pmString(p.pmLatency), relPrio, p.prio)
+	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s; the lane's threads at SCHED_FIFO %d, the senders and the receiver at %d; %d busy workers at normal priority", pmString(p.pmLatency), relPrio, p.prio, p.cpuLoad)
 	res.Tables = append(res.Tables, pt)
-
-	if p.sweep {
-		st, best, err := b.sweep(ctx, env, p)
-		if err != nil {
-			return nil, err
-		}
-		res.Tables = append(res.Tables, st)
-		res.Notes = append(res.Notes, fmt.Sprintf("largest realtime rate with zero misses (and <= 1%% refused): %d datagrams/s", best))
-	}
-	res.Notes = append(res.Notes, "load average at start: "+loadStart+", at end: "+readTrim("/proc/loadavg")+
-		" (other tasks on this machine delay softirq and ksoftirqd, which carry the shaped link's dequeues; they show as transmission and delivery maxima)")
-	res.Data = map[string]any{"flows": flows, "runs": runs, "inversion": invRuns}
-	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
-	res.Duration = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // pmString says which PM QoS wake-up latency a run held.
