@@ -79,9 +79,12 @@ func (l *Lane) follows(c *conn) bool {
 }
 
 // setThreadFIFO sets thread tid (0: the calling thread) to SCHED_FIFO at
-// prio.
+// prio, with SCHED_FLAG_RESET_ON_FORK as the task engine gives the
+// programs it promotes (internal/sched): a process the daemon starts from
+// one of the lane's threads begins at normal priority.
 func setThreadFIFO(tid, prio int) error {
-	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
+	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio),
+		Flags: unix.SCHED_FLAG_RESET_ON_FORK}
 	return unix.SchedSetAttr(tid, &a, 0)
 }
 

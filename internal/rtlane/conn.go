@@ -49,8 +49,8 @@ type conn struct {
 	// read and written through raw on Go's netpoller.
 	file   *os.File
 	raw    syscall.RawConn
-	poll   *poller      // granted: the reader's anticipatory polling (poll.go)
-	wmu    sync.RWMutex // closed and fd for writers other than serve
+	poll   *poller  // granted: the reader's anticipatory polling (poll.go)
+	wmu    SpinLock // closed and fd for writers other than serve (notices, from pinned threads)
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
 	// granted: the reader's thread and its SCHED_FIFO priority
@@ -222,42 +222,71 @@ func (c *conn) serve() {
 		c.l.untrack(c)
 		c.wmu.Lock()
 		c.closed = true
-		if c.file != nil {
-			c.file.Close()
-		} else {
-			unix.Close(c.fd)
+		if c.file == nil {
+			// Raw: the lock pins; notices go to granted clients only.
+			_, _, _ = syscall.RawSyscall(unix.SYS_CLOSE, uintptr(c.fd), 0, 0)
 		}
 		c.wmu.Unlock()
+		if c.file != nil {
+			c.file.Close()
+		}
 	}()
 	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
 	out := make([]byte, 0, wire.ReplySize+4096)
+	var a after
 	for {
 		n, flags, err := c.recv(buf)
 		if err != nil || n == 0 {
 			return // closed
 		}
-		var rep wire.Reply
-		req, perr := wire.ParseRequest(buf[:n])
-		switch {
-		case flags&unix.MSG_TRUNC != 0 || n > wire.RequestSize+wire.MaxPayload:
-			rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
-		case perr != nil:
-			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
-		case req.Type == wire.TypeSend:
-			rep = c.l.admit(c, &req)
-		case req.Type == wire.TypeStats:
-			rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
-		default:
-			rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
-		}
-		if rep.Time == 0 {
-			rep.Time = uint64(Monotonic())
-		}
-		out = wire.AppendReply(out[:0], &rep)
-		if err := c.send(out); err != nil {
+		if !c.handle(buf[:n], flags, &out, &a) {
 			return
 		}
 	}
+}
+
+// handle answers one request; false: the connection is gone. A granted
+// client's datagram request is handled pinned (pin.go), up to its reply.
+func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
+	var rep wire.Reply
+	req, perr := wire.ParseRequest(msg)
+	pinned := c.raw == nil && perr == nil && req.Type == wire.TypeSend
+	if pinned {
+		procPin()
+	}
+	switch {
+	case flags&unix.MSG_TRUNC != 0 || len(msg) > wire.RequestSize+wire.MaxPayload:
+		rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
+	case perr != nil:
+		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
+	case req.Type == wire.TypeSend:
+		rep = c.l.admit(c, &req, a)
+	case req.Type == wire.TypeStats:
+		rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
+	default:
+		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
+	}
+	if rep.Time == 0 {
+		rep.Time = uint64(Monotonic())
+	}
+	*out = wire.AppendReply((*out)[:0], &rep)
+	var err error
+	if pinned {
+		// Without waiting while pinned; a full socket (a client not
+		// reading) is waited for unpinned.
+		if err = rawSend(c.fd, *out, unix.MSG_DONTWAIT); err == unix.EAGAIN {
+			procUnpin()
+			pinned = false
+			err = c.send(*out)
+		}
+	} else {
+		err = c.send(*out)
+	}
+	if pinned {
+		procUnpin()
+	}
+	c.l.afterwards(a)
+	return err == nil
 }
 
 // recv reads one message: a blocking syscall on a granted client's own
@@ -298,13 +327,14 @@ func writeAll(fd int, b []byte, flags int) error {
 // notify sends an asynchronous notice without ever blocking the releaser:
 // if the client's socket is full the notice is counted as lost.
 func (c *conn) notify(r wire.Reply) {
-	b := wire.AppendReply(make([]byte, 0, wire.ReplySize), &r)
-	c.wmu.RLock()
-	defer c.wmu.RUnlock()
+	var buf [wire.ReplySize]byte
+	b := wire.AppendReply(buf[:0], &r)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.closed {
 		return
 	}
-	if err := writeAll(c.fd, b, unix.MSG_DONTWAIT); err != nil {
+	if err := rawSend(c.fd, b, unix.MSG_DONTWAIT); err != nil {
 		c.lost.Add(1)
 	}
 }

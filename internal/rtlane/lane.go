@@ -569,7 +569,8 @@ func (l *Lane) Stats() Snapshot {
 }
 
 // admit runs the admission test for one request; it returns the reply.
-func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
+// It may run pinned (pin.go): what may block is left in a for afterwards.
+func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 	now := Monotonic()
 	rep := wire.Reply{Type: wire.TypeReject, Flow: r.Flow, Seq: r.Seq}
 	key := flowKey{c.uid, r.Flow}
@@ -661,10 +662,10 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 		if rep.Type != wire.TypeAdmit {
 			k = EvReject
 		}
-		l.trace(Event{Kind: k, Time: now, UID: c.uid, Flow: r.Flow, Seq: r.Seq, Deadline: deadline, Tx: tx, Reason: reason})
+		a.trace(l, Event{Kind: k, Time: now, UID: c.uid, Flow: r.Flow, Seq: r.Seq, Deadline: deadline, Tx: tx, Reason: reason})
 	}
 	if direct.pk != nil {
-		l.finish(direct, true)
+		l.finish(direct, true, a)
 	}
 	return rep
 }
@@ -673,10 +674,9 @@ func (l *Lane) admit(c *conn, r *wire.Request) wire.Reply {
 // locked thread blocked in ppoll, and a channel send would only make it
 // runnable in Go's scheduler, which may leave it waiting for a P for
 // milliseconds; the kernel wakes the thread at once.
-func (l *Lane) kick() {
-	var one = [8]byte{1}
-	_, _ = unix.Write(l.efd, one[:])
-}
+// Raw: the admitting thread may be pinned (pin.go); the eventfd never
+// blocks (EFD_NONBLOCK).
+func (l *Lane) kick() { rawWrite8(l.efd, 1) }
 
 // wait blocks until kicked or until the monotonic time until (0: no limit).
 func (l *Lane) wait(until int64) {
@@ -704,39 +704,47 @@ func (l *Lane) wait(until int64) {
 func (l *Lane) release(ctx context.Context) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	if prio := l.cfg.ReleasePriority; prio > 0 {
-		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(prio)}
-		if err := unix.SchedSetAttr(0, &a, 0); err != nil {
+		if err := setThreadFIFO(0, prio); err != nil {
 			l.log.Warn("realtime: releaser stays at normal priority", "priority", prio, "err", err)
 		}
 	}
 	stop := context.AfterFunc(ctx, l.kick)
 	defer stop()
+	var a after
 	for ctx.Err() == nil {
-		l.mu.Lock()
-		if l.q.Len() == 0 || l.sending {
-			// Empty: admitting threads may release directly until we are
-			// kicked. A direct release in flight: keep to one sender at a
-			// time (wire order = EDF order) and look again shortly.
-			empty := l.q.Len() == 0
-			l.releaserIdle = empty
-			l.mu.Unlock()
-			if empty {
-				l.wait(0)
-			} else {
-				l.wait(Monotonic() + 10_000)
-			}
-			continue
-		}
-		l.releaserIdle = false
-		now := Monotonic()
-		r, until := l.popHead(now)
-		l.mu.Unlock()
-		if r.pk == nil {
+		if until, ok := l.releaseOne(&a); !ok {
 			l.wait(until)
-			continue
 		}
-		l.finish(r, false)
+		l.afterwards(&a)
 	}
+}
+
+// releaseOne sends the queue's head if pacing allows, pinned (pin.go); if
+// there is nothing to send it returns when to look again (0: when kicked).
+func (l *Lane) releaseOne(a *after) (until int64, sent bool) {
+	procPin()
+	defer procUnpin()
+	l.mu.Lock()
+	if l.q.Len() == 0 || l.sending {
+		// Empty: admitting threads may release directly until we are
+		// kicked. A direct release in flight: keep to one sender at a
+		// time (wire order = EDF order) and look again shortly.
+		empty := l.q.Len() == 0
+		l.releaserIdle = empty
+		l.mu.Unlock()
+		if empty {
+			return 0, false
+		}
+		return Monotonic() + 10_000, false
+	}
+	l.releaserIdle = false
+	r, until := l.popHead(Monotonic())
+	l.mu.Unlock()
+	if r.pk == nil {
+		return until, false
+	}
+	l.finish(r, false, a)
+	return 0, true
 }
 
 // popped is a datagram taken off the queue for release.
@@ -746,6 +754,7 @@ type popped struct {
 	f    *FlowStats
 	now  int64
 	late bool
+	err  error // the send's
 }
 
 // popHead takes the head off the queue if pacing allows a release at now;
@@ -774,16 +783,15 @@ func (l *Lane) popHead(now int64) (popped, int64) {
 	return r, 0
 }
 
-// finish sends a popped datagram (or reports it dropped when late) and
-// counts the outcome; direct says an admitting thread released it, whose
-// turn as the sender ends here. Called without l.mu.
-func (l *Lane) finish(r popped, direct bool) {
+// finish sends a popped datagram and counts the outcome; a late one, or
+// one whose send failed, is left in a to be reported. direct says an
+// admitting thread released it, whose turn as the sender ends here.
+// Called without l.mu, possibly pinned.
+func (l *Lane) finish(r popped, direct bool, a *after) {
 	pk, p := r.pk, r.p
 	var err error
 	if !r.late {
-		if l.trace != nil {
-			l.trace(Event{Kind: EvRelease, Time: r.now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx})
-		}
+		a.trace(l, Event{Kind: EvRelease, Time: r.now, UID: pk.key.uid, Flow: pk.key.flow, Seq: pk.seq, Deadline: p.Deadline, Tx: p.Tx})
 		err = l.send(pk)
 	}
 	n := uint64(len(pk.payload))
@@ -804,14 +812,24 @@ func (l *Lane) finish(r popped, direct bool) {
 		l.sending = false
 	}
 	l.mu.Unlock()
-	switch {
-	case r.late:
-		l.dropped(pk, p, r.now, wire.ReasonLate)
-	case err != nil:
-		l.log.Debug("realtime: send failed", "dst", pk.dst, "err", err)
-		l.dropped(pk, p, r.now, wire.ReasonSendError)
+	if r.late || err != nil {
+		r.err = err
+		a.drop = r
+		return
 	}
 	putPending(pk)
+}
+
+// report tells a popped datagram's client that it was not sent, and
+// recycles it. Called unpinned.
+func (l *Lane) report(r popped) {
+	reason := uint8(wire.ReasonLate)
+	if !r.late {
+		reason = wire.ReasonSendError
+		l.log.Debug("realtime: send failed", "dst", r.pk.dst, "err", r.err)
+	}
+	l.dropped(r.pk, r.p, r.now, reason)
+	putPending(r.pk)
 }
 
 func (l *Lane) dropped(pk *pending, p edf.Packet, now int64, reason uint8) {

@@ -88,7 +88,7 @@ func (p *poller) recv(fd int, buf []byte) (n, flags int, err error) {
 			n, flags, err = rawRecv(fd, buf)
 			got = err != unix.EINTR && err != unix.EAGAIN
 		} else {
-			n, _, flags, _, err = unix.Recvmsg(fd, buf, nil, 0)
+			n, flags, err = blockingRecv(fd, buf)
 			got = err != unix.EINTR
 		}
 	}

@@ -1,0 +1,123 @@
+// pin.go: the realtime threads' hot path out of reach of Go's scheduler.
+//
+// A granted reader and the releaser are locked goroutines that only ever
+// block in system calls, so they never pass through Go's scheduler and
+// their P's schedtick never moves. Every 10 ms of that (forcePreemptNS in
+// runtime/proc.go) sysmon asks the goroutine to yield: a signal, or the
+// next stack check. A locked goroutine yields through a hand-off: it puts
+// itself on the global run queue, its thread sleeps, another thread, at
+// normal priority, runs the scheduler, finds it and wakes its thread again
+// (stoplockedm/startlockedm). When the request lands while the thread is
+// between reading a request and sending its datagram, that hand-off (two
+// futex wake-ups and a normal-priority thread, tens of µs on an idle
+// machine, milliseconds on a busy one) is on the datagram's path.
+//
+// The hot section, from a request read to its reply written, and the
+// releaser's pop-and-send, therefore run pinned: runtime.procPin (what
+// sync.Pool does; m.locks > 0), so that neither a preemption signal nor a
+// stack check preempts them; a request to yield stays pending and takes
+// effect at the first stack check after procUnpin, which is where the
+// thread has finished with the datagram and goes back to wait. While
+// pinned a thread must not block in Go's runtime: its system calls are raw
+// ones (no entersyscall: the runtime never takes its P away in the middle,
+// so it never has to win one back), it takes no Go mutex and sends on no
+// channel that can block, and trace hooks and drop notices, which may, run
+// after procUnpin (after). Anything else that shares a lock with a pinned
+// thread pins itself while holding it (SpinLock), so a holder is never
+// stopped by the runtime while a pinned thread waits for it.
+//
+// What the runtime still gets: the blocking wait (recvmsg, ppoll) is an
+// ordinary system call, so the thread's P is free for the rest of the
+// process and a stop-the-world never waits for a thread that waits for a
+// client; it waits at most for one pinned section, a few µs (bounded by
+// the UDP socket's 2 ms send timeout).
+package rtlane
+
+import (
+	"syscall"
+	"unsafe"
+	_ "unsafe" // go:linkname
+
+	"golang.org/x/sys/unix"
+)
+
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
+
+// after is what a pinned section leaves for its thread to do once it is
+// unpinned: trace events, and a datagram popped but not sent (late or the
+// send failed), to be reported to its client and recycled.
+type after struct {
+	ev   [3]Event
+	nev  int
+	drop popped
+}
+
+// trace records e for l.trace, if there is a hook.
+func (a *after) trace(l *Lane, e Event) {
+	if l.trace != nil && a.nev < len(a.ev) {
+		a.ev[a.nev] = e
+		a.nev++
+	}
+}
+
+// afterwards does what a pinned section left; called unpinned.
+func (l *Lane) afterwards(a *after) {
+	for i := range a.nev {
+		l.trace(a.ev[i])
+	}
+	a.nev = 0
+	if a.drop.pk != nil {
+		l.report(a.drop)
+		a.drop = popped{}
+	}
+}
+
+// rawSend writes b on the connected socket fd with flags, raw (for pinned
+// sections: flags should hold MSG_DONTWAIT unless the socket has a send
+// timeout), restarting after signals.
+func rawSend(fd int, b []byte, flags int) error {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	for {
+		_, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), uintptr(flags|unix.MSG_NOSIGNAL), 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+// rawWrite8 writes an eventfd's 8-byte counter increment, raw.
+func rawWrite8(fd int, v uint64) {
+	_, _, _ = syscall.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&v)), 8)
+}
+
+// rawSleep sleeps ns nanoseconds, raw (a signal may end it early).
+func rawSleep(ns int64) {
+	ts := unix.NsecToTimespec(ns)
+	_, _, _ = syscall.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+}
+
+// blockingRecv reads one message from fd in an ordinary (runtime) blocking
+// system call, without the source address unix.Recvmsg decodes and
+// allocates; flags is MSG_TRUNC when the message was longer than buf.
+func blockingRecv(fd int, buf []byte) (n, flags int, err error) {
+	r, _, e := syscall.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+		unix.MSG_TRUNC, 0, 0)
+	if e != 0 {
+		return 0, 0, e
+	}
+	if n = int(r); n > len(buf) {
+		return len(buf), unix.MSG_TRUNC, nil
+	}
+	return n, 0, nil
+}
