@@ -18,19 +18,23 @@
 // stack check preempts them; a request to yield stays pending and takes
 // effect at the first stack check after procUnpin, which is where the
 // thread has finished with the datagram and goes back to wait. While
-// pinned a thread must not block in Go's runtime: its system calls are raw
-// ones (no entersyscall: the runtime never takes its P away in the middle,
-// so it never has to win one back), it takes no Go mutex and sends on no
-// channel that can block, and trace hooks and drop notices, which may, run
-// after procUnpin (after). Anything else that shares a lock with a pinned
+// pinned a thread must not park in Go's runtime: it takes no Go mutex and
+// sends on no channel that can block, and trace hooks and drop notices,
+// which may, run after procUnpin (after). Its short system calls (the
+// reply with MSG_DONTWAIT, the eventfd kick, the SpinLock's sleep) are
+// raw. The UDP send is an ordinary one (sendto.go): during it the
+// goroutine is in _Gsyscall, which sysmon never signals (a signal's IPI in
+// the middle of a raw send showed in the path's tail); if sysmon takes the
+// P meanwhile, the exit finds an idle one (procs.go) or, for a locked
+// goroutine, waits for one in stoplockedm, never in schedule(), which is
+// what must not run pinned. Anything else that shares a lock with a pinned
 // thread pins itself while holding it (SpinLock), so a holder is never
 // stopped by the runtime while a pinned thread waits for it.
 //
 // What the runtime still gets: the blocking wait (recvmsg, ppoll) is an
 // ordinary system call, so the thread's P is free for the rest of the
 // process and a stop-the-world never waits for a thread that waits for a
-// client; it waits at most for one pinned section, a few µs (bounded by
-// the UDP socket's 2 ms send timeout).
+// client; it waits at most for one pinned section, a few µs.
 package rtlane
 
 import (
