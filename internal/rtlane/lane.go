@@ -137,20 +137,48 @@ type pending struct {
 	deadline int64
 }
 
-// pendingPool recycles pending datagrams and their payload buffers: the
+// pendingFree recycles pending datagrams and their payload buffers: the
 // realtime path allocates nothing per datagram in steady state, so the
 // garbage collector, whose stop-the-world waits for every thread including
-// normal-priority ones, runs rarely.
-var pendingPool = sync.Pool{New: func() any { return &pending{payload: make([]byte, 0, 2048)} }}
+// normal-priority ones, runs rarely. A free list under a SpinLock, not a
+// sync.Pool: the realtime threads take and return datagrams pinned
+// (pin.go), where a goroutine must never park, and a pool's slow path
+// (on each P's first use after every collection) takes a sync.Mutex.
+var pendingFree struct {
+	mu   SpinLock
+	list []*pending
+}
 
-func getPending() *pending { return pendingPool.Get().(*pending) }
+// Bounds of what the free list keeps: pendingFreeMax buffers of at most
+// pendingKeepCap bytes (4 MiB); larger or further ones go to the collector.
+const (
+	pendingFreeMax = 1024
+	pendingKeepCap = 4096
+)
+
+func getPending() *pending {
+	pendingFree.mu.Lock()
+	if n := len(pendingFree.list); n > 0 {
+		pk := pendingFree.list[n-1]
+		pendingFree.list[n-1] = nil
+		pendingFree.list = pendingFree.list[:n-1]
+		pendingFree.mu.Unlock()
+		return pk
+	}
+	pendingFree.mu.Unlock()
+	return &pending{payload: make([]byte, 0, 2048)}
+}
 
 func putPending(pk *pending) {
-	if cap(pk.payload) > 64<<10 {
+	if cap(pk.payload) > pendingKeepCap {
 		return
 	}
 	*pk = pending{payload: pk.payload[:0]}
-	pendingPool.Put(pk)
+	pendingFree.mu.Lock()
+	if len(pendingFree.list) < pendingFreeMax {
+		pendingFree.list = append(pendingFree.list, pk)
+	}
+	pendingFree.mu.Unlock()
 }
 
 // Lane is the realtime lane. New, then Run; Close stops it.
