@@ -252,7 +252,7 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 	req, perr := wire.ParseRequest(msg)
 	pinned := c.raw == nil && perr == nil && req.Type == wire.TypeSend
 	if pinned {
-		procPin()
+		pinHot()
 	}
 	switch {
 	case flags&unix.MSG_TRUNC != 0 || len(msg) > wire.RequestSize+wire.MaxPayload:
@@ -275,7 +275,7 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 		// Without waiting while pinned; a full socket (a client not
 		// reading) is waited for unpinned.
 		if err = rawSend(c.fd, *out, unix.MSG_DONTWAIT); err == unix.EAGAIN {
-			procUnpin()
+			unpinHot()
 			pinned = false
 			err = c.send(*out)
 		}
@@ -283,7 +283,7 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 		err = c.send(*out)
 	}
 	if pinned {
-		procUnpin()
+		unpinHot()
 	}
 	c.l.afterwards(a)
 	return err == nil

@@ -750,8 +750,8 @@ func (l *Lane) release(ctx context.Context) {
 // releaseOne sends the queue's head if pacing allows, pinned (pin.go); if
 // there is nothing to send it returns when to look again (0: when kicked).
 func (l *Lane) releaseOne(a *after) (until int64, sent bool) {
-	procPin()
-	defer procUnpin()
+	pinHot()
+	defer unpinHot()
 	l.mu.Lock()
 	if l.q.Len() == 0 || l.sending {
 		// Empty: admitting threads may release directly until we are

@@ -31,6 +31,15 @@
 // thread pins itself while holding it (SpinLock), so a holder is never
 // stopped by the runtime while a pinned thread waits for it.
 //
+// Pinning declines the preemption, but the signal that asks for it still
+// interrupts the thread: traced, sysmon woken by the reader's own return
+// from its read (its P taken meanwhile for the stale schedtick) signals it
+// at once, and the tgkill's IPI held the reader 25-35 µs between read and
+// send in this VM. The hot section therefore also blocks SIGURG, the
+// runtime's preemption signal, on its thread (pinHot); a signal sent
+// meanwhile stays pending, without an IPI, and is taken at unpinHot, where
+// the thread is done with the datagram.
+//
 // What the runtime still gets: the blocking wait (recvmsg, ppoll) is an
 // ordinary system call, so the thread's P is free for the rest of the
 // process and a stop-the-world never waits for a thread that waits for a
@@ -50,6 +59,27 @@ func procPin() int
 
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
+
+// urgMask is the signal set {SIGURG}, the runtime's preemption signal.
+var urgMask = uint64(1) << (unix.SIGURG - 1)
+
+// pinHot starts a realtime thread's hot section: pinned, SIGURG blocked.
+func pinHot() {
+	procPin()
+	sigURG(unix.SIG_BLOCK)
+}
+
+// unpinHot ends it: a preemption signal that came meanwhile is taken here,
+// and a preemption it asked for at the next stack check.
+func unpinHot() {
+	sigURG(unix.SIG_UNBLOCK)
+	procUnpin()
+}
+
+// sigURG blocks or unblocks SIGURG on the calling thread, raw.
+func sigURG(how int) {
+	_, _, _ = syscall.RawSyscall6(unix.SYS_RT_SIGPROCMASK, uintptr(how), uintptr(unsafe.Pointer(&urgMask)), 0, 8, 0, 0)
+}
 
 // after is what a pinned section leaves for its thread to do once it is
 // unpinned: trace events, and a datagram popped but not sent (late or the
