@@ -48,8 +48,7 @@ package rtlane
 
 import (
 	"syscall"
-	"unsafe"
-	_ "unsafe" // go:linkname
+	"unsafe" // also for go:linkname
 
 	"golang.org/x/sys/unix"
 )
