@@ -112,6 +112,15 @@ func (c *procCache) lookup(inode uint32, now time.Time) (Proc, bool) {
 	return c.procs[i], true
 }
 
+// prime scans now if no scan has run yet and the refresh period allows
+// one (as lookup would at its first unknown inode): the sampler's first
+// walk does it while the kernel walks the sockets on the other core.
+func (c *procCache) prime(now time.Time) {
+	if c.scans == 0 && now.Sub(c.lastScan) >= c.refresh {
+		c.scan(now)
+	}
+}
+
 // owned records in m that procs[i] holds socket ino; the lowest pid of
 // those holding it wins.
 func owned(m map[uint32]int32, procs []Proc, ino uint32, i int32) {

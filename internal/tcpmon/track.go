@@ -193,7 +193,12 @@ func (s *Sampler) sampleTracked(now time.Time) error {
 	return nil
 }
 
-// firstWalk fills the table with one whole full walk.
+// firstWalk fills the table with one whole full walk. The walk is read
+// ahead on another goroutine (tcpiter.ReadAhead): the kernel walks the
+// sockets on one core while this one sizes the table, walks the socket
+// owners and turns the records already read into flows (at 100,000
+// sockets the walk is ~100 ms and the rest ~60-110 ms of CPU, which
+// otherwise came after it).
 func (s *Sampler) firstWalk(now time.Time) error {
 	t := s.track
 	if err := t.tr.SetUntracked(true); err != nil {
@@ -205,30 +210,21 @@ func (s *Sampler) firstWalk(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if s.cfg.Filter.empty() && inUse > len(t.flows) {
-		// Sized once: growing a table of 100,000 flows (~40 MB, with
-		// pointers) by appends cost ~190 ms there in copies, page
-		// faults and write barriers.
-		t.flows = slices.Grow(t.flows, inUse)
-		t.upd = slices.Grow(t.upd, inUse)
-		t.slot = slices.Grow(t.slot, inUse)
-		t.pos = make(map[uint64]int, inUse)
-		if inUse >= trackCollectAt {
-			// A collection that the table's allocation starts, and that
-			// runs while the table fills, ends only when the fill does
-			// (every flow written gives it more to mark), and its idle
-			// worker spins on the other core meanwhile: 78-81 ms of CPU
-			// at 100,000 sockets. One collection now, while the table is
-			// empty, costs 1-3 ms and leaves room for the fill.
-			runtime.GC()
-		}
+	defer r.Close()
+	ahead, err := tcpiter.ReadAhead(r)
+	if err != nil {
+		return err
 	}
+	defer ahead.Close()
+	s.prepareTable(inUse)
 	if s.procs != nil {
 		s.procs.sizeHint = inUse
+		if inUse > 0 {
+			s.procs.prime(now)
+		}
 	}
 	t.addrs.on, t.fresh = true, len(t.flows) == 0
-	err = t.rd.Each(r, func(x *tcpiter.Rec) { s.record(x, now, true) })
-	r.Close()
+	err = ahead.Each(func(x *tcpiter.Rec) { s.record(x, now, true) })
 	t.addrs.flush(t.flows)
 	t.addrs = addrBatch{}
 	if t.fresh && len(t.pos) != len(t.flows) {
@@ -245,6 +241,30 @@ func (s *Sampler) firstWalk(now time.Time) error {
 	// The next sample starts the full walk that tracks every socket.
 	t.filled, t.resync = true, true
 	return nil
+}
+
+// prepareTable sizes the empty table for the first walk's inUse sockets.
+func (s *Sampler) prepareTable(inUse int) {
+	t := s.track
+	if !s.cfg.Filter.empty() || inUse <= len(t.flows) {
+		return
+	}
+	// Sized once: growing a table of 100,000 flows (~40 MB, with
+	// pointers) by appends cost ~190 ms there in copies, page faults
+	// and write barriers.
+	t.flows = slices.Grow(t.flows, inUse)
+	t.upd = slices.Grow(t.upd, inUse)
+	t.slot = slices.Grow(t.slot, inUse)
+	t.pos = make(map[uint64]int, inUse)
+	if inUse >= trackCollectAt {
+		// A collection that the table's allocation starts, and that runs
+		// while the table fills, ends only when the fill does (every
+		// flow written gives it more to mark), and its idle worker spins
+		// on the other core meanwhile: 78-81 ms of CPU at 100,000
+		// sockets. One collection now, while the table is empty, costs
+		// 1-3 ms and leaves room for the fill.
+		runtime.GC()
+	}
 }
 
 // startWalk starts a full walk (again, if one is in progress: a lost

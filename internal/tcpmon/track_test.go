@@ -3,14 +3,18 @@
 // sample's time and with zero rates where unchanged, after any sequence of
 // changes, new and closed flows and samples that failed before the
 // output; a full walk spread over samples keeps
-// every flow and drops only what it did not find.
+// every flow and drops only what it did not find; the first sample (its
+// walk read ahead) agrees with the iterator backend's.
 package tcpmon
 
 import (
+	"cmp"
 	"maps"
 	"math/rand"
 	"net"
+	"os"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -310,4 +314,63 @@ func (lb *loopback) pair() {
 		lb.conns = append(lb.conns, c, s)
 		return nil
 	})
+}
+
+// TestFirstSampleAgrees: the tracked sampler's first sample, whose walk is
+// read ahead on another goroutine while the table is sized and the owners
+// are walked (firstWalk), holds exactly the flows, every field but the
+// time, that the iterator backend's sample (read in the same goroutine)
+// holds for the same idle sockets: enough of them for the walk to span
+// several read-ahead buffers.
+func TestFirstSampleAgrees(t *testing.T) {
+	lb := newLoopback(t)
+	const pairs = 1250 // 2,500 sockets: ~2.5 read-ahead buffers
+	for range pairs {
+		lb.pair()
+	}
+	canon := func(fl []Flow) []Flow {
+		out := slices.Clone(fl)
+		slices.SortFunc(out, func(a, b Flow) int { return cmp.Compare(a.Cookie, b.Cookie) })
+		for i := range out {
+			out[i].Time = time.Time{}
+		}
+		return out
+	}
+	sample := func(backend string) []Flow {
+		s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: backend})
+		defer s.Close()
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatalf("%s: %v", backend, err)
+		}
+		return canon(fl)
+	}
+	for try := 0; ; try++ {
+		before := sample(BackendIter)
+		first := sample(BackendTrack)
+		after := sample(BackendIter)
+		if !reflect.DeepEqual(before, after) {
+			if try == 20 {
+				t.Fatal("the sockets never stood still between two iterator samples")
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if len(first) != 2*pairs || len(after) != 2*pairs {
+			t.Fatalf("first tracked sample %d flows, iterator %d, want %d", len(first), len(after), 2*pairs)
+		}
+		owned := 0
+		for i := range after {
+			if !reflect.DeepEqual(first[i], after[i]) {
+				t.Fatalf("flow %s differs:\niterator      %+v\nfirst tracked %+v", after[i].Key(), after[i], first[i])
+			}
+			if first[i].PID == os.Getpid() {
+				owned++
+			}
+		}
+		if owned != 2*pairs {
+			t.Fatalf("%d flows with this process as owner, want %d", owned, 2*pairs)
+		}
+		return
+	}
 }

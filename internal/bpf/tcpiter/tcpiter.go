@@ -138,6 +138,10 @@ func (it *Iter) Open() (io.ReadCloser, error) {
 	return r, nil
 }
 
+// asRec is the record at the start of b (at least RecSize bytes, 8-byte
+// aligned).
+func asRec(b []byte) *Rec { return (*Rec)(unsafe.Pointer(&b[0])) }
+
 // Reader reads records from a walk with one reusable buffer.
 type Reader struct {
 	buf  []byte
@@ -175,7 +179,7 @@ func (rd *Reader) Some(r io.Reader, n int, fn func(*Rec)) (eof bool, err error) 
 		rd.have += k
 		off := 0
 		for ; rd.have-off >= RecSize; off += RecSize {
-			fn((*Rec)(unsafe.Pointer(&rd.buf[off])))
+			fn(asRec(rd.buf[off:]))
 			done++
 		}
 		rd.have = copy(rd.buf, rd.buf[off:rd.have])
