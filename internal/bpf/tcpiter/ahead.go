@@ -63,6 +63,10 @@ func ReadAhead(r io.Reader) (*Ahead, error) {
 func (a *Ahead) read(r io.Reader) {
 	defer close(a.done)
 	defer close(a.full)
+	read := r.Read
+	if w, ok := r.(walk); ok {
+		read = w.readRaw
+	}
 	var carry [RecSize]byte
 	have := 0 // bytes in carry
 	for {
@@ -75,7 +79,7 @@ func (a *Ahead) read(r io.Reader) {
 		n := copy(b, carry[:have])
 		eof := false
 		for len(b)-n >= RecSize {
-			k, err := r.Read(b[n:])
+			k, err := read(b[n:])
 			n += k
 			if err == io.EOF || (k == 0 && err == nil) {
 				eof = true

@@ -158,7 +158,7 @@ func (t *Tracker) OpenFull() (io.ReadCloser, error) {
 // walk ~0.8 us a socket). Call SetUntracked(true) before, and until an
 // OpenFull walk has ended.
 func (t *Tracker) OpenFirst() (io.ReadCloser, error) {
-	r, err := t.first.Open()
+	r, err := openWalk(t.first)
 	if err != nil {
 		return nil, fmt.Errorf("open tcp tracker first walk: %w", err)
 	}
@@ -243,6 +243,27 @@ func (w walk) Read(b []byte) (int, error) {
 			return 0, io.EOF
 		}
 		return n, nil
+	}
+}
+
+// readRaw is Read without the Go runtime's system call bookkeeping
+// (RawSyscall): for a reader goroutine that runs beside another busy one
+// (ReadAhead). A read of a walk never waits, it walks (at most 32 KiB of
+// records, ~0.15 ms); as a system call the runtime's monitor would take
+// the goroutine's P away during each one (none was idle) and hand it
+// back after, polling every 20 us all the while.
+func (w walk) readRaw(b []byte) (int, error) {
+	for {
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(w), uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno != 0:
+			return 0, errno
+		case n == 0:
+			return 0, io.EOF
+		}
+		return int(n), nil
 	}
 }
 
