@@ -1,6 +1,8 @@
 package coop
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -13,10 +15,17 @@ type fluidMedium struct {
 	rtt      time.Duration
 	headroom float64
 	foreign  float64 // srtt/min_rtt added by someone else's queue (0: none)
+	// paper: the caps' window without the queue allowance (queue_allowance
+	// 0), so a full medium shows no standing queue and every probe probes.
+	paper bool
 }
 
 func (m fluidMedium) deliver(est float64) groupSample {
-	w := est*m.rtt.Seconds()*1.05 - m.headroom
+	allowance := 1.05
+	if m.paper {
+		allowance = 1
+	}
+	w := est*m.rtt.Seconds()*allowance - m.headroom
 	bdp := m.c * m.rtt.Seconds()
 	s := groupSample{goodput: min(m.c, w/m.rtt.Seconds()), inflation: max(1, w/bdp), minRTT: m.rtt}
 	if m.foreign > 0 {
@@ -136,7 +145,7 @@ func TestEstimateUnknownUntilGoodput(t *testing.T) {
 // the wait between probes doubles up to probeBackoffMax periods; two hosts
 // whose ticks are not aligned still probe in the same wall-clock periods.
 func TestEstimateProbesBackOff(t *testing.T) {
-	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000, paper: true}
 	a, b := newTestEstimator(), newTestEstimator()
 	probesA, probesB := map[int64]bool{}, map[int64]bool{}
 	step := 500 * time.Millisecond
@@ -180,4 +189,68 @@ func TestEstimateProbesBackOff(t *testing.T) {
 	if a.failed < probeBackoffMax {
 		t.Errorf("failed probes %d, want >= %d", a.failed, probeBackoffMax)
 	}
+}
+
+// TestEstimateTrimsNoisyBest: the group's goodput, summed over the hosts'
+// unaligned intervals, swings by a few per cent around what the medium
+// carries, so the best of 30 s overshoots and the caps would hold a queue
+// of the overshoot on top of the allowance (RTT 1.10x here). The trim
+// brings the RTT back into its band without leaving the medium idle.
+func TestEstimateTrimsNoisyBest(t *testing.T) {
+	m := fluidMedium{c: 19.3e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	rng := rand.New(rand.NewPCG(1, 2))
+	e := newTestEstimator()
+	var late []groupSample
+	tt := t0
+	for i := 0; i < 240; i++ { // 120 s
+		r, _ := e.rate(tt)
+		s := groupSample{goodput: 1e6, minRTT: m.rtt, inflation: 1}
+		if r > 0 {
+			s = m.deliver(float64(r))
+			s.goodput *= 1 + 0.05*(2*rng.Float64()-1)
+		}
+		e.update(tt, s)
+		if i >= 120 && !e.probing && !e.inProbe(tt) {
+			late = append(late, s)
+		}
+		tt = tt.Add(500 * time.Millisecond)
+	}
+	var infl []float64
+	for _, s := range late {
+		infl = append(infl, s.inflation)
+		if s.inflation < 1.0 || s.goodput < 0.94*m.c {
+			t.Errorf("medium not full: goodput %.2f of %.2f Mbit/s, inflation %.3f", s.goodput/1e6, m.c/1e6, s.inflation)
+		}
+	}
+	slices.Sort(infl)
+	if med := infl[len(infl)/2]; med > trimAbove+0.01 {
+		t.Errorf("median RTT inflation %.3f outside probes in the second minute, want <= %.2f (trim %.3f)", med, trimAbove+0.01, e.trimmed())
+	}
+}
+
+// TestEstimateSkipsProbesOverAQueue: with the queue allowance, a full
+// medium shows a standing queue, and a probe there could only add to it:
+// after startup no period probes, and the RTT stays within its band.
+func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	ss, _ := m.run(e, t0, 20*time.Second, 1e6)
+	probes := 0
+	tt := t0.Add(20 * time.Second)
+	for i := 0; i < 160; i++ { // 80 s
+		r, _ := e.rate(tt)
+		s := m.deliver(float64(r))
+		e.update(tt, s)
+		if e.probing {
+			probes++
+		}
+		if s.inflation > 1.1 {
+			t.Errorf("t=%v: RTT inflation %.3f", tt.Sub(t0), s.inflation)
+		}
+		tt = tt.Add(500 * time.Millisecond)
+	}
+	if probes > 0 {
+		t.Errorf("%d probing intervals over a standing queue", probes)
+	}
+	steady(t, "steady", ss[12:], m.c)
 }

@@ -49,6 +49,7 @@ type coopCommon struct {
 	apRate             string // the daemons' ap_rate ("": the AP rate, "estimate": 0)
 	medium             string // fifo or dcf (CoopBedConfig.Medium)
 	seed               int64  // the dcf medium's backoff draws
+	serverPacing       bool   // the server paces its sends (CoopBedConfig.ServerPacing)
 }
 
 func (c *coopCommon) register(fs *flag.FlagSet) {
@@ -65,6 +66,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.apRate, "ap-rate", "", "the daemons' ap_rate and ap_downlink_rate: a rate (default: --rate, the AP rate known, as the paper) or \"estimate\" (0: each daemon estimates it from the group's goodput)")
 	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the dcf medium's backoff draws (the same for every run)")
+	fs.BoolVar(&c.serverPacing, "server-pacing", false, "the server paces what it sends (TCP's internal pacing, as a server with the fq qdisc does): downloads then leave it spread over the RTT instead of in ACK-clocked bursts")
 	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (true: the group's rounding remainder handed out a segment each)")
 }
 
@@ -114,11 +116,11 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 		}
 	}
 	return CoopBedConfig{Hosts: n, Rate: float64(r), RTT: c.rtt, Buffer: max(buf, 3000), CC: c.cc, LanesOn: lanesOn, Lanes: bin, Coop: cc, Down: c.down, Announce: c.announce,
-		Medium: c.medium, Seed: c.seed, BufferPackets: c.bufPackets}, nil
+		Medium: c.medium, Seed: c.seed, BufferPackets: c.bufPackets, ServerPacing: c.serverPacing}, nil
 }
 
 func (c *coopCommon) params() map[string]any {
-	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "buffer_packets": c.bufPackets, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(),
+	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "buffer_packets": c.bufPackets, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(), "server_pacing": c.serverPacing,
 		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate (ap_rate above), demand-aware, safety on, HMAC key"}
 	if c.medium == MediumDCF {
 		p["seed"] = c.seed

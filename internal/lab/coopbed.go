@@ -95,6 +95,12 @@ type CoopBedConfig struct {
 	// one station's saturation rate), its backoff draws seeded by Seed.
 	Medium string
 	Seed   int64
+	// ServerPacing has the server pace its downloads (TCP's internal
+	// pacing, which a finite SO_MAX_PACING_RATE turns on, as the fq qdisc
+	// does on a real server): without it a CUBIC sender limited by the
+	// receive window sends each window as the ACKs open it, in bursts that
+	// keep their shape through the AP's FIFO.
+	ServerPacing bool
 }
 
 // Media of the coop testbed.
@@ -398,6 +404,9 @@ func (cb *coopBed) sendDown(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
 			_ = setCC(rc, cb.cfg.CC)
+			if cb.cfg.ServerPacing {
+				_ = enablePacing(rc)
+			}
 		}
 	}
 	buf := make([]byte, 64<<10)
@@ -531,6 +540,20 @@ func setCC(rc syscall.RawConn, cc string) error {
 		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
 	}
 	return nil
+}
+
+// enablePacing turns on TCP's internal pacing of a socket: any finite
+// SO_MAX_PACING_RATE marks it as needing pacing (tcp_needs_internal_pacing),
+// and the kernel then paces at its own rate (1.2 x cwnd / srtt in
+// congestion avoidance) under this very high ceiling.
+func enablePacing(rc syscall.RawConn) error {
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, 1<<40)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // socketCookie reads SO_COOKIE (0 if unavailable).
