@@ -28,7 +28,7 @@
 //     (40 s), so a full medium is not queued into every 5 s; the wait is a
 //     function of the wall clock and of the count of failed probes, which
 //     every host sees alike. A period whose last interval before it shows
-//     a standing queue (the RTT above trimBelow: the group's windows
+//     a standing queue (the RTT above probeSkipAbove: the group's windows
 //     already exceed what the medium carries, by the allowance) does not
 //     probe at all: a probe there could only queue, and each cost the RTT
 //     1.3x for 1.5 s (16 downloads in the lab). A faster medium empties
@@ -41,7 +41,8 @@
 //     its maximum over rateWindow overshoots by about that much, and the
 //     caps keep a standing queue of the overshoot on top of the allowance
 //     (measured: 77 KB, an RTT of 1.12x base, at 16 downloads through the
-//     lab's 20 Mbit/s AP). While the RTT stays above trimAbove for
+//     lab's 20 Mbit/s AP). The band sits above the allowance's own queue:
+//     trimming into it left the uplink's medium idle (6.5 % at 16 hosts). While the RTT stays above trimAbove for
 //     trimIntervals (outside probes) the cruise estimate is trimmed by
 //     trimStep, down to trimFloor x the best; while it stays below
 //     trimBelow half a step is given back. Every host sees the same queue,
@@ -81,11 +82,14 @@ const (
 	// trimAbove, trimBelow: the cruise RTT band (srtt/min_rtt) the trim
 	// holds: above the allowance's own queue (1.05) plus the path's jitter
 	// without a queue (1.03 in the lab), below the RTT goal (1.1x base).
-	trimAbove     = 1.08
-	trimBelow     = 1.05
+	trimAbove     = 1.10
+	trimBelow     = 1.06
 	trimIntervals = 2
 	trimStep      = 0.02
 	trimFloor     = 0.85
+	// probeSkipAbove: srtt/min_rtt that shows a standing queue (above the
+	// path's own jitter, 1.03 in the lab): no probe then.
+	probeSkipAbove = 1.04
 	// settleIntervals: the queue of the flows' own slow start before the
 	// first caps (every flow uncapped while the rate is unknown) is not
 	// the caps' and does not end startup.
@@ -220,7 +224,7 @@ func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	}
 	if !inProbe && !e.probing { // a probe's queue is the probe's
 		e.adjustTrim(s)
-		e.queued = s.inflation > trimBelow
+		e.queued = s.inflation > probeSkipAbove
 	}
 	e.probing = inProbe
 	e.est = e.cruiseRate(best*e.trimmed(), s)

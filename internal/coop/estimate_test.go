@@ -194,7 +194,7 @@ func TestEstimateProbesBackOff(t *testing.T) {
 // TestEstimateTrimsNoisyBest: the group's goodput, summed over the hosts'
 // unaligned intervals, swings by a few per cent around what the medium
 // carries, so the best of 30 s overshoots and the caps would hold a queue
-// of the overshoot on top of the allowance (RTT 1.10x here). The trim
+// of the overshoot on top of the allowance (RTT 1.135x here). The trim
 // brings the RTT back into its band without leaving the medium idle.
 func TestEstimateTrimsNoisyBest(t *testing.T) {
 	m := fluidMedium{c: 19.3e6, rtt: 256 * time.Millisecond, headroom: 120_000}
@@ -207,7 +207,7 @@ func TestEstimateTrimsNoisyBest(t *testing.T) {
 		s := groupSample{goodput: 1e6, minRTT: m.rtt, inflation: 1}
 		if r > 0 {
 			s = m.deliver(float64(r))
-			s.goodput *= 1 + 0.05*(2*rng.Float64()-1)
+			s.goodput *= 1 + 0.08*(2*rng.Float64()-1)
 		}
 		e.update(tt, s)
 		if i >= 120 && !e.probing && !e.inProbe(tt) {
@@ -218,8 +218,8 @@ func TestEstimateTrimsNoisyBest(t *testing.T) {
 	var infl []float64
 	for _, s := range late {
 		infl = append(infl, s.inflation)
-		if s.inflation < 1.0 || s.goodput < 0.94*m.c {
-			t.Errorf("medium not full: goodput %.2f of %.2f Mbit/s, inflation %.3f", s.goodput/1e6, m.c/1e6, s.inflation)
+		if s.inflation <= 1 { // the windows within the BDP: the medium idles
+			t.Errorf("medium not full: inflation %.3f", s.inflation)
 		}
 	}
 	slices.Sort(infl)
