@@ -590,6 +590,27 @@ func TestHelperClient(t *testing.T) {
 	os.Stdout.WriteString("reason=" + res.ReasonString() + "\n")
 }
 
+// runLane creates a lane and runs it until the test ends; its Run's error
+// is reported then.
+func runLane(t *testing.T, cfg Config, opts ...Option) *Lane {
+	t.Helper()
+	l, err := New(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		l.Close()
+	})
+	return l
+}
+
 // TestCloseRemovesSocket: the socket file goes with the lane.
 func TestCloseRemovesSocket(t *testing.T) {
 	testutil.RequireRoot(t)

@@ -146,11 +146,17 @@ func rawSleep(ns int64) {
 func blockingRecv(fd int, buf []byte) (n, flags int, err error) {
 	r, _, e := syscall.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
 		unix.MSG_TRUNC, 0, 0)
+	return recvResult(r, e, len(buf))
+}
+
+// recvResult turns recvfrom(MSG_TRUNC)'s return into the bytes in a
+// buffer of size bufLen and MSG_TRUNC when the message was longer.
+func recvResult(r uintptr, e syscall.Errno, bufLen int) (n, flags int, err error) {
 	if e != 0 {
 		return 0, 0, e
 	}
-	if n = int(r); n > len(buf) {
-		return len(buf), unix.MSG_TRUNC, nil
+	if n = int(r); n > bufLen {
+		return bufLen, unix.MSG_TRUNC, nil
 	}
 	return n, 0, nil
 }

@@ -65,24 +65,11 @@ func pinnedPathGC(t *testing.T) {
 	cfg.Socket = filepath.Join(os.Getenv("LANES_PIN_CHILD"), "rt.sock")
 	var traceMu sync.Mutex
 	var traced int
-	l, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTrace(func(Event) {
+	l := runLane(t, cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTrace(func(Event) {
 		traceMu.Lock()
 		traced++
 		traceMu.Unlock()
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		l.Close()
-	}()
 
 	var stop atomic.Bool
 	var bg sync.WaitGroup

@@ -82,11 +82,5 @@ func (l *Lane) takeRawReader(fd int) bool {
 func rawRecv(fd int, buf []byte) (n, flags int, err error) {
 	r, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
 		unix.MSG_TRUNC, 0, 0)
-	if e != 0 {
-		return 0, 0, e
-	}
-	if n = int(r); n > len(buf) {
-		return len(buf), unix.MSG_TRUNC, nil
-	}
-	return n, 0, nil
+	return recvResult(r, e, len(buf))
 }

@@ -90,20 +90,7 @@ func rawReaderGC(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Enabled, cfg.RawRead, cfg.Rate = true, true, 1_000_000_000
 	cfg.Socket = filepath.Join(os.Getenv("LANES_RAWREAD_CHILD"), "rt.sock")
-	l, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		l.Close()
-	}()
+	l := runLane(t, cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	var cs []*rtclient.Client
 	for i := 0; i < clients; i++ {
 		c, err := rtclient.Dial(cfg.Socket)

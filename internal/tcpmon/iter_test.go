@@ -63,14 +63,6 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		return nil
 	})
-	canon := func(fl []Flow) []Flow {
-		out := slices.Clone(fl)
-		slices.SortFunc(out, func(a, b Flow) int { return cmp.Compare(a.Cookie, b.Cookie) })
-		for i := range out {
-			out[i].Time = time.Time{}
-		}
-		return out
-	}
 	sample := func(backend string) []Flow {
 		s, err := New(Config{NetNS: ns.Handle, Backend: backend})
 		if err != nil {
@@ -84,7 +76,7 @@ func TestBackendsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", backend, err)
 		}
-		return canon(fl)
+		return canonFlows(fl)
 	}
 	// The tracked sampler after trackIdleEvery+1 samples: a socket that
 	// has been idle is looked at in one of any trackIdleEvery consecutive
@@ -98,7 +90,7 @@ func TestBackendsAgree(t *testing.T) {
 				t.Fatalf("%s: %v", BackendTrack, err)
 			}
 		}
-		return canon(fl)
+		return canonFlows(fl)
 	}
 	// Compare only while nothing moves: sock_diag before and after the
 	// iterator must agree with each other (the data has been read and
@@ -135,4 +127,15 @@ func TestBackendsAgree(t *testing.T) {
 	if senders != len(conns)/2 {
 		t.Errorf("%d senders with acked bytes, RTT and delivery rate, want %d: the comparison proves little", senders, len(conns)/2)
 	}
+}
+
+// canonFlows is a sample sorted by cookie with the sampling time cleared,
+// so that two samples of the same sockets compare equal.
+func canonFlows(fl []Flow) []Flow {
+	out := slices.Clone(fl)
+	slices.SortFunc(out, func(a, b Flow) int { return cmp.Compare(a.Cookie, b.Cookie) })
+	for i := range out {
+		out[i].Time = time.Time{}
+	}
+	return out
 }

@@ -8,13 +8,11 @@
 package tcpmon
 
 import (
-	"cmp"
 	"maps"
 	"math/rand"
 	"net"
 	"os"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -328,14 +326,6 @@ func TestFirstSampleAgrees(t *testing.T) {
 	for range pairs {
 		lb.pair()
 	}
-	canon := func(fl []Flow) []Flow {
-		out := slices.Clone(fl)
-		slices.SortFunc(out, func(a, b Flow) int { return cmp.Compare(a.Cookie, b.Cookie) })
-		for i := range out {
-			out[i].Time = time.Time{}
-		}
-		return out
-	}
 	sample := func(backend string) []Flow {
 		s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: backend})
 		defer s.Close()
@@ -343,7 +333,7 @@ func TestFirstSampleAgrees(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", backend, err)
 		}
-		return canon(fl)
+		return canonFlows(fl)
 	}
 	for try := 0; ; try++ {
 		before := sample(BackendIter)
