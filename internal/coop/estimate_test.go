@@ -254,3 +254,23 @@ func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
 	}
 	steady(t, "steady", ss[12:], m.c)
 }
+
+// TestEstimateRegrowsGently: a probe that finds a faster medium returns to
+// a startup of regrowGain per interval, which finds the new rate without
+// doubling past it: the RTT stays within a probe's own queue, where
+// doubling queued up to the whole BDP.
+func TestEstimateRegrowsGently(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 100 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	_, t1 := m.run(e, t0, 30*time.Second, 1e6)
+	m.c = 30e6
+	ss, _ := m.run(e, t1, 30*time.Second, 0)
+	if i := firstFull(ss, m.c); i < 0 || i > int((probeEvery+3*time.Second)/(500*time.Millisecond)) {
+		t.Errorf("rise found after %d intervals", i)
+	}
+	for i, s := range ss {
+		if s.inflation > 1.01*probeGain*1.05 {
+			t.Errorf("interval %d after the rise: RTT inflation %.2f", i, s.inflation)
+		}
+	}
+}
