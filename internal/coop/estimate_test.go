@@ -69,6 +69,15 @@ func firstFull(ss []groupSample, c float64) int {
 	return -1
 }
 
+// riseFound checks that a faster medium c is full within a probe period
+// and 3 s of the change.
+func riseFound(t *testing.T, ss []groupSample, c float64) {
+	t.Helper()
+	if i := firstFull(ss, c); i < 0 || i > int((probeEvery+3*time.Second)/(500*time.Millisecond)) {
+		t.Errorf("rise found after %d intervals", i)
+	}
+}
+
 // steady checks the samples outside probes: goodput >= 95 % of c at
 // inflation <= 1.1.
 func steady(t *testing.T, what string, ss []groupSample, c float64) {
@@ -107,9 +116,7 @@ func TestEstimateFollowsRateChanges(t *testing.T) {
 
 	m.c = 20e6 // faster: the next probe finds it
 	ss, _ = m.run(e, t2, 30*time.Second, 0)
-	if i := firstFull(ss, m.c); i < 0 || i > int((probeEvery+3*time.Second)/(500*time.Millisecond)) {
-		t.Errorf("rise found after %d intervals", i)
-	}
+	riseFound(t, ss, m.c)
 	steady(t, "after the rise", ss[20:], m.c)
 }
 
@@ -265,9 +272,7 @@ func TestEstimateRegrowsGently(t *testing.T) {
 	_, t1 := m.run(e, t0, 30*time.Second, 1e6)
 	m.c = 30e6
 	ss, _ := m.run(e, t1, 30*time.Second, 0)
-	if i := firstFull(ss, m.c); i < 0 || i > int((probeEvery+3*time.Second)/(500*time.Millisecond)) {
-		t.Errorf("rise found after %d intervals", i)
-	}
+	riseFound(t, ss, m.c)
 	for i, s := range ss {
 		if s.inflation > 1.01*probeGain*1.05 {
 			t.Errorf("interval %d after the rise: RTT inflation %.2f", i, s.inflation)
