@@ -254,10 +254,12 @@ func (s *Sampler) prepareTable(inUse int) {
 	// pointers) by appends cost ~190 ms there in copies, page faults
 	// and write barriers.
 	t.flows = slices.Grow(t.flows, inUse)
+	// At once: the next allocations can start a collection, whose mark
+	// workers would read the table before writePages writes it.
+	writePages(t.flows[:inUse])
 	t.upd = slices.Grow(t.upd, inUse)
 	t.slot = slices.Grow(t.slot, inUse)
 	t.pos = make(map[uint64]int, inUse)
-	writePages(t.flows[:inUse])
 	if inUse >= trackCollectAt {
 		// A collection that the table's allocation starts, and that runs
 		// while the table fills, ends only when the fill does (every
@@ -495,8 +497,10 @@ func (s *Sampler) trackedOutput(now time.Time) {
 }
 
 // writePages writes to one flow per memory page of fl, fresh from the
-// system and not yet touched, before the collection in prepareTable
-// reads it (the flows hold pointers): read first, each page was mapped
+// system and not yet touched, before any collection reads it (the flows
+// hold pointers; one that the next allocations in prepareTable started
+// read every page of it, found with mincore, session 12; so did the one
+// prepareTable runs itself): read first, each page was mapped
 // to the kernel's shared zero page, and the fill's first write to it
 // then had to remove that mapping from every CPU running the process,
 // with an interrupt to the other core when the read-ahead goroutine ran
