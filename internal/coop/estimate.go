@@ -6,14 +6,21 @@
 // min_rtt of the group's flows (own and peers' announced): every host sees
 // nearly the same, so every host's estimate, and so its caps, agree.
 //   - startup (from the first goodput): while the RTT stays within
-//     startupExit of the base (drainIntervals above it end startup, at the
-//     best goodput; the queue of the flows' own slow start in the first
-//     settleIntervals, before the first caps, does not), the estimate is
-//     twice what the group delivers (plus the headroom, as in cruise), so
-//     the caps double every interval the group fills them: from a few segments to the medium's rate in a few
-//     seconds (the earlier x1.25 of the best goodput took ~18 s at 15
-//     Mbit/s and 256 ms, and its steady state left a queue of a quarter of
-//     the BDP).
+//     startupExit of the base, the estimate is twice what the group
+//     delivers (plus the headroom, as in cruise), so the caps double every
+//     interval the group fills them: from a few segments to the medium's
+//     rate in a few seconds (the earlier x1.25 of the best goodput took
+//     ~18 s at 15 Mbit/s and 256 ms, and its steady state left a queue of
+//     a quarter of the BDP). The first interval above startupExit ends
+//     startup, at the best goodput: the group's median RTT already lags
+//     (peers announce theirs up to an interval late), and each interval
+//     more doubled the caps into the AP's buffer. The queue of the flows'
+//     own slow start, before the first caps, does not end it: only a queue
+//     after an interval within startupExit does (settled), or one that
+//     stands past maxSettleIntervals (then it is the caps').
+//   - every interval: one that delivers more than the best over a standing
+//     queue adds only the best to the window (recorded): it is the
+//     catch-up of cumulative ACKs after a loss, not a faster medium.
 //   - cruise: the best goodput of the last rateWindow plus the headroom over
 //     the group's base RTT, so the caps' window (rate x min_rtt x
 //     (1 + queue_allowance) - headroom) is the BDP of what the medium
@@ -77,12 +84,17 @@ const (
 	// and doubling from there overshot by up to the whole BDP (a second
 	// 230 KB queue at 16 uploads in the lab). 1.25 per interval still
 	// reaches twice the rate in 3 intervals.
-	regrowGain     = 1.25
-	startupExit    = 1.10 // srtt/min_rtt that ends startup
-	drainInflation = 1.15 // srtt/min_rtt that drains ...
-	drainIntervals = 2    // ... when it holds this many intervals
-	probeGain      = 1.2
-	probeEvery     = 5 * time.Second
+	regrowGain  = 1.25
+	startupExit = 1.06 // srtt/min_rtt that ends startup ...
+	// startupExitIntervals: ... in the first interval it is seen: startup
+	// doubles the caps every interval, so each interval it waits for a
+	// second one adds up to a BDP of queue (at 16 uploads the second
+	// interval filled the AP's buffer, 0.5 BDP, and lost ~90 segments).
+	startupExitIntervals = 1
+	drainInflation       = 1.15 // srtt/min_rtt that drains ...
+	drainIntervals       = 2    // ... when it holds this many intervals
+	probeGain            = 1.2
+	probeEvery           = 5 * time.Second
 	// probeBackoffMax: after failed probes in a row, only every 2^n-th
 	// probe period probes, n at most 3 (every 40 s).
 	probeBackoffMax = 3
@@ -102,7 +114,11 @@ const (
 	// first caps (every flow uncapped while the rate is unknown) is not
 	// the caps' and does not end startup.
 	settleIntervals = 3
-	minRateBits     = 64_000 // below: "unknown"
+	// maxSettleIntervals: a queue that stands longer is the caps' own (a
+	// startup that overshot within settleIntervals), which startup's exit
+	// must see
+	maxSettleIntervals = 8
+	minRateBits        = 64_000 // below: "unknown"
 )
 
 type estPhase int
@@ -130,6 +146,12 @@ type rateEstimator struct {
 	est      float64 // bit/s; 0 = unknown
 	capped   int     // intervals with an estimate (so with caps)
 	inflated int     // consecutive intervals above drainInflation
+	// settled: an interval after settleIntervals had the RTT within
+	// startupExit, so the queue of the flows' own slow start is gone and
+	// startup's exit may count (that queue took 3-4 intervals to drain at
+	// 16 uploads; read as the caps' own, it ended startup at a third of
+	// the medium)
+	settled  bool
 	probeEst float64 // the estimate inside a probe (cruise)
 	probing  bool    // the last update was inside a probe
 	preProbe float64 // best before the current probe
@@ -163,18 +185,21 @@ func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 
 // update feeds one interval.
 func (e *rateEstimator) update(now time.Time, s groupSample) {
-	e.window = append(e.window, rateSample{now, s.goodput})
+	e.window = append(e.window, rateSample{now, e.recorded(s)})
 	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
 		e.window = e.window[1:]
 	}
-	limit := drainInflation
+	limit, need := drainInflation, drainIntervals
 	if e.phase == phaseStartup {
-		limit = startupExit
+		limit, need = startupExit, startupExitIntervals
 	}
 	if e.est > 0 {
 		e.capped++
 	}
-	if s.inflation > limit && e.capped > settleIntervals {
+	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
+		e.settled = true
+	}
+	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
 		e.inflated++
 	} else {
 		e.inflated = 0
@@ -185,7 +210,7 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 		if s.goodput >= minRateBits {
 			e.est = startupGain * e.cruiseRate(s.goodput, s)
 		}
-	case e.inflated >= drainIntervals && e.phase == phaseStartup:
+	case e.inflated >= need && e.phase == phaseStartup:
 		e.phase, e.inflated = phaseCruise, 0
 		e.est = e.cruiseRate(e.best(), s)
 	case e.inflated >= drainIntervals:
@@ -196,6 +221,23 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 		e.cruise(now, s)
 	}
 	e.est = math.Min(e.est, e.limit)
+}
+
+// recorded is the goodput an interval adds to the window. Over a standing
+// queue (the RTT above drainInflation) the medium was full: a goodput above
+// the best there is no faster medium but the catch-up of cumulative ACKs
+// after a loss, when a retransmission fills the hole and a whole window is
+// acknowledged at once (measured: 24.5 Mbit/s on the lab's 20 Mbit/s AP at
+// 1.3x the base RTT, 16 uploads). Let into the best, it set the caps 25 %
+// above the medium for rateWindow, until the queue it built was drained.
+// A faster medium shows once its queue is gone.
+func (e *rateEstimator) recorded(s groupSample) float64 {
+	if s.inflation > drainInflation && e.capped > settleIntervals {
+		if b := e.best(); b > 0 {
+			return math.Min(s.goodput, b)
+		}
+	}
+	return s.goodput
 }
 
 func (e *rateEstimator) startup(s groupSample) {

@@ -279,3 +279,72 @@ func TestEstimateRegrowsGently(t *testing.T) {
 		}
 	}
 }
+
+// feed steps the estimator through samples of the given goodputs and RTT
+// inflations (base RTT 256 ms), one interval each, from t; it returns the
+// time after the last.
+func feed(e *rateEstimator, t time.Time, goodputs, inflations []float64) time.Time {
+	for i := range goodputs {
+		e.update(t, groupSample{goodput: goodputs[i], inflation: inflations[i], minRTT: 256 * time.Millisecond})
+		t = t.Add(500 * time.Millisecond)
+	}
+	return t
+}
+
+// TestEstimateIgnoresCatchUp: an interval over a standing queue that
+// delivers more than the best is the catch-up of cumulative ACKs after a
+// loss, not a faster medium: the estimate does not follow it.
+func TestEstimateIgnoresCatchUp(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+	t1 = t1.Add(2 * time.Second) // out of the probe period
+	before, _ := e.rate(t1)
+	t1 = feed(e, t1, []float64{1.3 * m.c, m.c}, []float64{1.3, 1.05})
+	if after, _ := e.rate(t1); float64(after) > 1.01*float64(before) {
+		t.Errorf("estimate %d -> %d bit/s after a catch-up interval", before, after)
+	}
+}
+
+// TestEstimateStartupExitsAtFirstQueue: startup ends in the first interval
+// whose RTT shows a queue, at the best goodput, rather than doubling the
+// caps once more.
+func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
+	e := newTestEstimator()
+	t1 := feed(e, t0, []float64{1e6, 2e6, 4e6, 8e6, 16e6}, []float64{1, 1, 1, 1, 1})
+	if e.phase != phaseStartup {
+		t.Fatal("startup ended without a queue")
+	}
+	feed(e, t1, []float64{18e6}, []float64{1.08})
+	if e.phase != phaseCruise {
+		t.Fatalf("still in startup after an interval at 1.08x the base RTT")
+	}
+	if r, _ := e.rate(t1.Add(2 * time.Second)); float64(r) > 18e6*1.05 {
+		t.Errorf("estimate %d bit/s after the exit, best goodput 18 Mbit/s", r)
+	}
+}
+
+// TestEstimateStartupWaitsOutSlowStart: the queue of the flows' own slow
+// start, before the first caps, ends startup only if it stands past
+// maxSettleIntervals; once it has drained, the next queue ends it.
+func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
+	e := newTestEstimator()
+	t1 := feed(e, t0, []float64{1e6, 5e6, 6e6, 4e6, 3e6, 3e6, 6e6}, []float64{1, 1.2, 1.4, 1.12, 1.08, 1.02, 1.02})
+	if e.phase != phaseStartup {
+		t.Fatal("the slow start's own queue ended startup")
+	}
+	feed(e, t1, []float64{12e6}, []float64{1.08})
+	if e.phase != phaseCruise {
+		t.Error("a queue after the slow start's drained did not end startup")
+	}
+
+	stuck := newTestEstimator()
+	g, infl := []float64{1e6}, []float64{1}
+	for range maxSettleIntervals + 1 {
+		g, infl = append(g, 5e6), append(infl, 1.3)
+	}
+	feed(stuck, t0, g, infl)
+	if stuck.phase != phaseCruise {
+		t.Errorf("a queue standing for %d intervals did not end startup", maxSettleIntervals+1)
+	}
+}
