@@ -84,17 +84,23 @@ const (
 	// and doubling from there overshot by up to the whole BDP (a second
 	// 230 KB queue at 16 uploads in the lab). 1.25 per interval still
 	// reaches twice the rate in 3 intervals.
-	regrowGain  = 1.25
-	startupExit = 1.06 // srtt/min_rtt that ends startup ...
-	// startupExitIntervals: ... in the first interval it is seen: startup
-	// doubles the caps every interval, so each interval it waits for a
-	// second one adds up to a BDP of queue (at 16 uploads the second
-	// interval filled the AP's buffer, 0.5 BDP, and lost ~90 segments).
-	startupExitIntervals = 1
-	drainInflation       = 1.15 // srtt/min_rtt that drains ...
-	drainIntervals       = 2    // ... when it holds this many intervals
-	probeGain            = 1.2
-	probeEvery           = 5 * time.Second
+	regrowGain = 1.25
+	// startupExit: srtt/min_rtt that ends startup in the first interval it
+	// is seen (startup doubles the caps every interval, so each interval
+	// it waited for a second one added up to a BDP of queue: at 16 uploads
+	// the second filled the AP's 0.5-BDP buffer and lost ~90 segments) ...
+	startupExit = 1.10
+	// startupRise: ... or this much above the lowest srtt/min_rtt startup
+	// has seen since it settled, if lower: with the caps far below the BDP
+	// the RTT reads 1.01-1.03x base at 16 uploads, and a queue shows as a
+	// rise to 1.07 an interval before 1.10; with a few segments per flow,
+	// delayed ACKs alone read 1.05 (8 uploads at cwnd 5), so a fixed
+	// threshold that low ended startup at a tenth of the medium.
+	startupRise    = 0.05
+	drainInflation = 1.15 // srtt/min_rtt that drains ...
+	drainIntervals = 2    // ... when it holds this many intervals
+	probeGain      = 1.2
+	probeEvery     = 5 * time.Second
 	// probeBackoffMax: after failed probes in a row, only every 2^n-th
 	// probe period probes, n at most 3 (every 40 s).
 	probeBackoffMax = 3
@@ -152,6 +158,7 @@ type rateEstimator struct {
 	// 16 uploads; read as the caps' own, it ended startup at a third of
 	// the medium)
 	settled  bool
+	floor    float64 // lowest srtt/min_rtt of startup since it settled (0: none)
 	probeEst float64 // the estimate inside a probe (cruise)
 	probing  bool    // the last update was inside a probe
 	preProbe float64 // best before the current probe
@@ -191,7 +198,7 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	}
 	limit, need := drainInflation, drainIntervals
 	if e.phase == phaseStartup {
-		limit, need = startupExit, startupExitIntervals
+		limit, need = e.startupLimit(), 1
 	}
 	if e.est > 0 {
 		e.capped++
@@ -220,7 +227,23 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	default:
 		e.cruise(now, s)
 	}
+	if e.phase == phaseStartup && e.settled && s.inflation > 0 {
+		e.floor = math.Min(s.inflation, e.startupFloor())
+	}
 	e.est = math.Min(e.est, e.limit)
+}
+
+// startupLimit is the srtt/min_rtt that ends startup: startupExit, or
+// startupRise above startup's floor if that is lower.
+func (e *rateEstimator) startupLimit() float64 {
+	return math.Min(startupExit, e.startupFloor()+startupRise)
+}
+
+func (e *rateEstimator) startupFloor() float64 {
+	if e.floor == 0 {
+		return math.Inf(1)
+	}
+	return e.floor
 }
 
 // recorded is the goodput an interval adds to the window. Over a standing
@@ -241,7 +264,7 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 }
 
 func (e *rateEstimator) startup(s groupSample) {
-	if s.inflation <= startupExit {
+	if s.inflation <= e.startupLimit() {
 		e.est = math.Max(e.est, e.startupGain()*e.cruiseRate(s.goodput, s))
 	}
 }
@@ -269,7 +292,7 @@ func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	best := e.best()
 	if e.probing && s.goodput > regrowth*e.preProbe && s.inflation <= startupExit {
 		e.phase, e.probing, e.failed = phaseStartup, false, 0
-		e.trim, e.high, e.low, e.gain = 1, 0, 0, regrowGain
+		e.trim, e.high, e.low, e.gain, e.floor = 1, 0, 0, regrowGain, 0
 		e.est = e.gain * e.cruiseRate(s.goodput, s)
 		return
 	}

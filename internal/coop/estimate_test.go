@@ -307,11 +307,12 @@ func TestEstimateIgnoresCatchUp(t *testing.T) {
 }
 
 // TestEstimateStartupExitsAtFirstQueue: startup ends in the first interval
-// whose RTT shows a queue, at the best goodput, rather than doubling the
-// caps once more.
+// whose RTT rises startupRise above its floor, at the best goodput, rather
+// than doubling the caps once more; a floor raised by delayed ACKs at small
+// windows (1.05) does not end it before startupExit.
 func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 	e := newTestEstimator()
-	t1 := feed(e, t0, []float64{1e6, 2e6, 4e6, 8e6, 16e6}, []float64{1, 1, 1, 1, 1})
+	t1 := feed(e, t0, []float64{1e6, 2e6, 4e6, 8e6, 16e6}, []float64{1, 1, 1, 1.02, 1.02})
 	if e.phase != phaseStartup {
 		t.Fatal("startup ended without a queue")
 	}
@@ -322,6 +323,16 @@ func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 	if r, _ := e.rate(t1.Add(2 * time.Second)); float64(r) > 18e6*1.05 {
 		t.Errorf("estimate %d bit/s after the exit, best goodput 18 Mbit/s", r)
 	}
+
+	small := newTestEstimator()
+	t1 = feed(small, t0, []float64{1e6, 1e6, 1.5e6, 2e6, 2e6, 3e6, 4e6, 6e6}, []float64{1, 1.05, 1.05, 1.05, 1.05, 1.06, 1.08, 1.09})
+	if small.phase != phaseStartup {
+		t.Fatal("startup ended below startupExit with the RTT's floor at 1.05")
+	}
+	feed(small, t1, []float64{8e6}, []float64{1.11})
+	if small.phase != phaseCruise {
+		t.Error("still in startup above startupExit")
+	}
 }
 
 // TestEstimateStartupWaitsOutSlowStart: the queue of the flows' own slow
@@ -329,7 +340,7 @@ func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 // maxSettleIntervals; once it has drained, the next queue ends it.
 func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 	e := newTestEstimator()
-	t1 := feed(e, t0, []float64{1e6, 5e6, 6e6, 4e6, 3e6, 3e6, 6e6}, []float64{1, 1.2, 1.4, 1.12, 1.08, 1.02, 1.02})
+	t1 := feed(e, t0, []float64{1e6, 5e6, 6e6, 4e6, 3e6, 3e6, 3e6, 6e6}, []float64{1, 1.2, 1.4, 1.3, 1.15, 1.12, 1.02, 1.02})
 	if e.phase != phaseStartup {
 		t.Fatal("the slow start's own queue ended startup")
 	}
