@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -187,8 +188,8 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if peak := peakCwnd(t, up, 500*time.Millisecond); peak > 2 {
-		t.Fatalf("after the SIGKILL the upload's cwnd reached %d: the clamp did not stay (the check below would prove nothing)", peak)
+	if peak, prr := peakOutsidePRR(t, up, 500*time.Millisecond); peak > 2 || prr > 3 {
+		t.Fatalf("after the SIGKILL the upload's cwnd reached %d (%d in CWR/Recovery): the clamp did not stay (the check below would prove nothing)", peak, prr)
 	}
 	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill3"})
@@ -199,3 +200,38 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 		t.Errorf("sock_ops counters after the restart: %v, %v (want a clamp change)", s.Sockops, err)
 	}
 }
+
+// peakOutsidePRR is the largest cwnd seen over d outside CWR and Recovery,
+// and inside them. In those states the kernel's proportional rate
+// reduction sets cwnd to the packets in flight + 1 (tcp_cwnd_reduction)
+// without a congestion-control callback, so the clamp of 2 can read 3 for
+// a round trip after a loss (seen once in CI: 3 within 500 ms of the
+// kill); a clamp that did not stay lets LEDBAT++ restore its window from
+// before the yield at the next ACK, far above that.
+func peakOutsidePRR(t *testing.T, c *net.TCPConn, d time.Duration) (open, prr uint32) {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); time.Since(start) < d; time.Sleep(time.Millisecond) {
+		var ti *unix.TCPInfo
+		var ierr error
+		raw.Control(func(fd uintptr) { ti, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+		if ierr != nil {
+			t.Fatalf("tcp_info: %v", ierr)
+		}
+		if ti.Ca_state == tcpCACWR || ti.Ca_state == tcpCARecovery {
+			prr = max(prr, ti.Snd_cwnd)
+		} else {
+			open = max(open, ti.Snd_cwnd)
+		}
+	}
+	return open, prr
+}
+
+// tcp_ca_state values (include/uapi/linux/tcp.h).
+const (
+	tcpCACWR      = 2
+	tcpCARecovery = 3
+)
