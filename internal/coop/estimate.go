@@ -11,8 +11,10 @@
 //     interval the group fills them: from a few segments to the medium's
 //     rate in a few seconds (the earlier x1.25 of the best goodput took
 //     ~18 s at 15 Mbit/s and 256 ms, and its steady state left a queue of
-//     a quarter of the BDP). The first interval above startupExit ends
-//     startup, at the best goodput: the group's median RTT already lags
+//     a quarter of the BDP). The first interval above startupLimit
+//     (startupRise above the lowest RTT startup has seen, at most
+//     startupExit) ends startup, at the best goodput: the group's median
+//     RTT already lags
 //     (peers announce theirs up to an interval late), and each interval
 //     more doubled the caps into the AP's buffer. The queue of the flows'
 //     own slow start, before the first caps, does not end it: only a queue
@@ -200,17 +202,7 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	if e.phase == phaseStartup {
 		limit, need = e.startupLimit(), 1
 	}
-	if e.est > 0 {
-		e.capped++
-	}
-	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
-		e.settled = true
-	}
-	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
-		e.inflated++
-	} else {
-		e.inflated = 0
-	}
+	e.countInflated(s, limit)
 	switch {
 	case e.est < minRateBits: // unknown until the group delivers something
 		e.est = 0
@@ -231,6 +223,23 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 		e.floor = math.Min(s.inflation, e.startupFloor())
 	}
 	e.est = math.Min(e.est, e.limit)
+}
+
+// countInflated counts the consecutive intervals above limit, once the
+// caps have had settleIntervals and, in startup, the slow start's own queue
+// has settled.
+func (e *rateEstimator) countInflated(s groupSample, limit float64) {
+	if e.est > 0 {
+		e.capped++
+	}
+	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
+		e.settled = true
+	}
+	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
+		e.inflated++
+	} else {
+		e.inflated = 0
+	}
 }
 
 // startupLimit is the srtt/min_rtt that ends startup: startupExit, or
