@@ -107,6 +107,11 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 	if len(wantLanes) > 0 && lanes.client == nil {
 		return fmt.Errorf("--lane needs the lanes daemon: %w", lanes.err)
 	}
+	if lanes.client == nil && !m.prom {
+		// Lanes are the daemon's to say; say that they are missing, not
+		// only "unset" in every row.
+		fmt.Fprintf(e.stderr, "lanes monitor: note: no daemon at %s (%v): every flow's lane shows as unset (--socket names another daemon's)\n", m.socket, lanes.err)
+	}
 	s, err := tcpmon.New(cfg)
 	if err != nil {
 		return err

@@ -335,7 +335,9 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 }
 
 // monitor records the phone's TCP flows into cfg.MonitorDir/name.csv for
-// the life of the bed (nothing without a MonitorDir).
+// the life of the bed (nothing without a MonitorDir). The lane column
+// comes from the phone's daemon, whose API socket is the bed's own (not
+// the default path, where no daemon or another namespace's answers).
 func (rb *remoteBed) monitor(name string) error {
 	if rb.cfg.MonitorDir == "" {
 		return nil
@@ -343,8 +345,12 @@ func (rb *remoteBed) monitor(name string) error {
 	if err := os.MkdirAll(rb.cfg.MonitorDir, 0o755); err != nil {
 		return err
 	}
-	_, err := rb.phone.StartCommand(rb.cfg.Lanes, "monitor", "--csv", "--interval", "50ms",
-		"--output", filepath.Join(rb.cfg.MonitorDir, name+".csv"), "--dst", "10.0.0.0/8")
+	args := []string{"monitor", "--csv", "--interval", "50ms",
+		"--output", filepath.Join(rb.cfg.MonitorDir, name+".csv"), "--dst", "10.0.0.0/8"}
+	if rb.sock != "" {
+		args = append(args, "--socket", rb.sock)
+	}
+	_, err := rb.phone.StartCommand(rb.cfg.Lanes, args...)
 	return err
 }
 
