@@ -180,12 +180,15 @@ func parseHosts(s string) ([]int, error) {
 
 // coopRun is one run of the coop experiment.
 type coopRun struct {
-	N      int         `json:"n"`
-	Mode   string      `json:"mode"`
-	Dir    string      `json:"direction"`
-	Stats  coopStats   `json:"stats"`
-	Cap    uint32      `json:"cap_median,omitempty"`
-	Series *coopSeries `json:"series"`
+	N     int       `json:"n"`
+	Mode  string    `json:"mode"`
+	Dir   string    `json:"direction"`
+	Stats coopStats `json:"stats"`
+	Cap   uint32    `json:"cap_median,omitempty"`
+	// CapChangesPerMin: cap changes per host (one flow each) per minute
+	// over the run's second half after the warm-up (lanes)
+	CapChangesPerMin float64     `json:"cap_changes_per_min,omitempty"`
+	Series           *coopSeries `json:"series"`
 }
 
 // runCoopOnce runs n endless uploads for dur and returns the series.
@@ -262,6 +265,36 @@ func medianCap(s *coopSeries, from float64) uint32 {
 	return uint32(v[len(v)/2])
 }
 
+// capChangesPerMinute is the hosts' mean count of cap changes per minute
+// after from (seconds): the steady state's, when from is past the start.
+// A host's counter that fell (its flow replaced) counts from there.
+func capChangesPerMinute(s *coopSeries, hosts int, from float64) float64 {
+	first, last := -1, -1
+	for k := range s.Samples {
+		if s.T[k] > from {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	if first < 0 || last <= first || hosts == 0 {
+		return 0
+	}
+	total := 0.0
+	for i := range hosts {
+		for k := first + 1; k <= last; k++ {
+			a, b := s.Samples[k-1][i].CapChanges, s.Samples[k][i].CapChanges
+			if b >= a {
+				total += float64(b - a)
+			} else {
+				total += float64(b)
+			}
+		}
+	}
+	return total / float64(hosts) / ((s.T[last] - s.T[first]) / 60)
+}
+
 func mbit(v float64) string { return fmt.Sprintf("%.2f", v) }
 
 func minMax(v []float64) string {
@@ -314,7 +347,7 @@ func init() {
 				r.Params["direction"] = *direction
 				var runs []coopRun
 				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap"}}
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 				apRate, err := config.ParseRate(c.rate)
@@ -343,15 +376,16 @@ func init() {
 							}
 							st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
 							run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}
-							capS := "-"
+							capS, chgS := "-", "-"
 							if mode == "lanes" {
 								run.Cap = medianCap(s, warm.Seconds())
-								capS = strconv.Itoa(int(run.Cap))
+								run.CapChangesPerMin = capChangesPerMinute(s, n, (warm.Seconds()+dur.Seconds())/2)
+								capS, chgS = strconv.Itoa(int(run.Cap)), fmt.Sprintf("%.1f", run.CapChangesPerMin)
 							}
 							runs = append(runs, run)
 							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
 								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS})
+								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS, chgS})
 							if mode == "tcp" {
 								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
 							} else {
@@ -380,7 +414,7 @@ func init() {
 					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
-					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status",
+					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters",
 					mediumNote(c.medium),
 				}
 				r.Data = runs

@@ -231,3 +231,26 @@ func TestCoopPolicyYAML(t *testing.T) {
 		t.Errorf("coop section read back as\n%+v\nwant\n%+v", p.Coop, c)
 	}
 }
+
+// TestCapChangesPerMinute: the hosts' mean of their counters' increase
+// after the cut, per minute of the samples there; a counter that restarts
+// (a new flow) counts from its new value.
+func TestCapChangesPerMinute(t *testing.T) {
+	s := &coopSeries{}
+	for k := range 7 { // t = 0, 10, ..., 60 s
+		s.T = append(s.T, float64(10*k))
+		a := uint64(5 + k) // one change per 10 s: 6 a minute
+		b := uint64(20)
+		if k >= 4 {
+			b = uint64(k - 3) // a new flow at 40 s: 1, 2, 3
+		}
+		s.Samples = append(s.Samples, []hostSample{{CapChanges: a}, {CapChanges: b}})
+	}
+	// after 25 s: samples 30..60 s; host 0: 3 changes, host 1: 1+1+1
+	if got, want := capChangesPerMinute(s, 2, 25), 6.0; got != want {
+		t.Errorf("cap changes per minute %.2f, want %.2f", got, want)
+	}
+	if got := capChangesPerMinute(s, 2, 60); got != 0 {
+		t.Errorf("no samples after the cut: %.2f, want 0", got)
+	}
+}

@@ -616,6 +616,9 @@ type hostSample struct {
 	N       int     `json:"n,omitempty"`
 	Cap     uint32  `json:"cap,omitempty"`
 	Capping bool    `json:"capping,omitempty"`
+	// CapChanges: its active flows' cap changes since each was first seen
+	// (the daemon's counters: cwnd caps up, downlink caps down)
+	CapChanges uint64 `json:"cap_changes,omitempty"`
 }
 
 // coopSeries is the per-interval record of a run.
@@ -747,6 +750,7 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 					row[i].N, row[i].Capping = st.Down.N, st.Down.Capping
 				}
 				row[i].Cap = flowsCap(st, cb.cfg.Down)
+				row[i].CapChanges = flowsCapChanges(st, cb.cfg.Down)
 			}
 		}
 		s.T = append(s.T, el.Seconds())
@@ -822,6 +826,21 @@ func flowsCap(st *coop.Status, down bool) uint32 {
 		}
 	}
 	return c
+}
+
+// flowsCapChanges adds up the cap changes of a host's active flows (as
+// flowsCap chooses them).
+func flowsCapChanges(st *coop.Status, down bool) uint64 {
+	var n uint64
+	for _, f := range st.Flows {
+		switch {
+		case !down && f.Active:
+			n += f.CapChanges
+		case down && f.DownActive:
+			n += f.DownCapChanges
+		}
+	}
+	return n
 }
 
 func isServerFlow(dst string, server netip.Addr) bool {
