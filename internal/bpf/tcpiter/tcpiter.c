@@ -51,6 +51,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define AF_INET6 10
 #define IPPROTO_TCP 6
 #define TCP_SYN_RECV 3
+#define TCP_TIME_WAIT 6
 #define TCP_NEW_SYN_RECV 12
 
 struct in6_addr {
@@ -458,18 +459,40 @@ static __always_inline __u64 sock_ino(struct socket *so)
 	return ino;
 }
 
+/* touch_lines loads one field of each cache line of the socket that
+ * fill_sock reads (lines of the 6.8+ layout; on another layout they are
+ * still spread over it), all at once, so that their misses are in flight
+ * together: fill_sock's own loads, a few instructions each through the
+ * JIT's checks, span more than the CPU's window. */
+static __always_inline void touch_lines(struct tcp_sock *tp)
+{
+	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
+	__u64 x;
+
+	x = sk->sk_drops.counter ^ sk->sk_rcvbuf ^ sk->sk_wmem_queued ^ sk->sk_pacing_rate ^
+	    sk->sk_sndbuf ^ (__u64)tp->inet_conn.icsk_rto ^ tp->inet_conn.icsk_retransmits ^
+	    tp->snd_wnd ^ tp->snd_ssthresh ^ tp->bytes_sent ^ tp->rcv_nxt ^ tp->bytes_received ^
+	    tp->bytes_acked ^ tp->bytes_retrans;
+	asm volatile("" : : "r"(x));
+}
+
 /* fill_sock fills r from a full socket; false if the filters reject it.
- * Its loads are plain ones through the trusted socket pointer (the
- * verifier checks them against the kernel's BTF), so their cache misses
- * overlap; the inode, off struct socket, is the only helper read left
- * before 6.2 (sock_ino). */
-static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, __u32 uid)
+ * skc is the same socket as a pointer the helpers take (tp may be a
+ * bpf_rdonly_cast one, good for loads only). Its loads are plain ones
+ * (the verifier checks them against the kernel's BTF), written in the
+ * order of the fields in the kernel's struct tcp_sock (6.8+ layout) with
+ * the socket's inode first (two dependent misses: sk_socket, then the
+ * inode): the first walk's socket is cold, ~17 cache lines of it are
+ * read, and the CPU overlaps their misses only as far as its window
+ * reaches ahead of the oldest one (perf, session 13: in field order the
+ * walk stalled on sk_socket, the inode, total_retrans and srtt_us in turn). */
+static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, void *skc, __u32 uid)
 {
 	struct sock *sk = &tp->inet_conn.icsk_inet.sk;
 	const struct tcp_congestion_ops *ops;
 	int lane_match;
 
-	r->cookie = bpf_get_socket_cookie(sk);
+	r->cookie = bpf_get_socket_cookie(skc);
 	lane_match = lane_ok(r); /* sets r->lane, which remember keeps */
 	r->state = sk->__sk_common.skc_state;
 	if (r->state >= 32 || !(CFG.states & (1u << r->state)))
@@ -477,8 +500,13 @@ static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, __u
 	if (!lane_match || !fill_common(r, &sk->__sk_common))
 		return 0;
 	r->uid = uid;
-	if (sk->sk_socket)
-		r->ino = sock_ino(sk->sk_socket);
+	r->ino = sock_ino(sk->sk_socket);
+	touch_lines(tp);
+	r->drops = sk->sk_drops.counter;
+	r->rcvbuf = sk->sk_rcvbuf;
+	r->wmem_queued = sk->sk_wmem_queued;
+	r->pacing_rate = sk->sk_pacing_rate;
+	r->sndbuf = sk->sk_sndbuf;
 	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup)) {
 		struct cgroup *cg = sk->sk_cgrp_data.cgroup;
 		if (cg)
@@ -486,48 +514,43 @@ static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, __u
 	}
 	if (CFG.cgroup_id && r->cgroup_id != CFG.cgroup_id)
 		return 0;
+	r->rto_jiffies = tp->inet_conn.icsk_rto;
 	ops = tp->inet_conn.icsk_ca_ops;
-	if (ops) { /* the name's 16 bytes, NUL-padded (the reader stops at the first NUL) */
-		*(__u64 *)&r->cong[0] = *(const __u64 *)&ops->name[0];
-		*(__u64 *)&r->cong[8] = *(const __u64 *)&ops->name[8];
-	}
 	r->ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
 	r->retransmits = tp->inet_conn.icsk_retransmits;
-	r->rto_jiffies = tp->inet_conn.icsk_rto;
-	r->snd_cwnd = tp->snd_cwnd;
-	r->snd_ssthresh = tp->snd_ssthresh;
-	r->mss_cache = tp->mss_cache;
-	r->srtt_us = tp->srtt_us;
-	r->mdev_us = tp->mdev_us;
-	r->min_rtt = tp->rtt_min.s[0].v;
-	r->total_retrans = tp->total_retrans;
-	r->lost_out = tp->lost_out;
-	r->packets_out = tp->packets_out;
-	r->sacked_out = tp->sacked_out;
-	r->bytes_sent = tp->bytes_sent;
-	r->bytes_acked = tp->bytes_acked;
-	r->bytes_received = tp->bytes_received;
-	r->bytes_retrans = tp->bytes_retrans;
-	r->rate_delivered = tp->rate_delivered;
-	r->rate_interval_us = tp->rate_interval_us;
-	r->app_limited = BPF_CORE_READ_BITFIELD(tp, rate_app_limited);
-	r->pacing_rate = sk->sk_pacing_rate;
-	r->write_seq = tp->write_seq;
-	r->snd_nxt = tp->snd_nxt;
-	r->snd_una = tp->snd_una;
-	r->rcv_nxt = tp->rcv_nxt;
-	r->copied_seq = tp->copied_seq;
 	r->snd_wnd = tp->snd_wnd;
-	r->wmem_queued = sk->sk_wmem_queued;
-	r->sndbuf = sk->sk_sndbuf;
-	r->rcvbuf = sk->sk_rcvbuf;
-	r->drops = sk->sk_drops.counter;
-	r->rcv_rtt_us = tp->rcv_rtt_est.rtt_us;
+	r->mss_cache = tp->mss_cache;
+	r->snd_cwnd = tp->snd_cwnd;
+	r->lost_out = tp->lost_out;
+	r->sacked_out = tp->sacked_out;
+	r->copied_seq = tp->copied_seq;
+	r->snd_ssthresh = tp->snd_ssthresh;
+	r->min_rtt = tp->rtt_min.s[0].v;
+	r->bytes_sent = tp->bytes_sent;
 	r->chrono_start = tp->chrono_start;
 	r->chrono_stat[0] = tp->chrono_stat[0];
 	r->chrono_stat[1] = tp->chrono_stat[1];
 	r->chrono_stat[2] = tp->chrono_stat[2];
+	r->write_seq = tp->write_seq;
+	r->mdev_us = tp->mdev_us;
+	r->rcv_nxt = tp->rcv_nxt;
+	r->snd_nxt = tp->snd_nxt;
+	r->snd_una = tp->snd_una;
+	r->srtt_us = tp->srtt_us;
+	r->packets_out = tp->packets_out;
+	r->bytes_received = tp->bytes_received;
+	r->rate_delivered = tp->rate_delivered;
+	r->rate_interval_us = tp->rate_interval_us;
+	r->bytes_acked = tp->bytes_acked;
+	r->rcv_rtt_us = tp->rcv_rtt_est.rtt_us;
+	r->bytes_retrans = tp->bytes_retrans;
+	r->total_retrans = tp->total_retrans;
+	r->app_limited = BPF_CORE_READ_BITFIELD(tp, rate_app_limited);
 	r->chrono_type = BPF_CORE_READ_BITFIELD(tp, chrono_type);
+	if (ops) { /* the name's 16 bytes, NUL-padded (the reader stops at the first NUL) */
+		*(__u64 *)&r->cong[0] = *(const __u64 *)&ops->name[0];
+		*(__u64 *)&r->cong[8] = *(const __u64 *)&ops->name[8];
+	}
 	return 1;
 }
 
@@ -561,6 +584,24 @@ static __always_inline void remember(struct track *t, const struct tcp_rec *r, s
 	t->write_seq = tp->write_seq;
 }
 
+/* walk_tcp_sock: the iterator's socket as a tcp_sock, NULL for time-wait
+ * and request sockets. Every socket of iter/tcp is a TCP one, so where the
+ * kernel has bpf_rdonly_cast (6.2) and storage is not wanted (track, which
+ * needs a pointer the sk_storage helpers take) it is a cast after a look
+ * at the state (what sk_fullsock looks at); bpf_skc_to_tcp_sock, a helper
+ * call, also reads the socket's protocol and type. */
+static __always_inline struct tcp_sock *walk_tcp_sock(struct sock_common *skc, int track)
+{
+	__u8 state;
+
+	if (track || !bpf_rdonly_cast)
+		return bpf_skc_to_tcp_sock(skc);
+	state = skc->skc_state;
+	if (state == TCP_TIME_WAIT || state == TCP_NEW_SYN_RECV)
+		return 0;
+	return bpf_rdonly_cast(skc, bpf_core_type_id_kernel(struct tcp_sock));
+}
+
 /* dump_sock is the iter/tcp program's body; with track it also records the
  * socket in the tracked map (see the file comment). */
 static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
@@ -572,7 +613,7 @@ static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
 
 	if (!skc)
 		return 0;
-	tp = bpf_skc_to_tcp_sock(skc); /* NULL for time-wait and request sockets */
+	tp = walk_tcp_sock(skc, track);
 	if (!tp)
 		return dump_req(ctx, skc, &r);
 	if (track) {
@@ -580,7 +621,7 @@ static __always_inline int dump_sock(struct bpf_iter__tcp *ctx, int track)
 		if (!t)
 			t = bpf_sk_storage_get(&tracked, tp, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	}
-	if (!fill_sock(&r, tp, ctx->uid)) {
+	if (!fill_sock(&r, tp, skc, ctx->uid)) {
 		if (t)
 			remember(t, &r, tp, SKIPPED);
 		return 0;
@@ -689,7 +730,7 @@ static __always_inline int delta_sock(struct bpf_iter__bpf_sk_storage_map *ctx, 
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
-	if (!fill_sock(&r, tp, sk->sk_uid.val)) {
+	if (!fill_sock(&r, tp, sk, sk->sk_uid.val)) {
 		__u32 was = t->reported;
 
 		remember(t, &r, tp, SKIPPED);

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -126,6 +127,17 @@ func Probe() error {
 // Close detaches and unloads the iterator.
 func (it *Iter) Close() error {
 	return errors.Join(it.link.Close(), it.prog.Close())
+}
+
+// RunTime is the walk program's run time summed over its runs, where the
+// kernel counts it (BPF_ENABLE_STATS on: benchmarks telling the program
+// from the iteration around it).
+func (it *Iter) RunTime() (time.Duration, error) {
+	st, err := it.prog.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return st.Runtime, nil
 }
 
 // Open starts a walk of the TCP sockets of the calling thread's network
