@@ -698,9 +698,14 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 	}
 	defer c.Close()
 	dst := netip.AddrPortFrom(netip.MustParseAddr(p.AddrB.String()), 9000)
-	res, err := c.SendWithin(1, dst, 10*time.Millisecond, []byte("tick"))
+	// A deadline every machine meets: SendWithin counts the socket hop to
+	// the daemon against it, and under a 5.10 guest emulated without KVM
+	// on a loaded host that hop alone took more than 10 ms (refused as
+	// OwnDeadline). What is checked is that a feasible deadline is
+	// admitted and delivered; the infeasible one below is refused.
+	res, err := c.SendWithin(1, dst, time.Second, []byte("tick"))
 	if err != nil || !res.Admitted {
-		t.Fatalf("datagram with a 10 ms deadline: %+v %v", res, err)
+		t.Fatalf("datagram with a 1 s deadline: %+v %v", res, err)
 	}
 	rx.SetReadDeadline(time.Now().Add(2 * time.Second))
 	buf := make([]byte, 100)
