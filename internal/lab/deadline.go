@@ -93,6 +93,7 @@ func init() {
 			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-nodirect, lanes-poll, lanes-proc, lanes-poll-proc, lanes-raw, lanes-raw-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
+			clientCPU := fs.Int("client-cpu", -1, "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (-1: not pinned, the scheduler places it)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -122,7 +123,10 @@ func init() {
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
 					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead,
-					pathOnly: *pathOnly, cpuLoad: *cpuLoad}
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: *clientCPU}
+				if *clientCPU < -1 || *clientCPU >= runtime.NumCPU() {
+					return nil, fmt.Errorf("--client-cpu %d: want -1 or a CPU in 0..%d", *clientCPU, runtime.NumCPU()-1)
+				}
 				if *paths != "" {
 					for _, c := range strings.Split(*paths, ",") {
 						if !slices.Contains(dlPathConfigs, c) {
@@ -165,6 +169,9 @@ type dlParams struct {
 	paths    []string
 	pathOnly bool
 	cpuLoad  int
+	// clientCPU: the -proc paths' client process pinned to this CPU (-1:
+	// not pinned).
+	clientCPU int
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
@@ -868,7 +875,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var recs []dlRecord
 	if strings.HasSuffix(name, "-proc") {
 		// The client in its own process; one flow (the daemon path's).
-		recs, err = b.runProcClient(ctx, sock, dst, flows[0], dur, p.prio)
+		recs, err = b.runProcClient(ctx, sock, dst, flows[0], dur, p.prio, p.clientCPU)
 	} else {
 		recs, err = runFlows(ctx, flows, dur, p.prio, mk)
 	}
@@ -1047,7 +1054,7 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 	defer b.t.Close()
 	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
 		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(),
-		"bulk": p.bulk, "bulk_kind": p.bulkKind, "bulk_tcp_cc": dlBulkCC, "rt_priority": p.prio}}
+		"bulk": p.bulk, "bulk_kind": p.bulkKind, "bulk_tcp_cc": dlBulkCC, "rt_priority": p.prio, "client_cpu": p.clientCPU}}
 	res.Notes = append(res.Notes,
 		"the lane runs inside the lab process; Go's GC is held off during each measured run (the lab's bookkeeping allocates, the lane does not per datagram)",
 		"one machine, one CLOCK_MONOTONIC: no drift correction; lanes stages (2)/(3) are the daemon's admission and release, default ones the socket's TX_SCHED/TX_SOFTWARE timestamps",

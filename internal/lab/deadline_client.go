@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-net/lanes/internal/rtclient"
 )
 
@@ -37,8 +39,14 @@ func helperRTClient(args []string) error {
 	size := fs.Int("size", 200, "payload bytes")
 	dur := fs.Duration("for", time.Second, "run time")
 	prio := fs.Int("prio", 0, "SCHED_FIFO priority of the sending thread (0: normal)")
+	cpu := fs.Int("cpu", -1, "pin every thread of this process to this CPU (-1: not pinned)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpu >= 0 {
+		if err := pinProcess(*cpu); err != nil {
+			return err
+		}
 	}
 	to, err := netip.ParseAddrPort(*dst)
 	if err != nil {
@@ -69,12 +77,33 @@ func helperRTClient(args []string) error {
 	return nil
 }
 
+// pinProcess sets the CPU affinity of every thread the process has now;
+// threads created later inherit it from their pinned creators.
+func pinProcess(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
+}
+
 // runProcClient runs flow f through the lane at sock from `lanes lab
-// helper rtclient` and returns its records.
-func (b *dlBed) runProcClient(ctx context.Context, sock string, dst netip.AddrPort, f dlFlow, dur time.Duration, prio int) ([]dlRecord, error) {
+// helper rtclient` (pinned to cpu unless it is -1) and returns its records.
+func (b *dlBed) runProcClient(ctx context.Context, sock string, dst netip.AddrPort, f dlFlow, dur time.Duration, prio, cpu int) ([]dlRecord, error) {
 	proc, err := b.snd.Start("rtclient", "--socket", sock, "--dst", dst.String(), "--flow", strconv.Itoa(int(f.ID)),
 		"--period", f.Period.String(), "--deadline", f.Deadline.String(), "--size", strconv.Itoa(f.Size),
-		"--for", dur.String(), "--prio", strconv.Itoa(prio))
+		"--for", dur.String(), "--prio", strconv.Itoa(prio), "--cpu", strconv.Itoa(cpu))
 	if err != nil {
 		return nil, err
 	}
