@@ -93,7 +93,7 @@ func init() {
 			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-nodirect, lanes-poll, lanes-proc, lanes-poll-proc, lanes-raw, lanes-raw-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
-			clientCPU := fs.Int("client-cpu", -1, "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (-1: not pinned, the scheduler places it)")
+			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -123,9 +123,13 @@ func init() {
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
 					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead,
-					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: *clientCPU}
-				if *clientCPU < -1 || *clientCPU >= runtime.NumCPU() {
-					return nil, fmt.Errorf("--client-cpu %d: want -1 or a CPU in 0..%d", *clientCPU, runtime.NumCPU()-1)
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1}
+				if *clientCPU != "" {
+					cpu, err := strconv.Atoi(*clientCPU)
+					if err != nil || cpu < 0 || cpu >= runtime.NumCPU() {
+						return nil, fmt.Errorf("--client-cpu %q: want a CPU in 0..%d", *clientCPU, runtime.NumCPU()-1)
+					}
+					p.clientCPU = cpu
 				}
 				if *paths != "" {
 					for _, c := range strings.Split(*paths, ",") {
