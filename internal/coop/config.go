@@ -101,6 +101,12 @@ type Config struct {
 	Rules []Rule `yaml:"rules"`
 }
 
+// maxTriggerWindow bounds safety.trigger_window (intervals: 50 s at 0.5 s).
+const maxTriggerWindow = 100
+
+// window is how many of the latest intervals Trigger counts over.
+func (s SafetyConfig) window() int { return max(s.Window, s.Trigger) }
+
 // SafetyConfig tunes the fallback to plain TCP (open problem 4 of §001).
 type SafetyConfig struct {
 	Enabled bool `yaml:"enabled"`
@@ -112,8 +118,14 @@ type SafetyConfig struct {
 	// of the (configured) AP rate while its flows sit at their caps means
 	// foreign traffic holds the medium.
 	GoodputFraction float64 `yaml:"goodput_fraction"`
-	// Intervals the condition must hold before capping stops.
+	// Trigger: intervals of the last Window in which a condition held
+	// before capping stops.
 	Trigger int `yaml:"trigger_intervals"`
+	// Window: the intervals Trigger counts over (at or below Trigger: in a
+	// row, the rule before session 14). A foreign CUBIC flow's
+	// saw-tooth holds the RTT around the line, and a count in a row
+	// restarted at every dip.
+	Window int `yaml:"trigger_window"`
 	// Hold is how long capping stays off before it is tried again (doubles
 	// on each repeated trigger, up to 8x).
 	Hold config.Duration `yaml:"hold"`
@@ -166,6 +178,7 @@ func DefaultConfig() Config {
 			RTTInflation:    1.3,
 			GoodputFraction: 0.7,
 			Trigger:         10,
+			Window:          20,
 			Hold:            config.Duration(30 * time.Second),
 		},
 	}
@@ -242,6 +255,9 @@ func (c Config) Validate() error {
 		}
 		if s.Trigger < 1 {
 			return config.Errorf("safety.trigger_intervals", "must be at least 1")
+		}
+		if s.Window < 0 || s.Window > maxTriggerWindow {
+			return config.Errorf("safety.trigger_window", "must be in 0..%d (at or below trigger_intervals: in a row)", maxTriggerWindow)
 		}
 		if s.Hold.D() < c.Interval.D() {
 			return config.Errorf("safety.hold", "must be at least one interval")

@@ -529,6 +529,7 @@ func TestConfigValidate(t *testing.T) {
 		},
 		"rules[0].segments":       func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg"}} },
 		"safety.goodput_fraction": func(c *Config) { c.Safety.GoodputFraction = 1.5 },
+		"safety.trigger_window":   func(c *Config) { c.Safety.Window = 101 },
 	}
 	for field, mut := range bad {
 		c := DefaultConfig()

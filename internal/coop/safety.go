@@ -3,7 +3,8 @@
 // connections only hands the air to them; then capping stops for a hold time
 // and the status says why.
 //
-// Two signals, each held for Trigger consecutive intervals:
+// Two signals; capping stops when either held in Trigger of the last Window
+// intervals (not necessarily in a row):
 //   - RTT inflation without our own backlog: the group's flows' median
 //     srtt/min_rtt exceeds RTTInflation (and by at least minQueueDelay) while
 //     the group's summed window in flight fits within the shared BDP — our
@@ -20,8 +21,16 @@
 //     share while its group is not is an unfair share, which the caps
 //     handle, not foreign traffic.
 //
-// After Hold, capping is tried again; a repeat trigger doubles the hold (up
-// to 8x); a quiet hold period resets it.
+// Counted over a window, not in a row (since session 14): a foreign CUBIC
+// flow's saw-tooth holds the group's median srtt near the RTT line for
+// seconds (plateaus at 1.29-1.32x in the lab's coop-mixed), and each
+// interval that dipped below it restarted a count in a row, so the
+// fallback took 10-23 s; the window still needs Trigger intervals' worth
+// of inflation (5 s at the defaults), which a stall of a couple of seconds
+// does not give.
+//
+// After Hold, capping is tried again (the count starts afresh); a repeat
+// trigger doubles the hold (up to 8x); a quiet hold period resets it.
 package coop
 
 import (
@@ -48,7 +57,8 @@ type observation struct {
 
 type safety struct {
 	cfg      SafetyConfig
-	bad      int
+	recent   []bool // the latest intervals, oldest first: was it bad
+	bad      int    // how many of recent were
 	offUntil time.Time
 	mult     int
 	reason   string
@@ -74,18 +84,18 @@ func (s *safety) update(now time.Time, o observation) (bool, string) {
 		why = fmt.Sprintf("foreign traffic: goodput %.2f Mbit/s at the cap, < %.0f%% of this host's share %.2f Mbit/s (the group's %.2f of %.2f)",
 			o.goodput/1e6, 100*s.cfg.GoodputFraction, o.promised/1e6, o.group/1e6, o.rate/1e6)
 	}
+	s.remember(why != "")
 	if why == "" {
-		s.bad = 0
 		if !s.lastOff.IsZero() && now.Sub(s.lastOff) > 4*s.hold() {
 			s.mult = 0
 		}
 		return true, ""
 	}
-	s.bad++
 	if s.bad < s.cfg.Trigger {
 		return true, ""
 	}
-	s.bad = 0
+	why = fmt.Sprintf("%s (%d of the last %d intervals)", why, s.bad, len(s.recent))
+	s.recent, s.bad = s.recent[:0], 0
 	if s.mult == 0 {
 		s.mult = 1
 	} else if s.mult < 8 {
@@ -95,6 +105,21 @@ func (s *safety) update(now time.Time, o observation) (bool, string) {
 	s.lastOff = now
 	s.offUntil = now.Add(s.hold())
 	return false, why
+}
+
+// remember records one interval's outcome in the window of the latest
+// max(Window, Trigger) intervals.
+func (s *safety) remember(bad bool) {
+	if len(s.recent) > 0 && len(s.recent) >= s.cfg.window() {
+		if s.recent[0] {
+			s.bad--
+		}
+		s.recent = append(s.recent[:0], s.recent[1:]...)
+	}
+	s.recent = append(s.recent, bad)
+	if bad {
+		s.bad++
+	}
 }
 
 func (s *safety) hold() time.Duration { return time.Duration(max(s.mult, 1)) * s.cfg.Hold.D() }

@@ -50,3 +50,116 @@ func TestSafetyStarvedAtCap(t *testing.T) {
 		})
 	}
 }
+
+// rttObs is an interval of the group's median srtt/min_rtt at infl, over a
+// base of 256 ms, with the group's windows within the shared BDP.
+func rttObs(infl float64) observation {
+	return observation{inflation: infl, queueDelay: time.Duration((infl - 1) * float64(256*time.Millisecond)),
+		inflightLow: true, flows: 4}
+}
+
+// firstFallback feeds the series, one interval each 500 ms, and returns
+// the index of the interval at which capping stopped (-1: never).
+func firstFallback(cfg SafetyConfig, series []float64) (int, string) {
+	s := safety{cfg: cfg}
+	now := time.Unix(1000, 0)
+	for i, v := range series {
+		if ok, why := s.update(now.Add(time.Duration(i)*500*time.Millisecond), rttObs(v)); !ok {
+			return i, why
+		}
+	}
+	return -1, ""
+}
+
+// The lab's coop-mixed (4 lanes hosts capped, 2 plain CUBIC hosts;
+// session 14, main's daemon with its safety off, `lanes lab run coop-mixed
+// --duration 40s`, setting "mixed, no safety"): the lanes hosts' median
+// srtt / 256 ms every 0.5 s from 0.5 s of the run. The plain hosts'
+// saw-tooth holds the RTT around the 1.3x line, with plateaus at
+// 1.29-1.32 and dips below it every few seconds: ten bad intervals in a
+// row came only at 29 s (in the lab's first run of session 13, at
+// 20.8 s); ten of the last twenty come at 11 s.
+func TestSafetyTriggerOverSawTooth(t *testing.T) {
+	series := []float64{
+		1.02, 1.01, 1.36, 1.43, 1.11, 1.13, 1.30, 1.38, 1.48, 1.50, // 0.5-5 s
+		1.21, 1.10, 1.19, 1.26, 1.29, 1.31, 1.31, 1.32, 1.32, 1.29, // 5.5-10 s
+		1.34, 1.35, 1.39, 1.42, 1.51, 1.46, 1.13, 1.26, 1.37, 1.46, // 10.5-15 s
+		1.50, 1.43, 1.09, 1.17, 1.24, 1.27, 1.31, 1.30, 1.31, 1.31, // 15.5-20 s
+		1.31, 1.32, 1.34, 1.37, 1.42, 1.47, 1.49, 1.16, 1.19, 1.31, // 20.5-25 s
+		1.42, 1.48, 1.50, 1.33, 1.37, 1.39, 1.42, 1.44, 1.44, 1.44, // 25.5-30 s
+	}
+	at := func(i int) float64 { return 0.5 * float64(i+1) }
+	cfg := DefaultConfig().Safety
+	i, why := firstFallback(cfg, series)
+	if i < 0 || at(i) > 12 {
+		t.Fatalf("fallback at %.1f s, want within 12 s", at(i))
+	}
+	if !strings.Contains(why, "foreign traffic: RTT inflated") || !strings.Contains(why, "10 of the last 20 intervals") {
+		t.Errorf("reason %q", why)
+	}
+	// the rule before (cfg.Window at or below cfg.Trigger: in a row) waits
+	// out every dip
+	cfg.Window = 0
+	if j, _ := firstFallback(cfg, series); j >= 0 && at(j) < 25 {
+		t.Errorf("in a row: fallback at %.1f s, the saw-tooth's dips should have delayed it past 25 s", at(j))
+	}
+}
+
+// What the window must not read as foreign traffic: short RTT spikes of an
+// all-lanes group (a stall of the medium or of the lab's emulator, the
+// start's own slow-start queue, a probe), each a couple of seconds, with
+// the RTT near the allowance's 1.05x between them. Nine bad intervals in
+// any twenty never trigger; the tenth does.
+func TestSafetyTriggerIgnoresSpikes(t *testing.T) {
+	cfg := DefaultConfig().Safety
+	var series []float64
+	for range 10 { // a 2 s spike every 5.5 s (4 of every 11 intervals)
+		series = append(series, 1.45, 1.5, 1.4, 1.35, 1.06, 1.05, 1.07, 1.05, 1.06, 1.05, 1.04)
+	}
+	if i, why := firstFallback(cfg, series); i >= 0 {
+		t.Fatalf("spikes of 2 s every 5.5 s stopped capping at interval %d: %q", i, why)
+	}
+	// a 4.5 s spike then, 5 s later, a 0.5 s one: ten of twenty
+	series = append([]float64{1.4, 1.4, 1.4, 1.4, 1.4, 1.4, 1.4, 1.4, 1.4}, 1.05, 1.05, 1.05, 1.05, 1.05, 1.05, 1.05, 1.05, 1.05, 1.05, 1.4)
+	if i, _ := firstFallback(cfg, series); i != 19 {
+		t.Errorf("ten bad intervals of twenty: fallback at interval %d, want 19", i)
+	}
+	// and one more good interval between them puts the first spike's
+	// oldest interval out of the window
+	series = append(series[:19:19], 1.05, 1.4)
+	if i, _ := firstFallback(cfg, series); i >= 0 {
+		t.Errorf("nine bad intervals of the last twenty: fallback at interval %d", i)
+	}
+}
+
+// After a fallback and its hold the count starts afresh: the intervals
+// before the fallback do not count again.
+func TestSafetyTriggerCountsAfreshAfterHold(t *testing.T) {
+	cfg := DefaultConfig().Safety
+	cfg.Hold = config.Duration(2 * time.Second)
+	s := safety{cfg: cfg}
+	now := time.Unix(1000, 0)
+	step := func(v float64) bool {
+		ok, _ := s.update(now, rttObs(v))
+		now = now.Add(500 * time.Millisecond)
+		return ok
+	}
+	for i := range 10 {
+		if ok := step(1.4); ok != (i < 9) {
+			t.Fatalf("interval %d: capping %v", i, ok)
+		}
+	}
+	for range 3 { // the hold: 2 s from the fallback
+		if step(1.4) {
+			t.Fatal("capping during the hold")
+		}
+	}
+	for i := range 9 {
+		if !step(1.4) {
+			t.Fatalf("stopped again %d intervals after the hold: the count did not start afresh", i+1)
+		}
+	}
+	if step(1.4) {
+		t.Error("ten bad intervals after the hold did not stop capping")
+	}
+}

@@ -295,6 +295,47 @@ func capChangesPerMinute(s *coopSeries, hosts int, from float64) float64 {
 	return total / float64(hosts) / ((s.T[last] - s.T[first]) / 60)
 }
 
+// cappingStops is, for each of the hosts, the time (s) its daemon first
+// reported capping off after it had reported capping on (the safety
+// fallback; -1: never).
+func cappingStops(s *coopSeries, hosts []int) []float64 {
+	out := make([]float64, len(hosts))
+	for j, h := range hosts {
+		out[j] = -1
+		was := false
+		for k, row := range s.Samples {
+			if h >= len(row) {
+				continue
+			}
+			if was && !row[h].Capping {
+				out[j] = s.T[k]
+				break
+			}
+			was = row[h].Capping
+		}
+	}
+	return out
+}
+
+// stopsText says how many of the hosts' daemons stopped capping during
+// the run and when: "none", or "3/4 at 10.2-11.0 s".
+func stopsText(stops []float64) string {
+	var at []float64
+	for _, t := range stops {
+		if t >= 0 {
+			at = append(at, t)
+		}
+	}
+	if len(at) == 0 {
+		return "none"
+	}
+	sort.Float64s(at)
+	if at[0] == at[len(at)-1] {
+		return fmt.Sprintf("%d/%d at %.1f s", len(at), len(stops), at[0])
+	}
+	return fmt.Sprintf("%d/%d at %.1f-%.1f s", len(at), len(stops), at[0], at[len(at)-1])
+}
+
 func mbit(v float64) string { return fmt.Sprintf("%.2f", v) }
 
 func minMax(v []float64) string {
@@ -347,7 +388,7 @@ func init() {
 				r.Params["direction"] = *direction
 				var runs []coopRun
 				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min"}}
+					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min", "capping stopped"}}
 				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 				apRate, err := config.ParseRate(c.rate)
@@ -376,16 +417,17 @@ func init() {
 							}
 							st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
 							run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}
-							capS, chgS := "-", "-"
+							capS, chgS, stopS := "-", "-", "-"
 							if mode == "lanes" {
 								run.Cap = medianCap(s, warm.Seconds())
 								run.CapChangesPerMin = capChangesPerMinute(s, n, (warm.Seconds()+dur.Seconds())/2)
 								capS, chgS = strconv.Itoa(int(run.Cap)), fmt.Sprintf("%.1f", run.CapChangesPerMin)
+								stopS = stopsText(cappingStops(s, allHosts(n)))
 							}
 							runs = append(runs, run)
 							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
 								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS, chgS})
+								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS, chgS, stopS})
 							if mode == "tcp" {
 								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
 							} else {
@@ -414,7 +456,7 @@ func init() {
 					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
 					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
-					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters",
+					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters; capping stopped = the daemons that reported capping off after capping (the safety fallback), and when (s from the start)",
 					mediumNote(c.medium),
 				}
 				r.Data = runs
@@ -453,6 +495,7 @@ func init() {
 				react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
 					Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
 				data := map[string]any{}
+				var stopNotes []string
 				for _, dir := range dirs {
 					c.down = dir == "down"
 					for _, mode := range modes {
@@ -475,6 +518,7 @@ func init() {
 								fmt.Sprintf("%.3f", activeJain(d.Series, from, to, airBytes)), fmt.Sprintf("%.0f", st.RTTms)})
 						}
 						if mode == "lanes" {
+							stopNotes = append(stopNotes, fmt.Sprintf("%s: daemons that stopped capping during the run (the safety fallback): %s", dir, stopsText(cappingStops(d.Series, allHosts(8)))))
 							for _, e := range d.Events {
 								rs, fs, cs, ca := "never", "-", "-", "-"
 								if e.Slowest >= 0 {
@@ -498,6 +542,7 @@ func init() {
 				r.Tables = []Table{phases, react}
 				r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
 					"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
+				r.Notes = append(r.Notes, stopNotes...)
 				r.Data = data
 				r.Environment = CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)
@@ -514,6 +559,7 @@ func init() {
 			plain := fs.Int("plain", 2, "hosts without lanes")
 			dur := fs.Duration("duration", 60*time.Second, "length of each run")
 			warm := fs.Duration("warmup", 5*time.Second, "left out of the statistics")
+			noSafety := fs.Bool("no-safety", true, "also run the mixed setting with the safety fallback off")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
 					*dur = 30 * time.Second
@@ -524,9 +570,14 @@ func init() {
 				r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: c.params()}
 				r.Params["hosts"], r.Params["plain"], r.Params["duration"] = *hosts, *plain, dur.String()
 				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes (goodput Mbit/s; the same hosts are grouped in every setting)", *hosts, *plain),
-					Columns: []string{"setting", "total", "lanes hosts (mean)", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping", "why not"}}
+					Columns: []string{"setting", "total", "lanes hosts (mean)", "lanes hosts / all tcp", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping stopped", "capping", "why not"}}
 				data := map[string]any{}
-				for _, mode := range []string{"all tcp", "mixed", "mixed, no safety"} {
+				settings := []string{"all tcp", "mixed"}
+				if *noSafety {
+					settings = append(settings, "mixed, no safety")
+				}
+				lanesTCP := 0.0
+				for _, mode := range settings {
 					bc, err := c.bed(*hosts, func(i int) bool { return mode != "all tcp" && i >= *plain })
 					if err != nil {
 						return nil, err
@@ -589,7 +640,17 @@ func init() {
 						}
 						return mbit(s.stats(h, warm.Seconds(), dur.Seconds()+1).TotalMbit / float64(len(h)))
 					}
-					capS, whyS := "-", ""
+					lanesMean := s.stats(lanesH, warm.Seconds(), dur.Seconds()+1).TotalMbit / float64(max(len(lanesH), 1))
+					ratio := "-"
+					if mode == "all tcp" {
+						lanesTCP = lanesMean
+					} else if lanesTCP > 0 && len(lanesH) > 0 {
+						ratio = fmt.Sprintf("%.2f", lanesMean/lanesTCP)
+					}
+					capS, whyS, stopS := "-", "", "-"
+					if mode != "all tcp" {
+						stopS = stopsText(cappingStops(s, lanesH))
+					}
 					if total > 0 {
 						capS = fmt.Sprintf("%d/%d at end", capping, total)
 						var ws []string
@@ -599,15 +660,16 @@ func init() {
 						sort.Strings(ws)
 						whyS = strings.Join(ws, "; ")
 					}
-					t.Rows = append(t.Rows, []string{mode, mbit(all.TotalMbit), meanOf(lanesH), meanOf(plainH), fmt.Sprintf("%.3f", all.JainStep),
-						fmt.Sprintf("%.3f", all.JainRun), fmt.Sprintf("%.0f", all.RTTms), capS, whyS})
+					t.Rows = append(t.Rows, []string{mode, mbit(all.TotalMbit), meanOf(lanesH), ratio, meanOf(plainH), fmt.Sprintf("%.3f", all.JainStep),
+						fmt.Sprintf("%.3f", all.JainRun), fmt.Sprintf("%.0f", all.RTTms), stopS, capS, whyS})
 					data[mode] = map[string]any{"stats": all, "series": s}
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
 					}
 				}
 				r.Tables = []Table{t}
-				r.Notes = []string{"plain hosts are the first --plain hosts; lanes hosts know only each other, so without the safety fallback they cap to a share of the AP the plain hosts do not respect"}
+				r.Notes = []string{"plain hosts are the first --plain hosts; lanes hosts know only each other, so without the safety fallback they cap to a share of the AP the plain hosts do not respect",
+					"lanes hosts / all tcp: the lanes hosts' mean goodput over the same hosts' in the all-tcp setting; capping stopped: the lanes hosts whose daemon reported capping off after capping (the safety fallback), and when (s from the start of the run; the statistics leave out the first --warmup)"}
 				r.Data = data
 				r.Environment = CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)

@@ -230,6 +230,31 @@ func TestCoopPolicyYAML(t *testing.T) {
 	if !reflect.DeepEqual(p.Coop, c) {
 		t.Errorf("coop section read back as\n%+v\nwant\n%+v", p.Coop, c)
 	}
+	// a safety window other than the default is written (the default is
+	// not, so that a daemon from before it reads the file)
+	c.Safety.Window = 7
+	if p, err = policy.Parse("h1.yaml", []byte(coopPolicyYAML("h1", c))); err != nil || p.Coop.Safety.Window != 7 {
+		t.Errorf("trigger_window 7 read back as %+v, %v", p.Coop.Safety, err)
+	}
+}
+
+// The lab says which daemons stopped capping, and when.
+func TestCappingStops(t *testing.T) {
+	s := &coopSeries{T: []float64{0.2, 0.4, 0.6, 0.8}}
+	for _, row := range [][3]bool{{false, false, false}, {true, false, true}, {true, false, false}, {false, true, false}} {
+		s.Samples = append(s.Samples, []hostSample{{Capping: row[0]}, {Capping: row[1]}, {Capping: row[2]}})
+	}
+	// host 0 stops at 0.8, host 1 never capped, host 2 stops at 0.6
+	got := cappingStops(s, []int{0, 1, 2})
+	if want := []float64{0.8, -1, 0.6}; !reflect.DeepEqual(got, want) {
+		t.Errorf("stops %v, want %v", got, want)
+	}
+	if txt := stopsText(got); txt != "2/3 at 0.6-0.8 s" {
+		t.Errorf("text %q", txt)
+	}
+	if txt := stopsText([]float64{-1, -1}); txt != "none" {
+		t.Errorf("text %q", txt)
+	}
 }
 
 // TestCapChangesPerMinute: the hosts' mean of their counters' increase

@@ -221,6 +221,9 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("    rtt_inflation: %s", strconv.FormatFloat(c.Safety.RTTInflation, 'g', -1, 64))
 	p("    goodput_fraction: %s", strconv.FormatFloat(c.Safety.GoodputFraction, 'g', -1, 64))
 	p("    trigger_intervals: %d", c.Safety.Trigger)
+	if c.Safety.Window != coop.DefaultConfig().Safety.Window { // only then: a daemon from before it still reads the file, with its own rule
+		p("    trigger_window: %d", c.Safety.Window)
+	}
 	p("    hold: %s", c.Safety.Hold)
 	if len(c.Rules) > 0 {
 		p("  rules:")
