@@ -773,11 +773,14 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		}
 	}
 
+	shares := p.HostShares(hosts)
+	groupTargets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)
+
 	// safety observation over the group's flows
 	obs := observation{goodput: c.goodput}
 	var infl, qd, minRTTs []float64
 	var windowRate float64
-	addFlow := func(srtt, minRTT time.Duration, cwnd, mss uint32) {
+	addFlow := func(srtt, minRTT time.Duration, cwnd, mss uint32, ours bool) {
 		if srtt <= 0 || minRTT <= 0 {
 			return
 		}
@@ -785,21 +788,27 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		infl = append(infl, float64(srtt)/float64(minRTT))
 		qd = append(qd, float64(srtt-minRTT))
 		minRTTs = append(minRTTs, float64(minRTT))
-		windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
+		if ours {
+			windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
+		}
 	}
 	for _, fs := range selfStates {
-		addFlow(fs.f.SRTT, fs.f.MinRTT, fs.f.Cwnd, fs.f.MSS)
+		addFlow(fs.f.SRTT, fs.f.MinRTT, fs.f.Cwnd, fs.f.MSS, true)
 	}
 	for _, pp := range peers {
-		for _, f := range pp.Last.Flows {
-			addFlow(f.SRTT, f.MinRTT, uint32(f.Cwnd), uint32(f.MSS))
+		pi, counted := peerIdx[pp.ID]
+		for j, f := range pp.Last.Flows {
+			held := true
+			if counted && rate > 0 && j < len(groupTargets[pi]) {
+				held = !uncapped(float64(f.Cwnd), groupTargets[pi][j], c.cfg.MinSegments)
+			}
+			addFlow(f.SRTT, f.MinRTT, uint32(f.Cwnd), uint32(f.MSS), held)
 		}
 	}
 	obs.inflation = median(infl)
 	groupMinRTT := time.Duration(median(minRTTs))
 	obs.queueDelay = time.Duration(median(qd))
 	obs.inflightLow = rate > 0 && windowRate <= float64(rate)*(1+c.cfg.QueueAllowance)
-	shares := p.HostShares(hosts)
 	if selfIdx >= 0 && c.cfg.APRate > 0 {
 		obs.promised = shares[selfIdx] * float64(c.cfg.APRate.Bits())
 		obs.rate = float64(c.cfg.APRate.Bits())
@@ -836,7 +845,7 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	selfShare := 0.0
 	if selfIdx >= 0 {
 		selfShare = shares[selfIdx]
-		targets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)[selfIdx]
+		targets := groupTargets[selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {

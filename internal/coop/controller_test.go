@@ -475,10 +475,13 @@ func TestSafetyFallback(t *testing.T) {
 	if st := g.nodes[0].c.Status(); !st.Capping || g.nodes[0].caps.get(10) == 0 {
 		t.Errorf("capping did not resume: %+v", st.Reason)
 	}
-	// our own full windows inflating the RTT are not blamed on others
+	// our own full windows inflating the RTT are not blamed on others: this
+	// host's window alone (700 segments: 32.8 Mbit/s over 256 ms) is beyond
+	// the AP's BDP (a peer's far above its cap is not held by caps, so it
+	// is not counted as ours: TestSafetyPeerInFallback)
 	for _, n := range g.nodes {
 		n.flows.mu.Lock()
-		n.flows.flows[0].SRTT, n.flows.flows[0].Cwnd = 600*time.Millisecond, 400
+		n.flows.flows[0].SRTT, n.flows.flows[0].Cwnd = 600*time.Millisecond, 700
 		n.flows.mu.Unlock()
 	}
 	for i := 0; i < 5; i++ {
@@ -486,6 +489,35 @@ func TestSafetyFallback(t *testing.T) {
 	}
 	if st := g.nodes[0].c.Status(); !st.Capping {
 		t.Errorf("own queue triggered the fallback: %q", st.Reason)
+	}
+}
+
+// A peer whose daemon fell back (its window far beyond the cap this host
+// computes for it) is plain TCP for the safety test, not one of ours: the
+// others, capped with the RTT inflated, fall back too. Before, its window
+// counted among the group's, overflowed the shared BDP, and kept them
+// capped (the lab's coop-mixed with an estimated rate: three hosts capped
+// at 11 segments for 30 s beside the first one's 54-149).
+func TestSafetyPeerInFallback(t *testing.T) {
+	cfg := paperConfig()
+	cfg.Safety.Trigger, cfg.Safety.Window = 3, 3
+	g := newGroup(t, 3, cfg)
+	for i, n := range g.nodes {
+		f := bulkFlow(uint64(10 + i))
+		f.Cwnd, f.SRTT = 40, 600*time.Millisecond // at a third of the BDP: 115 segments each
+		n.flows.set(f)
+	}
+	// node 2 fell back: its window grows far past its target of 115
+	g.nodes[2].flows.mu.Lock()
+	g.nodes[2].flows.flows[0].Cwnd = 400 // with the others' 80: 22.5 Mbit/s over 256 ms, beyond the AP's 20
+	g.nodes[2].flows.mu.Unlock()
+	for range 4 {
+		g.round()
+	}
+	for _, i := range []int{0, 1} {
+		if st := g.nodes[i].c.Status(); st.Capping || !strings.Contains(st.Reason, "foreign traffic") {
+			t.Errorf("node %d: capping=%v reason=%q beside a peer 3.5x over its cap", i, st.Capping, st.Reason)
+		}
 	}
 }
 

@@ -3,6 +3,17 @@
 // connections only hands the air to them; then capping stops for a hold time
 // and the status says why.
 //
+// "The group's windows" are this host's flows' and those of its peers'
+// flows that the caps hold: a peer's flow whose window is more than
+// uncappedRatio x the target this host computes for it (plus min_segments)
+// is not held by caps (its daemon fell back, or its caps are not
+// enforced) and is plain TCP for this test, like a host without lanes.
+// Counted as ours, one peer's fallback kept every other from it: in the
+// lab's coop-mixed with an estimated rate (the drain had lowered the caps
+// to 11 segments), the first daemon to fall back opened its window to
+// 54-149 segments, and the other three stayed capped for the rest of the
+// run at a third of their plain-TCP goodput.
+//
 // Two signals; capping stops when either held in Trigger of the last Window
 // intervals (not necessarily in a row):
 //   - RTT inflation without our own backlog: the group's flows' median
@@ -37,6 +48,19 @@ import (
 	"fmt"
 	"time"
 )
+
+// uncappedRatio: a peer's flow above this x its target (plus min_segments)
+// is not held by caps. A held flow sits at or below its cap, which is at
+// most its target plus the hysteresis band (5 %) or, for an interval after
+// the group changed, the target of the group before (at most 2x when a
+// host joins a group of one).
+const uncappedRatio = 2
+
+// uncapped reports whether a flow's window of cwnd segments is beyond what
+// a cap from target allows.
+func uncapped(cwnd, target float64, minSegments uint32) bool {
+	return cwnd > uncappedRatio*target+float64(minSegments)
+}
 
 // minQueueDelay: RTT inflation below this is never blamed on others (jitter
 // on short paths).
