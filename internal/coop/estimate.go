@@ -5,7 +5,20 @@
 // (own and counted peers' announced) and the median srtt/min_rtt and
 // min_rtt of the group's flows (own and peers' announced): every host sees
 // nearly the same, so every host's estimate, and so its caps, agree.
-//   - startup (from the first goodput): while the RTT stays within
+//   - pre-start (no estimate, so no caps): while the group's goodput still
+//     grows by preStartGrowth an interval within startupExit of the base,
+//     the flows' own slow start is finding the medium faster than doubled
+//     caps would, so nothing is capped. The first interval with a queue
+//     (above startupExit) or that grows less starts startup from its
+//     goodput. (Capping from the first interval's goodput, a fraction of
+//     the medium while 16 uploads were still in slow start, cut their
+//     windows from 30 segments to 4 and took 6 s to regain the medium.)
+//     A queue does not go straight to cruise: the group's goodput lags its
+//     slow start (peers announce the interval before), and the slow
+//     start's losses hold it down (16 uploads: 4.6 then 10 Mbit/s at 1.3x
+//     the base RTT through the lab's 20 Mbit/s AP); cruise at that best
+//     held the caps at half the medium for 10 s.
+//   - startup (from the end of pre-start): while the RTT stays within
 //     startupExit of the base, the estimate is twice what the group
 //     delivers (plus the headroom, as in cruise), so the caps double every
 //     interval the group fills them: from a few segments to the medium's
@@ -127,6 +140,10 @@ const (
 	// must see
 	maxSettleIntervals = 8
 	minRateBits        = 64_000 // below: "unknown"
+	// preStartGrowth: the group's goodput growing this much an interval
+	// is the flows' own slow start (x2 per RTT; at most a few per cent
+	// from one interval to the next of a steady group).
+	preStartGrowth = 1.25
 )
 
 type estPhase int
@@ -171,6 +188,7 @@ type rateEstimator struct {
 	trim     float64 // cruise multiplier of the best, trimFloor..1 (0: 1)
 	high     int     // consecutive cruise intervals above trimAbove
 	low      int     // consecutive cruise intervals below trimBelow
+	last     float64 // the group's goodput of the last interval (pre-start)
 }
 
 func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
@@ -204,11 +222,8 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	}
 	e.countInflated(s, limit)
 	switch {
-	case e.est < minRateBits: // unknown until the group delivers something
-		e.est = 0
-		if s.goodput >= minRateBits {
-			e.est = startupGain * e.cruiseRate(s.goodput, s)
-		}
+	case e.est < minRateBits: // unknown until the group's slow start ends
+		e.preStart(s)
 	case e.inflated >= need && e.phase == phaseStartup:
 		e.phase, e.inflated = phaseCruise, 0
 		e.est = e.cruiseRate(e.best(), s)
@@ -270,6 +285,17 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 		}
 	}
 	return s.goodput
+}
+
+// preStart leaves the estimate unknown while the group's goodput grows as
+// its flows' slow start does, and starts startup at the first interval
+// that shows a queue or grows less.
+func (e *rateEstimator) preStart(s groupSample) {
+	last := e.last
+	e.last, e.est = s.goodput, 0
+	if s.goodput >= minRateBits && (s.inflation > startupExit || s.goodput < preStartGrowth*last) {
+		e.est = startupGain * e.cruiseRate(s.goodput, s)
+	}
 }
 
 func (e *rateEstimator) startup(s groupSample) {

@@ -1,6 +1,7 @@
 package coop
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -143,8 +144,28 @@ func TestEstimateUnknownUntilGoodput(t *testing.T) {
 		t.Fatalf("no goodput: %d %s", r, src)
 	}
 	e.update(t0.Add(time.Second), groupSample{goodput: 3e6, inflation: 1})
-	if r, src := e.rate(t0.Add(time.Second)); r != 6e6 || src != "estimated" {
-		t.Fatalf("first goodput 3 Mbit/s: %d %s", r, src)
+	if r, src := e.rate(t0.Add(time.Second)); r != 0 || src != "unknown" {
+		t.Fatalf("first goodput 3 Mbit/s (the flows may be in slow start): %d %s", r, src)
+	}
+	e.update(t0.Add(2*time.Second), groupSample{goodput: 3.5e6, inflation: 1})
+	if r, src := e.rate(t0.Add(2 * time.Second)); r != 7e6 || src != "estimated" {
+		t.Fatalf("goodput 3 -> 3.5 Mbit/s: %d %s", r, src)
+	}
+}
+
+// TestEstimatePreStartLeavesSlowStartUncapped: while the group's goodput
+// grows as slow start does, there is no estimate (no caps); the first
+// interval with a queue starts startup from its goodput.
+func TestEstimatePreStartLeavesSlowStartUncapped(t *testing.T) {
+	e := newTestEstimator()
+	t1 := feed(e, t0, []float64{2e6, 5e6, 11e6}, []float64{1, 1, 1.02})
+	if r, src := e.rate(t1); r != 0 {
+		t.Fatalf("caps during the group's slow start: %d %s", r, src)
+	}
+	t1 = feed(e, t1, []float64{14e6}, []float64{1.3})
+	want := 2 * (14e6 + 120_000/0.256)
+	if r, _ := e.rate(t1); e.phase != phaseStartup || math.Abs(float64(r)-want) > 1 {
+		t.Errorf("after the slow start's queue: phase %d, estimate %d bit/s, want startup at %.0f", e.phase, r, want)
 	}
 }
 
@@ -312,7 +333,7 @@ func TestEstimateIgnoresCatchUp(t *testing.T) {
 // windows (1.05) does not end it before startupExit.
 func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 	e := newTestEstimator()
-	t1 := feed(e, t0, []float64{1e6, 2e6, 4e6, 8e6, 16e6}, []float64{1, 1, 1, 1.02, 1.02})
+	t1 := feed(e, t0, []float64{1e6, 1e6, 2e6, 4e6, 8e6, 16e6}, []float64{1, 1, 1, 1, 1.02, 1.02})
 	if e.phase != phaseStartup {
 		t.Fatal("startup ended without a queue")
 	}
@@ -325,7 +346,7 @@ func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 	}
 
 	small := newTestEstimator()
-	t1 = feed(small, t0, []float64{1e6, 1e6, 1.5e6, 2e6, 2e6, 3e6, 4e6, 6e6}, []float64{1, 1.05, 1.05, 1.05, 1.05, 1.06, 1.08, 1.09})
+	t1 = feed(small, t0, []float64{1e6, 1e6, 1e6, 1.5e6, 2e6, 2e6, 3e6, 4e6, 6e6}, []float64{1, 1, 1.05, 1.05, 1.05, 1.05, 1.06, 1.08, 1.09})
 	if small.phase != phaseStartup {
 		t.Fatal("startup ended below startupExit with the RTT's floor at 1.05")
 	}
@@ -340,7 +361,9 @@ func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 // maxSettleIntervals; once it has drained, the next queue ends it.
 func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 	e := newTestEstimator()
-	t1 := feed(e, t0, []float64{1e6, 5e6, 6e6, 4e6, 3e6, 3e6, 3e6, 6e6}, []float64{1, 1.2, 1.4, 1.3, 1.15, 1.12, 1.02, 1.02})
+	// startup from a flat pair of intervals, then flows of the group
+	// starting late, whose slow start queues before the caps hold them
+	t1 := feed(e, t0, []float64{1e6, 1e6, 5e6, 6e6, 4e6, 3e6, 3e6, 3e6, 6e6}, []float64{1, 1, 1.2, 1.4, 1.3, 1.15, 1.12, 1.02, 1.02})
 	if e.phase != phaseStartup {
 		t.Fatal("the slow start's own queue ended startup")
 	}
@@ -350,7 +373,7 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 	}
 
 	stuck := newTestEstimator()
-	g, infl := []float64{1e6}, []float64{1}
+	g, infl := []float64{1e6, 1e6}, []float64{1, 1}
 	for range maxSettleIntervals + 1 {
 		g, infl = append(g, 5e6), append(infl, 1.3)
 	}
