@@ -345,6 +345,14 @@ func TestEstimateStartupExitsAtFirstQueue(t *testing.T) {
 		t.Errorf("estimate %d bit/s after the exit, best goodput 18 Mbit/s", r)
 	}
 
+	// an exit whose queue is already above drainInflation still counts
+	// its goodput: the medium's first full interval
+	high := newTestEstimator()
+	t1 = feed(high, t0, []float64{1e6, 1e6, 2e6, 4e6, 8e6, 16e6, 18e6}, []float64{1, 1, 1, 1, 1.02, 1.02, 1.2})
+	if r, _ := high.rate(t1.Add(2 * time.Second)); high.phase != phaseCruise || float64(r) < 18e6 {
+		t.Errorf("exit at 1.2x the base RTT and 18 Mbit/s: phase %d, estimate %d bit/s", high.phase, r)
+	}
+
 	small := newTestEstimator()
 	t1 = feed(small, t0, []float64{1e6, 1e6, 1e6, 1.5e6, 2e6, 2e6, 3e6, 4e6, 6e6}, []float64{1, 1, 1.05, 1.05, 1.05, 1.05, 1.06, 1.08, 1.09})
 	if small.phase != phaseStartup {
