@@ -325,6 +325,13 @@ func TestEstimateIgnoresCatchUp(t *testing.T) {
 	if after, _ := e.rate(t1); float64(after) > 1.01*float64(before) {
 		t.Errorf("estimate %d -> %d bit/s after a catch-up interval", before, after)
 	}
+	// the catch-up in the interval after the queue's, the queue gone
+	t1 = t1.Add(5 * time.Second)
+	before, _ = e.rate(t1)
+	t1 = feed(e, t1, []float64{0.9 * m.c, 1.5 * m.c, m.c}, []float64{1.4, 1.05, 1.05})
+	if after, _ := e.rate(t1); float64(after) > 1.01*float64(before) {
+		t.Errorf("estimate %d -> %d bit/s after a catch-up following a queue", before, after)
+	}
 }
 
 // TestEstimateStartupExitsAtFirstQueue: startup ends in the first interval
