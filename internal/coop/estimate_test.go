@@ -256,6 +256,27 @@ func TestEstimateTrimsNoisyBest(t *testing.T) {
 	}
 }
 
+// TestEstimateTrimOutlivesItsSample: when the high sample the trim had
+// compensated leaves the window, the estimate stays where the RTT had put
+// it rather than falling by the trim.
+func TestEstimateTrimOutlivesItsSample(t *testing.T) {
+	e := newTestEstimator()
+	e.phase, e.est, e.capped, e.settled = phaseCruise, 20e6, 10, true
+	tt := t0.Add(2 * time.Second) // out of the probe period
+	e.window = []rateSample{{tt, 21.5e6}}
+	e.trim, e.lastBest = 0.9, 21.5e6
+	for range 70 { // 35 s at the medium's rate, RTT in the band
+		e.update(tt, groupSample{goodput: 19.3e6, inflation: 1.07, minRTT: 256 * time.Millisecond})
+		tt = tt.Add(500 * time.Millisecond)
+	}
+	if e.best() != 19.3e6 {
+		t.Fatalf("best %.0f: the high sample did not leave the window", e.best())
+	}
+	if got, want := e.est, 0.9*21.5e6+120_000/0.256; got < 0.99*want {
+		t.Errorf("estimate %.0f bit/s after the high sample left, want about %.0f", got, want)
+	}
+}
+
 // TestEstimateSkipsProbesOverAQueue: with the queue allowance, a full
 // medium shows a standing queue, and a probe there could only add to it:
 // after startup no period probes, and the RTT stays within its band.
