@@ -286,15 +286,17 @@ func (e *rateEstimator) startupFloor() float64 {
 // above the medium for rateWindow, until the queue it built was drained.
 // The catch-up often shows in the interval after the queue's, once the
 // loss has emptied the queue (measured: 23.9 Mbit/s at 1.07x after 14.0 at
-// 1.48x, 16 uploads), so that interval is bounded too. A faster medium
-// shows once its queue is gone.
+// 1.48x, 16 uploads), so that interval is bounded too, from the first
+// capped interval on (the flows' own slow start loses too). A faster
+// medium shows once its queue is gone.
 // Startup's exit, once its slow start has settled, is the exception: its
 // queue is the first sign of a full medium, before any loss, and so the
 // best measure of the medium there is (clamped, the 18.4 Mbit/s of that
 // interval at 16 uploads entered cruise as the 13.4 before it).
 func (e *rateEstimator) recorded(s groupSample) float64 {
-	exit := e.phase == phaseStartup && e.settled && !e.afterQueue
-	if (s.inflation > drainInflation || e.afterQueue) && e.capped > settleIntervals && !exit {
+	exit := e.phase == phaseStartup && e.settled
+	queue := s.inflation > drainInflation && e.capped > settleIntervals && !exit
+	if queue || e.afterQueue {
 		if b := e.best(); b > 0 {
 			return math.Min(s.goodput, b)
 		}
@@ -313,9 +315,14 @@ func (e *rateEstimator) preStart(s groupSample) {
 	}
 }
 
+// startup doubles what the interval recorded, so a catch-up after the
+// flows' own slow-start losses does not double the caps past the medium
+// (16 uploads: 19.4 Mbit/s at 1.04x after an interval at 1.48x, doubled to
+// 39.7, queued into the next loss).
 func (e *rateEstimator) startup(s groupSample) {
-	if s.inflation <= e.startupLimit() {
-		e.est = math.Max(e.est, e.startupGain()*e.cruiseRate(s.goodput, s))
+	if s.inflation <= e.startupLimit() && len(e.window) > 0 {
+		last := e.window[len(e.window)-1].bits
+		e.est = math.Max(e.est, e.startupGain()*e.cruiseRate(last, s))
 	}
 }
 

@@ -355,6 +355,17 @@ func TestEstimateIgnoresCatchUp(t *testing.T) {
 	}
 }
 
+// TestEstimateStartupDoublesNoCatchUp: the interval after a queue of the
+// flows' own slow start can bring its losses' catch-up; startup doubles at
+// most the best before it.
+func TestEstimateStartupDoublesNoCatchUp(t *testing.T) {
+	e := newTestEstimator()
+	feed(e, t0, []float64{3e6, 3e6, 12e6, 19.4e6}, []float64{1, 1, 1.36, 1.035})
+	if want := 2 * (12e6 + 120_000/0.256); e.phase != phaseStartup || e.est > want+1 {
+		t.Errorf("phase %d, estimate %.0f bit/s after a catch-up, want at most %.0f", e.phase, e.est, want)
+	}
+}
+
 // TestEstimateStartupExitsAtFirstQueue: startup ends in the first interval
 // whose RTT rises startupRise above its floor, at the best goodput, rather
 // than doubling the caps once more; a floor raised by delayed ACKs at small
