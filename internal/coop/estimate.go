@@ -292,14 +292,23 @@ func (e *rateEstimator) startupFloor() float64 {
 // Startup's exit, once its slow start has settled, is the exception: its
 // queue is the first sign of a full medium, before any loss, and so the
 // best measure of the medium there is (clamped, the 18.4 Mbit/s of that
-// interval at 16 uploads entered cruise as the 13.4 before it).
+// interval at 16 uploads entered cruise as the 13.4 before it). A probe's
+// queue is bounded by the probe's own windows (probeGain x the best)
+// rather than the best: the probe filled the medium, and what it delivered
+// over its queue is the medium's rate (2 uploads: 19.3 Mbit/s at 1.30x
+// over a best of 16.4, after a startup that had exited early; recorded as
+// 16.4, the caps then crept up 0.3 % a second for 50 s, their RTT's jitter
+// above probeSkipAbove skipping the probes).
 func (e *rateEstimator) recorded(s groupSample) float64 {
 	exit := e.phase == phaseStartup && e.settled
 	queue := s.inflation > drainInflation && e.capped > settleIntervals && !exit
-	if queue || e.afterQueue {
-		if b := e.best(); b > 0 {
-			return math.Min(s.goodput, b)
-		}
+	b := e.best()
+	switch {
+	case b <= 0:
+	case queue && e.probing:
+		return math.Min(s.goodput, probeGain*b)
+	case queue || e.afterQueue:
+		return math.Min(s.goodput, b)
 	}
 	return s.goodput
 }

@@ -277,6 +277,23 @@ func TestEstimateTrimOutlivesItsSample(t *testing.T) {
 	}
 }
 
+// TestEstimateProbeQueueCounts: what a probe delivers over its own queue,
+// up to the probe's windows, is the medium's rate, not a catch-up.
+func TestEstimateProbeQueueCounts(t *testing.T) {
+	e := newTestEstimator()
+	e.phase, e.est, e.capped, e.settled, e.probing = phaseCruise, 16.9e6, 10, true, true
+	tt := t0.Add(500 * time.Millisecond) // inside the probe period
+	e.window = []rateSample{{tt, 16.4e6}}
+	e.update(tt.Add(500*time.Millisecond), groupSample{goodput: 19.3e6, inflation: 1.3, minRTT: 256 * time.Millisecond})
+	if e.best() != 19.3e6 {
+		t.Errorf("best %.0f bit/s after a probe delivered 19.3 Mbit/s over its queue", e.best())
+	}
+	e.update(tt.Add(time.Second), groupSample{goodput: 30e6, inflation: 1.3, minRTT: 256 * time.Millisecond})
+	if e.best() > probeGain*19.3e6+1 {
+		t.Errorf("best %.0f bit/s: a catch-up above the probe's windows", e.best())
+	}
+}
+
 // TestEstimateSkipsProbesOverAQueue: with the queue allowance, a full
 // medium shows a standing queue, and a probe there could only add to it:
 // after startup no period probes, and the RTT stays within its band.
