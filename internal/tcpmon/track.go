@@ -46,9 +46,10 @@ const trackResync = 300
 // read whole.
 const trackWalkChunk = 16384
 
-// trackCollectAt is the number of sockets from which the first walk runs
-// a garbage collection before it fills the table (see firstWalk).
-const trackCollectAt = 10000
+// trackHoldAt is the number of sockets from which the first walk holds
+// garbage collections off until its table is filled (holdGC; a variable
+// for the tests).
+var trackHoldAt = 10000
 
 // What a change walk skips (tcpiter.Tracker.OpenDelta): a socket with no
 // activity (no segment in or out, no read or write by the application,
@@ -199,7 +200,8 @@ func (s *Sampler) sampleTracked(now time.Time) error {
 // sockets on one core while this one sizes the table, walks the socket
 // owners and turns the records already read into flows (at 100,000
 // sockets the walk is ~100 ms and the rest ~60-110 ms of CPU, which
-// otherwise came after it).
+// otherwise came after it). From trackHoldAt sockets no garbage
+// collection runs until the table is filled (holdGC).
 func (s *Sampler) firstWalk(now time.Time) error {
 	t := s.track
 	if err := t.tr.SetUntracked(true); err != nil {
@@ -217,6 +219,9 @@ func (s *Sampler) firstWalk(now time.Time) error {
 		return err
 	}
 	defer ahead.Close()
+	if inUse >= trackHoldAt {
+		defer holdGC()()
+	}
 	s.prepareTable(inUse)
 	if s.procs != nil {
 		s.procs.sizeHint = inUse
@@ -245,6 +250,8 @@ func (s *Sampler) firstWalk(now time.Time) error {
 }
 
 // prepareTable sizes the empty table for the first walk's inUse sockets.
+// The caller holds collections off from at least inUse >= trackHoldAt
+// (holdGC) until the table is filled.
 func (s *Sampler) prepareTable(inUse int) {
 	t := s.track
 	if !s.cfg.Filter.empty() || inUse <= len(t.flows) {
@@ -254,21 +261,10 @@ func (s *Sampler) prepareTable(inUse int) {
 	// pointers) by appends cost ~190 ms there in copies, page faults
 	// and write barriers.
 	t.flows = slices.Grow(t.flows, inUse)
-	// At once: the next allocations can start a collection, whose mark
-	// workers would read the table before writePages writes it.
 	writePages(t.flows[:inUse])
 	t.upd = slices.Grow(t.upd, inUse)
 	t.slot = slices.Grow(t.slot, inUse)
 	t.pos = make(map[uint64]int, inUse)
-	if inUse >= trackCollectAt {
-		// A collection that the table's allocation starts, and that runs
-		// while the table fills, ends only when the fill does (every
-		// flow written gives it more to mark), and its idle worker spins
-		// on the other core meanwhile: 78-81 ms of CPU at 100,000
-		// sockets. One collection now, while the table is empty, costs
-		// 1-3 ms and leaves room for the fill.
-		runtime.GC()
-	}
 }
 
 // startWalk starts a full walk (again, if one is in progress: a lost
@@ -497,15 +493,17 @@ func (s *Sampler) trackedOutput(now time.Time) {
 }
 
 // writePages writes to one flow per memory page of fl, fresh from the
-// system and not yet touched, before any collection reads it (the flows
-// hold pointers; one that the next allocations in prepareTable started
-// read every page of it, found with mincore, session 12; so did the one
-// prepareTable runs itself): read first, each page was mapped
-// to the kernel's shared zero page, and the fill's first write to it
-// then had to remove that mapping from every CPU running the process,
-// with an interrupt to the other core when the read-ahead goroutine ran
-// there (~110 ms of system time at 100,000 sockets, perf: do_wp_page,
-// flush_tlb_mm_range). Written first, each is a plain page fault.
+// system and not yet touched, before anything reads it: read first, each
+// page was mapped to the kernel's shared zero page, and the fill's first
+// write to it then had to remove that mapping from every CPU running the
+// process, with an interrupt to the other core when the read-ahead
+// goroutine ran there (~110 ms of system time at 100,000 sockets, perf:
+// do_wp_page, flush_tlb_mm_range; the reader was a collection's mark
+// workers, session 12, which is why the first walk now holds collections
+// off). Written first, each is a plain page fault. (One
+// madvise(MADV_POPULATE_WRITE) of the table instead cost the same,
+// 14-16 ms at 100,000 flows, session 14; huge pages, MADV_HUGEPAGE, cost
+// 84-97 ms here.)
 func writePages(fl []Flow) {
 	step := max(1, os.Getpagesize()/int(unsafe.Sizeof(Flow{})))
 	for i := 0; i < len(fl); i += step {

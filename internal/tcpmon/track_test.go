@@ -326,6 +326,10 @@ func TestFirstSampleAgrees(t *testing.T) {
 	for range pairs {
 		lb.pair()
 	}
+	// The first walk as at 10,000 sockets or more: collections held off.
+	defer func(n int) { trackHoldAt = n }(trackHoldAt)
+	trackHoldAt = 1
+	percent := gcPercent()
 	sample := func(backend string) []Flow {
 		s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: backend})
 		defer s.Close()
@@ -360,6 +364,9 @@ func TestFirstSampleAgrees(t *testing.T) {
 		}
 		if owned != 2*pairs {
 			t.Fatalf("%d flows with this process as owner, want %d", owned, 2*pairs)
+		}
+		if p := gcPercent(); p != percent || gcHold.n != 0 {
+			t.Fatalf("after the first walk: GC percent %d (was %d), %d holds", p, percent, gcHold.n)
 		}
 		return
 	}
