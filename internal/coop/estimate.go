@@ -70,7 +70,8 @@
 //     trimStep, down to trimFloor x the best; while it stays below
 //     trimBelow half a step is given back. Every host sees the same queue,
 //     so their trims move together; startup (a faster medium) resets it.
-//   - drain: the RTT inflated above drainInflation for drainIntervals means
+//   - drain (once per queue: see drained): the RTT inflated above
+//     drainInflation for drainIntervals means
 //     the caps are above what the medium carries (a slower medium, or
 //     someone else's traffic): the estimate falls to what the group now
 //     delivers and the window restarts there. If the queue was ours it
@@ -193,6 +194,14 @@ type rateEstimator struct {
 	// this one may bring its loss's catch-up (recorded)
 	afterQueue bool
 	lastBest   float64 // the best the trim was last applied to (keepTrimmed)
+	// drained: a drain lowered the estimate and the RTT has not come back
+	// within drainInflation since. A queue that outlives the drain is not
+	// the caps' (they now fit what the group delivers): draining again
+	// would follow the group's goodput down as someone else's flows take
+	// the medium (coop-mixed with the rate estimated: caps of 62 segments
+	// drained to 4 in steps of a second, and the lanes hosts got 0.1-0.3 of
+	// their plain-TCP goodput), where the safety fallback must judge it.
+	drained bool
 }
 
 func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
@@ -228,13 +237,16 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 		limit, need = e.startupLimit(), 1
 	}
 	e.countInflated(s, limit)
+	if s.inflation > 0 && s.inflation <= drainInflation {
+		e.drained = false
+	}
 	switch {
 	case e.est < minRateBits: // unknown until the group's slow start ends
 		e.preStart(s)
 	case e.inflated >= need && e.phase == phaseStartup:
 		e.phase, e.inflated = phaseCruise, 0
 		e.est = e.cruiseRate(e.best(), s)
-	case e.inflated >= drainIntervals:
+	case e.inflated >= drainIntervals && !e.drained:
 		e.drain(now, s)
 	case e.phase == phaseStartup:
 		e.startup(s)
@@ -352,6 +364,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
+	e.drained = true
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 

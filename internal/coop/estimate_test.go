@@ -137,6 +137,30 @@ func TestEstimateForeignQueue(t *testing.T) {
 	}
 }
 
+// TestEstimateDrainsOncePerQueue: a queue that stands after a drain is
+// not the caps'; as others' flows take more of the medium, the group's
+// goodput falls, and the estimate does not follow it down interval by
+// interval (the safety fallback judges that queue).
+func TestEstimateDrainsOncePerQueue(t *testing.T) {
+	m := fluidMedium{c: 15e6, rtt: 100 * time.Millisecond, headroom: 120_000}
+	e := newTestEstimator()
+	_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+	t1 = t1.Add(2 * time.Second) // out of the probe period
+	g := 12e6
+	var first float64
+	for i := range 20 { // others' queue, the group's goodput falling 5 % an interval
+		e.update(t1, groupSample{goodput: g, inflation: 1.4, minRTT: m.rtt})
+		if i == drainIntervals {
+			first = e.est
+		}
+		g *= 0.95
+		t1 = t1.Add(500 * time.Millisecond)
+	}
+	if e.est < 0.85*first {
+		t.Errorf("estimate %.2f Mbit/s after 10 s of a foreign queue, %.2f after its first drain", e.est/1e6, first/1e6)
+	}
+}
+
 func TestEstimateUnknownUntilGoodput(t *testing.T) {
 	e := newTestEstimator()
 	e.update(t0, groupSample{})
