@@ -407,6 +407,16 @@ func TestEstimateStartupDoublesNoCatchUp(t *testing.T) {
 	}
 }
 
+// TestEstimateStartupExitForgetsCatchUp: cruise starts from startup's last
+// intervals, not from a catch-up of the slow start's losses earlier on.
+func TestEstimateStartupExitForgetsCatchUp(t *testing.T) {
+	e := newTestEstimator()
+	feed(e, t0, []float64{1e6, 1e6, 10e6, 8e6, 26e6, 15e6, 18e6, 19.3e6}, []float64{1, 1, 1.4, 1.0, 1.02, 1.0, 1.02, 1.12})
+	if e.phase != phaseCruise || e.best() != 19.3e6 {
+		t.Errorf("phase %d, best %.0f bit/s after startup's exit at 19.3 Mbit/s", e.phase, e.best())
+	}
+}
+
 // TestEstimateStartupExitsAtFirstQueue: startup ends in the first interval
 // whose RTT rises startupRise above its floor, at the best goodput, rather
 // than doubling the caps once more; a floor raised by delayed ACKs at small
