@@ -197,6 +197,25 @@ func coopStatusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	}
 }
 
+// estimateText is the estimator's state after the rate's source:
+// ": cruise, best 19.3 Mbit/s, trim 0.98", or "" when the rate is configured.
+func estimateText(es *coop.EstimateStatus) string {
+	if es == nil {
+		return ""
+	}
+	t := fmt.Sprintf(": %s, best %.3g Mbit/s", es.Phase, float64(es.BestBits)/1e6)
+	if es.Trim < 1 {
+		t += fmt.Sprintf(", trim %.2f", es.Trim)
+	}
+	if es.Probing {
+		t += ", probing"
+	}
+	if es.Drained {
+		t += ", drained"
+	}
+	return t
+}
+
 func printCoopStatus(e *env, st *coop.Status) {
 	state := "capping"
 	if !st.Capping {
@@ -206,15 +225,15 @@ func printCoopStatus(e *env, st *coop.Status) {
 	if !st.Authenticated {
 		auth = fmt.Sprintf("unauthenticated (limited mode, %d active peers outside N)", st.Uncounted)
 	}
-	fmt.Fprintf(e.stdout, "host %s  N=%d  rate %.3g Mbit/s (%s)  %s  peers %s\n",
-		st.HostID, st.N, float64(st.RateBits)/1e6, st.RateSource, state, auth)
+	fmt.Fprintf(e.stdout, "host %s  N=%d  rate %.3g Mbit/s (%s%s)  %s  peers %s\n",
+		st.HostID, st.N, float64(st.RateBits)/1e6, st.RateSource, estimateText(st.Estimate), state, auth)
 	d := st.Down
 	dstate := "capping"
 	if !d.Capping {
 		dstate = "not capping: " + d.Reason
 	}
-	fmt.Fprintf(e.stdout, "downlink  N=%d  rate %.3g Mbit/s (%s)  %s  share %.2f  goodput %.2f Mbit/s\n",
-		d.N, float64(d.RateBits)/1e6, d.RateSource, dstate, d.SelfShare, float64(d.Goodput)/1e6)
+	fmt.Fprintf(e.stdout, "downlink  N=%d  rate %.3g Mbit/s (%s%s)  %s  share %.2f  goodput %.2f Mbit/s\n",
+		d.N, float64(d.RateBits)/1e6, d.RateSource, estimateText(d.Estimate), dstate, d.SelfShare, float64(d.Goodput)/1e6)
 	if st.Warning != "" {
 		fmt.Fprintf(e.stdout, "warning: %s\n", st.Warning)
 	}

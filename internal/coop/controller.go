@@ -191,7 +191,8 @@ type Status struct {
 	SelfActive    bool              `json:"self_active"`
 	Peers         []PeerStatus      `json:"peers"`
 	RateBits      uint64            `json:"rate_bits"`
-	RateSource    string            `json:"rate_source"` // configured, estimated, unknown
+	RateSource    string            `json:"rate_source"`        // configured, estimated, unknown
+	Estimate      *EstimateStatus   `json:"estimate,omitempty"` // the estimator's state, when not configured
 	Capping       bool              `json:"capping"`
 	Reason        string            `json:"reason,omitempty"` // why capping is off
 	SelfShare     float64           `json:"self_share"`
@@ -918,6 +919,10 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	st.Uncounted = uncounted
 	st.SelfActive = selfIdx >= 0
 	st.RateBits, st.RateSource = rate, src
+	st.Estimate = nil
+	if c.cfg.APRate == 0 {
+		st.Estimate = c.upEst.status()
+	}
 	st.Capping, st.Reason = capping && len(hosts) > 0, reason
 	if st.Capping {
 		st.Reason = ""

@@ -521,6 +521,21 @@ func TestSafetyPeerInFallback(t *testing.T) {
 	}
 }
 
+// TestConfiguredRateHasNoEstimate: status shows the estimator's state
+// only for a direction whose rate is estimated.
+func TestConfiguredRateHasNoEstimate(t *testing.T) {
+	g := newGroup(t, 2, paperConfig())
+	g.nodes[0].flows.set(bulkFlow(1))
+	g.round()
+	st := g.nodes[0].c.Status()
+	if st.RateSource != "configured" || st.Estimate != nil {
+		t.Errorf("configured uplink rate: source %s, estimate %+v", st.RateSource, st.Estimate)
+	}
+	if (st.Down.RateSource == "configured") != (st.Down.Estimate == nil) {
+		t.Errorf("downlink: source %s, estimate %+v", st.Down.RateSource, st.Down.Estimate)
+	}
+}
+
 func TestEstimatedRate(t *testing.T) {
 	cfg := paperConfig()
 	cfg.APRate = 0
@@ -528,8 +543,8 @@ func TestEstimatedRate(t *testing.T) {
 	g.nodes[0].flows.set(bulkFlow(1))
 	g.nodes[1].flows.set(bulkFlow(2))
 	g.round()
-	if st := g.nodes[0].c.Status(); st.RateSource != "unknown" || st.Capping {
-		t.Errorf("first round: %s capping=%v", st.RateSource, st.Capping)
+	if st := g.nodes[0].c.Status(); st.RateSource != "unknown" || st.Capping || st.Estimate == nil || st.Estimate.Phase != "pre-start" {
+		t.Errorf("first round: %s capping=%v estimate %+v", st.RateSource, st.Capping, st.Estimate)
 	}
 	// pre-start: no estimate while the group's goodput still grows (the
 	// peer's announced goodput arrives a round after the own)
@@ -542,6 +557,12 @@ func TestEstimatedRate(t *testing.T) {
 	// headroom over the min RTT (960 kbit / 256 ms = 3.75 Mbit/s): 18.7
 	if st.RateSource != "estimated" || st.RateBits < 18.6e6 || st.RateBits > 18.8e6 || !st.Capping {
 		t.Errorf("estimate %s %d capping=%v %q", st.RateSource, st.RateBits, st.Capping, st.Reason)
+	}
+	if es := st.Estimate; es == nil || es.Phase != "startup" || es.Trim != 1 {
+		t.Errorf("estimator state %+v, want startup untrimmed", es)
+	}
+	if es := st.Down.Estimate; es == nil || es.Phase != "pre-start" {
+		t.Errorf("downlink estimator state %+v with no downloads, want pre-start", es)
 	}
 }
 

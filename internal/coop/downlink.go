@@ -288,15 +288,17 @@ func (c *Controller) ownDown(a *Announcement) {
 
 // DownStatus is the downlink side of Status.
 type DownStatus struct {
-	Enabled    bool    `json:"enabled"`
-	N          int     `json:"n"` // hosts with active downloads, this one included
-	SelfActive bool    `json:"self_active"`
-	RateBits   uint64  `json:"rate_bits"`
-	RateSource string  `json:"rate_source"`
-	Capping    bool    `json:"capping"`
-	Reason     string  `json:"reason,omitempty"`
-	SelfShare  float64 `json:"self_share"`
-	Goodput    uint64  `json:"goodput_bits"`
+	Enabled    bool   `json:"enabled"`
+	N          int    `json:"n"` // hosts with active downloads, this one included
+	SelfActive bool   `json:"self_active"`
+	RateBits   uint64 `json:"rate_bits"`
+	RateSource string `json:"rate_source"`
+	// Estimate: the estimator's state, when the downlink rate is not configured
+	Estimate  *EstimateStatus `json:"estimate,omitempty"`
+	Capping   bool            `json:"capping"`
+	Reason    string          `json:"reason,omitempty"`
+	SelfShare float64         `json:"self_share"`
+	Goodput   uint64          `json:"goodput_bits"`
 }
 
 // recomputeDown derives every local download's cap (bytes); the flows'
@@ -305,6 +307,9 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.dnGoodput)}
 	rate, src := c.downRate()
 	ds.RateBits, ds.RateSource = rate, src
+	if c.cfg.APDownlinkRate == 0 {
+		ds.Estimate = c.dnEst.status()
+	}
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 
