@@ -111,8 +111,10 @@ func TestYieldPerInterface(t *testing.T) {
 		if peak := peakCwnd(t, up[other], 300*time.Millisecond); peak <= 10 {
 			t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
 		}
-		if peak := peakCwnd(t, up[held], 300*time.Millisecond); peak > 2 {
-			t.Errorf("yield on %s: its upload's cwnd peaked at %d", held, peak)
+		// PRR's one segment in CWR/Recovery, as after the SIGKILL below
+		// (seen on 5.10, where LEDBAT++ enforces the clamp: a peak of 3)
+		if peak, prr := peakOutsidePRR(t, up[held], 300*time.Millisecond); peak > 2 || prr > 3 {
+			t.Errorf("yield on %s: its upload's cwnd peaked at %d (%d in CWR/Recovery)", held, peak, prr)
 		}
 		if err := h.SetYield(idx[held], false); err != nil {
 			t.Fatal(err)
