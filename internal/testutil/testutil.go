@@ -76,7 +76,7 @@ func NewNetNS(t testing.TB) *NetNS {
 		t.Fatalf("get current netns: %v", err)
 	}
 	defer orig.Close()
-	h, err := netns.NewNamed(name)
+	h, err := nsrun.NewNamed(name)
 	if err != nil {
 		t.Fatalf("create netns %s: %v", name, err)
 	}

@@ -89,7 +89,7 @@ func (t *Topology) AddNode(name, cc string) (*Node, error) {
 		return nil, fmt.Errorf("get netns: %w", err)
 	}
 	defer orig.Close()
-	h, err := netns.NewNamed(nsName)
+	h, err := nsrun.NewNamed(nsName)
 	if err != nil {
 		return nil, fmt.Errorf("create netns %s: %w", nsName, err)
 	}

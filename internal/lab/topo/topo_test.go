@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/lanes-net/lanes/internal/nsrun"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -30,7 +31,7 @@ func TestNodesAndLeftovers(t *testing.T) {
 	dead := NSPrefix + "2147483647-1-x"
 	runtime.LockOSThread()
 	orig, _ := netns.Get()
-	h, err := netns.NewNamed(dead) // switches this thread: switch back
+	h, err := nsrun.NewNamed(dead) // switches this thread: switch back
 	netns.Set(orig)
 	orig.Close()
 	runtime.UnlockOSThread()
