@@ -8,9 +8,9 @@
 //     not slowed);
 //   - otherwise, down at once when the target falls below the band under
 //     the cap (cap - band), and up only when the target has stayed at or
-//     above cap + 1 (a whole segment more) for the dwell time, to the
-//     smallest target seen during it (a min filter: a short upward blip is
-//     never applied);
+//     above cap + rise (a whole segment more, or 2 % of the cap if that is
+//     more: capRise) for the dwell time, to the smallest target seen
+//     during it (a min filter: a short upward blip is never applied);
 //   - between the two the cap stays.
 //
 // The band is half a segment or 5 % of the cap, whichever is larger, so a
@@ -23,6 +23,14 @@
 // one that had come from above sat at the target's floor; the dwell and the
 // min filter already keep a target that hovers across a boundary from
 // raising the cap.
+//
+// The rise is relative for large caps: a whole segment is 3.5 % of a cap
+// of 28 (16 hosts in the lab) but 0.4 % of one of 230 (2 hosts), where
+// every creep of the estimate (the trim giving back half a step, the best
+// rising by a per cent) raised the cap: 7.7 changes a minute per download
+// at 2 hosts against 0-1.6 at 4-16 (session 14). A cap at most 2 % under
+// its target still keeps the group's window above the medium's BDP with
+// the default queue allowance (1.05 x 0.98 = 1.03).
 package coop
 
 import (
@@ -40,6 +48,13 @@ func capDwell(interval time.Duration) time.Duration { return min(2*interval, max
 
 // capBand is the hysteresis band around a cap, in segments.
 func capBand(c uint32) float64 { return math.Max(0.5, 0.05*float64(c)) }
+
+// capRiseFrac is the smallest rise of a large cap, as a fraction of it.
+const capRiseFrac = 0.02
+
+// capRise is how far above the cap a target must stay for the dwell
+// before the cap grows, in segments: one, or capRiseFrac of the cap.
+func capRise(c uint32) float64 { return math.Max(1, capRiseFrac*float64(c)) }
 
 // capFilter is one flow's hysteresis state.
 type capFilter struct {
@@ -60,7 +75,7 @@ func (f *capFilter) next(target float64, now time.Time, reset bool, dwell time.D
 	switch {
 	case target < c-h:
 		f.set(want)
-	case target >= c+1:
+	case target >= c+capRise(f.cap):
 		if f.upSince.IsZero() {
 			f.upSince, f.upMin = now, target
 		}
