@@ -124,12 +124,35 @@ func openTrack(ns netns.NsHandle, cfg *Config) (*trackSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tcp tracker: network namespace: %w", err)
 	}
+	c.FirstSlots = firstSlots(ns)
 	tr, err := tcpiter.LoadTracker(c, uint32(st.Ino))
 	if err != nil {
 		return nil, err
 	}
 	return &trackSource{tr: tr, ns: ns, recConv: conv, walkChunk: trackWalkChunk, pos: map[uint64]int{},
 		congs: map[string]string{}}, nil
+}
+
+// firstSlots is how many records of the first walk the kernel is to
+// write into memory this process maps (tcpiter.Config.FirstSlots): the
+// namespace's TCP sockets now, and an eighth more for those opened before
+// the first sample (any beyond come through the walk's stream). The
+// memory, tcpiter.RecSize (256) bytes a slot, is freed after the first
+// walk: ~29 MB at 100,000 sockets.
+func firstSlots(ns netns.NsHandle) int {
+	count := func() (int, error) {
+		return tcpInUse("/proc/thread-self/net/sockstat", "TCP:") +
+			tcpInUse("/proc/thread-self/net/sockstat6", "TCP6:"), nil
+	}
+	var n int
+	if ns.IsOpen() {
+		n, _ = inNetNS(ns, count)
+	} else {
+		runtime.LockOSThread()
+		n, _ = count()
+		runtime.UnlockOSThread()
+	}
+	return n + n/8 + 64
 }
 
 func (t *trackSource) Close() error {
@@ -196,12 +219,14 @@ func (s *Sampler) sampleTracked(now time.Time) error {
 }
 
 // firstWalk fills the table with one whole full walk. The walk is read
-// ahead on another goroutine (tcpiter.ReadAhead): the kernel walks the
-// sockets on one core while this one sizes the table, walks the socket
-// owners and turns the records already read into flows (at 100,000
+// ahead on another goroutine (tcpiter.Tracker.ReadFirst): the kernel walks
+// the sockets on one core while this one sizes the table, walks the socket
+// owners and turns the records already written into flows (at 100,000
 // sockets the walk is ~100 ms and the rest ~60-110 ms of CPU, which
-// otherwise came after it). From trackHoldAt sockets no garbage
-// collection runs until the table is filled (holdGC).
+// otherwise came after it). The kernel writes the records into slots
+// mapped into this process (firstSlots), which are freed after the walk.
+// From trackHoldAt sockets no garbage collection runs until the table is
+// filled (holdGC).
 func (s *Sampler) firstWalk(now time.Time) error {
 	t := s.track
 	if err := t.tr.SetUntracked(true); err != nil {
@@ -214,7 +239,7 @@ func (s *Sampler) firstWalk(now time.Time) error {
 		return err
 	}
 	defer r.Close()
-	ahead, err := tcpiter.ReadAhead(r)
+	ahead, err := t.tr.ReadFirst(r)
 	if err != nil {
 		return err
 	}
@@ -238,6 +263,9 @@ func (s *Sampler) firstWalk(now time.Time) error {
 	}
 	t.fresh = false
 	if err != nil {
+		return err
+	}
+	if err := t.tr.FreeFirst(); err != nil {
 		return err
 	}
 	if _, err := t.tr.Gone(s.untrack); err != nil {

@@ -5,12 +5,17 @@
 // longer of the two, not their sum (the CPU time is the same). The
 // buffers are outside the Go heap (an anonymous mapping), so a walk read
 // ahead neither starts a garbage collection nor gives one more to do.
+// The tracker's first walk (ReadFirst, first.go) writes its records into
+// slots this process maps instead: then the read is one call that runs
+// the whole walk, and Each takes the records from the slots as the kernel
+// writes them (looking every firstPoll while nothing else comes).
 package tcpiter
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,19 +42,30 @@ type Ahead struct {
 	done chan struct{}
 	err  error // the reader's; set before full is closed
 	used bool  // Each ran
+	// The first walk's slots (ReadFirst; nil: none) and how many of
+	// them Each has taken.
+	slots []byte
+	taken int
 }
+
+// firstPoll is how often Each looks for new records in the first-walk
+// slots while the stream has none (~200 records of a walk).
+const firstPoll = 200 * time.Microsecond
 
 // ReadAhead starts reading the walk r to its end on another goroutine.
 // The caller then takes the records with Each and must call Close (before
 // closing r) in any case. r must not depend on the calling thread (an
 // iterator's walk does not: its namespace was taken when it was opened).
-func ReadAhead(r io.Reader) (*Ahead, error) {
+func ReadAhead(r io.Reader) (*Ahead, error) { return readAhead(r, nil) }
+
+// readAhead is ReadAhead, with the first walk's slots (nil: none).
+func readAhead(r io.Reader, slots []byte) (*Ahead, error) {
 	mem, err := unix.Mmap(-1, 0, aheadBuf*aheadBufs, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("tcp iterator read-ahead buffers: %w", err)
 	}
 	a := &Ahead{mem: mem, full: make(chan []byte, aheadBufs), free: make(chan []byte, aheadBufs),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), slots: slots}
 	for i := range aheadBufs {
 		a.free <- mem[i*aheadBuf : (i+1)*aheadBuf : (i+1)*aheadBuf]
 	}
@@ -115,13 +131,45 @@ func (a *Ahead) Each(fn func(*Rec)) error {
 		return errors.New("tcp iterator read-ahead: Each called twice")
 	}
 	a.used = true
-	for b := range a.full {
-		for off := 0; off < len(b); off += RecSize {
-			fn(asRec(b[off:]))
+	if a.slots == nil {
+		for b := range a.full {
+			a.take(b, fn)
 		}
-		a.free <- b[:cap(b)]
+		return a.err
 	}
-	return a.err
+	poll := time.NewTimer(firstPoll)
+	defer poll.Stop()
+	for {
+		a.takeSlots(fn)
+		select {
+		case b, ok := <-a.full:
+			if !ok { // the walk ended: all its records are in the slots
+				a.takeSlots(fn)
+				return a.err
+			}
+			a.take(b, fn)
+		case <-poll.C:
+		}
+		poll.Reset(firstPoll)
+	}
+}
+
+// take calls fn for the records of a buffer from the reader and gives
+// the buffer back.
+func (a *Ahead) take(b []byte, fn func(*Rec)) {
+	for off := 0; off < len(b); off += RecSize {
+		fn(asRec(b[off:]))
+	}
+	a.free <- b[:cap(b)]
+}
+
+// takeSlots calls fn for the records the kernel has written into the
+// first walk's slots since the last call.
+func (a *Ahead) takeSlots(fn func(*Rec)) {
+	for n := firstCount(a.slots); a.taken < n; {
+		a.taken++
+		fn(asRec(a.slots[a.taken*RecSize:]))
+	}
 }
 
 // Close stops the reader (after its read in progress, if Each did not

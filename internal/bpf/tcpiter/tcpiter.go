@@ -39,6 +39,12 @@ type Config struct {
 	// cgroup, so a cgroup filter matches nothing there).
 	LocalPort, RemotePort, Port uint16
 	CgroupID                    uint64
+	// FirstSlots (tracked mode only): how many records of the first
+	// walk (Tracker.OpenFirst) the kernel writes into memory the reader
+	// maps (Tracker.ReadFirst) instead of the walk's stream, which takes
+	// those beyond; 0: none. The memory, RecSize bytes a slot, is held
+	// from LoadTracker until Tracker.FreeFirst.
+	FirstSlots int
 }
 
 // Iter is a loaded, attached TCP iterator. Each Open starts a new walk.
@@ -51,6 +57,7 @@ type Iter struct {
 // on kernels without iter/tcp, bpf_skc_to_tcp_sock or the tracing
 // bpf_get_socket_cookie (before 5.12): the caller falls back to sock_diag.
 func Load(c Config) (*Iter, error) {
+	c.FirstSlots = 0 // every walk is read from the stream
 	spec, opts, err := loadSpec(c, 0)
 	if err != nil {
 		return nil, err
@@ -81,6 +88,11 @@ func notSupported(err error) error {
 		if f, ok := strings.CutPrefix(l, "unknown func "); ok {
 			return fmt.Errorf("%w: helper %s: %w", ebpf.ErrNotSupported, f, err)
 		}
+		// Before 5.12 an atomic exchange (emit in tcpiter.c) is refused
+		// before any helper is looked at.
+		if l == "BPF_STX uses reserved fields" {
+			return fmt.Errorf("%w: BPF atomics (5.12): %w", ebpf.ErrNotSupported, err)
+		}
 	}
 	return err
 }
@@ -100,7 +112,12 @@ func loadSpec(c Config, netns uint32) (*ebpf.CollectionSpec, *ebpf.CollectionOpt
 		LPort, RPort, Port, _    uint16
 		NetNS                    uint32
 		CgroupID                 uint64
+		FirstSlots, _            uint32
 	}{States: c.States, Lanes: c.Lanes, LPort: c.LocalPort, RPort: c.RemotePort, Port: c.Port, NetNS: netns, CgroupID: c.CgroupID}
+	if c.FirstSlots > 0 { // entry 0 is the count
+		cfg.FirstSlots = uint32(min(c.FirstSlots, maxFirstSlots) + 1)
+		spec.Maps["first_recs"].MaxEntries = cfg.FirstSlots
+	}
 	opts := &ebpf.CollectionOptions{}
 	if c.LaneMap != nil {
 		cfg.HaveLanes = 1
@@ -113,6 +130,10 @@ func loadSpec(c Config, netns uint32) (*ebpf.CollectionSpec, *ebpf.CollectionOpt
 	}
 	return spec, opts, nil
 }
+
+// maxFirstSlots bounds Config.FirstSlots (64 MiB of records; the stream
+// takes the rest).
+const maxFirstSlots = 64 << 20 / RecSize
 
 // Probe loads and attaches the iterator as the monitor would, then
 // unloads it: nil if the monitor can sample through it on this kernel.

@@ -112,6 +112,7 @@ const (
 	TcpiterMapCold5            = "cold5"
 	TcpiterMapCold6            = "cold6"
 	TcpiterMapCold7            = "cold7"
+	TcpiterMapFirstRecs        = "first_recs"
 	TcpiterMapGone             = "gone"
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
@@ -193,6 +194,7 @@ type TcpiterMapSpecs struct {
 	Cold5            *ebpf.MapSpec `ebpf:"cold5"`
 	Cold6            *ebpf.MapSpec `ebpf:"cold6"`
 	Cold7            *ebpf.MapSpec `ebpf:"cold7"`
+	FirstRecs        *ebpf.MapSpec `ebpf:"first_recs"`
 	Gone             *ebpf.MapSpec `ebpf:"gone"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
@@ -242,6 +244,7 @@ type TcpiterMaps struct {
 	Cold5            *ebpf.Map `ebpf:"cold5"`
 	Cold6            *ebpf.Map `ebpf:"cold6"`
 	Cold7            *ebpf.Map `ebpf:"cold7"`
+	FirstRecs        *ebpf.Map `ebpf:"first_recs"`
 	Gone             *ebpf.Map `ebpf:"gone"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
@@ -262,6 +265,7 @@ func (m *TcpiterMaps) Close() error {
 		m.Cold5,
 		m.Cold6,
 		m.Cold7,
+		m.FirstRecs,
 		m.Gone,
 		m.LanesCgroup,
 		m.LanesCookie,

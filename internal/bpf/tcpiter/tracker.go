@@ -46,8 +46,10 @@ type Tracker struct {
 		Cold5     *ebpf.Map      `ebpf:"cold5"`
 		Cold6     *ebpf.Map      `ebpf:"cold6"`
 		Cold7     *ebpf.Map      `ebpf:"cold7"`
+		FirstRecs *ebpf.Map      `ebpf:"first_recs"` // first.go
 	}
 	first       *link.Iter // dump: a full walk that tracks nothing
+	firstMem    []byte     // first_recs, mapped (nil: no slots; first.go)
 	full, delta *link.Iter
 	cold        [ColdMaps]*link.Iter // delta_cold on each cold map
 	hook        link.Link
@@ -97,12 +99,16 @@ func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
 	if t.ring, err = ringbuf.NewReader(t.objs.Gone); err != nil {
 		return nil, fmt.Errorf("tcp tracker ring: %w", err)
 	}
+	if err := t.mapFirst(); err != nil {
+		return nil, err
+	}
 	t.ring.SetDeadline(time.Unix(0, 1)) // never wait: Gone drains what is there
 	return t, nil
 }
 
 // Close detaches and unloads everything.
 func (t *Tracker) Close() error {
+	errs := []error{t.FreeFirst()}
 	var cs []io.Closer
 	if t.ring != nil {
 		cs = append(cs, t.ring)
@@ -118,24 +124,20 @@ func (t *Tracker) Close() error {
 	if t.full != nil {
 		cs = append(cs, t.full)
 	}
-	if t.first != nil {
-		cs = append(cs, t.first)
-	}
 	if t.hook != nil {
 		cs = append(cs, t.hook)
 	}
 	o := &t.objs
-	for _, p := range []*ebpf.Program{o.Dump, o.DumpTrack, o.Delta, o.DeltaCold, o.Track} {
+	for _, p := range []*ebpf.Program{o.DumpTrack, o.Delta, o.DeltaCold, o.Track} { // Dump: FreeFirst
 		if p != nil {
 			cs = append(cs, p)
 		}
 	}
-	for _, m := range append([]*ebpf.Map{o.Tracked, o.Gone}, t.coldMaps()...) {
+	for _, m := range append([]*ebpf.Map{o.Tracked, o.Gone}, t.coldMaps()...) { // FirstRecs: FreeFirst
 		if m != nil {
 			cs = append(cs, m)
 		}
 	}
-	var errs []error
 	for _, c := range cs {
 		errs = append(errs, c.Close())
 	}
@@ -156,8 +158,15 @@ func (t *Tracker) OpenFull() (io.ReadCloser, error) {
 // must be the tracker's) that tracks nothing: every matching socket, as
 // OpenFull reports it, without creating its storage (which costs the
 // walk ~0.8 us a socket). Call SetUntracked(true) before, and until an
-// OpenFull walk has ended.
+// OpenFull walk has ended. Read it with ReadFirst (the records may be
+// in the first-walk slots), one walk at a time.
 func (t *Tracker) OpenFirst() (io.ReadCloser, error) {
+	if t.first == nil {
+		return nil, errors.New("open tcp tracker first walk: freed (FreeFirst)")
+	}
+	if err := t.resetFirst(); err != nil {
+		return nil, err
+	}
 	r, err := openWalk(t.first)
 	if err != nil {
 		return nil, fmt.Errorf("open tcp tracker first walk: %w", err)
