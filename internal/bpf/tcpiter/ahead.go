@@ -80,7 +80,10 @@ func (a *Ahead) read(r io.Reader) {
 	defer close(a.done)
 	defer close(a.full)
 	read := r.Read
-	if w, ok := r.(walk); ok {
+	// Into slots, the walk is one read(2) of ~100 ms at 100,000 sockets:
+	// a system call the runtime knows of, whose P (holding the caller's
+	// poll timer, perhaps) it hands to another thread meanwhile.
+	if w, ok := r.(walk); ok && a.slots == nil {
 		read = w.readRaw
 	}
 	var carry [RecSize]byte
