@@ -126,6 +126,11 @@ type SafetyConfig struct {
 	// saw-tooth holds the RTT around the line, and a count in a row
 	// restarted at every dip.
 	Window int `yaml:"trigger_window"`
+	// DrainIntervals (estimated rate only): capping stops at once when a
+	// queue stands this many intervals in a row after the estimator's
+	// drain lowered the caps to what the group delivers, while the
+	// group's windows fit the estimate (safety.go). 0: off.
+	DrainIntervals int `yaml:"drain_intervals"`
 	// Hold is how long capping stays off before it is tried again (doubles
 	// on each repeated trigger, up to 8x).
 	Hold config.Duration `yaml:"hold"`
@@ -179,6 +184,7 @@ func DefaultConfig() Config {
 			GoodputFraction: 0.7,
 			Trigger:         10,
 			Window:          20,
+			DrainIntervals:  3,
 			Hold:            config.Duration(30 * time.Second),
 		},
 	}
@@ -258,6 +264,9 @@ func (c Config) Validate() error {
 		}
 		if s.Window < 0 || s.Window > maxTriggerWindow {
 			return config.Errorf("safety.trigger_window", "must be in 0..%d (at or below trigger_intervals: in a row)", maxTriggerWindow)
+		}
+		if s.DrainIntervals < 0 || s.DrainIntervals > maxTriggerWindow {
+			return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxTriggerWindow)
 		}
 		if s.Hold.D() < c.Interval.D() {
 			return config.Errorf("safety.hold", "must be at least one interval")

@@ -826,8 +826,9 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		}
 	}
 	if tick { // the safety signals and the estimate count intervals, not events
-		c.capOK, c.capWhy = c.safety.update(now, obs)
 		c.upEst.update(now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
+		obs.drained = c.cfg.APRate == 0 && c.upEst.queueAfterDrain()
+		c.capOK, c.capWhy = c.safety.update(now, obs)
 	}
 	capping, reason := c.capOK, c.capWhy
 	if rate == 0 {

@@ -204,6 +204,9 @@ type rateEstimator struct {
 	// drained to 4 in steps of a second, and the lanes hosts got 0.1-0.3 of
 	// their plain-TCP goodput), where the safety fallback must judge it.
 	drained bool
+	// sinceDrain: intervals since the last drain (the safety fallback
+	// reads a queue that outlives it: queueAfterDrain)
+	sinceDrain int
 }
 
 func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
@@ -242,6 +245,7 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	if s.inflation > 0 && s.inflation <= drainInflation {
 		e.drained = false
 	}
+	e.sinceDrain++
 	switch {
 	case e.est < minRateBits: // unknown until the group's slow start ends
 		e.preStart(s)
@@ -379,9 +383,14 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
-	e.drained = true
+	e.drained, e.sinceDrain = true, 0
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
+
+// queueAfterDrain reports whether the queue a drain answered still stands
+// in an interval after the drain's own (whose RTT was measured before the
+// caps were lowered): the safety fallback's drain signal (safety.go).
+func (e *rateEstimator) queueAfterDrain() bool { return e.drained && e.sinceDrain > 0 }
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	best := e.best()

@@ -153,6 +153,11 @@ func TestEstimateDrainsOncePerQueue(t *testing.T) {
 		if i == drainIntervals {
 			first = e.est
 		}
+		// the safety fallback's signal: from the interval after the drain's
+		// (the drain's is the drainIntervals-th of the queue, i = drainIntervals-1)
+		if after := e.queueAfterDrain(); after != (i >= drainIntervals) {
+			t.Fatalf("interval %d of the queue: queueAfterDrain %v", i, after)
+		}
 		g *= 0.95
 		t1 = t1.Add(500 * time.Millisecond)
 	}

@@ -163,3 +163,91 @@ func TestSafetyTriggerCountsAfreshAfterHold(t *testing.T) {
 		t.Error("ten bad intervals after the hold did not stop capping")
 	}
 }
+
+// drainObs is rttObs with the estimator's drain state: drained, the queue
+// a drain answered still stands an interval or more after it.
+func drainObs(infl float64, drained bool) observation {
+	o := rttObs(infl)
+	o.drained = drained
+	return o
+}
+
+// The lab's coop-mixed with the rate estimated (session 15, traced): the
+// estimator drained at 7.5 s, and the plain hosts' queue stood
+// (1.28-1.49x) while the caps held the lanes hosts to what they had
+// delivered. The window's RTT signal fired 6-16 s later, on each host as
+// its median crossed 1.3x in ten of twenty intervals; the drain signal
+// fires in the third interval after the drain's.
+func TestSafetyQueueAfterDrain(t *testing.T) {
+	cfg := DefaultConfig().Safety
+	run := func(obs []observation) int {
+		s := safety{cfg: cfg}
+		now := time.Unix(1000, 0)
+		for i, o := range obs {
+			if ok, why := s.update(now.Add(time.Duration(i)*500*time.Millisecond), o); !ok {
+				if !strings.Contains(why, "a queue stood 3 intervals after the caps were lowered") {
+					t.Errorf("reason %q", why)
+				}
+				return i
+			}
+		}
+		return -1
+	}
+	mixed := []observation{drainObs(1.42, false), drainObs(1.28, true), drainObs(1.30, true), drainObs(1.29, true), drainObs(1.38, true)}
+	if i := run(mixed); i != 3 {
+		t.Fatalf("fallback at interval %d, want 3 (the third after the drain)", i)
+	}
+	// a queue of our own caps (a slower medium) empties: the drain state
+	// clears before the third interval
+	own := []observation{drainObs(1.42, false), drainObs(1.35, true), drainObs(1.20, true), drainObs(1.08, false), drainObs(1.05, false)}
+	if i := run(own); i >= 0 {
+		t.Errorf("a queue that emptied after the drain stopped capping at interval %d", i)
+	}
+	// our own windows beyond the estimate: the queue may be ours
+	var over []observation
+	for range 6 {
+		o := drainObs(1.3, true)
+		o.inflightLow = false
+		over = append(over, o)
+	}
+	if i := run(over); i >= 0 {
+		t.Errorf("with our windows above the estimate, capping stopped at interval %d", i)
+	}
+	// the signal off (drain_intervals: 0): the window's count alone
+	cfg.DrainIntervals = 0
+	if i := run(mixed); i >= 0 {
+		t.Errorf("drain_intervals 0: capping stopped at interval %d", i)
+	}
+}
+
+// After the hold, the drain signal needs its intervals again: capping is
+// retried for that long even if the drained queue stood through the hold.
+func TestSafetyDrainSignalAfterHold(t *testing.T) {
+	cfg := DefaultConfig().Safety
+	cfg.Hold = config.Duration(2 * time.Second)
+	s := safety{cfg: cfg}
+	now := time.Unix(1000, 0)
+	step := func() bool {
+		ok, _ := s.update(now, drainObs(1.35, true))
+		now = now.Add(500 * time.Millisecond)
+		return ok
+	}
+	for i := range 3 {
+		if ok := step(); ok != (i < 2) {
+			t.Fatalf("interval %d: capping %v", i, ok)
+		}
+	}
+	for range 3 { // the hold: 2 s from the fallback
+		if step() {
+			t.Fatal("capping during the hold")
+		}
+	}
+	for i := range 2 {
+		if !step() {
+			t.Fatalf("stopped again %d intervals after the hold", i+1)
+		}
+	}
+	if step() {
+		t.Error("the third interval after the hold did not stop capping")
+	}
+}

@@ -224,6 +224,9 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	if c.Safety.Window != coop.DefaultConfig().Safety.Window { // only then: a daemon from before it still reads the file, with its own rule
 		p("    trigger_window: %d", c.Safety.Window)
 	}
+	if c.Safety.DrainIntervals != coop.DefaultConfig().Safety.DrainIntervals { // as trigger_window
+		p("    drain_intervals: %d", c.Safety.DrainIntervals)
+	}
 	p("    hold: %s", c.Safety.Hold)
 	if len(c.Rules) > 0 {
 		p("  rules:")
