@@ -279,6 +279,9 @@ type Controller struct {
 	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
 	dnOn        bool                 // SetDownlinkCaps(true) done
 	dnRefused   string               // SetDownlinkCaps(true) refused (kernel before 5.11): why; no caps then
+	dnSafety    safety               // the downlink's fallback (downlink.go)
+	dnCapOK     bool
+	dnCapWhy    string
 	st          Status
 	closeOnce   sync.Once
 }
@@ -344,6 +347,7 @@ func New(o Options) (*Controller, error) {
 	c.dnEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.capOK = true
+	c.dnSafety, c.dnCapOK = safety{cfg: o.Config.Safety}, true
 	c.downOnEarly()
 	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil, Trust: "authenticated"}
 	if key == nil {

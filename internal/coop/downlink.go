@@ -42,8 +42,14 @@
 //     hysteresis filter as the uplink's caps (stable.go);
 //   - applied as TCP_WINDOW_CLAMP by sock_ops (datapath SetSocketRwndCap).
 //
-// Note: the safety fallback watches the uplink only; downlink caps stay on
-// while the downlink rate is known and caps are cooperative.
+// The safety fallback (safety.go) watches the downlink too, with its own
+// state: the RTT signal over this host's downloads' receive-side RTT, and
+// the drain signal of the downlink's estimate. Where the uplink compares
+// the group's windows with the rate, the downlink asks whether caps held
+// the downloads: a receive-window clamp holds the sender to it, so capped
+// windows fit the rate by construction, and a queue that stands then is
+// someone else's downloads. (Until session 15 downlink caps stayed on
+// whatever the AP's queue held.)
 package coop
 
 import (
@@ -252,6 +258,20 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	}
 	infl, base := c.downInflation()
 	c.dnEst.update(now, groupSample{goodput: g, inflation: infl, minRTT: base})
+	c.dnCapOK, c.dnCapWhy = c.dnSafety.update(now, c.downObservation(infl))
+}
+
+// downObservation is the downlink's safety observation (see the file
+// comment). Caller holds mu.
+func (c *Controller) downObservation(infl float64) observation {
+	var qd []float64
+	for _, fs := range c.flows {
+		if fs.dn.active && fs.f.RcvRTT > 0 && fs.dn.minRcvRTT > 0 {
+			qd = append(qd, float64(fs.f.RcvRTT-fs.dn.minRcvRTT))
+		}
+	}
+	return observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)),
+		inflightLow: c.st.Down.Capping, drained: c.cfg.APDownlinkRate == 0 && c.dnEst.queueAfterDrain()}
 }
 
 // downInflation is the median receive-side RTT ÷ its minimum over this
@@ -341,6 +361,8 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 		reason = "cooperative caps off by policy"
 	case c.dnRefused != "":
 		capping, reason = false, "the datapath cannot apply them: "+c.dnRefused
+	case !c.dnCapOK:
+		capping, reason = false, c.dnCapWhy
 	case rate == 0:
 		capping, reason = false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
 	case len(hosts) == 0:

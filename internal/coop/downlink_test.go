@@ -262,3 +262,49 @@ func TestDownlinkJoinInSlowStart(t *testing.T) {
 		}
 	}
 }
+
+// Someone else's downloads fill the AP's downlink queue while caps hold
+// ours: the downlink's own safety fallback stops its caps, as the uplink's
+// does (until session 15, downlink caps stayed on whatever the queue held).
+// A queue within the allowance does not.
+func TestDownlinkFallsBackOnForeignQueue(t *testing.T) {
+	g := newGroup(t, 2, downConfig())
+	for i, n := range g.nodes {
+		f := downloadFlow(uint64(100 + i))
+		f.RcvRTT = f.MinRTT
+		n.flows.set(f)
+		n.flows.recv[f.Cookie] = 50e6
+	}
+	setRcvRTT := func(x float64) {
+		for _, n := range g.nodes {
+			n.flows.mu.Lock()
+			n.flows.flows[0].RcvRTT = time.Duration(x * float64(256*time.Millisecond))
+			n.flows.mu.Unlock()
+		}
+	}
+	capping := func() (bool, string) {
+		st := g.nodes[0].c.Status()
+		return st.Down.Capping, st.Down.Reason
+	}
+	setRcvRTT(1.05)
+	for range 30 {
+		g.round()
+	}
+	if ok, why := capping(); !ok {
+		t.Fatalf("a queue within the allowance stopped the downlink caps: %q", why)
+	}
+	setRcvRTT(1.4)
+	for i := range 30 {
+		g.round()
+		if ok, why := capping(); !ok {
+			if i+1 < 10 || !strings.Contains(why, "foreign traffic") {
+				t.Fatalf("stopped after %d intervals of the queue: %q", i+1, why)
+			}
+			if got := g.nodes[0].caps.getRwnd(100); got != 0 {
+				t.Errorf("fallen back, the download's window clamp is still %d bytes", got)
+			}
+			return
+		}
+	}
+	t.Fatal("the downlink's caps stayed on through 15 s of a foreign queue")
+}

@@ -560,6 +560,7 @@ func init() {
 			dur := fs.Duration("duration", 60*time.Second, "length of each run")
 			warm := fs.Duration("warmup", 5*time.Second, "left out of the statistics")
 			noSafety := fs.Bool("no-safety", true, "also run the mixed setting with the safety fallback off")
+			direction := fs.String("direction", "up", "every host uploads (up) or downloads (down: the AP's downlink is shared, lanes caps receive windows)")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
 					*dur = 30 * time.Second
@@ -567,9 +568,14 @@ func init() {
 				if *plain < 0 || *plain > *hosts {
 					return nil, fmt.Errorf("--plain %d out of range", *plain)
 				}
+				dirs, err := parseDirections(*direction)
+				if err != nil || len(dirs) != 1 {
+					return nil, fmt.Errorf("--direction %q: want up or down", *direction)
+				}
+				c.down = dirs[0] == "down"
 				r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: c.params()}
-				r.Params["hosts"], r.Params["plain"], r.Params["duration"] = *hosts, *plain, dur.String()
-				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes (goodput Mbit/s; the same hosts are grouped in every setting)", *hosts, *plain),
+				r.Params["hosts"], r.Params["plain"], r.Params["duration"], r.Params["direction"] = *hosts, *plain, dur.String(), *direction
+				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes, %sloading (goodput Mbit/s; the same hosts are grouped in every setting)", *hosts, *plain, *direction),
 					Columns: []string{"setting", "total", "lanes hosts (mean)", "lanes hosts / all tcp", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping stopped", "capping", "why not"}}
 				data := map[string]any{}
 				settings := []string{"all tcp", "mixed"}
@@ -591,7 +597,7 @@ func init() {
 						return nil, err
 					}
 					rctx, cancel := context.WithCancel(ctx)
-					if _, err := cb.startUploads(rctx, allHosts(*hosts), 0, lane.Unset); err != nil {
+					if _, err := cb.startFlows(rctx, allHosts(*hosts)); err != nil {
 						cancel()
 						cb.Close()
 						return nil, err
