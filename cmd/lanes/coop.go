@@ -198,7 +198,8 @@ func coopStatusCmd(fs *pflag.FlagSet, e *env) runFunc {
 }
 
 // estimateText is the estimator's state after the rate's source:
-// ": cruise, best 19.3 Mbit/s, trim 0.98", or "" when the rate is configured.
+// ": cruise, best 19.3 Mbit/s, trim 0.98, last interval 18.9 Mbit/s at
+// 1.06x RTT", or "" when the rate is configured.
 func estimateText(es *coop.EstimateStatus) string {
 	if es == nil {
 		return ""
@@ -212,6 +213,9 @@ func estimateText(es *coop.EstimateStatus) string {
 	}
 	if es.Drained {
 		t += ", drained"
+	}
+	if es.Inflation > 0 {
+		t += fmt.Sprintf(", last interval %.3g Mbit/s at %.2fx RTT", float64(es.GroupGoodputBits)/1e6, es.Inflation)
 	}
 	return t
 }

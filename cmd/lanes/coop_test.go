@@ -1,4 +1,5 @@
-// Tests of `lanes coop table`: the defaults print the paper's caps.
+// Tests of `lanes coop table` (the defaults print the paper's caps) and of
+// the estimator's state in `lanes coop status`.
 package main
 
 import (
@@ -6,6 +7,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/lanes-net/lanes/internal/coop"
 )
 
 func TestCoopTablePaper(t *testing.T) {
@@ -26,5 +29,15 @@ func TestCoopTablePaper(t *testing.T) {
 	}
 	if rc := runMain(context.Background(), e, []string{"coop", "table", "--rate", "fast"}); rc != 2 {
 		t.Errorf("bad rate: rc %d", rc)
+	}
+}
+
+func TestEstimateText(t *testing.T) {
+	if got := estimateText(nil); got != "" {
+		t.Errorf("configured rate: %q", got)
+	}
+	es := &coop.EstimateStatus{Phase: "cruise", BestBits: 19.3e6, Trim: 0.98, Drained: true, GroupGoodputBits: 18.9e6, Inflation: 1.06}
+	if got, want := estimateText(es), ": cruise, best 19.3 Mbit/s, trim 0.98, drained, last interval 18.9 Mbit/s at 1.06x RTT"; got != want {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 }

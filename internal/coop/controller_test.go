@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"net/netip"
 	"strings"
 	"sync"
@@ -560,6 +561,10 @@ func TestEstimatedRate(t *testing.T) {
 	}
 	if es := st.Estimate; es == nil || es.Phase != "startup" || es.Trim != 1 {
 		t.Errorf("estimator state %+v, want startup untrimmed", es)
+	}
+	// the last interval's input: the two hosts' 5.6 Mbit/s, at 260/256 ms
+	if es := st.Estimate; es == nil || es.GroupGoodputBits < 5.5e6 || es.GroupGoodputBits > 5.7e6 || math.Abs(es.Inflation-260.0/256) > 1e-6 {
+		t.Errorf("estimator input %+v, want the group's 5.6 Mbit/s at 1.016x", es)
 	}
 	if es := st.Down.Estimate; es == nil || es.Phase != "pre-start" {
 		t.Errorf("downlink estimator state %+v with no downloads, want pre-start", es)

@@ -207,6 +207,7 @@ type rateEstimator struct {
 	// sinceDrain: intervals since the last drain (the safety fallback
 	// reads a queue that outlives it: queueAfterDrain)
 	sinceDrain int
+	input      groupSample // the last interval's (status)
 }
 
 func newRateEstimator(headroomBits, limitBits float64, interval time.Duration) rateEstimator {
@@ -230,6 +231,7 @@ func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 
 // update feeds one interval.
 func (e *rateEstimator) update(now time.Time, s groupSample) {
+	e.input = s
 	if e.est >= minRateBits { // pre-start's uncapped losses are not the caps'
 		e.window = append(e.window, rateSample{now, e.recorded(s)})
 	}

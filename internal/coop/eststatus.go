@@ -12,6 +12,10 @@ type EstimateStatus struct {
 	Probing      bool    `json:"probing"`       // the last interval was inside a probe
 	FailedProbes int     `json:"failed_probes"` // in a row (the probes' backoff)
 	Drained      bool    `json:"drained"`       // a drain lowered it and its queue still stands
+	// The last interval's input: the group's goodput and its flows'
+	// median srtt/min_rtt (0: none measured)
+	GroupGoodputBits uint64  `json:"group_goodput_bits"`
+	Inflation        float64 `json:"inflation"`
 }
 
 // status reports the estimator's state.
@@ -24,5 +28,6 @@ func (e *rateEstimator) status() *EstimateStatus {
 		phase = "startup"
 	}
 	return &EstimateStatus{Phase: phase, BestBits: uint64(e.best()), Trim: e.trimmed(),
-		Probing: e.probing, FailedProbes: e.failed, Drained: e.drained}
+		Probing: e.probing, FailedProbes: e.failed, Drained: e.drained,
+		GroupGoodputBits: uint64(e.input.goodput), Inflation: e.input.inflation}
 }

@@ -619,6 +619,12 @@ type hostSample struct {
 	// CapChanges: its active flows' cap changes since each was first seen
 	// (the daemon's counters: cwnd caps up, downlink caps down)
 	CapChanges uint64 `json:"cap_changes,omitempty"`
+	// The daemon's rate for the direction, its estimator's state (rate
+	// estimated) and why it is not capping: what a run's caps followed,
+	// interval by interval, without a special build
+	RateBits uint64               `json:"rate_bits,omitempty"`
+	Estimate *coop.EstimateStatus `json:"estimate,omitempty"`
+	NotWhy   string               `json:"not_capping,omitempty"`
 }
 
 // coopSeries is the per-interval record of a run.
@@ -745,9 +751,13 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 				if err != nil {
 					return s, err
 				}
-				row[i].N, row[i].Capping = st.N, st.Capping
+				row[i].N, row[i].Capping, row[i].RateBits, row[i].Estimate, row[i].NotWhy = st.N, st.Capping, st.RateBits, st.Estimate, st.Reason
 				if cb.cfg.Down {
-					row[i].N, row[i].Capping = st.Down.N, st.Down.Capping
+					d := st.Down
+					row[i].N, row[i].Capping, row[i].RateBits, row[i].Estimate, row[i].NotWhy = d.N, d.Capping, d.RateBits, d.Estimate, d.Reason
+				}
+				if row[i].Capping {
+					row[i].NotWhy = ""
 				}
 				row[i].Cap = flowsCap(st, cb.cfg.Down)
 				row[i].CapChanges = flowsCapChanges(st, cb.cfg.Down)
