@@ -616,10 +616,14 @@ func init() {
 							break
 						}
 						total++
-						if st.Capping {
+						on, reason := st.Capping, st.Reason
+						if c.down {
+							on, reason = st.Down.Capping, st.Down.Reason
+						}
+						if on {
 							capping++
 						} else {
-							why[st.Reason]++
+							why[reason]++
 						}
 					}
 					cancel()
