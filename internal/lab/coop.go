@@ -10,8 +10,8 @@
 //     reaction time to each join/leave (until every daemon has the new N;
 //     for joins also until every flow's cwnd is under its new cap), goodput
 //     and fairness per phase.
-//   - coop-mixed: 6 hosts, 2 of them without lanes, vs all plain TCP:
-//     lanes must never make the total clearly worse (safety fallback).
+//   - coop-mixed (coopmixed.go): 6 hosts, 2 of them without lanes, vs all
+//     plain TCP.
 package lab
 
 import (
@@ -543,143 +543,6 @@ func init() {
 				r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
 					"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
 				r.Notes = append(r.Notes, stopNotes...)
-				r.Data = data
-				r.Environment = CaptureEnvironment(nil, env, nil)
-				r.Duration = time.Since(r.Started)
-				return r, nil
-			}
-		}})
-
-	Register(Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
-		Quick: "30 s per mode",
-		Setup: func(fs *flag.FlagSet) RunFunc {
-			var c coopCommon
-			c.register(fs)
-			hosts := fs.Int("hosts", 6, "hosts")
-			plain := fs.Int("plain", 2, "hosts without lanes")
-			dur := fs.Duration("duration", 60*time.Second, "length of each run")
-			warm := fs.Duration("warmup", 5*time.Second, "left out of the statistics")
-			noSafety := fs.Bool("no-safety", true, "also run the mixed setting with the safety fallback off")
-			direction := fs.String("direction", "up", "every host uploads (up) or downloads (down: the AP's downlink is shared, lanes caps receive windows)")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				if env.Quick {
-					*dur = 30 * time.Second
-				}
-				if *plain < 0 || *plain > *hosts {
-					return nil, fmt.Errorf("--plain %d out of range", *plain)
-				}
-				dirs, err := parseDirections(*direction)
-				if err != nil || len(dirs) != 1 {
-					return nil, fmt.Errorf("--direction %q: want up or down", *direction)
-				}
-				c.down = dirs[0] == "down"
-				r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: c.params()}
-				r.Params["hosts"], r.Params["plain"], r.Params["duration"], r.Params["direction"] = *hosts, *plain, dur.String(), *direction
-				t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes, %sloading (goodput Mbit/s; the same hosts are grouped in every setting)", *hosts, *plain, *direction),
-					Columns: []string{"setting", "total", "lanes hosts (mean)", "lanes hosts / all tcp", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping stopped", "capping", "why not"}}
-				data := map[string]any{}
-				settings := []string{"all tcp", "mixed"}
-				if *noSafety {
-					settings = append(settings, "mixed, no safety")
-				}
-				lanesTCP := 0.0
-				for _, mode := range settings {
-					bc, err := c.bed(*hosts, func(i int) bool { return mode != "all tcp" && i >= *plain })
-					if err != nil {
-						return nil, err
-					}
-					if mode == "mixed, no safety" {
-						bc.Coop.Safety.Enabled = false
-					}
-					env.Printf("coop-mixed %s: %v...\n", mode, *dur)
-					cb, err := newCoopBed(ctx, env, bc)
-					if err != nil {
-						return nil, err
-					}
-					rctx, cancel := context.WithCancel(ctx)
-					if _, err := cb.startFlows(rctx, allHosts(*hosts)); err != nil {
-						cancel()
-						cb.Close()
-						return nil, err
-					}
-					s, err := cb.record(ctx, 200*time.Millisecond, *dur, nil)
-					why := map[string]int{}
-					capping := 0
-					total := 0
-					for _, h := range cb.hosts {
-						if h.api == nil || err != nil {
-							continue
-						}
-						st, serr := h.coopStatus()
-						if serr != nil {
-							err = serr
-							break
-						}
-						total++
-						on, reason := st.Capping, st.Reason
-						if c.down {
-							on, reason = st.Down.Capping, st.Down.Reason
-						}
-						if on {
-							capping++
-						} else {
-							why[reason]++
-						}
-					}
-					cancel()
-					if cerr := cb.Close(); err == nil {
-						err = cerr
-					}
-					if err != nil {
-						return nil, fmt.Errorf("coop-mixed %s: %w", mode, err)
-					}
-					// the same hosts in every setting: "lanes hosts" are the
-					// ones that run lanes in the mixed settings
-					var lanesH, plainH []int
-					for i := 0; i < *hosts; i++ {
-						if i >= *plain {
-							lanesH = append(lanesH, i)
-						} else {
-							plainH = append(plainH, i)
-						}
-					}
-					all := s.stats(allHosts(*hosts), warm.Seconds(), dur.Seconds()+1)
-					meanOf := func(h []int) string {
-						if len(h) == 0 {
-							return "-"
-						}
-						return mbit(s.stats(h, warm.Seconds(), dur.Seconds()+1).TotalMbit / float64(len(h)))
-					}
-					lanesMean := s.stats(lanesH, warm.Seconds(), dur.Seconds()+1).TotalMbit / float64(max(len(lanesH), 1))
-					ratio := "-"
-					if mode == "all tcp" {
-						lanesTCP = lanesMean
-					} else if lanesTCP > 0 && len(lanesH) > 0 {
-						ratio = fmt.Sprintf("%.2f", lanesMean/lanesTCP)
-					}
-					capS, whyS, stopS := "-", "", "-"
-					if mode != "all tcp" {
-						stopS = stopsText(cappingStops(s, lanesH))
-					}
-					if total > 0 {
-						capS = fmt.Sprintf("%d/%d at end", capping, total)
-						var ws []string
-						for k := range why {
-							ws = append(ws, k)
-						}
-						sort.Strings(ws)
-						whyS = strings.Join(ws, "; ")
-					}
-					t.Rows = append(t.Rows, []string{mode, mbit(all.TotalMbit), meanOf(lanesH), ratio, meanOf(plainH), fmt.Sprintf("%.3f", all.JainStep),
-						fmt.Sprintf("%.3f", all.JainRun), fmt.Sprintf("%.0f", all.RTTms), stopS, capS, whyS})
-					data[mode] = map[string]any{"stats": all, "series": s}
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
-				}
-				r.Tables = []Table{t}
-				r.Notes = []string{"plain hosts are the first --plain hosts; lanes hosts know only each other, so without the safety fallback they cap to a share of the AP the plain hosts do not respect",
-					"lanes hosts / all tcp: the lanes hosts' mean goodput over the same hosts' in the all-tcp setting; capping stopped: the lanes hosts whose daemon reported capping off after capping (the safety fallback), and when (s from the start of the run; the statistics leave out the first --warmup)"}
 				r.Data = data
 				r.Environment = CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)
