@@ -831,7 +831,9 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	}
 	if tick { // the safety signals and the estimate count intervals, not events
 		c.upEst.update(now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
-		obs.drained = c.cfg.APRate == 0 && c.upEst.queueAfterDrain()
+		if c.cfg.APRate == 0 {
+			obs.drained, obs.drainShare = c.upEst.drainState()
+		}
 		c.capOK, c.capWhy = c.safety.update(now, obs)
 	}
 	capping, reason := c.capOK, c.capWhy

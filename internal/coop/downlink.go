@@ -270,8 +270,11 @@ func (c *Controller) downObservation(infl float64) observation {
 			qd = append(qd, float64(fs.f.RcvRTT-fs.dn.minRcvRTT))
 		}
 	}
-	return observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)),
-		inflightLow: c.st.Down.Capping, drained: c.cfg.APDownlinkRate == 0 && c.dnEst.queueAfterDrain()}
+	o := observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)), inflightLow: c.st.Down.Capping}
+	if c.cfg.APDownlinkRate == 0 {
+		o.drained, o.drainShare = c.dnEst.drainState()
+	}
+	return o
 }
 
 // downInflation is the median receive-side RTT ÷ its minimum over this

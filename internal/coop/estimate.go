@@ -207,6 +207,7 @@ type rateEstimator struct {
 	// sinceDrain: intervals since the last drain (the safety fallback
 	// reads a queue that outlives it: queueAfterDrain)
 	sinceDrain int
+	drainBest  float64     // the best the last drain restarted from (drainState)
 	input      groupSample // the last interval's (status)
 }
 
@@ -385,14 +386,21 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
-	e.drained, e.sinceDrain = true, 0
+	e.drained, e.sinceDrain, e.drainBest = true, 0, e.best()
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 
-// queueAfterDrain reports whether the queue a drain answered still stands
-// in an interval after the drain's own (whose RTT was measured before the
-// caps were lowered): the safety fallback's drain signal (safety.go).
-func (e *rateEstimator) queueAfterDrain() bool { return e.drained && e.sinceDrain > 0 }
+// drainState is what the safety fallback's drain signal reads (safety.go):
+// whether the queue a drain answered still stands in an interval after the
+// drain's own (whose RTT was measured before the caps were lowered), and
+// the last interval's group goodput over what the group delivered while
+// that queue stood (the best the drain restarted from).
+func (e *rateEstimator) drainState() (after bool, share float64) {
+	if !e.drained || e.sinceDrain == 0 || e.drainBest <= 0 {
+		return false, 0
+	}
+	return true, e.input.goodput / e.drainBest
+}
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	best := e.best()

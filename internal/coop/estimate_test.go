@@ -155,8 +155,14 @@ func TestEstimateDrainsOncePerQueue(t *testing.T) {
 		}
 		// the safety fallback's signal: from the interval after the drain's
 		// (the drain's is the drainIntervals-th of the queue, i = drainIntervals-1)
-		if after := e.queueAfterDrain(); after != (i >= drainIntervals) {
-			t.Fatalf("interval %d of the queue: queueAfterDrain %v", i, after)
+		after, share := e.drainState()
+		if after != (i >= drainIntervals) {
+			t.Fatalf("interval %d of the queue: after the drain %v", i, after)
+		}
+		// the goodput falls 5 % an interval from the queue's first (12 Mbit/s),
+		// the best the drain restarted from
+		if want := math.Pow(0.95, float64(i)); after && math.Abs(share-want) > 1e-9 {
+			t.Fatalf("interval %d of the queue: share of the drain's goodput %.4f, want %.4f", i, share, want)
 		}
 		g *= 0.95
 		t1 = t1.Add(500 * time.Millisecond)
