@@ -205,7 +205,7 @@ type rateEstimator struct {
 	// their plain-TCP goodput), where the safety fallback must judge it.
 	drained bool
 	// sinceDrain: intervals since the last drain (the safety fallback
-	// reads a queue that outlives it: queueAfterDrain)
+	// reads a queue that outlives it: drainState)
 	sinceDrain int
 	drainBest  float64     // the best the last drain restarted from (drainState)
 	input      groupSample // the last interval's (status)
