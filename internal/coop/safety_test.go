@@ -132,18 +132,25 @@ func TestSafetyTriggerIgnoresSpikes(t *testing.T) {
 	}
 }
 
-// After a fallback and its hold the count starts afresh: the intervals
-// before the fallback do not count again.
-func TestSafetyTriggerCountsAfreshAfterHold(t *testing.T) {
+// holdStepper feeds a safety of the default settings with a 2 s hold one
+// interval (500 ms) of obs(v) per call and reports whether capping is
+// allowed.
+func holdStepper(obs func(v float64) observation) func(v float64) bool {
 	cfg := DefaultConfig().Safety
 	cfg.Hold = config.Duration(2 * time.Second)
 	s := safety{cfg: cfg}
 	now := time.Unix(1000, 0)
-	step := func(v float64) bool {
-		ok, _ := s.update(now, rttObs(v))
+	return func(v float64) bool {
+		ok, _ := s.update(now, obs(v))
 		now = now.Add(500 * time.Millisecond)
 		return ok
 	}
+}
+
+// After a fallback and its hold the count starts afresh: the intervals
+// before the fallback do not count again.
+func TestSafetyTriggerCountsAfreshAfterHold(t *testing.T) {
+	step := holdStepper(rttObs)
 	for i := range 10 {
 		if ok := step(1.4); ok != (i < 9) {
 			t.Fatalf("interval %d: capping %v", i, ok)
@@ -239,15 +246,8 @@ func TestSafetyQueueAfterDrain(t *testing.T) {
 // After the hold, the drain signal needs its intervals again: capping is
 // retried for that long even if the drained queue stood through the hold.
 func TestSafetyDrainSignalAfterHold(t *testing.T) {
-	cfg := DefaultConfig().Safety
-	cfg.Hold = config.Duration(2 * time.Second)
-	s := safety{cfg: cfg}
-	now := time.Unix(1000, 0)
-	step := func() bool {
-		ok, _ := s.update(now, drainObs(1.35, true))
-		now = now.Add(500 * time.Millisecond)
-		return ok
-	}
+	drained := holdStepper(func(v float64) observation { return drainObs(v, true) })
+	step := func() bool { return drained(1.35) }
 	for i := range 3 {
 		if ok := step(); ok != (i < 2) {
 			t.Fatalf("interval %d: capping %v", i, ok)
