@@ -136,6 +136,9 @@ func stopDaemon(t *testing.T, ns *testutil.NetNS, p *proc, args []string) {
 	if st := p.cmd.ProcessState; st != nil && st.Success() {
 		return
 	}
+	if _, err := os.Stat(ns.Path()); err != nil {
+		return // the test deleted the namespace, and the daemon's next start sweeps what it left
+	}
 	reset := []string{"reset"}
 	for i, a := range args {
 		if a == "--socket" && i+1 < len(args) {
@@ -328,8 +331,11 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			base := fmt.Sprintf("http://%s:8080", p.AddrB)
 			time.Sleep(300 * time.Millisecond)
 
+			stopIdle := testutil.Watchdog(t, 30*time.Second, "requests on the idle path", p.Snapshot)
+			defer stopIdle()
 			idle := latencies(t, p.A, base, 10)
 			upIdle := request(t, p.A, "post", base, 1<<20)
+			stopIdle()
 			idleRate := float64(upIdle.Bytes) * 8 / upIdle.Seconds
 
 			// Without lanes: the upload fills the network's buffer.
@@ -371,8 +377,11 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 				bgRate = max(bgRate, windows[len(windows)-1]*1e6)
 			}
 			t.Logf("background alone, 1 s windows: %.2f Mbit/s", windows)
+			stop := testutil.Watchdog(t, 30*time.Second, "requests under the background lane", p.Snapshot)
+			defer stop()
 			on := latencies(t, p.A, base, 15)
 			up := request(t, p.A, "post", base, 1<<20)
+			stop()
 			upRate := float64(up.Bytes) * 8 / up.Seconds
 			t.Logf("1 KB request p50/p99: idle %v/%v, background without lanes %v/%v, with lanes %v/%v",
 				pct(idle, .5), pct(idle, .99), pct(off, .5), pct(off, .99), pct(on, .5), pct(on, .99))
