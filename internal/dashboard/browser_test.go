@@ -155,8 +155,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 
+	// Chromium puts its profile singleton's socket in a directory of its own
+	// under TMPDIR (org.chromium.Chromium.*) and leaves it when killed, as
+	// the test ends it: both that and the profile go in the test's own
+	// temporary directory.
+	browserTmp := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(400, 1000))
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(400, 1000),
+		chromedp.UserDataDir(filepath.Join(browserTmp, "profile")), chromedp.Env("TMPDIR="+browserTmp))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
