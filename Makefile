@@ -44,14 +44,16 @@ test:
 	./scripts/deps.sh test
 	$(GO) run ./internal/leaks/leakcheck -save .leaks-before-test
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 1 -timeout 50m ./...
-	@$(MAKE) --no-print-directory leakcheck LEAKS_BEFORE=.leaks-before-test
+	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
+	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
+	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
 
 # Fails if anything of lanes is left on the machine (files under /run/lanes
 # and /var/lib/lanes, cgroups, mounts, test namespaces, BPF programs,
 # struct_ops congestion controls): the end of every `make test`, which
 # counts only what appeared during its run (LEAKS_BEFORE: the list saved
-# before it; what a killed earlier run left is listed, not counted).
+# before it; what a killed earlier run left is listed, not counted), and
+# which also fails on anything the tests left in their own TMPDIR.
 leakcheck:
 	$(GO) run ./internal/leaks/leakcheck $(if $(LEAKS_BEFORE),-since $(LEAKS_BEFORE))
 

@@ -198,3 +198,18 @@ func Split(now, before []string) (old, added []string) {
 	}
 	return old, added
 }
+
+// TempFiles lists what is left in dir, the TMPDIR `make test` gives the
+// tests (t.TempDir, and whatever the programs they start put in TMPDIR):
+// every entry is a leftover, since the directory was empty before the run.
+func TempFiles(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{fmt.Sprintf("temporary directory %s unreadable: %v", dir, err)}
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, "temporary file "+filepath.Join(dir, e.Name()))
+	}
+	return out
+}

@@ -3,7 +3,10 @@
 package leaks
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -19,5 +22,21 @@ func TestSplit(t *testing.T) {
 	}
 	if _, added := Split(now, nil); len(added) != 3 {
 		t.Errorf("without a baseline every leftover counts, got %q", added)
+	}
+}
+
+func TestTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	if left := TempFiles(dir); len(left) != 0 {
+		t.Errorf("an empty directory lists %q", left)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "org.chromium.Chromium.x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if left := TempFiles(dir); len(left) != 1 || !strings.Contains(left[0], "org.chromium.Chromium.x") {
+		t.Errorf("TempFiles = %q, want the one directory", left)
+	}
+	if left := TempFiles(filepath.Join(dir, "missing")); len(left) != 1 {
+		t.Errorf("a missing directory must be reported, got %q", left)
 	}
 }

@@ -5,7 +5,9 @@
 // clean up after itself, and what it left is not the next run's leak. So
 // `make test` first saves what is already there (-save FILE) and ends with
 // -since FILE: only what appeared during the run fails it; what was there
-// before is listed, not counted.
+// before is listed, not counted. Files are checked the same way without a
+// baseline: the tests run with TMPDIR in a fresh directory (-tmp DIR), and
+// whatever is left in it fails the run.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 func main() {
 	save := flag.String("save", "", "write the leftovers present now to `FILE` and exit (the baseline for -since)")
 	since := flag.String("since", "", "fail only on leftovers not listed in `FILE` (written by -save before the run)")
+	tmp := flag.String("tmp", "", "also fail on anything left in `DIR` (the TMPDIR the tests ran with, empty before), then remove it")
 	flag.Parse()
 	left := leaks.Find()
 	if *save != "" {
@@ -36,6 +39,10 @@ func main() {
 		os.Exit(2)
 	}
 	old, added := leaks.Split(left, before)
+	if *tmp != "" {
+		added = append(added, leaks.TempFiles(*tmp)...)
+		_ = os.RemoveAll(*tmp)
+	}
 	report("present before this run (not counted against it)", old)
 	if len(added) == 0 {
 		fmt.Println("leakcheck: nothing of lanes left on this machine by this run")
