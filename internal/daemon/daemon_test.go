@@ -377,7 +377,11 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 				bgRate = max(bgRate, windows[len(windows)-1]*1e6)
 			}
 			t.Logf("background alone, 1 s windows: %.2f Mbit/s", windows)
-			stop := testutil.Watchdog(t, 30*time.Second, "requests under the background lane", p.Snapshot)
+			stop := testutil.Watchdog(t, 30*time.Second, "requests under the background lane", func() string {
+				st, _ := p.A.Command(lanesBin, "status", "--socket", sock).CombinedOutput()
+				return p.Snapshot() + "== lanes status\n" + string(st) + "\n== the daemon's log\n" + d.out.String() +
+					"\n== the bulk upload's log\n" + b.out.String()
+			})
 			defer stop()
 			on := latencies(t, p.A, base, 15)
 			up := request(t, p.A, "post", base, 1<<20)
