@@ -248,6 +248,30 @@ func TestFirstWalkCloses(t *testing.T) {
 	}
 }
 
+// TestFirstFreedNext: the first walk's slots and program are freed by the
+// sample after it, not by the first sample itself (their unmapping is no
+// part of what the first sample reports).
+func TestFirstFreedNext(t *testing.T) {
+	lb := newLoopback(t)
+	lb.pair()
+	s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: BackendTrack})
+	if fl, err := s.Sample(); err != nil || len(fl) != 2 {
+		t.Fatalf("first sample: %d flows, %v; want 2", len(fl), err)
+	}
+	r, err := s.track.tr.OpenFirst() // opened, not read
+	if err != nil {
+		t.Fatalf("after the first sample: the first walk already freed: %v", err)
+	}
+	r.Close()
+	if _, err := s.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.track.tr.OpenFirst(); err == nil {
+		r.Close()
+		t.Fatal("after the second sample: the first walk's program and slots still held")
+	}
+}
+
 // TestDedupe: a socket the first walk met twice is kept once, as its
 // later record says, and pos names every flow's slot.
 func TestDedupe(t *testing.T) {
