@@ -8,7 +8,9 @@
 //	off len field
 //	  0   2 magic "LC"
 //	  2   1 version (1)
-//	  3   1 flags: bit0 tagged (HMAC present), bit1 leaving (goodbye)
+//	  3   1 flags: bit0 tagged (HMAC present), bit1 leaving (goodbye),
+//	        bit2 / bit3 this host stopped capping its uploads / downloads on
+//	        its own evidence of foreign traffic (safety.go; since session 16)
 //	  4   8 host id
 //	 12   8 sequence (strictly increasing per host)
 //	 20   8 timestamp, unix nanoseconds
@@ -32,6 +34,10 @@
 // (byte for byte the old format) while it has no downlink to report, so a
 // version-1-only peer keeps understanding hosts that only upload; it drops
 // a version 2 announcement as bad_version.
+//
+// A peer from before bits 2 and 3 drops an announcement carrying them as
+// malformed (counted), so while this host's fallback holds such a peer
+// stops counting it after the peer timeout, as it would a host gone.
 //
 // Note: decoding is strict (exact length, known version, zero reserved
 // byte): anything else is dropped and counted, never half-parsed.
@@ -62,6 +68,8 @@ const (
 
 	flagTagged  = 1 << 0
 	flagLeaving = 1 << 1
+	flagUpStop  = 1 << 2
+	flagDnStop  = 1 << 3
 )
 
 var magic = [2]byte{'L', 'C'}
@@ -98,11 +106,16 @@ type DownSummary struct {
 
 // Announcement is one host's state as broadcast to its peers.
 type Announcement struct {
-	HostID       uint64
-	Seq          uint64
-	Time         time.Time
-	Interval     time.Duration
-	Leaving      bool
+	HostID   uint64
+	Seq      uint64
+	Time     time.Time
+	Interval time.Duration
+	Leaving  bool
+	// UpStopped, DownStopped: this host's safety fallback stopped its
+	// upload / download caps on its own evidence of foreign traffic (not
+	// because it follows a peer's), so its peers stop theirs too.
+	UpStopped    bool
+	DownStopped  bool
 	ActiveFlows  uint16
 	BytesWaiting uint64
 	GoodputKbit  uint32
@@ -143,6 +156,12 @@ func Encode(a *Announcement, key []byte) []byte {
 	}
 	if a.Leaving {
 		b[3] |= flagLeaving
+	}
+	if a.UpStopped {
+		b[3] |= flagUpStop
+	}
+	if a.DownStopped {
+		b[3] |= flagDnStop
 	}
 	be := binary.BigEndian
 	be.PutUint64(b[4:], a.HostID)
@@ -213,7 +232,7 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 		return nil, fmt.Errorf("%w %d", ErrVersion, b[2])
 	}
 	flags := b[3]
-	if flags&^(flagTagged|flagLeaving) != 0 || b[51] != 0 {
+	if flags&^(flagTagged|flagLeaving|flagUpStop|flagDnStop) != 0 || b[51] != 0 {
 		return nil, fmt.Errorf("%w: unknown flags or reserved bits", ErrMalformed)
 	}
 	k := int(b[50])
@@ -256,6 +275,8 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 		Time:         time.Unix(0, int64(be.Uint64(b[20:]))),
 		Interval:     time.Duration(be.Uint16(b[28:])) * time.Millisecond,
 		Leaving:      flags&flagLeaving != 0,
+		UpStopped:    flags&flagUpStop != 0,
+		DownStopped:  flags&flagDnStop != 0,
 		ActiveFlows:  be.Uint16(b[30:]),
 		BytesWaiting: be.Uint64(b[32:]),
 		GoodputKbit:  be.Uint32(b[40:]),

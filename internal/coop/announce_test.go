@@ -41,7 +41,11 @@ func TestRoundTrip(t *testing.T) {
 			if down {
 				withDown(a)
 			}
+			a.UpStopped, a.DownStopped = down, key != nil // every combination of the fallback flags
 			b := Encode(a, key)
+			if got, want := b[3]&(flagUpStop|flagDnStop), byte(btoi(down))<<2|byte(btoi(key != nil))<<3; got != want {
+				t.Errorf("fallback flags %02x, want %02x", got, want)
+			}
 			if len(b) > MaxSize {
 				t.Fatalf("encoded %d bytes > MaxSize", len(b))
 			}
@@ -133,6 +137,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"too many download records", func() []byte { b := bytes.Clone(good); b[headerLen+2*flowRecordLen+6] = 200; return b }(), ErrMalformed},
 		{"download reserved", flip(headerLen + 2*flowRecordLen + 7), ErrMalformed},
 		{"unknown flag", func() []byte { b := bytes.Clone(good); b[3] |= 0x80; return b }(), ErrMalformed},
+		{"unknown flag after the fallback's", func() []byte { b := bytes.Clone(good); b[3] |= 0x10; return b }(), ErrMalformed},
 		{"reserved", flip(51), ErrMalformed},
 		{"too many records", func() []byte { b := bytes.Clone(good); b[50] = 200; return b }(), ErrMalformed},
 	}

@@ -141,6 +141,10 @@ type PeerStatus struct {
 	// Counted: the peer counts in N (without a key, peers are admitted into
 	// N one at a time and up to a bound).
 	Counted bool `json:"counted"`
+	// UpStopped, DownStopped: the peer announces that its fallback stopped
+	// its upload / download caps (this host follows it).
+	UpStopped   bool `json:"up_stopped,omitempty"`
+	DownStopped bool `json:"down_stopped,omitempty"`
 }
 
 // FlowStatus is one local flow and its cap in Status.
@@ -683,6 +687,7 @@ func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 			SRTT: f.SRTT, MinRTT: f.MinRTT, Queued: uint32(min(q, math.MaxUint32))})
 	}
 	c.ownDown(&a)
+	a.UpStopped, a.DownStopped = c.safety.stopped(now), c.dnSafety.stopped(now)
 	return a
 }
 
@@ -834,7 +839,8 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		if c.cfg.APRate == 0 {
 			obs.drained, obs.drainShare = c.upEst.drainState()
 		}
-		c.capOK, c.capWhy = c.safety.update(now, obs)
+		ok, why := c.safety.update(now, obs)
+		c.capOK, c.capWhy = c.followPeers(ok, why, peers, false)
 	}
 	capping, reason := c.capOK, c.capWhy
 	if rate == 0 {
@@ -943,7 +949,8 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
 			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
 			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID],
-			DownFlows: int(pp.Last.DownFlows), DownGoodputBits: uint64(pp.Last.DownGoodputKbit) * 1000}
+			DownFlows: int(pp.Last.DownFlows), DownGoodputBits: uint64(pp.Last.DownGoodputKbit) * 1000,
+			UpStopped: pp.Last.UpStopped, DownStopped: pp.Last.DownStopped}
 		if i, ok := peerIdx[pp.ID]; ok {
 			ps.Share = shares[i]
 		}

@@ -258,7 +258,8 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	}
 	infl, base := c.downInflation()
 	c.dnEst.update(now, groupSample{goodput: g, inflation: infl, minRTT: base})
-	c.dnCapOK, c.dnCapWhy = c.dnSafety.update(now, c.downObservation(infl))
+	ok, why := c.dnSafety.update(now, c.downObservation(infl))
+	c.dnCapOK, c.dnCapWhy = c.followPeers(ok, why, c.table.Peers(), true)
 }
 
 // downObservation is the downlink's safety observation (see the file

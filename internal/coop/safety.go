@@ -200,3 +200,51 @@ func (s *safety) remember(bad bool) {
 }
 
 func (s *safety) hold() time.Duration { return time.Duration(max(s.mult, 1)) * s.cfg.Hold.D() }
+
+// stopped reports whether the fallback holds on this host's own evidence
+// (announced as UpStopped / DownStopped for its peers to follow).
+func (s *safety) stopped(now time.Time) bool {
+	return s.cfg.Enabled && now.Before(s.offUntil)
+}
+
+// Following a peer's fallback: the medium is shared, so foreign traffic one
+// host sees is there for all. A host whose own signals stay quiet (in the
+// lab's coop-mixed, one lanes host stayed capped 6-9 s after its peers had
+// fallen back, in 3 of 6 upload runs: their growing goodput kept its drain
+// signal from firing) stops capping while a counted peer announces that it
+// stopped on its own evidence, and starts again when that peer does. A
+// follower does not announce it, so two hosts never hold each other off.
+
+// stoppedPeer returns a counted peer that announces it stopped capping its
+// uploads (down: its downloads) on its own evidence, if any. Caller holds
+// mu.
+func (c *Controller) stoppedPeer(peers []Peer, down bool) (uint64, bool) {
+	if !c.cfg.Safety.Enabled {
+		return 0, false
+	}
+	for i := range peers {
+		p := &peers[i]
+		if c.key == nil && !c.counted[p.ID] || p.Last.Leaving {
+			continue
+		}
+		if (!down && p.Last.UpStopped) || (down && p.Last.DownStopped) {
+			return p.ID, true
+		}
+	}
+	return 0, false
+}
+
+// followPeers turns capping off while a peer's fallback holds (see above).
+func (c *Controller) followPeers(ok bool, why string, peers []Peer, down bool) (bool, string) {
+	if !ok {
+		return ok, why
+	}
+	if id, stopped := c.stoppedPeer(peers, down); stopped {
+		dir := "uploads"
+		if down {
+			dir = "downloads"
+		}
+		return false, fmt.Sprintf("foreign traffic: following peer %016x, which stopped capping its %s", id, dir)
+	}
+	return ok, why
+}

@@ -267,3 +267,66 @@ func TestSafetyDrainSignalAfterHold(t *testing.T) {
 		t.Error("the third interval after the hold did not stop capping")
 	}
 }
+
+// TestFollowPeerFallback: a host whose own signals stay quiet stops capping
+// while a peer announces that its fallback holds, and starts again when the
+// peer does; the follower does not announce a fallback of its own. Without
+// following, host 2 keeps capping (the test fails at the first check).
+func TestFollowPeerFallback(t *testing.T) {
+	g := newGroup(t, 2, paperConfig())
+	for i, n := range g.nodes {
+		n.flows.set(bulkFlow(uint64(100 + i)))
+	}
+	g.round()
+	g.round()
+	first, second := g.nodes[0], g.nodes[1]
+	if st := second.c.Status(); !st.Capping {
+		t.Fatalf("before any fallback host 2 is not capping: %s", st.Reason)
+	}
+	first.c.mu.Lock()
+	first.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	first.c.mu.Unlock()
+	g.round()
+	g.round()
+	st := second.c.Status()
+	if st.Capping || !strings.Contains(st.Reason, "following peer") {
+		t.Fatalf("host 2 with its peer's fallback holding: capping=%v (%s), want it following", st.Capping, st.Reason)
+	}
+	second.c.mu.Lock()
+	own := second.c.ownAnnouncement(g.clk.now())
+	second.c.mu.Unlock()
+	if own.UpStopped {
+		t.Error("a follower announces a fallback of its own: two hosts could hold each other off")
+	}
+	first.c.mu.Lock()
+	first.c.safety.offUntil = g.clk.now() // the hold ends
+	first.c.mu.Unlock()
+	g.round()
+	g.round()
+	for i, n := range g.nodes {
+		if st := n.c.Status(); !st.Capping {
+			t.Errorf("host %d after its peer's hold ended: not capping (%s)", i+1, st.Reason)
+		}
+	}
+}
+
+func TestStoppedPeerByDirection(t *testing.T) {
+	g := newGroup(t, 1, paperConfig())
+	c := g.nodes[0].c
+	peers := []Peer{{ID: 7, Last: Announcement{DownStopped: true}}}
+	if _, ok := c.stoppedPeer(peers, false); ok {
+		t.Error("a peer that stopped its download caps stops this host's upload caps")
+	}
+	if id, ok := c.stoppedPeer(peers, true); !ok || id != 7 {
+		t.Errorf("stoppedPeer(down) = %d, %v; want peer 7", id, ok)
+	}
+	peers[0].Last.Leaving = true
+	if _, ok := c.stoppedPeer(peers, true); ok {
+		t.Error("a leaving peer is followed")
+	}
+	c.cfg.Safety.Enabled = false
+	peers[0].Last.Leaving = false
+	if _, ok := c.stoppedPeer(peers, true); ok {
+		t.Error("with the fallback off by policy, a peer's fallback is followed")
+	}
+}
