@@ -250,10 +250,11 @@ func printCoopStatus(e *env, st *coop.Status) {
 	}
 	fmt.Fprintln(e.stdout)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tADDR\tACTIVE\tFLOWS\tWAITING\tGOODPUT\tSHARE\tDOWNLOADS\tDOWN GOODPUT\tLAST SEEN")
+	fmt.Fprintln(tw, "PEER\tADDR\tACTIVE\tFLOWS\tWAITING\tGOODPUT\tSHARE\tDOWNLOADS\tDOWN GOODPUT\tFALLBACK\tLAST SEEN")
 	for _, p := range st.Peers {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.2fMbit\t%.2f\t%d\t%.2fMbit\t%v ago\n", p.ID, p.Addr, p.Active, p.Flows, p.Waiting,
-			float64(p.GoodputBits)/1e6, p.Share, p.DownFlows, float64(p.DownGoodputBits)/1e6, st.Updated.Sub(p.LastSeen).Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.2fMbit\t%.2f\t%d\t%.2fMbit\t%s\t%v ago\n", p.ID, p.Addr, p.Active, p.Flows, p.Waiting,
+			float64(p.GoodputBits)/1e6, p.Share, p.DownFlows, float64(p.DownGoodputBits)/1e6, peerFallback(p),
+			st.Updated.Sub(p.LastSeen).Round(time.Millisecond))
 	}
 	tw.Flush()
 	fmt.Fprintln(e.stdout)
@@ -282,4 +283,18 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// peerFallback says in which directions a peer announces that its fallback
+// stopped its caps ("-": none).
+func peerFallback(p coop.PeerStatus) string {
+	switch {
+	case p.UpStopped && p.DownStopped:
+		return "up+down"
+	case p.UpStopped:
+		return "up"
+	case p.DownStopped:
+		return "down"
+	}
+	return "-"
 }
