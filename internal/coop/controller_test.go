@@ -239,18 +239,25 @@ func (g *group) round() {
 	}
 }
 
+// bulkGroup is a group of n controllers, each with one bulk upload, after
+// two rounds of announcements.
+func bulkGroup(t *testing.T, n int) *group {
+	g := newGroup(t, n, paperConfig())
+	for i, nd := range g.nodes {
+		nd.flows.set(bulkFlow(uint64(100 + i)))
+	}
+	g.round()
+	g.round()
+	return g
+}
+
 func bulkFlow(ck uint64) Flow {
 	return Flow{Cookie: ck, Lane: lane.Interactive, MSS: 1500, Cwnd: 60, SRTT: 260 * time.Millisecond,
 		MinRTT: 256 * time.Millisecond, NotSent: 4 << 20, InFlight: 60 * 1500}
 }
 
 func TestControllersAgreeOnNAndCap(t *testing.T) {
-	g := newGroup(t, 8, paperConfig())
-	for i, n := range g.nodes {
-		n.flows.set(bulkFlow(uint64(100 + i)))
-	}
-	g.round()
-	g.round()
+	g := bulkGroup(t, 8)
 	want := map[int]uint32{5: 69, 6: 57, 7: 49, 8: 43}
 	check := func(n int) {
 		t.Helper()

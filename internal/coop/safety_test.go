@@ -273,12 +273,7 @@ func TestSafetyDrainSignalAfterHold(t *testing.T) {
 // peer does; the follower does not announce a fallback of its own. Without
 // following, host 2 keeps capping (the test fails at the first check).
 func TestFollowPeerFallback(t *testing.T) {
-	g := newGroup(t, 2, paperConfig())
-	for i, n := range g.nodes {
-		n.flows.set(bulkFlow(uint64(100 + i)))
-	}
-	g.round()
-	g.round()
+	g := bulkGroup(t, 2)
 	first, second := g.nodes[0], g.nodes[1]
 	if st := second.c.Status(); !st.Capping {
 		t.Fatalf("before any fallback host 2 is not capping: %s", st.Reason)

@@ -156,12 +156,7 @@ func TestCapsDoNotFlap(t *testing.T) {
 // so a peer that was merely late (a busy machine) and comes back changes
 // nothing; a goodbye still raises them at once.
 func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
-	g := newGroup(t, 3, paperConfig())
-	for i, n := range g.nodes {
-		n.flows.set(bulkFlow(uint64(100 + i)))
-	}
-	g.round()
-	g.round()
+	g := bulkGroup(t, 3)
 	n0 := g.nodes[0]
 	before := n0.caps.get(100)
 	changes := n0.c.Status().Counters.CapChanges
