@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -25,152 +26,214 @@ func init() {
 		setup: floodChildCmd})
 }
 
+// latencyFlags are `lanes latency`'s flags.
+type latencyFlags struct {
+	period, duration, histMax *time.Duration
+	loops, prio, threads      *int
+	cpuLoad, netRate, rounds  *int
+	pmLat                     *int
+	policy, affinity          *string
+	nsPath, tag               *string
+	mlock, netLoad, compare   *bool
+	full, asJSON              *bool
+	priorityGiven             func() bool
+}
+
 func latencyCmd(fs *pflag.FlagSet, e *env) runFunc {
 	def := latency.DefaultConfig()
-	period := fs.Duration("period", def.Period, "wake-up period")
-	duration := fs.Duration("duration", def.Duration, "run time (ignored if --loops is set)")
-	loops := fs.Int("loops", 0, "wake-ups per thread (overrides --duration)")
-	policy := fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle, keep (as set from outside)")
-	prio := fs.Int("priority", 0, "RT priority 1..99 for fifo/rr (if not given: 99), nice for other (if not given: 0)")
-	threads := fs.Int("threads", 1, "measuring threads")
-	affinity := fs.String("affinity", "", "CPUs to pin threads to, round robin (e.g. 1 or 0,1)")
-	mlock := fs.Bool("mlock", false, "lock memory (mlockall)")
-	histMax := fs.Duration("hist-max", def.HistMax, "histogram bound (1 µs bins)")
-	cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority")
-	netLoad := fs.Bool("net-load", false, "flood UDP+ICMP from a peer namespace over a private veth at the tested host")
-	netRate := fs.Int("net-rate", 20000, "net load packets per second")
-	compare := fs.Bool("compare-cyclictest", false, "also run cyclictest the same way under the same load, and print the difference")
-	rounds := fs.Int("rounds", 1, "with --compare-cyclictest: alternate the two tools this many times, each measuring 1/N of the run")
-	pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) requested through /dev/cpu_dma_latency while measuring, as cyclictest --latency; -1 leaves it alone")
-	full := fs.Bool("hist", false, "print every non-empty 1 µs bin instead of folded ranges")
-	asJSON := fs.Bool("json", false, "JSON output")
-	nsPath := fs.String("netns", "", "measure inside this network namespace (path, e.g. /proc/PID/ns/net)")
-	tag := fs.String("tag", "", "a label recorded in the output (lets a task rule find this process by command line)")
+	f := latencyFlags{
+		period:   fs.Duration("period", def.Period, "wake-up period"),
+		duration: fs.Duration("duration", def.Duration, "run time (ignored if --loops is set)"),
+		loops:    fs.Int("loops", 0, "wake-ups per thread (overrides --duration)"),
+		policy:   fs.String("policy", "other", "scheduling policy of the measuring threads: other, fifo, rr, idle, keep (as set from outside)"),
+		prio:     fs.Int("priority", 0, "RT priority 1..99 for fifo/rr (if not given: 99), nice for other (if not given: 0)"),
+		threads:  fs.Int("threads", 1, "measuring threads"),
+		affinity: fs.String("affinity", "", "CPUs to pin threads to, round robin (e.g. 1 or 0,1)"),
+		mlock:    fs.Bool("mlock", false, "lock memory (mlockall)"),
+		histMax:  fs.Duration("hist-max", def.HistMax, "histogram bound (1 µs bins)"),
+		cpuLoad:  fs.Int("cpu-load", 0, "busy worker processes at normal priority"),
+		netLoad:  fs.Bool("net-load", false, "flood UDP+ICMP from a peer namespace over a private veth at the tested host"),
+		netRate:  fs.Int("net-rate", 20000, "net load packets per second"),
+		compare:  fs.Bool("compare-cyclictest", false, "also run cyclictest the same way under the same load, and print the difference"),
+		rounds:   fs.Int("rounds", 1, "with --compare-cyclictest: alternate the two tools this many times, each measuring 1/N of the run"),
+		pmLat:    fs.Int("pm-latency", 0, "CPU wake-up latency (µs) requested through /dev/cpu_dma_latency while measuring, as cyclictest --latency; -1 leaves it alone"),
+		full:     fs.Bool("hist", false, "print every non-empty 1 µs bin instead of folded ranges"),
+		asJSON:   fs.Bool("json", false, "JSON output"),
+		nsPath:   fs.String("netns", "", "measure inside this network namespace (path, e.g. /proc/PID/ns/net)"),
+		tag:      fs.String("tag", "", "a label recorded in the output (lets a task rule find this process by command line)"),
+
+		priorityGiven: func() bool { return fs.Changed("priority") },
+	}
 	return func(ctx context.Context, _ []string) error {
 		// Measure in a runtime that sends no preemption signals (same pid, so
 		// a rule matching this command line still finds it).
 		if err := latency.ExecQuiet(); err != nil {
 			fmt.Fprintf(e.stderr, "lanes latency: %v (measuring anyway)\n", err)
 		}
-		c := latency.Config{Period: *period, Duration: *duration, Loops: *loops, Policy: *policy, Priority: *prio,
-			Threads: *threads, Mlock: *mlock, HistMax: *histMax, PMLatency: *pmLat}
-		if !fs.Changed("priority") {
-			c.Priority = 0
-			if c.Policy == "fifo" || c.Policy == "rr" {
-				c.Priority = 99
-			}
-		}
-		if *affinity != "" {
-			for _, f := range strings.Split(*affinity, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil {
-					return usageErrorf("bad --affinity %q", *affinity)
-				}
-				c.Affinity = append(c.Affinity, n)
-			}
-		}
-		if *rounds < 1 || (*rounds > 1 && !*compare) {
-			return usageErrorf("--rounds %d: want >= 1, and more than 1 only with --compare-cyclictest", *rounds)
-		}
-		if *cpuLoad < 0 || *cpuLoad > 64 {
-			return usageErrorf("--cpu-load %d out of range (0..64)", *cpuLoad)
-		}
-		if err := c.Validate(); err != nil {
-			return usageErrorf("%v", err)
-		}
-		runTime := c.Duration
-		if c.Loops > 0 {
-			runTime = time.Duration(c.Loops) * c.Period
-		}
-		loadTime := runTime + 5*time.Second
-		if *compare {
-			loadTime = 2*runTime + 10*time.Second
-		}
+		return runLatency(ctx, f, e)
+	}
+}
 
-		var nl *latency.NetLoad
-		if *netLoad {
-			var err error
-			exe, _ := os.Executable() // the flood runs in a child process when we know our binary
-			nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *netRate, Duration: loadTime, Exe: exe})
-			if err != nil {
-				return fmt.Errorf("net load: %w", err)
-			}
-			defer nl.Close()
-			c.Setup = nl.EnterHost
-		}
-		if *nsPath != "" {
-			if nl != nil {
-				return usageErrorf("--netns and --net-load exclude each other")
-			}
-			f, err := os.Open(*nsPath)
-			if err != nil {
-				return fmt.Errorf("netns: %w", err)
-			}
-			defer f.Close()
-			c.Setup = func() error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET) }
-		}
-		if *cpuLoad > 0 {
-			cl, err := latency.StartCPULoad(*cpuLoad, loadTime)
-			if err != nil {
-				return err
-			}
-			defer cl.Stop()
-		}
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-				close(stop)
-			case <-stop:
-			}
-		}()
-		results, err := measureRounds(ctx, c, *compare, *rounds, nl, stop)
-		if err != nil {
-			return err
-		}
+// runLatency starts the asked-for load, measures and prints.
+func runLatency(ctx context.Context, f latencyFlags, e *env) error {
+	c, err := f.config()
+	if err != nil {
+		return err
+	}
+	loadTime := f.loadTime(c)
+	nl, cleanup, err := startLatencyLoads(f, &c, loadTime)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	closeStop := func() { once.Do(func() { close(stop) }) }
+	defer closeStop()
+	go func() {
 		select {
+		case <-ctx.Done():
+			closeStop()
 		case <-stop:
-		default:
-			close(stop)
 		}
-		var sent, recv uint64
-		if nl != nil {
-			if err := nl.Close(); err != nil {
-				fmt.Fprintf(e.stderr, "lanes latency: %v\n", err)
+	}()
+	results, err := measureRounds(ctx, c, *f.compare, *f.rounds, nl, stop)
+	if err != nil {
+		return err
+	}
+	closeStop()
+	var sent, recv uint64
+	if nl != nil {
+		if err := nl.Close(); err != nil {
+			fmt.Fprintf(e.stderr, "lanes latency: %v\n", err)
+		}
+		sent, recv = nl.Counts()
+	}
+	if *f.asJSON {
+		return writeLatencyJSON(e, f, sent, recv, results)
+	}
+	writeLatencyText(e, f, c, nl != nil, sent, recv, results)
+	return nil
+}
+
+// config turns the flags into the tester's configuration.
+func (f latencyFlags) config() (latency.Config, error) {
+	c := latency.Config{Period: *f.period, Duration: *f.duration, Loops: *f.loops, Policy: *f.policy, Priority: *f.prio,
+		Threads: *f.threads, Mlock: *f.mlock, HistMax: *f.histMax, PMLatency: *f.pmLat}
+	if !f.priorityGiven() {
+		c.Priority = 0
+		if c.Policy == "fifo" || c.Policy == "rr" {
+			c.Priority = 99
+		}
+	}
+	if *f.affinity != "" {
+		for _, s := range strings.Split(*f.affinity, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				return c, usageErrorf("bad --affinity %q", *f.affinity)
 			}
-			sent, recv = nl.Counts()
+			c.Affinity = append(c.Affinity, n)
 		}
-		if *asJSON {
-			out := struct {
-				Tag         string            `json:"tag,omitempty"`
-				CPULoad     int               `json:"cpu_load"`
-				NetLoad     bool              `json:"net_load"`
-				NetRatePPS  int               `json:"net_rate_pps,omitempty"`
-				NetSent     uint64            `json:"net_sent,omitempty"`
-				NetReceived uint64            `json:"net_received_udp,omitempty"`
-				Results     []*latency.Result `json:"results"`
-			}{*tag, *cpuLoad, *netLoad, *netRate, sent, recv, results}
-			if !*netLoad {
-				out.NetRatePPS = 0
-			}
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+	}
+	if *f.rounds < 1 || (*f.rounds > 1 && !*f.compare) {
+		return c, usageErrorf("--rounds %d: want >= 1, and more than 1 only with --compare-cyclictest", *f.rounds)
+	}
+	if *f.cpuLoad < 0 || *f.cpuLoad > 64 {
+		return c, usageErrorf("--cpu-load %d out of range (0..64)", *f.cpuLoad)
+	}
+	if *f.netLoad && *f.nsPath != "" {
+		return c, usageErrorf("--netns and --net-load exclude each other")
+	}
+	if err := c.Validate(); err != nil {
+		return c, usageErrorf("%v", err)
+	}
+	return c, nil
+}
+
+// loadTime is how long the loads must last: the whole run (both tools'
+// with --compare-cyclictest) and a margin.
+func (f latencyFlags) loadTime(c latency.Config) time.Duration {
+	runTime := c.Duration
+	if c.Loops > 0 {
+		runTime = time.Duration(c.Loops) * c.Period
+	}
+	if *f.compare {
+		return 2*runTime + 10*time.Second
+	}
+	return runTime + 5*time.Second
+}
+
+// startLatencyLoads starts the net and CPU loads and enters the namespace the
+// flags ask for (through c.Setup, run by each measuring thread). cleanup
+// stops what was started, also when err is set.
+func startLatencyLoads(f latencyFlags, c *latency.Config, loadTime time.Duration) (nl *latency.NetLoad, cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
 		}
-		fmt.Fprintf(e.stdout, "period %v, %d thread(s), cpu load %d", c.Period, c.Threads, *cpuLoad)
-		if nl != nil {
-			fmt.Fprintf(e.stdout, ", net load %d pps (sent %d, udp received %d)", *netRate, sent, recv)
+	}
+	if *f.netLoad {
+		exe, _ := os.Executable() // the flood runs in a child process when we know our binary
+		nl, err = latency.StartNetLoad(latency.NetLoadConfig{Rate: *f.netRate, Duration: loadTime, Exe: exe})
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("net load: %w", err)
 		}
-		fmt.Fprintln(e.stdout)
-		latency.WriteTable(e.stdout, results...)
-		if len(results) == 2 {
-			latency.WriteDifference(e.stdout, results[0], results[1])
+		undo = append(undo, func() { nl.Close() })
+		c.Setup = nl.EnterHost
+	}
+	if *f.nsPath != "" {
+		ns, err := os.Open(*f.nsPath)
+		if err != nil {
+			return nl, cleanup, fmt.Errorf("netns: %w", err)
 		}
-		for _, r := range results {
-			fmt.Fprintf(e.stdout, "\nhistogram (%s, all threads):\n", r.Tool)
-			latency.WriteHistogram(e.stdout, r.All, *full)
+		undo = append(undo, func() { ns.Close() })
+		c.Setup = func() error { return unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET) }
+	}
+	if *f.cpuLoad > 0 {
+		cl, err := latency.StartCPULoad(*f.cpuLoad, loadTime)
+		if err != nil {
+			return nl, cleanup, err
 		}
-		return nil
+		undo = append(undo, cl.Stop)
+	}
+	return nl, cleanup, nil
+}
+
+// writeLatencyJSON prints the results and the load as JSON.
+func writeLatencyJSON(e *env, f latencyFlags, sent, recv uint64, results []*latency.Result) error {
+	out := struct {
+		Tag         string            `json:"tag,omitempty"`
+		CPULoad     int               `json:"cpu_load"`
+		NetLoad     bool              `json:"net_load"`
+		NetRatePPS  int               `json:"net_rate_pps,omitempty"`
+		NetSent     uint64            `json:"net_sent,omitempty"`
+		NetReceived uint64            `json:"net_received_udp,omitempty"`
+		Results     []*latency.Result `json:"results"`
+	}{*f.tag, *f.cpuLoad, *f.netLoad, *f.netRate, sent, recv, results}
+	if !*f.netLoad {
+		out.NetRatePPS = 0
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// writeLatencyText prints the table, the difference to cyclictest and the
+// histograms.
+func writeLatencyText(e *env, f latencyFlags, c latency.Config, netLoad bool, sent, recv uint64, results []*latency.Result) {
+	fmt.Fprintf(e.stdout, "period %v, %d thread(s), cpu load %d", c.Period, c.Threads, *f.cpuLoad)
+	if netLoad {
+		fmt.Fprintf(e.stdout, ", net load %d pps (sent %d, udp received %d)", *f.netRate, sent, recv)
+	}
+	fmt.Fprintln(e.stdout)
+	latency.WriteTable(e.stdout, results...)
+	if len(results) == 2 {
+		latency.WriteDifference(e.stdout, results[0], results[1])
+	}
+	for _, r := range results {
+		fmt.Fprintf(e.stdout, "\nhistogram (%s, all threads):\n", r.Tool)
+		latency.WriteHistogram(e.stdout, r.All, *f.full)
 	}
 }
 
