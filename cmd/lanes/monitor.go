@@ -117,59 +117,45 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 		return err
 	}
 	defer s.Close()
-	sample := func() ([]tcpmon.Flow, error) {
-		flows, err := s.Sample()
-		if err != nil {
-			return nil, err
-		}
-		// apply changes the flows: a copy, the sample is the sampler's.
-		return lanes.apply(slices.Clone(flows), wantLanes), nil
-	}
-
+	// apply changes the flows: a copy, the sample is the sampler's.
+	withLanes := func(flows []tcpmon.Flow) []tcpmon.Flow { return lanes.apply(slices.Clone(flows), wantLanes) }
 	if m.prom {
-		// Two samples an interval apart so rates are known.
-		if _, err := sample(); err != nil {
-			return err
-		}
-		time.Sleep(m.interval)
-		flows, err := sample()
-		if err != nil {
-			return err
-		}
-		snap := metrics.Snapshot{Flows: flows}
-		if lanes.client != nil {
-			snap.Status, _ = lanes.client.Status()
-		}
-		return metrics.Write(e.stdout, snap)
+		return writeMonitorMetrics(e, m, s, lanes, withLanes)
 	}
+	return monitorLoop(ctx, e, m, s, withLanes)
+}
 
-	var enc *tcpmon.Encoder
-	live := true
-	switch {
-	case m.output != "":
-		f, err := os.Create(m.output)
-		if err != nil {
-			return fmt.Errorf("output: %w", err)
-		}
-		defer f.Close()
-		if m.csv || strings.HasSuffix(m.output, ".csv") {
-			enc = tcpmon.NewCSVEncoder(f)
-		} else {
-			enc = tcpmon.NewJSONEncoder(f)
-		}
-		live = !m.json && !m.csv
-	case m.csv:
-		enc, live = tcpmon.NewCSVEncoder(e.stdout), false
-	case m.json:
-		enc, live = tcpmon.NewJSONEncoder(e.stdout), false
+// writeMonitorMetrics prints one Prometheus exposition: two samples an
+// interval apart, so that rates are known.
+func writeMonitorMetrics(e *env, m *monitorFlags, s *tcpmon.Sampler, lanes *daemonLanes, withLanes func([]tcpmon.Flow) []tcpmon.Flow) error {
+	if _, err := s.Sample(); err != nil {
+		return err
 	}
+	time.Sleep(m.interval)
+	flows, err := s.Sample()
+	if err != nil {
+		return err
+	}
+	snap := metrics.Snapshot{Flows: withLanes(flows)}
+	if lanes.client != nil {
+		snap.Status, _ = lanes.client.Status()
+	}
+	return metrics.Write(e.stdout, snap)
+}
+
+// monitorLoop samples until the context ends or --count samples, writing
+// each to the encoder the flags ask for and redrawing the live view.
+func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler, withLanes func([]tcpmon.Flow) []tcpmon.Flow) error {
+	enc, live, closeOut, err := monitorOutput(e, m)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
 	samples := 0
 	var drawn time.Time
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
-		// apply and the sort change the flows: a copy, the sample is the
-		// sampler's.
-		flows = lanes.apply(slices.Clone(flows), wantLanes)
+		flows = withLanes(flows)
 		if enc != nil {
 			if err := enc.Encode(flows); err != nil {
 				return fmt.Errorf("write: %w", err)
@@ -190,6 +176,31 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 		err = nil
 	}
 	return err
+}
+
+// monitorOutput opens where samples are written (--output, or --csv/--json
+// to stdout; none: only the live view) and says whether the live view is
+// drawn.
+func monitorOutput(e *env, m *monitorFlags) (enc *tcpmon.Encoder, live bool, closeOut func(), err error) {
+	closeOut = func() {}
+	switch {
+	case m.output != "":
+		f, err := os.Create(m.output)
+		if err != nil {
+			return nil, false, closeOut, fmt.Errorf("output: %w", err)
+		}
+		if m.csv || strings.HasSuffix(m.output, ".csv") {
+			enc = tcpmon.NewCSVEncoder(f)
+		} else {
+			enc = tcpmon.NewJSONEncoder(f)
+		}
+		return enc, !m.json && !m.csv, func() { f.Close() }, nil
+	case m.csv:
+		return tcpmon.NewCSVEncoder(e.stdout), false, closeOut, nil
+	case m.json:
+		return tcpmon.NewJSONEncoder(e.stdout), false, closeOut, nil
+	}
+	return nil, true, closeOut, nil
 }
 
 var errStop = errors.New("stop")
