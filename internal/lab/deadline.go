@@ -778,7 +778,7 @@ func (ti *traceIndex) add(e rtlane.Event) {
 }
 
 // runConfig measures one configuration: "lanes", "default" or "fifo-top"
-// (realtime flows straight into the lanes top class, no EDF).
+// (and the lanes variants of the daemon-path table).
 func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string, flows []dlFlow, bulk int, dur time.Duration) (*dlRun, error) {
 	run := &dlRun{Config: name}
 	rx, err := b.startReceiver(p.prio)
@@ -786,77 +786,11 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 		return nil, err
 	}
 	ti := newTraceIndex()
-	var closeLane func()
-	var mk func() (dlSender, error)
-	var udps []*udpSender
-	dst := rx.rx.Addr
-	var lanePtr *rtlane.Lane
-	var sock string
-	switch name {
-	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc", "lanes-raw", "lanes-raw-proc":
-		dir, err := os.MkdirTemp("", "lanes-lab-dl")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		sock = filepath.Join(dir, "rt.sock")
-		tune := func(c *rtlane.Config) {
-			c.NoDirectRelease = name == "lanes-nodirect"
-			if p.lanePrio > 0 {
-				c.ReleasePriority = p.lanePrio
-			}
-			if strings.HasPrefix(name, "lanes-poll") {
-				c.PollWindowUS = p.pollWindow
-			}
-			c.RawRead = strings.HasPrefix(name, "lanes-raw")
-		}
-		if closeLane, lanePtr, err = b.openLanes(ctx, sock, ti.add, tune); err != nil {
-			rx.stop()
-			return nil, err
-		}
-		defer closeLane()
-		mk = func() (dlSender, error) {
-			c, err := rtclient.Dial(sock)
-			if err != nil {
-				return nil, err
-			}
-			return &laneSender{c: c, dst: dst}, nil
-		}
-	case "fifo-top":
-		// The lanes tree without the lane's EDF: the lane is started only
-		// because openLanes brings both; nothing is sent through it.
-		dir, err := os.MkdirTemp("", "lanes-lab-dl")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		if closeLane, _, err = b.openLanes(ctx, filepath.Join(dir, "rt.sock"), ti.add, nil); err != nil {
-			rx.stop()
-			return nil, err
-		}
-		defer closeLane()
-		fallthrough
-	case "default":
-		if name == "default" {
-			if err := b.installFIFO(max(1000/p.scale, 10)); err != nil {
-				rx.stop()
-				return nil, err
-			}
-			defer b.removeRoot()
-		}
-		prio := 0
-		if name == "fifo-top" {
-			prio = int(lane.Realtime.ClassID())
-		}
-		mk = func() (dlSender, error) {
-			s, err := b.newUDPSender(prio)
-			if err != nil {
-				return nil, err
-			}
-			s.setPort(int(dst.Port()))
-			udps = append(udps, s)
-			return &keepOpen{s}, nil
-		}
+	snd, err := b.openSenders(ctx, p, name, rx.rx.Addr, ti)
+	defer snd.close()
+	if err != nil {
+		rx.stop()
+		return nil, err
 	}
 	var stopBulk func()
 	if bulk > 0 {
@@ -879,13 +813,13 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var recs []dlRecord
 	if strings.HasSuffix(name, "-proc") {
 		// The client in its own process; one flow (the daemon path's).
-		recs, err = b.runProcClient(ctx, sock, dst, flows[0], dur, p.prio, p.clientCPU)
+		recs, err = b.runProcClient(ctx, snd.sock, rx.rx.Addr, flows[0], dur, p.prio, p.clientCPU)
 	} else {
-		recs, err = runFlows(ctx, flows, dur, p.prio, mk)
+		recs, err = runFlows(ctx, flows, dur, p.prio, snd.mk)
 	}
 	debug.SetGCPercent(gc)
-	if strings.HasPrefix(name, "lanes-poll") && lanePtr != nil {
-		st := lanePtr.Stats()
+	if strings.HasPrefix(name, "lanes-poll") && snd.lane != nil {
+		st := snd.lane.Stats()
 		run.Notes = append(run.Notes, fmt.Sprintf("%s (poll_window_us %d): %d requests read while polling, %d before the window, %d windows missed; %d ms polling in %v (%.1f %% of one CPU)",
 			name, p.pollWindow, st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS, dur, 100*float64(st.PollSpinMS)/float64(dur.Milliseconds())))
 	}
@@ -896,12 +830,122 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	if err != nil {
 		return nil, err
 	}
+	if n := snd.stamp(name, recs, ti, got); !strings.HasPrefix(name, "lanes") && n == 0 {
+		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
+	}
+	run.Records = recs
+	run.summarize(flows)
+	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
+	return run, nil
+}
+
+// dlSenders is how one configuration's flows send: through the lane's
+// client socket (the lanes configurations) or plain UDP sockets, whose TX
+// timestamps are drained after the run.
+type dlSenders struct {
+	mk      func() (dlSender, error)
+	lane    *rtlane.Lane // the lanes configurations
+	sock    string       // the lane's client socket
+	udps    []*udpSender
+	cleanup []func()
+}
+
+// close undoes what openSenders set up, last first.
+func (s *dlSenders) close() {
+	for i := len(s.cleanup) - 1; i >= 0; i-- {
+		s.cleanup[i]()
+	}
+}
+
+// openSenders sets up the configuration name's path to dst: the lanes
+// tree and its deadline lane, the lanes tree alone (fifo-top: UDP in the
+// realtime class), or the machine's default root (default: a FIFO).
+func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst netip.AddrPort, ti *traceIndex) (*dlSenders, error) {
+	s := &dlSenders{}
+	switch name {
+	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc", "lanes-raw", "lanes-raw-proc":
+		if err := b.openLaneSenders(ctx, s, p, name, ti); err != nil {
+			return s, err
+		}
+		s.mk = func() (dlSender, error) {
+			c, err := rtclient.Dial(s.sock)
+			if err != nil {
+				return nil, err
+			}
+			return &laneSender{c: c, dst: dst}, nil
+		}
+		return s, nil
+	case "fifo-top":
+		// The lanes tree without the lane's EDF: the lane is started only
+		// because openLanes brings both; nothing is sent through it.
+		if err := b.openLaneSenders(ctx, s, p, "", ti); err != nil {
+			return s, err
+		}
+	case "default":
+		if err := b.installFIFO(max(1000/p.scale, 10)); err != nil {
+			return s, err
+		}
+		s.cleanup = append(s.cleanup, func() { b.removeRoot() })
+	}
+	prio := 0
+	if name == "fifo-top" {
+		prio = int(lane.Realtime.ClassID())
+	}
+	s.mk = func() (dlSender, error) {
+		u, err := b.newUDPSender(prio)
+		if err != nil {
+			return nil, err
+		}
+		u.setPort(int(dst.Port()))
+		s.udps = append(s.udps, u)
+		return &keepOpen{u}, nil
+	}
+	return s, nil
+}
+
+// openLaneSenders starts the lanes tree and its deadline lane on a client
+// socket in a fresh directory, tuned for the lanes variant name ("": the
+// lane's defaults).
+func (b *dlBed) openLaneSenders(ctx context.Context, s *dlSenders, p dlParams, name string, ti *traceIndex) error {
+	dir, err := os.MkdirTemp("", "lanes-lab-dl")
+	if err != nil {
+		return err
+	}
+	s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
+	s.sock = filepath.Join(dir, "rt.sock")
+	var tune func(c *rtlane.Config)
+	if name != "" {
+		tune = func(c *rtlane.Config) {
+			c.NoDirectRelease = name == "lanes-nodirect"
+			if p.lanePrio > 0 {
+				c.ReleasePriority = p.lanePrio
+			}
+			if strings.HasPrefix(name, "lanes-poll") {
+				c.PollWindowUS = p.pollWindow
+			}
+			c.RawRead = strings.HasPrefix(name, "lanes-raw")
+		}
+	}
+	closeLane, l, err := b.openLanes(ctx, s.sock, ti.add, tune)
+	if err != nil {
+		return err
+	}
+	s.cleanup = append(s.cleanup, closeLane)
+	s.lane = l
+	return nil
+}
+
+// stamp fills each record's enqueue and dequeue times (the lane's trace
+// for the lanes configurations, the UDP sockets' TX timestamps otherwise)
+// and its arrival, closes the UDP senders, and returns how many TX
+// timestamps there were.
+func (s *dlSenders) stamp(name string, recs []dlRecord, ti *traceIndex, got map[[2]uint32][2]int64) int {
 	kts := map[[2]uint32][2]int64{}
-	for _, s := range udps {
-		for k, v := range s.drain() {
+	for _, u := range s.udps {
+		for k, v := range u.drain() {
 			kts[k] = v
 		}
-		s.close()
+		u.close()
 	}
 	for i := range recs {
 		r := &recs[i]
@@ -918,13 +962,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 			r.Arrive, r.Receive = a[0], a[1]
 		}
 	}
-	if !strings.HasPrefix(name, "lanes") && len(kts) == 0 {
-		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
-	}
-	run.Records = recs
-	run.summarize(flows)
-	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
-	return run, nil
+	return len(kts)
 }
 
 // keepOpen closes a udpSender only after its timestamps were drained.
