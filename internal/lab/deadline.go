@@ -1181,12 +1181,12 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 }
 
 // runDaemonPath measures the added latency of the daemon path.
+//
+// Daemon path: idle link, client send call -> receiver kernel timestamp;
+// with and without direct release, beside a direct send and beside
+// cyclictest at the releaser's priority for as long (what one RT thread
+// wake-up costs on this machine at this moment).
 func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Result) error {
-
-	// Daemon path: idle link, client send call -> receiver kernel timestamp;
-	// with and without direct release, beside a direct send and beside
-	// cyclictest at the releaser's priority for as long (what one RT
-	// thread wake-up costs on this machine at this moment).
 	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
 	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
 		Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs", "(1) p50/p99", "(2) p50/p99", "(3) p50/p99"}}
@@ -1204,16 +1204,7 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 		p.pmLatency = -1
 	}
 	defer pm.Close()
-	// Each raw_read path runs right after its partner without, so the
-	// pair sees the same machine.
-	var pathCfgs []string
-	for _, c := range dlPathConfigs {
-		if p.paths != nil && slices.Contains(p.paths, c) ||
-			p.paths == nil && (p.rawRead || !strings.HasPrefix(c, "lanes-raw")) && (p.procClient || !strings.HasSuffix(c, "-proc")) {
-			pathCfgs = append(pathCfgs, c)
-		}
-	}
-	pathCfgs = append(pathCfgs, "fifo-top")
+	pathCfgs := daemonPathConfigs(p)
 	if p.cpuLoad > 0 {
 		load, err := latency.StartCPULoad(p.cpuLoad, time.Duration(len(pathCfgs)+1)*(pathDur+10*time.Second))
 		if err != nil {
@@ -1221,14 +1212,7 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 		}
 		defer load.Stop()
 	}
-	pathNames := map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
-		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
-		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
-		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
-		"lanes-raw":       "lanes daemon path, direct release, the reader's read a raw system call (raw_read)",
-		"lanes-raw-proc":  "lanes daemon path, direct release, raw_read, client in its own process",
-		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
+	names := daemonPathNames(p)
 	p50s, p99s := map[string]float64{}, map[string]float64{}
 	for _, cfg := range pathCfgs {
 		r, err := b.runConfig(ctx, env, p, cfg, path, 0, pathDur)
@@ -1236,30 +1220,9 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 			return fmt.Errorf("deadline: path %s: %w", cfg, err)
 		}
 		res.Notes = append(res.Notes, r.Notes...)
-		var v []float64
-		var st [3][]float64
-		for _, x := range r.Records {
-			if x.Arrive != 0 {
-				v = append(v, float64(x.Arrive-x.Send)/1e3)
-				if x.Enqueue != 0 && x.Dequeue != 0 {
-					st[0] = append(st[0], float64(x.Enqueue-x.Send)/1e3)
-					st[1] = append(st[1], float64(x.Dequeue-x.Enqueue)/1e3)
-					st[2] = append(st[2], float64(x.Arrive-x.Dequeue)/1e3)
-				}
-			}
-		}
-		sort.Float64s(v)
-		if len(v) > 0 {
-			p50s[cfg], p99s[cfg] = Percentile(v, 50), Percentile(v, 99)
-			row := []string{pathNames[cfg], fmt.Sprint(len(v)), fmtUS(Percentile(v, 50)), fmtUS(Percentile(v, 99)), fmtUS(v[len(v)-1])}
-			for _, sv := range st {
-				sort.Float64s(sv)
-				if len(sv) == 0 {
-					row = append(row, "")
-					continue
-				}
-				row = append(row, fmtUS(Percentile(sv, 50))+" / "+fmtUS(Percentile(sv, 99)))
-			}
+		row, p50, p99, ok := daemonPathRow(names[cfg], r.Records)
+		if ok {
+			p50s[cfg], p99s[cfg] = p50, p99
 			pt.Rows = append(pt.Rows, row)
 		}
 	}
@@ -1284,6 +1247,66 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 	pt.Title += fmt.Sprintf("; CPU wake-up latency held (PM QoS): %s; the lane's threads at SCHED_FIFO %d, the senders and the receiver at %d; %d busy workers at normal priority", pmString(p.pmLatency), relPrio, p.prio, p.cpuLoad)
 	res.Tables = append(res.Tables, pt)
 	return nil
+}
+
+// daemonPathConfigs are the paths the flags ask for, the direct send
+// (fifo-top, the reference) last. Each raw_read path runs right after its
+// partner without, so the pair sees the same machine.
+func daemonPathConfigs(p dlParams) []string {
+	var cfgs []string
+	for _, c := range dlPathConfigs {
+		if p.paths != nil && slices.Contains(p.paths, c) ||
+			p.paths == nil && (p.rawRead || !strings.HasPrefix(c, "lanes-raw")) && (p.procClient || !strings.HasSuffix(c, "-proc")) {
+			cfgs = append(cfgs, c)
+		}
+	}
+	return append(cfgs, "fifo-top")
+}
+
+// daemonPathNames are the rows' names of the daemon-path table.
+func daemonPathNames(p dlParams) map[string]string {
+	return map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
+		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
+		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
+		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
+		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
+		"lanes-raw":       "lanes daemon path, direct release, the reader's read a raw system call (raw_read)",
+		"lanes-raw-proc":  "lanes daemon path, direct release, raw_read, client in its own process",
+		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
+}
+
+// daemonPathRow is one path's row: the send-to-arrival latency's count,
+// p50, p99 and maximum, and p50/p99 of each of its three stages; ok is
+// false when no datagram arrived.
+func daemonPathRow(name string, recs []dlRecord) (row []string, p50, p99 float64, ok bool) {
+	var v []float64
+	var st [3][]float64
+	for _, x := range recs {
+		if x.Arrive == 0 {
+			continue
+		}
+		v = append(v, float64(x.Arrive-x.Send)/1e3)
+		if x.Enqueue != 0 && x.Dequeue != 0 {
+			st[0] = append(st[0], float64(x.Enqueue-x.Send)/1e3)
+			st[1] = append(st[1], float64(x.Dequeue-x.Enqueue)/1e3)
+			st[2] = append(st[2], float64(x.Arrive-x.Dequeue)/1e3)
+		}
+	}
+	if len(v) == 0 {
+		return nil, 0, 0, false
+	}
+	sort.Float64s(v)
+	p50, p99 = Percentile(v, 50), Percentile(v, 99)
+	row = []string{name, fmt.Sprint(len(v)), fmtUS(p50), fmtUS(p99), fmtUS(v[len(v)-1])}
+	for _, sv := range st {
+		sort.Float64s(sv)
+		if len(sv) == 0 {
+			row = append(row, "")
+			continue
+		}
+		row = append(row, fmtUS(Percentile(sv, 50))+" / "+fmtUS(Percentile(sv, 99)))
+	}
+	return row, p50, p99, true
 }
 
 // pmString says which PM QoS wake-up latency a run held.
