@@ -118,6 +118,46 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 	}
 	defer cl.Stop()
 
+	runs, err := runRTConfigs(ctx, env, p, r, kernel, exe, nl)
+	if err != nil {
+		return nil, err
+	}
+	if err := nl.Close(); err != nil {
+		r.Notes = append(r.Notes, err.Error())
+	}
+	sent, recv := nl.Counts()
+	r.Tables = []Table{rtTable(p, runs)}
+	for _, x := range runs {
+		if x.Skipped != "" {
+			r.Notes = append(r.Notes, fmt.Sprintf("(%s) not run: %s", x.Key, x.Skipped))
+		}
+	}
+	r.Notes = append(r.Notes,
+		fmt.Sprintf("kernel %s, preemption %s (from %s), HZ %d, %s", kernel.Release, kernel.PreemptModel, kernel.PreemptSource, kernel.HZ, kernel.RTThrottle()),
+		fmt.Sprintf("flood: %d packets sent, %d UDP datagrams received in the tested namespace", sent, recv),
+		"paper: Android phone, stock kernel vs preemptible kernel + ICMP alignment-trap fix vs app at RT priority; here: a 2-core VM shared with other work, so absolute numbers differ")
+	for _, x := range runs {
+		if x.Key == "d" && x.Extra != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("(d) watcher: %v", x.Extra["summary"]))
+		}
+	}
+	if path, err := plotRT(p.plotDir, r.Started, runs); err != nil {
+		r.Notes = append(r.Notes, "plot: "+err.Error())
+	} else {
+		r.Notes = append(r.Notes, "histograms: "+path+" (.png and .svg)")
+	}
+	r.Data = runs
+	r.Environment = CaptureEnvironment(nil, env, map[string]string{
+		"preempt_model": kernel.PreemptModel, "preempt_source": kernel.PreemptSource, "hz": strconv.Itoa(kernel.HZ),
+		"rt_throttle": kernel.RTThrottle()})
+	r.Duration = time.Since(r.Started)
+	return r, nil
+}
+
+// runRTConfigs measures the paper's configurations (a)-(d) and, if asked,
+// cyclictest, one after the other under the running load nl; each tester
+// runs as a child `lanes latency` in the flood's namespace.
+func runRTConfigs(ctx context.Context, env *Env, p rtParams, r *Result, kernel sched.KernelRT, exe string, nl *latency.NetLoad) ([]rtRun, error) {
 	base := []string{"latency", "--json", "--period", p.period.String(), "--duration", p.dur.String(),
 		"--hist-max", rtHistMax.String(), "--netns", "/proc/self/fd/3"}
 	child := func(key string, extra ...string) (*latency.Result, error) {
@@ -125,6 +165,7 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		return runTester(ctx, exe, args, nl)
 	}
 	var runs []rtRun
+	var err error
 
 	env.Printf("rt: (a) default, SCHED_OTHER, %v...\n", p.dur)
 	a := rtRun{Key: "a", Name: "default (" + kernel.PreemptModel + " preemption), SCHED_OTHER", PaperMS: "12.0"}
@@ -133,20 +174,9 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 	}
 	runs = append(runs, a)
 
-	b := rtRun{Key: "b", Name: "full preemption, SCHED_OTHER", PaperMS: "10.2"}
-	if prev, err := sched.SetPreempt("full"); err != nil {
-		b.Skipped = err.Error()
-		env.Printf("rt: (b) skipped: %v\n", err)
-	} else {
-		env.Printf("rt: (b) full preemption (was %s), %v...\n", prev, p.dur)
-		b.Result, err = child("b", "--policy", "other")
-		if _, rerr := sched.SetPreempt(prev); rerr != nil {
-			r.Notes = append(r.Notes, fmt.Sprintf("could not restore preemption %q: %v (run: lanes tune preempt %s)", prev, rerr, prev))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("(b): %w", err)
-		}
-		b.Extra = map[string]any{"previous_mode": prev}
+	b, err := runRTFullPreempt(env, p, r, child)
+	if err != nil {
+		return nil, err
 	}
 	runs = append(runs, b)
 
@@ -174,11 +204,33 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		}
 		runs = append(runs, ct)
 	}
-	if err := nl.Close(); err != nil {
-		r.Notes = append(r.Notes, err.Error())
-	}
-	sent, recv := nl.Counts()
+	return runs, nil
+}
 
+// runRTFullPreempt measures configuration (b): full preemption set for the
+// run (skipped where the kernel cannot switch), restored after it.
+func runRTFullPreempt(env *Env, p rtParams, r *Result, child func(string, ...string) (*latency.Result, error)) (rtRun, error) {
+	b := rtRun{Key: "b", Name: "full preemption, SCHED_OTHER", PaperMS: "10.2"}
+	prev, err := sched.SetPreempt("full")
+	if err != nil {
+		b.Skipped = err.Error()
+		env.Printf("rt: (b) skipped: %v\n", err)
+		return b, nil
+	}
+	env.Printf("rt: (b) full preemption (was %s), %v...\n", prev, p.dur)
+	b.Result, err = child("b", "--policy", "other")
+	if _, rerr := sched.SetPreempt(prev); rerr != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("could not restore preemption %q: %v (run: lanes tune preempt %s)", prev, rerr, prev))
+	}
+	if err != nil {
+		return b, fmt.Errorf("(b): %w", err)
+	}
+	b.Extra = map[string]any{"previous_mode": prev}
+	return b, nil
+}
+
+// rtTable is the wake-up latency table, one row per configuration.
+func rtTable(p rtParams, runs []rtRun) Table {
 	t := Table{Title: fmt.Sprintf("Wake-up latency, %v period, %d busy workers + %d pps UDP/ICMP flood (ms)", p.period, p.cpuLoad, p.netRate),
 		Columns: []string{"config", "paper max", "max", "p99", "p50", "avg", "samples"}}
 	ms := func(us float64) string { return fmt.Sprintf("%.3f", us/1e3) }
@@ -194,30 +246,7 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		s := x.Result.All
 		t.Rows = append(t.Rows, []string{label, x.PaperMS, ms(s.MaxUS), ms(s.P99US), ms(s.P50US), ms(s.AvgUS), strconv.Itoa(s.Samples)})
 	}
-	r.Tables = []Table{t}
-	for _, x := range runs {
-		if x.Skipped != "" {
-			r.Notes = append(r.Notes, fmt.Sprintf("(%s) not run: %s", x.Key, x.Skipped))
-		}
-	}
-	r.Notes = append(r.Notes,
-		fmt.Sprintf("kernel %s, preemption %s (from %s), HZ %d, %s", kernel.Release, kernel.PreemptModel, kernel.PreemptSource, kernel.HZ, kernel.RTThrottle()),
-		fmt.Sprintf("flood: %d packets sent, %d UDP datagrams received in the tested namespace", sent, recv),
-		"paper: Android phone, stock kernel vs preemptible kernel + ICMP alignment-trap fix vs app at RT priority; here: a 2-core VM shared with other work, so absolute numbers differ")
-	if d.Extra != nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("(d) watcher: %v", d.Extra["summary"]))
-	}
-	if path, err := plotRT(p.plotDir, r.Started, runs); err != nil {
-		r.Notes = append(r.Notes, "plot: "+err.Error())
-	} else {
-		r.Notes = append(r.Notes, "histograms: "+path+" (.png and .svg)")
-	}
-	r.Data = runs
-	r.Environment = CaptureEnvironment(nil, env, map[string]string{
-		"preempt_model": kernel.PreemptModel, "preempt_source": kernel.PreemptSource, "hz": strconv.Itoa(kernel.HZ),
-		"rt_throttle": kernel.RTThrottle()})
-	r.Duration = time.Since(r.Started)
-	return r, nil
+	return t
 }
 
 // runWatched runs configuration (d): the engine watches for the tester's
