@@ -127,40 +127,56 @@ func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSi
 		}
 	}
 	// the stream over the uploads' period (or the whole alone run)
-	cb.stream.mu.Lock()
-	var d, at []float64
-	from, to := float64(upStart.UnixNano())/1e9, float64(end.UnixNano())/1e9
+	from, to := upStart, end
 	if len(ups) == 0 {
-		from = float64(start.Add(2*time.Second).UnixNano()) / 1e9
+		from = start.Add(2 * time.Second)
 	}
-	for i, t := range cb.stream.times {
-		if t >= from && t <= to {
-			d = append(d, cb.stream.delays[i])
-			at = append(at, t)
+	run.summarizeStream(cb.stream, from, to)
+	run.summarizeCaps(series)
+	return run, nil
+}
+
+// summarizeStream fills the stream's figures from its datagrams sent
+// between from and to: jitter, stalls (gaps above 1 s), the share later
+// than 1 s, rate and delay percentiles.
+func (run *appsRun) summarizeStream(st *streamSink, from, to time.Time) {
+	st.mu.Lock()
+	var d, at []float64
+	f, t := float64(from.UnixNano())/1e9, float64(to.UnixNano())/1e9
+	for i, x := range st.times {
+		if x >= f && x <= t {
+			d = append(d, st.delays[i])
+			at = append(at, x)
 		}
 	}
-	cb.stream.mu.Unlock()
-	if len(d) > 1 {
-		var jit float64
-		for i := 1; i < len(d); i++ {
-			jit += math.Abs(d[i] - d[i-1])
-			if at[i]-at[i-1] > 1 {
-				run.Stalls++
-			}
-		}
-		run.JitterMs = jit / float64(len(d)-1)
-		late := 0
-		for _, x := range d {
-			if x > 1000 {
-				late++
-			}
-		}
-		run.LatePct = 100 * float64(late) / float64(len(d))
-		run.StreamMbit = float64(len(d)) * 10_000 * 8 / (at[len(at)-1] - at[0]) / 1e6
-		sd := append([]float64(nil), d...)
-		sort.Float64s(sd)
-		run.DelayP50, run.DelayP95, run.DelayMax = Percentile(sd, 50), Percentile(sd, 95), sd[len(sd)-1]
+	st.mu.Unlock()
+	if len(d) < 2 {
+		return
 	}
+	var jit float64
+	late := 0
+	for i := 1; i < len(d); i++ {
+		jit += math.Abs(d[i] - d[i-1])
+		if at[i]-at[i-1] > 1 {
+			run.Stalls++
+		}
+	}
+	for _, x := range d {
+		if x > 1000 {
+			late++
+		}
+	}
+	run.JitterMs = jit / float64(len(d)-1)
+	run.LatePct = 100 * float64(late) / float64(len(d))
+	run.StreamMbit = float64(len(d)) * 10_000 * 8 / (at[len(at)-1] - at[0]) / 1e6
+	sd := append([]float64(nil), d...)
+	sort.Float64s(sd)
+	run.DelayP50, run.DelayP95, run.DelayMax = Percentile(sd, 50), Percentile(sd, 95), sd[len(sd)-1]
+}
+
+// summarizeCaps fills the stream's median cwnd and cap (host 0) and the
+// uploads' median cap (the other hosts) from the recorded series.
+func (run *appsRun) summarizeCaps(series *coopSeries) {
 	var cw []float64
 	var upCaps, stCaps []int
 	for _, row := range series.Samples {
@@ -188,7 +204,6 @@ func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSi
 		return uint32(v[len(v)/2])
 	}
 	run.UploadCaps, run.StreamCap = medInt(upCaps), medInt(stCaps)
-	return run, nil
 }
 
 func init() {
