@@ -200,95 +200,14 @@ func (f *Figure) draw(c canvas) {
 	ph := float64(f.panelHeight())
 	for i := range f.Panels {
 		p := &f.Panels[i]
-		top := float64(marginTop) + float64(i)*(ph+panelGap)
-		left := float64(marginLeft)
-		ylo, yhi := p.yRange()
-		yt := ticks(ylo, yhi, int(math.Max(3, ph/40)))
-		if len(yt) > 0 && !(p.YMax > p.YMin) {
-			ylo, yhi = math.Min(ylo, yt[0]), math.Max(yhi, yt[len(yt)-1])
+		fr := panelFrame{left: float64(marginLeft), top: float64(marginTop) + float64(i)*(ph+panelGap), w: pw, h: ph,
+			xlo: xlo, xhi: xhi, xt: xt}
+		fr.ylo, fr.yhi = p.yRange()
+		fr.yt = ticks(fr.ylo, fr.yhi, int(math.Max(3, ph/40)))
+		if len(fr.yt) > 0 && !(p.YMax > p.YMin) {
+			fr.ylo, fr.yhi = math.Min(fr.ylo, fr.yt[0]), math.Max(fr.yhi, fr.yt[len(fr.yt)-1])
 		}
-		sx := func(x float64) float64 { return left + (x-xlo)/(xhi-xlo)*pw }
-		sy := func(y float64) float64 { return top + ph - (y-ylo)/(yhi-ylo)*ph }
-
-		// Grid and ticks.
-		for _, v := range yt {
-			if v < ylo || v > yhi {
-				continue
-			}
-			y := sy(v)
-			c.line(left, y, left+pw, y, gridColor, 1)
-			c.line(left-tickLen, y, left, y, axisColor, 1)
-			c.text(left-tickLen-3, y+4, fmtTick(v, yt), anchorEnd, black, false, false)
-		}
-		for _, v := range xt {
-			if v < xlo || v > xhi {
-				continue
-			}
-			x := sx(v)
-			c.line(x, top, x, top+ph, gridColor, 1)
-			c.line(x, top+ph, x, top+ph+tickLen, axisColor, 1)
-			c.text(x, top+ph+tickLen+13, fmtTick(v, xt), anchorMiddle, black, false, false)
-		}
-		// Series, clipped to the panel by construction of the ranges.
-		clampY := func(y float64) float64 { return math.Max(ylo, math.Min(yhi, y)) }
-		for j := range p.Series {
-			s := &p.Series[j]
-			col := s.colorOf(j)
-			var seg []pt
-			flush := func() {
-				if len(seg) == 1 && !s.Marker && !s.NoLine {
-					c.rect(seg[0].x-1, seg[0].y-1, 3, 3, col)
-				} else if len(seg) > 1 && !s.NoLine {
-					c.polyline(seg, col, 1.6)
-				}
-				seg = nil
-			}
-			for k := range s.X {
-				x, y := s.X[k], s.Y[k]
-				if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(y, 0) {
-					flush()
-					continue
-				}
-				if k < len(s.YLo) && k < len(s.YHi) && !math.IsNaN(s.YLo[k]) && !math.IsNaN(s.YHi[k]) {
-					errorBar(c, sx(x), sy(clampY(s.YLo[k])), sy(clampY(s.YHi[k])), col)
-				}
-				px := pt{sx(x), sy(clampY(y))}
-				seg = append(seg, px)
-				if s.Marker || s.NoLine {
-					marker(c, px, s.shape(j), col)
-				}
-			}
-			flush()
-		}
-		// Axes frame.
-		c.line(left, top, left, top+ph, axisColor, 1)
-		c.line(left, top+ph, left+pw, top+ph, axisColor, 1)
-		// Y label, vertical, centred on the panel.
-		yl := p.YLabel
-		if p.Unit != "" {
-			yl += " (" + p.Unit + ")"
-		}
-		c.text(16, top+ph/2, yl, anchorMiddle, black, true, false)
-		if len(p.Series) == 0 {
-			c.text(left+pw/2, top+ph/2, "no data", anchorMiddle, axisColor, false, false)
-		}
-		// Legend: a swatch and the name of each series, right of the panel.
-		lx := left + pw + 14
-		maxRows := int(ph / 16)
-		for j, s := range p.Series {
-			if j >= maxRows-1 && len(p.Series) > maxRows {
-				c.text(lx, top+12+float64(j)*16, fmt.Sprintf("+%d more", len(p.Series)-j), anchorStart, black, false, false)
-				break
-			}
-			y := top + 8 + float64(j)*16
-			if !s.NoLine {
-				c.rect(lx, y-1, 18, 3, s.colorOf(j))
-			}
-			if s.Marker || s.NoLine {
-				marker(c, pt{lx + 9, y}, s.shape(j), s.colorOf(j))
-			}
-			c.text(lx+24, y+4, truncName(s.Name, (marginRight-40)/charW), anchorStart, black, false, false)
-		}
+		fr.drawPanel(c, p)
 	}
 	// X label under the bottom panel.
 	xl := f.XLabel
@@ -303,6 +222,118 @@ func (f *Figure) draw(c canvas) {
 		xl += " (" + unit + ")"
 	}
 	c.text(float64(marginLeft)+pw/2, float64(h)-14, xl, anchorMiddle, black, false, false)
+}
+
+// panelFrame is where one panel is drawn: its box on the canvas, its data
+// ranges and their ticks.
+type panelFrame struct {
+	left, top, w, h    float64
+	xlo, xhi, ylo, yhi float64
+	xt, yt             []float64
+}
+
+func (fr *panelFrame) sx(x float64) float64 { return fr.left + (x-fr.xlo)/(fr.xhi-fr.xlo)*fr.w }
+func (fr *panelFrame) sy(y float64) float64 { return fr.top + fr.h - (y-fr.ylo)/(fr.yhi-fr.ylo)*fr.h }
+
+// clampY keeps y within the panel's range.
+func (fr *panelFrame) clampY(y float64) float64 { return math.Max(fr.ylo, math.Min(fr.yhi, y)) }
+
+// drawPanel draws the grid and ticks, the series, the axes, the y label
+// and the legend of panel p.
+func (fr *panelFrame) drawPanel(c canvas, p *Panel) {
+	fr.drawGrid(c)
+	// Series, clipped to the panel by construction of the ranges.
+	for j := range p.Series {
+		fr.drawSeries(c, &p.Series[j], j)
+	}
+	// Axes frame.
+	c.line(fr.left, fr.top, fr.left, fr.top+fr.h, axisColor, 1)
+	c.line(fr.left, fr.top+fr.h, fr.left+fr.w, fr.top+fr.h, axisColor, 1)
+	// Y label, vertical, centred on the panel.
+	yl := p.YLabel
+	if p.Unit != "" {
+		yl += " (" + p.Unit + ")"
+	}
+	c.text(16, fr.top+fr.h/2, yl, anchorMiddle, black, true, false)
+	if len(p.Series) == 0 {
+		c.text(fr.left+fr.w/2, fr.top+fr.h/2, "no data", anchorMiddle, axisColor, false, false)
+	}
+	fr.drawLegend(c, p)
+}
+
+// drawGrid draws the grid lines, tick marks and tick labels of both axes.
+func (fr *panelFrame) drawGrid(c canvas) {
+	left, top, pw, ph := fr.left, fr.top, fr.w, fr.h
+	for _, v := range fr.yt {
+		if v < fr.ylo || v > fr.yhi {
+			continue
+		}
+		y := fr.sy(v)
+		c.line(left, y, left+pw, y, gridColor, 1)
+		c.line(left-tickLen, y, left, y, axisColor, 1)
+		c.text(left-tickLen-3, y+4, fmtTick(v, fr.yt), anchorEnd, black, false, false)
+	}
+	for _, v := range fr.xt {
+		if v < fr.xlo || v > fr.xhi {
+			continue
+		}
+		x := fr.sx(v)
+		c.line(x, top, x, top+ph, gridColor, 1)
+		c.line(x, top+ph, x, top+ph+tickLen, axisColor, 1)
+		c.text(x, top+ph+tickLen+13, fmtTick(v, fr.xt), anchorMiddle, black, false, false)
+	}
+}
+
+// drawSeries draws series s (the j-th of its panel): its line, broken at
+// NaN and infinite points, its error bars and its markers.
+func (fr *panelFrame) drawSeries(c canvas, s *Series, j int) {
+	col := s.colorOf(j)
+	var seg []pt
+	flush := func() {
+		if len(seg) == 1 && !s.Marker && !s.NoLine {
+			c.rect(seg[0].x-1, seg[0].y-1, 3, 3, col)
+		} else if len(seg) > 1 && !s.NoLine {
+			c.polyline(seg, col, 1.6)
+		}
+		seg = nil
+	}
+	for k := range s.X {
+		x, y := s.X[k], s.Y[k]
+		if math.IsNaN(x) || math.IsNaN(y) || math.IsInf(y, 0) {
+			flush()
+			continue
+		}
+		if k < len(s.YLo) && k < len(s.YHi) && !math.IsNaN(s.YLo[k]) && !math.IsNaN(s.YHi[k]) {
+			errorBar(c, fr.sx(x), fr.sy(fr.clampY(s.YLo[k])), fr.sy(fr.clampY(s.YHi[k])), col)
+		}
+		px := pt{fr.sx(x), fr.sy(fr.clampY(y))}
+		seg = append(seg, px)
+		if s.Marker || s.NoLine {
+			marker(c, px, s.shape(j), col)
+		}
+	}
+	flush()
+}
+
+// drawLegend draws a swatch and the name of each series, right of the
+// panel, and "+N more" where they do not fit.
+func (fr *panelFrame) drawLegend(c canvas, p *Panel) {
+	lx := fr.left + fr.w + 14
+	maxRows := int(fr.h / 16)
+	for j, s := range p.Series {
+		if j >= maxRows-1 && len(p.Series) > maxRows {
+			c.text(lx, fr.top+12+float64(j)*16, fmt.Sprintf("+%d more", len(p.Series)-j), anchorStart, black, false, false)
+			break
+		}
+		y := fr.top + 8 + float64(j)*16
+		if !s.NoLine {
+			c.rect(lx, y-1, 18, 3, s.colorOf(j))
+		}
+		if s.Marker || s.NoLine {
+			marker(c, pt{lx + 9, y}, s.shape(j), s.colorOf(j))
+		}
+		c.text(lx+24, y+4, truncName(s.Name, (marginRight-40)/charW), anchorStart, black, false, false)
+	}
 }
 
 // shape is the mark of series j: the five line shapes in turn, and an
