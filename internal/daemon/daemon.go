@@ -105,37 +105,11 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Socket == "" {
 		opts.Socket = api.DefaultSocket
 	}
-	useStateDir()
-	pol, err := loadPolicy(opts)
+	d, release, err := prepare(opts)
 	if err != nil {
 		return err
 	}
-	inst, err := Instance()
-	if err != nil {
-		return err
-	}
-	cg, err := findOrMountCgroup2(inst)
-	if err != nil {
-		return err
-	}
-	defer cg.release()
-	ns, err := api.CurrentNetns()
-	if err != nil {
-		return err
-	}
-	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
-		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
-	}
-	if err := recordInstance(inst); err != nil {
-		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
-	} else {
-		defer forgetInstance(inst)
-	}
-	d := newDaemon(opts, inst, pol, kernelEnv(cg))
-	d.netns, d.cgroups = ns, cg
-	if cg.mounted {
-		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
-	}
+	defer release()
 	if err := d.install(); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
@@ -159,14 +133,66 @@ func Run(ctx context.Context, opts Options) error {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
-	d.log.Info("lanes daemon running", "instance", inst, "policy", pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
+	d.log.Info("lanes daemon running", "instance", d.instance, "policy", d.pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
 	if opts.Ready != nil {
 		opts.Ready(d)
 	}
 	if err := sdNotify("READY=1\nSTATUS=managing " + fmt.Sprint(d.ifaceNames())); err != nil {
 		d.log.Warn("sd_notify READY", "err", err)
 	}
+	err = d.serve(ctx, srv)
+	d.log.Info("lanes daemon stopping: removing everything it installed")
+	_ = sdNotify("STOPPING=1")
+	err = errors.Join(err, srv.Close())
+	d.stopComponents()
+	d.stopTasks()
+	return errors.Join(err, d.uninstall())
+}
 
+// prepare reads the policy, finds this daemon's instance, cgroup v2 mount
+// and namespace, sweeps what daemons of gone namespaces left, and records
+// this instance. release forgets the instance and releases the cgroup
+// mount.
+func prepare(opts Options) (d *Daemon, release func(), err error) {
+	useStateDir()
+	pol, err := loadPolicy(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	inst, err := Instance()
+	if err != nil {
+		return nil, nil, err
+	}
+	cg, err := findOrMountCgroup2(inst)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := api.CurrentNetns()
+	if err != nil {
+		cg.release()
+		return nil, nil, err
+	}
+	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
+		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
+	}
+	release = cg.release
+	if err := recordInstance(inst); err != nil {
+		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
+	} else {
+		release = func() { forgetInstance(inst); cg.release() }
+	}
+	d = newDaemon(opts, inst, pol, kernelEnv(cg))
+	d.netns, d.cgroups = ns, cg
+	if cg.mounted {
+		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
+	}
+	return d, release, nil
+}
+
+// serve runs the API until ctx ends or the server fails, reloading the
+// policy on SIGHUP (and restarting the task rules and components when it
+// changed).
+func (d *Daemon) serve(ctx context.Context, srv *api.Server) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -190,18 +216,12 @@ func Run(ctx context.Context, opts Options) error {
 				}
 			}
 			_ = sdNotify("READY=1")
-			continue
-		case err = <-serveErr:
+		case err := <-serveErr:
+			return err
 		case <-ctx.Done():
+			return nil
 		}
-		break
 	}
-	d.log.Info("lanes daemon stopping: removing everything it installed")
-	_ = sdNotify("STOPPING=1")
-	err = errors.Join(err, srv.Close())
-	d.stopComponents()
-	d.stopTasks()
-	return errors.Join(err, d.uninstall())
 }
 
 func loadPolicy(opts Options) (*policy.Policy, error) {
