@@ -602,24 +602,10 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 	now := Monotonic()
 	rep := wire.Reply{Type: wire.TypeReject, Flow: r.Flow, Seq: r.Seq}
 	key := flowKey{c.uid, r.Flow}
-	reason := uint8(wire.ReasonNone)
-	switch {
-	case !c.granted:
-		reason = wire.ReasonNotGranted
-	case !l.cfg.Enabled:
-		reason = wire.ReasonDisabled
-	case len(r.Payload) > wire.MaxPayload:
-		reason = wire.ReasonTooBig
-	case !r.Dst.IsValid() || r.Dst.Port() == 0 || r.Dst.Addr().IsUnspecified():
-		reason = wire.ReasonBadDest
-	case r.Dst.Addr().Is6() && l.tx[1][0] < 0:
-		reason = wire.ReasonBadDest
-	}
-	var deadline int64
+	reason := l.refusal(c, r)
+	deadline := int64(r.Deadline)
 	if r.Flags&wire.FlagRelative != 0 {
 		deadline = now + int64(r.Deadline)*1000
-	} else {
-		deadline = int64(r.Deadline)
 	}
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
 	if reason == wire.ReasonNone {
@@ -651,18 +637,7 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 			reason = wire.ReasonOwnDeadline
 		}
 	}
-	f := l.flow(key)
-	if rep.Type == wire.TypeAdmit {
-		f.Admitted++
-		l.totals.Admitted++
-	} else {
-		f.Rejected++
-		l.totals.Rejected++
-		if f.Rejects == nil {
-			f.Rejects = map[string]uint64{}
-		}
-		f.Rejects[wire.ReasonString(reason)]++
-	}
+	l.countLocked(key, rep.Type == wire.TypeAdmit, reason)
 	rep.Reason = reason
 	rep.Depth = uint32(l.q.Len())
 	if s, ok := l.q.Slack(tnow); ok {
@@ -696,6 +671,42 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 		l.finish(direct, true, a)
 	}
 	return rep
+}
+
+// refusal is why request r on connection c is refused before the
+// admission test (not granted, lane disabled, too big, bad destination),
+// or wire.ReasonNone.
+func (l *Lane) refusal(c *conn, r *wire.Request) uint8 {
+	switch {
+	case !c.granted:
+		return wire.ReasonNotGranted
+	case !l.cfg.Enabled:
+		return wire.ReasonDisabled
+	case len(r.Payload) > wire.MaxPayload:
+		return wire.ReasonTooBig
+	case !r.Dst.IsValid() || r.Dst.Port() == 0 || r.Dst.Addr().IsUnspecified():
+		return wire.ReasonBadDest
+	case r.Dst.Addr().Is6() && l.tx[1][0] < 0:
+		return wire.ReasonBadDest
+	}
+	return wire.ReasonNone
+}
+
+// countLocked counts one decision for flow key and in the totals: an
+// admission, or a rejection by its reason. l.mu is held.
+func (l *Lane) countLocked(key flowKey, admitted bool, reason uint8) {
+	f := l.flow(key)
+	if admitted {
+		f.Admitted++
+		l.totals.Admitted++
+		return
+	}
+	f.Rejected++
+	l.totals.Rejected++
+	if f.Rejects == nil {
+		f.Rejects = map[string]uint64{}
+	}
+	f.Rejects[wire.ReasonString(reason)]++
 }
 
 // kick wakes the releaser. An eventfd and not a channel: the releaser is a
