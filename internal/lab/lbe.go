@@ -171,22 +171,9 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 			bed.Close()
 		}
 	}()
-	opts := HostOpts{TxQueueLen: 1000, BackPressure: true}
-	switch m.Kind {
-	case "gate":
-		upCfg.QueueBytes = m.Queue + gateSlack
-		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo", Limit: 1000}
-	case "pfifo_fast":
-		upCfg.QueueBytes = m.Queue + gateSlack
-		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo_fast"}
-	case "task":
-		upCfg.QueueBytes = m.Queue
-		lb.prio = emu.NewPrioritiser()
-		opts.Prio = lb.prio
-	case "lanes":
-		upCfg.QueueBytes = m.Queue + gateSlack
-	default:
-		return nil, fmt.Errorf("unknown method kind %q", m.Kind)
+	opts, err := lb.phoneOpts(m, &upCfg)
+	if err != nil {
+		return nil, err
 	}
 	lb.up = bed.Emu.NewUplink(upCfg)
 	phone, err := bed.AddHost("phone", c.CC, lb.up, bed.Emu.NewDownlink(downCfg), opts)
@@ -221,39 +208,73 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 	if !m.BG {
 		return lb, nil
 	}
-	bgURL := "http://" + srv[1].Addr.String() + ":80"
+	if err := lb.startBackground(ctx, c, m, "http://"+srv[1].Addr.String()+":80"); err != nil {
+		return nil, err
+	}
+	return lb, nil
+}
+
+// phoneOpts are the phone's host options for method m, which also sets the
+// uplink's queue (up).
+func (lb *lbeBed) phoneOpts(m LBEMethod, up *emu.LinkConfig) (HostOpts, error) {
+	opts := HostOpts{TxQueueLen: 1000, BackPressure: true}
+	switch m.Kind {
+	case "gate":
+		up.QueueBytes = m.Queue + gateSlack
+		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo", Limit: 1000}
+	case "pfifo_fast":
+		up.QueueBytes = m.Queue + gateSlack
+		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo_fast"}
+	case "task":
+		up.QueueBytes = m.Queue
+		lb.prio = emu.NewPrioritiser()
+		opts.Prio = lb.prio
+	case "lanes":
+		up.QueueBytes = m.Queue + gateSlack
+	default:
+		return opts, fmt.Errorf("unknown method kind %q", m.Kind)
+	}
+	return opts, nil
+}
+
+// startBackground starts the phone's background upload to bgURL (through
+// `lanes run --lane background` for the lanes methods, at SO_PRIORITY
+// filler for pfifo_fast) and registers its flow with the meter and the
+// paper's prioritiser.
+func (lb *lbeBed) startBackground(ctx context.Context, c *LBEConfig, m LBEMethod, bgURL string) error {
 	args := []string{"bulk", "--url", bgURL, "--nice", "19"}
 	if m.Kind == "pfifo_fast" {
 		args = append(args, "--prio", "1") // TC_PRIO_FILLER -> pfifo_fast band 2
 	}
+	var err error
 	if m.Kind == "lanes" {
-		lb.bulk, err = phone.StartCommand(c.Lanes, append([]string{"run", "--lane", "background", "--socket", lanesSocket(bed), "--",
+		lb.bulk, err = lb.phone.StartCommand(c.Lanes, append([]string{"run", "--lane", "background", "--socket", lanesSocket(lb.bed), "--",
 			c.Lanes, "lab", "helper"}, args...)...)
 	} else {
-		lb.bulk, err = phone.Start(args...)
+		lb.bulk, err = lb.phone.Start(args...)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	l, err := lb.bulk.Line(ctx, 30*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("background uploader: %w", err)
+		return fmt.Errorf("background uploader: %w", err)
 	}
 	var hello BulkHello
 	if err := json.Unmarshal([]byte(l), &hello); err != nil {
-		return nil, fmt.Errorf("background uploader said %q", l)
+		return fmt.Errorf("background uploader said %q", l)
 	}
 	src, err1 := netip.ParseAddrPort(hello.Src)
 	dst, err2 := netip.ParseAddrPort(hello.Dst)
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("background uploader addresses %q", l)
+		return fmt.Errorf("background uploader addresses %q", l)
 	}
 	lb.bgFlow = emu.FlowKey{Dst: dst, Sport: src.Port()}
 	lb.meter.setBG(lb.bgFlow)
 	if lb.prio != nil {
 		lb.prio.Register(lb.bgFlow) // the paper's registration
 	}
-	return lb, nil
+	return nil
 }
 
 // transfer runs one foreground GET or POST and measures it.
@@ -351,60 +372,67 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 			if err != nil {
 				return trials, envs, fmt.Errorf("method %s: %w", m.ID, err)
 			}
-			err = func() error {
-				defer lb.Close()
-				// Every method waits, so that the first transfer meets the
-				// same stretch of the trace with or without background
-				// (with --slot, every transfer waits for its offset).
-				if c.Slot == 0 {
-					if err := sleepCtx(ctx, c.Warmup); err != nil {
-						return err
-					}
-				}
-				for i, p := range ps {
-					late := false
-					if c.Slot > 0 {
-						onTime, err := untilOffset(ctx, lb.up, c.Warmup+time.Duration(i)*c.Slot)
-						if err != nil {
-							return err
-						}
-						late = !onTime
-					}
-					offset := sinceBase(lb.up)
-					tr, err := lb.transfer(ctx, p.dir, p.size)
-					if err != nil {
-						return err
-					}
-					tr.Method, tr.Round, tr.Offset, tr.Late = m.ID, round, offset.Seconds(), late
-					if tr.Error != "" {
-						env.Printf("  %s %d KB: error %s\n", p.dir, p.size, tr.Error)
-					}
-					trials = append(trials, tr)
-					if c.Slot > 0 {
-						continue
-					}
-					if err := sleepCtx(ctx, c.Pause); err != nil {
-						return err
-					}
-				}
-				if _, ok := envs[m.ID]; !ok {
-					e := CaptureEnvironment(lb.bed.Topo, env, map[string]string{"method": m.ID + " " + m.Name})
-					st := lb.up.Stats()
-					e.Extra["uplink_stats"] = fmt.Sprintf("%+v", st)
-					if g := lb.bed.Gates["phone"]; g != nil {
-						ch, er, last := g.Stats()
-						e.Extra["gate"] = fmt.Sprintf("rate changes %d, refused %d %s", ch, er, last)
-					}
-					envs[m.ID] = e
-				}
-				return nil
-			}()
+			got, err := lb.runTransfers(ctx, env, c, m, round, ps, envs)
+			trials = append(trials, got...)
 			if err != nil {
 				return trials, envs, fmt.Errorf("method %s: %w", m.ID, err)
 			}
 		}
 	}
 	return trials, envs, nil
+}
+
+// runTransfers runs one round's transfers ps on the bed of method m (each
+// at its slot's trace offset with --slot, else after the warm-up and a
+// pause each), records the method's environment the first time, and
+// closes the bed.
+func (lb *lbeBed) runTransfers(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, round int, ps []lbePair, envs map[string]*Environment) ([]LBETrial, error) {
+	defer lb.Close()
+	// Every method waits, so that the first transfer meets the same stretch
+	// of the trace with or without background (with --slot, every transfer
+	// waits for its offset).
+	if c.Slot == 0 {
+		if err := sleepCtx(ctx, c.Warmup); err != nil {
+			return nil, err
+		}
+	}
+	var trials []LBETrial
+	for i, p := range ps {
+		late := false
+		if c.Slot > 0 {
+			onTime, err := untilOffset(ctx, lb.up, c.Warmup+time.Duration(i)*c.Slot)
+			if err != nil {
+				return trials, err
+			}
+			late = !onTime
+		}
+		offset := sinceBase(lb.up)
+		tr, err := lb.transfer(ctx, p.dir, p.size)
+		if err != nil {
+			return trials, err
+		}
+		tr.Method, tr.Round, tr.Offset, tr.Late = m.ID, round, offset.Seconds(), late
+		if tr.Error != "" {
+			env.Printf("  %s %d KB: error %s\n", p.dir, p.size, tr.Error)
+		}
+		trials = append(trials, tr)
+		if c.Slot > 0 {
+			continue
+		}
+		if err := sleepCtx(ctx, c.Pause); err != nil {
+			return trials, err
+		}
+	}
+	if _, ok := envs[m.ID]; !ok {
+		e := CaptureEnvironment(lb.bed.Topo, env, map[string]string{"method": m.ID + " " + m.Name})
+		e.Extra["uplink_stats"] = fmt.Sprintf("%+v", lb.up.Stats())
+		if g := lb.bed.Gates["phone"]; g != nil {
+			ch, er, last := g.Stats()
+			e.Extra["gate"] = fmt.Sprintf("rate changes %d, refused %d %s", ch, er, last)
+		}
+		envs[m.ID] = e
+	}
+	return trials, nil
 }
 
 // LBECell is one (method, direction, size) summary.
