@@ -166,74 +166,27 @@ func (s *Server) tick() {
 	// is the sampler's.
 	flows = s.withoutOwn(slices.Clone(flows))
 	now := time.Now()
-	var st *api.Status
-	var coop json.RawMessage
-	var stErr, coopErr string
-	caps, downCaps := map[uint64]uint32{}, map[uint64]uint32{}
-	var lanes map[uint64]lane.Lane
+	dv := daemonView{caps: map[uint64]uint32{}, downCaps: map[uint64]uint32{}}
 	if d := s.cfg.Daemon; d != nil {
 		s.dmu.Lock()
-		var err error
-		if st, err = d.Status(); err != nil {
-			stErr = err.Error()
-		}
-		if c, err := d.Component("coop"); err != nil {
-			coopErr = err.Error()
-		} else {
-			coop = c
-			var cs struct {
-				Flows []struct {
-					Cookie  uint64 `json:"cookie"`
-					Cap     uint32 `json:"cap"`
-					DownCap uint32 `json:"down_cap_bytes"`
-				} `json:"flows"`
-			}
-			if json.Unmarshal(c, &cs) == nil {
-				for _, f := range cs.Flows {
-					caps[f.Cookie] = f.Cap
-					downCaps[f.Cookie] = f.DownCap
-				}
-			}
-		}
-		lanes = s.askLanes(d, flows)
+		dv.ask(d)
+		dv.lanes = s.askLanes(d, flows)
 		s.dmu.Unlock()
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status, s.statusErr, s.coop, s.coopErr = st, stErr, coop, coopErr
+	s.status, s.statusErr, s.coop, s.coopErr = dv.status, dv.statusErr, dv.coop, dv.coopErr
 	s.sampleErr = ""
 	if sampleErr != nil {
 		s.sampleErr = sampleErr.Error()
 	}
-	for c, l := range lanes {
+	for c, l := range dv.lanes {
 		s.lanes[c] = l
 	}
 	t := now.Sub(s.start).Seconds()
 	for i := range flows {
-		f := &flows[i]
-		if l, ok := s.lanes[f.Cookie]; ok {
-			f.Lane = l
-		}
-		sr := s.flows[f.Cookie]
-		if sr == nil {
-			if len(s.flows) >= s.cfg.MaxFlows {
-				continue
-			}
-			sr = &series{}
-			s.flows[f.Cookie] = sr
-		}
-		sr.seen = now
-		sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
-			Cong: f.Cong, State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
-		sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: caps[f.Cookie],
-			SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
-			Recv: round3(f.RecvRate / 1e6), DownCap: downCaps[f.Cookie]})
-		cut := 0
-		for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
-			cut++
-		}
-		sr.view.Points = sr.view.Points[cut:]
+		s.addFlowPoint(&flows[i], t, now, &dv)
 	}
 	// A flow missing from a good sample has closed: it leaves the page now.
 	for c, sr := range s.flows {
@@ -244,6 +197,71 @@ func (s *Server) tick() {
 	}
 	s.addLanePoints(t, flows)
 	s.last = append(s.last[:0], flows...)
+}
+
+// daemonView is what one tick learned from the daemon: its status, the
+// coop component's state and each flow's caps and lane.
+type daemonView struct {
+	status             *api.Status
+	coop               json.RawMessage
+	statusErr, coopErr string
+	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
+	lanes              map[uint64]lane.Lane
+}
+
+// ask fills the status and the coop component's state and caps from d.
+func (dv *daemonView) ask(d Daemon) {
+	var err error
+	if dv.status, err = d.Status(); err != nil {
+		dv.statusErr = err.Error()
+	}
+	c, err := d.Component("coop")
+	if err != nil {
+		dv.coopErr = err.Error()
+		return
+	}
+	dv.coop = c
+	var cs struct {
+		Flows []struct {
+			Cookie  uint64 `json:"cookie"`
+			Cap     uint32 `json:"cap"`
+			DownCap uint32 `json:"down_cap_bytes"`
+		} `json:"flows"`
+	}
+	if json.Unmarshal(c, &cs) == nil {
+		for _, f := range cs.Flows {
+			dv.caps[f.Cookie] = f.Cap
+			dv.downCaps[f.Cookie] = f.DownCap
+		}
+	}
+}
+
+// addFlowPoint appends flow f's point at t (seconds since the start) to its
+// series, starting one while there is room, and drops points older than
+// the history. s.mu is held.
+func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daemonView) {
+	if l, ok := s.lanes[f.Cookie]; ok {
+		f.Lane = l
+	}
+	sr := s.flows[f.Cookie]
+	if sr == nil {
+		if len(s.flows) >= s.cfg.MaxFlows {
+			return
+		}
+		sr = &series{}
+		s.flows[f.Cookie] = sr
+	}
+	sr.seen = now
+	sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
+		Cong: f.Cong, State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
+	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
+		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
+		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie]})
+	cut := 0
+	for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
+		cut++
+	}
+	sr.view.Points = sr.view.Points[cut:]
 }
 
 // addLanePoints appends each lane's summed throughput to its series.
