@@ -142,20 +142,33 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 	if nl.Peer, err = newNS(); err != nil {
 		return nil, err
 	}
+	if err := nl.wire(); err != nil {
+		return nil, err
+	}
+	if c.Exe != "" {
+		return nl, nl.startChild(c)
+	}
+	nl.f, err = startFlooder(nl.Host, nl.Peer, nl.HostAddr, nl.PeerAddr, c)
+	return nl, err
+}
+
+// wire joins the two namespaces by a veth with a /30 between them, sets
+// both ends and both loopbacks up, and enters static neighbours.
+func (nl *NetLoad) wire() error {
 	hname, pname := fmt.Sprintf("lnlh%d", os.Getpid()), fmt.Sprintf("lnlp%d", os.Getpid())
 	hh, err := netlink.NewHandleAt(nl.Host)
 	if err != nil {
-		return nil, fmt.Errorf("netlink in host netns: %w", err)
+		return fmt.Errorf("netlink in host netns: %w", err)
 	}
 	defer hh.Close()
 	ph, err := netlink.NewHandleAt(nl.Peer)
 	if err != nil {
-		return nil, fmt.Errorf("netlink in peer netns: %w", err)
+		return fmt.Errorf("netlink in peer netns: %w", err)
 	}
 	defer ph.Close()
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hname}, PeerName: pname, PeerNamespace: netlink.NsFd(int(nl.Peer))}
 	if err := hh.LinkAdd(veth); err != nil {
-		return nil, fmt.Errorf("add veth %s: %w", hname, err)
+		return fmt.Errorf("add veth %s: %w", hname, err)
 	}
 	for _, x := range []struct {
 		h    *netlink.Handle
@@ -164,40 +177,41 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 	}{{hh, hname, nl.HostAddr}, {ph, pname, nl.PeerAddr}, {hh, "lo", nil}, {ph, "lo", nil}} {
 		l, err := x.h.LinkByName(x.name)
 		if err != nil {
-			return nil, fmt.Errorf("find %s: %w", x.name, err)
+			return fmt.Errorf("find %s: %w", x.name, err)
 		}
 		if x.ip != nil {
 			if err := x.h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: x.ip, Mask: net.CIDRMask(30, 32)}}); err != nil {
-				return nil, fmt.Errorf("address %s on %s: %w", x.ip, x.name, err)
+				return fmt.Errorf("address %s on %s: %w", x.ip, x.name, err)
 			}
 		}
 		if err := x.h.LinkSetUp(l); err != nil {
-			return nil, fmt.Errorf("set %s up: %w", x.name, err)
+			return fmt.Errorf("set %s up: %w", x.name, err)
 		}
 	}
-	// Static neighbours: the flood must not depend on ARP, whose first
-	// resolution was sometimes lost under the burst queued behind it.
+	return nl.staticNeighbours(hh, ph, hname, pname)
+}
+
+// staticNeighbours enters each end's neighbour permanently: the flood must
+// not depend on ARP, whose first resolution was sometimes lost under the
+// burst queued behind it.
+func (nl *NetLoad) staticNeighbours(hh, ph *netlink.Handle, hname, pname string) error {
 	hl, err := hh.LinkByName(hname)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pl, err := ph.LinkByName(pname)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := hh.NeighSet(&netlink.Neigh{LinkIndex: hl.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
 		IP: nl.PeerAddr, HardwareAddr: pl.Attrs().HardwareAddr}); err != nil {
-		return nil, fmt.Errorf("neighbour on %s: %w", hname, err)
+		return fmt.Errorf("neighbour on %s: %w", hname, err)
 	}
 	if err := ph.NeighSet(&netlink.Neigh{LinkIndex: pl.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
 		IP: nl.HostAddr, HardwareAddr: hl.Attrs().HardwareAddr}); err != nil {
-		return nil, fmt.Errorf("neighbour on %s: %w", pname, err)
+		return fmt.Errorf("neighbour on %s: %w", pname, err)
 	}
-	if c.Exe != "" {
-		return nl, nl.startChild(c)
-	}
-	nl.f, err = startFlooder(nl.Host, nl.Peer, nl.HostAddr, nl.PeerAddr, c)
-	return nl, err
+	return nil
 }
 
 // startFlooder opens the sockets (each in its namespace) and starts the
