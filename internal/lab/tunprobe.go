@@ -62,27 +62,40 @@ func ProbeTUN(ctx context.Context, burst, txqlen int) (*TUNProbe, error) {
 		return nil, err
 	}
 	p := &TUNProbe{Sent: burst, TxQueueLen: txqlen}
-	err = n.Do(func() error {
-		c, err := net.Dial("udp", "10.99.99.99:9")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		b := make([]byte, 1000)
-		for i := 0; i < burst; i++ {
-			if _, err := c.Write(b); err != nil {
-				return fmt.Errorf("send %d: %w", i, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := n.Do(func() error { return sendBurst(burst) }); err != nil {
 		return nil, err
 	}
 	time.Sleep(100 * time.Millisecond)
+	if err := p.readCounters(n); err != nil {
+		return nil, err
+	}
+	p.RingHeld = drainRing(tun, burst)
+	return p, nil
+}
+
+// sendBurst sends burst datagrams of 1000 bytes towards the TUN's
+// (unanswered) network.
+func sendBurst(burst int) error {
+	c, err := net.Dial("udp", "10.99.99.99:9")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := make([]byte, 1000)
+	for i := 0; i < burst; i++ {
+		if _, err := c.Write(b); err != nil {
+			return fmt.Errorf("send %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// readCounters reads the qdisc's backlog and drops and the device's TX
+// drops in node n.
+func (p *TUNProbe) readCounters(n *topo.Node) error {
 	out, err := n.Run("tc", "-s", "qdisc", "show", "dev", TUNName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.Qdisc = out
 	if m := backlogRe.FindStringSubmatch(out); m != nil {
@@ -98,30 +111,31 @@ func ProbeTUN(ctx context.Context, burst, txqlen int) (*TUNProbe, error) {
 		}
 		return err
 	})
-	// Drain the ring.
+	return nil
+}
+
+// drainRing reads the TUN's ring until it has read burst packets, for at
+// most 500 ms (then it closes the TUN), and returns how many it held.
+func drainRing(tun *emu.TUN, burst int) int {
 	got := make(chan int, 1)
 	go func() {
 		b := make([]byte, 2048)
 		k := 0
-		for {
+		for k < burst {
 			if _, err := tun.Read(b); err != nil {
 				break
 			}
 			k++
-			if k >= burst {
-				break
-			}
 		}
 		got <- k
 	}()
 	select {
 	case k := <-got:
-		p.RingHeld = k
+		return k
 	case <-time.After(500 * time.Millisecond):
 		tun.Close()
-		p.RingHeld = <-got
+		return <-got
 	}
-	return p, nil
 }
 
 func init() {
