@@ -742,51 +742,93 @@ func (c *Controller) recomputeAndApply(tick bool) {
 // recompute derives every local flow's cap and the lanes' default caps.
 // Caller holds mu.
 func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint32) {
-	now := c.now()
-	peers := c.table.Peers()
-	rate, src := c.rate()
-	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
-		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
+	r := c.newRound()
+	if tick { // the safety signals and the estimate count intervals, not events
+		c.observe(r)
+	}
+	capping, reason := c.capDecision(r)
+	selfShare := c.setCoopCaps(r, capping)
+	sockets, fst := c.ruleCaps(r)
+	lanes, laneNames := c.laneCaps(r, capping, selfShare)
+	c.fillStatus(r, capping, reason, selfShare, fst, laneNames)
+	return sockets, lanes
+}
 
-	// this host's active flows
-	self := HostLoad{ID: c.hostID}
-	var selfStates []*flowState
+// round is the group as one recompute sees it: the rate, this host's
+// active flows, the hosts counted in N (this host first when it sends)
+// and their shares and per-flow targets.
+type round struct {
+	now            time.Time
+	peers          []Peer
+	rate           uint64
+	src            string
+	p              CapParams
+	self           HostLoad
+	selfStates     []*flowState // this host's active flows, as in self
+	hosts          []HostLoad
+	selfIdx        int            // this host in hosts, -1 when it does not send
+	peerIdx        map[uint64]int // counted peers in hosts
+	realtimeActive bool           // a realtime-lane flow here or at a peer
+	uncounted      int
+	shares         []float64
+	groupTargets   [][]float64
+}
+
+// newRound gathers the group: this host's active flows and the counted
+// active peers, and computes the shares and per-flow targets.
+func (c *Controller) newRound() *round {
+	r := &round{now: c.now(), peers: c.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
+	r.rate, r.src = c.rate()
+	r.p = CapParams{RateBits: r.rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
+		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
+	r.self = HostLoad{ID: c.hostID}
 	for _, fs := range c.sortedFlows() {
 		if fs.active {
 			f := fs.f
-			self.Flows = append(self.Flows, FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: f.NotSent + f.InFlight})
-			selfStates = append(selfStates, fs)
+			r.self.Flows = append(r.self.Flows, FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: f.NotSent + f.InFlight})
+			r.selfStates = append(r.selfStates, fs)
+			if f.Lane == lane.Realtime {
+				r.realtimeActive = true
+			}
 		}
 	}
-	var hosts []HostLoad
-	selfIdx := -1
-	if len(self.Flows) > 0 {
-		selfIdx = 0
-		hosts = append(hosts, self)
+	if len(r.self.Flows) > 0 {
+		r.selfIdx = 0
+		r.hosts = append(r.hosts, r.self)
 	}
-	peerIdx := map[uint64]int{}
-	realtimeActive := false
-	uncounted := c.countPeers(peers, now)
-	for i := range peers {
-		pp := &peers[i]
+	r.uncounted = c.countPeers(r.peers, r.now)
+	for i := range r.peers {
+		pp := &r.peers[i]
 		if pp.Last.LaneMix[0] > 0 {
-			realtimeActive = true
+			r.realtimeActive = true
 		}
 		if pp.Active() && (c.key != nil || c.counted[pp.ID]) {
-			peerIdx[pp.ID] = len(hosts)
-			hosts = append(hosts, peerLoad(pp))
+			r.peerIdx[pp.ID] = len(r.hosts)
+			r.hosts = append(r.hosts, peerLoad(pp))
 		}
 	}
-	for _, fs := range selfStates {
-		if fs.f.Lane == lane.Realtime {
-			realtimeActive = true
-		}
+	r.shares = r.p.HostShares(r.hosts)
+	r.groupTargets = r.p.GroupTargets(r.hosts, r.shares, c.cfg.SpreadRemainder)
+	return r
+}
+
+// observe feeds one interval to the uplink's rate estimator and safety
+// fallback, and follows a peer's fallback (c.capOK, c.capWhy).
+func (c *Controller) observe(r *round) {
+	obs, groupMinRTT := c.observation(r)
+	c.upEst.update(r.now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
+	if c.cfg.APRate == 0 {
+		obs.drained, obs.drainShare = c.upEst.drainState()
 	}
+	ok, why := c.safety.update(r.now, obs)
+	c.capOK, c.capWhy = c.followPeers(ok, why, r.peers, false)
+}
 
-	shares := p.HostShares(hosts)
-	groupTargets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)
-
-	// safety observation over the group's flows
+// observation is the safety fallback's view of the group's flows: their
+// median RTT inflation and queueing delay, whether the windows caps hold
+// fit the rate, this host's promised share and whether its flows sit at
+// their caps; and the group's median min RTT.
+func (c *Controller) observation(r *round) (observation, time.Duration) {
 	obs := observation{goodput: c.goodput}
 	var infl, qd, minRTTs []float64
 	var windowRate float64
@@ -802,68 +844,69 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 			windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
 		}
 	}
-	for _, fs := range selfStates {
+	for _, fs := range r.selfStates {
 		addFlow(fs.f.SRTT, fs.f.MinRTT, fs.f.Cwnd, fs.f.MSS, true)
 	}
-	for _, pp := range peers {
-		pi, counted := peerIdx[pp.ID]
+	for _, pp := range r.peers {
+		pi, counted := r.peerIdx[pp.ID]
 		for j, f := range pp.Last.Flows {
 			held := true
-			if counted && rate > 0 && j < len(groupTargets[pi]) {
-				held = !uncapped(float64(f.Cwnd), groupTargets[pi][j], c.cfg.MinSegments)
+			if counted && r.rate > 0 && j < len(r.groupTargets[pi]) {
+				held = !uncapped(float64(f.Cwnd), r.groupTargets[pi][j], c.cfg.MinSegments)
 			}
 			addFlow(f.SRTT, f.MinRTT, uint32(f.Cwnd), uint32(f.MSS), held)
 		}
 	}
 	obs.inflation = median(infl)
-	groupMinRTT := time.Duration(median(minRTTs))
 	obs.queueDelay = time.Duration(median(qd))
-	obs.inflightLow = rate > 0 && windowRate <= float64(rate)*(1+c.cfg.QueueAllowance)
-	if selfIdx >= 0 && c.cfg.APRate > 0 {
-		obs.promised = shares[selfIdx] * float64(c.cfg.APRate.Bits())
+	obs.inflightLow = r.rate > 0 && windowRate <= float64(r.rate)*(1+c.cfg.QueueAllowance)
+	if r.selfIdx >= 0 && c.cfg.APRate > 0 {
+		obs.promised = r.shares[r.selfIdx] * float64(c.cfg.APRate.Bits())
 		obs.rate = float64(c.cfg.APRate.Bits())
 	}
 	obs.group = c.goodput
-	for i := range peers {
-		if _, counted := peerIdx[peers[i].ID]; counted {
-			obs.group += float64(peers[i].Last.GoodputKbit) * 1000
+	for i := range r.peers {
+		if _, counted := r.peerIdx[r.peers[i].ID]; counted {
+			obs.group += float64(r.peers[i].Last.GoodputKbit) * 1000
 		}
 	}
-	for _, fs := range selfStates {
+	for _, fs := range r.selfStates {
 		if fs.coop > 0 && fs.f.Cwnd+1 >= fs.coop {
 			obs.atCap = true
 		}
 	}
-	if tick { // the safety signals and the estimate count intervals, not events
-		c.upEst.update(now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
-		if c.cfg.APRate == 0 {
-			obs.drained, obs.drainShare = c.upEst.drainState()
-		}
-		ok, why := c.safety.update(now, obs)
-		c.capOK, c.capWhy = c.followPeers(ok, why, peers, false)
-	}
+	return obs, time.Duration(median(minRTTs))
+}
+
+// capDecision says whether cooperative caps apply, and if not, why.
+func (c *Controller) capDecision(r *round) (bool, string) {
 	capping, reason := c.capOK, c.capWhy
-	if rate == 0 {
+	if r.rate == 0 {
 		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
 	}
 	if !c.cfg.Cooperative {
 		capping, reason = false, "cooperative caps off by policy (rule caps only)"
 	}
-	if capping && len(hosts) == 0 {
+	if capping && len(r.hosts) == 0 {
 		reason = "no active senders"
 	}
+	return capping, reason
+}
 
-	// cooperative caps of active flows, through the hysteresis filter that
-	// follows at once when the group changed
-	changed := c.groupChanged(hosts, capping, now)
+// setCoopCaps sets the cooperative caps of this host's active flows,
+// through the hysteresis filter that follows at once when the group
+// changed, or clears every flow's when not capping; it returns this host's
+// share.
+func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
+	changed := c.groupChanged(r.hosts, capping, r.now)
 	selfShare := 0.0
-	if selfIdx >= 0 {
-		selfShare = shares[selfIdx]
-		targets := groupTargets[selfIdx]
+	if r.selfIdx >= 0 {
+		selfShare = r.shares[r.selfIdx]
+		targets := r.groupTargets[r.selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
-		for i, fs := range selfStates {
+		for i, fs := range r.selfStates {
 			if capping {
-				fs.coop = fs.filt.next(targets[i], now, changed, dwell)
+				fs.coop = fs.filt.next(targets[i], r.now, changed, dwell)
 			}
 		}
 	}
@@ -873,24 +916,31 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 			fs.filt.set(0)
 		}
 	}
+	return selfShare
+}
 
-	// rule caps (per application / lane), then the minimum of both
-	applies := func(r Rule) bool { return r.When != WhenRealtimeActive || realtimeActive }
+// ruleApplies says whether rule x is in force this round.
+func (r *round) ruleApplies(x Rule) bool { return x.When != WhenRealtimeActive || r.realtimeActive }
+
+// ruleCaps sets every flow's cap, the minimum of its cooperative cap and
+// the rule caps that match it, and returns the caps by socket cookie and
+// the flows' status.
+func (c *Controller) ruleCaps(r *round) (map[uint64]uint32, []FlowStatus) {
 	sockets := map[uint64]uint32{}
 	var fst []FlowStatus
 	for _, fs := range c.sortedFlows() {
 		f := fs.f
 		v, rule := fs.coop, ""
-		for _, r := range c.cfg.Rules {
-			if !applies(r) || !r.matches(f) {
+		for _, x := range c.cfg.Rules {
+			if !r.ruleApplies(x) || !x.matches(f) {
 				continue
 			}
-			if v == 0 || r.Segments < v {
-				v, rule = r.Segments, r.Name
+			if v == 0 || x.Segments < v {
+				v, rule = x.Segments, x.Name
 			}
 		}
 		fs.rule = rule
-		if fs.setCap(v, now) {
+		if fs.setCap(v, r.now) {
 			c.cnt.CapChanges++
 		}
 		sockets[f.Cookie] = fs.cap
@@ -899,44 +949,52 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 			Waiting: f.NotSent + f.InFlight, Coop: fs.coop, Rule: fs.rule, Cap: fs.cap,
 			CapChanges: fs.changes, CapHistory: append([]CapChange(nil), fs.history...)})
 	}
+	return sockets, fst
+}
 
-	// lanes' default caps for connections established before the next sample
+// laneCaps are the lanes' default caps for connections established before
+// the next sample: one more flow's part of this host's share (or of a new
+// bulk host's, when it does not send), and the lanes' rule caps.
+func (c *Controller) laneCaps(r *round, capping bool, selfShare float64) (map[lane.Lane]uint32, map[string]uint32) {
 	lanes := map[lane.Lane]uint32{}
 	laneNames := map[string]uint32{}
 	var newCap uint32
-	if capping && rate > 0 {
-		rtt, mss := referencePath(self, hosts)
+	if capping && r.rate > 0 {
+		rtt, mss := referencePath(r.self, r.hosts)
 		if rtt > 0 {
-			nf := float64(len(self.Flows) + 1)
+			nf := float64(len(r.self.Flows) + 1)
 			share := selfShare
-			if selfIdx < 0 { // we would join as one more bulk host
-				share = 1 / float64(len(hosts)+1)
+			if r.selfIdx < 0 { // we would join as one more bulk host
+				share = 1 / float64(len(r.hosts)+1)
 			}
-			newCap = max(segments(p.window(rtt)*share/nf, mss), p.MinSegments)
+			newCap = max(segments(r.p.window(rtt)*share/nf, mss), r.p.MinSegments)
 		}
 	}
 	for _, l := range lane.All {
 		v := newCap
-		for _, r := range c.cfg.Rules {
-			if r.App == "" && applies(r) && r.laneMatches(l) && (v == 0 || r.Segments < v) {
-				v = r.Segments
+		for _, x := range c.cfg.Rules {
+			if x.App == "" && r.ruleApplies(x) && x.laneMatches(l) && (v == 0 || x.Segments < v) {
+				v = x.Segments
 			}
 		}
 		lanes[l] = v
 		laneNames[l.String()] = v
 	}
+	return lanes, laneNames
+}
 
-	// status
+// fillStatus writes the round into the uplink's status.
+func (c *Controller) fillStatus(r *round, capping bool, reason string, selfShare float64, fst []FlowStatus, laneNames map[string]uint32) {
 	st := &c.st
-	st.N = len(hosts)
-	st.Uncounted = uncounted
-	st.SelfActive = selfIdx >= 0
-	st.RateBits, st.RateSource = rate, src
+	st.N = len(r.hosts)
+	st.Uncounted = r.uncounted
+	st.SelfActive = r.selfIdx >= 0
+	st.RateBits, st.RateSource = r.rate, r.src
 	st.Estimate = nil
 	if c.cfg.APRate == 0 {
 		st.Estimate = c.upEst.status()
 	}
-	st.Capping, st.Reason = capping && len(hosts) > 0, reason
+	st.Capping, st.Reason = capping && len(r.hosts) > 0, reason
 	if st.Capping {
 		st.Reason = ""
 	}
@@ -945,19 +1003,18 @@ func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint
 	st.Flows = fst
 	st.LaneCaps = laneNames
 	st.Peers = st.Peers[:0]
-	for _, pp := range peers {
+	for _, pp := range r.peers {
 		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
 			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
 			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID],
 			DownFlows: int(pp.Last.DownFlows), DownGoodputBits: uint64(pp.Last.DownGoodputKbit) * 1000,
 			UpStopped: pp.Last.UpStopped, DownStopped: pp.Last.DownStopped}
-		if i, ok := peerIdx[pp.ID]; ok {
-			ps.Share = shares[i]
+		if i, ok := r.peerIdx[pp.ID]; ok {
+			ps.Share = r.shares[i]
 		}
 		st.Peers = append(st.Peers, ps)
 	}
-	st.Updated = now
-	return sockets, lanes
+	st.Updated = r.now
 }
 
 // countPeers keeps, without a key, the set of active peers counted in N:
