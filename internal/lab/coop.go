@@ -361,194 +361,271 @@ func init() {
 	Register(Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
 		Quick: "20 s runs after 5 s warm-up; N = 2, 5, 8",
 		Setup: func(fs *flag.FlagSet) RunFunc {
-			var c coopCommon
-			c.register(fs)
-			hosts := fs.String("hosts", "2-8", "host counts to run, e.g. 2-8 or 2,4,8,16")
-			dur := fs.Duration("duration", 60*time.Second, "length of each run")
-			warm := fs.Duration("warmup", 5*time.Second, "start of each run left out of the statistics")
-			modes := fs.String("modes", "tcp,lanes", "tcp, lanes or both")
-			direction := fs.String("direction", "up", "the hosts upload (up), download (down: the AP's downlink is shared, lanes caps receive windows) or both, one after the other")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				if env.Quick {
-					*dur, *warm = 20*time.Second, 5*time.Second
-					if *hosts == "2-8" {
-						*hosts = "2,5,8"
-					}
-				}
-				ns, err := parseHosts(*hosts)
-				if err != nil {
-					return nil, err
-				}
-				dirs, err := parseDirections(*direction)
-				if err != nil {
-					return nil, err
-				}
-				r := &Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
-				r.Params["hosts"], r.Params["duration"], r.Params["warmup"], r.Params["modes"] = *hosts, dur.String(), warm.String(), *modes
-				r.Params["direction"] = *direction
-				var runs []coopRun
-				main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
-					Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min", "capping stopped"}}
-				fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
-					Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
-				apRate, err := config.ParseRate(c.rate)
-				if err != nil {
-					return nil, err
-				}
-				prog := env.NewProgress(len(dirs) * len(ns) * len(strings.Split(*modes, ",")))
-				for _, dir := range dirs {
-					c.down = dir == "down"
-					for _, n := range ns {
-						row4 := []string{dir, strconv.Itoa(n), "-", "-", "-", "-"}
-						var tcpTotal, lanesTotal float64
-						for _, mode := range strings.Split(*modes, ",") {
-							mode = strings.TrimSpace(mode)
-							if mode != "tcp" && mode != "lanes" {
-								return nil, fmt.Errorf("unknown mode %q", mode)
-							}
-							bc, err := c.bed(n, func(int) bool { return mode == "lanes" })
-							if err != nil {
-								return nil, err
-							}
-							prog.Step("coop %s N=%d %s: %v...", dir, n, mode, *dur)
-							s, err := runCoopOnce(ctx, env, bc, *dur)
-							if err != nil {
-								return nil, fmt.Errorf("N=%d %s: %w", n, mode, err)
-							}
-							st := s.stats(allHosts(n), warm.Seconds(), dur.Seconds()+1)
-							run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}
-							capS, chgS, stopS := "-", "-", "-"
-							if mode == "lanes" {
-								run.Cap = medianCap(s, warm.Seconds())
-								run.CapChangesPerMin = capChangesPerMinute(s, n, (warm.Seconds()+dur.Seconds())/2)
-								capS, chgS = strconv.Itoa(int(run.Cap)), fmt.Sprintf("%.1f", run.CapChangesPerMin)
-								stopS = stopsText(cappingStops(s, allHosts(n)))
-							}
-							runs = append(runs, run)
-							main.Rows = append(main.Rows, []string{dir, strconv.Itoa(n), mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
-								fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
-								fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit), dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS, chgS, stopS})
-							if mode == "tcp" {
-								row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
-							} else {
-								row4[3], lanesTotal = mbit(st.TotalMbit), st.TotalMbit
-								row4[5] = fmt.Sprintf("%.1f %%", 100*st.TotalMbit*1e6/float64(apRate))
-							}
-							if tcpTotal > 0 && lanesTotal > 0 {
-								row4[4] = fmt.Sprintf("%.3f", lanesTotal/tcpTotal)
-							}
-							env.Printf("  total %.2f Mbit/s, Jain 200ms %.3f (air %.3f), run %.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainAir, st.JainRun, st.RTTms, st.Retrans)
-						}
-						fig4.Rows = append(fig4.Rows, row4)
-					}
-				}
-				per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"dir", "N", "mode", "hosts"}}
-				for _, run := range runs {
-					var parts []string
-					for _, v := range run.Stats.PerHostMbit {
-						parts = append(parts, fmt.Sprintf("%.2f", v))
-					}
-					per.Rows = append(per.Rows, []string{run.Dir, strconv.Itoa(run.N), run.Mode, strings.Join(parts, " ")})
-				}
-				r.Tables = []Table{main, fig4, per}
-				r.Notes = []string{
-					"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices of those bytes, Jain 200ms air = the same over each host's TCP payload leaving the shared medium (the AP's exit, independent of the readers' wake-ups), Jain run = index of the hosts' run averages",
-					"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
-					"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
-					"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
-					"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters; capping stopped = the daemons that reported capping off after capping (the safety fallback), and when (s from the start)",
-					mediumNote(c.medium),
-				}
-				r.Data = runs
-				r.Environment = CaptureEnvironment(nil, env, nil)
-				r.Duration = time.Since(r.Started)
-				return r, nil
-			}
+			o := &coopOptions{}
+			o.c.register(fs)
+			fs.StringVar(&o.hosts, "hosts", "2-8", "host counts to run, e.g. 2-8 or 2,4,8,16")
+			fs.DurationVar(&o.dur, "duration", 60*time.Second, "length of each run")
+			fs.DurationVar(&o.warm, "warmup", 5*time.Second, "start of each run left out of the statistics")
+			fs.StringVar(&o.modes, "modes", "tcp,lanes", "tcp, lanes or both")
+			fs.StringVar(&o.direction, "direction", "up", "the hosts upload (up), download (down: the AP's downlink is shared, lanes caps receive windows) or both, one after the other")
+			return func(ctx context.Context, env *Env) (*Result, error) { return runCoopExperiment(ctx, env, o) }
 		}, Plot: plotCoop})
 
 	Register(Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
 		Quick: "15 s periods (--time-scale 0.25)",
 		Setup: func(fs *flag.FlagSet) RunFunc {
-			var c coopCommon
-			c.register(fs)
-			scale := fs.Float64("time-scale", 1, "multiply the 60 s period by this")
-			baseline := fs.Bool("baseline", true, "also run plain TCP with the same schedule")
-			direction := fs.String("direction", "up", "the hosts upload (up), download (down) or both, one after the other")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				if env.Quick && *scale == 1 {
-					*scale = 0.25
-				}
-				dirs, err := parseDirections(*direction)
+			o := &dynamicsOptions{}
+			o.c.register(fs)
+			fs.Float64Var(&o.scale, "time-scale", 1, "multiply the 60 s period by this")
+			fs.BoolVar(&o.baseline, "baseline", true, "also run plain TCP with the same schedule")
+			fs.StringVar(&o.direction, "direction", "up", "the hosts upload (up), download (down) or both, one after the other")
+			return func(ctx context.Context, env *Env) (*Result, error) { return runDynamicsExperiment(ctx, env, o) }
+		}})
+}
+
+// coopOptions are the coop experiment's flags.
+type coopOptions struct {
+	c                       coopCommon
+	hosts, modes, direction string
+	dur, warm               time.Duration
+}
+
+// runCoopExperiment runs every direction, N and mode the flags ask for, one
+// after the other, and tabulates them.
+func runCoopExperiment(ctx context.Context, env *Env, o *coopOptions) (*Result, error) {
+	c := &o.c
+	if env.Quick {
+		o.dur, o.warm = 20*time.Second, 5*time.Second
+		if o.hosts == "2-8" {
+			o.hosts = "2,5,8"
+		}
+	}
+	ns, err := parseHosts(o.hosts)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := parseDirections(o.direction)
+	if err != nil {
+		return nil, err
+	}
+	var modes []string
+	for _, mode := range strings.Split(o.modes, ",") {
+		mode = strings.TrimSpace(mode)
+		if mode != "tcp" && mode != "lanes" {
+			return nil, fmt.Errorf("unknown mode %q", mode)
+		}
+		modes = append(modes, mode)
+	}
+	apRate, err := config.ParseRate(c.rate)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
+	r.Params["hosts"], r.Params["duration"], r.Params["warmup"], r.Params["modes"] = o.hosts, o.dur.String(), o.warm.String(), o.modes
+	r.Params["direction"] = o.direction
+	var runs []coopRun
+	main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
+		Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min", "capping stopped"}}
+	fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
+		Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
+	prog := env.NewProgress(len(dirs) * len(ns) * len(modes))
+	for _, dir := range dirs {
+		c.down = dir == "down"
+		for _, n := range ns {
+			row4 := []string{dir, strconv.Itoa(n), "-", "-", "-", "-"}
+			var tcpTotal, lanesTotal float64
+			for _, mode := range modes {
+				prog.Step("coop %s N=%d %s: %v...", dir, n, mode, o.dur)
+				run, err := runCoopMode(ctx, env, o, dir, n, mode)
 				if err != nil {
 					return nil, err
 				}
-				period := time.Duration(float64(60*time.Second) * *scale)
-				r := &Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
-				r.Params["period"], r.Params["schedule"] = period.String(), "5 hosts from 0; join at 1,2,3 periods; leave at 4,5,6; end at 7"
-				r.Params["direction"] = *direction
-				modes := []string{"lanes"}
-				if *baseline {
-					modes = append(modes, "tcp")
+				runs = append(runs, run)
+				main.Rows = append(main.Rows, coopRow(c, run))
+				st := run.Stats
+				if mode == "tcp" {
+					row4[2], tcpTotal = mbit(st.TotalMbit), st.TotalMbit
+				} else {
+					row4[3], lanesTotal = mbit(st.TotalMbit), st.TotalMbit
+					row4[5] = fmt.Sprintf("%.1f %%", 100*st.TotalMbit*1e6/float64(apRate))
 				}
-				phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
-					Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "Jain 200ms air", "RTT p50 ms"}}
-				react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
-					Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
-				data := map[string]any{}
-				var stopNotes []string
-				for _, dir := range dirs {
-					c.down = dir == "down"
-					for _, mode := range modes {
-						env.Printf("coop-dynamics %s %s: period %v, 7 periods...\n", dir, mode, period)
-						d, err := runDynamics(ctx, env, &c, mode == "lanes", period)
-						if err != nil {
-							return nil, err
-						}
-						data[dir+" "+mode] = d
-						for p := 0; p < 7; p++ {
-							nExp := []int{5, 6, 7, 8, 7, 6, 5}[p]
-							from, to := (float64(p)*period.Seconds())+min(5, period.Seconds()/3), float64(p+1)*period.Seconds()
-							st := d.Series.stats(allHosts(8), from, to)
-							seen, capv := "-", "-"
-							if mode == "lanes" {
-								seen, capv = d.nSeen(from, to)
-							}
-							phases.Rows = append(phases.Rows, []string{dir, mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
-								mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to, appBytes)),
-								fmt.Sprintf("%.3f", activeJain(d.Series, from, to, airBytes)), fmt.Sprintf("%.0f", st.RTTms)})
-						}
-						if mode == "lanes" {
-							stopNotes = append(stopNotes, fmt.Sprintf("%s: daemons that stopped capping during the run (the safety fallback): %s", dir, stopsText(cappingStops(d.Series, allHosts(8)))))
-							for _, e := range d.Events {
-								rs, fs, cs, ca := "never", "-", "-", "-"
-								if e.Slowest >= 0 {
-									rs = fmt.Sprintf("%.0f", e.Slowest)
-									fs = fmt.Sprintf("%.0f", e.Fastest)
-								}
-								if e.Kind == "join" {
-									cs, ca = "never", "never"
-									if e.CapMs >= 0 {
-										cs = fmt.Sprintf("%.0f", e.CapMs)
-									}
-									if e.CapAfterNMs >= 0 {
-										ca = fmt.Sprintf("%.0f", e.CapAfterNMs)
-									}
-								}
-								react.Rows = append(react.Rows, []string{dir, e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs, cs, ca})
-							}
-						}
-					}
+				if tcpTotal > 0 && lanesTotal > 0 {
+					row4[4] = fmt.Sprintf("%.3f", lanesTotal/tcpTotal)
 				}
-				r.Tables = []Table{phases, react}
-				r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
-					"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
-				r.Notes = append(r.Notes, stopNotes...)
-				r.Data = data
-				r.Environment = CaptureEnvironment(nil, env, nil)
-				r.Duration = time.Since(r.Started)
-				return r, nil
+				env.Printf("  total %.2f Mbit/s, Jain 200ms %.3f (air %.3f), run %.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainAir, st.JainRun, st.RTTms, st.Retrans)
 			}
-		}})
+			fig4.Rows = append(fig4.Rows, row4)
+		}
+	}
+	r.Tables = []Table{main, fig4, perHostTable(runs)}
+	r.Notes = coopNotes(c.medium)
+	r.Data = runs
+	r.Environment = CaptureEnvironment(nil, env, nil)
+	r.Duration = time.Since(r.Started)
+	return r, nil
+}
+
+// runCoopMode runs n hosts in one direction and mode (tcp or lanes) and
+// computes the run's statistics, and for lanes its caps and fallbacks.
+func runCoopMode(ctx context.Context, env *Env, o *coopOptions, dir string, n int, mode string) (coopRun, error) {
+	bc, err := o.c.bed(n, func(int) bool { return mode == "lanes" })
+	if err != nil {
+		return coopRun{}, err
+	}
+	s, err := runCoopOnce(ctx, env, bc, o.dur)
+	if err != nil {
+		return coopRun{}, fmt.Errorf("N=%d %s: %w", n, mode, err)
+	}
+	st := s.stats(allHosts(n), o.warm.Seconds(), o.dur.Seconds()+1)
+	run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}
+	if mode == "lanes" {
+		run.Cap = medianCap(s, o.warm.Seconds())
+		run.CapChangesPerMin = capChangesPerMinute(s, n, (o.warm.Seconds()+o.dur.Seconds())/2)
+	}
+	return run, nil
+}
+
+// coopRow is one run's row of the coop table.
+func coopRow(c *coopCommon, run coopRun) []string {
+	st := run.Stats
+	capS, chgS, stopS := "-", "-", "-"
+	if run.Mode == "lanes" {
+		capS, chgS = strconv.Itoa(int(run.Cap)), fmt.Sprintf("%.1f", run.CapChangesPerMin)
+		stopS = stopsText(cappingStops(run.Series, allHosts(run.N)))
+	}
+	return []string{run.Dir, strconv.Itoa(run.N), run.Mode, mbit(st.TotalMbit), minMax(st.PerHostMbit),
+		fmt.Sprintf("%.3f", st.JainStep), fmt.Sprintf("%.3f", st.JainAir), fmt.Sprintf("%.3f", st.JainRun), fmt.Sprintf("%.0f", st.RTTms),
+		fmt.Sprintf("%.0f", st.RTTp95ms), fmt.Sprintf("%.1f", st.IdlePct), fmt.Sprintf("%.1f", st.QueueP50KB), fmt.Sprintf("%.3f", st.OtherMbit),
+		dcfPct(c.medium, st.AirLostPct), dcfPct(c.medium, st.CollidedPct), strconv.Itoa(int(st.Retrans)), capS, chgS, stopS}
+}
+
+// perHostTable lists every run's per-host goodput.
+func perHostTable(runs []coopRun) Table {
+	per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"dir", "N", "mode", "hosts"}}
+	for _, run := range runs {
+		var parts []string
+		for _, v := range run.Stats.PerHostMbit {
+			parts = append(parts, fmt.Sprintf("%.2f", v))
+		}
+		per.Rows = append(per.Rows, []string{run.Dir, strconv.Itoa(run.N), run.Mode, strings.Join(parts, " ")})
+	}
+	return per
+}
+
+// coopNotes say what the coop experiment's columns measure.
+func coopNotes(medium string) []string {
+	return []string{
+		"goodput = bytes the server received per host (up) or each host received (down); Jain 200ms = mean of per-200-ms indices of those bytes, Jain 200ms air = the same over each host's TCP payload leaving the shared medium (the AP's exit, independent of the readers' wake-ups), Jain run = index of the hosts' run averages",
+		"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
+		"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
+		"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
+		"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters; capping stopped = the daemons that reported capping off after capping (the safety fallback), and when (s from the start)",
+		mediumNote(medium),
+	}
+}
+
+// dynamicsOptions are the coop-dynamics experiment's flags.
+type dynamicsOptions struct {
+	c         coopCommon
+	scale     float64
+	baseline  bool
+	direction string
+}
+
+// runDynamicsExperiment runs the 5 -> 8 -> 5 schedule with lanes (and plain
+// TCP) in each direction asked for, and tabulates its phases and the
+// reactions to joins and leaves.
+func runDynamicsExperiment(ctx context.Context, env *Env, o *dynamicsOptions) (*Result, error) {
+	c := &o.c
+	if env.Quick && o.scale == 1 {
+		o.scale = 0.25
+	}
+	dirs, err := parseDirections(o.direction)
+	if err != nil {
+		return nil, err
+	}
+	period := time.Duration(float64(60*time.Second) * o.scale)
+	r := &Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
+	r.Params["period"], r.Params["schedule"] = period.String(), "5 hosts from 0; join at 1,2,3 periods; leave at 4,5,6; end at 7"
+	r.Params["direction"] = o.direction
+	modes := []string{"lanes"}
+	if o.baseline {
+		modes = append(modes, "tcp")
+	}
+	phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
+		Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "Jain 200ms air", "RTT p50 ms"}}
+	react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
+		Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
+	data := map[string]any{}
+	var stopNotes []string
+	for _, dir := range dirs {
+		c.down = dir == "down"
+		for _, mode := range modes {
+			env.Printf("coop-dynamics %s %s: period %v, 7 periods...\n", dir, mode, period)
+			d, err := runDynamics(ctx, env, c, mode == "lanes", period)
+			if err != nil {
+				return nil, err
+			}
+			data[dir+" "+mode] = d
+			phases.Rows = append(phases.Rows, dynamicsPhaseRows(d, dir, mode, period)...)
+			if mode == "lanes" {
+				stopNotes = append(stopNotes, fmt.Sprintf("%s: daemons that stopped capping during the run (the safety fallback): %s", dir, stopsText(cappingStops(d.Series, allHosts(8)))))
+				react.Rows = append(react.Rows, reactionRows(d, dir)...)
+			}
+		}
+	}
+	r.Tables = []Table{phases, react}
+	r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
+		"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
+	r.Notes = append(r.Notes, stopNotes...)
+	r.Data = data
+	r.Environment = CaptureEnvironment(nil, env, nil)
+	r.Duration = time.Since(r.Started)
+	return r, nil
+}
+
+// dynamicsPhaseRows are one run's rows of the phase table: each of the 7
+// periods without its first 5 s (or a third of a short period).
+func dynamicsPhaseRows(d *dynResult, dir, mode string, period time.Duration) [][]string {
+	var rows [][]string
+	for p := 0; p < 7; p++ {
+		nExp := []int{5, 6, 7, 8, 7, 6, 5}[p]
+		from, to := (float64(p)*period.Seconds())+min(5, period.Seconds()/3), float64(p+1)*period.Seconds()
+		st := d.Series.stats(allHosts(8), from, to)
+		seen, capv := "-", "-"
+		if mode == "lanes" {
+			seen, capv = d.nSeen(from, to)
+		}
+		rows = append(rows, []string{dir, mode, fmt.Sprintf("%.0f-%.0f s", from, to), strconv.Itoa(nExp), seen, capv,
+			mbit(st.TotalMbit), fmt.Sprintf("%.3f", activeJain(d.Series, from, to, appBytes)),
+			fmt.Sprintf("%.3f", activeJain(d.Series, from, to, airBytes)), fmt.Sprintf("%.0f", st.RTTms)})
+	}
+	return rows
+}
+
+// reactionRows are one lanes run's rows of the reaction table: each join
+// and leave, how long the daemons took to see the new N and (joins) the
+// flows to be within their new caps.
+func reactionRows(d *dynResult, dir string) [][]string {
+	var rows [][]string
+	for _, e := range d.Events {
+		rs, fs, cs, ca := "never", "-", "-", "-"
+		if e.Slowest >= 0 {
+			rs = fmt.Sprintf("%.0f", e.Slowest)
+			fs = fmt.Sprintf("%.0f", e.Fastest)
+		}
+		if e.Kind == "join" {
+			cs, ca = "never", "never"
+			if e.CapMs >= 0 {
+				cs = fmt.Sprintf("%.0f", e.CapMs)
+			}
+			if e.CapAfterNMs >= 0 {
+				ca = fmt.Sprintf("%.0f", e.CapAfterNMs)
+			}
+		}
+		rows = append(rows, []string{dir, e.Kind, fmt.Sprintf("%.1f", e.At), strconv.Itoa(e.NewN), rs, fs, cs, ca})
+	}
+	return rows
 }
 
 // What activeJain counts of a host's interval: the bytes its reader
@@ -612,6 +689,8 @@ type dynResult struct {
 	NSeen    [][]int   `json:"n_seen"`
 	Caps     [][]int   `json:"caps"`
 	UnderCap [][]int8  `json:"cwnd_under_cap"`
+
+	evMu sync.Mutex // Events, while the schedule runs
 }
 
 // nSeen summarises the daemons' N and caps over a phase: the median.
@@ -703,126 +782,16 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 	copy(ups, first)
 	d := &dynResult{}
 	start := time.Now()
-	type sched struct {
-		at   time.Duration
-		host int
-		join bool
-	}
-	plan := []sched{{period, 5, true}, {2 * period, 6, true}, {3 * period, 7, true},
-		{4 * period, 7, false}, {5 * period, 6, false}, {6 * period, 5, false}}
 	// the schedule and the daemons' poller run beside the recorder
-	var evMu sync.Mutex
 	errc := make(chan error, 1)
-	go func() {
-		n := 5
-		for _, p := range plan {
-			select {
-			case <-rctx.Done():
-				errc <- nil
-				return
-			case <-time.After(time.Until(start.Add(p.at))):
-			}
-			at := time.Since(start)
-			if p.join {
-				u, err := cb.startFlow(rctx, p.host)
-				if err != nil {
-					errc <- err
-					return
-				}
-				ups[p.host] = u
-				n++
-				env.Printf("  %5.1f s: host %d joins (N=%d)\n", at.Seconds(), p.host+1, n)
-			} else {
-				ups[p.host].stop()
-				n--
-				env.Printf("  %5.1f s: host %d leaves (N=%d)\n", at.Seconds(), p.host+1, n)
-			}
-			kind := "join"
-			if !p.join {
-				kind = "leave"
-			}
-			evMu.Lock()
-			d.Events = append(d.Events, dynEvent{Kind: kind, At: at.Seconds(), NewN: n, Slowest: -1, Fastest: -1, CapMs: -1, CapAfterNMs: -1})
-			evMu.Unlock()
-		}
-		errc <- nil
-	}()
+	go func() { errc <- d.runSchedule(rctx, env, cb, ups, start, period) }()
 	pollDone := make(chan error, 1)
 	if lanesOn {
-		// the poller's own monitors: a sampler serves one goroutine
-		mons := make([]*tcpmon.Sampler, len(cb.hosts))
-		for i, h := range cb.hosts {
-			if mons[i], err = tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
-				for _, m := range mons[:i] {
-					m.Close()
-				}
-				return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
-			}
+		p, err := newDynPoller(cb, bc.Down)
+		if err != nil {
+			return nil, err
 		}
-		var srvMon *tcpmon.Sampler // downloads: the senders are the server's
-		if bc.Down {
-			if srvMon, err = tcpmon.New(tcpmon.Config{NetNS: cb.server.Handle, NoProcess: true, Interval: 50 * time.Millisecond}); err != nil {
-				for _, m := range mons {
-					m.Close()
-				}
-				return nil, fmt.Errorf("monitor in the server: %w", err)
-			}
-			mons = append(mons, srvMon)
-		}
-		go func() {
-			defer func() {
-				for _, m := range mons {
-					m.Close()
-				}
-			}()
-			t := time.NewTicker(50 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-rctx.Done():
-					pollDone <- nil
-					return
-				case <-t.C:
-				}
-				el := time.Since(start).Seconds()
-				row, caps, under := make([]int, 8), make([]int, 8), make([]int8, 8)
-				var srv map[*coopHost]*senderView
-				if srvMon != nil {
-					fl, err := srvMon.Sample()
-					if err != nil {
-						pollDone <- fmt.Errorf("monitor in the server: %w", err)
-						return
-					}
-					srv = cb.serverSide(fl)
-				}
-				for i, h := range cb.hosts {
-					st, err := h.coopStatus()
-					if err != nil {
-						pollDone <- err
-						return
-					}
-					row[i] = st.N
-					if bc.Down {
-						row[i] = st.Down.N
-					}
-					caps[i] = int(flowsCap(st, bc.Down))
-					if bc.Down {
-						under[i] = downCapState(st, srv[h])
-						continue
-					}
-					fl, err := mons[i].Sample()
-					if err != nil {
-						pollDone <- fmt.Errorf("monitor in %s: %w", h.node.Name, err)
-						return
-					}
-					under[i] = capState(st, fl, cb.server.Addr)
-				}
-				d.NT = append(d.NT, el)
-				d.NSeen = append(d.NSeen, row)
-				d.Caps = append(d.Caps, caps)
-				d.UnderCap = append(d.UnderCap, under)
-			}
-		}()
+		go func() { pollDone <- p.run(rctx, d, start) }()
 	} else {
 		pollDone <- nil
 	}
@@ -841,6 +810,148 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 		d.reaction(&d.Events[k], period.Seconds())
 	}
 	return d, ctx.Err()
+}
+
+// runSchedule joins hosts 6, 7 and 8 one period apart from the first
+// period on, then has them leave one period apart, recording each event
+// (ups holds every host's transfer). It returns at the end of the schedule
+// or of ctx.
+func (d *dynResult) runSchedule(ctx context.Context, env *Env, cb *coopBed, ups []*upload, start time.Time, period time.Duration) error {
+	type step struct {
+		at   time.Duration
+		host int
+		join bool
+	}
+	plan := []step{{period, 5, true}, {2 * period, 6, true}, {3 * period, 7, true},
+		{4 * period, 7, false}, {5 * period, 6, false}, {6 * period, 5, false}}
+	n := 5
+	for _, p := range plan {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(start.Add(p.at))):
+		}
+		at := time.Since(start)
+		kind := "join"
+		if p.join {
+			u, err := cb.startFlow(ctx, p.host)
+			if err != nil {
+				return err
+			}
+			ups[p.host] = u
+			n++
+			env.Printf("  %5.1f s: host %d joins (N=%d)\n", at.Seconds(), p.host+1, n)
+		} else {
+			kind = "leave"
+			ups[p.host].stop()
+			n--
+			env.Printf("  %5.1f s: host %d leaves (N=%d)\n", at.Seconds(), p.host+1, n)
+		}
+		d.evMu.Lock()
+		d.Events = append(d.Events, dynEvent{Kind: kind, At: at.Seconds(), NewN: n, Slowest: -1, Fastest: -1, CapMs: -1, CapAfterNMs: -1})
+		d.evMu.Unlock()
+	}
+	return nil
+}
+
+// dynPoller samples every daemon's N and caps every 50 ms, and whether
+// each host's flows are within their caps: its uploads' cwnd from its own
+// monitor, or (downloads) the window the server's sockets see.
+type dynPoller struct {
+	cb     *coopBed
+	down   bool
+	mons   []*tcpmon.Sampler // one per host; a sampler serves one goroutine
+	srvMon *tcpmon.Sampler   // downloads: the senders are the server's
+}
+
+// newDynPoller opens the poller's monitors.
+func newDynPoller(cb *coopBed, down bool) (*dynPoller, error) {
+	p := &dynPoller{cb: cb, down: down}
+	for _, h := range cb.hosts {
+		m, err := tcpmon.New(tcpmon.Config{NetNS: h.node.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
+		}
+		p.mons = append(p.mons, m)
+	}
+	if down {
+		m, err := tcpmon.New(tcpmon.Config{NetNS: cb.server.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("monitor in the server: %w", err)
+		}
+		p.srvMon = m
+	}
+	return p, nil
+}
+
+func (p *dynPoller) close() {
+	for _, m := range p.mons {
+		m.Close()
+	}
+	if p.srvMon != nil {
+		p.srvMon.Close()
+	}
+}
+
+// run polls until ctx ends, appending to d's samples, then closes the
+// monitors.
+func (p *dynPoller) run(ctx context.Context, d *dynResult, start time.Time) error {
+	defer p.close()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		el := time.Since(start).Seconds()
+		row, caps, under, err := p.poll()
+		if err != nil {
+			return err
+		}
+		d.NT = append(d.NT, el)
+		d.NSeen = append(d.NSeen, row)
+		d.Caps = append(d.Caps, caps)
+		d.UnderCap = append(d.UnderCap, under)
+	}
+}
+
+// poll is one sample: each daemon's N and flow cap, and whether its flows
+// are within their caps.
+func (p *dynPoller) poll() (row, caps []int, under []int8, err error) {
+	row, caps, under = make([]int, 8), make([]int, 8), make([]int8, 8)
+	var srv map[*coopHost]*senderView
+	if p.srvMon != nil {
+		fl, err := p.srvMon.Sample()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("monitor in the server: %w", err)
+		}
+		srv = p.cb.serverSide(fl)
+	}
+	for i, h := range p.cb.hosts {
+		st, err := h.coopStatus()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		row[i] = st.N
+		if p.down {
+			row[i] = st.Down.N
+		}
+		caps[i] = int(flowsCap(st, p.down))
+		if p.down {
+			under[i] = downCapState(st, srv[h])
+			continue
+		}
+		fl, err := p.mons[i].Sample()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("monitor in %s: %w", h.node.Name, err)
+		}
+		under[i] = capState(st, fl, p.cb.server.Addr)
+	}
+	return row, caps, under, nil
 }
 
 // reaction fills an event's reaction times from the 50 ms samples.
