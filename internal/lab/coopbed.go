@@ -715,72 +715,100 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 		for i, h := range cb.hosts {
 			row[i].Bytes, row[i].Air = now[i]-prev[i], nowAir[i]-prevAir[i]
 			prev[i], prevAir[i] = now[i], nowAir[i]
-			if cb.cfg.Down {
-				if v := srv[h]; v != nil {
-					for ck, r := range v.retrans {
-						retr[i][ck] = r
-					}
-					if v.k > 0 {
-						row[i].SRTTms = v.rtt / float64(v.k)
-					}
-					row[i].Cwnd = v.cwnd
-				}
-			} else if fl, err := h.mon.Sample(); err == nil {
-				var rtt float64
-				k := 0
-				for _, f := range fl {
-					if !isServerFlow(f.Dst, cb.server.Addr) {
-						continue
-					}
-					retr[i][f.Cookie] = f.TotalRetrans
-					if f.State == "ESTAB" && f.SRTT > 0 && f.Unacked > 0 {
-						rtt += float64(f.SRTT) / 1000
-						k++
-						row[i].Cwnd = max(row[i].Cwnd, f.Cwnd)
-					}
-				}
-				if k > 0 {
-					row[i].SRTTms = rtt / float64(k)
-				}
-			}
+			cb.senderSide(h, srv, retr[i], &row[i])
 			for _, v := range retr[i] {
 				row[i].Retrans += v
 			}
 			if h.api != nil {
-				st, err := h.coopStatus()
-				if err != nil {
+				if err := cb.daemonSide(h, &row[i]); err != nil {
 					return s, err
 				}
-				row[i].N, row[i].Capping, row[i].RateBits, row[i].Estimate, row[i].NotWhy = st.N, st.Capping, st.RateBits, st.Estimate, st.Reason
-				if cb.cfg.Down {
-					d := st.Down
-					row[i].N, row[i].Capping, row[i].RateBits, row[i].Estimate, row[i].NotWhy = d.N, d.Capping, d.RateBits, d.Estimate, d.Reason
-				}
-				if row[i].Capping {
-					row[i].NotWhy = ""
-				}
-				row[i].Cap = flowsCap(st, cb.cfg.Down)
-				row[i].CapChanges = flowsCapChanges(st, cb.cfg.Down)
 			}
 		}
 		s.T = append(s.T, el.Seconds())
 		s.Samples = append(s.Samples, row)
-		s.MediumQueue = append(s.MediumQueue, cb.mediumQueue())
-		s.MediumOther = append(s.MediumOther, cb.other.Load())
-		if cb.dcf != nil {
-			st := cb.dcf.Stats()
-			s.MediumIdle = append(s.MediumIdle, st.Idle.Seconds())
-			s.MediumLost = append(s.MediumLost, st.AirLost.Seconds())
-			s.MediumCollided = append(s.MediumCollided, st.Collided)
-			s.MediumFrames = append(s.MediumFrames, st.Successes)
-		} else {
-			s.MediumIdle = append(s.MediumIdle, cb.mediumLinks()[0].Stats().Idle.Seconds())
-		}
+		cb.sampleMedium(s)
 		if el >= dur {
 			break
 		}
 	}
 	return s, nil
+}
+
+// senderSide fills a host's sample from the senders' sockets: the
+// server's for downloads (srv), the host's own monitor for uploads; the
+// mean srtt and largest cwnd of its flows with data in flight, and each
+// flow's retransmissions into retr.
+func (cb *coopBed) senderSide(h *coopHost, srv map[*coopHost]*senderView, retr map[uint64]uint32, row *hostSample) {
+	if cb.cfg.Down {
+		if v := srv[h]; v != nil {
+			for ck, r := range v.retrans {
+				retr[ck] = r
+			}
+			if v.k > 0 {
+				row.SRTTms = v.rtt / float64(v.k)
+			}
+			row.Cwnd = v.cwnd
+		}
+		return
+	}
+	fl, err := h.mon.Sample()
+	if err != nil {
+		return
+	}
+	var rtt float64
+	k := 0
+	for _, f := range fl {
+		if !isServerFlow(f.Dst, cb.server.Addr) {
+			continue
+		}
+		retr[f.Cookie] = f.TotalRetrans
+		if f.State == "ESTAB" && f.SRTT > 0 && f.Unacked > 0 {
+			rtt += float64(f.SRTT) / 1000
+			k++
+			row.Cwnd = max(row.Cwnd, f.Cwnd)
+		}
+	}
+	if k > 0 {
+		row.SRTTms = rtt / float64(k)
+	}
+}
+
+// daemonSide fills a lanes host's sample from its daemon's coop status in
+// the bed's direction: N, capping (or why not), rate, estimate, cap and
+// cap changes.
+func (cb *coopBed) daemonSide(h *coopHost, row *hostSample) error {
+	st, err := h.coopStatus()
+	if err != nil {
+		return err
+	}
+	row.N, row.Capping, row.RateBits, row.Estimate, row.NotWhy = st.N, st.Capping, st.RateBits, st.Estimate, st.Reason
+	if cb.cfg.Down {
+		d := st.Down
+		row.N, row.Capping, row.RateBits, row.Estimate, row.NotWhy = d.N, d.Capping, d.RateBits, d.Estimate, d.Reason
+	}
+	if row.Capping {
+		row.NotWhy = ""
+	}
+	row.Cap = flowsCap(st, cb.cfg.Down)
+	row.CapChanges = flowsCapChanges(st, cb.cfg.Down)
+	return nil
+}
+
+// sampleMedium appends the medium's queue, other traffic, idle time and
+// (802.11) air lost, collisions and frames to the series.
+func (cb *coopBed) sampleMedium(s *coopSeries) {
+	s.MediumQueue = append(s.MediumQueue, cb.mediumQueue())
+	s.MediumOther = append(s.MediumOther, cb.other.Load())
+	if cb.dcf == nil {
+		s.MediumIdle = append(s.MediumIdle, cb.mediumLinks()[0].Stats().Idle.Seconds())
+		return
+	}
+	st := cb.dcf.Stats()
+	s.MediumIdle = append(s.MediumIdle, st.Idle.Seconds())
+	s.MediumLost = append(s.MediumLost, st.AirLost.Seconds())
+	s.MediumCollided = append(s.MediumCollided, st.Collided)
+	s.MediumFrames = append(s.MediumFrames, st.Successes)
 }
 
 // mediumLinks are the medium's queues in the bed's direction: the AP's
