@@ -49,21 +49,20 @@ func sendUntilWnd(t *testing.T, c *net.TCPConn, d, from time.Duration, done func
 	return peak
 }
 
-func TestDownlinkCaps(t *testing.T) {
-	requireCgroup2(t)
-	p := testutil.NewVethPair(t)
-	if err := sockops.HaveWindowClamp(); err != nil {
-		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
-	}
-	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "dl1"})
-	if err := d.SetDownlinkCaps(true); err != nil {
-		t.Fatal(err)
-	}
-	// the receiver (a download) in A, with a large buffer, reading at once
+// download is one TCP connection from a sender in p.B to a receiver in
+// p.A (a download of A's), the receiver reading at once.
+type download struct {
+	snd, rcv *net.TCPConn
+	cookie   uint64 // the receiver's socket
+}
+
+// newDownload connects B to a listener in A on port and starts A's reader.
+func newDownload(t *testing.T, p *testutil.Pair, port string) *download {
+	t.Helper()
 	accepted := make(chan *net.TCPConn, 1)
 	var ln net.Listener
 	p.A.Do(t, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(p.AddrA.String(), "9301"))
+		ln, err = net.Listen("tcp", net.JoinHostPort(p.AddrA.String(), port))
 		return err
 	})
 	t.Cleanup(func() { ln.Close() })
@@ -83,15 +82,29 @@ func TestDownlinkCaps(t *testing.T) {
 	var c net.Conn
 	p.B.Do(t, func() (err error) { c, err = net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second); return err })
 	t.Cleanup(func() { c.Close() })
-	snd := c.(*net.TCPConn)
-	var rcv *net.TCPConn
+	dl := &download{snd: c.(*net.TCPConn)}
 	select {
-	case rcv = <-accepted:
+	case dl.rcv = <-accepted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no connection accepted")
 	}
-	t.Cleanup(func() { rcv.Close() })
-	cookie := cookieOf(t, rcv)
+	t.Cleanup(func() { dl.rcv.Close() })
+	dl.cookie = cookieOf(t, dl.rcv)
+	return dl
+}
+
+func TestDownlinkCaps(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	if err := sockops.HaveWindowClamp(); err != nil {
+		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
+	}
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "dl1"})
+	if err := d.SetDownlinkCaps(true); err != nil {
+		t.Fatal(err)
+	}
+	dl := newDownload(t, p, "9301")
+	snd, cookie := dl.snd, dl.cookie
 
 	const capBytes = 20_000
 	// the window advertised is whole units of the window scale (at most

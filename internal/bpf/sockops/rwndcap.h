@@ -20,6 +20,19 @@
  *     it changes or when autotuning raised window_clamp past it (the
  *     larger value seen is remembered as the socket's own); a removed cap
  *     restores the socket's own window_clamp.
+ *   - A new cap is reached over the next window of data received, not at
+ *     once (rwnd_ramp: the receiver's proportional rate reduction): from
+ *     the window in use F (the clamp in force, or for a first cap the
+ *     window offered, at most twice the cap), the clamp moves to the cap C
+ *     linearly in the bytes received,
+ *     so each byte that arrives lets the sender send C/F bytes and the
+ *     sender keeps sending over the whole RTT. A clamp lowered at once
+ *     froze the right edge until F - C bytes had arrived: the sender
+ *     stopped, then sent its C bytes at the pace of the round's last ACKs,
+ *     its data squeezed into C/F of the RTT with a hole of (1 - C/F) RTT
+ *     that the ACK clock of a window-limited sender kept round after round
+ *     (the downlink's Jain per 200 ms at 16 downloads, docs/coop-protocol.md
+ *     "Session 17"); a raised clamp let it send C - F bytes in one burst.
  *   - Never retracting the right edge: the kernel does not shrink a window
  *     it has offered (net.ipv4.tcp_shrink_window = 0, the default; before
  *     6.5 always), so a smaller clamp takes effect as the application reads.
@@ -42,6 +55,9 @@ struct rwnd_state {
 	__u32 applied; /* window clamp set, bytes (0 = no cap applied) */
 	__u32 own;     /* the socket's own window_clamp, restored on removal */
 	__u32 refused; /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
+	__u32 target;  /* the cap the clamp is moving to, bytes (0 = none) */
+	__u32 from;    /* the window when the cap changed, bytes (0 = no ramp) */
+	__u32 seq0;    /* rcv_nxt when the cap changed */
 	__u32 pad;
 };
 
@@ -80,13 +96,46 @@ static __always_inline int rwnd_setclamp(struct bpf_sock_ops *ops, struct rwnd_s
 	return 0;
 }
 
+/* rwnd_start begins the move to a new cap want from the window in use. */
+static __always_inline void rwnd_start(struct rwnd_state *st, struct tcp_sock *tp, __u32 nxt, __u32 want)
+{
+	__u32 from = st->applied;
+
+	if (!from) {
+		/* a first cap: the window offered now, of which the sender may
+		 * use far less (autotuning offers several times what arrives);
+		 * at most twice the cap, so the move takes at most two windows */
+		from = tp->rcv_wup + tp->rcv_wnd - nxt;
+		if ((__s32)from < 0)
+			from = 0;
+		if (from / 2 > want)
+			from = 2 * want;
+	}
+	st->from = from;
+	st->seq0 = nxt;
+	st->target = want;
+}
+
+/* rwnd_ramp is the clamp d bytes after the cap changed: linear from the
+ * window then (from) to the cap over from bytes received. */
+static __always_inline __u32 rwnd_ramp(const struct rwnd_state *st, __u32 nxt)
+{
+	__u32 d = nxt - st->seq0, from = st->from, to = st->target;
+
+	if (!from || d >= from || from == to)
+		return to;
+	if (to < from)
+		return from - (__u32)((__u64)(from - to) * d / from);
+	return from + (__u32)((__u64)(to - from) * d / from);
+}
+
 /* coop_rwnd applies the socket's downlink cap (a segment is being sent). */
 static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct rwnd_state *st;
 	struct tcp_sock *tp;
-	__u32 want = 0, *cap, cur;
+	__u32 want = 0, *cap, cur, nxt, clamp;
 
 	if (!bsk)
 		return;
@@ -100,7 +149,9 @@ static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 	if (!tp)
 		return;
 	cur = tp->window_clamp;
+	nxt = tp->rcv_nxt;
 	if (!want) {
+		st->target = 0;
 		if (st->applied && rwnd_setclamp(ops, st, st->own > cur ? st->own : cur)) {
 			st->applied = 0;
 			bump(OPS_COOP_RWND);
@@ -111,12 +162,15 @@ static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 		st->own = cur;
 	else if (cur > st->applied && cur > st->own)
 		st->own = cur; /* autotuning grew the socket's own clamp */
-	if (want == st->applied && cur <= want)
-		return;
-	if (rwnd_setclamp(ops, st, want)) {
-		st->applied = want;
+	if (want != st->target) {
+		rwnd_start(st, tp, nxt, want);
 		bump(OPS_COOP_RWND);
 	}
+	clamp = rwnd_ramp(st, nxt);
+	if (clamp == st->applied && cur <= clamp)
+		return;
+	if (rwnd_setclamp(ops, st, clamp))
+		st->applied = clamp;
 }
 
 #endif

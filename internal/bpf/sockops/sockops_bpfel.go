@@ -65,6 +65,9 @@ type SockopsRwndState struct {
 	Applied uint32
 	Own     uint32
 	Refused uint32
+	Target  uint32
+	From    uint32
+	Seq0    uint32
 	Pad     uint32
 }
 
