@@ -48,8 +48,6 @@ struct rcv_rtt_est {
 
 struct tcp_sock {
 	__u32 rcv_nxt;
-	__u32 rcv_wup; /* rcv_nxt when the window was last offered */
-	__u32 rcv_wnd; /* the window last offered: its right edge is rcv_wup + rcv_wnd */
 	__u32 window_clamp;
 	__u16 advmss;
 	__u32 rcv_ooopack;

@@ -22,10 +22,10 @@
  *     restores the socket's own window_clamp.
  *   - A new cap is reached over the next window of data received, not at
  *     once (rwnd_ramp: the receiver's proportional rate reduction): from
- *     the window in use F (the clamp in force, or for a first cap the
- *     window offered, at most twice the cap), the clamp moves to the cap C
- *     linearly in the bytes received,
- *     so each byte that arrives lets the sender send C/F bytes and the
+ *     the clamp in force F, the clamp moves to the new cap C linearly in
+ *     the bytes received (a first cap applies at once: the receiver does
+ *     not know what the sender uses of the window it offered), so each
+ *     byte that arrives lets the sender send C/F bytes and the
  *     sender keeps sending over the whole RTT. A clamp lowered at once
  *     froze the right edge until F - C bytes had arrived: the sender
  *     stopped, then sent its C bytes at the pace of the round's last ACKs,
@@ -56,7 +56,7 @@ struct rwnd_state {
 	__u32 own;     /* the socket's own window_clamp, restored on removal */
 	__u32 refused; /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
 	__u32 target;  /* the cap the clamp is moving to, bytes (0 = none) */
-	__u32 from;    /* the window when the cap changed, bytes (0 = no ramp) */
+	__u32 from;    /* the clamp when the cap changed, bytes (0 = no ramp) */
 	__u32 seq0;    /* rcv_nxt when the cap changed */
 	__u32 pad;
 };
@@ -96,28 +96,17 @@ static __always_inline int rwnd_setclamp(struct bpf_sock_ops *ops, struct rwnd_s
 	return 0;
 }
 
-/* rwnd_start begins the move to a new cap want from the window in use. */
-static __always_inline void rwnd_start(struct rwnd_state *st, struct tcp_sock *tp, __u32 nxt, __u32 want)
+/* rwnd_start begins the move to a new cap want from the clamp in force (a
+ * first cap is applied at once: the window the sender uses is unknown). */
+static __always_inline void rwnd_start(struct rwnd_state *st, __u32 nxt, __u32 want)
 {
-	__u32 from = st->applied;
-
-	if (!from) {
-		/* a first cap: the window offered now, of which the sender may
-		 * use far less (autotuning offers several times what arrives);
-		 * at most twice the cap, so the move takes at most two windows */
-		from = tp->rcv_wup + tp->rcv_wnd - nxt;
-		if ((__s32)from < 0)
-			from = 0;
-		if (from / 2 > want)
-			from = 2 * want;
-	}
-	st->from = from;
+	st->from = st->applied;
 	st->seq0 = nxt;
 	st->target = want;
 }
 
 /* rwnd_ramp is the clamp d bytes after the cap changed: linear from the
- * window then (from) to the cap over from bytes received. */
+ * clamp then (from) to the cap over from bytes received. */
 static __always_inline __u32 rwnd_ramp(const struct rwnd_state *st, __u32 nxt)
 {
 	__u32 d = nxt - st->seq0, from = st->from, to = st->target;
@@ -163,7 +152,7 @@ static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 	else if (cur > st->applied && cur > st->own)
 		st->own = cur; /* autotuning grew the socket's own clamp */
 	if (want != st->target) {
-		rwnd_start(st, tp, nxt, want);
+		rwnd_start(st, nxt, want);
 		bump(OPS_COOP_RWND);
 	}
 	clamp = rwnd_ramp(st, nxt);
