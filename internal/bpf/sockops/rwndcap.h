@@ -22,10 +22,11 @@
  *     restores the socket's own window_clamp.
  *   - A new cap is reached over the next window of data received, not at
  *     once (rwnd_ramp: the receiver's proportional rate reduction): from
- *     the clamp in force F, the clamp moves to the new cap C linearly in
- *     the bytes received (a first cap applies at once: the receiver does
- *     not know what the sender uses of the window it offered), so each
- *     byte that arrives lets the sender send C/F bytes and the
+ *     the clamp in force F (for a first cap, the bytes received in the
+ *     last srtt: what the sender had in flight, of a window autotuning
+ *     may have offered several times larger), the clamp moves to the new
+ *     cap C linearly in the bytes received, so each byte that arrives lets
+ *     the sender send C/F bytes and the
  *     sender keeps sending over the whole RTT. A clamp lowered at once
  *     froze the right edge until F - C bytes had arrived: the sender
  *     stopped, then sent its C bytes at the pace of the round's last ACKs,
@@ -58,7 +59,9 @@ struct rwnd_state {
 	__u32 target;  /* the cap the clamp is moving to, bytes (0 = none) */
 	__u32 from;    /* the clamp when the cap changed, bytes (0 = no ramp) */
 	__u32 seq0;    /* rcv_nxt when the cap changed */
-	__u32 pad;
+	__u32 round_seq;   /* rcv_nxt at the start of the current round */
+	__u32 round_bytes; /* bytes received in the last round of one srtt (0 = none yet) */
+	__u64 round_t;     /* the current round's start, tcp_mstamp (us) */
 };
 
 struct {
@@ -96,11 +99,29 @@ static __always_inline int rwnd_setclamp(struct bpf_sock_ops *ops, struct rwnd_s
 	return 0;
 }
 
-/* rwnd_start begins the move to a new cap want from the clamp in force (a
- * first cap is applied at once: the window the sender uses is unknown). */
+/* rwnd_round counts the bytes received per srtt (for a download, the
+ * handshake's RTT: the path's base RTT), what a sender that our window
+ * does not yet hold has in flight. */
+static __always_inline void rwnd_round(struct rwnd_state *st, __u64 now, __u32 nxt, __u32 srtt)
+{
+	if (!st->round_t || now < st->round_t) {
+		st->round_t = now;
+		st->round_seq = nxt;
+		return;
+	}
+	if (!srtt || now - st->round_t < srtt)
+		return;
+	st->round_bytes = nxt - st->round_seq;
+	st->round_seq = nxt;
+	st->round_t = now;
+}
+
+/* rwnd_start begins the move to a new cap want: from the clamp in force,
+ * or for a first cap from the bytes the last round brought (none yet, or
+ * fewer than the cap: at once, the cap does not hold the sender). */
 static __always_inline void rwnd_start(struct rwnd_state *st, __u32 nxt, __u32 want)
 {
-	st->from = st->applied;
+	st->from = st->applied ? st->applied : st->round_bytes > want ? st->round_bytes : 0;
 	st->seq0 = nxt;
 	st->target = want;
 }
@@ -131,7 +152,9 @@ static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 	cap = bpf_map_lookup_elem(&lanes_sock_rwnd, &cookie);
 	if (cap)
 		want = *cap;
-	st = bpf_sk_storage_get(&lanes_rwnd_state, bsk, 0, want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	/* a download gets its state before its first cap, to count its rounds */
+	st = bpf_sk_storage_get(&lanes_rwnd_state, bsk, 0,
+				want || ops->data_segs_in ? BPF_SK_STORAGE_GET_F_CREATE : 0);
 	if (!st || st->refused)
 		return;
 	tp = bpf_skc_to_tcp_sock(bsk);
@@ -139,6 +162,7 @@ static __always_inline void coop_rwnd(struct bpf_sock_ops *ops, __u64 cookie)
 		return;
 	cur = tp->window_clamp;
 	nxt = tp->rcv_nxt;
+	rwnd_round(st, tp->tcp_mstamp, nxt, ops->srtt_us >> 3);
 	if (!want) {
 		st->target = 0;
 		if (st->applied && rwnd_setclamp(ops, st, st->own > cur ? st->own : cur)) {

@@ -61,14 +61,16 @@ type SockopsRlState struct {
 }
 
 type SockopsRwndState struct {
-	_       structs.HostLayout
-	Applied uint32
-	Own     uint32
-	Refused uint32
-	Target  uint32
-	From    uint32
-	Seq0    uint32
-	Pad     uint32
+	_          structs.HostLayout
+	Applied    uint32
+	Own        uint32
+	Refused    uint32
+	Target     uint32
+	From       uint32
+	Seq0       uint32
+	RoundSeq   uint32
+	RoundBytes uint32
+	RoundT     uint64
 }
 
 type SockopsSkState struct {
