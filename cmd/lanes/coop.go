@@ -108,58 +108,71 @@ func coopPeersCmd(fs *pflag.FlagSet, e *env) runFunc {
 		defer cancel()
 		go func() { <-ctx.Done(); tr.Close() }()
 		tb := coop.NewTable(cfg.Interval.D(), 1000, cfg.MaxClockSkew.D())
-		drops := map[string]int{}
-		buf := make([]byte, 2*coop.MaxSize)
-		for {
-			n, from, err := tr.Recv(buf)
-			if err != nil {
-				break
-			}
-			a, err := coop.Decode(buf[:n], key)
-			if err == nil {
-				_, err = tb.Accept(a, from, time.Now())
-			}
-			if err != nil {
-				drops[coop.DropReason(err)]++
-			}
-		}
-		peers := tb.Peers()
+		drops := listenPeers(tr, tb, key)
 		if *asJSON {
-			type jp struct {
-				ID    string             `json:"id"`
-				Addr  netip.Addr         `json:"addr"`
-				Last  coop.Announcement  `json:"last"`
-				Flows []coop.FlowSummary `json:"flows"`
-				Seen  time.Time          `json:"last_seen"`
-			}
-			out := []jp{}
-			for _, p := range peers {
-				out = append(out, jp{ID: hex.EncodeToString(be64(p.ID)), Addr: p.Addr, Last: p.Last, Flows: p.Last.Flows, Seen: p.LastSeen})
-			}
-			return json.NewEncoder(e.stdout).Encode(map[string]any{"peers": out, "dropped": drops})
+			return writePeersJSON(e, tb.Peers(), drops)
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "HOST\tADDR\tFLOWS\tRT/INT/BG\tWAITING\tGOODPUT\tINTERVAL\tSEQ")
-		for _, p := range peers {
-			a := p.Last
-			fmt.Fprintf(tw, "%016x\t%v\t%d\t%d/%d/%d\t%d\t%.2fMbit\t%v\t%d\n", p.ID, p.Addr, a.ActiveFlows,
-				a.LaneMix[0], a.LaneMix[1], a.LaneMix[2], a.BytesWaiting, float64(a.GoodputKbit)/1000, a.Interval, a.Seq)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if len(drops) > 0 {
-			keys := make([]string, 0, len(drops))
-			for k := range drops {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				fmt.Fprintf(e.stdout, "dropped %d: %s\n", drops[k], k)
-			}
-		}
-		return nil
+		return writePeersTable(e, tb.Peers(), drops)
 	}
+}
+
+// listenPeers reads announcements until the transport closes, enters the
+// valid ones into tb and counts the others by reason.
+func listenPeers(tr coop.Transport, tb *coop.Table, key []byte) map[string]int {
+	drops := map[string]int{}
+	buf := make([]byte, 2*coop.MaxSize)
+	for {
+		n, from, err := tr.Recv(buf)
+		if err != nil {
+			return drops
+		}
+		a, err := coop.Decode(buf[:n], key)
+		if err == nil {
+			_, err = tb.Accept(a, from, time.Now())
+		}
+		if err != nil {
+			drops[coop.DropReason(err)]++
+		}
+	}
+}
+
+// writePeersJSON prints the peers heard and the drops as JSON.
+func writePeersJSON(e *env, peers []coop.Peer, drops map[string]int) error {
+	type jp struct {
+		ID    string             `json:"id"`
+		Addr  netip.Addr         `json:"addr"`
+		Last  coop.Announcement  `json:"last"`
+		Flows []coop.FlowSummary `json:"flows"`
+		Seen  time.Time          `json:"last_seen"`
+	}
+	out := []jp{}
+	for _, p := range peers {
+		out = append(out, jp{ID: hex.EncodeToString(be64(p.ID)), Addr: p.Addr, Last: p.Last, Flows: p.Last.Flows, Seen: p.LastSeen})
+	}
+	return json.NewEncoder(e.stdout).Encode(map[string]any{"peers": out, "dropped": drops})
+}
+
+// writePeersTable prints one row per peer heard, then the drops by reason.
+func writePeersTable(e *env, peers []coop.Peer, drops map[string]int) error {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tADDR\tFLOWS\tRT/INT/BG\tWAITING\tGOODPUT\tINTERVAL\tSEQ")
+	for _, p := range peers {
+		a := p.Last
+		fmt.Fprintf(tw, "%016x\t%v\t%d\t%d/%d/%d\t%d\t%.2fMbit\t%v\t%d\n", p.ID, p.Addr, a.ActiveFlows,
+			a.LaneMix[0], a.LaneMix[1], a.LaneMix[2], a.BytesWaiting, float64(a.GoodputKbit)/1000, a.Interval, a.Seq)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(drops))
+	for k := range drops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(e.stdout, "dropped %d: %s\n", drops[k], k)
+	}
+	return nil
 }
 
 func be64(v uint64) []byte {
