@@ -65,58 +65,74 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		defer c.Close()
-		sum := rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(*deadline), Dst: dst}
-		payload := make([]byte, *size)
-		var lat []float64
-		for i := 0; i < *count && ctx.Err() == nil; i++ {
-			t0 := rtclient.Monotonic()
-			res, err := c.Send(uint32(*flow), dst, t0+int64(*deadline), payload)
-			if err != nil {
-				return err
-			}
-			lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
-			sum.Sent++
-			if res.Admitted {
-				sum.Admitted++
-			} else {
-				sum.Refused[res.ReasonString()]++
-			}
-			if i+1 < *count {
-				time.Sleep(*interval)
-			}
-		}
-		time.Sleep(*deadline) // let the last admitted ones be released or dropped
-		for _, n := range c.Notices(true) {
-			sum.Dropped[wire.ReasonString(n.Reason)]++
-		}
-		slices.Sort(lat)
-		if len(lat) > 0 {
-			sum.ReplyP50us = lat[len(lat)/2]
-			sum.ReplyP99us = lat[min(len(lat)-1, len(lat)*99/100)]
-			sum.ReplyMaxus = lat[len(lat)-1]
+		sum, err := rtSend(ctx, c, uint32(*flow), dst, *deadline, *count, *interval, *size)
+		if err != nil {
+			return err
 		}
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(sum)
 		}
-		fmt.Fprintf(e.stdout, "%d datagrams to %s, deadline %v: %d admitted\n", sum.Sent, dst, *deadline, sum.Admitted)
-		for _, m := range []struct {
-			what string
-			m    map[string]int
-		}{{"refused", sum.Refused}, {"dropped after admission", sum.Dropped}} {
-			keys := make([]string, 0, len(m.m))
-			for k := range m.m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				fmt.Fprintf(e.stdout, "  %s %s: %d\n", m.what, k, m.m[k])
-			}
-		}
-		fmt.Fprintf(e.stdout, "reply latency: p50 %.1f us  p99 %.1f us  max %.1f us\n", sum.ReplyP50us, sum.ReplyP99us, sum.ReplyMaxus)
+		writeRTSend(e, sum)
 		return nil
 	}
+}
+
+// rtSend sends count datagrams of size bytes to dst, interval apart, each
+// with the deadline after its send call, and sums up the replies, the
+// drops noticed after admission and the reply latency.
+func rtSend(ctx context.Context, c *rtclient.Client, flow uint32, dst netip.AddrPort, deadline time.Duration, count int, interval time.Duration, size int) (*rtSendSummary, error) {
+	sum := &rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(deadline), Dst: dst}
+	payload := make([]byte, size)
+	var lat []float64
+	for i := 0; i < count && ctx.Err() == nil; i++ {
+		t0 := rtclient.Monotonic()
+		res, err := c.Send(flow, dst, t0+int64(deadline), payload)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
+		sum.Sent++
+		if res.Admitted {
+			sum.Admitted++
+		} else {
+			sum.Refused[res.ReasonString()]++
+		}
+		if i+1 < count {
+			time.Sleep(interval)
+		}
+	}
+	time.Sleep(deadline) // let the last admitted ones be released or dropped
+	for _, n := range c.Notices(true) {
+		sum.Dropped[wire.ReasonString(n.Reason)]++
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		sum.ReplyP50us = lat[len(lat)/2]
+		sum.ReplyP99us = lat[min(len(lat)-1, len(lat)*99/100)]
+		sum.ReplyMaxus = lat[len(lat)-1]
+	}
+	return sum, nil
+}
+
+// writeRTSend prints the summary of `lanes rt send`.
+func writeRTSend(e *env, sum *rtSendSummary) {
+	fmt.Fprintf(e.stdout, "%d datagrams to %s, deadline %v: %d admitted\n", sum.Sent, sum.Dst, sum.Deadline.D(), sum.Admitted)
+	for _, m := range []struct {
+		what string
+		m    map[string]int
+	}{{"refused", sum.Refused}, {"dropped after admission", sum.Dropped}} {
+		keys := make([]string, 0, len(m.m))
+		for k := range m.m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(e.stdout, "  %s %s: %d\n", m.what, k, m.m[k])
+		}
+	}
+	fmt.Fprintf(e.stdout, "reply latency: p50 %.1f us  p99 %.1f us  max %.1f us\n", sum.ReplyP50us, sum.ReplyP99us, sum.ReplyMaxus)
 }
 
 func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
