@@ -32,7 +32,13 @@
 //     more doubled the caps into the AP's buffer. The queue of the flows'
 //     own slow start, before the first caps, does not end it: only a queue
 //     after an interval within startupExit does (settled), or one that
-//     stands past maxSettleIntervals (then it is the caps').
+//     stands past maxSettleIntervals (then it is the caps'). A queue above
+//     drainInflation that stands drainIntervals after settleIntervals
+//     drains at once (early drain, session 17): it has outlived the slow
+//     start that built it, and is the caps' or someone else's (a plain
+//     flow that won the start); the drain is what tells them apart, and
+//     waiting for maxSettleIntervals and cruise put it, and the safety
+//     fallback's drain signal after it, 8-14 s into the lab's coop-mixed.
 //   - every interval: one that delivers more than the best over a standing
 //     queue adds only the best to the window (recorded): it is the
 //     catch-up of cumulative ACKs after a loss, not a faster medium.
@@ -240,8 +246,10 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
 		e.window = e.window[1:]
 	}
+	e.settle(s)
 	limit, need := drainInflation, drainIntervals
-	if e.phase == phaseStartup {
+	exit := e.phase == phaseStartup && e.settled
+	if exit {
 		limit, need = e.startupLimit(), 1
 	}
 	e.countInflated(s, limit)
@@ -252,9 +260,9 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	switch {
 	case e.est < minRateBits: // unknown until the group's slow start ends
 		e.preStart(s)
-	case e.inflated >= need && e.phase == phaseStartup:
+	case e.inflated >= need && exit:
 		e.exitStartup(s)
-	case e.inflated >= drainIntervals && !e.drained:
+	case e.inflated >= drainIntervals && !e.drained: // also a startup that does not settle
 		e.drain(now, s)
 	case e.phase == phaseStartup:
 		e.startup(s)
@@ -267,17 +275,23 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	e.est = math.Min(e.est, e.limit)
 }
 
-// countInflated counts the consecutive intervals above limit, once the
-// caps have had settleIntervals and, in startup, the slow start's own queue
-// has settled.
-func (e *rateEstimator) countInflated(s groupSample, limit float64) {
+// settle counts the capped intervals and marks startup settled (see
+// settled).
+func (e *rateEstimator) settle(s groupSample) {
 	if e.est > 0 {
 		e.capped++
 	}
 	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
 		e.settled = true
 	}
-	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
+}
+
+// countInflated counts the consecutive intervals above limit, once the
+// caps have had settleIntervals. In a startup that has not settled, limit
+// is drainInflation and the count leads to a drain (early drain): the
+// queue has outlived the slow start that built it.
+func (e *rateEstimator) countInflated(s groupSample, limit float64) {
+	if s.inflation > limit && e.capped > settleIntervals {
 		e.inflated++
 	} else {
 		e.inflated = 0
@@ -387,6 +401,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
 	e.drained, e.sinceDrain, e.drainBest = true, 0, e.best()
+	e.settled = true // an early drain ends startup: a later queue is the caps' or someone else's
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 

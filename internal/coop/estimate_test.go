@@ -491,3 +491,53 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 		t.Errorf("a queue standing for %d intervals did not end startup", maxSettleIntervals+1)
 	}
 }
+
+// TestEstimateDrainsUnsettledStartup: a queue that stands from the start
+// (a plain flow that won the simultaneous slow starts, session 16's
+// coop-mixed) keeps startup from settling; the estimator drains in the
+// second capped interval above drainInflation after settleIntervals, rather
+// than exiting at maxSettleIntervals and draining from cruise, so the
+// safety fallback's drain signal can read the queue seconds sooner. Under
+// the old rule nothing drained before the fallback's RTT window fired (the
+// tenth capped interval here, with the RTT at 1.4x throughout; 8-14 s into
+// the lab's runs, where it hovered around 1.3x).
+func TestEstimateDrainsUnsettledStartup(t *testing.T) {
+	e := newTestEstimator()
+	s := safety{cfg: DefaultConfig().Safety}
+	t1 := feed(e, t0, []float64{1e6, 1e6}, []float64{1, 1}) // startup from here
+	drainAt, stopAt, g := -1, -1, 8e6
+	for i := 1; i <= 14 && stopAt < 0; i++ { // i: the capped interval
+		e.update(t1, groupSample{goodput: g, inflation: 1.4, minRTT: 256 * time.Millisecond})
+		after, share := e.drainState()
+		if e.drained && drainAt < 0 {
+			drainAt = i
+		}
+		o := observation{inflation: 1.4, queueDelay: 100 * time.Millisecond, inflightLow: true,
+			drained: after, drainShare: share, flows: 1}
+		if ok, _ := s.update(t1, o); !ok {
+			stopAt = i
+		}
+		g *= 0.9 // the foreign flows grow into the room the caps leave
+		t1 = t1.Add(500 * time.Millisecond)
+	}
+	if want := settleIntervals + drainIntervals; drainAt != want {
+		t.Errorf("drained in capped interval %d, want %d", drainAt, want)
+	}
+	if want := settleIntervals + drainIntervals + DefaultConfig().Safety.DrainIntervals; stopAt != want {
+		t.Errorf("fallback in capped interval %d, want %d", stopAt, want)
+	}
+	if !e.settled || e.phase != phaseCruise {
+		t.Errorf("after the early drain: settled %v, phase %d", e.settled, e.phase)
+	}
+}
+
+// TestEstimateUnsettledQueueThatEmpties: the group's own slow-start queue
+// that empties an interval after settleIntervals is not drained: startup
+// settles and goes on doubling.
+func TestEstimateUnsettledQueueThatEmpties(t *testing.T) {
+	e := newTestEstimator()
+	feed(e, t0, []float64{1e6, 1e6, 5e6, 6e6, 6e6, 7e6, 7e6, 8e6}, []float64{1, 1, 1.4, 1.4, 1.3, 1.3, 1.05, 1.03})
+	if e.drained || e.phase != phaseStartup || !e.settled {
+		t.Errorf("drained %v, phase %d, settled %v after a slow-start queue that emptied", e.drained, e.phase, e.settled)
+	}
+}
