@@ -149,6 +149,11 @@ const (
 	// exitWindow: startup's last intervals cruise starts from (exitStartup)
 	exitWindow  = 2
 	minRateBits = 64_000 // below: "unknown"
+	// drainMemory: a queue that comes back within this many intervals of
+	// a drain is read by the safety fallback's drain signal as the
+	// drained queue (drainState), and a drain in that time keeps the
+	// first's reference (the higher best)
+	drainMemory = 20
 	// preStartGrowth: the group's goodput growing this much an interval
 	// is the flows' own slow start (x2 per RTT; at most a few per cent
 	// from one interval to the next of a steady group).
@@ -400,18 +405,32 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
-	e.drained, e.sinceDrain, e.drainBest = true, 0, e.best()
+	if e.drainBest > 0 && e.sinceDrain <= drainMemory { // the queue came back
+		e.drainBest = math.Max(e.drainBest, e.best())
+	} else {
+		e.sinceDrain, e.drainBest = 0, e.best()
+	}
+	e.drained = true
 	e.settled = true // an early drain ends startup: a later queue is the caps' or someone else's
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 
 // drainState is what the safety fallback's drain signal reads (safety.go):
 // whether the queue a drain answered still stands in an interval after the
-// drain's own (whose RTT was measured before the caps were lowered), and
-// the last interval's group goodput over what the group delivered while
-// that queue stood (the best the drain restarted from).
+// drain's own (whose RTT was measured before the caps were lowered), or
+// a queue came back within drainMemory intervals of it, and the last
+// interval's group goodput over what the group delivered while that queue
+// stood (the best the drain restarted from).
+// The queue that comes back (session 17): in the lab's coop-mixed the
+// first drain often came just after the plain flows' slow-start losses,
+// so the queue emptied (1.02-1.07x) while the lanes group delivered
+// 0.84-0.92 of its drained best, the plain windows grew back over the
+// next 4-6 s, and the signal waited for a second drain (and with the
+// second's lower best as its reference, for the plain flows to take
+// more); a queue of our own caps does not come back within seconds of a
+// drain with the group delivering less than before.
 func (e *rateEstimator) drainState() (after bool, share float64) {
-	if !e.drained || e.sinceDrain == 0 || e.drainBest <= 0 {
+	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory {
 		return false, 0
 	}
 	return true, e.input.goodput / e.drainBest

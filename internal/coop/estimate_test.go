@@ -541,3 +541,51 @@ func TestEstimateUnsettledQueueThatEmpties(t *testing.T) {
 		t.Errorf("drained %v, phase %d, settled %v after a slow-start queue that emptied", e.drained, e.phase, e.settled)
 	}
 }
+
+// TestEstimateQueueComesBackAfterDrain: a drain whose queue empties (the
+// plain flows' slow-start losses, coop-mixed) and comes back within
+// drainMemory with the group delivering less than while the drained queue
+// stood is read as the drained queue: the safety fallback's drain signal
+// fires in the third interval of the queue's return. Under the old rule
+// the queue's return first drained again and then counted against the
+// second drain's lower best (here: in its seventh interval).
+func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
+	run := func(gap int) int {
+		e := newTestEstimator()
+		m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+		_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+		t1 = t1.Add(2 * time.Second) // out of the probe period
+		s := safety{cfg: DefaultConfig().Safety}
+		step := func(g, infl float64) bool {
+			e.update(t1, groupSample{goodput: g, inflation: infl, minRTT: m.rtt})
+			after, share := e.drainState()
+			o := observation{inflation: infl, queueDelay: time.Duration((infl - 1) * float64(m.rtt)), inflightLow: true,
+				drained: after, drainShare: share, flows: 1}
+			ok, _ := s.update(t1, o)
+			t1 = t1.Add(500 * time.Millisecond)
+			return ok
+		}
+		step(12e6, 1.3) // a foreign queue: drained at its second interval
+		step(12e6, 1.3)
+		if !e.drained {
+			t.Fatal("no drain")
+		}
+		for range gap { // the foreign flows' losses empty it; the group delivers 0.88 of it
+			step(10.5e6, 1.05)
+		}
+		g := 10e6
+		for i := 1; i <= 8; i++ { // the foreign windows grow back
+			if !step(g, 1.2+0.02*float64(i)) {
+				return i
+			}
+			g *= 0.97
+		}
+		return -1
+	}
+	if i := run(8); i != 3 {
+		t.Errorf("a queue back 4 s after the drain: fallback in its interval %d, want 3", i)
+	}
+	if i := run(drainMemory + 4); i == 3 {
+		t.Errorf("a queue back %d intervals after the drain counted as the drained one", drainMemory+4)
+	}
+}
