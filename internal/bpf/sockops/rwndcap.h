@@ -26,14 +26,15 @@
  *     last srtt: what the sender had in flight, of a window autotuning
  *     may have offered several times larger), the clamp moves to the new
  *     cap C linearly in the bytes received, so each byte that arrives lets
- *     the sender send C/F bytes and the
- *     sender keeps sending over the whole RTT. A clamp lowered at once
- *     froze the right edge until F - C bytes had arrived: the sender
- *     stopped, then sent its C bytes at the pace of the round's last ACKs,
- *     its data squeezed into C/F of the RTT with a hole of (1 - C/F) RTT
- *     that the ACK clock of a window-limited sender kept round after round
- *     (the downlink's Jain per 200 ms at 16 downloads, docs/coop-protocol.md
- *     "Session 17"); a raised clamp let it send C - F bytes in one burst.
+ *     the sender send C/F bytes and it keeps sending over the whole RTT.
+ *     A clamp lowered at once held the right edge (but for the rounding of
+ *     each window up to whole units of the window scale) until F - C bytes
+ *     had arrived: the sender paused, then sent its C bytes at the pace of
+ *     the round's last ACKs, its data squeezed into about C/F of the RTT,
+ *     a hole that the ACK clock of a window-limited sender kept round
+ *     after round (the downlink's Jain per 200 ms at 16 downloads,
+ *     docs/coop-protocol.md "Session 17"); a raised clamp let it send
+ *     C - F bytes in one burst.
  *   - Never retracting the right edge: the kernel does not shrink a window
  *     it has offered (net.ipv4.tcp_shrink_window = 0, the default; before
  *     6.5 always), so a smaller clamp takes effect as the application reads.
