@@ -422,13 +422,14 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // interval's group goodput over what the group delivered while that queue
 // stood (the best the drain restarted from).
 // The queue that comes back (session 17): in the lab's coop-mixed the
-// first drain often came just after the plain flows' slow-start losses,
-// so the queue emptied (1.02-1.07x) while the lanes group delivered
-// 0.84-0.92 of its drained best, the plain windows grew back over the
-// next 4-6 s, and the signal waited for a second drain (and with the
-// second's lower best as its reference, for the plain flows to take
-// more); a queue of our own caps does not come back within seconds of a
-// drain with the group delivering less than before.
+// plain flows were still regrowing from their slow-start losses at the
+// first drain, so the lowered caps emptied the queue (1.02-1.10x, or
+// just below the line) while the lanes group delivered 0.75-0.92 of its
+// drained best; the plain windows grew back over the next 4-6 s, and the
+// signal waited for a second drain (and with the second's lower best as
+// its reference, for the plain flows to take more). A queue of our own
+// caps does not come back within seconds of a drain with the group
+// delivering less than before.
 func (e *rateEstimator) drainState() (after bool, share float64) {
 	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory {
 		return false, 0
