@@ -32,13 +32,7 @@
 //     more doubled the caps into the AP's buffer. The queue of the flows'
 //     own slow start, before the first caps, does not end it: only a queue
 //     after an interval within startupExit does (settled), or one that
-//     stands past maxSettleIntervals (then it is the caps'). A queue above
-//     drainInflation that stands drainIntervals after settleIntervals
-//     drains at once (early drain, session 17): it has outlived the slow
-//     start that built it, and is the caps' or someone else's (a plain
-//     flow that won the start); the drain is what tells them apart, and
-//     waiting for maxSettleIntervals and cruise put it, and the safety
-//     fallback's drain signal after it, 8-14 s into the lab's coop-mixed.
+//     stands past maxSettleIntervals (then it is the caps').
 //   - every interval: one that delivers more than the best over a standing
 //     queue adds only the best to the window (recorded): it is the
 //     catch-up of cumulative ACKs after a loss, not a faster medium.
@@ -149,11 +143,6 @@ const (
 	// exitWindow: startup's last intervals cruise starts from (exitStartup)
 	exitWindow  = 2
 	minRateBits = 64_000 // below: "unknown"
-	// drainMemory: a queue that comes back within this many intervals of
-	// a drain is read by the safety fallback's drain signal as the
-	// drained queue (drainState), and a drain in that time keeps the
-	// first's reference (the higher best)
-	drainMemory = 20
 	// preStartGrowth: the group's goodput growing this much an interval
 	// is the flows' own slow start (x2 per RTT; at most a few per cent
 	// from one interval to the next of a steady group).
@@ -251,10 +240,8 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
 		e.window = e.window[1:]
 	}
-	e.settle(s)
 	limit, need := drainInflation, drainIntervals
-	exit := e.phase == phaseStartup && e.settled
-	if exit {
+	if e.phase == phaseStartup {
 		limit, need = e.startupLimit(), 1
 	}
 	e.countInflated(s, limit)
@@ -265,9 +252,9 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	switch {
 	case e.est < minRateBits: // unknown until the group's slow start ends
 		e.preStart(s)
-	case e.inflated >= need && exit:
+	case e.inflated >= need && e.phase == phaseStartup:
 		e.exitStartup(s)
-	case e.inflated >= drainIntervals && !e.drained: // also a startup that does not settle
+	case e.inflated >= drainIntervals && !e.drained:
 		e.drain(now, s)
 	case e.phase == phaseStartup:
 		e.startup(s)
@@ -280,23 +267,17 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	e.est = math.Min(e.est, e.limit)
 }
 
-// settle counts the capped intervals and marks startup settled (see
-// settled).
-func (e *rateEstimator) settle(s groupSample) {
+// countInflated counts the consecutive intervals above limit, once the
+// caps have had settleIntervals and, in startup, the slow start's own queue
+// has settled.
+func (e *rateEstimator) countInflated(s groupSample, limit float64) {
 	if e.est > 0 {
 		e.capped++
 	}
 	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
 		e.settled = true
 	}
-}
-
-// countInflated counts the consecutive intervals above limit, once the
-// caps have had settleIntervals. In a startup that has not settled, limit
-// is drainInflation and the count leads to a drain (early drain): the
-// queue has outlived the slow start that built it.
-func (e *rateEstimator) countInflated(s groupSample, limit float64) {
-	if s.inflation > limit && e.capped > settleIntervals {
+	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
 		e.inflated++
 	} else {
 		e.inflated = 0
@@ -405,33 +386,17 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
-	if e.drainBest > 0 && e.sinceDrain <= drainMemory { // the queue came back
-		e.drainBest = math.Max(e.drainBest, e.best())
-	} else {
-		e.sinceDrain, e.drainBest = 0, e.best()
-	}
-	e.drained = true
-	e.settled = true // an early drain ends startup: a later queue is the caps' or someone else's
+	e.drained, e.sinceDrain, e.drainBest = true, 0, e.best()
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 
 // drainState is what the safety fallback's drain signal reads (safety.go):
 // whether the queue a drain answered still stands in an interval after the
-// drain's own (whose RTT was measured before the caps were lowered), or
-// a queue came back within drainMemory intervals of it, and the last
-// interval's group goodput over what the group delivered while that queue
-// stood (the best the drain restarted from).
-// The queue that comes back (session 17): in the lab's coop-mixed the
-// plain flows were still regrowing from their slow-start losses at the
-// first drain, so the lowered caps emptied the queue (1.02-1.10x, or
-// just below the line) while the lanes group delivered 0.75-0.92 of its
-// drained best; the plain windows grew back over the next 4-6 s, and the
-// signal waited for a second drain (and with the second's lower best as
-// its reference, for the plain flows to take more). A queue of our own
-// caps does not come back within seconds of a drain with the group
-// delivering less than before.
+// drain's own (whose RTT was measured before the caps were lowered), and
+// the last interval's group goodput over what the group delivered while
+// that queue stood (the best the drain restarted from).
 func (e *rateEstimator) drainState() (after bool, share float64) {
-	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory {
+	if !e.drained || e.sinceDrain == 0 || e.drainBest <= 0 {
 		return false, 0
 	}
 	return true, e.input.goodput / e.drainBest
