@@ -222,53 +222,93 @@ func usec(d time.Duration) uint32 {
 // announcements with a valid tag pass; without one, any well-formed
 // announcement passes (peers are unauthenticated).
 func Decode(b []byte, key []byte) (*Announcement, error) {
+	f, err := parseFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := verifyTag(b, f, key); err != nil {
+		return nil, err
+	}
+	a := decodeHeader(b)
+	if a.Flows, err = decodeFlows(b, f.flows); err != nil {
+		return nil, err
+	}
+	if b[2] == 2 {
+		if err := decodeDown(a, b[headerLen+f.flows*flowRecordLen:], f.downs); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// frame is what parseFrame learns of an announcement's layout: its record
+// counts and where the signed body ends.
+type frame struct {
+	flows, downs int
+	body         int
+}
+
+// parseFrame checks an announcement's size, magic, version, flags and
+// record counts, and that its length matches them exactly.
+func parseFrame(b []byte) (frame, error) {
 	if len(b) > MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes > %d", ErrOversized, len(b), MaxSize)
+		return frame{}, fmt.Errorf("%w: %d bytes > %d", ErrOversized, len(b), MaxSize)
 	}
 	if len(b) < headerLen || b[0] != magic[0] || b[1] != magic[1] {
-		return nil, fmt.Errorf("%w: short or bad magic", ErrMalformed)
+		return frame{}, fmt.Errorf("%w: short or bad magic", ErrMalformed)
 	}
 	if b[2] != 1 && b[2] != 2 {
-		return nil, fmt.Errorf("%w %d", ErrVersion, b[2])
+		return frame{}, fmt.Errorf("%w %d", ErrVersion, b[2])
 	}
-	flags := b[3]
-	if flags&^(flagTagged|flagLeaving|flagUpStop|flagDnStop) != 0 || b[51] != 0 {
-		return nil, fmt.Errorf("%w: unknown flags or reserved bits", ErrMalformed)
+	if b[3]&^(flagTagged|flagLeaving|flagUpStop|flagDnStop) != 0 || b[51] != 0 {
+		return frame{}, fmt.Errorf("%w: unknown flags or reserved bits", ErrMalformed)
 	}
-	k := int(b[50])
-	if k > MaxFlowRecords {
-		return nil, fmt.Errorf("%w: %d flow records", ErrMalformed, k)
+	f := frame{flows: int(b[50])}
+	if f.flows > MaxFlowRecords {
+		return frame{}, fmt.Errorf("%w: %d flow records", ErrMalformed, f.flows)
 	}
-	body := headerLen + k*flowRecordLen
-	kd := 0
+	f.body = headerLen + f.flows*flowRecordLen
 	if b[2] == 2 {
-		if len(b) < body+downHeaderLen {
-			return nil, fmt.Errorf("%w: short downlink section", ErrMalformed)
+		if len(b) < f.body+downHeaderLen {
+			return frame{}, fmt.Errorf("%w: short downlink section", ErrMalformed)
 		}
-		kd = int(b[body+6])
-		if kd > MaxFlowRecords || b[body+7] != 0 {
-			return nil, fmt.Errorf("%w: %d download records or reserved bits", ErrMalformed, kd)
+		f.downs = int(b[f.body+6])
+		if f.downs > MaxFlowRecords || b[f.body+7] != 0 {
+			return frame{}, fmt.Errorf("%w: %d download records or reserved bits", ErrMalformed, f.downs)
 		}
-		body += downHeaderLen + kd*downRecordLen
+		f.body += downHeaderLen + f.downs*downRecordLen
 	}
-	want := body
-	if flags&flagTagged != 0 {
+	want := f.body
+	if b[3]&flagTagged != 0 {
 		want += tagLen
 	}
 	if len(b) != want {
-		return nil, fmt.Errorf("%w: length %d, want %d", ErrMalformed, len(b), want)
+		return frame{}, fmt.Errorf("%w: length %d, want %d", ErrMalformed, len(b), want)
 	}
-	if len(key) > 0 {
-		if flags&flagTagged == 0 {
-			return nil, ErrUnauthenticated
-		}
-		m := hmac.New(sha256.New, key)
-		m.Write(b[:body])
-		if !hmac.Equal(m.Sum(nil), b[body:]) {
-			return nil, ErrForged
-		}
+	return f, nil
+}
+
+// verifyTag checks the HMAC over the body when a key is configured; an
+// untagged announcement is then refused.
+func verifyTag(b []byte, f frame, key []byte) error {
+	if len(key) == 0 {
+		return nil
 	}
+	if b[3]&flagTagged == 0 {
+		return ErrUnauthenticated
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(b[:f.body])
+	if !hmac.Equal(m.Sum(nil), b[f.body:]) {
+		return ErrForged
+	}
+	return nil
+}
+
+// decodeHeader reads the fixed header of a checked announcement.
+func decodeHeader(b []byte) *Announcement {
 	be := binary.BigEndian
+	flags := b[3]
 	a := &Announcement{
 		HostID:       be.Uint64(b[4:]),
 		Seq:          be.Uint64(b[12:]),
@@ -284,16 +324,23 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 	for i := range a.LaneMix {
 		a.LaneMix[i] = be.Uint16(b[44+2*i:])
 	}
-	if k > 0 {
-		a.Flows = make([]FlowSummary, k)
+	return a
+}
+
+// decodeFlows reads the k upload flow records after the header.
+func decodeFlows(b []byte, k int) ([]FlowSummary, error) {
+	if k == 0 {
+		return nil, nil
 	}
-	for i := 0; i < k; i++ {
+	be := binary.BigEndian
+	flows := make([]FlowSummary, k)
+	for i := range flows {
 		r := b[headerLen+i*flowRecordLen:]
 		l := lane.Lane(r[0])
 		if l > lane.Background {
 			return nil, fmt.Errorf("%w: flow %d has lane %d", ErrMalformed, i, r[0])
 		}
-		a.Flows[i] = FlowSummary{
+		flows[i] = FlowSummary{
 			Lane: l, CAState: r[1],
 			Cwnd:   be.Uint16(r[2:]),
 			MSS:    be.Uint16(r[4:]),
@@ -302,23 +349,26 @@ func Decode(b []byte, key []byte) (*Announcement, error) {
 			Queued: be.Uint32(r[14:]),
 		}
 	}
-	if b[2] == 2 {
-		d := b[headerLen+k*flowRecordLen:]
-		a.DownFlows = be.Uint16(d[0:])
-		a.DownGoodputKbit = be.Uint32(d[2:])
-		if a.DownFlows == 0 && a.DownGoodputKbit == 0 && kd == 0 { // one canonical form: that is version 1
-			return nil, fmt.Errorf("%w: empty downlink section", ErrMalformed)
-		}
-		if kd > 0 {
-			a.Down = make([]DownSummary, kd)
-		}
-		for i := 0; i < kd; i++ {
-			r := d[downHeaderLen+i*downRecordLen:]
-			a.Down[i] = DownSummary{MSS: be.Uint16(r[0:]),
-				MinRTT: time.Duration(be.Uint32(r[2:])) * time.Microsecond, Demand: be.Uint32(r[6:])}
-		}
+	return flows, nil
+}
+
+// decodeDown reads version 2's downlink section d, holding kd records.
+func decodeDown(a *Announcement, d []byte, kd int) error {
+	be := binary.BigEndian
+	a.DownFlows = be.Uint16(d[0:])
+	a.DownGoodputKbit = be.Uint32(d[2:])
+	if a.DownFlows == 0 && a.DownGoodputKbit == 0 && kd == 0 { // one canonical form: that is version 1
+		return fmt.Errorf("%w: empty downlink section", ErrMalformed)
 	}
-	return a, nil
+	if kd > 0 {
+		a.Down = make([]DownSummary, kd)
+	}
+	for i := range a.Down {
+		r := d[downHeaderLen+i*downRecordLen:]
+		a.Down[i] = DownSummary{MSS: be.Uint16(r[0:]),
+			MinRTT: time.Duration(be.Uint32(r[2:])) * time.Microsecond, Demand: be.Uint32(r[6:])}
+	}
+	return nil
 }
 
 // DropReason names the reason an announcement was refused, as counted.
