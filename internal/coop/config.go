@@ -192,6 +192,18 @@ func DefaultConfig() Config {
 
 // Validate checks the section; errors name the field relative to `coop`.
 func (c Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateTransport, c.validatePeers, c.validateRates, c.validateSafety, c.validateRules,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateTransport checks the port, transport and announcement timing.
+func (c Config) validateTransport() error {
 	if c.Port == 0 {
 		return config.Errorf("port", "must be 1..65535")
 	}
@@ -206,6 +218,12 @@ func (c Config) Validate() error {
 	if c.SilenceIntervals < 2 || c.SilenceIntervals > 100 {
 		return config.Errorf("silence_intervals", "%d out of range 2..100", c.SilenceIntervals)
 	}
+	return nil
+}
+
+// validatePeers checks who may be a peer: unicast addresses, the key and
+// the limits on how many peers, and how fast new ones, are taken.
+func (c Config) validatePeers() error {
 	for i, a := range c.UnicastPeers {
 		if _, err := netip.ParseAddr(a); err != nil {
 			return config.Errorf(fmt.Sprintf("unicast_peers[%d]", i), "not an IP address: %q", a)
@@ -237,6 +255,11 @@ func (c Config) Validate() error {
 	if c.KeylessGrowth.D() < 0 || c.KeylessGrowth.D() > time.Minute {
 		return config.Errorf("keyless_growth", "%v out of range 0..1m", c.KeylessGrowth)
 	}
+	return nil
+}
+
+// validateRates checks the AP rates, the queue allowance and the smallest cap.
+func (c Config) validateRates() error {
 	if c.MaxAPRate < 64_000 {
 		return config.Errorf("max_ap_rate", "%v too small", c.MaxAPRate)
 	}
@@ -252,26 +275,38 @@ func (c Config) Validate() error {
 	if c.MinSegments < 1 || c.MinSegments > 1000 {
 		return config.Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)
 	}
-	if s := c.Safety; s.Enabled {
-		if s.RTTInflation <= 1 || math.IsNaN(s.RTTInflation) {
-			return config.Errorf("safety.rtt_inflation", "must be > 1")
-		}
-		if !(s.GoodputFraction >= 0 && s.GoodputFraction < 1) {
-			return config.Errorf("safety.goodput_fraction", "must be in [0, 1)")
-		}
-		if s.Trigger < 1 {
-			return config.Errorf("safety.trigger_intervals", "must be at least 1")
-		}
-		if s.Window < 0 || s.Window > maxTriggerWindow {
-			return config.Errorf("safety.trigger_window", "must be in 0..%d (at or below trigger_intervals: in a row)", maxTriggerWindow)
-		}
-		if s.DrainIntervals < 0 || s.DrainIntervals > maxTriggerWindow {
-			return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxTriggerWindow)
-		}
-		if s.Hold.D() < c.Interval.D() {
-			return config.Errorf("safety.hold", "must be at least one interval")
-		}
+	return nil
+}
+
+// validateSafety checks the fallback's settings when it is enabled.
+func (c Config) validateSafety() error {
+	s := c.Safety
+	if !s.Enabled {
+		return nil
 	}
+	if s.RTTInflation <= 1 || math.IsNaN(s.RTTInflation) {
+		return config.Errorf("safety.rtt_inflation", "must be > 1")
+	}
+	if !(s.GoodputFraction >= 0 && s.GoodputFraction < 1) {
+		return config.Errorf("safety.goodput_fraction", "must be in [0, 1)")
+	}
+	if s.Trigger < 1 {
+		return config.Errorf("safety.trigger_intervals", "must be at least 1")
+	}
+	if s.Window < 0 || s.Window > maxTriggerWindow {
+		return config.Errorf("safety.trigger_window", "must be in 0..%d (at or below trigger_intervals: in a row)", maxTriggerWindow)
+	}
+	if s.DrainIntervals < 0 || s.DrainIntervals > maxTriggerWindow {
+		return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxTriggerWindow)
+	}
+	if s.Hold.D() < c.Interval.D() {
+		return config.Errorf("safety.hold", "must be at least one interval")
+	}
+	return nil
+}
+
+// validateRules checks each rule and that their names are unique.
+func (c Config) validateRules() error {
 	names := map[string]bool{}
 	for i, r := range c.Rules {
 		if err := r.validate(); err != nil {
