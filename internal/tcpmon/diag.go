@@ -129,10 +129,18 @@ func parseDiagMsg(b []byte) (Sock, error) {
 // parseDiagMsgInto is parseDiagMsg into a reused Sock (no allocation).
 func parseDiagMsgInto(b []byte, sp *Sock) error {
 	*sp = Sock{}
-	s := sp
 	if len(b) < diagMsgLen {
 		return fmt.Errorf("inet_diag_msg: %d bytes, want at least %d", len(b), diagMsgLen)
 	}
+	if err := parseDiagSockID(b, sp); err != nil {
+		return err
+	}
+	return parseDiagAttrs(b[diagMsgLen:], sp)
+}
+
+// parseDiagSockID reads the fixed struct inet_diag_msg: family, state,
+// the socket's addresses and cookie, its queues, uid and inode.
+func parseDiagSockID(b []byte, s *Sock) error {
 	ne := binary.NativeEndian
 	s.Family = b[0]
 	s.State = b[1]
@@ -156,52 +164,19 @@ func parseDiagMsgInto(b []byte, sp *Sock) error {
 	s.WQueue = ne.Uint32(b[60:])
 	s.UID = ne.Uint32(b[64:])
 	s.Inode = ne.Uint32(b[68:])
+	return nil
+}
 
-	rest := b[diagMsgLen:]
+// parseDiagAttrs walks the netlink attributes after the fixed message.
+func parseDiagAttrs(rest []byte, s *Sock) error {
+	ne := binary.NativeEndian
 	for len(rest) >= 4 {
 		alen := int(ne.Uint16(rest[0:]))
 		atype := ne.Uint16(rest[2:]) & 0x3fff // strip NLA_F_NESTED / NLA_F_NET_BYTEORDER
 		if alen < 4 || alen > len(rest) {
 			return fmt.Errorf("inet_diag_msg: attribute type %d has bad length %d (%d bytes left)", atype, alen, len(rest))
 		}
-		v := rest[4:alen]
-		switch atype {
-		case attrInfo:
-			s.Info = ParseTCPInfo(v)
-			s.HasInfo = true
-		case attrMeminfo:
-			if len(v) >= 16 {
-				for i := range s.Mem {
-					s.Mem[i] = ne.Uint32(v[4*i:])
-				}
-				s.HasMem = true
-			}
-		case attrSKMeminfo:
-			s.NSKMem = min(len(v)/4, len(s.SKMem))
-			for i := range s.NSKMem {
-				s.SKMem[i] = ne.Uint32(v[4*i:])
-			}
-		case attrCong:
-			s.Cong = cBytes(v)
-		case attrTOS:
-			if len(v) >= 1 {
-				s.TOS = v[0]
-			}
-		case attrMark:
-			if len(v) >= 4 {
-				s.Mark = ne.Uint32(v)
-			}
-		case attrCgroupID:
-			if len(v) >= 8 {
-				s.CgroupID = ne.Uint64(v)
-			}
-		case attrShutdown:
-			if len(v) >= 1 {
-				s.Shutdown = v[0]
-			}
-		default:
-			// Unknown or uninteresting attribute: skipped by its length.
-		}
+		applyDiagAttr(atype, rest[4:alen], s)
 		next := (alen + 3) &^ 3
 		if next > len(rest) {
 			break
@@ -209,6 +184,47 @@ func parseDiagMsgInto(b []byte, sp *Sock) error {
 		rest = rest[next:]
 	}
 	return nil
+}
+
+// applyDiagAttr stores one attribute's value v in s; unknown or
+// uninteresting attributes, and ones too short for their type, are skipped.
+func applyDiagAttr(atype uint16, v []byte, s *Sock) {
+	ne := binary.NativeEndian
+	switch atype {
+	case attrInfo:
+		s.Info = ParseTCPInfo(v)
+		s.HasInfo = true
+	case attrMeminfo:
+		if len(v) >= 16 {
+			for i := range s.Mem {
+				s.Mem[i] = ne.Uint32(v[4*i:])
+			}
+			s.HasMem = true
+		}
+	case attrSKMeminfo:
+		s.NSKMem = min(len(v)/4, len(s.SKMem))
+		for i := range s.NSKMem {
+			s.SKMem[i] = ne.Uint32(v[4*i:])
+		}
+	case attrCong:
+		s.Cong = cBytes(v)
+	case attrTOS:
+		if len(v) >= 1 {
+			s.TOS = v[0]
+		}
+	case attrMark:
+		if len(v) >= 4 {
+			s.Mark = ne.Uint32(v)
+		}
+	case attrCgroupID:
+		if len(v) >= 8 {
+			s.CgroupID = ne.Uint64(v)
+		}
+	case attrShutdown:
+		if len(v) >= 1 {
+			s.Shutdown = v[0]
+		}
+	}
 }
 
 func cBytes(b []byte) []byte {
