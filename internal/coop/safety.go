@@ -135,7 +135,7 @@ func (s *safety) update(now time.Time, o observation) (bool, string) {
 	case o.flows == 0:
 	case o.inflation > s.cfg.RTTInflation && o.queueDelay >= minQueueDelay && o.inflightLow:
 		why = fmt.Sprintf("foreign traffic: RTT inflated %.2fx (queue %v) while our hosts' windows fit the shared BDP",
-			o.inflation, o.queueDelay.Round(time.Millisecond))
+			o.inflation, o.queueDelay.Round(time.Millisecond)) + rateTooHigh(o)
 	case o.promised > 0 && o.atCap && o.goodput < s.cfg.GoodputFraction*o.promised && o.group < s.cfg.GoodputFraction*o.rate:
 		why = fmt.Sprintf("foreign traffic: goodput %.2f Mbit/s at the cap, < %.0f%% of this host's share %.2f Mbit/s (the group's %.2f of %.2f)",
 			o.goodput/1e6, 100*s.cfg.GoodputFraction, o.promised/1e6, o.group/1e6, o.rate/1e6)
@@ -152,6 +152,24 @@ func (s *safety) update(now time.Time, o observation) (bool, string) {
 	}
 	return false, s.stop(now, fmt.Sprintf("%s (%d of the last %d intervals)", why, s.bad, len(s.recent)))
 }
+
+// rateTooHigh names the other reading of a queue under windows that fit
+// the BDP of a configured AP rate: the rate is above what the medium
+// carries (802.11 contention leaves less than one station's rate: the
+// lab's DCF medium at 20 Mbit/s carries ~15.5 with two uploaders, and
+// every daemon fell back). Only where the group gets clearly less than
+// the rate; "" otherwise, and where the rate is estimated.
+func rateTooHigh(o observation) string {
+	if o.rate <= 0 || o.group >= rateShortfall*o.rate {
+		return ""
+	}
+	return fmt.Sprintf(", or ap_rate %.2f Mbit/s is above what the AP carries (our group gets %.2f; ap_rate 0 estimates it)",
+		o.rate/1e6, o.group/1e6)
+}
+
+// rateShortfall: a group getting less than this of the configured rate
+// may be facing a rate set too high.
+const rateShortfall = 0.9
 
 // drainStood counts the intervals in a row a queue stood after the
 // estimator's drain (see the file comment); the reason once they reach

@@ -325,3 +325,30 @@ func TestStoppedPeerByDirection(t *testing.T) {
 		t.Error("with the fallback off by policy, a peer's fallback is followed")
 	}
 }
+
+// A queue under windows that fit a configured rate's BDP, with the group
+// well below that rate, may be the rate set too high (the lab's DCF medium
+// at a configured 20 Mbit/s): the reason says so and how to estimate it
+// instead; at the rate, or with the rate estimated, it does not.
+func TestSafetyReasonNamesRateTooHigh(t *testing.T) {
+	cfg := SafetyConfig{Enabled: true, RTTInflation: 1.3, GoodputFraction: 0.7, Trigger: 1, Hold: config.Duration(10 * time.Second)}
+	for _, tc := range []struct {
+		rate, group float64
+		want        bool
+	}{
+		{20e6, 15.5e6, true},
+		{20e6, 19.5e6, false},
+		{0, 15.5e6, false},
+	} {
+		s := safety{cfg: cfg}
+		o := rttObs(1.4)
+		o.rate, o.group = tc.rate, tc.group
+		ok, why := s.update(time.Unix(1000, 0), o)
+		if ok || !strings.HasPrefix(why, "foreign traffic: RTT inflated") {
+			t.Fatalf("rate %v group %v: capping %v, %q", tc.rate, tc.group, ok, why)
+		}
+		if got := strings.Contains(why, "ap_rate 20.00 Mbit/s is above what the AP carries (our group gets 15.50"); got != tc.want {
+			t.Errorf("rate %v group %v: %q, names the rate: %v, want %v", tc.rate, tc.group, why, got, tc.want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ type coopCommon struct {
 	spread             bool
 	interval           time.Duration
 	announce           string // ipv4, ipv6, both (the daemons' transport) or unicast
-	apRate             string // the daemons' ap_rate ("": the AP rate, "estimate": 0)
+	apRate             string // the daemons' ap_rate ("": effectiveAPRate's default, "estimate": 0)
 	medium             string // fifo or dcf (CoopBedConfig.Medium)
 	seed               int64  // the dcf medium's backoff draws
 	serverPacing       bool   // the server paces its sends (CoopBedConfig.ServerPacing)
@@ -63,7 +63,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
 	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")
-	fs.StringVar(&c.apRate, "ap-rate", "", "the daemons' ap_rate and ap_downlink_rate: a rate (default: --rate, the AP rate known, as the paper) or \"estimate\" (0: each daemon estimates it from the group's goodput)")
+	fs.StringVar(&c.apRate, "ap-rate", "", "the daemons' ap_rate and ap_downlink_rate: a rate or \"estimate\" (0: each daemon estimates it from the group's goodput); default: --rate, the AP rate known as the paper has it, on the fifo medium, and estimate on dcf, where contention leaves less than one station's rate")
 	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the dcf medium's backoff draws (the same for every run)")
 	fs.BoolVar(&c.serverPacing, "server-pacing", false, "the server paces what it sends (TCP's internal pacing, as a server with the fq qdisc does): downloads then leave it spread over the RTT instead of in ACK-clocked bursts")
@@ -90,7 +90,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 		return CoopBedConfig{}, err
 	}
 	cc := coopControllerConfig(float64(r))
-	switch c.apRate {
+	switch c.effectiveAPRate() {
 	case "":
 	case "estimate":
 		cc.APRate = 0
@@ -134,9 +134,24 @@ func (c *coopCommon) params() map[string]any {
 	return p
 }
 
+// effectiveAPRate is --ap-rate with its default filled in: on the dcf
+// medium the AP delivers less than --rate (one station's rate alone) once
+// stations contend, so a configured --rate would be a rate the group can
+// never reach, read by every daemon as foreign traffic (the fallback at
+// N = 2 and 4); there the daemons estimate it, as they do by default.
+func (c *coopCommon) effectiveAPRate() string {
+	if c.apRate == "" && c.medium == MediumDCF {
+		return "estimate"
+	}
+	return c.apRate
+}
+
 // apRateParam is the daemons' ap_rate as the parameters table shows it.
 func (c *coopCommon) apRateParam() string {
-	if c.apRate == "" {
+	switch {
+	case c.apRate == "" && c.medium == MediumDCF:
+		return "estimate (the dcf medium's default)"
+	case c.apRate == "":
 		return c.rate + " (the AP rate)"
 	}
 	return c.apRate
@@ -519,7 +534,7 @@ func coopNotes(medium string) []string {
 		"AP idle % = share of the time the shared medium's serialiser had nothing to send (the capacity left unused); AP queue p50 = the medium's queue at the samples; AP non-TCP = what else the medium carried in that direction (the daemons' announcements: with --announce ipv4 or ipv6 one datagram per host and interval up and the same down, as an AP relays a broadcast (both: two); with --announce unicast one to every other lanes host, N(N-1) per interval, each crossing the medium's uplink and downlink)",
 		"RTT = the senders' srtt (TCP monitor: the hosts' uploads, or the server's sockets of the downloads) every 200 ms; retrans = total retransmitted segments",
 		"down: the server sends (CUBIC) to every host; lanes caps each download's receive window (downlink caps, TCP_WINDOW_CLAMP from sock_ops); cap = median downlink cap in segments (bytes / MSS)",
-		"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters; capping stopped = the daemons that reported capping off after capping (the safety fallback), and when (s from the start)",
+		"lanes = `lanes daemon` in every host (datapath: sock_ops clamp and the cap-enforcing congestion control; coop controller), ap_rate = the AP rate on the fifo medium, estimated on dcf (or --ap-rate), headroom as given; cap = median applied cap (segments), from the daemons' coop status; cap chg/min = changes of a host's applied cap per minute over the second half of the measured time (the steady state), from the daemons' counters; capping stopped = the daemons that reported capping off after capping (the safety fallback), and when (s from the start)",
 		mediumNote(medium),
 	}
 }

@@ -243,3 +243,29 @@ func TestCoopVersusN(t *testing.T) {
 		t.Error("a single N drew a figure against N")
 	}
 }
+
+// TestCoopAPRateDefault: without --ap-rate the daemons get the AP rate on
+// the fifo medium (the paper's known rate) and estimate it on dcf, where
+// contention leaves less than one station's rate; an explicit flag wins.
+func TestCoopAPRateDefault(t *testing.T) {
+	for _, tc := range []struct {
+		medium, flag string
+		want         float64
+	}{
+		{MediumFIFO, "", 20e6},
+		{MediumDCF, "", 0},
+		{MediumDCF, "15mbit", 15e6},
+		{MediumFIFO, "estimate", 0},
+	} {
+		c := coopCommon{rate: "20mbit", rtt: 256 * time.Millisecond, bufBDP: 0.5, headroom: "120kbit",
+			lanes: "lanes", medium: tc.medium, apRate: tc.flag}
+		b, err := c.bed(2, func(int) bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := float64(b.Coop.APRate); got != tc.want || float64(b.Coop.APDownlinkRate) != tc.want {
+			t.Errorf("medium %s --ap-rate %q: ap_rate %v, ap_downlink_rate %v, want %v",
+				tc.medium, tc.flag, got, b.Coop.APDownlinkRate, tc.want)
+		}
+	}
+}
