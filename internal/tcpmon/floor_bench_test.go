@@ -5,7 +5,9 @@
 // walk, a reference and the socket lock per socket) and once with the
 // monitor's walk program (tcpiter's dump, which the first sample reads).
 // CPU of the reading thread (the walk runs in its read calls) and wall
-// time, per walk:
+// time, per walk. prog=dump/prefetch=alternate alternates walks of dump
+// with and without the touches of the next socket (tcpiter.Config.Prefetch),
+// one of each per iteration, and reports each one's figures:
 //
 //	go test -run '^$' -bench 'IterFloor' -benchtime 5x ./internal/tcpmon/   (root)
 package tcpmon
@@ -44,6 +46,7 @@ func BenchmarkIterFloor(b *testing.B) {
 				b.Skip(err)
 			}
 			defer dump.Close()
+			b.Logf("prog=dump: prefetching %v", dump.Prefetching())
 			emptyOpen := func() (io.ReadCloser, error) { return empty.Open() }
 			b.Run("prog=empty", func(b *testing.B) { benchFloor(b, ns, emptyOpen) })
 			b.Run("prog=dump", func(b *testing.B) {
@@ -59,6 +62,7 @@ func BenchmarkIterFloor(b *testing.B) {
 					b.ReportMetric(float64((rt-rt0).Nanoseconds())/float64(b.N)/float64(n), "prog-ns/socket")
 				}
 			})
+			b.Run("prog=dump/prefetch=alternate", func(b *testing.B) { benchPrefetchPair(b, ns, n) })
 			// Two walks at once, one per core: would a walk split in two
 			// (each program emitting half the sockets) be shorter?
 			b.Run("prog=empty/walkers=2", func(b *testing.B) { benchFloor2(b, ns, emptyOpen) })
@@ -105,6 +109,60 @@ func benchFloor(b *testing.B, ns *testutil.NetNS, open func() (io.ReadCloser, er
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "ms-cpu/walk")
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N)/1e6, "ms-wall/walk")
 	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/walk")
+}
+
+// benchPrefetchPair alternates walks of the dump program with the
+// touches of the next socket and without (tcpiter.PrefetchOn, Off), one
+// of each per iteration, on one locked thread in ns, with BPF statistics
+// on: per variant, CPU and wall time of a walk and the program's time a
+// socket.
+func benchPrefetchPair(b *testing.B, ns *testutil.NetNS, n int) {
+	var its [2]*tcpiter.Iter
+	for i, p := range []tcpiter.Prefetch{tcpiter.PrefetchOn, tcpiter.PrefetchOff} {
+		it, err := tcpiter.Load(tcpiter.Config{States: 1 << 1, Prefetch: p})
+		if err != nil {
+			b.Skip(err)
+		}
+		defer it.Close()
+		its[i] = it
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err == nil {
+		defer stats.Close()
+	}
+	var cpu, wall, prog [2]time.Duration
+	var walls [2][]float64 // each walk's wall time, ms (logged: medians)
+	ns.Do(b, func() error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		buf := make([]byte, 1<<20)
+		b.ResetTimer()
+		for k := 0; b.Loop(); k++ {
+			for j := range 2 {
+				i := (j + k) % 2 // which goes first alternates too
+				rt0, _ := its[i].RunTime()
+				c0, t0 := threadCPU(), time.Now()
+				if _, err := readWalk(its[i].Open, buf); err != nil {
+					return err
+				}
+				cpu[i] += threadCPU() - c0
+				w := time.Since(t0)
+				wall[i] += w
+				walls[i] = append(walls[i], float64(w.Microseconds())/1000)
+				rt, _ := its[i].RunTime()
+				prog[i] += rt - rt0
+			}
+		}
+		return nil
+	})
+	for i, name := range []string{"on", "off"} {
+		b.Logf("prefetch=%s: walls (ms) %v", name, walls[i])
+		b.ReportMetric(float64(cpu[i].Nanoseconds())/float64(b.N)/1e6, "ms-cpu/walk-"+name)
+		b.ReportMetric(float64(wall[i].Nanoseconds())/float64(b.N)/1e6, "ms-wall/walk-"+name)
+		if stats != nil {
+			b.ReportMetric(float64(prog[i].Nanoseconds())/float64(b.N)/float64(n), "prog-ns/socket-"+name)
+		}
+	}
 }
 
 // benchFloor2 starts two walks at once on two threads and waits for both:

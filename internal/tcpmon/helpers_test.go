@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -312,4 +313,41 @@ func sampleUntil(t *testing.T, s *Sampler, timeout time.Duration, cond func([]Fl
 		time.Sleep(s.Interval())
 	}
 	return all
+}
+
+// prefetchVariants are the walk program's variants this kernel loads
+// (tcpiter.Config.Prefetch): both where it takes the touches of the next
+// socket, else the one without, after checking that the kernel's refusal
+// is expected (a kernel before 6.17, which has no bpf_rdonly_cast of
+// untyped memory).
+func prefetchVariants(t *testing.T) []tcpiter.Prefetch {
+	t.Helper()
+	err := tcpiter.ProbePrefetch()
+	if err == nil {
+		return []tcpiter.Prefetch{tcpiter.PrefetchOn, tcpiter.PrefetchOff}
+	}
+	if kernelAtLeast(6, 17) {
+		t.Fatalf("the walk program with the touches of the next socket does not load on this kernel (6.17+): %v", err)
+	}
+	t.Logf("the walks run without prefetch on this kernel: %v", err)
+	return []tcpiter.Prefetch{tcpiter.PrefetchOff}
+}
+
+// kernelAtLeast says whether the running kernel's release is major.minor
+// or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var a, b int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &a, &b)
+	return a > major || (a == major && b >= minor)
+}
+
+func prefetchName(p tcpiter.Prefetch) string {
+	if p == tcpiter.PrefetchOn {
+		return "prefetch=on"
+	}
+	return "prefetch=off"
 }

@@ -56,7 +56,7 @@ func iterConfig(cfg *Config) (tcpiter.Config, recConv, error) {
 	}
 	f := &cfg.Filter
 	c := tcpiter.Config{States: cfg.States, LaneMap: cfg.LaneMap,
-		LocalPort: f.LocalPort, RemotePort: f.RemotePort, Port: f.Port, CgroupID: f.CgroupID}
+		LocalPort: f.LocalPort, RemotePort: f.RemotePort, Port: f.Port, CgroupID: f.CgroupID, Prefetch: cfg.prefetch}
 	for _, l := range f.Lanes {
 		c.Lanes |= 1 << uint(l)
 	}

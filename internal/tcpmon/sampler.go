@@ -32,6 +32,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -84,6 +85,9 @@ type Config struct {
 	// lanes_cookie): with it the iterator resolves lanes in the kernel,
 	// one map lookup per socket without a system call.
 	LaneMap *ebpf.Map
+	// prefetch: which variant of the iterator's walk programs loads
+	// (tcpiter.Config.Prefetch; tests load each).
+	prefetch tcpiter.Prefetch
 }
 
 // Sampler takes samples of TCP sockets. It is not safe for concurrent use:
@@ -191,7 +195,8 @@ func New(cfg Config) (*Sampler, error) {
 	case cfg.Backend == "" || cfg.Backend == BackendTrack:
 		s.track, err = openTrack(ns, &s.cfg)
 		if err == nil {
-			s.why = fmt.Sprintf("changes only: activity on a socket idle for 10 samples shows up to %d samples late, changes without activity (buffer sizes, cgroup, inode) up to %d; full walk every %d samples", trackIdleEvery-1, trackCheckAll, trackResync)
+			s.why = fmt.Sprintf("changes only: activity on a socket idle for 10 samples shows up to %d samples late, changes without activity (buffer sizes, cgroup, inode) up to %d; full walk every %d samples", trackIdleEvery-1, trackCheckAll, trackResync) +
+				prefetchNote(s.track.tr.Prefetching())
 			break
 		}
 		if cfg.Backend == BackendTrack {
@@ -214,11 +219,23 @@ func New(cfg Config) (*Sampler, error) {
 	if s.use && cfg.Backend == "" {
 		s.pick()
 	}
+	if s.use && cfg.Backend == BackendIter {
+		s.why = strings.TrimPrefix(prefetchNote(s.iter.it.Prefetching()), "; ")
+	}
 	if !cfg.NoProcess {
 		s.procs = newProcCache("/proc", cfg.ProcRefresh)
 		s.procs.useIterator()
 	}
 	return s, nil
+}
+
+// prefetchNote says which variant of the iterator's walk program runs
+// (tcpiter.Config.Prefetch), for Backend's reason.
+func prefetchNote(on bool) string {
+	if on {
+		return "; walks prefetch the next socket"
+	}
+	return "; walks without prefetch (the kernel refuses it: lanes doctor)"
 }
 
 // Backend names the sampling backend in use and, for sock_diag, why the
@@ -261,6 +278,9 @@ func (s *Sampler) pick() {
 	s.why = fmt.Sprintf("cheaper here: one walk %v CPU (bpf-iter), %v (sock_diag)", ci.Round(time.Microsecond), cd.Round(time.Microsecond))
 	if ierr != nil {
 		s.why = "iterator walk failed: " + ierr.Error()
+	}
+	if s.use {
+		s.why += prefetchNote(s.iter.it.Prefetching())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -343,7 +344,8 @@ func (lb *loopback) pair() {
 // are walked (firstWalk), holds exactly the flows, every field but the
 // time, that the iterator backend's sample (read in the same goroutine)
 // holds for the same idle sockets: enough of them for the walk to span
-// several read-ahead buffers.
+// several read-ahead buffers. With each variant of the walk program this
+// kernel loads (the touches of the next socket only warm caches).
 func TestFirstSampleAgrees(t *testing.T) {
 	lb := newLoopback(t)
 	const pairs = 1250 // 2,500 sockets: ~2.5 read-ahead buffers
@@ -353,10 +355,22 @@ func TestFirstSampleAgrees(t *testing.T) {
 	// The first walk as at 10,000 sockets or more: collections held off.
 	defer func(n int) { trackHoldAt = n }(trackHoldAt)
 	trackHoldAt = 1
+	for _, p := range prefetchVariants(t) {
+		t.Run(prefetchName(p), func(t *testing.T) { firstSampleAgrees(t, lb, pairs, p) })
+	}
+}
+
+// firstSampleAgrees is TestFirstSampleAgrees with the walk program's
+// variant p, in both samplers.
+func firstSampleAgrees(t *testing.T, lb *loopback, pairs int, p tcpiter.Prefetch) {
 	percent := gcPercent()
 	sample := func(backend string) []Flow {
-		s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: backend})
+		s := newSampler(t, Config{NetNS: lb.ns.Handle, Backend: backend, prefetch: p})
 		defer s.Close()
+		if on := (p == tcpiter.PrefetchOn); backend == BackendIter && s.iter.it.Prefetching() != on ||
+			backend == BackendTrack && s.track.tr.Prefetching() != on {
+			t.Fatalf("%s: the walk program prefetches: %v, want %v", backend, !on, on)
+		}
 		fl, err := s.Sample()
 		if err != nil {
 			t.Fatalf("%s: %v", backend, err)

@@ -68,3 +68,41 @@ func TestIterSeesNamespaceSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchChoice: the default load (PrefetchAuto) runs the walk
+// program with the touches of the next socket exactly where the kernel
+// takes it (ProbePrefetch), in both the iterator and the tracker, and
+// PrefetchOff always runs the one without.
+func TestPrefetchChoice(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := Probe(); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("kernel lacks a feature of the TCP iterator: %v", err)
+	}
+	want := ProbePrefetch() == nil
+	for _, c := range []struct {
+		p    Prefetch
+		want bool
+	}{{PrefetchAuto, want}, {PrefetchOff, false}} {
+		it, err := Load(Config{States: 1 << 1, Prefetch: c.p})
+		if err != nil {
+			t.Fatalf("load (prefetch %d): %v", c.p, err)
+		}
+		got := it.Prefetching()
+		it.Close()
+		if got != c.want {
+			t.Errorf("iterator (prefetch %d): prefetching %v, want %v", c.p, got, c.want)
+		}
+		tr, err := LoadTracker(Config{States: 1 << 1, Prefetch: c.p}, 1)
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			continue // no tracked mode here
+		}
+		if err != nil {
+			t.Fatalf("load tracker (prefetch %d): %v", c.p, err)
+		}
+		got = tr.Prefetching()
+		tr.Close()
+		if got != c.want {
+			t.Errorf("tracker (prefetch %d): prefetching %v, want %v", c.p, got, c.want)
+		}
+	}
+}

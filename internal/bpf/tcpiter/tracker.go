@@ -57,6 +57,7 @@ type Tracker struct {
 	lost        uint64 // lost count already seen
 	walks       uint32 // delta walks so far
 	two         twoWalks
+	prefetch    bool // the full walks' programs touch the next socket
 }
 
 // LoadTracker loads and attaches the tracked mode for the namespace whose
@@ -64,12 +65,11 @@ type Tracker struct {
 // Load, sk_storage from tracing programs (5.11), the sk_storage map
 // iterator and tp_btf; the caller falls back to Load without them.
 func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
-	spec, opts, err := loadSpec(c, netns)
-	if err != nil {
-		return nil, err
-	}
 	t = &Tracker{}
-	if err := spec.LoadAndAssign(&t.objs, opts); err != nil {
+	t.prefetch, err = loadVariant(c, netns, func(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions) error {
+		return spec.LoadAndAssign(&t.objs, opts)
+	})
+	if err != nil {
 		return nil, notSupported(fmt.Errorf("load tcp tracker: %w", err))
 	}
 	defer func() {
@@ -105,6 +105,10 @@ func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
 	t.ring.SetDeadline(time.Unix(0, 1)) // never wait: Gone drains what is there
 	return t, nil
 }
+
+// Prefetching says whether the full walks' programs touch the next
+// socket (Config.Prefetch).
+func (t *Tracker) Prefetching() bool { return t.prefetch }
 
 // Close detaches and unloads everything.
 func (t *Tracker) Close() error {
