@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 )
@@ -85,6 +86,11 @@ func (p Prefetch) variants() []bool {
 func loadVariant(c Config, netns uint32, load func(*ebpf.CollectionSpec, *ebpf.CollectionOptions) error) (bool, error) {
 	var err error
 	for _, on := range c.Prefetch.variants() {
+		if on {
+			if err = haveRdonlyCast(); err != nil {
+				continue
+			}
+		}
 		var spec *ebpf.CollectionSpec
 		var opts *ebpf.CollectionOptions
 		spec, opts, err = loadSpec(c, netns, on)
@@ -96,6 +102,22 @@ func loadVariant(c Config, netns uint32, load func(*ebpf.CollectionSpec, *ebpf.C
 		}
 	}
 	return false, err
+}
+
+// haveRdonlyCast: nil if the kernel has the kfunc bpf_rdonly_cast (6.2),
+// without which the walk program's touches (a weak reference to it) are
+// left out at load, the variant with them doing nothing more than the
+// one without.
+func haveRdonlyCast() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("%w: kernel BTF: %w", ebpf.ErrNotSupported, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_rdonly_cast", &fn); err != nil {
+		return fmt.Errorf("%w: kfunc bpf_rdonly_cast (6.2): %w", ebpf.ErrNotSupported, err)
+	}
+	return nil
 }
 
 // Iter is a loaded, attached TCP iterator. Each Open starts a new walk.
