@@ -85,9 +85,10 @@ func (p Prefetch) variants() []bool {
 // the last variant's error.
 func loadVariant(c Config, netns uint32, load func(*ebpf.CollectionSpec, *ebpf.CollectionOptions) error) (bool, error) {
 	var err error
+	cache := btf.NewCache() // the kernel's BTF parsed once for all attempts
 	for _, on := range c.Prefetch.variants() {
 		if on {
-			if err = haveRdonlyCast(); err != nil {
+			if err = haveRdonlyCast(cache); err != nil {
 				continue
 			}
 		}
@@ -97,6 +98,7 @@ func loadVariant(c Config, netns uint32, load func(*ebpf.CollectionSpec, *ebpf.C
 		if err != nil {
 			return false, err
 		}
+		opts.Cache = cache
 		if err = load(spec, opts); err == nil {
 			return on, nil
 		}
@@ -108,8 +110,8 @@ func loadVariant(c Config, netns uint32, load func(*ebpf.CollectionSpec, *ebpf.C
 // without which the walk program's touches (a weak reference to it) are
 // left out at load, the variant with them doing nothing more than the
 // one without.
-func haveRdonlyCast() error {
-	spec, err := btf.LoadKernelSpec()
+func haveRdonlyCast(cache *btf.Cache) error {
+	spec, err := cache.Kernel()
 	if err != nil {
 		return fmt.Errorf("%w: kernel BTF: %w", ebpf.ErrNotSupported, err)
 	}
