@@ -179,8 +179,28 @@ func TestCoopThreeDaemons(t *testing.T) {
 	})
 	t.Logf("three daemons agree on N=3 with caps on every upload %v after the uploads started (%v of it polling)", time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
 
-	// The monitor sees every capped upload at or below the cap in force
-	// when it was sampled (the status keeps each flow's latest cap changes).
+	checkMonitoredCaps(t, lan, socks)
+	logCapChanges(t, socks)
+	checkCoopStatusCLI(t, lan, socks)
+	checkCoopPeersCLI(t, lan, socks)
+
+	// A daemon that stops says goodbye: the others count N=2 at once.
+	stopped := time.Now()
+	daemons[2].stop(t, syscall.SIGTERM)
+	waitCoop(t, "N=2 after daemon 2 left", socks[:2], func(st coop.Status) bool { return st.N == 2 })
+	t.Logf("leave by goodbye seen by both survivors %v after SIGTERM was sent (incl. the daemon's shutdown)", time.Since(stopped).Round(time.Millisecond))
+
+	// A daemon that dies says nothing: the survivor drops it after three
+	// silent intervals (300 ms here).
+	killed := time.Now()
+	daemons[1].stop(t, syscall.SIGKILL)
+	waitCoop(t, "N=1 after daemon 1 died", socks[:1], func(st coop.Status) bool { return st.N == 1 })
+	t.Logf("silent peer dropped %v after SIGKILL (3 intervals of 100 ms)", time.Since(killed).Round(time.Millisecond))
+}
+
+// checkMonitoredCaps: the monitor sees every capped upload at or below the cap in force
+// when it was sampled (the status keeps each flow's latest cap changes).
+func checkMonitoredCaps(t *testing.T, lan *testutil.LAN, socks []string) {
 	time.Sleep(300 * time.Millisecond) // thousands of veth RTTs: the clamp has acted
 	checked, prr := 0, 0
 	for i, h := range lan.Hosts {
@@ -224,11 +244,12 @@ func TestCoopThreeDaemons(t *testing.T) {
 	if checked == 0 {
 		t.Fatalf("the monitor saw none of the capped uploads outside CWR/Recovery (%d in them)", prr)
 	}
-	logCapChanges(t, socks)
+}
 
-	// `lanes coop status` prints the same state for people. (On a loaded
-	// machine a daemon's announcements can be late by the silence timeout,
-	// so N is read until it is 3 again rather than once.)
+// checkCoopStatusCLI: `lanes coop status` prints the same state for people. (On a loaded
+// machine a daemon's announcements can be late by the silence timeout,
+// so N is read until it is 3 again rather than once.)
+func checkCoopStatusCLI(t *testing.T, lan *testutil.LAN, socks []string) {
 	var out []byte
 	var err error
 	for deadline := time.Now().Add(15 * time.Second); ; {
@@ -242,9 +263,11 @@ func TestCoopThreeDaemons(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
 
-	// `lanes coop peers` from a listener beside daemon 0 lists the three
-	// hosts; a forged announcement (wrong key) is counted, not listed.
+// checkCoopPeersCLI: `lanes coop peers` from a listener beside daemon 0 lists the three
+// hosts; a forged announcement (wrong key) is counted, not listed.
+func checkCoopPeersCLI(t *testing.T, lan *testutil.LAN, socks []string) {
 	var pout, perr strings.Builder
 	pc := lan.Hosts[0].Command(lanesBin, "coop", "peers", "--dev", testutil.LANLink, "--port", fmt.Sprint(coopTestPort),
 		"--key", coopTestKey, "--listen", "3s", "--json")
@@ -285,19 +308,6 @@ func TestCoopThreeDaemons(t *testing.T) {
 	waitCoop(t, "N=3 and the forged announcements counted", socks, func(st coop.Status) bool {
 		return st.N == 3 && st.Counters.Forged > 0
 	})
-
-	// A daemon that stops says goodbye: the others count N=2 at once.
-	stopped := time.Now()
-	daemons[2].stop(t, syscall.SIGTERM)
-	waitCoop(t, "N=2 after daemon 2 left", socks[:2], func(st coop.Status) bool { return st.N == 2 })
-	t.Logf("leave by goodbye seen by both survivors %v after SIGTERM was sent (incl. the daemon's shutdown)", time.Since(stopped).Round(time.Millisecond))
-
-	// A daemon that dies says nothing: the survivor drops it after three
-	// silent intervals (300 ms here).
-	killed := time.Now()
-	daemons[1].stop(t, syscall.SIGKILL)
-	waitCoop(t, "N=1 after daemon 1 died", socks[:1], func(st coop.Status) bool { return st.N == 1 })
-	t.Logf("silent peer dropped %v after SIGKILL (3 intervals of 100 ms)", time.Since(killed).Round(time.Millisecond))
 }
 
 // capActGrace is how long after the controller decides a cap the socket

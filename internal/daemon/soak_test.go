@@ -62,6 +62,35 @@ func TestSoakChurn(t *testing.T) {
 		t.Skip("soak benchmark: set LANES_SOAK=30m (or a shorter duration)")
 	}
 	testutil.RequireRoot(t)
+	s := newSoak(t)
+	s.startLoad()
+	samples := s.sampleFor(dur)
+	final := samples[len(samples)-1]
+	cols := countableMaps(samples)
+	s.logSockops()
+	t.Logf("churn soak %v on a loaded machine: %d connections registered (%d register errors), %d lanes run, %d long flows of %v", dur, final.conns, s.regErrs.Load(), final.runs, final.longs, soakLongFor)
+	logSoakTable(t, samples, cols)
+	logRange(t, samples, cols)
+	checkSoakEnd(t, samples)
+	checkFlat(t, samples[:len(samples)-1])
+}
+
+// soak is the churn soak's bed: the daemon on A, the sink and the paced
+// source on B, and the load's counters.
+type soak struct {
+	t                           *testing.T
+	p                           *testutil.Pair
+	sock                        string
+	pid                         int
+	sink, src                   net.Listener
+	conns, runs, regErrs, longs atomic.Int64
+	stop                        chan struct{}
+	wg                          sync.WaitGroup
+}
+
+// newSoak starts the daemon (shaped uplink, coop capping uploads and
+// downloads, safety off) and B's sink and paced source.
+func newSoak(t *testing.T) *soak {
 	p := testutil.NewVethPair(t)
 	pol := fmt.Sprintf(`interfaces:
   - name: %s
@@ -80,125 +109,149 @@ coop:
     enabled: false
 `, p.LinkA, t.TempDir()+"/coop.json")
 	d, sock := startDaemon(t, p.A, pol)
-	pid := d.cmd.Process.Pid
-
-	var ln net.Listener
-	p.B.Do(t, func() (err error) { ln, err = net.Listen("tcp4", p.AddrB.String()+":0"); return err })
-	t.Cleanup(func() { ln.Close() })
+	s := &soak{t: t, p: p, sock: sock, pid: d.cmd.Process.Pid, stop: make(chan struct{})}
+	p.B.Do(t, func() (err error) { s.sink, err = net.Listen("tcp4", p.AddrB.String()+":0"); return err })
+	t.Cleanup(func() { s.sink.Close() })
 	go func() {
 		for {
-			c, err := ln.Accept()
+			c, err := s.sink.Accept()
 			if err != nil {
 				return
 			}
 			go func() { io.Copy(io.Discard, c); c.Close() }()
 		}
 	}()
-
 	// the long downloads' source on B, paced so the veth needs little CPU
-	var src net.Listener
-	p.B.Do(t, func() (err error) { src, err = net.Listen("tcp4", p.AddrB.String()+":0"); return err })
-	t.Cleanup(func() { src.Close() })
-	go serveSource(src, soakDownRate)
+	p.B.Do(t, func() (err error) { s.src, err = net.Listen("tcp4", p.AddrB.String()+":0"); return err })
+	t.Cleanup(func() { s.src.Close() })
+	go serveSource(s.src, soakDownRate)
+	return s
+}
 
-	var conns, runs, regErrs, longs atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+// startLoad starts the long flows, the registering workers and `lanes run`.
+func (s *soak) startLoad() {
 	for i := range soakLongFlows {
-		wg.Add(1)
+		s.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			long := longFlow{ns: p.A, api: sock, upload: i%2 == 0, background: i < 2}
-			long.dst = ln.Addr().String()
+			defer s.wg.Done()
+			long := longFlow{ns: s.p.A, api: s.sock, upload: i%2 == 0, background: i < 2}
+			long.dst = s.sink.Addr().String()
 			if !long.upload {
-				long.dst = src.Addr().String()
+				long.dst = s.src.Addr().String()
 			}
-			long.run(t, stop, &longs)
+			long.run(s.t, s.stop, &s.longs)
 		}()
 	}
 	const workers = 4
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread stays in A and dies with us
-			if err := netns.Set(p.A.Handle); err != nil {
-				t.Error(err)
-				return
-			}
-			c, err := api.Dial(sock)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer c.Close()
-			buf := make([]byte, 16<<10)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				conn, err := net.Dial("tcp4", ln.Addr().String())
-				if err != nil {
-					continue
-				}
-				if _, err := c.RegisterConn(conn, lane.Background); err != nil {
-					regErrs.Add(1)
-				}
-				conn.Write(buf)
-				conn.Close()
-				conns.Add(1)
-			}
-		}()
+		s.wg.Add(1)
+		go s.churn()
 	}
-	wg.Add(1)
-	go func() { // lanes run: a short process in the background lane every 500 ms
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-			if err := p.A.Command(lanesBin, "run", "--socket", sock, "--lane", "background", "--", "true").Run(); err == nil {
-				runs.Add(1)
-			}
-		}
-	}()
+	s.wg.Add(1)
+	go s.lanesRuns()
+}
 
+// churn is one worker: connections A -> B, each registered in the
+// background lane through the API, 16 KB sent, closed.
+func (s *soak) churn() {
+	defer s.wg.Done()
+	runtime.LockOSThread() // never unlocked: the thread stays in A and dies with us
+	if err := netns.Set(s.p.A.Handle); err != nil {
+		s.t.Error(err)
+		return
+	}
+	c, err := api.Dial(s.sock)
+	if err != nil {
+		s.t.Error(err)
+		return
+	}
+	defer c.Close()
+	buf := make([]byte, 16<<10)
+	for {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		conn, err := net.Dial("tcp4", s.sink.Addr().String())
+		if err != nil {
+			continue
+		}
+		if _, err := c.RegisterConn(conn, lane.Background); err != nil {
+			s.regErrs.Add(1)
+		}
+		conn.Write(buf)
+		conn.Close()
+		s.conns.Add(1)
+	}
+}
+
+// lanesRuns starts a short process in the background lane every 500 ms.
+func (s *soak) lanesRuns() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		if err := s.p.A.Command(lanesBin, "run", "--socket", s.sock, "--lane", "background", "--", "true").Run(); err == nil {
+			s.runs.Add(1)
+		}
+	}
+}
+
+// sample reads the daemon's figures now.
+func (s *soak) sample(start time.Time) soakSample {
+	r := soakSample{at: time.Since(start).Round(time.Second), conns: s.conns.Load(), runs: s.runs.Load(), longs: s.longs.Load()}
+	r.rssKB, r.threads = procStatus(s.pid)
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+	r.fds = len(fds)
+	r.maps, r.stale = mapEntries(s.pid, openCookies(s.t, s.p.A))
+	if c, err := api.Dial(s.sock); err == nil {
+		fl, _ := c.Flows()
+		r.regs = len(fl)
+		c.Close()
+	}
+	return r
+}
+
+// sampleFor samples about 30 times over dur, stops the load, and adds a
+// final sample once the sweep (every 2 s) has had time to remove every
+// registration of the closed sockets (bounded).
+func (s *soak) sampleFor(dur time.Duration) []soakSample {
 	start := time.Now()
 	every := max(dur/30, 5*time.Second)
-	var samples []soakSample
-	sample := func() soakSample {
-		s := soakSample{at: time.Since(start).Round(time.Second), conns: conns.Load(), runs: runs.Load(), longs: longs.Load()}
-		s.rssKB, s.threads = procStatus(pid)
-		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		s.fds = len(fds)
-		s.maps, s.stale = mapEntries(pid, openCookies(t, p.A))
-		if c, err := api.Dial(sock); err == nil {
-			fl, _ := c.Flows()
-			s.regs = len(fl)
-			c.Close()
-		}
-		return s
-	}
-	samples = append(samples, sample())
+	samples := []soakSample{s.sample(start)}
 	for time.Since(start) < dur {
 		time.Sleep(every)
-		samples = append(samples, sample())
+		samples = append(samples, s.sample(start))
 	}
-	close(stop)
-	wg.Wait()
-	// Every socket is closed: the sweep (every 2 s) must remove every
-	// registration; wait for it (bounded), then the final sample.
-	for i := 0; i < 300 && sample().regs > 0; i++ {
+	close(s.stop)
+	s.wg.Wait()
+	for i := 0; i < 300 && s.sample(start).regs > 0; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	final := sample()
-	samples = append(samples, final)
+	return append(samples, s.sample(start))
+}
 
-	names := map[string]bool{} // the maps whose entries can be counted
+// logSockops logs the daemon's sock_ops counters over the run.
+func (s *soak) logSockops() {
+	st, err := api.Dial(s.sock)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	if r, err := st.Status(); err == nil && len(r.Interfaces) > 0 {
+		ops := r.Interfaces[0].Sockops
+		s.t.Logf("sock_ops over the run: caps set %d, switched to the cap CC %d, background CC %d, rLEDBAT window set %d, downlink caps set %d, closed %d",
+			ops["cap_set"], ops["cc_switch"], ops["bg_cc"], ops["rwnd_set"], ops["coop_rwnd"], ops["closed"])
+	}
+}
+
+// countableMaps names the maps whose entries could be counted in some sample, sorted.
+func countableMaps(samples []soakSample) []string {
+	names := map[string]bool{}
 	for _, s := range samples {
 		for n, v := range s.maps {
 			names[n] = names[n] || v >= 0
@@ -211,15 +264,11 @@ coop:
 		}
 	}
 	sortStrings(cols)
-	if st, err := api.Dial(sock); err == nil {
-		if s, err := st.Status(); err == nil && len(s.Interfaces) > 0 {
-			ops := s.Interfaces[0].Sockops
-			t.Logf("sock_ops over the run: caps set %d, switched to the cap CC %d, background CC %d, rLEDBAT window set %d, downlink caps set %d, closed %d",
-				ops["cap_set"], ops["cc_switch"], ops["bg_cc"], ops["rwnd_set"], ops["coop_rwnd"], ops["closed"])
-		}
-		st.Close()
-	}
-	t.Logf("churn soak %v on a loaded machine: %d connections registered (%d register errors), %d lanes run, %d long flows of %v", dur, final.conns, regErrs.Load(), final.runs, final.longs, soakLongFor)
+	return cols
+}
+
+// logSoakTable logs one row per sample, the maps' entries in cols.
+func logSoakTable(t *testing.T, samples []soakSample, cols []string) {
 	t.Logf("map columns: entries, and /stale (entries of a socket-cookie map whose socket is not open)")
 	t.Logf("%8s %7s %5s %5s %8s %7s %4s %5s  %s", "t", "conns", "runs", "longs", "rss_kB", "threads", "fds", "regs", strings.Join(cols, " "))
 	for _, s := range samples {
@@ -233,7 +282,12 @@ coop:
 		}
 		t.Logf("%8v %7d %5d %5d %8d %7d %4d %5d  %s", s.at, s.conns, s.runs, s.longs, s.rssKB, s.threads, s.fds, s.regs, strings.Join(m, " "))
 	}
-	logRange(t, samples, cols)
+}
+
+// checkSoakEnd: the soak churned, and with every socket closed nothing of
+// them remains (registrations, socket-cookie entries, tuples).
+func checkSoakEnd(t *testing.T, samples []soakSample) {
+	final := samples[len(samples)-1]
 	if final.conns < 1000 {
 		t.Errorf("only %d connections: the soak did not churn", final.conns)
 	}
@@ -251,7 +305,6 @@ coop:
 	if v, ok := final.maps["lanes_tuple"]; ok && v > samples[0].maps["lanes_tuple"] {
 		t.Errorf("lanes_tuple: %d entries with every socket closed, %d before the churn", v, samples[0].maps["lanes_tuple"])
 	}
-	checkFlat(t, samples[:len(samples)-1])
 }
 
 // The long flows: how many run at once, how long each lasts, and the
