@@ -132,20 +132,41 @@ func TestDashboardInBrowser(t *testing.T) {
 	sock := startLanesDaemon(t, p.A, p.LinkA)
 	local, stopFlow := flowAtoB(t, p)
 	key := local + " " + net.JoinHostPort(p.AddrB.String(), "9000")
+	addr := serveDashboard(t, p, sock)
 
+	b := openBrowser(t, chromium)
+	if err := chromedp.Do(b.ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	first := b.waitForPoints(t, key, "flow "+key+" appears", func(n int) bool { return n > 0 })
+	b.waitForPoints(t, key, "flow updates", func(n int) bool { return n > first })
+	checkPage(t, b.ctx, key)
+	if path := os.Getenv("LANES_DASHBOARD_SCREENSHOT"); path != "" {
+		screenshot(t, b.ctx, path)
+	}
+	checkLiveMetrics(t, addr, p.LinkA)
+
+	stopFlow()
+	b.waitForPoints(t, key, "closed flow leaves", func(n int) bool { return n < 0 })
+	b.checkConsole(t)
+}
+
+// serveDashboard serves the dashboard of A's sockets and the daemon at
+// sock on a loopback port, for the test's life; it returns the address.
+func serveDashboard(t *testing.T, p *testutil.Pair, sock string) string {
 	smp, err := tcpmon.New(tcpmon.Config{Interval: 200 * time.Millisecond, NetNSPath: p.A.Path(), NoProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer smp.Close()
+	t.Cleanup(func() { smp.Close() })
 	dc, err := api.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dc.Close()
+	t.Cleanup(func() { dc.Close() })
 	srv := New(Config{Sampler: smp, Daemon: dc})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go func() { _ = srv.Run(ctx) }()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -153,8 +174,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	defer hs.Close()
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
 
+// browser is a headless Chromium for one test, and the errors its console
+// reported.
+type browser struct {
+	ctx         context.Context // bounded: the browser starts and the page polls on a loaded machine
+	stopConsole context.CancelFunc
+	consoleDone chan struct{}
+	mu          sync.Mutex
+	errors      []string
+}
+
+// openBrowser starts Chromium (closed at the test's end) and collects its
+// console's errors and exceptions.
+func openBrowser(t *testing.T, chromium string) *browser {
 	// Chromium puts its profile singleton's socket in a directory of its own
 	// under TMPDIR (org.chromium.Chromium.*) and leaves it when killed, as
 	// the test ends it: both that and the profile go in the test's own
@@ -163,68 +199,81 @@ func TestDashboardInBrowser(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(400, 1000),
 		chromedp.UserDataDir(filepath.Join(browserTmp, "profile")), chromedp.Env("TMPDIR="+browserTmp))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
 	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	// A generous bound: the browser starts and the page polls on a loaded machine.
+	t.Cleanup(bcancel)
 	tctx, tcancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer tcancel()
-	var mu sync.Mutex
-	var consoleErrors []string
-	cctx, ccancel := context.WithCancel(bctx)
-	defer ccancel()
-	consoleDone := make(chan struct{})
+	t.Cleanup(tcancel)
+	b := &browser{ctx: tctx, consoleDone: make(chan struct{})}
+	var cctx context.Context
+	cctx, b.stopConsole = context.WithCancel(bctx)
+	t.Cleanup(b.stopConsole)
 	msgs := chromedp.Console(cctx)
 	go func() {
-		defer close(consoleDone)
+		defer close(b.consoleDone)
 		for m, err := range msgs {
 			if err != nil {
 				return
 			}
 			if m.Type == chromedp.ConsoleError || m.IsException() {
-				mu.Lock()
-				consoleErrors = append(consoleErrors, m.String())
-				mu.Unlock()
+				b.mu.Lock()
+				b.errors = append(b.errors, m.String())
+				b.mu.Unlock()
 			}
 		}
 	}()
-	if err := chromedp.Do(tctx, chromedp.Navigate("http://"+ln.Addr().String()+"/")); err != nil {
-		t.Fatalf("browser: %v", err)
-	}
-	points := func() (int, error) {
-		return chromedp.Run(tctx, chromedp.Evaluate[int](fmt.Sprintf(
+	return b
+}
+
+// waitForPoints polls the page until the flow key's row has a number of
+// points ok accepts (-1: no row); what names the wait in a failure.
+func (b *browser) waitForPoints(t *testing.T, key, what string, ok func(n int) bool) int {
+	for {
+		n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](fmt.Sprintf(
 			`(() => { const r = [...document.querySelectorAll("#flows tbody tr")].find(r => r.dataset.flow === %q); return r ? +r.dataset.points : -1 })()`, key)))
-	}
-	waitFor := func(what string, ok func(n int) bool) int {
-		for {
-			n, err := points()
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if ok(n) {
-				return n
-			}
-			select {
-			case <-tctx.Done():
-				t.Fatalf("%s: not seen (points %d)", what, n)
-			case <-time.After(200 * time.Millisecond):
-			}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok(n) {
+			return n
+		}
+		select {
+		case <-b.ctx.Done():
+			t.Fatalf("%s: not seen (points %d)", what, n)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	first := waitFor("flow "+key+" appears", func(n int) bool { return n > 0 })
-	waitFor("flow updates", func(n int) bool { return n > first })
+}
 
-	laneName, err := chromedp.Run(tctx, chromedp.Evaluate[string](fmt.Sprintf(
+// checkConsole stops collecting and fails on every console error, and if
+// the browser's time ran out.
+func (b *browser) checkConsole(t *testing.T) {
+	b.stopConsole()
+	<-b.consoleDone
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errors {
+		t.Errorf("browser console: %s", e)
+	}
+	if err := b.ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Error(err)
+	}
+}
+
+// checkPage: the flow's row names its lane from the daemon, the page fits
+// a 400 px window, and the legends list the lanes and the flow.
+func checkPage(t *testing.T, ctx context.Context, key string) {
+	laneName, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
 		`[...document.querySelectorAll("#flows tbody tr")].find(r => r.dataset.flow === %q).children[2].textContent`, key)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	overflow, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	legends, err := chromedp.Run(tctx, chromedp.Evaluate[int](`document.querySelectorAll("#lane-legend > span, #flow-legend > span").length`))
+	legends, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#lane-legend > span, #flow-legend > span").length`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,45 +286,35 @@ func TestDashboardInBrowser(t *testing.T) {
 	if legends < 4 {
 		t.Errorf("%d legend entries, want the 3 lanes and the flow", legends)
 	}
-	if path := os.Getenv("LANES_DASHBOARD_SCREENSHOT"); path != "" {
-		if err := chromedp.Do(tctx, chromedp.EmulateViewport(1000, 900), chromedp.Sleep(1500*time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
-		png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+}
 
-	// The live daemon's metrics, as Prometheus scrapes them.
-	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+// screenshot writes the page at 1000 x 900 to path as PNG.
+func screenshot(t *testing.T, ctx context.Context, path string) {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1000, 900), chromedp.Sleep(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLiveMetrics reads the live daemon's metrics, as Prometheus scrapes them.
+func checkLiveMetrics(t *testing.T, addr, link string) {
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	metricsText, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	testutil.PromCheck(t, metricsText)
-	for _, want := range []string{"lanes_daemon_up 1", fmt.Sprintf(`lanes_lane_packets_total{interface=%q,lane="interactive"}`, p.LinkA),
+	for _, want := range []string{"lanes_daemon_up 1", fmt.Sprintf(`lanes_lane_packets_total{interface=%q,lane="interactive"}`, link),
 		`lanes_tcp_flows{lane="interactive"} 1`} {
 		if !strings.Contains(string(metricsText), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
-	}
-
-	stopFlow()
-	waitFor("closed flow leaves", func(n int) bool { return n < 0 })
-
-	ccancel()
-	<-consoleDone
-	mu.Lock()
-	defer mu.Unlock()
-	for _, e := range consoleErrors {
-		t.Errorf("browser console: %s", e)
-	}
-	if err := tctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		t.Error(err)
 	}
 }

@@ -140,69 +140,82 @@ func init() {
 				if err := parseLBE(c, LBEMethods, *methods, *sizes, "upload", *reps); err != nil {
 					return nil, err
 				}
-				r := &Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
-				if err := checkTraces(c); err != nil {
-					return nil, err
-				}
-				dropUnavailable(c, r)
-				var trials []FeedbackTrial
-				bg := 0
-				for _, m := range c.Methods {
-					if m.BG {
-						bg++
-					}
-				}
-				prog := env.NewProgress(c.Reps * bg)
-				for round := 0; round < c.Reps; round++ {
-					for _, m := range c.Methods {
-						if !m.BG {
-							continue
-						}
-						prog.Step("round %d/%d method %s (%s)", round+1, c.Reps, m.ID, m.Name)
-						ft, err := feedbackTrial(ctx, env, c, m)
-						if err != nil {
-							return nil, fmt.Errorf("method %s: %w", m.ID, err)
-						}
-						ft.Round = round
-						trials = append(trials, ft)
-					}
-				}
-				t := Table{Title: "Feedback delay: foreground upload start -> background share below 10%",
-					Columns: []string{"method", "feedback delay, s: " + SpreadName(c.Reps), "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
-				for _, m := range c.Methods {
-					var ds, fg, ne []float64
-					never, cw := 0, 0
-					for _, ft := range trials {
-						if ft.Method != m.ID {
-							continue
-						}
-						if ft.DelayS < 0 {
-							never++
-						} else {
-							ds = append(ds, ft.DelayS)
-						}
-						fg = append(fg, ft.FgS)
-						ne = append(ne, ft.NiceEstS)
-						cw = ft.BgCwnd
-					}
-					if len(fg) == 0 {
-						continue
-					}
-					d := "-"
-					if len(ds) > 0 {
-						d = Summarize(ds).SpreadText("%.2f")
-					}
-					t.Rows = append(t.Rows, []string{"(" + m.ID + ") " + m.Name, d, fmt.Sprintf("%d of %d", never, len(fg)),
-						strconv.Itoa(cw), fmt.Sprintf("%.1f s", Summarize(ne).Mean), fmt.Sprintf("%.2f", Summarize(fg).Mean)})
-				}
-				t.Rows = append(t.Rows, []string{"paper: TCP Nice, w = 65 (analytic)", fmt.Sprintf("%.1f", NiceEstimate(65).Seconds()), "", "65", "1.4 s", ""})
-				r.Tables = []Table{t}
-				r.Data = map[string]any{"trials": trials}
-				r.Notes = append(r.Notes, fmt.Sprintf("foreground: one %d KB upload per trial; bins of %v; links as lbe", c.SizesKB[0], meterBin))
-				r.Duration = time.Since(r.Started)
-				return r, nil
+				return runFeedback(ctx, env, c)
 			}
 		}, Plot: plotFeedback})
+}
+
+// runFeedback runs every background method's trials, round by round, and
+// tabulates the feedback delays.
+func runFeedback(ctx context.Context, env *Env, c *LBEConfig) (*Result, error) {
+	r := &Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
+	if err := checkTraces(c); err != nil {
+		return nil, err
+	}
+	dropUnavailable(c, r)
+	var trials []FeedbackTrial
+	bg := 0
+	for _, m := range c.Methods {
+		if m.BG {
+			bg++
+		}
+	}
+	prog := env.NewProgress(c.Reps * bg)
+	for round := 0; round < c.Reps; round++ {
+		for _, m := range c.Methods {
+			if !m.BG {
+				continue
+			}
+			prog.Step("round %d/%d method %s (%s)", round+1, c.Reps, m.ID, m.Name)
+			ft, err := feedbackTrial(ctx, env, c, m)
+			if err != nil {
+				return nil, fmt.Errorf("method %s: %w", m.ID, err)
+			}
+			ft.Round = round
+			trials = append(trials, ft)
+		}
+	}
+	r.Tables = []Table{feedbackTable(c, trials)}
+	r.Data = map[string]any{"trials": trials}
+	r.Notes = append(r.Notes, fmt.Sprintf("foreground: one %d KB upload per trial; bins of %v; links as lbe", c.SizesKB[0], meterBin))
+	r.Duration = time.Since(r.Started)
+	return r, nil
+}
+
+// feedbackTable is one row per method: its feedback delays' spread, the
+// trials that never yielded, the background's cwnd at the start, TCP
+// Nice's estimate for it and the foreground's time; and the paper's row.
+func feedbackTable(c *LBEConfig, trials []FeedbackTrial) Table {
+	t := Table{Title: "Feedback delay: foreground upload start -> background share below 10%",
+		Columns: []string{"method", "feedback delay, s: " + SpreadName(c.Reps), "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
+	for _, m := range c.Methods {
+		var ds, fg, ne []float64
+		never, cw := 0, 0
+		for _, ft := range trials {
+			if ft.Method != m.ID {
+				continue
+			}
+			if ft.DelayS < 0 {
+				never++
+			} else {
+				ds = append(ds, ft.DelayS)
+			}
+			fg = append(fg, ft.FgS)
+			ne = append(ne, ft.NiceEstS)
+			cw = ft.BgCwnd
+		}
+		if len(fg) == 0 {
+			continue
+		}
+		d := "-"
+		if len(ds) > 0 {
+			d = Summarize(ds).SpreadText("%.2f")
+		}
+		t.Rows = append(t.Rows, []string{"(" + m.ID + ") " + m.Name, d, fmt.Sprintf("%d of %d", never, len(fg)),
+			strconv.Itoa(cw), fmt.Sprintf("%.1f s", Summarize(ne).Mean), fmt.Sprintf("%.2f", Summarize(fg).Mean)})
+	}
+	t.Rows = append(t.Rows, []string{"paper: TCP Nice, w = 65 (analytic)", fmt.Sprintf("%.1f", NiceEstimate(65).Seconds()), "", "65", "1.4 s", ""})
+	return t
 }
 
 func feedbackTrial(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (FeedbackTrial, error) {
