@@ -117,6 +117,25 @@ func selfCgroupID(t *testing.T) (uint64, bool) {
 
 func TestClassifier(t *testing.T) {
 	objs := loadForTest(t)
+	put := fillClassifierMaps(t, objs)
+	for _, tc := range classifierCases(t, objs.ClassifierMaps, put) {
+		t.Run(tc.name, func(t *testing.T) { runClassifierCase(t, objs, tc) })
+	}
+}
+
+// classifierCase is one packet run through the classifier, and the
+// counter it must land in.
+type classifierCase struct {
+	name  string
+	data  []byte
+	setup func() // changes maps before the run, undone by itself if needed
+	lane  lane.Lane
+	kind  Kind
+}
+
+// fillClassifierMaps installs the flows, DSCP and destination rules the
+// cases expect, and returns a map writer for the cases' own setups.
+func fillClassifierMaps(t *testing.T, objs *ClassifierObjects) func(mp *ebpf.Map, k any, l lane.Lane) {
 	m := objs.ClassifierMaps
 	put := func(mp *ebpf.Map, k any, l lane.Lane) {
 		t.Helper()
@@ -145,6 +164,11 @@ func TestClassifier(t *testing.T) {
 	dst("10.77.1.0/24", 0, lane.Realtime)
 	dst("fd00:77::/32", 0, lane.Background)
 	flow(FlowKey(anySrc, netip.MustParseAddr("10.77.1.9"), 80, 5000, 6), lane.Interactive)
+	return put
+}
+
+// classifierCases: every rule kind, their precedence, and malformed packets.
+func classifierCases(t *testing.T, m ClassifierMaps, put func(mp *ebpf.Map, k any, l lane.Lane)) []classifierCase {
 	d4 := func(a string, dport uint16) []byte {
 		return pkt{src: v4src, dst: netip.MustParseAddr(a), sport: 5000, dport: dport, proto: 6}.build()
 	}
@@ -153,13 +177,7 @@ func TestClassifier(t *testing.T) {
 	tcp6 := pkt{src: v6src, dst: v6dst, sport: 5000, dport: 443, proto: 6}
 	with := func(p pkt, f func(*pkt)) pkt { f(&p); return p }
 
-	cases := []struct {
-		name  string
-		data  []byte
-		setup func() // changes maps before the run, undone by itself if needed
-		lane  lane.Lane
-		kind  Kind
-	}{
+	cases := []classifierCase{
 		{name: "v4 tuple tcp", data: tcp4.build(), lane: lane.Background, kind: KindTuple},
 		{name: "v4 tuple any proto (udp)", data: pkt{src: v4src, dst: v4dst, sport: 4001, dport: 4000, proto: 17}.build(), lane: lane.Realtime, kind: KindTuple},
 		{name: "v4 tuple any proto (tcp)", data: pkt{src: v4src, dst: v4dst, sport: 4001, dport: 4000, proto: 6}.build(), lane: lane.Realtime, kind: KindTuple},
@@ -205,51 +223,47 @@ func TestClassifier(t *testing.T) {
 	}
 	if id, ok := selfCgroupID(t); ok {
 		cases = append(cases,
-			struct {
-				name  string
-				data  []byte
-				setup func()
-				lane  lane.Lane
-				kind  Kind
-			}{name: "cgroup of socket beats uid", data: with(tcp4, func(p *pkt) { p.sport = 3 }).build(),
+			classifierCase{name: "cgroup of socket beats uid", data: with(tcp4, func(p *pkt) { p.sport = 3 }).build(),
 				setup: func() { put(m.LanesCgroup, id, lane.Background) }, lane: lane.Background, kind: KindCgroup})
 	} else {
 		t.Log("no cgroup v2 id for this process: cgroup case skipped")
 	}
 
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.setup != nil {
-				tc.setup()
-			}
-			before, err := ReadStats(m.LanesClsStats)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ret, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: tc.data})
-			if err != nil {
-				t.Fatalf("run: %v", err)
-			}
-			if ret != 0 { // TC_ACT_OK
-				t.Errorf("return code %d, want TC_ACT_OK", ret)
-			}
-			after, err := ReadStats(m.LanesClsStats)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := StatsIndex(tc.kind, tc.lane)
-			for i := range after {
-				dp := after[i].Packets - before[i].Packets
-				db := after[i].Bytes - before[i].Bytes
-				k, l := Kind(i/abi.LaneSlots), lane.Lane(i%abi.LaneSlots)
-				switch {
-				case uint32(i) == want && (dp != 1 || db != uint64(len(tc.data))):
-					t.Errorf("counter %s/%s: +%d packets +%d bytes, want +1 and +%d", k, l, dp, db, len(tc.data))
-				case uint32(i) != want && dp != 0:
-					t.Errorf("counter %s/%s: +%d packets, want 0 (expected %s/%s, class %#x)", k, l, dp, tc.kind, tc.lane, tc.lane.ClassID())
-				}
-			}
-		})
+	return cases
+}
+
+// runClassifierCase runs tc's packet and checks that exactly its counter moved.
+func runClassifierCase(t *testing.T, objs *ClassifierObjects, tc classifierCase) {
+	m := objs.ClassifierMaps
+	if tc.setup != nil {
+		tc.setup()
+	}
+	before, err := ReadStats(m.LanesClsStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: tc.data})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if ret != 0 { // TC_ACT_OK
+		t.Errorf("return code %d, want TC_ACT_OK", ret)
+	}
+	after, err := ReadStats(m.LanesClsStats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StatsIndex(tc.kind, tc.lane)
+	for i := range after {
+		dp := after[i].Packets - before[i].Packets
+		db := after[i].Bytes - before[i].Bytes
+		k, l := Kind(i/abi.LaneSlots), lane.Lane(i%abi.LaneSlots)
+		switch {
+		case uint32(i) == want && (dp != 1 || db != uint64(len(tc.data))):
+			t.Errorf("counter %s/%s: +%d packets +%d bytes, want +1 and +%d", k, l, dp, db, len(tc.data))
+		case uint32(i) != want && dp != 0:
+			t.Errorf("counter %s/%s: +%d packets, want 0 (expected %s/%s, class %#x)", k, l, dp, tc.kind, tc.lane, tc.lane.ClassID())
+		}
 	}
 }
 
