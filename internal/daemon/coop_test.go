@@ -476,23 +476,24 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	t.Logf("three daemons agree on downlink N=3 with caps on every download %v after the downloads started (%v of it polling)",
 		time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
 
-	// Samples are checked against the caps in force over the grace before
-	// them: wait until the first caps are older than that.
+	checkServerSeesDownCaps(t, lan, socks)
+	checkMonitorShowsDownCap(t, lan, socks)
+	downCapChanges(t, socks)
+
+	// A host whose download ends leaves the downlink group: the others see
+	// N=2 (after an interval without data).
+	_ = gets[2].cmd.Process.Kill()
+	_ = gets[2].cmd.Wait()
+	waitCoop(t, "downlink N=2 after host 2's download ended", socks[:2], func(st coop.Status) bool { return st.Down.N == 2 })
+}
+
+// checkServerSeesDownCaps: the server's monitor sees every capped
+// download's window at or below the downlink cap in force when sampled.
+// Samples are checked against the caps in force over the grace before
+// them: wait until the first caps are older than that.
+func checkServerSeesDownCaps(t *testing.T, lan *testutil.LAN, socks []string) {
 	time.Sleep(capActGrace + 300*time.Millisecond)
-	out, err := lan.Switch.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
-		"--sport", "8080").Output()
-	if err != nil {
-		t.Fatalf("lanes monitor on the server: %v", err)
-	}
-	var samples []monitoredWnd
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var f monitoredWnd
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			t.Fatalf("monitor line %q: %v", sc.Text(), err)
-		}
-		samples = append(samples, f)
-	}
+	samples := serverWindows(t, lan)
 	checked := 0
 	for i := range lan.Hosts {
 		st := coopStatus(t, socks[i])
@@ -531,8 +532,31 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	if checked == 0 {
 		t.Fatalf("the server's monitor saw none of the capped downloads (%d samples)", len(samples))
 	}
-	// the receiving host's `lanes monitor` shows the download's cap
-	out, err = lan.Hosts[0].Command(lanesBin, "monitor", "--json", "--count", "3", "--interval", "50ms",
+}
+
+// serverWindows samples the server's sockets of port 8080 with `lanes
+// monitor` (10 samples, 50 ms apart): what window each sender sees.
+func serverWindows(t *testing.T, lan *testutil.LAN) []monitoredWnd {
+	out, err := lan.Switch.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
+		"--sport", "8080").Output()
+	if err != nil {
+		t.Fatalf("lanes monitor on the server: %v", err)
+	}
+	var samples []monitoredWnd
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var f monitoredWnd
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			t.Fatalf("monitor line %q: %v", sc.Text(), err)
+		}
+		samples = append(samples, f)
+	}
+	return samples
+}
+
+// checkMonitorShowsDownCap: the receiving host's `lanes monitor` shows the download's cap.
+func checkMonitorShowsDownCap(t *testing.T, lan *testutil.LAN, socks []string) {
+	out, err := lan.Hosts[0].Command(lanesBin, "monitor", "--json", "--count", "3", "--interval", "50ms",
 		"--socket", socks[0], "--dport", "8080").Output()
 	if err != nil {
 		t.Fatalf("lanes monitor on host 0: %v", err)
@@ -540,13 +564,6 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	if !bytes.Contains(out, []byte(`"rwnd_cap_bytes":`)) {
 		t.Errorf("lanes monitor on host 0 shows no downlink cap:\n%s", out)
 	}
-	downCapChanges(t, socks)
-
-	// A host whose download ends leaves the downlink group: the others see
-	// N=2 (after an interval without data).
-	_ = gets[2].cmd.Process.Kill()
-	_ = gets[2].cmd.Wait()
-	waitCoop(t, "downlink N=2 after host 2's download ended", socks[:2], func(st coop.Status) bool { return st.Down.N == 2 })
 }
 
 // downCapChanges logs how often the downlink caps changed over a few
