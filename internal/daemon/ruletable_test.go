@@ -95,20 +95,24 @@ func TestRuleTableThroughClassifier(t *testing.T) {
 	if root == "" {
 		t.Skip("needs cgroup v2")
 	}
-	self := selfCgroup(t)
-	cgID := func(rel string) (uint64, error) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(filepath.Join(root, rel), &st); err != nil {
-			return 0, err
-		}
-		return st.Ino, nil
+	for i, tc := range ruleTableCases(selfCgroup(t)) {
+		t.Run(tc.name, func(t *testing.T) { runRuleTableCase(t, root, fmt.Sprintf("rt%d", i), tc) })
 	}
+}
+
+// ruleTableCase is a policy's rules and the packets they must classify,
+// or the field its refusal must name.
+type ruleTableCase struct {
+	name, rules string // rules: YAML list items; dscp: section after
+	refused     string // part of the refusal, "" = accepted
+	pkts        []pktCase
+}
+
+// ruleTableCases: every rule kind, their precedence, and the refusals;
+// self is this process's cgroup.
+func ruleTableCases(self string) []ruleTableCase {
 	bg, rt, in := lane.Background, lane.Realtime, lane.Interactive
-	for i, tc := range []struct {
-		name, rules string // rules: YAML list items; dscp: section after
-		refused     string // part of the refusal, "" = accepted
-		pkts        []pktCase
-	}{
+	return []ruleTableCase{
 		{"dst prefix, any port", "  - {lane: background, dst: 10.77.0.0/16}\n", "", []pktCase{
 			{frame("10.77.1.1", 5000, 80, 0), bg, classifier.KindDst},
 			{frame("10.78.1.1", 5000, 80, 0), in, classifier.KindDefault}}},
@@ -152,47 +156,57 @@ func TestRuleTableThroughClassifier(t *testing.T) {
 		{"src without the tuple refused", "  - {lane: background, dst: 10.77.0.0/16, src: 10.99.0.1}\n", "rules[0].src", nil},
 		{"src of another family refused", "  - {lane: background, dst: 10.77.1.1, dport: 443, sport: 5000, src: 'fd00:99::1'}\n", "rules[0].src", nil},
 		{"sport without dport refused", "  - {lane: background, dst: 10.77.1.1, sport: 5000}\n", "rules[0].sport", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			text := "interfaces: [{name: not-here}]\nrules:\n" + tc.rules
-			pol, err := policy.Parse("table.yaml", []byte(text))
-			if tc.refused != "" {
-				var pe *policy.Error
-				if !errors.As(err, &pe) || pe.Field != tc.refused || pe.Line != 3 {
-					t.Fatalf("want refused at table.yaml:3: %s, got %v", tc.refused, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns := testutil.NewNetNS(t)
-			e := env{
-				openHost: func(c datapath.HostConfig) (datapath.HostAPI, error) {
-					var h datapath.HostAPI
-					err := ns.Run(func() (err error) { h, err = datapath.OpenHost(c); return err })
-					return h, err
-				},
-				links:    &world{links: map[string]int{}},
-				cgroupID: cgID,
-				watch:    func(ctx context.Context, _ func()) error { <-ctx.Done(); return nil },
-			}
-			d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, fmt.Sprintf("rt%d", i), pol, e)
-			d.cgroups.root = root
-			if err := d.install(); err != nil {
-				t.Fatal(err)
-			}
-			defer d.uninstall()
-			h := d.host.(*datapath.Host)
-			for j, p := range tc.pkts {
-				l, k, err := h.TryClassify(p.pkt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if l != p.lane || k != p.kind {
-					t.Errorf("packet %d: %s by %s, want %s by %s", j, l, k, p.lane, p.kind)
-				}
-			}
-		})
+	}
+}
+
+// runRuleTableCase parses tc's policy and, if accepted, installs it in a
+// daemon named name on a fresh namespace, then runs its packets through
+// the classifier.
+func runRuleTableCase(t *testing.T, root, name string, tc ruleTableCase) {
+	cgID := func(rel string) (uint64, error) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(root, rel), &st); err != nil {
+			return 0, err
+		}
+		return st.Ino, nil
+	}
+	text := "interfaces: [{name: not-here}]\nrules:\n" + tc.rules
+	pol, err := policy.Parse("table.yaml", []byte(text))
+	if tc.refused != "" {
+		var pe *policy.Error
+		if !errors.As(err, &pe) || pe.Field != tc.refused || pe.Line != 3 {
+			t.Fatalf("want refused at table.yaml:3: %s, got %v", tc.refused, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testutil.NewNetNS(t)
+	e := env{
+		openHost: func(c datapath.HostConfig) (datapath.HostAPI, error) {
+			var h datapath.HostAPI
+			err := ns.Run(func() (err error) { h, err = datapath.OpenHost(c); return err })
+			return h, err
+		},
+		links:    &world{links: map[string]int{}},
+		cgroupID: cgID,
+		watch:    func(ctx context.Context, _ func()) error { <-ctx.Done(); return nil },
+	}
+	d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, name, pol, e)
+	d.cgroups.root = root
+	if err := d.install(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.uninstall()
+	h := d.host.(*datapath.Host)
+	for j, p := range tc.pkts {
+		l, k, err := h.TryClassify(p.pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l != p.lane || k != p.kind {
+			t.Errorf("packet %d: %s by %s, want %s by %s", j, l, k, p.lane, p.kind)
+		}
 	}
 }
