@@ -63,55 +63,85 @@ func pinnedPathGC(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Enabled, cfg.Rate = true, 1_000_000_000
 	cfg.Socket = filepath.Join(os.Getenv("LANES_PIN_CHILD"), "rt.sock")
-	var traceMu sync.Mutex
-	var traced int
-	l := runLane(t, cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTrace(func(Event) {
-		traceMu.Lock()
-		traced++
-		traceMu.Unlock()
-	}))
+	var traced atomic.Int64
+	l := runLane(t, cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithTrace(func(Event) { traced.Add(1) }))
 
-	var stop atomic.Bool
+	stopStress := gcStress(l)
+	want := sendPinned(t, cfg.Socket, rx.Addr, clients, perClient)
+	stopStress()
+	if want == 0 {
+		t.Fatalf("nothing admitted")
+	}
+	// Every admitted datagram leaves the queue, sent or reported, and is
+	// traced twice (admission, release or drop); the releaser's trace
+	// events follow its counters, after its pinned section.
+	var st Snapshot
+	n := 0
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		st, n = l.Stats(), int(traced.Load())
+		if st.Depth == 0 && int(st.Totals.Sent+st.Totals.DroppedLate+st.Totals.SendErrors) == want && n >= 2*want {
+			break
+		}
+	}
+	if got := st.Totals.Sent + st.Totals.DroppedLate + st.Totals.SendErrors; int(got) != want || st.Totals.Admitted != uint64(want) {
+		t.Errorf("admitted %d (lane: %d), left the queue %d (%+v)", want, st.Totals.Admitted, got, st.Totals)
+	}
+	if n < 2*want {
+		t.Errorf("%d trace events for %d admitted datagrams, want admission and release of each", n, want)
+	}
+}
+
+// gcStress runs stop-the-world collections again and again, takes the
+// lane's lock from a normal goroutine, and makes garbage so collections
+// also start on their own, until the returned function is called.
+func gcStress(l *Lane) (stop func()) {
+	var done atomic.Bool
 	var bg sync.WaitGroup
 	bg.Add(3)
-	go func() { // stop-the-world, again and again
+	go func() {
 		defer bg.Done()
-		for !stop.Load() {
+		for !done.Load() {
 			runtime.GC()
 		}
 	}()
-	go func() { // the lane's lock from a normal goroutine
+	go func() {
 		defer bg.Done()
-		for !stop.Load() {
+		for !done.Load() {
 			_ = l.Stats()
 		}
 	}()
-	go func() { // garbage, so collections also start on their own
+	go func() {
 		defer bg.Done()
 		var keep [][]byte
-		for !stop.Load() {
+		for !done.Load() {
 			keep = append(keep, make([]byte, 4096))
 			if len(keep) > 256 {
 				keep = nil
 			}
 		}
 	}()
+	return func() { done.Store(true); bg.Wait() }
+}
 
+// sendPinned runs clients, each on a thread of its own as a realtime
+// client has, sending perClient datagrams through the lane at socket to
+// dst; it returns how many were admitted.
+func sendPinned(t *testing.T, socket string, dst netip.AddrPort, clients, perClient int) int {
 	var wg sync.WaitGroup
 	admitted := make([]int, clients)
 	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread() // a thread of its own, as a realtime client has
-			c, err := rtclient.Dial(cfg.Socket)
+			runtime.LockOSThread()
+			c, err := rtclient.Dial(socket)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			defer c.Close()
 			for range perClient {
-				res, err := c.SendWithin(uint32(i+1), rx.Addr, time.Second, []byte("pinned"))
+				res, err := c.SendWithin(uint32(i+1), dst, time.Second, []byte("pinned"))
 				if err != nil {
 					t.Errorf("client %d: %v", i, err)
 					return
@@ -123,31 +153,9 @@ func pinnedPathGC(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	stop.Store(true)
-	bg.Wait()
-
-	want := admitted[0] + admitted[1]
-	if want == 0 {
-		t.Fatalf("nothing admitted")
+	sum := 0
+	for _, a := range admitted {
+		sum += a
 	}
-	// Every admitted datagram leaves the queue, sent or reported, and is
-	// traced twice (admission, release or drop); the releaser's trace
-	// events follow its counters, after its pinned section.
-	var st Snapshot
-	n := 0
-	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		st = l.Stats()
-		traceMu.Lock()
-		n = traced
-		traceMu.Unlock()
-		if st.Depth == 0 && int(st.Totals.Sent+st.Totals.DroppedLate+st.Totals.SendErrors) == want && n >= 2*want {
-			break
-		}
-	}
-	if got := st.Totals.Sent + st.Totals.DroppedLate + st.Totals.SendErrors; int(got) != want || st.Totals.Admitted != uint64(want) {
-		t.Errorf("admitted %d (lane: %d), left the queue %d (%+v)", want, st.Totals.Admitted, got, st.Totals)
-	}
-	if n < 2*want {
-		t.Errorf("%d trace events for %d admitted datagrams, want admission and release of each", n, want)
-	}
+	return sum
 }
