@@ -41,44 +41,7 @@ func TestYieldPerInterface(t *testing.T) {
 	})
 	c.Do(t, func() error { return upAddr("vc2", addrC) })
 
-	var h *Host
-	idx := map[string]int{}
-	// background sockets keep CUBIC where capcc enforces the clamp on it
-	// (no LEDBAT++: on a loaded machine scheduling delay reads as queueing
-	// delay to LEDBAT++ and can keep its cwnd small); without capcc (5.10-
-	// 5.12: no kfunc calls) they run LEDBAT++, which enforces the clamp
-	// itself, as the daemon's background sockets do there
-	target := time.Duration(-1)
-	if capcc.Probe() != nil {
-		target = 0
-	}
-	p.A.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target}); err != nil {
-			return err
-		}
-		t.Cleanup(func() { h.Close() })
-		for _, name := range []string{p.LinkA, "va2"} {
-			e, err := OpenEgress(h, EgressConfig{Interface: name})
-			if err != nil {
-				return err
-			}
-			t.Cleanup(func() { e.Close() })
-			l, err := netlink.LinkByName(name)
-			if err != nil {
-				return err
-			}
-			idx[name] = l.Attrs().Index
-		}
-		return nil
-	})
-	if h.ops == nil || (h.cc == nil && h.bg == nil) {
-		t.Skipf("no sock_ops, or no congestion control that enforces the yield's clamp (capcc, LEDBAT++) here: %v", h.Capabilities())
-	}
-	if h.cc != nil {
-		t.Logf("the yield's clamp enforced by %s on CUBIC sockets", h.cc.Name)
-	} else {
-		t.Logf("no capcc (%s): the yield's clamp enforced by LEDBAT++ (%s)", h.off[CapCapCC], h.bg.Name)
-	}
+	h, idx := openTwoEgress(t, p.A, p.LinkA, "va2")
 	// every socket of root (this test) is background
 	if err := h.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
@@ -100,25 +63,7 @@ func TestYieldPerInterface(t *testing.T) {
 
 	for _, pair := range [][2]string{{p.LinkA, "va2"}, {"va2", p.LinkA}} {
 		held, other := pair[0], pair[1]
-		if err := h.SetYield(idx[held], true); err != nil {
-			t.Fatal(err)
-		}
-		took, cw := waitCwnd(t, up[held], 10*time.Second, func(cw uint32) bool { return cw <= 2 })
-		if cw > 2 {
-			t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
-		}
-		t.Logf("yield on %s: its upload at cwnd %d after %v", held, cw, took)
-		if peak := peakCwnd(t, up[other], 300*time.Millisecond); peak <= 10 {
-			t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
-		}
-		// PRR's one segment in CWR/Recovery, as after the SIGKILL below
-		// (seen on 5.10, where LEDBAT++ enforces the clamp: a peak of 3)
-		if peak, prr := peakOutsidePRR(t, up[held], 300*time.Millisecond); peak > 2 || prr > 3 {
-			t.Errorf("yield on %s: its upload's cwnd peaked at %d (%d in CWR/Recovery)", held, peak, prr)
-		}
-		if err := h.SetYield(idx[held], false); err != nil {
-			t.Fatal(err)
-		}
+		checkYieldHolds(t, h, idx[held], held, other, up[held], up[other])
 		grown(held)
 	}
 	hs, err := h.Stats()
@@ -127,6 +72,76 @@ func TestYieldPerInterface(t *testing.T) {
 	}
 	if hs.Sockops["yield"] == 0 {
 		t.Errorf("sock_ops counted no yield: %v", hs.Sockops)
+	}
+}
+
+// openTwoEgress opens a host in ns with an egress on each of two links and
+// returns it with the links' ifindexes. Background sockets keep CUBIC where
+// capcc enforces the yield's clamp on it (no LEDBAT++: on a loaded machine
+// scheduling delay reads as queueing delay to LEDBAT++ and can keep its
+// cwnd small); without capcc (5.10-5.12: no kfunc calls) they run
+// LEDBAT++, which enforces the clamp itself, as the daemon's background
+// sockets do there.
+func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, map[string]int) {
+	var h *Host
+	idx := map[string]int{}
+	target := time.Duration(-1)
+	if capcc.Probe() != nil {
+		target = 0
+	}
+	ns.Do(t, func() (err error) {
+		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target}); err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		for _, name := range links {
+			e, err := OpenEgress(h, EgressConfig{Interface: name})
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { e.Close() })
+			l, err := netlink.LinkByName(name)
+			if err != nil {
+				return err
+			}
+			idx[name] = l.Attrs().Index
+		}
+		return nil
+	})
+	if h.ops == nil || (h.cc == nil && h.bg == nil) {
+		t.Skipf("no sock_ops, or no congestion control that enforces the yield's clamp (capcc, LEDBAT++) here: %v", h.Capabilities())
+	}
+	if h.cc != nil {
+		t.Logf("the yield's clamp enforced by %s on CUBIC sockets", h.cc.Name)
+	} else {
+		t.Logf("no capcc (%s): the yield's clamp enforced by LEDBAT++ (%s)", h.off[CapCapCC], h.bg.Name)
+	}
+	return h, idx
+}
+
+// checkYieldHolds: a yield on the interface held (ifindex) brings its
+// background upload to 2 segments and keeps it there, while the upload by
+// the interface other keeps going; then the yield ends.
+func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, heldConn, otherConn *net.TCPConn) {
+	t.Helper()
+	if err := h.SetYield(ifindex, true); err != nil {
+		t.Fatal(err)
+	}
+	took, cw := waitCwnd(t, heldConn, 10*time.Second, func(cw uint32) bool { return cw <= 2 })
+	if cw > 2 {
+		t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
+	}
+	t.Logf("yield on %s: its upload at cwnd %d after %v", held, cw, took)
+	if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
+		t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
+	}
+	// PRR's one segment in CWR/Recovery, as after the SIGKILL below
+	// (seen on 5.10, where LEDBAT++ enforces the clamp: a peak of 3)
+	if peak, prr := peakOutsidePRR(t, heldConn, 300*time.Millisecond); peak > 2 || prr > 3 {
+		t.Errorf("yield on %s: its upload's cwnd peaked at %d (%d in CWR/Recovery)", held, peak, prr)
+	}
+	if err := h.SetYield(ifindex, false); err != nil {
+		t.Fatal(err)
 	}
 }
 
