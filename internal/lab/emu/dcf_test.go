@@ -213,6 +213,42 @@ func TestDCFMedium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	links, order := drainDCFLinks(t, m, sizes, per)
+	got := m.Stats()
+	want, model := modelDCFRounds(sizes, per)
+	got.Idle, got.Elapsed = 0, got.Elapsed-got.Idle // an idle stretch since the end may be counted
+	if got != model {
+		t.Errorf("medium %+v\nmodel  %+v", got, model)
+	}
+	if len(order) != len(want) {
+		t.Fatalf("%d delivered, model %d", len(order), len(want))
+	}
+	share := make([]int, len(sizes))
+	for k := range order {
+		if order[k] != want[k] {
+			t.Fatalf("delivery %d from %d, model %d", k, order[k], want[k])
+		}
+		if k < len(order)/2 {
+			share[order[k]]++
+		}
+	}
+	for i, n := range share {
+		if n < len(order)/2/len(sizes)/2 {
+			t.Errorf("contender %d had %d of the first %d frames: %v", i, n, len(order)/2, share)
+		}
+		s := links[i].Stats()
+		if s.OutPackets+s.DropRetry != per || s.DropTail != 1 {
+			t.Errorf("link %d: %+v", i, s)
+		}
+	}
+	t.Logf("shares of the first half %v, %+v", share, got)
+}
+
+// drainDCFLinks fills one link per size on medium m with per frames of
+// that size (checking the queue limit), runs them until every frame was
+// sent or dropped, and returns the links and the order in which their
+// frames were delivered (the link's index).
+func drainDCFLinks(t *testing.T, m *DCF, sizes []int, per int) ([]*Link, []int) {
 	var mu sync.Mutex
 	var order []int
 	links := make([]*Link, len(sizes))
@@ -249,9 +285,14 @@ func TestDCFMedium(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	got := m.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	return links, append([]int(nil), order...)
+}
 
-	// The same rounds in the model alone.
+// modelDCFRounds plays the same rounds in the model alone: the winners in
+// order, and the model's statistics.
+func modelDCFRounds(sizes []int, per int) ([]int, DCFStats) {
 	c, _ := newDCFCore(DCFConfig{Rate: 20e6, Seed: 5})
 	left := make([]int, len(sizes))
 	var want []int
@@ -276,32 +317,5 @@ func TestDCFMedium(t *testing.T) {
 			left[i]--
 		}
 	}
-	got.Idle, got.Elapsed = 0, got.Elapsed-got.Idle // an idle stretch since the end may be counted
-	if got != c.stats {
-		t.Errorf("medium %+v\nmodel  %+v", got, c.stats)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(order) != len(want) {
-		t.Fatalf("%d delivered, model %d", len(order), len(want))
-	}
-	share := make([]int, len(sizes))
-	for k := range order {
-		if order[k] != want[k] {
-			t.Fatalf("delivery %d from %d, model %d", k, order[k], want[k])
-		}
-		if k < len(order)/2 {
-			share[order[k]]++
-		}
-	}
-	for i, n := range share {
-		if n < len(order)/2/len(sizes)/2 {
-			t.Errorf("contender %d had %d of the first %d frames: %v", i, n, len(order)/2, share)
-		}
-		s := links[i].Stats()
-		if s.OutPackets+s.DropRetry != per || s.DropTail != 1 {
-			t.Errorf("link %d: %+v", i, s)
-		}
-	}
-	t.Logf("shares of the first half %v, %+v", share, got)
+	return want, c.stats
 }
