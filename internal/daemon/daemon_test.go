@@ -348,34 +348,8 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			time.Sleep(time.Second)
 
 			d, sock := startDaemon(t, p.A, shapedPolicy(p.LinkA))
-			switch how {
-			case "run":
-				b, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
-			case "register":
-				var sport int
-				b, sport = bulk(t, p.A, base)
-				out, err := p.A.Command(lanesBin, "register", "--socket", sock, "--lane", "background",
-					"--dst", fmt.Sprintf("%s:8080", p.AddrB), "--sport", fmt.Sprint(sport)).CombinedOutput()
-				if err != nil {
-					t.Fatalf("register: %v %s", err, out)
-				}
-			}
-			// Background alone, by the daemon's count of its lane. The claim
-			// is work conservation, so the rate is read over 1 s windows
-			// until one reaches 80 % of the idle upload's rate (15 s at
-			// most), not over a fixed
-			// window: the bulk flow starts (and, registered, turns
-			// background) under the yield (2 segments until 500 ms after
-			// the last foreground activity, its own connection included)
-			// and LEDBAT++ ramps up from there, slower on a loaded machine
-			// (6.9-9.1 Mbit/s measured in [3 s, 7 s)).
-			bgRate, windows := 0.0, []float64(nil)
-			for end := time.Now().Add(15 * time.Second); bgRate < 0.8*idleRate && time.Now().Before(end); {
-				bg0 := laneBytes(t, sock, "background")
-				time.Sleep(time.Second)
-				windows = append(windows, float64(laneBytes(t, sock, "background")-bg0)*8/1e6)
-				bgRate = max(bgRate, windows[len(windows)-1]*1e6)
-			}
+			b = backgroundBulk(t, p, base, sock, how)
+			bgRate, windows := bestBackgroundRate(t, sock, idleRate)
 			t.Logf("background alone, 1 s windows: %.2f Mbit/s", windows)
 			stop := testutil.Watchdog(t, 30*time.Second, "requests under the background lane", func() string {
 				st, _ := p.A.Command(lanesBin, "status", "--socket", sock).CombinedOutput()
@@ -413,6 +387,45 @@ func TestBackgroundLaneUnderLoad(t *testing.T) {
 			d.stop(t, syscall.SIGTERM)
 		})
 	}
+}
+
+// backgroundBulk starts a bulk upload to base in the background lane, by
+// `lanes run` (how = "run") or registered after its start ("register").
+func backgroundBulk(t *testing.T, p *testutil.Path, base, sock, how string) *proc {
+	var b *proc
+	switch how {
+	case "run":
+		b, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	case "register":
+		var sport int
+		b, sport = bulk(t, p.A, base)
+		out, err := p.A.Command(lanesBin, "register", "--socket", sock, "--lane", "background",
+			"--dst", fmt.Sprintf("%s:8080", p.AddrB), "--sport", fmt.Sprint(sport)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("register: %v %s", err, out)
+		}
+	}
+	return b
+}
+
+// bestBackgroundRate: background alone, by the daemon's count of its
+// lane. The claim is work conservation, so the rate is read over 1 s
+// windows until one reaches 80 % of the idle upload's rate (15 s at most),
+// not over a fixed window: the bulk flow starts (and, registered, turns
+// background) under the yield (2 segments until 500 ms after the last
+// foreground activity, its own connection included) and LEDBAT++ ramps up
+// from there, slower on a loaded machine (6.9-9.1 Mbit/s measured in
+// [3 s, 7 s)). It returns the best window's rate, bit/s, and every
+// window's, Mbit/s.
+func bestBackgroundRate(t *testing.T, sock string, idleRate float64) (float64, []float64) {
+	bgRate, windows := 0.0, []float64(nil)
+	for end := time.Now().Add(15 * time.Second); bgRate < 0.8*idleRate && time.Now().Before(end); {
+		bg0 := laneBytes(t, sock, "background")
+		time.Sleep(time.Second)
+		windows = append(windows, float64(laneBytes(t, sock, "background")-bg0)*8/1e6)
+		bgRate = max(bgRate, windows[len(windows)-1]*1e6)
+	}
+	return bgRate, windows
 }
 
 // leftovers lists what of lanes is still installed in ns on link: an HTB root
