@@ -190,7 +190,10 @@ func (d *Daemon) restoreNested() error {
 		if err := datapath.MoveProcs(dir, filepath.Dir(dir)); err != nil {
 			errs = append(errs, err)
 		}
-		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		// a process killed just before (a scope stopped) leaves its group
+		// only once it has exited: on 5.10 in qemu the group was still busy
+		// when the daemon stopped right after a scope kill
+		if err := datapath.RemoveCgroup(dir, true); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
 			continue
 		}

@@ -209,7 +209,7 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 				errs = append(errs, err)
 			}
 		}
-		if err := rmdirCgroup(dir, evict); err != nil {
+		if err := RemoveCgroup(dir, evict); err != nil {
 			if errors.Is(err, unix.EBUSY) && !evict {
 				busy = true
 				continue
@@ -225,10 +225,11 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 	return errors.Join(errs...)
 }
 
-// rmdirCgroup removes a cgroup directory. A process that was just killed
+// RemoveCgroup removes a cgroup directory. A process that was just killed
 // stays in its cgroup until it has finished exiting, and rmdir says EBUSY
-// meanwhile: when evicting, wait for such stragglers up to a second.
-func rmdirCgroup(dir string, wait bool) error {
+// meanwhile: with wait (its processes were moved out), wait for such
+// stragglers up to a second.
+func RemoveCgroup(dir string, wait bool) error {
 	deadline := time.Now().Add(time.Second)
 	for {
 		err := unix.Rmdir(dir)
