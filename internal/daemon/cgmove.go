@@ -11,8 +11,10 @@
 // own groups (/lanes.<instance>/<lane>), as before.
 //
 //   - stop: every nested group's processes go back to its parent — where they
-//     came from — and the group is removed; the instance's own groups return
-//     theirs to the root cgroup, where they came from.
+//     came from — and the group is removed (waiting up to a second for a
+//     process killed just before, which leaves only once it has exited);
+//     the instance's own groups return theirs to the root cgroup, where
+//     they came from.
 //   - sweep (with the registration sweep, every 2 s): empty nested groups are
 //     removed with their map entries.
 //   - start: nested groups a crashed run left are adopted (their ids entered
