@@ -818,10 +818,13 @@ func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
 	c.upEst.update(r.now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
 	if c.cfg.APRate == 0 {
-		obs.drained, obs.drainShare = c.upEst.drainState()
+		obs.drained, obs.drainShare, obs.drainBack = c.upEst.drainState()
 	}
 	ok, why := c.safety.update(r.now, obs)
 	c.capOK, c.capWhy = c.followPeers(ok, why, r.peers, false)
+	if !c.capOK { // the fallback holds: uncapped intervals (restart)
+		c.upEst.restart()
+	}
 }
 
 // observation is the safety fallback's view of the group's flows: their
@@ -881,7 +884,7 @@ func (c *Controller) observation(r *round) (observation, time.Duration) {
 // capDecision says whether cooperative caps apply, and if not, why.
 func (c *Controller) capDecision(r *round) (bool, string) {
 	capping, reason := c.capOK, c.capWhy
-	if r.rate == 0 {
+	if capping && r.rate == 0 { // the fallback's reason stands (its hold restarts the estimate)
 		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
 	}
 	if !c.cfg.Cooperative {

@@ -260,6 +260,9 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	c.dnEst.update(now, groupSample{goodput: g, inflation: infl, minRTT: base})
 	ok, why := c.dnSafety.update(now, c.downObservation(infl))
 	c.dnCapOK, c.dnCapWhy = c.followPeers(ok, why, c.table.Peers(), true)
+	if !c.dnCapOK { // the fallback holds: uncapped intervals (estimate.go, restart)
+		c.dnEst.restart()
+	}
 }
 
 // downObservation is the downlink's safety observation (see the file
@@ -273,7 +276,7 @@ func (c *Controller) downObservation(infl float64) observation {
 	}
 	o := observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)), inflightLow: c.st.Down.Capping}
 	if c.cfg.APDownlinkRate == 0 {
-		o.drained, o.drainShare = c.dnEst.drainState()
+		o.drained, o.drainShare, o.drainBack = c.dnEst.drainState()
 	}
 	return o
 }

@@ -143,6 +143,11 @@ const (
 	// exitWindow: startup's last intervals cruise starts from (exitStartup)
 	exitWindow  = 2
 	minRateBits = 64_000 // below: "unknown"
+	// drainMemory: a queue that comes back within this many intervals of
+	// a drain is read by the safety fallback's drain signal as the
+	// drained queue (drainState), and a drain in that time keeps the
+	// first's reference (the higher best)
+	drainMemory = 20
 	// preStartGrowth: the group's goodput growing this much an interval
 	// is the flows' own slow start (x2 per RTT; at most a few per cent
 	// from one interval to the next of a steady group).
@@ -386,20 +391,55 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.window = e.window[max(0, len(e.window)-e.inflated):]
 	e.lastBest = e.best() // the restart is meant to lower the estimate
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
-	e.drained, e.sinceDrain, e.drainBest = true, 0, e.best()
+	if e.drainBest > 0 && e.sinceDrain <= drainMemory { // the queue came back
+		e.drainBest = math.Max(e.drainBest, e.best())
+	} else {
+		e.sinceDrain, e.drainBest = 0, e.best()
+	}
+	e.drained = true
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 
 // drainState is what the safety fallback's drain signal reads (safety.go):
 // whether the queue a drain answered still stands in an interval after the
-// drain's own (whose RTT was measured before the caps were lowered), and
-// the last interval's group goodput over what the group delivered while
-// that queue stood (the best the drain restarted from).
-func (e *rateEstimator) drainState() (after bool, share float64) {
-	if !e.drained || e.sinceDrain == 0 || e.drainBest <= 0 {
-		return false, 0
+// drain's own (whose RTT was measured before the caps were lowered), or
+// the drain was within drainMemory intervals (back: its queue emptied, and
+// one now may be its return), and the last interval's group goodput over
+// what the group delivered while the drained queue stood (the best the
+// drain restarted from, the higher of two within drainMemory).
+// The queue that comes back (session 17's reading, built in session 18):
+// in the lab's coop-mixed the first drain often came just after the plain
+// flows' slow-start losses, so the queue emptied (1.02-1.10x) while the
+// lanes group delivered 0.75-0.92 of its drained best, the plain windows
+// grew back over the next 4-6 s with the RTT at 1.10-1.17x (below the
+// drain's 1.15x about every other interval), and the signal waited for a
+// second drain and then, with that drain's lower best as its reference,
+// for the plain flows to take more. A queue of our own caps does not come
+// back within seconds of a drain with the group delivering less than
+// before: the drain lowered the caps to what the group delivered.
+func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
+	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory {
+		return false, 0, false
 	}
-	return true, e.input.goodput / e.drainBest
+	return true, e.input.goodput / e.drainBest, !e.drained
+}
+
+// restart forgets everything measured: while the safety fallback holds,
+// the flows are uncapped and someone else's queue stands, so the
+// intervals measure neither the medium nor the caps. Kept, the estimate
+// stayed where the drain before the fallback put it (every interval over
+// the foreign queue records at most the best: the catch-up rule) and the
+// trim sank to its floor, and when the hold ended the caps came back at
+// 0.85 of what the group had delivered capped, under the windows the
+// flows had grown uncapped: in the lab's coop-mixed the lanes flows went
+// from 80-122 segments to 36 at once, and where the hold ended at
+// 37.2-37.8 s (4 of session 17's 20 upload repetitions) the lanes hosts
+// got 0.73-0.82 of their plain-TCP goodput over the run's last 4 s. Restarted, the estimator begins as at a start:
+// no caps while the group's goodput grows, then startup's caps at twice
+// what it delivers, which bind only once startup ends; with the foreign
+// queue still there the fallback's RTT signal fires again first.
+func (e *rateEstimator) restart() {
+	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength}
 }
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {

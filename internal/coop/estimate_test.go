@@ -155,7 +155,7 @@ func TestEstimateDrainsOncePerQueue(t *testing.T) {
 		}
 		// the safety fallback's signal: from the interval after the drain's
 		// (the drain's is the drainIntervals-th of the queue, i = drainIntervals-1)
-		after, share := e.drainState()
+		after, share, _ := e.drainState()
 		if after != (i >= drainIntervals) {
 			t.Fatalf("interval %d of the queue: after the drain %v", i, after)
 		}
@@ -489,5 +489,75 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 	feed(stuck, t0, g, infl)
 	if stuck.phase != phaseCruise {
 		t.Errorf("a queue standing for %d intervals did not end startup", maxSettleIntervals+1)
+	}
+}
+
+// TestEstimateQueueComesBackAfterDrain: a drain whose queue empties (the
+// plain flows' slow-start losses, coop-mixed) and comes back within
+// drainMemory, at 1.12x (above backInflation, below drainInflation), with
+// the group delivering less than while the drained queue stood, is read
+// as the drained queue: the safety fallback's drain signal fires in the
+// third interval of the queue's return. Under the old rule the drained
+// state had cleared when the queue emptied, and a queue below the drain's
+// line never counted (no fallback in the 8 intervals). The same return
+// with the group delivering what it did (a queue of our own caps, a
+// probe's) does not count, nor one after drainMemory.
+func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
+	run := func(gap int, fall float64) int {
+		e := newTestEstimator()
+		m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+		_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+		t1 = t1.Add(2 * time.Second) // out of the probe period
+		s := safety{cfg: DefaultConfig().Safety}
+		step := func(g, infl float64) bool {
+			e.update(t1, groupSample{goodput: g, inflation: infl, minRTT: m.rtt})
+			after, share, back := e.drainState()
+			o := observation{inflation: infl, queueDelay: time.Duration((infl - 1) * float64(m.rtt)), inflightLow: true,
+				drained: after, drainShare: share, drainBack: back, flows: 1}
+			ok, _ := s.update(t1, o)
+			t1 = t1.Add(500 * time.Millisecond)
+			return ok
+		}
+		step(12e6, 1.3) // a foreign queue: drained at its second interval
+		step(12e6, 1.3)
+		if !e.drained {
+			t.Fatal("no drain")
+		}
+		for range gap { // the foreign flows' losses empty it; the group delivers 0.88 of it
+			step(10.5e6, 1.05)
+		}
+		g := 10.5e6
+		for i := 1; i <= 8; i++ { // the foreign windows grow back
+			if !step(g, 1.12) {
+				return i
+			}
+			g *= fall
+		}
+		return -1
+	}
+	if i := run(8, 0.97); i != 3 {
+		t.Errorf("a queue back at 1.12x 4 s after the drain: fallback in its interval %d, want 3", i)
+	}
+	if i := run(drainMemory+4, 0.97); i >= 0 {
+		t.Errorf("a queue back %d intervals after the drain stopped capping (interval %d)", drainMemory+4, i)
+	}
+	if i := run(8, 1.1); i >= 0 {
+		t.Errorf("a queue back with the group's goodput recovering stopped capping (interval %d)", i)
+	}
+}
+
+// TestEstimateQueueBackDrainsKeepsFirstBest: a returning queue above the
+// drain's line drains again, and the signal keeps the first drain's best
+// (the higher) as its reference rather than the second's, which the
+// foreign flows had already lowered.
+func TestEstimateQueueBackDrainsKeepsFirstBest(t *testing.T) {
+	e := newTestEstimator()
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+	t1 = t1.Add(2 * time.Second)
+	feed(e, t1, []float64{12e6, 12e6, 10e6, 10e6, 10e6, 9e6, 9e6, 9e6}, []float64{1.3, 1.3, 1.05, 1.05, 1.05, 1.3, 1.3, 1.3})
+	after, share, back := e.drainState()
+	if !e.drained || !after || back || math.Abs(share-0.75) > 1e-9 {
+		t.Errorf("after the queue's return drained: drained %v, after %v, back %v, share %.3f, want 9/12", e.drained, after, back, share)
 	}
 }

@@ -91,6 +91,16 @@ const minQueueDelay = 10 * time.Millisecond
 // of it up, 0.90-0.75 down, within 1.5 s).
 const drainFall = 0.9
 
+// backInflation: the RTT line of the drain signal for a queue that comes
+// back within drainMemory intervals of the drain, after it had emptied
+// (the trim's line, trimAbove): in the lab's coop-mixed such a queue sat
+// at 1.10-1.17x, below the drained queue's drainInflation about every
+// other interval, as the plain windows grew back (session 17's downloads;
+// replayed on their series, this line fired 2 s sooner in 2 of 5, and
+// nowhere in the runs without foreign traffic). The goodput condition
+// (drainFall) is what tells it from our own caps' queue.
+const backInflation = trimAbove
+
 // observation is what the controller measures each interval.
 type observation struct {
 	inflation   float64       // median srtt/min_rtt over the group's flows
@@ -99,6 +109,7 @@ type observation struct {
 	atCap       bool          // some own active flow's cwnd is at its cap
 	drained     bool          // the queue a drain answered still stands, an interval or more after it (estimated rate)
 	drainShare  float64       // then: the group's goodput over what it delivered while that queue stood
+	drainBack   bool          // the drained queue had emptied: a queue now is its return (drainState)
 	goodput     float64       // this host's goodput, bit/s
 	promised    float64       // this host's share x configured AP rate (0: estimated)
 	group       float64       // the group's goodput (own + counted peers' announced), bit/s
@@ -175,8 +186,12 @@ const rateShortfall = 0.9
 // estimator's drain (see the file comment); the reason once they reach
 // DrainIntervals.
 func (s *safety) drainStood(o observation) string {
+	line := drainInflation
+	if o.drainBack {
+		line = backInflation
+	}
 	if s.cfg.DrainIntervals <= 0 || !o.drained || o.drainShare >= drainFall || o.flows == 0 ||
-		o.inflation <= drainInflation || o.queueDelay < minQueueDelay || !o.inflightLow {
+		o.inflation <= line || o.queueDelay < minQueueDelay || !o.inflightLow {
 		s.stood = 0
 		return ""
 	}

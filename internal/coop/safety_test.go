@@ -352,3 +352,56 @@ func TestSafetyReasonNamesRateTooHigh(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackRestartsEstimate: while the fallback holds, the flows grow
+// uncapped over the foreign queue; when the hold ends, the first caps are
+// not below the windows they grew (the estimator restarted: pre-start,
+// then startup's twice the group's goodput). Under the old rule the
+// estimate stayed at the drain's best before the fallback, trimmed, and
+// the first caps cut the 120-segment windows to under 60. During the hold
+// the status gives the fallback's reason, not the restarted estimator's.
+func TestFallbackRestartsEstimate(t *testing.T) {
+	cfg := paperConfig()
+	cfg.APRate = 0
+	g := newGroup(t, 1, cfg)
+	n := g.nodes[0]
+	f := bulkFlow(1)
+	n.flows.set(f)
+	for range 12 {
+		g.round()
+	}
+	f.SRTT = 358 * time.Millisecond // someone else's queue: 1.4x
+	n.flows.set(f)
+	for range 6 {
+		g.round()
+	}
+	if st := n.c.Status(); !st.Capping || st.Estimate == nil || !st.Estimate.Drained {
+		t.Fatalf("before the fallback: capping %v (%s), estimate %+v; want capping, drained", st.Capping, st.Reason, st.Estimate)
+	}
+	n.c.mu.Lock()
+	n.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	n.c.mu.Unlock()
+	f.Cwnd, f.InFlight = 120, 120*1500 // uncapped, the flow grows
+	n.flows.set(f)
+	for range 10 {
+		g.round()
+	}
+	if st := n.c.Status(); st.Capping || st.Reason != "foreign traffic: test" {
+		t.Fatalf("during the hold: capping %v, reason %q", st.Capping, st.Reason)
+	}
+	n.c.mu.Lock()
+	n.c.safety.offUntil = g.clk.now() // the hold ends
+	n.c.mu.Unlock()
+	for i := 0; ; i++ {
+		g.round()
+		if n.c.Status().Capping {
+			break
+		}
+		if i == 3 {
+			t.Fatalf("not capping 4 intervals after the hold: %s", n.c.Status().Reason)
+		}
+	}
+	if c := n.caps.get(1); c < f.Cwnd {
+		t.Errorf("the first cap after the hold %d, under the %d segments the flow grew uncapped", c, f.Cwnd)
+	}
+}
