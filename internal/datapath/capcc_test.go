@@ -224,3 +224,83 @@ func TestCapCCTwoNamespaces(t *testing.T) {
 		t.Errorf("%s still registered after Close", sb.Name)
 	}
 }
+
+// TestCapCCReleaseSlowStarts: a capped CUBIC socket whose cap is removed
+// while its RTT stands far above its minimum (someone else's queue: a
+// flow the other way fills the receiver's 10 Mbit/s egress, where this
+// socket's ACKs wait) slow-starts until its first loss. Under CUBIC's
+// HyStart alone (the old capcc) the inflated RTT ended that slow start
+// before any loss (ssthresh = cwnd: 858 and 872 segments in two runs
+// here, 50-odd in the lab's coop-mixed at 256 ms); the lanes congestion
+// control keeps the release's ssthresh.
+func TestCapCCReleaseSlowStarts(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "cc3"})
+	if st := d.CapCC(); !st.Active {
+		t.Skipf("lanes congestion control unavailable here: %s", st.Reason)
+	}
+	// removed with the namespace
+	if out, err := p.B.Command("tc", "qdisc", "add", "dev", p.LinkB, "root", "tbf", "rate", "10mbit", "burst", "15k", "limit", "256k").CombinedOutput(); err != nil {
+		t.Fatalf("tc qdisc add tbf: %v: %s", err, out)
+	}
+	_, addr := startSink(t, p.B, p.AddrB, 9303)
+	_, back := startSink(t, p.A, p.AddrA, 9304)
+	c := dialCC(t, p.A, addr, "cubic")
+	b := startWriting(t, c)
+	defer b.halt()
+	if err := d.SetSocketCwndCap(cookieOf(t, c), 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, cw := waitCwnd(t, c, 2*time.Second, func(cw uint32) bool { return cw <= 8 }); cw > 8 {
+		t.Fatalf("cwnd %d under a cap of 8", cw)
+	}
+	min := tcpInfoFull(t, c).Rtt
+	f := startWriting(t, dialCC(t, p.B, back, "cubic")) // the foreign flow
+	defer f.halt()
+	time.Sleep(1200 * time.Millisecond) // its queue stands; CUBIC's epoch older than the second whose RTT samples it ignores
+	ti := tcpInfoFull(t, c)
+	if ti.Rtt < 10*min+20_000 {
+		t.Fatalf("RTT %d us with the foreign flow's queue, %d before: no queue", ti.Rtt, min)
+	}
+	retrans := ti.Total_retrans
+	if err := d.SetSocketCwndCap(cookieOf(t, c), 0); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); tcpInfoFull(t, c).Snd_ssthresh < 1<<16; time.Sleep(time.Millisecond) {
+		if time.Since(start) > time.Second { // sock_ops applies it at the next RTT sample
+			t.Fatal("the cap's removal did not reach the socket in 1 s")
+		}
+	}
+	var last *unix.TCPInfo
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; time.Sleep(5 * time.Millisecond) {
+		ti := tcpInfoFull(t, c)
+		if ti.Total_retrans != retrans {
+			break // the first loss sets ssthresh as for any flow
+		}
+		last = ti
+		if ti.Snd_ssthresh < 1<<16 {
+			t.Fatalf("released socket at cwnd %d, RTT %d us (%d before the queue): ssthresh %d before any loss (slow start ended)",
+				ti.Snd_cwnd, ti.Rtt, min, ti.Snd_ssthresh)
+		}
+	}
+	if last == nil || last.Snd_cwnd < 8*8 {
+		t.Fatalf("released socket did not slow-start: %+v", last)
+	}
+	t.Logf("released: cwnd %d, ssthresh %d, RTT %d us (%d before the queue)", last.Snd_cwnd, last.Snd_ssthresh, last.Rtt, min)
+}
+
+func tcpInfoFull(t *testing.T, c *net.TCPConn) *unix.TCPInfo {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ti *unix.TCPInfo
+	var ierr error
+	raw.Control(func(fd uintptr) { ti, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	return ti
+}

@@ -24,6 +24,8 @@
  *   - cwnd_event (CA_EVENT_TX_START/CWND_RESTART: a sender restarting after
  *     idle sends at most the clamp, not the old cwnd);
  *   - undo_cwnd (an undone reduction restores at most the clamp).
+ *   - pkts_acked (a released socket: below) keeps ssthresh where the
+ *     release put it.
  * In CWR/Recovery the kernel's PRR (tcp_cwnd_reduction) owns cwnd: it
  * sets cwnd = in_flight + sndcnt on each ACK, which stays above the clamp
  * while more than the clamp is still in flight from before the cap, but
@@ -39,9 +41,26 @@
  * element is deleted (internal/bpf/structops). Sockets already using it
  * keep it (the kernel holds a reference) until they close.
  *
- * Only snd_cwnd is written; net/ipv4/bpf_tcp_ca.c allows a BPF congestion
- * control to write snd_cwnd, snd_cwnd_cnt, snd_cwnd_stamp, snd_ssthresh,
- * ecn_flags, app_limited, sk_pacing_* and icsk_ca_priv.
+ * A released socket slow-starts to its first loss. Removing a cap sets
+ * the clamp to CAP_NONE through TCP_BPF_SNDCWND_CLAMP, which sets
+ * snd_ssthresh to it too (infinite: slow start). But the caps are
+ * removed when the safety fallback finds someone else's queue, and
+ * CUBIC's HyStart (armed again by cubictcp_init at the switch to this
+ * congestion control) reads that queue as its own slow start's: the
+ * round's RTT above the connection's minimum by more than 4-16 ms ends
+ * slow start within a round (ssthresh = cwnd), and the socket grows from
+ * its cap by CUBIC's curve while a plain flow that won the start holds
+ * its window (the lab's coop-mixed: 9 of 60 released uploads grew less
+ * than 1.6x, some not at all, in the 0.6-1.4 s before their next loss,
+ * beside a plain winner's 140-425 segments). So while the clamp is CAP_NONE and
+ * ssthresh is still the release's, pkts_acked puts back the ssthresh
+ * HyStart lowered; the first loss sets it as for any flow (and then
+ * HyStart, found, stays off as CUBIC leaves it).
+ *
+ * Only snd_cwnd and (on a released socket) snd_ssthresh are written;
+ * net/ipv4/bpf_tcp_ca.c allows a BPF congestion control to write
+ * snd_cwnd, snd_cwnd_cnt, snd_cwnd_stamp, snd_ssthresh, ecn_flags,
+ * app_limited, sk_pacing_* and icsk_ca_priv.
  */
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
@@ -56,7 +75,11 @@ struct sock {
 struct tcp_sock {
 	__u32 snd_cwnd;
 	__u32 snd_cwnd_clamp;
+	__u32 snd_ssthresh;
 } __attribute__((preserve_access_index));
+
+/* the clamp (and ssthresh) of a removed cap: sock_ops' CAP_NONE */
+#define CAP_NONE 0x7fffffff
 
 struct ack_sample {
 	__u32 pkts_acked;
@@ -141,7 +164,13 @@ void BPF_PROG(lanes_cc_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 SEC("struct_ops")
 void BPF_PROG(lanes_cc_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 ss = tp->snd_ssthresh;
+
 	cubictcp_acked(sk, sample);
+	/* released, no loss since: HyStart's exit undone (see the top) */
+	if (tp->snd_cwnd_clamp == CAP_NONE && ss == CAP_NONE && tp->snd_ssthresh != ss)
+		tp->snd_ssthresh = ss;
 }
 
 SEC("struct_ops")
