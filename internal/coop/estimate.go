@@ -32,7 +32,18 @@
 //     more doubled the caps into the AP's buffer. The queue of the flows'
 //     own slow start, before the first caps, does not end it: only a queue
 //     after an interval within startupExit does (settled), or one that
-//     stands past maxSettleIntervals (then it is the caps').
+//     stands past maxSettleIntervals (then it is the caps'). The
+//     downlink's estimator (earlyDrain, since session 18) drains a queue
+//     above drainInflation that stands drainIntervals after
+//     settleIntervals at once: it has outlived the slow start that built
+//     it, and is the caps' or someone else's; the drain is what tells them
+//     apart, and waiting for maxSettleIntervals and cruise put it, and the
+//     safety fallback's drain signal after it, at 11-13 s into the lab's
+//     coop-mixed downloading (session 17's early drain, both directions:
+//     downloads 0.95 of plain TCP against main's 0.90 over 10 repetitions;
+//     uploads 0.84 against 0.96, where the drain set the caps to what the
+//     lanes group delivered under a plain flow's winning slow start, which
+//     the downloads' senders, starting together, do not show).
 //   - every interval: one that delivers more than the best over a standing
 //     queue adds only the best to the window (recorded): it is the
 //     catch-up of cumulative ACKs after a loss, not a faster medium.
@@ -212,7 +223,12 @@ type rateEstimator struct {
 	// sinceDrain: intervals since the last drain (the safety fallback
 	// reads a queue that outlives it: drainState)
 	sinceDrain int
-	drainBest  float64     // the best the last drain restarted from (drainState)
+	drainBest  float64 // the best the last drain restarted from (drainState)
+	// earlyDrain (the downlink's, since session 18): a startup whose queue
+	// does not settle drains at its drainIntervals-th interval above
+	// drainInflation after settleIntervals, instead of going to cruise at
+	// maxSettleIntervals and draining from there (see the file comment)
+	earlyDrain bool
 	input      groupSample // the last interval's (status)
 }
 
@@ -245,8 +261,10 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
 		e.window = e.window[1:]
 	}
+	e.settle(s)
 	limit, need := drainInflation, drainIntervals
-	if e.phase == phaseStartup {
+	exit := e.phase == phaseStartup && (e.settled || !e.earlyDrain)
+	if exit {
 		limit, need = e.startupLimit(), 1
 	}
 	e.countInflated(s, limit)
@@ -257,9 +275,9 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	switch {
 	case e.est < minRateBits: // unknown until the group's slow start ends
 		e.preStart(s)
-	case e.inflated >= need && e.phase == phaseStartup:
+	case e.inflated >= need && exit:
 		e.exitStartup(s)
-	case e.inflated >= drainIntervals && !e.drained:
+	case e.inflated >= drainIntervals && !e.drained: // also an unsettled startup's (earlyDrain)
 		e.drain(now, s)
 	case e.phase == phaseStartup:
 		e.startup(s)
@@ -272,17 +290,23 @@ func (e *rateEstimator) update(now time.Time, s groupSample) {
 	e.est = math.Min(e.est, e.limit)
 }
 
-// countInflated counts the consecutive intervals above limit, once the
-// caps have had settleIntervals and, in startup, the slow start's own queue
-// has settled.
-func (e *rateEstimator) countInflated(s groupSample, limit float64) {
+// settle counts the capped intervals and marks startup settled (see
+// settled).
+func (e *rateEstimator) settle(s groupSample) {
 	if e.est > 0 {
 		e.capped++
 	}
 	if e.capped > settleIntervals && s.inflation > 0 && s.inflation <= startupExit || e.capped > maxSettleIntervals {
 		e.settled = true
 	}
-	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup) {
+}
+
+// countInflated counts the consecutive intervals above limit, once the
+// caps have had settleIntervals and, in startup, the slow start's own queue
+// has settled; with earlyDrain, in a startup that has not settled too,
+// where limit is drainInflation and the count leads to a drain.
+func (e *rateEstimator) countInflated(s groupSample, limit float64) {
+	if s.inflation > limit && e.capped > settleIntervals && (e.settled || e.phase != phaseStartup || e.earlyDrain) {
 		e.inflated++
 	} else {
 		e.inflated = 0
@@ -397,6 +421,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 		e.sinceDrain, e.drainBest = 0, e.best()
 	}
 	e.drained = true
+	e.settled = true // an early drain ends startup: a later queue is the caps' or someone else's
 	e.est = e.cruiseRate(e.best()*e.trimmed(), s)
 }
 
@@ -439,7 +464,7 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 // what it delivers, which bind only once startup ends; with the foreign
 // queue still there the fallback's RTT signal fires again first.
 func (e *rateEstimator) restart() {
-	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength}
+	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength, earlyDrain: e.earlyDrain}
 }
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {

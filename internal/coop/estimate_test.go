@@ -561,3 +561,68 @@ func TestEstimateQueueBackDrainsKeepsFirstBest(t *testing.T) {
 		t.Errorf("after the queue's return drained: drained %v, after %v, back %v, share %.3f, want 9/12", e.drained, after, back, share)
 	}
 }
+
+// TestDownlinkEstimateDrainsUnsettledStartup: a queue that stands from the
+// start (someone else's downloads through the AP's downlink queue, the
+// lab's coop-mixed) keeps startup from settling; the downlink's estimator
+// drains in the second capped interval above drainInflation after
+// settleIntervals, rather than exiting at maxSettleIntervals and draining
+// from cruise, so the safety fallback's drain signal can read the queue
+// seconds sooner. The uplink's estimator keeps the old rule (a plain
+// upload that won the start held the caps low after such a drain:
+// session 17). Under the old rule the downlink's did not drain before
+// the fallback's RTT window fired (the tenth capped interval here).
+func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
+	cfg := paperConfig()
+	cfg.APRate, cfg.APDownlinkRate = 0, 0
+	c := newGroup(t, 1, cfg).nodes[0].c
+	run := func(e *rateEstimator) (drainAt, stopAt int) {
+		s := safety{cfg: DefaultConfig().Safety}
+		t1 := feed(e, t0, []float64{1e6, 1e6}, []float64{1, 1}) // startup from here
+		drainAt, stopAt, g := -1, -1, 8e6
+		for i := 1; i <= 14 && stopAt < 0; i++ { // i: the capped interval
+			e.update(t1, groupSample{goodput: g, inflation: 1.4, minRTT: 256 * time.Millisecond})
+			after, share, back := e.drainState()
+			if e.drained && drainAt < 0 {
+				drainAt = i
+			}
+			o := observation{inflation: 1.4, queueDelay: 100 * time.Millisecond, inflightLow: true,
+				drained: after, drainShare: share, drainBack: back, flows: 1}
+			if ok, _ := s.update(t1, o); !ok {
+				stopAt = i
+			}
+			g *= 0.9 // the foreign flows grow into the room the caps leave
+			t1 = t1.Add(500 * time.Millisecond)
+		}
+		return drainAt, stopAt
+	}
+	drainAt, stopAt := run(&c.dnEst)
+	if want := settleIntervals + drainIntervals; drainAt != want {
+		t.Errorf("downlink: drained in capped interval %d, want %d", drainAt, want)
+	}
+	if want := settleIntervals + drainIntervals + DefaultConfig().Safety.DrainIntervals; stopAt != want {
+		t.Errorf("downlink: fallback in capped interval %d, want %d", stopAt, want)
+	}
+	if !c.dnEst.settled || c.dnEst.phase != phaseCruise {
+		t.Errorf("after the early drain: settled %v, phase %d", c.dnEst.settled, c.dnEst.phase)
+	}
+	if drainAt, _ := run(&c.upEst); drainAt >= 0 && drainAt <= maxSettleIntervals {
+		t.Errorf("uplink: drained in capped interval %d, before its startup's maxSettleIntervals", drainAt)
+	}
+	c.dnEst.restart()
+	if !c.dnEst.earlyDrain {
+		t.Error("the downlink's estimator lost its early drain in a restart")
+	}
+}
+
+// TestEstimateUnsettledQueueThatEmpties: with the early drain, the group's
+// own slow-start queue that empties an interval after settleIntervals is
+// not drained: startup settles and goes on doubling.
+func TestEstimateUnsettledQueueThatEmpties(t *testing.T) {
+	e := newTestEstimator()
+	e.earlyDrain = true
+	feed(e, t0, []float64{1e6, 1e6, 5e6, 6e6, 6e6, 7e6, 7e6, 8e6}, []float64{1, 1, 1.4, 1.4, 1.3, 1.3, 1.05, 1.03})
+	if e.drained || e.phase != phaseStartup || !e.settled {
+		t.Errorf("drained %v, phase %d, settled %v after a slow-start queue that emptied", e.drained, e.phase, e.settled)
+	}
+}
