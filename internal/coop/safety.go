@@ -92,14 +92,16 @@ const minQueueDelay = 10 * time.Millisecond
 const drainFall = 0.9
 
 // backInflation: the RTT line of the drain signal for a queue that comes
-// back within drainMemory intervals of the drain, after it had emptied
-// (the trim's line, trimAbove): in the lab's coop-mixed such a queue sat
-// at 1.10-1.17x, below the drained queue's drainInflation about every
-// other interval, as the plain windows grew back (session 17's downloads;
-// replayed on their series, this line fired 2 s sooner in 2 of 5, and
-// nowhere in the runs without foreign traffic). The goodput condition
-// (drainFall) is what tells it from our own caps' queue.
-const backInflation = trimAbove
+// back within drainMemory intervals of the drain, after it had emptied:
+// the drained queue's own line. A lower one (1.10, the trim's line:
+// session 17's downloads in coop-mixed had such a queue at 1.10-1.17x,
+// and its replay there fired 2 s sooner in 2 of 5) fired no sooner in
+// any of session 18's 10 mixed repetitions of main, and on the 802.11
+// medium without foreign traffic (16 downloads, an early drain at 4.2 s)
+// the ACKs' access delay held the RTT at 1.11-1.13x with the group at
+// 0.89-0.91 of the drained best: two intervals in a row counted, one
+// short of a false fallback.
+const backInflation = drainInflation
 
 // observation is what the controller measures each interval.
 type observation struct {
