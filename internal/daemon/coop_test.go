@@ -130,21 +130,27 @@ type monitored struct {
 // flows to the server port.
 func monitorFlows(t *testing.T, ns *testutil.NetNS, port int) []monitored {
 	t.Helper()
-	out, err := ns.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
-		"--dport", fmt.Sprint(port)).Output()
+	return monitorJSON[monitored](t, ns, "--dport", fmt.Sprint(port))
+}
+
+// monitorJSON runs `lanes monitor --json` in ns (10 samples, 50 ms apart,
+// filtered by args) and decodes each line as a T.
+func monitorJSON[T any](t *testing.T, ns *testutil.NetNS, args ...string) []T {
+	t.Helper()
+	out, err := ns.Command(lanesBin, append([]string{"monitor", "--json", "--count", "10", "--interval", "50ms"}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("lanes monitor: %v", err)
+		t.Fatalf("lanes monitor %v in %s: %v", args, ns.Name, err)
 	}
-	var flows []monitored
+	var samples []T
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		var f monitored
+		var f T
 		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
 			t.Fatalf("monitor line %q: %v", sc.Text(), err)
 		}
-		flows = append(flows, f)
+		samples = append(samples, f)
 	}
-	return flows
+	return samples
 }
 
 func TestCoopThreeDaemons(t *testing.T) {
@@ -537,21 +543,8 @@ func checkServerSeesDownCaps(t *testing.T, lan *testutil.LAN, socks []string) {
 // serverWindows samples the server's sockets of port 8080 with `lanes
 // monitor` (10 samples, 50 ms apart): what window each sender sees.
 func serverWindows(t *testing.T, lan *testutil.LAN) []monitoredWnd {
-	out, err := lan.Switch.Command(lanesBin, "monitor", "--json", "--count", "10", "--interval", "50ms",
-		"--sport", "8080").Output()
-	if err != nil {
-		t.Fatalf("lanes monitor on the server: %v", err)
-	}
-	var samples []monitoredWnd
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var f monitoredWnd
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			t.Fatalf("monitor line %q: %v", sc.Text(), err)
-		}
-		samples = append(samples, f)
-	}
-	return samples
+	t.Helper()
+	return monitorJSON[monitoredWnd](t, lan.Switch, "--sport", "8080")
 }
 
 // checkMonitorShowsDownCap: the receiving host's `lanes monitor` shows the download's cap.
