@@ -941,11 +941,21 @@ func (s *coopSeries) maxInterval() float64 {
 
 func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	var st coopStats
-	st.PerHostMbit = make([]float64, len(hosts))
-	var jains, airs, rtts, queue []float64
-	secs, idle0, idle1, other0, other1 := 0.0, -1.0, 0.0, -1.0, 0.0
-	first, last := -1, -1
-	for k, row := range s.Samples {
+	first, last := s.window(from, to)
+	secs := s.hostStats(&st, hosts, first, last)
+	s.mediumStats(&st, first, last, secs)
+	if n := len(s.Samples); n > 0 {
+		for _, i := range hosts {
+			st.Retrans += s.Samples[n-1][i].Retrans
+		}
+	}
+	return st
+}
+
+// window is the first and last sample in (from, to] seconds, -1 for none.
+func (s *coopSeries) window(from, to float64) (first, last int) {
+	first, last = -1, -1
+	for k := range s.Samples {
 		if s.T[k] <= from || s.T[k] > to {
 			continue
 		}
@@ -953,34 +963,27 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 			first = k
 		}
 		last = k
+	}
+	return first, last
+}
+
+// hostStats fills the hosts' goodput, Jain's indices and RTTs over samples
+// first..last, and returns how long they cover in seconds.
+func (s *coopSeries) hostStats(st *coopStats, hosts []int, first, last int) float64 {
+	st.PerHostMbit = make([]float64, len(hosts))
+	var jains, airs, rtts []float64
+	secs := 0.0
+	for k := first; k >= 0 && k <= last; k++ {
 		// the bytes are those since the previous sample, which may be more
 		// than a step ago when the machine is busy
 		secs += s.interval(k)
-		if k < len(s.MediumIdle) {
-			if idle0 < 0 {
-				idle0 = 0
-				if k > 0 {
-					idle0 = s.MediumIdle[k-1]
-				}
-			}
-			idle1 = s.MediumIdle[k]
-			if k < len(s.MediumOther) {
-				if other0 < 0 {
-					other0 = 0
-					if k > 0 {
-						other0 = float64(s.MediumOther[k-1])
-					}
-				}
-				other1 = float64(s.MediumOther[k])
-			}
-			queue = append(queue, float64(s.MediumQueue[k])/1000)
-		}
 		x, a := make([]float64, len(hosts)), make([]float64, len(hosts))
 		for j, i := range hosts {
-			x[j], a[j] = float64(row[i].Bytes), float64(row[i].Air)
-			st.PerHostMbit[j] += float64(row[i].Bytes) * 8
-			if row[i].SRTTms > 0 {
-				rtts = append(rtts, row[i].SRTTms)
+			row := s.Samples[k][i]
+			x[j], a[j] = float64(row.Bytes), float64(row.Air)
+			st.PerHostMbit[j] += float64(row.Bytes) * 8
+			if row.SRTTms > 0 {
+				rtts = append(rtts, row.SRTTms)
 			}
 		}
 		jains, airs = append(jains, Jain(x)), append(airs, Jain(a))
@@ -993,17 +996,36 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 	}
 	st.JainRun = Jain(st.PerHostMbit)
 	st.JainStep, st.JainAir = mean(jains), mean(airs)
-	if secs > 0 && idle0 >= 0 {
-		st.IdlePct = 100 * (idle1 - idle0) / secs
+	sort.Float64s(rtts)
+	if len(rtts) > 0 {
+		st.RTTms = Percentile(rtts, 50)
+		st.RTTp95ms = Percentile(rtts, 95)
 	}
-	if secs > 0 && other0 >= 0 {
-		st.OtherMbit = (other1 - other0) * 8 / secs / 1e6
+	return secs
+}
+
+// mediumStats fills the shared medium's figures over samples first..last
+// (secs long): idle time, other traffic, queue, and the 802.11 air lost
+// and collisions. Each series may be absent (older results, fifo beds).
+func (s *coopSeries) mediumStats(st *coopStats, first, last int, secs float64) {
+	if first < 0 || secs <= 0 {
+		return
 	}
-	if len(queue) > 0 {
+	if last < len(s.MediumIdle) {
+		st.IdlePct = 100 * delta(s.MediumIdle, first, last) / secs
+	}
+	if last < len(s.MediumOther) {
+		st.OtherMbit = delta(s.MediumOther, first, last) * 8 / secs / 1e6
+	}
+	if last < len(s.MediumQueue) {
+		queue := make([]float64, 0, last-first+1)
+		for k := first; k <= last; k++ {
+			queue = append(queue, float64(s.MediumQueue[k])/1000)
+		}
 		sort.Float64s(queue)
 		st.QueueP50KB = Percentile(queue, 50)
 	}
-	if secs > 0 && first >= 0 && last < len(s.MediumLost) {
+	if last < len(s.MediumLost) {
 		lost := delta(s.MediumLost, first, last)
 		coll := delta(s.MediumCollided, first, last)
 		frames := delta(s.MediumFrames, first, last)
@@ -1012,22 +1034,11 @@ func (s *coopSeries) stats(hosts []int, from, to float64) coopStats {
 			st.CollidedPct = 100 * coll / (coll + frames)
 		}
 	}
-	sort.Float64s(rtts)
-	if len(rtts) > 0 {
-		st.RTTms = Percentile(rtts, 50)
-		st.RTTp95ms = Percentile(rtts, 95)
-	}
-	if n := len(s.Samples); n > 0 {
-		for _, i := range hosts {
-			st.Retrans += s.Samples[n-1][i].Retrans
-		}
-	}
-	return st
 }
 
 // delta is how much a cumulative series grew over samples first..last
 // (from the sample before first, or 0).
-func delta[T float64 | uint64](v []T, first, last int) float64 {
+func delta[T float64 | uint64 | int64](v []T, first, last int) float64 {
 	d := float64(v[last])
 	if first > 0 {
 		d -= float64(v[first-1])
