@@ -41,8 +41,15 @@ func TestDebianPackage(t *testing.T) {
 	if len(debs) != 1 {
 		t.Fatalf("want one package in %s, have %v", out, debs)
 	}
-	deb := debs[0]
+	checkPackageContents(t, debs[0], out)
+	root, unit := checkUnpacked(t, debs[0], out)
+	verifyUnit(t, out, root, unit)
+}
 
+// checkPackageContents checks the package's file list (every file lanes
+// installs, no path of the machine that built it) and its control data.
+func checkPackageContents(t *testing.T, deb, out string) {
+	t.Helper()
 	list := run(t, "", nil, "dpkg-deb", "-c", deb)
 	for _, want := range []string{"./usr/bin/lanes", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
 		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
@@ -68,9 +75,14 @@ func TestDebianPackage(t *testing.T) {
 	if f := run(t, "", nil, "dpkg-deb", "-f", deb, "Package", "Architecture"); !strings.Contains(f, "Package: lanes") {
 		t.Errorf("control: %s", f)
 	}
+}
 
-	// Unpack into a scratch root and run what was unpacked.
-	root := filepath.Join(out, "root")
+// checkUnpacked unpacks the package into a scratch root, runs what was
+// unpacked and checks the systemd unit's hardening lines. It returns the
+// root and the unit's text.
+func checkUnpacked(t *testing.T, deb, out string) (root, unit string) {
+	t.Helper()
+	root = filepath.Join(out, "root")
 	run(t, "", nil, "dpkg-deb", "-x", deb, root)
 	bin := filepath.Join(root, "usr/bin/lanes")
 	if v := run(t, "", nil, bin, "--version"); !strings.HasPrefix(v, "lanes ") {
@@ -79,24 +91,29 @@ func TestDebianPackage(t *testing.T) {
 	if os.Geteuid() == 0 { // the daemon accepts only a root-owned policy
 		run(t, "", nil, bin, "daemon", "--check", "--policy", filepath.Join(root, "etc/lanes/policy.yaml"))
 	}
-	unit, err := os.ReadFile(filepath.Join(root, "lib/systemd/system/lanes.service"))
+	b, err := os.ReadFile(filepath.Join(root, "lib/systemd/system/lanes.service"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Type=notify", "Delegate=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
 		"StateDirectory=lanes", "ExecStart=/usr/bin/lanes daemon --policy /etc/lanes/policy.yaml"} {
-		if !strings.Contains(string(unit), want) {
+		if !strings.Contains(string(b), want) {
 			t.Errorf("unit lacks %q", want)
 		}
 	}
+	return root, string(b)
+}
 
+// verifyUnit runs systemd-analyze verify and security on the unit, its
+// commands and man pages pointed at the unpacked ones.
+func verifyUnit(t *testing.T, out, root, unit string) {
+	t.Helper()
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze not installed: unit not verified")
 	}
-	// verify checks that the commands and man pages exist: point them at the
-	// unpacked ones.
 	local := filepath.Join(out, "lanes.service")
-	if err := os.WriteFile(local, []byte(strings.ReplaceAll(string(unit), "/usr/bin/lanes", bin)), 0o644); err != nil {
+	bin := filepath.Join(root, "usr/bin/lanes")
+	if err := os.WriteFile(local, []byte(strings.ReplaceAll(unit, "/usr/bin/lanes", bin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("systemd-analyze", "verify", local)
