@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,49 +54,16 @@ func TestAttackMoveLeavesScope(t *testing.T) {
 	}
 	b := newAttackBed(t, "")
 	scopeRel := "/" + testutil.UniqueName("lanes-test-") + ".scope"
-	scope := filepath.Join(root, scopeRel)
-	if err := os.Mkdir(scope, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(scope, "cgroup.kill"), []byte("1"), 0)
-		for _, d := range []string{"background", "interactive", "realtime"} {
-			matches, _ := filepath.Glob(filepath.Join(scope, "lanes.*."+d))
-			for _, m := range matches {
-				unix.Rmdir(m)
-			}
-		}
-		for i := 0; unix.Rmdir(scope) == unix.EBUSY && i < 100; i++ {
-			syscall.Nanosleep(&syscall.Timespec{Nsec: 20e6}, nil)
-		}
-	})
-	// A helper in the scope that connects to B when told, and a sleeper.
+	scope := makeScope(t, root, scopeRel)
+	// A helper in the scope that connects to B when told, and a sleeper,
+	// both moved to the background lane.
 	exe := copyTestBinary(t)
 	helper := b.p.A.Command(exe, "-test.run=^TestCgroupHelper$")
 	helper.Env = append(os.Environ(), fmt.Sprintf("LANES_CG_HELPER=%s:8080", b.p.AddrB))
 	stdin, _ := helper.StdinPipe()
 	stdout, _ := helper.StdoutPipe()
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { helper.Process.Kill(); helper.Wait() })
-	sleeper := b.p.A.Command("sleep", "1000")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
-	for _, pid := range []int{helper.Process.Pid, sleeper.Process.Pid} {
-		if err := os.WriteFile(filepath.Join(scope, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.root.MovePID(pid, lane.Background); err != nil {
-			t.Fatal(err)
-		}
-		cg := procCgroup(t, pid)
-		if !strings.HasPrefix(cg, scopeRel+"/lanes.") || !strings.HasSuffix(cg, ".background") {
-			t.Fatalf("pid %d moved to %s: out of its scope %s", pid, cg, scopeRel)
-		}
-	}
+	startInScope(t, b, helper, scope, scopeRel, lane.Background)
+	startInScope(t, b, b.p.A.Command("sleep", "1000"), scope, scopeRel, lane.Background)
 	// The nested group is a lane: the helper's new connection is background.
 	fmt.Fprintln(stdin, "connect")
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -111,25 +79,61 @@ func TestAttackMoveLeavesScope(t *testing.T) {
 	if err := helper.Wait(); err == nil {
 		t.Error("helper survived cgroup.kill of its scope")
 	}
-	// On stop the sleeper goes back to its scope... (it was killed too: start another)
-	sleeper2 := b.p.A.Command("sleep", "1000")
-	if err := sleeper2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper2.Process.Kill(); sleeper2.Wait() })
-	pid := sleeper2.Process.Pid
-	if err := os.WriteFile(filepath.Join(scope, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.root.MovePID(pid, lane.Interactive); err != nil {
-		t.Fatal(err)
-	}
+	// On stop a moved process goes back to its scope (the sleeper was
+	// killed too: start another).
+	sleeper := b.p.A.Command("sleep", "1000")
+	startInScope(t, b, sleeper, scope, scopeRel, lane.Interactive)
+	pid := sleeper.Process.Pid
 	b.d.stop(t, syscall.SIGTERM)
 	if cg := procCgroup(t, pid); cg != scopeRel {
 		t.Errorf("after the daemon stopped, pid %d is in %s, want back in %s", pid, cg, scopeRel)
 	}
 	if left, _ := filepath.Glob(filepath.Join(scope, "lanes.*")); len(left) != 0 {
 		t.Errorf("lane groups left in the scope: %v", left)
+	}
+}
+
+// makeScope creates a cgroup at root+rel standing in for a systemd scope,
+// removed with its lane groups (after a cgroup.kill) when the test ends.
+func makeScope(t *testing.T, root, rel string) string {
+	t.Helper()
+	scope := filepath.Join(root, rel)
+	if err := os.Mkdir(scope, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(scope, "cgroup.kill"), []byte("1"), 0)
+		for _, d := range []string{"background", "interactive", "realtime"} {
+			matches, _ := filepath.Glob(filepath.Join(scope, "lanes.*."+d))
+			for _, m := range matches {
+				unix.Rmdir(m)
+			}
+		}
+		for i := 0; unix.Rmdir(scope) == unix.EBUSY && i < 100; i++ {
+			syscall.Nanosleep(&syscall.Timespec{Nsec: 20e6}, nil)
+		}
+	})
+	return scope
+}
+
+// startInScope starts cmd (killed when the test ends), puts it in the scope
+// and moves it to lane l through the daemon, which must nest the lane's
+// group inside the scope.
+func startInScope(t *testing.T, b *attackBed, cmd *exec.Cmd, scope, scopeRel string, l lane.Lane) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	if err := os.WriteFile(filepath.Join(scope, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.root.MovePID(pid, l); err != nil {
+		t.Fatal(err)
+	}
+	if cg := procCgroup(t, pid); !strings.HasPrefix(cg, scopeRel+"/lanes.") || !strings.HasSuffix(cg, "."+l.String()) {
+		t.Fatalf("pid %d moved to %s: out of its scope %s", pid, cg, scopeRel)
 	}
 }
 
