@@ -306,38 +306,68 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	emulateLink(t, p.B, p.LinkB)
-	bulkSink, bulkAddr := startSink(t, p.B, p.AddrB, 9001)
-	upSink, upAddr := startSink(t, p.B, p.AddrB, 9003)
-	echoAddr := tcpEcho(t, p.B, p.AddrB, 9002)
-	const rounds, gap = 25, 40 * time.Millisecond
+	r := shapedRun{p: p, rounds: 25, gap: 40 * time.Millisecond}
+	r.bulkSink, r.bulkAddr = startSink(t, p.B, p.AddrB, 9001)
+	r.upSink, r.upAddr = startSink(t, p.B, p.AddrB, 9003)
+	r.echoAddr = tcpEcho(t, p.B, p.AddrB, 9002)
+	r.withoutLanes(t)
+	r.shaped(t)
+	r.log(t)
+	r.check(t)
+}
 
-	// Idle link, then without lanes: the background upload fills the link's FIFO.
-	idle := rrLatency(t, p.A, echoAddr, rounds, gap)
-	idleUp, _ := upload(t, p.A, upSink, upAddr, 1<<20, 10*time.Second)
-	bulk := startBulk(t, p.A, bulkAddr, "", 30)
+// shapedRun is TestShapedForegroundUnderBackground's bed (a veth whose far
+// end emulates a 10 Mbit/s link with a 200 ms FIFO, a bulk sink, an upload
+// sink and an echo server) and what it measured: the foreground's
+// request/response latency and 1 MB upload idle, under a cubic background
+// upload without lanes, and with lanes shaped just below the link.
+type shapedRun struct {
+	p                *testutil.Pair
+	rounds           int
+	gap              time.Duration
+	bulkSink, upSink *sink
+	bulkAddr, upAddr string
+	echoAddr         string
+	idle, off, on    []time.Duration
+	idleUp, offUp    float64
+	fgRate, bulkRate float64
+	offDone, fgDone  bool
+	windows          []float64
+	st               Stats
+}
+
+// withoutLanes measures the idle link, then the background upload filling
+// the link's FIFO without lanes.
+func (r *shapedRun) withoutLanes(t *testing.T) {
+	r.idle = rrLatency(t, r.p.A, r.echoAddr, r.rounds, r.gap)
+	r.idleUp, _ = upload(t, r.p.A, r.upSink, r.upAddr, 1<<20, 10*time.Second)
+	bulk := startBulk(t, r.p.A, r.bulkAddr, "", 30)
 	time.Sleep(1500 * time.Millisecond)
-	off := rrLatency(t, p.A, echoAddr, rounds, gap)
+	r.off = rrLatency(t, r.p.A, r.echoAddr, r.rounds, r.gap)
 	if os.Getenv("LANES_DP_DEBUG") != "" {
-		o, _ := p.B.Command("tc", "-s", "qdisc", "show", "dev", "ifb-lanes").CombinedOutput()
+		o, _ := r.p.B.Command("tc", "-s", "qdisc", "show", "dev", "ifb-lanes").CombinedOutput()
 		t.Logf("link queue without lanes:\n%s", o)
 	}
-	offUp, offDone := upload(t, p.A, upSink, upAddr, 1<<20, 6*time.Second)
+	r.offUp, r.offDone = upload(t, r.p.A, r.upSink, r.upAddr, 1<<20, 6*time.Second)
 	bulk.Process.Kill()
 	bulk.Wait()
 	time.Sleep(500 * time.Millisecond)
+}
 
-	// With lanes, shaped just below the link: the queue moves to our tree.
-	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "tr1", Mode: Shaped, UplinkBps: linkBps})
+// shaped measures the same with lanes shaped just below the link (the
+// queue moves to our tree), the background upload in its lane, and then
+// the background alone.
+func (r *shapedRun) shaped(t *testing.T) {
+	d := openIn(t, r.p.A, Config{Interface: r.p.LinkA, Instance: "tr1", Mode: Shaped, UplinkBps: linkBps})
 	bgDir, _, err := d.LaneCgroup(lane.Background)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bulk = startBulk(t, p.A, bulkAddr, bgDir, 30)
+	bulk := startBulk(t, r.p.A, r.bulkAddr, bgDir, 30)
 	time.Sleep(1500 * time.Millisecond)
-	on := rrLatency(t, p.A, echoAddr, rounds, gap)
-	fgRate, fgDone := upload(t, p.A, upSink, upAddr, 1<<20, 10*time.Second)
-	st, err := d.Stats()
-	if err != nil {
+	r.on = rrLatency(t, r.p.A, r.echoAddr, r.rounds, r.gap)
+	r.fgRate, r.fgDone = upload(t, r.p.A, r.upSink, r.upAddr, 1<<20, 10*time.Second)
+	if r.st, err = d.Stats(); err != nil {
 		t.Fatal(err)
 	}
 	// Background alone now. The claim is work conservation, so the rate
@@ -348,26 +378,35 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	// off while the foreground's queue delayed it), and how long that
 	// takes depends on the machine's load (6.9-9.1 Mbit/s measured in those
 	// 2 s). A lane capped below 80 % of the link never gets there.
-	bulkRate, windows := settledRate(bulkSink.rate, 0.8*linkBps, 10*time.Second)
+	r.bulkRate, r.windows = settledRate(r.bulkSink.rate, 0.8*linkBps, 10*time.Second)
 	bulk.Process.Kill()
 	bulk.Wait()
+}
 
+// log prints the run's table.
+func (r *shapedRun) log(t *testing.T) {
 	mb := func(bps float64, done bool) string {
 		if !done {
 			return fmt.Sprintf("unfinished after 6 s (%.2f Mbit/s)", bps/1e6)
 		}
 		return fmt.Sprintf("%.2f s (%.2f Mbit/s)", float64(8<<20)/bps, bps/1e6)
 	}
-	t.Logf("foreground at %d Mbit/s, 200 ms link FIFO, cubic background upload (%d rounds):\n"+
-		"  %-26s %10s %10s   %s\n  %-26s %10v %10v   %s\n  %-26s %10v %10v   %s\n  %-26s %10v %10v   %s",
-		linkBps/1_000_000, rounds, "", "1KB p50", "1KB p99", "1 MB upload",
-		"idle", pct(idle, .5).Round(time.Microsecond), pct(idle, .99).Round(time.Microsecond), mb(idleUp, true),
-		"background, no lanes", pct(off, .5).Round(time.Microsecond), pct(off, .99).Round(time.Microsecond), mb(offUp, offDone),
-		"background, lanes shaped", pct(on, .5).Round(time.Microsecond), pct(on, .99).Round(time.Microsecond), mb(fgRate, fgDone))
-	t.Logf("background alone with lanes: %.2f Mbit/s (1 s windows after the foreground: %.2f Mbit/s)", bulkRate/1e6, windows)
-	t.Logf("stats: %+v", st)
+	row := func(name string, rtt []time.Duration, up string) string {
+		return fmt.Sprintf("\n  %-26s %10v %10v   %s", name, pct(rtt, .5).Round(time.Microsecond), pct(rtt, .99).Round(time.Microsecond), up)
+	}
+	t.Logf("foreground at %d Mbit/s, 200 ms link FIFO, cubic background upload (%d rounds):\n  %-26s %10s %10s   %s%s%s%s",
+		linkBps/1_000_000, r.rounds, "", "1KB p50", "1KB p99", "1 MB upload",
+		row("idle", r.idle, mb(r.idleUp, true)),
+		row("background, no lanes", r.off, mb(r.offUp, r.offDone)),
+		row("background, lanes shaped", r.on, mb(r.fgRate, r.fgDone)))
+	t.Logf("background alone with lanes: %.2f Mbit/s (1 s windows after the foreground: %.2f Mbit/s)", r.bulkRate/1e6, r.windows)
+	t.Logf("stats: %+v", r.st)
+}
 
-	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+// check judges the run: the foreground protected, the background work
+// conserving, each lane's class carrying its traffic.
+func (r *shapedRun) check(t *testing.T) {
+	if ratio := float64(pct(r.off, .5)) / float64(pct(r.on, .5)); ratio < 5 {
 		testutil.TimingErrorf(t, "foreground p50 latency without lanes / with lanes = %.1f, want >= 5", ratio)
 	}
 	// The foreground's rate is held against the same 1 MB upload on the
@@ -380,23 +419,23 @@ func TestShapedForegroundUnderBackground(t *testing.T) {
 	// only, but a foreground lanes fails to protect (a few percent) still
 	// fails there.
 	switch {
-	case !fgDone || fgRate < 0.25*idleUp:
-		t.Errorf("foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", fgRate/1e6, idleUp/1e6)
-	case fgRate < 0.6*idleUp:
-		testutil.TimingErrorf(t, "foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", fgRate/1e6, idleUp/1e6)
+	case !r.fgDone || r.fgRate < 0.25*r.idleUp:
+		t.Errorf("foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", r.fgRate/1e6, r.idleUp/1e6)
+	case r.fgRate < 0.6*r.idleUp:
+		testutil.TimingErrorf(t, "foreground 1 MB upload got %.2f Mbit/s, want >= 60%% of the %.2f Mbit/s it got on the idle link", r.fgRate/1e6, r.idleUp/1e6)
 	}
-	if bulkRate < 0.8*linkBps {
-		testutil.TimingErrorf(t, "background alone got at most %.2f Mbit/s in 1 s windows over 10 s, want >= 80%% of %d Mbit/s (work conserving)", bulkRate/1e6, linkBps/1_000_000)
+	if r.bulkRate < 0.8*linkBps {
+		testutil.TimingErrorf(t, "background alone got at most %.2f Mbit/s in 1 s windows over 10 s, want >= 80%% of %d Mbit/s (work conserving)", r.bulkRate/1e6, linkBps/1_000_000)
 	}
-	bg, in := st.Lanes[lane.Background], st.Lanes[lane.Interactive]
+	bg, in := r.st.Lanes[lane.Background], r.st.Lanes[lane.Interactive]
 	if bg.Lane != lane.Background || bg.Bytes < 1<<20 {
 		t.Errorf("background class carried %d bytes, want the bulk upload", bg.Bytes)
 	}
-	if in.Packets < rounds {
-		t.Errorf("interactive class carried %d packets, want at least %d", in.Packets, rounds)
+	if in.Packets < uint64(r.rounds) {
+		t.Errorf("interactive class carried %d packets, want at least %d", in.Packets, r.rounds)
 	}
-	if st.Classifier["cookie"] == 0 || st.Sockops["by_cgroup"] == 0 || st.Sockops["notsent_lowat"] == 0 {
-		t.Errorf("background socket not resolved by sock_ops (cgroup -> cookie): match %v sockops %v", st.Classifier, st.Sockops)
+	if r.st.Classifier["cookie"] == 0 || r.st.Sockops["by_cgroup"] == 0 || r.st.Sockops["notsent_lowat"] == 0 {
+		t.Errorf("background socket not resolved by sock_ops (cgroup -> cookie): match %v sockops %v", r.st.Classifier, r.st.Sockops)
 	}
 }
 
