@@ -454,60 +454,14 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9101, SPort: 40123}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
-	p.A.Do(t, func() error {
-		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.AddrA, Port: 40123}, Timeout: 3 * time.Second}
-		c, err := dl.Dial("tcp", addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		buf := make([]byte, 32<<10)
-		if _, err := c.Write(buf); err != nil {
-			return err
-		}
-		_, err = io.ReadFull(c, buf)
-		return err
-	})
-	// UDP receivers, so no ICMP port unreachable fails the next send.
-	for _, port := range []int{9102, 9103} {
-		var pc net.PacketConn
-		p.B.Do(t, func() (err error) {
-			pc, err = net.ListenPacket("udp", net.JoinHostPort(p.AddrB.String(), strconv.Itoa(port)))
-			return err
-		})
-		t.Cleanup(func() { pc.Close() })
-	}
+	echoFrom(t, p, addr, 40123)
 	// UDP to a registered 3-tuple (no socket cookie entry: tuple match).
 	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9102, SPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
-	// UDP with SO_PRIORITY = realtime classid: HTB picks the class itself.
-	p.A.Do(t, func() error {
-		u, err := net.DialUDP("udp", &net.UDPAddr{IP: p.AddrA, Port: 40124}, &net.UDPAddr{IP: p.AddrB, Port: 9102})
-		if err != nil {
-			return err
-		}
-		defer u.Close()
-		for range 10 {
-			u.Write([]byte("rt"))
-		}
-		v, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: p.AddrB, Port: 9103})
-		if err != nil {
-			return err
-		}
-		defer v.Close()
-		raw, _ := v.SyscallConn()
-		raw.Control(func(fd uintptr) {
-			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, int(lane.Realtime.ClassID()))
-		})
-		if err != nil {
-			return fmt.Errorf("SO_PRIORITY: %w", err)
-		}
-		for range 7 {
-			v.Write([]byte("prio"))
-		}
-		return nil
-	})
+	// 10 datagrams from that tuple, 7 from a socket with SO_PRIORITY =
+	// realtime's classid (HTB picks the class itself).
+	sendRealtimeUDP(t, p, 40124, 9102, 9103)
 	flows, err := d.Flows()
 	if err != nil || len(flows) != 2 {
 		t.Fatalf("Flows() = %v, %v", flows, err)
@@ -536,6 +490,67 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	if f, _ := d.Flows(); len(f) != 1 {
 		t.Errorf("after delete: %v", f)
 	}
+}
+
+// echoFrom sends 32 KB from the given source port to the echo server at
+// addr and reads them back.
+func echoFrom(t *testing.T, p *testutil.Pair, addr string, sport int) {
+	t.Helper()
+	p.A.Do(t, func() error {
+		dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.AddrA, Port: sport}, Timeout: 3 * time.Second}
+		c, err := dl.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		buf := make([]byte, 32<<10)
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, buf)
+		return err
+	})
+}
+
+// sendRealtimeUDP sends 10 datagrams from sport to tuplePort and 7 from a
+// socket with SO_PRIORITY = realtime's classid to prioPort, each received
+// by a listener in B (so no ICMP port unreachable fails the next send).
+func sendRealtimeUDP(t *testing.T, p *testutil.Pair, sport, tuplePort, prioPort int) {
+	t.Helper()
+	for _, port := range []int{tuplePort, prioPort} {
+		var pc net.PacketConn
+		p.B.Do(t, func() (err error) {
+			pc, err = net.ListenPacket("udp", net.JoinHostPort(p.AddrB.String(), strconv.Itoa(port)))
+			return err
+		})
+		t.Cleanup(func() { pc.Close() })
+	}
+	p.A.Do(t, func() error {
+		u, err := net.DialUDP("udp", &net.UDPAddr{IP: p.AddrA, Port: sport}, &net.UDPAddr{IP: p.AddrB, Port: tuplePort})
+		if err != nil {
+			return err
+		}
+		defer u.Close()
+		for range 10 {
+			u.Write([]byte("rt"))
+		}
+		v, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: p.AddrB, Port: prioPort})
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		raw, _ := v.SyscallConn()
+		raw.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, int(lane.Realtime.ClassID()))
+		})
+		if err != nil {
+			return fmt.Errorf("SO_PRIORITY: %w", err)
+		}
+		for range 7 {
+			v.Write([]byte("prio"))
+		}
+		return nil
+	})
 }
 
 // TestShapedThreeLanes checks strict priority across all three lanes in
