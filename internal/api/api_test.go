@@ -178,30 +178,11 @@ func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 }
 func (h *handler) AccessGroup() string { return "" }
 
-func TestServerRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lanes.sock")
-	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
-	h := &handler{o: owners{flows: map[Flow][]uint32{f: {uint32(os.Getuid())}}}}
-	s, err := Listen(path, h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); s.Close(); <-done })
-
-	if _, err := Listen(path, h, nil); err == nil || !strings.Contains(err.Error(), "already listening") {
-		t.Fatalf("second listener: %v", err)
-	}
-	c, err := Dial(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Ping(); err != nil {
-		t.Fatal(err)
-	}
+// checkFlowOps registers f, lists it, and checks the server's errors and
+// the answers of socket lanes (more than one request's worth) and
+// components.
+func checkFlowOps(t *testing.T, c *Client, f Flow) {
+	t.Helper()
 	if err := c.Register(f, lane.Background); err != nil {
 		t.Fatal(err)
 	}
@@ -227,15 +208,12 @@ func TestServerRoundTrip(t *testing.T) {
 	if _, err := c.Component("nosuch"); err == nil || !strings.Contains(err.Error(), "not running") {
 		t.Fatalf("component nosuch: %v", err)
 	}
-	// A panicking handler gives an error reply and the daemon lives on.
-	if err := c.MovePID(os.Getpid(), lane.Background); err == nil || !strings.Contains(err.Error(), "internal error") {
-		t.Fatalf("panic not contained: %v", err)
-	}
-	if err := c.Ping(); err != nil {
-		t.Fatalf("server dead after panic: %v", err)
-	}
+}
 
-	// Raw garbage on a second connection gets error replies, in order.
+// checkGarbageReplies sends raw garbage on a new connection to the server
+// at path: it must get error replies, in order.
+func checkGarbageReplies(t *testing.T, path string) {
+	t.Helper()
 	raw, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +233,42 @@ func TestServerRoundTrip(t *testing.T) {
 	if len(lines) != 3 || !strings.Contains(lines[0], "bad request") || lines[1] != `{"ok":true}` || !strings.Contains(lines[2], "longer than") {
 		t.Fatalf("replies = %q", lines)
 	}
+}
+
+func TestServerRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lanes.sock")
+	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	h := &handler{o: owners{flows: map[Flow][]uint32{f: {uint32(os.Getuid())}}}}
+	s, err := Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); s.Close(); <-done })
+
+	if _, err := Listen(path, h, nil); err == nil || !strings.Contains(err.Error(), "already listening") {
+		t.Fatalf("second listener: %v", err)
+	}
+	c, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	checkFlowOps(t, c, f)
+	// A panicking handler gives an error reply and the daemon lives on.
+	if err := c.MovePID(os.Getpid(), lane.Background); err == nil || !strings.Contains(err.Error(), "internal error") {
+		t.Fatalf("panic not contained: %v", err)
+	}
+	if err := c.Ping(); err != nil {
+		t.Fatalf("server dead after panic: %v", err)
+	}
+
+	checkGarbageReplies(t, path)
 	if err := c.Ping(); err != nil {
 		t.Fatalf("server dead after garbage: %v", err)
 	}
