@@ -474,18 +474,10 @@ func devicePolicy(link string) string {
 	return fmt.Sprintf("interfaces:\n  - name: %s\n", link)
 }
 
-func TestLifecycle(t *testing.T) {
-	testutil.RequireRoot(t)
-	p := testutil.NewVethPair(t)
-	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-
-	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
-	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
-		t.Fatalf("no HTB installed:\n%s", q)
-	}
-	if left := leftovers(t, p.A, p.LinkA); len(left) < 3 {
-		t.Fatalf("the leftovers check sees too little while the daemon runs (want qdisc, filter, cgroups): %q", left)
-	}
+// checkRunning checks a running daemon: traffic flows and its status
+// names the interface and counts the packets.
+func checkRunning(t *testing.T, p *testutil.Pair, sock string) {
+	t.Helper()
 	if err := transfer(t, p); err != nil {
 		t.Fatalf("traffic with the daemon running: %v", err)
 	}
@@ -500,8 +492,12 @@ func TestLifecycle(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("status counted no packets after a transfer")
 	}
+}
 
-	// SIGHUP: a good new file is applied, a broken one keeps the running policy.
+// checkReload: on SIGHUP a good new policy file is applied, a broken one
+// keeps the running policy.
+func checkReload(t *testing.T, p *testutil.Pair, d *proc, sock string) {
+	t.Helper()
 	pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
 	good := devicePolicy(p.LinkA) + fmt.Sprintf("rules:\n  - {name: upload, lane: background, dst: %s, dport: 8080, sport: 40000}\n", p.AddrB)
 	if err := os.WriteFile(pol, []byte(good), 0o644); err != nil {
@@ -523,6 +519,22 @@ func TestLifecycle(t *testing.T) {
 	if err := transfer(t, p); err != nil {
 		t.Fatalf("traffic after a refused reload: %v", err)
 	}
+}
+
+func TestLifecycle(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
+		t.Fatalf("no HTB installed:\n%s", q)
+	}
+	if left := leftovers(t, p.A, p.LinkA); len(left) < 3 {
+		t.Fatalf("the leftovers check sees too little while the daemon runs (want qdisc, filter, cgroups): %q", left)
+	}
+	checkRunning(t, p, sock)
+	checkReload(t, p, d, sock)
 
 	// SIGTERM: everything removed.
 	d.stop(t, syscall.SIGTERM)
