@@ -339,9 +339,16 @@ func TestAttackLocalAddress(t *testing.T) {
 		t.Errorf("after registering %s: root's socket %v (want none), nobody's %v (want background)", uf, got[rootCookie], got[userCookie])
 	}
 
-	// nobody registers another flow of its own on the second address, then
-	// root connects from the first address with the same ports: sock_ops
-	// resolves root's new socket by the datapath key at connect.
+	checkLaterRootSocket(t, b, user, second)
+	checkUDPByLocalAddress(t, b, user, second)
+}
+
+// checkLaterRootSocket: nobody registers another flow of its own on the
+// second address, then root connects from the first address with the same
+// ports: sock_ops resolves root's new socket by the datapath key at
+// connect, and must leave it alone.
+func checkLaterRootSocket(t *testing.T, b *attackBed, user *api.Client, second net.IP) {
+	t.Helper()
 	userConn2 := b.dialAs(t, nobody, "tcp", second.String(), 0)
 	uf2, _ := api.FlowOf(userConn2)
 	if err := user.Register(uf2, lane.Background); err != nil {
@@ -352,9 +359,13 @@ func TestAttackLocalAddress(t *testing.T) {
 	if got, _ := b.root.SocketLanes([]uint64{laterCookie}); got[laterCookie] != lane.Unset {
 		t.Errorf("after registering %s: root's later socket from %s got %v (want none)", uf2, b.p.AddrA, got[laterCookie])
 	}
+}
 
-	// UDP has no sock_ops: the classifier's own lookup must tell the two
-	// local addresses apart.
+// checkUDPByLocalAddress: UDP has no sock_ops, so the classifier's own
+// lookup must tell the two local addresses apart: root's datagrams on the
+// same ports as nobody's registered flow stay out of its lane.
+func checkUDPByLocalAddress(t *testing.T, b *attackBed, user *api.Client, second net.IP) {
+	t.Helper()
 	var sink net.PacketConn // so that no ICMP refusal stops the senders
 	b.p.B.Do(t, func() (err error) { sink, err = net.ListenPacket("udp", ":8080"); return err })
 	t.Cleanup(func() { sink.Close() })
