@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -514,17 +515,27 @@ func filterProg(t *testing.T, ns *testutil.NetNS, ifname string) ebpf.ProgramID 
 	return id
 }
 
-// TestSIGKILLFailOpen kills a process that owns a datapath with SIGKILL:
-// traffic keeps flowing through the left-over tree, the sock_ops link is
-// gone with the process, and Cleanup + Open repair.
-func TestSIGKILLFailOpen(t *testing.T) {
-	requireCgroup2(t)
-	p := testutil.NewVethPair(t)
-	usualTxQLen(t, p.A, p.LinkA)
-	before := inspect(t, p.A, p.LinkA, "kill1")
+// openHelper is a child process that opened a datapath (TestHelperProcess,
+// LANES_DP_HELPER=open) and waits to be killed. Its first line named its
+// sock_ops program and congestion controls ("-" where this kernel runs
+// none).
+type openHelper struct {
+	cmd    *exec.Cmd
+	prog   ebpf.ProgramID
+	cc, bg string
+}
+
+// startOpenHelper starts an openHelper in p.A for the instance, with the
+// extra environment, and waits for its first line. When the test ends it is
+// killed and its cgroup mount point removed: under `ip netns exec` the
+// helper sees no cgroup mount and mounts its own in its private mount
+// namespace; killed, it cannot remove the mount point on the host's /run
+// (empty and unmounted by then).
+func startOpenHelper(t *testing.T, p *testutil.Pair, instance string, env ...string) *openHelper {
+	t.Helper()
 	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
-		"LANES_DP_INSTANCE=kill1", "LANES_DP_STATEDIR="+StateDir)
+	cmd.Env = append(append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
+		"LANES_DP_INSTANCE="+instance, "LANES_DP_STATEDIR="+StateDir), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -536,25 +547,40 @@ func TestSIGKILLFailOpen(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		// Under `ip netns exec` the helper sees no cgroup mount and mounts
-		// its own in its private mount namespace; killed, it cannot remove
-		// the mount point on the host's /run (empty and unmounted here).
-		_ = os.Remove(helperCgroupMount("kill1"))
+		_ = os.Remove(helperCgroupMount(instance))
 	})
-	line := make([]byte, 64)
+	h := &openHelper{cmd: cmd}
+	line := make([]byte, 128)
 	n, _ := out.Read(line)
-	var helperProg ebpf.ProgramID
-	if _, err := fmt.Sscanf(string(line[:n]), "ready %d", &helperProg); err != nil {
+	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &h.prog, &h.cc, &h.bg); err != nil {
 		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
 		t.Fatalf("helper: %q%s", line[:n], rest)
 	}
+	return h
+}
+
+// kill sends the helper SIGKILL and waits for it.
+func (h *openHelper) kill() {
+	h.cmd.Process.Signal(syscall.SIGKILL)
+	h.cmd.Wait()
+}
+
+// TestSIGKILLFailOpen kills a process that owns a datapath with SIGKILL:
+// traffic keeps flowing through the left-over tree, the sock_ops link is
+// gone with the process, and Cleanup + Open repair.
+func TestSIGKILLFailOpen(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	usualTxQLen(t, p.A, p.LinkA)
+	before := inspect(t, p.A, p.LinkA, "kill1")
+	h := startOpenHelper(t, p, "kill1")
+	helperProg := h.prog
 	// Other tests on this machine attach and detach sock_ops programs too:
 	// look for the helper's own.
 	if !slices.Contains(attachedSockops(t), helperProg) {
 		t.Errorf("helper's sock_ops program %d not attached", helperProg)
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	h.kill()
 
 	s := inspect(t, p.A, p.LinkA, "kill1")
 	if s.rootKind != "htb" || !slices.Equal(s.filters, []string{"lanes:kill1"}) || !s.cgroupExist {

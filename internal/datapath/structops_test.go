@@ -7,11 +7,7 @@
 package datapath
 
 import (
-	"fmt"
-	"io"
-	"os"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
@@ -22,48 +18,27 @@ import (
 func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
-	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
-		"LANES_DP_INSTANCE=kill2", "LANES_DP_STATEDIR="+StateDir, "LANES_DP_STRUCTOPS=update")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var names []string
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		_ = os.Remove(helperCgroupMount("kill2")) // see TestSIGKILLFailOpen
+	t.Cleanup(func() { // after the helper's own (cleanups run last first)
 		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill2") })
 		structops.Remove(names...) // whatever the test left, also when it failed
 	})
-	line := make([]byte, 128)
-	n, _ := out.Read(line)
-	var prog int
-	var cc, bg string
-	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
-		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
-		t.Fatalf("helper: %q%s", line[:n], rest)
-	}
+	h := startOpenHelper(t, p, "kill2", "LANES_DP_STRUCTOPS=update")
+	cc, bg := h.cc, h.bg
 	for _, n := range []string{cc, bg} {
 		if n != "-" {
 			names = append(names, n)
 		}
 	}
 	if bg == "-" {
-		t.Fatalf("helper: %q: no background congestion control", line[:n])
+		t.Fatalf("helper: no background congestion control (%s %s)", cc, bg)
 	}
 	if cc == "-" {
 		// Before 5.13 (CUBIC's kfuncs): the background one alone is
 		// checked, on the path those kernels take.
 		t.Logf("no cwnd-cap congestion control here: %v", capcc.Probe())
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	h.kill()
 
 	ours := func(n string) bool { return slices.Contains(names, n) }
 	for _, n := range names {

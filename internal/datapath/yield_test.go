@@ -12,10 +12,7 @@ package datapath
 
 import (
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,31 +165,11 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	_, addr := startSink(t, p.B, p.AddrB, 9421)
-	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
-		"LANES_DP_INSTANCE=kill3", "LANES_DP_STATEDIR="+StateDir, "LANES_DP_YIELD=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		_ = os.Remove(helperCgroupMount("kill3")) // see TestSIGKILLFailOpen
+	t.Cleanup(func() { // after the helper's own (cleanups run last first)
 		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
 	})
-	line := make([]byte, 128)
-	n, _ := out.Read(line)
-	var prog int
-	var cc, bg string
-	if _, err := fmt.Sscanf(string(line[:n]), "ready %d %s %s", &prog, &cc, &bg); err != nil {
-		rest, _ := io.ReadAll(out) // the helper's failure, after its first line
-		t.Fatalf("helper: %q%s", line[:n], rest)
-	}
+	h := startOpenHelper(t, p, "kill3", "LANES_DP_YIELD=1")
+	cc, bg := h.cc, h.bg
 	// root's socket is background: sock_ops switches it to LEDBAT++, which
 	// enforces the clamp itself (capcc plays no part)
 	if bg == "-" {
@@ -203,8 +180,7 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
 		t.Fatalf("background upload under the helper's yield: cwnd %d after %v, want 2", cw, took)
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	h.kill()
 	if peak, prr := peakOutsidePRR(t, up, 500*time.Millisecond); peak > 2 || prr > 3 {
 		t.Fatalf("after the SIGKILL the upload's cwnd reached %d (%d in CWR/Recovery): the clamp did not stay (the check below would prove nothing)", peak, prr)
 	}
