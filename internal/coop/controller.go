@@ -347,7 +347,7 @@ func New(o Options) (*Controller, error) {
 	if err := c.saveState(false); err != nil { // a crash from here on is unclean
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
-	c.safety = safety{cfg: o.Config.Safety}
+	c.safety = safety{cfg: o.Config.Safety, back: upBackInflation}
 	c.dnEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.dnEst.earlyDrain = true
 	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())

@@ -502,40 +502,11 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 // second drain's lower best (no fallback in the 8 intervals). The same
 // return with the group's goodput recovering (a queue of our own caps, a
 // probe's) does not count, nor one after drainMemory (it drains anew: interval 7),
-// nor one at 1.12x
+// nor, on the downlink, one at 1.12x
 // (the ACKs' access delay of the lab's 802.11 medium, session 18).
 func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 	run := func(gap int, fall, line float64) int {
-		e := newTestEstimator()
-		m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
-		_, t1 := m.run(e, t0, 20*time.Second, 1e6)
-		t1 = t1.Add(2 * time.Second) // out of the probe period
-		s := safety{cfg: DefaultConfig().Safety}
-		step := func(g, infl float64) bool {
-			e.update(t1, groupSample{goodput: g, inflation: infl, minRTT: m.rtt})
-			after, share, back := e.drainState()
-			o := observation{inflation: infl, queueDelay: time.Duration((infl - 1) * float64(m.rtt)), inflightLow: true,
-				drained: after, drainShare: share, drainBack: back, flows: 1}
-			ok, _ := s.update(t1, o)
-			t1 = t1.Add(500 * time.Millisecond)
-			return ok
-		}
-		step(12e6, 1.3) // a foreign queue: drained at its second interval
-		step(12e6, 1.3)
-		if !e.drained {
-			t.Fatal("no drain")
-		}
-		for range gap { // the foreign flows' losses empty it; the group delivers 0.88 of it
-			step(10.5e6, 1.05)
-		}
-		g := 10.5e6
-		for i := 1; i <= 8; i++ { // the foreign windows grow back
-			if !step(g, line) {
-				return i
-			}
-			g *= fall
-		}
-		return -1
+		return queueBack(t, safety{cfg: DefaultConfig().Safety}, gap, fall, line)
 	}
 	if i := run(8, 0.97, 1.2); i != 3 {
 		t.Errorf("a queue back at 1.2x 4 s after the drain: fallback in its interval %d, want 3", i)
@@ -549,6 +520,72 @@ func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 	if i := run(8, 1.1, 1.2); i >= 0 {
 		t.Errorf("a queue back with the group's goodput recovering stopped capping (interval %d)", i)
 	}
+}
+
+// TestUplinkQueueComesBackAtTrimLine: on the uplink the drain signal
+// reads a returning queue from the trim's line (upBackInflation, 1.10x):
+// the lab's coop-mixed uploading held the plain uploads' queue at
+// 1.12-1.18x after the drain, the lanes group at 0.74-0.86 of its
+// drained best (session 18's worst repetition: capping stopped at 15.2 s).
+// Under the old rule (1.15x for both directions) a queue back at 1.12x
+// never counted. The group's goodput holding (0.93-1.0 of the drained
+// best) keeps it from counting, as on the downlink, and the downlink's
+// fallback keeps 1.15x.
+func TestUplinkQueueComesBackAtTrimLine(t *testing.T) {
+	up := safety{cfg: DefaultConfig().Safety, back: upBackInflation}
+	if i := queueBack(t, up, 8, 0.97, 1.12); i != 3 {
+		t.Errorf("uplink: a queue back at 1.12x, the group falling: fallback in its interval %d, want 3", i)
+	}
+	if i := queueBack(t, up, 8, 0.97, 1.08); i >= 0 {
+		t.Errorf("uplink: a queue back at 1.08x (within the trim's band) stopped capping (interval %d)", i)
+	}
+	if i := queueBack(t, up, 8, 1.1, 1.12); i >= 0 {
+		t.Errorf("uplink: a queue back at 1.12x with the group's goodput recovering stopped capping (interval %d)", i)
+	}
+	c := newGroup(t, 1, paperConfig()).nodes[0].c
+	if c.safety.backLine() != upBackInflation || c.dnSafety.backLine() != backInflation {
+		t.Errorf("controller's lines: uplink %.2f, downlink %.2f", c.safety.backLine(), c.dnSafety.backLine())
+	}
+	if i := queueBack(t, c.dnSafety, 8, 0.97, 1.12); i >= 0 {
+		t.Errorf("downlink: a queue back at 1.12x stopped capping (interval %d)", i)
+	}
+}
+
+// queueBack feeds an estimator a drain, gap intervals of the queue gone
+// (the group at 0.88 of the drained best), then the queue back at line
+// (srtt/min_rtt) with the group's goodput times fall each interval, and
+// returns the interval of the return in which s stopped capping (-1: none).
+func queueBack(t *testing.T, s safety, gap int, fall, line float64) int {
+	t.Helper()
+	e := newTestEstimator()
+	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
+	_, t1 := m.run(e, t0, 20*time.Second, 1e6)
+	t1 = t1.Add(2 * time.Second) // out of the probe period
+	step := func(g, infl float64) bool {
+		e.update(t1, groupSample{goodput: g, inflation: infl, minRTT: m.rtt})
+		after, share, back := e.drainState()
+		o := observation{inflation: infl, queueDelay: time.Duration((infl - 1) * float64(m.rtt)), inflightLow: true,
+			drained: after, drainShare: share, drainBack: back, flows: 1}
+		ok, _ := s.update(t1, o)
+		t1 = t1.Add(500 * time.Millisecond)
+		return ok
+	}
+	step(12e6, 1.3) // a foreign queue: drained at its second interval
+	step(12e6, 1.3)
+	if !e.drained {
+		t.Fatal("no drain")
+	}
+	for range gap { // the foreign flows' losses empty it; the group delivers 0.88 of it
+		step(10.5e6, 1.05)
+	}
+	g := 10.5e6
+	for i := 1; i <= 8; i++ { // the foreign windows grow back
+		if !step(g, line) {
+			return i
+		}
+		g *= fall
+	}
+	return -1
 }
 
 // TestEstimateQueueBackDrainsKeepsFirstBest: a returning queue above the
