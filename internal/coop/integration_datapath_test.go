@@ -18,24 +18,9 @@ func TestIntegrationClampsRealConnections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	old := datapath.StateDir
-	datapath.StateDir = t.TempDir()
-	t.Cleanup(func() { datapath.StateDir = old })
 	l := newLAN(t, 3)
 	l.sinkServer(t, 5002)
-	var dps []*datapath.Datapath
-	for i, ns := range l.hosts {
-		var d *datapath.Datapath
-		err := ns.Run(func() (err error) {
-			d, err = datapath.Open(datapath.Config{Interface: "lan0", Instance: fmt.Sprintf("coopit%d", i)})
-			return err
-		})
-		if err != nil {
-			t.Skipf("datapath not available here: %v", err)
-		}
-		t.Cleanup(func() { d.Close() })
-		dps = append(dps, d)
-	}
+	dps := openDatapaths(t, l)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := integrationConfig()
@@ -56,34 +41,7 @@ func TestIntegrationClampsRealConnections(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a few hundred RTTs for the clamp to act
 	checked := 0
 	for i, h := range hs {
-		caps := map[uint64]uint32{}
-		for _, f := range h.c.Status().Flows {
-			caps[f.Cookie] = f.Cap
-		}
-		var over []string
-		for k := 0; k < 10; k++ {
-			flows, err := h.smp.Sample()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range flows {
-				c, ok := caps[f.Cookie]
-				if !ok || c == 0 || f.State != "ESTAB" || f.BytesAcked < 1<<20 {
-					continue
-				}
-				checked++
-				if k == 0 {
-					t.Logf("host %d cookie %d: cap %d cwnd %d min_rtt %d us", i, f.Cookie, c, f.Cwnd, f.MinRTT)
-				}
-				if f.Cwnd > c {
-					over = append(over, fmt.Sprintf("cookie %d cwnd %d > cap %d", f.Cookie, f.Cwnd, c))
-				}
-			}
-			time.Sleep(30 * time.Millisecond)
-		}
-		if len(over) > 0 {
-			t.Errorf("host %d: cwnd above the cap: %v", i, over)
-		}
+		checked += checkUnderCaps(t, i, h)
 		st, err := dps[i].Stats()
 		if err == nil && st.Sockops["cap_set"] == 0 {
 			t.Errorf("host %d: sock_ops never applied a cap: %v", i, st.Sockops)
@@ -93,4 +51,65 @@ func TestIntegrationClampsRealConnections(t *testing.T) {
 		t.Fatal("no capped upload seen by the monitor")
 	}
 	t.Logf("%d samples of capped uploads, all at or below their caps", checked)
+}
+
+// openDatapaths opens a datapath on each host's LAN interface (state in a
+// temporary directory), closed when the test ends; it skips the test where
+// the datapath is not available.
+func openDatapaths(t *testing.T, l *lan) []*datapath.Datapath {
+	t.Helper()
+	old := datapath.StateDir
+	datapath.StateDir = t.TempDir()
+	t.Cleanup(func() { datapath.StateDir = old })
+	var dps []*datapath.Datapath
+	for i, ns := range l.hosts {
+		var d *datapath.Datapath
+		err := ns.Run(func() (err error) {
+			d, err = datapath.Open(datapath.Config{Interface: "lan0", Instance: fmt.Sprintf("coopit%d", i)})
+			return err
+		})
+		if err != nil {
+			t.Skipf("datapath not available here: %v", err)
+		}
+		t.Cleanup(func() { d.Close() })
+		dps = append(dps, d)
+	}
+	return dps
+}
+
+// checkUnderCaps samples host i's sockets 10 times, 30 ms apart, and
+// reports every capped established upload (past its first MB) whose cwnd
+// is above its cap. It returns how many such samples it checked.
+func checkUnderCaps(t *testing.T, i int, h *ihost) int {
+	t.Helper()
+	caps := map[uint64]uint32{}
+	for _, f := range h.c.Status().Flows {
+		caps[f.Cookie] = f.Cap
+	}
+	checked := 0
+	var over []string
+	for k := 0; k < 10; k++ {
+		flows, err := h.smp.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range flows {
+			c, ok := caps[f.Cookie]
+			if !ok || c == 0 || f.State != "ESTAB" || f.BytesAcked < 1<<20 {
+				continue
+			}
+			checked++
+			if k == 0 {
+				t.Logf("host %d cookie %d: cap %d cwnd %d min_rtt %d us", i, f.Cookie, c, f.Cwnd, f.MinRTT)
+			}
+			if f.Cwnd > c {
+				over = append(over, fmt.Sprintf("cookie %d cwnd %d > cap %d", f.Cookie, f.Cwnd, c))
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	if len(over) > 0 {
+		t.Errorf("host %d: cwnd above the cap: %v", i, over)
+	}
+	return checked
 }
