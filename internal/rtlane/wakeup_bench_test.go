@@ -60,26 +60,8 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 			b.Fatal(err)
 		}
 	}
-	stop := make(chan struct{})
-	defer close(stop)
 	if gc {
-		go func() { // ~80 MB/s in 1 KiB objects
-			for {
-				select {
-				case <-stop:
-					gcSink = nil
-					return
-				default:
-				}
-				for i := 0; i < 80; i++ {
-					gcSink = append(gcSink, make([]byte, 1024))
-				}
-				if len(gcSink) > 20000 {
-					gcSink = nil
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
+		defer allocate()()
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWakeupClientHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LANES_WAKEUP_CLIENT="+strconv.Itoa(b.N))
@@ -89,48 +71,82 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	lat := make([]int64, 0, b.N)
-	var others int64 // the other threads' voluntary switches while the reader served
-	done := make(chan struct{})
+	r := &wakeupReader{lat: make([]int64, 0, b.N), done: make(chan struct{})}
 	b.ResetTimer()
-	go func() { // the reader: the lane's own read, on a locked SCHED_FIFO thread
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 21}
-		_ = unix.SchedSetAttr(0, &a, 0)
-		p := newPoller(0, &pollCounters{}, sv, raw)
-		all0, own0 := switches(unix.RUSAGE_SELF), switches(unix.RUSAGE_THREAD)
-		buf, out := make([]byte, 64), make([]byte, 32)
-		for {
-			n, _, err := p.recv(sv, buf)
-			now := Monotonic()
-			if err != nil || n < 8 {
-				others = switches(unix.RUSAGE_SELF) - all0 - (switches(unix.RUSAGE_THREAD) - own0)
-				return
-			}
-			lat = append(lat, now-int64(binary.NativeEndian.Uint64(buf)))
-			_ = writeAll(sv, out, 0)
-		}
-	}()
+	go r.serve(sv, raw)
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("client: %v", err)
 	}
 	_ = unix.Shutdown(sv, unix.SHUT_RDWR)
-	<-done
+	<-r.done
 	b.StopTimer()
 	after := stwStopping()
+	lat := r.lat
 	if len(lat) == 0 {
 		b.Fatal("no requests read")
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2])/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100])/1e3, "p99-µs")
-	b.ReportMetric(float64(others)/float64(len(lat)), "other-switches/op")
+	b.ReportMetric(float64(r.others)/float64(len(lat)), "other-switches/op")
 	if gc {
 		n, p99, mx := stwDelta(before, after)
 		b.ReportMetric(float64(n), "stw")
 		b.ReportMetric(p99*1e6, "stw-stop-p99-µs")
 		b.ReportMetric(mx*1e6, "stw-stop-max-µs")
+	}
+}
+
+// allocate allocates ~80 MB/s in 1 KiB objects (the garbage collector's
+// work during the benchmark) until the returned stop is called.
+func allocate() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				gcSink = nil
+				return
+			default:
+			}
+			for i := 0; i < 80; i++ {
+				gcSink = append(gcSink, make([]byte, 1024))
+			}
+			if len(gcSink) > 20000 {
+				gcSink = nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return func() { close(done) }
+}
+
+// wakeupReader is the benchmark's reader: the lane's own read, on a
+// locked SCHED_FIFO thread, answering each request and recording its
+// wake-up latency.
+type wakeupReader struct {
+	lat    []int64 // ns from the client's send to the read's return
+	others int64   // the other threads' voluntary switches while it served
+	done   chan struct{}
+}
+
+func (r *wakeupReader) serve(sv int, raw bool) {
+	defer close(r.done)
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 21}
+	_ = unix.SchedSetAttr(0, &a, 0)
+	p := newPoller(0, &pollCounters{}, sv, raw)
+	all0, own0 := switches(unix.RUSAGE_SELF), switches(unix.RUSAGE_THREAD)
+	buf, out := make([]byte, 64), make([]byte, 32)
+	for {
+		n, _, err := p.recv(sv, buf)
+		now := Monotonic()
+		if err != nil || n < 8 {
+			r.others = switches(unix.RUSAGE_SELF) - all0 - (switches(unix.RUSAGE_THREAD) - own0)
+			return
+		}
+		r.lat = append(r.lat, now-int64(binary.NativeEndian.Uint64(buf)))
+		_ = writeAll(sv, out, 0)
 	}
 }
 
