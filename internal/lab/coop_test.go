@@ -160,39 +160,8 @@ func testCoopBedLanes(t *testing.T, medium string) {
 	}
 	st := s.stats([]int{0, 1}, 3, 100)
 	last := s.Samples[len(s.Samples)-1]
-	for i, h := range last {
-		if h.N != 2 || !h.Capping || h.Cap == 0 {
-			t.Errorf("host %d at the end: N=%d capping=%v cap=%d", i, h.N, h.Capping, h.Cap)
-		}
-		// 20 Mbit/s x 100 ms - 120 kbit over 2 hosts of 1448-byte segments
-		if h.Cwnd > h.Cap {
-			t.Errorf("host %d cwnd %d above cap %d", i, h.Cwnd, h.Cap)
-		}
-	}
-	// the air each host got (its payload leaving the shared uplink) is
-	// what its reader counted, give or take the bytes in flight beyond the
-	// medium and retransmissions
-	for i := range cb.hosts {
-		var app, air int64
-		for _, row := range s.Samples {
-			app, air = app+row[i].Bytes, air+row[i].Air
-		}
-		if app == 0 || air < app*9/10 || air > app*3/2 {
-			t.Errorf("host %d: %d bytes read, %d bytes of payload left the medium", i, app, air)
-		}
-	}
-	for _, h := range cb.hosts {
-		cs, err := h.coopStatus()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(cs.Flows) == 0 || cs.Flows[0].Lane != lane.Background.String() {
-			t.Errorf("%s: daemon's flows %+v, want the upload in the background lane", h.node.Name, cs.Flows)
-		}
-		if !cs.Authenticated || cs.Counters.Accepted == 0 || cs.Counters.Dropped() != 0 {
-			t.Errorf("%s: authenticated %v, counters %+v", h.node.Name, cs.Authenticated, cs.Counters)
-		}
-	}
+	checkCappedUploads(t, cb, s)
+	checkBackgroundDaemons(t, cb)
 	if n := cb.bed.Emu.Broadcast.Load(); n == 0 {
 		t.Error("the daemons' announcements were not broadcast across the medium")
 	}
@@ -208,6 +177,49 @@ func testCoopBedLanes(t *testing.T, medium string) {
 		}
 		if len(cb.ups) != 2 || cb.ups[0] == cb.ups[1] || s.Up.OutPackets == 0 || s.Down.OutPackets == 0 {
 			t.Errorf("dcf: %d uplink queues, up %+v, down %+v", len(cb.ups), s.Up, s.Down)
+		}
+	}
+}
+
+// checkCappedUploads: at the end of the recording both hosts count N = 2
+// and cap their uploads with the cwnd under the cap, and the air each host
+// got (its payload leaving the shared uplink) is what its reader counted,
+// give or take the bytes in flight beyond the medium and retransmissions.
+func checkCappedUploads(t *testing.T, cb *coopBed, s *coopSeries) {
+	t.Helper()
+	for i, h := range s.Samples[len(s.Samples)-1] {
+		if h.N != 2 || !h.Capping || h.Cap == 0 {
+			t.Errorf("host %d at the end: N=%d capping=%v cap=%d", i, h.N, h.Capping, h.Cap)
+		}
+		if h.Cwnd > h.Cap {
+			t.Errorf("host %d cwnd %d above cap %d", i, h.Cwnd, h.Cap)
+		}
+	}
+	for i := range cb.hosts {
+		var app, air int64
+		for _, row := range s.Samples {
+			app, air = app+row[i].Bytes, air+row[i].Air
+		}
+		if app == 0 || air < app*9/10 || air > app*3/2 {
+			t.Errorf("host %d: %d bytes read, %d bytes of payload left the medium", i, app, air)
+		}
+	}
+}
+
+// checkBackgroundDaemons: each host's daemon sees its upload in the
+// background lane and accepted its peer's authenticated announcements.
+func checkBackgroundDaemons(t *testing.T, cb *coopBed) {
+	t.Helper()
+	for _, h := range cb.hosts {
+		cs, err := h.coopStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs.Flows) == 0 || cs.Flows[0].Lane != lane.Background.String() {
+			t.Errorf("%s: daemon's flows %+v, want the upload in the background lane", h.node.Name, cs.Flows)
+		}
+		if !cs.Authenticated || cs.Counters.Accepted == 0 || cs.Counters.Dropped() != 0 {
+			t.Errorf("%s: authenticated %v, counters %+v", h.node.Name, cs.Authenticated, cs.Counters)
 		}
 	}
 }
