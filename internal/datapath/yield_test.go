@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -132,10 +131,8 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 	if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
 		t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
 	}
-	// PRR's one segment in CWR/Recovery, as after the SIGKILL below
-	// (seen on 5.10, where LEDBAT++ enforces the clamp: a peak of 3)
-	if peak, prr := peakOutsidePRR(t, heldConn, 300*time.Millisecond); peak > 2 || prr > 3 {
-		t.Errorf("yield on %s: its upload's cwnd peaked at %d (%d in CWR/Recovery)", held, peak, prr)
+	if w := watchClamp(t, heldConn, 300*time.Millisecond, 2); !w.held(2) {
+		t.Errorf("yield on %s: its upload's clamp did not hold: %v", held, w)
 	}
 	if err := h.SetYield(ifindex, false); err != nil {
 		t.Fatal(err)
@@ -181,8 +178,8 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 		t.Fatalf("background upload under the helper's yield: cwnd %d after %v, want 2", cw, took)
 	}
 	h.kill()
-	if peak, prr := peakOutsidePRR(t, up, 500*time.Millisecond); peak > 2 || prr > 3 {
-		t.Fatalf("after the SIGKILL the upload's cwnd reached %d (%d in CWR/Recovery): the clamp did not stay (the check below would prove nothing)", peak, prr)
+	if w := watchClamp(t, up, 500*time.Millisecond, 2); !w.held(2) {
+		t.Fatalf("after the SIGKILL the upload's clamp did not stay (the check below would prove nothing): %v", w)
 	}
 	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill3"})
@@ -194,37 +191,39 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	}
 }
 
-// peakOutsidePRR is the largest cwnd seen over d outside CWR and Recovery,
-// and inside them. In those states the kernel's proportional rate
-// reduction sets cwnd to the packets in flight + 1 (tcp_cwnd_reduction)
-// without a congestion-control callback, so the clamp of 2 can read 3 for
-// a round trip after a loss (seen once in CI: 3 within 500 ms of the
-// kill); a clamp that did not stay lets LEDBAT++ restore its window from
-// before the yield at the next ACK, far above that.
-func peakOutsidePRR(t *testing.T, c *net.TCPConn, d time.Duration) (open, prr uint32) {
-	t.Helper()
-	raw, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for start := time.Now(); time.Since(start) < d; time.Sleep(time.Millisecond) {
-		var ti *unix.TCPInfo
-		var ierr error
-		raw.Control(func(fd uintptr) { ti, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-		if ierr != nil {
-			t.Fatalf("tcp_info: %v", ierr)
-		}
-		if ti.Ca_state == tcpCACWR || ti.Ca_state == tcpCARecovery {
-			prr = max(prr, ti.Snd_cwnd)
-		} else {
-			open = max(open, ti.Snd_cwnd)
-		}
-	}
-	return open, prr
+// clampWatch is a socket's cwnd sampled every millisecond: the peak, and
+// how many samples were above a clamp.
+type clampWatch struct {
+	peak           uint32
+	samples, above int
 }
 
-// tcp_ca_state values (include/uapi/linux/tcp.h).
-const (
-	tcpCACWR      = 2
-	tcpCARecovery = 3
-)
+func watchClamp(t *testing.T, c *net.TCPConn, d time.Duration, clamp uint32) clampWatch {
+	t.Helper()
+	var w clampWatch
+	for start := time.Now(); time.Since(start) < d; time.Sleep(time.Millisecond) {
+		cw, _ := tcpInfo(t, c)
+		w.peak, w.samples = max(w.peak, cw), w.samples+1
+		if cw > clamp {
+			w.above++
+		}
+	}
+	return w
+}
+
+// held says whether the clamp stayed: at most one segment above it, in at
+// most a tenth of the samples. The kernel writes cwnd outside the
+// congestion control's callbacks: in CWR and Recovery, proportional rate
+// reduction sets it to the packets in flight + 1 (tcp_cwnd_reduction), and
+// on 5.10 an Open socket under LEDBAT++ read the clamp + 1 for one ACK,
+// pulled back by the next ACK's cong_avoid (2 of about 70 runs of
+// TestRestartReleasesYieldClamp in the VM, session 19; the kernel path was
+// not identified). A clamp that did not stay lets LEDBAT++ restore its
+// window from before the yield (10 or more) at the next ACK.
+func (w clampWatch) held(clamp uint32) bool {
+	return w.peak <= clamp+1 && w.above*10 <= w.samples
+}
+
+func (w clampWatch) String() string {
+	return fmt.Sprintf("cwnd peak %d, above the clamp in %d of %d samples", w.peak, w.above, w.samples)
+}
