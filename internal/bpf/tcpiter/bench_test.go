@@ -25,41 +25,14 @@ func BenchmarkWalk(b *testing.B) {
 
 func benchWalk(b *testing.B, n int) {
 	testutil.RequireRoot(b)
-	lim := unix.Rlimit{Cur: uint64(n + 1000), Max: uint64(n + 1000)}
-	if n > 0 {
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-			b.Skip(err)
-		}
-	}
 	it, err := Load(Config{States: 1 << 1})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer it.Close()
 	ns := testutil.NewNetNS(b)
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
+	idleConns(b, ns, n)
 	ns.Do(b, func() error {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
-		for range n / 2 {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				return err
-			}
-			s, err := ln.Accept()
-			if err != nil {
-				return err
-			}
-			conns = append(conns, c, s)
-		}
 		var rd Reader
 		got := 0
 		// The program's own run time (BPF_ENABLE_STATS, for this benchmark
@@ -103,14 +76,6 @@ func BenchmarkTrackerDelta(b *testing.B) {
 
 func benchDelta(b *testing.B, n int) {
 	testutil.RequireRoot(b)
-	var lim unix.Rlimit
-	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
-	if lim.Cur < uint64(n+1000) {
-		lim.Cur = min(lim.Max, uint64(n+1000))
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < uint64(n+200) {
-			b.Skipf("need %d file descriptors", n+200)
-		}
-	}
 	ns := testutil.NewNetNS(b)
 	var st unix.Stat_t
 	if err := unix.Fstat(int(ns.Handle), &st); err != nil {
@@ -121,31 +86,7 @@ func benchDelta(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	defer tr.Close()
-	var conns []net.Conn
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	ns.Do(b, func() error {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
-		for range n / 2 {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				return err
-			}
-			s, err := ln.Accept()
-			if err != nil {
-				return err
-			}
-			conns = append(conns, c, s)
-		}
-		return nil
-	})
+	idleConns(b, ns, n)
 	var rd Reader
 	walk := func(open func() (io.ReadCloser, error)) int {
 		r, err := open()
@@ -177,6 +118,46 @@ func benchDelta(b *testing.B, n int) {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "ns-cpu/socket")
 	}
 	b.ReportMetric(float64(got)/float64(b.N), "records/walk")
+}
+
+// idleConns raises the file limit for n sockets and opens n/2 idle
+// loopback connections in ns (both ends: n sockets), closed when the
+// benchmark ends.
+func idleConns(b *testing.B, ns *testutil.NetNS, n int) {
+	b.Helper()
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	if need := uint64(n + 1000); lim.Cur < need {
+		lim.Cur, lim.Max = need, max(lim.Max, need)
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			b.Skipf("need %d file descriptors: %v", need, err)
+		}
+	}
+	var conns []net.Conn
+	b.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	ns.Do(b, func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		for range n / 2 {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				return err
+			}
+			s, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			conns = append(conns, c, s)
+		}
+		return nil
+	})
 }
 
 func threadCPU() time.Duration {
