@@ -235,10 +235,9 @@ func checkGarbageReplies(t *testing.T, path string) {
 	}
 }
 
-func TestServerRoundTrip(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lanes.sock")
-	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
-	h := &handler{o: owners{flows: map[Flow][]uint32{f: {uint32(os.Getuid())}}}}
+// serve listens on path with h and serves until the test ends.
+func serve(t *testing.T, path string, h Handler) *Server {
+	t.Helper()
 	s, err := Listen(path, h, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +246,14 @@ func TestServerRoundTrip(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); s.Close(); <-done })
+	return s
+}
 
+func TestServerRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lanes.sock")
+	f := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	h := &handler{o: owners{flows: map[Flow][]uint32{f: {uint32(os.Getuid())}}}}
+	serve(t, path, h)
 	if _, err := Listen(path, h, nil); err == nil || !strings.Contains(err.Error(), "already listening") {
 		t.Fatalf("second listener: %v", err)
 	}

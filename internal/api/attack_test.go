@@ -3,7 +3,6 @@
 package api
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +23,7 @@ func TestAttackConnFlood(t *testing.T) {
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "lanes.sock")
-	s, err := Listen(path, &handler{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); s.Close(); <-done })
+	serve(t, path, &handler{})
 
 	const n = MaxConnsPerUID + 20
 	served, refused := 0, 0

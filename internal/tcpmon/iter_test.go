@@ -34,11 +34,6 @@ func TestBackendsAgree(t *testing.T) {
 		t.Fatalf("tracked sampler, empty namespace: %d flows, %v", len(fl), err)
 	}
 	var conns []net.Conn
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
 	ns.Do(t, func() error {
 		for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
 			ln, err := net.Listen("tcp", addr)
@@ -47,11 +42,7 @@ func TestBackendsAgree(t *testing.T) {
 			}
 			defer ln.Close()
 			for range 5 {
-				c, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					return err
-				}
-				s, err := ln.Accept()
+				c, s, err := testutil.Connect(t, ln)
 				if err != nil {
 					return err
 				}

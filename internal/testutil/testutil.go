@@ -319,3 +319,18 @@ func TimingErrorf(t testing.TB, format string, args ...any) {
 	}
 	t.Errorf(format, args...)
 }
+
+// Connect dials the TCP listener ln and accepts the connection: the
+// client's end and the server's, both closed when the test ends. Call it
+// in ln's namespace (NetNS.Do).
+func Connect(t testing.TB, ln net.Listener) (c, s net.Conn, err error) {
+	if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		return nil, nil, err
+	}
+	if s, err = ln.Accept(); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s, nil
+}

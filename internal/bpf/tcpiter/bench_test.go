@@ -133,12 +133,6 @@ func idleConns(b *testing.B, ns *testutil.NetNS, n int) {
 			b.Skipf("need %d file descriptors: %v", need, err)
 		}
 	}
-	var conns []net.Conn
-	b.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
 	ns.Do(b, func() error {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -146,15 +140,9 @@ func idleConns(b *testing.B, ns *testutil.NetNS, n int) {
 		}
 		defer ln.Close()
 		for range n / 2 {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
+			if _, _, err := testutil.Connect(b, ln); err != nil {
 				return err
 			}
-			s, err := ln.Accept()
-			if err != nil {
-				return err
-			}
-			conns = append(conns, c, s)
 		}
 		return nil
 	})

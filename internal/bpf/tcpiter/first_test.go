@@ -46,16 +46,9 @@ func TestFirstSlots(t *testing.T) {
 		}
 		t.Cleanup(func() { ln.Close() })
 		for range conns {
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
+			if _, _, err := testutil.Connect(t, ln); err != nil {
 				return err
 			}
-			s, err := ln.Accept()
-			if err != nil {
-				c.Close()
-				return err
-			}
-			t.Cleanup(func() { c.Close(); s.Close() })
 		}
 		return nil
 	})

@@ -41,15 +41,10 @@ func TestIterSeesNamespaceSockets(t *testing.T) {
 			return err
 		}
 		t.Cleanup(func() { ln.Close() })
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, _, err := testutil.Connect(t, ln)
 		if err != nil {
 			return err
 		}
-		s, err := ln.Accept()
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { c.Close(); s.Close() })
 		ports = map[uint16]bool{uint16(c.LocalAddr().(*net.TCPAddr).Port): true, uint16(ln.Addr().(*net.TCPAddr).Port): true}
 		r, err := it.Open()
 		if err != nil {

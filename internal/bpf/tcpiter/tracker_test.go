@@ -119,13 +119,9 @@ func (b *trackerBed) dial() (c, s net.Conn) {
 			}
 			b.t.Cleanup(func() { b.ln.Close() })
 		}
-		if c, err = net.Dial("tcp", b.ln.Addr().String()); err != nil {
-			return err
-		}
-		s, err = b.ln.Accept()
+		c, s, err = testutil.Connect(b.t, b.ln)
 		return err
 	})
-	b.t.Cleanup(func() { c.Close(); s.Close() })
 	return c, s
 }
 
