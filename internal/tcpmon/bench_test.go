@@ -79,15 +79,15 @@ func benchSample(b *testing.B, backend string, n int, filtered bool) {
 				cfg.Filter.Port = conns.port
 				want = 2
 			}
-			t0 := time.Now()
+			c0, t0 := cpuTime(), time.Now()
 			s, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			newWall := time.Since(t0)
+			newWall, newCPU := time.Since(t0), cpuTime()-c0
 			defer s.Close()
 			// The first sample (the tracked mode's first full walk).
-			c0, t0 := cpuTime(), time.Now()
+			c0, t0 = cpuTime(), time.Now()
 			_, s0 := cpuSplit()
 			if _, err := s.Sample(); err != nil {
 				b.Fatal(err)
@@ -187,6 +187,7 @@ func benchSample(b *testing.B, backend string, n int, filtered bool) {
 				// New's own time: it loads the programs, and sizes and
 				// maps the first walk's slots (tcpiter.Config.FirstSlots).
 				b.ReportMetric(float64(newWall.Microseconds())/1000, "ms-wall/new")
+				b.ReportMetric(float64(newCPU.Microseconds())/1000, "ms-cpu/new")
 				b.Logf("%s: first sample %.3f ms CPU (%.3f ms in the kernel: the walk, the owner walk, page faults), %.3f ms wall",
 					name, float64(first.Microseconds())/1000, float64(firstSys.Microseconds())/1000, float64(firstWall.Microseconds())/1000)
 				b.ReportMetric(float64(trackDearest.Microseconds())/1000, "ms-cpu/tracking-sample")
