@@ -340,41 +340,8 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 
-	self := HostLoad{ID: c.hostID}
-	var selfStates []*flowState
-	for _, fs := range c.sortedFlows() {
-		if fs.dn.active {
-			self.Flows = append(self.Flows, fs.downLoad())
-			selfStates = append(selfStates, fs)
-		}
-	}
-	var hosts []HostLoad
-	selfIdx := -1
-	if len(self.Flows) > 0 {
-		selfIdx = 0
-		hosts = append(hosts, self)
-	}
-	for i := range peers {
-		pp := &peers[i]
-		if pp.DownActive() && (c.key != nil || c.counted[pp.ID]) {
-			hosts = append(hosts, peerDownLoad(pp))
-		}
-	}
-	capping, reason := c.cfg.DownlinkCaps && c.cfg.Cooperative, ""
-	switch {
-	case !c.cfg.DownlinkCaps:
-		reason = "downlink caps off by policy"
-	case !c.cfg.Cooperative:
-		reason = "cooperative caps off by policy"
-	case c.dnRefused != "":
-		capping, reason = false, "the datapath cannot apply them: "+c.dnRefused
-	case !c.dnCapOK:
-		capping, reason = false, c.dnCapWhy
-	case rate == 0:
-		capping, reason = false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
-	case len(hosts) == 0:
-		reason = "no active downloads"
-	}
+	hosts, selfStates, selfIdx := c.downHosts(peers)
+	capping, reason := c.downCapping(rate, len(hosts))
 	shares := p.HostShares(hosts)
 	changed := c.downGroupChanged(hosts, capping)
 	if selfIdx >= 0 {
@@ -387,6 +354,70 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 			}
 		}
 	}
+	caps := c.applyDownCaps(now, capping)
+	for i := range fst {
+		if fs, ok := c.flows[fst[i].Cookie]; ok {
+			d := &fs.dn
+			fst[i].DownActive, fst[i].RecvBits, fst[i].DownCap = d.active, uint64(d.rate), d.cap
+			fst[i].DownCapChanges, fst[i].DownCapHistory = d.changes, append([]CapChange(nil), d.history...)
+		}
+	}
+	ds.N, ds.SelfActive = len(hosts), selfIdx >= 0
+	ds.Capping, ds.Reason = capping && len(hosts) > 0, reason
+	c.st.Down = ds
+	return caps
+}
+
+// downHosts is the downlink group: this host (first, when it has active
+// downloads: selfIdx 0, else -1) and every counted peer with active
+// downloads; selfStates are this host's active downloads in the order of
+// its load's flows. Caller holds mu.
+func (c *Controller) downHosts(peers []Peer) (hosts []HostLoad, selfStates []*flowState, selfIdx int) {
+	self := HostLoad{ID: c.hostID}
+	for _, fs := range c.sortedFlows() {
+		if fs.dn.active {
+			self.Flows = append(self.Flows, fs.downLoad())
+			selfStates = append(selfStates, fs)
+		}
+	}
+	selfIdx = -1
+	if len(self.Flows) > 0 {
+		selfIdx = 0
+		hosts = append(hosts, self)
+	}
+	for i := range peers {
+		pp := &peers[i]
+		if pp.DownActive() && (c.key != nil || c.counted[pp.ID]) {
+			hosts = append(hosts, peerDownLoad(pp))
+		}
+	}
+	return hosts, selfStates, selfIdx
+}
+
+// downCapping says whether the downlink is capped, and why not (or why
+// there is nothing to cap). Caller holds mu.
+func (c *Controller) downCapping(rate uint64, hosts int) (bool, string) {
+	switch {
+	case !c.cfg.DownlinkCaps:
+		return false, "downlink caps off by policy"
+	case !c.cfg.Cooperative:
+		return false, "cooperative caps off by policy"
+	case c.dnRefused != "":
+		return false, "the datapath cannot apply them: " + c.dnRefused
+	case !c.dnCapOK:
+		return false, c.dnCapWhy
+	case rate == 0:
+		return false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
+	case hosts == 0:
+		return true, "no active downloads"
+	}
+	return true, ""
+}
+
+// applyDownCaps sets every download's receive-window cap from its
+// cooperative window (none when not capping), counting the changes, and
+// returns the caps by cookie. Caller holds mu.
+func (c *Controller) applyDownCaps(now time.Time, capping bool) map[uint64]uint32 {
 	caps := map[uint64]uint32{}
 	for _, fs := range c.flows {
 		if !capping {
@@ -398,16 +429,6 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 		}
 		caps[fs.f.Cookie] = fs.dn.cap
 	}
-	for i := range fst {
-		if fs, ok := c.flows[fst[i].Cookie]; ok {
-			d := &fs.dn
-			fst[i].DownActive, fst[i].RecvBits, fst[i].DownCap = d.active, uint64(d.rate), d.cap
-			fst[i].DownCapChanges, fst[i].DownCapHistory = d.changes, append([]CapChange(nil), d.history...)
-		}
-	}
-	ds.N, ds.SelfActive = len(hosts), selfIdx >= 0
-	ds.Capping, ds.Reason = capping && len(hosts) > 0, reason
-	c.st.Down = ds
 	return caps
 }
 

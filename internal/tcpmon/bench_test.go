@@ -61,156 +61,191 @@ func BenchmarkSampleCPU(b *testing.B) {
 }
 
 func benchSample(b *testing.B, backend string, n int, filtered bool) {
-	{
-		name := fmt.Sprintf("backend=%s/sockets=%d", cmp.Or(backend, "auto"), n)
+	name := fmt.Sprintf("backend=%s/sockets=%d", cmp.Or(backend, "auto"), n)
+	if filtered {
+		name += "/port-filter"
+	}
+	b.Run(name, func(b *testing.B) {
+		testutil.RequireRoot(b)
+		ns := testutil.NewNetNS(b)
+		conns := openIdle(b, ns, n)
+		// LANES_BENCH_NOPROC=1: no process lookup, as the coop
+		// controller samples.
+		cfg := Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond, Backend: backend,
+			NoProcess: os.Getenv("LANES_BENCH_NOPROC") == "1"}
+		want := n
 		if filtered {
-			name += "/port-filter"
+			cfg.Filter.Port = conns.port
+			want = 2
 		}
-		b.Run(name, func(b *testing.B) {
-			testutil.RequireRoot(b)
-			ns := testutil.NewNetNS(b)
-			conns := openIdle(b, ns, n)
-			// LANES_BENCH_NOPROC=1: no process lookup, as the coop
-			// controller samples.
-			cfg := Config{NetNS: ns.Handle, Interval: 100 * time.Millisecond, Backend: backend,
-				NoProcess: os.Getenv("LANES_BENCH_NOPROC") == "1"}
-			want := n
-			if filtered {
-				cfg.Filter.Port = conns.port
-				want = 2
+		c0, t0 := cpuTime(), time.Now()
+		s, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		newWall, newCPU := time.Since(t0), cpuTime()-c0
+		defer s.Close()
+		first := measureFirst(b, s)
+		warmUp(b, s)
+		b.ResetTimer()
+		st := measureSteady(b, s, want)
+		if s.track != nil {
+			// New's own time: it loads the programs, and sizes and maps
+			// the first walk's slots (tcpiter.Config.FirstSlots).
+			b.ReportMetric(float64(newWall.Microseconds())/1000, "ms-wall/new")
+			b.ReportMetric(float64(newCPU.Microseconds())/1000, "ms-cpu/new")
+			first.report(b, name)
+			reportResync(b, name, s, first.cpu)
+		}
+		st.report(b, name, s)
+	})
+}
+
+// firstCost is what the first sample cost (the tracked mode's first full
+// walk), and the tracked mode's tracking walk read over the samples after
+// it.
+type firstCost struct {
+	cpu, wall, sys         time.Duration
+	tracking, trackDearest time.Duration
+	trackSpans             int
+}
+
+func measureFirst(b *testing.B, s *Sampler) firstCost {
+	var f firstCost
+	c0, t0 := cpuTime(), time.Now()
+	_, s0 := cpuSplit()
+	if _, err := s.Sample(); err != nil {
+		b.Fatal(err)
+	}
+	f.cpu, f.wall = cpuTime()-c0, time.Since(t0)
+	_, s1 := cpuSplit()
+	f.sys = s1 - s0
+	// The tracked mode's first walk tracks nothing in the kernel; the full
+	// walk that does is read over the next samples (trackWalkChunk records
+	// each): their dearest and total.
+	for s.track != nil && s.track.untracked {
+		c0 := cpuTime()
+		if _, err := s.Sample(); err != nil {
+			b.Fatal(err)
+		}
+		c := cpuTime() - c0
+		f.tracking += c
+		f.trackDearest = max(f.trackDearest, c)
+		f.trackSpans++
+	}
+	return f
+}
+
+func (f firstCost) report(b *testing.B, name string) {
+	b.ReportMetric(float64(f.cpu.Microseconds())/1000, "ms-cpu/first-sample")
+	b.ReportMetric(float64(f.wall.Microseconds())/1000, "ms-wall/first-sample")
+	b.Logf("%s: first sample %.3f ms CPU (%.3f ms in the kernel: the walk, the owner walk, page faults), %.3f ms wall",
+		name, float64(f.cpu.Microseconds())/1000, float64(f.sys.Microseconds())/1000, float64(f.wall.Microseconds())/1000)
+	b.ReportMetric(float64(f.trackDearest.Microseconds())/1000, "ms-cpu/tracking-sample")
+	b.Logf("%s: the tracking walk after the first sample: %.3f ms CPU over %d samples (the dearest %.3f ms)",
+		name, float64(f.tracking.Microseconds())/1000, f.trackSpans, float64(f.trackDearest.Microseconds())/1000)
+}
+
+// warmUp samples at 10 Hz for 2 s and at least 15 samples: the process
+// cache, and the tracked mode's idle sockets reach their steady state (in
+// the cold maps after 10 quiet looks).
+func warmUp(b *testing.B, s *Sampler) {
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	warm := 0
+	err := s.Run(wctx, func([]Flow) error { warm++; return nil })
+	wcancel()
+	for ; err == nil && warm < 15; warm++ {
+		_, err = s.Sample()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// steadyCost is the sampler's cost at 10 Hz in the steady state, and the
+// wall time of one sample on its own (back to back).
+type steadyCost struct {
+	cpu, wall, sys, alone time.Duration
+	samples               int
+}
+
+func measureSteady(b *testing.B, s *Sampler, want int) steadyCost {
+	const dur = 3 * time.Second
+	var st steadyCost
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), dur)
+		_, s0 := cpuSplit()
+		c0, t0 := cpuTime(), time.Now()
+		err := s.Run(ctx, func(fl []Flow) error {
+			st.samples++
+			if len(fl) < want {
+				return fmt.Errorf("sampled %d flows, want %d", len(fl), want)
 			}
-			c0, t0 := cpuTime(), time.Now()
-			s, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			newWall, newCPU := time.Since(t0), cpuTime()-c0
-			defer s.Close()
-			// The first sample (the tracked mode's first full walk).
-			c0, t0 = cpuTime(), time.Now()
-			_, s0 := cpuSplit()
+			return nil
+		})
+		st.cpu += cpuTime() - c0
+		st.wall += time.Since(t0)
+		_, s1 := cpuSplit()
+		st.sys += s1 - s0
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	const alone = 5
+	t0 := time.Now()
+	for range alone {
+		if _, err := s.Sample(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.alone = time.Since(t0) / alone
+	return st
+}
+
+func (st steadyCost) report(b *testing.B, name string, s *Sampler) {
+	pct := 100 * st.cpu.Seconds() / st.wall.Seconds()
+	perSample := float64(st.cpu.Microseconds()) / float64(st.samples) / 1000
+	b.ReportMetric(pct, "%core")
+	b.ReportMetric(perSample, "ms-cpu/sample")
+	b.ReportMetric(float64(st.alone.Microseconds())/1000, "ms-wall/sample")
+	b.ReportMetric(0, "ns/op")
+	chosen, why := s.Backend()
+	b.Logf("%s: %s (%s)", name, chosen, why)
+	b.Logf("%s at 10 Hz: %.2f%% of one core (%.3f ms CPU, %.3f ms wall per sample, %.0f%% of the CPU in the kernel; %d samples)",
+		name, pct, perSample, float64(st.alone.Microseconds())/1000, 100*st.sys.Seconds()/st.cpu.Seconds(), st.samples)
+}
+
+// reportResync measures the full walk the tracked mode starts every
+// trackResync samples, read over several: the dearest of its samples (the
+// target is per sample) and its total, amortized at 10 Hz.
+func reportResync(b *testing.B, name string, s *Sampler, first time.Duration) {
+	const fulls = 3
+	var total, dearest time.Duration
+	spans := 0
+	for range fulls {
+		s.track.resync = true
+		for {
+			c0 := cpuTime()
 			if _, err := s.Sample(); err != nil {
 				b.Fatal(err)
 			}
-			first, firstWall := cpuTime()-c0, time.Since(t0)
-			_, s1 := cpuSplit()
-			firstSys := s1 - s0
-			// The tracked mode's first walk tracks nothing in the kernel;
-			// the full walk that does is read over the next samples
-			// (trackWalkChunk records each): their dearest and total.
-			var tracking, trackDearest time.Duration
-			trackSpans := 0
-			for s.track != nil && s.track.untracked {
-				c0 := cpuTime()
-				if _, err := s.Sample(); err != nil {
-					b.Fatal(err)
-				}
-				c := cpuTime() - c0
-				tracking += c
-				trackDearest = max(trackDearest, c)
-				trackSpans++
+			c := cpuTime() - c0
+			total += c
+			dearest = max(dearest, c)
+			spans++
+			if s.track.walk == nil {
+				break
 			}
-			// Warm up at 10 Hz for 2 s and at least 15 samples: the process
-			// cache, and the tracked mode's idle sockets reach their steady
-			// state (in the cold maps after 10 quiet looks).
-			wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
-			warm := 0
-			err = s.Run(wctx, func([]Flow) error { warm++; return nil })
-			wcancel()
-			for ; err == nil && warm < 15; warm++ {
-				_, err = s.Sample()
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			const dur = 3 * time.Second
-			b.ResetTimer()
-			var cpu, wall, sys, busy time.Duration
-			samples := 0
-			for i := 0; i < b.N; i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), dur)
-				_, s0 := cpuSplit()
-				c0, t0 := cpuTime(), time.Now()
-				err := s.Run(ctx, func(fl []Flow) error {
-					samples++
-					if len(fl) < want {
-						return fmt.Errorf("sampled %d flows, want %d", len(fl), want)
-					}
-					return nil
-				})
-				cpu += cpuTime() - c0
-				wall += time.Since(t0)
-				_, s1 := cpuSplit()
-				sys += s1 - s0
-				cancel()
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			// Wall time of one sample on its own (back to back).
-			const alone = 5
-			t0 = time.Now()
-			for range alone {
-				if _, err := s.Sample(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			busy = time.Since(t0) / alone
-			pct := 100 * cpu.Seconds() / wall.Seconds()
-			if s.track != nil {
-				// The full walk the tracked mode starts every trackResync
-				// samples, read over several: the dearest of its samples
-				// (the target is per sample) and its total, amortized at
-				// 10 Hz.
-				const fulls = 3
-				var total, dearest time.Duration
-				spans := 0
-				for range fulls {
-					s.track.resync = true
-					for {
-						c0 := cpuTime()
-						if _, err := s.Sample(); err != nil {
-							b.Fatal(err)
-						}
-						c := cpuTime() - c0
-						total += c
-						dearest = max(dearest, c)
-						spans++
-						if s.track.walk == nil {
-							break
-						}
-					}
-				}
-				full := total / fulls
-				b.ReportMetric(float64(first.Microseconds())/1000, "ms-cpu/first-sample")
-				b.ReportMetric(float64(firstWall.Microseconds())/1000, "ms-wall/first-sample")
-				// New's own time: it loads the programs, and sizes and
-				// maps the first walk's slots (tcpiter.Config.FirstSlots).
-				b.ReportMetric(float64(newWall.Microseconds())/1000, "ms-wall/new")
-				b.ReportMetric(float64(newCPU.Microseconds())/1000, "ms-cpu/new")
-				b.Logf("%s: first sample %.3f ms CPU (%.3f ms in the kernel: the walk, the owner walk, page faults), %.3f ms wall",
-					name, float64(first.Microseconds())/1000, float64(firstSys.Microseconds())/1000, float64(firstWall.Microseconds())/1000)
-				b.ReportMetric(float64(trackDearest.Microseconds())/1000, "ms-cpu/tracking-sample")
-				b.Logf("%s: the tracking walk after the first sample: %.3f ms CPU over %d samples (the dearest %.3f ms)",
-					name, float64(tracking.Microseconds())/1000, trackSpans, float64(trackDearest.Microseconds())/1000)
-				b.ReportMetric(float64(dearest.Microseconds())/1000, "ms-cpu/walk-sample")
-				b.ReportMetric(float64(full.Microseconds())/1000, "ms-cpu/full-walk")
-				b.Logf("%s: first sample %.3f ms CPU; full walk %.3f ms CPU over %d samples (the dearest %.3f ms), every %d samples (%.1f s at 10 Hz): +%.3f%% of one core",
-					name, float64(first.Microseconds())/1000, float64(full.Microseconds())/1000, spans/fulls,
-					float64(dearest.Microseconds())/1000, trackResync, float64(trackResync)/10,
-					100*full.Seconds()/(float64(trackResync)/10))
-			}
-			b.ReportMetric(pct, "%core")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(samples)/1000, "ms-cpu/sample")
-			b.ReportMetric(float64(busy.Microseconds())/1000, "ms-wall/sample")
-			b.ReportMetric(0, "ns/op")
-			chosen, why := s.Backend()
-			b.Logf("%s: %s (%s)", name, chosen, why)
-			b.Logf("%s at 10 Hz: %.2f%% of one core (%.3f ms CPU, %.3f ms wall per sample, %.0f%% of the CPU in the kernel; %d samples)",
-				name, pct, float64(cpu.Microseconds())/float64(samples)/1000, float64(busy.Microseconds())/1000,
-				100*sys.Seconds()/cpu.Seconds(), samples)
-		})
+		}
 	}
+	full := total / fulls
+	b.ReportMetric(float64(dearest.Microseconds())/1000, "ms-cpu/walk-sample")
+	b.ReportMetric(float64(full.Microseconds())/1000, "ms-cpu/full-walk")
+	b.Logf("%s: first sample %.3f ms CPU; full walk %.3f ms CPU over %d samples (the dearest %.3f ms), every %d samples (%.1f s at 10 Hz): +%.3f%% of one core",
+		name, float64(first.Microseconds())/1000, float64(full.Microseconds())/1000, spans/fulls,
+		float64(dearest.Microseconds())/1000, trackResync, float64(trackResync)/10,
+		100*full.Seconds()/(float64(trackResync)/10))
 }
 
 // idle is a set of idle connections in a namespace.
@@ -239,101 +274,128 @@ func openIdle(b *testing.B, ns *testutil.NetNS, n int) idle {
 	}
 	var out idle
 	ns.Do(b, func() error {
-		// More ephemeral ports and a longer accept queue than the defaults
-		// (both sysctls are per namespace).
-		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_port_range", []byte("1024 65535"), 0); err != nil {
+		if err := widenPorts(); err != nil {
 			return err
 		}
-		if err := os.WriteFile("/proc/sys/net/core/somaxconn", []byte("65535"), 0); err != nil {
-			return err
-		}
-		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_max_syn_backlog", []byte("65535"), 0); err != nil {
-			return err
-		}
-		// listen returns a listener's address; its fd stays open (and its
-		// accept queue holds the server ends) until the benchmark ends.
-		listen := func() (int, string, error) {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return -1, "", err
-			}
-			b.Cleanup(func() { unix.Close(fd) })
-			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-				return -1, "", err
-			}
-			if err := unix.Listen(fd, 65535); err != nil {
-				return -1, "", err
-			}
-			sa, _ := unix.Getsockname(fd)
-			return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port), nil
-		}
-		fd, addr, err := listen()
+		fd, addr, err := listenLoopback(b)
 		if err != nil {
 			return err
 		}
 		if n <= 10000 {
-			ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
-			if err != nil {
-				return err
-			}
-			var conns []net.Conn
-			b.Cleanup(func() {
-				for _, c := range conns {
-					c.Close()
-				}
-			})
-			d := net.Dialer{KeepAlive: -1}
-			for range n / 2 {
-				c, err := d.Dial("tcp", addr)
-				if err != nil {
-					return err
-				}
-				s, err := ln.(*net.TCPListener).AcceptTCP()
-				if err != nil {
-					return err
-				}
-				if err := s.SetKeepAlive(false); err != nil {
-					return err
-				}
-				conns = append(conns, c, s)
-			}
-			ln.Close()
-			if len(conns) > 0 {
-				out.port = uint16(conns[0].LocalAddr().(*net.TCPAddr).Port)
-			}
-			return nil
+			out.port, err = holdIdle(b, fd, addr, n)
+			return err
 		}
 		// One listener per helper: a local port can then serve each of
 		// them, and connect() finds a free one at once.
 		const per = 12500
 		for left := n / 2; left > 0; left -= per {
-			_, addr, err := listen()
+			_, addr, err := listenLoopback(b)
 			if err != nil {
 				return err
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$", "dial", addr, strconv.Itoa(min(per, left)))
-			cmd.Env = append(os.Environ(), "LANES_TCPMON_HELPER=dial")
-			in, err := cmd.StdinPipe()
-			if err != nil {
+			if err := startDialHelper(b, addr, min(per, left)); err != nil {
 				return err
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				return err
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			b.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
-			line := make([]byte, 6)
-			if _, err := io.ReadFull(out, line); err != nil {
-				return fmt.Errorf("dial helper: %w", err)
 			}
 		}
 		return nil
 	})
 	return out
+}
+
+// widenPorts gives the current namespace more ephemeral ports and a longer
+// accept queue than the defaults (both sysctls are per namespace).
+func widenPorts() error {
+	for f, v := range map[string]string{
+		"/proc/sys/net/ipv4/ip_local_port_range": "1024 65535",
+		"/proc/sys/net/core/somaxconn":           "65535",
+		"/proc/sys/net/ipv4/tcp_max_syn_backlog": "65535",
+	} {
+		if err := os.WriteFile(f, []byte(v), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listenLoopback opens a TCP listener on 127.0.0.1 and returns its fd and
+// address; the fd stays open (and its accept queue holds the server ends)
+// until the benchmark ends.
+func listenLoopback(b *testing.B) (int, string, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, "", err
+	}
+	b.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return -1, "", err
+	}
+	if err := unix.Listen(fd, 65535); err != nil {
+		return -1, "", err
+	}
+	sa, _ := unix.Getsockname(fd)
+	return fd, fmt.Sprintf("127.0.0.1:%d", sa.(*unix.SockaddrInet4).Port), nil
+}
+
+// holdIdle dials n/2 connections to the listener (fd, addr) without
+// keepalive and holds both ends in this process until the benchmark ends.
+// It returns the first client's port.
+func holdIdle(b *testing.B, fd int, addr string, n int) (uint16, error) {
+	ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	b.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	d := net.Dialer{KeepAlive: -1}
+	for range n / 2 {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			return 0, err
+		}
+		s, err := ln.(*net.TCPListener).AcceptTCP()
+		if err != nil {
+			return 0, err
+		}
+		if err := s.SetKeepAlive(false); err != nil {
+			return 0, err
+		}
+		conns = append(conns, c, s)
+	}
+	if len(conns) == 0 {
+		return 0, nil
+	}
+	return uint16(conns[0].LocalAddr().(*net.TCPAddr).Port), nil
+}
+
+// startDialHelper starts a helper process that dials k connections to addr
+// and holds the client ends until the benchmark ends (the server ends stay
+// in the listener's accept queue).
+func startDialHelper(b *testing.B, addr string, k int) error {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "dial", addr, strconv.Itoa(k))
+	cmd.Env = append(os.Environ(), "LANES_TCPMON_HELPER=dial")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	b.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(out, line); err != nil {
+		return fmt.Errorf("dial helper: %w", err)
+	}
+	return nil
 }
 
 func BenchmarkEventsCPU(b *testing.B) {

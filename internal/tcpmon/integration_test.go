@@ -51,6 +51,47 @@ var (
 	ssAcked = regexp.MustCompile(`\bbytes_acked:(\d+)`)
 )
 
+// ssInfo is what the test reads of one socket in ss -ti's output.
+type ssInfo struct {
+	cwnd  uint32
+	rttMs float64
+	acked uint64
+}
+
+// parseSS reads `ss -tinH` output by local address: ss prints one line
+// with the addresses, then one with the details.
+func parseSS(t *testing.T, out string) map[string]ssInfo {
+	t.Helper()
+	bySrc := map[string]ssInfo{}
+	var local string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " ") {
+			for _, f := range strings.Fields(line) {
+				if strings.Contains(f, ":") {
+					local = f
+					break
+				}
+			}
+			continue
+		}
+		m1, m2, m3 := ssCwnd.FindStringSubmatch(line), ssRTT.FindStringSubmatch(line), ssAcked.FindStringSubmatch(line)
+		if m1 == nil || m2 == nil || m3 == nil || local == "" {
+			t.Fatalf("cannot parse ss output:\n%s", out)
+		}
+		var in ssInfo
+		cw, _ := strconv.Atoi(m1[1])
+		in.cwnd = uint32(cw)
+		in.rttMs, _ = strconv.ParseFloat(m2[1], 64)
+		in.acked, _ = strconv.ParseUint(m3[1], 10, 64)
+		bySrc[local] = in
+		local = ""
+	}
+	return bySrc
+}
+
 func TestAgreesWithSS(t *testing.T) {
 	testutil.SkipUnlessCommand(t, "ss")
 	p := testutil.NewVethPair(t)
@@ -83,39 +124,7 @@ func TestAgreesWithSS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ss prints one line with the addresses, then one with the details.
-	type ssInfo struct {
-		cwnd  uint32
-		rttMs float64
-		acked uint64
-	}
-	bySrc := map[string]ssInfo{}
-	var local string
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		if !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " ") {
-			for _, f := range strings.Fields(line) {
-				if strings.Contains(f, ":") {
-					local = f
-					break
-				}
-			}
-			continue
-		}
-		m1, m2, m3 := ssCwnd.FindStringSubmatch(line), ssRTT.FindStringSubmatch(line), ssAcked.FindStringSubmatch(line)
-		if m1 == nil || m2 == nil || m3 == nil || local == "" {
-			t.Fatalf("cannot parse ss output:\n%s", out)
-		}
-		var in ssInfo
-		cw, _ := strconv.Atoi(m1[1])
-		in.cwnd = uint32(cw)
-		in.rttMs, _ = strconv.ParseFloat(m2[1], 64)
-		in.acked, _ = strconv.ParseUint(m3[1], 10, 64)
-		bySrc[local] = in
-		local = ""
-	}
+	bySrc := parseSS(t, string(out))
 	if len(bySrc) != len(conns) {
 		t.Fatalf("ss shows %d sockets, want %d:\n%s", len(bySrc), len(conns), out)
 	}
@@ -339,6 +348,24 @@ func TestCAStateLeavesOpenUnderLoss(t *testing.T) {
 	}
 }
 
+// ackedWhenIdle samples c's bytes_acked (less the SYN) every 100 ms until
+// it and the receiver's count both reach sent, for 20 s at most: the last
+// ACK and the receiver's last read may come late on a loaded machine.
+func ackedWhenIdle(t *testing.T, s *Sampler, c net.Conn, srv *sink, sent int64) int64 {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := findFlow(fl, localPort(c), srv.port())
+		acked := int64(f.BytesAcked) - 1
+		if (acked == sent && srv.total.Load() == sent) || time.Now().After(end) {
+			return acked
+		}
+	}
+}
+
 func TestBytesAckedMatchesReceiver(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	srv := newSink(t, p.B, net.JoinHostPort(p.AddrB.String(), "0"))
@@ -402,20 +429,8 @@ func TestBytesAckedMatchesReceiver(t *testing.T) {
 	if checked < 5 {
 		t.Fatalf("only %d samples of the flow", checked)
 	}
-	// Once idle the two agree exactly (waited for: the last ACK and the
-	// receiver's last read may come late on a loaded machine).
-	var acked int64
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(interval) {
-		fl, err := s.Sample()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, _ := findFlow(fl, localPort(c), srv.port())
-		acked = int64(f.BytesAcked) - 1
-		if (acked == sent && srv.total.Load() == sent) || time.Now().After(end) {
-			break
-		}
-	}
+	// Once idle the two agree exactly.
+	acked := ackedWhenIdle(t, s, c, srv, sent)
 	if acked != srv.total.Load() || srv.total.Load() != sent {
 		t.Errorf("idle: bytes_acked-1 = %d, receiver %d, sender wrote %d", acked, srv.total.Load(), sent)
 	}

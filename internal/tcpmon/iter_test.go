@@ -33,43 +33,8 @@ func TestBackendsAgree(t *testing.T) {
 	if fl, err := tk.Sample(); err != nil || len(fl) != 0 {
 		t.Fatalf("tracked sampler, empty namespace: %d flows, %v", len(fl), err)
 	}
-	var conns []net.Conn
-	ns.Do(t, func() error {
-		for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return err
-			}
-			defer ln.Close()
-			for range 5 {
-				c, s, err := testutil.Connect(t, ln)
-				if err != nil {
-					return err
-				}
-				conns = append(conns, c, s)
-				go io.Copy(io.Discard, s)
-				if _, err := c.Write(make([]byte, 256<<10)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	sample := func(backend string, p tcpiter.Prefetch) []Flow {
-		s, err := New(Config{NetNS: ns.Handle, Backend: backend, prefetch: p})
-		if err != nil {
-			t.Fatalf("%s: %v", backend, err)
-		}
-		defer s.Close()
-		if name, why := s.Backend(); name != backend {
-			t.Fatalf("backend %s, want %s (%s)", name, backend, why)
-		}
-		fl, err := s.Sample()
-		if err != nil {
-			t.Fatalf("%s: %v", backend, err)
-		}
-		return canonFlows(fl)
-	}
+	conns := busyConns(t, ns)
+	sample := func(backend string, p tcpiter.Prefetch) []Flow { return sampleOnce(t, ns, backend, p) }
 	// The tracked sampler after trackIdleEvery+1 samples: a socket that
 	// has been idle is looked at in one of any trackIdleEvery consecutive
 	// samples, so everything that changed before is in, and the last
@@ -108,29 +73,83 @@ func TestBackendsAgree(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for v, it := range its {
-		if len(it) != len(d) {
-			t.Fatalf("sock_diag %d flows, iterator (%s) %d", len(d), prefetchName(variants[v]), len(it))
-		}
-		for i := range d {
-			if !reflect.DeepEqual(d[i], it[i]) {
-				t.Errorf("flow %s differs:\nsock_diag %+v\niterator (%s) %+v", d[i].Key(), d[i], prefetchName(variants[v]), it[i])
-			}
-		}
+		compareFlows(t, d, it, "iterator ("+prefetchName(variants[v])+")")
 	}
-	if len(d) != len(conns) || len(tr) != len(d) {
-		t.Fatalf("sock_diag %d flows, tracked %d, want %d", len(d), len(tr), len(conns))
+	compareFlows(t, d, tr, "tracked")
+	if len(d) != conns {
+		t.Fatalf("sock_diag %d flows, want %d", len(d), conns)
 	}
 	senders := 0
 	for i := range d {
-		if !reflect.DeepEqual(d[i], tr[i]) {
-			t.Errorf("flow %s differs:\nsock_diag %+v\ntracked   %+v", d[i].Key(), d[i], tr[i])
-		}
 		if d[i].BytesAcked > 0 && d[i].SRTT > 0 && d[i].DeliveryRate > 0 {
 			senders++
 		}
 	}
-	if senders != len(conns)/2 {
-		t.Errorf("%d senders with acked bytes, RTT and delivery rate, want %d: the comparison proves little", senders, len(conns)/2)
+	if senders != conns/2 {
+		t.Errorf("%d senders with acked bytes, RTT and delivery rate, want %d: the comparison proves little", senders, conns/2)
+	}
+}
+
+// busyConns opens 5 IPv4 and 5 IPv6 loopback connections in ns and sends
+// 256 KB over each (so counters, RTTs, rates and busy times are not zero);
+// it returns the number of sockets.
+func busyConns(t *testing.T, ns *testutil.NetNS) int {
+	t.Helper()
+	n := 0
+	ns.Do(t, func() error {
+		for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			for range 5 {
+				c, s, err := testutil.Connect(t, ln)
+				if err != nil {
+					return err
+				}
+				n += 2
+				go io.Copy(io.Discard, s)
+				if _, err := c.Write(make([]byte, 256<<10)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// sampleOnce takes one sample of ns with a new sampler on the backend (and
+// the iterator's walk program variant p), canonical.
+func sampleOnce(t *testing.T, ns *testutil.NetNS, backend string, p tcpiter.Prefetch) []Flow {
+	t.Helper()
+	s, err := New(Config{NetNS: ns.Handle, Backend: backend, prefetch: p})
+	if err != nil {
+		t.Fatalf("%s: %v", backend, err)
+	}
+	defer s.Close()
+	if name, why := s.Backend(); name != backend {
+		t.Fatalf("backend %s, want %s (%s)", name, backend, why)
+	}
+	fl, err := s.Sample()
+	if err != nil {
+		t.Fatalf("%s: %v", backend, err)
+	}
+	return canonFlows(fl)
+}
+
+// compareFlows reports every flow of got (named what) that differs from
+// sock_diag's in want.
+func compareFlows(t *testing.T, want, got []Flow, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("sock_diag %d flows, %s %d", len(want), what, len(got))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(want[i], got[i]) {
+			t.Errorf("flow %s differs:\nsock_diag %+v\n%s %+v", want[i].Key(), want[i], what, got[i])
+		}
 	}
 }
 

@@ -99,29 +99,13 @@ func TestFullWalkSpread(t *testing.T) {
 	s := newSampler(t, Config{NetNS: ns.Handle, Backend: BackendTrack})
 	tk := s.track
 	tk.walkChunk = 3
-	cookies := func(fl []Flow) map[uint64]bool {
-		m := map[uint64]bool{}
-		for _, f := range fl {
-			m[f.Cookie] = true
-		}
-		return m
-	}
 	fl, err := s.Sample()
 	if err != nil || len(fl) != 40 {
 		t.Fatalf("first sample: %d flows, %v; want 40", len(fl), err)
 	}
 	// The first two connections close while the walk runs; the others are
 	// kept.
-	kept := cookies(fl)
-	var closing []uint64
-	for _, f := range fl {
-		for _, c := range lb.conns[:4] {
-			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
-				closing = append(closing, f.Cookie)
-				delete(kept, f.Cookie)
-			}
-		}
-	}
+	kept, closing := splitClosing(fl, lb.conns[:4])
 	if len(kept) != 36 || len(closing) != 4 {
 		t.Fatalf("first sample: %d flows kept, %d closing; want 36 and 4", len(kept), len(closing))
 	}
@@ -168,24 +152,7 @@ func TestFullWalkSpread(t *testing.T) {
 	}
 	// The table converges on what sock_diag sees (the closed connections'
 	// last state changes run in softirq after close returns).
-	diag := newSampler(t, Config{NetNS: ns.Handle, Backend: BackendDiag})
-	var got, want map[uint64]bool
-	for range 250 { // 5 s at most
-		fl, err := s.Sample()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = cookies(fl)
-		dl, err := diag.Sample()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = cookies(dl)
-		if maps.Equal(got, want) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	got, want := converge(t, s, newSampler(t, Config{NetNS: ns.Handle, Backend: BackendDiag}))
 	if !maps.Equal(got, want) {
 		t.Fatalf("tracked sampler after the walk: %d flows, sock_diag %d", len(got), len(want))
 	}
@@ -299,6 +266,53 @@ func TestDedupe(t *testing.T) {
 
 // loopback is a fresh namespace with a listener on 127.0.0.1 and the
 // connections made to it (both ends), all closed at the test's end.
+// cookies is the set of a sample's socket cookies.
+func cookies(fl []Flow) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, f := range fl {
+		m[f.Cookie] = true
+	}
+	return m
+}
+
+// splitClosing splits a sample's cookies into those of the connections
+// about to close (either end of one in closing) and the rest.
+func splitClosing(fl []Flow, closing []net.Conn) (kept map[uint64]bool, closed []uint64) {
+	kept = cookies(fl)
+	for _, f := range fl {
+		for _, c := range closing {
+			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
+				closed = append(closed, f.Cookie)
+				delete(kept, f.Cookie)
+			}
+		}
+	}
+	return kept, closed
+}
+
+// converge samples s and diag every 20 ms, for 5 s at most, until they see
+// the same sockets; it returns the last cookies of each.
+func converge(t *testing.T, s, diag *Sampler) (got, want map[uint64]bool) {
+	t.Helper()
+	for range 250 {
+		fl, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = cookies(fl)
+		dl, err := diag.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = cookies(dl)
+		if maps.Equal(got, want) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return got, want
+}
+
 type loopback struct {
 	t     *testing.T
 	ns    *testutil.NetNS
