@@ -122,7 +122,7 @@ func TestFullWalkSpread(t *testing.T) {
 			t.Fatal(err)
 		}
 		samples++
-		have := cookies(fl)
+		have := cookieSet(fl)
 		if tk.walk == nil {
 			if have[missed] {
 				t.Fatalf("the walk ended after %d samples and kept the flow of a socket it did not find", samples)
@@ -266,8 +266,8 @@ func TestDedupe(t *testing.T) {
 
 // loopback is a fresh namespace with a listener on 127.0.0.1 and the
 // connections made to it (both ends), all closed at the test's end.
-// cookies is the set of a sample's socket cookies.
-func cookies(fl []Flow) map[uint64]bool {
+// cookieSet is the set of a sample's socket cookies.
+func cookieSet(fl []Flow) map[uint64]bool {
 	m := map[uint64]bool{}
 	for _, f := range fl {
 		m[f.Cookie] = true
@@ -278,7 +278,7 @@ func cookies(fl []Flow) map[uint64]bool {
 // splitClosing splits a sample's cookies into those of the connections
 // about to close (either end of one in closing) and the rest.
 func splitClosing(fl []Flow, closing []net.Conn) (kept map[uint64]bool, closed []uint64) {
-	kept = cookies(fl)
+	kept = cookieSet(fl)
 	for _, f := range fl {
 		for _, c := range closing {
 			if f.Src == c.LocalAddr().String() && f.Dst == c.RemoteAddr().String() {
@@ -299,12 +299,12 @@ func converge(t *testing.T, s, diag *Sampler) (got, want map[uint64]bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = cookies(fl)
+		got = cookieSet(fl)
 		dl, err := diag.Sample()
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = cookies(dl)
+		want = cookieSet(dl)
 		if maps.Equal(got, want) {
 			break
 		}
