@@ -496,6 +496,13 @@ func TestCloseKeepsOtherFiles(t *testing.T) {
 	}
 }
 
+// filterCase is one Filter of TestFilters and the flows it must match.
+type filterCase struct {
+	name string
+	f    Filter
+	want int // flows
+}
+
 func TestFilters(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	srv := newSink(t, ns, "127.0.0.1:0")
@@ -507,11 +514,7 @@ func TestFilters(t *testing.T) {
 	cg := ownCgroupV2(t)
 	comm, _ := os.ReadFile("/proc/self/comm")
 	backends := iterBackends(t)
-	for _, tc := range []struct {
-		name string
-		f    Filter
-		want int // flows
-	}{
+	for _, tc := range []filterCase{
 		{"none", Filter{}, 4},
 		{"port either side", Filter{Port: srv.port()}, 4},
 		{"remote port", Filter{RemotePort: srv.port()}, 2},
@@ -528,34 +531,50 @@ func TestFilters(t *testing.T) {
 		{"cgroup and one port", Filter{CgroupID: 1<<62 + 1, Port: srv.port()}, 0},
 	} {
 		for _, backend := range backends {
-			s, err := New(Config{NetNS: ns.Handle, Filter: tc.f, Backend: backend})
-			if err != nil {
-				t.Errorf("%s: %v", backend+" "+tc.name, err)
-				continue
-			}
-			fl, err := s.Sample()
-			s.Close()
-			if err != nil {
-				t.Errorf("%s: %v", backend+" "+tc.name, err)
-				continue
-			}
-			if len(fl) != tc.want {
-				t.Errorf("%s: %d flows, want %d", backend+" "+tc.name, len(fl), tc.want)
-				for _, f := range fl {
-					t.Logf("  %s %s %s pid %d inode %d cgroup %d", f.Src, f.Dst, f.State, f.PID, f.Inode, f.CgroupID)
-				}
-			}
-			// Port-only filters run in the kernel: it sends just the matches.
-			portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0
-			portOnly = portOnly && tc.f.PID == 0 && tc.f.Comm == "" && !tc.f.Local.IsValid() && !tc.f.Remote.IsValid()
-			if st := s.Stats(); portOnly && (!st.KernelFilter || s.Dumped != tc.want) {
-				t.Errorf("%s: kernel filter %v, kernel sent %d sockets, want %d", backend+" "+tc.name, st.KernelFilter, s.Dumped, tc.want)
-			}
-			if tc.f.Cgroup != "" && (!s.Stats().KernelFilter || s.Dumped != tc.want) {
-				t.Errorf("%s: cgroup filter in kernel %v, kernel sent %d sockets", backend+" "+tc.name, s.Stats().KernelFilter, s.Dumped)
-			}
+			checkFilter(t, ns, backend, tc)
 		}
 	}
+	checkConfigRefused(t)
+	checkLaneFilter(t, ns, c1)
+}
+
+// checkFilter samples ns through backend with tc's filter and checks the
+// flows it matched and, for filters the kernel can apply, that the kernel
+// sent only the matches.
+func checkFilter(t *testing.T, ns *testutil.NetNS, backend string, tc filterCase) {
+	t.Helper()
+	name := backend + " " + tc.name
+	s, err := New(Config{NetNS: ns.Handle, Filter: tc.f, Backend: backend})
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	fl, err := s.Sample()
+	s.Close()
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if len(fl) != tc.want {
+		t.Errorf("%s: %d flows, want %d", name, len(fl), tc.want)
+		for _, f := range fl {
+			t.Logf("  %s %s %s pid %d inode %d cgroup %d", f.Src, f.Dst, f.State, f.PID, f.Inode, f.CgroupID)
+		}
+	}
+	// Port-only filters run in the kernel: it sends just the matches.
+	portOnly := tc.f.Port != 0 || tc.f.LocalPort != 0 || tc.f.RemotePort != 0
+	portOnly = portOnly && tc.f.PID == 0 && tc.f.Comm == "" && !tc.f.Local.IsValid() && !tc.f.Remote.IsValid()
+	if st := s.Stats(); portOnly && (!st.KernelFilter || s.Dumped != tc.want) {
+		t.Errorf("%s: kernel filter %v, kernel sent %d sockets, want %d", name, st.KernelFilter, s.Dumped, tc.want)
+	}
+	if tc.f.Cgroup != "" && (!s.Stats().KernelFilter || s.Dumped != tc.want) {
+		t.Errorf("%s: cgroup filter in kernel %v, kernel sent %d sockets", name, s.Stats().KernelFilter, s.Dumped)
+	}
+}
+
+// checkConfigRefused: configurations New must refuse.
+func checkConfigRefused(t *testing.T) {
+	t.Helper()
 	if _, err := New(Config{Filter: Filter{Cgroup: "/nonexistent/cgroup"}}); err == nil {
 		t.Error("missing cgroup accepted")
 	}
@@ -565,7 +584,12 @@ func TestFilters(t *testing.T) {
 	if _, err := New(Config{Interval: time.Millisecond}); err == nil {
 		t.Error("1ms interval accepted")
 	}
-	// Lanes through the LaneOf hook.
+}
+
+// checkLaneFilter: with c1 in the background lane through the LaneOf
+// hook, a lane filter matches just c1's socket.
+func checkLaneFilter(t *testing.T, ns *testutil.NetNS, c1 *net.TCPConn) {
+	t.Helper()
 	bg := c1LaneOf(c1, ns, t)
 	s := newSampler(t, Config{NetNS: ns.Handle, LaneOf: bg, Filter: Filter{Lanes: []lane.Lane{lane.Background}}})
 	fl, err := s.Sample()
