@@ -5,6 +5,9 @@ GO      := ./scripts/go
 VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED := 0
+# staticcheck, run by make test and make lint: a pinned version fetched from
+# the Go module proxy and run with `go run` (a tool, not a module dependency).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Output folder of binaries and packages (tests point it at a scratch folder).
 OUT     ?= bin
@@ -44,6 +47,7 @@ test:
 	./scripts/deps.sh test
 	$(GO) run ./internal/leaks/leakcheck -save .leaks-before-test
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
 	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
@@ -82,6 +86,7 @@ demo: build
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # install: the binary, man pages and shell completions generated from the
 # command tree, the traces, the systemd unit, the default policy (kept if one

@@ -546,7 +546,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// SIGKILL: fail-open, traffic still flows; a restart repairs; stop cleans.
-	d, sock = startDaemon(t, p.A, devicePolicy(p.LinkA))
+	d, _ = startDaemon(t, p.A, devicePolicy(p.LinkA))
 	d.stop(t, syscall.SIGKILL)
 	if err := transfer(t, p); err != nil {
 		t.Fatalf("traffic after SIGKILL of the daemon: %v", err)

@@ -78,13 +78,11 @@ func (d *Daemon) moveLiveSocketsLocked(c api.Cred, f api.Flow, l lane.Lane) {
 	}
 	moved := d.liveSockets[f]
 	for _, c := range cookies {
-		prev := lane.Unset
-		if p, ok := d.host.SocketLane(c); ok {
-			prev = p
-		}
-		if old := findLive(moved, c); old != nil {
-			prev = old.prev // registered twice: keep the first "before"
-		} else {
+		if findLive(moved, c) == nil { // registered twice: keep the first "before"
+			prev := lane.Unset
+			if p, ok := d.host.SocketLane(c); ok {
+				prev = p
+			}
 			moved = append(moved, liveSocket{cookie: c, prev: prev})
 		}
 		if err := d.host.SetSocketLane(c, l); err != nil {

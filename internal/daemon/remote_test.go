@@ -92,7 +92,7 @@ func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
 	time.Sleep(time.Second)
 
 	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
-	b, _ = bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--") // stopped at cleanup
 	time.Sleep(4 * time.Second)
 	bg0, t0 := laneBytes(t, sock, "background"), time.Now()
 	on := probe(t, p, 30)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -72,6 +71,3 @@ func (c *cgroupMount) id(rel string) (uint64, error) {
 	}
 	return st.Ino, nil
 }
-
-func splitLines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
-func fieldsOf(s string) []string   { return strings.Fields(s) }

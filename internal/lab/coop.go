@@ -489,7 +489,7 @@ func runCoopMode(ctx context.Context, env *Env, o *coopOptions, dir string, n in
 	}
 	s, err := runCoopOnce(ctx, env, bc, o.dur)
 	if err != nil {
-		return coopRun{}, fmt.Errorf("N=%d %s: %w", n, mode, err)
+		return coopRun{}, fmt.Errorf("%d hosts, %s: %w", n, mode, err)
 	}
 	st := s.stats(allHosts(n), o.warm.Seconds(), o.dur.Seconds()+1)
 	run := coopRun{N: n, Mode: mode, Dir: dir, Stats: st, Series: s}

@@ -66,14 +66,6 @@ func (l *traceLink) next(t float64) int {
 	return rep*n + i
 }
 
-// simulateTraceAlone runs one flow for dur seconds through up (data) and
-// down (ACKs), one-way delay owd; it returns the packets delivered per 100
-// ms bin and the opportunities the uplink offered per bin.
-func simulateTraceAlone(target uint32, up, down *traceLink, owd, dur float64) (got, offered []int, rtts []float64) {
-	got, offered, rtts, _ = simulateTraceProbe(target, up, down, owd, dur)
-	return
-}
-
 // simulateTraceProbe is simulateTraceAlone, and what a probe packet sent
 // every 100 ms from 10 s would wait in the uplink's queue behind the flow
 // beyond the empty queue's wait for an opportunity (s): the lab's probe

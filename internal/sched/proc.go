@@ -143,20 +143,6 @@ func threads(pid int) ([]int, error) {
 	return tids, nil
 }
 
-// tgidOf returns the thread group (process) id of a thread.
-func tgidOf(tid int) (int, error) {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(tid), "status"))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, errors.New("no Tgid in status")
-}
-
 // isGone reports errors that mean the process has exited meanwhile.
 func isGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)

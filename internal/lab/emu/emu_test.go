@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -157,8 +158,12 @@ func TestDropTailAndLoss(t *testing.T) {
 	// A reader that waited for room may overshoot by one packet, like a
 	// driver stopping its queue after the threshold is crossed.
 	l = NewLink(LinkConfig{Rate: 1e3, QueueBytes: 1500}, func([]byte, any) {})
-	if !l.EnqueueAdmitted(make([]byte, 1000), nil) || !l.EnqueueAdmitted(make([]byte, 1000), nil) || l.EnqueueAdmitted(make([]byte, 1000), nil) {
-		t.Errorf("admitted enqueue: want 2 accepted then refused")
+	var admitted []bool
+	for range 3 {
+		admitted = append(admitted, l.EnqueueAdmitted(make([]byte, 1000), nil))
+	}
+	if !slices.Equal(admitted, []bool{true, true, false}) {
+		t.Errorf("admitted enqueue: %v, want 2 accepted then refused", admitted)
 	}
 	l = NewLink(LinkConfig{Loss: 0.3, Seed: 7}, func([]byte, any) {})
 	for i := 0; i < 10000; i++ {

@@ -31,7 +31,6 @@ import (
 	"context"
 	"math/rand"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,7 +118,6 @@ type Link struct {
 	wake chan struct{}
 	room chan struct{}
 	done chan struct{}
-	busy atomic.Bool
 }
 
 // NewLink creates a link that calls out for every delivered packet (from the
