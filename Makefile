@@ -43,6 +43,8 @@ generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
 
+# test: go vet and staticcheck; every test; the unit tests again under the
+# race detector (-short: the traffic tests are skipped there); the leak check.
 test:
 	./scripts/deps.sh test
 	$(GO) run ./internal/leaks/leakcheck -save .leaks-before-test
@@ -50,6 +52,7 @@ test:
 	$(GO) run $(STATICCHECK) ./...
 	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
 	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
+	TMPDIR=$$tmp CGO_ENABLED=1 $(GO) test -race -short -count=1 -p 1 -timeout 30m ./... || rc=1; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
 
 # Fails if anything of lanes is left on the machine (files under /run/lanes

@@ -747,14 +747,27 @@ func (l *Lane) release(ctx context.Context) {
 			l.log.Warn("realtime: releaser stays at normal priority", "priority", prio, "err", err)
 		}
 	}
-	stop := context.AfterFunc(ctx, l.kick)
-	defer stop()
+	defer kickOnDone(ctx, l.kick)()
 	var a after
 	for ctx.Err() == nil {
 		if until, ok := l.releaseOne(&a); !ok {
 			l.wait(until)
 		}
 		l.afterwards(&a)
+	}
+}
+
+// kickOnDone runs kick when ctx is done. The function it returns waits
+// for a kick already started: Close closes the eventfd after Run returns,
+// and a kick still in flight would then write to a closed descriptor, or
+// to whatever file reused its number.
+func kickOnDone(ctx context.Context, kick func()) (stop func()) {
+	kicked := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() { kick(); close(kicked) })
+	return func() {
+		if !stopAfter() {
+			<-kicked
+		}
 	}
 }
 
