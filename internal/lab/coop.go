@@ -467,7 +467,7 @@ func runCoopExperiment(ctx context.Context, env *Env, o *coopOptions) (*Result, 
 				if tcpTotal > 0 && lanesTotal > 0 {
 					row4[4] = fmt.Sprintf("%.3f", lanesTotal/tcpTotal)
 				}
-				env.Printf("  total %.2f Mbit/s, Jain 200ms %.3f (air %.3f), run %.3f, RTT %.0f ms, retrans %d\n", st.TotalMbit, st.JainStep, st.JainAir, st.JainRun, st.RTTms, st.Retrans)
+				env.Printf("  total %.2f Mbit/s, Jain 200ms %.3f (air %.3f), run %.3f, RTT %.0f ms, retrans %d; per host: CV %.3f, acf 4/7 %+.2f/%+.2f\n", st.TotalMbit, st.JainStep, st.JainAir, st.JainRun, st.RTTms, st.Retrans, st.HostCV, st.ACF4, st.ACF7)
 			}
 			fig4.Rows = append(fig4.Rows, row4)
 		}

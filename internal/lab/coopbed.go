@@ -914,6 +914,11 @@ type coopStats struct {
 	QueueP50KB float64 `json:"medium_queue_p50_kb"`
 	OtherMbit  float64 `json:"medium_other_mbit"` // non-TCP traffic on the medium (announcements)
 	Retrans    uint32  `json:"retrans"`
+	// The hosts' per-step pattern over their air bytes (cooppattern.go):
+	// coefficient of variation, autocorrelation at 4 and 7 steps.
+	HostCV float64 `json:"host_cv"`
+	ACF4   float64 `json:"acf_4"`
+	ACF7   float64 `json:"acf_7"`
 	// Medium dcf: share of the time the air carried collisions, and of
 	// the frames sent (attempts) that collided.
 	AirLostPct  float64 `json:"medium_air_lost_pct,omitempty"`
@@ -972,6 +977,7 @@ func (s *coopSeries) window(from, to float64) (first, last int) {
 func (s *coopSeries) hostStats(st *coopStats, hosts []int, first, last int) float64 {
 	st.PerHostMbit = make([]float64, len(hosts))
 	var jains, airs, rtts []float64
+	var steps [][]float64
 	secs := 0.0
 	for k := first; k >= 0 && k <= last; k++ {
 		// the bytes are those since the previous sample, which may be more
@@ -987,7 +993,10 @@ func (s *coopSeries) hostStats(st *coopStats, hosts []int, first, last int) floa
 			}
 		}
 		jains, airs = append(jains, Jain(x)), append(airs, Jain(a))
+		steps = append(steps, a)
 	}
+	pt := pattern(steps)
+	st.HostCV, st.ACF4, st.ACF7 = pt.CV, pt.ACFShort, pt.ACFLong
 	if secs > 0 {
 		for j := range st.PerHostMbit {
 			st.PerHostMbit[j] /= secs * 1e6
