@@ -817,7 +817,7 @@ func (c *Controller) newRound() *round {
 // fallback, and follows a peer's fallback (c.capOK, c.capWhy).
 func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
-	c.upEst.update(r.now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT})
+	c.upEst.update(r.now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT, windows: groupWindows(r)})
 	if c.cfg.APRate == 0 {
 		obs.drained, obs.drainShare, obs.drainBack = c.upEst.drainState()
 	}
@@ -880,6 +880,31 @@ func (c *Controller) observation(r *round) (observation, time.Duration) {
 		}
 	}
 	return obs, time.Duration(median(minRTTs))
+}
+
+// groupWindows is what the group's windows carry in an interval at their
+// current RTT: the sum of cwnd x MSS / srtt over this host's active flows
+// and the counted peers' announced ones (the goodput's hosts), bit/s (0:
+// none known). An interval can deliver more only by a loss's catch-up
+// (estimate.go: recorded).
+func groupWindows(r *round) float64 {
+	w := 0.0
+	add := func(cwnd, mss uint32, srtt time.Duration) {
+		if srtt > 0 {
+			w += float64(cwnd) * float64(mss) * 8 / srtt.Seconds()
+		}
+	}
+	for _, fs := range r.selfStates {
+		add(fs.f.Cwnd, fs.f.MSS, fs.f.SRTT)
+	}
+	for _, pp := range r.peers {
+		if _, counted := r.peerIdx[pp.ID]; counted {
+			for _, f := range pp.Last.Flows {
+				add(uint32(f.Cwnd), uint32(f.MSS), f.SRTT)
+			}
+		}
+	}
+	return w
 }
 
 // capDecision says whether cooperative caps apply, and if not, why.
