@@ -257,10 +257,10 @@ func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 
 // update feeds one interval.
 func (e *rateEstimator) update(now time.Time, s groupSample) {
-	e.input = s
 	if e.est >= minRateBits { // pre-start's uncapped losses are not the caps'
 		e.window = append(e.window, rateSample{now, e.recorded(s)})
 	}
+	e.input = s // after recorded, which reads the interval before's windows
 	e.afterQueue = s.inflation > drainInflation
 	for len(e.window) > 0 && now.Sub(e.window[0].t) > rateWindow {
 		e.window = e.window[1:]
@@ -360,23 +360,27 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 	case b <= 0:
 	case queue && e.probing:
 		return math.Min(s.goodput, probeGain*b)
-	case (queue || e.afterQueue) && !withinWindows(s):
+	case (queue || e.afterQueue) && !e.withinWindows(s):
 		return math.Min(s.goodput, b)
 	}
 	return s.goodput
 }
 
 // withinWindows reports whether an interval delivered no more than the
-// group's windows carry at their RTT, so no catch-up: a loss's cumulative
-// ACK acknowledges data sent rounds before, more than the windows (cut by
-// the loss) carry. Bounded at the best instead, the medium's rate over a
-// queue was lost wherever the best lagged it: on the lab's 802.11 medium
-// the 16 uploads' startup exited at the group's goodput of an interval
-// before (announced late: 9.3-9.7 Mbit/s against 13.3-13.8 delivered),
-// the queue's 11.0-14.4 Mbit/s (no loss in the run) were recorded as that,
-// and the drain restarted the caps there, the medium idle 23-28 %.
-func withinWindows(s groupSample) bool {
-	return s.windows > 0 && s.goodput <= s.windows
+// group's windows carry at their RTT, at its end or at the end of the
+// interval before (what it delivered was sent up to an RTT before, under
+// the windows of then: the caps lowered at startup's exit cut them before
+// the next interval's goodput shows), so no catch-up: a loss's cumulative
+// ACK acknowledges data sent rounds before, more than either window
+// carries. Bounded at the best instead, the medium's rate over a queue was
+// lost wherever the best lagged it: on the lab's 802.11 medium the 16
+// uploads' startup exited at the group's goodput of an interval before
+// (peers announce theirs late: 9.3-11.2 Mbit/s against 13.3-14.3
+// delivered), the queue's 11.0-14.4 Mbit/s (no loss in the run) were
+// recorded as that, and the caps stayed there, the medium idle 23-30 %.
+func (e *rateEstimator) withinWindows(s groupSample) bool {
+	w := math.Max(s.windows, e.input.windows)
+	return s.windows > 0 && s.goodput <= w
 }
 
 // preStart leaves the estimate unknown while the group's goodput grows as
