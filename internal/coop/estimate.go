@@ -45,8 +45,11 @@
 //     lanes group delivered under a plain flow's winning slow start, which
 //     the downloads' senders, starting together, do not show).
 //   - every interval: one that delivers more than the best over a standing
-//     queue adds only the best to the window (recorded): it is the
-//     catch-up of cumulative ACKs after a loss, not a faster medium.
+//     queue, and more than the group's windows carry at their RTT, adds
+//     only the best to the window (recorded): it is the catch-up of
+//     cumulative ACKs after a loss, not a faster medium. Within the
+//     windows it is what the medium carried, and counts (since session 20:
+//     a best that lagged the medium held the caps below it).
 //   - cruise: the best goodput of the last rateWindow plus the headroom over
 //     the group's base RTT, so the caps' window (rate x min_rtt x
 //     (1 + queue_allowance) - headroom) is the BDP of what the medium
@@ -66,7 +69,12 @@
 //     already exceed what the medium carries, by the allowance) does not
 //     probe at all: a probe there could only queue, and each cost the RTT
 //     1.3x for 1.5 s (16 downloads in the lab). A faster medium empties
-//     that queue first, and the probes resume. Between probes a medium with room is still
+//     that queue first, and the probes resume. But an RTT above the line
+//     is not always a queue (an 802.11 medium's access delay and delayed
+//     ACKs at small windows: 1.04-1.09x with the medium a fifth idle), so
+//     every probeForceEvery-th period of the backoff's schedule probes
+//     anyway (since session 20); over a real queue it fails, and the
+//     backoff doubles the wait. Between probes a medium with room is still
 //     found: the caps' queue allowance lets the group deliver a few per
 //     cent more than its best each interval, and the best follows.
 //   - trim: the best of noisy intervals sits above what the medium
