@@ -802,3 +802,28 @@ func TestEstimateSkippedPeriodStaysSkipped(t *testing.T) {
 		t.Errorf("failed probes %d after a skipped period", e.failed)
 	}
 }
+
+// TestProbeQueueIsNotDrainSignal: a probe's own queue within drainMemory
+// of a drain, the group below 0.9 of the drained best (a single
+// interval's, on a noisy medium), reports no drained queue to the safety
+// fallback's drain signal, in the probe or the interval after it; the
+// same queue outside a probe does.
+func TestProbeQueueIsNotDrainSignal(t *testing.T) {
+	e := newTestEstimator()
+	e.phase, e.est, e.capped, e.settled = phaseCruise, 15e6, 20, true
+	e.sinceDrain, e.drainBest = 12, 15.5e6     // drained 6 s ago, its queue gone
+	tt := t0.Add(probeForceEvery * probeEvery) // a forced probe's period
+	e.window = []rateSample{{tt, 15e6}}
+	e.queued = true // the RTT before it at 1.10x: only a forced probe runs
+	for i, probing := range []bool{true, true, true, false, false} {
+		e.update(tt, groupSample{goodput: 12.7e6, inflation: 1.13, minRTT: 256 * time.Millisecond})
+		if e.probing != probing {
+			t.Fatalf("interval %d: probing %v, want %v", i, e.probing, probing)
+		}
+		after, share, back := e.drainState()
+		if own := i < 4; after == own || (!own && (!back || share > 0.82)) {
+			t.Errorf("interval %d (the probe's queue: %v): drainState %v %.2f %v", i, own, after, share, back)
+		}
+		tt = tt.Add(500 * time.Millisecond)
+	}
+}
