@@ -331,10 +331,9 @@ func TestEstimateProbeQueueCounts(t *testing.T) {
 
 // TestEstimateSkipsProbesOverAQueue: with the queue allowance, a full
 // medium shows a standing queue, and a probe there could only add to it:
-// after startup only every probeForceEvery-th period of the backoff's
-// schedule probes (the bound on skipped probes), each finds nothing and
-// doubles the wait, and outside those probes' periods the RTT stays
-// within its band.
+// after startup at most one forced probe runs (the bound on skipped
+// probes), finds nothing and ends the forcing, and outside its period the
+// RTT stays within its band.
 func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
 	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
 	e := newTestEstimator()
@@ -353,8 +352,8 @@ func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
 		}
 		tt = tt.Add(500 * time.Millisecond)
 	}
-	if len(probes) > 2 {
-		t.Errorf("%d probe periods in 80 s over a standing queue, want at most 2", len(probes))
+	if len(probes) > 1 {
+		t.Errorf("%d probe periods in 80 s over a standing queue, want at most 1 (a forced one, which fails)", len(probes))
 	}
 	for p := range probes {
 		if p%probeForceEvery != 0 {
@@ -825,5 +824,27 @@ func TestProbeQueueIsNotDrainSignal(t *testing.T) {
 			t.Errorf("interval %d (the probe's queue: %v): drainState %v %.2f %v", i, own, after, share, back)
 		}
 		tt = tt.Add(500 * time.Millisecond)
+	}
+}
+
+// TestEstimateNoForcedProbeOverDeepQueue: a forced period does not probe
+// over a queue above the trim's line (on the default medium one right
+// after startup's exit, over its 1.49x queue, recorded a catch-up as the
+// best), nor once a probe has found nothing.
+func TestEstimateNoForcedProbeOverDeepQueue(t *testing.T) {
+	for _, c := range []struct {
+		infl   float64
+		failed int
+		want   bool
+	}{{1.07, 0, true}, {1.13, 0, false}, {1.07, 1, false}} {
+		e := newTestEstimator()
+		e.phase, e.est, e.capped, e.settled, e.failed = phaseCruise, 15e6, 20, true, c.failed
+		tt := t0.Add(probeForceEvery*probeEvery - 300*time.Millisecond) // before a forced period
+		e.window = []rateSample{{tt, 14.5e6}}
+		e.update(tt, groupSample{goodput: 14e6, inflation: c.infl, minRTT: 256 * time.Millisecond})
+		e.update(tt.Add(500*time.Millisecond), groupSample{goodput: 14e6, inflation: c.infl, minRTT: 256 * time.Millisecond})
+		if e.probing != c.want {
+			t.Errorf("RTT %.2fx, %d failed probes before a forced period: probing %v, want %v", c.infl, c.failed, e.probing, c.want)
+		}
 	}
 }
