@@ -69,12 +69,7 @@
 //     already exceed what the medium carries, by the allowance) does not
 //     probe at all: a probe there could only queue, and each cost the RTT
 //     1.3x for 1.5 s (16 downloads in the lab). A faster medium empties
-//     that queue first, and the probes resume. But an RTT above the line
-//     is not always a queue (an 802.11 medium's access delay and delayed
-//     ACKs at small windows: 1.04-1.09x with the medium a fifth idle), so
-//     every probeForceEvery-th period probes anyway while no probe has
-//     failed and the RTT is within trimAbove (since session 20); over a
-//     real queue it fails, and ends the forcing. Between probes a medium with room is still
+//     that queue first, and the probes resume. Between probes a medium with room is still
 //     found: the caps' queue allowance lets the group deliver a few per
 //     cent more than its best each interval, and the best follows.
 //   - trim: the best of noisy intervals sits above what the medium
@@ -149,18 +144,8 @@ const (
 	trimStep      = 0.02
 	trimFloor     = 0.85
 	// probeSkipAbove: srtt/min_rtt that shows a standing queue (above the
-	// path's own jitter, 1.03 in the lab): no probe then ...
+	// path's own jitter, 1.03 in the lab): no probe then.
 	probeSkipAbove = 1.04
-	// probeForceEvery: ... except in every probeForceEvery-th probe period
-	// (20 s) until a probe finds nothing (forced): an RTT above
-	// probeSkipAbove is not always a queue. On the lab's
-	// 802.11 medium 16 uploads capped at 16-17 segments read 1.04-1.09x
-	// with the medium idle 20-30 % (the delayed ACK waits for the paced
-	// second segment, ~1/(1.2 cwnd) of the RTT, and the ACKs' access
-	// delay), and the probes that would have found the room were skipped
-	// for the whole run. Where the queue is real the probe fails, and the
-	// forcing ends.
-	probeForceEvery = 4
 	// settleIntervals: the queue of the flows' own slow start before the
 	// first caps (every flow uncapped while the rate is unknown) is not
 	// the caps' and does not end startup.
@@ -225,7 +210,6 @@ type rateEstimator struct {
 	failed   int     // probes in a row that found nothing (backoff)
 	cutShort int64   // the probe period whose probe a drain ended
 	queued   bool    // the last interval outside a probe had a standing queue
-	deep     bool    // ... above trimAbove: no forced probe over it
 	gain     float64 // startup's gain per interval (0: startupGain)
 	trim     float64 // cruise multiplier of the best, trimFloor..1 (0: 1)
 	high     int     // consecutive cruise intervals above trimAbove
@@ -538,7 +522,7 @@ func (e *rateEstimator) cruise(now time.Time, s groupSample) {
 	}
 	if !inProbe && !e.probing { // a probe's queue is the probe's
 		e.adjustTrim(s)
-		e.queued, e.deep = s.inflation > probeSkipAbove, s.inflation > trimAbove
+		e.queued = s.inflation > probeSkipAbove
 	}
 	e.probing = inProbe
 	e.keepTrimmed(best)
@@ -591,9 +575,7 @@ func (e *rateEstimator) trimmed() float64 {
 // schedule, the same for every host with the same count of failed probes:
 // the first probeLength of every 2^failed-th probe period, unless a drain
 // ended that period's probe or the medium showed a standing queue in the
-// last interval before it; every probeForceEvery-th period probes over
-// such a queue too (the bound on skipped probes: forced), until a probe
-// has found nothing. A skipped
+// last interval before it. A skipped
 // period stays skipped (cruise marks it cutShort at its first interval):
 // before session 20 an interval inside it that read no queue started the
 // probe late, for what was left of probeLength, on the hosts that read it
@@ -604,24 +586,10 @@ func (e *rateEstimator) inProbe(now time.Time) bool {
 	if !inProbeWindow(now, e.probeLength) || p == e.cutShort {
 		return false
 	}
-	if e.queued && !e.probing && !e.forced(p) {
+	if e.queued && !e.probing {
 		return false
 	}
 	return p%(int64(1)<<min(e.failed, probeBackoffMax)) == 0
-}
-
-// forced reports whether period p probes over the queue the interval
-// before it read: every probeForceEvery-th period, while no probe has
-// found the medium full since the last regrowth (failed, reset by a probe
-// that finds more) and the RTT stayed within trimAbove (above, the queue
-// is one the trim works against). A forced probe over a full medium costs
-// the RTT what a probe does (1.15-1.25x for 1.5 s: on the default medium
-// at 2 uploads a second, forced, probe took the RTT's p95 from 278 to
-// 321 ms when each failed probe only doubled the wait, and one right after
-// startup's exit over its 1.49x queue recorded a catch-up as the best), so
-// one that finds nothing ends the forcing.
-func (e *rateEstimator) forced(p int64) bool {
-	return e.failed == 0 && !e.deep && p%probeForceEvery == 0
 }
 
 // inProbeWindow reports whether now is within the first probeLength of its

@@ -331,9 +331,7 @@ func TestEstimateProbeQueueCounts(t *testing.T) {
 
 // TestEstimateSkipsProbesOverAQueue: with the queue allowance, a full
 // medium shows a standing queue, and a probe there could only add to it:
-// after startup at most one forced probe runs (the bound on skipped
-// probes), finds nothing and ends the forcing, and outside its period the
-// RTT stays within its band.
+// after startup no period probes, and the RTT stays within its band.
 func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
 	m := fluidMedium{c: 15e6, rtt: 256 * time.Millisecond, headroom: 120_000}
 	e := newTestEstimator()
@@ -352,67 +350,10 @@ func TestEstimateSkipsProbesOverAQueue(t *testing.T) {
 		}
 		tt = tt.Add(500 * time.Millisecond)
 	}
-	if len(probes) > 1 {
-		t.Errorf("%d probe periods in 80 s over a standing queue, want at most 1 (a forced one, which fails)", len(probes))
-	}
-	for p := range probes {
-		if p%probeForceEvery != 0 {
-			t.Errorf("probe in period %d over a standing queue, not a forced one", p)
-		}
+	if len(probes) > 0 {
+		t.Errorf("%d probe periods in 80 s over a standing queue", len(probes))
 	}
 	steady(t, "steady", ss[12:], m.c)
-}
-
-// accessMedium is a medium whose RTT without a queue is delay x the base
-// (the lab's 802.11 medium at 16 uploads: delayed ACKs at small windows and
-// the ACKs' access delay, 1.04-1.09x with the medium idle 20-30 %): the
-// group's windows deliver w / (delay x rtt) until they fill it, and only
-// then queue.
-type accessMedium struct {
-	fluidMedium
-	delay float64
-}
-
-func (m accessMedium) deliver(est float64) groupSample {
-	w := est*m.rtt.Seconds()*1.05 - m.headroom
-	bdp := m.c * m.rtt.Seconds() * m.delay
-	return groupSample{goodput: min(m.c, w/(m.delay*m.rtt.Seconds())), inflation: max(m.delay, m.delay*w/bdp), minRTT: m.rtt}
-}
-
-// TestEstimateProbesThroughAccessDelay: cruise below the medium's rate, the
-// RTT at 1.055x without any queue; a probe skipped for good above
-// probeSkipAbove left the medium a fifth idle (the session-20 defect). The
-// bound on skipped probes finds the room: the group delivers 95 % of the
-// medium within 30 s, at an RTT within 1.1x outside probes.
-func TestEstimateProbesThroughAccessDelay(t *testing.T) {
-	m := accessMedium{fluidMedium{c: 14e6, rtt: 256 * time.Millisecond, headroom: 120_000}, 1.055}
-	e := newTestEstimator()
-	tt := t0.Add(2 * time.Second) // out of the probe window
-	e.phase, e.est, e.capped, e.settled = phaseCruise, 0.8*m.c, 10, true
-	e.window = []rateSample{{tt, 0.8 * m.c}}
-	var late []groupSample
-	probes := map[int64]bool{}
-	for i := 0; i < 120; i++ { // 60 s
-		r, _ := e.rate(tt)
-		s := m.deliver(float64(r))
-		e.update(tt, s)
-		if e.probing {
-			probes[probePeriod(tt)] = true
-		}
-		if i >= 60 && !probes[probePeriod(tt)] && e.phase == phaseCruise {
-			late = append(late, s)
-		}
-		tt = tt.Add(500 * time.Millisecond)
-	}
-	if len(late) == 0 {
-		t.Fatal("no cruise interval in the second half")
-	}
-	for _, s := range late {
-		if s.goodput < 0.95*m.c || s.inflation > 1.1 {
-			t.Errorf("second half: goodput %.2f of %.2f Mbit/s at %.3fx (estimate %.2f)", s.goodput/1e6, m.c/1e6, s.inflation, e.est/1e6)
-			break
-		}
-	}
 }
 
 // TestEstimateRegrowsGently: a probe that finds a faster medium returns to
@@ -783,10 +724,7 @@ func TestEstimateExitLagWithinWindows(t *testing.T) {
 // hosts for 0.2-0.4 s, found nothing and counted as failed).
 func TestEstimateSkippedPeriodStaysSkipped(t *testing.T) {
 	e := newTestEstimator()
-	start := t0.Add(probeEvery) // a period that is not a forced one
-	if probePeriod(start)%probeForceEvery == 0 {
-		t.Fatal("test period is a forced one")
-	}
+	start := t0.Add(probeEvery)
 	tt := start.Add(-300 * time.Millisecond)
 	e.phase, e.est, e.capped, e.settled = phaseCruise, 12e6, 10, true
 	e.window = []rateSample{{tt, 11.5e6}}
@@ -810,10 +748,9 @@ func TestEstimateSkippedPeriodStaysSkipped(t *testing.T) {
 func TestProbeQueueIsNotDrainSignal(t *testing.T) {
 	e := newTestEstimator()
 	e.phase, e.est, e.capped, e.settled = phaseCruise, 15e6, 20, true
-	e.sinceDrain, e.drainBest = 12, 15.5e6     // drained 6 s ago, its queue gone
-	tt := t0.Add(probeForceEvery * probeEvery) // a forced probe's period
+	e.sinceDrain, e.drainBest = 12, 15.5e6 // drained 6 s ago, its queue gone
+	tt := t0.Add(4 * probeEvery)           // a probe's period
 	e.window = []rateSample{{tt, 15e6}}
-	e.queued = true // the RTT before it at 1.10x: only a forced probe runs
 	for i, probing := range []bool{true, true, true, false, false} {
 		e.update(tt, groupSample{goodput: 12.7e6, inflation: 1.13, minRTT: 256 * time.Millisecond})
 		if e.probing != probing {
@@ -824,27 +761,5 @@ func TestProbeQueueIsNotDrainSignal(t *testing.T) {
 			t.Errorf("interval %d (the probe's queue: %v): drainState %v %.2f %v", i, own, after, share, back)
 		}
 		tt = tt.Add(500 * time.Millisecond)
-	}
-}
-
-// TestEstimateNoForcedProbeOverDeepQueue: a forced period does not probe
-// over a queue above the trim's line (on the default medium one right
-// after startup's exit, over its 1.49x queue, recorded a catch-up as the
-// best), nor once a probe has found nothing.
-func TestEstimateNoForcedProbeOverDeepQueue(t *testing.T) {
-	for _, c := range []struct {
-		infl   float64
-		failed int
-		want   bool
-	}{{1.07, 0, true}, {1.13, 0, false}, {1.07, 1, false}} {
-		e := newTestEstimator()
-		e.phase, e.est, e.capped, e.settled, e.failed = phaseCruise, 15e6, 20, true, c.failed
-		tt := t0.Add(probeForceEvery*probeEvery - 300*time.Millisecond) // before a forced period
-		e.window = []rateSample{{tt, 14.5e6}}
-		e.update(tt, groupSample{goodput: 14e6, inflation: c.infl, minRTT: 256 * time.Millisecond})
-		e.update(tt.Add(500*time.Millisecond), groupSample{goodput: 14e6, inflation: c.infl, minRTT: 256 * time.Millisecond})
-		if e.probing != c.want {
-			t.Errorf("RTT %.2fx, %d failed probes before a forced period: probing %v, want %v", c.infl, c.failed, e.probing, c.want)
-		}
 	}
 }
