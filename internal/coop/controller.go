@@ -661,7 +661,7 @@ func (c *Controller) peerGoodput(p *Peer) float64 {
 	var w float64
 	for _, f := range p.Last.Flows {
 		rtt := max(f.MinRTT, 100*time.Microsecond)
-		w += float64(f.Cwnd) * float64(min(f.MSS, 9000)) * 8 / rtt.Seconds()
+		w += windowBits(uint32(f.Cwnd), min(uint32(f.MSS), 9000), rtt)
 	}
 	return math.Min(math.Min(g, 2*w), float64(c.cfg.MaxAPRate.Bits()))
 }
@@ -845,7 +845,7 @@ func (c *Controller) observation(r *round) (observation, time.Duration) {
 		qd = append(qd, float64(srtt-minRTT))
 		minRTTs = append(minRTTs, float64(minRTT))
 		if ours {
-			windowRate += float64(cwnd) * float64(mss) * 8 / minRTT.Seconds()
+			windowRate += windowBits(cwnd, mss, minRTT)
 		}
 	}
 	for _, fs := range r.selfStates {
@@ -891,7 +891,7 @@ func groupWindows(r *round) float64 {
 	w := 0.0
 	add := func(cwnd, mss uint32, srtt time.Duration) {
 		if srtt > 0 {
-			w += float64(cwnd) * float64(mss) * 8 / srtt.Seconds()
+			w += windowBits(cwnd, mss, srtt)
 		}
 	}
 	for _, fs := range r.selfStates {
@@ -905,6 +905,12 @@ func groupWindows(r *round) float64 {
 		}
 	}
 	return w
+}
+
+// windowBits is what a window of cwnd segments of mss bytes carries in
+// one rtt, bit/s.
+func windowBits(cwnd, mss uint32, rtt time.Duration) float64 {
+	return float64(cwnd) * float64(mss) * 8 / rtt.Seconds()
 }
 
 // capDecision says whether cooperative caps apply, and if not, why.
