@@ -225,6 +225,7 @@ func TestCwndPinnedBySockops(t *testing.T) {
 	startSender(t, p.A, int(cg.Fd()), addr, 64<<10, 0, 1500*time.Millisecond, 2*time.Second)
 	var pinnedPID int
 	pinned, control := map[uint32]int{}, map[uint32]int{}
+	var reduced []Flow // pinned samples below the clamp
 	// Tell the flows apart by the cgroup each socket was created in.
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
@@ -242,6 +243,9 @@ func TestCwndPinnedBySockops(t *testing.T) {
 			if f.CgroupID == st.Ino {
 				pinned[f.Cwnd]++
 				pinnedPID = f.PID
+				if f.Cwnd < 10 {
+					reduced = append(reduced, f)
+				}
 			} else {
 				control[f.Cwnd]++
 			}
@@ -251,9 +255,7 @@ func TestCwndPinnedBySockops(t *testing.T) {
 	if len(pinned) == 0 || busy == 0 {
 		t.Fatalf("no samples of the pinned flow (%d samples)", len(all))
 	}
-	if len(pinned) != 1 || pinned[10] == 0 {
-		t.Errorf("pinned flow reported with cwnd %v, want always 10", pinned)
-	}
+	checkPinnedCwnd(t, pinned, reduced, 10)
 	grew := false
 	for cw := range control {
 		if cw > 10 {
@@ -262,6 +264,35 @@ func TestCwndPinnedBySockops(t *testing.T) {
 	}
 	if !grew {
 		t.Errorf("control flow's cwnd never exceeded 10 (%v): the pin test proves nothing", control)
+	}
+}
+
+// checkPinnedCwnd: the clamp bounds the pinned flow's cwnd from above,
+// so the monitor must never report more than the clamp, and mostly the
+// clamp itself. The kernel may still take the cwnd below it: a drop in
+// the veth's backlog (the control flow's bursts share it) comes back to
+// TCP as NET_XMIT_DROP and tcp_enter_cwr, which lowers ssthresh and then
+// the cwnd. Such a sample must show that reduction (a state other than
+// open, or ssthresh under the clamp); a cwnd under the clamp without one
+// would be a misread.
+func checkPinnedCwnd(t *testing.T, pinned map[uint32]int, reduced []Flow, clamp uint32) {
+	t.Helper()
+	n := 0
+	for cw, c := range pinned {
+		n += c
+		if cw > clamp {
+			t.Errorf("pinned flow reported with cwnd %d (%d samples) above the clamp %d", cw, c, clamp)
+		}
+	}
+	if 2*pinned[clamp] < n {
+		t.Errorf("pinned flow at its clamp %d in %d of %d samples (%v), want most", clamp, pinned[clamp], n, pinned)
+	}
+	for _, f := range reduced {
+		if f.CAState == "open" && f.SSThresh >= clamp {
+			t.Errorf("pinned flow's cwnd %d under the clamp with no reduction (state %s, ssthresh %d)", f.Cwnd, f.CAState, f.SSThresh)
+		} else {
+			t.Logf("pinned flow's cwnd %d under the clamp after a reduction: state %s, ssthresh %d, retransmitted %d", f.Cwnd, f.CAState, f.SSThresh, f.TotalRetrans)
+		}
 	}
 }
 
