@@ -20,12 +20,16 @@
 //	 40   4 goodput, kbit/s
 //	 44   6 lane mix: active flows in realtime, interactive, background (3 x u16)
 //	 50   1 k = number of flow records (<= MaxFlowRecords)
-//	 51   1 reserved, 0
+//	 51   1 goodput over: 256ths of the goodput beyond what left the
+//	        interface (a loss's catch-up, arrivals.go; since session 22;
+//	        0 when the goodput is 0)
 //	 52 18k flow records: lane u8, ca_state u8, cwnd u16 (segments),
 //	        mss u16, srtt u32 (us), min_rtt u32 (us), queued u32 (bytes, saturating)
 //	  .   8 version 2 only, the downlink section: active downloads u16,
 //	        downlink goodput u32 (kbit/s), d = number of download records
-//	        u8 (<= MaxFlowRecords), reserved u8 (0)
+//	        u8 (<= MaxFlowRecords), downlink goodput over u8 (256ths of
+//	        the downlink goodput beyond what arrived on the interface;
+//	        since session 22; 0 when that goodput is 0)
 //	  .  10d download records: mss u16, min_rtt u32 (us), demand u32
 //	        (bytes of window needed; 0xffffffff = window-limited, bulk)
 //	  .  32 HMAC-SHA256(key, all preceding bytes), when tagged
@@ -38,6 +42,11 @@
 // A peer from before bits 2 and 3 drops an announcement carrying them as
 // malformed (counted), so while this host's fallback holds such a peer
 // stops counting it after the peer timeout, as it would a host gone.
+//
+// A peer from before session 22 drops an announcement with a goodput over
+// (byte 51, or the downlink section's last header byte, reserved then)
+// as malformed: only in the intervals the bound lowered, a loss's
+// catch-up.
 //
 // Note: decoding is strict (exact length, known version, zero reserved
 // byte): anything else is dropped and counted, never half-parsed.
@@ -119,12 +128,18 @@ type Announcement struct {
 	ActiveFlows  uint16
 	BytesWaiting uint64
 	GoodputKbit  uint32
-	LaneMix      [3]uint16 // realtime, interactive, background
-	Flows        []FlowSummary
+	// GoodputOver: 256ths of GoodputKbit beyond what left the host's
+	// interface in the interval (arrivals.go); 0 when GoodputKbit is 0
+	GoodputOver uint8
+	LaneMix     [3]uint16 // realtime, interactive, background
+	Flows       []FlowSummary
 	// The downlink section (version 2): active downloads, downlink
 	// goodput and one record per download (at most MaxFlowRecords).
 	DownFlows       uint16
 	DownGoodputKbit uint32
+	// DownGoodputOver: 256ths of DownGoodputKbit beyond what arrived on
+	// the host's interface in the interval (arrivals.go)
+	DownGoodputOver uint8
 	Down            []DownSummary
 }
 
@@ -171,6 +186,9 @@ func Encode(a *Announcement, key []byte) []byte {
 	be.PutUint16(b[30:], a.ActiveFlows)
 	be.PutUint64(b[32:], a.BytesWaiting)
 	be.PutUint32(b[40:], a.GoodputKbit)
+	if a.GoodputKbit > 0 {
+		b[51] = a.GoodputOver
+	}
 	for i, v := range a.LaneMix {
 		be.PutUint16(b[44+2*i:], v)
 	}
@@ -191,6 +209,9 @@ func Encode(a *Announcement, key []byte) []byte {
 		be.PutUint16(d[0:], a.DownFlows)
 		be.PutUint32(d[2:], a.DownGoodputKbit)
 		d[6] = byte(kd)
+		if a.DownGoodputKbit > 0 {
+			d[7] = a.DownGoodputOver
+		}
 		for i := 0; i < kd; i++ {
 			f := a.Down[i]
 			r := d[downHeaderLen+i*downRecordLen:]
@@ -260,7 +281,7 @@ func parseFrame(b []byte) (frame, error) {
 	if b[2] != 1 && b[2] != 2 {
 		return frame{}, fmt.Errorf("%w %d", ErrVersion, b[2])
 	}
-	if b[3]&^(flagTagged|flagLeaving|flagUpStop|flagDnStop) != 0 || b[51] != 0 {
+	if b[3]&^(flagTagged|flagLeaving|flagUpStop|flagDnStop) != 0 || b[51] != 0 && binary.BigEndian.Uint32(b[40:]) == 0 {
 		return frame{}, fmt.Errorf("%w: unknown flags or reserved bits", ErrMalformed)
 	}
 	f := frame{flows: int(b[50])}
@@ -273,7 +294,7 @@ func parseFrame(b []byte) (frame, error) {
 			return frame{}, fmt.Errorf("%w: short downlink section", ErrMalformed)
 		}
 		f.downs = int(b[f.body+6])
-		if f.downs > MaxFlowRecords || b[f.body+7] != 0 {
+		if f.downs > MaxFlowRecords || b[f.body+7] != 0 && binary.BigEndian.Uint32(b[f.body+2:]) == 0 {
 			return frame{}, fmt.Errorf("%w: %d download records or reserved bits", ErrMalformed, f.downs)
 		}
 		f.body += downHeaderLen + f.downs*downRecordLen
@@ -320,6 +341,7 @@ func decodeHeader(b []byte) *Announcement {
 		ActiveFlows:  be.Uint16(b[30:]),
 		BytesWaiting: be.Uint64(b[32:]),
 		GoodputKbit:  be.Uint32(b[40:]),
+		GoodputOver:  b[51],
 	}
 	for i := range a.LaneMix {
 		a.LaneMix[i] = be.Uint16(b[44+2*i:])
@@ -357,6 +379,7 @@ func decodeDown(a *Announcement, d []byte, kd int) error {
 	be := binary.BigEndian
 	a.DownFlows = be.Uint16(d[0:])
 	a.DownGoodputKbit = be.Uint32(d[2:])
+	a.DownGoodputOver = d[7]
 	if a.DownFlows == 0 && a.DownGoodputKbit == 0 && kd == 0 { // one canonical form: that is version 1
 		return fmt.Errorf("%w: empty downlink section", ErrMalformed)
 	}

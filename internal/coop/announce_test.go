@@ -42,6 +42,10 @@ func TestRoundTrip(t *testing.T) {
 				withDown(a)
 			}
 			a.UpStopped, a.DownStopped = down, key != nil // every combination of the fallback flags
+			a.GoodputOver = uint8(btoi(key != nil)) * 37  // the goodput's share beyond the interface's bytes
+			if down {
+				a.DownGoodputOver = 200
+			}
 			b := Encode(a, key)
 			if got, want := b[3]&(flagUpStop|flagDnStop), byte(btoi(down))<<2|byte(btoi(key != nil))<<3; got != want {
 				t.Errorf("fallback flags %02x, want %02x", got, want)
@@ -135,10 +139,22 @@ func TestDecodeRefuses(t *testing.T) {
 		{"bad magic", flip(0), ErrMalformed},
 		{"version 3", func() []byte { b := bytes.Clone(good); b[2] = 3; return b }(), ErrVersion},
 		{"too many download records", func() []byte { b := bytes.Clone(good); b[headerLen+2*flowRecordLen+6] = 200; return b }(), ErrMalformed},
-		{"download reserved", flip(headerLen + 2*flowRecordLen + 7), ErrMalformed},
+		{"download goodput over without a downlink goodput", func() []byte {
+			a := withDown(sampleAnnouncement())
+			a.DownGoodputKbit = 0
+			b := Encode(a, nil)
+			b[headerLen+2*flowRecordLen+7] = 1
+			return b
+		}(), ErrMalformed},
 		{"unknown flag", func() []byte { b := bytes.Clone(good); b[3] |= 0x80; return b }(), ErrMalformed},
 		{"unknown flag after the fallback's", func() []byte { b := bytes.Clone(good); b[3] |= 0x10; return b }(), ErrMalformed},
-		{"reserved", flip(51), ErrMalformed},
+		{"goodput over without a goodput", func() []byte {
+			a := sampleAnnouncement()
+			a.GoodputKbit = 0
+			b := Encode(a, nil)
+			b[51] = 1
+			return b
+		}(), ErrMalformed},
 		{"too many records", func() []byte { b := bytes.Clone(good); b[50] = 200; return b }(), ErrMalformed},
 	}
 	for _, c := range cases {

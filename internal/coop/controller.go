@@ -84,9 +84,12 @@ type Transport interface {
 
 // Options are a Controller's parts; Flows and Transport are required.
 type Options struct {
-	Config    Config
-	Flows     FlowSource
-	Caps      CapSetter // nil: compute and report caps, apply none
+	Config Config
+	Flows  FlowSource
+	Caps   CapSetter // nil: compute and report caps, apply none
+	// Iface: the managed interface's byte counters, which bound the
+	// goodput the safety fallback judges by (arrivals.go); nil: unbounded
+	Iface     IfaceCounter
 	Transport Transport // nil: UDP broadcast on Config.Interface
 	HostID    uint64    // 0: derived from machine-id and the interface
 	Logger    *slog.Logger
@@ -239,6 +242,9 @@ func (fs *flowState) setCap(v uint32, now time.Time) bool {
 type rateSample struct {
 	t    time.Time
 	bits float64
+	// judged: the interval's group goodput bounded by what the hosts'
+	// interfaces counted (arrivals.go), at most bits
+	judged float64
 }
 
 // Controller is the cooperative controller. Create with New, then Run.
@@ -247,6 +253,9 @@ type Controller struct {
 	key     []byte
 	hostID  uint64
 	flowsrc FlowSource
+	iface   IfaceCounter
+	rxArr   arrivals // the interface's received bytes per tick (arrivals.go)
+	txArr   arrivals // and its sent bytes
 	caps    CapSetter
 	tr      Transport
 	log     *slog.Logger
@@ -261,7 +270,9 @@ type Controller struct {
 	lastSample  time.Time // last tick's sample
 	ackAcc      float64   // bytes acknowledged since the last tick
 	goodput     float64
+	judged      float64       // goodput bounded by the interface's sent bytes (arrivals.go), bit/s
 	groupGood   float64       // the group's goodput at the last tick, bit/s
+	groupJudged float64       // the same, each host's bounded (arrivals.go)
 	upEst       rateEstimator // the uplink's AP rate when not configured
 	safety      safety
 	capOK       bool
@@ -278,6 +289,7 @@ type Controller struct {
 	saveDirty   bool                 // announcements accepted since
 	dnAcc       float64              // downlink: bytes received since the last tick
 	dnGoodput   float64              // downlink goodput, bits/s
+	dnJudged    float64              // bounded by the interface's received bytes (arrivals.go)
 	dnEst       rateEstimator        // the downlink's AP rate when not configured
 	dnGroup     string               // downlink group at the last recompute
 	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
@@ -302,7 +314,7 @@ func New(o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, caps: o.Caps,
+	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, iface: o.Iface, caps: o.Caps,
 		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
 		flows: map[uint64]*flowState{}, applied: map[uint64]uint32{}, laneApplied: map[lane.Lane]uint32{},
 		dnApplied: map[uint64]uint32{}}
@@ -558,9 +570,18 @@ func (c *Controller) saveStateLogged(clean bool) {
 // sending.
 func (c *Controller) sampleFlows(ctx context.Context, tick bool) bool {
 	flows, err := c.flowsrc.UplinkFlows(ctx)
+	var rx, tx uint64
+	var ierr error
+	if tick && c.iface != nil {
+		rx, tx, ierr = c.iface.InterfaceBytes()
+	}
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if tick && c.iface != nil {
+		c.rxArr.observe(rx, ierr)
+		c.txArr.observe(tx, ierr)
+	}
 	if err != nil {
 		c.st.LastError = fmt.Sprintf("flow source: %v", err)
 		if !tick {
@@ -637,19 +658,22 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 	}
 	if dt > 0 {
 		c.goodput = c.ackAcc * 8 / dt
+		c.judged = c.txArr.bound(c.ackAcc) * 8 / dt
 	}
 	c.tickDown(now, dt)
 	c.ackAcc = 0
 	c.lastSample = now
 	// the group's goodput feeds the AP rate estimate
-	g := c.goodput
+	g, gj := c.goodput, c.judged
 	for _, p := range c.table.Peers() {
 		if c.key == nil && !c.counted[p.ID] {
 			continue // keyless: only peers counted in N count in the rate
 		}
-		g += c.peerGoodput(&p)
+		pg := c.peerGoodput(&p)
+		g += pg
+		gj += math.Min(pg, judgedOf(float64(p.Last.GoodputKbit)*1000, p.Last.GoodputOver))
 	}
-	c.groupGood = g
+	c.groupGood, c.groupJudged = g, gj
 	return joined
 }
 
@@ -669,7 +693,7 @@ func (c *Controller) peerGoodput(p *Peer) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
-		GoodputKbit: uint32(min(c.goodput/1000, math.MaxUint32))}
+		GoodputKbit: uint32(min(c.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.goodput, c.judged)}
 	for _, fs := range c.sortedFlows() {
 		if !fs.active {
 			continue
@@ -817,7 +841,7 @@ func (c *Controller) newRound() *round {
 // fallback, and follows a peer's fallback (c.capOK, c.capWhy).
 func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
-	c.upEst.update(r.now, groupSample{goodput: c.groupGood, inflation: obs.inflation, minRTT: groupMinRTT, windows: groupWindows(r)})
+	c.upEst.update(r.now, groupSample{goodput: c.groupGood, judged: c.groupJudged, inflation: obs.inflation, minRTT: groupMinRTT, windows: groupWindows(r)})
 	if c.cfg.APRate == 0 {
 		obs.drained, obs.drainShare, obs.drainBack = c.upEst.drainState()
 	}

@@ -244,20 +244,23 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 			}
 		}
 		c.dnGoodput = c.dnAcc * 8 / dt
+		c.dnJudged = c.rxArr.bound(c.dnAcc) * 8 / dt
 	}
 	for _, fs := range c.flows {
 		fs.dn.acc = 0
 	}
 	c.dnAcc = 0
-	g := c.dnGoodput
+	g, gj := c.dnGoodput, c.dnJudged
 	for _, p := range c.table.Peers() {
 		if c.key == nil && !c.counted[p.ID] {
 			continue
 		}
-		g += math.Min(float64(p.Last.DownGoodputKbit)*1000, float64(c.cfg.MaxAPRate.Bits()))
+		pg := math.Min(float64(p.Last.DownGoodputKbit)*1000, float64(c.cfg.MaxAPRate.Bits()))
+		g += pg
+		gj += math.Min(pg, judgedOf(float64(p.Last.DownGoodputKbit)*1000, p.Last.DownGoodputOver))
 	}
 	infl, base := c.downInflation()
-	c.dnEst.update(now, groupSample{goodput: g, inflation: infl, minRTT: base})
+	c.dnEst.update(now, groupSample{goodput: g, judged: gj, inflation: infl, minRTT: base})
 	ok, why := c.dnSafety.update(now, c.downObservation(infl))
 	c.dnCapOK, c.dnCapWhy = c.followPeers(ok, why, c.table.Peers(), true)
 	if !c.dnCapOK { // the fallback holds: uncapped intervals (estimate.go, restart)
@@ -302,6 +305,7 @@ func (c *Controller) ownDown(a *Announcement) {
 		return
 	}
 	a.DownGoodputKbit = uint32(min(c.dnGoodput/1000, math.MaxUint32))
+	a.DownGoodputOver = overOf(c.dnGoodput, c.dnJudged)
 	for _, fs := range c.sortedFlows() {
 		if !fs.dn.active {
 			continue

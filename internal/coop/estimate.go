@@ -184,6 +184,18 @@ type groupSample struct {
 	// unknown, as on the downlink): an interval over a queue that
 	// delivers within it is the medium's rate, not a catch-up (recorded)
 	windows float64
+	// judged: the group's goodput with each host's bounded by what its
+	// interface counted (arrivals.go), what the safety fallback's drain
+	// signal judges by (drainState); 0: goodput
+	judged float64
+}
+
+// judgedOrGoodput is the interval's judged goodput, at most its goodput.
+func (s groupSample) judgedOrGoodput() float64 {
+	if s.judged <= 0 {
+		return s.goodput
+	}
+	return math.Min(s.judged, s.goodput)
 }
 
 // rateEstimator is one direction's estimate (uplink or downlink).
@@ -231,6 +243,9 @@ type rateEstimator struct {
 	// reads a queue that outlives it: drainState)
 	sinceDrain int
 	drainBest  float64 // the best the last drain restarted from (drainState)
+	// drainRef: the same intervals' best judged goodput (arrivals.go), the
+	// drain signal's reference (drainState)
+	drainRef float64
 	// earlyDrain (the downlink's, since session 18): a startup whose queue
 	// does not settle drains at its drainIntervals-th interval above
 	// drainInflation after settleIntervals, instead of going to cruise at
@@ -264,7 +279,8 @@ func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 // update feeds one interval.
 func (e *rateEstimator) update(now time.Time, s groupSample) {
 	if e.est >= minRateBits { // pre-start's uncapped losses are not the caps'
-		e.window = append(e.window, rateSample{now, e.recorded(s)})
+		rec := e.recorded(s)
+		e.window = append(e.window, rateSample{t: now, bits: rec, judged: math.Min(rec, s.judgedOrGoodput())})
 	}
 	e.input = s // after recorded, which reads the interval before's windows
 	e.afterQueue = s.inflation > drainInflation
@@ -446,8 +462,9 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 	e.phase, e.inflated, e.probing, e.probeEst = phaseCruise, 0, false, 0
 	if e.drainBest > 0 && e.sinceDrain <= drainMemory { // the queue came back
 		e.drainBest = math.Max(e.drainBest, e.best())
+		e.drainRef = math.Max(e.drainRef, e.bestJudged())
 	} else {
-		e.sinceDrain, e.drainBest = 0, e.best()
+		e.sinceDrain, e.drainBest, e.drainRef = 0, e.best(), e.bestJudged()
 	}
 	e.drained = true
 	e.settled = true // an early drain ends startup: a later queue is the caps' or someone else's
@@ -461,6 +478,14 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // one now may be its return), and the last interval's group goodput over
 // what the group delivered while the drained queue stood (the best the
 // drain restarted from, the higher of two within drainMemory).
+// Both sides of that share are judged goodput (arrivals.go: each host's
+// bounded by what arrived on or left its interface), since session 22: a
+// loss's catch-up in the intervals the queue stood raised the reference
+// above what the medium carries (8 downloads: 22-26 Mbit/s on a medium of
+// 19.3; 2 uploads: one host's 21.7-21.9), the caps drained to that same
+// best stayed above the medium, and the queue that stayed read as
+// foreign at 74-89 % of it: every host stopped capping, without foreign
+// traffic.
 // The queue that comes back (session 17's reading, built in session 18):
 // in the lab's coop-mixed the first drain often came just after the plain
 // flows' slow-start losses, so the queue emptied (1.02-1.10x) while the
@@ -481,7 +506,10 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory || e.probeQueue {
 		return false, 0, false
 	}
-	return true, e.input.goodput / e.drainBest, !e.drained
+	if e.drainRef <= 0 {
+		return true, e.input.goodput / e.drainBest, !e.drained
+	}
+	return true, e.input.judgedOrGoodput() / e.drainRef, !e.drained
 }
 
 // restart forgets everything measured: while the safety fallback holds,
@@ -608,6 +636,15 @@ func (e *rateEstimator) cruiseRate(delivered float64, s groupSample) float64 {
 		return delivered
 	}
 	return delivered + e.headroomBits/s.minRTT.Seconds()
+}
+
+// bestJudged is the window's best judged goodput (rateSample.judged).
+func (e *rateEstimator) bestJudged() float64 {
+	b := 0.0
+	for _, r := range e.window {
+		b = math.Max(b, r.judged)
+	}
+	return b
 }
 
 func (e *rateEstimator) best() float64 {

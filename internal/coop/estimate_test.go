@@ -298,7 +298,7 @@ func TestEstimateTrimOutlivesItsSample(t *testing.T) {
 	e := newTestEstimator()
 	e.phase, e.est, e.capped, e.settled = phaseCruise, 20e6, 10, true
 	tt := t0.Add(2 * time.Second) // out of the probe period
-	e.window = []rateSample{{tt, 21.5e6}}
+	e.window = []rateSample{{t: tt, bits: 21.5e6, judged: 21.5e6}}
 	e.trim, e.lastBest = 0.9, 21.5e6
 	for range 70 { // 35 s at the medium's rate, RTT in the band
 		e.update(tt, groupSample{goodput: 19.3e6, inflation: 1.07, minRTT: 256 * time.Millisecond})
@@ -318,7 +318,7 @@ func TestEstimateProbeQueueCounts(t *testing.T) {
 	e := newTestEstimator()
 	e.phase, e.est, e.capped, e.settled, e.probing = phaseCruise, 16.9e6, 10, true, true
 	tt := t0.Add(500 * time.Millisecond) // inside the probe period
-	e.window = []rateSample{{tt, 16.4e6}}
+	e.window = []rateSample{{t: tt, bits: 16.4e6, judged: 16.4e6}}
 	e.update(tt.Add(500*time.Millisecond), groupSample{goodput: 19.3e6, inflation: 1.3, minRTT: 256 * time.Millisecond})
 	if e.best() != 19.3e6 {
 		t.Errorf("best %.0f bit/s after a probe delivered 19.3 Mbit/s over its queue", e.best())
@@ -727,7 +727,7 @@ func TestEstimateSkippedPeriodStaysSkipped(t *testing.T) {
 	start := t0.Add(probeEvery)
 	tt := start.Add(-300 * time.Millisecond)
 	e.phase, e.est, e.capped, e.settled = phaseCruise, 12e6, 10, true
-	e.window = []rateSample{{tt, 11.5e6}}
+	e.window = []rateSample{{t: tt, bits: 11.5e6, judged: 11.5e6}}
 	for _, infl := range []float64{1.06, 1.06, 1.03, 1.03} { // the period starts after the first
 		e.update(tt, groupSample{goodput: 11.5e6, inflation: infl, minRTT: 256 * time.Millisecond})
 		if r, _ := e.rate(tt.Add(10 * time.Millisecond)); e.probing || float64(r) > 12.5e6 {
@@ -750,7 +750,7 @@ func TestProbeQueueIsNotDrainSignal(t *testing.T) {
 	e.phase, e.est, e.capped, e.settled = phaseCruise, 15e6, 20, true
 	e.sinceDrain, e.drainBest = 12, 15.5e6 // drained 6 s ago, its queue gone
 	tt := t0.Add(4 * probeEvery)           // a probe's period
-	e.window = []rateSample{{tt, 15e6}}
+	e.window = []rateSample{{t: tt, bits: 15e6, judged: 15e6}}
 	for i, probing := range []bool{true, true, true, false, false} {
 		e.update(tt, groupSample{goodput: 12.7e6, inflation: 1.13, minRTT: 256 * time.Millisecond})
 		if e.probing != probing {

@@ -16,6 +16,12 @@ type EstimateStatus struct {
 	// median srtt/min_rtt (0: none measured)
 	GroupGoodputBits uint64  `json:"group_goodput_bits"`
 	Inflation        float64 `json:"inflation"`
+	// JudgedBits: the last interval's group goodput bounded by the hosts'
+	// interfaces (arrivals.go); DrainRefBits: the drain signal's
+	// reference, the best of that while the drained queue stood (0: no
+	// drain)
+	JudgedBits   uint64 `json:"judged_bits"`
+	DrainRefBits uint64 `json:"drain_ref_bits,omitempty"`
 }
 
 // status reports the estimator's state.
@@ -29,5 +35,6 @@ func (e *rateEstimator) status() *EstimateStatus {
 	}
 	return &EstimateStatus{Phase: phase, BestBits: uint64(e.best()), Trim: e.trimmed(),
 		Probing: e.probing, FailedProbes: e.failed, Drained: e.drained,
-		GroupGoodputBits: uint64(e.input.goodput), Inflation: e.input.inflation}
+		GroupGoodputBits: uint64(e.input.goodput), Inflation: e.input.inflation,
+		JudgedBits: uint64(e.input.judgedOrGoodput()), DrainRefBits: uint64(e.drainRef)}
 }

@@ -206,3 +206,20 @@ func checkInterfaces(p *policy.Policy, links Links) error {
 	}
 	return errors.Join(errs...)
 }
+
+// linkBytes reads an interface's received and sent bytes by name
+// (netlink, in the daemon's namespace): the coop controller's bound on
+// the goodput its safety fallback judges by (coop.IfaceCounter).
+type linkBytes string
+
+func (name linkBytes) InterfaceBytes() (rx, tx uint64, err error) {
+	l, err := netlink.LinkByName(string(name))
+	if err != nil {
+		return 0, 0, err
+	}
+	st := l.Attrs().Statistics
+	if st == nil {
+		return 0, 0, fmt.Errorf("%s: no statistics", name)
+	}
+	return st.RxBytes, st.TxBytes, nil
+}
