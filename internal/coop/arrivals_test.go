@@ -8,6 +8,7 @@ package coop
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -119,9 +120,6 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 // stopped capping (-1: none) and the drain's.
 func catchUpRun(t *testing.T, judged bool, after []groupSample) (stopAt, drainAt int) {
 	t.Helper()
-	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
-	e.earlyDrain = true
-	s := safety{cfg: DefaultConfig().Safety}
 	const arrived = 20.1e6 // 19.3 Mbit/s of payload and its headers
 	seq := []groupSample{
 		{goodput: 3.6e6, inflation: 1.00}, {goodput: 8.1e6, inflation: 1.04}, // pre-start
@@ -132,11 +130,30 @@ func catchUpRun(t *testing.T, judged bool, after []groupSample) (stopAt, drainAt
 		{goodput: 22.6e6, judged: arrived, inflation: 1.17}, // startup's exit: the best
 		{goodput: 19.5e6, inflation: 1.19},                  // the drain
 	}
-	seq = append(seq, after...)
+	return replay(t, false, judged, append(seq, after...))
+}
+
+// replay feeds seq to a fresh estimator (the downlink's, or the uplink's:
+// up) and safety fallback at 0.5 s intervals, clear of probe periods; it
+// returns the interval the fallback stopped capping (-1: none) and the
+// drain's. judged: whether the samples keep their judged goodput (main:
+// without, the goodput).
+func replay(t *testing.T, up, judged bool, seq []groupSample) (stopAt, drainAt int) {
+	t.Helper()
+	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+	s := safety{cfg: DefaultConfig().Safety}
+	if up {
+		s.back = upBackInflation
+	} else {
+		e.earlyDrain = true
+	}
 	stopAt, drainAt = -1, -1
 	now := t0.Add(8500 * time.Millisecond) // no probe period before the fallback's
 	for i, x := range seq {
 		x.minRTT = 256 * time.Millisecond
+		if up {
+			x.windows = 30e6 // within the windows: recorded (startup doubled them)
+		}
 		if !judged {
 			x.judged = 0
 		}
@@ -189,5 +206,47 @@ func TestCatchUpQueueIsNotForeign(t *testing.T) {
 	if stop < 0 || stop != stopMain {
 		t.Errorf("judged: a foreign queue stopped capping at interval %d, main's reading at %d", stop, stopMain)
 	}
-	t.Logf("foreign: stopped at %d", stop)
+}
+
+// TestUploadCatchUpQueueIsNotForeign: session 21's false fallback at 2
+// uploads (`lanes lab run coop --modes lanes --ap-rate estimate --hosts 2
+// --duration 40s`, A1), host 2's estimator status replayed: over a queue
+// at 1.43x, an interval read 21.9 Mbit/s (its own catch-up of cumulative
+// ACKs plus its peer's announced goodput; within the windows startup had
+// doubled, so recorded) while the medium carried 19.3; the drain restarted
+// from it, the queue emptied, came back at the uplink's line (1.11-1.14x,
+// the trim stepping down) with the group at 19.1-20.3, 0.87-0.88 of 21.9:
+// capping stopped on both hosts. Judged by what left the interfaces (20.1
+// with headers) the group delivers 0.95 of its reference.
+func TestUploadCatchUpQueueIsNotForeign(t *testing.T) {
+	const left = 20.1e6
+	seq := []groupSample{
+		{goodput: 0.7e6, inflation: 1.04}, {goodput: 3.5e6, inflation: 1.18}, // pre-start, startup
+		{goodput: 4.9e6, inflation: 1.22}, {goodput: 10.9e6, inflation: 1.36}, {goodput: 13.0e6, inflation: 1.32},
+		{goodput: 16.5e6, inflation: 1.32}, {goodput: 19.8e6, inflation: 1.00}, {goodput: 12.1e6, inflation: 1.01},
+		{goodput: 11.9e6, inflation: 1.03}, {goodput: 13.7e6, inflation: 1.21}, // cruise
+		{goodput: 21.9e6, judged: left, inflation: 1.43}, {goodput: 20.5e6, judged: left, inflation: 1.45}, // catch-up; the drain
+		{goodput: 11.0e6, inflation: 1.02}, {goodput: 11.4e6, inflation: 1.05},
+		{goodput: 20.3e6, inflation: 1.11}, {goodput: 18.5e6, inflation: 1.14}, {goodput: 20.0e6, inflation: 1.14},
+	}
+	stays := slices.Clone(seq)
+	for i := range 8 {
+		stays = append(stays, groupSample{goodput: 19.1e6 + 0.1e6*float64(i%2), inflation: 1.12})
+	}
+	stopMain, drainMain := replay(t, true, false, stays)
+	if drainMain < 0 || stopMain < 0 {
+		t.Fatalf("main's reading: drain at %d, fallback at %d; the replay no longer shows the false fallback", drainMain, stopMain)
+	}
+	if stop, drain := replay(t, true, true, stays); stop >= 0 || drain != drainMain {
+		t.Errorf("judged: fallback at %d (drain at %d, main's %d): want none", stop, drain, drainMain)
+	}
+	// the same start, then a foreign upload growing into the room
+	foreign := slices.Clone(seq)
+	for i, f := range []float64{0.85, 0.8, 0.75, 0.72, 0.7, 0.7, 0.7, 0.7} {
+		foreign = append(foreign, groupSample{goodput: f * 19.3e6, inflation: 1.15 + 0.02*float64(i)})
+	}
+	stopMain, _ = replay(t, true, false, foreign)
+	if stop, _ := replay(t, true, true, foreign); stop < 0 || stop != stopMain {
+		t.Errorf("judged: a foreign queue stopped capping at interval %d, main's reading at %d", stop, stopMain)
+	}
 }
