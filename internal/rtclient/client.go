@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 	_ "unsafe" // go:linkname
@@ -65,6 +66,7 @@ type Client struct {
 	out     []byte
 	in      []byte
 	notices []Notice
+	ticked  int64 // the last yield (freshTick)
 }
 
 // Dial connects to the daemon's realtime socket.
@@ -154,8 +156,12 @@ func (c *Client) Notices(poll bool) []Notice {
 
 func (c *Client) do(r *wire.Request) (Result, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	rep, err := c.roundTrip(r)
+	yield := c.tickStale()
+	c.mu.Unlock()
+	if yield {
+		runtime.Gosched() // after the reply, off the path
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -207,6 +213,31 @@ func (c *Client) roundTrip(r *wire.Request) (wire.Reply, error) {
 			return rep, nil
 		}
 	}
+}
+
+// freshTickEvery is the longest a client goes without a yield (ns).
+const freshTickEvery = 4_000_000
+
+// tickStale reports whether the calling goroutine should yield after a
+// reply, the last yield being freshTickEvery or more ago, and if so counts
+// the yield as done now; c.mu held. A realtime client is
+// typically a locked goroutine that only ever blocks in system calls (its
+// sleep, Send), so its P's schedtick never moves, and once it has not
+// moved for 10 ms Go's sysmon takes the P at each pass that finds the
+// goroutine in a system call, sleeps deeply, and is woken again by the
+// client's next return from one; it then runs at normal priority on
+// another CPU, often the one where the daemon's reader is to be woken by
+// the client's next request, which then needs a reschedule IPI instead of
+// finding an idle CPU (docs/realtime.md, session 22). A yield moves the
+// tick; on a locked goroutine it is a hand-off through another thread,
+// done here after the reply, not before the request.
+func (c *Client) tickStale() bool {
+	now := Monotonic()
+	if now-c.ticked < freshTickEvery {
+		return false
+	}
+	c.ticked = now
+	return true
 }
 
 // recv reads one message; c.mu held.

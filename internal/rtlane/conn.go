@@ -234,6 +234,7 @@ func (c *conn) serve() {
 	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
 	out := make([]byte, 0, wire.ReplySize+4096)
 	var a after
+	var ticked int64
 	for {
 		n, flags, err := c.recv(buf)
 		if err != nil || n == 0 {
@@ -241,6 +242,9 @@ func (c *conn) serve() {
 		}
 		if !c.handle(buf[:n], flags, &out, &a) {
 			return
+		}
+		if c.granted {
+			ticked = freshTick(ticked) // tick.go: after the reply, off the path
 		}
 	}
 }
