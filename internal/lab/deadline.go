@@ -550,14 +550,11 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 		for {
 			// The receiver stands for another host, yet it is a locked
 			// goroutine of the lane's process: keep its schedtick fresh
-			// (a yield every 4 ms at most), or the process's sysmon
-			// takes its P at every pass, is woken by each of its reads'
-			// returns, and runs where the lane's reader is to be woken
-			// (docs/realtime.md, session 22).
-			if now := rtlane.Monotonic(); now-ticked >= 4_000_000 {
-				runtime.Gosched()
-				ticked = now
-			}
+			// (rtlane.FreshTick, a yield every 4 ms at most), or the
+			// process's sysmon takes its P at every pass, is woken by
+			// each of its reads' returns, and runs where the lane's
+			// reader is to be woken (docs/realtime.md, session 22).
+			ticked = rtlane.FreshTick(ticked)
 			a, err := r.rx.Read()
 			if err != nil {
 				// EAGAIN: timeout; EINTR: a signal (Go's preemption) ends a

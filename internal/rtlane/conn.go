@@ -244,7 +244,7 @@ func (c *conn) serve() {
 			return
 		}
 		if c.granted {
-			ticked = freshTick(ticked) // tick.go: after the reply, off the path
+			ticked = FreshTick(ticked) // tick.go: after the reply, off the path
 		}
 	}
 }

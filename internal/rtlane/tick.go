@@ -20,21 +20,23 @@
 // A voluntary yield moves the tick: runtime.Gosched on a locked goroutine
 // is a hand-off through another thread and back (stoplockedm), tens of µs
 // on a normal-priority thread, so it is done after a reply, off the path,
-// and at most every freshTickEvery: often enough that sysmon, whose
+// and at most every FreshTickEvery: often enough that sysmon, whose
 // relaxed period is 10 ms, never sees the same tick 10 ms apart.
 package rtlane
 
 import "runtime"
 
-// freshTickEvery is the longest a granted reader goes without a yield
+// FreshTickEvery is the longest a granted reader goes without a yield
 // while it has requests (ns).
-const freshTickEvery = 4_000_000
+const FreshTickEvery = 4_000_000
 
-// freshTick yields when the last yield, at last, is freshTickEvery or
-// more ago, and returns the time of the last yield.
-func freshTick(last int64) int64 {
+// FreshTick yields when the last yield, at last, is FreshTickEvery or
+// more ago, and returns the time of the last yield. Any locked realtime
+// goroutine of the daemon's process that blocks only in system calls
+// (the lab's deadline receiver too) calls it after its work, off the path.
+func FreshTick(last int64) int64 {
 	now := Monotonic()
-	if now-last < freshTickEvery {
+	if now-last < FreshTickEvery {
 		return last
 	}
 	runtime.Gosched()
