@@ -145,7 +145,7 @@ func replay(t *testing.T, up, judged bool, seq []groupSample) (stopAt, drainAt i
 	if up {
 		s.back = upBackInflation
 	} else {
-		e.earlyDrain = true
+		e.earlyDrain, e.judgedCatchUp = true, judged
 	}
 	stopAt, drainAt = -1, -1
 	now := t0.Add(8500 * time.Millisecond) // no probe period before the fallback's

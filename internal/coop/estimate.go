@@ -251,7 +251,11 @@ type rateEstimator struct {
 	// drainInflation after settleIntervals, instead of going to cruise at
 	// maxSettleIntervals and draining from there (see the file comment)
 	earlyDrain bool
-	input      groupSample // the last interval's (status)
+	// judgedCatchUp (the downlink's, since session 23): the catch-up rule
+	// bounds an interval at its judged goodput where that is above the
+	// best (arrivedBound)
+	judgedCatchUp bool
+	input         groupSample // the last interval's (status)
 	// probeQueue: the last interval was in a probe or followed one, so a
 	// queue in it is the probe's own (drainState)
 	probeQueue bool
@@ -385,9 +389,26 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 	case queue && e.probing:
 		return math.Min(s.goodput, probeGain*b)
 	case (queue || e.afterQueue) && !e.withinWindows(s):
-		return math.Min(s.goodput, b)
+		return math.Min(s.goodput, e.arrivedBound(b, s))
 	}
 	return s.goodput
+}
+
+// arrivedBound is the catch-up rule's bound: the best, or (judgedCatchUp)
+// what the group's interfaces received in the interval if more. A judged
+// goodput (arrivals.go) counts the bytes that arrived, not the in-order
+// bytes a retransmission releases at once, so above the best it is the
+// medium's share the group got, not a catch-up (coop-mixed downloading,
+// session 23: 19.9 Mbit/s of in-order bytes at 1.25x the base RTT over a
+// best of 10.5, the start's loss recovery; the interfaces received 13.2,
+// the lanes hosts' share beside 2 plain downloads at 3.2 each; bounded at
+// 10.5, the drain a second later set the caps there, the plain senders
+// grew into the 2.7 Mbit/s left, and capping stopped only at 12-13 s).
+func (e *rateEstimator) arrivedBound(best float64, s groupSample) float64 {
+	if !e.judgedCatchUp || s.judged <= 0 {
+		return best
+	}
+	return math.Max(best, math.Min(s.judged, s.goodput))
 }
 
 // withinWindows reports whether an interval delivered no more than the
@@ -527,7 +548,7 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 // what it delivers, which bind only once startup ends; with the foreign
 // queue still there the fallback's RTT signal fires again first.
 func (e *rateEstimator) restart() {
-	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength, earlyDrain: e.earlyDrain}
+	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength, earlyDrain: e.earlyDrain, judgedCatchUp: e.judgedCatchUp}
 }
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {
