@@ -250,3 +250,47 @@ func TestUploadCatchUpQueueIsNotForeign(t *testing.T) {
 		t.Errorf("judged: a foreign queue stopped capping at interval %d, main's reading at %d", stop, stopMain)
 	}
 }
+
+// TestMixedStartDrainsToWhatArrived replays the downlink's start in the
+// lab's coop-mixed (4 lanes hosts beside 2 plain downloads, session 23,
+// main's first repetition): the start's losses, the recovery's intervals
+// at 10.5-11.5 Mbit/s recorded as the best, then 19.9 of in-order bytes at
+// 1.25x while the lanes hosts' interfaces received 13.2 (their share of
+// the 19.3 medium beside the plain hosts' 6.4), and the drain. Bounded at
+// the best (main) the drain restarted from 10.5 and the plain senders grew
+// into the rest; bounded at what arrived, from the lanes hosts' share.
+func TestMixedStartDrainsToWhatArrived(t *testing.T) {
+	seq := []groupSample{
+		{goodput: 0.7e6, inflation: 1.00}, {goodput: 3.9e6, inflation: 1.07}, // pre-start
+		{goodput: 7.9e6, inflation: 1.49}, // the slow starts' queue: startup
+		{goodput: 10.5e6, judged: 9.6e6, inflation: 1.45},
+		{goodput: 10.7e6, inflation: 1.48},
+		{goodput: 11.5e6, judged: 9.4e6, inflation: 1.16},
+		{goodput: 19.9e6, judged: 13.2e6, inflation: 1.25}, // in-order bytes released; 13.2 arrived
+		{goodput: 13.0e6, inflation: 1.31},
+		{goodput: 13.0e6, inflation: 1.31},
+	}
+	for _, judged := range []bool{false, true} {
+		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+		e.earlyDrain, e.judgedCatchUp = true, judged
+		now := t0.Add(8500 * time.Millisecond)
+		drainBest := 0.0
+		for _, x := range seq {
+			x.minRTT = 256 * time.Millisecond
+			e.update(now, x)
+			if e.drained && drainBest == 0 {
+				drainBest = e.drainBest
+			}
+			now = now.Add(500 * time.Millisecond)
+		}
+		switch {
+		case drainBest == 0:
+			t.Fatalf("judgedCatchUp %v: no drain", judged)
+		case judged && (drainBest < 13.0e6 || drainBest > 13.2e6):
+			t.Errorf("judged: the drain restarted from %.1f Mbit/s, want what arrived, 13.2", drainBest/1e6)
+		case !judged && drainBest > 11.5e6:
+			t.Errorf("main's rule: the drain restarted from %.1f Mbit/s, want the recovery's best", drainBest/1e6)
+		}
+		t.Logf("judgedCatchUp %v: drain from %.1f Mbit/s", judged, drainBest/1e6)
+	}
+}

@@ -49,7 +49,9 @@
 //     only the best to the window (recorded): it is the catch-up of
 //     cumulative ACKs after a loss, not a faster medium. Within the
 //     windows it is what the medium carried, and counts (since session 20:
-//     a best that lagged the medium held the caps below it).
+//     a best that lagged the medium held the caps below it). The
+//     downlink's adds what its interfaces received instead, where that is
+//     more than the best (judgedCatchUp, since session 23: arrivedBound).
 //   - cruise: the best goodput of the last rateWindow plus the headroom over
 //     the group's base RTT, so the caps' window (rate x min_rtt x
 //     (1 + queue_allowance) - headroom) is the BDP of what the medium
