@@ -17,7 +17,8 @@
 // 21), but for one use: the downlink's catch-up rule, which bounds an
 // interval over a queue at the best, takes what arrived where that is
 // more (estimate.go, arrivedBound: the interval's share of the medium,
-// which a best from a loss's recovery lagged). What is bounded is the goodput the drain signal judges by
+// which a best from a loss's recovery lagged). What is bounded is the
+// goodput the drain signal judges by
 // (safety.go, drainStood): the group's delivery while the drained queue
 // stood is its reference, and a reference a catch-up had raised above the
 // medium read the queue that stayed after the drain (the caps, set from
