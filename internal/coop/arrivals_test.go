@@ -294,3 +294,44 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 		t.Logf("judgedCatchUp %v: drain from %.1f Mbit/s", judged, drainBest/1e6)
 	}
 }
+
+// TestStartupBestNotFromCatchUp replays a 16-download start in which one
+// host's best came from a loss's catch-up (session 23, the ACK class's
+// pair 3: 23.3 Mbit/s of in-order bytes at 3.0 s, while the group's
+// interfaces received 16.7, on the lab's 19.3 Mbit/s medium), one
+// interval before startup's exit. Main's estimator took that interval as
+// cruise's best, and the host's caps settled 1.2x above its peers'; with
+// the best recorded at most at the judged goodput (judgedBest) startup
+// exits at the queue's interval, the medium's rate.
+func TestStartupBestNotFromCatchUp(t *testing.T) {
+	seq := []groupSample{
+		{goodput: 2e6, inflation: 1.00}, {goodput: 5e6, inflation: 1.02}, {goodput: 7e6, inflation: 1.03}, // pre-start
+		{goodput: 8e6, inflation: 1.03}, // grows less: startup
+		{goodput: 12e6, inflation: 1.03}, {goodput: 16e6, inflation: 1.04},
+		{goodput: 18e6, judged: 18.6e6, inflation: 1.05}, {goodput: 19.0e6, inflation: 1.04}, // settled
+		{goodput: 23.3e6, judged: 16.7e6, inflation: 1.05}, // the catch-up: in-order bytes released
+		{goodput: 19.2e6, judged: 19.9e6, inflation: 1.12}, // the queue: startup's exit
+		{goodput: 19.2e6, inflation: 1.08}, {goodput: 19.3e6, inflation: 1.07}, {goodput: 19.2e6, inflation: 1.08},
+	}
+	for _, judged := range []bool{false, true} {
+		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+		e.earlyDrain, e.judgedCatchUp, e.judgedBest = true, true, judged
+		now := t0.Add(200 * time.Millisecond)
+		for _, x := range seq {
+			x.minRTT = 256 * time.Millisecond
+			e.update(now, x)
+			now = now.Add(500 * time.Millisecond)
+		}
+		if e.phase != phaseCruise {
+			t.Fatalf("judgedBest %v: startup did not exit", judged)
+		}
+		best := e.best()
+		switch {
+		case judged && best > 19.3e6:
+			t.Errorf("judged: cruise's best %.1f Mbit/s, want the exit's 19.2, not the catch-up", best/1e6)
+		case !judged && best < 23.3e6:
+			t.Errorf("main's rule: cruise's best %.1f Mbit/s, want the catch-up's 23.3", best/1e6)
+		}
+		t.Logf("judgedBest %v: best %.1f Mbit/s, estimate %.1f", judged, best/1e6, e.est/1e6)
+	}
+}

@@ -363,6 +363,7 @@ func New(o Options) (*Controller, error) {
 	c.dnEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.dnEst.earlyDrain = true
 	c.dnEst.judgedCatchUp = true
+	c.dnEst.judgedBest = true
 	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
 	c.capOK = true
 	c.dnSafety, c.dnCapOK = safety{cfg: o.Config.Safety}, true

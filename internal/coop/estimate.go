@@ -257,7 +257,16 @@ type rateEstimator struct {
 	// bounds an interval at its judged goodput where that is above the
 	// best (arrivedBound)
 	judgedCatchUp bool
-	input         groupSample // the last interval's (status)
+	// judgedBest (the downlink's, since session 23): every interval is
+	// recorded at most at its judged goodput (update), so the best, which
+	// startup's exit, cruise and the drain take, cannot come from a loss's
+	// catch-up: a host whose best was recorded from one (its own interval
+	// holding the released in-order bytes) settled its caps 1.05-1.26x
+	// above its peers' at 16 downloads. The estimate's other inputs
+	// (pre-start, startup's growth test, the probe's regrowth) read the
+	// goodput as before
+	judgedBest bool
+	input      groupSample // the last interval's (status)
 	// probeQueue: the last interval was in a probe or followed one, so a
 	// queue in it is the probe's own (drainState)
 	probeQueue bool
@@ -286,6 +295,9 @@ func (e *rateEstimator) rate(now time.Time) (uint64, string) {
 func (e *rateEstimator) update(now time.Time, s groupSample) {
 	if e.est >= minRateBits { // pre-start's uncapped losses are not the caps'
 		rec := e.recorded(s)
+		if e.judgedBest {
+			rec = math.Min(rec, s.judgedOrGoodput())
+		}
 		e.window = append(e.window, rateSample{t: now, bits: rec, judged: math.Min(rec, s.judgedOrGoodput())})
 	}
 	e.input = s // after recorded, which reads the interval before's windows
@@ -550,7 +562,7 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 // what it delivers, which bind only once startup ends; with the foreign
 // queue still there the fallback's RTT signal fires again first.
 func (e *rateEstimator) restart() {
-	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength, earlyDrain: e.earlyDrain, judgedCatchUp: e.judgedCatchUp}
+	*e = rateEstimator{headroomBits: e.headroomBits, limit: e.limit, probeLength: e.probeLength, earlyDrain: e.earlyDrain, judgedCatchUp: e.judgedCatchUp, judgedBest: e.judgedBest}
 }
 
 func (e *rateEstimator) cruise(now time.Time, s groupSample) {
