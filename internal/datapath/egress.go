@@ -60,6 +60,9 @@ type Egress struct {
 	link     netlink.Link
 	devq     *devQueueState
 	adopted  bool
+	host     *Host
+	ackBytes uint64 // the ACK class's rate, bytes/s (0: unrestricted)
+	ackErr   error  // why the tree has no ACK class (nil: it has)
 
 	mu     sync.Mutex
 	closed bool
@@ -75,7 +78,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns, progFD: h.ClassifierFD()}
+	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns, progFD: h.ClassifierFD(), host: h}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.teardown())
@@ -110,6 +113,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}); err != nil {
 		return e, err
 	}
+	e.buildAck(h.addEgress(e))
 	return e, nil
 }
 
@@ -192,7 +196,11 @@ func (e *Egress) Update(cfg EgressConfig) error {
 	if err := e.shortenQueue(); err != nil {
 		return err
 	}
-	return e.ns.do(func() error { return buildTree(e.link, paramsFor(cfg), e.progFD, e.instance, true) })
+	if err := e.ns.do(func() error { return buildTree(e.link, paramsFor(cfg), e.progFD, e.instance, true) }); err != nil {
+		return err
+	}
+	e.buildAck(e.ackBytes)
+	return nil
 }
 
 // Interface is the name of the interface.
@@ -207,6 +215,9 @@ func (e *Egress) Adopted() bool { return e.adopted }
 
 // Close removes the tree and restores the device queue.
 func (e *Egress) Close() error {
+	if e.host != nil { // before e.mu: SetAckClass holds the host's lock, then e.mu
+		e.host.removeEgress(e)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {

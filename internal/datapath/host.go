@@ -104,6 +104,10 @@ type Host struct {
 	yieldMu  sync.Mutex   // SetYield's
 	yielding map[int]bool // interfaces (ifindex) whose background yields
 
+	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
+	egresses map[*Egress]bool // the trees opened with this host
+	ackBytes uint64           // the ACK class's rate, bytes/s (0: off)
+
 	mu     sync.RWMutex // read: map operations; write: Close
 	closed bool
 }

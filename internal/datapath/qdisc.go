@@ -4,7 +4,9 @@
 //	└─ 1:1   root class, rate = ceil = R
 //	   ├─ 1:11 realtime     prio 0, rate r, ceil R ── bfifo
 //	   ├─ 1:12 interactive  prio 1, rate r, ceil R ── bfifo
-//	   └─ 1:13 background   prio 7, rate floor|r, ceil R ── bfifo
+//	   ├─ 1:13 background   prio 7, rate floor|r, ceil R ── bfifo
+//	   └─ 1:14 ACK class    prio 1, rate = ceil = A, burst 2 ACKs ── bfifo
+//	                        (unset: rate r, ceil R; see ackclass.go)
 //	filter: bpf direct-action, parent 1:, classid 1:0, name "lanes:<instance>"
 //
 // R is far above the line rate in device-bottleneck mode and just below the
@@ -47,6 +49,7 @@ type treeParams struct {
 	rootBytes  uint64 // R, bytes/s
 	floorBytes uint64 // background assured rate, bytes/s (0 = token rate)
 	limits     [lane.Background + 1]uint32
+	ackBytes   uint64 // the ACK class's rate = ceil, bytes/s (0: r, ceil R: unrestricted)
 }
 
 func paramsFor(cfg EgressConfig) treeParams {
@@ -163,6 +166,9 @@ func bareTreeIsOurs(link netlink.Link) bool {
 		want[l.ClassID()] = false
 	}
 	for _, c := range cs {
+		if c.Attrs().Handle == lane.AckClassID { // optional: trees before it lack it
+			continue
+		}
 		if _, ok := want[c.Attrs().Handle]; !ok {
 			return false
 		}

@@ -69,6 +69,14 @@ const (
 	ClassMinor = 0x10 // lane l uses minor ClassMinor + l
 )
 
+// AckClassMinor is the minor of the ACK class (1:14): the pure ACKs of the
+// host's capped downloads, at the rate the cooperative controller sets
+// (docs/datapath.md "The ACK class").
+const AckClassMinor = 0x14
+
+// AckClassID is the tc classid of the ACK class.
+const AckClassID = RootMajor<<16 | AckClassMinor
+
 // ClassID returns the tc classid (major<<16 | minor) of the lane's class,
 // the value the classifier writes into skb->tc_classid.
 func (l Lane) ClassID() uint32 {

@@ -25,6 +25,8 @@ const (
 	MatchKinds  = int(AbiMatchKindMATCH_KINDS)
 	OpsCounters = int(AbiOpsCounterOPS_COUNTERS)
 	ClassMinor  = uint32(AbiLaneClassLANE_CLASS_MINOR)
+	// AckClassMinor is the HTB class minor of the ACK class
+	AckClassMinor = uint32(AbiLaneClassLANE_ACK_CLASS_MINOR)
 )
 
 var (

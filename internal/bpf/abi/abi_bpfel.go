@@ -51,7 +51,8 @@ const (
 type AbiLaneClass uint32
 
 const (
-	AbiLaneClassLANE_CLASS_MINOR AbiLaneClass = 16
+	AbiLaneClassLANE_CLASS_MINOR     AbiLaneClass = 16
+	AbiLaneClassLANE_ACK_CLASS_MINOR AbiLaneClass = 20
 )
 
 type AbiLanesAbi struct {

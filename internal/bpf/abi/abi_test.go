@@ -31,6 +31,9 @@ func TestLaneNumbers(t *testing.T) {
 	if uint32(lane.All[len(lane.All)-1]) != uint32(AbiLaneLANE_MAX) || len(lane.All)+1 != LaneSlots {
 		t.Errorf("lane.All %v vs LANE_MAX %d, LANE_SLOTS %d", lane.All, AbiLaneLANE_MAX, LaneSlots)
 	}
+	if AckClassMinor != lane.AckClassMinor {
+		t.Errorf("ACK class minor: Go %#x, C %#x", lane.AckClassMinor, AckClassMinor)
+	}
 	if ClassMinor != lane.ClassMinor {
 		t.Errorf("class minor: Go %#x, C %#x", lane.ClassMinor, ClassMinor)
 	}

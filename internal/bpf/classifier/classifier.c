@@ -22,6 +22,16 @@
  * (forwarded packets, kernel control packets); steps 2 and 5 need the IP
  * header and are skipped for short or non-IP packets.
  *
+ * The ACK class: while lanes_ack_on[0] is set, a pure ACK (TCP, no payload,
+ * ACK set, no SYN, FIN or RST; options such as SACK blocks and timestamps
+ * allowed) of an interactive socket (with lanes_ack_on 1: one that has a
+ * downlink cap, a nonzero lanes_sock_rwnd entry; with 2: any) gets the ACK
+ * class (minor LANE_ACK_CLASS_MINOR) instead of its lane's: the cooperative
+ * controller gives that class a rate just above the downloads' ACK rate
+ * (twice what the class sent over the last RTT), so a burst of data arriving
+ * leaves as spaced ACKs (docs/datapath.md "The ACK class"). Its ACKs are
+ * counted in lanes_ack_stats (the bytes the controller measures).
+ *
  * Data structures: the maps of lanes_maps.h, lanes_dscp (64 entries) and a
  * per-CPU matrix of counters indexed [kind][lane].
  *
@@ -65,6 +75,26 @@ struct {
 	__type(key, __u32);
 	__type(value, struct counter);
 } lanes_cls_stats SEC(".maps");
+
+/* lanes_ack_on[0]: nonzero while the ACK class is on (the daemon sets it
+ * once every tree has the class and the controller has set its rate): 1
+ * takes the pure ACKs of capped sockets only, 2 those of every interactive
+ * socket (the downloads' ACKs from their first round, before any cap). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} lanes_ack_on SEC(".maps");
+
+/* lanes_ack_stats[0]: the pure ACKs of capped sockets seen while the class
+ * is on (packets, bytes of skb->len, the length HTB counts). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct counter);
+} lanes_ack_stats SEC(".maps");
 
 /* What the header parse found. */
 struct parsed {
@@ -161,9 +191,90 @@ static __always_inline void count(struct __sk_buff *skb, __u32 kind, __u32 lane)
 	}
 }
 
-static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kind)
+#define TCP_FIN_ 0x01
+#define TCP_SYN_ 0x02
+#define TCP_RST_ 0x04
+#define TCP_ACK_ 0x10
+
+/* pure_ack says whether the packet is a TCP segment without payload that
+ * carries an ACK and no SYN, FIN or RST (any options). IPv6 extension
+ * headers are not walked (such a packet is not a pure ACK here). */
+static __always_inline int pure_ack(struct __sk_buff *skb)
 {
-	skb->tc_classid = CFG.minor_base + lane;
+	__u32 iplen, hlen, tot;
+	__u8 th[2];
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		__u8 iph[20];
+
+		if (load(skb, 0, iph, sizeof(iph)) < 0)
+			return 0;
+		if ((iph[0] >> 4) != 4 || iph[9] != IPPROTO_TCP_)
+			return 0;
+		/* fragments (MF or an offset) are not pure ACKs */
+		if (((iph[6] & 0x3f) | iph[7]) != 0)
+			return 0;
+		hlen = (iph[0] & 0xf) * 4;
+		tot = ((__u32)iph[2] << 8) | iph[3];
+		iplen = hlen;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		__u8 ip6h[8];
+
+		if (load(skb, 0, ip6h, sizeof(ip6h)) < 0)
+			return 0;
+		if ((ip6h[0] >> 4) != 6 || ip6h[6] != IPPROTO_TCP_)
+			return 0;
+		hlen = 40;
+		tot = 40 + (((__u32)ip6h[4] << 8) | ip6h[5]);
+		iplen = 40;
+	} else {
+		return 0;
+	}
+	if (iplen < 20 || iplen > 60)
+		return 0;
+	/* data offset and flags: bytes 12 and 13 of the TCP header */
+	if (load(skb, iplen + 12, th, sizeof(th)) < 0)
+		return 0;
+	hlen += (th[0] >> 4) * 4;
+	return tot == hlen && (th[1] & TCP_ACK_) && !(th[1] & (TCP_SYN_ | TCP_FIN_ | TCP_RST_));
+}
+
+/* ack_class says whether the packet goes to the ACK class: a pure ACK of a
+ * socket (cookie, 0 without one), with a downlink cap where lanes_ack_on is
+ * 1, while the class is on. */
+static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
+{
+	__u32 zero = 0, *on, *cap;
+	struct counter *c;
+
+	if (!cookie)
+		return 0;
+	on = bpf_map_lookup_elem(&lanes_ack_on, &zero);
+	if (!on || !*on)
+		return 0;
+	if (*on == 1) { /* capped downloads only */
+		cap = bpf_map_lookup_elem(&lanes_sock_rwnd, &cookie);
+		if (!cap || !*cap)
+			return 0;
+	}
+	if (!pure_ack(skb))
+		return 0;
+	c = bpf_map_lookup_elem(&lanes_ack_stats, &zero);
+	if (c) {
+		c->packets++;
+		c->bytes += skb->len;
+	}
+	return 1;
+}
+
+/* classify sets the lane's class (the ACK class for an interactive
+ * socket's pure ACK that ack_class takes) and counts the lane. */
+static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kind, __u64 cookie)
+{
+	if (lane == LANE_INTERACTIVE && ack_class(skb, cookie))
+		skb->tc_classid = LANE_ACK_CLASS_MINOR;
+	else
+		skb->tc_classid = CFG.minor_base + lane;
 	count(skb, kind, lane);
 	return TC_ACT_OK;
 }
@@ -173,27 +284,36 @@ int lanes_classify(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
 	struct parsed p = {};
-	__u32 *v;
+	__u64 cookie = 0;
+	__u32 *v, lane, kind;
 
 	if (sk) {
-		__u64 cookie = bpf_get_socket_cookie(skb);
-
+		cookie = bpf_get_socket_cookie(skb);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-		if (valid_lane(v))
-			return classify(skb, *v, MATCH_COOKIE);
+		if (valid_lane(v)) {
+			lane = *v;
+			kind = MATCH_COOKIE;
+			goto out;
+		}
 	}
 
 	parse(skb, &p);
 	if (p.have_ports) {
 		v = flow_lookup(&p.key);
-		if (v)
-			return classify(skb, *v, MATCH_TUPLE);
+		if (v) {
+			lane = *v;
+			kind = MATCH_TUPLE;
+			goto out;
+		}
 	}
 	if (p.have_ip) {
 		/* without ports (ICMP, fragments) only any-port rules match */
 		v = dst_lookup(p.key.daddr, p.have_ports ? p.key.dport : 0);
-		if (v)
-			return classify(skb, *v, MATCH_DST);
+		if (v) {
+			lane = *v;
+			kind = MATCH_DST;
+			goto out;
+		}
 	}
 
 	if (sk) {
@@ -201,23 +321,45 @@ int lanes_classify(struct __sk_buff *skb)
 		__u32 uid;
 
 		v = bpf_map_lookup_elem(&lanes_cgroup, &cg);
-		if (valid_lane(v))
-			return classify(skb, *v, MATCH_CGROUP);
+		if (valid_lane(v)) {
+			lane = *v;
+			kind = MATCH_CGROUP;
+			goto out;
+		}
 		uid = bpf_get_socket_uid(skb);
 		v = bpf_map_lookup_elem(&lanes_uid, &uid);
-		if (valid_lane(v))
-			return classify(skb, *v, MATCH_UID);
+		if (valid_lane(v)) {
+			lane = *v;
+			kind = MATCH_UID;
+			goto out;
+		}
 	}
 
 	if (p.have_ip) {
 		__u32 dscp = p.dscp & 63;
 
 		v = bpf_map_lookup_elem(&lanes_dscp, &dscp);
-		if (valid_lane(v))
-			return classify(skb, *v, MATCH_DSCP);
+		if (valid_lane(v)) {
+			lane = *v;
+			kind = MATCH_DSCP;
+			goto out;
+		}
 	}
 
-	return classify(skb, LANE_INTERACTIVE, MATCH_DEFAULT);
+	lane = LANE_INTERACTIVE;
+	kind = MATCH_DEFAULT;
+out:
+	return classify(skb, lane, kind, cookie);
+}
+
+/*
+ * lanes_pure_ack returns pure_ack's answer (1: a pure ACK), for the tests'
+ * BPF_PROG_TEST_RUN table of TCP segments (classifier_test.go).
+ */
+SEC("tc")
+int lanes_pure_ack(struct __sk_buff *skb)
+{
+	return pure_ack(skb);
 }
 
 /*

@@ -70,6 +70,7 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 		ClassifierMapLanesDst:         o.LanesDst,
 		ClassifierMapLanesCgroup:      o.LanesCgroup,
 		ClassifierMapLanesUid:         o.LanesUid,
+		ClassifierMapLanesSockRwnd:    o.LanesSockRwnd,
 	}
 }
 

@@ -47,16 +47,20 @@ type ClassifierFlowKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	ClassifierMapLanesAckOn        = "lanes_ack_on"
+	ClassifierMapLanesAckStats     = "lanes_ack_stats"
 	ClassifierMapLanesCgroup       = "lanes_cgroup"
 	ClassifierMapLanesClsStats     = "lanes_cls_stats"
 	ClassifierMapLanesCookie       = "lanes_cookie"
 	ClassifierMapLanesDscp         = "lanes_dscp"
 	ClassifierMapLanesDst          = "lanes_dst"
+	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
 	ClassifierMapLanesUid          = "lanes_uid"
 	ClassifierProgLanesClassify    = "lanes_classify"
 	ClassifierProgLanesPassthrough = "lanes_passthrough"
+	ClassifierProgLanesPureAck     = "lanes_pure_ack"
 	ClassifierVarCFG               = "CFG"
 )
 
@@ -104,17 +108,21 @@ type ClassifierSpecs struct {
 type ClassifierProgramSpecs struct {
 	LanesClassify    *ebpf.ProgramSpec `ebpf:"lanes_classify"`
 	LanesPassthrough *ebpf.ProgramSpec `ebpf:"lanes_passthrough"`
+	LanesPureAck     *ebpf.ProgramSpec `ebpf:"lanes_pure_ack"`
 }
 
 // ClassifierMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ClassifierMapSpecs struct {
+	LanesAckOn       *ebpf.MapSpec `ebpf:"lanes_ack_on"`
+	LanesAckStats    *ebpf.MapSpec `ebpf:"lanes_ack_stats"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDscp        *ebpf.MapSpec `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
@@ -147,11 +155,14 @@ func (o *ClassifierObjects) Close() error {
 //
 // It can be passed to LoadClassifierObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ClassifierMaps struct {
+	LanesAckOn       *ebpf.Map `ebpf:"lanes_ack_on"`
+	LanesAckStats    *ebpf.Map `ebpf:"lanes_ack_stats"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.Map `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDscp        *ebpf.Map `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
@@ -159,11 +170,14 @@ type ClassifierMaps struct {
 
 func (m *ClassifierMaps) Close() error {
 	return _ClassifierClose(
+		m.LanesAckOn,
+		m.LanesAckStats,
 		m.LanesCgroup,
 		m.LanesClsStats,
 		m.LanesCookie,
 		m.LanesDscp,
 		m.LanesDst,
+		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
 		m.LanesUid,
@@ -183,12 +197,14 @@ type ClassifierVariables struct {
 type ClassifierPrograms struct {
 	LanesClassify    *ebpf.Program `ebpf:"lanes_classify"`
 	LanesPassthrough *ebpf.Program `ebpf:"lanes_passthrough"`
+	LanesPureAck     *ebpf.Program `ebpf:"lanes_pure_ack"`
 }
 
 func (p *ClassifierPrograms) Close() error {
 	return _ClassifierClose(
 		p.LanesClassify,
 		p.LanesPassthrough,
+		p.LanesPureAck,
 	)
 }
 

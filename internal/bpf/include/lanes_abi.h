@@ -28,9 +28,11 @@ enum lane {
 	LANE_SLOTS = 4, /* array size indexed by lane */
 };
 
-/* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor). */
+/* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor);
+ * the pure ACKs of capped downloads have the ACK class (lane.AckClassMinor). */
 enum lane_class {
 	LANE_CLASS_MINOR = 0x10,
+	LANE_ACK_CLASS_MINOR = 0x14,
 };
 
 /* How the classifier found a packet's lane: index into the stats matrix

@@ -120,4 +120,15 @@ struct {
 	__type(value, __u32);
 } lanes_uid SEC(".maps");
 
+/* receive window cap per socket cookie, bytes, 0 = none: the cooperative
+ * controller's downlink caps (datapath SetSocketRwndCap). sock_ops applies
+ * them (rwndcap.h, rledbat.h); the classifier sends the pure ACKs of a
+ * capped socket to the ACK class while it is on (lanes_ack_on). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u32);
+} lanes_sock_rwnd SEC(".maps");
+
 #endif

@@ -87,13 +87,8 @@ struct {
 	__type(value, __u32);
 } lanes_rl_joins SEC(".maps");
 
-/* receive window cap per socket cookie, bytes, 0 = none */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u32);
-} lanes_sock_rwnd SEC(".maps");
+/* lanes_sock_rwnd (the receive window cap per socket cookie) is in
+ * lanes_maps.h: the classifier reads it too (the ACK class). */
 
 /* rledbat_packet runs on each incoming segment of a background socket. */
 static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield)

@@ -117,6 +117,7 @@ const (
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
 	TcpiterMapLanesDst         = "lanes_dst"
+	TcpiterMapLanesSockRwnd    = "lanes_sock_rwnd"
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
 	TcpiterMapLanesUid         = "lanes_uid"
@@ -199,6 +200,7 @@ type TcpiterMapSpecs struct {
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
@@ -249,6 +251,7 @@ type TcpiterMaps struct {
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
@@ -270,6 +273,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
+		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
 		m.LanesUid,
