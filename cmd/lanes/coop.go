@@ -251,6 +251,14 @@ func printCoopStatus(e *env, st *coop.Status) {
 	}
 	fmt.Fprintf(e.stdout, "downlink  N=%d  rate %.3g Mbit/s (%s%s)  %s  share %.2f  goodput %.2f Mbit/s\n",
 		d.N, float64(d.RateBits)/1e6, d.RateSource, estimateText(d.Estimate), dstate, d.SelfShare, float64(d.Goodput)/1e6)
+	if a := d.AckClass; a != nil {
+		if a.On {
+			fmt.Fprintf(e.stdout, "ACK class  rate %.1f kbit/s (windows %.2f Mbit/s x ACK ratio %.4f x %.1f; sent %.1f kbit/s over the last %.0f ms)\n", float64(a.RateBits)/1e3,
+				float64(a.WindowsBits)/1e6, a.Ratio, coop.AckClassFactor, float64(a.SentBits)/1e3, a.RTTms)
+		} else {
+			fmt.Fprintf(e.stdout, "ACK class  off: %s\n", a.Reason)
+		}
+	}
 	if st.Warning != "" {
 		fmt.Fprintf(e.stdout, "warning: %s\n", st.Warning)
 	}

@@ -298,6 +298,7 @@ type Controller struct {
 	dnSafety    safety               // the downlink's fallback (downlink.go)
 	dnCapOK     bool
 	dnCapWhy    string
+	ack         ackState // the downloads' ACK class (ackclass.go)
 	st          Status
 	closeOnce   sync.Once
 }
@@ -401,6 +402,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return err
 		case <-tick.C:
 			c.tick(ctx)
+			c.stepAck()
 		case <-exp.C:
 			// between announcements: expire silent peers, and announce at
 			// once when a local flow starts sending (a join is not left
@@ -419,6 +421,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			if joined || len(gone) > 0 || raising {
 				c.recomputeAndApply(false)
 			}
+			c.stepAck()
 		case <-c.changed:
 			c.recomputeAndApply(false)
 		}

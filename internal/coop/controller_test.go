@@ -64,6 +64,33 @@ type fakeCaps struct {
 	rwnd   map[uint64]uint32
 	downOn bool
 	calls  int
+	ack    uint64        // ACK class rate, bits/s (0: off)
+	ackOf  func() uint64 // bytes AckClassSent and AckClassBytes answer (nil: 0)
+}
+
+func (f *fakeCaps) AckClassBytes() (uint64, error) { return f.AckClassSent() }
+
+func (f *fakeCaps) SetAckClassEvery(bits uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ack = bits
+	return nil
+}
+
+func (f *fakeCaps) AckClassSent() (uint64, error) {
+	f.mu.Lock()
+	of := f.ackOf
+	f.mu.Unlock()
+	if of == nil {
+		return 0, nil
+	}
+	return of(), nil
+}
+
+func (f *fakeCaps) getAck() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ack
 }
 
 func newFakeCaps() *fakeCaps {
@@ -226,6 +253,7 @@ func (g *group) round() {
 	g.clk.add(500 * time.Millisecond)
 	for _, n := range g.nodes {
 		n.c.tick(context.Background())
+		n.c.stepAck()
 	}
 	for _, from := range g.nodes {
 		for _, b := range from.tr.take() {

@@ -220,6 +220,9 @@ func (c *Controller) sampleDown(fs *flowState, prev Flow, known bool, now time.T
 		d := float64(fs.f.BytesRecv - prev.BytesRecv)
 		fs.dn.acc += d
 		c.dnAcc += d
+		if ackLane(fs.f.Lane) {
+			c.ack.recv += uint64(d)
+		}
 		fs.dn.lastProgress = now
 	}
 	was := fs.dn.active
@@ -330,6 +333,8 @@ type DownStatus struct {
 	Reason    string          `json:"reason,omitempty"`
 	SelfShare float64         `json:"self_share"`
 	Goodput   uint64          `json:"goodput_bits"`
+	// AckClass: the rate of the class that spaces the downloads' ACKs (ackclass.go)
+	AckClass *AckClassStatus `json:"ack_class,omitempty"`
 }
 
 // recomputeDown derives every local download's cap (bytes); the flows'
@@ -368,6 +373,9 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	}
 	ds.N, ds.SelfActive = len(hosts), selfIdx >= 0
 	ds.Capping, ds.Reason = capping && len(hosts) > 0, reason
+	if c.cfg.DownlinkCaps {
+		c.ackStatus(&ds)
+	}
 	c.st.Down = ds
 	return caps
 }
@@ -549,6 +557,9 @@ func (c *Controller) shutdownDown() []error {
 		}
 	}
 	c.dnApplied = map[uint64]uint32{}
+	if err := c.shutdownAck(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.dnOn {
 		errs = append(errs, rs.SetDownlinkCaps(false))
 		c.dnOn = false

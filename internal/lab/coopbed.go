@@ -625,6 +625,9 @@ type hostSample struct {
 	RateBits uint64               `json:"rate_bits,omitempty"`
 	Estimate *coop.EstimateStatus `json:"estimate,omitempty"`
 	NotWhy   string               `json:"not_capping,omitempty"`
+	// Ack: the downloads' ACK class (direction down): its rate, what it
+	// sent over the last RTT
+	Ack *coop.AckClassStatus `json:"ack_class,omitempty"`
 }
 
 // coopSeries is the per-interval record of a run.
@@ -786,6 +789,7 @@ func (cb *coopBed) daemonSide(h *coopHost, row *hostSample) error {
 	if cb.cfg.Down {
 		d := st.Down
 		row.N, row.Capping, row.RateBits, row.Estimate, row.NotWhy = d.N, d.Capping, d.RateBits, d.Estimate, d.Reason
+		row.Ack = d.AckClass
 	}
 	if row.Capping {
 		row.NotWhy = ""
