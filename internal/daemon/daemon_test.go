@@ -196,7 +196,7 @@ func startDaemon(t *testing.T, ns *testutil.NetNS, policy string, flags ...strin
 	}
 	sock := filepath.Join(dir, "lanes.sock")
 	d := start(t, ns, append([]string{"daemon", "--policy", pol, "--socket", sock}, flags...)...)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Patience(20 * time.Second))
 	for {
 		if c, err := api.Dial(sock); err == nil {
 			err = c.Ping()
