@@ -542,3 +542,84 @@ func TestAttackRegistrationFlood(t *testing.T) {
 		t.Errorf("root after the flood: %v", err)
 	}
 }
+
+// TestD1SocketLanesFlood: nobody looping socket-lanes made the daemon build
+// a TCP monitor and load its BPF programs for every request (26 requests/s
+// on one connection at 114 % of a core; 32 connections: 195 %, RSS 334 MB,
+// root's status 51-188 ms). Fix: one sock_diag sampler kept by the daemon,
+// its sample reused by requests within half a second. The test sends 400
+// requests from 4 connections and bounds the daemon's CPU time (the flaw
+// cost ~40 ms a request: over 10 s) and its BPF programs.
+func TestD1SocketLanesFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	pid := b.d.cmd.Process.Pid
+	progs0, cpu0 := bpfProgFDs(t, pid), procCPU(t, pid)
+	const conns, each = 4, 100
+	errs := make(chan error, conns)
+	for range conns {
+		c := b.client(t, nobody, nil)
+		go func() {
+			for i := range each {
+				cookies := []uint64{uint64(i), 1, 2}
+				if i%2 == 1 {
+					cookies = nil
+				}
+				if _, err := c.Do(api.Request{Op: api.OpSockLanes, Cookies: cookies}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatalf("socket-lanes as nobody: %v", err)
+		}
+	}
+	cpu := procCPU(t, pid) - cpu0
+	if progs := bpfProgFDs(t, pid); progs > progs0 {
+		t.Errorf("daemon's BPF programs %d -> %d after the flood", progs0, progs)
+	}
+	if cpu > 2*time.Second {
+		t.Errorf("%d socket-lanes requests cost the daemon %v of CPU, want < 2 s", conns*each, cpu)
+	}
+	t.Logf("%d socket-lanes requests: daemon CPU %v", conns*each, cpu)
+	if _, err := b.root.Status(); err != nil {
+		t.Errorf("root's status after the flood: %v", err)
+	}
+}
+
+// procCPU is a process's user + system CPU time so far.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// bpfProgFDs counts a process's open BPF program descriptors.
+func bpfProgFDs(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:bpf-prog" {
+			n++
+		}
+	}
+	return n
+}

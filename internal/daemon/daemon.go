@@ -87,6 +87,8 @@ type Daemon struct {
 	regs map[api.Flow]*regLife
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
+	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
+	facts socketFacts
 }
 
 type managedIface struct {
@@ -144,6 +146,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
+	d.facts.close()
 	d.stopComponents()
 	d.stopTasks()
 	return errors.Join(err, d.uninstall())

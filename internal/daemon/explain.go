@@ -3,11 +3,17 @@
 // the sockets up with sock_diag (address, ports, uid, cgroup id) and walks
 // the precedence of docs/policy.md over what the daemon applied, which
 // knows each map entry's source. `lanes monitor` shows the answer.
+//
+// Any local user may ask, so the work is bounded whatever the callers do:
+// one sock_diag sampler (no BPF) made once and kept, and its sample reused
+// by the requests that follow it; an empty request costs nothing.
 package daemon
 
 import (
 	"fmt"
 	"net/netip"
+	"sync"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -23,25 +29,84 @@ type sockFacts struct {
 	cgroupID     uint64
 }
 
-// SocketReasons says, for each socket cookie of this namespace's TCP
-// sockets, what decided its lane.
-func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
-	want := map[uint64]bool{}
-	for _, c := range cookies {
-		want[c] = true
+// How long one sample of the namespace's TCP sockets answers socket-lanes
+// requests: up to sampleReuse while it holds every cookie asked for, and
+// sampleFresh when a cookie is missing (a socket newer than the sample). A
+// flood of requests thus costs at most 1/sampleFresh socket walks a second.
+const (
+	sampleReuse = time.Second
+	sampleFresh = 250 * time.Millisecond
+)
+
+// socketFacts is the daemon's one sock_diag sampler and its last sample.
+type socketFacts struct {
+	mu    sync.Mutex
+	s     *tcpmon.Sampler
+	at    time.Time
+	flows []tcpmon.Flow
+}
+
+// sample returns a sample of the sockets, reused as the constants above
+// say (callers must not change it).
+func (f *socketFacts) sample(want map[uint64]bool) ([]tcpmon.Flow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if age := time.Since(f.at); f.s != nil && (age < sampleFresh || age < sampleReuse && f.holds(want)) {
+		return f.flows, nil
 	}
-	s, err := tcpmon.New(tcpmon.Config{NoProcess: true})
+	if f.s == nil {
+		s, err := tcpmon.New(tcpmon.Config{NoProcess: true, Backend: tcpmon.BackendDiag})
+		if err != nil {
+			return nil, err
+		}
+		f.s = s
+	}
+	flows, err := f.s.Sample()
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
-	flows, err := s.Sample()
+	f.flows, f.at = flows, time.Now()
+	return flows, nil
+}
+
+// holds says whether the last sample has every cookie of want.
+func (f *socketFacts) holds(want map[uint64]bool) bool {
+	n := 0
+	for _, fl := range f.flows {
+		if want[fl.Cookie] {
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+// close releases the sampler (at the daemon's stop).
+func (f *socketFacts) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.s != nil {
+		f.s.Close()
+		f.s, f.flows = nil, nil
+	}
+}
+
+// SocketReasons says, for each socket cookie of this namespace's TCP
+// sockets, what decided its lane.
+func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	if len(cookies) == 0 {
+		return out, nil
+	}
+	want := make(map[uint64]bool, len(cookies))
+	for _, c := range cookies {
+		want[c] = true
+	}
+	flows, err := d.facts.sample(want)
 	if err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := map[uint64]string{}
 	for _, f := range flows {
 		if !want[f.Cookie] {
 			continue
