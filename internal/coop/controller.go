@@ -113,8 +113,9 @@ type Counters struct {
 	TableFull       uint64 `json:"table_full"`
 	PeerRate        uint64 `json:"peer_rate_limited"`
 	AddrConflict    uint64 `json:"addr_conflict"`
-	Duplicates      uint64 `json:"duplicates"` // second copies (IPv4 and IPv6), not drops
-	Late            uint64 `json:"late"`       // older than the latest, never seen (reordered across families): not applied, not drops
+	Duplicates      uint64 `json:"duplicates"`       // second copies (IPv4 and IPv6), not drops
+	Late            uint64 `json:"late"`             // older than the latest, never seen (reordered across families): not applied, not drops
+	NotPeer         uint64 `json:"goodbye_not_peer"` // goodbyes naming no peer, or not believed without a key
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"`      // changes of any flow's applied cap
 	DownCapChanges  uint64 `json:"down_cap_changes"` // changes of any flow's downlink cap
@@ -123,7 +124,7 @@ type Counters struct {
 // Dropped is the total of announcements refused.
 func (c Counters) Dropped() uint64 {
 	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale +
-		c.TableFull + c.PeerRate + c.AddrConflict
+		c.TableFull + c.PeerRate + c.AddrConflict + c.NotPeer
 }
 
 // PeerStatus is one peer in Status.
@@ -350,7 +351,7 @@ func New(o Options) (*Controller, error) {
 	iv := o.Config.Interval.D()
 	c.table = NewTable(iv, o.Config.SilenceIntervals, o.Config.MaxClockSkew.D())
 	c.table.SetLimits(Limits{MaxPeers: o.Config.MaxPeers, NewRate: o.Config.NewPeerRate,
-		Burst: o.Config.NewPeerBurst, OnePerAddr: key == nil})
+		Burst: o.Config.NewPeerBurst, OnePerAddr: key == nil, Keyless: key == nil})
 	c.counted = map[uint64]bool{}
 	rs, err := loadReplay(o.Config.StateFile, c.now(), o.Config.MaxClockSkew.D())
 	if err != nil {
@@ -525,6 +526,8 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.AddrConflict++
 	case errors.Is(err, ErrDuplicate):
 		c.cnt.Duplicates++
+	case errors.Is(err, ErrNotPeer):
+		c.cnt.NotPeer++
 	case errors.Is(err, ErrLate):
 		c.cnt.Late++
 	default:

@@ -46,6 +46,7 @@ type Limits struct {
 	NewRate    float64 // new peers per second
 	Burst      int
 	OnePerAddr bool // one host id per source address
+	Keyless    bool // announcements are not authenticated (goodbyes: see leave)
 }
 
 // Peer is one other cooperating host.
@@ -214,14 +215,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 		return Updated, ErrReplayed
 	}
 	if a.Leaving {
-		if ok {
-			delete(t.peers, a.HostID)
-		}
-		t.gone[a.HostID] = seqMemo{seq: a.Seq, seen: now}
-		if ok {
-			return Left, nil
-		}
-		return Updated, nil
+		return t.leave(p, a, from, now)
 	}
 	if !ok {
 		if err := t.admit(from, now); err != nil {
@@ -246,6 +240,58 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	return Updated, nil
 }
 
+// A goodbye removes a peer the table holds, and nothing else:
+//   - one for a host id not in the table is ignored (ErrNotPeer): there is
+//     nothing to remove, and storing it would let invented ids grow the
+//     table's memory past its admission limits;
+//   - without a key anyone on the LAN can write one, so it must come from
+//     the peer's own address, carry a sequence at most maxGoodbyeGap past
+//     the peer's latest, and the replay memory keeps the sequence the peer's
+//     own announcements reached, not the goodbye's: a forgery (even with a
+//     spoofed address) removes the peer for one interval at most, and its
+//     next announcement joins it again.
+const maxGoodbyeGap = 1 << 10
+
+// ErrNotPeer: a goodbye that names no peer of the table, or that a keyless
+// table cannot believe (another address, a sequence far ahead); not applied.
+var ErrNotPeer = errors.New("goodbye from no known peer")
+
+func (t *Table) leave(p *Peer, a *Announcement, from netip.Addr, now time.Time) (Change, error) {
+	if p == nil {
+		return Updated, ErrNotPeer
+	}
+	seq := a.Seq
+	if t.lim.Keyless {
+		if from != p.Addr && from != p.lastFrom || a.Seq-p.Last.Seq > maxGoodbyeGap {
+			return Updated, ErrNotPeer
+		}
+		seq = p.Last.Seq
+	}
+	delete(t.peers, a.HostID)
+	t.forget(a.HostID, seqMemo{seq: seq, seen: now})
+	return Left, nil
+}
+
+// maxGone bounds the replay memory of removed peers (they come only from
+// admitted peers, so admission's rate bounds it too).
+const maxGone = 4096
+
+// forget remembers a removed peer's last sequence, dropping the oldest
+// memory when full.
+func (t *Table) forget(id uint64, m seqMemo) {
+	if _, ok := t.gone[id]; !ok && len(t.gone) >= maxGone {
+		var oldest uint64
+		first := true
+		for k, g := range t.gone {
+			if first || g.seen.Before(t.gone[oldest].seen) {
+				oldest, first = k, false
+			}
+		}
+		delete(t.gone, oldest)
+	}
+	t.gone[id] = m
+}
+
 // timeout is how long peer p may stay silent.
 func (t *Table) timeout(p *Peer) time.Duration {
 	iv := p.Last.Interval
@@ -261,7 +307,7 @@ func (t *Table) Expire(now time.Time) []uint64 {
 	for id, p := range t.peers {
 		if now.Sub(p.LastSeen) > t.timeout(p) {
 			delete(t.peers, id)
-			t.gone[id] = seqMemo{seq: p.Last.Seq, seen: now, last: p}
+			t.forget(id, seqMemo{seq: p.Last.Seq, seen: now, last: p})
 			out = append(out, id)
 		}
 	}

@@ -23,6 +23,7 @@ package coop
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,7 +76,7 @@ func loadReplay(path string, now time.Time, skew time.Duration) (restored, error
 	if path == "" {
 		return r, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxStateFile)
 	if os.IsNotExist(err) {
 		return r, nil
 	}
@@ -94,6 +95,25 @@ func loadReplay(path string, now time.Time, skew time.Duration) (restored, error
 	}
 	r.clean = f.Clean
 	return r, nil
+}
+
+// maxStateFile bounds the state file a run reads: the table's bounds
+// (max_peers live, maxGone removed, ~70 bytes each) keep what a run writes
+// under 400 KB.
+const maxStateFile = 1 << 20
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s: larger than %d bytes", path, max)
+	}
+	return b, err
 }
 
 // replayEntries merges the live table, its goodbyes and the restored state

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -249,5 +250,79 @@ func TestDuplicateOverOtherFamily(t *testing.T) {
 	}
 	if a := tb.Peers()[1].Addr; a.String() != "10.0.0.3" {
 		t.Errorf("peer address %v, want its IPv4 address", a)
+	}
+}
+
+// TestD5ForgedGoodbye: without a key, one goodbye with a peer's id and
+// sequence 2^64-1, from any address, removed the peer and stored that
+// sequence, so its next 120 real announcements counted as replays. Fix: a
+// keyless goodbye must come from the peer's address and sequence near its
+// latest, and the replay memory keeps the peer's own sequence.
+func TestD5ForgedGoodbye(t *testing.T) {
+	t0 := time.Unix(3000, 0)
+	tb := NewTable(100*time.Millisecond, 3, 30*time.Second)
+	tb.SetLimits(Limits{MaxPeers: 16, NewRate: 2, Burst: 3, OnePerAddr: true, Keyless: true})
+	peer, attacker := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.66")
+	if _, err := tb.Accept(ann(7, 100, t0, 1), peer, t0); err != nil {
+		t.Fatal(err)
+	}
+	bye := func(seq uint64) *Announcement { a := ann(7, seq, t0, 0); a.Leaving = true; return a }
+	if _, err := tb.Accept(bye(1<<64-1), attacker, t0); !errors.Is(err, ErrNotPeer) || tb.Len() != 1 {
+		t.Fatalf("forged goodbye from another address: %v, %d peers", err, tb.Len())
+	}
+	if _, err := tb.Accept(bye(1<<64-1), peer, t0); !errors.Is(err, ErrNotPeer) || tb.Len() != 1 {
+		t.Fatalf("spoofed goodbye far ahead: %v, %d peers", err, tb.Len())
+	}
+	// a spoofed goodbye near the peer's sequence removes it, but the peer's
+	// next announcement joins it again
+	if ch, err := tb.Accept(bye(105), peer, t0); err != nil || ch != Left {
+		t.Fatalf("goodbye from the peer: %v %v", ch, err)
+	}
+	t1 := t0.Add(time.Second)
+	if ch, err := tb.Accept(ann(7, 102, t1, 1), peer, t1); err != nil || ch != Joined {
+		t.Fatalf("the peer's next announcement after a forged goodbye: %v %v", ch, err)
+	}
+	// a replay of what it sent before stays refused
+	if _, err := tb.Accept(ann(7, 100, t1, 1), peer, t1); err == nil {
+		t.Fatal("replayed announcement accepted")
+	}
+}
+
+// TestD6GoodbyeFlood: ~60k keyless goodbyes a second with invented host ids
+// each added to the removed-peer memory, persisted every second (RSS 26 ->
+// 586 MB, state file 40 MB). Fix: a goodbye for no known peer is not
+// stored; the memory is bounded; the state file read is bounded.
+func TestD6GoodbyeFlood(t *testing.T) {
+	t0 := time.Unix(4000, 0)
+	tb := NewTable(100*time.Millisecond, 3, 30*time.Second)
+	tb.SetLimits(Limits{MaxPeers: 16, NewRate: 2, Burst: 3, OnePerAddr: true, Keyless: true})
+	from := netip.MustParseAddr("10.0.0.66")
+	for i := range 50_000 {
+		a := ann(uint64(0xb0000+i), 1<<63, t0, 0)
+		a.Leaving = true
+		if _, err := tb.Accept(a, from, t0); !errors.Is(err, ErrNotPeer) {
+			t.Fatalf("goodbye %d of an unknown id: %v", i, err)
+		}
+	}
+	if n := len(tb.replayEntries(t0)); n != 0 {
+		t.Fatalf("%d replay entries after a flood of unknown goodbyes", n)
+	}
+	// admitted peers that leave are remembered, up to maxGone
+	for i := range maxGone + 100 {
+		m := seqMemo{seq: 1, seen: t0.Add(time.Duration(i))}
+		tb.forget(uint64(i), m)
+	}
+	if len(tb.gone) != maxGone {
+		t.Fatalf("removed-peer memory holds %d, bound %d", len(tb.gone), maxGone)
+	}
+	if _, ok := tb.gone[0]; ok {
+		t.Error("the oldest memory was kept when full")
+	}
+	big := filepath.Join(t.TempDir(), "replay.json")
+	if err := os.WriteFile(big, make([]byte, maxStateFile+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadReplay(big, t0, 30*time.Second); err == nil {
+		t.Error("a state file over the bound was read")
 	}
 }

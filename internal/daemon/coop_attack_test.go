@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -184,4 +187,95 @@ func TestCoopAttackReplayAfterRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// goodbye is a keyless coop goodbye for host id with sequence seq.
+func goodbye(id, seq uint64) []byte {
+	return coop.Encode(&coop.Announcement{HostID: id, Seq: seq, Time: time.Now(), Interval: 100 * time.Millisecond, Leaving: true}, nil)
+}
+
+// TestD5ForgedGoodbye: without a key, one goodbye naming an honest peer
+// with sequence 2^64-1, from any LAN host, removed the peer and made its
+// next 120 announcements count as replays. Fix: a keyless goodbye must come
+// from the peer's address with a sequence near its latest, and cannot raise
+// the replay memory above the peer's own sequence.
+func TestD5ForgedGoodbye(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	lan := testutil.NewLAN(t, 3)
+	_, vsock := startDaemon(t, lan.Hosts[0], coopPolicyWith("", t.TempDir()+"/replay.json", "20gbit"))
+	_, psock := startDaemon(t, lan.Hosts[1], coopPolicyWith("", t.TempDir()+"/replay.json", "20gbit"))
+	waitCoop(t, "the peer known", []string{vsock}, func(st coop.Status) bool { return len(st.Peers) == 1 })
+	peerID, err := strconv.ParseUint(coopStatus(t, psock).HostID, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := broadcastFrom(t, lan.Hosts[2], nil, 0)
+	for range 3 {
+		if _, err := out.WriteTo(goodbye(peerID, 1<<64-1), lanBroadcast(lan)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // 15 of the peer's announcements
+	st := coopStatus(t, vsock)
+	if len(st.Peers) != 1 || st.Counters.Replayed > 0 {
+		t.Fatalf("after a forged goodbye: %d peers, counters %+v", len(st.Peers), st.Counters)
+	}
+	if st.Counters.NotPeer == 0 {
+		t.Errorf("the forged goodbye was not counted: %+v", st.Counters)
+	}
+}
+
+// TestD6GoodbyeFlood: keyless goodbyes with invented host ids bypassed the
+// peer limits and each was kept and persisted (a 70 s flood: RSS 26 -> 586
+// MB, state file 40 MB, surviving a restart). Fix: goodbyes for no known
+// peer are not stored, the removed-peer memory and the state file read are
+// bounded. 20,000 goodbyes here wrote ~1.4 MB of state before.
+func TestD6GoodbyeFlood(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	lan := testutil.NewLAN(t, 2)
+	state := t.TempDir() + "/replay.json"
+	d, vsock := startDaemon(t, lan.Hosts[0], coopPolicyWith("", state, "20gbit"))
+	out := broadcastFrom(t, lan.Hosts[1], nil, 0)
+	const n = 20_000
+	for i := range n {
+		if _, err := out.WriteTo(goodbye(0xd6000000+uint64(i), 1<<40), lanBroadcast(lan)); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 499 {
+			time.Sleep(5 * time.Millisecond) // let the receiver keep up
+		}
+	}
+	waitCoop(t, "the flood received", []string{vsock}, func(st coop.Status) bool { return st.Counters.Received > n/2 })
+	time.Sleep(1500 * time.Millisecond) // the state file is saved at most once a second
+	fi, err := os.Stat(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 64<<10 {
+		t.Errorf("state file %d bytes after %d goodbyes of unknown ids", fi.Size(), n)
+	}
+	st := coopStatus(t, vsock)
+	t.Logf("after %d goodbyes: state file %d bytes, daemon RSS %d kB, counters %+v", n, fi.Size(), rssKB(t, d.cmd.Process.Pid), st.Counters)
+}
+
+// rssKB is a process's resident set size.
+func rssKB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.Fields(v)[0])
+			return kb
+		}
+	}
+	return 0
 }
