@@ -23,11 +23,12 @@ package coop
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/rootpath"
 )
 
 const (
@@ -76,7 +77,7 @@ func loadReplay(path string, now time.Time, skew time.Duration) (restored, error
 	if path == "" {
 		return r, nil
 	}
-	b, err := readBounded(path, maxStateFile)
+	b, err := rootpath.ReadFile(path, maxStateFile)
 	if os.IsNotExist(err) {
 		return r, nil
 	}
@@ -101,20 +102,6 @@ func loadReplay(path string, now time.Time, skew time.Duration) (restored, error
 // (max_peers live, maxGone removed, ~70 bytes each) keep what a run writes
 // under 400 KB.
 const maxStateFile = 1 << 20
-
-// readBounded reads a file of at most max bytes.
-func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && int64(len(b)) > max {
-		err = fmt.Errorf("%s: larger than %d bytes", path, max)
-	}
-	return b, err
-}
 
 // replayEntries merges the live table, its goodbyes and the restored state
 // (newest wins) into the file's form. Caller holds the table.
@@ -152,12 +139,8 @@ func saveReplay(path string, f replayFile) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := rootpath.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return rootpath.WriteFile(path, b, 0o600)
 }

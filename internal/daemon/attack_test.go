@@ -623,3 +623,195 @@ func bpfProgFDs(t *testing.T, pid int) int {
 	}
 	return n
 }
+
+// TestD2SecondDaemonRefused: a second daemon in the same namespace, with
+// its own API and realtime sockets, adopted the first one's tree and
+// removed it (its lane cgroups and state too) when it stopped; the first
+// then managed noqueue while its status said shaped. Fix: one daemon per
+// namespace, an flock on /run/lanes/<instance>.lock.
+func TestD2SecondDaemonRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	pol := devicePolicy(p.LinkA)
+	first, sock := startDaemon(t, p.A, pol)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(pol+"realtime:\n  socket: "+filepath.Join(dir, "rt.sock")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := start(t, p.A, "daemon", "--policy", filepath.Join(dir, "policy.yaml"), "--socket", filepath.Join(dir, "lanes.sock"))
+	done := make(chan error, 1)
+	go func() { done <- second.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(second.out.String(), "already running") {
+			t.Fatalf("second daemon: %v\n%s", err, second.out)
+		}
+	case <-time.After(testutil.Patience(20 * time.Second)):
+		second.stop(t, syscall.SIGTERM)
+		t.Fatalf("a second daemon started in the namespace\n%s", second.out)
+	}
+	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
+		t.Fatalf("the first daemon's tree is gone after the second's attempt: %s", q)
+	}
+	if st := status(t, sock); st == nil {
+		t.Fatal("no status from the first daemon")
+	}
+	_ = first
+}
+
+// TestD3ResetRefusedWhileRunning: `lanes reset --socket /wrong.sock` while
+// a daemon ran removed its cgroup2 mount, forgot its instance and put the
+// device back to noqueue under it. Fix: reset takes the namespace's daemon
+// lock and refuses while a daemon holds it.
+func TestD3ResetRefusedWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
+	cmd := p.A.Command(lanesBin, "reset", "--socket", filepath.Join(t.TempDir(), "wrong.sock"))
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, p.A))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already running") {
+		t.Fatalf("reset with a wrong socket while a daemon runs: %v\n%s", err, out)
+	}
+	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); !strings.Contains(string(q), "htb") {
+		t.Fatalf("reset removed the running daemon's tree: %s", q)
+	}
+	if st := status(t, sock); st == nil {
+		t.Fatal("no status after the refused reset")
+	}
+}
+
+// TestD4CrashRestartKeepsShortQueue: after kill -9, a new daemon restored
+// the device queue from the state file but then compared against the link
+// attributes read before the restore, so it changed nothing and wrote no
+// state: txqueuelen and gso_max_segs went 2/8 -> 1000/65535, alternating
+// with each crash-restart. Fix: the link is read again after the restore.
+func TestD4CrashRestartKeepsShortQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	queue := func() (txq, gso int) {
+		p.A.Do(t, func() error {
+			l, err := netlink.LinkByName(p.LinkA)
+			if err == nil {
+				txq, gso = l.Attrs().TxQLen, int(l.Attrs().GSOMaxSegs)
+			}
+			return err
+		})
+		return
+	}
+	txq0, gso0 := queue()
+	pol := devicePolicy(p.LinkA)
+	d, _ := startDaemon(t, p.A, pol)
+	txq, gso := queue()
+	if txq == txq0 && gso == gso0 {
+		t.Fatalf("the daemon left the device queue as it was (%d/%d)", txq, gso)
+	}
+	for i := range 3 {
+		d.stop(t, syscall.SIGKILL)
+		d, _ = startDaemon(t, p.A, pol)
+		if t2, g2 := queue(); t2 != txq || g2 != gso {
+			t.Fatalf("after crash-restart %d: txqueuelen/gso_max_segs %d/%d, want %d/%d", i+1, t2, g2, txq, gso)
+		}
+	}
+	d.stop(t, syscall.SIGTERM)
+	if t2, g2 := queue(); t2 != txq0 || g2 != gso0 {
+		t.Errorf("after the clean stop: %d/%d, want the device's own %d/%d", t2, g2, txq0, gso0)
+	}
+}
+
+// TestD14StateDirSymlinks: nobody pre-created the state directory with
+// datapath/<instance>.<interface>.json.tmp and instances/<instance> as
+// symlinks to root's files, and the daemon wrote its JSON through both.
+// Fix: the state directory must be root's (else the daemon refuses to
+// start), and state files are written beside the target with
+// O_EXCL|O_NOFOLLOW and renamed over it.
+func TestD14StateDirSymlinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	pol := devicePolicy(p.LinkA)
+	d, _ := startDaemon(t, p.A, pol)
+	inst := ""
+	if _, rest, ok := strings.Cut(d.out.String(), "instance="); ok {
+		inst = strings.Fields(rest)[0]
+	}
+	d.stop(t, syscall.SIGTERM)
+	if inst == "" {
+		t.Fatalf("no instance in the daemon's log:\n%s", d.out)
+	}
+	victims := t.TempDir()
+	state := filepath.Join(t.TempDir(), "state")
+	for _, dir := range []string{state, state + "/datapath", state + "/instances"} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		state + "/datapath/" + inst + "." + p.LinkA + ".json.tmp": victims + "/a",
+		state + "/instances/" + inst:                              victims + "/b",
+	}
+	for l, target := range links {
+		if err := os.WriteFile(target, []byte("root's\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{state, state + "/datapath", state + "/instances"} {
+		if err := os.Lchown(dir, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for l := range links {
+		_ = os.Lchown(l, nobody, nobody)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := p.A.Command(lanesBin, "daemon", "--policy", filepath.Join(dir, "policy.yaml"), "--socket", filepath.Join(dir, "lanes.sock"))
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+state)
+	out, err := runBounded(cmd, testutil.Patience(20*time.Second))
+	if err == nil || !strings.Contains(out, "state directory") {
+		t.Errorf("daemon with nobody's state directory: %v\n%s", err, out)
+	}
+	for _, target := range links {
+		if b, _ := os.ReadFile(target); string(b) != "root's\n" {
+			t.Errorf("%s was written through a symlink: %q", target, b)
+		}
+	}
+	if q, _ := p.A.Command("tc", "qdisc", "show", "dev", p.LinkA).CombinedOutput(); strings.Contains(string(q), "htb") {
+		t.Errorf("the refused daemon left a tree: %s", q)
+	}
+}
+
+// runBounded runs cmd to its end, killing it after limit.
+func runBounded(cmd *exec.Cmd, limit time.Duration) (string, error) {
+	var out syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), err
+	case <-time.After(limit):
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		err := <-done
+		return out.String(), fmt.Errorf("still running after %v (%v)", limit, err)
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rledbat"
+	"github.com/lanes-net/lanes/internal/rootpath"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -158,6 +159,9 @@ func Run(ctx context.Context, opts Options) error {
 // mount.
 func prepare(opts Options) (d *Daemon, release func(), err error) {
 	useStateDir()
+	if err := rootpath.MkdirAll(StateDir(), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("state directory: %w", err)
+	}
 	pol, err := loadPolicy(opts)
 	if err != nil {
 		return nil, nil, err
@@ -166,23 +170,29 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	lock, err := lockInstance(inst)
+	if err != nil {
+		return nil, nil, err
+	}
 	cg, err := findOrMountCgroup2(inst)
 	if err != nil {
+		lock.release()
 		return nil, nil, err
 	}
 	ns, err := api.CurrentNetns()
 	if err != nil {
 		cg.release()
+		lock.release()
 		return nil, nil, err
 	}
 	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
 		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
 	}
-	release = cg.release
+	release = func() { cg.release(); lock.release() }
 	if err := recordInstance(inst); err != nil {
 		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
 	} else {
-		release = func() { forgetInstance(inst); cg.release() }
+		release = func() { forgetInstance(inst); cg.release(); lock.release() }
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg

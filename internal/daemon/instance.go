@@ -34,6 +34,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/netnscookie"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/rootpath"
 )
 
 // Instance names this daemon's kernel objects: one per network namespace.
@@ -103,10 +104,10 @@ func recordInstance(inst string) error {
 	}
 	c, _ := netnsCookie()
 	b, _ := json.Marshal(instanceRecord{NetnsInode: ino, Cookie: c, BootID: bootID(), PID: os.Getpid()})
-	if err := os.MkdirAll(instancesDir(), 0o755); err != nil {
+	if err := rootpath.MkdirAll(instancesDir(), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(instancesDir(), inst), b, 0o644)
+	return rootpath.WriteFile(filepath.Join(instancesDir(), inst), b, 0o644)
 }
 
 func forgetInstance(inst string) { _ = os.Remove(filepath.Join(instancesDir(), inst)) }
@@ -148,7 +149,7 @@ func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
 		if inst == self {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(instancesDir(), inst))
+		b, err := rootpath.ReadFile(filepath.Join(instancesDir(), inst), 4096)
 		var rec instanceRecord
 		if err != nil || json.Unmarshal(b, &rec) != nil {
 			continue

@@ -23,8 +23,9 @@ import (
 )
 
 // Reset removes the leftovers of this namespace's daemon instance. It
-// refuses while a daemon answers on socket: a running daemon removes its
-// own objects when stopped. It returns one line per thing it did.
+// refuses while a daemon answers on socket or holds the namespace's lock
+// (lock.go), whatever socket it was given: a running daemon removes its own
+// objects when stopped. It returns one line per thing it did.
 func Reset(socket string) ([]string, error) {
 	if c, err := api.Dial(socket); err == nil {
 		perr := c.Ping()
@@ -38,6 +39,11 @@ func Reset(socket string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockInstance(inst)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stop it (SIGTERM) and it removes everything it installed", err)
+	}
+	defer lock.release()
 	links, err := net.Interfaces()
 	if err != nil {
 		return nil, err

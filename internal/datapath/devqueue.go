@@ -38,6 +38,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/rootpath"
 )
 
 // devQueueState is what was changed on the device, to undo it.
@@ -58,19 +60,15 @@ func stateFile(iface, instance string) string {
 }
 
 func writeState(path string, st *devQueueState) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := rootpath.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(st)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return rootpath.WriteFile(path, b, 0o644)
 }
 
 func readState(path string) (*devQueueState, error) {
-	b, err := os.ReadFile(path)
+	b, err := rootpath.ReadFile(path, 64<<10)
 	if err != nil {
 		return nil, err
 	}

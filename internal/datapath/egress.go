@@ -105,6 +105,9 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	if err := restoreFromStateFile(ns, e.link, e.instance); err != nil {
 		return e, err
 	}
+	if err := e.refreshLink(); err != nil {
+		return e, err
+	}
 	if err := e.shortenQueue(); err != nil {
 		return e, err
 	}
@@ -115,6 +118,21 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}
 	e.buildAck(h.addEgress(e))
 	return e, nil
+}
+
+// refreshLink reads the device's attributes again: after a restore they
+// are not what was read before it, and shortenQueue saves and compares
+// against them (a crash-restart read the shortened queue as the device's
+// own, changed nothing and wrote no state).
+func (e *Egress) refreshLink() error {
+	return e.ns.do(func() error {
+		l, err := netlink.LinkByIndex(e.link.Attrs().Index)
+		if err != nil {
+			return fmt.Errorf("interface %s: %w", e.cfg.Interface, err)
+		}
+		e.link = l
+		return nil
+	})
 }
 
 func (e *Egress) shortenQueue() (err error) {
@@ -190,6 +208,9 @@ func (e *Egress) Update(cfg EgressConfig) error {
 	}
 	e.devq = nil
 	if err := removeFile(stateFile(e.cfg.Interface, e.instance)); err != nil {
+		return err
+	}
+	if err := e.refreshLink(); err != nil {
 		return err
 	}
 	e.cfg = cfg
