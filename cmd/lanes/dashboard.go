@@ -59,8 +59,11 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 				cfg.Hide = []netip.AddrPort{ap}
 			}
 		}
+		if h, _, err := net.SplitHostPort(*listen); err == nil && h != "" {
+			cfg.Hosts = []string{h} // a name the user chose to listen on
+		}
 		srv := dashboard.New(cfg)
-		hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		hs := srv.HTTPServer()
 		fmt.Fprintf(e.stdout, "lanes dashboard on http://%s/ (metrics: /metrics)\n", ln.Addr())
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -73,7 +76,7 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 			defer c()
 			_ = hs.Shutdown(sctx)
 		}()
-		err = hs.Serve(ln)
+		err = hs.Serve(srv.Listener(ln))
 		cancel()
 		wg.Wait()
 		if errors.Is(err, http.ErrServerClosed) {

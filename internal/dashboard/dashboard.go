@@ -51,6 +51,14 @@ type Config struct {
 	// connections are not shown (an unspecified address matches any).
 	Hide []netip.AddrPort
 	Log  *slog.Logger
+	// Hosts are names, besides addresses and localhost, that requests may
+	// give as Host (serve.go: DNS rebinding).
+	Hosts []string
+	// MaxConns, WriteTimeout, IdleTimeout bound the HTTP server (serve.go;
+	// 0: the defaults).
+	MaxConns     int
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
 }
 
 // Point is one sample of one flow: seconds since the server started, cwnd
@@ -129,6 +137,11 @@ type Server struct {
 	coop      json.RawMessage
 	coopErr   string
 	sampleErr string
+	gen       uint64 // samples taken
+
+	jmu     sync.Mutex // the encoded snapshot (serve.go)
+	json    []byte
+	jsonGen uint64
 }
 
 // New returns a server; cfg.Sampler is required.
@@ -138,6 +151,15 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxFlows <= 0 {
 		cfg.MaxFlows = 200
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -176,6 +198,7 @@ func (s *Server) tick() {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	s.status, s.statusErr, s.coop, s.coopErr = dv.status, dv.statusErr, dv.coop, dv.coopErr
 	s.sampleErr = ""
 	if sampleErr != nil {
@@ -384,6 +407,11 @@ func lastRate(v FlowView) float64 {
 	return v.Points[len(v.Points)-1].Rate
 }
 
+func encodeSnapshot(snap Snapshot) ([]byte, error) {
+	b, err := json.Marshal(snap)
+	return append(b, '\n'), err
+}
+
 // metricsSnapshot is the latest sample and daemon status, for /metrics.
 func (s *Server) metricsSnapshot() metrics.Snapshot {
 	s.mu.Lock()
@@ -396,9 +424,14 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /", http.FileServerFS(web.Assets))
 	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		b, err := s.snapshotJSON()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		if err := json.NewEncoder(w).Encode(s.Snapshot()); err != nil {
+		if _, err := w.Write(b); err != nil {
 			s.cfg.Log.Debug("snapshot write", "err", err)
 		}
 	})
