@@ -8,9 +8,16 @@
 //     interface, member of the link-local group ff02::6c61:6e65 ("lane") on
 //     it, sending there with IPV6_MULTICAST_IF set to the interface (hop
 //     limit 1: the group is link-local);
-//   - both set SO_REUSEADDR so a listening tool (`lanes coop peers`) can
-//     share the port with the daemon (broadcast and multicast are delivered
-//     to every bound socket).
+//   - both set SO_REUSEPORT, not SO_REUSEADDR: a listening tool (`lanes
+//     coop peers`) run by root can share the port with the daemon
+//     (broadcast and multicast are delivered to every bound socket), but
+//     the kernel lets only the same user join a SO_REUSEPORT group, and
+//     refuses any other bind of the port while a socket lacking
+//     SO_REUSEADDR holds it. With SO_REUSEADDR, any local user could bind
+//     the port (with SO_BINDTODEVICE on the managed interface) and take
+//     unicast announcements (unicast_peers). Unicast datagrams are spread
+//     over the group's sockets, so a running `lanes coop peers` takes a
+//     share of them while it runs.
 //
 // With both families every announcement goes out twice; receivers accept the
 // first copy and count the second as a duplicate (peers.go). A family that
@@ -108,7 +115,7 @@ func sockopts(ifname string, v6 bool) func(_, _ string, rc syscall.RawConn) erro
 		var serr error
 		err := rc.Control(func(fd uintptr) {
 			s := int(fd)
-			if serr = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
+			if serr = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
 				return
 			}
 			if v6 {

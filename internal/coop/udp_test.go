@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -93,4 +95,46 @@ func TestUDPTransportBothFamilies(t *testing.T) {
 	if first.Is4() == second.Is4() {
 		t.Errorf("two copies from %s and %s, want one per family", first, second)
 	}
+}
+
+// TestD7PortNotShareable: the announcement sockets set SO_REUSEADDR, so
+// nobody could bind 0.0.0.0:port with SO_REUSEADDR and SO_BINDTODEVICE on
+// the managed interface and take unicast announcements (17 datagrams in 8
+// s; the peer left the table, even with a key). Fix: SO_REUSEPORT, which
+// the kernel shares only within one user: root's listening tool still
+// joins, nobody's bind fails.
+func TestD7PortNotShareable(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newLAN(t, 1)
+	h := l.hosts[0]
+	var tr *UDPTransport
+	h.Do(t, func() (err error) { tr, err = ListenUDPOn("lan0", 17434, TransportIPv4); return err })
+	t.Cleanup(func() { tr.Close() })
+	bindAs := func(opts ...int) error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		for _, o := range opts {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o, 1); err != nil {
+				return err
+			}
+		}
+		if err := unix.BindToDevice(fd, "lan0"); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrInet4{Port: 17434})
+	}
+	for _, opts := range [][]int{{unix.SO_REUSEADDR}, {unix.SO_REUSEPORT}, {unix.SO_REUSEADDR, unix.SO_REUSEPORT}} {
+		var err error
+		testutil.AsUserIn(t, h, testutil.Nobody, testutil.Nobody, nil, func() error { err = bindAs(opts...); return nil })
+		if err == nil {
+			t.Errorf("nobody bound the announcement port with options %v", opts)
+		}
+	}
+	// root's second listener (lanes coop peers) shares it
+	var peers *UDPTransport
+	h.Do(t, func() (err error) { peers, err = ListenUDPOn("lan0", 17434, TransportIPv4); return err })
+	peers.Close()
 }
