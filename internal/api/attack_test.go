@@ -55,3 +55,47 @@ func TestAttackConnFlood(t *testing.T) {
 		t.Errorf("root after the flood: %v", err)
 	}
 }
+
+// TestD10RootNotLockedOut: 16 users holding 32 idle connections each filled
+// MaxConns, and root got "too many connections (512 open, max 512)". Fix:
+// ReservedConns of MaxConns are root's and the access group's, who have no
+// per-uid bound.
+func TestD10RootNotLockedOut(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "lanes-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "lanes.sock")
+	serve(t, path, &handler{})
+	served := 0
+	for u := range uint32(16) {
+		uid := 70001 + u
+		for range MaxConnsPerUID {
+			var c *Client
+			testutil.AsUser(t, uid, uid, nil, func() error { c, err = Dial(path); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			if c.Ping() == nil {
+				served++
+			}
+		}
+	}
+	if served != MaxConns-ReservedConns {
+		t.Errorf("16 users got %d connections, want %d", served, MaxConns-ReservedConns)
+	}
+	for i := range 40 { // root, more than its per-uid bound
+		c, err := Dial(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.Ping(); err != nil {
+			t.Fatalf("root's connection %d after 16 users filled theirs: %v", i, err)
+		}
+	}
+}

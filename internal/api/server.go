@@ -33,6 +33,10 @@ import (
 const (
 	MaxConns       = 512
 	MaxConnsPerUID = 32
+	// ReservedConns of MaxConns only root and the policy's access group
+	// may use, and they have no per-uid bound: however many users hold
+	// connections, the administrator gets in.
+	ReservedConns = 64
 )
 
 // Handler is what the daemon does for each request. Authorization has been
@@ -66,6 +70,7 @@ type Server struct {
 	mu     sync.Mutex
 	conn   map[net.Conn]struct{}
 	perUID map[uint32]int
+	others int // connections of unprivileged callers
 	log    *slog.Logger
 }
 
@@ -117,7 +122,8 @@ func (s *Server) Serve(ctx context.Context) error {
 			c.Close()
 			continue
 		}
-		if err := s.track(c, cred.UID); err != nil {
+		priv := Privileged(cred, s.h.Owners(), s.h.AccessGroup())
+		if err := s.track(c, cred.UID, priv); err != nil {
 			refuse(c, err)
 			continue
 		}
@@ -125,7 +131,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() {
 			defer s.wg.Done()
 			s.serveConn(c, cred)
-			s.untrack(c, cred.UID)
+			s.untrack(c, cred.UID, priv)
 		}()
 	}
 }
@@ -150,27 +156,37 @@ func refuse(c *net.UnixConn, why error) {
 	c.Close()
 }
 
-// track counts a new connection against the limits.
-func (s *Server) track(c net.Conn, uid uint32) error {
+// track counts a new connection against the limits (priv: root or the
+// access group).
+func (s *Server) track(c net.Conn, uid uint32, priv bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.conn) >= MaxConns {
 		return fmt.Errorf("too many connections (%d open, max %d)", len(s.conn), MaxConns)
 	}
-	if s.perUID[uid] >= MaxConnsPerUID {
-		return fmt.Errorf("too many connections of uid %d (max %d)", uid, MaxConnsPerUID)
+	if !priv {
+		if s.others >= MaxConns-ReservedConns {
+			return fmt.Errorf("too many connections (%d of unprivileged users open, max %d)", s.others, MaxConns-ReservedConns)
+		}
+		if s.perUID[uid] >= MaxConnsPerUID {
+			return fmt.Errorf("too many connections of uid %d (max %d)", uid, MaxConnsPerUID)
+		}
+		s.others++
 	}
 	s.conn[c] = struct{}{}
 	s.perUID[uid]++
 	return nil
 }
 
-func (s *Server) untrack(c net.Conn, uid uint32) {
+func (s *Server) untrack(c net.Conn, uid uint32, priv bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conn, c)
 	if s.perUID[uid]--; s.perUID[uid] <= 0 {
 		delete(s.perUID, uid)
+	}
+	if !priv {
+		s.others--
 	}
 }
 

@@ -312,3 +312,38 @@ func TestAttackAcceptEMFILE(t *testing.T) {
 	}
 	t.Logf("accept failed %d times, lane still serving", s.AcceptErrors)
 }
+
+// TestD10RootNotLockedOut: 16 users holding 16 connections each filled
+// max_conns (256) and root's connection got EPIPE. Fix: an eighth of
+// max_conns is reserved for root and granted clients; root has no per-uid
+// bound.
+func TestD10RootNotLockedOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	served := 0
+	for u := range uint32(16) {
+		for range b.cfg.MaxConnsPerUID {
+			c, err := dialAs(t, b.cfg.Socket, 70001+u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := c.do(&wire.Request{Type: wire.TypeStats}); err == nil && rep.Type == wire.TypeStatsOK {
+				served++
+			}
+		}
+	}
+	if want := b.cfg.MaxConns - reservedConns(b.cfg.MaxConns); served != want {
+		t.Errorf("16 users got %d connections, want %d", served, want)
+	}
+	for i := range b.cfg.MaxConnsPerUID + 4 {
+		c, err := dialAs(t, b.cfg.Socket, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.stats(); err != nil {
+			t.Fatalf("root's connection %d after 16 users filled theirs: %v", i, err)
+		}
+	}
+}

@@ -170,7 +170,16 @@ func refuse(fd int) {
 	unix.Close(fd)
 }
 
-// track counts c against the connection limits; connMu guards conns and perUID.
+// reservedConns is the part of max_conns only root and granted clients
+// may use (root has no per-uid bound either): however many users hold
+// connections, the administrator and the granted applications get in.
+func reservedConns(maxConns int) int { return max(1, maxConns/8) }
+
+// trusted: root or a granted client.
+func (c *conn) trusted() bool { return c.uid == 0 || c.granted }
+
+// track counts c against the connection limits; connMu guards conns,
+// perUID and others.
 func (l *Lane) track(c *conn) error {
 	l.connMu.Lock()
 	defer l.connMu.Unlock()
@@ -179,11 +188,16 @@ func (l *Lane) track(c *conn) error {
 		return errors.New("shutting down")
 	case len(l.conns) >= l.cfg.MaxConns:
 		return fmt.Errorf("%d connections open (max_conns)", len(l.conns))
-	case l.perUID[c.uid] >= l.cfg.MaxConnsPerUID:
+	case c.uid != 0 && l.perUID[c.uid] >= l.cfg.MaxConnsPerUID:
 		return fmt.Errorf("uid %d has %d connections open (max_conns_per_uid)", c.uid, l.perUID[c.uid])
+	case !c.trusted() && l.others >= l.cfg.MaxConns-reservedConns(l.cfg.MaxConns):
+		return fmt.Errorf("%d connections of ungranted users open (max_conns less the reserve)", l.others)
 	}
 	l.conns[c] = struct{}{}
 	l.perUID[c.uid]++
+	if !c.trusted() {
+		l.others++
+	}
 	if c.granted {
 		l.grantedJoined()
 	}
@@ -196,6 +210,9 @@ func (l *Lane) untrack(c *conn) {
 	delete(l.conns, c)
 	if l.perUID[c.uid]--; l.perUID[c.uid] <= 0 {
 		delete(l.perUID, c.uid)
+	}
+	if !c.trusted() {
+		l.others--
 	}
 	if c.granted {
 		l.grantedLeft()

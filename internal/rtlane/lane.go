@@ -210,6 +210,7 @@ type Lane struct {
 	connMu       sync.Mutex // conns, perUID, closed (conn.go)
 	conns        map[*conn]struct{}
 	perUID       map[uint32]int
+	others       int // connections of clients neither root nor granted
 	closed       bool
 	wake         wakeState    // the PM QoS request while granted clients are connected (wake.go)
 	pollCtr      pollCounters // anticipatory polling of granted clients (poll.go)
