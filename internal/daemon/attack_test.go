@@ -6,6 +6,7 @@ package daemon_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -177,7 +178,7 @@ func TestAttackGroupFromPID(t *testing.T) {
 // In the helper, the main goroutine keeps the main thread, whose
 // credentials /proc/<pid>/status shows, so AsUser never runs there.
 func init() {
-	if os.Getenv("LANES_ATTACK_HELPER") != "" {
+	if os.Getenv("LANES_ATTACK_HELPER") != "" || os.Getenv("LANES_THREAD_HELPER") != "" {
 		runtime.LockOSThread()
 	}
 }
@@ -814,4 +815,59 @@ func runBounded(cmd *exec.Cmd, limit time.Duration) (string, error) {
 		err := <-done
 		return out.String(), fmt.Errorf("still running after %v (%v)", limit, err)
 	}
+}
+
+// TestD11MoveByThreadID: a root process with one thread whose credentials
+// were set to nobody (a raw setresuid in that thread) was moved whole to
+// background by nobody naming that thread's id: the check read the
+// thread's uid, the move took its thread group. Fix: the owner is the uid
+// every thread of the group shares; a group of mixed threads has none.
+func TestD11MoveByThreadID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Getenv("LANES_THREAD_HELPER") != "" {
+		t.Skip("helper")
+	}
+	b := newAttackBed(t, "")
+	cmd := exec.Command(copyTestBinary(t), "-test.run=^TestThreadHelper$")
+	cmd.Env = append(os.Environ(), "LANES_THREAD_HELPER=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var tid int
+	if _, err := fmt.Fscanf(stdout, "tid=%d\n", &tid); err != nil || tid == cmd.Process.Pid {
+		t.Fatalf("helper: thread %d of %d, %v", tid, cmd.Process.Pid, err)
+	}
+	cgBefore, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
+	user := b.client(t, nobody, nil)
+	if err := user.MovePID(tid, lane.Background); err == nil {
+		t.Errorf("nobody moved root's process %d by naming its thread %d", cmd.Process.Pid, tid)
+	}
+	if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)); string(cg) != string(cgBefore) {
+		t.Errorf("root's process moved: %s -> %s", cgBefore, cg)
+	}
+}
+
+// TestThreadHelper is TestD11MoveByThreadID's helper: a root process one
+// of whose threads is nobody; it prints that thread's id and waits for its
+// standard input to close.
+func TestThreadHelper(t *testing.T) {
+	if os.Getenv("LANES_THREAD_HELPER") == "" {
+		t.Skip("only run by TestD11MoveByThreadID")
+	}
+	tids := make(chan int)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the process
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, nobody, nobody, nobody); e != 0 {
+			t.Error(e)
+		}
+		tids <- unix.Gettid()
+		select {}
+	}()
+	fmt.Printf("tid=%d\n", <-tids)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }

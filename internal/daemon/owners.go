@@ -187,13 +187,35 @@ func parseProcAddr(s string) (netip.Addr, uint16, error) {
 	return addr, uint16(port), nil
 }
 
-// ProcessOwner returns a process's real uid from /proc/PID/status.
+// ProcessOwner returns the real uid of the process pid names, from
+// /proc/PID/status. pid may name a thread, and a move takes its whole
+// thread group, whose threads may have credentials of their own (a raw
+// setresuid changes one thread): so the owner is the uid every thread of
+// the group shares, and a group whose threads differ has none.
 func (o procOwners) ProcessOwner(pid int) (uint32, error) {
-	ids, err := statusIDs(fmt.Sprintf("%s/%d/status", o.proc, pid), "Uid:")
-	if err != nil || len(ids) == 0 {
+	tg, err := statusIDs(fmt.Sprintf("%s/%d/status", o.proc, pid), "Tgid:")
+	if err != nil || len(tg) == 0 {
 		return 0, fmt.Errorf("process %d: %v", pid, err)
 	}
-	return ids[0], nil
+	tasks, err := os.ReadDir(fmt.Sprintf("%s/%d/task", o.proc, tg[0]))
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %v", pid, err)
+	}
+	owner, found := uint32(0), false
+	for _, task := range tasks {
+		ids, err := statusIDs(fmt.Sprintf("%s/%d/task/%s/status", o.proc, tg[0], task.Name()), "Uid:")
+		if err != nil || len(ids) == 0 {
+			continue // a thread that ended meanwhile
+		}
+		if found && ids[0] != owner {
+			return 0, fmt.Errorf("process %d: its threads belong to uids %d and %d", tg[0], owner, ids[0])
+		}
+		owner, found = ids[0], true
+	}
+	if !found {
+		return 0, fmt.Errorf("process %d: no threads", pid)
+	}
+	return owner, nil
 }
 
 // GroupID resolves a group name (the policy's access group).
