@@ -86,12 +86,23 @@ func (f Flow) Validate() error {
 	return nil
 }
 
-// defaultProto makes the documented default explicit: a flow without proto
-// is TCP. (An empty proto in the datapath's key would match any protocol,
-// while ownership was checked for TCP only.)
-func (f *Flow) defaultProto() {
+// canonical gives a valid flow its one spelling, so that two requests for
+// the same flow are one key for the registrations, their ownership and the
+// datapath: the documented default proto made explicit (an empty proto in
+// the datapath's key would match any protocol, while ownership was checked
+// for TCP only), and addresses in their canonical form, an IPv4-mapped
+// IPv6 address as IPv4 (the socket tables and the classifier see IPv4:
+// "::ffff:10.66.1.2" registered beside "10.66.1.2" made a second key whose
+// unregister removed the first one's datapath entry).
+func (f *Flow) canonical() {
 	if f.Proto == "" {
 		f.Proto = "tcp"
+	}
+	if a, err := netip.ParseAddr(f.Dst); err == nil {
+		f.Dst = a.Unmap().String()
+	}
+	if a, err := netip.ParseAddr(f.Src); err == nil {
+		f.Src = a.Unmap().String()
 	}
 }
 
@@ -131,7 +142,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if err := r.Flow.Validate(); err != nil {
 			return Request{}, err
 		}
-		r.Flow.defaultProto()
+		r.Flow.canonical()
 		if r.Lane == lane.Unset {
 			return Request{}, errors.New("register needs a lane")
 		}
@@ -142,7 +153,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if err := r.Flow.Validate(); err != nil {
 			return Request{}, err
 		}
-		r.Flow.defaultProto()
+		r.Flow.canonical()
 	case OpMovePID:
 		if r.PID <= 0 {
 			return Request{}, errors.New("move-pid needs a pid > 0")

@@ -871,3 +871,44 @@ func TestThreadHelper(t *testing.T) {
 	fmt.Printf("tid=%d\n", <-tids)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
+
+// TestD12MappedAddressAlias: root registered nobody's flow to realtime;
+// nobody registered the same flow with dst "::ffff:<v4>" (a second key,
+// accepted: lanes_tuple's value 1 -> 3), then unregistered the alias, which
+// deleted the datapath entry while flows still listed root's registration.
+// Fix: flows are canonical at decoding (IPv4-mapped addresses as IPv4), so
+// the alias is root's flow: nobody may neither override nor remove it.
+func TestD12MappedAddressAlias(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	conn := b.dialAs(t, nobody, "tcp", "", 0)
+	f, err := api.FlowOf(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.root.Register(f, lane.Realtime); err != nil {
+		t.Fatal(err)
+	}
+	alias := f
+	alias.Dst = "::ffff:" + f.Dst
+	user := b.client(t, nobody, nil)
+	if err := user.Register(alias, lane.Background); err == nil {
+		t.Error("nobody registered an alias of root's registration")
+	}
+	if err := user.Unregister(alias); err == nil {
+		t.Error("nobody unregistered root's registration by an alias")
+	}
+	flows, err := b.root.Flows()
+	if err != nil || len(flows) != 1 || flows[0].UID != 0 || flows[0].Lane != lane.Realtime || flows[0].Flow.Dst != f.Dst {
+		t.Fatalf("flows after the attempts: %+v %v", flows, err)
+	}
+	lanes, err := b.root.SocketLanes([]uint64{cookieOf(t, conn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := lanes[cookieOf(t, conn)]; l != lane.Realtime {
+		t.Errorf("the socket's lane after the attempts: %v, want realtime", l)
+	}
+}
