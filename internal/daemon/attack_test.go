@@ -912,3 +912,46 @@ func TestD12MappedAddressAlias(t *testing.T) {
 		t.Errorf("the socket's lane after the attempts: %v, want realtime", l)
 	}
 }
+
+// TestD13SharedUDPPort: root had an unconnected UDP socket on port 6000
+// with SO_REUSEADDR; nobody bound 6000 the same way, connected to a peer
+// and registered that 5-tuple as background, and root's next datagrams to
+// the peer went to background. Fix: the owners of a UDP flow include every
+// unconnected socket on its local port.
+func TestD13SharedUDPPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	reuse := func(connect bool) (fd int, err error) {
+		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return
+		}
+		if err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err == nil {
+			err = unix.Bind(fd, &unix.SockaddrInet4{Port: 6000})
+		}
+		if err == nil && connect {
+			err = unix.Connect(fd, &unix.SockaddrInet4{Port: 8080, Addr: [4]byte(b.p.AddrB.To4())})
+		}
+		return
+	}
+	var rootFD, userFD int
+	var err error
+	b.p.A.Do(t, func() error { rootFD, err = reuse(false); return err })
+	t.Cleanup(func() { unix.Close(rootFD) })
+	testutil.AsUserIn(t, b.p.A, nobody, nobody, nil, func() error { userFD, err = reuse(true); return nil })
+	if err != nil {
+		t.Fatalf("nobody's socket on root's port: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(userFD) })
+	f := api.Flow{Dst: b.p.AddrB.String(), DPort: 8080, SPort: 6000, Proto: "udp"}
+	if err := b.client(t, nobody, nil).Register(f, lane.Background); err == nil {
+		t.Fatal("nobody registered a UDP flow root's unconnected socket on the same port also sends")
+	}
+	// alone on the port, nobody may demote its own flow
+	unix.Close(rootFD)
+	rootFD = -1
+	if err := b.client(t, nobody, nil).Register(f, lane.Background); err != nil {
+		t.Errorf("nobody's own UDP flow: %v", err)
+	}
+}

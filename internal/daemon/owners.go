@@ -26,19 +26,44 @@ type procOwners struct {
 // FlowOwners returns the uids of every local socket matching the flow
 // (protocol, local address if given, ports, destination), from
 // /proc/net/{tcp,tcp6,udp,udp6}.
+//
+// A UDP flow's datagrams may also leave from an unconnected socket bound to
+// the same local port (SO_REUSEADDR or SO_REUSEPORT sharers): it sends to
+// any destination, so its owner is an owner of the flow too, else a user
+// who shares root's port could register the tuple and take root's
+// datagrams to that peer.
 func (o procOwners) FlowOwners(f api.Flow) ([]uint32, error) {
-	socks, err := o.socketsOf(f)
+	tab, err := o.tableOf(protoOf(f))
 	if err != nil {
 		return nil, err
 	}
+	socks := tab.match(f)
 	if len(socks) == 0 {
 		return nil, fmt.Errorf("no local %s socket %s", protoOf(f), f)
+	}
+	if protoOf(f) == "udp" {
+		socks = append(socks, tab.unconnected(f)...)
 	}
 	uids := make([]uint32, len(socks))
 	for i, s := range socks {
 		uids[i] = s.uid
 	}
 	return uids, nil
+}
+
+// unconnected returns the unconnected sockets on f's local port that can
+// send from f's local address (bound to it, or to any address).
+func (t sockTable) unconnected(f api.Flow) []procSocket {
+	src, _ := netip.ParseAddr(f.Src)
+	var out []procSocket
+	for _, any := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		for _, s := range t[sockKey{protoOf(f), netip.AddrPortFrom(any, 0), f.SPort}] {
+			if l := s.local.Addr().Unmap(); !src.IsValid() || l.IsUnspecified() || l == src.Unmap() {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 func protoOf(f api.Flow) string {
