@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -41,8 +42,13 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 					return err
 				}
 			}
-			if err := daemon.CheckInterfaces(p); err != nil {
+			if err := daemon.CheckCapacity(p); err != nil {
 				return err
+			}
+			// an interface that is not here yet is waited for, not an error
+			// (a Wi-Fi policy checked before Wi-Fi is up, a package's check)
+			if err := daemon.CheckInterfaces(p); err != nil {
+				fmt.Fprintf(e.stderr, "warning: %v\n", err)
 			}
 			e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))
 			return nil

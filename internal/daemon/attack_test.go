@@ -955,3 +955,65 @@ func TestD13SharedUDPPort(t *testing.T) {
 		t.Errorf("nobody's own UDP flow: %v", err)
 	}
 }
+
+// dstRules is a policy for link with n destination rules.
+func dstRules(link string, n int) string {
+	var b strings.Builder
+	b.WriteString(devicePolicy(link) + "rules:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {lane: background, dst: 10.%d.%d.0/24}\n", i/256, i%256)
+	}
+	return b.String()
+}
+
+// TestD15PolicyCapacity: 100,000 rules passed --check, then the daemon
+// exited after 95,907 "no space left on device" lines (lanes_dst holds
+// 4,096); a reload to 5,000 rules applied 4,096 and kept retrying; a
+// 300 MB file was read whole and a 100 MB scalar made a 100 MB error line.
+// Fix: --check, the start and the reload check the rules against the
+// maps' capacities, the file is read up to 1 MiB, an error's message is
+// bounded; a missing interface is a warning of --check, not a failure.
+func TestD15PolicyCapacity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	check := func(path string) (string, error) {
+		out, err := p.A.Command(lanesBin, "daemon", "--check", "--policy", path).CombinedOutput()
+		return string(out), err
+	}
+	big := write("big.yaml", dstRules(p.LinkA, 5000))
+	if out, err := check(big); err == nil || !strings.Contains(out, "5000 destination rules, the datapath holds 4096") {
+		t.Errorf("--check of 5,000 destination rules: %v\n%s", err, out)
+	}
+	huge := write("huge.yaml", devicePolicy(p.LinkA)+"# "+strings.Repeat("x", 2<<20)+"\n")
+	if out, err := check(huge); err == nil || !strings.Contains(out, "larger than") || len(out) > 4096 {
+		t.Errorf("--check of a 2 MiB file: %v, %d bytes of output", err, len(out))
+	}
+	scalar := write("scalar.yaml", devicePolicy(p.LinkA)+"rules:\n  - {lane: "+strings.Repeat("z", 900<<10)+", dst: 10.0.0.1}\n")
+	if out, err := check(scalar); err == nil || len(out) > 4096 {
+		t.Errorf("--check of a 900 KiB scalar: %v, %d bytes of output", err, len(out))
+	}
+	if out, err := check(write("wifi.yaml", devicePolicy("wlan-not-yet"))); err != nil || !strings.Contains(out, "warning") {
+		t.Errorf("--check of a policy naming an interface not here yet: %v\n%s", err, out)
+	}
+	// a reload to a policy that does not fit keeps the running one whole
+	pol := write("policy.yaml", dstRules(p.LinkA, 10))
+	d := start(t, p.A, "daemon", "--policy", pol, "--socket", filepath.Join(dir, "lanes.sock"))
+	waitLong(t, "the daemon running", func() bool { return strings.Contains(d.out.String(), "lanes daemon running") })
+	write("policy.yaml", dstRules(p.LinkA, 5000))
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	waitLong(t, "the reload refused", func() bool { return strings.Contains(d.out.String(), "destination rules, the datapath holds") })
+	if strings.Contains(d.out.String(), "no space left") {
+		t.Errorf("the daemon applied part of a policy that does not fit:\n%s", d.out)
+	}
+}

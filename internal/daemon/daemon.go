@@ -241,7 +241,14 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	if opts.PolicyPath == "" {
 		return policy.Default(), nil
 	}
-	return policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
+	p, err := policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckCapacity(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // newDaemon is a daemon with its seams to the kernel, not yet installed.

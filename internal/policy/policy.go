@@ -12,6 +12,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -116,8 +117,19 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+	msg := e.Msg
+	if len(msg) > maxErrorMsg { // a value quoted whole (a 100 MB scalar)
+		msg = msg[:maxErrorMsg] + fmt.Sprintf("... (%d bytes more)", len(msg)-maxErrorMsg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, msg)
 }
+
+// maxErrorMsg bounds the message of one error.
+const maxErrorMsg = 512
+
+// MaxSize bounds a policy file: the largest policy the datapath can hold
+// (16,384 rules of ~60 bytes) is under it, and the read stays small.
+const MaxSize = 1 << 20
 
 // ErrorAt is an error about field found after parsing (e.g. by the daemon
 // checking the machine), with the field's line: file:line: field: msg.
@@ -150,11 +162,25 @@ func Load(path string, requireRootOwned bool) (*Policy, error) {
 			return nil, err
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, MaxSize)
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// readBounded reads at most max bytes of path; a larger file is an error.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(data)) > max {
+		err = fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return data, err
 }
 
 // Parse parses and validates policy text; file names the source in errors.

@@ -43,6 +43,24 @@ func (k Kind) String() string {
 // raw-IP (TUN, WireGuard) devices alike.
 type Config struct{}
 
+// Capacities are the entries each rule map of the classifier holds, read
+// from its object: what a policy (and the API's registrations) may fill.
+func Capacities() (map[string]uint32, error) {
+	spec, err := LoadClassifier()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint32{}
+	for _, name := range []string{"lanes_tuple", "lanes_dst", "lanes_cgroup", "lanes_uid"} {
+		m, ok := spec.Maps[name]
+		if !ok {
+			return nil, fmt.Errorf("classifier object has no map %s", name)
+		}
+		out[name] = m.MaxEntries
+	}
+	return out, nil
+}
+
 // Load loads the classifier and its maps into the kernel, unattached.
 func Load(cfg Config) (*ClassifierObjects, error) {
 	spec, err := LoadClassifier()
