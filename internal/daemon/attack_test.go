@@ -1017,3 +1017,41 @@ func TestD15PolicyCapacity(t *testing.T) {
 		t.Errorf("the daemon applied part of a policy that does not fit:\n%s", d.out)
 	}
 }
+
+// TestResetEvictsAndRemovesSockets: after SIGKILL, `lanes reset` left the
+// realtime socket and a lane cgroup that still held a `lanes run` process.
+// Fix: reset moves such processes to the cgroup above the lane group and
+// removes the group, and removes the realtime socket no one listens on.
+func TestResetEvictsAndRemovesSockets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	testutil.RequireRoot(t)
+	p := testutil.NewVethPair(t)
+	rt := filepath.Join(t.TempDir(), "rt.sock")
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+"realtime:\n  enabled: true\n  socket: "+rt+"\n  rate: 10mbit\n")
+	sleeper := start(t, p.A, "run", "--socket", sock, "--lane", "background", "--", "sleep", "300")
+	cgroupOf := func() string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper.cmd.Process.Pid))
+		return strings.TrimSpace(string(b))
+	}
+	waitLong(t, "the process in its lane", func() bool { return strings.Contains(cgroupOf(), "/background") })
+	d.stop(t, syscall.SIGKILL)
+	cmd := p.A.Command(lanesBin, "reset", "--socket", sock, "--realtime-socket", rt)
+	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, p.A))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("lanes reset: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(rt); err == nil {
+		t.Error("the realtime socket is left after reset")
+	}
+	if cg := cgroupOf(); strings.Contains(cg, "lanes.") {
+		t.Errorf("the process is still in a lane group after reset: %s", cg)
+	}
+	if sleeper.cmd.ProcessState != nil || syscall.Kill(sleeper.cmd.Process.Pid, 0) != nil {
+		t.Error("reset ended the process it moved")
+	}
+	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
+		t.Errorf("left behind after SIGKILL + lanes reset:\n%s", strings.Join(left, "\n"))
+	}
+}

@@ -197,9 +197,9 @@ func sweepInstance(inst, cgroupRoot string) error {
 	return errors.Join(errs...)
 }
 
-// removeEmptyLaneGroups removes an instance's lane cgroups (its own and
-// those nested in host cgroups) that hold no process.
-func removeEmptyLaneGroups(root, inst string) error {
+// laneGroupDirs are inst's lane groups under the cgroup v2 root: its own
+// (lanes.<inst>) and those nested in host cgroups (lanes.<inst>.*).
+func laneGroupDirs(root, inst string) []string {
 	var dirs []string
 	_ = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || !e.IsDir() {
@@ -211,8 +211,14 @@ func removeEmptyLaneGroups(root, inst string) error {
 		}
 		return nil
 	})
+	return dirs
+}
+
+// removeEmptyLaneGroups removes an instance's lane cgroups (its own and
+// those nested in host cgroups) that hold no process.
+func removeEmptyLaneGroups(root, inst string) error {
 	var errs []error
-	for _, d := range dirs {
+	for _, d := range laneGroupDirs(root, inst) {
 		subs, _ := os.ReadDir(d)
 		for _, s := range subs {
 			if s.IsDir() {

@@ -22,11 +22,57 @@ import (
 	"github.com/lanes-net/lanes/internal/datapath"
 )
 
+// evictLaneGroups moves the processes still in inst's lane groups to the
+// cgroup that holds the group, and removes the groups: what a killed
+// daemon's `lanes run` started goes on running, unmanaged.
+func evictLaneGroups(inst string) (done []string, err error) {
+	err = withCgroup2(func(root string) error {
+		var errs []error
+		for _, g := range laneGroupDirs(root, inst) {
+			parent := filepath.Dir(g)
+			subs, _ := os.ReadDir(g)
+			for _, s := range subs {
+				if !s.IsDir() {
+					continue
+				}
+				dir := filepath.Join(g, s.Name())
+				if err := datapath.MoveProcs(dir, parent); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if err := datapath.RemoveCgroup(dir, true); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", dir, err))
+				}
+			}
+			if err := unix.Rmdir(g); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", g, err))
+				continue
+			}
+			done = append(done, "removed lane group "+g+" (its processes moved to "+parent+")")
+		}
+		return errors.Join(errs...)
+	})
+	return done, err
+}
+
+// removeStaleSocket removes a unix socket file no one listens on.
+func removeStaleSocket(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false, nil
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return false, nil // someone listens there
+	}
+	return true, os.Remove(path)
+}
+
 // Reset removes the leftovers of this namespace's daemon instance. It
 // refuses while a daemon answers on socket or holds the namespace's lock
 // (lock.go), whatever socket it was given: a running daemon removes its own
 // objects when stopped. It returns one line per thing it did.
-func Reset(socket string) ([]string, error) {
+func Reset(socket, realtimeSocket string) ([]string, error) {
 	if c, err := api.Dial(socket); err == nil {
 		perr := c.Ping()
 		c.Close()
@@ -64,6 +110,9 @@ func Reset(socket string) ([]string, error) {
 	for _, n := range append(ccs, probes...) {
 		done = append(done, "unregistered congestion control "+n)
 	}
+	evicted, err := evictLaneGroups(inst)
+	errs = append(errs, err)
+	done = append(done, evicted...)
 	mnt := filepath.Join("/run/lanes", "cgroup2."+inst)
 	if _, err := os.Stat(mnt); err == nil {
 		_ = unix.Unmount(mnt, unix.MNT_DETACH)
@@ -77,11 +126,11 @@ func Reset(socket string) ([]string, error) {
 		forgetInstance(inst)
 		done = append(done, "forgot instance "+inst)
 	}
-	if _, err := os.Stat(socket); err == nil {
-		if err := os.Remove(socket); err != nil {
+	for _, s := range []string{socket, realtimeSocket} {
+		if removed, err := removeStaleSocket(s); err != nil {
 			errs = append(errs, err)
-		} else {
-			done = append(done, "removed stale socket "+socket)
+		} else if removed {
+			done = append(done, "removed stale socket "+s)
 		}
 	}
 	return done, errors.Join(errs...)
