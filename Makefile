@@ -22,7 +22,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test
+.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak
 
 all: build
 
@@ -75,6 +75,14 @@ STRESS_PKGS ?= ./internal/daemon/ ./internal/datapath/ ./internal/rtlane/ ./inte
 STRESS_RUNS ?= 20
 stress-test:
 	./scripts/stress-test.sh $(STRESS_RUNS) $(STRESS_PKGS)
+
+# Not in CI's time budget: the daemon's churn soak (internal/daemon/
+# soak_test.go) for SOAK (default 1h): connections registered and closed,
+# `lanes run` processes, coop-capped long flows; it prints RSS, threads,
+# fds and every BPF map's entries each interval and fails if they grow.
+SOAK ?= 1h
+soak:
+	LANES_SOAK=$(SOAK) $(GO) test -count=1 -timeout 0 -run '^TestSoakChurn$$' -v ./internal/daemon/
 
 test-short:
 	$(GO) test -short -count=1 ./...

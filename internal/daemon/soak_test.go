@@ -16,6 +16,7 @@
 //
 // Off by default (it is a benchmark, not a test of CI's budget):
 //
+//	make soak                 (1 h; SOAK=10m make soak for a shorter run)
 //	LANES_SOAK=30m ./scripts/go test -count=1 -run TestSoakChurn -v ./internal/daemon/
 //	LANES_SOAK=3m  ... (short run)
 package daemon_test
