@@ -71,6 +71,7 @@ type Server struct {
 	conn   map[net.Conn]struct{}
 	perUID map[uint32]int
 	others int // connections of unprivileged callers
+	pace   pacer
 	log    *slog.Logger
 }
 
@@ -226,7 +227,13 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	w := bufio.NewWriter(c)
+	priv := Privileged(cred, s.h.Owners(), s.h.AccessGroup())
 	for sc.Scan() {
+		if !priv {
+			if d := s.pace.wait(cred.UID, time.Now()); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		resp := s.handle(cred, sc.Bytes())
 		if err := writeResponse(w, resp); err != nil {
 			return

@@ -1,0 +1,80 @@
+// pace.go: unprivileged callers' requests are paced, per uid and in all,
+// so that a loop of requests from any number of connections costs the
+// daemon a bounded share of a core (an unpaced loop of socket-lanes from 32
+// connections took 195 % of two cores). A request over the rate waits, it
+// is not refused: a well-behaved client (`lanes monitor` asks a few times a
+// sample) never notices. Root and the access group are not paced.
+package api
+
+import (
+	"sync"
+	"time"
+)
+
+// Request rates of unprivileged callers.
+const (
+	UserRate      = 200  // requests a second, per uid
+	UserBurst     = 400  // requests at once, per uid
+	AllUsersRate  = 1000 // requests a second, all uids together
+	AllUsersBurst = 2000
+	maxPaced      = 1024 // uids whose buckets are kept (the oldest go)
+)
+
+// bucket is a token bucket whose tokens may go negative: the debt is the
+// wait of the request that made it.
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// take takes one token at rate and burst and returns how long the caller
+// must wait for it.
+func (b *bucket) take(now time.Time, rate, burst float64) time.Duration {
+	if b.at.IsZero() {
+		b.tokens = burst
+	} else {
+		b.tokens = min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
+	}
+	b.at = now
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / rate * float64(time.Second))
+}
+
+// pacer holds the buckets.
+type pacer struct {
+	mu    sync.Mutex
+	all   bucket
+	byUID map[uint32]*bucket
+}
+
+// wait is how long uid's next request waits.
+func (p *pacer) wait(uid uint32, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byUID == nil {
+		p.byUID = map[uint32]*bucket{}
+	}
+	b := p.byUID[uid]
+	if b == nil {
+		if len(p.byUID) >= maxPaced {
+			p.forgetOldest()
+		}
+		b = &bucket{}
+		p.byUID[uid] = b
+	}
+	return max(b.take(now, UserRate, UserBurst), p.all.take(now, AllUsersRate, AllUsersBurst))
+}
+
+func (p *pacer) forgetOldest() {
+	var oldest uint32
+	var at time.Time
+	for uid, b := range p.byUID {
+		if at.IsZero() || b.at.Before(at) {
+			oldest, at = uid, b.at
+		}
+	}
+	delete(p.byUID, oldest)
+}
