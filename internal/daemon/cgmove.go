@@ -96,6 +96,7 @@ func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
 		return dir, nil
 	}
 	d.nested[rel] = nestedGroup{lane: l, id: id}
+	d.kickSweep()
 	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
 		return "", fmt.Errorf("lane group %s: %w", rel, err)
 	}
@@ -123,6 +124,7 @@ func (d *Daemon) adoptNested() {
 			continue
 		}
 		d.nested[rel] = nestedGroup{lane: l, id: id}
+		d.kickSweep()
 	}
 	if d.host != nil {
 		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
@@ -184,6 +186,7 @@ func (d *Daemon) restoreNested() error {
 	for rel, l := range d.findNested() {
 		if _, ok := d.nested[rel]; !ok {
 			d.nested[rel] = nestedGroup{lane: l}
+			d.kickSweep()
 		}
 	}
 	var errs []error

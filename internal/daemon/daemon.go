@@ -90,6 +90,10 @@ type Daemon struct {
 	nested map[string]nestedGroup
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
+	// followKick wakes the follow loop (links.go); nil until it runs
+	followKick func()
+	// sweepKick wakes the registration sweep (registrations.go)
+	sweepKick chan struct{}
 }
 
 type managedIface struct {
@@ -258,7 +262,8 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, cgroups: &cgroupMount{}}
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, cgroups: &cgroupMount{},
+		sweepKick: make(chan struct{}, 1)}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -287,6 +292,7 @@ func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 	if err != nil {
 		d.logApplyError(err)
 	}
+	d.kickFollowLocked()
 	d.log.Info("policy reloaded", "policy", pol.Source)
 	return true
 }

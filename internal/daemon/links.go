@@ -134,11 +134,17 @@ func watchNetlink(ctx context.Context, changed func()) error {
 }
 
 // followInterval bounds how late a cgroup that appears is noticed (no
-// event exists for it) and how late a missed netlink event is caught up.
+// event exists for it) while the policy waits for one, and how soon a
+// failed diff is retried.
 const followInterval = 500 * time.Millisecond
 
 // follow re-applies the desired state whenever an interface or route
-// changes, and every followInterval, until ctx ends.
+// changes (netlink events), until ctx ends. It polls, every
+// followInterval, only while something has no event to wake it: a cgroup
+// the policy waits for, a diff that failed, a subscription that broke (it
+// is renewed after a second, with one re-apply for what it missed). At
+// rest it sleeps: a phone's daemon must not wake twice a second for
+// nothing.
 func (d *Daemon) follow(ctx context.Context) {
 	kick := make(chan struct{}, 1)
 	changed := func() {
@@ -147,30 +153,57 @@ func (d *Daemon) follow(ctx context.Context) {
 		default:
 		}
 	}
+	d.mu.Lock()
+	d.followKick = changed
+	d.mu.Unlock()
 	go func() {
 		for ctx.Err() == nil {
-			if err := d.env.watch(ctx, changed); err != nil {
-				d.log.Warn("interface/route changes not followed by events, only polled", "err", err)
+			err := d.env.watch(ctx, changed)
+			if ctx.Err() != nil {
 				return
 			}
+			d.log.Warn("interface/route events: subscription ended, renewing it", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			changed()
 		}
 	}()
-	t := time.NewTicker(followInterval)
+	t := time.NewTimer(followInterval)
 	defer t.Stop()
+	var poll <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-kick:
-		case <-t.C:
+		case <-poll:
 		}
 		d.mu.Lock()
+		again := false
 		if d.host != nil {
-			if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+			w := d.desiredFor(d.pol)
+			err := d.applyLocked(w, false)
+			if err != nil {
 				d.logApplyError(err)
 			}
+			again = err != nil || w.waitCgroups > 0
 		}
 		d.mu.Unlock()
+		poll = nil
+		if again {
+			t.Reset(followInterval)
+			poll = t.C
+		}
+	}
+}
+
+// kickFollowLocked makes the follow loop re-apply and decide again whether to
+// poll (after a reload, which may wait for a cgroup).
+func (d *Daemon) kickFollowLocked() {
+	if d.followKick != nil {
+		d.followKick()
 	}
 }
 

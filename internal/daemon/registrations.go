@@ -83,6 +83,7 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 		}
 	}
 	d.regs[f] = life
+	d.kickSweep()
 	d.moveLiveSocketsLocked(c, f, l)
 	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
 		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.liveSockets[f]))
@@ -183,21 +184,41 @@ func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
 	return nil
 }
 
-// sweepRegistrations removes registrations whose sockets are gone, every
-// sweepEvery until ctx ends.
+// sweepRegistrations removes registrations whose sockets are gone (and
+// empty lane groups nested in host cgroups), every sweepEvery while there
+// are any, until ctx ends; with none it sleeps until kickSweep.
 func (d *Daemon) sweepRegistrations(ctx context.Context) {
-	t := time.NewTicker(sweepEvery)
+	t := time.NewTimer(sweepEvery)
+	t.Stop()
 	defer t.Stop()
 	for {
+		d.mu.Lock()
+		busy := len(d.regs) > 0 || len(d.nested) > 0
+		d.mu.Unlock()
+		var tick <-chan time.Time
+		if busy {
+			t.Reset(sweepEvery)
+			tick = t.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-d.sweepKick:
+			t.Stop() // go 1.23+ timers: no stale tick survives Stop or Reset
+		case <-tick:
 			d.sweepOnce(time.Now())
 			d.mu.Lock()
 			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
 			d.mu.Unlock()
 		}
+	}
+}
+
+// kickSweep wakes a sleeping sweep: there is something to sweep now.
+func (d *Daemon) kickSweep() {
+	select {
+	case d.sweepKick <- struct{}{}:
+	default:
 	}
 }
 

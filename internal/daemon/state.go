@@ -50,6 +50,9 @@ type desired struct {
 	// Waiting are policy items that exist only once something appears (a
 	// cgroup, an interface, a default route), with why.
 	Waiting []string
+	// waitCgroups counts the cgroups waited for: no event tells of a new
+	// one, so the daemon polls while there are any (links.go).
+	waitCgroups int
 }
 
 func newDesired() desired {
@@ -84,6 +87,7 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 			id, err := d.env.cgroupID(m.Cgroup)
 			if err != nil {
 				w.Waiting = append(w.Waiting, fmt.Sprintf("%s: cgroup %s does not exist yet", src, m.Cgroup))
+				w.waitCgroups++
 				continue
 			}
 			w.Cgroups[id] = entry{m.Lane, src}
