@@ -63,16 +63,18 @@ type SocketReasoner interface {
 
 // Server serves the protocol on a unix socket.
 type Server struct {
-	h      Handler
-	ln     *net.UnixListener
-	path   string
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conn   map[net.Conn]struct{}
-	perUID map[uint32]int
-	others int // connections of unprivileged callers
-	pace   pacer
-	log    *slog.Logger
+	h         Handler
+	ln        *net.UnixListener
+	path      string
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	conn      map[net.Conn]struct{}
+	perUID    map[uint32]int
+	others    int // connections of unprivileged callers
+	pace      pacer
+	closed    chan struct{} // closed by Close: ends the waits of paced requests
+	closeOnce sync.Once
+	log       *slog.Logger
 }
 
 // Listen creates the socket (replacing a stale one) with mode 0666: anyone
@@ -98,7 +100,7 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{}, log: log}, nil
+	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{}, closed: make(chan struct{}), log: log}, nil
 }
 
 // Path is the socket's path.
@@ -194,6 +196,7 @@ func (s *Server) untrack(c net.Conn, uid uint32, priv bool) {
 // Close stops accepting, closes open connections and waits for them.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	s.closeOnce.Do(func() { close(s.closed) })
 	s.mu.Lock()
 	for c := range s.conn {
 		c.Close()
@@ -230,8 +233,14 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	priv := Privileged(cred, s.h.Owners(), s.h.AccessGroup())
 	for sc.Scan() {
 		if !priv {
-			if d := s.pace.wait(cred.UID, time.Now()); d > 0 {
-				time.Sleep(d)
+			if d := s.pace.wait(cred.UID, requestCost(len(sc.Bytes())), time.Now()); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-s.closed: // a stopping daemon does not wait out a flood's debt
+					t.Stop()
+					return
+				}
 			}
 		}
 		resp := s.handle(cred, sc.Bytes())

@@ -5,6 +5,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -1069,5 +1070,88 @@ func TestResetEvictsAndRemovesSockets(t *testing.T) {
 	}
 	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
 		t.Errorf("left behind after SIGKILL + lanes reset:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// TestD1SocketLanesFullRequests: with socket-lanes answered from a kept
+// sample, a request still looked up every cookie it named, under the
+// daemon's lock, and paid one token of the pacing like a ping: 32 nobody
+// connections sending full requests (2,048 cookies, 400 of them nobody's
+// live sockets) were served 1,431 times in 5 s, at 72 % of a core, and
+// root's status waited 38 ms on average (202 ms at worst). Fix: a request
+// pays a token per KiB of its line, and the lock is taken per 128 cookies.
+// The count served is bounded by the pacing (a loaded machine serves
+// fewer, never more); CPU and root's status latency are printed.
+func TestD1SocketLanesFullRequests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newAttackBed(t, "")
+	pid := b.d.cmd.Process.Pid
+	var socks []net.Conn
+	testutil.AsUserIn(t, b.p.A, nobody, nobody, nil, func() error {
+		for range 400 {
+			c, err := net.Dial("tcp", fmt.Sprintf("%s:8080", b.p.AddrB))
+			if err != nil {
+				return err
+			}
+			socks = append(socks, c)
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, c := range socks {
+			c.Close()
+		}
+	})
+	var cookies []uint64
+	for _, c := range socks {
+		cookies = append(cookies, cookieOf(t, c))
+	}
+	for i := len(cookies); i < api.MaxCookies; i++ {
+		cookies = append(cookies, 1<<60+uint64(i))
+	}
+	line, _ := json.Marshal(api.Request{Op: api.OpSockLanes, Cookies: cookies})
+	const conns, flood = 8, 3 * time.Second
+	cpu0, began := procCPU(t, pid), time.Now()
+	var sent atomic.Int64
+	errs := make(chan error, conns)
+	for range conns {
+		c := b.client(t, nobody, nil)
+		go func() {
+			for time.Since(began) < flood {
+				if _, err := c.Do(api.Request{Op: api.OpSockLanes, Cookies: cookies}); err != nil {
+					errs <- err
+					return
+				}
+				sent.Add(1)
+			}
+			errs <- nil
+		}()
+	}
+	var worst, total time.Duration
+	n := 0
+	for time.Since(began) < flood {
+		t0 := time.Now()
+		if _, err := b.root.Status(); err != nil {
+			t.Fatalf("root's status during the flood: %v", err)
+		}
+		d := time.Since(t0)
+		worst, total, n = max(worst, d), total+d, n+1
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatalf("socket-lanes as nobody: %v", err)
+		}
+	}
+	wall := time.Since(began)
+	cpu := procCPU(t, pid) - cpu0
+	t.Logf("%d socket-lanes requests of %d bytes from %d connections in %v: daemon CPU %v (%.1f %% of a core), RSS %d kB; root's status mean %v, max %v over %d",
+		sent.Load(), len(line), conns, wall.Round(time.Millisecond), cpu, 100*float64(cpu)/float64(wall), rssKB(t, pid), total/time.Duration(n), worst, n)
+	// the burst, the rate over the wall time, one in flight per connection
+	cost := float64((len(line) + 1023) / 1024)
+	if bound := int64((api.UserBurst+api.UserRate*wall.Seconds())/cost) + conns; sent.Load() > bound {
+		t.Errorf("nobody was served %d full requests in %v, the pacing allows %d", sent.Load(), wall, bound)
 	}
 }

@@ -489,18 +489,28 @@ func (d *Daemon) Status() (*api.Status, error) {
 }
 
 // SocketLanes looks sockets up in the datapath's socket map (sock_ops fills it
-// at connect/accept).
+// at connect/accept). The daemon's lock is taken per cookieChunk cookies,
+// so a long request does not hold root's status behind it.
 func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	out := map[uint64]lane.Lane{}
-	if d.host == nil {
-		return out, nil
-	}
-	for _, c := range cookies {
-		if l, ok := d.host.SocketLane(c); ok {
-			out[c] = l
+	for len(cookies) > 0 {
+		n := min(len(cookies), cookieChunk)
+		d.mu.Lock()
+		if d.host == nil {
+			d.mu.Unlock()
+			break
 		}
+		for _, c := range cookies[:n] {
+			if l, ok := d.host.SocketLane(c); ok {
+				out[c] = l
+			}
+		}
+		d.mu.Unlock()
+		cookies = cookies[n:]
 	}
 	return out, nil
 }
+
+// cookieChunk is how many cookies of a socket-lanes request are looked up
+// under one hold of the daemon's lock.
+const cookieChunk = 128

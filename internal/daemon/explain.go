@@ -105,8 +105,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
 			continue
@@ -116,8 +115,17 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		out[f.Cookie] = d.explainLocked(sockFacts{cookie: f.Cookie, src: src.Addr().Unmap(), dst: dst.Addr().Unmap(), dport: dst.Port(),
+		asked = append(asked, sockFacts{cookie: f.Cookie, src: src.Addr().Unmap(), dst: dst.Addr().Unmap(), dport: dst.Port(),
 			sport: src.Port(), uid: f.UID, cgroupID: f.CgroupID})
+	}
+	for len(asked) > 0 { // the lock per cookieChunk sockets, as in SocketLanes
+		n := min(len(asked), cookieChunk)
+		d.mu.Lock()
+		for _, s := range asked[:n] {
+			out[s.cookie] = d.explainLocked(s)
+		}
+		d.mu.Unlock()
+		asked = asked[n:]
 	}
 	return out, nil
 }
