@@ -22,7 +22,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak
+.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak cost
 
 all: build
 
@@ -83,6 +83,12 @@ stress-test:
 SOAK ?= 1h
 soak:
 	LANES_SOAK=$(SOAK) $(GO) test -count=1 -timeout 0 -run '^TestSoakChurn$$' -v ./internal/daemon/
+
+# What the daemon costs at rest (wake-ups a second, CPU ms a minute, RSS)
+# over COST (default 60s), beside the goals (internal/daemon/cost_test.go).
+COST ?= 60s
+cost:
+	LANES_COST=$(COST) $(GO) test -count=1 -run '^TestDaemonCostAtRest$$' -v ./internal/daemon/
 
 test-short:
 	$(GO) test -short -count=1 ./...

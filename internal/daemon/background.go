@@ -12,9 +12,9 @@ import (
 )
 
 // queueAndProtection says where the interface's queue forms (on the device:
-// the lanes qdisc held a backlog in the last second; else remote, or none)
-// and what protects the foreground there.
-func (d *Daemon) queueAndProtection(iface string, hs datapath.HostStats) (queue, protection string) {
+// its lanes qdisc holds backlog bytes now; else remote, or none) and what
+// protects the foreground there (d.mu held).
+func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queue, protection string) {
 	var remote []string
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
@@ -24,9 +24,9 @@ func (d *Daemon) queueAndProtection(iface string, hs datapath.HostStats) (queue,
 	} else if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
 		remote = append(remote, fmt.Sprintf("rLEDBAT (daemon, every %v)", c.Stats().Interval))
 	}
-	y := d.yielder.Load()
+	y := d.yieldState.Load()
 	if y != nil {
-		remote = append(remote, "foreground-aware yield")
+		remote = append(remote, "foreground-aware yield (in the kernel)")
 	}
 	protection = "on the device: strict priority (HTB); remote: "
 	if len(remote) == 0 {
@@ -34,15 +34,10 @@ func (d *Daemon) queueAndProtection(iface string, hs datapath.HostStats) (queue,
 	} else {
 		protection += strings.Join(remote, " + ")
 	}
-	queue = "unknown (no background component sampling the queue)"
-	if y != nil {
-		if is, ok := y.Status().Interfaces[iface]; ok {
-			if is.DeviceBacklog > 3000 {
-				queue = fmt.Sprintf("on the device (up to %d bytes in the lanes qdisc in the last second)", is.DeviceBacklog)
-			} else {
-				queue = "not on the device: remote if the link is busy (the lanes qdisc held no backlog in the last second)"
-			}
-		}
+	if backlog > 3000 {
+		queue = fmt.Sprintf("on the device (%d bytes in the lanes qdisc now)", backlog)
+	} else {
+		queue = "not on the device: remote if the link is busy (the lanes qdisc holds no backlog now)"
 	}
 	return queue, protection
 }

@@ -16,13 +16,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
-	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -96,49 +96,24 @@ func (d *Daemon) stopComponents() {
 	}
 }
 
-// yielder is a host datapath that can hold an interface's background
-// sockets down (*datapath.Host; the in-memory test host cannot, and runs
-// without it).
+// yielder is a host datapath whose kernel yields (*datapath.Host; the
+// in-memory test host cannot, and runs without it).
 type yielder interface {
-	SetYield(ifindex int, on bool) error
+	ForegroundWindows() (map[int]yield.Window, uint64, error)
 }
 
 var _ yielder = (*datapath.Host)(nil)
 
-// newYield starts the foreground-aware yield (internal/yield): it watches
-// the foreground lanes of every managed interface and, while they carry
-// traffic, holds down the background sockets whose packets leave by that
-// interface. Its status document is the "background" component's
-// (yielding per interface).
+// newYield is the foreground-aware yield's component (internal/yield). The
+// kernel decides the yield; the component only answers status: it runs
+// nothing, and wakes nobody. Its status document is the "background"
+// component's (yielding per interface).
 func (d *Daemon) newYield(h yielder) (*component, error) {
-	src := func() (map[yield.Iface]yield.Counters, error) {
-		d.mu.Lock()
-		ifaces := d.ifaceList()
-		d.mu.Unlock()
-		out := make(map[yield.Iface]yield.Counters, len(ifaces))
-		for _, m := range ifaces {
-			st, err := m.eg.Stats()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", m.name, err)
-			}
-			var c yield.Counters
-			for _, l := range []lane.Lane{lane.Realtime, lane.Interactive} {
-				c.Packets += st[l].Packets
-				c.Bytes += st[l].Bytes
-			}
-			for _, l := range lane.All {
-				c.Backlog += st[l].BacklogBytes
-			}
-			out[yield.Iface{Name: m.name, Index: m.index}] = c
-		}
-		return out, nil
-	}
-	sink := func(i yield.Iface, on bool) error { return h.SetYield(i.Index, on) }
 	return supervise(d.log, "background", func() (*runner, error) {
-		y := yield.New(yield.DefaultRule, src, sink)
-		d.yielder.Store(y)
+		st := func() yield.Status { return d.yieldStatus(h) }
+		d.yieldState.Store(&st)
 		status := func() string {
-			s := y.Status()
+			s := st()
 			state := "not yielding"
 			var on []string
 			for _, n := range slices.Sorted(maps.Keys(s.Interfaces)) {
@@ -151,9 +126,29 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 			}
 			return fmt.Sprintf("%s (%d yields; rule: %s)", state, s.Yields, s.Rule)
 		}
-		return &runner{run: y.Run, close: func() error { return nil }, status: status,
-			detail: func() any { return y.Status() }}, nil
+		run := func(ctx context.Context) error { <-ctx.Done(); return nil }
+		return &runner{run: run, close: func() error { return nil }, status: status,
+			detail: func() any { return st() }}, nil
 	})
+}
+
+// yieldStatus reads the kernel's foreground windows, by interface name.
+// It takes no daemon lock: status asks it while holding d.mu.
+func (d *Daemon) yieldStatus(h yielder) yield.Status {
+	wins, now, err := h.ForegroundWindows()
+	if err != nil {
+		d.log.Debug("background yield: foreground windows", "err", err)
+	}
+	byName := map[string]yield.Window{}
+	for idx, w := range wins {
+		if idx == 0 {
+			continue // any interface: in each one's own window too
+		}
+		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			byName[ifc.Name] = w
+		}
+	}
+	return yield.StatusOf(byName, now, time.Now())
 }
 
 // CoopStateDir holds the coop controllers' replay state (peers' last

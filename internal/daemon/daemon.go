@@ -78,11 +78,11 @@ type Daemon struct {
 	waiting, lastApplyErr string
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
 	liveSockets map[api.Flow][]liveSocket
-	tasks       *taskEngine                        // task rules and exe/comm lane rules; nil if none
-	comps       []*component                       // coop controller, realtime lane
-	yielder     atomic.Pointer[yield.Yielder]      // the background component's, for status
-	rledbat     atomic.Pointer[rledbat.Controller] // the rledbat component's, for status
-	rledbatWhy  string                             // why the daemon's rLEDBAT is off (under mu)
+	tasks       *taskEngine                         // task rules and exe/comm lane rules; nil if none
+	comps       []*component                        // coop controller, realtime lane
+	yieldState  atomic.Pointer[func() yield.Status] // the background component's status, while it runs
+	rledbat     atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
+	rledbatWhy  string                              // why the daemon's rLEDBAT is off (under mu)
 
 	// regs: the sockets each API registration is tied to (registrations.go)
 	regs map[api.Flow]*regLife
@@ -147,6 +147,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := sdNotify("READY=1\nSTATUS=managing " + fmt.Sprint(d.ifaceNames())); err != nil {
 		d.log.Warn("sd_notify READY", "err", err)
 	}
+	releaseStartupMemory()
 	err = d.serve(ctx, srv)
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	_ = sdNotify("STOPPING=1")
@@ -314,7 +315,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		YieldOnOpen: d.pol.Background.Yield})
+		Yield: d.pol.Background.Yield})
 	if err != nil {
 		return err
 	}
@@ -463,7 +464,11 @@ func (d *Daemon) Status() (*api.Status, error) {
 		} else {
 			is.BackgroundCC = "system: " + b.Reason
 		}
-		is.Queue, is.Protection = d.queueAndProtection(m.name, hs)
+		var backlog uint64
+		for _, l := range lane.All {
+			backlog += lanes[l].BacklogBytes
+		}
+		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
 		is.Downloads = d.downloadProtection(hs)
 		st.Interfaces = append(st.Interfaces, is)
 	}

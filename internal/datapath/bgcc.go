@@ -8,16 +8,15 @@ package datapath
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	model "github.com/lanes-net/lanes/internal/ledbat"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // BackgroundCCStatus says whether background sockets run LEDBAT++, under
@@ -112,79 +111,57 @@ func (h *Host) rledbatTargetUS() uint32 {
 	}
 }
 
-// SetYield holds the background sockets whose packets leave by the
-// interface ifindex at the minimum window (cwnd and receive window: sock_ops
-// lanes_yield) while on is true; the sockets follow on their next ACK or
-// next segment sent. Sockets whose interface sock_ops cannot tell (no
-// cached route, not bound) yield while any interface does (key 0).
-func (h *Host) SetYield(ifindex int, on bool) error {
-	if ifindex <= 0 {
-		return fmt.Errorf("background yield: bad interface index %d", ifindex)
-	}
-	return h.use(func() error {
-		if h.ops == nil {
-			return errNoSockops
-		}
-		h.yieldMu.Lock()
-		defer h.yieldMu.Unlock()
-		if h.yielding == nil {
-			h.yielding = map[int]bool{}
-		}
-		if err := putYield(h.ops.LanesYield, uint32(ifindex), on); err != nil {
-			return err
-		}
-		if on {
-			h.yielding[ifindex] = true
-		} else {
-			delete(h.yielding, ifindex)
-		}
-		return putYield(h.ops.LanesYield, 0, len(h.yielding) > 0)
-	})
-}
-
-func putYield(m *ebpf.Map, key uint32, on bool) error {
-	var err error
-	if on {
-		err = m.Put(key, uint32(1))
-	} else if err = m.Delete(key); errors.Is(err, ebpf.ErrKeyNotExist) {
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("background yield (interface %d): %w", key, err)
-	}
-	return nil
-}
-
 // fgOpenHold is sock_ops' FG_OPEN_HOLD_NS: a new foreground connection
 // makes background on its interface yield this long.
 const fgOpenHold = 500 * time.Millisecond
+
+// monotonicNS is bpf_ktime_get_ns's clock now.
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// ForegroundWindows are the classifier's foreground windows by ifindex
+// (lanes_fg_active; key 0: any interface), and the monotonic clock when
+// they were read: the yield's state, for status.
+func (h *Host) ForegroundWindows() (map[int]yield.Window, uint64, error) {
+	out := map[int]yield.Window{}
+	err := h.use(func() error {
+		var idx uint32
+		var w yield.Window
+		it := h.cls.LanesFgActive.Iterate()
+		for it.Next(&idx, &w) {
+			out[int(idx)] = w
+		}
+		return it.Err()
+	})
+	return out, monotonicNS(), err
+}
 
 // BackgroundYielding says whether sock_ops' rule (yielding() in sockops.c)
 // holds a background socket whose packets leave by ifindex (0: not known)
 // at the minimum window now: the daemon's own rLEDBAT (internal/rledbat)
 // follows the same yield as the BPF one.
 func (h *Host) BackgroundYielding(ifindex int) bool {
+	if !h.cfg.Yield {
+		return false
+	}
 	var on bool
 	_ = h.use(func() error {
 		if h.ops == nil {
 			return nil
 		}
-		idx := uint32(max(ifindex, 0))
-		var y uint32
-		if h.ops.LanesYield.Lookup(idx, &y) == nil && y != 0 {
-			on = true
-			return nil
+		idx, now := uint32(max(ifindex, 0)), monotonicNS()
+		held := func(i uint32) bool {
+			var w yield.Window
+			return h.cls.LanesFgActive.Lookup(i, &w) == nil && w.Held(now, yield.KernelRule)
 		}
-		var ts unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
-			return nil
-		}
-		now := uint64(ts.Nano()) // bpf_ktime_get_ns
 		opened := func(i uint32) bool {
 			var t uint64
 			return h.ops.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(fgOpenHold)
 		}
-		on = opened(idx) || (idx != 0 && opened(0))
+		on = held(idx) || opened(idx) || (idx != 0 && opened(0))
 		return nil
 	})
 	return on

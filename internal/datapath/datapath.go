@@ -80,6 +80,8 @@ type Config struct {
 	BackgroundTarget time.Duration
 	// ReceiveTarget is rLEDBAT's target (HostConfig.ReceiveTarget).
 	ReceiveTarget time.Duration
+	// Yield: the foreground-aware yield (HostConfig.Yield).
+	Yield bool
 	// StructOps is how congestion controls are registered (HostConfig.StructOps).
 	StructOps structops.Mode
 }
@@ -168,7 +170,7 @@ func Open(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	h, err := OpenHost(HostConfig{Instance: cfg.Instance, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
-		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps})
+		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps, Yield: cfg.Yield})
 	if err != nil {
 		return nil, err
 	}

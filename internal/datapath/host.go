@@ -63,9 +63,10 @@ type HostConfig struct {
 	// ReceiveTarget is rLEDBAT's target for background sockets' receive
 	// windows (sock_ops rledbat.h): 0 = the default, negative = off.
 	ReceiveTarget time.Duration
-	// YieldOnOpen: a new foreground TCP connection makes background sockets
-	// yield at once for half a second (sock_ops lanes_fg_open).
-	YieldOnOpen bool
+	// Yield: the foreground-aware yield, decided in the kernel (sock_ops
+	// yielding(): the classifier's lanes_fg_active stamps, and a new
+	// foreground TCP connection for half a second, lanes_fg_open).
+	Yield bool
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -100,9 +101,6 @@ type Host struct {
 	cgIDs   map[lane.Lane]uint64
 	off     map[Capability]string // capability -> why it is off
 	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
-
-	yieldMu  sync.Mutex   // SetYield's
-	yielding map[int]bool // interfaces (ifindex) whose background yields
 
 	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
 	egresses map[*Egress]bool // the trees opened with this host
@@ -200,7 +198,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.loadRLEDBAT(), YieldOnOpen: h.cfg.YieldOnOpen}, h.cls.Shared())
+		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.

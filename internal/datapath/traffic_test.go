@@ -55,7 +55,7 @@ func TestHelperProcess(t *testing.T) {
 	case "open": // open a datapath, say so, wait to be killed
 		StateDir = os.Getenv("LANES_DP_STATEDIR")
 		ownCgroupMount = helperCgroupMount(os.Getenv("LANES_DP_INSTANCE"))
-		cfg := Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE")}
+		cfg := Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE"), Yield: os.Getenv("LANES_DP_YIELD") != ""}
 		if os.Getenv("LANES_DP_STRUCTOPS") == "update" {
 			cfg.StructOps = structops.Update
 		}
@@ -70,7 +70,7 @@ func TestHelperProcess(t *testing.T) {
 				err = d.Host.SetUIDLane(0, lane.Background)
 			}
 			if err == nil {
-				err = d.Host.SetYield(l.Attrs().Index, true)
+				stampForeground(t, d.Host, l.Attrs().Index) // until killed
 			}
 			if err != nil {
 				fmt.Println("error:", err)

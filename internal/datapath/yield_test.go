@@ -1,9 +1,10 @@
 // yield_test.go checks that the foreground-aware yield is per interface:
 // one host manages two interfaces, each a path to its own namespace, with
 // a background bulk upload on each; holding one interface's background
-// (SetYield, as the daemon does while that interface's foreground is
-// active) brings that upload's cwnd to the yield's 2 segments and leaves
-// the other's alone, and letting it go gives the window back. The clamp is
+// (stampForeground: its foreground window stamped active, as the
+// classifier does while that interface's foreground is active) brings
+// that upload's cwnd to the yield's 2 segments and leaves the other's
+// alone, and letting it go gives the window back. The clamp is
 // enforced by capcc on CUBIC sockets, or, where capcc cannot load (5.10-5.12),
 // by LEDBAT++, the background sockets' congestion control. And a run
 // killed while yielding leaves its sockets' clamp, which the next run
@@ -21,6 +22,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 func TestYieldPerInterface(t *testing.T) {
@@ -86,7 +88,7 @@ func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, ma
 		target = 0
 	}
 	ns.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target}); err != nil {
+		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target, Yield: true}); err != nil {
 			return err
 		}
 		t.Cleanup(func() { h.Close() })
@@ -120,9 +122,7 @@ func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, ma
 // the interface other keeps going; then the yield ends.
 func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, heldConn, otherConn *net.TCPConn) {
 	t.Helper()
-	if err := h.SetYield(ifindex, true); err != nil {
-		t.Fatal(err)
-	}
+	stop := stampForeground(t, h, ifindex)
 	took, cw := waitCwnd(t, heldConn, 10*time.Second, func(cw uint32) bool { return cw <= 2 })
 	if cw > 2 {
 		t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
@@ -134,9 +134,41 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 	if w := watchClamp(t, heldConn, 300*time.Millisecond, 2); !w.held(2) {
 		t.Errorf("yield on %s: its upload's clamp did not hold: %v", held, w)
 	}
-	if err := h.SetYield(ifindex, false); err != nil {
+	stop()
+}
+
+// stampForeground stamps ifindex's foreground window (and key 0) active
+// every 100 ms, as the classifier does at foreground packets, until stop;
+// the hold then ends FG_HOLD_NS after the last stamp.
+func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
+	stamp := func() error {
+		now := monotonicNS()
+		for _, k := range []uint32{uint32(ifindex), 0} {
+			w := yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5}
+			if err := h.cls.LanesFgActive.Put(k, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := stamp(); err != nil {
 		t.Fatal(err)
 	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_ = stamp()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func upAddr(name string, ip net.IP) error {

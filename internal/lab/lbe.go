@@ -109,6 +109,7 @@ type LBETrial struct {
 	Round     int     `json:"round"`
 	Seconds   float64 `json:"seconds"`
 	CPUms     float64 `json:"cpu_ms"`         // phone tasks
+	DaemonMs  float64 `json:"daemon_cpu_ms"`  // of CPUms, the lanes daemon's (methods 4 and 6)
 	SoftirqMs float64 `json:"softirq_ms"`     // whole machine
 	Offset    float64 `json:"offset_s"`       // start, from the links' start
 	Late      bool    `json:"late,omitempty"` // --slot: the previous transfer overran its slot
@@ -319,7 +320,9 @@ func (lb *lbeBed) transfer(ctx context.Context, dir string, sizeKB int) (LBETria
 		cpu += lb.prio.ThreadCPU() - prio0
 	}
 	if lb.daemon != nil {
-		cpu += emu.ProcCPU(lb.daemon.Pid()) - daemon0
+		dcpu := emu.ProcCPU(lb.daemon.Pid()) - daemon0
+		cpu += dcpu
+		tr.DaemonMs = float64(dcpu) / 1e6
 	}
 	tr.CPUms = float64(cpu) / 1e6
 	tr.SoftirqMs = float64(emu.SoftirqTime()-sirq0) / 1e6
@@ -442,6 +445,7 @@ type LBECell struct {
 	SizeKB int     `json:"size_kb"`
 	Time   Summary `json:"seconds"`
 	CPU    Summary `json:"cpu_ms"`
+	Daemon Summary `json:"daemon_cpu_ms"` // of CPU, the lanes daemon's
 	Sirq   Summary `json:"softirq_ms"`
 	Errors int     `json:"errors"`
 }
@@ -473,7 +477,7 @@ func SummarizeLBE(trials []LBETrial) []LBECell {
 	})
 	var out []LBECell
 	for _, k := range keys {
-		var ts, cs, ss []float64
+		var ts, cs, ds, ss []float64
 		errs := 0
 		for _, t := range groups[k] {
 			if t.Error != "" {
@@ -482,9 +486,10 @@ func SummarizeLBE(trials []LBETrial) []LBECell {
 			}
 			ts = append(ts, t.Seconds)
 			cs = append(cs, t.CPUms)
+			ds = append(ds, t.DaemonMs)
 			ss = append(ss, t.SoftirqMs)
 		}
-		out = append(out, LBECell{Method: k.m, Dir: k.d, SizeKB: k.s, Time: Summarize(ts), CPU: Summarize(cs), Sirq: Summarize(ss), Errors: errs})
+		out = append(out, LBECell{Method: k.m, Dir: k.d, SizeKB: k.s, Time: Summarize(ts), CPU: Summarize(cs), Daemon: Summarize(ds), Sirq: Summarize(ss), Errors: errs})
 	}
 	return out
 }
@@ -557,6 +562,9 @@ func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 		mk("Foreground completion time, s: p95", func(c LBECell) string { return fmt.Sprintf("%.2f", c.Time.P95) }, false),
 		mk("CPU of the phone's tasks per transfer, ms: mean (machine softirq ms)", func(c LBECell) string {
 			return fmt.Sprintf("%.1f (%.0f)", c.CPU.Mean, c.Sirq.Mean)
+		}, false),
+		mk("of it the lanes daemon's, ms: mean", func(c LBECell) string {
+			return fmt.Sprintf("%.1f", c.Daemon.Mean)
 		}, false),
 	}
 }

@@ -267,6 +267,47 @@ static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
 	return 1;
 }
 
+/* fg_mark stamps one interface's window (lanes_maps.h's rule); it returns
+ * whether the packet stamped it active. */
+static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
+{
+	struct fg_window *w = bpf_map_lookup_elem(&lanes_fg_active, &idx), fresh = {};
+
+	if (!w) {
+		bpf_map_update_elem(&lanes_fg_active, &idx, &fresh, BPF_NOEXIST);
+		w = bpf_map_lookup_elem(&lanes_fg_active, &idx);
+		if (!w)
+			return 0;
+	}
+	if (count) {
+		if (now - w->start > FG_WINDOW_NS) {
+			w->start = now;
+			w->packets = 0;
+			w->bytes = 0;
+		}
+		w->packets++;
+		w->bytes += len;
+		if (w->packets < FG_MIN_PACKETS && w->bytes < FG_MIN_BYTES)
+			return 0;
+	}
+	if (!w->active || now - w->active >= FG_HOLD_NS) {
+		w->since = now;
+		w->episodes++;
+	}
+	w->active = now;
+	return 1;
+}
+
+/* fg_stamp records a foreground packet on its egress interface, and on
+ * key 0 (any interface) when it stamps that interface. */
+static __always_inline void fg_stamp(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (fg_mark(skb->ifindex, skb->len, now, 1))
+		fg_mark(0, 0, now, 0);
+}
+
 /* classify sets the lane's class (the ACK class for an interactive
  * socket's pure ACK that ack_class takes) and counts the lane. */
 static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kind, __u64 cookie)
@@ -276,6 +317,8 @@ static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kin
 	else
 		skb->tc_classid = CFG.minor_base + lane;
 	count(skb, kind, lane);
+	if (lane != LANE_BACKGROUND)
+		fg_stamp(skb);
 	return TC_ACT_OK;
 }
 

@@ -89,6 +89,7 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 		ClassifierMapLanesCgroup:      o.LanesCgroup,
 		ClassifierMapLanesUid:         o.LanesUid,
 		ClassifierMapLanesSockRwnd:    o.LanesSockRwnd,
+		ClassifierMapLanesFgActive:    o.LanesFgActive,
 	}
 }
 

@@ -33,6 +33,16 @@ type ClassifierDstKey struct {
 	Pad       [2]uint8
 }
 
+type ClassifierFgWindow struct {
+	_        structs.HostLayout
+	Start    uint64
+	Active   uint64
+	Since    uint64
+	Episodes uint64
+	Packets  uint32
+	Bytes    uint32
+}
+
 type ClassifierFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -54,6 +64,7 @@ const (
 	ClassifierMapLanesCookie       = "lanes_cookie"
 	ClassifierMapLanesDscp         = "lanes_dscp"
 	ClassifierMapLanesDst          = "lanes_dst"
+	ClassifierMapLanesFgActive     = "lanes_fg_active"
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
@@ -122,6 +133,7 @@ type ClassifierMapSpecs struct {
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDscp        *ebpf.MapSpec `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -162,6 +174,7 @@ type ClassifierMaps struct {
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDscp        *ebpf.Map `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -177,6 +190,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDscp,
 		m.LanesDst,
+		m.LanesFgActive,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,

@@ -131,4 +131,48 @@ struct {
 	__type(value, __u32);
 } lanes_sock_rwnd SEC(".maps");
 
+/*
+ * The foreground-aware yield, decided in the kernel. The classifier stamps,
+ * per egress interface, the foreground's (every lane but background)
+ * activity; sock_ops holds the background sockets whose packets leave by
+ * that interface at the minimum window while the stamp is younger than
+ * FG_HOLD_NS, from their next ACK: no daemon samples anything.
+ *
+ * The rule: a window of FG_WINDOW_NS opens at a foreground packet; the
+ * interface is active from the packet that brings the window to
+ * FG_MIN_PACKETS packets or FG_MIN_BYTES bytes (50 packets/s or 480 kbit/s:
+ * a ping every 50 ms or a coop announcement is not foreground activity, an
+ * interactive transfer's data or ACK clock is), and every later packet of
+ * an active window stamps it again. Key 0 is stamped with any interface:
+ * it holds the sockets whose interface sock_ops cannot tell.
+ */
+struct fg_window {
+	__u64 start;    /* the window's first packet, bpf_ktime_get_ns */
+	__u64 active;   /* the last stamp, 0: never */
+	__u64 since;    /* the current episode's first stamp */
+	__u64 episodes; /* stamps after a quiet of FG_HOLD_NS or more */
+	__u32 packets;  /* in the window */
+	__u32 bytes;
+};
+
+#define FG_WINDOW_NS 100000000ULL
+#define FG_MIN_PACKETS 5
+#define FG_MIN_BYTES 6000
+#define FG_HOLD_NS 500000000ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct fg_window);
+} lanes_fg_active SEC(".maps");
+
+/* fg_held says whether background by interface idx is held at now. */
+static __always_inline int fg_held(__u32 idx, __u64 now)
+{
+	struct fg_window *w = bpf_map_lookup_elem(&lanes_fg_active, &idx);
+
+	return w && w->active && now - w->active < FG_HOLD_NS;
+}
+
 #endif

@@ -208,7 +208,7 @@ volatile const struct sockops_config {
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
-	__u32 yield_on_open; /* a new foreground connection makes background yield */
+	__u32 yield; /* the foreground-aware yield: foreground traffic or a new connection holds background */
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -276,18 +276,10 @@ static __always_inline void bump(__u32 idx)
 
 /* The foreground-aware yield is per egress interface: a background socket
  * yields while the foreground is active on the interface its packets leave
- * by (sock_ifindex), not on another one.
- *
- * lanes_yield[ifindex] != 0 while the daemon sees foreground traffic on
- * that interface: its background sockets are held at the minimum window
- * (cwnd and receive window). lanes_yield[0] != 0 while it sees some on any
- * interface: it holds the sockets whose interface is not known. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u32);
-} lanes_yield SEC(".maps");
+ * by (sock_ifindex), not on another one: lanes_fg_active, stamped by the
+ * classifier (lanes_maps.h), holds its sockets at the minimum window (cwnd
+ * and receive window); key 0, stamped with any interface, holds the
+ * sockets whose interface is not known. */
 
 /* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
  * background) TCP connection by that interface was opened (0: interface
@@ -332,28 +324,28 @@ static __always_inline int fg_opened_since(__u32 idx, __u64 now)
 	return t && *t && now - *t < FG_OPEN_HOLD_NS;
 }
 
-/* yielding: the socket's interface (or, not known, any) has active
- * foreground, or a foreground connection opened there (or somewhere not
- * known) in the last FG_OPEN_HOLD_NS. */
+/* yielding: the yield is on (CFG.yield) and the socket's interface (or,
+ * not known, any) has active foreground, or a foreground connection opened
+ * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
 static __always_inline int yielding(struct bpf_sock_ops *ops)
 {
-	__u32 idx = sock_ifindex(ops), *y;
+	__u32 idx;
 	__u64 now;
 
-	y = bpf_map_lookup_elem(&lanes_yield, &idx);
-	if (y && *y)
-		return 1;
+	if (!CFG.yield)
+		return 0;
+	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
+	return fg_held(idx, now) || fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
 }
 
-/* fg_opened records a foreground connection's opening (yield_on_open on). */
+/* fg_opened records a foreground connection's opening (the yield on). */
 static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane)
 {
 	__u32 idx;
 	__u64 now;
 
-	if (!CFG.yield_on_open || lane == LANE_BACKGROUND)
+	if (!CFG.yield || lane == LANE_BACKGROUND)
 		return;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();

@@ -34,10 +34,11 @@ type Config struct {
 	// RLEDBATTargetUS is the queuing-delay target (µs) of rLEDBAT, which
 	// limits background sockets' receive windows (rledbat.h); 0 = off.
 	RLEDBATTargetUS uint32
-	// YieldOnOpen: a new foreground connection makes background sockets
-	// yield at once, for half a second (the foreground-aware yield's fast
-	// path; the daemon's sampling holds it while the traffic lasts).
-	YieldOnOpen bool
+	// Yield: the foreground-aware yield (internal/yield): background
+	// sockets held at the minimum window while the classifier's stamp of
+	// their interface's foreground is fresh, and for half a second after a
+	// new foreground connection.
+	Yield bool
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -93,8 +94,8 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 		}
 		c.NetnsIno = cfg.NetnsInode
 	}
-	if cfg.YieldOnOpen {
-		c.YieldOnOpen = 1
+	if cfg.Yield {
+		c.Yield = 1
 	}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)

@@ -21,6 +21,16 @@ type SockopsDstKey struct {
 	Pad       [2]uint8
 }
 
+type SockopsFgWindow struct {
+	_        structs.HostLayout
+	Start    uint64
+	Active   uint64
+	Since    uint64
+	Episodes uint64
+	Packets  uint32
+	Bytes    uint32
+}
+
 type SockopsFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -91,7 +101,7 @@ type SockopsSockopsConfig struct {
 	CcName       [16]int8
 	BgCcName     [16]int8
 	RlTargetUs   uint32
-	YieldOnOpen  uint32
+	Yield        uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -101,6 +111,7 @@ const (
 	SockopsMapLanesCgroup      = "lanes_cgroup"
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
+	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
@@ -115,7 +126,6 @@ const (
 	SockopsMapLanesTuple       = "lanes_tuple"
 	SockopsMapLanesTupleShapes = "lanes_tuple_shapes"
 	SockopsMapLanesUid         = "lanes_uid"
-	SockopsMapLanesYield       = "lanes_yield"
 	SockopsProgLanesSockops    = "lanes_sockops"
 	SockopsVarCFG              = "CFG"
 )
@@ -172,6 +182,7 @@ type SockopsMapSpecs struct {
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
@@ -186,7 +197,6 @@ type SockopsMapSpecs struct {
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
-	LanesYield       *ebpf.MapSpec `ebpf:"lanes_yield"`
 }
 
 // SockopsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -219,6 +229,7 @@ type SockopsMaps struct {
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
@@ -233,7 +244,6 @@ type SockopsMaps struct {
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
-	LanesYield       *ebpf.Map `ebpf:"lanes_yield"`
 }
 
 func (m *SockopsMaps) Close() error {
@@ -241,6 +251,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
+		m.LanesFgActive,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesOpsStats,
@@ -255,7 +266,6 @@ func (m *SockopsMaps) Close() error {
 		m.LanesTuple,
 		m.LanesTupleShapes,
 		m.LanesUid,
-		m.LanesYield,
 	)
 }
 

@@ -21,6 +21,16 @@ type TcpiterDstKey struct {
 	Pad       [2]uint8
 }
 
+type TcpiterFgWindow struct {
+	_        structs.HostLayout
+	Start    uint64
+	Active   uint64
+	Since    uint64
+	Episodes uint64
+	Packets  uint32
+	Bytes    uint32
+}
+
 type TcpiterFlowKey struct {
 	_     structs.HostLayout
 	Daddr [16]uint8
@@ -117,6 +127,7 @@ const (
 	TcpiterMapLanesCgroup      = "lanes_cgroup"
 	TcpiterMapLanesCookie      = "lanes_cookie"
 	TcpiterMapLanesDst         = "lanes_dst"
+	TcpiterMapLanesFgActive    = "lanes_fg_active"
 	TcpiterMapLanesSockRwnd    = "lanes_sock_rwnd"
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
@@ -200,6 +211,7 @@ type TcpiterMapSpecs struct {
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -251,6 +263,7 @@ type TcpiterMaps struct {
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
+	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -273,6 +286,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
+		m.LanesFgActive,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
