@@ -43,18 +43,18 @@ func TestAckClass(t *testing.T) {
 	// settled: the class's packets once the receiver's last ACKs (delayed
 	// ACKs, window updates as its reader drains) have left, so that the
 	// next step's count starts from them
-	settled := func() uint64 {
+	settled := func() (pkts, bytes uint64) {
 		t.Helper()
-		n, _ := class()
+		n, b := class()
 		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
 			time.Sleep(100 * time.Millisecond)
-			m, _ := class()
+			m, c := class()
 			if m == n {
 				break
 			}
-			n = m
+			n, b = m, c
 		}
-		return n
+		return n, b
 	}
 
 	// class on, the download not capped: its ACKs stay in their lane
@@ -71,7 +71,7 @@ func TestAckClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	send()
-	n1, b1 := class()
+	n1, b1 := settled()
 	if n1 == 0 || counted() == 0 {
 		t.Fatalf("capped download: ACK class %d packets, %d bytes counted", n1, counted())
 	}
@@ -94,7 +94,7 @@ func TestAckClass(t *testing.T) {
 	if err := d.SetAckClass(0); err != nil {
 		t.Fatal(err)
 	}
-	n2 := settled()
+	n2, _ := settled()
 	send()
 	if n, _ := class(); n != n2 {
 		t.Errorf("class off: ACK class took %d more packets", n-n2)
@@ -121,7 +121,7 @@ func TestAckClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	send()
-	n3 := settled()
+	n3, _ := settled()
 	s1, err := d.AckClassSent()
 	if err != nil {
 		t.Fatal(err)
