@@ -87,7 +87,7 @@ func TestCapFilterLargeCapIgnoresCreep(t *testing.T) {
 	f.next(229.5, at(0), true, dwell)
 	changes, last := 0, f.cap
 	ms := 0
-	// the session-14 run's rises were +0.4 to +1.8 % (229 -> 233 -> 234)
+	// the 43f2f1d run's rises were +0.4 to +1.8 % (229 -> 233 -> 234)
 	for _, v := range []float64{231.5, 233.2, 232.6} {
 		for end := ms + 3000; ms < end; ms += 100 {
 			if c := f.next(v, at(ms), false, dwell); c != last {
