@@ -103,7 +103,7 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 	}
 }
 
-// catchUpRun is the lab's false fallback at 8 downloads (session 21,
+// catchUpRun is the lab's false fallback at 8 downloads (57a6160,
 // main's pair 3: `lanes lab run coop --modes lanes --ap-rate estimate
 // --direction down --hosts 2,8,16 --duration 40s`), replayed from host 1's
 // estimator status (result.json, every 200 ms) at the controller's 0.5 s
@@ -208,7 +208,7 @@ func TestCatchUpQueueIsNotForeign(t *testing.T) {
 	}
 }
 
-// TestUploadCatchUpQueueIsNotForeign: session 21's false fallback at 2
+// TestUploadCatchUpQueueIsNotForeign: 57a6160's false fallback at 2
 // uploads (`lanes lab run coop --modes lanes --ap-rate estimate --hosts 2
 // --duration 40s`, A1), host 2's estimator status replayed: over a queue
 // at 1.43x, an interval read 21.9 Mbit/s (its own catch-up of cumulative
@@ -252,7 +252,7 @@ func TestUploadCatchUpQueueIsNotForeign(t *testing.T) {
 }
 
 // TestMixedStartDrainsToWhatArrived replays the downlink's start in the
-// lab's coop-mixed (4 lanes hosts beside 2 plain downloads, session 23,
+// lab's coop-mixed (4 lanes hosts beside 2 plain downloads, 805c657,
 // main's first repetition): the start's losses, the recovery's intervals
 // at 10.5-11.5 Mbit/s recorded as the best, then 19.9 of in-order bytes at
 // 1.25x while the lanes hosts' interfaces received 13.2 (their share of
@@ -296,7 +296,7 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 }
 
 // TestStartupBestNotFromCatchUp replays a 16-download start in which one
-// host's best came from a loss's catch-up (session 23, the ACK class's
+// host's best came from a loss's catch-up (0cc63ac, the ACK class's
 // pair 3: 23.3 Mbit/s of in-order bytes at 3.0 s, while the group's
 // interfaces received 16.7, on the lab's 19.3 Mbit/s medium), one
 // interval before startup's exit. Main's estimator took that interval as

@@ -122,7 +122,7 @@ type SafetyConfig struct {
 	// before capping stops.
 	Trigger int `yaml:"trigger_intervals"`
 	// Window: the intervals Trigger counts over (at or below Trigger: in a
-	// row, the rule before session 14). A foreign CUBIC flow's
+	// row, the rule before bfeef32). A foreign CUBIC flow's
 	// saw-tooth holds the RTT around the line, and a count in a row
 	// restarted at every dip.
 	Window int `yaml:"trigger_window"`

@@ -33,13 +33,13 @@
 //     own slow start, before the first caps, does not end it: only a queue
 //     after an interval within startupExit does (settled), or one that
 //     stands past maxSettleIntervals (then it is the caps'). The
-//     downlink's estimator (earlyDrain, since session 18) drains a queue
+//     downlink's estimator (earlyDrain, since 9d80b9e) drains a queue
 //     above drainInflation that stands drainIntervals after
 //     settleIntervals at once: it has outlived the slow start that built
 //     it, and is the caps' or someone else's; the drain is what tells them
 //     apart, and waiting for maxSettleIntervals and cruise put it, and the
 //     safety fallback's drain signal after it, at 11-13 s into the lab's
-//     coop-mixed downloading (session 17's early drain, both directions:
+//     coop-mixed downloading (the early drain of e276bb1, both directions:
 //     downloads 0.95 of plain TCP against main's 0.90 over 10 repetitions;
 //     uploads 0.84 against 0.96, where the drain set the caps to what the
 //     lanes group delivered under a plain flow's winning slow start, which
@@ -48,10 +48,10 @@
 //     queue, and more than the group's windows carry at their RTT, adds
 //     only the best to the window (recorded): it is the catch-up of
 //     cumulative ACKs after a loss, not a faster medium. Within the
-//     windows it is what the medium carried, and counts (since session 20:
+//     windows it is what the medium carried, and counts (since 02e252f:
 //     a best that lagged the medium held the caps below it). The
 //     downlink's adds what its interfaces received instead, where that is
-//     more than the best (judgedCatchUp, since session 23: arrivedBound).
+//     more than the best (judgedCatchUp, since c401c51: arrivedBound).
 //   - cruise: the best goodput of the last rateWindow plus the headroom over
 //     the group's base RTT, so the caps' window (rate x min_rtt x
 //     (1 + queue_allowance) - headroom) is the BDP of what the medium
@@ -248,16 +248,16 @@ type rateEstimator struct {
 	// drainRef: the same intervals' best judged goodput (arrivals.go), the
 	// drain signal's reference (drainState)
 	drainRef float64
-	// earlyDrain (the downlink's, since session 18): a startup whose queue
+	// earlyDrain (the downlink's, since 9d80b9e): a startup whose queue
 	// does not settle drains at its drainIntervals-th interval above
 	// drainInflation after settleIntervals, instead of going to cruise at
 	// maxSettleIntervals and draining from there (see the file comment)
 	earlyDrain bool
-	// judgedCatchUp (the downlink's, since session 23): the catch-up rule
+	// judgedCatchUp (the downlink's, since c401c51): the catch-up rule
 	// bounds an interval at its judged goodput where that is above the
 	// best (arrivedBound)
 	judgedCatchUp bool
-	// judgedBest (the downlink's, since session 23): every interval is
+	// judgedBest (the downlink's, since c08658e): every interval is
 	// recorded at most at its judged goodput (update), so the best, which
 	// startup's exit, cruise and the drain take, cannot come from a loss's
 	// catch-up: a host whose best was recorded from one (its own interval
@@ -413,7 +413,7 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 // goodput (arrivals.go) counts the bytes that arrived, not the in-order
 // bytes a retransmission releases at once, so above the best it is the
 // medium's share the group got, not a catch-up (coop-mixed downloading,
-// session 23: 19.9 Mbit/s of in-order bytes at 1.25x the base RTT over a
+// 805c657: 19.9 Mbit/s of in-order bytes at 1.25x the base RTT over a
 // best of 10.5, the start's loss recovery; the interfaces received 13.2,
 // the lanes hosts' share beside 2 plain downloads at 3.2 each; bounded at
 // 10.5, the drain a second later set the caps there, the plain senders
@@ -514,14 +514,14 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // what the group delivered while the drained queue stood (the best the
 // drain restarted from, the higher of two within drainMemory).
 // Both sides of that share are judged goodput (arrivals.go: each host's
-// bounded by what arrived on or left its interface), since session 22: a
+// bounded by what arrived on or left its interface), since a0b6d92: a
 // loss's catch-up in the intervals the queue stood raised the reference
 // above what the medium carries (8 downloads: 22-26 Mbit/s on a medium of
 // 19.3; 2 uploads: one host's 21.7-21.9), the caps drained to that same
 // best stayed above the medium, and the queue that stayed read as
 // foreign at 74-89 % of it: every host stopped capping, without foreign
 // traffic.
-// The queue that comes back (session 17's reading, built in session 18):
+// The queue that comes back (read in 68cd2e2, built in 5268c1d):
 // in the lab's coop-mixed the first drain often came just after the plain
 // flows' slow-start losses, so the queue emptied (1.02-1.10x) while the
 // lanes group delivered 0.75-0.92 of its drained best, the plain windows
@@ -536,7 +536,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // 802.11 medium a probe 6.6 s after a drain held 16 uploads at 1.11-1.15x
 // for 3 intervals, the group delivering 0.82 of the drain's best (a
 // single interval's, the medium's goodput swinging by 10 % an interval),
-// and every host stopped capping (session 20).
+// and every host stopped capping (4609919).
 func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory || e.probeQueue {
 		return false, 0, false
@@ -556,7 +556,7 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 // 0.85 of what the group had delivered capped, under the windows the
 // flows had grown uncapped: in the lab's coop-mixed the lanes flows went
 // from 80-122 segments to 36 at once, and where the hold ended at
-// 37.2-37.8 s (4 of session 17's 20 upload repetitions) the lanes hosts
+// 37.2-37.8 s (4 of 68cd2e2's 20 upload repetitions) the lanes hosts
 // got 0.73-0.82 of their plain-TCP goodput over the run's last 4 s. Restarted, the estimator begins as at a start:
 // no caps while the group's goodput grows, then startup's caps at twice
 // what it delivers, which bind only once startup ends; with the foreign
@@ -640,7 +640,7 @@ func (e *rateEstimator) trimmed() float64 {
 // ended that period's probe or the medium showed a standing queue in the
 // last interval before it. A skipped
 // period stays skipped (cruise marks it cutShort at its first interval):
-// before session 20 an interval inside it that read no queue started the
+// before 4609919 an interval inside it that read no queue started the
 // probe late, for what was left of probeLength, on the hosts that read it
 // so (on the lab's 802.11 medium 6 of 16 hosts, for 0.2-0.4 s), which
 // found nothing and counted as failed.

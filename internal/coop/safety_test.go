@@ -72,12 +72,12 @@ func firstFallback(cfg SafetyConfig, series []float64) (int, string) {
 }
 
 // The lab's coop-mixed (4 lanes hosts capped, 2 plain CUBIC hosts;
-// session 14, main's daemon with its safety off, `lanes lab run coop-mixed
+// 43f2f1d, main's daemon with its safety off, `lanes lab run coop-mixed
 // --duration 40s`, setting "mixed, no safety"): the lanes hosts' median
 // srtt / 256 ms every 0.5 s from 0.5 s of the run. The plain hosts'
 // saw-tooth holds the RTT around the 1.3x line, with plateaus at
 // 1.29-1.32 and dips below it every few seconds: ten bad intervals in a
-// row came only at 29 s (in the lab's first run of session 13, at
+// row came only at 29 s (in the lab's first run of 3872547, at
 // 20.8 s); ten of the last twenty come at 11 s.
 func TestSafetyTriggerOverSawTooth(t *testing.T) {
 	series := []float64{
@@ -183,7 +183,7 @@ func drainObs(infl float64, drained bool) observation {
 	return o
 }
 
-// The lab's coop-mixed with the rate estimated (session 15, traced): the
+// The lab's coop-mixed with the rate estimated (fb3d5b0, traced): the
 // estimator drained at 7.5 s, and the plain hosts' queue stood
 // (1.28-1.49x) while the caps held the lanes hosts to what they had
 // delivered. The window's RTT signal fired 6-16 s later, on each host as

@@ -553,7 +553,7 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 			// (rtlane.FreshTick, a yield every 4 ms at most), or the
 			// process's sysmon takes its P at every pass, is woken by
 			// each of its reads' returns, and runs where the lane's
-			// reader is to be woken (docs/realtime.md, session 22).
+			// reader is to be woken (docs/realtime.md, "Keeping the schedtick fresh").
 			ticked = rtlane.FreshTick(ticked)
 			a, err := r.rx.Read()
 			if err != nil {

@@ -10,7 +10,7 @@
 // priority had 4.6 %.)
 //
 // Why: the coop figures showed every flow at cwnd 4 for ~0.5 s every
-// ~10.6 s (docs/lab.md, "The periodic dip"). That dip was BBR's ProbeRTT
+// ~10.6 s (docs/results/coop-lab.md, "the periodic dip"). That dip was BBR's ProbeRTT
 // (the uploads ran the machine's default CC), not a stall: no RTO, no
 // spurious RTO, no undo in the hosts' counters. But the emulator, waiting
 // for a CPU on a busy machine, did deliver up to 245 ms late — which this

@@ -12,7 +12,7 @@
 // on a free CPU, on a 2-core machine the one where the client's next
 // request wakes the reader, which then has to preempt it: a reschedule
 // IPI to a running vCPU, tens of µs in this project's VM, where an idle,
-// polling CPU needs none (docs/realtime.md, session 22). sysmon also
+// polling CPU needs none (docs/results/realtime.md, b8fa1f0). sysmon also
 // marks every goroutine in a system call that holds its P at each pass
 // (setBlockOnExitSyscall); preempted while it does, it leaves that thread
 // spinning in exitsyscall, so the fewer passes the better.

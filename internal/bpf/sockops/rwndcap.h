@@ -32,8 +32,8 @@
  *     had arrived: the sender paused, then sent its C bytes at the pace of
  *     the round's last ACKs, its data squeezed into about C/F of the RTT,
  *     a hole that the ACK clock of a window-limited sender kept round
- *     after round (docs/coop-protocol.md "Session 17: the downlink's Jain
- *     per 200 ms at 16 downloads"); a raised clamp let it send C - F bytes
+ *     after round (docs/results/coop-downlink.md, 48bf907: "the downlink's
+ *     Jain per 200 ms at 16 downloads"); a raised clamp let it send C - F bytes
  *     in one burst.
  *   - Never retracting the right edge: the kernel does not shrink a window
  *     it has offered (net.ipv4.tcp_shrink_window = 0, the default; before

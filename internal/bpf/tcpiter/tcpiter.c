@@ -419,7 +419,7 @@ volatile const struct {
  * entries 1.. hold; a record beyond the last entry goes to the stream.
  * Written this way, the walk is one read(2) with nothing to copy to user
  * space and no page of the reader's to fault in (~9 ms of a walk of
- * 100,000 sockets, session 15). Sized by the loader (1 entry: unused);
+ * 100,000 sockets, ff4cdc3). Sized by the loader (1 entry: unused);
  * one walk at a time writes it (the reader opens dump's walk once). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -513,7 +513,7 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
  * as sock_i_ino reads it): a plain load where the kernel has
  * bpf_rdonly_cast (6.2; the verifier turns the call into a move), else a
  * bpf_probe_read_kernel (a helper call per socket: ~9 % of the walk in
- * perf, session 9). */
+ * perf, 17872f5). */
 static __always_inline __u64 sock_ino(struct socket *so)
 {
 	unsigned long a;
@@ -548,7 +548,7 @@ static __always_inline void touch_lines(struct tcp_sock *tp)
 }
 
 /* PREFETCH_SCAN: how many buckets past the current socket's prefetch_next
- * looks for the next socket (session 17: 16 beat 4 and 8; at 100,000
+ * looks for the next socket (6b5e24e: 16 beat 4 and 8; at 100,000
  * sockets in 262,144 buckets one of 16 is empty ~0.2 % of the time). */
 #define PREFETCH_SCAN 16
 
@@ -628,7 +628,7 @@ static __always_inline void prefetch_next(struct sock *cur)
  * the socket's inode first (two dependent misses: sk_socket, then the
  * inode): the first walk's socket is cold, ~17 cache lines of it are
  * read, and the CPU overlaps their misses only as far as its window
- * reaches ahead of the oldest one (perf, session 13: in field order the
+ * reaches ahead of the oldest one (perf, f59e94a: in field order the
  * walk stalled on sk_socket, the inode, total_retrans and srtt_us in turn). */
 static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, void *skc, __u32 uid, int walk)
 {
