@@ -237,7 +237,7 @@ func newGroup(t *testing.T, n int, cfg Config) *group {
 func (g *group) add(cfg Config) *node {
 	nd := &node{flows: &fakeFlows{recv: map[uint64]float64{}}, caps: newFakeCaps(), tr: newFakeTransport()}
 	nd.flows.rwnd = nd.caps.getRwnd
-	c, err := New(Options{Config: cfg, Flows: nd.flows, Caps: nd.caps, Transport: nd.tr,
+	c, err := New(Options{Config: cfg, Flows: nd.flows, Up: nd.caps, Down: nd.caps, Ack: nd.caps, Transport: nd.tr,
 		HostID: uint64(len(g.nodes) + 1), Now: g.clk.now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		g.t.Fatal(err)
@@ -263,7 +263,7 @@ func (g *group) round() {
 		}
 	}
 	for _, n := range g.nodes { // what Run does on a change event
-		n.c.recomputeAndApply(false)
+		n.c.recomputeAndApply()
 	}
 }
 
@@ -356,7 +356,7 @@ func TestGoodbyeAndShutdownClearCaps(t *testing.T) {
 	for _, b := range leaving.tr.take() {
 		g.nodes[0].c.Handle(b, netip.Addr{})
 	}
-	g.nodes[0].c.recomputeAndApply(false)
+	g.nodes[0].c.recomputeAndApply()
 	if st := g.nodes[0].c.Status(); st.N != 2 || len(st.Peers) != 1 {
 		t.Errorf("after goodbye N=%d peers=%d", st.N, len(st.Peers))
 	}
@@ -375,7 +375,7 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 		g.nodes[0].c.Handle(b, netip.MustParseAddr("10.9.9.8"))
 		last = b
 	}
-	g.nodes[0].c.recomputeAndApply(false)
+	g.nodes[0].c.recomputeAndApply()
 	v := g.nodes[0]
 	before := v.c.Status()
 	capBefore := v.caps.get(100)
@@ -402,7 +402,7 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 				t.Fatalf("accepted bad input %x", b)
 			}
 		}
-		v.c.recomputeAndApply(false)
+		v.c.recomputeAndApply()
 	}
 	st := v.c.Status()
 	c := st.Counters
@@ -650,16 +650,16 @@ func TestFastJoinSample(t *testing.T) {
 	n := g.nodes[0]
 	g.round()
 	ctx := context.Background()
-	if n.c.sampleFlows(ctx, false) {
+	if n.c.sampleFlows(ctx) {
 		t.Fatal("join reported with no flows")
 	}
 	n.flows.set(bulkFlow(7))
 	g.clk.add(100 * time.Millisecond)
-	if !n.c.sampleFlows(ctx, false) {
+	if !n.c.sampleFlows(ctx) {
 		t.Fatal("new sending flow not reported")
 	}
 	g.clk.add(100 * time.Millisecond)
-	if n.c.sampleFlows(ctx, false) {
+	if n.c.sampleFlows(ctx) {
 		t.Error("same flow reported twice")
 	}
 	// the flow drains: still active within one interval of its progress
@@ -667,7 +667,7 @@ func TestFastJoinSample(t *testing.T) {
 	f.NotSent, f.InFlight, f.BytesAcked = 0, 0, 1<<40
 	n.flows.set(f)
 	g.clk.add(100 * time.Millisecond)
-	n.c.sampleFlows(ctx, false)
+	n.c.sampleFlows(ctx)
 	n.c.mu.Lock()
 	active := n.c.flows[7].active
 	n.c.mu.Unlock()
@@ -675,7 +675,7 @@ func TestFastJoinSample(t *testing.T) {
 		t.Error("flow inactive right after progress")
 	}
 	g.clk.add(600 * time.Millisecond)
-	n.c.sampleFlows(ctx, false)
+	n.c.sampleFlows(ctx)
 	n.c.mu.Lock()
 	active = n.c.flows[7].active
 	n.c.mu.Unlock()

@@ -292,18 +292,3 @@ func (c *Controller) stoppedPeer(peers []Peer, down bool) (uint64, bool) {
 	}
 	return 0, false
 }
-
-// followPeers turns capping off while a peer's fallback holds (see above).
-func (c *Controller) followPeers(ok bool, why string, peers []Peer, down bool) (bool, string) {
-	if !ok {
-		return ok, why
-	}
-	if id, stopped := c.stoppedPeer(peers, down); stopped {
-		dir := "uploads"
-		if down {
-			dir = "downloads"
-		}
-		return false, fmt.Sprintf("foreign traffic: following peer %016x, which stopped capping its %s", id, dir)
-	}
-	return ok, why
-}

@@ -279,7 +279,7 @@ func TestFollowPeerFallback(t *testing.T) {
 		t.Fatalf("before any fallback host 2 is not capping: %s", st.Reason)
 	}
 	first.c.mu.Lock()
-	first.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	first.c.up.safety.stop(g.clk.now(), "foreign traffic: test")
 	first.c.mu.Unlock()
 	g.round()
 	g.round()
@@ -294,7 +294,7 @@ func TestFollowPeerFallback(t *testing.T) {
 		t.Error("a follower announces a fallback of its own: two hosts could hold each other off")
 	}
 	first.c.mu.Lock()
-	first.c.safety.offUntil = g.clk.now() // the hold ends
+	first.c.up.safety.offUntil = g.clk.now() // the hold ends
 	first.c.mu.Unlock()
 	g.round()
 	g.round()
@@ -379,7 +379,7 @@ func TestFallbackRestartsEstimate(t *testing.T) {
 		t.Fatalf("before the fallback: capping %v (%s), estimate %+v; want capping, drained", st.Capping, st.Reason, st.Estimate)
 	}
 	n.c.mu.Lock()
-	n.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	n.c.up.safety.stop(g.clk.now(), "foreign traffic: test")
 	n.c.mu.Unlock()
 	f.Cwnd, f.InFlight = 120, 120*1500 // uncapped, the flow grows
 	n.flows.set(f)
@@ -390,7 +390,7 @@ func TestFallbackRestartsEstimate(t *testing.T) {
 		t.Fatalf("during the hold: capping %v, reason %q", st.Capping, st.Reason)
 	}
 	n.c.mu.Lock()
-	n.c.safety.offUntil = g.clk.now() // the hold ends
+	n.c.up.safety.offUntil = g.clk.now() // the hold ends
 	n.c.mu.Unlock()
 	for i := 0; ; i++ {
 		g.round()
