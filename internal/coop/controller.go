@@ -840,7 +840,7 @@ func (c *Controller) newRound() *round {
 		}
 	}
 	r.shares = r.p.HostShares(r.hosts)
-	r.groupTargets = r.p.GroupTargets(r.hosts, r.shares, c.cfg.SpreadRemainder)
+	r.groupTargets = r.p.GroupTargets(r.hosts, r.shares)
 	return r
 }
 

@@ -220,8 +220,7 @@ func paperConfig() Config {
 	c.Enabled = true
 	c.APRate = config.Rate(20e6)
 	c.Headroom = 960_000
-	c.QueueAllowance = 0      // the paper's formula
-	c.SpreadRemainder = false // every cap rounded down, as the paper
+	c.QueueAllowance = 0 // the paper's formula
 	c.Key = "00112233445566778899aabbccddeeff"
 	return c
 }
@@ -536,7 +535,7 @@ func TestSafetyFallback(t *testing.T) {
 // at 11 segments for 30 s beside the first one's 54-149).
 func TestSafetyPeerInFallback(t *testing.T) {
 	cfg := paperConfig()
-	cfg.Safety.Trigger, cfg.Safety.Window = 3, 3
+	cfg.Safety.Trigger = 3
 	g := newGroup(t, 3, cfg)
 	for i, n := range g.nodes {
 		f := bulkFlow(uint64(10 + i))
@@ -625,7 +624,7 @@ func TestConfigValidate(t *testing.T) {
 		},
 		"rules[0].segments":       func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg"}} },
 		"safety.goodput_fraction": func(c *Config) { c.Safety.GoodputFraction = 1.5 },
-		"safety.trigger_window":   func(c *Config) { c.Safety.Window = 101 },
+		"safety.drain_intervals":  func(c *Config) { c.Safety.DrainIntervals = 101 },
 	}
 	for field, mut := range bad {
 		c := DefaultConfig()
@@ -681,44 +680,5 @@ func TestFastJoinSample(t *testing.T) {
 	n.c.mu.Unlock()
 	if active {
 		t.Error("idle flow still active after an interval")
-	}
-}
-
-// With spread_remainder every host computes the whole group's targets and
-// the same hosts get a segment more: the caps the controllers apply add up
-// to the group's window in whole segments (the paper's 346.67 segments at
-// 20 Mbit/s and 256 ms; flooring alone gives 8 x 43 = 344), on the uplink
-// and the downlink.
-func TestSpreadRemainderAgrees(t *testing.T) {
-	cfg := paperConfig()
-	cfg.SpreadRemainder = true
-	cfg.APDownlinkRate = config.Rate(20e6)
-	g := newGroup(t, 8, cfg)
-	for i, n := range g.nodes {
-		f := bulkFlow(uint64(100 + i))
-		f.MinRTT += time.Duration(i) * 100 * time.Microsecond // fractions differ by host
-		d := downloadFlow(uint64(200 + i))
-		d.MinRTT = f.MinRTT
-		n.flows.set(f, d)
-		n.flows.recv[d.Cookie] = 50e6
-	}
-	for range 4 {
-		g.round()
-	}
-	var wantUp, wantDown float64
-	for i := range g.nodes {
-		rtt := 256*time.Millisecond + time.Duration(i)*100*time.Microsecond
-		w := SharedWindow(20e6, rtt, 960_000) / 8 / 1500
-		wantUp += w
-		wantDown += w
-	}
-	var up, down uint32
-	for i, n := range g.nodes {
-		c, d := n.caps.get(uint64(100+i)), n.caps.getRwnd(uint64(200+i))/1500
-		up, down = up+c, down+d
-		t.Logf("host %d: cap %d, downlink %d segments", i+1, c, d)
-	}
-	if up != uint32(wantUp) || down != uint32(wantDown) {
-		t.Errorf("caps add up to %d up, %d down; want %d (the group's %.2f segments rounded down)", up, down, uint32(wantUp), wantUp)
 	}
 }

@@ -335,7 +335,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	changed := c.down.groupChanged(hosts, capping, now, nil)
 	if selfIdx >= 0 {
 		ds.SelfShare = shares[selfIdx]
-		targets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)[selfIdx]
+		targets := p.GroupTargets(hosts, shares)[selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {

@@ -97,12 +97,27 @@ func TestSafetyTriggerOverSawTooth(t *testing.T) {
 	if !strings.Contains(why, "foreign traffic: RTT inflated") || !strings.Contains(why, "10 of the last 20 intervals") {
 		t.Errorf("reason %q", why)
 	}
-	// the rule before (cfg.Window at or below cfg.Trigger: in a row) waits
-	// out every dip
-	cfg.Window = 0
-	if j, _ := firstFallback(cfg, series); j >= 0 && at(j) < 25 {
+	// counted in a row (the rule the window replaced), every dip restarts
+	// the count
+	if j := firstInARow(series, cfg.RTTInflation, cfg.Trigger); j >= 0 && at(j) < 25 {
 		t.Errorf("in a row: fallback at %.1f s, the saw-tooth's dips should have delayed it past 25 s", at(j))
 	}
+}
+
+// firstInARow is the index of the interval that ends the first n in a
+// row above line (-1: none).
+func firstInARow(series []float64, line float64, n int) int {
+	run := 0
+	for i, v := range series {
+		run++
+		if v <= line {
+			run = 0
+		}
+		if run >= n {
+			return i
+		}
+	}
+	return -1
 }
 
 // What the window must not read as foreign traffic: short RTT spikes of an
