@@ -215,29 +215,38 @@ type Status struct {
 	Updated       time.Time         `json:"updated"`
 }
 
+// flowState is one local flow: its upload side here (the cwnd cap, in
+// segments), its download side in dn (the window cap, in bytes).
 type flowState struct {
 	f            Flow
 	active       bool
 	lastProgress time.Time
-	coop         uint32 // last cooperative cap (kept while idle)
-	filt         capFilter
-	rule         string // rule that set the cap, if any
-	cap          uint32
-	changes      uint64      // changes of cap
-	history      []CapChange // latest changes of cap
-	dn           downState   // the downlink side (downlink.go)
+	flowCap
+	rule string    // rule that set the cap, if any
+	dn   downState // the downlink side (downlink.go)
+}
+
+// flowCap is one direction's cap of a flow: the cooperative cap (kept
+// while the flow is idle), its hysteresis, and the cap applied with its
+// changes.
+type flowCap struct {
+	coop    uint32 // cooperative cap, segments
+	filt    capFilter
+	cap     uint32      // applied: segments up, bytes down
+	changes uint64      // changes of cap
+	history []CapChange // latest changes of cap
 }
 
 // setCap records the flow's applied cap, counting and remembering changes.
-func (fs *flowState) setCap(v uint32, now time.Time) bool {
-	if v == fs.cap {
+func (fc *flowCap) setCap(v uint32, now time.Time) bool {
+	if v == fc.cap {
 		return false
 	}
-	fs.cap = v
-	fs.changes++
-	fs.history = append(fs.history, CapChange{At: now, Cap: v})
-	if len(fs.history) > capHistoryLen {
-		fs.history = fs.history[len(fs.history)-capHistoryLen:]
+	fc.cap = v
+	fc.changes++
+	fc.history = append(fc.history, CapChange{At: now, Cap: v})
+	if len(fc.history) > capHistoryLen {
+		fc.history = fc.history[len(fc.history)-capHistoryLen:]
 	}
 	return true
 }

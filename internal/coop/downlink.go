@@ -133,25 +133,7 @@ type downState struct {
 	minRcvRTT    time.Duration      // smallest receive-side RTT estimate seen
 	demands      [demandHold]uint64 // demand of the last ticks (ring)
 	ndemand      int
-	filt         capFilter
-	coop         uint32 // cooperative cap, segments
-	cap          uint32 // applied, bytes
-	changes      uint64
-	history      []CapChange
-}
-
-// setCap records the applied downlink cap (bytes), as flowState.setCap.
-func (d *downState) setCap(v uint32, now time.Time) bool {
-	if v == d.cap {
-		return false
-	}
-	d.cap = v
-	d.changes++
-	d.history = append(d.history, CapChange{At: now, Cap: v})
-	if len(d.history) > capHistoryLen {
-		d.history = d.history[len(d.history)-capHistoryLen:]
-	}
-	return true
+	flowCap      // the window cap, bytes
 }
 
 // downLoad is the FlowLoad of a local download: its demand is the peak of
