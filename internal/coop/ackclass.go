@@ -46,8 +46,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// AckClassSetter, if the CapSetter also implements it, sets the ACK
-// class's rate for the pure ACKs of every interactive socket (bits/s; 0
+// AckClassSetter sets the ACK class's rate for the pure ACKs of every interactive socket (bits/s; 0
 // off) and reads the bytes the class has sent so far. The daemon backs it
 // with internal/datapath.
 type AckClassSetter interface {
@@ -97,10 +96,11 @@ type ackSent struct {
 // ackState is the ACK class's controller state. Fields under the
 // controller's mu.
 type ackState struct {
-	on      bool    // downloads to space (the last step's judgement)
-	windows float64 // the capped downloads' window rates, bits/s (0: none capped)
+	set     AckClassSetter // nil: the datapath has no ACK class
+	on      bool           // downloads to space (the last step's judgement)
+	windows float64        // the capped downloads' window rates, bits/s (0: none capped)
 	rtt     time.Duration
-	recv    uint64    // bytes the ACK-lane downloads received, ever (sampleDown)
+	recv    uint64    // bytes the ACK-lane downloads received, ever (merge)
 	hist    []ackSent // the class's sent bytes, the last ackRatioSpan and a step
 	ratio   float64   // ACK bytes sent per byte received over ackRatioSpan (0: not yet)
 	sent    float64   // bits/s the class sent over the last rtt
@@ -168,8 +168,8 @@ func ackLane(l lane.Lane) bool { return l != lane.Realtime && l != lane.Backgrou
 func (c *Controller) ackJudge() {
 	a := &c.ack
 	a.on, a.rtt, a.windows = false, 0, 0
-	if !c.cfg.DownlinkCaps || !c.cfg.Cooperative || !c.dnOn || c.dnRefused != "" || !c.dnCapOK || a.refused != "" || c.st.Down.N < 2 ||
-		(c.cfg.APDownlinkRate == 0 && c.dnEst.phase != phaseCruise) {
+	if !c.cfg.DownlinkCaps || !c.cfg.Cooperative || !c.down.on || c.down.refused != "" || !c.down.capOK || a.refused != "" || c.st.Down.N < 2 ||
+		(c.down.estimated() && c.down.est.phase != phaseCruise) {
 		return
 	}
 	a.windows = 0
@@ -186,23 +186,22 @@ func (c *Controller) ackJudge() {
 	a.rtt = min(max(a.rtt, ackRTTMin), ackRTTMax)
 }
 
-// ackStatus fills the downlink status's ACK class. Caller holds mu.
-func (c *Controller) ackStatus(ds *DownStatus) {
-	a := &c.ack
+// status is the ACK class in the downlink's status. Caller holds mu.
+func (a *ackState) status() *AckClassStatus {
 	st := &AckClassStatus{On: a.applied > 0, RateBits: a.applied, SentBits: uint64(a.sent),
 		WindowsBits: uint64(a.windows), Ratio: a.ratio,
 		RTTms: float64(a.rtt) / float64(time.Millisecond), Changes: a.changes, Reason: a.refused}
 	if st.Reason == "" && !st.On {
 		st.Reason = "no downloads"
 	}
-	ds.AckClass = st
+	return st
 }
 
 // stepAck reads what the class sent, computes its rate and applies it
 // (outside mu: netlink may block).
 func (c *Controller) stepAck() {
-	as, ok := c.caps.(AckClassSetter)
-	if !ok || c.caps == nil {
+	as := c.ack.set
+	if as == nil {
 		c.mu.Lock()
 		if c.ack.refused == "" && c.cfg.DownlinkCaps {
 			c.ack.refused = "the datapath has no ACK class"
@@ -270,12 +269,11 @@ func (c *Controller) stepAck() {
 	a.changes++
 }
 
-// shutdownAck turns the ACK class off. Caller holds mu.
-func (c *Controller) shutdownAck() error {
-	as, ok := c.caps.(AckClassSetter)
-	if !ok || c.caps == nil || c.ack.applied == 0 {
+// shutdown turns the ACK class off. Caller holds mu.
+func (a *ackState) shutdown() error {
+	if a.set == nil || a.applied == 0 {
 		return nil
 	}
-	c.ack.applied = 0
-	return as.SetAckClassEvery(0)
+	a.applied = 0
+	return a.set.SetAckClassEvery(0)
 }

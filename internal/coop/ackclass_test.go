@@ -79,7 +79,7 @@ func TestDownlinkAckClass(t *testing.T) {
 		t.Fatal("download back: ACK class still off")
 	}
 	nd.c.mu.Lock()
-	nd.c.shutdownDown()
+	nd.c.ack.shutdown()
 	nd.c.mu.Unlock()
 	if got := nd.caps.getAck(); got != 0 {
 		t.Errorf("after shutdown: ACK class at %d bit/s", got)

@@ -84,10 +84,10 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 		if i != 3 {
 			continue
 		}
-		if got, want := a.c.dnGoodput, 19.04e6; math.Abs(got-want) > 0.01e6 {
+		if got, want := a.c.down.goodput, 19.04e6; math.Abs(got-want) > 0.01e6 {
 			t.Errorf("catch-up: goodput %.2f Mbit/s, want the in-order %.2f", got/1e6, want/1e6)
 		}
-		if got, want := a.c.dnJudged, 10.4e6; math.Abs(got-want) > 0.01e6 {
+		if got, want := a.c.down.judged, 10.4e6; math.Abs(got-want) > 0.01e6 {
 			t.Errorf("catch-up: judged %.2f Mbit/s, want what arrived, %.2f", got/1e6, want/1e6)
 		}
 		ann := a.c.ownAnnouncement(g.clk.now())
@@ -97,7 +97,7 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 	}
 	// b's group, at the round after a's catch-up (a's announcement of it)
 	// judged: its own 10 + a's 10 bounded; the estimate's input: 10 + 10
-	in := b.c.dnEst.input
+	in := b.c.down.est.input
 	if in.judgedOrGoodput() > 1.01*in.goodput || in.goodput < 19e6 {
 		t.Errorf("b's group: goodput %.2f, judged %.2f Mbit/s", in.goodput/1e6, in.judgedOrGoodput()/1e6)
 	}
@@ -140,12 +140,14 @@ func catchUpRun(t *testing.T, judged bool, after []groupSample) (stopAt, drainAt
 // without, the goodput).
 func replay(t *testing.T, up, judged bool, seq []groupSample) (stopAt, drainAt int) {
 	t.Helper()
-	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+	rules := estimatorRules{drainUnsettledStartup: true, catchUpToArrivals: judged}
+	if up {
+		rules = uplinkRules
+	}
+	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, rules)
 	s := safety{cfg: DefaultConfig().Safety}
 	if up {
 		s.back = upBackInflation
-	} else {
-		e.earlyDrain, e.judgedCatchUp = true, judged
 	}
 	stopAt, drainAt = -1, -1
 	now := t0.Add(8500 * time.Millisecond) // no probe period before the fallback's
@@ -271,8 +273,7 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 		{goodput: 13.0e6, inflation: 1.31},
 	}
 	for _, judged := range []bool{false, true} {
-		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
-		e.earlyDrain, e.judgedCatchUp = true, judged
+		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, estimatorRules{drainUnsettledStartup: true, catchUpToArrivals: judged})
 		now := t0.Add(8500 * time.Millisecond)
 		drainBest := 0.0
 		for _, x := range seq {
@@ -285,13 +286,13 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 		}
 		switch {
 		case drainBest == 0:
-			t.Fatalf("judgedCatchUp %v: no drain", judged)
+			t.Fatalf("catchUpToArrivals %v: no drain", judged)
 		case judged && (drainBest < 13.0e6 || drainBest > 13.2e6):
 			t.Errorf("judged: the drain restarted from %.1f Mbit/s, want what arrived, 13.2", drainBest/1e6)
 		case !judged && drainBest > 11.5e6:
 			t.Errorf("main's rule: the drain restarted from %.1f Mbit/s, want the recovery's best", drainBest/1e6)
 		}
-		t.Logf("judgedCatchUp %v: drain from %.1f Mbit/s", judged, drainBest/1e6)
+		t.Logf("catchUpToArrivals %v: drain from %.1f Mbit/s", judged, drainBest/1e6)
 	}
 }
 
@@ -301,7 +302,7 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 // interfaces received 16.7, on the lab's 19.3 Mbit/s medium), one
 // interval before startup's exit. Main's estimator took that interval as
 // cruise's best, and the host's caps settled 1.2x above its peers'; with
-// the best recorded at most at the judged goodput (judgedBest) startup
+// the best recorded at most at the judged goodput (bestWithinArrivals) startup
 // exits at the queue's interval, the medium's rate.
 func TestStartupBestNotFromCatchUp(t *testing.T) {
 	seq := []groupSample{
@@ -314,8 +315,7 @@ func TestStartupBestNotFromCatchUp(t *testing.T) {
 		{goodput: 19.2e6, inflation: 1.08}, {goodput: 19.3e6, inflation: 1.07}, {goodput: 19.2e6, inflation: 1.08},
 	}
 	for _, judged := range []bool{false, true} {
-		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
-		e.earlyDrain, e.judgedCatchUp, e.judgedBest = true, true, judged
+		e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, estimatorRules{drainUnsettledStartup: true, catchUpToArrivals: true, bestWithinArrivals: judged})
 		now := t0.Add(200 * time.Millisecond)
 		for _, x := range seq {
 			x.minRTT = 256 * time.Millisecond
@@ -323,7 +323,7 @@ func TestStartupBestNotFromCatchUp(t *testing.T) {
 			now = now.Add(500 * time.Millisecond)
 		}
 		if e.phase != phaseCruise {
-			t.Fatalf("judgedBest %v: startup did not exit", judged)
+			t.Fatalf("bestWithinArrivals %v: startup did not exit", judged)
 		}
 		best := e.best()
 		switch {
@@ -332,6 +332,6 @@ func TestStartupBestNotFromCatchUp(t *testing.T) {
 		case !judged && best < 23.3e6:
 			t.Errorf("main's rule: cruise's best %.1f Mbit/s, want the catch-up's 23.3", best/1e6)
 		}
-		t.Logf("judgedBest %v: best %.1f Mbit/s, estimate %.1f", judged, best/1e6, e.est/1e6)
+		t.Logf("bestWithinArrivals %v: best %.1f Mbit/s, estimate %.1f", judged, best/1e6, e.est/1e6)
 	}
 }

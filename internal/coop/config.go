@@ -88,24 +88,24 @@ type Config struct {
 	// minimum (jitter, the hosts' processing), and windows sized for the
 	// minimum leave the medium idle. 0 = the paper's formula.
 	QueueAllowance float64 `yaml:"queue_allowance"`
-	// SpreadRemainder: the group's caps add up to its shared windows in
-	// whole segments: the fractional segments every cap loses to rounding
-	// down are handed out, one segment each, to the flows with the largest
-	// fractions (caps.go, SpreadRemainder). Off by default: every cap rounded
-	// down on its own (the paper's); in the lab the medium was busy without
-	// it (idle 0.0-0.4 %) and it only added queue (docs/coop-protocol.md).
-	SpreadRemainder bool `yaml:"spread_remainder"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
 	Safety SafetyConfig `yaml:"safety"`
 	// Rules are per-application / per-lane caps (seeds §002).
 	Rules []Rule `yaml:"rules"`
 }
 
-// maxTriggerWindow bounds safety.trigger_window (intervals: 50 s at 0.5 s).
-const maxTriggerWindow = 100
+// triggerWindow is how many of the latest intervals Trigger counts over
+// (10 s at 0.5 s), or Trigger if that is more. Counted in a row instead,
+// a foreign CUBIC flow's saw-tooth restarted the count at every dip below
+// the RTT line (the lab's coop-mixed: fallback at 20.8-29 s, against
+// 11 s over the window; TestSafetyTriggerOverSawTooth).
+const triggerWindow = 20
+
+// maxDrainIntervals bounds safety.drain_intervals (50 s at 0.5 s).
+const maxDrainIntervals = 100
 
 // window is how many of the latest intervals Trigger counts over.
-func (s SafetyConfig) window() int { return max(s.Window, s.Trigger) }
+func (s SafetyConfig) window() int { return max(triggerWindow, s.Trigger) }
 
 // SafetyConfig tunes the fallback to plain TCP (open problem 4 of §001).
 type SafetyConfig struct {
@@ -118,14 +118,9 @@ type SafetyConfig struct {
 	// of the (configured) AP rate while its flows sit at their caps means
 	// foreign traffic holds the medium.
 	GoodputFraction float64 `yaml:"goodput_fraction"`
-	// Trigger: intervals of the last Window in which a condition held
-	// before capping stops.
+	// Trigger: intervals of the last 20 (triggerWindow) in which a
+	// condition held before capping stops.
 	Trigger int `yaml:"trigger_intervals"`
-	// Window: the intervals Trigger counts over (at or below Trigger: in a
-	// row, the rule before bfeef32). A foreign CUBIC flow's
-	// saw-tooth holds the RTT around the line, and a count in a row
-	// restarted at every dip.
-	Window int `yaml:"trigger_window"`
 	// DrainIntervals (estimated rate only): capping stops at once when a
 	// queue stands this many intervals in a row after the estimator's
 	// drain lowered the caps to what the group delivers, while the
@@ -183,7 +178,6 @@ func DefaultConfig() Config {
 			RTTInflation:    1.3,
 			GoodputFraction: 0.7,
 			Trigger:         10,
-			Window:          20,
 			DrainIntervals:  3,
 			Hold:            config.Duration(30 * time.Second),
 		},
@@ -293,11 +287,8 @@ func (c Config) validateSafety() error {
 	if s.Trigger < 1 {
 		return config.Errorf("safety.trigger_intervals", "must be at least 1")
 	}
-	if s.Window < 0 || s.Window > maxTriggerWindow {
-		return config.Errorf("safety.trigger_window", "must be in 0..%d (at or below trigger_intervals: in a row)", maxTriggerWindow)
-	}
-	if s.DrainIntervals < 0 || s.DrainIntervals > maxTriggerWindow {
-		return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxTriggerWindow)
+	if s.DrainIntervals < 0 || s.DrainIntervals > maxDrainIntervals {
+		return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxDrainIntervals)
 	}
 	if s.Hold.D() < c.Interval.D() {
 		return config.Errorf("safety.hold", "must be at least one interval")

@@ -2,8 +2,10 @@
 //
 // Every interval it samples this host's uplink flows (FlowSource), broadcasts
 // an announcement (Transport), and recomputes the caps of its own flows from
-// its peers' announcements; caps reach sockets through a CapSetter (the
-// datapath's sock_ops map, applied with TCP_BPF_SNDCWND_CLAMP). A receive
+// its peers' announcements; caps reach sockets through the setters the
+// daemon passes in (the datapath's sock_ops map, applied with
+// TCP_BPF_SNDCWND_CLAMP). The two directions, uploads and downloads, are
+// one type built twice (direction.go). A receive
 // loop authenticates and replay-checks incoming announcements; a peer joining,
 // leaving or starting/stopping to send triggers an immediate recomputation,
 // so caps follow within one interval of the event (a silent crash is noticed
@@ -36,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -63,15 +66,11 @@ type FlowSource interface {
 	UplinkFlows(ctx context.Context) ([]Flow, error)
 }
 
-// CapSetter applies a per-socket cwnd cap (segments; 0 removes the cap).
-// The daemon backs it with internal/datapath.
-type CapSetter interface {
+// UplinkSetter applies the uploads' caps: a socket's cwnd cap and the cap
+// new connections of a lane get at establishment (segments; 0 removes
+// the cap). The daemon backs it with internal/datapath.
+type UplinkSetter interface {
 	SetSocketCwndCap(cookie uint64, segs uint32) error
-}
-
-// LaneCapSetter, if the CapSetter also implements it, sets the cap that new
-// connections of a lane get at establishment (0 removes it).
-type LaneCapSetter interface {
 	SetLaneCwndCap(l lane.Lane, segs uint32) error
 }
 
@@ -82,11 +81,14 @@ type Transport interface {
 	Close() error
 }
 
-// Options are a Controller's parts; Flows and Transport are required.
+// Options are a Controller's parts; Flows is required. A nil setter:
+// that part's caps are computed and reported, none applied.
 type Options struct {
 	Config Config
 	Flows  FlowSource
-	Caps   CapSetter // nil: compute and report caps, apply none
+	Up     UplinkSetter   // the uploads' cwnd caps
+	Down   DownlinkSetter // the downloads' receive-window caps
+	Ack    AckClassSetter // the downloads' ACK class (ackclass.go)
 	// Iface: the managed interface's byte counters, which bound the
 	// goodput the safety fallback judges by (arrivals.go); nil: unbounded
 	Iface     IfaceCounter
@@ -213,29 +215,38 @@ type Status struct {
 	Updated       time.Time         `json:"updated"`
 }
 
+// flowState is one local flow: its upload side here (the cwnd cap, in
+// segments), its download side in dn (the window cap, in bytes).
 type flowState struct {
 	f            Flow
 	active       bool
 	lastProgress time.Time
-	coop         uint32 // last cooperative cap (kept while idle)
-	filt         capFilter
-	rule         string // rule that set the cap, if any
-	cap          uint32
-	changes      uint64      // changes of cap
-	history      []CapChange // latest changes of cap
-	dn           downState   // the downlink side (downlink.go)
+	flowCap
+	rule string    // rule that set the cap, if any
+	dn   downState // the downlink side (downlink.go)
+}
+
+// flowCap is one direction's cap of a flow: the cooperative cap (kept
+// while the flow is idle), its hysteresis, and the cap applied with its
+// changes.
+type flowCap struct {
+	coop    uint32 // cooperative cap, segments
+	filt    capFilter
+	cap     uint32      // applied: segments up, bytes down
+	changes uint64      // changes of cap
+	history []CapChange // latest changes of cap
 }
 
 // setCap records the flow's applied cap, counting and remembering changes.
-func (fs *flowState) setCap(v uint32, now time.Time) bool {
-	if v == fs.cap {
+func (fc *flowCap) setCap(v uint32, now time.Time) bool {
+	if v == fc.cap {
 		return false
 	}
-	fs.cap = v
-	fs.changes++
-	fs.history = append(fs.history, CapChange{At: now, Cap: v})
-	if len(fs.history) > capHistoryLen {
-		fs.history = fs.history[len(fs.history)-capHistoryLen:]
+	fc.cap = v
+	fc.changes++
+	fc.history = append(fc.history, CapChange{At: now, Cap: v})
+	if len(fc.history) > capHistoryLen {
+		fc.history = fc.history[len(fc.history)-capHistoryLen:]
 	}
 	return true
 }
@@ -255,53 +266,28 @@ type Controller struct {
 	hostID  uint64
 	flowsrc FlowSource
 	iface   IfaceCounter
-	rxArr   arrivals // the interface's received bytes per tick (arrivals.go)
-	txArr   arrivals // and its sent bytes
-	caps    CapSetter
 	tr      Transport
 	log     *slog.Logger
 	now     func() time.Time
 	changed chan struct{}
 
-	mu          sync.Mutex
-	seq         uint64
-	table       *Table
-	cnt         Counters
-	flows       map[uint64]*flowState
-	lastSample  time.Time // last tick's sample
-	ackAcc      float64   // bytes acknowledged since the last tick
-	goodput     float64
-	judged      float64       // goodput bounded by the interface's sent bytes (arrivals.go), bit/s
-	groupGood   float64       // the group's goodput at the last tick, bit/s
-	groupJudged float64       // the same, each host's bounded (arrivals.go)
-	upEst       rateEstimator // the uplink's AP rate when not configured
-	safety      safety
-	capOK       bool
-	capWhy      string
-	applied     map[uint64]uint32
-	laneApplied map[lane.Lane]uint32
-	group       string               // active hosts and local flows at the last recompute
-	groupHosts  map[uint64]int       // the same: host id -> flows
-	groupCap    bool                 // capping at the last recompute
-	expired     map[uint64]time.Time // peers removed for silence, when
-	counted     map[uint64]bool      // keyless mode: peers admitted into N
-	lastCount   time.Time            // keyless mode: when the last peer was admitted into N
-	lastSave    time.Time            // replay state written
-	saveDirty   bool                 // announcements accepted since
-	dnAcc       float64              // downlink: bytes received since the last tick
-	dnGoodput   float64              // downlink goodput, bits/s
-	dnJudged    float64              // bounded by the interface's received bytes (arrivals.go)
-	dnEst       rateEstimator        // the downlink's AP rate when not configured
-	dnGroup     string               // downlink group at the last recompute
-	dnApplied   map[uint64]uint32    // downlink caps applied, bytes
-	dnOn        bool                 // SetDownlinkCaps(true) done
-	dnRefused   string               // SetDownlinkCaps(true) refused (kernel before 5.11): why; no caps then
-	dnSafety    safety               // the downlink's fallback (downlink.go)
-	dnCapOK     bool
-	dnCapWhy    string
-	ack         ackState // the downloads' ACK class (ackclass.go)
-	st          Status
-	closeOnce   sync.Once
+	mu         sync.Mutex
+	seq        uint64
+	table      *Table
+	cnt        Counters
+	flows      map[uint64]*flowState
+	lastSample time.Time            // last tick's sample
+	up         direction            // the uploads: cwnd caps
+	down       direction            // the downloads: receive-window caps (downlink.go)
+	lanes      laneDefaults         // the lanes' caps for new connections
+	expired    map[uint64]time.Time // peers removed for silence, when
+	counted    map[uint64]bool      // keyless mode: peers admitted into N
+	lastCount  time.Time            // keyless mode: when the last peer was admitted into N
+	lastSave   time.Time            // replay state written
+	saveDirty  bool                 // announcements accepted since
+	ack        ackState             // the downloads' ACK class (ackclass.go)
+	st         Status
+	closeOnce  sync.Once
 }
 
 // New builds a controller; it opens the UDP transport unless one is given.
@@ -316,10 +302,10 @@ func New(o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, iface: o.Iface, caps: o.Caps,
+	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, iface: o.Iface,
 		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
-		flows: map[uint64]*flowState{}, applied: map[uint64]uint32{}, laneApplied: map[lane.Lane]uint32{},
-		dnApplied: map[uint64]uint32{}}
+		flows: map[uint64]*flowState{}, lanes: laneDefaults{set: o.Up, applied: map[lane.Lane]uint32{}},
+		ack: ackState{set: o.Ack}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -361,15 +347,16 @@ func New(o Options) (*Controller, error) {
 	if err := c.saveState(false); err != nil { // a crash from here on is unclean
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
-	c.safety = safety{cfg: o.Config.Safety, back: upBackInflation}
-	c.dnEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
-	c.dnEst.earlyDrain = true
-	c.dnEst.judgedCatchUp = true
-	c.dnEst.judgedBest = true
-	c.upEst = newRateEstimator(float64(o.Config.Headroom), float64(o.Config.MaxAPRate.Bits()), o.Config.Interval.D())
-	c.capOK = true
-	c.dnSafety, c.dnCapOK = safety{cfg: o.Config.Safety}, true
-	c.downOnEarly()
+	c.up, c.down = newDirections(o)
+	// the downlink's callback on before the daemon answers its API: a
+	// download that connects before it is on never asks for the callback
+	// (sockets ask at establishment, and a pure receiver gets no later RTT
+	// callback to ask at), so its cap would never act
+	// (TestCoopThreeDaemonsDownlink failed so once in 50 runs, the
+	// component's first tick late on a loaded machine)
+	if err := c.down.switchEarly(o.Config.Cooperative); err != nil {
+		c.log.Warn("coop: downlink caps cannot be applied", "err", err)
+	}
 	c.st = Status{Enabled: true, HostID: fmt.Sprintf("%016x", c.hostID), Authenticated: key != nil, Trust: "authenticated"}
 	if key == nil {
 		c.st.Trust = "unauthenticated"
@@ -408,23 +395,23 @@ func (c *Controller) Run(ctx context.Context) error {
 			// between announcements: expire silent peers, and announce at
 			// once when a local flow starts sending (a join is not left
 			// waiting for the next interval)
-			joined := c.sampleFlows(ctx, false)
+			joined := c.sampleFlows(ctx)
 			if joined {
 				c.announce()
 			}
 			c.mu.Lock()
 			gone := c.expire(c.now())
-			raising := c.raising() || c.downRaising()
+			raising := c.raising()
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))
 			}
 			if joined || len(gone) > 0 || raising {
-				c.recomputeAndApply(false)
+				c.recomputeAndApply()
 			}
 			c.stepAck()
 		case <-c.changed:
-			c.recomputeAndApply(false)
+			c.recomputeAndApply()
 		}
 	}
 }
@@ -444,25 +431,10 @@ func (c *Controller) shutdown() error {
 	_ = c.tr.Send(Encode(&a, c.key))
 	var errs []error
 	c.mu.Lock()
-	if c.caps != nil {
-		for ck, v := range c.applied {
-			if v != 0 {
-				if err := c.caps.SetSocketCwndCap(ck, 0); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-		if ls, ok := c.caps.(LaneCapSetter); ok {
-			for l, v := range c.laneApplied {
-				if v != 0 {
-					errs = append(errs, ls.SetLaneCwndCap(l, 0))
-				}
-			}
-		}
-	}
-	c.applied = map[uint64]uint32{}
-	c.laneApplied = map[lane.Lane]uint32{}
-	errs = append(errs, c.shutdownDown()...)
+	errs = append(errs, c.up.shutdown()...)
+	errs = append(errs, c.lanes.shutdown()...)
+	errs = append(errs, c.ack.shutdown())
+	errs = append(errs, c.down.shutdown()...)
 	errs = append(errs, c.saveState(true))
 	c.mu.Unlock()
 	errs = append(errs, c.Close())
@@ -549,11 +521,12 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	return nil
 }
 
-// tick samples local flows, announces them, and recomputes caps.
+// tick closes an interval: it samples local flows and the interface,
+// announces them, judges the interval and recomputes caps.
 func (c *Controller) tick(ctx context.Context) {
-	c.sampleFlows(ctx, true)
+	c.sampleInterval(ctx)
 	c.announce()
-	c.recomputeAndApply(true)
+	c.judgeAndApply()
 	c.mu.Lock()
 	if c.saveDirty && c.now().Sub(c.lastSave) >= saveEvery {
 		c.saveStateLogged(false)
@@ -574,30 +547,43 @@ func (c *Controller) saveStateLogged(clean bool) {
 	}
 }
 
-// sampleFlows takes a flow sample; it reports whether a local flow started
-// sending.
-func (c *Controller) sampleFlows(ctx context.Context, tick bool) bool {
+// sampleFlows takes a flow sample between ticks; it reports whether a
+// local flow started sending.
+func (c *Controller) sampleFlows(ctx context.Context) bool {
+	flows, err := c.flowsrc.UplinkFlows(ctx)
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.st.LastError = fmt.Sprintf("flow source: %v", err)
+		return false
+	}
+	return c.merge(flows, now)
+}
+
+// sampleInterval takes a tick's sample, the flows and the interface's
+// counters (a flow source that fails reads as no flows), and closes the
+// interval's measurements.
+func (c *Controller) sampleInterval(ctx context.Context) {
 	flows, err := c.flowsrc.UplinkFlows(ctx)
 	var rx, tx uint64
 	var ierr error
-	if tick && c.iface != nil {
+	if c.iface != nil {
 		rx, tx, ierr = c.iface.InterfaceBytes()
 	}
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if tick && c.iface != nil {
-		c.rxArr.observe(rx, ierr)
-		c.txArr.observe(tx, ierr)
+	if c.iface != nil {
+		c.down.arr.observe(rx, ierr)
+		c.up.arr.observe(tx, ierr)
 	}
 	if err != nil {
 		c.st.LastError = fmt.Sprintf("flow source: %v", err)
-		if !tick {
-			return false
-		}
 		flows = nil
 	}
-	return c.sample(flows, now, tick)
+	c.merge(flows, now)
+	c.closeInterval(now)
 }
 
 // announce sends this host's announcement now.
@@ -617,11 +603,10 @@ func (c *Controller) announce() {
 	c.cnt.Sent++
 }
 
-// sample merges a new flow sample. A flow is active while it has data
-// waiting or made progress within the last interval; on a tick the host's
-// goodput since the previous tick is computed. It reports whether a flow
-// became active. Caller holds mu.
-func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
+// merge takes a new flow sample. A flow is active while it has data
+// waiting or made progress within the last interval. It reports whether a
+// flow became active. Caller holds mu.
+func (c *Controller) merge(flows []Flow, now time.Time) bool {
 	iv := c.cfg.Interval.D()
 	joined := false
 	seen := make(map[uint64]bool, len(flows))
@@ -633,7 +618,7 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 			prev = fs.f
 		}
 		if ok && f.BytesAcked > fs.f.BytesAcked {
-			c.ackAcc += float64(f.BytesAcked - fs.f.BytesAcked)
+			c.up.acc += float64(f.BytesAcked - fs.f.BytesAcked)
 			fs.lastProgress = now
 		}
 		if !ok {
@@ -646,63 +631,78 @@ func (c *Controller) sample(flows []Flow, now time.Time, tick bool) bool {
 		if fs.active && !was {
 			joined = true
 		}
-		if c.sampleDown(fs, prev, ok, now) {
+		recv, started := fs.sampleDown(prev, ok, now, iv)
+		c.down.acc += recv
+		if ackLane(f.Lane) {
+			c.ack.recv += uint64(recv)
+		}
+		if started {
 			joined = true
 		}
 	}
 	for ck := range c.flows {
 		if !seen[ck] {
 			delete(c.flows, ck)
-			delete(c.applied, ck)
-			delete(c.dnApplied, ck)
+			delete(c.up.applied, ck)
+			delete(c.down.applied, ck)
 		}
 	}
-	if !tick {
-		return joined
-	}
+	return joined
+}
+
+// closeInterval computes the goodput of the interval since the last tick,
+// this host's and the group's, each way; the downlink's interval is
+// judged here (tickDown), the uplink's after the announcement (observe).
+// Caller holds mu.
+func (c *Controller) closeInterval(now time.Time) {
 	dt := 0.0
 	if !c.lastSample.IsZero() {
 		dt = now.Sub(c.lastSample).Seconds()
 	}
-	if dt > 0 {
-		c.goodput = c.ackAcc * 8 / dt
-		c.judged = c.txArr.bound(c.ackAcc) * 8 / dt
-	}
+	c.up.closeInterval(dt)
 	c.tickDown(now, dt)
-	c.ackAcc = 0
 	c.lastSample = now
 	// the group's goodput feeds the AP rate estimate
-	g, gj := c.goodput, c.judged
+	c.up.groupGood, c.up.groupJudge = c.groupGoodput(&c.up, func(p *Peer) (float64, float64, uint8) {
+		return peerGoodput(p, c.cfg.MaxAPRate), float64(p.Last.GoodputKbit) * 1000, p.Last.GoodputOver
+	})
+}
+
+// groupGoodput is this host's goodput one way plus the counted peers'
+// (keyless: only peers counted in N count in the rate), as read (bounded)
+// and judged (each peer's announced goodput less what it announced its
+// interface's count took off). Caller holds mu.
+func (c *Controller) groupGoodput(d *direction, peer func(*Peer) (read, announced float64, over uint8)) (float64, float64) {
+	g, gj := d.goodput, d.judged
 	for _, p := range c.table.Peers() {
 		if c.key == nil && !c.counted[p.ID] {
-			continue // keyless: only peers counted in N count in the rate
+			continue
 		}
-		pg := c.peerGoodput(&p)
+		pg, announced, over := peer(&p)
 		g += pg
-		gj += math.Min(pg, judgedOf(float64(p.Last.GoodputKbit)*1000, p.Last.GoodputOver))
+		gj += math.Min(pg, judgedOf(announced, over))
 	}
-	c.groupGood, c.groupJudged = g, gj
-	return joined
+	return g, gj
 }
 
 // peerGoodput is a peer's announced goodput, bounded by what its announced
 // windows could carry (cwnd x MSS / min RTT per flow, x2 for the sampling)
-// and by max_ap_rate.
-func (c *Controller) peerGoodput(p *Peer) float64 {
+// and by max_ap_rate (limit).
+func peerGoodput(p *Peer, limit config.Rate) float64 {
 	g := float64(p.Last.GoodputKbit) * 1000
 	var w float64
 	for _, f := range p.Last.Flows {
 		rtt := max(f.MinRTT, 100*time.Microsecond)
 		w += windowBits(uint32(f.Cwnd), min(uint32(f.MSS), 9000), rtt)
 	}
-	return math.Min(math.Min(g, 2*w), float64(c.cfg.MaxAPRate.Bits()))
+	return math.Min(math.Min(g, 2*w), float64(limit.Bits()))
 }
 
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
-		GoodputKbit: uint32(min(c.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.goodput, c.judged)}
-	for _, fs := range c.sortedFlows() {
+		GoodputKbit: uint32(min(c.up.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.up.goodput, c.up.judged)}
+	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {
 			continue
 		}
@@ -720,13 +720,14 @@ func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 			SRTT: f.SRTT, MinRTT: f.MinRTT, Queued: uint32(min(q, math.MaxUint32))})
 	}
 	c.ownDown(&a)
-	a.UpStopped, a.DownStopped = c.safety.stopped(now), c.dnSafety.stopped(now)
+	a.UpStopped, a.DownStopped = c.up.safety.stopped(now), c.down.safety.stopped(now)
 	return a
 }
 
-func (c *Controller) sortedFlows() []*flowState {
-	out := make([]*flowState, 0, len(c.flows))
-	for _, fs := range c.flows {
+// sortedFlows are the flows by socket cookie.
+func sortedFlows(flows map[uint64]*flowState) []*flowState {
+	out := make([]*flowState, 0, len(flows))
+	for _, fs := range flows {
 		out = append(out, fs)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].f.Cookie < out[j].f.Cookie })
@@ -755,36 +756,43 @@ func peerLoad(p *Peer) HostLoad {
 	return h
 }
 
-// rate returns the AP rate to use and where it came from. Caller holds mu.
-func (c *Controller) rate() (uint64, string) {
-	if c.cfg.APRate > 0 {
-		return c.cfg.APRate.Bits(), "configured"
-	}
-	return c.upEst.rate(c.now())
-}
-
-func (c *Controller) recomputeAndApply(tick bool) {
+// recomputeAndApply derives every cap and applies them: between ticks,
+// on an event (a peer or a flow joined or left, a cap's dwell ended).
+func (c *Controller) recomputeAndApply() {
 	c.mu.Lock()
-	sockets, lanes := c.recompute(tick)
-	down := c.recomputeDown(c.now(), c.table.Peers(), c.st.Flows)
+	p := c.recompute(c.newRound())
 	c.mu.Unlock()
-	c.apply(sockets, lanes)
-	c.applyDown(down)
+	c.apply(p)
 }
 
-// recompute derives every local flow's cap and the lanes' default caps.
-// Caller holds mu.
-func (c *Controller) recompute(tick bool) (map[uint64]uint32, map[lane.Lane]uint32) {
+// judgeAndApply is recomputeAndApply at a tick: the uplink's interval is
+// judged first (the safety signals and the estimate count intervals, not
+// events).
+func (c *Controller) judgeAndApply() {
+	c.mu.Lock()
 	r := c.newRound()
-	if tick { // the safety signals and the estimate count intervals, not events
-		c.observe(r)
-	}
+	c.observe(r)
+	p := c.recompute(r)
+	c.mu.Unlock()
+	c.apply(p)
+}
+
+// capPlan is what one recompute wants applied.
+type capPlan struct {
+	up, down map[uint64]uint32 // by socket cookie: segments, bytes
+	lanes    map[lane.Lane]uint32
+}
+
+// recompute derives every local flow's caps, both ways, and the lanes'
+// default caps. Caller holds mu.
+func (c *Controller) recompute(r *round) capPlan {
 	capping, reason := c.capDecision(r)
 	selfShare := c.setCoopCaps(r, capping)
 	sockets, fst := c.ruleCaps(r)
 	lanes, laneNames := c.laneCaps(r, capping, selfShare)
 	c.fillStatus(r, capping, reason, selfShare, fst, laneNames)
-	return sockets, lanes
+	down := c.recomputeDown(c.now(), c.table.Peers(), c.st.Flows)
+	return capPlan{up: sockets, down: down, lanes: lanes}
 }
 
 // round is the group as one recompute sees it: the rate, this host's
@@ -811,11 +819,11 @@ type round struct {
 // active peers, and computes the shares and per-flow targets.
 func (c *Controller) newRound() *round {
 	r := &round{now: c.now(), peers: c.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
-	r.rate, r.src = c.rate()
+	r.rate, r.src = c.up.rate(r.now)
 	r.p = CapParams{RateBits: r.rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 	r.self = HostLoad{ID: c.hostID}
-	for _, fs := range c.sortedFlows() {
+	for _, fs := range sortedFlows(c.flows) {
 		if fs.active {
 			f := fs.f
 			r.self.Flows = append(r.self.Flows, FlowLoad{Cookie: f.Cookie, MSS: f.MSS, MinRTT: f.MinRTT, Queued: f.NotSent + f.InFlight})
@@ -841,23 +849,17 @@ func (c *Controller) newRound() *round {
 		}
 	}
 	r.shares = r.p.HostShares(r.hosts)
-	r.groupTargets = r.p.GroupTargets(r.hosts, r.shares, c.cfg.SpreadRemainder)
+	r.groupTargets = r.p.GroupTargets(r.hosts, r.shares)
 	return r
 }
 
-// observe feeds one interval to the uplink's rate estimator and safety
-// fallback, and follows a peer's fallback (c.capOK, c.capWhy).
+// observe judges one interval of the uplink: its rate estimator and
+// safety fallback, and a peer's fallback followed.
 func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
-	c.upEst.update(r.now, groupSample{goodput: c.groupGood, judged: c.groupJudged, inflation: obs.inflation, minRTT: groupMinRTT, windows: groupWindows(r)})
-	if c.cfg.APRate == 0 {
-		obs.drained, obs.drainShare, obs.drainBack = c.upEst.drainState()
-	}
-	ok, why := c.safety.update(r.now, obs)
-	c.capOK, c.capWhy = c.followPeers(ok, why, r.peers, false)
-	if !c.capOK { // the fallback holds: uncapped intervals (restart)
-		c.upEst.restart()
-	}
+	peer, stopped := c.stoppedPeer(r.peers, false)
+	c.up.judge(r.now, groupSample{goodput: c.up.groupGood, judged: c.up.groupJudge, inflation: obs.inflation,
+		minRTT: groupMinRTT, windows: groupWindows(r)}, obs, peer, stopped)
 }
 
 // observation is the safety fallback's view of the group's flows: their
@@ -865,7 +867,7 @@ func (c *Controller) observe(r *round) {
 // fit the rate, this host's promised share and whether its flows sit at
 // their caps; and the group's median min RTT.
 func (c *Controller) observation(r *round) (observation, time.Duration) {
-	obs := observation{goodput: c.goodput}
+	obs := observation{goodput: c.up.goodput}
 	var infl, qd, minRTTs []float64
 	var windowRate float64
 	addFlow := func(srtt, minRTT time.Duration, cwnd, mss uint32, ours bool) {
@@ -900,7 +902,7 @@ func (c *Controller) observation(r *round) (observation, time.Duration) {
 		obs.promised = r.shares[r.selfIdx] * float64(c.cfg.APRate.Bits())
 		obs.rate = float64(c.cfg.APRate.Bits())
 	}
-	obs.group = c.goodput
+	obs.group = c.up.goodput
 	for i := range r.peers {
 		if _, counted := r.peerIdx[r.peers[i].ID]; counted {
 			obs.group += float64(r.peers[i].Last.GoodputKbit) * 1000
@@ -947,7 +949,7 @@ func windowBits(cwnd, mss uint32, rtt time.Duration) float64 {
 
 // capDecision says whether cooperative caps apply, and if not, why.
 func (c *Controller) capDecision(r *round) (bool, string) {
-	capping, reason := c.capOK, c.capWhy
+	capping, reason := c.up.capOK, c.up.capWhy
 	if capping && r.rate == 0 { // the fallback's reason stands (its hold restarts the estimate)
 		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
 	}
@@ -965,7 +967,7 @@ func (c *Controller) capDecision(r *round) (bool, string) {
 // changed, or clears every flow's when not capping; it returns this host's
 // share.
 func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
-	changed := c.groupChanged(r.hosts, capping, r.now)
+	changed := c.up.groupChanged(r.hosts, capping, r.now, c.expired)
 	selfShare := 0.0
 	if r.selfIdx >= 0 {
 		selfShare = r.shares[r.selfIdx]
@@ -995,7 +997,7 @@ func (r *round) ruleApplies(x Rule) bool { return x.When != WhenRealtimeActive |
 func (c *Controller) ruleCaps(r *round) (map[uint64]uint32, []FlowStatus) {
 	sockets := map[uint64]uint32{}
 	var fst []FlowStatus
-	for _, fs := range c.sortedFlows() {
+	for _, fs := range sortedFlows(c.flows) {
 		f := fs.f
 		v, rule := fs.coop, ""
 		for _, x := range c.cfg.Rules {
@@ -1058,15 +1060,15 @@ func (c *Controller) fillStatus(r *round, capping bool, reason string, selfShare
 	st.SelfActive = r.selfIdx >= 0
 	st.RateBits, st.RateSource = r.rate, r.src
 	st.Estimate = nil
-	if c.cfg.APRate == 0 {
-		st.Estimate = c.upEst.status()
+	if c.up.estimated() {
+		st.Estimate = c.up.est.status()
 	}
 	st.Capping, st.Reason = capping && len(r.hosts) > 0, reason
 	if st.Capping {
 		st.Reason = ""
 	}
 	st.SelfShare = selfShare
-	st.GoodputBits = uint64(c.goodput)
+	st.GoodputBits = uint64(c.up.goodput)
 	st.Flows = fst
 	st.LaneCaps = laneNames
 	st.Peers = st.Peers[:0]
@@ -1136,43 +1138,6 @@ func (c *Controller) expire(now time.Time) []uint64 {
 	return gone
 }
 
-// groupChanged records the group's make-up and reports whether caps must
-// follow their targets at once. A group that only lost peers to silence
-// (removed within the last 2 x maxDwell, everything else unchanged) does
-// not count: on a busy machine a peer's announcements can be late by the
-// silence timeout, and it comes back within a few hundred ms; then this
-// host's caps grow only after the dwell, so they do not flip at all. A peer
-// that says goodbye or stops sending still counts at once. Caller holds mu.
-func (c *Controller) groupChanged(hosts []HostLoad, capping bool, now time.Time) bool {
-	key := groupKey(hosts, capping)
-	if key == c.group {
-		return false
-	}
-	prev, prevKey, prevCap := c.groupHosts, c.group, c.groupCap
-	cur := make(map[uint64]int, len(hosts))
-	for _, h := range hosts {
-		cur[h.ID] = len(h.Flows)
-	}
-	c.group, c.groupHosts, c.groupCap = key, cur, capping
-	if prevKey == "" || prevCap != capping || len(cur) >= len(prev) {
-		return true
-	}
-	for id, n := range cur {
-		if pn, ok := prev[id]; !ok || pn != n {
-			return true
-		}
-	}
-	for id := range prev {
-		if _, ok := cur[id]; ok {
-			continue
-		}
-		if t, ok := c.expired[id]; !ok || now.Sub(t) > 2*maxDwell {
-			return true
-		}
-	}
-	return false
-}
-
 // groupKey names the group's make-up: which hosts are active with how many
 // flows each (ordered as hosts is) and whether capping is on.
 func groupKey(hosts []HostLoad, capping bool) string {
@@ -1187,10 +1152,11 @@ func groupKey(hosts []HostLoad, capping bool) string {
 	return string(b)
 }
 
-// raising reports whether some flow's cap waits to grow. Caller holds mu.
+// raising reports whether some flow's cap, either way, waits to grow.
+// Caller holds mu.
 func (c *Controller) raising() bool {
 	for _, fs := range c.flows {
-		if fs.filt.raising() {
+		if fs.filt.raising() || fs.dn.filt.raising() {
 			return true
 		}
 	}
@@ -1224,63 +1190,68 @@ func referencePath(self HostLoad, hosts []HostLoad) (time.Duration, uint32) {
 }
 
 // apply pushes changed caps to the datapath (outside mu: it may block).
-func (c *Controller) apply(sockets map[uint64]uint32, lanes map[lane.Lane]uint32) {
-	if c.caps == nil {
+func (c *Controller) apply(p capPlan) {
+	c.applyDirection(&c.up, p.up)
+	c.applyLanes(p.lanes)
+	c.applyDirection(&c.down, p.down)
+}
+
+// applyDirection pushes one direction's changed caps, its setter's switch
+// turned on first.
+func (c *Controller) applyDirection(d *direction, caps map[uint64]uint32) {
+	if d.set == nil {
 		return
 	}
 	c.mu.Lock()
-	var todo []struct {
-		ck uint64
-		v  uint32
-	}
-	for ck, v := range sockets {
-		if old, ok := c.applied[ck]; (ok && old != v) || (!ok && v != 0) {
-			todo = append(todo, struct {
-				ck uint64
-				v  uint32
-			}{ck, v})
-		}
-	}
-	laneTodo := map[lane.Lane]uint32{}
-	for l, v := range lanes {
-		if c.laneApplied[l] != v {
-			laneTodo[l] = v
-		}
-	}
+	todo := d.pending(caps)
+	switchOn, refused := d.wantsSwitch(), d.refused != ""
 	c.mu.Unlock()
-	var errs []error
-	done := map[uint64]uint32{}
-	for _, t := range todo {
-		if err := c.caps.SetSocketCwndCap(t.ck, t.v); err != nil {
-			errs = append(errs, fmt.Errorf("socket %d: %w", t.ck, err))
-			continue
-		}
-		done[t.ck] = t.v
+	if refused || (switchOn && !c.switchOn(d)) {
+		return
 	}
-	laneDone := map[lane.Lane]uint32{}
-	if ls, ok := c.caps.(LaneCapSetter); ok {
-		for l, v := range laneTodo {
-			if err := ls.SetLaneCwndCap(l, v); err != nil {
-				errs = append(errs, fmt.Errorf("lane %s: %w", l, err))
-				continue
-			}
-			laneDone[l] = v
-		}
+	done, errs := d.push(todo)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d.record(done, func(ck uint64) bool { _, live := c.flows[ck]; return live })
+	if len(errs) > 0 {
+		c.cnt.ApplyErrors += uint64(len(errs))
+		c.st.LastError = d.applyError(errs)
+	}
+}
+
+// switchOn turns a direction's setter's switch on; it reports whether it
+// is.
+func (c *Controller) switchOn(d *direction) bool {
+	err := d.set.switchCaps(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d.switched(err)
+	if err != nil {
+		c.cnt.ApplyErrors++
+		c.st.LastError = d.applyError([]error{err})
+		return false
+	}
+	return true
+}
+
+// applyLanes pushes the lanes' changed default caps.
+func (c *Controller) applyLanes(lanes map[lane.Lane]uint32) {
+	if c.lanes.set == nil {
+		return
 	}
 	c.mu.Lock()
-	for ck, v := range done {
-		if _, live := c.flows[ck]; live {
-			c.applied[ck] = v
-		}
-	}
-	for l, v := range laneDone {
-		c.laneApplied[l] = v
+	todo := c.lanes.pending(lanes)
+	c.mu.Unlock()
+	done, errs := c.lanes.push(todo)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for l, v := range done {
+		c.lanes.applied[l] = v
 	}
 	if len(errs) > 0 {
 		c.cnt.ApplyErrors += uint64(len(errs))
-		c.st.LastError = fmt.Sprintf("apply caps: %v", errors.Join(errs...))
+		c.st.LastError = fmt.Sprintf("apply lane caps: %v", errors.Join(errs...))
 	}
-	c.mu.Unlock()
 }
 
 // Status returns a snapshot of the controller's state.

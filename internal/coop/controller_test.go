@@ -220,8 +220,7 @@ func paperConfig() Config {
 	c.Enabled = true
 	c.APRate = config.Rate(20e6)
 	c.Headroom = 960_000
-	c.QueueAllowance = 0      // the paper's formula
-	c.SpreadRemainder = false // every cap rounded down, as the paper
+	c.QueueAllowance = 0 // the paper's formula
 	c.Key = "00112233445566778899aabbccddeeff"
 	return c
 }
@@ -237,7 +236,7 @@ func newGroup(t *testing.T, n int, cfg Config) *group {
 func (g *group) add(cfg Config) *node {
 	nd := &node{flows: &fakeFlows{recv: map[uint64]float64{}}, caps: newFakeCaps(), tr: newFakeTransport()}
 	nd.flows.rwnd = nd.caps.getRwnd
-	c, err := New(Options{Config: cfg, Flows: nd.flows, Caps: nd.caps, Transport: nd.tr,
+	c, err := New(Options{Config: cfg, Flows: nd.flows, Up: nd.caps, Down: nd.caps, Ack: nd.caps, Transport: nd.tr,
 		HostID: uint64(len(g.nodes) + 1), Now: g.clk.now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		g.t.Fatal(err)
@@ -263,7 +262,7 @@ func (g *group) round() {
 		}
 	}
 	for _, n := range g.nodes { // what Run does on a change event
-		n.c.recomputeAndApply(false)
+		n.c.recomputeAndApply()
 	}
 }
 
@@ -356,7 +355,7 @@ func TestGoodbyeAndShutdownClearCaps(t *testing.T) {
 	for _, b := range leaving.tr.take() {
 		g.nodes[0].c.Handle(b, netip.Addr{})
 	}
-	g.nodes[0].c.recomputeAndApply(false)
+	g.nodes[0].c.recomputeAndApply()
 	if st := g.nodes[0].c.Status(); st.N != 2 || len(st.Peers) != 1 {
 		t.Errorf("after goodbye N=%d peers=%d", st.N, len(st.Peers))
 	}
@@ -375,7 +374,7 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 		g.nodes[0].c.Handle(b, netip.MustParseAddr("10.9.9.8"))
 		last = b
 	}
-	g.nodes[0].c.recomputeAndApply(false)
+	g.nodes[0].c.recomputeAndApply()
 	v := g.nodes[0]
 	before := v.c.Status()
 	capBefore := v.caps.get(100)
@@ -402,7 +401,7 @@ func TestBadAnnouncementsChangeNothing(t *testing.T) {
 				t.Fatalf("accepted bad input %x", b)
 			}
 		}
-		v.c.recomputeAndApply(false)
+		v.c.recomputeAndApply()
 	}
 	st := v.c.Status()
 	c := st.Counters
@@ -536,7 +535,7 @@ func TestSafetyFallback(t *testing.T) {
 // at 11 segments for 30 s beside the first one's 54-149).
 func TestSafetyPeerInFallback(t *testing.T) {
 	cfg := paperConfig()
-	cfg.Safety.Trigger, cfg.Safety.Window = 3, 3
+	cfg.Safety.Trigger = 3
 	g := newGroup(t, 3, cfg)
 	for i, n := range g.nodes {
 		f := bulkFlow(uint64(10 + i))
@@ -625,7 +624,7 @@ func TestConfigValidate(t *testing.T) {
 		},
 		"rules[0].segments":       func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg"}} },
 		"safety.goodput_fraction": func(c *Config) { c.Safety.GoodputFraction = 1.5 },
-		"safety.trigger_window":   func(c *Config) { c.Safety.Window = 101 },
+		"safety.drain_intervals":  func(c *Config) { c.Safety.DrainIntervals = 101 },
 	}
 	for field, mut := range bad {
 		c := DefaultConfig()
@@ -650,16 +649,16 @@ func TestFastJoinSample(t *testing.T) {
 	n := g.nodes[0]
 	g.round()
 	ctx := context.Background()
-	if n.c.sampleFlows(ctx, false) {
+	if n.c.sampleFlows(ctx) {
 		t.Fatal("join reported with no flows")
 	}
 	n.flows.set(bulkFlow(7))
 	g.clk.add(100 * time.Millisecond)
-	if !n.c.sampleFlows(ctx, false) {
+	if !n.c.sampleFlows(ctx) {
 		t.Fatal("new sending flow not reported")
 	}
 	g.clk.add(100 * time.Millisecond)
-	if n.c.sampleFlows(ctx, false) {
+	if n.c.sampleFlows(ctx) {
 		t.Error("same flow reported twice")
 	}
 	// the flow drains: still active within one interval of its progress
@@ -667,7 +666,7 @@ func TestFastJoinSample(t *testing.T) {
 	f.NotSent, f.InFlight, f.BytesAcked = 0, 0, 1<<40
 	n.flows.set(f)
 	g.clk.add(100 * time.Millisecond)
-	n.c.sampleFlows(ctx, false)
+	n.c.sampleFlows(ctx)
 	n.c.mu.Lock()
 	active := n.c.flows[7].active
 	n.c.mu.Unlock()
@@ -675,50 +674,11 @@ func TestFastJoinSample(t *testing.T) {
 		t.Error("flow inactive right after progress")
 	}
 	g.clk.add(600 * time.Millisecond)
-	n.c.sampleFlows(ctx, false)
+	n.c.sampleFlows(ctx)
 	n.c.mu.Lock()
 	active = n.c.flows[7].active
 	n.c.mu.Unlock()
 	if active {
 		t.Error("idle flow still active after an interval")
-	}
-}
-
-// With spread_remainder every host computes the whole group's targets and
-// the same hosts get a segment more: the caps the controllers apply add up
-// to the group's window in whole segments (the paper's 346.67 segments at
-// 20 Mbit/s and 256 ms; flooring alone gives 8 x 43 = 344), on the uplink
-// and the downlink.
-func TestSpreadRemainderAgrees(t *testing.T) {
-	cfg := paperConfig()
-	cfg.SpreadRemainder = true
-	cfg.APDownlinkRate = config.Rate(20e6)
-	g := newGroup(t, 8, cfg)
-	for i, n := range g.nodes {
-		f := bulkFlow(uint64(100 + i))
-		f.MinRTT += time.Duration(i) * 100 * time.Microsecond // fractions differ by host
-		d := downloadFlow(uint64(200 + i))
-		d.MinRTT = f.MinRTT
-		n.flows.set(f, d)
-		n.flows.recv[d.Cookie] = 50e6
-	}
-	for range 4 {
-		g.round()
-	}
-	var wantUp, wantDown float64
-	for i := range g.nodes {
-		rtt := 256*time.Millisecond + time.Duration(i)*100*time.Microsecond
-		w := SharedWindow(20e6, rtt, 960_000) / 8 / 1500
-		wantUp += w
-		wantDown += w
-	}
-	var up, down uint32
-	for i, n := range g.nodes {
-		c, d := n.caps.get(uint64(100+i)), n.caps.getRwnd(uint64(200+i))/1500
-		up, down = up+c, down+d
-		t.Logf("host %d: cap %d, downlink %d segments", i+1, c, d)
-	}
-	if up != uint32(wantUp) || down != uint32(wantDown) {
-		t.Errorf("caps add up to %d up, %d down; want %d (the group's %.2f segments rounded down)", up, down, uint32(wantUp), wantUp)
 	}
 }

@@ -53,7 +53,6 @@
 package coop
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
@@ -73,10 +72,10 @@ const downGrowth = 1.5
 // demandHold is how many intervals a download's demand is held at its peak.
 const demandHold = 4
 
-// RwndCapSetter, if the CapSetter also implements it, applies downlink caps:
-// per-socket receive window caps (bytes; 0 removes) while SetDownlinkCaps
-// is on. The daemon backs it with internal/datapath.
-type RwndCapSetter interface {
+// DownlinkSetter applies downlink caps: per-socket receive window caps
+// (bytes; 0 removes) while SetDownlinkCaps is on. The daemon backs it
+// with internal/datapath.
+type DownlinkSetter interface {
 	SetDownlinkCaps(on bool) error
 	SetSocketRwndCap(cookie uint64, bytes uint32) error
 }
@@ -134,25 +133,7 @@ type downState struct {
 	minRcvRTT    time.Duration      // smallest receive-side RTT estimate seen
 	demands      [demandHold]uint64 // demand of the last ticks (ring)
 	ndemand      int
-	filt         capFilter
-	coop         uint32 // cooperative cap, segments
-	cap          uint32 // applied, bytes
-	changes      uint64
-	history      []CapChange
-}
-
-// setCap records the applied downlink cap (bytes), as flowState.setCap.
-func (d *downState) setCap(v uint32, now time.Time) bool {
-	if v == d.cap {
-		return false
-	}
-	d.cap = v
-	d.changes++
-	d.history = append(d.history, CapChange{At: now, Cap: v})
-	if len(d.history) > capHistoryLen {
-		d.history = d.history[len(d.history)-capHistoryLen:]
-	}
-	return true
+	flowCap      // the window cap, bytes
 }
 
 // downLoad is the FlowLoad of a local download: its demand is the peak of
@@ -201,99 +182,80 @@ func peerDownLoad(p *Peer) HostLoad {
 	return h
 }
 
-// downRate returns the downlink rate to use and where it came from.
-// Caller holds mu.
-func (c *Controller) downRate() (uint64, string) {
-	if c.cfg.APDownlinkRate > 0 {
-		return c.cfg.APDownlinkRate.Bits(), "configured"
-	}
-	return c.dnEst.rate(c.now())
-}
-
-// sampleDown merges one flow's received bytes into its downlink state; it
-// reports whether the flow started receiving. Caller holds mu.
-func (c *Controller) sampleDown(fs *flowState, prev Flow, known bool, now time.Time) bool {
+// sampleDown merges the flow's received bytes since prev (known: prev is
+// a sample) into its downlink state; it returns the bytes and reports
+// whether the flow started receiving within the interval iv.
+func (fs *flowState) sampleDown(prev Flow, known bool, now time.Time, iv time.Duration) (recv float64, started bool) {
 	if r := fs.f.RcvRTT; r > 0 && (fs.dn.minRcvRTT == 0 || r < fs.dn.minRcvRTT) {
 		fs.dn.minRcvRTT = r
 	}
 	if known && fs.f.BytesRecv > prev.BytesRecv {
-		d := float64(fs.f.BytesRecv - prev.BytesRecv)
-		fs.dn.acc += d
-		c.dnAcc += d
-		if ackLane(fs.f.Lane) {
-			c.ack.recv += uint64(d)
-		}
+		recv = float64(fs.f.BytesRecv - prev.BytesRecv)
+		fs.dn.acc += recv
 		fs.dn.lastProgress = now
 	}
 	was := fs.dn.active
-	fs.dn.active = !fs.dn.lastProgress.IsZero() && now.Sub(fs.dn.lastProgress) < c.cfg.Interval.D()
-	return fs.dn.active && !was
+	fs.dn.active = !fs.dn.lastProgress.IsZero() && now.Sub(fs.dn.lastProgress) < iv
+	return recv, fs.dn.active && !was
 }
 
 // tickDown closes an interval of the downlink measurements: each flow's
-// receive rate, the host's downlink goodput, and the group's for the rate
-// estimate. Caller holds mu.
+// receive rate, the host's downlink goodput, and the group's, which the
+// downlink's estimate and fallback judge. Caller holds mu.
 func (c *Controller) tickDown(now time.Time, dt float64) {
 	if dt > 0 {
 		for _, fs := range c.flows {
-			prev := fs.dn.rate
-			fs.dn.rate = fs.dn.acc * 8 / dt
-			if fs.dn.active {
-				fs.dn.growing = fs.dn.ndemand == 0 || fs.dn.rate >= downGrowth*prev
-				fs.dn.demands[fs.dn.ndemand%demandHold] = fs.tickDemand()
-				fs.dn.ndemand++
-			} else {
-				fs.dn.ndemand, fs.dn.appLimited = 0, false
-			}
+			fs.tickDownRate(dt)
 		}
-		c.dnGoodput = c.dnAcc * 8 / dt
-		c.dnJudged = c.rxArr.bound(c.dnAcc) * 8 / dt
 	}
+	c.down.closeInterval(dt)
 	for _, fs := range c.flows {
 		fs.dn.acc = 0
 	}
-	c.dnAcc = 0
-	g, gj := c.dnGoodput, c.dnJudged
-	for _, p := range c.table.Peers() {
-		if c.key == nil && !c.counted[p.ID] {
-			continue
-		}
-		pg := math.Min(float64(p.Last.DownGoodputKbit)*1000, float64(c.cfg.MaxAPRate.Bits()))
-		g += pg
-		gj += math.Min(pg, judgedOf(float64(p.Last.DownGoodputKbit)*1000, p.Last.DownGoodputOver))
-	}
-	infl, base := c.downInflation()
-	c.dnEst.update(now, groupSample{goodput: g, judged: gj, inflation: infl, minRTT: base})
-	ok, why := c.dnSafety.update(now, c.downObservation(infl))
-	c.dnCapOK, c.dnCapWhy = c.followPeers(ok, why, c.table.Peers(), true)
-	if !c.dnCapOK { // the fallback holds: uncapped intervals (estimate.go, restart)
-		c.dnEst.restart()
+	g, gj := c.groupGoodput(&c.down, func(p *Peer) (float64, float64, uint8) {
+		announced := float64(p.Last.DownGoodputKbit) * 1000
+		return math.Min(announced, float64(c.cfg.MaxAPRate.Bits())), announced, p.Last.DownGoodputOver
+	})
+	infl, base := downInflation(c.flows)
+	obs := downObservation(c.flows, infl, c.st.Down.Capping)
+	peer, stopped := c.stoppedPeer(c.table.Peers(), true)
+	c.down.judge(now, groupSample{goodput: g, judged: gj, inflation: infl, minRTT: base}, obs, peer, stopped)
+}
+
+// tickDownRate closes a download's interval of dt seconds: its receive
+// rate, whether it grows, and its demand (held over demandHold ticks).
+func (fs *flowState) tickDownRate(dt float64) {
+	prev := fs.dn.rate
+	fs.dn.rate = fs.dn.acc * 8 / dt
+	if fs.dn.active {
+		fs.dn.growing = fs.dn.ndemand == 0 || fs.dn.rate >= downGrowth*prev
+		fs.dn.demands[fs.dn.ndemand%demandHold] = fs.tickDemand()
+		fs.dn.ndemand++
+	} else {
+		fs.dn.ndemand, fs.dn.appLimited = 0, false
 	}
 }
 
 // downObservation is the downlink's safety observation (see the file
-// comment). Caller holds mu.
-func (c *Controller) downObservation(infl float64) observation {
+// comment) over the flows' downloads, capped: whether caps held them; the
+// direction adds the drain signal (judge).
+func downObservation(flows map[uint64]*flowState, infl float64, capped bool) observation {
 	var qd []float64
-	for _, fs := range c.flows {
+	for _, fs := range flows {
 		if fs.dn.active && fs.f.RcvRTT > 0 && fs.dn.minRcvRTT > 0 {
 			qd = append(qd, float64(fs.f.RcvRTT-fs.dn.minRcvRTT))
 		}
 	}
-	o := observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)), inflightLow: c.st.Down.Capping}
-	if c.cfg.APDownlinkRate == 0 {
-		o.drained, o.drainShare, o.drainBack = c.dnEst.drainState()
-	}
-	return o
+	return observation{flows: len(qd), inflation: infl, queueDelay: time.Duration(median(qd)), inflightLow: capped}
 }
 
 // downInflation is the median receive-side RTT ÷ its minimum over this
 // host's active downloads, and the median minimum (0, 0: none measured).
 // Peers do not announce their downloads' current RTT, but every download
-// through the AP waits in the same downlink queue. Caller holds mu.
-func (c *Controller) downInflation() (float64, time.Duration) {
+// through the AP waits in the same downlink queue.
+func downInflation(flows map[uint64]*flowState) (float64, time.Duration) {
 	var infl, base []float64
-	for _, fs := range c.flows {
+	for _, fs := range flows {
 		if fs.dn.active && fs.f.RcvRTT > 0 && fs.dn.minRcvRTT > 0 {
 			infl = append(infl, float64(fs.f.RcvRTT)/float64(fs.dn.minRcvRTT))
 			base = append(base, float64(fs.dn.minRcvRTT))
@@ -307,9 +269,9 @@ func (c *Controller) ownDown(a *Announcement) {
 	if !c.cfg.DownlinkCaps {
 		return
 	}
-	a.DownGoodputKbit = uint32(min(c.dnGoodput/1000, math.MaxUint32))
-	a.DownGoodputOver = overOf(c.dnGoodput, c.dnJudged)
-	for _, fs := range c.sortedFlows() {
+	a.DownGoodputKbit = uint32(min(c.down.goodput/1000, math.MaxUint32))
+	a.DownGoodputOver = overOf(c.down.goodput, c.down.judged)
+	for _, fs := range sortedFlows(c.flows) {
 		if !fs.dn.active {
 			continue
 		}
@@ -340,11 +302,11 @@ type DownStatus struct {
 // recomputeDown derives every local download's cap (bytes); the flows'
 // status rows get their downlink fields. Caller holds mu.
 func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus) map[uint64]uint32 {
-	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.dnGoodput)}
-	rate, src := c.downRate()
+	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.down.goodput)}
+	rate, src := c.down.rate(c.now())
 	ds.RateBits, ds.RateSource = rate, src
-	if c.cfg.APDownlinkRate == 0 {
-		ds.Estimate = c.dnEst.status()
+	if c.down.estimated() {
+		ds.Estimate = c.down.est.status()
 	}
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
@@ -352,10 +314,10 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	hosts, selfStates, selfIdx := c.downHosts(peers)
 	capping, reason := c.downCapping(rate, len(hosts))
 	shares := p.HostShares(hosts)
-	changed := c.downGroupChanged(hosts, capping)
+	changed := c.down.groupChanged(hosts, capping, now, nil)
 	if selfIdx >= 0 {
 		ds.SelfShare = shares[selfIdx]
-		targets := p.GroupTargets(hosts, shares, c.cfg.SpreadRemainder)[selfIdx]
+		targets := p.GroupTargets(hosts, shares)[selfIdx]
 		dwell := capDwell(c.cfg.Interval.D())
 		for i, fs := range selfStates {
 			if capping {
@@ -363,7 +325,8 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 			}
 		}
 	}
-	caps := c.applyDownCaps(now, capping)
+	caps, changes := downCaps(c.flows, now, capping)
+	c.cnt.DownCapChanges += changes
 	for i := range fst {
 		if fs, ok := c.flows[fst[i].Cookie]; ok {
 			d := &fs.dn
@@ -374,7 +337,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 	ds.N, ds.SelfActive = len(hosts), selfIdx >= 0
 	ds.Capping, ds.Reason = capping && len(hosts) > 0, reason
 	if c.cfg.DownlinkCaps {
-		c.ackStatus(&ds)
+		ds.AckClass = c.ack.status()
 	}
 	c.st.Down = ds
 	return caps
@@ -386,7 +349,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 // its load's flows. Caller holds mu.
 func (c *Controller) downHosts(peers []Peer) (hosts []HostLoad, selfStates []*flowState, selfIdx int) {
 	self := HostLoad{ID: c.hostID}
-	for _, fs := range c.sortedFlows() {
+	for _, fs := range sortedFlows(c.flows) {
 		if fs.dn.active {
 			self.Flows = append(self.Flows, fs.downLoad())
 			selfStates = append(selfStates, fs)
@@ -414,10 +377,10 @@ func (c *Controller) downCapping(rate uint64, hosts int) (bool, string) {
 		return false, "downlink caps off by policy"
 	case !c.cfg.Cooperative:
 		return false, "cooperative caps off by policy"
-	case c.dnRefused != "":
-		return false, "the datapath cannot apply them: " + c.dnRefused
-	case !c.dnCapOK:
-		return false, c.dnCapWhy
+	case c.down.refused != "":
+		return false, "the datapath cannot apply them: " + c.down.refused
+	case !c.down.capOK:
+		return false, c.down.capWhy
 	case rate == 0:
 		return false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
 	case hosts == 0:
@@ -426,143 +389,21 @@ func (c *Controller) downCapping(rate uint64, hosts int) (bool, string) {
 	return true, ""
 }
 
-// applyDownCaps sets every download's receive-window cap from its
-// cooperative window (none when not capping), counting the changes, and
-// returns the caps by cookie. Caller holds mu.
-func (c *Controller) applyDownCaps(now time.Time, capping bool) map[uint64]uint32 {
+// downCaps sets every download's receive-window cap from its cooperative
+// window (none when not capping) and returns the caps by cookie and how
+// many changed.
+func downCaps(flows map[uint64]*flowState, now time.Time, capping bool) (map[uint64]uint32, uint64) {
 	caps := map[uint64]uint32{}
-	for _, fs := range c.flows {
+	changes := uint64(0)
+	for _, fs := range flows {
 		if !capping {
 			fs.dn.coop = 0
 			fs.dn.filt.set(0)
 		}
 		if fs.dn.setCap(RwndBytes(fs.dn.coop, fs.f.MSS), now) {
-			c.cnt.DownCapChanges++
+			changes++
 		}
 		caps[fs.f.Cookie] = fs.dn.cap
 	}
-	return caps
-}
-
-// downGroupChanged is groupChanged for the downlink group: caps follow
-// their targets at once when a host or local download joins or leaves.
-// Caller holds mu.
-func (c *Controller) downGroupChanged(hosts []HostLoad, capping bool) bool {
-	key := groupKey(hosts, capping)
-	if key == c.dnGroup {
-		return false
-	}
-	c.dnGroup = key
-	return true
-}
-
-// downRaising reports whether some download's cap waits to grow.
-// Caller holds mu.
-func (c *Controller) downRaising() bool {
-	for _, fs := range c.flows {
-		if fs.dn.filt.raising() {
-			return true
-		}
-	}
-	return false
-}
-
-// applyDown pushes changed downlink caps (outside mu: it may block).
-func (c *Controller) applyDown(caps map[uint64]uint32) {
-	rs, ok := c.caps.(RwndCapSetter)
-	if !ok || c.caps == nil {
-		return
-	}
-	c.mu.Lock()
-	todo := map[uint64]uint32{}
-	for ck, v := range caps {
-		if old, ok := c.dnApplied[ck]; (ok && old != v) || (!ok && v != 0) {
-			todo[ck] = v
-		}
-	}
-	on := c.cfg.DownlinkCaps && !c.dnOn
-	refused := c.dnRefused != ""
-	c.mu.Unlock()
-	if refused {
-		return
-	}
-	var errs []error
-	if on {
-		if err := rs.SetDownlinkCaps(true); err != nil {
-			c.mu.Lock()
-			c.dnRefused = err.Error()
-			c.cnt.ApplyErrors++
-			c.st.LastError = fmt.Sprintf("apply downlink caps: %v", err)
-			c.mu.Unlock()
-			return
-		} else {
-			c.mu.Lock()
-			c.dnOn = true
-			c.mu.Unlock()
-		}
-	}
-	done := map[uint64]uint32{}
-	for ck, v := range todo {
-		if err := rs.SetSocketRwndCap(ck, v); err != nil {
-			errs = append(errs, fmt.Errorf("socket %d downlink: %w", ck, err))
-			continue
-		}
-		done[ck] = v
-	}
-	c.mu.Lock()
-	for ck, v := range done {
-		if _, live := c.flows[ck]; live {
-			c.dnApplied[ck] = v
-		}
-	}
-	if len(errs) > 0 {
-		c.cnt.ApplyErrors += uint64(len(errs))
-		c.st.LastError = fmt.Sprintf("apply downlink caps: %v", errs)
-	}
-	c.mu.Unlock()
-}
-
-// downOnEarly turns the datapath's downlink callback on as the controller
-// is made, before the daemon answers its API: a download that connects
-// before it is on never asks for the callback (sockets ask at
-// establishment, and a pure receiver gets no later RTT callback to ask
-// at), so its cap would never act (TestCoopThreeDaemonsDownlink failed so
-// once in 50 runs, the component's first tick late on a loaded machine).
-func (c *Controller) downOnEarly() {
-	rs, ok := c.caps.(RwndCapSetter)
-	if !ok || c.caps == nil || !c.cfg.DownlinkCaps || !c.cfg.Cooperative {
-		return
-	}
-	if err := rs.SetDownlinkCaps(true); err != nil {
-		c.log.Warn("coop: downlink caps cannot be applied", "err", err)
-		c.dnRefused = err.Error()
-		return
-	}
-	c.dnOn = true
-}
-
-// shutdownDown removes every downlink cap and turns the callback off.
-// Caller holds mu.
-func (c *Controller) shutdownDown() []error {
-	rs, ok := c.caps.(RwndCapSetter)
-	if !ok || c.caps == nil {
-		return nil
-	}
-	var errs []error
-	for ck, v := range c.dnApplied {
-		if v != 0 {
-			if err := rs.SetSocketRwndCap(ck, 0); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	c.dnApplied = map[uint64]uint32{}
-	if err := c.shutdownAck(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.dnOn {
-		errs = append(errs, rs.SetDownlinkCaps(false))
-		c.dnOn = false
-	}
-	return errs
+	return caps, changes
 }

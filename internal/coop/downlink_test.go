@@ -109,7 +109,7 @@ func TestDownlinkCapsAgreeOnN(t *testing.T) {
 	// shutdown removes every downlink cap and turns the callback off
 	nd := g.nodes[0]
 	nd.c.mu.Lock()
-	errs := nd.c.shutdownDown()
+	errs := nd.c.down.shutdown()
 	nd.c.mu.Unlock()
 	if len(errs) != 0 && errs[0] != nil || len(nd.caps.rwnd) != 0 || nd.caps.downOn {
 		t.Errorf("after shutdown: errs %v, caps %v, on %v", errs, nd.caps.rwnd, nd.caps.downOn)
@@ -245,9 +245,9 @@ func TestDownlinkJoinInSlowStart(t *testing.T) {
 	ctx := t.Context()
 	for range 2 { // Run's between-ticks samples: first seen, then receiving
 		g.clk.add(100 * time.Millisecond)
-		if a.c.sampleFlows(ctx, false) {
+		if a.c.sampleFlows(ctx) {
 			a.c.announce()
-			a.c.recomputeAndApply(false)
+			a.c.recomputeAndApply()
 		}
 	}
 	want := paperWindow(2)

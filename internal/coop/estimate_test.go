@@ -53,7 +53,7 @@ func (m fluidMedium) run(e *rateEstimator, t time.Time, d time.Duration, first f
 }
 
 func newTestEstimator() *rateEstimator {
-	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond)
+	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, uplinkRules)
 	return &e
 }
 
@@ -543,10 +543,10 @@ func TestUplinkQueueComesBackAtTrimLine(t *testing.T) {
 		t.Errorf("uplink: a queue back at 1.12x with the group's goodput recovering stopped capping (interval %d)", i)
 	}
 	c := newGroup(t, 1, paperConfig()).nodes[0].c
-	if c.safety.backLine() != upBackInflation || c.dnSafety.backLine() != backInflation {
-		t.Errorf("controller's lines: uplink %.2f, downlink %.2f", c.safety.backLine(), c.dnSafety.backLine())
+	if c.up.safety.backLine() != upBackInflation || c.down.safety.backLine() != backInflation {
+		t.Errorf("controller's lines: uplink %.2f, downlink %.2f", c.up.safety.backLine(), c.down.safety.backLine())
 	}
-	if i := queueBack(t, c.dnSafety, 8, 0.97, 1.12); i >= 0 {
+	if i := queueBack(t, c.down.safety, 8, 0.97, 1.12); i >= 0 {
 		t.Errorf("downlink: a queue back at 1.12x stopped capping (interval %d)", i)
 	}
 }
@@ -638,21 +638,21 @@ func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
 		}
 		return drainAt, stopAt
 	}
-	drainAt, stopAt := run(&c.dnEst)
+	drainAt, stopAt := run(&c.down.est)
 	if want := settleIntervals + drainIntervals; drainAt != want {
 		t.Errorf("downlink: drained in capped interval %d, want %d", drainAt, want)
 	}
 	if want := settleIntervals + drainIntervals + DefaultConfig().Safety.DrainIntervals; stopAt != want {
 		t.Errorf("downlink: fallback in capped interval %d, want %d", stopAt, want)
 	}
-	if !c.dnEst.settled || c.dnEst.phase != phaseCruise {
-		t.Errorf("after the early drain: settled %v, phase %d", c.dnEst.settled, c.dnEst.phase)
+	if !c.down.est.settled || c.down.est.phase != phaseCruise {
+		t.Errorf("after the early drain: settled %v, phase %d", c.down.est.settled, c.down.est.phase)
 	}
-	if drainAt, _ := run(&c.upEst); drainAt >= 0 && drainAt <= maxSettleIntervals {
+	if drainAt, _ := run(&c.up.est); drainAt >= 0 && drainAt <= maxSettleIntervals {
 		t.Errorf("uplink: drained in capped interval %d, before its startup's maxSettleIntervals", drainAt)
 	}
-	c.dnEst.restart()
-	if !c.dnEst.earlyDrain {
+	c.down.est.restart()
+	if !c.down.est.rules.drainUnsettledStartup {
 		t.Error("the downlink's estimator lost its early drain in a restart")
 	}
 }
@@ -662,7 +662,7 @@ func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
 // not drained: startup settles and goes on doubling.
 func TestEstimateUnsettledQueueThatEmpties(t *testing.T) {
 	e := newTestEstimator()
-	e.earlyDrain = true
+	e.rules.drainUnsettledStartup = true
 	feed(e, t0, []float64{1e6, 1e6, 5e6, 6e6, 6e6, 7e6, 7e6, 8e6}, []float64{1, 1, 1.4, 1.4, 1.3, 1.3, 1.05, 1.03})
 	if e.drained || e.phase != phaseStartup || !e.settled {
 		t.Errorf("drained %v, phase %d, settled %v after a slow-start queue that emptied", e.drained, e.phase, e.settled)

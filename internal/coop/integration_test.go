@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -29,6 +30,9 @@ type recordCaps struct {
 	mu sync.Mutex
 	m  map[uint64]uint32
 }
+
+// SetLaneCwndCap records nothing: the tests read the sockets' caps.
+func (r *recordCaps) SetLaneCwndCap(lane.Lane, uint32) error { return nil }
 
 func (r *recordCaps) SetSocketCwndCap(ck uint64, segs uint32) error {
 	r.mu.Lock()
@@ -108,9 +112,9 @@ func integrationConfig() Config {
 	return cfg
 }
 
-// startControllers runs one controller per host namespace; setter(i) is the
-// CapSetter of host i (nil: record caps only).
-func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, setter func(i int) CapSetter) []*ihost {
+// startControllers runs one controller per host namespace; setters(i)
+// are host i's setters (nil: record the upload caps only).
+func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, setters func(i int) Options) []*ihost {
 	var hs []*ihost
 	for i, ns := range l.hosts {
 		var tr *UDPTransport
@@ -126,15 +130,14 @@ func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, set
 		}
 		t.Cleanup(func() { smp.Close() })
 		h := &ihost{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1)}
-		var cs CapSetter = h.caps
-		if setter != nil {
-			if s := setter(i); s != nil {
-				cs = s
-			}
+		o := Options{Up: h.caps}
+		if setters != nil {
+			o = setters(i)
 		}
-		h.c, err = New(Options{Config: cfg, Transport: tr, HostID: id, Caps: cs,
-			Flows:  &MonitorSource{S: smp, Local: netip.PrefixFrom(l.sink, 24).Masked()},
-			Logger: slog.New(slog.DiscardHandler).With("host", i)})
+		o.Config, o.Transport, o.HostID = cfg, tr, id
+		o.Flows = &MonitorSource{S: smp, Local: netip.PrefixFrom(l.sink, 24).Masked()}
+		o.Logger = slog.New(slog.DiscardHandler).With("host", i)
+		h.c, err = New(o)
 		if err != nil {
 			t.Fatal(err)
 		}

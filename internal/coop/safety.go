@@ -14,7 +14,7 @@
 // 54-149 segments, and the other three stayed capped for the rest of the
 // run at a third of their plain-TCP goodput.
 //
-// Two signals; capping stops when either held in Trigger of the last Window
+// Two signals; capping stops when either held in Trigger of the last 20
 // intervals (not necessarily in a row):
 //   - RTT inflation without our own backlog: the group's flows' median
 //     srtt/min_rtt exceeds RTTInflation (and by at least minQueueDelay) while
@@ -32,7 +32,7 @@
 //     share while its group is not is an unfair share, which the caps
 //     handle, not foreign traffic.
 //
-// Counted over a window, not in a row (since bfeef32): a foreign CUBIC
+// Counted over a window, not in a row: a foreign CUBIC
 // flow's saw-tooth holds the group's median srtt near the RTT line for
 // seconds (plateaus at 1.29-1.32x in the lab's coop-mixed), and each
 // interval that dipped below it restarted a count in a row, so the
@@ -244,7 +244,7 @@ func (s *safety) stop(now time.Time, why string) string {
 }
 
 // remember records one interval's outcome in the window of the latest
-// max(Window, Trigger) intervals.
+// max(triggerWindow, Trigger) intervals.
 func (s *safety) remember(bad bool) {
 	if len(s.recent) > 0 && len(s.recent) >= s.cfg.window() {
 		if s.recent[0] {
@@ -291,19 +291,4 @@ func (c *Controller) stoppedPeer(peers []Peer, down bool) (uint64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// followPeers turns capping off while a peer's fallback holds (see above).
-func (c *Controller) followPeers(ok bool, why string, peers []Peer, down bool) (bool, string) {
-	if !ok {
-		return ok, why
-	}
-	if id, stopped := c.stoppedPeer(peers, down); stopped {
-		dir := "uploads"
-		if down {
-			dir = "downloads"
-		}
-		return false, fmt.Sprintf("foreign traffic: following peer %016x, which stopped capping its %s", id, dir)
-	}
-	return ok, why
 }

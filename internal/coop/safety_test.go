@@ -97,12 +97,27 @@ func TestSafetyTriggerOverSawTooth(t *testing.T) {
 	if !strings.Contains(why, "foreign traffic: RTT inflated") || !strings.Contains(why, "10 of the last 20 intervals") {
 		t.Errorf("reason %q", why)
 	}
-	// the rule before (cfg.Window at or below cfg.Trigger: in a row) waits
-	// out every dip
-	cfg.Window = 0
-	if j, _ := firstFallback(cfg, series); j >= 0 && at(j) < 25 {
+	// counted in a row (the rule the window replaced), every dip restarts
+	// the count
+	if j := firstInARow(series, cfg.RTTInflation, cfg.Trigger); j >= 0 && at(j) < 25 {
 		t.Errorf("in a row: fallback at %.1f s, the saw-tooth's dips should have delayed it past 25 s", at(j))
 	}
+}
+
+// firstInARow is the index of the interval that ends the first n in a
+// row above line (-1: none).
+func firstInARow(series []float64, line float64, n int) int {
+	run := 0
+	for i, v := range series {
+		run++
+		if v <= line {
+			run = 0
+		}
+		if run >= n {
+			return i
+		}
+	}
+	return -1
 }
 
 // What the window must not read as foreign traffic: short RTT spikes of an
@@ -279,7 +294,7 @@ func TestFollowPeerFallback(t *testing.T) {
 		t.Fatalf("before any fallback host 2 is not capping: %s", st.Reason)
 	}
 	first.c.mu.Lock()
-	first.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	first.c.up.safety.stop(g.clk.now(), "foreign traffic: test")
 	first.c.mu.Unlock()
 	g.round()
 	g.round()
@@ -294,7 +309,7 @@ func TestFollowPeerFallback(t *testing.T) {
 		t.Error("a follower announces a fallback of its own: two hosts could hold each other off")
 	}
 	first.c.mu.Lock()
-	first.c.safety.offUntil = g.clk.now() // the hold ends
+	first.c.up.safety.offUntil = g.clk.now() // the hold ends
 	first.c.mu.Unlock()
 	g.round()
 	g.round()
@@ -379,7 +394,7 @@ func TestFallbackRestartsEstimate(t *testing.T) {
 		t.Fatalf("before the fallback: capping %v (%s), estimate %+v; want capping, drained", st.Capping, st.Reason, st.Estimate)
 	}
 	n.c.mu.Lock()
-	n.c.safety.stop(g.clk.now(), "foreign traffic: test")
+	n.c.up.safety.stop(g.clk.now(), "foreign traffic: test")
 	n.c.mu.Unlock()
 	f.Cwnd, f.InFlight = 120, 120*1500 // uncapped, the flow grows
 	n.flows.set(f)
@@ -390,7 +405,7 @@ func TestFallbackRestartsEstimate(t *testing.T) {
 		t.Fatalf("during the hold: capping %v, reason %q", st.Capping, st.Reason)
 	}
 	n.c.mu.Lock()
-	n.c.safety.offUntil = g.clk.now() // the hold ends
+	n.c.up.safety.offUntil = g.clk.now() // the hold ends
 	n.c.mu.Unlock()
 	for i := 0; ; i++ {
 		g.round()

@@ -172,7 +172,7 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 	if len(gone) != 1 {
 		t.Fatalf("expired %v", gone)
 	}
-	n0.c.recomputeAndApply(false)
+	n0.c.recomputeAndApply()
 	if got := n0.caps.get(100); got != before {
 		t.Errorf("cap %d right after a silent peer was removed, want still %d", got, before)
 	}
@@ -182,7 +182,7 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 	for _, b := range late.tr.take() {
 		n0.c.Handle(b, netip.MustParseAddr("10.9.0.3"))
 	}
-	n0.c.recomputeAndApply(false)
+	n0.c.recomputeAndApply()
 	g.nodes = append(g.nodes, late)
 	if got := n0.caps.get(100); got != before || n0.c.Status().Counters.CapChanges != changes {
 		t.Errorf("cap %d (changes %d -> %d) after the late peer returned, want %d unchanged",
@@ -196,9 +196,9 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 	n0.c.mu.Lock()
 	n0.c.expire(g.clk.now())
 	n0.c.mu.Unlock()
-	n0.c.recomputeAndApply(false)
+	n0.c.recomputeAndApply()
 	g.clk.add(maxDwell)
-	n0.c.recomputeAndApply(false)
+	n0.c.recomputeAndApply()
 	if got := n0.caps.get(100); got <= before {
 		t.Errorf("cap %d after the dwell with N=2, want more than %d", got, before)
 	}

@@ -166,7 +166,7 @@ func TestKeylessNGrowsSlowly(t *testing.T) {
 	}
 	var ns []int
 	for r := 0; r < 8; r++ {
-		victim.c.recomputeAndApply(false)
+		victim.c.recomputeAndApply()
 		ns = append(ns, victim.c.Status().N)
 		g.clk.add(500 * time.Millisecond)
 		for id := uint64(100); id < 120; id++ { // the fakes keep announcing

@@ -183,7 +183,8 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 	backend, why := sampler.Backend()
 	d.log.Info("coop: tcp monitor", "backend", backend, "fallback_reason", why)
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
-	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Caps: h, Iface: linkBytes(cfg.Interface), Logger: d.log.With("component", "coop")})
+	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Up: h, Down: h, Ack: h,
+		Iface: linkBytes(cfg.Interface), Logger: d.log.With("component", "coop")})
 	if err != nil {
 		sampler.Close()
 		return nil, err

@@ -27,6 +27,11 @@ type HostAPI interface {
 	SetSocketCwndCap(cookie uint64, segs uint32) error
 	SetDownlinkCaps(on bool) error
 	SetSocketRwndCap(cookie uint64, bytes uint32) error
+	// the downloads' ACK class (ackclass.go): its rate (0 off), the bytes
+	// it sent and the bytes the classifier gave it
+	SetAckClassEvery(bits uint64) error
+	AckClassSent() (uint64, error)
+	AckClassBytes() (uint64, error)
 
 	LaneCgroup(l lane.Lane) (path string, id uint64, err error)
 	Stats() (HostStats, error)

@@ -43,7 +43,6 @@ type coopCommon struct {
 	lanes              string // lanes binary for the lanes hosts' daemons
 	down               bool   // the hosts download (the AP's downlink is shared)
 	allowance          float64
-	spread             bool
 	interval           time.Duration
 	announce           string // ipv4, ipv6, both (the daemons' transport) or unicast
 	apRate             string // the daemons' ap_rate ("": effectiveAPRate's default, "estimate": 0)
@@ -67,7 +66,6 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the dcf medium's backoff draws (the same for every run)")
 	fs.BoolVar(&c.serverPacing, "server-pacing", false, "the server paces what it sends (TCP's internal pacing, as a server with the fq qdisc does): downloads then leave it spread over the RTT instead of in ACK-clocked bursts")
-	fs.BoolVar(&c.spread, "spread-remainder", coop.DefaultConfig().SpreadRemainder, "the daemons' spread_remainder (true: the group's rounding remainder handed out a segment each)")
 }
 
 func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
@@ -104,7 +102,6 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	cc.Headroom = h
 	cc.APDownlinkRate = cc.APRate
 	cc.QueueAllowance = c.allowance
-	cc.SpreadRemainder = c.spread
 	if c.interval > 0 {
 		cc.Interval = config.Duration(c.interval)
 	}
@@ -120,7 +117,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 }
 
 func (c *coopCommon) params() map[string]any {
-	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "buffer_packets": c.bufPackets, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "spread_remainder": c.spread, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(), "server_pacing": c.serverPacing,
+	p := map[string]any{"rate": c.rate, "rtt": c.rtt.String(), "buffer_bdp": c.bufBDP, "buffer_packets": c.bufPackets, "headroom": c.headroom, "cc": c.cc, "queue_allowance": c.allowance, "interval": c.interval.String(), "announce": c.announce, "medium": c.medium, "ap_rate": c.apRateParam(), "server_pacing": c.serverPacing,
 		"controller": "`lanes daemon` per lanes host: silence 3, ap_rate = ap_downlink_rate (ap_rate above), demand-aware, safety on, HMAC key"}
 	if c.medium == MediumDCF {
 		p["seed"] = c.seed

@@ -242,11 +242,11 @@ func TestCoopPolicyYAML(t *testing.T) {
 	if !reflect.DeepEqual(p.Coop, c) {
 		t.Errorf("coop section read back as\n%+v\nwant\n%+v", p.Coop, c)
 	}
-	// a safety window other than the default is written (the default is
+	// drain intervals other than the default are written (the default is
 	// not, so that a daemon from before it reads the file)
-	c.Safety.Window = 7
-	if p, err = policy.Parse("h1.yaml", []byte(coopPolicyYAML("h1", c))); err != nil || p.Coop.Safety.Window != 7 {
-		t.Errorf("trigger_window 7 read back as %+v, %v", p.Coop.Safety, err)
+	c.Safety.DrainIntervals = 7
+	if p, err = policy.Parse("h1.yaml", []byte(coopPolicyYAML("h1", c))); err != nil || p.Coop.Safety.DrainIntervals != 7 {
+		t.Errorf("drain_intervals 7 read back as %+v, %v", p.Coop.Safety, err)
 	}
 }
 

@@ -213,18 +213,12 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("  min_segments: %d", c.MinSegments)
 	p("  demand_aware: %t", c.DemandAware)
 	p("  queue_allowance: %s", strconv.FormatFloat(c.QueueAllowance, 'g', -1, 64))
-	if c.SpreadRemainder { // only when on: a daemon from before it still reads the file
-		p("  spread_remainder: true")
-	}
 	p("  safety:")
 	p("    enabled: %t", c.Safety.Enabled)
 	p("    rtt_inflation: %s", strconv.FormatFloat(c.Safety.RTTInflation, 'g', -1, 64))
 	p("    goodput_fraction: %s", strconv.FormatFloat(c.Safety.GoodputFraction, 'g', -1, 64))
 	p("    trigger_intervals: %d", c.Safety.Trigger)
-	if c.Safety.Window != coop.DefaultConfig().Safety.Window { // only then: a daemon from before it still reads the file, with its own rule
-		p("    trigger_window: %d", c.Safety.Window)
-	}
-	if c.Safety.DrainIntervals != coop.DefaultConfig().Safety.DrainIntervals { // as trigger_window
+	if c.Safety.DrainIntervals != coop.DefaultConfig().Safety.DrainIntervals { // only then: a daemon from before it still reads the file
 		p("    drain_intervals: %d", c.Safety.DrainIntervals)
 	}
 	p("    hold: %s", c.Safety.Hold)

@@ -156,7 +156,20 @@ func (h *Host) SetLaneCwndCap(lane.Lane, uint32) error { return nil }
 func (h *Host) SetSocketCwndCap(uint64, uint32) error  { return nil }
 func (h *Host) SetDownlinkCaps(bool) error             { return nil }
 func (h *Host) SetSocketRwndCap(uint64, uint32) error  { return nil }
-func (h *Host) Stats() (datapath.HostStats, error)     { return datapath.HostStats{}, nil }
+
+// ErrNoAckClass: the in-memory datapath has no ACK class (as a tree where
+// it could not be made); turning it off succeeds.
+var ErrNoAckClass = errors.New("datapathtest: no ACK class")
+
+func (h *Host) SetAckClassEvery(bits uint64) error {
+	if bits > 0 {
+		return ErrNoAckClass
+	}
+	return nil
+}
+func (h *Host) AckClassSent() (uint64, error)      { return 0, nil }
+func (h *Host) AckClassBytes() (uint64, error)     { return 0, nil }
+func (h *Host) Stats() (datapath.HostStats, error) { return datapath.HostStats{}, nil }
 func (h *Host) LaneCgroup(l lane.Lane) (string, uint64, error) {
 	id, ok := h.laneIDs[l]
 	if !ok {
