@@ -85,10 +85,12 @@ soak:
 	LANES_SOAK=$(SOAK) $(GO) test -count=1 -timeout 0 -run '^TestSoakChurn$$' -v ./internal/daemon/
 
 # What the daemon costs at rest (wake-ups a second, CPU ms a minute, RSS)
-# over COST (default 60s), beside the goals (internal/daemon/cost_test.go).
+# over COST (default 60s) beside the goals, its CPU per MB under a
+# background and a foreground upload (internal/daemon/cost_test.go), and
+# the yield's reaction to a foreground start (yieldreaction_test.go).
 COST ?= 60s
 cost:
-	LANES_COST=$(COST) $(GO) test -count=1 -run '^TestDaemonCostAtRest$$' -v ./internal/daemon/
+	LANES_COST=$(COST) $(GO) test -count=1 -run '^(TestDaemonCost.*|TestYieldReaction)$$' -v ./internal/daemon/
 
 test-short:
 	$(GO) test -short -count=1 ./...
