@@ -164,10 +164,6 @@ func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 		case s.PMLatencyUS >= 0:
 			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): %d µs held while granted clients are connected\n", s.PMLatencyUS)
 		}
-		if n := s.PollHits + s.PollEarly + s.PollMisses; n > 0 {
-			fmt.Fprintf(e.stdout, "reader polling (poll_window_us): %d requests read while polling, %d came before the window, %d windows missed; %v spent polling\n",
-				s.PollHits, s.PollEarly, s.PollMisses, time.Duration(s.PollSpinMS)*time.Millisecond)
-		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "uid\tflow\tadmitted\trejected\tsent\tbytes\tdropped-late\tsend-errors\tmin-margin")
 		row := func(uid, flow string, c rtlane.Counters) {

@@ -86,11 +86,9 @@ func init() {
 			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
-			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
 			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
-			rawRead := fs.Bool("raw-read", false, "the daemon-path table also runs the lanes direct-release paths with raw_read (the reader's blocking read a raw system call, internal/rtlane/rawread.go), beside the same paths without")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
-			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-nodirect, lanes-poll, lanes-proc, lanes-poll-proc, lanes-raw, lanes-raw-proc; the direct send is always run); empty: all that the other flags ask for")
+			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
@@ -112,9 +110,6 @@ func init() {
 				if *lanePrio < 0 || *lanePrio > 98 {
 					return nil, fmt.Errorf("--lane-priority %d not in 0..98", *lanePrio)
 				}
-				if *pollWin < 1 || *pollWin > 100_000 {
-					return nil, fmt.Errorf("--poll-window %d: want 1..100000 µs", *pollWin)
-				}
 				if *pmLat < -1 {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
@@ -122,7 +117,7 @@ func init() {
 					return nil, fmt.Errorf("--cpu-load %d not in 0..64", *cpuLoad)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead,
+					pathDur: *pathDur, pmLatency: *pmLat, procClient: *procClient, lanePrio: *lanePrio,
 					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1}
 				if *clientCPU != "" {
 					cpu, err := strconv.Atoi(*clientCPU)
@@ -159,14 +154,11 @@ type dlParams struct {
 	// 2 s) and the PM QoS wake-up latency held for all of it (-1: none).
 	pathDur   time.Duration
 	pmLatency int
-	// pollWindow: the lanes-poll path's poll_window_us; procClient: the
-	// lanes paths also run with the client in its own process.
-	pollWindow int
+	// procClient: the lanes paths also run with the client in its own
+	// process.
 	procClient bool
 	// lanePrio: the lane's release_priority (0: its default).
 	lanePrio int
-	// rawRead: also the paths lanes-raw and lanes-raw-proc (raw_read on).
-	rawRead bool
 	// paths: only these daemon-path configurations (nil: as the flags
 	// above ask); pathOnly: the daemon-path table alone; cpuLoad: busy
 	// workers while it runs.
@@ -180,7 +172,7 @@ type dlParams struct {
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
 // the order they run.
-var dlPathConfigs = []string{"lanes", "lanes-raw", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-raw-proc", "lanes-poll-proc"}
+var dlPathConfigs = []string{"lanes", "lanes-proc"}
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
 // SCHED_FIFO prio (the paper's real-time senders and receiver); the thread
@@ -826,11 +818,6 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 		recs, err = runFlows(ctx, flows, dur, p.prio, snd.mk)
 	}
 	debug.SetGCPercent(gc)
-	if strings.HasPrefix(name, "lanes-poll") && snd.lane != nil {
-		st := snd.lane.Stats()
-		run.Notes = append(run.Notes, fmt.Sprintf("%s (poll_window_us %d): %d requests read while polling, %d before the window, %d windows missed; %d ms polling in %v (%.1f %% of one CPU)",
-			name, p.pollWindow, st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS, dur, 100*float64(st.PollSpinMS)/float64(dur.Milliseconds())))
-	}
 	if stopBulk != nil {
 		stopBulk()
 	}
@@ -871,7 +858,7 @@ func (s *dlSenders) close() {
 func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst netip.AddrPort, ti *traceIndex) (*dlSenders, error) {
 	s := &dlSenders{}
 	switch name {
-	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc", "lanes-raw", "lanes-raw-proc":
+	case "lanes", "lanes-proc":
 		if err := b.openLaneSenders(ctx, s, p, name, ti); err != nil {
 			return s, err
 		}
@@ -924,14 +911,9 @@ func (b *dlBed) openLaneSenders(ctx context.Context, s *dlSenders, p dlParams, n
 	var tune func(c *rtlane.Config)
 	if name != "" {
 		tune = func(c *rtlane.Config) {
-			c.NoDirectRelease = name == "lanes-nodirect"
 			if p.lanePrio > 0 {
 				c.ReleasePriority = p.lanePrio
 			}
-			if strings.HasPrefix(name, "lanes-poll") {
-				c.PollWindowUS = p.pollWindow
-			}
-			c.RawRead = strings.HasPrefix(name, "lanes-raw")
 		}
 	}
 	closeLane, l, err := b.openLanes(ctx, s.sock, ti.add, tune)
@@ -1145,9 +1127,7 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 		fmt.Sprintf("link %s (paper 1 Gbit/s); flow A %d x 1400 B / 3 ms, 10 ms deadline; flow B %d x 1400 B / 3 ms, 1 ms deadline (paper: 30 and 10); default FIFO %d packets (paper: txqueuelen 1000)",
 			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)))
 	var runs []*dlRun
-	// lanes-nodirect: the lane with direct release off (every datagram
-	// waits for the releaser's wake-up), for the maxima with and without.
-	for _, cfg := range []string{"lanes", "default", "lanes-nodirect"} {
+	for _, cfg := range []string{"lanes", "default"} {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
@@ -1159,7 +1139,6 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 	res.Tables = append(res.Tables,
 		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
 		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
-		stageTable("lanes realtime lane, direct release off (every datagram waits for the releaser's wake-up)", runs[2], dlPaper["lanes"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
 
 	// Inversion: loose bursts queued ahead of tight packets.
@@ -1258,13 +1237,12 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 }
 
 // daemonPathConfigs are the paths the flags ask for, the direct send
-// (fifo-top, the reference) last. Each raw_read path runs right after its
-// partner without, so the pair sees the same machine.
+// (fifo-top, the reference) last.
 func daemonPathConfigs(p dlParams) []string {
 	var cfgs []string
 	for _, c := range dlPathConfigs {
 		if p.paths != nil && slices.Contains(p.paths, c) ||
-			p.paths == nil && (p.rawRead || !strings.HasPrefix(c, "lanes-raw")) && (p.procClient || !strings.HasSuffix(c, "-proc")) {
+			p.paths == nil && (p.procClient || !strings.HasSuffix(c, "-proc")) {
 			cfgs = append(cfgs, c)
 		}
 	}
@@ -1274,13 +1252,8 @@ func daemonPathConfigs(p dlParams) []string {
 // daemonPathNames are the rows' names of the daemon-path table.
 func daemonPathNames(p dlParams) map[string]string {
 	return map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
-		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
-		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
-		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
-		"lanes-raw":       "lanes daemon path, direct release, the reader's read a raw system call (raw_read)",
-		"lanes-raw-proc":  "lanes daemon path, direct release, raw_read, client in its own process",
-		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
+		"lanes-proc": "lanes daemon path, direct release, client in its own process",
+		"fifo-top":   "direct UDP send with SO_PRIORITY 1:11"}
 }
 
 // daemonPathRow is one path's row: the send-to-arrival latency's count,

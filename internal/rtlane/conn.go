@@ -49,7 +49,6 @@ type conn struct {
 	// read and written through raw on Go's netpoller.
 	file   *os.File
 	raw    syscall.RawConn
-	poll   *poller  // granted: the reader's anticipatory polling (poll.go)
 	wmu    SpinLock // closed and fd for writers other than serve (notices, from pinned threads)
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
@@ -67,13 +66,6 @@ type connStats struct {
 	// -1 if none; PMError why holding it failed.
 	PMLatencyUS int    `json:"pm_latency_us"`
 	PMError     string `json:"pm_error,omitempty"`
-	// Anticipatory polling (poll_window_us, poll.go): requests read while
-	// polling, that came before the window (woken as without polling),
-	// windows without a request, and the CPU time spent polling.
-	PollHits   uint64 `json:"poll_hits"`
-	PollEarly  uint64 `json:"poll_early"`
-	PollMisses uint64 `json:"poll_misses"`
-	PollSpinMS uint64 `json:"poll_spin_ms"`
 }
 
 // connCounters are the connection counters now.
@@ -83,9 +75,7 @@ func (l *Lane) connCounters() connStats {
 	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
-		PMLatencyUS: pm, PMError: pmErr,
-		PollHits: l.pollCtr.hits.Load(), PollEarly: l.pollCtr.early.Load(), PollMisses: l.pollCtr.misses.Load(),
-		PollSpinMS: l.pollCtr.spinNs.Load() / 1e6}
+		PMLatencyUS: pm, PMError: pmErr}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -139,7 +129,6 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	if c.granted {
 		_ = unix.SetNonblock(fd, false)
-		c.poll = newPoller(l.cfg.PollWindowUS, &l.pollCtr, fd, l.takeRawReader(fd))
 		l.ensureProcs()
 	} else {
 		c.file = os.NewFile(uintptr(fd), "realtime-client")
@@ -233,9 +222,6 @@ func (c *conn) serve() {
 		c.tid.Store(int32(unix.Gettid()))
 	}
 	defer func() {
-		if c.poll != nil && c.poll.raw {
-			c.l.rawReaders.Add(-1)
-		}
 		c.l.untrack(c)
 		c.wmu.Lock()
 		c.closed = true
@@ -314,7 +300,11 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 // thread, a wait on the netpoller otherwise.
 func (c *conn) recv(buf []byte) (n, flags int, err error) {
 	if c.raw == nil {
-		return c.poll.recv(c.fd, buf)
+		for {
+			if n, flags, err = blockingRecv(c.fd, buf); err != unix.EINTR {
+				return n, flags, err
+			}
+		}
 	}
 	rerr := c.raw.Read(func(fd uintptr) bool {
 		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)

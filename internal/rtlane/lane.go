@@ -212,9 +212,7 @@ type Lane struct {
 	perUID       map[uint32]int
 	others       int // connections of clients neither root nor granted
 	closed       bool
-	wake         wakeState    // the PM QoS request while granted clients are connected (wake.go)
-	pollCtr      pollCounters // anticipatory polling of granted clients (poll.go)
-	rawReaders   atomic.Int32 // readers blocking in raw reads (rawread.go)
+	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
 	refusedConns atomic.Uint64
 	acceptErrors atomic.Uint64
 
@@ -649,7 +647,7 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 	// thread rather than waking the releaser — one thread wake-up less on
 	// the path (docs/realtime.md). One sender at a time: l.sending.
 	var direct popped
-	if rep.Type == wire.TypeAdmit && !l.cfg.NoDirectRelease && l.releaserIdle && !l.sending && l.q.Len() == 1 {
+	if rep.Type == wire.TypeAdmit && l.releaserIdle && !l.sending && l.q.Len() == 1 {
 		if direct, _ = l.popHead(Monotonic()); direct.pk != nil {
 			l.sending = true
 		}
