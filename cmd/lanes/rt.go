@@ -156,8 +156,8 @@ func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("stats reply: %w", err)
 		}
-		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time)\n",
-			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs))
+		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time); %d connections (this one included), %d clients' own sockets attached\n",
+			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs), s.Conns, s.AppSocks)
 		switch {
 		case s.PMError != "":
 			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): not held: %s\n", s.PMError)

@@ -52,6 +52,9 @@ type conn struct {
 	wmu    SpinLock // closed and fd for writers other than serve (notices, from pinned threads)
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
+	// socks: the client's own sockets (appsock.go), touched only by the
+	// connection's reader; socket n of the wire is socks[n-1].
+	socks [wire.MaxSocks]*appSock
 	// granted: the reader's thread and its SCHED_FIFO priority
 	// (clientprio.go), 0 until serve has set them.
 	tid, prio atomic.Int32
@@ -66,6 +69,8 @@ type connStats struct {
 	// -1 if none; PMError why holding it failed.
 	PMLatencyUS int    `json:"pm_latency_us"`
 	PMError     string `json:"pm_error,omitempty"`
+	// AppSocks: clients' own sockets attached and not yet closed.
+	AppSocks int64 `json:"app_socks"`
 }
 
 // connCounters are the connection counters now.
@@ -75,7 +80,7 @@ func (l *Lane) connCounters() connStats {
 	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
-		PMLatencyUS: pm, PMError: pmErr}
+		PMLatencyUS: pm, PMError: pmErr, AppSocks: l.appSocks.Load()}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -222,6 +227,7 @@ func (c *conn) serve() {
 		c.tid.Store(int32(unix.Gettid()))
 	}
 	defer func() {
+		c.detachAll()
 		c.l.untrack(c)
 		c.wmu.Lock()
 		c.closed = true
@@ -238,12 +244,15 @@ func (c *conn) serve() {
 	out := make([]byte, 0, wire.ReplySize+4096)
 	var a after
 	var ticked int64
+	var oob [unix.SizeofCmsghdr + 8]byte // room for two descriptors (appsock.go)
+	var fdBuf [2]int
 	for {
-		n, flags, err := c.recv(buf)
+		n, oobn, flags, err := c.recv(buf, oob[:])
 		if err != nil || n == 0 {
 			return // closed
 		}
-		if !c.handle(buf[:n], flags, &out, &a) {
+		fds := fdBuf[:takeFds(oob[:oobn], fdBuf[:])]
+		if !c.handle(buf[:n], flags, fds, &out, &a) {
 			return
 		}
 		if c.granted {
@@ -254,9 +263,15 @@ func (c *conn) serve() {
 
 // handle answers one request; false: the connection is gone. A granted
 // client's datagram request is handled pinned (pin.go), up to its reply.
-func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
+// fds are the descriptors the message carried: an attach's is kept, any
+// other closed.
+func (c *conn) handle(msg []byte, flags int, fds []int, out *[]byte, a *after) bool {
 	var rep wire.Reply
 	req, perr := wire.ParseRequest(msg)
+	if len(fds) > 0 && (perr != nil || req.Type != wire.TypeAttach) {
+		closeFds(fds)
+		fds = nil
+	}
 	pinned := c.raw == nil && perr == nil && req.Type == wire.TypeSend
 	if pinned {
 		pinHot()
@@ -268,6 +283,8 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
 	case req.Type == wire.TypeSend:
 		rep = c.l.admit(c, &req, a)
+	case req.Type == wire.TypeAttach:
+		rep = c.attach(fds, &req)
 	case req.Type == wire.TypeStats:
 		rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
 	default:
@@ -297,12 +314,14 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 }
 
 // recv reads one message: a blocking syscall on a granted client's own
-// thread, a wait on the netpoller otherwise.
-func (c *conn) recv(buf []byte) (n, flags int, err error) {
+// thread, with its control data (descriptors: appsock.go); a wait on the
+// netpoller otherwise, without a control buffer, so the kernel discards
+// any descriptors an ungranted client sends.
+func (c *conn) recv(buf, oob []byte) (n, oobn, flags int, err error) {
 	if c.raw == nil {
 		for {
-			if n, flags, err = blockingRecv(c.fd, buf); err != unix.EINTR {
-				return n, flags, err
+			if n, oobn, flags, err = recvWithFds(c.fd, buf, oob); err != unix.EINTR {
+				return n, oobn, flags, err
 			}
 		}
 	}
@@ -310,7 +329,7 @@ func (c *conn) recv(buf []byte) (n, flags int, err error) {
 		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)
 		return err != unix.EAGAIN && err != unix.EINTR
 	})
-	return n, flags, errors.Join(rerr, err)
+	return n, 0, flags, errors.Join(rerr, err)
 }
 
 // send writes one reply.
