@@ -197,7 +197,7 @@ static inline int lanes_rt__exchange(struct lanes_rt *rt, size_t len, int fd, st
 			rt->dropped++;
 			continue;
 		}
-		if (r->seq != rt->seq && !(r->type == LANES_RT_ERROR && r->seq == 0))
+		if (r->seq != lanes_rt__get32(rt->buf + 8) && !(r->type == LANES_RT_ERROR && r->seq == 0))
 			continue;
 		if (r->type == LANES_RT_ERROR) {
 			errno = EPROTO;
@@ -217,9 +217,10 @@ static inline void lanes_rt__header(struct lanes_rt *rt, uint8_t type, uint8_t f
 	h[0] = LANES_RT_VERSION;
 	h[1] = type;
 	h[2] = flags;
-	rt->seq++;
+	if (type != LANES_RT_ATTACH) /* an attach goes with seq 0: datagrams are numbered 1, 2, ... */
+		rt->seq++;
 	lanes_rt__put32(h + 4, flow);
-	lanes_rt__put32(h + 8, rt->seq);
+	lanes_rt__put32(h + 8, type == LANES_RT_ATTACH ? 0 : rt->seq);
 	h[14] = sock >> 8;
 	h[15] = sock & 0xff;
 	lanes_rt__put64(h + 16, deadline);

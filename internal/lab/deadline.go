@@ -92,6 +92,7 @@ func init() {
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
+			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do, internal/rtlane/appsock.go); the notes give the sources the receiver saw")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -118,7 +119,7 @@ func init() {
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
 					pathDur: *pathDur, pmLatency: *pmLat, procClient: *procClient, lanePrio: *lanePrio,
-					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1}
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1, ownSocket: *ownSock}
 				if *clientCPU != "" {
 					cpu, err := strconv.Atoi(*clientCPU)
 					if err != nil || cpu < 0 || cpu >= runtime.NumCPU() {
@@ -168,6 +169,8 @@ type dlParams struct {
 	// clientCPU: the -proc paths' client process pinned to this CPU (-1:
 	// not pinned).
 	clientCPU int
+	// ownSocket: the lanes clients send from a UDP socket of their own.
+	ownSocket bool
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
@@ -522,12 +525,13 @@ type dlReceiver struct {
 	rx   *rtlane.Receiver
 	mu   sync.Mutex
 	got  map[[2]uint32][2]int64 // (flow, seq) -> {kernel, user}
+	from map[netip.AddrPort]int // datagrams per source address
 	done chan struct{}
 	quit chan struct{}
 }
 
 func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
-	r := &dlReceiver{got: map[[2]uint32][2]int64{}, done: make(chan struct{}), quit: make(chan struct{})}
+	r := &dlReceiver{got: map[[2]uint32][2]int64{}, from: map[netip.AddrPort]int{}, done: make(chan struct{}), quit: make(chan struct{})}
 	if err := b.rcv.Do(func() (err error) {
 		r.rx, err = rtlane.ListenReceiver(netip.AddrPortFrom(b.dst, 0))
 		return err
@@ -567,6 +571,7 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 			k := [2]uint32{binary.BigEndian.Uint32(a.Payload), binary.BigEndian.Uint32(a.Payload[4:])}
 			r.mu.Lock()
 			r.got[k] = [2]int64{a.Kernel, a.User}
+			r.from[a.From]++
 			r.mu.Unlock()
 		}
 	}()
@@ -600,6 +605,7 @@ type dlSender interface {
 type laneSender struct {
 	c   *rtclient.Client
 	dst netip.AddrPort
+	own *net.UDPConn // the client's own socket (--own-socket), attached
 }
 
 func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
@@ -615,7 +621,22 @@ func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	}
 	return rec
 }
-func (s *laneSender) close() { s.c.Close() }
+func (s *laneSender) close() {
+	s.c.Close()
+	if s.own != nil {
+		s.own.Close()
+	}
+}
+
+// attachOwn gives the sender a UDP socket of its own, connected to its
+// destination (opened by open, in the sender's namespace), and attaches it.
+func (s *laneSender) attachOwn(open func(func() error) error) error {
+	if err := open(func() (err error) { s.own, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.dst)); return err }); err != nil {
+		return err
+	}
+	_, err := s.c.Attach(s.own)
+	return err
+}
 
 // udpSender: a plain UDP socket in snd (default Linux), optionally with a
 // priority (the FIFO top class of the inversion scenario), with
@@ -813,7 +834,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var recs []dlRecord
 	if strings.HasSuffix(name, "-proc") {
 		// The client in its own process; one flow (the daemon path's).
-		recs, err = b.runProcClient(ctx, snd.sock, rx.rx.Addr, flows[0], dur, p.prio, p.clientCPU)
+		recs, err = b.runProcClient(ctx, snd.sock, rx.rx.Addr, flows[0], dur, p.prio, p.clientCPU, p.ownSocket)
 	} else {
 		recs, err = runFlows(ctx, flows, dur, p.prio, snd.mk)
 	}
@@ -822,6 +843,9 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 		stopBulk()
 	}
 	got := rx.stop()
+	if strings.HasPrefix(name, "lanes") {
+		run.Notes = append(run.Notes, fmt.Sprintf("%s: the receiver saw the sources %v", name, rx.from))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -867,7 +891,14 @@ func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst ne
 			if err != nil {
 				return nil, err
 			}
-			return &laneSender{c: c, dst: dst}, nil
+			ls := &laneSender{c: c, dst: dst}
+			if p.ownSocket {
+				if err := ls.attachOwn(b.snd.Do); err != nil {
+					ls.close()
+					return nil, fmt.Errorf("own socket: %w", err)
+				}
+			}
+			return ls, nil
 		}
 		return s, nil
 	case "fifo-top":

@@ -237,9 +237,14 @@ var errShort = errors.New("realtime lane: connection closed")
 
 // roundTrip writes r (with the control data oob: descriptors) and reads
 // until the reply of its sequence number, stashing notices; c.mu held.
+// An attach goes with sequence number 0, so that the datagrams and stats
+// requests are numbered 1, 2, ... whether or not a socket was attached
+// (the lab matches the lane's trace to its records by that number).
 func (c *Client) roundTrip(r *wire.Request, oob []byte) (wire.Reply, error) {
-	c.seq++
-	r.Seq = c.seq
+	if r.Type != wire.TypeAttach {
+		c.seq++
+		r.Seq = c.seq
+	}
 	if c.fd < 0 {
 		return wire.Reply{}, errShort
 	}
