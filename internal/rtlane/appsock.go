@@ -28,9 +28,17 @@
 //     kernel without the control message refuses attaches (unsupported).
 //   - sends never wait (MSG_DONTWAIT): a client's full socket buffer
 //     drops its datagram as a send error, never stalls the releaser.
+//   - a corked socket (UDP_CORK) is not sent on (a send error): the
+//     datagram would wait in the socket with the realtime priority, and
+//     the client's own later sends, appended to it, would leave in the
+//     realtime class unadmitted. Checked before each send (one
+//     getsockopt); a client that corks between the check and the send can
+//     still append to that one datagram, a payload's worth of bytes the
+//     admission test did not count.
 package rtlane
 
 import (
+	"errors"
 	"net/netip"
 	"sync/atomic"
 	"syscall"
@@ -209,6 +217,15 @@ func closeFds(fds []int) {
 	for _, fd := range fds {
 		_, _, _ = syscall.RawSyscall(unix.SYS_CLOSE, uintptr(fd), 0, 0)
 	}
+}
+
+// errCorked: the client's socket has UDP_CORK set (send).
+var errCorked = errors.New("the client's socket is corked (UDP_CORK)")
+
+// corked reports whether fd has UDP_CORK set.
+func corked(fd int) bool {
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_CORK)
+	return err == nil && v != 0
 }
 
 // prioCmsg is an SO_PRIORITY control message, aligned for the kernel.

@@ -136,6 +136,61 @@ func TestOwnSocketIPv6Replies(t *testing.T) {
 	}
 }
 
+// TestCorkedSocketNotSent: a datagram for a socket with UDP_CORK set is
+// dropped (send-error), not left in the socket with the realtime priority.
+func TestCorkedSocketNotSent(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	cfg := DefaultConfig()
+	cfg.Enabled, cfg.Socket, cfg.Rate = true, socketDir(t)+"/rt.sock", 1_000_000_000
+	var l *Lane
+	var app, srv *net.UDPConn
+	ns.Do(t, func() (err error) {
+		if l, err = New(cfg); err != nil {
+			return err
+		}
+		if srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
+			return err
+		}
+		app, err = net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
+		return err
+	})
+	defer app.Close()
+	defer srv.Close()
+	runStarted(t, l)
+	requireAttach(t, l)
+	c, err := rtclient.Dial(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Attach(app); err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := app.SyscallConn()
+	_ = rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_CORK, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.SendWithin(1, netip.AddrPort{}, 10*time.Millisecond, []byte("corked")); err != nil || !res.Admitted {
+		t.Fatalf("send: %+v %v", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Stats().Totals.SendErrors != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("totals %+v, want one send error", l.Stats().Totals)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ns := c.Notices(true); len(ns) != 1 || ns[0].Reason != wire.ReasonSendError {
+		t.Errorf("notices %+v, want one send-error", ns)
+	}
+	_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_CORK, 0) })
+	_ = srv.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, _, err := srv.ReadFromUDPAddrPort(make([]byte, 64)); err == nil {
+		t.Errorf("a datagram of %d bytes arrived after the uncork", n)
+	}
+}
+
 // runStarted runs l until the test ends.
 func runStarted(t *testing.T, l *Lane) {
 	t.Helper()
@@ -322,7 +377,7 @@ func TestSendOnAllocatesNothing(t *testing.T) {
 	s := &appSock{fd: fd, fam: unix.AF_INET6}
 	b := make([]byte, 100)
 	dst := netip.MustParseAddrPort("127.0.0.1:9")
-	if n := testing.AllocsPerRun(100, func() { _ = sendOn(s, b, dst, 6, msgProbe) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = corked(fd), sendOn(s, b, dst, 6, msgProbe) }); n != 0 {
 		t.Errorf("%v allocations per send", n)
 	}
 }

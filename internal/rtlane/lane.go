@@ -930,6 +930,9 @@ func (l *Lane) send(pk *pending) error {
 		if l.classFor(pk.to()) {
 			prio = lane.Realtime.ClassID()
 		}
+		if corked(pk.s.fd) {
+			return errCorked
+		}
 		for {
 			if err := sendOn(pk.s, pk.payload, pk.dst, prio, 0); err != unix.EINTR {
 				return err
