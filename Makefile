@@ -22,7 +22,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak cost
 
 all: build
 
@@ -37,16 +37,27 @@ cross:
 	GOOS=linux   GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-linux-arm64 ./cmd/lanes
 	GOOS=android GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-android-arm64 ./cmd/lanes
 
+# The C examples of include/ (examples/*/): built with the system compiler,
+# warnings as errors; make test builds them too.
+EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude
+examples: $(OUT)/rt-echo
+
+$(OUT)/rt-echo: examples/rt-echo/rt-echo.c include/lanes_rt.h
+	@mkdir -p $(OUT)
+	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/rt-echo/rt-echo.c
+
 # Rebuild the BPF objects from their C sources (needs clang); the results are
 # committed so that a plain `go build` needs no clang.
 generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
 
-# test: go vet and staticcheck; every test; the unit tests again under the
-# race detector (-short: the traffic tests are skipped there); the leak check.
+# test: the C examples; go vet and staticcheck; every test; the unit tests
+# again under the race detector (-short: the traffic tests are skipped
+# there); the leak check.
 test:
 	./scripts/deps.sh test
+	@$(MAKE) --no-print-directory examples
 	$(GO) run ./internal/leaks/leakcheck -save .leaks-before-test
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...

@@ -3,15 +3,21 @@
  *
  * Hands UDP datagrams with deadlines to the lanes daemon over its unix
  * SOCK_SEQPACKET socket and returns its immediate admit/reject decision.
+ * The application hands the daemon its own UDP socket once (attach); the
+ * daemon then sends its datagrams from that socket, so the receiver sees
+ * the application's address and port and the replies come back to it.
  * Wire format: docs/realtime.md (version 1, big-endian).
  *
+ *   int fd = socket(AF_INET, SOCK_DGRAM, 0);   // the application's own
+ *   connect(fd, (struct sockaddr *)&server, sizeof(server));
  *   struct lanes_rt rt;
- *   if (lanes_rt_open(&rt, LANES_RT_SOCKET) < 0) ...;
- *   struct sockaddr_in dst = {...};
  *   struct lanes_rt_reply rep;
- *   int r = lanes_rt_send(&rt, 7, (struct sockaddr *)&dst,
- *                         lanes_rt_now() + 1000000, 0, buf, len, &rep);
+ *   if (lanes_rt_open(&rt, LANES_RT_SOCKET) < 0) ...;
+ *   if (lanes_rt_attach(&rt, fd, &rep) <= 0) ...;   // once
+ *   int r = lanes_rt_send(&rt, 7, NULL, lanes_rt_now() + 1000000, 0,
+ *                         buf, len, &rep);          // instead of send(fd, ...)
  *   // r == 1 admitted, 0 refused (rep.reason), -1 error (errno)
+ *   recv(fd, ...);                                  // replies, as before
  *   lanes_rt_close(&rt);
  *
  * Not thread-safe: use one struct lanes_rt per thread. Notices of admitted
@@ -27,6 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,15 +45,19 @@
 #define LANES_RT_MAX_PAYLOAD 65507
 /* The daemon never sends a reply longer than this (STATS bodies are trimmed). */
 #define LANES_RT_MAX_REPLY (32 + 60 * 1024)
+/* Sockets one connection may attach (numbers 1..8; 0 is the daemon's own). */
+#define LANES_RT_MAX_SOCKS 8
 
 enum {
 	LANES_RT_SEND = 0x01,
 	LANES_RT_STATS = 0x02,
+	LANES_RT_ATTACH = 0x03,
 	LANES_RT_ADMIT = 0x81,
 	LANES_RT_REJECT = 0x82,
 	LANES_RT_DROPPED = 0x83,
 	LANES_RT_ERROR = 0x84,
 	LANES_RT_STATS_OK = 0x85,
+	LANES_RT_ATTACHED = 0x86,
 };
 
 #define LANES_RT_FLAG_RELATIVE 0x01 /* deadline in µs after receipt */
@@ -65,17 +76,21 @@ enum {
 	LANES_RT_REASON_SHUTDOWN = 10,
 	LANES_RT_REASON_DISABLED = 11,
 	LANES_RT_REASON_BUSY = 12, /* too many connections: the daemon closes this one */
+	LANES_RT_REASON_BAD_SOCKET = 13, /* not a UDP socket of the daemon's namespace, or no such number */
+	LANES_RT_REASON_TOO_MANY_SOCKETS = 14,
+	LANES_RT_REASON_UNSUPPORTED = 15, /* the kernel lacks per-datagram priorities (6.14+) */
 };
 
 struct lanes_rt {
 	int fd;
+	uint16_t sock; /* where lanes_rt_send sends from: 0 the daemon's socket, else the attached one */
 	uint32_t seq;
 	uint32_t dropped; /* DROPPED notices seen */
 	unsigned char buf[LANES_RT_REQ_SIZE + LANES_RT_MAX_PAYLOAD];
 };
 
 struct lanes_rt_reply {
-	uint8_t type, reason;
+	uint8_t type, reason, sock;
 	uint32_t flow, seq, depth;
 	int64_t slack_ns;
 	uint64_t time_ns;
@@ -95,7 +110,7 @@ static inline const char *lanes_rt_reason_str(uint8_t r)
 		"none", "would-make-others-late", "own-deadline-unmeetable",
 		"not-granted", "malformed", "queue-full", "bad-destination",
 		"too-big", "late-at-release", "send-error", "shutdown", "disabled",
-		"too-many-connections",
+		"too-many-connections", "bad-socket", "too-many-sockets", "unsupported",
 	};
 	return r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }
@@ -137,29 +152,129 @@ static inline void lanes_rt__put64(unsigned char *p, uint64_t v) { v = htobe64(v
 static inline uint32_t lanes_rt__get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
 static inline uint64_t lanes_rt__get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
 
-/* lanes_rt_send hands one datagram to the daemon. deadline is absolute
- * CLOCK_MONOTONIC ns, or µs after receipt when flags has
- * LANES_RT_FLAG_RELATIVE. dst is a struct sockaddr_in or sockaddr_in6.
+/* lanes_rt__exchange writes the request of len bytes in rt->buf (with the
+ * descriptor fd in SCM_RIGHTS when fd >= 0) and reads until its reply,
+ * counting DROPPED notices on the way. 0, or -1 with errno. */
+static inline int lanes_rt__exchange(struct lanes_rt *rt, size_t len, int fd, struct lanes_rt_reply *r)
+{
+	unsigned char in[LANES_RT_REPLY_SIZE + 64];
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = {.iov_base = rt->buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd >= 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl.space;
+		msg.msg_controllen = sizeof(ctl.space);
+		ctl.h.cmsg_level = SOL_SOCKET;
+		ctl.h.cmsg_type = SCM_RIGHTS;
+		ctl.h.cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(&ctl.h), &fd, sizeof(int));
+	}
+	if (sendmsg(rt->fd, &msg, MSG_NOSIGNAL) < 0)
+		return -1;
+	for (;;) {
+		n = recv(rt->fd, in, sizeof(in), 0);
+		if (n < 0)
+			return -1;
+		if (n < LANES_RT_REPLY_SIZE || in[0] != LANES_RT_VERSION) {
+			errno = n == 0 ? ECONNRESET : EPROTO;
+			return -1;
+		}
+		r->type = in[1];
+		r->reason = in[2];
+		r->sock = in[3];
+		r->flow = lanes_rt__get32(in + 4);
+		r->seq = lanes_rt__get32(in + 8);
+		r->depth = lanes_rt__get32(in + 12);
+		r->slack_ns = (int64_t)lanes_rt__get64(in + 16);
+		r->time_ns = lanes_rt__get64(in + 24);
+		if (r->type == LANES_RT_DROPPED) {
+			rt->dropped++;
+			continue;
+		}
+		if (r->seq != lanes_rt__get32(rt->buf + 8) && !(r->type == LANES_RT_ERROR && r->seq == 0))
+			continue;
+		if (r->type == LANES_RT_ERROR) {
+			errno = EPROTO;
+			return -1;
+		}
+		return 0;
+	}
+}
+
+/* lanes_rt__header fills rt->buf's request header. */
+static inline void lanes_rt__header(struct lanes_rt *rt, uint8_t type, uint8_t flags, uint16_t sock,
+				    uint32_t flow, uint64_t deadline)
+{
+	unsigned char *h = rt->buf;
+
+	memset(h, 0, LANES_RT_REQ_SIZE);
+	h[0] = LANES_RT_VERSION;
+	h[1] = type;
+	h[2] = flags;
+	if (type != LANES_RT_ATTACH) /* an attach goes with seq 0: datagrams are numbered 1, 2, ... */
+		rt->seq++;
+	lanes_rt__put32(h + 4, flow);
+	lanes_rt__put32(h + 8, type == LANES_RT_ATTACH ? 0 : rt->seq);
+	h[14] = sock >> 8;
+	h[15] = sock & 0xff;
+	lanes_rt__put64(h + 16, deadline);
+}
+
+/* lanes_rt_attach hands the daemon the application's UDP socket fd
+ * (IPv4 or IPv6, connected or not, of the daemon's network namespace) and
+ * makes it the socket lanes_rt_send sends from. The daemon keeps its own
+ * copy until this connection is closed; fd stays the application's (its
+ * replies arrive there; its own send() calls keep their class). Returns
+ * the socket's number (1..LANES_RT_MAX_SOCKS), 0 refused (rep->reason),
+ * -1 error (errno). rep may be NULL. */
+static inline int lanes_rt_attach(struct lanes_rt *rt, int fd, struct lanes_rt_reply *rep)
+{
+	struct lanes_rt_reply r;
+
+	if (fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	lanes_rt__header(rt, LANES_RT_ATTACH, 0, 0, 0, 0);
+	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE, fd, &r) < 0)
+		return -1;
+	if (rep)
+		*rep = r;
+	if (r.type != LANES_RT_ATTACHED)
+		return 0;
+	rt->sock = r.sock;
+	return r.sock;
+}
+
+/* lanes_rt_send_on hands one datagram to the daemon, to leave from socket
+ * sock (0: the daemon's own; else a number lanes_rt_attach returned).
+ * deadline is absolute CLOCK_MONOTONIC ns, or µs after receipt when flags
+ * has LANES_RT_FLAG_RELATIVE. dst is a struct sockaddr_in or
+ * sockaddr_in6, or NULL for the peer of an attached connected socket.
  * Returns 1 admitted, 0 refused (see rep->reason), -1 error (errno;
  * EPROTO for an ERROR reply). rep may be NULL. */
-static inline int lanes_rt_send(struct lanes_rt *rt, uint32_t flow, const struct sockaddr *dst,
-				uint64_t deadline, uint8_t flags, const void *payload, size_t len,
-				struct lanes_rt_reply *rep)
+static inline int lanes_rt_send_on(struct lanes_rt *rt, uint16_t sock, uint32_t flow, const struct sockaddr *dst,
+				   uint64_t deadline, uint8_t flags, const void *payload, size_t len,
+				   struct lanes_rt_reply *rep)
 {
-	unsigned char *h = rt->buf, in[LANES_RT_REPLY_SIZE + 64];
+	unsigned char *h = rt->buf;
 	struct lanes_rt_reply r;
-	uint16_t port;
-	ssize_t n;
+	uint16_t port = 0;
 
 	if (len > LANES_RT_MAX_PAYLOAD) {
 		errno = EMSGSIZE;
 		return -1;
 	}
-	memset(h, 0, LANES_RT_REQ_SIZE);
-	h[0] = LANES_RT_VERSION;
-	h[1] = LANES_RT_SEND;
-	h[2] = flags;
-	if (dst->sa_family == AF_INET) {
+	lanes_rt__header(rt, LANES_RT_SEND, flags, sock, flow, deadline);
+	if (dst == NULL) {
+		/* family 0: the attached socket's peer */
+	} else if (dst->sa_family == AF_INET) {
 		const struct sockaddr_in *s4 = (const struct sockaddr_in *)dst;
 		h[3] = 4;
 		memcpy(h + 24, &s4->sin_addr, 4);
@@ -173,44 +288,24 @@ static inline int lanes_rt_send(struct lanes_rt *rt, uint32_t flow, const struct
 		errno = EAFNOSUPPORT;
 		return -1;
 	}
-	rt->seq++;
-	lanes_rt__put32(h + 4, flow);
-	lanes_rt__put32(h + 8, rt->seq);
 	h[12] = port >> 8;
 	h[13] = port & 0xff;
-	lanes_rt__put64(h + 16, deadline);
-	memcpy(h + LANES_RT_REQ_SIZE, payload, len);
-	if (send(rt->fd, h, LANES_RT_REQ_SIZE + len, 0) < 0)
+	if (len > 0)
+		memcpy(h + LANES_RT_REQ_SIZE, payload, len);
+	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE + len, -1, &r) < 0)
 		return -1;
-	for (;;) {
-		n = recv(rt->fd, in, sizeof(in), 0);
-		if (n < 0)
-			return -1;
-		if (n < LANES_RT_REPLY_SIZE || in[0] != LANES_RT_VERSION) {
-			errno = n == 0 ? ECONNRESET : EPROTO;
-			return -1;
-		}
-		r.type = in[1];
-		r.reason = in[2];
-		r.flow = lanes_rt__get32(in + 4);
-		r.seq = lanes_rt__get32(in + 8);
-		r.depth = lanes_rt__get32(in + 12);
-		r.slack_ns = (int64_t)lanes_rt__get64(in + 16);
-		r.time_ns = lanes_rt__get64(in + 24);
-		if (r.type == LANES_RT_DROPPED) {
-			rt->dropped++;
-			continue;
-		}
-		if (r.seq != rt->seq && !(r.type == LANES_RT_ERROR && r.seq == 0))
-			continue;
-		if (rep)
-			*rep = r;
-		if (r.type == LANES_RT_ERROR) {
-			errno = EPROTO;
-			return -1;
-		}
-		return r.type == LANES_RT_ADMIT;
-	}
+	if (rep)
+		*rep = r;
+	return r.type == LANES_RT_ADMIT;
+}
+
+/* lanes_rt_send is lanes_rt_send_on from the attached socket (the last
+ * lanes_rt_attach made), or from the daemon's own before any. */
+static inline int lanes_rt_send(struct lanes_rt *rt, uint32_t flow, const struct sockaddr *dst,
+				uint64_t deadline, uint8_t flags, const void *payload, size_t len,
+				struct lanes_rt_reply *rep)
+{
+	return lanes_rt_send_on(rt, rt->sock, flow, dst, deadline, flags, payload, len, rep);
 }
 
 #endif /* LANES_RT_H */

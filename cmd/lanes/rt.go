@@ -156,17 +156,13 @@ func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("stats reply: %w", err)
 		}
-		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time)\n",
-			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs))
+		fmt.Fprintf(e.stdout, "realtime lane: rate %v, %d queued (%v of transmit time); %d connections (this one included), %d clients' own sockets attached\n",
+			config.Rate(s.RateBps), s.Depth, time.Duration(s.BacklogNs), s.Conns, s.AppSocks)
 		switch {
 		case s.PMError != "":
 			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): not held: %s\n", s.PMError)
 		case s.PMLatencyUS >= 0:
 			fmt.Fprintf(e.stdout, "CPU wake-up latency (pm_latency_us): %d µs held while granted clients are connected\n", s.PMLatencyUS)
-		}
-		if n := s.PollHits + s.PollEarly + s.PollMisses; n > 0 {
-			fmt.Fprintf(e.stdout, "reader polling (poll_window_us): %d requests read while polling, %d came before the window, %d windows missed; %v spent polling\n",
-				s.PollHits, s.PollEarly, s.PollMisses, time.Duration(s.PollSpinMS)*time.Millisecond)
 		}
 		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "uid\tflow\tadmitted\trejected\tsent\tbytes\tdropped-late\tsend-errors\tmin-margin")

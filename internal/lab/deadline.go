@@ -86,14 +86,13 @@ func init() {
 			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
-			pollWin := fs.Int("poll-window", 60, "poll_window_us of the daemon-path configuration whose reader polls for the periodic client's next request (internal/rtlane/poll.go)")
 			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
-			rawRead := fs.Bool("raw-read", false, "the daemon-path table also runs the lanes direct-release paths with raw_read (the reader's blocking read a raw system call, internal/rtlane/rawread.go), beside the same paths without")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
-			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-nodirect, lanes-poll, lanes-proc, lanes-poll-proc, lanes-raw, lanes-raw-proc; the direct send is always run); empty: all that the other flags ask for")
+			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
+			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do, internal/rtlane/appsock.go); the notes give the sources the receiver saw")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -112,9 +111,6 @@ func init() {
 				if *lanePrio < 0 || *lanePrio > 98 {
 					return nil, fmt.Errorf("--lane-priority %d not in 0..98", *lanePrio)
 				}
-				if *pollWin < 1 || *pollWin > 100_000 {
-					return nil, fmt.Errorf("--poll-window %d: want 1..100000 µs", *pollWin)
-				}
 				if *pmLat < -1 {
 					return nil, fmt.Errorf("--pm-latency %d: want µs >= 0, or -1", *pmLat)
 				}
@@ -122,8 +118,8 @@ func init() {
 					return nil, fmt.Errorf("--cpu-load %d not in 0..64", *cpuLoad)
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
-					pathDur: *pathDur, pmLatency: *pmLat, pollWindow: *pollWin, procClient: *procClient, lanePrio: *lanePrio, rawRead: *rawRead,
-					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1}
+					pathDur: *pathDur, pmLatency: *pmLat, procClient: *procClient, lanePrio: *lanePrio,
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1, ownSocket: *ownSock}
 				if *clientCPU != "" {
 					cpu, err := strconv.Atoi(*clientCPU)
 					if err != nil || cpu < 0 || cpu >= runtime.NumCPU() {
@@ -159,14 +155,11 @@ type dlParams struct {
 	// 2 s) and the PM QoS wake-up latency held for all of it (-1: none).
 	pathDur   time.Duration
 	pmLatency int
-	// pollWindow: the lanes-poll path's poll_window_us; procClient: the
-	// lanes paths also run with the client in its own process.
-	pollWindow int
+	// procClient: the lanes paths also run with the client in its own
+	// process.
 	procClient bool
 	// lanePrio: the lane's release_priority (0: its default).
 	lanePrio int
-	// rawRead: also the paths lanes-raw and lanes-raw-proc (raw_read on).
-	rawRead bool
 	// paths: only these daemon-path configurations (nil: as the flags
 	// above ask); pathOnly: the daemon-path table alone; cpuLoad: busy
 	// workers while it runs.
@@ -176,11 +169,13 @@ type dlParams struct {
 	// clientCPU: the -proc paths' client process pinned to this CPU (-1:
 	// not pinned).
 	clientCPU int
+	// ownSocket: the lanes clients send from a UDP socket of their own.
+	ownSocket bool
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
 // the order they run.
-var dlPathConfigs = []string{"lanes", "lanes-raw", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-raw-proc", "lanes-poll-proc"}
+var dlPathConfigs = []string{"lanes", "lanes-proc"}
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
 // SCHED_FIFO prio (the paper's real-time senders and receiver); the thread
@@ -530,12 +525,13 @@ type dlReceiver struct {
 	rx   *rtlane.Receiver
 	mu   sync.Mutex
 	got  map[[2]uint32][2]int64 // (flow, seq) -> {kernel, user}
+	from map[netip.AddrPort]int // datagrams per source address
 	done chan struct{}
 	quit chan struct{}
 }
 
 func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
-	r := &dlReceiver{got: map[[2]uint32][2]int64{}, done: make(chan struct{}), quit: make(chan struct{})}
+	r := &dlReceiver{got: map[[2]uint32][2]int64{}, from: map[netip.AddrPort]int{}, done: make(chan struct{}), quit: make(chan struct{})}
 	if err := b.rcv.Do(func() (err error) {
 		r.rx, err = rtlane.ListenReceiver(netip.AddrPortFrom(b.dst, 0))
 		return err
@@ -575,6 +571,7 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 			k := [2]uint32{binary.BigEndian.Uint32(a.Payload), binary.BigEndian.Uint32(a.Payload[4:])}
 			r.mu.Lock()
 			r.got[k] = [2]int64{a.Kernel, a.User}
+			r.from[a.From]++
 			r.mu.Unlock()
 		}
 	}()
@@ -608,6 +605,7 @@ type dlSender interface {
 type laneSender struct {
 	c   *rtclient.Client
 	dst netip.AddrPort
+	own *net.UDPConn // the client's own socket (--own-socket), attached
 }
 
 func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
@@ -623,7 +621,22 @@ func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	}
 	return rec
 }
-func (s *laneSender) close() { s.c.Close() }
+func (s *laneSender) close() {
+	s.c.Close()
+	if s.own != nil {
+		s.own.Close()
+	}
+}
+
+// attachOwn gives the sender a UDP socket of its own, connected to its
+// destination (opened by open, in the sender's namespace), and attaches it.
+func (s *laneSender) attachOwn(open func(func() error) error) error {
+	if err := open(func() (err error) { s.own, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.dst)); return err }); err != nil {
+		return err
+	}
+	_, err := s.c.Attach(s.own)
+	return err
+}
 
 // udpSender: a plain UDP socket in snd (default Linux), optionally with a
 // priority (the FIFO top class of the inversion scenario), with
@@ -821,20 +834,18 @@ func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string
 	var recs []dlRecord
 	if strings.HasSuffix(name, "-proc") {
 		// The client in its own process; one flow (the daemon path's).
-		recs, err = b.runProcClient(ctx, snd.sock, rx.rx.Addr, flows[0], dur, p.prio, p.clientCPU)
+		recs, err = b.runProcClient(ctx, snd.sock, rx.rx.Addr, flows[0], dur, p.prio, p.clientCPU, p.ownSocket)
 	} else {
 		recs, err = runFlows(ctx, flows, dur, p.prio, snd.mk)
 	}
 	debug.SetGCPercent(gc)
-	if strings.HasPrefix(name, "lanes-poll") && snd.lane != nil {
-		st := snd.lane.Stats()
-		run.Notes = append(run.Notes, fmt.Sprintf("%s (poll_window_us %d): %d requests read while polling, %d before the window, %d windows missed; %d ms polling in %v (%.1f %% of one CPU)",
-			name, p.pollWindow, st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS, dur, 100*float64(st.PollSpinMS)/float64(dur.Milliseconds())))
-	}
 	if stopBulk != nil {
 		stopBulk()
 	}
 	got := rx.stop()
+	if strings.HasPrefix(name, "lanes") {
+		run.Notes = append(run.Notes, fmt.Sprintf("%s: the receiver saw the sources %v", name, rx.from))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -871,7 +882,7 @@ func (s *dlSenders) close() {
 func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst netip.AddrPort, ti *traceIndex) (*dlSenders, error) {
 	s := &dlSenders{}
 	switch name {
-	case "lanes", "lanes-nodirect", "lanes-poll", "lanes-proc", "lanes-poll-proc", "lanes-raw", "lanes-raw-proc":
+	case "lanes", "lanes-proc":
 		if err := b.openLaneSenders(ctx, s, p, name, ti); err != nil {
 			return s, err
 		}
@@ -880,7 +891,14 @@ func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst ne
 			if err != nil {
 				return nil, err
 			}
-			return &laneSender{c: c, dst: dst}, nil
+			ls := &laneSender{c: c, dst: dst}
+			if p.ownSocket {
+				if err := ls.attachOwn(b.snd.Do); err != nil {
+					ls.close()
+					return nil, fmt.Errorf("own socket: %w", err)
+				}
+			}
+			return ls, nil
 		}
 		return s, nil
 	case "fifo-top":
@@ -924,14 +942,9 @@ func (b *dlBed) openLaneSenders(ctx context.Context, s *dlSenders, p dlParams, n
 	var tune func(c *rtlane.Config)
 	if name != "" {
 		tune = func(c *rtlane.Config) {
-			c.NoDirectRelease = name == "lanes-nodirect"
 			if p.lanePrio > 0 {
 				c.ReleasePriority = p.lanePrio
 			}
-			if strings.HasPrefix(name, "lanes-poll") {
-				c.PollWindowUS = p.pollWindow
-			}
-			c.RawRead = strings.HasPrefix(name, "lanes-raw")
 		}
 	}
 	closeLane, l, err := b.openLanes(ctx, s.sock, ti.add, tune)
@@ -1145,9 +1158,7 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 		fmt.Sprintf("link %s (paper 1 Gbit/s); flow A %d x 1400 B / 3 ms, 10 ms deadline; flow B %d x 1400 B / 3 ms, 1 ms deadline (paper: 30 and 10); default FIFO %d packets (paper: txqueuelen 1000)",
 			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)))
 	var runs []*dlRun
-	// lanes-nodirect: the lane with direct release off (every datagram
-	// waits for the releaser's wake-up), for the maxima with and without.
-	for _, cfg := range []string{"lanes", "default", "lanes-nodirect"} {
+	for _, cfg := range []string{"lanes", "default"} {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
@@ -1159,7 +1170,6 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 	res.Tables = append(res.Tables,
 		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
 		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
-		stageTable("lanes realtime lane, direct release off (every datagram waits for the releaser's wake-up)", runs[2], dlPaper["lanes"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
 
 	// Inversion: loose bursts queued ahead of tight packets.
@@ -1258,13 +1268,12 @@ func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Res
 }
 
 // daemonPathConfigs are the paths the flags ask for, the direct send
-// (fifo-top, the reference) last. Each raw_read path runs right after its
-// partner without, so the pair sees the same machine.
+// (fifo-top, the reference) last.
 func daemonPathConfigs(p dlParams) []string {
 	var cfgs []string
 	for _, c := range dlPathConfigs {
 		if p.paths != nil && slices.Contains(p.paths, c) ||
-			p.paths == nil && (p.rawRead || !strings.HasPrefix(c, "lanes-raw")) && (p.procClient || !strings.HasSuffix(c, "-proc")) {
+			p.paths == nil && (p.procClient || !strings.HasSuffix(c, "-proc")) {
 			cfgs = append(cfgs, c)
 		}
 	}
@@ -1274,13 +1283,8 @@ func daemonPathConfigs(p dlParams) []string {
 // daemonPathNames are the rows' names of the daemon-path table.
 func daemonPathNames(p dlParams) map[string]string {
 	return map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-nodirect":  "lanes daemon path, releaser woken (direct release off)",
-		"lanes-poll":      fmt.Sprintf("lanes daemon path, direct release, reader polls (poll_window_us %d)", p.pollWindow),
-		"lanes-proc":      "lanes daemon path, direct release, client in its own process",
-		"lanes-poll-proc": fmt.Sprintf("lanes daemon path, reader polls (poll_window_us %d), client in its own process", p.pollWindow),
-		"lanes-raw":       "lanes daemon path, direct release, the reader's read a raw system call (raw_read)",
-		"lanes-raw-proc":  "lanes daemon path, direct release, raw_read, client in its own process",
-		"fifo-top":        "direct UDP send with SO_PRIORITY 1:11"}
+		"lanes-proc": "lanes daemon path, direct release, client in its own process",
+		"fifo-top":   "direct UDP send with SO_PRIORITY 1:11"}
 }
 
 // daemonPathRow is one path's row: the send-to-arrival latency's count,

@@ -40,6 +40,7 @@ func helperRTClient(args []string) error {
 	dur := fs.Duration("for", time.Second, "run time")
 	prio := fs.Int("prio", 0, "SCHED_FIFO priority of the sending thread (0: normal)")
 	cpu := fs.Int("cpu", -1, "pin every thread of this process to this CPU (-1: not pinned)")
+	own := fs.Bool("own-socket", false, "send from a UDP socket of this process's own, attached to the lane")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,7 +60,14 @@ func helperRTClient(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		return &laneSender{c: c, dst: to}, nil
+		ls := &laneSender{c: c, dst: to}
+		if *own {
+			if err := ls.attachOwn(func(f func() error) error { return f() }); err != nil {
+				ls.close()
+				return nil, err
+			}
+		}
+		return ls, nil
 	})
 	if err != nil {
 		return err
@@ -99,11 +107,12 @@ func pinProcess(cpu int) error {
 }
 
 // runProcClient runs flow f through the lane at sock from `lanes lab
-// helper rtclient` (pinned to cpu unless it is -1) and returns its records.
-func (b *dlBed) runProcClient(ctx context.Context, sock string, dst netip.AddrPort, f dlFlow, dur time.Duration, prio, cpu int) ([]dlRecord, error) {
+// helper rtclient` (pinned to cpu unless it is -1; from a socket of its
+// own with own) and returns its records.
+func (b *dlBed) runProcClient(ctx context.Context, sock string, dst netip.AddrPort, f dlFlow, dur time.Duration, prio, cpu int, own bool) ([]dlRecord, error) {
 	proc, err := b.snd.Start("rtclient", "--socket", sock, "--dst", dst.String(), "--flow", strconv.Itoa(int(f.ID)),
 		"--period", f.Period.String(), "--deadline", f.Deadline.String(), "--size", strconv.Itoa(f.Size),
-		"--for", dur.String(), "--prio", strconv.Itoa(prio), "--cpu", strconv.Itoa(cpu))
+		"--for", dur.String(), "--prio", strconv.Itoa(prio), "--cpu", strconv.Itoa(cpu), "--own-socket="+strconv.FormatBool(own))
 	if err != nil {
 		return nil, err
 	}

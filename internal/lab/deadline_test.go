@@ -46,7 +46,7 @@ func TestDeadlineExperimentShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs traffic for ~15 s")
 	}
-	p := dlParams{rate: 100_000_000, scale: 10, dur: time.Second, bulk: 2, bulkKind: "udp", prio: 20, pollWindow: 60, procClient: true}
+	p := dlParams{rate: 100_000_000, scale: 10, dur: time.Second, bulk: 2, bulkKind: "udp", prio: 20, procClient: true}
 	res, err := runDeadline(context.Background(), testEnv(t), p)
 	if err != nil {
 		t.Fatal(err)

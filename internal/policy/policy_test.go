@@ -6,10 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rtlane"
 )
 
 func TestDefault(t *testing.T) {
@@ -19,6 +23,32 @@ func TestDefault(t *testing.T) {
 	}
 	if !*p.DSCP.LowerEffortBackground || p.DSCP.ExpeditedRealtime {
 		t.Fatalf("default dscp = %+v", p.DSCP)
+	}
+}
+
+// TestDefaultListsRealtimeKeys: the default policy's realtime section
+// (what --print-default-policy shows) names every key of the section and
+// gives each its built-in default.
+func TestDefaultListsRealtimeKeys(t *testing.T) {
+	var doc struct {
+		Realtime map[string]any `yaml:"realtime"`
+	}
+	if err := yaml.Unmarshal(DefaultYAML(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ty := reflect.TypeOf(rtlane.Config{})
+	for i := 0; i < ty.NumField(); i++ {
+		key := strings.Split(ty.Field(i).Tag.Get("yaml"), ",")[0]
+		if _, ok := doc.Realtime[key]; !ok {
+			t.Errorf("the default policy's realtime section lacks %q", key)
+		}
+	}
+	got := Default().Realtime
+	if len(got.Grants.UIDs)+len(got.Grants.GIDs) == 0 {
+		got.Grants = rtlane.Grants{} // [] and nil alike
+	}
+	if !reflect.DeepEqual(got, rtlane.DefaultConfig()) {
+		t.Errorf("default policy's realtime section = %+v, want the built-in %+v", got, rtlane.DefaultConfig())
 	}
 }
 

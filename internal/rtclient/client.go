@@ -1,10 +1,15 @@
 // Package rtclient is the Go client of the realtime lane: it hands datagrams
 // with deadlines to the lanes daemon over its unix SOCK_SEQPACKET socket and
 // returns the daemon's immediate admit/reject decision (docs/realtime.md).
+// An application hands the daemon its own UDP socket once (Attach); its
+// datagrams then leave from that socket, so replies come back to it.
 //
+//	udp, _ := net.DialUDP("udp", nil, server)
 //	c, _ := rtclient.Dial(rtclient.DefaultSocket)
-//	res, _ := c.SendWithin(7, netip.MustParseAddrPort("10.0.0.2:9000"), time.Millisecond, payload)
+//	c.Attach(udp)
+//	res, _ := c.SendWithin(7, netip.AddrPort{}, time.Millisecond, payload) // to udp's peer
 //	if !res.Admitted { ... res.Reason ... }
+//	n, _ := udp.Read(reply)
 //
 // One request is in flight at a time per Client (Send is synchronous and
 // safe for concurrent use). I/O is plain blocking syscalls on the calling
@@ -20,6 +25,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	_ "unsafe" // go:linkname
 
@@ -58,10 +64,19 @@ type Notice struct {
 	Time      int64
 }
 
+// Sock names a socket datagrams leave from: DaemonSocket, or one Attach
+// returned.
+type Sock uint16
+
+// DaemonSocket is the daemon's own UDP socket: the receiver sees the
+// daemon's address and port.
+const DaemonSocket Sock = 0
+
 // Client is one connection to the daemon.
 type Client struct {
 	mu      sync.Mutex
 	fd      int
+	sock    Sock // where Send, SendWithin and SendRelative send from
 	seq     uint32
 	out     []byte
 	in      []byte
@@ -101,10 +116,51 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Attach hands the daemon the UDP socket conn (a *net.UDPConn, connected or
+// not, IPv4 or IPv6, of the daemon's network namespace) and makes it the
+// socket Send, SendWithin and SendRelative send from. The daemon keeps its
+// own copy of the descriptor until this Client is closed; conn stays the
+// application's to read replies from (and to send on directly, in its own
+// class). At most wire.MaxSocks per Client.
+func (c *Client) Attach(conn syscall.Conn) (Sock, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("realtime lane: attach: %w", err)
+	}
+	var s Sock
+	var aerr error
+	if err := rc.Control(func(fd uintptr) { s, aerr = c.AttachFD(int(fd)) }); err != nil {
+		return 0, fmt.Errorf("realtime lane: attach: %w", err)
+	}
+	return s, aerr
+}
+
+// AttachFD is Attach for a descriptor (the daemon gets a duplicate; fd
+// stays the caller's).
+func (c *Client) AttachFD(fd int) (Sock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rep, err := c.roundTrip(&wire.Request{Type: wire.TypeAttach}, unix.UnixRights(fd))
+	if err != nil {
+		return 0, err
+	}
+	if rep.Type != wire.TypeAttached {
+		return 0, fmt.Errorf("realtime lane: attach refused: %s", wire.ReasonString(rep.Reason))
+	}
+	c.sock = Sock(rep.Sock)
+	return c.sock, nil
+}
+
 // Send hands one datagram with an absolute deadline (CLOCK_MONOTONIC ns, by
-// which its transmission must be complete) to the daemon.
+// which its transmission must be complete) to the daemon. dst unset (the
+// zero AddrPort) sends to the peer of the attached connected socket.
 func (c *Client) Send(flow uint32, dst netip.AddrPort, deadline int64, payload []byte) (Result, error) {
-	return c.do(&wire.Request{Type: wire.TypeSend, Flow: flow, Deadline: uint64(deadline), Dst: dst, Payload: payload})
+	return c.do(&wire.Request{Type: wire.TypeSend, Flow: flow, Deadline: uint64(deadline), Dst: dst, Payload: payload}, true)
+}
+
+// SendOn is Send from socket s (DaemonSocket, or one Attach returned).
+func (c *Client) SendOn(s Sock, flow uint32, dst netip.AddrPort, deadline int64, payload []byte) (Result, error) {
+	return c.do(&wire.Request{Type: wire.TypeSend, Sock: uint16(s), Flow: flow, Deadline: uint64(deadline), Dst: dst, Payload: payload}, false)
 }
 
 // SendWithin sends with a deadline d from now (taken before the request is
@@ -116,14 +172,14 @@ func (c *Client) SendWithin(flow uint32, dst netip.AddrPort, d time.Duration, pa
 // SendRelative sends with a deadline of us microseconds after the daemon
 // receives the request (the wire's relative form).
 func (c *Client) SendRelative(flow uint32, dst netip.AddrPort, us uint64, payload []byte) (Result, error) {
-	return c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: flow, Deadline: us, Dst: dst, Payload: payload})
+	return c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: flow, Deadline: us, Dst: dst, Payload: payload}, true)
 }
 
 // Stats returns the daemon's counters as JSON.
 func (c *Client) Stats() ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rep, err := c.roundTrip(&wire.Request{Type: wire.TypeStats})
+	rep, err := c.roundTrip(&wire.Request{Type: wire.TypeStats}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -154,9 +210,13 @@ func (c *Client) Notices(poll bool) []Notice {
 	return out
 }
 
-func (c *Client) do(r *wire.Request) (Result, error) {
+// do runs one datagram request; attached: from the attached socket.
+func (c *Client) do(r *wire.Request, attached bool) (Result, error) {
 	c.mu.Lock()
-	rep, err := c.roundTrip(r)
+	if attached {
+		r.Sock = uint16(c.sock)
+	}
+	rep, err := c.roundTrip(r, nil)
 	yield := c.tickStale()
 	c.mu.Unlock()
 	if yield {
@@ -175,17 +235,22 @@ func (c *Client) do(r *wire.Request) (Result, error) {
 
 var errShort = errors.New("realtime lane: connection closed")
 
-// roundTrip writes r and reads until the reply of its sequence number,
-// stashing notices; c.mu held.
-func (c *Client) roundTrip(r *wire.Request) (wire.Reply, error) {
-	c.seq++
-	r.Seq = c.seq
+// roundTrip writes r (with the control data oob: descriptors) and reads
+// until the reply of its sequence number, stashing notices; c.mu held.
+// An attach goes with sequence number 0, so that the datagrams and stats
+// requests are numbered 1, 2, ... whether or not a socket was attached
+// (the lab matches the lane's trace to its records by that number).
+func (c *Client) roundTrip(r *wire.Request, oob []byte) (wire.Reply, error) {
+	if r.Type != wire.TypeAttach {
+		c.seq++
+		r.Seq = c.seq
+	}
 	if c.fd < 0 {
 		return wire.Reply{}, errShort
 	}
 	c.out = wire.AppendRequest(c.out[:0], r)
 	for {
-		err := unix.Sendmsg(c.fd, c.out, nil, nil, unix.MSG_NOSIGNAL)
+		err := unix.Sendmsg(c.fd, c.out, oob, nil, unix.MSG_NOSIGNAL)
 		if err == nil {
 			break
 		}

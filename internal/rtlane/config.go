@@ -10,8 +10,9 @@
 //	  max_queue: 10000      # packets; beyond this requests are refused
 //	  max_conns: 256        # client connections in total ...
 //	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
-//	  poll_window_us: 0     # > 0: poll for a periodic client's next request from this long before it is due
-//	  raw_read: false       # true: a granted client's reader blocks in a raw system call (rawread.go)
+//	  release_priority: 10  # SCHED_FIFO of the releaser and granted readers; 0 = normal
+//	  follow_client_priority: true # a granted reader runs just above its client
+//	  pm_latency_us: -1     # CPU wake-up latency held while granted clients are connected
 //	  grants:
 //	    uids: [1000]
 //	    gids: [20]
@@ -83,10 +84,6 @@ type Config struct {
 	// thread, and Go dies at 10,000 threads.
 	MaxConns       int `yaml:"max_conns"`
 	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
-	// NoDirectRelease turns direct release off (docs/realtime.md): every
-	// admitted datagram waits for the releaser's wake-up. For comparisons
-	// (the lab's deadline experiment); the default is on.
-	NoDirectRelease bool `yaml:"no_direct_release"`
 	// PMLatencyUS, when 0 or more, is the CPU wake-up latency (µs) the lane
 	// requests through PM QoS (internal/pmqos) while at least one granted
 	// client is connected: idle CPUs then stay out of deeper idle states,
@@ -94,23 +91,6 @@ type Config struct {
 	// cyclictest does while it measures). -1 (the default) leaves the
 	// CPUs' idle states alone: holding costs power.
 	PMLatencyUS int `yaml:"pm_latency_us"`
-	// PollWindowUS, when above 0, makes a granted client's reader poll its
-	// socket from this many µs before the client's next request is due
-	// (learnt from a steady period of its requests) until it comes, at most
-	// twice as long, instead of sleeping until the request wakes it
-	// (poll.go): the reader's wake-up leaves the path. Costs about this
-	// much CPU time per period of each periodic client. 0 (the default):
-	// never poll.
-	PollWindowUS int `yaml:"poll_window_us"`
-	// RawRead makes a granted client's reader block in a raw system call
-	// (rawread.go): the woken reader never has to win one of Go's Ps back,
-	// but it holds one while it waits (the lane adds one to GOMAXPROCS per
-	// reader), a stop-the-world must interrupt its read (at most 2 ms even
-	// without preemption signals), and sysmon's 10 ms preemption of the
-	// reader becomes a hand-off through a normal-priority thread every
-	// 10 ms while it waits. Off by default: measured, it did not shorten
-	// the daemon path's tail on a loaded machine (docs/realtime.md).
-	RawRead bool `yaml:"raw_read"`
 }
 
 // DefaultSocket is where the daemon listens by default.
@@ -174,9 +154,6 @@ func (c Config) Validate() error {
 	}
 	if c.PMLatencyUS < -1 || c.PMLatencyUS > 1_000_000 {
 		return config.Errorf("pm_latency_us", "%d not in -1..1000000 (-1: leave the CPUs' idle states alone)", c.PMLatencyUS)
-	}
-	if c.PollWindowUS < 0 || c.PollWindowUS > pollMaxWindow {
-		return config.Errorf("poll_window_us", "%d not in 0..%d", c.PollWindowUS, pollMaxWindow)
 	}
 	return nil
 }

@@ -49,10 +49,12 @@ type conn struct {
 	// read and written through raw on Go's netpoller.
 	file   *os.File
 	raw    syscall.RawConn
-	poll   *poller  // granted: the reader's anticipatory polling (poll.go)
 	wmu    SpinLock // closed and fd for writers other than serve (notices, from pinned threads)
 	closed bool
 	lost   atomic.Uint64 // notices not delivered (client not reading)
+	// socks: the client's own sockets (appsock.go), touched only by the
+	// connection's reader; socket n of the wire is socks[n-1].
+	socks [wire.MaxSocks]*appSock
 	// granted: the reader's thread and its SCHED_FIFO priority
 	// (clientprio.go), 0 until serve has set them.
 	tid, prio atomic.Int32
@@ -67,13 +69,8 @@ type connStats struct {
 	// -1 if none; PMError why holding it failed.
 	PMLatencyUS int    `json:"pm_latency_us"`
 	PMError     string `json:"pm_error,omitempty"`
-	// Anticipatory polling (poll_window_us, poll.go): requests read while
-	// polling, that came before the window (woken as without polling),
-	// windows without a request, and the CPU time spent polling.
-	PollHits   uint64 `json:"poll_hits"`
-	PollEarly  uint64 `json:"poll_early"`
-	PollMisses uint64 `json:"poll_misses"`
-	PollSpinMS uint64 `json:"poll_spin_ms"`
+	// AppSocks: clients' own sockets attached and not yet closed.
+	AppSocks int64 `json:"app_socks"`
 }
 
 // connCounters are the connection counters now.
@@ -83,9 +80,7 @@ func (l *Lane) connCounters() connStats {
 	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
-		PMLatencyUS: pm, PMError: pmErr,
-		PollHits: l.pollCtr.hits.Load(), PollEarly: l.pollCtr.early.Load(), PollMisses: l.pollCtr.misses.Load(),
-		PollSpinMS: l.pollCtr.spinNs.Load() / 1e6}
+		PMLatencyUS: pm, PMError: pmErr, AppSocks: l.appSocks.Load()}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -139,7 +134,6 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	if c.granted {
 		_ = unix.SetNonblock(fd, false)
-		c.poll = newPoller(l.cfg.PollWindowUS, &l.pollCtr, fd, l.takeRawReader(fd))
 		l.ensureProcs()
 	} else {
 		c.file = os.NewFile(uintptr(fd), "realtime-client")
@@ -233,9 +227,7 @@ func (c *conn) serve() {
 		c.tid.Store(int32(unix.Gettid()))
 	}
 	defer func() {
-		if c.poll != nil && c.poll.raw {
-			c.l.rawReaders.Add(-1)
-		}
+		c.detachAll()
 		c.l.untrack(c)
 		c.wmu.Lock()
 		c.closed = true
@@ -252,12 +244,15 @@ func (c *conn) serve() {
 	out := make([]byte, 0, wire.ReplySize+4096)
 	var a after
 	var ticked int64
+	var oob [unix.SizeofCmsghdr + 8]byte // room for two descriptors (appsock.go)
+	var fdBuf [2]int
 	for {
-		n, flags, err := c.recv(buf)
+		n, oobn, flags, err := c.recv(buf, oob[:])
 		if err != nil || n == 0 {
 			return // closed
 		}
-		if !c.handle(buf[:n], flags, &out, &a) {
+		fds := fdBuf[:takeFds(oob[:oobn], fdBuf[:])]
+		if !c.handle(buf[:n], flags, fds, &out, &a) {
 			return
 		}
 		if c.granted {
@@ -268,9 +263,15 @@ func (c *conn) serve() {
 
 // handle answers one request; false: the connection is gone. A granted
 // client's datagram request is handled pinned (pin.go), up to its reply.
-func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
+// fds are the descriptors the message carried: an attach's is kept, any
+// other closed.
+func (c *conn) handle(msg []byte, flags int, fds []int, out *[]byte, a *after) bool {
 	var rep wire.Reply
 	req, perr := wire.ParseRequest(msg)
+	if len(fds) > 0 && (perr != nil || req.Type != wire.TypeAttach) {
+		closeFds(fds)
+		fds = nil
+	}
 	pinned := c.raw == nil && perr == nil && req.Type == wire.TypeSend
 	if pinned {
 		pinHot()
@@ -282,6 +283,8 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
 	case req.Type == wire.TypeSend:
 		rep = c.l.admit(c, &req, a)
+	case req.Type == wire.TypeAttach:
+		rep = c.attach(fds, &req)
 	case req.Type == wire.TypeStats:
 		rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
 	default:
@@ -311,16 +314,22 @@ func (c *conn) handle(msg []byte, flags int, out *[]byte, a *after) bool {
 }
 
 // recv reads one message: a blocking syscall on a granted client's own
-// thread, a wait on the netpoller otherwise.
-func (c *conn) recv(buf []byte) (n, flags int, err error) {
+// thread, with its control data (descriptors: appsock.go); a wait on the
+// netpoller otherwise, without a control buffer, so the kernel discards
+// any descriptors an ungranted client sends.
+func (c *conn) recv(buf, oob []byte) (n, oobn, flags int, err error) {
 	if c.raw == nil {
-		return c.poll.recv(c.fd, buf)
+		for {
+			if n, oobn, flags, err = recvWithFds(c.fd, buf, oob); err != unix.EINTR {
+				return n, oobn, flags, err
+			}
+		}
 	}
 	rerr := c.raw.Read(func(fd uintptr) bool {
 		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)
 		return err != unix.EAGAIN && err != unix.EINTR
 	})
-	return n, flags, errors.Join(rerr, err)
+	return n, 0, flags, errors.Join(rerr, err)
 }
 
 // send writes one reply.

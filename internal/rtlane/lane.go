@@ -2,7 +2,8 @@
 // hand it datagrams with deadlines over a unix SOCK_SEQPACKET socket
 // (docs/realtime.md), it admits or refuses each at once with the EDF
 // admission test of package edf, and releases admitted datagrams earliest
-// deadline first from its own UDP sockets into the top qdisc class.
+// deadline first into the top qdisc class, from the client's own UDP
+// socket when it attached one (appsock.go), else from the lane's own.
 //
 // Data path:
 //
@@ -12,7 +13,8 @@
 //		                          |
 //		                      releaser: pace, Pop(T_now), late? drop+notify : sendto
 //		                          |
-//		          UDP socket, SO_PRIORITY = 1:11 --> HTB realtime leaf --> device
+//		  the client's UDP socket (SO_PRIORITY 1:11 per datagram) or the lane's
+//		  (SO_PRIORITY = 1:11) --> HTB realtime leaf --> device
 //
 //	  - T = (payload + overhead) * 8 / rate.
 //	  - T_now = max(now, busyUntil) + reserve/rate, where busyUntil is when the
@@ -133,6 +135,7 @@ type pending struct {
 	key      flowKey
 	seq      uint32
 	dst      netip.AddrPort
+	s        *appSock // the client's socket to send it from (nil: the lane's); holds a reference
 	payload  []byte
 	deadline int64
 }
@@ -170,6 +173,10 @@ func getPending() *pending {
 }
 
 func putPending(pk *pending) {
+	if pk.s != nil {
+		pk.s.put()
+		pk.s = nil
+	}
 	if cap(pk.payload) > pendingKeepCap {
 		return
 	}
@@ -212,11 +219,14 @@ type Lane struct {
 	perUID       map[uint32]int
 	others       int // connections of clients neither root nor granted
 	closed       bool
-	wake         wakeState    // the PM QoS request while granted clients are connected (wake.go)
-	pollCtr      pollCounters // anticipatory polling of granted clients (poll.go)
-	rawReaders   atomic.Int32 // readers blocking in raw reads (rawread.go)
+	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
 	refusedConns atomic.Uint64
 	acceptErrors atomic.Uint64
+	// Clients' own sockets (appsock.go): whether this kernel and namespace
+	// allow them, the namespace's cookie they must have, how many are open.
+	attachOK bool
+	netns    uint64
+	appSocks atomic.Int64
 
 	efd     int // eventfd: admissions wake the releaser through the kernel
 	done    chan struct{}
@@ -296,6 +306,9 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 			}
 			l.tx[fam][kind] = fd
 		}
+	}
+	if l.netns, l.attachOK = attachProbe(l.tx[0][0]); !l.attachOK {
+		l.log.Info("realtime: clients' own sockets unsupported here (SO_PRIORITY control messages need Linux 6.14, SO_NETNS_COOKIE 5.14); their datagrams leave from the lane's")
 	}
 	if l.rate.Load() == 0 {
 		l.rate.Store(l.autoRate())
@@ -540,6 +553,10 @@ func (l *Lane) flush() {
 		delete(l.pend, p.ID)
 		l.totals.DroppedLate++
 		l.flow(pk.key).DroppedLate++
+		if pk.s != nil {
+			pk.s.put()
+			pk.s = nil
+		}
 	}
 }
 
@@ -609,13 +626,15 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 		deadline = now + int64(r.Deadline)*1000
 	}
 	tx := l.bytesNs(int64(len(r.Payload)) + int64(l.cfg.Overhead))
-	if reason == wire.ReasonNone {
-		l.classFor(r.Dst.Addr()) // queues a new destination's lookup before its release
-	}
 	var pk *pending
 	if reason == wire.ReasonNone { // allocate outside the lock
 		pk = getPending()
 		*pk = pending{c: c, key: key, seq: r.Seq, dst: r.Dst, payload: append(pk.payload[:0], r.Payload...), deadline: deadline}
+		if r.Sock > 0 {
+			pk.s = c.socks[r.Sock-1]
+			pk.s.refs.Add(1)
+		}
+		l.classFor(pk.to()) // queues a new destination's lookup before its release
 	}
 
 	l.mu.Lock()
@@ -649,7 +668,7 @@ func (l *Lane) admit(c *conn, r *wire.Request, a *after) wire.Reply {
 	// thread rather than waking the releaser — one thread wake-up less on
 	// the path (docs/realtime.md). One sender at a time: l.sending.
 	var direct popped
-	if rep.Type == wire.TypeAdmit && !l.cfg.NoDirectRelease && l.releaserIdle && !l.sending && l.q.Len() == 1 {
+	if rep.Type == wire.TypeAdmit && l.releaserIdle && !l.sending && l.q.Len() == 1 {
 		if direct, _ = l.popHead(Monotonic()); direct.pk != nil {
 			l.sending = true
 		}
@@ -685,6 +704,8 @@ func (l *Lane) refusal(c *conn, r *wire.Request) uint8 {
 		return wire.ReasonDisabled
 	case len(r.Payload) > wire.MaxPayload:
 		return wire.ReasonTooBig
+	case r.Sock > 0:
+		return c.sockRefusal(r)
 	case !r.Dst.IsValid() || r.Dst.Port() == 0 || r.Dst.Addr().IsUnspecified():
 		return wire.ReasonBadDest
 	case r.Dst.Addr().Is6() && l.tx[1][0] < 0:
@@ -892,9 +913,32 @@ func (l *Lane) dropped(pk *pending, p edf.Packet, now int64, reason uint8) {
 	pk.c.notify(wire.Reply{Type: wire.TypeDropped, Reason: reason, Flow: pk.key.flow, Seq: pk.seq, Time: uint64(now)})
 }
 
-// send writes the datagram from the socket whose priority suits the egress
-// device of its destination.
+// to is where the datagram goes: its destination, or its socket's peer.
+func (pk *pending) to() netip.Addr {
+	if !pk.dst.IsValid() && pk.s != nil {
+		return pk.s.peer.Addr()
+	}
+	return pk.dst.Addr()
+}
+
+// send writes the datagram from the client's socket with the priority
+// that suits the egress device of its destination, or from the lane's
+// socket of that priority.
 func (l *Lane) send(pk *pending) error {
+	if pk.s != nil {
+		prio := uint32(6) // TC_PRIO_INTERACTIVE: see the package's note
+		if l.classFor(pk.to()) {
+			prio = lane.Realtime.ClassID()
+		}
+		if corked(pk.s.fd) {
+			return errCorked
+		}
+		for {
+			if err := sendOn(pk.s, pk.payload, pk.dst, prio, 0); err != unix.EINTR {
+				return err
+			}
+		}
+	}
 	fam := 0
 	if pk.dst.Addr().Is6() {
 		fam = 1

@@ -42,14 +42,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("default config invalid: %v", err)
 	}
 	for field, mut := range map[string]func(*Config){
-		"socket":         func(c *Config) { c.Socket = "" },
-		"rate":           func(c *Config) { c.Rate = 10 },
-		"backlog":        func(c *Config) { c.Backlog = 100 },
-		"reserve":        func(c *Config) { c.Reserve = 1 << 30 },
-		"overhead":       func(c *Config) { c.Overhead = 1000 },
-		"max_queue":      func(c *Config) { c.MaxQueue = 0 },
-		"pm_latency_us":  func(c *Config) { c.PMLatencyUS = -2 },
-		"poll_window_us": func(c *Config) { c.PollWindowUS = -1 },
+		"socket":        func(c *Config) { c.Socket = "" },
+		"rate":          func(c *Config) { c.Rate = 10 },
+		"backlog":       func(c *Config) { c.Backlog = 100 },
+		"reserve":       func(c *Config) { c.Reserve = 1 << 30 },
+		"overhead":      func(c *Config) { c.Overhead = 1000 },
+		"max_queue":     func(c *Config) { c.MaxQueue = 0 },
+		"pm_latency_us": func(c *Config) { c.PMLatencyUS = -2 },
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -531,38 +530,6 @@ func TestNoQdiscPath(t *testing.T) {
 	if err != nil || !strings.Contains(string(raw), `"sent":50`) {
 		t.Errorf("stats %s %v", raw, err)
 	}
-}
-
-// TestPolledPeriodicClient: with poll_window_us, a periodic client's
-// datagrams all go out and the stats count the reader's polling.
-func TestPolledPeriodicClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
-	b := newBed(t, 0, func(c *Config) { c.PollWindowUS = 100 })
-	c, err := rtclient.Dial(b.cfg.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	const n = 50
-	for i := 1; i <= n; i++ {
-		time.Sleep(2 * time.Millisecond)
-		if res, err := c.SendWithin(3, b.rx.Addr, 2*time.Second, payload(200, 3, uint32(i), 0, 0)); err != nil || !res.Admitted {
-			t.Fatalf("send %d: %+v %v", i, res, err)
-		}
-	}
-	if arr := b.collectN(t, n, 10*time.Second); len(arr) != n {
-		t.Errorf("%d arrivals, want %d", len(arr), n)
-	}
-	st := b.lane.Stats()
-	if st.Totals.Sent != n {
-		t.Errorf("sent %d, want %d", st.Totals.Sent, n)
-	}
-	if st.PollHits+st.PollEarly > n {
-		t.Errorf("%d requests read while polling and %d early, of %d", st.PollHits, st.PollEarly, n)
-	}
-	t.Logf("poll: hits %d early %d misses %d, %d ms", st.PollHits, st.PollEarly, st.PollMisses, st.PollSpinMS)
 }
 
 // TestNotGranted runs a client as nobody: refused with not-granted.

@@ -1,7 +1,7 @@
 // procs.go: enough of Go's Ps for the lane's realtime threads.
 //
 // A thread blocked in a system call keeps its P until sysmon takes it
-// (rawread.go has the runtime's rules), and a woken reader whose P was
+// (docs/realtime.md has the runtime's rules), and a woken reader whose P was
 // taken needs an idle one at once; if there is none it waits for a
 // normal-priority thread to hand it one, however high its own priority.
 // The releaser and every granted client's reader spend nearly all their

@@ -1,8 +1,8 @@
 // sendto.go: the release's sendto(2) without a heap allocation.
 // unix.Sendto takes a unix.Sockaddr interface, whose value escapes to the
 // heap on every call: one allocation per released datagram, garbage the
-// collector must then take from the realtime threads (raw_read makes each
-// collection cost the readers). The raw sockaddr lives on the stack here.
+// collector must then take from the realtime threads. The raw sockaddr
+// lives on the stack here.
 // It is an ordinary system call although the releasing thread is pinned
 // (pin.go): so the goroutine is in _Gsyscall meanwhile, which sysmon does
 // not signal (a raw call looks like running Go code, and a preemption

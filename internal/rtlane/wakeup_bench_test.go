@@ -1,7 +1,7 @@
-// wakeup_bench_test.go: what waking a granted client's reader costs,
-// through the runtime's system call path and as a raw read (rawread.go),
-// and what raw readers cost a garbage collection's stop-the-world. The
-// reader is the lane's own (poller.recv) at SCHED_FIFO 21, the client a
+// wakeup_bench_test.go: what waking a granted client's reader costs
+// through the runtime's system call path, with and without a garbage
+// collector at work. The reader is the lane's own read (blockingRecv) at
+// SCHED_FIFO 21, the client a
 // process of its own at SCHED_FIFO 20 writing a timestamp every 1 ms and
 // waiting for the reply, as rtclient does; PM QoS 0 is held (as cyclictest
 // does). Figures: one-way wake-up p50/p99 (client's send call to the
@@ -40,26 +40,19 @@ func BenchmarkReaderWakeup(b *testing.B) {
 	}
 	defer pm.Close()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), wantProcs(1))))
-	for _, raw := range []bool{false, true} {
-		for _, gc := range []bool{false, true} {
-			name := map[bool]string{false: "runtime", true: "raw"}[raw]
-			if gc {
-				name += "/gc"
-			}
-			b.Run(name, func(b *testing.B) { benchWakeup(b, raw, gc) })
+	for _, gc := range []bool{false, true} {
+		name := "runtime"
+		if gc {
+			name += "/gc"
 		}
+		b.Run(name, func(b *testing.B) { benchWakeup(b, gc) })
 	}
 }
 
 var gcSink [][]byte
 
-func benchWakeup(b *testing.B, raw, gc bool) {
+func benchWakeup(b *testing.B, gc bool) {
 	cl, sv := seqpacketPair(b)
-	if raw {
-		if err := setRawReadBound(sv); err != nil {
-			b.Fatal(err)
-		}
-	}
 	if gc {
 		defer allocate()()
 	}
@@ -73,7 +66,7 @@ func benchWakeup(b *testing.B, raw, gc bool) {
 	}
 	r := &wakeupReader{lat: make([]int64, 0, b.N), done: make(chan struct{})}
 	b.ResetTimer()
-	go r.serve(sv, raw)
+	go r.serve(sv)
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("client: %v", err)
 	}
@@ -130,16 +123,18 @@ type wakeupReader struct {
 	done   chan struct{}
 }
 
-func (r *wakeupReader) serve(sv int, raw bool) {
+func (r *wakeupReader) serve(sv int) {
 	defer close(r.done)
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 21}
 	_ = unix.SchedSetAttr(0, &a, 0)
-	p := newPoller(0, &pollCounters{}, sv, raw)
 	all0, own0 := switches(unix.RUSAGE_SELF), switches(unix.RUSAGE_THREAD)
 	buf, out := make([]byte, 64), make([]byte, 32)
 	for {
-		n, _, err := p.recv(sv, buf)
+		n, _, err := blockingRecv(sv, buf)
+		for err == unix.EINTR {
+			n, _, err = blockingRecv(sv, buf)
+		}
 		now := Monotonic()
 		if err != nil || n < 8 {
 			r.others = switches(unix.RUSAGE_SELF) - all0 - (switches(unix.RUSAGE_THREAD) - own0)
@@ -214,4 +209,15 @@ func TestWakeupClientHelper(t *testing.T) {
 		}
 		next += 1e6
 	}
+}
+
+// seqpacketPair is a connected unix SOCK_SEQPACKET pair, closed at the end.
+func seqpacketPair(t testing.TB) (a, b int) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	return fds[0], fds[1]
 }

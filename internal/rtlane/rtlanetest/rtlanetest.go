@@ -18,7 +18,15 @@ import (
 // (read timeout 500 ms).
 func Start(t *testing.T) (socket string, rx *rtlane.Receiver) {
 	t.Helper()
-	ns := testutil.NewNetNS(t)
+	socket, rx, _ = StartNS(t)
+	return socket, rx
+}
+
+// StartNS is Start that also returns the lane's namespace, where a
+// client's own sockets must be (rtclient's Attach).
+func StartNS(t *testing.T) (socket string, rx *rtlane.Receiver, ns *testutil.NetNS) {
+	t.Helper()
+	ns = testutil.NewNetNS(t)
 	cfg := rtlane.DefaultConfig()
 	cfg.Enabled = true
 	cfg.Socket = filepath.Join(t.TempDir(), "rt.sock")
@@ -36,5 +44,5 @@ func Start(t *testing.T) (socket string, rx *rtlane.Receiver) {
 	go func() { done <- l.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; l.Close(); rx.Close() })
 	rx.SetTimeout(500 * time.Millisecond)
-	return cfg.Socket, rx
+	return cfg.Socket, rx, ns
 }

@@ -28,14 +28,20 @@ const (
 
 // Message types. Requests are < 0x80, replies >= 0x80.
 const (
-	TypeSend    = 0x01 // datagram with deadline
-	TypeStats   = 0x02 // ask for counters (reply TypeStatsReply, JSON)
-	TypeAdmit   = 0x81 // admitted, will be sent by its deadline or reported
-	TypeReject  = 0x82 // refused at once, nothing sent
-	TypeDropped = 0x83 // admitted but would have been late at release: not sent
-	TypeError   = 0x84 // malformed request or not granted
-	TypeStatsOK = 0x85 // JSON counters follow the header
+	TypeSend     = 0x01 // datagram with deadline
+	TypeStats    = 0x02 // ask for counters (reply TypeStatsReply, JSON)
+	TypeAttach   = 0x03 // hand the daemon a UDP socket (one fd in SCM_RIGHTS)
+	TypeAdmit    = 0x81 // admitted, will be sent by its deadline or reported
+	TypeReject   = 0x82 // refused at once, nothing sent
+	TypeDropped  = 0x83 // admitted but would have been late at release: not sent
+	TypeError    = 0x84 // malformed request or not granted
+	TypeStatsOK  = 0x85 // JSON counters follow the header
+	TypeAttached = 0x86 // the socket is the connection's socket Reply.Sock
 )
+
+// MaxSocks bounds the sockets one connection may attach; Request.Sock
+// 1..MaxSocks names one of them, 0 the daemon's own.
+const MaxSocks = 8
 
 // Request flags.
 const (
@@ -57,6 +63,9 @@ const (
 	ReasonShutdown    = 10 // (Dropped) the daemon stopped with it queued
 	ReasonDisabled    = 11 // the realtime lane is disabled
 	ReasonBusy        = 12 // (Error) too many connections, in total or of this uid: the daemon closes it
+	ReasonBadSocket   = 13 // not a UDP socket of this network namespace, no such socket, or no fd passed
+	ReasonTooMany     = 14 // (Attach) the connection has MaxSocks sockets already
+	ReasonUnsupported = 15 // (Attach) the kernel cannot give one datagram its priority (SO_PRIORITY cmsg: 6.14+)
 )
 
 var reasonNames = map[uint8]string{
@@ -64,7 +73,8 @@ var reasonNames = map[uint8]string{
 	ReasonNotGranted: "not-granted", ReasonMalformed: "malformed", ReasonQueueFull: "queue-full",
 	ReasonBadDest: "bad-destination", ReasonTooBig: "too-big", ReasonLate: "late-at-release",
 	ReasonSendError: "send-error", ReasonShutdown: "shutdown", ReasonDisabled: "disabled",
-	ReasonBusy: "too-many-connections",
+	ReasonBusy: "too-many-connections", ReasonBadSocket: "bad-socket", ReasonTooMany: "too-many-sockets",
+	ReasonUnsupported: "unsupported",
 }
 
 // ReasonString names a reason code.
@@ -82,14 +92,20 @@ type Request struct {
 	Flow     uint32
 	Seq      uint32
 	Deadline uint64 // CLOCK_MONOTONIC ns, or µs from receipt with FlagRelative
-	Dst      netip.AddrPort
-	Payload  []byte
+	// Sock: 0 sends from the daemon's own socket, 1..MaxSocks from the
+	// connection's attached socket of that number.
+	Sock uint16
+	// Dst: the destination; unset (family 0) on an attached connected
+	// socket sends to its peer.
+	Dst     netip.AddrPort
+	Payload []byte
 }
 
 // Reply is a daemon-to-client message.
 type Reply struct {
 	Type   uint8
 	Reason uint8
+	Sock   uint8 // TypeAttached: the socket's number for Request.Sock
 	Flow   uint32
 	Seq    uint32
 	Depth  uint32 // realtime queue length after the decision
@@ -121,6 +137,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	binary.BigEndian.PutUint32(h[4:], r.Flow)
 	binary.BigEndian.PutUint32(h[8:], r.Seq)
 	binary.BigEndian.PutUint16(h[12:], r.Dst.Port())
+	binary.BigEndian.PutUint16(h[14:], r.Sock)
 	binary.BigEndian.PutUint64(h[16:], r.Deadline)
 	b = append(b, h[:]...)
 	return append(b, r.Payload...)
@@ -139,6 +156,7 @@ func ParseRequest(b []byte) (Request, error) {
 	r.Flow = binary.BigEndian.Uint32(b[4:])
 	r.Seq = binary.BigEndian.Uint32(b[8:])
 	port := binary.BigEndian.Uint16(b[12:])
+	r.Sock = binary.BigEndian.Uint16(b[14:])
 	r.Deadline = binary.BigEndian.Uint64(b[16:])
 	switch b[3] {
 	case 4:
@@ -159,6 +177,7 @@ func AppendReply(b []byte, r *Reply) []byte {
 	h[0] = Version
 	h[1] = r.Type
 	h[2] = r.Reason
+	h[3] = r.Sock
 	binary.BigEndian.PutUint32(h[4:], r.Flow)
 	binary.BigEndian.PutUint32(h[8:], r.Seq)
 	binary.BigEndian.PutUint32(h[12:], r.Depth)
@@ -177,7 +196,7 @@ func ParseReply(b []byte) (Reply, error) {
 	if b[0] != Version {
 		return r, fmt.Errorf("%w: version %d, want %d", ErrMalformed, b[0], Version)
 	}
-	r.Type, r.Reason = b[1], b[2]
+	r.Type, r.Reason, r.Sock = b[1], b[2], b[3]
 	r.Flow = binary.BigEndian.Uint32(b[4:])
 	r.Seq = binary.BigEndian.Uint32(b[8:])
 	r.Depth = binary.BigEndian.Uint32(b[12:])

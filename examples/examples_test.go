@@ -1,0 +1,233 @@
+// examples_test.go: the example applications end to end. rt-echo, built by
+// `make examples`, runs in namespace A beside a realtime lane (the lanes
+// tree shaped on A's veth); a UDP echo server runs in namespace B. The
+// server must see rt-echo's own port, every admitted request must get its
+// reply on rt-echo's socket, and the lane must close the socket when
+// rt-echo is gone. IPv4 and IPv6.
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// build runs `make examples` into a scratch folder and returns rt-echo.
+func build(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"make", "cc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s on PATH", tool)
+		}
+	}
+	out := t.TempDir()
+	if b, err := exec.Command("make", "-s", "-C", "..", "examples", "OUT="+out).CombinedOutput(); err != nil {
+		t.Fatalf("make examples: %v\n%s", err, b)
+	}
+	return filepath.Join(out, "rt-echo")
+}
+
+// echoServer answers every datagram to its sender and records the senders.
+type echoServer struct {
+	conn *net.UDPConn
+	mu   sync.Mutex
+	from map[netip.AddrPort]int
+}
+
+func startEcho(t *testing.T, ns *testutil.NetNS, addr netip.Addr) *echoServer {
+	t.Helper()
+	e := &echoServer{from: map[netip.AddrPort]int{}}
+	ns.Do(t, func() (err error) {
+		e.conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		return err
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := e.conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			e.from[from]++
+			e.mu.Unlock()
+			_, _ = e.conn.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	t.Cleanup(func() { e.conn.Close(); <-done })
+	return e
+}
+
+// bed is A (lane, lanes tree, rt-echo) and B (echo servers).
+type bed struct {
+	p    *testutil.Pair
+	lane *rtlane.Lane
+	dp   *datapath.Datapath
+	sock string
+	v6A  netip.Addr
+	v6B  netip.Addr
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	testutil.RequireRoot(t)
+	b := &bed{p: testutil.NewVethPair(t), v6A: netip.MustParseAddr("fd6c:6e65::1"), v6B: netip.MustParseAddr("fd6c:6e65::2")}
+	b.p.A.Do(t, func() error { return addV6(b.p.LinkA, b.v6A) })
+	b.p.B.Do(t, func() error { return addV6(b.p.LinkB, b.v6B) })
+	b.p.A.Do(t, func() (err error) {
+		b.dp, err = datapath.Open(datapath.Config{Interface: b.p.LinkA, Mode: datapath.Shaped,
+			UplinkBps: 100_000_000, Instance: testutil.UniqueName("rtecho")})
+		return err
+	})
+	t.Cleanup(func() { b.dp.Close() })
+	dir, err := os.MkdirTemp("", "lanes-rtecho")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := rtlane.DefaultConfig()
+	cfg.Enabled, cfg.Socket, cfg.Rate = true, filepath.Join(dir, "rt.sock"), 95_000_000
+	b.sock = cfg.Socket
+	b.p.A.Do(t, func() (err error) { b.lane, err = rtlane.New(cfg); return err })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.lane.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("lane: %v", err)
+		}
+		b.lane.Close()
+	})
+	return b
+}
+
+// addV6 gives link an IPv6 address without duplicate detection.
+func addV6(link string, a netip.Addr) error {
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		return err
+	}
+	return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD})
+}
+
+var (
+	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n$`)
+	portLine   = regexp.MustCompile(`rt-echo: local port (\d+)`)
+)
+
+// runEcho runs rt-echo in A against srv and returns its counts and port.
+func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count int) (sent, admitted, refused, replies, port int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(60*time.Second))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", b.p.A.Name, bin,
+		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), "20000")
+	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
+	var stderr, stdout safeBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(stderr.String(), "attach refused: unsupported") {
+			t.Skip("the kernel lacks per-datagram priorities (SO_PRIORITY control messages, Linux 6.14)")
+		}
+		t.Fatalf("rt-echo: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	m, pm := resultLine.FindStringSubmatch(stdout.String()), portLine.FindStringSubmatch(stderr.String())
+	if m == nil || pm == nil {
+		t.Fatalf("rt-echo's output:\nstdout: %q\nstderr: %q", stdout.String(), stderr.String())
+	}
+	t.Logf("rt-echo %v: %s", srv, stdout.String())
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	return atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1])
+}
+
+// safeBuffer is a bytes buffer for a command's output.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return string(s.b) }
+
+func TestRTEcho(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs traffic between namespaces")
+	}
+	bin := build(t)
+	b := newBed(t)
+	if st := b.lane.Stats(); st.RateBps == 0 {
+		t.Fatal("lane without a rate")
+	}
+	const count = 200
+	var sentTotal uint64
+	for _, fam := range []struct {
+		name     string
+		srv, src netip.Addr
+	}{{"IPv4", netip.AddrFrom4([4]byte(b.p.AddrB)), netip.AddrFrom4([4]byte(b.p.AddrA))}, {"IPv6", b.v6B, b.v6A}} {
+		t.Run(fam.name, func(t *testing.T) {
+			srv := startEcho(t, b.p.B, fam.srv)
+			sent, admitted, refused, replies, port := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count)
+			if sent != count || admitted+refused != sent || admitted == 0 {
+				t.Fatalf("sent %d admitted %d refused %d, want %d sent, some admitted", sent, admitted, refused, count)
+			}
+			if replies != admitted {
+				t.Errorf("%d replies of %d admitted requests", replies, admitted)
+			}
+			srv.mu.Lock()
+			from := fmt.Sprint(srv.from)
+			want := netip.AddrPortFrom(fam.src, uint16(port))
+			got := srv.from[want]
+			srv.mu.Unlock()
+			if got != admitted {
+				t.Errorf("the server got %d requests from rt-echo's %v (all senders: %s), want %d", got, want, from, admitted)
+			}
+			t.Logf("the server saw %s; rt-echo's socket %v", from, want)
+			sentTotal += uint64(admitted)
+		})
+	}
+	st := b.lane.Stats()
+	if st.Totals.Sent != sentTotal {
+		t.Errorf("lane sent %d, rt-echo's admitted %d", st.Totals.Sent, sentTotal)
+	}
+	ds, err := b.dp.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt := ds.Lanes[lane.Realtime]; rt.Packets < sentTotal {
+		t.Errorf("realtime class carried %d packets, lane sent %d", rt.Packets, sentTotal)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.lane.Stats().AppSocks != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rt-echo gone, the lane still holds %d of its sockets", b.lane.Stats().AppSocks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

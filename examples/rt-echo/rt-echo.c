@@ -1,0 +1,155 @@
+/* rt-echo.c: an application that keeps its own UDP socket and sends
+ * through the lanes realtime lane (include/lanes_rt.h only).
+ *
+ *   rt-echo ADDR PORT COUNT DEADLINE_US
+ *
+ * Connects a UDP socket (IPv4 or IPv6) to an echo server at ADDR PORT,
+ * hands it to the daemon once (lanes_rt_attach), then sends COUNT
+ * requests, one every millisecond, each with a deadline DEADLINE_US from
+ * its send call; the daemon admits or refuses each at once and sends the
+ * admitted ones from this socket, so the echoes come back to it. Between
+ * sends it reads the echoes; after the last it waits up to a second for
+ * the rest (a datagram the daemon dropped late never gets one). Prints one line:
+ *
+ *   sent N admitted A refused R replies Y
+ *
+ * and, on stderr, its socket's local port. The daemon's socket is
+ * LANES_RT_SOCKET, or the environment's LANES_RT_SOCKET. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "lanes_rt.h"
+
+#define MAX_COUNT 1000000
+
+struct echo_state {
+	int fd;
+	unsigned char *admitted; /* per sequence number: 1 admitted, 2 replied */
+	unsigned long count, nadmitted, replies;
+};
+
+/* connect_udp opens a UDP socket connected to addr:port; -1 on error. */
+static int connect_udp(const char *addr, const char *port)
+{
+	struct addrinfo hints, *res, *ai;
+	int fd = -1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_DGRAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	if (getaddrinfo(addr, port, &hints, &res) != 0)
+		return -1;
+	for (ai = res; ai && fd < 0; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+/* read_echoes reads echoes until the monotonic time until (ns), or with
+ * all, until every admitted request has its echo. */
+static void read_echoes(struct echo_state *st, uint64_t until, int all)
+{
+	unsigned char buf[64];
+	struct pollfd p = {.fd = st->fd, .events = POLLIN};
+
+	for (;;) {
+		uint64_t now = lanes_rt_now();
+		if (all && st->replies == st->nadmitted)
+			return;
+		int ms = now >= until ? 0 : (int)((until - now + 999999) / 1000000);
+		if (poll(&p, 1, ms) <= 0)
+			return;
+		ssize_t n = recv(st->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n >= 4) {
+			uint32_t seq = lanes_rt__get32(buf);
+			if (seq < st->count && st->admitted[seq] == 1) {
+				st->admitted[seq] = 2;
+				st->replies++;
+			}
+		}
+		if (now >= until)
+			return;
+	}
+}
+
+static int usage(const char *prog)
+{
+	fprintf(stderr, "usage: %s ADDR PORT COUNT DEADLINE_US\n", prog);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct lanes_rt rt;
+	struct lanes_rt_reply rep;
+	struct echo_state st = {0};
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	unsigned long i, refused = 0, deadline_us;
+	unsigned char msg[64];
+	const char *path = getenv("LANES_RT_SOCKET");
+	uint64_t next;
+
+	if (argc != 5)
+		return usage(argv[0]);
+	st.count = strtoul(argv[3], NULL, 10);
+	deadline_us = strtoul(argv[4], NULL, 10);
+	if (st.count == 0 || st.count > MAX_COUNT || deadline_us == 0)
+		return usage(argv[0]);
+	st.fd = connect_udp(argv[1], argv[2]);
+	if (st.fd < 0) {
+		fprintf(stderr, "rt-echo: cannot connect a UDP socket to %s port %s\n", argv[1], argv[2]);
+		return 1;
+	}
+	if (getsockname(st.fd, (struct sockaddr *)&local, &llen) == 0)
+		fprintf(stderr, "rt-echo: local port %u\n",
+			ntohs(local.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&local)->sin6_port
+							  : ((struct sockaddr_in *)&local)->sin_port));
+	if (lanes_rt_open(&rt, path ? path : LANES_RT_SOCKET) < 0) {
+		perror("rt-echo: lanes_rt_open");
+		return 1;
+	}
+	switch (lanes_rt_attach(&rt, st.fd, &rep)) {
+	case -1:
+		perror("rt-echo: lanes_rt_attach");
+		return 1;
+	case 0:
+		fprintf(stderr, "rt-echo: attach refused: %s\n", lanes_rt_reason_str(rep.reason));
+		return 1;
+	}
+	st.admitted = calloc(st.count, 1);
+	if (!st.admitted)
+		return 1;
+	memset(msg, 0, sizeof(msg));
+	next = lanes_rt_now();
+	for (i = 0; i < st.count; i++) {
+		lanes_rt__put32(msg, (uint32_t)i);
+		int r = lanes_rt_send(&rt, 1, NULL, lanes_rt_now() + deadline_us * 1000, 0, msg, sizeof(msg), &rep);
+		if (r < 0) {
+			perror("rt-echo: lanes_rt_send");
+			return 1;
+		}
+		if (r) {
+			st.admitted[i] = 1;
+			st.nadmitted++;
+		} else {
+			refused++;
+		}
+		next += 1000000;
+		read_echoes(&st, next, 0);
+	}
+	read_echoes(&st, lanes_rt_now() + 1000000000ull, 1);
+	printf("sent %lu admitted %lu refused %lu replies %lu\n", st.count, st.nadmitted, refused, st.replies);
+	lanes_rt_close(&rt);
+	close(st.fd);
+	free(st.admitted);
+	return 0;
+}
