@@ -297,13 +297,13 @@ func tcpInfo(conn *net.TCPConn) unix.TCPInfo {
 // logYieldTrials prints each trial and the medians per kind.
 func logYieldTrials(t *testing.T, trials []yieldTrial) {
 	for _, kind := range []string{"connect", "first packet"} {
-		var react, rtts, rel []time.Duration
+		var react, rel []time.Duration
 		var inRTT []float64
 		for _, tr := range trials {
 			if tr.kind != kind {
 				continue
 			}
-			react, rtts, rel = append(react, tr.reaction), append(rtts, tr.rtt), append(rel, tr.release)
+			react, rel = append(react, tr.reaction), append(rel, tr.release)
 			inRTT = append(inRTT, float64(tr.reaction)/float64(max(tr.rtt, time.Microsecond)))
 			t.Logf("%s: held %v after the start (%.2f of the upload's RTT %v), released %v after the last packet",
 				kind, tr.reaction.Round(100*time.Microsecond), inRTT[len(inRTT)-1], tr.rtt.Round(100*time.Microsecond), tr.release.Round(time.Millisecond))

@@ -5,7 +5,8 @@
 //     written to every client: a client that never reads holds a socket
 //     buffer, not a copy (each held ~2 MB at 5,000 flows before).
 //   - Reads, writes and idle keep-alives time out; at most MaxConns
-//     connections are served at once (the rest wait in the listen backlog).
+//     connections are open at once, and a new one takes the slot of the
+//     one that has moved no bytes for the longest (limitListener).
 //   - A request whose Host is a name other than localhost (or a name the
 //     user listens on) is refused: a page on another site that rebinds its
 //     name to 127.0.0.1 cannot read the flows, PIDs and process names.
@@ -17,6 +18,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,7 +44,7 @@ func (s *Server) HTTPServer() *http.Server {
 
 // Listener bounds ln to the server's MaxConns open connections.
 func (s *Server) Listener(ln net.Listener) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConns)}
+	return newLimitListener(ln, s.cfg.MaxConns)
 }
 
 // hostCheck refuses a Host that names another site (DNS rebinding).
@@ -94,31 +96,113 @@ func (s *Server) snapshotJSON() ([]byte, error) {
 	return b, nil
 }
 
-// limitListener accepts while fewer than cap(slots) connections are open.
+// limitListener keeps at most max connections open. When a new one
+// arrives with every slot taken, the open connection that has moved no
+// bytes for the longest, and for at least stallGrace, is closed for it: a
+// client that stopped reading (or an idle keep-alive) gives its slot to
+// the next one, so clients that never read cannot keep a reading one out.
+// Only when every open connection is moving bytes does a new one wait.
 type limitListener struct {
 	net.Listener
-	slots chan struct{}
+	max   int
+	mu    sync.Mutex
+	open  map[*slotConn]struct{}
+	freed chan struct{}
+}
+
+// stallGrace is how long a connection may move no bytes before a new
+// connection may take its slot (a reading client on loopback moves bytes
+// every few microseconds while it is served).
+const stallGrace = 250 * time.Millisecond
+
+func newLimitListener(ln net.Listener, max int) *limitListener {
+	return &limitListener{Listener: ln, max: max, open: map[*slotConn]struct{}{}, freed: make(chan struct{}, 1)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+	sc := &slotConn{Conn: c, l: l}
+	sc.touch()
+	for !l.admit(sc) {
+		if v := l.mostStalled(); v != nil {
+			v.Close()
+			continue
+		}
+		select {
+		case <-l.freed:
+		case <-time.After(stallGrace / 4):
+		}
+	}
+	return sc, nil
 }
 
-// slotConn gives its slot back once, when closed.
+// admit takes a slot for c if one is free.
+func (l *limitListener) admit(c *slotConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.open) >= l.max {
+		return false
+	}
+	l.open[c] = struct{}{}
+	return true
+}
+
+// mostStalled is the open connection idle the longest, past stallGrace.
+func (l *limitListener) mostStalled() *slotConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var worst *slotConn
+	oldest := time.Now().Add(-stallGrace).UnixNano()
+	for c := range l.open {
+		if p := c.progress.Load(); p <= oldest {
+			worst, oldest = c, p
+		}
+	}
+	return worst
+}
+
+func (l *limitListener) release(c *slotConn) {
+	l.mu.Lock()
+	delete(l.open, c)
+	l.mu.Unlock()
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// slotConn records when it last moved bytes and gives its slot back once,
+// when closed.
 type slotConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l        *limitListener
+	progress atomic.Int64 // unix ns of the last read or write that moved bytes
+	once     sync.Once
+}
+
+func (c *slotConn) touch() { c.progress.Store(time.Now().UnixNano()) }
+
+func (c *slotConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
+}
+
+func (c *slotConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.touch()
+	}
+	return n, err
 }
 
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { c.l.release(c) })
 	return err
 }
