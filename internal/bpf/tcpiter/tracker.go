@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -65,6 +66,9 @@ type Tracker struct {
 // Load, sk_storage from tracing programs (5.11), the sk_storage map
 // iterator and tp_btf; the caller falls back to Load without them.
 func LoadTracker(c Config, netns uint32) (t *Tracker, err error) {
+	if err := haveMapIter(); err != nil {
+		return nil, err
+	}
 	t = &Tracker{}
 	t.prefetch, err = loadVariant(c, netns, func(spec *ebpf.CollectionSpec, opts *ebpf.CollectionOptions) error {
 		return spec.LoadAndAssign(&t.objs, opts)
@@ -335,4 +339,20 @@ func (t *Tracker) Gone(fn func(cookie uint64)) (resync bool, err error) {
 	resync = n != t.lost
 	t.lost = n
 	return resync, nil
+}
+
+// haveMapIter: nil if the kernel loads an sk_storage map iterator program
+// (5.9+). The delta walks are such programs; where the kernel refuses them
+// (before 5.9, or a kernel that refuses every map element iterator, with
+// EPERM, as some sandboxed 6.18 builds do), the tracked mode is a missing
+// feature and the caller falls back to Load.
+func haveMapIter() error {
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceIter, AttachTo: "bpf_sk_storage_map", License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: sk_storage map iterator: %w", ebpf.ErrNotSupported, err)
+	}
+	return p.Close()
 }
