@@ -44,7 +44,7 @@ var lanesBin string
 func TestMain(m *testing.M) {
 	code := func() int {
 		os.Setenv("LANES_LAB_CC", "cubic") // read by `lanes lab helper` clients
-		if os.Geteuid() == 0 && os.Getenv("LANES_ATTACK_HELPER") == "" && os.Getenv("LANES_CG_HELPER") == "" {
+		if os.Geteuid() == 0 && !isHelper() {
 			if lanesBin = os.Getenv("LANES_TEST_BIN"); lanesBin != "" {
 				return m.Run() // a prebuilt lanes (scripts/kernel-vm.sh: no Go toolchain in the VM)
 			}
@@ -64,6 +64,18 @@ func TestMain(m *testing.M) {
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+// isHelper: this test binary was started by a test as one of its helper
+// processes, which need no lanes binary (a helper killed at its test's end
+// would leave the one it built).
+func isHelper() bool {
+	for _, v := range []string{"LANES_ATTACK_HELPER", "LANES_CG_HELPER", "LANES_THREAD_HELPER"} {
+		if os.Getenv(v) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // proc is a process started in a namespace, killed at test end.

@@ -184,6 +184,15 @@ func sweepInstance(inst, cgroupRoot string) error {
 			}
 		}
 	}
+	if _, err := os.Lstat(filepath.Join(RunDir, inst+".lock")); err == nil {
+		// a killed daemon's lock file: nobody holds it once its namespace
+		// is gone; taking it first keeps a live holder's
+		if l, err := lockInstance(inst); err == nil {
+			l.release()
+		} else {
+			errs = append(errs, err)
+		}
+	}
 	mnt := filepath.Join("/run/lanes", "cgroup2."+inst)
 	if _, err := os.Stat(mnt); err == nil {
 		_ = unix.Unmount(mnt, unix.MNT_DETACH)

@@ -150,7 +150,7 @@ func TestAttackGoneNamespaceLeftovers(t *testing.T) {
 	inst1, _ := instanceIn(t, p1.A)
 	d1.stop(t, syscall.SIGKILL)
 	left := []string{filepath.Join(shared, "instances", inst1), filepath.Join(root, "lanes."+inst1),
-		filepath.Join(shared, "coop", inst1+"."+p1.LinkA+".json")}
+		filepath.Join(shared, "coop", inst1+"."+p1.LinkA+".json"), filepath.Join(daemon.RunDir, inst1+".lock")}
 	files, _ := filepath.Glob(filepath.Join(shared, "datapath", inst1+".*.json"))
 	left = append(left, files...)
 	for _, p := range left {
