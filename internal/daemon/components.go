@@ -20,6 +20,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -67,6 +68,14 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 			return fmt.Errorf("background yield: %w", err)
 		}
 		comps = append(comps, c)
+	}
+	if h, ok := host.(bgudp.Datapath); ok {
+		c, err := d.newBgUDP(pol.Background, h)
+		if err != nil { // background QUIC/UDP goes uncontrolled, the rest runs
+			d.log.Warn("background-udp: the controller did not start", "err", err)
+		} else {
+			comps = append(comps, c)
+		}
 	}
 	rh, why := d.rledbatFallback(pol.Background, host)
 	if rh != nil {
