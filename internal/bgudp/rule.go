@@ -31,7 +31,7 @@ const (
 	gain        = 0.02 // growth per step at no queue, of the rate at the last decrease (0.5 -> 1 in 25 steps)
 	decreaseK   = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
 	minFactor   = 0.5  // at most halved per decrease
-	headroom    = 1.5  // the rate stays within this of what the class sends
+	headroom    = 1.25 // the rate stays within this of the highest rate a queue was seen at
 	currentSpan = 2    // the current delay is the minimum of this many samples
 )
 
@@ -44,7 +44,7 @@ type State struct {
 	Lost    uint64        // probes without an echo
 	Samples uint64        // probes answered
 	recent  []time.Duration
-	peak    uint64 // the rate decreased from at the last decrease: about the link's
+	peak    uint64 // the highest rate a decrease came from in the episode: about the link's
 	wait    int    // steps before the next decrease may come
 }
 
@@ -54,8 +54,11 @@ type State struct {
 //
 // Above the target the rate falls in proportion to the excess (at most by
 // half), at most once per probe round trip (the last decrease must have
-// had time to show); below it grows by a share of the rate last
-// decreased from, scaled by the room left under the target.
+// had time to show); below it grows by a share of the highest rate a queue
+// was seen at (the link's rate, about), scaled by the room left under the
+// target, up to a quarter above it. What the class sends is not a bound:
+// a congestion-controlled sender backs off after the policer's drops and
+// must find the room again.
 func (s *State) Step(rtt time.Duration, measured uint64, held bool) uint64 {
 	qd, ok := s.observe(rtt)
 	s.Queue = qd
@@ -72,12 +75,12 @@ func (s *State) Step(rtt time.Duration, measured uint64, held bool) uint64 {
 		if s.Rate != 0 {
 			from = min(s.Rate, measured)
 		}
-		s.peak = from
+		s.peak = max(s.peak, from)
 		s.Rate = max(s.Rule.Floor, uint64(float64(from)*f))
 		s.wait = 1 + int((s.Base+qd)/s.Rule.Interval)
 	case qd <= s.Rule.Target && s.Rate != 0:
-		up := float64(max(s.peak, s.Rate)) * gain * (1 - float64(qd)/float64(s.Rule.Target))
-		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, uint64(headroom*float64(max(measured, s.Rule.Floor)))))
+		up := float64(s.peak) * gain * (1 - float64(qd)/float64(s.Rule.Target))
+		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, uint64(headroom*float64(s.peak))))
 	}
 	return s.Rate
 }

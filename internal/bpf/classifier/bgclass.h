@@ -26,8 +26,8 @@
 #define BG_DIR_EGRESS 0
 #define BG_DIR_INGRESS 1
 #define BG_QUIET_NS 1000000000ULL /* an episode ends after 1 s without a packet */
-#define BG_BURST_NS 10000000ULL   /* bucket depth: 10 ms of the rate */
-#define BG_BURST_MIN 3028         /* at least two full frames */
+#define BG_BURST_NS 25000000ULL   /* bucket depth: 25 ms of the rate */
+#define BG_BURST_MIN 24224        /* at least 16 full frames: a paced QUIC sender's burst */
 
 struct bg_class {
 	__u64 rate;       /* bytes/s; 0: not policed (yield_rate still applies) */
