@@ -25,6 +25,7 @@ func (d *Daemon) newBgUDP(pol ledbat.Config, h bgudp.Datapath) (*component, erro
 		if err != nil {
 			return nil, err
 		}
+		d.bgudp.Store(c)
 		status := func() string { return bgUDPSummary(c.Status(), pol.Yield) }
 		return &runner{run: c.Run, close: c.Close, status: status, detail: func() any { return c.Status() }}, nil
 	})
@@ -57,6 +58,8 @@ func bgUDPSummary(st bgudp.Status, yield bool) string {
 func episodeLine(e bgudp.Episode) string {
 	what := "not policed yet (no queue seen)"
 	switch {
+	case e.Probes > 0 && e.Lost == e.Probes:
+		what = "NOT held by the delay controller: the peer answers no ICMP echo"
 	case e.Held:
 		what = "held by the foreground-aware yield"
 	case e.Rate != 0:
@@ -76,4 +79,45 @@ func ifaceName(i int) string {
 		return ifc.Name
 	}
 	return fmt.Sprintf("ifindex %d", i)
+}
+
+// bgEgress is a tree that polices background downloads (*datapath.Egress).
+type bgEgress interface {
+	Ifindex() int
+	BgIngressError() error
+}
+
+// nonTCPProtection says what holds the interface's background non-TCP
+// traffic, per direction, and what holds it now (d.mu held).
+func (d *Daemon) nonTCPProtection(eg datapath.EgressAPI) string {
+	be, ok := eg.(bgEgress)
+	if !ok {
+		return ""
+	}
+	var held []string
+	c := d.bgudp.Load()
+	if c != nil {
+		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the peer, target %v)", d.pol.Background.TargetDelay.D()))
+	}
+	if d.pol.Background.Yield {
+		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel, %d kbit/s)", datapath.BgYieldBytes*8/1000))
+	}
+	if len(held) == 0 {
+		return "not held: the delay controller is not running and the yield is off by policy"
+	}
+	by := strings.Join(held, " + ")
+	s := "uploads held by " + by
+	if err := be.BgIngressError(); err != nil {
+		s += "; downloads NOT held (no ingress filter: " + err.Error() + ")"
+	} else {
+		s += "; downloads held by the same, policed on arrival"
+	}
+	if c == nil {
+		s += "; the delay controller is not running (see the daemon's log)"
+	} else if e, on := c.Status().Running[be.Ifindex()]; on {
+		s += "; now: " + episodeLine(e)
+	} else {
+		s += "; now: no such traffic"
+	}
+	return s + "; not held: a non-TCP flow that has sent nothing from this host (its arrivals are not known as background)"
 }

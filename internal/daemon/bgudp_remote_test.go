@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,6 +106,10 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 	share := float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds() / remoteLinkBps
 	st := status(t, sock)
 	t.Logf("background-udp: %s", st.Components["background-udp"])
+	t.Logf("background QUIC/UDP: %s", st.Interfaces[0].NonTCP)
+	if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held at") {
+		t.Errorf("status says background non-TCP is %q; want held by the delay controller now", nt)
+	}
 	bgJudge(t, "UDP upload", idle, off, on, lost, share)
 }
 

@@ -100,6 +100,7 @@ func (d *Daemon) stopComponents() {
 	d.comps = nil
 	d.mu.Unlock()
 	d.rledbat.Store(nil)
+	d.bgudp.Store(nil)
 	for _, c := range comps {
 		c.stop()
 	}
