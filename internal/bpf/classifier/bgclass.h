@@ -27,12 +27,13 @@
 #define BG_DIR_INGRESS 1
 #define BG_QUIET_NS 1000000000ULL /* an episode ends after 1 s without a packet */
 #define BG_BURST_NS 25000000ULL   /* bucket depth: 25 ms of the rate */
-#define BG_BURST_MIN 24224        /* at least 16 full frames: a paced QUIC sender's burst */
+#define BG_BURST_MIN 24224ULL     /* at least 16 full frames: a paced QUIC sender's burst */
+#define NSEC 1000000000ULL
 
 struct bg_class {
 	__u64 rate;       /* bytes/s; 0: not policed (yield_rate still applies) */
 	__u64 yield_rate; /* bytes/s while the foreground is active; 0: no yield */
-	__u64 tokens;     /* bytes */
+	__u64 tokens;     /* bytes x 1e9; all ones while unpoliced */
 	__u64 last;       /* the last refill, bpf_ktime_get_ns */
 	__u64 seen;       /* the last packet */
 	__u64 packets, bytes;
@@ -86,7 +87,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 {
 	__u32 key = ifindex * 2 + dir;
 	struct bg_class *c = bpf_map_lookup_elem(&lanes_bg_class, &key);
-	__u64 now = bpf_ktime_get_ns(), rate, depth, add;
+	__u64 now = bpf_ktime_get_ns(), rate, depth, add, gap;
 	int held;
 
 	if (!c)
@@ -102,21 +103,28 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	held = c->yield_rate && fg_held(ifindex, now);
 	if (held && (!rate || c->yield_rate < rate))
 		rate = c->yield_rate;
-	if (!rate) {
+	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */
+		c->tokens = ~0ULL;
 		c->last = now;
 		return 1;
 	}
-	depth = rate * BG_BURST_NS / 1000000000ULL;
-	if (depth < BG_BURST_MIN)
-		depth = BG_BURST_MIN;
-	add = (now - c->last) * rate / 1000000000ULL;
-	if (now - c->last > 1000000000ULL || c->tokens + add > depth)
+	/* tokens in bytes x 1e9 (byte-nanoseconds per second), so that a gap
+	 * worth less than a byte still counts; a gap is at most 1 s and a rate
+	 * at most 1e10 bytes/s, so gap x rate fits */
+	depth = rate * BG_BURST_NS;
+	if (depth < BG_BURST_MIN * NSEC)
+		depth = BG_BURST_MIN * NSEC;
+	gap = now - c->last;
+	if (gap > NSEC)
+		gap = NSEC;
+	add = gap * rate;
+	if (c->tokens >= depth || add >= depth - c->tokens)
 		c->tokens = depth;
 	else
 		c->tokens += add;
 	c->last = now;
-	if (c->tokens >= len) {
-		c->tokens -= len;
+	if (c->tokens >= (__u64)len * NSEC) {
+		c->tokens -= (__u64)len * NSEC;
 		return 1;
 	}
 	c->drops++;
