@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -47,6 +49,21 @@ func bgJudge(t *testing.T, what string, idle, off, on []time.Duration, lostOn in
 	}
 	if share < 0.4 {
 		t.Errorf("%s: background alone %.0f%% of the link, want >= 40%%", what, 100*share)
+	}
+}
+
+// probeCost logs the controller's probing cost from its status document:
+// probes and bytes (requests and replies) per second of the episode.
+func probeCost(t *testing.T, st *api.Status) {
+	t.Helper()
+	var bs bgudp.Status
+	if err := json.Unmarshal(st.Details["background-udp"], &bs); err != nil {
+		t.Fatalf("background-udp status: %v", err)
+	}
+	for i, e := range bs.Running {
+		secs := time.Since(e.Started).Seconds()
+		t.Logf("probing cost on ifindex %d: %.1f probes/s, %.0f bytes/s (requests and replies) over %.1f s, %d lost",
+			i, float64(e.Probes)/secs, float64(e.ProbeBytes)/secs, secs, e.Lost)
 	}
 }
 
@@ -107,6 +124,7 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 	st := status(t, sock)
 	t.Logf("background-udp: %s", st.Components["background-udp"])
 	t.Logf("background QUIC/UDP: %s", st.Interfaces[0].NonTCP)
+	probeCost(t, st)
 	if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held at") {
 		t.Errorf("status says background non-TCP is %q; want held by the delay controller now", nt)
 	}
@@ -180,7 +198,9 @@ func quicRemote(t *testing.T, dir string, bottleneck bool) {
 	b0, t0 := q.bytes.Load(), time.Now()
 	on, lost := probeAll(t, p)
 	share := float64(q.bytes.Load()-b0) * 8 / time.Since(t0).Seconds() / remoteLinkBps
-	t.Logf("background-udp: %s", status(t, sock).Components["background-udp"])
+	st := status(t, sock)
+	t.Logf("background-udp: %s", st.Components["background-udp"])
+	probeCost(t, st)
 	bgJudge(t, "QUIC "+dir+"load", idle, off, on, lost, share)
 }
 
