@@ -6,7 +6,7 @@ want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
   generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev) ;; # gcc: cgo for go test -race
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl) ;;

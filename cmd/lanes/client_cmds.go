@@ -118,6 +118,9 @@ func printStatus(e *env, st *api.Status) {
 		if it.Queue != "" {
 			fmt.Fprintf(e.stdout, "queue: %s\nforeground protected by: %s\n", it.Queue, it.Protection)
 		}
+		if it.NonTCP != "" {
+			fmt.Fprintf(e.stdout, "background QUIC/UDP: %s\n", it.NonTCP)
+		}
 		if it.Downloads != "" {
 			fmt.Fprintf(e.stdout, "background downloads held back by: %s\n", it.Downloads)
 		}

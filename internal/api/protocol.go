@@ -242,6 +242,10 @@ type InterfaceStatus struct {
 	// bottleneck: rLEDBAT in BPF, from the daemon (and its interval), or
 	// "none: <why>".
 	Downloads string `json:"background_downloads,omitempty"`
+	// NonTCP says what holds the background lane's QUIC and other non-TCP
+	// traffic on this interface, per direction, what holds it now, and
+	// what is not held.
+	NonTCP string `json:"background_non_tcp,omitempty"`
 }
 
 // Status is the daemon's state.

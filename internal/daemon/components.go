@@ -20,6 +20,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -68,6 +69,14 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		}
 		comps = append(comps, c)
 	}
+	if h, ok := host.(bgudp.Datapath); ok {
+		c, err := d.newBgUDP(pol.Background, h)
+		if err != nil { // background QUIC/UDP goes uncontrolled, the rest runs
+			d.log.Warn("background-udp: the controller did not start", "err", err)
+		} else {
+			comps = append(comps, c)
+		}
+	}
 	rh, why := d.rledbatFallback(pol.Background, host)
 	if rh != nil {
 		c, err := d.newRLEDBAT(pol.Background, rh)
@@ -91,6 +100,7 @@ func (d *Daemon) stopComponents() {
 	d.comps = nil
 	d.mu.Unlock()
 	d.rledbat.Store(nil)
+	d.bgudp.Store(nil)
 	for _, c := range comps {
 		c.stop()
 	}

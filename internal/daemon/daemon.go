@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -82,6 +83,7 @@ type Daemon struct {
 	comps       []*component                        // coop controller, realtime lane
 	yieldState  atomic.Pointer[func() yield.Status] // the background component's status, while it runs
 	rledbat     atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
+	bgudp       atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
 	rledbatWhy  string                              // why the daemon's rLEDBAT is off (under mu)
 
 	// regs: the sockets each API registration is tied to (registrations.go)
@@ -470,6 +472,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
 		is.Downloads = d.downloadProtection(hs)
+		is.NonTCP = d.nonTCPProtection(m.eg)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

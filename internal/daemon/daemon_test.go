@@ -857,7 +857,7 @@ func dialCookie(t *testing.T, ns *testutil.NetNS, addr string, sport int) (net.C
 // machine (TestRegisterAfterConnect: connection refused, in the 5.10 VM).
 func waitHelperListening(t *testing.T, ns *testutil.NetNS, p *proc, args []string) {
 	t.Helper()
-	if len(args) < 3 || args[0] != "lab" || args[1] != "helper" || (args[2] != "serve" && args[2] != "echo") {
+	if len(args) < 3 || args[0] != "lab" || args[1] != "helper" || (args[2] != "serve" && args[2] != "echo" && args[2] != "quic-serve") {
 		return
 	}
 	port := 0
@@ -871,7 +871,7 @@ func waitHelperListening(t *testing.T, ns *testutil.NetNS, p *proc, args []strin
 	if port == 0 {
 		return
 	}
-	proto := map[string]string{"serve": "tcp", "echo": "udp"}[args[2]]
+	proto := map[string]string{"serve": "tcp", "echo": "udp", "quic-serve": "udp"}[args[2]]
 	deadline := time.Now().Add(20 * time.Second)
 	for !listening(t, ns, proto, port) {
 		if p.cmd.ProcessState != nil || time.Now().After(deadline) {

@@ -63,6 +63,7 @@ type Egress struct {
 	host     *Host
 	ackBytes uint64 // the ACK class's rate, bytes/s (0: unrestricted)
 	ackErr   error  // why the tree has no ACK class (nil: it has)
+	bgErr    error  // why background downloads are not policed (nil: they are; bgclass.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -117,6 +118,9 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 		return e, err
 	}
 	e.buildAck(h.addEgress(e))
+	if err := e.openBgClass(); err != nil {
+		return e, err
+	}
 	return e, nil
 }
 
@@ -251,6 +255,7 @@ func (e *Egress) Close() error {
 func (e *Egress) teardown() error {
 	var errs []error
 	if e.link != nil {
+		errs = append(errs, e.closeBgClass())
 		errs = append(errs, e.ns.do(func() error {
 			owner, _, err := rootOwnership(e.link, e.instance)
 			if err != nil || owner != rootOurs {

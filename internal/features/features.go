@@ -87,7 +87,7 @@ var qdiscKinds = []struct {
 	needed         bool
 }{
 	{"htb", "none: HTB is lanes' priority tree (prio is absent on many kernels)", true},
-	{"clsact", "classifier attached to the HTB root instead", false},
+	{"clsact", "classifier attached to the HTB root instead; background QUIC/UDP downloads are not policed (no ingress filter: uploads still are)", false},
 	{"pfifo_fast", "", false},
 	{"pfifo", "", false},
 	{"bfifo", "", false},
@@ -228,7 +228,8 @@ func probeBPF() []Feature {
 	add("bpf/prog/sock_ops", "lanes by cookie unavailable: classifier uses 3-tuple, cgroup, uid, DSCP only; no per-socket TCP settings or cwnd caps", false, ebpffeatures.HaveProgramType(ebpf.SockOps))
 	add("bpf/prog/tracepoint", "TCP monitor samples with sock_diag only (no per-ACK events)", false, ebpffeatures.HaveProgramType(ebpf.TracePoint))
 	add("bpf/prog/struct_ops", "no BPF congestion control: cwnd caps only clamp growth (see bpf/tcp congestion control)", false, ebpffeatures.HaveProgramType(ebpf.StructOps))
-	add("bpf/map/ringbuf", "", false, ebpffeatures.HaveMapType(ebpf.RingBuf))
+	// The classifier's background non-TCP events (5.8+; lanes needs 5.10).
+	add("bpf/map/ringbuf", "none: the classifier wakes the background QUIC/UDP controller through it", true, ebpffeatures.HaveMapType(ebpf.RingBuf))
 	add("bpf/helper/skb_cgroup_id", "lanes by cgroup resolved at connect by sock_ops only", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnSkbCgroupId))
 	add("bpf/helper/get_socket_cookie(skb)", "", false, ebpffeatures.HaveProgramHelper(ebpf.SchedCLS, asm.FnGetSocketCookie))
 	add("bpf/helper/sock_ops setsockopt", "", false, ebpffeatures.HaveProgramHelper(ebpf.SockOps, asm.FnSetsockopt))

@@ -10,6 +10,7 @@
 //   - echo --listen ADDR / ping --to ADDR --count N   UDP echo and a UDP
 //     ping that prints the round-trip times in ms as one JSON array.
 //   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
+//   - quic-serve / quic-bulk   QUIC bulk transfers either way (quic.go).
 //   - rtclient --socket S --dst ADDR ...   one periodic flow through a
 //     realtime lane, from its own process (deadline_client.go).
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
@@ -68,6 +69,10 @@ func HelperMain(args []string) int {
 		err = helperRequest(args[0], args[1:])
 	case "bulk":
 		err = helperBulk(args[1:])
+	case "quic-serve":
+		err = helperQUICServe(args[1:])
+	case "quic-bulk":
+		err = helperQUICBulk(args[1:])
 	case "echo":
 		err = helperEcho(args[1:])
 	case "ping":

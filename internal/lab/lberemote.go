@@ -89,6 +89,9 @@ type RemoteConfig struct {
 	Seed      int64          `json:"seed"`
 	Lanes     string         `json:"lanes_binary,omitempty"`
 	Target    time.Duration  `json:"target_delay_ns,omitempty"` // background.target_delay for the lanes methods (0: the policy's default)
+	// BGTransport is the background flows' transport: "tcp" or "quic"
+	// (lberemote_quic.go).
+	BGTransport string `json:"background_transport,omitempty"`
 	// MonitorDir: if set, every testbed's phone runs `lanes monitor` into
 	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
 	// with `lanes plot`).
@@ -270,6 +273,9 @@ func newRemoteBed(ctx context.Context, env *Env, c *RemoteConfig, link string, m
 			return nil, fmt.Errorf("server in %s: %q %v", s.Name, l, err)
 		}
 	}
+	if err := rb.startQUICServers(ctx); err != nil {
+		return nil, err
+	}
 	if p, err := rb.fg.Start("echo", "--listen", ":7"); err != nil {
 		return nil, err
 	} else if l, err := p.Line(ctx, 15*time.Second); err != nil || l != "ready" {
@@ -386,11 +392,7 @@ func sinceBase(l *emu.Link) time.Duration {
 
 // startBG starts a background transfer in dir to server s.
 func (rb *remoteBed) startBG(dir string, s *topo.Node, background bool) (*topo.Proc, error) {
-	url := "http://" + s.Addr.String() + ":80"
-	args := []string{"bulk", "--url", url}
-	if dir == "download" {
-		args = []string{"get", "--url", url, "--bytes", "100000000000", "--timeout", "1h"}
-	}
+	args := rb.bgHelperArgs(dir, s, background)
 	if background && rb.m.Lanes {
 		return rb.phone.StartCommand(rb.cfg.Lanes, append([]string{"run", "--lane", "background", "--socket", rb.sock, "--",
 			rb.cfg.Lanes, "lab", "helper"}, args...)...)
@@ -809,6 +811,7 @@ func init() {
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
+			fs.StringVar(&c.BGTransport, "bg-transport", TransportTCP, "background flows' transport: tcp or quic (quic-go, its own CUBIC)")
 			return func(ctx context.Context, env *Env) (*Result, error) {
 				if env.Quick {
 					*links, *sizes, c.Reps = "fixed", "10,100", 1
@@ -828,8 +831,8 @@ func init() {
 				cells := summarizeRemote(runs)
 				r.Tables = remoteTables(cells, c)
 				r.Data = map[string]any{"runs": runs, "cells": cells}
-				r.Notes = append(r.Notes, fmt.Sprintf("links %s, %v one way, buffers %v at the mean rate, %s, %d rounds; paired: every method's step starts at the same offset into the links",
-					strings.Join(c.Links, ", "), c.Delay, c.QueueTime, c.CC, c.Reps))
+				r.Notes = append(r.Notes, fmt.Sprintf("links %s, %v one way, buffers %v at the mean rate, %s, %d rounds, background over %s; paired: every method's step starts at the same offset into the links",
+					strings.Join(c.Links, ", "), c.Delay, c.QueueTime, c.CC, c.Reps, c.BGTransport))
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
@@ -847,6 +850,12 @@ func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods string) 
 		return out
 	}
 	c.Links, c.BGDirs, c.FGDirs = split(links), split(bgDirs), split(fgDirs)
+	if c.BGTransport == "" {
+		c.BGTransport = TransportTCP
+	}
+	if err := checkTransport(c.BGTransport); err != nil {
+		return err
+	}
 	for _, d := range append(append([]string(nil), c.BGDirs...), c.FGDirs...) {
 		if d != "upload" && d != "download" {
 			return fmt.Errorf("bad direction %q (upload or download)", d)

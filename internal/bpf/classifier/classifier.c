@@ -35,8 +35,13 @@
  * Data structures: the maps of lanes_maps.h, lanes_dscp (64 entries) and a
  * per-CPU matrix of counters indexed [kind][lane].
  *
- * Note: the program always returns TC_ACT_OK. It never drops: a packet it
- * cannot parse is interactive. If the filter is removed, HTB's default
+ * The background lane's non-TCP traffic is a class of its own per interface
+ * and direction (bgclass.h): it may be dropped over the rate the daemon's
+ * controller sets or the foreground-aware yield's; lanes_bg_ingress, on
+ * the clsact ingress hook, polices the same flows' arriving packets.
+ *
+ * Note: apart from that class the program returns TC_ACT_OK. It never
+ * drops anything else: a packet it cannot parse is interactive. If the filter is removed, HTB's default
  * class (interactive) takes everything, so the datapath fails open.
  * Note: IPv6 extension headers are not walked; a packet whose first next
  * header is not TCP/UDP/UDP-Lite/SCTP has no ports (no 5-tuple match), its
@@ -179,6 +184,8 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 	p->key.dport = bpf_ntohs(ports[1]);
 	p->have_ports = 1;
 }
+
+#include "bgclass.h"
 
 static __always_inline void count(struct __sk_buff *skb, __u32 kind, __u32 lane)
 {
@@ -329,6 +336,7 @@ int lanes_classify(struct __sk_buff *skb)
 	struct parsed p = {};
 	__u64 cookie = 0;
 	__u32 *v, lane, kind;
+	int parsed = 0;
 
 	if (sk) {
 		cookie = bpf_get_socket_cookie(skb);
@@ -341,6 +349,7 @@ int lanes_classify(struct __sk_buff *skb)
 	}
 
 	parse(skb, &p);
+	parsed = 1;
 	if (p.have_ports) {
 		v = flow_lookup(&p.key);
 		if (v) {
@@ -392,7 +401,34 @@ int lanes_classify(struct __sk_buff *skb)
 	lane = LANE_INTERACTIVE;
 	kind = MATCH_DEFAULT;
 out:
+	if (lane == LANE_BACKGROUND) {
+		if (!parsed)
+			parse(skb, &p);
+		if (!bg_egress(skb, &p)) {
+			count(skb, kind, lane);
+			return TC_ACT_SHOT;
+		}
+	}
 	return classify(skb, lane, kind, cookie);
+}
+
+/*
+ * lanes_bg_ingress polices the arriving packets of the background non-TCP
+ * flows the classifier saw leave (bgclass.h); everything else passes.
+ */
+SEC("tc")
+int lanes_bg_ingress(struct __sk_buff *skb)
+{
+	struct parsed p = {};
+	struct flow_key k = {};
+
+	parse(skb, &p);
+	if (!p.have_ports || p.key.proto == IPPROTO_TCP_)
+		return TC_ACT_OK;
+	bg_reverse(&p.key, &k);
+	if (!bpf_map_lookup_elem(&lanes_bg_flows, &k))
+		return TC_ACT_OK;
+	return bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr) ? TC_ACT_OK : TC_ACT_SHOT;
 }
 
 /*

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type ClassifierBgClass struct {
+	_         structs.HostLayout
+	Rate      uint64
+	YieldRate uint64
+	Tokens    uint64
+	Last      uint64
+	Seen      uint64
+	Packets   uint64
+	Bytes     uint64
+	Drops     uint64
+	DropBytes uint64
+	HeldDrops uint64
+	Episodes  uint64
+}
+
 type ClassifierClsConfig struct {
 	_         structs.HostLayout
 	MinorBase uint32
@@ -59,6 +74,9 @@ type ClassifierFlowKey struct {
 const (
 	ClassifierMapLanesAckOn        = "lanes_ack_on"
 	ClassifierMapLanesAckStats     = "lanes_ack_stats"
+	ClassifierMapLanesBgClass      = "lanes_bg_class"
+	ClassifierMapLanesBgEvents     = "lanes_bg_events"
+	ClassifierMapLanesBgFlows      = "lanes_bg_flows"
 	ClassifierMapLanesCgroup       = "lanes_cgroup"
 	ClassifierMapLanesClsStats     = "lanes_cls_stats"
 	ClassifierMapLanesCookie       = "lanes_cookie"
@@ -69,6 +87,7 @@ const (
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
 	ClassifierMapLanesUid          = "lanes_uid"
+	ClassifierProgLanesBgIngress   = "lanes_bg_ingress"
 	ClassifierProgLanesClassify    = "lanes_classify"
 	ClassifierProgLanesPassthrough = "lanes_passthrough"
 	ClassifierProgLanesPureAck     = "lanes_pure_ack"
@@ -117,6 +136,7 @@ type ClassifierSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ClassifierProgramSpecs struct {
+	LanesBgIngress   *ebpf.ProgramSpec `ebpf:"lanes_bg_ingress"`
 	LanesClassify    *ebpf.ProgramSpec `ebpf:"lanes_classify"`
 	LanesPassthrough *ebpf.ProgramSpec `ebpf:"lanes_passthrough"`
 	LanesPureAck     *ebpf.ProgramSpec `ebpf:"lanes_pure_ack"`
@@ -128,6 +148,9 @@ type ClassifierProgramSpecs struct {
 type ClassifierMapSpecs struct {
 	LanesAckOn       *ebpf.MapSpec `ebpf:"lanes_ack_on"`
 	LanesAckStats    *ebpf.MapSpec `ebpf:"lanes_ack_stats"`
+	LanesBgClass     *ebpf.MapSpec `ebpf:"lanes_bg_class"`
+	LanesBgEvents    *ebpf.MapSpec `ebpf:"lanes_bg_events"`
+	LanesBgFlows     *ebpf.MapSpec `ebpf:"lanes_bg_flows"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
@@ -169,6 +192,9 @@ func (o *ClassifierObjects) Close() error {
 type ClassifierMaps struct {
 	LanesAckOn       *ebpf.Map `ebpf:"lanes_ack_on"`
 	LanesAckStats    *ebpf.Map `ebpf:"lanes_ack_stats"`
+	LanesBgClass     *ebpf.Map `ebpf:"lanes_bg_class"`
+	LanesBgEvents    *ebpf.Map `ebpf:"lanes_bg_events"`
+	LanesBgFlows     *ebpf.Map `ebpf:"lanes_bg_flows"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.Map `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
@@ -185,6 +211,9 @@ func (m *ClassifierMaps) Close() error {
 	return _ClassifierClose(
 		m.LanesAckOn,
 		m.LanesAckStats,
+		m.LanesBgClass,
+		m.LanesBgEvents,
+		m.LanesBgFlows,
 		m.LanesCgroup,
 		m.LanesClsStats,
 		m.LanesCookie,
@@ -209,6 +238,7 @@ type ClassifierVariables struct {
 //
 // It can be passed to LoadClassifierObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ClassifierPrograms struct {
+	LanesBgIngress   *ebpf.Program `ebpf:"lanes_bg_ingress"`
 	LanesClassify    *ebpf.Program `ebpf:"lanes_classify"`
 	LanesPassthrough *ebpf.Program `ebpf:"lanes_passthrough"`
 	LanesPureAck     *ebpf.Program `ebpf:"lanes_pure_ack"`
@@ -216,6 +246,7 @@ type ClassifierPrograms struct {
 
 func (p *ClassifierPrograms) Close() error {
 	return _ClassifierClose(
+		p.LanesBgIngress,
 		p.LanesClassify,
 		p.LanesPassthrough,
 		p.LanesPureAck,

@@ -1,0 +1,142 @@
+// controller.go: the controller's loop. It blocks on the classifier's
+// events (an interface's background non-TCP traffic began after a quiet
+// second) and wakes nobody at rest; per such interface an episode probes
+// the peer every Rule.Interval, steps the rule on the direction that
+// carries more of the class's bytes (the other stays unpoliced) and ends,
+// releasing the rate, after episodeQuiet without a packet of the class.
+package bgudp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+)
+
+const episodeQuiet = 2 * time.Second
+
+// Datapath is what the controller needs of the host datapath
+// (*datapath.Host).
+type Datapath interface {
+	BgEvents() (*ringbuf.Reader, error)
+	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
+	SetBgRate(ifindex int, d datapath.Direction, bytes uint64) error
+	BgClassHeld(ifindex int) bool
+}
+
+var _ Datapath = (*datapath.Host)(nil)
+
+// Controller runs the episodes of every interface.
+type Controller struct {
+	rule Rule
+	dp   Datapath
+	log  *slog.Logger
+	rd   *ringbuf.Reader
+
+	mu       sync.Mutex
+	episodes map[int]*episode // by ifindex, while running
+	last     map[int]Episode  // the last finished one
+	wg       sync.WaitGroup
+}
+
+// New opens the event reader.
+func New(rule Rule, dp Datapath, log *slog.Logger) (*Controller, error) {
+	rd, err := dp.BgEvents()
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{rule: rule, dp: dp, log: log, rd: rd,
+		episodes: map[int]*episode{}, last: map[int]Episode{}}, nil
+}
+
+// Close stops the event reader (Run returns).
+func (c *Controller) Close() error { return c.rd.Close() }
+
+// Run reads events until ctx ends or the reader is closed, and waits for
+// the episodes it started.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer c.wg.Wait()
+	defer cancel()
+	go func() { <-ctx.Done(); c.rd.Close() }()
+	for {
+		rec, err := c.rd.Read()
+		if errors.Is(err, os.ErrClosed) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(rec.RawSample) < 24 {
+			continue
+		}
+		ifindex := int(binary.NativeEndian.Uint32(rec.RawSample[0:]))
+		peer := netip.AddrFrom16([16]byte(rec.RawSample[8:24]))
+		c.start(ctx, ifindex, peer)
+	}
+}
+
+// start runs an episode on ifindex unless one runs.
+func (c *Controller) start(ctx context.Context, ifindex int, peer netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.episodes[ifindex] != nil {
+		return
+	}
+	e := &episode{Episode: Episode{Ifindex: ifindex, Peer: peer.Unmap(), Started: time.Now()}, state: State{Rule: c.rule}}
+	c.episodes[ifindex] = e
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		err := e.run(ctx, c.dp, c.log)
+		if err != nil {
+			c.log.Warn("bgudp: episode ended", "ifindex", ifindex, "peer", e.Peer, "err", err)
+		}
+		c.mu.Lock()
+		delete(c.episodes, ifindex)
+		e.mu.Lock()
+		e.Ended, e.Err = time.Now(), errString(err)
+		c.last[ifindex] = e.snapshotLocked()
+		e.mu.Unlock()
+		c.mu.Unlock()
+	}()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Status is the controller's state: the running episodes and each
+// interface's last finished one, by ifindex.
+type Status struct {
+	Running map[int]Episode
+	Last    map[int]Episode
+	Rule    Rule
+}
+
+// Status reads the controller's state.
+func (c *Controller) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := Status{Running: map[int]Episode{}, Last: map[int]Episode{}, Rule: c.rule}
+	for i, e := range c.episodes {
+		e.mu.Lock()
+		st.Running[i] = e.snapshotLocked()
+		e.mu.Unlock()
+	}
+	for i, e := range c.last {
+		st.Last[i] = e
+	}
+	return st
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * bgclass.h - the background lane's non-TCP traffic as a class, per
+ * interface and direction: a token-bucket policer the daemon steers
+ * (internal/bgudp) and the kernel's foreground-aware yield holds.
+ *
+ * Egress (lanes_classify): a background packet that is not TCP records its
+ * flow in lanes_bg_flows and passes the interface's egress bucket.
+ * Ingress (lanes_bg_ingress, clsact ingress): an arriving packet whose
+ * reversed 5-tuple is in lanes_bg_flows passes the ingress bucket. A
+ * packet over the bucket is dropped: QUIC's own congestion control reads
+ * the loss and backs off, an unresponsive sender is held at the rate.
+ *
+ * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
+ * the interface's foreground is active (fg_held: lanes_fg_active, the rule
+ * of lanes_maps.h) the rate is at most yield_rate (0: no yield). The first
+ * packet after BG_QUIET_NS without one posts an event (lanes_bg_events) so
+ * the daemon's controller wakes only while such traffic exists.
+ *
+ * The bucket is updated without a lock: two CPUs may both take tokens of
+ * one refill; the error is a packet per CPU per refill.
+ */
+#ifndef LANES_BGCLASS_H
+#define LANES_BGCLASS_H
+
+#define BG_DIR_EGRESS 0
+#define BG_DIR_INGRESS 1
+#define BG_QUIET_NS 1000000000ULL /* an episode ends after 1 s without a packet */
+#define BG_BURST_NS 25000000ULL   /* bucket depth: 25 ms of the rate */
+#define BG_BURST_MIN 24224ULL     /* at least 16 full frames: a paced QUIC sender's burst */
+#define NSEC 1000000000ULL
+
+struct bg_class {
+	__u64 rate;       /* bytes/s; 0: not policed (yield_rate still applies) */
+	__u64 yield_rate; /* bytes/s while the foreground is active; 0: no yield */
+	__u64 tokens;     /* bytes x 1e9; all ones while unpoliced */
+	__u64 last;       /* the last refill, bpf_ktime_get_ns */
+	__u64 seen;       /* the last packet */
+	__u64 packets, bytes;
+	__u64 drops, drop_bytes;
+	__u64 held_drops; /* drops while the yield held the class */
+	__u64 episodes;   /* events posted */
+};
+
+struct bg_event {
+	__u32 ifindex;
+	__u32 dir;
+	__u8 peer[16]; /* the remote address (IPv4 v4-mapped) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32); /* ifindex * 2 + dir */
+	__type(value, struct bg_class);
+} lanes_bg_class SEC(".maps");
+
+/* lanes_bg_flows: the background non-TCP flows seen leaving, by their
+ * egress 5-tuple; the value is the egress ifindex. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct flow_key);
+	__type(value, __u32);
+} lanes_bg_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} lanes_bg_events SEC(".maps");
+
+static __always_inline void bg_event(__u32 ifindex, __u32 dir, const __u8 *peer)
+{
+	struct bg_event *ev = bpf_ringbuf_reserve(&lanes_bg_events, sizeof(*ev), 0);
+
+	if (!ev)
+		return;
+	ev->ifindex = ifindex;
+	ev->dir = dir;
+	__builtin_memcpy(ev->peer, peer, 16);
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* bg_pass charges len bytes to the class of (ifindex, dir); it returns
+ * whether the packet may pass. */
+static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __u8 *peer)
+{
+	__u32 key = ifindex * 2 + dir;
+	struct bg_class *c = bpf_map_lookup_elem(&lanes_bg_class, &key);
+	__u64 now = bpf_ktime_get_ns(), rate, depth, add, gap;
+	int held;
+
+	if (!c)
+		return 1;
+	if (!c->seen || now - c->seen >= BG_QUIET_NS) {
+		c->episodes++;
+		bg_event(ifindex, dir, peer);
+	}
+	c->seen = now;
+	c->packets++;
+	c->bytes += len;
+	rate = c->rate;
+	held = c->yield_rate && fg_held(ifindex, now);
+	if (held && (!rate || c->yield_rate < rate))
+		rate = c->yield_rate;
+	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */
+		c->tokens = ~0ULL;
+		c->last = now;
+		return 1;
+	}
+	/* tokens in bytes x 1e9 (byte-nanoseconds per second), so that a gap
+	 * worth less than a byte still counts; a gap is at most 1 s and a rate
+	 * at most 1e10 bytes/s, so gap x rate fits */
+	depth = rate * BG_BURST_NS;
+	if (depth < BG_BURST_MIN * NSEC)
+		depth = BG_BURST_MIN * NSEC;
+	gap = now - c->last;
+	if (gap > NSEC)
+		gap = NSEC;
+	add = gap * rate;
+	if (c->tokens >= depth || add >= depth - c->tokens)
+		c->tokens = depth;
+	else
+		c->tokens += add;
+	c->last = now;
+	if (c->tokens >= (__u64)len * NSEC) {
+		c->tokens -= (__u64)len * NSEC;
+		return 1;
+	}
+	c->drops++;
+	c->drop_bytes += len;
+	if (held)
+		c->held_drops++;
+	return 0;
+}
+
+/* bg_egress records a background non-TCP packet's flow and charges it to
+ * its interface's egress class; it returns whether the packet passes. */
+static __always_inline int bg_egress(struct __sk_buff *skb, struct parsed *p)
+{
+	__u32 ifindex = skb->ifindex;
+
+	if (!p->have_ip || p->key.proto == IPPROTO_TCP_)
+		return 1;
+	if (p->have_ports)
+		bpf_map_update_elem(&lanes_bg_flows, &p->key, &ifindex, BPF_ANY);
+	return bg_pass(ifindex, BG_DIR_EGRESS, skb->len, p->key.daddr);
+}
+
+/* bg_reverse turns an arriving packet's key into the key its flow left
+ * with. */
+static __always_inline void bg_reverse(struct flow_key *in, struct flow_key *out)
+{
+	__builtin_memcpy(out->daddr, in->saddr, 16);
+	__builtin_memcpy(out->saddr, in->daddr, 16);
+	out->dport = in->sport;
+	out->sport = in->dport;
+	out->proto = in->proto;
+}
+
+#endif

@@ -1,0 +1,150 @@
+// bgclass_test.go: the background non-TCP class (bgclass.h) through
+// BPF_PROG_TEST_RUN, whose packets arrive on loopback (ifindex 1): the
+// egress policer drops over its rate and records the flow, the ingress
+// program polices the recorded flow's arrivals only, the yield's rate
+// holds the class while the interface's foreground is stamped active, and
+// the first packet of an episode posts one event.
+package classifier
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/lanes-net/lanes/internal/bpf/abi"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const (
+	tcOK   = 0
+	tcShot = 2
+	loIdx  = 1 // BPF_PROG_TEST_RUN's device
+)
+
+// bgClassKey is lanes_bg_class's key of loopback in a direction.
+func bgClassKey(dir uint32) uint32 { return loIdx*2 + dir }
+
+// within checks that a bucket of bgBurstMin at rate (bytes/s) let through
+// what it may in elapsed: all of its depth, plus at most what it refilled.
+func within(t *testing.T, what string, got, size int, rate float64, elapsed time.Duration) {
+	t.Helper()
+	lo, hi := bgBurstMin/size-1, int((bgBurstMin+rate*elapsed.Seconds())/float64(size))+2
+	if got < lo || got > hi {
+		t.Errorf("%s: %d passed in %v, want %d..%d", what, got, elapsed, lo, hi)
+	}
+}
+
+// bgBurstMin is BG_BURST_MIN, the bucket's depth at small rates.
+const bgBurstMin = 24224
+
+// passed runs n copies of data through prog and counts those let through.
+func passed(t *testing.T, prog *ebpf.Program, data []byte, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		ret, err := prog.Run(&ebpf.RunOptions{Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ret {
+		case tcOK:
+			ok++
+		case tcShot:
+		default:
+			t.Fatalf("return %d", ret)
+		}
+	}
+	return ok
+}
+
+func TestBackgroundClassPolices(t *testing.T) {
+	objs := loadForTest(t)
+	peer := netip.MustParseAddr("10.9.8.8")
+	up := pkt{src: v4src, dst: peer, sport: 40000, dport: 443, proto: 17}
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := ringbuf.NewReader(objs.LanesBgEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	// Without a class entry nothing is policed.
+	if got := passed(t, objs.LanesClassify, up.build(), 50); got != 50 {
+		t.Fatalf("no class: %d of 50 passed", got)
+	}
+	// A rate of 100 KB/s: the bucket (BG_BURST_MIN, ~24 KB) lets the first
+	// ~336 of these 72-byte packets through, then what it refills.
+	for _, d := range []uint32{0, 1} {
+		if err := objs.LanesBgClass.Put(bgClassKey(d), ClassifierBgClass{Rate: 100_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := up.build()
+	t0 := time.Now()
+	got := passed(t, objs.LanesClassify, data, 2000)
+	within(t, "egress at 100 KB/s, 2000 back-to-back packets", got, len(data), 100_000, time.Since(t0))
+	var c ClassifierBgClass
+	if err := objs.LanesBgClass.Lookup(bgClassKey(0), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Packets != 2000 || c.Drops != uint64(2000-got) || c.Episodes != 1 {
+		t.Errorf("egress class %+v, want 2000 packets, %d drops, one episode", c, 2000-got)
+	}
+	rd.SetDeadline(time.Now().Add(time.Second))
+	rec, err := rd.Read()
+	if err != nil {
+		t.Fatalf("no event: %v", err)
+	}
+	if p := netip.AddrFrom16([16]byte(rec.RawSample[8:24])).Unmap(); p != peer || rec.RawSample[0] != loIdx {
+		t.Errorf("event %x, want ifindex %d, peer %v", rec.RawSample, loIdx, peer)
+	}
+
+	// TCP of the same lane is not the class's.
+	tcp := up
+	tcp.proto = 6
+	if got := passed(t, objs.LanesClassify, tcp.build(), 100); got != 100 {
+		t.Errorf("background TCP: %d of 100 passed", got)
+	}
+	// Ingress: the recorded flow's replies are policed, another flow's not.
+	down := pkt{src: peer, dst: v4src, sport: 443, dport: 40000, proto: 17}
+	t0 = time.Now()
+	in := passed(t, objs.LanesBgIngress, down.build(), 2000)
+	within(t, "ingress of the recorded flow, 2000 packets", in, len(data), 100_000, time.Since(t0))
+	other := down
+	other.dport = 40001
+	if got := passed(t, objs.LanesBgIngress, other.build(), 100); got != 100 {
+		t.Errorf("ingress of a flow never sent: %d of 100 passed", got)
+	}
+}
+
+func TestBackgroundClassYields(t *testing.T) {
+	objs := loadForTest(t)
+	peer := netip.MustParseAddr("10.9.8.9")
+	up := pkt{src: v4src, dst: peer, sport: 40002, dport: 443, proto: 17}
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.LanesBgClass.Put(bgClassKey(0), ClassifierBgClass{YieldRate: 25_000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := passed(t, objs.LanesClassify, up.build(), 1000); got != 1000 {
+		t.Fatalf("no rate, foreground idle: %d of 1000 passed", got)
+	}
+	fg := pkt{src: v4src, dst: v4dst, sport: 40003, dport: 443, proto: 6} // interactive
+	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback active
+	data := up.build()
+	t0 := time.Now()
+	got := passed(t, objs.LanesClassify, data, 2000)
+	within(t, "foreground active, 2000 packets at the yield's rate", got, len(data), 25_000, time.Since(t0))
+	var c ClassifierBgClass
+	if err := objs.LanesBgClass.Lookup(bgClassKey(0), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.HeldDrops == 0 || c.HeldDrops != c.Drops {
+		t.Errorf("class %+v, want every drop counted as the yield's", c)
+	}
+}

@@ -1,0 +1,123 @@
+// bgudp.go: the background lane's non-TCP traffic (QUIC, UDP) at any
+// bottleneck: the component "background-udp" runs internal/bgudp's
+// controller, which sleeps on the classifier's events and probes only
+// while such traffic flows; status says per interface what holds that
+// traffic and what does not.
+package daemon
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/bgudp"
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/ledbat"
+)
+
+// newBgUDP starts the controller at the policy's background target.
+func (d *Daemon) newBgUDP(pol ledbat.Config, h bgudp.Datapath) (*component, error) {
+	return supervise(d.log, "background-udp", func() (*runner, error) {
+		c, err := bgudp.New(bgudp.DefaultRule(pol.TargetDelay.D()), h, d.log.With("component", "background-udp"))
+		if err != nil {
+			return nil, err
+		}
+		d.bgudp.Store(c)
+		status := func() string { return bgUDPSummary(c.Status(), pol.Yield) }
+		return &runner{run: c.Run, close: c.Close, status: status, detail: func() any { return c.Status() }}, nil
+	})
+}
+
+// bgUDPSummary is the component's status line: per interface with an
+// episode, what holds its background non-TCP traffic now.
+func bgUDPSummary(st bgudp.Status, yield bool) string {
+	rule := fmt.Sprintf("probing the peer every %v only while such traffic flows, target %v", st.Rule.Interval, st.Rule.Target)
+	if yield {
+		rule += fmt.Sprintf("; the foreground yield holds it at %d kbit/s", datapath.BgYieldBytes*8/1000)
+	}
+	var parts []string
+	for _, i := range slices.Sorted(maps.Keys(st.Running)) {
+		parts = append(parts, ifaceName(i)+": "+episodeLine(st.Running[i]))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no background non-TCP traffic now")
+	}
+	for _, i := range slices.Sorted(maps.Keys(st.Last)) {
+		if _, on := st.Running[i]; !on {
+			e := st.Last[i]
+			parts = append(parts, fmt.Sprintf("%s last %s–%s (%d probes, %d lost, %d bytes)", ifaceName(i),
+				e.Started.Format("15:04:05"), e.Ended.Format("15:04:05"), e.Probes, e.Lost, e.ProbeBytes))
+		}
+	}
+	return strings.Join(parts, "; ") + " (" + rule + ")"
+}
+
+func episodeLine(e bgudp.Episode) string {
+	what := "not policed yet (no queue seen)"
+	switch {
+	case e.Probes > 0 && e.Lost == e.Probes:
+		what = "NOT held by the delay controller: the peer answers no ICMP echo"
+	case e.Held:
+		what = "held by the foreground-aware yield"
+	case e.Rate != 0:
+		what = fmt.Sprintf("held at %.3g Mbit/s by the delay controller", float64(e.Rate)*8/1e6)
+	}
+	other := "download"
+	if e.Controlled == datapath.Download.String() {
+		other = "upload"
+	}
+	return fmt.Sprintf("%s %s (sending %.3g Mbit/s; queue %v over base %v by ICMP echo to %s; %d probes, %d lost); its %s not controlled",
+		e.Controlled, what, float64(e.Measured)*8/1e6, e.Queue.Round(100*time.Microsecond), e.Base.Round(100*time.Microsecond),
+		e.Peer, e.Probes, e.Lost, other)
+}
+
+func ifaceName(i int) string {
+	if ifc, err := net.InterfaceByIndex(i); err == nil {
+		return ifc.Name
+	}
+	return fmt.Sprintf("ifindex %d", i)
+}
+
+// bgEgress is a tree that polices background downloads (*datapath.Egress).
+type bgEgress interface {
+	Ifindex() int
+	BgIngressError() error
+}
+
+// nonTCPProtection says what holds the interface's background non-TCP
+// traffic, per direction, and what holds it now (d.mu held).
+func (d *Daemon) nonTCPProtection(eg datapath.EgressAPI) string {
+	be, ok := eg.(bgEgress)
+	if !ok {
+		return ""
+	}
+	var held []string
+	c := d.bgudp.Load()
+	if c != nil {
+		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the peer, target %v)", d.pol.Background.TargetDelay.D()))
+	}
+	if d.pol.Background.Yield {
+		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel, %d kbit/s)", datapath.BgYieldBytes*8/1000))
+	}
+	if len(held) == 0 {
+		return "not held: the delay controller is not running and the yield is off by policy"
+	}
+	by := strings.Join(held, " + ")
+	s := "uploads held by " + by
+	if err := be.BgIngressError(); err != nil {
+		s += "; downloads NOT held (no ingress filter: " + err.Error() + ")"
+	} else {
+		s += "; downloads held by the same, policed on arrival"
+	}
+	if c == nil {
+		s += "; the delay controller is not running (see the daemon's log)"
+	} else if e, on := c.Status().Running[be.Ifindex()]; on {
+		s += "; now: " + episodeLine(e)
+	} else {
+		s += "; now: no such traffic"
+	}
+	return s + "; not held: a non-TCP flow that has sent nothing from this host (its arrivals are not known as background)"
+}

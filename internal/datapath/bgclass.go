@@ -1,0 +1,201 @@
+// bgclass.go: the background lane's non-TCP traffic as a class per
+// interface and direction (classifier bgclass.h). Every egress tree gets
+// the class's two entries in lanes_bg_class (no rate; the yield's rate
+// where the yield is on) and the ingress policer (lanes_bg_ingress on a
+// clsact ingress filter); the controller (internal/bgudp) sets the rates.
+// A tree whose ingress filter cannot be attached keeps working: its
+// downloads are not policed, and BgClass says why.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+// BgYieldBytes is the class's rate while the interface's foreground is
+// active (bytes/s, 200 kbit/s): a QUIC connection stays alive, its bulk
+// backs off; an unresponsive sender is held to it.
+const BgYieldBytes = 25_000
+
+// Direction of a background class.
+type Direction uint32
+
+const (
+	Upload   Direction = 0 // leaving the device (egress)
+	Download Direction = 1 // arriving (ingress)
+)
+
+func (d Direction) String() string {
+	if d == Download {
+		return "ingress"
+	}
+	return "egress"
+}
+
+// BgClass is one direction of an interface's background non-TCP class.
+type BgClass = classifier.ClassifierBgClass
+
+// BgEvent is the classifier's note that such traffic began (after 1 s
+// without any) on an interface, in a direction, with a peer (struct
+// bg_event of bgclass.h; IPv4 v4-mapped).
+type BgEvent struct {
+	Ifindex uint32
+	Dir     Direction
+	Peer    [16]byte
+}
+
+func bgKey(ifindex int, d Direction) uint32 { return uint32(ifindex)*2 + uint32(d) }
+
+// openBgClass puts the tree's class entries and attaches the ingress
+// policer; a failure to attach is recorded in e.bgErr, not returned.
+func (e *Egress) openBgClass() error {
+	idx := e.link.Attrs().Index
+	yr := uint64(0)
+	if e.host.cfg.Yield {
+		yr = BgYieldBytes
+	}
+	for _, d := range []Direction{Upload, Download} {
+		c := BgClass{YieldRate: yr}
+		if err := e.host.use(func() error { return e.host.cls.LanesBgClass.Put(bgKey(idx, d), c) }); err != nil {
+			return fmt.Errorf("background class of %s: %w", e.cfg.Interface, err)
+		}
+	}
+	e.bgErr = e.ns.do(func() error { return attachIngress(e.link, e.host.cls.LanesBgIngress.FD(), e.instance) })
+	if e.bgErr != nil {
+		slog.Warn("datapath: background downloads not policed on this interface", "interface", e.cfg.Interface, "err", e.bgErr)
+	}
+	return nil
+}
+
+// closeBgClass removes the ingress filter (and the clsact qdisc when it
+// holds nothing else) and the class's entries.
+func (e *Egress) closeBgClass() error {
+	if e.link == nil || e.host == nil {
+		return nil
+	}
+	idx := e.link.Attrs().Index
+	var errs []error
+	for _, d := range []Direction{Upload, Download} {
+		err := e.host.use(func() error {
+			return ignoreNotExist(e.host.cls.LanesBgClass.Delete(bgKey(idx, d)), "background class")
+		})
+		if !errors.Is(err, errClosed) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, e.ns.do(func() error { return ignoreGone(detachIngress(e.link, e.instance)) }))
+	return errors.Join(errs...)
+}
+
+func clsact(idx int) *netlink.GenericQdisc {
+	return &netlink.GenericQdisc{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx,
+		Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}, QdiscType: "clsact"}
+}
+
+func ingressFilter(idx, fd int, instance string) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: idx, Parent: netlink.HANDLE_MIN_INGRESS,
+			Handle: 1, Priority: 1, Protocol: unix.ETH_P_ALL},
+		Fd: fd, Name: filterName(instance), DirectAction: true,
+	}
+}
+
+// attachIngress adds clsact where the device has none and the policer's
+// filter on its ingress hook (replacing this instance's own, if any).
+func attachIngress(link netlink.Link, fd int, instance string) error {
+	idx := link.Attrs().Index
+	if err := netlink.QdiscAdd(clsact(idx)); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("clsact on %s: %w", link.Attrs().Name, err)
+	}
+	if err := netlink.FilterReplace(ingressFilter(idx, fd, instance)); err != nil {
+		return fmt.Errorf("ingress filter on %s: %w", link.Attrs().Name, err)
+	}
+	return nil
+}
+
+// detachIngress removes this instance's ingress filter, and clsact when no
+// filter is left on it.
+func detachIngress(link netlink.Link, instance string) error {
+	idx := link.Attrs().Index
+	fs, err := netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, f := range fs {
+		if bf, ok := f.(*netlink.BpfFilter); ok && bf.Name == filterName(instance) {
+			if err := netlink.FilterDel(f); err != nil && !isNotFound(err) {
+				return err
+			}
+			continue
+		}
+		left++
+	}
+	if eg, err := netlink.FilterList(link, netlink.HANDLE_MIN_EGRESS); err == nil {
+		left += len(eg)
+	}
+	if left == 0 {
+		if err := netlink.QdiscDel(clsact(idx)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetBgRate sets the background non-TCP class's rate on an interface in
+// one direction (bytes/s; 0: not policed, the yield still applies).
+func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64) error {
+	return h.use(func() error {
+		var c BgClass
+		if err := h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c); err != nil {
+			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
+		}
+		c.Rate = bytes
+		return h.cls.LanesBgClass.Put(bgKey(ifindex, d), c)
+	})
+}
+
+// BgClass reads an interface's class in one direction.
+func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
+	var c BgClass
+	err := h.use(func() error { return h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c) })
+	return c, err
+}
+
+// BgEvents opens a reader of the classifier's episode events; the caller
+// closes it.
+func (h *Host) BgEvents() (*ringbuf.Reader, error) {
+	var r *ringbuf.Reader
+	err := h.use(func() (err error) { r, err = ringbuf.NewReader(h.cls.LanesBgEvents); return })
+	return r, err
+}
+
+// BgIngressError says why the interface's downloads are not policed (nil:
+// they are).
+func (e *Egress) BgIngressError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bgErr
+}
+
+// Ifindex is the interface's index.
+func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
+
+// BgClassHeld says whether the yield holds the interface's background
+// non-TCP class now (the classifier's rule: fg_held of lanes_fg_active).
+func (h *Host) BgClassHeld(ifindex int) bool {
+	if !h.cfg.Yield {
+		return false
+	}
+	var w yield.Window
+	return h.use(func() error { return h.cls.LanesFgActive.Lookup(uint32(ifindex), &w) }) == nil &&
+		w.Held(monotonicNS(), yield.KernelRule)
+}
