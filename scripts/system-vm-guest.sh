@@ -64,12 +64,12 @@ transfer() { # a background transfer (port 5202, policy rule) next to a foregrou
 
 lane_run() { # lanes run: a lane group nested in the caller's unit cgroup
   lanes run --lane background -- sleep 600 >/dev/null 2>&1 & sleep 3
-  runpid=$(pgrep -x sleep | head -1); cat "/proc/$runpid/cgroup"
+  local runpid; runpid=$(pgrep -x sleep | head -1); echo "$runpid" > run.pid; cat "/proc/$runpid/cgroup"
   grep -q '/lanes\..*\.background$' "/proc/$runpid/cgroup"
 }
 
 run_back() { # after the stop the process lives on, back in its own cgroup
-  cat "/proc/$runpid/cgroup" && ! grep -q lanes "/proc/$runpid/cgroup"; local rc=$?
+  local runpid; runpid=$(cat run.pid); cat "/proc/$runpid/cgroup" && ! grep -q lanes "/proc/$runpid/cgroup"; local rc=$?
   kill "$runpid"; return $rc
 }
 
