@@ -69,7 +69,7 @@ lane_run() { # lanes run: a lane group nested in the caller's unit cgroup
 }
 
 run_back() { # after the stop the process lives on, back in its own cgroup
-  local runpid; runpid=$(cat run.pid); cat "/proc/$runpid/cgroup" && ! grep -q lanes "/proc/$runpid/cgroup"; local rc=$?
+  local runpid; runpid=$(cat run.pid); cat "/proc/$runpid/cgroup" && ! grep -q 'lanes\.' "/proc/$runpid/cgroup"; local rc=$?
   kill "$runpid"; return $rc
 }
 
@@ -77,9 +77,12 @@ bad_reload() { # a broken policy: reload refused, the running policy kept
   cp /etc/lanes/policy.yaml good.yaml
   printf 'interfaces:\n  - name: vsc0\n    mode: nonsense\n' > /etc/lanes/policy.yaml
   systemctl reload lanes; local rc=$?
+  # The daemon signalled directly refuses it too, logged at priority err.
+  kill -HUP "$(systemctl show -p MainPID --value lanes)"; sleep 3
   install -m644 good.yaml /etc/lanes/policy.yaml
-  journalctl -u lanes --no-pager | tail -n 3
-  [ $rc != 0 ] && active >/dev/null && tc class show dev vsc0 classid 1:1 | grep -q 'rate 9500Kbit'
+  journalctl -u lanes --no-pager -p err | tail -n 3 | tee err.txt
+  [ $rc != 0 ] && active >/dev/null && tc class show dev vsc0 classid 1:1 | grep -q 'rate 9500Kbit' &&
+    grep -q 'reload refused' err.txt
 }
 
 restart() { # a new main process, ready again
