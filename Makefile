@@ -22,7 +22,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples generate test test-short demo lint bench clean install deb kernel-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
@@ -79,6 +79,13 @@ leakcheck:
 # 5.10 in qemu and runs lanes doctor and the kernel-facing tests there.
 kernel-check:
 	./scripts/kernel-vm.sh
+
+# Not part of make test (it debootstraps Debian 12 and boots it in qemu):
+# the .deb installed with apt and run under systemd as a user would
+# (enable --now, status, a held background transfer, reload, restart,
+# stop leaving nothing, journal, systemd-analyze security).
+system-check:
+	./scripts/system-vm.sh
 
 # Not in CI's time budget: the integration packages 20 times in a row on a
 # machine loaded with 2 busy processes; any failure is a flake to fix.

@@ -101,7 +101,20 @@ func checkUnpacked(t *testing.T, deb, out string) (root, unit string) {
 			t.Errorf("unit lacks %q", want)
 		}
 	}
+	checkReload(t, string(b))
 	return root, string(b)
+}
+
+// checkReload: `systemctl reload` checks the policy before the daemon is
+// signalled, so that a broken policy fails the reload (the daemon alone
+// would keep the running policy while systemd reported success).
+func checkReload(t *testing.T, unit string) {
+	t.Helper()
+	check := strings.Index(unit, "ExecReload=/usr/bin/lanes daemon --check --policy /etc/lanes/policy.yaml\n")
+	hup := strings.Index(unit, "ExecReload=/bin/kill -HUP $MAINPID\n")
+	if check < 0 || hup < check {
+		t.Errorf("unit: want ExecReload= running lanes daemon --check before kill -HUP\n%s", unit)
+	}
 }
 
 // verifyUnit runs systemd-analyze verify and security on the unit, its

@@ -57,7 +57,11 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err := lv.UnmarshalText([]byte(*level)); err != nil {
 			return usageErrorf("--log-level: %v", err)
 		}
-		log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+		var h slog.Handler = slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv})
+		if toJournal(e.stderr) {
+			h = newJournalHandler(e.stderr, &slog.HandlerOptions{Level: lv})
+		}
+		log := slog.New(h)
 		if os.Geteuid() != 0 {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}

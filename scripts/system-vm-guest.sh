@@ -1,0 +1,132 @@
+#!/bin/bash
+# scripts/system-vm-guest.sh: the steps of `make system-check`, run inside
+# the booted Debian system (systemd as PID 1) from the check's own disk,
+# mounted on /check, which also holds the package, two policies and a
+# static leakcheck. Each step prints "== STEP <name>: PASS|FAIL" to the
+# serial console, with what it saw; the system powers off at the end.
+set -u
+cd "$(mktemp -d)" # /check is read-only
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin SYSTEMD_PAGER= SYSTEMD_COLORS=0
+fails=0
+
+step() { # step NAME CMD...: run CMD, print its output and the verdict
+  local name=$1; shift
+  echo "== step $name: $*"
+  if "$@" 2>&1 | sed 's/^/   /'; [ "${PIPESTATUS[0]}" = 0 ]; then
+    echo "== STEP $name: PASS"
+  else
+    echo "== STEP $name: FAIL"; fails=$((fails + 1))
+  fi
+}
+
+active() { # the unit is active (running) and ready: Type=notify reached
+  systemctl show -p ActiveState,SubState,Type,NotifyAccess,MainPID lanes
+  systemctl is-active lanes && systemctl show -p SubState --value lanes | grep -qx running
+}
+
+install_pkg() { # as the README says: apt install ./lanes_*.deb
+  cp /check/lanes_*.deb . && DEBIAN_FRONTEND=noninteractive apt-get install -y ./lanes_*.deb &&
+    dpkg -s lanes | grep -E '^(Status|Version)'
+}
+
+enable_now() { systemctl enable --now lanes && systemctl is-enabled lanes; }
+
+status() { lanes status; }
+
+peer_up() { # a veth pair into a network namespace, an iperf3 server on two ports there
+  ip netns add peer && ip link add vsc0 type veth peer name vsc1 netns peer &&
+    ip addr add 10.99.0.1/24 dev vsc0 && ip link set vsc0 up &&
+    ip -n peer addr add 10.99.0.2/24 dev vsc1 && ip -n peer link set vsc1 up && ip -n peer link set lo up &&
+    ip netns exec peer iperf3 -s -D -p 5201 && ip netns exec peer iperf3 -s -D -p 5202 && sleep 1
+}
+
+# use_policy FILE RATE: install FILE and reload; the root class on vsc0
+# then has RATE (95% of the policy's uplink).
+use_policy() {
+  install -m644 "$1" /etc/lanes/policy.yaml && systemctl reload lanes && sleep 2 && active >/dev/null &&
+    tc class show dev vsc0 classid 1:1 | tee /dev/stderr | grep -q "rate $2"
+}
+
+kbits() { awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Kbits/sec") print $i }'; }
+
+transfer() { # a background transfer (port 5202, policy rule) next to a foreground one
+  iperf3 -c 10.99.0.2 -p 5202 -t 8 -f k > bg.txt 2>&1 &
+  local bg=$!
+  iperf3 -c 10.99.0.2 -p 5201 -t 8 -f k > fg.txt 2>&1
+  wait $bg
+  local f b; f=$(kbits < fg.txt); b=$(kbits < bg.txt)
+  echo "foreground $f kbit/s, background $b kbit/s (uplink 20 Mbit/s)"
+  lanes status | grep -i -E 'vsc0|background|interactive' | head -8
+  # Held: the background below a quarter of the foreground (under TCG the
+  # foreground's rate is bounded by the emulated CPU, not the uplink).
+  [ -n "$f" ] && [ -n "$b" ] && awk -v f="$f" -v b="$b" 'BEGIN { exit !(f > 1000 && b * 4 < f) }'
+}
+
+lane_run() { # lanes run: a lane group nested in the caller's unit cgroup
+  lanes run --lane background -- sleep 600 >/dev/null 2>&1 & sleep 3
+  local runpid; runpid=$(pgrep -x sleep | head -1); echo "$runpid" > run.pid; cat "/proc/$runpid/cgroup"
+  grep -q '/lanes\..*\.background$' "/proc/$runpid/cgroup"
+}
+
+run_back() { # after the stop the process lives on, back in its own cgroup
+  local runpid; runpid=$(cat run.pid); cat "/proc/$runpid/cgroup" && ! grep -q 'lanes\.' "/proc/$runpid/cgroup"; local rc=$?
+  kill "$runpid"; return $rc
+}
+
+bad_reload() { # a broken policy: reload refused, the running policy kept
+  cp /etc/lanes/policy.yaml good.yaml
+  printf 'interfaces:\n  - name: vsc0\n    mode: nonsense\n' > /etc/lanes/policy.yaml
+  systemctl reload lanes; local rc=$?
+  # The daemon signalled directly refuses it too, logged at priority err.
+  kill -HUP "$(systemctl show -p MainPID --value lanes)"; sleep 3
+  install -m644 good.yaml /etc/lanes/policy.yaml
+  journalctl -u lanes --no-pager -p err | tail -n 3 | tee err.txt
+  [ $rc != 0 ] && active >/dev/null && tc class show dev vsc0 classid 1:1 | grep -q 'rate 9500Kbit' &&
+    grep -q 'reload refused' err.txt
+}
+
+restart() { # a new main process, ready again
+  local old; old=$(systemctl show -p MainPID --value lanes)
+  systemctl restart lanes && active && [ "$(systemctl show -p MainPID --value lanes)" != "$old" ]
+}
+
+stopped() { # nothing of lanes is left: qdiscs, BPF programs, cgroups, runtime files
+  systemctl stop lanes; local rc=0
+  systemctl is-active lanes && rc=1
+  tc qdisc show dev vsc0 | tee /dev/stderr | grep -q -E 'htb|clsact|ingress' && rc=1
+  bpftool prog show | grep -i lanes && rc=1
+  find /sys/fs/bpf -mindepth 1 | grep . && rc=1
+  find /sys/fs/cgroup -name 'lanes.*' | grep . && rc=1
+  [ ! -e /run/lanes ] || { ls -la /run/lanes; rc=1; }
+  /check/leakcheck || rc=1
+  return $rc
+}
+
+journal() { # readable; its warnings and errors shown
+  journalctl -u lanes --no-pager -p warning | tail -n 20
+  journalctl -u lanes --no-pager | tail -n 8 && journalctl -u lanes --no-pager | grep -q 'Started lanes'
+}
+
+security() { # the exposure score inside the real system
+  systemd-analyze security --no-pager lanes | tail -n 1 | tee security.txt
+  grep -q 'Overall exposure level' security.txt
+}
+
+echo "== system $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r), systemd $(systemctl --version | head -1 | cut -d' ' -f2), PID 1 $(cat /proc/1/comm)"
+step install install_pkg
+step enable enable_now
+step ready active
+step status status
+step peer peer_up
+step reload use_policy /check/policy-20.yaml 19Mbit
+step transfer transfer
+step reload-changed use_policy /check/policy-10.yaml 9500Kbit
+step reload-bad bad_reload
+step lanes-run lane_run
+step restart restart
+step stop stopped
+step run-after-stop run_back
+step journal journal
+step security security
+echo "== done: $fails failed"
+systemctl poweroff

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# scripts/system-vm.sh: `make system-check`, lanes as a user installs and
+# runs it. Builds the .deb, boots a minimal Debian 12 system (systemd as
+# PID 1, Debian's kernel) in qemu (TCG) and runs scripts/system-vm-guest.sh
+# there: apt install of the package, systemctl enable --now, readiness,
+# lanes status, a background transfer held by a foreground one across a
+# veth pair into a network namespace, reload with a changed policy,
+# restart, stop leaving nothing, the journal, systemd-analyze security.
+#
+# The root file system comes from debootstrap (Debian's signed archive);
+# the kernel package is pinned by sha256. Both are cached, as a raw ext4
+# image with the kernel and initrd beside it, in $LANES_CACHE (default
+# ~/.cache/lanes)/system/; each run boots that image with writes discarded
+# (snapshot) and a second disk holding the package and the steps.
+# Exit status: 0 when every step passed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+./scripts/deps.sh system
+
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm
+kver=6.1.0-50-amd64
+kdeb=linux-image-${kver}_6.1.176-1_amd64.deb
+ksha=7b5597492a0a65aee61985a492e6bcc3f2cde830072a0e3b3d8c7e1b90279bd3
+kurl=$mirror/pool/main/l/linux-signed-amd64/$kdeb
+# kmod, linux-base, initramfs-tools: the kernel package's dependencies;
+# iproute2, iperf3, bpftool, procps: the steps' tools.
+include=systemd,systemd-sysv,udev,dbus,kmod,linux-base,initramfs-tools,iproute2,iperf3,procps,bpftool
+key=$(printf '%s %s %s\n' "$suite" "$kdeb" "$include" | sha256sum | cut -c1-12)
+cache=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}/system
+base=$cache/$suite-$key
+
+# The unit that runs the steps from the check disk once the system is up.
+check_unit() {
+  cat <<'EOF'
+[Unit]
+Description=lanes system check: the steps on the check disk
+DefaultDependencies=no
+After=multi-user.target
+ConditionPathExists=/dev/vdb
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'mkdir -p /check && mount -o ro /dev/vdb /check && exec /check/run.sh'
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+# chroot_run ROOT CMD...: CMD in ROOT with /proc, /sys and /dev mounted.
+chroot_run() {
+  local root=$1; shift
+  mount -t proc proc "$root/proc" && mount -t sysfs sys "$root/sys" && mount --bind /dev "$root/dev"
+  local rc=0; chroot "$root" "$@" || rc=$?
+  umount "$root/dev" "$root/sys" "$root/proc"
+  return $rc
+}
+
+fetch_kernel() { # the pinned kernel package, cached
+  [ -f "$cache/$kdeb" ] && echo "$ksha  $cache/$kdeb" | sha256sum -c --quiet && return
+  curl -sSfL -o "$cache/$kdeb.part" "$kurl"
+  echo "$ksha  $cache/$kdeb.part" | sha256sum -c --quiet
+  mv "$cache/$kdeb.part" "$cache/$kdeb"
+}
+
+# build_base: debootstrap, the kernel and its initrd, the check unit; then
+# the raw image. Its configuration: no login on the console, no network.
+build_base() {
+  local tmp; tmp=$(mktemp -d "$cache/build.XXXXXX")
+  echo "system-check: debootstrap $suite ($include)" >&2
+  debootstrap --variant=minbase --include="$include" "$suite" "$tmp/root" "$mirror" >"$tmp/debootstrap.log" 2>&1 ||
+    { tail -20 "$tmp/debootstrap.log" >&2; return 1; }
+  cp "$cache/$kdeb" "$tmp/root/tmp/"
+  chroot_run "$tmp/root" dpkg -i "/tmp/$kdeb" >"$tmp/kernel.log" 2>&1 || { tail -20 "$tmp/kernel.log" >&2; return 1; }
+  rm "$tmp/root/tmp/$kdeb"
+  echo lanes-check > "$tmp/root/etc/hostname"
+  ln -sf /dev/null "$tmp/root/etc/systemd/system/serial-getty@ttyS0.service"
+  check_unit > "$tmp/root/etc/systemd/system/lanes-system-check.service"
+  ln -s ../lanes-system-check.service "$tmp/root/etc/systemd/system/multi-user.target.wants/"
+  chroot "$tmp/root" apt-get clean
+  cp "$tmp/root/boot/vmlinuz-$kver" "$tmp/vmlinuz"; cp "$tmp/root/boot/initrd.img-$kver" "$tmp/initrd.img"
+  mkfs.ext4 -q -L root -d "$tmp/root" "$tmp/rootfs.img" 2G
+  rm -rf "$tmp/root"
+  rm -rf "$base"; mv "$tmp" "$base"
+}
+
+# Two policies on the check's veth: shaped at 20 and then 10 Mbit/s, the
+# iperf3 port 5202 in the background lane.
+policy() {
+  printf 'interfaces:\n  - name: vsc0\n    mode: shaped\n    uplink: %s\n' "$1"
+  printf 'rules:\n  - name: bulk\n    lane: background\n    dst: 10.99.0.2\n    dport: 5202\n'
+}
+
+# check_disk DIR: the package, the steps, the policies and leakcheck.
+check_disk() {
+  local d=$1/check
+  mkdir -p "$d"
+  make --no-print-directory deb OUT="$1/out" >"$1/deb.log" 2>&1 || { tail -20 "$1/deb.log" >&2; return 1; }
+  cp "$1"/out/lanes_*.deb "$d/"
+  CGO_ENABLED=0 ./scripts/go build -o "$d/leakcheck" ./internal/leaks/leakcheck
+  install -m755 scripts/system-vm-guest.sh "$d/run.sh"
+  policy 20mbit > "$d/policy-20.yaml"; policy 10mbit > "$d/policy-10.yaml"
+  mkfs.ext4 -q -d "$d" "$1/check.img" 512M
+}
+
+mkdir -p "$cache"
+fetch_kernel
+[ -f "$base/rootfs.img" ] || build_base
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+check_disk "$work"
+log=${LANES_VM_LOG:-$cache/console.log}
+echo "system-check: booting Debian $suite, kernel $kver (qemu, TCG); console in $log" >&2
+timeout 1800 qemu-system-x86_64 -m 2048 -smp 2 -nographic -no-reboot -nic none \
+  -kernel "$base/vmlinuz" -initrd "$base/initrd.img" \
+  -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 panic=-1" \
+  -drive file="$base/rootfs.img",format=raw,if=virtio,snapshot=on \
+  -drive file="$work/check.img",format=raw,if=virtio,readonly=on \
+  -device virtio-rng-pci >"$log" 2>&1 || true
+tr -d '\r' < "$log" | sed -n '/== system /,/^== done/ { s/^.*== system /== system /; p }'
+grep -q '^== done: 0 failed' <(tr -d '\r' < "$log") || { echo "system-check: failed (console in $log)" >&2; exit 1; }
