@@ -78,7 +78,8 @@ leakcheck:
 # Not part of make test (it downloads a Debian kernel package): boots Linux
 # 5.10 in qemu and runs lanes doctor and the kernel-facing tests there.
 kernel-check:
-	./scripts/kernel-vm.sh
+	KERNEL=5.10 ./scripts/kernel-vm.sh
+	KERNEL=7.2 ./scripts/kernel-vm.sh
 
 # Not in CI's time budget: the integration packages 20 times in a row on a
 # machine loaded with 2 busy processes; any failure is a flake to fix.
