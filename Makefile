@@ -78,7 +78,8 @@ leakcheck:
 # Not part of make test (it downloads a Debian kernel package): boots Linux
 # 5.10 in qemu and runs lanes doctor and the kernel-facing tests there.
 kernel-check:
-	./scripts/kernel-vm.sh
+	KERNEL=5.10 ./scripts/kernel-vm.sh
+	KERNEL=7.2 ./scripts/kernel-vm.sh
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):
 # the .deb installed with apt and run under systemd as a user would

@@ -109,11 +109,16 @@ struct tcp_congestion_ops {
 	char name[16];
 };
 
+#ifndef bpf_ksym_exists
+#define bpf_ksym_exists(sym) (!!(sym))
+#endif
+
 extern void cubictcp_init(struct sock *sk) __ksym;
 extern __u32 cubictcp_recalc_ssthresh(struct sock *sk) __ksym;
 extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;
 extern void cubictcp_state(struct sock *sk, __u8 new_state) __ksym;
-extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym;
+/* Gone in 7.x (CUBIC handles only CA_EVENT_TX_START, through its own op). */
+extern void cubictcp_cwnd_event(struct sock *sk, enum tcp_ca_event event) __ksym __weak;
 extern void cubictcp_acked(struct sock *sk, const struct ack_sample *sample) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
 
@@ -157,7 +162,8 @@ void BPF_PROG(lanes_cc_set_state, struct sock *sk, __u8 new_state)
 SEC("struct_ops")
 void BPF_PROG(lanes_cc_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
-	cubictcp_cwnd_event(sk, ev);
+	if (bpf_ksym_exists(cubictcp_cwnd_event))
+		cubictcp_cwnd_event(sk, ev);
 	enforce(sk);
 }
 
