@@ -87,6 +87,9 @@ const (
 	// CapRLEDBAT: rLEDBAT on background sockets' receive windows (sock_ops
 	// bpf_setsockopt TCP_WINDOW_CLAMP, Linux 5.11+)
 	CapRLEDBAT Capability = "rledbat"
+	// CapBgCCKeep: an app's setsockopt(TCP_CONGESTION) on a background
+	// socket is skipped, the socket keeps LEDBAT++ (cgroup/setsockopt)
+	CapBgCCKeep Capability = "background_cc_keep"
 )
 
 // Host is the installed per-namespace datapath.
@@ -96,6 +99,7 @@ type Host struct {
 	cls     *classifier.ClassifierObjects
 	ops     *sockops.SockopsObjects // nil without CapSockops
 	opsLink link.Link
+	optLink link.Link // cgroup/setsockopt, nil without CapBgCCKeep
 	cc      *capcc.CC  // nil when the kernel cannot run it
 	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
 	cgIDs   map[lane.Lane]uint64
@@ -224,6 +228,24 @@ func (h *Host) loadSockops() {
 		return
 	}
 	h.ops = ops
+	h.attachSetsockopt()
+}
+
+// attachSetsockopt attaches the program that keeps background sockets on
+// LEDBAT++ when their app sets a congestion control; a failure turns off
+// that capability only.
+func (h *Host) attachSetsockopt() {
+	if _, off := h.off[CapBgCCKeep]; off {
+		return
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{
+		Path: h.cfg.CgroupRoot, Attach: ebpf.AttachCGroupSetsockopt, Program: h.ops.LanesSetsockopt,
+	})
+	if err != nil {
+		h.disable(CapBgCCKeep, fmt.Errorf("attach cgroup/setsockopt at %s: %w", h.cfg.CgroupRoot, err))
+		return
+	}
+	h.optLink = l
 }
 
 // capCCName and bgCCName name this host's congestion controls, one each
@@ -278,7 +300,7 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT} {
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep} {
 		if _, off := h.off[c]; !off {
 			h.off[c] = "needs sock_ops"
 		}
@@ -294,7 +316,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT} {
+	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep} {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {
@@ -331,6 +353,9 @@ func (h *Host) close(evict bool) error {
 
 func (h *Host) teardown(evict bool) error {
 	var errs []error
+	if h.optLink != nil {
+		errs = append(errs, h.optLink.Close())
+	}
 	if h.opsLink != nil {
 		errs = append(errs, h.opsLink.Close())
 	}

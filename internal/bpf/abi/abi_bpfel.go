@@ -121,7 +121,8 @@ const (
 	AbiOpsCounterOPS_RL_LOSS        AbiOpsCounter = 18
 	AbiOpsCounterOPS_YIELD          AbiOpsCounter = 19
 	AbiOpsCounterOPS_COOP_RWND      AbiOpsCounter = 20
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 21
+	AbiOpsCounterOPS_BG_CC_KEPT     AbiOpsCounter = 21
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 22
 )
 
 // Names of all BPF objects in the ELF.

@@ -71,7 +71,8 @@ enum ops_counter {
 	OPS_RL_LOSS = 18,       /* rLEDBAT saw a loss (out-of-order segment) */
 	OPS_YIELD = 19,         /* background socket held down for the foreground */
 	OPS_COOP_RWND = 20,     /* downlink cap (coop receive window clamp) changed */
-	OPS_COUNTERS = 21,
+	OPS_BG_CC_KEPT = 21,    /* app's TCP_CONGESTION on a background socket skipped */
+	OPS_COUNTERS = 22,
 };
 
 /*

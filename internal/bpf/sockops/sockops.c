@@ -247,6 +247,8 @@ struct sk_state {
 	__u32 lowat_set;   /* TCP_NOTSENT_LOWAT applied (background) */
 	__u32 bg_cc;       /* switched to the background congestion control */
 	__u32 paced;       /* TCP internal pacing turned on (capped socket) */
+	char app_cc[CC_NAME_LEN]; /* congestion control the app asked for after
+				   * the background one was applied ("" = none) */
 };
 
 struct {
@@ -731,5 +733,40 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		}
 		break;
 	}
+	return 1;
+}
+
+/* lanes_setsockopt (cgroup/setsockopt, at the cgroup v2 root beside
+ * sock_ops): an app's setsockopt(TCP_CONGESTION) on a socket already
+ * switched to the background congestion control is skipped (optlen = -1:
+ * the call succeeds, the kernel's handler does not run), so the socket keeps
+ * LEDBAT++; the name asked for is kept in app_cc. The new name cannot be
+ * written in its place: optlen may only shrink, and the background name is
+ * longer than most. Only sockets with this program's socket storage are
+ * touched, so other namespaces' and not yet connected sockets pass as is. */
+SEC("cgroup/setsockopt")
+int lanes_setsockopt(struct bpf_sockopt *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	char *val = ctx->optval, *end = ctx->optval_end;
+	struct sk_state *st;
+	int n;
+
+	if (ctx->level != SOL_TCP || ctx->optname != TCP_CONGESTION || !sk)
+		return 1;
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0, 0);
+	if (!st || !st->bg_cc)
+		return 1;
+	n = ctx->optlen;
+	for (int i = 0; i < CC_NAME_LEN - 1; i++) {
+		char c = 0;
+
+		if (i < n && val + i + 1 <= end)
+			c = val[i];
+		st->app_cc[i] = c;
+	}
+	st->app_cc[CC_NAME_LEN - 1] = 0;
+	ctx->optlen = -1;
+	bump(OPS_BG_CC_KEPT);
 	return 1;
 }

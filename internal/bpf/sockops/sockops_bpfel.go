@@ -91,6 +91,7 @@ type SockopsSkState struct {
 	LowatSet   uint32
 	BgCc       uint32
 	Paced      uint32
+	AppCc      [16]int8
 }
 
 type SockopsSockopsConfig struct {
@@ -126,6 +127,7 @@ const (
 	SockopsMapLanesTuple       = "lanes_tuple"
 	SockopsMapLanesTupleShapes = "lanes_tuple_shapes"
 	SockopsMapLanesUid         = "lanes_uid"
+	SockopsProgLanesSetsockopt = "lanes_setsockopt"
 	SockopsProgLanesSockops    = "lanes_sockops"
 	SockopsVarCFG              = "CFG"
 )
@@ -172,7 +174,8 @@ type SockopsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsProgramSpecs struct {
-	LanesSockops *ebpf.ProgramSpec `ebpf:"lanes_sockops"`
+	LanesSetsockopt *ebpf.ProgramSpec `ebpf:"lanes_setsockopt"`
+	LanesSockops    *ebpf.ProgramSpec `ebpf:"lanes_sockops"`
 }
 
 // SockopsMapSpecs contains maps before they are loaded into the kernel.
@@ -280,11 +283,13 @@ type SockopsVariables struct {
 //
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsPrograms struct {
-	LanesSockops *ebpf.Program `ebpf:"lanes_sockops"`
+	LanesSetsockopt *ebpf.Program `ebpf:"lanes_setsockopt"`
+	LanesSockops    *ebpf.Program `ebpf:"lanes_sockops"`
 }
 
 func (p *SockopsPrograms) Close() error {
 	return _SockopsClose(
+		p.LanesSetsockopt,
 		p.LanesSockops,
 	)
 }
