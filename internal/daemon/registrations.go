@@ -191,21 +191,31 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	t := time.NewTimer(sweepEvery)
 	t.Stop()
 	defer t.Stop()
+	armed := false
 	for {
 		d.mu.Lock()
 		busy := len(d.regs) > 0 || len(d.nested) > 0
 		d.mu.Unlock()
-		var tick <-chan time.Time
-		if busy {
+		// A kick arms a sleeping sweep; it never pushes an armed one back
+		// (registrations arriving more often than sweepEvery would
+		// otherwise starve it: the soak's registrations grew to 14,000).
+		if busy && !armed {
 			t.Reset(sweepEvery)
+			armed = true
+		} else if !busy && armed {
+			t.Stop() // go 1.23+ timers: no stale tick survives Stop or Reset
+			armed = false
+		}
+		var tick <-chan time.Time
+		if armed {
 			tick = t.C
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.sweepKick:
-			t.Stop() // go 1.23+ timers: no stale tick survives Stop or Reset
 		case <-tick:
+			armed = false
 			d.sweepOnce(time.Now())
 			d.mu.Lock()
 			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
