@@ -99,7 +99,7 @@ type Host struct {
 	cls     *classifier.ClassifierObjects
 	ops     *sockops.SockopsObjects // nil without CapSockops
 	opsLink link.Link
-	optLink link.Link // cgroup/setsockopt, nil without CapBgCCKeep
+	optLink link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
 	cc      *capcc.CC  // nil when the kernel cannot run it
 	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
 	cgIDs   map[lane.Lane]uint64
