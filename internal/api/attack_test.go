@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -97,5 +100,81 @@ func TestD10RootNotLockedOut(t *testing.T) {
 		if err := c.Ping(); err != nil {
 			t.Fatalf("root's connection %d after 16 users filled theirs: %v", i, err)
 		}
+	}
+}
+
+// slowHandler's SocketLanes holds each call until release is closed and
+// records how many ran at once.
+type slowHandler struct {
+	handler
+	release   chan struct{}
+	mu        sync.Mutex
+	now, most int
+}
+
+func (h *slowHandler) running() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.now
+}
+
+func (h *slowHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
+	h.mu.Lock()
+	h.now++
+	h.most = max(h.most, h.now)
+	h.mu.Unlock()
+	<-h.release
+	h.mu.Lock()
+	h.now--
+	h.mu.Unlock()
+	return nil, nil
+}
+
+// TestD1OthersLeaveRootAProcessor: eight users' costly socket-lanes
+// requests ran on every Go processor at once, and root's status waited up
+// to a scheduler time slice behind them (8.8-24 ms on 2 cores). Fix: at
+// most othersAtOnce unprivileged requests are handled at once; root's are
+// not counted.
+func TestD1OthersLeaveRootAProcessor(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "lanes-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "lanes.sock")
+	h := &slowHandler{release: make(chan struct{})}
+	serve(t, path, h)
+	const users = 8
+	done := make(chan error, users)
+	for u := range uint32(users) {
+		var c *Client
+		testutil.AsUser(t, 70001+u, 70001+u, nil, func() error { c, err = Dial(path); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		go func() { _, err := c.SocketLanes([]uint64{1}); done <- err }()
+	}
+	root, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	go func() { _, err := root.SocketLanes([]uint64{1}); done <- err }()
+	want := othersAtOnce() + 1 // the users' slots and root's request
+	for end := time.Now().Add(5 * time.Second); h.running() < want && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // time for more to start, were they let
+	close(h.release)
+	for range users + 1 {
+		if err := <-done; err != nil {
+			t.Errorf("socket-lanes: %v", err)
+		}
+	}
+	if h.most != want {
+		t.Errorf("%d requests handled at once, want %d: %d users' and root's", h.most, want, want-1)
 	}
 }

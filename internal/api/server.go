@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -72,6 +73,7 @@ type Server struct {
 	perUID    map[uint32]int
 	others    int // connections of unprivileged callers
 	pace      pacer
+	others1   chan struct{} // slots of unprivileged requests handled at once (see othersAtOnce)
 	closed    chan struct{} // closed by Close: ends the waits of paced requests
 	closeOnce sync.Once
 	log       *slog.Logger
@@ -100,7 +102,8 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{}, closed: make(chan struct{}), log: log}, nil
+	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{},
+		others1: make(chan struct{}, othersAtOnce()), closed: make(chan struct{}), log: log}, nil
 }
 
 // Path is the socket's path.
@@ -243,7 +246,10 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 				}
 			}
 		}
-		resp := s.handle(cred, sc.Bytes())
+		resp, ok := s.handleAs(priv, cred, sc.Bytes())
+		if !ok {
+			return
+		}
 		if err := writeResponse(w, resp); err != nil {
 			return
 		}
@@ -251,6 +257,31 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	if errors.Is(sc.Err(), bufio.ErrTooLong) {
 		_ = writeResponse(w, &Response{Error: fmt.Sprintf("request longer than %d bytes", MaxLine)})
 	}
+}
+
+// othersAtOnce is how many unprivileged requests are handled at once: one
+// fewer than the Go processors (at least one), so that a flood of costly
+// requests from local users leaves a processor for root's requests and the
+// daemon's own loops: root's status during a flood of full socket-lanes
+// requests on 2 cores took up to 12.5-29 ms without it, 3.4-10.8 ms with
+// it (docs/api.md, "Limits").
+func othersAtOnce() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
+// handleAs handles one request; an unprivileged one waits for a slot of
+// others1 first (ok false: the server closed during the wait). The slot is
+// held for the handling only, never for the write of the response, which
+// a client that does not read could hold up.
+func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *Response, ok bool) {
+	if priv {
+		return s.handle(cred, line), true
+	}
+	select {
+	case s.others1 <- struct{}{}:
+	case <-s.closed:
+		return nil, false
+	}
+	defer func() { <-s.others1 }()
+	return s.handle(cred, line), true
 }
 
 func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
