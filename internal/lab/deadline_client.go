@@ -29,6 +29,8 @@ type rtClientRecord struct {
 	Refused string `json:"r,omitempty"`
 }
 
+func init() { RegisterHelper("rtclient", helperRTClient) }
+
 func helperRTClient(args []string) error {
 	fs := flag.NewFlagSet("rtclient", flag.ContinueOnError)
 	sock := fs.String("socket", "", "the lane's socket")

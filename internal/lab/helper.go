@@ -11,13 +11,13 @@
 //     ping that prints the round-trip times in ms as one JSON array.
 //   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
 //   - quic-serve / quic-bulk   QUIC bulk transfers either way (quic.go).
-//   - rtclient --socket S --dst ADDR ...   one periodic flow through a
-//     realtime lane, from its own process (deadline_client.go).
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
 //     endless POST; prints {"src":..,"dst":..} once connected (the paper's
 //     3-tuple registration reads the source port the same way), then runs
 //     until killed.
 //
+// Experiments add their own helpers with RegisterHelper (rtclient, one
+// periodic flow through a realtime lane, comes with experiment deadline).
 // Test binaries dispatch to HelperMain when LANES_LAB_HELPER=1.
 package lab
 
@@ -79,16 +79,31 @@ func HelperMain(args []string) int {
 		err = helperPing(args[1:])
 	case "blast":
 		err = helperBlast(args[1:])
-	case "rtclient":
-		err = helperRTClient(args[1:])
 	default:
-		err = fmt.Errorf("unknown helper %q", args[0])
+		if h, ok := helpers[args[0]]; ok {
+			err = h(args[1:])
+		} else {
+			err = fmt.Errorf("unknown helper %q", args[0])
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lab helper %s: %v\n", args[0], err)
 		return 1
 	}
 	return 0
+}
+
+// helpers are the helpers an experiment adds (RegisterHelper).
+var helpers = map[string]func(args []string) error{}
+
+// RegisterHelper adds the helper NAME that an experiment runs inside its
+// hosts; call it from an init function, so that any binary with the
+// experiment linked in (lanes, a test binary) runs it. A duplicate panics.
+func RegisterHelper(name string, run func(args []string) error) {
+	if _, dup := helpers[name]; dup {
+		panic("lab: duplicate helper " + name)
+	}
+	helpers[name] = run
 }
 
 var zeros = make([]byte, 64<<10)
