@@ -18,19 +18,17 @@ package lab
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
-	"net/netip"
 	"runtime"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 // FixedAccuracy is the fixed-link measurement.
@@ -51,55 +49,12 @@ type FixedAccuracy struct {
 	RTTErrMs          float64   `json:"rtt_err_ms"` // median - 2 x delay
 	Window            float64   `json:"window_s"`
 	UpStats           emu.LinkStats
-	Environment       *Environment `json:"-"` // of the testbed, captured after the traffic
-}
-
-// seqTracker follows the highest TCP sequence end of packets sent from src
-// to dport (in-order bytes delivered, as the receiver sees them).
-type seqTracker struct {
-	src   netip.Addr
-	dport uint16
-	mu    sync.Mutex
-	base  uint32
-	have  bool
-	high  int64
-}
-
-func (s *seqTracker) see(b []byte) {
-	if len(b) < 40 || b[0]>>4 != 4 || b[9] != 6 {
-		return
-	}
-	if netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}) != s.src {
-		return
-	}
-	ihl := int(b[0]&0xf) * 4
-	if len(b) < ihl+20 || binary.BigEndian.Uint16(b[ihl+2:]) != s.dport {
-		return
-	}
-	tot := int(binary.BigEndian.Uint16(b[2:]))
-	doff := int(b[ihl+12]>>4) * 4
-	payload := tot - ihl - doff
-	seq := binary.BigEndian.Uint32(b[ihl+4:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.have {
-		s.base, s.have = seq, true
-	}
-	end := int64(int32(seq-s.base)) + int64(payload)
-	if end > s.high {
-		s.high = end
-	}
-}
-
-func (s *seqTracker) value() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.high
+	Environment       *testbed.Environment `json:"-"` // of the testbed, captured after the traffic
 }
 
 // MeasureFixedLink measures goodput and idle RTT through a fixed-rate link.
-func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window time.Duration) (*FixedAccuracy, error) {
-	bed, err := NewBed(env, "cubic")
+func MeasureFixedLink(ctx context.Context, env *testbed.Env, rate float64, delay, window time.Duration) (*FixedAccuracy, error) {
+	bed, err := testbed.NewBed(env, "cubic")
 	if err != nil {
 		return nil, err
 	}
@@ -107,16 +62,16 @@ func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window
 	bdp := int(rate / 8 * (2 * delay).Seconds())
 	lc := emu.LinkConfig{Rate: rate, Delay: delay, QueueBytes: 2 * bdp}
 	up, down := bed.Emu.NewUplink(lc), bed.Emu.NewDownlink(lc)
-	a, err := bed.AddHost("client", "cubic", up, down, HostOpts{})
+	a, err := bed.AddHost("client", "cubic", up, down, testbed.HostOpts{})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{})
+	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{})
 	if err != nil {
 		return nil, err
 	}
-	tr := &seqTracker{src: a.Addr, dport: 80}
-	bed.Emu.OnUp = tr.see
+	tr := &testbed.SeqTracker{Src: a.Addr, Dport: 80}
+	bed.Emu.OnUp = tr.See
 	bed.Start(ctx)
 	for _, args := range [][]string{{"serve", "--listen", ":80"}, {"echo", "--listen", ":7"}} {
 		p, err := srv.Start(args...)
@@ -152,14 +107,14 @@ func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window
 		return nil, fmt.Errorf("bulk: %w", err)
 	}
 	warm := 4 * time.Second
-	if err := sleepCtx(ctx, warm); err != nil {
+	if err := testbed.SleepCtx(ctx, warm); err != nil {
 		return nil, err
 	}
-	s1, t1, idle1 := tr.value(), time.Now(), up.Stats().Idle
-	if err := sleepCtx(ctx, window); err != nil {
+	s1, t1, idle1 := tr.Value(), time.Now(), up.Stats().Idle
+	if err := testbed.SleepCtx(ctx, window); err != nil {
 		return nil, err
 	}
-	s2, t2, idle2 := tr.value(), time.Now(), up.Stats().Idle
+	s2, t2, idle2 := tr.Value(), time.Now(), up.Stats().Idle
 	res.GoodputBps = float64(s2-s1) * 8 / t2.Sub(t1).Seconds()
 	res.ExpectedBps = rate * 1448 / 1500
 	res.GoodputErrPct = (res.GoodputBps - res.ExpectedBps) / res.ExpectedBps * 100
@@ -167,7 +122,7 @@ func MeasureFixedLink(ctx context.Context, env *Env, rate float64, delay, window
 	busyBps := res.ExpectedBps * res.BusyFraction
 	res.BusyGoodputErrPct = (res.GoodputBps - busyBps) / busyBps * 100
 	res.UpStats = up.Stats()
-	res.Environment = CaptureEnvironment(bed.Topo, env, nil)
+	res.Environment = testbed.CaptureEnvironment(bed.Topo, env, nil)
 	return res, nil
 }
 
@@ -223,7 +178,7 @@ func MeasureTrace(ctx context.Context, tr *emu.Trace, window time.Duration) (*Tr
 	}
 	base := l.Base()
 	deadline.Store(base.Add(window).UnixNano())
-	err := sleepCtx(ctx, time.Until(base.Add(window+200*time.Millisecond)))
+	err := testbed.SleepCtx(ctx, time.Until(base.Add(window+200*time.Millisecond)))
 	cancel()
 	<-done
 	if err != nil {
@@ -270,23 +225,23 @@ func MeasureCeiling(ctx context.Context, dur time.Duration, size int) Ceiling {
 // downlink, TUN write) with the emulator on one core (GOMAXPROCS=1): a
 // helper floods UDP from one host to another through links of 100 Gbit/s
 // and 1 ms; packets per second delivered to the receiver's TUN.
-func MeasureTUNCeiling(ctx context.Context, env *Env, dur time.Duration, size int) (Ceiling, error) {
+func MeasureTUNCeiling(ctx context.Context, env *testbed.Env, dur time.Duration, size int) (Ceiling, error) {
 	// a flood: at real-time priority it would hold a core from the rest of
 	// the machine for the whole measurement
 	normal := *env
 	normal.RealTime = 0
-	bed, err := NewBed(&normal, "")
+	bed, err := testbed.NewBed(&normal, "")
 	if err != nil {
 		return Ceiling{}, err
 	}
 	defer bed.Close()
 	fast := emu.LinkConfig{Rate: 100e9, Delay: time.Millisecond, QueuePackets: 10000}
-	a, err := bed.AddHost("sender", "", bed.Emu.NewUplink(fast), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{TxQueueLen: 1000})
+	a, err := bed.AddHost("sender", "", bed.Emu.NewUplink(fast), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{TxQueueLen: 1000})
 	if err != nil {
 		return Ceiling{}, err
 	}
 	down := bed.Emu.NewDownlink(fast)
-	b, err := bed.AddHost("receiver", "", bed.Emu.NewUplink(emu.LinkConfig{}), down, HostOpts{})
+	b, err := bed.AddHost("receiver", "", bed.Emu.NewUplink(emu.LinkConfig{}), down, testbed.HostOpts{})
 	if err != nil {
 		return Ceiling{}, err
 	}
@@ -297,11 +252,11 @@ func MeasureTUNCeiling(ctx context.Context, env *Env, dur time.Duration, size in
 	if err != nil {
 		return Ceiling{}, err
 	}
-	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+	if err := testbed.SleepCtx(ctx, 500*time.Millisecond); err != nil {
 		return Ceiling{}, err
 	}
 	n0, t0 := down.Stats().OutPackets, time.Now()
-	if err := sleepCtx(ctx, dur); err != nil {
+	if err := testbed.SleepCtx(ctx, dur); err != nil {
 		return Ceiling{}, err
 	}
 	pps := float64(down.Stats().OutPackets-n0) / time.Since(t0).Seconds()
@@ -309,21 +264,10 @@ func MeasureTUNCeiling(ctx context.Context, env *Env, dur time.Duration, size in
 	return Ceiling{PacketsPerSec: pps, PacketSize: size, Gbps: pps * float64(size) * 8 / 1e9}, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func init() {
-	Register(Experiment{Name: "accuracy", Summary: "emulator accuracy (fixed link goodput and RTT, trace replay) and its ceiling",
+	testbed.Register(testbed.Experiment{Name: "accuracy", Summary: "emulator accuracy (fixed link goodput and RTT, trace replay) and its ceiling",
 		Quick: "5 s measurement windows",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			rate := fs.Float64("rate", 10e6, "fixed link rate, bits/s")
 			delay := fs.Duration("delay", 50*time.Millisecond, "one-way delay")
 			window := fs.Duration("window", 10*time.Second, "measurement window")
@@ -331,8 +275,8 @@ func init() {
 			stallRate := fs.Float64("stall-rate", 20e6, "stall check: fixed link rate, bits/s")
 			stallDelay := fs.Duration("stall-delay", 128*time.Millisecond, "stall check: one-way delay")
 			stallDur := fs.Duration("stall-duration", 60*time.Second, "stall check: length of the upload")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				r := &Result{Experiment: "accuracy", Started: time.Now(),
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				r := &testbed.Result{Experiment: "accuracy", Started: time.Now(),
 					Params: map[string]any{"rate_bps": *rate, "delay": delay.String(), "window": window.String(), "trace": *trace}}
 				if env.Quick {
 					*window, *stallDur = 5*time.Second, 20*time.Second
@@ -342,7 +286,7 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
-				tr, err := loadTrace(*trace)
+				tr, err := testbed.LoadTrace(*trace)
 				if err != nil {
 					return nil, err
 				}
@@ -367,7 +311,7 @@ func init() {
 				if err != nil {
 					return nil, fmt.Errorf("TUN ceiling: %w", err)
 				}
-				r.Tables = []Table{{Title: "Emulator accuracy", Columns: []string{"check", "measured", "expected", "error", "target"},
+				r.Tables = []testbed.Table{{Title: "Emulator accuracy", Columns: []string{"check", "measured", "expected", "error", "target"},
 					Rows: [][]string{
 						{"TCP goodput", fmt.Sprintf("%.3f Mbit/s", fa.GoodputBps/1e6), fmt.Sprintf("%.3f Mbit/s", fa.ExpectedBps/1e6), fmt.Sprintf("%+.2f%%", fa.GoodputErrPct), "report (the hosts' share of it)"},
 						{"TCP goodput while the link was busy", fmt.Sprintf("%.3f Mbit/s", fa.GoodputBps/1e6), fmt.Sprintf("%.3f Mbit/s x %.3f busy", fa.ExpectedBps/1e6, fa.BusyFraction), fmt.Sprintf("%+.2f%%", fa.BusyGoodputErrPct), "within 5%"},

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -66,7 +67,7 @@ type appsRun struct {
 	Series     *coopSeries `json:"series"`
 }
 
-func runApps(ctx context.Context, env *Env, c *coopCommon, s appsSetting, fileSize int64, streamRate float64, alone time.Duration) (*appsRun, error) {
+func runApps(ctx context.Context, env *testbed.Env, c *coopCommon, s appsSetting, fileSize int64, streamRate float64, alone time.Duration) (*appsRun, error) {
 	bc, err := c.bed(4, func(int) bool { return s.Lanes })
 	if err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func (run *appsRun) summarizeStream(st *streamSink, from, to time.Time) {
 	run.StreamMbit = float64(len(d)) * 10_000 * 8 / (at[len(at)-1] - at[0]) / 1e6
 	sd := append([]float64(nil), d...)
 	sort.Float64s(sd)
-	run.DelayP50, run.DelayP95, run.DelayMax = Percentile(sd, 50), Percentile(sd, 95), sd[len(sd)-1]
+	run.DelayP50, run.DelayP95, run.DelayMax = testbed.Percentile(sd, 50), testbed.Percentile(sd, 95), sd[len(sd)-1]
 }
 
 // summarizeCaps fills the stream's median cwnd and cap (host 0) and the
@@ -194,7 +195,7 @@ func (run *appsRun) summarizeCaps(series *coopSeries) {
 	}
 	if len(cw) > 0 {
 		sort.Float64s(cw)
-		run.StreamCwnd = Percentile(cw, 50)
+		run.StreamCwnd = testbed.Percentile(cw, 50)
 	}
 	medInt := func(v []int) uint32 {
 		if len(v) == 0 {
@@ -207,15 +208,15 @@ func (run *appsRun) summarizeCaps(series *coopSeries) {
 }
 
 func init() {
-	Register(Experiment{Name: "apps", Summary: "one TCP stream + three file uploads through one AP: caps per application (seeds §002)",
+	testbed.Register(testbed.Experiment{Name: "apps", Summary: "one TCP stream + three file uploads through one AP: caps per application (seeds §002)",
 		Quick: "10 MB uploads, 15 s stream alone",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			var c coopCommon
 			c.register(fs)
 			size := fs.Int64("file-size", 30_000_000, "bytes each uploader sends")
 			rateS := fs.Float64("stream-rate", 800_000, "stream bit rate, bit/s")
 			settings := fs.String("settings", "alone,no caps,uploads 30,stream 20,lanes", "settings to run (comma separated)")
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				alone := 30 * time.Second
 				if env.Quick {
 					*size, alone = 10_000_000, 15*time.Second
@@ -224,9 +225,9 @@ func init() {
 				for _, s := range strings.Split(*settings, ",") {
 					want[strings.TrimSpace(s)] = true
 				}
-				r := &Result{Experiment: "apps", Started: time.Now(), Params: c.params()}
+				r := &testbed.Result{Experiment: "apps", Started: time.Now(), Params: c.params()}
 				r.Params["file_size"], r.Params["stream_rate_bps"], r.Params["settings"] = *size, *rateS, *settings
-				t := Table{Title: fmt.Sprintf("apps: 1 stream (%.1f Mbit/s, realtime lane) + 3 uploads of %d MB (background lane)", *rateS/1e6, *size/1_000_000),
+				t := testbed.Table{Title: fmt.Sprintf("apps: 1 stream (%.1f Mbit/s, realtime lane) + 3 uploads of %d MB (background lane)", *rateS/1e6, *size/1_000_000),
 					Columns: []string{"setting", "uploads s (mean / max)", "stream delay p50 / p95 / max ms", "jitter ms", "stalls", "late %", "stream Mbit/s", "stream cwnd", "caps up/stream"}}
 				var runs []*appsRun
 				for _, s := range appsSettings {
@@ -257,14 +258,14 @@ func init() {
 						fmt.Sprintf("%.2f", run.StreamMbit), fmt.Sprintf("%.0f", run.StreamCwnd), caps})
 					env.Printf("  %s\n", strings.Join(t.Rows[len(t.Rows)-1], " | "))
 				}
-				r.Tables = []Table{t}
+				r.Tables = []testbed.Table{t}
 				r.Notes = []string{
 					"paper (Android, one AP): stream cwnd ~40 alone, sometimes only ~20 beside 3 uploads; uploads capped at 30 -> stream fine, uploads ~20 s slower; stream capped at 20 -> uploads ~8 s faster, stream unharmed",
 					"delay = arrival - intended send time of each 10 kB chunk (one clock); stalls = arrival gaps over 1 s; late = delay over 1 s; stream figures over the uploads' period",
 					"caps = median applied cap (segments) of the uploads / the stream, from the daemons' coop status; rules and cooperative caps applied by each host's `lanes daemon` (sock_ops)",
 				}
 				r.Data = runs
-				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -204,7 +205,7 @@ type coopRun struct {
 }
 
 // runCoopOnce runs n endless uploads for dur and returns the series.
-func runCoopOnce(ctx context.Context, env *Env, bc CoopBedConfig, dur time.Duration) (*coopSeries, error) {
+func runCoopOnce(ctx context.Context, env *testbed.Env, bc CoopBedConfig, dur time.Duration) (*coopSeries, error) {
 	cb, err := newCoopBed(ctx, env, bc)
 	if err != nil {
 		return nil, err
@@ -370,9 +371,9 @@ func allHosts(n int) []int {
 }
 
 func init() {
-	Register(Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
+	testbed.Register(testbed.Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
 		Quick: "20 s runs after 5 s warm-up; N = 2, 5, 8",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			o := &coopOptions{}
 			o.c.register(fs)
 			fs.StringVar(&o.hosts, "hosts", "2-8", "host counts to run, e.g. 2-8 or 2,4,8,16")
@@ -380,18 +381,22 @@ func init() {
 			fs.DurationVar(&o.warm, "warmup", 5*time.Second, "start of each run left out of the statistics")
 			fs.StringVar(&o.modes, "modes", "tcp,lanes", "tcp, lanes or both")
 			fs.StringVar(&o.direction, "direction", "up", "the hosts upload (up), download (down: the AP's downlink is shared, lanes caps receive windows) or both, one after the other")
-			return func(ctx context.Context, env *Env) (*Result, error) { return runCoopExperiment(ctx, env, o) }
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				return runCoopExperiment(ctx, env, o)
+			}
 		}, Plot: plotCoop})
 
-	Register(Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
+	testbed.Register(testbed.Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
 		Quick: "15 s periods (--time-scale 0.25)",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			o := &dynamicsOptions{}
 			o.c.register(fs)
 			fs.Float64Var(&o.scale, "time-scale", 1, "multiply the 60 s period by this")
 			fs.BoolVar(&o.baseline, "baseline", true, "also run plain TCP with the same schedule")
 			fs.StringVar(&o.direction, "direction", "up", "the hosts upload (up), download (down) or both, one after the other")
-			return func(ctx context.Context, env *Env) (*Result, error) { return runDynamicsExperiment(ctx, env, o) }
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				return runDynamicsExperiment(ctx, env, o)
+			}
 		}})
 }
 
@@ -404,7 +409,7 @@ type coopOptions struct {
 
 // runCoopExperiment runs every direction, N and mode the flags ask for, one
 // after the other, and tabulates them.
-func runCoopExperiment(ctx context.Context, env *Env, o *coopOptions) (*Result, error) {
+func runCoopExperiment(ctx context.Context, env *testbed.Env, o *coopOptions) (*testbed.Result, error) {
 	c := &o.c
 	if env.Quick {
 		o.dur, o.warm = 20*time.Second, 5*time.Second
@@ -432,13 +437,13 @@ func runCoopExperiment(ctx context.Context, env *Env, o *coopOptions) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
+	r := &testbed.Result{Experiment: "coop", Started: time.Now(), Params: c.params()}
 	r.Params["hosts"], r.Params["duration"], r.Params["warmup"], r.Params["modes"] = o.hosts, o.dur.String(), o.warm.String(), o.modes
 	r.Params["direction"] = o.direction
 	var runs []coopRun
-	main := Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
+	main := testbed.Table{Title: "coop: N hosts uploading (up) or downloading (down) through one AP (goodput Mbit/s, Jain's index, srtt under load at the sender)",
 		Columns: []string{"dir", "N", "mode", "total", "per host min-max", "Jain 200ms", "Jain 200ms air", "Jain run", "RTT p50 ms", "RTT p95 ms", "AP idle %", "AP queue p50 KB", "AP non-TCP Mbit/s", "air lost %", "collided %", "retrans", "cap", "cap chg/min", "capping stopped"}}
-	fig4 := Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
+	fig4 := testbed.Table{Title: "paper figure 4: total TCP throughput vs N without lanes (paper: ~19 Mbit/s at N=2, falling with N)",
 		Columns: []string{"dir", "N", "TCP total Mbit/s", "lanes total Mbit/s", "lanes/TCP", "lanes/AP rate"}}
 	prog := env.NewProgress(len(dirs) * len(ns) * len(modes))
 	for _, dir := range dirs {
@@ -469,17 +474,17 @@ func runCoopExperiment(ctx context.Context, env *Env, o *coopOptions) (*Result, 
 			fig4.Rows = append(fig4.Rows, row4)
 		}
 	}
-	r.Tables = []Table{main, fig4, perHostTable(runs)}
+	r.Tables = []testbed.Table{main, fig4, perHostTable(runs)}
 	r.Notes = coopNotes(c.medium)
 	r.Data = runs
-	r.Environment = CaptureEnvironment(nil, env, nil)
+	r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 	r.Duration = time.Since(r.Started)
 	return r, nil
 }
 
 // runCoopMode runs n hosts in one direction and mode (tcp or lanes) and
 // computes the run's statistics, and for lanes its caps and fallbacks.
-func runCoopMode(ctx context.Context, env *Env, o *coopOptions, dir string, n int, mode string) (coopRun, error) {
+func runCoopMode(ctx context.Context, env *testbed.Env, o *coopOptions, dir string, n int, mode string) (coopRun, error) {
 	bc, err := o.c.bed(n, func(int) bool { return mode == "lanes" })
 	if err != nil {
 		return coopRun{}, err
@@ -512,8 +517,8 @@ func coopRow(c *coopCommon, run coopRun) []string {
 }
 
 // perHostTable lists every run's per-host goodput.
-func perHostTable(runs []coopRun) Table {
-	per := Table{Title: "per-host goodput, Mbit/s", Columns: []string{"dir", "N", "mode", "hosts"}}
+func perHostTable(runs []coopRun) testbed.Table {
+	per := testbed.Table{Title: "per-host goodput, Mbit/s", Columns: []string{"dir", "N", "mode", "hosts"}}
 	for _, run := range runs {
 		var parts []string
 		for _, v := range run.Stats.PerHostMbit {
@@ -547,7 +552,7 @@ type dynamicsOptions struct {
 // runDynamicsExperiment runs the 5 -> 8 -> 5 schedule with lanes (and plain
 // TCP) in each direction asked for, and tabulates its phases and the
 // reactions to joins and leaves.
-func runDynamicsExperiment(ctx context.Context, env *Env, o *dynamicsOptions) (*Result, error) {
+func runDynamicsExperiment(ctx context.Context, env *testbed.Env, o *dynamicsOptions) (*testbed.Result, error) {
 	c := &o.c
 	if env.Quick && o.scale == 1 {
 		o.scale = 0.25
@@ -557,16 +562,16 @@ func runDynamicsExperiment(ctx context.Context, env *Env, o *dynamicsOptions) (*
 		return nil, err
 	}
 	period := time.Duration(float64(60*time.Second) * o.scale)
-	r := &Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
+	r := &testbed.Result{Experiment: "coop-dynamics", Started: time.Now(), Params: c.params()}
 	r.Params["period"], r.Params["schedule"] = period.String(), "5 hosts from 0; join at 1,2,3 periods; leave at 4,5,6; end at 7"
 	r.Params["direction"] = o.direction
 	modes := []string{"lanes"}
 	if o.baseline {
 		modes = append(modes, "tcp")
 	}
-	phases := Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
+	phases := testbed.Table{Title: "coop-dynamics: per phase (N expected, N the daemons reported, median cap, total goodput, Jain)",
 		Columns: []string{"dir", "mode", "phase", "N", "N seen", "cap", "total Mbit/s", "Jain 200ms", "Jain 200ms air", "RTT p50 ms"}}
-	react := Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
+	react := testbed.Table{Title: "reaction: time from a host starting/stopping its transfer until every daemon reports the new N, and (joins) until every lanes flow is at or below its new cap (up: cwnd; down: the window the server sees)",
 		Columns: []string{"dir", "event", "at s", "new N", "N: slowest daemon ms", "N: fastest ms", "<= cap ms", "<= cap after the new N ms (slowest host)"}}
 	data := map[string]any{}
 	var stopNotes []string
@@ -586,12 +591,12 @@ func runDynamicsExperiment(ctx context.Context, env *Env, o *dynamicsOptions) (*
 			}
 		}
 	}
-	r.Tables = []Table{phases, react}
+	r.Tables = []testbed.Table{phases, react}
 	r.Notes = []string{"the paper refreshed N every 10 s; here a peer's change of activity or goodbye triggers recomputation at once, silence is noticed after 3 intervals (1.5 s)",
 		"Jain is over the hosts uploading in each interval; phases leave out their first 5 s (or a third of a short period)"}
 	r.Notes = append(r.Notes, stopNotes...)
 	r.Data = data
-	r.Environment = CaptureEnvironment(nil, env, nil)
+	r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 	r.Duration = time.Since(r.Started)
 	return r, nil
 }
@@ -661,7 +666,7 @@ func activeJain(s *coopSeries, from, to float64, bytes func(hostSample) int64) f
 			}
 		}
 		if len(x) > 0 {
-			sum += Jain(x)
+			sum += testbed.Jain(x)
 			k++
 		}
 	}
@@ -774,7 +779,7 @@ func downCapState(st *coop.Status, v *senderView) int8 {
 }
 
 // runDynamics runs the 5 -> 8 -> 5 schedule on 8 hosts.
-func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, period time.Duration) (*dynResult, error) {
+func runDynamics(ctx context.Context, env *testbed.Env, c *coopCommon, lanesOn bool, period time.Duration) (*dynResult, error) {
 	bc, err := c.bed(8, func(int) bool { return lanesOn })
 	if err != nil {
 		return nil, err
@@ -828,7 +833,7 @@ func runDynamics(ctx context.Context, env *Env, c *coopCommon, lanesOn bool, per
 // period on, then has them leave one period apart, recording each event
 // (ups holds every host's transfer). It returns at the end of the schedule
 // or of ctx.
-func (d *dynResult) runSchedule(ctx context.Context, env *Env, cb *coopBed, ups []*upload, start time.Time, period time.Duration) error {
+func (d *dynResult) runSchedule(ctx context.Context, env *testbed.Env, cb *coopBed, ups []*upload, start time.Time, period time.Duration) error {
 	type step struct {
 		at   time.Duration
 		host int

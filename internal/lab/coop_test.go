@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -27,7 +29,7 @@ func TestJain(t *testing.T) {
 		{nil, 0},
 		{[]float64{0, 0}, 0},
 	} {
-		if got := Jain(c.x); math.Abs(got-c.want) > 1e-9 {
+		if got := testbed.Jain(c.x); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("Jain(%v) = %v, want %v", c.x, got, c.want)
 		}
 	}
@@ -137,14 +139,14 @@ func testCoopBedLanes(t *testing.T, medium string) {
 	var c coopCommon
 	c.rate, c.headroom, c.cc, c.rtt, c.bufBDP = "20mbit", "120kbit", "cubic", 100*time.Millisecond, 0.5
 	c.medium, c.seed = medium, 1
-	c.lanes = lanesBinary(t)
+	c.lanes = labtest.LanesBinary(t)
 	bc, err := c.bed(2, func(int) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cb, err := newCoopBed(ctx, testEnv(t), bc)
+	cb, err := newCoopBed(ctx, labtest.TestEnv(t), bc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +230,7 @@ func checkBackgroundDaemons(t *testing.T, cb *coopBed) {
 // experiment asked for.
 func TestCoopPolicyYAML(t *testing.T) {
 	c := coopControllerConfig(20e6)
-	c.Enabled, c.Interface, c.Port, c.Key = true, TUNName, coopAnnPort, "00112233445566778899aabbccddeeff"
+	c.Enabled, c.Interface, c.Port, c.Key = true, testbed.TUNName, coopAnnPort, "00112233445566778899aabbccddeeff"
 	c.UnicastPeers = []string{"10.77.0.2", "10.77.0.3"}
 	c.Safety.Enabled = false
 	c.Rules = []coop.Rule{{Name: "uploads-30", Lane: "background", Segments: 30}, {Name: "app", App: "ustream", When: coop.WhenRealtimeActive, Segments: 20}}
@@ -236,7 +238,7 @@ func TestCoopPolicyYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Interfaces) != 1 || p.Interfaces[0].Name != TUNName || p.Interfaces[0].Mode != policy.DeviceBottleneck {
+	if len(p.Interfaces) != 1 || p.Interfaces[0].Name != testbed.TUNName || p.Interfaces[0].Mode != policy.DeviceBottleneck {
 		t.Errorf("interfaces %+v", p.Interfaces)
 	}
 	if !reflect.DeepEqual(p.Coop, c) {

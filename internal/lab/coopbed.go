@@ -50,6 +50,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -125,7 +126,7 @@ type coopHost struct {
 // coopBed is a running coop testbed.
 type coopBed struct {
 	cfg    CoopBedConfig
-	bed    *Bed
+	bed    *testbed.Bed
 	hosts  []*coopHost
 	server *topo.Node
 	byAddr map[netip.Addr]*coopHost
@@ -142,11 +143,11 @@ type coopBed struct {
 
 // newCoopBed builds and starts the testbed (server sinks listening, the
 // lanes hosts' daemons running). Close it when done.
-func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err error) {
+func newCoopBed(ctx context.Context, env *testbed.Env, c CoopBedConfig) (_ *coopBed, err error) {
 	if c.CC == "" {
 		c.CC = "cubic"
 	}
-	bed, err := NewBed(env, c.CC)
+	bed, err := testbed.NewBed(env, c.CC)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 		} else {
 			up = cb.ups[0]
 		}
-		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, cb.down, HostOpts{})
+		n, err := bed.AddHost(fmt.Sprintf("h%d", i+1), c.CC, up, cb.down, testbed.HostOpts{})
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +187,7 @@ func newCoopBed(ctx context.Context, env *Env, c CoopBedConfig) (_ *coopBed, err
 		cb.byAddr[n.Addr] = h
 	}
 	half := emu.LinkConfig{Delay: c.RTT / 2}
-	if cb.server, err = bed.AddHost("server", c.CC, bed.Emu.NewUplink(half), bed.Emu.NewDownlink(half), HostOpts{}); err != nil {
+	if cb.server, err = bed.AddHost("server", c.CC, bed.Emu.NewUplink(half), bed.Emu.NewDownlink(half), testbed.HostOpts{}); err != nil {
 		return nil, err
 	}
 	cb.meterAir()
@@ -314,11 +315,11 @@ func (cb *coopBed) dialServer(ctx context.Context, h *coopHost, port int, l lane
 	// these uploads ran the machine's default (BBR, whose ProbeRTT put every
 	// flow at cwnd 4 for ~0.5 s every ~10.6 s: docs/lab.md).
 	d.Control = func(_, _ string, rc syscall.RawConn) error {
-		return setCC(rc, cb.cfg.CC)
+		return testbed.SetCC(rc, cb.cfg.CC)
 	}
 	if h.api != nil && l != lane.Unset {
 		d.Control = func(_, _ string, rc syscall.RawConn) error {
-			if err := setCC(rc, cb.cfg.CC); err != nil {
+			if err := testbed.SetCC(rc, cb.cfg.CC); err != nil {
 				return err
 			}
 			var sport int
@@ -403,7 +404,7 @@ func (cb *coopBed) sendDown(c net.Conn) {
 	defer c.Close()
 	if tc, ok := c.(*net.TCPConn); ok {
 		if rc, err := tc.SyscallConn(); err == nil {
-			_ = setCC(rc, cb.cfg.CC)
+			_ = testbed.SetCC(rc, cb.cfg.CC)
 			if cb.cfg.ServerPacing {
 				_ = enablePacing(rc)
 			}
@@ -527,21 +528,6 @@ func (cb *coopBed) startUploads(ctx context.Context, hosts []int, size int64, l 
 	return ups, errors.Join(errs...)
 }
 
-// setCC sets a socket's congestion control (none: leave the default).
-func setCC(rc syscall.RawConn, cc string) error {
-	if cc == "" {
-		return nil
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc) }); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
-	}
-	return nil
-}
-
 // enablePacing turns on TCP's internal pacing of a socket: any finite
 // SO_MAX_PACING_RATE marks it as needing pacing (tcp_needs_internal_pacing),
 // and the kernel then paces at its own rate (1.2 x cwnd / srtt in
@@ -610,7 +596,7 @@ func (u *upload) stop() {
 type hostSample struct {
 	Bytes   int64   `json:"bytes"`
 	Air     int64   `json:"air_bytes"` // TCP payload leaving the shared medium (coopair.go)
-	SRTTms  float64 `json:"srtt_ms"`   // mean over its bulk flows (0: none)
+	SRTTms  float64 `json:"srtt_ms"`   // Mean over its bulk flows (0: none)
 	Cwnd    uint32  `json:"cwnd"`
 	Retrans uint32  `json:"retrans"` // cumulative, its flows to the server
 	N       int     `json:"n,omitempty"`
@@ -661,7 +647,7 @@ type coopSeries struct {
 func (cb *coopBed) hostsTCPExt(names ...string) []int64 {
 	v := make([]int64, len(names))
 	for _, h := range cb.hosts {
-		m, err := tcpExt(h.node)
+		m, err := testbed.TCPExt(h.node)
 		if err != nil {
 			continue
 		}
@@ -740,7 +726,7 @@ func (cb *coopBed) record(ctx context.Context, step, dur time.Duration, tick fun
 
 // senderSide fills a host's sample from the senders' sockets: the
 // server's for downloads (srv), the host's own monitor for uploads; the
-// mean srtt and largest cwnd of its flows with data in flight, and each
+// Mean srtt and largest cwnd of its flows with data in flight, and each
 // flow's retransmissions into retr.
 func (cb *coopBed) senderSide(h *coopHost, srv map[*coopHost]*senderView, retr map[uint64]uint32, row *hostSample) {
 	if cb.cfg.Down {
@@ -890,24 +876,11 @@ func isServerFlow(dst string, server netip.Addr) bool {
 	return err == nil && ap.Addr().Unmap() == server
 }
 
-// Jain is Jain's fairness index (sum x)^2 / (k sum x^2) over x (1 = fair).
-func Jain(x []float64) float64 {
-	var s, s2 float64
-	for _, v := range x {
-		s += v
-		s2 += v * v
-	}
-	if len(x) == 0 || s2 == 0 {
-		return 0
-	}
-	return s * s / (float64(len(x)) * s2)
-}
-
 // coopStats summarises a series over [from, to) seconds for the given hosts.
 type coopStats struct {
 	TotalMbit   float64   `json:"total_mbit"`
 	PerHostMbit []float64 `json:"per_host_mbit"`
-	JainStep    float64   `json:"jain_per_interval"`     // mean of per-interval indices
+	JainStep    float64   `json:"jain_per_interval"`     // Mean of per-interval indices
 	JainAir     float64   `json:"jain_per_interval_air"` // the same over the bytes leaving the medium
 	JainRun     float64   `json:"jain_run"`
 	RTTms       float64   `json:"rtt_median_ms"`
@@ -996,7 +969,7 @@ func (s *coopSeries) hostStats(st *coopStats, hosts []int, first, last int) floa
 				rtts = append(rtts, row.SRTTms)
 			}
 		}
-		jains, airs = append(jains, Jain(x)), append(airs, Jain(a))
+		jains, airs = append(jains, testbed.Jain(x)), append(airs, testbed.Jain(a))
 		steps = append(steps, a)
 	}
 	pt := pattern(steps)
@@ -1007,12 +980,12 @@ func (s *coopSeries) hostStats(st *coopStats, hosts []int, first, last int) floa
 			st.TotalMbit += st.PerHostMbit[j]
 		}
 	}
-	st.JainRun = Jain(st.PerHostMbit)
-	st.JainStep, st.JainAir = mean(jains), mean(airs)
+	st.JainRun = testbed.Jain(st.PerHostMbit)
+	st.JainStep, st.JainAir = testbed.Mean(jains), testbed.Mean(airs)
 	sort.Float64s(rtts)
 	if len(rtts) > 0 {
-		st.RTTms = Percentile(rtts, 50)
-		st.RTTp95ms = Percentile(rtts, 95)
+		st.RTTms = testbed.Percentile(rtts, 50)
+		st.RTTp95ms = testbed.Percentile(rtts, 95)
 	}
 	return secs
 }
@@ -1036,7 +1009,7 @@ func (s *coopSeries) mediumStats(st *coopStats, first, last int, secs float64) {
 			queue = append(queue, float64(s.MediumQueue[k])/1000)
 		}
 		sort.Float64s(queue)
-		st.QueueP50KB = Percentile(queue, 50)
+		st.QueueP50KB = testbed.Percentile(queue, 50)
 	}
 	if last < len(s.MediumLost) {
 		lost := delta(s.MediumLost, first, last)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
@@ -39,7 +40,7 @@ const daemonStartTimeout = 30 * time.Second
 
 // startDaemons writes each lanes host's policy and starts its daemon, all
 // at once, then waits until every one answers.
-func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
+func (cb *coopBed) startDaemons(ctx context.Context, env *testbed.Env) error {
 	var lanesHosts []*coopHost
 	for _, h := range cb.hosts {
 		if h.lanes {
@@ -49,21 +50,21 @@ func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
 	if len(lanesHosts) == 0 {
 		return nil
 	}
-	if !lanesAvailable(cb.cfg.Lanes) {
+	if !testbed.LanesAvailable(cb.cfg.Lanes) {
 		return fmt.Errorf("the lanes hosts run `lanes daemon`, but %q is no lanes binary with a daemon command (build one: go build -o bin/lanes ./cmd/lanes, then pass --lanes bin/lanes)", cb.cfg.Lanes)
 	}
 	dir, err := os.MkdirTemp("", "lanes-lab-coop-")
 	if err != nil {
 		return fmt.Errorf("policy folder: %w", err)
 	}
-	cb.bed.policyFiles = append(cb.bed.policyFiles, dir) // removed with the bed, after its processes
+	cb.bed.PolicyFiles = append(cb.bed.PolicyFiles, dir) // removed with the bed, after its processes
 	key := make([]byte, 16)
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("group key: %w", err)
 	}
 	for _, h := range lanesHosts {
 		cfg := cb.cfg.Coop
-		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key, cfg.KeyFile = true, TUNName, coopAnnPort, hex.EncodeToString(key), ""
+		cfg.Enabled, cfg.Interface, cfg.Port, cfg.Key, cfg.KeyFile = true, testbed.TUNName, coopAnnPort, hex.EncodeToString(key), ""
 		cfg.Transport, cfg.UnicastPeers = cb.cfg.Announce, nil
 		if cfg.Transport == "" || cfg.Transport == "unicast" {
 			cfg.Transport = coop.TransportIPv4
@@ -84,7 +85,7 @@ func (cb *coopBed) startDaemons(ctx context.Context, env *Env) error {
 			return fmt.Errorf("write policy: %w", err)
 		}
 		if env != nil {
-			env.lastPolicy = pol
+			env.LastPolicy = pol
 		}
 		h.sock = filepath.Join(dir, h.node.Name+".sock")
 		if h.daemon, err = h.node.StartCommand(cb.cfg.Lanes, "daemon", "--policy", pol, "--socket", h.sock); err != nil {
@@ -180,10 +181,10 @@ func (cb *coopBed) stopDaemons() error {
 func coopPolicyYAML(host string, c coop.Config) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	p("# lab policy of %s (coop testbed): %s managed without a rate (the emulated", host, TUNName)
+	p("# lab policy of %s (coop testbed): %s managed without a rate (the emulated", host, testbed.TUNName)
 	p("# AP is the bottleneck); cooperative caps with the other lanes hosts.")
 	p("interfaces:")
-	p("  - name: %s", TUNName)
+	p("  - name: %s", testbed.TUNName)
 	p("    mode: %s", policy.DeviceBottleneck)
 	p("coop:")
 	p("  enabled: %t", c.Enabled)

@@ -20,12 +20,14 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 func init() {
-	Register(Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
+	testbed.Register(testbed.Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
 		Quick: "30 s per mode",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			m := &mixedExp{}
 			m.c.register(fs)
 			fs.IntVar(&m.hosts, "hosts", 6, "hosts")
@@ -51,16 +53,16 @@ type mixedExp struct {
 	lanesSum, tcpSum map[string]float64 // lanes hosts' mean goodput summed over reps, per setting
 }
 
-func (m *mixedExp) run(ctx context.Context, env *Env) (*Result, error) {
+func (m *mixedExp) run(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 	if env.Quick {
 		m.dur = 30 * time.Second
 	}
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	r := &Result{Experiment: "coop-mixed", Started: time.Now(), Params: m.c.params()}
+	r := &testbed.Result{Experiment: "coop-mixed", Started: time.Now(), Params: m.c.params()}
 	r.Params["hosts"], r.Params["plain"], r.Params["duration"], r.Params["direction"], r.Params["reps"] = m.hosts, m.plain, m.dur.String(), m.direction, m.reps
-	t := Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes, %sloading (goodput Mbit/s; the same hosts are grouped in every setting)", m.hosts, m.plain, m.direction),
+	t := testbed.Table{Title: fmt.Sprintf("coop-mixed: %d hosts, %d without lanes, %sloading (goodput Mbit/s; the same hosts are grouped in every setting)", m.hosts, m.plain, m.direction),
 		Columns: []string{"setting", "total", "lanes hosts (mean)", "lanes hosts / all tcp", "plain hosts (mean)", "Jain 200ms", "Jain run", "RTT p50 ms", "capping stopped", "capping", "why not"}}
 	settings := []string{"all tcp", "mixed"}
 	if m.noSafety {
@@ -93,11 +95,11 @@ func (m *mixedExp) run(ctx context.Context, env *Env) (*Result, error) {
 		}
 	}
 	t.Rows = append(t.Rows, m.pooledRows(settings[1:])...)
-	r.Tables = []Table{t}
+	r.Tables = []testbed.Table{t}
 	r.Notes = []string{"plain hosts are the first --plain hosts; lanes hosts know only each other, so without the safety fallback they cap to a share of the AP the plain hosts do not respect",
 		"lanes hosts / all tcp: the lanes hosts' mean goodput over the same hosts' in the all-tcp setting of the same repetition; pooled: summed over the repetitions; capping stopped: the lanes hosts whose daemon reported capping off after capping (the safety fallback), and when (s from the start of the run; the statistics leave out the first --warmup)"}
 	r.Data = data
-	r.Environment = CaptureEnvironment(nil, env, nil)
+	r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 	r.Duration = time.Since(r.Started)
 	return r, nil
 }
@@ -152,7 +154,7 @@ type mixedEnd struct {
 // setting runs one setting and returns its table row (after the setting's
 // name), statistics, series and the lanes hosts' mean goodput; lanesTCP is
 // the same hosts' mean in this repetition's all-TCP run (0: this is it).
-func (m *mixedExp) setting(ctx context.Context, env *Env, mode string, lanesTCP float64) ([]string, coopStats, *coopSeries, float64, error) {
+func (m *mixedExp) setting(ctx context.Context, env *testbed.Env, mode string, lanesTCP float64) ([]string, coopStats, *coopSeries, float64, error) {
 	s, end, err := m.runSetting(ctx, env, mode)
 	if err != nil {
 		return nil, coopStats{}, nil, 0, fmt.Errorf("coop-mixed %s: %w", mode, err)
@@ -192,7 +194,7 @@ func (m *mixedExp) setting(ctx context.Context, env *Env, mode string, lanesTCP 
 
 // runSetting builds the bed of one setting, runs every host's transfer
 // for the duration and reads the daemons' capping state at the end.
-func (m *mixedExp) runSetting(ctx context.Context, env *Env, mode string) (*coopSeries, mixedEnd, error) {
+func (m *mixedExp) runSetting(ctx context.Context, env *testbed.Env, mode string) (*coopSeries, mixedEnd, error) {
 	end := mixedEnd{why: map[string]int{}}
 	bc, err := m.c.bed(m.hosts, func(i int) bool { return mode != "all tcp" && i >= m.plain })
 	if err != nil {

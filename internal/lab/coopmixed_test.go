@@ -1,7 +1,9 @@
 // coopmixed_test.go: coop-mixed's flags and its pooled rows.
 package lab
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestMixedPooledRatio(t *testing.T) {
 	m := &mixedExp{hosts: 6, plain: 2, reps: 3, direction: "down"}

@@ -13,7 +13,11 @@
 // Both are computed over each host's air bytes (coopair.go).
 package lab
 
-import "math"
+import (
+	"math"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+)
 
 // Lags (in steps of the recorder) of the pattern's autocorrelation: 800 ms
 // and 1.4 s at the 200 ms step, about 3 and 5 rounds of the lab's 280 ms.
@@ -24,8 +28,8 @@ const (
 
 // hostPattern is the per-host pattern over a run's steady steps.
 type hostPattern struct {
-	CV       float64 // mean over hosts of the per-step coefficient of variation
-	ACFShort float64 // mean over hosts of the autocorrelation at patternLagShort
+	CV       float64 // Mean over hosts of the per-step coefficient of variation
+	ACFShort float64 // Mean over hosts of the autocorrelation at patternLagShort
 	ACFLong  float64 // ... at patternLagLong
 }
 
@@ -40,7 +44,7 @@ func pattern(steps [][]float64) hostPattern {
 	n := 0
 	for h := range steps[0] {
 		col := column(steps, h)
-		m := mean(col)
+		m := testbed.Mean(col)
 		if m <= 0 {
 			continue
 		}
@@ -56,11 +60,11 @@ func pattern(steps [][]float64) hostPattern {
 }
 
 // relativeDeviations returns, per host, its deviation from each step's
-// mean over the hosts, relative to that mean (0 for an empty step).
+// Mean over the hosts, relative to that mean (0 for an empty step).
 func relativeDeviations(steps [][]float64) [][]float64 {
 	devs := make([][]float64, len(steps[0]))
 	for _, row := range steps {
-		m := mean(row)
+		m := testbed.Mean(row)
 		for h, v := range row {
 			d := 0.0
 			if m > 0 {
@@ -96,7 +100,7 @@ func autocorr(v []float64, lag int) float64 {
 	if len(v) <= lag {
 		return 0
 	}
-	m := mean(v)
+	m := testbed.Mean(v)
 	var c0, c float64
 	for i, x := range v {
 		c0 += (x - m) * (x - m)

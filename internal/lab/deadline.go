@@ -66,6 +66,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/latency"
@@ -75,9 +76,9 @@ import (
 )
 
 func init() {
-	Register(Experiment{Name: "deadline", Summary: "realtime datagrams with deadlines under bulk traffic: lanes EDF vs default Linux, inversion, daemon path (§003 tables 1-3)",
+	testbed.Register(testbed.Experiment{Name: "deadline", Summary: "realtime datagrams with deadlines under bulk traffic: lanes EDF vs default Linux, inversion, daemon path (§003 tables 1-3)",
 		Quick: "3 s per configuration",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			rate := fs.String("rate", "100mbit", "emulated NIC rate (the paper: 1gbit)")
 			scale := fs.Int("scale", 10, "divide the paper's packet counts per period (and the default FIFO length) by this")
 			dur := fs.Duration("duration", 10*time.Second, "measurement time per configuration (--quick: 3s)")
@@ -94,7 +95,7 @@ func init() {
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
 			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do, internal/rtlane/appsock.go); the notes give the sources the receiver saw")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				r, err := config.ParseRate(*rate)
 				if err != nil {
 					return nil, err
@@ -425,7 +426,7 @@ func (b *dlBed) startBulk(n int) (stop func(), err error) {
 			// CUBIC on the socket itself: the namespace's default may be
 			// only what the machine allows (BBR here), and BBR's own pacing
 			// and ProbeRTT would change the experiment
-			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error { return setCC(rc, dlBulkCC) }}
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error { return testbed.SetCC(rc, dlBulkCC) }}
 			c, err = d.Dial("tcp4", ln.Addr().String())
 			return err
 		}); err != nil {
@@ -800,7 +801,7 @@ func (ti *traceIndex) add(e rtlane.Event) {
 
 // runConfig measures one configuration: "lanes", "default" or "fifo-top"
 // (and the lanes variants of the daemon-path table).
-func (b *dlBed) runConfig(ctx context.Context, env *Env, p dlParams, name string, flows []dlFlow, bulk int, dur time.Duration) (*dlRun, error) {
+func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, name string, flows []dlFlow, bulk int, dur time.Duration) (*dlRun, error) {
 	run := &dlRun{Config: name}
 	rx, err := b.startReceiver(p.prio)
 	if err != nil {
@@ -1073,8 +1074,8 @@ func fmtUS(v float64) string {
 }
 
 // stageTable is the paper's table 2 or 3 with its numbers beside ours.
-func stageTable(title string, r *dlRun, paper map[string][4]float64) Table {
-	t := Table{Title: title, Columns: []string{"stage (µs)", "A mean", "A max", "B mean", "B max", "paper A mean", "paper A max", "paper B mean", "paper B max"}}
+func stageTable(title string, r *dlRun, paper map[string][4]float64) testbed.Table {
+	t := testbed.Table{Title: title, Columns: []string{"stage (µs)", "A mean", "A max", "B mean", "B max", "paper A mean", "paper A max", "paper B mean", "paper B max"}}
 	for _, st := range dlStages {
 		a, b := r.Stages[st]["A"], r.Stages[st]["B"]
 		row := []string{st, fmtUS(a[0]), fmtUS(a[1]), fmtUS(b[0]), fmtUS(b[1])}
@@ -1087,8 +1088,8 @@ func stageTable(title string, r *dlRun, paper map[string][4]float64) Table {
 	return t
 }
 
-func countTable(title string, runs []*dlRun, flows []dlFlow) Table {
-	t := Table{Title: title, Columns: []string{"config", "flow", "sent", "refused", "dropped", "lost", "late", "misses", "miss %", "refused+missed %"}}
+func countTable(title string, runs []*dlRun, flows []dlFlow) testbed.Table {
+	t := testbed.Table{Title: title, Columns: []string{"config", "flow", "sent", "refused", "dropped", "lost", "late", "misses", "miss %", "refused+missed %"}}
 	for _, r := range runs {
 		for _, f := range flows {
 			c := r.Counts[f.Name]
@@ -1104,18 +1105,18 @@ func countTable(title string, runs []*dlRun, flows []dlFlow) Table {
 	return t
 }
 
-func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
+func runDeadline(ctx context.Context, env *testbed.Env, p dlParams) (*testbed.Result, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("deadline: needs root (namespaces, qdiscs)")
 	}
 	start := time.Now()
-	loadStart := readTrim("/proc/loadavg")
+	loadStart := testbed.ReadTrim("/proc/loadavg")
 	b, err := newDLBed(p.rate)
 	if err != nil {
 		return nil, fmt.Errorf("deadline: testbed: %w", err)
 	}
 	defer b.t.Close()
-	res := &Result{Experiment: "deadline", Started: start, Params: map[string]any{
+	res := &testbed.Result{Experiment: "deadline", Started: start, Params: map[string]any{
 		"rate": config.Rate(p.rate).String(), "scale": p.scale, "duration_per_config": p.dur.String(),
 		"bulk": p.bulk, "bulk_kind": p.bulkKind, "bulk_tcp_cc": dlBulkCC, "rt_priority": p.prio, "client_cpu": p.clientCPU}}
 	res.Notes = append(res.Notes,
@@ -1139,16 +1140,16 @@ func runDeadline(ctx context.Context, env *Env, p dlParams) (*Result, error) {
 		res.Tables = append(res.Tables, st)
 		res.Notes = append(res.Notes, fmt.Sprintf("largest realtime rate with zero misses (and <= 1%% refused): %d datagrams/s", best))
 	}
-	res.Notes = append(res.Notes, "load average at start: "+loadStart+", at end: "+readTrim("/proc/loadavg")+
+	res.Notes = append(res.Notes, "load average at start: "+loadStart+", at end: "+testbed.ReadTrim("/proc/loadavg")+
 		" (other tasks on this machine delay softirq and ksoftirqd, which carry the shaped link's dequeues; they show as transmission and delivery maxima)")
-	res.Environment = CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
+	res.Environment = testbed.CaptureEnvironment(b.t, env, map[string]string{"egress": dlDevS, "gso_max_segs": "1"})
 	res.Duration = time.Since(start)
 	return res, nil
 }
 
 // runDeadlineTables runs the paper's tables 2 and 3 and the inversion
 // scenario.
-func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Result) error {
+func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, res *testbed.Result) error {
 	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
 	flows := []dlFlow{
 		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
@@ -1204,9 +1205,9 @@ func runDeadlineTables(ctx context.Context, env *Env, b *dlBed, p dlParams, res 
 // with and without direct release, beside a direct send and beside
 // cyclictest at the releaser's priority for as long (what one RT thread
 // wake-up costs on this machine at this moment).
-func runDaemonPath(ctx context.Context, env *Env, b *dlBed, p dlParams, res *Result) error {
+func runDaemonPath(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, res *testbed.Result) error {
 	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
-	pt := Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
+	pt := testbed.Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
 		Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs", "(1) p50/p99", "(2) p50/p99", "(3) p50/p99"}}
 	pathDur := max(p.dur/3, 2*time.Second)
 	if p.pathDur > 0 {
@@ -1308,7 +1309,7 @@ func daemonPathRow(name string, recs []dlRecord) (row []string, p50, p99 float64
 		return nil, 0, 0, false
 	}
 	sort.Float64s(v)
-	p50, p99 = Percentile(v, 50), Percentile(v, 99)
+	p50, p99 = testbed.Percentile(v, 50), testbed.Percentile(v, 99)
 	row = []string{name, fmt.Sprint(len(v)), fmtUS(p50), fmtUS(p99), fmtUS(v[len(v)-1])}
 	for _, sv := range st {
 		sort.Float64s(sv)
@@ -1316,7 +1317,7 @@ func daemonPathRow(name string, recs []dlRecord) (row []string, p50, p99 float64
 			row = append(row, "")
 			continue
 		}
-		row = append(row, fmtUS(Percentile(sv, 50))+" / "+fmtUS(Percentile(sv, 99)))
+		row = append(row, fmtUS(testbed.Percentile(sv, 50))+" / "+fmtUS(testbed.Percentile(sv, 99)))
 	}
 	return row, p50, p99, true
 }
@@ -1332,8 +1333,8 @@ func pmString(us int) string {
 // sweep raises the realtime rate (4 client connections, 200 B datagrams,
 // 2 ms deadline, unshaped link in device-bottleneck terms: the lane's
 // rate is 1 Gbit/s) until a step has a miss.
-func (b *dlBed) sweep(ctx context.Context, env *Env, p dlParams) (Table, int, error) {
-	t := Table{Title: "realtime rate sweep (lanes, 4 clients, 200 B, 2 ms deadline, 1 s per step; stops at the first miss or >1% refused)", Columns: []string{"offered/s", "achieved/s", "refused", "dropped", "lost", "late"}}
+func (b *dlBed) sweep(ctx context.Context, env *testbed.Env, p dlParams) (testbed.Table, int, error) {
+	t := testbed.Table{Title: "realtime rate sweep (lanes, 4 clients, 200 B, 2 ms deadline, 1 s per step; stops at the first miss or >1% refused)", Columns: []string{"offered/s", "achieved/s", "refused", "dropped", "lost", "late"}}
 	best := 0
 	saved := b.rate
 	b.rate = 1_000_000_000

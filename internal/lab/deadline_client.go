@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/rtclient"
 )
 
@@ -29,7 +30,7 @@ type rtClientRecord struct {
 	Refused string `json:"r,omitempty"`
 }
 
-func init() { RegisterHelper("rtclient", helperRTClient) }
+func init() { testbed.RegisterHelper("rtclient", helperRTClient) }
 
 func helperRTClient(args []string) error {
 	fs := flag.NewFlagSet("rtclient", flag.ContinueOnError)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -47,7 +48,7 @@ func TestDeadlineExperimentShort(t *testing.T) {
 		t.Skip("runs traffic for ~15 s")
 	}
 	p := dlParams{rate: 100_000_000, scale: 10, dur: time.Second, bulk: 2, bulkKind: "udp", prio: 20, procClient: true}
-	res, err := runDeadline(context.Background(), testEnv(t), p)
+	res, err := runDeadline(context.Background(), labtest.TestEnv(t), p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 // flowMeter bins the bytes leaving the phone's uplink: background flow vs
@@ -127,13 +128,13 @@ func NiceEstimate(w int) time.Duration {
 }
 
 func init() {
-	Register(Experiment{Name: "lbe-feedback", Summary: "LW-LBE §5.5: how fast background traffic yields to a new foreground transfer",
+	testbed.Register(testbed.Experiment{Name: "lbe-feedback", Summary: "LW-LBE §5.5: how fast background traffic yields to a new foreground transfer",
 		Quick: "2 repetitions",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, _, reps := lbeFlags(fs, c)
 			*methods, *sizes, *reps = "2,3,4,5", "1000", 5
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if env.Quick {
 					*reps = 2
 				}
@@ -147,8 +148,8 @@ func init() {
 
 // runFeedback runs every background method's trials, round by round, and
 // tabulates the feedback delays.
-func runFeedback(ctx context.Context, env *Env, c *LBEConfig) (*Result, error) {
-	r := &Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
+func runFeedback(ctx context.Context, env *testbed.Env, c *LBEConfig) (*testbed.Result, error) {
+	r := &testbed.Result{Experiment: "lbe-feedback", Started: time.Now(), Params: map[string]any{"config": c}}
 	if err := checkTraces(c); err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func runFeedback(ctx context.Context, env *Env, c *LBEConfig) (*Result, error) {
 			trials = append(trials, ft)
 		}
 	}
-	r.Tables = []Table{feedbackTable(c, trials)}
+	r.Tables = []testbed.Table{feedbackTable(c, trials)}
 	r.Data = map[string]any{"trials": trials}
 	r.Notes = append(r.Notes, fmt.Sprintf("foreground: one %d KB upload per trial; bins of %v; links as lbe", c.SizesKB[0], meterBin))
 	r.Duration = time.Since(r.Started)
@@ -185,9 +186,9 @@ func runFeedback(ctx context.Context, env *Env, c *LBEConfig) (*Result, error) {
 // feedbackTable is one row per method: its feedback delays' spread, the
 // trials that never yielded, the background's cwnd at the start, TCP
 // Nice's estimate for it and the foreground's time; and the paper's row.
-func feedbackTable(c *LBEConfig, trials []FeedbackTrial) Table {
-	t := Table{Title: "Feedback delay: foreground upload start -> background share below 10%",
-		Columns: []string{"method", "feedback delay, s: " + SpreadName(c.Reps), "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
+func feedbackTable(c *LBEConfig, trials []FeedbackTrial) testbed.Table {
+	t := testbed.Table{Title: "Feedback delay: foreground upload start -> background share below 10%",
+		Columns: []string{"method", "feedback delay, s: " + testbed.SpreadName(c.Reps), "never yielded", "bg cwnd at start", "TCP Nice estimate for that cwnd", "foreground time, s"}}
 	for _, m := range c.Methods {
 		var ds, fg, ne []float64
 		never, cw := 0, 0
@@ -209,23 +210,23 @@ func feedbackTable(c *LBEConfig, trials []FeedbackTrial) Table {
 		}
 		d := "-"
 		if len(ds) > 0 {
-			d = Summarize(ds).SpreadText("%.2f")
+			d = testbed.Summarize(ds).SpreadText("%.2f")
 		}
 		t.Rows = append(t.Rows, []string{"(" + m.ID + ") " + m.Name, d, fmt.Sprintf("%d of %d", never, len(fg)),
-			strconv.Itoa(cw), fmt.Sprintf("%.1f s", Summarize(ne).Mean), fmt.Sprintf("%.2f", Summarize(fg).Mean)})
+			strconv.Itoa(cw), fmt.Sprintf("%.1f s", testbed.Summarize(ne).Mean), fmt.Sprintf("%.2f", testbed.Summarize(fg).Mean)})
 	}
 	t.Rows = append(t.Rows, []string{"paper: TCP Nice, w = 65 (analytic)", fmt.Sprintf("%.1f", NiceEstimate(65).Seconds()), "", "65", "1.4 s", ""})
 	return t
 }
 
-func feedbackTrial(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (FeedbackTrial, error) {
+func feedbackTrial(ctx context.Context, env *testbed.Env, c *LBEConfig, m LBEMethod) (FeedbackTrial, error) {
 	ft := FeedbackTrial{Method: m.ID}
 	lb, err := newLBEBed(ctx, env, c, m)
 	if err != nil {
 		return ft, err
 	}
 	defer lb.Close()
-	if err := sleepCtx(ctx, c.Warmup); err != nil {
+	if err := testbed.SleepCtx(ctx, c.Warmup); err != nil {
 		return ft, err
 	}
 	if out, err := lb.phone.Run("ss", "-tin", "dst", lb.bgFlow.Dst.Addr().String()); err == nil {

@@ -11,27 +11,20 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
-func lanesSocket(b *Bed) string { return filepath.Join(os.TempDir(), "lanes-lab-"+b.Topo.ID+".sock") }
-
-// lanesAvailable reports whether bin has a daemon command.
-func lanesAvailable(bin string) bool {
-	if bin == "" {
-		return false
-	}
-	out, err := exec.Command(bin, "help").CombinedOutput()
-	return err == nil && strings.Contains(string(out), "daemon")
+func lanesSocket(b *testbed.Bed) string {
+	return filepath.Join(os.TempDir(), "lanes-lab-"+b.Topo.ID+".sock")
 }
 
-func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *Bed, phone *topo.Node) (*topo.Proc, error) {
-	if !lanesAvailable(c.Lanes) {
+func startLanes(ctx context.Context, env *testbed.Env, c *LBEConfig, m LBEMethod, bed *testbed.Bed, phone *topo.Node) (*topo.Proc, error) {
+	if !testbed.LanesAvailable(c.Lanes) {
 		return nil, fmt.Errorf("method %s needs the lanes daemon (%s has none)", m.ID, c.Lanes)
 	}
 	upCfg, _, err := c.linkConfigs()
@@ -52,13 +45,13 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 		}
 		pol = filepath.Join(dir, "policy.yaml")
 		text := fmt.Sprintf("# lab policy for method %s: the phone's uplink, shaped far above the link;\n# the lab drives class 1:1 as the device gate.\ninterfaces:\n  - name: %s\n    mode: shaped\n    uplink: %dbit\n",
-			m.ID, TUNName, uint64(rate*50))
+			m.ID, testbed.TUNName, uint64(rate*50))
 		if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
 			return nil, err
 		}
-		bed.policyFiles = append(bed.policyFiles, dir)
+		bed.PolicyFiles = append(bed.PolicyFiles, dir)
 		if env != nil {
-			env.lastPolicy = pol
+			env.LastPolicy = pol
 		}
 	}
 	sock := lanesSocket(bed)
@@ -69,7 +62,7 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(sock); err == nil {
-			if out, err := phone.Run("tc", "class", "show", "dev", TUNName); err == nil && strings.Contains(out, "1:1 ") {
+			if out, err := phone.Run("tc", "class", "show", "dev", testbed.TUNName); err == nil && strings.Contains(out, "1:1 ") {
 				break
 			}
 		}
@@ -81,10 +74,10 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", TUNName)
+			return nil, fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", testbed.TUNName)
 		}
 	}
-	g, err := phone.AdoptGate(TUNName, m.Queue)
+	g, err := phone.AdoptGate(testbed.TUNName, m.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +85,6 @@ func startLanes(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, bed *B
 		return nil, err
 	}
 	bed.Gates[phone.Name] = g
-	bed.gateLinks[phone.Name] = bed.Hosts[phone.Name].Up
+	bed.GateLinks[phone.Name] = bed.Hosts[phone.Name].Up
 	return d, nil
 }

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/traces"
 )
@@ -126,12 +127,12 @@ func (c *LBEConfig) linkConfigs() (up, down emu.LinkConfig, err error) {
 	up = emu.LinkConfig{Rate: c.UpRate, Delay: c.Delay}
 	down = emu.LinkConfig{Rate: c.DownRate, Delay: c.Delay, QueuePackets: c.DownQueuePackets}
 	if c.UpTrace != "" {
-		if up.Trace, err = loadTrace(c.UpTrace); err != nil {
+		if up.Trace, err = testbed.LoadTrace(c.UpTrace); err != nil {
 			return
 		}
 	}
 	if c.DownTrace != "" {
-		if down.Trace, err = loadTrace(c.DownTrace); err != nil {
+		if down.Trace, err = testbed.LoadTrace(c.DownTrace); err != nil {
 			return
 		}
 	}
@@ -143,7 +144,7 @@ func (c *LBEConfig) linkConfigs() (up, down emu.LinkConfig, err error) {
 
 // lbeBed is one method's testbed with its servers and background running.
 type lbeBed struct {
-	bed    *Bed
+	bed    *testbed.Bed
 	phone  *topo.Node
 	fgURL  string
 	bulk   *topo.Proc
@@ -157,12 +158,12 @@ type lbeBed struct {
 func (b *lbeBed) Close() error { return b.bed.Close() }
 
 // newLBEBed builds the topology for method m and starts its background.
-func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbeBed, err error) {
+func newLBEBed(ctx context.Context, env *testbed.Env, c *LBEConfig, m LBEMethod) (_ *lbeBed, err error) {
 	upCfg, downCfg, err := c.linkConfigs()
 	if err != nil {
 		return nil, err
 	}
-	bed, err := NewBed(env, c.CC)
+	bed, err := testbed.NewBed(env, c.CC)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 	lb.phone = phone
 	var srv [2]*topo.Node
 	for i, name := range []string{"fgsrv", "bgsrv"} {
-		if srv[i], err = bed.AddHost(name, c.CC, bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{}); err != nil {
+		if srv[i], err = bed.AddHost(name, c.CC, bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{}); err != nil {
 			return nil, err
 		}
 	}
@@ -217,15 +218,15 @@ func newLBEBed(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod) (_ *lbe
 
 // phoneOpts are the phone's host options for method m, which also sets the
 // uplink's queue (up).
-func (lb *lbeBed) phoneOpts(m LBEMethod, up *emu.LinkConfig) (HostOpts, error) {
-	opts := HostOpts{TxQueueLen: 1000, BackPressure: true}
+func (lb *lbeBed) phoneOpts(m LBEMethod, up *emu.LinkConfig) (testbed.HostOpts, error) {
+	opts := testbed.HostOpts{TxQueueLen: 1000, BackPressure: true}
 	switch m.Kind {
 	case "gate":
 		up.QueueBytes = m.Queue + gateSlack
-		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo", Limit: 1000}
+		opts.Gate = &testbed.GateSpec{Burst: m.Queue, Leaf: "pfifo", Limit: 1000}
 	case "pfifo_fast":
 		up.QueueBytes = m.Queue + gateSlack
-		opts.Gate = &GateSpec{Burst: m.Queue, Leaf: "pfifo_fast"}
+		opts.Gate = &testbed.GateSpec{Burst: m.Queue, Leaf: "pfifo_fast"}
 	case "task":
 		up.QueueBytes = m.Queue
 		lb.prio = emu.NewPrioritiser()
@@ -261,7 +262,7 @@ func (lb *lbeBed) startBackground(ctx context.Context, c *LBEConfig, m LBEMethod
 	if err != nil {
 		return fmt.Errorf("background uploader: %w", err)
 	}
-	var hello BulkHello
+	var hello testbed.BulkHello
 	if err := json.Unmarshal([]byte(l), &hello); err != nil {
 		return fmt.Errorf("background uploader said %q", l)
 	}
@@ -305,7 +306,7 @@ func (lb *lbeBed) transfer(ctx context.Context, dir string, sizeKB int) (LBETria
 		p.Stop()
 		return tr, fmt.Errorf("%s client: %w", kind, err)
 	}
-	var res HelperResult
+	var res testbed.HelperResult
 	if err := json.Unmarshal([]byte(l), &res); err != nil {
 		return tr, fmt.Errorf("%s client said %q", kind, l)
 	}
@@ -337,7 +338,7 @@ type lbePair struct {
 // RunLBE runs every method, size and direction Reps times (methods in a
 // new random order each round; transfers in a new random order each round,
 // the same for every method of the round) and returns every trial.
-func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string]*Environment, error) {
+func RunLBE(ctx context.Context, env *testbed.Env, c *LBEConfig) ([]LBETrial, map[string]*testbed.Environment, error) {
 	rng := rand.New(rand.NewSource(c.Seed))
 	var pairs []lbePair
 	for _, d := range c.Dirs {
@@ -345,7 +346,7 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 			pairs = append(pairs, lbePair{d, s})
 		}
 	}
-	envs := map[string]*Environment{}
+	envs := map[string]*testbed.Environment{}
 	var trials []LBETrial
 	prog := env.NewProgress(c.Reps * len(c.Methods))
 	for round := 0; round < c.Reps; round++ {
@@ -389,13 +390,13 @@ func RunLBE(ctx context.Context, env *Env, c *LBEConfig) ([]LBETrial, map[string
 // at its slot's trace offset with --slot, else after the warm-up and a
 // pause each), records the method's environment the first time, and
 // closes the bed.
-func (lb *lbeBed) runTransfers(ctx context.Context, env *Env, c *LBEConfig, m LBEMethod, round int, ps []lbePair, envs map[string]*Environment) ([]LBETrial, error) {
+func (lb *lbeBed) runTransfers(ctx context.Context, env *testbed.Env, c *LBEConfig, m LBEMethod, round int, ps []lbePair, envs map[string]*testbed.Environment) ([]LBETrial, error) {
 	defer lb.Close()
 	// Every method waits, so that the first transfer meets the same stretch
 	// of the trace with or without background (with --slot, every transfer
 	// waits for its offset).
 	if c.Slot == 0 {
-		if err := sleepCtx(ctx, c.Warmup); err != nil {
+		if err := testbed.SleepCtx(ctx, c.Warmup); err != nil {
 			return nil, err
 		}
 	}
@@ -422,12 +423,12 @@ func (lb *lbeBed) runTransfers(ctx context.Context, env *Env, c *LBEConfig, m LB
 		if c.Slot > 0 {
 			continue
 		}
-		if err := sleepCtx(ctx, c.Pause); err != nil {
+		if err := testbed.SleepCtx(ctx, c.Pause); err != nil {
 			return trials, err
 		}
 	}
 	if _, ok := envs[m.ID]; !ok {
-		e := CaptureEnvironment(lb.bed.Topo, env, map[string]string{"method": m.ID + " " + m.Name})
+		e := testbed.CaptureEnvironment(lb.bed.Topo, env, map[string]string{"method": m.ID + " " + m.Name})
 		e.Extra["uplink_stats"] = fmt.Sprintf("%+v", lb.up.Stats())
 		if g := lb.bed.Gates["phone"]; g != nil {
 			ch, er, last := g.Stats()
@@ -440,14 +441,14 @@ func (lb *lbeBed) runTransfers(ctx context.Context, env *Env, c *LBEConfig, m LB
 
 // LBECell is one (method, direction, size) summary.
 type LBECell struct {
-	Method string  `json:"method"`
-	Dir    string  `json:"dir"`
-	SizeKB int     `json:"size_kb"`
-	Time   Summary `json:"seconds"`
-	CPU    Summary `json:"cpu_ms"`
-	Daemon Summary `json:"daemon_cpu_ms"` // of CPU, the lanes daemon's
-	Sirq   Summary `json:"softirq_ms"`
-	Errors int     `json:"errors"`
+	Method string          `json:"method"`
+	Dir    string          `json:"dir"`
+	SizeKB int             `json:"size_kb"`
+	Time   testbed.Summary `json:"seconds"`
+	CPU    testbed.Summary `json:"cpu_ms"`
+	Daemon testbed.Summary `json:"daemon_cpu_ms"` // of CPU, the lanes daemon's
+	Sirq   testbed.Summary `json:"softirq_ms"`
+	Errors int             `json:"errors"`
 }
 
 // SummarizeLBE groups trials into cells.
@@ -489,7 +490,7 @@ func SummarizeLBE(trials []LBETrial) []LBECell {
 			ds = append(ds, t.DaemonMs)
 			ss = append(ss, t.SoftirqMs)
 		}
-		out = append(out, LBECell{Method: k.m, Dir: k.d, SizeKB: k.s, Time: Summarize(ts), CPU: Summarize(cs), Daemon: Summarize(ds), Sirq: Summarize(ss), Errors: errs})
+		out = append(out, LBECell{Method: k.m, Dir: k.d, SizeKB: k.s, Time: testbed.Summarize(ts), CPU: testbed.Summarize(cs), Daemon: testbed.Summarize(ds), Sirq: testbed.Summarize(ss), Errors: errs})
 	}
 	return out
 }
@@ -501,7 +502,7 @@ var paperLBE = map[string]string{"download/400": "(4) 3.68 s, (3) 4.04 s"}
 
 // LBETables renders the cells: mean ± CI (median and range for few
 // repetitions), p95, CPU.
-func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
+func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []testbed.Table {
 	byKey := map[string]LBECell{}
 	type row struct {
 		d string
@@ -521,8 +522,8 @@ func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 	for _, m := range methods {
 		cols = append(cols, "("+m.ID+") "+m.Name)
 	}
-	mk := func(title string, f func(LBECell) string, paper bool) Table {
-		t := Table{Title: title, Columns: append([]string(nil), cols...)}
+	mk := func(title string, f func(LBECell) string, paper bool) testbed.Table {
+		t := testbed.Table{Title: title, Columns: append([]string(nil), cols...)}
 		if paper {
 			t.Columns = append(t.Columns, "paper")
 		}
@@ -551,8 +552,8 @@ func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []Table {
 	for _, c := range cells {
 		n = max(n, c.Time.N)
 	}
-	return []Table{
-		mk("Foreground completion time, s: "+SpreadName(n), func(c LBECell) string {
+	return []testbed.Table{
+		mk("Foreground completion time, s: "+testbed.SpreadName(n), func(c LBECell) string {
 			s := c.Time.SpreadText("%.2f")
 			if c.Errors > 0 {
 				s += fmt.Sprintf(" (%d err)", c.Errors)
@@ -627,8 +628,8 @@ func parseLBE(c *LBEConfig, all []LBEMethod, methods, sizes, dirs string, reps i
 
 // dropUnavailable removes the lanes methods when the lanes binary has no
 // daemon, with a note.
-func dropUnavailable(c *LBEConfig, r *Result) {
-	if lanesAvailable(c.Lanes) {
+func dropUnavailable(c *LBEConfig, r *testbed.Result) {
+	if testbed.LanesAvailable(c.Lanes) {
 		return
 	}
 	var keep []LBEMethod
@@ -656,16 +657,7 @@ func checkTraces(c *LBEConfig) error {
 	return nil
 }
 
-// loadTrace reads a trace given by name or path.
-func loadTrace(name string) (*emu.Trace, error) {
-	p, err := traces.Path(name)
-	if err != nil {
-		return nil, err
-	}
-	return emu.ParseTrace(p)
-}
-
-func runLBEExperiment(ctx context.Context, env *Env, name string, c *LBEConfig, r *Result) (*Result, error) {
+func runLBEExperiment(ctx context.Context, env *testbed.Env, name string, c *LBEConfig, r *testbed.Result) (*testbed.Result, error) {
 	r.Params = map[string]any{"config": c}
 	trials, envs, err := RunLBE(ctx, env, c)
 	if err != nil && len(trials) == 0 {
@@ -718,13 +710,13 @@ func orRate(trace string, rate float64) string {
 }
 
 func init() {
-	Register(Experiment{Name: "lbe", Summary: "LW-LBE figures 6–10: foreground time with background upload, methods 1–6",
+	testbed.Register(testbed.Experiment{Name: "lbe", Summary: "LW-LBE figures 6–10: foreground time with background upload, methods 1–6",
 		Quick: "sizes 100,400 KB, 2 repetitions, 4 s warm-up",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, dirs, reps := lbeFlags(fs, c)
 			demo := fs.Bool("demo", false, "make demo: sizes 100,400 KB, 2 repetitions, methods 1-5")
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if *demo {
 					*methods = "1,2,3,4,5"
 				}
@@ -735,7 +727,7 @@ func init() {
 				if err := parseLBE(c, LBEMethods, *methods, *sizes, *dirs, *reps); err != nil {
 					return nil, err
 				}
-				r := &Result{Experiment: "lbe", Started: time.Now()}
+				r := &testbed.Result{Experiment: "lbe", Started: time.Now()}
 				if err := checkTraces(c); err != nil {
 					return nil, err
 				}
@@ -743,20 +735,20 @@ func init() {
 				return runLBEExperiment(ctx, env, "lbe", c, r)
 			}
 		}, Plot: plotLBE})
-	Register(Experiment{Name: "lbe-overhead", Summary: "LW-LBE figures 11–12: no background, 8 KB vs 1.5 KB device queue",
+	testbed.Register(testbed.Experiment{Name: "lbe-overhead", Summary: "LW-LBE figures 11–12: no background, 8 KB vs 1.5 KB device queue",
 		Quick: "sizes 100,400 KB, 2 repetitions",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			c := &LBEConfig{}
 			methods, sizes, dirs, reps := lbeFlags(fs, c)
 			*methods, *dirs = "1,1s", "upload"
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if env.Quick {
 					*sizes, *reps = "100,400", 2
 				}
 				if err := parseLBE(c, overheadMethods, *methods, *sizes, *dirs, *reps); err != nil {
 					return nil, err
 				}
-				r := &Result{Experiment: "lbe-overhead", Started: time.Now()}
+				r := &testbed.Result{Experiment: "lbe-overhead", Started: time.Now()}
 				if err := checkTraces(c); err != nil {
 					return nil, err
 				}

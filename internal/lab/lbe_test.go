@@ -6,13 +6,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -31,7 +31,7 @@ func TestLBEDebug(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	trials, envs, err := RunLBE(ctx, testEnv(t), c)
+	trials, envs, err := RunLBE(ctx, labtest.TestEnv(t), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,25 +41,6 @@ func TestLBEDebug(t *testing.T) {
 	for id, e := range envs {
 		t.Logf("method %s: %s\n%s", id, e.Extra["uplink_stats"], e.Nodes["phone"].Qdiscs)
 	}
-}
-
-// lanesBinary returns a lanes binary with the daemon: $LANES_BIN, or one
-// built from this tree.
-func lanesBinary(t *testing.T) string {
-	if b := os.Getenv("LANES_BIN"); b != "" {
-		return b
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain to build the lanes binary (set LANES_BIN)")
-	}
-	out := filepath.Join(t.TempDir(), "lanes")
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/lanes-net/lanes/cmd/lanes")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build lanes: %v\n%s", err, b)
-	}
-	return out
 }
 
 // TestLBEOrdering: with a background upload running, a 100 KB foreground
@@ -72,13 +53,13 @@ func TestLBEOrdering(t *testing.T) {
 	}
 	c := &LBEConfig{UpTrace: "TMobile-UMTS-driving.up", DownTrace: "TMobile-UMTS-driving.down",
 		Delay: 50 * time.Millisecond, DownQueuePackets: 100, Warmup: 4 * time.Second, Pause: 300 * time.Millisecond, CC: "cubic", Seed: 3}
-	c.Lanes = lanesBinary(t)
+	c.Lanes = labtest.LanesBinary(t)
 	if err := parseLBE(c, LBEMethods, "2,3,4", "100", "upload", 2); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	trials, _, err := RunLBE(ctx, testEnv(t), c)
+	trials, _, err := RunLBE(ctx, labtest.TestEnv(t), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +94,7 @@ func TestCLISignalCleanup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the lanes binary")
 	}
-	bin := lanesBinary(t)
+	bin := labtest.LanesBinary(t)
 	cmd := exec.Command(bin, "lab", "run", "lbe", "--methods", "2", "--up-trace", "", "--down-trace", "",
 		"--up-rate", "1000000", "--down-rate", "2000000", "--warmup", "60s", "--reps", "1", "--results", t.TempDir())
 	if err := cmd.Start(); err != nil {

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/policy"
 )
@@ -194,7 +195,7 @@ func capacity(l *emu.Link, from, to time.Duration) float64 {
 
 // remoteBed is one running testbed.
 type remoteBed struct {
-	bed         *Bed
+	bed         *testbed.Bed
 	phone       *topo.Node
 	fg, bg, bg2 *topo.Node
 	up, down    *emu.Link
@@ -212,10 +213,10 @@ func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err er
 	if name == "fixed" {
 		up.Rate, down.Rate = c.FixedRate, c.FixedRate
 	} else {
-		if up.Trace, err = loadTrace(name + ".up"); err != nil {
+		if up.Trace, err = testbed.LoadTrace(name + ".up"); err != nil {
 			return
 		}
-		if down.Trace, err = loadTrace(name + ".down"); err != nil {
+		if down.Trace, err = testbed.LoadTrace(name + ".down"); err != nil {
 			return
 		}
 	}
@@ -229,12 +230,12 @@ func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err er
 	return
 }
 
-func newRemoteBed(ctx context.Context, env *Env, c *RemoteConfig, link string, m RemoteMethod) (_ *remoteBed, err error) {
+func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link string, m RemoteMethod) (_ *remoteBed, err error) {
 	upCfg, downCfg, err := c.remoteLinks(link)
 	if err != nil {
 		return nil, err
 	}
-	bed, err := NewBed(env, c.CC)
+	bed, err := testbed.NewBed(env, c.CC)
 	if err != nil {
 		return nil, err
 	}
@@ -247,12 +248,12 @@ func newRemoteBed(ctx context.Context, env *Env, c *RemoteConfig, link string, m
 	rb.up, rb.down = bed.Emu.NewUplink(upCfg), bed.Emu.NewDownlink(downCfg)
 	// No gate and no back-pressure: the phone's packets go straight into
 	// the emulator's deep queue, which is the bottleneck.
-	if rb.phone, err = bed.AddHost("phone", c.CC, rb.up, rb.down, HostOpts{TxQueueLen: 1000}); err != nil {
+	if rb.phone, err = bed.AddHost("phone", c.CC, rb.up, rb.down, testbed.HostOpts{TxQueueLen: 1000}); err != nil {
 		return nil, err
 	}
 	srv := map[string]**topo.Node{"fgsrv": &rb.fg, "bgsrv": &rb.bg, "bgsrv2": &rb.bg2}
 	for _, name := range []string{"fgsrv", "bgsrv", "bgsrv2"} {
-		if *srv[name], err = bed.AddHost(name, c.CC, bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{}); err != nil {
+		if *srv[name], err = bed.AddHost(name, c.CC, bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{}); err != nil {
 			return nil, err
 		}
 	}
@@ -282,7 +283,7 @@ func newRemoteBed(ctx context.Context, env *Env, c *RemoteConfig, link string, m
 		return nil, fmt.Errorf("echo server: %q %v", l, err)
 	}
 	for rb.base = rb.up.Base(); rb.base.IsZero(); rb.base = rb.up.Base() {
-		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+		if err := testbed.SleepCtx(ctx, time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -295,14 +296,14 @@ func newRemoteBed(ctx context.Context, env *Env, c *RemoteConfig, link string, m
 // startDaemon runs the lanes daemon in the phone with the default policy
 // (plus the method's background: section) and waits for its tree.
 func (rb *remoteBed) startDaemon(ctx context.Context) error {
-	if !lanesAvailable(rb.cfg.Lanes) {
+	if !testbed.LanesAvailable(rb.cfg.Lanes) {
 		return fmt.Errorf("method %s needs the lanes daemon (%s has none)", rb.m.ID, rb.cfg.Lanes)
 	}
 	dir, err := os.MkdirTemp("", "lanes-lab-policy-")
 	if err != nil {
 		return err
 	}
-	rb.bed.policyFiles = append(rb.bed.policyFiles, dir)
+	rb.bed.PolicyFiles = append(rb.bed.PolicyFiles, dir)
 	pol := filepath.Join(dir, "policy.yaml")
 	bg := rb.m.Background
 	if rb.cfg.Target > 0 {
@@ -323,7 +324,7 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(rb.sock); err == nil {
-			if out, err := rb.phone.Run("tc", "qdisc", "show", "dev", TUNName); err == nil && strings.Contains(out, "htb") {
+			if out, err := rb.phone.Run("tc", "qdisc", "show", "dev", testbed.TUNName); err == nil && strings.Contains(out, "htb") {
 				return nil
 			}
 		}
@@ -335,7 +336,7 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", TUNName)
+			return fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", testbed.TUNName)
 		}
 	}
 }
@@ -370,7 +371,7 @@ func (rb *remoteBed) until(ctx context.Context, d time.Duration) (bool, error) {
 func untilOffset(ctx context.Context, l *emu.Link, d time.Duration) (bool, error) {
 	base := l.Base()
 	for base.IsZero() {
-		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+		if err := testbed.SleepCtx(ctx, time.Millisecond); err != nil {
 			return false, err
 		}
 		base = l.Base()
@@ -379,7 +380,7 @@ func untilOffset(ctx context.Context, l *emu.Link, d time.Duration) (bool, error
 	if wait <= 0 {
 		return false, nil
 	}
-	return true, sleepCtx(ctx, wait)
+	return true, testbed.SleepCtx(ctx, wait)
 }
 
 // sinceBase is the time since link l's start (0 before it started).
@@ -458,11 +459,11 @@ func (rb *remoteBed) probe(ctx context.Context, from, to time.Duration) ([]float
 		sent[seq] = time.Now()
 		mu.Unlock()
 		_, _ = conn.Write(pkt)
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := testbed.SleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return nil, 0, err
 		}
 	}
-	_ = sleepCtx(ctx, 2*time.Second) // answers still queued
+	_ = testbed.SleepCtx(ctx, 2*time.Second) // answers still queued
 	conn.Close()
 	<-done
 	mu.Lock()
@@ -486,7 +487,7 @@ func (rb *remoteBed) transfer(ctx context.Context, dir string, sizeKB int) (Remo
 		p.Stop()
 		return tr, fmt.Errorf("%s client: %w", kind, err)
 	}
-	var res HelperResult
+	var res testbed.HelperResult
 	if err := json.Unmarshal([]byte(l), &res); err != nil {
 		return tr, fmt.Errorf("%s client said %q", kind, l)
 	}
@@ -539,7 +540,7 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 		return r, err
 	}
 	settle := c.BulkFor / 4
-	if err := sleepCtx(ctx, c.BulkFor); err != nil {
+	if err := testbed.SleepCtx(ctx, c.BulkFor); err != nil {
 		return r, err
 	}
 	rb.endBulk(fg)
@@ -547,7 +548,7 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	r.FGBulk = rb.share(bgDir, rb.fg, at+settle, at+c.BulkFor)
 	// A second background flow joins the first (which has run all along),
 	// once the bulk flow's last packets have left the link's queue.
-	if err := sleepCtx(ctx, c.QueueTime); err != nil {
+	if err := testbed.SleepCtx(ctx, c.QueueTime); err != nil {
 		return r, err
 	}
 	at = sinceBase(rb.up)
@@ -561,7 +562,7 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	}
 	from, to := at+c.JainFor/3, at+c.JainFor
 	r.JainShares = [2]float64{rb.share(bgDir, rb.bg, from, to), rb.share(bgDir, rb.bg2, from, to)}
-	r.Jain = Jain(r.JainShares[:])
+	r.Jain = testbed.Jain(r.JainShares[:])
 	r.JainFrom = at.Seconds()
 	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
 	return r, nil
@@ -602,7 +603,7 @@ func (rb *remoteBed) endBulk(p *topo.Proc) {
 }
 
 // RunRemote runs every link, background direction, method and round.
-func RunRemote(ctx context.Context, env *Env, c *RemoteConfig) ([]RemoteRun, error) {
+func RunRemote(ctx context.Context, env *testbed.Env, c *RemoteConfig) ([]RemoteRun, error) {
 	rng := rand.New(rand.NewSource(c.Seed))
 	var pairs []lbePair
 	for _, d := range c.FGDirs {
@@ -752,13 +753,13 @@ func methodIndex(id string) int {
 	return len(RemoteMethods)
 }
 
-func remoteTables(cells []remoteCell, c *RemoteConfig) []Table {
-	rtt := Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background)",
+func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
+	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background)",
 		Columns: []string{"link", "background", "method", "p50", "p95", "inflation p50", "inflation p95"}}
 	from, to := aloneWindow(c.Warmup)
-	share := Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain", from, to),
+	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain", from, to),
 		Columns: []string{"link", "background", "method", "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain"}}
-	fct := Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
+	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
 		Columns: []string{"link", "background", "method"}}
 	var sizes []string
 	for _, d := range c.FGDirs {
@@ -783,15 +784,15 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []Table {
 		}
 		fct.Rows = append(fct.Rows, append(row, strconv.Itoa(x.Late)))
 	}
-	return []Table{rtt, fct, share}
+	return []testbed.Table{rtt, fct, share}
 }
 
 func f1(v float64) string   { return fmt.Sprintf("%.1f", v) }
 func pcts(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
 
 func init() {
-	Register(Experiment{Name: "lbe-remote", Summary: "the background lane where the queue is remote (deep emulator queue, no gate): LEDBAT++, rLEDBAT, yield vs CUBIC and lanes before",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+	testbed.Register(testbed.Experiment{Name: "lbe-remote", Summary: "the background lane where the queue is remote (deep emulator queue, no gate): LEDBAT++, rLEDBAT, yield vs CUBIC and lanes before",
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			c := &RemoteConfig{}
 			links := fs.String("links", "fixed,TMobile-LTE-short,Verizon-LTE-short,TMobile-UMTS-driving", "links: fixed and/or trace pairs (NAME.up, NAME.down)")
 			fs.Float64Var(&c.FixedRate, "rate", 10e6, "the fixed link's rate, bit/s")
@@ -812,7 +813,7 @@ func init() {
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			fs.StringVar(&c.BGTransport, "bg-transport", TransportTCP, "background flows' transport: tcp or quic (quic-go, its own CUBIC)")
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if env.Quick {
 					*links, *sizes, c.Reps = "fixed", "10,100", 1
 					c.Warmup, c.Slot, c.BulkFor, c.JainFor = 8*time.Second, 3*time.Second, 5*time.Second, 9*time.Second
@@ -820,7 +821,7 @@ func init() {
 				if err := parseRemote(c, *links, *bgDirs, *fgDirs, *sizes, *methods); err != nil {
 					return nil, err
 				}
-				r := &Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}}
+				r := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}}
 				runs, err := RunRemote(ctx, env, c)
 				if err != nil && len(runs) == 0 {
 					return nil, err
@@ -884,7 +885,7 @@ func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods string) 
 		if l == "fixed" {
 			continue
 		}
-		if _, err := loadTrace(l + ".up"); err != nil {
+		if _, err := testbed.LoadTrace(l + ".up"); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -61,14 +63,14 @@ func lastRows(t *testing.T, path string) map[string]monitorRow {
 func TestRemoteMonitorNamesLanes(t *testing.T) {
 	testutil.RequireRoot(t)
 	c := &RemoteConfig{FixedRate: 10e6, Delay: 10 * time.Millisecond, QueueTime: 200 * time.Millisecond,
-		CC: "cubic", Lanes: lanesBinary(t), MonitorDir: t.TempDir()}
+		CC: "cubic", Lanes: labtest.LanesBinary(t), MonitorDir: t.TempDir()}
 	m := RemoteMethods[len(RemoteMethods)-1]
 	if m.ID != "full" || !m.Lanes {
 		t.Fatalf("the default method is %+v", m)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rb, err := newRemoteBed(ctx, testEnv(t), c, "fixed", m)
+	rb, err := newRemoteBed(ctx, labtest.TestEnv(t), c, "fixed", m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +91,11 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 		if _, err := rb.startBG("download", s.srv, s.background); err != nil {
 			t.Fatal(err)
 		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
+		if err := testbed.SleepCtx(ctx, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := sleepCtx(ctx, time.Second); err != nil {
+	if err := testbed.SleepCtx(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	rb.bed.Close() // ends the monitor too

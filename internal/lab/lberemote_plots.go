@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/plot"
 )
 
@@ -29,11 +30,11 @@ func remoteColour(m string) color.RGBA { return plot.Palette[methodIndex(m)%len(
 
 var remoteGrey = color.RGBA{0x99, 0x99, 0x99, 0xff}
 
-func plotRemote(r *Result) ([]Figure, error) {
+func plotRemote(r *testbed.Result) ([]testbed.Figure, error) {
 	var d struct {
 		Runs []RemoteRun `json:"runs"`
 	}
-	if err := decodeData(r, &d); err != nil {
+	if err := testbed.DecodeData(r, &d); err != nil {
 		return nil, err
 	}
 	var links, dirs, methods []string
@@ -50,15 +51,15 @@ func plotRemote(r *Result) ([]Figure, error) {
 		add(&methods, x.Method)
 	}
 	sort.SliceStable(methods, func(i, j int) bool { return methodIndex(methods[i]) < methodIndex(methods[j]) })
-	var figs []Figure
+	var figs []testbed.Figure
 	for _, dir := range dirs {
-		figs = append(figs, Figure{"fct-bg-" + dir, remoteFCTFigure(d.Runs, links, dir, methods)},
-			Figure{"rtt-bg-" + dir, remoteRTTFigure(d.Runs, links, dir, methods)})
+		figs = append(figs, testbed.Figure{Name: "fct-bg-" + dir, Fig: remoteFCTFigure(d.Runs, links, dir, methods)},
+			testbed.Figure{Name: "rtt-bg-" + dir, Fig: remoteRTTFigure(d.Runs, links, dir, methods)})
 	}
 	for _, link := range links {
 		for _, dir := range dirs {
 			if f := remoteTimeline(d.Runs, link, dir, methods); f != nil {
-				figs = append(figs, Figure{"timeline-" + link + "-" + dir, f})
+				figs = append(figs, testbed.Figure{Name: "timeline-" + link + "-" + dir, Fig: f})
 			}
 		}
 	}

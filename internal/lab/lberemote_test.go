@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 func TestSummarizeRemotePairs(t *testing.T) {
@@ -55,8 +57,8 @@ func TestRemotePlotsLinked(t *testing.T) {
 		}
 		runs = append(runs, r)
 	}
-	res := &Result{Experiment: "lbe-remote", Started: time.Now(), Data: map[string]any{"runs": runs}}
-	dir, err := WriteResult(t.TempDir(), res)
+	res := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Data: map[string]any{"runs": runs}}
+	dir, err := testbed.WriteResult(t.TempDir(), res)
 	if err != nil {
 		t.Fatal(err)
 	}

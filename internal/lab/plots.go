@@ -7,70 +7,21 @@
 package lab
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"path/filepath"
 	"sort"
 
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/plot"
 )
 
-// Figure is one named figure of a result (files NAME.png and NAME.svg).
-type Figure struct {
-	Name string
-	Fig  *plot.Figure
-}
-
-// DrawPlots draws the experiment's figures for r into dir and returns the
-// files written (none if the experiment has no Plot function).
-func DrawPlots(dir string, r *Result) ([]string, error) {
-	x, ok := Lookup(r.Experiment)
-	if !ok || x.Plot == nil {
-		return nil, nil
-	}
-	// Round-trip Data through JSON so live and stored results draw alike.
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var back Result
-	if err := json.Unmarshal(b, &back); err != nil {
-		return nil, err
-	}
-	figs, err := x.Plot(&back)
-	if err != nil {
-		return nil, fmt.Errorf("plot %s: %w", r.Experiment, err)
-	}
-	var files []string
-	for _, f := range figs {
-		for _, ext := range []string{".png", ".svg"} {
-			p := filepath.Join(dir, f.Name+ext)
-			if err := f.Fig.Save(p); err != nil {
-				return files, fmt.Errorf("draw %s: %w", p, err)
-			}
-			files = append(files, p)
-		}
-	}
-	return files, nil
-}
-
-// decodeData re-decodes a result's Data into v.
-func decodeData(r *Result, v any) error {
-	b, err := json.Marshal(r.Data)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
 // plotLBE draws completion time and CPU against size, one line per method,
 // one panel per direction (the paper's figures 6–9, 11–12).
-func plotLBE(r *Result) ([]Figure, error) {
+func plotLBE(r *testbed.Result) ([]testbed.Figure, error) {
 	var d struct {
 		Cells []LBECell `json:"cells"`
 	}
-	if err := decodeData(r, &d); err != nil {
+	if err := testbed.DecodeData(r, &d); err != nil {
 		return nil, err
 	}
 	dirs := map[string]bool{}
@@ -128,12 +79,12 @@ func plotLBE(r *Result) ([]Figure, error) {
 	for _, c := range d.Cells {
 		n = max(n, c.Time.N)
 	}
-	return []Figure{
-		{"times", mk(r.Experiment+": foreground completion time, "+SpreadName(n), "time", "s", func(c LBECell) (float64, float64, float64) { return c.Time.Spread() }, true)},
-		{"times-p95", mk(r.Experiment+": foreground completion time (p95)", "time", "s", func(c LBECell) (float64, float64, float64) {
+	return []testbed.Figure{
+		{Name: "times", Fig: mk(r.Experiment+": foreground completion time, "+testbed.SpreadName(n), "time", "s", func(c LBECell) (float64, float64, float64) { return c.Time.Spread() }, true)},
+		{Name: "times-p95", Fig: mk(r.Experiment+": foreground completion time (p95)", "time", "s", func(c LBECell) (float64, float64, float64) {
 			return c.Time.P95, math.NaN(), math.NaN()
 		}, false)},
-		{"cpu", mk(r.Experiment+": CPU of the phone's tasks per transfer, "+SpreadName(n), "CPU", "ms", func(c LBECell) (float64, float64, float64) { return c.CPU.Spread() }, false)},
+		{Name: "cpu", Fig: mk(r.Experiment+": CPU of the phone's tasks per transfer, "+testbed.SpreadName(n), "CPU", "ms", func(c LBECell) (float64, float64, float64) { return c.CPU.Spread() }, false)},
 	}, nil
 }
 
@@ -148,11 +99,11 @@ var paperLBEPoints = []struct {
 
 // plotFeedback draws the background's share of the uplink after the
 // foreground starts, first trial of each method.
-func plotFeedback(r *Result) ([]Figure, error) {
+func plotFeedback(r *testbed.Result) ([]testbed.Figure, error) {
 	var d struct {
 		Trials []FeedbackTrial `json:"trials"`
 	}
-	if err := decodeData(r, &d); err != nil {
+	if err := testbed.DecodeData(r, &d); err != nil {
 		return nil, err
 	}
 	p := plot.Panel{YLabel: "background share of uplink", Unit: "%", YMin: 0, YMax: 100}
@@ -173,19 +124,19 @@ func plotFeedback(r *Result) ([]Figure, error) {
 		}
 		p.Series = append(p.Series, s)
 	}
-	return []Figure{{"background-share", &plot.Figure{Title: "lbe-feedback: background share after the foreground upload starts",
+	return []testbed.Figure{{Name: "background-share", Fig: &plot.Figure{Title: "lbe-feedback: background share after the foreground upload starts",
 		XLabel: "time since start", XUnit: "s", Panels: []plot.Panel{p}}}}, nil
 }
 
 // plotCoop draws, for every N and mode of a coop result, each host's cwnd
 // over time (segments; the largest of its uploads, TCP monitor every
 // 200 ms) and, for lanes, the cap the daemons applied (the hosts' median).
-func plotCoop(r *Result) ([]Figure, error) {
+func plotCoop(r *testbed.Result) ([]testbed.Figure, error) {
 	var runs []coopRun
-	if err := decodeData(r, &runs); err != nil {
+	if err := testbed.DecodeData(r, &runs); err != nil {
 		return nil, err
 	}
-	var figs []Figure
+	var figs []testbed.Figure
 	for _, run := range runs {
 		s := run.Series
 		if s == nil || len(s.Samples) == 0 {
@@ -226,7 +177,7 @@ func plotCoop(r *Result) ([]Figure, error) {
 		if run.Mode == "lanes" {
 			title += " and the daemons' cap"
 		}
-		figs = append(figs, Figure{Name: name,
+		figs = append(figs, testbed.Figure{Name: name,
 			Fig: &plot.Figure{Title: title, XLabel: "time", XUnit: "s", Panels: []plot.Panel{p}}})
 	}
 	var up, down []coopRun
@@ -238,11 +189,11 @@ func plotCoop(r *Result) ([]Figure, error) {
 		}
 	}
 	if f := coopVersusN(up); f != nil {
-		figs = append(figs, Figure{Name: "versus-n", Fig: f})
+		figs = append(figs, testbed.Figure{Name: "versus-n", Fig: f})
 	}
 	if f := coopVersusN(down); f != nil {
 		f.Title += " (downloads)"
-		figs = append(figs, Figure{Name: "versus-n-down", Fig: f})
+		figs = append(figs, testbed.Figure{Name: "versus-n-down", Fig: f})
 	}
 	return figs, nil
 }

@@ -37,10 +37,12 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/latency"
 	"github.com/lanes-net/lanes/internal/plot"
 	"github.com/lanes-net/lanes/internal/sched"
-	"golang.org/x/sys/unix"
 )
 
 // rtRun is one configuration's outcome.
@@ -54,9 +56,9 @@ type rtRun struct {
 }
 
 func init() {
-	Register(Experiment{Name: "rt", Summary: "wake-up latency under CPU+interrupt load: default, full preemption, RT by hand, RT by watcher (§004)",
+	testbed.Register(testbed.Experiment{Name: "rt", Summary: "wake-up latency under CPU+interrupt load: default, full preemption, RT by hand, RT by watcher (§004)",
 		Quick: "5 s per configuration",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			dur := fs.Duration("duration", 30*time.Second, "measurement time per configuration (--quick: 5s)")
 			period := fs.Duration("period", 30*time.Millisecond, "wake-up period")
 			cpuLoad := fs.Int("cpu-load", runtime.NumCPU(), "busy worker processes at normal priority")
@@ -64,7 +66,7 @@ func init() {
 			prio := fs.Int("priority", 80, "SCHED_FIFO priority for (c) and (d)")
 			plotDir := fs.String("plot-dir", "results", "folder for rt-<time>-latency.png/.svg")
 			cyclic := fs.Bool("cyclictest", true, "also run cyclictest at SCHED_FIFO under the same load, for reference")
-			return func(ctx context.Context, env *Env) (*Result, error) {
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if env.Quick {
 					*dur = 5 * time.Second
 				}
@@ -84,11 +86,11 @@ type rtParams struct {
 
 const rtHistMax = 50 * time.Millisecond
 
-func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
+func runRT(ctx context.Context, env *testbed.Env, p rtParams) (*testbed.Result, error) {
 	if p.prio < 1 || p.prio > 98 {
 		return nil, fmt.Errorf("priority %d out of range 1..98", p.prio)
 	}
-	r := &Result{Experiment: "rt", Started: time.Now(), Params: map[string]any{
+	r := &testbed.Result{Experiment: "rt", Started: time.Now(), Params: map[string]any{
 		"duration_per_config": p.dur.String(), "period": p.period.String(), "cpu_load": p.cpuLoad,
 		"net_rate_pps": p.netRate, "priority": p.prio}}
 	exe := env.Exe
@@ -126,7 +128,7 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		r.Notes = append(r.Notes, err.Error())
 	}
 	sent, recv := nl.Counts()
-	r.Tables = []Table{rtTable(p, runs)}
+	r.Tables = []testbed.Table{rtTable(p, runs)}
 	for _, x := range runs {
 		if x.Skipped != "" {
 			r.Notes = append(r.Notes, fmt.Sprintf("(%s) not run: %s", x.Key, x.Skipped))
@@ -147,7 +149,7 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 		r.Notes = append(r.Notes, "histograms: "+path+" (.png and .svg)")
 	}
 	r.Data = runs
-	r.Environment = CaptureEnvironment(nil, env, map[string]string{
+	r.Environment = testbed.CaptureEnvironment(nil, env, map[string]string{
 		"preempt_model": kernel.PreemptModel, "preempt_source": kernel.PreemptSource, "hz": strconv.Itoa(kernel.HZ),
 		"rt_throttle": kernel.RTThrottle()})
 	r.Duration = time.Since(r.Started)
@@ -157,7 +159,7 @@ func runRT(ctx context.Context, env *Env, p rtParams) (*Result, error) {
 // runRTConfigs measures the paper's configurations (a)-(d) and, if asked,
 // cyclictest, one after the other under the running load nl; each tester
 // runs as a child `lanes latency` in the flood's namespace.
-func runRTConfigs(ctx context.Context, env *Env, p rtParams, r *Result, kernel sched.KernelRT, exe string, nl *latency.NetLoad) ([]rtRun, error) {
+func runRTConfigs(ctx context.Context, env *testbed.Env, p rtParams, r *testbed.Result, kernel sched.KernelRT, exe string, nl *latency.NetLoad) ([]rtRun, error) {
 	base := []string{"latency", "--json", "--period", p.period.String(), "--duration", p.dur.String(),
 		"--hist-max", rtHistMax.String(), "--netns", "/proc/self/fd/3"}
 	child := func(key string, extra ...string) (*latency.Result, error) {
@@ -209,7 +211,7 @@ func runRTConfigs(ctx context.Context, env *Env, p rtParams, r *Result, kernel s
 
 // runRTFullPreempt measures configuration (b): full preemption set for the
 // run (skipped where the kernel cannot switch), restored after it.
-func runRTFullPreempt(env *Env, p rtParams, r *Result, child func(string, ...string) (*latency.Result, error)) (rtRun, error) {
+func runRTFullPreempt(env *testbed.Env, p rtParams, r *testbed.Result, child func(string, ...string) (*latency.Result, error)) (rtRun, error) {
 	b := rtRun{Key: "b", Name: "full preemption, SCHED_OTHER", PaperMS: "10.2"}
 	prev, err := sched.SetPreempt("full")
 	if err != nil {
@@ -230,8 +232,8 @@ func runRTFullPreempt(env *Env, p rtParams, r *Result, child func(string, ...str
 }
 
 // rtTable is the wake-up latency table, one row per configuration.
-func rtTable(p rtParams, runs []rtRun) Table {
-	t := Table{Title: fmt.Sprintf("Wake-up latency, %v period, %d busy workers + %d pps UDP/ICMP flood (ms)", p.period, p.cpuLoad, p.netRate),
+func rtTable(p rtParams, runs []rtRun) testbed.Table {
+	t := testbed.Table{Title: fmt.Sprintf("Wake-up latency, %v period, %d busy workers + %d pps UDP/ICMP flood (ms)", p.period, p.cpuLoad, p.netRate),
 		Columns: []string{"config", "paper max", "max", "p99", "p50", "avg", "samples"}}
 	ms := func(us float64) string { return fmt.Sprintf("%.3f", us/1e3) }
 	for _, x := range runs {
@@ -251,7 +253,7 @@ func rtTable(p rtParams, runs []rtRun) Table {
 
 // runWatched runs configuration (d): the engine watches for the tester's
 // exec and promotes it; the tester itself keeps whatever it is given.
-func runWatched(ctx context.Context, env *Env, p rtParams, child func(string, ...string) (*latency.Result, error)) (*latency.Result, map[string]any, error) {
+func runWatched(ctx context.Context, env *testbed.Env, p rtParams, child func(string, ...string) (*latency.Result, error)) (*latency.Result, map[string]any, error) {
 	tag := fmt.Sprintf("--tag rt-d-%d$", os.Getpid())
 	applied := make(chan sched.Applied, 64)
 	cfg := sched.Config{

@@ -20,11 +20,10 @@ package lab
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
-	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 // StallCheck is the result of the stall check.
@@ -63,32 +62,10 @@ func (s *StallCheck) Failures() []string {
 	return f
 }
 
-// tcpExt reads the TcpExt counters of a node's namespace.
-func tcpExt(n *topo.Node) (map[string]int64, error) {
-	out, err := n.Run("cat", "/proc/net/netstat")
-	if err != nil {
-		return nil, err
-	}
-	lines := strings.Split(out, "\n")
-	m := map[string]int64{}
-	for i := 0; i+1 < len(lines); i += 2 {
-		k, v := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(k) == 0 || k[0] != "TcpExt:" {
-			continue
-		}
-		for j := 1; j < len(k) && j < len(v); j++ {
-			var x int64
-			fmt.Sscan(v[j], &x)
-			m[k[j]] = x
-		}
-	}
-	return m, nil
-}
-
 // MeasureStalls runs one bulk upload through a fixed-rate link (queue one
 // BDP) for dur and counts timeouts and emulator stalls.
-func MeasureStalls(ctx context.Context, env *Env, rate float64, delay, dur time.Duration) (*StallCheck, error) {
-	bed, err := NewBed(env, "cubic")
+func MeasureStalls(ctx context.Context, env *testbed.Env, rate float64, delay, dur time.Duration) (*StallCheck, error) {
+	bed, err := testbed.NewBed(env, "cubic")
 	if err != nil {
 		return nil, err
 	}
@@ -96,16 +73,16 @@ func MeasureStalls(ctx context.Context, env *Env, rate float64, delay, dur time.
 	bdp := int(rate / 8 * (2 * delay).Seconds())
 	lc := emu.LinkConfig{Rate: rate, Delay: delay, QueueBytes: bdp}
 	up, down := bed.Emu.NewUplink(lc), bed.Emu.NewDownlink(lc)
-	a, err := bed.AddHost("client", "cubic", up, down, HostOpts{})
+	a, err := bed.AddHost("client", "cubic", up, down, testbed.HostOpts{})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), HostOpts{})
+	srv, err := bed.AddHost("server", "cubic", bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{})
 	if err != nil {
 		return nil, err
 	}
-	tr := &seqTracker{src: a.Addr, dport: 80}
-	bed.Emu.OnUp = tr.see
+	tr := &testbed.SeqTracker{Src: a.Addr, Dport: 80}
+	bed.Emu.OnUp = tr.See
 	bed.Start(ctx)
 	p, err := srv.Start("serve", "--listen", ":80")
 	if err != nil {
@@ -114,7 +91,7 @@ func MeasureStalls(ctx context.Context, env *Env, rate float64, delay, dur time.
 	if l, err := p.Line(ctx, 10*time.Second); err != nil || l != "ready" {
 		return nil, fmt.Errorf("server helper: %q %v", l, err)
 	}
-	before, err := tcpExt(a)
+	before, err := testbed.TCPExt(a)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +102,12 @@ func MeasureStalls(ctx context.Context, env *Env, rate float64, delay, dur time.
 	if _, err := bulk.Line(ctx, 10*time.Second); err != nil {
 		return nil, fmt.Errorf("bulk: %w", err)
 	}
-	s1, t1 := tr.value(), time.Now()
-	if err := sleepCtx(ctx, dur); err != nil {
+	s1, t1 := tr.Value(), time.Now()
+	if err := testbed.SleepCtx(ctx, dur); err != nil {
 		return nil, err
 	}
-	s2, t2 := tr.value(), time.Now()
-	after, err := tcpExt(a)
+	s2, t2 := tr.Value(), time.Now()
+	after, err := testbed.TCPExt(a)
 	if err != nil {
 		return nil, err
 	}

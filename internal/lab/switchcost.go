@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -126,13 +127,13 @@ func ClassifierCost(repeat int) (miss, hit, pass float64, err error) {
 }
 
 func init() {
-	Register(Experiment{Name: "lbe-switch", Summary: "LW-LBE table 1: task switch vs lanes' in-kernel classification, ns",
+	testbed.Register(testbed.Experiment{Name: "lbe-switch", Summary: "LW-LBE table 1: task switch vs lanes' in-kernel classification, ns",
 		Quick: "20,000 switches, 100,000 classifications",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			rounds := fs.Int("rounds", 200000, "pipe ping-pong round trips")
 			repeat := fs.Int("repeat", 1000000, "BPF_PROG_TEST_RUN repetitions")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				r := &Result{Experiment: "lbe-switch", Started: time.Now(), Params: map[string]any{"rounds": *rounds, "repeat": *repeat}}
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				r := &testbed.Result{Experiment: "lbe-switch", Started: time.Now(), Params: map[string]any{"rounds": *rounds, "repeat": *repeat}}
 				if env.Quick {
 					*rounds, *repeat = 20000, 100000
 				}
@@ -140,7 +141,7 @@ func init() {
 				if err != nil {
 					return nil, fmt.Errorf("pipe ping-pong: %w", err)
 				}
-				t := Table{Title: "Per-switch cost (paper table 1)", Columns: []string{"path", "here, ns", "paper (528 MHz ARM11)"}}
+				t := testbed.Table{Title: "Per-switch cost (paper table 1)", Columns: []string{"path", "here, ns", "paper (528 MHz ARM11)"}}
 				t.Rows = append(t.Rows, []string{"task -> task switch (pipe ping-pong, one CPU)", fmt.Sprintf("%.0f", sw), "5,484 cycles = 10,386 ns"})
 				miss, hit, pass, err := ClassifierCost(*repeat)
 				if err != nil {
@@ -151,9 +152,9 @@ func init() {
 						[]string{"lanes classifier, 3-tuple hit", fmt.Sprintf("%.0f", hit), ""},
 						[]string{"pass-through cls_bpf program (hook cost)", fmt.Sprintf("%.0f", pass), ""})
 				}
-				r.Tables = []Table{t}
+				r.Tables = []testbed.Table{t}
 				r.Data = map[string]any{"switch_ns": sw, "classify_miss_ns": miss, "classify_hit_ns": hit, "passthrough_ns": pass}
-				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 				r.Notes = append(r.Notes, "the machine is shared and virtualised: the switch cost includes two pipe system calls and a wake-up per switch, as lmbench lat_ctx")
 				r.Duration = time.Since(r.Started)
 				return r, nil

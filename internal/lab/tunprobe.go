@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
@@ -50,15 +51,15 @@ func ProbeTUN(ctx context.Context, burst, txqlen int) (*TUNProbe, error) {
 	if err != nil {
 		return nil, err
 	}
-	tun, err := emu.OpenTUN(n.Handle, TUNName)
+	tun, err := emu.OpenTUN(n.Handle, testbed.TUNName)
 	if err != nil {
 		return nil, err
 	}
 	defer tun.Close()
-	if err := n.ConfigureTUN(TUNName, txqlen); err != nil {
+	if err := n.ConfigureTUN(testbed.TUNName, txqlen); err != nil {
 		return nil, err
 	}
-	if _, err := n.InstallGate(TUNName, 10e9, 1<<20, "pfifo", 1000); err != nil {
+	if _, err := n.InstallGate(testbed.TUNName, 10e9, 1<<20, "pfifo", 1000); err != nil {
 		return nil, err
 	}
 	p := &TUNProbe{Sent: burst, TxQueueLen: txqlen}
@@ -93,7 +94,7 @@ func sendBurst(burst int) error {
 // readCounters reads the qdisc's backlog and drops and the device's TX
 // drops in node n.
 func (p *TUNProbe) readCounters(n *topo.Node) error {
-	out, err := n.Run("tc", "-s", "qdisc", "show", "dev", TUNName)
+	out, err := n.Run("tc", "-s", "qdisc", "show", "dev", testbed.TUNName)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func (p *TUNProbe) readCounters(n *topo.Node) error {
 		p.QdiscDropped, _ = strconv.Atoi(m[1])
 	}
 	_ = n.Do(func() error {
-		l, err := netlink.LinkByName(TUNName)
+		l, err := netlink.LinkByName(testbed.TUNName)
 		if err == nil && l.Attrs().Statistics != nil {
 			p.DeviceDropped = l.Attrs().Statistics.TxDropped
 		}
@@ -139,12 +140,12 @@ func drainRing(tun *emu.TUN, burst int) int {
 }
 
 func init() {
-	Register(Experiment{Name: "tun-probe", Summary: "does TUN back-pressure its qdisc when the reader is slow? (why the lab has a gate)",
-		Setup: func(fs *flag.FlagSet) RunFunc {
+	testbed.Register(testbed.Experiment{Name: "tun-probe", Summary: "does TUN back-pressure its qdisc when the reader is slow? (why the lab has a gate)",
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			burst := fs.Int("burst", 200, "datagrams sent at once")
 			txq := fs.Int("txqueuelen", 4, "TUN txqueuelen (its ring size)")
-			return func(ctx context.Context, env *Env) (*Result, error) {
-				r := &Result{Experiment: "tun-probe", Started: time.Now(), Params: map[string]any{"burst": *burst, "txqueuelen": *txq}}
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				r := &testbed.Result{Experiment: "tun-probe", Started: time.Now(), Params: map[string]any{"burst": *burst, "txqueuelen": *txq}}
 				p, err := ProbeTUN(ctx, *burst, *txq)
 				if err != nil {
 					return nil, err
@@ -153,10 +154,10 @@ func init() {
 				if p.QdiscBacklog > 0 && p.DeviceDropped == 0 {
 					verdict = "back-pressures the qdisc"
 				}
-				r.Tables = []Table{{Title: "TUN with a reader that does not read", Columns: []string{"sent", "txqueuelen", "held in ring", "qdisc backlog", "device TX dropped", "verdict"},
+				r.Tables = []testbed.Table{{Title: "TUN with a reader that does not read", Columns: []string{"sent", "txqueuelen", "held in ring", "qdisc backlog", "device TX dropped", "verdict"},
 					Rows: [][]string{{strconv.Itoa(p.Sent), strconv.Itoa(p.TxQueueLen), strconv.Itoa(p.RingHeld), strconv.Itoa(p.QdiscBacklog), strconv.FormatUint(p.DeviceDropped, 10), verdict}}}}
 				r.Data = p
-				r.Environment = CaptureEnvironment(nil, env, nil)
+				r.Environment = testbed.CaptureEnvironment(nil, env, nil)
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}

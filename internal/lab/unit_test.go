@@ -2,30 +2,14 @@
 package lab
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-func TestSummarize(t *testing.T) {
-	s := Summarize([]float64{1, 2, 3, 4, 5})
-	if s.N != 5 || s.Mean != 3 || s.P50 != 3 || s.Min != 1 || s.Max != 5 {
-		t.Errorf("summary %+v", s)
-	}
-	// sd = sqrt(2.5), t(4) = 2.776: CI = 2.776*1.5811/sqrt(5) = 1.963
-	if math.Abs(s.CI95-1.963) > 0.005 {
-		t.Errorf("CI95 %.4f, want 1.963", s.CI95)
-	}
-	if p := Percentile([]float64{0, 10}, 95); math.Abs(p-9.5) > 1e-9 {
-		t.Errorf("p95 of {0,10} = %v", p)
-	}
-	if z := Summarize(nil); z.N != 0 {
-		t.Errorf("empty summary %+v", z)
-	}
-}
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+)
 
 func TestNiceEstimate(t *testing.T) {
 	// The paper: w = 65 -> n = 7 halvings of 200 ms = 1.4 s.
@@ -34,42 +18,6 @@ func TestNiceEstimate(t *testing.T) {
 	}
 	if d := NiceEstimate(64); d != 1200*time.Millisecond {
 		t.Errorf("NiceEstimate(64) = %v, want 1.2 s", d)
-	}
-}
-
-func TestResultRoundTrip(t *testing.T) {
-	dir := t.TempDir()
-	r := &Result{Experiment: "x", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Params: map[string]any{"a": 1},
-		Tables:      []Table{{Title: "T", Columns: []string{"a", "b"}, Rows: [][]string{{"1", "2"}}}},
-		Environment: &Environment{Kernel: "k"}, Notes: []string{"n"}}
-	out, err := WriteResult(dir, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Base(out) != "x-20260102-030405" {
-		t.Errorf("folder %s", out)
-	}
-	for _, f := range []string{"result.json", "environment.json", "results.md"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
-			t.Error(err)
-		}
-	}
-	md, _ := os.ReadFile(filepath.Join(out, "results.md"))
-	if !strings.Contains(string(md), "| a | b |\n| --- | --- |\n| 1 | 2 |") {
-		t.Errorf("markdown:\n%s", md)
-	}
-	back, err := ReadResult(out)
-	if err != nil || back.Tables[0].Rows[0][1] != "2" {
-		t.Errorf("read back %+v %v", back, err)
-	}
-	out2, _ := WriteResult(dir, r)
-	if out2 == out {
-		t.Error("second result overwrote the first")
-	}
-	var b strings.Builder
-	WriteText(&b, r.Tables[0])
-	if b.String() != "T\na  b\n1  2\n" {
-		t.Errorf("text table %q", b.String())
 	}
 }
 
@@ -88,30 +36,16 @@ func TestParseLBE(t *testing.T) {
 	}
 }
 
-func TestRegistry(t *testing.T) {
-	for _, name := range []string{"lbe", "lbe-overhead", "lbe-feedback", "lbe-switch", "accuracy", "tun-probe"} {
-		if _, ok := Lookup(name); !ok {
-			t.Errorf("experiment %s not registered", name)
-		}
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("duplicate registration did not panic")
-		}
-	}()
-	Register(Experiment{Name: "lbe"})
-}
-
 func TestDrawPlots(t *testing.T) {
 	cells := []LBECell{
-		{Method: "2", Dir: "upload", SizeKB: 100, Time: Summary{N: 2, Mean: 1.6, P95: 1.7}},
-		{Method: "2", Dir: "upload", SizeKB: 400, Time: Summary{N: 2, Mean: 5.8, P95: 6.1}},
-		{Method: "4", Dir: "upload", SizeKB: 100, Time: Summary{N: 2, Mean: 0.9, P95: 1.0}},
-		{Method: "4", Dir: "upload", SizeKB: 400, Time: Summary{N: 2, Mean: 2.9, P95: 3.0}},
+		{Method: "2", Dir: "upload", SizeKB: 100, Time: testbed.Summary{N: 2, Mean: 1.6, P95: 1.7}},
+		{Method: "2", Dir: "upload", SizeKB: 400, Time: testbed.Summary{N: 2, Mean: 5.8, P95: 6.1}},
+		{Method: "4", Dir: "upload", SizeKB: 100, Time: testbed.Summary{N: 2, Mean: 0.9, P95: 1.0}},
+		{Method: "4", Dir: "upload", SizeKB: 400, Time: testbed.Summary{N: 2, Mean: 2.9, P95: 3.0}},
 	}
-	r := &Result{Experiment: "lbe", Data: map[string]any{"cells": cells}}
+	r := &testbed.Result{Experiment: "lbe", Data: map[string]any{"cells": cells}}
 	dir := t.TempDir()
-	files, err := DrawPlots(dir, r)
+	files, err := testbed.DrawPlots(dir, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +74,9 @@ func TestCoopPlotsLinked(t *testing.T) {
 		}
 		return s
 	}
-	r := &Result{Experiment: "coop", Started: time.Now(), Data: []coopRun{
+	r := &testbed.Result{Experiment: "coop", Started: time.Now(), Data: []coopRun{
 		{N: 2, Mode: "tcp", Series: series(false)}, {N: 2, Mode: "lanes", Series: series(true)}}}
-	dir, err := WriteResult(t.TempDir(), r)
+	dir, err := testbed.WriteResult(t.TempDir(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +107,7 @@ func TestNamedTraceMissingIsAnError(t *testing.T) {
 	if err := checkTraces(&LBEConfig{UpTrace: "TMobile-UMTS-drivng.up"}); err == nil {
 		t.Fatal("a mistyped trace name passed")
 	}
-	if _, err := loadTrace("/nonexistent/x.up"); err == nil {
+	if _, err := testbed.LoadTrace("/nonexistent/x.up"); err == nil {
 		t.Fatal("a missing trace path loaded")
 	}
 }
@@ -181,42 +115,19 @@ func TestNamedTraceMissingIsAnError(t *testing.T) {
 // Two repetitions give a median and a range, not a 95% interval wider
 // than the values; many give mean ± CI.
 func TestSpreadFewAndMany(t *testing.T) {
-	two := Summarize([]float64{1.5, 5.1})
+	two := testbed.Summarize([]float64{1.5, 5.1})
 	if got := two.SpreadText("%.2f"); got != "3.30 (1.50–5.10)" {
 		t.Errorf("2 reps: %q", got)
 	}
 	if c, lo, hi := two.Spread(); c != 3.3 || lo != 1.5 || hi != 5.1 {
 		t.Errorf("2 reps: %v %v %v", c, lo, hi)
 	}
-	many := Summarize([]float64{1, 2, 3, 4, 5, 6})
+	many := testbed.Summarize([]float64{1, 2, 3, 4, 5, 6})
 	if got := many.SpreadText("%.1f"); !strings.Contains(got, "3.5 ± ") {
 		t.Errorf("6 reps: %q", got)
 	}
-	if SpreadName(2) != "median (min-max) of 2" || SpreadName(20) != "mean ± 95% CI" {
-		t.Error(SpreadName(2), SpreadName(20))
-	}
-}
-
-func TestParamTable(t *testing.T) {
-	tb := ParamTable(map[string]any{"reps": 2, "config": &LBEConfig{UpTrace: "TMobile-UMTS-driving.up", SizesKB: []int{100, 400}}})
-	rows := map[string]string{}
-	for _, r := range tb.Rows {
-		rows[r[0]] = r[1]
-	}
-	if rows["reps"] != "2" || rows["config.up_trace"] != "TMobile-UMTS-driving.up" || !strings.Contains(rows["config.sizes_kb"], "100, 400") {
-		t.Errorf("rows: %v", rows)
-	}
-}
-
-func TestProgressETA(t *testing.T) {
-	var b strings.Builder
-	p := (&Env{Out: &b}).NewProgress(3)
-	p.Step("first")
-	p.Step("second %d", 2)
-	out := b.String()
-	if !strings.Contains(out, "[1/3 ") || !strings.Contains(out, "ETA after the first step] first") ||
-		!strings.Contains(out, "[2/3 ") || !strings.Contains(out, "ETA ") || !strings.Contains(out, "] second 2") {
-		t.Errorf("progress:\n%s", out)
+	if testbed.SpreadName(2) != "median (min-max) of 2" || testbed.SpreadName(20) != "mean ± 95% CI" {
+		t.Error(testbed.SpreadName(2), testbed.SpreadName(20))
 	}
 }
 
@@ -268,4 +179,18 @@ func TestCoopAPRateDefault(t *testing.T) {
 				tc.medium, tc.flag, got, b.Coop.APDownlinkRate, tc.want)
 		}
 	}
+}
+
+func TestRegistry(t *testing.T) {
+	for _, name := range []string{"lbe", "lbe-overhead", "lbe-feedback", "lbe-switch", "accuracy", "tun-probe"} {
+		if _, ok := testbed.Lookup(name); !ok {
+			t.Errorf("experiment %s not registered", name)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("duplicate registration did not panic")
+		}
+	}()
+	testbed.Register(testbed.Experiment{Name: "lbe"})
 }

@@ -1,21 +1,23 @@
-// Package lab is lanes' testbed: experiments that build hosts as network
+// Package testbed is what lanes' lab experiments share: hosts as network
 // namespaces joined by emulated links (internal/lab/emu, internal/lab/topo),
-// run real traffic between them, and write their results.
+// the helper programs that run traffic inside them, statistics, congestion
+// control setup, and the results and figures an experiment writes.
 //
 // An experiment registers itself from an init function:
 //
 //	func init() {
-//		lab.Register(lab.Experiment{Name: "coop", Summary: "...",
-//			Setup: func(fs *flag.FlagSet) lab.RunFunc {
+//		testbed.Register(testbed.Experiment{Name: "coop", Summary: "...",
+//			Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 //				n := fs.Int("hosts", 8, "number of hosts")
-//				return func(ctx context.Context, env *lab.Env) (*lab.Result, error) { ... }
+//				return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) { ... }
 //			}})
 //	}
 //
 // `lanes lab run NAME [flags]` parses the flags, calls the RunFunc, prints
 // the Result's tables and writes results/<name>-<time>/ (see WriteResult).
-// This API is stable: other packages' experiments depend on it.
-package lab
+// internal/lab links every experiment in; the experiments depend on this
+// API and never on each other.
+package testbed
 
 import (
 	"context"
@@ -100,7 +102,7 @@ type Env struct {
 	// runs (emu/realtime.go); 0 leaves it at normal priority.
 	RealTime int
 
-	lastPolicy string // the policy an experiment generated, for the record
+	LastPolicy string // the policy an experiment generated, for the record
 }
 
 // Progress reports a run's steps: the current one, how many are done, the

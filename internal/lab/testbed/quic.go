@@ -8,7 +8,7 @@
 //   - quic-bulk --to ADDR --dir up|down   one endless bulk stream; prints
 //     {"src":..,"dst":..} once connected, then {"bytes":N} (sent or
 //     received so far) every 200 ms until killed.
-package lab
+package testbed
 
 import (
 	"context"

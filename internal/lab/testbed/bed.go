@@ -4,19 +4,33 @@
 //	phone ns                    lab process                      server ns
 //	app -> qdisc(gate) -> up0 ==TUN==> [phone.Up] -> route -> [srv.Down] ==TUN==> up0 -> app
 //	app <- up0 <==TUN== [phone.Down] <- route <- [srv.Up] <==TUN== up0 <- app
-package lab
+package testbed
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/traces"
 )
+
+func SleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // TUNName is the uplink device of every lab host.
 const TUNName = "up0"
@@ -44,8 +58,8 @@ type Bed struct {
 	Hosts map[string]*emu.Host
 	Gates map[string]*topo.Gate
 
-	gateLinks   map[string]*emu.Link
-	policyFiles []string // temporary policy folders, removed on Close
+	GateLinks   map[string]*emu.Link
+	PolicyFiles []string // temporary policy folders, removed on Close
 	rtRelease   func()   // ends the process's real-time scheduling
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
@@ -63,7 +77,7 @@ func NewBed(env *Env, cc string) (*Bed, error) {
 		t.Exe = env.Exe
 	}
 	b := &Bed{Topo: t, Emu: emu.New(), Nodes: map[string]*topo.Node{}, Hosts: map[string]*emu.Host{},
-		Gates: map[string]*topo.Gate{}, gateLinks: map[string]*emu.Link{}, rtRelease: func() {}}
+		Gates: map[string]*topo.Gate{}, GateLinks: map[string]*emu.Link{}, rtRelease: func() {}}
 	if env != nil && env.RealTime > 0 {
 		// the emulator must not wait for a CPU behind the machine's other
 		// work (emu/realtime.go)
@@ -116,7 +130,7 @@ func (b *Bed) AddHost(name, cc string, up, down *emu.Link, o HostOpts) (*topo.No
 			return nil, err
 		}
 		b.Gates[name] = g
-		b.gateLinks[name] = up
+		b.GateLinks[name] = up
 	}
 	return n, nil
 }
@@ -128,7 +142,7 @@ const gateStep = 20 * time.Millisecond
 func (b *Bed) Start(ctx context.Context) {
 	ctx, b.cancel = context.WithCancel(ctx)
 	b.Emu.Run(ctx)
-	for name, l := range b.gateLinks {
+	for name, l := range b.GateLinks {
 		g := b.Gates[name]
 		b.wg.Add(1)
 		go func(g *topo.Gate, l *emu.Link) {
@@ -158,7 +172,7 @@ func followLink(ctx context.Context, g *topo.Gate, l *emu.Link) {
 	}
 	base := l.Base()
 	for base.IsZero() {
-		if sleepCtx(ctx, time.Millisecond) != nil {
+		if SleepCtx(ctx, time.Millisecond) != nil {
 			return
 		}
 		base = l.Base()
@@ -204,7 +218,7 @@ func (b *Bed) Close() error {
 		b.Emu.Wait()
 		b.rtRelease()
 		errs = append(errs, b.Topo.Close())
-		for _, d := range b.policyFiles {
+		for _, d := range b.PolicyFiles {
 			_ = os.RemoveAll(d)
 		}
 		for _, g := range b.Gates {
@@ -213,4 +227,44 @@ func (b *Bed) Close() error {
 		err = errors.Join(errs...)
 	})
 	return err
+}
+
+// LanesAvailable reports whether bin has a daemon command.
+func LanesAvailable(bin string) bool {
+	if bin == "" {
+		return false
+	}
+	out, err := exec.Command(bin, "help").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "daemon")
+}
+
+// LoadTrace reads a trace given by name or path.
+func LoadTrace(name string) (*emu.Trace, error) {
+	p, err := traces.Path(name)
+	if err != nil {
+		return nil, err
+	}
+	return emu.ParseTrace(p)
+}
+
+// TCPExt reads the TcpExt counters of a node's namespace.
+func TCPExt(n *topo.Node) (map[string]int64, error) {
+	out, err := n.Run("cat", "/proc/net/netstat")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(out, "\n")
+	m := map[string]int64{}
+	for i := 0; i+1 < len(lines); i += 2 {
+		k, v := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(k) == 0 || k[0] != "TcpExt:" {
+			continue
+		}
+		for j := 1; j < len(k) && j < len(v); j++ {
+			var x int64
+			fmt.Sscan(v[j], &x)
+			m[k[j]] = x
+		}
+	}
+	return m, nil
 }

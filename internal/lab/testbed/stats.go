@@ -1,11 +1,24 @@
 // stats.go: summary statistics for repeated measurements.
-package lab
+package testbed
 
 import (
 	"fmt"
 	"math"
 	"sort"
 )
+
+// Jain is Jain's fairness index (sum x)^2 / (k sum x^2) over x (1 = fair).
+func Jain(x []float64) float64 {
+	var s, s2 float64
+	for _, v := range x {
+		s += v
+		s2 += v * v
+	}
+	if len(x) == 0 || s2 == 0 {
+		return 0
+	}
+	return s * s / (float64(len(x)) * s2)
+}
 
 // Summary is mean, p95 and a 95% confidence interval of the mean.
 type Summary struct {
@@ -102,8 +115,8 @@ func SpreadName(n int) string {
 	return "mean ± 95% CI"
 }
 
-// mean is the arithmetic mean of v (0 for none).
-func mean(v []float64) float64 {
+// Mean is the arithmetic mean of v (0 for none).
+func Mean(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}

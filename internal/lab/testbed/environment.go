@@ -1,5 +1,5 @@
 // environment.go: recording the environment a run measured in.
-package lab
+package testbed
 
 import (
 	"os"
@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/lab/topo"
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
 // Environment is everything that could explain a difference between two
@@ -54,7 +55,7 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 		CPUs:         runtime.NumCPU(),
 		GoVersion:    runtime.Version(),
 		LanesVersion: Version,
-		HostCC:       readTrim("/proc/sys/net/ipv4/tcp_congestion_control"),
+		HostCC:       ReadTrim("/proc/sys/net/ipv4/tcp_congestion_control"),
 		Nodes:        map[string]NodeEnv{},
 		Extra:        extra,
 	}
@@ -66,7 +67,7 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 	if env != nil {
 		e.Policy = env.Policy
 		if e.Policy == "" {
-			e.Policy = env.lastPolicy
+			e.Policy = env.LastPolicy
 		}
 		if b, err := os.ReadFile(e.Policy); err == nil && e.Policy != "" {
 			e.PolicyText = string(b)
@@ -81,17 +82,17 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 		ne.Classes, _ = n.Run("tc", "-s", "class", "show", "dev", "up0")
 		ne.Links, _ = n.Run("ip", "-d", "-s", "link", "show")
 		_ = n.Do(func() error {
-			ne.CongestionControl = readTrim("/proc/sys/net/ipv4/tcp_congestion_control")
+			ne.CongestionControl = ReadTrim("/proc/sys/net/ipv4/tcp_congestion_control")
 			for _, s := range []string{"net/ipv4/tcp_ecn", "net/ipv4/tcp_limit_output_bytes", "net/ipv4/tcp_notsent_lowat",
 				"net/core/default_qdisc", "net/ipv4/tcp_wmem", "net/ipv4/tcp_rmem", "net/ipv4/tcp_slow_start_after_idle"} {
-				ne.Sysctls[s] = readTrim("/proc/sys/" + s)
+				ne.Sysctls[s] = ReadTrim("/proc/sys/" + s)
 			}
 			devs, _ := filepath.Glob("/sys/class/net/*")
 			for _, d := range devs {
 				name := filepath.Base(d)
 				qs, _ := filepath.Glob(d + "/queues/tx-*/byte_queue_limits/limit_max")
 				for _, q := range qs {
-					ne.BQL[name+"/"+filepath.Base(filepath.Dir(filepath.Dir(q)))] = readTrim(q)
+					ne.BQL[name+"/"+filepath.Base(filepath.Dir(filepath.Dir(q)))] = ReadTrim(q)
 				}
 			}
 			return nil
@@ -107,7 +108,7 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 	return e
 }
 
-func readTrim(p string) string {
+func ReadTrim(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return ""

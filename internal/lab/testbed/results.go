@@ -6,7 +6,7 @@
 //     lanes version and policy (see Environment)
 //   - results.md        the tables in Markdown, with links to the figures
 //   - NAME.png, NAME.svg the experiment's figures (plots.go), if it has any
-package lab
+package testbed
 
 import (
 	"encoding/json"

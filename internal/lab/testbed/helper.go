@@ -19,7 +19,7 @@
 // Experiments add their own helpers with RegisterHelper (rtclient, one
 // periodic flow through a realtime lane, comes with experiment deadline).
 // Test binaries dispatch to HelperMain when LANES_LAB_HELPER=1.
-package lab
+package testbed
 
 import (
 	"context"
@@ -38,6 +38,21 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// SetCC sets a socket's congestion control (none: leave the default).
+func SetCC(rc syscall.RawConn, cc string) error {
+	if cc == "" {
+		return nil
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
+	}
+	return nil
+}
 
 // HelperResult is what get and post print.
 type HelperResult struct {
