@@ -1,3 +1,5 @@
+//go:build !nolab
+
 // lab.go: `lanes lab`, the emulated-link testbed and the papers' experiments.
 //
 //	lanes lab list                      experiments
@@ -6,6 +8,9 @@
 //	lanes lab demo                      short lbe run with the paper's numbers
 //	lanes lab clean                     remove namespaces of dead lab runs
 //	lanes lab helper ...                traffic programs run inside hosts (internal)
+//
+// Built unless -tags nolab (the device builds of make cross leave the lab
+// out; docs/ARCHITECTURE.md has the sizes).
 //
 // Experiments define their flags on a standard flag.FlagSet (internal/lab);
 // pflag takes them over, so they parse GNU style like every other flag.

@@ -1,3 +1,5 @@
+//go:build !nolab
+
 // lab_test.go: `lanes lab` command handling (no root: list, report, usage).
 package main
 
