@@ -18,23 +18,6 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-func TestJain(t *testing.T) {
-	for _, c := range []struct {
-		x    []float64
-		want float64
-	}{
-		{[]float64{1, 1, 1, 1}, 1},
-		{[]float64{1, 0, 0, 0}, 0.25},
-		{[]float64{2, 1}, 0.9},
-		{nil, 0},
-		{[]float64{0, 0}, 0},
-	} {
-		if got := testbed.Jain(c.x); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("Jain(%v) = %v, want %v", c.x, got, c.want)
-		}
-	}
-}
-
 func TestParseHosts(t *testing.T) {
 	got, err := parseHosts("2-4,8")
 	if err != nil || len(got) != 4 || got[0] != 2 || got[2] != 4 || got[3] != 8 {
