@@ -633,7 +633,7 @@ type coopSeries struct {
 	MediumLost     []float64 `json:"medium_lost_s,omitempty"`
 	MediumCollided []uint64  `json:"medium_collided,omitempty"`
 	MediumFrames   []uint64  `json:"medium_frames,omitempty"`
-	// What a stalled testbed would show (stalls.go): the hosts' summed
+	// What a stalled testbed would show (accuracy/stalls.go): the hosts' summed
 	// retransmission timeouts and spurious ones during the run, and the
 	// shared medium's late deliveries (its uplink queues summed).
 	RTOs         int64         `json:"rto"`
