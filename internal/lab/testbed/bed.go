@@ -21,6 +21,7 @@ import (
 	"github.com/lanes-net/lanes/internal/traces"
 )
 
+// SleepCtx sleeps for d, or until ctx ends (its error).
 func SleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -108,6 +108,8 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 	return e
 }
 
+// ReadTrim is a file's content without surrounding space (empty when it
+// cannot be read): a sysfs or procfs value.
 func ReadTrim(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
