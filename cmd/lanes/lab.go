@@ -1,3 +1,5 @@
+//go:build !nolab
+
 // lab.go: `lanes lab`, the emulated-link testbed and the papers' experiments.
 //
 //	lanes lab list                      experiments
@@ -6,6 +8,9 @@
 //	lanes lab demo                      short lbe run with the paper's numbers
 //	lanes lab clean                     remove namespaces of dead lab runs
 //	lanes lab helper ...                traffic programs run inside hosts (internal)
+//
+// Built unless -tags nolab (the device builds of make cross leave the lab
+// out; docs/ARCHITECTURE.md has the sizes).
 //
 // Experiments define their flags on a standard flag.FlagSet (internal/lab);
 // pflag takes them over, so they parse GNU style like every other flag.
@@ -23,8 +28,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lanes-net/lanes/internal/lab"
+	_ "github.com/lanes-net/lanes/internal/lab" // links every experiment in
 	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
 
@@ -32,7 +38,7 @@ func init() {
 	register(&command{path: "lab", summary: "emulated-link testbed and the papers' experiments"})
 	register(&command{path: "lab list", summary: "list the experiments", setup: func(_ *pflag.FlagSet, e *env) runFunc {
 		return func(context.Context, []string) error {
-			for _, x := range lab.List() {
+			for _, x := range testbed.List() {
 				fmt.Fprintf(e.stdout, "%-14s %s\n", x.Name, x.Summary)
 			}
 			return nil
@@ -45,12 +51,12 @@ func init() {
 	register(&command{path: "lab report", summary: "print a stored result again and redraw its figures", args: "DIR",
 		nargs: exactArgs(1, "one results folder"), setup: func(_ *pflag.FlagSet, e *env) runFunc {
 			return func(_ context.Context, args []string) error {
-				r, err := lab.ReadResult(args[0])
+				r, err := testbed.ReadResult(args[0])
 				if err != nil {
 					return err
 				}
 				printTables(e, r)
-				files, err := lab.DrawPlots(args[0], r)
+				files, err := testbed.DrawPlots(args[0], r)
 				for _, f := range files {
 					fmt.Fprintf(e.stderr, "drew %s\n", f)
 				}
@@ -70,7 +76,7 @@ func init() {
 	register(&command{path: "lab helper", summary: "traffic programs run inside lab hosts (internal)", hidden: true,
 		rawArgs: true, nargs: anyArgs, setup: func(*pflag.FlagSet, *env) runFunc {
 			return func(_ context.Context, args []string) error {
-				if code := lab.HelperMain(args); code != 0 {
+				if code := testbed.HelperMain(args); code != 0 {
 					return fmt.Errorf("helper failed (exit %d)", code)
 				}
 				return nil
@@ -78,8 +84,8 @@ func init() {
 		}})
 }
 
-func mustExperiment(name string) lab.Experiment {
-	x, ok := lab.Lookup(name)
+func mustExperiment(name string) testbed.Experiment {
+	x, ok := testbed.Lookup(name)
 	if !ok {
 		panic("lanes: no experiment " + name)
 	}
@@ -90,7 +96,7 @@ func mustExperiment(name string) lab.Experiment {
 // the experiment's own flags beside the common ones.
 func experimentCommands(e *env) []*cobra.Command {
 	var out []*cobra.Command
-	for _, x := range lab.List() {
+	for _, x := range testbed.List() {
 		c := &command{path: "lab run " + x.Name, summary: x.Summary,
 			setup: func(fs *pflag.FlagSet, e *env) runFunc { return labRunCmd(fs, e, x, false) }}
 		out = append(out, c.cobra(e, x.Name))
@@ -99,7 +105,7 @@ func experimentCommands(e *env) []*cobra.Command {
 }
 
 // labRunCmd defines the common and the experiment's flags and returns the run.
-func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
+func labRunCmd(fs *pflag.FlagSet, e *env, x testbed.Experiment, demo bool) runFunc {
 	results := fs.String("results", "results", "folder for results/<experiment>-<time>/")
 	quick := new(bool)
 	*quick = demo
@@ -120,8 +126,8 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 		fs.AddGoFlagSet(gofs)
 	}
 	return func(ctx context.Context, _ []string) error {
-		lab.Version = version
-		lenv := &lab.Env{Out: e.stdout, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy, RealTime: *rtPrio}
+		testbed.Version = version
+		lenv := &testbed.Env{Out: e.stdout, Log: slog.New(slog.NewTextHandler(e.stderr, nil)), Quick: *quick, Policy: *policy, RealTime: *rtPrio}
 		if *asJSON {
 			lenv.Out = e.stderr
 		}
@@ -129,7 +135,7 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 		if err != nil {
 			return fmt.Errorf("%s: %w", x.Name, err)
 		}
-		dir, werr := lab.WriteResult(*results, r)
+		dir, werr := testbed.WriteResult(*results, r)
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
@@ -148,12 +154,12 @@ func labRunCmd(fs *pflag.FlagSet, e *env, x lab.Experiment, demo bool) runFunc {
 	}
 }
 
-func printTables(e *env, r *lab.Result) {
+func printTables(e *env, r *testbed.Result) {
 	for i, t := range r.Tables {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		lab.WriteText(e.stdout, t)
+		testbed.WriteText(e.stdout, t)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(e.stdout)

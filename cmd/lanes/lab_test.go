@@ -1,3 +1,5 @@
+//go:build !nolab
+
 // lab_test.go: `lanes lab` command handling (no root: list, report, usage).
 package main
 
@@ -8,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/lab"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
 func TestLabCommand(t *testing.T) {
@@ -25,8 +27,8 @@ func TestLabCommand(t *testing.T) {
 	if code := runMain(context.Background(), e, []string{"lab", "run", "no-such"}); code != 2 {
 		t.Errorf("unknown experiment: exit %d, want 2", code)
 	}
-	dir, err := lab.WriteResult(t.TempDir(), &lab.Result{Experiment: "x", Started: time.Now(),
-		Tables: []lab.Table{{Title: "T", Columns: []string{"a"}, Rows: [][]string{{"42"}}}}})
+	dir, err := testbed.WriteResult(t.TempDir(), &testbed.Result{Experiment: "x", Started: time.Now(),
+		Tables: []testbed.Table{{Title: "T", Columns: []string{"a"}, Rows: [][]string{{"42"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,896 @@
+// lberemote.go: the background lane where the queue is not lanes' own
+// (issue 11): the emulator's link queue is the bottleneck, deep, with no
+// host-side gate, as in a home router or a base station.
+//
+//	phone ──[trace or fixed rate up, delay, deep queue]──► fgsrv (HTTP, UDP echo)
+//	      ◄─[trace or fixed rate down, delay, deep queue]─ bgsrv, bgsrv2 (HTTP)
+//
+// One testbed per (link, background direction, method, round); every time
+// below is an offset from the start of the phone's links, so each method
+// meets the same stretch of trace at each step (paired design):
+//
+//	0 .. warmup        background alone: its share of the link and a UDP
+//	                   probe every 100 ms to fgsrv, over [3 s, warmup - 2.5 s)
+//	warmup + i x slot  foreground transfer i (GET/POST of the lbe sizes, one
+//	                   order per round, the same for every method); a
+//	                   transfer that overruns its slot delays the next (counted)
+//	then, bulk-for     an interactive CUBIC bulk transfer in the background's
+//	                   direction: the background's share under it
+//	then, jain-for     a second background flow (to bgsrv2) joins the first,
+//	                   which has run all along: Jain's index of the two over
+//	                   the window's last two thirds
+//
+// Methods: no background; CUBIC background (no lanes); lanes before issue 11
+// (default policy, background keeps the system congestion control and
+// receive window, no yield); LEDBAT++ only; LEDBAT++ + rLEDBAT +
+// foreground-aware yield (the default policy). Throughput is counted at the
+// emulator per server address (uplink: destination, downlink: source).
+package lbe
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/emu"
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/policy"
+)
+
+// RemoteMethod is one way of running the background.
+type RemoteMethod struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	BG    bool   `json:"background"`
+	Lanes bool   `json:"lanes"`
+	// Background is the policy's `background:` section appended to the
+	// default policy ("" = the default policy as it is).
+	Background string `json:"policy_background,omitempty"`
+}
+
+// RemoteMethods are the methods of lbe-remote.
+var RemoteMethods = []RemoteMethod{
+	{"none", "no background", false, false, ""},
+	{"cubic", "CUBIC background, no lanes", true, false, ""},
+	{"lanes0", "lanes before LEDBAT++ (default policy, system CC)", true, true,
+		"background:\n  congestion_control: system\n  receive_window: system\n  yield: false\n"},
+	{"ledbat", "LEDBAT++ only", true, true, "background:\n  receive_window: system\n  yield: false\n"},
+	{"full", "LEDBAT++ + rLEDBAT + yield (default policy)", true, true, ""},
+}
+
+// RemoteConfig configures a run.
+type RemoteConfig struct {
+	Links     []string       `json:"links"` // "fixed", or a trace pair's name ("TMobile-LTE-short": .up and .down)
+	FixedRate float64        `json:"fixed_rate_bps"`
+	Delay     time.Duration  `json:"one_way_delay_ns"`
+	QueueTime time.Duration  `json:"queue_time_ns"` // each link's buffer, as time at its mean rate
+	BGDirs    []string       `json:"background_directions"`
+	FGDirs    []string       `json:"foreground_directions"`
+	SizesKB   []int          `json:"sizes_kb"`
+	Methods   []RemoteMethod `json:"methods"`
+	Reps      int            `json:"repetitions"`
+	Warmup    time.Duration  `json:"warmup_ns"`
+	Slot      time.Duration  `json:"slot_ns"`
+	BulkFor   time.Duration  `json:"bulk_for_ns"`
+	JainFor   time.Duration  `json:"jain_for_ns"`
+	CC        string         `json:"congestion_control"`
+	Seed      int64          `json:"seed"`
+	Lanes     string         `json:"lanes_binary,omitempty"`
+	Target    time.Duration  `json:"target_delay_ns,omitempty"` // background.target_delay for the lanes methods (0: the policy's default)
+	// BGTransport is the background flows' transport: "tcp" or "quic"
+	// (lberemote_quic.go).
+	BGTransport string `json:"background_transport,omitempty"`
+	// MonitorDir: if set, every testbed's phone runs `lanes monitor` into
+	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
+	// with `lanes plot`).
+	MonitorDir string `json:"monitor_dir,omitempty"`
+}
+
+// RemoteTrial is one foreground transfer.
+type RemoteTrial struct {
+	Dir     string  `json:"dir"`
+	SizeKB  int     `json:"size_kb"`
+	Offset  float64 `json:"offset_s"` // when it started, from the links' start
+	Late    bool    `json:"late"`     // the previous transfer overran its slot
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// RemoteRun is one testbed's results.
+type RemoteRun struct {
+	Link        string        `json:"link"`
+	BGDir       string        `json:"background_direction"`
+	Method      string        `json:"method"`
+	Round       int           `json:"round"`
+	ProbeMs     []float64     `json:"probe_rtt_ms"`
+	ProbeLost   int           `json:"probe_lost"`
+	BGAlone     float64       `json:"bg_alone_share"`  // of the link's capacity over [AloneFrom, AloneTo)
+	AloneFrom   float64       `json:"bg_alone_from_s"` // the window of BGAlone and the probe (s from the links' start)
+	AloneTo     float64       `json:"bg_alone_to_s"`
+	BGUnderBulk float64       `json:"bg_under_fg_share"` // under the interactive bulk flow
+	FGBulk      float64       `json:"fg_bulk_share"`     // the interactive bulk flow's
+	Jain        float64       `json:"jain"`              // two background flows
+	JainShares  [2]float64    `json:"jain_shares"`       // their shares of the link
+	Trials      []RemoteTrial `json:"trials"`
+	// Timeline: Mbit/s per timelineBin from the links' start, in the
+	// background's direction: the link's capacity and what each server
+	// exchanged (bg, bg2: background flows; fg: foreground transfers and
+	// the interactive bulk flow).
+	Timeline map[string][]float64 `json:"timeline,omitempty"`
+	JainFrom float64              `json:"jain_from_s,omitempty"` // the second background flow started (s)
+}
+
+// timelineBin is the resolution of RemoteRun.Timeline.
+const timelineBin = 500 * time.Millisecond
+
+// remoteMeter counts the bytes each server address exchanged with the phone
+// per 100 ms bin, on the uplink (to it) and the downlink (from it).
+type remoteMeter struct {
+	mu   sync.Mutex
+	t0   time.Time
+	bins map[string]map[netip.Addr][]uint64 // "upload"/"download" -> server -> bins
+}
+
+func newRemoteMeter() *remoteMeter {
+	return &remoteMeter{bins: map[string]map[netip.Addr][]uint64{"upload": {}, "download": {}}}
+}
+
+func (m *remoteMeter) see(dir string, b []byte) {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return
+	}
+	off := 16 // uplink: destination
+	if dir == "download" {
+		off = 12
+	}
+	a := netip.AddrFrom4([4]byte(b[off : off+4]))
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.t0.IsZero() || now.Before(m.t0) {
+		return
+	}
+	i := int(now.Sub(m.t0) / meterBin)
+	s := m.bins[dir][a]
+	for len(s) <= i {
+		s = append(s, 0)
+	}
+	s[i] += uint64(binary.BigEndian.Uint16(b[2:]))
+	m.bins[dir][a] = s
+}
+
+// bytes returns what server a sent in dir over [from, to) from t0.
+func (m *remoteMeter) bytes(dir string, a netip.Addr, from, to time.Duration) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum uint64
+	s := m.bins[dir][a]
+	for i := int(from / meterBin); i < int(to/meterBin) && i < len(s); i++ {
+		sum += s[i]
+	}
+	return sum
+}
+
+// capacity is what link l could carry over [from, to) from its start, bytes.
+func capacity(l *emu.Link, from, to time.Duration) float64 {
+	cfg := l.Config()
+	if cfg.Trace != nil {
+		return float64(cfg.Trace.Count(from, to) * emu.OpportunityBytes)
+	}
+	return cfg.Rate / 8 * (to - from).Seconds()
+}
+
+// remoteBed is one running testbed.
+type remoteBed struct {
+	bed         *testbed.Bed
+	phone       *topo.Node
+	fg, bg, bg2 *topo.Node
+	up, down    *emu.Link
+	meter       *remoteMeter
+	sock        string
+	cfg         *RemoteConfig
+	m           RemoteMethod
+	base        time.Time
+}
+
+// remoteLinks returns the phone's link configurations for link name.
+func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err error) {
+	up = emu.LinkConfig{Delay: c.Delay}
+	down = emu.LinkConfig{Delay: c.Delay}
+	if name == "fixed" {
+		up.Rate, down.Rate = c.FixedRate, c.FixedRate
+	} else {
+		if up.Trace, err = testbed.LoadTrace(name + ".up"); err != nil {
+			return
+		}
+		if down.Trace, err = testbed.LoadTrace(name + ".down"); err != nil {
+			return
+		}
+	}
+	for _, l := range []*emu.LinkConfig{&up, &down} {
+		rate := l.Rate
+		if l.Trace != nil {
+			rate = l.Trace.MeanRate()
+		}
+		l.QueueBytes = max(int(rate/8*c.QueueTime.Seconds()), 64<<10)
+	}
+	return
+}
+
+func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link string, m RemoteMethod) (_ *remoteBed, err error) {
+	upCfg, downCfg, err := c.remoteLinks(link)
+	if err != nil {
+		return nil, err
+	}
+	bed, err := testbed.NewBed(env, c.CC)
+	if err != nil {
+		return nil, err
+	}
+	rb := &remoteBed{bed: bed, cfg: c, m: m, meter: newRemoteMeter()}
+	defer func() {
+		if err != nil {
+			bed.Close()
+		}
+	}()
+	rb.up, rb.down = bed.Emu.NewUplink(upCfg), bed.Emu.NewDownlink(downCfg)
+	// No gate and no back-pressure: the phone's packets go straight into
+	// the emulator's deep queue, which is the bottleneck.
+	if rb.phone, err = bed.AddHost("phone", c.CC, rb.up, rb.down, testbed.HostOpts{TxQueueLen: 1000}); err != nil {
+		return nil, err
+	}
+	srv := map[string]**topo.Node{"fgsrv": &rb.fg, "bgsrv": &rb.bg, "bgsrv2": &rb.bg2}
+	for _, name := range []string{"fgsrv", "bgsrv", "bgsrv2"} {
+		if *srv[name], err = bed.AddHost(name, c.CC, bed.Emu.NewUplink(emu.LinkConfig{}), bed.Emu.NewDownlink(emu.LinkConfig{}), testbed.HostOpts{}); err != nil {
+			return nil, err
+		}
+	}
+	if m.Lanes {
+		if err := rb.startDaemon(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bed.Emu.OnUp = func(b []byte) { rb.meter.see("upload", b) }
+	bed.Emu.OnDown = func(b []byte) { rb.meter.see("download", b) }
+	bed.Start(ctx)
+	for _, s := range []*topo.Node{rb.fg, rb.bg, rb.bg2} {
+		p, err := s.Start("serve", "--listen", ":80")
+		if err != nil {
+			return nil, err
+		}
+		if l, err := p.Line(ctx, 15*time.Second); err != nil || l != "ready" {
+			return nil, fmt.Errorf("server in %s: %q %v", s.Name, l, err)
+		}
+	}
+	if err := rb.startQUICServers(ctx); err != nil {
+		return nil, err
+	}
+	if p, err := rb.fg.Start("echo", "--listen", ":7"); err != nil {
+		return nil, err
+	} else if l, err := p.Line(ctx, 15*time.Second); err != nil || l != "ready" {
+		return nil, fmt.Errorf("echo server: %q %v", l, err)
+	}
+	for rb.base = rb.up.Base(); rb.base.IsZero(); rb.base = rb.up.Base() {
+		if err := testbed.SleepCtx(ctx, time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	rb.meter.mu.Lock()
+	rb.meter.t0 = rb.base
+	rb.meter.mu.Unlock()
+	return rb, nil
+}
+
+// startDaemon runs the lanes daemon in the phone with the default policy
+// (plus the method's background: section) and waits for its tree.
+func (rb *remoteBed) startDaemon(ctx context.Context) error {
+	if !testbed.LanesAvailable(rb.cfg.Lanes) {
+		return fmt.Errorf("method %s needs the lanes daemon (%s has none)", rb.m.ID, rb.cfg.Lanes)
+	}
+	dir, err := os.MkdirTemp("", "lanes-lab-policy-")
+	if err != nil {
+		return err
+	}
+	rb.bed.PolicyFiles = append(rb.bed.PolicyFiles, dir)
+	pol := filepath.Join(dir, "policy.yaml")
+	bg := rb.m.Background
+	if rb.cfg.Target > 0 {
+		if bg == "" {
+			bg = "background:\n"
+		}
+		bg += fmt.Sprintf("  target_delay: %v\n", rb.cfg.Target)
+	}
+	text := string(policy.DefaultYAML()) + bg
+	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
+		return err
+	}
+	rb.sock = filepath.Join(dir, "lanes.sock")
+	d, err := rb.phone.StartCommand(rb.cfg.Lanes, "daemon", "--policy", pol, "--socket", rb.sock)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(rb.sock); err == nil {
+			if out, err := rb.phone.Run("tc", "qdisc", "show", "dev", testbed.TUNName); err == nil && strings.Contains(out, "htb") {
+				return nil
+			}
+		}
+		select {
+		case <-d.Done():
+			return fmt.Errorf("lanes daemon exited: %v", d.Err())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lanes daemon did not install its tree on %s within 20 s", testbed.TUNName)
+		}
+	}
+}
+
+// monitor records the phone's TCP flows into cfg.MonitorDir/name.csv for
+// the life of the bed (nothing without a MonitorDir). The lane column
+// comes from the phone's daemon, whose API socket is the bed's own (not
+// the default path, where no daemon or another namespace's answers).
+func (rb *remoteBed) monitor(name string) error {
+	if rb.cfg.MonitorDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(rb.cfg.MonitorDir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"monitor", "--csv", "--interval", "50ms",
+		"--output", filepath.Join(rb.cfg.MonitorDir, name+".csv"), "--dst", "10.0.0.0/8"}
+	if rb.sock != "" {
+		args = append(args, "--socket", rb.sock)
+	}
+	_, err := rb.phone.StartCommand(rb.cfg.Lanes, args...)
+	return err
+}
+
+// until sleeps until offset d from the links' start; false if already past.
+func (rb *remoteBed) until(ctx context.Context, d time.Duration) (bool, error) {
+	return untilOffset(ctx, rb.up, d)
+}
+
+// untilOffset sleeps until offset d from link l's start (its trace's
+// time 0); false if that is already past.
+func untilOffset(ctx context.Context, l *emu.Link, d time.Duration) (bool, error) {
+	base := l.Base()
+	for base.IsZero() {
+		if err := testbed.SleepCtx(ctx, time.Millisecond); err != nil {
+			return false, err
+		}
+		base = l.Base()
+	}
+	wait := time.Until(base.Add(d))
+	if wait <= 0 {
+		return false, nil
+	}
+	return true, testbed.SleepCtx(ctx, wait)
+}
+
+// sinceBase is the time since link l's start (0 before it started).
+func sinceBase(l *emu.Link) time.Duration {
+	if b := l.Base(); !b.IsZero() {
+		return time.Since(b)
+	}
+	return 0
+}
+
+// startBG starts a background transfer in dir to server s.
+func (rb *remoteBed) startBG(dir string, s *topo.Node, background bool) (*topo.Proc, error) {
+	args := rb.bgHelperArgs(dir, s, background)
+	if background && rb.m.Lanes {
+		return rb.phone.StartCommand(rb.cfg.Lanes, append([]string{"run", "--lane", "background", "--socket", rb.sock, "--",
+			rb.cfg.Lanes, "lab", "helper"}, args...)...)
+	}
+	return rb.phone.Start(args...)
+}
+
+// share is server s's bytes in dir over [from, to) as a share of the link.
+func (rb *remoteBed) share(dir string, s *topo.Node, from, to time.Duration) float64 {
+	l := rb.up
+	if dir == "download" {
+		l = rb.down
+	}
+	c := capacity(l, from, to)
+	if c <= 0 {
+		return 0
+	}
+	return float64(rb.meter.bytes(dir, s.Addr, from, to)) / c
+}
+
+// probe sends a UDP echo request to fgsrv every 100 ms over [from, to) and
+// returns the RTTs of the answers (lost: counted).
+func (rb *remoteBed) probe(ctx context.Context, from, to time.Duration) ([]float64, int, error) {
+	if _, err := rb.until(ctx, from); err != nil {
+		return nil, 0, err
+	}
+	var conn net.Conn
+	err := rb.phone.Do(func() (err error) {
+		conn, err = net.Dial("udp", net.JoinHostPort(rb.fg.Addr.String(), "7"))
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	var mu sync.Mutex
+	sent := map[uint64]time.Time{}
+	var rtts []float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if n >= 8 {
+				seq := binary.BigEndian.Uint64(buf)
+				mu.Lock()
+				if t, ok := sent[seq]; ok {
+					rtts = append(rtts, float64(time.Since(t).Microseconds())/1000)
+					delete(sent, seq)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	pkt := make([]byte, 64)
+	for seq := uint64(0); time.Since(rb.base) < to; seq++ {
+		binary.BigEndian.PutUint64(pkt, seq)
+		mu.Lock()
+		sent[seq] = time.Now()
+		mu.Unlock()
+		_, _ = conn.Write(pkt)
+		if err := testbed.SleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, 0, err
+		}
+	}
+	_ = testbed.SleepCtx(ctx, 2*time.Second) // answers still queued
+	conn.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return rtts, len(sent), nil
+}
+
+// transfer runs one foreground GET or POST to fgsrv.
+func (rb *remoteBed) transfer(ctx context.Context, dir string, sizeKB int) (RemoteTrial, error) {
+	tr := RemoteTrial{Dir: dir, SizeKB: sizeKB, Offset: time.Since(rb.base).Seconds()}
+	kind := "get"
+	if dir == "upload" {
+		kind = "post"
+	}
+	p, err := rb.phone.Start(kind, "--url", "http://"+rb.fg.Addr.String()+":80", "--bytes", strconv.Itoa(sizeKB*1000))
+	if err != nil {
+		return tr, err
+	}
+	l, err := p.Line(ctx, 10*time.Minute)
+	if err != nil {
+		p.Stop()
+		return tr, fmt.Errorf("%s client: %w", kind, err)
+	}
+	var res testbed.HelperResult
+	if err := json.Unmarshal([]byte(l), &res); err != nil {
+		return tr, fmt.Errorf("%s client said %q", kind, l)
+	}
+	<-p.Done()
+	tr.Seconds, tr.Error = res.Seconds, res.Error
+	return tr, nil
+}
+
+// run plays the schedule on the bed.
+func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (RemoteRun, error) {
+	c := rb.cfg
+	r := RemoteRun{BGDir: bgDir, Method: rb.m.ID}
+	var bg *topo.Proc
+	var err error
+	if rb.m.BG {
+		if bg, err = rb.startBG(bgDir, rb.bg, true); err != nil {
+			return r, err
+		}
+		defer bg.Kill()
+	}
+	probeFrom, probeTo := aloneWindow(c.Warmup)
+	if r.ProbeMs, r.ProbeLost, err = rb.probe(ctx, probeFrom, probeTo); err != nil {
+		return r, err
+	}
+	r.BGAlone = rb.share(bgDir, rb.bg, probeFrom, probeTo)
+	r.AloneFrom, r.AloneTo = probeFrom.Seconds(), probeTo.Seconds()
+	at := c.Warmup
+	for _, p := range order {
+		onTime, err := rb.until(ctx, at)
+		if err != nil {
+			return r, err
+		}
+		tr, err := rb.transfer(ctx, p.dir, p.size)
+		if err != nil {
+			return r, err
+		}
+		tr.Late = !onTime
+		r.Trials = append(r.Trials, tr)
+		at += c.Slot
+	}
+	if !rb.m.BG {
+		return r, nil
+	}
+	// An interactive CUBIC bulk flow in the background's direction.
+	if _, err := rb.until(ctx, at); err != nil {
+		return r, err
+	}
+	fg, err := rb.startBG(bgDir, rb.fg, false)
+	if err != nil {
+		return r, err
+	}
+	settle := c.BulkFor / 4
+	if err := testbed.SleepCtx(ctx, c.BulkFor); err != nil {
+		return r, err
+	}
+	rb.endBulk(fg)
+	r.BGUnderBulk = rb.share(bgDir, rb.bg, at+settle, at+c.BulkFor)
+	r.FGBulk = rb.share(bgDir, rb.fg, at+settle, at+c.BulkFor)
+	// A second background flow joins the first (which has run all along),
+	// once the bulk flow's last packets have left the link's queue.
+	if err := testbed.SleepCtx(ctx, c.QueueTime); err != nil {
+		return r, err
+	}
+	at = sinceBase(rb.up)
+	bg2, err := rb.startBG(bgDir, rb.bg2, true)
+	if err != nil {
+		return r, err
+	}
+	defer bg2.Kill()
+	if _, err := rb.until(ctx, at+c.JainFor); err != nil {
+		return r, err
+	}
+	from, to := at+c.JainFor/3, at+c.JainFor
+	r.JainShares = [2]float64{rb.share(bgDir, rb.bg, from, to), rb.share(bgDir, rb.bg2, from, to)}
+	r.Jain = testbed.Jain(r.JainShares[:])
+	r.JainFrom = at.Seconds()
+	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
+	return r, nil
+}
+
+// aloneWindow is when the background alone is measured (its share of the
+// link, and the probe): from 3 s (a third of a shorter warmup), when the
+// daemon and the transfer have started and slow start is over, to 2.5 s
+// before the first foreground transfer, which the probes' late answers
+// (waited for) would otherwise delay. A longer --warmup lengthens it.
+func aloneWindow(warmup time.Duration) (from, to time.Duration) {
+	return min(3*time.Second, warmup/3), warmup - 2500*time.Millisecond
+}
+
+// timeline is RemoteRun.Timeline over [0, end).
+func (rb *remoteBed) timeline(dir string, end time.Duration) map[string][]float64 {
+	l := rb.up
+	if dir == "download" {
+		l = rb.down
+	}
+	tl := map[string][]float64{}
+	mbps := func(bytes float64) float64 { return bytes * 8 / timelineBin.Seconds() / 1e6 }
+	for t := time.Duration(0); t+timelineBin <= end; t += timelineBin {
+		tl["capacity"] = append(tl["capacity"], mbps(capacity(l, t, t+timelineBin)))
+		for name, n := range map[string]*topo.Node{"bg": rb.bg, "bg2": rb.bg2, "fg": rb.fg} {
+			tl[name] = append(tl[name], mbps(float64(rb.meter.bytes(dir, n.Addr, t, t+timelineBin))))
+		}
+	}
+	return tl
+}
+
+// endBulk ends the interactive bulk flow at once: its process (the helper
+// waits for no SIGTERM) and its sockets, so that no orphan goes on
+// draining megabytes of send buffer into the link while the next step runs.
+func (rb *remoteBed) endBulk(p *topo.Proc) {
+	p.Kill()
+	_, _ = rb.phone.Run("ss", "-K", "-t", "dst", rb.fg.Addr.String())
+}
+
+// RunRemote runs every link, background direction, method and round.
+func RunRemote(ctx context.Context, env *testbed.Env, c *RemoteConfig) ([]RemoteRun, error) {
+	rng := rand.New(rand.NewSource(c.Seed))
+	var pairs []lbePair
+	for _, d := range c.FGDirs {
+		for _, s := range c.SizesKB {
+			pairs = append(pairs, lbePair{d, s})
+		}
+	}
+	var runs []RemoteRun
+	for round := 0; round < c.Reps; round++ {
+		for _, link := range c.Links {
+			for _, bgDir := range c.BGDirs {
+				// one transfer order per (round, link, direction), the same
+				// for every method: paired with the trace's offsets
+				order := append([]lbePair(nil), pairs...)
+				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				for _, mi := range rng.Perm(len(c.Methods)) {
+					m := c.Methods[mi]
+					env.Printf("round %d/%d link %s background %s method %s (%s)\n", round+1, c.Reps, link, bgDir, m.ID, m.Name)
+					rb, err := newRemoteBed(ctx, env, c, link, m)
+					if err != nil {
+						return runs, fmt.Errorf("%s %s %s: %w", link, bgDir, m.ID, err)
+					}
+					if err := rb.monitor(fmt.Sprintf("%s-%s-%s-r%d", link, bgDir, m.ID, round+1)); err != nil {
+						rb.bed.Close()
+						return runs, err
+					}
+					r, err := rb.run(ctx, bgDir, order)
+					rb.bed.Close()
+					if err != nil {
+						return runs, fmt.Errorf("%s %s %s: %w", link, bgDir, m.ID, err)
+					}
+					r.Link, r.Round = link, round
+					runs = append(runs, r)
+				}
+			}
+		}
+	}
+	return runs, nil
+}
+
+// remoteCell is one (link, background direction, method) summary.
+type remoteCell struct {
+	Link, BGDir, Method      string
+	P50, P95                 float64            // probe RTT, ms
+	Infl50, Infl95           float64            // above no background, ms
+	FCTRatio                 map[string]float64 // "dir size" -> mean ratio to no background
+	BGAlone, BGUnder, FGBulk float64
+	// AloneVsCubic: BGAlone ÷ the CUBIC background's of the same link,
+	// direction and round (paired), mean over the rounds that had one.
+	AloneVsCubic float64
+	Jain         float64
+	Late         int
+}
+
+func pctl(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+// summarizeRemote pairs each method's runs with the no-background run of
+// the same link, direction and round.
+func summarizeRemote(runs []RemoteRun) []remoteCell {
+	type key struct {
+		link, dir, m string
+		round        int
+	}
+	by := map[key]RemoteRun{}
+	for _, r := range runs {
+		by[key{r.Link, r.BGDir, r.Method, r.Round}] = r
+	}
+	type ck struct{ link, dir, m string }
+	acc := map[ck]*remoteCell{}
+	n, nCubic := map[ck]int{}, map[ck]int{}
+	var order []ck
+	for _, r := range runs {
+		k := ck{r.Link, r.BGDir, r.Method}
+		c := acc[k]
+		if c == nil {
+			c = &remoteCell{Link: r.Link, BGDir: r.BGDir, Method: r.Method, FCTRatio: map[string]float64{}}
+			acc[k] = c
+			order = append(order, k)
+		}
+		n[k]++
+		base, hasBase := by[key{r.Link, r.BGDir, "none", r.Round}]
+		p50, p95 := pctl(r.ProbeMs, .5), pctl(r.ProbeMs, .95)
+		c.P50 += p50
+		c.P95 += p95
+		if hasBase {
+			c.Infl50 += p50 - pctl(base.ProbeMs, .5)
+			c.Infl95 += p95 - pctl(base.ProbeMs, .95)
+			for i, t := range r.Trials {
+				if i < len(base.Trials) && t.Error == "" && base.Trials[i].Error == "" && base.Trials[i].Seconds > 0 {
+					c.FCTRatio[fmt.Sprintf("%s %d KB", t.Dir, t.SizeKB)] += t.Seconds / base.Trials[i].Seconds
+				}
+			}
+		}
+		for _, t := range r.Trials {
+			if t.Late {
+				c.Late++
+			}
+		}
+		if cu, ok := by[key{r.Link, r.BGDir, "cubic", r.Round}]; ok && cu.BGAlone > 0 {
+			c.AloneVsCubic += r.BGAlone / cu.BGAlone
+			nCubic[k]++
+		}
+		c.BGAlone += r.BGAlone
+		c.BGUnder += r.BGUnderBulk
+		c.FGBulk += r.FGBulk
+		c.Jain += r.Jain
+	}
+	var out []remoteCell
+	for _, k := range order {
+		c, f := acc[k], float64(n[k])
+		c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
+		c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
+		for s := range c.FCTRatio {
+			c.FCTRatio[s] /= f
+		}
+		if nCubic[k] > 0 {
+			c.AloneVsCubic /= float64(nCubic[k])
+		}
+		out = append(out, *c)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Link != b.Link {
+			return a.Link < b.Link
+		}
+		if a.BGDir != b.BGDir {
+			return a.BGDir < b.BGDir
+		}
+		return methodIndex(a.Method) < methodIndex(b.Method)
+	})
+	return out
+}
+
+func methodIndex(id string) int {
+	for i, m := range RemoteMethods {
+		if m.ID == id {
+			return i
+		}
+	}
+	return len(RemoteMethods)
+}
+
+func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
+	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background)",
+		Columns: []string{"link", "background", "method", "p50", "p95", "inflation p50", "inflation p95"}}
+	from, to := aloneWindow(c.Warmup)
+	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain", from, to),
+		Columns: []string{"link", "background", "method", "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain"}}
+	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
+		Columns: []string{"link", "background", "method"}}
+	var sizes []string
+	for _, d := range c.FGDirs {
+		for _, s := range c.SizesKB {
+			sizes = append(sizes, fmt.Sprintf("%s %d KB", d, s))
+		}
+	}
+	fct.Columns = append(append(fct.Columns, sizes...), "late starts")
+	for _, x := range cells {
+		rtt.Rows = append(rtt.Rows, []string{x.Link, x.BGDir, x.Method, f1(x.P50), f1(x.P95), f1(x.Infl50), f1(x.Infl95)})
+		if x.Method == "none" {
+			continue
+		}
+		vsCubic := "-"
+		if x.AloneVsCubic > 0 {
+			vsCubic = fmt.Sprintf("%.2f", x.AloneVsCubic)
+		}
+		share.Rows = append(share.Rows, []string{x.Link, x.BGDir, x.Method, pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain)})
+		row := []string{x.Link, x.BGDir, x.Method}
+		for _, s := range sizes {
+			row = append(row, fmt.Sprintf("%.2f", x.FCTRatio[s]))
+		}
+		fct.Rows = append(fct.Rows, append(row, strconv.Itoa(x.Late)))
+	}
+	return []testbed.Table{rtt, fct, share}
+}
+
+func f1(v float64) string   { return fmt.Sprintf("%.1f", v) }
+func pcts(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) }
+
+func init() {
+	testbed.Register(testbed.Experiment{Name: "lbe-remote", Summary: "the background lane where the queue is remote (deep emulator queue, no gate): LEDBAT++, rLEDBAT, yield vs CUBIC and lanes before",
+		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
+			c := &RemoteConfig{}
+			links := fs.String("links", "fixed,TMobile-LTE-short,Verizon-LTE-short,TMobile-UMTS-driving", "links: fixed and/or trace pairs (NAME.up, NAME.down)")
+			fs.Float64Var(&c.FixedRate, "rate", 10e6, "the fixed link's rate, bit/s")
+			fs.DurationVar(&c.Delay, "delay", 20*time.Millisecond, "one-way delay each direction")
+			fs.DurationVar(&c.QueueTime, "queue", 500*time.Millisecond, "each link's buffer, as time at its mean rate")
+			bgDirs := fs.String("background", "upload,download", "background directions")
+			fgDirs := fs.String("dirs", "download,upload", "foreground directions")
+			sizes := fs.String("sizes", "10,100,400", "foreground sizes, KB")
+			methods := fs.String("methods", "none,cubic,lanes0,ledbat,full", "methods")
+			fs.IntVar(&c.Reps, "reps", 3, "repetitions")
+			fs.DurationVar(&c.Warmup, "warmup", 10*time.Second, "background alone before the first transfer")
+			fs.DurationVar(&c.Slot, "slot", 5*time.Second, "time between foreground transfer starts")
+			fs.DurationVar(&c.BulkFor, "bulk-for", 8*time.Second, "interactive bulk flow against the background")
+			fs.DurationVar(&c.JainFor, "jain-for", 15*time.Second, "two background flows together")
+			fs.StringVar(&c.CC, "cc", "cubic", "congestion control of every host")
+			fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
+			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
+			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
+			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
+			fs.StringVar(&c.BGTransport, "bg-transport", TransportTCP, "background flows' transport: tcp or quic (quic-go, its own CUBIC)")
+			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
+				if env.Quick {
+					*links, *sizes, c.Reps = "fixed", "10,100", 1
+					c.Warmup, c.Slot, c.BulkFor, c.JainFor = 8*time.Second, 3*time.Second, 5*time.Second, 9*time.Second
+				}
+				if err := parseRemote(c, *links, *bgDirs, *fgDirs, *sizes, *methods); err != nil {
+					return nil, err
+				}
+				r := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}}
+				runs, err := RunRemote(ctx, env, c)
+				if err != nil && len(runs) == 0 {
+					return nil, err
+				}
+				if err != nil {
+					r.Notes = append(r.Notes, "stopped early: "+err.Error())
+				}
+				cells := summarizeRemote(runs)
+				r.Tables = remoteTables(cells, c)
+				r.Data = map[string]any{"runs": runs, "cells": cells}
+				r.Notes = append(r.Notes, fmt.Sprintf("links %s, %v one way, buffers %v at the mean rate, %s, %d rounds, background over %s; paired: every method's step starts at the same offset into the links",
+					strings.Join(c.Links, ", "), c.Delay, c.QueueTime, c.CC, c.Reps, c.BGTransport))
+				r.Duration = time.Since(r.Started)
+				return r, nil
+			}
+		}, Plot: plotRemote})
+}
+
+func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods string) error {
+	split := func(s string) []string {
+		var out []string
+		for _, v := range strings.Split(s, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	c.Links, c.BGDirs, c.FGDirs = split(links), split(bgDirs), split(fgDirs)
+	if c.BGTransport == "" {
+		c.BGTransport = TransportTCP
+	}
+	if err := checkTransport(c.BGTransport); err != nil {
+		return err
+	}
+	for _, d := range append(append([]string(nil), c.BGDirs...), c.FGDirs...) {
+		if d != "upload" && d != "download" {
+			return fmt.Errorf("bad direction %q (upload or download)", d)
+		}
+	}
+	c.SizesKB = nil
+	for _, s := range split(sizes) {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("bad size %q", s)
+		}
+		c.SizesKB = append(c.SizesKB, v)
+	}
+	c.Methods = nil
+	for _, id := range split(methods) {
+		i := methodIndex(id)
+		if i == len(RemoteMethods) {
+			return fmt.Errorf("unknown method %q", id)
+		}
+		c.Methods = append(c.Methods, RemoteMethods[i])
+	}
+	if len(c.Methods) == 0 {
+		return fmt.Errorf("no methods")
+	}
+	for _, l := range c.Links {
+		if l == "fixed" {
+			continue
+		}
+		if _, err := testbed.LoadTrace(l + ".up"); err != nil {
+			return err
+		}
+	}
+	if c.Lanes == "" {
+		c.Lanes, _ = os.Executable()
+	}
+	return nil
+}

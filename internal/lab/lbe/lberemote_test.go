@@ -1,0 +1,98 @@
+// lberemote_test.go checks lbe-remote's arithmetic without a testbed: the
+// pairing of each method's run with the no-background
+// run of the same link, direction and round (RTT inflation, FCT ratios),
+// and its figures.
+package lbe
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+)
+
+func TestSummarizeRemotePairs(t *testing.T) {
+	tr := func(sec ...float64) []RemoteTrial {
+		var out []RemoteTrial
+		for _, s := range sec {
+			out = append(out, RemoteTrial{Dir: "download", SizeKB: 100, Seconds: s})
+		}
+		return out
+	}
+	runs := []RemoteRun{
+		{Link: "fixed", BGDir: "upload", Method: "none", Round: 0, ProbeMs: []float64{40, 40, 42}, Trials: tr(1)},
+		{Link: "fixed", BGDir: "upload", Method: "none", Round: 1, ProbeMs: []float64{50, 50, 50}, Trials: tr(2)},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 0, ProbeMs: []float64{60, 60, 62}, Trials: tr(1.2), Jain: 0.9},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 1, ProbeMs: []float64{70, 70, 70}, Trials: tr(2.2), Jain: 1},
+	}
+	cells := summarizeRemote(runs)
+	if len(cells) != 2 || cells[0].Method != "none" || cells[1].Method != "full" {
+		t.Fatalf("cells %+v", cells)
+	}
+	f := cells[1]
+	if math.Abs(f.Infl50-20) > 1e-9 || math.Abs(f.Jain-0.95) > 1e-9 {
+		t.Errorf("inflation p50 %v (want 20), Jain %v (want 0.95)", f.Infl50, f.Jain)
+	}
+	// ratios paired per round: (1.2/1 + 2.2/2) / 2 = 1.15
+	if r := f.FCTRatio["download 100 KB"]; math.Abs(r-1.15) > 1e-9 {
+		t.Errorf("FCT ratio %v, want 1.15", r)
+	}
+}
+
+// plotRemote draws, from the stored runs, the completion-time ratios and the
+// probe percentiles per background direction and one throughput timeline
+// per link and direction, and results.md links them.
+func TestRemotePlotsLinked(t *testing.T) {
+	trials := []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.1}, {Dir: "upload", SizeKB: 100, Seconds: 0.5}}
+	tl := map[string][]float64{"capacity": {10, 10, 10}, "bg": {9, 5, 4}, "bg2": {0, 4, 5}, "fg": {0, 1, 0}}
+	var runs []RemoteRun
+	for _, m := range []string{"none", "cubic", "full"} {
+		r := RemoteRun{Link: "fixed", BGDir: "upload", Method: m, ProbeMs: []float64{40, 45, 60}, Trials: trials}
+		if m != "none" {
+			r.Timeline, r.JainFrom = tl, 1
+		}
+		runs = append(runs, r)
+	}
+	res := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Data: map[string]any{"runs": runs}}
+	dir, err := testbed.WriteResult(t.TempDir(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fct-bg-upload", "rtt-bg-upload", "timeline-fixed-upload"} {
+		if st, err := os.Stat(filepath.Join(dir, name+".png")); err != nil || st.Size() < 500 {
+			t.Errorf("%s.png: %v", name, err)
+		}
+		if !strings.Contains(string(md), "("+name+".png)") {
+			t.Errorf("results.md does not link %s.png", name)
+		}
+	}
+}
+
+// The background's share alone is reported beside its ratio to the CUBIC
+// background's of the same link, direction and round (paired per round).
+func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
+	runs := []RemoteRun{
+		{Link: "fixed", BGDir: "upload", Method: "cubic", Round: 0, BGAlone: 1.0},
+		{Link: "fixed", BGDir: "upload", Method: "cubic", Round: 1, BGAlone: 0.8},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 0, BGAlone: 0.9},
+		{Link: "fixed", BGDir: "upload", Method: "full", Round: 1, BGAlone: 0.8},
+		{Link: "fixed", BGDir: "download", Method: "full", Round: 0, BGAlone: 0.7},
+	}
+	cells := summarizeRemote(runs)
+	got := map[string]float64{}
+	for _, c := range cells {
+		got[c.BGDir+" "+c.Method] = c.AloneVsCubic
+	}
+	// (0.9/1.0 + 0.8/0.8) / 2 = 0.95; no CUBIC run for the download: 0
+	if math.Abs(got["upload full"]-0.95) > 1e-9 || math.Abs(got["upload cubic"]-1) > 1e-9 || got["download full"] != 0 {
+		t.Errorf("alone ÷ CUBIC %v, want upload full 0.95, upload cubic 1, download full 0", got)
+	}
+}

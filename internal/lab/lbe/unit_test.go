@@ -1,0 +1,72 @@
+// unit_test.go: pure-logic tests of the lbe experiments' flags, traces and figures (no root).
+package lbe
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/testbed"
+)
+
+func TestNiceEstimate(t *testing.T) {
+	// The paper: w = 65 -> n = 7 halvings of 200 ms = 1.4 s.
+	if d := NiceEstimate(65); d != 1400*time.Millisecond {
+		t.Errorf("NiceEstimate(65) = %v, want 1.4 s", d)
+	}
+	if d := NiceEstimate(64); d != 1200*time.Millisecond {
+		t.Errorf("NiceEstimate(64) = %v, want 1.2 s", d)
+	}
+}
+
+func TestParseLBE(t *testing.T) {
+	c := &LBEConfig{Lanes: "/bin/true"}
+	if err := parseLBE(c, LBEMethods, "2,4", "1,400", "upload", 3); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Methods) != 2 || c.Methods[1].Kind != "lanes" || c.SizesKB[1] != 400 || c.Reps != 3 {
+		t.Errorf("config %+v", c)
+	}
+	for _, bad := range [][3]string{{"9", "1", "upload"}, {"1", "x", "upload"}, {"1", "1", "sideways"}} {
+		if err := parseLBE(&LBEConfig{}, LBEMethods, bad[0], bad[1], bad[2], 1); err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}
+
+func TestDrawPlots(t *testing.T) {
+	cells := []LBECell{
+		{Method: "2", Dir: "upload", SizeKB: 100, Time: testbed.Summary{N: 2, Mean: 1.6, P95: 1.7}},
+		{Method: "2", Dir: "upload", SizeKB: 400, Time: testbed.Summary{N: 2, Mean: 5.8, P95: 6.1}},
+		{Method: "4", Dir: "upload", SizeKB: 100, Time: testbed.Summary{N: 2, Mean: 0.9, P95: 1.0}},
+		{Method: "4", Dir: "upload", SizeKB: 400, Time: testbed.Summary{N: 2, Mean: 2.9, P95: 3.0}},
+	}
+	r := &testbed.Result{Experiment: "lbe", Data: map[string]any{"cells": cells}}
+	dir := t.TempDir()
+	files, err := testbed.DrawPlots(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 6 {
+		t.Fatalf("drew %v", files)
+	}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() < 500 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestNamedTraceMissingIsAnError: a mistyped trace fails the run instead of
+// silently becoming a fixed rate; the default W-CDMA traces are found.
+func TestNamedTraceMissingIsAnError(t *testing.T) {
+	if err := checkTraces(&LBEConfig{UpTrace: "TMobile-UMTS-driving.up", DownTrace: "TMobile-UMTS-driving.down"}); err != nil {
+		t.Fatalf("default traces: %v", err)
+	}
+	if err := checkTraces(&LBEConfig{UpTrace: "TMobile-UMTS-drivng.up"}); err == nil {
+		t.Fatal("a mistyped trace name passed")
+	}
+	if _, err := testbed.LoadTrace("/nonexistent/x.up"); err == nil {
+		t.Fatal("a missing trace path loaded")
+	}
+}
