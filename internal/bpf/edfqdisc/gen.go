@@ -1,0 +1,7 @@
+// Package edfqdisc holds the realtime lane's EDF with the paper's admission
+// test as BPF: the arithmetic in edf_core.h, and edf_step.c, which runs it
+// as a socket filter through BPF_PROG_TEST_RUN so the tests compare it with
+// internal/edf's reference decision by decision.
+package edfqdisc
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type edf_step Step edf_step.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
