@@ -1,6 +1,8 @@
 // Package edfqdisc holds the realtime lane's EDF with the paper's admission
-// test as BPF: the arithmetic in edf_core.h, and edf_step.c, which runs it
-// as a socket filter through BPF_PROG_TEST_RUN so the tests compare it with
+// test in the kernel: the arithmetic in edf_core.h; edfqdisc.c, lanes'
+// egress scheduler as a BPF qdisc (Linux 6.16+) built on it, loaded and
+// installed by edfqdisc.go; and edf_step.c, which runs the arithmetic as a
+// socket filter through BPF_PROG_TEST_RUN so the tests compare it with
 // internal/edf's reference decision by decision.
 package edfqdisc
 
