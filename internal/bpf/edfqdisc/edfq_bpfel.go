@@ -58,6 +58,7 @@ const (
 	EdfqVarBusyUntil    = "busy_until"
 	EdfqVarEdfqLateType = "edfq_late_type"
 	EdfqVarFifo         = "fifo"
+	EdfqVarInstances    = "instances"
 	EdfqVarRtFree       = "rt_free"
 	EdfqVarRtNfree      = "rt_nfree"
 	EdfqVarRtq          = "rtq"
@@ -130,6 +131,7 @@ type EdfqVariableSpecs struct {
 	BusyUntil    *ebpf.VariableSpec `ebpf:"busy_until"`
 	EdfqLateType *ebpf.VariableSpec `ebpf:"edfq_late_type"`
 	Fifo         *ebpf.VariableSpec `ebpf:"fifo"`
+	Instances    *ebpf.VariableSpec `ebpf:"instances"`
 	RtFree       *ebpf.VariableSpec `ebpf:"rt_free"`
 	RtNfree      *ebpf.VariableSpec `ebpf:"rt_nfree"`
 	Rtq          *ebpf.VariableSpec `ebpf:"rtq"`
@@ -177,6 +179,7 @@ type EdfqVariables struct {
 	BusyUntil    *ebpf.Variable `ebpf:"busy_until"`
 	EdfqLateType *ebpf.Variable `ebpf:"edfq_late_type"`
 	Fifo         *ebpf.Variable `ebpf:"fifo"`
+	Instances    *ebpf.Variable `ebpf:"instances"`
 	RtFree       *ebpf.Variable `ebpf:"rt_free"`
 	RtNfree      *ebpf.Variable `ebpf:"rt_nfree"`
 	Rtq          *ebpf.Variable `ebpf:"rtq"`

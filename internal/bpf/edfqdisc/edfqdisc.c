@@ -37,7 +37,8 @@
  * a ring of EDFQ_FIFO_CAP per FIFO lane. No locks: the kernel runs a root
  * qdisc's callbacks under its root lock. All state is global, so one
  * registration serves one qdisc instance (the loader registers one per
- * interface under its own id).
+ * interface under its own id): init refuses a second one with EBUSY (a
+ * second interface, or mq's per-queue children).
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -177,6 +178,7 @@ struct edfq_fifo fifo[2]; /* interactive, background */
 __u32 rt_free[EDF_CAP];   /* free realtime slots: a stack of nfree */
 __u32 rt_nfree;
 __s64 busy_until; /* the previous packet's end on the wire at rate_bps */
+__u32 instances;  /* qdiscs created from this registration, refused ones included */
 struct edfq_stats stats;
 
 static __always_inline struct qdisc_skb_cb *qdisc_skb_cb(const struct sk_buff *skb)
@@ -421,9 +423,14 @@ static __always_inline void drain(struct Qdisc *sch)
 	sch->qstats.backlog = 0;
 }
 
+/* init takes the state for the first instance only. The kernel calls
+ * destroy after a failed init too, which gives the count back. (init and
+ * destroy run under the RTNL lock: no atomics needed.) */
 SEC("struct_ops")
 int BPF_PROG(edfq_init, struct Qdisc *sch, struct nlattr *opt, struct netlink_ext_ack *extack)
 {
+	if (instances++)
+		return -16; /* EBUSY */
 	drain(sch);
 	return 0;
 }
@@ -434,10 +441,12 @@ void BPF_PROG(edfq_reset, struct Qdisc *sch)
 	drain(sch);
 }
 
+/* destroy: the kernel has reset the queue already (qdisc_destroy), and a
+ * refused instance must not touch the first one's state. */
 SEC("struct_ops")
 void BPF_PROG(edfq_destroy, struct Qdisc *sch)
 {
-	drain(sch);
+	instances--;
 }
 
 SEC(".struct_ops.link")

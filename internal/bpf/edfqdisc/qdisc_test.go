@@ -324,3 +324,37 @@ func TestLateReported(t *testing.T) {
 		t.Errorf("the late datagram (seq %d) was sent", buf[0])
 	}
 }
+
+// TestOneInstance: all the qdisc's state is global, so a registration
+// serves one interface; a second instance (the other end of the veth) is
+// refused, and the first one keeps working afterwards.
+func TestOneInstance(t *testing.T) {
+	requireQdisc(t)
+	p := testutil.NewVethPair(t)
+	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p.AddrA.To4())), 9104)
+	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p.AddrB.To4())), 9105)
+	recv, q, send := setupPath(t, p, src, dst, 1e9)
+	err := p.B.Run(func() error {
+		l, err := netlink.LinkByName(p.LinkB)
+		if err != nil {
+			return err
+		}
+		if err := q.Install(l); err == nil {
+			_ = q.Uninstall(l)
+			return errors.New("a second instance was created")
+		} else if !errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("second instance: %v, want EBUSY", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send.send(make([]byte, 100), monotonic()+int64(time.Second)); err != nil {
+		t.Fatalf("after the refused instance: %v", err)
+	}
+	_ = recv.SetReadDeadline(time.Now().Add(testutil.Patience(5 * time.Second)))
+	if n, _, err := recv.ReadFromUDPAddrPort(make([]byte, 200)); err != nil || n != 100 {
+		t.Fatalf("after the refused instance: received %d bytes, %v", n, err)
+	}
+}
