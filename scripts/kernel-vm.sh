@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
   case "$1" in --) shift; testargs=("$@"); break ;; *) pkgs+=("$1"); shift ;; esac
 done
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./internal/bpf/classifier/ ./internal/bpf/sockops/ ./internal/bpf/tcpevents/
-  ./internal/bpf/ledbat/ ./internal/bpf/capcc/ ./internal/bpf/tcpiter/ ./internal/bpf/netnscookie/ ./internal/features/
+  ./internal/bpf/ledbat/ ./internal/bpf/capcc/ ./internal/bpf/tcpiter/ ./internal/bpf/netnscookie/ ./internal/bpf/edfqdisc/ ./internal/features/
   ./internal/datapath/ ./internal/rledbat/ ./internal/tcpmon/ ./internal/daemon/)
 
 # fetch_kernel: download the pinned packages and cache the kernel image,

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bgudp"
+	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -230,13 +231,25 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	path := realtimePath()
 	status := func() string {
 		s := l.Stats()
 		t := s.Totals
-		return fmt.Sprintf("socket %s, rate %.4g Mbit/s, admitted %d, rejected %d, sent %d, dropped late %d, send errors %d",
-			l.Addr(), float64(l.Rate())/1e6, t.Admitted, t.Rejected, t.Sent, t.DroppedLate, t.SendErrors)
+		return fmt.Sprintf("%s, socket %s, rate %.4g Mbit/s, admitted %d, rejected %d, sent %d, dropped late %d, send errors %d",
+			path, l.Addr(), float64(l.Rate())/1e6, t.Admitted, t.Rejected, t.Sent, t.DroppedLate, t.SendErrors)
 	}
 	return &runner{run: l.Run, close: l.Close, status: status, detail: func() any { return l.Stats() }}, nil
+}
+
+// realtimePath names the realtime lane's path for `lanes status`: the
+// daemon's EDF queue above the HTB tree, and whether this kernel could run
+// the EDF qdisc instead (internal/bpf/edfqdisc; the daemon does not install
+// it, docs/realtime.md "The kernel path").
+func realtimePath() string {
+	if err := edfqdisc.Supported(); err != nil {
+		return "path daemon (no BPF qdisc in this kernel)"
+	}
+	return "path daemon (this kernel has BPF qdiscs; the EDF qdisc is not installed)"
 }
 
 // interfacePrefix is the first IPv4 subnet of an interface (invalid if none).

@@ -768,7 +768,7 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 	if err != nil || res.Admitted {
 		t.Fatalf("impossible deadline admitted: %+v %v", res, err)
 	}
-	if !strings.Contains(status(t, sock).Components["realtime"], "rate 100 Mbit/s") {
+	if st := status(t, sock).Components["realtime"]; !strings.Contains(st, "rate 100 Mbit/s") || !strings.HasPrefix(st, "path daemon (") {
 		t.Errorf("status: %q", status(t, sock).Components["realtime"])
 	}
 	// The live daemon's metrics pass Prometheus' checks and count both decisions.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/sockowner"
@@ -68,6 +69,10 @@ const StructOpsLinkFeature = "bpf/struct_ops link"
 // LedbatFeature is the probe of the background lane's LEDBAT++ congestion
 // control (internal/bpf/ledbat): struct_ops without kfuncs.
 const LedbatFeature = "bpf/tcp congestion control LEDBAT++ (background)"
+
+// EDFQdiscFeature is the probe of the realtime lane's EDF as a BPF qdisc
+// (internal/bpf/edfqdisc): struct_ops Qdisc_ops, Linux 6.16+.
+const EDFQdiscFeature = "bpf/qdisc EDF (realtime lane in the kernel)"
 
 // The lanes BPF objects, probed by loading the real ones.
 const (
@@ -262,8 +267,11 @@ func probeBPF() []Feature {
 	add(SockOwnerFeature, "TCP monitor finds socket owners by reading every /proc/*/fd link (~3.6 us a descriptor)", false, sockowner.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
+	// The kernel's own EDF for the realtime lane (a BPF qdisc: 6.16+ with
+	// CONFIG_NET_SCH_BPF), loaded, registered and unregistered.
+	add(EDFQdiscFeature, "realtime lane by the daemon path (its EDF queue in user space, the HTB tree below it): applications use the lanes client instead of plain SO_TXTIME", false, edfqdisc.Probe())
 	for i := range out {
-		if n := out[i].Name; (n == CapCCFeature || n == LedbatFeature) && out[i].Present {
+		if n := out[i].Name; (n == CapCCFeature || n == LedbatFeature || n == EDFQdiscFeature) && out[i].Present {
 			out[i].Detail = "registered by " + structops.Auto.Resolve().String()
 		}
 	}
