@@ -14,10 +14,9 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestAttackConnFlood: connections to the 0666 API socket were unbounded.
-// Fix: at most MaxConnsPerUID per uid (MaxConns in all); one more gets an
-// error line and is closed, and other users still get in.
-func TestAttackConnFlood(t *testing.T) {
+// sharedSocketPath is a socket path in a directory other users can enter
+// (t.TempDir's is root's only); the test must run as root.
+func sharedSocketPath(t *testing.T) string {
 	testutil.RequireRoot(t)
 	dir, err := os.MkdirTemp("", "lanes-api")
 	if err != nil {
@@ -25,7 +24,15 @@ func TestAttackConnFlood(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "lanes.sock")
+	return filepath.Join(dir, "lanes.sock")
+}
+
+// TestAttackConnFlood: connections to the 0666 API socket were unbounded.
+// Fix: at most MaxConnsPerUID per uid (MaxConns in all); one more gets an
+// error line and is closed, and other users still get in.
+func TestAttackConnFlood(t *testing.T) {
+	path := sharedSocketPath(t)
+	var err error
 	serve(t, path, &handler{})
 
 	const n = MaxConnsPerUID + 20
@@ -64,14 +71,8 @@ func TestAttackConnFlood(t *testing.T) {
 // ReservedConns of MaxConns are root's and the access group's, who have no
 // per-uid bound.
 func TestD10RootNotLockedOut(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir, err := os.MkdirTemp("", "lanes-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "lanes.sock")
+	path := sharedSocketPath(t)
+	var err error
 	serve(t, path, &handler{})
 	served := 0
 	for u := range uint32(16) {
@@ -136,14 +137,8 @@ func (h *slowHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 // most othersAtOnce unprivileged requests are handled at once; root's are
 // not counted.
 func TestD1OthersLeaveRootAProcessor(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir, err := os.MkdirTemp("", "lanes-api")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "lanes.sock")
+	path := sharedSocketPath(t)
+	var err error
 	h := &slowHandler{release: make(chan struct{})}
 	serve(t, path, h)
 	const users = 8
