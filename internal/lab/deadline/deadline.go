@@ -67,6 +67,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
@@ -97,6 +98,7 @@ func init() {
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
 			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do, internal/rtlane/appsock.go); the notes give the sources the receiver saw")
+			qd := fs.Bool("qdisc", true, "tables 2/3 also run the kernel path, paired with the daemon path: the EDF BPF qdisc (internal/bpf/edfqdisc, Linux 6.16+) at the root of the sender's egress and SO_TXTIME on each flow's own UDP socket; skipped, with the reason, where the kernel has no BPF qdisc")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				r, err := config.ParseRate(*rate)
@@ -123,7 +125,7 @@ func init() {
 				}
 				p := dlParams{rate: r.Bits(), scale: *scale, dur: *dur, bulk: *bulk, bulkKind: *bulkKind, prio: *prio, sweep: *sweep,
 					pathDur: *pathDur, pmLatency: *pmLat, procClient: *procClient, lanePrio: *lanePrio,
-					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1, ownSocket: *ownSock}
+					pathOnly: *pathOnly, cpuLoad: *cpuLoad, clientCPU: -1, ownSocket: *ownSock, qdisc: *qd}
 				if *clientCPU != "" {
 					cpu, err := strconv.Atoi(*clientCPU)
 					if err != nil || cpu < 0 || cpu >= runtime.NumCPU() {
@@ -175,6 +177,9 @@ type dlParams struct {
 	clientCPU int
 	// ownSocket: the lanes clients send from a UDP socket of their own.
 	ownSocket bool
+	// qdisc: tables 2/3 also run the kernel path (qdisc.go) where the
+	// kernel has a BPF qdisc.
+	qdisc bool
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
@@ -652,6 +657,7 @@ type udpSender struct {
 	next   uint32
 	keys   map[uint32][2]uint32 // tskey -> (flow, seq)
 	offset int64
+	txtime bool // connected, SO_TXTIME: the deadline rides in SCM_TXTIME (qdisc.go)
 }
 
 func (b *dlBed) newUDPSender(prio int) (*udpSender, error) {
@@ -683,7 +689,20 @@ func (s *udpSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	defer s.mu.Unlock()
 	t1 := rtlane.Monotonic()
 	rec := dlRecord{Flow: f.ID, Seq: seq, Deadline: t1 + int64(f.Deadline), Send: t1}
-	if err := unix.Sendto(s.fd, dlPayload(buf, f.ID, seq), 0, s.dst); err != nil {
+	var err error
+	if s.txtime {
+		err = sendTxtime(s.fd, dlPayload(buf, f.ID, seq), rec.Deadline)
+	} else {
+		err = unix.Sendto(s.fd, dlPayload(buf, f.ID, seq), 0, s.dst)
+	}
+	if s.txtime && errors.Is(err, unix.ENOBUFS) {
+		// The qdisc's refusal at enqueue: the datagram was built, so it
+		// took a timestamp key.
+		s.next++
+		rec.Refused = "refused at enqueue (ENOBUFS)"
+		return rec
+	}
+	if err != nil {
 		rec.Refused = "send: " + err.Error()
 		return rec
 	}
@@ -847,7 +866,7 @@ func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, nam
 		stopBulk()
 	}
 	got := rx.stop()
-	if strings.HasPrefix(name, "lanes") {
+	if strings.HasPrefix(name, "lanes") || name == "qdisc" {
 		run.Notes = append(run.Notes, fmt.Sprintf("%s: the receiver saw the sources %v", name, rx.from))
 	}
 	if err != nil {
@@ -858,6 +877,13 @@ func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, nam
 	}
 	run.Records = recs
 	run.summarize(flows)
+	if snd.qd != nil {
+		refused := 0
+		for _, c := range run.Counts {
+			refused += c.Refused
+		}
+		run.Notes = append(run.Notes, qdiscNote(snd.qd, refused))
+	}
 	env.Printf("deadline: %-8s %s\n", name, run.countLine(flows))
 	return run, nil
 }
@@ -871,6 +897,10 @@ type dlSenders struct {
 	sock    string       // the lane's client socket
 	udps    []*udpSender
 	cleanup []func()
+	// The kernel path (qdisc.go): the qdisc, and qdFlow puts a socket's
+	// flow in its realtime lane.
+	qd     *edfqdisc.Qdisc
+	qdFlow func(src, dst netip.AddrPort) error
 }
 
 // close undoes what openSenders set up, last first.
@@ -911,6 +941,19 @@ func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst ne
 		if err := b.openLaneSenders(ctx, s, p, "", ti); err != nil {
 			return s, err
 		}
+	case "qdisc":
+		if err := b.openQdisc(s); err != nil {
+			return s, fmt.Errorf("kernel path: %w", err)
+		}
+		s.mk = func() (dlSender, error) {
+			u, err := b.newTxtimeSender(dst, s.qdFlow)
+			if err != nil {
+				return nil, err
+			}
+			s.udps = append(s.udps, u)
+			return &keepOpen{u}, nil
+		}
+		return s, nil
 	case "default":
 		if err := b.installFIFO(max(1000/p.scale, 10)); err != nil {
 			return s, err
@@ -1150,19 +1193,34 @@ func runDeadline(ctx context.Context, env *testbed.Env, p dlParams) (*testbed.Re
 	return res, nil
 }
 
-// runDeadlineTables runs the paper's tables 2 and 3 and the inversion
-// scenario.
-func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, res *testbed.Result) error {
-	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(p.scale)))) }
-	flows := []dlFlow{
+// paperFlows are the paper's flows A and B (table 1), their packets per
+// period divided by scale.
+func paperFlows(scale int) []dlFlow {
+	per := func(n int) int { return max(1, int(math.Round(float64(n)/float64(scale)))) }
+	return []dlFlow{
 		{ID: 1, Name: "A", Deadline: 10 * time.Millisecond, Burst: per(30), Period: 3 * time.Millisecond, Size: 1400},
 		{ID: 2, Name: "B", Deadline: time.Millisecond, Burst: per(10), Period: 3 * time.Millisecond, Size: 1400},
 	}
+}
+
+// runDeadlineTables runs the paper's tables 2 and 3, the kernel path
+// paired with the daemon path (where the kernel has a BPF qdisc) and the
+// inversion scenario.
+func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, res *testbed.Result) error {
+	flows := paperFlows(p.scale)
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("link %s (paper 1 Gbit/s); flow A %d x 1400 B / 3 ms, 10 ms deadline; flow B %d x 1400 B / 3 ms, 1 ms deadline (paper: 30 and 10); default FIFO %d packets (paper: txqueuelen 1000)",
 			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)))
 	var runs []*dlRun
-	for _, cfg := range []string{"lanes", "default"} {
+	cfgs := []string{"lanes", "default"}
+	if p.qdisc {
+		if why := qdiscSkip(); why != "" {
+			res.Notes = append(res.Notes, "kernel path (qdisc) skipped: "+why)
+		} else {
+			cfgs = append(cfgs, "qdisc")
+		}
+	}
+	for _, cfg := range cfgs {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
 		if err != nil {
@@ -1175,6 +1233,11 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
 		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
+	if len(runs) > 2 {
+		res.Tables = append(res.Tables,
+			stageTable("kernel path: EDF BPF qdisc at the root, SO_TXTIME on each flow's own UDP socket (queue = TX_SCHED -> TX_SOFTWARE)", runs[2], dlPaper["lanes"]),
+			pairTable(runs[0], runs[2]))
+	}
 
 	// Inversion: loose bursts queued ahead of tight packets.
 	txFrame := time.Duration(1442 * 8 * 1e9 / (0.95 * float64(p.rate))) // at the tree's rate

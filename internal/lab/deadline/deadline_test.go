@@ -5,6 +5,7 @@ package deadline
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestDeadlineExperimentShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs traffic for ~15 s")
 	}
-	p := dlParams{rate: 100_000_000, scale: 10, dur: time.Second, bulk: 2, bulkKind: "udp", prio: 20, procClient: true}
+	p := dlParams{rate: 100_000_000, scale: 10, dur: time.Second, bulk: 2, bulkKind: "udp", prio: 20, procClient: true, qdisc: true}
 	res, err := runDeadline(context.Background(), labtest.TestEnv(t), p)
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +68,15 @@ func TestDeadlineExperimentShort(t *testing.T) {
 	}
 	if len(res.Tables) < 5 {
 		t.Errorf("%d tables", len(res.Tables))
+	}
+	// The kernel path: its two tables where the kernel has a BPF qdisc,
+	// else a note naming why it was skipped.
+	notes := strings.Join(res.Notes, "\n")
+	if why := qdiscSkip(); why != "" {
+		if !strings.Contains(notes, "kernel path (qdisc) skipped: "+why) {
+			t.Errorf("no note of the skipped kernel path in %s", notes)
+		}
+	} else if len(runs) != 3 || runs[2].Config != "qdisc" {
+		t.Errorf("no qdisc run beside the daemon path")
 	}
 }
