@@ -19,7 +19,6 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/dashboard"
-	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
@@ -136,6 +135,6 @@ func (r *redialClient) Component(name string) (json.RawMessage, error) {
 	return call(r, func(c *api.Client) (json.RawMessage, error) { return c.Component(name) })
 }
 
-func (r *redialClient) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	return call(r, func(c *api.Client) (map[uint64]lane.Lane, error) { return c.SocketLanes(cookies) })
+func (r *redialClient) SocketInfo(cookies []uint64) (api.SocketInfo, error) {
+	return call(r, func(c *api.Client) (api.SocketInfo, error) { return c.SocketInfo(cookies) })
 }

@@ -302,7 +302,7 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 
 // writeFlowTable prints flows as an aligned table, at most top rows.
 func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
-	const hdr = "%-11s %-18s %-23s %-23s %-10s %-14s %-8s %6s %6s %9s %9s %10s %7s %9s %9s  %s\n"
+	const hdr = "%-11s %-18s %-23s %-23s %-10s %-22s %-8s %6s %6s %9s %9s %10s %7s %9s %9s  %s\n"
 	fmt.Fprintf(w, hdr, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "CC", "CA", "CWND", "SSTHR", "RTT(ms)", "MINRTT", "RATE", "RETRANS", "SENDQ", "CAP", "WHY")
 	for i := range flows {
 		if top > 0 && i >= top {
@@ -322,7 +322,7 @@ func writeFlowTable(w io.Writer, flows []tcpmon.Flow, top int) {
 		if f.SSThresh != 0 && f.SSThresh < 0x7fffffff {
 			ss = strconv.FormatUint(uint64(f.SSThresh), 10)
 		}
-		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, trunc(f.Cong, 14), f.CAState,
+		fmt.Fprintf(w, hdr, lname, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Dst, 23), f.State, trunc(f.CongLabel(), 22), f.CAState,
 			strconv.FormatUint(uint64(f.Cwnd), 10), ss,
 			fmt.Sprintf("%.3f", float64(f.SRTT)/1000), fmt.Sprintf("%.3f", float64(f.MinRTT)/1000),
 			fmtRate(f.Throughput), strconv.FormatUint(uint64(f.TotalRetrans), 10), strconv.FormatUint(uint64(f.SendQ), 10), capsText(f), f.Why)
@@ -442,19 +442,32 @@ func procName(ev *tcpmon.Event) string {
 // daemonLanes asks the daemon for the lanes of sampled sockets, in one
 // batch per sample for the cookies it has not answered yet. Sockets the
 // daemon does not know are in the default lane (interactive) and are asked
-// about again after a while, in case they were registered since.
+// about again after a while, in case they were registered since; so are
+// background sockets, whose app may set a congestion control of its own at
+// any time (shown beside the LEDBAT++ it keeps).
 type daemonLanes struct {
-	client *api.Client
-	err    error
-	known  map[uint64]laneAnswer
-	warned bool
+	client  *api.Client
+	err     error
+	known   map[uint64]laneAnswer
+	ccNames map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
+	warned  bool
 }
 
 type laneAnswer struct {
 	l     lane.Lane
 	why   string // what decided it, from the daemon
+	appCC string // the congestion control the app asked for and did not get
 	asked time.Time
 	found bool
+}
+
+// reaskAfter is how long an answer about a socket the daemon did not know,
+// or a background socket, stands before it is asked for again.
+const reaskAfter = 2 * time.Second
+
+// stale says whether a's answer is to be asked for again.
+func (a laneAnswer) stale(now time.Time) bool {
+	return (!a.found || a.l == lane.Background) && now.Sub(a.asked) > reaskAfter
 }
 
 // coopCaps reads the cooperative controller's caps in force, by cookie:
@@ -503,12 +516,12 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 	for i := range flows {
 		c := flows[i].Cookie
 		a, ok := d.known[c]
-		if c != 0 && (!ok || (!a.found && now.Sub(a.asked) > 2*time.Second)) {
+		if c != 0 && (!ok || a.stale(now)) {
 			ask = append(ask, c)
 		}
 	}
 	if len(ask) > 0 {
-		got, why, err := d.client.SocketLanesWhy(ask)
+		si, err := d.client.SocketInfo(ask)
 		if err != nil {
 			if !d.warned {
 				slog.Warn("lanes of sockets from the daemon", "err", err)
@@ -516,11 +529,14 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 			}
 		} else {
 			for _, c := range ask {
-				l, found := got[c]
+				l, found := si.Lanes[c]
 				if !found || l == lane.Unset {
 					l = lane.Interactive
 				}
-				d.known[c] = laneAnswer{l: l, why: why[c], asked: now, found: found}
+				d.known[c] = laneAnswer{l: l, why: si.Why[c], appCC: si.AppCC[c], asked: now, found: found}
+			}
+			if len(si.CCNames) > 0 {
+				d.ccNames = si.CCNames
 			}
 		}
 	}
@@ -539,7 +555,10 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 	out := flows[:0]
 	for i := range flows {
 		if a, ok := d.known[flows[i].Cookie]; ok {
-			flows[i].Lane, flows[i].Why = a.l, a.why
+			flows[i].Lane, flows[i].Why, flows[i].AppCong = a.l, a.why, a.appCC
+		}
+		if n, ok := d.ccNames[flows[i].Cong]; ok {
+			flows[i].Cong = n
 		}
 		if c, ok := caps[flows[i].Cookie]; ok {
 			flows[i].CwndCap, flows[i].RwndCap = c[0], c[1]

@@ -178,6 +178,18 @@ func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 }
 func (h *handler) AccessGroup() string { return "" }
 
+// SocketAppCCs: every fourth cookie's app asked for "cubic".
+func (h *handler) SocketAppCCs(c []uint64) map[uint64]string {
+	out := map[uint64]string{}
+	for _, k := range c {
+		if k%4 == 0 {
+			out[k] = "cubic"
+		}
+	}
+	return out
+}
+func (h *handler) OwnCCs() map[string]string { return map[string]string{"lanes_0000abcd": "ledbat"} }
+
 // checkFlowOps registers f, lists it, and checks the server's errors and
 // the answers of socket lanes (more than one request's worth) and
 // components.
@@ -201,6 +213,11 @@ func checkFlowOps(t *testing.T, c *Client, f Flow) {
 	sl, err := c.SocketLanes(cookies)
 	if err != nil || len(sl) != 2500 || sl[1<<60] != lane.Background {
 		t.Fatalf("socket lanes: %d entries, %v", len(sl), err)
+	}
+	si, err := c.SocketInfo(cookies)
+	if err != nil || len(si.Lanes) != 2500 || len(si.AppCC) != 1250 || si.AppCC[1<<60] != "cubic" ||
+		si.CCNames["lanes_0000abcd"] != "ledbat" {
+		t.Fatalf("socket info: %d lanes, %d app CCs, names %v, %v", len(si.Lanes), len(si.AppCC), si.CCNames, err)
 	}
 	if doc, err := c.Component("coop"); err != nil || string(doc) != `{"n":3}` {
 		t.Fatalf("component coop: %s, %v", doc, err)

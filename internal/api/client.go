@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strconv"
@@ -166,29 +167,53 @@ func (c *Client) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 // SocketLanesWhy is SocketLanes with, per socket, what decided its lane
 // (where the daemon knows it).
 func (c *Client) SocketLanesWhy(cookies []uint64) (map[uint64]lane.Lane, map[uint64]string, error) {
-	out := make(map[uint64]lane.Lane, len(cookies))
-	why := map[uint64]string{}
+	si, err := c.SocketInfo(cookies)
+	return si.Lanes, si.Why, err
+}
+
+// SocketInfo is the daemon's answer about sockets by cookie.
+type SocketInfo struct {
+	Lanes map[uint64]lane.Lane // the sockets the daemon has seen
+	Why   map[uint64]string    // what decided the lane, where known
+	// AppCC: the congestion control a background socket's app asked for
+	// and did not get (it keeps LEDBAT++); CCNames: the kernel names of
+	// lanes' own congestion controls -> "ledbat" or "capcc".
+	AppCC   map[uint64]string
+	CCNames map[string]string
+}
+
+// SocketInfo asks the daemon about sockets by cookie (socket-lanes, split
+// into several requests when long).
+func (c *Client) SocketInfo(cookies []uint64) (SocketInfo, error) {
+	si := SocketInfo{Lanes: make(map[uint64]lane.Lane, len(cookies)), Why: map[uint64]string{},
+		AppCC: map[uint64]string{}, CCNames: map[string]string{}}
 	for len(cookies) > 0 {
 		n := min(len(cookies), MaxCookies)
 		r, err := c.Do(Request{Op: OpSockLanes, Cookies: cookies[:n]})
 		if err != nil {
-			return nil, nil, err
+			return SocketInfo{}, err
 		}
 		for k, l := range r.SocketLanes {
 			v, err := strconv.ParseUint(k, 10, 64)
 			if err != nil {
-				return nil, nil, fmt.Errorf("socket-lanes reply: bad cookie %q", k)
+				return SocketInfo{}, fmt.Errorf("socket-lanes reply: bad cookie %q", k)
 			}
-			out[v] = l
+			si.Lanes[v] = l
 		}
 		for k, w := range r.SocketWhy {
 			if v, err := strconv.ParseUint(k, 10, 64); err == nil {
-				why[v] = w
+				si.Why[v] = w
 			}
 		}
+		for k, name := range r.SocketAppCC {
+			if v, err := strconv.ParseUint(k, 10, 64); err == nil {
+				si.AppCC[v] = name
+			}
+		}
+		maps.Copy(si.CCNames, r.CCNames)
 		cookies = cookies[n:]
 	}
-	return out, why, nil
+	return si, nil
 }
 
 // Component returns the status document of a running daemon component

@@ -194,6 +194,12 @@ type Response struct {
 	// SocketWhy answers socket-lanes too: cookie -> what decided the lane
 	// (the registration, rule, lane cgroup or marking), where known.
 	SocketWhy map[string]string `json:"socket_why,omitempty"`
+	// SocketAppCC answers socket-lanes too: cookie -> the congestion
+	// control a background socket's app asked for and did not get (the
+	// socket keeps LEDBAT++); CCNames: the kernel names of lanes' own
+	// congestion controls -> what they are ("ledbat", "capcc").
+	SocketAppCC map[string]string `json:"socket_app_cc,omitempty"`
+	CCNames     map[string]string `json:"cc_names,omitempty"`
 	// Component answers component: the component's own status document
 	// (e.g. internal/coop's Status for "coop").
 	Component json.RawMessage `json:"component,omitempty"`

@@ -62,6 +62,15 @@ type SocketReasoner interface {
 	SocketReasons(cookies []uint64) (map[uint64]string, error)
 }
 
+// SocketCCer is an optional Handler method pair: the congestion control
+// each background socket's app asked for (and did not get), and the kernel
+// names of lanes' own congestion controls, returned in the socket-lanes
+// reply.
+type SocketCCer interface {
+	SocketAppCCs(cookies []uint64) map[uint64]string
+	OwnCCs() map[string]string
+}
+
 // Server serves the protocol on a unix socket.
 type Server struct {
 	h         Handler
@@ -332,6 +341,12 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 					for c, w := range why {
 						r.SocketWhy[strconv.FormatUint(c, 10)] = w
 					}
+				}
+			}
+			if x, ok := s.h.(SocketCCer); ok {
+				r.SocketAppCC, r.CCNames = map[string]string{}, x.OwnCCs()
+				for c, name := range x.SocketAppCCs(req.Cookies) {
+					r.SocketAppCC[strconv.FormatUint(c, 10)] = name
 				}
 			}
 		}

@@ -33,15 +33,17 @@ func probeAll(t *testing.T, p *testutil.Path) ([]time.Duration, int) {
 }
 
 // bgJudge checks the probe under lanes against idle and without lanes.
-func bgJudge(t *testing.T, what string, idle, off, on []time.Duration, lostOn int, share float64) {
+func bgJudge(t *testing.T, what string, idle, off, on []time.Duration, lostOn, probes int, share float64) {
 	t.Helper()
 	inflOff, inflOn := pct(off, .95)-pct(idle, .95), pct(on, .95)-pct(idle, .95)
 	t.Logf("%s: probe RTT p50/p95 idle %v/%v, without lanes %v/%v (+%v), with lanes %v/%v (+%v); lost with lanes %d of %d; background alone %.0f%% of the link",
-		what, pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), inflOff, pct(on, .5), pct(on, .95), inflOn, lostOn, probeN, 100*share)
+		what, pct(idle, .5), pct(idle, .95), pct(off, .5), pct(off, .95), inflOff, pct(on, .5), pct(on, .95), inflOn, lostOn, probes, 100*share)
 	// Margins for a loaded 2-core machine: the goals are +25 ms at p95 and
 	// 70 % of the link alone; the test fails at +60 ms, where lanes takes
-	// less than 3/4 off, or below 40 % of the link.
-	if inflOn > 60*time.Millisecond || inflOn > inflOff/4 {
+	// less than 3/4 off (unless within the goal: BBR without lanes adds
+	// only ~20 ms on an idle machine, a quarter of which a loaded
+	// machine's jitter alone exceeds), or below 40 % of the link.
+	if inflOn > 60*time.Millisecond || inflOn > inflOff/4 && inflOn > 25*time.Millisecond {
 		t.Errorf("%s: probe p95 inflation +%v with lanes (without +%v)", what, inflOn, inflOff)
 	}
 	if lostOn > 0 {
@@ -128,7 +130,7 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 	if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held at") {
 		t.Errorf("status says background non-TCP is %q; want held by the delay controller now", nt)
 	}
-	bgJudge(t, "UDP upload", idle, off, on, lost, share)
+	bgJudge(t, "UDP upload", idle, off, on, lost, probeN, share)
 }
 
 // quicBulk is a running QUIC bulk transfer and its byte count.
@@ -201,7 +203,7 @@ func quicRemote(t *testing.T, dir string, bottleneck bool) {
 	st := status(t, sock)
 	t.Logf("background-udp: %s", st.Components["background-udp"])
 	probeCost(t, st)
-	bgJudge(t, "QUIC "+dir+"load", idle, off, on, lost, share)
+	bgJudge(t, "QUIC "+dir+"load", idle, off, on, lost, probeN, share)
 }
 
 func TestBackgroundQUICUploadRemote(t *testing.T) { quicRemote(t, "up", uplinkBottleneck) }

@@ -519,6 +519,42 @@ func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 	return out, nil
 }
 
+var _ api.SocketCCer = (*Daemon)(nil)
+
+// SocketAppCCs returns, for the background sockets among cookies whose app
+// asked for a congestion control of its own (and kept LEDBAT++), the name it
+// asked for; looked up as SocketLanes is.
+func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
+	out := map[uint64]string{}
+	for len(cookies) > 0 {
+		n := min(len(cookies), cookieChunk)
+		d.mu.Lock()
+		if d.host == nil {
+			d.mu.Unlock()
+			break
+		}
+		for _, c := range cookies[:n] {
+			if name, ok := d.host.SocketAppCC(c); ok {
+				out[c] = name
+			}
+		}
+		d.mu.Unlock()
+		cookies = cookies[n:]
+	}
+	return out
+}
+
+// OwnCCs maps the kernel names of lanes' congestion controls to what they
+// are ("ledbat", "capcc").
+func (d *Daemon) OwnCCs() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.host == nil {
+		return nil
+	}
+	return d.host.OwnCCs()
+}
+
 // cookieChunk is how many cookies of a socket-lanes request are looked up
 // under one hold of the daemon's lock.
 const cookieChunk = 128

@@ -170,6 +170,12 @@ func (d *Daemon) follow(ctx context.Context) {
 			changed()
 		}
 	}()
+	// One pass at once: it arms the poll if the start's state already
+	// waits for a cgroup. Without it the first poll waited for a netlink
+	// event after this point, which a start can finish without
+	// (TestCgroupCreatedLaterGetsItsLane failed whenever the daemon's last
+	// event came before this loop).
+	changed()
 	t := time.NewTimer(followInterval)
 	defer t.Stop()
 	var poll <-chan time.Time

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -34,7 +35,7 @@ import (
 type Daemon interface {
 	Status() (*api.Status, error)
 	Component(name string) (json.RawMessage, error)
-	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
+	SocketInfo(cookies []uint64) (api.SocketInfo, error)
 }
 
 // Config configures a Server.
@@ -131,7 +132,8 @@ type Server struct {
 	flows     map[uint64]*series
 	lanePts   map[string][]LanePoint
 	last      []tcpmon.Flow
-	lanes     map[uint64]lane.Lane
+	lanes     map[uint64]laneAnswer
+	ccNames   map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
 	status    *api.Status
 	statusErr string
 	coop      json.RawMessage
@@ -164,7 +166,7 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, start: time.Now(), flows: map[uint64]*series{}, lanes: map[uint64]lane.Lane{}, lanePts: map[string][]LanePoint{}}
+	return &Server{cfg: cfg, start: time.Now(), flows: map[uint64]*series{}, lanes: map[uint64]laneAnswer{}, lanePts: map[string][]LanePoint{}}
 }
 
 // Run samples until ctx ends.
@@ -192,7 +194,7 @@ func (s *Server) tick() {
 	if d := s.cfg.Daemon; d != nil {
 		s.dmu.Lock()
 		dv.ask(d)
-		dv.lanes = s.askLanes(d, flows)
+		dv.lanes, dv.ccNames = s.askLanes(d, flows, now)
 		s.dmu.Unlock()
 	}
 
@@ -204,8 +206,9 @@ func (s *Server) tick() {
 	if sampleErr != nil {
 		s.sampleErr = sampleErr.Error()
 	}
-	for c, l := range dv.lanes {
-		s.lanes[c] = l
+	maps.Copy(s.lanes, dv.lanes)
+	if len(dv.ccNames) > 0 {
+		s.ccNames = dv.ccNames
 	}
 	t := now.Sub(s.start).Seconds()
 	for i := range flows {
@@ -229,8 +232,22 @@ type daemonView struct {
 	coop               json.RawMessage
 	statusErr, coopErr string
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
-	lanes              map[uint64]lane.Lane
+	lanes              map[uint64]laneAnswer
+	ccNames            map[string]string
 }
+
+// laneAnswer is what the daemon said of a socket: its lane, the congestion
+// control its app asked for and did not get (a background socket keeps
+// LEDBAT++), and when it was asked.
+type laneAnswer struct {
+	l     lane.Lane
+	appCC string
+	asked time.Time
+}
+
+// reaskAfter: a background socket's answer is asked for again after this
+// long, since its app may set a congestion control at any time.
+const reaskAfter = 2 * time.Second
 
 // ask fills the status and the coop component's state and caps from d.
 func (dv *daemonView) ask(d Daemon) {
@@ -263,8 +280,11 @@ func (dv *daemonView) ask(d Daemon) {
 // series, starting one while there is room, and drops points older than
 // the history. s.mu is held.
 func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daemonView) {
-	if l, ok := s.lanes[f.Cookie]; ok {
-		f.Lane = l
+	if a, ok := s.lanes[f.Cookie]; ok {
+		f.Lane, f.AppCong = a.l, a.appCC
+	}
+	if n, ok := s.ccNames[f.Cong]; ok {
+		f.Cong = n
 	}
 	sr := s.flows[f.Cookie]
 	if sr == nil {
@@ -276,7 +296,7 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 	}
 	sr.seen = now
 	sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
-		Cong: f.Cong, State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
+		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
 	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
 		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
 		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie]})
@@ -336,33 +356,35 @@ func (s *Server) withoutOwn(flows []tcpmon.Flow) []tcpmon.Flow {
 	return out
 }
 
-// askLanes asks the daemon for the lanes of cookies not known yet.
-func (s *Server) askLanes(d Daemon, flows []tcpmon.Flow) map[uint64]lane.Lane {
+// askLanes asks the daemon for the lanes of cookies not known yet, and
+// again for background sockets answered more than reaskAfter ago.
+func (s *Server) askLanes(d Daemon, flows []tcpmon.Flow, now time.Time) (map[uint64]laneAnswer, map[string]string) {
 	s.mu.Lock()
 	var ask []uint64
 	for i := range flows {
-		if _, ok := s.lanes[flows[i].Cookie]; !ok && flows[i].Cookie != 0 {
+		a, ok := s.lanes[flows[i].Cookie]
+		if flows[i].Cookie != 0 && (!ok || a.l == lane.Background && now.Sub(a.asked) > reaskAfter) {
 			ask = append(ask, flows[i].Cookie)
 		}
 	}
 	s.mu.Unlock()
 	if len(ask) == 0 {
-		return nil
+		return nil, nil
 	}
-	got, err := d.SocketLanes(ask)
+	si, err := d.SocketInfo(ask)
 	if err != nil {
 		s.cfg.Log.Debug("lanes of sockets", "err", err)
-		return nil
+		return nil, nil
 	}
-	out := make(map[uint64]lane.Lane, len(ask))
+	out := make(map[uint64]laneAnswer, len(ask))
 	for _, c := range ask {
-		l, ok := got[c]
+		l, ok := si.Lanes[c]
 		if !ok || l == lane.Unset {
 			l = lane.Interactive
 		}
-		out[c] = l
+		out[c] = laneAnswer{l: l, appCC: si.AppCC[c], asked: now}
 	}
-	return out
+	return out, si.CCNames
 }
 
 func laneName(l lane.Lane) string {

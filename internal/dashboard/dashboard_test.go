@@ -26,6 +26,8 @@ import (
 type fakeDaemon struct {
 	coop  string
 	asked []uint64
+	runs  string // the kernel's name of the congestion control the flows run
+	appCC string // what every socket's app asked for ("" = none)
 }
 
 func (d *fakeDaemon) Status() (*api.Status, error) {
@@ -39,13 +41,18 @@ func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
 	return json.RawMessage(d.coop), nil
 }
 
-func (d *fakeDaemon) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
+// SocketInfo puts every socket in background, says its app asked for
+// appCC, and names the kernel congestion control runs "ledbat".
+func (d *fakeDaemon) SocketInfo(c []uint64) (api.SocketInfo, error) {
 	d.asked = append(d.asked, c...)
-	out := map[uint64]lane.Lane{}
+	si := api.SocketInfo{Lanes: map[uint64]lane.Lane{}, AppCC: map[uint64]string{}, CCNames: map[string]string{d.runs: "ledbat"}}
 	for _, k := range c {
-		out[k] = lane.Background
+		si.Lanes[k] = lane.Background
+		if d.appCC != "" {
+			si.AppCC[k] = d.appCC
+		}
 	}
-	return out, nil
+	return si, nil
 }
 
 // loopbackFlow returns a connected loopback TCP pair that keeps sending until
@@ -99,7 +106,8 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 		t.Fatalf("sample: %d flows, %v", len(first), err)
 	}
 	cookie := first[0].Cookie
-	d := &fakeDaemon{coop: fmt.Sprintf(`{"n":2,"capping":true,"flows":[{"cookie":%d,"cap":17,"down_cap_bytes":28960}]}`, cookie)}
+	d := &fakeDaemon{coop: fmt.Sprintf(`{"n":2,"capping":true,"flows":[{"cookie":%d,"cap":17,"down_cap_bytes":28960}]}`, cookie),
+		runs: first[0].Cong, appCC: "bbr"}
 	s := New(Config{Sampler: smp, Daemon: d})
 	for i := 0; i < 4; i++ {
 		s.tick()
@@ -112,6 +120,9 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 	f := snap.Flows[0]
 	if f.Cookie != cookie || f.Lane != "background" || len(f.Points) != 4 {
 		t.Fatalf("flow %+v", f)
+	}
+	if f.Cong != "ledbat (app: bbr)" {
+		t.Errorf("flow's cc %q, want the daemon's name of it with the app's request beside it, %q", f.Cong, "ledbat (app: bbr)")
 	}
 	last := f.Points[len(f.Points)-1]
 	if last.Cap != 17 || last.DownCap != 28960 || last.Cwnd == 0 || last.Rate <= 0 {

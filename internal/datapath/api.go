@@ -20,6 +20,9 @@ type HostAPI interface {
 	SetDSCPLane(dscp uint8, l lane.Lane) error // lane.Unset removes
 
 	SocketLane(cookie uint64) (lane.Lane, bool)
+	// SocketAppCC and OwnCCs: appcc.go
+	SocketAppCC(cookie uint64) (string, bool)
+	OwnCCs() map[string]string
 	SetSocketLane(cookie uint64, l lane.Lane) error
 	RestoreSocketLane(cookie uint64, l lane.Lane) error
 	ClearSocketLane(cookie uint64) error

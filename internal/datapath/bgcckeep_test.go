@@ -1,12 +1,15 @@
 // bgcckeep_test.go checks the cgroup/setsockopt program: a connected
 // background socket whose app sets TCP_CONGESTION keeps LEDBAT++ (the call
 // succeeds), a background socket's congestion control set before connect
-// is still accepted, and an interactive socket gets the one it asks for.
+// is still accepted, and an interactive socket gets the one it asks for;
+// the name the background socket's app asked for is readable by cookie
+// until the socket closes.
 package datapath
 
 import (
 	"net"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,6 +52,30 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 	}
 	if hs.Sockops["bg_cc_kept"] != 1 {
 		t.Errorf("bg_cc_kept %d, want 1: %v", hs.Sockops["bg_cc_kept"], hs.Sockops)
+	}
+	// what the monitor shows: the app's request beside the LEDBAT++ that runs
+	bgCookie, fgCookie := cookieOf(t, bg), cookieOf(t, fg)
+	if got, ok := h.SocketAppCC(bgCookie); !ok || got != "cubic" {
+		t.Errorf("SocketAppCC(background socket) = %q, %v; want cubic", got, ok)
+	}
+	if got, ok := h.SocketAppCC(fgCookie); ok {
+		t.Errorf("SocketAppCC(interactive socket) = %q, want none", got)
+	}
+	if n := h.OwnCCs()[h.bg.Name]; n != CCNameLEDBAT {
+		t.Errorf("OwnCCs()[%s] = %q, want %q", h.bg.Name, n, CCNameLEDBAT)
+	}
+	// the entry goes with the socket (STATE_CB to TCP_CLOSE)
+	bg.SetLinger(0) // a reset: the socket is closed at once
+	bg.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, ok := h.SocketAppCC(bgCookie); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lanes_app_cc still holds closed socket %d", bgCookie)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

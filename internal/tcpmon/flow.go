@@ -44,6 +44,9 @@ type Flow struct {
 	Inode    uint32 `json:"inode"`
 	CgroupID uint64 `json:"cgroup"`
 	Cong     string `json:"cong"`
+	// AppCong: the congestion control the app asked for and did not get
+	// (a background socket keeps LEDBAT++; from the daemon, "" = none).
+	AppCong string `json:"app_cong,omitempty"`
 
 	CAState      string `json:"ca_state"`
 	Cwnd         uint32 `json:"cwnd"`     // segments
@@ -88,6 +91,16 @@ type Flow struct {
 
 // Key names the flow for people: "src->dst".
 func (f *Flow) Key() string { return f.Src + "->" + f.Dst }
+
+// CongLabel is the congestion control as people read it: the one that
+// runs, and the app's request beside it when it differs, "ledbat (app:
+// cubic)".
+func (f *Flow) CongLabel() string {
+	if f.AppCong == "" {
+		return f.Cong
+	}
+	return f.Cong + " (app: " + f.AppCong + ")"
+}
 
 // column is one field of Flow as a JSON key / CSV column.
 type column struct {

@@ -262,3 +262,26 @@ func TestProcScanIterator(t *testing.T) {
 		t.Fatalf("%d iterator scans, want 1", it.scans)
 	}
 }
+
+// TestCongLabel: the app's request is shown beside what runs, and kept in
+// the JSON and CSV records as a key of its own.
+func TestCongLabel(t *testing.T) {
+	f := Flow{Time: time.Unix(1, 0), Cong: "ledbat", AppCong: "cubic"}
+	if got := f.CongLabel(); got != "ledbat (app: cubic)" {
+		t.Errorf("CongLabel = %q", got)
+	}
+	if got := (&Flow{Cong: "cubic"}).CongLabel(); got != "cubic" {
+		t.Errorf("CongLabel without a request = %q", got)
+	}
+	var b bytes.Buffer
+	if err := NewJSONEncoder(&b).Encode([]Flow{f}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"cong":"ledbat","app_cong":"cubic"`) {
+		t.Errorf("JSON %s", b.String())
+	}
+	back, err := ReadFlows(&b)
+	if err != nil || len(back) != 1 || back[0].AppCong != "cubic" {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+}

@@ -249,6 +249,8 @@ struct sk_state {
 	__u32 paced;       /* TCP internal pacing turned on (capped socket) */
 	char app_cc[CC_NAME_LEN]; /* congestion control the app asked for after
 				   * the background one was applied ("" = none) */
+	__u64 cookie;      /* the socket's cookie (set with bg_cc): the
+			    * setsockopt program has no helper for it */
 };
 
 struct {
@@ -257,6 +259,23 @@ struct {
 	__type(key, int);
 	__type(value, struct sk_state);
 } lanes_sk_state SEC(".maps");
+
+/* lanes_app_cc[cookie]: the congestion control the app of a background
+ * socket asked for (and did not get: it keeps LEDBAT++), written by
+ * lanes_setsockopt, deleted at the socket's close (STATE_CB). The monitor
+ * reads it by cookie through the daemon: socket storage cannot be looked up
+ * from user space without the socket's descriptor. LRU: an entry whose
+ * close was missed (a socket of an earlier run) is evicted first. */
+struct app_cc_name {
+	char name[CC_NAME_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct app_cc_name);
+} lanes_app_cc SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -489,7 +508,7 @@ static __always_inline void switch_cc(struct bpf_sock_ops *ops, struct sk_state 
  * per socket, whatever it ran: a background flow must yield at any
  * bottleneck, not only at lanes' own queue. LEDBAT++ enforces the cwnd
  * clamp itself, so a cap never switches it on to capcc (cc_checked). */
-static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops)
+static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops, __u64 cookie)
 {
 	char want[CC_NAME_LEN] = {};
 	struct bpf_sock *sk = ops->sk;
@@ -502,6 +521,7 @@ static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops)
 		return;
 	st->bg_cc = 1;
 	st->cc_checked = 1;
+	st->cookie = cookie;
 	for (int i = 0; i < CC_NAME_LEN; i++)
 		want[i] = CFG.bg_cc_name[i];
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0)
@@ -686,7 +706,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		}
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
-			switch_bg_cc(ops);
+			switch_bg_cc(ops, cookie);
 		}
 		apply_cap(ops, cookie, lane);
 		break;
@@ -706,7 +726,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		 * registered after connect, as the LW-LBE API does) */
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
-			switch_bg_cc(ops);
+			switch_bg_cc(ops, cookie);
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
@@ -729,6 +749,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			bpf_map_delete_elem(&lanes_sock_cap, &cookie);
 			bpf_map_delete_elem(&lanes_sock_seen, &cookie);
 			bpf_map_delete_elem(&lanes_sock_rwnd, &cookie);
+			bpf_map_delete_elem(&lanes_app_cc, &cookie);
 			bump(OPS_CLOSED);
 		}
 		break;
@@ -740,7 +761,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
  * sock_ops): an app's setsockopt(TCP_CONGESTION) on a socket already
  * switched to the background congestion control is skipped (optlen = -1:
  * the call succeeds, the kernel's handler does not run), so the socket keeps
- * LEDBAT++; the name asked for is kept in app_cc. The new name cannot be
+ * LEDBAT++; the name asked for is kept in app_cc and, by the socket's
+ * cookie, in lanes_app_cc for the monitor. The new name cannot be
  * written in its place: optlen may only shrink, and the background name is
  * longer than most. Only sockets with this program's socket storage are
  * touched, so other namespaces' and not yet connected sockets pass as is. */
@@ -749,6 +771,7 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
 {
 	struct bpf_sock *sk = ctx->sk;
 	char *val = ctx->optval, *end = ctx->optval_end;
+	struct app_cc_name asked = {};
 	struct sk_state *st;
 	int n;
 
@@ -764,8 +787,12 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
 		if (i < n && val + i + 1 <= end)
 			c = val[i];
 		st->app_cc[i] = c;
+		asked.name[i] = c;
 	}
 	st->app_cc[CC_NAME_LEN - 1] = 0;
+	/* a socket already closed (reset) wrote its close: no entry after it */
+	if (st->cookie && sk->state != BPF_TCP_CLOSE)
+		bpf_map_update_elem(&lanes_app_cc, &st->cookie, &asked, BPF_ANY);
 	ctx->optlen = -1;
 	bump(OPS_BG_CC_KEPT);
 	return 1;

@@ -13,6 +13,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type SockopsAppCcName struct {
+	_    structs.HostLayout
+	Name [16]int8
+}
+
 type SockopsDstKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -92,6 +97,7 @@ type SockopsSkState struct {
 	BgCc       uint32
 	Paced      uint32
 	AppCc      [16]int8
+	Cookie     uint64
 }
 
 type SockopsSockopsConfig struct {
@@ -109,6 +115,7 @@ type SockopsSockopsConfig struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	SockopsMapLanesAppCc       = "lanes_app_cc"
 	SockopsMapLanesCgroup      = "lanes_cgroup"
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
@@ -182,6 +189,7 @@ type SockopsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsMapSpecs struct {
+	LanesAppCc       *ebpf.MapSpec `ebpf:"lanes_app_cc"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
@@ -229,6 +237,7 @@ func (o *SockopsObjects) Close() error {
 //
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsMaps struct {
+	LanesAppCc       *ebpf.Map `ebpf:"lanes_app_cc"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
@@ -251,6 +260,7 @@ type SockopsMaps struct {
 
 func (m *SockopsMaps) Close() error {
 	return _SockopsClose(
+		m.LanesAppCc,
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,

@@ -42,6 +42,8 @@ type Host struct {
 	links map[string]bool
 	// LaneCgroupIDs are what LaneCgroup reports.
 	laneIDs map[lane.Lane]uint64
+	// appCC: SetSocketAppCC's names by cookie
+	appCC map[uint64]string
 	// RefuseEgress, if set, fails OpenEgress with this error.
 	RefuseEgress error
 	// Ops counts the calls that changed state (to see that a no-op
@@ -150,6 +152,29 @@ func (h *Host) SocketLane(c uint64) (lane.Lane, bool) {
 	defer h.mu.Unlock()
 	l, ok := h.st.Sockets[c]
 	return l, ok
+}
+
+// SetSocketAppCC records the congestion control a background socket's app
+// asked for, as the setsockopt program would.
+func (h *Host) SetSocketAppCC(c uint64, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.appCC == nil {
+		h.appCC = map[uint64]string{}
+	}
+	h.appCC[c] = name
+}
+
+func (h *Host) SocketAppCC(c uint64) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	name, ok := h.appCC[c]
+	return name, ok
+}
+
+// OwnCCs names the fake's LEDBAT++ "lanes_fake_bg".
+func (h *Host) OwnCCs() map[string]string {
+	return map[string]string{"lanes_fake_bg": datapath.CCNameLEDBAT}
 }
 
 func (h *Host) SetLaneCwndCap(lane.Lane, uint32) error { return nil }
