@@ -159,7 +159,7 @@ cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
 cache=$cachetop/kernels/$version
 missing=0
 for m in "${modules[@]}"; do [ -f "$cache/modules/$(basename "$m").ko" ] || missing=1; done
-[ -f "$cache/vmlinuz" ] || missing=1
+[ -f "$cache/vmlinuz" ] && [ -f "$cache/config" ] || missing=1
 [ $missing = 0 ] || fetch_kernel
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -168,6 +168,10 @@ mkdir -p "$root"/{bin,proc,sys,dev,tmp,run,etc,lib/modules,t}
 mkdir -p "$root/var" && ln -s /run "$root/var/run"
 userland_$arch "$root"
 cp "$cache"/modules/*.ko "$root/lib/modules/"
+# The build config where a Debian system has it: doctor reads HZ, the
+# preemption model and the proc connector from it (without it: HZ measured,
+# proc connector "false").
+mkdir -p "$root/boot" && cp "$cache/config" "$root/boot/config-$version"
 for m in "${modules[@]}"; do basename "$m"; done > "$root/lib/modules/order"
 # The users and groups the tests name (a Debian system's first entries).
 printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/sh\n' > "$root/etc/passwd"
