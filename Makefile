@@ -76,11 +76,13 @@ test:
 leakcheck:
 	$(GO) run ./internal/leaks/leakcheck $(if $(LEAKS_BEFORE),-since $(LEAKS_BEFORE))
 
-# Not part of make test (it downloads a Debian kernel package): boots Linux
-# 5.10 in qemu and runs lanes doctor and the kernel-facing tests there.
+# Not part of make test (it downloads Debian kernel packages): boots Linux
+# 5.10 and 7.2 (x86-64) and 7.2 arm64 in qemu and runs lanes doctor and the
+# kernel-facing tests in each.
 kernel-check:
 	KERNEL=5.10 ./scripts/kernel-vm.sh
 	KERNEL=7.2 ./scripts/kernel-vm.sh
+	KERNEL=7.2 ARCH=arm64 ./scripts/kernel-vm.sh
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):
 # the .deb installed with apt and run under systemd as a user would

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [test|generate|demo|vm|system]: install the Debian packages a make
+# scripts/deps.sh [test|generate|demo|vm|vm-arm64|system]: install the Debian packages a make
 # target needs, only those missing, so repeated runs cost nothing.
 set -euo pipefail
 want=(iproute2 procps util-linux kmod)
@@ -10,6 +10,8 @@ case "${1:-test}" in
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl) ;;
+  # vm-arm64: the same for Debian's arm64 kernel (its user space is fetched).
+  vm-arm64) want+=(qemu-system-arm cpio xz-utils curl) ;;
   # system: scripts/system-vm.sh debootstraps a Debian system and boots it.
   system) want+=(debootstrap qemu-system-x86 e2fsprogs curl) ;;
 esac

@@ -62,6 +62,9 @@ func runDoctor(e *env, asJSON bool) error {
 				note = f.Fallback
 			}
 		}
+		if f.Use != "" {
+			note = f.Use
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
 	}
 	tw.Flush()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	ebpffeatures "github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -40,6 +41,7 @@ type Feature struct {
 	Present  bool   `json:"present"`
 	Detail   string `json:"detail,omitempty"`
 	Fallback string `json:"fallback,omitempty"` // what lanes does when it is missing
+	Use      string `json:"use,omitempty"`      // what lanes does with it, present or not (a kind it could use but does not: why)
 	Needed   bool   `json:"needed"`             // lanes cannot do its main job without it
 }
 
@@ -86,26 +88,36 @@ const (
 )
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
-// instead.
+// instead. use, for the kinds lanes could build on but does not, says why,
+// present or not (doctor prints it in both states).
 var qdiscKinds = []struct {
-	kind, fallback string
-	needed         bool
+	kind, fallback, use string
+	needed              bool
 }{
-	{"htb", "none: HTB is lanes' priority tree (prio is absent on many kernels)", true},
-	{"clsact", "classifier attached to the HTB root instead; background QUIC/UDP downloads are not policed (no ingress filter: uploads still are)", false},
-	{"pfifo_fast", "", false},
-	{"pfifo", "", false},
-	{"bfifo", "", false},
-	{"tbf", "lab shapes in user space", false},
-	{"prio", "HTB with per-class priorities gives the same strict order", false},
-	{"fq", "pacing by TCP's internal pacing (tcp_pacing) instead", false},
-	{"fq_codel", "leaf queues are plain FIFOs with byte limits", false},
-	{"cake", "HTB shaping in shaped mode", false},
-	{"netem", "lab emulates links in user space on TUN devices", false},
-	{"etf", "realtime lane paces in the daemon's EDF scheduler", false},
-	{"taprio", "realtime lane paces in the daemon's EDF scheduler", false},
-	{"sfq", "", false},
+	{"htb", "none: HTB is lanes' priority tree (prio is absent on many kernels)", "", true},
+	{"clsact", "classifier attached to the HTB root instead; background QUIC/UDP downloads are not policed (no ingress filter: uploads still are)", "", false},
+	{"pfifo_fast", "", "", false},
+	{"pfifo", "", "", false},
+	{"bfifo", "", "", false},
+	{"tbf", "lab shapes in user space", "", false},
+	{"prio", "HTB with per-class priorities gives the same strict order", "", false},
+	{"fq", "",
+		"not used: lane leaves stay bfifo on every kernel; capped sockets are paced by TCP's internal pacing (SO_MAX_PACING_RATE), which fq under a leaf would take over", false},
+	{"fq_codel", "",
+		"not used: lane leaves are bfifos whose byte limits bound each lane's queueing delay (shaped mode: 200 ms of the rate, realtime 50 ms); background queues are kept short by LEDBAT++ and the yield, not by AQM drops", false},
+	{"cake", "",
+		"not used: shaped mode shapes with HTB, whose classes carry each lane's rate, ceiling, priority and the ACK class", false},
+	{"netem", "",
+		"not used: the lab emulates links in user space on TUN devices, the same emulator on every kernel", false},
+	{"etf", "",
+		"not used: the realtime lane's releases are timed by the daemon's EDF scheduler, on every kernel", false},
+	{"taprio", "realtime lane paces in the daemon's EDF scheduler", "", false},
+	{"sfq", "", "", false},
 }
+
+// BPFQdiscFeature: the kernel takes qdiscs written in BPF (struct_ops
+// Qdisc_ops, 6.16+ with CONFIG_NET_SCH_BPF).
+const BPFQdiscFeature = "qdisc/bpf (struct_ops Qdisc_ops)"
 
 // Probe runs every probe. It needs root for qdisc and BPF probes; without
 // root those are reported as not present with the reason.
@@ -141,7 +153,7 @@ func probeQdiscs() []Feature {
 	})
 	var out []Feature
 	for _, q := range qdiscKinds {
-		f := Feature{Name: "qdisc/" + q.kind, Group: "traffic control", Fallback: q.fallback, Needed: q.needed}
+		f := Feature{Name: "qdisc/" + q.kind, Group: "traffic control", Fallback: q.fallback, Use: q.use, Needed: q.needed}
 		switch e := results[q.kind]; {
 		case err != nil:
 			f.Detail = "not probed: " + err.Error()
@@ -152,7 +164,27 @@ func probeQdiscs() []Feature {
 		}
 		out = append(out, f)
 	}
-	return out
+	return append(out, probeBPFQdisc())
+}
+
+// probeBPFQdisc looks for the BPF qdisc's struct_ops type in the kernel's
+// BTF (bpf_struct_ops_Qdisc_ops, registered by net/sched/bpf_qdisc.c).
+func probeBPFQdisc() Feature {
+	f := Feature{Name: BPFQdiscFeature, Group: "traffic control",
+		Use: "what bpf/qdisc EDF needs; the daemon's datapath keeps its HTB tree and the realtime lane's EDF in user space (the qdisc lacks the tree's background floor, ACK class and adoption), the lab's deadline experiment runs the EDF qdisc"}
+	spec, err := btf.LoadKernelSpec()
+	if err == nil {
+		_, err = spec.AnyTypeByName("bpf_struct_ops_Qdisc_ops")
+	}
+	switch {
+	case err == nil:
+		f.Present = true
+	case errors.Is(err, btf.ErrNotFound):
+		f.Detail = "not in this kernel (no bpf_struct_ops_Qdisc_ops in its BTF: 6.16+, CONFIG_NET_SCH_BPF)"
+	default:
+		f.Detail = err.Error()
+	}
+	return f
 }
 
 func tryQdisc(lo netlink.Link, kind string) error {

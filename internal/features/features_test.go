@@ -3,6 +3,7 @@ package features
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -99,5 +100,32 @@ func TestProbeWindowClamp(t *testing.T) {
 	t.Logf("TCP_REPAIR: %v", err)
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOPROTOOPT) {
 		t.Errorf("TCP_REPAIR: %v (want the kernel's refusal)", err)
+	}
+}
+
+// TestQdiscsLanesCouldUseSayWhy: for each qdisc a current kernel adds and
+// lanes could build on (fq, fq_codel, cake, etf, netem, the BPF qdisc),
+// doctor says what lanes does with it, present or not.
+func TestQdiscsLanesCouldUseSayWhy(t *testing.T) {
+	use := map[string]string{BPFQdiscFeature: probeBPFQdisc().Use}
+	for _, q := range qdiscKinds {
+		use["qdisc/"+q.kind] = q.use
+	}
+	for _, name := range []string{"qdisc/fq", "qdisc/fq_codel", "qdisc/cake", "qdisc/etf", "qdisc/netem", BPFQdiscFeature} {
+		if use[name] == "" {
+			t.Errorf("%s: doctor does not say what lanes does with it", name)
+		}
+	}
+}
+
+// TestProbeBPFQdisc: the probe reads the kernel's BTF; where that loads,
+// it answers present or absent with the reason, never an error of its own.
+func TestProbeBPFQdisc(t *testing.T) {
+	f := probeBPFQdisc()
+	t.Logf("%s: present %v %s", f.Name, f.Present, f.Detail)
+	if !f.Present && !strings.HasPrefix(f.Detail, "not in this kernel") {
+		if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err == nil {
+			t.Errorf("BTF readable but the probe says: %s", f.Detail)
+		}
 	}
 }
