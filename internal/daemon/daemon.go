@@ -142,6 +142,11 @@ func Run(ctx context.Context, opts Options) error {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
+	// SIGHUP is caught before the daemon says it runs: a reload asked for
+	// right after readiness (systemctl reload, a test) must not end it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d.log.Info("lanes daemon running", "instance", d.instance, "policy", d.pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
 	if opts.Ready != nil {
 		opts.Ready(d)
@@ -150,7 +155,7 @@ func Run(ctx context.Context, opts Options) error {
 		d.log.Warn("sd_notify READY", "err", err)
 	}
 	releaseStartupMemory()
-	err = d.serve(ctx, srv)
+	err = d.serve(ctx, srv, hup)
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
@@ -210,12 +215,9 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 }
 
 // serve runs the API until ctx ends or the server fails, reloading the
-// policy on SIGHUP (and restarting the task rules and components when it
+// policy on each signal from hup (and restarting the task rules and components when it
 // changed).
-func (d *Daemon) serve(ctx context.Context, srv *api.Server) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signal) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ctx) }()
 	sweepCtx, stopSweep := context.WithCancel(ctx)
