@@ -502,7 +502,13 @@ func (d *Daemon) Status() (*api.Status, error) {
 // at connect/accept). The daemon's lock is taken per cookieChunk cookies,
 // so a long request does not hold root's status behind it.
 func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	out := map[uint64]lane.Lane{}
+	return lookupCookies(d, cookies, datapath.HostAPI.SocketLane), nil
+}
+
+// lookupCookies answers get for each cookie found, taking the daemon's lock
+// per cookieChunk cookies.
+func lookupCookies[V any](d *Daemon, cookies []uint64, get func(datapath.HostAPI, uint64) (V, bool)) map[uint64]V {
+	out := map[uint64]V{}
 	for len(cookies) > 0 {
 		n := min(len(cookies), cookieChunk)
 		d.mu.Lock()
@@ -511,14 +517,14 @@ func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 			break
 		}
 		for _, c := range cookies[:n] {
-			if l, ok := d.host.SocketLane(c); ok {
-				out[c] = l
+			if v, ok := get(d.host, c); ok {
+				out[c] = v
 			}
 		}
 		d.mu.Unlock()
 		cookies = cookies[n:]
 	}
-	return out, nil
+	return out
 }
 
 var _ api.SocketCCer = (*Daemon)(nil)
@@ -527,23 +533,7 @@ var _ api.SocketCCer = (*Daemon)(nil)
 // asked for a congestion control of its own (and kept LEDBAT++), the name it
 // asked for; looked up as SocketLanes is.
 func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
-	out := map[uint64]string{}
-	for len(cookies) > 0 {
-		n := min(len(cookies), cookieChunk)
-		d.mu.Lock()
-		if d.host == nil {
-			d.mu.Unlock()
-			break
-		}
-		for _, c := range cookies[:n] {
-			if name, ok := d.host.SocketAppCC(c); ok {
-				out[c] = name
-			}
-		}
-		d.mu.Unlock()
-		cookies = cookies[n:]
-	}
-	return out
+	return lookupCookies(d, cookies, datapath.HostAPI.SocketAppCC)
 }
 
 // OwnCCs maps the kernel names of lanes' congestion controls to what they
