@@ -78,10 +78,12 @@ leakcheck:
 
 # Not part of make test (it downloads Debian kernel packages): boots Linux
 # 5.10 and 7.2 (x86-64) and 7.2 arm64 in qemu and runs lanes doctor and the
-# kernel-facing tests in each.
+# kernel-facing tests in each; on 7.2 x86-64 (PREEMPT_DYNAMIC) also the rt
+# experiment's (b), lanes switching the preemption model, in a VM of its own.
 kernel-check:
 	KERNEL=5.10 ./scripts/kernel-vm.sh
 	KERNEL=7.2 ./scripts/kernel-vm.sh
+	KERNEL=7.2 ./scripts/kernel-vm.sh ./internal/lab/rt/
 	KERNEL=7.2 ARCH=arm64 ./scripts/kernel-vm.sh
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):

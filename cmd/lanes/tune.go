@@ -32,7 +32,7 @@ func init() {
 				return nil
 			}
 		}})
-	register(&command{path: "tune preempt", summary: "switch the PREEMPT_DYNAMIC preemption model until reboot",
+	register(&command{path: "tune preempt", summary: "switch the PREEMPT_DYNAMIC preemption model until reboot (the modes this kernel offers: lanes tune)",
 		args: "none|voluntary|full|lazy", nargs: exactArgs(1, "one mode: none, voluntary, full or lazy"),
 		setup: func(_ *pflag.FlagSet, e *env) runFunc {
 			return func(_ context.Context, args []string) error { return tunePreempt(e, args[0]) }

@@ -142,6 +142,11 @@ func Run(ctx context.Context, opts Options) error {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
+	// SIGHUP is caught before the daemon says it runs: a reload asked for
+	// right after readiness (systemctl reload, a test) must not end it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	d.log.Info("lanes daemon running", "instance", d.instance, "policy", d.pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
 	if opts.Ready != nil {
 		opts.Ready(d)
@@ -150,7 +155,7 @@ func Run(ctx context.Context, opts Options) error {
 		d.log.Warn("sd_notify READY", "err", err)
 	}
 	releaseStartupMemory()
-	err = d.serve(ctx, srv)
+	err = d.serve(ctx, srv, hup)
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
@@ -210,12 +215,9 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 }
 
 // serve runs the API until ctx ends or the server fails, reloading the
-// policy on SIGHUP (and restarting the task rules and components when it
+// policy on each signal from hup (and restarting the task rules and components when it
 // changed).
-func (d *Daemon) serve(ctx context.Context, srv *api.Server) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signal) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ctx) }()
 	sweepCtx, stopSweep := context.WithCancel(ctx)
@@ -500,7 +502,13 @@ func (d *Daemon) Status() (*api.Status, error) {
 // at connect/accept). The daemon's lock is taken per cookieChunk cookies,
 // so a long request does not hold root's status behind it.
 func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	out := map[uint64]lane.Lane{}
+	return lookupCookies(d, cookies, datapath.HostAPI.SocketLane), nil
+}
+
+// lookupCookies answers get for each cookie found, taking the daemon's lock
+// per cookieChunk cookies.
+func lookupCookies[V any](d *Daemon, cookies []uint64, get func(datapath.HostAPI, uint64) (V, bool)) map[uint64]V {
+	out := map[uint64]V{}
 	for len(cookies) > 0 {
 		n := min(len(cookies), cookieChunk)
 		d.mu.Lock()
@@ -509,14 +517,14 @@ func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
 			break
 		}
 		for _, c := range cookies[:n] {
-			if l, ok := d.host.SocketLane(c); ok {
-				out[c] = l
+			if v, ok := get(d.host, c); ok {
+				out[c] = v
 			}
 		}
 		d.mu.Unlock()
 		cookies = cookies[n:]
 	}
-	return out, nil
+	return out
 }
 
 var _ api.SocketCCer = (*Daemon)(nil)
@@ -525,23 +533,7 @@ var _ api.SocketCCer = (*Daemon)(nil)
 // asked for a congestion control of its own (and kept LEDBAT++), the name it
 // asked for; looked up as SocketLanes is.
 func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
-	out := map[uint64]string{}
-	for len(cookies) > 0 {
-		n := min(len(cookies), cookieChunk)
-		d.mu.Lock()
-		if d.host == nil {
-			d.mu.Unlock()
-			break
-		}
-		for _, c := range cookies[:n] {
-			if name, ok := d.host.SocketAppCC(c); ok {
-				out[c] = name
-			}
-		}
-		d.mu.Unlock()
-		cookies = cookies[n:]
-	}
-	return out
+	return lookupCookies(d, cookies, datapath.HostAPI.SocketAppCC)
 }
 
 // OwnCCs maps the kernel names of lanes' congestion controls to what they

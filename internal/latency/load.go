@@ -156,12 +156,12 @@ func StartNetLoad(c NetLoadConfig) (nl *NetLoad, err error) {
 // both ends and both loopbacks up, and enters static neighbours.
 func (nl *NetLoad) wire() error {
 	hname, pname := fmt.Sprintf("lnlh%d", os.Getpid()), fmt.Sprintf("lnlp%d", os.Getpid())
-	hh, err := netlink.NewHandleAt(nl.Host)
+	hh, err := netlink.NewHandleAt(nl.Host, unix.NETLINK_ROUTE) // only rtnetlink: xfrm and nfnetlink may be modules not loaded
 	if err != nil {
 		return fmt.Errorf("netlink in host netns: %w", err)
 	}
 	defer hh.Close()
-	ph, err := netlink.NewHandleAt(nl.Peer)
+	ph, err := netlink.NewHandleAt(nl.Peer, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink in peer netns: %w", err)
 	}

@@ -153,6 +153,24 @@ func Default() *Policy {
 // DefaultYAML returns the text of the embedded default policy.
 func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
 
+// DefaultYAMLWithout returns the default policy's text without the named
+// top-level section (its key line and the indented or comment lines after
+// it), so that a caller can append its own version of that section.
+func DefaultYAMLWithout(section string) []byte {
+	var out []string
+	skipping := false
+	for _, line := range strings.SplitAfter(string(defaultYAML), "\n") {
+		top := line != "" && line[0] != ' ' && line[0] != '#' && line != "\n"
+		if top {
+			skipping = strings.HasPrefix(line, section+":")
+		}
+		if !skipping {
+			out = append(out, line)
+		}
+	}
+	return []byte(strings.Join(out, ""))
+}
+
 // Load reads, parses and validates a policy file. With requireRootOwned, the
 // file and its directory must be owned by root and not writable by others
 // (task rules can raise processes to real-time priority).

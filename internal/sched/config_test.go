@@ -225,6 +225,12 @@ func TestParsePreemptModes(t *testing.T) {
 	if _, cur := ParsePreemptModes("none voluntary full"); cur != "" {
 		t.Errorf("cur %q without parentheses", cur)
 	}
+	// 7.0+ on an architecture with lazy preemption (x86-64, arm64): only
+	// full and lazy, each followed by a space (kernel/sched/debug.c).
+	modes, cur = ParsePreemptModes("full (lazy) \n")
+	if cur != "lazy" || strings.Join(modes, " ") != "full lazy" {
+		t.Errorf("7.x: modes %q cur %q", modes, cur)
+	}
 }
 
 func TestCheckPolicyPath(t *testing.T) {

@@ -238,7 +238,7 @@ func SetPreempt(mode string) (prev string, err error) {
 			found = found || m == mode
 		}
 		if !found {
-			return prev, fmt.Errorf("this kernel offers %v, not %q", k.PreemptModes, mode)
+			return prev, fmt.Errorf("this kernel offers %s, not %q (Linux 7.0+ offers only full and lazy where the architecture has lazy preemption)", strings.Join(k.PreemptModes, ", "), mode)
 		}
 	}
 	if err := ensureDebugfs(); err != nil {

@@ -321,7 +321,7 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 		}
 		bg += fmt.Sprintf("  target_delay: %v\n", rb.cfg.Target)
 	}
-	text := string(policy.DefaultYAML()) + bg
+	text := string(policy.DefaultYAMLWithout("background")) + bg
 	if err := os.WriteFile(pol, []byte(text), 0o644); err != nil {
 		return err
 	}

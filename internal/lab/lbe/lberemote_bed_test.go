@@ -104,8 +104,8 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 	for _, w := range []struct {
 		addr, lane, cong string
 	}{
-		{rb.bg.Addr.String() + ":80", "background", "lanes_"},
-		{rb.bg2.Addr.String() + ":80", "background", "lanes_"},
+		{rb.bg.Addr.String() + ":80", "background", "ledbat"},
+		{rb.bg2.Addr.String() + ":80", "background", "ledbat"},
 		{rb.fg.Addr.String() + ":80", "interactive", "cubic"},
 	} {
 		r, ok := rows[w.addr]

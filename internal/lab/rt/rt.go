@@ -163,12 +163,7 @@ func runRT(ctx context.Context, env *testbed.Env, p rtParams) (*testbed.Result, 
 // cyclictest, one after the other under the running load nl; each tester
 // runs as a child `lanes latency` in the flood's namespace.
 func runRTConfigs(ctx context.Context, env *testbed.Env, p rtParams, r *testbed.Result, kernel sched.KernelRT, exe string, nl *latency.NetLoad) ([]rtRun, error) {
-	base := []string{"latency", "--json", "--period", p.period.String(), "--duration", p.dur.String(),
-		"--hist-max", rtHistMax.String(), "--netns", "/proc/self/fd/3"}
-	child := func(key string, extra ...string) (*latency.Result, error) {
-		args := append(append(append([]string(nil), base...), extra...), "--tag", fmt.Sprintf("rt-%s-%d", key, os.Getpid()))
-		return runTester(ctx, exe, args, nl)
-	}
+	child := testerChild(ctx, exe, p, nl)
 	var runs []rtRun
 	var err error
 
@@ -212,6 +207,18 @@ func runRTConfigs(ctx context.Context, env *testbed.Env, p rtParams, r *testbed.
 	return runs, nil
 }
 
+// testerChild returns what runs one configuration's tester: `lanes latency`
+// as a child process in the flood's tested namespace, with the
+// configuration's own arguments and a tag naming it.
+func testerChild(ctx context.Context, exe string, p rtParams, nl *latency.NetLoad) func(string, ...string) (*latency.Result, error) {
+	base := []string{"latency", "--json", "--period", p.period.String(), "--duration", p.dur.String(),
+		"--hist-max", rtHistMax.String(), "--netns", "/proc/self/fd/3"}
+	return func(key string, extra ...string) (*latency.Result, error) {
+		args := append(append(append([]string(nil), base...), extra...), "--tag", fmt.Sprintf("rt-%s-%d", key, os.Getpid()))
+		return runTester(ctx, exe, args, nl)
+	}
+}
+
 // runRTFullPreempt measures configuration (b): full preemption set for the
 // run (skipped where the kernel cannot switch), restored after it.
 func runRTFullPreempt(env *testbed.Env, p rtParams, r *testbed.Result, child func(string, ...string) (*latency.Result, error)) (rtRun, error) {
@@ -224,14 +231,23 @@ func runRTFullPreempt(env *testbed.Env, p rtParams, r *testbed.Result, child fun
 	}
 	env.Printf("rt: (b) full preemption (was %s), %v...\n", prev, p.dur)
 	b.Result, err = child("b", "--policy", "other")
-	if _, rerr := sched.SetPreempt(prev); rerr != nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("could not restore preemption %q: %v (run: lanes tune preempt %s)", prev, rerr, prev))
-	}
+	restored := restorePreempt(prev, r)
 	if err != nil {
 		return b, fmt.Errorf("(b): %w", err)
 	}
-	b.Extra = map[string]any{"previous_mode": prev}
+	b.Extra = map[string]any{"previous_mode": prev, "restored_mode": restored}
 	return b, nil
+}
+
+// restorePreempt sets the mode (b) found back and returns the mode the
+// kernel reports afterwards; the result's notes say what happened.
+func restorePreempt(prev string, r *testbed.Result) string {
+	if _, err := sched.SetPreempt(prev); err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("could not restore preemption %q: %v (run: lanes tune preempt %s)", prev, err, prev))
+	}
+	k := sched.ReadKernelRT()
+	r.Notes = append(r.Notes, fmt.Sprintf("(b) preemption %s -> full -> %s (from %s)", prev, k.PreemptModel, k.PreemptSource))
+	return k.PreemptModel
 }
 
 // rtTable is the wake-up latency table, one row per configuration.

@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Gate is an installed host-side gate.
@@ -63,7 +64,7 @@ func (n *Node) InstallGate(dev string, rate float64, burst int, leaf string, lim
 	if _, err := n.Run("tc", args...); err != nil {
 		return nil, err
 	}
-	h, err := netlink.NewHandleAt(n.Handle)
+	h, err := netlink.NewHandleAt(n.Handle, unix.NETLINK_ROUTE) // rtnetlink only: xfrm and nfnetlink may be modules not loaded
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", n.Name, err)
 	}
@@ -78,7 +79,7 @@ func (n *Node) InstallGate(dev string, rate float64, burst int, leaf string, lim
 // AdoptGate drives an HTB root class 1:1 someone else installed (the lanes
 // daemon's tree) as a gate with the given burst.
 func (n *Node) AdoptGate(dev string, burst int) (*Gate, error) {
-	h, err := netlink.NewHandleAt(n.Handle)
+	h, err := netlink.NewHandleAt(n.Handle, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink in %s: %w", n.Name, err)
 	}
