@@ -3,9 +3,11 @@
 // host-side gate, as in a home router or a base station.
 //
 //	phone ──[trace or fixed rate up, delay, deep queue]──► fgsrv (HTTP, UDP echo)
-//	      ◄─[trace or fixed rate down, delay, deep queue]─ bgsrv, bgsrv2 (HTTP)
+//	      ◄─[trace or fixed rate down, delay, deep queue]─ bgsrv, bgsrv2 (HTTP; QUIC)
 //
-// One testbed per (link, background direction, method, round); every time
+// One testbed per (link, background direction, transport, method, round),
+// the transport of the background flows being TCP, TCP whose app sets its
+// own congestion control, or QUIC (lberemote_transport.go); every time
 // below is an offset from the start of the phone's links, so each method
 // meets the same stretch of trace at each step (paired design):
 //
@@ -38,6 +40,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,9 +93,9 @@ type RemoteConfig struct {
 	Seed      int64          `json:"seed"`
 	Lanes     string         `json:"lanes_binary,omitempty"`
 	Target    time.Duration  `json:"target_delay_ns,omitempty"` // background.target_delay for the lanes methods (0: the policy's default)
-	// BGTransport is the background flows' transport: "tcp" or "quic"
-	// (lberemote_quic.go).
-	BGTransport string `json:"background_transport,omitempty"`
+	// BGTransports are the background flows' transports, each a testbed
+	// of its own per method (lberemote_transport.go).
+	BGTransports []string `json:"background_transports"`
 	// MonitorDir: if set, every testbed's phone runs `lanes monitor` into
 	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
 	// with `lanes plot`).
@@ -114,6 +117,7 @@ type RemoteRun struct {
 	Link        string        `json:"link"`
 	BGDir       string        `json:"background_direction"`
 	Method      string        `json:"method"`
+	Transport   string        `json:"background_transport,omitempty"` // "" without background
 	Round       int           `json:"round"`
 	ProbeMs     []float64     `json:"probe_rtt_ms"`
 	ProbeLost   int           `json:"probe_lost"`
@@ -131,6 +135,9 @@ type RemoteRun struct {
 	// the interactive bulk flow).
 	Timeline map[string][]float64 `json:"timeline,omitempty"`
 	JainFrom float64              `json:"jain_from_s,omitempty"` // the second background flow started (s)
+	// BGSocketCC: the first background socket's congestion control after
+	// its app set its own (tcp-app-cc only).
+	BGSocketCC string `json:"bg_socket_cc,omitempty"`
 }
 
 // timelineBin is the resolution of RemoteRun.Timeline.
@@ -203,6 +210,7 @@ type remoteBed struct {
 	sock        string
 	cfg         *RemoteConfig
 	m           RemoteMethod
+	transport   string // the background's ("" without)
 	base        time.Time
 }
 
@@ -230,7 +238,7 @@ func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err er
 	return
 }
 
-func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link string, m RemoteMethod) (_ *remoteBed, err error) {
+func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link string, cs remoteCase) (_ *remoteBed, err error) {
 	upCfg, downCfg, err := c.remoteLinks(link)
 	if err != nil {
 		return nil, err
@@ -239,7 +247,8 @@ func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link s
 	if err != nil {
 		return nil, err
 	}
-	rb := &remoteBed{bed: bed, cfg: c, m: m, meter: newRemoteMeter()}
+	m := cs.Method
+	rb := &remoteBed{bed: bed, cfg: c, m: m, transport: cs.Transport, meter: newRemoteMeter()}
 	defer func() {
 		if err != nil {
 			bed.Close()
@@ -499,7 +508,7 @@ func (rb *remoteBed) transfer(ctx context.Context, dir string, sizeKB int) (Remo
 // run plays the schedule on the bed.
 func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (RemoteRun, error) {
 	c := rb.cfg
-	r := RemoteRun{BGDir: bgDir, Method: rb.m.ID}
+	r := RemoteRun{BGDir: bgDir, Method: rb.m.ID, Transport: rb.transport}
 	var bg *topo.Proc
 	var err error
 	if rb.m.BG {
@@ -511,6 +520,11 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	probeFrom, probeTo := aloneWindow(c.Warmup)
 	if r.ProbeMs, r.ProbeLost, err = rb.probe(ctx, probeFrom, probeTo); err != nil {
 		return r, err
+	}
+	if rb.m.BG && rb.transport == TransportTCPAppCC {
+		if r.BGSocketCC, err = appSocketCC(ctx, bg); err != nil {
+			return r, err
+		}
 	}
 	r.BGAlone = rb.share(bgDir, rb.bg, probeFrom, probeTo)
 	r.AloneFrom, r.AloneTo = probeFrom.Seconds(), probeTo.Seconds()
@@ -602,8 +616,10 @@ func (rb *remoteBed) endBulk(p *topo.Proc) {
 	_, _ = rb.phone.Run("ss", "-K", "-t", "dst", rb.fg.Addr.String())
 }
 
-// RunRemote runs every link, background direction, method and round.
+// RunRemote runs every link, background direction, method, transport and
+// round.
 func RunRemote(ctx context.Context, env *testbed.Env, c *RemoteConfig) ([]RemoteRun, error) {
+	cases := remoteCases(c.Methods, c.BGTransports)
 	rng := rand.New(rand.NewSource(c.Seed))
 	var pairs []lbePair
 	for _, d := range c.FGDirs {
@@ -619,23 +635,11 @@ func RunRemote(ctx context.Context, env *testbed.Env, c *RemoteConfig) ([]Remote
 				// for every method: paired with the trace's offsets
 				order := append([]lbePair(nil), pairs...)
 				rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-				for _, mi := range rng.Perm(len(c.Methods)) {
-					m := c.Methods[mi]
-					env.Printf("round %d/%d link %s background %s method %s (%s)\n", round+1, c.Reps, link, bgDir, m.ID, m.Name)
-					rb, err := newRemoteBed(ctx, env, c, link, m)
+				for _, ci := range rng.Perm(len(cases)) {
+					r, err := runRemoteCase(ctx, env, c, link, bgDir, round, cases[ci], order)
 					if err != nil {
-						return runs, fmt.Errorf("%s %s %s: %w", link, bgDir, m.ID, err)
-					}
-					if err := rb.monitor(fmt.Sprintf("%s-%s-%s-r%d", link, bgDir, m.ID, round+1)); err != nil {
-						rb.bed.Close()
 						return runs, err
 					}
-					r, err := rb.run(ctx, bgDir, order)
-					rb.bed.Close()
-					if err != nil {
-						return runs, fmt.Errorf("%s %s %s: %w", link, bgDir, m.ID, err)
-					}
-					r.Link, r.Round = link, round
 					runs = append(runs, r)
 				}
 			}
@@ -644,11 +648,42 @@ func RunRemote(ctx context.Context, env *testbed.Env, c *RemoteConfig) ([]Remote
 	return runs, nil
 }
 
-// remoteCell is one (link, background direction, method) summary.
+// runRemoteCase runs one testbed: case cs on link, background in bgDir.
+func runRemoteCase(ctx context.Context, env *testbed.Env, c *RemoteConfig, link, bgDir string, round int, cs remoteCase, order []lbePair) (RemoteRun, error) {
+	m := cs.Method
+	what := m.ID
+	if cs.Transport != "" {
+		what += " over " + cs.Transport
+	}
+	env.Printf("round %d/%d link %s background %s method %s (%s)\n", round+1, c.Reps, link, bgDir, what, m.Name)
+	rb, err := newRemoteBed(ctx, env, c, link, cs)
+	if err != nil {
+		return RemoteRun{}, fmt.Errorf("%s %s %s: %w", link, bgDir, what, err)
+	}
+	defer rb.bed.Close()
+	name := fmt.Sprintf("%s-%s-%s-r%d", link, bgDir, m.ID, round+1)
+	if cs.Transport != "" && len(c.BGTransports) > 1 {
+		name = fmt.Sprintf("%s-%s-%s-%s-r%d", link, bgDir, cs.Transport, m.ID, round+1)
+	}
+	if err := rb.monitor(name); err != nil {
+		return RemoteRun{}, err
+	}
+	r, err := rb.run(ctx, bgDir, order)
+	if err != nil {
+		return r, fmt.Errorf("%s %s %s: %w", link, bgDir, what, err)
+	}
+	r.Link, r.Round = link, round
+	return r, nil
+}
+
+// remoteCell is one (link, background direction, transport, method) summary.
 type remoteCell struct {
 	Link, BGDir, Method      string
+	Transport                string             // "" without background
 	P50, P95                 float64            // probe RTT, ms
 	Infl50, Infl95           float64            // above no background, ms
+	ProbeLost, ProbeSent     int                // over the rounds
+	BGSocketCC               string             // tcp-app-cc: the socket's congestion control after the app's call (rounds that differ: joined with "/")
 	FCTRatio                 map[string]float64 // "dir size" -> mean ratio to no background
 	BGAlone, BGUnder, FGBulk float64
 	// AloneVsCubic: BGAlone ÷ the CUBIC background's of the same link,
@@ -667,81 +702,112 @@ func pctl(v []float64, p float64) float64 {
 	return s[int(p*float64(len(s)-1))]
 }
 
+// remoteKey names one testbed's run: the transport is "" for the method
+// without background, the paired base of every transport.
+type remoteKey struct {
+	link, dir, transport, method string
+	round                        int
+}
+
+func keyOf(r RemoteRun) remoteKey {
+	return remoteKey{r.Link, r.BGDir, r.Transport, r.Method, r.Round}
+}
+
 // summarizeRemote pairs each method's runs with the no-background run of
-// the same link, direction and round.
+// the same link, direction and round (RTT inflation, completion ratios),
+// and with the CUBIC background over the same transport (share alone).
 func summarizeRemote(runs []RemoteRun) []remoteCell {
-	type key struct {
-		link, dir, m string
-		round        int
-	}
-	by := map[key]RemoteRun{}
+	by := map[remoteKey]RemoteRun{}
 	for _, r := range runs {
-		by[key{r.Link, r.BGDir, r.Method, r.Round}] = r
+		by[keyOf(r)] = r
 	}
-	type ck struct{ link, dir, m string }
-	acc := map[ck]*remoteCell{}
-	n, nCubic := map[ck]int{}, map[ck]int{}
-	var order []ck
+	acc := map[remoteKey]*remoteCell{}
+	n, nCubic := map[remoteKey]int{}, map[remoteKey]int{}
+	var order []remoteKey
 	for _, r := range runs {
-		k := ck{r.Link, r.BGDir, r.Method}
+		k := keyOf(r)
+		k.round = 0
 		c := acc[k]
 		if c == nil {
-			c = &remoteCell{Link: r.Link, BGDir: r.BGDir, Method: r.Method, FCTRatio: map[string]float64{}}
+			c = &remoteCell{Link: r.Link, BGDir: r.BGDir, Method: r.Method, Transport: r.Transport, FCTRatio: map[string]float64{}}
 			acc[k] = c
 			order = append(order, k)
 		}
 		n[k]++
-		base, hasBase := by[key{r.Link, r.BGDir, "none", r.Round}]
-		p50, p95 := pctl(r.ProbeMs, .5), pctl(r.ProbeMs, .95)
-		c.P50 += p50
-		c.P95 += p95
-		if hasBase {
-			c.Infl50 += p50 - pctl(base.ProbeMs, .5)
-			c.Infl95 += p95 - pctl(base.ProbeMs, .95)
-			for i, t := range r.Trials {
-				if i < len(base.Trials) && t.Error == "" && base.Trials[i].Error == "" && base.Trials[i].Seconds > 0 {
-					c.FCTRatio[fmt.Sprintf("%s %d KB", t.Dir, t.SizeKB)] += t.Seconds / base.Trials[i].Seconds
-				}
-			}
-		}
-		for _, t := range r.Trials {
-			if t.Late {
-				c.Late++
-			}
-		}
-		if cu, ok := by[key{r.Link, r.BGDir, "cubic", r.Round}]; ok && cu.BGAlone > 0 {
+		base, hasBase := by[remoteKey{r.Link, r.BGDir, "", "none", r.Round}]
+		c.addRun(r, base, hasBase)
+		if cu, ok := by[remoteKey{r.Link, r.BGDir, r.Transport, "cubic", r.Round}]; ok && cu.BGAlone > 0 {
 			c.AloneVsCubic += r.BGAlone / cu.BGAlone
 			nCubic[k]++
 		}
-		c.BGAlone += r.BGAlone
-		c.BGUnder += r.BGUnderBulk
-		c.FGBulk += r.FGBulk
-		c.Jain += r.Jain
 	}
 	var out []remoteCell
 	for _, k := range order {
-		c, f := acc[k], float64(n[k])
-		c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
-		c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
-		for s := range c.FCTRatio {
-			c.FCTRatio[s] /= f
-		}
-		if nCubic[k] > 0 {
-			c.AloneVsCubic /= float64(nCubic[k])
-		}
-		out = append(out, *c)
+		acc[k].average(n[k], nCubic[k])
+		out = append(out, *acc[k])
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Link != b.Link {
-			return a.Link < b.Link
-		}
-		if a.BGDir != b.BGDir {
-			return a.BGDir < b.BGDir
-		}
-		return methodIndex(a.Method) < methodIndex(b.Method)
-	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].less(out[j]) })
 	return out
+}
+
+// addRun adds run r to the cell's sums; base is the paired run without
+// background (if hasBase).
+func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
+	p50, p95 := pctl(r.ProbeMs, .5), pctl(r.ProbeMs, .95)
+	c.P50 += p50
+	c.P95 += p95
+	c.ProbeLost += r.ProbeLost
+	c.ProbeSent += r.ProbeLost + len(r.ProbeMs)
+	if hasBase {
+		c.Infl50 += p50 - pctl(base.ProbeMs, .5)
+		c.Infl95 += p95 - pctl(base.ProbeMs, .95)
+		for i, t := range r.Trials {
+			if i < len(base.Trials) && t.Error == "" && base.Trials[i].Error == "" && base.Trials[i].Seconds > 0 {
+				c.FCTRatio[fmt.Sprintf("%s %d KB", t.Dir, t.SizeKB)] += t.Seconds / base.Trials[i].Seconds
+			}
+		}
+	}
+	for _, t := range r.Trials {
+		if t.Late {
+			c.Late++
+		}
+	}
+	if r.BGSocketCC != "" && !slices.Contains(strings.Split(c.BGSocketCC, "/"), r.BGSocketCC) {
+		c.BGSocketCC = strings.TrimPrefix(c.BGSocketCC+"/"+r.BGSocketCC, "/")
+	}
+	c.BGAlone += r.BGAlone
+	c.BGUnder += r.BGUnderBulk
+	c.FGBulk += r.FGBulk
+	c.Jain += r.Jain
+}
+
+// average turns the sums of n runs into means (nCubic of them had a paired
+// CUBIC background).
+func (c *remoteCell) average(n, nCubic int) {
+	f := float64(n)
+	c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
+	c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
+	for s := range c.FCTRatio {
+		c.FCTRatio[s] /= f
+	}
+	if nCubic > 0 {
+		c.AloneVsCubic /= float64(nCubic)
+	}
+}
+
+// less orders cells by link, direction, transport (no background first),
+// method.
+func (c remoteCell) less(d remoteCell) bool {
+	if c.Link != d.Link {
+		return c.Link < d.Link
+	}
+	if c.BGDir != d.BGDir {
+		return c.BGDir < d.BGDir
+	}
+	if ti, tj := transportIndex(c.Transport), transportIndex(d.Transport); ti != tj {
+		return ti < tj
+	}
+	return methodIndex(c.Method) < methodIndex(d.Method)
 }
 
 func methodIndex(id string) int {
@@ -753,14 +819,17 @@ func methodIndex(id string) int {
 	return len(RemoteMethods)
 }
 
+// remoteTables are the run's tables; each row names its link, background
+// direction, transport ("-" without background) and method.
 func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
-	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background)",
-		Columns: []string{"link", "background", "method", "p50", "p95", "inflation p50", "inflation p95"}}
+	head := []string{"link", "background", "transport", "method"}
+	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background); probes lost of sent",
+		Columns: append(slices.Clone(head), "p50", "p95", "inflation p50", "inflation p95", "probes lost")}
 	from, to := aloneWindow(c.Warmup)
-	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain", from, to),
-		Columns: []string{"link", "background", "method", "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain"}}
+	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's over the same transport, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain; the background socket's congestion control after its app asked for %s (tcp-app-cc)", from, to, appCC),
+		Columns: append(slices.Clone(head), "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain", "bg socket CC")}
 	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
-		Columns: []string{"link", "background", "method"}}
+		Columns: slices.Clone(head)}
 	var sizes []string
 	for _, d := range c.FGDirs {
 		for _, s := range c.SizesKB {
@@ -769,7 +838,8 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 	}
 	fct.Columns = append(append(fct.Columns, sizes...), "late starts")
 	for _, x := range cells {
-		rtt.Rows = append(rtt.Rows, []string{x.Link, x.BGDir, x.Method, f1(x.P50), f1(x.P95), f1(x.Infl50), f1(x.Infl95)})
+		row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method}
+		rtt.Rows = append(rtt.Rows, append(slices.Clone(row), f1(x.P50), f1(x.P95), f1(x.Infl50), f1(x.Infl95), fmt.Sprintf("%d of %d", x.ProbeLost, x.ProbeSent)))
 		if x.Method == "none" {
 			continue
 		}
@@ -777,14 +847,21 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 		if x.AloneVsCubic > 0 {
 			vsCubic = fmt.Sprintf("%.2f", x.AloneVsCubic)
 		}
-		share.Rows = append(share.Rows, []string{x.Link, x.BGDir, x.Method, pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain)})
-		row := []string{x.Link, x.BGDir, x.Method}
+		share.Rows = append(share.Rows, append(slices.Clone(row), pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain), orDash(x.BGSocketCC)))
+		ratios := slices.Clone(row)
 		for _, s := range sizes {
-			row = append(row, fmt.Sprintf("%.2f", x.FCTRatio[s]))
+			ratios = append(ratios, fmt.Sprintf("%.2f", x.FCTRatio[s]))
 		}
-		fct.Rows = append(fct.Rows, append(row, strconv.Itoa(x.Late)))
+		fct.Rows = append(fct.Rows, append(ratios, strconv.Itoa(x.Late)))
 	}
 	return []testbed.Table{rtt, fct, share}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func f1(v float64) string   { return fmt.Sprintf("%.1f", v) }
@@ -812,13 +889,14 @@ func init() {
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
-			fs.StringVar(&c.BGTransport, "bg-transport", TransportTCP, "background flows' transport: tcp or quic (quic-go, its own CUBIC)")
+			transports := fs.String("bg-transports", TransportTCP, "background flows' transports, each a testbed of its own: tcp (the system's congestion control), tcp-app-cc (the app sets cubic once connected), quic (quic-go, its own CUBIC)")
+			fs.StringVar(transports, "bg-transport", TransportTCP, "the same as --bg-transports")
 			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				if env.Quick {
 					*links, *sizes, c.Reps = "fixed", "10,100", 1
 					c.Warmup, c.Slot, c.BulkFor, c.JainFor = 8*time.Second, 3*time.Second, 5*time.Second, 9*time.Second
 				}
-				if err := parseRemote(c, *links, *bgDirs, *fgDirs, *sizes, *methods); err != nil {
+				if err := parseRemote(c, *links, *bgDirs, *fgDirs, *sizes, *methods, *transports); err != nil {
 					return nil, err
 				}
 				r := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}}
@@ -832,29 +910,30 @@ func init() {
 				cells := summarizeRemote(runs)
 				r.Tables = remoteTables(cells, c)
 				r.Data = map[string]any{"runs": runs, "cells": cells}
-				r.Notes = append(r.Notes, fmt.Sprintf("links %s, %v one way, buffers %v at the mean rate, %s, %d rounds, background over %s; paired: every method's step starts at the same offset into the links",
-					strings.Join(c.Links, ", "), c.Delay, c.QueueTime, c.CC, c.Reps, c.BGTransport))
+				r.Notes = append(r.Notes, fmt.Sprintf("links %s, %v one way, buffers %v at the mean rate, %s, %d rounds, background over %s; paired: every method's and transport's step starts at the same offset into the links",
+					strings.Join(c.Links, ", "), c.Delay, c.QueueTime, c.CC, c.Reps, strings.Join(c.BGTransports, ", ")))
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
 		}, Plot: plotRemote})
 }
 
-func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods string) error {
-	split := func(s string) []string {
-		var out []string
-		for _, v := range strings.Split(s, ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				out = append(out, v)
-			}
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
 		}
-		return out
 	}
+	return out
+}
+
+func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods, transports string) error {
+	split := splitList
 	c.Links, c.BGDirs, c.FGDirs = split(links), split(bgDirs), split(fgDirs)
-	if c.BGTransport == "" {
-		c.BGTransport = TransportTCP
-	}
-	if err := checkTransport(c.BGTransport); err != nil {
+	var err error
+	if c.BGTransports, err = parseTransports(transports); err != nil {
 		return err
 	}
 	for _, d := range append(append([]string(nil), c.BGDirs...), c.FGDirs...) {

@@ -70,7 +70,7 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rb, err := newRemoteBed(ctx, labtest.TestEnv(t), c, "fixed", m)
+	rb, err := newRemoteBed(ctx, labtest.TestEnv(t), c, "fixed", remoteCase{Method: m, Transport: TransportTCP})
 	if err != nil {
 		t.Fatal(err)
 	}

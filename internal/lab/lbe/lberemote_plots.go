@@ -9,6 +9,10 @@
 //     panel per method: the link's capacity, the background flow, the
 //     foreground (transfers, then the interactive bulk flow) and the second
 //     background flow (latecomer fairness).
+//
+// A run with several background transports draws each figure once per
+// transport (no background, their common base, in each), its name ending
+// in -TRANSPORT except for tcp's.
 package lbe
 
 import (
@@ -37,8 +41,8 @@ func plotRemote(r *testbed.Result) ([]testbed.Figure, error) {
 	if err := testbed.DecodeData(r, &d); err != nil {
 		return nil, err
 	}
-	var links, dirs, methods []string
-	seen := map[*[]string]map[string]bool{&links: {}, &dirs: {}, &methods: {}}
+	var links, dirs, methods, transports []string
+	seen := map[*[]string]map[string]bool{&links: {}, &dirs: {}, &methods: {}, &transports: {}}
 	add := func(list *[]string, v string) {
 		if !seen[list][v] {
 			seen[list][v] = true
@@ -49,27 +53,63 @@ func plotRemote(r *testbed.Result) ([]testbed.Figure, error) {
 		add(&links, x.Link)
 		add(&dirs, x.BGDir)
 		add(&methods, x.Method)
+		if x.Method != "none" {
+			add(&transports, plotTransport(x))
+		}
 	}
 	sort.SliceStable(methods, func(i, j int) bool { return methodIndex(methods[i]) < methodIndex(methods[j]) })
 	var figs []testbed.Figure
-	for _, dir := range dirs {
-		figs = append(figs, testbed.Figure{Name: "fct-bg-" + dir, Fig: remoteFCTFigure(d.Runs, links, dir, methods)},
-			testbed.Figure{Name: "rtt-bg-" + dir, Fig: remoteRTTFigure(d.Runs, links, dir, methods)})
-	}
-	for _, link := range links {
-		for _, dir := range dirs {
-			if f := remoteTimeline(d.Runs, link, dir, methods); f != nil {
-				figs = append(figs, testbed.Figure{Name: "timeline-" + link + "-" + dir, Fig: f})
-			}
-		}
+	for _, t := range transports {
+		figs = append(figs, remoteFigures(transportRuns(d.Runs, t), t, links, dirs, methods)...)
 	}
 	return figs, nil
 }
 
+// plotTransport is run x's background transport (tcp for runs stored
+// before transports were an axis, which had none).
+func plotTransport(x RemoteRun) string {
+	if x.Transport == "" {
+		return TransportTCP
+	}
+	return x.Transport
+}
+
+// transportRuns are the runs over transport t and those without background.
+func transportRuns(runs []RemoteRun, t string) []RemoteRun {
+	var out []RemoteRun
+	for _, x := range runs {
+		if x.Method == "none" || plotTransport(x) == t {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// remoteFigures are the figures of the runs over transport t.
+func remoteFigures(runs []RemoteRun, t string, links, dirs, methods []string) []testbed.Figure {
+	suffix, over := "", ""
+	if t != TransportTCP {
+		suffix, over = "-"+t, " over "+t
+	}
+	var figs []testbed.Figure
+	for _, dir := range dirs {
+		figs = append(figs, testbed.Figure{Name: "fct-bg-" + dir + suffix, Fig: remoteFCTFigure(runs, links, dir+over, dir, methods)},
+			testbed.Figure{Name: "rtt-bg-" + dir + suffix, Fig: remoteRTTFigure(runs, links, dir+over, dir, methods)})
+	}
+	for _, link := range links {
+		for _, dir := range dirs {
+			if f := remoteTimeline(runs, link, dir+over, dir, methods); f != nil {
+				figs = append(figs, testbed.Figure{Name: "timeline-" + link + "-" + dir + suffix, Fig: f})
+			}
+		}
+	}
+	return figs
+}
+
 // remoteFCTFigure: completion time ÷ the paired no-background transfer.
-func remoteFCTFigure(runs []RemoteRun, links []string, bgDir string, methods []string) *plot.Figure {
+func remoteFCTFigure(runs []RemoteRun, links []string, what, bgDir string, methods []string) *plot.Figure {
 	const yMax = 3
-	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s: foreground completion time / no background (clipped at %d)", bgDir, yMax),
+	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s: foreground completion time / no background (clipped at %d)", what, yMax),
 		XLabel: "foreground size", XUnit: "KB", PanelHeight: 170}
 	base := map[string]RemoteRun{}
 	for _, x := range runs {
@@ -129,9 +169,9 @@ func remoteFCTFigure(runs []RemoteRun, links []string, bgDir string, methods []s
 }
 
 // remoteRTTFigure: probe RTT by percentile, all rounds pooled.
-func remoteRTTFigure(runs []RemoteRun, links []string, bgDir string, methods []string) *plot.Figure {
+func remoteRTTFigure(runs []RemoteRun, links []string, what, bgDir string, methods []string) *plot.Figure {
 	const yMax = 300
-	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s alone: probe RTT by percentile (clipped at %d ms)", bgDir, yMax),
+	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, background %s alone: probe RTT by percentile (clipped at %d ms)", what, yMax),
 		XLabel: "percentile", XUnit: "%", PanelHeight: 160}
 	for _, link := range links {
 		p := plot.Panel{YLabel: shortLink(link), Unit: "ms", YMin: 0, YMax: yMax}
@@ -157,8 +197,8 @@ func remoteRTTFigure(runs []RemoteRun, links []string, bgDir string, methods []s
 }
 
 // remoteTimeline: throughput over round 1's schedule, one panel per method.
-func remoteTimeline(runs []RemoteRun, link, bgDir string, methods []string) *plot.Figure {
-	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, %s, background %s: throughput in the background's direction (round 1)", link, bgDir),
+func remoteTimeline(runs []RemoteRun, link, what, bgDir string, methods []string) *plot.Figure {
+	f := &plot.Figure{Title: fmt.Sprintf("lbe-remote, %s, background %s: throughput in the background's direction (round 1)", link, what),
 		XLabel: "time since the links started", XUnit: "s", PanelHeight: 140}
 	bin := timelineBin.Seconds()
 	for _, m := range methods {

@@ -6,7 +6,7 @@
 //     POST /sink reads the body and answers with its length; prints "ready".
 //   - get --url URL --bytes N / post --url URL --bytes N   one foreground
 //     request on a fresh connection; prints one JSON line (seconds, bytes,
-//     the client's own CPU time).
+//     the client's own CPU time). --app-cc NAME: see bulk.
 //   - echo --listen ADDR / ping --to ADDR --count N   UDP echo and a UDP
 //     ping that prints the round-trip times in ms as one JSON array.
 //   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
@@ -14,7 +14,10 @@
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
 //     endless POST; prints {"src":..,"dst":..} once connected (the paper's
 //     3-tuple registration reads the source port the same way), then runs
-//     until killed.
+//     until killed. --app-cc NAME: once connected, the helper sets its own
+//     congestion control on the socket (TCP_CONGESTION, as iperf3 -C does)
+//     and adds what the socket then runs to that line ("cc"); get prints
+//     the same line first.
 //
 // Experiments add their own helpers with RegisterHelper (rtclient, one
 // periodic flow through a realtime lane, comes with experiment deadline).
@@ -52,6 +55,54 @@ func SetCC(rc syscall.RawConn, cc string) error {
 		return fmt.Errorf("TCP_CONGESTION %s: %w", cc, serr)
 	}
 	return nil
+}
+
+// AppSetCC does what an application that picks its own congestion control
+// does once connected (iperf3 -C NAME): TCP_CONGESTION on its socket. It
+// returns the congestion control the socket runs afterwards, which is not
+// NAME where something (lanes' background lane) keeps its own.
+func AppSetCC(c net.Conn, name string) (string, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return "", fmt.Errorf("%T has no socket", c)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	if err := SetCC(rc, name); err != nil {
+		return "", err
+	}
+	var now string
+	var serr error
+	if err := rc.Control(func(fd uintptr) { now, serr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION) }); err != nil {
+		return "", err
+	}
+	return now, serr
+}
+
+// appCCDial wraps a dial: with an app's congestion control (appCC not
+// empty) it is set on every new connection, which is then announced as a
+// BulkHello line; announce prints that line for every connection anyway.
+func appCCDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), appCC string, announce bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		hello := BulkHello{Src: c.LocalAddr().String(), Dst: c.RemoteAddr().String()}
+		if appCC != "" {
+			if hello.CC, err = AppSetCC(c, appCC); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("the app's congestion control: %w", err)
+			}
+		}
+		if announce || appCC != "" {
+			b, _ := json.Marshal(hello)
+			fmt.Println(string(b))
+		}
+		return c, nil
+	}
 }
 
 // HelperResult is what get and post print.
@@ -168,11 +219,12 @@ func helperRequest(kind string, args []string) error {
 	url := fs.String("url", "", "server URL (http://IP:PORT)")
 	size := fs.Int64("bytes", 1000, "bytes to transfer")
 	timeout := fs.Duration("timeout", 120*time.Second, "give up after")
+	appCC := fs.String("app-cc", "", "congestion control the app sets on its socket once connected")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	d := &net.Dialer{Control: ccControl}
-	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}
+	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: appCCDial(d.DialContext, *appCC, false)}
 	cl := &http.Client{Transport: tr, Timeout: *timeout}
 	cpu0 := cpuNow()
 	start := time.Now()
@@ -217,6 +269,9 @@ func (zeroReader) Read(p []byte) (int, error) {
 type BulkHello struct {
 	Src string `json:"src"`
 	Dst string `json:"dst"`
+	// CC is the socket's congestion control after the app set its own
+	// (--app-cc; empty without).
+	CC string `json:"cc,omitempty"`
 }
 
 func helperBulk(args []string) error {
@@ -224,6 +279,7 @@ func helperBulk(args []string) error {
 	url := fs.String("url", "", "server URL (http://IP:PORT)")
 	prio := fs.Int("prio", -1, "SO_PRIORITY for the socket (-1: leave)")
 	nice := fs.Int("nice", 0, "nice value for this process (19 = the paper's static priority 139)")
+	appCC := fs.String("app-cc", "", "congestion control the app sets on its socket once connected")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -239,14 +295,7 @@ func helperBulk(args []string) error {
 		}
 		return serr
 	}}
-	tr := &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err == nil {
-			b, _ := json.Marshal(BulkHello{Src: c.LocalAddr().String(), Dst: c.RemoteAddr().String()})
-			fmt.Println(string(b))
-		}
-		return c, err
-	}}
+	tr := &http.Transport{DisableCompression: true, DialContext: appCCDial(d.DialContext, *appCC, true)}
 	cl := &http.Client{Transport: tr}
 	for {
 		req, _ := http.NewRequest(http.MethodPost, *url+"/sink", zeroReader{})
