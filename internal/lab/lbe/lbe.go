@@ -297,24 +297,10 @@ func (lb *lbeBed) transfer(ctx context.Context, dir string, sizeKB int) (LBETria
 		prio0 = lb.prio.ThreadCPU()
 	}
 	sirq0 := emu.SoftirqTime()
-	kind := "get"
-	if dir == "upload" {
-		kind = "post"
-	}
-	p, err := lb.phone.Start(kind, "--url", lb.fgURL, "--bytes", strconv.Itoa(sizeKB*1000))
+	res, err := foregroundTransfer(ctx, lb.phone, dir, lb.fgURL, sizeKB)
 	if err != nil {
 		return tr, err
 	}
-	l, err := p.Line(ctx, 10*time.Minute)
-	if err != nil {
-		p.Stop()
-		return tr, fmt.Errorf("%s client: %w", kind, err)
-	}
-	var res testbed.HelperResult
-	if err := json.Unmarshal([]byte(l), &res); err != nil {
-		return tr, fmt.Errorf("%s client said %q", kind, l)
-	}
-	<-p.Done()
 	tr.Seconds = res.Seconds
 	tr.Error = res.Error
 	cpu := time.Duration(res.CPUNs)
@@ -759,4 +745,29 @@ func init() {
 				return runLBEExperiment(ctx, env, "lbe-overhead", c, r)
 			}
 		}, Plot: plotLBE})
+}
+
+// foregroundTransfer runs one foreground GET (download) or POST (upload)
+// of sizeKB from node to url with the lab's client helper, and returns
+// what the helper measured.
+func foregroundTransfer(ctx context.Context, node *topo.Node, dir, url string, sizeKB int) (testbed.HelperResult, error) {
+	var res testbed.HelperResult
+	kind := "get"
+	if dir == "upload" {
+		kind = "post"
+	}
+	p, err := node.Start(kind, "--url", url, "--bytes", strconv.Itoa(sizeKB*1000))
+	if err != nil {
+		return res, err
+	}
+	l, err := p.Line(ctx, 10*time.Minute)
+	if err != nil {
+		p.Stop()
+		return res, fmt.Errorf("%s client: %w", kind, err)
+	}
+	if err := json.Unmarshal([]byte(l), &res); err != nil {
+		return res, fmt.Errorf("%s client said %q", kind, l)
+	}
+	<-p.Done()
+	return res, nil
 }

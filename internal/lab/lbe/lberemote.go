@@ -32,7 +32,6 @@ package lbe
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -483,24 +482,10 @@ func (rb *remoteBed) probe(ctx context.Context, from, to time.Duration) ([]float
 // transfer runs one foreground GET or POST to fgsrv.
 func (rb *remoteBed) transfer(ctx context.Context, dir string, sizeKB int) (RemoteTrial, error) {
 	tr := RemoteTrial{Dir: dir, SizeKB: sizeKB, Offset: time.Since(rb.base).Seconds()}
-	kind := "get"
-	if dir == "upload" {
-		kind = "post"
-	}
-	p, err := rb.phone.Start(kind, "--url", "http://"+rb.fg.Addr.String()+":80", "--bytes", strconv.Itoa(sizeKB*1000))
+	res, err := foregroundTransfer(ctx, rb.phone, dir, "http://"+rb.fg.Addr.String()+":80", sizeKB)
 	if err != nil {
 		return tr, err
 	}
-	l, err := p.Line(ctx, 10*time.Minute)
-	if err != nil {
-		p.Stop()
-		return tr, fmt.Errorf("%s client: %w", kind, err)
-	}
-	var res testbed.HelperResult
-	if err := json.Unmarshal([]byte(l), &res); err != nil {
-		return tr, fmt.Errorf("%s client said %q", kind, l)
-	}
-	<-p.Done()
 	tr.Seconds, tr.Error = res.Seconds, res.Error
 	return tr, nil
 }
