@@ -811,7 +811,7 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background); probes lost of sent",
 		Columns: append(slices.Clone(head), "p50", "p95", "inflation p50", "inflation p95", "probes lost")}
 	from, to := aloneWindow(c.Warmup)
-	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's over the same transport, paired), under an interactive CUBIC bulk flow (its share); two background flows 10 s apart: Jain; the background socket's congestion control after its app asked for %s (tcp-app-cc)", from, to, appCC),
+	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's over the same transport, paired), under an interactive CUBIC bulk flow (its share); a second background flow joining the first: Jain over [%v, %v) after it joins; the background socket's congestion control after its app asked for %s (tcp-app-cc)", from, to, c.JainFor/3, c.JainFor, appCC),
 		Columns: append(slices.Clone(head), "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain", "bg socket CC")}
 	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
 		Columns: slices.Clone(head)}
