@@ -211,7 +211,7 @@ set -- $(cat /t/args)
 for t in /t/*.test; do
   [ -f "$t" ] || continue
   echo "== test $(basename "$t" .test)"; t0=$(date +%s)
-  (cd "${t%.test}.d" && "$t" -test.v -test.count 1 -test.timeout 20m "$@" 2>&1; echo "== rc $?") | tee /tmp/out | grep -v -E '^=== (RUN|PAUSE|CONT)|^ *--- PASS'
+  (cd "${t%.test}.d" && "$t" -test.v -test.count 1 -test.timeout 20m "$@" 2>&1; echo "== rc $?") | tee /tmp/out | grep -v -E '^=== (RUN|PAUSE|CONT)|^ +--- PASS'
   echo "== tests $(grep -c '^--- PASS' /tmp/out) $(grep -c '^--- SKIP' /tmp/out) $(grep -c '^--- FAIL' /tmp/out)"
   echo "== time $(basename "$t" .test) $(( $(date +%s) - t0 ))s"
 done
@@ -238,8 +238,10 @@ tr -d '\r' < "$log" | awk -v k="$version" '/^feature +state/{t=1; next} t && /^$
   /^scheduler: /{sub(/ \(from .*/, ""); s=$0} END{printf "kernel-vm: %s present: %s\nkernel-vm: %s %s\n", k, y, k, s}' >&2
 # Per test binary: passed or failed, its top-level tests passed, skipped
 # and failed, and its time in the VM.
-tr -d '\r' < "$log" | awk -v k="$version" '/^== test /{t=$3} /^== rc /{r[t]=$3} /^== tests /{c=sprintf("%d of %d tests passed, %d skipped, %d failed", $3, $3+$4+$5, $4, $5)}
-  /^== time /{n++; p+=(r[$3]=="0"); printf "kernel-vm: %s %s %s %s (%s)\n", k, $3, (r[$3]=="0"?"passed":"FAILED"), $4, c}
-  END{printf "kernel-vm: %s: %d of %d test binaries passed\n", k, p, n}' >&2
+# A binary the VM's time ran out in is named as unfinished.
+tr -d '\r' < "$log" | awk -v k="$version" '/^== test /{t=$3; open=t} /^== rc /{r[t]=$3} /^== tests /{c=sprintf("%d of %d tests passed, %d skipped, %d failed", $3, $3+$4+$5, $4, $5)}
+  /^== time /{n++; open=""; p+=(r[$3]=="0"); printf "kernel-vm: %s %s %s %s (%s)\n", k, $3, (r[$3]=="0"?"passed":"FAILED"), $4, c}
+  END{if (open!="") {n++; printf "kernel-vm: %s %s DID NOT FINISH (the VM was stopped)\n", k, open}
+    printf "kernel-vm: %s: %d of %d test binaries passed\n", k, p, n}' >&2
 grep -q '^== done' "$log" || { echo "kernel-vm: the VM did not finish (see $log)" >&2; exit 1; }
 ! grep -q -E '^== doctor rc=[1-9]|^== rc [1-9]' "$log"
