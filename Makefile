@@ -15,6 +15,7 @@ OUT     ?= bin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  := $(PREFIX)/bin
+LIBEXECDIR := $(PREFIX)/libexec
 SHAREDIR := $(PREFIX)/share
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
@@ -22,15 +23,27 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
 build: native
 	@$(MAKE) --no-print-directory cross
 
-native:
+native: rtd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes ./cmd/lanes
+
+# lanes-rtd, the realtime lane's data path outside Go's runtime (rtd/,
+# docs/realtime.md "The data path process"): the daemon runs it from beside
+# its own executable (or ../libexec/lanes/). A plain `go build` has no
+# lanes-rtd: the daemon then runs the data path in its own process.
+RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -Iinternal/bpf/edfqdisc
+RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
+rtd: $(OUT)/lanes-rtd
+
+$(OUT)/lanes-rtd: $(RTD_SRC)
+	@mkdir -p $(OUT)
+	$(CC) $(RTD_CFLAGS) -o $@ $(filter %.c,$^)
 
 # Device makers run lanes on phones and boards: cross-build with CGO off and
 # without the lab (-tags nolab: 16% smaller; docs/ARCHITECTURE.md).
@@ -53,9 +66,10 @@ generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
 
-# test: the C examples; go vet and staticcheck; every test; the unit tests
-# again under the race detector (-short: the traffic tests are skipped
-# there); the leak check.
+# test: the C examples; go vet and staticcheck; every test (the realtime
+# lane's on lanes-rtd), the realtime lane's again with its data path in
+# the daemon's process; the unit tests again under the race detector
+# (-short: the traffic tests are skipped there); the leak check.
 test:
 	./scripts/deps.sh test
 	@$(MAKE) --no-print-directory examples
@@ -64,6 +78,7 @@ test:
 	$(GO) run $(STATICCHECK) ./...
 	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
 	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
+	TMPDIR=$$tmp LANES_RT_DATAPATH=in-process $(GO) test -count=1 -timeout 10m ./internal/rtlane/ || rc=1; \
 	TMPDIR=$$tmp CGO_ENABLED=1 $(GO) test -race -short -count=1 -p 1 -timeout 30m ./... || rc=1; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
 
@@ -136,6 +151,7 @@ lint:
 # is there), README and licences.
 install: native
 	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
+	install -Dm755 $(OUT)/lanes-rtd $(DESTDIR)$(LIBEXECDIR)/lanes/lanes-rtd
 	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man/man1 >/dev/null
 	gzip -9nf $(DESTDIR)$(SHAREDIR)/man/man1/lanes*.1
 	install -d $(DESTDIR)$(SHAREDIR)/bash-completion/completions $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions \

@@ -51,7 +51,7 @@ func TestDebianPackage(t *testing.T) {
 func checkPackageContents(t *testing.T, deb, out string) {
 	t.Helper()
 	list := run(t, "", nil, "dpkg-deb", "-c", deb)
-	for _, want := range []string{"./usr/bin/lanes", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
+	for _, want := range []string{"./usr/bin/lanes", "./usr/libexec/lanes/lanes-rtd", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
 		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
 		"./usr/share/bash-completion/completions/lanes", "./usr/share/zsh/vendor-completions/_lanes",
 		"./usr/share/fish/vendor_completions.d/lanes.fish", "./usr/share/lanes/traces/TMobile-UMTS-driving.up",

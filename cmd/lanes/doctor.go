@@ -15,6 +15,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/rledbat"
+	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
@@ -69,6 +70,7 @@ func runDoctor(e *env, asJSON bool) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(e.stdout, "\nbackground downloads held back by: %s\n", downloadProtection(r))
+	fmt.Fprintf(e.stdout, "realtime data path: %s\n", realtimeDataPath())
 	dyn := ""
 	switch {
 	case k.PreemptDynamic && len(k.PreemptModes) > 0:
@@ -85,6 +87,16 @@ func runDoctor(e *env, asJSON bool) error {
 		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
 	}
 	return nil
+}
+
+// realtimeDataPath says where the daemon runs the realtime lane's data
+// path: lanes-rtd where it is installed with this lanes, else the daemon's
+// own process (docs/realtime.md "The data path process").
+func realtimeDataPath() string {
+	if p := rtlane.FindHelper(); p != "" {
+		return "lanes-rtd (" + p + "), outside Go's runtime"
+	}
+	return "in the daemon's process (no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/)"
 }
 
 // downloadProtection says which rLEDBAT this kernel allows: in BPF

@@ -231,7 +231,7 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := realtimePath()
+	path := realtimePath(l.DataPath())
 	status := func() string {
 		s := l.Stats()
 		t := s.Totals
@@ -242,14 +242,15 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 }
 
 // realtimePath names the realtime lane's path for `lanes status`: the
-// daemon's EDF queue above the HTB tree, and whether this kernel could run
+// daemon's EDF queue above the HTB tree, where its data path runs
+// (dataPath: lanes-rtd or in-process), and whether this kernel could run
 // the EDF qdisc instead (internal/bpf/edfqdisc; the daemon does not install
 // it, docs/realtime.md "The kernel path").
-func realtimePath() string {
+func realtimePath(dataPath string) string {
 	if err := edfqdisc.Supported(); err != nil {
-		return "path daemon (no BPF qdisc in this kernel)"
+		return "path daemon (data path " + dataPath + "; no BPF qdisc in this kernel)"
 	}
-	return "path daemon (this kernel has BPF qdiscs; the EDF qdisc is not installed)"
+	return "path daemon (data path " + dataPath + "; this kernel has BPF qdiscs; the EDF qdisc is not installed)"
 }
 
 // interfacePrefix is the first IPv4 subnet of an interface (invalid if none).

@@ -240,7 +240,7 @@ func TestAttackSocketTakeover(t *testing.T) {
 	b := newBed(t, 0, nil)
 	var err error
 	var second *Lane
-	b.p.A.Do(t, func() error { second, err = New(b.cfg); return nil })
+	b.p.A.Do(t, func() error { second, err = New(b.cfg, testOpts()...); return nil })
 	if err == nil {
 		second.Close()
 		t.Fatal("a second lane replaced the live socket")

@@ -102,6 +102,10 @@ func (l *Lane) followClients(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if l.rtd.Load() != nil {
+			l.followHelper()
+			continue
+		}
 		l.connMu.Lock()
 		var cs []*conn
 		for c := range l.conns {

@@ -132,10 +132,19 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 		l.log.Debug("realtime: refusing client", "uid", cred.UID, "pid", cred.PID, "err", err)
 		return
 	}
-	if c.granted {
+	switch {
+	case c.granted && l.rtd.Load() != nil:
+		if !l.handOver(c) {
+			l.untrack(c)
+			unix.Close(fd)
+			return
+		}
+		l.log.Debug("realtime client handed to lanes-rtd", "uid", cred.UID, "pid", cred.PID)
+		return
+	case c.granted:
 		_ = unix.SetNonblock(fd, false)
 		l.ensureProcs()
-	} else {
+	default:
 		c.file = os.NewFile(uintptr(fd), "realtime-client")
 		if c.raw, err = c.file.SyscallConn(); err != nil {
 			l.untrack(c)

@@ -124,6 +124,10 @@ type Snapshot struct {
 	Flows     []FlowStats `json:"flows"`
 	// Truncated: flows left out so that the STATS reply fits.
 	Truncated bool `json:"truncated,omitempty"`
+	// DataPath: where the data path runs (Lane.DataPath).
+	DataPath string `json:"data_path"`
+	// Error: why the counters are incomplete (lanes-rtd did not answer).
+	Error string `json:"error,omitempty"`
 	connStats
 }
 
@@ -242,6 +246,16 @@ type Lane struct {
 	routeMu sync.Mutex // serializes writers of routes
 	routes  atomic.Pointer[map[netip.Addr]bool]
 	lookups chan netip.Addr // new destinations for the refresher
+
+	// The data path process (rtd.go): its path ("" in this process), and
+	// while it runs, the process, the connections handed to it by id
+	// (connMu) and the priority it was given.
+	helper     string
+	helperSet  bool
+	rtd        atomic.Pointer[rtdProc]
+	handed     map[uint32]*conn
+	nextConn   uint32
+	helperPrio int
 }
 
 // Option adjusts a Lane at construction.
@@ -272,6 +286,10 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 	for _, o := range opts {
 		o(l)
 	}
+	if !l.helperSet {
+		l.helper = FindHelper()
+	}
+	l.handed = map[uint32]*conn{}
 	l.rate.Store(cfg.Rate.Bits())
 	l.lookups = make(chan netip.Addr, 64)
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -330,6 +348,13 @@ func New(cfg Config, opts ...Option) (*Lane, error) {
 	// Anyone may connect; grants are checked per peer with SO_PEERCRED.
 	if err := os.Chmod(cfg.Socket, 0o666); err != nil {
 		return nil, fmt.Errorf("realtime: chmod %s: %w", cfg.Socket, err)
+	}
+	if l.helper != "" {
+		p, err := l.startHelper()
+		if err != nil {
+			return nil, err
+		}
+		l.rtd.Store(p)
 	}
 	ok = true
 	return l, nil
@@ -411,6 +436,9 @@ func (l *Lane) autoRate() uint64 {
 func (l *Lane) SetRate(bps uint64) {
 	if bps > 0 {
 		l.rate.Store(bps)
+		if p := l.rtd.Load(); p != nil {
+			_ = l.sendConfig(p)
+		}
 	}
 }
 
@@ -440,15 +468,32 @@ func (l *Lane) Run(ctx context.Context) error {
 		return errors.New("realtime: Run called twice")
 	}
 	defer close(l.runDone)
-	l.ensureProcs()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		l.release(ctx)
-	}()
+	var helperErr error
+	if p := l.rtd.Load(); p != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.serveHelper(ctx, p); ctx.Err() == nil && !l.isClosed() {
+				helperErr = err
+				cancel() // the lane ends; the daemon restarts it
+			}
+		}()
+		if p.trace != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); l.readTrace(p) }()
+		}
+	} else {
+		l.ensureProcs()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.release(ctx)
+		}()
+	}
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		l.followClients(ctx)
@@ -464,18 +509,39 @@ func (l *Lane) Run(ctx context.Context) error {
 		}
 		l.shutdownListener() // unblocks accept
 	}()
-	l.log.Info("realtime lane listening", "socket", l.cfg.Socket, "rate_bps", l.Rate(), "backlog", l.cfg.Backlog)
+	l.log.Info("realtime lane listening", "socket", l.cfg.Socket, "rate_bps", l.Rate(), "backlog", l.cfg.Backlog,
+		"data_path", l.DataPath())
 	err := l.acceptLoop(ctx, &wg)
 	cancel()
 	l.connMu.Lock()
 	l.closed = true
 	for c := range l.conns {
-		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes its reader
+		if c.fd >= 0 {
+			_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes its reader
+		}
 	}
 	l.connMu.Unlock()
+	if l.rtd.Load() != nil {
+		_ = l.rtd.Load().stop()
+	}
 	wg.Wait()
+	if l.rtd.Load() != nil {
+		l.rtd.Load().close()
+		for id := range l.handed {
+			l.helperClosed(id)
+		}
+	}
 	l.flush()
-	return err
+	return errors.Join(err, helperErr)
+}
+
+// DataPath names where the data path runs: "lanes-rtd" (a process of its
+// own, rtd.go) or "in-process".
+func (l *Lane) DataPath() string {
+	if l.helper != "" {
+		return HelperName
+	}
+	return "in-process"
 }
 
 func (l *Lane) isClosed() bool {
@@ -494,6 +560,9 @@ func (l *Lane) Close() error {
 		close(l.done)
 		if l.started.Load() {
 			<-l.runDone
+		} else if p := l.rtd.Load(); p != nil {
+			_ = p.stop()
+			p.close()
 		}
 		err = l.closeSockets()
 	})
@@ -591,10 +660,24 @@ func (l *Lane) flow(k flowKey) *FlowStats {
 // Stats returns a copy of the counters.
 func (l *Lane) Stats() Snapshot {
 	cs := l.connCounters() // before the spin lock: connMu may sleep
+	s := l.ownStats(cs)
+	if p := l.rtd.Load(); p != nil {
+		h, err := l.helperStats(p)
+		if err != nil {
+			s.Error = err.Error()
+		}
+		s.merge(h)
+	}
+	return s
+}
+
+// ownStats are the counters of this process's data path: all of them
+// in-process, the refusals of ungranted clients with lanes-rtd.
+func (l *Lane) ownStats(cs connStats) Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := Snapshot{RateBps: l.Rate(), Depth: l.q.Len(), BacklogNs: l.q.Backlog(), Totals: l.totals,
-		connStats: cs}
+		connStats: cs, DataPath: l.DataPath()}
 	for _, f := range l.flows {
 		c := *f
 		if f.Rejects != nil {
@@ -1008,13 +1091,20 @@ func (l *Lane) lookupClass(a netip.Addr) bool {
 	return false
 }
 
-// setRoute publishes one answer in a new snapshot.
-func (l *Lane) setRoute(a netip.Addr, c bool) {
+// tellHelper passes a destination's class on to lanes-rtd, if it runs.
+func (l *Lane) tellHelper(a netip.Addr, c bool) {
+	if p := l.rtd.Load(); p != nil {
+		_ = l.sendRoute(p, a, c)
+	}
+}
+
+// setRoute publishes one answer in a new snapshot; false if it was known.
+func (l *Lane) setRoute(a netip.Addr, c bool) bool {
 	l.routeMu.Lock()
 	defer l.routeMu.Unlock()
 	old := *l.routes.Load()
 	if v, ok := old[a]; ok && v == c {
-		return
+		return false
 	}
 	m := make(map[netip.Addr]bool, len(old)+1)
 	if len(old) < 4096 {
@@ -1024,6 +1114,7 @@ func (l *Lane) setRoute(a netip.Addr, c bool) {
 	}
 	m[a] = c
 	l.routes.Store(&m)
+	return true
 }
 
 // refreshRoutes answers lookups for new destinations and re-resolves every
@@ -1037,12 +1128,17 @@ func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case a := <-l.lookups:
-			if _, ok := (*l.routes.Load())[a]; !ok {
-				l.setRoute(a, l.lookupClass(a))
+			c, ok := (*l.routes.Load())[a]
+			if !ok {
+				c = l.lookupClass(a)
+				l.setRoute(a, c)
 			}
+			l.tellHelper(a, c)
 		case <-t.C:
 			for a := range *l.routes.Load() {
-				l.setRoute(a, l.lookupClass(a))
+				if c := l.lookupClass(a); l.setRoute(a, c) {
+					l.tellHelper(a, c)
+				}
 			}
 		}
 	}

@@ -93,7 +93,7 @@ func init() {
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
 			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
-			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-proc; the direct send is always run); empty: all that the other flags ask for")
+			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-proc, lanes-rtd, lanes-rtd-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
@@ -183,8 +183,25 @@ type dlParams struct {
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
-// the order they run.
-var dlPathConfigs = []string{"lanes", "lanes-proc"}
+// the order they run: the data path in the lane's process (lanes) and in
+// lanes-rtd (lanes-rtd, where one is beside the executable), each with
+// the client in the lab's process and in its own (-proc).
+var dlPathConfigs = []string{"lanes", "lanes-rtd", "lanes-proc", "lanes-rtd-proc"}
+
+// dlHelper is the lanes-rtd a configuration's lane runs its data path in:
+// "" for the in-process ones; for the lanes-rtd ones the one beside the
+// executable, or why there is none.
+func dlHelper(name string) (string, error) {
+	if !strings.HasPrefix(name, "lanes-rtd") {
+		return "", nil
+	}
+	if h := rtlane.FindHelper(); h != "" {
+		return h, nil
+	}
+	return "", errNoHelper
+}
+
+var errNoHelper = errors.New("no " + rtlane.HelperName + " beside the executable or in ../libexec/lanes/ (make build puts one in bin/)")
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
 // SCHED_FIFO prio (the paper's real-time senders and receiver); the thread
@@ -370,7 +387,7 @@ func (b *dlBed) removeRoot() {
 
 // openLanes installs the lanes datapath (shaped at R) and starts a
 // realtime lane whose trace fills rec; tune adjusts its configuration.
-func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), tune func(*rtlane.Config)) (func(), *rtlane.Lane, error) {
+func (b *dlBed) openLanes(ctx context.Context, sock, helper string, trace func(rtlane.Event), tune func(*rtlane.Config)) (func(), *rtlane.Lane, error) {
 	var dp *datapath.Datapath
 	if err := b.snd.Do(func() (err error) {
 		dp, err = datapath.Open(datapath.Config{Interface: dlDevS, Mode: datapath.Shaped, UplinkBps: b.rate,
@@ -388,7 +405,7 @@ func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Ev
 	}
 	var l *rtlane.Lane
 	if err := b.snd.Do(func() (err error) {
-		l, err = rtlane.New(cfg, rtlane.WithTrace(trace), rtlane.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		l, err = rtlane.New(cfg, rtlane.WithHelper(helper), rtlane.WithTrace(trace), rtlane.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 		return err
 	}); err != nil {
 		dp.Close()
@@ -872,6 +889,9 @@ func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, nam
 	if err != nil {
 		return nil, err
 	}
+	if snd.lane != nil {
+		snd.lane.SyncTrace()
+	}
 	if n := snd.stamp(name, recs, ti, got); !strings.HasPrefix(name, "lanes") && n == 0 {
 		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
 	}
@@ -916,7 +936,7 @@ func (s *dlSenders) close() {
 func (b *dlBed) openSenders(ctx context.Context, p dlParams, name string, dst netip.AddrPort, ti *traceIndex) (*dlSenders, error) {
 	s := &dlSenders{}
 	switch name {
-	case "lanes", "lanes-proc":
+	case "lanes", "lanes-proc", "lanes-rtd", "lanes-rtd-proc":
 		if err := b.openLaneSenders(ctx, s, p, name, ti); err != nil {
 			return s, err
 		}
@@ -994,7 +1014,11 @@ func (b *dlBed) openLaneSenders(ctx context.Context, s *dlSenders, p dlParams, n
 			}
 		}
 	}
-	closeLane, l, err := b.openLanes(ctx, s.sock, ti.add, tune)
+	helper, err := dlHelper(name)
+	if err != nil {
+		return err
+	}
+	closeLane, l, err := b.openLanes(ctx, s.sock, helper, ti.add, tune)
 	if err != nil {
 		return err
 	}
@@ -1213,6 +1237,11 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 			config.Rate(p.rate), flows[0].Burst, flows[1].Burst, max(1000/p.scale, 10)))
 	var runs []*dlRun
 	cfgs := []string{"lanes", "default"}
+	if _, err := dlHelper("lanes-rtd"); err != nil {
+		res.Notes = append(res.Notes, "lanes-rtd skipped: "+err.Error())
+	} else {
+		cfgs = append(cfgs, "lanes-rtd")
+	}
 	if p.qdisc {
 		if why := qdiscSkip(); why != "" {
 			res.Notes = append(res.Notes, "kernel path (qdisc) skipped: "+why)
@@ -1220,6 +1249,7 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 			cfgs = append(cfgs, "qdisc")
 		}
 	}
+	byName := map[string]*dlRun{}
 	for _, cfg := range cfgs {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
@@ -1227,16 +1257,24 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 			return fmt.Errorf("deadline: %s: %w", cfg, err)
 		}
 		runs = append(runs, r)
+		byName[cfg] = r
 		res.Notes = append(res.Notes, r.Notes...)
 	}
 	res.Tables = append(res.Tables,
-		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
-		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
+		stageTable("lanes realtime lane, data path in the lane's process (paper table 2: proposed qdisc)", byName["lanes"], dlPaper["lanes"]),
+		stageTable("default Linux, one FIFO (paper table 3)", byName["default"], dlPaper["default"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
-	if len(runs) > 2 {
+	if r := byName["lanes-rtd"]; r != nil {
 		res.Tables = append(res.Tables,
-			stageTable("kernel path: EDF BPF qdisc at the root, SO_TXTIME on each flow's own UDP socket (queue = TX_SCHED -> TX_SOFTWARE)", runs[2], dlPaper["lanes"]),
-			pairTable(runs[0], runs[2]))
+			stageTable("lanes realtime lane, data path in lanes-rtd (paper table 2: proposed qdisc)", r, dlPaper["lanes"]),
+			pairTable("data path in lanes-rtd ÷ in the lane's process, same flows, bulk and schedule, flows A and B together",
+				"in-process", "lanes-rtd", byName["lanes"], r, nil))
+	}
+	if r := byName["qdisc"]; r != nil {
+		res.Tables = append(res.Tables,
+			stageTable("kernel path: EDF BPF qdisc at the root, SO_TXTIME on each flow's own UDP socket (queue = TX_SCHED -> TX_SOFTWARE)", r, dlPaper["lanes"]),
+			pairTable("kernel path (EDF BPF qdisc, SO_TXTIME on the application's socket) ÷ daemon path (rtlane), same flows, bulk and schedule, flows A and B together",
+				"daemon", "qdisc", byName["lanes"], r, pairMeasures))
 	}
 
 	// Inversion: loose bursts queued ahead of tight packets.
@@ -1339,6 +1377,9 @@ func runDaemonPath(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, 
 func daemonPathConfigs(p dlParams) []string {
 	var cfgs []string
 	for _, c := range dlPathConfigs {
+		if _, err := dlHelper(c); err != nil {
+			continue
+		}
 		if p.paths != nil && slices.Contains(p.paths, c) ||
 			p.paths == nil && (p.procClient || !strings.HasSuffix(c, "-proc")) {
 			cfgs = append(cfgs, c)
@@ -1349,9 +1390,11 @@ func daemonPathConfigs(p dlParams) []string {
 
 // daemonPathNames are the rows' names of the daemon-path table.
 func daemonPathNames(p dlParams) map[string]string {
-	return map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-proc": "lanes daemon path, direct release, client in its own process",
-		"fifo-top":   "direct UDP send with SO_PRIORITY 1:11"}
+	return map[string]string{"lanes": "lanes daemon path, in-process, direct release (rtclient -> rtlane -> 1:11)",
+		"lanes-proc":     "lanes daemon path, in-process, direct release, client in its own process",
+		"lanes-rtd":      "lanes daemon path in lanes-rtd (rtclient -> lanes-rtd -> 1:11)",
+		"lanes-rtd-proc": "lanes daemon path in lanes-rtd, client in its own process",
+		"fifo-top":       "direct UDP send with SO_PRIORITY 1:11"}
 }
 
 // daemonPathRow is one path's row: the send-to-arrival latency's count,
