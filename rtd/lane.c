@@ -102,6 +102,9 @@ void lane_count(struct rtd *d, uint32_t uid, uint32_t flow, int admitted, uint8_
 		f->v.rejects[reason]++;
 }
 
+/* lane_event records a trace event; they reach the pipe in lane_trace_flush,
+ * once the loop's work is done, so that the write is not on the path of
+ * the datagram it describes. */
 void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
 		int64_t t, int64_t deadline, int64_t tx)
 {
@@ -110,8 +113,22 @@ void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint3
 
 	if (d->trace < 0)
 		return;
-	if (write(d->trace, &e, sizeof(e)) != sizeof(e))
-		d->lost_events++;
+	if (d->nevents == sizeof(d->events) / sizeof(d->events[0]))
+		lane_trace_flush(d);
+	d->events[d->nevents++] = e;
+}
+
+void lane_trace_flush(struct rtd *d)
+{
+	size_t len = d->nevents * sizeof(d->events[0]);
+	ssize_t n;
+
+	if (!d->nevents)
+		return;
+	n = write(d->trace, d->events, len);
+	if (n < (ssize_t)len)
+		d->lost_events += (len - (n > 0 ? (size_t)n : 0)) / sizeof(d->events[0]);
+	d->nevents = 0;
 }
 
 /* parse_dest reads a request's destination; -1 for an unknown family. */

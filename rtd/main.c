@@ -138,6 +138,7 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 		return;
 	case RTD_TRACE_SYNC:
 		lane_event(d, RTD_EV_SYNC, 0, 0, 0, h.conn, mono_now(), 0, 0);
+		lane_trace_flush(d);
 		return;
 	case RTD_REPLY:
 		if ((c = conn_find(d, h.conn)))
@@ -239,6 +240,7 @@ int main(void)
 			}
 		}
 		lane_release(d);
+		lane_trace_flush(d);
 		conn_reap(d);
 	}
 }

@@ -105,6 +105,8 @@ struct rtd {
 	uint32_t nconns;
 	int64_t app_socks;
 	uint64_t lost_notices, lost_events;
+	struct rtd_event events[64]; /* trace events not yet written (lane_trace_flush) */
+	size_t nevents;
 	/* counters: per (uid, flow), bounded like the Go lane's */
 	struct flowstat *flows[4096];
 	uint32_t nflows;
@@ -135,6 +137,7 @@ void lane_route(struct rtd *d, const struct rtd_route *r);
 void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
 		int64_t t, int64_t deadline, int64_t tx);
 void lane_counters(struct rtd *d, uint32_t id);
+void lane_trace_flush(struct rtd *d);
 struct flowstat *lane_flow(struct rtd *d, uint32_t uid, uint32_t flow);
 
 /* conn.c */
