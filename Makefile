@@ -36,20 +36,25 @@ native: rtd
 # lanes-rtd, the realtime lane's data path outside Go's runtime (rtd/,
 # docs/realtime.md "The data path process"): the daemon runs it from beside
 # its own executable (or ../libexec/lanes/). A plain `go build` has no
-# lanes-rtd: the daemon then runs the data path in its own process.
+# lanes-rtd: the daemon then runs without the realtime lane, and says so.
 RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -Iinternal/bpf/edfqdisc
 RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
 rtd: $(OUT)/lanes-rtd
 
 $(OUT)/lanes-rtd: $(RTD_SRC)
+	@./scripts/deps.sh build
 	@mkdir -p $(OUT)
-	$(CC) $(RTD_CFLAGS) -o $@ $(filter %.c,$^)
+	$(CC) $(RTD_CFLAGS) $(RTD_LDFLAGS) -o $@ $(filter %.c,$^)
 
 # Device makers run lanes on phones and boards: cross-build with CGO off and
 # without the lab (-tags nolab: 16% smaller; docs/ARCHITECTURE.md).
+# lanes-rtd for arm64 is static (glibc's, no loader needed: it runs on
+# Android's kernel too); install it beside lanes as lanes-rtd.
 cross:
 	GOOS=linux   GOARCH=arm64 $(GO) build -trimpath -tags nolab -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-linux-arm64 ./cmd/lanes
 	GOOS=android GOARCH=arm64 $(GO) build -trimpath -tags nolab -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-android-arm64 ./cmd/lanes
+	@./scripts/deps.sh cross
+	aarch64-linux-gnu-gcc $(RTD_CFLAGS) -static -o $(OUT)/lanes-rtd-arm64 $(filter %.c,$(RTD_SRC))
 
 # The C examples of include/ (examples/*/): built with the system compiler,
 # warnings as errors; make test builds them too.
@@ -66,10 +71,9 @@ generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
 
-# test: the C examples; go vet and staticcheck; every test (the realtime
-# lane's on lanes-rtd), the realtime lane's again with its data path in
-# the daemon's process; the unit tests again under the race detector
-# (-short: the traffic tests are skipped there); the leak check.
+# test: the C examples; go vet and staticcheck; every test; the unit tests
+# again under the race detector (-short: the traffic tests are skipped
+# there); the leak check.
 test:
 	./scripts/deps.sh test
 	@$(MAKE) --no-print-directory examples
@@ -78,7 +82,6 @@ test:
 	$(GO) run $(STATICCHECK) ./...
 	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
 	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
-	TMPDIR=$$tmp LANES_RT_DATAPATH=in-process $(GO) test -count=1 -timeout 10m ./internal/rtlane/ || rc=1; \
 	TMPDIR=$$tmp CGO_ENABLED=1 $(GO) test -race -short -count=1 -p 1 -timeout 30m ./... || rc=1; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
 

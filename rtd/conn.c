@@ -12,7 +12,8 @@
  * ATTACH: the descriptor is taken only if it is a UDP socket, IPv4 or
  * IPv6, of the daemon's network namespace (SO_NETNS_COOKIE), at most 8 per
  * connection; any descriptor sent with another request is closed at once
- * (internal/rtlane/appsock.go has why each check is there).
+ * (docs/realtime.md, "The application's socket", has why each check is
+ * there).
  */
 #define _GNU_SOURCE
 #include <errno.h>

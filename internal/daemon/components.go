@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -228,6 +229,9 @@ func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, er
 
 func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
+	if errors.Is(err, rtlane.ErrNoHelper) {
+		return unavailable(d.log, "realtime", err), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +243,17 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 			path, l.Addr(), float64(l.Rate())/1e6, t.Admitted, t.Rejected, t.Sent, t.DroppedLate, t.SendErrors)
 	}
 	return &runner{run: l.Run, close: l.Close, status: status, detail: func() any { return l.Stats() }}, nil
+}
+
+// unavailable is a component this installation cannot run (a missing
+// part, not a failure to retry): the rest of the daemon runs, and status
+// says why this part does not.
+func unavailable(log *slog.Logger, name string, why error) *runner {
+	log.Warn(name+" unavailable", "err", why)
+	status := "unavailable: " + why.Error()
+	return &runner{run: func(ctx context.Context) error { <-ctx.Done(); return nil },
+		close: func() error { return nil }, status: func() string { return status },
+		detail: func() any { return map[string]string{"unavailable": why.Error()} }}
 }
 
 // realtimePath names the realtime lane's path for `lanes status`: the

@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -81,6 +82,33 @@ func wantDataPath() string {
 		return rtlane.HelperName
 	}
 	return "in-process"
+}
+
+// TestRealtimeUnavailableWithoutRtd: a lanes installed without lanes-rtd
+// beside it (a plain go build) still runs; its realtime component says why
+// it is unavailable, and no realtime socket is there to connect to.
+func TestRealtimeUnavailableWithoutRtd(t *testing.T) {
+	testutil.RequireRoot(t)
+	b, err := os.ReadFile(lanesBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(t.TempDir(), "lanes")
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := lanesBin
+	lanesBin = alone
+	defer func() { lanesBin = saved }()
+	p := testutil.NewVethPair(t)
+	rtSock := filepath.Join(t.TempDir(), "rt.sock")
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+fmt.Sprintf("realtime:\n  enabled: true\n  socket: %s\n", rtSock))
+	if st := status(t, sock).Components["realtime"]; !strings.HasPrefix(st, "unavailable: ") || !strings.Contains(st, rtlane.HelperName) {
+		t.Errorf("realtime component without lanes-rtd: %q", st)
+	}
+	if _, err := os.Stat(rtSock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("realtime socket without lanes-rtd: %v", err)
+	}
 }
 
 // isHelper: this test binary was started by a test as one of its helper

@@ -507,8 +507,8 @@ func TestNoQdiscPath(t *testing.T) {
 		t.Skip("integration test")
 	}
 	b := newBed(t, 0, nil)
-	if b.lane.classFor(b.rx.Addr.Addr()) {
-		t.Error("classFor says lanes tree without one")
+	if b.lane.lookupClass(b.rx.Addr.Addr()) {
+		t.Error("lookupClass says lanes tree without one")
 	}
 	c, err := rtclient.Dial(b.cfg.Socket)
 	if err != nil {
@@ -579,27 +579,6 @@ func TestHelperClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Stdout.WriteString("reason=" + res.ReasonString() + "\n")
-}
-
-// runLane creates a lane and runs it until the test ends; its Run's error
-// is reported then.
-func runLane(t *testing.T, cfg Config, opts ...Option) *Lane {
-	t.Helper()
-	l, err := New(cfg, testOpts(opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		l.Close()
-	})
-	return l
 }
 
 // TestCloseRemovesSocket: the socket file goes with the lane.
@@ -727,8 +706,8 @@ func TestReaderFollowsClientPriority(t *testing.T) {
 				t.Errorf("follow %v: client at %d, this process's real-time threads at %v (a reader at %d: %v)", follow, prio, got, prio+1, !follow)
 			}
 			// lanes-rtd is one thread: following, it is above release_priority.
-			if !slices.Contains(got, b.cfg.ReleasePriority) && (testHelper == "" || !follow) {
-				t.Errorf("no thread at release_priority %d (the releaser): %v", b.cfg.ReleasePriority, got)
+			if !slices.Contains(got, b.cfg.ReleasePriority) && !follow {
+				t.Errorf("no thread at release_priority %d (lanes-rtd): %v", b.cfg.ReleasePriority, got)
 			}
 		}
 		in.Close()

@@ -13,14 +13,13 @@
 // compiler).
 //
 // lanes-rtd is found beside the running executable, or in
-// ../libexec/lanes/ from it (make install, the .deb); without it, the lane
-// runs the data path in this process (lane.go), as a plain `go build` has
-// it. Lane.DataPath says which.
+// ../libexec/lanes/ from it (make build, make install, the .deb); without
+// it the realtime lane cannot run (ErrNoHelper), and the daemon says so in
+// its status while the rest of lanes runs.
 package rtlane
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -56,10 +56,6 @@ func FindHelper() string {
 	}
 	return ""
 }
-
-// WithHelper runs the data path in the lanes-rtd at path, or in this
-// process when path is "" (the default: FindHelper's).
-func WithHelper(path string) Option { return func(x *Lane) { x.helper, x.helperSet = path, true } }
 
 // Control message types and flags (rtd/ctl.h).
 const (
@@ -297,7 +293,7 @@ func (l *Lane) sendRoute(p *rtdProc, a netip.Addr, class bool) error {
 
 // serveHelper reads lanes-rtd's messages until the control socket ends;
 // it returns why.
-func (l *Lane) serveHelper(ctx context.Context, p *rtdProc) error {
+func (l *Lane) serveHelper(p *rtdProc) error {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Read(p.ctl, buf)
@@ -312,12 +308,12 @@ func (l *Lane) serveHelper(ctx context.Context, p *rtdProc) error {
 			return fmt.Errorf("realtime: lanes-rtd sent %d bytes", n)
 		}
 		msg := append([]byte(nil), buf[:n]...)
-		l.helperMessage(ctx, p, msg)
+		l.helperMessage(p, msg)
 	}
 }
 
 // helperMessage acts on one message of lanes-rtd.
-func (l *Lane) helperMessage(ctx context.Context, p *rtdProc, msg []byte) {
+func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 	var h rtdHdr
 	_, _ = binary.Decode(msg, binary.NativeEndian, &h)
 	switch h.Type {
@@ -382,7 +378,7 @@ func (l *Lane) helperClosed(id uint32) {
 // handOver gives a granted connection to lanes-rtd and closes the lane's
 // descriptor; false if that failed (the caller serves it).
 func (l *Lane) handOver(c *conn) bool {
-	p := l.rtd.Load()
+	p := l.rtd
 	l.connMu.Lock()
 	l.nextConn++
 	id := l.nextConn
@@ -496,7 +492,7 @@ func (l *Lane) readTrace(p *rtdProc) {
 // far has been passed to the trace function (lanes-rtd's events arrive
 // through a pipe; in-process they are synchronous), or after a second.
 func (l *Lane) SyncTrace() {
-	p := l.rtd.Load()
+	p := l.rtd
 	if p == nil || p.trace == nil {
 		return
 	}
@@ -530,10 +526,10 @@ func (l *Lane) followHelper() {
 		}
 	}
 	l.connMu.Unlock()
-	if want == l.helperPrio || l.rtd.Load() == nil {
+	if want == l.helperPrio {
 		return
 	}
-	if err := setThreadFIFO(l.rtd.Load().cmd.Process.Pid, want); err != nil {
+	if err := setThreadFIFO(l.rtd.cmd.Process.Pid, want); err != nil {
 		l.log.Debug("realtime: lanes-rtd priority not moved", "priority", want, "err", err)
 		return
 	}
@@ -608,3 +604,27 @@ func (c *Counters) add(o Counters) {
 	c.SendErrors += o.SendErrors
 	c.MinMarginNs = min(c.MinMarginNs, o.MinMarginNs)
 }
+
+// attachProbe says whether this kernel takes an SO_PRIORITY control
+// message on a UDP send (6.14+; before, sendmsg fails with EINVAL), which
+// lanes-rtd gives each datagram it sends from a client's own socket, and
+// returns the namespace's cookie (SO_NETNS_COOKIE, 5.14+) such a socket
+// must have; ok false if either is missing. fd is one of the lane's IPv4
+// senders. MSG_PROBE: the kernel parses and routes the datagram and sends
+// nothing.
+func attachProbe(fd int) (cookie uint64, ok bool) {
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0, false
+	}
+	oob := make([]byte, unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = unix.SOL_SOCKET, unix.SO_PRIORITY
+	h.SetLen(unix.CmsgLen(4))
+	binary.NativeEndian.PutUint32(oob[unix.CmsgLen(0):], 6)
+	err = unix.Sendmsg(fd, nil, oob, &unix.SockaddrInet4{Port: 9, Addr: [4]byte{127, 0, 0, 1}}, msgProbe)
+	return cookie, err != unix.EINVAL
+}
+
+// msgProbe is MSG_PROBE (linux/socket.h): do not send, only probe the path.
+const msgProbe = 0x10

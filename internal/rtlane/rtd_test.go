@@ -1,8 +1,6 @@
-// rtd_test.go: the lane's tests run on the data path in lanes-rtd (built
-// here from rtd/ with the system's C compiler, as make does) and, with
-// LANES_RT_DATAPATH=in-process (make test's second run of this package),
-// in this process; the control protocol's layout is checked against
-// rtd/ctl.h.
+// rtd_test.go: the lane's tests run lanes-rtd built here from rtd/ with
+// the system's C compiler, as make does; the control protocol's layout is
+// checked against rtd/ctl.h.
 package rtlane
 
 import (
@@ -18,7 +16,7 @@ import (
 	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 )
 
-// testHelper is the lanes-rtd the tests' lanes run, "" for in-process.
+// testHelper is the lanes-rtd the tests' lanes run.
 var testHelper string
 
 func TestMain(m *testing.M) {
@@ -26,17 +24,15 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	if os.Getenv("LANES_RT_DATAPATH") != "in-process" {
-		dir, err := os.MkdirTemp("", "lanes-rtd-test")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if testHelper, err = rtdbuild.Build(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "building lanes-rtd for the tests:", err)
-			return 1
-		}
+	dir, err := os.MkdirTemp("", "lanes-rtd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if testHelper, err = rtdbuild.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "building lanes-rtd for the tests:", err)
+		return 1
 	}
 	return m.Run()
 }
