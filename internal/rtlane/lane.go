@@ -582,13 +582,18 @@ func (l *Lane) ownStats(cs connStats) Snapshot {
 		}
 		s.Flows = append(s.Flows, c)
 	}
-	sort.Slice(s.Flows, func(i, j int) bool {
-		if s.Flows[i].UID != s.Flows[j].UID {
-			return s.Flows[i].UID < s.Flows[j].UID
-		}
-		return s.Flows[i].Flow < s.Flows[j].Flow
-	})
+	sortFlows(s.Flows)
 	return s
+}
+
+// sortFlows orders flows by uid, then flow.
+func sortFlows(fs []FlowStats) {
+	sort.Slice(fs, func(i, j int) bool {
+		if fs[i].UID != fs[j].UID {
+			return fs[i].UID < fs[j].UID
+		}
+		return fs[i].Flow < fs[j].Flow
+	})
 }
 
 // countLocked counts one decision for flow key and in the totals: an

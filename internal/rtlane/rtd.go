@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 	"unsafe"
@@ -587,12 +586,7 @@ func (s *Snapshot) merge(h Snapshot) {
 			g.Rejects[k] += v
 		}
 	}
-	sort.Slice(s.Flows, func(i, j int) bool {
-		if s.Flows[i].UID != s.Flows[j].UID {
-			return s.Flows[i].UID < s.Flows[j].UID
-		}
-		return s.Flows[i].Flow < s.Flows[j].Flow
-	})
+	sortFlows(s.Flows)
 }
 
 func (c *Counters) add(o Counters) {
