@@ -158,9 +158,14 @@ void conn_end(struct rtd *d, struct conn *c)
 	conn_put(d, c);
 }
 
-static void want_out(struct rtd *d, struct conn *c, int on)
+/* watch sets what the loop waits for on c: its requests (EPOLLIN), room
+ * for a kept reply (EPOLLOUT), or nothing while the daemon answers a
+ * forwarded request (epoll is level-triggered: a connection not read must
+ * not be watched for input, or the loop would spin at real-time priority). */
+enum watch { WATCH_IN = EPOLLIN, WATCH_OUT = EPOLLOUT, WATCH_NONE = 0 };
+static void watch(struct rtd *d, struct conn *c, enum watch w)
 {
-	struct epoll_event ev = {.events = on ? EPOLLOUT : EPOLLIN, .data.ptr = c};
+	struct epoll_event ev = {.events = w, .data.ptr = c};
 
 	if (epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		conn_end(d, c);
@@ -184,7 +189,7 @@ static void write_reply(struct rtd *d, struct conn *c, const unsigned char *b, s
 		die("malloc");
 	memcpy(c->out, b, len);
 	c->outlen = len;
-	want_out(d, c, 1);
+	watch(d, c, WATCH_OUT);
 }
 
 void conn_reply(struct rtd *d, struct conn *c, const struct reply *r)
@@ -212,8 +217,26 @@ void conn_notify(struct rtd *d, struct conn *c, const struct reply *r)
 void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t len)
 {
 	c->paused = 0;
+	watch(d, c, WATCH_IN);
+	if (c->fd < 0)
+		return;
 	write_reply(d, c, rep, len);
 	if (c->fd >= 0 && !c->out)
+		conn_readable(d, c);
+}
+
+/* conn_event handles what epoll reported for c. A hang-up or error while
+ * the connection is not read (a reply kept, or the daemon answering it:
+ * epoll reports them whatever is watched) ends it. */
+void conn_event(struct rtd *d, struct conn *c, uint32_t events)
+{
+	if (c->fd < 0)
+		return;
+	if ((c->paused || c->out) && (events & (EPOLLHUP | EPOLLERR)))
+		conn_end(d, c);
+	else if (events & EPOLLOUT)
+		conn_writable(d, c);
+	else
 		conn_readable(d, c);
 }
 
@@ -226,7 +249,7 @@ void conn_writable(struct rtd *d, struct conn *c)
 	if (c->fd < 0 || !b)
 		return;
 	c->out = NULL;
-	want_out(d, c, 0);
+	watch(d, c, WATCH_IN);
 	if (c->fd >= 0)
 		write_reply(d, c, b, len);
 	free(b);
@@ -324,6 +347,7 @@ static void forward(struct rtd *d, struct conn *c, const unsigned char *req, siz
 	memcpy(m, &f, sizeof(f));
 	memcpy(m + sizeof(f), req, WIRE_REQ);
 	c->paused = 1;
+	watch(d, c, WATCH_NONE);
 	ctl_send(d, m, sizeof(m));
 }
 

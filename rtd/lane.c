@@ -253,7 +253,7 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 		return;
 	}
 	deadline = (int64_t)get64(req + 16);
-	if (req[2] & WIRE_FLAG_RELATIVE)
+	if (req[2] & WIRE_FLAG_RELATIVE) /* µs after receipt; wraps as Go's arithmetic (-fwrapv) */
 		deadline = now + deadline * 1000;
 	tx = bytes_ns(d, (int64_t)plen + d->cfg.overhead);
 	reason = refusal(d, c, sock, plen, &dst);

@@ -233,10 +233,8 @@ int main(void)
 				if (read(d->timer, &x, sizeof(x)) < 0 && errno != EAGAIN)
 					die("timerfd read");
 				d->timer_at = 0;
-			} else if (evs[i].events & EPOLLOUT) {
-				conn_writable(d, p);
 			} else {
-				conn_readable(d, p);
+				conn_event(d, p, evs[i].events);
 			}
 		}
 		lane_release(d);

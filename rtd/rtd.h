@@ -145,6 +145,7 @@ void conn_add(struct rtd *d, int fd, uint32_t id, uint32_t uid);
 void conn_readable(struct rtd *d, struct conn *c);
 void conn_reply(struct rtd *d, struct conn *c, const struct reply *r);
 void conn_writable(struct rtd *d, struct conn *c);
+void conn_event(struct rtd *d, struct conn *c, uint32_t events);
 void conn_notify(struct rtd *d, struct conn *c, const struct reply *r);
 void conn_put(struct rtd *d, struct conn *c);
 void appsock_put(struct rtd *d, struct appsock *s);

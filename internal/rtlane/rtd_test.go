@@ -12,8 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
 
 // testHelper is the lanes-rtd the tests' lanes run.
@@ -97,4 +101,77 @@ int main(void) {
 	if got := strings.TrimSpace(string(b)); got != strings.Join(want, " ") {
 		t.Fatalf("sizes in C %s, in Go %s (hdr config conn route forward flow counters event)", got, strings.Join(want, " "))
 	}
+}
+
+// TestStatsWaitDoesNotSpin: while the daemon answers a granted client's
+// STATS, lanes-rtd does not read that connection; it must not watch it
+// either (epoll is level-triggered: it would spin at real-time priority
+// until the answer came, a core's worth of CPU). The lane's counters hold
+// 4,096 flows, so that each answer takes the daemon a while (the JSON,
+// trimmed to fit); 180 STATS requests, two at a time, and 10 followed at
+// once by a hang-up: lanes-rtd's CPU time stays a small part of the wall time they
+// took (a spin makes it most of it).
+func TestStatsWaitDoesNotSpin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	pid := b.lane.rtd.cmd.Process.Pid
+	b.lane.mu.Lock()
+	for uid := range uint32(64) {
+		for f := range uint32(64) {
+			b.lane.flow(flowKey{uid + 1000, f}).Rejects = map[string]uint64{"not-granted": 1}
+		}
+	}
+	b.lane.mu.Unlock()
+	c, err := dialAs(t, b.cfg.Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu0, wall0 := processCPU(t, pid), time.Now()
+	stats := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeStats})
+	for i := 0; i < 100; i++ {
+		if i%10 == 9 { // a client gone while its request is with the daemon
+			h, err := dialAs(t, b.cfg.Socket, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = unix.Send(h.fd, stats, 0)
+			_ = unix.Shutdown(h.fd, unix.SHUT_RDWR) // closed by dialAs's cleanup
+			continue
+		}
+		// Two requests at once: the second waits, unread, while the
+		// daemon answers the first.
+		if err := unix.Send(c.fd, stats, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.stats(); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err := c.read(); err != nil || rep.Type != wire.TypeStatsOK {
+			t.Fatalf("second reply: %#x %v", rep.Type, err)
+		}
+	}
+	cpu, wall := processCPU(t, pid)-cpu0, time.Since(wall0)
+	t.Logf("lanes-rtd's CPU %v over %v of STATS requests", cpu, wall)
+	if cpu > wall/4 {
+		t.Errorf("lanes-rtd used %v of CPU in %v: it spins while the daemon answers", cpu, wall)
+	}
+	if _, err := c.stats(); err != nil {
+		t.Errorf("after the hang-ups: %v", err)
+	}
+}
+
+// processCPU is a process's user and system time.
+func processCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
