@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,8 @@ static void setup(struct rtd *d)
 	struct epoll_event ev = {.events = EPOLLIN};
 	int fam, cls;
 
+	/* A trace pipe whose reader is gone fails the write, not the process. */
+	signal(SIGPIPE, SIG_IGN);
 	d->ctl = RTD_FD_CTL;
 	if (fcntl(d->ctl, F_GETFD) < 0)
 		die("no control socket on descriptor 3 (lanes-rtd is started by the lanes daemon)");
