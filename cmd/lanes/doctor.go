@@ -43,8 +43,9 @@ func runDoctor(e *env, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*features.Report
-			Scheduler sched.KernelRT `json:"scheduler"`
-		}{r, k})
+			Scheduler        sched.KernelRT `json:"scheduler"`
+			RealtimeDataPath string         `json:"realtime_data_path"`
+		}{r, k, realtimeDataPath()})
 	}
 	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -90,13 +91,13 @@ func runDoctor(e *env, asJSON bool) error {
 }
 
 // realtimeDataPath says where the daemon runs the realtime lane's data
-// path: lanes-rtd where it is installed with this lanes, else the daemon's
-// own process (docs/realtime.md "The data path process").
+// path: lanes-rtd, installed with this lanes; without it the realtime lane
+// is unavailable (docs/realtime.md "The data path process").
 func realtimeDataPath() string {
 	if p := rtlane.FindHelper(); p != "" {
 		return "lanes-rtd (" + p + "), outside Go's runtime"
 	}
-	return "in the daemon's process (no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/)"
+	return "none: no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/, so the realtime lane is unavailable (everything else runs)"
 }
 
 // downloadProtection says which rLEDBAT this kernel allows: in BPF
