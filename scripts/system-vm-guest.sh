@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/system-vm-guest.sh: the steps of `make system-check`, run inside
 # the booted Debian system (systemd as PID 1) from the check's own disk,
-# mounted on /check, which also holds the package, two policies and a
+# mounted on /check, which also holds the package, three policies and a
 # static leakcheck. Each step prints "== STEP <name>: PASS|FAIL" to the
 # serial console, with what it saw; the system powers off at the end.
 set -u
@@ -85,9 +85,62 @@ bad_reload() { # a broken policy: reload refused, the running policy kept
     grep -q 'reload refused' err.txt
 }
 
+# The realtime lane (policy-rt.yaml: policy-10.yaml with realtime enabled;
+# root is always granted): its data path, lanes-rtd, started by the daemon.
+rtd_pid() { # the one lanes-rtd, waiting up to 10 s for the lane to start it
+  local i pids
+  for i in $(seq 20); do
+    pids=$(pgrep -x lanes-rtd) && break; sleep 0.5
+  done
+  [ "$(echo "$pids" | wc -w)" = 1 ] || { echo "lanes-rtd processes: '$pids'" >&2; return 1; }
+  echo "$pids"
+}
+
+rt_status() { # reload with the realtime lane; status names its data path
+  use_policy /check/policy-rt.yaml 9500Kbit || return 1
+  rtd_pid > rtd.pid || return 1
+  lanes status | grep '^realtime:' | tee rt-status.txt
+  grep -q '^realtime: path daemon (data path lanes-rtd;' rt-status.txt
+}
+
+rt_process() { # lanes-rtd in the unit's cgroup, at SCHED_FIFO 10 (release_priority)
+  local pid; pid=$(cat rtd.pid) || return 1
+  cat "/proc/$pid/cgroup"; chrt -p "$pid" | tee chrt.txt
+  systemctl status --no-pager lanes | sed -n '/CGroup:/,$p' | tee cgls.txt
+  grep -qx '0::/system.slice/lanes.service' "/proc/$pid/cgroup" &&
+    grep -q 'policy: SCHED_FIFO' chrt.txt && grep -q 'priority: 10$' chrt.txt &&
+    grep -q "$pid .*lanes-rtd" cgls.txt
+}
+
+rt_send() { # 10 datagrams with a 20 ms deadline to a UDP listener in the namespace: admitted, received
+  ip netns exec peer socat -u UDP-RECV:9000,bind=10.99.0.2 OPEN:rx.bin,creat,trunc &
+  local rx=$!
+  sleep 1
+  tc -s class show dev vsc0 classid 1:11 | awk '/Sent/ { print $4 }' > pkts-before.txt
+  lanes rt send --deadline 20ms --count 10 --size 100 --interval 10ms 10.99.0.2:9000 | tee send.txt
+  local send=${PIPESTATUS[0]}
+  sleep 1; kill "$rx"; wait "$rx" 2>/dev/null
+  local got; got=$(stat -c %s rx.bin); echo "received $got bytes (10 x 100 sent)"
+  tc -s class show dev vsc0 classid 1:11 | tee class.txt
+  local before after; before=$(cat pkts-before.txt); after=$(awk '/Sent/ { print $4 }' class.txt)
+  echo "realtime class 1:11: $before -> $after packets"
+  [ "$send" = 0 ] && grep -q ': 10 admitted$' send.txt && ! grep -q -E 'refused|dropped' send.txt &&
+    [ "$got" = 1000 ] && [ $((after - before)) -ge 10 ]
+}
+
+rt_stats() { # lanes rt stats: root's flow 1 sent 10, nothing dropped
+  lanes rt stats | tee stats.txt
+  awk '$1 == "0" && $2 == "1" { ok = $3 == 10 && $5 == 10 && $7 == 0 && $8 == 0 } END { exit !ok }' stats.txt
+}
+
 restart() { # a new main process, ready again
   local old; old=$(systemctl show -p MainPID --value lanes)
   systemctl restart lanes && active && [ "$(systemctl show -p MainPID --value lanes)" != "$old" ]
+}
+
+rt_restart() { # the new daemon started a new lanes-rtd, in its cgroup, at SCHED_FIFO 10
+  local old; old=$(cat rtd.pid)
+  rtd_pid > rtd.pid && [ "$(cat rtd.pid)" != "$old" ] && rt_process >/dev/null && echo "lanes-rtd pid $old -> $(cat rtd.pid)"
 }
 
 stopped() { # nothing of lanes is left: qdiscs, BPF programs, cgroups, runtime files
@@ -98,6 +151,7 @@ stopped() { # nothing of lanes is left: qdiscs, BPF programs, cgroups, runtime f
   find /sys/fs/bpf -mindepth 1 | grep . && rc=1
   find /sys/fs/cgroup -name 'lanes.*' | grep . && rc=1
   [ ! -e /run/lanes ] || { ls -la /run/lanes; rc=1; }
+  pgrep -a -x lanes-rtd && rc=1
   /check/leakcheck || rc=1
   return $rc
 }
@@ -122,8 +176,13 @@ step reload use_policy /check/policy-20.yaml 19Mbit
 step transfer transfer
 step reload-changed use_policy /check/policy-10.yaml 9500Kbit
 step reload-bad bad_reload
+step realtime-status rt_status
+step realtime-process rt_process
+step realtime-send rt_send
+step realtime-stats rt_stats
 step lanes-run lane_run
 step restart restart
+step realtime-restart rt_restart
 step stop stopped
 step run-after-stop run_back
 step journal journal
