@@ -135,6 +135,28 @@ rt_send() {
     [ "$got" = 1000 ] && [ $((after - before)) -ge 10 ]
 }
 
+rt_follow() { # a client at SCHED_FIFO 20: lanes-rtd follows it to 21 (follow_client_priority), back to 10 once it has gone
+  local pid i prio; pid=$(cat rtd.pid)
+  chrt -f 20 lanes rt send --deadline 200ms --count 150 --interval 20ms --size 100 10.99.0.2:9001 > follow.txt &
+  local cl=$!
+  # The follower looks once a second: watch while the client runs (3 s).
+  while kill -0 "$cl" 2>/dev/null; do chrt -p "$pid" | sed -n 's/.*priority: //p'; sleep 0.25; done | sort -n | uniq -c | tee during.txt
+  wait "$cl"; local rc=$?; head -1 follow.txt
+  for i in $(seq 12); do prio=$(chrt -p "$pid" | sed -n 's/.*priority: //p'); [ "$prio" = 10 ] && break; sleep 0.25; done
+  echo "after the client: priority $prio"
+  [ $rc = 0 ] && grep -q ' 21$' during.txt && ! grep -q -v -E ' (10|21)$' during.txt && [ "$prio" = 10 ]
+}
+
+rt_crash() { # lanes-rtd killed: the daemon's supervisor starts a new one, which serves
+  local old new i; old=$(cat rtd.pid); kill -KILL "$old"
+  for i in $(seq 20); do
+    new=$(pgrep -x lanes-rtd) && [ "$new" != "$old" ] && break; sleep 0.5
+  done
+  echo "lanes-rtd pid $old -> $new"; echo "$new" > rtd.pid
+  [ -n "$new" ] && [ "$new" != "$old" ] && rt_process >/dev/null && lanes status | grep '^realtime:' &&
+    lanes rt send --deadline 200ms --count 3 --size 100 10.99.0.2:9001 | tee send2.txt && grep -q ': 3 admitted$' send2.txt
+}
+
 rt_stats() { # lanes rt stats: root's flow 1 sent 10, nothing dropped; the CPU wake-up latency held (pm_latency_us 0)
   lanes rt stats | tee stats.txt
   awk '$1 == "0" && $2 == "1" { ok = $3 == 10 && $5 == 10 && $7 == 0 && $8 == 0 } END { exit !ok }' stats.txt &&
@@ -197,6 +219,8 @@ step realtime-status rt_status
 step realtime-process rt_process
 step realtime-send rt_send
 step realtime-stats rt_stats
+step realtime-follow rt_follow
+step realtime-crash rt_crash
 step lanes-run lane_run
 step restart restart
 step realtime-restart rt_restart
