@@ -4,8 +4,10 @@
 # PID 1, Debian's kernel) in qemu (TCG) and runs scripts/system-vm-guest.sh
 # there: apt install of the package, systemctl enable --now, readiness,
 # lanes status, a background transfer held by a foreground one across a
-# veth pair into a network namespace, reload with a changed policy,
-# restart, stop leaving nothing, the journal, systemd-analyze security.
+# veth pair into a network namespace, reload with a changed policy, the
+# realtime lane (lanes-rtd in the unit's cgroup at SCHED_FIFO, a datagram
+# with a deadline sent through it), restart, stop leaving nothing, the
+# journal, systemd-analyze security.
 #
 # The root file system comes from debootstrap (Debian's signed archive);
 # the kernel package is pinned by sha256. Both are cached, as a raw ext4
