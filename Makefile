@@ -106,8 +106,9 @@ kernel-check:
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):
 # the .deb installed with apt and run under systemd as a user would
-# (enable --now, status, a held background transfer, reload, restart,
-# stop leaving nothing, journal, systemd-analyze security).
+# (enable --now, status, a held background transfer, reload, the realtime
+# lane's lanes-rtd under the unit, restart, stop leaving nothing, journal,
+# systemd-analyze security).
 system-check:
 	./scripts/system-vm.sh
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lanes-net/lanes/internal/pmqos"
 )
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
@@ -102,7 +104,26 @@ func checkUnpacked(t *testing.T, deb, out string) (root, unit string) {
 		}
 	}
 	checkReload(t, string(b))
+	checkDevices(t, string(b))
 	return root, string(b)
+}
+
+// checkDevices: PrivateDevices=yes gives the service a /dev of its own with
+// null, zero, the random devices and ttys; every other device the daemon
+// opens must be bound in and allowed, or it is missing under systemd alone
+// (the realtime lane's pm_latency_us: "open /dev/cpu_dma_latency: no such
+// file or directory").
+func checkDevices(t *testing.T, unit string) {
+	t.Helper()
+	if !strings.Contains(unit, "\nPrivateDevices=yes\n") {
+		return
+	}
+	for _, dev := range []string{pmqos.Path} {
+		if !regexp.MustCompile(`(?m)^BindPaths=(.* )?-?` + regexp.QuoteMeta(dev) + `( |$)`).MatchString(unit) ||
+			!regexp.MustCompile(`(?m)^DeviceAllow=` + regexp.QuoteMeta(dev) + ` rw?$`).MatchString(unit) {
+			t.Errorf("unit: PrivateDevices=yes without BindPaths= and DeviceAllow= for %s", dev)
+		}
+	}
 }
 
 // checkReload: `systemctl reload` checks the policy before the daemon is

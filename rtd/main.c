@@ -182,6 +182,18 @@ static void setup(struct rtd *d)
 
 	/* A trace pipe whose reader is gone fails the write, not the process. */
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * lanes-rtd ends when the control socket closes, after the daemon has
+	 * stopped the lane, with a shutdown notice for what is queued. The
+	 * daemon's stop signals are the daemon's: systemd sends SIGTERM to every
+	 * process of the unit's cgroup (KillMode=control-group), a terminal sends
+	 * SIGINT or SIGHUP to the whole process group. Taken, they would end the
+	 * data path before the daemon stops it: every stop would log a failed
+	 * component and schedule its restart, and the queue's notices be lost.
+	 */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	d->ctl = RTD_FD_CTL;
 	if (fcntl(d->ctl, F_GETFD) < 0)
 		die("no control socket on descriptor 3 (lanes-rtd is started by the lanes daemon)");

@@ -162,6 +162,41 @@ func TestStatsWaitDoesNotSpin(t *testing.T) {
 	}
 }
 
+// TestStopSignalsAreTheDaemons: systemd's stop sends SIGTERM to every
+// process of the unit's cgroup, a terminal's Ctrl-C or hang-up SIGINT or
+// SIGHUP to the process group. lanes-rtd lives on through them (the daemon
+// ends it by closing the control socket, once it has stopped the lane),
+// and still serves; the test's cleanup checks that it ends with the lane.
+func TestStopSignalsAreTheDaemons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	pid := b.lane.rtd.cmd.Process.Pid
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {
+		if err := unix.Kill(pid, sig); err != nil {
+			t.Fatalf("%v: %v (lanes-rtd ended on an earlier signal)", sig, err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a signal taken ends it in microseconds
+	select {
+	case err := <-b.lane.rtd.exit:
+		b.lane.rtd.exit <- err
+		t.Fatalf("lanes-rtd ended on the daemon's stop signals: %v", err)
+	default:
+	}
+	c, err := dialAs(t, b.cfg.Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.stats(); err != nil {
+		t.Errorf("after the signals: %v", err)
+	}
+	if got := helperPids(); len(got) != 1 || got[0] != pid {
+		t.Errorf("lanes-rtd processes %v, want [%d]", got, pid)
+	}
+}
+
 // processCPU is a process's user and system time.
 func processCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
