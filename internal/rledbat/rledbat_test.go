@@ -151,8 +151,16 @@ func TestControllerClampsYieldsAndReleases(t *testing.T) {
 	}
 	own := windowClamp(t, c)
 	s := stepUntilClamped(t, ctl)
+	// As in clampAfterStep: the kernel's autotuning may raise the clamp
+	// between the step and the read (2489361 read after 654830 was set,
+	// on 5.10); the controller sets it again at its next step.
+	got := windowClamp(t, c)
+	for i := 0; i < 3 && uint32(got) != s.applied; i++ {
+		ctl.Step(time.Now())
+		got = windowClamp(t, c)
+	}
 	mss := uint32(s.applied / s.r.Wnd)
-	if got := windowClamp(t, c); uint32(got) != s.applied || s.applied != s.r.Wnd*mss {
+	if uint32(got) != s.applied || s.applied != s.r.Wnd*mss {
 		t.Fatalf("window clamp %d; want rLEDBAT's %d packets x %d = %d", got, s.r.Wnd, mss, s.applied)
 	}
 	t.Logf("own clamp %d, rLEDBAT window %d x %d bytes (rcv_rtt %d us)", own, s.r.Wnd, mss, s.rtt)

@@ -83,6 +83,25 @@ var (
 
 // Load loads the program, reusing the shared maps.
 func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
+	spec, err := configured(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var objs SockopsObjects
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for name, m := range sh {
+		if _, ok := spec.Maps[name]; ok {
+			opts.MapReplacements[name] = m
+		}
+	}
+	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+		return nil, fmt.Errorf("load sockops: %w", err)
+	}
+	return &objs, nil
+}
+
+// configured is the collection's spec with cfg set into its CFG.
+func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	spec, err := LoadSockops()
 	if err != nil {
 		return nil, err
@@ -112,17 +131,7 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 	if err := spec.Variables[SockopsVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set sockops config: %w", err)
 	}
-	var objs SockopsObjects
-	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
-	for name, m := range sh {
-		if _, ok := spec.Maps[name]; ok {
-			opts.MapReplacements[name] = m
-		}
-	}
-	if err := spec.LoadAndAssign(&objs, opts); err != nil {
-		return nil, fmt.Errorf("load sockops: %w", err)
-	}
-	return &objs, nil
+	return spec, nil
 }
 
 // ReadCounters returns the summed lanes_ops_stats counters by name.

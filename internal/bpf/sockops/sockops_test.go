@@ -1,12 +1,16 @@
 // sockops_test.go checks that the sock_ops program passes the verifier and
 // its CO-RE relocations (struct sock cgroup and uid) resolve on this kernel,
 // sharing the classifier's maps. Its behaviour on real sockets is tested in
-// the datapath integration tests.
+// the datapath integration tests. TestVerifierCost bounds what each
+// program costs the verifier, so that an older kernel's still takes it.
 package sockops
 
 import (
+	"regexp"
+	"strconv"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
@@ -78,5 +82,41 @@ func TestSockCapLeftoversCannotFillTheMap(t *testing.T) {
 	var v uint32
 	if err := objs.LanesSockCap.Lookup(uint64(n)+100, &v); err != nil || v != 10 {
 		t.Fatalf("newest cap: %d %v", v, err)
+	}
+}
+
+// TestVerifierCost: each program, loaded with every option on, costs this
+// kernel's verifier at most a tenth of its 1,000,000-instruction limit.
+// Older verifiers prune less: lanes_setsockopt's name copy cost 894,587
+// instructions on 6.18 and went over the limit on 5.10, which then refused
+// the whole object (per-socket lanes, caps, LEDBAT++ switching); the copy
+// that stops at the name's end costs 542.
+func TestVerifierCost(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := configured(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test",
+		BgCCName: "lanes_bg_test", RLEDBATTargetUS: 60000, Yield: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	processed := regexp.MustCompile(`(?m)^processed (\d+) insns`)
+	for name, p := range coll.Programs {
+		m := processed.FindStringSubmatch(p.VerifierLog)
+		if m == nil {
+			t.Fatalf("%s: no instruction count in the verifier's log: %q", name, p.VerifierLog)
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n > 100_000 {
+			t.Errorf("%s: the verifier processed %d instructions, want <= 100,000 (a tenth of its limit)", name, n)
+		} else {
+			t.Logf("%s: the verifier processed %d instructions", name, n)
+		}
 	}
 }
