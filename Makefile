@@ -15,6 +15,7 @@ OUT     ?= bin
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  := $(PREFIX)/bin
+LIBEXECDIR := $(PREFIX)/libexec
 SHAREDIR := $(PREFIX)/share
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
@@ -22,21 +23,38 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
 build: native
 	@$(MAKE) --no-print-directory cross
 
-native:
+native: rtd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes ./cmd/lanes
+
+# lanes-rtd, the realtime lane's data path outside Go's runtime (rtd/,
+# docs/realtime.md "The data path process"): the daemon runs it from beside
+# its own executable (or ../libexec/lanes/). A plain `go build` has no
+# lanes-rtd: the daemon then runs without the realtime lane, and says so.
+RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -Iinternal/bpf/edfqdisc
+RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
+rtd: $(OUT)/lanes-rtd
+
+$(OUT)/lanes-rtd: $(RTD_SRC)
+	@./scripts/deps.sh build
+	@mkdir -p $(OUT)
+	$(CC) $(RTD_CFLAGS) $(RTD_LDFLAGS) -o $@ $(filter %.c,$^)
 
 # Device makers run lanes on phones and boards: cross-build with CGO off and
 # without the lab (-tags nolab: 16% smaller; docs/ARCHITECTURE.md).
+# lanes-rtd for arm64 is static (glibc's, no loader needed: it runs on
+# Android's kernel too); install it beside lanes as lanes-rtd.
 cross:
 	GOOS=linux   GOARCH=arm64 $(GO) build -trimpath -tags nolab -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-linux-arm64 ./cmd/lanes
 	GOOS=android GOARCH=arm64 $(GO) build -trimpath -tags nolab -ldflags '$(LDFLAGS)' -o $(OUT)/lanes-android-arm64 ./cmd/lanes
+	@./scripts/deps.sh cross
+	aarch64-linux-gnu-gcc $(RTD_CFLAGS) -static -o $(OUT)/lanes-rtd-arm64 $(filter %.c,$(RTD_SRC))
 
 # The C examples of include/ (examples/*/): built with the system compiler,
 # warnings as errors; make test builds them too.
@@ -88,8 +106,9 @@ kernel-check:
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):
 # the .deb installed with apt and run under systemd as a user would
-# (enable --now, status, a held background transfer, reload, restart,
-# stop leaving nothing, journal, systemd-analyze security).
+# (enable --now, status, a held background transfer, reload, the realtime
+# lane's lanes-rtd under the unit, restart, stop leaving nothing, journal,
+# systemd-analyze security).
 system-check:
 	./scripts/system-vm.sh
 
@@ -136,6 +155,7 @@ lint:
 # is there), README and licences.
 install: native
 	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
+	install -Dm755 $(OUT)/lanes-rtd $(DESTDIR)$(LIBEXECDIR)/lanes/lanes-rtd
 	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man/man1 >/dev/null
 	gzip -9nf $(DESTDIR)$(SHAREDIR)/man/man1/lanes*.1
 	install -d $(DESTDIR)$(SHAREDIR)/bash-completion/completions $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions \

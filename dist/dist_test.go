@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lanes-net/lanes/internal/pmqos"
 )
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
@@ -51,7 +53,7 @@ func TestDebianPackage(t *testing.T) {
 func checkPackageContents(t *testing.T, deb, out string) {
 	t.Helper()
 	list := run(t, "", nil, "dpkg-deb", "-c", deb)
-	for _, want := range []string{"./usr/bin/lanes", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
+	for _, want := range []string{"./usr/bin/lanes", "./usr/libexec/lanes/lanes-rtd", "./lib/systemd/system/lanes.service", "./etc/lanes/policy.yaml",
 		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
 		"./usr/share/bash-completion/completions/lanes", "./usr/share/zsh/vendor-completions/_lanes",
 		"./usr/share/fish/vendor_completions.d/lanes.fish", "./usr/share/lanes/traces/TMobile-UMTS-driving.up",
@@ -102,7 +104,26 @@ func checkUnpacked(t *testing.T, deb, out string) (root, unit string) {
 		}
 	}
 	checkReload(t, string(b))
+	checkDevices(t, string(b))
 	return root, string(b)
+}
+
+// checkDevices: PrivateDevices=yes gives the service a /dev of its own with
+// null, zero, the random devices and ttys; every other device the daemon
+// opens must be bound in and allowed, or it is missing under systemd alone
+// (the realtime lane's pm_latency_us: "open /dev/cpu_dma_latency: no such
+// file or directory").
+func checkDevices(t *testing.T, unit string) {
+	t.Helper()
+	if !strings.Contains(unit, "\nPrivateDevices=yes\n") {
+		return
+	}
+	for _, dev := range []string{pmqos.Path} {
+		if !regexp.MustCompile(`(?m)^BindPaths=(.* )?-?` + regexp.QuoteMeta(dev) + `( |$)`).MatchString(unit) ||
+			!regexp.MustCompile(`(?m)^DeviceAllow=` + regexp.QuoteMeta(dev) + ` rw?$`).MatchString(unit) {
+			t.Errorf("unit: PrivateDevices=yes without BindPaths= and DeviceAllow= for %s", dev)
+		}
+	}
 }
 
 // checkReload: `systemctl reload` checks the policy before the daemon is

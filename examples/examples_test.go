@@ -30,8 +30,9 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// build runs `make examples` into a scratch folder and returns rt-echo.
-func build(t *testing.T) string {
+// build runs `make examples rtd` into a scratch folder and returns rt-echo
+// and lanes-rtd, the lane's data path as make installs it.
+func build(t *testing.T) (echo, rtd string) {
 	t.Helper()
 	for _, tool := range []string{"make", "cc"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -39,10 +40,10 @@ func build(t *testing.T) string {
 		}
 	}
 	out := t.TempDir()
-	if b, err := exec.Command("make", "-s", "-C", "..", "examples", "OUT="+out).CombinedOutput(); err != nil {
-		t.Fatalf("make examples: %v\n%s", err, b)
+	if b, err := exec.Command("make", "-s", "-C", "..", "examples", "rtd", "OUT="+out).CombinedOutput(); err != nil {
+		t.Fatalf("make examples rtd: %v\n%s", err, b)
 	}
-	return filepath.Join(out, "rt-echo")
+	return filepath.Join(out, "rt-echo"), filepath.Join(out, rtlane.HelperName)
 }
 
 // echoServer answers every datagram to its sender and records the senders.
@@ -88,7 +89,7 @@ type bed struct {
 	v6B  netip.Addr
 }
 
-func newBed(t *testing.T) *bed {
+func newBed(t *testing.T, rtd string) *bed {
 	t.Helper()
 	testutil.RequireRoot(t)
 	b := &bed{p: testutil.NewVethPair(t), v6A: netip.MustParseAddr("fd6c:6e65::1"), v6B: netip.MustParseAddr("fd6c:6e65::2")}
@@ -108,7 +109,7 @@ func newBed(t *testing.T) *bed {
 	cfg := rtlane.DefaultConfig()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, filepath.Join(dir, "rt.sock"), 95_000_000
 	b.sock = cfg.Socket
-	b.p.A.Do(t, func() (err error) { b.lane, err = rtlane.New(cfg); return err })
+	b.p.A.Do(t, func() (err error) { b.lane, err = rtlane.New(cfg, rtlane.WithHelper(rtd)); return err })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.lane.Run(ctx) }()
@@ -180,8 +181,11 @@ func TestRTEcho(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs traffic between namespaces")
 	}
-	bin := build(t)
-	b := newBed(t)
+	bin, rtd := build(t)
+	b := newBed(t, rtd)
+	if got := b.lane.DataPath(); got != rtlane.HelperName {
+		t.Fatalf("data path %s, want %s", got, rtlane.HelperName)
+	}
 	if st := b.lane.Stats(); st.RateBps == 0 {
 		t.Fatal("lane without a rate")
 	}

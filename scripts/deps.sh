@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [test|generate|demo|vm|vm-arm64|system]: install the Debian packages a make
+# scripts/deps.sh [build|cross|test|generate|demo|vm|vm-arm64|system]: install the Debian packages a make
 # target needs, only those missing, so repeated runs cost nothing.
 set -euo pipefail
 want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
+  build) want+=(gcc libc6-dev) ;; # lanes-rtd (rtd/, C)
+  cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
   generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
   test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
-  vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl) ;;
+  vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
   # vm-arm64: the same for Debian's arm64 kernel (its user space is fetched).
-  vm-arm64) want+=(qemu-system-arm cpio xz-utils curl) ;;
+  vm-arm64) want+=(qemu-system-arm cpio xz-utils curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
   # system: scripts/system-vm.sh debootstraps a Debian system and boots it.
   system) want+=(debootstrap qemu-system-x86 e2fsprogs curl) ;;
 esac

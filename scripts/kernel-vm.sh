@@ -205,6 +205,12 @@ printf 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/nonexistent:/bin/sh\n'
 printf 'root:x:0:\nusers:x:100:\nnogroup:x:65534:\n' > "$root/etc/group"
 export GOARCH=$arch CGO_ENABLED=0
 ./scripts/go build -o "$root/bin/lanes" ./cmd/lanes
+# lanes-rtd, the realtime lane's data path (C), static for the VM's
+# architecture, beside lanes and beside the test binaries, where the lane
+# finds it as beside an installed lanes.
+rtdcc=cc; [ "$arch" = arm64 ] && rtdcc=aarch64-linux-gnu-gcc
+make -s -B rtd OUT="$root/bin" CC="$rtdcc" RTD_LDFLAGS=-static
+mkdir -p "$root/t" && cp "$root/bin/lanes-rtd" "$root/t/"
 for p in "${pkgs[@]}"; do
   name=$(echo "$p" | sed 's|^\./internal/||; s|/$||; s|/|_|g')
   ./scripts/go test -c -o "$root/t/$name.test" "$p"

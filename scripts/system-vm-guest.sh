@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/system-vm-guest.sh: the steps of `make system-check`, run inside
 # the booted Debian system (systemd as PID 1) from the check's own disk,
-# mounted on /check, which also holds the package, two policies and a
+# mounted on /check, which also holds the package, three policies and a
 # static leakcheck. Each step prints "== STEP <name>: PASS|FAIL" to the
 # serial console, with what it saw; the system powers off at the end.
 set -u
@@ -85,19 +85,112 @@ bad_reload() { # a broken policy: reload refused, the running policy kept
     grep -q 'reload refused' err.txt
 }
 
-restart() { # a new main process, ready again
-  local old; old=$(systemctl show -p MainPID --value lanes)
-  systemctl restart lanes && active && [ "$(systemctl show -p MainPID --value lanes)" != "$old" ]
+# The realtime lane (policy-rt.yaml: policy-10.yaml with realtime enabled
+# and pm_latency_us 0; root is always granted): its data path, lanes-rtd,
+# started by the daemon.
+rtd_pid() { # the one lanes-rtd, waiting up to 10 s for the lane to start it
+  local i pids
+  for i in $(seq 20); do
+    pids=$(pgrep -x lanes-rtd) && break; sleep 0.5
+  done
+  [ "$(echo "$pids" | wc -w)" = 1 ] || { echo "lanes-rtd processes: '$pids'" >&2; return 1; }
+  echo "$pids"
 }
 
-stopped() { # nothing of lanes is left: qdiscs, BPF programs, cgroups, runtime files
+rt_status() { # reload with the realtime lane; status names its data path
+  use_policy /check/policy-rt.yaml 9500Kbit || return 1
+  rtd_pid > rtd.pid || return 1
+  lanes status | grep '^realtime:' | tee rt-status.txt
+  grep -q '^realtime: path daemon (data path lanes-rtd;' rt-status.txt
+}
+
+rt_process() { # lanes-rtd in the unit's cgroup, at SCHED_FIFO 10 (release_priority), its memory locked
+  local pid; pid=$(cat rtd.pid) || return 1
+  cat "/proc/$pid/cgroup"; chrt -p "$pid" | tee chrt.txt; grep VmLck "/proc/$pid/status" | tee lck.txt
+  systemctl status --no-pager lanes | sed -n '/CGroup:/,/^$/p' | tee cgls.txt
+  # Nothing on its stderr (the journal): no warning (mlockall) or error.
+  journalctl -u lanes -o cat --no-pager | grep 'lanes-rtd:' && return 1
+  grep -qx '0::/system.slice/lanes.service' "/proc/$pid/cgroup" &&
+    grep -q 'policy: SCHED_FIFO' chrt.txt && grep -q 'priority: 10$' chrt.txt &&
+    ! grep -q -E ':[[:space:]]+0 kB' lck.txt && grep -q "$pid .*lanes-rtd" cgls.txt
+}
+
+# 10 datagrams with a deadline to a UDP listener in the namespace: admitted,
+# received, through the realtime class. The deadline, 200 ms, leaves room
+# for the emulated machine's delays (replies took up to 51 ms): the step
+# checks the path under systemd, not its timing.
+rt_send() {
+  ip netns exec peer socat -u UDP-RECV:9000,bind=10.99.0.2 OPEN:rx.bin,creat,trunc &
+  local rx=$!
+  sleep 1
+  tc -s class show dev vsc0 classid 1:11 | awk '/Sent/ { print $4 }' > pkts-before.txt
+  lanes rt send --deadline 200ms --count 10 --size 100 --interval 10ms 10.99.0.2:9000 | tee send.txt
+  local send=${PIPESTATUS[0]}
+  sleep 1; kill "$rx"; wait "$rx" 2>/dev/null
+  local got; got=$(stat -c %s rx.bin); echo "received $got bytes (10 x 100 sent)"
+  tc -s class show dev vsc0 classid 1:11 | tee class.txt
+  local before after; before=$(cat pkts-before.txt); after=$(awk '/Sent/ { print $4 }' class.txt)
+  echo "realtime class 1:11: $before -> $after packets"
+  [ "$send" = 0 ] && grep -q ': 10 admitted$' send.txt && ! grep -q -E 'refused|dropped' send.txt &&
+    [ "$got" = 1000 ] && [ $((after - before)) -ge 10 ]
+}
+
+rt_follow() { # a client at SCHED_FIFO 20: lanes-rtd follows it to 21 (follow_client_priority), back to 10 once it has gone
+  local pid i prio; pid=$(cat rtd.pid)
+  chrt -f 20 lanes rt send --deadline 200ms --count 150 --interval 20ms --size 100 10.99.0.2:9001 > follow.txt &
+  local cl=$!
+  # The follower looks once a second: watch while the client runs (3 s).
+  while kill -0 "$cl" 2>/dev/null; do chrt -p "$pid" | sed -n 's/.*priority: //p'; sleep 0.25; done | sort -n | uniq -c | tee during.txt
+  wait "$cl"; local rc=$?; head -1 follow.txt
+  for i in $(seq 12); do prio=$(chrt -p "$pid" | sed -n 's/.*priority: //p'); [ "$prio" = 10 ] && break; sleep 0.25; done
+  echo "after the client: priority $prio"
+  [ $rc = 0 ] && grep -q ' 21$' during.txt && ! grep -q -v -E ' (10|21)$' during.txt && [ "$prio" = 10 ]
+}
+
+rt_crash() { # lanes-rtd killed: the daemon's supervisor starts a new one, which serves
+  local old new i; old=$(cat rtd.pid); kill -KILL "$old"
+  for i in $(seq 20); do
+    new=$(pgrep -x lanes-rtd) && [ "$new" != "$old" ] && break; sleep 0.5
+  done
+  echo "lanes-rtd pid $old -> $new"; echo "$new" > rtd.pid
+  [ -n "$new" ] && [ "$new" != "$old" ] && rt_process >/dev/null && lanes status | grep '^realtime:' &&
+    lanes rt send --deadline 200ms --count 3 --size 100 10.99.0.2:9001 | tee send2.txt && grep -q ': 3 admitted$' send2.txt
+}
+
+rt_stats() { # lanes rt stats: root's flow 1 sent 10, nothing dropped; the CPU wake-up latency held (pm_latency_us 0)
+  lanes rt stats | tee stats.txt
+  awk '$1 == "0" && $2 == "1" { ok = $3 == 10 && $5 == 10 && $7 == 0 && $8 == 0 } END { exit !ok }' stats.txt &&
+    grep -q 'pm_latency_us): 0 µs held' stats.txt
+}
+
+errors() { journalctl --sync; journalctl -u lanes -p err -o cat --no-pager | wc -l; }
+
+no_new_errors() { # no_new_errors N: the journal has no more than N errors of lanes
+  local n; n=$(errors)
+  [ "$n" -le "$1" ] || { journalctl -u lanes -p err --no-pager | tail -n $((n - $1)); return 1; }
+}
+
+restart() { # a new main process, ready again; nothing logged as an error
+  local old e; old=$(systemctl show -p MainPID --value lanes); e=$(errors)
+  systemctl restart lanes && active && [ "$(systemctl show -p MainPID --value lanes)" != "$old" ] && no_new_errors "$e"
+}
+
+rt_restart() { # the new daemon started a new lanes-rtd, in its cgroup, at SCHED_FIFO 10
+  local old; old=$(cat rtd.pid)
+  rtd_pid > rtd.pid && [ "$(cat rtd.pid)" != "$old" ] && rt_process >/dev/null && echo "lanes-rtd pid $old -> $(cat rtd.pid)"
+}
+
+stopped() { # nothing of lanes is left: qdiscs, BPF programs, cgroups, runtime files; no error logged
+  local e; e=$(errors)
   systemctl stop lanes; local rc=0
+  no_new_errors "$e" || rc=1
   systemctl is-active lanes && rc=1
   tc qdisc show dev vsc0 | tee /dev/stderr | grep -q -E 'htb|clsact|ingress' && rc=1
   bpftool prog show | grep -i lanes && rc=1
   find /sys/fs/bpf -mindepth 1 | grep . && rc=1
   find /sys/fs/cgroup -name 'lanes.*' | grep . && rc=1
   [ ! -e /run/lanes ] || { ls -la /run/lanes; rc=1; }
+  pgrep -a -x lanes-rtd && rc=1
   /check/leakcheck || rc=1
   return $rc
 }
@@ -122,8 +215,15 @@ step reload use_policy /check/policy-20.yaml 19Mbit
 step transfer transfer
 step reload-changed use_policy /check/policy-10.yaml 9500Kbit
 step reload-bad bad_reload
+step realtime-status rt_status
+step realtime-process rt_process
+step realtime-send rt_send
+step realtime-stats rt_stats
+step realtime-follow rt_follow
+step realtime-crash rt_crash
 step lanes-run lane_run
 step restart restart
+step realtime-restart rt_restart
 step stop stopped
 step run-after-stop run_back
 step journal journal

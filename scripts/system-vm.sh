@@ -4,8 +4,10 @@
 # PID 1, Debian's kernel) in qemu (TCG) and runs scripts/system-vm-guest.sh
 # there: apt install of the package, systemctl enable --now, readiness,
 # lanes status, a background transfer held by a foreground one across a
-# veth pair into a network namespace, reload with a changed policy,
-# restart, stop leaving nothing, the journal, systemd-analyze security.
+# veth pair into a network namespace, reload with a changed policy, the
+# realtime lane (lanes-rtd in the unit's cgroup at SCHED_FIFO, a datagram
+# with a deadline sent through it), restart, stop leaving nothing, the
+# journal, systemd-analyze security.
 #
 # The root file system comes from debootstrap (Debian's signed archive);
 # the kernel package is pinned by sha256. Both are cached, as a raw ext4
@@ -25,8 +27,9 @@ kdeb=linux-image-${kver}_6.1.176-1_amd64.deb
 ksha=7b5597492a0a65aee61985a492e6bcc3f2cde830072a0e3b3d8c7e1b90279bd3
 kurl=$mirror/pool/main/l/linux-signed-amd64/$kdeb
 # kmod, linux-base, initramfs-tools: the kernel package's dependencies;
-# iproute2, iperf3, bpftool, procps: the steps' tools.
-include=systemd,systemd-sysv,udev,dbus,kmod,linux-base,initramfs-tools,iproute2,iperf3,procps,bpftool
+# iproute2, iperf3, bpftool, procps, socat: the steps' tools (socat: the
+# realtime step's UDP listener).
+include=systemd,systemd-sysv,udev,dbus,kmod,linux-base,initramfs-tools,iproute2,iperf3,procps,bpftool,socat
 key=$(printf '%s %s %s\n' "$suite" "$kdeb" "$include" | sha256sum | cut -c1-12)
 cache=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}/system
 base=$cache/$suite-$key
@@ -89,8 +92,10 @@ build_base() {
   rm -rf "$base"; mv "$tmp" "$base"
 }
 
-# Two policies on the check's veth: shaped at 20 and then 10 Mbit/s, the
-# iperf3 port 5202 in the background lane.
+# The policies on the check's veth: shaped at 20 and then 10 Mbit/s, the
+# iperf3 port 5202 in the background lane; then 10 Mbit/s with the
+# realtime lane, holding the CPU wake-up latency at 0 while clients are
+# connected.
 policy() {
   printf 'interfaces:\n  - name: vsc0\n    mode: shaped\n    uplink: %s\n' "$1"
   printf 'rules:\n  - name: bulk\n    lane: background\n    dst: 10.99.0.2\n    dport: 5202\n'
@@ -105,6 +110,7 @@ check_disk() {
   CGO_ENABLED=0 ./scripts/go build -o "$d/leakcheck" ./internal/leaks/leakcheck
   install -m755 scripts/system-vm-guest.sh "$d/run.sh"
   policy 20mbit > "$d/policy-20.yaml"; policy 10mbit > "$d/policy-10.yaml"
+  { policy 10mbit; printf 'realtime:\n  enabled: true\n  pm_latency_us: 0\n'; } > "$d/policy-rt.yaml"
   mkfs.ext4 -q -d "$d" "$1/check.img" 512M
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/rledbat"
+	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
@@ -42,8 +43,9 @@ func runDoctor(e *env, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			*features.Report
-			Scheduler sched.KernelRT `json:"scheduler"`
-		}{r, k})
+			Scheduler        sched.KernelRT `json:"scheduler"`
+			RealtimeDataPath string         `json:"realtime_data_path"`
+		}{r, k, realtimeDataPath()})
 	}
 	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -69,6 +71,7 @@ func runDoctor(e *env, asJSON bool) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(e.stdout, "\nbackground downloads held back by: %s\n", downloadProtection(r))
+	fmt.Fprintf(e.stdout, "realtime data path: %s\n", realtimeDataPath())
 	dyn := ""
 	switch {
 	case k.PreemptDynamic && len(k.PreemptModes) > 0:
@@ -85,6 +88,16 @@ func runDoctor(e *env, asJSON bool) error {
 		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
 	}
 	return nil
+}
+
+// realtimeDataPath says where the daemon runs the realtime lane's data
+// path: lanes-rtd, installed with this lanes; without it the realtime lane
+// is unavailable (docs/realtime.md "The data path process").
+func realtimeDataPath() string {
+	if p := rtlane.FindHelper(); p != "" {
+		return "lanes-rtd (" + p + "), outside Go's runtime"
+	}
+	return "none: no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/, so the realtime lane is unavailable (everything else runs)"
 }
 
 // downloadProtection says which rLEDBAT this kernel allows: in BPF

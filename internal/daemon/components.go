@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -228,10 +229,13 @@ func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, er
 
 func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
+	if errors.Is(err, rtlane.ErrNoHelper) {
+		return unavailable(d.log, "realtime", err), nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	path := realtimePath()
+	path := realtimePath(l.DataPath())
 	status := func() string {
 		s := l.Stats()
 		t := s.Totals
@@ -241,15 +245,27 @@ func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
 	return &runner{run: l.Run, close: l.Close, status: status, detail: func() any { return l.Stats() }}, nil
 }
 
+// unavailable is a component this installation cannot run (a missing
+// part, not a failure to retry): the rest of the daemon runs, and status
+// says why this part does not.
+func unavailable(log *slog.Logger, name string, why error) *runner {
+	log.Warn(name+" unavailable", "err", why)
+	status := "unavailable: " + why.Error()
+	return &runner{run: func(ctx context.Context) error { <-ctx.Done(); return nil },
+		close: func() error { return nil }, status: func() string { return status },
+		detail: func() any { return map[string]string{"unavailable": why.Error()} }}
+}
+
 // realtimePath names the realtime lane's path for `lanes status`: the
-// daemon's EDF queue above the HTB tree, and whether this kernel could run
+// daemon's EDF queue above the HTB tree, where its data path runs
+// (dataPath: lanes-rtd or in-process), and whether this kernel could run
 // the EDF qdisc instead (internal/bpf/edfqdisc; the daemon does not install
 // it, docs/realtime.md "The kernel path").
-func realtimePath() string {
+func realtimePath(dataPath string) string {
 	if err := edfqdisc.Supported(); err != nil {
-		return "path daemon (no BPF qdisc in this kernel)"
+		return "path daemon (data path " + dataPath + "; no BPF qdisc in this kernel)"
 	}
-	return "path daemon (this kernel has BPF qdiscs; the EDF qdisc is not installed)"
+	return "path daemon (data path " + dataPath + "; this kernel has BPF qdiscs; the EDF qdisc is not installed)"
 }
 
 // interfacePrefix is the first IPv4 subnet of an interface (invalid if none).

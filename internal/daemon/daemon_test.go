@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,6 +37,8 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/rtclient"
+	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -60,10 +63,52 @@ func TestMain(m *testing.M) {
 				fmt.Fprintf(os.Stderr, "build lanes: %v\n%s", err, out)
 				return 1
 			}
+			// lanes-rtd beside it, as make installs them: the daemon
+			// runs the realtime data path there.
+			if _, err := rtdbuild.Build(dir); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
 		return m.Run()
 	}()
 	os.Exit(code)
+}
+
+// wantDataPath is where the daemon under test runs the realtime data path:
+// in lanes-rtd, built beside it, unless a prebuilt lanes came alone.
+func wantDataPath() string {
+	if _, err := os.Stat(filepath.Join(filepath.Dir(lanesBin), rtlane.HelperName)); err == nil {
+		return rtlane.HelperName
+	}
+	return "in-process"
+}
+
+// TestRealtimeUnavailableWithoutRtd: a lanes installed without lanes-rtd
+// beside it (a plain go build) still runs; its realtime component says why
+// it is unavailable, and no realtime socket is there to connect to.
+func TestRealtimeUnavailableWithoutRtd(t *testing.T) {
+	testutil.RequireRoot(t)
+	b, err := os.ReadFile(lanesBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(t.TempDir(), "lanes")
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	saved := lanesBin
+	lanesBin = alone
+	defer func() { lanesBin = saved }()
+	p := testutil.NewVethPair(t)
+	rtSock := filepath.Join(t.TempDir(), "rt.sock")
+	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+fmt.Sprintf("realtime:\n  enabled: true\n  socket: %s\n", rtSock))
+	if st := status(t, sock).Components["realtime"]; !strings.HasPrefix(st, "unavailable: ") || !strings.Contains(st, rtlane.HelperName) {
+		t.Errorf("realtime component without lanes-rtd: %q", st)
+	}
+	if _, err := os.Stat(rtSock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("realtime socket without lanes-rtd: %v", err)
+	}
 }
 
 // isHelper: this test binary was started by a test as one of its helper
@@ -768,7 +813,7 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 	if err != nil || res.Admitted {
 		t.Fatalf("impossible deadline admitted: %+v %v", res, err)
 	}
-	if st := status(t, sock).Components["realtime"]; !strings.Contains(st, "rate 100 Mbit/s") || !strings.HasPrefix(st, "path daemon (") {
+	if st := status(t, sock).Components["realtime"]; !strings.Contains(st, "rate 100 Mbit/s") || !strings.HasPrefix(st, "path daemon (data path "+wantDataPath()+";") {
 		t.Errorf("status: %q", status(t, sock).Components["realtime"])
 	}
 	// The live daemon's metrics pass Prometheus' checks and count both decisions.

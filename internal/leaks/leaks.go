@@ -3,7 +3,8 @@
 // those nested in host cgroups), cgroup2 mounts under /run/lanes, test
 // network namespaces, loaded BPF programs, struct_ops congestion controls
 // named lanes* and struct_ops maps registered by map update (kernels before
-// 6.4: they outlive a killed daemon). `make test` ends with it (leakcheck): after a run
+// 6.4: they outlive a killed daemon), and lanes-rtd processes (the realtime
+// data path, which must end with its daemon). `make test` ends with it (leakcheck): after a run
 // nothing of lanes may remain.
 package leaks
 
@@ -34,6 +35,7 @@ func Find() []string {
 	out = append(out, programs()...)
 	out = append(out, congestionControls()...)
 	out = append(out, structOpsMaps()...)
+	out = append(out, processes()...)
 	sort.Strings(out)
 	return out
 }
@@ -178,6 +180,22 @@ func structOpsMaps() []string {
 	var out []string
 	for _, l := range left {
 		out = append(out, fmt.Sprintf("struct_ops map %d %s (registered by map update)", l.ID, l.Name))
+	}
+	return out
+}
+
+// processes: running lanes-rtd processes, by their command name.
+func processes() []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err == nil && strings.TrimSpace(string(b)) == "lanes-rtd" {
+			out = append(out, "process lanes-rtd pid "+e.Name())
+		}
 	}
 	return out
 }

@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/edf"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -203,7 +202,6 @@ func TestAttackStatsGrowth(t *testing.T) {
 // table holds, and a user sees only their own flows.
 func TestStatsReplyFits(t *testing.T) {
 	l := &Lane{flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{}, conns: map[*conn]struct{}{}, perUID: map[uint32]int{}}
-	l.q = edf.NewTree(16)
 	for uid := range uint32(100) {
 		for f := range uint32(100) {
 			l.flow(flowKey{uid + 1, f}).Rejects = map[string]uint64{"not-granted": 1}
@@ -240,7 +238,7 @@ func TestAttackSocketTakeover(t *testing.T) {
 	b := newBed(t, 0, nil)
 	var err error
 	var second *Lane
-	b.p.A.Do(t, func() error { second, err = New(b.cfg); return nil })
+	b.p.A.Do(t, func() error { second, err = New(b.cfg, testOpts()...); return nil })
 	if err == nil {
 		second.Close()
 		t.Fatal("a second lane replaced the live socket")

@@ -1,21 +1,20 @@
-// clientprio.go: granted clients' readers run just above their clients.
+// clientprio.go: lanes-rtd runs just above its clients.
 //
-// A reader below the client that wakes it is woken on another CPU, or
+// A thread below the client that wakes it is woken on another CPU, or
 // waits for the client to block (docs/realtime.md, "The lane above its
 // clients": the daemon path's added p99 fell from 46-49 to 22-33 µs with
 // the lane at 21 above clients at 20). Realtime applications choose their
 // own priorities, and usually raise them after connecting, so a fixed
 // release_priority is either below them or needlessly high. With
-// follow_client_priority (default), each granted client's reader runs at
-// max(release_priority, the client's highest SCHED_FIFO/RR thread
-// priority + 1), at most maxReaderPriority: the priority-inheritance rule
-// of a lock, for work the reader does on the client's behalf. A follower
-// looks at every granted client once a second (its threads in
-// /proc/PID/task, one sched_getattr each) and moves the reader's thread
-// (sched_setattr by tid) when the client's priority changed; it runs at
-// normal priority, off the realtime path. Clients in the daemon's own
-// process (the lab's in-process runs, tests) are not followed: the
-// lane's own threads would count as the client's.
+// follow_client_priority (default), lanes-rtd runs at max(release_priority,
+// the highest SCHED_FIFO/RR thread priority of its granted clients + 1), at
+// most maxReaderPriority: the priority-inheritance rule of a lock, for work
+// it does on the clients' behalf. A follower looks at every granted client
+// once a second (its threads in /proc/PID/task, one sched_getattr each) and
+// moves lanes-rtd (sched_setattr of its one thread) when that changed; it
+// runs at normal priority, off the realtime path. Clients in the daemon's
+// own process (the lab's, tests) are not followed: the lane's own threads
+// would count as the client's.
 package rtlane
 
 import (
@@ -59,8 +58,8 @@ func clientPriority(pid int32) int {
 	return best
 }
 
-// readerPriority is the SCHED_FIFO priority a granted client's reader
-// should have when its client's highest priority is clientPrio (0: normal
+// readerPriority is the SCHED_FIFO priority lanes-rtd should have for a
+// granted client when its client's highest priority is clientPrio (0: normal
 // scheduling).
 func (l *Lane) readerPriority(clientPrio int) int {
 	base := l.cfg.ReleasePriority
@@ -88,8 +87,8 @@ func setThreadFIFO(tid, prio int) error {
 	return unix.SchedSetAttr(tid, &a, 0)
 }
 
-// followClients moves each granted reader to its client's priority + 1,
-// every followEvery, until ctx ends.
+// followClients moves lanes-rtd to its clients' priority + 1, every
+// followEvery, until ctx ends.
 func (l *Lane) followClients(ctx context.Context) {
 	if !l.cfg.FollowClientPriority || l.cfg.ReleasePriority <= 0 {
 		return
@@ -102,30 +101,6 @@ func (l *Lane) followClients(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		l.connMu.Lock()
-		var cs []*conn
-		for c := range l.conns {
-			if c.granted && c.tid.Load() != 0 && l.follows(c) {
-				cs = append(cs, c)
-			}
-		}
-		l.connMu.Unlock()
-		for _, c := range cs {
-			l.followOne(c)
-		}
+		l.followHelper()
 	}
-}
-
-// followOne brings c's reader to its client's current priority + 1.
-func (l *Lane) followOne(c *conn) {
-	want := l.readerPriority(clientPriority(c.pid))
-	if int(c.prio.Load()) == want {
-		return
-	}
-	if err := setThreadFIFO(int(c.tid.Load()), want); err != nil {
-		l.log.Debug("realtime: reader priority not moved", "pid", c.pid, "priority", want, "err", err)
-		return
-	}
-	l.log.Debug("realtime: reader follows its client", "pid", c.pid, "priority", want)
-	c.prio.Store(int32(want))
 }

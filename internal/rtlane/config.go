@@ -10,8 +10,8 @@
 //	  max_queue: 10000      # packets; beyond this requests are refused
 //	  max_conns: 256        # client connections in total ...
 //	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
-//	  release_priority: 10  # SCHED_FIFO of the releaser and granted readers; 0 = normal
-//	  follow_client_priority: true # a granted reader runs just above its client
+//	  release_priority: 10  # SCHED_FIFO of lanes-rtd, the data path; 0 = normal
+//	  follow_client_priority: true # lanes-rtd runs just above its clients
 //	  pm_latency_us: -1     # CPU wake-up latency held while granted clients are connected
 //	  grants:
 //	    uids: [1000]
@@ -67,21 +67,21 @@ type Config struct {
 	Overhead config.Bytes `yaml:"overhead"`
 	// MaxQueue bounds the number of queued packets.
 	MaxQueue int `yaml:"max_queue"`
-	// ReleasePriority is the SCHED_FIFO priority of the releasing thread
-	// and of granted clients' readers (0 = normal scheduling). Falls back
-	// to normal with a warning. Best above the clients' own priorities: a
-	// reader below the client that wakes it is woken on another CPU
-	// (docs/realtime.md, "The lane above its clients").
+	// ReleasePriority is the SCHED_FIFO priority of lanes-rtd, the data
+	// path (0 = normal scheduling). Falls back to normal with a warning.
+	// Best above the clients' own priorities: a thread below the client
+	// that wakes it is woken on another CPU (docs/realtime.md, "The lane
+	// above its clients").
 	ReleasePriority int `yaml:"release_priority"`
-	// FollowClientPriority: each granted client's reader runs at
+	// FollowClientPriority: lanes-rtd runs at
 	// max(release_priority, the client's highest real-time priority + 1),
 	// followed once a second (clientprio.go); off: at release_priority.
 	// Not applied when release_priority is 0.
 	FollowClientPriority bool   `yaml:"follow_client_priority"`
 	Grants               Grants `yaml:"grants"`
 	// MaxConns and MaxConnsPerUID bound the client connections, in total
-	// and of one uid (root included): a granted client's reader owns an OS
-	// thread, and Go dies at 10,000 threads.
+	// and of one uid (root included): each holds a descriptor in the
+	// daemon or lanes-rtd, an ungranted one a goroutine.
 	MaxConns       int `yaml:"max_conns"`
 	MaxConnsPerUID int `yaml:"max_conns_per_uid"`
 	// PMLatencyUS, when 0 or more, is the CPU wake-up latency (µs) the lane

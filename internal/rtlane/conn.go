@@ -5,13 +5,14 @@
 //     (SO_PEERCRED, SO_PEERGROUPS: package peercred), and the grant decided
 //     from them. A connection over max_conns in total or max_conns_per_uid
 //     of its uid gets one too-many-connections error and is closed.
-//   - granted clients: a reader goroutine locked to its own OS thread,
-//     blocking syscalls, raised to the releaser's SCHED_FIFO priority, or
-//     just above its client's (clientprio.go) (admission is on the
-//     realtime path).
-//   - everyone else: a goroutine on Go's netpoller (non-blocking socket), no
-//     thread of its own: what an unprivileged user can make the daemon hold
-//     is a parked goroutine, bounded by the limits above.
+//   - granted clients: the connection goes to lanes-rtd (rtd.go), which
+//     reads and answers it from then on; the lane counts it until lanes-rtd
+//     says it has ended.
+//   - everyone else: a goroutine on Go's netpoller (non-blocking socket)
+//     answers every datagram and attach with not-granted: what an
+//     unprivileged user can make the daemon hold is a parked goroutine,
+//     bounded by the limits above; its recvmsg has no control buffer, so the
+//     kernel discards any descriptors it sends.
 //   - the accept loop survives resource errors (EMFILE, ENFILE, ENOBUFS,
 //     ENOMEM): it counts them, logs at most once a second, backs off up to
 //     a second and accepts again; only other errors end Run (the daemon
@@ -26,9 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,23 +40,14 @@ import (
 // conn is one client connection.
 type conn struct {
 	l       *Lane
-	fd      int
+	fd      int // -1 once handed to lanes-rtd
 	uid     uint32
 	pid     int32
 	granted bool
-	// polled (not granted): the socket is non-blocking and owned by file,
-	// read and written through raw on Go's netpoller.
-	file   *os.File
-	raw    syscall.RawConn
-	wmu    SpinLock // closed and fd for writers other than serve (notices, from pinned threads)
-	closed bool
-	lost   atomic.Uint64 // notices not delivered (client not reading)
-	// socks: the client's own sockets (appsock.go), touched only by the
-	// connection's reader; socket n of the wire is socks[n-1].
-	socks [wire.MaxSocks]*appSock
-	// granted: the reader's thread and its SCHED_FIFO priority
-	// (clientprio.go), 0 until serve has set them.
-	tid, prio atomic.Int32
+	// not granted: the socket is non-blocking and owned by file, read and
+	// written through raw on Go's netpoller.
+	file *os.File
+	raw  syscall.RawConn
 }
 
 // connStats are the connection counters of a Snapshot.
@@ -80,7 +70,7 @@ func (l *Lane) connCounters() connStats {
 	pm, pmErr := l.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
-		PMLatencyUS: pm, PMError: pmErr, AppSocks: l.appSocks.Load()}
+		PMLatencyUS: pm, PMError: pmErr}
 }
 
 // acceptLoop accepts clients until the listener is shut down.
@@ -133,15 +123,19 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 		return
 	}
 	if c.granted {
-		_ = unix.SetNonblock(fd, false)
-		l.ensureProcs()
-	} else {
-		c.file = os.NewFile(uintptr(fd), "realtime-client")
-		if c.raw, err = c.file.SyscallConn(); err != nil {
+		if !l.handOver(c) {
 			l.untrack(c)
-			c.file.Close()
+			unix.Close(fd)
 			return
 		}
+		l.log.Debug("realtime client handed to lanes-rtd", "uid", cred.UID, "pid", cred.PID)
+		return
+	}
+	c.file = os.NewFile(uintptr(fd), "realtime-client")
+	if c.raw, err = c.file.SyscallConn(); err != nil {
+		l.untrack(c)
+		c.file.Close()
+		return
 	}
 	l.log.Debug("realtime client", "uid", cred.UID, "pid", cred.PID, "granted", c.granted)
 	wg.Add(1)
@@ -213,160 +207,69 @@ func (l *Lane) untrack(c *conn) {
 	}
 }
 
-// serve reads requests and answers each at once.
+// serve answers an ungranted client's requests until it closes.
 func (c *conn) serve() {
-	if c.granted {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		prio := c.l.cfg.ReleasePriority
-		if c.l.follows(c) {
-			prio = c.l.readerPriority(clientPriority(c.pid))
-		}
-		if prio > 0 && setThreadFIFO(0, prio) == nil {
-			c.prio.Store(int32(prio))
-		}
-		c.tid.Store(int32(unix.Gettid()))
-	}
 	defer func() {
-		c.detachAll()
 		c.l.untrack(c)
-		c.wmu.Lock()
-		c.closed = true
-		if c.file == nil {
-			// Raw: the lock pins; notices go to granted clients only.
-			_, _, _ = syscall.RawSyscall(unix.SYS_CLOSE, uintptr(c.fd), 0, 0)
-		}
-		c.wmu.Unlock()
-		if c.file != nil {
-			c.file.Close()
-		}
+		c.file.Close()
 	}()
 	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
 	out := make([]byte, 0, wire.ReplySize+4096)
-	var a after
-	var ticked int64
-	var oob [unix.SizeofCmsghdr + 8]byte // room for two descriptors (appsock.go)
-	var fdBuf [2]int
 	for {
-		n, oobn, flags, err := c.recv(buf, oob[:])
+		n, flags, err := c.recv(buf)
 		if err != nil || n == 0 {
 			return // closed
 		}
-		fds := fdBuf[:takeFds(oob[:oobn], fdBuf[:])]
-		if !c.handle(buf[:n], flags, fds, &out, &a) {
+		rep := c.answer(buf[:n], flags)
+		out = wire.AppendReply(out[:0], &rep)
+		if c.send(out) != nil {
 			return
 		}
-		if c.granted {
-			ticked = FreshTick(ticked) // tick.go: after the reply, off the path
-		}
 	}
 }
 
-// handle answers one request; false: the connection is gone. A granted
-// client's datagram request is handled pinned (pin.go), up to its reply.
-// fds are the descriptors the message carried: an attach's is kept, any
-// other closed.
-func (c *conn) handle(msg []byte, flags int, fds []int, out *[]byte, a *after) bool {
-	var rep wire.Reply
+// answer is the reply to an ungranted client's request: datagrams and
+// attaches are refused (not-granted, counted), stats are given.
+func (c *conn) answer(msg []byte, flags int) wire.Reply {
 	req, perr := wire.ParseRequest(msg)
-	if len(fds) > 0 && (perr != nil || req.Type != wire.TypeAttach) {
-		closeFds(fds)
-		fds = nil
-	}
-	pinned := c.raw == nil && perr == nil && req.Type == wire.TypeSend
-	if pinned {
-		pinHot()
-	}
+	rep := wire.Reply{Type: wire.TypeReject, Flow: req.Flow, Seq: req.Seq, Time: uint64(Monotonic())}
 	switch {
 	case flags&unix.MSG_TRUNC != 0 || len(msg) > wire.RequestSize+wire.MaxPayload:
-		rep = wire.Reply{Type: wire.TypeReject, Reason: wire.ReasonTooBig, Flow: req.Flow, Seq: req.Seq}
+		rep.Reason = wire.ReasonTooBig
 	case perr != nil:
-		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed}
+		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Time: rep.Time}
 	case req.Type == wire.TypeSend:
-		rep = c.l.admit(c, &req, a)
+		rep.Reason = wire.ReasonNotGranted
+		c.l.mu.Lock()
+		c.l.countLocked(flowKey{c.uid, req.Flow}, false, wire.ReasonNotGranted)
+		c.l.mu.Unlock()
 	case req.Type == wire.TypeAttach:
-		rep = c.attach(fds, &req)
+		rep.Reason = wire.ReasonNotGranted
 	case req.Type == wire.TypeStats:
-		rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid)}
+		rep = wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: c.l.statsBody(c.uid), Time: rep.Time}
 	default:
-		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Flow: req.Flow, Seq: req.Seq}
+		rep.Type, rep.Reason = wire.TypeError, wire.ReasonMalformed
 	}
-	if rep.Time == 0 {
-		rep.Time = uint64(Monotonic())
-	}
-	*out = wire.AppendReply((*out)[:0], &rep)
-	var err error
-	if pinned {
-		// Without waiting while pinned; a full socket (a client not
-		// reading) is waited for unpinned.
-		if err = rawSend(c.fd, *out, unix.MSG_DONTWAIT); err == unix.EAGAIN {
-			unpinHot()
-			pinned = false
-			err = c.send(*out)
-		}
-	} else {
-		err = c.send(*out)
-	}
-	if pinned {
-		unpinHot()
-	}
-	c.l.afterwards(a)
-	return err == nil
+	return rep
 }
 
-// recv reads one message: a blocking syscall on a granted client's own
-// thread, with its control data (descriptors: appsock.go); a wait on the
-// netpoller otherwise, without a control buffer, so the kernel discards
-// any descriptors an ungranted client sends.
-func (c *conn) recv(buf, oob []byte) (n, oobn, flags int, err error) {
-	if c.raw == nil {
-		for {
-			if n, oobn, flags, err = recvWithFds(c.fd, buf, oob); err != unix.EINTR {
-				return n, oobn, flags, err
-			}
-		}
-	}
+// recv reads one message on the netpoller, without a control buffer.
+func (c *conn) recv(buf []byte) (n, flags int, err error) {
 	rerr := c.raw.Read(func(fd uintptr) bool {
-		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, 0)
+		n, _, flags, _, err = unix.Recvmsg(int(fd), buf, nil, unix.MSG_TRUNC)
 		return err != unix.EAGAIN && err != unix.EINTR
 	})
-	return n, 0, flags, errors.Join(rerr, err)
+	return min(n, len(buf)), flags, errors.Join(rerr, err)
 }
 
 // send writes one reply.
 func (c *conn) send(b []byte) error {
-	if c.raw == nil {
-		return writeAll(c.fd, b, 0)
-	}
 	var err error
 	werr := c.raw.Write(func(fd uintptr) bool {
 		err = unix.Sendmsg(int(fd), b, nil, nil, unix.MSG_NOSIGNAL)
 		return err != unix.EAGAIN && err != unix.EINTR
 	})
 	return errors.Join(werr, err)
-}
-
-func writeAll(fd int, b []byte, flags int) error {
-	for {
-		err := unix.Sendmsg(fd, b, nil, nil, flags|unix.MSG_NOSIGNAL)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-// notify sends an asynchronous notice without ever blocking the releaser:
-// if the client's socket is full the notice is counted as lost.
-func (c *conn) notify(r wire.Reply) {
-	var buf [wire.ReplySize]byte
-	b := wire.AppendReply(buf[:0], &r)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closed {
-		return
-	}
-	if err := rawSend(c.fd, b, unix.MSG_DONTWAIT); err != nil {
-		c.lost.Add(1)
-	}
 }
 
 // statsBody is the STATS reply's JSON for a caller: root sees every flow,

@@ -91,13 +91,13 @@ func init() {
 			prio := fs.Int("rt-priority", 20, "SCHED_FIFO priority of the realtime senders' and receiver's threads (0 = normal)")
 			sweep := fs.Bool("sweep", true, "also find the largest realtime rate with zero misses")
 			pathDur := fs.Duration("path-duration", 0, "measurement time of each daemon-path configuration (0: a third of --duration, at least 2s)")
-			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of its releaser and readers) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
+			lanePrio := fs.Int("lane-priority", 0, "release_priority of the lane (SCHED_FIFO of lanes-rtd) in every lanes configuration, and cyclictest's in the daemon-path table (0: the lane's default, 10); the realtime senders run at --rt-priority")
 			procClient := fs.Bool("path-process", true, "the daemon-path table also runs the lanes paths with the client in a process of its own (lanes lab helper rtclient)")
 			paths := fs.String("paths", "", "comma-separated daemon-path configurations to run (lanes, lanes-proc; the direct send is always run); empty: all that the other flags ask for")
 			pathOnly := fs.Bool("path-only", false, "run only the daemon-path table (no tables 2/3, no inversion)")
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
-			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do, internal/rtlane/appsock.go); the notes give the sources the receiver saw")
+			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do: docs/realtime.md, \"The application's socket\"); the notes give the sources the receiver saw")
 			qd := fs.Bool("qdisc", true, "tables 2/3 also run the kernel path, paired with the daemon path: the EDF BPF qdisc (internal/bpf/edfqdisc, Linux 6.16+) at the root of the sender's egress and SO_TXTIME on each flow's own UDP socket; skipped, with the reason, where the kernel has no BPF qdisc")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
@@ -183,7 +183,7 @@ type dlParams struct {
 }
 
 // dlPathConfigs are the lanes configurations of the daemon-path table, in
-// the order they run.
+// the order they run: the client in the lab's process, and in its own.
 var dlPathConfigs = []string{"lanes", "lanes-proc"}
 
 // setFIFO locks the calling goroutine to its thread and makes the thread
@@ -554,12 +554,9 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 		var ticked int64
 		for {
 			// The receiver stands for another host, yet it is a locked
-			// goroutine of the lane's process: keep its schedtick fresh
-			// (rtlane.FreshTick, a yield every 4 ms at most), or the
-			// process's sysmon takes its P at every pass, is woken by
-			// each of its reads' returns, and runs where the lane's
-			// reader is to be woken (docs/realtime.md, "Keeping the schedtick fresh").
-			ticked = rtlane.FreshTick(ticked)
+			// goroutine of the lab's process: keep its schedtick fresh
+			// (tick.go, a yield every 4 ms at most).
+			ticked = freshTick(ticked)
 			a, err := r.rx.Read()
 			if err != nil {
 				// EAGAIN: timeout; EINTR: a signal (Go's preemption) ends a
@@ -799,7 +796,7 @@ func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, prio int, 
 
 // traceIndex collects the lane's enqueue/dequeue/drop times by (flow, seq).
 type traceIndex struct {
-	mu rtlane.SpinLock        // called on the lane's realtime threads
+	mu sync.Mutex             // called on the lane's realtime threads
 	m  map[[2]uint32][3]int64 // admit, release, drop
 }
 
@@ -871,6 +868,9 @@ func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, nam
 	}
 	if err != nil {
 		return nil, err
+	}
+	if snd.lane != nil {
+		snd.lane.SyncTrace()
 	}
 	if n := snd.stamp(name, recs, ti, got); !strings.HasPrefix(name, "lanes") && n == 0 {
 		run.Notes = append(run.Notes, "no SO_TIMESTAMPING TX timestamps: queue and transmission merged")
@@ -1220,6 +1220,7 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 			cfgs = append(cfgs, "qdisc")
 		}
 	}
+	byName := map[string]*dlRun{}
 	for _, cfg := range cfgs {
 		env.Printf("deadline: %s, %d bulk %s senders, %v...\n", cfg, p.bulk, p.bulkKind, p.dur)
 		r, err := b.runConfig(ctx, env, p, cfg, flows, p.bulk, p.dur)
@@ -1227,16 +1228,18 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 			return fmt.Errorf("deadline: %s: %w", cfg, err)
 		}
 		runs = append(runs, r)
+		byName[cfg] = r
 		res.Notes = append(res.Notes, r.Notes...)
 	}
 	res.Tables = append(res.Tables,
-		stageTable("lanes realtime lane (paper table 2: proposed qdisc)", runs[0], dlPaper["lanes"]),
-		stageTable("default Linux, one FIFO (paper table 3)", runs[1], dlPaper["default"]),
+		stageTable("lanes realtime lane, data path in lanes-rtd (paper table 2: proposed qdisc)", byName["lanes"], dlPaper["lanes"]),
+		stageTable("default Linux, one FIFO (paper table 3)", byName["default"], dlPaper["default"]),
 		countTable("deadline misses under bulk traffic", runs, flows))
-	if len(runs) > 2 {
+	if r := byName["qdisc"]; r != nil {
 		res.Tables = append(res.Tables,
-			stageTable("kernel path: EDF BPF qdisc at the root, SO_TXTIME on each flow's own UDP socket (queue = TX_SCHED -> TX_SOFTWARE)", runs[2], dlPaper["lanes"]),
-			pairTable(runs[0], runs[2]))
+			stageTable("kernel path: EDF BPF qdisc at the root, SO_TXTIME on each flow's own UDP socket (queue = TX_SCHED -> TX_SOFTWARE)", r, dlPaper["lanes"]),
+			pairTable("kernel path (EDF BPF qdisc, SO_TXTIME on the application's socket) ÷ daemon path (rtlane), same flows, bulk and schedule, flows A and B together",
+				"daemon", "qdisc", byName["lanes"], r, pairMeasures))
 	}
 
 	// Inversion: loose bursts queued ahead of tight packets.
@@ -1269,11 +1272,11 @@ func runDeadlineTables(ctx context.Context, env *testbed.Env, b *dlBed, p dlPara
 //
 // Daemon path: idle link, client send call -> receiver kernel timestamp;
 // with and without direct release, beside a direct send and beside
-// cyclictest at the releaser's priority for as long (what one RT thread
+// cyclictest at the lane's priority for as long (what one RT thread
 // wake-up costs on this machine at this moment).
 func runDaemonPath(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, res *testbed.Result) error {
 	path := []dlFlow{{ID: 5, Name: "P", Deadline: 5 * time.Millisecond, Burst: 1, Period: time.Millisecond, Size: 200}}
-	pt := testbed.Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, the reader thread's wake-up, the read), (2) -> release (admission, EDF, the releaser's wake-up when not direct), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
+	pt := testbed.Table{Title: "added latency of the daemon path (idle link, 200 B every 1 ms): send call -> receiver kernel; p50/p99 of its stages: (1) send call -> admission (lanes: the client's write, lanes-rtd's wake-up, the read), (2) -> release (admission, EDF, pacing), (3) -> receiver kernel (sendto, qdisc, veth, receive softirq); for the direct send (2)/(3) are the socket's TX_SCHED/TX_SOFTWARE timestamps",
 		Columns: []string{"path", "n", "p50 µs", "p99 µs", "max µs", "(1) p50/p99", "(2) p50/p99", "(3) p50/p99"}}
 	pathDur := max(p.dur/3, 2*time.Second)
 	if p.pathDur > 0 {
@@ -1349,8 +1352,8 @@ func daemonPathConfigs(p dlParams) []string {
 
 // daemonPathNames are the rows' names of the daemon-path table.
 func daemonPathNames(p dlParams) map[string]string {
-	return map[string]string{"lanes": "lanes daemon path, direct release (rtclient -> rtlane -> 1:11)",
-		"lanes-proc": "lanes daemon path, direct release, client in its own process",
+	return map[string]string{"lanes": "lanes daemon path (rtclient -> lanes-rtd -> 1:11)",
+		"lanes-proc": "lanes daemon path, client in its own process",
 		"fifo-top":   "direct UDP send with SO_PRIORITY 1:11"}
 }
 

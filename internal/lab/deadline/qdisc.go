@@ -147,11 +147,18 @@ func qdiscNote(q *edfqdisc.Qdisc, refused int) string {
 }
 
 // The measures of pairTable and what each is for either path.
-var pairMeasures = []struct{ name, daemon, kernel string }{
-	{"residence", "rtlane admission -> its release into the kernel (sendto to the HTB tree not included)",
+// pairMeasureNames are pairTable's rows (pairValues' measures).
+var pairMeasureNames = []string{"residence", "send call -> receiver kernel", "total"}
+
+// pairMeasure is what each side of a pair table measures for one row.
+type pairMeasure struct{ a, b string }
+
+// pairMeasures: the daemon path's and the kernel path's.
+var pairMeasures = []pairMeasure{
+	{"rtlane admission -> its release into the kernel (sendto to the HTB tree not included)",
 		"TX_SCHED (entering the qdisc) -> TX_SOFTWARE (veth transmit), the socket's SO_TIMESTAMPING"},
-	{"send call -> receiver kernel", "client's send call -> receiver's SO_TIMESTAMPNS", "sendmsg call -> receiver's SO_TIMESTAMPNS"},
-	{"total", "client's send call -> receiver's recvmsg return", "sendmsg call -> receiver's recvmsg return"},
+	{"client's send call -> receiver's SO_TIMESTAMPNS", "sendmsg call -> receiver's SO_TIMESTAMPNS"},
+	{"client's send call -> receiver's recvmsg return", "sendmsg call -> receiver's recvmsg return"},
 }
 
 // pairValues are one run's delivered datagrams' values of measure i, µs,
@@ -188,19 +195,28 @@ func meanP99Max(v []float64) (mean, p99, mx float64) {
 	return mean / float64(len(v)), testbed.Percentile(v, 99), v[len(v)-1]
 }
 
-// pairTable compares the kernel path with the daemon path of the same
-// run, both flows together: mean, p99 and max of each measure and the
-// ratios kernel ÷ daemon of mean and p99.
-func pairTable(daemon, kernel *dlRun) testbed.Table {
-	t := testbed.Table{Title: "kernel path (EDF BPF qdisc, SO_TXTIME on the application's socket) ÷ daemon path (rtlane), same flows, bulk and schedule, flows A and B together",
-		Columns: []string{"measure", "daemon path measures", "kernel path measures", "daemon n", "daemon mean", "daemon p99", "daemon max",
-			"qdisc n", "qdisc mean", "qdisc p99", "qdisc max", "qdisc ÷ daemon mean", "qdisc ÷ daemon p99"}}
-	for i, m := range pairMeasures {
-		dv, kv := pairValues(daemon, i), pairValues(kernel, i)
-		dm, dp, dx := meanP99Max(dv)
-		km, kp, kx := meanP99Max(kv)
-		t.Rows = append(t.Rows, []string{m.name, m.daemon, m.kernel, fmt.Sprint(len(dv)), fmtUS(dm), fmtUS(dp), fmtUS(dx),
-			fmt.Sprint(len(kv)), fmtUS(km), fmtUS(kp), fmtUS(kx), fmtRatio(km / dm), fmtRatio(kp / dp)})
+// pairTable compares configuration b with a of the same run, both flows
+// together: mean, p99 and max of each measure and the ratios b ÷ a of mean
+// and p99. measures, when given, adds what each side measures.
+func pairTable(title, aName, bName string, a, b *dlRun, measures []pairMeasure) testbed.Table {
+	cols := []string{"measure"}
+	if measures != nil {
+		cols = append(cols, aName+" measures", bName+" measures")
+	}
+	for _, n := range []string{aName, bName} {
+		cols = append(cols, n+" n", n+" mean", n+" p99", n+" max")
+	}
+	t := testbed.Table{Title: title, Columns: append(cols, bName+" ÷ "+aName+" mean", bName+" ÷ "+aName+" p99")}
+	for i, m := range pairMeasureNames {
+		av, bv := pairValues(a, i), pairValues(b, i)
+		am, ap, ax := meanP99Max(av)
+		bm, bp, bx := meanP99Max(bv)
+		row := []string{m}
+		if measures != nil {
+			row = append(row, measures[i].a, measures[i].b)
+		}
+		t.Rows = append(t.Rows, append(row, fmt.Sprint(len(av)), fmtUS(am), fmtUS(ap), fmtUS(ax),
+			fmt.Sprint(len(bv)), fmtUS(bm), fmtUS(bp), fmtUS(bx), fmtRatio(bm/am), fmtRatio(bp/ap)))
 	}
 	return t
 }

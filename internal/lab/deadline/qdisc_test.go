@@ -45,7 +45,7 @@ func TestDeadlineQdiscPaired(t *testing.T) {
 	if !strings.Contains(strings.Join(runs[1].Notes, " "), "qdisc: realtime enqueued") {
 		t.Errorf("qdisc run without the qdisc's counters: %q", runs[1].Notes)
 	}
-	pt := pairTable(runs[0], runs[1])
+	pt := pairTable("qdisc ÷ daemon", "daemon", "qdisc", runs[0], runs[1], pairMeasures)
 	for _, row := range pt.Rows {
 		t.Logf("%s: daemon n %s mean %s p99 %s max %s; qdisc n %s mean %s p99 %s max %s; qdisc ÷ daemon mean %s p99 %s",
 			row[0], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10], row[11], row[12])

@@ -1,6 +1,7 @@
 // Package rtlanetest starts a real realtime lane for tests of its clients
-// (the Go client, the CLI): a lane in a fresh network namespace and a UDP
-// receiver on that namespace's loopback, both stopped when the test ends.
+// (the Go client, the CLI): a lane in a fresh network namespace, its
+// lanes-rtd built from rtd/ for the test, and a UDP receiver on that
+// namespace's loopback, all stopped when the test ends.
 package rtlanetest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -31,12 +33,16 @@ func StartNS(t *testing.T) (socket string, rx *rtlane.Receiver, ns *testutil.Net
 	cfg.Enabled = true
 	cfg.Socket = filepath.Join(t.TempDir(), "rt.sock")
 	cfg.Rate = 100_000_000
+	helper, err := rtdbuild.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var l *rtlane.Lane
 	ns.Do(t, func() (err error) {
 		if rx, err = rtlane.ListenReceiver(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 			return err
 		}
-		l, err = rtlane.New(cfg)
+		l, err = rtlane.New(cfg, rtlane.WithHelper(helper))
 		return err
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: (Apache-2.0 OR BSD-2-Clause) */
+/*
+ * lane.c - admission, paced EDF release and sends: the rules of
+ * internal/rtlane (docs/realtime.md, "Semantics") on one thread.
+ *
+ *   T      = (payload + overhead) * 8 / rate, rounded up
+ *   T_now  = max(now, busy_until) + reserve / rate
+ *   admit  edf_admit (edf_core.h: the paper's test, checked against
+ *          internal/edf's reference in internal/bpf/edfqdisc)
+ *   release the head while our bytes in the kernel, it included, stay
+ *          within backlog (or nothing of ours is in flight); a head that
+ *          can no longer finish by its deadline is dropped and reported
+ *
+ * The admitting pass releases at once what pacing allows (the Go lane's
+ * direct release, without a second thread to hand over to); what must
+ * wait arms the release timer (main.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/udp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rtd.h"
+
+static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
+
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+
+void lane_init(struct rtd *d)
+{
+	uint32_t i;
+
+	memset(&d->q, 0, sizeof(d->q));
+	d->nfree = 0;
+	for (i = EDF_CAP; i > 0; i--)
+		d->free_slots[d->nfree++] = i - 1;
+	d->totals.uid = d->totals.flow = ~0u;
+	d->totals.min_margin_ns = INT64_MAX;
+}
+
+int64_t bytes_ns(const struct rtd *d, int64_t n)
+{
+	uint64_t r = d->cfg.rate_bps ? d->cfg.rate_bps : 1000000000ull;
+
+	return (int64_t)(((unsigned __int128)n * 8 * 1000000000ull + r - 1) / r);
+}
+
+/* lane_flow returns the counters of (uid, flow), bounded as the Go lane's:
+ * beyond 64 flows of a uid they share its flow ~0, beyond 4096 in all
+ * every new one shares (~0, ~0). */
+struct flowstat *lane_flow(struct rtd *d, uint32_t uid, uint32_t flow)
+{
+	uint32_t n = sizeof(d->flows) / sizeof(d->flows[0]);
+	struct flowstat *f;
+	uint32_t i, of_uid = 0;
+
+	for (;;) {
+		uint32_t b = (uid * 2654435761u ^ flow * 40503u) % n;
+
+		for (f = d->flows[b]; f; f = f->next)
+			if (f->v.uid == uid && f->v.flow == flow)
+				return f;
+		if (d->nflows >= 4096 && !(uid == ~0u && flow == ~0u)) {
+			uid = flow = ~0u;
+			continue;
+		}
+		for (i = 0; i < n && flow != ~0u; i++)
+			for (f = d->flows[i]; f; f = f->next)
+				of_uid += f->v.uid == uid;
+		if (of_uid >= 64) {
+			flow = ~0u;
+			continue;
+		}
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			die("calloc");
+		f->v.uid = uid;
+		f->v.flow = flow;
+		f->v.min_margin_ns = INT64_MAX;
+		f->next = d->flows[b];
+		d->flows[b] = f;
+		d->nflows++;
+		return f;
+	}
+}
+
+void lane_count(struct rtd *d, uint32_t uid, uint32_t flow, int admitted, uint8_t reason)
+{
+	struct flowstat *f = lane_flow(d, uid, flow);
+
+	if (admitted) {
+		f->v.admitted++;
+		d->totals.admitted++;
+		return;
+	}
+	f->v.rejected++;
+	d->totals.rejected++;
+	if (reason < RTD_REASONS)
+		f->v.rejects[reason]++;
+}
+
+/* lane_event records a trace event; they reach the pipe in lane_trace_flush,
+ * once the loop's work is done, so that the write is not on the path of
+ * the datagram it describes. */
+void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
+		int64_t t, int64_t deadline, int64_t tx)
+{
+	struct rtd_event e = {.kind = kind, .reason = reason, .uid = uid, .flow = flow, .seq = seq,
+			      .time = t, .deadline = deadline, .tx = tx};
+
+	if (d->trace < 0)
+		return;
+	if (d->nevents == sizeof(d->events) / sizeof(d->events[0]))
+		lane_trace_flush(d);
+	d->events[d->nevents++] = e;
+}
+
+void lane_trace_flush(struct rtd *d)
+{
+	size_t len = d->nevents * sizeof(d->events[0]);
+	ssize_t n;
+
+	if (!d->nevents)
+		return;
+	n = write(d->trace, d->events, len);
+	if (n < (ssize_t)len)
+		d->lost_events += (len - (n > 0 ? (size_t)n : 0)) / sizeof(d->events[0]);
+	d->nevents = 0;
+}
+
+/* parse_dest reads a request's destination; -1 for an unknown family. */
+static int parse_dest(const unsigned char *h, struct dest *dst)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	memset(dst, 0, sizeof(*dst));
+	dst->port = (uint16_t)(h[12] << 8 | h[13]);
+	switch (h[3]) {
+	case 0:
+		return 0;
+	case 4:
+		dst->family = 4;
+		memcpy(dst->addr, h + 24, 4);
+		return 0;
+	case 6:
+		if (!memcmp(h + 24, mapped, 12)) { /* an IPv4-mapped address is IPv4 */
+			dst->family = 4;
+			memcpy(dst->addr, h + 36, 4);
+			return 0;
+		}
+		dst->family = 6;
+		memcpy(dst->addr, h + 24, 16);
+		return 0;
+	}
+	return -1;
+}
+
+static int unspecified(const struct dest *a)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(a->addr, zero, a->family == 4 ? 4 : 16);
+}
+
+/* refusal is why a SEND is refused before the admission test, or R_NONE. */
+static uint8_t refusal(struct rtd *d, struct conn *c, uint16_t sock, size_t plen, const struct dest *dst)
+{
+	if (!(d->cfg.flags & RTD_ENABLED))
+		return R_DISABLED;
+	if (plen > WIRE_MAX_PAYLOAD)
+		return R_TOO_BIG;
+	if (sock > 0) {
+		struct appsock *s = sock <= WIRE_MAX_SOCKS ? c->socks[sock - 1] : NULL;
+
+		if (!s)
+			return R_BAD_SOCKET;
+		if (!dst->family)
+			return s->peer.family ? R_NONE : R_BAD_DEST;
+		if (dst->port == 0 || unspecified(dst) || (dst->family == 6 && s->family == AF_INET))
+			return R_BAD_DEST;
+		return R_NONE;
+	}
+	if (!dst->family || dst->port == 0 || unspecified(dst))
+		return R_BAD_DEST;
+	if (dst->family == 6 && d->tx[1][0] < 0)
+		return R_BAD_DEST;
+	return R_NONE;
+}
+
+/* slack is M_1 at tnow: how much the whole queue may still slip. */
+static int64_t slack(const struct edf_queue *q, int64_t tnow)
+{
+	int64_t c = 0, m = EDF_INF;
+	uint32_t k;
+
+	for (k = 0; k < q->n; k++) {
+		const struct edf_ent *x = &q->e[(q->head + k) & EDF_MASK];
+
+		c += x->tx;
+		if (x->d - c < m)
+			m = x->d - c;
+	}
+	return q->n ? m - tnow : 0;
+}
+
+static int64_t t_now(struct rtd *d, int64_t now)
+{
+	return (now > d->busy_until ? now : d->busy_until) + bytes_ns(d, d->cfg.reserve);
+}
+
+/* queue takes an admitted request's datagram into its slot. */
+static void queue(struct rtd *d, uint32_t slot, struct conn *c, uint16_t sock, const struct dest *dst,
+		  uint32_t flow, uint32_t seq, const unsigned char *payload, size_t plen)
+{
+	struct pending *p = &d->pend[slot];
+
+	p->c = c;
+	c->refs++;
+	p->s = sock ? c->socks[sock - 1] : NULL;
+	if (p->s)
+		p->s->refs++;
+	p->f = lane_flow(d, c->uid, flow);
+	p->dst = *dst;
+	p->flow = flow;
+	p->seq = seq;
+	p->len = (uint32_t)plen;
+	p->payload = malloc(plen ? plen : 1);
+	if (!p->payload)
+		die("malloc");
+	memcpy(p->payload, payload, plen);
+}
+
+void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t len, struct reply *rep)
+{
+	int64_t now = mono_now(), deadline, tx, tnow;
+	uint16_t sock = (uint16_t)(req[14] << 8 | req[15]);
+	size_t plen = len - WIRE_REQ;
+	struct dest dst;
+	uint8_t reason;
+	int r = -1;
+
+	rep->type = WIRE_REJECT;
+	rep->flow = get32(req + 4);
+	rep->seq = get32(req + 8);
+	rep->time = (uint64_t)now;
+	if (parse_dest(req, &dst) < 0) {
+		rep->type = WIRE_ERROR;
+		rep->reason = R_MALFORMED;
+		rep->flow = rep->seq = 0;
+		return;
+	}
+	deadline = (int64_t)get64(req + 16);
+	if (req[2] & WIRE_FLAG_RELATIVE) /* µs after receipt; wraps as Go's arithmetic (-fwrapv) */
+		deadline = now + deadline * 1000;
+	tx = bytes_ns(d, (int64_t)plen + d->cfg.overhead);
+	reason = refusal(d, c, sock, plen, &dst);
+	if (reason == R_NONE && (d->q.n >= d->cfg.max_queue || !d->nfree))
+		reason = R_QUEUE_FULL;
+	tnow = t_now(d, now);
+	if (reason == R_NONE) {
+		uint32_t slot = d->free_slots[d->nfree - 1];
+
+		r = edf_admit(&d->q, tnow, deadline, tx, slot);
+		if (r == EDF_ADMITTED) {
+			d->nfree--;
+			queue(d, slot, c, sock, &dst, rep->flow, rep->seq, req + WIRE_REQ, plen);
+			rep->type = WIRE_ADMIT;
+		} else {
+			reason = r == EDF_DISPLACES ? R_DISPLACES : r == EDF_FULL ? R_QUEUE_FULL : R_OWN_DEADLINE;
+		}
+	}
+	lane_count(d, c->uid, rep->flow, rep->type == WIRE_ADMIT, reason);
+	rep->reason = reason;
+	rep->depth = d->q.n;
+	rep->slack = slack(&d->q, tnow);
+	lane_event(d, rep->type == WIRE_ADMIT ? RTD_EV_ADMIT : RTD_EV_REJECT, reason, c->uid, rep->flow, rep->seq,
+		   now, deadline, tx);
+}
+
+/* route_class says whether dst's egress device has the lanes tree: the
+ * daemon's answer, or the guess while it is asked (RTD_LOOKUP once). */
+static int route_class(struct rtd *d, const struct dest *dst)
+{
+	struct route *r;
+	size_t n = dst->family == 4 ? 4 : 16;
+
+	for (r = d->routes; r; r = r->next)
+		if (r->r.family == dst->family && !memcmp(r->r.addr, dst->addr, n))
+			return r->asked ? d->guess : r->r.cls;
+	if (d->nroutes >= 4096)
+		return d->guess;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		die("calloc");
+	r->r.h.type = RTD_LOOKUP;
+	r->r.family = dst->family;
+	memcpy(r->r.addr, dst->addr, n);
+	r->asked = 1;
+	r->next = d->routes;
+	d->routes = r;
+	d->nroutes++;
+	ctl_send(d, &r->r, sizeof(r->r));
+	return d->guess;
+}
+
+/* lane_route takes the daemon's answer for one destination (family 0: the
+ * guess). */
+void lane_route(struct rtd *d, const struct rtd_route *in)
+{
+	size_t n = in->family == 4 ? 4 : 16;
+	struct route *r;
+
+	if (!in->family) {
+		d->guess = in->cls;
+		return;
+	}
+	for (r = d->routes; r; r = r->next)
+		if (r->r.family == in->family && !memcmp(r->r.addr, in->addr, n)) {
+			r->r.cls = in->cls;
+			r->asked = 0;
+			return;
+		}
+}
+
+static socklen_t sockaddr_of(const struct dest *dst, int family, struct sockaddr_in6 *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	if (family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)sa;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(dst->port);
+		memcpy(&s4->sin_addr, dst->addr, 4);
+		return sizeof(*s4);
+	}
+	sa->sin6_family = AF_INET6;
+	sa->sin6_port = htons(dst->port);
+	if (dst->family == 4) { /* an IPv4 destination on an IPv6 socket: mapped */
+		sa->sin6_addr.s6_addr[10] = sa->sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&sa->sin6_addr.s6_addr[12], dst->addr, 4);
+	} else {
+		memcpy(&sa->sin6_addr, dst->addr, 16);
+	}
+	return sizeof(*sa);
+}
+
+/* send_app sends on the client's socket with the priority as a control
+ * message, never waiting; a corked socket is not sent on. */
+static int send_app(struct rtd *d, struct pending *p, int cls)
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(uint32_t))];
+	} ctl;
+	struct sockaddr_in6 sa;
+	struct iovec iov = {.iov_base = p->payload, .iov_len = p->len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
+			     .msg_controllen = sizeof(ctl.space)};
+	uint32_t prio = cls ? d->cfg.class_prio : d->cfg.plain_prio;
+	int cork = 0;
+	socklen_t cl = sizeof(cork);
+
+	if (getsockopt(p->s->fd, IPPROTO_UDP, UDP_CORK, &cork, &cl) == 0 && cork)
+		return -1;
+	if (p->dst.family) {
+		msg.msg_namelen = sockaddr_of(&p->dst, p->s->family, &sa);
+		msg.msg_name = &sa;
+	}
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.h.cmsg_level = SOL_SOCKET;
+	ctl.h.cmsg_type = SO_PRIORITY;
+	ctl.h.cmsg_len = CMSG_LEN(sizeof(prio));
+	memcpy(CMSG_DATA(&ctl.h), &prio, sizeof(prio));
+	while (sendmsg(p->s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
+static int send_one(struct rtd *d, struct pending *p)
+{
+	struct sockaddr_in6 sa;
+	const struct dest *to = p->dst.family || !p->s ? &p->dst : &p->s->peer;
+	int cls = route_class(d, to), fam = p->dst.family == 6, fd;
+	socklen_t n;
+
+	if (p->s)
+		return send_app(d, p, cls);
+	fd = d->tx[fam][cls];
+	n = sockaddr_of(&p->dst, fam ? AF_INET6 : AF_INET, &sa);
+	while (sendto(fd, p->payload, p->len, MSG_NOSIGNAL, (struct sockaddr *)&sa, n) < 0)
+		if (errno != EINTR)
+			return -1;
+	return 0;
+}
+
+/* finish reports a datagram not sent, then frees its slot. */
+static void finish(struct rtd *d, uint32_t slot, const struct edf_ent *e, int64_t now, uint8_t reason)
+{
+	struct pending *p = &d->pend[slot];
+
+	if (reason != R_NONE) {
+		struct reply r = {.type = WIRE_DROPPED, .reason = reason, .flow = p->flow, .seq = p->seq,
+				  .time = (uint64_t)now};
+
+		lane_event(d, RTD_EV_DROP, reason, p->c->uid, p->flow, p->seq, now, e->d, e->tx);
+		conn_notify(d, p->c, &r);
+	}
+	free(p->payload);
+	p->payload = NULL;
+	if (p->s)
+		appsock_put(d, p->s);
+	conn_put(d, p->c);
+	d->free_slots[d->nfree++] = slot;
+}
+
+/* release_head sends the head if pacing allows at now; otherwise it returns
+ * when to try again (0: it took the head). */
+static int64_t release_head(struct rtd *d, int64_t now)
+{
+	struct edf_ent *head = edf_peek(&d->q), e;
+	int64_t ahead = d->busy_until - now + head->tx - bytes_ns(d, d->cfg.backlog), tnow, margin;
+	struct pending *p;
+	uint32_t slot;
+
+	if (ahead > 0 && d->busy_until > now)
+		return now + ahead;
+	tnow = t_now(d, now);
+	if (edf_pop(&d->q, tnow, &e) == 1) {
+		slot = (uint32_t)e.id;
+		d->pend[slot].f->v.dropped_late++;
+		d->totals.dropped_late++;
+		finish(d, slot, &e, now, R_LATE);
+		return 0;
+	}
+	slot = (uint32_t)e.id;
+	p = &d->pend[slot];
+	d->busy_until = (now > d->busy_until ? now : d->busy_until) + e.tx;
+	margin = e.d - (tnow + e.tx);
+	if (margin < p->f->v.min_margin_ns)
+		p->f->v.min_margin_ns = margin;
+	if (margin < d->totals.min_margin_ns)
+		d->totals.min_margin_ns = margin;
+	lane_event(d, RTD_EV_RELEASE, 0, p->c->uid, p->flow, p->seq, now, e.d, e.tx);
+	if (send_one(d, p) < 0) {
+		p->f->v.send_errors++;
+		d->totals.send_errors++;
+		d->busy_until -= e.tx;
+		finish(d, slot, &e, now, R_SEND_ERROR);
+		return 0;
+	}
+	p->f->v.sent++;
+	p->f->v.sent_bytes += p->len;
+	d->totals.sent++;
+	d->totals.sent_bytes += p->len;
+	finish(d, slot, &e, now, R_NONE);
+	return 0;
+}
+
+/* lane_release sends what pacing allows now and arms the timer for the
+ * rest. */
+void lane_release(struct rtd *d)
+{
+	int64_t until = 0;
+
+	while (d->q.n) {
+		until = release_head(d, mono_now());
+		if (until)
+			break;
+	}
+	if (until != d->timer_at)
+		timer_arm(d, until);
+}
+
+/* lane_flush drops what is queued (the end), with a shutdown notice. */
+void lane_flush(struct rtd *d)
+{
+	struct edf_ent e;
+
+	while (edf_pop(&d->q, 0, &e) >= 0) {
+		uint32_t slot = (uint32_t)e.id;
+
+		d->pend[slot].f->v.dropped_late++;
+		d->totals.dropped_late++;
+		finish(d, slot, &e, mono_now(), R_SHUTDOWN);
+	}
+}
+
+/* lane_counters answers RTD_COUNTERS_ASK: the state, then every flow. */
+void lane_counters(struct rtd *d, uint32_t id)
+{
+	size_t nb = sizeof(d->flows) / sizeof(d->flows[0]), i, sz;
+	struct rtd_counters *m;
+	struct flowstat *f;
+	struct rtd_flow *out;
+	uint32_t left = d->nflows;
+
+	sz = sizeof(*m) + RTD_FLOWS_PER_MSG * sizeof(struct rtd_flow);
+	m = calloc(1, sz);
+	if (!m)
+		die("calloc");
+	out = (struct rtd_flow *)(m + 1);
+	m->h.type = RTD_COUNTERS;
+	m->h.conn = id;
+	m->depth = d->q.n;
+	m->conns = d->nconns;
+	m->queued_ns = d->q.backlog;
+	m->rate_bps = d->cfg.rate_bps;
+	m->app_socks = d->app_socks;
+	m->lost_notices = d->lost_notices;
+	m->lost_events = d->lost_events;
+	m->totals = d->totals;
+	for (i = 0; i < nb; i++)
+		for (f = d->flows[i]; f; f = f->next) {
+			out[m->nflows++] = f->v;
+			left--;
+			if (m->nflows == RTD_FLOWS_PER_MSG && left) {
+				m->more = 1;
+				ctl_send(d, m, sizeof(*m) + m->nflows * sizeof(*out));
+				m->nflows = 0;
+			}
+		}
+	m->more = 0;
+	ctl_send(d, m, sizeof(*m) + m->nflows * sizeof(*out));
+	free(m);
+}
