@@ -119,8 +119,8 @@ func checkDevices(t *testing.T, unit string) {
 		return
 	}
 	for _, dev := range []string{pmqos.Path} {
-		if !regexp.MustCompile(`(?m)^BindPaths=(.* )?-?` + regexp.QuoteMeta(dev) + `( |$)`).MatchString(unit) ||
-			!regexp.MustCompile(`(?m)^DeviceAllow=` + regexp.QuoteMeta(dev) + ` rw?$`).MatchString(unit) {
+		if !regexp.MustCompile(`(?m)^BindPaths=(.* )?-?`+regexp.QuoteMeta(dev)+`( |$)`).MatchString(unit) ||
+			!regexp.MustCompile(`(?m)^DeviceAllow=`+regexp.QuoteMeta(dev)+` rw?$`).MatchString(unit) {
 			t.Errorf("unit: PrivateDevices=yes without BindPaths= and DeviceAllow= for %s", dev)
 		}
 	}
