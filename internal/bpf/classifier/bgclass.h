@@ -12,8 +12,9 @@
  * the loss and backs off, an unresponsive sender is held at the rate.
  *
  * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
- * the interface's foreground is active (fg_held: lanes_fg_active, the rule
- * of lanes_maps.h) the rate is at most yield_rate (0: no yield). The first
+ * the interface yields (fg_yield of lanes_maps.h: its foreground is active,
+ * or a foreground TCP connection opened in the last FG_OPEN_HOLD_NS, the
+ * sockets' rule) the rate is at most yield_rate (0: no yield). The first
  * packet after BG_QUIET_NS without one posts an event (lanes_bg_events) so
  * the daemon's controller wakes only while such traffic exists.
  *
@@ -100,7 +101,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	c->packets++;
 	c->bytes += len;
 	rate = c->rate;
-	held = c->yield_rate && fg_held(ifindex, now);
+	held = c->yield_rate && fg_yield(ifindex, now);
 	if (held && (!rate || c->yield_rate < rate))
 		rate = c->yield_rate;
 	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */
