@@ -45,7 +45,7 @@ type State struct {
 	Lost    uint64        // probes without an echo
 	Samples uint64        // probes answered
 	recent  []time.Duration
-	peak    uint64        // the highest link rate a decrease estimated in the episode
+	peak    uint64        // the link's rate as estimated in the episode (its highest estimate)
 	wait    int           // steps before the next decrease may come
 	last    time.Duration // the previous step's queueing delay
 }
@@ -67,7 +67,11 @@ type State struct {
 // second is fed at (1 + g) × the link's rate; g at most 3): an
 // unresponsive sender at twice the link, unpoliced until the first
 // queue, is not taken for a link twice as fast, and a rate above the link
-// does not raise the estimate by its excess.
+// does not raise the estimate by its excess. A queue's growth also reads
+// a responsive sender's bursts (quic-go's slow start) as a slower link, so
+// the estimate is also raised from below: a class held at its rate (it
+// offers at least that) while the queue stays under a quarter of the
+// target shows a link at least that fast.
 func (s *State) Step(rtt time.Duration, measured uint64, held bool) uint64 {
 	qd, ok := s.observe(rtt)
 	s.Queue = qd
@@ -92,6 +96,9 @@ func (s *State) Step(rtt time.Duration, measured uint64, held bool) uint64 {
 		s.Rate = max(s.Rule.Floor, uint64(float64(from)*f))
 		s.wait = 1 + int((s.Base+qd)/s.Rule.Interval)
 	case qd <= s.Rule.Target && s.Rate != 0:
+		if measured >= s.Rate && qd <= s.Rule.Target/4 {
+			s.peak = max(s.peak, s.Rate)
+		}
 		up := float64(s.peak) * gain * (1 - float64(qd)/float64(s.Rule.Target))
 		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, uint64(headroom*float64(s.peak))))
 	}

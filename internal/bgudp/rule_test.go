@@ -125,3 +125,32 @@ func TestLinkRate(t *testing.T) {
 		}
 	}
 }
+
+// A first decrease that reads a sender's burst as a slow link (the queue
+// grew by three steps' length in one: a quarter of what the class sent)
+// does not hold the class below the link for the episode: a class held at
+// its rate with no queue raises the estimate.
+func TestRuleRecoversFromALowEstimate(t *testing.T) {
+	const link = 1.25e6
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	base := 20 * time.Millisecond
+	s.Step(base, 2*link, false)
+	s.Step(base+150*time.Millisecond, 2*link, false)
+	s.Step(base+150*time.Millisecond, 2*link, false)
+	if s.Rate == 0 || s.peak > link*3/4 {
+		t.Fatalf("after the burst: rate %d, link estimated %d; want the estimate below 3/4 of the link for this test", s.Rate, s.peak)
+	}
+	queue, used := 0.0, 0.0
+	for i := range 600 {
+		send := min(2*link, float64(s.Rate))
+		queue = max(0, queue+(send-link)*s.Rule.Interval.Seconds())
+		if i >= 300 {
+			used += min(send, link) / link / 300
+		}
+		s.Step(base+time.Duration(queue/link*float64(time.Second)), 2*link, false)
+	}
+	t.Logf("link estimated %.0f B/s, %.0f%% of the link used over the second half", float64(s.peak), 100*used)
+	if used < 0.9 {
+		t.Errorf("%.0f%% of the link used over the second half, want >= 90%%", 100*used)
+	}
+}
