@@ -111,9 +111,10 @@ func (h *Host) rledbatTargetUS() uint32 {
 	}
 }
 
-// fgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
-// makes background on its interface yield this long.
-const fgOpenHold = 500 * time.Millisecond
+// FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
+// makes background on its interface yield this long, and stops the
+// background non-TCP class's egress (bgclass.h's bg_opened).
+const FgOpenHold = 500 * time.Millisecond
 
 // monotonicNS is bpf_ktime_get_ns's clock now.
 func monotonicNS() uint64 {
@@ -157,7 +158,7 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 
 // fgYield is lanes_maps.h's fg_yield: the foreground of interface idx (0:
 // not known) is active, or a foreground connection opened there (or
-// somewhere not known) within fgOpenHold (h.mu held, maps open).
+// somewhere not known) within FgOpenHold (h.mu held, maps open).
 func (h *Host) fgYield(idx uint32, now uint64) bool {
 	held := func(i uint32) bool {
 		var w yield.Window
@@ -165,7 +166,7 @@ func (h *Host) fgYield(idx uint32, now uint64) bool {
 	}
 	opened := func(i uint32) bool {
 		var t uint64
-		return h.cls.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(fgOpenHold)
+		return h.cls.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(FgOpenHold)
 	}
 	return held(idx) || opened(idx) || (idx != 0 && opened(0))
 }

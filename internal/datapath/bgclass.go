@@ -19,9 +19,10 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 )
 
-// BgYieldBytes is the class's rate while the interface's foreground is
-// active (bytes/s, 200 kbit/s): a QUIC connection stays alive, its bulk
-// backs off; an unresponsive sender is held to it.
+// BgYieldBytes is the class's rate while the interface yields (bytes/s,
+// 200 kbit/s): a QUIC connection stays alive, its bulk backs off; an
+// unresponsive sender is held to it. For FgOpenHold after a foreground
+// connection opens, the class's egress passes nothing (bgclass.h).
 const BgYieldBytes = 25_000
 
 // Direction of a background class.
