@@ -118,6 +118,12 @@ func printStatus(e *env, st *api.Status) {
 		if it.Queue != "" {
 			fmt.Fprintf(e.stdout, "queue: %s\nforeground protected by: %s\n", it.Queue, it.Protection)
 		}
+		switch it.InteractiveLeaf {
+		case "fq_codel":
+			fmt.Fprintln(e.stdout, "interactive lane's queue: fq_codel (a queue per flow, CoDel at 5 ms)")
+		case "bfifo":
+			fmt.Fprintln(e.stdout, "interactive lane's queue: bfifo (no fq_codel in this kernel: the lane's flows share one FIFO)")
+		}
 		if it.NonTCP != "" {
 			fmt.Fprintf(e.stdout, "background QUIC/UDP: %s\n", it.NonTCP)
 		}

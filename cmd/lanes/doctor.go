@@ -64,7 +64,7 @@ func runDoctor(e *env, asJSON bool) error {
 				note = f.Fallback
 			}
 		}
-		if f.Use != "" {
+		if f.Use != "" && (f.Present || f.Fallback == "") {
 			note = f.Use
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)

@@ -252,6 +252,10 @@ type InterfaceStatus struct {
 	// traffic on this interface, per direction, what holds it now, and
 	// what is not held.
 	NonTCP string `json:"background_non_tcp,omitempty"`
+	// InteractiveLeaf is the interactive lane's leaf qdisc: "fq_codel"
+	// (each flow its own queue, CoDel at 5 ms) or "bfifo" where the kernel
+	// has no fq_codel.
+	InteractiveLeaf string `json:"interactive_leaf,omitempty"`
 }
 
 // Status is the daemon's state.

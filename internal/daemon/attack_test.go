@@ -710,6 +710,8 @@ func TestD3ResetRefusedWhileRunning(t *testing.T) {
 // attributes read before the restore, so it changed nothing and wrote no
 // state: txqueuelen and gso_max_segs went 2/8 -> 1000/65535, alternating
 // with each crash-restart. Fix: the link is read again after the restore.
+// On 5.10 the clean stop left a veth created with txqueuelen 0 at 1000 (the
+// kernel's when the tree was attached): a zero txqueuelen is now saved too.
 func TestD4CrashRestartKeepsShortQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -733,10 +735,14 @@ func TestD4CrashRestartKeepsShortQueue(t *testing.T) {
 	if txq == txq0 && gso == gso0 {
 		t.Fatalf("the daemon left the device queue as it was (%d/%d)", txq, gso)
 	}
+	// Kernels before 6.x raise a zero txqueuelen of a veth to 1000 when a
+	// qdisc is attached (qdisc_create); that 1000 is the kernel's, and a
+	// restart over the adopted tree (no qdisc created) keeps the restored 0.
+	kernelRaised := txq0 == 0 && txq == 1000
 	for i := range 3 {
 		d.stop(t, syscall.SIGKILL)
 		d, _ = startDaemon(t, p.A, pol)
-		if t2, g2 := queue(); t2 != txq || g2 != gso {
+		if t2, g2 := queue(); (t2 != txq && !(kernelRaised && t2 == 0)) || g2 != gso {
 			t.Fatalf("after crash-restart %d: txqueuelen/gso_max_segs %d/%d, want %d/%d", i+1, t2, g2, txq, gso)
 		}
 	}
@@ -1052,7 +1058,15 @@ func TestResetEvictsAndRemovesSockets(t *testing.T) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleeper.cmd.Process.Pid))
 		return strings.TrimSpace(string(b))
 	}
-	waitLong(t, "the process in its lane", func() bool { return strings.Contains(cgroupOf(), "/background") })
+	// In its lane and past its exec of sleep: in the 7.2 VM a reset that
+	// raced `lanes run`'s exec (Go execs from any thread, so the kernel's
+	// de_thread swaps the thread group's leader) left the process in the
+	// removed group ("/lanes.cd/background (deleted)"), in 2 of 7 runs (the
+	// first test run of a fresh VM each time).
+	waitLong(t, "the process in its lane", func() bool {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", sleeper.cmd.Process.Pid))
+		return strings.Contains(cgroupOf(), "/background") && strings.TrimSpace(string(comm)) == "sleep"
+	})
 	d.stop(t, syscall.SIGKILL)
 	cmd := p.A.Command(lanesBin, "reset", "--socket", sock, "--realtime-socket", rt)
 	cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, p.A))

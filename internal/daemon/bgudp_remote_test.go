@@ -49,8 +49,14 @@ func bgJudge(t *testing.T, what string, idle, off, on []time.Duration, lostOn, p
 	if lostOn > 0 {
 		t.Errorf("%s: %d probes lost with lanes", what, lostOn)
 	}
-	if share < 0.4 {
+	// The share is a rate goal, not judged under emulation (in the 7.2 VM
+	// the controller read TCG's echo jitter as queue: 30 %); a class held
+	// near nothing is a defect anywhere.
+	switch {
+	case share < 0.05:
 		t.Errorf("%s: background alone %.0f%% of the link, want >= 40%%", what, 100*share)
+	case share < 0.4:
+		testutil.TimingErrorf(t, "%s: background alone %.0f%% of the link, want >= 40%%", what, 100*share)
 	}
 }
 

@@ -475,6 +475,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
 		is.Downloads = d.downloadProtection(hs)
 		is.NonTCP = d.nonTCPProtection(m.eg)
+		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

@@ -48,6 +48,8 @@ type EgressAPI interface {
 	// Update changes the tree's parameters and device queue in place.
 	Update(EgressConfig) error
 	Stats() (map[lane.Lane]LaneStats, error)
+	// InteractiveLeaf is the interactive lane's leaf qdisc kind.
+	InteractiveLeaf() string
 	Close() error
 }
 

@@ -69,6 +69,7 @@ type Config struct {
 	BackgroundFloorBps uint64 // Shaped: guaranteed background rate, 0 = strictly below best effort
 	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
 	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
+	InteractiveLeaf    string // the interactive lane's leaf qdisc: LeafAuto or LeafBfifo (qdisc.go)
 	Instance           string // unique per daemon: names of cgroups, filters and state files
 	CgroupRoot         string // cgroup v2 mount (default: /sys/fs/cgroup/unified, /sys/fs/cgroup, any cgroup2 mount, or one lanes mounts at /run/lanes/cgroup2)
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
@@ -190,7 +191,7 @@ func Open(cfg Config) (*Datapath, error) {
 
 func (c Config) egress() EgressConfig {
 	return EgressConfig{Interface: c.Interface, Mode: c.Mode, UplinkBps: c.UplinkBps, BackgroundFloorBps: c.BackgroundFloorBps,
-		DeviceQueueBytes: c.DeviceQueueBytes, TxQueueLen: c.TxQueueLen}
+		DeviceQueueBytes: c.DeviceQueueBytes, TxQueueLen: c.TxQueueLen, InteractiveLeaf: c.InteractiveLeaf}
 }
 
 // Egress is the interface's tree.

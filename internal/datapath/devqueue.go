@@ -20,6 +20,10 @@
 //     foreground packet back for 55 ms at 10 Mbit/s. Sockets pick the limit
 //     up when they connect (sk_setup_caps).
 //
+//   - a zero txqueuelen is saved even where it is not changed: kernels
+//     before 6.x set it to 1000 when a qdisc is attached to a no-queue
+//     device, and the release puts the 0 back.
+//
 // The previous values are saved in memory and in a state file, and restored
 // on Close, or by Cleanup after a crash. Each value is saved (save callback,
 // the state file) before the device is changed, so a crash between the two
@@ -112,20 +116,28 @@ func shortenDeviceQueue(ns *nsRef, link netlink.Link, queueBytes, txqlen, gsoSeg
 			return nil, fmt.Errorf("set gso_max_segs of %s to %d: %w", name, gsoSegs, err)
 		}
 	}
-	if len(st.BQLLimit) > 0 {
+	old := link.Attrs().TxQLen
+	if len(st.BQLLimit) > 0 || txqlen <= 0 || old == txqlen {
+		if old != 0 {
+			return st, nil
+		}
+		// Kernels before 6.x raise a zero txqueuelen of a no-queue device
+		// (veth) to 1000 when a qdisc is attached (qdisc_create: "Caught
+		// tx_queue_len zero misconfig"; 5.10 does, 6.18 and 7.2 do not):
+		// saved, so that the release puts the device's 0 back.
+		txqlen = 0
+	}
+	st.TxQueueLen = &old
+	if err := save(st); err != nil {
+		restoreDeviceQueue(ns, link, st)
+		return nil, err
+	}
+	if txqlen == 0 {
 		return st, nil
 	}
-	old := link.Attrs().TxQLen
-	if txqlen > 0 && old != txqlen {
-		st.TxQueueLen = &old
-		if err := save(st); err != nil {
-			restoreDeviceQueue(ns, link, st)
-			return nil, err
-		}
-		if err := ns.do(func() error { return netlink.LinkSetTxQLen(link, txqlen) }); err != nil {
-			restoreDeviceQueue(ns, link, st)
-			return nil, fmt.Errorf("set txqueuelen of %s to %d: %w", name, txqlen, err)
-		}
+	if err := ns.do(func() error { return netlink.LinkSetTxQLen(link, txqlen) }); err != nil {
+		restoreDeviceQueue(ns, link, st)
+		return nil, fmt.Errorf("set txqueuelen of %s to %d: %w", name, txqlen, err)
 	}
 	return st, nil
 }

@@ -33,6 +33,7 @@ type EgressConfig struct {
 	BackgroundFloorBps uint64 // Shaped: guaranteed background rate, 0 = strictly below best effort
 	DeviceQueueBytes   int    // BQL limit_max where the driver has BQL (default: one frame)
 	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
+	InteractiveLeaf    string // the interactive lane's leaf: LeafAuto (fq_codel where the kernel has it, else bfifo), LeafBfifo
 }
 
 func (c *EgressConfig) validate() error {
@@ -62,6 +63,7 @@ type Egress struct {
 	adopted  bool
 	host     *Host
 	ackBytes uint64 // the ACK class's rate, bytes/s (0: unrestricted)
+	leaf     string // the interactive lane's leaf qdisc kind (qdisc.go)
 	ackErr   error  // why the tree has no ACK class (nil: it has)
 	bgErr    error  // why background downloads are not policed (nil: they are; bgclass.go)
 
@@ -112,8 +114,9 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	if err := e.shortenQueue(); err != nil {
 		return e, err
 	}
-	if err := ns.do(func() error {
-		return buildTree(e.link, paramsFor(cfg), h.ClassifierFD(), e.instance, e.adopted)
+	if err := ns.do(func() (err error) {
+		e.leaf, err = buildTree(e.link, paramsFor(cfg), h.ClassifierFD(), e.instance, e.adopted)
+		return err
 	}); err != nil {
 		return e, err
 	}
@@ -221,7 +224,10 @@ func (e *Egress) Update(cfg EgressConfig) error {
 	if err := e.shortenQueue(); err != nil {
 		return err
 	}
-	if err := e.ns.do(func() error { return buildTree(e.link, paramsFor(cfg), e.progFD, e.instance, true) }); err != nil {
+	if err := e.ns.do(func() (err error) {
+		e.leaf, err = buildTree(e.link, paramsFor(cfg), e.progFD, e.instance, true)
+		return err
+	}); err != nil {
 		return err
 	}
 	e.buildAck(e.ackBytes)
@@ -230,6 +236,14 @@ func (e *Egress) Update(cfg EgressConfig) error {
 
 // Interface is the name of the interface.
 func (e *Egress) Interface() string { return e.cfg.Interface }
+
+// InteractiveLeaf is the kind of the interactive lane's leaf qdisc:
+// fq_codel or bfifo.
+func (e *Egress) InteractiveLeaf() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leaf
+}
 
 // Config is what the egress was opened with.
 func (e *Egress) Config() EgressConfig { return e.cfg }

@@ -3,7 +3,7 @@
 //	1:   htb root, default class 1:12 (interactive)
 //	└─ 1:1   root class, rate = ceil = R
 //	   ├─ 1:11 realtime     prio 0, rate r, ceil R ── bfifo
-//	   ├─ 1:12 interactive  prio 1, rate r, ceil R ── bfifo
+//	   ├─ 1:12 interactive  prio 1, rate r, ceil R ── fq_codel (bfifo where absent)
 //	   ├─ 1:13 background   prio 7, rate floor|r, ceil R ── bfifo
 //	   └─ 1:14 ACK class    prio 1, rate = ceil = A, burst 2 ACKs ── bfifo
 //	                        (unset: rate r, ceil R; see ackclass.go)
@@ -15,6 +15,16 @@
 // strictly in prio order (lowest prio value first, see htb_dequeue: levels
 // from 0 upward, prios by ffz of the row mask). docs/datapath.md explains
 // why that is strict priority in both modes.
+//
+// The interactive lane holds every application's ordinary traffic, so one
+// app's bulk upload and another's request/response flow share its leaf:
+// fq_codel gives each flow its own queue and keeps the bulk flow's standing
+// queue near 5 ms (docs/datapath.md, "The interactive lane's leaf"). The
+// realtime lane's datagrams are released by lanes-rtd's EDF and must not be
+// dropped for sojourn time, and the background lane's queue is kept short
+// by LEDBAT++ and the yield, while its sojourn under strict priority is
+// starvation by design, which CoDel would read as a standing queue: both
+// stay bfifo.
 //
 // Note: tc_classid from cls_bpf is only 16 bits (qdisc_skb_cb), so the
 // filter carries classid 1:0 and cls_bpf ORs its major in.
@@ -50,10 +60,18 @@ type treeParams struct {
 	floorBytes uint64 // background assured rate, bytes/s (0 = token rate)
 	limits     [lane.Background + 1]uint32
 	ackBytes   uint64 // the ACK class's rate = ceil, bytes/s (0: r, ceil R: unrestricted)
+	leaf       string // the interactive lane's leaf: LeafAuto or LeafBfifo
 }
 
+// The interactive lane's leaf qdisc (EgressConfig.InteractiveLeaf).
+const (
+	LeafAuto    = ""         // fq_codel where the kernel has it, else bfifo
+	LeafBfifo   = "bfifo"    // always a bfifo (the paired measurement's baseline)
+	LeafFqCodel = "fq_codel" // reported when fq_codel was installed
+)
+
 func paramsFor(cfg EgressConfig) treeParams {
-	var p treeParams
+	p := treeParams{leaf: cfg.InteractiveLeaf}
 	if cfg.Mode == Shaped {
 		p.rootBytes = uint64(float64(cfg.UplinkBps)*shapeFactor) / 8
 		p.floorBytes = cfg.BackgroundFloorBps / 8
@@ -187,7 +205,7 @@ func bareTreeIsOurs(link netlink.Link) bool {
 // already this instance's: it is kept (HTB cannot change its own
 // parameters, which are always the same) and its classes, leaves and filter
 // are replaced in place, so packets never bypass the tree.
-func buildTree(link netlink.Link, p treeParams, progFD int, instance string, adopt bool) error {
+func buildTree(link netlink.Link, p treeParams, progFD int, instance string, adopt bool) (leaf string, err error) {
 	idx := link.Attrs().Index
 	name := link.Attrs().Name
 	if !adopt {
@@ -196,11 +214,11 @@ func buildTree(link netlink.Link, p treeParams, progFD int, instance string, ado
 		dq := uint32(64)
 		htb.DirectQlen = &dq
 		if err := netlink.QdiscReplace(htb); err != nil {
-			return fmt.Errorf("replace root qdisc of %s with htb: %w", name, err)
+			return "", fmt.Errorf("replace root qdisc of %s with htb: %w", name, err)
 		}
 	}
 	if err := netlink.ClassReplace(htbClass(idx, rootClass, rootHandle, p.rootBytes, p.rootBytes, 0)); err != nil {
-		return fmt.Errorf("htb root class on %s: %w", name, err)
+		return "", fmt.Errorf("htb root class on %s: %w", name, err)
 	}
 	for _, l := range lane.All {
 		rate := uint64(tokenRate)
@@ -208,10 +226,14 @@ func buildTree(link netlink.Link, p treeParams, progFD int, instance string, ado
 			rate = p.floorBytes
 		}
 		if err := netlink.ClassReplace(htbClass(idx, l.ClassID(), rootClass, rate, p.rootBytes, l.HTBPrio())); err != nil {
-			return fmt.Errorf("htb class %s for %s on %s: %w", netlink.HandleStr(l.ClassID()), l, name, err)
+			return "", fmt.Errorf("htb class %s for %s on %s: %w", netlink.HandleStr(l.ClassID()), l, name, err)
 		}
-		if err := replaceBfifo(idx, leafHandle(l), l.ClassID(), p.limits[l]); err != nil {
-			return fmt.Errorf("leaf qdisc for %s on %s: %w", l, name, err)
+		kind, err := replaceLeaf(idx, l, p)
+		if err != nil {
+			return "", fmt.Errorf("leaf qdisc for %s on %s: %w", l, name, err)
+		}
+		if l == lane.Interactive {
+			leaf = kind
 		}
 	}
 	f := &netlink.BpfFilter{
@@ -228,13 +250,40 @@ func buildTree(link netlink.Link, p treeParams, progFD int, instance string, ado
 		DirectAction: true,
 	}
 	if err := netlink.FilterReplace(f); err != nil {
-		return fmt.Errorf("attach classifier to %s: %w", name, err)
+		return "", fmt.Errorf("attach classifier to %s: %w", name, err)
 	}
-	return nil
+	return leaf, nil
+}
+
+// replaceLeaf puts lane l's leaf qdisc under its class and says which kind
+// it is: fq_codel for the interactive lane where the kernel has it (its
+// memory limit the lane's byte limit), else a bfifo of the lane's limit.
+// The two kinds have different handles: the kernel replaces a leaf by one
+// of another kind only under a new handle (under the same handle it is a
+// change of parameters, refused with EINVAL), so a kernel without fq_codel
+// answers ENOENT and keeps the bfifo, and either kind replaces the other.
+func replaceLeaf(ifindex int, l lane.Lane, p treeParams) (string, error) {
+	if l == lane.Interactive && p.leaf != LeafBfifo {
+		fq := netlink.NewFqCodel(netlink.QdiscAttrs{LinkIndex: ifindex, Handle: fqCodelHandle(l), Parent: l.ClassID()})
+		fq.MemoryLimit = p.limits[l]
+		err := netlink.QdiscReplace(fq)
+		if err == nil {
+			return LeafFqCodel, nil
+		}
+		if !errors.Is(err, unix.ENOENT) {
+			return "", fmt.Errorf("fq_codel: %w", err)
+		}
+		// "Specified qdisc kind is unknown": the kernel has no fq_codel
+	}
+	return LeafBfifo, replaceBfifo(ifindex, leafHandle(l), l.ClassID(), p.limits[l])
 }
 
 // leafHandle is the handle of lane l's leaf qdisc: <minor of its class>:.
 func leafHandle(l lane.Lane) uint32 { return (l.ClassID() & 0xffff) << 16 }
+
+// fqCodelHandle is the handle of lane l's leaf when it is an fq_codel:
+// 1<minor>: (112: for the interactive lane).
+func fqCodelHandle(l lane.Lane) uint32 { return leafHandle(l) | 0x100<<16 }
 
 // replaceBfifo creates (or replaces) a bfifo with limit bytes under parent.
 // The netlink library has no fifo type with options, hence the raw message:

@@ -257,6 +257,9 @@ func (e *Egress) Stats() (map[lane.Lane]datapath.LaneStats, error) {
 	return map[lane.Lane]datapath.LaneStats{}, nil
 }
 
+// InteractiveLeaf: the fake installs no qdisc.
+func (e *Egress) InteractiveLeaf() string { return "" }
+
 func (e *Egress) Close() error {
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
