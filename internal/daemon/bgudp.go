@@ -36,7 +36,7 @@ func (d *Daemon) newBgUDP(pol ledbat.Config, h bgudp.Datapath) (*component, erro
 func bgUDPSummary(st bgudp.Status, yield bool) string {
 	rule := fmt.Sprintf("probing the peer every %v only while such traffic flows, target %v", st.Rule.Interval, st.Rule.Target)
 	if yield {
-		rule += fmt.Sprintf("; the foreground yield holds it at %d kbit/s", datapath.BgYieldBytes*8/1000)
+		rule += fmt.Sprintf("; the foreground yield holds it at %d kbit/s, its egress stopped for %v after a foreground connection opens", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold)
 	}
 	var parts []string
 	for _, i := range slices.Sorted(maps.Keys(st.Running)) {
@@ -100,7 +100,7 @@ func (d *Daemon) nonTCPProtection(eg datapath.EgressAPI) string {
 		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the peer, target %v)", d.pol.Background.TargetDelay.D()))
 	}
 	if d.pol.Background.Yield {
-		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel, %d kbit/s)", datapath.BgYieldBytes*8/1000))
+		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel, %d kbit/s; egress stopped for %v after a foreground connection opens)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
 	}
 	if len(held) == 0 {
 		return "not held: the delay controller is not running and the yield is off by policy"

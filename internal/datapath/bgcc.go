@@ -111,9 +111,10 @@ func (h *Host) rledbatTargetUS() uint32 {
 	}
 }
 
-// fgOpenHold is sock_ops' FG_OPEN_HOLD_NS: a new foreground connection
-// makes background on its interface yield this long.
-const fgOpenHold = 500 * time.Millisecond
+// FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
+// makes background on its interface yield this long, and stops the
+// background non-TCP class's egress (bgclass.h's bg_opened).
+const FgOpenHold = 500 * time.Millisecond
 
 // monotonicNS is bpf_ktime_get_ns's clock now.
 func monotonicNS() uint64 {
@@ -149,22 +150,25 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 	}
 	var on bool
 	_ = h.use(func() error {
-		if h.ops == nil {
-			return nil
-		}
-		idx, now := uint32(max(ifindex, 0)), monotonicNS()
-		held := func(i uint32) bool {
-			var w yield.Window
-			return h.cls.LanesFgActive.Lookup(i, &w) == nil && w.Held(now, yield.KernelRule)
-		}
-		opened := func(i uint32) bool {
-			var t uint64
-			return h.ops.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(fgOpenHold)
-		}
-		on = held(idx) || opened(idx) || (idx != 0 && opened(0))
+		on = h.ops != nil && h.fgYield(uint32(max(ifindex, 0)), monotonicNS())
 		return nil
 	})
 	return on
+}
+
+// fgYield is lanes_maps.h's fg_yield: the foreground of interface idx (0:
+// not known) is active, or a foreground connection opened there (or
+// somewhere not known) within FgOpenHold (h.mu held, maps open).
+func (h *Host) fgYield(idx uint32, now uint64) bool {
+	held := func(i uint32) bool {
+		var w yield.Window
+		return h.cls.LanesFgActive.Lookup(i, &w) == nil && w.Held(now, yield.KernelRule)
+	}
+	opened := func(i uint32) bool {
+		var t uint64
+		return h.cls.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(FgOpenHold)
+	}
+	return held(idx) || opened(idx) || (idx != 0 && opened(0))
 }
 
 // SocketRwndCap is the cooperative controller's downlink cap of one socket

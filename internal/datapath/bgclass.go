@@ -17,12 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
-	"github.com/lanes-net/lanes/internal/yield"
 )
 
-// BgYieldBytes is the class's rate while the interface's foreground is
-// active (bytes/s, 200 kbit/s): a QUIC connection stays alive, its bulk
-// backs off; an unresponsive sender is held to it.
+// BgYieldBytes is the class's rate while the interface yields (bytes/s,
+// 200 kbit/s): a QUIC connection stays alive, its bulk backs off; an
+// unresponsive sender is held to it. For FgOpenHold after a foreground
+// connection opens, the class's egress passes nothing (bgclass.h).
 const BgYieldBytes = 25_000
 
 // Direction of a background class.
@@ -190,12 +190,16 @@ func (e *Egress) BgIngressError() error {
 func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
 
 // BgClassHeld says whether the yield holds the interface's background
-// non-TCP class now (the classifier's rule: fg_held of lanes_fg_active).
+// non-TCP class now (the classifier's rule: fg_yield of lanes_maps.h, the
+// sockets' rule).
 func (h *Host) BgClassHeld(ifindex int) bool {
 	if !h.cfg.Yield {
 		return false
 	}
-	var w yield.Window
-	return h.use(func() error { return h.cls.LanesFgActive.Lookup(uint32(ifindex), &w) }) == nil &&
-		w.Held(monotonicNS(), yield.KernelRule)
+	var on bool
+	_ = h.use(func() error {
+		on = h.fgYield(uint32(ifindex), monotonicNS())
+		return nil
+	})
+	return on
 }

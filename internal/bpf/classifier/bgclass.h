@@ -12,10 +12,13 @@
  * the loss and backs off, an unresponsive sender is held at the rate.
  *
  * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
- * the interface's foreground is active (fg_held: lanes_fg_active, the rule
- * of lanes_maps.h) the rate is at most yield_rate (0: no yield). The first
- * packet after BG_QUIET_NS without one posts an event (lanes_bg_events) so
- * the daemon's controller wakes only while such traffic exists.
+ * the interface yields (fg_yield of lanes_maps.h: its foreground is active,
+ * or a foreground TCP connection opened in the last FG_OPEN_HOLD_NS, the
+ * sockets' rule) the rate is at most yield_rate (0: no yield), and for
+ * FG_OPEN_HOLD_NS after a foreground connection's opening the egress
+ * passes nothing (bg_opened). The first packet after BG_QUIET_NS without
+ * one posts an event (lanes_bg_events) so the daemon's controller wakes
+ * only while such traffic exists.
  *
  * The bucket is updated without a lock: two CPUs may both take tokens of
  * one refill; the error is a packet per CPU per refill.
@@ -81,6 +84,22 @@ static __always_inline void bg_event(__u32 ifindex, __u32 dir, const __u8 *peer)
 	bpf_ringbuf_submit(ev, 0);
 }
 
+/* bg_opened says whether a foreground TCP connection opened by interface
+ * ifindex (or by one not known) within FG_OPEN_HOLD_NS: the class's egress
+ * then passes nothing. A background download's remote sender is clocked
+ * by the device's acknowledgements: without them it stops within a one-way
+ * delay, as a TCP sender at a closed window does, and what it already sent
+ * drains from the remote queue before the new connection's first data
+ * round trip; drops of its arrivals reach it only a round trip later, as
+ * loss, and its congestion control then steps down by a fraction per round
+ * trip while its data keeps crossing the remote queue. Only for the
+ * opening's hold: a longer stop would push a QUIC sender's probe timeout
+ * back by doubling steps, and its restart with it. */
+static __always_inline int bg_opened(__u32 ifindex, __u64 now)
+{
+	return fg_opened_since(ifindex, now) || (ifindex && fg_opened_since(0, now));
+}
+
 /* bg_pass charges len bytes to the class of (ifindex, dir); it returns
  * whether the packet may pass. */
 static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __u8 *peer)
@@ -100,7 +119,9 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	c->packets++;
 	c->bytes += len;
 	rate = c->rate;
-	held = c->yield_rate && fg_held(ifindex, now);
+	held = c->yield_rate && fg_yield(ifindex, now);
+	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
+		goto drop;
 	if (held && (!rate || c->yield_rate < rate))
 		rate = c->yield_rate;
 	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */
@@ -127,6 +148,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 		c->tokens -= (__u64)len * NSEC;
 		return 1;
 	}
+drop:
 	c->drops++;
 	c->drop_bytes += len;
 	if (held)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -147,4 +148,58 @@ func TestBackgroundClassYields(t *testing.T) {
 	if c.HeldDrops == 0 || c.HeldDrops != c.Drops {
 		t.Errorf("class %+v, want every drop counted as the yield's", c)
 	}
+}
+
+// A foreground TCP connection's opening (lanes_fg_open, written by sock_ops)
+// holds the class for FG_OPEN_HOLD_NS, on its interface or, written as not
+// known (key 0), on every interface, before the classifier has counted any
+// of its packets: egress passes nothing, ingress the yield's rate.
+func TestBackgroundClassYieldsAtForegroundOpen(t *testing.T) {
+	for _, key := range []uint32{loIdx, 0} {
+		objs := loadForTest(t)
+		peer := netip.MustParseAddr("10.9.8.10")
+		up := pkt{src: v4src, dst: peer, sport: 40004, dport: 443, proto: 17}
+		down := pkt{src: peer, dst: v4src, sport: 443, dport: 40004, proto: 17}
+		if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []uint32{0, 1} {
+			if err := objs.LanesBgClass.Put(bgClassKey(d), ClassifierBgClass{YieldRate: 25_000}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data := up.build()
+		// An opening older than the hold holds nothing.
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()-uint64(600*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
+			t.Fatalf("key %d: an opening 600 ms ago: %d of 1000 passed", key, got)
+		}
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()); err != nil {
+			t.Fatal(err)
+		}
+		if got := passed(t, objs.LanesClassify, data, 100); got != 0 {
+			t.Errorf("key %d: a foreground connection just opened: %d of 100 passed egress, want none", key, got)
+		}
+		t0 := time.Now()
+		in := passed(t, objs.LanesBgIngress, down.build(), 2000)
+		within(t, "a foreground connection just opened, ingress at the yield's rate", in, len(data), 25_000, time.Since(t0))
+		for _, d := range []uint32{0, 1} {
+			var c ClassifierBgClass
+			if err := objs.LanesBgClass.Lookup(bgClassKey(d), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.HeldDrops == 0 || c.HeldDrops != c.Drops {
+				t.Errorf("key %d: class %d %+v, want every drop counted as the yield's", key, d, c)
+			}
+		}
+	}
+}
+
+// monotonicNS is bpf_ktime_get_ns's clock now.
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
 }

@@ -90,6 +90,7 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 		ClassifierMapLanesUid:         o.LanesUid,
 		ClassifierMapLanesSockRwnd:    o.LanesSockRwnd,
 		ClassifierMapLanesFgActive:    o.LanesFgActive,
+		ClassifierMapLanesFgOpen:      o.LanesFgOpen,
 	}
 }
 

@@ -83,6 +83,7 @@ const (
 	ClassifierMapLanesDscp         = "lanes_dscp"
 	ClassifierMapLanesDst          = "lanes_dst"
 	ClassifierMapLanesFgActive     = "lanes_fg_active"
+	ClassifierMapLanesFgOpen       = "lanes_fg_open"
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
@@ -157,6 +158,7 @@ type ClassifierMapSpecs struct {
 	LanesDscp        *ebpf.MapSpec `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -201,6 +203,7 @@ type ClassifierMaps struct {
 	LanesDscp        *ebpf.Map `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -220,6 +223,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesDscp,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgOpen,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,

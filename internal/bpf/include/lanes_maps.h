@@ -175,4 +175,36 @@ static __always_inline int fg_held(__u32 idx, __u64 now)
 	return w && w->active && now - w->active < FG_HOLD_NS;
 }
 
+/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
+ * background) TCP connection by that interface was opened (0: interface
+ * not known, holds background by every interface); sock_ops writes it at
+ * connect and accept. A new foreground connection makes background on its
+ * interface yield at once, for FG_OPEN_HOLD_NS, before the classifier's
+ * window has counted FG_MIN_PACKETS of it: a short transfer's first round
+ * trips are the ones a standing queue costs most, and a 10 KB transfer
+ * may never send that many packets within one window. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} lanes_fg_open SEC(".maps");
+
+#define FG_OPEN_HOLD_NS 500000000ULL
+
+static __always_inline int fg_opened_since(__u32 idx, __u64 now)
+{
+	__u64 *t = bpf_map_lookup_elem(&lanes_fg_open, &idx);
+
+	return t && *t && now - *t < FG_OPEN_HOLD_NS;
+}
+
+/* fg_yield says whether background by interface idx (0: not known) yields
+ * at now: its foreground is active, or a foreground connection opened
+ * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
+static __always_inline int fg_yield(__u32 idx, __u64 now)
+{
+	return fg_held(idx, now) || fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
+}
+
 #endif

@@ -298,24 +298,11 @@ static __always_inline void bump(__u32 idx)
 /* The foreground-aware yield is per egress interface: a background socket
  * yields while the foreground is active on the interface its packets leave
  * by (sock_ifindex), not on another one: lanes_fg_active, stamped by the
- * classifier (lanes_maps.h), holds its sockets at the minimum window (cwnd
- * and receive window); key 0, stamped with any interface, holds the
- * sockets whose interface is not known. */
+ * classifier, and lanes_fg_open, written here at a foreground connection's
+ * opening (lanes_maps.h's fg_yield), hold its sockets at the minimum
+ * window (cwnd and receive window); key 0, stamped with any interface,
+ * holds the sockets whose interface is not known. */
 
-/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
- * background) TCP connection by that interface was opened (0: interface
- * not known, holds every background socket). A new foreground connection
- * makes background on its interface yield at once, for FG_OPEN_HOLD_NS,
- * before the daemon's 100 ms sampling can see its traffic: a short
- * transfer's first round trips are the ones a standing queue costs most. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u64);
-} lanes_fg_open SEC(".maps");
-
-#define FG_OPEN_HOLD_NS 500000000ULL
 #define YIELD_CWND 2 /* segments, the cwnd (and receive window) of a yield */
 
 /* sock_ifindex is the interface the socket's packets leave by: the device
@@ -338,13 +325,6 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 	return idx;
 }
 
-static __always_inline int fg_opened_since(__u32 idx, __u64 now)
-{
-	__u64 *t = bpf_map_lookup_elem(&lanes_fg_open, &idx);
-
-	return t && *t && now - *t < FG_OPEN_HOLD_NS;
-}
-
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
  * not known, any) has active foreground, or a foreground connection opened
  * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
@@ -357,7 +337,7 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_held(idx, now) || fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
+	return fg_yield(idx, now);
 }
 
 /* fg_opened records a foreground connection's opening (the yield on). */

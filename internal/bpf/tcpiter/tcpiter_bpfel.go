@@ -128,6 +128,7 @@ const (
 	TcpiterMapLanesCookie      = "lanes_cookie"
 	TcpiterMapLanesDst         = "lanes_dst"
 	TcpiterMapLanesFgActive    = "lanes_fg_active"
+	TcpiterMapLanesFgOpen      = "lanes_fg_open"
 	TcpiterMapLanesSockRwnd    = "lanes_sock_rwnd"
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
@@ -212,6 +213,7 @@ type TcpiterMapSpecs struct {
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -264,6 +266,7 @@ type TcpiterMaps struct {
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -287,6 +290,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgOpen,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
