@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -379,6 +380,12 @@ func checkUDPByLocalAddress(t *testing.T, b *attackBed, user *api.Client, second
 		t.Fatalf("own UDP flow: %v", err)
 	}
 	const n = 20
+	// The test's TCP connections are foreground: for FgOpenHold after the
+	// last one opened, the background class's egress passes nothing (the
+	// yield; bgclass.h), and nobody's datagrams would be dropped, not
+	// classified. The hold runs on the kernel's clock, so waiting it out
+	// holds under emulation too.
+	time.Sleep(datapath.FgOpenHold + 100*time.Millisecond)
 	bg0, in0 := b.lanePackets(t, lane.Background), b.lanePackets(t, lane.Interactive)
 	for range n {
 		if _, err := rootUDP.Write([]byte("root's datagram")); err != nil {
