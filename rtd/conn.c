@@ -146,7 +146,12 @@ void conn_end(struct rtd *d, struct conn *c)
 
 	if (c->fd < 0)
 		return;
-	close(c->fd); /* also leaves the epoll set */
+	/* Out of the epoll set before the close: close() removes it only with
+	 * the socket's last reference, and the daemon may still hold its copy
+	 * (a handed-over connection that ended at once), which left the entry
+	 * reporting HUP with this connection, freed, as its data. */
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
 	c->fd = -1;
 	d->nconns--;
 	for (i = 0; i < WIRE_MAX_SOCKS; i++)
