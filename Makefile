@@ -23,7 +23,7 @@ SYSCONFDIR ?= /etc
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
@@ -65,11 +65,19 @@ $(OUT)/rt-echo: examples/rt-echo/rt-echo.c include/lanes_rt.h
 	@mkdir -p $(OUT)
 	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/rt-echo/rt-echo.c
 
-# Rebuild the BPF objects from their C sources (needs clang); the results are
-# committed so that a plain `go build` needs no clang.
+# Rebuild the BPF objects from their C sources (needs the pinned clang); the
+# results are committed so that a plain `go build` needs no clang. The build
+# is hermetic (vendored headers, -nostdinc): the same bytes on any machine
+# with that clang. generate-check rebuilds into a scratch folder and fails if
+# a committed object differs from its sources' build (make test runs it too).
 generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
+	@$(MAKE) --no-print-directory generate-check
+
+generate-check:
+	./scripts/deps.sh generate
+	$(GO) test -count=1 -run '^(TestObjectsMatchSources|TestGenerateLinesHermetic)$$' ./internal/bpf/gencheck/
 
 # test: the C examples; go vet and staticcheck; every test; the unit tests
 # again under the race detector (-short: the traffic tests are skipped

@@ -6,9 +6,12 @@ want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
   build) want+=(gcc libc6-dev) ;; # lanes-rtd (rtd/, C)
   cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
-  generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
+  # generate: the pinned clang (internal/bpf/gencheck.PinnedClang) and its
+  # llvm-strip; the headers are vendored (internal/bpf/include/update.sh).
+  generate) want+=(clang-19 llvm-19 bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
+  # clang-19, llvm-19: internal/bpf/gencheck rebuilds the BPF objects and fails on drift.
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
