@@ -51,7 +51,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // go:linkname
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -59,15 +58,6 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
-
-// Monotonic returns CLOCK_MONOTONIC in nanoseconds, the clock of
-// deadlines: the runtime's nanotime, which reads exactly that clock
-// through the vDSO (~30 ns where the clock_gettime system call costs
-// ~400 ns on the project's VM).
-func Monotonic() int64 { return nanotime() }
-
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
 
 // EventKind is a point in a datagram's life, for traces (the lab's
 // timestamps 2 and 3: enqueue and dequeue).

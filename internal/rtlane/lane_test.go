@@ -31,6 +31,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/pmqos"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
@@ -328,7 +329,7 @@ func sendDeadlineFlows(t *testing.T, c *rtclient.Client, dst netip.AddrPort) map
 		for _, f := range flows {
 			for i := 0; i < f.burst; i++ {
 				seq[f.id]++
-				now := Monotonic()
+				now := monoclock.Now()
 				d := now + int64(f.deadline)
 				res, err := c.Send(f.id, dst, d, payload(1400, f.id, seq[f.id], d, now))
 				if err != nil {
@@ -419,7 +420,7 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 	if _, err := c.Stats(); err != nil { // warm the connection up
 		t.Fatal(err)
 	}
-	d := Monotonic() + int64(80*time.Millisecond)
+	d := monoclock.Now() + int64(80*time.Millisecond)
 	var adm, own, displ int
 	for i := 1; i <= 20; i++ {
 		res, err := c.Send(1, b.rx.Addr, d, payload(1400, 1, uint32(i), d, 0))
@@ -472,7 +473,7 @@ func TestDisplacementRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	now := Monotonic()
+	now := monoclock.Now()
 	ms := int64(time.Millisecond)
 	// First: released at once, on the wire until now+115 ms; with a
 	// one-frame backlog bound nothing else is released before that.

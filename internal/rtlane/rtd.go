@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
 
@@ -356,7 +357,7 @@ func (l *Lane) answerForward(p *rtdProc, id uint32, msg []byte) {
 	_, _ = binary.Decode(msg, binary.NativeEndian, &f)
 	req, _ := wire.ParseRequest(msg[binary.Size(f):])
 	rep := wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: l.statsBody(f.UID),
-		Time: uint64(Monotonic())}
+		Time: uint64(monoclock.Now())}
 	out := binary.NativeEndian.AppendUint32(nil, rtdReply)
 	out = binary.NativeEndian.AppendUint32(out, id)
 	out = wire.AppendReply(out, &rep)
