@@ -126,7 +126,7 @@ func TestAuthorize(t *testing.T) {
 		{"group as primary gid", primary, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
 		{"flow shared with root's socket", user, Request{Op: OpRegister, Flow: &shared, Lane: lane.Background}, false},
 	} {
-		err := Authorize(tc.c, tc.r, o, "lanes")
+		err := Authorize(tc.c, tc.r, o, Access{Group: "lanes"})
 		if tc.ok != (err == nil) {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}
@@ -176,7 +176,7 @@ func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	}
 	return out, nil
 }
-func (h *handler) AccessGroup() string { return "" }
+func (h *handler) Access() Access { return Access{} }
 
 // SocketAppCCs: every fourth cookie's app asked for "cubic".
 func (h *handler) SocketAppCCs(c []uint64) map[uint64]string {

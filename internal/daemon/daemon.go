@@ -397,8 +397,14 @@ func (d *Daemon) ifaceNames() []string {
 
 // --- api.Handler ---
 
-func (d *Daemon) Owners() api.Owners  { return procOwners{proc: "/proc"} }
-func (d *Daemon) AccessGroup() string { d.mu.Lock(); defer d.mu.Unlock(); return d.pol.Access.Group }
+func (d *Daemon) Owners() api.Owners { return procOwners{proc: "/proc"} }
+
+// Access is the policy's access group and realtime grants.
+func (d *Daemon) Access() api.Access {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return api.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+}
 
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()

@@ -3,8 +3,8 @@
 //
 //   - ownership: an unprivileged caller (not root, not in the access group)
 //     may register only flows whose every matching socket is theirs
-//     (api.Authorize), always with their sockets' local address in the
-//     datapath's key (pinSrc), may not override a registration of the same
+//     (api.Authorize; so may a granted member in realtime), always with
+//     their sockets' local address in the datapath's key (pinSrc), may not override a registration of the same
 //     datapath key made by someone else or by the policy, and may
 //     unregister only their own registrations.
 //   - bounds: maxRegsPerUID registrations per unprivileged uid and
@@ -49,7 +49,7 @@ type regLife struct {
 
 // Register puts a flow in a lane for the caller (authorized by the server).
 func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
-	if !c.Privileged && f.Src == "" {
+	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
 		var err error
 		if f, err = d.pinSrc(f); err != nil {
 			return err
@@ -90,10 +90,11 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	return nil
 }
 
-// pinSrc gives an unprivileged caller's flow the local address of its
-// sockets (all of them the caller's, api.Authorize), so that the datapath's
-// key names it: without one the key would also match a later socket of
-// another user on another local address with the same ports.
+// pinSrc gives a flow the caller owns (an unprivileged caller's, or a
+// granted member's realtime one) the local address of its sockets (all of
+// them the caller's, api.Authorize), so that the datapath's key names it:
+// without one the key would also match a later socket of another user on
+// another local address with the same ports.
 func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
 	addrs, err := d.env.localAddrs(f)
 	if err != nil {
