@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -44,12 +45,8 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		return nil
 	}
 	var comps []*component
-	if pol.Coop.Enabled {
-		c, err := d.newCoop(pol.Coop, host, first)
-		if err != nil {
-			return fmt.Errorf("coop: %w", err)
-		}
-		comps = append(comps, c)
+	if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
+		comps = append(comps, d.newCoop(pol.Coop, host, first))
 	}
 	if pol.Realtime.Enabled {
 		c, err := d.newRealtime(pol.Realtime, first)
@@ -173,14 +170,16 @@ var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 // (the BPF iterator reading lanes from the datapath's socket map in the
 // kernel, or sock_diag), caps through the datapath's sock_ops maps,
 // announcements on the managed interface.
-func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) (*component, error) {
+// A controller that cannot start (another process holds its UDP port, the
+// interface has no address yet) waits and retries, and status says why.
+func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) *component {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
 		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
 	}
-	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
+	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
 func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error) {
@@ -197,6 +196,9 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
 	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Up: h, Down: h, Ack: h,
 		Iface: linkBytes(cfg.Interface), Logger: d.log.With("component", "coop")})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		err = fmt.Errorf("UDP port %d is held by another process's socket (another user's, or bound without SO_REUSEPORT): %w", cfg.Port, err)
+	}
 	if err != nil {
 		sampler.Close()
 		return nil, err
