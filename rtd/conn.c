@@ -262,12 +262,40 @@ void conn_writable(struct rtd *d, struct conn *c)
 		conn_readable(d, c);
 }
 
+/* close_fds closes the received descriptors not taken (-1). */
 static void close_fds(const int *fds, int n)
 {
 	int i;
 
 	for (i = 0; i < n; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* take_fds returns the descriptors of msg's SCM_RIGHTS: the first max in
+ * fds, the rest closed at once. */
+int take_fds(struct msghdr *msg, int *fds, int max)
+{
+	struct cmsghdr *h;
+	int n = 0;
+
+	for (h = CMSG_FIRSTHDR(msg); h; h = CMSG_NXTHDR(msg, h)) {
+		size_t k, cnt;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
+			if (n < max)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
 }
 
 /* check_sock makes fd an attached socket if it is a UDP socket of IPv4 or
@@ -314,7 +342,7 @@ static struct appsock *check_sock(struct rtd *d, int fd)
 	return s;
 }
 
-static void attach(struct rtd *d, struct conn *c, const int *fds, int nfds, struct reply *rep)
+static void attach(struct rtd *d, struct conn *c, int *fds, int nfds, struct reply *rep)
 {
 	struct appsock *s;
 	int slot = -1, i;
@@ -332,14 +360,13 @@ static void attach(struct rtd *d, struct conn *c, const int *fds, int nfds, stru
 	else if (slot < 0)
 		rep->reason = R_TOO_MANY;
 	else if ((s = check_sock(d, fds[0])) != NULL) {
+		fds[0] = -1; /* the attached socket's now */
 		c->socks[slot] = s;
 		d->app_socks++;
 		rep->type = WIRE_ATTACHED;
 		rep->sock = (uint8_t)(slot + 1);
-		return;
 	} else
 		rep->reason = R_BAD_SOCKET;
-	close_fds(fds, nfds);
 }
 
 /* forward hands a STATS request to the daemon; the connection waits. */
@@ -358,17 +385,15 @@ static void forward(struct rtd *d, struct conn *c, const unsigned char *req, siz
 
 static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
-/* handle answers one request of n bytes (flags: recvmsg's). */
-static void handle(struct rtd *d, struct conn *c, size_t n, int flags, const int *fds, int nfds)
+/* handle answers one request of n bytes (flags: recvmsg's). fds are the
+ * descriptors it carried: an ATTACH that takes one sets it to -1, the
+ * caller closes the rest. */
+static void handle(struct rtd *d, struct conn *c, size_t n, int flags, int *fds, int nfds)
 {
 	const unsigned char *q = inbuf;
 	struct reply rep = {0};
 	int wellformed = n >= WIRE_REQ && q[0] == WIRE_VERSION && (q[3] == 0 || q[3] == 4 || q[3] == 6);
 
-	if (nfds > 0 && (!wellformed || q[1] != WIRE_ATTACH)) {
-		close_fds(fds, nfds);
-		nfds = 0;
-	}
 	if (wellformed) {
 		rep.flow = get32(q + 4);
 		rep.seq = get32(q + 8);
@@ -410,34 +435,22 @@ void conn_readable(struct rtd *d, struct conn *c)
 		struct iovec iov = {.iov_base = inbuf, .iov_len = sizeof(inbuf)};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
-		struct cmsghdr *h;
 		ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
+		/* Every received descriptor is closed on every path but an
+		 * attach: taken first, before a read of 0 bytes (which may be
+		 * an empty message with SCM_RIGHTS, not only the end) ends it. */
+		nfds = n >= 0 ? take_fds(&msg, fds, 2) : 0;
 		if (n <= 0) {
+			close_fds(fds, nfds);
 			conn_end(d, c);
 			return;
 		}
-		nfds = 0;
-		for (h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
-			size_t k, cnt;
-
-			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-				continue;
-			cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (k = 0; k < cnt; k++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
-				if (nfds < 2)
-					fds[nfds++] = fd;
-				else
-					close(fd);
-			}
-		}
 		handle(d, c, (size_t)n > sizeof(inbuf) ? sizeof(inbuf) : (size_t)n, msg.msg_flags, fds, nfds);
+		close_fds(fds, nfds);
 	}
 }

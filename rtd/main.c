@@ -68,29 +68,6 @@ static int open_fd(int fd)
 	return fcntl(fd, F_GETFD) >= 0 ? fd : -1;
 }
 
-/* take_fd returns the descriptor an RTD_CONN carried, or -1. */
-static int take_fd(struct msghdr *msg)
-{
-	struct cmsghdr *h;
-	int fd = -1;
-
-	for (h = CMSG_FIRSTHDR(msg); h; h = CMSG_NXTHDR(msg, h))
-		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-			size_t k, cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-			for (k = 0; k < cnt; k++) {
-				int x;
-
-				memcpy(&x, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
-				if (fd < 0)
-					fd = x;
-				else
-					close(x);
-			}
-		}
-	return fd;
-}
-
 /* ctl_message acts on one message from the daemon. */
 static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 {
@@ -124,6 +101,8 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 			conn_add(d, fd, m.h.conn, m.uid);
 			if ((c = conn_find(d, m.h.conn)))
 				conn_readable(d, c); /* requests sent before the hand-over */
+		} else if (fd >= 0) {
+			close(fd); /* short: no connection to make of it */
 		}
 		return;
 	case RTD_ROUTE:
@@ -164,14 +143,17 @@ static int ctl_readable(struct rtd *d)
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
 				     .msg_controllen = sizeof(cm.space)};
 		ssize_t n = recvmsg(d->ctl, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int fd = -1;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 1;
+		if (n >= 0 && take_fds(&msg, &fd, 1) && n == 0)
+			close(fd);
 		if (n <= 0)
 			return 0;
-		ctl_message(d, ctlbuf, (size_t)n, take_fd(&msg));
+		ctl_message(d, ctlbuf, (size_t)n, fd);
 	}
 }
 

@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "ctl.h"
 
@@ -153,6 +154,7 @@ struct conn *conn_find(struct rtd *d, uint32_t id);
 void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t len);
 void conn_end(struct rtd *d, struct conn *c);
 void conn_reap(struct rtd *d);
+int take_fds(struct msghdr *msg, int *fds, int max);
 
 /* main.c */
 void ctl_send(struct rtd *d, const void *msg, size_t len);

@@ -1,0 +1,233 @@
+// rtd_attack_test.go: lanes-rtd, the data path process, attacked by a
+// granted unprivileged client (nobody, granted by the test's policy) and
+// through its control socket. Each test names the defect it guards
+// against and the fix.
+package rtlane
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/rtlane/wire"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// grantNobody is the policy of the attacks by a granted client.
+func grantNobody(c *Config) { c.Grants = Grants{UIDs: []uint32{testutil.Nobody}} }
+
+// openFDs counts a process's open descriptors.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// udpSocket is a fresh IPv4 UDP socket of the test, closed at its end.
+func udpSocket(t *testing.T) int {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// sendWithFD sends b with fd in SCM_RIGHTS.
+func (c *rawClient) sendWithFD(b []byte, fd int) error {
+	return unix.Sendmsg(c.fd, b, unix.UnixRights(fd), nil, unix.MSG_NOSIGNAL)
+}
+
+// sendEmptyWithFD sends a zero-length message with fd in SCM_RIGHTS (the
+// sendmsg(2) system call itself: unix.Sendmsg adds a byte to an empty one).
+func (c *rawClient) sendEmptyWithFD(fd int) error {
+	oob := unix.UnixRights(fd)
+	msg := unix.Msghdr{Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	_, _, errno := unix.Syscall(unix.SYS_SENDMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_NOSIGNAL)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// TestN1AttachTooBigClosesDescriptors: an ATTACH request longer than the
+// largest request, with one descriptor, was answered too-big and the
+// descriptor kept: 19,999 of them in a second, past the 8-sockets limit,
+// never shown in the counters. Fix: every received descriptor is closed on
+// every path but the one that attaches it (conn.c, conn_readable).
+func TestN1AttachTooBigClosesDescriptors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, grantNobody)
+	pid := b.lane.rtd.cmd.Process.Pid
+	c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Deadline: 1000}); err != nil {
+		t.Fatal(err) // the connection is lanes-rtd's from here
+	}
+	before := openFDs(t, pid)
+	big := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeAttach})
+	big = append(big, make([]byte, wire.MaxPayload+1)...) // 65,548 bytes
+	sock := udpSocket(t)
+	const n = 200
+	for i := range n {
+		if err := c.sendWithFD(big, sock); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		rep, err := c.read()
+		if err != nil || rep.Reason != wire.ReasonTooBig {
+			t.Fatalf("request %d: %+v %v", i, rep, err)
+		}
+	}
+	if grown := openFDs(t, pid) - before; grown > 0 {
+		t.Errorf("lanes-rtd holds %d more descriptors after %d too-big ATTACH requests", grown, n)
+	}
+}
+
+// TestN1bEmptyMessageClosesDescriptors: a zero-length message carrying
+// SCM_RIGHTS ended the connection (a read of 0 bytes) before its
+// descriptors were closed: one more held per connection. Fix: the
+// descriptors are closed before the end is looked at.
+func TestN1bEmptyMessageClosesDescriptors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, grantNobody)
+	pid := b.lane.rtd.cmd.Process.Pid
+	sock := udpSocket(t)
+	settle, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settle.stats(); err != nil {
+		t.Fatal(err)
+	}
+	before := openFDs(t, pid)
+	const n = 12 // below max_conns_per_uid: the ended ones are untracked asynchronously
+	for i := range n {
+		c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Deadline: 1000}); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if err := c.sendEmptyWithFD(sock); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if rep, err := c.read(); err == nil {
+			t.Fatalf("connection %d: a reply to an empty message: %+v", i, rep)
+		}
+	}
+	deadline := time.Now().Add(testutil.Patience(5 * time.Second))
+	grown := openFDs(t, pid) - before
+	for grown > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		grown = openFDs(t, pid) - before
+	}
+	if grown > 0 {
+		t.Errorf("lanes-rtd holds %d more descriptors after %d empty messages with a descriptor", grown, n)
+	}
+}
+
+// rawHelper is a lanes-rtd started by the test itself, the test being its
+// daemon: its control socket is the test's.
+type rawHelper struct {
+	cmd *exec.Cmd
+	ctl int
+}
+
+// startRawHelper starts lanes-rtd with the test's control socket and two
+// IPv4 senders, and configures it (flags: rtdEnabled, rtdAttachOK).
+func startRawHelper(t *testing.T, cfg rtdConfigMsg) *rawHelper {
+	testutil.RequireRoot(t)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := os.NewFile(uintptr(fds[1]), "ctl")
+	defer child.Close()
+	s4, s5 := os.NewFile(uintptr(udpSocket(t)), "tx"), os.NewFile(uintptr(udpSocket(t)), "tx class")
+	h := &rawHelper{cmd: exec.Command(testHelper), ctl: fds[0]}
+	h.cmd.ExtraFiles = []*os.File{child, s4, s5}
+	h.cmd.Stderr = os.Stderr
+	if err := h.cmd.Start(); err != nil {
+		unix.Close(h.ctl)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Close(h.ctl) // lanes-rtd ends when its control socket closes
+		done := make(chan struct{})
+		go func() { _ = h.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-done
+		}
+	})
+	tv := unix.NsecToTimeval(int64(10 * time.Second))
+	_ = unix.SetsockoptTimeval(h.ctl, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	cfg.H.Type = rtdConfig
+	h.send(t, &cfg, -1)
+	var b [8]byte
+	if n, err := unix.Read(h.ctl, b[:]); err != nil || n < 8 || binary.NativeEndian.Uint32(b[:]) != rtdReady {
+		t.Fatalf("lanes-rtd not ready: %d bytes, %v", n, err)
+	}
+	return h
+}
+
+func (h *rawHelper) send(t *testing.T, msg any, fd int) {
+	t.Helper()
+	p := &rtdProc{ctl: h.ctl}
+	if err := p.send(msg, fd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ping returns once lanes-rtd has handled everything sent before it.
+func (h *rawHelper) ping(t *testing.T) {
+	t.Helper()
+	h.send(t, &rtdHdr{Type: rtdCountersAsk, Conn: 77}, -1)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.Read(h.ctl, buf)
+		if err != nil {
+			t.Fatalf("lanes-rtd did not answer: %v", err)
+		}
+		if n >= 8 && binary.NativeEndian.Uint32(buf) == rtdCounters && binary.NativeEndian.Uint32(buf[4:]) == 77 {
+			return
+		}
+	}
+}
+
+// TestShortConnMessageClosesDescriptor: an RTD_CONN message shorter than
+// struct rtd_conn kept the descriptor it carried. Fix: a control message's
+// descriptor is closed unless it becomes a connection (main.c).
+func TestShortConnMessageClosesDescriptor(t *testing.T) {
+	h := startRawHelper(t, rtdConfigMsg{Flags: rtdEnabled, RateBps: 1e9, MaxQ: 100})
+	pid := h.cmd.Process.Pid
+	h.ping(t)
+	before := openFDs(t, pid)
+	sock := udpSocket(t)
+	for range 20 {
+		h.send(t, &rtdHdr{Type: rtdConn, Conn: 5}, sock)
+	}
+	h.ping(t)
+	if grown := openFDs(t, pid) - before; grown > 0 {
+		t.Errorf("lanes-rtd holds %d more descriptors after 20 short RTD_CONN messages", grown)
+	}
+}
