@@ -99,7 +99,7 @@ struct rtd_forward {
 
 /* One flow's counters (or the totals: uid and flow ~0). rejects is by
  * wire reason (docs/realtime.md). */
-#define RTD_REASONS 16
+#define RTD_REASONS 32
 struct rtd_flow {
 	uint32_t uid;
 	uint32_t flow;

@@ -190,6 +190,26 @@ static uint8_t refusal(struct rtd *d, struct conn *c, uint16_t sock, size_t plen
 	return R_NONE;
 }
 
+/* deadline_of reads a request's deadline (absolute, or µs after now with
+ * WIRE_FLAG_RELATIVE); -1 if it lies more than DEADLINE_HORIZON_NS from
+ * now either way. Within the horizon no sum of deadlines and transmit
+ * times in edf_core.h can wrap (tx is at most 65,549 bytes at 8 kbit/s,
+ * 66 s, times EDF_CAP): a deadline near INT64_MIN, or a relative one
+ * whose product wraps, would otherwise sort first and pass the test. */
+static int deadline_of(const unsigned char *req, int64_t now, int64_t *out)
+{
+	uint64_t v = get64(req + 16);
+
+	*out = (int64_t)v;
+	if (req[2] & WIRE_FLAG_RELATIVE) {
+		if (v > (uint64_t)DEADLINE_HORIZON_NS / 1000)
+			return -1;
+		*out = now + (int64_t)v * 1000;
+		return 0;
+	}
+	return *out < now - DEADLINE_HORIZON_NS || *out > now + DEADLINE_HORIZON_NS ? -1 : 0;
+}
+
 /* slack is M_1 at tnow: how much the whole queue may still slip. */
 static int64_t slack(const struct edf_queue *q, int64_t tnow)
 {
@@ -252,11 +272,10 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 		rep->flow = rep->seq = 0;
 		return;
 	}
-	deadline = (int64_t)get64(req + 16);
-	if (req[2] & WIRE_FLAG_RELATIVE) /* µs after receipt; wraps as Go's arithmetic (-fwrapv) */
-		deadline = now + deadline * 1000;
 	tx = bytes_ns(d, (int64_t)plen + d->cfg.overhead);
 	reason = refusal(d, c, sock, plen, &dst);
+	if (deadline_of(req, now, &deadline) < 0 && reason == R_NONE)
+		reason = R_BAD_DEADLINE;
 	if (reason == R_NONE && (d->q.n >= d->cfg.max_queue || !d->nfree))
 		reason = R_QUEUE_FULL;
 	tnow = t_now(d, now);

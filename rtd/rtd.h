@@ -36,8 +36,10 @@ enum {
 enum {
 	R_NONE = 0, R_DISPLACES = 1, R_OWN_DEADLINE = 2, R_MALFORMED = 4, R_QUEUE_FULL = 5,
 	R_BAD_DEST = 6, R_TOO_BIG = 7, R_LATE = 8, R_SEND_ERROR = 9, R_SHUTDOWN = 10,
-	R_DISABLED = 11, R_BAD_SOCKET = 13, R_TOO_MANY = 14, R_UNSUPPORTED = 15,
+	R_DISABLED = 11, R_BAD_SOCKET = 13, R_TOO_MANY = 14, R_UNSUPPORTED = 15, R_BAD_DEADLINE = 16,
+	R_OVER_SHARE = 17,
 };
+#define DEADLINE_HORIZON_NS 60000000000ll
 
 /* A destination: family 4 or 6 (0: none, the attached socket's peer). */
 struct dest {

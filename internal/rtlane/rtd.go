@@ -73,7 +73,7 @@ const (
 	rtdEnabled  = 0x1
 	rtdAttachOK = 0x2
 
-	rtdReasons = 16
+	rtdReasons = 32
 )
 
 type rtdHdr struct{ Type, Conn uint32 }

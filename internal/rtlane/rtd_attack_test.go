@@ -6,6 +6,7 @@ package rtlane
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -229,5 +230,54 @@ func TestShortConnMessageClosesDescriptor(t *testing.T) {
 	h.ping(t)
 	if grown := openFDs(t, pid) - before; grown > 0 {
 		t.Errorf("lanes-rtd holds %d more descriptors after 20 short RTD_CONN messages", grown)
+	}
+}
+
+// TestDDeadlineOverflowRefused: a deadline near INT64_MIN (absolute), or a
+// relative one whose product in ns wraps, was admitted at the head of the
+// queue and not reported late (edf_core.h's sums wrap under -fwrapv): a
+// client jumped every other client's queue. Fix: a deadline more than
+// wire.DeadlineHorizon from receipt, either way, is refused
+// deadline-out-of-range before the admission test (lane.c, deadline_of).
+func TestDDeadlineOverflowRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, grantNobody)
+	c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.MustParseAddrPort(b.rx.Addr.String())
+	now := uint64(Monotonic())
+	for i, tc := range []struct {
+		flags    uint8
+		deadline uint64
+	}{
+		{0, 1 << 63},                   // INT64_MIN
+		{0, 1<<63 + 1000},              // just above it
+		{0, 1<<64 - 1},                 // -1
+		{0, 1},                         // long past
+		{0, now + 2*wire.DeadlineHorizon},
+		{wire.FlagRelative, 1<<63 - 1}, // µs: the product wraps
+		{wire.FlagRelative, 1 << 54},   // µs * 1000 wraps to a negative
+		{wire.FlagRelative, 1<<64 - 1},
+		{wire.FlagRelative, wire.DeadlineHorizon/1000 + 1},
+	} {
+		rep, err := c.do(&wire.Request{Type: wire.TypeSend, Flags: tc.flags, Flow: 1, Seq: uint32(i + 1),
+			Deadline: tc.deadline, Dst: dst, Payload: []byte("jump")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Type != wire.TypeReject || rep.Reason != wire.ReasonBadDeadline {
+			t.Errorf("deadline %#x (flags %d): reply %#x %s, want refused deadline-out-of-range",
+				tc.deadline, tc.flags, rep.Type, wire.ReasonString(rep.Reason))
+		}
+	}
+	// Within the horizon still admitted.
+	rep, err := c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 1, Seq: 100,
+		Deadline: wire.DeadlineHorizon / 1000, Dst: dst, Payload: []byte("ok")})
+	if err != nil || rep.Type != wire.TypeAdmit {
+		t.Errorf("deadline at the horizon: %+v %v", rep, err)
 	}
 }
