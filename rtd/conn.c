@@ -89,13 +89,18 @@ void conn_add(struct rtd *d, int fd, uint32_t id, uint32_t uid)
 	c->uid = uid;
 	c->fd = fd;
 	c->refs = 1;
+	c->u = user_get(d, uid);
 	ev.data.ptr = c;
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (!c->u || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		if (c->u)
+			user_check(d, c->u);
 		close(fd);
 		free(c);
 		closed(d, id);
 		return;
 	}
+	c->u->conns++;
 	c->next = d->conns;
 	d->conns = c;
 	d->nconns++;
@@ -117,6 +122,8 @@ void conn_put(struct rtd *d, struct conn *c)
 
 	if (--c->refs > 0)
 		return;
+	c->u->conns--;
+	user_check(d, c->u);
 	for (pp = &d->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -133,9 +140,25 @@ void conn_reap(struct rtd *d)
 		struct conn *c = d->dead;
 
 		d->dead = c->next;
-		free(c->out);
+		if (c->out != c->outbuf)
+			free(c->out);
 		free(c);
 	}
+}
+
+/* unthrottle takes c off the throttled list. */
+static void unthrottle(struct rtd *d, struct conn *c)
+{
+	struct conn **pp;
+
+	if (!c->throttled)
+		return;
+	c->throttled = 0;
+	for (pp = &d->throttled; *pp; pp = &(*pp)->tnext)
+		if (*pp == c) {
+			*pp = c->tnext;
+			break;
+		}
 }
 
 /* conn_end closes an ended connection; its queued datagrams still leave
@@ -154,6 +177,8 @@ void conn_end(struct rtd *d, struct conn *c)
 	close(c->fd);
 	c->fd = -1;
 	d->nconns--;
+	unthrottle(d, c);
+	routes_disown(d, c);
 	for (i = 0; i < WIRE_MAX_SOCKS; i++)
 		if (c->socks[i]) {
 			appsock_put(d, c->socks[i]);
@@ -163,16 +188,16 @@ void conn_end(struct rtd *d, struct conn *c)
 	conn_put(d, c);
 }
 
-/* watch sets what the loop waits for on c: its requests (EPOLLIN), room
- * for a kept reply (EPOLLOUT), or nothing while the daemon answers a
- * forwarded request (epoll is level-triggered: a connection not read must
- * not be watched for input, or the loop would spin at real-time priority). */
-enum watch { WATCH_IN = EPOLLIN, WATCH_OUT = EPOLLOUT, WATCH_NONE = 0 };
-static void watch(struct rtd *d, struct conn *c, enum watch w)
+/* watch sets what the loop waits for on c: room for a kept reply
+ * (EPOLLOUT), nothing while the daemon answers a forwarded request or c is
+ * out of tokens (epoll is level-triggered: a connection not read must not
+ * be watched for input, or the loop would spin at real-time priority), or
+ * its requests (EPOLLIN). */
+static void watch(struct rtd *d, struct conn *c)
 {
-	struct epoll_event ev = {.events = w, .data.ptr = c};
+	struct epoll_event ev = {.events = c->out ? EPOLLOUT : c->paused || c->throttled ? 0 : EPOLLIN, .data.ptr = c};
 
-	if (epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+	if (c->fd >= 0 && epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		conn_end(d, c);
 }
 
@@ -189,12 +214,14 @@ static void write_reply(struct rtd *d, struct conn *c, const unsigned char *b, s
 		conn_end(d, c);
 		return;
 	}
-	c->out = malloc(len);
+	/* The lane's own replies wait in the connection (no allocation on a
+	 * request's path); the daemon's STATS replies, larger, are allocated. */
+	c->out = len <= sizeof(c->outbuf) ? c->outbuf : malloc(len);
 	if (!c->out)
 		die("malloc");
 	memcpy(c->out, b, len);
 	c->outlen = len;
-	watch(d, c, WATCH_OUT);
+	watch(d, c);
 }
 
 void conn_reply(struct rtd *d, struct conn *c, const struct reply *r)
@@ -222,7 +249,7 @@ void conn_notify(struct rtd *d, struct conn *c, const struct reply *r)
 void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t len)
 {
 	c->paused = 0;
-	watch(d, c, WATCH_IN);
+	watch(d, c);
 	if (c->fd < 0)
 		return;
 	write_reply(d, c, rep, len);
@@ -253,11 +280,18 @@ void conn_writable(struct rtd *d, struct conn *c)
 
 	if (c->fd < 0 || !b)
 		return;
+	unsigned char copy[WIRE_REPLY];
+
 	c->out = NULL;
-	watch(d, c, WATCH_IN);
+	watch(d, c);
+	if (b == c->outbuf) { /* write_reply may keep it there again */
+		memcpy(copy, b, len);
+		b = copy;
+	}
 	if (c->fd >= 0)
 		write_reply(d, c, b, len);
-	free(b);
+	if (b != copy)
+		free(b);
 	if (c->fd >= 0 && !c->out && !c->paused)
 		conn_readable(d, c);
 }
@@ -379,7 +413,7 @@ static void forward(struct rtd *d, struct conn *c, const unsigned char *req, siz
 	memcpy(m, &f, sizeof(f));
 	memcpy(m + sizeof(f), req, WIRE_REQ);
 	c->paused = 1;
-	watch(d, c, WATCH_NONE);
+	watch(d, c);
 	ctl_send(d, m, sizeof(m));
 }
 
@@ -421,6 +455,33 @@ static void handle(struct rtd *d, struct conn *c, size_t n, int flags, int *fds,
 	conn_reply(d, c, &rep);
 }
 
+/* throttle stops reading c until its wake time (pace.c). */
+static void throttle(struct rtd *d, struct conn *c)
+{
+	c->throttled = 1;
+	c->tnext = d->throttled;
+	d->throttled = c;
+	watch(d, c);
+}
+
+/* conn_wake reads again the throttled connections whose wake time has
+ * come. */
+void conn_wake(struct rtd *d, int64_t now)
+{
+	struct conn **pp = &d->throttled, *c;
+
+	while ((c = *pp))
+		if (c->wake <= now) {
+			*pp = c->tnext;
+			c->throttled = 0;
+			watch(d, c);
+			conn_readable(d, c);
+			pp = &d->throttled; /* conn_readable may have throttled it again */
+		} else {
+			pp = &c->tnext;
+		}
+}
+
 /* conn_readable reads requests until the socket would block, the
  * connection waits (a kept reply, a forwarded request) or ends. */
 void conn_readable(struct rtd *d, struct conn *c)
@@ -431,7 +492,7 @@ void conn_readable(struct rtd *d, struct conn *c)
 	} ctl;
 	int fds[2], nfds;
 
-	while (c->fd >= 0 && !c->paused && !c->out) {
+	while (c->fd >= 0 && !c->paused && !c->out && !c->throttled) {
 		struct iovec iov = {.iov_base = inbuf, .iov_len = sizeof(inbuf)};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
@@ -452,5 +513,7 @@ void conn_readable(struct rtd *d, struct conn *c)
 		}
 		handle(d, c, (size_t)n > sizeof(inbuf) ? sizeof(inbuf) : (size_t)n, msg.msg_flags, fds, nfds);
 		close_fds(fds, nfds);
+		if (c->fd >= 0 && !pace_charge(d, c, mono_now()))
+			throttle(d, c);
 	}
 }

@@ -25,6 +25,7 @@
 #include "rtd.h"
 
 static struct rtd rtd;
+uint64_t rtd_allocs;
 static char ctl_tag, timer_tag; /* epoll data of the two non-client descriptors */
 static unsigned char ctlbuf[sizeof(struct rtd_hdr) + WIRE_REPLY + 61440];
 
@@ -85,7 +86,12 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 	case RTD_CONFIG:
 		if (n < sizeof(d->cfg))
 			break;
-		memcpy(&d->cfg, b, sizeof(d->cfg));
+		{
+			struct rtd_config cfg;
+
+			memcpy(&cfg, b, sizeof(cfg));
+			lane_config(d, &cfg);
+		}
 		if (!d->ready) {
 			struct rtd_hdr r = {.type = RTD_READY};
 
@@ -110,7 +116,7 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 			struct rtd_route r;
 
 			memcpy(&r, b, sizeof(r));
-			lane_route(d, &r);
+			route_answer(d, &r);
 		}
 		return;
 	case RTD_COUNTERS_ASK:
@@ -203,6 +209,18 @@ static void setup(struct rtd *d)
 		fprintf(stderr, "lanes-rtd: mlockall: %s (continuing)\n", strerror(errno));
 }
 
+/* wait_ms is how long the loop may sleep: until the first throttled
+ * connection may be read again (rounded up to the ms), a few seconds
+ * while destinations may age out, else until an event. */
+static int wait_ms(struct rtd *d, int64_t now)
+{
+	int64_t w = pace_wake(d, now);
+
+	if (w)
+		return w <= now ? 0 : (int)((w - now + 999999) / 1000000);
+	return d->nroutes ? 5000 : -1;
+}
+
 int main(void)
 {
 	struct rtd *d = &rtd;
@@ -210,7 +228,7 @@ int main(void)
 
 	setup(d);
 	for (;;) {
-		int n = epoll_wait(d->ep, evs, 64, -1), i;
+		int n = epoll_wait(d->ep, evs, 64, wait_ms(d, mono_now())), i;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -234,6 +252,8 @@ int main(void)
 				conn_event(d, p, evs[i].events);
 			}
 		}
+		conn_wake(d, mono_now());
+		routes_prune(d, mono_now());
 		lane_release(d);
 		lane_trace_flush(d);
 		conn_reap(d);

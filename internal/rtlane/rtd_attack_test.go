@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -254,10 +255,10 @@ func TestDDeadlineOverflowRefused(t *testing.T) {
 		flags    uint8
 		deadline uint64
 	}{
-		{0, 1 << 63},                   // INT64_MIN
-		{0, 1<<63 + 1000},              // just above it
-		{0, 1<<64 - 1},                 // -1
-		{0, 1},                         // long past
+		{0, 1 << 63},      // INT64_MIN
+		{0, 1<<63 + 1000}, // just above it
+		{0, 1<<64 - 1},    // -1
+		{0, 1},            // long past
 		{0, now + 2*wire.DeadlineHorizon},
 		{wire.FlagRelative, 1<<63 - 1}, // µs: the product wraps
 		{wire.FlagRelative, 1 << 54},   // µs * 1000 wraps to a negative
@@ -279,5 +280,145 @@ func TestDDeadlineOverflowRefused(t *testing.T) {
 		Deadline: wire.DeadlineHorizon / 1000, Dst: dst, Payload: []byte("ok")})
 	if err != nil || rep.Type != wire.TypeAdmit {
 		t.Errorf("deadline at the horizon: %+v %v", rep, err)
+	}
+}
+
+// procStatus reads a field of a process's /proc status in kB.
+func procStatus(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	t.Fatalf("no %s in status", field)
+	return 0
+}
+
+// TestN2FloodKeepsRootsShare: one granted client queuing 65,000-byte
+// datagrams with far deadlines filled the one global max_queue (10,198 in
+// a second), lanes-rtd's locked memory grew from 4 to 639 MB and stayed,
+// and root's sends were refused queue-full. Fix: payloads live in a pool
+// allocated once from max_queue_bytes; a connection not root's holds at
+// most 1/8 of its slots and bytes, a uid 1/4, and root keeps 1/8 (lane.c,
+// over_share; pool.c).
+func TestN2FloodKeepsRootsShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, func(c *Config) {
+		grantNobody(c)
+		c.Rate = 100_000_000 // 5.2 ms per datagram: the flood stays queued
+		c.MaxQueue = 2000
+	})
+	pid := b.lane.rtd.cmd.Process.Pid
+	dst := netip.MustParseAddrPort(b.rx.Addr.String())
+	flood, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := dialAs(t, b.cfg.Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.stats(); err != nil {
+		t.Fatal(err)
+	}
+	rss0, lck0 := procStatus(t, pid, "VmRSS"), procStatus(t, pid, "VmLck")
+	payload := make([]byte, 65000)
+	admitted, refused := 0, map[string]int{}
+	for i := 0; i < 5000 && refused["over-share"]+refused["queue-full"] < 200; i++ {
+		rep, err := flood.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 1, Seq: uint32(i + 1),
+			Deadline: 50_000_000, Dst: dst, Payload: payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Type == wire.TypeAdmit {
+			admitted++
+		} else {
+			refused[wire.ReasonString(rep.Reason)]++
+		}
+	}
+	held := b.lane.Stats().Helper
+	rss1, lck1 := procStatus(t, pid, "VmRSS"), procStatus(t, pid, "VmLck")
+	rootOK := 0
+	for i := range 20 {
+		rep, err := root.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 9, Seq: uint32(i + 1),
+			Deadline: 1_000_000, Dst: dst, Payload: []byte("root")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Type == wire.TypeAdmit {
+			rootOK++
+		} else {
+			t.Logf("root's send %d: %s", i, wire.ReasonString(rep.Reason))
+		}
+	}
+	t.Logf("flood: %d admitted, refused %v; lanes-rtd VmRSS %d -> %d kB, VmLck %d -> %d kB; pool %+v; root %d/20 admitted",
+		admitted, refused, rss0, rss1, lck0, lck1, held, rootOK)
+	if rootOK != 20 {
+		t.Errorf("root's sends after the flood: %d of 20 admitted", rootOK)
+	}
+	if grown := rss1 - rss0; grown > 4<<10 {
+		t.Errorf("lanes-rtd's memory grew by %d kB under one client's flood", grown)
+	}
+	if held == nil {
+		t.Fatal("no lanes-rtd figures in the stats")
+	}
+	if inUse := held.PoolBytes - held.PoolFree; inUse > held.PoolBytes/8 {
+		t.Errorf("one connection holds %d bytes of the pool's %d, above its share (1/8)", inUse, held.PoolBytes)
+	}
+}
+
+// TestSendPathAllocatesNothing: lanes-rtd allocated every admitted
+// datagram's payload (and a counters entry, a destination entry, a kept
+// reply) on the request's path, at real-time priority. Fix: the pool,
+// fixed tables and per-connection reply room; lanes-rtd counts its
+// allocations (rtd.h, rtd_malloc) and none may happen per request after
+// start, whatever the flows, sizes, destinations and outcomes.
+func TestSendPathAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, grantNobody)
+	dst := netip.MustParseAddrPort(b.rx.Addr.String())
+	c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(flow, seq uint32, to netip.AddrPort, n int, dl uint64) {
+		if _, err := c.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: flow, Seq: seq,
+			Deadline: dl, Dst: to, Payload: make([]byte, n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(0, 1, dst, 100, 1000) // the connection is lanes-rtd's from here
+	before := b.lane.Stats().Helper
+	if before == nil {
+		t.Fatal("no lanes-rtd figures in the stats")
+	}
+	seq := uint32(1)
+	for i := range 600 {
+		seq++
+		to := dst
+		if i%3 == 1 { // unreachable: a send error and a DROPPED notice
+			to = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), 9)
+		}
+		dl := uint64(1000 + i%7*500)
+		if i%11 == 0 {
+			dl = 1 // refused: own deadline
+		}
+		send(uint32(i%90), seq, to, 1+i*97%60000, dl)
+	}
+	time.Sleep(100 * time.Millisecond) // the queue drains (1 Gbit/s)
+	after := b.lane.Stats().Helper
+	t.Logf("lanes-rtd allocations: %d before 600 requests, %d after (pool %d bytes)", before.Allocs, after.Allocs, after.PoolBytes)
+	if after.Allocs != before.Allocs {
+		t.Errorf("lanes-rtd allocated %d times on the requests' path", after.Allocs-before.Allocs)
 	}
 }
