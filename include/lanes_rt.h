@@ -79,7 +79,12 @@ enum {
 	LANES_RT_REASON_BAD_SOCKET = 13, /* not a UDP socket of the daemon's namespace, or no such number */
 	LANES_RT_REASON_TOO_MANY_SOCKETS = 14,
 	LANES_RT_REASON_UNSUPPORTED = 15, /* the kernel lacks per-datagram priorities (6.14+) */
+	LANES_RT_REASON_BAD_DEADLINE = 16, /* more than LANES_RT_HORIZON_NS from receipt */
+	LANES_RT_REASON_OVER_SHARE = 17, /* this connection or user holds its share of the queue */
 };
+
+/* A deadline more than this from the request's receipt, either way, is refused. */
+#define LANES_RT_HORIZON_NS 60000000000ll
 
 struct lanes_rt {
 	int fd;
@@ -111,6 +116,7 @@ static inline const char *lanes_rt_reason_str(uint8_t r)
 		"not-granted", "malformed", "queue-full", "bad-destination",
 		"too-big", "late-at-release", "send-error", "shutdown", "disabled",
 		"too-many-connections", "bad-socket", "too-many-sockets", "unsupported",
+		"deadline-out-of-range", "over-share",
 	};
 	return r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }
