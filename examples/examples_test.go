@@ -1,9 +1,11 @@
-// examples_test.go: the example applications end to end. rt-echo, built by
-// `make examples`, runs in namespace A beside a realtime lane (the lanes
+// examples_test.go: the example applications end to end. rt-echo, built
+// as an application would against a staged `make install-rt-dev` (the
+// flags of `pkg-config --cflags lanes-rt`, warnings as errors), runs in
+// namespace A beside a realtime lane (the lanes
 // tree shaped on A's veth); a UDP echo server runs in namespace B. The
 // server must see rt-echo's own port, every admitted request must get its
 // reply on rt-echo's socket, and the lane must close the socket when
-// rt-echo is gone. IPv4 and IPv6.
+// rt-echo is gone. IPv4 and IPv6; and refusals counted by reason.
 package examples_test
 
 import (
@@ -30,20 +32,39 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// build runs `make examples rtd` into a scratch folder and returns rt-echo
-// and lanes-rtd, the lane's data path as make installs it.
+// build stages the C client's install (`make install-rt-dev` into a
+// DESTDIR), builds rt-echo against it as an application would, with the
+// flags `pkg-config --cflags lanes-rt` gives and warnings as errors, and
+// builds lanes-rtd (`make rtd`); it returns rt-echo and lanes-rtd.
 func build(t *testing.T) (echo, rtd string) {
 	t.Helper()
-	for _, tool := range []string{"make", "cc"} {
+	for _, tool := range []string{"make", "cc", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s on PATH", tool)
 		}
 	}
 	out := t.TempDir()
-	if b, err := exec.Command("make", "-s", "-C", "..", "examples", "rtd", "OUT="+out).CombinedOutput(); err != nil {
-		t.Fatalf("make examples rtd: %v\n%s", err, b)
+	stage := filepath.Join(out, "stage")
+	if b, err := exec.Command("make", "-s", "-C", "..", "install-rt-dev", "rtd", "OUT="+out,
+		"DESTDIR="+stage, "PREFIX=/opt/lanes").CombinedOutput(); err != nil {
+		t.Fatalf("make install-rt-dev rtd: %v\n%s", err, b)
 	}
-	return filepath.Join(out, "rt-echo"), filepath.Join(out, rtlane.HelperName)
+	pc := exec.Command("pkg-config", "--cflags", "lanes-rt")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_LIBDIR="+filepath.Join(stage, "opt/lanes/share/pkgconfig"),
+		"PKG_CONFIG_PATH=", "PKG_CONFIG_SYSROOT_DIR="+stage)
+	cflags, err := pc.Output()
+	if err != nil {
+		t.Fatalf("pkg-config --cflags lanes-rt against the staged install: %v", err)
+	}
+	if want := "-I" + filepath.Join(stage, "opt/lanes/include"); !strings.Contains(string(cflags), want) {
+		t.Fatalf("pkg-config --cflags lanes-rt: %q, want %s", cflags, want)
+	}
+	echo = filepath.Join(out, "rt-echo")
+	args := append(append(append([]string{}, strictFlags...), strings.Fields(string(cflags))...), "-o", echo, "rt-echo/rt-echo.c")
+	if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil || len(b) > 0 {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return echo, filepath.Join(out, rtlane.HelperName)
 }
 
 // echoServer answers every datagram to its sender and records the senders.
@@ -133,17 +154,25 @@ func addV6(link string, a netip.Addr) error {
 }
 
 var (
-	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n$`)
+	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n((?:refused [a-z-]+ \d+\n)*)$`)
+	reasonLine = regexp.MustCompile(`refused ([a-z-]+) (\d+)\n`)
 	portLine   = regexp.MustCompile(`rt-echo: local port (\d+)`)
 )
 
-// runEcho runs rt-echo in A against srv and returns its counts and port.
-func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count int) (sent, admitted, refused, replies, port int) {
+// echoResult is what rt-echo printed.
+type echoResult struct {
+	sent, admitted, refused, replies, port int
+	reasons                                map[string]int // refusals by reason
+}
+
+// runEcho runs rt-echo in A against srv, each request with a deadline of
+// deadlineUS after its send call, and returns what it printed.
+func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count, deadlineUS int) echoResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(60*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", b.p.A.Name, bin,
-		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), "20000")
+		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), strconv.Itoa(deadlineUS))
 	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
 	var stderr, stdout safeBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -159,7 +188,16 @@ func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count int) (
 	}
 	t.Logf("rt-echo %v: %s", srv, stdout.String())
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	return atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1])
+	r := echoResult{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1]), map[string]int{}}
+	sum := 0
+	for _, rm := range reasonLine.FindAllStringSubmatch(m[5], -1) {
+		r.reasons[rm[1]] += atoi(rm[2])
+		sum += atoi(rm[2])
+	}
+	if sum != r.refused {
+		t.Errorf("rt-echo: %d refused, its reasons count %d (%v)", r.refused, sum, r.reasons)
+	}
+	return r
 }
 
 // safeBuffer is a bytes buffer for a command's output.
@@ -197,7 +235,8 @@ func TestRTEcho(t *testing.T) {
 	}{{"IPv4", netip.AddrFrom4([4]byte(b.p.AddrB)), netip.AddrFrom4([4]byte(b.p.AddrA))}, {"IPv6", b.v6B, b.v6A}} {
 		t.Run(fam.name, func(t *testing.T) {
 			srv := startEcho(t, b.p.B, fam.srv)
-			sent, admitted, refused, replies, port := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count)
+			r := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count, 20000)
+			sent, admitted, refused, replies, port := r.sent, r.admitted, r.refused, r.replies, r.port
 			if sent != count || admitted+refused != sent || admitted == 0 {
 				t.Fatalf("sent %d admitted %d refused %d, want %d sent, some admitted", sent, admitted, refused, count)
 			}
@@ -216,6 +255,15 @@ func TestRTEcho(t *testing.T) {
 			sentTotal += uint64(admitted)
 		})
 	}
+	t.Run("refusals", func(t *testing.T) {
+		// A deadline 1 µs after the send call: less than the datagram's
+		// own time on the wire, so each is refused, and rt-echo says why.
+		srv := startEcho(t, b.p.B, netip.AddrFrom4([4]byte(b.p.AddrB)))
+		r := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 1)
+		if r.sent != 20 || r.refused != 20 || r.reasons["own-deadline-unmeetable"] != 20 {
+			t.Errorf("sent %d refused %d by reason %v, want all 20 refused own-deadline-unmeetable", r.sent, r.refused, r.reasons)
+		}
+	})
 	st := b.lane.Stats()
 	if st.Totals.Sent != sentTotal {
 		t.Errorf("lane sent %d, rt-echo's admitted %d", st.Totals.Sent, sentTotal)
