@@ -1,6 +1,7 @@
 // rt.go: `lanes rt`, the realtime lane's command-line client:
 //   - `lanes rt send DST:PORT`: hand datagrams with deadlines to the daemon
-//     (a test client) and summarize its decisions and reply latency.
+//     (a test client) and summarize its decisions and reply latency; exit
+//     status 1 when none was admitted.
 //   - `lanes rt stats`: the daemon's per-flow realtime counters.
 package main
 
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,8 +43,18 @@ type rtSendSummary struct {
 	Dst        netip.AddrPort  `json:"dst"`
 }
 
+// rtSocketFlag is --socket, by default the environment's LANES_RT_SOCKET
+// (as for lanes_rt.h's applications) or the daemon's default socket.
+func rtSocketFlag(fs *pflag.FlagSet, e *env) *string {
+	def := e.getenv("LANES_RT_SOCKET")
+	if def == "" {
+		def = rtclient.DefaultSocket
+	}
+	return fs.String("socket", def, "the daemon's realtime socket (env LANES_RT_SOCKET)")
+}
+
 func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
-	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
+	sock := rtSocketFlag(fs, e)
 	flow := fs.Uint("flow", 1, "flow id")
 	deadline := fs.Duration("deadline", time.Millisecond, "deadline after the send call (transmission complete)")
 	count := fs.Int("count", 10, "datagrams to send")
@@ -72,11 +84,31 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(sum)
+			if err := enc.Encode(sum); err != nil {
+				return err
+			}
+		} else {
+			writeRTSend(e, sum)
 		}
-		writeRTSend(e, sum)
+		if sum.Admitted == 0 {
+			return fmt.Errorf("none of %d datagrams admitted (refused: %s)", sum.Sent, countsString(sum.Refused))
+		}
 		return nil
 	}
+}
+
+// countsString prints counts by name, sorted: "a 2, b 1".
+func countsString(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rtSend sends count datagrams of size bytes to dst, interval apart, each
@@ -136,7 +168,7 @@ func writeRTSend(e *env, sum *rtSendSummary) {
 }
 
 func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
-	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
+	sock := rtSocketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "JSON output")
 	return func(context.Context, []string) error {
 		c, err := rtclient.Dial(*sock)
