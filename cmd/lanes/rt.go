@@ -19,9 +19,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/config"
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
-	"github.com/lanes-net/lanes/internal/rtlane/wire"
+	"github.com/lanes-net/lanes/rt"
 )
 
 func init() {
@@ -48,7 +47,7 @@ type rtSendSummary struct {
 func rtSocketFlag(fs *pflag.FlagSet, e *env) *string {
 	def := e.getenv("LANES_RT_SOCKET")
 	if def == "" {
-		def = rtclient.DefaultSocket
+		def = rt.DefaultSocket
 	}
 	return fs.String("socket", def, "the daemon's realtime socket (env LANES_RT_SOCKET)")
 }
@@ -69,10 +68,10 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return usageErrorf("destination: %v", err)
 		}
-		if *count < 1 || *size < 0 || *size > wire.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
-			return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", wire.MaxPayload)
+		if *count < 1 || *size < 0 || *size > rt.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
+			return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", rt.MaxPayload)
 		}
-		c, err := rtclient.Dial(*sock)
+		c, err := rt.Dial(*sock)
 		if err != nil {
 			return err
 		}
@@ -114,22 +113,22 @@ func countsString(m map[string]int) string {
 // rtSend sends count datagrams of size bytes to dst, interval apart, each
 // with the deadline after its send call, and sums up the replies, the
 // drops noticed after admission and the reply latency.
-func rtSend(ctx context.Context, c *rtclient.Client, flow uint32, dst netip.AddrPort, deadline time.Duration, count int, interval time.Duration, size int) (*rtSendSummary, error) {
+func rtSend(ctx context.Context, c *rt.Client, flow uint32, dst netip.AddrPort, deadline time.Duration, count int, interval time.Duration, size int) (*rtSendSummary, error) {
 	sum := &rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(deadline), Dst: dst}
 	payload := make([]byte, size)
 	var lat []float64
 	for i := 0; i < count && ctx.Err() == nil; i++ {
-		t0 := rtclient.Monotonic()
+		t0 := rt.Monotonic()
 		res, err := c.Send(flow, dst, t0+int64(deadline), payload)
 		if err != nil {
 			return nil, err
 		}
-		lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
+		lat = append(lat, float64(rt.Monotonic()-t0)/1e3)
 		sum.Sent++
 		if res.Admitted {
 			sum.Admitted++
 		} else {
-			sum.Refused[res.ReasonString()]++
+			sum.Refused[res.Reason.String()]++
 		}
 		if i+1 < count {
 			time.Sleep(interval)
@@ -137,7 +136,7 @@ func rtSend(ctx context.Context, c *rtclient.Client, flow uint32, dst netip.Addr
 	}
 	time.Sleep(deadline) // let the last admitted ones be released or dropped
 	for _, n := range c.Notices(true) {
-		sum.Dropped[wire.ReasonString(n.Reason)]++
+		sum.Dropped[n.Reason.String()]++
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -171,7 +170,7 @@ func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := rtSocketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "JSON output")
 	return func(context.Context, []string) error {
-		c, err := rtclient.Dial(*sock)
+		c, err := rt.Dial(*sock)
 		if err != nil {
 			return err
 		}
