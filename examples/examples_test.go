@@ -67,6 +67,19 @@ func build(t *testing.T) (echo, rtd string) {
 	return echo, filepath.Join(out, rtlane.HelperName)
 }
 
+// buildRTD builds lanes-rtd (`make rtd`) into a scratch folder.
+func buildRTD(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	out := t.TempDir()
+	if b, err := exec.Command("make", "-s", "-C", "..", "rtd", "OUT="+out).CombinedOutput(); err != nil {
+		t.Fatalf("make rtd: %v\n%s", err, b)
+	}
+	return filepath.Join(out, rtlane.HelperName)
+}
+
 // echoServer answers every datagram to its sender and records the senders.
 type echoServer struct {
 	conn *net.UDPConn
@@ -127,6 +140,9 @@ func newBed(t *testing.T, rtd string) *bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // ungranted clients run as nobody
+		t.Fatal(err)
+	}
 	cfg := rtlane.DefaultConfig()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, filepath.Join(dir, "rt.sock"), 95_000_000
 	b.sock = cfg.Socket
@@ -156,7 +172,7 @@ func addV6(link string, a netip.Addr) error {
 var (
 	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n((?:refused [a-z-]+ \d+\n)*)$`)
 	reasonLine = regexp.MustCompile(`refused ([a-z-]+) (\d+)\n`)
-	portLine   = regexp.MustCompile(`rt-echo: local port (\d+)`)
+	portLine   = regexp.MustCompile(`rt[-_]echo: local port (\d+)`)
 )
 
 // echoResult is what rt-echo printed.
@@ -165,14 +181,17 @@ type echoResult struct {
 	reasons                                map[string]int // refusals by reason
 }
 
-// runEcho runs rt-echo in A against srv, each request with a deadline of
-// deadlineUS after its send call, and returns what it printed.
-func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count, deadlineUS int) echoResult {
+// runEcho runs app (rt-echo, or the same application in another language:
+// its command line before the arguments) in A against srv, each request
+// with a deadline of deadlineUS after its send call, and returns what it
+// printed.
+func (b *bed) runEcho(t *testing.T, app []string, srv netip.AddrPort, count, deadlineUS int) echoResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(60*time.Second))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", b.p.A.Name, bin,
+	args := append(append([]string{"netns", "exec", b.p.A.Name}, app...),
 		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), strconv.Itoa(deadlineUS))
+	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
 	var stderr, stdout safeBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -180,13 +199,13 @@ func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count, deadl
 		if strings.Contains(stderr.String(), "attach refused: unsupported") {
 			t.Skip("the kernel lacks per-datagram priorities (SO_PRIORITY control messages, Linux 6.14)")
 		}
-		t.Fatalf("rt-echo: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", app, err, stdout.String(), stderr.String())
 	}
 	m, pm := resultLine.FindStringSubmatch(stdout.String()), portLine.FindStringSubmatch(stderr.String())
 	if m == nil || pm == nil {
-		t.Fatalf("rt-echo's output:\nstdout: %q\nstderr: %q", stdout.String(), stderr.String())
+		t.Fatalf("%s's output:\nstdout: %q\nstderr: %q", app, stdout.String(), stderr.String())
 	}
-	t.Logf("rt-echo %v: %s", srv, stdout.String())
+	t.Logf("%s %v: %s", filepath.Base(app[len(app)-1]), srv, stdout.String())
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	r := echoResult{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1]), map[string]int{}}
 	sum := 0
@@ -195,7 +214,7 @@ func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count, deadl
 		sum += atoi(rm[2])
 	}
 	if sum != r.refused {
-		t.Errorf("rt-echo: %d refused, its reasons count %d (%v)", r.refused, sum, r.reasons)
+		t.Errorf("%s: %d refused, its reasons count %d (%v)", app, r.refused, sum, r.reasons)
 	}
 	return r
 }
@@ -227,7 +246,18 @@ func TestRTEcho(t *testing.T) {
 	if st := b.lane.Stats(); st.RateBps == 0 {
 		t.Fatal("lane without a rate")
 	}
+	b.checkEchoApp(t, []string{bin})
+}
+
+// checkEchoApp runs app (rt-echo or its like) over IPv4 and IPv6, then with
+// deadlines it cannot meet: every admitted request must leave from the
+// application's own socket and get its echo, the lane's and the realtime
+// class's counters must agree, every refusal must be counted by its reason,
+// and the lane must let go of the socket when app is gone.
+func (b *bed) checkEchoApp(t *testing.T, app []string) {
+	t.Helper()
 	const count = 200
+	sent0 := b.lane.Stats().Totals.Sent
 	var sentTotal uint64
 	for _, fam := range []struct {
 		name     string
@@ -235,7 +265,7 @@ func TestRTEcho(t *testing.T) {
 	}{{"IPv4", netip.AddrFrom4([4]byte(b.p.AddrB)), netip.AddrFrom4([4]byte(b.p.AddrA))}, {"IPv6", b.v6B, b.v6A}} {
 		t.Run(fam.name, func(t *testing.T) {
 			srv := startEcho(t, b.p.B, fam.srv)
-			r := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count, 20000)
+			r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count, 20000)
 			sent, admitted, refused, replies, port := r.sent, r.admitted, r.refused, r.replies, r.port
 			if sent != count || admitted+refused != sent || admitted == 0 {
 				t.Fatalf("sent %d admitted %d refused %d, want %d sent, some admitted", sent, admitted, refused, count)
@@ -249,36 +279,36 @@ func TestRTEcho(t *testing.T) {
 			got := srv.from[want]
 			srv.mu.Unlock()
 			if got != admitted {
-				t.Errorf("the server got %d requests from rt-echo's %v (all senders: %s), want %d", got, want, from, admitted)
+				t.Errorf("the server got %d requests from the application's %v (all senders: %s), want %d", got, want, from, admitted)
 			}
-			t.Logf("the server saw %s; rt-echo's socket %v", from, want)
+			t.Logf("the server saw %s; the application's socket %v", from, want)
 			sentTotal += uint64(admitted)
 		})
 	}
 	t.Run("refusals", func(t *testing.T) {
 		// A deadline 1 µs after the send call: less than the datagram's
-		// own time on the wire, so each is refused, and rt-echo says why.
+		// own time on the wire, so each is refused, and app says why.
 		srv := startEcho(t, b.p.B, netip.AddrFrom4([4]byte(b.p.AddrB)))
-		r := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 1)
+		r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 1)
 		if r.sent != 20 || r.refused != 20 || r.reasons["own-deadline-unmeetable"] != 20 {
 			t.Errorf("sent %d refused %d by reason %v, want all 20 refused own-deadline-unmeetable", r.sent, r.refused, r.reasons)
 		}
 	})
 	st := b.lane.Stats()
-	if st.Totals.Sent != sentTotal {
-		t.Errorf("lane sent %d, rt-echo's admitted %d", st.Totals.Sent, sentTotal)
+	if st.Totals.Sent-sent0 != sentTotal {
+		t.Errorf("lane sent %d, the application's admitted %d", st.Totals.Sent-sent0, sentTotal)
 	}
 	ds, err := b.dp.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt := ds.Lanes[lane.Realtime]; rt.Packets < sentTotal {
-		t.Errorf("realtime class carried %d packets, lane sent %d", rt.Packets, sentTotal)
+	if rt := ds.Lanes[lane.Realtime]; rt.Packets < st.Totals.Sent {
+		t.Errorf("realtime class carried %d packets, lane sent %d", rt.Packets, st.Totals.Sent)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for b.lane.Stats().AppSocks != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("rt-echo gone, the lane still holds %d of its sockets", b.lane.Stats().AppSocks)
+			t.Fatalf("the application gone, the lane still holds %d of its sockets", b.lane.Stats().AppSocks)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -8,8 +8,9 @@ case "${1:-test}" in
   cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
   generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
-  # clang, pkg-config: the C client's header is built with gcc and clang, against its pkg-config file.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang pkg-config) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
+  # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
+  # python3-venv: the Python client installed into a virtual environment.
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang pkg-config python3 python3-venv) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
