@@ -80,6 +80,20 @@ func buildRTD(t *testing.T) string {
 	return filepath.Join(out, rtlane.HelperName)
 }
 
+// TestRTEchoGo: examples/rt-echo-go, rt-echo in Go on package rt, as
+// TestRTEcho runs rt-echo.
+func TestRTEchoGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs traffic between namespaces")
+	}
+	testutil.RequireRoot(t)
+	bin := filepath.Join(t.TempDir(), "rt-echo-go")
+	if out, err := exec.Command("../scripts/go", "build", "-o", bin, "./rt-echo-go").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./rt-echo-go: %v\n%s", err, out)
+	}
+	newBed(t, buildRTD(t)).checkEchoApp(t, []string{bin})
+}
+
 // echoServer answers every datagram to its sender and records the senders.
 type echoServer struct {
 	conn *net.UDPConn
