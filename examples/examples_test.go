@@ -9,6 +9,7 @@
 package examples_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -59,12 +60,42 @@ func build(t *testing.T) (echo, rtd string) {
 	if want := "-I" + filepath.Join(stage, "opt/lanes/include"); !strings.Contains(string(cflags), want) {
 		t.Fatalf("pkg-config --cflags lanes-rt: %q, want %s", cflags, want)
 	}
-	echo = filepath.Join(out, "rt-echo")
+	echo = filepath.Join(publicDir(t), "rt-echo")
 	args := append(append(append([]string{}, strictFlags...), strings.Fields(string(cflags))...), "-o", echo, "rt-echo/rt-echo.c")
 	if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil || len(b) > 0 {
 		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
 	return echo, filepath.Join(out, rtlane.HelperName)
+}
+
+// publicDir is a scratch folder others may read and search: ungranted
+// clients run as nobody from there.
+func publicDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lanes-example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkNotGranted runs app as nobody, whom the lane does not grant: it
+// must exit 1 saying its attach was refused, not-granted.
+func (b *bed) checkNotGranted(t *testing.T, app []string) {
+	t.Helper()
+	args := append([]string{"netns", "exec", b.p.A.Name, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, app...)
+	cmd := exec.Command("ip", append(args, b.p.AddrB.String(), "9", "1", "20000")...)
+	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "attach refused: not-granted") {
+		t.Errorf("%s as nobody: %v, want exit 1 and attach refused: not-granted\n%s", app, err, out)
+	} else {
+		t.Logf("as nobody: %s", bytes.TrimSpace(out))
+	}
 }
 
 // buildRTD builds lanes-rtd (`make rtd`) into a scratch folder.
@@ -87,11 +118,13 @@ func TestRTEchoGo(t *testing.T) {
 		t.Skip("runs traffic between namespaces")
 	}
 	testutil.RequireRoot(t)
-	bin := filepath.Join(t.TempDir(), "rt-echo-go")
+	bin := filepath.Join(publicDir(t), "rt-echo-go")
 	if out, err := exec.Command("../scripts/go", "build", "-o", bin, "./rt-echo-go").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./rt-echo-go: %v\n%s", err, out)
 	}
-	newBed(t, buildRTD(t)).checkEchoApp(t, []string{bin})
+	b := newBed(t, buildRTD(t))
+	b.checkEchoApp(t, []string{bin})
+	b.checkNotGranted(t, []string{bin})
 }
 
 // echoServer answers every datagram to its sender and records the senders.
@@ -261,6 +294,7 @@ func TestRTEcho(t *testing.T) {
 		t.Fatal("lane without a rate")
 	}
 	b.checkEchoApp(t, []string{bin})
+	b.checkNotGranted(t, []string{bin})
 }
 
 // checkEchoApp runs app (rt-echo or its like) over IPv4 and IPv6, then with

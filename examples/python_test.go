@@ -7,7 +7,6 @@ package examples_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,14 +26,7 @@ func installPython(t *testing.T) (python, example string) {
 	if err != nil {
 		t.Skip("no python3 on PATH")
 	}
-	dir, err := os.MkdirTemp("", "lanes-python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := publicDir(t)
 	src := filepath.Join(dir, "src")
 	if out, err := exec.Command("cp", "-r", "../clients/python", src).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v\n%s", err, out)
@@ -72,13 +64,5 @@ func TestPythonClient(t *testing.T) {
 	b := newBed(t, buildRTD(t))
 	b.checkEchoApp(t, []string{python, example})
 
-	// nobody: the lane grants only root, so the attach is refused and the
-	// example says why.
-	cmd := exec.Command("ip", "netns", "exec", b.p.A.Name, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		python, example, b.p.AddrB.String(), "9", "1", "20000")
-	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "rt_echo: attach refused: not-granted") {
-		t.Errorf("rt_echo.py as nobody: %v, want exit 1 and attach refused: not-granted\n%s", err, out)
-	}
+	b.checkNotGranted(t, []string{python, example})
 }
