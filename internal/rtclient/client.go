@@ -70,8 +70,8 @@ const freshTickEvery = 4_000_000
 // sleeps deeply, and is woken again by the client's next return from one;
 // it then runs at normal priority on another CPU, often the one where the
 // daemon's reader is to be woken by the client's next request, which then
-// needs a reschedule IPI instead of finding an idle CPU (docs/realtime.md,
-// "Keeping the schedtick fresh"). A yield moves the tick; on a locked
+// needs a reschedule IPI instead of finding an idle CPU (measured in
+// docs/results/realtime.md). A yield moves the tick; on a locked
 // goroutine it is a hand-off through another thread, done here after the
 // reply, not before the request.
 func (c *Client) tickStale() bool {
