@@ -17,13 +17,16 @@ DESTDIR ?=
 BINDIR  := $(PREFIX)/bin
 LIBEXECDIR := $(PREFIX)/libexec
 SHAREDIR := $(PREFIX)/share
+INCLUDEDIR := $(PREFIX)/include
+# lanes-rt.pc: header only, so architecture-independent (share/pkgconfig).
+PKGCONFIGDIR := $(SHAREDIR)/pkgconfig
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
 # The Debian version: 0.0~git<commit date>.<commit>, sorting by date.
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install install-rt-dev deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
@@ -58,7 +61,7 @@ cross:
 
 # The C examples of include/ (examples/*/): built with the system compiler,
 # warnings as errors; make test builds them too.
-EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude
+EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -Iinclude
 examples: $(OUT)/rt-echo
 
 $(OUT)/rt-echo: examples/rt-echo/rt-echo.c include/lanes_rt.h
@@ -160,8 +163,8 @@ lint:
 
 # install: the binary, man pages and shell completions generated from the
 # command tree, the traces, the systemd unit, the default policy (kept if one
-# is there), README and licences.
-install: native
+# is there), README and licences; and install-rt-dev's files.
+install: native install-rt-dev
 	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
 	install -Dm755 $(OUT)/lanes-rtd $(DESTDIR)$(LIBEXECDIR)/lanes/lanes-rtd
 	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man/man1 >/dev/null
@@ -182,6 +185,14 @@ install: native
 		  chmod 644 $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml; }
 	install -Dm644 README.md $(DESTDIR)$(SHAREDIR)/doc/lanes/README.md
 	install -Dm644 LICENSE $(DESTDIR)$(SHAREDIR)/doc/lanes/LICENSE
+
+# install-rt-dev: what C applications build against, the realtime lane's
+# header and its pkg-config file (pkg-config --cflags lanes-rt).
+install-rt-dev:
+	install -Dm644 include/lanes_rt.h $(DESTDIR)$(INCLUDEDIR)/lanes_rt.h
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(DEBVERSION)|' dist/lanes-rt.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
 
 # deb: a Debian package built with dpkg-deb alone (no network, no debhelper):
 # $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile.

@@ -1,5 +1,6 @@
 // dist_test.go: `make deb` builds a package holding the binary, the hardened
-// unit, the policy as a conffile, man pages, completions and the traces; the
+// unit, the policy as a conffile, man pages, completions, the traces and the
+// realtime lane's C header with its pkg-config file; the
 // unpacked binary runs and checks the shipped policy; the unit passes
 // `systemd-analyze verify` and its exposure is at most 5.
 package dist
@@ -45,6 +46,7 @@ func TestDebianPackage(t *testing.T) {
 	}
 	checkPackageContents(t, debs[0], out)
 	root, unit := checkUnpacked(t, debs[0], out)
+	checkRTDev(t, root)
 	verifyUnit(t, out, root, unit)
 }
 
@@ -57,7 +59,8 @@ func checkPackageContents(t *testing.T, deb, out string) {
 		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
 		"./usr/share/bash-completion/completions/lanes", "./usr/share/zsh/vendor-completions/_lanes",
 		"./usr/share/fish/vendor_completions.d/lanes.fish", "./usr/share/lanes/traces/TMobile-UMTS-driving.up",
-		"./usr/share/lanes/traces/COPYING", "./usr/share/doc/lanes/copyright"} {
+		"./usr/share/lanes/traces/COPYING", "./usr/share/doc/lanes/copyright",
+		"./usr/include/lanes_rt.h", "./usr/share/pkgconfig/lanes-rt.pc"} {
 		if !strings.Contains(list, " "+want+"\n") {
 			t.Errorf("package lacks %s", want)
 		}
@@ -76,6 +79,25 @@ func checkPackageContents(t *testing.T, deb, out string) {
 	}
 	if f := run(t, "", nil, "dpkg-deb", "-f", deb, "Package", "Architecture"); !strings.Contains(f, "Package: lanes") {
 		t.Errorf("control: %s", f)
+	}
+}
+
+// checkRTDev: the unpacked lanes-rt.pc points C builds at the unpacked
+// lanes_rt.h (pkg-config run with the root as its sysroot).
+func checkRTDev(t *testing.T, root string) {
+	t.Helper()
+	if _, err := exec.LookPath("pkg-config"); err != nil {
+		t.Log("pkg-config not installed: lanes-rt.pc not read")
+		return
+	}
+	env := []string{"PKG_CONFIG_LIBDIR=" + filepath.Join(root, "usr/share/pkgconfig"), "PKG_CONFIG_PATH=",
+		"PKG_CONFIG_SYSROOT_DIR=" + root, "PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1"}
+	cflags := strings.TrimSpace(run(t, "", env, "pkg-config", "--cflags", "lanes-rt"))
+	if cflags != "-I"+filepath.Join(root, "usr/include") {
+		t.Errorf("pkg-config --cflags lanes-rt: %q, want -I%s", cflags, filepath.Join(root, "usr/include"))
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/include/lanes_rt.h")); err != nil {
+		t.Error(err)
 	}
 }
 

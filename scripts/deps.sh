@@ -11,7 +11,9 @@ case "${1:-test}" in
   generate) want+=(clang-19 llvm-19 bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
   # clang-19, llvm-19: internal/bpf/gencheck rebuilds the BPF objects and fails on drift.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
+  # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
+  # python3-venv: the Python client installed into a virtual environment.
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
