@@ -1,7 +1,7 @@
 // Package rtclient is the realtime lane's client for lanes' own realtime
 // threads (the lab's deadline clients): the public client (package rt)
 // plus one trick that belongs to a locked SCHED_FIFO goroutine, a yield
-// after a reply when the goroutine has not yielded for freshTickEvery.
+// after a reply when the goroutine has not yielded for schedtick.Every.
 // Applications use package rt.
 package rtclient
 
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/schedtick"
 	"github.com/lanes-net/lanes/rt"
 )
 
@@ -58,11 +59,8 @@ func (c *Client) yield(res rt.Result, err error) (rt.Result, error) {
 	return res, err
 }
 
-// freshTickEvery is the longest a client goes without a yield (ns).
-const freshTickEvery = 4_000_000
-
 // tickStale reports whether the calling goroutine should yield after a
-// reply, the last yield being freshTickEvery or more ago, and if so counts
+// reply, the last yield being schedtick.Every or more ago, and if so counts
 // the yield as done now. A realtime client is typically a locked goroutine
 // that only ever blocks in system calls (its sleep, Send), so its P's
 // schedtick never moves, and once it has not moved for 10 ms Go's sysmon
@@ -77,5 +75,5 @@ const freshTickEvery = 4_000_000
 func (c *Client) tickStale() bool {
 	now := rt.Monotonic()
 	last := c.ticked.Load()
-	return now-last >= freshTickEvery && c.ticked.CompareAndSwap(last, now)
+	return now-last >= int64(schedtick.Every) && c.ticked.CompareAndSwap(last, now)
 }

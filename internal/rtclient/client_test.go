@@ -11,10 +11,11 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
+	"github.com/lanes-net/lanes/internal/schedtick"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestTickStale: a send yields at most once per freshTickEvery.
+// TestTickStale: a send yields at most once per schedtick.Every.
 func TestTickStale(t *testing.T) {
 	var c Client
 	if !c.tickStale() {
@@ -23,9 +24,9 @@ func TestTickStale(t *testing.T) {
 	if c.tickStale() {
 		t.Fatal("a second send at once yields again")
 	}
-	c.ticked.Add(-freshTickEvery)
+	c.ticked.Add(-int64(schedtick.Every))
 	if !c.tickStale() {
-		t.Fatal("no yield freshTickEvery after the last")
+		t.Fatal("no yield schedtick.Every after the last")
 	}
 }
 
