@@ -188,11 +188,12 @@ install: native
 # deb: a Debian package built with dpkg-deb alone (no network, no debhelper):
 # $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile; Depends from
 # dpkg-shlibdeps; maintainer scripts as dh_installsystemd writes them
-# (dist/debian/); dist/dist_test.go runs lintian on it.
+# (dist/debian/); lanes --version and lanes status name the package's
+# version; dist/dist_test.go runs lintian on it.
 deb:
 	@./scripts/deps.sh deb
 	rm -rf $(OUT)/deb-root
-	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system VERSION=$(DEBVERSION)
 	strip --remove-section=.comment --remove-section=.note --strip-unneeded $(OUT)/deb-root/usr/libexec/lanes/lanes-rtd
 	install -Dm644 dist/debian/copyright $(OUT)/deb-root/usr/share/doc/lanes/copyright
 	rm $(OUT)/deb-root/usr/share/doc/lanes/LICENSE
