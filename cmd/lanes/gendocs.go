@@ -162,7 +162,7 @@ func writeManExamples(w io.Writer, examples []manExample) {
 }
 
 // writeManEnv lists the variables the command's flags name ("env NAME")
-// and those of envFor for it or an ancestor.
+// and those of envFor for it or an ancestor below the root.
 func writeManEnv(w io.Writer, c *cobra.Command) {
 	seen := map[string]bool{}
 	var names []string
@@ -178,6 +178,9 @@ func writeManEnv(w io.Writer, c *cobra.Command) {
 		}
 	})
 	for p := c; p != nil; p = p.Parent() {
+		if p != c && !p.HasParent() {
+			break // the root's list is lanes(1)'s alone
+		}
 		for _, n := range envFor[treePath(p)] {
 			add(n)
 		}

@@ -44,6 +44,7 @@ var manEnv = map[string]string{
 }
 
 var envFor = map[string][]string{
+	"":       {"LANES_SOCKET", "LANES_TRACES"},
 	"daemon": {"STATE_DIRECTORY", "NOTIFY_SOCKET", "JOURNAL_STREAM"},
 	"lab":    {"LANES_TRACES"},
 }
