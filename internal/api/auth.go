@@ -77,7 +77,7 @@ func Authorize(c Cred, r Request, o Owners, group string) error {
 			return nil
 		}
 		if r.Op == OpRegister && r.Lane != lane.Background {
-			return fmt.Errorf("%w: only root or group %q may put flows in %s (anyone may demote their own to background)", ErrPermission, group, r.Lane)
+			return fmt.Errorf("%w: only %s may put flows in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, group), r.Lane)
 		}
 		uids, err := o.FlowOwners(*r.Flow)
 		if err != nil {
@@ -94,7 +94,7 @@ func Authorize(c Cred, r Request, o Owners, group string) error {
 			return nil
 		}
 		if r.Lane != lane.Background {
-			return fmt.Errorf("%w: only root or group %q may put processes in %s", ErrPermission, group, r.Lane)
+			return fmt.Errorf("%w: only %s may put processes in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, group), r.Lane)
 		}
 		uid, err := o.ProcessOwner(r.PID)
 		if err != nil {
@@ -106,4 +106,16 @@ func Authorize(c Cred, r Request, o Owners, group string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown op %q", ErrPermission, r.Op)
+}
+
+// whoMay names who is privileged by the policy key that says so
+// (access.group), also when it is unset or names no group here.
+func whoMay(o Owners, group string) string {
+	if group == "" {
+		return "root (the policy's access.group is unset; its members would also be allowed)"
+	}
+	if _, ok := o.GroupID(group); !ok {
+		return fmt.Sprintf("root (the policy's access.group %q is no group on this machine)", group)
+	}
+	return fmt.Sprintf("root or members of the policy's access.group %q", group)
 }
