@@ -209,7 +209,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
-	if cg.mounted {
+	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
 	return d, release, nil
