@@ -144,6 +144,16 @@ func (p *Policy) ErrorAt(field, format string, args ...any) error {
 	return &Error{File: p.Source, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Has reports whether the policy text sets the field (a dotted path such
+// as "coop" or "rules[0].uid"), rather than leaving it at its default.
+func (p *Policy) Has(field string) bool {
+	if p.dec == nil {
+		return false
+	}
+	_, ok := p.dec.lines[field]
+	return ok
+}
+
 // Default returns the embedded default policy.
 func Default() *Policy {
 	p, err := Parse("(default)", defaultYAML)
