@@ -150,6 +150,29 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// A refusal for want of privilege names the policy key that grants it,
+// access.group, and says when it is unset or names no group.
+func TestPermissionNamesAccessGroup(t *testing.T) {
+	mine := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	o := owners{flows: map[Flow][]uint32{mine: {1000}}, procs: map[int]uint32{10: 1000}}
+	user := Cred{UID: 1000}
+	for _, tc := range []struct {
+		group string
+		want  string
+	}{
+		{"", "only root (the policy's access.group is unset; its members would also be allowed) may put"},
+		{"staff", `only root (the policy's access.group "staff" is no group on this machine) may put`},
+		{"lanes", `only root or members of the policy's access.group "lanes" may put`},
+	} {
+		for _, r := range []Request{{Op: OpRegister, Flow: &mine, Lane: lane.Interactive}, {Op: OpMovePID, PID: 10, Lane: lane.Interactive}} {
+			err := Authorize(user, r, o, Access{Group: tc.group})
+			if err == nil || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("group %q, %s: %v; want ...%s...", tc.group, r.Op, err, tc.want)
+			}
+		}
+	}
+}
+
 // handler records what the server asks of it.
 type handler struct {
 	mu    sync.Mutex

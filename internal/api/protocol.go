@@ -214,7 +214,19 @@ type Response struct {
 	// Component answers component: the component's own status document
 	// (e.g. internal/coop's Status for "coop").
 	Component json.RawMessage `json:"component,omitempty"`
+	// Off answers component for a component the policy leaves off: why
+	// ("no coop section in the policy"). It is no error.
+	Off string `json:"off,omitempty"`
 }
+
+// OffError is a component that the policy leaves off: not a failure, a
+// state to report as such (`lanes coop status` exits 0 with it).
+type OffError struct {
+	Name string // the component ("coop", "realtime")
+	Why  string // what in the policy leaves it off
+}
+
+func (e *OffError) Error() string { return e.Name + ": off (" + e.Why + ")" }
 
 // FlowInfo is one registered flow.
 type FlowInfo struct {

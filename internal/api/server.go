@@ -352,7 +352,10 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 			}
 		}
 	case OpComponent:
-		r.Component, err = s.h.Component(req.Name)
+		var off *OffError
+		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {
+			r.Off, err = off.Why, nil
+		}
 	}
 	if err != nil {
 		return &Response{Error: err.Error()}

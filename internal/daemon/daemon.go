@@ -30,6 +30,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -208,7 +209,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
-	if cg.mounted {
+	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
 	return d, release, nil
@@ -256,6 +257,11 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	}
 	if err := CheckCapacity(p); err != nil {
 		return nil, err
+	}
+	if opts.Log != nil {
+		for _, w := range config.Each(p.MissingExecutables()) {
+			opts.Log.Warn("policy: a rule's program is not installed", "warning", w)
+		}
 	}
 	return p, nil
 }
