@@ -116,6 +116,8 @@ type Request struct {
 	Cookies []uint64 `json:"cookies,omitempty"`
 	// Name is the component asked about (component op).
 	Name string `json:"name,omitempty"`
+	// KeepSched (move-pid): leave the process's CPU scheduling as it is.
+	KeepSched bool `json:"keep_sched,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -203,6 +205,19 @@ type Response struct {
 	// Component answers component: the component's own status document
 	// (e.g. internal/coop's Status for "coop").
 	Component json.RawMessage `json:"component,omitempty"`
+	// Moved answers move-pid: what the move changed.
+	Moved *Moved `json:"moved,omitempty"`
+}
+
+// Moved is what one move-pid changed: the process's cgroup, the open
+// sockets it holds (per protocol) and its CPU scheduling.
+type Moved struct {
+	Processes int `json:"processes"`
+	TCP       int `json:"tcp"` // open TCP sockets now in the lane
+	UDP       int `json:"udp"` // open UDP sockets (QUIC included)
+	// Sched says what happened to its CPU scheduling: "nice 19" (into
+	// background), "restored" (back to what it had), "kept".
+	Sched string `json:"sched,omitempty"`
 }
 
 // FlowInfo is one registered flow.

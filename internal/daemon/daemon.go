@@ -90,6 +90,10 @@ type Daemon struct {
 	regs map[api.Flow]*regLife
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
+	// moved: open sockets a process move set, by cookie (livemove.go)
+	moved map[uint64]lane.Lane
+	// sched: what moved processes' threads ran before background (schedmove.go)
+	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
 	// followKick wakes the follow loop (links.go); nil until it runs
@@ -267,7 +271,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, cgroups: &cgroupMount{},
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]lane.Lane{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
 		sweepKick: make(chan struct{}, 1)}
 }
 
@@ -421,12 +425,20 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 	return path, err
 }
 
-func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane) error {
-	if err := d.movePID(pid, l); err != nil {
-		return err
+func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
+	m, err := d.moveProcess(pid, l)
+	if err != nil {
+		return m, err
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID)
-	return nil
+	m.Sched = "kept"
+	if !keepSched {
+		if m.Sched, err = d.laneSched(pid, l); err != nil {
+			d.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
+			m.Sched += " (" + err.Error() + ")"
+		}
+	}
+	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched)
+	return m, nil
 }
 
 func (d *Daemon) Status() (*api.Status, error) {

@@ -97,6 +97,7 @@ type SockopsSkState struct {
 	BgCc       uint32
 	Paced      uint32
 	AppCc      [16]int8
+	OrigCc     [16]int8
 	Cookie     uint64
 }
 
