@@ -360,7 +360,11 @@ func schedSummary(m map[string]int) string {
 // cgroupPIDs lists the processes of a cgroup v2 directory.
 func cgroupPIDs(dir string) ([]int, error) {
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join("/sys/fs/cgroup", dir)
+		root := "/sys/fs/cgroup"
+		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+			root = "/sys/fs/cgroup/unified" // a hybrid system's cgroup v2
+		}
+		dir = filepath.Join(root, dir)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
