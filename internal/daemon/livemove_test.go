@@ -12,7 +12,8 @@
 //   - `lanes move --cgroup`: the same upload, by its cgroup;
 //   - the TCP upload moved into background mid-transfer: the longest gap
 //     in B's reads around the switch, against the flow's RTT (goal 2 RTT);
-//   - an exe: rule added by a reload: the running upload follows.
+//   - an exe: rule and a uid: rule added by a reload (SIGHUP): the running
+//     upload follows (time to its first byte in background printed).
 //
 // Old code: the open connection never left its lane (the class's count
 // stayed at 0), which fails here.
@@ -252,7 +253,7 @@ func TestMoveOpenConnections(t *testing.T) {
 		t.Skip("traffic test")
 	}
 	p, base := remotePath(t, uplinkBottleneck)
-	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
 	cb := newClassBytes(t, p)
 	bgCC := regexp.MustCompile(`lanes_\w+`).FindString(status(t, sock).Interfaces[0].BackgroundCC)
 	t.Run("tcp", func(t *testing.T) {
@@ -302,6 +303,39 @@ func TestMoveOpenConnections(t *testing.T) {
 		}
 		logMoves(t, "bulk TCP upload, lanes move --cgroup", lat)
 	})
+	for _, rule := range []string{"exe: " + lanesBin, "uid: 0"} {
+		t.Run(strings.Fields(rule)[0]+"rule", func(t *testing.T) {
+			b, _ := bulk(t, p.A, base)
+			time.Sleep(time.Second)
+			pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+			yaml := string(policy.DefaultYAMLWithout("rules")) + "\nrules:\n  - {name: mover, lane: background, " + rule + "}\n"
+			if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			before := cb.of(minorBackground)
+			t0 := time.Now()
+			if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			at, ok := cb.untilBytes(minorBackground, before, testutil.Patience(5*time.Second))
+			if !ok {
+				t.Fatalf("%s added by a reload: the running upload sent nothing in background within 5 s\n%s", rule, d.out)
+			}
+			t.Logf("%s added by a reload (SIGHUP): the running upload's first byte in background %v later", rule, at.Sub(t0).Round(time.Millisecond))
+			time.Sleep(300 * time.Millisecond)
+			if cc := ccOf(t, p, 8080); cc != bgCC {
+				t.Errorf("after the reload: the open connection runs %q, want %q", cc, bgCC)
+			}
+			_ = b.cmd.Process.Kill()
+			_ = b.cmd.Wait()
+			if err := os.WriteFile(pol, policy.DefaultYAML(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_ = d.cmd.Process.Signal(syscall.SIGHUP)
+			time.Sleep(500 * time.Millisecond)
+		})
+	}
 	t.Run("stall", func(t *testing.T) {
 		sink := newRecvSink(t, p.B, 8090)
 		b, _ := bulk(t, p.A, fmt.Sprintf("http://%s:8090", p.AddrB))
