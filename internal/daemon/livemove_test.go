@@ -329,6 +329,9 @@ func TestMoveOpenConnections(t *testing.T) {
 			}
 			_ = b.cmd.Process.Kill()
 			_ = b.cmd.Wait()
+			if strings.HasPrefix(rule, "exe") {
+				newProcessFollows(t, p, cb, sock, base)
+			}
 			if err := os.WriteFile(pol, policy.DefaultYAML(), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -355,6 +358,33 @@ func TestMoveOpenConnections(t *testing.T) {
 			testutil.TimingErrorf(t, "the switch stalled the flow %v, over 2 RTT (%v) beyond the %v gap before it", gap, 2*rtt, before)
 		}
 	})
+}
+
+// newProcessFollows: with an exe: rule in force, a new upload's first
+// packets are in background (the rule's lane), the exec seen by the task
+// engine before the process connects; the daemon in a network namespace
+// takes exec events from its BPF tracepoint programs (status names them).
+func newProcessFollows(t *testing.T, p *testutil.Path, cb *classBytes, sock, base string) {
+	t.Helper()
+	tasks := status(t, sock).Components["tasks"]
+	t.Logf("task engine: %s", tasks)
+	if !strings.HasPrefix(tasks, "bpf tracepoints") && !strings.HasPrefix(tasks, "netlink") {
+		t.Errorf("task engine in a network namespace: %q, want its events from BPF tracepoints", tasks)
+	}
+	time.Sleep(300 * time.Millisecond)
+	fg, bg := cb.of(minorInteractive), cb.of(minorBackground)
+	b, _ := bulk(t, p.A, base)
+	time.Sleep(time.Second)
+	_ = b.cmd.Process.Kill()
+	_ = b.cmd.Wait()
+	dfg, dbg := cb.of(minorInteractive)-fg, cb.of(minorBackground)-bg
+	t.Logf("exe: rule, a new upload's first second: %d bytes in background, %d in interactive", dbg, dfg)
+	if dbg == 0 {
+		t.Errorf("the new upload sent nothing in background")
+	}
+	if dfg > 3000 { // its SYN and an ACK or two, if the exec event came late
+		t.Errorf("the new upload sent %d bytes in interactive before the rule reached it", dfg)
+	}
 }
 
 // nestedOf is the name of the lane group pid lives in below dir ("" if
