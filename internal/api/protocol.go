@@ -282,6 +282,9 @@ type Status struct {
 	Interfaces []InterfaceStatus `json:"interfaces"`
 	Flows      []FlowInfo        `json:"flows"`
 	Components map[string]string `json:"components,omitempty"` // one line each for people, e.g. coop: "capping, N=3"
+	// RestartKeys: the running policy's keys that only a restart applies,
+	// with their values (a reload, and --check, refuse changing them).
+	RestartKeys map[string]string `json:"restart_keys,omitempty"`
 	// Capabilities: each optional datapath capability, "on" or "off: why"
 	// (sock_ops, cap_cc, background_cc, rledbat).
 	Capabilities map[string]string `json:"capabilities,omitempty"`

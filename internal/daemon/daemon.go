@@ -288,9 +288,15 @@ func (d *Daemon) Reload() bool {
 
 // reloadWith applies a validated policy: the new trees are built before
 // anything of the old policy is removed, and a failure keeps the old one.
+// A policy changing a key that only a restart applies is refused whole,
+// naming the key and its line (policy/reload.go).
 func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := policy.RestartChanges(policy.RestartValues(d.pol), pol); err != nil {
+		d.log.Error("policy reload refused, keeping the running policy", "err", err)
+		return false
+	}
 	err := d.applyLocked(d.desiredFor(pol), true)
 	var fail *egressOpenError
 	if errors.As(err, &fail) {
@@ -445,7 +451,8 @@ func (d *Daemon) Status() (*api.Status, error) {
 	flows, _ := d.Flows()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns}
+	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
+		RestartKeys: policy.RestartValues(d.pol)}
 	var hs datapath.HostStats
 	if d.host != nil {
 		var err error

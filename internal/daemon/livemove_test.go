@@ -339,6 +339,23 @@ func TestMoveOpenConnections(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		})
 	}
+	t.Run("restart key", func(t *testing.T) {
+		pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+		yaml := strings.Replace(string(policy.DefaultYAML()), "congestion_control: ledbat", "congestion_control: system", 1)
+		if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(pol, policy.DefaultYAML(), 0o644) })
+		out, err := exec.Command("nsenter", "--net="+p.A.Path(), lanesBin, "daemon", "--check", "--policy", pol, "--socket", sock).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "background.congestion_control: changed from ledbat to system") {
+			t.Errorf("lanes daemon --check against the running daemon: %v %s, want it refused naming the key", err, out)
+		}
+		_ = d.cmd.Process.Signal(syscall.SIGHUP)
+		waitFor(t, "the reload refused in the log", func() bool {
+			return strings.Contains(d.out.String(), "background.congestion_control: changed from ledbat to system")
+		})
+		t.Logf("lanes daemon --check: %s", strings.TrimSpace(string(out)))
+	})
 	t.Run("stall", func(t *testing.T) {
 		sink := newRecvSink(t, p.B, 8090)
 		b, _ := bulk(t, p.A, fmt.Sprintf("http://%s:8090", p.AddrB))

@@ -33,8 +33,8 @@ func changedKeys[K comparable](old, want map[K]entry) map[K]bool {
 func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint64]entry, want desired) {
 	uids := changedKeys(oldUIDs, want.UIDs)
 	cgs := changedKeys(oldCgroups, want.Cgroups)
-	if len(uids) == 0 && len(cgs) == 0 || d.env.openSockets == nil {
-		return
+	if len(uids) == 0 && len(cgs) == 0 || d.env.openSockets == nil || len(want.Cgroups) == 0 {
+		return // nothing changed, or the stop's empty state (no lane cgroups)
 	}
 	socks, err := d.env.openSockets()
 	if err != nil {

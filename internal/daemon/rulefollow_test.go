@@ -3,7 +3,9 @@
 package daemon
 
 import (
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -61,5 +63,26 @@ rules:
 		if s[c] != l {
 			t.Errorf("after the second reload: socket %d in %v, want %v", c, s[c], l)
 		}
+	}
+}
+
+// A reload changing a key that only a restart applies is refused whole:
+// the running policy stays (its rules too), the log names the key.
+func TestReloadRefusesRestartKey(t *testing.T) {
+	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
+	var log strings.Builder
+	f.d.log = slog.New(slog.NewTextHandler(&log, nil))
+	before := f.d.pol
+	if f.d.reloadWith(mustPolicy(t, "interfaces: [{name: eth0}]\nrules:\n  - {lane: background, uid: 1000}\nbackground:\n  congestion_control: system\n")) {
+		t.Fatal("a reload changing background.congestion_control was applied")
+	}
+	if f.d.pol != before {
+		t.Error("the running policy was replaced")
+	}
+	if _, ok := f.host.State().UIDs[1000]; ok {
+		t.Error("the refused policy's rule reached the datapath")
+	}
+	if !strings.Contains(log.String(), "test.yaml:5: background.congestion_control: changed from ledbat to system") {
+		t.Errorf("log does not name the key and its line:\n%s", log.String())
 	}
 }
