@@ -339,6 +339,29 @@ func TestMoveOpenConnections(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		})
 	}
+	t.Run("probe", func(t *testing.T) {
+		// the foreground's view: UDP echo probes beside a bulk upload moved
+		// into background, and beside the same upload started there
+		moved, _ := bulk(t, p.A, base)
+		time.Sleep(time.Second)
+		moveOnce(t, p, cb, sock, "background", fmt.Sprint(moved.cmd.Process.Pid))
+		time.Sleep(3 * time.Second)
+		pm := probe(t, p, 40)
+		_ = moved.cmd.Process.Kill()
+		_ = moved.cmd.Wait()
+		time.Sleep(time.Second)
+		started, _ := bulk(t, p.A, base, "nsenter", "--net="+p.A.Path(), lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+		time.Sleep(4 * time.Second)
+		ps := probe(t, p, 40)
+		_ = started.cmd.Process.Kill()
+		_ = started.cmd.Wait()
+		t.Logf("foreground probe p50/p95 beside a bulk upload moved into background %v/%v, started in background %v/%v (goal: p95 within 5 ms)",
+			durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond),
+			durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond))
+		if d := durPct(pm, .95) - durPct(ps, .95); d > 50*time.Millisecond {
+			testutil.TimingErrorf(t, "probe p95 beside the moved upload %v, %v above the one started in background", durPct(pm, .95), d)
+		}
+	})
 	t.Run("restart key", func(t *testing.T) {
 		pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
 		yaml := strings.Replace(string(policy.DefaultYAML()), "congestion_control: ledbat", "congestion_control: system", 1)
