@@ -10,11 +10,13 @@
 //     moved processes are read) matched against one sock_diag dump of the
 //     namespace's TCP and UDP sockets (cookie, inode, uid, cgroup);
 //   - set: lanes_cookie[cookie] = the lane. The classifier steers the next
-//     packet by it; sock_ops applies the rest at the socket's next RTT
-//     sample (an ACK): LEDBAT++ and TCP_NOTSENT_LOWAT into background, the
-//     socket's own congestion control (what its app asked for, else what it
-//     ran before) and the default TCP_NOTSENT_LOWAT out of it, the lane's
-//     cwnd cap, rLEDBAT's window released at the next segment;
+//     packet by it. The congestion control goes at once where an iter/tcp
+//     program may call bpf_setsockopt (5.14+, datapath live_cc): LEDBAT++
+//     and TCP_NOTSENT_LOWAT into background, the socket's own congestion
+//     control (what its app asked for, else what it ran before) and the
+//     default TCP_NOTSENT_LOWAT out of it; elsewhere, and for the rest (the
+//     lane's cwnd cap, rLEDBAT's window released at the next segment),
+//     sock_ops at the socket's next RTT sample (an ACK);
 //   - UDP out of background: its flows leave the background class's flow
 //     table, so that their arriving packets are no longer policed.
 //
@@ -134,6 +136,12 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) 
 	return tcp, udp, nil
 }
 
+// liveApplier applies moved TCP sockets' congestion control at once
+// (datapath livecc.go); false: their next ACK will.
+type liveApplier interface {
+	ApplyLive(moved map[uint64]lane.Lane) (bool, error)
+}
+
 // bgFlowForgetter is the host datapath's background flow table.
 type bgFlowForgetter interface {
 	ForgetBackgroundFlows(proto uint8, sport uint16) (int, error)
@@ -147,6 +155,14 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 	if d.host == nil {
 		return 0, 0
 	}
+	live := map[uint64]lane.Lane{}
+	defer func() {
+		if a, ok := d.host.(liveApplier); ok && len(live) > 0 {
+			if _, err := a.ApplyLive(live); err != nil {
+				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
+			}
+		}
+	}()
 	for _, s := range socks {
 		prev, _ := d.host.SocketLane(s.cookie)
 		if err := d.host.SetSocketLane(s.cookie, l); err != nil {
@@ -162,6 +178,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 			}
 		} else {
 			tcp++
+			live[s.cookie] = l
 		}
 	}
 	return tcp, udp

@@ -339,6 +339,27 @@ func TestMoveOpenConnections(t *testing.T) {
 			time.Sleep(500 * time.Millisecond)
 		})
 	}
+	t.Run("idle", func(t *testing.T) {
+		// a stopped sender's socket: no ACK comes to switch it
+		if c := status(t, sock).Capabilities["live_cc"]; c != "on" {
+			t.Skipf("live_cc %s: an idle socket switches at its next ACK", c)
+		}
+		b, _ := bulk(t, p.A, base)
+		time.Sleep(time.Second)
+		_ = b.cmd.Process.Signal(syscall.SIGSTOP)
+		defer func() { _ = b.cmd.Process.Signal(syscall.SIGCONT) }()
+		time.Sleep(2 * time.Second) // what it queued is sent and acked
+		for _, ln := range []string{"background", "interactive"} {
+			out, err := exec.Command("nsenter", "--net="+p.A.Path(), lanesBin, "move", "--socket", sock, "--lane", ln, fmt.Sprint(b.cmd.Process.Pid)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("lanes move: %v %s", err, out)
+			}
+			want := map[string]string{"background": bgCC, "interactive": "cubic"}[ln]
+			if cc := ccOf(t, p, 8080); cc != want {
+				t.Errorf("idle socket moved to %s: runs %q right after the command, want %q", ln, cc, want)
+			}
+		}
+	})
 	t.Run("probe", func(t *testing.T) {
 		// the foreground's view: UDP echo probes beside a bulk upload moved
 		// into background, and beside the same upload started there

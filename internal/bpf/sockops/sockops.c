@@ -831,3 +831,129 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
 	bump(OPS_BG_CC_KEPT);
 	return 1;
 }
+
+/* ---- live moves: the iterator ----------------------------------------
+ *
+ * lanes_live_cc (iter/tcp, run by the daemon right after it moved open
+ * sockets to another lane by cookie, lanes_live_pending): applies the new
+ * lane's congestion control and TCP_NOTSENT_LOWAT to each pending socket
+ * at once, with the socket locked by the iterator (bpf_setsockopt from
+ * iter/tcp: Linux 5.14+), instead of at its next RTT callback; an idle
+ * socket so switches too. Loaded apart from the sock_ops program (Load
+ * leaves it out), so a kernel without it loses only this.
+ */
+
+/* lanes_live_pending: cookie -> the lane it was just moved to; the
+ * iterator takes each entry it applied out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u32);
+} lanes_live_pending SEC(".maps");
+
+struct sock_common___iter {
+	int unused;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter_meta___live {
+	void *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__tcp {
+	struct bpf_iter_meta___live *meta;
+	struct sock_common___iter *sk_common;
+	__u32 uid;
+} __attribute__((preserve_access_index));
+
+/* live_enter_bg: LEDBAT++ and TCP_NOTSENT_LOWAT, as switch_bg_cc and
+ * set_lowat do at a callback. */
+static __always_inline void live_enter_bg(struct sock *sk, struct sk_state *st, __u64 cookie)
+{
+	char want[CC_NAME_LEN] = {};
+	int val;
+
+	if (CFG.notsent_lowat && !st->lowat_set) {
+		val = CFG.notsent_lowat;
+		if (bpf_setsockopt(sk, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0) {
+			st->lowat_set = 1;
+			bump(OPS_NOTSENT_LOWAT);
+		} else {
+			bump(OPS_SETSOCKOPT_ERR);
+		}
+	}
+	if (!CFG.bg_cc_name[0] || st->bg_cc)
+		return;
+	if (bpf_getsockopt(sk, SOL_TCP, TCP_CONGESTION, st->orig_cc, sizeof(st->orig_cc)))
+		st->orig_cc[0] = 0;
+	for (int i = 0; i < CC_NAME_LEN; i++)
+		want[i] = CFG.bg_cc_name[i];
+	if (bpf_setsockopt(sk, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0) {
+		st->bg_cc = 1;
+		st->cc_checked = 1;
+		st->cookie = cookie;
+		bump(OPS_BG_CC);
+	} else {
+		bump(OPS_CC_SWITCH_ERR);
+	}
+}
+
+/* live_leave_bg: what leave_background does at a callback. */
+static __always_inline void live_leave_bg(struct sock *sk, struct sk_state *st, __u64 cookie)
+{
+	char want[CC_NAME_LEN] = {};
+	int zero = 0;
+
+	if (!(st->bg_cc || st->lowat_set))
+		return;
+	if (st->bg_cc) {
+		if (st->app_cc[0])
+			__builtin_memcpy(want, st->app_cc, CC_NAME_LEN);
+		else
+			__builtin_memcpy(want, st->orig_cc, CC_NAME_LEN);
+		want[CC_NAME_LEN - 1] = 0;
+		st->bg_cc = 0;
+		if (want[0] && bpf_setsockopt(sk, SOL_TCP, TCP_CONGESTION, want, sizeof(want)))
+			bump(OPS_CC_SWITCH_ERR);
+		st->app_cc[0] = 0;
+		bpf_map_delete_elem(&lanes_app_cc, &cookie);
+	}
+	if (st->lowat_set) {
+		st->lowat_set = 0;
+		if (bpf_setsockopt(sk, SOL_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof(zero)))
+			bump(OPS_SETSOCKOPT_ERR);
+	}
+	st->cc_checked = 0;
+	bump(OPS_BG_LEFT);
+}
+
+SEC("iter/tcp")
+int lanes_live_cc(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common___iter *skc = ctx->sk_common;
+	struct sk_state *st;
+	struct sock *sk;
+	__u64 cookie;
+	__u32 *v, lane;
+
+	if (!skc)
+		return 0;
+	sk = (struct sock *)bpf_skc_to_tcp_sock(skc);
+	if (!sk)
+		return 0;
+	cookie = bpf_get_socket_cookie(sk);
+	v = bpf_map_lookup_elem(&lanes_live_pending, &cookie);
+	if (!v)
+		return 0;
+	lane = *v;
+	bpf_map_delete_elem(&lanes_live_pending, &cookie);
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
+				lane == LANE_BACKGROUND ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st)
+		return 0;
+	if (lane == LANE_BACKGROUND)
+		live_enter_bg(sk, st, cookie);
+	else
+		live_leave_bg(sk, st, cookie);
+	return 0;
+}
