@@ -47,6 +47,9 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			if err := daemon.CheckCapacity(p); err != nil {
 				return err
 			}
+			if err := checkAgainstRunning(*sock, p); err != nil {
+				return err
+			}
 			// an interface that is not here yet is waited for, not an error
 			// (a Wi-Fi policy checked before Wi-Fi is up, a package's check)
 			for _, err := range config.Each(errors.Join(daemon.CheckInterfaces(p), p.MissingExecutables())) {
@@ -70,4 +73,23 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
 			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate})
 	}
+}
+
+// checkAgainstRunning refuses a policy that changes a key the daemon
+// running on sock applies only at a restart (its reload would refuse it);
+// without a daemon there, nothing to compare.
+func checkAgainstRunning(sock string, p *policy.Policy) error {
+	c, err := api.Dial(sock)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	st, err := c.Status()
+	if err != nil || st.RestartKeys == nil {
+		return nil
+	}
+	if err := policy.RestartChanges(st.RestartKeys, p); err != nil {
+		return fmt.Errorf("the daemon on %s would refuse this policy at a reload:\n%w", sock, err)
+	}
+	return nil
 }

@@ -192,8 +192,8 @@ func (h *handler) Register(c Cred, f Flow, l lane.Lane) error {
 	h.flows = append(h.flows, FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID})
 	return nil
 }
-func (h *handler) Unregister(Cred, Flow) error        { return errors.New("no such flow") }
-func (h *handler) MovePID(Cred, int, lane.Lane) error { panic("bug") }
+func (h *handler) Unregister(Cred, Flow) error                       { return errors.New("no such flow") }
+func (h *handler) MovePID(Cred, int, lane.Lane, bool) (Moved, error) { panic("bug") }
 func (h *handler) LaneCgroup(l lane.Lane) (string, error) {
 	return "/sys/fs/cgroup/x/" + l.String(), nil
 }
