@@ -17,6 +17,9 @@ DESTDIR ?=
 BINDIR  := $(PREFIX)/bin
 LIBEXECDIR := $(PREFIX)/libexec
 SHAREDIR := $(PREFIX)/share
+INCLUDEDIR := $(PREFIX)/include
+# lanes-rt.pc: header only, so architecture-independent (share/pkgconfig).
+PKGCONFIGDIR := $(SHAREDIR)/pkgconfig
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
 # The Debian version: 0.0~git<commit date>.<commit>-<revision>, sorting by
@@ -26,7 +29,7 @@ DEBREVISION ?= 1
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)-$(DEBREVISION)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate test test-short demo lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install install-rt-dev deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
@@ -65,18 +68,26 @@ cross:
 
 # The C examples of include/ (examples/*/): built with the system compiler,
 # warnings as errors; make test builds them too.
-EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude
+EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -Iinclude
 examples: $(OUT)/rt-echo
 
 $(OUT)/rt-echo: examples/rt-echo/rt-echo.c include/lanes_rt.h
 	@mkdir -p $(OUT)
 	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/rt-echo/rt-echo.c
 
-# Rebuild the BPF objects from their C sources (needs clang); the results are
-# committed so that a plain `go build` needs no clang.
+# Rebuild the BPF objects from their C sources (needs the pinned clang); the
+# results are committed so that a plain `go build` needs no clang. The build
+# is hermetic (vendored headers, -nostdinc): the same bytes on any machine
+# with that clang. generate-check rebuilds into a scratch folder and fails if
+# a committed object differs from its sources' build (make test runs it too).
 generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
+	@$(MAKE) --no-print-directory generate-check
+
+generate-check:
+	./scripts/deps.sh generate
+	$(GO) test -count=1 -run '^(TestObjectsMatchSources|TestGenerateLinesHermetic)$$' ./internal/bpf/gencheck/
 
 # test: the C examples; go vet and staticcheck; every test; the unit tests
 # again under the race detector (-short: the traffic tests are skipped
@@ -158,10 +169,11 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 
 # install: the binary, man pages (the command tree's and lanes-policy(5),
-# from docs/policy.md) and shell completions generated from the
-# command tree, the traces, the example policies, the systemd unit, the default policy (kept if one
-# is there), README and licences.
-install: native
+# from docs/policy.md) and shell completions generated from the command
+# tree, the traces, the example policies, the systemd unit, the default
+# policy (kept if one is there), README and licences; and install-rt-dev's
+# files.
+install: native install-rt-dev
 	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
 	install -Dm755 $(OUT)/lanes-rtd $(DESTDIR)$(LIBEXECDIR)/lanes/lanes-rtd
 	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man --policy-doc docs/policy.md >/dev/null
@@ -184,6 +196,14 @@ install: native
 	install -d $(DESTDIR)$(SHAREDIR)/doc/lanes/examples
 	install -m644 examples/policies/*.yaml $(DESTDIR)$(SHAREDIR)/doc/lanes/examples/
 	install -Dm644 LICENSE $(DESTDIR)$(SHAREDIR)/doc/lanes/LICENSE
+
+# install-rt-dev: what C applications build against, the realtime lane's
+# header and its pkg-config file (pkg-config --cflags lanes-rt).
+install-rt-dev:
+	install -Dm644 include/lanes_rt.h $(DESTDIR)$(INCLUDEDIR)/lanes_rt.h
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(DEBVERSION)|' dist/lanes-rt.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
 
 # deb: a Debian package built with dpkg-deb alone (no network, no debhelper):
 # $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile; Depends from

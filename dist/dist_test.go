@@ -1,6 +1,7 @@
 // dist_test.go: `make deb` builds a package holding the binary, the hardened
 // unit, the policy as a conffile, man pages (lanes-policy(5) too),
-// completions, the traces and the example policies, with Depends computed,
+// completions, the traces, the example policies and the realtime lane's
+// C header with its pkg-config file, with Depends computed,
 // a Debian changelog, a DEP-5 copyright file and md5sums; lintian finds no
 // error or warning that dist/debian/lintian-overrides does not justify; the
 // unpacked binary runs and checks the shipped and example policies; the
@@ -50,6 +51,7 @@ func TestDebianPackage(t *testing.T) {
 	checkControl(t, debs[0], out)
 	t.Run("lintian", func(t *testing.T) { checkLintian(t, debs[0]) })
 	root, unit := checkUnpacked(t, debs[0], out)
+	checkRTDev(t, root)
 	verifyUnit(t, out, root, unit)
 }
 
@@ -132,6 +134,25 @@ func checkPackageContents(t *testing.T, deb, out string) {
 	}
 	if f := run(t, "", nil, "dpkg-deb", "-f", deb, "Package", "Architecture"); !strings.Contains(f, "Package: lanes") {
 		t.Errorf("control: %s", f)
+	}
+}
+
+// checkRTDev: the unpacked lanes-rt.pc points C builds at the unpacked
+// lanes_rt.h (pkg-config run with the root as its sysroot).
+func checkRTDev(t *testing.T, root string) {
+	t.Helper()
+	if _, err := exec.LookPath("pkg-config"); err != nil {
+		t.Log("pkg-config not installed: lanes-rt.pc not read")
+		return
+	}
+	env := []string{"PKG_CONFIG_LIBDIR=" + filepath.Join(root, "usr/share/pkgconfig"), "PKG_CONFIG_PATH=",
+		"PKG_CONFIG_SYSROOT_DIR=" + root, "PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1"}
+	cflags := strings.TrimSpace(run(t, "", env, "pkg-config", "--cflags", "lanes-rt"))
+	if cflags != "-I"+filepath.Join(root, "usr/include") {
+		t.Errorf("pkg-config --cflags lanes-rt: %q, want -I%s", cflags, filepath.Join(root, "usr/include"))
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/include/lanes_rt.h")); err != nil {
+		t.Error(err)
 	}
 }
 

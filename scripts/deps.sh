@@ -7,11 +7,16 @@ want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
   build) want+=(gcc libc6-dev) ;; # lanes-rtd (rtd/, C)
   cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
-  generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
+  # generate: the pinned clang (internal/bpf/gencheck.PinnedClang) and its
+  # llvm-strip; the headers are vendored (internal/bpf/include/update.sh).
+  generate) want+=(clang-19 llvm-19 bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
+  # clang-19, llvm-19: internal/bpf/gencheck rebuilds the BPF objects and fails on drift.
+  # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
+  # python3-venv: the Python client installed into a virtual environment.
   # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; dpkg-dev, file, binutils: make deb
   # (dist/dist_test.go), lintian: its check of the package.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 dpkg-dev file binutils lintian) ;;
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv dpkg-dev file binutils lintian) ;;
   deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).

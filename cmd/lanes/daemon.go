@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/policy"
 )
@@ -47,7 +49,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			}
 			// an interface that is not here yet is waited for, not an error
 			// (a Wi-Fi policy checked before Wi-Fi is up, a package's check)
-			if err := daemon.CheckInterfaces(p); err != nil {
+			for _, err := range config.Each(errors.Join(daemon.CheckInterfaces(p), p.MissingExecutables())) {
 				fmt.Fprintf(e.stderr, "warning: %v\n", err)
 			}
 			e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))

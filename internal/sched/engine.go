@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"golang.org/x/sys/unix"
 )
 
@@ -309,7 +310,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		e.promoted++
 	}
 	if sinceNS > 0 {
-		a.Reaction = time.Duration(monoNow() - sinceNS)
+		a.Reaction = time.Duration(monoclock.Now() - sinceNS)
 		if err == nil && len(e.reactions) < 100000 {
 			e.reactions = append(e.reactions, a.Reaction)
 		}
@@ -531,12 +532,6 @@ func (e *Engine) Close() error {
 		errs = append(errs, e.conn.Close())
 	}
 	return errors.Join(errs...)
-}
-
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
 
 // startTimeMono converts a process's start time (/proc/PID/stat field 22,
