@@ -1,6 +1,6 @@
-// client_test.go: the yield's rate, and the C header's example against a
-// real lane in a fresh network namespace (loopback receiver). The client
-// itself is tested in package rt.
+// client_test.go: the C header's example against a real lane in a fresh
+// network namespace (loopback receiver). The client itself is tested in
+// package rt, the yield in schedtick.
 package rtclient
 
 import (
@@ -13,21 +13,6 @@ import (
 	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
-
-// TestTickStale: a send yields at most once per freshTickEvery.
-func TestTickStale(t *testing.T) {
-	var c Client
-	if !c.tickStale() {
-		t.Fatal("the first send does not yield")
-	}
-	if c.tickStale() {
-		t.Fatal("a second send at once yields again")
-	}
-	c.ticked.Add(-freshTickEvery)
-	if !c.tickStale() {
-		t.Fatal("no yield freshTickEvery after the last")
-	}
-}
 
 // TestCExample compiles include/lanes_rt.h's example with the C compiler
 // found on PATH and runs it against the lane.
