@@ -88,7 +88,8 @@ func TestClientAttach(t *testing.T) {
 // TestReasonNames: the reasons are named as lanes_rt.h names them.
 func TestReasonNames(t *testing.T) {
 	for r, want := range map[rt.Reason]string{rt.ReasonNone: "none", rt.ReasonNotGranted: "not-granted",
-		rt.ReasonDisplaces: "would-make-others-late", rt.ReasonUnsupported: "unsupported", 200: "reason-200"} {
+		rt.ReasonDisplaces: "would-make-others-late", rt.ReasonUnsupported: "unsupported",
+		rt.ReasonBadDeadline: "deadline-out-of-range", rt.ReasonOverShare: "over-share", 200: "reason-200"} {
 		if r.String() != want {
 			t.Errorf("reason %d: %q, want %q", uint8(r), r.String(), want)
 		}
