@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 // TestN8ReloadKeepsRealtime: SIGHUP with an unchanged policy closed every
@@ -36,7 +36,7 @@ func TestN8ReloadKeepsRealtime(t *testing.T) {
 	var rx *net.UDPConn
 	p.B.Do(t, func() (err error) { rx, err = net.ListenUDP("udp", &net.UDPAddr{Port: 9000}); return err })
 	t.Cleanup(func() { rx.Close() })
-	c, err := rtclient.Dial(rtSock)
+	c, err := rt.Dial(rtSock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +52,12 @@ func TestN8ReloadKeepsRealtime(t *testing.T) {
 		t.Fatalf("attach: %v", err)
 	}
 	send := func(what string) error {
-		res, err := c.SendOn(s, 1, netip.AddrPort{}, rtclient.Monotonic()+int64(time.Second), []byte(what))
+		res, err := c.SendOn(s, 1, netip.AddrPort{}, rt.Monotonic()+int64(time.Second), []byte(what))
 		if err != nil {
 			return err
 		}
 		if !res.Admitted {
-			return fmt.Errorf("refused: %s", res.ReasonString())
+			return fmt.Errorf("refused: %s", res.Reason.String())
 		}
 		rx.SetReadDeadline(time.Now().Add(testutil.Patience(2 * time.Second)))
 		buf := make([]byte, 100)

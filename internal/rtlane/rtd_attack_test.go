@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -250,7 +251,7 @@ func TestDDeadlineOverflowRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := netip.MustParseAddrPort(b.rx.Addr.String())
-	now := uint64(Monotonic())
+	now := uint64(monoclock.Now())
 	for i, tc := range []struct {
 		flags    uint8
 		deadline uint64
