@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/monoclock"
+	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/testutil"
-	"github.com/lanes-net/lanes/rt"
 )
 
 // TestN8ReloadKeepsRealtime: SIGHUP with an unchanged policy closed every
@@ -36,7 +37,7 @@ func TestN8ReloadKeepsRealtime(t *testing.T) {
 	var rx *net.UDPConn
 	p.B.Do(t, func() (err error) { rx, err = net.ListenUDP("udp", &net.UDPAddr{Port: 9000}); return err })
 	t.Cleanup(func() { rx.Close() })
-	c, err := rt.Dial(rtSock)
+	c, err := rtclient.Dial(rtSock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +53,12 @@ func TestN8ReloadKeepsRealtime(t *testing.T) {
 		t.Fatalf("attach: %v", err)
 	}
 	send := func(what string) error {
-		res, err := c.SendOn(s, 1, netip.AddrPort{}, rt.Monotonic()+int64(time.Second), []byte(what))
+		res, err := c.SendOn(s, 1, netip.AddrPort{}, monoclock.Now()+int64(time.Second), []byte(what))
 		if err != nil {
 			return err
 		}
 		if !res.Admitted {
-			return fmt.Errorf("refused: %s", res.Reason.String())
+			return fmt.Errorf("refused: %s", res.Reason)
 		}
 		rx.SetReadDeadline(time.Now().Add(testutil.Patience(2 * time.Second)))
 		buf := make([]byte, 100)

@@ -1,12 +1,13 @@
 // Package rtclient is the realtime lane's client for lanes' own realtime
 // threads (the lab's deadline clients): the public client (package rt)
 // plus one trick that belongs to a locked SCHED_FIFO goroutine, a yield
-// after a reply when it has not yielded for schedtick.Every. Applications
-// use package rt.
+// after a reply when the goroutine has not yielded for schedtick.Every.
+// Applications use package rt.
 package rtclient
 
 import (
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +16,10 @@ import (
 )
 
 // Client is an rt.Client whose datagram sends keep the caller's
-// schedtick fresh.
+// schedtick fresh (tickStale).
 type Client struct {
 	*rt.Client
-	ticked atomic.Int64 // the last yield (CLOCK_MONOTONIC ns)
+	ticked atomic.Int64 // the last yield (rt.Monotonic ns)
 }
 
 // Dial connects to the daemon's realtime socket.
@@ -50,11 +51,29 @@ func (c *Client) SendRelative(flow uint32, dst netip.AddrPort, us uint64, payloa
 	return c.yield(c.Client.SendRelative(flow, dst, us, payload))
 }
 
-// yield passes a send's result through, after a yield if the last was
-// schedtick.Every or more ago (schedtick: a locked goroutine that only
-// blocks in system calls would otherwise have its P taken by sysmon at
-// every one of them). Done after the reply, not before the request.
+// yield passes a send's result through, yielding first if tickStale.
 func (c *Client) yield(res rt.Result, err error) (rt.Result, error) {
-	c.ticked.Store(schedtick.Fresh(c.ticked.Load()))
+	if c.tickStale() {
+		runtime.Gosched() // after the reply, off the path
+	}
 	return res, err
+}
+
+// tickStale reports whether the calling goroutine should yield after a
+// reply, the last yield being schedtick.Every or more ago, and if so counts
+// the yield as done now. A realtime client is typically a locked goroutine
+// that only ever blocks in system calls (its sleep, Send), so its P's
+// schedtick never moves, and once it has not moved for 10 ms Go's sysmon
+// takes the P at each pass that finds the goroutine in a system call,
+// sleeps deeply, and is woken again by the client's next return from one;
+// it then runs at normal priority on another CPU, often the one where the
+// daemon's reader is to be woken by the client's next request, which then
+// needs a reschedule IPI instead of finding an idle CPU (measured in
+// docs/results/realtime.md). A yield moves the tick; on a locked
+// goroutine it is a hand-off through another thread, done here after the
+// reply, not before the request.
+func (c *Client) tickStale() bool {
+	now := rt.Monotonic()
+	last := c.ticked.Load()
+	return now-last >= int64(schedtick.Every) && c.ticked.CompareAndSwap(last, now)
 }

@@ -1,6 +1,6 @@
-// client_test.go: the C header's example against a real lane in a fresh
-// network namespace (loopback receiver). The client itself is tested in
-// package rt, the yield in schedtick.
+// client_test.go: the yield's rate, and the C header's example against a
+// real lane in a fresh network namespace (loopback receiver). The client
+// itself is tested in package rt.
 package rtclient
 
 import (
@@ -11,8 +11,24 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
+	"github.com/lanes-net/lanes/internal/schedtick"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
+
+// TestTickStale: a send yields at most once per schedtick.Every.
+func TestTickStale(t *testing.T) {
+	var c Client
+	if !c.tickStale() {
+		t.Fatal("the first send does not yield")
+	}
+	if c.tickStale() {
+		t.Fatal("a second send at once yields again")
+	}
+	c.ticked.Add(-int64(schedtick.Every))
+	if !c.tickStale() {
+		t.Fatal("no yield schedtick.Every after the last")
+	}
+}
 
 // TestCExample compiles include/lanes_rt.h's example with the C compiler
 // found on PATH and runs it against the lane.
