@@ -152,7 +152,7 @@ type Lane struct {
 	netns    uint64
 
 	done    chan struct{}
-	closeMu sync.Once
+	closeOnce sync.Once
 	started atomic.Bool
 	runDone chan struct{}
 
@@ -462,7 +462,7 @@ func (l *Lane) isClosed() bool {
 // Close stops Run (if running) and lanes-rtd, and releases the sockets.
 func (l *Lane) Close() error {
 	var err error
-	l.closeMu.Do(func() {
+	l.closeOnce.Do(func() {
 		close(l.done)
 		if l.started.Load() {
 			<-l.runDone
