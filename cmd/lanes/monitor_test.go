@@ -35,7 +35,7 @@ func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return err
 func (h *laneHandler) MovePID(api.Cred, int, lane.Lane) error       { return errNotHere }
 func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)         { return "", errNotHere }
 func (h *laneHandler) Owners() api.Owners                           { return nil }
-func (h *laneHandler) AccessGroup() string                          { return "" }
+func (h *laneHandler) Access() api.Access                           { return api.Access{} }
 func (h *laneHandler) Component(string) (json.RawMessage, error)    { return nil, errNotHere }
 func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	h.asked += len(c)

@@ -52,12 +52,23 @@ type Flow struct {
 	Src   string `json:"src,omitempty"`   // local address; "" = any
 }
 
+// ProtoAny is the protocol of a policy rule's flow in Status: a policy
+// rule (destination, ports) matches TCP, UDP and every other protocol. A
+// registration cannot name it.
+const ProtoAny = "any"
+
 func (f Flow) String() string {
 	p := f.Proto
 	if p == "" {
 		p = "tcp"
 	}
-	s := fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+	s := p + " " + f.Dst
+	if f.DPort != 0 { // a policy rule's destination may have no port
+		s += fmt.Sprintf(" dport %d", f.DPort)
+	}
+	if f.SPort != 0 {
+		s += fmt.Sprintf(" sport %d", f.SPort)
+	}
 	if f.Src != "" {
 		s += " src " + f.Src
 	}

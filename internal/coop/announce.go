@@ -402,7 +402,7 @@ func DropReason(err error) string {
 	}{{ErrOversized, "oversized"}, {ErrVersion, "bad_version"}, {ErrUnauthenticated, "unauthenticated"},
 		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"},
 		{ErrTableFull, "table_full"}, {ErrPeerRate, "peer_rate_limited"}, {ErrAddrConflict, "addr_conflict"},
-		{ErrDuplicate, "duplicate"}, {ErrLate, "late"}} {
+		{ErrDuplicate, "duplicate"}, {ErrLate, "late"}, {ErrSeqJump, "seq_jump_held"}} {
 		if errors.Is(err, r.err) {
 			return r.name
 		}

@@ -131,7 +131,7 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.stopTasks()
-	if err := d.startComponents(ctx); err != nil {
+	if err := d.startComponents(ctx, nil); err != nil {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
@@ -228,12 +228,12 @@ func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signa
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				d.stopComponents()
+				kept := d.stopComponentsBut("realtime") // kept if its section is unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
 				}
-				if err := d.startComponents(ctx); err != nil {
+				if err := d.startComponents(ctx, kept); err != nil {
 					d.log.Error("reload: components not running", "err", err)
 				}
 			}
@@ -397,8 +397,14 @@ func (d *Daemon) ifaceNames() []string {
 
 // --- api.Handler ---
 
-func (d *Daemon) Owners() api.Owners  { return procOwners{proc: "/proc"} }
-func (d *Daemon) AccessGroup() string { d.mu.Lock(); defer d.mu.Unlock(); return d.pol.Access.Group }
+func (d *Daemon) Owners() api.Owners { return procOwners{proc: "/proc"} }
+
+// Access is the policy's access group and realtime grants.
+func (d *Daemon) Access() api.Access {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return api.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+}
 
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()

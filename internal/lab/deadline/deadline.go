@@ -625,7 +625,7 @@ func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	case err != nil:
 		rec.Refused = err.Error()
 	case !res.Admitted:
-		rec.Refused = res.ReasonString()
+		rec.Refused = res.Reason.String()
 	}
 	return rec
 }
