@@ -169,10 +169,10 @@ type Lane struct {
 	attachOK bool
 	netns    uint64
 
-	done    chan struct{}
+	done      chan struct{}
 	closeOnce sync.Once
-	started atomic.Bool
-	runDone chan struct{}
+	started   atomic.Bool
+	runDone   chan struct{}
 
 	// Which destinations leave through a device with the lanes tree: an
 	// immutable snapshot, looked up for lanes-rtd by a goroutine at normal
