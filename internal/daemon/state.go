@@ -187,6 +187,8 @@ func (d *Daemon) applyLocked(want desired, strict bool) error {
 		}
 	}
 	h := d.host
+	oldUIDs, oldCgroups := maps.Clone(d.applied.UIDs), maps.Clone(d.applied.Cgroups)
+	defer d.followRulesLocked(oldUIDs, oldCgroups, want)
 	errs = append(errs,
 		diffMap(d.applied.Flows, want.Flows, h.SetFlowLane, h.DeleteFlow),
 		diffMap(d.applied.Dsts, want.Dsts, h.SetDstLane, h.DeleteDst),

@@ -30,6 +30,7 @@ type world struct {
 	route   string
 	cgroups map[string]uint64
 	sockets map[string][]uint64 // flow -> cookies of its connected sockets
+	open    []openSock          // the namespace's open sockets (sock_diag)
 }
 
 func (w *world) DefaultRoute() (string, error) {
@@ -75,7 +76,8 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		liveSockets: func(f api.Flow, uid int64) ([]uint64, error) {
 			return w.sockets[f.String()], nil
 		},
-		localAddrs: func(api.Flow) ([]netip.Addr, error) { return []netip.Addr{fixtureSrc}, nil },
+		localAddrs:  func(api.Flow) ([]netip.Addr, error) { return []netip.Addr{fixtureSrc}, nil },
+		openSockets: func() ([]openSock, error) { return w.open, nil },
 	}
 	d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, "ntest", mustPolicy(t, yaml), e)
 	if err := d.install(); err != nil {

@@ -47,10 +47,11 @@ func ProbeWindowClamp() error { return probeSockopt(tcpWindowClamp) }
 
 // probeSockopt runs the probe for one SOL_TCP option.
 func probeSockopt(optname int32) error {
-	cg := CgroupV2Mount()
-	if cg == "" {
-		return errors.New("not probed: no cgroup v2 mount")
-	}
+	return WithCgroup2(func(cg string) error { return probeSockoptAt(cg, optname) })
+}
+
+// probeSockoptAt runs the probe with the cgroup v2 root at cg.
+func probeSockoptAt(cg string, optname int32) error {
 	res, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	if err != nil {
 		return fmt.Errorf("not probed: %w", err)

@@ -26,8 +26,8 @@ import (
 
 // Grants says who may send on the realtime lane. Root always may.
 type Grants struct {
-	UIDs []uint32 `yaml:"uids"`
-	GIDs []uint32 `yaml:"gids"`
+	UIDs []config.UID `yaml:"uids"` // user names or uids
+	GIDs []config.GID `yaml:"gids"` // group names or gids
 }
 
 // Allows reports whether a peer with this uid and these groups is granted.
@@ -36,13 +36,13 @@ func (g Grants) Allows(uid uint32, gids []uint32) bool {
 		return true
 	}
 	for _, u := range g.UIDs {
-		if u == uid {
+		if uint32(u) == uid {
 			return true
 		}
 	}
 	for _, want := range g.GIDs {
 		for _, have := range gids {
-			if want == have {
+			if uint32(want) == have {
 				return true
 			}
 		}

@@ -61,7 +61,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestGrants(t *testing.T) {
-	g := Grants{UIDs: []uint32{1000}, GIDs: []uint32{44}}
+	g := Grants{UIDs: []config.UID{1000}, GIDs: []config.GID{44}}
 	for _, c := range []struct {
 		uid  uint32
 		gids []uint32
@@ -541,7 +541,7 @@ func TestNotGranted(t *testing.T) {
 	if os.Getenv("LANES_RT_HELPER") != "" {
 		t.Skip("helper")
 	}
-	b := newBed(t, 0, func(c *Config) { c.Grants = Grants{UIDs: []uint32{4242}} })
+	b := newBed(t, 0, func(c *Config) { c.Grants = Grants{UIDs: []config.UID{4242}} })
 	// The test binary must be executable by nobody: copy it.
 	dir := socketDir(t)
 	exe := filepath.Join(dir, "helper.test")

@@ -17,13 +17,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 // grantNobody is the policy of the attacks by a granted client.
-func grantNobody(c *Config) { c.Grants = Grants{UIDs: []uint32{testutil.Nobody}} }
+func grantNobody(c *Config) { c.Grants = Grants{UIDs: []config.UID{testutil.Nobody}} }
 
 // openFDs counts a process's open descriptors.
 func openFDs(t *testing.T, pid int) int {

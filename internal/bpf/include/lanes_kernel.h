@@ -108,6 +108,7 @@ struct file {
 } __attribute__((preserve_access_index));
 
 struct task_struct {
+	int pid;
 	int tgid;
 	struct task_struct *group_leader;
 	char comm[16];

@@ -171,4 +171,31 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	}
 }
 
+/* RL_RELEASE: the window clamp a socket that left background gets back, in
+ * bytes; large enough to limit nothing (the receive buffer and its
+ * autotuning bound the window from there). */
+#define RL_RELEASE (RL_MAX_WND << 14)
+
+/* rledbat_leave releases the window clamp rLEDBAT applied to a socket that
+ * is no longer background (a move back to the foreground), once; its state
+ * starts over if it comes back. */
+static __always_inline void rledbat_leave(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct rl_state *st;
+	int val = RL_RELEASE;
+
+	if (!bsk || !CFG.rl_target_us)
+		return;
+	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
+	if (!st || !st->applied)
+		return;
+	st->applied = 0;
+	st->wnd = 0;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0)
+		bump(OPS_RWND_SET);
+	else
+		bump(OPS_RWND_ERR);
+}
+
 #endif
