@@ -1,8 +1,8 @@
 // ledbat.go loads the LEDBAT++ congestion control under a given name with
 // its queuing-delay target and registers it (internal/bpf/structops: a
 // struct_ops bpf_link on 6.4+, a map update before; it calls no kfunc, so
-// it runs from 5.6); Close unregisters it. Names follow capcc's (global, at
-// most 15 bytes).
+// it runs from 5.6); Close unregisters it. Names follow structops' rules
+// (global, at most 15 bytes).
 package ledbat
 
 import (
@@ -11,7 +11,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
@@ -27,7 +26,7 @@ type CC struct {
 // Load loads LEDBAT++ named name with the given queuing-delay target and
 // registers it the way mode says (as capcc.Load).
 func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
-	if err := capcc.CheckName(name); err != nil {
+	if err := structops.CheckName(name); err != nil {
 		return nil, err
 	}
 	if target < time.Millisecond || target > 10*time.Second {
@@ -38,7 +37,7 @@ func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
 		return nil, fmt.Errorf("ledbat: read object: %w", err)
 	}
 	ms := spec.Maps[LedbatMapLanesLedbat]
-	if err := capcc.SetName(ms, name); err != nil {
+	if err := structops.SetName(ms, name); err != nil {
 		return nil, err
 	}
 	mode = mode.Resolve()
@@ -51,11 +50,11 @@ func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
 	c := &CC{Name: name, Target: target, Mode: mode}
 	before := structops.IDs(name)
 	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
-		return nil, capcc.LoadError("ledbat", name, mode, before, err)
+		return nil, structops.LoadError("ledbat", name, mode, before, err)
 	}
 	if c.reg, err = structops.Register(c.objs.LanesLedbat, name, mode); err != nil {
 		c.objs.Close()
-		return nil, capcc.LoadError("ledbat", name, mode, before, err)
+		return nil, structops.LoadError("ledbat", name, mode, before, err)
 	}
 	return c, nil
 }
