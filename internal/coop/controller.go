@@ -84,7 +84,7 @@ type Transport interface {
 // Options are a Controller's parts; Flows is required. A nil setter:
 // that part's caps are computed and reported, none applied.
 type Options struct {
-	Config Config
+	Config config.Coop
 	Flows  FlowSource
 	Up     UplinkSetter   // the uploads' cwnd caps
 	Down   DownlinkSetter // the downloads' receive-window caps
@@ -262,7 +262,7 @@ type rateSample struct {
 
 // Controller is the cooperative controller. Create with New, then Run.
 type Controller struct {
-	cfg     Config
+	cfg     config.Coop
 	key     []byte
 	hostID  uint64
 	flowsrc FlowSource
@@ -992,7 +992,9 @@ func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
 }
 
 // ruleApplies says whether rule x is in force this round.
-func (r *round) ruleApplies(x Rule) bool { return x.When != WhenRealtimeActive || r.realtimeActive }
+func (r *round) ruleApplies(x config.CoopRule) bool {
+	return x.When != config.CoopWhenRealtimeActive || r.realtimeActive
+}
 
 // ruleCaps sets every flow's cap, the minimum of its cooperative cap and
 // the rule caps that match it, and returns the caps by socket cookie and
@@ -1004,7 +1006,7 @@ func (c *Controller) ruleCaps(r *round) (map[uint64]uint32, []FlowStatus) {
 		f := fs.f
 		v, rule := fs.coop, ""
 		for _, x := range c.cfg.Rules {
-			if !r.ruleApplies(x) || !x.matches(f) {
+			if !r.ruleApplies(x) || !ruleMatches(x, f) {
 				continue
 			}
 			if v == 0 || x.Segments < v {
@@ -1045,7 +1047,7 @@ func (c *Controller) laneCaps(r *round, capping bool, selfShare float64) (map[la
 	for _, l := range lane.All {
 		v := newCap
 		for _, x := range c.cfg.Rules {
-			if x.App == "" && r.ruleApplies(x) && x.laneMatches(l) && (v == 0 || x.Segments < v) {
+			if x.App == "" && r.ruleApplies(x) && ruleLaneMatches(x, l) && (v == 0 || x.Segments < v) {
 				v = x.Segments
 			}
 		}
@@ -1272,7 +1274,7 @@ func (c *Controller) Status() Status {
 	return s
 }
 
-func (r Rule) laneMatches(l lane.Lane) bool {
+func ruleLaneMatches(r config.CoopRule, l lane.Lane) bool {
 	if r.Lane == "" {
 		return true
 	}
@@ -1280,12 +1282,12 @@ func (r Rule) laneMatches(l lane.Lane) bool {
 	return err == nil && rl == l
 }
 
-func (r Rule) matches(f Flow) bool {
+func ruleMatches(r config.CoopRule, f Flow) bool {
 	fl := f.Lane
 	if fl == lane.Unset {
 		fl = lane.Interactive
 	}
-	return r.laneMatches(fl) && (r.App == "" || r.App == f.App)
+	return ruleLaneMatches(r, fl) && (r.App == "" || r.App == f.App)
 }
 
 func median(v []float64) float64 {

@@ -63,7 +63,7 @@ func (d downlinkCaps) setSocketCap(ck uint64, b uint32) error { return d.SetSock
 func (d downlinkCaps) switchCaps(on bool) error               { return d.SetDownlinkCaps(on) }
 
 // newDirection builds one direction from the policy's section.
-func newDirection(name string, cfg Config, configured config.Rate, wanted bool, rules estimatorRules, back float64, set socketCapSetter) direction {
+func newDirection(name string, cfg config.Coop, configured config.Rate, wanted bool, rules estimatorRules, back float64, set socketCapSetter) direction {
 	return direction{name: name, configured: configured, wanted: wanted,
 		est:    newRateEstimator(float64(cfg.Headroom), float64(cfg.MaxAPRate.Bits()), cfg.Interval.D(), rules),
 		safety: safety{cfg: cfg.Safety, returningQueueLine: back}, capOK: true, applied: map[uint64]uint32{}, set: set}

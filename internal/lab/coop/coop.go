@@ -64,8 +64,8 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.headroom, "headroom", "120kbit", "headroom of the daemons' caps")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
 	fs.StringVar(&c.lanes, "lanes", "", "lanes binary the lanes hosts run their daemon from (default: this executable)")
-	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
-	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
+	fs.Float64Var(&c.allowance, "queue-allowance", config.DefaultCoop().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
+	fs.DurationVar(&c.interval, "interval", config.DefaultCoop().Interval.D(), "the daemons' announcement interval")
 	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")
 	fs.StringVar(&c.apRate, "ap-rate", "", "the daemons' ap_rate and ap_downlink_rate: a rate or \"estimate\" (0: each daemon estimates it from the group's goodput); default: --rate, the AP rate known as the paper has it, on the fifo medium, and estimate on dcf, where contention leaves less than one station's rate")
 	fs.StringVar(&c.medium, "medium", MediumFIFO, "the shared medium: fifo (one queue per direction at --rate, no contention) or dcf (802.11 DCF: each host's uplink queue and the AP's downlink queue contend for one half-duplex channel, backoff and collisions; --rate is one station's saturation rate)")
@@ -88,7 +88,7 @@ func (c *coopCommon) bed(n int, lanesOn func(int) bool) (CoopBedConfig, error) {
 	if err != nil {
 		return CoopBedConfig{}, err
 	}
-	h, err := coop.ParseBits(c.headroom)
+	h, err := config.ParseBits(c.headroom)
 	if err != nil {
 		return CoopBedConfig{}, err
 	}

@@ -81,7 +81,7 @@ type CoopBedConfig struct {
 	Lanes string
 	// Coop is the `coop:` section of the daemons' policy (Enabled,
 	// Interface, Port, key and unicast peers are filled in per host).
-	Coop coop.Config
+	Coop config.Coop
 	// Announce is the daemons' transport: "ipv4" (default: one IPv4
 	// broadcast per interval), "ipv6" (link-local multicast), "both", or
 	// "unicast": to every other lanes host (`unicast_peers`, a network with
@@ -1034,8 +1034,8 @@ func delta[T float64 | uint64 | int64](v []T, first, last int) float64 {
 
 // coopControllerConfig is the daemons' coop section in the lab: the AP rate
 // known (as the paper assumed), the default 120 kbit headroom.
-func coopControllerConfig(rate float64) coop.Config {
-	c := coop.DefaultConfig()
+func coopControllerConfig(rate float64) config.Coop {
+	c := config.DefaultCoop()
 	c.APRate = config.Rate(math.Round(rate))
 	return c
 }

@@ -372,7 +372,7 @@ func (b *dlBed) removeRoot() {
 
 // openLanes installs the lanes datapath (shaped at R) and starts a
 // realtime lane whose trace fills rec; tune adjusts its configuration.
-func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), tune func(*rtlane.Config)) (func(), *rtlane.Lane, error) {
+func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Event), tune func(*config.Realtime)) (func(), *rtlane.Lane, error) {
 	var dp *datapath.Datapath
 	if err := b.snd.Do(func() (err error) {
 		dp, err = datapath.Open(datapath.Config{Interface: dlDevS, Mode: datapath.Shaped, UplinkBps: b.rate,
@@ -381,7 +381,7 @@ func (b *dlBed) openLanes(ctx context.Context, sock string, trace func(rtlane.Ev
 	}); err != nil {
 		return nil, nil, fmt.Errorf("lanes datapath: %w", err)
 	}
-	cfg := rtlane.DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled = true
 	cfg.Socket = sock
 	cfg.Rate = config.Rate(b.rate * 95 / 100)
@@ -988,9 +988,9 @@ func (b *dlBed) openLaneSenders(ctx context.Context, s *dlSenders, p dlParams, n
 	}
 	s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
 	s.sock = filepath.Join(dir, "rt.sock")
-	var tune func(c *rtlane.Config)
+	var tune func(c *config.Realtime)
 	if name != "" {
-		tune = func(c *rtlane.Config) {
+		tune = func(c *config.Realtime) {
 			if p.lanePrio > 0 {
 				c.ReleasePriority = p.lanePrio
 			}
@@ -1320,7 +1320,7 @@ func runDaemonPath(ctx context.Context, env *testbed.Env, b *dlBed, p dlParams, 
 		pt.Rows = append(pt.Rows, []string{"added (difference to the direct send), " + cfg, "", fmtUS(p50s[cfg] - p50s["fifo-top"]),
 			fmtUS(p99s[cfg] - p99s["fifo-top"]), "", "", "", ""})
 	}
-	relPrio := rtlane.DefaultConfig().ReleasePriority
+	relPrio := config.DefaultRealtime().ReleasePriority
 	if p.lanePrio > 0 {
 		relPrio = p.lanePrio
 	}
