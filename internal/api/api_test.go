@@ -150,6 +150,29 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// A refusal for want of privilege names the policy key that grants it,
+// access.group, and says when it is unset or names no group.
+func TestPermissionNamesAccessGroup(t *testing.T) {
+	mine := Flow{Dst: "10.0.0.1", DPort: 80, SPort: 5000}
+	o := owners{flows: map[Flow][]uint32{mine: {1000}}, procs: map[int]uint32{10: 1000}}
+	user := Cred{UID: 1000}
+	for _, tc := range []struct {
+		group string
+		want  string
+	}{
+		{"", "only root (the policy's access.group is unset; its members would also be allowed) may put"},
+		{"staff", `only root (the policy's access.group "staff" is no group on this machine) may put`},
+		{"lanes", `only root or members of the policy's access.group "lanes" may put`},
+	} {
+		for _, r := range []Request{{Op: OpRegister, Flow: &mine, Lane: lane.Interactive}, {Op: OpMovePID, PID: 10, Lane: lane.Interactive}} {
+			err := Authorize(user, r, o, Access{Group: tc.group})
+			if err == nil || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("group %q, %s: %v; want ...%s...", tc.group, r.Op, err, tc.want)
+			}
+		}
+	}
+}
+
 // handler records what the server asks of it.
 type handler struct {
 	mu    sync.Mutex
@@ -169,8 +192,8 @@ func (h *handler) Register(c Cred, f Flow, l lane.Lane) error {
 	h.flows = append(h.flows, FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID})
 	return nil
 }
-func (h *handler) Unregister(Cred, Flow) error        { return errors.New("no such flow") }
-func (h *handler) MovePID(Cred, int, lane.Lane) error { panic("bug") }
+func (h *handler) Unregister(Cred, Flow) error                       { return errors.New("no such flow") }
+func (h *handler) MovePID(Cred, int, lane.Lane, bool) (Moved, error) { panic("bug") }
 func (h *handler) LaneCgroup(l lane.Lane) (string, error) {
 	return "/sys/fs/cgroup/x/" + l.String(), nil
 }

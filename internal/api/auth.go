@@ -103,12 +103,12 @@ func Authorize(c Cred, r Request, o Owners, acc Access) error {
 		}
 		switch {
 		case r.Lane == lane.Realtime && !(member && acc.granted(c)):
-			return fmt.Errorf("%w: the realtime lane needs root, or group %q and a realtime grant (realtime.grants)", ErrPermission, acc.Group)
+			return fmt.Errorf("%w: the realtime lane needs %s, with a realtime grant (realtime.grants) for a member", ErrPermission, whoMay(o, acc.Group))
 		case r.Lane == lane.Realtime: // a granted member: their own only
 		case member:
 			return nil
 		case r.Lane != lane.Background:
-			return fmt.Errorf("%w: only root or group %q may put flows and processes in %s (anyone may demote their own to background)", ErrPermission, acc.Group, r.Lane)
+			return fmt.Errorf("%w: only %s may put flows and processes in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, acc.Group), r.Lane)
 		}
 		if r.Op == OpMovePID {
 			return ownProcess(c, r.PID, o)
@@ -142,4 +142,16 @@ func ownProcess(c Cred, pid int, o Owners) error {
 		return fmt.Errorf("%w: process %d belongs to uid %d, not you (uid %d)", ErrPermission, pid, uid, c.UID)
 	}
 	return nil
+}
+
+// whoMay names who is privileged by the policy key that says so
+// (access.group), also when it is unset or names no group here.
+func whoMay(o Owners, group string) string {
+	if group == "" {
+		return "root (the policy's access.group is unset; its members would also be allowed)"
+	}
+	if _, ok := o.GroupID(group); !ok {
+		return fmt.Sprintf("root (the policy's access.group %q is no group on this machine)", group)
+	}
+	return fmt.Sprintf("root or members of the policy's access.group %q", group)
 }

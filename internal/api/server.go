@@ -47,7 +47,7 @@ type Handler interface {
 	Flows() ([]FlowInfo, error)
 	Register(c Cred, f Flow, l lane.Lane) error
 	Unregister(c Cred, f Flow) error
-	MovePID(c Cred, pid int, l lane.Lane) error
+	MovePID(c Cred, pid int, l lane.Lane, keepSched bool) (Moved, error)
 	LaneCgroup(l lane.Lane) (string, error)
 	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
 	// Component returns a running component's status document.
@@ -326,7 +326,10 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	case OpUnregister:
 		err = s.h.Unregister(cred, *req.Flow)
 	case OpMovePID:
-		err = s.h.MovePID(cred, req.PID, req.Lane)
+		var m Moved
+		if m, err = s.h.MovePID(cred, req.PID, req.Lane, req.KeepSched); err == nil {
+			r.Moved = &m
+		}
 	case OpLaneCgroup:
 		r.Cgroup, err = s.h.LaneCgroup(req.Lane)
 	case OpSockLanes:
@@ -352,7 +355,10 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 			}
 		}
 	case OpComponent:
-		r.Component, err = s.h.Component(req.Name)
+		var off *OffError
+		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {
+			r.Off, err = off.Why, nil
+		}
 	}
 	if err != nil {
 		return &Response{Error: err.Error()}

@@ -27,11 +27,13 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -387,7 +389,32 @@ func interfacePrefix(name string) netip.Prefix {
 	return netip.Prefix{}
 }
 
-// Component returns the status document of the named running component.
+// offByPolicy says what in the policy leaves the named component off, or
+// "" when the policy turns it on (or does not know it).
+func offByPolicy(pol *policy.Policy, name string) string {
+	if pol == nil {
+		return ""
+	}
+	section, on := "", false
+	switch name {
+	case "coop":
+		section, on = "coop", pol.Coop.Enabled
+	case "realtime":
+		section, on = "realtime", pol.Realtime.Enabled
+	default:
+		return ""
+	}
+	switch {
+	case on:
+		return ""
+	case !pol.Has(section):
+		return "no " + section + " section in the policy"
+	}
+	return section + ".enabled is false in the policy"
+}
+
+// Component returns the status document of the named running component, or
+// an *api.OffError for one the policy leaves off.
 func (d *Daemon) Component(name string) (json.RawMessage, error) {
 	d.mu.Lock()
 	var doc any
@@ -398,8 +425,12 @@ func (d *Daemon) Component(name string) (json.RawMessage, error) {
 			doc = c.detail()
 		}
 	}
+	pol := d.pol
 	d.mu.Unlock()
 	if doc == nil {
+		if why := offByPolicy(pol, name); why != "" {
+			return nil, &api.OffError{Name: name, Why: why}
+		}
 		if len(names) == 0 {
 			return nil, fmt.Errorf("component %q is not running (the policy enables none: see the coop: and realtime: sections)", name)
 		}

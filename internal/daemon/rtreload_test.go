@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -52,12 +53,12 @@ func TestN8ReloadKeepsRealtime(t *testing.T) {
 		t.Fatalf("attach: %v", err)
 	}
 	send := func(what string) error {
-		res, err := c.SendOn(s, 1, netip.AddrPort{}, rtclient.Monotonic()+int64(time.Second), []byte(what))
+		res, err := c.SendOn(s, 1, netip.AddrPort{}, monoclock.Now()+int64(time.Second), []byte(what))
 		if err != nil {
 			return err
 		}
 		if !res.Admitted {
-			return fmt.Errorf("refused: %s", res.ReasonString())
+			return fmt.Errorf("refused: %s", res.Reason)
 		}
 		rx.SetReadDeadline(time.Now().Add(testutil.Patience(2 * time.Second)))
 		buf := make([]byte, 100)
