@@ -163,6 +163,15 @@ function renderFlows(s) {
 function renderCoop(s) {
   const coop = document.getElementById("coop");
   coop.replaceChildren();
+  // A controller the policy leaves off is a state, shown last and quiet.
+  const sec = document.getElementById("coop-section"), main = sec.parentNode;
+  sec.classList.toggle("off", !!s.coop_off);
+  if (s.coop_off && sec !== main.lastElementChild) main.append(sec);
+  if (!s.coop_off && sec !== main.firstElementChild) main.prepend(sec);
+  if (s.coop_off) {
+    coop.append(el("div", "off (" + s.coop_off + ")"));
+    return;
+  }
   if (!s.coop) {
     coop.append(el("div", s.coop_error || "—"));
     return;

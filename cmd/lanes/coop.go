@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 )
@@ -194,6 +196,14 @@ func coopStatusCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		defer c.Close()
 		doc, err := c.Component("coop")
+		var off *api.OffError
+		if errors.As(err, &off) { // a state, not a failure: exit 0
+			if *asJSON {
+				return json.NewEncoder(e.stdout).Encode(map[string]string{"off": off.Why})
+			}
+			_, err := fmt.Fprintln(e.stdout, off.Error())
+			return err
+		}
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/policy"
 )
@@ -28,7 +30,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
-	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or `lanes reset`; testing)")
+	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	return func(ctx context.Context, _ []string) error {
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -50,7 +52,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			}
 			// an interface that is not here yet is waited for, not an error
 			// (a Wi-Fi policy checked before Wi-Fi is up, a package's check)
-			if err := daemon.CheckInterfaces(p); err != nil {
+			for _, err := range config.Each(errors.Join(daemon.CheckInterfaces(p), p.MissingExecutables())) {
 				fmt.Fprintf(e.stderr, "warning: %v\n", err)
 			}
 			e.stdout.Write([]byte("policy " + p.Source + ": ok\n"))

@@ -172,6 +172,7 @@ func buildTree(e *env) *cobra.Command {
 		nodes[c.path] = cc
 		p.AddCommand(cc)
 	}
+	addCompletions(root)
 	return root
 }
 

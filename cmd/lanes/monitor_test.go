@@ -37,7 +37,7 @@ func (h *laneHandler) MovePID(api.Cred, int, lane.Lane, bool) (api.Moved, error)
 }
 func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)      { return "", errNotHere }
 func (h *laneHandler) Owners() api.Owners                        { return nil }
-func (h *laneHandler) AccessGroup() string                       { return "" }
+func (h *laneHandler) Access() api.Access                        { return api.Access{} }
 func (h *laneHandler) Component(string) (json.RawMessage, error) { return nil, errNotHere }
 func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	h.asked += len(c)

@@ -228,11 +228,15 @@ func (c *Client) SocketInfo(cookies []uint64) (SocketInfo, error) {
 }
 
 // Component returns the status document of a running daemon component
-// ("coop": internal/coop's Status; "realtime": the realtime lane's stats).
+// ("coop": internal/coop's Status; "realtime": the realtime lane's stats),
+// or an *OffError for one the policy leaves off.
 func (c *Client) Component(name string) (json.RawMessage, error) {
 	r, err := c.Do(Request{Op: OpComponent, Name: name})
 	if err != nil {
 		return nil, err
+	}
+	if r.Off != "" {
+		return nil, &OffError{Name: name, Why: r.Off}
 	}
 	return r.Component, nil
 }

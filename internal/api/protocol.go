@@ -52,12 +52,23 @@ type Flow struct {
 	Src   string `json:"src,omitempty"`   // local address; "" = any
 }
 
+// ProtoAny is the protocol of a policy rule's flow in Status: a policy
+// rule (destination, ports) matches TCP, UDP and every other protocol. A
+// registration cannot name it.
+const ProtoAny = "any"
+
 func (f Flow) String() string {
 	p := f.Proto
 	if p == "" {
 		p = "tcp"
 	}
-	s := fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+	s := p + " " + f.Dst
+	if f.DPort != 0 { // a policy rule's destination may have no port
+		s += fmt.Sprintf(" dport %d", f.DPort)
+	}
+	if f.SPort != 0 {
+		s += fmt.Sprintf(" sport %d", f.SPort)
+	}
 	if f.Src != "" {
 		s += " src " + f.Src
 	}
@@ -205,6 +216,9 @@ type Response struct {
 	// Component answers component: the component's own status document
 	// (e.g. internal/coop's Status for "coop").
 	Component json.RawMessage `json:"component,omitempty"`
+	// Off answers component for a component the policy leaves off: why
+	// ("no coop section in the policy"). It is no error.
+	Off string `json:"off,omitempty"`
 	// Moved answers move-pid: what the move changed.
 	Moved *Moved `json:"moved,omitempty"`
 }
@@ -219,6 +233,15 @@ type Moved struct {
 	// background), "restored" (back to what it had), "kept".
 	Sched string `json:"sched,omitempty"`
 }
+
+// OffError is a component that the policy leaves off: not a failure, a
+// state to report as such (`lanes coop status` exits 0 with it).
+type OffError struct {
+	Name string // the component ("coop", "realtime")
+	Why  string // what in the policy leaves it off
+}
+
+func (e *OffError) Error() string { return e.Name + ": off (" + e.Why + ")" }
 
 // FlowInfo is one registered flow.
 type FlowInfo struct {

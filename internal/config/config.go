@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os/user"
 	"strconv"
 	"strings"
 	"time"
@@ -32,11 +33,34 @@ func Errorf(field, format string, a ...any) error {
 	return &FieldError{Field: field, Err: fmt.Errorf(format, a...)}
 }
 
-// Prefix puts a parent path in front of a FieldError's field (or wraps a
-// plain error as a FieldError of that parent), for nested sections.
-func Prefix(parent string, err error) error {
+// Each returns the errors err holds: the parts of an errors.Join (nested
+// joins flattened), or err alone; none for nil. A section's Validate may
+// return several field errors joined, so that a policy shows all at once.
+func Each(err error) []error {
 	if err == nil {
 		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, Each(e)...)
+	}
+	return out
+}
+
+// Prefix puts a parent path in front of a FieldError's field (or wraps a
+// plain error as a FieldError of that parent), for nested sections; each
+// error of a joined one is prefixed.
+func Prefix(parent string, err error) error {
+	if parts := Each(err); len(parts) != 1 {
+		var out []error
+		for _, e := range parts {
+			out = append(out, Prefix(parent, e))
+		}
+		return errors.Join(out...)
 	}
 	var fe *FieldError
 	if errors.As(err, &fe) {
@@ -171,3 +195,60 @@ func splitNumber(s string) (num, unit string) {
 }
 
 func trimFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// UID is a user id, written as a number or as a user name. A name is
+// resolved (os/user: /etc/passwd, or NSS where built with cgo) when the
+// policy is read, so a policy names people as its admin knows them; an
+// unknown name is an error at its line.
+type UID uint32
+
+func (u *UID) UnmarshalText(b []byte) error {
+	v, err := lookupID(string(b), "user", func(name string) (string, error) {
+		usr, err := user.Lookup(name)
+		if err != nil {
+			return "", err
+		}
+		return usr.Uid, nil
+	})
+	*u = UID(v)
+	return err
+}
+
+// GID is a group id, written as a number or as a group name (as UID).
+type GID uint32
+
+func (g *GID) UnmarshalText(b []byte) error {
+	v, err := lookupID(string(b), "group", func(name string) (string, error) {
+		grp, err := user.LookupGroup(name)
+		if err != nil {
+			return "", err
+		}
+		return grp.Gid, nil
+	})
+	*g = GID(v)
+	return err
+}
+
+// lookupID parses a numeric id or resolves a name through lookup.
+func lookupID(s, what string, lookup func(string) (string, error)) (uint32, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty %s (a %s name or number)", what, what)
+	}
+	if s[0] >= '0' && s[0] <= '9' || s[0] == '-' || s[0] == '+' {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a valid non-negative integer (a %s id up to 4294967295, or a %s name)", s, what, what)
+		}
+		return uint32(v), nil
+	}
+	id, err := lookup(s)
+	if err != nil {
+		return 0, fmt.Errorf("no %s %q on this machine (a %s name from /etc/%s, or a number)", what, s, what, map[string]string{"user": "passwd", "group": "group"}[what])
+	}
+	v, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q has id %q, not a number", what, s, id)
+	}
+	return uint32(v), nil
+}

@@ -118,6 +118,7 @@ type Counters struct {
 	Duplicates      uint64 `json:"duplicates"`       // second copies (IPv4 and IPv6), not drops
 	Late            uint64 `json:"late"`             // older than the latest, never seen (reordered across families): not applied, not drops
 	NotPeer         uint64 `json:"goodbye_not_peer"` // goodbyes naming no peer, or not believed without a key
+	SeqJumps        uint64 `json:"seq_jump_held"`    // keyless: more than maxSeqGap past the host's latest, held (peers.go)
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"`      // changes of any flow's applied cap
 	DownCapChanges  uint64 `json:"down_cap_changes"` // changes of any flow's downlink cap
@@ -126,7 +127,7 @@ type Counters struct {
 // Dropped is the total of announcements refused.
 func (c Counters) Dropped() uint64 {
 	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale +
-		c.TableFull + c.PeerRate + c.AddrConflict + c.NotPeer
+		c.TableFull + c.PeerRate + c.AddrConflict + c.NotPeer + c.SeqJumps
 }
 
 // PeerStatus is one peer in Status.
@@ -502,6 +503,8 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.NotPeer++
 	case errors.Is(err, ErrLate):
 		c.cnt.Late++
+	case errors.Is(err, ErrSeqJump):
+		c.cnt.SeqJumps++
 	default:
 		c.cnt.Malformed++
 	}
@@ -575,8 +578,8 @@ func (c *Controller) sampleInterval(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.iface != nil {
-		c.down.arr.observe(rx, ierr)
-		c.up.arr.observe(tx, ierr)
+		c.down.arrivals.observe(rx, ierr)
+		c.up.arrivals.observe(tx, ierr)
 	}
 	if err != nil {
 		c.st.LastError = fmt.Sprintf("flow source: %v", err)
@@ -618,7 +621,7 @@ func (c *Controller) merge(flows []Flow, now time.Time) bool {
 			prev = fs.f
 		}
 		if ok && f.BytesAcked > fs.f.BytesAcked {
-			c.up.acc += float64(f.BytesAcked - fs.f.BytesAcked)
+			c.up.deliveredBytes += float64(f.BytesAcked - fs.f.BytesAcked)
 			fs.lastProgress = now
 		}
 		if !ok {
@@ -632,7 +635,7 @@ func (c *Controller) merge(flows []Flow, now time.Time) bool {
 			joined = true
 		}
 		recv, started := fs.sampleDown(prev, ok, now, iv)
-		c.down.acc += recv
+		c.down.deliveredBytes += recv
 		if ackLane(f.Lane) {
 			c.ack.recv += uint64(recv)
 		}
@@ -673,7 +676,7 @@ func (c *Controller) closeInterval(now time.Time) {
 // and judged (each peer's announced goodput less what it announced its
 // interface's count took off). Caller holds mu.
 func (c *Controller) groupGoodput(d *direction, peer func(*Peer) (read, announced float64, over uint8)) (float64, float64) {
-	g, gj := d.goodput, d.judged
+	g, gj := d.goodput, d.judgedGoodput
 	for _, p := range c.table.Peers() {
 		if c.key == nil && !c.counted[p.ID] {
 			continue
@@ -701,7 +704,7 @@ func peerGoodput(p *Peer, limit config.Rate) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
-		GoodputKbit: uint32(min(c.up.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.up.goodput, c.up.judged)}
+		GoodputKbit: uint32(min(c.up.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.up.goodput, c.up.judgedGoodput)}
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {
 			continue

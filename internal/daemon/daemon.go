@@ -30,6 +30,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -135,7 +136,7 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.stopTasks()
-	if err := d.startComponents(ctx); err != nil {
+	if err := d.startComponents(ctx, nil); err != nil {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
@@ -212,7 +213,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
-	if cg.mounted {
+	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
 	return d, release, nil
@@ -232,12 +233,12 @@ func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signa
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				d.stopComponents()
+				kept := d.stopComponentsBut("realtime") // kept if its section is unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
 				}
-				if err := d.startComponents(ctx); err != nil {
+				if err := d.startComponents(ctx, kept); err != nil {
 					d.log.Error("reload: components not running", "err", err)
 				}
 			}
@@ -260,6 +261,11 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	}
 	if err := CheckCapacity(p); err != nil {
 		return nil, err
+	}
+	if opts.Log != nil {
+		for _, w := range config.Each(p.MissingExecutables()) {
+			opts.Log.Warn("policy: a rule's program is not installed", "warning", w)
+		}
 	}
 	return p, nil
 }
@@ -409,8 +415,14 @@ func (d *Daemon) ifaceNames() []string {
 
 // --- api.Handler ---
 
-func (d *Daemon) Owners() api.Owners  { return procOwners{proc: "/proc"} }
-func (d *Daemon) AccessGroup() string { d.mu.Lock(); defer d.mu.Unlock(); return d.pol.Access.Group }
+func (d *Daemon) Owners() api.Owners { return procOwners{proc: "/proc"} }
+
+// Access is the policy's access group and realtime grants.
+func (d *Daemon) Access() api.Access {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return api.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+}
 
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()

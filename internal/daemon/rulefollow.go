@@ -12,8 +12,8 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// changedKeys are the keys whose entry differs between old and want.
-func changedKeys[K comparable](old, want map[K]entry) map[K]bool {
+// changedEntries are the keys whose entry differs between old and want.
+func changedEntries[K comparable](old, want map[K]entry) map[K]bool {
 	out := map[K]bool{}
 	for k, e := range want {
 		if o, ok := old[k]; !ok || o.Lane != e.Lane {
@@ -31,8 +31,8 @@ func changedKeys[K comparable](old, want map[K]entry) map[K]bool {
 // followRulesLocked moves the open sockets whose uid or cgroup rule changed
 // from old to want (d.mu held).
 func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint64]entry, want desired) {
-	uids := changedKeys(oldUIDs, want.UIDs)
-	cgs := changedKeys(oldCgroups, want.Cgroups)
+	uids := changedEntries(oldUIDs, want.UIDs)
+	cgs := changedEntries(oldCgroups, want.Cgroups)
 	if len(uids) == 0 && len(cgs) == 0 || d.env.openSockets == nil || len(want.Cgroups) == 0 {
 		return // nothing changed, or the stop's empty state (no lane cgroups)
 	}

@@ -4,12 +4,8 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/features"
 )
@@ -17,7 +13,7 @@ import (
 // cgroupMount is the cgroup v2 hierarchy as this daemon sees it.
 type cgroupMount struct {
 	root    string
-	mounted bool // we mounted it ourselves and unmount it on stop
+	unmount func() // set when the daemon mounted it itself: unmounts it on stop
 }
 
 // findOrMountCgroup2 finds the cgroup v2 mount. `ip netns exec` gives its
@@ -29,34 +25,21 @@ func findOrMountCgroup2(instance string) (*cgroupMount, error) {
 		return &cgroupMount{root: mp}, nil
 	}
 	dir := filepath.Join("/run/lanes", "cgroup2."+instance)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup v2 mount point: %w", err)
+	release, err := features.MountCgroup2(dir)
+	if err != nil {
+		return nil, err
 	}
-	if err := unix.Mount("cgroup2", dir, "cgroup2", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return nil, fmt.Errorf("no cgroup v2 mounted and mounting one at %s failed: %w", dir, err)
-	}
-	return &cgroupMount{root: dir, mounted: true}, nil
+	return &cgroupMount{root: dir, unmount: release}, nil
 }
 
 // withCgroup2 runs fn with a cgroup v2 mount: the one mounted, or one of
 // its own for fn alone (under `ip netns exec`, whose new /sys hides the
 // host's), before the instance that names the daemon's own mount is known.
-func withCgroup2(fn func(root string) error) error {
-	if mp := features.CgroupV2Mount(); mp != "" {
-		return fn(mp)
-	}
-	cg, err := findOrMountCgroup2("probe-" + strconv.Itoa(os.Getpid()))
-	if err != nil {
-		return err
-	}
-	defer cg.release()
-	return fn(cg.root)
-}
+func withCgroup2(fn func(root string) error) error { return features.WithCgroup2(fn) }
 
 func (c *cgroupMount) release() {
-	if c.mounted {
-		_ = unix.Unmount(c.root, unix.MNT_DETACH)
-		_ = os.Remove(c.root)
+	if c.unmount != nil {
+		c.unmount()
 	}
 }
 

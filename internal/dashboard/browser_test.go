@@ -286,6 +286,15 @@ func checkPage(t *testing.T, ctx context.Context, key string) {
 	if legends < 4 {
 		t.Errorf("%d legend entries, want the 3 lanes and the flow", legends)
 	}
+	// The daemon's policy has no coop section: an off section, last, no error.
+	coop, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`(() => { const s = document.getElementById("coop-section"); return (s.classList.contains("off") && s === s.parentNode.lastElementChild ? "last, off: " : "") + s.querySelector("#coop").textContent })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coop != "last, off: off (no coop section in the policy)" {
+		t.Errorf("coop section: %q, want it last and off: the policy has no coop section", coop)
+	}
 }
 
 // screenshot writes the page at 1000 x 900 to path as PNG.

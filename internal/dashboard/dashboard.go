@@ -13,6 +13,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -113,7 +114,9 @@ type Snapshot struct {
 	DaemonError string          `json:"daemon_error,omitempty"`
 	Coop        json.RawMessage `json:"coop,omitempty"`
 	CoopError   string          `json:"coop_error,omitempty"`
-	SampleError string          `json:"sample_error,omitempty"`
+	// CoopOff: the policy leaves the controller off, and why (no error).
+	CoopOff     string `json:"coop_off,omitempty"`
+	SampleError string `json:"sample_error,omitempty"`
 }
 
 type series struct {
@@ -138,6 +141,7 @@ type Server struct {
 	statusErr string
 	coop      json.RawMessage
 	coopErr   string
+	coopOff   string
 	sampleErr string
 	gen       uint64 // samples taken
 
@@ -201,7 +205,7 @@ func (s *Server) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gen++
-	s.status, s.statusErr, s.coop, s.coopErr = dv.status, dv.statusErr, dv.coop, dv.coopErr
+	s.status, s.statusErr, s.coop, s.coopErr, s.coopOff = dv.status, dv.statusErr, dv.coop, dv.coopErr, dv.coopOff
 	s.sampleErr = ""
 	if sampleErr != nil {
 		s.sampleErr = sampleErr.Error()
@@ -231,6 +235,7 @@ type daemonView struct {
 	status             *api.Status
 	coop               json.RawMessage
 	statusErr, coopErr string
+	coopOff            string            // the policy leaves coop off: why
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
 	lanes              map[uint64]laneAnswer
 	ccNames            map[string]string
@@ -256,6 +261,11 @@ func (dv *daemonView) ask(d Daemon) {
 		dv.statusErr = err.Error()
 	}
 	c, err := d.Component("coop")
+	var off *api.OffError
+	if errors.As(err, &off) {
+		dv.coopOff = off.Why
+		return
+	}
 	if err != nil {
 		dv.coopErr = err.Error()
 		return
@@ -401,7 +411,7 @@ func (s *Server) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
-		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, SampleError: s.sampleErr,
+		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, CoopOff: s.coopOff, SampleError: s.sampleErr,
 		Flows: []FlowView{}}
 	for _, l := range lane.All {
 		snap.Lanes = append(snap.Lanes, LaneView{Lane: l.String(), Points: append([]LanePoint{}, s.lanePts[l.String()]...)})

@@ -25,6 +25,7 @@ import (
 
 type fakeDaemon struct {
 	coop  string
+	off   string // the policy leaves coop off: why
 	asked []uint64
 	runs  string // the kernel's name of the congestion control the flows run
 	appCC string // what every socket's app asked for ("" = none)
@@ -35,6 +36,9 @@ func (d *fakeDaemon) Status() (*api.Status, error) {
 }
 
 func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
+	if name == "coop" && d.off != "" {
+		return nil, &api.OffError{Name: name, Why: d.off}
+	}
 	if name != "coop" || d.coop == "" {
 		return nil, errors.New("component not running")
 	}
@@ -165,6 +169,24 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 		t.Errorf("metrics:\n%s", m)
 	}
 	testutil.PromCheck(t, []byte(m))
+}
+
+// A controller the policy leaves off is a state in the snapshot, not an
+// error (the page shows it as an off section, last).
+func TestDashboardCoopOffIsNoError(t *testing.T) {
+	port := loopbackFlow(t)
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: port}})
+	if err != nil {
+		t.Skipf("sock_diag not available: %v", err)
+	}
+	defer smp.Close()
+	s := New(Config{Sampler: smp, Daemon: &fakeDaemon{off: "no coop section in the policy", runs: "cubic"}})
+	s.tick()
+	snap := s.Snapshot()
+	if snap.CoopOff != "no coop section in the policy" || snap.CoopError != "" || snap.Coop != nil {
+		t.Fatalf("coop off: off %q, error %q, doc %s", snap.CoopOff, snap.CoopError, snap.Coop)
+	}
 }
 
 // Without a daemon the page still shows flows; a vanished flow leaves at

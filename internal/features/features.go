@@ -6,7 +6,6 @@
 package features
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -316,12 +315,23 @@ func probeBPF() []Feature {
 	return out
 }
 
+// probeCgroupV2: mounted here, or only known to the kernel (a fresh /sys,
+// as under `ip netns exec`), where the daemon mounts its own.
+func probeCgroupV2() Feature {
+	f := Feature{Name: "cgroup/v2", Group: "system", Present: true, Detail: CgroupV2Mount(),
+		Fallback: "no cgroup lanes: `lanes run` and cgroup rules unavailable; 3-tuple, uid and DSCP rules still work"}
+	if f.Detail == "" {
+		f.Present = CgroupV2Kernel()
+		if f.Present {
+			f.Detail = "not mounted in this mount namespace (a fresh /sys, as under ip netns exec): the daemon mounts its own"
+		}
+	}
+	return f
+}
+
 func probeSystem() []Feature {
 	var out []Feature
-	cg := CgroupV2Mount()
-	f := Feature{Name: "cgroup/v2", Group: "system", Present: cg != "", Detail: cg,
-		Fallback: "no cgroup lanes: `lanes run` and cgroup rules unavailable; 3-tuple, uid and DSCP rules still work"}
-	out = append(out, f)
+	out = append(out, probeCgroupV2())
 
 	// BQL on each real interface.
 	links, _ := filepath.Glob("/sys/class/net/*/queues/tx-0/byte_queue_limits/limit_max")
@@ -366,28 +376,4 @@ func probeSystem() []Feature {
 	cc, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
 	out = append(out, Feature{Name: "tcp/congestion-control", Group: "system", Present: len(cc) > 0, Detail: strings.TrimSpace(string(cc))})
 	return out
-}
-
-// CgroupV2Mount returns where the unified cgroup hierarchy is mounted, or "".
-func CgroupV2Mount() string {
-	fh, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	best := ""
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts ... - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		for i, f := range fields {
-			if f == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" {
-				mp := fields[4]
-				if best == "" || len(mp) < len(best) {
-					best = mp
-				}
-			}
-		}
-	}
-	return best
 }

@@ -1,7 +1,7 @@
 // wclamp.go probes whether sock_ops may set TCP_WINDOW_CLAMP with
 // bpf_setsockopt, which rLEDBAT needs (internal/bpf/sockops/rledbat.h): the
-// kernel allows it from 5.11 (commit cb81110997d1 "bpf: Adds support for
-// setting window clamp"); before, bpf_setsockopt returns -EINVAL. The
+// kernel allows it from 5.11 ("bpf: Adds support for setting window
+// clamp"); before, bpf_setsockopt returns -EINVAL. The
 // probe asks the kernel itself: a tiny sock_ops program attached at the
 // cgroup v2 root calls bpf_setsockopt(SOL_TCP, TCP_WINDOW_CLAMP) on one
 // loopback connection made in a scratch network namespace and records what
@@ -47,10 +47,11 @@ func ProbeWindowClamp() error { return probeSockopt(tcpWindowClamp) }
 
 // probeSockopt runs the probe for one SOL_TCP option.
 func probeSockopt(optname int32) error {
-	cg := CgroupV2Mount()
-	if cg == "" {
-		return errors.New("not probed: no cgroup v2 mount")
-	}
+	return WithCgroup2(func(cg string) error { return probeSockoptAt(cg, optname) })
+}
+
+// probeSockoptAt runs the probe with the cgroup v2 root at cg.
+func probeSockoptAt(cg string, optname int32) error {
 	res, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 	if err != nil {
 		return fmt.Errorf("not probed: %w", err)

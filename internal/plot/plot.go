@@ -6,12 +6,15 @@
 //
 // The figure is laid out once into drawing primitives (lines, polylines,
 // rectangles, text) on an abstract canvas; png.go rasterises them (image/png
-// and the 7x13 bitmap font of golang.org/x/image/font/basicfont) and svg.go
-// writes them as SVG elements, so both files show the same picture.
+// and the Go font of golang.org/x/image/font/gofont) and svg.go writes them
+// as SVG elements, so both files show the same picture.
 //
 //   - Figure{Title, XLabel, Panels}; Panel{YLabel, Unit, Series};
 //     Series{Name, X, Y}. NaN in Y breaks a line (a gap). Series may carry
 //     marks (Marker), error bars (YLo, YHi) or be marks alone (NoLine).
+//     Series j of a panel is drawn with the j-th line style (solid, dashed,
+//     dotted, dash-dot) as well as its colour, so that two series that
+//     coincide stay visible: the later one's gaps show the earlier one.
 //   - WritePNG / WriteSVG / Save (by file extension).
 //
 // Non-goals: log axes, bar charts, arbitrary fonts. (gonum/plot was weighed
@@ -147,7 +150,8 @@ type pt struct{ x, y float64 }
 type canvas interface {
 	rect(x, y, w, h float64, fill color.RGBA)
 	line(x1, y1, x2, y2 float64, c color.RGBA, width float64)
-	polyline(p []pt, c color.RGBA, width float64)
+	// polyline draws p; dash is the on/off pattern (px), nil for solid.
+	polyline(p []pt, c color.RGBA, width float64, dash []float64)
 	// text draws s with its baseline at y; vertical text runs bottom to top
 	// with (x, y) at the anchor point.
 	text(x, y float64, s string, a anchor, c color.RGBA, vertical, big bool)
@@ -160,7 +164,6 @@ const (
 	marginTop    = 40
 	panelGap     = 34 // between panels: room for x tick labels
 	marginBottom = 50
-	charW        = 7 // basicfont 7x13
 	tickLen      = 5
 )
 
@@ -188,7 +191,7 @@ func (f *Figure) draw(c canvas) {
 	c.rect(0, 0, float64(w), float64(h), white)
 	if f.Title != "" {
 		// Twice the font size if it fits, else the normal size.
-		big := len(f.Title)*2*charW < w-20
+		big := textWidth(f.Title, true) < float64(w-20)
 		c.text(float64(w)/2, 24, f.Title, anchorMiddle, black, false, big)
 	}
 	xlo, xhi := f.xRange()
@@ -293,7 +296,7 @@ func (fr *panelFrame) drawSeries(c canvas, s *Series, j int) {
 		if len(seg) == 1 && !s.Marker && !s.NoLine {
 			c.rect(seg[0].x-1, seg[0].y-1, 3, 3, col)
 		} else if len(seg) > 1 && !s.NoLine {
-			c.polyline(seg, col, 1.6)
+			c.polyline(seg, col, 1.6, dashOf(j))
 		}
 		seg = nil
 	}
@@ -327,12 +330,12 @@ func (fr *panelFrame) drawLegend(c canvas, p *Panel) {
 		}
 		y := fr.top + 8 + float64(j)*16
 		if !s.NoLine {
-			c.rect(lx, y-1, 18, 3, s.colorOf(j))
+			c.polyline([]pt{{lx, y}, {lx + 22, y}}, s.colorOf(j), 2.5, dashOf(j))
 		}
 		if s.Marker || s.NoLine {
 			marker(c, pt{lx + 9, y}, s.shape(j), s.colorOf(j))
 		}
-		c.text(lx+24, y+4, truncName(s.Name, (marginRight-40)/charW), anchorStart, black, false, false)
+		c.text(lx+28, y+4, truncName(s.Name, marginRight-44), anchorStart, black, false, false)
 	}
 }
 
@@ -359,9 +362,9 @@ func marker(c canvas, p pt, shape int, col color.RGBA) {
 	case 0:
 		c.rect(p.x-r+1, p.y-r+1, 2*r-1, 2*r-1, col)
 	case 1:
-		c.polyline([]pt{{p.x, p.y - r - 1}, {p.x + r + 1, p.y + r}, {p.x - r - 1, p.y + r}, {p.x, p.y - r - 1}}, col, 1.6)
+		c.polyline([]pt{{p.x, p.y - r - 1}, {p.x + r + 1, p.y + r}, {p.x - r - 1, p.y + r}, {p.x, p.y - r - 1}}, col, 1.6, nil)
 	case 2:
-		c.polyline([]pt{{p.x, p.y - r - 1}, {p.x + r + 1, p.y}, {p.x, p.y + r + 1}, {p.x - r - 1, p.y}, {p.x, p.y - r - 1}}, col, 1.6)
+		c.polyline([]pt{{p.x, p.y - r - 1}, {p.x + r + 1, p.y}, {p.x, p.y + r + 1}, {p.x - r - 1, p.y}, {p.x, p.y - r - 1}}, col, 1.6, nil)
 	case 3:
 		c.line(p.x-r, p.y-r, p.x+r, p.y+r, col, 1.8)
 		c.line(p.x-r, p.y+r, p.x+r, p.y-r, col, 1.8)
@@ -371,7 +374,7 @@ func marker(c canvas, p pt, shape int, col color.RGBA) {
 			a := float64(k) * math.Pi / 6
 			ring = append(ring, pt{p.x + r*math.Cos(a), p.y + r*math.Sin(a)})
 		}
-		c.polyline(ring, col, 1.6)
+		c.polyline(ring, col, 1.6, nil)
 	}
 }
 
@@ -382,11 +385,55 @@ func errorBar(c canvas, x, y1, y2 float64, col color.RGBA) {
 	c.line(x-3, y2, x+3, y2, col, 1.2)
 }
 
-func truncName(s string, n int) string {
-	if len(s) <= n {
+// truncName shortens s to at most width pixels, marking the cut with "…".
+func truncName(s string, width float64) string {
+	if textWidth(s, false) <= width {
 		return s
 	}
-	return s[:n-1] + "~"
+	r := []rune(s)
+	for len(r) > 1 && textWidth(string(r)+"…", false) > width {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "…"
+}
+
+// dashOf is the line style of series j: solid, dashed, dotted, dash-dot
+// (on, off lengths in px; none: solid).
+func dashOf(j int) []float64 {
+	return [][]float64{nil, {9, 5}, {2.5, 4}, {9, 4, 2.5, 4}}[j%4]
+}
+
+// dashed cuts the polyline p into the "on" pieces of pattern, which runs on
+// along the whole line (not restarting at each vertex); nil or empty
+// pattern: p whole.
+func dashed(p []pt, pattern []float64) [][]pt {
+	if len(pattern) == 0 || len(p) < 2 {
+		return [][]pt{p}
+	}
+	var out [][]pt
+	k, left, on := 0, pattern[0], true
+	cur := []pt{p[0]}
+	for i := 1; i < len(p); i++ {
+		a, b := p[i-1], p[i]
+		seg := math.Hypot(b.x-a.x, b.y-a.y)
+		pos := 0.0
+		for seg-pos > left {
+			pos += left
+			q := pt{a.x + (b.x-a.x)*pos/seg, a.y + (b.y-a.y)*pos/seg}
+			if on {
+				out = append(out, append(cur, q))
+			}
+			cur = []pt{q}
+			k = (k + 1) % len(pattern)
+			left, on = pattern[k], !on
+		}
+		left -= seg - pos
+		cur = append(cur, b)
+	}
+	if on && len(cur) > 1 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // xRange is the x extent of all series.

@@ -6,6 +6,9 @@ package plot
 import (
 	"bytes"
 	"encoding/xml"
+	"image"
+	"image/color"
+	"image/draw"
 	"image/png"
 	"io"
 	"math"
@@ -149,9 +152,14 @@ func TestSVG(t *testing.T) {
 			}
 		}
 	}
-	// flow a: 1 line; flow b: 2 (NaN gap); throughput: 1.
-	if polylines != 4 {
-		t.Errorf("%d polylines, want 4", polylines)
+	// flow a: 1 line; flow b: 2 (NaN gap); throughput: 1; and a legend
+	// swatch per series (3).
+	if polylines != 7 {
+		t.Errorf("%d polylines, want 7", polylines)
+	}
+	// The second series of a panel is dashed, in its line and its swatch.
+	if n := strings.Count(buf.String(), `stroke-dasharray="9 5"`); n != 3 {
+		t.Errorf("%d dashed polylines, want flow b's 2 pieces and its swatch", n)
 	}
 	joined := strings.Join(texts, "|")
 	for _, want := range []string{"cwnd (segments)", "throughput (bit/s)", "time (s)", "flow b", "no data", "two flows", "40M"} {
@@ -159,6 +167,69 @@ func TestSVG(t *testing.T) {
 			t.Errorf("SVG lacks text %q; texts: %s", want, joined)
 		}
 	}
+}
+
+// Two series that coincide stay distinguishable: the second is dashed, so
+// the first shows in its gaps; the pattern runs on across vertices.
+func TestDashedCoincidingSeries(t *testing.T) {
+	line := []pt{{0, 0}, {10, 0}, {30, 0}}
+	pieces := dashed(line, []float64{9, 5})
+	// on 0-9, off 9-14, on 14-23, off 23-28, on 28-30
+	want := [][2]float64{{0, 9}, {14, 23}, {28, 30}}
+	if len(pieces) != len(want) {
+		t.Fatalf("pieces %v, want spans %v", pieces, want)
+	}
+	for i, p := range pieces {
+		if a, b := p[0].x, p[len(p)-1].x; math.Abs(a-want[i][0]) > 1e-9 || math.Abs(b-want[i][1]) > 1e-9 {
+			t.Errorf("piece %d spans %v..%v, want %v", i, a, b, want[i])
+		}
+	}
+	if got := dashed(line, nil); len(got) != 1 || len(got[0]) != 3 {
+		t.Errorf("solid: %v", got)
+	}
+	// Drawn: where a solid series lies under a dashed one of another
+	// colour, both colours show on that line.
+	a := Series{Name: "a", X: []float64{0, 10}, Y: []float64{5, 5}}
+	b := a
+	b.Name = "b"
+	f := &Figure{Panels: []Panel{{Series: []Series{a, b}, YMin: 0, YMax: 10}}, Width: 600}
+	img := drawPNG(t, f)
+	y := int(math.Round(float64(marginTop) + float64(f.panelHeight())/2))
+	seen := map[int]bool{}
+	for x := marginLeft + 5; x < 600-marginRight-5; x++ {
+		for yy := y - 1; yy <= y+1; yy++ {
+			seen[closest(img.RGBAAt(x, yy), Palette[0], Palette[1], white)] = true
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Errorf("coinciding series: colours seen on their line %v, want both", seen)
+	}
+}
+
+func drawPNG(t *testing.T, f *Figure) *image.RGBA {
+	var b bytes.Buffer
+	if err := f.WritePNG(&b); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := image.NewRGBA(img.Bounds())
+	draw.Draw(out, out.Rect, img, image.Point{}, draw.Src)
+	return out
+}
+
+// closest is the index of the colour in cs nearest to c.
+func closest(c color.RGBA, cs ...color.RGBA) int {
+	best, bd := 0, math.Inf(1)
+	for i, o := range cs {
+		dr, dg, db := float64(c.R)-float64(o.R), float64(c.G)-float64(o.G), float64(c.B)-float64(o.B)
+		if d := dr*dr + dg*dg + db*db; d < bd {
+			best, bd = i, d
+		}
+	}
+	return best
 }
 
 func TestSave(t *testing.T) {

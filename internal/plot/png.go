@@ -1,7 +1,7 @@
 // png.go: the raster canvas. Lines are antialiased by distance to the
 // segment (coverage = half width + 0.5 - distance, clamped to [0,1]); text is
-// the 7x13 bitmap font of golang.org/x/image/font/basicfont, drawn twice as
-// large for the title and rotated for y labels.
+// the Go font (golang.org/x/image/font/gofont, rendered by opentype), bold
+// and larger for the title, rotated for y labels.
 package plot
 
 import (
@@ -11,9 +11,12 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"sync"
 
 	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/font/gofont/gobold"
+	"golang.org/x/image/font/gofont/goregular"
+	"golang.org/x/image/font/opentype"
 	"golang.org/x/image/math/fixed"
 )
 
@@ -64,19 +67,31 @@ func (c *pngCanvas) line(x1, y1, x2, y2 float64, col color.RGBA, width float64) 
 		}
 		return
 	}
-	c.segment(x1, y1, x2, y2, col, width)
+	c.polyline([]pt{{x1, y1}, {x2, y2}}, col, width, nil)
 }
 
-func (c *pngCanvas) polyline(p []pt, col color.RGBA, width float64) {
-	for i := 1; i < len(p); i++ {
-		c.segment(p[i-1].x, p[i-1].y, p[i].x, p[i].y, col, width)
+func (c *pngCanvas) polyline(p []pt, col color.RGBA, width float64, dash []float64) {
+	for _, d := range dashed(p, dash) {
+		cov := map[image.Point]float64{}
+		for i := 1; i < len(d); i++ {
+			c.segment(cov, d[i-1].x, d[i-1].y, d[i].x, d[i].y, width)
+		}
+		c.fill(cov, col)
 	}
 }
 
-// segment draws an antialiased thick segment. Each pixel takes the larger of
-// its current coverage by this colour and the new one, so joints of a
-// polyline do not darken.
-func (c *pngCanvas) segment(x1, y1, x2, y2 float64, col color.RGBA, width float64) {
+// fill blends col into each pixel by its coverage.
+func (c *pngCanvas) fill(cov map[image.Point]float64, col color.RGBA) {
+	for p, a := range cov {
+		c.blend(p.X, p.Y, col, a)
+	}
+}
+
+// segment adds an antialiased thick segment's coverage to cov. A pixel
+// keeps the largest coverage of the segments of one line, so joints of a
+// polyline do not darken, while a line drawn over another of a different
+// colour covers it (coinciding series stay visible by their dashes).
+func (c *pngCanvas) segment(cov map[image.Point]float64, x1, y1, x2, y2, width float64) {
 	hw := width / 2
 	minX := int(math.Floor(math.Min(x1, x2) - hw - 1))
 	maxX := int(math.Ceil(math.Max(x1, x2) + hw + 1))
@@ -96,71 +111,85 @@ func (c *pngCanvas) segment(x1, y1, x2, y2 float64, col color.RGBA, width float6
 				t = math.Max(0, math.Min(1, t))
 			}
 			ex, ey := x1+t*dx-px, y1+t*dy-py
-			d := math.Sqrt(ex*ex + ey*ey)
-			a := hw + 0.5 - d
-			if a <= 0 {
-				continue
+			a := math.Min(1, hw+0.5-math.Sqrt(ex*ex+ey*ey))
+			if k := (image.Point{x, y}); a > cov[k] {
+				cov[k] = a
 			}
-			c.blendMax(x, y, col, math.Min(1, a))
 		}
 	}
-}
-
-// blendMax blends only if the pixel is not already at least that close to
-// col (approximated on the channel furthest from col).
-func (c *pngCanvas) blendMax(x, y int, col color.RGBA, a float64) {
-	i := c.img.PixOffset(x, y)
-	p := c.img.Pix[i : i+3 : i+3]
-	// Current coverage of col in this pixel, assuming the background was white.
-	cur := 0.0
-	for k, cc := range []uint8{col.R, col.G, col.B} {
-		if d := 255 - float64(cc); d > 8 {
-			cur = math.Max(cur, (255-float64(p[k]))/d)
-			_ = k
-		}
-	}
-	if cur >= a {
-		return
-	}
-	c.blend(x, y, col, a)
 }
 
 func (c *pngCanvas) text(x, y float64, s string, a anchor, col color.RGBA, vertical, big bool) {
-	face := basicfont.Face7x13
+	face := faceOf(big)
 	w := font.MeasureString(face, s).Ceil()
-	h := face.Height
-	// Render into a small mask, then copy (scaled or rotated) onto the image.
-	mask := image.NewAlpha(image.Rect(0, 0, w, h))
-	d := font.Drawer{Dst: mask, Src: image.Opaque, Face: face, Dot: fixed.P(0, face.Ascent)}
-	d.DrawString(s)
-	scale := 1
-	if big {
-		scale = 2
+	m := face.Metrics()
+	ascent, h := m.Ascent.Ceil(), m.Height.Ceil()+m.Descent.Ceil()
+	if w <= 0 {
+		return
 	}
-	sw, sh := w*scale, h*scale
+	// Render into a small mask, then copy (rotated for vertical text).
+	mask := image.NewAlpha(image.Rect(0, 0, w, h))
+	d := font.Drawer{Dst: mask, Src: image.Opaque, Face: face, Dot: fixed.P(0, ascent)}
+	d.DrawString(s)
 	off := 0.0
 	switch a {
 	case anchorMiddle:
-		off = float64(sw) / 2
+		off = float64(w) / 2
 	case anchorEnd:
-		off = float64(sw)
+		off = float64(w)
 	}
-	for my := 0; my < sh; my++ {
-		for mx := 0; mx < sw; mx++ {
-			al := mask.AlphaAt(mx/scale, my/scale).A
+	for my := 0; my < h; my++ {
+		for mx := 0; mx < w; mx++ {
+			al := mask.AlphaAt(mx, my).A
 			if al == 0 {
 				continue
 			}
 			var px, py int
 			if vertical {
 				// Text runs upwards: mask x goes to -y, mask y to +x.
-				px = int(x) + my - sh/2
+				px = int(x) + my - h/2
 				py = int(math.Round(y+off)) - mx
 			} else {
 				px = int(math.Round(x-off)) + mx
-				py = int(y) - face.Ascent*scale + my
+				py = int(y) - ascent + my
 			}
 			c.blend(px, py, col, float64(al)/255)
 		}
 	}
+}
+
+// Text faces: the Go fonts (a humanist sans serif, antialiased; the
+// figures' text was the 7x13 bitmap typewriter face before), 13 px and a
+// 19 px bold one for titles. Parsed once.
+var faces = sync.OnceValue(func() [2]font.Face {
+	face := func(ttf []byte, size float64) font.Face {
+		f, err := opentype.Parse(ttf)
+		if err != nil {
+			panic("plot: the embedded Go font does not parse: " + err.Error())
+		}
+		fc, err := opentype.NewFace(f, &opentype.FaceOptions{Size: size, DPI: 72, Hinting: font.HintingFull})
+		if err != nil {
+			panic("plot: " + err.Error())
+		}
+		return fc
+	}
+	return [2]font.Face{face(goregular.TTF, textSize), face(gobold.TTF, titleSize)}
+})
+
+// Sizes of the text (px).
+const (
+	textSize  = 13
+	titleSize = 19
+)
+
+func faceOf(big bool) font.Face {
+	if big {
+		return faces()[1]
+	}
+	return faces()[0]
+}
+
+// textWidth is the width of s as drawn (px).
+func textWidth(s string, big bool) float64 {
+	return float64(font.MeasureString(faceOf(big), s).Ceil())
 }

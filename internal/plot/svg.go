@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -19,7 +20,7 @@ func (f *Figure) WriteSVG(w io.Writer) error {
 	wd, ht := f.size()
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+
-		`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`+"\n", wd, ht, wd, ht)
+		`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Go, DejaVu Sans, Helvetica, Arial, sans-serif" font-size="13">`+"\n", wd, ht, wd, ht)
 	if f.Title != "" {
 		fmt.Fprintf(bw, "<title>%s</title>\n", esc(f.Title))
 	}
@@ -47,8 +48,16 @@ func (c *svgCanvas) line(x1, y1, x2, y2 float64, col color.RGBA, width float64) 
 	fmt.Fprintf(c.w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f"/>`+"\n", x1, y1, x2, y2, hex(col), width)
 }
 
-func (c *svgCanvas) polyline(p []pt, col color.RGBA, width float64) {
-	fmt.Fprintf(c.w, `<polyline fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round" points="`, hex(col), width)
+func (c *svgCanvas) polyline(p []pt, col color.RGBA, width float64, dash []float64) {
+	da := ""
+	if len(dash) > 0 {
+		var parts []string
+		for _, d := range dash {
+			parts = append(parts, strconv.FormatFloat(d, 'f', -1, 64))
+		}
+		da = ` stroke-dasharray="` + strings.Join(parts, " ") + `"`
+	}
+	fmt.Fprintf(c.w, `<polyline fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round"%s points="`, hex(col), width, da)
 	for i, q := range p {
 		if i > 0 {
 			c.w.WriteByte(' ')
@@ -62,7 +71,7 @@ func (c *svgCanvas) text(x, y float64, s string, a anchor, col color.RGBA, verti
 	anc := [...]string{"start", "middle", "end"}[a]
 	size := ""
 	if big {
-		size = ` font-size="18" font-weight="bold"`
+		size = ` font-size="19" font-weight="bold"`
 	}
 	tr := ""
 	if vertical {

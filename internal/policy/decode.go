@@ -17,9 +17,19 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// decoder walks a yaml.Node tree into Go values.
+// decoder walks a yaml.Node tree into Go values. A field that cannot be
+// decoded is noted in errs and left at its default, and the walk goes on,
+// so that one run shows every such error of the file.
 type decoder struct {
 	lines map[string]int // field path -> line in the file
+	errs  []*decodeError // in file order
+}
+
+// note keeps a field's decode error; the caller goes on with the next field.
+func (d *decoder) note(err error) {
+	if de, ok := err.(*decodeError); ok {
+		d.errs = append(d.errs, de)
+	}
 }
 
 // decodeError is a decode failure at a known place.
@@ -82,7 +92,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		for i, c := range n.Content {
 			elem := reflect.New(v.Type().Elem()).Elem()
 			if err := d.decode(c, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+				d.note(err) // the element stays, partly decoded, to be checked with the rest
 			}
 			out = reflect.Append(out, elem)
 		}
@@ -117,14 +127,16 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) error
 		child := joinPath(path, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
-			return &decodeError{k.Line, child, fmt.Sprintf("unknown field (known here: %s)", strings.Join(names, ", "))}
+			d.note(&decodeError{k.Line, child, fmt.Sprintf("unknown field (known here: %s)", strings.Join(names, ", "))})
+			continue
 		}
 		if seen[k.Value] {
-			return &decodeError{k.Line, child, "given twice"}
+			d.note(&decodeError{k.Line, child, "given twice"})
+			continue
 		}
 		seen[k.Value] = true
 		if err := d.decode(val, f, child); err != nil {
-			return err
+			d.note(err)
 		}
 		d.lines[child] = k.Line
 	}

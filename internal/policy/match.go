@@ -25,6 +25,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -129,7 +130,7 @@ func (r Rule) compile(name string) (Match, error) {
 		if r.DSCP != nil {
 			return m, config.Errorf("dscp", "the datapath matches a socket by its uid or by its DSCP marking, not both: split it in two rules")
 		}
-		m.Kind, m.UID = MatchUID, *r.UID
+		m.Kind, m.UID = MatchUID, uint32(*r.UID)
 	case r.DSCP != nil:
 		m.Kind, m.DSCP = MatchDSCP, *r.DSCP
 	default:
@@ -173,24 +174,30 @@ func firstSet(r Rule, fields ...string) string {
 }
 
 // compileRules fills p.Matches, refusing duplicates.
-func (p *Policy) compileRules() error {
+func (p *Policy) compileRules(valid []bool) error {
 	p.Matches = nil
 	seen := map[string]int{}
+	var errs []error
 	for i, r := range p.Rules {
+		if !valid[i] {
+			continue // its fields' errors are reported already
+		}
 		f := fmt.Sprintf("rules[%d]", i)
 		m, err := r.compile(ruleName(r, i))
 		if err != nil {
-			return config.Prefix(f, err)
+			errs = append(errs, config.Prefix(f, err))
+			continue
 		}
 		if k := m.key(); k != "" {
 			if j, dup := seen[k]; dup {
-				return config.Errorf(f, "matches the same %s as rules[%d]: which lane wins would depend on their order", m.Kind, j)
+				errs = append(errs, config.Errorf(f, "matches the same %s as rules[%d]: which lane wins would depend on their order", m.Kind, j))
+				continue
 			}
 			seen[k] = i
 		}
 		p.Matches = append(p.Matches, m)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func ruleName(r Rule, i int) string {

@@ -13,8 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -58,17 +61,17 @@ type Interface struct {
 // Rule puts traffic in a lane. All given match fields must hold; match.go
 // says which combinations the datapath can apply (the rest are refused).
 type Rule struct {
-	Name   string    `yaml:"name"`
-	Lane   lane.Lane `yaml:"lane"`
-	Exe    string    `yaml:"exe"`    // executable path (absolute) or base name
-	Comm   string    `yaml:"comm"`   // process name (/proc/PID/comm)
-	UID    *uint32   `yaml:"uid"`    // owner of the socket or process
-	Cgroup string    `yaml:"cgroup"` // cgroup v2 path, relative to the v2 mount
-	Dst    string    `yaml:"dst"`    // destination address or prefix (10.0.0.0/8, 2001:db8::/32)
-	DPort  uint16    `yaml:"dport"`  // destination port (none: any)
-	SPort  uint16    `yaml:"sport"`  // source port
-	Src    string    `yaml:"src"`    // local (source) address, with the full tuple only (none: any)
-	DSCP   *uint8    `yaml:"dscp"`   // DSCP the socket marks its packets with
+	Name   string      `yaml:"name"`
+	Lane   lane.Lane   `yaml:"lane"`
+	Exe    string      `yaml:"exe"`    // executable path (absolute) or base name
+	Comm   string      `yaml:"comm"`   // process name (/proc/PID/comm)
+	UID    *config.UID `yaml:"uid"`    // owner of the socket or process: a user name or uid
+	Cgroup string      `yaml:"cgroup"` // cgroup v2 path, relative to the v2 mount
+	Dst    string      `yaml:"dst"`    // destination address or prefix (10.0.0.0/8, 2001:db8::/32)
+	DPort  uint16      `yaml:"dport"`  // destination port (none: any)
+	SPort  uint16      `yaml:"sport"`  // source port
+	Src    string      `yaml:"src"`    // local (source) address, with the full tuple only (none: any)
+	DSCP   *uint8      `yaml:"dscp"`   // DSCP the socket marks its packets with
 }
 
 // Access says who, besides root, may change lanes.
@@ -141,6 +144,16 @@ func (p *Policy) ErrorAt(field, format string, args ...any) error {
 	return &Error{File: p.Source, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Has reports whether the policy text sets the field (a dotted path such
+// as "coop" or "rules[0].uid"), rather than leaving it at its default.
+func (p *Policy) Has(field string) bool {
+	if p.dec == nil {
+		return false
+	}
+	_, ok := p.dec.lines[field]
+	return ok
+}
+
 // Default returns the embedded default policy.
 func Default() *Policy {
 	p, err := Parse("(default)", defaultYAML)
@@ -175,6 +188,9 @@ func DefaultYAMLWithout(section string) []byte {
 // file and its directory must be owned by root and not writable by others
 // (task rules can raise processes to real-time priority).
 func Load(path string, requireRootOwned bool) (*Policy, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, missingFile(path)
+	}
 	if requireRootOwned {
 		if err := checkRootOwned(path); err != nil {
 			return nil, err
@@ -185,6 +201,39 @@ func Load(path string, requireRootOwned bool) (*Policy, error) {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
 	return Parse(path, data)
+}
+
+// ExamplesDir is where the package installs example policies.
+const ExamplesDir = "/usr/share/doc/lanes/examples"
+
+// missingFile says that a policy file is not there and how to make one.
+func missingFile(path string) error {
+	return fmt.Errorf("policy file %s does not exist: start one from the default "+
+		"(lanes daemon --print-default-policy > %s) or from an example in %s/, "+
+		"or run without --policy to use the default", path, path, ExamplesDir)
+}
+
+// MissingExecutables reports each rule and task rule whose exe is an
+// absolute path (no pattern) that does not exist on this machine, as a
+// warning: such a rule is valid and matches once the program is
+// installed, but a typo (/usr/bin/resticc) would otherwise pass silently.
+func (p *Policy) MissingExecutables() error {
+	var errs []error
+	check := func(field, exe string) {
+		if !filepath.IsAbs(exe) || strings.ContainsAny(exe, "*?[") {
+			return
+		}
+		if _, err := os.Stat(exe); errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, p.ErrorAt(field, "%s does not exist here (the rule matches once it does)", exe))
+		}
+	}
+	for i, r := range p.Rules {
+		check(fmt.Sprintf("rules[%d].exe", i), r.Exe)
+	}
+	for i, r := range p.Tasks {
+		check(fmt.Sprintf("tasks[%d].exe", i), r.Exe)
+	}
+	return errors.Join(errs...)
 }
 
 // readBounded reads at most max bytes of path; a larger file is an error.
@@ -202,42 +251,149 @@ func readBounded(path string, max int64) ([]byte, error) {
 }
 
 // Parse parses and validates policy text; file names the source in errors.
+// A syntax error stops the reading; otherwise every error of the file is
+// returned at once (Errors, in line order).
 func Parse(file string, data []byte) (*Policy, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, syntaxError(file, err)
+		return nil, syntaxError(file, data, err)
 	}
 	p := &Policy{Coop: coop.DefaultConfig(), Realtime: rtlane.DefaultConfig(), Background: ledbat.DefaultConfig()}
 	d := &decoder{lines: map[string]int{}}
 	if len(root.Content) > 0 {
 		if err := d.decode(&root, reflect.ValueOf(p).Elem(), ""); err != nil {
-			var de *decodeError
-			if errors.As(err, &de) {
-				return nil, &Error{File: file, Line: de.Line, Field: de.Field, Msg: de.Msg}
-			}
-			return nil, fmt.Errorf("%s: %w", file, err)
+			d.note(err)
 		}
 	}
 	p.Source, p.dec = file, d
 	p.applyDefaults()
-	if err := p.Validate(); err != nil {
+	var errs []*Error
+	for _, de := range d.errs {
+		errs = append(errs, &Error{File: file, Line: de.Line, Field: de.Field, Msg: de.Msg})
+	}
+	for _, err := range config.Each(p.Validate()) {
 		var fe *config.FieldError
-		if errors.As(err, &fe) {
-			return nil, &Error{File: file, Line: d.lineOf(fe.Field), Field: fe.Field, Msg: fe.Err.Error()}
+		if !errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		return nil, fmt.Errorf("%s: %w", file, err)
+		if !causedBy(fe.Field, d.errs) {
+			errs = append(errs, &Error{File: file, Line: d.lineOf(fe.Field), Field: fe.Field, Msg: fe.Err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
 	}
 	return p, nil
 }
 
-func syntaxError(file string, err error) error {
-	msg := err.Error()
-	msg = strings.TrimPrefix(msg, "yaml: ")
+// causedBy reports whether a validation error of field may only follow
+// from a field that could not be decoded (left at its default): the same
+// field, one inside it, or the item that holds it.
+func causedBy(field string, decoded []*decodeError) bool {
+	for _, de := range decoded {
+		if within(field, de.Field) || within(de.Field, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is parent or lies inside it.
+func within(path, parent string) bool {
+	if !strings.HasPrefix(path, parent) {
+		return false
+	}
+	rest := path[len(parent):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// Errors are all the errors of one policy file, in line order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	if len(es) == 1 {
+		return lines[0]
+	}
+	return fmt.Sprintf("%d errors in the policy:\n%s", len(es), strings.Join(lines, "\n"))
+}
+
+// Unwrap gives the single errors (errors.As finds the first *Error).
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// joinErrors orders a policy's errors by line (a stable sort keeps the
+// order of one line's errors) and drops repeats.
+func joinErrors(errs []*Error) error {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+	var out Errors
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if s := e.Error(); !seen[s] {
+			seen[s] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// syntaxError is a YAML syntax error at the line that holds it. yaml.v3
+// reports a parser error at the start of the enclosing block (its context
+// mark: the "rules:" line for a bad key ten rules further), so the line is
+// found again here: the first line whose addition makes the text fail with
+// the same message (a binary search over prefixes of whole lines).
+func syntaxError(file string, data []byte, err error) error {
+	line, msg := splitYAMLError(err)
+	if l := failingLine(data, msg); l > 0 {
+		line = l
+	}
+	return &Error{File: file, Line: line, Field: "(syntax)", Msg: msg}
+}
+
+// splitYAMLError splits "yaml: line N: msg" into N and msg.
+func splitYAMLError(err error) (int, string) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
 	if _, e := fmt.Sscanf(msg, "line %d:", &line); e == nil {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
 	}
-	return &Error{File: file, Line: line, Field: "(syntax)", Msg: msg}
+	return line, msg
+}
+
+// failingLine is the 1-based line k such that the first k lines of data
+// fail to parse with msg and the first k-1 do not; 0 if none is found.
+func failingLine(data []byte, msg string) int {
+	lines := strings.SplitAfter(string(data), "\n")
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
+		if err == nil {
+			return false
+		}
+		_, m := splitYAMLError(err)
+		return m == msg
+	}
+	lo, hi := 0, len(lines) // the first lo lines parse (or fail otherwise); the first hi fail with msg
+	if !fails(hi) {
+		return 0
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 func (p *Policy) applyDefaults() {
@@ -255,55 +411,47 @@ func (p *Policy) applyDefaults() {
 	}
 }
 
-// Validate checks the whole policy; errors are *config.FieldError.
+// Validate checks the whole policy; each error is a *config.FieldError, all
+// of them joined (config.Each parts them).
 func (p *Policy) Validate() error {
+	var errs []error
+	add := func(err error) { errs = append(errs, config.Each(err)...) }
 	seenIf := map[string]bool{}
 	for i, it := range p.Interfaces {
 		f := fmt.Sprintf("interfaces[%d]", i)
-		if err := it.validate(); err != nil {
-			return config.Prefix(f, err)
-		}
+		add(config.Prefix(f, it.validate()))
 		if seenIf[it.Name] {
-			return config.Errorf(f+".name", "interface %q listed twice", it.Name)
+			add(config.Errorf(f+".name", "interface %q listed twice", it.Name))
 		}
 		seenIf[it.Name] = true
 	}
 	names := map[string]bool{}
+	ruleOK := make([]bool, len(p.Rules))
 	for i, r := range p.Rules {
 		f := fmt.Sprintf("rules[%d]", i)
-		if err := r.validate(); err != nil {
-			return config.Prefix(f, err)
-		}
+		err := r.validate()
+		add(config.Prefix(f, err))
+		ruleOK[i] = err == nil
 		if r.Name != "" {
 			if names[r.Name] {
-				return config.Errorf(f+".name", "rule name %q used twice", r.Name)
+				add(config.Errorf(f+".name", "rule name %q used twice", r.Name))
 			}
 			names[r.Name] = true
 		}
 	}
-	if err := p.compileRules(); err != nil {
-		return err
-	}
+	add(p.compileRules(ruleOK))
 	if g := p.Access.Group; g != "" && !validName(g) {
-		return config.Errorf("access.group", "%q is not a valid group name", g)
+		add(config.Errorf("access.group", "%q is not a valid group name", g))
 	}
-	if err := p.Config.Validate(); err != nil {
-		return err
-	}
+	add(p.Config.Validate())
 	if p.Coop.Enabled {
-		if err := p.Coop.Validate(); err != nil {
-			return config.Prefix("coop", err)
-		}
+		add(config.Prefix("coop", p.Coop.Validate()))
 	}
 	if p.Realtime.Enabled {
-		if err := p.Realtime.Validate(); err != nil {
-			return config.Prefix("realtime", err)
-		}
+		add(config.Prefix("realtime", p.Realtime.Validate()))
 	}
-	if err := p.Background.Validate(); err != nil {
-		return config.Prefix("background", err)
-	}
-	return nil
+	add(config.Prefix("background", p.Background.Validate()))
+	return errors.Join(errs...)
 }
 
 func (it Interface) validate() error {

@@ -4,14 +4,18 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
 )
@@ -237,5 +241,126 @@ func TestCoopAndRealtimeSections(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Field != "coop.interval" || pe.Line != 3 {
 		t.Fatalf("bad coop interval: %v", err)
+	}
+}
+
+// A user name in uid: (rules, tasks, realtime grants) is resolved when the
+// policy is read; an unknown one is an error naming the key and line.
+func TestUIDByName(t *testing.T) {
+	text := "rules:\n  - {name: a, lane: background, uid: nobody}\n  - {name: b, lane: background, uid: 1001}\n" +
+		"tasks:\n  - {name: t, uid: root, nice: 5}\n" +
+		"realtime:\n  grants:\n    uids: [nobody, 1000]\n    gids: [nogroup]\n"
+	p, err := Parse("names.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody here")
+	}
+	want, _ := strconv.Atoi(nobody.Uid)
+	if uint32(*p.Rules[0].UID) != uint32(want) || p.Matches[0].UID != uint32(want) || *p.Rules[1].UID != 1001 {
+		t.Fatalf("rules' uids: %d, %d (want %d, 1001)", *p.Rules[0].UID, *p.Rules[1].UID, want)
+	}
+	if *p.Tasks[0].UID != 0 || int(p.Realtime.Grants.UIDs[0]) != want || p.Realtime.Grants.UIDs[1] != 1000 {
+		t.Fatalf("tasks/grants: %+v %+v", p.Tasks[0], p.Realtime.Grants)
+	}
+	_, err = Parse("names.yaml", []byte("rules:\n  - name: a\n    lane: background\n    uid: bob-is-not-here\n"))
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Line != 4 || pe.Field != "rules[0].uid" || !strings.Contains(pe.Msg, `no user "bob-is-not-here"`) {
+		t.Fatalf("unknown user: %v", err)
+	}
+}
+
+// A YAML syntax error is reported at the line that holds it, not at the
+// start of its enclosing block (where yaml.v3 puts it).
+func TestSyntaxErrorAtItsLine(t *testing.T) {
+	_, err := Load("testdata/syntax-line19.yaml", false)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Line != 19 || pe.Field != "(syntax)" {
+		t.Fatalf("got %v, want testdata/syntax-line19.yaml:19: (syntax): ...", err)
+	}
+	for _, tc := range []struct {
+		text string
+		line int
+	}{
+		{"rules:\n  - name: a\n    lane: background\n    exe: /x\n    comm: y\n  dport: 3\n", 6},
+		{"rules:\n  - name: a\n    lane: background\n    exe: /x\n    comm: [y\n", 5},
+		{"rules:\n  - name: a\n    lane: background\n    exe: /x\n    - comm\n", 5},
+		{"rules: []\nfoo: bar: baz\n", 2},
+	} {
+		_, err := Parse("s.yaml", []byte(tc.text))
+		if !errors.As(err, &pe) || pe.Line != tc.line {
+			t.Errorf("%q: got %v, want line %d", tc.text, err, tc.line)
+		}
+	}
+}
+
+// Every error of a policy is shown in one run, each at its line, and a
+// field that could not be read adds no follow-on error of its own.
+func TestEveryErrorAtOnce(t *testing.T) {
+	_, err := Load("testdata/many-errors.yaml", false)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	var got []string
+	for _, e := range config.Each(err) {
+		var pe *Error
+		if !errors.As(e, &pe) {
+			t.Fatalf("not a *policy.Error: %v", e)
+		}
+		got = append(got, fmt.Sprintf("%d %s", pe.Line, pe.Field))
+	}
+	want := []string{"4 interfaces[0].mode", "7 rules[0].lane", "12 rules[1].colour", "15 rules[2].uid", "17 access.group"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("errors:\n%v\ngot  %q\nwant %q", err, got, want)
+	}
+}
+
+// A missing policy file is named with the way to make one, and without
+// the root-ownership hint (real-time priority), which is about other files.
+func TestMissingPolicyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	for _, rootOwned := range []bool{true, false} {
+		_, err := Load(path, rootOwned)
+		if err == nil {
+			t.Fatal("missing file accepted")
+		}
+		msg := err.Error()
+		for _, want := range []string{path + " does not exist", "--print-default-policy", ExamplesDir} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("rootOwned=%v: %q lacks %q", rootOwned, msg, want)
+			}
+		}
+		if strings.Contains(msg, "real-time") {
+			t.Errorf("rootOwned=%v: %q gives the real-time hint", rootOwned, msg)
+		}
+	}
+}
+
+// A rule's absolute exe that is not installed is a warning at its line, as
+// a missing interface is; patterns, base names and present files are not.
+func TestMissingExecutables(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "rules:\n  - {name: a, lane: background, exe: /usr/bin/lanes-test-resticc}\n" +
+		"  - {name: b, lane: background, exe: " + self + "}\n  - {name: c, lane: background, exe: restic}\n" +
+		"tasks:\n  - {name: t, exe: /opt/lanes-test-nothing/bin/x, nice: 5}\n  - {name: u, exe: '/opt/*/x', nice: 5}\n"
+	p, err := Parse("exe.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range config.Each(p.MissingExecutables()) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		"exe.yaml:2: rules[0].exe: /usr/bin/lanes-test-resticc does not exist here (the rule matches once it does)",
+		"exe.yaml:6: tasks[0].exe: /opt/lanes-test-nothing/bin/x does not exist here (the rule matches once it does)",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }

@@ -19,6 +19,7 @@
 package sched
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -37,12 +38,12 @@ type Rule struct {
 	Name string `yaml:"name"`
 
 	// Match.
-	Exe     string  `yaml:"exe"`     // executable: absolute path or base name; shell glob allowed
-	Comm    string  `yaml:"comm"`    // /proc/PID/comm (15 chars); shell glob allowed
-	Cmdline string  `yaml:"cmdline"` // regular expression over the NUL-separated-as-space command line
-	UID     *uint32 `yaml:"uid"`     // real uid
-	Cgroup  string  `yaml:"cgroup"`  // cgroup path prefix (v2 path, or any v1 hierarchy's path)
-	Parent  string  `yaml:"parent"`  // parent's comm; shell glob allowed
+	Exe     string      `yaml:"exe"`     // executable: absolute path or base name; shell glob allowed
+	Comm    string      `yaml:"comm"`    // /proc/PID/comm (15 chars); shell glob allowed
+	Cmdline string      `yaml:"cmdline"` // regular expression over the NUL-separated-as-space command line
+	UID     *config.UID `yaml:"uid"`     // real uid: a user name or number
+	Cgroup  string      `yaml:"cgroup"`  // cgroup path prefix (v2 path, or any v1 hierarchy's path)
+	Parent  string      `yaml:"parent"`  // parent's comm; shell glob allowed
 
 	// Apply.
 	Policy      string    `yaml:"policy"`        // fifo, rr, other, batch, idle; empty: leave as is
@@ -117,18 +118,20 @@ func (c Config) Validate() error {
 	}
 	s := c.Safety.WithDefaults()
 	names := map[string]int{}
+	var errs []error
 	for i, r := range c.Tasks {
 		if err := r.Validate(s); err != nil {
-			return config.Prefix(fmt.Sprintf("tasks[%d]", i), err)
+			errs = append(errs, config.Prefix(fmt.Sprintf("tasks[%d]", i), err))
 		}
 		if r.Name != "" {
 			if j, dup := names[r.Name]; dup {
-				return config.Errorf(fmt.Sprintf("tasks[%d].name", i), "duplicate rule name %q (also tasks[%d])", r.Name, j)
+				errs = append(errs, config.Errorf(fmt.Sprintf("tasks[%d].name", i), "duplicate rule name %q (also tasks[%d])", r.Name, j))
+				continue
 			}
 			names[r.Name] = i
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Validate checks the safety section (unset fields take defaults).

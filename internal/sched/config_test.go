@@ -14,8 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-func u32(v uint32) *uint32 { return &v }
-func iptr(v int) *int      { return &v }
+func uid(v uint32) *config.UID { u := config.UID(v); return &u }
+func iptr(v int) *int          { return &v }
 
 func TestRuleMatching(t *testing.T) {
 	player := &ProcInfo{PID: 100, PPID: 1, UID: 1000, Comm: "mpv", Exe: "/usr/bin/mpv",
@@ -39,17 +39,17 @@ func TestRuleMatching(t *testing.T) {
 		{"comm miss", Rule{Comm: "mpv"}, rsync, false},
 		{"cmdline regex", Rule{Cmdline: `--audio-device=\w+`}, player, true},
 		{"cmdline anchored miss", Rule{Cmdline: `^rsync .*--delete`}, rsync, false},
-		{"uid", Rule{UID: u32(1000)}, player, true},
-		{"uid 0 miss", Rule{UID: u32(0)}, player, false},
-		{"uid 0", Rule{UID: u32(0)}, rsync, true},
+		{"uid", Rule{UID: uid(1000)}, player, true},
+		{"uid 0 miss", Rule{UID: uid(0)}, player, false},
+		{"uid 0", Rule{UID: uid(0)}, rsync, true},
 		{"cgroup prefix", Rule{Cgroup: "/system.slice"}, rsync, true},
 		{"cgroup exact", Rule{Cgroup: "/system.slice/backup.service"}, rsync, true},
 		{"cgroup not component", Rule{Cgroup: "/system.sl"}, rsync, false},
 		{"cgroup v1 line", Rule{Cgroup: "/"}, player, true},
 		{"parent", Rule{Parent: "backup.*"}, rsync, true},
 		{"parent miss", Rule{Parent: "cron"}, rsync, false},
-		{"all of", Rule{Comm: "mpv", UID: u32(1000), Cgroup: "/user.slice"}, player, true},
-		{"all of, one fails", Rule{Comm: "mpv", UID: u32(0)}, player, false},
+		{"all of", Rule{Comm: "mpv", UID: uid(1000), Cgroup: "/user.slice"}, player, true},
+		{"all of, one fails", Rule{Comm: "mpv", UID: uid(0)}, player, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,7 +68,7 @@ func TestRuleMatching(t *testing.T) {
 func TestFirstRuleWins(t *testing.T) {
 	rs, err := Compile([]Rule{
 		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 20},
-		{Name: "user", UID: u32(1000), Policy: "other", Nice: iptr(5)},
+		{Name: "user", UID: uid(1000), Policy: "other", Nice: iptr(5)},
 	}, DefaultSafety())
 	if err != nil {
 		t.Fatal(err)
@@ -293,8 +293,8 @@ func TestLaneFromLaterRule(t *testing.T) {
 	rs, err := Compile([]Rule{
 		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 10},
 		{Name: "lane.media", Comm: "mpv", Lane: lane.Realtime},
-		{Name: "lane.bulk", UID: u32(1000), Lane: lane.Background},
-		{Name: "bulk-cpu", UID: u32(1000), Nice: iptr(10)},
+		{Name: "lane.bulk", UID: uid(1000), Lane: lane.Background},
+		{Name: "bulk-cpu", UID: uid(1000), Nice: iptr(10)},
 	}, DefaultSafety())
 	if err != nil {
 		t.Fatal(err)

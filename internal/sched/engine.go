@@ -28,11 +28,12 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -333,7 +334,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		e.promoted++
 	}
 	if sinceNS > 0 {
-		a.Reaction = time.Duration(monoNow() - sinceNS)
+		a.Reaction = time.Duration(monoclock.Now() - sinceNS)
 		if err == nil && len(e.reactions) < 100000 {
 			e.reactions = append(e.reactions, a.Reaction)
 		}
@@ -557,36 +558,16 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // startTimeMono converts a process's start time (/proc/PID/stat field 22,
 // clock ticks since boot) to CLOCK_MONOTONIC ns; 0 if unknown. Boot time and
 // monotonic time differ only by time spent suspended.
 func startTimeMono(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22 overall
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return 0
 	}
 	var boot, mono unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	const clkTck = 100 // USER_HZ on every Linux ABI
-	return ticks*(1e9/clkTck) - (boot.Nano() - mono.Nano())
+	return int64(st.Start()) - (boot.Nano() - mono.Nano())
 }

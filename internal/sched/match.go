@@ -133,7 +133,7 @@ func (r compiled) matches(p *ProcInfo) bool {
 	if r.cmdline != nil && !r.cmdline.MatchString(p.Cmdline) {
 		return false
 	}
-	if r.UID != nil && *r.UID != p.UID {
+	if r.UID != nil && uint32(*r.UID) != p.UID {
 		return false
 	}
 	if r.Cgroup != "" && !cgroupMatch(r.Cgroup, p.Cgroups) {

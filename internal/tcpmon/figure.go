@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/plot"
 )
 
@@ -28,7 +29,7 @@ type FigureOptions struct {
 func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 	title, top, match, smooth := o.Title, o.Top, o.Match, o.Smooth
 	type series struct {
-		name         string
+		who          legendName
 		x, cwnd, rtt []float64
 		thr, acked   []float64
 		bytes        uint64
@@ -58,17 +59,11 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 		}
 		s := by[key]
 		if s == nil {
-			name := f.Src + "->" + f.Dst
-			if i := strings.LastIndex(f.Src, ":"); i >= 0 {
-				name = f.Src[i:] + "->" + f.Dst // local port is enough
-			}
-			if f.Comm != "" {
-				name = f.Comm + " " + name
-			}
-			s = &series{name: name}
+			s = &series{}
 			by[key] = s
 			order = append(order, key)
 		}
+		s.who = legendOf(f, s.who)
 		x := f.Time.Sub(t0).Seconds()
 		s.x = append(s.x, x)
 		s.cwnd = append(s.cwnd, float64(f.Cwnd))
@@ -90,16 +85,61 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 		{YLabel: "smoothed RTT", Unit: "ms"},
 		{YLabel: "throughput", Unit: "Mbit/s"},
 	}}
+	names := map[string]int{}
+	for _, k := range order {
+		names[by[k].who.String()]++
+	}
 	for _, k := range order {
 		s := by[k]
+		name := s.who.String()
+		if names[name] > 1 { // two flows alike: their local ports tell them apart
+			name += " (" + s.who.localPort + ")"
+		}
 		if smooth > 0 {
 			s.thr = windowRate(s.x, s.acked, smooth.Seconds())
 		}
-		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: s.name, X: s.x, Y: s.cwnd})
-		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: s.name, X: s.x, Y: s.rtt})
-		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: s.name, X: s.x, Y: s.thr})
+		fig.Panels[0].Series = append(fig.Panels[0].Series, plot.Series{Name: name, X: s.x, Y: s.cwnd})
+		fig.Panels[1].Series = append(fig.Panels[1].Series, plot.Series{Name: name, X: s.x, Y: s.rtt})
+		fig.Panels[2].Series = append(fig.Panels[2].Series, plot.Series{Name: name, X: s.x, Y: s.thr})
 	}
 	return fig
+}
+
+// legendName is what a flow's legend entry says: its process, its lane and
+// where it goes ("restic · background → 10.0.0.2:443"); the local port
+// only where that leaves two entries alike, or nothing else is known.
+type legendName struct {
+	comm, lane, dst, localPort string
+}
+
+// legendOf updates a flow's legend from one more of its samples: the
+// latest known process and lane (a flow moved by `lanes move` shows the
+// lane it ended in).
+func legendOf(f *Flow, n legendName) legendName {
+	if f.Comm != "" {
+		n.comm = f.Comm
+	}
+	if f.Lane != lane.Unset {
+		n.lane = f.Lane.String()
+	}
+	n.dst = f.Dst
+	if i := strings.LastIndex(f.Src, ":"); i >= 0 {
+		n.localPort = f.Src[i:]
+	}
+	return n
+}
+
+func (n legendName) String() string {
+	var parts []string
+	for _, p := range []string{n.comm, n.lane} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, n.localPort)
+	}
+	return strings.Join(parts, " · ") + " → " + n.dst
 }
 
 // windowRate is the rate of a cumulative byte counter over a trailing

@@ -194,7 +194,7 @@ func TestFlowFigure(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		at := t0.Add(time.Duration(i) * 20 * time.Millisecond)
 		fl = append(fl,
-			Flow{Time: at, Cookie: 1, Src: "10.0.0.1:1000", Dst: "10.0.0.2:80", CAState: "open", Cwnd: uint32(10 + i), SRTT: 2000, BytesAcked: uint64(i) * 25000, Comm: "big"},
+			Flow{Time: at, Cookie: 1, Src: "10.0.0.1:1000", Dst: "10.0.0.2:80", CAState: "open", Cwnd: uint32(10 + i), SRTT: 2000, BytesAcked: uint64(i) * 25000, Comm: "big", Lane: lane.Background},
 			Flow{Time: at, Cookie: 2, Src: "10.0.0.1:1001", Dst: "10.0.0.2:80", CAState: "open", Cwnd: 5, SRTT: 4000, BytesAcked: uint64(i) * 100},
 			Flow{Time: at, Cookie: 3, Src: "10.0.0.1:1002", Dst: "10.0.0.2:80", State: "FIN-WAIT-2"}, // no tcp_info
 		)
@@ -204,8 +204,17 @@ func TestFlowFigure(t *testing.T) {
 		t.Fatalf("%d panels", len(fig.Panels))
 	}
 	cw := fig.Panels[0].Series
-	if len(cw) != 2 || cw[0].Name != "big :1000->10.0.0.2:80" {
-		t.Fatalf("series %+v: want the two flows with tcp_info, biggest first", cw)
+	// Legends name the process and lane; a flow of neither, its local port.
+	if len(cw) != 2 || cw[0].Name != "big · background → 10.0.0.2:80" || cw[1].Name != ":1001 → 10.0.0.2:80" {
+		t.Fatalf("series %q, %q: want the two flows with tcp_info, biggest first, by process and lane", cw[0].Name, cw[len(cw)-1].Name)
+	}
+	// Two flows of one process and lane to one place: their ports tell them apart.
+	twin := []Flow{
+		{Time: t0, Cookie: 7, Src: "10.0.0.1:2000", Dst: "10.0.0.2:443", CAState: "open", Comm: "restic", Lane: lane.Background},
+		{Time: t0, Cookie: 8, Src: "10.0.0.1:2001", Dst: "10.0.0.2:443", CAState: "open", Comm: "restic", Lane: lane.Background},
+	}
+	if s := FlowFigure(twin, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background → 10.0.0.2:443 (:2000)" {
+		t.Errorf("twins: %q", s[0].Name)
 	}
 	if cw[0].Y[49] != 59 || fig.Panels[1].Series[1].Y[0] != 4 {
 		t.Errorf("cwnd %v / rtt %v", cw[0].Y[49], fig.Panels[1].Series[1].Y[0])

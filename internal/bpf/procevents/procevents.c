@@ -21,6 +21,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "lanes_kernel.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -29,11 +30,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define EV_EXEC 0x00000002
 #define EV_COMM 0x00000200
 #define EV_EXIT 0x80000000
-
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
 
 struct proc_event {
 	__u32 what;

@@ -6,7 +6,7 @@
 // gives exec, fork and exit).
 package procevents
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type proc_event Procevents procevents.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type proc_event Procevents procevents.c -- -nostdinc -I../include -O2 -g -Wall -Werror
 
 import (
 	"bytes"

@@ -38,22 +38,8 @@
 
 #include "../ledbat/ledbat_core.h"
 
-#define TCP_WINDOW_CLAMP 10
 #define RL_INIT_WND 10              /* packets, as an initial cwnd */
 #define RL_MAX_WND 65535            /* packets */
-
-struct rcv_rtt_est {
-	__u32 rtt_us; /* smoothed, << 3 */
-} __attribute__((preserve_access_index));
-
-struct tcp_sock {
-	__u32 rcv_nxt;
-	__u32 window_clamp;
-	__u16 advmss;
-	__u32 rcv_ooopack;
-	__u64 tcp_mstamp;
-	struct rcv_rtt_est rcv_rtt_est;
-} __attribute__((preserve_access_index));
 
 /* receive-side state of a background socket */
 struct rl_state {

@@ -75,94 +75,17 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
+#include "lanes_kernel.h"
 #include "lanes_maps.h"
 
 char __license[] SEC("license") = "GPL";
 
-#define AF_INET 2
-#define AF_INET6 10
-#define SOL_TCP 6
-#define TCP_NOTSENT_LOWAT 25
-#define TCP_CONGESTION 13
-#define SOL_SOCKET 1
-#define SO_MAX_PACING_RATE 47
+/* deepest ancestors tried for a cgroup match (the socket's own included) */
+#define CGROUP_DEPTH 16
 /* a finite SO_MAX_PACING_RATE (bytes/s) that limits nothing: it only turns
  * on TCP's internal pacing */
 #define PACING_ON 0x7fffffff
 #define CC_NAME_LEN 16 /* TCP_CA_NAME_MAX */
-#define CAP_NONE 0x7fffffff
-
-/* Minimal kernel types for CO-RE (relocated against the running kernel's BTF). */
-typedef struct {
-	__u32 val;
-} kuid_t;
-
-struct kernfs_node {
-	__u64 id;
-} __attribute__((preserve_access_index));
-
-struct cgroup {
-	struct kernfs_node *kn;
-	int level;
-	struct cgroup *ancestors[]; /* Linux 6.0+ */
-} __attribute__((preserve_access_index));
-
-/* struct cgroup before Linux 6.0: the ancestors' ids instead of pointers */
-struct cgroup___ids {
-	int level;
-	__u64 ancestor_ids[];
-} __attribute__((preserve_access_index));
-
-/* deepest ancestors tried for a cgroup match (the socket's own included) */
-#define CGROUP_DEPTH 16
-
-struct sock_cgroup_data {
-	struct cgroup *cgroup;
-} __attribute__((preserve_access_index));
-
-/* the socket's network namespace and its inode number (nsfs), for kernels
- * whose sock_ops lacks bpf_get_netns_cookie (before 5.15) */
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} __attribute__((preserve_access_index)) possible_net_t;
-
-struct sock_common {
-	possible_net_t skc_net;
-} __attribute__((preserve_access_index));
-
-/* the device of the socket's cached route: where its packets leave */
-struct net_device {
-	int ifindex;
-} __attribute__((preserve_access_index));
-
-struct dst_entry {
-	struct net_device *dev;
-} __attribute__((preserve_access_index));
-
-struct sock {
-	struct sock_common __sk_common;
-	struct sock_cgroup_data sk_cgrp_data;
-	kuid_t sk_uid;
-	struct dst_entry *sk_dst_cache;
-} __attribute__((preserve_access_index));
-
-/* struct sock_cgroup_data before Linux 5.15: a union whose val is the cgroup
- * pointer when no cgroup v1 net_cls/net_prio data is kept in it */
-struct sock_cgroup_data___val {
-	__u64 val;
-} __attribute__((preserve_access_index));
-
-struct sock___val {
-	struct sock_cgroup_data___val sk_cgrp_data;
-} __attribute__((preserve_access_index));
 
 /* sock_cgroup is the socket's cgroup v2, on every kernel layout (CO-RE). */
 static __always_inline struct cgroup *sock_cgroup(struct sock *sk)
@@ -558,11 +481,6 @@ static __always_inline void leave_background(struct bpf_sock_ops *ops, __u64 coo
 	bump(OPS_BG_LEFT);
 }
 
-/* the socket's cwnd clamp (TCP_BPF_SNDCWND_CLAMP sets it) */
-struct tcp_sock___clamp {
-	__u32 snd_cwnd_clamp;
-} __attribute__((preserve_access_index));
-
 /* release_stale_clamp: a socket an earlier lanes run of this namespace
  * handled (killed: its RTT callbacks still reach this program, which has no
  * state for the socket) keeps the cwnd clamp that run last set, a cap or
@@ -572,7 +490,7 @@ struct tcp_sock___clamp {
 static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
-	struct tcp_sock___clamp *tp;
+	struct tcp_sock *tp;
 	int val = CAP_NONE;
 
 	if (!bsk)
@@ -581,7 +499,7 @@ static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
 	 * lanes_sock_seen entry must not lose it) */
 	if (bpf_sk_storage_get(&lanes_sk_state, bsk, 0, 0))
 		return;
-	tp = (struct tcp_sock___clamp *)bpf_skc_to_tcp_sock(bsk);
+	tp = (struct tcp_sock *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp || tp->snd_cwnd_clamp >= CAP_NONE)
 		return;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0)
@@ -852,20 +770,6 @@ struct {
 	__type(value, __u32);
 } lanes_live_pending SEC(".maps");
 
-struct sock_common___iter {
-	int unused;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter_meta___live {
-	void *seq;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__tcp {
-	struct bpf_iter_meta___live *meta;
-	struct sock_common___iter *sk_common;
-	__u32 uid;
-} __attribute__((preserve_access_index));
-
 /* live_enter_bg: LEDBAT++ and TCP_NOTSENT_LOWAT, as switch_bg_cc and
  * set_lowat do at a callback. */
 static __always_inline void live_enter_bg(struct sock *sk, struct sk_state *st, __u64 cookie)
@@ -930,7 +834,7 @@ static __always_inline void live_leave_bg(struct sock *sk, struct sk_state *st, 
 SEC("iter/tcp")
 int lanes_live_cc(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common___iter *skc;
+	struct sock_common *skc;
 	struct sk_state *st;
 	struct sock *sk;
 	__u64 cookie;

@@ -59,7 +59,7 @@ func HaveNetnsCookie() bool {
 // HaveWindowClamp says whether sock_ops may set TCP_WINDOW_CLAMP with
 // bpf_setsockopt (rLEDBAT): nil when the kernel's BTF has
 // tcp_set_window_clamp, which the commit that allowed it added
-// (cb81110997d1, Linux 5.11). `lanes doctor` asks the kernel itself
+// (Linux 5.11). `lanes doctor` asks the kernel itself
 // (internal/features ProbeWindowClamp).
 func HaveWindowClamp() error {
 	windowClampOnce.Do(func() {

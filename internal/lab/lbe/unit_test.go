@@ -3,6 +3,7 @@ package lbe
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,29 @@ func TestDrawPlots(t *testing.T) {
 		if st, err := os.Stat(f); err != nil || st.Size() < 500 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// The paper's published points are named as the paper's methods, not as
+// the methods of this lab they are coloured like.
+func TestPaperPointsNamedAsThePapers(t *testing.T) {
+	cells := []LBECell{
+		{Method: "3", Dir: "download", SizeKB: 400, Time: testbed.Summary{N: 2, P50: 4.1, Min: 4, Max: 4.2}},
+		{Method: "4", Dir: "download", SizeKB: 400, Time: testbed.Summary{N: 2, P50: 3.7, Min: 3.6, Max: 3.8}},
+	}
+	figs, err := plotLBE(&testbed.Result{Experiment: "lbe", Data: map[string]any{"cells": cells}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var papers []string
+	for _, s := range figs[0].Fig.Panels[0].Series {
+		if s.NoLine {
+			papers = append(papers, s.Name)
+		}
+	}
+	want := []string{"paper: LW-LBE (fig. 6)", "paper: task-based LBE (fig. 6)"}
+	if strings.Join(papers, "; ") != strings.Join(want, "; ") {
+		t.Errorf("the paper's points are named %q, want %q", papers, want)
 	}
 }
 
