@@ -137,9 +137,10 @@ struct flowstat {
 #define ROUTES_MAX 4096
 #define ROUTE_BUCKETS 8192
 #define ROUTE_IDLE_NS 30000000000ll /* unused this long: forgotten */
+#define ROUTE_ASK_NS 1000000000ll   /* no answer this long: asked again */
 struct route {
 	struct rtd_route r;
-	int asked;             /* looked up, no answer yet */
+	int64_t asked;         /* when looked up, no answer yet (0: answered) */
 	int64_t used;          /* last looked at */
 	struct conn *owner;    /* counted against it (and its uid) while it lives */
 	struct route *hnext;   /* hash chain, or the free list */

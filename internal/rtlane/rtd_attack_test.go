@@ -422,3 +422,81 @@ func TestSendPathAllocatesNothing(t *testing.T) {
 		t.Errorf("lanes-rtd allocated %d times on the requests' path", after.Allocs-before.Allocs)
 	}
 }
+
+// TestN9DestinationFloodDoesNotPinTable: a granted client sending to
+// 4,200 destinations filled lanes-rtd's 4,096-entry table for its life:
+// later destinations, root's included, got the guessed class and were
+// never looked up, and every lookup was a linear scan. Fix (route.c): a
+// hash table over a fixed array, the least recently used entry displaced,
+// idle ones forgotten (and the daemon told), and a connection not root's
+// holds at most 1/8 of the entries, a uid 1/4.
+func TestN9DestinationFloodDoesNotPinTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, grantNobody)
+	c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	const n = 4200
+	for i := range n {
+		to := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 203, byte(i >> 8), byte(i)}), 9)
+		req := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 1,
+			Seq: uint32(i + 1), Deadline: 1000, Dst: to, Payload: []byte("x")})
+		if err := unix.Sendmsg(c.fd, req, nil, nil, unix.MSG_NOSIGNAL); err != nil {
+			t.Fatal(err)
+		}
+		for { // replies and DROPPED notices (unreachable): drain what is there
+			if _, _, err := unix.Recvfrom(c.fd, buf, unix.MSG_DONTWAIT); err != nil {
+				break
+			}
+		}
+	}
+	c.sync() // lanes-rtd has handled them all
+	flooded := len(*b.lane.routes.Load())
+	root, err := dialAs(t, b.cfg.Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := netip.AddrFrom4([4]byte{10, 204, 0, 1})
+	if _, err := root.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 2, Seq: 1, Deadline: 1000,
+		Dst: netip.AddrPortFrom(mine, 9), Payload: []byte("root")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testutil.Patience(2 * time.Second))
+	_, asked := (*b.lane.routes.Load())[mine]
+	for !asked && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		_, asked = (*b.lane.routes.Load())[mine]
+	}
+	t.Logf("after %d destinations of one client the daemon resolves %d; root's new destination looked up: %v", n, flooded, asked)
+	if !asked {
+		t.Errorf("root's new destination was never looked up after one client's %d destinations", n)
+	}
+	if flooded > routesMax/8+1 {
+		t.Errorf("one connection's destinations take %d entries, above its share %d", flooded, routesMax/8)
+	}
+}
+
+// sync sends a STATS request and reads until its answer, past any
+// DROPPED notice and earlier reply.
+func (c *rawClient) sync() {
+	c.t.Helper()
+	if err := unix.Sendmsg(c.fd, wire.AppendRequest(nil, &wire.Request{Type: wire.TypeStats}), nil, nil, unix.MSG_NOSIGNAL); err != nil {
+		c.t.Fatal(err)
+	}
+	for {
+		rep, err := c.read()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if rep.Type == wire.TypeStatsOK {
+			return
+		}
+	}
+}
+
+// routesMax is lanes-rtd's destination table's size (rtd/rtd.h).
+const routesMax = 4096
