@@ -496,7 +496,13 @@ void conn_readable(struct rtd *d, struct conn *c)
 		struct iovec iov = {.iov_base = inbuf, .iov_len = sizeof(inbuf)};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
-		ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+		ssize_t n;
+
+		if (!pace_ready(d, c, mono_now())) { /* another connection of its uid took the tokens */
+			throttle(d, c);
+			return;
+		}
+		n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;

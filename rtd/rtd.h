@@ -241,6 +241,7 @@ void routes_disown(struct rtd *d, struct conn *c);
 void routes_prune(struct rtd *d, int64_t now);
 
 /* pace.c: requests paced per connection and per uid */
+int pace_ready(struct rtd *d, struct conn *c, int64_t now);
 int pace_charge(struct rtd *d, struct conn *c, int64_t now);
 int64_t pace_wake(struct rtd *d, int64_t now);
 
