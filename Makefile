@@ -37,8 +37,8 @@ native: rtd
 # docs/realtime.md "The data path process"): the daemon runs it from beside
 # its own executable (or ../libexec/lanes/). A plain `go build` has no
 # lanes-rtd: the daemon then runs without the realtime lane, and says so.
-RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -Iinternal/bpf/edfqdisc
-RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
+RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -Iinternal/bpf/edfqdisc -Iinclude
+RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h include/lanes_rt.h
 rtd: $(OUT)/lanes-rtd
 
 $(OUT)/lanes-rtd: $(RTD_SRC)

@@ -27,7 +27,7 @@ func Build(dir string) (string, error) {
 	}
 	out := filepath.Join(dir, Name)
 	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-std=gnu11", "-fwrapv",
-		"-I" + filepath.Join(root, "internal", "bpf", "edfqdisc"), "-o", out}, src...)
+		"-I" + filepath.Join(root, "internal", "bpf", "edfqdisc"), "-I" + filepath.Join(root, "include"), "-o", out}, src...)
 	if b, err := exec.Command(CC(), args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("lanes-rtd: %s: %v: %s", CC(), err, b)
 	}
