@@ -6,7 +6,11 @@
  *   conn.c   clients' requests (SEND, ATTACH, STATS), replies, notices
  *   lane.c   admission (edf_core.h, the arithmetic of internal/edf),
  *            paced EDF release, sends, counters, trace events
- *   main.c   the control socket, the epoll loop, the release timer
+ *   pool.c   the payload pool and the users' table (shares)
+ *   route.c  the destinations' classes
+ *   pace.c   requests paced per connection and uid
+ *   loop.c   the epoll loop, the control socket, the release timer
+ *   main.c   the process's setup
  */
 #ifndef LANES_RTD_H
 #define LANES_RTD_H
@@ -19,7 +23,9 @@
 #include "ctl.h"
 
 /* The queue's capacity; max_queue above it refuses with queue-full here. */
+#ifndef EDF_CAP /* smaller in the fuzz target, so that its limits are reached */
 #define EDF_CAP 16384
+#endif
 #include "edf_core.h"
 
 /* The client protocol (docs/realtime.md): its one definition is the C
@@ -80,7 +86,9 @@ struct pool {
 
 /* A uid's holdings, for its shares and pacing; kept while it has a
  * connection, a queued datagram, a counters entry or a destination. */
+#ifndef USERS_MAX
 #define USERS_MAX 8448 /* max_conns (4096) + counters entries (4097) + room */
+#endif
 struct user {
 	uint32_t uid;
 	uint32_t conns;
@@ -149,8 +157,12 @@ struct flowstat {
 
 /* The destinations' classes: a hash table over a fixed array, least
  * recently used first to go (route.c). */
+#ifndef ROUTES_MAX
 #define ROUTES_MAX 4096
+#endif
+#ifndef ROUTE_BUCKETS
 #define ROUTE_BUCKETS 8192
+#endif
 #define ROUTE_IDLE_NS 30000000000ll /* unused this long: forgotten */
 #define ROUTE_ASK_NS 1000000000ll   /* no answer this long: asked again */
 struct route {
@@ -162,8 +174,12 @@ struct route {
 	struct route *older, *newer; /* the LRU list */
 };
 
+#ifndef FLOWS_MAX
 #define FLOWS_MAX 4096
+#endif
+#ifndef FLOW_BUCKETS
 #define FLOW_BUCKETS 4096
+#endif
 
 struct rtd {
 	struct rtd_config cfg;
@@ -276,8 +292,10 @@ void conn_reap(struct rtd *d);
 void conn_wake(struct rtd *d, int64_t now);
 int take_fds(struct msghdr *msg, int *fds, int max);
 
-/* main.c */
+/* loop.c */
 void ctl_send(struct rtd *d, const void *msg, size_t len);
 void timer_arm(struct rtd *d, int64_t at);
+void loop_watch(struct rtd *d);
+int loop_once(struct rtd *d, int timeout_ms);
 
 #endif /* LANES_RTD_H */

@@ -8,7 +8,7 @@ case "${1:-test}" in
   cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
   generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang libclang-rt-dev) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; clang, libclang-rt-dev: lanes-rtd's fuzz target and sanitizer builds
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
