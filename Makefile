@@ -17,18 +17,25 @@ DESTDIR ?=
 BINDIR  := $(PREFIX)/bin
 LIBEXECDIR := $(PREFIX)/libexec
 SHAREDIR := $(PREFIX)/share
+INCLUDEDIR := $(PREFIX)/include
+# lanes-rt.pc: header only, so architecture-independent (share/pkgconfig).
+PKGCONFIGDIR := $(SHAREDIR)/pkgconfig
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
-# The Debian version: 0.0~git<commit date>.<commit>, sorting by date.
-DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+# The Debian version: 0.0~git<commit date>.<commit>-<revision>, sorting by
+# date; DEBREVISION numbers builds of one tree (make system-check upgrades
+# revision 1 to 2).
+DEBREVISION ?= 1
+DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)-$(DEBREVISION)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate test test-short demo screenshots lint bench clean install deb kernel-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo screenshots lint bench clean install install-rt-dev deb kernel-check system-check leakcheck stress-test soak cost
 
 all: build
 
+# build: this machine's binaries only (bin/lanes, bin/lanes-rtd); the arm64
+# and Android builds, which install a cross compiler, are make cross.
 build: native
-	@$(MAKE) --no-print-directory cross
 
 native: rtd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(OUT)/lanes ./cmd/lanes
@@ -37,7 +44,10 @@ native: rtd
 # docs/realtime.md "The data path process"): the daemon runs it from beside
 # its own executable (or ../libexec/lanes/). A plain `go build` has no
 # lanes-rtd: the daemon then runs without the realtime lane, and says so.
-RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -Iinternal/bpf/edfqdisc
+# Hardened as Debian builds C (dpkg-buildflags): fortified libc calls,
+# read-only relocations bound at start.
+RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -D_FORTIFY_SOURCE=2 -Iinternal/bpf/edfqdisc
+RTD_LDFLAGS ?= -Wl,-z,relro -Wl,-z,now
 RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
 rtd: $(OUT)/lanes-rtd
 
@@ -58,18 +68,26 @@ cross:
 
 # The C examples of include/ (examples/*/): built with the system compiler,
 # warnings as errors; make test builds them too.
-EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -D_DEFAULT_SOURCE -Iinclude
+EXAMPLE_CFLAGS := -O2 -Wall -Wextra -Werror -std=c11 -Iinclude
 examples: $(OUT)/rt-echo
 
 $(OUT)/rt-echo: examples/rt-echo/rt-echo.c include/lanes_rt.h
 	@mkdir -p $(OUT)
 	$(CC) $(EXAMPLE_CFLAGS) -o $@ examples/rt-echo/rt-echo.c
 
-# Rebuild the BPF objects from their C sources (needs clang); the results are
-# committed so that a plain `go build` needs no clang.
+# Rebuild the BPF objects from their C sources (needs the pinned clang); the
+# results are committed so that a plain `go build` needs no clang. The build
+# is hermetic (vendored headers, -nostdinc): the same bytes on any machine
+# with that clang. generate-check rebuilds into a scratch folder and fails if
+# a committed object differs from its sources' build (make test runs it too).
 generate:
 	./scripts/deps.sh generate
 	$(GO) generate ./...
+	@$(MAKE) --no-print-directory generate-check
+
+generate-check:
+	./scripts/deps.sh generate
+	$(GO) test -count=1 -run '^(TestObjectsMatchSources|TestGenerateLinesHermetic)$$' ./internal/bpf/gencheck/
 
 # test: the C examples; go vet and staticcheck; every test; the unit tests
 # again under the race detector (-short: the traffic tests are skipped
@@ -155,14 +173,16 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-# install: the binary, man pages and shell completions generated from the
-# command tree, the traces, the systemd unit, the default policy (kept if one
-# is there), README and licences.
-install: native
+# install: the binary, man pages (the command tree's and lanes-policy(5),
+# from docs/policy.md) and shell completions generated from the command
+# tree, the traces, the example policies, the systemd unit, the default
+# policy (kept if one is there), README and licences; and install-rt-dev's
+# files.
+install: native install-rt-dev
 	install -Dm755 $(OUT)/lanes $(DESTDIR)$(BINDIR)/lanes
 	install -Dm755 $(OUT)/lanes-rtd $(DESTDIR)$(LIBEXECDIR)/lanes/lanes-rtd
-	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man/man1 >/dev/null
-	gzip -9nf $(DESTDIR)$(SHAREDIR)/man/man1/lanes*.1
+	$(OUT)/lanes gen-docs --man $(DESTDIR)$(SHAREDIR)/man --policy-doc docs/policy.md >/dev/null
+	gzip -9nf $(DESTDIR)$(SHAREDIR)/man/man1/lanes*.1 $(DESTDIR)$(SHAREDIR)/man/man5/lanes-policy.5
 	install -d $(DESTDIR)$(SHAREDIR)/bash-completion/completions $(DESTDIR)$(SHAREDIR)/zsh/vendor-completions \
 		$(DESTDIR)$(SHAREDIR)/fish/vendor_completions.d
 	$(OUT)/lanes completion bash > $(DESTDIR)$(SHAREDIR)/bash-completion/completions/lanes
@@ -178,19 +198,42 @@ install: native
 		{ $(OUT)/lanes daemon --print-default-policy > $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml && \
 		  chmod 644 $(DESTDIR)$(SYSCONFDIR)/lanes/policy.yaml; }
 	install -Dm644 README.md $(DESTDIR)$(SHAREDIR)/doc/lanes/README.md
+	install -d $(DESTDIR)$(SHAREDIR)/doc/lanes/examples
+	install -m644 examples/policies/*.yaml $(DESTDIR)$(SHAREDIR)/doc/lanes/examples/
 	install -Dm644 LICENSE $(DESTDIR)$(SHAREDIR)/doc/lanes/LICENSE
 
+# install-rt-dev: what C applications build against, the realtime lane's
+# header and its pkg-config file (pkg-config --cflags lanes-rt).
+install-rt-dev:
+	install -Dm644 include/lanes_rt.h $(DESTDIR)$(INCLUDEDIR)/lanes_rt.h
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(DEBVERSION)|' dist/lanes-rt.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lanes-rt.pc
+
 # deb: a Debian package built with dpkg-deb alone (no network, no debhelper):
-# $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile.
+# $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile; Depends from
+# dpkg-shlibdeps; maintainer scripts as dh_installsystemd writes them
+# (dist/debian/); lanes --version and lanes status name the package's
+# version; dist/dist_test.go runs lintian on it.
 deb:
+	@./scripts/deps.sh deb
 	rm -rf $(OUT)/deb-root
-	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system VERSION=$(DEBVERSION)
+	strip --remove-section=.comment --remove-section=.note --strip-unneeded $(OUT)/deb-root/usr/libexec/lanes/lanes-rtd
 	install -Dm644 dist/debian/copyright $(OUT)/deb-root/usr/share/doc/lanes/copyright
+	rm $(OUT)/deb-root/usr/share/doc/lanes/LICENSE
+	sed -e 's/@VERSION@/$(DEBVERSION)/' -e "s/@COMMIT@/$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)/" \
+		-e "s/@DATE@/$$(git log -1 --format=%cD 2>/dev/null || date -R)/" dist/debian/changelog.in | \
+		gzip -9n > $(OUT)/deb-root/usr/share/doc/lanes/changelog.Debian.gz
+	install -Dm644 dist/debian/lintian-overrides $(OUT)/deb-root/usr/share/lintian/overrides/lanes
 	install -d $(OUT)/deb-root/DEBIAN
-	sed -e 's/@VERSION@/$(DEBVERSION)/' -e 's/@ARCH@/$(DEBARCH)/' \
+	depends=$$(./scripts/deb-depends.sh $(OUT)/deb-root) && \
+	sed -e 's/@VERSION@/$(DEBVERSION)/' -e 's/@ARCH@/$(DEBARCH)/' -e "s/@DEPENDS@/$$depends/" \
 		-e "s/@SIZE@/$$(du -sk --exclude=DEBIAN $(OUT)/deb-root | cut -f1)/" dist/debian/control.in > $(OUT)/deb-root/DEBIAN/control
 	echo /etc/lanes/policy.yaml > $(OUT)/deb-root/DEBIAN/conffiles
 	install -m755 dist/debian/postinst dist/debian/prerm dist/debian/postrm $(OUT)/deb-root/DEBIAN/
+	cd $(OUT)/deb-root && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | \
+		xargs -0 md5sum > DEBIAN/md5sums
 	dpkg-deb --root-owner-group -Zgzip --build $(OUT)/deb-root $(OUT)/lanes_$(DEBVERSION)_$(DEBARCH).deb
 	rm -rf $(OUT)/deb-root
 

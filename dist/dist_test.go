@@ -1,7 +1,11 @@
 // dist_test.go: `make deb` builds a package holding the binary, the hardened
-// unit, the policy as a conffile, man pages, completions and the traces; the
-// unpacked binary runs and checks the shipped policy; the unit passes
-// `systemd-analyze verify` and its exposure is at most 5.
+// unit, the policy as a conffile, man pages (lanes-policy(5) too),
+// completions, the traces, the example policies and the realtime lane's
+// C header with its pkg-config file, with Depends computed,
+// a Debian changelog, a DEP-5 copyright file and md5sums; lintian finds no
+// error or warning that dist/debian/lintian-overrides does not justify; the
+// unpacked binary runs and checks the shipped and example policies; the
+// unit passes `systemd-analyze verify` and its exposure is at most 5.
 package dist
 
 import (
@@ -44,8 +48,59 @@ func TestDebianPackage(t *testing.T) {
 		t.Fatalf("want one package in %s, have %v", out, debs)
 	}
 	checkPackageContents(t, debs[0], out)
+	checkControl(t, debs[0], out)
+	t.Run("lintian", func(t *testing.T) { checkLintian(t, debs[0]) })
 	root, unit := checkUnpacked(t, debs[0], out)
+	checkRTDev(t, root)
 	verifyUnit(t, out, root, unit)
+}
+
+// checkControl: Depends names glibc (lanes-rtd links it) as dpkg-shlibdeps
+// computes it; the maintainer scripts parse; the changelog and copyright
+// are Debian's formats.
+func checkControl(t *testing.T, deb, out string) {
+	t.Helper()
+	if dep := run(t, "", nil, "dpkg-deb", "-f", deb, "Depends"); !regexp.MustCompile(`^libc6 \(>= [0-9.]+\)`).MatchString(dep) {
+		t.Errorf("Depends: %q, want libc6 (>= VERSION) from dpkg-shlibdeps", dep)
+	}
+	ctrl := filepath.Join(out, "control")
+	for _, script := range []string{"postinst", "prerm", "postrm"} {
+		run(t, "", nil, "sh", "-n", filepath.Join(ctrl, script))
+	}
+	if b, err := os.ReadFile(filepath.Join(ctrl, "md5sums")); err != nil || !strings.Contains(string(b), "  usr/bin/lanes\n") {
+		t.Errorf("md5sums: %v\n%s", err, b)
+	}
+	x := filepath.Join(out, "x")
+	run(t, "", nil, "dpkg-deb", "-x", deb, x)
+	doc := filepath.Join(x, "usr/share/doc/lanes")
+	version := strings.TrimSpace(run(t, "", nil, "dpkg-deb", "-f", deb, "Version"))
+	if cl := run(t, "", nil, "dpkg-parsechangelog", "-l", filepath.Join(doc, "changelog.Debian.gz"), "-S", "Version"); strings.TrimSpace(cl) != version {
+		t.Errorf("changelog.Debian.gz: version %q, package %q", cl, version)
+	}
+	if b, _ := os.ReadFile(filepath.Join(doc, "copyright")); !strings.HasPrefix(string(b), "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") {
+		t.Errorf("copyright is not DEP-5:\n%.200s", b)
+	}
+}
+
+// checkLintian runs lintian on the package: no error and no warning that
+// the package's overrides (each with its reason) do not cover.
+func checkLintian(t *testing.T, deb string) {
+	if _, err := exec.LookPath("lintian"); err != nil {
+		t.Skip("lintian not installed (scripts/deps.sh test installs it)")
+	}
+	cmd := exec.Command("lintian", "--pedantic", "--display-info", "--show-overrides", deb)
+	out, err := cmd.CombinedOutput()
+	t.Logf("lintian --pedantic --display-info --show-overrides:\n%s", out)
+	if ee, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("lintian: %v", err)
+	} else if ok && ee.ExitCode() != 1 && ee.ExitCode() != 2 {
+		t.Fatalf("lintian: %v", err) // 1 and 2: tags found, reported below
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "E: ") || strings.HasPrefix(line, "W: ") {
+			t.Errorf("lintian: %s (fix it, or justify it in dist/debian/lintian-overrides)", line)
+		}
+	}
 }
 
 // checkPackageContents checks the package's file list (every file lanes
@@ -57,7 +112,10 @@ func checkPackageContents(t *testing.T, deb, out string) {
 		"./usr/share/man/man1/lanes.1.gz", "./usr/share/man/man1/lanes-daemon.1.gz", "./usr/share/man/man1/lanes-move.1.gz",
 		"./usr/share/bash-completion/completions/lanes", "./usr/share/zsh/vendor-completions/_lanes",
 		"./usr/share/fish/vendor_completions.d/lanes.fish", "./usr/share/lanes/traces/TMobile-UMTS-driving.up",
-		"./usr/share/lanes/traces/COPYING", "./usr/share/doc/lanes/copyright"} {
+		"./usr/share/lanes/traces/COPYING", "./usr/share/doc/lanes/copyright", "./usr/share/doc/lanes/changelog.Debian.gz",
+		"./usr/share/man/man5/lanes-policy.5.gz", "./usr/share/lintian/overrides/lanes",
+		"./usr/share/doc/lanes/examples/laptop.yaml", "./usr/share/doc/lanes/examples/home-server.yaml",
+		"./usr/share/doc/lanes/examples/robot.yaml"} {
 		if !strings.Contains(list, " "+want+"\n") {
 			t.Errorf("package lacks %s", want)
 		}
@@ -79,6 +137,25 @@ func checkPackageContents(t *testing.T, deb, out string) {
 	}
 }
 
+// checkRTDev: the unpacked lanes-rt.pc points C builds at the unpacked
+// lanes_rt.h (pkg-config run with the root as its sysroot).
+func checkRTDev(t *testing.T, root string) {
+	t.Helper()
+	if _, err := exec.LookPath("pkg-config"); err != nil {
+		t.Log("pkg-config not installed: lanes-rt.pc not read")
+		return
+	}
+	env := []string{"PKG_CONFIG_LIBDIR=" + filepath.Join(root, "usr/share/pkgconfig"), "PKG_CONFIG_PATH=",
+		"PKG_CONFIG_SYSROOT_DIR=" + root, "PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1"}
+	cflags := strings.TrimSpace(run(t, "", env, "pkg-config", "--cflags", "lanes-rt"))
+	if cflags != "-I"+filepath.Join(root, "usr/include") {
+		t.Errorf("pkg-config --cflags lanes-rt: %q, want -I%s", cflags, filepath.Join(root, "usr/include"))
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/include/lanes_rt.h")); err != nil {
+		t.Error(err)
+	}
+}
+
 // checkUnpacked unpacks the package into a scratch root, runs what was
 // unpacked and checks the systemd unit's hardening lines. It returns the
 // root and the unit's text.
@@ -92,6 +169,10 @@ func checkUnpacked(t *testing.T, deb, out string) (root, unit string) {
 	}
 	if os.Geteuid() == 0 { // the daemon accepts only a root-owned policy
 		run(t, "", nil, bin, "daemon", "--check", "--policy", filepath.Join(root, "etc/lanes/policy.yaml"))
+		examples, _ := filepath.Glob(filepath.Join(root, "usr/share/doc/lanes/examples/*.yaml"))
+		for _, p := range examples {
+			run(t, "", nil, bin, "daemon", "--check", "--policy", p)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(root, "lib/systemd/system/lanes.service"))
 	if err != nil {

@@ -1,12 +1,15 @@
-// examples_test.go: the example applications end to end. rt-echo, built by
-// `make examples`, runs in namespace A beside a realtime lane (the lanes
+// examples_test.go: the example applications end to end. rt-echo, built
+// as an application would against a staged `make install-rt-dev` (the
+// flags of `pkg-config --cflags lanes-rt`, warnings as errors), runs in
+// namespace A beside a realtime lane (the lanes
 // tree shaped on A's veth); a UDP echo server runs in namespace B. The
 // server must see rt-echo's own port, every admitted request must get its
 // reply on rt-echo's socket, and the lane must close the socket when
-// rt-echo is gone. IPv4 and IPv6.
+// rt-echo is gone. IPv4 and IPv6; and refusals counted by reason.
 package examples_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -30,20 +33,98 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// build runs `make examples rtd` into a scratch folder and returns rt-echo
-// and lanes-rtd, the lane's data path as make installs it.
+// build stages the C client's install (`make install-rt-dev` into a
+// DESTDIR), builds rt-echo against it as an application would, with the
+// flags `pkg-config --cflags lanes-rt` gives and warnings as errors, and
+// builds lanes-rtd (`make rtd`); it returns rt-echo and lanes-rtd.
 func build(t *testing.T) (echo, rtd string) {
 	t.Helper()
-	for _, tool := range []string{"make", "cc"} {
+	for _, tool := range []string{"make", "cc", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s on PATH", tool)
 		}
 	}
 	out := t.TempDir()
-	if b, err := exec.Command("make", "-s", "-C", "..", "examples", "rtd", "OUT="+out).CombinedOutput(); err != nil {
-		t.Fatalf("make examples rtd: %v\n%s", err, b)
+	stage := filepath.Join(out, "stage")
+	if b, err := exec.Command("make", "-s", "-C", "..", "install-rt-dev", "rtd", "OUT="+out,
+		"DESTDIR="+stage, "PREFIX=/opt/lanes").CombinedOutput(); err != nil {
+		t.Fatalf("make install-rt-dev rtd: %v\n%s", err, b)
 	}
-	return filepath.Join(out, "rt-echo"), filepath.Join(out, rtlane.HelperName)
+	pc := exec.Command("pkg-config", "--cflags", "lanes-rt")
+	pc.Env = append(os.Environ(), "PKG_CONFIG_LIBDIR="+filepath.Join(stage, "opt/lanes/share/pkgconfig"),
+		"PKG_CONFIG_PATH=", "PKG_CONFIG_SYSROOT_DIR="+stage)
+	cflags, err := pc.Output()
+	if err != nil {
+		t.Fatalf("pkg-config --cflags lanes-rt against the staged install: %v", err)
+	}
+	if want := "-I" + filepath.Join(stage, "opt/lanes/include"); !strings.Contains(string(cflags), want) {
+		t.Fatalf("pkg-config --cflags lanes-rt: %q, want %s", cflags, want)
+	}
+	echo = filepath.Join(publicDir(t), "rt-echo")
+	args := append(append(append([]string{}, strictFlags...), strings.Fields(string(cflags))...), "-o", echo, "rt-echo/rt-echo.c")
+	if b, err := exec.Command("cc", args...).CombinedOutput(); err != nil || len(b) > 0 {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return echo, filepath.Join(out, rtlane.HelperName)
+}
+
+// publicDir is a scratch folder others may read and search: ungranted
+// clients run as nobody from there.
+func publicDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lanes-example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkNotGranted runs app as nobody, whom the lane does not grant: it
+// must exit 1 saying its attach was refused, not-granted.
+func (b *bed) checkNotGranted(t *testing.T, app []string) {
+	t.Helper()
+	args := append([]string{"netns", "exec", b.p.A.Name, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, app...)
+	cmd := exec.Command("ip", append(args, b.p.AddrB.String(), "9", "1", "20000")...)
+	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "attach refused: not-granted") {
+		t.Errorf("%s as nobody: %v, want exit 1 and attach refused: not-granted\n%s", app, err, out)
+	} else {
+		t.Logf("as nobody: %s", bytes.TrimSpace(out))
+	}
+}
+
+// buildRTD builds lanes-rtd (`make rtd`) into a scratch folder.
+func buildRTD(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	out := t.TempDir()
+	if b, err := exec.Command("make", "-s", "-C", "..", "rtd", "OUT="+out).CombinedOutput(); err != nil {
+		t.Fatalf("make rtd: %v\n%s", err, b)
+	}
+	return filepath.Join(out, rtlane.HelperName)
+}
+
+// TestRTEchoGo: examples/rt-echo-go, rt-echo in Go on package rt, as
+// TestRTEcho runs rt-echo.
+func TestRTEchoGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs traffic between namespaces")
+	}
+	testutil.RequireRoot(t)
+	bin := filepath.Join(publicDir(t), "rt-echo-go")
+	if out, err := exec.Command("../scripts/go", "build", "-o", bin, "./rt-echo-go").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./rt-echo-go: %v\n%s", err, out)
+	}
+	b := newBed(t, buildRTD(t))
+	b.checkEchoApp(t, []string{bin})
+	b.checkNotGranted(t, []string{bin})
 }
 
 // echoServer answers every datagram to its sender and records the senders.
@@ -106,6 +187,9 @@ func newBed(t *testing.T, rtd string) *bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // ungranted clients run as nobody
+		t.Fatal(err)
+	}
 	cfg := rtlane.DefaultConfig()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, filepath.Join(dir, "rt.sock"), 95_000_000
 	b.sock = cfg.Socket
@@ -133,17 +217,28 @@ func addV6(link string, a netip.Addr) error {
 }
 
 var (
-	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n$`)
-	portLine   = regexp.MustCompile(`rt-echo: local port (\d+)`)
+	resultLine = regexp.MustCompile(`^sent (\d+) admitted (\d+) refused (\d+) replies (\d+)\n((?:refused [a-z-]+ \d+\n)*)$`)
+	reasonLine = regexp.MustCompile(`refused ([a-z-]+) (\d+)\n`)
+	portLine   = regexp.MustCompile(`rt[-_]echo: local port (\d+)`)
 )
 
-// runEcho runs rt-echo in A against srv and returns its counts and port.
-func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count int) (sent, admitted, refused, replies, port int) {
+// echoResult is what rt-echo printed.
+type echoResult struct {
+	sent, admitted, refused, replies, port int
+	reasons                                map[string]int // refusals by reason
+}
+
+// runEcho runs app (rt-echo, or the same application in another language:
+// its command line before the arguments) in A against srv, each request
+// with a deadline of deadlineUS after its send call, and returns what it
+// printed.
+func (b *bed) runEcho(t *testing.T, app []string, srv netip.AddrPort, count, deadlineUS int) echoResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Patience(60*time.Second))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", b.p.A.Name, bin,
-		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), "20000")
+	args := append(append([]string{"netns", "exec", b.p.A.Name}, app...),
+		srv.Addr().String(), strconv.Itoa(int(srv.Port())), strconv.Itoa(count), strconv.Itoa(deadlineUS))
+	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
 	var stderr, stdout safeBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -151,15 +246,24 @@ func (b *bed) runEcho(t *testing.T, bin string, srv netip.AddrPort, count int) (
 		if strings.Contains(stderr.String(), "attach refused: unsupported") {
 			t.Skip("the kernel lacks per-datagram priorities (SO_PRIORITY control messages, Linux 6.14)")
 		}
-		t.Fatalf("rt-echo: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", app, err, stdout.String(), stderr.String())
 	}
 	m, pm := resultLine.FindStringSubmatch(stdout.String()), portLine.FindStringSubmatch(stderr.String())
 	if m == nil || pm == nil {
-		t.Fatalf("rt-echo's output:\nstdout: %q\nstderr: %q", stdout.String(), stderr.String())
+		t.Fatalf("%s's output:\nstdout: %q\nstderr: %q", app, stdout.String(), stderr.String())
 	}
-	t.Logf("rt-echo %v: %s", srv, stdout.String())
+	t.Logf("%s %v: %s", filepath.Base(app[len(app)-1]), srv, stdout.String())
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	return atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1])
+	r := echoResult{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(pm[1]), map[string]int{}}
+	sum := 0
+	for _, rm := range reasonLine.FindAllStringSubmatch(m[5], -1) {
+		r.reasons[rm[1]] += atoi(rm[2])
+		sum += atoi(rm[2])
+	}
+	if sum != r.refused {
+		t.Errorf("%s: %d refused, its reasons count %d (%v)", app, r.refused, sum, r.reasons)
+	}
+	return r
 }
 
 // safeBuffer is a bytes buffer for a command's output.
@@ -189,7 +293,19 @@ func TestRTEcho(t *testing.T) {
 	if st := b.lane.Stats(); st.RateBps == 0 {
 		t.Fatal("lane without a rate")
 	}
+	b.checkEchoApp(t, []string{bin})
+	b.checkNotGranted(t, []string{bin})
+}
+
+// checkEchoApp runs app (rt-echo or its like) over IPv4 and IPv6, then with
+// deadlines it cannot meet: every admitted request must leave from the
+// application's own socket and get its echo, the lane's and the realtime
+// class's counters must agree, every refusal must be counted by its reason,
+// and the lane must let go of the socket when app is gone.
+func (b *bed) checkEchoApp(t *testing.T, app []string) {
+	t.Helper()
 	const count = 200
+	sent0 := b.lane.Stats().Totals.Sent
 	var sentTotal uint64
 	for _, fam := range []struct {
 		name     string
@@ -197,7 +313,8 @@ func TestRTEcho(t *testing.T) {
 	}{{"IPv4", netip.AddrFrom4([4]byte(b.p.AddrB)), netip.AddrFrom4([4]byte(b.p.AddrA))}, {"IPv6", b.v6B, b.v6A}} {
 		t.Run(fam.name, func(t *testing.T) {
 			srv := startEcho(t, b.p.B, fam.srv)
-			sent, admitted, refused, replies, port := b.runEcho(t, bin, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count)
+			r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), count, 20000)
+			sent, admitted, refused, replies, port := r.sent, r.admitted, r.refused, r.replies, r.port
 			if sent != count || admitted+refused != sent || admitted == 0 {
 				t.Fatalf("sent %d admitted %d refused %d, want %d sent, some admitted", sent, admitted, refused, count)
 			}
@@ -210,27 +327,36 @@ func TestRTEcho(t *testing.T) {
 			got := srv.from[want]
 			srv.mu.Unlock()
 			if got != admitted {
-				t.Errorf("the server got %d requests from rt-echo's %v (all senders: %s), want %d", got, want, from, admitted)
+				t.Errorf("the server got %d requests from the application's %v (all senders: %s), want %d", got, want, from, admitted)
 			}
-			t.Logf("the server saw %s; rt-echo's socket %v", from, want)
+			t.Logf("the server saw %s; the application's socket %v", from, want)
 			sentTotal += uint64(admitted)
 		})
 	}
+	t.Run("refusals", func(t *testing.T) {
+		// A deadline 1 µs after the send call: less than the datagram's
+		// own time on the wire, so each is refused, and app says why.
+		srv := startEcho(t, b.p.B, netip.AddrFrom4([4]byte(b.p.AddrB)))
+		r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 1)
+		if r.sent != 20 || r.refused != 20 || r.reasons["own-deadline-unmeetable"] != 20 {
+			t.Errorf("sent %d refused %d by reason %v, want all 20 refused own-deadline-unmeetable", r.sent, r.refused, r.reasons)
+		}
+	})
 	st := b.lane.Stats()
-	if st.Totals.Sent != sentTotal {
-		t.Errorf("lane sent %d, rt-echo's admitted %d", st.Totals.Sent, sentTotal)
+	if st.Totals.Sent-sent0 != sentTotal {
+		t.Errorf("lane sent %d, the application's admitted %d", st.Totals.Sent-sent0, sentTotal)
 	}
 	ds, err := b.dp.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt := ds.Lanes[lane.Realtime]; rt.Packets < sentTotal {
-		t.Errorf("realtime class carried %d packets, lane sent %d", rt.Packets, sentTotal)
+	if rt := ds.Lanes[lane.Realtime]; rt.Packets < st.Totals.Sent {
+		t.Errorf("realtime class carried %d packets, lane sent %d", rt.Packets, st.Totals.Sent)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for b.lane.Stats().AppSocks != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("rt-echo gone, the lane still holds %d of its sockets", b.lane.Stats().AppSocks)
+			t.Fatalf("the application gone, the lane still holds %d of its sockets", b.lane.Stats().AppSocks)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -89,13 +89,18 @@ void conn_add(struct rtd *d, int fd, uint32_t id, uint32_t uid)
 	c->uid = uid;
 	c->fd = fd;
 	c->refs = 1;
+	c->u = user_get(d, uid);
 	ev.data.ptr = c;
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (!c->u || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		if (c->u)
+			user_check(d, c->u);
 		close(fd);
 		free(c);
 		closed(d, id);
 		return;
 	}
+	c->u->conns++;
 	c->next = d->conns;
 	d->conns = c;
 	d->nconns++;
@@ -117,6 +122,8 @@ void conn_put(struct rtd *d, struct conn *c)
 
 	if (--c->refs > 0)
 		return;
+	c->u->conns--;
+	user_check(d, c->u);
 	for (pp = &d->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -133,9 +140,25 @@ void conn_reap(struct rtd *d)
 		struct conn *c = d->dead;
 
 		d->dead = c->next;
-		free(c->out);
+		if (c->out != c->outbuf)
+			free(c->out);
 		free(c);
 	}
+}
+
+/* unthrottle takes c off the throttled list. */
+static void unthrottle(struct rtd *d, struct conn *c)
+{
+	struct conn **pp;
+
+	if (!c->throttled)
+		return;
+	c->throttled = 0;
+	for (pp = &d->throttled; *pp; pp = &(*pp)->tnext)
+		if (*pp == c) {
+			*pp = c->tnext;
+			break;
+		}
 }
 
 /* conn_end closes an ended connection; its queued datagrams still leave
@@ -154,6 +177,8 @@ void conn_end(struct rtd *d, struct conn *c)
 	close(c->fd);
 	c->fd = -1;
 	d->nconns--;
+	unthrottle(d, c);
+	routes_disown(d, c);
 	for (i = 0; i < WIRE_MAX_SOCKS; i++)
 		if (c->socks[i]) {
 			appsock_put(d, c->socks[i]);
@@ -163,16 +188,16 @@ void conn_end(struct rtd *d, struct conn *c)
 	conn_put(d, c);
 }
 
-/* watch sets what the loop waits for on c: its requests (EPOLLIN), room
- * for a kept reply (EPOLLOUT), or nothing while the daemon answers a
- * forwarded request (epoll is level-triggered: a connection not read must
- * not be watched for input, or the loop would spin at real-time priority). */
-enum watch { WATCH_IN = EPOLLIN, WATCH_OUT = EPOLLOUT, WATCH_NONE = 0 };
-static void watch(struct rtd *d, struct conn *c, enum watch w)
+/* watch sets what the loop waits for on c: room for a kept reply
+ * (EPOLLOUT), nothing while the daemon answers a forwarded request or c is
+ * out of tokens (epoll is level-triggered: a connection not read must not
+ * be watched for input, or the loop would spin at real-time priority), or
+ * its requests (EPOLLIN). */
+static void watch(struct rtd *d, struct conn *c)
 {
-	struct epoll_event ev = {.events = w, .data.ptr = c};
+	struct epoll_event ev = {.events = c->out ? EPOLLOUT : c->paused || c->throttled ? 0 : EPOLLIN, .data.ptr = c};
 
-	if (epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+	if (c->fd >= 0 && epoll_ctl(d->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
 		conn_end(d, c);
 }
 
@@ -189,12 +214,14 @@ static void write_reply(struct rtd *d, struct conn *c, const unsigned char *b, s
 		conn_end(d, c);
 		return;
 	}
-	c->out = malloc(len);
+	/* The lane's own replies wait in the connection (no allocation on a
+	 * request's path); the daemon's STATS replies, larger, are allocated. */
+	c->out = len <= sizeof(c->outbuf) ? c->outbuf : malloc(len);
 	if (!c->out)
 		die("malloc");
 	memcpy(c->out, b, len);
 	c->outlen = len;
-	watch(d, c, WATCH_OUT);
+	watch(d, c);
 }
 
 void conn_reply(struct rtd *d, struct conn *c, const struct reply *r)
@@ -222,7 +249,7 @@ void conn_notify(struct rtd *d, struct conn *c, const struct reply *r)
 void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t len)
 {
 	c->paused = 0;
-	watch(d, c, WATCH_IN);
+	watch(d, c);
 	if (c->fd < 0)
 		return;
 	write_reply(d, c, rep, len);
@@ -253,21 +280,56 @@ void conn_writable(struct rtd *d, struct conn *c)
 
 	if (c->fd < 0 || !b)
 		return;
+	unsigned char copy[WIRE_REPLY];
+
 	c->out = NULL;
-	watch(d, c, WATCH_IN);
+	watch(d, c);
+	if (b == c->outbuf) { /* write_reply may keep it there again */
+		memcpy(copy, b, len);
+		b = copy;
+	}
 	if (c->fd >= 0)
 		write_reply(d, c, b, len);
-	free(b);
+	if (b != copy)
+		free(b);
 	if (c->fd >= 0 && !c->out && !c->paused)
 		conn_readable(d, c);
 }
 
+/* close_fds closes the received descriptors not taken (-1). */
 static void close_fds(const int *fds, int n)
 {
 	int i;
 
 	for (i = 0; i < n; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* take_fds returns the descriptors of msg's SCM_RIGHTS: the first max in
+ * fds, the rest closed at once. */
+int take_fds(struct msghdr *msg, int *fds, int max)
+{
+	struct cmsghdr *h;
+	int n = 0;
+
+	for (h = CMSG_FIRSTHDR(msg); h; h = CMSG_NXTHDR(msg, h)) {
+		size_t k, cnt;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < cnt; k++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
+			if (n < max)
+				fds[n++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
 }
 
 /* check_sock makes fd an attached socket if it is a UDP socket of IPv4 or
@@ -314,7 +376,7 @@ static struct appsock *check_sock(struct rtd *d, int fd)
 	return s;
 }
 
-static void attach(struct rtd *d, struct conn *c, const int *fds, int nfds, struct reply *rep)
+static void attach(struct rtd *d, struct conn *c, int *fds, int nfds, struct reply *rep)
 {
 	struct appsock *s;
 	int slot = -1, i;
@@ -332,14 +394,13 @@ static void attach(struct rtd *d, struct conn *c, const int *fds, int nfds, stru
 	else if (slot < 0)
 		rep->reason = R_TOO_MANY;
 	else if ((s = check_sock(d, fds[0])) != NULL) {
+		fds[0] = -1; /* the attached socket's now */
 		c->socks[slot] = s;
 		d->app_socks++;
 		rep->type = WIRE_ATTACHED;
 		rep->sock = (uint8_t)(slot + 1);
-		return;
 	} else
 		rep->reason = R_BAD_SOCKET;
-	close_fds(fds, nfds);
 }
 
 /* forward hands a STATS request to the daemon; the connection waits. */
@@ -352,23 +413,21 @@ static void forward(struct rtd *d, struct conn *c, const unsigned char *req, siz
 	memcpy(m, &f, sizeof(f));
 	memcpy(m + sizeof(f), req, WIRE_REQ);
 	c->paused = 1;
-	watch(d, c, WATCH_NONE);
+	watch(d, c);
 	ctl_send(d, m, sizeof(m));
 }
 
 static uint32_t get32(const unsigned char *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
-/* handle answers one request of n bytes (flags: recvmsg's). */
-static void handle(struct rtd *d, struct conn *c, size_t n, int flags, const int *fds, int nfds)
+/* handle answers one request of n bytes (flags: recvmsg's). fds are the
+ * descriptors it carried: an ATTACH that takes one sets it to -1, the
+ * caller closes the rest. */
+static void handle(struct rtd *d, struct conn *c, size_t n, int flags, int *fds, int nfds)
 {
 	const unsigned char *q = inbuf;
 	struct reply rep = {0};
 	int wellformed = n >= WIRE_REQ && q[0] == WIRE_VERSION && (q[3] == 0 || q[3] == 4 || q[3] == 6);
 
-	if (nfds > 0 && (!wellformed || q[1] != WIRE_ATTACH)) {
-		close_fds(fds, nfds);
-		nfds = 0;
-	}
 	if (wellformed) {
 		rep.flow = get32(q + 4);
 		rep.seq = get32(q + 8);
@@ -396,6 +455,33 @@ static void handle(struct rtd *d, struct conn *c, size_t n, int flags, const int
 	conn_reply(d, c, &rep);
 }
 
+/* throttle stops reading c until its wake time (pace.c). */
+static void throttle(struct rtd *d, struct conn *c)
+{
+	c->throttled = 1;
+	c->tnext = d->throttled;
+	d->throttled = c;
+	watch(d, c);
+}
+
+/* conn_wake reads again the throttled connections whose wake time has
+ * come. */
+void conn_wake(struct rtd *d, int64_t now)
+{
+	struct conn **pp = &d->throttled, *c;
+
+	while ((c = *pp))
+		if (c->wake <= now) {
+			*pp = c->tnext;
+			c->throttled = 0;
+			watch(d, c);
+			conn_readable(d, c);
+			pp = &d->throttled; /* conn_readable may have throttled it again */
+		} else {
+			pp = &c->tnext;
+		}
+}
+
 /* conn_readable reads requests until the socket would block, the
  * connection waits (a kept reply, a forwarded request) or ends. */
 void conn_readable(struct rtd *d, struct conn *c)
@@ -406,38 +492,28 @@ void conn_readable(struct rtd *d, struct conn *c)
 	} ctl;
 	int fds[2], nfds;
 
-	while (c->fd >= 0 && !c->paused && !c->out) {
+	while (c->fd >= 0 && !c->paused && !c->out && !c->throttled) {
 		struct iovec iov = {.iov_base = inbuf, .iov_len = sizeof(inbuf)};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
-		struct cmsghdr *h;
 		ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
+		/* Every received descriptor is closed on every path but an
+		 * attach: taken first, before a read of 0 bytes (which may be
+		 * an empty message with SCM_RIGHTS, not only the end) ends it. */
+		nfds = n >= 0 ? take_fds(&msg, fds, 2) : 0;
 		if (n <= 0) {
+			close_fds(fds, nfds);
 			conn_end(d, c);
 			return;
 		}
-		nfds = 0;
-		for (h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
-			size_t k, cnt;
-
-			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-				continue;
-			cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (k = 0; k < cnt; k++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
-				if (nfds < 2)
-					fds[nfds++] = fd;
-				else
-					close(fd);
-			}
-		}
 		handle(d, c, (size_t)n > sizeof(inbuf) ? sizeof(inbuf) : (size_t)n, msg.msg_flags, fds, nfds);
+		close_fds(fds, nfds);
+		if (c->fd >= 0 && !pace_charge(d, c, mono_now()))
+			throttle(d, c);
 	}
 }

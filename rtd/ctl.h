@@ -52,6 +52,7 @@ enum rtd_type {
 	RTD_FORWARD = 0x83,  /* struct rtd_forward + the client's request */
 	RTD_CLOSED = 0x84,   /* struct rtd_hdr: the connection has ended */
 	RTD_COUNTERS = 0x85, /* struct rtd_counters + nflows struct rtd_flow */
+	RTD_FORGET = 0x86,   /* struct rtd_route (cls unused): dropped from lanes-rtd's table */
 };
 
 /* Config flags. */
@@ -74,6 +75,8 @@ struct rtd_config {
 	uint32_t flags;
 	uint32_t class_prio; /* SO_PRIORITY of the realtime class (0x10011) */
 	uint32_t plain_prio; /* where the egress device has no lanes tree */
+	uint32_t queue_bytes; /* the payload pool (max_queue_bytes), allocated once */
+	uint32_t requests;    /* requests/s of a uid not root (a connection: half); 0 not paced */
 	uint32_t pad;
 };
 
@@ -99,7 +102,7 @@ struct rtd_forward {
 
 /* One flow's counters (or the totals: uid and flow ~0). rejects is by
  * wire reason (docs/realtime.md). */
-#define RTD_REASONS 16
+#define RTD_REASONS 32
 struct rtd_flow {
 	uint32_t uid;
 	uint32_t flow;
@@ -127,6 +130,10 @@ struct rtd_counters {
 	int64_t app_socks;
 	uint64_t lost_notices; /* DROPPED notices a full client socket did not take */
 	uint64_t lost_events;  /* trace events a full pipe did not take */
+	uint64_t allocs;       /* allocations since start (none on a request's path) */
+	uint64_t pool_bytes;   /* the payload pool's size ... */
+	uint64_t pool_free;    /* ... and what of it is free */
+	uint64_t send_full;    /* sends that found a socket full (EAGAIN): dropped, send-error */
 	struct rtd_flow totals;
 };
 

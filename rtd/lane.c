@@ -20,6 +20,7 @@
 #include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 
 
 void lane_init(struct rtd *d)
 {
+	uint64_t seed = 0;
 	uint32_t i;
 
 	memset(&d->q, 0, sizeof(d->q));
@@ -39,7 +41,31 @@ void lane_init(struct rtd *d)
 		d->free_slots[d->nfree++] = i - 1;
 	d->totals.uid = d->totals.flow = ~0u;
 	d->totals.min_margin_ns = INT64_MAX;
+	users_init(d);
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = (uint64_t)mono_now();
+	routes_init(d, seed);
 }
+
+/* lane_config applies a configuration. The pool is allocated at the first
+ * (lanes-rtd is locked in memory: mlockall), and again at a change of its
+ * size only while nothing is queued (else the old size stays until the
+ * next configuration). */
+void lane_config(struct rtd *d, const struct rtd_config *cfg)
+{
+	uint32_t bytes = cfg->queue_bytes ? cfg->queue_bytes : POOL_DEFAULT;
+
+	d->cfg = *cfg;
+	d->cfg.queue_bytes = bytes;
+	if (d->pool.mem && (d->pool.nchunks == bytes / POOL_CHUNK || d->q.n))
+		return;
+	pool_free(&d->pool);
+	if (pool_init(&d->pool, bytes) < 0)
+		die("payload pool");
+}
+
+/* slots is the queue's capacity: max_queue, at most EDF_CAP. */
+static uint32_t slots(const struct rtd *d) { return d->cfg.max_queue < EDF_CAP ? d->cfg.max_queue : EDF_CAP; }
 
 int64_t bytes_ns(const struct rtd *d, int64_t n)
 {
@@ -49,40 +75,39 @@ int64_t bytes_ns(const struct rtd *d, int64_t n)
 }
 
 /* lane_flow returns the counters of (uid, flow), bounded as the Go lane's:
- * beyond 64 flows of a uid they share its flow ~0, beyond 4096 in all
- * every new one shares (~0, ~0). */
+ * beyond 64 flows of a uid they share its flow ~0, beyond FLOWS_MAX in all
+ * every new one shares (~0, ~0). Entries come from a fixed array: O(1). */
 struct flowstat *lane_flow(struct rtd *d, uint32_t uid, uint32_t flow)
 {
-	uint32_t n = sizeof(d->flows) / sizeof(d->flows[0]);
 	struct flowstat *f;
-	uint32_t i, of_uid = 0;
+	struct user *u;
 
 	for (;;) {
-		uint32_t b = (uid * 2654435761u ^ flow * 40503u) % n;
+		uint32_t b = (uid * 2654435761u ^ flow * 40503u) % FLOW_BUCKETS;
 
 		for (f = d->flows[b]; f; f = f->next)
 			if (f->v.uid == uid && f->v.flow == flow)
 				return f;
-		if (d->nflows >= 4096 && !(uid == ~0u && flow == ~0u)) {
+		if (d->nflows >= FLOWS_MAX && !(uid == ~0u && flow == ~0u)) {
 			uid = flow = ~0u;
 			continue;
 		}
-		for (i = 0; i < n && flow != ~0u; i++)
-			for (f = d->flows[i]; f; f = f->next)
-				of_uid += f->v.uid == uid;
-		if (of_uid >= 64) {
+		u = uid == ~0u ? NULL : user_get(d, uid);
+		if (uid != ~0u && (!u || (flow != ~0u && u->flows >= 64))) {
+			if (!u)
+				uid = ~0u;
 			flow = ~0u;
 			continue;
 		}
-		f = calloc(1, sizeof(*f));
-		if (!f)
-			die("calloc");
+		f = &d->flowpool[d->nflows++];
+		memset(f, 0, sizeof(*f));
 		f->v.uid = uid;
 		f->v.flow = flow;
 		f->v.min_margin_ns = INT64_MAX;
 		f->next = d->flows[b];
 		d->flows[b] = f;
-		d->nflows++;
+		if (u)
+			u->flows++;
 		return f;
 	}
 }
@@ -190,6 +215,26 @@ static uint8_t refusal(struct rtd *d, struct conn *c, uint16_t sock, size_t plen
 	return R_NONE;
 }
 
+/* deadline_of reads a request's deadline (absolute, or µs after now with
+ * WIRE_FLAG_RELATIVE); -1 if it lies more than DEADLINE_HORIZON_NS from
+ * now either way. Within the horizon no sum of deadlines and transmit
+ * times in edf_core.h can wrap (tx is at most 65,549 bytes at 8 kbit/s,
+ * 66 s, times EDF_CAP): a deadline near INT64_MIN, or a relative one
+ * whose product wraps, would otherwise sort first and pass the test. */
+static int deadline_of(const unsigned char *req, int64_t now, int64_t *out)
+{
+	uint64_t v = get64(req + 16);
+
+	*out = (int64_t)v;
+	if (req[2] & WIRE_FLAG_RELATIVE) {
+		if (v > (uint64_t)DEADLINE_HORIZON_NS / 1000)
+			return -1;
+		*out = now + (int64_t)v * 1000;
+		return 0;
+	}
+	return *out < now - DEADLINE_HORIZON_NS || *out > now + DEADLINE_HORIZON_NS ? -1 : 0;
+}
+
 /* slack is M_1 at tnow: how much the whole queue may still slip. */
 static int64_t slack(const struct edf_queue *q, int64_t tnow)
 {
@@ -211,6 +256,40 @@ static int64_t t_now(struct rtd *d, int64_t now)
 	return (now > d->busy_until ? now : d->busy_until) + bytes_ns(d, d->cfg.reserve);
 }
 
+/* over_share is why c may not queue one more datagram of chunks pool
+ * chunks, or R_NONE (the shares: rtd.h). */
+static uint8_t over_share(const struct rtd *d, const struct conn *c, uint32_t chunks)
+{
+	uint32_t ns = slots(d), nc = d->pool.nchunks;
+
+	if (d->q.n >= ns || !d->nfree || chunks > d->pool.nfree)
+		return R_QUEUE_FULL;
+	if (c->uid == 0)
+		return R_NONE;
+	if (c->slots + 1 > share(ns, SHARE_CONN) || c->chunks + chunks > share(nc, SHARE_CONN) ||
+	    c->u->slots + 1 > share(ns, SHARE_UID) || c->u->chunks + chunks > share(nc, SHARE_UID))
+		return R_OVER_SHARE;
+	if (d->others_slots + 1 > ns - ns / ROOT_RESERVE || d->others_chunks + chunks > nc - nc / ROOT_RESERVE)
+		return R_QUEUE_FULL;
+	return R_NONE;
+}
+
+/* hold counts a queued datagram against its connection and uid (n 1) or
+ * stops counting it (n -1). */
+static void hold(struct rtd *d, struct pending *p, int n)
+{
+	struct conn *c = p->c;
+
+	c->slots += n;
+	c->chunks += n * (int)p->nchunks;
+	c->u->slots += n;
+	c->u->chunks += n * (int)p->nchunks;
+	if (c->uid != 0) {
+		d->others_slots += n;
+		d->others_chunks += n * (int)p->nchunks;
+	}
+}
+
 /* queue takes an admitted request's datagram into its slot. */
 static void queue(struct rtd *d, uint32_t slot, struct conn *c, uint16_t sock, const struct dest *dst,
 		  uint32_t flow, uint32_t seq, const unsigned char *payload, size_t plen)
@@ -227,10 +306,9 @@ static void queue(struct rtd *d, uint32_t slot, struct conn *c, uint16_t sock, c
 	p->flow = flow;
 	p->seq = seq;
 	p->len = (uint32_t)plen;
-	p->payload = malloc(plen ? plen : 1);
-	if (!p->payload)
-		die("malloc");
-	memcpy(p->payload, payload, plen);
+	p->nchunks = pool_chunks(p->len);
+	p->chunk = pool_put(&d->pool, payload, p->len); /* over_share checked the room */
+	hold(d, p, 1);
 }
 
 void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t len, struct reply *rep)
@@ -252,13 +330,12 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 		rep->flow = rep->seq = 0;
 		return;
 	}
-	deadline = (int64_t)get64(req + 16);
-	if (req[2] & WIRE_FLAG_RELATIVE) /* µs after receipt; wraps as Go's arithmetic (-fwrapv) */
-		deadline = now + deadline * 1000;
 	tx = bytes_ns(d, (int64_t)plen + d->cfg.overhead);
 	reason = refusal(d, c, sock, plen, &dst);
-	if (reason == R_NONE && (d->q.n >= d->cfg.max_queue || !d->nfree))
-		reason = R_QUEUE_FULL;
+	if (deadline_of(req, now, &deadline) < 0 && reason == R_NONE)
+		reason = R_BAD_DEADLINE;
+	if (reason == R_NONE)
+		reason = over_share(d, c, pool_chunks((uint32_t)plen));
 	tnow = t_now(d, now);
 	if (reason == R_NONE) {
 		uint32_t slot = d->free_slots[d->nfree - 1];
@@ -278,51 +355,6 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 	rep->slack = slack(&d->q, tnow);
 	lane_event(d, rep->type == WIRE_ADMIT ? RTD_EV_ADMIT : RTD_EV_REJECT, reason, c->uid, rep->flow, rep->seq,
 		   now, deadline, tx);
-}
-
-/* route_class says whether dst's egress device has the lanes tree: the
- * daemon's answer, or the guess while it is asked (RTD_LOOKUP once). */
-static int route_class(struct rtd *d, const struct dest *dst)
-{
-	struct route *r;
-	size_t n = dst->family == 4 ? 4 : 16;
-
-	for (r = d->routes; r; r = r->next)
-		if (r->r.family == dst->family && !memcmp(r->r.addr, dst->addr, n))
-			return r->asked ? d->guess : r->r.cls;
-	if (d->nroutes >= 4096)
-		return d->guess;
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		die("calloc");
-	r->r.h.type = RTD_LOOKUP;
-	r->r.family = dst->family;
-	memcpy(r->r.addr, dst->addr, n);
-	r->asked = 1;
-	r->next = d->routes;
-	d->routes = r;
-	d->nroutes++;
-	ctl_send(d, &r->r, sizeof(r->r));
-	return d->guess;
-}
-
-/* lane_route takes the daemon's answer for one destination (family 0: the
- * guess). */
-void lane_route(struct rtd *d, const struct rtd_route *in)
-{
-	size_t n = in->family == 4 ? 4 : 16;
-	struct route *r;
-
-	if (!in->family) {
-		d->guess = in->cls;
-		return;
-	}
-	for (r = d->routes; r; r = r->next)
-		if (r->r.family == in->family && !memcmp(r->r.addr, in->addr, n)) {
-			r->r.cls = in->cls;
-			r->asked = 0;
-			return;
-		}
 }
 
 static socklen_t sockaddr_of(const struct dest *dst, int family, struct sockaddr_in6 *sa)
@@ -347,6 +379,19 @@ static socklen_t sockaddr_of(const struct dest *dst, int family, struct sockaddr
 	return sizeof(*sa);
 }
 
+/* send_nowait sends msg, never waiting: a full socket (EAGAIN) is counted
+ * (send_full) and fails the send like any other error. */
+static int send_nowait(struct rtd *d, int fd, struct msghdr *msg)
+{
+	while (sendmsg(fd, msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		if (errno == EAGAIN)
+			d->send_full++;
+		if (errno != EINTR)
+			return -1;
+	}
+	return 0;
+}
+
 /* send_app sends on the client's socket with the priority as a control
  * message, never waiting; a corked socket is not sent on. */
 static int send_app(struct rtd *d, struct pending *p, int cls)
@@ -356,9 +401,8 @@ static int send_app(struct rtd *d, struct pending *p, int cls)
 		char space[CMSG_SPACE(sizeof(uint32_t))];
 	} ctl;
 	struct sockaddr_in6 sa;
-	struct iovec iov = {.iov_base = p->payload, .iov_len = p->len};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
-			     .msg_controllen = sizeof(ctl.space)};
+	struct iovec iov[POOL_IOV];
+	struct msghdr msg = {.msg_iov = iov, .msg_control = ctl.space, .msg_controllen = sizeof(ctl.space)};
 	uint32_t prio = cls ? d->cfg.class_prio : d->cfg.plain_prio;
 	int cork = 0;
 	socklen_t cl = sizeof(cork);
@@ -369,32 +413,31 @@ static int send_app(struct rtd *d, struct pending *p, int cls)
 		msg.msg_namelen = sockaddr_of(&p->dst, p->s->family, &sa);
 		msg.msg_name = &sa;
 	}
+	msg.msg_iovlen = (size_t)pool_iov(&d->pool, p->chunk, p->len, iov, POOL_IOV);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.h.cmsg_level = SOL_SOCKET;
 	ctl.h.cmsg_type = SO_PRIORITY;
 	ctl.h.cmsg_len = CMSG_LEN(sizeof(prio));
 	memcpy(CMSG_DATA(&ctl.h), &prio, sizeof(prio));
-	while (sendmsg(p->s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		if (errno != EINTR)
-			return -1;
-	return 0;
+	return send_nowait(d, p->s->fd, &msg);
 }
 
-static int send_one(struct rtd *d, struct pending *p)
+/* send_one sends p: from the client's attached socket, or from the lane's
+ * own of p's family and class; never waiting (the lane's sockets are
+ * shared with the daemon, so MSG_DONTWAIT rather than O_NONBLOCK). */
+static int send_one(struct rtd *d, struct pending *p, int64_t now)
 {
 	struct sockaddr_in6 sa;
 	const struct dest *to = p->dst.family || !p->s ? &p->dst : &p->s->peer;
-	int cls = route_class(d, to), fam = p->dst.family == 6, fd;
-	socklen_t n;
+	int cls = route_class(d, p->c, to, now), fam = p->dst.family == 6;
+	struct iovec iov[POOL_IOV];
+	struct msghdr msg = {.msg_name = &sa, .msg_iov = iov};
 
 	if (p->s)
 		return send_app(d, p, cls);
-	fd = d->tx[fam][cls];
-	n = sockaddr_of(&p->dst, fam ? AF_INET6 : AF_INET, &sa);
-	while (sendto(fd, p->payload, p->len, MSG_NOSIGNAL, (struct sockaddr *)&sa, n) < 0)
-		if (errno != EINTR)
-			return -1;
-	return 0;
+	msg.msg_namelen = sockaddr_of(&p->dst, fam ? AF_INET6 : AF_INET, &sa);
+	msg.msg_iovlen = (size_t)pool_iov(&d->pool, p->chunk, p->len, iov, POOL_IOV);
+	return send_nowait(d, d->tx[fam][cls], &msg);
 }
 
 /* finish reports a datagram not sent, then frees its slot. */
@@ -409,8 +452,10 @@ static void finish(struct rtd *d, uint32_t slot, const struct edf_ent *e, int64_
 		lane_event(d, RTD_EV_DROP, reason, p->c->uid, p->flow, p->seq, now, e->d, e->tx);
 		conn_notify(d, p->c, &r);
 	}
-	free(p->payload);
-	p->payload = NULL;
+	hold(d, p, -1);
+	pool_release(&d->pool, p->chunk);
+	p->chunk = POOL_END;
+	user_check(d, p->c->u);
 	if (p->s)
 		appsock_put(d, p->s);
 	conn_put(d, p->c);
@@ -445,7 +490,7 @@ static int64_t release_head(struct rtd *d, int64_t now)
 	if (margin < d->totals.min_margin_ns)
 		d->totals.min_margin_ns = margin;
 	lane_event(d, RTD_EV_RELEASE, 0, p->c->uid, p->flow, p->seq, now, e.d, e.tx);
-	if (send_one(d, p) < 0) {
+	if (send_one(d, p, now) < 0) {
 		p->f->v.send_errors++;
 		d->totals.send_errors++;
 		d->busy_until -= e.tx;
@@ -480,29 +525,23 @@ void lane_flush(struct rtd *d)
 {
 	struct edf_ent e;
 
-	while (edf_pop(&d->q, 0, &e) >= 0) {
-		uint32_t slot = (uint32_t)e.id;
-
-		d->pend[slot].f->v.dropped_late++;
-		d->totals.dropped_late++;
-		finish(d, slot, &e, mono_now(), R_SHUTDOWN);
-	}
+	/* Not late: shutdown is its own reason, in the notice alone. */
+	while (edf_pop(&d->q, 0, &e) >= 0)
+		finish(d, (uint32_t)e.id, &e, mono_now(), R_SHUTDOWN);
 }
 
 /* lane_counters answers RTD_COUNTERS_ASK: the state, then every flow. */
 void lane_counters(struct rtd *d, uint32_t id)
 {
-	size_t nb = sizeof(d->flows) / sizeof(d->flows[0]), i, sz;
-	struct rtd_counters *m;
-	struct flowstat *f;
-	struct rtd_flow *out;
-	uint32_t left = d->nflows;
+	static union {
+		struct rtd_counters m;
+		unsigned char b[sizeof(struct rtd_counters) + RTD_FLOWS_PER_MSG * sizeof(struct rtd_flow)];
+	} buf;
+	struct rtd_counters *m = &buf.m;
+	struct rtd_flow *out = (struct rtd_flow *)(m + 1);
+	uint32_t left = d->nflows, i;
 
-	sz = sizeof(*m) + RTD_FLOWS_PER_MSG * sizeof(struct rtd_flow);
-	m = calloc(1, sz);
-	if (!m)
-		die("calloc");
-	out = (struct rtd_flow *)(m + 1);
+	memset(&buf, 0, sizeof(buf));
 	m->h.type = RTD_COUNTERS;
 	m->h.conn = id;
 	m->depth = d->q.n;
@@ -512,18 +551,20 @@ void lane_counters(struct rtd *d, uint32_t id)
 	m->app_socks = d->app_socks;
 	m->lost_notices = d->lost_notices;
 	m->lost_events = d->lost_events;
+	m->allocs = rtd_allocs;
+	m->pool_bytes = (uint64_t)d->pool.nchunks * POOL_CHUNK;
+	m->pool_free = (uint64_t)d->pool.nfree * POOL_CHUNK;
+	m->send_full = d->send_full;
 	m->totals = d->totals;
-	for (i = 0; i < nb; i++)
-		for (f = d->flows[i]; f; f = f->next) {
-			out[m->nflows++] = f->v;
-			left--;
-			if (m->nflows == RTD_FLOWS_PER_MSG && left) {
-				m->more = 1;
-				ctl_send(d, m, sizeof(*m) + m->nflows * sizeof(*out));
-				m->nflows = 0;
-			}
+	for (i = 0; i < d->nflows; i++) {
+		out[m->nflows++] = d->flowpool[i].v;
+		left--;
+		if (m->nflows == RTD_FLOWS_PER_MSG && left) {
+			m->more = 1;
+			ctl_send(d, m, sizeof(*m) + m->nflows * sizeof(*out));
+			m->nflows = 0;
 		}
+	}
 	m->more = 0;
 	ctl_send(d, m, sizeof(*m) + m->nflows * sizeof(*out));
-	free(m);
 }

@@ -25,6 +25,7 @@
 #include "rtd.h"
 
 static struct rtd rtd;
+uint64_t rtd_allocs;
 static char ctl_tag, timer_tag; /* epoll data of the two non-client descriptors */
 static unsigned char ctlbuf[sizeof(struct rtd_hdr) + WIRE_REPLY + 61440];
 
@@ -68,29 +69,6 @@ static int open_fd(int fd)
 	return fcntl(fd, F_GETFD) >= 0 ? fd : -1;
 }
 
-/* take_fd returns the descriptor an RTD_CONN carried, or -1. */
-static int take_fd(struct msghdr *msg)
-{
-	struct cmsghdr *h;
-	int fd = -1;
-
-	for (h = CMSG_FIRSTHDR(msg); h; h = CMSG_NXTHDR(msg, h))
-		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-			size_t k, cnt = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-			for (k = 0; k < cnt; k++) {
-				int x;
-
-				memcpy(&x, CMSG_DATA(h) + k * sizeof(int), sizeof(int));
-				if (fd < 0)
-					fd = x;
-				else
-					close(x);
-			}
-		}
-	return fd;
-}
-
 /* ctl_message acts on one message from the daemon. */
 static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 {
@@ -108,7 +86,12 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 	case RTD_CONFIG:
 		if (n < sizeof(d->cfg))
 			break;
-		memcpy(&d->cfg, b, sizeof(d->cfg));
+		{
+			struct rtd_config cfg;
+
+			memcpy(&cfg, b, sizeof(cfg));
+			lane_config(d, &cfg);
+		}
 		if (!d->ready) {
 			struct rtd_hdr r = {.type = RTD_READY};
 
@@ -124,6 +107,8 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 			conn_add(d, fd, m.h.conn, m.uid);
 			if ((c = conn_find(d, m.h.conn)))
 				conn_readable(d, c); /* requests sent before the hand-over */
+		} else if (fd >= 0) {
+			close(fd); /* short: no connection to make of it */
 		}
 		return;
 	case RTD_ROUTE:
@@ -131,7 +116,7 @@ static void ctl_message(struct rtd *d, const unsigned char *b, size_t n, int fd)
 			struct rtd_route r;
 
 			memcpy(&r, b, sizeof(r));
-			lane_route(d, &r);
+			route_answer(d, &r);
 		}
 		return;
 	case RTD_COUNTERS_ASK:
@@ -164,14 +149,17 @@ static int ctl_readable(struct rtd *d)
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
 				     .msg_controllen = sizeof(cm.space)};
 		ssize_t n = recvmsg(d->ctl, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int fd = -1;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 1;
+		if (n >= 0 && take_fds(&msg, &fd, 1) && n == 0)
+			close(fd);
 		if (n <= 0)
 			return 0;
-		ctl_message(d, ctlbuf, (size_t)n, take_fd(&msg));
+		ctl_message(d, ctlbuf, (size_t)n, fd);
 	}
 }
 
@@ -221,6 +209,18 @@ static void setup(struct rtd *d)
 		fprintf(stderr, "lanes-rtd: mlockall: %s (continuing)\n", strerror(errno));
 }
 
+/* wait_ms is how long the loop may sleep: until the first throttled
+ * connection may be read again (rounded up to the ms), a few seconds
+ * while destinations may age out, else until an event. */
+static int wait_ms(struct rtd *d, int64_t now)
+{
+	int64_t w = pace_wake(d, now);
+
+	if (w)
+		return w <= now ? 0 : (int)((w - now + 999999) / 1000000);
+	return d->nroutes ? 5000 : -1;
+}
+
 int main(void)
 {
 	struct rtd *d = &rtd;
@@ -228,7 +228,7 @@ int main(void)
 
 	setup(d);
 	for (;;) {
-		int n = epoll_wait(d->ep, evs, 64, -1), i;
+		int n = epoll_wait(d->ep, evs, 64, wait_ms(d, mono_now())), i;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -252,6 +252,8 @@ int main(void)
 				conn_event(d, p, evs[i].events);
 			}
 		}
+		conn_wake(d, mono_now());
+		routes_prune(d, mono_now());
 		lane_release(d);
 		lane_trace_flush(d);
 		conn_reap(d);

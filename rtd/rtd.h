@@ -13,6 +13,8 @@
 
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 
 #include "ctl.h"
 
@@ -35,7 +37,43 @@ enum {
 enum {
 	R_NONE = 0, R_DISPLACES = 1, R_OWN_DEADLINE = 2, R_MALFORMED = 4, R_QUEUE_FULL = 5,
 	R_BAD_DEST = 6, R_TOO_BIG = 7, R_LATE = 8, R_SEND_ERROR = 9, R_SHUTDOWN = 10,
-	R_DISABLED = 11, R_BAD_SOCKET = 13, R_TOO_MANY = 14, R_UNSUPPORTED = 15,
+	R_DISABLED = 11, R_BAD_SOCKET = 13, R_TOO_MANY = 14, R_UNSUPPORTED = 15, R_BAD_DEADLINE = 16,
+	R_OVER_SHARE = 17,
+};
+#define DEADLINE_HORIZON_NS 60000000000ll
+
+/* Shares (docs/realtime.md, "Shares and pacing"): of the queue's slots,
+ * its payload bytes and the destination table, a connection not root's
+ * holds at most 1/SHARE_CONN, a uid not root at most 1/SHARE_UID, and all
+ * uids but root together leave 1/ROOT_RESERVE to root. */
+#define SHARE_CONN 8
+#define SHARE_UID 4
+#define ROOT_RESERVE 8
+
+/* The payload pool: POOL_CHUNK-byte chunks, allocated once from the
+ * policy's max_queue_bytes; a datagram's chunks are chained by index. */
+#define POOL_CHUNK 256
+#define POOL_END 0xffffffffu
+#define POOL_DEFAULT (8u << 20)
+#define POOL_IOV ((WIRE_MAX_PAYLOAD + POOL_CHUNK - 1) / POOL_CHUNK) /* chunks of the largest datagram */
+struct pool {
+	unsigned char *mem;
+	uint32_t *next; /* a chunk's successor, or the free list's */
+	uint32_t free;  /* first free chunk */
+	uint32_t nfree, nchunks;
+};
+
+/* A uid's holdings, for its shares and pacing; kept while it has a
+ * connection, a queued datagram, a counters entry or a destination. */
+#define USERS_MAX 8448 /* max_conns (4096) + counters entries (4097) + room */
+struct user {
+	uint32_t uid;
+	uint32_t conns;
+	uint32_t slots, chunks; /* queued */
+	uint32_t flows;         /* counters entries */
+	uint32_t dests;         /* destination table entries */
+	int64_t tokens_at;      /* pacing: the time its bucket is empty at (pace.c) */
+	struct user *next;      /* hash chain, or the free list */
 };
 
 /* A destination: family 4 or 6 (0: none, the attached socket's peer). */
@@ -63,13 +101,19 @@ struct appsock {
 
 struct conn {
 	uint32_t id, uid;
+	struct user *u;
 	int fd;     /* -1 once ended */
 	int paused; /* a STATS request is with the daemon */
+	int throttled; /* out of tokens: not read until wake (pace.c) */
+	int64_t tokens_at, wake;
 	unsigned char *out; /* a reply the socket could not take yet (EPOLLOUT) */
 	size_t outlen;
+	unsigned char outbuf[WIRE_REPLY]; /* out, for the lane's own replies */
 	int refs;   /* 1 while open, + 1 per queued datagram */
+	uint32_t slots, chunks, dests; /* held, for the shares */
 	struct appsock *socks[WIRE_MAX_SOCKS];
 	struct conn *next;
+	struct conn *tnext; /* the throttled list */
 };
 
 /* One admitted datagram waiting in the queue (slot = its edf id). */
@@ -80,13 +124,30 @@ struct pending {
 	struct dest dst;
 	uint32_t flow, seq;
 	uint32_t len;
-	unsigned char *payload;
+	uint32_t chunk, nchunks; /* its payload in the pool */
 };
 
 struct flowstat {
 	struct rtd_flow v;
 	struct flowstat *next; /* hash chain */
 };
+
+/* The destinations' classes: a hash table over a fixed array, least
+ * recently used first to go (route.c). */
+#define ROUTES_MAX 4096
+#define ROUTE_BUCKETS 8192
+#define ROUTE_IDLE_NS 30000000000ll /* unused this long: forgotten */
+struct route {
+	struct rtd_route r;
+	int asked;             /* looked up, no answer yet */
+	int64_t used;          /* last looked at */
+	struct conn *owner;    /* counted against it (and its uid) while it lives */
+	struct route *hnext;   /* hash chain, or the free list */
+	struct route *older, *newer; /* the LRU list */
+};
+
+#define FLOWS_MAX 4096
+#define FLOW_BUCKETS 4096
 
 struct rtd {
 	struct rtd_config cfg;
@@ -97,48 +158,90 @@ struct rtd {
 	struct edf_queue q;
 	struct pending pend[EDF_CAP];
 	uint32_t free_slots[EDF_CAP], nfree;
+	struct pool pool;
+	uint32_t others_slots, others_chunks; /* held by uids but root */
 	int64_t busy_until;
 	int64_t timer_at; /* armed release time, 0: none */
 	/* clients */
 	struct conn *conns;
 	struct conn *dead; /* freed after the epoll batch that may still name them */
+	struct conn *throttled;
 	uint32_t nconns;
 	int64_t app_socks;
-	uint64_t lost_notices, lost_events;
+	uint64_t lost_notices, lost_events, send_full;
 	struct rtd_event events[64]; /* trace events not yet written (lane_trace_flush) */
 	size_t nevents;
+	struct user users[USERS_MAX], *ubucket[4096], *ufree;
 	/* counters: per (uid, flow), bounded like the Go lane's */
-	struct flowstat *flows[4096];
+	struct flowstat *flows[FLOW_BUCKETS];
+	struct flowstat flowpool[FLOWS_MAX + 1];
 	uint32_t nflows;
 	struct rtd_flow totals;
 	/* destinations' classes, from the daemon */
-	struct route *routes;
+	struct route routes[ROUTES_MAX], *rbucket[ROUTE_BUCKETS], *rfree;
+	struct route *newest, *oldest;
 	uint32_t nroutes;
+	uint64_t rseed;
 	int guess;
 };
 
-struct route {
-	struct rtd_route r;
-	int asked; /* looked up, no answer yet */
-	struct route *next;
-};
+/* Allocations are counted (RTD_COUNTERS allocs): none may happen on the
+ * path of a request after start, and a test checks it. */
+extern uint64_t rtd_allocs;
+static inline void *rtd_malloc(size_t n)
+{
+	rtd_allocs++;
+	return (malloc)(n);
+}
+static inline void *rtd_calloc(size_t n, size_t m)
+{
+	rtd_allocs++;
+	return (calloc)(n, m);
+}
+#define malloc(n) rtd_malloc(n)
+#define calloc(n, m) rtd_calloc(n, m)
+
+/* share is n/k, at least 1. */
+static inline uint32_t share(uint32_t n, uint32_t k) { return n / k ? n / k : 1; }
 
 int64_t mono_now(void);
 void die(const char *what);
 
 /* lane.c */
 void lane_init(struct rtd *d);
+void lane_config(struct rtd *d, const struct rtd_config *cfg);
 int64_t bytes_ns(const struct rtd *d, int64_t n);
 void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t len, struct reply *rep);
 void lane_release(struct rtd *d);
 void lane_flush(struct rtd *d);
 void lane_count(struct rtd *d, uint32_t uid, uint32_t flow, int admitted, uint8_t reason);
-void lane_route(struct rtd *d, const struct rtd_route *r);
 void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
 		int64_t t, int64_t deadline, int64_t tx);
 void lane_counters(struct rtd *d, uint32_t id);
 void lane_trace_flush(struct rtd *d);
 struct flowstat *lane_flow(struct rtd *d, uint32_t uid, uint32_t flow);
+
+/* pool.c: the payload pool and the users' table */
+int pool_init(struct pool *p, uint32_t bytes);
+void pool_free(struct pool *p);
+uint32_t pool_chunks(uint32_t len);
+uint32_t pool_put(struct pool *p, const unsigned char *b, uint32_t len);
+void pool_release(struct pool *p, uint32_t chunk);
+int pool_iov(const struct pool *p, uint32_t chunk, uint32_t len, struct iovec *iov, int max);
+void users_init(struct rtd *d);
+struct user *user_get(struct rtd *d, uint32_t uid);
+void user_check(struct rtd *d, struct user *u);
+
+/* route.c: the destinations' classes */
+void routes_init(struct rtd *d, uint64_t seed);
+int route_class(struct rtd *d, struct conn *c, const struct dest *dst, int64_t now);
+void route_answer(struct rtd *d, const struct rtd_route *r);
+void routes_disown(struct rtd *d, struct conn *c);
+void routes_prune(struct rtd *d, int64_t now);
+
+/* pace.c: requests paced per connection and per uid */
+int pace_charge(struct rtd *d, struct conn *c, int64_t now);
+int64_t pace_wake(struct rtd *d, int64_t now);
 
 /* conn.c */
 void conn_add(struct rtd *d, int fd, uint32_t id, uint32_t uid);
@@ -153,6 +256,8 @@ struct conn *conn_find(struct rtd *d, uint32_t id);
 void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t len);
 void conn_end(struct rtd *d, struct conn *c);
 void conn_reap(struct rtd *d);
+void conn_wake(struct rtd *d, int64_t now);
+int take_fds(struct msghdr *msg, int *fds, int max);
 
 /* main.c */
 void ctl_send(struct rtd *d, const void *msg, size_t len);

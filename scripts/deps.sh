@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [build|cross|test|generate|demo|vm|vm-arm64|system]: install the Debian packages a make
-# target needs, only those missing, so repeated runs cost nothing.
+# scripts/deps.sh [build|cross|test|generate|demo|deb|vm|vm-arm64|system]: install the Debian packages a
+# make target needs, only those missing, so repeated runs cost nothing. A fresh Debian runs
+# unattended-upgrades at boot: apt's locks are waited for (up to 10 minutes), not failed on.
 set -euo pipefail
 want=(iproute2 procps util-linux kmod)
 case "${1:-test}" in
   build) want+=(gcc libc6-dev) ;; # lanes-rtd (rtd/, C)
   cross) want+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;; # lanes-rtd for arm64
-  generate) want+=(clang llvm libbpf-dev linux-libc-dev bpftool) ;;
+  # generate: the pinned clang (internal/bpf/gencheck.PinnedClang) and its
+  # llvm-strip; the headers are vendored (internal/bpf/include/update.sh).
+  generate) want+=(clang-19 llvm-19 bpftool) ;;
   # test: chromium drives the dashboard's browser test (promtool: below).
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3) ;; # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload
+  # clang-19, llvm-19: internal/bpf/gencheck rebuilds the BPF objects and fails on drift.
+  # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
+  # python3-venv: the Python client installed into a virtual environment.
+  # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; dpkg-dev, file, binutils: make deb
+  # (dist/dist_test.go), lintian: its check of the package.
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv dpkg-dev file binutils lintian) ;;
+  deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
   vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
@@ -38,6 +47,24 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then echo "deps: need root to install: ${missing[*]}" >&2; exit 1; fi
 echo "deps: installing ${missing[*]}" >&2
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# apt-get update takes /var/lib/apt/lists/lock, which DPkg::Lock::Timeout
+# does not cover: it is retried while that lock is what fails it; install
+# waits for dpkg's locks itself.
+lock_wait=600
+apt_update() {
+  local waited=0 err; err=$(mktemp)
+  until apt-get -o DPkg::Lock::Timeout=$lock_wait update -qq 2>"$err"; do
+    grep -q -i 'lock' "$err" || { cat "$err" >&2; rm -f "$err"; return 1; }
+    if [ $waited -ge $lock_wait ]; then
+      cat "$err" >&2; rm -f "$err"
+      echo "deps: apt still busy after ${lock_wait}s; run the make target again when it is done" >&2; return 1
+    fi
+    [ $waited = 0 ] && echo "deps: apt is busy (unattended-upgrades on a fresh system?): waiting up to ${lock_wait}s for /var/lib/apt/lists/lock" >&2
+    sleep 5; waited=$((waited + 5))
+  done
+  rm -f "$err"
+}
+apt_update
+DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$lock_wait install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+  { echo "deps: apt-get install ${missing[*]} failed (a lock held over ${lock_wait}s is named above)" >&2; exit 1; }
 

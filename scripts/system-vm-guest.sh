@@ -24,9 +24,41 @@ active() { # the unit is active (running) and ready: Type=notify reached
   systemctl is-active lanes && systemctl show -p SubState --value lanes | grep -qx running
 }
 
-install_pkg() { # as the README says: apt install ./lanes_*.deb
+install_pkg() { # as the README says: apt install ./lanes_*.deb; nothing enabled or started by it
   cp /check/lanes_*.deb . && DEBIAN_FRONTEND=noninteractive apt-get install -y ./lanes_*.deb &&
-    dpkg -s lanes | grep -E '^(Status|Version)'
+    dpkg -s lanes | grep -E '^(Status|Version|Depends)' || return 1
+  systemctl is-enabled lanes; systemctl is-active lanes
+  ! systemctl --quiet is-enabled lanes && ! systemctl --quiet is-active lanes
+}
+
+# upgrade: apt install of a newer build of the package (Debian revision 2)
+# while the daemon runs with an edited policy: the postinst restarts it, on
+# the new binary (a new main process, started again, reporting the new
+# version), with the admin's policy (a conffile) kept; a new lanes-rtd.
+upgrade() {
+  local pid ts sum rtd new e; e=$(errors); pid=$(systemctl show -p MainPID --value lanes)
+  ts=$(systemctl show -p ExecMainStartTimestamp --value lanes); sum=$(sha256sum < /etc/lanes/policy.yaml)
+  rtd=$(cat rtd.pid); new=$(dpkg-deb -f /check/upgrade/lanes_*.deb Version)
+  echo "before: $(dpkg-query -W lanes), MainPID $pid, started $ts; lanes-rtd $rtd"
+  mkdir -p up && cp /check/upgrade/lanes_*.deb up/ || return 1
+  DEBIAN_FRONTEND=noninteractive apt-get install -y ./up/lanes_*.deb > apt.txt 2>&1; local rc=$?
+  tail -n 4 apt.txt; [ $rc = 0 ] || return 1
+  active >/dev/null || return 1
+  local npid nts; npid=$(systemctl show -p MainPID --value lanes); nts=$(systemctl show -p ExecMainStartTimestamp --value lanes)
+  echo "after: $(dpkg-query -W lanes), MainPID $npid, started $nts; exe $(readlink "/proc/$npid/exe")"
+  lanes version | tee version.txt; lanes status | head -n 1 | tee status1.txt
+  rtd_pid > rtd.pid && echo "lanes-rtd $rtd -> $(cat rtd.pid)"
+  [ "$(dpkg-query -W -f '${Version}' lanes)" = "$new" ] && [ "$npid" != "$pid" ] && [ "$nts" != "$ts" ] &&
+    [ "$(readlink "/proc/$npid/exe")" = /usr/bin/lanes ] && grep -qF " $new " version.txt && grep -qF "lanes $new " status1.txt &&
+    [ "$(sha256sum < /etc/lanes/policy.yaml)" = "$sum" ] && echo "policy kept: $sum" &&
+    [ "$(cat rtd.pid)" != "$rtd" ] && no_new_errors "$e"
+}
+
+purge() { # apt purge: the package, its unit and /var/lib/lanes gone, nothing of lanes running
+  DEBIAN_FRONTEND=noninteractive apt-get purge -y lanes > apt.txt 2>&1; local rc=$?
+  tail -n 2 apt.txt; dpkg-query -W -f '${Status}\n' lanes 2>&1
+  [ $rc = 0 ] && ! dpkg-query -W -f '${Status}' lanes 2>/dev/null | grep -q installed &&
+    [ ! -e /lib/systemd/system/lanes.service ] && [ ! -e /var/lib/lanes ] && ! pgrep -a -x lanes && ! pgrep -a -x lanes-rtd
 }
 
 enable_now() { systemctl enable --now lanes && systemctl is-enabled lanes; }
@@ -224,9 +256,11 @@ step realtime-crash rt_crash
 step lanes-run lane_run
 step restart restart
 step realtime-restart rt_restart
+step upgrade upgrade
 step stop stopped
 step run-after-stop run_back
 step journal journal
 step security security
+step purge purge
 echo "== done: $fails failed"
 systemctl poweroff

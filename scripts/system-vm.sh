@@ -6,14 +6,16 @@
 # lanes status, a background transfer held by a foreground one across a
 # veth pair into a network namespace, reload with a changed policy, the
 # realtime lane (lanes-rtd in the unit's cgroup at SCHED_FIFO, a datagram
-# with a deadline sent through it), restart, stop leaving nothing, the
-# journal, systemd-analyze security.
+# with a deadline sent through it), restart, an upgrade to a newer build
+# (the daemon restarted on the new binary, the policy kept), stop leaving
+# nothing, the journal, systemd-analyze security, purge.
 #
 # The root file system comes from debootstrap (Debian's signed archive);
 # the kernel package is pinned by sha256. Both are cached, as a raw ext4
 # image with the kernel and initrd beside it, in $LANES_CACHE (default
 # ~/.cache/lanes)/system/; each run boots that image with writes discarded
-# (snapshot) and a second disk holding the package and the steps.
+# (snapshot) and a second disk holding the package, a newer build of it
+# (Debian revision 2, for the upgrade step) and the steps.
 # Exit status: 0 when every step passed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -107,6 +109,9 @@ check_disk() {
   mkdir -p "$d"
   make --no-print-directory deb OUT="$1/out" >"$1/deb.log" 2>&1 || { tail -20 "$1/deb.log" >&2; return 1; }
   cp "$1"/out/lanes_*.deb "$d/"
+  # A newer build of the same tree (Debian revision 2) to upgrade to.
+  make --no-print-directory deb OUT="$1/out2" DEBREVISION=2 >>"$1/deb.log" 2>&1 || { tail -20 "$1/deb.log" >&2; return 1; }
+  mkdir -p "$d/upgrade" && cp "$1"/out2/lanes_*.deb "$d/upgrade/"
   CGO_ENABLED=0 ./scripts/go build -o "$d/leakcheck" ./internal/leaks/leakcheck
   install -m755 scripts/system-vm-guest.sh "$d/run.sh"
   policy 20mbit > "$d/policy-20.yaml"; policy 10mbit > "$d/policy-10.yaml"

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,7 +35,7 @@ func init() {
 	register(&command{path: "unregister", summary: "remove a flow registration", setup: unregisterCmd})
 	register(&command{path: "run", summary: "run a command in a lane (cgroup + CPU priority for its whole process tree)",
 		args: "[flags] [--] CMD [ARGS...]", nargs: anyArgs, stopAtArg: true, setup: runInLaneCmd})
-	register(&command{path: "move", summary: "move running processes to a lane (like renice or chrt -p): a PID and its future children, or every process of a cgroup",
+	register(&command{path: "move", summary: "move running processes to a lane at once (like renice or chrt -p): a PID or every process of a cgroup, its open sockets, future children and CPU priority",
 		args: "--lane LANE (PID... | --cgroup PATH)", nargs: anyArgs, setup: moveCmd})
 }
 
@@ -283,13 +284,16 @@ func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 	}
 }
 
-// moveCmd moves running processes into a lane's cgroup through the daemon's
-// move-pid operation (which checks the caller may move each one). Their
-// future children follow; their sockets' traffic is classified by cgroup.
+// moveCmd moves running processes into a lane through the daemon's
+// move-pid operation (which checks the caller may move each one): their
+// cgroup (future children follow), the sockets they hold open (at once),
+// and, unless --keep-sched, the lane's CPU treatment (background: nice 19;
+// moving out gives back what they had). It says what moved.
 func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	ln := fs.String("lane", "", "lane: realtime, interactive or background (required)")
 	cg := fs.String("cgroup", "", "move every process of this cgroup v2 directory (a path, or relative to /sys/fs/cgroup)")
+	keep := fs.Bool("keep-sched", false, "leave the processes' CPU scheduling (nice, class) as it is")
 	return func(_ context.Context, args []string) error {
 		if *ln == "" {
 			return usageErrorf("--lane is required")
@@ -319,22 +323,48 @@ func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		defer c.Close()
-		moved := 0
+		var sum api.Moved
+		scheds := map[string]int{}
 		for _, pid := range pids {
-			if err := c.MovePID(pid, l); err != nil {
-				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, moved)
+			m, err := c.MoveProcess(pid, l, *keep)
+			if err != nil {
+				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, sum.Processes)
 			}
-			moved++
+			sum.Processes++
+			sum.TCP += m.TCP
+			sum.UDP += m.UDP
+			scheds[cmp.Or(m.Sched, "kept")]++
 		}
-		fmt.Fprintf(e.stdout, "%d process(es) -> %s\n", moved, l)
+		fmt.Fprintf(e.stdout, "%d process(es) -> %s: open sockets %d tcp, %d udp; cpu %s\n",
+			sum.Processes, l, sum.TCP, sum.UDP, schedSummary(scheds))
 		return nil
 	}
+}
+
+// schedSummary says what happened to the processes' CPU scheduling:
+// "nice 19", or "nice 19 (2), restored (1)" when they differ.
+func schedSummary(m map[string]int) string {
+	if len(m) == 1 {
+		for k := range m {
+			return k
+		}
+	}
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s (%d)", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // cgroupPIDs lists the processes of a cgroup v2 directory.
 func cgroupPIDs(dir string) ([]int, error) {
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join("/sys/fs/cgroup", dir)
+		root := "/sys/fs/cgroup"
+		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+			root = "/sys/fs/cgroup/unified" // a hybrid system's cgroup v2
+		}
+		dir = filepath.Join(root, dir)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {

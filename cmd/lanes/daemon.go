@@ -30,7 +30,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
-	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or `lanes reset`; testing)")
+	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	return func(ctx context.Context, _ []string) error {
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -45,6 +45,9 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 				}
 			}
 			if err := daemon.CheckCapacity(p); err != nil {
+				return err
+			}
+			if err := checkAgainstRunning(*sock, p); err != nil {
 				return err
 			}
 			// an interface that is not here yet is waited for, not an error
@@ -70,4 +73,23 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
 			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate})
 	}
+}
+
+// checkAgainstRunning refuses a policy that changes a key the daemon
+// running on sock applies only at a restart (its reload would refuse it);
+// without a daemon there, nothing to compare.
+func checkAgainstRunning(sock string, p *policy.Policy) error {
+	c, err := api.Dial(sock)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	st, err := c.Status()
+	if err != nil || st.RestartKeys == nil {
+		return nil
+	}
+	if err := policy.RestartChanges(st.RestartKeys, p); err != nil {
+		return fmt.Errorf("the daemon on %s would refuse this policy at a reload:\n%w", sock, err)
+	}
+	return nil
 }

@@ -32,11 +32,13 @@ func (h *laneHandler) Status() (*api.Status, error)                 { return nil
 func (h *laneHandler) Flows() ([]api.FlowInfo, error)               { return nil, errNotHere }
 func (h *laneHandler) Register(api.Cred, api.Flow, lane.Lane) error { return errNotHere }
 func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return errNotHere }
-func (h *laneHandler) MovePID(api.Cred, int, lane.Lane) error       { return errNotHere }
-func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)         { return "", errNotHere }
-func (h *laneHandler) Owners() api.Owners                           { return nil }
-func (h *laneHandler) AccessGroup() string                          { return "" }
-func (h *laneHandler) Component(string) (json.RawMessage, error)    { return nil, errNotHere }
+func (h *laneHandler) MovePID(api.Cred, int, lane.Lane, bool) (api.Moved, error) {
+	return api.Moved{}, errNotHere
+}
+func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)      { return "", errNotHere }
+func (h *laneHandler) Owners() api.Owners                        { return nil }
+func (h *laneHandler) Access() api.Access                        { return api.Access{} }
+func (h *laneHandler) Component(string) (json.RawMessage, error) { return nil, errNotHere }
 func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	h.asked += len(c)
 	out := map[uint64]lane.Lane{}

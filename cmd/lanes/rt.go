@@ -1,6 +1,7 @@
 // rt.go: `lanes rt`, the realtime lane's command-line client:
 //   - `lanes rt send DST:PORT`: hand datagrams with deadlines to the daemon
-//     (a test client) and summarize its decisions and reply latency.
+//     (a test client) and summarize its decisions and reply latency; exit
+//     status 1 when none was admitted.
 //   - `lanes rt stats`: the daemon's per-flow realtime counters.
 package main
 
@@ -11,15 +12,15 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/config"
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
-	"github.com/lanes-net/lanes/internal/rtlane/wire"
+	"github.com/lanes-net/lanes/rt"
 )
 
 func init() {
@@ -41,8 +42,18 @@ type rtSendSummary struct {
 	Dst        netip.AddrPort  `json:"dst"`
 }
 
+// rtSocketFlag is --socket, by default the environment's LANES_RT_SOCKET
+// (as for lanes_rt.h's applications) or the daemon's default socket.
+func rtSocketFlag(fs *pflag.FlagSet, e *env) *string {
+	def := e.getenv("LANES_RT_SOCKET")
+	if def == "" {
+		def = rt.DefaultSocket
+	}
+	return fs.String("socket", def, "the daemon's realtime socket (env LANES_RT_SOCKET)")
+}
+
 func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
-	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
+	sock := rtSocketFlag(fs, e)
 	flow := fs.Uint("flow", 1, "flow id")
 	deadline := fs.Duration("deadline", time.Millisecond, "deadline after the send call (transmission complete)")
 	count := fs.Int("count", 10, "datagrams to send")
@@ -57,10 +68,10 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return usageErrorf("destination: %v", err)
 		}
-		if *count < 1 || *size < 0 || *size > wire.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
-			return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", wire.MaxPayload)
+		if *count < 1 || *size < 0 || *size > rt.MaxPayload || *deadline <= 0 || *flow > 1<<32-1 {
+			return usageErrorf("need count >= 1, 0 <= size <= %d, deadline > 0", rt.MaxPayload)
 		}
-		c, err := rtclient.Dial(*sock)
+		c, err := rt.Dial(*sock)
 		if err != nil {
 			return err
 		}
@@ -72,32 +83,52 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(sum)
+			if err := enc.Encode(sum); err != nil {
+				return err
+			}
+		} else {
+			writeRTSend(e, sum)
 		}
-		writeRTSend(e, sum)
+		if sum.Admitted == 0 {
+			return fmt.Errorf("none of %d datagrams admitted (refused: %s)", sum.Sent, countsString(sum.Refused))
+		}
 		return nil
 	}
+}
+
+// countsString prints counts by name, sorted: "a 2, b 1".
+func countsString(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rtSend sends count datagrams of size bytes to dst, interval apart, each
 // with the deadline after its send call, and sums up the replies, the
 // drops noticed after admission and the reply latency.
-func rtSend(ctx context.Context, c *rtclient.Client, flow uint32, dst netip.AddrPort, deadline time.Duration, count int, interval time.Duration, size int) (*rtSendSummary, error) {
+func rtSend(ctx context.Context, c *rt.Client, flow uint32, dst netip.AddrPort, deadline time.Duration, count int, interval time.Duration, size int) (*rtSendSummary, error) {
 	sum := &rtSendSummary{Refused: map[string]int{}, Dropped: map[string]int{}, Deadline: config.Duration(deadline), Dst: dst}
 	payload := make([]byte, size)
 	var lat []float64
 	for i := 0; i < count && ctx.Err() == nil; i++ {
-		t0 := rtclient.Monotonic()
+		t0 := rt.Monotonic()
 		res, err := c.Send(flow, dst, t0+int64(deadline), payload)
 		if err != nil {
 			return nil, err
 		}
-		lat = append(lat, float64(rtclient.Monotonic()-t0)/1e3)
+		lat = append(lat, float64(rt.Monotonic()-t0)/1e3)
 		sum.Sent++
 		if res.Admitted {
 			sum.Admitted++
 		} else {
-			sum.Refused[res.ReasonString()]++
+			sum.Refused[res.Reason.String()]++
 		}
 		if i+1 < count {
 			time.Sleep(interval)
@@ -105,7 +136,7 @@ func rtSend(ctx context.Context, c *rtclient.Client, flow uint32, dst netip.Addr
 	}
 	time.Sleep(deadline) // let the last admitted ones be released or dropped
 	for _, n := range c.Notices(true) {
-		sum.Dropped[wire.ReasonString(n.Reason)]++
+		sum.Dropped[n.Reason.String()]++
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -136,10 +167,10 @@ func writeRTSend(e *env, sum *rtSendSummary) {
 }
 
 func rtStatsCmd(fs *pflag.FlagSet, e *env) runFunc {
-	sock := fs.String("socket", rtclient.DefaultSocket, "the daemon's realtime socket")
+	sock := rtSocketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "JSON output")
 	return func(context.Context, []string) error {
-		c, err := rtclient.Dial(*sock)
+		c, err := rt.Dial(*sock)
 		if err != nil {
 			return err
 		}

@@ -41,3 +41,24 @@ func TestRTSendStats(t *testing.T) {
 		t.Errorf("bad destination: rc %d", rc)
 	}
 }
+
+// TestRTSendNoneAdmitted: the socket comes from LANES_RT_SOCKET; a run that
+// has none of its datagrams admitted (a deadline shorter than a datagram's
+// time on the wire) exits 1 and names the reasons.
+func TestRTSendNoneAdmitted(t *testing.T) {
+	testutil.RequireRoot(t)
+	sock, rx := rtlanetest.Start(t)
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+		if k == "LANES_RT_SOCKET" {
+			return sock
+		}
+		return ""
+	}}
+	rc := runMain(context.Background(), e, []string{"rt", "send", "--count", "3", "--interval", "1ms",
+		"--deadline", "1ns", rx.Addr.String()})
+	if rc != 1 || !strings.Contains(out.String(), "0 admitted") ||
+		!strings.Contains(errb.String(), "none of 3 datagrams admitted (refused: own-deadline-unmeetable 3)") {
+		t.Fatalf("rt send, 1ns deadline: rc %d, want 1\n%s%s", rc, out.String(), errb.String())
+	}
+}

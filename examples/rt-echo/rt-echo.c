@@ -13,15 +13,16 @@
  *
  *   sent N admitted A refused R replies Y
  *
+ * then one line per reason of the refusals, `refused REASON COUNT`,
  * and, on stderr, its socket's local port. The daemon's socket is
  * LANES_RT_SOCKET, or the environment's LANES_RT_SOCKET. */
+#include <lanes_rt.h> /* first: it asks for POSIX under a strict -std=c11 */
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include "lanes_rt.h"
 
 #define MAX_COUNT 1000000
 
@@ -93,7 +94,7 @@ int main(int argc, char **argv)
 	struct echo_state st = {0};
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
-	unsigned long i, refused = 0, deadline_us;
+	unsigned long i, refused = 0, deadline_us, reasons[256] = {0};
 	unsigned char msg[64];
 	const char *path = getenv("LANES_RT_SOCKET");
 	uint64_t next;
@@ -142,12 +143,16 @@ int main(int argc, char **argv)
 			st.nadmitted++;
 		} else {
 			refused++;
+			reasons[rep.reason]++;
 		}
 		next += 1000000;
 		read_echoes(&st, next, 0);
 	}
 	read_echoes(&st, lanes_rt_now() + 1000000000ull, 1);
 	printf("sent %lu admitted %lu refused %lu replies %lu\n", st.count, st.nadmitted, refused, st.replies);
+	for (i = 0; i < 256; i++)
+		if (reasons[i])
+			printf("refused %s %lu\n", lanes_rt_reason_str((uint8_t)i), reasons[i]);
 	lanes_rt_close(&rt);
 	close(st.fd);
 	free(st.admitted);

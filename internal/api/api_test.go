@@ -104,6 +104,9 @@ func TestAuthorize(t *testing.T) {
 	o := owners{flows: map[Flow][]uint32{mine: {1000}, theirs: {1001}, shared: {1000, 0}}, procs: map[int]uint32{10: 1000, 11: 1001}}
 	root, user, member := Cred{UID: 0}, Cred{UID: 1000}, Cred{UID: 1002, GID: 1002, Groups: []uint32{5, 777}}
 	primary := Cred{UID: 1003, GID: 777}
+	grantedMember := Cred{UID: 1000, GID: 1000, Groups: []uint32{777}}
+	grantedUser := Cred{UID: 1000, GID: 1000}
+	acc := Access{Group: "lanes", RealtimeGrant: func(uid uint32, _ []uint32) bool { return uid == 1000 }}
 	for _, tc := range []struct {
 		name string
 		c    Cred
@@ -125,8 +128,19 @@ func TestAuthorize(t *testing.T) {
 		{"group member", member, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
 		{"group as primary gid", primary, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
 		{"flow shared with root's socket", user, Request{Op: OpRegister, Flow: &shared, Lane: lane.Background}, false},
+		// realtime: the group and a grant, then own only (policy.md "Who may move what")
+		{"member's own flow to realtime", member, Request{Op: OpRegister, Flow: &mine, Lane: lane.Realtime}, false},
+		{"member, other's pid to realtime", member, Request{Op: OpMovePID, PID: 11, Lane: lane.Realtime}, false},
+		{"member, PID 1", member, Request{Op: OpMovePID, PID: 1, Lane: lane.Background}, false},
+		{"root, PID 1", root, Request{Op: OpMovePID, PID: 1, Lane: lane.Realtime}, true},
+		{"granted member's own flow to realtime", grantedMember, Request{Op: OpRegister, Flow: &mine, Lane: lane.Realtime}, true},
+		{"granted member's own pid to realtime", grantedMember, Request{Op: OpMovePID, PID: 10, Lane: lane.Realtime}, true},
+		{"granted member, other's flow to realtime", grantedMember, Request{Op: OpRegister, Flow: &theirs, Lane: lane.Realtime}, false},
+		{"granted member, other's pid to realtime", grantedMember, Request{Op: OpMovePID, PID: 11, Lane: lane.Realtime}, false},
+		{"granted member, other's pid to interactive", grantedMember, Request{Op: OpMovePID, PID: 11, Lane: lane.Interactive}, true},
+		{"granted non-member's own flow to realtime", grantedUser, Request{Op: OpRegister, Flow: &mine, Lane: lane.Realtime}, false},
 	} {
-		err := Authorize(tc.c, tc.r, o, "lanes")
+		err := Authorize(tc.c, tc.r, o, acc)
 		if tc.ok != (err == nil) {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}
@@ -150,8 +164,8 @@ func TestPermissionNamesAccessGroup(t *testing.T) {
 		{"staff", `only root (the policy's access.group "staff" is no group on this machine) may put`},
 		{"lanes", `only root or members of the policy's access.group "lanes" may put`},
 	} {
-		for _, r := range []Request{{Op: OpRegister, Flow: &mine, Lane: lane.Interactive}, {Op: OpMovePID, PID: 10, Lane: lane.Realtime}} {
-			err := Authorize(user, r, o, tc.group)
+		for _, r := range []Request{{Op: OpRegister, Flow: &mine, Lane: lane.Interactive}, {Op: OpMovePID, PID: 10, Lane: lane.Interactive}} {
+			err := Authorize(user, r, o, Access{Group: tc.group})
 			if err == nil || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("group %q, %s: %v; want ...%s...", tc.group, r.Op, err, tc.want)
 			}
@@ -178,8 +192,8 @@ func (h *handler) Register(c Cred, f Flow, l lane.Lane) error {
 	h.flows = append(h.flows, FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID})
 	return nil
 }
-func (h *handler) Unregister(Cred, Flow) error        { return errors.New("no such flow") }
-func (h *handler) MovePID(Cred, int, lane.Lane) error { panic("bug") }
+func (h *handler) Unregister(Cred, Flow) error                       { return errors.New("no such flow") }
+func (h *handler) MovePID(Cred, int, lane.Lane, bool) (Moved, error) { panic("bug") }
 func (h *handler) LaneCgroup(l lane.Lane) (string, error) {
 	return "/sys/fs/cgroup/x/" + l.String(), nil
 }
@@ -199,7 +213,7 @@ func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	}
 	return out, nil
 }
-func (h *handler) AccessGroup() string { return "" }
+func (h *handler) Access() Access { return Access{} }
 
 // SocketAppCCs: every fourth cookie's app asked for "cubic".
 func (h *handler) SocketAppCCs(c []uint64) map[uint64]string {

@@ -1,13 +1,17 @@
-// auth.go: who may do what. The rules of DESIGN.md's daemon contract:
-// only privileged callers (root, or a member of the policy's group) change
-// others' lanes; anyone may demote their own flows and processes to
-// background; realtime needs a privileged caller (the realtime lane's own
-// socket has its own grants).
+// auth.go: who may do what, the table "Who may move what" of
+// docs/policy.md, decided from the caller's credentials and the policy's
+// access section:
+//   - root: everything;
+//   - a member of the access group: any lane but realtime for any flow and
+//     any process except PID 1; realtime only with a realtime grant
+//     (realtime.grants), and then only for their own processes and flows;
+//   - anyone else: their own flows and processes to background.
 //
 // "Own" for a flow: every local socket that matches it (protocol, local
-// address if given, ports, destination) belongs to the caller. Group
-// membership comes from the credentials the kernel recorded when the caller
-// connected (SO_PEERGROUPS, package peercred), never from a PID read later.
+// address if given, ports, destination) belongs to the caller; for a
+// process, its real uid. Group membership and grants come from the
+// credentials the kernel recorded when the caller connected
+// (SO_PEERGROUPS, package peercred), never from a PID read later.
 package api
 
 import (
@@ -25,6 +29,19 @@ type Cred struct {
 	// Privileged: root or a member of the access group. Set by the
 	// server for each request, before the Handler sees it.
 	Privileged bool
+}
+
+// Access is the policy's say in authorization.
+type Access struct {
+	Group string // access.group: "" = root alone is privileged
+	// RealtimeGrant reports whether uid with these groups (primary
+	// first) is in realtime.grants; nil: nobody but root is.
+	RealtimeGrant func(uid uint32, gids []uint32) bool
+}
+
+// granted says whether c holds a realtime grant.
+func (a Access) granted(c Cred) bool {
+	return a.RealtimeGrant != nil && a.RealtimeGrant(c.UID, append([]uint32{c.GID}, c.Groups...))
 }
 
 // Owners answers ownership questions about the daemon's namespace. The daemon
@@ -66,46 +83,65 @@ func Privileged(c Cred, o Owners, group string) bool {
 	return false
 }
 
-// Authorize decides whether c may perform r; group is the policy's access group.
-func Authorize(c Cred, r Request, o Owners, group string) error {
-	privileged := Privileged(c, o, group)
+// Authorize decides whether c may perform r under the policy's access.
+func Authorize(c Cred, r Request, o Owners, acc Access) error {
+	member := Privileged(c, o, acc.Group)
 	switch r.Op {
 	case OpPing, OpStatus, OpFlows, OpLaneCgroup, OpSockLanes, OpComponent:
 		return nil
-	case OpRegister, OpUnregister:
-		if privileged {
+	case OpUnregister:
+		if member {
 			return nil
 		}
-		if r.Op == OpRegister && r.Lane != lane.Background {
-			return fmt.Errorf("%w: only %s may put flows in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, group), r.Lane)
-		}
-		uids, err := o.FlowOwners(*r.Flow)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPermission, err)
-		}
-		for _, uid := range uids {
-			if uid != c.UID {
-				return fmt.Errorf("%w: a socket of flow %s belongs to uid %d, not you (uid %d); name your local address (src) if yours differs", ErrPermission, r.Flow, uid, c.UID)
-			}
-		}
-		return nil
-	case OpMovePID:
-		if privileged {
+		return ownFlow(c, *r.Flow, o)
+	case OpRegister, OpMovePID:
+		if c.UID == 0 {
 			return nil
 		}
-		if r.Lane != lane.Background {
-			return fmt.Errorf("%w: only %s may put processes in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, group), r.Lane)
+		if r.Op == OpMovePID && r.PID == 1 {
+			return fmt.Errorf("%w: only root may move PID 1 (its children follow it)", ErrPermission)
 		}
-		uid, err := o.ProcessOwner(r.PID)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPermission, err)
+		switch {
+		case r.Lane == lane.Realtime && !(member && acc.granted(c)):
+			return fmt.Errorf("%w: the realtime lane needs %s, with a realtime grant (realtime.grants) for a member", ErrPermission, whoMay(o, acc.Group))
+		case r.Lane == lane.Realtime: // a granted member: their own only
+		case member:
+			return nil
+		case r.Lane != lane.Background:
+			return fmt.Errorf("%w: only %s may put flows and processes in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, acc.Group), r.Lane)
 		}
-		if uid != c.UID {
-			return fmt.Errorf("%w: process %d belongs to uid %d, not you (uid %d)", ErrPermission, r.PID, uid, c.UID)
+		if r.Op == OpMovePID {
+			return ownProcess(c, r.PID, o)
 		}
-		return nil
+		return ownFlow(c, *r.Flow, o)
 	}
 	return fmt.Errorf("%w: unknown op %q", ErrPermission, r.Op)
+}
+
+// ownFlow: every local socket matching f is c's.
+func ownFlow(c Cred, f Flow, o Owners) error {
+	uids, err := o.FlowOwners(f)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	for _, uid := range uids {
+		if uid != c.UID {
+			return fmt.Errorf("%w: a socket of flow %s belongs to uid %d, not you (uid %d); name your local address (src) if yours differs", ErrPermission, f, uid, c.UID)
+		}
+	}
+	return nil
+}
+
+// ownProcess: process pid's real uid is c's.
+func ownProcess(c Cred, pid int, o Owners) error {
+	uid, err := o.ProcessOwner(pid)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrPermission, err)
+	}
+	if uid != c.UID {
+		return fmt.Errorf("%w: process %d belongs to uid %d, not you (uid %d)", ErrPermission, pid, uid, c.UID)
+	}
+	return nil
 }
 
 // whoMay names who is privileged by the policy key that says so

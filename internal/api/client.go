@@ -118,9 +118,20 @@ func (c *Client) Unregister(f Flow) error {
 	return err
 }
 
-// MovePID puts a process (and the children it starts later) in a lane.
+// MoveProcess puts a running process in a lane with its open sockets and,
+// unless keepSched, the lane's CPU scheduling; it says what moved.
+func (c *Client) MoveProcess(pid int, l lane.Lane, keepSched bool) (Moved, error) {
+	r, err := c.Do(Request{Op: OpMovePID, PID: pid, Lane: l, KeepSched: keepSched})
+	if err != nil || r.Moved == nil {
+		return Moved{}, err
+	}
+	return *r.Moved, nil
+}
+
+// MovePID puts a process (and the children it starts later) in a lane with
+// its open sockets, its CPU scheduling as it is (lanes run sets its own).
 func (c *Client) MovePID(pid int, l lane.Lane) error {
-	_, err := c.Do(Request{Op: OpMovePID, PID: pid, Lane: l})
+	_, err := c.Do(Request{Op: OpMovePID, PID: pid, Lane: l, KeepSched: true})
 	return err
 }
 

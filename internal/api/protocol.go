@@ -52,12 +52,23 @@ type Flow struct {
 	Src   string `json:"src,omitempty"`   // local address; "" = any
 }
 
+// ProtoAny is the protocol of a policy rule's flow in Status: a policy
+// rule (destination, ports) matches TCP, UDP and every other protocol. A
+// registration cannot name it.
+const ProtoAny = "any"
+
 func (f Flow) String() string {
 	p := f.Proto
 	if p == "" {
 		p = "tcp"
 	}
-	s := fmt.Sprintf("%s %s dport %d sport %d", p, f.Dst, f.DPort, f.SPort)
+	s := p + " " + f.Dst
+	if f.DPort != 0 { // a policy rule's destination may have no port
+		s += fmt.Sprintf(" dport %d", f.DPort)
+	}
+	if f.SPort != 0 {
+		s += fmt.Sprintf(" sport %d", f.SPort)
+	}
 	if f.Src != "" {
 		s += " src " + f.Src
 	}
@@ -116,6 +127,8 @@ type Request struct {
 	Cookies []uint64 `json:"cookies,omitempty"`
 	// Name is the component asked about (component op).
 	Name string `json:"name,omitempty"`
+	// KeepSched (move-pid): leave the process's CPU scheduling as it is.
+	KeepSched bool `json:"keep_sched,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -206,6 +219,19 @@ type Response struct {
 	// Off answers component for a component the policy leaves off: why
 	// ("no coop section in the policy"). It is no error.
 	Off string `json:"off,omitempty"`
+	// Moved answers move-pid: what the move changed.
+	Moved *Moved `json:"moved,omitempty"`
+}
+
+// Moved is what one move-pid changed: the process's cgroup, the open
+// sockets it holds (per protocol) and its CPU scheduling.
+type Moved struct {
+	Processes int `json:"processes"`
+	TCP       int `json:"tcp"` // open TCP sockets now in the lane
+	UDP       int `json:"udp"` // open UDP sockets (QUIC included)
+	// Sched says what happened to its CPU scheduling: "nice 19" (into
+	// background), "restored" (back to what it had), "kept".
+	Sched string `json:"sched,omitempty"`
 }
 
 // OffError is a component that the policy leaves off: not a failure, a
@@ -279,6 +305,9 @@ type Status struct {
 	Interfaces []InterfaceStatus `json:"interfaces"`
 	Flows      []FlowInfo        `json:"flows"`
 	Components map[string]string `json:"components,omitempty"` // one line each for people, e.g. coop: "capping, N=3"
+	// RestartKeys: the running policy's keys that only a restart applies,
+	// with their values (a reload, and --check, refuse changing them).
+	RestartKeys map[string]string `json:"restart_keys,omitempty"`
 	// Capabilities: each optional datapath capability, "on" or "off: why"
 	// (sock_ops, cap_cc, background_cc, rledbat).
 	Capabilities map[string]string `json:"capabilities,omitempty"`

@@ -47,13 +47,14 @@ type Handler interface {
 	Flows() ([]FlowInfo, error)
 	Register(c Cred, f Flow, l lane.Lane) error
 	Unregister(c Cred, f Flow) error
-	MovePID(c Cred, pid int, l lane.Lane) error
+	MovePID(c Cred, pid int, l lane.Lane, keepSched bool) (Moved, error)
 	LaneCgroup(l lane.Lane) (string, error)
 	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
 	// Component returns a running component's status document.
 	Component(name string) (json.RawMessage, error)
 	Owners() Owners
-	AccessGroup() string
+	// Access is the policy's access group and realtime grants.
+	Access() Access
 }
 
 // SocketReasoner is an optional Handler method: what decided each socket's
@@ -137,7 +138,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			c.Close()
 			continue
 		}
-		priv := Privileged(cred, s.h.Owners(), s.h.AccessGroup())
+		priv := Privileged(cred, s.h.Owners(), s.h.Access().Group)
 		if err := s.track(c, cred.UID, priv); err != nil {
 			refuse(c, err)
 			continue
@@ -242,7 +243,7 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	w := bufio.NewWriter(c)
-	priv := Privileged(cred, s.h.Owners(), s.h.AccessGroup())
+	priv := Privileged(cred, s.h.Owners(), s.h.Access().Group)
 	for sc.Scan() {
 		if !priv {
 			if d := s.pace.wait(cred.UID, requestCost(len(sc.Bytes())), time.Now()); d > 0 {
@@ -304,9 +305,9 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	if err != nil {
 		return &Response{Error: err.Error()}
 	}
-	group := s.h.AccessGroup()
-	cred.Privileged = Privileged(cred, s.h.Owners(), group)
-	if err := Authorize(cred, req, s.h.Owners(), group); err != nil {
+	acc := s.h.Access()
+	cred.Privileged = Privileged(cred, s.h.Owners(), acc.Group)
+	if err := Authorize(cred, req, s.h.Owners(), acc); err != nil {
 		s.log.Info("api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
 		return &Response{Error: err.Error()}
 	}
@@ -325,7 +326,10 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	case OpUnregister:
 		err = s.h.Unregister(cred, *req.Flow)
 	case OpMovePID:
-		err = s.h.MovePID(cred, req.PID, req.Lane)
+		var m Moved
+		if m, err = s.h.MovePID(cred, req.PID, req.Lane, req.KeepSched); err == nil {
+			r.Moved = &m
+		}
 	case OpLaneCgroup:
 		r.Cgroup, err = s.h.LaneCgroup(req.Lane)
 	case OpSockLanes:

@@ -4,21 +4,20 @@
 // receive-window cap bounds how much a download's sender has in flight,
 // not when it sends: the window's data arrives where the download's ACKs
 // left in the round before, and the ACK clock keeps that place from the
-// first rounds of slow start on (docs/results/coop-downlink.md: b001929,
-// 0cc63ac). ACKs that leave through a token bucket leave spaced, and so does
+// first rounds of slow start on (docs/results/coop-downlink.md). ACKs that leave through a token bucket leave spaced, and so does
 // the next window.
 //
 // The class is on once the downlink's estimate cruises (at once where the
 // AP's downlink rate is configured): the estimator's pre-start and startup
 // read the downloads' unspaced goodput, and a host held by its class in
 // the start took a loss's catch-up as its best and settled its caps above
-// its peers' (0cc63ac). Its rate is
+// its peers'. Its rate is
 //
 //	capped:       max(AckClassFloor, AckClassFactor x ACK bytes per byte received x the capped downloads' window rates)
 //	no ratio yet: max(AckClassFloor, AckClassGrowth x what the class sent over the last RTT)
 //
 // It holds each download's ACKs to 1.3x the rate its window brings
-// (b001929's prototype spaced them at 1.4x the fair share's ACK rate):
+// (a prototype that spaced them at 1.4x the fair share's ACK rate fell short):
 // a window that arrives in less than about 3/4 of the round leaves as ACKs
 // spread over that much, and the next window with them; a cap raised (a
 // probe's 1.2x) raises the rate at once. The ACK bytes per byte received
@@ -69,8 +68,8 @@ const (
 	ackChange = 0.03
 	// AckClassFactor is the class's rate over the capped downloads' ACK
 	// rate at their window rates (which are 1.0-1.1x their goodput): above
-	// the estimator's probes (1.2x); b001929's prototype spaced the ACKs
-	// at 1.4x the fair share's ACK rate (0.991-0.993 at 16 downloads).
+	// the estimator's probes (1.2x); a prototype spaced the ACKs at 1.4x
+	// the fair share's ACK rate (Jain 0.991-0.993 at 16 downloads).
 	AckClassFactor = 1.3
 	// ackRatioSpan is the span over which the ACK bytes per byte received
 	// are measured; ackRatioMinRecv the bytes received it needs.

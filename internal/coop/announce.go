@@ -10,7 +10,7 @@
 //	  2   1 version (1)
 //	  3   1 flags: bit0 tagged (HMAC present), bit1 leaving (goodbye),
 //	        bit2 / bit3 this host stopped capping its uploads / downloads on
-//	        its own evidence of foreign traffic (safety.go; since 8a3523f)
+//	        its own evidence of foreign traffic (safety.go)
 //	  4   8 host id
 //	 12   8 sequence (strictly increasing per host)
 //	 20   8 timestamp, unix nanoseconds
@@ -21,7 +21,7 @@
 //	 44   6 lane mix: active flows in realtime, interactive, background (3 x u16)
 //	 50   1 k = number of flow records (<= MaxFlowRecords)
 //	 51   1 goodput over: 256ths of the goodput beyond what left the
-//	        interface (a loss's catch-up, arrivals.go; since a0b6d92;
+//	        interface (a loss's catch-up, arrivals.go;
 //	        0 when the goodput is 0)
 //	 52 18k flow records: lane u8, ca_state u8, cwnd u16 (segments),
 //	        mss u16, srtt u32 (us), min_rtt u32 (us), queued u32 (bytes, saturating)
@@ -29,7 +29,7 @@
 //	        downlink goodput u32 (kbit/s), d = number of download records
 //	        u8 (<= MaxFlowRecords), downlink goodput over u8 (256ths of
 //	        the downlink goodput beyond what arrived on the interface;
-//	        since a0b6d92; 0 when that goodput is 0)
+//	        0 when that goodput is 0)
 //	  .  10d download records: mss u16, min_rtt u32 (us), demand u32
 //	        (bytes of window needed; 0xffffffff = window-limited, bulk)
 //	  .  32 HMAC-SHA256(key, all preceding bytes), when tagged
@@ -43,8 +43,8 @@
 // malformed (counted), so while this host's fallback holds such a peer
 // stops counting it after the peer timeout, as it would a host gone.
 //
-// A peer from before a0b6d92 drops an announcement with a goodput over
-// (byte 51, or the downlink section's last header byte, reserved then)
+// A peer that reads byte 51 (and the downlink section's last header
+// byte) as reserved drops an announcement with a goodput over
 // as malformed: only in the intervals the bound lowered, a loss's
 // catch-up.
 //
@@ -402,7 +402,7 @@ func DropReason(err error) string {
 	}{{ErrOversized, "oversized"}, {ErrVersion, "bad_version"}, {ErrUnauthenticated, "unauthenticated"},
 		{ErrForged, "forged"}, {ErrReplayed, "replayed"}, {ErrStale, "stale"}, {ErrOwn, "own"},
 		{ErrTableFull, "table_full"}, {ErrPeerRate, "peer_rate_limited"}, {ErrAddrConflict, "addr_conflict"},
-		{ErrDuplicate, "duplicate"}, {ErrLate, "late"}} {
+		{ErrDuplicate, "duplicate"}, {ErrLate, "late"}, {ErrSeqJump, "seq_jump_held"}} {
 		if errors.Is(err, r.err) {
 			return r.name
 		}

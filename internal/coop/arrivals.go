@@ -13,8 +13,7 @@
 // group goodput read 22-26 Mbit/s for 1.4 s.
 //
 // The estimate keeps those readings (estimate.go's own catch-up rules;
-// bounding them there cost the downloads' Jain per 200 ms at 16,
-// 57a6160), but for one use: the downlink's catch-up rule, which bounds an
+// bounding them there cost the downloads' Jain per 200 ms at 16), but for one use: the downlink's catch-up rule, which bounds an
 // interval over a queue at the best, takes what arrived where that is
 // more (estimate.go, arrivedBound: the interval's share of the medium,
 // which a best from a loss's recovery lagged). What is bounded is the

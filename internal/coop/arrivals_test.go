@@ -103,8 +103,8 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 	}
 }
 
-// catchUpRun is the lab's false fallback at 8 downloads (57a6160,
-// main's pair 3: `lanes lab run coop --modes lanes --ap-rate estimate
+// catchUpRun is the lab's false fallback at 8 downloads (pair 3 of
+// `lanes lab run coop --modes lanes --ap-rate estimate
 // --direction down --hosts 2,8,16 --duration 40s`), replayed from host 1's
 // estimator status (result.json, every 200 ms) at the controller's 0.5 s
 // intervals: the group's slow start; the start's losses, in-order bytes
@@ -210,7 +210,7 @@ func TestCatchUpQueueIsNotForeign(t *testing.T) {
 	}
 }
 
-// TestUploadCatchUpQueueIsNotForeign: 57a6160's false fallback at 2
+// TestUploadCatchUpQueueIsNotForeign: a lab run's false fallback at 2
 // uploads (`lanes lab run coop --modes lanes --ap-rate estimate --hosts 2
 // --duration 40s`, A1), host 2's estimator status replayed: over a queue
 // at 1.43x, an interval read 21.9 Mbit/s (its own catch-up of cumulative
@@ -254,7 +254,7 @@ func TestUploadCatchUpQueueIsNotForeign(t *testing.T) {
 }
 
 // TestMixedStartDrainsToWhatArrived replays the downlink's start in the
-// lab's coop-mixed (4 lanes hosts beside 2 plain downloads, 805c657,
+// lab's coop-mixed (4 lanes hosts beside 2 plain downloads,
 // main's first repetition): the start's losses, the recovery's intervals
 // at 10.5-11.5 Mbit/s recorded as the best, then 19.9 of in-order bytes at
 // 1.25x while the lanes hosts' interfaces received 13.2 (their share of
@@ -297,7 +297,7 @@ func TestMixedStartDrainsToWhatArrived(t *testing.T) {
 }
 
 // TestStartupBestNotFromCatchUp replays a 16-download start in which one
-// host's best came from a loss's catch-up (0cc63ac, the ACK class's
+// host's best came from a loss's catch-up (the ACK class's
 // pair 3: 23.3 Mbit/s of in-order bytes at 3.0 s, while the group's
 // interfaces received 16.7, on the lab's 19.3 Mbit/s medium), one
 // interval before startup's exit. Main's estimator took that interval as

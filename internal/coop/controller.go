@@ -118,6 +118,7 @@ type Counters struct {
 	Duplicates      uint64 `json:"duplicates"`       // second copies (IPv4 and IPv6), not drops
 	Late            uint64 `json:"late"`             // older than the latest, never seen (reordered across families): not applied, not drops
 	NotPeer         uint64 `json:"goodbye_not_peer"` // goodbyes naming no peer, or not believed without a key
+	SeqJumps        uint64 `json:"seq_jump_held"`    // keyless: more than maxSeqGap past the host's latest, held (peers.go)
 	ApplyErrors     uint64 `json:"apply_errors"`
 	CapChanges      uint64 `json:"cap_changes"`      // changes of any flow's applied cap
 	DownCapChanges  uint64 `json:"down_cap_changes"` // changes of any flow's downlink cap
@@ -126,7 +127,7 @@ type Counters struct {
 // Dropped is the total of announcements refused.
 func (c Counters) Dropped() uint64 {
 	return c.Malformed + c.Oversized + c.BadVersion + c.Unauthenticated + c.Forged + c.Replayed + c.Stale +
-		c.TableFull + c.PeerRate + c.AddrConflict + c.NotPeer
+		c.TableFull + c.PeerRate + c.AddrConflict + c.NotPeer + c.SeqJumps
 }
 
 // PeerStatus is one peer in Status.
@@ -502,6 +503,8 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		c.cnt.NotPeer++
 	case errors.Is(err, ErrLate):
 		c.cnt.Late++
+	case errors.Is(err, ErrSeqJump):
+		c.cnt.SeqJumps++
 	default:
 		c.cnt.Malformed++
 	}

@@ -48,7 +48,7 @@
 // the group's windows with the rate, the downlink asks whether caps held
 // the downloads: a receive-window clamp holds the sender to it, so capped
 // windows fit the rate by construction, and a queue that stands then is
-// someone else's downloads. (Until cf5b645 downlink caps stayed on
+// someone else's downloads. (Without it, downlink caps would stay on
 // whatever the AP's queue held.)
 package coop
 

@@ -265,7 +265,7 @@ func TestDownlinkJoinInSlowStart(t *testing.T) {
 
 // Someone else's downloads fill the AP's downlink queue while caps hold
 // ours: the downlink's own safety fallback stops its caps, as the uplink's
-// does (until cf5b645, downlink caps stayed on whatever the queue held).
+// does (without it, downlink caps would stay on whatever the queue held).
 // A queue within the allowance does not.
 func TestDownlinkFallsBackOnForeignQueue(t *testing.T) {
 	g := newGroup(t, 2, downConfig())

@@ -4,99 +4,52 @@
 // Once per announcement interval the controller feeds the group's goodput
 // (own and counted peers' announced) and the median srtt/min_rtt and
 // min_rtt of the group's flows (own and peers' announced): every host sees
-// nearly the same, so every host's estimate, and so its caps, agree.
-//   - pre-start (no estimate, so no caps): while the group's goodput still
-//     grows by preStartGrowth an interval within startupExit of the base,
-//     the flows' own slow start is finding the medium faster than doubled
-//     caps would, so nothing is capped. The first interval with a queue
-//     (above startupExit) or that grows less starts startup from its
-//     goodput. (Capping from the first interval's goodput, a fraction of
-//     the medium while 16 uploads were still in slow start, cut their
-//     windows from 30 segments to 4 and took 6 s to regain the medium.)
-//     A queue does not go straight to cruise: the group's goodput lags its
-//     slow start (peers announce the interval before), and the slow
-//     start's losses hold it down (16 uploads: 4.6 then 10 Mbit/s at 1.3x
-//     the base RTT through the lab's 20 Mbit/s AP); cruise at that best
-//     held the caps at half the medium for 10 s.
-//   - startup (from the end of pre-start): while the RTT stays within
-//     startupExit of the base, the estimate is twice what the group
-//     delivers (plus the headroom, as in cruise), so the caps double every
-//     interval the group fills them: from a few segments to the medium's
-//     rate in a few seconds (the earlier x1.25 of the best goodput took
-//     ~18 s at 15 Mbit/s and 256 ms, and its steady state left a queue of
-//     a quarter of the BDP). The first interval above startupLimit
-//     (startupRise above the lowest RTT startup has seen, at most
-//     startupExit) ends startup, at the best goodput: the group's median
-//     RTT already lags
-//     (peers announce theirs up to an interval late), and each interval
-//     more doubled the caps into the AP's buffer. The queue of the flows'
-//     own slow start, before the first caps, does not end it: only a queue
-//     after an interval within startupExit does (settled), or one that
-//     stands past maxSettleIntervals (then it is the caps'). The
-//     downlink's estimator (drainUnsettledStartup) drains a queue
-//     above drainInflation that stands drainIntervals after
-//     settleIntervals at once: it has outlived the slow start that built
-//     it, and is the caps' or someone else's; the drain is what tells them
-//     apart, and waiting for maxSettleIntervals and cruise put it, and the
-//     safety fallback's drain signal after it, at 11-13 s into the lab's
-//     coop-mixed downloading (the early drain of e276bb1, both directions:
-//     downloads 0.95 of plain TCP against main's 0.90 over 10 repetitions;
-//     uploads 0.84 against 0.96, where the drain set the caps to what the
-//     lanes group delivered under a plain flow's winning slow start, which
-//     the downloads' senders, starting together, do not show).
+// nearly the same, so every host's estimate, and so its caps, agree. The
+// phases (docs/coop-protocol.md, "Caps", has the why of each rule and the
+// lab figures that decided it):
+//   - pre-start: no estimate, so no caps, while the group's goodput still
+//     grows by preStartGrowth an interval within startupExit of the base:
+//     the flows' own slow start finds the medium faster than caps would.
+//     The first interval with a queue, or that grows less, starts startup
+//     from its goodput.
+//   - startup: while the RTT stays within startupExit of the base, the
+//     estimate is twice what the group delivers (plus the headroom), so
+//     the caps double every interval the group fills them. The first
+//     interval above startupLimit (startupRise above the lowest RTT
+//     startup has seen, at most startupExit) ends it, at the best goodput;
+//     the queue of the flows' own slow start counts only once an interval
+//     has settled within startupExit, or after maxSettleIntervals. The
+//     downlink's estimator drains at once a queue above drainInflation
+//     that stands drainIntervals after settleIntervals
+//     (drainUnsettledStartup).
 //   - every interval: one that delivers more than the best over a standing
 //     queue, and more than the group's windows carry at their RTT, adds
-//     only the best to the window (recorded): it is the catch-up of
-//     cumulative ACKs after a loss, not a faster medium. Within the
-//     windows it is what the medium carried, and counts (since 02e252f:
-//     a best that lagged the medium held the caps below it). The
-//     downlink's adds what its interfaces received instead, where that is
-//     more than the best (catchUpToArrivals: arrivedBound).
-//   - cruise: the best goodput of the last rateWindow plus the headroom over
-//     the group's base RTT, so the caps' window (rate x min_rtt x
-//     (1 + queue_allowance) - headroom) is the BDP of what the medium
-//     delivered, plus the allowance: the medium stays full at a queue of
-//     the allowance. For probeLength of every probeEvery, on the wall clock
-//     and applied at every recompute (rate), so that the hosts probe
-//     together and their caps stay equal, the estimate is probeGain x the
-//     best, which finds a faster medium; a
-//     probe that delivers more than regrowth x the best returns to startup,
-//     at regrowGain per interval rather than startupGain.
-//     A probe that finds nothing (the medium was full: its queue is all it
-//     bought) doubles the wait for the next, up to probeBackoffMax periods
-//     (40 s), so a full medium is not queued into every 5 s; the wait is a
-//     function of the wall clock and of the count of failed probes, which
-//     every host sees alike. A period whose last interval before it shows
-//     a standing queue (the RTT above probeSkipAbove: the group's windows
-//     already exceed what the medium carries, by the allowance) does not
-//     probe at all: a probe there could only queue, and each cost the RTT
-//     1.3x for 1.5 s (16 downloads in the lab). A faster medium empties
-//     that queue first, and the probes resume. Between probes a medium with room is still
-//     found: the caps' queue allowance lets the group deliver a few per
-//     cent more than its best each interval, and the best follows.
-//   - trim: the best of noisy intervals sits above what the medium
-//     carries. Each host's goodput is counted over its own interval, and
-//     the group's sum of unaligned intervals swings by a few per cent, so
-//     its maximum over rateWindow overshoots by about that much, and the
-//     caps keep a standing queue of the overshoot on top of the allowance
-//     (measured: 77 KB, an RTT of 1.12x base, at 16 downloads through the
-//     lab's 20 Mbit/s AP). The band sits above the allowance's own queue:
-//     trimming into it left the uplink's medium idle (6.5 % at 16 hosts). While the RTT stays above trimAbove for
-//     trimIntervals (outside probes) the cruise estimate is trimmed by
-//     trimStep, down to trimFloor x the best; while it stays below
-//     trimBelow half a step is given back. Every host sees the same queue,
-//     so their trims move together; startup (a faster medium) resets it.
-//   - drain (once per queue: see drained): the RTT inflated above
-//     drainInflation for drainIntervals means
-//     the caps are above what the medium carries (a slower medium, or
-//     someone else's traffic): the estimate falls to what the group now
-//     delivers and the window restarts there. If the queue was ours it
-//     drains, and the caps then hold the medium's rate. If it is someone
-//     else's it stays, and with our windows now within the shared BDP the
-//     safety fallback's RTT signal fires (safety.go): lowering the group's
-//     windows and watching whether the queue follows is what tells a slower
-//     medium from foreign traffic, which a host cannot tell from its own
-//     flows' RTT alone.
+//     only the best to the window (the catch-up of cumulative ACKs after a
+//     loss, not a faster medium); within the windows it is what the medium
+//     carried, and counts. The downlink's adds what its interfaces
+//     received instead, where that is more (catchUpToArrivals:
+//     arrivedBound).
+//   - cruise: the best goodput of the last rateWindow plus the headroom, so
+//     the caps' window is the BDP of what the medium delivered plus the
+//     queue allowance. For probeLength of every probeEvery (wall clock, so
+//     the hosts probe together) the estimate is probeGain x the best; a
+//     probe that delivers more than regrowth x the best returns to startup
+//     at regrowGain. A probe that finds nothing doubles the wait for the
+//     next, up to probeBackoffMax periods; a period that starts over a
+//     standing queue (above probeSkipAbove) does not probe.
+//   - trim: while the RTT stays above trimAbove for trimIntervals (outside
+//     probes) the cruise estimate is trimmed by trimStep, down to
+//     trimFloor x the best (the best of noisy, unaligned intervals sits
+//     above what the medium carries); below trimBelow half a step is given
+//     back. Startup resets it.
+//   - drain (once per queue: see drained): the RTT above drainInflation
+//     for drainIntervals means the caps exceed what the medium carries (a
+//     slower medium, or someone else's traffic): the estimate falls to what
+//     the group now delivers and the window restarts there. A queue of our
+//     own then drains; one that stays is someone else's, and the safety
+//     fallback's RTT signal fires (safety.go): lowering the group's windows
+//     and watching the queue is what tells the two apart, which a host
+//     cannot from its own flows' RTT alone.
 package coop
 
 import (
@@ -431,8 +384,8 @@ func (e *rateEstimator) recorded(s groupSample) float64 {
 // what the group's interfaces received in the interval if more. A judged
 // goodput (arrivals.go) counts the bytes that arrived, not the in-order
 // bytes a retransmission releases at once, so above the best it is the
-// medium's share the group got, not a catch-up (coop-mixed downloading,
-// 805c657: 19.9 Mbit/s of in-order bytes at 1.25x the base RTT over a
+// medium's share the group got, not a catch-up (coop-mixed downloading:
+// 19.9 Mbit/s of in-order bytes at 1.25x the base RTT over a
 // best of 10.5, the start's loss recovery; the interfaces received 13.2,
 // the lanes hosts' share beside 2 plain downloads at 3.2 each; bounded at
 // 10.5, the drain a second later set the caps there, the plain senders
@@ -533,14 +486,14 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // what the group delivered while the drained queue stood (the best the
 // drain restarted from, the higher of two within drainMemory).
 // Both sides of that share are judged goodput (arrivals.go: each host's
-// bounded by what arrived on or left its interface), since a0b6d92: a
+// bounded by what arrived on or left its interface): otherwise a
 // loss's catch-up in the intervals the queue stood raised the reference
 // above what the medium carries (8 downloads: 22-26 Mbit/s on a medium of
 // 19.3; 2 uploads: one host's 21.7-21.9), the caps drained to that same
 // best stayed above the medium, and the queue that stayed read as
 // foreign at 74-89 % of it: every host stopped capping, without foreign
 // traffic.
-// The queue that comes back (read in 68cd2e2, built in 5268c1d):
+// The queue that comes back:
 // in the lab's coop-mixed the first drain often came just after the plain
 // flows' slow-start losses, so the queue emptied (1.02-1.10x) while the
 // lanes group delivered 0.75-0.92 of its drained best, the plain windows
@@ -555,7 +508,7 @@ func (e *rateEstimator) drain(now time.Time, s groupSample) {
 // 802.11 medium a probe 6.6 s after a drain held 16 uploads at 1.11-1.15x
 // for 3 intervals, the group delivering 0.82 of the drain's best (a
 // single interval's, the medium's goodput swinging by 10 % an interval),
-// and every host stopped capping (4609919).
+// and every host stopped capping.
 func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 	if e.sinceDrain == 0 || e.drainBest <= 0 || !e.drained && e.sinceDrain > drainMemory || e.probeQueue {
 		return false, 0, false
@@ -575,7 +528,7 @@ func (e *rateEstimator) drainState() (after bool, share float64, back bool) {
 // 0.85 of what the group had delivered capped, under the windows the
 // flows had grown uncapped: in the lab's coop-mixed the lanes flows went
 // from 80-122 segments to 36 at once, and where the hold ended at
-// 37.2-37.8 s (4 of 68cd2e2's 20 upload repetitions) the lanes hosts
+// 37.2-37.8 s (4 of 20 upload repetitions) the lanes hosts
 // got 0.73-0.82 of their plain-TCP goodput over the run's last 4 s. Restarted, the estimator begins as at a start:
 // no caps while the group's goodput grows, then startup's caps at twice
 // what it delivers, which bind only once startup ends; with the foreign
@@ -659,7 +612,7 @@ func (e *rateEstimator) trimmed() float64 {
 // ended that period's probe or the medium showed a standing queue in the
 // last interval before it. A skipped
 // period stays skipped (cruise marks it cutShort at its first interval):
-// before 4609919 an interval inside it that read no queue started the
+// otherwise an interval inside it that read no queue started the
 // probe late, for what was left of probeLength, on the hosts that read it
 // so (on the lab's 802.11 medium 6 of 16 hosts, for 0.2-0.4 s), which
 // found nothing and counted as failed.

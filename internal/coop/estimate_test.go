@@ -503,7 +503,7 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 // return with the group's goodput recovering (a queue of our own caps, a
 // probe's) does not count, nor one after drainMemory (it drains anew: interval 7),
 // nor, on the downlink, one at 1.12x
-// (the ACKs' access delay of the lab's 802.11 medium, 65868dd).
+// (the ACKs' access delay of the lab's 802.11 medium).
 func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 	run := func(gap int, fall, line float64) int {
 		return queueBack(t, safety{cfg: DefaultConfig().Safety}, gap, fall, line)
@@ -526,7 +526,7 @@ func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 // reads a returning queue from the trim's line (upBackInflation, 1.10x):
 // the lab's coop-mixed uploading held the plain uploads' queue at
 // 1.12-1.18x after the drain, the lanes group at 0.74-0.86 of its
-// drained best (65868dd's worst repetition: capping stopped at 15.2 s).
+// drained best (the worst repetition: capping stopped at 15.2 s).
 // Under the old rule (1.15x for both directions) a queue back at 1.12x
 // never counted. The group's goodput holding (0.93-1.0 of the drained
 // best) keeps it from counting, as on the downlink, and the downlink's
@@ -611,8 +611,8 @@ func TestEstimateQueueBackDrainsKeepsFirstBest(t *testing.T) {
 // settleIntervals, rather than exiting at maxSettleIntervals and draining
 // from cruise, so the safety fallback's drain signal can read the queue
 // seconds sooner. The uplink's estimator keeps the old rule (a plain
-// upload that won the start held the caps low after such a drain:
-// 68cd2e2). Under the old rule the downlink's did not drain before
+// upload that won the start held the caps low after such a drain).
+// Under the old rule the downlink's did not drain before
 // the fallback's RTT window fired (the tenth capped interval here).
 func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
 	cfg := paperConfig()

@@ -13,6 +13,13 @@
 //     peers are admitted at NewRate per second (a token bucket of Burst);
 //     without a key one host id per source address (a LAN host inventing
 //     ids must also spoof addresses). Refused announcements are counted;
+//   - without a key anyone can write an announcement, so no single one may
+//     move a peer's replay floor far: one more than maxSeqGap past the
+//     latest sequence known of its host id (live, removed or restored) is
+//     held as a jump (ErrSeqJump), applied only when the next announcement
+//     from the same address continues it (a restarted peer: one interval
+//     late); a forged one within the bound holds the peer's next
+//     maxSeqGap announcements at most;
 //   - a restarted receiver loads its predecessor's replay state (persist.go).
 package coop
 
@@ -38,7 +45,24 @@ var (
 	// reader per socket keeps each family in order, not the two together).
 	// It is not applied (it is older) and not a drop.
 	ErrLate = errors.New("late announcement (older than the latest, never seen)")
+	// ErrSeqJump: without a key, a sequence more than maxSeqGap past the
+	// latest known of its host id; held until the next announcement
+	// continues it.
+	ErrSeqJump = errors.New("sequence far ahead of the host's latest (keyless): held until the next continues it")
 )
+
+// maxSeqGap bounds, without a key, how far one announcement (goodbye or
+// not) may move a host's sequence: a live peer's consecutive accepted
+// announcements differ by 1 plus the ones lost, and a peer is removed
+// after silence_intervals (3) lost in a row.
+const maxSeqGap = 8
+
+// seqJump is a keyless announcement held by maxSeqGap.
+type seqJump struct {
+	seq  uint64
+	from netip.Addr
+	at   time.Time
+}
 
 // Limits bound what announcements can do to the table.
 type Limits struct {
@@ -134,13 +158,14 @@ type Table struct {
 	refill   time.Time
 	peers    map[uint64]*Peer
 	gone     map[uint64]seqMemo
-	restored restored // replay state of a previous run (persist.go)
+	jumps    map[uint64]seqJump // keyless: held jumps (maxSeqGap), per host id with a floor
+	restored restored           // replay state of a previous run (persist.go)
 }
 
 // NewTable returns an empty peer table without admission limits.
 func NewTable(interval time.Duration, silenceIntervals int, maxSkew time.Duration) *Table {
 	return &Table{interval: interval, silence: silenceIntervals, skew: maxSkew,
-		peers: map[uint64]*Peer{}, gone: map[uint64]seqMemo{}}
+		peers: map[uint64]*Peer{}, gone: map[uint64]seqMemo{}, jumps: map[uint64]seqJump{}}
 }
 
 // SetLimits bounds the table (zero fields: no bound).
@@ -214,6 +239,9 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	} else if !t.restored.fresh(a, now) {
 		return Updated, ErrReplayed
 	}
+	if t.lim.Keyless && !a.Leaving && !t.believable(a, from, now) {
+		return Updated, ErrSeqJump
+	}
 	if a.Leaving {
 		return t.leave(p, a, from, now)
 	}
@@ -240,17 +268,52 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	return Updated, nil
 }
 
+// floor is the latest sequence known of host id: its live entry's, its
+// removal memory's or its restored entry's (ok false: none).
+func (t *Table) floor(id uint64, now time.Time) (uint64, bool) {
+	if p, ok := t.peers[id]; ok {
+		return p.Last.Seq, true
+	}
+	if m, ok := t.gone[id]; ok {
+		return m.seq, true
+	}
+	if e, ok := t.restored.entry(id, now); ok {
+		return e.Seq, true
+	}
+	return 0, false
+}
+
+// believable applies maxSeqGap to a keyless announcement already above
+// its host's floor: within the gap, or continuing a held jump from the
+// same address (at most one clock-skew window old), it is; otherwise it
+// is held as the host's jump.
+func (t *Table) believable(a *Announcement, from netip.Addr, now time.Time) bool {
+	f, ok := t.floor(a.HostID, now)
+	if !ok || a.Seq-f <= maxSeqGap {
+		delete(t.jumps, a.HostID)
+		return true
+	}
+	if j, ok := t.jumps[a.HostID]; ok && j.from == from && a.Seq > j.seq && a.Seq-j.seq <= maxSeqGap && now.Sub(j.at) <= t.skew {
+		delete(t.jumps, a.HostID)
+		return true
+	}
+	if _, ok := t.jumps[a.HostID]; !ok && len(t.jumps) >= maxGone+t.lim.MaxPeers {
+		return false // ids with a floor are bounded; this only guards the map
+	}
+	t.jumps[a.HostID] = seqJump{seq: a.Seq, from: from, at: now}
+	return false
+}
+
 // A goodbye removes a peer the table holds, and nothing else:
 //   - one for a host id not in the table is ignored (ErrNotPeer): there is
 //     nothing to remove, and storing it would let invented ids grow the
 //     table's memory past its admission limits;
 //   - without a key anyone on the LAN can write one, so it must come from
-//     the peer's own address, carry a sequence at most maxGoodbyeGap past
-//     the peer's latest, and the replay memory keeps the sequence the peer's
+//     the peer's own address, carry a sequence at most maxSeqGap past the
+//     peer's latest, and the replay memory keeps the sequence the peer's
 //     own announcements reached, not the goodbye's: a forgery (even with a
 //     spoofed address) removes the peer for one interval at most, and its
 //     next announcement joins it again.
-const maxGoodbyeGap = 1 << 10
 
 // ErrNotPeer: a goodbye that names no peer of the table, or that a keyless
 // table cannot believe (another address, a sequence far ahead); not applied.
@@ -262,7 +325,7 @@ func (t *Table) leave(p *Peer, a *Announcement, from netip.Addr, now time.Time) 
 	}
 	seq := a.Seq
 	if t.lim.Keyless {
-		if from != p.Addr && from != p.lastFrom || a.Seq-p.Last.Seq > maxGoodbyeGap {
+		if from != p.Addr && from != p.lastFrom || a.Seq-p.Last.Seq > maxSeqGap {
 			return Updated, ErrNotPeer
 		}
 		seq = p.Last.Seq
@@ -316,6 +379,12 @@ func (t *Table) Expire(now time.Time) []uint64 {
 			delete(t.gone, id)
 		}
 	}
+	for id, j := range t.jumps {
+		if now.Sub(j.at) > t.skew {
+			delete(t.jumps, id)
+		}
+	}
+	t.restored.expire(now, t.skew)
 	return out
 }
 

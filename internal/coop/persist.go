@@ -15,6 +15,11 @@
 //     stamped more than epochGrace before this run began (recordings of a
 //     host first heard after the last save).
 //
+// A restored entry lives its own window: until its timestamp plus twice
+// the clock-skew window (the removal memory's), never the whole run, so a
+// sequence a previous run held cannot refuse a peer longer than it would
+// have.
+//
 // Cost: after a crash, an honest peer is refused for up to saveEvery plus
 // one interval, and a peer whose clock is more than epochGrace behind ours
 // (and not in the file) for up to the clock-skew window.
@@ -54,14 +59,33 @@ type replayFile struct {
 type restored struct {
 	peers map[uint64]replayEntry
 	clean bool
-	epoch time.Time // this run's start
-	until time.Time // end of the epoch rule
+	epoch time.Time     // this run's start
+	until time.Time     // end of the epoch rule
+	skew  time.Duration // an entry lives until its time plus 2 x skew
+}
+
+// entry is host id's restored entry while its window lasts.
+func (r *restored) entry(id uint64, now time.Time) (replayEntry, bool) {
+	e, ok := r.peers[id]
+	if !ok || now.Sub(e.Time) >= 2*r.skew {
+		return replayEntry{}, false
+	}
+	return e, true
+}
+
+// expire drops the entries whose window has passed.
+func (r *restored) expire(now time.Time, skew time.Duration) {
+	for id, e := range r.peers {
+		if now.Sub(e.Time) >= 2*skew {
+			delete(r.peers, id)
+		}
+	}
 }
 
 // fresh reports whether an announcement of a host not in the live table
 // may be accepted.
 func (r *restored) fresh(a *Announcement, now time.Time) bool {
-	if e, ok := r.peers[a.HostID]; ok {
+	if e, ok := r.entry(a.HostID, now); ok {
 		if a.Seq <= e.Seq {
 			return false
 		}
@@ -73,7 +97,7 @@ func (r *restored) fresh(a *Announcement, now time.Time) bool {
 // loadReplay reads a state file; a missing or unreadable one gives an
 // unclean start with no peers.
 func loadReplay(path string, now time.Time, skew time.Duration) (restored, error) {
-	r := restored{peers: map[uint64]replayEntry{}, epoch: now, until: now.Add(skew)}
+	r := restored{peers: map[uint64]replayEntry{}, epoch: now, until: now.Add(skew), skew: skew}
 	if path == "" {
 		return r, nil
 	}

@@ -94,9 +94,9 @@ const drainFall = 0.9
 // backInflation: the RTT line of the drain signal for a queue that comes
 // back within drainMemory intervals of the drain, after it had emptied:
 // the drained queue's own line. A lower one (1.10, the trim's line:
-// 68cd2e2's downloads in coop-mixed had such a queue at 1.10-1.17x,
+// the downloads in coop-mixed had such a queue at 1.10-1.17x,
 // and its replay there fired 2 s sooner in 2 of 5) fired no sooner in
-// any of 65868dd's 10 mixed repetitions of main, and on the 802.11
+// any of 10 mixed repetitions, and on the 802.11
 // medium without foreign traffic (16 downloads, an early drain at 4.2 s)
 // the ACKs' access delay held the RTT at 1.11-1.13x with the group at
 // 0.89-0.91 of the drained best: two intervals in a row counted, one
@@ -104,11 +104,11 @@ const drainFall = 0.9
 const backInflation = drainInflation
 
 // upBackInflation: the uplink's line for the queue that comes back, the
-// trim's (since 09928ac). In the lab's coop-mixed uploading the drain
+// trim's. In the lab's coop-mixed uploading the drain
 // often leaves the plain uploads' queue at 1.12-1.18x (a plain CUBIC flow
 // near its last maximum grows slowly), the lanes group held at 0.74-0.86
 // of its drained best by caps that fit what it delivers; each interval at
-// or below 1.15x restarted the count, and in the worst of 65868dd's
+// or below 1.15x restarted the count, and in the worst of 10
 // repetitions capping stopped only at 15.2 s (the lanes hosts at 0.45 of
 // their plain-TCP goodput), where 1.10x reads the queue from 8.8 s. The
 // uplink's RTT on the 802.11 medium without foreign traffic stays within

@@ -72,7 +72,7 @@ func firstFallback(cfg SafetyConfig, series []float64) (int, string) {
 }
 
 // The lab's coop-mixed (4 lanes hosts capped, 2 plain CUBIC hosts;
-// 43f2f1d, main's daemon with its safety off, `lanes lab run coop-mixed
+// the daemon with its safety off, `lanes lab run coop-mixed
 // --duration 40s`, setting "mixed, no safety"): the lanes hosts' median
 // srtt / 256 ms every 0.5 s from 0.5 s of the run. The plain hosts'
 // saw-tooth holds the RTT around the 1.3x line, with plateaus at
@@ -198,7 +198,7 @@ func drainObs(infl float64, drained bool) observation {
 	return o
 }
 
-// The lab's coop-mixed with the rate estimated (fb3d5b0, traced): the
+// The lab's coop-mixed with the rate estimated (traced): the
 // estimator drained at 7.5 s, and the plain hosts' queue stood
 // (1.28-1.49x) while the caps held the lanes hosts to what they had
 // delivered. The window's RTT signal fired 6-16 s later, on each host as

@@ -28,7 +28,7 @@
 // of 28 (16 hosts in the lab) but 0.4 % of one of 230 (2 hosts), where
 // every creep of the estimate (the trim giving back half a step, the best
 // rising by a per cent) raised the cap: 7.7 changes a minute per download
-// at 2 hosts against 0-1.6 at 4-16 (43f2f1d). A cap at most 2 % under
+// at 2 hosts against 0-1.6 at 4-16. A cap at most 2 % under
 // its target still keeps the group's window above the medium's BDP with
 // the default queue allowance (1.05 x 0.98 = 1.03).
 package coop

@@ -77,7 +77,7 @@ func TestCapFilterRisesToTargetFloor(t *testing.T) {
 // A large cap does not follow its target's creep of a per cent or two (the
 // estimate's trim giving back half a step, its best rising): at 2 hosts,
 // caps of ~230 segments rose by 1-4 segments a few times a minute with the
-// rise at one segment (43f2f1d: 7.7 changes a minute per download). A
+// rise at one segment (7.7 changes a minute per download). A
 // real rise, 2 % or more, still goes through after the dwell.
 func TestCapFilterLargeCapIgnoresCreep(t *testing.T) {
 	var f capFilter
@@ -87,7 +87,7 @@ func TestCapFilterLargeCapIgnoresCreep(t *testing.T) {
 	f.next(229.5, at(0), true, dwell)
 	changes, last := 0, f.cap
 	ms := 0
-	// the 43f2f1d run's rises were +0.4 to +1.8 % (229 -> 233 -> 234)
+	// the lab run's rises were +0.4 to +1.8 % (229 -> 233 -> 234)
 	for _, v := range []float64{231.5, 233.2, 232.6} {
 		for end := ms + 3000; ms < end; ms += 100 {
 			if c := f.next(v, at(ms), false, dwell); c != last {

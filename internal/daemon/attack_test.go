@@ -304,7 +304,7 @@ func TestAttackWildcardProto(t *testing.T) {
 // the API checks ownership with the local address, an unprivileged
 // registration always names its sockets' local address, and the BPF key is
 // the full 5-tuple (lanes_abi.h flow_key). On the main before the key
-// change (dc2ff2b) this failed at "root's later socket" and "root's
+// change this failed at "root's later socket" and "root's
 // datagrams".
 func TestAttackLocalAddress(t *testing.T) {
 	if testing.Short() {
@@ -408,7 +408,7 @@ func checkUDPByLocalAddress(t *testing.T, b *attackBed, user *api.Client, second
 // over IPv6, where sock_ops reads the local address from local_ip6; and a
 // registration naming root's own IPv6 local address, made before connect,
 // does reach the socket at connect (the address is read right, not only
-// never equal). On dc2ff2b (no local address in the BPF key) root's later
+// never equal). Without the local address in the BPF key root's later
 // socket got nobody's background lane.
 func TestAttackLocalAddressIPv6(t *testing.T) {
 	if testing.Short() {

@@ -20,7 +20,7 @@ const reservedCgroups = 256
 
 // CheckCapacity refuses a policy whose rules of one kind exceed what the
 // classifier's map for them holds (tuples share theirs with the API's
-// registrations, up to maxUserRegs).
+// registrations, apiRegs).
 func CheckCapacity(p *policy.Policy) error {
 	caps, err := classifier.Capacities()
 	if err != nil {
@@ -43,7 +43,7 @@ func CheckCapacity(p *policy.Policy) error {
 		what     string
 		n, limit int
 	}{
-		{"flow (3- and 5-tuple) rules", tuples, int(caps["lanes_tuple"]) - maxUserRegs},
+		{"flow (3- and 5-tuple) rules", tuples, int(caps["lanes_tuple"]) - apiRegs},
 		{"destination rules", dsts, int(caps["lanes_dst"])},
 		{"cgroup rules", cgroups, int(caps["lanes_cgroup"]) - reservedCgroups - len(lane.All)},
 		{"uid rules", uids, int(caps["lanes_uid"])},

@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -43,8 +44,29 @@ import (
 // nestedName is the name of a lane group nested in a host cgroup.
 func (d *Daemon) nestedName(l lane.Lane) string { return "lanes." + d.instance + "." + l.String() }
 
-// movePID puts pid in lane l; its future children follow.
+// movePID puts pid in lane l with its open sockets (livemove.go); its
+// future children follow (the task engine's hook).
 func (d *Daemon) movePID(pid int, l lane.Lane) error {
+	_, err := d.moveProcess(pid, l)
+	return err
+}
+
+// moveProcess is movePID, saying what moved. A failure to find the open
+// sockets is logged: the process has moved, its new sockets follow.
+func (d *Daemon) moveProcess(pid int, l lane.Lane) (api.Moved, error) {
+	if err := d.moveCgroup(pid, l); err != nil {
+		return api.Moved{}, err
+	}
+	m := api.Moved{Processes: 1}
+	var err error
+	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l); err != nil {
+		d.log.Warn("moved process: open sockets not found; only its new ones follow", "pid", pid, "lane", l, "err", err)
+	}
+	return m, nil
+}
+
+// moveCgroup puts pid in lane l's cgroup (nested in its own, or the instance's).
+func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	cur, err := procCgroup(pid)
 	if err != nil {
 		return fmt.Errorf("move pid %d: %w", pid, err)

@@ -2,7 +2,11 @@
 // datapath and stopped before it: the cooperative cwnd controller
 // (internal/coop, policy `coop:`) and the realtime lane (internal/rtlane,
 // policy `realtime:`). Each runs under a supervisor (supervise.go) until the
-// daemon stops or the policy is reloaded.
+// daemon stops or the policy is reloaded. A reload keeps the realtime lane
+// when its section (with the rate and interface it derives from the
+// policy) is unchanged, so its clients keep their connections, attached
+// sockets and queued datagrams; a changed one is restarted and the log
+// says which keys changed and what was reset.
 package daemon
 
 import (
@@ -15,8 +19,10 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -33,7 +39,9 @@ import (
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
-func (d *Daemon) startComponents(ctx context.Context) error {
+// startComponents starts the policy's components; kept are the running
+// ones a reload may keep (keepOrStop), nil at start.
+func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component) error {
 	d.mu.Lock()
 	pol := d.pol
 	host := d.host
@@ -42,18 +50,21 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 		first = l[0]
 	}
 	d.mu.Unlock()
+	defer func() { // what a reload kept and the policy does not take again
+		for _, c := range kept {
+			c.stop()
+		}
+	}()
 	if first == nil || host == nil {
 		return nil
 	}
 	var comps []*component
-	if pol.Coop.Enabled {
-		c, err := d.newCoop(pol.Coop, host, first)
-		if err != nil {
-			return fmt.Errorf("coop: %w", err)
-		}
-		comps = append(comps, c)
+	if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
+		comps = append(comps, d.newCoop(pol.Coop, host, first))
 	}
-	if pol.Realtime.Enabled {
+	if c := d.keepOrStop(kept, "realtime", pol.Realtime.Enabled, realtimeKeyOf(pol.Realtime, first)); c != nil {
+		comps = append(comps, c)
+	} else if pol.Realtime.Enabled {
 		c, err := d.newRealtime(pol.Realtime, first)
 		if err != nil {
 			for _, c := range comps {
@@ -98,16 +109,51 @@ func (d *Daemon) startComponents(ctx context.Context) error {
 	return nil
 }
 
-func (d *Daemon) stopComponents() {
+func (d *Daemon) stopComponents() { d.stopComponentsBut() }
+
+// stopComponentsBut stops the running components but those named in keep,
+// which it returns by name (a reload then keeps or stops them:
+// keepOrStop).
+func (d *Daemon) stopComponentsBut(keep ...string) map[string]*component {
 	d.mu.Lock()
 	comps := d.comps
 	d.comps = nil
 	d.mu.Unlock()
 	d.rledbat.Store(nil)
 	d.bgudp.Store(nil)
+	kept := map[string]*component{}
 	for _, c := range comps {
+		if slices.Contains(keep, c.name) {
+			kept[c.name] = c
+			continue
+		}
 		c.stop()
 	}
+	return kept
+}
+
+// keepOrStop returns the kept component name when the policy still
+// enables it with the same configuration (key); otherwise it stops it,
+// logging what changed and what its restart resets, and returns nil.
+func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled bool, key any) *component {
+	c := kept[name]
+	if c == nil {
+		return nil
+	}
+	delete(kept, name)
+	if enabled && reflect.DeepEqual(c.key, key) {
+		d.log.Info("reload: "+name+" section unchanged: kept running", "component", name,
+			"kept", "client connections, attached sockets, queued datagrams")
+		return c
+	}
+	changed := []string{"enabled"}
+	if enabled {
+		changed = changedKeys(c.key, key)
+	}
+	d.log.Warn("reload: "+name+" section changed: restarting it", "component", name, "changed", strings.Join(changed, ","),
+		"reset", "client connections closed, attached sockets and queued datagrams dropped (reported shutdown)")
+	c.stop()
+	return nil
 }
 
 // yielder is a host datapath whose kernel yields (*datapath.Host; the
@@ -175,14 +221,16 @@ var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 // (the BPF iterator reading lanes from the datapath's socket map in the
 // kernel, or sock_diag), caps through the datapath's sock_ops maps,
 // announcements on the managed interface.
-func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) (*component, error) {
+// A controller that cannot start (another process holds its UDP port, the
+// interface has no address yet) waits and retries, and status says why.
+func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) *component {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
 		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
 	}
-	return supervise(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
+	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
 func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error) {
@@ -199,6 +247,9 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
 	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Up: h, Down: h, Ack: h,
 		Iface: linkBytes(cfg.Interface), Logger: d.log.With("component", "coop")})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		err = fmt.Errorf("UDP port %d is held by another process's socket (another user's, or bound without SO_REUSEPORT): %w", cfg.Port, err)
+	}
 	if err != nil {
 		sampler.Close()
 		return nil, err
@@ -220,13 +271,63 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 		status: status, detail: func() any { return ctl.Status() }}, nil
 }
 
-// newRealtime starts the realtime lane; in shaped mode (and no rate of its
-// own) its transmit times use the rate the HTB root really sends at.
-func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, error) {
+// realtimeKey is what the realtime lane runs with: its section, the rate
+// it derives, and the interface it paces on.
+type realtimeKey struct {
+	Config    rtlane.Config
+	Interface string
+}
+
+// realtimeKeyOf is the realtime lane's configuration under a policy whose
+// first interface is m: in shaped mode (and no rate of its own) its
+// transmit times use the rate the HTB root really sends at.
+func realtimeKeyOf(cfg rtlane.Config, m *managedIface) realtimeKey {
 	if cfg.Rate == 0 && m.cfg.Uplink != 0 {
 		cfg.Rate = config.Rate(datapath.ShapedRate(m.cfg.Uplink.Bits()))
 	}
-	return supervise(d.log, "realtime", func() (*runner, error) { return d.startRealtime(cfg) })
+	return realtimeKey{Config: cfg, Interface: m.name}
+}
+
+// newRealtime starts the realtime lane.
+func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, error) {
+	key := realtimeKeyOf(cfg, m)
+	c, err := supervise(d.log, "realtime", func() (*runner, error) { return d.startRealtime(key.Config) })
+	if c != nil {
+		c.key = key
+	}
+	return c, err
+}
+
+// changedKeys names the fields (yaml names, nested with dots) in which a
+// and b, values of one struct type, differ.
+func changedKeys(a, b any) []string {
+	var out []string
+	var walk func(prefix string, x, y reflect.Value)
+	walk = func(prefix string, x, y reflect.Value) {
+		if x.Kind() != reflect.Struct {
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+				out = append(out, prefix)
+			}
+			return
+		}
+		for i := range x.NumField() {
+			f := x.Type().Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "" || name == "-" {
+				name = strings.ToLower(f.Name)
+			}
+			if prefix != "" && prefix != "config" {
+				name = prefix + "." + name
+			}
+			walk(name, x.Field(i), y.Field(i))
+		}
+	}
+	x, y := reflect.ValueOf(a), reflect.ValueOf(b)
+	if !x.IsValid() || !y.IsValid() || x.Type() != y.Type() {
+		return []string{"all"}
+	}
+	walk("", x, y)
+	return out
 }
 
 func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {

@@ -91,6 +91,10 @@ type Daemon struct {
 	regs map[api.Flow]*regLife
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
+	// moved: open sockets a process move set, by cookie (livemove.go)
+	moved map[uint64]lane.Lane
+	// sched: what moved processes' threads ran before background (schedmove.go)
+	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
 	// followKick wakes the follow loop (links.go); nil until it runs
@@ -132,7 +136,7 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.stopTasks()
-	if err := d.startComponents(ctx); err != nil {
+	if err := d.startComponents(ctx, nil); err != nil {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
@@ -229,12 +233,12 @@ func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signa
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				d.stopComponents()
+				kept := d.stopComponentsBut("realtime") // kept if its section is unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
 				}
-				if err := d.startComponents(ctx); err != nil {
+				if err := d.startComponents(ctx, kept); err != nil {
 					d.log.Error("reload: components not running", "err", err)
 				}
 			}
@@ -273,7 +277,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, cgroups: &cgroupMount{},
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]lane.Lane{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
 		sweepKick: make(chan struct{}, 1)}
 }
 
@@ -290,9 +294,15 @@ func (d *Daemon) Reload() bool {
 
 // reloadWith applies a validated policy: the new trees are built before
 // anything of the old policy is removed, and a failure keeps the old one.
+// A policy changing a key that only a restart applies is refused whole,
+// naming the key and its line (policy/reload.go).
 func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := policy.RestartChanges(policy.RestartValues(d.pol), pol); err != nil {
+		d.log.Error("policy reload refused, keeping the running policy", "err", err)
+		return false
+	}
 	err := d.applyLocked(d.desiredFor(pol), true)
 	var fail *egressOpenError
 	if errors.As(err, &fail) {
@@ -403,8 +413,14 @@ func (d *Daemon) ifaceNames() []string {
 
 // --- api.Handler ---
 
-func (d *Daemon) Owners() api.Owners  { return procOwners{proc: "/proc"} }
-func (d *Daemon) AccessGroup() string { d.mu.Lock(); defer d.mu.Unlock(); return d.pol.Access.Group }
+func (d *Daemon) Owners() api.Owners { return procOwners{proc: "/proc"} }
+
+// Access is the policy's access group and realtime grants.
+func (d *Daemon) Access() api.Access {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return api.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+}
 
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()
@@ -427,19 +443,28 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 	return path, err
 }
 
-func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane) error {
-	if err := d.movePID(pid, l); err != nil {
-		return err
+func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
+	m, err := d.moveProcess(pid, l)
+	if err != nil {
+		return m, err
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID)
-	return nil
+	m.Sched = "kept"
+	if !keepSched {
+		if m.Sched, err = d.laneSched(pid, l); err != nil {
+			d.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
+			m.Sched += " (" + err.Error() + ")"
+		}
+	}
+	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched)
+	return m, nil
 }
 
 func (d *Daemon) Status() (*api.Status, error) {
 	flows, _ := d.Flows()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns}
+	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
+		RestartKeys: policy.RestartValues(d.pol)}
 	var hs datapath.HostStats
 	if d.host != nil {
 		var err error

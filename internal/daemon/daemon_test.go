@@ -36,10 +36,10 @@ import (
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 var lanesBin string
@@ -787,7 +787,7 @@ func TestRealtimeLaneInDaemon(t *testing.T) {
 		return err
 	})
 	defer rx.Close()
-	c, err := rtclient.Dial(rtSock)
+	c, err := rt.Dial(rtSock)
 	if err != nil {
 		t.Fatal(err)
 	}

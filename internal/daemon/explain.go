@@ -141,6 +141,9 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 			return fmt.Sprintf("registration %s (%s)", f, d.flows[f].Source)
 		}
 	}
+	if l, ok := d.moved[s.cookie]; ok {
+		return fmt.Sprintf("process moved to %s (lanes move, lanes run or a process rule)", l)
+	}
 	for _, k := range (datapath.FlowKey{Src: s.src, Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: 6}).Lookups() {
 		if e, ok := d.applied.Flows[k]; ok {
 			return "flow " + e.Source

@@ -49,7 +49,7 @@ func deleteNetNS(ns *testutil.NetNS) {
 // them) — and checks that the new daemon neither takes them as its own
 // lanes nor disturbs them when it stops. Fix: names from the netns cookie,
 // which the kernel never reuses. Run against the inode-named daemon
-// (995ff11^, this test copied into a checkout of it) it failed: the
+// (this test copied into a checkout of it) it failed: the
 // daemon's background lane was the planted lanes.n<inode>/background.
 func TestAttackInstanceNameReuse(t *testing.T) {
 	if testing.Short() {

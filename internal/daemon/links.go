@@ -43,6 +43,9 @@ type env struct {
 	// localAddrs are the local addresses of a flow's open sockets
 	// (/proc/net: owners.go).
 	localAddrs func(f api.Flow) ([]netip.Addr, error)
+	// openSockets are the namespace's TCP and UDP sockets (sock_diag:
+	// livemove.go).
+	openSockets func() ([]openSock, error)
 }
 
 func kernelEnv(cg *cgroupMount) env {
@@ -54,6 +57,7 @@ func kernelEnv(cg *cgroupMount) env {
 
 		liveSockets: liveSocketsOf,
 		localAddrs:  procOwners{proc: "/proc"}.localAddrs,
+		openSockets: dumpOpenSockets,
 	}
 }
 

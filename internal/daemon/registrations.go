@@ -3,13 +3,19 @@
 //
 //   - ownership: an unprivileged caller (not root, not in the access group)
 //     may register only flows whose every matching socket is theirs
-//     (api.Authorize), always with their sockets' local address in the
-//     datapath's key (pinSrc), may not override a registration of the same
-//     datapath key made by someone else or by the policy, and may
-//     unregister only their own registrations.
-//   - bounds: maxRegsPerUID registrations per unprivileged uid and
-//     maxUserRegs of all unprivileged uids together, so root and the policy
-//     always find room in the datapath's flow map.
+//     (api.Authorize; so may a granted member in realtime), always with
+//     their sockets' local address in the datapath's key (pinSrc), may not
+//     override a registration made by someone else or a policy flow rule
+//     that covers its key (the same key, or the same without a local
+//     address: the address pinSrc filled in must not make theirs the more
+//     specific, winning entry), and may unregister only their own
+//     registrations. A privileged registration supersedes the
+//     unprivileged ones of other uids it covers.
+//   - bounds: maxRegsPerUID registrations per uid other than root
+//     (members of the access group too, whose registrations of flows with
+//     no socket yet live unseenGracePrivileged) and maxUserRegs of all of
+//     them together: apiRegs less rootRegs, which root always finds in the
+//     datapath's flow map.
 //   - lifetime: a registration is tied to the sockets that matched it
 //     (their inodes, from /proc/net): the sweep every sweepEvery removes it
 //     once all of them have closed, so it never captures a later flow that
@@ -28,12 +34,16 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/policy"
 )
 
 const (
+	apiRegs               = 4096 // the flow map's entries kept for API registrations (capacity.go)
+	rootRegs              = 512  // of apiRegs, root's alone
+	maxUserRegs           = apiRegs - rootRegs
 	maxRegsPerUID         = 256
-	maxUserRegs           = 4096
 	sweepEvery            = 2 * time.Second
 	unseenGrace           = 30 * time.Second
 	unseenGracePrivileged = 10 * time.Minute
@@ -49,7 +59,7 @@ type regLife struct {
 
 // Register puts a flow in a lane for the caller (authorized by the server).
 func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
-	if !c.Privileged && f.Src == "" {
+	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
 		var err error
 		if f, err = d.pinSrc(f); err != nil {
 			return err
@@ -61,13 +71,14 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !c.Privileged {
-		if err := d.mayRegisterLocked(c, f); err != nil {
-			return err
-		}
+	if err := d.mayRegisterLocked(c, f); err != nil {
+		return err
 	}
 	if d.host == nil {
 		return errors.New("no datapath installed")
+	}
+	if c.Privileged {
+		d.supersedeLocked(c, f)
 	}
 	if err := d.host.SetFlowLane(key, l); err != nil {
 		return err
@@ -90,10 +101,11 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	return nil
 }
 
-// pinSrc gives an unprivileged caller's flow the local address of its
-// sockets (all of them the caller's, api.Authorize), so that the datapath's
-// key names it: without one the key would also match a later socket of
-// another user on another local address with the same ports.
+// pinSrc gives a flow the caller owns (an unprivileged caller's, or a
+// granted member's realtime one) the local address of its sockets (all of
+// them the caller's, api.Authorize), so that the datapath's key names it:
+// without one the key would also match a later socket of another user on
+// another local address with the same ports.
 func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
 	addrs, err := d.env.localAddrs(f)
 	if err != nil {
@@ -135,19 +147,32 @@ func (d *Daemon) registeredLocked(c api.Cred, f api.Flow) (api.Flow, api.FlowInf
 	return found, d.flows[found], true
 }
 
-// mayRegisterLocked applies the bounds and the no-override rule to an
-// unprivileged caller (d.mu held).
+// covers reports whether datapath key g matches every socket key k does
+// and is the same entry or a less specific one (no local address, or no
+// protocol for a policy rule): then k would win over g (datapath.md).
+func covers(g, k datapath.FlowKey) bool {
+	return g.Dst == k.Dst && g.DPort == k.DPort && g.SPort == k.SPort &&
+		(g.Proto == 0 || g.Proto == k.Proto) && (!g.Src.IsValid() || g.Src == k.Src)
+}
+
+// mayRegisterLocked applies the no-override rule to an unprivileged
+// caller and the bounds to any but root (d.mu held).
 func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
+	if c.UID == 0 {
+		return nil
+	}
 	key, err := flowKey(f)
 	if err != nil {
 		return err
 	}
-	mine, users := 0, 0
-	for g, fi := range d.flows {
-		if gk, err := flowKey(g); err == nil && gk == key && (fi.Source != "api" || fi.UID != c.UID) {
-			return fmt.Errorf("%w: flow %s is registered by %s (uid %d)", api.ErrPermission, f, fi.Source, fi.UID)
+	if !c.Privileged {
+		if err := d.overridesLocked(c, f, key); err != nil {
+			return err
 		}
-		if fi.Source == "api" && fi.UID != 0 {
+	}
+	mine, users := 0, 0
+	for _, fi := range d.flows {
+		if fi.UID != 0 {
 			users++
 			if fi.UID == c.UID {
 				mine++
@@ -158,12 +183,48 @@ func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
 		return nil
 	}
 	if mine >= maxRegsPerUID {
-		return fmt.Errorf("uid %d has %d registrations, the most one user may have", c.UID, mine)
+		return fmt.Errorf("uid %d has %d registrations, the most one uid but root may have", c.UID, mine)
 	}
 	if users >= maxUserRegs {
-		return fmt.Errorf("users hold %d registrations, the most the daemon gives them", users)
+		return fmt.Errorf("uids other than root hold %d registrations, the most the daemon gives them (root keeps %d)", users, rootRegs)
 	}
 	return nil
+}
+
+// overridesLocked refuses an unprivileged registration whose key another
+// uid's registration or a policy flow rule covers (d.mu held).
+func (d *Daemon) overridesLocked(c api.Cred, f api.Flow, key datapath.FlowKey) error {
+	for g, fi := range d.flows {
+		if gk, err := flowKey(g); err == nil && covers(gk, key) && fi.UID != c.UID {
+			return fmt.Errorf("%w: flow %s is registered by %s (uid %d) as %s", api.ErrPermission, f, fi.Source, fi.UID, g)
+		}
+	}
+	for _, m := range d.pol.Matches {
+		if m.Kind == policy.MatchTuple && covers(datapath.FlowKey{Src: m.Src, Dst: m.Dst.Addr(), DPort: m.DPort, SPort: m.SPort}, key) {
+			return fmt.Errorf("%w: flow %s is in lane %s by policy rule %s", api.ErrPermission, f, m.Lane, m.Rule)
+		}
+	}
+	return nil
+}
+
+// supersedeLocked removes the unprivileged registrations of other uids
+// that privileged caller c's registration of f covers: theirs, more
+// specific, would win over it (d.mu held).
+func (d *Daemon) supersedeLocked(c api.Cred, f api.Flow) {
+	key, err := flowKey(f)
+	if err != nil {
+		return
+	}
+	for g, fi := range d.flows {
+		gk, err := flowKey(g)
+		if err != nil || g == f || !covers(key, gk) || fi.UID == c.UID || d.regs[g] == nil || d.regs[g].privileged {
+			continue
+		}
+		if err := d.deleteFlowLocked(g); err != nil {
+			d.log.Warn("superseded registration", "flow", g.String(), "err", err)
+		}
+		d.log.Info("registration superseded", "flow", g.String(), "uid", fi.UID, "by", f.String(), "by_uid", c.UID)
+	}
 }
 
 // Unregister removes a registration; an unprivileged caller only their own.
@@ -194,7 +255,7 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	armed := false
 	for {
 		d.mu.Lock()
-		busy := len(d.regs) > 0 || len(d.nested) > 0
+		busy := len(d.regs) > 0 || len(d.nested) > 0 || len(d.moved) > 0 || len(d.sched) > 0
 		d.mu.Unlock()
 		// A kick arms a sleeping sweep; it never pushes an armed one back
 		// (registrations arriving more often than sweepEvery would
@@ -235,6 +296,8 @@ func (d *Daemon) kickSweep() {
 func (d *Daemon) sweepOnce(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.pruneMovedLocked()
+	d.pruneSchedLocked()
 	if len(d.regs) == 0 {
 		return
 	}

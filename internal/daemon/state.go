@@ -187,6 +187,8 @@ func (d *Daemon) applyLocked(want desired, strict bool) error {
 		}
 	}
 	h := d.host
+	oldUIDs, oldCgroups := maps.Clone(d.applied.UIDs), maps.Clone(d.applied.Cgroups)
+	defer d.followRulesLocked(oldUIDs, oldCgroups, want)
 	errs = append(errs,
 		diffMap(d.applied.Flows, want.Flows, h.SetFlowLane, h.DeleteFlow),
 		diffMap(d.applied.Dsts, want.Dsts, h.SetDstLane, h.DeleteDst),
@@ -282,20 +284,21 @@ func (d *Daemon) logWaiting(w []string) {
 	d.waiting = s
 }
 
-// policyFlows lists the policy's 3-tuple and destination rules for status.
+// policyFlows lists the policy's 3-tuple and destination rules for status,
+// as protocol any: they match UDP (a realtime lane's flows, QUIC) as TCP.
 func policyFlows(pol *policy.Policy) []api.FlowInfo {
 	var out []api.FlowInfo
 	for _, m := range pol.Matches {
 		var f api.Flow
 		switch m.Kind {
 		case policy.MatchTuple:
-			f = api.Flow{Dst: m.Dst.Addr().String(), DPort: m.DPort, SPort: m.SPort}
+			f = api.Flow{Dst: m.Dst.Addr().String(), DPort: m.DPort, SPort: m.SPort, Proto: api.ProtoAny}
 		case policy.MatchDst:
 			dst := m.Dst.String()
 			if m.Dst.IsSingleIP() {
 				dst = m.Dst.Addr().String()
 			}
-			f = api.Flow{Dst: dst, DPort: m.DPort}
+			f = api.Flow{Dst: dst, DPort: m.DPort, Proto: api.ProtoAny}
 		default:
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,6 +30,7 @@ type world struct {
 	route   string
 	cgroups map[string]uint64
 	sockets map[string][]uint64 // flow -> cookies of its connected sockets
+	open    []openSock          // the namespace's open sockets (sock_diag)
 }
 
 func (w *world) DefaultRoute() (string, error) {
@@ -74,7 +76,8 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		liveSockets: func(f api.Flow, uid int64) ([]uint64, error) {
 			return w.sockets[f.String()], nil
 		},
-		localAddrs: func(api.Flow) ([]netip.Addr, error) { return []netip.Addr{fixtureSrc}, nil },
+		localAddrs:  func(api.Flow) ([]netip.Addr, error) { return []netip.Addr{fixtureSrc}, nil },
+		openSockets: func() ([]openSock, error) { return w.open, nil },
 	}
 	d := newDaemon(Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, "ntest", mustPolicy(t, yaml), e)
 	if err := d.install(); err != nil {
@@ -402,5 +405,27 @@ func TestRegistrationMovesLiveSockets(t *testing.T) {
 	s := f.host.State().Sockets
 	if _, has8 := s[8]; s[7] != lane.Realtime || has8 {
 		t.Fatalf("after unregister: sockets %v, want 7 back to realtime and 8 without a lane", s)
+	}
+}
+
+// TestPolicyFlowsProtocol: status lists a policy rule's flow with the
+// protocols it matches (any: a UDP realtime flow too), not as tcp, and no
+// port the rule does not name.
+func TestPolicyFlowsProtocol(t *testing.T) {
+	pol, err := policy.Parse("p.yaml", []byte(`rules:
+  - {name: control, lane: realtime, dst: 10.77.0.2, dport: 9000}
+  - {name: backup, lane: background, dst: 10.1.0.0/16}
+  - {name: one, lane: interactive, dst: 10.77.0.3, dport: 22, sport: 40000}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range policyFlows(pol) {
+		got = append(got, f.Flow.String())
+	}
+	want := []string{"any 10.77.0.2 dport 9000", "any 10.1.0.0/16", "any 10.77.0.3 dport 22 sport 40000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("policy flows %q, want %q", got, want)
 	}
 }

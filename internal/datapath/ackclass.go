@@ -6,7 +6,7 @@
 // ACK rate of the capped downloads' fair rates (coop/ackclass.go), so a
 // burst of data arriving at the host leaves as ACKs spaced at that rate,
 // and the sender's next window leaves spread over the round instead of in
-// the burst's place (docs/results/coop-downlink.md, b001929).
+// the burst's place (docs/results/coop-downlink.md).
 //
 // The class is built with every tree, unrestricted (rate r, ceil R, like a
 // lane) until a rate is set; a tree where it cannot be made keeps working
@@ -28,7 +28,7 @@ import (
 const (
 	// ackBurst is the ACK class's bucket, bytes: two ACKs with
 	// timestamps (52 bytes each without a link-layer header, 66 with
-	// Ethernet's). b001929's prototype used 120 bytes.
+	// Ethernet's).
 	ackBurst = 120
 	// ackQueueBytes is the ACK class's bfifo limit: about 1,000 ACKs.
 	ackQueueBytes = 64 << 10

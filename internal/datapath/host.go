@@ -90,6 +90,10 @@ const (
 	// CapBgCCKeep: an app's setsockopt(TCP_CONGESTION) on a background
 	// socket is skipped, the socket keeps LEDBAT++ (cgroup/setsockopt)
 	CapBgCCKeep Capability = "background_cc_keep"
+	// CapLiveCC: a live move's congestion control and TCP_NOTSENT_LOWAT
+	// applied at once by an iter/tcp program (Linux 5.14+), not at the
+	// socket's next ACK
+	CapLiveCC Capability = "live_cc"
 )
 
 // Host is the installed per-namespace datapath.
@@ -97,7 +101,8 @@ type Host struct {
 	cfg     HostConfig
 	ns      *nsRef
 	cls     *classifier.ClassifierObjects
-	ops     *sockops.SockopsObjects // nil without CapSockops
+	ops     *sockops.Objects // nil without CapSockops
+	live    *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
 	opsLink link.Link
 	optLink link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
 	cc      *capcc.CC  // nil when the kernel cannot run it
@@ -201,8 +206,9 @@ func (h *Host) loadSockops() {
 	} else if lowat < 0 {
 		lowat = 0
 	}
-	ops, err := sockops.Load(sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}, h.cls.Shared())
+	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
+		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
+	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.
@@ -229,6 +235,7 @@ func (h *Host) loadSockops() {
 	}
 	h.ops = ops
 	h.attachSetsockopt()
+	h.loadLive(opsCfg)
 }
 
 // attachSetsockopt attaches the program that keeps background sockets on
@@ -300,7 +307,7 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep} {
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC} {
 		if _, off := h.off[c]; !off {
 			h.off[c] = "needs sock_ops"
 		}
@@ -316,7 +323,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep} {
+	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC} {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {
@@ -365,6 +372,9 @@ func (h *Host) teardown(evict bool) error {
 		} else {
 			dropLaneCgroupUser(h.cfg.CgroupRoot, h.cfg.Instance)
 		}
+	}
+	if h.live != nil {
+		errs = append(errs, h.live.Close())
 	}
 	if h.ops != nil {
 		errs = append(errs, h.ops.Close())

@@ -249,7 +249,7 @@ func watchClamp(t *testing.T, c *net.TCPConn, d time.Duration, clamp uint32) cla
 // reduction sets it to the packets in flight + 1 (tcp_cwnd_reduction), and
 // on 5.10 an Open socket under LEDBAT++ read the clamp + 1 for one ACK,
 // pulled back by the next ACK's cong_avoid (2 of about 70 runs of
-// TestRestartReleasesYieldClamp in the VM, bad6a64; the kernel path was
+// TestRestartReleasesYieldClamp in the VM; the kernel path was
 // not identified). A clamp that did not stay lets LEDBAT++ restore its
 // window from before the yield (10 or more) at the next ACK.
 func (w clampWatch) held(clamp uint32) bool {

@@ -26,6 +26,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/procevents"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/sockowner"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -84,6 +85,7 @@ const (
 	TCPTrackFeature    = "lanes TCP tracker (monitor samples changes only)"
 	TCPPrefetchFeature = "lanes TCP walk prefetch (monitor's first sample)"
 	SockOwnerFeature   = "lanes socket owner iterator (monitor's process lookup)"
+	ProcEventsFeature  = "lanes process events (tracepoints: the task engine outside the initial network namespace)"
 )
 
 // qdiscKinds are probed by creating them; the fallback says what lanes uses
@@ -297,6 +299,9 @@ func probeBPF() []Feature {
 	add(TCPPrefetchFeature, "the monitor's full walks (its first sample, bpf-iter's samples) run without touching the next socket: ~10 % slower at 100,000 sockets", false, tcpiter.ProbePrefetch())
 	// The monitor's socket -> process scan (iter/task_file, 5.8+).
 	add(SockOwnerFeature, "TCP monitor finds socket owners by reading every /proc/*/fd link (~3.6 us a descriptor)", false, sockowner.Probe())
+	// Process events from the scheduler's tracepoints (tp_btf, ring buffer):
+	// the task engine's source where the proc connector delivers none.
+	add(ProcEventsFeature, "process rules (exe, comm, tasks) applied by a 1 s /proc scan where the proc connector delivers nothing (a daemon outside the initial network namespace)", false, procevents.Probe())
 	// LEDBAT++ for the background lane, the same way.
 	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
 	// The kernel's own EDF for the realtime lane (a BPF qdisc: 6.16+ with
@@ -339,7 +344,7 @@ func probeSystem() []Feature {
 		Fallback: "device queue shortened with a small txqueuelen instead"})
 
 	// proc connector: needs CAP_NET_ADMIN to bind to the proc group.
-	pc := Feature{Name: "proc-connector", Group: "system", Fallback: "process rules applied by a 1 s /proc scan"}
+	pc := Feature{Name: "proc-connector", Group: "system", Fallback: "process events from the lanes process event programs (tracepoints), else a 1 s /proc scan"}
 	if fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_CONNECTOR); err != nil {
 		pc.Detail = err.Error()
 	} else {

@@ -1,7 +1,7 @@
 // wclamp.go probes whether sock_ops may set TCP_WINDOW_CLAMP with
 // bpf_setsockopt, which rLEDBAT needs (internal/bpf/sockops/rledbat.h): the
-// kernel allows it from 5.11 (commit cb81110997d1 "bpf: Adds support for
-// setting window clamp"); before, bpf_setsockopt returns -EINVAL. The
+// kernel allows it from 5.11 ("bpf: Adds support for setting window
+// clamp"); before, bpf_setsockopt returns -EINVAL. The
 // probe asks the kernel itself: a tiny sock_ops program attached at the
 // cgroup v2 root calls bpf_setsockopt(SOL_TCP, TCP_WINDOW_CLAMP) on one
 // loopback connection made in a scratch network namespace and records what

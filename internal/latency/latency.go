@@ -14,10 +14,11 @@
 //
 // Note: the hot path stays out of the Go runtime. The sleep is a raw
 // clock_nanosleep (syscall.RawSyscall6: no entersyscall/exitsyscall, so the
-// woken thread never has to win its P back), the timestamp is the vDSO
-// clock_gettime(CLOCK_MONOTONIC) as cyclictest reads it (runtime.nanotime),
-// and every function of the loop is go:nosplit, so it has no stack check
-// where a cooperative preemption could park the thread. The goroutine
+// woken thread never has to win its P back), the timestamp a raw
+// clock_gettime(CLOCK_MONOTONIC) (monoclock.NowNoSplit; cyclictest reads the
+// same clock through the vDSO, which Go reaches only through a function with
+// a stack check), and every function of the loop is go:nosplit, so it has
+// no stack check where a cooperative preemption could park the thread. The goroutine
 // therefore keeps its P for the whole run: Run raises GOMAXPROCS so the rest
 // of the process still has Ps, and turns the garbage collector off (a
 // stop-the-world would wait for a thread that never reaches a safe point).
@@ -44,6 +45,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/pmqos"
 )
 
@@ -285,10 +287,10 @@ func measure(c Config, cpu, loops int, h *hist, stop <-chan struct{}) (int, erro
 //
 //go:nosplit
 func hotLoop(period int64, loops int, h *hist, stopped *atomic.Bool) {
-	next := monoNow() + period
+	next := monoclock.NowNoSplit() + period
 	for i := 0; i < loops && !stopped.Load(); i++ {
 		sleepUntil(next)
-		h.add(monoNow() - next)
+		h.add(monoclock.NowNoSplit() - next)
 		next += period
 	}
 }
@@ -313,15 +315,6 @@ func SetThreadPolicy(tid int, policy string, prio int) error {
 	}
 	return nil
 }
-
-// monoNow is CLOCK_MONOTONIC in ns through the vDSO, as cyclictest reads
-// it: the runtime's nanotime is exactly clock_gettime(CLOCK_MONOTONIC).
-//
-//go:nosplit
-func monoNow() int64 { return nanotime() }
-
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
 
 // timespec is struct timespec of a 64-bit kernel ABI (amd64, arm64).
 type timespec struct{ sec, nsec int64 }

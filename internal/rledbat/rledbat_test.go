@@ -121,7 +121,7 @@ func windowClamp(t *testing.T, c *net.TCPConn) int {
 // most, and returns the last reading. The kernel's receive autotuning may
 // raise the clamp between a step and the read (tcp_rcv_space_adjust makes
 // window_clamp follow a grown receive buffer: 532527 read after a yield's
-// 130966 was set, once in CI, bad6a64); the controller sets it again at
+// 130966 was set, once in CI); the controller sets it again at
 // its next step.
 func clampAfterStep(ctl *Controller, c *net.TCPConn, want uint32) int {
 	got := 0

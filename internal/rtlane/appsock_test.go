@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 // requireAttach skips where the kernel lacks what attaching needs.
@@ -44,7 +44,7 @@ func TestOwnSocketCarriesDatagrams(t *testing.T) {
 		return err
 	})
 	defer app.Close()
-	c, err := rtclient.Dial(b.cfg.Socket)
+	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestOwnSocketIPv6Replies(t *testing.T) {
 			_, _ = echo.WriteToUDPAddrPort(buf[:k], from)
 		}
 	}()
-	c, err := rtclient.Dial(cfg.Socket)
+	c, err := rt.Dial(cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestCorkedSocketNotSent(t *testing.T) {
 	defer srv.Close()
 	runStarted(t, l)
 	requireAttach(t, l)
-	c, err := rtclient.Dial(cfg.Socket)
+	c, err := rt.Dial(cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}

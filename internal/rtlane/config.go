@@ -8,6 +8,8 @@
 //	  reserve: 1514B        # non-preemptible bytes ahead of us: frame on the wire, device queue
 //	  overhead: 42B         # per-datagram bytes added on the wire (Ethernet+IPv4+UDP)
 //	  max_queue: 10000      # packets; beyond this requests are refused
+//	  max_queue_bytes: 8MiB # payload bytes lanes-rtd holds, allocated at its start
+//	  client_requests: 4000 # requests/s of one uid not root (a connection: half)
 //	  max_conns: 256        # client connections in total ...
 //	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
 //	  release_priority: 10  # SCHED_FIFO of lanes-rtd, the data path; 0 = normal
@@ -67,6 +69,14 @@ type Config struct {
 	Overhead config.Bytes `yaml:"overhead"`
 	// MaxQueue bounds the number of queued packets.
 	MaxQueue int `yaml:"max_queue"`
+	// MaxQueueBytes bounds the queued payload bytes: lanes-rtd allocates
+	// (and locks) this much at its start and never more. A connection not
+	// root's holds at most 1/8 of it and of max_queue, a uid 1/4, and
+	// root keeps 1/8 for itself (docs/realtime.md, "Shares and pacing").
+	MaxQueueBytes config.Bytes `yaml:"max_queue_bytes"`
+	// ClientRequests paces the requests of a uid not root, per second
+	// (a burst of 64 ahead); one connection gets half. 0: not paced.
+	ClientRequests int `yaml:"client_requests"`
 	// ReleasePriority is the SCHED_FIFO priority of lanes-rtd, the data
 	// path (0 = normal scheduling). Falls back to normal with a warning.
 	// Best above the clients' own priorities: a thread below the client
@@ -107,6 +117,10 @@ func DefaultConfig() Config {
 		Reserve:  1514,
 		Overhead: 42,
 		MaxQueue: 10000,
+		// 8 MiB: 67 ms of the queue at 1 Gbit/s; 128 max-size
+		// datagrams for one connection, 32 of 65,507 bytes.
+		MaxQueueBytes:  8 << 20,
+		ClientRequests: 4000,
 		// Above ordinary SCHED_FIFO tasks at 1..9, below kernel threads
 		// and the lanes task policy's usual 50+.
 		ReleasePriority:      10,
@@ -142,6 +156,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueue < 1 || c.MaxQueue > 1_000_000 {
 		return config.Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
+	}
+	if c.MaxQueueBytes < 1<<20 || c.MaxQueueBytes > 1<<30 {
+		return config.Errorf("max_queue_bytes", "%v not in 1MiB..1GiB (a connection's share, 1/8, holds a datagram of 64KiB)", c.MaxQueueBytes)
+	}
+	if c.ClientRequests < 0 || c.ClientRequests > 1_000_000 {
+		return config.Errorf("client_requests", "%d not in 0..1000000 (0: not paced)", c.ClientRequests)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 4096 {
 		return config.Errorf("max_conns", "%d not in 1..4096", c.MaxConns)

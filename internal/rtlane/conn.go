@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/peercred"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
@@ -146,7 +147,7 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 // error and closes it. Shut down and drained first: closing a socket with
 // unread requests would reset the peer's, losing the error reply.
 func refuse(fd int) {
-	b := wire.AppendReply(nil, &wire.Reply{Type: wire.TypeError, Reason: wire.ReasonBusy, Time: uint64(Monotonic())})
+	b := wire.AppendReply(nil, &wire.Reply{Type: wire.TypeError, Reason: wire.ReasonBusy, Time: uint64(monoclock.Now())})
 	_ = unix.Sendmsg(fd, b, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	_ = unix.Shutdown(fd, unix.SHUT_RDWR)
 	var buf [64]byte
@@ -232,7 +233,7 @@ func (c *conn) serve() {
 // attaches are refused (not-granted, counted), stats are given.
 func (c *conn) answer(msg []byte, flags int) wire.Reply {
 	req, perr := wire.ParseRequest(msg)
-	rep := wire.Reply{Type: wire.TypeReject, Flow: req.Flow, Seq: req.Seq, Time: uint64(Monotonic())}
+	rep := wire.Reply{Type: wire.TypeReject, Flow: req.Flow, Seq: req.Seq, Time: uint64(monoclock.Now())}
 	switch {
 	case flags&unix.MSG_TRUNC != 0 || len(msg) > wire.RequestSize+wire.MaxPayload:
 		rep.Reason = wire.ReasonTooBig

@@ -51,7 +51,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	_ "unsafe" // go:linkname
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -59,15 +58,6 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
-
-// Monotonic returns CLOCK_MONOTONIC in nanoseconds, the clock of
-// deadlines: the runtime's nanotime, which reads exactly that clock
-// through the vDSO (~30 ns where the clock_gettime system call costs
-// ~400 ns on the project's VM).
-func Monotonic() int64 { return nanotime() }
-
-//go:linkname nanotime runtime.nanotime
-func nanotime() int64
 
 // EventKind is a point in a datagram's life, for traces (the lab's
 // timestamps 2 and 3: enqueue and dequeue).
@@ -126,7 +116,25 @@ type Snapshot struct {
 	DataPath string `json:"data_path"`
 	// Error: why the counters are incomplete (lanes-rtd did not answer).
 	Error string `json:"error,omitempty"`
+	// Helper: lanes-rtd's own figures (its memory, allocations, full
+	// sockets); absent without it.
+	Helper *HelperStats `json:"helper,omitempty"`
 	connStats
+}
+
+// HelperStats are lanes-rtd's own figures.
+type HelperStats struct {
+	// PoolBytes is the payload pool (max_queue_bytes), allocated once;
+	// PoolFree what of it no queued datagram holds.
+	PoolBytes uint64 `json:"pool_bytes"`
+	PoolFree  uint64 `json:"pool_free"`
+	// Allocs counts lanes-rtd's allocations since it started: at start,
+	// per connection and per STATS reply it could not send at once, never
+	// per request.
+	Allocs uint64 `json:"allocs"`
+	// SendFull counts datagrams a full socket refused (EAGAIN): dropped
+	// with send-error, never waited for.
+	SendFull uint64 `json:"send_full"`
 }
 
 type flowKey struct{ uid, flow uint32 }
@@ -322,10 +330,11 @@ func listenSeqpacket(path string) (int, error) {
 	return fd, nil
 }
 
-// openSender opens an unconnected, blocking UDP socket for lanes-rtd; class
-// selects SO_PRIORITY = the realtime classid (needs CAP_NET_ADMIN) rather
-// than TC_PRIO_INTERACTIVE. A large send buffer and a 2 ms send timeout:
-// datagrams stay charged to the socket until the device frees them.
+// openSender opens an unconnected UDP socket for lanes-rtd; class selects
+// SO_PRIORITY = the realtime classid (needs CAP_NET_ADMIN) rather than
+// TC_PRIO_INTERACTIVE. A large send buffer: datagrams stay charged to the
+// socket until the device frees them. lanes-rtd sends with MSG_DONTWAIT
+// and never waits for room (a full socket fails that datagram, counted).
 func openSender(af int, class bool) (int, error) {
 	fd, err := unix.Socket(af, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -342,8 +351,6 @@ func openSender(af int, class bool) (int, error) {
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	}
-	tv := unix.NsecToTimeval(2_000_000)
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	return fd, nil
 }
 
@@ -673,6 +680,24 @@ func (l *Lane) setRoute(a netip.Addr, c bool) bool {
 	m[a] = c
 	l.routes.Store(&m)
 	return true
+}
+
+// forgetRoute drops a destination lanes-rtd no longer holds (unused, or
+// displaced): it is not re-resolved any more.
+func (l *Lane) forgetRoute(a netip.Addr) {
+	l.routeMu.Lock()
+	defer l.routeMu.Unlock()
+	old := *l.routes.Load()
+	if _, ok := old[a]; !ok || !a.IsValid() {
+		return
+	}
+	m := make(map[netip.Addr]bool, len(old))
+	for k, v := range old {
+		if k != a {
+			m[k] = v
+		}
+	}
+	l.routes.Store(&m)
 }
 
 // refreshRoutes answers lookups for new destinations and re-resolves every

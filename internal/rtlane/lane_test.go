@@ -31,10 +31,11 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/pmqos"
-	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -287,7 +288,7 @@ func TestDeadlinesUnderBulk(t *testing.T) {
 	b.p.A.Do(t, func() error { return setGSOSegs(b.p.LinkA, 1) })
 	b.bulk(t)
 	time.Sleep(300 * time.Millisecond) // let TCP fill the interactive queue
-	c, err := rtclient.Dial(b.cfg.Socket)
+	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,21 +315,21 @@ func TestDeadlinesUnderBulk(t *testing.T) {
 // sendDeadlineFlows sends two flows for 1.5 s, every 3 ms: flow 1 a burst
 // of 3 with a 10 ms deadline, flow 2 one with 1 ms; it returns each
 // datagram's admission by flow and sequence number.
-func sendDeadlineFlows(t *testing.T, c *rtclient.Client, dst netip.AddrPort) map[[2]uint32]rtclient.Result {
+func sendDeadlineFlows(t *testing.T, c *rt.Client, dst netip.AddrPort) map[[2]uint32]rt.Result {
 	type flowSpec struct {
 		id       uint32
 		deadline time.Duration
 		burst    int
 	}
 	flows := []flowSpec{{1, 10 * time.Millisecond, 3}, {2, time.Millisecond, 1}}
-	results := map[[2]uint32]rtclient.Result{}
+	results := map[[2]uint32]rt.Result{}
 	var seq [3]uint32
 	end := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(end) {
 		for _, f := range flows {
 			for i := 0; i < f.burst; i++ {
 				seq[f.id]++
-				now := Monotonic()
+				now := monoclock.Now()
 				d := now + int64(f.deadline)
 				res, err := c.Send(f.id, dst, d, payload(1400, f.id, seq[f.id], d, now))
 				if err != nil {
@@ -344,7 +345,7 @@ func sendDeadlineFlows(t *testing.T, c *rtclient.Client, dst netip.AddrPort) map
 
 // checkDeadlineAccounting: the client's admissions, the daemon's counters
 // and the drop notices agree, and most datagrams were admitted.
-func checkDeadlineAccounting(t *testing.T, results map[[2]uint32]rtclient.Result, notices []rtclient.Notice, st Snapshot) {
+func checkDeadlineAccounting(t *testing.T, results map[[2]uint32]rt.Result, notices []rt.Notice, st Snapshot) {
 	admitted := 0
 	for _, r := range results {
 		if r.Admitted {
@@ -367,7 +368,7 @@ func checkDeadlineAccounting(t *testing.T, results map[[2]uint32]rtclient.Result
 
 // checkDeadlineArrivals: every sent datagram arrives, none that was
 // refused or dropped does, and few after their deadline.
-func checkDeadlineArrivals(t *testing.T, arr []arrival, results map[[2]uint32]rtclient.Result, st Snapshot) {
+func checkDeadlineArrivals(t *testing.T, arr []arrival, results map[[2]uint32]rt.Result, st Snapshot) {
 	if uint64(len(arr)) != st.Totals.Sent {
 		t.Errorf("%d arrivals, %d sent", len(arr), st.Totals.Sent)
 	}
@@ -411,7 +412,7 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 		t.Skip("integration test")
 	}
 	b := newBed(t, 1_000_000, nil) // 950 kbit/s: 1442 B take 12.1 ms
-	c, err := rtclient.Dial(b.cfg.Socket)
+	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 	if _, err := c.Stats(); err != nil { // warm the connection up
 		t.Fatal(err)
 	}
-	d := Monotonic() + int64(80*time.Millisecond)
+	d := monoclock.Now() + int64(80*time.Millisecond)
 	var adm, own, displ int
 	for i := 1; i <= 20; i++ {
 		res, err := c.Send(1, b.rx.Addr, d, payload(1400, 1, uint32(i), d, 0))
@@ -434,7 +435,7 @@ func TestAdmissionRefusesOverload(t *testing.T) {
 		case res.Reason == wire.ReasonDisplaces:
 			displ++
 		default:
-			t.Errorf("unexpected reason %s", res.ReasonString())
+			t.Errorf("unexpected reason %s", res.Reason.String())
 		}
 	}
 	// 80 ms minus the reserve frame (12.7 ms) fits at most 5 frames of 12.1 ms.
@@ -467,12 +468,12 @@ func TestDisplacementRefused(t *testing.T) {
 	// 100 kbit/s: a 1,400 B datagram takes 115 ms, long enough to reason on
 	// a loaded machine.
 	b := newBed(t, 0, func(c *Config) { c.Rate = 100_000; c.Reserve = 0; c.Backlog = 1514 })
-	c, err := rtclient.Dial(b.cfg.Socket)
+	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	now := Monotonic()
+	now := monoclock.Now()
 	ms := int64(time.Millisecond)
 	// First: released at once, on the wire until now+115 ms; with a
 	// one-frame backlog bound nothing else is released before that.
@@ -488,7 +489,7 @@ func TestDisplacementRefused(t *testing.T) {
 		t.Fatalf("admissions %v %v %v", r1, r2, r3)
 	}
 	if r4.Admitted || r4.Reason != wire.ReasonDisplaces {
-		t.Fatalf("displacing packet: %+v (%s)", r4, r4.ReasonString())
+		t.Fatalf("displacing packet: %+v (%s)", r4, r4.Reason.String())
 	}
 	time.Sleep(250 * time.Millisecond)
 	arr := b.collect(t)
@@ -510,7 +511,7 @@ func TestNoQdiscPath(t *testing.T) {
 	if b.lane.lookupClass(b.rx.Addr.Addr()) {
 		t.Error("lookupClass says lanes tree without one")
 	}
-	c, err := rtclient.Dial(b.cfg.Socket)
+	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +571,7 @@ func TestHelperClient(t *testing.T) {
 	if sock == "" {
 		t.Skip("only run by TestNotGranted")
 	}
-	c, err := rtclient.Dial(sock)
+	c, err := rt.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +579,7 @@ func TestHelperClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Stdout.WriteString("reason=" + res.ReasonString() + "\n")
+	os.Stdout.WriteString("reason=" + res.Reason.String() + "\n")
 }
 
 // TestCloseRemovesSocket: the socket file goes with the lane.
@@ -626,11 +627,11 @@ func TestWakeLatencyHeldWhileGranted(t *testing.T) {
 	if st := b.lane.Stats(); st.PMLatencyUS != -1 {
 		t.Fatalf("held %d µs with no client connected", st.PMLatencyUS)
 	}
-	c1, err := rtclient.Dial(b.cfg.Socket)
+	c1, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := rtclient.Dial(b.cfg.Socket)
+	c2, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -753,7 +754,7 @@ func TestHelperPriorityClient(t *testing.T) {
 		t.Skip("only run by TestReaderFollowsClientPriority")
 	}
 	runtime.LockOSThread()
-	c, err := rtclient.Dial(sock)
+	c, err := rt.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

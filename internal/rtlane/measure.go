@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/monoclock"
 )
 
 // Arrival is one received datagram.
@@ -101,7 +103,7 @@ func (r *Receiver) Read() (Arrival, error) {
 	for err == unix.EINTR {
 		n, oobn, _, from, err = unix.Recvmsg(r.fd, r.buf, r.oob, 0)
 	}
-	user := Monotonic()
+	user := monoclock.Now()
 	if err != nil {
 		return Arrival{}, err
 	}

@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
 
@@ -69,11 +70,12 @@ const (
 	rtdForward     = 0x83
 	rtdClosed      = 0x84
 	rtdCounters    = 0x85
+	rtdForget      = 0x86
 
 	rtdEnabled  = 0x1
 	rtdAttachOK = 0x2
 
-	rtdReasons = 16
+	rtdReasons = 32
 )
 
 type rtdHdr struct{ Type, Conn uint32 }
@@ -82,7 +84,8 @@ type rtdConfigMsg struct {
 	H                                rtdHdr
 	RateBps, NetnsCookie             uint64
 	Overhead, Backlog, Reserve, MaxQ uint32
-	Flags, ClassPrio, PlainPrio, Pad uint32
+	Flags, ClassPrio, PlainPrio      uint32
+	QueueBytes, Requests, Pad        uint32
 }
 
 type rtdConnMsg struct {
@@ -118,6 +121,9 @@ type rtdCountersMsg struct {
 	RateBps             uint64
 	AppSocks            int64
 	LostNotices, LostEv uint64
+	Allocs              uint64
+	PoolBytes, PoolFree uint64
+	SendFull            uint64
 	Totals              rtdFlow
 }
 
@@ -263,7 +269,8 @@ func (l *Lane) configureHelper(p *rtdProc) error {
 func (l *Lane) sendConfig(p *rtdProc) error {
 	m := rtdConfigMsg{H: rtdHdr{Type: rtdConfig}, RateBps: l.rate.Load(), NetnsCookie: l.netns,
 		Overhead: uint32(l.cfg.Overhead), Backlog: uint32(l.cfg.Backlog), Reserve: uint32(l.cfg.Reserve),
-		MaxQ: uint32(l.cfg.MaxQueue), ClassPrio: lane.Realtime.ClassID(), PlainPrio: 6}
+		MaxQ: uint32(l.cfg.MaxQueue), ClassPrio: lane.Realtime.ClassID(), PlainPrio: 6,
+		QueueBytes: uint32(l.cfg.MaxQueueBytes), Requests: uint32(l.cfg.ClientRequests)}
 	if l.cfg.Enabled {
 		m.Flags |= rtdEnabled
 	}
@@ -329,6 +336,11 @@ func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 		go l.answerForward(p, h.Conn, msg)
 	case rtdClosed:
 		l.helperClosed(h.Conn)
+	case rtdForget:
+		var r rtdRouteMsg
+		if _, err := binary.Decode(msg, binary.NativeEndian, &r); err == nil {
+			l.forgetRoute(routeAddr(r))
+		}
 	case rtdCounters:
 		select {
 		case p.answers <- msg:
@@ -356,7 +368,7 @@ func (l *Lane) answerForward(p *rtdProc, id uint32, msg []byte) {
 	_, _ = binary.Decode(msg, binary.NativeEndian, &f)
 	req, _ := wire.ParseRequest(msg[binary.Size(f):])
 	rep := wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: l.statsBody(f.UID),
-		Time: uint64(Monotonic())}
+		Time: uint64(monoclock.Now())}
 	out := binary.NativeEndian.AppendUint32(nil, rtdReply)
 	out = binary.NativeEndian.AppendUint32(out, id)
 	out = wire.AppendReply(out, &rep)
@@ -424,6 +436,7 @@ func (l *Lane) helperStats(p *rtdProc) (Snapshot, error) {
 		s.RateBps, s.Depth, s.BacklogNs = m.RateBps, int(m.Depth), m.QueuedNs
 		s.Totals = m.Totals.counters()
 		s.AppSocks = m.AppSocks
+		s.Helper = &HelperStats{PoolBytes: m.PoolBytes, PoolFree: m.PoolFree, Allocs: m.Allocs, SendFull: m.SendFull}
 		for i := 0; i < int(m.NFlows); i++ {
 			var f rtdFlow
 			k, err := binary.Decode(msg[off:], binary.NativeEndian, &f)
@@ -565,7 +578,7 @@ func (p *rtdProc) close() {
 // the attached sockets are lanes-rtd's alone, the counters the sum of
 // both, flow by flow.
 func (s *Snapshot) merge(h Snapshot) {
-	s.RateBps, s.Depth, s.BacklogNs, s.AppSocks = h.RateBps, h.Depth, h.BacklogNs, h.AppSocks
+	s.RateBps, s.Depth, s.BacklogNs, s.AppSocks, s.Helper = h.RateBps, h.Depth, h.BacklogNs, h.AppSocks, h.Helper
 	s.Totals.add(h.Totals)
 	at := map[flowKey]int{}
 	for i, f := range s.Flows {

@@ -82,9 +82,21 @@ func OpenConnector() (*Connector, error) {
 	}
 	if err := c.control(procCnMcastListen); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("proc connector listen (kernel without CONFIG_PROC_EVENTS?): %w", err)
+		return nil, fmt.Errorf("proc connector listen (%s): %w", connectorHint(), err)
 	}
 	return c, nil
+}
+
+// connectorHint says why the connector is likely missing: the kernel
+// delivers process events only to the initial network namespace, so a
+// daemon in another one has none whatever the kernel was built with.
+func connectorHint() string {
+	self, err1 := os.Readlink("/proc/self/ns/net")
+	init, err2 := os.Readlink("/proc/1/ns/net")
+	if err1 == nil && err2 == nil && self != init {
+		return "this network namespace is not the initial one, where the kernel sends process events"
+	}
+	return "kernel without CONFIG_PROC_EVENTS, or without CAP_NET_ADMIN"
 }
 
 func (c *Connector) control(op uint32) error {

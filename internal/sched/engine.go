@@ -10,9 +10,11 @@
 //   - comm (process)  -> re-matched (rules on comm)
 //   - exit            -> forgotten
 //
-// Without the proc connector (no CONFIG_PROC_EVENTS, no CAP_NET_ADMIN) or
-// when asked to, it polls /proc instead, which is the baseline the connector
-// is compared with. Close puts every tracked process back as it was (policy,
+// Without the proc connector (no CONFIG_PROC_EVENTS, no CAP_NET_ADMIN, or a
+// network namespace other than the initial one, which the kernel sends no
+// events to) the events come from BPF programs on the scheduler's
+// tracepoints (bpfevents.go); without both, or when asked to, it polls
+// /proc, which is the baseline the connector is compared with. Close puts every tracked process back as it was (policy,
 // affinity, cgroup) and removes the engine's cgroups.
 package sched
 
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,7 +91,7 @@ type Engine struct {
 	demotions int
 	lastDemo  string // reason of the last watchdog demotion
 	mode      string
-	conn      *Connector
+	conn      eventSource
 	wd        *watchdog
 	closed    bool
 }
@@ -147,18 +150,18 @@ func (e *Engine) Run(ctx context.Context) error {
 
 func (e *Engine) watch(ctx context.Context) error {
 	if e.opt.Poll <= 0 {
-		conn, err := OpenConnector()
+		src, mode, err := e.openSource()
 		if err == nil {
 			e.mu.Lock()
-			e.conn = conn
+			e.conn = src
 			e.mu.Unlock()
 			e.scan("scan")
 			e.mu.Lock()
-			e.mode = "netlink" // ready: subscribed and scanned
+			e.mode = mode // ready: subscribed and scanned
 			e.mu.Unlock()
-			return e.listen(ctx, conn)
+			return e.listen(ctx, src)
 		}
-		e.log.Warn("proc connector unavailable, polling /proc every 1s", "err", err)
+		e.log.Warn("no process events, polling /proc every 1s", "err", err)
 		e.opt.Poll = time.Second
 	}
 	e.scan("scan")
@@ -177,6 +180,21 @@ func (e *Engine) watch(ctx context.Context) error {
 	}
 }
 
+// openSource subscribes to process events: the proc connector, else the
+// BPF tracepoint programs; it names the one it took.
+func (e *Engine) openSource() (eventSource, string, error) {
+	conn, cerr := OpenConnector()
+	if cerr == nil {
+		return conn, "netlink", nil
+	}
+	src, berr := openBPFSource()
+	if berr == nil {
+		e.log.Info("process events from BPF tracepoints", "proc_connector", cerr)
+		return src, "bpf tracepoints", nil
+	}
+	return nil, "", fmt.Errorf("%w; BPF tracepoints: %w", cerr, berr)
+}
+
 func (e *Engine) hasRT() bool {
 	for _, r := range e.rules.rules {
 		if r.IsRT() {
@@ -186,7 +204,7 @@ func (e *Engine) hasRT() bool {
 	return false
 }
 
-func (e *Engine) listen(ctx context.Context, conn *Connector) error {
+func (e *Engine) listen(ctx context.Context, conn eventSource) error {
 	if err := conn.SetReadTimeout(200 * time.Millisecond); err != nil {
 		return fmt.Errorf("proc connector timeout: %w", err)
 	}
@@ -309,7 +327,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		e.promoted++
 	}
 	if sinceNS > 0 {
-		a.Reaction = time.Duration(monoNow() - sinceNS)
+		a.Reaction = time.Duration(monoclock.Now() - sinceNS)
 		if err == nil && len(e.reactions) < 100000 {
 			e.reactions = append(e.reactions, a.Reaction)
 		}
@@ -464,7 +482,7 @@ func (e *Engine) demoteAll(reason string) int {
 
 // Status is a snapshot for `lanes status` and tests.
 type Status struct {
-	Mode       string  `json:"mode"` // netlink or poll <interval>
+	Mode       string  `json:"mode"` // netlink, bpf tracepoints or poll <interval>
 	Rules      int     `json:"rules"`
 	Tracked    []Task  `json:"tracked"`
 	Applied    int     `json:"applied"` // reactions measured
@@ -531,12 +549,6 @@ func (e *Engine) Close() error {
 		errs = append(errs, e.conn.Close())
 	}
 	return errors.Join(errs...)
-}
-
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
 }
 
 // startTimeMono converts a process's start time (/proc/PID/stat field 22,

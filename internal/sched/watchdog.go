@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/monoclock"
 )
 
 type watchdog struct {
@@ -35,7 +37,7 @@ func newWatchdog(cfg Watchdog, prio int, demote func(string) int, log *slog.Logg
 }
 
 func (w *watchdog) run(ctx context.Context) {
-	now := monoNow()
+	now := monoclock.Now()
 	for cpu := range w.last {
 		w.last[cpu].Store(now)
 		go w.canary(ctx, cpu)
@@ -58,7 +60,7 @@ func (w *watchdog) canary(ctx context.Context, cpu int) {
 	_ = unix.SchedSetAttr(0, &a, 0)
 	ts := unix.NsecToTimespec(w.cfg.Interval.D().Nanoseconds())
 	for ctx.Err() == nil {
-		w.last[cpu].Store(monoNow())
+		w.last[cpu].Store(monoclock.Now())
 		_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, nil)
 	}
 }
@@ -75,7 +77,7 @@ func (w *watchdog) check(ctx context.Context) {
 	starve := w.cfg.Starve.D().Nanoseconds()
 	for ctx.Err() == nil {
 		_ = unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, nil)
-		now := monoNow()
+		now := monoclock.Now()
 		for cpu := range w.last {
 			gap := now - w.last[cpu].Load()
 			if gap <= starve {

@@ -24,6 +24,7 @@
 package tcpmon
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -238,11 +239,12 @@ func cBytes(b []byte) []byte {
 
 // diagConn is a NETLINK_SOCK_DIAG socket with its receive buffer.
 type diagConn struct {
-	fd  int
-	seq uint32
-	buf []byte
-	req []byte
-	sk  Sock
+	fd    int
+	seq   uint32
+	proto uint8 // IPPROTO_*: 0 is TCP
+	buf   []byte
+	req   []byte
+	sk    Sock
 	// bytecode is an inet_diag filter program run by the kernel on each
 	// socket before it fills the answer (see diagFilter); nil: none.
 	bytecode []byte
@@ -317,6 +319,21 @@ func inNetNS[T any](ns netns.NsHandle, fn func() (T, error)) (T, error) {
 
 func (c *diagConn) Close() error { return unix.Close(c.fd) }
 
+// DumpSockets calls fn for every socket of protocol proto (IPPROTO_TCP or
+// IPPROTO_UDP), IPv4 and IPv6, in the calling thread's network namespace,
+// with its cookie, inode, uid and cgroup id (fn must not keep the *Sock).
+// One walk per family: the daemon's live moves look sockets up by inode.
+func DumpSockets(proto uint8, fn func(*Sock)) error {
+	c, err := openDiag(netns.None())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.proto = proto
+	c.noCompat = proto != unix.IPPROTO_TCP // TCPDIAG_GETSOCK is TCP's alone
+	return c.dumpAll(0xfff, false, fn)
+}
+
 // dumpAll asks for the TCP sockets of both address families in the states
 // mask and calls fn for each (fn must not keep the *Sock).
 //
@@ -386,7 +403,7 @@ func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)
 		// struct inet_diag_req_v2: family, protocol, ext, pad, states, id.
 		r = r[:nlmsgHdrLen+diagReqLen]
 		q[0] = family
-		q[1] = unix.IPPROTO_TCP
+		q[1] = cmp.Or(c.proto, unix.IPPROTO_TCP)
 		q[2] = diagExt
 		ne.PutUint32(q[4:], states)
 		idOff = 8

@@ -2,9 +2,9 @@
 // table (holdGC). A collection that starts while the table fills ends
 // only when the fill does (every flow written gives it more to mark) and
 // its idle worker spins on the other core meanwhile (78-81 ms of CPU at
-// 100,000 sockets, 17872f5); a forced collection before the fill
+// 100,000 sockets); a forced collection before the fill
 // instead marked the whole heap on the sampler's own path (4-18 ms at
-// 100,000 sockets in the benchmark, 8439940). Held off, the process's
+// 100,000 sockets in the benchmark). Held off, the process's
 // next collection comes after the first sample, in the time between two
 // samples.
 package tcpmon

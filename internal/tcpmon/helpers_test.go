@@ -25,7 +25,7 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-//go:generate clang -O2 -g -Wall -target bpf -I/usr/include/x86_64-linux-gnu -fdebug-compilation-dir=. -c testdata/cwndclamp.c -o testdata/cwndclamp.o
+//go:generate sh -c "clang-19 -target bpf -mcpu=v1 -nostdinc -I../bpf/include -O2 -g -Wall -Werror -fno-ident -fdebug-compilation-dir=. -c testdata/cwndclamp.c -o testdata/cwndclamp.o && llvm-strip-19 -g testdata/cwndclamp.o"
 
 // sink is a TCP server that reads and counts everything it receives.
 type sink struct {

@@ -535,10 +535,10 @@ func (s *Sampler) trackedOutput(now time.Time) {
 // process, with an interrupt to the other core when the read-ahead
 // goroutine ran there (~110 ms of system time at 100,000 sockets, perf:
 // do_wp_page, flush_tlb_mm_range; the reader was a collection's mark
-// workers, 0fe85ab, which is why the first walk now holds collections
+// workers, which is why the first walk now holds collections
 // off). Written first, each is a plain page fault. (One
 // madvise(MADV_POPULATE_WRITE) of the table instead cost the same,
-// 14-16 ms at 100,000 flows, 8439940; huge pages, MADV_HUGEPAGE, cost
+// 14-16 ms at 100,000 flows; huge pages, MADV_HUGEPAGE, cost
 // 84-97 ms here.)
 func writePages(fl []Flow) {
 	step := max(1, os.Getpagesize()/int(unsafe.Sizeof(Flow{})))

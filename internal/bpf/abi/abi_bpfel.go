@@ -122,7 +122,8 @@ const (
 	AbiOpsCounterOPS_YIELD          AbiOpsCounter = 19
 	AbiOpsCounterOPS_COOP_RWND      AbiOpsCounter = 20
 	AbiOpsCounterOPS_BG_CC_KEPT     AbiOpsCounter = 21
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 22
+	AbiOpsCounterOPS_BG_LEFT        AbiOpsCounter = 22
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 23
 )
 
 // Names of all BPF objects in the ELF.

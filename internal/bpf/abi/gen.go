@@ -6,4 +6,4 @@
 // name tables against the header.
 package abi
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type lane -type lane_class -type match_kind -type ops_counter -type flow_key -type dst_key -type counter Abi abi.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type lane -type lane_class -type match_kind -type ops_counter -type flow_key -type dst_key -type counter Abi abi.c -- -nostdinc -I../include -O2 -g -Wall -Werror

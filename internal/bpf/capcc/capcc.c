@@ -66,48 +66,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "lanes_kernel.h"
+
 char __license[] SEC("license") = "GPL";
-
-/* Minimal kernel types, relocated against the running kernel's BTF (CO-RE). */
-struct sock {
-} __attribute__((preserve_access_index));
-
-struct tcp_sock {
-	__u32 snd_cwnd;
-	__u32 snd_cwnd_clamp;
-	__u32 snd_ssthresh;
-} __attribute__((preserve_access_index));
 
 /* the clamp (and ssthresh) of a removed cap: sock_ops' CAP_NONE */
 #define CAP_NONE 0x7fffffff
-
-struct ack_sample {
-	__u32 pkts_acked;
-	__s32 rtt_us;
-	__u32 in_flight;
-} __attribute__((preserve_access_index));
-
-enum tcp_ca_event {
-	CA_EVENT_TX_START,
-	CA_EVENT_CWND_RESTART,
-	CA_EVENT_COMPLETE_CWR,
-	CA_EVENT_LOSS,
-	CA_EVENT_ECN_NO_CE,
-	CA_EVENT_ECN_IS_CE,
-};
-
-/* The members of struct tcp_congestion_ops that are set here; the loader
- * matches them to the kernel's by name. */
-struct tcp_congestion_ops {
-	__u32 (*ssthresh)(struct sock *sk);
-	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
-	void (*set_state)(struct sock *sk, __u8 new_state);
-	void (*cwnd_event)(struct sock *sk, enum tcp_ca_event ev);
-	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
-	__u32 (*undo_cwnd)(struct sock *sk);
-	void (*init)(struct sock *sk);
-	char name[16];
-};
 
 #ifndef bpf_ksym_exists
 #define bpf_ksym_exists(sym) (!!(sym))

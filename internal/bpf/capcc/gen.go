@@ -6,4 +6,4 @@
 // existing connection on its next ACK, cwnd-limited or not.
 package capcc
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types Capcc capcc.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -no-global-types Capcc capcc.c -- -nostdinc -I../include -O2 -g -Wall -Werror

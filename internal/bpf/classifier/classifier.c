@@ -49,7 +49,7 @@
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
-#include <linux/if_ether.h>
+#include "lanes_kernel.h"
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>

@@ -4,4 +4,4 @@
 // loads it, fills its maps and attaches it to the root HTB qdisc.
 package classifier
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel Classifier classifier.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel Classifier classifier.c -- -nostdinc -I../include -O2 -g -Wall -Werror

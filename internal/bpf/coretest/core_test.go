@@ -27,7 +27,7 @@
 // uses new kernel types (`make generate` first).
 package coretest
 
-//go:generate clang -target bpf -g -O2 -fdebug-compilation-dir=. -c testdata/models/linux-5.15.c -o testdata/models/linux-5.15.o
+//go:generate sh -c "clang-19 -target bpf -mcpu=v1 -nostdinc -O2 -g -Wall -Werror -fno-ident -fdebug-compilation-dir=. -c testdata/models/linux-5.15.c -o testdata/models/linux-5.15.o && llvm-strip-19 -g testdata/models/linux-5.15.o"
 
 import (
 	"encoding/binary"

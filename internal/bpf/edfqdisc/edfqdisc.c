@@ -46,72 +46,15 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#include "lanes_kernel.h"
 #include "edf_core.h"
 #include "lanes_abi.h"
 
 char __license[] SEC("license") = "GPL";
 
-#define NET_XMIT_SUCCESS 0
-#define NET_XMIT_DROP 1
 #define EDFQ_FIFO_CAP 1024 /* per FIFO lane, a power of two */
 #define EDFQ_SLOTS (EDF_CAP + 2 * EDFQ_FIFO_CAP)
 #define EDFQ_LATE_MAX 8
-
-/* Minimal kernel types, relocated against the running kernel's BTF (CO-RE). */
-struct sock_common {
-	__u16 skc_num;
-	__u16 skc_dport;
-} __attribute__((preserve_access_index));
-
-struct sock {
-	struct sock_common __sk_common;
-} __attribute__((preserve_access_index));
-
-struct sk_buff {
-	__u64 tstamp;
-	char cb[48];
-	unsigned int len;
-	struct sock *sk;
-} __attribute__((preserve_access_index));
-
-struct qdisc_skb_cb {
-	struct {
-		unsigned int pkt_len;
-		__u16 slave_dev_queue_mapping;
-		__u16 tc_classid;
-	};
-} __attribute__((preserve_access_index));
-
-struct qdisc_skb_head {
-	__u32 qlen;
-} __attribute__((preserve_access_index));
-
-struct gnet_stats_queue {
-	__u32 backlog;
-	__u32 drops;
-} __attribute__((preserve_access_index));
-
-struct Qdisc {
-	unsigned int limit;
-	struct qdisc_skb_head q;
-	struct gnet_stats_queue qstats;
-} __attribute__((preserve_access_index));
-
-struct bpf_sk_buff_ptr {
-	struct sk_buff *skb;
-} __attribute__((preserve_access_index));
-
-struct nlattr;
-struct netlink_ext_ack;
-
-struct Qdisc_ops {
-	char id[16];
-	int (*enqueue)(struct sk_buff *skb, struct Qdisc *sch, struct bpf_sk_buff_ptr *to_free);
-	struct sk_buff *(*dequeue)(struct Qdisc *sch);
-	int (*init)(struct Qdisc *sch, struct nlattr *arg, struct netlink_ext_ack *extack);
-	void (*reset)(struct Qdisc *sch);
-	void (*destroy)(struct Qdisc *sch);
-} __attribute__((preserve_access_index));
 
 void bpf_kfree_skb(struct sk_buff *p) __ksym;
 void bpf_qdisc_skb_drop(struct sk_buff *p, struct bpf_sk_buff_ptr *to_free) __ksym;

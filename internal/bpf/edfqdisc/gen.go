@@ -6,5 +6,5 @@
 // internal/edf's reference decision by decision.
 package edfqdisc
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type edf_step Step edf_step.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types -type edfq_config -type edfq_stats -type edfq_late Edfq edfqdisc.c -- -I/usr/include/x86_64-linux-gnu -I../include -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type edf_step Step edf_step.c -- -nostdinc -I../include -O2 -g -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -no-global-types -type edfq_config -type edfq_stats -type edfq_late Edfq edfqdisc.c -- -nostdinc -I../include -O2 -g -Wall -Werror

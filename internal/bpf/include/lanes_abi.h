@@ -72,7 +72,8 @@ enum ops_counter {
 	OPS_YIELD = 19,         /* background socket held down for the foreground */
 	OPS_COOP_RWND = 20,     /* downlink cap (coop receive window clamp) changed */
 	OPS_BG_CC_KEPT = 21,    /* app's TCP_CONGESTION on a background socket skipped */
-	OPS_COUNTERS = 22,
+	OPS_BG_LEFT = 22,       /* socket moved out of background: its own settings back */
+	OPS_COUNTERS = 23,
 };
 
 /*

@@ -33,6 +33,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
+#include "lanes_kernel.h"
 #include "ledbat_core.h"
 
 char __license[] SEC("license") = "GPL";
@@ -40,50 +41,6 @@ char __license[] SEC("license") = "GPL";
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
 } CFG = {.target_us = 25000};
-
-/* Minimal kernel types, relocated against the running kernel's BTF (CO-RE). */
-struct sock {
-} __attribute__((preserve_access_index));
-
-struct inet_connection_sock {
-	__u64 icsk_ca_priv[13];
-} __attribute__((preserve_access_index));
-
-struct tcp_sock {
-	__u32 snd_cwnd;
-	__u32 snd_cwnd_clamp;
-	__u32 snd_ssthresh;
-	__u32 srtt_us;
-	__u32 max_packets_out;
-	__u64 tcp_mstamp;
-	__u8 is_cwnd_limited : 1;
-} __attribute__((preserve_access_index));
-
-struct ack_sample {
-	__u32 pkts_acked;
-	__s32 rtt_us;
-	__u32 in_flight;
-} __attribute__((preserve_access_index));
-
-enum tcp_ca_event {
-	CA_EVENT_TX_START,
-	CA_EVENT_CWND_RESTART,
-	CA_EVENT_COMPLETE_CWR,
-	CA_EVENT_LOSS,
-	CA_EVENT_ECN_NO_CE,
-	CA_EVENT_ECN_IS_CE,
-};
-
-struct tcp_congestion_ops {
-	__u32 (*ssthresh)(struct sock *sk);
-	void (*cong_avoid)(struct sock *sk, __u32 ack, __u32 acked);
-	void (*set_state)(struct sock *sk, __u8 new_state);
-	void (*cwnd_event)(struct sock *sk, enum tcp_ca_event ev);
-	void (*pkts_acked)(struct sock *sk, const struct ack_sample *sample);
-	__u32 (*undo_cwnd)(struct sock *sk);
-	void (*init)(struct sock *sk);
-	char name[16];
-};
 
 /* the socket's state: LEDBAT++ and the window a clamp took away */
 struct lb {

@@ -5,7 +5,7 @@
 // namespace while it runs, unlike the namespace's inode.
 package netnscookie
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types Netnscookie netnscookie.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -no-global-types Netnscookie netnscookie.c -- -nostdinc -I../include -O2 -g -Wall -Werror
 
 import (
 	"bufio"

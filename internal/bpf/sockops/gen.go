@@ -6,4 +6,4 @@
 // loads it with the classifier's maps and attaches it at the cgroup v2 root.
 package sockops
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type sk_state Sockops sockops.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type sk_state Sockops sockops.c -- -nostdinc -I../include -O2 -g -Wall -Werror

@@ -38,22 +38,8 @@
 
 #include "../ledbat/ledbat_core.h"
 
-#define TCP_WINDOW_CLAMP 10
 #define RL_INIT_WND 10              /* packets, as an initial cwnd */
 #define RL_MAX_WND 65535            /* packets */
-
-struct rcv_rtt_est {
-	__u32 rtt_us; /* smoothed, << 3 */
-} __attribute__((preserve_access_index));
-
-struct tcp_sock {
-	__u32 rcv_nxt;
-	__u32 window_clamp;
-	__u16 advmss;
-	__u32 rcv_ooopack;
-	__u64 tcp_mstamp;
-	struct rcv_rtt_est rcv_rtt_est;
-} __attribute__((preserve_access_index));
 
 /* receive-side state of a background socket */
 struct rl_state {
@@ -183,6 +169,33 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		st->refused = 1; /* this kernel refuses it: leave the window alone */
 		bump(OPS_RWND_ERR);
 	}
+}
+
+/* RL_RELEASE: the window clamp a socket that left background gets back, in
+ * bytes; large enough to limit nothing (the receive buffer and its
+ * autotuning bound the window from there). */
+#define RL_RELEASE (RL_MAX_WND << 14)
+
+/* rledbat_leave releases the window clamp rLEDBAT applied to a socket that
+ * is no longer background (a move back to the foreground), once; its state
+ * starts over if it comes back. */
+static __always_inline void rledbat_leave(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct rl_state *st;
+	int val = RL_RELEASE;
+
+	if (!bsk || !CFG.rl_target_us)
+		return;
+	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
+	if (!st || !st->applied)
+		return;
+	st->applied = 0;
+	st->wnd = 0;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0)
+		bump(OPS_RWND_SET);
+	else
+		bump(OPS_RWND_ERR);
 }
 
 #endif

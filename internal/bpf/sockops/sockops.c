@@ -30,6 +30,10 @@
  *   - HDR_OPT_LEN_CB (each segment sent, when asked for): a background
  *     socket's receive window (rLEDBAT, rledbat.h), else the cooperative
  *     downlink cap (rwndcap.h): TCP_WINDOW_CLAMP from lanes_sock_rwnd.
+ *   - RTT_CB of a socket whose cookie names another lane after it was
+ *     background (a process or cgroup moved back, `lanes move`):
+ *     leave_background gives it its own congestion control and
+ *     TCP_NOTSENT_LOWAT back; its next segment releases rLEDBAT's window.
  *   - STATE_CB to TCP_CLOSE: drop the cookie's entries.
  *
  * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
@@ -71,94 +75,18 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
+#include "lanes_kernel.h"
 #include "lanes_maps.h"
 
 char __license[] SEC("license") = "GPL";
 
-#define AF_INET 2
-#define AF_INET6 10
-#define SOL_TCP 6
-#define TCP_NOTSENT_LOWAT 25
-#define TCP_CONGESTION 13
-#define SOL_SOCKET 1
-#define SO_MAX_PACING_RATE 47
+/* deepest ancestors tried for a cgroup match (the socket's own included) */
+#define CGROUP_DEPTH 16
 /* a finite SO_MAX_PACING_RATE (bytes/s) that limits nothing: it only turns
  * on TCP's internal pacing */
 #define PACING_ON 0x7fffffff
 #define CC_NAME_LEN 16 /* TCP_CA_NAME_MAX */
 #define CAP_NONE 0x7fffffff
-
-/* Minimal kernel types for CO-RE (relocated against the running kernel's BTF). */
-typedef struct {
-	__u32 val;
-} kuid_t;
-
-struct kernfs_node {
-	__u64 id;
-} __attribute__((preserve_access_index));
-
-struct cgroup {
-	struct kernfs_node *kn;
-	int level;
-	struct cgroup *ancestors[]; /* Linux 6.0+ */
-} __attribute__((preserve_access_index));
-
-/* struct cgroup before Linux 6.0: the ancestors' ids instead of pointers */
-struct cgroup___ids {
-	int level;
-	__u64 ancestor_ids[];
-} __attribute__((preserve_access_index));
-
-/* deepest ancestors tried for a cgroup match (the socket's own included) */
-#define CGROUP_DEPTH 16
-
-struct sock_cgroup_data {
-	struct cgroup *cgroup;
-} __attribute__((preserve_access_index));
-
-/* the socket's network namespace and its inode number (nsfs), for kernels
- * whose sock_ops lacks bpf_get_netns_cookie (before 5.15) */
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} __attribute__((preserve_access_index)) possible_net_t;
-
-struct sock_common {
-	possible_net_t skc_net;
-} __attribute__((preserve_access_index));
-
-/* the device of the socket's cached route: where its packets leave */
-struct net_device {
-	int ifindex;
-} __attribute__((preserve_access_index));
-
-struct dst_entry {
-	struct net_device *dev;
-} __attribute__((preserve_access_index));
-
-struct sock {
-	struct sock_common __sk_common;
-	struct sock_cgroup_data sk_cgrp_data;
-	kuid_t sk_uid;
-	struct dst_entry *sk_dst_cache;
-} __attribute__((preserve_access_index));
-
-/* struct sock_cgroup_data before Linux 5.15: a union whose val is the cgroup
- * pointer when no cgroup v1 net_cls/net_prio data is kept in it */
-struct sock_cgroup_data___val {
-	__u64 val;
-} __attribute__((preserve_access_index));
-
-struct sock___val {
-	struct sock_cgroup_data___val sk_cgrp_data;
-} __attribute__((preserve_access_index));
 
 /* sock_cgroup is the socket's cgroup v2, on every kernel layout (CO-RE). */
 static __always_inline struct cgroup *sock_cgroup(struct sock *sk)
@@ -249,6 +177,8 @@ struct sk_state {
 	__u32 paced;       /* TCP internal pacing turned on (capped socket) */
 	char app_cc[CC_NAME_LEN]; /* congestion control the app asked for after
 				   * the background one was applied ("" = none) */
+	char orig_cc[CC_NAME_LEN]; /* what the socket ran before the background
+				    * one (given back when it leaves background) */
 	__u64 cookie;      /* the socket's cookie (set with bg_cc): the
 			    * setsockopt program has no helper for it */
 };
@@ -502,6 +432,8 @@ static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops, __u64 cookie)
 	st->bg_cc = 1;
 	st->cc_checked = 1;
 	st->cookie = cookie;
+	if (bpf_getsockopt(ops, SOL_TCP, TCP_CONGESTION, st->orig_cc, sizeof(st->orig_cc)))
+		st->orig_cc[0] = 0;
 	for (int i = 0; i < CC_NAME_LEN; i++)
 		want[i] = CFG.bg_cc_name[i];
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0)
@@ -510,10 +442,45 @@ static __always_inline void switch_bg_cc(struct bpf_sock_ops *ops, __u64 cookie)
 		bump(OPS_CC_SWITCH_ERR);
 }
 
-/* the socket's cwnd clamp (TCP_BPF_SNDCWND_CLAMP sets it) */
-struct tcp_sock___clamp {
-	__u32 snd_cwnd_clamp;
-} __attribute__((preserve_access_index));
+/* leave_background gives a socket that left the background lane (a process
+ * or cgroup moved back, a rule removed) what it had before: the congestion
+ * control its app asked for meanwhile, else the one it ran before LEDBAT++;
+ * TCP_NOTSENT_LOWAT 0 (the sysctl's default); the capcc check again. The
+ * receive window rLEDBAT clamped is released by rledbat_leave at the next
+ * segment the socket sends. */
+static __always_inline void leave_background(struct bpf_sock_ops *ops, __u64 cookie)
+{
+	char want[CC_NAME_LEN] = {};
+	struct bpf_sock *sk = ops->sk;
+	struct sk_state *st;
+	int zero = 0;
+
+	if (!sk)
+		return;
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0, 0);
+	if (!st || !(st->bg_cc || st->lowat_set))
+		return;
+	if (st->bg_cc) {
+		if (st->app_cc[0])
+			__builtin_memcpy(want, st->app_cc, CC_NAME_LEN);
+		else
+			__builtin_memcpy(want, st->orig_cc, CC_NAME_LEN);
+		want[CC_NAME_LEN - 1] = 0;
+		/* bg_cc cleared first: lanes_setsockopt lets the name through */
+		st->bg_cc = 0;
+		if (want[0] && bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)))
+			bump(OPS_CC_SWITCH_ERR);
+		st->app_cc[0] = 0;
+		bpf_map_delete_elem(&lanes_app_cc, &cookie);
+	}
+	if (st->lowat_set) {
+		st->lowat_set = 0;
+		if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof(zero)))
+			bump(OPS_SETSOCKOPT_ERR);
+	}
+	st->cc_checked = 0;
+	bump(OPS_BG_LEFT);
+}
 
 /* release_stale_clamp: a socket an earlier lanes run of this namespace
  * handled (killed: its RTT callbacks still reach this program, which has no
@@ -524,7 +491,7 @@ struct tcp_sock___clamp {
 static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
-	struct tcp_sock___clamp *tp;
+	struct tcp_sock *tp;
 	int val = CAP_NONE;
 
 	if (!bsk)
@@ -533,7 +500,7 @@ static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
 	 * lanes_sock_seen entry must not lose it) */
 	if (bpf_sk_storage_get(&lanes_sk_state, bsk, 0, 0))
 		return;
-	tp = (struct tcp_sock___clamp *)bpf_skc_to_tcp_sock(bsk);
+	tp = (struct tcp_sock *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp || tp->snd_cwnd_clamp >= CAP_NONE)
 		return;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0)
@@ -710,6 +677,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		} else if (lane != LANE_UNSET) {
+			leave_background(ops, cookie); /* moved out: its own settings */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
 		apply_cap(ops, cookie, lane);
@@ -717,10 +686,13 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us)
+		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us) {
 			rledbat_packet(ops, cookie, yielding(ops)); /* min(rLEDBAT, downlink cap) */
-		else
+		} else {
+			if (valid_lane(v))
+				rledbat_leave(ops); /* moved out of background */
 			coop_rwnd(ops, cookie);
+		}
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (ops->args[1] == BPF_TCP_CLOSE) {
@@ -777,4 +749,116 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
 	ctx->optlen = -1;
 	bump(OPS_BG_CC_KEPT);
 	return 1;
+}
+
+/* ---- live moves: the iterator ----------------------------------------
+ *
+ * lanes_live_cc (iter/tcp, run by the daemon right after it moved open
+ * sockets to another lane by cookie, lanes_live_pending): applies the new
+ * lane's congestion control and TCP_NOTSENT_LOWAT to each pending socket
+ * at once, with the socket locked by the iterator (bpf_setsockopt from
+ * iter/tcp: Linux 5.14+), instead of at its next RTT callback; an idle
+ * socket so switches too. Loaded apart from the sock_ops program (Load
+ * leaves it out), so a kernel without it loses only this.
+ */
+
+/* lanes_live_pending: cookie -> the lane it was just moved to; the
+ * iterator takes each entry it applied out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u32);
+} lanes_live_pending SEC(".maps");
+
+/* live_enter_bg: LEDBAT++ and TCP_NOTSENT_LOWAT, as switch_bg_cc and
+ * set_lowat do at a callback. */
+static __always_inline void live_enter_bg(struct sock *sk, struct sk_state *st, __u64 cookie)
+{
+	char want[CC_NAME_LEN] = {};
+	int val;
+
+	if (CFG.notsent_lowat && !st->lowat_set) {
+		val = CFG.notsent_lowat;
+		if (bpf_setsockopt(sk, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0) {
+			st->lowat_set = 1;
+			bump(OPS_NOTSENT_LOWAT);
+		} else {
+			bump(OPS_SETSOCKOPT_ERR);
+		}
+	}
+	if (!CFG.bg_cc_name[0] || st->bg_cc)
+		return;
+	if (bpf_getsockopt(sk, SOL_TCP, TCP_CONGESTION, st->orig_cc, sizeof(st->orig_cc)))
+		st->orig_cc[0] = 0;
+	for (int i = 0; i < CC_NAME_LEN; i++)
+		want[i] = CFG.bg_cc_name[i];
+	if (bpf_setsockopt(sk, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0) {
+		st->bg_cc = 1;
+		st->cc_checked = 1;
+		st->cookie = cookie;
+		bump(OPS_BG_CC);
+	} else {
+		bump(OPS_CC_SWITCH_ERR);
+	}
+}
+
+/* live_leave_bg: what leave_background does at a callback. */
+static __always_inline void live_leave_bg(struct sock *sk, struct sk_state *st, __u64 cookie)
+{
+	char want[CC_NAME_LEN] = {};
+	int zero = 0;
+
+	if (!(st->bg_cc || st->lowat_set))
+		return;
+	if (st->bg_cc) {
+		if (st->app_cc[0])
+			__builtin_memcpy(want, st->app_cc, CC_NAME_LEN);
+		else
+			__builtin_memcpy(want, st->orig_cc, CC_NAME_LEN);
+		want[CC_NAME_LEN - 1] = 0;
+		st->bg_cc = 0;
+		if (want[0] && bpf_setsockopt(sk, SOL_TCP, TCP_CONGESTION, want, sizeof(want)))
+			bump(OPS_CC_SWITCH_ERR);
+		st->app_cc[0] = 0;
+		bpf_map_delete_elem(&lanes_app_cc, &cookie);
+	}
+	if (st->lowat_set) {
+		st->lowat_set = 0;
+		if (bpf_setsockopt(sk, SOL_TCP, TCP_NOTSENT_LOWAT, &zero, sizeof(zero)))
+			bump(OPS_SETSOCKOPT_ERR);
+	}
+	st->cc_checked = 0;
+	bump(OPS_BG_LEFT);
+}
+
+SEC("iter/tcp")
+int lanes_live_cc(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct sk_state *st;
+	struct sock *sk;
+	__u64 cookie;
+	__u32 *v, lane;
+
+	if (!skc)
+		return 0;
+	sk = (struct sock *)bpf_skc_to_tcp_sock(skc);
+	if (!sk)
+		return 0;
+	cookie = bpf_get_socket_cookie(sk);
+	v = bpf_map_lookup_elem(&lanes_live_pending, &cookie);
+	if (!v)
+		return 0;
+	lane = *v;
+	bpf_map_delete_elem(&lanes_live_pending, &cookie);
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
+				lane == LANE_BACKGROUND ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st)
+		return 0;
+	if (lane == LANE_BACKGROUND)
+		live_enter_bg(sk, st, cookie);
+	else
+		live_leave_bg(sk, st, cookie);
+	return 0;
 }

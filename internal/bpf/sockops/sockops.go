@@ -59,7 +59,7 @@ func HaveNetnsCookie() bool {
 // HaveWindowClamp says whether sock_ops may set TCP_WINDOW_CLAMP with
 // bpf_setsockopt (rLEDBAT): nil when the kernel's BTF has
 // tcp_set_window_clamp, which the commit that allowed it added
-// (cb81110997d1, Linux 5.11). `lanes doctor` asks the kernel itself
+// (Linux 5.11). `lanes doctor` asks the kernel itself
 // (internal/features ProbeWindowClamp).
 func HaveWindowClamp() error {
 	windowClampOnce.Do(func() {
@@ -82,12 +82,12 @@ var (
 )
 
 // Load loads the program, reusing the shared maps.
-func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
+func Load(cfg Config, sh Shared) (*Objects, error) {
 	spec, err := configured(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var objs SockopsObjects
+	var objs Objects
 	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	for name, m := range sh {
 		if _, ok := spec.Maps[name]; ok {
@@ -101,6 +101,42 @@ func Load(cfg Config, sh Shared) (*SockopsObjects, error) {
 }
 
 // configured is the collection's spec with cfg set into its CFG.
+// Objects is what Load gives: the maps and the two cgroup programs; the
+// live-move iterator is loaded apart (LoadLive), so a kernel without it
+// loses only the immediate switch.
+type Objects struct {
+	SockopsMaps
+	SockopsVariables
+	LanesSockops    *ebpf.Program `ebpf:"lanes_sockops"`
+	LanesSetsockopt *ebpf.Program `ebpf:"lanes_setsockopt"`
+}
+
+// Close unloads the programs and maps.
+func (o *Objects) Close() error {
+	return errors.Join(o.SockopsMaps.Close(), o.LanesSockops.Close(), o.LanesSetsockopt.Close())
+}
+
+// LoadLive loads lanes_live_cc, the iter/tcp program that applies a live
+// move's congestion control and TCP_NOTSENT_LOWAT at once (bpf_setsockopt
+// from iter/tcp: Linux 5.14+), over the maps of objs, with the same cfg.
+func LoadLive(cfg Config, objs *Objects) (*ebpf.Program, error) {
+	spec, err := configured(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var o struct {
+		Live *ebpf.Program `ebpf:"lanes_live_cc"`
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"lanes_sk_state": objs.LanesSkState, "lanes_app_cc": objs.LanesAppCc,
+		"lanes_ops_stats": objs.LanesOpsStats, "lanes_live_pending": objs.LanesLivePending,
+	}}
+	if err := spec.LoadAndAssign(&o, opts); err != nil {
+		return nil, fmt.Errorf("load the live-move iterator: %w", err)
+	}
+	return o.Live, nil
+}
+
 func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	spec, err := LoadSockops()
 	if err != nil {

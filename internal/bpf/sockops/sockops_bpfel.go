@@ -97,6 +97,7 @@ type SockopsSkState struct {
 	BgCc       uint32
 	Paced      uint32
 	AppCc      [16]int8
+	OrigCc     [16]int8
 	Cookie     uint64
 }
 
@@ -122,6 +123,7 @@ const (
 	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
+	SockopsMapLanesLivePending = "lanes_live_pending"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
 	SockopsMapLanesRlJoins     = "lanes_rl_joins"
 	SockopsMapLanesRlState     = "lanes_rl_state"
@@ -134,6 +136,7 @@ const (
 	SockopsMapLanesTuple       = "lanes_tuple"
 	SockopsMapLanesTupleShapes = "lanes_tuple_shapes"
 	SockopsMapLanesUid         = "lanes_uid"
+	SockopsProgLanesLiveCc     = "lanes_live_cc"
 	SockopsProgLanesSetsockopt = "lanes_setsockopt"
 	SockopsProgLanesSockops    = "lanes_sockops"
 	SockopsVarCFG              = "CFG"
@@ -181,6 +184,7 @@ type SockopsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsProgramSpecs struct {
+	LanesLiveCc     *ebpf.ProgramSpec `ebpf:"lanes_live_cc"`
 	LanesSetsockopt *ebpf.ProgramSpec `ebpf:"lanes_setsockopt"`
 	LanesSockops    *ebpf.ProgramSpec `ebpf:"lanes_sockops"`
 }
@@ -196,6 +200,7 @@ type SockopsMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
+	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
@@ -244,6 +249,7 @@ type SockopsMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
+	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
@@ -267,6 +273,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
+		m.LanesLivePending,
 		m.LanesOpsStats,
 		m.LanesRlJoins,
 		m.LanesRlState,
@@ -293,12 +300,14 @@ type SockopsVariables struct {
 //
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsPrograms struct {
+	LanesLiveCc     *ebpf.Program `ebpf:"lanes_live_cc"`
 	LanesSetsockopt *ebpf.Program `ebpf:"lanes_setsockopt"`
 	LanesSockops    *ebpf.Program `ebpf:"lanes_sockops"`
 }
 
 func (p *SockopsPrograms) Close() error {
 	return _SockopsClose(
+		p.LanesLiveCc,
 		p.LanesSetsockopt,
 		p.LanesSockops,
 	)

@@ -17,38 +17,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
+#include "lanes_kernel.h"
+
 char LICENSE[] SEC("license") = "GPL";
 
-#define S_IFMT 00170000
-#define S_IFSOCK 0140000
-
-struct inode {
-	unsigned short i_mode;
-	unsigned long i_ino;
-} __attribute__((preserve_access_index));
-
-struct file {
-	struct inode *f_inode;
-} __attribute__((preserve_access_index));
-
-struct task_struct {
-	int tgid;
-	struct task_struct *group_leader;
-	char comm[16];
-} __attribute__((preserve_access_index));
-
-struct bpf_iter_meta {
-	struct seq_file *seq;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__task_file {
-	struct bpf_iter_meta *meta;
-	struct task_struct *task;
-	__u32 fd;
-	struct file *file;
-} __attribute__((preserve_access_index));
-
-/* One socket descriptor. */
 struct owner_rec {
 	__u64 ino;
 	__u32 tgid;

@@ -5,7 +5,7 @@
 // back to /proc where it does not load.
 package sockowner
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type owner_rec Sockowner sockowner.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type owner_rec Sockowner sockowner.c -- -nostdinc -I../include -O2 -g -Wall -Werror
 
 import (
 	"bytes"

@@ -2,8 +2,8 @@
 // (internal/bpf/capcc, internal/bpf/ledbat) with the kernel, in one of two
 // ways, and finds and removes the ones a dead process left registered.
 //
-//   - Link (Linux 6.4+, commit 68b04864ca42 "bpf: Create links for BPF
-//     struct_ops maps"): the map is created with BPF_F_LINK and registered
+//   - Link (Linux 6.4+, "bpf: Create links for BPF struct_ops maps"):
+//     the map is created with BPF_F_LINK and registered
 //     by a bpf_link; the registration ends when the link closes or its
 //     process dies.
 //   - Update (Linux 5.6+, where struct_ops began): the map is created

@@ -29,54 +29,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_TCP 6
-#define TCP_ESTABLISHED 1
-#define TCP_SYN_SENT 2
-#define TCP_SYN_RECV 3
-#define TCP_FIN_WAIT1 4
-#define TCP_CLOSE 7
+#include "lanes_kernel.h"
+
 #define MAX_PORTS 8
 
 char LICENSE[] SEC("license") = "GPL";
-
-/*
- * The tracepoint records as the kernel's BTF names them
- * (trace_event_raw_<event>), relocated by CO-RE: fields move between
- * kernels (tcp_probe has skbaddr/skaddr only after 6.1) and a field this kernel
- * lacks is read only behind bpf_core_field_exists.
- */
-struct trace_event_raw_tcp_probe {
-	__u8 saddr[28]; /* struct sockaddr_in or sockaddr_in6 */
-	__u8 daddr[28];
-	__u16 sport;    /* host order */
-	__u16 dport;
-	__u16 data_len; /* (family, 5.13+, is not read: the sockaddr has it) */
-	__u32 snd_nxt;
-	__u32 snd_una;
-	__u32 snd_cwnd;
-	__u32 ssthresh;
-	__u32 snd_wnd;
-	__u32 srtt;     /* µs */
-	__u32 rcv_wnd;
-	__u64 sock_cookie;
-	const void *skaddr; /* after 6.1 */
-} __attribute__((preserve_access_index));
-
-struct trace_event_raw_inet_sock_set_state {
-	const void *skaddr;
-	int oldstate;
-	int newstate;
-	__u16 sport;
-	__u16 dport;
-	__u16 family;
-	__u16 protocol;
-	__u8 saddr[4];
-	__u8 daddr[4];
-	__u8 saddr_v6[16];
-	__u8 daddr_v6[16];
-} __attribute__((preserve_access_index));
 
 enum event_kind {
 	EVENT_PROBE = 1,

@@ -55,7 +55,7 @@ type Tracer struct {
 	Reader *ringbuf.Reader
 }
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type event tcpevents tcpevents.c -- -O2 -g -Wall -I/usr/include/x86_64-linux-gnu
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type event tcpevents tcpevents.c -- -nostdinc -I../include -O2 -g -Wall -Werror
 
 // Open loads the program with cfg and attaches it to the tracepoints.
 func Open(cfg Config) (*Tracer, error) {

@@ -4,4 +4,4 @@
 // (internal/tcpmon turns them into flows).
 package tcpiter
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type tcp_rec Tcpiter tcpiter.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type tcp_rec Tcpiter tcpiter.c -- -nostdinc -I../include -O2 -g -Wall -Werror

@@ -48,7 +48,7 @@ type Config struct {
 	FirstSlots int
 	// Prefetch chooses the walk programs (iter/tcp): with the touches of
 	// the next socket (prefetch_next in tcpiter.c: the walk ~10 % quicker
-	// on a 100,000-socket namespace, e337834) or without. The zero
+	// on a 100,000-socket namespace) or without. The zero
 	// value, PrefetchAuto, is the monitor's: with where the kernel verifies
 	// them, else without.
 	Prefetch Prefetch

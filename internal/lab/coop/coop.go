@@ -63,7 +63,7 @@ func (c *coopCommon) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.bufPackets, "buffer-packets", 0, "also limit each of the medium's queues to this many packets (0: bytes only)")
 	fs.StringVar(&c.headroom, "headroom", "120kbit", "headroom of the daemons' caps")
 	fs.StringVar(&c.cc, "cc", "cubic", "hosts' congestion control")
-	fs.StringVar(&c.lanes, "lanes", "", "lanes binary whose `daemon` the lanes hosts run (default: this executable)")
+	fs.StringVar(&c.lanes, "lanes", "", "lanes binary the lanes hosts run their daemon from (default: this executable)")
 	fs.Float64Var(&c.allowance, "queue-allowance", coop.DefaultConfig().QueueAllowance, "the daemons' queue_allowance (0: the paper's formula)")
 	fs.DurationVar(&c.interval, "interval", coop.DefaultConfig().Interval.D(), "the daemons' announcement interval")
 	fs.StringVar(&c.announce, "announce", coop.TransportIPv4, "how the daemons announce: ipv4 (one IPv4 broadcast, relayed by the AP, as the paper), ipv6 (link-local multicast), both (the daemon's default: one of each) or unicast (IPv4 to every other lanes host, as under client isolation)")

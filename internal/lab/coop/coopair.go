@@ -3,7 +3,7 @@
 // The coop experiments count goodput where the application reads it (the
 // server's reader of an upload, the host's reader of a download). Over a
 // 200 ms step that count carries the readers' wake-ups and the recorder's
-// own timing: in the 86d78ff runs (2-core machine at load 15-28) a host
+// own timing: in lab runs on a 2-core machine at load 15-28 a host
 // above the step's mean was below it in the next step (lag-1
 // autocorrelation of the per-host deviations -0.25 to -0.47 for lanes), and
 // Jain's index over 400 ms was 0.99-1.00 where over 200 ms it was

@@ -2,7 +2,7 @@
 // at random or in a pattern that recurs with the RTT.
 //
 // Jain's index per 200 ms says how unequal the hosts' bytes are within a
-// step, not why. The runs of 48bf907 to 3d907a2 read the why from each host's deviation
+// step, not why. Each run reads the why from each host's deviation
 // from the step's mean: a host whose data keeps one place in every round
 // (a window-limited sender, ACK-clocked where its data arrived) deviates
 // the same way one round later, so its deviation's autocorrelation at the

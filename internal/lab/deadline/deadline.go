@@ -74,9 +74,11 @@ import (
 	"github.com/lanes-net/lanes/internal/lab/topo"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/latency"
+	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/pmqos"
 	"github.com/lanes-net/lanes/internal/rtclient"
 	"github.com/lanes-net/lanes/internal/rtlane"
+	"github.com/lanes-net/lanes/internal/schedtick"
 )
 
 func init() {
@@ -556,7 +558,7 @@ func (b *dlBed) startReceiver(prio int) (*dlReceiver, error) {
 			// The receiver stands for another host, yet it is a locked
 			// goroutine of the lab's process: keep its schedtick fresh
 			// (tick.go, a yield every 4 ms at most).
-			ticked = freshTick(ticked)
+			ticked = schedtick.Fresh(ticked)
 			a, err := r.rx.Read()
 			if err != nil {
 				// EAGAIN: timeout; EINTR: a signal (Go's preemption) ends a
@@ -615,7 +617,7 @@ type laneSender struct {
 }
 
 func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
-	t1 := rtlane.Monotonic()
+	t1 := monoclock.Now()
 	d := t1 + int64(f.Deadline)
 	rec := dlRecord{Flow: f.ID, Seq: seq, Deadline: d, Send: t1}
 	res, err := s.c.Send(f.ID, s.dst, d, dlPayload(buf, f.ID, seq))
@@ -623,7 +625,7 @@ func (s *laneSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	case err != nil:
 		rec.Refused = err.Error()
 	case !res.Admitted:
-		rec.Refused = res.ReasonString()
+		rec.Refused = res.Reason.String()
 	}
 	return rec
 }
@@ -684,7 +686,7 @@ func (s *udpSender) setPort(port int) { s.dst.(*unix.SockaddrInet4).Port = port 
 func (s *udpSender) send(f dlFlow, seq uint32, buf []byte) dlRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t1 := rtlane.Monotonic()
+	t1 := monoclock.Now()
 	rec := dlRecord{Flow: f.ID, Seq: seq, Deadline: t1 + int64(f.Deadline), Send: t1}
 	var err error
 	if s.txtime {
@@ -760,7 +762,7 @@ func runFlows(ctx context.Context, flows []dlFlow, dur time.Duration, prio int, 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var recs []dlRecord
-	start := rtlane.Monotonic()
+	start := monoclock.Now()
 	end := start + int64(dur)
 	for _, f := range flows {
 		s, err := mk()

@@ -66,7 +66,14 @@ const (
 	ReasonBadSocket   = 13 // not a UDP socket of this network namespace, no such socket, or no fd passed
 	ReasonTooMany     = 14 // (Attach) the connection has MaxSocks sockets already
 	ReasonUnsupported = 15 // (Attach) the kernel cannot give one datagram its priority (SO_PRIORITY cmsg: 6.14+)
+	ReasonBadDeadline = 16 // the deadline lies beyond the horizon (more than DeadlineHorizon from receipt)
+	ReasonOverShare   = 17 // this connection or uid holds its share of the queue's slots or bytes
 )
+
+// DeadlineHorizon bounds a deadline's distance from the request's
+// receipt, either way (ns); beyond it the request is refused
+// ReasonBadDeadline, so that no deadline's arithmetic can wrap.
+const DeadlineHorizon = 60_000_000_000
 
 var reasonNames = map[uint8]string{
 	ReasonNone: "none", ReasonDisplaces: "would-make-others-late", ReasonOwnDeadline: "own-deadline-unmeetable",
@@ -74,7 +81,7 @@ var reasonNames = map[uint8]string{
 	ReasonBadDest: "bad-destination", ReasonTooBig: "too-big", ReasonLate: "late-at-release",
 	ReasonSendError: "send-error", ReasonShutdown: "shutdown", ReasonDisabled: "disabled",
 	ReasonBusy: "too-many-connections", ReasonBadSocket: "bad-socket", ReasonTooMany: "too-many-sockets",
-	ReasonUnsupported: "unsupported",
+	ReasonUnsupported: "unsupported", ReasonBadDeadline: "deadline-out-of-range", ReasonOverShare: "over-share",
 }
 
 // ReasonString names a reason code.

@@ -1,0 +1,197 @@
+// gendocs_test.go: the man pages as Debian admins expect them: every
+// command's page has EXAMPLES, the pages whose commands touch files have
+// FILES, the daemon's names its policy and unit, no flag renders a help
+// text fragment as its argument, man(1) reads every page without a
+// warning, and lanes-policy(5) holds every heading, table row and key of
+// docs/policy.md and of the default policy.
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/lanes-net/lanes/internal/manpage"
+	"github.com/lanes-net/lanes/internal/policy"
+)
+
+const policyDoc = "../../docs/policy.md"
+
+func genManPages(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := writeManPages(buildTree(&env{getenv: func(string) string { return "" }}), dir, policyDoc); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func readPage(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestManPagesSections(t *testing.T) {
+	dir := genManPages(t)
+	root := buildTree(&env{getenv: func(string) string { return "" }})
+	pages, withFiles := 0, 0
+	for _, c := range allCommands(root) {
+		if (!c.IsAvailableCommand() && c.HasParent()) || c.Name() == "help" || c.Name() == "completion" ||
+			(c.HasParent() && c.Parent().Name() == "completion") {
+			continue
+		}
+		if _, ok := extraFor(treePath(c)); !ok {
+			t.Errorf("%s: no hand-written EXAMPLES in manpages.go", c.CommandPath())
+		}
+		page := readPage(t, filepath.Join(dir, "man1", manName(c)+".1"))
+		for _, sec := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "EXAMPLES", "EXIT STATUS", "SEE ALSO"} {
+			if !strings.Contains(page, "\n.SH "+sec+"\n") {
+				t.Errorf("%s.1 lacks %s", manName(c), sec)
+			}
+		}
+		if strings.Contains(page, "\n.SH FILES\n") {
+			withFiles++
+		}
+		pages++
+	}
+	t.Logf("%d section-1 pages, all with EXAMPLES; %d with FILES", pages, withFiles)
+	daemon := readPage(t, filepath.Join(dir, "man1", "lanes-daemon.1"))
+	for _, want := range []string{"/etc/lanes/policy.yaml", "/run/lanes/lanes.sock", "/var/lib/lanes", "lanes.service",
+		".SH THE SYSTEMD UNIT", "lanes\\-policy(5)", ".SH ENVIRONMENT", "STATE_DIRECTORY"} {
+		if !strings.Contains(daemon, want) {
+			t.Errorf("lanes-daemon.1 lacks %q", want)
+		}
+	}
+	for key, f := range manFiles {
+		if f[0] == "" || f[1] == "" {
+			t.Errorf("manFiles[%s] incomplete", key)
+		}
+	}
+	for path, x := range manExtras {
+		for _, k := range x.files {
+			if _, ok := manFiles[k]; !ok {
+				t.Errorf("manExtras[%q]: unknown file %q", path, k)
+			}
+		}
+	}
+}
+
+// TestManFlagsRenderTheirType: pflag reads a `quoted` word in a flag's help
+// as its argument's name (--struct-ops-by-update rendered as
+// "--struct-ops-by-update lanes reset"): no help text may hold one.
+func TestManFlagsRenderTheirType(t *testing.T) {
+	root := buildTree(&env{getenv: func(string) string { return "" }})
+	for _, c := range allCommands(root) {
+		c.NonInheritedFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				name, _ := pflag.UnquoteUsage(f)
+				t.Errorf("%s --%s: a backquote in its help makes %q its argument's name", c.CommandPath(), f.Name, name)
+			}
+		})
+	}
+}
+
+// TestManPagesWithoutWarnings: man(1) formats every page without a warning.
+func TestManPagesWithoutWarnings(t *testing.T) {
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Skip("man not installed")
+	}
+	dir := genManPages(t)
+	pages, _ := filepath.Glob(filepath.Join(dir, "man*", "*"))
+	for _, p := range pages {
+		cmd := exec.Command("man", "--warnings", "-l", p)
+		cmd.Env = append(os.Environ(), "MANWIDTH=80", "LC_ALL=C.UTF-8")
+		cmd.Stdout = nil
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("man -l %s: %v", filepath.Base(p), err)
+		}
+		// CombinedOutput holds the page too: warnings are groff's "<standard input>:" lines.
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "warning:") || strings.Contains(line, "<standard input>:") {
+				t.Errorf("man -l %s: %s", filepath.Base(p), line)
+			}
+		}
+	}
+}
+
+// TestPolicyManAgreesWithDoc: lanes-policy(5) is docs/policy.md rendered:
+// each of its headings and table rows, and every key of the default
+// policy, appears in the page.
+func TestPolicyManAgreesWithDoc(t *testing.T) {
+	dir := genManPages(t)
+	page := readPage(t, filepath.Join(dir, "man5", "lanes-policy.5"))
+	md := readPage(t, policyDoc)
+	n := 0
+	lines := strings.Split(md, "\n")
+	for i, line := range lines {
+		header := i+1 < len(lines) && strings.HasPrefix(lines[i+1], "| ---")
+		var want string
+		switch {
+		case header:
+			continue
+		case strings.HasPrefix(line, "## "):
+			want = ".SH " + manpage.Inline(strings.ToUpper(line[3:]))
+		case strings.HasPrefix(line, "### "):
+			want = ".SS " + manpage.Inline(line[4:])
+		case strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| ---"):
+			want = ".TP\n" + manpage.Inline(cells(line)[0]) + "\n"
+		default:
+			continue
+		}
+		n++
+		if !strings.Contains(page, want) {
+			t.Errorf("lanes-policy.5 lacks %q (docs/policy.md: %s)", want, line)
+		}
+	}
+	text := regexp.MustCompile(`\\f[BIR]`).ReplaceAllString(strings.ReplaceAll(page, `\-`, "-"), "")
+	for _, key := range defaultPolicyKeys(t) {
+		if !strings.Contains(text, key) {
+			t.Errorf("lanes-policy.5 never names the default policy's key %q", key)
+		}
+	}
+	t.Logf("%d headings and rows of docs/policy.md in lanes-policy.5", n)
+}
+
+func cells(line string) []string {
+	line = strings.Trim(strings.TrimSpace(line), "|")
+	var out []string
+	for _, c := range strings.Split(line, "|") {
+		out = append(out, strings.TrimSpace(c))
+	}
+	return out
+}
+
+// defaultPolicyKeys: every mapping key of the embedded default policy.
+func defaultPolicyKeys(t *testing.T) []string {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(policy.DefaultYAML(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				keys = append(keys, n.Content[i].Value)
+				walk(n.Content[i+1])
+			}
+			return
+		}
+		for _, k := range n.Content {
+			walk(k)
+		}
+	}
+	walk(&doc)
+	return keys
+}

@@ -1,0 +1,127 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * procevents.c - process events from the scheduler's tracepoints, for the
+ * task engine where the proc connector delivers none: the kernel sends
+ * connector events only to the initial network namespace, so a daemon in
+ * another one (a container, the lab's hosts) would otherwise poll /proc.
+ *
+ *   - tp_btf/sched_process_exec: exec of (pid, tgid);
+ *   - tp_btf/sched_process_fork: a new thread or process, with its parent;
+ *   - tp_btf/sched_process_exit: a thread's exit;
+ *   - tp_btf/task_rename: a new comm (prctl PR_SET_NAME, /proc/PID/comm).
+ *
+ * Each is one record on the events ring buffer, with the connector's event
+ * codes and CLOCK_MONOTONIC time (bpf_ktime_get_ns, as the connector's
+ * timestamp), so the engine reads both the same way. Pids are the initial
+ * pid namespace's: the loader refuses a reader in another one.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "lanes_kernel.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* the connector's codes (linux/cn_proc.h) */
+#define EV_FORK 0x00000001
+#define EV_EXEC 0x00000002
+#define EV_COMM 0x00000200
+#define EV_EXIT 0x80000000
+
+struct proc_event {
+	__u32 what;
+	__u32 pid;
+	__u32 tgid;
+	__u32 parent_pid;  /* fork */
+	__u32 parent_tgid; /* fork */
+	__u32 pad;
+	__u64 time_ns;
+	char comm[16]; /* comm */
+};
+
+/* Keeps struct proc_event in the BTF for bpf2go -type. */
+const struct proc_event *unused_proc_event __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+/* lost counts the events the full ring refused (the reader rescans). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline struct proc_event *reserve(__u32 what, struct task_struct *p)
+{
+	struct proc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	__u32 zero = 0;
+	__u64 *n;
+
+	if (!e) {
+		n = bpf_map_lookup_elem(&lost, &zero);
+		if (n)
+			(*n)++;
+		return 0;
+	}
+	e->what = what;
+	e->pid = p->pid;
+	e->tgid = p->tgid;
+	e->parent_pid = 0;
+	e->parent_tgid = 0;
+	e->pad = 0;
+	e->time_ns = bpf_ktime_get_ns();
+	__builtin_memset(e->comm, 0, sizeof(e->comm));
+	return e;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p)
+{
+	struct proc_event *e = reserve(EV_EXEC, p);
+
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct proc_event *e = reserve(EV_FORK, child);
+
+	if (!e)
+		return 0;
+	e->parent_pid = parent->pid;
+	e->parent_tgid = parent->tgid;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	struct proc_event *e = reserve(EV_EXIT, p);
+
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
+{
+	struct proc_event *e = reserve(EV_COMM, task);
+
+	if (!e)
+		return 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}

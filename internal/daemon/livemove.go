@@ -1,0 +1,198 @@
+// livemove.go: a process's open sockets follow it into its new lane. A
+// socket's cgroup is fixed when it is created, and sock_ops resolves a TCP
+// socket's lane once, at connect or accept; so moving a process's cgroup
+// (`lanes move`, a process rule, a cgroup rule) would reach only the
+// sockets it opens later. Here every lane change of processes also sets
+// the lane of the sockets they hold now, by socket cookie (the classifier's
+// first lookup, for TCP and UDP alike):
+//
+//   - find: the socket inodes the processes hold (/proc/PID/fd, only the
+//     moved processes are read) matched against one sock_diag dump of the
+//     namespace's TCP and UDP sockets (cookie, inode, uid, cgroup);
+//   - set: lanes_cookie[cookie] = the lane. The classifier steers the next
+//     packet by it. The congestion control goes at once where an iter/tcp
+//     program may call bpf_setsockopt (5.14+, datapath live_cc): LEDBAT++
+//     and TCP_NOTSENT_LOWAT into background, the socket's own congestion
+//     control (what its app asked for, else what it ran before) and the
+//     default TCP_NOTSENT_LOWAT out of it; elsewhere, and for the rest (the
+//     lane's cwnd cap, rLEDBAT's window released at the next segment),
+//     sock_ops at the socket's next RTT sample (an ACK);
+//   - UDP out of background: its flows leave the background class's flow
+//     table, so that their arriving packets are no longer policed.
+//
+// A uid or cgroup rule that a reload adds, changes or removes reaches the
+// open sockets of that uid or cgroup the same way (followRulesLocked).
+//
+// Note: a socket shared by several processes (inherited over fork, passed
+// over a unix socket) follows the last of them that changed lane: each move
+// sets the lane of every socket the moved processes hold.
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// openSock is one socket of the daemon's namespace as sock_diag shows it.
+type openSock struct {
+	cookie uint64
+	proto  uint8 // unix.IPPROTO_TCP or IPPROTO_UDP
+	inode  uint32
+	uid    uint32
+	cgroup uint64
+	src    netip.AddrPort
+	dst    netip.AddrPort
+	tos    uint8
+	listen bool
+}
+
+const tcpListen = 10 // TCP_LISTEN
+
+// dumpOpenSockets lists the namespace's TCP and UDP sockets.
+func dumpOpenSockets() ([]openSock, error) {
+	var out []openSock
+	for _, proto := range []uint8{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
+		err := tcpmon.DumpSockets(proto, func(s *tcpmon.Sock) {
+			if s.Cookie == 0 || s.Inode == 0 {
+				return // a time-wait or request socket: no descriptor, nothing to move
+			}
+			out = append(out, openSock{cookie: s.Cookie, proto: proto, inode: s.Inode, uid: s.UID, cgroup: s.CgroupID,
+				src: s.Src, dst: s.Dst, tos: s.TOS, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("sock_diag: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// socketInodes adds the inodes of the sockets pid holds to set.
+func socketInodes(pid int, set map[uint32]bool) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // gone, or a kernel thread
+	}
+	for _, e := range ents {
+		t, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(t, "socket:["); ok {
+			if ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 32); err == nil {
+				set[uint32(ino)] = true
+			}
+		}
+	}
+}
+
+// socketsOfPIDs are the open TCP and UDP sockets the processes hold.
+func (d *Daemon) socketsOfPIDs(pids []int) ([]openSock, error) {
+	inodes := map[uint32]bool{}
+	for _, pid := range pids {
+		socketInodes(pid, inodes)
+	}
+	if len(inodes) == 0 {
+		return nil, nil
+	}
+	all, err := d.env.openSockets()
+	if err != nil {
+		return nil, err
+	}
+	var out []openSock
+	for _, s := range all {
+		if inodes[s.inode] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// moveSockets puts the open sockets of pids in lane l and says how many
+// of each protocol moved.
+func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) {
+	socks, err := d.socketsOfPIDs(pids)
+	if err != nil {
+		return 0, 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tcp, udp = d.setSocketsLaneLocked(socks, l)
+	for _, s := range socks {
+		d.moved[s.cookie] = l
+	}
+	if len(socks) > 0 {
+		d.kickSweep()
+	}
+	return tcp, udp, nil
+}
+
+// liveApplier applies moved TCP sockets' congestion control at once
+// (datapath livecc.go); false: their next ACK will.
+type liveApplier interface {
+	ApplyLive(moved map[uint64]lane.Lane) (bool, error)
+}
+
+// bgFlowForgetter is the host datapath's background flow table.
+type bgFlowForgetter interface {
+	ForgetBackgroundFlows(proto uint8, sport uint16) (int, error)
+}
+
+// setSocketsLaneLocked sets the lane of socks by cookie (d.mu held); it
+// counts the sockets set per protocol. A listening socket is set too (its
+// own packets), though the connections it accepts later take the cgroup
+// it was created in.
+func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp int) {
+	if d.host == nil {
+		return 0, 0
+	}
+	live := map[uint64]lane.Lane{}
+	defer func() {
+		if a, ok := d.host.(liveApplier); ok && len(live) > 0 {
+			if _, err := a.ApplyLive(live); err != nil {
+				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
+			}
+		}
+	}()
+	for _, s := range socks {
+		prev, _ := d.host.SocketLane(s.cookie)
+		if err := d.host.SetSocketLane(s.cookie, l); err != nil {
+			d.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
+			continue
+		}
+		if s.proto == unix.IPPROTO_UDP {
+			udp++
+			if f, ok := d.host.(bgFlowForgetter); ok && l != lane.Background && prev == lane.Background {
+				if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, s.src.Port()); err != nil {
+					d.log.Debug("background flows", "sport", s.src.Port(), "err", err)
+				}
+			}
+		} else {
+			tcp++
+			live[s.cookie] = l
+		}
+	}
+	return tcp, udp
+}
+
+// pruneMovedLocked forgets moved sockets that closed (d.mu held): a TCP
+// socket's entry leaves with its close, a UDP one when the LRU map evicts it.
+func (d *Daemon) pruneMovedLocked() {
+	if d.host == nil {
+		return
+	}
+	for c := range d.moved {
+		if _, ok := d.host.SocketLane(c); !ok {
+			delete(d.moved, c)
+		}
+	}
+}

@@ -1,0 +1,475 @@
+// livemove_test.go: a running program's open connections follow it, as
+// root in fresh namespaces, the daemon in A's network namespace (no proc
+// connector there) with its default policy, on the remote-bottleneck path
+// (remote_test.go: A ── R ── B, R's uplink a 10 Mbit/s TBF):
+//
+//   - a bulk TCP upload and a QUIC upload (quic-go), each a process of its
+//     own, moved by `lanes move` 20 times (background, interactive, ...):
+//     the time from the command to the first byte in the new lane's HTB
+//     class on A (p50 / max printed; goal 100 / 250 ms), the socket's
+//     congestion control after each direction (`ss -ti`), and the move's
+//     report (processes, sockets per protocol, CPU treatment);
+//   - `lanes move --cgroup`: the same upload, by its cgroup;
+//   - the TCP upload moved into background mid-transfer: the longest gap
+//     in B's reads around the switch, against the flow's RTT (goal 2 RTT);
+//   - an exe: rule and a uid: rule added by a reload (SIGHUP): the running
+//     upload follows (time to its first byte in background printed).
+//
+// Old code: the open connection never left its lane (the class's count
+// stayed at 0), which fails here.
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// classBytes reads the bytes A's HTB class of lane minor (0x12
+// interactive, 0x13 background) has sent.
+type classBytes struct {
+	h    *netlink.Handle
+	link netlink.Link
+}
+
+func newClassBytes(t *testing.T, p *testutil.Path) *classBytes {
+	t.Helper()
+	h, err := netlink.NewHandleAt(p.A.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	l, err := h.LinkByName(p.LinkA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &classBytes{h: h, link: l}
+}
+
+func (c *classBytes) of(minor uint16) uint64 {
+	cls, err := c.h.ClassList(c.link, netlink.HANDLE_NONE)
+	if err != nil {
+		return 0
+	}
+	for _, cl := range cls {
+		a := cl.Attrs()
+		if a.Handle == netlink.MakeHandle(1, minor) && a.Statistics != nil && a.Statistics.Basic != nil {
+			return a.Statistics.Basic.Bytes
+		}
+	}
+	return 0
+}
+
+// untilBytes polls class minor every 500 µs until it has sent more than
+// from, and returns when it first saw that (false after limit).
+func (c *classBytes) untilBytes(minor uint16, from uint64, limit time.Duration) (time.Time, bool) {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(500 * time.Microsecond) {
+		if c.of(minor) > from {
+			return time.Now(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+const (
+	minorInteractive = 0x12
+	minorBackground  = 0x13
+)
+
+// moveOnce runs `lanes move` of args to lane and returns the time from the
+// command's start to the first byte in the lane's class, and its output.
+func moveOnce(t *testing.T, p *testutil.Path, cb *classBytes, sock, ln string, args ...string) (time.Duration, string) {
+	t.Helper()
+	minor := uint16(minorInteractive)
+	if ln == "background" {
+		minor = minorBackground
+	}
+	// what the class sends from here is the moved flow's: let the
+	// packets classified before the move leave first
+	time.Sleep(50 * time.Millisecond)
+	before := cb.of(minor)
+	t0 := time.Now()
+	// in A's network namespace only: `ip netns exec` would hide the
+	// host's cgroup mounts (it mounts a /sys of its own)
+	out, err := exec.Command("nsenter", append([]string{"--net=" + p.A.Path(), lanesBin, "move", "--socket", sock, "--lane", ln}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lanes move %v: %v %s", args, err, out)
+	}
+	at, ok := cb.untilBytes(minor, before, testutil.Patience(2*time.Second))
+	if !ok {
+		t.Fatalf("lanes move --lane %s %v: no byte in its class 2 s after the command (%s)", ln, args, out)
+	}
+	return at.Sub(t0), strings.TrimSpace(string(out))
+}
+
+// ccOf is the congestion control `ss -ti` shows for A's connections to port.
+func ccOf(t *testing.T, p *testutil.Path, port int) string {
+	t.Helper()
+	out, err := p.A.Command("ss", "-tinH", "dst", fmt.Sprintf("%s:%d", p.AddrB, port)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v %s", err, out)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if f == "cubic" || f == "reno" || f == "bbr" || strings.HasPrefix(f, "lanes") {
+			return f
+		}
+	}
+	return "?(" + strings.TrimSpace(string(out)) + ")"
+}
+
+// srttOf is the smoothed RTT `ss -ti` shows for A's connection to port.
+func srttOf(t *testing.T, p *testutil.Path, port int) time.Duration {
+	out, _ := p.A.Command("ss", "-tinH", "dst", fmt.Sprintf("%s:%d", p.AddrB, port)).CombinedOutput()
+	m := regexp.MustCompile(`rtt:([0-9.]+)/`).FindSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	ms, _ := strconv.ParseFloat(string(m[1]), 64)
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+func durPct(d []time.Duration, q float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(q*float64(len(s)-1))]
+}
+
+// moveSeries moves pid 20 times, alternating background and interactive,
+// and checks each move's report and (TCP) the congestion control.
+func moveSeries(t *testing.T, p *testutil.Path, cb *classBytes, sock, bgCC string, pid, tcpPort int, proto string) []time.Duration {
+	t.Helper()
+	var lat []time.Duration
+	for i := 0; i < 20; i++ {
+		ln := []string{"background", "interactive"}[i%2]
+		d, out := moveOnce(t, p, cb, sock, ln, fmt.Sprint(pid))
+		lat = append(lat, d)
+		if !regexp.MustCompile(`1 process\(es\) -> ` + ln + `: open sockets ` + proto).MatchString(out) {
+			t.Errorf("move %d: report %q, want 1 process and its %s socket(s)", i, out, proto)
+		}
+		wantSched := map[string]string{"background": "cpu nice 19", "interactive": "cpu restored"}[ln]
+		if !strings.HasSuffix(out, wantSched) {
+			t.Errorf("move %d: report %q, want %q", i, out, wantSched)
+		}
+		if tcpPort != 0 && i < 2 {
+			time.Sleep(200 * time.Millisecond) // the next ACKs switch it
+			want := map[string]string{"background": bgCC, "interactive": "cubic"}[ln]
+			if cc := ccOf(t, p, tcpPort); cc != want {
+				t.Errorf("move %d to %s: the open connection runs %q, want %q", i, ln, cc, want)
+			}
+		}
+		if ln == "background" && i < 2 {
+			if n := niceOf(t, pid); n != 19 {
+				t.Errorf("moved to background: nice %d, want 19", n)
+			}
+		}
+	}
+	if n := niceOf(t, pid); n != 0 {
+		t.Errorf("moved back to interactive: nice %d, want the 0 it had", n)
+	}
+	return lat
+}
+
+func niceOf(t *testing.T, pid int) int {
+	n, err := syscall.Getpriority(syscall.PRIO_PROCESS, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 20 - n // the raw syscall returns 20 - nice
+}
+
+// recvSink accepts B's port and records when each read returned.
+type recvSink struct {
+	mu    sync.Mutex
+	reads []time.Time
+}
+
+func newRecvSink(t *testing.T, ns *testutil.NetNS, port int) *recvSink {
+	t.Helper()
+	var ln net.Listener
+	ns.Do(t, func() (err error) {
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	})
+	s := &recvSink{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.reads = append(s.reads, time.Now())
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return s
+}
+
+// longestGap is the longest time between two reads in [from, to].
+func (s *recvSink) longestGap(from, to time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gap time.Duration
+	var last time.Time
+	for _, r := range s.reads {
+		if r.Before(from) || r.After(to) {
+			continue
+		}
+		if !last.IsZero() && r.Sub(last) > gap {
+			gap = r.Sub(last)
+		}
+		last = r
+	}
+	return gap
+}
+
+func TestMoveOpenConnections(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, base := remotePath(t, uplinkBottleneck)
+	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	cb := newClassBytes(t, p)
+	bgCC := regexp.MustCompile(`lanes_\w+`).FindString(status(t, sock).Interfaces[0].BackgroundCC)
+	t.Run("tcp", func(t *testing.T) {
+		b, _ := bulk(t, p.A, base)
+		time.Sleep(time.Second)
+		lat := moveSeries(t, p, cb, sock, bgCC, b.cmd.Process.Pid, 8080, "[1-9][0-9]* tcp")
+		logMoves(t, "bulk TCP upload, lanes move PID", lat)
+	})
+	t.Run("quic", func(t *testing.T) {
+		start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
+		q := startQUICBulk(t, p, "up")
+		time.Sleep(time.Second)
+		lat := moveSeries(t, p, cb, sock, bgCC, q.cmd.Process.Pid, 0, "[0-9]+ tcp, [1-9][0-9]* udp")
+		logMoves(t, "QUIC upload (quic-go), lanes move PID", lat)
+	})
+	t.Run("cgroup", func(t *testing.T) {
+		b, _ := bulk(t, p.A, base)
+		root := "/sys/fs/cgroup"
+		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+			root = "/sys/fs/cgroup/unified" // a hybrid system's cgroup v2
+		}
+		dir := filepath.Join(root, "lanes-test-move-"+strconv.Itoa(os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0)
+			_ = b.cmd.Process.Kill()
+			_ = b.cmd.Wait()
+			for i := 0; i < 50 && syscall.Rmdir(dir) == syscall.EBUSY; i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		var lat []time.Duration
+		for i := 0; i < 4; i++ {
+			ln := []string{"background", "interactive"}[i%2]
+			// the process now lives in the lane group nested in dir
+			d, out := moveOnce(t, p, cb, sock, ln, "--cgroup", filepath.Join(dir, nestedOf(t, b.cmd.Process.Pid, root, dir)))
+			if !strings.Contains(out, "open sockets 1 tcp") {
+				t.Errorf("lanes move --cgroup: %q, want its TCP socket", out)
+			}
+			lat = append(lat, d)
+		}
+		logMoves(t, "bulk TCP upload, lanes move --cgroup", lat)
+	})
+	for _, rule := range []string{"exe: " + lanesBin, "uid: 0"} {
+		t.Run(strings.Fields(rule)[0]+"rule", func(t *testing.T) {
+			b, _ := bulk(t, p.A, base)
+			time.Sleep(time.Second)
+			pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+			yaml := string(policy.DefaultYAMLWithout("rules")) + "\nrules:\n  - {name: mover, lane: background, " + rule + "}\n"
+			if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			before := cb.of(minorBackground)
+			t0 := time.Now()
+			if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			at, ok := cb.untilBytes(minorBackground, before, testutil.Patience(5*time.Second))
+			if !ok {
+				t.Fatalf("%s added by a reload: the running upload sent nothing in background within 5 s\n%s", rule, d.out)
+			}
+			t.Logf("%s added by a reload (SIGHUP): the running upload's first byte in background %v later", rule, at.Sub(t0).Round(time.Millisecond))
+			time.Sleep(300 * time.Millisecond)
+			if cc := ccOf(t, p, 8080); cc != bgCC {
+				t.Errorf("after the reload: the open connection runs %q, want %q", cc, bgCC)
+			}
+			_ = b.cmd.Process.Kill()
+			_ = b.cmd.Wait()
+			if strings.HasPrefix(rule, "exe") {
+				newProcessFollows(t, p, cb, sock, base)
+			}
+			if err := os.WriteFile(pol, policy.DefaultYAML(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_ = d.cmd.Process.Signal(syscall.SIGHUP)
+			time.Sleep(500 * time.Millisecond)
+		})
+	}
+	t.Run("idle", func(t *testing.T) {
+		// a stopped sender's socket: no ACK comes to switch it
+		if c := status(t, sock).Capabilities["live_cc"]; c != "on" {
+			t.Skipf("live_cc %s: an idle socket switches at its next ACK", c)
+		}
+		b, _ := bulk(t, p.A, base)
+		time.Sleep(time.Second)
+		_ = b.cmd.Process.Signal(syscall.SIGSTOP)
+		defer func() { _ = b.cmd.Process.Signal(syscall.SIGCONT) }()
+		time.Sleep(2 * time.Second) // what it queued is sent and acked
+		for _, ln := range []string{"background", "interactive"} {
+			out, err := exec.Command("nsenter", "--net="+p.A.Path(), lanesBin, "move", "--socket", sock, "--lane", ln, fmt.Sprint(b.cmd.Process.Pid)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("lanes move: %v %s", err, out)
+			}
+			want := map[string]string{"background": bgCC, "interactive": "cubic"}[ln]
+			if cc := ccOf(t, p, 8080); cc != want {
+				t.Errorf("idle socket moved to %s: runs %q right after the command, want %q", ln, cc, want)
+			}
+		}
+	})
+	t.Run("probe", func(t *testing.T) {
+		// the foreground's view: UDP echo probes beside a bulk upload moved
+		// into background, and beside the same upload started there
+		moved, _ := bulk(t, p.A, base)
+		time.Sleep(time.Second)
+		moveOnce(t, p, cb, sock, "background", fmt.Sprint(moved.cmd.Process.Pid))
+		time.Sleep(3 * time.Second)
+		pm := probe(t, p, 40)
+		_ = moved.cmd.Process.Kill()
+		_ = moved.cmd.Wait()
+		time.Sleep(time.Second)
+		started, _ := bulk(t, p.A, base, "nsenter", "--net="+p.A.Path(), lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+		time.Sleep(4 * time.Second)
+		ps := probe(t, p, 40)
+		_ = started.cmd.Process.Kill()
+		_ = started.cmd.Wait()
+		t.Logf("foreground probe p50/p95 beside a bulk upload moved into background %v/%v, started in background %v/%v (goal: p95 within 5 ms)",
+			durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond),
+			durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond))
+		if d := durPct(pm, .95) - durPct(ps, .95); d > 50*time.Millisecond {
+			testutil.TimingErrorf(t, "probe p95 beside the moved upload %v, %v above the one started in background", durPct(pm, .95), d)
+		}
+	})
+	t.Run("restart key", func(t *testing.T) {
+		pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+		yaml := strings.Replace(string(policy.DefaultYAML()), "congestion_control: ledbat", "congestion_control: system", 1)
+		if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(pol, policy.DefaultYAML(), 0o644) })
+		out, err := exec.Command("nsenter", "--net="+p.A.Path(), lanesBin, "daemon", "--check", "--policy", pol, "--socket", sock).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "background.congestion_control: changed from ledbat to system") {
+			t.Errorf("lanes daemon --check against the running daemon: %v %s, want it refused naming the key", err, out)
+		}
+		_ = d.cmd.Process.Signal(syscall.SIGHUP)
+		waitFor(t, "the reload refused in the log", func() bool {
+			return strings.Contains(d.out.String(), "background.congestion_control: changed from ledbat to system")
+		})
+		t.Logf("lanes daemon --check: %s", strings.TrimSpace(string(out)))
+	})
+	t.Run("stall", func(t *testing.T) {
+		sink := newRecvSink(t, p.B, 8090)
+		b, _ := bulk(t, p.A, fmt.Sprintf("http://%s:8090", p.AddrB))
+		time.Sleep(3 * time.Second) // past slow start
+		rtt := srttOf(t, p, 8090)
+		t0 := time.Now()
+		moveOnce(t, p, cb, sock, "background", fmt.Sprint(b.cmd.Process.Pid))
+		time.Sleep(time.Second)
+		before := sink.longestGap(t0.Add(-time.Second), t0)
+		gap := sink.longestGap(t0, t0.Add(time.Second))
+		t.Logf("TCP moved into background mid-transfer: longest gap in delivery %v in the second after the move (%v in the second before), the flow's srtt %v: %.1f RTT (goal <= 2)",
+			gap.Round(time.Millisecond), before.Round(time.Millisecond), rtt.Round(time.Millisecond), float64(gap)/float64(max(rtt, time.Millisecond)))
+		if cc := ccOf(t, p, 8090); cc != bgCC {
+			t.Errorf("after the move: %q, want %q", cc, bgCC)
+		}
+		if rtt > 0 && gap > 2*rtt+before {
+			testutil.TimingErrorf(t, "the switch stalled the flow %v, over 2 RTT (%v) beyond the %v gap before it", gap, 2*rtt, before)
+		}
+	})
+}
+
+// newProcessFollows: with an exe: rule in force, a new upload's first
+// packets are in background (the rule's lane), the exec seen by the task
+// engine before the process connects; the daemon in a network namespace
+// takes exec events from its BPF tracepoint programs (status names them).
+func newProcessFollows(t *testing.T, p *testutil.Path, cb *classBytes, sock, base string) {
+	t.Helper()
+	tasks := status(t, sock).Components["tasks"]
+	t.Logf("task engine: %s", tasks)
+	if !strings.HasPrefix(tasks, "bpf tracepoints") && !strings.HasPrefix(tasks, "netlink") {
+		t.Errorf("task engine in a network namespace: %q, want its events from BPF tracepoints", tasks)
+	}
+	time.Sleep(300 * time.Millisecond)
+	fg, bg := cb.of(minorInteractive), cb.of(minorBackground)
+	b, _ := bulk(t, p.A, base)
+	time.Sleep(time.Second)
+	_ = b.cmd.Process.Kill()
+	_ = b.cmd.Wait()
+	dfg, dbg := cb.of(minorInteractive)-fg, cb.of(minorBackground)-bg
+	t.Logf("exe: rule, a new upload's first second: %d bytes in background, %d in interactive", dbg, dfg)
+	if dbg == 0 {
+		t.Errorf("the new upload sent nothing in background")
+	}
+	if dfg > 3000 { // its SYN and an ACK or two, if the exec event came late
+		t.Errorf("the new upload sent %d bytes in interactive before the rule reached it", dfg)
+	}
+}
+
+// nestedOf is the name of the lane group pid lives in below dir ("" if
+// it is in dir itself).
+func nestedOf(t *testing.T, pid int, root, dir string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "0::"); ok {
+			cur = v
+		}
+	}
+	rel := strings.TrimPrefix(root+cur, dir)
+	return strings.TrimPrefix(rel, "/")
+}
+
+func logMoves(t *testing.T, what string, lat []time.Duration) {
+	t.Helper()
+	t.Logf("%s: command -> first byte in the new lane's class, p50 %v max %v over %d moves (goal 100 / 250 ms)",
+		what, durPct(lat, .5).Round(time.Millisecond), durPct(lat, 1).Round(time.Millisecond), len(lat))
+	if durPct(lat, .5) > 250*time.Millisecond {
+		testutil.TimingErrorf(t, "%s: p50 %v, goal 100 ms", what, durPct(lat, .5))
+	}
+}

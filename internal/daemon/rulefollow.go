@@ -1,0 +1,92 @@
+// rulefollow.go: a uid or cgroup rule that changes (a reload adds, changes
+// or removes it; a cgroup the policy waited for appears) reaches the open
+// sockets it matches, not only the ones opened later: after each apply, the
+// sockets of the changed uids and cgroups take the lane the rules now give
+// them, by cookie (livemove.go sets it). Sockets a process move or an API
+// registration set keep theirs (they rank first, docs/policy.md), as do the
+// ones an exact flow or destination rule decides.
+package daemon
+
+import (
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// changedEntries are the keys whose entry differs between old and want.
+func changedEntries[K comparable](old, want map[K]entry) map[K]bool {
+	out := map[K]bool{}
+	for k, e := range want {
+		if o, ok := old[k]; !ok || o.Lane != e.Lane {
+			out[k] = true
+		}
+	}
+	for k := range old {
+		if _, ok := want[k]; !ok {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// followRulesLocked moves the open sockets whose uid or cgroup rule changed
+// from old to want (d.mu held).
+func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint64]entry, want desired) {
+	uids := changedEntries(oldUIDs, want.UIDs)
+	cgs := changedEntries(oldCgroups, want.Cgroups)
+	if len(uids) == 0 && len(cgs) == 0 || d.env.openSockets == nil || len(want.Cgroups) == 0 {
+		return // nothing changed, or the stop's empty state (no lane cgroups)
+	}
+	socks, err := d.env.openSockets()
+	if err != nil {
+		d.log.Warn("changed rules: open sockets not found; only new ones follow", "err", err)
+		return
+	}
+	byLane := map[lane.Lane][]openSock{}
+	for _, s := range socks {
+		if !uids[s.uid] && !cgs[s.cgroup] || d.decidedElsewhereLocked(s, want) {
+			continue
+		}
+		l := d.ruleLane(s, want)
+		byLane[l] = append(byLane[l], s)
+	}
+	for l, ss := range byLane {
+		tcp, udp := d.setSocketsLaneLocked(ss, l)
+		d.log.Info("changed rules: open sockets follow", "lane", l, "tcp", tcp, "udp", udp)
+	}
+}
+
+// decidedElsewhereLocked: a move, a registration, an exact flow or a
+// destination rule decides the socket's lane, not a uid or cgroup rule.
+func (d *Daemon) decidedElsewhereLocked(s openSock, want desired) bool {
+	if _, ok := d.moved[s.cookie]; ok {
+		return true
+	}
+	for _, moved := range d.liveSockets {
+		if findLive(moved, s.cookie) != nil {
+			return true
+		}
+	}
+	k := datapath.FlowKey{Src: s.src.Addr(), Dst: s.dst.Addr(), DPort: s.dst.Port(), SPort: s.src.Port(), Proto: s.proto}
+	for _, lk := range k.Lookups() {
+		if _, ok := want.Flows[lk]; ok {
+			return true
+		}
+	}
+	_, _, ok := bestDst(want.Dsts, s.dst.Addr(), s.dst.Port())
+	return ok
+}
+
+// ruleLane is the lane the rules give the socket now: its cgroup's, its
+// uid's, its DSCP marking's, else interactive.
+func (d *Daemon) ruleLane(s openSock, want desired) lane.Lane {
+	if e, ok := want.Cgroups[s.cgroup]; ok {
+		return e.Lane
+	}
+	if e, ok := want.UIDs[s.uid]; ok {
+		return e.Lane
+	}
+	if e, ok := want.DSCP[s.tos>>2]; ok && e.Lane != lane.Unset {
+		return e.Lane
+	}
+	return lane.Interactive
+}

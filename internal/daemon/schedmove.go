@@ -1,0 +1,138 @@
+// schedmove.go: `lanes move` gives a process the lane's CPU treatment, as
+// `lanes run` does (docs/background.md, the LW-LBE paper's task side):
+//
+//   - into background: every thread runs SCHED_OTHER at nice 19; what each
+//     had (policy, nice, realtime priority) is kept, by thread id, with the
+//     process's start time, so a reused pid is never "restored";
+//   - out of background: every thread that is still there gets back what
+//     it had; threads started after the move keep what they inherited;
+//   - --keep-sched (the request's keep_sched; `lanes run`, which sets its
+//     own, and the task engine, whose rules say their own): unchanged.
+//
+// Note: the saved state of a process that exits is dropped at its next
+// move's lookup or the registration sweep, whichever comes first.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// backgroundNice is the nice value of the background lane (`lanes run`'s).
+const backgroundNice = 19
+
+// savedSched is what a process's threads ran before it went to background.
+type savedSched struct {
+	start   string // /proc/PID/stat start time: the same process
+	threads map[int]unix.SchedAttr
+}
+
+// laneSched applies lane l's CPU treatment to pid and says what it did.
+func (d *Daemon) laneSched(pid int, l lane.Lane) (string, error) {
+	start, err := procStart(pid)
+	if err != nil {
+		return "", err
+	}
+	d.mu.Lock()
+	saved, had := d.sched[pid]
+	if had && saved.start != start {
+		delete(d.sched, pid) // a new process under a reused pid
+		had = false
+	}
+	d.mu.Unlock()
+	if l != lane.Background {
+		if !had {
+			return "unchanged", nil
+		}
+		err := restoreSched(saved)
+		d.mu.Lock()
+		delete(d.sched, pid)
+		d.mu.Unlock()
+		return "restored", err
+	}
+	tids, err := threadIDs(pid)
+	if err != nil {
+		return "", err
+	}
+	if !had {
+		saved = savedSched{start: start, threads: map[int]unix.SchedAttr{}}
+	}
+	var errs []error
+	for _, tid := range tids {
+		if _, ok := saved.threads[tid]; !ok {
+			if a, err := unix.SchedGetAttr(tid, 0); err == nil {
+				saved.threads[tid] = *a
+			}
+		}
+		a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL, Nice: backgroundNice}
+		if err := unix.SchedSetAttr(tid, &a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
+		}
+	}
+	d.mu.Lock()
+	d.sched[pid] = saved
+	d.kickSweep()
+	d.mu.Unlock()
+	return fmt.Sprintf("nice %d", backgroundNice), errors.Join(errs...)
+}
+
+// restoreSched gives each saved thread what it had.
+func restoreSched(s savedSched) error {
+	var errs []error
+	for tid, a := range s.threads {
+		a.Size = unix.SizeofSchedAttr
+		if err := unix.SchedSetAttr(tid, &a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneSchedLocked drops the saved state of processes that are gone (d.mu held).
+func (d *Daemon) pruneSchedLocked() {
+	for pid, s := range d.sched {
+		if st, err := procStart(pid); err != nil || st != s.start {
+			delete(d.sched, pid)
+		}
+	}
+}
+
+// threadIDs lists a process's threads.
+func threadIDs(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// procStart is a process's start time (field 22 of /proc/PID/stat).
+func procStart(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the name may hold spaces and ')'
+	if i < 0 {
+		return "", fmt.Errorf("/proc/%d/stat: no name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return f[19], nil // field 22: the 20th after the name
+}

@@ -1,0 +1,120 @@
+// doccheck_test.go: no commit hash in the reference pages or Go comments.
+package doccheck
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// commitLike is a word of 7 to 40 hex digits with both a digit and a
+// letter: an abbreviated or full commit hash. A 0x constant is no word of
+// its own (x is a word character) and a sha256 (64 digits) is longer.
+var commitLike = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+
+func hashes(text string) []string {
+	var found []string
+	for _, w := range commitLike.FindAllString(text, -1) {
+		if strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") {
+			found = append(found, w)
+		}
+	}
+	return found
+}
+
+func TestCommitLike(t *testing.T) {
+	for text, want := range map[string]int{
+		"since 0cc63ac: the drain":                                                1,
+		"(results/coop.md, 2026-11-25, a0b6d92e1f)":                               1,
+		"0x7fffffff and 0xdeadbeef1":                                              0,
+		"deadbeef, facade, 1234567":                                               0,
+		"sha256 0100eea9fdf5cc925b9073b47684bba85b531657610e634be8bf90264a32b552": 0,
+	} {
+		if got := hashes(text); len(got) != want {
+			t.Errorf("%q: found %q, want %d", text, got, want)
+		}
+	}
+}
+
+// TestReferenceNamesNoCommit: docs/*.md (not docs/results/) and every Go
+// comment are free of commit hashes.
+func TestReferenceNamesNoCommit(t *testing.T) {
+	root := repoRoot(t)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no reference pages under docs/: %v", err)
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if h := hashes(line); len(h) > 0 {
+				t.Errorf("%s:%d names commit %v (dated results go in docs/results/)", rel(root, p), i+1, h)
+			}
+		}
+	}
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == ".git" || e.Name() == "bin" || e.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		checkGoComments(t, root, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkGoComments(t *testing.T, root, path string) {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		t.Errorf("%s: %v", rel(root, path), err)
+		return
+	}
+	for _, group := range f.Comments {
+		for _, c := range group.List {
+			if h := hashes(c.Text); len(h) > 0 {
+				pos := fset.Position(c.Pos())
+				t.Errorf("%s:%d: comment names commit %v (commit messages carry history)", rel(root, path), pos.Line, h)
+			}
+		}
+	}
+}
+
+func rel(root, p string) string {
+	r, _ := filepath.Rel(root, p)
+	return r
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's folder")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,58 @@
+// bpfevents.go: process events from BPF programs on the scheduler's
+// tracepoints (internal/bpf/procevents), the engine's source where the
+// proc connector delivers none (a daemon outside the initial network
+// namespace, a kernel without CONFIG_PROC_EVENTS): the same events, read
+// the same way, instead of a 1 s /proc poll.
+package sched
+
+import (
+	"errors"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/bpf/procevents"
+)
+
+// eventSource is where the engine's process events come from: the proc
+// connector or the BPF programs.
+type eventSource interface {
+	Read(evs []Event) ([]Event, error) // errTimeout, ErrOverrun
+	SetReadTimeout(d time.Duration) error
+	Close() error
+}
+
+// bpfSource reads the BPF programs' ring buffer.
+type bpfSource struct {
+	s       *procevents.Source
+	timeout time.Duration
+	lost    uint64
+}
+
+func openBPFSource() (*bpfSource, error) {
+	s, err := procevents.Open()
+	if err != nil {
+		return nil, err
+	}
+	return &bpfSource{s: s, timeout: time.Second}, nil
+}
+
+func (b *bpfSource) SetReadTimeout(d time.Duration) error { b.timeout = d; return nil }
+
+func (b *bpfSource) Close() error { return b.s.Close() }
+
+// Read appends the next event; ErrOverrun once events were lost (a full
+// ring), so that the engine rescans /proc.
+func (b *bpfSource) Read(evs []Event) ([]Event, error) {
+	e, err := b.s.Read(b.timeout)
+	if errors.Is(err, procevents.ErrTimeout) {
+		return evs, errTimeout
+	}
+	if err != nil {
+		return evs, err
+	}
+	if n := b.s.Lost(); n != b.lost {
+		b.lost = n
+		return evs, ErrOverrun
+	}
+	return append(evs, Event{What: e.What, TimeNS: e.TimeNs, PID: int(e.Pid), TGID: int(e.Tgid),
+		ParentPID: int(e.ParentPid), ParentTG: int(e.ParentTgid), Comm: procevents.Comm(e)}), nil
+}
