@@ -52,6 +52,9 @@ type Options struct {
 	// NoWatchdog disables the watchdog whatever the policy says (tests of
 	// other parts that must not start RT threads).
 	NoWatchdog bool
+	// BPFEvents takes process events from the BPF tracepoint programs even
+	// where the proc connector works (tests comparing the two).
+	BPFEvents bool
 }
 
 // Applied records one application of a rule.
@@ -183,7 +186,11 @@ func (e *Engine) watch(ctx context.Context) error {
 // openSource subscribes to process events: the proc connector, else the
 // BPF tracepoint programs; it names the one it took.
 func (e *Engine) openSource() (eventSource, string, error) {
-	conn, cerr := OpenConnector()
+	var conn *Connector
+	cerr := errors.New("not used (BPFEvents)")
+	if !e.opt.BPFEvents {
+		conn, cerr = OpenConnector()
+	}
 	if cerr == nil {
 		return conn, "netlink", nil
 	}

@@ -835,12 +835,17 @@ static __always_inline void live_leave_bg(struct sock *sk, struct sk_state *st, 
 SEC("iter/tcp")
 int lanes_live_cc(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
+	struct sock_common *skc;
 	struct sk_state *st;
 	struct sock *sk;
 	__u64 cookie;
 	__u32 *v, lane;
 
+	/* a kernel without the TCP iterator never runs this (it does not
+	 * load there); the check keeps the relocation guarded */
+	if (!bpf_core_field_exists(ctx->sk_common))
+		return 0;
+	skc = ctx->sk_common;
 	if (!skc)
 		return 0;
 	sk = (struct sock *)bpf_skc_to_tcp_sock(skc);
