@@ -28,12 +28,12 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/monoclock"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -562,26 +562,12 @@ func (e *Engine) Close() error {
 // clock ticks since boot) to CLOCK_MONOTONIC ns; 0 if unknown. Boot time and
 // monotonic time differ only by time spent suspended.
 func startTimeMono(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22 overall
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return 0
 	}
 	var boot, mono unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	const clkTck = 100 // USER_HZ on every Linux ABI
-	return ticks*(1e9/clkTck) - (boot.Nano() - mono.Nano())
+	return int64(st.Start()) - (boot.Nano() - mono.Nano())
 }

@@ -86,7 +86,6 @@ char __license[] SEC("license") = "GPL";
  * on TCP's internal pacing */
 #define PACING_ON 0x7fffffff
 #define CC_NAME_LEN 16 /* TCP_CA_NAME_MAX */
-#define CAP_NONE 0x7fffffff
 
 /* sock_cgroup is the socket's cgroup v2, on every kernel layout (CO-RE). */
 static __always_inline struct cgroup *sock_cgroup(struct sock *sk)
