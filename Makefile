@@ -29,7 +29,7 @@ DEBREVISION ?= 1
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)-$(DEBREVISION)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install install-rt-dev deb kernel-check system-check leakcheck stress-test soak cost fuzz
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo screenshots lint bench clean install install-rt-dev deb kernel-check system-check leakcheck stress-test soak cost fuzz
 
 all: build
 
@@ -173,6 +173,11 @@ bench:
 demo: build
 	./scripts/deps.sh demo
 	./bin/lanes lab demo
+
+# The pictures in docs/ (dashboard.png, lab-lbe-times.png): the dashboard (headless Chromium) and a lab
+# figure, drawn from a real daemon and a real lab run (root).
+screenshots:
+	./scripts/screenshots.sh
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
