@@ -661,3 +661,12 @@ func (e *rateEstimator) best() float64 {
 	}
 	return b
 }
+
+// rateSample is one interval's group goodput in the estimator's window.
+type rateSample struct {
+	t    time.Time
+	bits float64
+	// judged: the interval's group goodput bounded by what the hosts'
+	// interfaces counted (arrivals.go), at most bits
+	judged float64
+}
