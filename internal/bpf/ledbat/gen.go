@@ -7,5 +7,5 @@
 // Go reference model (internal/ledbat).
 package ledbat
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types Ledbat ledbat.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -no-global-types Ledbat ledbat.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type ledbat_step Step ledbat_step.c -- -I/usr/include/x86_64-linux-gnu -O2 -g -Wall

@@ -7,6 +7,9 @@
  * arithmetic is in ledbat_core.h (shared with the test program
  * ledbat_step.c); this file maps the kernel's callbacks onto it:
  *   - init: fresh state in icsk_ca_priv, target = CFG.target_us;
+ *   - beside a present foreground on the socket's interface (lanes_fg.h:
+ *     the classifier's stamp, lanes_fg_active, handed over by the loader
+ *     while the yield is on) the target is FG_SHARE_TARGET(CFG.target_us);
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
  *     current delay filters;
  *   - a new socket counts itself in lanes_lb_joins; every other socket
@@ -34,6 +37,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "ledbat_core.h"
+#include "lanes_fg.h"
 
 char __license[] SEC("license") = "GPL";
 
@@ -84,6 +88,43 @@ struct tcp_congestion_ops {
 	void (*init)(struct sock *sk);
 	char name[16];
 };
+
+/* the socket's route, to the interface its packets leave by */
+struct net_device___lb {
+	int ifindex;
+} __attribute__((preserve_access_index));
+
+struct dst_entry___lb {
+	struct net_device___lb *dev;
+} __attribute__((preserve_access_index));
+
+struct sock___lb {
+	struct dst_entry___lb *sk_dst_cache;
+} __attribute__((preserve_access_index));
+
+/* sk_ifindex is the device of the socket's cached route (as sock_ops'
+ * sock_ifindex), 0 when it has none: then key 0, any interface. */
+static __always_inline __u32 sk_ifindex(struct sock *sk)
+{
+	struct dst_entry___lb *dst = ((struct sock___lb *)sk)->sk_dst_cache;
+	struct net_device___lb *dev;
+
+	if (!dst)
+		return 0;
+	dev = dst->dev;
+	if (!dev)
+		return 0;
+	return dev->ifindex;
+}
+
+/* target is the queuing-delay target now: FG_SHARE_TARGET beside a
+ * present foreground, the configured one otherwise. */
+static __always_inline __u32 lb_target(struct sock *sk)
+{
+	if (fg_held(sk_ifindex(sk), bpf_ktime_get_ns()))
+		return FG_SHARE_TARGET(CFG.target_us);
+	return CFG.target_us;
+}
 
 /* the socket's state: LEDBAT++ and the window a clamp took away */
 struct lb {
@@ -184,6 +225,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 		ledbat_slowdown_now(ca(sk), (__u32)tp->tcp_mstamp);
 	}
 	restore(sk);
+	ca(sk)->target_us = lb_target(sk);
 	w.cwnd = tp->snd_cwnd;
 	w.ssthresh = tp->snd_ssthresh;
 

@@ -353,6 +353,83 @@ static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane)
 	bpf_map_update_elem(&lanes_fg_open, &idx, &now, BPF_ANY);
 }
 
+/* sharing: the yield is on and the socket's interface (or, not known, any)
+ * has a foreground present (the classifier's stamp): a background flow
+ * keeps FG_SHARE_TARGET of queue instead of its target (rLEDBAT here,
+ * LEDBAT++ in its congestion control). */
+static __always_inline int sharing(struct bpf_sock_ops *ops)
+{
+	if (!CFG.yield)
+		return 0;
+	return fg_held(sock_ifindex(ops), bpf_ktime_get_ns());
+}
+
+/* the foreground socket's RTT state that fg_rtt reads */
+struct minmax_sample___fg {
+	__u32 t;
+	__u32 v;
+};
+
+struct tcp_sock___fg {
+	struct {
+		struct minmax_sample___fg s[3];
+	} rtt_min;
+	__u32 max_packets_out;
+	__u8 is_cwnd_limited : 1;
+} __attribute__((preserve_access_index));
+
+/* fg_harm_mark records a harmed foreground sample on idx. */
+static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx), fresh = {};
+
+	if (!h) {
+		bpf_map_update_elem(&lanes_fg_harm, &idx, &fresh, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+		if (!h)
+			return;
+	}
+	if (!h->at || now - h->at >= FG_HARM_HOLD_NS)
+		h->since = now;
+	h->at = now;
+	h->samples++;
+	h->qd_us = qd;
+	h->limited = limited;
+}
+
+/* fg_rtt reads a foreground socket's RTT sample: it is harmed when its
+ * smoothed RTT is above its minimum by more than FG_HARM_QD_US, or when it
+ * is cwnd-limited in congestion avoidance (it would send more than the
+ * path takes: a bulk transfer). Then background on its interface is held
+ * (fg_yield) for FG_HARM_HOLD_NS. In slow start the window limits every
+ * flow that has data; there only the delay counts. */
+static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock___fg *tp;
+	__u32 srtt, min, qd = 0, limited = 0, idx;
+	__u64 now;
+
+	if (!CFG.yield || !bsk)
+		return;
+	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return;
+	srtt = ops->srtt_us >> 3;
+	min = tp->rtt_min.s[0].v;
+	if (min && min != ~0U && srtt > min)
+		qd = srtt - min;
+	if (ops->snd_cwnd >= ops->snd_ssthresh)
+		limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+	if (qd <= FG_HARM_QD_US && !limited)
+		return;
+	idx = sock_ifindex(ops);
+	now = bpf_ktime_get_ns();
+	fg_harm_mark(idx, now, qd, limited);
+	if (idx)
+		fg_harm_mark(0, now, qd, limited);
+}
+
 static __always_inline int valid_lane(const __u32 *v)
 {
 	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
@@ -710,6 +787,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+		} else {
+			fg_rtt(ops); /* a foreground socket: is it harmed? */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
 		apply_cap(ops, cookie, lane);
@@ -718,7 +797,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us)
-			rledbat_packet(ops, cookie, yielding(ops)); /* min(rLEDBAT, downlink cap) */
+			rledbat_packet(ops, cookie, yielding(ops), sharing(ops)); /* min(rLEDBAT, downlink cap) */
 		else
 			coop_rwnd(ops, cookie);
 		break;
