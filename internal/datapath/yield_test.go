@@ -138,7 +138,7 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 }
 
 // stampForeground stamps ifindex's foreground (and key 0) present and
-// harmed every 100 ms, as the classifier and sock_ops do at a harmed
+// harmed every 25 ms, as the classifier and sock_ops do at a harmed
 // foreground's packets and RTT samples, until stop; the hold then ends
 // FG_HARM_HOLD_NS after the last stamp. (Present alone, the stamp of
 // lanes_fg_active, no longer holds background at the minimum: it shares.)
@@ -162,7 +162,7 @@ func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(yield.HarmHold / 4) // well within the hold
 		defer tick.Stop()
 		for {
 			select {
