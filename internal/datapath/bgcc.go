@@ -118,9 +118,13 @@ func (h *Host) rledbatTargetUS() uint32 {
 }
 
 // FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
-// makes background on its interface yield this long, and stops the
-// background non-TCP class's egress (bgclass.h's bg_opened).
+// makes background on its interface yield, and stops the background
+// non-TCP class's egress (bgclass.h's bg_opened), until its handshake ends
+// and then for FgOpenRTTs of the handshake's RTT, at most this long.
 const FgOpenHold = 500 * time.Millisecond
+
+// FgOpenRTTs is FG_OPEN_RTTS.
+const FgOpenRTTs = 2
 
 // monotonicNS is bpf_ktime_get_ns's clock now.
 func monotonicNS() uint64 {
@@ -156,7 +160,7 @@ func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
 		io := h.cls.LanesFgOpen.Iterate()
 		for io.Next(&idx, &t) {
 			st := out[int(idx)]
-			st.Opened = t
+			st.OpenEnd = t
 			out[int(idx)] = st
 		}
 		return errors.Join(it.Err(), ih.Err(), io.Err())
@@ -182,17 +186,18 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 
 // fgYield is lanes_maps.h's fg_yield: a foreground TCP socket of interface
 // idx (0: not known) read harm within yield.HarmHold, or a foreground
-// connection opened there (or somewhere not known) within FgOpenHold (h.mu
-// held, maps open). A foreground merely present (the classifier's stamp)
-// does not hold background: it keeps a quarter of its target beside it.
+// connection's opening there (or somewhere not known) holds it
+// (lanes_fg_open: the hold's end; h.mu held, maps open). A foreground
+// merely present (the classifier's stamp) does not hold background: it
+// keeps a share of its target beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
 	harmed := func(i uint32) bool {
 		var v yield.Harm
 		return h.cls.LanesFgHarm.Lookup(i, &v) == nil && v.Harmed(now)
 	}
 	opened := func(i uint32) bool {
-		var t uint64
-		return h.cls.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(FgOpenHold)
+		var end uint64
+		return h.cls.LanesFgOpen.Lookup(i, &end) == nil && end != 0 && now < end
 	}
 	return harmed(idx) || opened(idx) || (idx != 0 && opened(0))
 }

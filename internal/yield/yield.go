@@ -86,16 +86,21 @@ func (h Harm) Harmed(now uint64) bool {
 }
 
 // State is one interface's kernel state: its foreground window, its
-// foreground's last harm, and when a foreground connection last opened by
-// it (lanes_fg_open, CLOCK_MONOTONIC ns, 0: never).
+// foreground's last harm, and when the hold of the last foreground
+// connection's opening by it ends (lanes_fg_open, CLOCK_MONOTONIC ns, 0:
+// never).
 type State struct {
-	Window Window
-	Harm   Harm
-	Opened uint64
+	Window  Window
+	Harm    Harm
+	OpenEnd uint64
 }
 
-// OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS.
-const OpenHold = 500 * time.Millisecond
+// OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS, the longest an opening
+// holds: until its handshake ends, then OpenRTTs of its RTT.
+const (
+	OpenHold = 500 * time.Millisecond
+	OpenRTTs = 2
+)
 
 // Modes of an interface's background (IfaceStatus.Mode).
 const (
@@ -125,8 +130,8 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s) background keeps %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and %v after a foreground connection opens",
-		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenHold)
+	return fmt.Sprintf("beside a present foreground (%s) background keeps %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
 // StatusOf is the status of the interfaces' states (by name: the
@@ -149,7 +154,7 @@ func StatusOf(states map[string]State, now uint64, wall time.Time, target time.D
 // ifaceStatus is one interface's mode and signal.
 func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
 	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
-	opened := st.Opened != 0 && now-st.Opened < uint64(OpenHold)
+	opened := st.OpenEnd != 0 && now < st.OpenEnd
 	switch {
 	case st.Harm.Harmed(now):
 		why := fmt.Sprintf("its RTT %v above its minimum", time.Duration(st.Harm.QueueUS)*time.Microsecond)
@@ -159,7 +164,7 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld,
 			Signal: "held at the minimum: a foreground TCP socket is harmed (" + why + "); QUIC/UDP at the yield's rate"}
 	case opened:
-		return IfaceStatus{Yielding: true, Since: ago(st.Opened), Mode: ModeHeld,
+		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
 			Signal: "held at the minimum: a foreground connection opened; QUIC/UDP egress stopped"}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,

@@ -13,9 +13,9 @@ func TestStatusOf(t *testing.T) {
 	ms := func(d int) uint64 { return now - uint64(time.Duration(d)*time.Millisecond) }
 	states := map[string]State{
 		"eth0":  {Window: Window{Active: ms(100), Since: ms(2000), Episodes: 3}, Harm: Harm{At: ms(20), Since: ms(300), QueueUS: 12000}}, // held: harmed
-		"wlan0": {Window: Window{Active: ms(600), Since: ms(900), Episodes: 2}},                                                        // the stamp is over
-		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150)}},                                // present, harm over
-		"usb0":  {Opened: ms(100)},                                                                                                     // a connection opened
+		"wlan0": {Window: Window{Active: ms(600), Since: ms(900), Episodes: 2}},                                                          // the stamp is over
+		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150)}},                                  // present, harm over
+		"usb0":  {OpenEnd: now + uint64(50*time.Millisecond)},                                                                            // a connection opened
 	}
 	s := StatusOf(states, now, wall, 10*time.Millisecond)
 	if !s.Yielding || s.Yields != 6 {

@@ -169,14 +169,14 @@ func TestBackgroundClassYieldsAtForegroundOpen(t *testing.T) {
 			}
 		}
 		data := up.build()
-		// An opening older than the hold holds nothing.
-		if err := objs.LanesFgOpen.Put(key, monotonicNS()-uint64(600*time.Millisecond)); err != nil {
+		// An opening whose hold ended holds nothing.
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()-uint64(100*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
-			t.Fatalf("key %d: an opening 600 ms ago: %d of 1000 passed", key, got)
+			t.Fatalf("key %d: an opening whose hold ended 100 ms ago: %d of 1000 passed", key, got)
 		}
-		if err := objs.LanesFgOpen.Put(key, monotonicNS()); err != nil {
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()+uint64(500*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		if got := passed(t, objs.LanesClassify, data, 100); got != 0 {

@@ -133,14 +133,17 @@ struct {
 
 #include "lanes_fg.h"
 
-/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
- * background) TCP connection by that interface was opened (0: interface
- * not known, holds background by every interface); sock_ops writes it at
- * connect and accept. A new foreground connection makes background on its
- * interface yield at once, for FG_OPEN_HOLD_NS, before the classifier's
- * window has counted FG_MIN_PACKETS of it: a short transfer's first round
- * trips are the ones a standing queue costs most, and a 10 KB transfer
- * may never send that many packets within one window. */
+/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the hold of the last
+ * foreground (not background) TCP connection opened by that interface ends
+ * (0: interface not known, holds background by every interface). sock_ops
+ * writes it at connect (FG_OPEN_HOLD_NS ahead: until the handshake ends)
+ * and at the handshake's end, active or passive (FG_OPEN_RTTS of the
+ * handshake's RTT ahead, at most FG_OPEN_HOLD_NS). A new foreground
+ * connection makes background on its interface yield at once, before the
+ * classifier's window has counted FG_MIN_PACKETS of it: a short transfer's
+ * first round trips are the ones a standing queue costs most. Only for its
+ * first round trips: a connection opened every 300 ms (a browser, a LAN
+ * host connecting to the device) must not hold background for good. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -149,12 +152,14 @@ struct {
 } lanes_fg_open SEC(".maps");
 
 #define FG_OPEN_HOLD_NS 500000000ULL
+#define FG_OPEN_RTTS 2
 
-static __always_inline int fg_opened_since(__u32 idx, __u64 now)
+/* fg_opening: a foreground connection's opening holds interface idx now. */
+static __always_inline int fg_opening(__u32 idx, __u64 now)
 {
 	__u64 *t = bpf_map_lookup_elem(&lanes_fg_open, &idx);
 
-	return t && *t && now - *t < FG_OPEN_HOLD_NS;
+	return t && *t && now < *t;
 }
 
 /* lanes_fg_harm[ifindex]: when a foreground TCP socket by that interface
@@ -190,13 +195,13 @@ static __always_inline int fg_harmed(__u32 idx, __u64 now)
 
 /* fg_yield says whether background by interface idx (0: not known) is held
  * at the minimum at now: a foreground socket there reads harm (or one
- * somewhere, idx not known), or a foreground connection opened there (or
- * somewhere not known) in the last FG_OPEN_HOLD_NS. A present foreground
+ * somewhere, idx not known), or a foreground connection's opening there
+ * (or somewhere not known) holds it (fg_opening). A present foreground
  * that is not harmed (fg_held) does not hold it: the background keeps
  * FG_SHARE_TARGET of queue beside it. */
 static __always_inline int fg_yield(__u32 idx, __u64 now)
 {
-	return fg_harmed(idx, now) || fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
+	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now));
 }
 
 #endif

@@ -326,8 +326,8 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 }
 
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
- * not known, any) has active foreground, or a foreground connection opened
- * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
+ * not known, any) holds background at the minimum (lanes_maps.h's
+ * fg_yield: a harmed foreground socket, a foreground connection's opening). */
 static __always_inline int yielding(struct bpf_sock_ops *ops)
 {
 	__u32 idx;
@@ -340,16 +340,23 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 	return fg_yield(idx, now);
 }
 
-/* fg_opened records a foreground connection's opening (the yield on). */
-static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane)
+/* fg_opened records a foreground connection's opening (the yield on): at
+ * connect until the handshake ends (at most FG_OPEN_HOLD_NS), at the
+ * handshake's end (established) for FG_OPEN_RTTS of its RTT. */
+static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int established)
 {
+	__u64 now, hold = FG_OPEN_HOLD_NS, rtt;
 	__u32 idx;
-	__u64 now;
 
 	if (!CFG.yield || lane == LANE_BACKGROUND)
 		return;
+	if (established) {
+		rtt = (__u64)(ops->srtt_us >> 3) * 1000;
+		if (FG_OPEN_RTTS * rtt < hold)
+			hold = FG_OPEN_RTTS * rtt;
+	}
 	idx = sock_ifindex(ops);
-	now = bpf_ktime_get_ns();
+	now = bpf_ktime_get_ns() + hold;
 	bpf_map_update_elem(&lanes_fg_open, &idx, &now, BPF_ANY);
 }
 
@@ -738,7 +745,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)));
+		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)), 0);
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -746,11 +753,11 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 			bump(OPS_ACCEPT);
 			lane = resolve(ops, cookie);
-			fg_opened(ops, lane);
 		} else {
 			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 			lane = valid_lane(v) ? *v : LANE_UNSET;
 		}
+		fg_opened(ops, lane, 1);
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
