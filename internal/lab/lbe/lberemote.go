@@ -149,6 +149,9 @@ type RemoteRun struct {
 	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
 	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
 	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
+	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
+	// foreground opening a connection every churnEvery.
+	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`
 }
 
 // timelineBin is the resolution of RemoteRun.Timeline.
@@ -692,8 +695,8 @@ type remoteCell struct {
 	Late         int
 	// the steady step: bg ÷ idle, fg share, probe p95 and its difference
 	// to the no-background run's, probes lost and sent
-	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95 float64
-	SteadyLost, SteadySent                        int
+	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
+	SteadyLost, SteadySent                                   int
 }
 
 func pctl(v []float64, p float64) float64 {
@@ -785,6 +788,7 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 		}
 	}
 	c.SteadyIdle += r.SteadyIdle
+	c.ChurnIdle += r.ChurnIdle
 	c.SteadyFG += r.SteadyFG
 	c.SteadyLost += r.SteadyProbeLost
 	c.SteadySent += r.SteadyProbeLost + len(r.SteadyProbeMs)
@@ -801,6 +805,7 @@ func (c *remoteCell) average(n, nCubic int) {
 	c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
 	c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
 	c.SteadyIdle, c.SteadyFG, c.SteadyP95, c.SteadyInfl95 = c.SteadyIdle/f, c.SteadyFG/f, c.SteadyP95/f, c.SteadyInfl95/f
+	c.ChurnIdle /= f
 	for s := range c.FCTRatio {
 		c.FCTRatio[s] /= f
 	}

@@ -7,7 +7,9 @@
 // probe is the foreground alone, the pair of every method's. Figures:
 // the background's bytes ÷ what the foreground left of the link's
 // capacity (the idle capacity), and the probe's p95 against the
-// foreground alone.
+// foreground alone. Then, as long again, the churn step: a foreground
+// that opens a connection to fgsrv every 300 ms (a 1 KB GET each), the
+// background's bytes ÷ the idle capacity beside it.
 package lbe
 
 import (
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
 )
@@ -63,6 +66,33 @@ func (rb *remoteBed) steady(ctx context.Context, r *RemoteRun, dir string, at ti
 		r.SteadyIdle = float64(rb.meter.bytes(dir, rb.bg.Addr, from, to)) / idle
 	}
 	r.SteadyFrom = from.Seconds()
+	rb.endBulk(fg)
+	return rb.churn(ctx, r, dir, l, to+2*time.Second)
+}
+
+// churnEvery is the churn step's time between foreground connections.
+const churnEvery = 300 * time.Millisecond
+
+// churn plays the churn step from offset at into r.
+func (rb *remoteBed) churn(ctx context.Context, r *RemoteRun, dir string, l *emu.Link, at time.Duration) error {
+	if _, err := rb.until(ctx, at); err != nil {
+		return err
+	}
+	fg, err := rb.phone.Start("churn", "--url", "http://"+rb.fg.Addr.String()+":80", "--every", churnEvery.String())
+	if err != nil {
+		return err
+	}
+	defer rb.endBulk(fg)
+	from := at + time.Second
+	to := from + rb.cfg.SteadyFor
+	if _, err := rb.until(ctx, to); err != nil {
+		return err
+	}
+	capBytes := capacity(l, from, to)
+	fgBytes := float64(rb.meter.bytes(dir, rb.fg.Addr, from, to))
+	if idle := capBytes - fgBytes; idle > 0 && rb.m.BG {
+		r.ChurnIdle = float64(rb.meter.bytes(dir, rb.bg.Addr, from, to)) / idle
+	}
 	return nil
 }
 
@@ -83,15 +113,15 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 	}
 	t := testbed.Table{Title: "Beside a steady foreground (a TCP stream paced at " + pcts(c.SteadyShare) +
 		" of the link in the background's direction, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
-		"): the background's bytes ÷ the capacity the foreground left idle; the foreground's share; the probe's p95 and its difference to the foreground alone (no background, paired), ms; probes lost of sent",
-		Columns: []string{"link", "background", "transport", "method", "bg ÷ idle", "fg share", "probe p95", "p95 − fg alone", "probes lost"}}
+		"): the background's bytes ÷ the capacity the foreground left idle; the foreground's share; the probe's p95 and its difference to the foreground alone (no background, paired), ms; probes lost of sent; then beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
+		Columns: []string{"link", "background", "transport", "method", "bg ÷ idle", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
 	for _, x := range cells {
 		row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method}
-		idle := "-"
+		idle, churn := "-", "-"
 		if x.Method != "none" {
-			idle = f2(x.SteadyIdle)
+			idle, churn = f2(x.SteadyIdle), f2(x.ChurnIdle)
 		}
-		t.Rows = append(t.Rows, append(row, idle, pcts(x.SteadyFG), f1(x.SteadyP95), f1(x.SteadyInfl95), strconv.Itoa(x.SteadyLost)+" of "+strconv.Itoa(x.SteadySent)))
+		t.Rows = append(t.Rows, append(row, idle, pcts(x.SteadyFG), f1(x.SteadyP95), f1(x.SteadyInfl95), strconv.Itoa(x.SteadyLost)+" of "+strconv.Itoa(x.SteadySent), churn))
 	}
 	return &t
 }

@@ -135,6 +135,8 @@ func HelperMain(args []string) int {
 		err = helperRequest(args[0], args[1:])
 	case "bulk":
 		err = helperBulk(args[1:])
+	case "churn":
+		err = helperChurn(args[1:])
 	case "quic-serve":
 		err = helperQUICServe(args[1:])
 	case "quic-bulk":
@@ -339,6 +341,33 @@ func helperBulk(args []string) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// helperChurn opens a new connection every --every and GETs --bytes over
+// it (a browser's or a chat app's connection churn), until killed; each
+// request starts on time whether or not the last one finished.
+func helperChurn(args []string) error {
+	fs := flag.NewFlagSet("churn", flag.ContinueOnError)
+	url := fs.String("url", "", "server URL (http://IP:PORT)")
+	every := fs.Duration("every", 300*time.Millisecond, "between connections")
+	size := fs.Int64("bytes", 1000, "bytes per request")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	d := &net.Dialer{Control: ccControl}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}, Timeout: time.Minute}
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	for range tick.C {
+		go func() {
+			resp, err := cl.Get(fmt.Sprintf("%s/data?bytes=%d", *url, *size))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	return nil
 }
 
 func helperEcho(args []string) error {
