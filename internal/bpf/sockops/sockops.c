@@ -340,23 +340,40 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 	return fg_yield(idx, now);
 }
 
+#define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
+#define FG_AT_ACTIVE 1  /* our SYN was answered */
+#define FG_AT_PASSIVE 2 /* a connection was accepted */
+
 /* fg_opened records a foreground connection's opening (the yield on): at
  * connect until the handshake ends (at most FG_OPEN_HOLD_NS), at the
- * handshake's end (established) for FG_OPEN_RTTS of its RTT. */
-static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int established)
+ * handshake's end (active: shortening the hold its connect began; passive:
+ * a hold of its own) for FG_OPEN_RTTS of its RTT. Not where the
+ * foreground is already present (the classifier's stamp): background
+ * already keeps only FG_SHARE_TARGET of queue there, which a new
+ * connection's first round trips pay little for, and a foreground that
+ * opens a connection every few hundred ms would hold it for good. */
+static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int at)
 {
-	__u64 now, hold = FG_OPEN_HOLD_NS, rtt;
+	__u64 now, hold = FG_OPEN_HOLD_NS, rtt, *end;
 	__u32 idx;
 
 	if (!CFG.yield || lane == LANE_BACKGROUND)
 		return;
-	if (established) {
+	idx = sock_ifindex(ops);
+	now = bpf_ktime_get_ns();
+	if (at == FG_AT_ACTIVE) { /* only a hold its connect began */
+		end = bpf_map_lookup_elem(&lanes_fg_open, &idx);
+		if (!end || now >= *end)
+			return;
+	} else if (fg_held(idx, now)) {
+		return;
+	}
+	if (at != FG_AT_CONNECT) {
 		rtt = (__u64)(ops->srtt_us >> 3) * 1000;
 		if (FG_OPEN_RTTS * rtt < hold)
 			hold = FG_OPEN_RTTS * rtt;
 	}
-	idx = sock_ifindex(ops);
-	now = bpf_ktime_get_ns() + hold;
+	now += hold;
 	bpf_map_update_elem(&lanes_fg_open, &idx, &now, BPF_ANY);
 }
 
@@ -745,7 +762,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)), 0);
+		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)), FG_AT_CONNECT);
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -757,7 +774,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 			lane = valid_lane(v) ? *v : LANE_UNSET;
 		}
-		fg_opened(ops, lane, 1);
+		fg_opened(ops, lane, ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ? FG_AT_PASSIVE : FG_AT_ACTIVE);
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
