@@ -168,17 +168,21 @@ func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
 	return out, monotonicNS(), err
 }
 
-// BackgroundYielding says whether sock_ops' rule (yielding() in sockops.c)
-// holds a background socket whose packets leave by ifindex (0: not known)
-// at the minimum window now: the daemon's own rLEDBAT (internal/rledbat)
-// follows the same yield as the BPF one.
+// BackgroundYielding says whether sock_ops' rule for downloads (rLEDBAT's
+// hold in sockops.c: yielding() or sharing()) holds a background socket
+// whose packets leave by ifindex (0: not known) at the minimum receive
+// window now: the daemon's own rLEDBAT (internal/rledbat) follows the same
+// yield as the BPF one.
 func (h *Host) BackgroundYielding(ifindex int) bool {
 	if !h.cfg.Yield {
 		return false
 	}
 	var on bool
 	_ = h.use(func() error {
-		on = h.ops != nil && h.fgYield(uint32(max(ifindex, 0)), monotonicNS())
+		idx, now := uint32(max(ifindex, 0)), monotonicNS()
+		var w yield.Window
+		present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
+		on = h.ops != nil && (h.fgYield(idx, now) || present)
 		return nil
 	})
 	return on

@@ -130,7 +130,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s) background keeps %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s) background uploads and QUIC/UDP keep %v of queue instead of %v, downloads are held; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -162,13 +162,13 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 			why = "cwnd-limited"
 		}
 		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld,
-			Signal: "held at the minimum: a foreground TCP socket is harmed (" + why + "); QUIC/UDP at the yield's rate"}
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground TCP socket is harmed (" + why + ")"}
 	case opened:
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
-			Signal: "held at the minimum: a foreground connection opened; QUIC/UDP egress stopped"}
+			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,
-			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP keeps %v of queue; QUIC/UDP at the yield's rate", ShareTarget(target))}
+			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and QUIC/UDP keep %v of queue, TCP downloads held at the minimum", ShareTarget(target))}
 	}
 	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }

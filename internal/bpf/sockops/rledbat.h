@@ -91,7 +91,7 @@ struct {
  * lanes_maps.h: the classifier reads it too (the ACK class). */
 
 /* rledbat_packet runs on each incoming segment of a background socket. */
-static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, int share)
+static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock *tp;
@@ -141,8 +141,6 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	}
 	w.cwnd = st->wnd;
 	w.ssthresh = st->ssthresh;
-	/* beside a present foreground: a quarter of the target's queue */
-	st->l.target_us = share ? FG_SHARE_TARGET(CFG.rl_target_us) : CFG.rl_target_us;
 	ooo = tp->rcv_ooopack;
 	if (ooo != st->last_ooo) {
 		st->last_ooo = ooo;
