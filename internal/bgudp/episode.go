@@ -79,10 +79,13 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 			d = datapath.Download
 		}
 		bytes := max(up, down)
-		held := dp.BgClassHeld(e.Ifindex)
+		held, present := dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex)
+		if d == datapath.Download && present { // arrivals: held beside a present foreground too (bgclass.h)
+			held = true
+		}
 		e.mu.Lock()
-		// beside a present foreground, a share of the target (as LEDBAT++)
-		e.state.Rule.Target, e.Sharing = target, dp.ForegroundPresent(e.Ifindex)
+		// uploads beside a present foreground: a share of the target (as LEDBAT++)
+		e.state.Rule.Target, e.Sharing = target, present && d == datapath.Upload
 		if e.Sharing {
 			e.state.Rule.Target = yield.ShareTarget(target)
 		}

@@ -14,7 +14,8 @@
  * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
  * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
  * reads harm, or a foreground TCP connection's opening holds the
- * interface) the rate is at most yield_rate (0: no yield), and while a foreground
+ * interface), and for arrivals also while the foreground is present
+ * (fg_held of lanes_fg.h), the rate is at most yield_rate (0: no yield), and while a foreground
  * connection's opening holds the interface (lanes_fg_open) the egress
  * passes nothing (bg_opened). The first packet after BG_QUIET_NS without
  * one posts an event (lanes_bg_events) so the daemon's controller wakes
@@ -119,7 +120,9 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	c->packets++;
 	c->bytes += len;
 	rate = c->rate;
-	held = c->yield_rate && fg_yield(ifindex, now);
+	/* downloads also beside a present foreground: what arrives cannot tell
+	 * whether a foreground download is limited (as rLEDBAT's hold) */
+	held = c->yield_rate && (fg_yield(ifindex, now) || (dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;
 	if (held && (!rate || c->yield_rate < rate))
