@@ -14,6 +14,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // pacedForegroundBps is the foreground stream's rate: 40 % of the link.
@@ -53,6 +55,7 @@ func TestBackgroundShareBesidePacedTCP(t *testing.T) {
 	bg, _ := bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	time.Sleep(4 * time.Second)
 	bg0, fg0, t0 := laneBytes(t, sock, "background"), laneBytes(t, sock, "interactive"), time.Now()
+	modes := sampleModes(t, sock, 20, 100*time.Millisecond)
 	beside, lostBeside := probeFast(t, p)
 	secs := time.Since(t0).Seconds()
 	bgRate := float64(laneBytes(t, sock, "background")-bg0) * 8 / secs
@@ -75,6 +78,16 @@ func TestBackgroundShareBesidePacedTCP(t *testing.T) {
 	}
 	t.Logf("sock_ops: yield %d; %s", st.Interfaces[0].Sockops["yield"], st.Components["background"])
 
+	t.Logf("the background beside the paced stream, sampled every 100 ms: %v", modes)
+	// The rule itself (this path cannot show it in rates: 2 segments of
+	// window fill a link with no base delay): beside a paced foreground the
+	// background shares, held only at openings and harm; the old rule held
+	// it all along.
+	// (held: at harm, when the stream's smoothed RTT passes 10 ms over
+	// its minimum, which this loaded machine's jitter alone reaches)
+	if modes[yield.ModeSharing] == 0 {
+		t.Errorf("beside a paced foreground the background never shared (held all along, as the old rule): %v", modes)
+	}
 	if lostBeside > 0 {
 		t.Errorf("%d probes lost beside the background", lostBeside)
 	}
@@ -92,6 +105,24 @@ func TestBackgroundShareBesidePacedTCP(t *testing.T) {
 	if r := doneBeside[len(doneBeside)-1] / doneAlone[len(doneAlone)-1]; r > 2 {
 		testutil.TimingErrorf(t, "a %d KB foreground transfer took %.2fx as long beside the background", completionSizes[len(completionSizes)-1]>>10, r)
 	}
+}
+
+// sampleModes reads the background component's mode on A's interface n
+// times, every, and counts them.
+func sampleModes(t *testing.T, sock string, n int, every time.Duration) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for range n {
+		var d yield.Status
+		if err := json.Unmarshal(status(t, sock).Details["background"], &d); err != nil {
+			t.Fatalf("background component detail: %v", err)
+		}
+		for _, is := range d.Interfaces {
+			out[is.Mode]++
+		}
+		time.Sleep(every)
+	}
+	return out
 }
 
 // completionReps is how many times each size is timed (the median is kept).
