@@ -94,6 +94,11 @@ type RemoteConfig struct {
 	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
 	// with `lanes plot`).
 	MonitorDir string `json:"monitor_dir,omitempty"`
+	// SteadyFor: the last step, the background beside a steady
+	// foreground paced at SteadyShare of the link (lberemote_steady.go;
+	// 0: no such step).
+	SteadyFor   time.Duration `json:"steady_for_ns,omitempty"`
+	SteadyShare float64       `json:"steady_share,omitempty"`
 }
 
 // RemoteTrial is one foreground transfer.
@@ -132,6 +137,16 @@ type RemoteRun struct {
 	// BGSocketCC: the first background socket's congestion control after
 	// its app set its own (tcp-app-cc only).
 	BGSocketCC string `json:"bg_socket_cc,omitempty"`
+	// The steady step (lberemote_steady.go): the probe, the foreground's
+	// share of the link, the background's bytes ÷ the idle capacity.
+	SteadyProbeMs   []float64 `json:"steady_probe_rtt_ms,omitempty"`
+	SteadyProbeLost int       `json:"steady_probe_lost,omitempty"`
+	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
+	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
+	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
+	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
+	// foreground opening a connection every churnEvery.
+	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`
 }
 
 // remoteBed is one running testbed.
@@ -462,8 +477,9 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 		r.Trials = append(r.Trials, tr)
 		at += c.Slot
 	}
+	steadyAt := c.steadyAt(len(order))
 	if !rb.m.BG {
-		return r, nil
+		return r, rb.steady(ctx, &r, bgDir, steadyAt)
 	}
 	// An interactive CUBIC bulk flow in the background's direction.
 	if _, err := rb.until(ctx, at); err != nil {
@@ -499,7 +515,8 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	r.Jain = testbed.Jain(r.JainShares[:])
 	r.JainFrom = at.Seconds()
 	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
-	return r, nil
+	bg2.Kill()
+	return r, rb.steady(ctx, &r, bgDir, max(steadyAt, sinceBase(rb.up)))
 }
 
 // aloneWindow is when the background alone is measured (its share of the

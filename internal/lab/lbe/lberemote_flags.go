@@ -35,6 +35,8 @@ func init() {
 			fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
+			fs.DurationVar(&c.SteadyFor, "steady-for", 10*time.Second, "last step: the background beside a steady foreground stream (0: no such step)")
+			fs.Float64Var(&c.SteadyShare, "steady-share", 0.4, "the steady foreground's pace, a share of the link's mean rate")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			transports := fs.String("bg-transports", TransportTCP, "background flows' transports, each a testbed of its own: tcp (the system's congestion control), tcp-app-cc (the app sets cubic once connected), quic (quic-go, its own CUBIC)")
 			fs.StringVar(transports, "bg-transport", TransportTCP, "the same as --bg-transports")

@@ -28,6 +28,10 @@ type remoteCell struct {
 	AloneVsCubic float64
 	Jain         float64
 	Late         int
+	// the steady step: bg ÷ idle, fg share, probe p95 and its difference
+	// to the no-background run's, probes lost and sent
+	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
+	SteadyLost, SteadySent                                   int
 }
 
 func pctl(v []float64, p float64) float64 {
@@ -112,6 +116,17 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 	if r.BGSocketCC != "" && !slices.Contains(strings.Split(c.BGSocketCC, "/"), r.BGSocketCC) {
 		c.BGSocketCC = strings.TrimPrefix(c.BGSocketCC+"/"+r.BGSocketCC, "/")
 	}
+	if len(r.SteadyProbeMs) > 0 {
+		c.SteadyP95 += pctl(r.SteadyProbeMs, .95)
+		if hasBase && len(base.SteadyProbeMs) > 0 {
+			c.SteadyInfl95 += pctl(r.SteadyProbeMs, .95) - pctl(base.SteadyProbeMs, .95)
+		}
+	}
+	c.SteadyIdle += r.SteadyIdle
+	c.ChurnIdle += r.ChurnIdle
+	c.SteadyFG += r.SteadyFG
+	c.SteadyLost += r.SteadyProbeLost
+	c.SteadySent += r.SteadyProbeLost + len(r.SteadyProbeMs)
 	c.BGAlone += r.BGAlone
 	c.BGUnder += r.BGUnderBulk
 	c.FGBulk += r.FGBulk
@@ -124,6 +139,8 @@ func (c *remoteCell) average(n, nCubic int) {
 	f := float64(n)
 	c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
 	c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
+	c.SteadyIdle, c.SteadyFG, c.SteadyP95, c.SteadyInfl95 = c.SteadyIdle/f, c.SteadyFG/f, c.SteadyP95/f, c.SteadyInfl95/f
+	c.ChurnIdle /= f
 	for s := range c.FCTRatio {
 		c.FCTRatio[s] /= f
 	}
@@ -191,7 +208,11 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 		}
 		fct.Rows = append(fct.Rows, append(ratios, strconv.Itoa(x.Late)))
 	}
-	return []testbed.Table{rtt, fct, share}
+	tables := []testbed.Table{rtt, fct, share}
+	if st := steadyTable(cells, c); st != nil {
+		tables = append(tables, *st)
+	}
+	return tables
 }
 
 func orDash(s string) string {
