@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Client is a connection to the daemon. Safe for concurrent use; requests are
@@ -225,6 +226,16 @@ func (c *Client) SocketInfo(cookies []uint64) (SocketInfo, error) {
 		cookies = cookies[n:]
 	}
 	return si, nil
+}
+
+// UDPFlows returns the daemon's UDP flows with their lanes and why, and
+// how many it left out of the reply.
+func (c *Client) UDPFlows() ([]udpflow.Flow, int, error) {
+	r, err := c.Do(Request{Op: OpUDPFlows})
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.UDPFlows, r.UDPMore, nil
 }
 
 // Component returns the status document of a running daemon component

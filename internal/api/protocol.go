@@ -16,6 +16,7 @@ import (
 	"net/netip"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -35,6 +36,7 @@ const (
 	OpLaneCgroup = "lane-cgroup"
 	OpSockLanes  = "socket-lanes" // lanes of sockets by cookie (for the TCP monitor)
 	OpComponent  = "component"    // a component's detailed state (coop, realtime) as JSON
+	OpUDPFlows   = "udp-flows"    // the UDP flows (QUIC included) with their lanes and why
 )
 
 // MaxCookies bounds one socket-lanes request.
@@ -182,6 +184,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if len(r.Cookies) > MaxCookies {
 			return Request{}, fmt.Errorf("socket-lanes: at most %d cookies per request", MaxCookies)
 		}
+	case OpUDPFlows:
 	case OpComponent:
 		if r.Name == "" || len(r.Name) > 64 {
 			return Request{}, errors.New("component needs a name (coop or realtime)")
@@ -221,6 +224,11 @@ type Response struct {
 	Off string `json:"off,omitempty"`
 	// Moved answers move-pid: what the move changed.
 	Moved *Moved `json:"moved,omitempty"`
+	// UDPFlows answers udp-flows: every UDP socket of the daemon's
+	// namespace and the background class's 5-tuples no socket claims;
+	// UDPMore: how many were left out (a reply is one line).
+	UDPFlows []udpflow.Flow `json:"udp_flows,omitempty"`
+	UDPMore  int            `json:"udp_more,omitempty"`
 }
 
 // Moved is what one move-pid changed: the process's cgroup, the open
