@@ -1,0 +1,159 @@
+// udpflows_test.go: every UDP flow visible with its lane and why. A real
+// QUIC upload (quic-go) in background by `lanes run --lane background`
+// and a plain UDP flow (a connected echo client) in interactive, through
+// a real daemon on the routed path A ── R ── B: both appear in `lanes
+// monitor --json` and `lanes status --json` with the right lane and why,
+// and every UDP socket the kernel lists in A (/proc/net/udp, udp6) is in
+// the monitor's records.
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/udpflow"
+)
+
+// kernelUDPInodes lists the inodes of ns's UDP sockets from /proc/net/udp
+// and udp6 (read apart from sock_diag).
+func kernelUDPInodes(t *testing.T, ns *testutil.NetNS) map[uint32]bool {
+	t.Helper()
+	out, err := ns.Command("cat", "/proc/net/udp", "/proc/net/udp6").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[uint32]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[0] == "sl" {
+			continue
+		}
+		var ino uint32
+		if _, err := fmt.Sscan(f[9], &ino); err == nil {
+			inodes[ino] = true
+		}
+	}
+	return inodes
+}
+
+// monitorUDP runs `lanes monitor --json` in ns for a few samples and
+// returns the UDP records of its first sample.
+func monitorUDP(t *testing.T, ns *testutil.NetNS, sock string) []udpflow.Flow {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "monitor", "--json", "--count", "3", "--interval", "100ms", "--socket", sock).Output()
+	if err != nil {
+		t.Fatalf("lanes monitor --json: %v\n%s", err, out)
+	}
+	var first time.Time
+	var flows []udpflow.Flow
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var r struct {
+			Time time.Time `json:"time"`
+			udpflow.Flow
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("monitor line %q: %v", sc.Bytes(), err)
+		}
+		if r.Proto != udpflow.Proto {
+			continue
+		}
+		if first.IsZero() {
+			first = r.Time
+		}
+		if r.Time.Equal(first) {
+			flows = append(flows, r.Flow)
+		}
+	}
+	return flows
+}
+
+// findUDP returns the record whose remote (or one of the class table's
+// remotes) is remote.
+func findUDP(flows []udpflow.Flow, remote string) *udpflow.Flow {
+	for i := range flows {
+		if flows[i].Dst == remote || strings.Contains(strings.Join(flows[i].Remotes, ","), remote) {
+			return &flows[i]
+		}
+	}
+	return nil
+}
+
+// checkUDPFlows judges the QUIC and the plain UDP flow of one listing.
+func checkUDPFlows(t *testing.T, what string, flows []udpflow.Flow, quicRemote, udpRemote string) {
+	t.Helper()
+	q, u := findUDP(flows, quicRemote), findUDP(flows, udpRemote)
+	if q == nil || u == nil {
+		t.Fatalf("%s: the QUIC (%s) or the UDP flow (%s) is missing: %+v", what, quicRemote, udpRemote, flows)
+	}
+	if q.Lane != lane.Background || !strings.HasPrefix(q.Why, "cgroup ") || !q.BgClass || q.Cookie == 0 {
+		t.Errorf("%s: QUIC upload %+v; want a socket in background by its cgroup, in the background class", what, *q)
+	}
+	if u.Lane != lane.Interactive || !strings.HasPrefix(u.Why, "no rule") || u.BgClass || !u.Connected() {
+		t.Errorf("%s: UDP flow %+v; want a connected socket in interactive (no rule), not in the background class", what, *u)
+	}
+}
+
+func TestUDPFlowsVisible(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewRoutedPath(t)
+	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
+	start(t, p.B, "lab", "helper", "echo", "--listen", ":7")
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	q := startQUICBulk(t, p, "up", lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	udpRemote, quicRemote := fmt.Sprintf("%s:7", p.AddrB), fmt.Sprintf("%s:4433", p.AddrB)
+	ping := start(t, p.A, "lab", "helper", "ping", "--to", udpRemote, "--count", "600", "--interval", "50ms")
+	_ = ping
+	waitFor(t, "QUIC upload bytes", func() bool { return q.bytes.Load() > 0 })
+
+	before := kernelUDPInodes(t, p.A)
+	mon := monitorUDP(t, p.A, sock)
+	after := kernelUDPInodes(t, p.A)
+	checkUDPFlows(t, "monitor --json", mon, quicRemote, udpRemote)
+	shown := map[uint32]bool{}
+	for _, f := range mon {
+		if f.Cookie != 0 {
+			shown[f.Inode] = true
+		}
+	}
+	listed, missing := 0, 0
+	for ino := range before {
+		if !after[ino] {
+			continue // closed meanwhile
+		}
+		listed++
+		if !shown[ino] {
+			missing++
+			t.Errorf("UDP socket inode %d is in /proc/net/udp but not in monitor --json", ino)
+		}
+	}
+	t.Logf("UDP sockets: the kernel listed %d in A (/proc/net/udp{,6}), monitor --json showed %d of them (%d records)", listed, listed-missing, len(mon))
+
+	out, err := p.A.Command(lanesBin, "status", "--json", "--socket", sock).Output()
+	if err != nil {
+		t.Fatalf("lanes status --json: %v\n%s", err, out)
+	}
+	var st struct {
+		UDPFlows []udpflow.Flow `json:"udp_flows"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatal(err)
+	}
+	checkUDPFlows(t, "status --json", st.UDPFlows, quicRemote, udpRemote)
+	text, err := p.A.Command(lanesBin, "status", "--socket", sock).Output()
+	if err != nil || !bytes.Contains(text, []byte("UDP flows (QUIC included)")) || !bytes.Contains(text, []byte(udpRemote)) {
+		t.Errorf("lanes status: %v; want its UDP section with %s:\n%s", err, udpRemote, text)
+	}
+	t.Logf("lanes status's UDP section:\n%s", text[bytes.Index(text, []byte("UDP flows")):])
+}
