@@ -234,3 +234,8 @@ deb:
 
 clean:
 	rm -rf bin
+
+# docs/dashboard-udp.png: the dashboard's UDP flows table (headless Chromium, a real daemon, root).
+.PHONY: screenshots-udp
+screenshots-udp:
+	./scripts/screenshot-udp.sh
