@@ -84,7 +84,9 @@ resolve_kernel() {
   fi
 }
 resolve_kernel || { echo "kernel-vm: cannot resolve $meta from ${src[*]}" >&2; exit 1; }
-for d in "${debs[@]}"; do set -- $d; echo "kernel-vm: ${2##*/} ($4, sha256 $3)" >&2; done
+for d in "${debs[@]}"; do # (not set --: the arguments are the packages to test)
+  read -r _ url sha suite <<<"$d"; echo "kernel-vm: ${url##*/} ($suite, sha256 $sha)" >&2
+done
 # The arm64 user space: Debian 12's packages of the tools the tests run
 # (busybox for the shell, iproute2's ip, tc and ss, nsenter, a real sleep)
 # and the libraries they link, resolved as the kernel is (bookworm, its

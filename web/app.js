@@ -4,14 +4,16 @@
 // build step. A flow keeps its colour while it lives (assigned by cookie).
 "use strict";
 
-const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+// Flows' colours: Tableau 10 without the realtime lane's red and the
+// background lane's grey, so that no flow looks like a lane.
+const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"];
 const dashes = [[], [8, 3], [2, 3], [8, 3, 2, 3]];
 const laneColors = { realtime: "#d62728", interactive: "#1f77b4", background: "#7f7f7f", unknown: "#bcbd22" };
 const span = 60; // seconds shown
 const styles = new Map(); // cookie -> {color, dash}
 let nextStyle = 0;
 
-// styleOf gives flow n its own colour (10 distinct ones, then golden-angle
+// styleOf gives flow n its own colour (8 distinct ones, then golden-angle
 // hues) and, past the palette, a dash pattern as well.
 function styleOf(cookie) {
   let s = styles.get(cookie);
@@ -44,8 +46,9 @@ function fit(canvas) {
   return { ctx, W: w, H: h };
 }
 
-// chart draws lines [{color, dash, width, points:[[t,v]]}] over the last `span` s.
-function chart(canvas, lines, now, unit) {
+// chart draws lines [{color, dash, width, points:[[t,v]]}] over the last
+// `span` s, over shaded bands [[t0, t1]] (with bandLabel on the first).
+function chart(canvas, lines, now, unit, bands, bandLabel) {
   const { ctx, W, H } = fit(canvas);
   const L = 44, B = 20, T = 8, R = 8;
   ctx.clearRect(0, 0, W, H);
@@ -66,6 +69,18 @@ function chart(canvas, lines, now, unit) {
     ctx.fillText("-" + Math.round(span - s) + " s", Math.min(x(now - span + s) - 12, W - 30), H - 5);
   }
   ctx.fillText(unit, L + 4, T + 10);
+  let labelled = false;
+  for (const b of bands || []) {
+    const x0 = Math.max(L, x(b[0])), x1 = Math.min(W - R, x(b[1]));
+    if (x1 <= x0) continue;
+    ctx.fillStyle = "rgba(255, 190, 60, 0.22)";
+    ctx.fillRect(x0, T, Math.max(x1 - x0, 2), H - B - T);
+    if (bandLabel && !labelled) {
+      ctx.fillStyle = "#8a5a00";
+      ctx.fillText(bandLabel, Math.min(x0 + 3, W - R - ctx.measureText(bandLabel).width), T + 24);
+      labelled = true;
+    }
+  }
   for (const l of lines) {
     ctx.strokeStyle = l.color; ctx.lineWidth = l.width || 2;
     ctx.setLineDash(l.dash || []);
@@ -119,10 +134,41 @@ function renderHeader(s) {
   document.getElementById("updated").textContent = s.sample_error ? "sampling failed: " + s.sample_error : "";
 }
 
-function renderCharts(s) {
-  const lanes = (s.lanes || []).map(l => ({ color: laneColors[l.lane] || "#333", label: l.lane, points: l.points.map(p => [p.t, p.mbit]) }));
+// heldBands are the time spans in which some flow was held by the yield.
+function heldBands(flows, interval) {
+  const ts = [];
+  for (const f of flows) for (const p of f.points) if (p.held) ts.push(p.t);
+  ts.sort((a, b) => a - b);
+  const bands = [];
+  for (const t of ts) {
+    const last = bands[bands.length - 1];
+    if (last && t - last[1] <= 2.5 * interval) last[1] = t; else bands.push([t - interval / 2, t]);
+  }
+  return bands;
+}
+
+function isHeld(f) { const p = f.points[f.points.length - 1]; return !!(p && p.held); }
+
+// renderLanes draws each lane's throughput, the realtime lane on top and
+// thicker, and again on its own scale when it is too small to see beside
+// the others (a control loop's kbit/s beside a download's Mbit/s).
+function renderLaneCharts(s) {
+  const last = l => { const p = l.points[l.points.length - 1]; return p ? p.mbit : 0; };
+  const lanes = (s.lanes || []).map(l => ({ color: laneColors[l.lane] || "#333", width: l.lane === "realtime" ? 3 : 2, lane: l.lane,
+    label: l.lane + " " + fmt(last(l)) + " Mbit/s", points: l.points.map(p => [p.t, p.mbit]) }));
+  lanes.sort((a, b) => (a.lane === "realtime") - (b.lane === "realtime")); // realtime drawn last, on top
   chart(document.getElementById("lanerate"), lanes, s.now, "Mbit/s");
-  legend("lane-legend", lanes);
+  legend("lane-legend", (s.lanes || []).map(l => lanes.find(x => x.lane === l.lane)));
+  const rt = lanes.find(l => l.lane === "realtime"), box = document.getElementById("rt-alone");
+  const inSpan = l => l.points.filter(p => p[0] >= s.now - span);
+  const rtMax = rt ? Math.max(0, ...inSpan(rt).map(p => p[1])) : 0;
+  const allMax = Math.max(0, ...lanes.flatMap(l => inSpan(l).map(p => p[1])));
+  box.hidden = !(rtMax > 0 && rtMax < allMax / 20);
+  if (!box.hidden) chart(document.getElementById("rtrate"), [{ ...rt, points: rt.points.map(p => [p[0], p[1] * 1000]) }], s.now, "kbit/s");
+}
+
+function renderCharts(s) {
+  renderLaneCharts(s);
 
   const cw = [], caps = [], rt = [], tp = [];
   for (const f of s.flows) {
@@ -134,9 +180,14 @@ function renderCharts(s) {
   }
   // Caps are drawn last, thick and dotted, so a cap equal to cwnd stays visible.
   chart(document.getElementById("cwnd"), cw.concat(caps), s.now, "segments");
-  chart(document.getElementById("srtt"), rt, s.now, "ms");
+  const bands = heldBands(s.flows, s.interval_s || 0.1);
+  chart(document.getElementById("srtt"), rt, s.now, "ms", bands, "held by the yield");
+  const held = s.flows.filter(isHeld), note = document.getElementById("srtt-note");
+  note.textContent = bands.length ? "Shaded: background held by the yield while the foreground carries traffic. A held flow keeps a 2-segment window, so its srtt" +
+    (held.length ? " (now up to " + fmt(Math.max(...held.map(f => f.points[f.points.length - 1].srtt_ms))) + " ms)" : "") +
+    " is its wait behind the foreground, not the path's delay." : "";
   chart(document.getElementById("rate"), tp, s.now, "Mbit/s");
-  legend("flow-legend", s.flows.map(f => ({ ...styleOf(f.cookie), label: flowLabel(f) + " (" + f.lane + ")" })));
+  legend("flow-legend", s.flows.map(f => ({ ...styleOf(f.cookie), label: flowLabel(f) + " (" + f.lane + (isHeld(f) ? ", held by the yield" : "") + ")" })));
 }
 
 function renderFlows(s) {
@@ -151,13 +202,23 @@ function renderFlows(s) {
     const sw = el("td");
     sw.append(swatch(st.color, st.dash));
     tr.append(sw, el("td", f.src + " → " + f.dst), el("td", f.lane), el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"),
-      el("td", f.cong), el("td", f.state), el("td", last.cwnd), el("td", last.cap || "—"),
-      el("td", fmt(last.srtt_ms || 0)), el("td", fmt(last.mbit || 0)), el("td", fmt(last.recv_mbit || 0)),
+      el("td", f.cong), el("td", f.state + (last.held ? " · held" : "")), el("td", last.cwnd), el("td", last.cap || "—"),
+      srttCell(last), el("td", fmt(last.mbit || 0)), el("td", fmt(last.recv_mbit || 0)),
       el("td", last.down_cap ? (last.down_cap / 1000).toFixed(1) + " kB" : "—"), el("td", f.total_retrans));
     tb.append(tr);
   }
   const live = new Set(s.flows.map(f => f.cookie));
   for (const c of styles.keys()) if (!live.has(c)) styles.delete(c);
+}
+
+// srttCell shows a flow's srtt, marked when the yield holds the flow.
+function srttCell(p) {
+  const td = el("td", fmt(p.srtt_ms || 0));
+  if (p.held) {
+    td.append(" ", el("b", "held", "held"));
+    td.title = "held by the yield: the foreground carries traffic, so this background flow waits at a 2-segment window; its srtt is that wait";
+  }
+  return td;
 }
 
 function renderCoop(s) {

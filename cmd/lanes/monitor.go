@@ -512,6 +512,19 @@ func (d *daemonLanes) coopCaps() map[uint64][2]uint32 {
 	return m
 }
 
+// yielding says whether the daemon's yield holds background now (its
+// background component); false without one.
+func (d *daemonLanes) yielding() bool {
+	doc, err := d.client.Component("background")
+	if err != nil {
+		return false
+	}
+	var st struct {
+		Yielding bool `json:"yielding"`
+	}
+	return json.Unmarshal(doc, &st) == nil && st.Yielding
+}
+
 func newDaemonLanes(socket string) *daemonLanes {
 	c, err := api.Dial(socket)
 	return &daemonLanes{client: c, err: err, known: map[uint64]laneAnswer{}}
@@ -568,7 +581,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 			}
 		}
 	}
-	caps := d.coopCaps()
+	caps, yielding := d.coopCaps(), d.yielding()
 	out := flows[:0]
 	for i := range flows {
 		if a, ok := d.known[flows[i].Cookie]; ok {
@@ -580,6 +593,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 		if c, ok := caps[flows[i].Cookie]; ok {
 			flows[i].CwndCap, flows[i].RwndCap = c[0], c[1]
 		}
+		flows[i].Held = yielding && flows[i].Lane == lane.Background
 		if len(want) == 0 || slices.Contains(want, flows[i].Lane) {
 			out = append(out, flows[i])
 		}

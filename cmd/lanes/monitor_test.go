@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -22,8 +24,9 @@ import (
 // laneHandler answers socket-lanes requests from a map; the daemon's
 // other operations are not needed by the monitor.
 type laneHandler struct {
-	lanes map[uint64]lane.Lane
-	asked int
+	lanes    map[uint64]lane.Lane
+	asked    int
+	yielding atomic.Bool // the background component says the yield holds background
 }
 
 var errNotHere = errors.New("not in this test")
@@ -35,10 +38,15 @@ func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return err
 func (h *laneHandler) MovePID(api.Cred, int, lane.Lane, bool) (api.Moved, error) {
 	return api.Moved{}, errNotHere
 }
-func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)      { return "", errNotHere }
-func (h *laneHandler) Owners() api.Owners                        { return nil }
-func (h *laneHandler) Access() api.Access                        { return api.Access{} }
-func (h *laneHandler) Component(string) (json.RawMessage, error) { return nil, errNotHere }
+func (h *laneHandler) LaneCgroup(lane.Lane) (string, error) { return "", errNotHere }
+func (h *laneHandler) Owners() api.Owners                   { return nil }
+func (h *laneHandler) Access() api.Access                   { return api.Access{} }
+func (h *laneHandler) Component(name string) (json.RawMessage, error) {
+	if name == "background" {
+		return json.RawMessage(fmt.Sprintf(`{"yielding":%v}`, h.yielding.Load())), nil
+	}
+	return nil, errNotHere
+}
 func (h *laneHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	h.asked += len(c)
 	out := map[uint64]lane.Lane{}
@@ -115,6 +123,20 @@ func TestMonitorLanesFromDaemon(t *testing.T) {
 	}
 	if h.asked > 4 {
 		t.Errorf("daemon asked about %d cookies for 2 sockets in 3 samples: no caching?", h.asked)
+	}
+	// While the yield holds background, background flows are held.
+	for _, yielding := range []bool{false, true} {
+		h.yielding.Store(yielding)
+		out, _, _ := runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "1")
+		flows, err := tcpmon.ReadFlows(strings.NewReader(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range flows {
+			if f.Held != (yielding && f.Lane == lane.Background) {
+				t.Errorf("yielding %v: %s flow held %v", yielding, f.Lane, f.Held)
+			}
+		}
 	}
 	out, _, code = runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "2", "--lane", "background")
 	flows, err = tcpmon.ReadFlows(strings.NewReader(out))

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -87,8 +89,15 @@ func startLanesDaemon(t *testing.T, ns *testutil.NetNS, link string) string {
 // flowAtoB opens a TCP connection from p.A to p.B that keeps sending until
 // the returned function closes it.
 func flowAtoB(t *testing.T, p *testutil.Pair) (local string, stop func()) {
+	c, stop := pacedFlowAtoB(t, p, 9000, 16<<10, 2*time.Millisecond)
+	return c.LocalAddr().String(), stop
+}
+
+// pacedFlowAtoB opens a TCP connection from p.A to p.B's port that writes
+// chunk bytes every pause until the returned function closes it.
+func pacedFlowAtoB(t *testing.T, p *testutil.Pair, port, chunk int, pause time.Duration) (net.Conn, func()) {
 	var ln net.Listener
-	p.B.Do(t, func() (err error) { ln, err = net.Listen("tcp4", ":9000"); return })
+	p.B.Do(t, func() (err error) { ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port)); return })
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -100,13 +109,16 @@ func flowAtoB(t *testing.T, p *testutil.Pair) (local string, stop func()) {
 		}
 	}()
 	var c net.Conn
-	p.A.Do(t, func() (err error) { c, err = net.Dial("tcp4", net.JoinHostPort(p.AddrB.String(), "9000")); return })
+	p.A.Do(t, func() (err error) {
+		c, err = net.Dial("tcp4", net.JoinHostPort(p.AddrB.String(), strconv.Itoa(port)))
+		return
+	})
 	done := make(chan struct{})
 	var once sync.Once
-	stop = func() { once.Do(func() { close(done); c.Close() }) }
+	stop := func() { once.Do(func() { close(done); c.Close() }) }
 	t.Cleanup(stop)
 	go func() {
-		buf := make([]byte, 16<<10)
+		buf := make([]byte, chunk)
 		for {
 			select {
 			case <-done:
@@ -116,10 +128,10 @@ func flowAtoB(t *testing.T, p *testutil.Pair) (local string, stop func()) {
 			if _, err := c.Write(buf); err != nil {
 				return
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(pause)
 		}
 	}()
-	return c.LocalAddr().String(), stop
+	return c, stop
 }
 
 func TestDashboardInBrowser(t *testing.T) {
@@ -148,6 +160,68 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	stopFlow()
 	b.waitForPoints(t, key, "closed flow leaves", func(n int) bool { return n < 0 })
+	b.checkConsole(t)
+}
+
+// A background flow held by the yield is marked held (row, legend, the
+// srtt chart's shading and its note), and a realtime flow of a few dozen
+// kbit/s beside tens of Mbit/s gets its own scale: the page's two
+// pictures that were unreadable. LANES_DASHBOARD_SCREENSHOT writes it.
+func TestDashboardHeldAndRealtime(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("starts a daemon and a browser")
+	}
+	chromium := findChromium(t)
+	p := testutil.NewVethPair(t)
+	sock := startLanesDaemon(t, p.A, p.LinkA)
+	flowAtoB(t, p) // the foreground: interactive, tens of Mbit/s
+	bg, _ := pacedFlowAtoB(t, p, 9001, 16<<10, 2*time.Millisecond)
+	rt, _ := pacedFlowAtoB(t, p, 9002, 200, 20*time.Millisecond)
+	dc, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	for c, l := range map[net.Conn]lane.Lane{bg: lane.Background, rt: lane.Realtime} {
+		if _, err := dc.RegisterConn(c, l); err != nil {
+			t.Fatalf("register %s: %v", l, err)
+		}
+	}
+	addr := serveDashboard(t, p, sock)
+	b := openBrowser(t, chromium)
+	if err := chromedp.Do(b.ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	bgKey := bg.LocalAddr().String() + " " + bg.RemoteAddr().String()
+	state := fmt.Sprintf(`(() => {
+		const r = [...document.querySelectorAll("#flows tbody tr")].find(r => r.dataset.flow === %q);
+		return [r ? r.children[5].textContent : "", document.getElementById("srtt-note").textContent,
+			document.getElementById("rt-alone").hidden ? "" : "realtime alone", document.getElementById("flow-legend").textContent].join("|");
+	})()`, bgKey)
+	var got string
+	for {
+		if got, err = chromedp.Run(b.ctx, chromedp.Evaluate[string](state)); err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Split(got, "|")
+		if strings.HasSuffix(f[0], "· held") && strings.Contains(f[1], "held by the yield") && f[2] != "" &&
+			strings.Contains(f[3], "background, held by the yield") {
+			break
+		}
+		select {
+		case <-b.ctx.Done():
+			t.Fatalf("the page never showed the held flow and the realtime lane alone: state %q", got)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if path := os.Getenv("LANES_DASHBOARD_SCREENSHOT"); path != "" {
+		// A picture with some history: 20 s more of the three flows.
+		if err := chromedp.Do(b.ctx, chromedp.Sleep(20*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		screenshot(t, b.ctx, path)
+	}
 	b.checkConsole(t)
 }
 

@@ -76,6 +76,10 @@ type Point struct {
 	Rate    float64 `json:"mbit"`
 	Recv    float64 `json:"recv_mbit"`
 	DownCap uint32  `json:"down_cap"`
+	// Held: a background flow while the yield holds the background lane
+	// (the foreground carries traffic): its window is kept at the minimum,
+	// so its srtt is mostly its wait, not the path.
+	Held bool `json:"held,omitempty"`
 }
 
 // FlowView is one flow on the page.
@@ -254,6 +258,7 @@ type daemonView struct {
 	coop               json.RawMessage
 	statusErr, coopErr string
 	coopOff            string            // the policy leaves coop off: why
+	yielding           bool              // the yield holds background (some interface)
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
 	lanes              map[uint64]laneAnswer
 	ccNames            map[string]string
@@ -295,6 +300,12 @@ func (dv *daemonView) ask(d Daemon) {
 	var err error
 	if dv.status, err = d.Status(); err != nil {
 		dv.statusErr = err.Error()
+	}
+	if doc, err := d.Component("background"); err == nil {
+		var ys struct {
+			Yielding bool `json:"yielding"`
+		}
+		dv.yielding = json.Unmarshal(doc, &ys) == nil && ys.Yielding
 	}
 	c, err := d.Component("coop")
 	var off *api.OffError
@@ -345,7 +356,7 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
 	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
 		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
-		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie]})
+		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie], Held: dv.yielding && f.Lane == lane.Background})
 	cut := 0
 	for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
 		cut++

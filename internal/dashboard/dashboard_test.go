@@ -26,6 +26,7 @@ import (
 type fakeDaemon struct {
 	coop  string
 	off   string // the policy leaves coop off: why
+	held  bool   // the background component says the yield holds background
 	asked []uint64
 	runs  string // the kernel's name of the congestion control the flows run
 	appCC string // what every socket's app asked for ("" = none)
@@ -36,6 +37,9 @@ func (d *fakeDaemon) Status() (*api.Status, error) {
 }
 
 func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
+	if name == "background" {
+		return json.RawMessage(fmt.Sprintf(`{"yielding":%v}`, d.held)), nil
+	}
 	if name == "coop" && d.off != "" {
 		return nil, &api.OffError{Name: name, Why: d.off}
 	}
@@ -173,7 +177,7 @@ func TestDashboardShowsFlowLaneAndCap(t *testing.T) {
 
 // A controller the policy leaves off is a state in the snapshot, not an
 // error (the page shows it as an off section, last).
-func TestDashboardCoopOffIsNoError(t *testing.T) {
+func TestDashboardOffAndHeldStates(t *testing.T) {
 	port := loopbackFlow(t)
 	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
 		Filter: tcpmon.Filter{RemotePort: port}})
@@ -181,11 +185,19 @@ func TestDashboardCoopOffIsNoError(t *testing.T) {
 		t.Skipf("sock_diag not available: %v", err)
 	}
 	defer smp.Close()
-	s := New(Config{Sampler: smp, Daemon: &fakeDaemon{off: "no coop section in the policy", runs: "cubic"}})
+	d := &fakeDaemon{off: "no coop section in the policy", runs: "cubic"}
+	s := New(Config{Sampler: smp, Daemon: d})
 	s.tick()
 	snap := s.Snapshot()
 	if snap.CoopOff != "no coop section in the policy" || snap.CoopError != "" || snap.Coop != nil {
 		t.Fatalf("coop off: off %q, error %q, doc %s", snap.CoopOff, snap.CoopError, snap.Coop)
+	}
+	// A background flow is held while the yield holds background, not before.
+	d.held = true
+	s.tick()
+	snap = s.Snapshot()
+	if len(snap.Flows) != 1 || len(snap.Flows[0].Points) != 2 || snap.Flows[0].Points[0].Held || !snap.Flows[0].Points[1].Held {
+		t.Fatalf("held marks: %+v", snap.Flows)
 	}
 }
 

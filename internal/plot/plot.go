@@ -233,7 +233,14 @@ type panelFrame struct {
 	left, top, w, h    float64
 	xlo, xhi, ylo, yhi float64
 	xt, yt             []float64
+	// dodge shifts the series being drawn sideways (px): marked series of
+	// one panel sit side by side, so equal values show every mark and
+	// error bar instead of the last one drawn.
+	dodge float64
 }
+
+// dodgeStep is the sideways distance between marked series (px).
+const dodgeStep = 5
 
 func (fr *panelFrame) sx(x float64) float64 { return fr.left + (x-fr.xlo)/(fr.xhi-fr.xlo)*fr.w }
 func (fr *panelFrame) sy(y float64) float64 { return fr.top + fr.h - (y-fr.ylo)/(fr.yhi-fr.ylo)*fr.h }
@@ -246,7 +253,17 @@ func (fr *panelFrame) clampY(y float64) float64 { return math.Max(fr.ylo, math.M
 func (fr *panelFrame) drawPanel(c canvas, p *Panel) {
 	fr.drawGrid(c)
 	// Series, clipped to the panel by construction of the ranges.
+	marked := 0
 	for j := range p.Series {
+		if s := &p.Series[j]; s.Marker && !s.NoLine {
+			marked++
+		}
+	}
+	for j, sr := range p.Series {
+		fr.dodge = 0
+		if sr.Marker && !sr.NoLine && marked > 1 { // side by side, not on top of each other
+			fr.dodge = (float64(j) - float64(marked-1)/2) * dodgeStep
+		}
 		fr.drawSeries(c, &p.Series[j], j)
 	}
 	// Axes frame.
@@ -307,9 +324,9 @@ func (fr *panelFrame) drawSeries(c canvas, s *Series, j int) {
 			continue
 		}
 		if k < len(s.YLo) && k < len(s.YHi) && !math.IsNaN(s.YLo[k]) && !math.IsNaN(s.YHi[k]) {
-			errorBar(c, fr.sx(x), fr.sy(fr.clampY(s.YLo[k])), fr.sy(fr.clampY(s.YHi[k])), col)
+			errorBar(c, fr.sx(x)+fr.dodge, fr.sy(fr.clampY(s.YLo[k])), fr.sy(fr.clampY(s.YHi[k])), col)
 		}
-		px := pt{fr.sx(x), fr.sy(fr.clampY(y))}
+		px := pt{fr.sx(x) + fr.dodge, fr.sy(fr.clampY(y))}
 		seg = append(seg, px)
 		if s.Marker || s.NoLine {
 			marker(c, px, s.shape(j), col)

@@ -272,3 +272,36 @@ func TestMarkersAndErrorBars(t *testing.T) {
 		t.Errorf("y range ends at %v, below the error bar's 10", hi)
 	}
 }
+
+// recorder is a canvas that keeps the squares drawn, by colour.
+type recorder struct{ squares map[color.RGBA][]pt }
+
+func (r *recorder) rect(x, y, w, h float64, c color.RGBA) {
+	if w == h && w < 10 { // a square mark
+		r.squares[c] = append(r.squares[c], pt{x + w/2, y + h/2})
+	}
+}
+func (r *recorder) line(x1, y1, x2, y2 float64, c color.RGBA, width float64)                {}
+func (r *recorder) polyline(p []pt, c color.RGBA, width float64, dash []float64)            {}
+func (r *recorder) text(x, y float64, s string, a anchor, c color.RGBA, vertical, big bool) {}
+
+// Marked series with equal values sit side by side (dodged), so every
+// mark shows instead of the last one drawn; marks alone (a paper's
+// values) stay where they are.
+func TestMarkedSeriesDodge(t *testing.T) {
+	a := Series{Name: "a", X: []float64{100, 400}, Y: []float64{1, 2}, Marker: true, Color: Palette[0]}
+	b := a
+	b.Name, b.Color = "b", Palette[1]
+	// Each alone in its panel (series 0: a square mark), then three in one.
+	f := &Figure{Panels: []Panel{{Series: []Series{a}}, {Series: []Series{b}}}}
+	r := &recorder{squares: map[color.RGBA][]pt{}}
+	f.draw(r)
+	alone := r.squares[Palette[0]][0].x
+	f = &Figure{Panels: []Panel{{Series: []Series{a, b, {Name: "c", X: []float64{100}, Y: []float64{1}, Marker: true, Color: Palette[2]}}}}}
+	r = &recorder{squares: map[color.RGBA][]pt{}}
+	f.draw(r)
+	sa := r.squares[Palette[0]]
+	if len(sa) != 3 || math.Abs(sa[0].x-(alone-dodgeStep)) > 0.5 { // two marks and the legend's
+		t.Errorf("first of three marked series at x %v, want %v (dodged left)", sa, alone-dodgeStep)
+	}
+}

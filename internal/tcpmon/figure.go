@@ -3,6 +3,7 @@
 package tcpmon
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -30,6 +31,7 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 	title, top, match, smooth := o.Title, o.Top, o.Match, o.Smooth
 	type series struct {
 		who          legendName
+		held         int // samples held by the yield
 		x, cwnd, rtt []float64
 		thr, acked   []float64
 		bytes        uint64
@@ -64,6 +66,9 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 			order = append(order, key)
 		}
 		s.who = legendOf(f, s.who)
+		if f.Held {
+			s.held++
+		}
 		x := f.Time.Sub(t0).Seconds()
 		s.x = append(s.x, x)
 		s.cwnd = append(s.cwnd, float64(f.Cwnd))
@@ -87,7 +92,11 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 	}}
 	names := map[string]int{}
 	for _, k := range order {
-		names[by[k].who.String()]++
+		s := by[k]
+		if s.held > 0 { // its srtt there is its wait behind the foreground
+			s.who.held = (100*s.held + len(s.x)/2) / len(s.x)
+		}
+		names[s.who.String()]++
 	}
 	for _, k := range order {
 		s := by[k]
@@ -105,11 +114,13 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 	return fig
 }
 
-// legendName is what a flow's legend entry says: its process, its lane and
-// where it goes ("restic · background → 10.0.0.2:443"); the local port
-// only where that leaves two entries alike, or nothing else is known.
+// legendName is what a flow's legend entry says: its process, its lane
+// (with the share of its samples the yield held it) and where it goes
+// ("restic · background (held 40%) → 10.0.0.2:443"); the local port only
+// where that leaves two entries alike, or nothing else is known.
 type legendName struct {
 	comm, lane, dst, localPort string
+	held                       int // % of its samples held by the yield
 }
 
 // legendOf updates a flow's legend from one more of its samples: the
@@ -131,7 +142,11 @@ func legendOf(f *Flow, n legendName) legendName {
 
 func (n legendName) String() string {
 	var parts []string
-	for _, p := range []string{n.comm, n.lane} {
+	l := n.lane
+	if n.held > 0 { // its srtt while held is its wait behind the foreground
+		l += fmt.Sprintf(" (held %d%%)", n.held)
+	}
+	for _, p := range []string{n.comm, l} {
 		if p != "" {
 			parts = append(parts, p)
 		}

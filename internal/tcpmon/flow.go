@@ -36,8 +36,12 @@ type Flow struct {
 	// The cooperative controller's caps in force (from the daemon, 0 =
 	// none): the cwnd cap of an upload, segments, and the downlink cap of a
 	// download, bytes of receive window.
-	CwndCap  uint32 `json:"cwnd_cap,omitempty"`
-	RwndCap  uint32 `json:"rwnd_cap_bytes,omitempty"`
+	CwndCap uint32 `json:"cwnd_cap,omitempty"`
+	RwndCap uint32 `json:"rwnd_cap_bytes,omitempty"`
+	// Held: a background flow while the yield holds the background lane
+	// (from the daemon): its window is kept at the minimum, so its srtt is
+	// its wait behind the foreground, not the path's.
+	Held     bool   `json:"held,omitempty"`
 	PID      int    `json:"pid"`
 	Comm     string `json:"comm"`
 	UID      uint32 `json:"uid"`

@@ -216,6 +216,16 @@ func TestFlowFigure(t *testing.T) {
 	if s := FlowFigure(twin, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background → 10.0.0.2:443 (:2000)" {
 		t.Errorf("twins: %q", s[0].Name)
 	}
+	// A flow the yield held in some samples says for how much of them.
+	heldFlow := append([]Flow(nil), twin[:1]...)
+	for i := 1; i < 4; i++ {
+		f := twin[0]
+		f.Time, f.Held = t0.Add(time.Duration(i)*time.Second), i >= 2
+		heldFlow = append(heldFlow, f)
+	}
+	if s := FlowFigure(heldFlow, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background (held 50%) → 10.0.0.2:443" {
+		t.Errorf("held: %q", s[0].Name)
+	}
 	if cw[0].Y[49] != 59 || fig.Panels[1].Series[1].Y[0] != 4 {
 		t.Errorf("cwnd %v / rtt %v", cw[0].Y[49], fig.Panels[1].Series[1].Y[0])
 	}

@@ -6,12 +6,14 @@
 package sockops
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -101,13 +103,25 @@ func TestVerifierCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}})
+	// lanes_live_cc loads on its own (the daemon's live_cc capability):
+	// bpf_setsockopt from an iter/tcp program needs 5.14.
+	delete(spec.Programs, "lanes_live_cc")
+	opts := ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}}
+	coll, err := ebpf.NewCollectionWithOptions(spec, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer coll.Close()
+	progs := coll.Programs
+	if live := loadLiveForCost(t, coll, opts); live != nil {
+		defer live.Close()
+		progs = map[string]*ebpf.Program{"lanes_live_cc": live}
+		for name, p := range coll.Programs {
+			progs[name] = p
+		}
+	}
 	processed := regexp.MustCompile(`(?m)^processed (\d+) insns`)
-	for name, p := range coll.Programs {
+	for name, p := range progs {
 		m := processed.FindStringSubmatch(p.VerifierLog)
 		if m == nil {
 			t.Fatalf("%s: no instruction count in the verifier's log: %q", name, p.VerifierLog)
@@ -119,4 +133,41 @@ func TestVerifierCost(t *testing.T) {
 			t.Logf("%s: the verifier processed %d instructions", name, n)
 		}
 	}
+}
+
+// loadLiveForCost loads lanes_live_cc beside coll's maps; nil on a kernel
+// before 5.14, which refuses bpf_setsockopt from an iterator.
+func loadLiveForCost(t *testing.T, coll *ebpf.Collection, opts ebpf.CollectionOptions) *ebpf.Program {
+	spec, err := configured(Config{NetnsCookie: 1, NetnsInode: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range spec.Programs {
+		if name != "lanes_live_cc" {
+			delete(spec.Programs, name)
+		}
+	}
+	opts.MapReplacements = coll.Maps
+	live, err := ebpf.NewCollectionWithOptions(spec, opts)
+	if err != nil {
+		if !kernelAtLeast(5, 14) {
+			t.Logf("lanes_live_cc does not load before 5.14 (the daemon's live_cc is off there): %v", err)
+			return nil
+		}
+		t.Fatalf("lanes_live_cc: %v", err)
+	}
+	p := live.DetachProgram("lanes_live_cc")
+	live.Close()
+	return p
+}
+
+// kernelAtLeast compares the running kernel's release with major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return true
+	}
+	var maj, min int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &maj, &min)
+	return maj > major || maj == major && min >= minor
 }
