@@ -228,14 +228,25 @@ func (c *Client) SocketInfo(cookies []uint64) (SocketInfo, error) {
 	return si, nil
 }
 
-// UDPFlows returns the daemon's UDP flows with their lanes and why, and
-// how many it left out of the reply.
+// MaxUDPPages bounds how many pages of UDP flows UDPFlows asks for.
+const MaxUDPPages = 64
+
+// UDPFlows returns the daemon's UDP flows with their lanes and why, page
+// after page (at most MaxUDPPages), and how many it left out.
 func (c *Client) UDPFlows() ([]udpflow.Flow, int, error) {
-	r, err := c.Do(Request{Op: OpUDPFlows})
-	if err != nil {
-		return nil, 0, err
+	var out []udpflow.Flow
+	more := 0
+	for range MaxUDPPages {
+		r, err := c.Do(Request{Op: OpUDPFlows, From: len(out)})
+		if err != nil {
+			return nil, 0, err
+		}
+		out, more = append(out, r.UDPFlows...), r.UDPMore
+		if more == 0 || len(r.UDPFlows) == 0 {
+			break
+		}
 	}
-	return r.UDPFlows, r.UDPMore, nil
+	return out, more, nil
 }
 
 // Component returns the status document of a running daemon component

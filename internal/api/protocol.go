@@ -131,6 +131,8 @@ type Request struct {
 	Name string `json:"name,omitempty"`
 	// KeepSched (move-pid): leave the process's CPU scheduling as it is.
 	KeepSched bool `json:"keep_sched,omitempty"`
+	// From (udp-flows): the index of the first flow of the page asked for.
+	From int `json:"from,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -185,6 +187,9 @@ func DecodeRequest(line []byte) (Request, error) {
 			return Request{}, fmt.Errorf("socket-lanes: at most %d cookies per request", MaxCookies)
 		}
 	case OpUDPFlows:
+		if r.From < 0 {
+			return Request{}, errors.New("udp-flows: from must be >= 0")
+		}
 	case OpComponent:
 		if r.Name == "" || len(r.Name) > 64 {
 			return Request{}, errors.New("component needs a name (coop or realtime)")
@@ -224,9 +229,9 @@ type Response struct {
 	Off string `json:"off,omitempty"`
 	// Moved answers move-pid: what the move changed.
 	Moved *Moved `json:"moved,omitempty"`
-	// UDPFlows answers udp-flows: every UDP socket of the daemon's
-	// namespace and the background class's 5-tuples no socket claims;
-	// UDPMore: how many were left out (a reply is one line).
+	// UDPFlows answers udp-flows: a page of the UDP sockets of the
+	// daemon's namespace and the background class's 5-tuples no socket
+	// claims; UDPMore: how many follow the page (ask again with From).
 	UDPFlows []udpflow.Flow `json:"udp_flows,omitempty"`
 	UDPMore  int            `json:"udp_more,omitempty"`
 }

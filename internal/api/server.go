@@ -64,10 +64,10 @@ type SocketReasoner interface {
 	SocketReasons(cookies []uint64) (map[uint64]string, error)
 }
 
-// UDPFlowLister is an optional Handler method: the UDP flows with their
-// lanes and why, and how many were left out of the list.
+// UDPFlowLister is an optional Handler method: a page of the UDP flows
+// with their lanes and why, from index from, and how many follow it.
 type UDPFlowLister interface {
-	UDPFlows() ([]udpflow.Flow, int, error)
+	UDPFlows(from int) ([]udpflow.Flow, int, error)
 }
 
 // SocketCCer is an optional Handler method pair: the congestion control
@@ -366,7 +366,7 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 		if !ok {
 			return &Response{Error: "udp-flows: not supported by this daemon"}
 		}
-		r.UDPFlows, r.UDPMore, err = x.UDPFlows()
+		r.UDPFlows, r.UDPMore, err = x.UDPFlows(req.From)
 	case OpComponent:
 		var off *OffError
 		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {

@@ -11,15 +11,32 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
-// maxUDPFlows bounds one reply (the API's line is 64 KiB; a record is
-// at most ~300 bytes): sockets beyond it are counted, not listed.
-const maxUDPFlows = 180
+// udpPage is how many flows one udp-flows reply carries (a record is at
+// most ~400 bytes); a client asks for the next page from where it is.
+const udpPage = 512
+
+// A listing of the UDP flows answers the requests that follow it for up
+// to udpReuse when they page on (from > 0), and for udpFresh when they
+// start over: a flood of requests costs at most 1/udpFresh dumps a second.
+const (
+	udpReuse = 2 * time.Second
+	udpFresh = 250 * time.Millisecond
+)
+
+// udpListing is the daemon's last listing of the UDP flows.
+type udpListing struct {
+	mu    sync.Mutex
+	at    time.Time
+	flows []udpflow.Flow
+}
 
 // bgTable is what the daemon reads of the background class.
 type bgTable interface {
@@ -27,33 +44,53 @@ type bgTable interface {
 	BgClassHeld(ifindex int) bool
 }
 
-// UDPFlows lists the UDP flows of the daemon's namespace with their lanes
-// and why; more is how many sockets were left out of the reply.
-func (d *Daemon) UDPFlows() (flows []udpflow.Flow, more int, err error) {
-	flows, err = udpflow.Dump()
+// UDPFlows returns the page from index from of the UDP flows of the
+// daemon's namespace, with their lanes and why, and how many follow it.
+func (d *Daemon) UDPFlows(from int) ([]udpflow.Flow, int, error) {
+	d.udp.mu.Lock()
+	defer d.udp.mu.Unlock()
+	age := time.Since(d.udp.at)
+	if d.udp.flows == nil || age >= udpReuse || from == 0 && age >= udpFresh {
+		flows, err := d.listUDP()
+		if err != nil {
+			return nil, 0, err
+		}
+		d.udp.flows, d.udp.at = flows, time.Now()
+	}
+	all := d.udp.flows
+	from = min(from, len(all))
+	to := min(from+udpPage, len(all))
+	return slices.Clone(all[from:to]), len(all) - to, nil
+}
+
+// listUDP lists the UDP flows with their lanes and why.
+func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
+	flows, err := udpflow.Dump()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()
-	tab, ok := d.host.(bgTable)
-	if ok {
+	if tab, ok := d.host.(bgTable); ok {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
 			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
 		}
 	}
-	for i := range flows {
-		d.resolveUDPLocked(&flows[i])
-	}
 	d.mu.Unlock()
-	flows = joinBackground(flows, bg, held)
-	if len(flows) > maxUDPFlows {
-		more = len(flows) - maxUDPFlows
-		flows = flows[:maxUDPFlows]
+	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
+		d.mu.Lock()
+		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
+			d.resolveUDPLocked(&flows[j])
+		}
+		d.mu.Unlock()
 	}
-	return flows, more, nil
+	flows = joinBackground(flows, bg, held)
+	if flows == nil {
+		flows = []udpflow.Flow{}
+	}
+	return flows, nil
 }
 
 // joinBackground marks the sockets whose datagrams the class's table

@@ -3,8 +3,9 @@
 // and a plain UDP flow (a connected echo client) in interactive, through
 // a real daemon on the routed path A ── R ── B: both appear in `lanes
 // monitor --json` and `lanes status --json` with the right lane and why,
-// and every UDP socket the kernel lists in A (/proc/net/udp, udp6) is in
-// the monitor's records.
+// and every UDP socket the kernel lists in A (/proc/net/udp, udp6; with
+// 600 idle ones beside, more than a page of the daemon's reply) is in the
+// monitor's records.
 package daemon_test
 
 import (
@@ -12,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +104,30 @@ func checkUDPFlows(t *testing.T, what string, flows []udpflow.Flow, quicRemote, 
 	}
 }
 
+// idleSockets is how many idle UDP sockets the test adds, more than one
+// page of the daemon's reply (512).
+const idleSockets = 600
+
+// idleUDPSockets binds n UDP sockets in ns (IPv4 and IPv6 in turn),
+// closed at the end of the test.
+func idleUDPSockets(t *testing.T, ns *testutil.NetNS, n int) {
+	t.Helper()
+	ns.Do(t, func() error {
+		for i := range n {
+			network, addr := "udp4", "127.0.0.1:0"
+			if i%2 == 1 {
+				network, addr = "udp6", "[::1]:0"
+			}
+			c, err := net.ListenPacket(network, addr)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+		return nil
+	})
+}
+
 func TestUDPFlowsVisible(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -116,6 +142,7 @@ func TestUDPFlowsVisible(t *testing.T) {
 	ping := start(t, p.A, "lab", "helper", "ping", "--to", udpRemote, "--count", "600", "--interval", "50ms")
 	_ = ping
 	waitFor(t, "QUIC upload bytes", func() bool { return q.bytes.Load() > 0 })
+	idleUDPSockets(t, p.A, idleSockets)
 
 	before := kernelUDPInodes(t, p.A)
 	mon := monitorUDP(t, p.A, sock)
@@ -150,10 +177,14 @@ func TestUDPFlowsVisible(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
+	if len(st.UDPFlows) < listed {
+		t.Errorf("status --json lists %d UDP flows; the kernel listed %d sockets", len(st.UDPFlows), listed)
+	}
 	checkUDPFlows(t, "status --json", st.UDPFlows, quicRemote, udpRemote)
 	text, err := p.A.Command(lanesBin, "status", "--socket", sock).Output()
 	if err != nil || !bytes.Contains(text, []byte("UDP flows (QUIC included)")) || !bytes.Contains(text, []byte(udpRemote)) {
 		t.Errorf("lanes status: %v; want its UDP section with %s:\n%s", err, udpRemote, text)
 	}
-	t.Logf("lanes status's UDP section:\n%s", text[bytes.Index(text, []byte("UDP flows")):])
+	sect := text[bytes.Index(text, []byte("UDP flows")):]
+	t.Logf("lanes status's UDP section (its first lines):\n%s", bytes.Join(bytes.SplitN(sect, []byte("\n"), 6)[:5], []byte("\n")))
 }
