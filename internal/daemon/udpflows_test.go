@@ -14,10 +14,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -140,7 +142,6 @@ func TestUDPFlowsVisible(t *testing.T) {
 	q := startQUICBulk(t, p, "up", lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	udpRemote, quicRemote := fmt.Sprintf("%s:7", p.AddrB), fmt.Sprintf("%s:4433", p.AddrB)
 	ping := start(t, p.A, "lab", "helper", "ping", "--to", udpRemote, "--count", "600", "--interval", "50ms")
-	_ = ping
 	waitFor(t, "QUIC upload bytes", func() bool { return q.bytes.Load() > 0 })
 	idleUDPSockets(t, p.A, idleSockets)
 
@@ -148,6 +149,28 @@ func TestUDPFlowsVisible(t *testing.T) {
 	mon := monitorUDP(t, p.A, sock)
 	after := kernelUDPInodes(t, p.A)
 	checkUDPFlows(t, "monitor --json", mon, quicRemote, udpRemote)
+	listed := checkEverySocket(t, mon, before, after)
+	st := statusUDP(t, p.A, sock)
+	checkUDPFlows(t, "status --json", st, quicRemote, udpRemote)
+	if len(st) < listed {
+		t.Errorf("status --json lists %d UDP flows; the kernel listed %d sockets", len(st), listed)
+	}
+	for _, args := range [][]string{{"status", "--socket", sock}, {"monitor", "--count", "1", "--socket", sock}} {
+		text, err := p.A.Command(lanesBin, args...).Output()
+		if err != nil || !bytes.Contains(text, []byte("UDP flows (QUIC included)")) || !bytes.Contains(text, []byte(udpRemote)) {
+			t.Errorf("lanes %s: %v; want its UDP section with %s:\n%s", args[0], err, udpRemote, text)
+			continue
+		}
+		sect := text[bytes.Index(text, []byte("UDP flows")):]
+		t.Logf("lanes %s's UDP section (its first lines):\n%s", args[0], bytes.Join(bytes.SplitN(sect, []byte("\n"), 5)[:4], []byte("\n")))
+	}
+	checkMoveAndRegistration(t, p, sock, ping.cmd.Process.Pid, udpRemote)
+}
+
+// checkEverySocket fails for each socket of both kernel listings missing
+// from the monitor's records; it returns how many the kernel listed.
+func checkEverySocket(t *testing.T, mon []udpflow.Flow, before, after map[uint32]bool) int {
+	t.Helper()
 	shown := map[uint32]bool{}
 	for _, f := range mon {
 		if f.Cookie != 0 {
@@ -162,12 +185,19 @@ func TestUDPFlowsVisible(t *testing.T) {
 		listed++
 		if !shown[ino] {
 			missing++
-			t.Errorf("UDP socket inode %d is in /proc/net/udp but not in monitor --json", ino)
+			if missing <= 10 {
+				t.Errorf("UDP socket inode %d is in /proc/net/udp but not in monitor --json", ino)
+			}
 		}
 	}
 	t.Logf("UDP sockets: the kernel listed %d in A (/proc/net/udp{,6}), monitor --json showed %d of them (%d records)", listed, listed-missing, len(mon))
+	return listed
+}
 
-	out, err := p.A.Command(lanesBin, "status", "--json", "--socket", sock).Output()
+// statusUDP is `lanes status --json`'s UDP flows, run in ns.
+func statusUDP(t *testing.T, ns *testutil.NetNS, sock string) []udpflow.Flow {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "status", "--json", "--socket", sock).Output()
 	if err != nil {
 		t.Fatalf("lanes status --json: %v\n%s", err, out)
 	}
@@ -177,14 +207,56 @@ func TestUDPFlowsVisible(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.UDPFlows) < listed {
-		t.Errorf("status --json lists %d UDP flows; the kernel listed %d sockets", len(st.UDPFlows), listed)
+	return st.UDPFlows
+}
+
+// byPID is the record of the socket process pid holds.
+func byPID(flows []udpflow.Flow, pid int) *udpflow.Flow {
+	for i := range flows {
+		if flows[i].PID == pid {
+			return &flows[i]
+		}
 	}
-	checkUDPFlows(t, "status --json", st.UDPFlows, quicRemote, udpRemote)
-	text, err := p.A.Command(lanesBin, "status", "--socket", sock).Output()
-	if err != nil || !bytes.Contains(text, []byte("UDP flows (QUIC included)")) || !bytes.Contains(text, []byte(udpRemote)) {
-		t.Errorf("lanes status: %v; want its UDP section with %s:\n%s", err, udpRemote, text)
+	return nil
+}
+
+// checkMoveAndRegistration: the echo client moved by `lanes move` shows
+// background "process moved" (and enters the background class), a second
+// echo client's registered UDP flow shows background by its registration.
+func checkMoveAndRegistration(t *testing.T, p *testutil.Path, sock string, pid int, udpRemote string) {
+	t.Helper()
+	if out, err := p.A.Command(lanesBin, "move", "--socket", sock, "--lane", "background", fmt.Sprint(pid)).CombinedOutput(); err != nil {
+		t.Fatalf("lanes move: %v\n%s", err, out)
 	}
-	sect := text[bytes.Index(text, []byte("UDP flows")):]
-	t.Logf("lanes status's UDP section (its first lines):\n%s", bytes.Join(bytes.SplitN(sect, []byte("\n"), 6)[:5], []byte("\n")))
+	second := start(t, p.A, "lab", "helper", "ping", "--to", udpRemote, "--count", "600", "--interval", "50ms")
+	var reg *udpflow.Flow
+	waitFor(t, "the second echo client's socket", func() bool { reg = byPID(statusUDP(t, p.A, sock), second.cmd.Process.Pid); return reg != nil })
+	src, err := netip.ParseAddrPort(reg.Src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := api.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Register(api.Flow{Dst: p.AddrB.String(), DPort: 7, SPort: src.Port(), Proto: "udp"}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	var moved *udpflow.Flow
+	ok := func() bool {
+		st := statusUDP(t, p.A, sock)
+		moved, reg = byPID(st, pid), byPID(st, second.cmd.Process.Pid)
+		return moved != nil && reg != nil && moved.Lane == lane.Background && moved.BgClass && reg.Lane == lane.Background && reg.BgClass
+	}
+	for deadline := time.Now().Add(testutil.Patience(10 * time.Second)); !ok() && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if moved == nil || moved.Lane != lane.Background || !strings.HasPrefix(moved.Why, "process moved") || !moved.BgClass {
+		t.Errorf("the moved echo client: %+v; want background, process moved, in the background class", moved)
+	}
+	if reg == nil || reg.Lane != lane.Background || !strings.HasPrefix(reg.Why, "flow ") || !reg.BgClass {
+		t.Errorf("the registered echo client: %+v; want background by its flow registration, in the background class", reg)
+	}
+	t.Logf("moved: %s; registered: %s", moved.Why, reg.Why)
 }
