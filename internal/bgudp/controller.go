@@ -30,6 +30,7 @@ type Datapath interface {
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgClassHeld(ifindex int) bool
+	ForegroundPresent(ifindex int) bool
 }
 
 var _ Datapath = (*datapath.Host)(nil)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // Episode is one interface's controlled period, as status shows it.
@@ -23,6 +24,7 @@ type Episode struct {
 	Rate       uint64    // bytes/s, 0: not policed
 	Measured   uint64    // the class's rate over the last step, bytes/s
 	Held       bool      // the yield holds the class now
+	Sharing    bool      // a foreground is present: the class keeps a share of the target
 	Base       time.Duration
 	Queue      time.Duration
 	Probes     uint64 // echo requests sent
@@ -54,7 +56,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	if err != nil {
 		return err
 	}
-	active := at
+	active, target := at, e.state.Rule.Target
 	for {
 		tick := time.Now()
 		rtt, err := p.rtt()
@@ -77,8 +79,16 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 			d = datapath.Download
 		}
 		bytes := max(up, down)
-		held := dp.BgClassHeld(e.Ifindex)
+		held, present := dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex)
+		if d == datapath.Download && present { // arrivals: held beside a present foreground too (bgclass.h)
+			held = true
+		}
 		e.mu.Lock()
+		// uploads beside a present foreground: a share of the target (as LEDBAT++)
+		e.state.Rule.Target, e.Sharing = target, present && d == datapath.Upload
+		if e.Sharing {
+			e.state.Rule.Target = yield.ShareTarget(target)
+		}
 		if d != dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
 			_ = dp.SetBgRate(e.Ifindex, dir, 0)
 			e.state.Rate = 0

@@ -16,6 +16,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/ledbat"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // newBgUDP starts the controller at the policy's background target.
@@ -33,10 +34,11 @@ func (d *Daemon) newBgUDP(pol ledbat.Config, h bgudp.Datapath) (*component, erro
 
 // bgUDPSummary is the component's status line: per interface with an
 // episode, what holds its background non-TCP traffic now.
-func bgUDPSummary(st bgudp.Status, yield bool) string {
+func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
 	rule := fmt.Sprintf("probing the peer every %v only while such traffic flows, target %v", st.Rule.Interval, st.Rule.Target)
-	if yield {
-		rule += fmt.Sprintf("; the foreground yield holds it at %d kbit/s, its egress stopped for %v after a foreground connection opens", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold)
+	if yieldOn {
+		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
+			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, datapath.FgOpenRTTs, datapath.FgOpenHold)
 	}
 	var parts []string
 	for _, i := range slices.Sorted(maps.Keys(st.Running)) {
@@ -64,6 +66,9 @@ func episodeLine(e bgudp.Episode) string {
 		what = "held by the foreground-aware yield"
 	case e.Rate != 0:
 		what = fmt.Sprintf("held at %.3g Mbit/s by the delay controller", float64(e.Rate)*8/1e6)
+	}
+	if e.Sharing && !e.Held {
+		what += " (sharing with a present foreground: a quarter of the target)"
 	}
 	other := "download"
 	if e.Controlled == datapath.Download.String() {
@@ -100,7 +105,7 @@ func (d *Daemon) nonTCPProtection(eg datapath.EgressAPI) string {
 		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the peer, target %v)", d.pol.Background.TargetDelay.D()))
 	}
 	if d.pol.Background.Yield {
-		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel, %d kbit/s; egress stopped for %v after a foreground connection opens)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
+		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
 	}
 	if len(held) == 0 {
 		return "not held: the delay controller is not running and the yield is off by policy"

@@ -34,6 +34,7 @@ import (
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -159,7 +160,8 @@ func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled boo
 // yielder is a host datapath whose kernel yields (*datapath.Host; the
 // in-memory test host cannot, and runs without it).
 type yielder interface {
-	ForegroundWindows() (map[int]yield.Window, uint64, error)
+	ForegroundStates() (map[int]yield.State, uint64, error)
+	BackgroundCC() datapath.BackgroundCCStatus
 }
 
 var _ yielder = (*datapath.Host)(nil)
@@ -174,17 +176,21 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 		d.yieldState.Store(&st)
 		status := func() string {
 			s := st()
-			state := "not yielding"
+			state := "no foreground"
 			var on []string
 			for _, n := range slices.Sorted(maps.Keys(s.Interfaces)) {
-				if is := s.Interfaces[n]; is.Yielding {
-					on = append(on, n+" since "+is.Since.Format("15:04:05.000"))
+				is := s.Interfaces[n]
+				switch {
+				case is.Yielding:
+					on = append(on, n+": "+is.Signal+" since "+is.Since.Format("15:04:05.000"))
+				case is.Mode == yield.ModeSharing:
+					on = append(on, n+": "+is.Signal)
 				}
 			}
 			if len(on) > 0 {
-				state = "yielding to the foreground on " + strings.Join(on, ", ")
+				state = strings.Join(on, "; ")
 			}
-			return fmt.Sprintf("%s (%d yields; rule: %s)", state, s.Yields, s.Rule)
+			return fmt.Sprintf("%s (%d foreground episodes; rule: %s)", state, s.Yields, s.Rule)
 		}
 		run := func(ctx context.Context) error { <-ctx.Done(); return nil }
 		return &runner{run: run, close: func() error { return nil }, status: status,
@@ -195,12 +201,12 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 // yieldStatus reads the kernel's foreground windows, by interface name.
 // It takes no daemon lock: status asks it while holding d.mu.
 func (d *Daemon) yieldStatus(h yielder) yield.Status {
-	wins, now, err := h.ForegroundWindows()
+	states, now, err := h.ForegroundStates()
 	if err != nil {
-		d.log.Debug("background yield: foreground windows", "err", err)
+		d.log.Debug("background yield: foreground state", "err", err)
 	}
-	byName := map[string]yield.Window{}
-	for idx, w := range wins {
+	byName := map[string]yield.State{}
+	for idx, w := range states {
 		if idx == 0 {
 			continue // any interface: in each one's own window too
 		}
@@ -208,7 +214,11 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 			byName[ifc.Name] = w
 		}
 	}
-	return yield.StatusOf(byName, now, time.Now())
+	target := h.BackgroundCC().Target
+	if target == 0 {
+		target = ledbat.DefaultTargetUS * time.Microsecond
+	}
+	return yield.StatusOf(byName, now, time.Now(), target)
 }
 
 // CoopStateDir holds the coop controllers' replay state (peers' last

@@ -6,17 +6,19 @@
 // its 3-tuple before it connects (the LW-LBE API), so the test reads its
 // congestion window with TCP_INFO every 200 µs. Each trial starts a
 // foreground flow once the upload's window is above the yield's 2
-// segments:
-//   - connect: an interactive TCP connection (sock_ops stamps its open);
-//   - first packet: interactive UDP, 200 bytes every 10 ms (the classifier
-//     stamps the interface from the packet that makes 5 in its window);
+// segments, and sends for 1 s:
+//   - connect: an interactive TCP connection, 1000 bytes every 10 ms
+//     (sock_ops holds background from its connect to 2 of its RTTs after
+//     its handshake; then the foreground is present, not harmed: no hold);
+//   - bulk: an interactive TCP upload as fast as it goes, which fills R's
+//     queue (its RTT samples read harm: held while it lasts).
 //
-// and sends for 1 s. Reaction: from the connect (or the first datagram) to
-// the first sample of a window at 2 or less that stays there for 300 ms
-// (LEDBAT++'s own slowdowns last 2 RTTs and then grow), in ms and in the
-// upload's RTT at the start. Release: from the foreground's last packet to
-// the first window above 2. It fails when the yield does not hold or does
-// not let go; the figures are printed (`make cost` runs it too).
+// Reaction: from the connect to the first sample of a window at 2 or less
+// (bulk: that stays there for 300 ms; LEDBAT++'s own slowdowns last 2 RTTs
+// and then grow), in ms and in the upload's RTT at the start. Release
+// (bulk): from the foreground's last packet to the first window above 2.
+// It fails when the yield does not hold or does not let go; the figures
+// are printed (`make cost` runs it too).
 package daemon_test
 
 import (
@@ -55,7 +57,7 @@ func TestYieldReaction(t *testing.T) {
 	bg := backgroundUpload(t, p, sock, 9400, 41400)
 	var trials []yieldTrial
 	for i := 0; i < 4; i++ {
-		trials = append(trials, yieldOnce(t, p, bg, "connect"), yieldOnce(t, p, bg, "first packet"))
+		trials = append(trials, yieldOnce(t, p, bg, "connect"), yieldOnce(t, p, bg, "bulk"))
 	}
 	logYieldTrials(t, trials)
 }
@@ -74,11 +76,18 @@ func yieldOnce(t *testing.T, p *testutil.Path, bg *net.TCPConn, kind string) yie
 	time.Sleep(2 * time.Second)
 	samples := rec()
 	tr := yieldTrial{kind: kind, rtt: time.Duration(info.Rtt) * time.Microsecond}
-	held, ok := heldFrom(samples, t0, 300*time.Millisecond)
+	stay := 300 * time.Millisecond
+	if kind == "connect" {
+		stay = 0 // an opening holds for its first round trips only
+	}
+	held, ok := heldFrom(samples, t0, stay)
 	if !ok {
 		t.Fatalf("%s: the background upload was not held at 2 segments after the foreground started", kind)
 	}
 	tr.reaction = held.Sub(t0)
+	if kind == "connect" {
+		return tr
+	}
 	for _, s := range samples {
 		if s.at.After(t1) && s.cwnd > 2 {
 			tr.release = s.at.Sub(t1)
@@ -87,9 +96,6 @@ func yieldOnce(t *testing.T, p *testutil.Path, bg *net.TCPConn, kind string) yie
 	}
 	if tr.release == 0 {
 		t.Fatalf("%s: the background upload was still held 2 s after the foreground's last packet", kind)
-	}
-	if tr.release < 300*time.Millisecond {
-		t.Errorf("%s: released %v after the foreground's last packet, before the hold (500 ms) ran out", kind, tr.release)
 	}
 	return tr
 }
@@ -161,8 +167,8 @@ func foreground(t *testing.T, p *testutil.Path, kind string) (start, end time.Ti
 	t.Helper()
 	var conn net.Conn
 	network, port, size, every := "tcp", 9401, 1000, 10*time.Millisecond
-	if kind == "first packet" {
-		network, size = "udp", 200
+	if kind == "bulk" {
+		size, every = 64<<10, 0
 	}
 	start = time.Now()
 	p.A.Do(t, func() (err error) {
@@ -170,8 +176,11 @@ func foreground(t *testing.T, p *testutil.Path, kind string) (start, end time.Ti
 		return err
 	})
 	defer conn.Close()
+	if kind == "bulk" { // at its end the send buffer goes with it (RST)
+		_ = conn.(*net.TCPConn).SetLinger(0)
+	}
 	buf := make([]byte, size)
-	for i := 0; i < 100; i++ {
+	for i := 0; time.Since(start) < time.Second; i++ {
 		if _, err := conn.Write(buf); err != nil {
 			t.Fatalf("foreground %s: %v", kind, err)
 		}
@@ -296,7 +305,7 @@ func tcpInfo(conn *net.TCPConn) unix.TCPInfo {
 
 // logYieldTrials prints each trial and the medians per kind.
 func logYieldTrials(t *testing.T, trials []yieldTrial) {
-	for _, kind := range []string{"connect", "first packet"} {
+	for _, kind := range []string{"connect", "bulk"} {
 		var react, rel []time.Duration
 		var inRTT []float64
 		for _, tr := range trials {

@@ -8,9 +8,11 @@ package datapath
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
@@ -43,8 +45,12 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if target == 0 {
 		target = model.DefaultTargetUS * time.Microsecond
 	}
+	var fg *ebpf.Map // beside a present foreground, a quarter of the target (lanes_fg.h)
+	if h.cfg.Yield {
+		fg = h.cls.LanesFgActive
+	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, h.cfg.StructOps); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, h.cfg.StructOps, fg); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }
@@ -112,9 +118,13 @@ func (h *Host) rledbatTargetUS() uint32 {
 }
 
 // FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
-// makes background on its interface yield this long, and stops the
-// background non-TCP class's egress (bgclass.h's bg_opened).
+// makes background on its interface yield, and stops the background
+// non-TCP class's egress (bgclass.h's bg_opened), until its handshake ends
+// and then for FgOpenRTTs of the handshake's RTT, at most this long.
 const FgOpenHold = 500 * time.Millisecond
+
+// FgOpenRTTs is FG_OPEN_RTTS.
+const FgOpenRTTs = 2
 
 // monotonicNS is bpf_ktime_get_ns's clock now.
 func monotonicNS() uint64 {
@@ -123,52 +133,77 @@ func monotonicNS() uint64 {
 	return uint64(ts.Nano())
 }
 
-// ForegroundWindows are the classifier's foreground windows by ifindex
-// (lanes_fg_active; key 0: any interface), and the monotonic clock when
-// they were read: the yield's state, for status.
-func (h *Host) ForegroundWindows() (map[int]yield.Window, uint64, error) {
-	out := map[int]yield.Window{}
+// ForegroundStates are the kernel's foreground states by ifindex (key 0:
+// any interface): the classifier's windows (lanes_fg_active), the harm
+// sock_ops read (lanes_fg_harm) and the last connection opening
+// (lanes_fg_open), and the monotonic clock when they were read: the
+// yield's state, for status.
+func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
+	out := map[int]yield.State{}
 	err := h.use(func() error {
 		var idx uint32
 		var w yield.Window
+		var hm yield.Harm
+		var t uint64
 		it := h.cls.LanesFgActive.Iterate()
 		for it.Next(&idx, &w) {
-			out[int(idx)] = w
+			st := out[int(idx)]
+			st.Window = w
+			out[int(idx)] = st
 		}
-		return it.Err()
+		ih := h.cls.LanesFgHarm.Iterate()
+		for ih.Next(&idx, &hm) {
+			st := out[int(idx)]
+			st.Harm = hm
+			out[int(idx)] = st
+		}
+		io := h.cls.LanesFgOpen.Iterate()
+		for io.Next(&idx, &t) {
+			st := out[int(idx)]
+			st.OpenEnd = t
+			out[int(idx)] = st
+		}
+		return errors.Join(it.Err(), ih.Err(), io.Err())
 	})
 	return out, monotonicNS(), err
 }
 
-// BackgroundYielding says whether sock_ops' rule (yielding() in sockops.c)
-// holds a background socket whose packets leave by ifindex (0: not known)
-// at the minimum window now: the daemon's own rLEDBAT (internal/rledbat)
-// follows the same yield as the BPF one.
+// BackgroundYielding says whether sock_ops' rule for downloads (rLEDBAT's
+// hold in sockops.c: yielding() or sharing()) holds a background socket
+// whose packets leave by ifindex (0: not known) at the minimum receive
+// window now: the daemon's own rLEDBAT (internal/rledbat) follows the same
+// yield as the BPF one.
 func (h *Host) BackgroundYielding(ifindex int) bool {
 	if !h.cfg.Yield {
 		return false
 	}
 	var on bool
 	_ = h.use(func() error {
-		on = h.ops != nil && h.fgYield(uint32(max(ifindex, 0)), monotonicNS())
+		idx, now := uint32(max(ifindex, 0)), monotonicNS()
+		var w yield.Window
+		present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
+		on = h.ops != nil && (h.fgYield(idx, now) || present)
 		return nil
 	})
 	return on
 }
 
-// fgYield is lanes_maps.h's fg_yield: the foreground of interface idx (0:
-// not known) is active, or a foreground connection opened there (or
-// somewhere not known) within FgOpenHold (h.mu held, maps open).
+// fgYield is lanes_maps.h's fg_yield: a foreground TCP socket of interface
+// idx (0: not known) read harm within yield.HarmHold, or a foreground
+// connection's opening there (or somewhere not known) holds it
+// (lanes_fg_open: the hold's end; h.mu held, maps open). A foreground
+// merely present (the classifier's stamp) does not hold background: it
+// keeps a share of its target beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
-	held := func(i uint32) bool {
-		var w yield.Window
-		return h.cls.LanesFgActive.Lookup(i, &w) == nil && w.Held(now, yield.KernelRule)
+	harmed := func(i uint32) bool {
+		var v yield.Harm
+		return h.cls.LanesFgHarm.Lookup(i, &v) == nil && v.Harmed(now)
 	}
 	opened := func(i uint32) bool {
-		var t uint64
-		return h.cls.LanesFgOpen.Lookup(i, &t) == nil && t != 0 && now-t < uint64(FgOpenHold)
+		var end uint64
+		return h.cls.LanesFgOpen.Lookup(i, &end) == nil && end != 0 && now < end
 	}
-	return held(idx) || opened(idx) || (idx != 0 && opened(0))
+	return harmed(idx) || opened(idx) || (idx != 0 && opened(0))
 }
 
 // SocketRwndCap is the cooperative controller's downlink cap of one socket

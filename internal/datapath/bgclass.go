@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // BgYieldBytes is the class's rate while the interface yields (bytes/s,
@@ -188,6 +189,22 @@ func (e *Egress) BgIngressError() error {
 
 // Ifindex is the interface's index.
 func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
+
+// ForegroundPresent says whether the interface's foreground is present
+// (the classifier's stamp, lanes_fg_active, younger than its hold): the
+// background keeps yield.ShareTarget of queue there.
+func (h *Host) ForegroundPresent(ifindex int) bool {
+	if !h.cfg.Yield {
+		return false
+	}
+	var on bool
+	_ = h.use(func() error {
+		var w yield.Window
+		on = h.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil && w.Held(monotonicNS(), yield.KernelRule)
+		return nil
+	})
+	return on
+}
 
 // BgClassHeld says whether the yield holds the interface's background
 // non-TCP class now (the classifier's rule: fg_yield of lanes_maps.h, the

@@ -1,8 +1,8 @@
 // yield_test.go checks that the foreground-aware yield is per interface:
 // one host manages two interfaces, each a path to its own namespace, with
 // a background bulk upload on each; holding one interface's background
-// (stampForeground: its foreground window stamped active, as the
-// classifier does while that interface's foreground is active) brings
+// (stampForeground: its foreground stamped present and harmed, as the
+// classifier and sock_ops do while that interface's foreground is harmed) brings
 // that upload's cwnd to the yield's 2 segments and leaves the other's
 // alone, and letting it go gives the window back. The clamp is
 // enforced by capcc on CUBIC sockets, or, where capcc cannot load (5.10-5.12),
@@ -137,15 +137,20 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 	stop()
 }
 
-// stampForeground stamps ifindex's foreground window (and key 0) active
-// every 100 ms, as the classifier does at foreground packets, until stop;
-// the hold then ends FG_HOLD_NS after the last stamp.
+// stampForeground stamps ifindex's foreground (and key 0) present and
+// harmed every 25 ms, as the classifier and sock_ops do at a harmed
+// foreground's packets and RTT samples, until stop; the hold then ends
+// FG_HARM_HOLD_NS after the last stamp. (Present alone, the stamp of
+// lanes_fg_active, no longer holds background at the minimum: it shares.)
 func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 	stamp := func() error {
 		now := monotonicNS()
 		for _, k := range []uint32{uint32(ifindex), 0} {
 			w := yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5}
 			if err := h.cls.LanesFgActive.Put(k, w); err != nil {
+				return err
+			}
+			if err := h.cls.LanesFgHarm.Put(k, yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}); err != nil {
 				return err
 			}
 		}
@@ -157,7 +162,7 @@ func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(100 * time.Millisecond)
+		tick := time.NewTicker(yield.HarmHold / 4) // well within the hold
 		defer tick.Stop()
 		for {
 			select {

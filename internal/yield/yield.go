@@ -49,37 +49,126 @@ func (w Window) Held(now uint64, r Rule) bool {
 	return w.Active != 0 && now-w.Active < uint64(r.Hold)
 }
 
+// HarmHold is lanes_maps.h's FG_HARM_HOLD_NS: background stays held this
+// long after a foreground socket's last harmed RTT sample.
+const HarmHold = 100 * time.Millisecond
+
+// HarmQueue is FG_HARM_QD_US: a foreground socket whose smoothed RTT is
+// above its minimum by more than this is harmed.
+const HarmQueue = 10 * time.Millisecond
+
+// ShareDiv is FG_SHARE_TARGET's divisor (lanes_fg.h): beside a present,
+// unharmed foreground, background keeps target/ShareDiv of queue (at
+// least ShareMin).
+const (
+	ShareDiv = 4
+	ShareMin = time.Millisecond
+)
+
+// ShareTarget is FG_SHARE_TARGET(target).
+func ShareTarget(target time.Duration) time.Duration {
+	if target/ShareDiv > ShareMin {
+		return target / ShareDiv
+	}
+	return min(target, ShareMin)
+}
+
+// Harm is one interface's struct fg_harm (lanes_maps.h): when a foreground
+// TCP socket by it last read harm (CLOCK_MONOTONIC ns).
+type Harm struct {
+	At, Since, Samples uint64
+	QueueUS, Limited   uint32
+}
+
+// Harmed says whether h holds background at now, as fg_harmed does.
+func (h Harm) Harmed(now uint64) bool {
+	return h.At != 0 && now-h.At < uint64(HarmHold)
+}
+
+// State is one interface's kernel state: its foreground window, its
+// foreground's last harm, and when the hold of the last foreground
+// connection's opening by it ends (lanes_fg_open, CLOCK_MONOTONIC ns, 0:
+// never).
+type State struct {
+	Window  Window
+	Harm    Harm
+	OpenEnd uint64
+}
+
+// OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS, the longest an opening
+// holds: until its handshake ends, then OpenRTTs of its RTT.
+const (
+	OpenHold = 500 * time.Millisecond
+	OpenRTTs = 2
+)
+
+// Modes of an interface's background (IfaceStatus.Mode).
+const (
+	ModeFree    = "free"    // no foreground: the background's own target
+	ModeSharing = "sharing" // a foreground present, not harmed: the share target
+	ModeHeld    = "held"    // harmed, or a connection just opened: the minimum
+)
+
 // IfaceStatus is one interface's state in Status.
 type IfaceStatus struct {
-	Yielding bool      `json:"yielding"`
-	Since    time.Time `json:"since,omitzero"` // when its yield started
+	Yielding bool      `json:"yielding"`       // held at the minimum
+	Since    time.Time `json:"since,omitzero"` // when its hold started
+	Mode     string    `json:"mode"`
+	// Signal is what steers the background there now, in words.
+	Signal string `json:"signal"`
 }
 
 // Status is the background component's document (api component op,
 // metrics).
 type Status struct {
-	Yielding   bool                   `json:"yielding"` // on some interface
+	Yielding   bool                   `json:"yielding"` // held on some interface
 	Since      time.Time              `json:"since,omitzero"`
-	Yields     uint64                 `json:"yields"` // yields started, all interfaces
+	Yields     uint64                 `json:"yields"` // foreground episodes, all interfaces
 	Rule       string                 `json:"rule"`
 	Interfaces map[string]IfaceStatus `json:"interfaces"`
 }
 
-// StatusOf is the status of the interfaces' windows (by name: the
-// interfaces whose foreground the classifier has seen) at now, the
-// monotonic clock in ns, with wall the wall clock at the same instant.
-func StatusOf(windows map[string]Window, now uint64, wall time.Time) Status {
-	s := Status{Rule: KernelRule.String(), Interfaces: map[string]IfaceStatus{}}
-	for name, w := range windows {
-		var is IfaceStatus
-		s.Yields += w.Episodes
-		if w.Held(now, KernelRule) {
-			is.Yielding, is.Since = true, wall.Add(-time.Duration(now-w.Since))
-			if !s.Yielding || is.Since.Before(s.Since) {
-				s.Yielding, s.Since = true, is.Since
-			}
+// Rule is how the background yields, in words, for a background target.
+func RuleText(target time.Duration) string {
+	return fmt.Sprintf("beside a present foreground (%s) background uploads and QUIC/UDP keep %v of queue instead of %v, downloads are held; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenRTTs, OpenHold)
+}
+
+// StatusOf is the status of the interfaces' states (by name: the
+// interfaces whose foreground the kernel has seen) at now, the monotonic
+// clock in ns, with wall the wall clock at the same instant; target is the
+// background's queuing-delay target.
+func StatusOf(states map[string]State, now uint64, wall time.Time, target time.Duration) Status {
+	s := Status{Rule: RuleText(target), Interfaces: map[string]IfaceStatus{}}
+	for name, st := range states {
+		s.Yields += st.Window.Episodes
+		is := ifaceStatus(st, now, wall, target)
+		if is.Yielding && (!s.Yielding || is.Since.Before(s.Since)) {
+			s.Yielding, s.Since = true, is.Since
 		}
 		s.Interfaces[name] = is
 	}
 	return s
+}
+
+// ifaceStatus is one interface's mode and signal.
+func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
+	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
+	opened := st.OpenEnd != 0 && now < st.OpenEnd
+	switch {
+	case st.Harm.Harmed(now):
+		why := fmt.Sprintf("its RTT %v above its minimum", time.Duration(st.Harm.QueueUS)*time.Microsecond)
+		if st.Harm.Limited != 0 {
+			why = "cwnd-limited"
+		}
+		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld,
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground TCP socket is harmed (" + why + ")"}
+	case opened:
+		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
+			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
+	case st.Window.Held(now, KernelRule):
+		return IfaceStatus{Mode: ModeSharing,
+			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and QUIC/UDP keep %v of queue, TCP downloads held at the minimum", ShareTarget(target))}
+	}
+	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }

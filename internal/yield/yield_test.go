@@ -1,7 +1,8 @@
-// yield_test.go: the status of the kernel's yield windows.
+// yield_test.go: the status of the kernel's foreground states.
 package yield
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -10,18 +11,39 @@ func TestStatusOf(t *testing.T) {
 	wall := time.Unix(1000, 0)
 	now := uint64(50 * time.Second)
 	ms := func(d int) uint64 { return now - uint64(time.Duration(d)*time.Millisecond) }
-	windows := map[string]Window{
-		"eth0":  {Active: ms(100), Since: ms(2000), Episodes: 3}, // held
-		"wlan0": {Active: ms(600), Since: ms(900), Episodes: 2},  // the hold is over
+	states := map[string]State{
+		"eth0":  {Window: Window{Active: ms(100), Since: ms(2000), Episodes: 3}, Harm: Harm{At: ms(20), Since: ms(300), QueueUS: 12000}}, // held: harmed
+		"wlan0": {Window: Window{Active: ms(600), Since: ms(900), Episodes: 2}},                                                          // the stamp is over
+		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150)}},                                  // present, harm over
+		"usb0":  {OpenEnd: now + uint64(50*time.Millisecond)},                                                                            // a connection opened
 	}
-	s := StatusOf(windows, now, wall)
-	if !s.Yielding || s.Yields != 5 {
-		t.Errorf("status %+v, want yielding with 5 yields", s)
+	s := StatusOf(states, now, wall, 10*time.Millisecond)
+	if !s.Yielding || s.Yields != 6 {
+		t.Errorf("status %+v, want held somewhere with 6 episodes", s)
 	}
-	if e := s.Interfaces["eth0"]; !e.Yielding || !e.Since.Equal(wall.Add(-2*time.Second)) {
-		t.Errorf("eth0 %+v, want yielding since 2 s ago", e)
+	if e := s.Interfaces["eth0"]; !e.Yielding || e.Mode != ModeHeld || !e.Since.Equal(wall.Add(-300*time.Millisecond)) || !strings.Contains(e.Signal, "12ms above") {
+		t.Errorf("eth0 %+v, want held since 300 ms ago by a 12 ms queue", e)
 	}
-	if w, ok := s.Interfaces["wlan0"]; !ok || w.Yielding {
-		t.Errorf("wlan0 %+v %v, want listed, not yielding", w, ok)
+	if w := s.Interfaces["wlan0"]; w.Yielding || w.Mode != ModeFree {
+		t.Errorf("wlan0 %+v, want free", w)
+	}
+	if w := s.Interfaces["wwan0"]; w.Yielding || w.Mode != ModeSharing || !strings.Contains(w.Signal, "2.5ms") {
+		t.Errorf("wwan0 %+v, want sharing at 2.5ms", w)
+	}
+	if u := s.Interfaces["usb0"]; !u.Yielding || u.Mode != ModeHeld || !strings.Contains(u.Signal, "opened") {
+		t.Errorf("usb0 %+v, want held by an opening", u)
+	}
+}
+
+func TestShareTarget(t *testing.T) {
+	for _, c := range []struct{ target, want time.Duration }{
+		{10 * time.Millisecond, 2500 * time.Microsecond},
+		{40 * time.Millisecond, 10 * time.Millisecond},
+		{2 * time.Millisecond, time.Millisecond},
+		{500 * time.Microsecond, 500 * time.Microsecond},
+	} {
+		if got := ShareTarget(c.target); got != c.want {
+			t.Errorf("ShareTarget(%v) = %v, want %v", c.target, got, c.want)
+		}
 	}
 }

@@ -12,10 +12,11 @@
  * the loss and backs off, an unresponsive sender is held at the rate.
  *
  * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
- * the interface yields (fg_yield of lanes_maps.h: its foreground is active,
- * or a foreground TCP connection opened in the last FG_OPEN_HOLD_NS, the
- * sockets' rule) the rate is at most yield_rate (0: no yield), and for
- * FG_OPEN_HOLD_NS after a foreground connection's opening the egress
+ * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
+ * reads harm, or a foreground TCP connection's opening holds the
+ * interface), and for arrivals also while the foreground is present
+ * (fg_held of lanes_fg.h), the rate is at most yield_rate (0: no yield), and while a foreground
+ * connection's opening holds the interface (lanes_fg_open) the egress
  * passes nothing (bg_opened). The first packet after BG_QUIET_NS without
  * one posts an event (lanes_bg_events) so the daemon's controller wakes
  * only while such traffic exists.
@@ -84,8 +85,8 @@ static __always_inline void bg_event(__u32 ifindex, __u32 dir, const __u8 *peer)
 	bpf_ringbuf_submit(ev, 0);
 }
 
-/* bg_opened says whether a foreground TCP connection opened by interface
- * ifindex (or by one not known) within FG_OPEN_HOLD_NS: the class's egress
+/* bg_opened says whether a foreground TCP connection's opening by interface
+ * ifindex (or by one not known) holds it (lanes_fg_open): the class's egress
  * then passes nothing. A background download's remote sender is clocked
  * by the device's acknowledgements: without them it stops within a one-way
  * delay, as a TCP sender at a closed window does, and what it already sent
@@ -97,7 +98,7 @@ static __always_inline void bg_event(__u32 ifindex, __u32 dir, const __u8 *peer)
  * back by doubling steps, and its restart with it. */
 static __always_inline int bg_opened(__u32 ifindex, __u64 now)
 {
-	return fg_opened_since(ifindex, now) || (ifindex && fg_opened_since(0, now));
+	return fg_opening(ifindex, now) || (ifindex && fg_opening(0, now));
 }
 
 /* bg_pass charges len bytes to the class of (ifindex, dir); it returns
@@ -119,7 +120,9 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	c->packets++;
 	c->bytes += len;
 	rate = c->rate;
-	held = c->yield_rate && fg_yield(ifindex, now);
+	/* downloads also beside a present foreground: what arrives cannot tell
+	 * whether a foreground download is limited (as rLEDBAT's hold) */
+	held = c->yield_rate && (fg_yield(ifindex, now) || (dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;
 	if (held && (!rate || c->yield_rate < rate))

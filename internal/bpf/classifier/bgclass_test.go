@@ -136,11 +136,23 @@ func TestBackgroundClassYields(t *testing.T) {
 		t.Fatalf("no rate, foreground idle: %d of 1000 passed", got)
 	}
 	fg := pkt{src: v4src, dst: v4dst, sport: 40003, dport: 443, proto: 6} // interactive
-	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback active
+	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present
 	data := up.build()
+	// present, not harmed: the class is the controller's (no rate here)
+	if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
+		t.Fatalf("no rate, foreground present, not harmed: %d of 1000 passed", got)
+	}
+	// a foreground TCP socket reads harm (sock_ops writes lanes_fg_harm)
+	harm := struct {
+		At, Since, Samples uint64
+		QueueUS, Limited   uint32
+	}{At: monotonicNS(), Since: monotonicNS(), Samples: 1, QueueUS: 20000}
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), harm); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
 	got := passed(t, objs.LanesClassify, data, 2000)
-	within(t, "foreground active, 2000 packets at the yield's rate", got, len(data), 25_000, time.Since(t0))
+	within(t, "foreground harmed, 2000 packets at the yield's rate", got, len(data), 25_000, time.Since(t0))
 	var c ClassifierBgClass
 	if err := objs.LanesBgClass.Lookup(bgClassKey(0), &c); err != nil {
 		t.Fatal(err)
@@ -169,14 +181,14 @@ func TestBackgroundClassYieldsAtForegroundOpen(t *testing.T) {
 			}
 		}
 		data := up.build()
-		// An opening older than the hold holds nothing.
-		if err := objs.LanesFgOpen.Put(key, monotonicNS()-uint64(600*time.Millisecond)); err != nil {
+		// An opening whose hold ended holds nothing.
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()-uint64(100*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
-			t.Fatalf("key %d: an opening 600 ms ago: %d of 1000 passed", key, got)
+			t.Fatalf("key %d: an opening whose hold ended 100 ms ago: %d of 1000 passed", key, got)
 		}
-		if err := objs.LanesFgOpen.Put(key, monotonicNS()); err != nil {
+		if err := objs.LanesFgOpen.Put(key, monotonicNS()+uint64(500*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		if got := passed(t, objs.LanesClassify, data, 100); got != 0 {

@@ -91,6 +91,7 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 		ClassifierMapLanesSockRwnd:    o.LanesSockRwnd,
 		ClassifierMapLanesFgActive:    o.LanesFgActive,
 		ClassifierMapLanesFgOpen:      o.LanesFgOpen,
+		ClassifierMapLanesFgHarm:      o.LanesFgHarm,
 	}
 }
 

@@ -48,6 +48,15 @@ type ClassifierDstKey struct {
 	Pad       [2]uint8
 }
 
+type ClassifierFgHarm struct {
+	_       structs.HostLayout
+	At      uint64
+	Since   uint64
+	Samples uint64
+	QdUs    uint32
+	Limited uint32
+}
+
 type ClassifierFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -83,6 +92,7 @@ const (
 	ClassifierMapLanesDscp         = "lanes_dscp"
 	ClassifierMapLanesDst          = "lanes_dst"
 	ClassifierMapLanesFgActive     = "lanes_fg_active"
+	ClassifierMapLanesFgHarm       = "lanes_fg_harm"
 	ClassifierMapLanesFgOpen       = "lanes_fg_open"
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
@@ -158,6 +168,7 @@ type ClassifierMapSpecs struct {
 	LanesDscp        *ebpf.MapSpec `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
@@ -203,6 +214,7 @@ type ClassifierMaps struct {
 	LanesDscp        *ebpf.Map `ebpf:"lanes_dscp"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
@@ -223,6 +235,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesDscp,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesSockRwnd,
 		m.LanesTuple,

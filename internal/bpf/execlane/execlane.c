@@ -27,31 +27,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "lanes_kernel.h"
 #include "lanes_maps.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-struct super_block {
-	__u32 s_dev;
-} __attribute__((preserve_access_index));
-
-struct inode {
-	unsigned long i_ino;
-	struct super_block *i_sb;
-} __attribute__((preserve_access_index));
-
-struct file {
-	struct inode *f_inode;
-} __attribute__((preserve_access_index));
-
-struct linux_binprm {
-	struct file *file;
-} __attribute__((preserve_access_index));
-
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
 
 /* an executable: its file system's device (the kernel's dev_t) and inode */
 struct exe_key {

@@ -5,7 +5,7 @@
 // with the classifier's cookie map; the daemon fills the executables.
 package execlane
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -type exe_key Execlane execlane.c -- -I../include -I/usr/include/x86_64-linux-gnu -O2 -g -Wall
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type exe_key Execlane execlane.c -- -nostdinc -I../include -O2 -g -Wall -Werror
 
 import (
 	"errors"

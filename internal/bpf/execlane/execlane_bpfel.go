@@ -32,6 +32,15 @@ type ExeclaneExeclaneConfig struct {
 	NetnsCookie uint64
 }
 
+type ExeclaneFgHarm struct {
+	_       structs.HostLayout
+	At      uint64
+	Since   uint64
+	Samples uint64
+	QdUs    uint32
+	Limited uint32
+}
+
 type ExeclaneFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -61,6 +70,7 @@ const (
 	ExeclaneMapLanesDst         = "lanes_dst"
 	ExeclaneMapLanesExeLane     = "lanes_exe_lane"
 	ExeclaneMapLanesFgActive    = "lanes_fg_active"
+	ExeclaneMapLanesFgHarm      = "lanes_fg_harm"
 	ExeclaneMapLanesFgOpen      = "lanes_fg_open"
 	ExeclaneMapLanesSockRwnd    = "lanes_sock_rwnd"
 	ExeclaneMapLanesTaskLane    = "lanes_task_lane"
@@ -132,6 +142,7 @@ type ExeclaneMapSpecs struct {
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesExeLane     *ebpf.MapSpec `ebpf:"lanes_exe_lane"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTaskLane    *ebpf.MapSpec `ebpf:"lanes_task_lane"`
@@ -173,6 +184,7 @@ type ExeclaneMaps struct {
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesExeLane     *ebpf.Map `ebpf:"lanes_exe_lane"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTaskLane    *ebpf.Map `ebpf:"lanes_task_lane"`
@@ -188,6 +200,7 @@ func (m *ExeclaneMaps) Close() error {
 		m.LanesDst,
 		m.LanesExeLane,
 		m.LanesFgActive,
+		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesSockRwnd,
 		m.LanesTaskLane,

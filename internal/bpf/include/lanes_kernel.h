@@ -98,13 +98,22 @@ struct cgroup___ids {
 	__u64 ancestor_ids[];
 } __attribute__((preserve_access_index));
 
+struct super_block {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
 struct inode {
 	unsigned short i_mode;
 	unsigned long i_ino;
+	struct super_block *i_sb;
 } __attribute__((preserve_access_index));
 
 struct file {
 	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct linux_binprm {
+	struct file *file;
 } __attribute__((preserve_access_index));
 
 struct task_struct {

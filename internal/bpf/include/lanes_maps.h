@@ -131,58 +131,19 @@ struct {
 	__type(value, __u32);
 } lanes_sock_rwnd SEC(".maps");
 
-/*
- * The foreground-aware yield, decided in the kernel. The classifier stamps,
- * per egress interface, the foreground's (every lane but background)
- * activity; sock_ops holds the background sockets whose packets leave by
- * that interface at the minimum window while the stamp is younger than
- * FG_HOLD_NS, from their next ACK: no daemon samples anything.
- *
- * The rule: a window of FG_WINDOW_NS opens at a foreground packet; the
- * interface is active from the packet that brings the window to
- * FG_MIN_PACKETS packets or FG_MIN_BYTES bytes (50 packets/s or 480 kbit/s:
- * a ping every 50 ms or a coop announcement is not foreground activity, an
- * interactive transfer's data or ACK clock is), and every later packet of
- * an active window stamps it again. Key 0 is stamped with any interface:
- * it holds the sockets whose interface sock_ops cannot tell.
- */
-struct fg_window {
-	__u64 start;    /* the window's first packet, bpf_ktime_get_ns */
-	__u64 active;   /* the last stamp, 0: never */
-	__u64 since;    /* the current episode's first stamp */
-	__u64 episodes; /* stamps after a quiet of FG_HOLD_NS or more */
-	__u32 packets;  /* in the window */
-	__u32 bytes;
-};
+#include "lanes_fg.h"
 
-#define FG_WINDOW_NS 100000000ULL
-#define FG_MIN_PACKETS 5
-#define FG_MIN_BYTES 6000
-#define FG_HOLD_NS 500000000ULL
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct fg_window);
-} lanes_fg_active SEC(".maps");
-
-/* fg_held says whether background by interface idx is held at now. */
-static __always_inline int fg_held(__u32 idx, __u64 now)
-{
-	struct fg_window *w = bpf_map_lookup_elem(&lanes_fg_active, &idx);
-
-	return w && w->active && now - w->active < FG_HOLD_NS;
-}
-
-/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the last foreground (not
- * background) TCP connection by that interface was opened (0: interface
- * not known, holds background by every interface); sock_ops writes it at
- * connect and accept. A new foreground connection makes background on its
- * interface yield at once, for FG_OPEN_HOLD_NS, before the classifier's
- * window has counted FG_MIN_PACKETS of it: a short transfer's first round
- * trips are the ones a standing queue costs most, and a 10 KB transfer
- * may never send that many packets within one window. */
+/* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the hold of the last
+ * foreground (not background) TCP connection opened by that interface ends
+ * (0: interface not known, holds background by every interface). sock_ops
+ * writes it at connect (FG_OPEN_HOLD_NS ahead: until the handshake ends)
+ * and at the handshake's end, active or passive (FG_OPEN_RTTS of the
+ * handshake's RTT ahead, at most FG_OPEN_HOLD_NS). A new foreground
+ * connection makes background on its interface yield at once, before the
+ * classifier's window has counted FG_MIN_PACKETS of it: a short transfer's
+ * first round trips are the ones a standing queue costs most. Only for its
+ * first round trips: a connection opened every 300 ms (a browser, a LAN
+ * host connecting to the device) must not hold background for good. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -191,20 +152,56 @@ struct {
 } lanes_fg_open SEC(".maps");
 
 #define FG_OPEN_HOLD_NS 500000000ULL
+#define FG_OPEN_RTTS 2
 
-static __always_inline int fg_opened_since(__u32 idx, __u64 now)
+/* fg_opening: a foreground connection's opening holds interface idx now. */
+static __always_inline int fg_opening(__u32 idx, __u64 now)
 {
 	__u64 *t = bpf_map_lookup_elem(&lanes_fg_open, &idx);
 
-	return t && *t && now - *t < FG_OPEN_HOLD_NS;
+	return t && *t && now < *t;
 }
 
-/* fg_yield says whether background by interface idx (0: not known) yields
- * at now: its foreground is active, or a foreground connection opened
- * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
+/* lanes_fg_harm[ifindex]: when a foreground TCP socket by that interface
+ * last read harm (0: interface not known; key 0 is also written with every
+ * interface). sock_ops writes it at a foreground socket's RTT sample when
+ * the socket is cwnd-limited (it would send more than the path takes) or
+ * its smoothed RTT is above its minimum by more than FG_HARM_QD_US (a queue
+ * beyond what a background flow beside the foreground keeps). */
+struct fg_harm {
+	__u64 at;      /* the last harmed sample, bpf_ktime_get_ns */
+	__u64 since;   /* the current harm episode's first */
+	__u64 samples; /* harmed samples */
+	__u32 qd_us;   /* the last harmed sample's queuing delay */
+	__u32 limited; /* it was cwnd-limited */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct fg_harm);
+} lanes_fg_harm SEC(".maps");
+
+#define FG_HARM_QD_US 10000
+#define FG_HARM_HOLD_NS 100000000ULL
+
+static __always_inline int fg_harmed(__u32 idx, __u64 now)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	return h && h->at && now - h->at < FG_HARM_HOLD_NS;
+}
+
+/* fg_yield says whether background by interface idx (0: not known) is held
+ * at the minimum at now: a foreground socket there reads harm (or one
+ * somewhere, idx not known), or a foreground connection's opening there
+ * (or somewhere not known) holds it (fg_opening). A present foreground
+ * that is not harmed (fg_held) does not hold it: the background keeps
+ * FG_SHARE_TARGET of queue beside it. */
 static __always_inline int fg_yield(__u32 idx, __u64 now)
 {
-	return fg_held(idx, now) || fg_opened_since(idx, now) || (idx && fg_opened_since(0, now));
+	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now));
 }
 
 #endif

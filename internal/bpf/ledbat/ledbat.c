@@ -7,6 +7,9 @@
  * arithmetic is in ledbat_core.h (shared with the test program
  * ledbat_step.c); this file maps the kernel's callbacks onto it:
  *   - init: fresh state in icsk_ca_priv, target = CFG.target_us;
+ *   - beside a present foreground on the socket's interface (lanes_fg.h:
+ *     the classifier's stamp, lanes_fg_active, handed over by the loader
+ *     while the yield is on) the target is FG_SHARE_TARGET(CFG.target_us);
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
  *     current delay filters;
  *   - a new socket counts itself in lanes_lb_joins; every other socket
@@ -35,12 +38,37 @@
 
 #include "lanes_kernel.h"
 #include "ledbat_core.h"
+#include "lanes_fg.h"
 
 char __license[] SEC("license") = "GPL";
 
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
 } CFG = {.target_us = 25000};
+
+/* sk_ifindex is the device of the socket's cached route (as sock_ops'
+ * sock_ifindex), 0 when it has none: then key 0, any interface. */
+static __always_inline __u32 sk_ifindex(struct sock *sk)
+{
+	struct dst_entry *dst = sk->sk_dst_cache;
+	struct net_device *dev;
+
+	if (!dst)
+		return 0;
+	dev = dst->dev;
+	if (!dev)
+		return 0;
+	return dev->ifindex;
+}
+
+/* target is the queuing-delay target now: FG_SHARE_TARGET beside a
+ * present foreground, the configured one otherwise. */
+static __always_inline __u32 lb_target(struct sock *sk)
+{
+	if (fg_held(sk_ifindex(sk), bpf_ktime_get_ns()))
+		return FG_SHARE_TARGET(CFG.target_us);
+	return CFG.target_us;
+}
 
 /* the socket's state: LEDBAT++ and the window a clamp took away */
 struct lb {
@@ -141,6 +169,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 		ledbat_slowdown_now(ca(sk), (__u32)tp->tcp_mstamp);
 	}
 	restore(sk);
+	ca(sk)->target_us = lb_target(sk);
 	w.cwnd = tp->snd_cwnd;
 	w.ssthresh = tp->snd_ssthresh;
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
@@ -25,8 +27,11 @@ type CC struct {
 }
 
 // Load loads LEDBAT++ named name with the given queuing-delay target and
-// registers it the way mode says (as capcc.Load).
-func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
+// registers it the way mode says (as capcc.Load). fgActive is the
+// classifier's lanes_fg_active (lanes_fg.h): beside a foreground present
+// on a socket's interface the socket keeps FG_SHARE_TARGET of queue; nil
+// (no foreground-aware yield) keeps the target always.
+func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
 	if err := capcc.CheckName(name); err != nil {
 		return nil, err
 	}
@@ -50,7 +55,11 @@ func Load(name string, target time.Duration, mode structops.Mode) (*CC, error) {
 	}
 	c := &CC{Name: name, Target: target, Mode: mode}
 	before := structops.IDs(name)
-	if err := spec.LoadAndAssign(&c.objs, nil); err != nil {
+	var opts *ebpf.CollectionOptions
+	if fgActive != nil {
+		opts = &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{LedbatMapLanesFgActive: fgActive}}
+	}
+	if err := spec.LoadAndAssign(&c.objs, opts); err != nil {
 		return nil, capcc.LoadError("ledbat", name, mode, before, err)
 	}
 	if c.reg, err = structops.Register(c.objs.LanesLedbat, name, mode); err != nil {
@@ -82,7 +91,7 @@ const ProbePrefix = "lanes_l"
 // Probe loads, registers and unregisters LEDBAT++ under a scratch name: nil
 // when this kernel can run it.
 func Probe() error {
-	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), 25*time.Millisecond, structops.Auto)
+	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), 25*time.Millisecond, structops.Auto, nil)
 	if err != nil {
 		return err
 	}

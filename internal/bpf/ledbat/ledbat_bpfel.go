@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	LedbatMapLanesFgActive     = "lanes_fg_active"
 	LedbatMapLanesLbJoins      = "lanes_lb_joins"
 	LedbatMapLanesLedbat       = "lanes_ledbat"
 	LedbatProgLanesLbCongAvoid = "lanes_lb_cong_avoid"
@@ -83,8 +84,9 @@ type LedbatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LedbatMapSpecs struct {
-	LanesLbJoins *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
-	LanesLedbat  *ebpf.MapSpec `ebpf:"lanes_ledbat"`
+	LanesFgActive *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesLbJoins  *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
+	LanesLedbat   *ebpf.MapSpec `ebpf:"lanes_ledbat"`
 }
 
 // LedbatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -114,12 +116,14 @@ func (o *LedbatObjects) Close() error {
 //
 // It can be passed to LoadLedbatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LedbatMaps struct {
-	LanesLbJoins *ebpf.Map `ebpf:"lanes_lb_joins"`
-	LanesLedbat  *ebpf.Map `ebpf:"lanes_ledbat"`
+	LanesFgActive *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesLbJoins  *ebpf.Map `ebpf:"lanes_lb_joins"`
+	LanesLedbat   *ebpf.Map `ebpf:"lanes_ledbat"`
 }
 
 func (m *LedbatMaps) Close() error {
 	return _LedbatClose(
+		m.LanesFgActive,
 		m.LanesLbJoins,
 		m.LanesLedbat,
 	)

@@ -35,7 +35,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 		t.Skip(structops.LinkSupported())
 	}
 	name := capcc.Name("ledbat-test", "eth0", mode.String())
-	c, err := Load(name, 25*time.Millisecond, mode)
+	c, err := Load(name, 25*time.Millisecond, mode, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if ok, err := capcc.Registered(name); err != nil || !ok {
 		t.Errorf("%s registered = %v, %v", name, ok, err)
 	}
-	if _, err := Load(name, 25*time.Millisecond, mode); err == nil {
+	if _, err := Load(name, 25*time.Millisecond, mode, nil); err == nil {
 		t.Error("a second registration of the same name succeeded")
 	}
 	if err := c.Close(); err != nil {
@@ -57,7 +57,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if err := Probe(); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
-	if _, err := Load(name, 0, structops.Auto); err == nil {
+	if _, err := Load(name, 0, structops.Auto, nil); err == nil {
 		t.Error("a zero target was accepted")
 	}
 }

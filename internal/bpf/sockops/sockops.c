@@ -255,8 +255,8 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 }
 
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
- * not known, any) has active foreground, or a foreground connection opened
- * there (or somewhere not known) in the last FG_OPEN_HOLD_NS. */
+ * not known, any) holds background at the minimum (lanes_maps.h's
+ * fg_yield: a harmed foreground socket, a foreground connection's opening). */
 static __always_inline int yielding(struct bpf_sock_ops *ops)
 {
 	__u32 idx;
@@ -269,17 +269,120 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 	return fg_yield(idx, now);
 }
 
-/* fg_opened records a foreground connection's opening (the yield on). */
-static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane)
+#define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
+#define FG_AT_ACTIVE 1  /* our SYN was answered */
+#define FG_AT_PASSIVE 2 /* a connection was accepted */
+
+/* fg_opened records a foreground connection's opening (the yield on): at
+ * connect until the handshake ends (at most FG_OPEN_HOLD_NS), at the
+ * handshake's end (active: shortening the hold its connect began; passive:
+ * a hold of its own) for FG_OPEN_RTTS of its RTT. Not where the
+ * foreground is already present (the classifier's stamp): background
+ * already keeps only FG_SHARE_TARGET of queue there, which a new
+ * connection's first round trips pay little for, and a foreground that
+ * opens a connection every few hundred ms would hold it for good. */
+static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int at)
 {
+	__u64 now, hold = FG_OPEN_HOLD_NS, rtt, *end;
 	__u32 idx;
-	__u64 now;
 
 	if (!CFG.yield || lane == LANE_BACKGROUND)
 		return;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
+	if (at == FG_AT_ACTIVE) { /* only a hold its connect began */
+		end = bpf_map_lookup_elem(&lanes_fg_open, &idx);
+		if (!end || now >= *end)
+			return;
+	} else if (fg_held(idx, now)) {
+		return;
+	}
+	if (at != FG_AT_CONNECT) {
+		rtt = (__u64)(ops->srtt_us >> 3) * 1000;
+		if (FG_OPEN_RTTS * rtt < hold)
+			hold = FG_OPEN_RTTS * rtt;
+	}
+	now += hold;
 	bpf_map_update_elem(&lanes_fg_open, &idx, &now, BPF_ANY);
+}
+
+/* sharing: the yield is on and the socket's interface (or, not known, any)
+ * has a foreground present (the classifier's stamp): a background upload
+ * keeps FG_SHARE_TARGET of queue instead of its target (LEDBAT++, in its
+ * congestion control); a background download is held at the minimum
+ * (rLEDBAT's receive-side RTT is too coarse for that target: beside a
+ * paced download the probe's p95 rose by 87 ms). */
+static __always_inline int sharing(struct bpf_sock_ops *ops)
+{
+	if (!CFG.yield)
+		return 0;
+	return fg_held(sock_ifindex(ops), bpf_ktime_get_ns());
+}
+
+/* the foreground socket's RTT state that fg_rtt reads */
+struct minmax_sample___fg {
+	__u32 t;
+	__u32 v;
+};
+
+struct tcp_sock___fg {
+	struct {
+		struct minmax_sample___fg s[3];
+	} rtt_min;
+	__u32 max_packets_out;
+	__u8 is_cwnd_limited : 1;
+} __attribute__((preserve_access_index));
+
+/* fg_harm_mark records a harmed foreground sample on idx. */
+static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx), fresh = {};
+
+	if (!h) {
+		bpf_map_update_elem(&lanes_fg_harm, &idx, &fresh, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+		if (!h)
+			return;
+	}
+	if (!h->at || now - h->at >= FG_HARM_HOLD_NS)
+		h->since = now;
+	h->at = now;
+	h->samples++;
+	h->qd_us = qd;
+	h->limited = limited;
+}
+
+/* fg_rtt reads a foreground socket's RTT sample: it is harmed when its
+ * smoothed RTT is above its minimum by more than FG_HARM_QD_US, or when it
+ * is cwnd-limited in congestion avoidance (it would send more than the
+ * path takes: a bulk transfer). Then background on its interface is held
+ * (fg_yield) for FG_HARM_HOLD_NS. In slow start the window limits every
+ * flow that has data; there only the delay counts. */
+static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock___fg *tp;
+	__u32 srtt, min, qd = 0, limited = 0, idx;
+	__u64 now;
+
+	if (!CFG.yield || !bsk)
+		return;
+	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return;
+	srtt = ops->srtt_us >> 3;
+	min = tp->rtt_min.s[0].v;
+	if (min && min != ~0U && srtt > min)
+		qd = srtt - min;
+	if (ops->snd_cwnd >= ops->snd_ssthresh)
+		limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+	if (qd <= FG_HARM_QD_US && !limited)
+		return;
+	idx = sock_ifindex(ops);
+	now = bpf_ktime_get_ns();
+	fg_harm_mark(idx, now, qd, limited);
+	if (idx)
+		fg_harm_mark(0, now, qd, limited);
 }
 
 static __always_inline int valid_lane(const __u32 *v)
@@ -627,7 +730,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)));
+		fg_opened(ops, resolve(ops, bpf_get_socket_cookie(ops)), FG_AT_CONNECT);
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -635,11 +738,11 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
 			bump(OPS_ACCEPT);
 			lane = resolve(ops, cookie);
-			fg_opened(ops, lane);
 		} else {
 			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 			lane = valid_lane(v) ? *v : LANE_UNSET;
 		}
+		fg_opened(ops, lane, ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ? FG_AT_PASSIVE : FG_AT_ACTIVE);
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
@@ -676,8 +779,10 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
-		} else if (lane != LANE_UNSET) {
-			leave_background(ops, cookie); /* moved out: its own settings */
+		} else {
+			if (lane != LANE_UNSET)
+				leave_background(ops, cookie); /* moved out: its own settings */
+			fg_rtt(ops); /* a foreground socket: is it harmed? */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
 		apply_cap(ops, cookie, lane);
@@ -686,7 +791,10 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us) {
-			rledbat_packet(ops, cookie, yielding(ops)); /* min(rLEDBAT, downlink cap) */
+			/* min(rLEDBAT, downlink cap); held at the minimum beside a
+			 * present foreground too: the receive-side RTT rLEDBAT
+			 * steers by is too coarse for a quarter of the target */
+			rledbat_packet(ops, cookie, yielding(ops) || sharing(ops));
 		} else {
 			if (valid_lane(v))
 				rledbat_leave(ops); /* moved out of background */

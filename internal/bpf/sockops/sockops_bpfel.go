@@ -26,6 +26,15 @@ type SockopsDstKey struct {
 	Pad       [2]uint8
 }
 
+type SockopsFgHarm struct {
+	_       structs.HostLayout
+	At      uint64
+	Since   uint64
+	Samples uint64
+	QdUs    uint32
+	Limited uint32
+}
+
 type SockopsFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -121,6 +130,7 @@ const (
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
 	SockopsMapLanesFgActive    = "lanes_fg_active"
+	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLivePending = "lanes_live_pending"
@@ -198,6 +208,7 @@ type SockopsMapSpecs struct {
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
@@ -247,6 +258,7 @@ type SockopsMaps struct {
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
@@ -271,6 +283,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesLivePending,

@@ -21,6 +21,15 @@ type TcpiterDstKey struct {
 	Pad       [2]uint8
 }
 
+type TcpiterFgHarm struct {
+	_       structs.HostLayout
+	At      uint64
+	Since   uint64
+	Samples uint64
+	QdUs    uint32
+	Limited uint32
+}
+
 type TcpiterFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -128,6 +137,7 @@ const (
 	TcpiterMapLanesCookie      = "lanes_cookie"
 	TcpiterMapLanesDst         = "lanes_dst"
 	TcpiterMapLanesFgActive    = "lanes_fg_active"
+	TcpiterMapLanesFgHarm      = "lanes_fg_harm"
 	TcpiterMapLanesFgOpen      = "lanes_fg_open"
 	TcpiterMapLanesSockRwnd    = "lanes_sock_rwnd"
 	TcpiterMapLanesTuple       = "lanes_tuple"
@@ -213,6 +223,7 @@ type TcpiterMapSpecs struct {
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
@@ -266,6 +277,7 @@ type TcpiterMaps struct {
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
@@ -290,6 +302,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesSockRwnd,
 		m.LanesTuple,

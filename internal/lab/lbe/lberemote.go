@@ -99,6 +99,11 @@ type RemoteConfig struct {
 	// DIR/LINK-BGDIR-METHOD-rROUND.csv (per-flow cwnd, RTT, min RTT; draw
 	// with `lanes plot`).
 	MonitorDir string `json:"monitor_dir,omitempty"`
+	// SteadyFor: the last step, the background beside a steady
+	// foreground paced at SteadyShare of the link (lberemote_steady.go;
+	// 0: no such step).
+	SteadyFor   time.Duration `json:"steady_for_ns,omitempty"`
+	SteadyShare float64       `json:"steady_share,omitempty"`
 }
 
 // RemoteTrial is one foreground transfer.
@@ -137,6 +142,16 @@ type RemoteRun struct {
 	// BGSocketCC: the first background socket's congestion control after
 	// its app set its own (tcp-app-cc only).
 	BGSocketCC string `json:"bg_socket_cc,omitempty"`
+	// The steady step (lberemote_steady.go): the probe, the foreground's
+	// share of the link, the background's bytes ÷ the idle capacity.
+	SteadyProbeMs   []float64 `json:"steady_probe_rtt_ms,omitempty"`
+	SteadyProbeLost int       `json:"steady_probe_lost,omitempty"`
+	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
+	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
+	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
+	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
+	// foreground opening a connection every churnEvery.
+	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`
 }
 
 // timelineBin is the resolution of RemoteRun.Timeline.
@@ -527,8 +542,9 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 		r.Trials = append(r.Trials, tr)
 		at += c.Slot
 	}
+	steadyAt := c.steadyAt(len(order))
 	if !rb.m.BG {
-		return r, nil
+		return r, rb.steady(ctx, &r, bgDir, steadyAt)
 	}
 	// An interactive CUBIC bulk flow in the background's direction.
 	if _, err := rb.until(ctx, at); err != nil {
@@ -564,7 +580,8 @@ func (rb *remoteBed) run(ctx context.Context, bgDir string, order []lbePair) (Re
 	r.Jain = testbed.Jain(r.JainShares[:])
 	r.JainFrom = at.Seconds()
 	r.Timeline = rb.timeline(bgDir, at+c.JainFor)
-	return r, nil
+	bg2.Kill()
+	return r, rb.steady(ctx, &r, bgDir, max(steadyAt, sinceBase(rb.up)))
 }
 
 // aloneWindow is when the background alone is measured (its share of the
@@ -676,6 +693,10 @@ type remoteCell struct {
 	AloneVsCubic float64
 	Jain         float64
 	Late         int
+	// the steady step: bg ÷ idle, fg share, probe p95 and its difference
+	// to the no-background run's, probes lost and sent
+	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
+	SteadyLost, SteadySent                                   int
 }
 
 func pctl(v []float64, p float64) float64 {
@@ -760,6 +781,17 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 	if r.BGSocketCC != "" && !slices.Contains(strings.Split(c.BGSocketCC, "/"), r.BGSocketCC) {
 		c.BGSocketCC = strings.TrimPrefix(c.BGSocketCC+"/"+r.BGSocketCC, "/")
 	}
+	if len(r.SteadyProbeMs) > 0 {
+		c.SteadyP95 += pctl(r.SteadyProbeMs, .95)
+		if hasBase && len(base.SteadyProbeMs) > 0 {
+			c.SteadyInfl95 += pctl(r.SteadyProbeMs, .95) - pctl(base.SteadyProbeMs, .95)
+		}
+	}
+	c.SteadyIdle += r.SteadyIdle
+	c.ChurnIdle += r.ChurnIdle
+	c.SteadyFG += r.SteadyFG
+	c.SteadyLost += r.SteadyProbeLost
+	c.SteadySent += r.SteadyProbeLost + len(r.SteadyProbeMs)
 	c.BGAlone += r.BGAlone
 	c.BGUnder += r.BGUnderBulk
 	c.FGBulk += r.FGBulk
@@ -772,6 +804,8 @@ func (c *remoteCell) average(n, nCubic int) {
 	f := float64(n)
 	c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
 	c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
+	c.SteadyIdle, c.SteadyFG, c.SteadyP95, c.SteadyInfl95 = c.SteadyIdle/f, c.SteadyFG/f, c.SteadyP95/f, c.SteadyInfl95/f
+	c.ChurnIdle /= f
 	for s := range c.FCTRatio {
 		c.FCTRatio[s] /= f
 	}
@@ -839,7 +873,11 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 		}
 		fct.Rows = append(fct.Rows, append(ratios, strconv.Itoa(x.Late)))
 	}
-	return []testbed.Table{rtt, fct, share}
+	tables := []testbed.Table{rtt, fct, share}
+	if st := steadyTable(cells, c); st != nil {
+		tables = append(tables, *st)
+	}
+	return tables
 }
 
 func orDash(s string) string {
@@ -873,6 +911,8 @@ func init() {
 			fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
 			fs.StringVar(&c.Lanes, "lanes", "", "lanes binary (default: this executable)")
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
+			fs.DurationVar(&c.SteadyFor, "steady-for", 10*time.Second, "last step: the background beside a steady foreground stream (0: no such step)")
+			fs.Float64Var(&c.SteadyShare, "steady-share", 0.4, "the steady foreground's pace, a share of the link's mean rate")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			transports := fs.String("bg-transports", TransportTCP, "background flows' transports, each a testbed of its own: tcp (the system's congestion control), tcp-app-cc (the app sets cubic once connected), quic (quic-go, its own CUBIC)")
 			fs.StringVar(transports, "bg-transport", TransportTCP, "the same as --bg-transports")

@@ -135,6 +135,8 @@ func HelperMain(args []string) int {
 		err = helperRequest(args[0], args[1:])
 	case "bulk":
 		err = helperBulk(args[1:])
+	case "churn":
+		err = helperChurn(args[1:])
 	case "quic-serve":
 		err = helperQUICServe(args[1:])
 	case "quic-bulk":
@@ -188,6 +190,13 @@ func helperServe(args []string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/data", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+		if rate, _ := strconv.Atoi(r.URL.Query().Get("rate")); rate > 0 {
+			if c, ok := r.Context().Value(connKey{}).(syscall.Conn); ok {
+				if rc, err := c.SyscallConn(); err == nil {
+					_ = pace(rc, rate)
+				}
+			}
+		}
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 		for n > 0 {
 			k := int64(len(zeros))
@@ -205,7 +214,26 @@ func helperServe(args []string) error {
 		fmt.Fprintf(w, "%d\n", n)
 	})
 	fmt.Println("ready")
-	return http.Serve(ln, mux)
+	srv := &http.Server{Handler: mux, ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}}
+	return srv.Serve(ln)
+}
+
+// connKey is the context key of a served request's connection.
+type connKey struct{}
+
+// pace sets SO_MAX_PACING_RATE (bytes/s) on a socket: without the fq
+// qdisc TCP then paces itself at that rate.
+func pace(c syscall.RawConn, rate int) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MAX_PACING_RATE, rate) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_MAX_PACING_RATE %d: %w", rate, serr)
+	}
+	return nil
 }
 
 func cpuNow() time.Duration {
@@ -220,6 +248,7 @@ func helperRequest(kind string, args []string) error {
 	size := fs.Int64("bytes", 1000, "bytes to transfer")
 	timeout := fs.Duration("timeout", 120*time.Second, "give up after")
 	appCC := fs.String("app-cc", "", "congestion control the app sets on its socket once connected")
+	rate := fs.Int("rate", 0, "get: the server paces the response at this many bytes/s (0: no pacing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -232,7 +261,7 @@ func helperRequest(kind string, args []string) error {
 	var err error
 	if kind == "get" {
 		var resp *http.Response
-		resp, err = cl.Get(fmt.Sprintf("%s/data?bytes=%d", *url, *size))
+		resp, err = cl.Get(fmt.Sprintf("%s/data?bytes=%d&rate=%d", *url, *size, *rate))
 		if err == nil {
 			got, err = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -280,6 +309,7 @@ func helperBulk(args []string) error {
 	prio := fs.Int("prio", -1, "SO_PRIORITY for the socket (-1: leave)")
 	nice := fs.Int("nice", 0, "nice value for this process (19 = the paper's static priority 139)")
 	appCC := fs.String("app-cc", "", "congestion control the app sets on its socket once connected")
+	rate := fs.Int("rate", 0, "pace the socket at this many bytes/s (SO_MAX_PACING_RATE: the kernel's own pacing; 0: no pacing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -292,6 +322,9 @@ func helperBulk(args []string) error {
 		serr := ccControl("", "", c)
 		if *prio >= 0 {
 			_ = c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, *prio) })
+		}
+		if serr == nil && *rate > 0 {
+			serr = pace(c, *rate)
 		}
 		return serr
 	}}
@@ -308,6 +341,33 @@ func helperBulk(args []string) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// helperChurn opens a new connection every --every and GETs --bytes over
+// it (a browser's or a chat app's connection churn), until killed; each
+// request starts on time whether or not the last one finished.
+func helperChurn(args []string) error {
+	fs := flag.NewFlagSet("churn", flag.ContinueOnError)
+	url := fs.String("url", "", "server URL (http://IP:PORT)")
+	every := fs.Duration("every", 300*time.Millisecond, "between connections")
+	size := fs.Int64("bytes", 1000, "bytes per request")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	d := &net.Dialer{Control: ccControl}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}, Timeout: time.Minute}
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	for range tick.C {
+		go func() {
+			resp, err := cl.Get(fmt.Sprintf("%s/data?bytes=%d", *url, *size))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	return nil
 }
 
 func helperEcho(args []string) error {
