@@ -174,7 +174,7 @@ demo: build
 	./scripts/deps.sh demo
 	./bin/lanes lab demo
 
-# The pictures in docs/ (dashboard.png, lab-lbe-times.png): the dashboard (headless Chromium) and a lab
+# The pictures in docs/ (dashboard.png, dashboard-udp.png, lab-lbe-times.png): the dashboard (headless Chromium) and a lab
 # figure, drawn from a real daemon and a real lab run (root).
 screenshots:
 	./scripts/screenshots.sh

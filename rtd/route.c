@@ -183,14 +183,15 @@ void route_answer(struct rtd *d, const struct rtd_route *in)
 {
 	struct route *r;
 
+	/* cls indexes the lane's sockets: 0 or 1, whatever the message says. */
 	if (!in->family) {
-		d->guess = in->cls;
+		d->guess = in->cls != 0;
 		return;
 	}
 	if (in->family != 4 && in->family != 6)
 		return;
 	if ((r = route_find(d, in->family, in->addr))) {
-		r->r.cls = in->cls;
+		r->r.cls = in->cls != 0;
 		r->asked = 0;
 	}
 }

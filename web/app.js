@@ -270,6 +270,30 @@ function renderLanes(s) {
   }
 }
 
+// renderUDP lists the UDP flows (QUIC included): per socket as the kernel
+// reports it, and the background class's 5-tuples no socket claims.
+function renderUDP(s) {
+  const tb = document.querySelector("#udpflows tbody");
+  tb.replaceChildren();
+  const flows = s.udp_flows || [];
+  let note = flows.length + " UDP flow" + (flows.length === 1 ? "" : "s");
+  if (s.udp_more) note += " (and " + s.udp_more + " more the daemon left out)";
+  if (s.udp_error) note = "UDP flows: " + s.udp_error;
+  document.getElementById("udp-note").textContent = note;
+  for (const f of flows) {
+    const tr = el("tr");
+    tr.dataset.udp = f.src + " " + f.dst;
+    tr.dataset.lane = f.lane;
+    const remote = f.state === "unconnected" && f.remotes && f.remotes.length ? f.remotes.join(", ") : f.dst;
+    const cls = f.bg_held ? el("b", "held (foreground active)", "bad") : el("span", f.bg_class ? "policed" : "—");
+    const td = el("td");
+    td.append(cls);
+    tr.append(el("td", f.src), el("td", remote), el("td", f.lane), el("td", f.why),
+      el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"), el("td", f.state), td, el("td", f.drops || 0));
+    tb.append(tr);
+  }
+}
+
 let last = null;
 
 function render(s) {
@@ -277,6 +301,7 @@ function render(s) {
   renderHeader(s);
   renderCharts(s);
   renderFlows(s);
+  renderUDP(s);
   renderCoop(s);
   renderLanes(s);
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 func init() {
@@ -73,14 +74,39 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return err
 		}
+		udp, more, udpErr := c.UDPFlows()
 		c.Close()
+		udpflow.FillOwners(udp, "/proc")
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more})
 		}
 		printStatus(e, st)
+		if udpErr == nil {
+			printUDPFlows(e, udp, more)
+		}
 		return nil
+	}
+}
+
+// statusJSON is `lanes status --json`: the daemon's status document and
+// its UDP flows (QUIC included) with lane and why.
+type statusJSON struct {
+	*api.Status
+	UDPFlows []udpflow.Flow `json:"udp_flows"`
+	UDPMore  int            `json:"udp_more,omitempty"`
+}
+
+// printUDPFlows is status's UDP section: every UDP socket of the daemon's
+// namespace and the background class's 5-tuples, with lane and why.
+func printUDPFlows(e *env, flows []udpflow.Flow, more int) {
+	fmt.Fprintf(e.stdout, "\nUDP flows (QUIC included): %d\n", len(flows))
+	if more > 0 {
+		fmt.Fprintf(e.stdout, "  (and %d more the daemon left out of its reply)\n", more)
+	}
+	if len(flows) > 0 {
+		udpflow.WriteTable(e.stdout, flows)
 	}
 }
 

@@ -122,7 +122,12 @@ func runMonitor(ctx context.Context, e *env, m *monitorFlags) error {
 	if m.prom {
 		return writeMonitorMetrics(e, m, s, lanes, withLanes)
 	}
-	return monitorLoop(ctx, e, m, s, withLanes)
+	udp := &udpFlows{client: lanes.client, filter: udpFilter{lanes: wantLanes, local: cfg.Filter.Local, remote: cfg.Filter.Remote,
+		sport: cfg.Filter.LocalPort, dport: cfg.Filter.RemotePort, port: cfg.Filter.Port, pid: cfg.Filter.PID, comm: cfg.Filter.Comm}}
+	if cfg.Filter.Cgroup != "" || m.netns != "" {
+		udp.client = nil // the daemon's namespace, not filtered by cgroup: not these flows'
+	}
+	return monitorLoop(ctx, e, m, s, withLanes, udp)
 }
 
 // writeMonitorMetrics prints one Prometheus exposition: two samples an
@@ -145,8 +150,8 @@ func writeMonitorMetrics(e *env, m *monitorFlags, s *tcpmon.Sampler, lanes *daem
 
 // monitorLoop samples until the context ends or --count samples, writing
 // each to the encoder the flags ask for and redrawing the live view.
-func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler, withLanes func([]tcpmon.Flow) []tcpmon.Flow) error {
-	enc, live, closeOut, err := monitorOutput(e, m)
+func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler, withLanes func([]tcpmon.Flow) []tcpmon.Flow, udp *udpFlows) error {
+	enc, jsonOut, live, closeOut, err := monitorOutput(e, m)
 	if err != nil {
 		return err
 	}
@@ -156,8 +161,19 @@ func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
 		flows = withLanes(flows)
+		now := time.Now()
+		udpf := udp.get(now)
 		if enc != nil {
 			if err := enc.Encode(flows); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		if jsonOut != nil {
+			t := now
+			if len(flows) > 0 {
+				t = flows[0].Time
+			}
+			if err := writeUDPJSON(jsonOut, t, udpf); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
@@ -165,7 +181,7 @@ func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler
 		if live && time.Since(drawn) >= redrawEvery(e.stdout) {
 			drawn = time.Now()
 			tcpmon.SortByThroughput(flows)
-			drawLive(e.stdout, s, flows, m.top, isTerminal(e.stdout))
+			drawLive(e.stdout, s, flows, m.top, isTerminal(e.stdout), udp)
 		}
 		if m.count > 0 && samples >= m.count {
 			return errStop
@@ -179,28 +195,28 @@ func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler
 }
 
 // monitorOutput opens where samples are written (--output, or --csv/--json
-// to stdout; none: only the live view) and says whether the live view is
-// drawn.
-func monitorOutput(e *env, m *monitorFlags) (enc *tcpmon.Encoder, live bool, closeOut func(), err error) {
+// to stdout; none: only the live view), where UDP flows' JSON lines go
+// (JSON only) and says whether the live view is drawn.
+func monitorOutput(e *env, m *monitorFlags) (enc *tcpmon.Encoder, jsonOut io.Writer, live bool, closeOut func(), err error) {
 	closeOut = func() {}
 	switch {
 	case m.output != "":
 		f, err := os.Create(m.output)
 		if err != nil {
-			return nil, false, closeOut, fmt.Errorf("output: %w", err)
+			return nil, nil, false, closeOut, fmt.Errorf("output: %w", err)
 		}
 		if m.csv || strings.HasSuffix(m.output, ".csv") {
 			enc = tcpmon.NewCSVEncoder(f)
 		} else {
-			enc = tcpmon.NewJSONEncoder(f)
+			enc, jsonOut = tcpmon.NewJSONEncoder(f), f
 		}
-		return enc, !m.json && !m.csv, func() { f.Close() }, nil
+		return enc, jsonOut, !m.json && !m.csv, func() { f.Close() }, nil
 	case m.csv:
-		return tcpmon.NewCSVEncoder(e.stdout), false, closeOut, nil
+		return tcpmon.NewCSVEncoder(e.stdout), nil, false, closeOut, nil
 	case m.json:
-		return tcpmon.NewJSONEncoder(e.stdout), false, closeOut, nil
+		return tcpmon.NewJSONEncoder(e.stdout), e.stdout, false, closeOut, nil
 	}
-	return nil, true, closeOut, nil
+	return nil, nil, true, closeOut, nil
 }
 
 var errStop = errors.New("stop")
@@ -272,9 +288,9 @@ func redrawEvery(w io.Writer) time.Duration {
 	return time.Second
 }
 
-// drawLive redraws the terminal (or, to a pipe, appends): a summary line
-// and the flows by throughput.
-func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty bool) {
+// drawLive redraws the terminal (or, to a pipe, appends): a summary line,
+// the TCP flows by throughput, then the UDP flows.
+func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty bool, udp *udpFlows) {
 	var b strings.Builder
 	if tty {
 		b.WriteString("\x1b[H\x1b[2J")
@@ -297,6 +313,7 @@ func drawLive(w io.Writer, s *tcpmon.Sampler, flows []tcpmon.Flow, top int, tty 
 	}
 	b.WriteString("\n")
 	writeFlowTable(&b, flows, top)
+	writeUDPView(&b, udp)
 	io.WriteString(w, b.String())
 }
 

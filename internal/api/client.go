@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Client is a connection to the daemon. Safe for concurrent use; requests are
@@ -225,6 +226,27 @@ func (c *Client) SocketInfo(cookies []uint64) (SocketInfo, error) {
 		cookies = cookies[n:]
 	}
 	return si, nil
+}
+
+// MaxUDPPages bounds how many pages of UDP flows UDPFlows asks for.
+const MaxUDPPages = 64
+
+// UDPFlows returns the daemon's UDP flows with their lanes and why, page
+// after page (at most MaxUDPPages), and how many it left out.
+func (c *Client) UDPFlows() ([]udpflow.Flow, int, error) {
+	var out []udpflow.Flow
+	more := 0
+	for range MaxUDPPages {
+		r, err := c.Do(Request{Op: OpUDPFlows, From: len(out)})
+		if err != nil {
+			return nil, 0, err
+		}
+		out, more = append(out, r.UDPFlows...), r.UDPMore
+		if more == 0 || len(r.UDPFlows) == 0 {
+			break
+		}
+	}
+	return out, more, nil
 }
 
 // Component returns the status document of a running daemon component

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -35,6 +36,7 @@ const (
 	OpLaneCgroup = "lane-cgroup"
 	OpSockLanes  = "socket-lanes" // lanes of sockets by cookie (for the TCP monitor)
 	OpComponent  = "component"    // a component's detailed state (coop, realtime) as JSON
+	OpUDPFlows   = "udp-flows"    // the UDP flows (QUIC included) with their lanes and why
 )
 
 // MaxCookies bounds one socket-lanes request.
@@ -129,6 +131,8 @@ type Request struct {
 	Name string `json:"name,omitempty"`
 	// KeepSched (move-pid): leave the process's CPU scheduling as it is.
 	KeepSched bool `json:"keep_sched,omitempty"`
+	// From (udp-flows): the index of the first flow of the page asked for.
+	From int `json:"from,omitempty"`
 }
 
 // DecodeRequest parses and checks one request line. It never panics; every
@@ -182,6 +186,10 @@ func DecodeRequest(line []byte) (Request, error) {
 		if len(r.Cookies) > MaxCookies {
 			return Request{}, fmt.Errorf("socket-lanes: at most %d cookies per request", MaxCookies)
 		}
+	case OpUDPFlows:
+		if r.From < 0 {
+			return Request{}, errors.New("udp-flows: from must be >= 0")
+		}
 	case OpComponent:
 		if r.Name == "" || len(r.Name) > 64 {
 			return Request{}, errors.New("component needs a name (coop or realtime)")
@@ -221,6 +229,11 @@ type Response struct {
 	Off string `json:"off,omitempty"`
 	// Moved answers move-pid: what the move changed.
 	Moved *Moved `json:"moved,omitempty"`
+	// UDPFlows answers udp-flows: a page of the UDP sockets of the
+	// daemon's namespace and the background class's 5-tuples no socket
+	// claims; UDPMore: how many follow the page (ask again with From).
+	UDPFlows []udpflow.Flow `json:"udp_flows,omitempty"`
+	UDPMore  int            `json:"udp_more,omitempty"`
 }
 
 // Moved is what one move-pid changed: the process's cgroup, the open

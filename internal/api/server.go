@@ -28,6 +28,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/peercred"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Connection limits of the API socket (0666: any local user reaches it).
@@ -61,6 +62,12 @@ type Handler interface {
 // lane, returned beside the lanes in the socket-lanes reply.
 type SocketReasoner interface {
 	SocketReasons(cookies []uint64) (map[uint64]string, error)
+}
+
+// UDPFlowLister is an optional Handler method: a page of the UDP flows
+// with their lanes and why, from index from, and how many follow it.
+type UDPFlowLister interface {
+	UDPFlows(from int) ([]udpflow.Flow, int, error)
 }
 
 // SocketCCer is an optional Handler method pair: the congestion control
@@ -354,6 +361,12 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 				}
 			}
 		}
+	case OpUDPFlows:
+		x, ok := s.h.(UDPFlowLister)
+		if !ok {
+			return &Response{Error: "udp-flows: not supported by this daemon"}
+		}
+		r.UDPFlows, r.UDPMore, err = x.UDPFlows(req.From)
 	case OpComponent:
 		var off *OffError
 		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {

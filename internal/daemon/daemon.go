@@ -97,6 +97,8 @@ type Daemon struct {
 	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
+	// udp: the last listing of the UDP flows (udpflows.go)
+	udp udpListing
 	// followKick wakes the follow loop (links.go); nil until it runs
 	followKick func()
 	// sweepKick wakes the registration sweep (registrations.go)

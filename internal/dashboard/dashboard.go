@@ -29,6 +29,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/udpflow"
 	"github.com/lanes-net/lanes/web"
 )
 
@@ -121,6 +122,18 @@ type Snapshot struct {
 	// CoopOff: the policy leaves the controller off, and why (no error).
 	CoopOff     string `json:"coop_off,omitempty"`
 	SampleError string `json:"sample_error,omitempty"`
+	// UDPFlows: the daemon's UDP flows (QUIC included) with lane and why
+	// (internal/udpflow); UDPMore: how many it left out; UDPError: why
+	// there are none.
+	UDPFlows []udpflow.Flow `json:"udp_flows"`
+	UDPMore  int            `json:"udp_more,omitempty"`
+	UDPError string         `json:"udp_error,omitempty"`
+}
+
+// UDPLister is the optional Daemon method that lists the UDP flows
+// (*api.Client has it).
+type UDPLister interface {
+	UDPFlows() ([]udpflow.Flow, int, error)
 }
 
 type series struct {
@@ -147,6 +160,9 @@ type Server struct {
 	coopErr   string
 	coopOff   string
 	sampleErr string
+	udp       []udpflow.Flow
+	udpMore   int
+	udpErr    string
 	gen       uint64 // samples taken
 
 	jmu     sync.Mutex // the encoded snapshot (serve.go)
@@ -203,6 +219,7 @@ func (s *Server) tick() {
 		s.dmu.Lock()
 		dv.ask(d)
 		dv.lanes, dv.ccNames = s.askLanes(d, flows, now)
+		dv.askUDP(d)
 		s.dmu.Unlock()
 	}
 
@@ -210,6 +227,7 @@ func (s *Server) tick() {
 	defer s.mu.Unlock()
 	s.gen++
 	s.status, s.statusErr, s.coop, s.coopErr, s.coopOff = dv.status, dv.statusErr, dv.coop, dv.coopErr, dv.coopOff
+	s.udp, s.udpMore, s.udpErr = dv.udp, dv.udpMore, dv.udpErr
 	s.sampleErr = ""
 	if sampleErr != nil {
 		s.sampleErr = sampleErr.Error()
@@ -244,6 +262,24 @@ type daemonView struct {
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
 	lanes              map[uint64]laneAnswer
 	ccNames            map[string]string
+	udp                []udpflow.Flow
+	udpMore            int
+	udpErr             string
+}
+
+// askUDP fills the UDP flows from d, with their processes.
+func (dv *daemonView) askUDP(d Daemon) {
+	l, ok := d.(UDPLister)
+	if !ok {
+		dv.udpErr = "the daemon does not list UDP flows"
+		return
+	}
+	var err error
+	if dv.udp, dv.udpMore, err = l.UDPFlows(); err != nil {
+		dv.udpErr = err.Error()
+		return
+	}
+	udpflow.FillOwners(dv.udp, "/proc")
 }
 
 // laneAnswer is what the daemon said of a socket: its lane, the congestion
@@ -423,7 +459,10 @@ func (s *Server) Snapshot() Snapshot {
 	defer s.mu.Unlock()
 	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
 		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, CoopOff: s.coopOff, SampleError: s.sampleErr,
-		Flows: []FlowView{}}
+		Flows: []FlowView{}, UDPFlows: append([]udpflow.Flow{}, s.udp...), UDPMore: s.udpMore, UDPError: s.udpErr}
+	if s.cfg.Daemon == nil {
+		snap.UDPError = "no daemon"
+	}
 	for _, l := range lane.All {
 		snap.Lanes = append(snap.Lanes, LaneView{Lane: l.String(), Points: append([]LanePoint{}, s.lanePts[l.String()]...)})
 	}

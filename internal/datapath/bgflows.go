@@ -1,7 +1,8 @@
 // bgflows.go: the background UDP class's flow table (lanes_bg_flows, the
 // classifier's bgclass.h) seen from the daemon: a socket moved out of
 // background takes its flows out, so that its arriving packets are no
-// longer policed as background.
+// longer policed as background; status, the monitor and the dashboard
+// list its flows (BackgroundFlows).
 package datapath
 
 import (
@@ -41,4 +42,32 @@ func (h *Host) ForgetBackgroundFlows(proto uint8, sport uint16) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// BgFlow is one entry of the background class's flow table: a non-TCP
+// flow the classifier saw leave in background, by its egress 5-tuple.
+type BgFlow struct {
+	Key     FlowKey // Src, SPort: local; Dst, DPort: remote
+	Ifindex int     // the interface it left by
+}
+
+// BackgroundFlows lists the background class's flow table (at most its
+// 4,096 entries; the least recently used go first when it is full).
+func (h *Host) BackgroundFlows() ([]BgFlow, error) {
+	var out []BgFlow
+	err := h.use(func() error {
+		var (
+			k abi.FlowKey
+			v uint32
+		)
+		it := h.cls.LanesBgFlows.Iterate()
+		for it.Next(&k, &v) {
+			out = append(out, BgFlow{Key: FlowKey{Src: k.Src(), Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Ifindex: int(v)})
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("background flows: %w", err)
+		}
+		return nil
+	})
+	return out, err
 }

@@ -61,7 +61,7 @@ func TestFuzzRtd(t *testing.T) {
 	}
 	seeds := filepath.Join(rtdbuild.RtdDir(), "fuzz", "seeds")
 	secs := fuzzTime(t)
-	cmd := exec.Command(bin, "-max_total_time="+strconv.Itoa(secs), "-print_final_stats=1", "-timeout=10",
+	cmd := exec.Command(bin, "-max_total_time="+strconv.Itoa(secs), "-print_final_stats=1", "-timeout=10", "-max_len=4096",
 		"-rss_limit_mb=4096", "-artifact_prefix="+dir+"/", corpus, seeds)
 	out, err := cmd.CombinedOutput()
 	stats := regexp.MustCompile(`stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb):\s+(\d+)`).FindAllStringSubmatch(string(out), -1)

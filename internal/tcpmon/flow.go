@@ -297,6 +297,10 @@ func ReadFlows(r io.Reader) ([]Flow, error) {
 	return readCSVFlows(br)
 }
 
+// udpRecord marks the UDP flows' records (internal/udpflow) that `lanes
+// monitor --json` writes beside the TCP flows'; TCP records have no proto.
+const udpRecord = `"proto":"udp"`
+
 func readJSONFlows(r *bufio.Reader) ([]Flow, error) {
 	var flows []Flow
 	for line := 1; ; line++ {
@@ -313,6 +317,9 @@ func readJSONFlows(r *bufio.Reader) ([]Flow, error) {
 		}
 		if err != nil && b[len(b)-1] != '\n' && !json.Valid([]byte(trimmed)) {
 			return flows, &LineError{line, errors.New("truncated line (file ends mid-record)")}
+		}
+		if strings.Contains(trimmed, udpRecord) {
+			continue // a UDP flow's record (lanes monitor --json writes them beside)
 		}
 		var f Flow
 		if err := decodeFlowJSON([]byte(trimmed), &f, true); err != nil {

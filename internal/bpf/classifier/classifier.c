@@ -351,7 +351,12 @@ int lanes_classify(struct __sk_buff *skb)
 	parse(skb, &p);
 	parsed = 1;
 	if (p.have_ports) {
-		v = flow_lookup(&p.key);
+		/* flow_lookup rewrites its key's proto and saddr to the shape
+		 * that matched: a copy, so that the background class records the
+		 * packet's own 5-tuple and knows TCP as TCP (bg_egress) */
+		struct flow_key k = p.key;
+
+		v = flow_lookup(&k);
 		if (v) {
 			lane = *v;
 			kind = MATCH_TUPLE;

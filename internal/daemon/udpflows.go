@@ -1,0 +1,179 @@
+// udpflows.go: the namespace's UDP flows (QUIC included) with their lanes
+// and why, for `lanes status`, `lanes monitor` and the dashboard: every
+// UDP socket sock_diag reports, and the background class's flow table
+// (per 5-tuple) joined to them by local address and port. The lane is
+// what the classifier picks for the socket's datagrams, walked in its
+// order over what the daemon applied: the socket's cookie (a registration
+// or a move), its 5-tuple, its destination, its cgroup, its uid.
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/udpflow"
+)
+
+// udpPage is how many flows one udp-flows reply carries (a record is at
+// most ~400 bytes); a client asks for the next page from where it is.
+const udpPage = 512
+
+// A listing of the UDP flows answers the requests that follow it for up
+// to udpReuse when they page on (from > 0), and for udpFresh when they
+// start over: a flood of requests costs at most 1/udpFresh dumps a second.
+const (
+	udpReuse = 2 * time.Second
+	udpFresh = 250 * time.Millisecond
+)
+
+// udpListing is the daemon's last listing of the UDP flows.
+type udpListing struct {
+	mu    sync.Mutex
+	at    time.Time
+	flows []udpflow.Flow
+}
+
+// bgTable is what the daemon reads of the background class.
+type bgTable interface {
+	BackgroundFlows() ([]datapath.BgFlow, error)
+	BgClassHeld(ifindex int) bool
+}
+
+// UDPFlows returns the page from index from of the UDP flows of the
+// daemon's namespace, with their lanes and why, and how many follow it.
+func (d *Daemon) UDPFlows(from int) ([]udpflow.Flow, int, error) {
+	d.udp.mu.Lock()
+	defer d.udp.mu.Unlock()
+	age := time.Since(d.udp.at)
+	if d.udp.flows == nil || age >= udpReuse || from == 0 && age >= udpFresh {
+		flows, err := d.listUDP()
+		if err != nil {
+			return nil, 0, err
+		}
+		d.udp.flows, d.udp.at = flows, time.Now()
+	}
+	all := d.udp.flows
+	from = min(from, len(all))
+	to := min(from+udpPage, len(all))
+	return slices.Clone(all[from:to]), len(all) - to, nil
+}
+
+// listUDP lists the UDP flows with their lanes and why.
+func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
+	flows, err := udpflow.Dump()
+	if err != nil {
+		return nil, err
+	}
+	var bg []datapath.BgFlow
+	held := map[int]bool{}
+	d.mu.Lock()
+	if tab, ok := d.host.(bgTable); ok {
+		bg, _ = tab.BackgroundFlows()
+		for _, b := range bg {
+			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
+		}
+	}
+	d.mu.Unlock()
+	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
+		d.mu.Lock()
+		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
+			d.resolveUDPLocked(&flows[j])
+		}
+		d.mu.Unlock()
+	}
+	flows = joinBackground(flows, bg, held)
+	if flows == nil {
+		flows = []udpflow.Flow{}
+	}
+	return flows, nil
+}
+
+// joinBackground marks the sockets whose datagrams the class's table
+// holds (same local port, and address unless the socket is bound to any)
+// with those remotes, and adds the entries no socket claims as per-5-tuple
+// records (their socket closed, or lives in another namespace).
+func joinBackground(flows []udpflow.Flow, bg []datapath.BgFlow, held map[int]bool) []udpflow.Flow {
+	for _, b := range bg {
+		if b.Key.Proto != 17 {
+			continue
+		}
+		remote := netip.AddrPortFrom(b.Key.Dst.Unmap(), b.Key.DPort).String()
+		claimed := false
+		for i := range flows {
+			f := &flows[i]
+			src, err := netip.ParseAddrPort(f.Src)
+			if err != nil || src.Port() != b.Key.SPort || f.Cookie == 0 ||
+				!src.Addr().IsUnspecified() && src.Addr().Unmap() != b.Key.Src.Unmap() ||
+				f.Connected() && f.Dst != remote {
+				continue
+			}
+			claimed = true
+			f.BgClass, f.BgHeld = true, f.BgHeld || held[b.Ifindex]
+			if !f.Connected() && !slices.Contains(f.Remotes, remote) {
+				f.Remotes = append(f.Remotes, remote)
+			}
+		}
+		if !claimed {
+			flows = append(flows, udpflow.Flow{Proto: udpflow.Proto, State: "class table",
+				Src: netip.AddrPortFrom(b.Key.Src.Unmap(), b.Key.SPort).String(), Dst: remote,
+				Lane: lane.Background, Why: "background class table (no socket of this namespace holds it: closed, or another namespace's)",
+				BgClass: true, BgHeld: held[b.Ifindex]})
+		}
+	}
+	return flows
+}
+
+// resolveUDPLocked sets one socket's lane and why (d.mu held): the
+// classifier's order (classifier.c) over what the daemon applied. An
+// unconnected socket has no destination: its datagrams' 5-tuple and
+// destination rules are decided per datagram, and only its cookie,
+// cgroup and uid are looked up here.
+func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
+	src, _ := netip.ParseAddrPort(f.Src)
+	dst, _ := netip.ParseAddrPort(f.Dst)
+	if d.host != nil {
+		if l, ok := d.host.SocketLane(f.Cookie); ok {
+			f.Lane, f.Why = l, "socket moved to "+l.String()
+			for fl, moved := range d.liveSockets {
+				if findLive(moved, f.Cookie) != nil {
+					f.Why = fmt.Sprintf("registration %s (%s)", fl, d.flows[fl].Source)
+					return
+				}
+			}
+			if _, ok := d.moved[f.Cookie]; ok {
+				f.Why = fmt.Sprintf("process moved to %s (lanes move, lanes run or a process rule)", l)
+			}
+			return
+		}
+	}
+	if f.Connected() {
+		k := datapath.FlowKey{Src: src.Addr().Unmap(), Dst: dst.Addr().Unmap(), DPort: dst.Port(), SPort: src.Port(), Proto: 17}
+		for _, k := range k.Lookups() {
+			if e, ok := d.applied.Flows[k]; ok {
+				f.Lane, f.Why = e.Lane, "flow "+e.Source
+				return
+			}
+		}
+		if r, e, ok := bestDst(d.applied.Dsts, dst.Addr().Unmap(), dst.Port()); ok {
+			f.Lane, f.Why = e.Lane, fmt.Sprintf("destination %s %s", r, e.Source)
+			return
+		}
+	}
+	if e, ok := d.applied.Cgroups[f.Cgroup]; ok {
+		f.Lane, f.Why = e.Lane, "cgroup "+e.Source
+		return
+	}
+	if e, ok := d.applied.UIDs[f.UID]; ok {
+		f.Lane, f.Why = e.Lane, fmt.Sprintf("uid %d %s", f.UID, e.Source)
+		return
+	}
+	f.Lane, f.Why = lane.Interactive, "no rule: interactive (or its datagrams' DSCP marking)"
+	if !f.Connected() && (len(d.applied.Flows) > 0 || len(d.applied.Dsts) > 0) {
+		f.Why = "no socket rule: interactive, unless a flow or destination rule matches a datagram's remote"
+	}
+}

@@ -1,0 +1,128 @@
+// Package udpflow lists a network namespace's UDP flows (QUIC included)
+// with their lanes: every UDP socket the kernel reports through sock_diag
+// (per socket: cookie, addresses, owner uid, inode, cgroup, queues and
+// receive drops), and the background class's flow table where only the
+// classifier's maps know a flow (per 5-tuple: the remote of an unconnected
+// socket, a flow whose socket is gone or not in this namespace). The
+// daemon decides each flow's lane and why (internal/daemon/udpflows.go);
+// `lanes status`, `lanes monitor` and the dashboard show the records.
+//
+// Note: the kernel keeps no byte or packet counters per UDP socket, and
+// the classifier counts per match kind and lane, not per flow: a UDP
+// flow's rate is not known. Unconnected sockets (a QUIC client's, any
+// server's) have no remote; the background class's table gives the
+// remotes its packets went to.
+package udpflow
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// Proto is the proto field of every record ("udp"), beside the TCP
+// monitor's records in `lanes monitor --json`.
+const Proto = "udp"
+
+// Flow is one UDP socket, or one 5-tuple only the maps know (Cookie 0).
+type Flow struct {
+	Proto  string `json:"proto"`
+	Cookie uint64 `json:"cookie,omitempty"`
+	Src    string `json:"src"`
+	// Dst is the connected socket's remote; "*:*" for an unconnected one.
+	Dst string `json:"dst"`
+	// Remotes are the remotes the background class's table holds for the
+	// socket's local address and port (unconnected sockets, QUIC).
+	Remotes []string  `json:"remotes,omitempty"`
+	State   string    `json:"state"` // "connected", "unconnected", "class table"
+	UID     uint32    `json:"uid"`
+	Inode   uint32    `json:"inode,omitempty"`
+	Cgroup  uint64    `json:"cgroup,omitempty"`
+	PID     int       `json:"pid,omitempty"`
+	Comm    string    `json:"comm,omitempty"`
+	RecvQ   uint32    `json:"recv_q_bytes"` // receive memory in use
+	SendQ   uint32    `json:"send_q_bytes"` // send memory in use
+	Drops   uint32    `json:"drops"`        // datagrams the socket dropped on receive
+	Lane    lane.Lane `json:"lane"`
+	Why     string    `json:"why"`
+	// BgClass: the flow is in the background class's table (its datagrams
+	// are policed as background non-TCP traffic); BgHeld: the class of
+	// its interface is held now (the foreground is active).
+	BgClass bool `json:"bg_class,omitempty"`
+	BgHeld  bool `json:"bg_held,omitempty"`
+}
+
+// Connected says whether the socket has a remote.
+func (f *Flow) Connected() bool { return f.State == "connected" }
+
+// Dump lists the UDP sockets of the calling thread's network namespace,
+// both families, with lanes unset.
+func Dump() ([]Flow, error) {
+	var out []Flow
+	err := tcpmon.DumpSockets(unix.IPPROTO_UDP, func(s *tcpmon.Sock) {
+		out = append(out, fromSock(s))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("udp sockets: %w", err)
+	}
+	return out, nil
+}
+
+func fromSock(s *tcpmon.Sock) Flow {
+	f := Flow{Proto: Proto, Cookie: s.Cookie, Src: addrString(s.Src), Dst: addrString(s.Dst), State: "connected",
+		UID: s.UID, Inode: s.Inode, Cgroup: s.CgroupID, RecvQ: s.RQueue, SendQ: s.WQueue}
+	if s.Dst.Port() == 0 {
+		f.State, f.Dst = "unconnected", "*:*"
+	}
+	if s.NSKMem > 8 {
+		f.Drops = s.SKMem[8] // SK_MEMINFO_DROPS
+	}
+	return f
+}
+
+func addrString(a netip.AddrPort) string {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()).String()
+}
+
+// Peers is what the table shows as a flow's remote: the connected
+// remote, else the class table's remotes, else "*".
+func (f *Flow) Peers() string {
+	if f.Connected() || len(f.Remotes) == 0 {
+		return f.Dst
+	}
+	return strings.Join(f.Remotes, ",")
+}
+
+// WriteTable prints flows as an aligned table.
+func WriteTable(w io.Writer, flows []Flow) {
+	const row = "%-11s %-18s %-23s %-23s %-11s %-10s %7s %s\n"
+	fmt.Fprintf(w, row, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "BG CLASS", "DROPS", "WHY")
+	for i := range flows {
+		f := &flows[i]
+		proc := "-"
+		if f.PID != 0 {
+			proc = fmt.Sprintf("%s/%d", f.Comm, f.PID)
+		}
+		class := "-"
+		switch {
+		case f.BgHeld:
+			class = "held"
+		case f.BgClass:
+			class = "policed"
+		}
+		fmt.Fprintf(w, row, f.Lane, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, class, fmt.Sprint(f.Drops), f.Why)
+	}
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "~"
+}
