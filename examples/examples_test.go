@@ -27,6 +27,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
@@ -190,7 +191,7 @@ func newBed(t *testing.T, rtd string) *bed {
 	if err := os.Chmod(dir, 0o755); err != nil { // ungranted clients run as nobody
 		t.Fatal(err)
 	}
-	cfg := rtlane.DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, filepath.Join(dir, "rt.sock"), 95_000_000
 	b.sock = cfg.Socket
 	b.p.A.Do(t, func() (err error) { b.lane, err = rtlane.New(cfg, rtlane.WithHelper(rtd)); return err })

@@ -56,7 +56,7 @@ func coopTableCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return usageErrorf("--rate: %v", err)
 		}
-		head, err := coop.ParseBits(*headS)
+		head, err := config.ParseBits(*headS)
 		if err != nil {
 			return usageErrorf("--headroom: %v", err)
 		}
@@ -84,7 +84,7 @@ func coopTableCmd(fs *pflag.FlagSet, e *env) runFunc {
 
 func coopPeersCmd(fs *pflag.FlagSet, e *env) runFunc {
 	dev := fs.String("dev", "", "LAN interface to listen on (required)")
-	port := fs.Uint("port", coop.DefaultPort, "announcement UDP port")
+	port := fs.Uint("port", config.DefaultCoopPort, "announcement UDP port")
 	keyHex := fs.String("key", "", "group key, hex")
 	keyFile := fs.String("key-file", "", "file holding the group key")
 	listen := fs.Duration("listen", 2*time.Second, "how long to listen")
@@ -93,7 +93,7 @@ func coopPeersCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if *dev == "" || *port == 0 || *port > 65535 {
 			return usageErrorf("--dev is required and --port must be 1..65535")
 		}
-		cfg := coop.DefaultConfig()
+		cfg := config.DefaultCoop()
 		cfg.Key, cfg.KeyFile = *keyHex, *keyFile
 		key, err := cfg.LoadKey()
 		if err != nil {

@@ -7,15 +7,15 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
-	"github.com/lanes-net/lanes/internal/rtlane"
 )
 
 func init() {
 	register(&command{path: "reset", summary: "remove what a killed daemon left in this network namespace (qdiscs, classifier, cgroups, socket)",
 		setup: func(fs *pflag.FlagSet, e *env) runFunc {
 			sock := socketFlag(fs, e)
-			rt := fs.String("realtime-socket", rtlane.DefaultSocket, "the realtime lane's socket (the policy's realtime.socket)")
+			rt := fs.String("realtime-socket", config.DefaultRealtimeSocket, "the realtime lane's socket (the policy's realtime.socket)")
 			return func(context.Context, []string) error {
 				done, err := daemon.Reset(*sock, *rt)
 				for _, d := range done {

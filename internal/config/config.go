@@ -1,11 +1,13 @@
-// Package config holds the value types shared by every section of the lanes
-// policy file (rates, byte sizes, durations) and FieldError, the error a
+// Package config holds the lanes policy file's sections and the value types
+// they share (rates, byte sizes, durations), and FieldError, the error a
 // section's Validate returns so that the policy loader can point at the
 // file, line and field that is wrong.
 //
-// Sections (coop, realtime, task rules...) are defined in their own packages
-// and import only this one, so the policy package can embed them without
-// import cycles.
+// Each section is one file (coop.go, realtime.go, tasks.go, background.go):
+// its type, defaults and validation. The policy package owns them through
+// this package and imports no runtime package; the runtime packages
+// (internal/coop, internal/rtlane, internal/sched, internal/ledbat) take
+// their section from here.
 package config
 
 import (

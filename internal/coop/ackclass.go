@@ -167,8 +167,8 @@ func ackLane(l lane.Lane) bool { return l != lane.Realtime && l != lane.Backgrou
 func (c *Controller) ackJudge() {
 	a := &c.ack
 	a.on, a.rtt, a.windows = false, 0, 0
-	if !c.cfg.DownlinkCaps || !c.cfg.Cooperative || !c.down.on || c.down.refused != "" || !c.down.capOK || a.refused != "" || c.st.Down.N < 2 ||
-		(c.down.estimated() && c.down.est.phase != phaseCruise) {
+	if !c.cfg.DownlinkCaps || !c.cfg.Cooperative || !c.down.capsSwitchedOn() || !c.down.capsAllowed() || a.refused != "" || c.st.Down.N < 2 ||
+		c.down.estimateBeforeCruise() {
 		return
 	}
 	a.windows = 0

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // fakeIface is an interface's counters the test moves.
@@ -145,7 +147,7 @@ func replay(t *testing.T, up, judged bool, seq []groupSample) (stopAt, drainAt i
 		rules = uplinkRules
 	}
 	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, rules)
-	s := safety{cfg: DefaultConfig().Safety}
+	s := safety{cfg: config.DefaultCoop().Safety}
 	if up {
 		s.returningQueueLine = upBackInflation
 	}
@@ -187,7 +189,7 @@ func TestCatchUpQueueIsNotForeign(t *testing.T) {
 		stays = append(stays, groupSample{goodput: air * (1 + 0.01*float64(i%3-1)), inflation: 1.17 + 0.01*float64(i%5)})
 	}
 	stopMain, drainMain := catchUpRun(t, false, stays)
-	if drainMain < 0 || stopMain-drainMain != DefaultConfig().Safety.DrainIntervals {
+	if drainMain < 0 || stopMain-drainMain != config.DefaultCoop().Safety.DrainIntervals {
 		t.Fatalf("main's reading: drain at %d, fallback at %d; the replay no longer shows the false fallback", drainMain, stopMain)
 	}
 	stop, drain := catchUpRun(t, true, stays)

@@ -215,8 +215,8 @@ type group struct {
 	nodes []*node
 }
 
-func paperConfig() Config {
-	c := DefaultConfig()
+func paperConfig() config.Coop {
+	c := config.DefaultCoop()
 	c.Enabled = true
 	c.APRate = config.Rate(20e6)
 	c.Headroom = 960_000
@@ -225,7 +225,7 @@ func paperConfig() Config {
 	return c
 }
 
-func newGroup(t *testing.T, n int, cfg Config) *group {
+func newGroup(t *testing.T, n int, cfg config.Coop) *group {
 	g := &group{t: t, clk: &clock{t: time.Unix(1_700_000_000, 0)}}
 	for i := 0; i < n; i++ {
 		g.add(cfg)
@@ -233,7 +233,7 @@ func newGroup(t *testing.T, n int, cfg Config) *group {
 	return g
 }
 
-func (g *group) add(cfg Config) *node {
+func (g *group) add(cfg config.Coop) *node {
 	nd := &node{flows: &fakeFlows{recv: map[uint64]float64{}}, caps: newFakeCaps(), tr: newFakeTransport()}
 	nd.flows.rwnd = nd.caps.getRwnd
 	c, err := New(Options{Config: cfg, Flows: nd.flows, Up: nd.caps, Down: nd.caps, Ack: nd.caps, Transport: nd.tr,
@@ -436,8 +436,8 @@ func TestNoKeyWarnsAndAccepts(t *testing.T) {
 func TestRules(t *testing.T) {
 	cfg := paperConfig()
 	cfg.Cooperative = false // rules alone
-	cfg.Rules = []Rule{
-		{Name: "bulk-under-stream", Lane: "background", When: WhenRealtimeActive, Segments: 30},
+	cfg.Rules = []config.CoopRule{
+		{Name: "bulk-under-stream", Lane: "background", When: config.CoopWhenRealtimeActive, Segments: 30},
 		{Name: "stream", App: "ustream", Segments: 20},
 	}
 	g := newGroup(t, 2, cfg)
@@ -606,28 +606,30 @@ func TestEstimatedRate(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
+	if err := config.DefaultCoop().Validate(); err != nil {
 		t.Fatalf("default: %v", err)
 	}
-	bad := map[string]func(*Config){
-		"port":                 func(c *Config) { c.Port = 0 },
-		"interval":             func(c *Config) { c.Interval = config.Duration(time.Millisecond) },
-		"silence_intervals":    func(c *Config) { c.SilenceIntervals = 1 },
-		"key":                  func(c *Config) { c.Key = "zz" },
-		"ap_rate":              func(c *Config) { c.APRate = 10 },
-		"min_segments":         func(c *Config) { c.MinSegments = 0 },
-		"safety.rtt_inflation": func(c *Config) { c.Safety.RTTInflation = 1 },
-		"rules[0].lane":        func(c *Config) { c.Rules = []Rule{{Name: "x", Segments: 3}} },
-		"rules[0].when":        func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg", When: "sometimes", Segments: 3}} },
-		"rules[1].name": func(c *Config) {
-			c.Rules = []Rule{{Name: "x", Lane: "bg", Segments: 3}, {Name: "x", App: "a", Segments: 3}}
+	bad := map[string]func(*config.Coop){
+		"port":                 func(c *config.Coop) { c.Port = 0 },
+		"interval":             func(c *config.Coop) { c.Interval = config.Duration(time.Millisecond) },
+		"silence_intervals":    func(c *config.Coop) { c.SilenceIntervals = 1 },
+		"key":                  func(c *config.Coop) { c.Key = "zz" },
+		"ap_rate":              func(c *config.Coop) { c.APRate = 10 },
+		"min_segments":         func(c *config.Coop) { c.MinSegments = 0 },
+		"safety.rtt_inflation": func(c *config.Coop) { c.Safety.RTTInflation = 1 },
+		"rules[0].lane":        func(c *config.Coop) { c.Rules = []config.CoopRule{{Name: "x", Segments: 3}} },
+		"rules[0].when": func(c *config.Coop) {
+			c.Rules = []config.CoopRule{{Name: "x", Lane: "bg", When: "sometimes", Segments: 3}}
 		},
-		"rules[0].segments":       func(c *Config) { c.Rules = []Rule{{Name: "x", Lane: "bg"}} },
-		"safety.goodput_fraction": func(c *Config) { c.Safety.GoodputFraction = 1.5 },
-		"safety.drain_intervals":  func(c *Config) { c.Safety.DrainIntervals = 101 },
+		"rules[1].name": func(c *config.Coop) {
+			c.Rules = []config.CoopRule{{Name: "x", Lane: "bg", Segments: 3}, {Name: "x", App: "a", Segments: 3}}
+		},
+		"rules[0].segments":       func(c *config.Coop) { c.Rules = []config.CoopRule{{Name: "x", Lane: "bg"}} },
+		"safety.goodput_fraction": func(c *config.Coop) { c.Safety.GoodputFraction = 1.5 },
+		"safety.drain_intervals":  func(c *config.Coop) { c.Safety.DrainIntervals = 101 },
 	}
 	for field, mut := range bad {
-		c := DefaultConfig()
+		c := config.DefaultCoop()
 		mut(&c)
 		err := c.Validate()
 		fe, ok := err.(*config.FieldError)
@@ -635,9 +637,9 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: got %v", field, err)
 		}
 	}
-	for in, want := range map[string]Bits{"120kbit": 120_000, "15KB": 120_000, "960000": 960_000, "120KB": 960_000} {
-		if got, err := ParseBits(in); err != nil || got != want {
-			t.Errorf("ParseBits(%q) = %v, %v", in, got, err)
+	for in, want := range map[string]config.Bits{"120kbit": 120_000, "15KB": 120_000, "960000": 960_000, "120KB": 960_000} {
+		if got, err := config.ParseBits(in); err != nil || got != want {
+			t.Errorf("config.ParseBits(%q) = %v, %v", in, got, err)
 		}
 	}
 }

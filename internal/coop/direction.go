@@ -63,7 +63,7 @@ func (d downlinkCaps) setSocketCap(ck uint64, b uint32) error { return d.SetSock
 func (d downlinkCaps) switchCaps(on bool) error               { return d.SetDownlinkCaps(on) }
 
 // newDirection builds one direction from the policy's section.
-func newDirection(name string, cfg Config, configured config.Rate, wanted bool, rules estimatorRules, back float64, set socketCapSetter) direction {
+func newDirection(name string, cfg config.Coop, configured config.Rate, wanted bool, rules estimatorRules, back float64, set socketCapSetter) direction {
 	return direction{name: name, configured: configured, wanted: wanted,
 		est:    newRateEstimator(float64(cfg.Headroom), float64(cfg.MaxAPRate.Bits()), cfg.Interval.D(), rules),
 		safety: safety{cfg: cfg.Safety, returningQueueLine: back}, capOK: true, applied: map[uint64]uint32{}, set: set}
@@ -245,6 +245,60 @@ func (d *direction) shutdown() []error {
 	}
 	return errs
 }
+
+// capsAllowed reports whether the fallback (this host's or a followed
+// peer's) lets this direction's caps apply; capsRefusedBecause says why not.
+func (d *direction) capsAllowed() bool          { return d.capOK }
+func (d *direction) capsRefusedBecause() string { return d.capWhy }
+
+// appliesCaps reports whether the direction has a setter: without one its
+// caps are decided and reported, none applied.
+func (d *direction) appliesCaps() bool { return d.set != nil }
+
+// turnSwitchOn asks the setter to turn its switch on (switched records
+// the answer).
+func (d *direction) turnSwitchOn() error { return d.set.switchCaps(true) }
+
+// capsSwitchedOn reports whether the setter's switch is on and was not
+// refused; switchRefusal is the refusal ("" when none).
+func (d *direction) capsSwitchedOn() bool  { return d.on && d.refused == "" }
+func (d *direction) switchRefusal() string { return d.refused }
+
+// estimateBeforeCruise reports whether the rate is estimated and its
+// estimator has not reached cruise yet.
+func (d *direction) estimateBeforeCruise() bool {
+	return d.estimated() && d.est.phase != phaseCruise
+}
+
+// estimateStatus is the estimator's state for status.
+func (d *direction) estimateStatus() *EstimateStatus { return d.est.status() }
+
+// countInterfaceBytes records the interface's byte counter this way at a
+// tick (arrivals.go: it bounds the goodput judged).
+func (d *direction) countInterfaceBytes(v uint64, err error) { d.arrivals.observe(v, err) }
+
+// addDelivered counts bytes acknowledged (uploads) or received
+// (downloads) since the last tick.
+func (d *direction) addDelivered(bytes float64) { d.deliveredBytes += bytes }
+
+// forgetFlow drops a closed flow's applied cap.
+func (d *direction) forgetFlow(cookie uint64) { delete(d.applied, cookie) }
+
+// ownGoodput is this host's goodput over the last tick, bit/s, as counted
+// and as judged (bounded by the interface's count); ownGoodputBits the first.
+func (d *direction) ownGoodput() (counted, judged float64) { return d.goodput, d.judgedGoodput }
+func (d *direction) ownGoodputBits() float64               { return d.goodput }
+
+// setGroupGoodput keeps the group's goodput at the close of an interval,
+// as counted and judged; groupGoodputs returns it.
+func (d *direction) setGroupGoodput(counted, judged float64) {
+	d.groupGood, d.groupJudge = counted, judged
+}
+func (d *direction) groupGoodputs() (counted, judged float64) { return d.groupGood, d.groupJudge }
+
+// fallbackStopped reports whether this direction's safety fallback holds
+// the caps off at now.
+func (d *direction) fallbackStopped(now time.Time) bool { return d.safety.stopped(now) }
 
 // applyError is what a failed apply leaves in status.
 func (d *direction) applyError(errs []error) string {

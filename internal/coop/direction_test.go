@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 func hostsOf(ids ...uint64) []HostLoad {
@@ -58,7 +60,7 @@ func (r *refusingCaps) SetDownlinkCaps(on bool) error {
 func (r *refusingCaps) SetSocketRwndCap(uint64, uint32) error { return nil }
 
 func TestDirectionSwitch(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := config.DefaultCoop()
 	rc := &refusingCaps{}
 	up, down := newDirections(Options{Config: cfg, Up: newFakeCaps(), Down: rc})
 	if !up.wantsSwitch() || up.switchEarly(true) != nil || !up.on {

@@ -269,8 +269,9 @@ func (c *Controller) ownDown(a *Announcement) {
 	if !c.cfg.DownlinkCaps {
 		return
 	}
-	a.DownGoodputKbit = uint32(min(c.down.goodput/1000, math.MaxUint32))
-	a.DownGoodputOver = overOf(c.down.goodput, c.down.judgedGoodput)
+	own, judged := c.down.ownGoodput()
+	a.DownGoodputKbit = uint32(min(own/1000, math.MaxUint32))
+	a.DownGoodputOver = overOf(own, judged)
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.dn.active {
 			continue
@@ -302,11 +303,11 @@ type DownStatus struct {
 // recomputeDown derives every local download's cap (bytes); the flows'
 // status rows get their downlink fields. Caller holds mu.
 func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus) map[uint64]uint32 {
-	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.down.goodput)}
+	ds := DownStatus{Enabled: c.cfg.DownlinkCaps, Goodput: uint64(c.down.ownGoodputBits())}
 	rate, src := c.down.rate(c.now())
 	ds.RateBits, ds.RateSource = rate, src
 	if c.down.estimated() {
-		ds.Estimate = c.down.est.status()
+		ds.Estimate = c.down.estimateStatus()
 	}
 	p := CapParams{RateBits: rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
@@ -377,10 +378,10 @@ func (c *Controller) downCapping(rate uint64, hosts int) (bool, string) {
 		return false, "downlink caps off by policy"
 	case !c.cfg.Cooperative:
 		return false, "cooperative caps off by policy"
-	case c.down.refused != "":
-		return false, "the datapath cannot apply them: " + c.down.refused
-	case !c.down.capOK:
-		return false, c.down.capWhy
+	case c.down.switchRefusal() != "":
+		return false, "the datapath cannot apply them: " + c.down.switchRefusal()
+	case !c.down.capsAllowed():
+		return false, c.down.capsRefusedBecause()
 	case rate == 0:
 		return false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
 	case hosts == 0:

@@ -50,7 +50,7 @@ func TestDownDemand(t *testing.T) {
 
 // downConfig is the paper's AP (20 Mbit/s, 960 kbit headroom) on the
 // downlink as well.
-func downConfig() Config {
+func downConfig() config.Coop {
 	c := paperConfig()
 	c.APDownlinkRate = config.Rate(20e6)
 	return c

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // fluidMedium is a group of bulk senders at their caps behind one medium of
@@ -506,7 +508,7 @@ func TestEstimateStartupWaitsOutSlowStart(t *testing.T) {
 // (the ACKs' access delay of the lab's 802.11 medium).
 func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 	run := func(gap int, fall, line float64) int {
-		return queueBack(t, safety{cfg: DefaultConfig().Safety}, gap, fall, line)
+		return queueBack(t, safety{cfg: config.DefaultCoop().Safety}, gap, fall, line)
 	}
 	if i := run(8, 0.97, 1.2); i != 3 {
 		t.Errorf("a queue back at 1.2x 4 s after the drain: fallback in its interval %d, want 3", i)
@@ -532,7 +534,7 @@ func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 // best) keeps it from counting, as on the downlink, and the downlink's
 // fallback keeps 1.15x.
 func TestUplinkQueueComesBackAtTrimLine(t *testing.T) {
-	up := safety{cfg: DefaultConfig().Safety, returningQueueLine: upBackInflation}
+	up := safety{cfg: config.DefaultCoop().Safety, returningQueueLine: upBackInflation}
 	if i := queueBack(t, up, 8, 0.97, 1.12); i != 3 {
 		t.Errorf("uplink: a queue back at 1.12x, the group falling: fallback in its interval %d, want 3", i)
 	}
@@ -619,7 +621,7 @@ func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
 	cfg.APRate, cfg.APDownlinkRate = 0, 0
 	c := newGroup(t, 1, cfg).nodes[0].c
 	run := func(e *rateEstimator) (drainAt, stopAt int) {
-		s := safety{cfg: DefaultConfig().Safety}
+		s := safety{cfg: config.DefaultCoop().Safety}
 		t1 := feed(e, t0, []float64{1e6, 1e6}, []float64{1, 1}) // startup from here
 		drainAt, stopAt, g := -1, -1, 8e6
 		for i := 1; i <= 14 && stopAt < 0; i++ { // i: the capped interval
@@ -642,7 +644,7 @@ func TestDownlinkEstimateDrainsUnsettledStartup(t *testing.T) {
 	if want := settleIntervals + drainIntervals; drainAt != want {
 		t.Errorf("downlink: drained in capped interval %d, want %d", drainAt, want)
 	}
-	if want := settleIntervals + drainIntervals + DefaultConfig().Safety.DrainIntervals; stopAt != want {
+	if want := settleIntervals + drainIntervals + config.DefaultCoop().Safety.DrainIntervals; stopAt != want {
 		t.Errorf("downlink: fallback in capped interval %d, want %d", stopAt, want)
 	}
 	if !c.down.est.settled || c.down.est.phase != phaseCruise {

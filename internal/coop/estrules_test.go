@@ -7,6 +7,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // ruleCase is one variant: the rules with it on or off (the others as the
@@ -134,7 +136,7 @@ func TestEstimatorRules(t *testing.T) {
 // the downloads' all three, and a restart (the fallback's hold) keeps
 // them.
 func TestDirectionRules(t *testing.T) {
-	up, down := newDirections(Options{Config: DefaultConfig()})
+	up, down := newDirections(Options{Config: config.DefaultCoop()})
 	for _, c := range []struct {
 		name string
 		d    *direction

@@ -99,8 +99,8 @@ type ihost struct {
 	cancel context.CancelFunc
 }
 
-func integrationConfig() Config {
-	cfg := DefaultConfig()
+func integrationConfig() config.Coop {
+	cfg := config.DefaultCoop()
 	cfg.Enabled = true
 	cfg.Interface = "lan0"
 	cfg.Port = 17431
@@ -114,7 +114,7 @@ func integrationConfig() Config {
 
 // startControllers runs one controller per host namespace; setters(i)
 // are host i's setters (nil: record the upload caps only).
-func startControllers(t *testing.T, ctx context.Context, l *lan, cfg Config, setters func(i int) Options) []*ihost {
+func startControllers(t *testing.T, ctx context.Context, l *lan, cfg config.Coop, setters func(i int) Options) []*ihost {
 	var hs []*ihost
 	for i, ns := range l.hosts {
 		var tr *UDPTransport

@@ -61,7 +61,19 @@ package coop
 import (
 	"fmt"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
+
+// triggerWindow is how many of the latest intervals Trigger counts over
+// (10 s at 0.5 s), or Trigger if that is more. Counted in a row instead,
+// a foreign CUBIC flow's saw-tooth restarted the count at every dip below
+// the RTT line (the lab's coop-mixed: fallback at 20.8-29 s, against
+// 11 s over the window; TestSafetyTriggerOverSawTooth).
+const triggerWindow = 20
+
+// safetyWindow is how many of the latest intervals Trigger counts over.
+func safetyWindow(s config.CoopSafety) int { return max(triggerWindow, s.Trigger) }
 
 // uncappedRatio: a peer's flow above this x its target (plus min_segments)
 // is not held by caps. A held flow sits at or below its cap, which is at
@@ -133,7 +145,7 @@ type observation struct {
 }
 
 type safety struct {
-	cfg      SafetyConfig
+	cfg      config.CoopSafety
 	recent   []bool // the latest intervals, oldest first: was it bad
 	bad      int    // how many of recent were
 	offUntil time.Time
@@ -246,7 +258,7 @@ func (s *safety) stop(now time.Time, why string) string {
 // remember records one interval's outcome in the window of the latest
 // max(triggerWindow, Trigger) intervals.
 func (s *safety) remember(bad bool) {
-	if len(s.recent) > 0 && len(s.recent) >= s.cfg.window() {
+	if len(s.recent) > 0 && len(s.recent) >= safetyWindow(s.cfg) {
 		if s.recent[0] {
 			s.bad--
 		}

@@ -30,7 +30,7 @@ func TestSafetyStarvedAtCap(t *testing.T) {
 		{"estimated rate", 2e6, 0, 8.2e6, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := safety{cfg: SafetyConfig{Enabled: true, RTTInflation: 1.3, GoodputFraction: 0.7, Trigger: 3, Hold: config.Duration(10 * time.Second)}}
+			s := safety{cfg: config.CoopSafety{Enabled: true, RTTInflation: 1.3, GoodputFraction: 0.7, Trigger: 3, Hold: config.Duration(10 * time.Second)}}
 			o := base
 			o.goodput, o.promised, o.group = tc.goodput, tc.promised, tc.group
 			if tc.promised == 0 {
@@ -60,7 +60,7 @@ func rttObs(infl float64) observation {
 
 // firstFallback feeds the series, one interval each 500 ms, and returns
 // the index of the interval at which capping stopped (-1: never).
-func firstFallback(cfg SafetyConfig, series []float64) (int, string) {
+func firstFallback(cfg config.CoopSafety, series []float64) (int, string) {
 	s := safety{cfg: cfg}
 	now := time.Unix(1000, 0)
 	for i, v := range series {
@@ -89,7 +89,7 @@ func TestSafetyTriggerOverSawTooth(t *testing.T) {
 		1.42, 1.48, 1.50, 1.33, 1.37, 1.39, 1.42, 1.44, 1.44, 1.44, // 25.5-30 s
 	}
 	at := func(i int) float64 { return 0.5 * float64(i+1) }
-	cfg := DefaultConfig().Safety
+	cfg := config.DefaultCoop().Safety
 	i, why := firstFallback(cfg, series)
 	if i < 0 || at(i) > 12 {
 		t.Fatalf("fallback at %.1f s, want within 12 s", at(i))
@@ -126,7 +126,7 @@ func firstInARow(series []float64, line float64, n int) int {
 // the RTT near the allowance's 1.05x between them. Nine bad intervals in
 // any twenty never trigger; the tenth does.
 func TestSafetyTriggerIgnoresSpikes(t *testing.T) {
-	cfg := DefaultConfig().Safety
+	cfg := config.DefaultCoop().Safety
 	var series []float64
 	for range 10 { // a 2 s spike every 5.5 s (4 of every 11 intervals)
 		series = append(series, 1.45, 1.5, 1.4, 1.35, 1.06, 1.05, 1.07, 1.05, 1.06, 1.05, 1.04)
@@ -151,7 +151,7 @@ func TestSafetyTriggerIgnoresSpikes(t *testing.T) {
 // interval (500 ms) of obs(v) per call and reports whether capping is
 // allowed.
 func holdStepper(obs func(v float64) observation) func(v float64) bool {
-	cfg := DefaultConfig().Safety
+	cfg := config.DefaultCoop().Safety
 	cfg.Hold = config.Duration(2 * time.Second)
 	s := safety{cfg: cfg}
 	now := time.Unix(1000, 0)
@@ -205,7 +205,7 @@ func drainObs(infl float64, drained bool) observation {
 // its median crossed 1.3x in ten of twenty intervals; the drain signal
 // fires in the third interval after the drain's.
 func TestSafetyQueueAfterDrain(t *testing.T) {
-	cfg := DefaultConfig().Safety
+	cfg := config.DefaultCoop().Safety
 	run := func(obs []observation) int {
 		s := safety{cfg: cfg}
 		now := time.Unix(1000, 0)
@@ -346,7 +346,7 @@ func TestStoppedPeerByDirection(t *testing.T) {
 // at a configured 20 Mbit/s): the reason says so and how to estimate it
 // instead; at the rate, or with the rate estimated, it does not.
 func TestSafetyReasonNamesRateTooHigh(t *testing.T) {
-	cfg := SafetyConfig{Enabled: true, RTTInflation: 1.3, GoodputFraction: 0.7, Trigger: 1, Hold: config.Duration(10 * time.Second)}
+	cfg := config.CoopSafety{Enabled: true, RTTInflation: 1.3, GoodputFraction: 0.7, Trigger: 1, Hold: config.Duration(10 * time.Second)}
 	for _, tc := range []struct {
 		rate, group float64
 		want        bool

@@ -37,13 +37,15 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
-// Transports (config `transport`).
+// Transports (config `transport`), named in internal/config.
 const (
-	TransportIPv4 = "ipv4"
-	TransportIPv6 = "ipv6"
-	TransportBoth = "both"
+	TransportIPv4 = config.CoopTransportIPv4
+	TransportIPv6 = config.CoopTransportIPv6
+	TransportBoth = config.CoopTransportBoth
 )
 
 // GroupIPv6 is the link-local multicast group of announcements.

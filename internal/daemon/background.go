@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
-	"github.com/lanes-net/lanes/internal/ledbat"
 )
 
 // queueAndProtection says where the interface's queue forms (on the device:
@@ -19,7 +19,7 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
 	}
-	if d.pol.Background.ReceiveWindow == ledbat.RWRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
+	if d.pol.Background.ReceiveWindow == config.BackgroundRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
 		remote = append(remote, "rLEDBAT")
 	} else if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
 		remote = append(remote, fmt.Sprintf("rLEDBAT (daemon, every %v)", c.Stats().Interval))

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bgudp"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
-	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // newBgUDP starts the controller at the policy's background target.
-func (d *Daemon) newBgUDP(pol ledbat.Config, h bgudp.Datapath) (*component, error) {
+func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
 	return supervise(d.log, "background-udp", func() (*runner, error) {
 		c, err := bgudp.New(bgudp.DefaultRule(pol.TargetDelay.D()), h, d.log.With("component", "background-udp"))
 		if err != nil {

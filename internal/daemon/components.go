@@ -233,7 +233,7 @@ var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 // announcements on the managed interface.
 // A controller that cannot start (another process holds its UDP port, the
 // interface has no address yet) waits and retries, and status says why.
-func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) *component {
+func (d *Daemon) newCoop(cfg config.Coop, h datapath.HostAPI, m *managedIface) *component {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
@@ -243,7 +243,7 @@ func (d *Daemon) newCoop(cfg coop.Config, h datapath.HostAPI, m *managedIface) *
 	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
-func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error) {
+func (d *Daemon) startCoop(cfg config.Coop, h datapath.HostAPI) (*runner, error) {
 	mc := tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true}
 	if cm, ok := h.(interface{ CookieMap() *ebpf.Map }); ok {
 		mc.LaneMap = cm.CookieMap()
@@ -284,14 +284,14 @@ func (d *Daemon) startCoop(cfg coop.Config, h datapath.HostAPI) (*runner, error)
 // realtimeKey is what the realtime lane runs with: its section, the rate
 // it derives, and the interface it paces on.
 type realtimeKey struct {
-	Config    rtlane.Config
+	Config    config.Realtime
 	Interface string
 }
 
 // realtimeKeyOf is the realtime lane's configuration under a policy whose
 // first interface is m: in shaped mode (and no rate of its own) its
 // transmit times use the rate the HTB root really sends at.
-func realtimeKeyOf(cfg rtlane.Config, m *managedIface) realtimeKey {
+func realtimeKeyOf(cfg config.Realtime, m *managedIface) realtimeKey {
 	if cfg.Rate == 0 && m.cfg.Uplink != 0 {
 		cfg.Rate = config.Rate(datapath.ShapedRate(m.cfg.Uplink.Bits()))
 	}
@@ -299,7 +299,7 @@ func realtimeKeyOf(cfg rtlane.Config, m *managedIface) realtimeKey {
 }
 
 // newRealtime starts the realtime lane.
-func (d *Daemon) newRealtime(cfg rtlane.Config, m *managedIface) (*component, error) {
+func (d *Daemon) newRealtime(cfg config.Realtime, m *managedIface) (*component, error) {
 	key := realtimeKeyOf(cfg, m)
 	c, err := supervise(d.log, "realtime", func() (*runner, error) { return d.startRealtime(key.Config) })
 	if c != nil {
@@ -340,7 +340,7 @@ func changedKeys(a, b any) []string {
 	return out
 }
 
-func (d *Daemon) startRealtime(cfg rtlane.Config) (*runner, error) {
+func (d *Daemon) startRealtime(cfg config.Realtime) (*runner, error) {
 	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
 	if errors.Is(err, rtlane.ErrNoHelper) {
 		return unavailable(d.log, "realtime", err), nil

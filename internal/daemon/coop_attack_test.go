@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -94,7 +95,7 @@ func TestCoopAttackKeylessFakePeers(t *testing.T) {
 		seq++
 	}
 	began := time.Now()
-	def := coop.DefaultConfig()
+	def := config.DefaultCoop()
 	var st coop.Status
 	for time.Since(began) < 3*time.Second {
 		flood()

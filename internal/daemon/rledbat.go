@@ -12,10 +12,10 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/lane"
-	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -36,8 +36,8 @@ var _ rledbatHost = (*datapath.Host)(nil)
 
 // rledbatFallback says whether the daemon runs rLEDBAT itself and, if not
 // while the BPF path is off, why not.
-func (d *Daemon) rledbatFallback(pol ledbat.Config, h datapath.HostAPI) (rledbatHost, string) {
-	if pol.ReceiveWindow != ledbat.RWRLEDBAT {
+func (d *Daemon) rledbatFallback(pol config.Background, h datapath.HostAPI) (rledbatHost, string) {
+	if pol.ReceiveWindow != config.BackgroundRLEDBAT {
 		return nil, ""
 	}
 	rh, ok := h.(rledbatHost)
@@ -61,7 +61,7 @@ func (d *Daemon) rledbatFallback(pol ledbat.Config, h datapath.HostAPI) (rledbat
 
 // newRLEDBAT starts the daemon's rLEDBAT on the background lane's
 // receiving sockets.
-func (d *Daemon) newRLEDBAT(pol ledbat.Config, h rledbatHost) (*component, error) {
+func (d *Daemon) newRLEDBAT(pol config.Background, h rledbatHost) (*component, error) {
 	return supervise(d.log, "rledbat", func() (*runner, error) {
 		s, err := tcpmon.New(tcpmon.Config{Interval: rledbat.DefaultInterval, LaneOf: h.SocketLane, LaneMap: h.CookieMap(),
 			Filter: tcpmon.Filter{Lanes: []lane.Lane{lane.Background}}})
@@ -86,7 +86,7 @@ func (d *Daemon) newRLEDBAT(pol ledbat.Config, h rledbatHost) (*component, error
 // downloadProtection says what holds background downloads back at a
 // remote bottleneck: rLEDBAT in BPF, the daemon's, or nothing and why.
 func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
-	if d.pol.Background.ReceiveWindow != ledbat.RWRLEDBAT {
+	if d.pol.Background.ReceiveWindow != config.BackgroundRLEDBAT {
 		return "none: off by policy (background.receive_window: system)"
 	}
 	target := d.pol.Background.ReceiveTarget()

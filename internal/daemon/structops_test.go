@@ -61,7 +61,7 @@ func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 
 	d.stop(t, syscall.SIGKILL)
 	for _, n := range names {
-		if ok, _ := capcc.Registered(n); !ok {
+		if ok, _ := structops.Registered(n); !ok {
 			t.Errorf("%s gone after SIGKILL: registered by map update it should stay (the check below would prove nothing)", n)
 		}
 	}
@@ -87,7 +87,7 @@ func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 		t.Fatalf("lanes reset: %v\n%s", err, out)
 	}
 	for _, n := range names {
-		if ok, _ := capcc.Registered(n); ok {
+		if ok, _ := structops.Registered(n); ok {
 			t.Errorf("%s still registered after SIGKILL + lanes reset", n)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/sched"
 )
 
@@ -21,8 +22,8 @@ func (d *Daemon) startTasks(ctx context.Context) error {
 	d.mu.Lock()
 	pol := d.pol
 	d.mu.Unlock()
-	cfg := pol.Config
-	cfg.Tasks = append(append([]sched.Rule(nil), cfg.Tasks...), pol.ProcessLaneRules()...)
+	cfg := pol.TaskSections
+	cfg.Tasks = append(append([]config.TaskRule(nil), cfg.Tasks...), pol.ProcessLaneRules()...)
 	if len(cfg.Tasks) == 0 {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -204,23 +204,23 @@ func TestCapCCTwoNamespaces(t *testing.T) {
 		t.Fatalf("both datapaths use congestion control %q", sa.Name)
 	}
 	for _, n := range []string{sa.Name, sb.Name} {
-		if ok, err := capcc.Registered(n); err != nil || !ok {
+		if ok, err := structops.Registered(n); err != nil || !ok {
 			t.Errorf("%s registered = %v, %v", n, ok, err)
 		}
 	}
 	if err := da.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := capcc.Registered(sa.Name); ok {
+	if ok, _ := structops.Registered(sa.Name); ok {
 		t.Errorf("%s still registered after Close", sa.Name)
 	}
-	if ok, _ := capcc.Registered(sb.Name); !ok {
+	if ok, _ := structops.Registered(sb.Name); !ok {
 		t.Errorf("closing A unregistered B's %s", sb.Name)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := capcc.Registered(sb.Name); ok {
+	if ok, _ := structops.Registered(sb.Name); ok {
 		t.Errorf("%s still registered after Close", sb.Name)
 	}
 }

@@ -264,10 +264,10 @@ func (h *Host) attachSetsockopt() {
 // capCCName and bgCCName name this host's congestion controls, one each
 // per instance and namespace (id: netns cookie, or inode where sock_ops
 // matches by inode): names are global to the kernel.
-func capCCName(instance string, id uint64) string { return capcc.Name(instance, fmt.Sprint(id)) }
+func capCCName(instance string, id uint64) string { return structops.Name(instance, fmt.Sprint(id)) }
 
 func bgCCName(instance string, id uint64) string {
-	return capcc.Name(instance, fmt.Sprint(id), "background")
+	return structops.Name(instance, fmt.Sprint(id), "background")
 }
 
 // adoptCCs removes the congestion controls a killed run of this instance

@@ -42,7 +42,7 @@ func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 
 	ours := func(n string) bool { return slices.Contains(names, n) }
 	for _, n := range names {
-		if ok, _ := capcc.Registered(n); !ok {
+		if ok, _ := structops.Registered(n); !ok {
 			t.Errorf("%s not registered after SIGKILL (registered by map update, it should outlive the process)", n)
 		}
 	}
@@ -68,7 +68,7 @@ func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if ok, _ := capcc.Registered(n); ok {
+		if ok, _ := structops.Registered(n); ok {
 			t.Errorf("%s still registered after Close", n)
 		}
 	}

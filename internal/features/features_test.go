@@ -68,7 +68,7 @@ func TestCapCCProbeAgreesWithLoad(t *testing.T) {
 	if f == nil {
 		t.Fatalf("no %q probe", CapCCFeature)
 	}
-	c, err := capcc.Load(capcc.Name("features-test"), structops.Auto)
+	c, err := capcc.Load(structops.Name("features-test"), structops.Auto)
 	if err == nil {
 		c.Close()
 	}

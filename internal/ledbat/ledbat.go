@@ -31,6 +31,8 @@
 //     back to half their window whatever the delay.
 package ledbat
 
+import "github.com/lanes-net/lanes/internal/config"
+
 // Constants shared with ledbat_core.h.
 const (
 	ScaleShift        = 16
@@ -45,9 +47,9 @@ const (
 	FirstSlowdownRTTs = 2
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
-	FlagJoin          = 2 // the coming slowdown makes room for a new flow
-	DefaultTargetUS   = 10_000
-	SsthreshInfinite  = 0x7fffffff // the kernel's TCP_INFINITE_SSTHRESH
+	FlagJoin          = 2                           // the coming slowdown makes room for a new flow
+	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
+	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 )
 
 // Phase is where the controller is.

@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // yamlKeys are the yaml names of a struct type's fields.
@@ -49,19 +49,19 @@ func TestDefaultListsCoopKeys(t *testing.T) {
 		t.Fatal("the default policy has no coop section")
 	}
 	keys, safety := mappingKeys(section, "safety")
-	if want := yamlKeys(reflect.TypeOf(coop.Config{})); !reflect.DeepEqual(keys, want) {
-		t.Errorf("coop keys listed:\n%v\nwant (coop.Config):\n%v", keys, want)
+	if want := yamlKeys(reflect.TypeOf(config.Coop{})); !reflect.DeepEqual(keys, want) {
+		t.Errorf("coop keys listed:\n%v\nwant (config.Coop):\n%v", keys, want)
 	}
 	safetyKeys, _ := mappingKeys(safety, "")
-	if want := yamlKeys(reflect.TypeOf(coop.SafetyConfig{})); !reflect.DeepEqual(safetyKeys, want) {
-		t.Errorf("coop.safety keys listed:\n%v\nwant (coop.SafetyConfig):\n%v", safetyKeys, want)
+	if want := yamlKeys(reflect.TypeOf(config.CoopSafety{})); !reflect.DeepEqual(safetyKeys, want) {
+		t.Errorf("coop.safety keys listed:\n%v\nwant (config.CoopSafety):\n%v", safetyKeys, want)
 	}
-	got, want := Default().Coop, coop.DefaultConfig()
+	got, want := Default().Coop, config.DefaultCoop()
 	if len(got.UnicastPeers) == 0 && len(got.Rules) == 0 {
 		got.UnicastPeers, got.Rules = nil, nil
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("the default policy's coop section\n%+v\nwant coop.DefaultConfig()\n%+v", got, want)
+		t.Errorf("the default policy's coop section\n%+v\nwant config.DefaultCoop()\n%+v", got, want)
 	}
 	doc, err := os.ReadFile("../../docs/policy.md")
 	if err != nil {

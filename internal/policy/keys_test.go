@@ -12,8 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lanes-net/lanes/internal/ledbat"
-	"github.com/lanes-net/lanes/internal/sched"
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // policyKeys lists every yaml key reachable from t, structs and slices of
@@ -94,11 +93,11 @@ func TestPolicyDocNamesEveryKey(t *testing.T) {
 // the ones an absent section gets.
 func TestDefaultSectionsAreBuiltIn(t *testing.T) {
 	p := Default()
-	if !reflect.DeepEqual(p.Background, ledbat.DefaultConfig()) {
-		t.Errorf("background = %+v, built in %+v", p.Background, ledbat.DefaultConfig())
+	if !reflect.DeepEqual(p.Background, config.DefaultBackground()) {
+		t.Errorf("background = %+v, built in %+v", p.Background, config.DefaultBackground())
 	}
-	if !reflect.DeepEqual(p.Safety, sched.DefaultSafety()) {
-		t.Errorf("task_safety = %+v, built in %+v", p.Safety, sched.DefaultSafety())
+	if !reflect.DeepEqual(p.Safety, config.DefaultTaskSafety()) {
+		t.Errorf("task_safety = %+v, built in %+v", p.Safety, config.DefaultTaskSafety())
 	}
 	if p.Access.Group != "" || len(p.Tasks) != 0 || len(p.Rules) != 0 {
 		t.Errorf("default access/tasks/rules = %+v %v %v", p.Access, p.Tasks, p.Rules)
@@ -122,10 +121,10 @@ func TestDefaultYAMLWithout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse: %v\n%s", err, text)
 	}
-	if p.Background.Yield || p.Background.CongestionControl != ledbat.CCLedbat {
+	if p.Background.Yield || p.Background.CongestionControl != config.BackgroundLedbat {
 		t.Errorf("background = %+v", p.Background)
 	}
-	if !reflect.DeepEqual(p.Safety, sched.DefaultSafety()) || p.Realtime.Socket == "" || len(p.Interfaces) != 1 {
+	if !reflect.DeepEqual(p.Safety, config.DefaultTaskSafety()) || p.Realtime.Socket == "" || len(p.Interfaces) != 1 {
 		t.Errorf("other sections lost: %+v %+v %+v", p.Safety, p.Realtime, p.Interfaces)
 	}
 	if _, err := Parse("twice.yaml", append(DefaultYAML(), "background:\n  yield: false\n"...)); err == nil {

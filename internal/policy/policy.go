@@ -23,12 +23,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lanes-net/lanes/internal/config"
-	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
-	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/rootpath"
-	"github.com/lanes-net/lanes/internal/rtlane"
-	"github.com/lanes-net/lanes/internal/sched"
 )
 
 //go:embed default.yaml
@@ -95,13 +91,13 @@ type Policy struct {
 	DSCP       DSCPPolicy  `yaml:"dscp"`
 
 	// Task rules (`tasks:`) and their safety limits (`task_safety:`).
-	sched.Config `yaml:",inline"`
+	config.TaskSections `yaml:",inline"`
 	// Cooperative congestion-window control among hosts on one AP.
-	Coop coop.Config `yaml:"coop"`
+	Coop config.Coop `yaml:"coop"`
 	// The realtime lane: per-packet deadlines, EDF, admission control.
-	Realtime rtlane.Config `yaml:"realtime"`
+	Realtime config.Realtime `yaml:"realtime"`
 	// The background lane at a remote bottleneck: LEDBAT++ and its target.
-	Background ledbat.Config `yaml:"background"`
+	Background config.Background `yaml:"background"`
 
 	// Source is the file the policy came from ("(default)" for the embedded one).
 	Source string `yaml:"-"`
@@ -258,7 +254,7 @@ func Parse(file string, data []byte) (*Policy, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, syntaxError(file, data, err)
 	}
-	p := &Policy{Coop: coop.DefaultConfig(), Realtime: rtlane.DefaultConfig(), Background: ledbat.DefaultConfig()}
+	p := &Policy{Coop: config.DefaultCoop(), Realtime: config.DefaultRealtime(), Background: config.DefaultBackground()}
 	d := &decoder{lines: map[string]int{}}
 	if len(root.Content) > 0 {
 		if err := d.decode(&root, reflect.ValueOf(p).Elem(), ""); err != nil {
@@ -443,7 +439,7 @@ func (p *Policy) Validate() error {
 	if g := p.Access.Group; g != "" && !validName(g) {
 		add(config.Errorf("access.group", "%q is not a valid group name", g))
 	}
-	add(p.Config.Validate())
+	add(p.TaskSections.Validate())
 	if p.Coop.Enabled {
 		add(config.Prefix("coop", p.Coop.Validate()))
 	}
@@ -508,8 +504,8 @@ func (r Rule) validate() error {
 // name into task rules whose only action is the lane, so the task engine
 // moves matching processes into the lane's cgroup as they start. They come
 // after the policy's own task rules.
-func (p *Policy) ProcessLaneRules() []sched.Rule {
-	var out []sched.Rule
+func (p *Policy) ProcessLaneRules() []config.TaskRule {
+	var out []config.TaskRule
 	for i, r := range p.Rules {
 		if r.Exe == "" && r.Comm == "" {
 			continue
@@ -518,7 +514,7 @@ func (p *Policy) ProcessLaneRules() []sched.Rule {
 		if name == "" {
 			name = fmt.Sprintf("rule%d", i)
 		}
-		out = append(out, sched.Rule{Name: "lane." + name, Exe: r.Exe, Comm: r.Comm, UID: r.UID, Cgroup: r.Cgroup, Lane: r.Lane})
+		out = append(out, config.TaskRule{Name: "lane." + name, Exe: r.Exe, Comm: r.Comm, UID: r.UID, Cgroup: r.Cgroup, Lane: r.Lane})
 	}
 	return out
 }

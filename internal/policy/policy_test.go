@@ -17,7 +17,6 @@ import (
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
-	"github.com/lanes-net/lanes/internal/rtlane"
 )
 
 func TestDefault(t *testing.T) {
@@ -40,7 +39,7 @@ func TestDefaultListsRealtimeKeys(t *testing.T) {
 	if err := yaml.Unmarshal(DefaultYAML(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	ty := reflect.TypeOf(rtlane.Config{})
+	ty := reflect.TypeOf(config.Realtime{})
 	for i := 0; i < ty.NumField(); i++ {
 		key := strings.Split(ty.Field(i).Tag.Get("yaml"), ",")[0]
 		if _, ok := doc.Realtime[key]; !ok {
@@ -49,10 +48,10 @@ func TestDefaultListsRealtimeKeys(t *testing.T) {
 	}
 	got := Default().Realtime
 	if len(got.Grants.UIDs)+len(got.Grants.GIDs) == 0 {
-		got.Grants = rtlane.Grants{} // [] and nil alike
+		got.Grants = config.RealtimeGrants{} // [] and nil alike
 	}
-	if !reflect.DeepEqual(got, rtlane.DefaultConfig()) {
-		t.Errorf("default policy's realtime section = %+v, want the built-in %+v", got, rtlane.DefaultConfig())
+	if !reflect.DeepEqual(got, config.DefaultRealtime()) {
+		t.Errorf("default policy's realtime section = %+v, want the built-in %+v", got, config.DefaultRealtime())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -84,7 +85,7 @@ func TestOwnSocketCarriesDatagrams(t *testing.T) {
 // come back to the application's socket.
 func TestOwnSocketIPv6Replies(t *testing.T) {
 	ns := testutil.NewNetNS(t)
-	cfg := DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, socketDir(t)+"/rt.sock", 1_000_000_000
 	var l *Lane
 	var app, echo *net.UDPConn
@@ -141,7 +142,7 @@ func TestOwnSocketIPv6Replies(t *testing.T) {
 // dropped (send-error), not left in the socket with the realtime priority.
 func TestCorkedSocketNotSent(t *testing.T) {
 	ns := testutil.NewNetNS(t)
-	cfg := DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, socketDir(t)+"/rt.sock", 1_000_000_000
 	var l *Lane
 	var app, srv *net.UDPConn
@@ -254,7 +255,7 @@ func socketIn(t *testing.T, ns *testutil.NetNS, fam, typ, proto int) int {
 // closed when the client goes.
 func TestAttachChecks(t *testing.T) {
 	ns := testutil.NewNetNS(t)
-	cfg := DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, socketDir(t)+"/rt.sock", 1_000_000_000
 	var l *Lane
 	ns.Do(t, func() (err error) { l, err = New(cfg, testOpts()...); return err })
@@ -351,7 +352,7 @@ func checkSendRefusals(t *testing.T, c *rawClient) {
 // descriptor never reaches the lane (its read has no control buffer).
 func TestAttachNotGranted(t *testing.T) {
 	ns := testutil.NewNetNS(t)
-	cfg := DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled, cfg.Socket, cfg.Rate = true, socketDir(t)+"/rt.sock", 1_000_000_000
 	var l *Lane
 	ns.Do(t, func() (err error) { l, err = New(cfg, testOpts()...); return err })

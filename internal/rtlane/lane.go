@@ -55,6 +55,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
@@ -141,7 +142,7 @@ type flowKey struct{ uid, flow uint32 }
 
 // Lane is the realtime lane. New, then Run; Close stops it.
 type Lane struct {
-	cfg   Config
+	cfg   config.Realtime
 	log   *slog.Logger
 	lfd   int // listening unix socket, -1 when closed
 	lfdMu sync.Mutex
@@ -218,7 +219,7 @@ var ErrNoHelper = errors.New("realtime: no " + HelperName + " beside the lanes e
 
 // New validates cfg, listens on cfg.Socket, opens the sending sockets in
 // the calling thread's network namespace and starts lanes-rtd.
-func New(cfg Config, opts ...Option) (*Lane, error) {
+func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("realtime config: %w", err)
 	}

@@ -39,19 +39,19 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	if err := DefaultConfig().Validate(); err != nil {
+	if err := config.DefaultRealtime().Validate(); err != nil {
 		t.Fatalf("default config invalid: %v", err)
 	}
-	for field, mut := range map[string]func(*Config){
-		"socket":        func(c *Config) { c.Socket = "" },
-		"rate":          func(c *Config) { c.Rate = 10 },
-		"backlog":       func(c *Config) { c.Backlog = 100 },
-		"reserve":       func(c *Config) { c.Reserve = 1 << 30 },
-		"overhead":      func(c *Config) { c.Overhead = 1000 },
-		"max_queue":     func(c *Config) { c.MaxQueue = 0 },
-		"pm_latency_us": func(c *Config) { c.PMLatencyUS = -2 },
+	for field, mut := range map[string]func(*config.Realtime){
+		"socket":        func(c *config.Realtime) { c.Socket = "" },
+		"rate":          func(c *config.Realtime) { c.Rate = 10 },
+		"backlog":       func(c *config.Realtime) { c.Backlog = 100 },
+		"reserve":       func(c *config.Realtime) { c.Reserve = 1 << 30 },
+		"overhead":      func(c *config.Realtime) { c.Overhead = 1000 },
+		"max_queue":     func(c *config.Realtime) { c.MaxQueue = 0 },
+		"pm_latency_us": func(c *config.Realtime) { c.PMLatencyUS = -2 },
 	} {
-		c := DefaultConfig()
+		c := config.DefaultRealtime()
 		mut(&c)
 		var fe *config.FieldError
 		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != field {
@@ -61,7 +61,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestGrants(t *testing.T) {
-	g := Grants{UIDs: []config.UID{1000}, GIDs: []config.GID{44}}
+	g := config.RealtimeGrants{UIDs: []config.UID{1000}, GIDs: []config.GID{44}}
 	for _, c := range []struct {
 		uid  uint32
 		gids []uint32
@@ -109,7 +109,7 @@ type bed struct {
 	p    *testutil.Pair
 	rx   *Receiver
 	lane *Lane
-	cfg  Config
+	cfg  config.Realtime
 	dp   *datapath.Datapath
 
 	mu     sync.Mutex
@@ -118,7 +118,7 @@ type bed struct {
 
 // newBed builds the bed; shapedBps > 0 installs the lanes datapath shaped
 // at that uplink rate on A's veth and runs the lane at the tree's rate.
-func newBed(t *testing.T, shapedBps uint64, mut func(*Config)) *bed {
+func newBed(t *testing.T, shapedBps uint64, mut func(*config.Realtime)) *bed {
 	t.Helper()
 	testutil.RequireRoot(t)
 	b := &bed{p: testutil.NewVethPair(t), events: map[[2]uint32][]Event{}}
@@ -136,7 +136,7 @@ func newBed(t *testing.T, shapedBps uint64, mut func(*Config)) *bed {
 	})
 	t.Cleanup(func() { b.rx.Close() })
 	dir := socketDir(t)
-	b.cfg = DefaultConfig()
+	b.cfg = config.DefaultRealtime()
 	b.cfg.Enabled = true
 	b.cfg.Socket = filepath.Join(dir, "rt.sock")
 	b.cfg.Rate = config.Rate(shapedBps * 95 / 100) // the tree's root rate
@@ -467,7 +467,7 @@ func TestDisplacementRefused(t *testing.T) {
 	}
 	// 100 kbit/s: a 1,400 B datagram takes 115 ms, long enough to reason on
 	// a loaded machine.
-	b := newBed(t, 0, func(c *Config) { c.Rate = 100_000; c.Reserve = 0; c.Backlog = 1514 })
+	b := newBed(t, 0, func(c *config.Realtime) { c.Rate = 100_000; c.Reserve = 0; c.Backlog = 1514 })
 	c, err := rt.Dial(b.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +541,7 @@ func TestNotGranted(t *testing.T) {
 	if os.Getenv("LANES_RT_HELPER") != "" {
 		t.Skip("helper")
 	}
-	b := newBed(t, 0, func(c *Config) { c.Grants = Grants{UIDs: []config.UID{4242}} })
+	b := newBed(t, 0, func(c *config.Realtime) { c.Grants = config.RealtimeGrants{UIDs: []config.UID{4242}} })
 	// The test binary must be executable by nobody: copy it.
 	dir := socketDir(t)
 	exe := filepath.Join(dir, "helper.test")
@@ -585,7 +585,7 @@ func TestHelperClient(t *testing.T) {
 // TestCloseRemovesSocket: the socket file goes with the lane.
 func TestCloseRemovesSocket(t *testing.T) {
 	testutil.RequireRoot(t)
-	cfg := DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Socket = filepath.Join(socketDir(t), "rt.sock")
 	cfg.Rate = 1_000_000_000
 	l, err := New(cfg, testOpts()...)
@@ -623,7 +623,7 @@ func TestWakeLatencyHeldWhileGranted(t *testing.T) {
 		t.Skipf("no PM QoS here: %v", err)
 	}
 	const us = 7
-	b := newBed(t, 0, func(c *Config) { c.PMLatencyUS = us })
+	b := newBed(t, 0, func(c *config.Realtime) { c.PMLatencyUS = us })
 	if st := b.lane.Stats(); st.PMLatencyUS != -1 {
 		t.Fatalf("held %d µs with no client connected", st.PMLatencyUS)
 	}
@@ -675,7 +675,7 @@ func TestReaderFollowsClientPriority(t *testing.T) {
 		t.Skip("helper")
 	}
 	for _, follow := range []bool{true, false} {
-		b := newBed(t, 0, func(c *Config) { c.FollowClientPriority = follow })
+		b := newBed(t, 0, func(c *config.Realtime) { c.FollowClientPriority = follow })
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPriorityClient$")
 		cmd.Env = append(os.Environ(), "LANES_RT_PRIO_HELPER="+b.cfg.Socket)
 		in, err := cmd.StdinPipe()

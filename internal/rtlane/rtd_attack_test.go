@@ -25,7 +25,9 @@ import (
 )
 
 // grantNobody is the policy of the attacks by a granted client.
-func grantNobody(c *Config) { c.Grants = Grants{UIDs: []config.UID{testutil.Nobody}} }
+func grantNobody(c *config.Realtime) {
+	c.Grants = config.RealtimeGrants{UIDs: []config.UID{testutil.Nobody}}
+}
 
 // openFDs counts a process's open descriptors.
 func openFDs(t *testing.T, pid int) int {
@@ -314,7 +316,7 @@ func TestN2FloodKeepsRootsShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	b := newBed(t, 0, func(c *Config) {
+	b := newBed(t, 0, func(c *config.Realtime) {
 		grantNobody(c)
 		c.Rate = 100_000_000 // 5.2 ms per datagram: the flood stays queued
 		c.MaxQueue = 2000

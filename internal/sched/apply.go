@@ -15,6 +15,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 var policyNums = map[string]uint32{"other": unix.SCHED_NORMAL, "normal": unix.SCHED_NORMAL,
@@ -47,7 +49,7 @@ type savedThread struct {
 }
 
 // attrFor computes the new sched_attr of a thread from its current one.
-func attrFor(cur unix.SchedAttr, r Rule) (unix.SchedAttr, bool) {
+func attrFor(cur unix.SchedAttr, r config.TaskRule) (unix.SchedAttr, bool) {
 	a := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: cur.Policy, Nice: cur.Nice, Priority: cur.Priority}
 	changed := false
 	if r.Policy != "" {
@@ -74,7 +76,7 @@ func attrFor(cur unix.SchedAttr, r Rule) (unix.SchedAttr, bool) {
 }
 
 // applyThread sets one thread's policy and affinity, returning what it had.
-func applyThread(tid int, r Rule) (savedThread, error) {
+func applyThread(tid int, r config.TaskRule) (savedThread, error) {
 	var s savedThread
 	cur, err := unix.SchedGetAttr(tid, 0)
 	if err != nil {

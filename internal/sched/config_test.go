@@ -25,35 +25,35 @@ func TestRuleMatching(t *testing.T) {
 	kthread := &ProcInfo{PID: 2, Comm: "kthreadd"}
 	cases := []struct {
 		name string
-		rule Rule
+		rule config.TaskRule
 		p    *ProcInfo
 		want bool
 	}{
-		{"exe abs", Rule{Exe: "/usr/bin/mpv"}, player, true},
-		{"exe abs other", Rule{Exe: "/usr/local/bin/mpv"}, player, false},
-		{"exe base", Rule{Exe: "mpv"}, player, true},
-		{"exe glob", Rule{Exe: "/usr/bin/m*"}, player, true},
-		{"exe kernel thread", Rule{Exe: "*"}, kthread, false},
-		{"comm", Rule{Comm: "rsync"}, rsync, true},
-		{"comm glob", Rule{Comm: "rs?nc"}, rsync, true},
-		{"comm miss", Rule{Comm: "mpv"}, rsync, false},
-		{"cmdline regex", Rule{Cmdline: `--audio-device=\w+`}, player, true},
-		{"cmdline anchored miss", Rule{Cmdline: `^rsync .*--delete`}, rsync, false},
-		{"uid", Rule{UID: uid(1000)}, player, true},
-		{"uid 0 miss", Rule{UID: uid(0)}, player, false},
-		{"uid 0", Rule{UID: uid(0)}, rsync, true},
-		{"cgroup prefix", Rule{Cgroup: "/system.slice"}, rsync, true},
-		{"cgroup exact", Rule{Cgroup: "/system.slice/backup.service"}, rsync, true},
-		{"cgroup not component", Rule{Cgroup: "/system.sl"}, rsync, false},
-		{"cgroup v1 line", Rule{Cgroup: "/"}, player, true},
-		{"parent", Rule{Parent: "backup.*"}, rsync, true},
-		{"parent miss", Rule{Parent: "cron"}, rsync, false},
-		{"all of", Rule{Comm: "mpv", UID: uid(1000), Cgroup: "/user.slice"}, player, true},
-		{"all of, one fails", Rule{Comm: "mpv", UID: uid(0)}, player, false},
+		{"exe abs", config.TaskRule{Exe: "/usr/bin/mpv"}, player, true},
+		{"exe abs other", config.TaskRule{Exe: "/usr/local/bin/mpv"}, player, false},
+		{"exe base", config.TaskRule{Exe: "mpv"}, player, true},
+		{"exe glob", config.TaskRule{Exe: "/usr/bin/m*"}, player, true},
+		{"exe kernel thread", config.TaskRule{Exe: "*"}, kthread, false},
+		{"comm", config.TaskRule{Comm: "rsync"}, rsync, true},
+		{"comm glob", config.TaskRule{Comm: "rs?nc"}, rsync, true},
+		{"comm miss", config.TaskRule{Comm: "mpv"}, rsync, false},
+		{"cmdline regex", config.TaskRule{Cmdline: `--audio-device=\w+`}, player, true},
+		{"cmdline anchored miss", config.TaskRule{Cmdline: `^rsync .*--delete`}, rsync, false},
+		{"uid", config.TaskRule{UID: uid(1000)}, player, true},
+		{"uid 0 miss", config.TaskRule{UID: uid(0)}, player, false},
+		{"uid 0", config.TaskRule{UID: uid(0)}, rsync, true},
+		{"cgroup prefix", config.TaskRule{Cgroup: "/system.slice"}, rsync, true},
+		{"cgroup exact", config.TaskRule{Cgroup: "/system.slice/backup.service"}, rsync, true},
+		{"cgroup not component", config.TaskRule{Cgroup: "/system.sl"}, rsync, false},
+		{"cgroup v1 line", config.TaskRule{Cgroup: "/"}, player, true},
+		{"parent", config.TaskRule{Parent: "backup.*"}, rsync, true},
+		{"parent miss", config.TaskRule{Parent: "cron"}, rsync, false},
+		{"all of", config.TaskRule{Comm: "mpv", UID: uid(1000), Cgroup: "/user.slice"}, player, true},
+		{"all of, one fails", config.TaskRule{Comm: "mpv", UID: uid(0)}, player, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rs, err := Compile([]Rule{c.rule}, DefaultSafety())
+			rs, err := Compile([]config.TaskRule{c.rule}, config.DefaultTaskSafety())
 			if err != nil {
 				t.Fatalf("compile: %v", err)
 			}
@@ -66,10 +66,10 @@ func TestRuleMatching(t *testing.T) {
 }
 
 func TestFirstRuleWins(t *testing.T) {
-	rs, err := Compile([]Rule{
+	rs, err := Compile([]config.TaskRule{
 		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 20},
 		{Name: "user", UID: uid(1000), Policy: "other", Nice: iptr(5)},
-	}, DefaultSafety())
+	}, config.DefaultTaskSafety())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestBadRulesRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.field, func(t *testing.T) {
-			var cfg Config
+			var cfg config.TaskSections
 			if err := yaml.Unmarshal([]byte(c.yaml), &cfg); err != nil {
 				t.Fatalf("yaml: %v", err)
 			}
@@ -154,7 +154,7 @@ task_safety:
   rttime: 500ms
   watchdog: {starve: 2s}
 `
-	var cfg Config
+	var cfg config.TaskSections
 	if err := yaml.Unmarshal([]byte(in), &cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ task_safety:
 	if s.Watchdog.Interval.D().Milliseconds() != 50 || !*s.Watchdog.Enabled || s.RTTime.D().Milliseconds() != 500 {
 		t.Errorf("defaults: %+v", s)
 	}
-	if err := DefaultConfig().Validate(); err != nil {
+	if err := config.DefaultTaskSections().Validate(); err != nil {
 		t.Errorf("default config: %v", err)
 	}
 }
@@ -255,8 +255,8 @@ func TestCheckPolicyPath(t *testing.T) {
 // see tasks: and task_safety: as its own keys.
 func TestInlineInPolicy(t *testing.T) {
 	var pol struct {
-		Interfaces []any `yaml:"interfaces"`
-		Config     `yaml:",inline"`
+		Interfaces          []any `yaml:"interfaces"`
+		config.TaskSections `yaml:",inline"`
 	}
 	dec := yaml.NewDecoder(strings.NewReader("interfaces: []\ntasks: [{comm: a, nice: 1}]\ntask_safety: {rttime: 1s}\n"))
 	dec.KnownFields(true)
@@ -264,7 +264,7 @@ func TestInlineInPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(pol.Tasks) != 1 || pol.Safety.RTTime.D().Seconds() != 1 {
-		t.Errorf("decoded %+v", pol.Config)
+		t.Errorf("decoded %+v", pol.TaskSections)
 	}
 	if err := pol.Validate(); err != nil {
 		t.Error(err)
@@ -290,12 +290,12 @@ func TestKernelRT(t *testing.T) {
 // first matching rule that has one (the daemon appends lane-only rules after
 // the task rules).
 func TestLaneFromLaterRule(t *testing.T) {
-	rs, err := Compile([]Rule{
+	rs, err := Compile([]config.TaskRule{
 		{Name: "audio", Comm: "mpv", Policy: "fifo", Priority: 10},
 		{Name: "lane.media", Comm: "mpv", Lane: lane.Realtime},
 		{Name: "lane.bulk", UID: uid(1000), Lane: lane.Background},
 		{Name: "bulk-cpu", UID: uid(1000), Nice: iptr(10)},
-	}, DefaultSafety())
+	}, config.DefaultTaskSafety())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/procstat"
@@ -70,7 +71,7 @@ type Applied struct {
 
 // tracked is a process the engine has applied a rule to.
 type tracked struct {
-	rule       Rule
+	rule       config.TaskRule
 	idx        int
 	key        string // which effective rule (see Ruleset.Match)
 	threads    map[int]savedThread
@@ -82,7 +83,7 @@ type tracked struct {
 // Engine applies task rules to processes as they start.
 type Engine struct {
 	rules  *Ruleset
-	safety Safety
+	safety config.TaskSafety
 	opt    Options
 	log    *slog.Logger
 	cg     CPUCgroup
@@ -100,7 +101,7 @@ type Engine struct {
 }
 
 // New compiles the rules; it starts nothing.
-func New(c Config, opt Options) (*Engine, error) {
+func New(c config.TaskSections, opt Options) (*Engine, error) {
 	s := c.Safety.WithDefaults()
 	rs, err := Compile(c.Tasks, s)
 	if err != nil {
@@ -357,7 +358,7 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 	}
 }
 
-func ruleLabel(r Rule, idx int) string {
+func ruleLabel(r config.TaskRule, idx int) string {
 	if r.Name != "" {
 		return r.Name
 	}
@@ -366,7 +367,7 @@ func ruleLabel(r Rule, idx int) string {
 
 // applyLocked applies r to every thread of pid. On a partial failure the
 // returned tracked still records what was changed so it can be reverted.
-func (e *Engine) applyLocked(pid int, r Rule, idx int) (*tracked, error) {
+func (e *Engine) applyLocked(pid int, r config.TaskRule, idx int) (*tracked, error) {
 	tids, err := threads(pid)
 	if err != nil {
 		return nil, err
@@ -407,7 +408,7 @@ func (e *Engine) applyLocked(pid int, r Rule, idx int) (*tracked, error) {
 	return t, errors.Join(errs...)
 }
 
-func (e *Engine) moveToGroupLocked(pid int, r Rule, t *tracked) error {
+func (e *Engine) moveToGroupLocked(pid int, r config.TaskRule, t *tracked) error {
 	dir, err := e.cg.group(r.Name, r.CPUWeight, r.CPUIdle)
 	if err != nil {
 		return err

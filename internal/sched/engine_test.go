@@ -50,7 +50,7 @@ type engineRun struct {
 	ch      chan Applied
 }
 
-func startEngine(t *testing.T, c Config, opt Options) *engineRun {
+func startEngine(t *testing.T, c config.TaskSections, opt Options) *engineRun {
 	t.Helper()
 	r := &engineRun{applied: map[int]time.Time{}, ch: make(chan Applied, 1000), done: make(chan error, 1)}
 	opt.OnApply = func(a Applied) {
@@ -126,12 +126,12 @@ func startProc(t *testing.T, path string, args ...string) *exec.Cmd {
 func TestWatcherAppliesRule(t *testing.T) {
 	testutil.RequireRoot(t)
 	sleeper := copyBinary(t, "/bin/sleep", "lnsched-sleep")
-	c := Config{
-		Tasks: []Rule{
+	c := config.TaskSections{
+		Tasks: []config.TaskRule{
 			{Name: "rt-sleep", Exe: "lnsched-sleep", Cmdline: "^" + regexp.QuoteMeta(sleeper) + " 30$", Policy: "fifo", Priority: 12, CPUs: []int{0}},
 			{Name: "nice-sleep", Exe: "lnsched-sleep", Cmdline: " 31$", Nice: iptr(7)},
 		},
-		Safety: Safety{RTTime: config.Duration(300 * time.Millisecond)},
+		Safety: config.TaskSafety{RTTime: config.Duration(300 * time.Millisecond)},
 	}
 	r := startEngine(t, c, Options{NoWatchdog: true})
 	if m := r.e.Status().Mode; m != "netlink" {
@@ -197,7 +197,7 @@ func TestInitialScan(t *testing.T) {
 	sleeper := copyBinary(t, "/bin/sleep", "lnsched-early")
 	p := startProc(t, sleeper, "30")
 	time.Sleep(50 * time.Millisecond)
-	r := startEngine(t, Config{Tasks: []Rule{{Comm: "lnsched-early", Policy: "idle"}}}, Options{NoWatchdog: true})
+	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{{Comm: "lnsched-early", Policy: "idle"}}}, Options{NoWatchdog: true})
 	a := r.waitApplied(t, p.Process.Pid, 3*time.Second)
 	if a.Source != "scan" {
 		t.Errorf("source %q, want scan", a.Source)
@@ -221,7 +221,7 @@ func TestCPUIdleCgroup(t *testing.T) {
 	}
 	sleeper := copyBinary(t, "/bin/sleep", "lnsched-bg")
 	name := fmt.Sprintf("t%d", os.Getpid())
-	r := startEngine(t, Config{Tasks: []Rule{{Name: name, Comm: "lnsched-bg", CPUIdle: true}}}, Options{NoWatchdog: true})
+	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{{Name: name, Comm: "lnsched-bg", CPUIdle: true}}}, Options{NoWatchdog: true})
 	p := startProc(t, sleeper, "30")
 	r.waitApplied(t, p.Process.Pid, 3*time.Second)
 	path, err := cg.cgroupOf(p.Process.Pid)
@@ -257,7 +257,7 @@ func TestReactionNetlinkVsPoll(t *testing.T) {
 		t.Skip("starts ~40 processes over a few seconds")
 	}
 	sleeper := copyBinary(t, "/bin/sleep", "lnsched-react")
-	rule := Config{Tasks: []Rule{{Comm: "lnsched-react", Nice: iptr(3)}}}
+	rule := config.TaskSections{Tasks: []config.TaskRule{{Comm: "lnsched-react", Nice: iptr(3)}}}
 	var lastStatus Status
 	measure := func(opt Options, n int, spread time.Duration) []time.Duration {
 		r := startEngine(t, rule, opt)
@@ -334,10 +334,10 @@ func TestWatchdogDemotesRunaway(t *testing.T) {
 	}
 	cpu := unixNumCPU() - 1
 	loop := copyBinary(t, "/bin/sh", "lnsched-runaway")
-	c := Config{
-		Tasks: []Rule{{Name: "runaway", Comm: "lnsched-runawa*", Policy: "fifo", Priority: 5, CPUs: []int{cpu}}},
-		Safety: Safety{MaxRTPriority: 10, RTTime: config.Duration(3 * time.Second),
-			Watchdog: Watchdog{Starve: config.Duration(300 * time.Millisecond), Interval: config.Duration(20 * time.Millisecond)}},
+	c := config.TaskSections{
+		Tasks: []config.TaskRule{{Name: "runaway", Comm: "lnsched-runawa*", Policy: "fifo", Priority: 5, CPUs: []int{cpu}}},
+		Safety: config.TaskSafety{MaxRTPriority: 10, RTTime: config.Duration(3 * time.Second),
+			Watchdog: config.TaskWatchdog{Starve: config.Duration(300 * time.Millisecond), Interval: config.Duration(20 * time.Millisecond)}},
 	}
 	r := startEngine(t, c, Options{})
 	cmd := exec.Command("taskset", "-c", fmt.Sprint(cpu), loop, "-c", "while :; do :; done")
@@ -391,7 +391,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 	if err := unix.SchedSetAttr(p.Process.Pid, &a, 0); err != nil {
 		t.Fatal(err)
 	}
-	r := startEngine(t, Config{Tasks: []Rule{{Comm: "lnsched-adopt", Policy: "rr", Priority: 9}}}, Options{NoWatchdog: true})
+	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{{Comm: "lnsched-adopt", Policy: "rr", Priority: 9}}}, Options{NoWatchdog: true})
 	r.waitApplied(t, p.Process.Pid, 3*time.Second)
 	r.stop()
 	got, err := unix.SchedGetAttr(p.Process.Pid, 0)
@@ -416,7 +416,7 @@ func TestLaneHook(t *testing.T) {
 		moved[pid] = l
 		return nil
 	}
-	r := startEngine(t, Config{Tasks: []Rule{{Name: "lane.bg", Comm: "lnsched-lane", Lane: lane.Background}}},
+	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{{Name: "lane.bg", Comm: "lnsched-lane", Lane: lane.Background}}},
 		Options{NoWatchdog: true, MoveToLane: hook})
 	p := startProc(t, sleeper, "30")
 	r.waitApplied(t, p.Process.Pid, 3*time.Second)

@@ -7,12 +7,13 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
 // compiled is a validated rule ready to match.
 type compiled struct {
-	Rule
+	config.TaskRule
 	index   int
 	cmdline *regexp.Regexp
 }
@@ -24,14 +25,14 @@ type Ruleset struct {
 }
 
 // Compile validates the rules against the safety section and compiles them.
-func Compile(rules []Rule, s Safety) (*Ruleset, error) {
-	c := Config{Tasks: rules, Safety: s}
+func Compile(rules []config.TaskRule, s config.TaskSafety) (*Ruleset, error) {
+	c := config.TaskSections{Tasks: rules, Safety: s}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	rs := &Ruleset{}
 	for i, r := range rules {
-		cr := compiled{Rule: r, index: i}
+		cr := compiled{TaskRule: r, index: i}
 		if r.Cmdline != "" {
 			cr.cmdline = regexp.MustCompile(r.Cmdline) // validated above
 		}
@@ -61,10 +62,10 @@ func (rs *Ruleset) Len() int { return len(rs.rules) }
 // rule that has one, the lane from the first matching rule that sets one —
 // so a lane-only rule (e.g. from the policy's lane rules, appended after the
 // task rules) still gives its lane to a process a task rule promotes.
-func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
+func (rs *Ruleset) Match(p *ProcInfo) (config.TaskRule, int) {
 	first, cpu, ln := -1, -1, -1
 	for i, r := range rs.rules {
-		if (cpu >= 0 || !r.hasCPU()) && (ln >= 0 || r.Lane == lane.Unset) && first >= 0 {
+		if (cpu >= 0 || !hasCPU(r.TaskRule)) && (ln >= 0 || r.Lane == lane.Unset) && first >= 0 {
 			continue // could not contribute anything new
 		}
 		if !r.matches(p) {
@@ -73,7 +74,7 @@ func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
 		if first < 0 {
 			first = i
 		}
-		if cpu < 0 && r.hasCPU() {
+		if cpu < 0 && hasCPU(r.TaskRule) {
 			cpu = i
 		}
 		if ln < 0 && r.Lane != lane.Unset {
@@ -81,12 +82,12 @@ func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
 		}
 	}
 	if first < 0 {
-		return Rule{}, -1
+		return config.TaskRule{}, -1
 	}
-	eff := rs.rules[first].Rule
+	eff := rs.rules[first].TaskRule
 	if cpu >= 0 && cpu != first {
 		l := eff.Lane
-		eff = rs.rules[cpu].Rule
+		eff = rs.rules[cpu].TaskRule
 		eff.Lane = l
 	}
 	if ln >= 0 && eff.Lane == lane.Unset {
@@ -99,7 +100,7 @@ func (rs *Ruleset) Match(p *ProcInfo) (Rule, int) {
 }
 
 // hasCPU says whether the rule sets any CPU treatment.
-func (r Rule) hasCPU() bool {
+func hasCPU(r config.TaskRule) bool {
 	return r.Policy != "" || r.Nice != nil || len(r.CPUs) > 0 || r.CPUWeight != 0 || r.CPUIdle
 }
 

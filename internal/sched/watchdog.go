@@ -20,11 +20,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/monoclock"
 )
 
 type watchdog struct {
-	cfg    Watchdog
+	cfg    config.TaskWatchdog
 	prio   int
 	demote func(reason string) int
 	log    *slog.Logger
@@ -32,7 +33,7 @@ type watchdog struct {
 	fired  atomic.Int64
 }
 
-func newWatchdog(cfg Watchdog, prio int, demote func(string) int, log *slog.Logger) *watchdog {
+func newWatchdog(cfg config.TaskWatchdog, prio int, demote func(string) int, log *slog.Logger) *watchdog {
 	return &watchdog{cfg: cfg, prio: min(99, max(1, prio)), demote: demote, log: log, last: make([]atomic.Int64, runtime.NumCPU())}
 }
 

@@ -32,8 +32,8 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if mode == structops.Link && structops.LinkSupported() != nil {
 		t.Skip(structops.LinkSupported())
 	}
-	a, b := Name("t1", "eth0", mode.String()), Name("t2", "eth0", mode.String())
-	if a == b || len(a) > NameMax {
+	a, b := structops.Name("t1", "eth0", mode.String()), structops.Name("t2", "eth0", mode.String())
+	if a == b || len(a) > structops.NameMax {
 		t.Fatalf("names %q %q", a, b)
 	}
 	ca, err := Load(a, mode)
@@ -53,7 +53,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 		t.Error("a second registration of the same name succeeded")
 	}
 	for _, n := range []string{a, b} {
-		if ok, err := Registered(n); err != nil || !ok {
+		if ok, err := structops.Registered(n); err != nil || !ok {
 			t.Errorf("%s registered = %v, %v", n, ok, err)
 		}
 	}
@@ -64,7 +64,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 		t.Error(err)
 	}
 	for _, n := range []string{a, b} {
-		if ok, _ := Registered(n); ok {
+		if ok, _ := structops.Registered(n); ok {
 			t.Errorf("%s still registered after Close", n)
 		}
 	}
@@ -81,7 +81,7 @@ func TestMapUpdateOutlivesItsObjects(t *testing.T) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	name := Name("t-orphan", "eth0", "1")
+	name := structops.Name("t-orphan", "eth0", "1")
 	c, err := Load(name, structops.Update)
 	skipIfUnsupported(t, err)
 	if err != nil {
@@ -89,7 +89,7 @@ func TestMapUpdateOutlivesItsObjects(t *testing.T) {
 	}
 	t.Cleanup(func() { structops.Remove(name) })
 	c.objs.Close() // the process's file descriptors go; the registration holds the map
-	if ok, _ := Registered(name); !ok {
+	if ok, _ := structops.Registered(name); !ok {
 		t.Fatalf("%s unregistered when its objects closed (expected it to stay, as on 5.10-6.3)", name)
 	}
 	left, err := structops.Find(func(n string) bool { return n == name })
@@ -100,7 +100,7 @@ func TestMapUpdateOutlivesItsObjects(t *testing.T) {
 	if err != nil || !slices.Equal(done, []string{name}) {
 		t.Fatalf("Remove: %v, %v", done, err)
 	}
-	if ok, _ := Registered(name); ok {
+	if ok, _ := structops.Registered(name); ok {
 		t.Errorf("%s still registered after Remove", name)
 	}
 	if left, _ := structops.Find(func(n string) bool { return n == name }); len(left) != 0 {

@@ -20,7 +20,6 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
@@ -87,12 +86,12 @@ func Supported() error {
 	return supErr
 }
 
-// Load loads the qdisc with cfg and registers it as id (capcc's name
+// Load loads the qdisc with cfg and registers it as id (structops' name
 // rules: global, at most 15 bytes); `tc qdisc add ... root <id>` or
 // Install then creates it on an interface. All its state is global: one
 // registration serves one interface.
 func Load(id string, cfg Config, mode structops.Mode) (*Qdisc, error) {
-	if err := capcc.CheckName(id); err != nil {
+	if err := structops.CheckName(id); err != nil {
 		return nil, err
 	}
 	if cfg.Rate == 0 || cfg.Budget <= 0 {

@@ -24,7 +24,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/edf"
@@ -201,7 +200,7 @@ func setupPath(t *testing.T, p *testutil.Pair, src, dst netip.AddrPort, rate uin
 		return err
 	})
 	t.Cleanup(func() { recv.Close() })
-	id := capcc.Name("edfq-test", t.Name())
+	id := structops.Name("edfq-test", t.Name())
 	var (
 		q    *Qdisc
 		cls  *classifier.ClassifierObjects

@@ -1,8 +1,8 @@
 // ledbat.go loads the LEDBAT++ congestion control under a given name with
 // its queuing-delay target and registers it (internal/bpf/structops: a
 // struct_ops bpf_link on 6.4+, a map update before; it calls no kfunc, so
-// it runs from 5.6); Close unregisters it. Names follow capcc's (global, at
-// most 15 bytes).
+// it runs from 5.6); Close unregisters it. Names follow structops' rules
+// (global, at most 15 bytes).
 package ledbat
 
 import (
@@ -13,7 +13,6 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 )
 
@@ -32,7 +31,7 @@ type CC struct {
 // on a socket's interface the socket keeps FG_SHARE_TARGET of queue; nil
 // (no foreground-aware yield) keeps the target always.
 func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
-	if err := capcc.CheckName(name); err != nil {
+	if err := structops.CheckName(name); err != nil {
 		return nil, err
 	}
 	if target < time.Millisecond || target > 10*time.Second {
@@ -43,7 +42,7 @@ func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf
 		return nil, fmt.Errorf("ledbat: read object: %w", err)
 	}
 	ms := spec.Maps[LedbatMapLanesLedbat]
-	if err := capcc.SetName(ms, name); err != nil {
+	if err := structops.SetName(ms, name); err != nil {
 		return nil, err
 	}
 	mode = mode.Resolve()
@@ -60,11 +59,11 @@ func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf
 		opts = &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{LedbatMapLanesFgActive: fgActive}}
 	}
 	if err := spec.LoadAndAssign(&c.objs, opts); err != nil {
-		return nil, capcc.LoadError("ledbat", name, mode, before, err)
+		return nil, structops.LoadError("ledbat", name, mode, before, err)
 	}
 	if c.reg, err = structops.Register(c.objs.LanesLedbat, name, mode); err != nil {
 		c.objs.Close()
-		return nil, capcc.LoadError("ledbat", name, mode, before, err)
+		return nil, structops.LoadError("ledbat", name, mode, before, err)
 	}
 	return c, nil
 }

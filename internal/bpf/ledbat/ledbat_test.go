@@ -14,7 +14,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	model "github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -34,7 +33,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if mode == structops.Link && structops.LinkSupported() != nil {
 		t.Skip(structops.LinkSupported())
 	}
-	name := capcc.Name("ledbat-test", "eth0", mode.String())
+	name := structops.Name("ledbat-test", "eth0", mode.String())
 	c, err := Load(name, 25*time.Millisecond, mode, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +41,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if c.Mode != mode {
 		t.Errorf("registered by %v, asked %v", c.Mode, mode)
 	}
-	if ok, err := capcc.Registered(name); err != nil || !ok {
+	if ok, err := structops.Registered(name); err != nil || !ok {
 		t.Errorf("%s registered = %v, %v", name, ok, err)
 	}
 	if _, err := Load(name, 25*time.Millisecond, mode, nil); err == nil {
@@ -51,7 +50,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if err := c.Close(); err != nil {
 		t.Error(err)
 	}
-	if ok, _ := capcc.Registered(name); ok {
+	if ok, _ := structops.Registered(name); ok {
 		t.Errorf("%s still registered after Close", name)
 	}
 	if err := Probe(); err != nil {

@@ -17,6 +17,8 @@
 // The map is named after the congestion control ("lanes_" + 8 hex digits,
 // unique per daemon instance and namespace), so a leftover is found by
 // walking the kernel's maps (BPF_MAP_GET_NEXT_ID), without any file.
+// name.go holds the name rules, the name derivation and the load errors
+// the loaders share.
 package structops
 
 import (

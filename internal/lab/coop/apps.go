@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -39,14 +39,14 @@ type appsSetting struct {
 	Uploads bool
 	Lanes   bool
 	Coop    bool
-	Rules   []coop.Rule
+	Rules   []config.CoopRule
 }
 
 var appsSettings = []appsSetting{
 	{Name: "alone"},
 	{Name: "no caps", Uploads: true},
-	{Name: "uploads 30", Uploads: true, Lanes: true, Rules: []coop.Rule{{Name: "uploads-30", Lane: "background", Segments: 30}}},
-	{Name: "stream 20", Uploads: true, Lanes: true, Rules: []coop.Rule{{Name: "stream-20", Lane: "realtime", Segments: 20}}},
+	{Name: "uploads 30", Uploads: true, Lanes: true, Rules: []config.CoopRule{{Name: "uploads-30", Lane: "background", Segments: 30}}},
+	{Name: "stream 20", Uploads: true, Lanes: true, Rules: []config.CoopRule{{Name: "stream-20", Lane: "realtime", Segments: 20}}},
 	{Name: "lanes", Uploads: true, Lanes: true, Coop: true},
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/coop"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -216,7 +216,7 @@ func TestCoopPolicyYAML(t *testing.T) {
 	c.Enabled, c.Interface, c.Port, c.Key = true, testbed.TUNName, coopAnnPort, "00112233445566778899aabbccddeeff"
 	c.UnicastPeers = []string{"10.77.0.2", "10.77.0.3"}
 	c.Safety.Enabled = false
-	c.Rules = []coop.Rule{{Name: "uploads-30", Lane: "background", Segments: 30}, {Name: "app", App: "ustream", When: coop.WhenRealtimeActive, Segments: 20}}
+	c.Rules = []config.CoopRule{{Name: "uploads-30", Lane: "background", Segments: 30}, {Name: "app", App: "ustream", When: config.CoopWhenRealtimeActive, Segments: 20}}
 	p, err := policy.Parse("h1.yaml", []byte(coopPolicyYAML("h1", c)))
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -178,7 +179,7 @@ func (cb *coopBed) stopDaemons() error {
 }
 
 // coopPolicyYAML is the policy file of one lanes host of the bed.
-func coopPolicyYAML(host string, c coop.Config) string {
+func coopPolicyYAML(host string, c config.Coop) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("# lab policy of %s (coop testbed): %s managed without a rate (the emulated", host, testbed.TUNName)
@@ -219,7 +220,7 @@ func coopPolicyYAML(host string, c coop.Config) string {
 	p("    rtt_inflation: %s", strconv.FormatFloat(c.Safety.RTTInflation, 'g', -1, 64))
 	p("    goodput_fraction: %s", strconv.FormatFloat(c.Safety.GoodputFraction, 'g', -1, 64))
 	p("    trigger_intervals: %d", c.Safety.Trigger)
-	if c.Safety.DrainIntervals != coop.DefaultConfig().Safety.DrainIntervals { // only then: a daemon from before it still reads the file
+	if c.Safety.DrainIntervals != config.DefaultCoop().Safety.DrainIntervals { // only then: a daemon from before it still reads the file
 		p("    drain_intervals: %d", c.Safety.DrainIntervals)
 	}
 	p("    hold: %s", c.Safety.Hold)

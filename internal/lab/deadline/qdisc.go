@@ -25,7 +25,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/edfqdisc"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -49,7 +48,7 @@ func (b *dlBed) openQdisc(s *dlSenders) error {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return err
 	}
-	id := capcc.Name("lanes_dl", b.t.ID)
+	id := structops.Name("lanes_dl", b.t.ID)
 	var cls *classifier.ClassifierObjects
 	return b.snd.Do(func() (err error) {
 		l, err := netlink.LinkByName(dlDevS)

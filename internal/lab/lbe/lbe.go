@@ -42,17 +42,12 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
-	"github.com/lanes-net/lanes/internal/traces"
 )
 
 // LBEMethod is one of the paper's methods.
@@ -429,224 +424,6 @@ func (lb *lbeBed) runTransfers(ctx context.Context, env *testbed.Env, c *LBEConf
 	return trials, nil
 }
 
-// LBECell is one (method, direction, size) summary.
-type LBECell struct {
-	Method string          `json:"method"`
-	Dir    string          `json:"dir"`
-	SizeKB int             `json:"size_kb"`
-	Time   testbed.Summary `json:"seconds"`
-	CPU    testbed.Summary `json:"cpu_ms"`
-	Daemon testbed.Summary `json:"daemon_cpu_ms"` // of CPU, the lanes daemon's
-	Sirq   testbed.Summary `json:"softirq_ms"`
-	Errors int             `json:"errors"`
-}
-
-// SummarizeLBE groups trials into cells.
-func SummarizeLBE(trials []LBETrial) []LBECell {
-	type key struct {
-		m, d string
-		s    int
-	}
-	groups := map[key][]LBETrial{}
-	var keys []key
-	for _, t := range trials {
-		k := key{t.Method, t.Dir, t.SizeKB}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], t)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.d != b.d {
-			return a.d < b.d
-		}
-		if a.s != b.s {
-			return a.s < b.s
-		}
-		return a.m < b.m
-	})
-	var out []LBECell
-	for _, k := range keys {
-		var ts, cs, ds, ss []float64
-		errs := 0
-		for _, t := range groups[k] {
-			if t.Error != "" {
-				errs++
-				continue
-			}
-			ts = append(ts, t.Seconds)
-			cs = append(cs, t.CPUms)
-			ds = append(ds, t.DaemonMs)
-			ss = append(ss, t.SoftirqMs)
-		}
-		out = append(out, LBECell{Method: k.m, Dir: k.d, SizeKB: k.s, Time: testbed.Summarize(ts), CPU: testbed.Summarize(cs), Daemon: testbed.Summarize(ds), Sirq: testbed.Summarize(ss), Errors: errs})
-	}
-	return out
-}
-
-// paperLBE are the LW-LBE paper's figures given as numbers in its text
-// (other points exist only as plots): 400 KB download, LW-LBE 3.68 s,
-// task-based 4.04 s.
-var paperLBE = map[string]string{"download/400": "(4) 3.68 s, (3) 4.04 s"}
-
-// LBETables renders the cells: mean ± CI (median and range for few
-// repetitions), p95, CPU.
-func LBETables(cells []LBECell, methods []LBEMethod, withPaper bool) []testbed.Table {
-	byKey := map[string]LBECell{}
-	type row struct {
-		d string
-		s int
-	}
-	var rows []row
-	seen := map[row]bool{}
-	for _, c := range cells {
-		byKey[fmt.Sprintf("%s/%d/%s", c.Dir, c.SizeKB, c.Method)] = c
-		r := row{c.Dir, c.SizeKB}
-		if !seen[r] {
-			seen[r] = true
-			rows = append(rows, r)
-		}
-	}
-	cols := []string{"transfer"}
-	for _, m := range methods {
-		cols = append(cols, "("+m.ID+") "+m.Name)
-	}
-	mk := func(title string, f func(LBECell) string, paper bool) testbed.Table {
-		t := testbed.Table{Title: title, Columns: append([]string(nil), cols...)}
-		if paper {
-			t.Columns = append(t.Columns, "paper")
-		}
-		for _, r := range rows {
-			line := []string{fmt.Sprintf("%s %d KB", r.d, r.s)}
-			for _, m := range methods {
-				c, ok := byKey[fmt.Sprintf("%s/%d/%s", r.d, r.s, m.ID)]
-				if !ok || c.Time.N == 0 {
-					line = append(line, "-")
-					continue
-				}
-				line = append(line, f(c))
-			}
-			if paper {
-				p := paperLBE[fmt.Sprintf("%s/%d", r.d, r.s)]
-				if p == "" {
-					p = "-"
-				}
-				line = append(line, p)
-			}
-			t.Rows = append(t.Rows, line)
-		}
-		return t
-	}
-	n := 0
-	for _, c := range cells {
-		n = max(n, c.Time.N)
-	}
-	return []testbed.Table{
-		mk("Foreground completion time, s: "+testbed.SpreadName(n), func(c LBECell) string {
-			s := c.Time.SpreadText("%.2f")
-			if c.Errors > 0 {
-				s += fmt.Sprintf(" (%d err)", c.Errors)
-			}
-			return s
-		}, withPaper),
-		mk("Foreground completion time, s: p95", func(c LBECell) string { return fmt.Sprintf("%.2f", c.Time.P95) }, false),
-		mk("CPU of the phone's tasks per transfer, ms: mean (machine softirq ms)", func(c LBECell) string {
-			return fmt.Sprintf("%.1f (%.0f)", c.CPU.Mean, c.Sirq.Mean)
-		}, false),
-		mk("of it the lanes daemon's, ms: mean", func(c LBECell) string {
-			return fmt.Sprintf("%.1f", c.Daemon.Mean)
-		}, false),
-	}
-}
-
-// lbeFlags registers the flags lbe, lbe-overhead and lbe-feedback share.
-func lbeFlags(fs *flag.FlagSet, c *LBEConfig) (methods, sizes, dirs *string, reps *int) {
-	fs.StringVar(&c.UpTrace, "up-trace", "TMobile-UMTS-driving.up", "uplink mahimahi trace, a name in the traces folder or a path (empty: --up-rate)")
-	fs.StringVar(&c.DownTrace, "down-trace", "TMobile-UMTS-driving.down", "downlink mahimahi trace, a name in the traces folder or a path (empty: --down-rate)")
-	fs.Float64Var(&c.UpRate, "up-rate", 0, "fixed uplink rate, bit/s (with --up-trace '')")
-	fs.Float64Var(&c.DownRate, "down-rate", 0, "fixed downlink rate, bit/s (with --down-trace '')")
-	fs.DurationVar(&c.Delay, "delay", 50*time.Millisecond, "one-way delay each direction")
-	fs.IntVar(&c.DownQueuePackets, "down-queue", 100, "downlink queue, packets")
-	fs.DurationVar(&c.Warmup, "warmup", 5*time.Second, "background upload time before the first transfer")
-	fs.DurationVar(&c.Pause, "pause", 500*time.Millisecond, "pause between transfers")
-	fs.DurationVar(&c.Slot, "slot", 0, "paired schedule: transfer i starts at warmup + i x slot into the links for every method (0: one after another with --pause)")
-	fs.StringVar(&c.CC, "cc", "cubic", "congestion control of every host")
-	fs.Int64Var(&c.Seed, "seed", 1, "seed for the order of methods and transfers")
-	fs.StringVar(&c.Lanes, "lanes", "", "lanes binary for methods 4 and 6 (default: this executable)")
-	reps = fs.Int("reps", 20, "repetitions (the paper used 100)")
-	sizes = fs.String("sizes", "1,10,100,400,1000", "foreground sizes, KB")
-	dirs = fs.String("dirs", "download,upload", "foreground directions")
-	methods = fs.String("methods", "1,2,3,4,5,6", "methods to run")
-	return
-}
-
-func parseLBE(c *LBEConfig, all []LBEMethod, methods, sizes, dirs string, reps int) error {
-	c.Reps = reps
-	c.SizesKB, c.Dirs, c.Methods = nil, nil, nil
-	for _, s := range strings.Split(sizes, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || v <= 0 {
-			return fmt.Errorf("bad size %q", s)
-		}
-		c.SizesKB = append(c.SizesKB, v)
-	}
-	for _, d := range strings.Split(dirs, ",") {
-		d = strings.TrimSpace(d)
-		if d != "download" && d != "upload" {
-			return fmt.Errorf("bad direction %q (download or upload)", d)
-		}
-		c.Dirs = append(c.Dirs, d)
-	}
-	for _, id := range strings.Split(methods, ",") {
-		found := false
-		for _, m := range all {
-			if m.ID == strings.TrimSpace(id) {
-				c.Methods = append(c.Methods, m)
-				found = true
-			}
-		}
-		if !found {
-			return fmt.Errorf("unknown method %q", id)
-		}
-	}
-	if c.Lanes == "" {
-		c.Lanes, _ = os.Executable()
-	}
-	return nil
-}
-
-// dropUnavailable removes the lanes methods when the lanes binary has no
-// daemon, with a note.
-func dropUnavailable(c *LBEConfig, r *testbed.Result) {
-	if testbed.LanesAvailable(c.Lanes) {
-		return
-	}
-	var keep []LBEMethod
-	for _, m := range c.Methods {
-		if m.Kind == "lanes" {
-			r.Notes = append(r.Notes, fmt.Sprintf("method %s skipped: %s has no working `daemon` command", m.ID, c.Lanes))
-			continue
-		}
-		keep = append(keep, m)
-	}
-	c.Methods = keep
-}
-
-// checkTraces fails early, before any testbed is built, when a trace the
-// configuration names cannot be found (see internal/traces for where).
-func checkTraces(c *LBEConfig) error {
-	for _, name := range []string{c.UpTrace, c.DownTrace} {
-		if name == "" {
-			continue
-		}
-		if _, err := traces.Path(name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func runLBEExperiment(ctx context.Context, env *testbed.Env, name string, c *LBEConfig, r *testbed.Result) (*testbed.Result, error) {
 	r.Params = map[string]any{"config": c}
 	trials, envs, err := RunLBE(ctx, env, c)
@@ -690,13 +467,6 @@ func runLBEExperiment(ctx context.Context, env *testbed.Env, name string, c *LBE
 		"CPU = the phone's tasks (foreground client + background uploader + method 3's priority task + methods 4/6's lanes daemon); softirq is the whole machine's")
 	r.Duration = time.Since(r.Started)
 	return r, nil
-}
-
-func orRate(trace string, rate float64) string {
-	if trace != "" {
-		return filepath.Base(trace)
-	}
-	return fmt.Sprintf("%.2f Mbit/s", rate/1e6)
 }
 
 func init() {

@@ -42,6 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/latency"
 	"github.com/lanes-net/lanes/internal/plot"
@@ -275,9 +276,9 @@ func rtTable(p rtParams, runs []rtRun) testbed.Table {
 func runWatched(ctx context.Context, env *testbed.Env, p rtParams, child func(string, ...string) (*latency.Result, error)) (*latency.Result, map[string]any, error) {
 	tag := fmt.Sprintf("--tag rt-d-%d$", os.Getpid())
 	applied := make(chan sched.Applied, 64)
-	cfg := sched.Config{
-		Tasks:  []sched.Rule{{Name: "rt-tester", Cmdline: tag, Policy: "fifo", Priority: p.prio}},
-		Safety: sched.Safety{MaxRTPriority: max(p.prio, 50), RTTime: 0},
+	cfg := config.TaskSections{
+		Tasks:  []config.TaskRule{{Name: "rt-tester", Cmdline: tag, Policy: "fifo", Priority: p.prio}},
+		Safety: config.TaskSafety{MaxRTPriority: max(p.prio, 50), RTTime: 0},
 	}
 	eng, err := sched.New(cfg, sched.Options{Log: env.Log, OnApply: func(a sched.Applied) {
 		select {

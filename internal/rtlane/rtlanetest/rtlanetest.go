@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -29,7 +30,7 @@ func Start(t *testing.T) (socket string, rx *rtlane.Receiver) {
 func StartNS(t *testing.T) (socket string, rx *rtlane.Receiver, ns *testutil.NetNS) {
 	t.Helper()
 	ns = testutil.NewNetNS(t)
-	cfg := rtlane.DefaultConfig()
+	cfg := config.DefaultRealtime()
 	cfg.Enabled = true
 	cfg.Socket = filepath.Join(t.TempDir(), "rt.sock")
 	cfg.Rate = 100_000_000

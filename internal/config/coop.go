@@ -1,6 +1,7 @@
-// config.go: the `coop:` section of the policy file — cooperative cwnd caps
-// among hosts sharing one access point, and per-application cap rules.
-package coop
+// coop.go: the `coop:` section of the policy file — cooperative cwnd caps
+// among hosts sharing one access point, and per-application cap rules (run
+// by internal/coop).
+package config
 
 import (
 	"encoding/hex"
@@ -11,12 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// Config is the `coop:` section of the policy file.
-type Config struct {
+// Coop is the `coop:` section of the policy file.
+type Coop struct {
 	// Enabled turns the cooperative controller on.
 	Enabled bool `yaml:"enabled"`
 	// Cooperative: cap connections by the shared-medium formula; false
@@ -35,7 +35,7 @@ type Config struct {
 	// of the broadcast address (networks that isolate stations' broadcast).
 	UnicastPeers []string `yaml:"unicast_peers"`
 	// Interval between two announcements of this host (the paper: 0.5 s).
-	Interval config.Duration `yaml:"interval"`
+	Interval Duration `yaml:"interval"`
 	// SilenceIntervals: a peer silent for this many of its intervals is
 	// removed from the peer table.
 	SilenceIntervals int `yaml:"silence_intervals"`
@@ -45,7 +45,7 @@ type Config struct {
 	Key     string `yaml:"key"`
 	KeyFile string `yaml:"key_file"`
 	// MaxClockSkew bounds |now - announcement timestamp| (replay window).
-	MaxClockSkew config.Duration `yaml:"max_clock_skew"`
+	MaxClockSkew Duration `yaml:"max_clock_skew"`
 	// MaxPeers bounds the peer table; announcements of further hosts are
 	// dropped (counted) until a peer leaves.
 	MaxPeers int `yaml:"max_peers"`
@@ -55,11 +55,11 @@ type Config struct {
 	NewPeerBurst int     `yaml:"new_peer_burst"`
 	// KeylessMaxPeers: without a group key, at most this many peers count
 	// in N, admitted one per KeylessGrowth (N grows slowly, up to a bound).
-	KeylessMaxPeers int             `yaml:"keyless_max_peers"`
-	KeylessGrowth   config.Duration `yaml:"keyless_growth"`
+	KeylessMaxPeers int      `yaml:"keyless_max_peers"`
+	KeylessGrowth   Duration `yaml:"keyless_growth"`
 	// MaxAPRate bounds the estimated AP rate and any peer's announced
 	// goodput (a liar cannot inflate the estimate past it).
-	MaxAPRate config.Rate `yaml:"max_ap_rate"`
+	MaxAPRate Rate `yaml:"max_ap_rate"`
 	// StateFile keeps the peers' last sequence numbers across restarts
 	// (replay protection); empty: the daemon's default,
 	// <state directory>/coop/<instance>.<interface>.json (/var/lib/lanes or
@@ -67,13 +67,13 @@ type Config struct {
 	StateFile string `yaml:"state_file"`
 	// APRate is the usable rate of the shared access point; 0 = estimate it
 	// from the summed goodput of all announcing hosts.
-	APRate config.Rate `yaml:"ap_rate"`
+	APRate Rate `yaml:"ap_rate"`
 	// DownlinkCaps: receivers cap the window their downloads advertise to
 	// their share of the AP's downlink (downlink.go).
 	DownlinkCaps bool `yaml:"downlink_caps"`
 	// APDownlinkRate is the usable downlink rate of the access point; 0 =
 	// estimate it from the group's downlink goodput.
-	APDownlinkRate config.Rate `yaml:"ap_downlink_rate"`
+	APDownlinkRate Rate `yaml:"ap_downlink_rate"`
 	// Headroom is subtracted from rate x RTT before it is shared (the paper's
 	// "about 120 kbit"). Text form "120kbit" or "15KB".
 	Headroom Bits `yaml:"headroom"`
@@ -89,26 +89,16 @@ type Config struct {
 	// minimum leave the medium idle. 0 = the paper's formula.
 	QueueAllowance float64 `yaml:"queue_allowance"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
-	Safety SafetyConfig `yaml:"safety"`
+	Safety CoopSafety `yaml:"safety"`
 	// Rules are per-application / per-lane caps (seeds §002).
-	Rules []Rule `yaml:"rules"`
+	Rules []CoopRule `yaml:"rules"`
 }
 
-// triggerWindow is how many of the latest intervals Trigger counts over
-// (10 s at 0.5 s), or Trigger if that is more. Counted in a row instead,
-// a foreign CUBIC flow's saw-tooth restarted the count at every dip below
-// the RTT line (the lab's coop-mixed: fallback at 20.8-29 s, against
-// 11 s over the window; TestSafetyTriggerOverSawTooth).
-const triggerWindow = 20
+// maxCoopDrainIntervals bounds safety.drain_intervals (50 s at 0.5 s).
+const maxCoopDrainIntervals = 100
 
-// maxDrainIntervals bounds safety.drain_intervals (50 s at 0.5 s).
-const maxDrainIntervals = 100
-
-// window is how many of the latest intervals Trigger counts over.
-func (s SafetyConfig) window() int { return max(triggerWindow, s.Trigger) }
-
-// SafetyConfig tunes the fallback to plain TCP (open problem 4 of §001).
-type SafetyConfig struct {
+// CoopSafety tunes the fallback to plain TCP (open problem 4 of §001).
+type CoopSafety struct {
 	Enabled bool `yaml:"enabled"`
 	// RTTInflation: the group's flows' median srtt/min_rtt above this while
 	// our own summed window is below the shared BDP means someone else's
@@ -128,12 +118,12 @@ type SafetyConfig struct {
 	DrainIntervals int `yaml:"drain_intervals"`
 	// Hold is how long capping stays off before it is tried again (doubles
 	// on each repeated trigger, up to 8x).
-	Hold config.Duration `yaml:"hold"`
+	Hold Duration `yaml:"hold"`
 }
 
-// Rule caps the flows it matches, by lane and/or application (the name of the
+// CoopRule caps the flows it matches, by lane and/or application (the name of the
 // policy rule or program that classified the flow).
-type Rule struct {
+type CoopRule struct {
 	Name string `yaml:"name"`
 	Lane string `yaml:"lane"`
 	App  string `yaml:"app"`
@@ -143,49 +133,56 @@ type Rule struct {
 	Segments uint32 `yaml:"segments"`
 }
 
-// Rule conditions.
+// CoopRule conditions.
 const (
-	WhenAlways         = "always"
-	WhenRealtimeActive = "realtime-active"
+	CoopWhenAlways         = "always"
+	CoopWhenRealtimeActive = "realtime-active"
 )
 
-// DefaultPort is the UDP port of announcements unless configured.
-const DefaultPort = 7431
+// Transports of announcements (`coop.transport`).
+const (
+	CoopTransportIPv4 = "ipv4"
+	CoopTransportIPv6 = "ipv6"
+	CoopTransportBoth = "both"
+)
 
-// DefaultConfig returns the defaults: off, 0.5 s interval, 3 silent intervals,
+// DefaultCoopPort is the UDP port of announcements unless configured.
+const DefaultCoopPort = 7431
+
+// DefaultCoop returns the defaults: off, 0.5 s interval, 3 silent intervals,
 // 120 kbit headroom, estimated AP rate, demand-aware shares, safety on.
-func DefaultConfig() Config {
-	return Config{
+func DefaultCoop() Coop {
+	return Coop{
 		Cooperative:      true,
-		Port:             DefaultPort,
-		Transport:        TransportBoth,
-		Interval:         config.Duration(500 * time.Millisecond),
+		Port:             DefaultCoopPort,
+		Transport:        CoopTransportBoth,
+		Interval:         Duration(500 * time.Millisecond),
 		SilenceIntervals: 3,
-		MaxClockSkew:     config.Duration(30 * time.Second),
+		MaxClockSkew:     Duration(30 * time.Second),
 		MaxPeers:         64,
 		NewPeerRate:      2,
 		NewPeerBurst:     8,
 		KeylessMaxPeers:  8,
-		KeylessGrowth:    config.Duration(time.Second),
-		MaxAPRate:        config.Rate(2e9),
+		KeylessGrowth:    Duration(time.Second),
+		MaxAPRate:        Rate(2e9),
 		Headroom:         120_000,
 		MinSegments:      4,
 		DemandAware:      true,
 		DownlinkCaps:     true,
 		QueueAllowance:   0.05,
-		Safety: SafetyConfig{
+		Safety: CoopSafety{
 			Enabled:         true,
 			RTTInflation:    1.3,
 			GoodputFraction: 0.7,
 			Trigger:         10,
 			DrainIntervals:  3,
-			Hold:            config.Duration(30 * time.Second),
+			Hold:            Duration(30 * time.Second),
 		},
 	}
 }
 
 // Validate checks the section; errors name the field relative to `coop`.
-func (c Config) Validate() error {
+func (c Coop) Validate() error {
 	for _, check := range []func() error{
 		c.validateTransport, c.validatePeers, c.validateRates, c.validateSafety, c.validateRules,
 	} {
@@ -197,145 +194,145 @@ func (c Config) Validate() error {
 }
 
 // validateTransport checks the port, transport and announcement timing.
-func (c Config) validateTransport() error {
+func (c Coop) validateTransport() error {
 	if c.Port == 0 {
-		return config.Errorf("port", "must be 1..65535")
+		return Errorf("port", "must be 1..65535")
 	}
 	switch c.Transport {
-	case TransportIPv4, TransportIPv6, TransportBoth:
+	case CoopTransportIPv4, CoopTransportIPv6, CoopTransportBoth:
 	default:
-		return config.Errorf("transport", "unknown transport %q (want ipv4, ipv6 or both)", c.Transport)
+		return Errorf("transport", "unknown transport %q (want ipv4, ipv6 or both)", c.Transport)
 	}
 	if c.Interval.D() < 50*time.Millisecond || c.Interval.D() > time.Minute {
-		return config.Errorf("interval", "%v out of range 50ms..1m", c.Interval)
+		return Errorf("interval", "%v out of range 50ms..1m", c.Interval)
 	}
 	if c.SilenceIntervals < 2 || c.SilenceIntervals > 100 {
-		return config.Errorf("silence_intervals", "%d out of range 2..100", c.SilenceIntervals)
+		return Errorf("silence_intervals", "%d out of range 2..100", c.SilenceIntervals)
 	}
 	return nil
 }
 
 // validatePeers checks who may be a peer: unicast addresses, the key and
 // the limits on how many peers, and how fast new ones, are taken.
-func (c Config) validatePeers() error {
+func (c Coop) validatePeers() error {
 	for i, a := range c.UnicastPeers {
 		if _, err := netip.ParseAddr(a); err != nil {
-			return config.Errorf(fmt.Sprintf("unicast_peers[%d]", i), "not an IP address: %q", a)
+			return Errorf(fmt.Sprintf("unicast_peers[%d]", i), "not an IP address: %q", a)
 		}
 	}
 	if c.Key != "" && c.KeyFile != "" {
-		return config.Errorf("key", "give key or key_file, not both")
+		return Errorf("key", "give key or key_file, not both")
 	}
 	if c.Key != "" {
 		if _, err := parseKey([]byte(c.Key), false); err != nil {
-			return config.Errorf("key", "%v", err)
+			return Errorf("key", "%v", err)
 		}
 	}
 	if c.MaxClockSkew.D() < time.Second {
-		return config.Errorf("max_clock_skew", "%v too small (at least 1s)", c.MaxClockSkew)
+		return Errorf("max_clock_skew", "%v too small (at least 1s)", c.MaxClockSkew)
 	}
 	if c.MaxPeers < 1 || c.MaxPeers > 4096 {
-		return config.Errorf("max_peers", "%d out of range 1..4096", c.MaxPeers)
+		return Errorf("max_peers", "%d out of range 1..4096", c.MaxPeers)
 	}
 	if !(c.NewPeerRate > 0 && c.NewPeerRate <= 1000) {
-		return config.Errorf("new_peer_rate", "must be in (0, 1000] per second")
+		return Errorf("new_peer_rate", "must be in (0, 1000] per second")
 	}
 	if c.NewPeerBurst < 1 || c.NewPeerBurst > c.MaxPeers {
-		return config.Errorf("new_peer_burst", "%d out of range 1..max_peers", c.NewPeerBurst)
+		return Errorf("new_peer_burst", "%d out of range 1..max_peers", c.NewPeerBurst)
 	}
 	if c.KeylessMaxPeers < 1 || c.KeylessMaxPeers > c.MaxPeers {
-		return config.Errorf("keyless_max_peers", "%d out of range 1..max_peers", c.KeylessMaxPeers)
+		return Errorf("keyless_max_peers", "%d out of range 1..max_peers", c.KeylessMaxPeers)
 	}
 	if c.KeylessGrowth.D() < 0 || c.KeylessGrowth.D() > time.Minute {
-		return config.Errorf("keyless_growth", "%v out of range 0..1m", c.KeylessGrowth)
+		return Errorf("keyless_growth", "%v out of range 0..1m", c.KeylessGrowth)
 	}
 	return nil
 }
 
 // validateRates checks the AP rates, the queue allowance and the smallest cap.
-func (c Config) validateRates() error {
+func (c Coop) validateRates() error {
 	if c.MaxAPRate < 64_000 {
-		return config.Errorf("max_ap_rate", "%v too small", c.MaxAPRate)
+		return Errorf("max_ap_rate", "%v too small", c.MaxAPRate)
 	}
 	if c.APRate != 0 && c.APRate < 64_000 {
-		return config.Errorf("ap_rate", "%v too small (0 = estimate)", c.APRate)
+		return Errorf("ap_rate", "%v too small (0 = estimate)", c.APRate)
 	}
 	if c.APDownlinkRate != 0 && c.APDownlinkRate < 64_000 {
-		return config.Errorf("ap_downlink_rate", "%v too small (0 = estimate)", c.APDownlinkRate)
+		return Errorf("ap_downlink_rate", "%v too small (0 = estimate)", c.APDownlinkRate)
 	}
 	if !(c.QueueAllowance >= 0 && c.QueueAllowance <= 0.5) {
-		return config.Errorf("queue_allowance", "%v out of range 0..0.5", c.QueueAllowance)
+		return Errorf("queue_allowance", "%v out of range 0..0.5", c.QueueAllowance)
 	}
 	if c.MinSegments < 1 || c.MinSegments > 1000 {
-		return config.Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)
+		return Errorf("min_segments", "%d out of range 1..1000", c.MinSegments)
 	}
 	return nil
 }
 
 // validateSafety checks the fallback's settings when it is enabled.
-func (c Config) validateSafety() error {
+func (c Coop) validateSafety() error {
 	s := c.Safety
 	if !s.Enabled {
 		return nil
 	}
 	if s.RTTInflation <= 1 || math.IsNaN(s.RTTInflation) {
-		return config.Errorf("safety.rtt_inflation", "must be > 1")
+		return Errorf("safety.rtt_inflation", "must be > 1")
 	}
 	if !(s.GoodputFraction >= 0 && s.GoodputFraction < 1) {
-		return config.Errorf("safety.goodput_fraction", "must be in [0, 1)")
+		return Errorf("safety.goodput_fraction", "must be in [0, 1)")
 	}
 	if s.Trigger < 1 {
-		return config.Errorf("safety.trigger_intervals", "must be at least 1")
+		return Errorf("safety.trigger_intervals", "must be at least 1")
 	}
-	if s.DrainIntervals < 0 || s.DrainIntervals > maxDrainIntervals {
-		return config.Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxDrainIntervals)
+	if s.DrainIntervals < 0 || s.DrainIntervals > maxCoopDrainIntervals {
+		return Errorf("safety.drain_intervals", "must be in 0..%d (0: off)", maxCoopDrainIntervals)
 	}
 	if s.Hold.D() < c.Interval.D() {
-		return config.Errorf("safety.hold", "must be at least one interval")
+		return Errorf("safety.hold", "must be at least one interval")
 	}
 	return nil
 }
 
 // validateRules checks each rule and that their names are unique.
-func (c Config) validateRules() error {
+func (c Coop) validateRules() error {
 	names := map[string]bool{}
 	for i, r := range c.Rules {
 		if err := r.validate(); err != nil {
-			return config.Prefix(fmt.Sprintf("rules[%d]", i), err)
+			return Prefix(fmt.Sprintf("rules[%d]", i), err)
 		}
 		if names[r.Name] {
-			return config.Errorf(fmt.Sprintf("rules[%d].name", i), "duplicate rule name %q", r.Name)
+			return Errorf(fmt.Sprintf("rules[%d].name", i), "duplicate rule name %q", r.Name)
 		}
 		names[r.Name] = true
 	}
 	return nil
 }
 
-func (r Rule) validate() error {
+func (r CoopRule) validate() error {
 	if r.Name == "" {
-		return config.Errorf("name", "required")
+		return Errorf("name", "required")
 	}
 	if r.Lane == "" && r.App == "" {
-		return config.Errorf("lane", "a rule needs a lane or an app to match")
+		return Errorf("lane", "a rule needs a lane or an app to match")
 	}
 	if r.Lane != "" {
 		if _, err := lane.Parse(r.Lane); err != nil {
-			return config.Errorf("lane", "%v", err)
+			return Errorf("lane", "%v", err)
 		}
 	}
 	switch r.When {
-	case "", WhenAlways, WhenRealtimeActive:
+	case "", CoopWhenAlways, CoopWhenRealtimeActive:
 	default:
-		return config.Errorf("when", "unknown condition %q (want always or realtime-active)", r.When)
+		return Errorf("when", "unknown condition %q (want always or realtime-active)", r.When)
 	}
 	if r.Segments < 1 || r.Segments > 1<<20 {
-		return config.Errorf("segments", "must be 1..%d", 1<<20)
+		return Errorf("segments", "must be 1..%d", 1<<20)
 	}
 	return nil
 }
 
 // LoadKey returns the group key (nil when none is configured).
-func (c Config) LoadKey() ([]byte, error) {
+func (c Coop) LoadKey() ([]byte, error) {
 	switch {
 	case c.Key != "":
 		return parseKey([]byte(c.Key), false)
@@ -373,17 +370,17 @@ func parseKey(b []byte, raw bool) ([]byte, error) {
 // "1mbit", a plain number of bits, or a byte size "15KB", "15000B".
 type Bits uint64
 
-func (b Bits) String() string { return config.Rate(b).String() }
+func (b Bits) String() string { return Rate(b).String() }
 
 // Bytes returns the amount in bytes (rounded down).
 func (b Bits) Bytes() uint64 { return uint64(b) / 8 }
 
 // ParseBits parses the text form of Bits.
 func ParseBits(s string) (Bits, error) {
-	if r, err := config.ParseRate(s); err == nil {
+	if r, err := ParseRate(s); err == nil {
 		return Bits(r), nil
 	}
-	if v, err := config.ParseBytes(s); err == nil {
+	if v, err := ParseBytes(s); err == nil {
 		return Bits(v * 8), nil
 	}
 	return 0, fmt.Errorf("bad amount %q (want e.g. 120kbit or 15KB)", s)

@@ -1,4 +1,5 @@
-// config.go: the `realtime` section of the policy file.
+// realtime.go: the `realtime` section of the policy file (run by
+// internal/rtlane and lanes-rtd).
 //
 //	realtime:
 //	  enabled: true
@@ -18,20 +19,16 @@
 //	  grants:
 //	    uids: [1000]
 //	    gids: [20]
-package rtlane
+package config
 
-import (
-	"github.com/lanes-net/lanes/internal/config"
-)
-
-// Grants says who may send on the realtime lane. Root always may.
-type Grants struct {
-	UIDs []config.UID `yaml:"uids"` // user names or uids
-	GIDs []config.GID `yaml:"gids"` // group names or gids
+// RealtimeGrants says who may send on the realtime lane. Root always may.
+type RealtimeGrants struct {
+	UIDs []UID `yaml:"uids"` // user names or uids
+	GIDs []GID `yaml:"gids"` // group names or gids
 }
 
 // Allows reports whether a peer with this uid and these groups is granted.
-func (g Grants) Allows(uid uint32, gids []uint32) bool {
+func (g RealtimeGrants) Allows(uid uint32, gids []uint32) bool {
 	if uid == 0 {
 		return true
 	}
@@ -50,30 +47,30 @@ func (g Grants) Allows(uid uint32, gids []uint32) bool {
 	return false
 }
 
-// Config is the realtime lane's section of the policy.
-type Config struct {
+// Realtime is the realtime lane's section of the policy.
+type Realtime struct {
 	Enabled bool   `yaml:"enabled"`
 	Socket  string `yaml:"socket"`
 	// Rate of the egress link, for T = size / rate. 0 = auto: the sysfs
 	// speed of the interface the first destination routes through (1gbit if
 	// unknown). The daemon may override it at run time (SetRate) with a
 	// shaped uplink rate.
-	Rate config.Rate `yaml:"rate"`
+	Rate Rate `yaml:"rate"`
 	// Backlog bounds the realtime bytes handed to the kernel and not yet on
 	// the wire: releases are paced to keep under it (paper §3.3).
-	Backlog config.Bytes `yaml:"backlog"`
+	Backlog Bytes `yaml:"backlog"`
 	// Reserve is what cannot be preempted that is not ours: the rest of a
 	// frame on the wire and the device queue (BQL limit). Added to T_now.
-	Reserve config.Bytes `yaml:"reserve"`
+	Reserve Bytes `yaml:"reserve"`
 	// Overhead is added to each payload for its time on the wire.
-	Overhead config.Bytes `yaml:"overhead"`
+	Overhead Bytes `yaml:"overhead"`
 	// MaxQueue bounds the number of queued packets.
 	MaxQueue int `yaml:"max_queue"`
 	// MaxQueueBytes bounds the queued payload bytes: lanes-rtd allocates
 	// (and locks) this much at its start and never more. A connection not
 	// root's holds at most 1/8 of it and of max_queue, a uid 1/4, and
 	// root keeps 1/8 for itself (docs/realtime.md, "Shares and pacing").
-	MaxQueueBytes config.Bytes `yaml:"max_queue_bytes"`
+	MaxQueueBytes Bytes `yaml:"max_queue_bytes"`
 	// ClientRequests paces the requests of a uid not root, per second
 	// (a burst of 64 ahead); one connection gets half. 0: not paced.
 	ClientRequests int `yaml:"client_requests"`
@@ -87,8 +84,8 @@ type Config struct {
 	// max(release_priority, the client's highest real-time priority + 1),
 	// followed once a second (clientprio.go); off: at release_priority.
 	// Not applied when release_priority is 0.
-	FollowClientPriority bool   `yaml:"follow_client_priority"`
-	Grants               Grants `yaml:"grants"`
+	FollowClientPriority bool           `yaml:"follow_client_priority"`
+	Grants               RealtimeGrants `yaml:"grants"`
 	// MaxConns and MaxConnsPerUID bound the client connections, in total
 	// and of one uid (root included): each holds a descriptor in the
 	// daemon or lanes-rtd, an ungranted one a goroutine.
@@ -103,15 +100,15 @@ type Config struct {
 	PMLatencyUS int `yaml:"pm_latency_us"`
 }
 
-// DefaultSocket is where the daemon listens by default.
-const DefaultSocket = "/run/lanes/rt.sock"
+// DefaultRealtimeSocket is where the daemon listens by default.
+const DefaultRealtimeSocket = "/run/lanes/rt.sock"
 
-// DefaultConfig is the built-in realtime section: off, nobody but root
+// DefaultRealtime is the built-in realtime section: off, nobody but root
 // granted.
-func DefaultConfig() Config {
-	return Config{
+func DefaultRealtime() Realtime {
+	return Realtime{
 		Enabled:  false,
-		Socket:   DefaultSocket,
+		Socket:   DefaultRealtimeSocket,
 		Rate:     0,
 		Backlog:  4 * 1514,
 		Reserve:  1514,
@@ -132,48 +129,48 @@ func DefaultConfig() Config {
 }
 
 // Validate checks the section; errors name the field.
-func (c Config) Validate() error {
+func (c Realtime) Validate() error {
 	if c.Socket == "" {
-		return config.Errorf("socket", "empty path")
+		return Errorf("socket", "empty path")
 	}
 	if len(c.Socket) >= 108 {
-		return config.Errorf("socket", "path longer than 107 bytes")
+		return Errorf("socket", "path longer than 107 bytes")
 	}
 	if c.Rate != 0 && c.Rate < 8000 {
-		return config.Errorf("rate", "%v is below 8kbit", c.Rate)
+		return Errorf("rate", "%v is below 8kbit", c.Rate)
 	}
 	if c.Backlog < 1514 {
-		return config.Errorf("backlog", "%v is below one frame (1514B): nothing could be released", c.Backlog)
+		return Errorf("backlog", "%v is below one frame (1514B): nothing could be released", c.Backlog)
 	}
 	if c.Backlog > 16<<20 {
-		return config.Errorf("backlog", "%v is above 16MiB", c.Backlog)
+		return Errorf("backlog", "%v is above 16MiB", c.Backlog)
 	}
 	if c.Reserve > 16<<20 {
-		return config.Errorf("reserve", "%v is above 16MiB", c.Reserve)
+		return Errorf("reserve", "%v is above 16MiB", c.Reserve)
 	}
 	if c.Overhead > 256 {
-		return config.Errorf("overhead", "%v is above 256B", c.Overhead)
+		return Errorf("overhead", "%v is above 256B", c.Overhead)
 	}
 	if c.MaxQueue < 1 || c.MaxQueue > 1_000_000 {
-		return config.Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
+		return Errorf("max_queue", "%d not in 1..1000000", c.MaxQueue)
 	}
 	if c.MaxQueueBytes < 1<<20 || c.MaxQueueBytes > 1<<30 {
-		return config.Errorf("max_queue_bytes", "%v not in 1MiB..1GiB (a connection's share, 1/8, holds a datagram of 64KiB)", c.MaxQueueBytes)
+		return Errorf("max_queue_bytes", "%v not in 1MiB..1GiB (a connection's share, 1/8, holds a datagram of 64KiB)", c.MaxQueueBytes)
 	}
 	if c.ClientRequests < 0 || c.ClientRequests > 1_000_000 {
-		return config.Errorf("client_requests", "%d not in 0..1000000 (0: not paced)", c.ClientRequests)
+		return Errorf("client_requests", "%d not in 0..1000000 (0: not paced)", c.ClientRequests)
 	}
 	if c.MaxConns < 1 || c.MaxConns > 4096 {
-		return config.Errorf("max_conns", "%d not in 1..4096", c.MaxConns)
+		return Errorf("max_conns", "%d not in 1..4096", c.MaxConns)
 	}
 	if c.MaxConnsPerUID < 1 || c.MaxConnsPerUID > c.MaxConns {
-		return config.Errorf("max_conns_per_uid", "%d not in 1..max_conns (%d)", c.MaxConnsPerUID, c.MaxConns)
+		return Errorf("max_conns_per_uid", "%d not in 1..max_conns (%d)", c.MaxConnsPerUID, c.MaxConns)
 	}
 	if c.ReleasePriority < 0 || c.ReleasePriority > 99 {
-		return config.Errorf("release_priority", "%d not in 0..99", c.ReleasePriority)
+		return Errorf("release_priority", "%d not in 0..99", c.ReleasePriority)
 	}
 	if c.PMLatencyUS < -1 || c.PMLatencyUS > 1_000_000 {
-		return config.Errorf("pm_latency_us", "%d not in -1..1000000 (-1: leave the CPUs' idle states alone)", c.PMLatencyUS)
+		return Errorf("pm_latency_us", "%d not in -1..1000000 (-1: leave the CPUs' idle states alone)", c.PMLatencyUS)
 	}
 	return nil
 }
