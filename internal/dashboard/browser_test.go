@@ -44,13 +44,19 @@ func findChromium(t *testing.T) string {
 // startLanesDaemon builds lanes and runs its daemon in ns managing link;
 // it is stopped with SIGTERM (so it removes what it installed) at the end.
 func startLanesDaemon(t *testing.T, ns *testutil.NetNS, link string) string {
+	return startLanesDaemonWith(t, ns, link, "")
+}
+
+// startLanesDaemonWith is startLanesDaemon with more keys of the
+// interface's policy entry (YAML lines indented under it).
+func startLanesDaemonWith(t *testing.T, ns *testutil.NetNS, link, iface string) string {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "lanes")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lanes").CombinedOutput(); err != nil {
 		t.Fatalf("build lanes: %v\n%s", err, out)
 	}
 	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf("interfaces:\n  - name: %s\n", link)), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf("interfaces:\n  - name: %s\n%s", link, iface)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "lanes.sock")
@@ -174,8 +180,11 @@ func TestDashboardHeldAndRealtime(t *testing.T) {
 	}
 	chromium := findChromium(t)
 	p := testutil.NewVethPair(t)
-	sock := startLanesDaemon(t, p.A, p.LinkA)
-	flowAtoB(t, p) // the foreground: interactive, tens of Mbit/s
+	// shaped at 20 Mbit/s: the foreground's 64 Mbit/s queues in its lane,
+	// so it is harmed (cwnd-limited, its RTT up) and the yield holds
+	// background; a foreground the link carries would only share
+	sock := startLanesDaemonWith(t, p.A, p.LinkA, "    mode: shaped\n    uplink: 20mbit\n")
+	flowAtoB(t, p) // the foreground: interactive, 64 Mbit/s offered
 	bg, _ := pacedFlowAtoB(t, p, 9001, 16<<10, 2*time.Millisecond)
 	rt, _ := pacedFlowAtoB(t, p, 9002, 200, 20*time.Millisecond)
 	dc, err := api.Dial(sock)
