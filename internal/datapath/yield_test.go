@@ -195,6 +195,13 @@ func upAddr(name string, ip net.IP) error {
 // upload at the yield's 2 segments leaves that clamp on the socket (it is
 // the socket's); the next run of the instance releases it on the socket's
 // next ACK (sock_ops release_stale_clamp), and the upload grows again.
+// After the kill the upload is switched to CUBIC, whose every increase stops
+// at the clamp: how far it then grows says whether the clamp is gone, where
+// LEDBAT++'s window says how much queuing delay it reads. (In a loaded TCG
+// VM its RTT samples swing by milliseconds above a base of tens of
+// microseconds: a released LEDBAT++ upload reached cwnd 23 and was back at
+// 4 three seconds later, or never left 2, which this check once read as a
+// clamp still in place.)
 func TestRestartReleasesYieldClamp(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
@@ -215,6 +222,9 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 		t.Fatalf("background upload under the helper's yield: cwnd %d after %v, want 2", cw, took)
 	}
 	h.kill()
+	if got := setThenGetCC(t, up, "cubic"); got != "cubic" {
+		t.Fatalf("the upload runs %s after the switch to cubic", got)
+	}
 	if w := watchClamp(t, up, 500*time.Millisecond, 2); !w.held(2) {
 		t.Fatalf("after the SIGKILL the upload's clamp did not stay (the check below would prove nothing): %v", w)
 	}
