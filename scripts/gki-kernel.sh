@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# scripts/gki-kernel.sh: cross-build the GKI-configured arm64 kernel that
+# `KERNEL=gki-6.12 ARCH=arm64 scripts/kernel-vm.sh` boots: Debian's
+# linux-source-6.12 (pinned by sha256) configured with GKI android16-6.12's
+# networking, BPF, cgroup and scheduling options (scripts/gki/
+# android16-6.12.fragment) on a minimal qemu -M virt base (scripts/gki/
+# virt-base.fragment). Image only, no modules: what GKI builds as a module
+# and lanes needs is built in.
+#
+# The result (Image, config, build-time) is cached in
+# $LANES_CACHE/kernels/gki-6.12-<key>, key = sha256 of the source package and
+# of both fragments; a second run with the same inputs builds nothing. Prints
+# the cache directory on stdout. The compile runs under nice -n 19.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+# Debian 12's security archive (bookworm-security carries 6.12 for bookworm).
+deb_path=updates/main/l/linux-6.12/linux-source-6.12_6.12.117-1~deb12u1_all.deb
+deb_sha=e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703
+fragments=(scripts/gki/virt-base.fragment scripts/gki/android16-6.12.fragment)
+key=$( { echo "$deb_sha"; sha256sum "${fragments[@]}" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
+out=$cachetop/kernels/gki-6.12-$key
+if [ -f "$out/Image" ] && [ -f "$out/config" ]; then
+  echo "gki-kernel: cached ($out, built in $(cat "$out/build-seconds" 2>/dev/null || echo ?) s)" >&2
+  echo "$out"; exit 0
+fi
+want=(gcc-aarch64-linux-gnu make bc flex bison dwarves libelf-dev libssl-dev xz-utils curl)
+missing=(); for p in "${want[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  while fuser /var/lib/dpkg/lock-frontend >/dev/null 2>&1; do sleep 5; done
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2
+fi
+src=$cachetop/src; mkdir -p "$src" "$out"
+deb=$src/$(basename "$deb_path")
+if [ ! -f "$deb" ] || ! echo "$deb_sha  $deb" | sha256sum -c --quiet 2>/dev/null; then
+  curl -sSfL -o "$deb.part" "${DEBIAN_SECURITY_MIRROR:-http://security.debian.org/debian-security}/pool/$deb_path"
+  echo "$deb_sha  $deb.part" | sha256sum -c --quiet
+  mv "$deb.part" "$deb"
+fi
+# check_config CONFIG: every option the fragments set took its value (an
+# option whose dependencies the base lacks is silently dropped otherwise).
+check_config() {
+  local f line sym bad=0
+  for f in "${fragments[@]}"; do
+    while IFS= read -r line; do
+      case "$line" in
+        CONFIG_*=*) sym=${line%%=*}; grep -qxF "$line" "$1" || { echo "gki-kernel: $line did not take ($(grep -E "^$sym=|^# $sym is not set" "$1" || echo unset))" >&2; bad=1; } ;;
+        "# CONFIG_"*" is not set") sym=${line#\# }; sym=${sym%% *}; ! grep -q "^$sym=" "$1" || { echo "gki-kernel: $line did not take" >&2; bad=1; } ;;
+      esac
+    done < "$f"
+  done
+  return $bad
+}
+t0=$(date +%s)
+build=$cachetop/build/gki-6.12-$key
+if [ ! -f "$build/.unpacked" ]; then
+  rm -rf "$build"; mkdir -p "$build"
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -O --wildcards '*/linux-source-6.12.tar.xz' | xz -dc |
+    tar -x -C "$build" --strip-components=1
+  touch "$build/.unpacked"
+fi
+kmake=(make -C "$build" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- -j"$(nproc)")
+"${kmake[@]}" -s alldefconfig >&2
+(cd "$build" && ARCH=arm64 ./scripts/kconfig/merge_config.sh -m -O . .config "${fragments[@]/#/$here/}") >&2
+"${kmake[@]}" -s olddefconfig >&2
+check_config "$build/.config"
+nice -n 19 "${kmake[@]}" Image >&2
+cp "$build/arch/arm64/boot/Image" "$out/Image"
+cp "$build/.config" "$out/config"
+echo $(( $(date +%s) - t0 )) > "$out/build-seconds"
+echo "gki-kernel: built $out in $(cat "$out/build-seconds") s" >&2
+echo "$out"
