@@ -8,6 +8,8 @@
 #
 #   make kernel-check                          every kernel below
 #   KERNEL=7.2 scripts/kernel-vm.sh ./internal/datapath/ -- -test.run TestX
+#   KERNEL=gki-6.12 ARCH=arm64 scripts/kernel-vm.sh   GKI android16-6.12's
+#       config (scripts/gki-kernel.sh builds it; make android-check)
 #   KERNEL=7.2 scripts/kernel-vm.sh ./internal/lab/rt/   the rt experiment's (b):
 #       lanes switches the preemption model to full and back (PREEMPT_DYNAMIC)
 #
@@ -62,7 +64,12 @@ case "${KERNEL:-5.10}/$arch" in
           "linux/linux-modules-${version}_7.2.13-1_arm64.deb e356ce4b166e33d7d9a14683bf10e18265ba9b1b255bfcb963b19be5d42cb0fa"
           "linux/linux-base-${version}_7.2.13-1_arm64.deb da2305e9c9864712159da53bcf077a08a63d863aab030e7805dd0138adf9b273")
     modules+=(net/sched/sch_cake net/sched/sch_etf) ;;
-  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64 or 7.2/arm64" >&2; exit 2 ;;
+  gki-6.12/arm64)
+    # GKI android16-6.12's networking, BPF, cgroup and scheduling config on
+    # Debian's 6.12 source, built (and cached) by scripts/gki-kernel.sh:
+    # everything built in, no modules, no package to fetch.
+    version=gki-6.12 debs=() modules=() ;;
+  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64, 7.2/arm64 or gki-6.12/arm64" >&2; exit 2 ;;
 esac
 # The arm64 user space: Debian 12's packages of the tools the tests run
 # (busybox for the shell, iproute2's ip, tc and ss, nsenter, a real sleep)
@@ -184,6 +191,13 @@ userland_arm64() {
 }
 cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
 cache=$cachetop/kernels/$version
+# The GKI-configured kernel is built here, not fetched: its Image is the
+# kernel qemu boots; its release names the config file doctor reads.
+if [ "$version" = gki-6.12 ]; then
+  cache=$(./scripts/gki-kernel.sh)
+  ln -sf Image "$cache/vmlinuz"
+  version=$(grep -a -m1 -o 'Linux version [^ ]*' "$cache/Image" | cut -d' ' -f3)
+fi
 missing=0
 for m in "${modules[@]}"; do [ -f "$cache/modules/$(basename "$m").ko" ] || missing=1; done
 [ -f "$cache/vmlinuz" ] && [ -f "$cache/config" ] || missing=1
@@ -194,7 +208,7 @@ root=$work/root
 mkdir -p "$root"/{bin,proc,sys,dev,tmp,run,etc,lib/modules,t}
 mkdir -p "$root/var" && ln -s /run "$root/var/run"
 userland_$arch "$root"
-cp "$cache"/modules/*.ko "$root/lib/modules/"
+[ ${#modules[@]} -eq 0 ] || cp "$cache"/modules/*.ko "$root/lib/modules/"
 # The build config where a Debian system has it: doctor reads HZ, the
 # preemption model and the proc connector from it (without it: HZ measured,
 # proc connector "false").
