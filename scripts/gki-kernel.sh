@@ -54,6 +54,12 @@ check_config() {
 }
 t0=$(date +%s)
 build=$cachetop/build/gki-6.12-$key
+# One build per key at a time: a second run waits for the first (and then
+# finds its result in the cache).
+mkdir -p "$cachetop/build"
+exec 9>"$build.lock"
+flock 9
+if [ -f "$out/Image" ] && [ -f "$out/config" ]; then echo "$out"; exit 0; fi
 if [ ! -f "$build/.unpacked" ]; then
   rm -rf "$build"; mkdir -p "$build"
   dpkg-deb --fsys-tarfile "$deb" | tar -x -O --wildcards '*/linux-source-6.12.tar.xz' | xz -dc |
