@@ -28,7 +28,17 @@ const (
 	// ReasonUnsupported: (attach) the kernel cannot give one datagram its
 	// priority (SO_PRIORITY control messages, Linux 6.14).
 	ReasonUnsupported Reason = wire.ReasonUnsupported
+	// ReasonBadDeadline: the deadline lies more than DeadlineHorizon from
+	// the request's receipt, either way.
+	ReasonBadDeadline Reason = wire.ReasonBadDeadline
+	// ReasonOverShare: this connection or uid holds its share of the
+	// queue's slots or bytes.
+	ReasonOverShare Reason = wire.ReasonOverShare
 )
+
+// DeadlineHorizon bounds a deadline's distance from the request's receipt
+// (ns); a farther one is refused ReasonBadDeadline.
+const DeadlineHorizon = wire.DeadlineHorizon
 
 // String names the reason ("not-granted"); an unknown one is "reason-N".
 func (r Reason) String() string { return wire.ReasonString(uint8(r)) }

@@ -20,11 +20,13 @@ case "${1:-test}" in
   deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
-  vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev) ;; # gcc: a static lanes-rtd
+  # gpgv, debian-archive-keyring: the kernel's packages are resolved from the
+  # archive's signed index (scripts/debian-index.sh).
+  vm) want+=(qemu-system-x86 busybox-static cpio xz-utils curl gcc libc6-dev gpgv debian-archive-keyring) ;; # gcc: a static lanes-rtd
   # vm-arm64: the same for Debian's arm64 kernel (its user space is fetched).
-  vm-arm64) want+=(qemu-system-arm cpio xz-utils curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
+  vm-arm64) want+=(qemu-system-arm cpio xz-utils curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross gpgv debian-archive-keyring) ;;
   # system: scripts/system-vm.sh debootstraps a Debian system and boots it.
-  system) want+=(debootstrap qemu-system-x86 e2fsprogs curl) ;;
+  system) want+=(debootstrap qemu-system-x86 e2fsprogs curl xz-utils gpgv debian-archive-keyring) ;;
 esac
 # promtool checks /metrics in make test. Debian ships it only inside the
 # prometheus package, whose installation would also set up a Prometheus

@@ -17,7 +17,8 @@
 # kernel). ARCH: amd64 (the default) or arm64 (7.2 only: Debian's
 # cloud-arm64 kernel under qemu-system-aarch64 -M virt -cpu max, with
 # GOARCH=arm64 binaries and Debian 12's arm64 busybox and iproute2 as the
-# user space). Packages are pinned by sha256 and cached in $LANES_CACHE
+# user space). Packages are resolved from the archive's signed index (the
+# versions used are printed) and cached in $LANES_CACHE
 # (default ~/.cache/lanes). qemu runs without KVM (TCG: ~10 s to boot,
 # tests ~5x slower than native, arm64 slower still), so the VM is for
 # correctness, never for timing figures. Modules the tests need are
@@ -41,62 +42,63 @@ modules=(net/sched/sch_htb net/sched/sch_tbf net/sched/sch_ingress net/sched/cls
          net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr
          net/ipv4/inet_diag net/ipv4/tcp_diag drivers/net/ifb net/sched/act_mirred
          net/sched/cls_u32 net/llc/llc net/802/stp net/bridge/bridge)
-pool=${DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/main/l
+# The kernel's packages are resolved from the archive's signed index
+# (scripts/debian-index.sh: InRelease verified with gpgv, Packages by its
+# sha256, each .deb by the sha256 Packages gives), so the check follows the
+# archive instead of failing when a pinned version is dropped; the version
+# used is printed and kept in the cache ($cache/resolved).
+. "$here/scripts/debian-index.sh"
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 case "${KERNEL:-5.10}/$arch" in
   5.10/amd64)
-    version=5.10.0-32-amd64
-    debs=("linux/linux-image-${version}-unsigned_5.10.223-1_amd64.deb 53a0ada535b8b35b3ee80ead5ab88036591963941c42dff6881bdb741deebead")
+    # Debian 11's kernel: the unsigned image of linux-image-amd64's.
+    src=("$mirror|bullseye") meta=linux-image-amd64 kparts=(linux-image-@-unsigned)
     modules+=(net/sched/sch_fq_codel) ;;
-  7.2/amd64)
-    # Split packages: the image in linux-binary, the modules, the config in
-    # linux-base. fq_codel and the BPF qdisc are built in; cake and etf are not.
-    version=7.2.13+deb14-cloud-amd64
-    debs=("linux-signed-amd64/linux-binary-${version}_7.2.13-1_amd64.deb 03e41f1c34c16583462f029e81944a85ebcdb78098c258dedfa1cfdd680a27f8"
-          "linux/linux-modules-${version}_7.2.13-1_amd64.deb 97d79546041e3fdfb44dccff180938894d1bf8eb298f091f88539c1b37080bef"
-          "linux/linux-base-${version}_7.2.13-1_amd64.deb c41b217e1a4e321f5eff028e965ea25f5da8a74cd3683ca7f4bacedc59e0ecc5")
-    modules+=(net/sched/sch_cake net/sched/sch_etf) ;;
-  7.2/arm64)
-    # The same split; the image is an uncompressed arm64 Image. Its config
-    # matches the amd64 cloud one in what the tests load (fq_codel and the
-    # BPF qdisc built in), but without PREEMPT_DYNAMIC.
-    version=7.2.13+deb14-cloud-arm64
-    debs=("linux-signed-arm64/linux-binary-${version}_7.2.13-1_arm64.deb 6468b94955d8b5e8a2b3b36a826851ad0aa431c7340f6401e20b065dc08e4f5d"
-          "linux/linux-modules-${version}_7.2.13-1_arm64.deb e356ce4b166e33d7d9a14683bf10e18265ba9b1b255bfcb963b19be5d42cb0fa"
-          "linux/linux-base-${version}_7.2.13-1_arm64.deb da2305e9c9864712159da53bcf077a08a63d863aab030e7805dd0138adf9b273")
+  7.2/amd64|current/amd64|7.2/arm64|current/arm64)
+    # Debian's current cloud kernel (unstable), split packages: the image
+    # in linux-binary, the modules, the config in linux-base. fq_codel and
+    # the BPF qdisc are built in; cake and etf are not. The arm64 image is
+    # an uncompressed Image; its config matches the amd64 cloud one in what
+    # the tests load, but without PREEMPT_DYNAMIC.
+    src=("$mirror|unstable") meta=linux-image-cloud-$arch kparts=(linux-binary-@ linux-modules-@ linux-base-@)
     modules+=(net/sched/sch_cake net/sched/sch_etf) ;;
   gki-6.12/arm64)
     # GKI android16-6.12's networking, BPF, cgroup and scheduling config on
     # Debian's 6.12 source, built (and cached) by scripts/gki-kernel.sh:
-    # everything built in, no modules, no package to fetch.
+    # everything built in, no modules, no package to resolve.
     version=gki-6.12 debs=() modules=() ;;
-  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64, 7.2/arm64 or gki-6.12/arm64" >&2; exit 2 ;;
+  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64, 7.2/arm64 (7.2: current) or gki-6.12/arm64" >&2; exit 2 ;;
 esac
+cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
+record=$cachetop/kernels/resolved-${KERNEL:-5.10}-$arch
+# resolve_kernel: version and debs ("VERSION URL SHA256 SUITE" each) from
+# the index, recorded; offline, the last record (its packages are cached).
+resolve_kernel() {
+  local image p
+  if image=$(deb_depends_on "$arch" "$meta" linux-image- "${src[@]}"); then
+    version=${image#linux-image-} debs=()
+    for p in "${kparts[@]}"; do
+      p=${p//@/$version}
+      debs+=("$(deb_resolve "$arch" "$p" "${src[@]}")") || return 1
+    done
+    mkdir -p "$(dirname "$record")"
+    { echo "$version"; printf '%s\n' "${debs[@]}"; } >"$record"
+  elif [ -s "$record" ]; then
+    echo "kernel-vm: the index is unreachable: using the last resolved kernel ($record)" >&2
+    version=$(head -1 "$record"); mapfile -t debs < <(tail -n +2 "$record")
+  else
+    return 1
+  fi
+}
+[ "${version:-}" = gki-6.12 ] || resolve_kernel || { echo "kernel-vm: cannot resolve $meta from ${src[*]}" >&2; exit 1; }
+for d in "${debs[@]}"; do # (not set --: the arguments are the packages to test)
+  read -r _ url sha suite <<<"$d"; echo "kernel-vm: ${url##*/} ($suite, sha256 $sha)" >&2
+done
 # The arm64 user space: Debian 12's packages of the tools the tests run
 # (busybox for the shell, iproute2's ip, tc and ss, nsenter, a real sleep)
-# and the libraries they link, pinned by sha256 (pool path, sha256).
-userland_arm64=(
-  "main/b/busybox/busybox-static_1.35.0-4+deb12u1+b1_arm64.deb 732c9135564fc71337e0e05fb4da4d11e6c28c1834bce3e405e575afef2a52f5"
-  "main/i/iproute2/iproute2_6.1.0-3_arm64.deb 58fad55c5a29be6c1e6301d0c572f2ac5e5962ff244e7da3784c1b29ffc6c6bf"
-  "main/u/util-linux/util-linux_2.38.1-5+deb12u3_arm64.deb c30366915d4dc21106d69c3d5a2bf6b010c4c2ff508a1231ede4620aed9874fc"
-  "main/c/coreutils/coreutils_9.1-1_arm64.deb ec8f090a14c684879dce251254d8d9ed0876d4480f750d5807ef04e5435e1c4d"
-  "main/libb/libbpf/libbpf1_1.1.2-0+deb12u1_arm64.deb c9929839798e7d8e66b212f345ecf1653ba7f1a9e1b753d0eb67bd521b0b5511"
-  "main/e/elfutils/libelf1_0.188-2.1_arm64.deb 32971952d8f5d563447bf275f24e26057500924da2d855c1edb53b0f0400bd11"
-  "main/libm/libmnl/libmnl0_1.0.4-3_arm64.deb d63aafb6f2c07db8fcb135b00ff915baf72ef8a3397e773c9c24d67950c6a46c"
-  "main/libb/libbsd/libbsd0_0.11.7-2_arm64.deb ef00f132ddd268ee67d756998723ee18543db27ab34930c0a9f1cff75cf55382"
-  "main/libm/libmd/libmd0_1.0.4-2_arm64.deb 99a8c7dd591fae9fb37d8bf8dfdffa850e207fa405b3198c5b24711a5f972381"
-  "main/libc/libcap2/libcap2_2.66-4+deb12u3+b1_arm64.deb b3a21ae1cef9c2f3fa340007100fb0aa934ab6a4d8aed131660de9713db2bb6e"
-  "main/g/glibc/libc6_2.36-9+deb12u14_arm64.deb 01f4330719fd4f65580e16ea5a0527f372fca750e8f588d26deaf09f2d3b1cf4"
-  "main/z/zlib/zlib1g_1.2.13.dfsg-1_arm64.deb 52b8b8a145bbe1956bba82034f77022cbef0c3d0885c9e32d9817a7932fe1913"
-  "main/i/iptables/libxtables12_1.8.9-2_arm64.deb 8884a42f98b989e5ba2e91d931b5c6e9eb72568e5d3001d97d73d7913890a7b3"
-  "main/libs/libselinux/libselinux1_3.4-1+b6_arm64.deb 29201edf23ebae40844d6c289afdb9bba52f927d55096ed1b1cd37e040135edc"
-  "updates/main/p/pcre2/libpcre2-8-0_10.42-1+deb12u2_arm64.deb 8498d2c0bd6747dfc2fc6eec62774a86967079555f7043d5a7b78ee4efbbc0fb"
-  "main/libt/libtirpc/libtirpc3_1.3.3+ds-1_arm64.deb deaf9ea54f74cab6690b4bc0b427f05cbe62cc073580d84f5f18a8d9e2ece401"
-  "main/k/krb5/libgssapi-krb5-2_1.20.1-2+deb12u5_arm64.deb a00678963f692a929312968f19b77a61a8fc0011690d7dc909a8a2c4810fc7b3"
-  "main/k/krb5/libkrb5-3_1.20.1-2+deb12u5_arm64.deb c3c7227f5db903a7a8b8936d47d1d79643edcda36365c4c992e1a96bcc2d4c7e"
-  "main/k/krb5/libk5crypto3_1.20.1-2+deb12u5_arm64.deb 8ae2c31cde0b3e6f80c573a495b0f90bf6d9efb4455d900728278bb54d9092e5"
-  "main/e/e2fsprogs/libcom-err2_1.47.0-2+b2_arm64.deb 36c15f933a965b50f4c9558d792d9556934c84e532703935d8ae7e69dd3fa863"
-  "main/k/krb5/libkrb5support0_1.20.1-2+deb12u5_arm64.deb 3043fd4a54b945a1b503170749527f825dcfc7add2f8bf5abb4a329deeb48f4a"
-  "main/k/keyutils/libkeyutils1_1.6.3-2_arm64.deb aac46cb6faec4e737502b3c2290b7b02f8ba04e8accd5af7fd07934df0c867b1")
+# and the libraries they link, resolved as the kernel is (bookworm, its
+# updates and its security suite: the highest version).
+userland_arm64=(busybox-static iproute2 util-linux coreutils libbpf1 libelf1 libmnl0 libbsd0 libmd0 libcap2 libc6 zlib1g libxtables12 libselinux1 libpcre2-8-0 libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 libkeyutils1)
 tools=(ip tc nsenter ss sleep)
 
 pkgs=() testargs=()
@@ -138,10 +140,9 @@ fetch_kernel() {
   mkdir -p "$cache"
   local tmp; tmp=$(mktemp -d)
   for d in "${debs[@]}"; do
-    set -- $d
-    curl -sSfL -o "$tmp/p.deb" "$pool/$1"
-    echo "$2  $tmp/p.deb" | sha256sum -c --quiet
+    deb_fetch "$d" "$tmp/p.deb"
     dpkg-deb -x "$tmp/p.deb" "$tmp/x"
+    rm -f "$tmp/p.deb"
   done
   local mods; mods=$(find "$tmp/x" -type d -path "*/modules/$version/kernel")
   rm -rf "$cache/modules"; mkdir -p "$cache/modules"
@@ -169,18 +170,25 @@ userland_amd64() {
 # cache; the tools and every library (the loader's default multiarch
 # directories, as on the host).
 userland_arm64() {
-  local root=$1 dir=$cachetop/userland/bookworm-arm64
+  local root=$1 dir=$cachetop/userland/bookworm-arm64 resolved=() p d tmp
+  local srcs=("$mirror|bookworm" "$mirror|bookworm-updates" "http://security.debian.org/debian-security|bookworm-security")
+  if resolved=($(for p in "${userland_arm64[@]}"; do deb_resolve arm64 "$p" "${srcs[@]}" | tr ' ' '!' || exit 1; done)); then
+    # one folder per resolved set: an update unpacks anew, the old is kept
+    dir=$dir-$(printf '%s\n' "${resolved[@]}" | sha256sum | cut -c1-12)
+  else
+    dir=$(ls -d "$dir"-*/done 2>/dev/null | head -1 | xargs -r dirname)
+    [ -n "$dir" ] || { echo "kernel-vm: cannot resolve the arm64 user space" >&2; return 1; }
+    echo "kernel-vm: the index is unreachable: using the cached arm64 user space $dir" >&2
+  fi
   if [ ! -f "$dir/done" ]; then
     rm -rf "$dir"; mkdir -p "$dir"
-    local d tmp; tmp=$(mktemp -d)
-    for d in "${userland_arm64[@]}"; do
-      set -- $d
-      curl -sSfL -o "$tmp/p.deb" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}/pool/$1" ||
-        curl -sSfL -o "$tmp/p.deb" "http://security.debian.org/debian-security/pool/$1"
-      echo "$2  $tmp/p.deb" | sha256sum -c --quiet
+    tmp=$(mktemp -d)
+    for d in "${resolved[@]}"; do
+      deb_fetch "${d//!/ }" "$tmp/p.deb"
       dpkg-deb -x "$tmp/p.deb" "$dir/x"
+      rm -f "$tmp/p.deb"
     done
-    rm -rf "$tmp"; touch "$dir/done"
+    rm -rf "$tmp"; printf '%s\n' "${resolved[@]}" | tr '!' ' ' >"$dir/done"
   fi
   local x=$dir/x b
   cp "$x/bin/busybox" "$root/bin/busybox"
@@ -189,7 +197,6 @@ userland_arm64() {
   cp -a "$x/lib/aarch64-linux-gnu" "$x/lib/ld-linux-aarch64.so.1" "$root/lib/"
   cp -a "$x/usr/lib/aarch64-linux-gnu" "$root/usr/lib/"
 }
-cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
 cache=$cachetop/kernels/$version
 # The GKI-configured kernel is built here, not fetched: its Image is the
 # kernel qemu boots; its release names the config file doctor reads.

@@ -11,7 +11,8 @@
 # nothing, the journal, systemd-analyze security, purge.
 #
 # The root file system comes from debootstrap (Debian's signed archive);
-# the kernel package is pinned by sha256. Both are cached, as a raw ext4
+# the kernel package is resolved from the archive's signed index (the
+# version used is printed). Both are cached, as a raw ext4
 # image with the kernel and initrd beside it, in $LANES_CACHE (default
 # ~/.cache/lanes)/system/; each run boots that image with writes discarded
 # (snapshot) and a second disk holding the package, a newer build of it
@@ -24,10 +25,23 @@ cd "$here"
 
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-kver=6.1.0-50-amd64
-kdeb=linux-image-${kver}_6.1.176-1_amd64.deb
-ksha=7b5597492a0a65aee61985a492e6bcc3f2cde830072a0e3b3d8c7e1b90279bd3
-kurl=$mirror/pool/main/l/linux-signed-amd64/$kdeb
+# The kernel: linux-image-amd64's, the highest of bookworm and its security
+# suite, resolved from the archive's signed index (scripts/debian-index.sh);
+# offline, the last one resolved (recorded in the cache).
+. "$here/scripts/debian-index.sh"
+ksrc=("$mirror|$suite" "http://security.debian.org/debian-security|$suite-security")
+krecord=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}/system/resolved-kernel
+if kimg=$(deb_depends_on amd64 linux-image-amd64 linux-image- "${ksrc[@]}") && kres=$(deb_resolve amd64 "$kimg" "${ksrc[@]}"); then
+  mkdir -p "$(dirname "$krecord")"; echo "$kimg $kres" >"$krecord"
+elif [ -s "$krecord" ]; then
+  echo "system-check: the index is unreachable: using the last resolved kernel ($krecord)" >&2
+  read -r kimg kres <"$krecord"
+else
+  echo "system-check: cannot resolve linux-image-amd64 from ${ksrc[*]}" >&2; exit 1
+fi
+kver=${kimg#linux-image-}
+set -- $kres; kdeb=${2##*/}
+echo "system-check: kernel $kdeb ($4, sha256 $3)" >&2
 # kmod, linux-base, initramfs-tools: the kernel package's dependencies;
 # iproute2, iperf3, bpftool, procps, socat: the steps' tools (socat: the
 # realtime step's UDP listener).
@@ -66,11 +80,8 @@ chroot_run() {
   return $rc
 }
 
-fetch_kernel() { # the pinned kernel package, cached
-  [ -f "$cache/$kdeb" ] && echo "$ksha  $cache/$kdeb" | sha256sum -c --quiet && return
-  curl -sSfL -o "$cache/$kdeb.part" "$kurl"
-  echo "$ksha  $cache/$kdeb.part" | sha256sum -c --quiet
-  mv "$cache/$kdeb.part" "$cache/$kdeb"
+fetch_kernel() { # the resolved kernel package, cached
+  deb_fetch "$kres" "$cache/$kdeb"
 }
 
 # build_base: debootstrap, the kernel and its initrd, the check unit; then

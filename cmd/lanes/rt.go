@@ -26,6 +26,10 @@ import (
 func init() {
 	register(&command{path: "rt", summary: "realtime lane: send datagrams with deadlines, show counters"})
 	register(&command{path: "rt send", summary: "send datagrams with deadlines through the realtime lane", args: "DST:PORT",
+		long: "Hands --count datagrams with deadlines to the daemon's realtime lane (the socket: --socket, else " +
+			"LANES_RT_SOCKET, else " + rt.DefaultSocket + ") and prints how many it admitted, the refusals and " +
+			"later drops by reason, and the reply latency. Exits 1 when none was admitted (not-granted included), " +
+			"naming the reasons.",
 		nargs: exactArgs(1, "one destination IP:PORT"), setup: rtSendCmd})
 	register(&command{path: "rt stats", summary: "the realtime lane's counters", setup: rtStatsCmd})
 }

@@ -87,7 +87,7 @@ func TestJudgedGoodputAnnounced(t *testing.T) {
 		if got, want := a.c.down.goodput, 19.04e6; math.Abs(got-want) > 0.01e6 {
 			t.Errorf("catch-up: goodput %.2f Mbit/s, want the in-order %.2f", got/1e6, want/1e6)
 		}
-		if got, want := a.c.down.judged, 10.4e6; math.Abs(got-want) > 0.01e6 {
+		if got, want := a.c.down.judgedGoodput, 10.4e6; math.Abs(got-want) > 0.01e6 {
 			t.Errorf("catch-up: judged %.2f Mbit/s, want what arrived, %.2f", got/1e6, want/1e6)
 		}
 		ann := a.c.ownAnnouncement(g.clk.now())
@@ -147,7 +147,7 @@ func replay(t *testing.T, up, judged bool, seq []groupSample) (stopAt, drainAt i
 	e := newRateEstimator(120_000, 2e9, 500*time.Millisecond, rules)
 	s := safety{cfg: DefaultConfig().Safety}
 	if up {
-		s.back = upBackInflation
+		s.returningQueueLine = upBackInflation
 	}
 	stopAt, drainAt = -1, -1
 	now := t0.Add(8500 * time.Millisecond) // no probe period before the fallback's

@@ -81,6 +81,13 @@ type Transport interface {
 	Close() error
 }
 
+// reopener is a Transport that may have a family left to open
+// (UDPTransport: its port was held, its address not there yet).
+type reopener interface {
+	Reopen() bool
+	Missing() string
+}
+
 // Options are a Controller's parts; Flows is required. A nil setter:
 // that part's caps are computed and reported, none applied.
 type Options struct {
@@ -192,28 +199,31 @@ const capHistoryLen = 32
 
 // Status is the controller's state for `lanes status` / the API.
 type Status struct {
-	Enabled       bool              `json:"enabled"`
-	HostID        string            `json:"host_id"`
-	Authenticated bool              `json:"authenticated"`
-	Trust         string            `json:"trust"`                     // "authenticated" or "unauthenticated"
-	Uncounted     int               `json:"uncounted_peers,omitempty"` // active peers not (yet) in N (keyless limit)
-	Warning       string            `json:"warning,omitempty"`
-	N             int               `json:"n"` // active senders including this host
-	SelfActive    bool              `json:"self_active"`
-	Peers         []PeerStatus      `json:"peers"`
-	RateBits      uint64            `json:"rate_bits"`
-	RateSource    string            `json:"rate_source"`        // configured, estimated, unknown
-	Estimate      *EstimateStatus   `json:"estimate,omitempty"` // the estimator's state, when not configured
-	Capping       bool              `json:"capping"`
-	Reason        string            `json:"reason,omitempty"` // why capping is off
-	SelfShare     float64           `json:"self_share"`
-	GoodputBits   uint64            `json:"goodput_bits"`
-	Flows         []FlowStatus      `json:"flows"`
-	Down          DownStatus        `json:"downlink"`
-	LaneCaps      map[string]uint32 `json:"lane_caps"`
-	Counters      Counters          `json:"counters"`
-	LastError     string            `json:"last_error,omitempty"`
-	Updated       time.Time         `json:"updated"`
+	Enabled       bool   `json:"enabled"`
+	HostID        string `json:"host_id"`
+	Authenticated bool   `json:"authenticated"`
+	Trust         string `json:"trust"`                     // "authenticated" or "unauthenticated"
+	Uncounted     int    `json:"uncounted_peers,omitempty"` // active peers not (yet) in N (keyless limit)
+	Warning       string `json:"warning,omitempty"`
+	// TransportMissing: a family (IPv4, IPv6) that could not be opened
+	// and why; tried again each interval.
+	TransportMissing string            `json:"transport_missing,omitempty"`
+	N                int               `json:"n"` // active senders including this host
+	SelfActive       bool              `json:"self_active"`
+	Peers            []PeerStatus      `json:"peers"`
+	RateBits         uint64            `json:"rate_bits"`
+	RateSource       string            `json:"rate_source"`        // configured, estimated, unknown
+	Estimate         *EstimateStatus   `json:"estimate,omitempty"` // the estimator's state, when not configured
+	Capping          bool              `json:"capping"`
+	Reason           string            `json:"reason,omitempty"` // why capping is off
+	SelfShare        float64           `json:"self_share"`
+	GoodputBits      uint64            `json:"goodput_bits"`
+	Flows            []FlowStatus      `json:"flows"`
+	Down             DownStatus        `json:"downlink"`
+	LaneCaps         map[string]uint32 `json:"lane_caps"`
+	Counters         Counters          `json:"counters"`
+	LastError        string            `json:"last_error,omitempty"`
+	Updated          time.Time         `json:"updated"`
 }
 
 // flowState is one local flow: its upload side here (the cwnd cap, in
@@ -578,8 +588,8 @@ func (c *Controller) sampleInterval(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.iface != nil {
-		c.down.arr.observe(rx, ierr)
-		c.up.arr.observe(tx, ierr)
+		c.down.arrivals.observe(rx, ierr)
+		c.up.arrivals.observe(tx, ierr)
 	}
 	if err != nil {
 		c.st.LastError = fmt.Sprintf("flow source: %v", err)
@@ -591,6 +601,14 @@ func (c *Controller) sampleInterval(ctx context.Context) {
 
 // announce sends this host's announcement now.
 func (c *Controller) announce() {
+	if r, ok := c.tr.(reopener); ok {
+		if r.Reopen() {
+			c.log.Info("coop: a transport family that could not be opened is open now", "still_missing", r.Missing())
+		}
+		c.mu.Lock()
+		c.st.TransportMissing = r.Missing()
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	c.seq++
 	a := c.ownAnnouncement(c.now())
@@ -621,7 +639,7 @@ func (c *Controller) merge(flows []Flow, now time.Time) bool {
 			prev = fs.f
 		}
 		if ok && f.BytesAcked > fs.f.BytesAcked {
-			c.up.acc += float64(f.BytesAcked - fs.f.BytesAcked)
+			c.up.deliveredBytes += float64(f.BytesAcked - fs.f.BytesAcked)
 			fs.lastProgress = now
 		}
 		if !ok {
@@ -635,7 +653,7 @@ func (c *Controller) merge(flows []Flow, now time.Time) bool {
 			joined = true
 		}
 		recv, started := fs.sampleDown(prev, ok, now, iv)
-		c.down.acc += recv
+		c.down.deliveredBytes += recv
 		if ackLane(f.Lane) {
 			c.ack.recv += uint64(recv)
 		}
@@ -676,7 +694,7 @@ func (c *Controller) closeInterval(now time.Time) {
 // and judged (each peer's announced goodput less what it announced its
 // interface's count took off). Caller holds mu.
 func (c *Controller) groupGoodput(d *direction, peer func(*Peer) (read, announced float64, over uint8)) (float64, float64) {
-	g, gj := d.goodput, d.judged
+	g, gj := d.goodput, d.judgedGoodput
 	for _, p := range c.table.Peers() {
 		if c.key == nil && !c.counted[p.ID] {
 			continue
@@ -704,7 +722,7 @@ func peerGoodput(p *Peer, limit config.Rate) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
-		GoodputKbit: uint32(min(c.up.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.up.goodput, c.up.judged)}
+		GoodputKbit: uint32(min(c.up.goodput/1000, math.MaxUint32)), GoodputOver: overOf(c.up.goodput, c.up.judgedGoodput)}
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {
 			continue

@@ -20,26 +20,26 @@ import (
 // direction is the uploads' or the downloads' side of the controller.
 // Fields under the controller's mu.
 type direction struct {
-	name       string      // "uploads" or "downloads" (reasons, errors)
-	configured config.Rate // the AP's rate this way; 0: estimated
-	est        rateEstimator
-	safety     safety
-	capOK      bool   // the fallback (own or a peer's) lets caps apply
-	capWhy     string // why not
-	arr        arrivals
-	acc        float64        // bytes acknowledged (uploads) or received (downloads) since the last tick
-	goodput    float64        // this host's, bit/s over the last tick
-	judged     float64        // the same bounded by the interface's count (arrivals.go)
-	groupGood  float64        // the group's goodput at the last tick, bit/s
-	groupJudge float64        // the same, each host's bounded (arrivals.go)
-	group      string         // groupKey at the last recompute
-	groupHosts map[uint64]int // the same: host id -> flows
-	groupCap   bool           // the same: capping
-	applied    map[uint64]uint32
-	set        socketCapSetter // nil: caps decided and reported, none applied
-	wanted     bool            // the policy asks for these caps (downlink_caps)
-	on         bool            // set's switch turned on
-	refused    string          // set's switch refused: why (no caps then)
+	name           string      // "uploads" or "downloads" (reasons, errors)
+	configured     config.Rate // the AP's rate this way; 0: estimated
+	est            rateEstimator
+	safety         safety
+	capOK          bool           // the fallback (own or a peer's) lets caps apply
+	capWhy         string         // why not
+	arrivals       arrivals       // the interface's byte counts, bounding the goodput
+	deliveredBytes float64        // bytes acknowledged (uploads) or received (downloads) since the last tick
+	goodput        float64        // this host's, bit/s over the last tick
+	judgedGoodput  float64        // the same bounded by the interface's count (arrivals.go)
+	groupGood      float64        // the group's goodput at the last tick, bit/s
+	groupJudge     float64        // the same, each host's bounded (arrivals.go)
+	group          string         // groupKey at the last recompute
+	groupHosts     map[uint64]int // the same: host id -> flows
+	groupCap       bool           // the same: capping
+	applied        map[uint64]uint32
+	set            socketCapSetter // nil: caps decided and reported, none applied
+	wanted         bool            // the policy asks for these caps (downlink_caps)
+	on             bool            // set's switch turned on
+	refused        string          // set's switch refused: why (no caps then)
 }
 
 // socketCapSetter is a direction's datapath: a per-socket cap and the
@@ -66,7 +66,7 @@ func (d downlinkCaps) switchCaps(on bool) error               { return d.SetDown
 func newDirection(name string, cfg Config, configured config.Rate, wanted bool, rules estimatorRules, back float64, set socketCapSetter) direction {
 	return direction{name: name, configured: configured, wanted: wanted,
 		est:    newRateEstimator(float64(cfg.Headroom), float64(cfg.MaxAPRate.Bits()), cfg.Interval.D(), rules),
-		safety: safety{cfg: cfg.Safety, back: back}, capOK: true, applied: map[uint64]uint32{}, set: set}
+		safety: safety{cfg: cfg.Safety, returningQueueLine: back}, capOK: true, applied: map[uint64]uint32{}, set: set}
 }
 
 // newDirections builds the uploads' and the downloads' sides from the
@@ -100,10 +100,10 @@ func (d *direction) estimated() bool { return d.configured == 0 }
 // host's goodput over dt seconds (kept when dt is 0).
 func (d *direction) closeInterval(dt float64) {
 	if dt > 0 {
-		d.goodput = d.acc * 8 / dt
-		d.judged = d.arr.bound(d.acc) * 8 / dt
+		d.goodput = d.deliveredBytes * 8 / dt
+		d.judgedGoodput = d.arrivals.bound(d.deliveredBytes) * 8 / dt
 	}
-	d.acc = 0
+	d.deliveredBytes = 0
 }
 
 // judge feeds one interval to the estimator and the safety fallback,

@@ -270,7 +270,7 @@ func (c *Controller) ownDown(a *Announcement) {
 		return
 	}
 	a.DownGoodputKbit = uint32(min(c.down.goodput/1000, math.MaxUint32))
-	a.DownGoodputOver = overOf(c.down.goodput, c.down.judged)
+	a.DownGoodputOver = overOf(c.down.goodput, c.down.judgedGoodput)
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.dn.active {
 			continue

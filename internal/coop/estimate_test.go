@@ -532,7 +532,7 @@ func TestEstimateQueueComesBackAfterDrain(t *testing.T) {
 // best) keeps it from counting, as on the downlink, and the downlink's
 // fallback keeps 1.15x.
 func TestUplinkQueueComesBackAtTrimLine(t *testing.T) {
-	up := safety{cfg: DefaultConfig().Safety, back: upBackInflation}
+	up := safety{cfg: DefaultConfig().Safety, returningQueueLine: upBackInflation}
 	if i := queueBack(t, up, 8, 0.97, 1.12); i != 3 {
 		t.Errorf("uplink: a queue back at 1.12x, the group falling: fallback in its interval %d, want 3", i)
 	}

@@ -141,9 +141,9 @@ type safety struct {
 	reason   string
 	lastOff  time.Time
 	stood    int // intervals in a row a queue stood after a drain (drainStood)
-	// back: the drain signal's RTT line for a queue that comes back
-	// (upBackInflation for the uplink; 0: backInflation)
-	back float64
+	// returningQueueLine: the drain signal's RTT line for a queue that
+	// comes back (upBackInflation for the uplink; 0: backInflation)
+	returningQueueLine float64
 }
 
 // update feeds one interval's observation; it returns whether capping is
@@ -223,8 +223,8 @@ func (s *safety) drainStood(o observation) string {
 
 // backLine is the drain signal's RTT line for a queue that comes back.
 func (s *safety) backLine() float64 {
-	if s.back > 0 {
-		return s.back
+	if s.returningQueueLine > 0 {
+		return s.returningQueueLine
 	}
 	return backInflation
 }

@@ -21,8 +21,10 @@
 //
 // With both families every announcement goes out twice; receivers accept the
 // first copy and count the second as a duplicate (peers.go). A family that
-// cannot be opened (IPv6 disabled, no IPv4 on the link) is left out with a
-// warning, so the other still works; Send fails only if every family fails.
+// cannot be opened (IPv6 disabled, no IPv4 on the link, its port held by
+// another user's socket) is left out with a warning, so the other still
+// works, and Reopen (the controller calls it each interval) tries it again;
+// Send fails only if every family fails.
 package coop
 
 import (
@@ -54,15 +56,18 @@ type datagram struct {
 
 // UDPTransport is the announcement sockets on one interface.
 type UDPTransport struct {
-	ifname  string
-	ifindex int
-	port    uint16
-	v4, v6  *net.UDPConn
-	unicast []netip.Addr
-	rx      chan datagram
-	done    chan struct{}
-	once    sync.Once
-	// Warning says which family could not be opened ("" if none failed).
+	ifname    string
+	ifindex   int
+	transport string
+	mu        sync.RWMutex // v4, v6 (Reopen sets one) and Warning
+	port      uint16
+	v4, v6    *net.UDPConn
+	unicast   []netip.Addr
+	rx        chan datagram
+	done      chan struct{}
+	once      sync.Once
+	// Warning says which family could not be opened ("" if none failed);
+	// read it through Missing once the transport is in use.
 	Warning string
 }
 
@@ -84,7 +89,8 @@ func ListenUDPOn(ifname string, port uint16, transport string) (*UDPTransport, e
 	if err != nil {
 		return nil, fmt.Errorf("coop: interface %s: %w", ifname, err)
 	}
-	t := &UDPTransport{ifname: ifname, ifindex: ifi.Index, port: port, rx: make(chan datagram, 64), done: make(chan struct{})}
+	t := &UDPTransport{ifname: ifname, ifindex: ifi.Index, transport: transport, port: port,
+		rx: make(chan datagram, 64), done: make(chan struct{})}
 	var errs []error
 	if transport != TransportIPv6 {
 		if t.v4, err = listen4(ifname, port); err != nil {
@@ -223,8 +229,8 @@ func BroadcastAddr(ifname string) (netip.Addr, error) {
 // broadcast asks the kernel for the interface's broadcast address through
 // the socket itself (SIOCGIFBRDADDR), which works in the socket's network
 // namespace from any thread; 255.255.255.255 if it has none.
-func (t *UDPTransport) broadcast() (netip.Addr, error) {
-	rc, err := t.v4.SyscallConn()
+func (t *UDPTransport) broadcast(v4 *net.UDPConn) (netip.Addr, error) {
+	rc, err := v4.SyscallConn()
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -256,6 +262,9 @@ func (t *UDPTransport) broadcast() (netip.Addr, error) {
 // Send broadcasts one announcement on every family (or sends it to each
 // unicast peer); it fails only when no copy could be sent.
 func (t *UDPTransport) Send(b []byte) error {
+	t.mu.RLock()
+	v4, v6 := t.v4, t.v6
+	t.mu.RUnlock()
 	var errs []error
 	sent := 0
 	send := func(c *net.UDPConn, dst netip.AddrPort) {
@@ -272,23 +281,23 @@ func (t *UDPTransport) Send(b []byte) error {
 	if len(t.unicast) > 0 {
 		for _, a := range t.unicast {
 			if a.Is4() {
-				send(t.v4, netip.AddrPortFrom(a, t.port))
+				send(v4, netip.AddrPortFrom(a, t.port))
 			} else {
-				send(t.v6, netip.AddrPortFrom(a.WithZone(t.ifname), t.port))
+				send(v6, netip.AddrPortFrom(a.WithZone(t.ifname), t.port))
 			}
 		}
 		return errors.Join(errs...)
 	}
-	if t.v4 != nil {
-		dst, err := t.broadcast()
+	if v4 != nil {
+		dst, err := t.broadcast(v4)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
-			send(t.v4, netip.AddrPortFrom(dst, t.port))
+			send(v4, netip.AddrPortFrom(dst, t.port))
 		}
 	}
-	if t.v6 != nil {
-		send(t.v6, netip.AddrPortFrom(GroupIPv6.WithZone(t.ifname), t.port))
+	if v6 != nil {
+		send(v6, netip.AddrPortFrom(GroupIPv6.WithZone(t.ifname), t.port))
 	}
 	if sent > 0 {
 		return nil
@@ -308,10 +317,58 @@ func (t *UDPTransport) Recv(b []byte) (int, netip.Addr, error) {
 	}
 }
 
+// Reopen opens each family of the transport that could not be opened
+// before, in the calling thread's network namespace (the daemon's); it
+// reports whether one was.
+func (t *UDPTransport) Reopen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.done:
+		return false
+	default:
+	}
+	if t.Warning == "" {
+		return false
+	}
+	opened := false
+	var errs []error
+	if t.transport != TransportIPv6 && t.v4 == nil {
+		if c, err := listen4(t.ifname, t.port); err != nil {
+			errs = append(errs, err)
+		} else {
+			t.v4, opened = c, true
+			go t.read(c)
+		}
+	}
+	if t.transport != TransportIPv4 && t.v6 == nil {
+		if c, err := listen6(t.ifname, t.ifindex, t.port); err != nil {
+			errs = append(errs, err)
+		} else {
+			t.v6, opened = c, true
+			go t.read(c)
+		}
+	}
+	t.Warning = ""
+	if len(errs) > 0 {
+		t.Warning = errors.Join(errs...).Error()
+	}
+	return opened
+}
+
+// Missing says which family is not open and why ("" if none).
+func (t *UDPTransport) Missing() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.Warning
+}
+
 // Close closes the sockets (unblocking Recv).
 func (t *UDPTransport) Close() error {
 	var err error
 	t.once.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		close(t.done)
 		for _, c := range []*net.UDPConn{t.v4, t.v6} {
 			if c != nil {

@@ -138,3 +138,77 @@ func TestD7PortNotShareable(t *testing.T) {
 	h.Do(t, func() (err error) { peers, err = ListenUDPOn("lan0", 17434, TransportIPv4); return err })
 	peers.Close()
 }
+
+// TestN10OneFamilyHeld: another user held the IPv4 announcement port when
+// the controller started: it ran on IPv6 alone, and IPv4 stayed closed
+// after the port was free, until a reload. Fix: Reopen, called each
+// interval, opens a family that could not be opened before; status shows
+// the missing one meanwhile (transport_missing).
+func TestN10OneFamilyHeld(t *testing.T) {
+	testutil.RequireRoot(t)
+	l := newLAN(t, 2)
+	const port = 17435
+	squat := -1
+	testutil.AsUserIn(t, l.hosts[0], testutil.Nobody, testutil.Nobody, nil, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		squat = fd
+		return nil
+	})
+	if squat < 0 {
+		t.Fatal("nobody could not bind the port")
+	}
+	t.Cleanup(func() {
+		if squat >= 0 {
+			unix.Close(squat)
+		}
+	})
+	var tr, peer *UDPTransport
+	l.hosts[0].Do(t, func() (err error) { tr, err = ListenUDPOn("lan0", port, TransportBoth); return err })
+	t.Cleanup(func() { tr.Close() })
+	l.hosts[1].Do(t, func() (err error) { peer, err = ListenUDPOn("lan0", port, TransportIPv4); return err })
+	t.Cleanup(func() { peer.Close() })
+	if !strings.Contains(tr.Missing(), "udp4") {
+		t.Fatalf("with IPv4 held: missing %q, want udp4", tr.Missing())
+	}
+	reopen := func() (ok bool) { l.hosts[0].Do(t, func() error { ok = tr.Reopen(); return nil }); return ok }
+	if reopen() {
+		t.Fatal("reopened IPv4 while the port is held")
+	}
+	unix.Close(squat)
+	squat = -1
+	if !reopen() || tr.Missing() != "" {
+		t.Fatalf("after the port was freed: missing %q", tr.Missing())
+	}
+	got := make(chan netip.Addr, 1)
+	go func() {
+		buf := make([]byte, 2*MaxSize)
+		if _, from, err := tr.Recv(buf); err == nil {
+			got <- from
+		}
+	}()
+	for deadline := time.Now().Add(testutil.Patience(5 * time.Second)); ; {
+		if err := peer.Send([]byte("announcement")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case from := <-got:
+			if !from.Is4() {
+				t.Fatalf("received from %v, want the IPv4 broadcast", from)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no IPv4 announcement received on the reopened socket")
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -621,15 +622,11 @@ func TestD1SocketLanesFlood(t *testing.T) {
 // procCPU is a process's user + system CPU time so far.
 func procCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	var ut, st int64
-	fmt.Sscan(f[11], &ut)
-	fmt.Sscan(f[12], &st)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return st.CPU()
 }
 
 // bpfProgFDs counts a process's open BPF program descriptors.

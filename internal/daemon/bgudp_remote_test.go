@@ -44,7 +44,7 @@ func bgJudge(t *testing.T, what string, idle, off, on []time.Duration, lostOn, p
 	// only ~20 ms on an idle machine, a quarter of which a loaded
 	// machine's jitter alone exceeds), or below 40 % of the link.
 	if inflOn > 60*time.Millisecond || inflOn > inflOff/4 && inflOn > 25*time.Millisecond {
-		t.Errorf("%s: probe p95 inflation +%v with lanes (without +%v)", what, inflOn, inflOff)
+		testutil.TimingErrorf(t, "%s: probe p95 inflation +%v with lanes (without +%v)", what, inflOn, inflOff)
 	}
 	if lostOn > 0 {
 		t.Errorf("%s: %d probes lost with lanes", what, lostOn)

@@ -14,11 +14,7 @@
 package daemon_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +23,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -166,17 +163,6 @@ func defaultDownloads() string {
 // cpuTime is the user + system time a process has used (/proc/PID/stat),
 // 0 if it cannot be read.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// fields after the command name (which may hold spaces): state is 3rd,
-	// utime and stime the 14th and 15th of the whole line
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	s, _ := strconv.ParseUint(f[12], 10, 64)
-	return time.Duration(u+s) * time.Second / 100 // USER_HZ
+	st, _ := procstat.Read(pid)
+	return st.CPU()
 }

@@ -18,11 +18,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/procstat"
 )
 
 // backgroundNice is the nice value of the background lane (`lanes run`'s).
@@ -119,20 +119,12 @@ func threadIDs(pid int) ([]int, error) {
 	return out, nil
 }
 
-// procStart is a process's start time (field 22 of /proc/PID/stat).
+// procStart is a process's start time (field 22 of /proc/PID/stat), in
+// clock ticks after boot.
 func procStart(pid int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return "", err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the name may hold spaces and ')'
-	if i < 0 {
-		return "", fmt.Errorf("/proc/%d/stat: no name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return "", fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	return f[19], nil // field 22: the 20th after the name
+	return strconv.FormatUint(st.StartTime, 10), nil
 }

@@ -169,10 +169,10 @@ type Lane struct {
 	attachOK bool
 	netns    uint64
 
-	done    chan struct{}
-	closeMu sync.Once
-	started atomic.Bool
-	runDone chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	started   atomic.Bool
+	runDone   chan struct{}
 
 	// Which destinations leave through a device with the lanes tree: an
 	// immutable snapshot, looked up for lanes-rtd by a goroutine at normal
@@ -479,7 +479,7 @@ func (l *Lane) isClosed() bool {
 // Close stops Run (if running) and lanes-rtd, and releases the sockets.
 func (l *Lane) Close() error {
 	var err error
-	l.closeMu.Do(func() {
+	l.closeOnce.Do(func() {
 		close(l.done)
 		if l.started.Load() {
 			<-l.runDone

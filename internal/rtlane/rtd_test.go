@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/procstat"
 	"github.com/lanes-net/lanes/internal/rtlane/rtdbuild"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 )
@@ -50,17 +51,8 @@ func helperPids() []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || !strings.Contains(s[:i], "("+HelperName) {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+		st, err := procstat.Read(pid)
+		if err == nil && strings.HasPrefix(st.Comm, HelperName) && st.PPID == os.Getpid() {
 			pids = append(pids, pid)
 		}
 	}
@@ -200,13 +192,9 @@ func TestStopSignalsAreTheDaemons(t *testing.T) {
 // processCPU is a process's user and system time.
 func processCPU(t *testing.T, pid int) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	utime, _ := strconv.Atoi(f[11])
-	stime, _ := strconv.Atoi(f[12])
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	return st.CPU()
 }

@@ -28,12 +28,12 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/monoclock"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +52,9 @@ type Options struct {
 	// NoWatchdog disables the watchdog whatever the policy says (tests of
 	// other parts that must not start RT threads).
 	NoWatchdog bool
+	// BPFEvents takes process events from the BPF tracepoint programs even
+	// where the proc connector works (tests comparing the two).
+	BPFEvents bool
 }
 
 // Applied records one application of a rule.
@@ -183,7 +186,11 @@ func (e *Engine) watch(ctx context.Context) error {
 // openSource subscribes to process events: the proc connector, else the
 // BPF tracepoint programs; it names the one it took.
 func (e *Engine) openSource() (eventSource, string, error) {
-	conn, cerr := OpenConnector()
+	var conn *Connector
+	cerr := errors.New("not used (BPFEvents)")
+	if !e.opt.BPFEvents {
+		conn, cerr = OpenConnector()
+	}
 	if cerr == nil {
 		return conn, "netlink", nil
 	}
@@ -555,26 +562,12 @@ func (e *Engine) Close() error {
 // clock ticks since boot) to CLOCK_MONOTONIC ns; 0 if unknown. Boot time and
 // monotonic time differ only by time spent suspended.
 func startTimeMono(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	ticks, err := strconv.ParseInt(f[19], 10, 64) // field 22 overall
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return 0
 	}
 	var boot, mono unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	const clkTck = 100 // USER_HZ on every Linux ABI
-	return ticks*(1e9/clkTck) - (boot.Nano() - mono.Nano())
+	return int64(st.Start()) - (boot.Nano() - mono.Nano())
 }

@@ -279,6 +279,13 @@ func TestReactionNetlinkVsPoll(t *testing.T) {
 	}
 	nl := measure(Options{NoWatchdog: true}, 30, 20*time.Millisecond)
 	nlStatus := lastStatus
+	bpf := measure(Options{NoWatchdog: true, BPFEvents: true}, 30, 20*time.Millisecond)
+	if lastStatus.Mode == "bpf tracepoints" {
+		t.Logf("start -> policy applied: BPF tracepoint events p50 %v p99 %v (n=%d); exec event -> applied p50 %.0f µs p99 %.0f µs",
+			durQ(bpf, .5), durQ(bpf, .99), len(bpf), lastStatus.ReactP50US, lastStatus.ReactP99US)
+	} else {
+		t.Logf("BPF tracepoint events not available here (mode %q)", lastStatus.Mode)
+	}
 	poll := measure(Options{NoWatchdog: true, Poll: time.Second}, 6, time.Second)
 	// Under CPU load: one busy loop per CPU at normal priority, bounded.
 	var hogs []*exec.Cmd
@@ -431,4 +438,11 @@ func TestLaneHook(t *testing.T) {
 	if cur.Policy != unix.SCHED_IDLE {
 		t.Errorf("Close changed a policy the engine never set: %s", PolicyName(cur.Policy))
 	}
+}
+
+func durQ(d []time.Duration, f float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(f*float64(len(s))+0.999) - 1
+	return s[max(0, min(i, len(s)-1))]
 }

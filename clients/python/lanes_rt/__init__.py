@@ -34,13 +34,14 @@ from array import array
 from typing import List, NamedTuple, Optional, Tuple
 
 __all__ = ["Client", "Reason", "Result", "Notice", "Refused", "now", "socket_path",
-           "DEFAULT_SOCKET", "DAEMON_SOCKET", "MAX_PAYLOAD", "MAX_SOCKS"]
+           "DEFAULT_SOCKET", "DAEMON_SOCKET", "MAX_PAYLOAD", "MAX_SOCKS", "DEADLINE_HORIZON_NS"]
 
 DEFAULT_SOCKET = "/run/lanes/rt.sock"
 VERSION = 1
 MAX_PAYLOAD = 65507
 MAX_SOCKS = 8
 MAX_REPLY = 32 + 60 * 1024
+DEADLINE_HORIZON_NS = 60_000_000_000  # a deadline farther from receipt is refused BAD_DEADLINE
 DAEMON_SOCKET = 0  # sock number of the daemon's own UDP socket
 
 _SEND, _STATS, _ATTACH = 0x01, 0x02, 0x03
@@ -71,6 +72,8 @@ class Reason(enum.IntEnum):
     BAD_SOCKET = 13        # not a UDP socket of the daemon's namespace, or no such number
     TOO_MANY_SOCKETS = 14  # (attach) MAX_SOCKS attached already
     UNSUPPORTED = 15       # (attach) the kernel lacks per-datagram priorities (6.14+)
+    BAD_DEADLINE = 16      # the deadline lies more than DEADLINE_HORIZON_NS from receipt
+    OVER_SHARE = 17        # this connection or uid holds its share of the queue
 
     def __str__(self):
         return _REASON_NAMES[self]
@@ -80,6 +83,7 @@ _REASON_NAMES = [
     "none", "would-make-others-late", "own-deadline-unmeetable", "not-granted", "malformed",
     "queue-full", "bad-destination", "too-big", "late-at-release", "send-error", "shutdown",
     "disabled", "too-many-connections", "bad-socket", "too-many-sockets", "unsupported",
+    "deadline-out-of-range", "over-share",
 ]
 
 

@@ -49,6 +49,9 @@ pub const MAX_PAYLOAD: usize = 65507;
 pub const MAX_SOCKS: u16 = 8;
 /// The socket number of the daemon's own UDP socket.
 pub const DAEMON_SOCKET: u16 = 0;
+/// A deadline farther than this (ns) from the request's receipt is refused
+/// `Reason::BAD_DEADLINE`.
+pub const DEADLINE_HORIZON_NS: u64 = 60_000_000_000;
 
 const VERSION: u8 = 1;
 const REQUEST_SIZE: usize = 40;
@@ -95,12 +98,17 @@ impl Reason {
     pub const TOO_MANY_SOCKETS: Reason = Reason(14);
     /// (attach) The kernel lacks per-datagram priorities (Linux 6.14+).
     pub const UNSUPPORTED: Reason = Reason(15);
+    /// The deadline lies more than DEADLINE_HORIZON_NS from receipt.
+    pub const BAD_DEADLINE: Reason = Reason(16);
+    /// This connection or uid holds its share of the queue.
+    pub const OVER_SHARE: Reason = Reason(17);
 }
 
-const REASON_NAMES: [&str; 16] = [
+const REASON_NAMES: [&str; 18] = [
     "none", "would-make-others-late", "own-deadline-unmeetable", "not-granted", "malformed",
     "queue-full", "bad-destination", "too-big", "late-at-release", "send-error", "shutdown",
     "disabled", "too-many-connections", "bad-socket", "too-many-sockets", "unsupported",
+    "deadline-out-of-range", "over-share",
 ];
 
 impl fmt::Display for Reason {
@@ -458,6 +466,7 @@ mod tests {
     fn reason_names() {
         assert_eq!(Reason::NOT_GRANTED.to_string(), "not-granted");
         assert_eq!(Reason::UNSUPPORTED.to_string(), "unsupported");
+        assert_eq!(Reason::OVER_SHARE.to_string(), "over-share");
         assert_eq!(Reason(200).to_string(), "reason-200");
     }
 

@@ -66,12 +66,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "lanes_abi.h"
 #include "lanes_kernel.h"
 
 char __license[] SEC("license") = "GPL";
-
-/* the clamp (and ssthresh) of a removed cap: sock_ops' CAP_NONE */
-#define CAP_NONE 0x7fffffff
 
 #ifndef bpf_ksym_exists
 #define bpf_ksym_exists(sym) (!!(sym))

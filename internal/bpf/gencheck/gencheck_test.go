@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,15 +174,11 @@ func copySources(t *testing.T, root, scratch string) {
 }
 
 // buildBpf2go builds the module's bpf2go (the version go.mod pins), as
-// `go run` in a generate line would.
+// `go run` in a generate line would; go test puts its own go first in PATH.
 func buildBpf2go(t *testing.T, scratch string) string {
 	t.Helper()
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		gocmd = "go"
-	}
 	bin := filepath.Join(scratch, "bpf2go")
-	cmd := exec.Command(gocmd, "build", "-o", bin, "github.com/cilium/ebpf/cmd/bpf2go")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/cilium/ebpf/cmd/bpf2go")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building bpf2go: %v\n%s", err, out)

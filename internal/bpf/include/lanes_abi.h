@@ -28,6 +28,11 @@ enum lane {
 	LANE_SLOTS = 4, /* array size indexed by lane */
 };
 
+/* The cwnd clamp (and ssthresh) of a removed cap: what sock_ops sets when
+ * a cap goes, and what capcc and sock_ops read as "no cap" (the kernel's
+ * TCP_INFINITE_SSTHRESH; ledbat.SsthreshInfinite in Go). */
+#define CAP_NONE 0x7fffffff
+
 /* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor);
  * the pure ACKs of capped downloads have the ACK class (lane.AckClassMinor). */
 enum lane_class {

@@ -86,7 +86,6 @@ char __license[] SEC("license") = "GPL";
  * on TCP's internal pacing */
 #define PACING_ON 0x7fffffff
 #define CC_NAME_LEN 16 /* TCP_CA_NAME_MAX */
-#define CAP_NONE 0x7fffffff
 
 /* sock_cgroup is the socket's cgroup v2, on every kernel layout (CO-RE). */
 static __always_inline struct cgroup *sock_cgroup(struct sock *sk)
@@ -835,12 +834,17 @@ static __always_inline void live_leave_bg(struct sock *sk, struct sk_state *st, 
 SEC("iter/tcp")
 int lanes_live_cc(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
+	struct sock_common *skc;
 	struct sk_state *st;
 	struct sock *sk;
 	__u64 cookie;
 	__u32 *v, lane;
 
+	/* a kernel without the TCP iterator never runs this (it does not
+	 * load there); the check keeps the relocation guarded */
+	if (!bpf_core_field_exists(ctx->sk_common))
+		return 0;
+	skc = ctx->sk_common;
 	if (!skc)
 		return 0;
 	sk = (struct sock *)bpf_skc_to_tcp_sock(skc);

@@ -9,10 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// clkTck is USER_HZ, 100 on every Linux architecture lanes targets.
-const clkTck = 100
+	"github.com/lanes-net/lanes/internal/procstat"
+)
 
 // ProcCPU returns the CPU time of a process: the sum of its live threads'
 // run time (a thread that exits between two reads takes its time with it;
@@ -26,7 +25,8 @@ func ProcCPU(pid int) time.Duration {
 	for _, t := range tasks {
 		d, ok := schedstatCPU(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
 		if !ok {
-			return statCPU(fmt.Sprintf("/proc/%d/stat", pid))
+			st, _ := procstat.Read(pid)
+			return st.CPU()
 		}
 		sum += d
 	}
@@ -38,7 +38,8 @@ func ThreadCPU(pid, tid int) time.Duration {
 	if d, ok := schedstatCPU(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid)); ok {
 		return d
 	}
-	return statCPU(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	st, _ := procstat.ReadTask(pid, tid)
+	return st.CPU()
 }
 
 // schedstatCPU reads a task's time on the CPU in ns, the first field of
@@ -56,26 +57,6 @@ func schedstatCPU(path string) (time.Duration, bool) {
 	return time.Duration(ns), err == nil
 }
 
-func statCPU(path string) time.Duration {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	// fields after ")": state(0) ... utime is field 14 overall -> index 11 here.
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	st, _ := strconv.ParseUint(f[12], 10, 64)
-	return time.Duration(u+st) * time.Second / clkTck
-}
-
 // SoftirqTime returns the machine's total softirq CPU time (/proc/stat).
 func SoftirqTime() time.Duration {
 	b, err := os.ReadFile("/proc/stat")
@@ -88,5 +69,5 @@ func SoftirqTime() time.Duration {
 		return 0
 	}
 	v, _ := strconv.ParseUint(f[7], 10, 64)
-	return time.Duration(v) * time.Second / clkTck
+	return time.Duration(v) * time.Second / procstat.UserHZ
 }

@@ -2,7 +2,6 @@
 package lbe
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -110,8 +110,7 @@ func TestCLISignalCleanup(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			b, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if st, err := procstat.Read(p); err == nil && st.PPID == pid {
 				out = append(out, p)
 			}
 		}
@@ -152,8 +151,8 @@ func TestCLISignalCleanup(t *testing.T) {
 		}
 	}
 	for _, k := range kids {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(k) + "/stat"); err == nil && !strings.Contains(string(b), ") Z") {
-			t.Errorf("process %d left running: %s", k, b)
+		if st, err := procstat.Read(k); err == nil && st.State != 'Z' {
+			t.Errorf("process %d left running: %+v", k, st)
 		}
 	}
 }

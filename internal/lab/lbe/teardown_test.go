@@ -16,6 +16,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/lab/testbed/labtest"
 	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/procstat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -69,7 +70,7 @@ func TestSetupTeardown(t *testing.T) {
 	}
 	for _, p := range pids {
 		if syscall.Kill(p, 0) == nil {
-			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); !strings.Contains(string(b), ") Z") {
+			if st, _ := procstat.Read(p); st.State != 'Z' {
 				t.Errorf("helper process %d left running", p)
 			}
 		}
@@ -90,9 +91,7 @@ func helperPids(t *testing.T) []int {
 		if err != nil || !bytes.Contains(b, []byte("LANES_LAB_HELPER=1")) {
 			continue
 		}
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(me) { // ppid
+		if st, err := procstat.Read(pid); err == nil && st.PPID == me {
 			out = append(out, pid)
 		}
 	}

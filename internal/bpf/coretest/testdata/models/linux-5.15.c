@@ -1724,5 +1724,6 @@ struct ack_sample __model_ack_sample;
 struct trace_event_raw_tcp_probe __model_trace_event_raw_tcp_probe;
 struct trace_event_raw_inet_sock_set_state __model_trace_event_raw_inet_sock_set_state;
 struct inet_connection_sock __model_inet_connection_sock;
+struct bpf_iter__tcp __model_bpf_iter__tcp;
 
 #endif /* __VMLINUX_H__ */
