@@ -14,30 +14,51 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-# Debian 12's security archive (bookworm-security carries 6.12 for bookworm).
-deb_path=updates/main/l/linux-6.12/linux-source-6.12_6.12.117-1~deb12u1_all.deb
+# Debian 12's security archive (bookworm-security carries 6.12 for
+# bookworm): the pinned source package, or, once the archive has replaced
+# it, the suite's current one (below).
+security=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+deb_url=$security/pool/updates/main/l/linux-6.12/linux-source-6.12_6.12.117-1~deb12u1_all.deb
 deb_sha=e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703
 fragments=(scripts/gki/virt-base.fragment scripts/gki/android16-6.12.fragment)
-key=$( { echo "$deb_sha"; sha256sum "${fragments[@]}" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
-out=$cachetop/kernels/gki-6.12-$key
-if [ -f "$out/Image" ] && [ -f "$out/config" ]; then
+# set_key: the cache key and folder from the source's and fragments' sha256.
+set_key() {
+  key=$( { echo "$deb_sha"; sha256sum "${fragments[@]}" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+  out=$cachetop/kernels/gki-6.12-$key
+}
+cached() {
+  [ -f "$out/Image" ] && [ -f "$out/config" ] || return 1
   echo "gki-kernel: cached ($out, built in $(cat "$out/build-seconds" 2>/dev/null || echo ?) s)" >&2
-  echo "$out"; exit 0
-fi
+  echo "$out"
+}
+set_key
+cached && exit 0
 want=(gcc-aarch64-linux-gnu make bc flex bison dwarves libelf-dev libssl-dev xz-utils curl)
 missing=(); for p in "${want[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   while fuser /var/lib/dpkg/lock-frontend >/dev/null 2>&1; do sleep 5; done
   DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2
 fi
-src=$cachetop/src; mkdir -p "$src" "$out"
-deb=$src/$(basename "$deb_path")
+src=$cachetop/src; mkdir -p "$src"
+deb=$src/$(basename "$deb_url")
 if [ ! -f "$deb" ] || ! echo "$deb_sha  $deb" | sha256sum -c --quiet 2>/dev/null; then
-  curl -sSfL -o "$deb.part" "${DEBIAN_SECURITY_MIRROR:-http://security.debian.org/debian-security}/pool/$deb_path"
+  if ! curl -sSfL -o "$deb.part" "$deb_url"; then
+    # The archive drops a version when the next one lands: the suite's
+    # current linux-source-6.12 from its signed index (gpgv-verified,
+    # scripts/debian-index.sh); the cache key follows its sha256.
+    . "$here/scripts/debian-index.sh"
+    read -r version deb_url deb_sha _ <<<"$(deb_resolve amd64 linux-source-6.12 "$security|bookworm-security")"
+    echo "gki-kernel: the pinned source is gone from the archive; using $version (sha256 $deb_sha)" >&2
+    set_key
+    cached && exit 0
+    deb=$src/$(basename "$deb_url")
+    curl -sSfL -o "$deb.part" "$deb_url"
+  fi
   echo "$deb_sha  $deb.part" | sha256sum -c --quiet
   mv "$deb.part" "$deb"
 fi
+mkdir -p "$out"
 # check_config CONFIG: every option the fragments set took its value (an
 # option whose dependencies the base lacks is silently dropped otherwise).
 check_config() {
@@ -59,7 +80,7 @@ build=$cachetop/build/gki-6.12-$key
 mkdir -p "$cachetop/build"
 exec 9>"$build.lock"
 flock 9
-if [ -f "$out/Image" ] && [ -f "$out/config" ]; then echo "$out"; exit 0; fi
+cached && exit 0
 if [ ! -f "$build/.unpacked" ]; then
   rm -rf "$build"; mkdir -p "$build"
   dpkg-deb --fsys-tarfile "$deb" | tar -x -O --wildcards '*/linux-source-6.12.tar.xz' | xz -dc |
