@@ -73,6 +73,17 @@ check_config() {
   done
   return $bad
 }
+# builtin CONFIG: what scripts/kernel-vm.sh insmods on Debian's kernels
+# (and BTF, which CO-RE and struct_ops need) is built in here: no modules.
+builtin() {
+  local s bad=0
+  for s in NET_SCH_HTB NET_SCH_TBF NET_SCH_INGRESS NET_CLS_BPF NET_ACT_BPF NET_SCH_FQ NET_SCH_PRIO \
+    NET_SCH_NETEM NET_SCH_FQ_CODEL VETH TUN INET_DIAG INET_TCP_DIAG IFB NET_ACT_MIRRED NET_CLS_U32 \
+    LLC STP BRIDGE DEBUG_INFO_BTF CGROUP_BPF BPF_JIT; do
+    grep -qx "CONFIG_$s=y" "$1" || { echo "gki-kernel: CONFIG_$s is not built in" >&2; bad=1; }
+  done
+  return $bad
+}
 t0=$(date +%s)
 build=$cachetop/build/gki-6.12-$key
 # One build per key at a time: a second run waits for the first (and then
@@ -92,6 +103,7 @@ kmake=(make -C "$build" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- -j"$(nproc)"
 (cd "$build" && ARCH=arm64 ./scripts/kconfig/merge_config.sh -m -O . .config "${fragments[@]/#/$here/}") >&2
 "${kmake[@]}" -s olddefconfig >&2
 check_config "$build/.config"
+builtin "$build/.config"
 nice -n 19 "${kmake[@]}" Image >&2
 cp "$build/arch/arm64/boot/Image" "$out/Image"
 cp "$build/.config" "$out/config"
