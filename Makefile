@@ -29,7 +29,7 @@ DEBREVISION ?= 1
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)-$(DEBREVISION)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install install-rt-dev deb kernel-check android-check system-check leakcheck stress-test soak cost
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo lint bench clean install install-rt-dev deb kernel-check android-check system-check leakcheck stress-test soak cost fuzz
 
 all: build
 
@@ -46,9 +46,9 @@ native: rtd
 # lanes-rtd: the daemon then runs without the realtime lane, and says so.
 # Hardened as Debian builds C (dpkg-buildflags): fortified libc calls,
 # read-only relocations bound at start.
-RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -D_FORTIFY_SOURCE=2 -Iinternal/bpf/edfqdisc
+RTD_CFLAGS := -O2 -Wall -Wextra -Werror -Wno-unknown-pragmas -std=gnu11 -fwrapv -D_FORTIFY_SOURCE=2 -Iinternal/bpf/edfqdisc -Iinclude
 RTD_LDFLAGS ?= -Wl,-z,relro -Wl,-z,now
-RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h
+RTD_SRC := $(wildcard rtd/*.c rtd/*.h) internal/bpf/edfqdisc/edf_core.h include/lanes_rt.h
 rtd: $(OUT)/lanes-rtd
 
 $(OUT)/lanes-rtd: $(RTD_SRC)
@@ -102,6 +102,17 @@ test:
 	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
 	TMPDIR=$$tmp CGO_ENABLED=1 $(GO) test -race -short -count=1 -p 1 -timeout 30m ./... || rc=1; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
+
+# lanes-rtd's fuzz target (rtd/fuzz/: libFuzzer, ASan, UBSan, a leaked
+# descriptor fails it) for FUZZ_TIME seconds, and the wire parsers' Go fuzz
+# targets for as long each; make test runs the first for 60 s and the
+# second's seeds.
+FUZZ_TIME ?= 600
+fuzz:
+	./scripts/deps.sh test
+	FUZZ_TIME=$(FUZZ_TIME) $(GO) test -count=1 -p 1 -timeout 0 -v -run '^TestFuzzRtd$$' ./internal/rtlane/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZ_TIME)s ./internal/rtlane/wire/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime $(FUZZ_TIME)s ./internal/rtlane/wire/
 
 # Fails if anything of lanes is left on the machine (files under /run/lanes
 # and /var/lib/lanes, cgroups, mounts, test namespaces, BPF programs,

@@ -258,13 +258,13 @@ void conn_resume(struct rtd *d, struct conn *c, const unsigned char *rep, size_t
 }
 
 /* conn_event handles what epoll reported for c. A hang-up or error while
- * the connection is not read (a reply kept, or the daemon answering it:
- * epoll reports them whatever is watched) ends it. */
+ * the connection is not read (a reply kept, the daemon answering it, or
+ * out of tokens: epoll reports them whatever is watched) ends it. */
 void conn_event(struct rtd *d, struct conn *c, uint32_t events)
 {
 	if (c->fd < 0)
 		return;
-	if ((c->paused || c->out) && (events & (EPOLLHUP | EPOLLERR)))
+	if ((c->paused || c->out || c->throttled) && (events & (EPOLLHUP | EPOLLERR)))
 		conn_end(d, c);
 	else if (events & EPOLLOUT)
 		conn_writable(d, c);
@@ -275,13 +275,11 @@ void conn_event(struct rtd *d, struct conn *c, uint32_t events)
 /* conn_writable sends the kept reply, then reads again. */
 void conn_writable(struct rtd *d, struct conn *c)
 {
-	unsigned char *b = c->out;
+	unsigned char *b = c->out, copy[WIRE_REPLY];
 	size_t len = c->outlen;
 
 	if (c->fd < 0 || !b)
 		return;
-	unsigned char copy[WIRE_REPLY];
-
 	c->out = NULL;
 	watch(d, c);
 	if (b == c->outbuf) { /* write_reply may keep it there again */
@@ -496,7 +494,13 @@ void conn_readable(struct rtd *d, struct conn *c)
 		struct iovec iov = {.iov_base = inbuf, .iov_len = sizeof(inbuf)};
 		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.space,
 				     .msg_controllen = sizeof(ctl.space)};
-		ssize_t n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+		ssize_t n;
+
+		if (!pace_ready(d, c, mono_now())) { /* another connection of its uid took the tokens */
+			throttle(d, c);
+			return;
+		}
+		n = recvmsg(c->fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EINTR)
 			continue;

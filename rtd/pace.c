@@ -19,6 +19,20 @@
 
 static int64_t interval(uint32_t per_s) { return per_s ? 1000000000ll / per_s : 0; }
 
+/* pace_ready says whether c may be read at now: both its buckets within
+ * their burst; else c->wake is when they will be. */
+int pace_ready(struct rtd *d, struct conn *c, int64_t now)
+{
+	int64_t iu = interval(d->cfg.requests), ic = interval(share(d->cfg.requests, 2)), wu, wc;
+
+	if (!d->cfg.requests || c->uid == 0)
+		return 1;
+	wu = c->u->tokens_at - PACE_BURST * iu;
+	wc = c->tokens_at - PACE_BURST * ic;
+	c->wake = wu > wc ? wu : wc;
+	return c->wake <= now;
+}
+
 /* pace_charge charges a request read at now to c's buckets; 0 if either
  * is then over its burst (c is not read again before c->wake). */
 int pace_charge(struct rtd *d, struct conn *c, int64_t now)

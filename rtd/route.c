@@ -10,7 +10,8 @@
  * oldest. Every operation on the send path is O(1):
  *   - a known destination: one bucket's chain, moved to the front;
  *   - a new one: an entry taken from the free list, or the oldest
- *     dropped; the daemon is asked (RTD_LOOKUP) once;
+ *     dropped; the daemon is asked (RTD_LOOKUP), again after
+ *     ROUTE_ASK_NS without an answer (a busy daemon drops questions);
  *   - an entry unused for ROUTE_IDLE_NS is forgotten (routes_prune, from
  *     the loop), and the daemon told (RTD_FORGET) so that it stops
  *     re-resolving it.
@@ -142,6 +143,10 @@ int route_class(struct rtd *d, struct conn *c, const struct dest *dst, int64_t n
 		r->used = now;
 		unlink_lru(d, r);
 		push_newest(d, r);
+		if (r->asked && now - r->asked > ROUTE_ASK_NS) { /* the daemon was busy: it dropped the question */
+			r->asked = now;
+			ctl_send(d, &r->r, sizeof(r->r));
+		}
 		return r->asked ? d->guess : r->r.cls;
 	}
 	if (c && c->fd < 0)
@@ -156,7 +161,7 @@ int route_class(struct rtd *d, struct conn *c, const struct dest *dst, int64_t n
 	r->r.h.type = RTD_LOOKUP;
 	r->r.family = dst->family;
 	memcpy(r->r.addr, dst->addr, alen(dst->family));
-	r->asked = 1;
+	r->asked = now;
 	r->used = now;
 	b = rhash(d, dst->family, dst->addr);
 	r->hnext = d->rbucket[b];

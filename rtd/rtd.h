@@ -6,7 +6,11 @@
  *   conn.c   clients' requests (SEND, ATTACH, STATS), replies, notices
  *   lane.c   admission (edf_core.h, the arithmetic of internal/edf),
  *            paced EDF release, sends, counters, trace events
- *   main.c   the control socket, the epoll loop, the release timer
+ *   pool.c   the payload pool and the users' table (shares)
+ *   route.c  the destinations' classes
+ *   pace.c   requests paced per connection and uid
+ *   loop.c   the epoll loop, the control socket, the release timer
+ *   main.c   the process's setup
  */
 #ifndef LANES_RTD_H
 #define LANES_RTD_H
@@ -19,28 +23,45 @@
 #include "ctl.h"
 
 /* The queue's capacity; max_queue above it refuses with queue-full here. */
+#ifndef EDF_CAP /* smaller in the fuzz target, so that its limits are reached */
 #define EDF_CAP 16384
+#endif
 #include "edf_core.h"
 
-/* The client protocol (docs/realtime.md; include/lanes_rt.h). */
-#define WIRE_VERSION 1
-#define WIRE_REQ 40
-#define WIRE_REPLY 32
-#define WIRE_MAX_PAYLOAD 65507
-#define WIRE_MAX_SOCKS 8
-enum {
-	WIRE_SEND = 0x01, WIRE_STATS = 0x02, WIRE_ATTACH = 0x03,
-	WIRE_ADMIT = 0x81, WIRE_REJECT = 0x82, WIRE_DROPPED = 0x83, WIRE_ERROR = 0x84,
-	WIRE_ATTACHED = 0x86,
-};
-#define WIRE_FLAG_RELATIVE 0x01
-enum {
-	R_NONE = 0, R_DISPLACES = 1, R_OWN_DEADLINE = 2, R_MALFORMED = 4, R_QUEUE_FULL = 5,
-	R_BAD_DEST = 6, R_TOO_BIG = 7, R_LATE = 8, R_SEND_ERROR = 9, R_SHUTDOWN = 10,
-	R_DISABLED = 11, R_BAD_SOCKET = 13, R_TOO_MANY = 14, R_UNSUPPORTED = 15, R_BAD_DEADLINE = 16,
-	R_OVER_SHARE = 17,
-};
-#define DEADLINE_HORIZON_NS 60000000000ll
+/* The client protocol (docs/realtime.md): its one definition is the C
+ * client's header, include/lanes_rt.h; these are short names for it. */
+#include "lanes_rt.h"
+#define WIRE_VERSION LANES_RT_VERSION
+#define WIRE_REQ LANES_RT_REQ_SIZE
+#define WIRE_REPLY LANES_RT_REPLY_SIZE
+#define WIRE_MAX_PAYLOAD LANES_RT_MAX_PAYLOAD
+#define WIRE_MAX_SOCKS LANES_RT_MAX_SOCKS
+#define WIRE_SEND LANES_RT_SEND
+#define WIRE_STATS LANES_RT_STATS
+#define WIRE_ATTACH LANES_RT_ATTACH
+#define WIRE_ADMIT LANES_RT_ADMIT
+#define WIRE_REJECT LANES_RT_REJECT
+#define WIRE_DROPPED LANES_RT_DROPPED
+#define WIRE_ERROR LANES_RT_ERROR
+#define WIRE_ATTACHED LANES_RT_ATTACHED
+#define WIRE_FLAG_RELATIVE LANES_RT_FLAG_RELATIVE
+#define R_NONE LANES_RT_REASON_NONE
+#define R_DISPLACES LANES_RT_REASON_DISPLACES
+#define R_OWN_DEADLINE LANES_RT_REASON_OWN_DEADLINE
+#define R_MALFORMED LANES_RT_REASON_MALFORMED
+#define R_QUEUE_FULL LANES_RT_REASON_QUEUE_FULL
+#define R_BAD_DEST LANES_RT_REASON_BAD_DEST
+#define R_TOO_BIG LANES_RT_REASON_TOO_BIG
+#define R_LATE LANES_RT_REASON_LATE
+#define R_SEND_ERROR LANES_RT_REASON_SEND_ERROR
+#define R_SHUTDOWN LANES_RT_REASON_SHUTDOWN
+#define R_DISABLED LANES_RT_REASON_DISABLED
+#define R_BAD_SOCKET LANES_RT_REASON_BAD_SOCKET
+#define R_TOO_MANY LANES_RT_REASON_TOO_MANY_SOCKETS
+#define R_UNSUPPORTED LANES_RT_REASON_UNSUPPORTED
+#define R_BAD_DEADLINE LANES_RT_REASON_BAD_DEADLINE
+#define R_OVER_SHARE LANES_RT_REASON_OVER_SHARE
+#define DEADLINE_HORIZON_NS LANES_RT_HORIZON_NS
 
 /* Shares (docs/realtime.md, "Shares and pacing"): of the queue's slots,
  * its payload bytes and the destination table, a connection not root's
@@ -65,7 +86,9 @@ struct pool {
 
 /* A uid's holdings, for its shares and pacing; kept while it has a
  * connection, a queued datagram, a counters entry or a destination. */
+#ifndef USERS_MAX
 #define USERS_MAX 8448 /* max_conns (4096) + counters entries (4097) + room */
+#endif
 struct user {
 	uint32_t uid;
 	uint32_t conns;
@@ -134,20 +157,29 @@ struct flowstat {
 
 /* The destinations' classes: a hash table over a fixed array, least
  * recently used first to go (route.c). */
+#ifndef ROUTES_MAX
 #define ROUTES_MAX 4096
+#endif
+#ifndef ROUTE_BUCKETS
 #define ROUTE_BUCKETS 8192
+#endif
 #define ROUTE_IDLE_NS 30000000000ll /* unused this long: forgotten */
+#define ROUTE_ASK_NS 1000000000ll   /* no answer this long: asked again */
 struct route {
 	struct rtd_route r;
-	int asked;             /* looked up, no answer yet */
+	int64_t asked;         /* when looked up, no answer yet (0: answered) */
 	int64_t used;          /* last looked at */
 	struct conn *owner;    /* counted against it (and its uid) while it lives */
 	struct route *hnext;   /* hash chain, or the free list */
 	struct route *older, *newer; /* the LRU list */
 };
 
+#ifndef FLOWS_MAX
 #define FLOWS_MAX 4096
+#endif
+#ifndef FLOW_BUCKETS
 #define FLOW_BUCKETS 4096
+#endif
 
 struct rtd {
 	struct rtd_config cfg;
@@ -240,6 +272,7 @@ void routes_disown(struct rtd *d, struct conn *c);
 void routes_prune(struct rtd *d, int64_t now);
 
 /* pace.c: requests paced per connection and per uid */
+int pace_ready(struct rtd *d, struct conn *c, int64_t now);
 int pace_charge(struct rtd *d, struct conn *c, int64_t now);
 int64_t pace_wake(struct rtd *d, int64_t now);
 
@@ -259,8 +292,10 @@ void conn_reap(struct rtd *d);
 void conn_wake(struct rtd *d, int64_t now);
 int take_fds(struct msghdr *msg, int *fds, int max);
 
-/* main.c */
+/* loop.c */
 void ctl_send(struct rtd *d, const void *msg, size_t len);
 void timer_arm(struct rtd *d, int64_t at);
+void loop_watch(struct rtd *d);
+int loop_once(struct rtd *d, int timeout_ms);
 
 #endif /* LANES_RTD_H */

@@ -15,8 +15,9 @@ case "${1:-test}" in
   # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
   # python3-venv: the Python client installed into a virtual environment.
   # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; dpkg-dev, file, binutils: make deb
-  # (dist/dist_test.go), lintian: its check of the package.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv dpkg-dev file binutils lintian) ;;
+  # (dist/dist_test.go), lintian: its check of the package; libclang-rt-dev: lanes-rtd's fuzz target
+  # and sanitizer builds.
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv dpkg-dev file binutils lintian libclang-rt-dev) ;;
   deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).

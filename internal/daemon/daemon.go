@@ -310,6 +310,7 @@ func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 		return false
 	}
 	d.pol = pol
+	d.setExeLanesLocked()
 	if err != nil {
 		d.logApplyError(err)
 	}
@@ -340,6 +341,7 @@ func (d *Daemon) installLocked() error {
 		return err
 	}
 	d.host = h
+	d.setExeLanesLocked()
 	return d.applyLocked(d.desiredFor(d.pol), true)
 }
 

@@ -196,3 +196,27 @@ func (d *Daemon) pruneMovedLocked() {
 		}
 	}
 }
+
+// exeLaner is the host datapath's lanes decided at exec (datapath execlane.go).
+type exeLaner interface {
+	SetExeLanes(exes map[string]lane.Lane) error
+}
+
+// setExeLanesLocked gives the datapath the exe: rules it can decide at exec:
+// an absolute path and no other condition (d.mu held). The others act
+// through the task engine's move alone.
+func (d *Daemon) setExeLanesLocked() {
+	x, ok := d.host.(exeLaner)
+	if !ok {
+		return
+	}
+	exes := map[string]lane.Lane{}
+	for _, r := range d.pol.Rules {
+		if filepath.IsAbs(r.Exe) && r.Comm == "" && r.UID == nil && r.Cgroup == "" {
+			exes[r.Exe] = r.Lane
+		}
+	}
+	if err := x.SetExeLanes(exes); err != nil {
+		d.log.Warn("exe: rules at exec: their processes follow when the task engine moves them", "err", err)
+	}
+}

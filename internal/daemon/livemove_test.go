@@ -443,8 +443,19 @@ func newProcessFollows(t *testing.T, p *testutil.Path, cb *classBytes, sock, bas
 	if dbg == 0 {
 		t.Errorf("the new upload sent nothing in background")
 	}
-	if dfg > 3000 { // its SYN and an ACK or two, if the exec event came late
-		t.Errorf("the new upload sent %d bytes in interactive before the rule reached it", dfg)
+	execLane := status(t, sock).Capabilities["exec_lane"]
+	t.Logf("exec_lane: %s", execLane)
+	switch {
+	case dfg <= 3000: // at most a neighbour exchange
+	case execLane == "on":
+		// decided at exec in the kernel: its sockets are background from
+		// their creation, whatever the load
+		t.Errorf("the new upload sent %d bytes in interactive although its exec set its lane", dfg)
+	default:
+		// the engine moves the process after its exec event: a process
+		// that connects and sends before that (a loaded host: 135 KB at
+		// load 14) starts in interactive, then follows
+		testutil.TimingErrorf(t, "the new upload sent %d bytes in interactive before the rule reached it", dfg)
 	}
 }
 

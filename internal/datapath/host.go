@@ -33,6 +33,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/execlane"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -94,6 +95,9 @@ const (
 	// applied at once by an iter/tcp program (Linux 5.14+), not at the
 	// socket's next ACK
 	CapLiveCC Capability = "live_cc"
+	// CapExecLane: an exe: rule's lane from a process's first socket on,
+	// decided at exec in the kernel (tp_btf, cgroup/sock_create: execlane.go)
+	CapExecLane Capability = "exec_lane"
 )
 
 // Host is the installed per-namespace datapath.
@@ -103,6 +107,7 @@ type Host struct {
 	cls     *classifier.ClassifierObjects
 	ops     *sockops.Objects // nil without CapSockops
 	live    *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
+	exec    *execlane.Lanes  // nil without CapExecLane (execlane.go)
 	opsLink link.Link
 	optLink link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
 	cc      *capcc.CC  // nil when the kernel cannot run it
@@ -236,6 +241,7 @@ func (h *Host) loadSockops() {
 	h.ops = ops
 	h.attachSetsockopt()
 	h.loadLive(opsCfg)
+	h.loadExecLane(cookie)
 }
 
 // attachSetsockopt attaches the program that keeps background sockets on
@@ -307,7 +313,7 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC} {
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
 		if _, off := h.off[c]; !off {
 			h.off[c] = "needs sock_ops"
 		}
@@ -323,7 +329,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC} {
+	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {
@@ -375,6 +381,9 @@ func (h *Host) teardown(evict bool) error {
 	}
 	if h.live != nil {
 		errs = append(errs, h.live.Close())
+	}
+	if h.exec != nil {
+		errs = append(errs, h.exec.Close())
 	}
 	if h.ops != nil {
 		errs = append(errs, h.ops.Close())

@@ -9,7 +9,7 @@
 //	  overhead: 42B         # per-datagram bytes added on the wire (Ethernet+IPv4+UDP)
 //	  max_queue: 10000      # packets; beyond this requests are refused
 //	  max_queue_bytes: 8MiB # payload bytes lanes-rtd holds, allocated at its start
-//	  client_requests: 4000 # requests/s of one uid not root (a connection: half)
+//	  client_requests: 2000 # requests/s of one uid not root (a connection: half)
 //	  max_conns: 256        # client connections in total ...
 //	  max_conns_per_uid: 16 # ... and of one uid; more are refused (too-many-connections)
 //	  release_priority: 10  # SCHED_FIFO of lanes-rtd, the data path; 0 = normal
@@ -120,7 +120,7 @@ func DefaultConfig() Config {
 		// 8 MiB: 67 ms of the queue at 1 Gbit/s; 128 max-size
 		// datagrams for one connection, 32 of 65,507 bytes.
 		MaxQueueBytes:  8 << 20,
-		ClientRequests: 4000,
+		ClientRequests: 2000,
 		// Above ordinary SCHED_FIFO tasks at 1..9, below kernel threads
 		// and the lanes task policy's usual 50+.
 		ReleasePriority:      10,

@@ -277,7 +277,7 @@ func (c *conn) send(b []byte) error {
 // anyone else the totals and their own uid's flows. Flows are dropped (and
 // Truncated set) until the body fits wire.MaxReplyBody.
 func (l *Lane) statsBody(uid uint32) []byte {
-	s := l.Stats()
+	s := l.clientStats(uid)
 	if uid != 0 {
 		own := s.Flows[:0]
 		for _, f := range s.Flows {

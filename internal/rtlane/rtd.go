@@ -326,10 +326,13 @@ func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 	case rtdLookup:
 		var r rtdRouteMsg
 		if _, err := binary.Decode(msg, binary.NativeEndian, &r); err == nil {
+			// The refresher busy: dropped; lanes-rtd asks again at a
+			// later datagram (route.c, ROUTE_ASK_NS). Never answered
+			// from here: this goroutine must not write to the control
+			// socket while lanes-rtd may be blocked writing to it.
 			select {
 			case l.lookups <- routeAddr(r):
-			default: // the refresher is busy: the next datagram asks again
-				l.forgetLookup(p, routeAddr(r))
+			default:
 			}
 		}
 	case rtdForward:
@@ -347,12 +350,6 @@ func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 		default:
 		}
 	}
-}
-
-// forgetLookup answers a lookup the refresher had no room for with the
-// guess, so that lanes-rtd asks again at the next datagram.
-func (l *Lane) forgetLookup(p *rtdProc, a netip.Addr) {
-	_ = l.sendRoute(p, a, (*l.routes.Load())[netip.Addr{}])
 }
 
 func routeAddr(r rtdRouteMsg) netip.Addr {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,36 +63,140 @@ func helperPids() []int {
 // testOpts puts the tests' data path before opts.
 func testOpts(opts ...Option) []Option { return append([]Option{WithHelper(testHelper)}, opts...) }
 
-// TestControlLayout compares the Go structs of the control protocol with
-// rtd/ctl.h's, compiled.
-func TestControlLayout(t *testing.T) {
-	prog := `#include <stdio.h>
-#include "ctl.h"
-int main(void) {
-	printf("%zu %zu %zu %zu %zu %zu %zu %zu\n", sizeof(struct rtd_hdr), sizeof(struct rtd_config),
-	       sizeof(struct rtd_conn), sizeof(struct rtd_route), sizeof(struct rtd_forward),
-	       sizeof(struct rtd_flow), sizeof(struct rtd_counters), sizeof(struct rtd_event));
-	return 0;
-}`
+// ctlStructs lists rtd/ctl.h's structs beside their Go copies, field by
+// field in order (the Go structs are encoded packed with encoding/binary).
+var ctlStructs = []struct {
+	c      string
+	fields []string
+	v      any
+}{
+	{"rtd_hdr", []string{"type", "conn"}, rtdHdr{}},
+	{"rtd_config", []string{"h", "rate_bps", "netns_cookie", "overhead", "backlog", "reserve", "max_queue", "flags",
+		"class_prio", "plain_prio", "queue_bytes", "requests", "pad"}, rtdConfigMsg{}},
+	{"rtd_conn", []string{"h", "uid", "pad"}, rtdConnMsg{}},
+	{"rtd_route", []string{"h", "family", "cls", "pad", "addr"}, rtdRouteMsg{}},
+	{"rtd_forward", []string{"h", "uid", "len"}, rtdForwardMsg{}},
+	{"rtd_flow", []string{"uid", "flow", "admitted", "rejected", "sent", "sent_bytes", "dropped_late", "send_errors",
+		"min_margin_ns", "rejects"}, rtdFlow{}},
+	{"rtd_counters", []string{"h", "nflows", "more", "depth", "conns", "queued_ns", "rate_bps", "app_socks",
+		"lost_notices", "lost_events", "allocs", "pool_bytes", "pool_free", "send_full", "totals"}, rtdCountersMsg{}},
+	{"rtd_event", []string{"kind", "reason", "pad", "uid", "flow", "seq", "time", "deadline", "tx"}, rtdEvent{}},
+}
+
+// runC compiles a C program with rtd/ and include/ on the include path
+// and returns its output.
+func runC(t *testing.T, prog string) string {
+	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "layout.c"), []byte(prog), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prog.c"), []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "layout")
-	if b, err := exec.Command(rtdbuild.CC(), "-I"+rtdbuild.RtdDir(), "-o", bin, filepath.Join(dir, "layout.c")).CombinedOutput(); err != nil {
+	bin := filepath.Join(dir, "prog")
+	inc := filepath.Join(rtdbuild.RtdDir(), "..", "include")
+	if b, err := exec.Command(rtdbuild.CC(), "-Wall", "-Werror", "-I"+rtdbuild.RtdDir(), "-I"+inc, "-o", bin, filepath.Join(dir, "prog.c")).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
 	b, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sizes := []any{rtdHdr{}, rtdConfigMsg{}, rtdConnMsg{}, rtdRouteMsg{}, rtdForwardMsg{}, rtdFlow{}, rtdCountersMsg{}, rtdEvent{}}
-	var want []string
-	for _, v := range sizes {
-		want = append(want, fmt.Sprint(binary.Size(v)))
+	return string(b)
+}
+
+// TestControlLayout compares the Go structs of the control protocol with
+// rtd/ctl.h's, compiled, field by field: every field's offset and size as
+// encoding/binary writes it, against offsetof and sizeof in C, and each
+// struct's size.
+func TestControlLayout(t *testing.T) {
+	var prog strings.Builder
+	prog.WriteString("#include <stddef.h>\n#include <stdio.h>\n#include \"ctl.h\"\nint main(void) {\n")
+	for _, s := range ctlStructs {
+		fmt.Fprintf(&prog, "\tprintf(\"%s %%zu\\n\", sizeof(struct %s));\n", s.c, s.c)
+		for _, f := range s.fields {
+			fmt.Fprintf(&prog, "\tprintf(\"%s.%s %%zu %%zu\\n\", offsetof(struct %s, %s), sizeof(((struct %s *)0)->%s));\n",
+				s.c, f, s.c, f, s.c, f)
+		}
 	}
-	if got := strings.TrimSpace(string(b)); got != strings.Join(want, " ") {
-		t.Fatalf("sizes in C %s, in Go %s (hdr config conn route forward flow counters event)", got, strings.Join(want, " "))
+	prog.WriteString("\treturn 0;\n}\n")
+	got := strings.Split(strings.TrimSpace(runC(t, prog.String())), "\n")
+	var want []string
+	for _, s := range ctlStructs {
+		want = append(want, fmt.Sprintf("%s %d", s.c, binary.Size(s.v)))
+		rv := reflect.ValueOf(s.v)
+		if rv.NumField() != len(s.fields) {
+			t.Errorf("struct %s: %d fields in C, %d in Go (%T)", s.c, len(s.fields), rv.NumField(), s.v)
+			continue
+		}
+		off := 0
+		for i, f := range s.fields {
+			size := binary.Size(rv.Field(i).Interface())
+			want = append(want, fmt.Sprintf("%s.%s %d %d", s.c, f, off, size))
+			off += size
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("C printed %d lines, Go has %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("C %q, Go (%s) %q", got[i], goField(got[i]), want[i])
+		}
+	}
+}
+
+// goField names the Go field of a "struct.field ..." line.
+func goField(line string) string {
+	name, _, _ := strings.Cut(line, " ")
+	sn, fn, ok := strings.Cut(name, ".")
+	for _, s := range ctlStructs {
+		if s.c == sn && ok {
+			for i, f := range s.fields {
+				if f == fn {
+					return fmt.Sprintf("%T.%s", s.v, reflect.TypeOf(s.v).Field(i).Name)
+				}
+			}
+		}
+	}
+	return name
+}
+
+// TestWireMatchesHeader: the client protocol has one definition,
+// include/lanes_rt.h (lanes-rtd includes it); package wire is its Go copy,
+// checked here constant by constant and reason name by reason name.
+func TestWireMatchesHeader(t *testing.T) {
+	consts := []struct {
+		c    string
+		want int64
+	}{
+		{"LANES_RT_VERSION", wire.Version}, {"LANES_RT_REQ_SIZE", wire.RequestSize},
+		{"LANES_RT_REPLY_SIZE", wire.ReplySize}, {"LANES_RT_MAX_PAYLOAD", wire.MaxPayload},
+		{"LANES_RT_MAX_REPLY", wire.MaxReply}, {"LANES_RT_MAX_SOCKS", wire.MaxSocks},
+		{"LANES_RT_SEND", wire.TypeSend}, {"LANES_RT_STATS", wire.TypeStats}, {"LANES_RT_ATTACH", wire.TypeAttach},
+		{"LANES_RT_ADMIT", wire.TypeAdmit}, {"LANES_RT_REJECT", wire.TypeReject}, {"LANES_RT_DROPPED", wire.TypeDropped},
+		{"LANES_RT_ERROR", wire.TypeError}, {"LANES_RT_STATS_OK", wire.TypeStatsOK}, {"LANES_RT_ATTACHED", wire.TypeAttached},
+		{"LANES_RT_FLAG_RELATIVE", wire.FlagRelative}, {"LANES_RT_HORIZON_NS", wire.DeadlineHorizon},
+		{"LANES_RT_REASON_OVER_SHARE", wire.ReasonOverShare},
+	}
+	var prog strings.Builder
+	prog.WriteString("#include <stdio.h>\n#include \"lanes_rt.h\"\nint main(void) {\n\tint r;\n")
+	for _, c := range consts {
+		fmt.Fprintf(&prog, "\tprintf(\"%s %%lld\\n\", (long long)(%s));\n", c.c, c.c)
+	}
+	prog.WriteString("\tfor (r = 0; r <= LANES_RT_REASON_OVER_SHARE + 1; r++)\n\t\tprintf(\"reason %d %s\\n\", r, lanes_rt_reason_str((unsigned char)r));\n\treturn 0;\n}\n")
+	got := strings.Split(strings.TrimSpace(runC(t, prog.String())), "\n")
+	var want []string
+	for _, c := range consts {
+		want = append(want, fmt.Sprintf("%s %d", c.c, c.want))
+	}
+	for r := 0; r <= wire.ReasonOverShare+1; r++ {
+		name := wire.ReasonString(uint8(r))
+		if r == wire.ReasonOverShare+1 {
+			name = "unknown" // the C client's name for a code it does not know
+		}
+		want = append(want, fmt.Sprintf("reason %d %s", r, name))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("include/lanes_rt.h:\n%s\npackage wire:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
