@@ -24,13 +24,18 @@ type Program struct {
 	Section, Type, Pin string
 }
 
+// Map is a "maps" entry and where the loader pins it.
+type Map struct {
+	Name, Pin string
+}
+
 // Report is what a Location's loader would do with one object.
 type Report struct {
 	Object   string
 	Location Location
 	Programs []Program
-	// Maps are the pinned paths of the object's "maps" entries.
-	Maps []string
+	// Maps are the object's "maps" entries.
+	Maps []Map
 	// Problems are the rules the object breaks; empty means loadable.
 	Problems []string
 }
@@ -158,7 +163,7 @@ func (c *checker) checkMaps() {
 		if sub := cString(def[80:112]); sub != "" {
 			prefix = sub
 		}
-		c.r.Maps = append(c.r.Maps, "/sys/fs/bpf/"+prefix+"map_"+obj+"_"+name)
+		c.r.Maps = append(c.r.Maps, Map{Name: name, Pin: "/sys/fs/bpf/" + prefix + "map_" + obj + "_" + name})
 	}
 }
 

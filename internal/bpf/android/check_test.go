@@ -65,7 +65,7 @@ func TestAndroidFormObjectsPass(t *testing.T) {
 	if !slices.Equal(r.Programs, []Program{wantProg}) {
 		t.Errorf("programs %v, want %v", r.Programs, wantProg)
 	}
-	if want := []string{"/sys/fs/bpf/tethering/map_netnscookie_netns_cookie"}; !slices.Equal(r.Maps, want) {
+	if want := []Map{{Name: "netns_cookie", Pin: "/sys/fs/bpf/tethering/map_netnscookie_netns_cookie"}}; !slices.Equal(r.Maps, want) {
 		t.Errorf("maps %v, want %v", r.Maps, want)
 	}
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // TestAndroidFormLoads: the Android-form netnscookie, loaded as NetBpfLoad
-// loads it, runs in the kernel: attached to this process's cgroup, it
-// records the cookie of the namespace a probe socket is created in, the
-// cookie SO_NETNS_COOKIE (5.14+) gives.
+// loads it, runs in the kernel: attached to a test cgroup, it records the
+// cookie of the namespace a probe socket is created in, the cookie
+// SO_NETNS_COOKIE (5.14+) gives.
 func TestAndroidFormLoads(t *testing.T) {
 	testutil.RequireRoot(t)
 	o, err := Load("objects/netnscookie.o", Locations[0])
@@ -25,6 +25,45 @@ func TestAndroidFormLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
+	checkCookie(t, o)
+}
+
+// TestAndroidFormPinned: the OEM path. The loader's objects pinned where
+// it pins them (here under a bpffs of the test's own), opened by path as a
+// daemon on Android would, and run.
+func TestAndroidFormPinned(t *testing.T) {
+	testutil.RequireRoot(t)
+	r, err := Check("objects/netnscookie.o", Locations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Load("objects/netnscookie.o", Locations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
+		t.Fatalf("bpffs: %v", err)
+	}
+	defer unix.Unmount(root, unix.MNT_DETACH)
+	err = r.Pin(o, root)
+	o.Close() // the pins hold them now
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := OpenPinned(r, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	checkCookie(t, pinned)
+}
+
+// checkCookie attaches o's program to a test cgroup, creates the probe
+// socket in a child started there (clone3 CLONE_INTO_CGROUP) and compares
+// the cookie the program stored with the child's SO_NETNS_COOKIE.
+func checkCookie(t *testing.T, o *Objects) {
+	t.Helper()
 	cg := testCgroup(t)
 	prog := o.Programs["cgroupsockcreate/record_netns_cookie"]
 	if prog == nil {
@@ -35,8 +74,6 @@ func TestAndroidFormLoads(t *testing.T) {
 		t.Fatalf("attach to %s: %v", cg, err)
 	}
 	defer l.Close()
-	// The probe socket is created by a child process started in the
-	// cgroup (clone3 CLONE_INTO_CGROUP), which prints its SO_NETNS_COOKIE.
 	dir, err := os.Open(cg)
 	if err != nil {
 		t.Fatal(err)
