@@ -34,12 +34,7 @@ cached() {
 }
 set_key
 cached && exit 0
-want=(gcc-aarch64-linux-gnu make bc flex bison dwarves libelf-dev libssl-dev xz-utils curl)
-missing=(); for p in "${want[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  while fuser /var/lib/dpkg/lock-frontend >/dev/null 2>&1; do sleep 5; done
-  DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2
-fi
+./scripts/deps.sh gki >&2
 src=$cachetop/src; mkdir -p "$src"
 deb=$src/$(basename "$deb_url")
 if [ ! -f "$deb" ] || ! echo "$deb_sha  $deb" | sha256sum -c --quiet 2>/dev/null; then
@@ -108,5 +103,6 @@ nice -n 19 "${kmake[@]}" Image >&2
 cp "$build/arch/arm64/boot/Image" "$out/Image"
 cp "$build/.config" "$out/config"
 echo $(( $(date +%s) - t0 )) > "$out/build-seconds"
+rm -rf "$build" # ~2 GB of objects; the cache holds the result
 echo "gki-kernel: built $out in $(cat "$out/build-seconds") s" >&2
 echo "$out"
