@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [build|cross|test|generate|demo|deb|vm|vm-arm64|system]: install the Debian packages a
+# scripts/deps.sh [build|cross|test|generate|demo|deb|vm|vm-arm64|gki|system]: install the Debian packages a
 # make target needs, only those missing, so repeated runs cost nothing. A fresh Debian runs
 # unattended-upgrades at boot: apt's locks are waited for (up to 10 minutes), not failed on.
 set -euo pipefail
@@ -27,6 +27,8 @@ case "${1:-test}" in
   # vm-arm64: the same for Debian's arm64 kernel (its user space is fetched).
   vm-arm64) want+=(qemu-system-arm cpio xz-utils curl gcc-aarch64-linux-gnu libc6-dev-arm64-cross gpgv debian-archive-keyring) ;;
   # system: scripts/system-vm.sh debootstraps a Debian system and boots it.
+  # gki: scripts/gki-kernel.sh cross-builds an arm64 kernel (pahole: BTF).
+  gki) want+=(gcc-aarch64-linux-gnu make bc flex bison dwarves libelf-dev libssl-dev xz-utils curl gpgv debian-archive-keyring) ;;
   system) want+=(debootstrap qemu-system-x86 e2fsprogs curl xz-utils gpgv debian-archive-keyring) ;;
 esac
 # promtool checks /metrics in make test. Debian ships it only inside the

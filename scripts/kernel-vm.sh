@@ -8,6 +8,8 @@
 #
 #   make kernel-check                          every kernel below
 #   KERNEL=7.2 scripts/kernel-vm.sh ./internal/datapath/ -- -test.run TestX
+#   KERNEL=gki-6.12 ARCH=arm64 scripts/kernel-vm.sh   GKI android16-6.12's
+#       config (scripts/gki-kernel.sh builds it; make android-check)
 #   KERNEL=7.2 scripts/kernel-vm.sh ./internal/lab/rt/   the rt experiment's (b):
 #       lanes switches the preemption model to full and back (PREEMPT_DYNAMIC)
 #
@@ -60,7 +62,12 @@ case "${KERNEL:-5.10}/$arch" in
     # the tests load, but without PREEMPT_DYNAMIC.
     src=("$mirror|unstable") meta=linux-image-cloud-$arch kparts=(linux-binary-@ linux-modules-@ linux-base-@)
     modules+=(net/sched/sch_cake net/sched/sch_etf) ;;
-  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64 or 7.2/arm64 (7.2: current)" >&2; exit 2 ;;
+  gki-6.12/arm64)
+    # GKI android16-6.12's networking, BPF, cgroup and scheduling config on
+    # Debian's 6.12 source, built (and cached) by scripts/gki-kernel.sh:
+    # everything built in, no modules, no package to resolve.
+    version=gki-6.12 debs=() modules=() ;;
+  *) echo "kernel-vm: KERNEL/ARCH is 5.10/amd64, 7.2/amd64, 7.2/arm64 (7.2: current) or gki-6.12/arm64" >&2; exit 2 ;;
 esac
 cachetop=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}
 record=$cachetop/kernels/resolved-${KERNEL:-5.10}-$arch
@@ -83,7 +90,7 @@ resolve_kernel() {
     return 1
   fi
 }
-resolve_kernel || { echo "kernel-vm: cannot resolve $meta from ${src[*]}" >&2; exit 1; }
+[ "${version:-}" = gki-6.12 ] || resolve_kernel || { echo "kernel-vm: cannot resolve $meta from ${src[*]}" >&2; exit 1; }
 for d in "${debs[@]}"; do # (not set --: the arguments are the packages to test)
   read -r _ url sha suite <<<"$d"; echo "kernel-vm: ${url##*/} ($suite, sha256 $sha)" >&2
 done
@@ -191,6 +198,13 @@ userland_arm64() {
   cp -a "$x/usr/lib/aarch64-linux-gnu" "$root/usr/lib/"
 }
 cache=$cachetop/kernels/$version
+# The GKI-configured kernel is built here, not fetched: its Image is the
+# kernel qemu boots; its release names the config file doctor reads.
+if [ "$version" = gki-6.12 ]; then
+  cache=$(./scripts/gki-kernel.sh)
+  ln -sf Image "$cache/vmlinuz"
+  version=$(grep -a -m1 -o 'Linux version [^ ]*' "$cache/Image" | cut -d' ' -f3)
+fi
 missing=0
 for m in "${modules[@]}"; do [ -f "$cache/modules/$(basename "$m").ko" ] || missing=1; done
 [ -f "$cache/vmlinuz" ] && [ -f "$cache/config" ] || missing=1
@@ -201,7 +215,7 @@ root=$work/root
 mkdir -p "$root"/{bin,proc,sys,dev,tmp,run,etc,lib/modules,t}
 mkdir -p "$root/var" && ln -s /run "$root/var/run"
 userland_$arch "$root"
-cp "$cache"/modules/*.ko "$root/lib/modules/"
+[ ${#modules[@]} -eq 0 ] || cp "$cache"/modules/*.ko "$root/lib/modules/"
 # The build config where a Debian system has it: doctor reads HZ, the
 # preemption model and the proc connector from it (without it: HZ measured,
 # proc connector "false").

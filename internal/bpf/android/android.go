@@ -1,0 +1,6 @@
+// android.go: the objects built in the Android loaders' form
+// (objects/*.c with objects/android_form.h), generated and committed like
+// lanes' other objects: plain clang, no BTF (the loaders read none).
+package android
+
+//go:generate clang-19 -target bpfel -O2 -nostdinc -I../include -Wall -Werror -c objects/netnscookie.c -o objects/netnscookie.o

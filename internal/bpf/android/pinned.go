@@ -1,0 +1,71 @@
+// pinned.go: the objects a loader pinned, where a Report says it pins
+// them. A daemon on Android cannot load BPF itself (SELinux allows
+// prog_load and map_create to the loader alone); it opens what the loader
+// pinned instead. Pin does the loader's pinning, for a test or an
+// emulation of the loader, under any bpffs root.
+package android
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+)
+
+// under moves a /sys/fs/bpf path under root (a bpffs mount).
+func under(root, pin string) string {
+	return filepath.Join(root, strings.TrimPrefix(pin, "/sys/fs/bpf/"))
+}
+
+// Pin pins o's programs and maps at r's paths under root (the loader's
+// bpfFdPin; its subdirectories, such as tethering/, created).
+func (r Report) Pin(o *Objects, root string) error {
+	for _, p := range r.Programs {
+		if err := pinAt(o.Programs[p.Section], under(root, p.Pin)); err != nil {
+			return err
+		}
+	}
+	for _, m := range r.Maps {
+		if err := pinAt(o.Maps[m.Name], under(root, m.Pin)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pinAt(obj interface{ Pin(string) error }, path string) error {
+	if err := mkdirBPF(filepath.Dir(path)); err != nil {
+		return err
+	}
+	return obj.Pin(path)
+}
+
+// OpenPinned opens the programs and maps r names, pinned under root
+// (/sys/fs/bpf on Android).
+func OpenPinned(r Report, root string) (*Objects, error) {
+	o := &Objects{Maps: map[string]*ebpf.Map{}, Programs: map[string]*ebpf.Program{}}
+	for _, p := range r.Programs {
+		prog, err := ebpf.LoadPinnedProgram(under(root, p.Pin), nil)
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("pinned program %s: %w", p.Section, err)
+		}
+		o.Programs[p.Section] = prog
+	}
+	for _, m := range r.Maps {
+		mp, err := ebpf.LoadPinnedMap(under(root, m.Pin), nil)
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("pinned map %s: %w", m.Name, err)
+		}
+		o.Maps[m.Name] = mp
+	}
+	return o, nil
+}
+
+// mkdirBPF creates a directory on bpffs (mkdir works there).
+func mkdirBPF(dir string) error {
+	return os.MkdirAll(dir, 0o755)
+}
