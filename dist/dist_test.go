@@ -89,6 +89,8 @@ func checkLintian(t *testing.T, deb string) {
 		t.Skip("lintian not installed (scripts/deps.sh test installs it)")
 	}
 	cmd := exec.Command("lintian", "--pedantic", "--display-info", "--show-overrides", deb)
+	// lintian leaves its ELF cache (mldbm-elf-*) in TMPDIR: one of the test's own
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	t.Logf("lintian --pedantic --display-info --show-overrides:\n%s", out)
 	if ee, ok := err.(*exec.ExitError); err != nil && !ok {

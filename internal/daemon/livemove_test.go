@@ -21,6 +21,7 @@ package daemon_test
 
 import (
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -283,9 +284,7 @@ func TestMoveOpenConnections(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0)
 			_ = b.cmd.Process.Kill()
 			_ = b.cmd.Wait()
-			for i := 0; i < 50 && syscall.Rmdir(dir) == syscall.EBUSY; i++ {
-				time.Sleep(20 * time.Millisecond)
-			}
+			removeCgroupTree(t, dir)
 		})
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0); err != nil {
 			t.Fatal(err)
@@ -482,5 +481,34 @@ func logMoves(t *testing.T, what string, lat []time.Duration) {
 		what, durPct(lat, .5).Round(time.Millisecond), durPct(lat, 1).Round(time.Millisecond), len(lat))
 	if durPct(lat, .5) > 250*time.Millisecond {
 		testutil.TimingErrorf(t, "%s: p50 %v, goal 100 ms", what, durPct(lat, .5))
+	}
+}
+
+// removeCgroupTree removes dir and the cgroups the daemon nested in it
+// (its lane groups), deepest first, waiting while one is still busy.
+func removeCgroupTree(t *testing.T, dir string) {
+	deadline := time.Now().Add(testutil.Patience(5 * time.Second))
+	for {
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		if len(dirs) == 0 {
+			return
+		}
+		for i := len(dirs) - 1; i >= 0; i-- { // children after their parents in a walk
+			_ = syscall.Rmdir(dirs[i])
+		}
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("cgroup %s left behind: %v", dir, dirs)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
