@@ -191,19 +191,21 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 // fgYield is lanes_maps.h's fg_yield: a foreground TCP socket of interface
 // idx (0: not known) read harm within yield.HarmHold, or a foreground
 // connection's opening there (or somewhere not known) holds it
-// (lanes_fg_open: the hold's end; h.mu held, maps open). A foreground
-// merely present (the classifier's stamp) does not hold background: it
-// keeps a share of its target beside it.
+// (lanes_fg_open: the hold's end; h.mu held, maps open), or a foreground
+// present (the classifier's stamp) without TCP RTT samples to tell its
+// harm. A present foreground whose TCP sockets are not harmed does not hold
+// background: it keeps a share of its target beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
-	harmed := func(i uint32) bool {
-		var v yield.Harm
-		return h.cls.LanesFgHarm.Lookup(i, &v) == nil && v.Harmed(now)
-	}
+	var hm yield.Harm
+	haveHarm := h.cls.LanesFgHarm.Lookup(idx, &hm) == nil
 	opened := func(i uint32) bool {
 		var end uint64
 		return h.cls.LanesFgOpen.Lookup(i, &end) == nil && end != 0 && now < end
 	}
-	return harmed(idx) || opened(idx) || (idx != 0 && opened(0))
+	var w yield.Window
+	present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
+	return haveHarm && hm.Harmed(now) || opened(idx) || (idx != 0 && opened(0)) ||
+		present && !(haveHarm && hm.TCPSeen(now))
 }
 
 // SocketRwndCap is the cooperative controller's downlink cap of one socket

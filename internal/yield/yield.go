@@ -78,6 +78,14 @@ func ShareTarget(target time.Duration) time.Duration {
 type Harm struct {
 	At, Since, Samples uint64
 	QueueUS, Limited   uint32
+	Seen               uint64 // the last foreground TCP RTT sample, harmed or not
+}
+
+// TCPSeen says whether a foreground TCP socket's RTT samples tell the
+// foreground's harm at now, as fg_tcp_seen does: without them (a call, a
+// probe: UDP) a present foreground holds background.
+func (h Harm) TCPSeen(now uint64) bool {
+	return h.Seen != 0 && now-h.Seen < uint64(KernelRule.Hold)
 }
 
 // Harmed says whether h holds background at now, as fg_harmed does.
@@ -166,6 +174,9 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 	case opened:
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
+	case st.Window.Held(now, KernelRule) && !st.Harm.TCPSeen(now):
+		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP)"}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,
 			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and QUIC/UDP keep %v of queue, TCP downloads held at the minimum", ShareTarget(target))}

@@ -14,12 +14,13 @@ func TestStatusOf(t *testing.T) {
 	states := map[string]State{
 		"eth0":  {Window: Window{Active: ms(100), Since: ms(2000), Episodes: 3}, Harm: Harm{At: ms(20), Since: ms(300), QueueUS: 12000}}, // held: harmed
 		"wlan0": {Window: Window{Active: ms(600), Since: ms(900), Episodes: 2}},                                                          // the stamp is over
-		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150)}},                                  // present, harm over
+		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150), Seen: ms(10)}},                    // present, harm over
+		"wg0":   {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}},                                                           // present, no TCP sample
 		"usb0":  {OpenEnd: now + uint64(50*time.Millisecond)},                                                                            // a connection opened
 	}
 	s := StatusOf(states, now, wall, 10*time.Millisecond)
-	if !s.Yielding || s.Yields != 6 {
-		t.Errorf("status %+v, want held somewhere with 6 episodes", s)
+	if !s.Yielding || s.Yields != 7 {
+		t.Errorf("status %+v, want held somewhere with 7 episodes", s)
 	}
 	if e := s.Interfaces["eth0"]; !e.Yielding || e.Mode != ModeHeld || !e.Since.Equal(wall.Add(-300*time.Millisecond)) || !strings.Contains(e.Signal, "12ms above") {
 		t.Errorf("eth0 %+v, want held since 300 ms ago by a 12 ms queue", e)
@@ -29,6 +30,9 @@ func TestStatusOf(t *testing.T) {
 	}
 	if w := s.Interfaces["wwan0"]; w.Yielding || w.Mode != ModeSharing || !strings.Contains(w.Signal, "2.5ms") {
 		t.Errorf("wwan0 %+v, want sharing at 2.5ms", w)
+	}
+	if w := s.Interfaces["wg0"]; !w.Yielding || w.Mode != ModeHeld || !strings.Contains(w.Signal, "without TCP RTT samples") {
+		t.Errorf("wg0 %+v, want held: a foreground whose harm no TCP sample tells", w)
 	}
 	if u := s.Interfaces["usb0"]; !u.Yielding || u.Mode != ModeHeld || !strings.Contains(u.Signal, "opened") {
 		t.Errorf("usb0 %+v, want held by an opening", u)

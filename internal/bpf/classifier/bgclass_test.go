@@ -138,15 +138,24 @@ func TestBackgroundClassYields(t *testing.T) {
 	fg := pkt{src: v4src, dst: v4dst, sport: 40003, dport: 443, proto: 6} // interactive
 	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present
 	data := up.build()
-	// present, not harmed: the class is the controller's (no rate here)
+	type fgHarm struct {
+		At, Since, Samples uint64
+		QueueUS, Limited   uint32
+		Seen               uint64
+	}
+	// present, no foreground TCP sample to tell its harm: held
+	if got := passed(t, objs.LanesClassify, data, 1000); got == 1000 {
+		t.Fatalf("no rate, foreground present without TCP samples: %d of 1000 passed, want held", got)
+	}
+	// present, its TCP sockets not harmed: the class is the controller's
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), fgHarm{Seen: monotonicNS()}); err != nil {
+		t.Fatal(err)
+	}
 	if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
 		t.Fatalf("no rate, foreground present, not harmed: %d of 1000 passed", got)
 	}
 	// a foreground TCP socket reads harm (sock_ops writes lanes_fg_harm)
-	harm := struct {
-		At, Since, Samples uint64
-		QueueUS, Limited   uint32
-	}{At: monotonicNS(), Since: monotonicNS(), Samples: 1, QueueUS: 20000}
+	harm := fgHarm{At: monotonicNS(), Since: monotonicNS(), Samples: 1, QueueUS: 20000, Seen: monotonicNS()}
 	if err := objs.LanesFgHarm.Put(uint32(loIdx), harm); err != nil {
 		t.Fatal(err)
 	}

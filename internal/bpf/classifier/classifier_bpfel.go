@@ -55,6 +55,7 @@ type ClassifierFgHarm struct {
 	Samples uint64
 	QdUs    uint32
 	Limited uint32
+	Seen    uint64
 }
 
 type ClassifierFgWindow struct {

@@ -39,6 +39,7 @@ type ExeclaneFgHarm struct {
 	Samples uint64
 	QdUs    uint32
 	Limited uint32
+	Seen    uint64
 }
 
 type ExeclaneFgWindow struct {

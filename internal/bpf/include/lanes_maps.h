@@ -174,6 +174,7 @@ struct fg_harm {
 	__u64 samples; /* harmed samples */
 	__u32 qd_us;   /* the last harmed sample's queuing delay */
 	__u32 limited; /* it was cwnd-limited */
+	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
 };
 
 struct {
@@ -193,15 +194,27 @@ static __always_inline int fg_harmed(__u32 idx, __u64 now)
 	return h && h->at && now - h->at < FG_HARM_HOLD_NS;
 }
 
+/* fg_tcp_seen: a foreground TCP socket by interface idx gave an RTT sample
+ * within FG_HOLD_NS, so its harm can be told. */
+static __always_inline int fg_tcp_seen(__u32 idx, __u64 now)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	return h && h->seen && now - h->seen < FG_HOLD_NS;
+}
+
 /* fg_yield says whether background by interface idx (0: not known) is held
  * at the minimum at now: a foreground socket there reads harm (or one
  * somewhere, idx not known), or a foreground connection's opening there
- * (or somewhere not known) holds it (fg_opening). A present foreground
- * that is not harmed (fg_held) does not hold it: the background keeps
- * FG_SHARE_TARGET of queue beside it. */
+ * (or somewhere not known) holds it (fg_opening), or a foreground is
+ * present (fg_held) with no TCP socket whose RTT would tell its harm (a
+ * call, a probe: UDP). A present foreground whose TCP sockets are not
+ * harmed does not hold it: the background keeps FG_SHARE_TARGET of queue
+ * beside it. */
 static __always_inline int fg_yield(__u32 idx, __u64 now)
 {
-	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now));
+	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
+	       (fg_held(idx, now) && !fg_tcp_seen(idx, now));
 }
 
 #endif

@@ -333,17 +333,34 @@ struct tcp_sock___fg {
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
 
-/* fg_harm_mark records a harmed foreground sample on idx. */
-static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited)
+/* fg_harm_of is idx's harm entry, created empty if it has none. */
+static __always_inline struct fg_harm *fg_harm_of(__u32 idx)
 {
 	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx), fresh = {};
 
-	if (!h) {
-		bpf_map_update_elem(&lanes_fg_harm, &idx, &fresh, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
-		if (!h)
-			return;
-	}
+	if (h)
+		return h;
+	bpf_map_update_elem(&lanes_fg_harm, &idx, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+}
+
+/* fg_seen_mark records that a foreground TCP socket on idx gave an RTT
+ * sample (fg_tcp_seen). */
+static __always_inline void fg_seen_mark(__u32 idx, __u64 now)
+{
+	struct fg_harm *h = fg_harm_of(idx);
+
+	if (h)
+		h->seen = now;
+}
+
+/* fg_harm_mark records a harmed foreground sample on idx. */
+static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited)
+{
+	struct fg_harm *h = fg_harm_of(idx);
+
+	if (!h)
+		return;
 	if (!h->at || now - h->at >= FG_HARM_HOLD_NS)
 		h->since = now;
 	h->at = now;
@@ -376,10 +393,13 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 		qd = srtt - min;
 	if (ops->snd_cwnd >= ops->snd_ssthresh)
 		limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
-	if (qd <= FG_HARM_QD_US && !limited)
-		return;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
+	fg_seen_mark(idx, now);
+	if (idx)
+		fg_seen_mark(0, now);
+	if (qd <= FG_HARM_QD_US && !limited)
+		return;
 	fg_harm_mark(idx, now, qd, limited);
 	if (idx)
 		fg_harm_mark(0, now, qd, limited);

@@ -33,6 +33,7 @@ type SockopsFgHarm struct {
 	Samples uint64
 	QdUs    uint32
 	Limited uint32
+	Seen    uint64
 }
 
 type SockopsFgWindow struct {

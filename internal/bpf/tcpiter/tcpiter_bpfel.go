@@ -28,6 +28,7 @@ type TcpiterFgHarm struct {
 	Samples uint64
 	QdUs    uint32
 	Limited uint32
+	Seen    uint64
 }
 
 type TcpiterFgWindow struct {
