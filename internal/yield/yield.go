@@ -117,11 +117,20 @@ const (
 	ModeHeld    = "held"    // harmed, or a connection just opened: the minimum
 )
 
+// Causes of a hold (IfaceStatus.Cause): what holds the background at the
+// minimum.
+const (
+	CauseHarm    = "harm"    // a foreground TCP socket reads harm
+	CauseOpening = "opening" // a foreground connection just opened
+	CauseUntold  = "untold"  // a foreground without TCP RTT samples (UDP)
+)
+
 // IfaceStatus is one interface's state in Status.
 type IfaceStatus struct {
 	Yielding bool      `json:"yielding"`       // held at the minimum
 	Since    time.Time `json:"since,omitzero"` // when its hold started
 	Mode     string    `json:"mode"`
+	Cause    string    `json:"cause,omitempty"` // held: why (Cause*)
 	// Signal is what steers the background there now, in words.
 	Signal string `json:"signal"`
 }
@@ -169,13 +178,13 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		if st.Harm.Limited != 0 {
 			why = "cwnd-limited"
 		}
-		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld,
+		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm,
 			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground TCP socket is harmed (" + why + ")"}
 	case opened:
-		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
+		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseOpening,
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
 	case st.Window.Held(now, KernelRule) && !st.Harm.TCPSeen(now):
-		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld,
+		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseUntold,
 			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP)"}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,

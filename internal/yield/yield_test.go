@@ -22,19 +22,19 @@ func TestStatusOf(t *testing.T) {
 	if !s.Yielding || s.Yields != 7 {
 		t.Errorf("status %+v, want held somewhere with 7 episodes", s)
 	}
-	if e := s.Interfaces["eth0"]; !e.Yielding || e.Mode != ModeHeld || !e.Since.Equal(wall.Add(-300*time.Millisecond)) || !strings.Contains(e.Signal, "12ms above") {
+	if e := s.Interfaces["eth0"]; !e.Yielding || e.Mode != ModeHeld || e.Cause != CauseHarm || !e.Since.Equal(wall.Add(-300*time.Millisecond)) || !strings.Contains(e.Signal, "12ms above") {
 		t.Errorf("eth0 %+v, want held since 300 ms ago by a 12 ms queue", e)
 	}
 	if w := s.Interfaces["wlan0"]; w.Yielding || w.Mode != ModeFree {
 		t.Errorf("wlan0 %+v, want free", w)
 	}
-	if w := s.Interfaces["wwan0"]; w.Yielding || w.Mode != ModeSharing || !strings.Contains(w.Signal, "2.5ms") {
+	if w := s.Interfaces["wwan0"]; w.Yielding || w.Mode != ModeSharing || w.Cause != "" || !strings.Contains(w.Signal, "2.5ms") {
 		t.Errorf("wwan0 %+v, want sharing at 2.5ms", w)
 	}
-	if w := s.Interfaces["wg0"]; !w.Yielding || w.Mode != ModeHeld || !strings.Contains(w.Signal, "without TCP RTT samples") {
+	if w := s.Interfaces["wg0"]; !w.Yielding || w.Mode != ModeHeld || w.Cause != CauseUntold || !strings.Contains(w.Signal, "without TCP RTT samples") {
 		t.Errorf("wg0 %+v, want held: a foreground whose harm no TCP sample tells", w)
 	}
-	if u := s.Interfaces["usb0"]; !u.Yielding || u.Mode != ModeHeld || !strings.Contains(u.Signal, "opened") {
+	if u := s.Interfaces["usb0"]; !u.Yielding || u.Mode != ModeHeld || u.Cause != CauseOpening || !strings.Contains(u.Signal, "opened") {
 		t.Errorf("usb0 %+v, want held by an opening", u)
 	}
 }
