@@ -22,9 +22,11 @@ import (
 // environment's python and the copy's example.
 func installPython(t *testing.T) (python, example string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on PATH")
+	// Debian's python3, whose setuptools and wheel scripts/deps.sh
+	// installs (not whatever python3 comes first on PATH).
+	py := "/usr/bin/python3"
+	if _, err := exec.LookPath(py); err != nil {
+		t.Skip("no /usr/bin/python3 (Debian: python3)")
 	}
 	dir := publicDir(t)
 	src := filepath.Join(dir, "src")
@@ -32,7 +34,10 @@ func installPython(t *testing.T) (python, example string) {
 		t.Fatalf("cp: %v\n%s", err, out)
 	}
 	venv := filepath.Join(dir, "venv")
-	if out, err := exec.Command(py, "-m", "venv", venv).CombinedOutput(); err != nil {
+	// --system-site-packages: the build backend is Debian's (setuptools,
+	// wheel), so the install needs no network; the client still goes into
+	// the environment.
+	if out, err := exec.Command(py, "-m", "venv", "--system-site-packages", venv).CombinedOutput(); err != nil {
 		t.Fatalf("python3 -m venv (Debian: python3-venv): %v\n%s", err, out)
 	}
 	python = filepath.Join(venv, "bin", "python")
@@ -41,12 +46,8 @@ func installPython(t *testing.T) (python, example string) {
 		defer cancel()
 		return exec.CommandContext(ctx, python, append([]string{"-m", "pip", "install", "--disable-pip-version-check", "-q"}, args...)...).CombinedOutput()
 	}
-	// Offline when the environment has the build backend (setuptools and
-	// wheel); else as pip does by default, the backend fetched from PyPI.
-	if _, err := pip("--no-index", "--no-build-isolation", src); err != nil {
-		if out, err := pip(src); err != nil {
-			t.Fatalf("pip install clients/python: %v\n%s", err, out)
-		}
+	if out, err := pip("--no-index", "--no-build-isolation", src); err != nil {
+		t.Fatalf("pip install clients/python offline (Debian: python3-setuptools, python3-wheel): %v\n%s", err, out)
 	}
 	out, err := exec.Command(python, "-c", "import lanes_rt; print(lanes_rt.__file__)").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), venv+"/") {

@@ -13,11 +13,13 @@ case "${1:-test}" in
   # test: chromium drives the dashboard's browser test (promtool: below).
   # clang-19, llvm-19: internal/bpf/gencheck rebuilds the BPF objects and fails on drift.
   # clang, pkg-config: the C client's header built with gcc and clang, against its pkg-config file;
-  # python3-venv: the Python client installed into a virtual environment.
+  # python3-venv, python3-setuptools, python3-wheel: the Python client installed into a virtual
+  # environment, offline; cargo: the Rust client built and its example run (Debian's rustc 1.63, the
+  # crate's rust-version).
   # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; dpkg-dev, file, binutils: make deb
   # (dist/dist_test.go), lintian: its check of the package; libclang-rt-dev: lanes-rtd's fuzz target
   # and sanitizer builds.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv dpkg-dev file binutils lintian libclang-rt-dev) ;;
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv python3-setuptools python3-wheel cargo dpkg-dev file binutils lintian libclang-rt-dev) ;;
   deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
