@@ -75,7 +75,7 @@ func (l *Lane) startHelper() (*rtdProc, error) {
 		return nil, fmt.Errorf("realtime: control socket: %w", err)
 	}
 	p := &rtdProc{ctl: fds[0], exit: make(chan error, 1), answers: make(chan []byte, 64), synced: make(chan uint32, 1)}
-	files, err := l.helperFiles(p, fds[1])
+	files, err := l.rtdFiles(p, fds[1])
 	defer closeFiles(files) // the child holds its own copies
 	if err != nil {
 		p.close()
@@ -102,10 +102,10 @@ func (l *Lane) startHelper() (*rtdProc, error) {
 	return p, nil
 }
 
-// helperFiles are the descriptors lanes-rtd starts with (rtd/ctl.h,
+// rtdFiles are the descriptors lanes-rtd starts with (rtd/ctl.h,
 // RTD_FD_*): its end of the control socket ctl, the senders and, with a
 // trace, the write end of the trace pipe, whose read end goes to p.
-func (l *Lane) helperFiles(p *rtdProc, ctl int) ([]*os.File, error) {
+func (l *Lane) rtdFiles(p *rtdProc, ctl int) ([]*os.File, error) {
 	files := []*os.File{os.NewFile(uintptr(ctl), "lanes-rtd control")}
 	for fam := range l.tx {
 		for kind := range l.tx[fam] {
