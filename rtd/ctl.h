@@ -12,7 +12,7 @@
  *   7
  *   8  optional: a pipe the daemon reads trace events from (the lab)
  * One message per datagram, in the host's byte order (both ends run on the
- * same machine; internal/rtlane/rtd.go is the Go side, rtd_test.go checks
+ * same machine; internal/rtlane/rtdctl.go is the Go side, rtd_test.go checks
  * the layout against this header).
  *
  * The daemon accepts clients, checks their credentials and the connection

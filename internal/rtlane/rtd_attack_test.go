@@ -606,7 +606,7 @@ func TestN7RequestFloodIsPaced(t *testing.T) {
 // TestN7StatsFloodAsksHelperRarely: an ungranted uid sending 11,800 STATS
 // requests a second cost lanes-rtd 24 % of a CPU: each one asked it for
 // its counters. Fix: lanes-rtd's counters answer the STATS of clients
-// other than root for statsCacheAge (lane.go, clientStats).
+// other than root for statsCacheAge (stats.go, clientStats).
 func TestN7StatsFloodAsksHelperRarely(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
