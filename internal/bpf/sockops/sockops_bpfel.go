@@ -42,6 +42,7 @@ type SockopsBgcState struct {
 	LastRetrans uint32
 	T_loss      uint32
 	JoinsSeen   uint32
+	Applied     uint32
 }
 
 type SockopsDstKey struct {
