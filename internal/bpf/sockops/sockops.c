@@ -690,7 +690,9 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
 		st->applied_cap = want;
 		bump(yield ? OPS_YIELD : bgc ? OPS_BG_CLAMP : OPS_CAP_SET);
-		if (want) {
+		/* LEDBAT++'s clamp leaves the system's congestion control
+		 * and pacing alone (bgclamp.h) */
+		if (want && !bgc) {
 			switch_cc(ops, st);
 			pace(ops, st);
 		}
