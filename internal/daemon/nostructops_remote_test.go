@@ -83,7 +83,7 @@ func TestBackgroundUploadRemoteWithoutStructOps(t *testing.T) {
 		t.Skip("traffic test")
 	}
 	p, base := remotePath(t, uplinkBottleneck)
-	idle := probe(t, p, 10)
+	idle := probe(t, p, 30) // as many as under load: a p95 of 10 is their largest but one
 	so := &bgArm{name: "struct_ops (LEDBAT++)"}
 	clamp := &bgArm{name: "cwnd clamp (sock_ops)", flags: withoutStructOps}
 	none := &bgArm{name: "neither (reference)", flags: withoutAnyBgCC}
@@ -139,7 +139,7 @@ func TestBackgroundDownloadRemoteWithoutStructOps(t *testing.T) {
 		t.Skipf("rLEDBAT in sock_ops needs TCP_WINDOW_CLAMP from bpf_setsockopt: %v", err)
 	}
 	p, base := remotePath(t, downlinkBottleneck)
-	idle := probe(t, p, 10)
+	idle := probe(t, p, 30) // as many as under load: a p95 of 10 is their largest but one
 	so := &bgArm{name: "struct_ops path"}
 	without := &bgArm{name: "without struct_ops", flags: withoutStructOps}
 	for _, a := range []*bgArm{without, so} {

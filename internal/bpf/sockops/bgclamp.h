@@ -20,7 +20,7 @@
  *     to it in slow start when the clamp rises. Not paced, unlike a capped
  *     socket: paced, the probe's p95 above idle at the remote bottleneck
  *     was +11 to +28 ms and background's share 60 to 98 % in three runs;
- *     unpaced +10.1 ms and 100 % in two (docs/results/android.md).
+ *     unpaced +8.1 to +10.1 ms and 100 % in four (docs/results/android.md).
  * Limits: the window follows ACKs with RTT samples only (a callback per
  * such ACK; snd_una's progress between them is counted at the next); the
  * system's own loss response comes on top of LEDBAT++'s.

@@ -5,8 +5,9 @@
 // (android_form.h): section "sockops/" (SOCK_OPS), maps as struct
 // bpf_map_def in "maps", no BTF, no CO-RE, no global data, no calls.
 //   - bg_target[cookie]: the queuing-delay target (us) of a background
-//     socket, written by the daemon (which knows its lanes); others are
-//     left alone;
+//     socket, for a daemon that knows its lanes to write (lanes' daemon
+//     loads its own sock_ops instead: docs/android.md); others are left
+//     alone;
 //   - established sockets ask for RTT and state callbacks;
 //   - at each RTT callback of a background socket: bgc_step on its state
 //     (bgc_state[cookie]), and TCP_BPF_SNDCWND_CLAMP when the window
