@@ -8,7 +8,8 @@ package daemon_test
 //     with the struct_ops congestion controls off, which holds background
 //     sockets with LEDBAT++'s window as their cwnd clamp from sock_ops
 //     (bgclamp.h); and with that clamp off too (nothing holds a lone
-//     background upload), the reference;
+//     background upload), the reference; then an interactive CUBIC
+//     upload under each, which should take the link;
 //   - download: rLEDBAT in sock_ops, which needs no struct_ops, with and
 //     without the struct_ops congestion controls.
 // Each arm: the probe's p95 above idle while background runs alone, and
@@ -47,6 +48,7 @@ type bgArm struct {
 	aboveIdle time.Duration // probe p95 above idle
 	p50, p95  time.Duration
 	share     float64 // background alone, of the link
+	fgShare   float64 // an interactive CUBIC upload under background, of the link (uploads)
 	st        *api.Status
 }
 
@@ -69,12 +71,15 @@ func uploadArm(t *testing.T, p *testutil.Path, base string, idle []time.Duration
 	on := probe(t, p, 30)
 	a.share = float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds() / remoteLinkBps
 	a.p50, a.p95, a.aboveIdle = pct(on, .5), pct(on, .95), pct(on, .95)-pct(idle, .95)
+	fg := request(t, p.A, "post", base, 3<<20) // the foreground takes the link
+	a.fgShare = float64(fg.Bytes) * 8 / fg.Seconds / remoteLinkBps
 	a.st = status(t, sock)
 	b.cmd.Process.Kill()
 	b.cmd.Wait()
 	d.stop(t, syscall.SIGTERM)
 	time.Sleep(2 * time.Second) // R's queue drains before the next arm
 	a.log(t, idle)
+	t.Logf("%-22s an interactive CUBIC upload under it: %.0f%% of the link", "", 100*a.fgShare)
 }
 
 func TestBackgroundUploadRemoteWithoutStructOps(t *testing.T) {
@@ -109,6 +114,9 @@ func TestBackgroundUploadRemoteWithoutStructOps(t *testing.T) {
 	}
 	if clamp.share < 0.5 {
 		testutil.TimingErrorf(t, "cwnd clamp: background alone %.0f%% of the link; want >= 50%% (work conserving)", 100*clamp.share)
+	}
+	if clamp.fgShare < 0.6 {
+		testutil.TimingErrorf(t, "cwnd clamp: an interactive upload under background at %.0f%% of the link; want >= 60%% (it takes the link)", 100*clamp.fgShare)
 	}
 }
 
