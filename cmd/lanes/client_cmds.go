@@ -139,7 +139,10 @@ func printStatus(e *env, st *api.Status) {
 		if it.CwndCapCC != "" {
 			fmt.Fprintf(e.stdout, "cwnd caps enforced by: %s (sockets switched from cubic: %d)\n", it.CwndCapCC, it.Sockops["cc_switch"])
 		}
-		if it.BackgroundCC != "" {
+		switch {
+		case it.BackgroundMode == "cwnd clamp":
+			fmt.Fprintf(e.stdout, "background uploads held by: %s (clamps set: %d)\n", it.BackgroundCC, it.Sockops["bg_clamp"])
+		case it.BackgroundCC != "":
 			fmt.Fprintf(e.stdout, "background congestion control: %s (sockets switched: %d)\n", it.BackgroundCC, it.Sockops["bg_cc"])
 		}
 		if it.Queue != "" {

@@ -51,7 +51,7 @@ func flagValues(cmdPath, flag string) cobra.CompletionFunc {
 	case "backend":
 		return fixed("bpf-track", "bpf-iter", "sock_diag")
 	case "without":
-		return listOf([]string{"sock_ops", "cap_cc", "background_cc", "rledbat", "rledbat_daemon"})
+		return listOf([]string{"sock_ops", "cap_cc", "background_cc", "background_clamp", "rledbat", "rledbat_daemon"})
 	case "dev":
 		return interfaceNames
 	case "netns":

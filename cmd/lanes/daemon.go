@@ -29,7 +29,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
+	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	return func(ctx context.Context, _ []string) error {
 		if *printDefault {

@@ -70,7 +70,8 @@ func runDoctor(e *env, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
 	}
 	tw.Flush()
-	fmt.Fprintf(e.stdout, "\nbackground downloads held back by: %s\n", downloadProtection(r))
+	fmt.Fprintf(e.stdout, "\nbackground uploads held back by: %s\n", uploadProtection(r))
+	fmt.Fprintf(e.stdout, "background downloads held back by: %s\n", downloadProtection(r))
 	fmt.Fprintf(e.stdout, "realtime data path: %s\n", realtimeDataPath())
 	dyn := ""
 	switch {
@@ -100,18 +101,34 @@ func realtimeDataPath() string {
 	return "none: no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/, so the realtime lane is unavailable (everything else runs)"
 }
 
+// uploadProtection says how this kernel lets LEDBAT++ hold background
+// uploads: as their congestion control (struct_ops), else its window as
+// their cwnd clamp from sock_ops' RTT callbacks, else not at all.
+func uploadProtection(r *features.Report) string {
+	switch {
+	case r.Has(features.LedbatFeature):
+		return "LEDBAT++ as their congestion control (struct_ops)"
+	case r.Has(features.SockopsFeature):
+		return fmt.Sprintf("cwnd clamp: LEDBAT++'s window from sock_ops over the system's congestion control (no struct_ops congestion control: %s)", featureDetail(r, features.LedbatFeature))
+	}
+	return fmt.Sprintf("none (struct_ops: %s; sock_ops: %s)", featureDetail(r, features.LedbatFeature), featureDetail(r, features.SockopsFeature))
+}
+
+// featureDetail is a probed feature's detail (its error where absent).
+func featureDetail(r *features.Report, name string) string {
+	for _, f := range r.Features {
+		if f.Name == name {
+			return f.Detail
+		}
+	}
+	return "not probed"
+}
+
 // downloadProtection says which rLEDBAT this kernel allows: in BPF
 // (sock_ops sets TCP_WINDOW_CLAMP, 5.11+), from the daemon (pidfd_getfd),
 // or none, and why.
 func downloadProtection(r *features.Report) string {
-	detail := func(name string) string {
-		for _, f := range r.Features {
-			if f.Name == name {
-				return f.Detail
-			}
-		}
-		return "not probed"
-	}
+	detail := func(name string) string { return featureDetail(r, name) }
 	switch {
 	case r.Has(features.WindowClampFeature):
 		return "rLEDBAT in BPF (sock_ops, at every segment sent)"

@@ -288,9 +288,15 @@ type InterfaceStatus struct {
 	// "clamp only: <why>" when it could not be loaded.
 	CwndCapCC string `json:"cwnd_cap_cc,omitempty"`
 	// BackgroundCC is the background lane's congestion control:
-	// "LEDBAT++ <name>, target <d>", or "system: <why>" when background
-	// sockets keep the system's (off by policy, or no struct_ops).
+	// "LEDBAT++ <name>, target <d>"; without struct_ops "cwnd clamp:
+	// ..." (the system's congestion control, LEDBAT++'s window its clamp
+	// from sock_ops); "system: <why>" when neither holds background
+	// sockets (off by policy, or no sock_ops).
 	BackgroundCC string `json:"background_cc,omitempty"`
+	// BackgroundMode is how background uploads are held: "congestion
+	// control" (LEDBAT++, struct_ops), "cwnd clamp" (LEDBAT++'s window
+	// from sock_ops) or "none".
+	BackgroundMode string `json:"background_mode,omitempty"`
 	// Queue says where this interface's queue forms (on the device, or
 	// not: remote); Protection what protects the foreground there.
 	Queue      string `json:"queue,omitempty"`

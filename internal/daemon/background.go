@@ -18,6 +18,8 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 	var remote []string
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
+	} else if hs.Background.Clamp {
+		remote = append(remote, fmt.Sprintf("LEDBAT++'s window as a cwnd clamp (sock_ops, target %v)", hs.Background.Target))
 	}
 	if d.pol.Background.ReceiveWindow == config.BackgroundRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
 		remote = append(remote, "rLEDBAT")

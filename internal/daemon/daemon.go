@@ -500,9 +500,12 @@ func (d *Daemon) Status() (*api.Status, error) {
 			if b.Registered == structops.Update.String() {
 				is.BackgroundCC += ", registered by map update (stays after a killed daemon until its restart or lanes reset)"
 			}
+		} else if b.Clamp {
+			is.BackgroundCC = fmt.Sprintf("cwnd clamp: LEDBAT++'s window from sock_ops over the system's congestion control, target %v (no LEDBAT++ congestion control: %s)", b.Target, b.Reason)
 		} else {
-			is.BackgroundCC = "system: " + b.Reason
+			is.BackgroundCC = "system: " + b.Reason + "; no cwnd clamp: " + b.ClampReason
 		}
+		is.BackgroundMode = hs.Background.Mode()
 		var backlog uint64
 		for _, l := range lane.All {
 			backlog += lanes[l].BacklogBytes

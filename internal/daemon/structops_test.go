@@ -6,7 +6,6 @@
 package daemon_test
 
 import (
-	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -36,6 +36,9 @@ func updateMaps(t *testing.T) map[ebpf.MapID]string {
 
 func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	testutil.RequireRoot(t)
+	if err := ledbat.Probe(); structops.Unsupported(err) {
+		t.Skipf("kernel refuses struct_ops congestion controls: %v", err)
+	}
 	p := testutil.NewVethPair(t)
 	before := updateMaps(t)
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA), "--struct-ops-by-update")
@@ -48,7 +51,7 @@ func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	names := slices.Sorted(maps.Values(first))
 	t.Cleanup(func() { structops.Remove(names...) })
 	want := 2 // cap_cc and background_cc
-	if err := capcc.Probe(); errors.Is(err, ebpf.ErrNotSupported) {
+	if err := capcc.Probe(); structops.Unsupported(err) {
 		want = 1 // background_cc alone, the path of 5.10-5.12
 		t.Logf("no cap_cc on this kernel: %v", err)
 	}

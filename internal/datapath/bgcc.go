@@ -3,7 +3,8 @@
 // every background TCP socket to it, so a background upload yields at a
 // bottleneck that is not lanes' own queue (a router's or base station's
 // buffer). Without it (no struct_ops) background sockets keep the system's
-// congestion control and the datapath says so.
+// congestion control and sock_ops clamps their cwnd to LEDBAT++'s window
+// (CapBgClamp, internal/bpf/sockops bgclamp.h); the datapath says which.
 package datapath
 
 import (
@@ -29,6 +30,23 @@ type BackgroundCCStatus struct {
 	Target     time.Duration `json:"target,omitempty"`     // queuing delay target
 	Registered string        `json:"registered,omitempty"` // "bpf_link" or "map update" (structops)
 	Reason     string        `json:"reason,omitempty"`     // why it is not active
+	// Clamp: not active, LEDBAT++'s window is the background sockets'
+	// cwnd clamp from sock_ops instead (Target is its target).
+	Clamp bool `json:"clamp,omitempty"`
+	// ClampReason: why the clamp is off too (not active, not Clamp).
+	ClampReason string `json:"clamp_reason,omitempty"`
+}
+
+// Mode says how background uploads are held: LEDBAT++ as their congestion
+// control, its window as their cwnd clamp (no struct_ops), or neither.
+func (s BackgroundCCStatus) Mode() string {
+	switch {
+	case s.Active:
+		return "congestion control"
+	case s.Clamp:
+		return "cwnd clamp"
+	}
+	return "none"
 }
 
 // loadBackgroundCC registers this host's LEDBAT++ (target from cfg: 0 =
@@ -55,6 +73,37 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	}
 }
 
+// bgTargetUS is LEDBAT++'s target (µs) for the background lane, 0 = off by policy.
+func (h *Host) bgTargetUS() uint32 {
+	switch t := h.cfg.BackgroundTarget; {
+	case t < 0:
+		return 0
+	case t == 0:
+		return model.DefaultTargetUS
+	default:
+		return uint32(t / time.Microsecond)
+	}
+}
+
+// loadBgClamp returns the target (µs) of LEDBAT++ as the background
+// sockets' cwnd clamp (sock_ops, bgclamp.h): on where LEDBAT++ cannot be
+// their congestion control (no struct_ops, or background_cc off), unless
+// CapBgClamp is off too; 0 = off.
+func (h *Host) loadBgClamp() uint32 {
+	if h.bg != nil {
+		h.off[CapBgClamp] = "LEDBAT++ is the background congestion control"
+		return 0
+	}
+	if _, off := h.off[CapBgClamp]; off {
+		return 0
+	}
+	t := h.bgTargetUS()
+	if t == 0 {
+		h.off[CapBgClamp] = "off by policy"
+	}
+	return t
+}
+
 // bgCCName is the name sock_ops switches background sockets to ("" = none).
 func (h *Host) bgCCName() string {
 	if h.bg == nil {
@@ -69,6 +118,14 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 	err := h.use(func() error {
 		if h.bg == nil {
 			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
+			why, off := h.off[CapBgClamp]
+			if h.ops == nil && !off {
+				why, off = "needs sock_ops", true
+			}
+			s.Clamp, s.ClampReason = !off, why
+			if s.Clamp {
+				s.Target = time.Duration(h.bgTargetUS()) * time.Microsecond
+			}
 			return nil
 		}
 		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target, Registered: h.bg.Mode.String()}

@@ -85,6 +85,9 @@ const (
 	CapCapCC   Capability = "cap_cc"   // congestion control enforcing cwnd caps on CUBIC sockets
 	// CapBackgroundCC: LEDBAT++ for background sockets (yield at a remote bottleneck)
 	CapBackgroundCC Capability = "background_cc"
+	// CapBgClamp: without CapBackgroundCC (no struct_ops), LEDBAT++'s
+	// window as background sockets' cwnd clamp from sock_ops (bgclamp.h)
+	CapBgClamp Capability = "background_clamp"
 	// CapRLEDBAT: rLEDBAT on background sockets' receive windows (sock_ops
 	// bpf_setsockopt TCP_WINDOW_CLAMP, Linux 5.11+)
 	CapRLEDBAT Capability = "rledbat"
@@ -212,7 +215,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
@@ -235,6 +238,7 @@ func (h *Host) loadSockops() {
 			h.bg.Close()
 			h.bg = nil
 		}
+		h.off[CapBgClamp] = "needs sock_ops"
 		h.needsSockops()
 		return
 	}
@@ -313,7 +317,7 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
 		if _, off := h.off[c]; !off {
 			h.off[c] = "needs sock_ops"
 		}
@@ -329,7 +333,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
+	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {

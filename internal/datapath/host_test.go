@@ -39,7 +39,7 @@ func TestHostWithoutSockops(t *testing.T) {
 		return err
 	})
 	caps := h.Capabilities()
-	if caps[CapSockops] != "off: probe refused (test)" || caps[CapCapCC] != "off: needs sock_ops" || caps[CapBackgroundCC] != "off: needs sock_ops" || caps[CapRLEDBAT] != "off: needs sock_ops" {
+	if caps[CapSockops] != "off: probe refused (test)" || caps[CapCapCC] != "off: needs sock_ops" || caps[CapBackgroundCC] != "off: needs sock_ops" || caps[CapBgClamp] != "off: needs sock_ops" || caps[CapRLEDBAT] != "off: needs sock_ops" {
 		t.Errorf("capabilities: %v", caps)
 	}
 	if h.ops != nil || h.opsLink != nil {

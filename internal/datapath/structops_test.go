@@ -11,12 +11,16 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	requireCgroup2(t)
+	if err := ledbat.Probe(); structops.Unsupported(err) {
+		t.Skipf("kernel refuses struct_ops congestion controls: %v", err)
+	}
 	p := testutil.NewVethPair(t)
 	var names []string
 	t.Cleanup(func() { // after the helper's own (cleanups run last first)

@@ -303,7 +303,7 @@ func probeBPF() []Feature {
 	// the task engine's source where the proc connector delivers none.
 	add(ProcEventsFeature, "process rules (exe, comm, tasks) applied by a 1 s /proc scan where the proc connector delivers nothing (a daemon outside the initial network namespace)", false, procevents.Probe())
 	// LEDBAT++ for the background lane, the same way.
-	add(LedbatFeature, "background sockets keep the system congestion control: they yield only where lanes' own queue is the bottleneck", false, ledbat.Probe())
+	add(LedbatFeature, "background sockets keep the system congestion control; sock_ops clamps their cwnd to LEDBAT++'s window from their RTT samples (see background uploads below)", false, ledbat.Probe())
 	// The kernel's own EDF for the realtime lane (a BPF qdisc: 6.16+ with
 	// CONFIG_NET_SCH_BPF), loaded, registered and unregistered.
 	add(EDFQdiscFeature, "realtime lane by the daemon path (its EDF queue in user space, the HTB tree below it): applications use the lanes client instead of plain SO_TXTIME", false, edfqdisc.Probe())

@@ -123,7 +123,8 @@ const (
 	AbiOpsCounterOPS_COOP_RWND      AbiOpsCounter = 20
 	AbiOpsCounterOPS_BG_CC_KEPT     AbiOpsCounter = 21
 	AbiOpsCounterOPS_BG_LEFT        AbiOpsCounter = 22
-	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 23
+	AbiOpsCounterOPS_BG_CLAMP       AbiOpsCounter = 23
+	AbiOpsCounterOPS_COUNTERS       AbiOpsCounter = 24
 )
 
 // Names of all BPF objects in the ELF.

@@ -51,7 +51,8 @@ func TestLanesObjects(t *testing.T) {
 }
 
 // TestAndroidFormObjectsPass: every object built in the loaders' form
-// passes at the Tethering APEX's location, with the loader's pinned paths.
+// passes at the Tethering APEX's location, with the loader's pinned paths:
+// netnscookie, and bgclamp (the background upload's cwnd clamp, sock_ops).
 func TestAndroidFormObjectsPass(t *testing.T) {
 	r, err := Check("objects/netnscookie.o", Locations[0])
 	if err != nil {
@@ -67,6 +68,19 @@ func TestAndroidFormObjectsPass(t *testing.T) {
 	}
 	if want := []Map{{Name: "netns_cookie", Pin: "/sys/fs/bpf/tethering/map_netnscookie_netns_cookie"}}; !slices.Equal(r.Maps, want) {
 		t.Errorf("maps %v, want %v", r.Maps, want)
+	}
+	// the background upload's LEDBAT++ without struct_ops (sock_ops)
+	r, err = Check("objects/bgclamp.o", Locations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("bgclamp (Android form) does not pass: %v", r.Problems)
+	}
+	wantProg = Program{Section: "sockops/lanes_bgclamp", Type: "SOCK_OPS",
+		Pin: "/sys/fs/bpf/tethering/prog_bgclamp_sockops_lanes_bgclamp"}
+	if !slices.Equal(r.Programs, []Program{wantProg}) {
+		t.Errorf("programs %v, want %v", r.Programs, wantProg)
 	}
 }
 

@@ -7,11 +7,9 @@
 package capcc
 
 import (
-	"errors"
 	"slices"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -109,12 +107,13 @@ func TestMapUpdateOutlivesItsObjects(t *testing.T) {
 }
 
 // skipIfUnsupported skips t when Load failed for a kernel feature the
-// congestion control needs (ebpf.ErrNotSupported, as Probe reports it to
-// the daemon: CUBIC's kfuncs are callable from struct_ops from 5.13),
-// naming it; any other failure is the test's.
+// congestion control needs (structops.Unsupported: ebpf.ErrNotSupported, as
+// Probe reports it to the daemon, CUBIC's kfuncs are callable from
+// struct_ops from 5.13; or a kernel that refuses struct_ops congestion
+// controls, EOPNOTSUPP/ENOTSUPP), naming it; any other failure is the test's.
 func skipIfUnsupported(t *testing.T, err error) {
 	t.Helper()
-	if errors.Is(err, ebpf.ErrNotSupported) {
+	if structops.Unsupported(err) {
 		t.Skipf("kernel lacks a feature of the lanes congestion control: %v", err)
 	}
 }

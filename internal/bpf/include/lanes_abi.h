@@ -78,7 +78,8 @@ enum ops_counter {
 	OPS_COOP_RWND = 20,     /* downlink cap (coop receive window clamp) changed */
 	OPS_BG_CC_KEPT = 21,    /* app's TCP_CONGESTION on a background socket skipped */
 	OPS_BG_LEFT = 22,       /* socket moved out of background: its own settings back */
-	OPS_COUNTERS = 23,
+	OPS_BG_CLAMP = 23,      /* background cwnd clamp set to LEDBAT++'s window (no struct_ops) */
+	OPS_COUNTERS = 24,
 };
 
 /*

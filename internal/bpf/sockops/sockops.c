@@ -136,6 +136,7 @@ volatile const struct sockops_config {
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
 	__u32 yield; /* the foreground-aware yield: foreground traffic or a new connection holds background */
+	__u32 bg_clamp_target_us; /* LEDBAT++ as a cwnd clamp (bgclamp.h) where bg_cc_name is "", 0 = off */
 } CFG = {};
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -223,6 +224,7 @@ static __always_inline void bump(__u32 idx)
 
 #include "rledbat.h"
 #include "rwndcap.h"
+#include "bgclamp.h"
 
 /* The foreground-aware yield is per egress interface: a background socket
  * yields while the foreground is active on the interface its packets leave
@@ -658,7 +660,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	struct bpf_sock *sk = ops->sk;
 	struct sk_state *st;
 	__u32 want = 0, *c;
-	int val, yield = 0;
+	int val, yield = 0, bgc = 0;
 
 	if (!sk)
 		return;
@@ -677,6 +679,9 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 		want = YIELD_CWND;
 		yield = 1;
 	}
+	/* without a BPF congestion control: LEDBAT++'s window as the clamp */
+	if (lane == LANE_BACKGROUND)
+		bgc = bgc_limit(ops, &want);
 	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
 				want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
 	if (!st || st->applied_cap == want)
@@ -684,8 +689,10 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 	val = want ? (int)want : CAP_NONE;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
 		st->applied_cap = want;
-		bump(yield ? OPS_YIELD : OPS_CAP_SET);
-		if (want) {
+		bump(yield ? OPS_YIELD : bgc ? OPS_BG_CLAMP : OPS_CAP_SET);
+		/* LEDBAT++'s clamp leaves the system's congestion control
+		 * and pacing alone (bgclamp.h) */
+		if (want && !bgc) {
 			switch_cc(ops, st);
 			pace(ops, st);
 		}
@@ -796,6 +803,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		if (lane == LANE_BACKGROUND) {
 			set_lowat(ops);
 			switch_bg_cc(ops, cookie);
+			bgc_rtt(ops, sharing(ops)); /* LEDBAT++ without struct_ops */
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);

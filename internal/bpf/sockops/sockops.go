@@ -34,6 +34,10 @@ type Config struct {
 	// RLEDBATTargetUS is the queuing-delay target (µs) of rLEDBAT, which
 	// limits background sockets' receive windows (rledbat.h); 0 = off.
 	RLEDBATTargetUS uint32
+	// BgClampTargetUS is LEDBAT++'s queuing-delay target (µs) for
+	// background uploads where BgCCName is "" (no struct_ops): sock_ops
+	// clamps their cwnd to LEDBAT++'s window (bgclamp.h); 0 = off.
+	BgClampTargetUS uint32
 	// Yield: the foreground-aware yield (internal/yield): background
 	// sockets held at the minimum window while the classifier's stamp of
 	// their interface's foreground is fresh, and for half a second after a
@@ -152,6 +156,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	if cfg.Yield {
 		c.Yield = 1
 	}
+	if cfg.BgCCName == "" {
+		c.BgClampTargetUs = cfg.BgClampTargetUS
+	}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)
 	}
@@ -195,7 +202,7 @@ func Probe() error {
 		return fmt.Errorf("classifier: %w", err)
 	}
 	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16 << 10}, cls.Shared())
+	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16 << 10, BgClampTargetUS: 10000}, cls.Shared())
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,33 @@ type SockopsAppCcName struct {
 	Name [16]int8
 }
 
+type SockopsBgcState struct {
+	_ structs.HostLayout
+	L struct {
+		_          structs.HostLayout
+		Base       [10]uint32
+		Cur        [4]uint32
+		Bucket     uint32
+		Samples    uint32
+		Acc        int32
+		Phase      uint32
+		Flags      uint32
+		TargetUs   uint32
+		T_holdEnd  uint32
+		T_slowdown uint32
+		T_next     uint32
+		T_slot     uint32
+	}
+	Cwnd        uint32
+	Ssthresh    uint32
+	LastUna     uint32
+	Rem         uint32
+	LastRetrans uint32
+	T_loss      uint32
+	JoinsSeen   uint32
+	Applied     uint32
+}
+
 type SockopsDstKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -112,14 +139,16 @@ type SockopsSkState struct {
 }
 
 type SockopsSockopsConfig struct {
-	_            structs.HostLayout
-	NetnsCookie  uint64
-	NotsentLowat uint32
-	NetnsIno     uint32
-	CcName       [16]int8
-	BgCcName     [16]int8
-	RlTargetUs   uint32
-	Yield        uint32
+	_               structs.HostLayout
+	NetnsCookie     uint64
+	NotsentLowat    uint32
+	NetnsIno        uint32
+	CcName          [16]int8
+	BgCcName        [16]int8
+	RlTargetUs      uint32
+	Yield           uint32
+	BgClampTargetUs uint32
+	_               [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -127,6 +156,8 @@ type SockopsSockopsConfig struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SockopsMapLanesAppCc       = "lanes_app_cc"
+	SockopsMapLanesBgcJoins    = "lanes_bgc_joins"
+	SockopsMapLanesBgcState    = "lanes_bgc_state"
 	SockopsMapLanesCgroup      = "lanes_cgroup"
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
@@ -205,6 +236,8 @@ type SockopsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsMapSpecs struct {
 	LanesAppCc       *ebpf.MapSpec `ebpf:"lanes_app_cc"`
+	LanesBgcJoins    *ebpf.MapSpec `ebpf:"lanes_bgc_joins"`
+	LanesBgcState    *ebpf.MapSpec `ebpf:"lanes_bgc_state"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
@@ -255,6 +288,8 @@ func (o *SockopsObjects) Close() error {
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsMaps struct {
 	LanesAppCc       *ebpf.Map `ebpf:"lanes_app_cc"`
+	LanesBgcJoins    *ebpf.Map `ebpf:"lanes_bgc_joins"`
+	LanesBgcState    *ebpf.Map `ebpf:"lanes_bgc_state"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
@@ -280,6 +315,8 @@ type SockopsMaps struct {
 func (m *SockopsMaps) Close() error {
 	return _SockopsClose(
 		m.LanesAppCc,
+		m.LanesBgcJoins,
+		m.LanesBgcState,
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,

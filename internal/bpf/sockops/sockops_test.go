@@ -93,13 +93,25 @@ func TestSockCapLeftoversCannotFillTheMap(t *testing.T) {
 // instructions on 6.18 and went over the limit on 5.10, which then refused
 // the whole object (per-socket lanes, caps, LEDBAT++ switching); the copy
 // that stops at the name's end costs 542.
+// Both background modes: LEDBAT++ as the congestion control (BgCCName),
+// and without struct_ops, its window as the cwnd clamp (BgClampTargetUS).
 func TestVerifierCost(t *testing.T) {
 	testutil.RequireRoot(t)
 	if err := rlimit.RemoveMemlock(); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := configured(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test",
-		BgCCName: "lanes_bg_test", RLEDBATTargetUS: 60000, Yield: true})
+	for name, cfg := range map[string]Config{
+		"struct_ops": {NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test",
+			BgCCName: "lanes_bg_test", RLEDBATTargetUS: 60000, Yield: true},
+		"cwnd_clamp": {NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384,
+			BgClampTargetUS: 10000, RLEDBATTargetUS: 60000, Yield: true},
+	} {
+		t.Run(name, func(t *testing.T) { verifierCost(t, cfg) })
+	}
+}
+
+func verifierCost(t *testing.T, cfg Config) {
+	spec, err := configured(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
