@@ -94,7 +94,7 @@ type bgEgress interface {
 
 // nonTCPProtection says what holds the interface's background non-TCP
 // traffic, per direction, and what holds it now (d.mu held).
-func (d *Daemon) nonTCPProtection(eg datapath.EgressAPI) string {
+func (d *Daemon) nonTCPProtection(eg egressTree) string {
 	be, ok := eg.(bgEgress)
 	if !ok {
 		return ""

@@ -33,6 +33,7 @@ import (
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rtlane"
@@ -61,7 +62,11 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 	}
 	var comps []*component
 	if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
-		comps = append(comps, d.newCoop(pol.Coop, host, first))
+		if ch, ok := hostPart[coopDatapath](host); ok {
+			comps = append(comps, d.newCoop(pol.Coop, ch, first))
+		} else {
+			d.log.Warn("coop: the datapath sets no caps; the controller does not run")
+		}
 	}
 	if c := d.keepOrStop(kept, "realtime", pol.Realtime.Enabled, realtimeKeyOf(pol.Realtime, first)); c != nil {
 		comps = append(comps, c)
@@ -75,7 +80,7 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		}
 		comps = append(comps, c)
 	}
-	if y, ok := host.(yielder); ok && pol.Background.Yield {
+	if y, ok := hostPart[yielder](host); ok && pol.Background.Yield {
 		c, err := d.newYield(y)
 		if err != nil {
 			for _, c := range comps {
@@ -85,7 +90,7 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		}
 		comps = append(comps, c)
 	}
-	if h, ok := host.(bgudp.Datapath); ok {
+	if h, ok := hostPart[bgudp.Datapath](host); ok {
 		c, err := d.newBgUDP(pol.Background, h)
 		if err != nil { // background QUIC/UDP goes uncontrolled, the rest runs
 			d.log.Warn("background-udp: the controller did not start", "err", err)
@@ -164,8 +169,6 @@ type yielder interface {
 	BackgroundCC() datapath.BackgroundCCStatus
 }
 
-var _ yielder = (*datapath.Host)(nil)
-
 // newYield is the foreground-aware yield's component (internal/yield). The
 // kernel decides the yield; the component only answers status: it runs
 // nothing, and wakes nobody. Its status document is the "background"
@@ -227,13 +230,22 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 // namespaces' sweep removes a vanished instance's files (instance.go).
 var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 
+// coopDatapath is what the cooperative controller drives in the host
+// datapath: its monitor's socket lanes, and the caps of coop's setters.
+type coopDatapath interface {
+	SocketLane(cookie uint64) (lane.Lane, bool)
+	coop.UplinkSetter
+	coop.DownlinkSetter
+	coop.AckClassSetter
+}
+
 // newCoop wires the cooperative controller: flows from the TCP monitor
 // (the BPF iterator reading lanes from the datapath's socket map in the
 // kernel, or sock_diag), caps through the datapath's sock_ops maps,
 // announcements on the managed interface.
 // A controller that cannot start (another process holds its UDP port, the
 // interface has no address yet) waits and retries, and status says why.
-func (d *Daemon) newCoop(cfg config.Coop, h datapath.HostAPI, m *managedIface) *component {
+func (d *Daemon) newCoop(cfg config.Coop, h coopDatapath, m *managedIface) *component {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
@@ -243,7 +255,7 @@ func (d *Daemon) newCoop(cfg config.Coop, h datapath.HostAPI, m *managedIface) *
 	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }
 
-func (d *Daemon) startCoop(cfg config.Coop, h datapath.HostAPI) (*runner, error) {
+func (d *Daemon) startCoop(cfg config.Coop, h coopDatapath) (*runner, error) {
 	mc := tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true}
 	if cm, ok := h.(interface{ CookieMap() *ebpf.Map }); ok {
 		mc.LaneMap = cm.CookieMap()

@@ -72,7 +72,7 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	pol     *policy.Policy
-	host    datapath.HostAPI          // this namespace's BPF programs, maps and lane cgroups
+	host    *datapathHost             // this namespace's BPF programs, maps and lane cgroups (host.go)
 	egress  map[string]*managedIface  // by device: one tree each, all running host's classifier
 	applied desired                   // what applyLocked last put in the kernel (state.go)
 	flows   map[api.Flow]api.FlowInfo // API registrations
@@ -110,7 +110,7 @@ type managedIface struct {
 	cfg   policy.Interface // the policy entry
 	order int              // its position in the policy
 	index int              // ifindex of the device
-	eg    datapath.EgressAPI
+	eg    egressTree
 }
 
 // Run starts the daemon and blocks until ctx ends, then cleans up.
@@ -362,7 +362,7 @@ func (d *Daemon) uninstallLocked() error {
 		return nil
 	}
 	err := d.applyLocked(newDesired(), false)
-	err = errors.Join(err, d.host.Close())
+	err = errors.Join(err, d.host.core.Close())
 	d.host = nil
 	return err
 }
@@ -443,7 +443,7 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 	if d.host == nil {
 		return "", errors.New("no datapath installed")
 	}
-	path, _, err := d.host.LaneCgroup(l)
+	path, _, err := d.host.core.LaneCgroup(l)
 	return path, err
 }
 
@@ -463,6 +463,12 @@ func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.
 	return m, nil
 }
 
+// hostCounters are the host datapath's counters, congestion controls and
+// capabilities, for status.
+type hostCounters interface {
+	Stats() (datapath.HostStats, error)
+}
+
 func (d *Daemon) Status() (*api.Status, error) {
 	flows, _ := d.Flows()
 	d.mu.Lock()
@@ -470,9 +476,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
 		RestartKeys: policy.RestartValues(d.pol)}
 	var hs datapath.HostStats
-	if d.host != nil {
+	if c, ok := hostPart[hostCounters](d.host); ok {
 		var err error
-		if hs, err = d.host.Stats(); err != nil {
+		if hs, err = c.Stats(); err != nil {
 			return nil, err
 		}
 	}
@@ -536,56 +542,3 @@ func (d *Daemon) Status() (*api.Status, error) {
 	}
 	return st, nil
 }
-
-// SocketLanes looks sockets up in the datapath's socket map (sock_ops fills it
-// at connect/accept). The daemon's lock is taken per cookieChunk cookies,
-// so a long request does not hold root's status behind it.
-func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	return lookupCookies(d, cookies, datapath.HostAPI.SocketLane), nil
-}
-
-// lookupCookies answers get for each cookie found, taking the daemon's lock
-// per cookieChunk cookies.
-func lookupCookies[V any](d *Daemon, cookies []uint64, get func(datapath.HostAPI, uint64) (V, bool)) map[uint64]V {
-	out := map[uint64]V{}
-	for len(cookies) > 0 {
-		n := min(len(cookies), cookieChunk)
-		d.mu.Lock()
-		if d.host == nil {
-			d.mu.Unlock()
-			break
-		}
-		for _, c := range cookies[:n] {
-			if v, ok := get(d.host, c); ok {
-				out[c] = v
-			}
-		}
-		d.mu.Unlock()
-		cookies = cookies[n:]
-	}
-	return out
-}
-
-var _ api.SocketCCer = (*Daemon)(nil)
-
-// SocketAppCCs returns, for the background sockets among cookies whose app
-// asked for a congestion control of its own (and kept LEDBAT++), the name it
-// asked for; looked up as SocketLanes is.
-func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
-	return lookupCookies(d, cookies, datapath.HostAPI.SocketAppCC)
-}
-
-// OwnCCs maps the kernel names of lanes' congestion controls to what they
-// are ("ledbat", "capcc").
-func (d *Daemon) OwnCCs() map[string]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.host == nil {
-		return nil
-	}
-	return d.host.OwnCCs()
-}
-
-// cookieChunk is how many cookies of a socket-lanes request are looked up
-// under one hold of the daemon's lock.
-const cookieChunk = 128

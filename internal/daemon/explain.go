@@ -134,7 +134,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 func (d *Daemon) explainLocked(s sockFacts) string {
 	var cur lane.Lane
 	if d.host != nil {
-		cur, _ = d.host.SocketLane(s.cookie)
+		cur, _ = d.host.sockets.SocketLane(s.cookie)
 	}
 	for f, moved := range d.liveSockets {
 		if findLive(moved, s.cookie) != nil {

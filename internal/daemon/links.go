@@ -31,7 +31,7 @@ type Links interface {
 
 // env holds the daemon's seams to the kernel.
 type env struct {
-	openHost func(datapath.HostConfig) (datapath.HostAPI, error)
+	openHost func(datapath.HostConfig) (*datapathHost, error)
 	links    Links
 	cgroupID func(rel string) (uint64, error) // cgroup path relative to the v2 root
 	// watch calls changed (soon) after an interface or route changes,
@@ -50,7 +50,13 @@ type env struct {
 
 func kernelEnv(cg *cgroupMount) env {
 	return env{
-		openHost: func(c datapath.HostConfig) (datapath.HostAPI, error) { return datapath.OpenHost(c) },
+		openHost: func(c datapath.HostConfig) (*datapathHost, error) {
+			h, err := datapath.OpenHost(c)
+			if err != nil {
+				return nil, err
+			}
+			return kernelHost(h), nil
+		},
 		links:    netlinkLinks{},
 		cgroupID: cg.id,
 		watch:    watchNetlink,

@@ -157,21 +157,21 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 	}
 	live := map[uint64]lane.Lane{}
 	defer func() {
-		if a, ok := d.host.(liveApplier); ok && len(live) > 0 {
+		if a, ok := hostPart[liveApplier](d.host); ok && len(live) > 0 {
 			if _, err := a.ApplyLive(live); err != nil {
 				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
 			}
 		}
 	}()
 	for _, s := range socks {
-		prev, _ := d.host.SocketLane(s.cookie)
-		if err := d.host.SetSocketLane(s.cookie, l); err != nil {
+		prev, _ := d.host.sockets.SocketLane(s.cookie)
+		if err := d.host.sockets.SetSocketLane(s.cookie, l); err != nil {
 			d.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
 			continue
 		}
 		if s.proto == unix.IPPROTO_UDP {
 			udp++
-			if f, ok := d.host.(bgFlowForgetter); ok && l != lane.Background && prev == lane.Background {
+			if f, ok := hostPart[bgFlowForgetter](d.host); ok && l != lane.Background && prev == lane.Background {
 				if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, s.src.Port()); err != nil {
 					d.log.Debug("background flows", "sport", s.src.Port(), "err", err)
 				}
@@ -191,7 +191,7 @@ func (d *Daemon) pruneMovedLocked() {
 		return
 	}
 	for c := range d.moved {
-		if _, ok := d.host.SocketLane(c); !ok {
+		if _, ok := d.host.sockets.SocketLane(c); !ok {
 			delete(d.moved, c)
 		}
 	}
@@ -206,7 +206,7 @@ type exeLaner interface {
 // an absolute path and no other condition (d.mu held). The others act
 // through the task engine's move alone.
 func (d *Daemon) setExeLanesLocked() {
-	x, ok := d.host.(exeLaner)
+	x, ok := hostPart[exeLaner](d.host)
 	if !ok {
 		return
 	}

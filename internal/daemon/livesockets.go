@@ -17,6 +17,16 @@ import (
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
+// socketLanes is the host datapath's socket map: the lane of a socket by
+// cookie (also livemove.go, explain.go, udpflows.go, cookies.go).
+type socketLanes interface {
+	SocketLane(cookie uint64) (lane.Lane, bool)
+	SetSocketLane(cookie uint64, l lane.Lane) error
+	// RestoreSocketLane changes only a socket that still has an entry.
+	RestoreSocketLane(cookie uint64, l lane.Lane) error
+	ClearSocketLane(cookie uint64) error
+}
+
 // liveSocket is a connected socket a registration moved, and the lane its
 // cookie had before (Unset: none).
 type liveSocket struct {
@@ -80,12 +90,12 @@ func (d *Daemon) moveLiveSocketsLocked(c api.Cred, f api.Flow, l lane.Lane) {
 	for _, c := range cookies {
 		if findLive(moved, c) == nil { // registered twice: keep the first "before"
 			prev := lane.Unset
-			if p, ok := d.host.SocketLane(c); ok {
+			if p, ok := d.host.sockets.SocketLane(c); ok {
 				prev = p
 			}
 			moved = append(moved, liveSocket{cookie: c, prev: prev})
 		}
-		if err := d.host.SetSocketLane(c, l); err != nil {
+		if err := d.host.sockets.SetSocketLane(c, l); err != nil {
 			d.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
 		}
 	}
@@ -103,9 +113,9 @@ func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
 		}
 		var err error
 		if s.prev == lane.Unset {
-			err = d.host.ClearSocketLane(s.cookie)
+			err = d.host.sockets.ClearSocketLane(s.cookie)
 		} else { // only while it is open: a closed socket's entry stays gone
-			err = d.host.RestoreSocketLane(s.cookie, s.prev)
+			err = d.host.sockets.RestoreSocketLane(s.cookie, s.prev)
 		}
 		if err != nil {
 			d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)

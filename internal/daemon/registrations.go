@@ -80,7 +80,7 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 	if c.Privileged {
 		d.supersedeLocked(c, f)
 	}
-	if err := d.host.SetFlowLane(key, l); err != nil {
+	if err := d.host.rules.SetFlowLane(key, l); err != nil {
 		return err
 	}
 	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}

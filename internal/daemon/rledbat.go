@@ -32,15 +32,13 @@ type rledbatHost interface {
 	Capabilities() map[datapath.Capability]string
 }
 
-var _ rledbatHost = (*datapath.Host)(nil)
-
 // rledbatFallback says whether the daemon runs rLEDBAT itself and, if not
 // while the BPF path is off, why not.
-func (d *Daemon) rledbatFallback(pol config.Background, h datapath.HostAPI) (rledbatHost, string) {
+func (d *Daemon) rledbatFallback(pol config.Background, h *datapathHost) (rledbatHost, string) {
 	if pol.ReceiveWindow != config.BackgroundRLEDBAT {
 		return nil, ""
 	}
-	rh, ok := h.(rledbatHost)
+	rh, ok := hostPart[rledbatHost](h)
 	if !ok {
 		return nil, "the datapath has no socket lanes"
 	}

@@ -184,10 +184,12 @@ func runRuleTableCase(t *testing.T, root, name string, tc ruleTableCase) {
 	}
 	ns := testutil.NewNetNS(t)
 	e := env{
-		openHost: func(c datapath.HostConfig) (datapath.HostAPI, error) {
-			var h datapath.HostAPI
-			err := ns.Run(func() (err error) { h, err = datapath.OpenHost(c); return err })
-			return h, err
+		openHost: func(c datapath.HostConfig) (*datapathHost, error) {
+			var h *datapath.Host
+			if err := ns.Run(func() (err error) { h, err = datapath.OpenHost(c); return err }); err != nil {
+				return nil, err
+			}
+			return kernelHost(h), nil
 		},
 		links:    &world{links: map[string]int{}},
 		cgroupID: cgID,
@@ -199,7 +201,7 @@ func runRuleTableCase(t *testing.T, root, name string, tc ruleTableCase) {
 		t.Fatal(err)
 	}
 	defer d.uninstall()
-	h := d.host.(*datapath.Host)
+	h := d.host.core.(*datapath.Host)
 	for j, p := range tc.pkts {
 		l, k, err := h.TryClassify(p.pkt)
 		if err != nil {

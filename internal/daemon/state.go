@@ -24,6 +24,32 @@ import (
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
+// ruleMaps are the host datapath's rule maps the diff writes (and an API
+// registration's 5-tuple: registrations.go).
+type ruleMaps interface {
+	SetFlowLane(datapath.FlowKey, lane.Lane) error
+	DeleteFlow(datapath.FlowKey) error
+	SetDstLane(datapath.DstRule, lane.Lane) error
+	DeleteDst(datapath.DstRule) error
+	SetCgroupLane(cgroupID uint64, l lane.Lane) error
+	DeleteCgroup(cgroupID uint64) error
+	SetUIDLane(uid uint32, l lane.Lane) error
+	DeleteUID(uid uint32) error
+	SetDSCPLane(dscp uint8, l lane.Lane) error // lane.Unset removes
+}
+
+// egressTree is one interface's tree (*datapath.Egress): the diff opens,
+// updates and closes it; status reads it (daemon.go, bgudp.go).
+type egressTree interface {
+	Config() datapath.EgressConfig
+	// Update changes the tree's parameters and device queue in place.
+	Update(datapath.EgressConfig) error
+	Stats() (map[lane.Lane]datapath.LaneStats, error)
+	// InteractiveLeaf is the interactive lane's leaf qdisc kind.
+	InteractiveLeaf() string
+	Close() error
+}
+
 // entry is a map value and what decided it ("policy:<rule>", "api uid 1000",
 // "lane cgroup", "dscp.le_background").
 type entry struct {
@@ -65,7 +91,7 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 	w := newDesired()
 	if d.host != nil {
 		for _, l := range lane.All {
-			if _, id, err := d.host.LaneCgroup(l); err == nil {
+			if _, id, err := d.host.core.LaneCgroup(l); err == nil {
 				w.Cgroups[id] = entry{l, "lane cgroup (lanes run, process rules)"}
 			}
 		}
@@ -186,7 +212,7 @@ func (d *Daemon) applyLocked(want desired, strict bool) error {
 			m.cfg, m.order = w.Spec, w.Order
 		}
 	}
-	h := d.host
+	h := d.host.rules
 	oldUIDs, oldCgroups := maps.Clone(d.applied.UIDs), maps.Clone(d.applied.Cgroups)
 	defer d.followRulesLocked(oldUIDs, oldCgroups, want)
 	errs = append(errs,
@@ -215,7 +241,7 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 			// the device went away and came back: its tree went with it
 			_ = d.closeEgressLocked(name)
 		}
-		eg, err := d.host.OpenEgress(w.Cfg)
+		eg, err := d.host.openEgress(w.Cfg)
 		if err != nil {
 			err = fmt.Errorf("interface %s: %w", name, err)
 			if !strict {

@@ -69,7 +69,7 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		h.SetLink(l, true)
 	}
 	e := env{
-		openHost: func(datapath.HostConfig) (datapath.HostAPI, error) { return h, nil },
+		openHost: func(datapath.HostConfig) (*datapathHost, error) { return fakeHost(h), nil },
 		links:    w,
 		cgroupID: w.cgroupID,
 		watch:    func(ctx context.Context, _ func()) error { <-ctx.Done(); return nil },
@@ -84,6 +84,18 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 		t.Fatalf("install: %v", err)
 	}
 	return &fixture{t: t, d: d, host: h, world: w}
+}
+
+// fakeHost is the daemon's view of the in-memory host: every role but
+// the optional parts.
+func fakeHost(h *datapathtest.Host) *datapathHost {
+	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, error) {
+		e, err := h.OpenEgress(c)
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	}}
 }
 
 func mustPolicy(t *testing.T, yaml string) *policy.Policy {

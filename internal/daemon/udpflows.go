@@ -72,7 +72,7 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()
-	if tab, ok := d.host.(bgTable); ok {
+	if tab, ok := hostPart[bgTable](d.host); ok {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
 			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
@@ -137,7 +137,7 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
 	src, _ := netip.ParseAddrPort(f.Src)
 	dst, _ := netip.ParseAddrPort(f.Dst)
 	if d.host != nil {
-		if l, ok := d.host.SocketLane(f.Cookie); ok {
+		if l, ok := d.host.sockets.SocketLane(f.Cookie); ok {
 			f.Lane, f.Why = l, "socket moved to "+l.String()
 			for fl, moved := range d.liveSockets {
 				if findLive(moved, f.Cookie) != nil {

@@ -4,7 +4,10 @@
 // cap-enforcing congestion control) and the lane cgroups. Every interface's
 // egress tree (egress.go) runs the Host's one classifier program, so N
 // interfaces cost one sock_ops program on each ACK, not N, and a map entry
-// written once applies on every interface.
+// written once applies on every interface. This file: its lifecycle
+// (OpenHost loads and attaches, Close detaches and unloads) and its
+// capabilities; its maps are lanemaps.go's, its congestion controls
+// capcc.go's and bgcc.go's, its counters hoststats.go's.
 //
 // Capabilities that the kernel may lack degrade alone (Capabilities):
 // without sock_ops, sockets are classified per packet only (no cgroup
@@ -17,12 +20,9 @@
 package datapath
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +30,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
-	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
 	"github.com/lanes-net/lanes/internal/bpf/execlane"
@@ -265,56 +264,6 @@ func (h *Host) attachSetsockopt() {
 	h.optLink = l
 }
 
-// capCCName and bgCCName name this host's congestion controls, one each
-// per instance and namespace (id: netns cookie, or inode where sock_ops
-// matches by inode): names are global to the kernel.
-func capCCName(instance string, id uint64) string { return structops.Name(instance, fmt.Sprint(id)) }
-
-func bgCCName(instance string, id uint64) string {
-	return structops.Name(instance, fmt.Sprint(id), "background")
-}
-
-// adoptCCs removes the congestion controls a killed run of this instance
-// in this namespace left registered by map update (kernels before 6.4, or
-// StructOps Update), so that this run can register its own under the same
-// names. A registration through a bpf_link died with its process.
-func (h *Host) adoptCCs(id uint64) {
-	done, err := structops.Remove(capCCName(h.cfg.Instance, id), bgCCName(h.cfg.Instance, id))
-	if len(done) > 0 {
-		slog.Info("datapath: removed congestion controls a killed run left registered", "instance", h.cfg.Instance, "names", done)
-	}
-	if err != nil {
-		slog.Warn("datapath: removing left-over congestion controls", "instance", h.cfg.Instance, "err", err)
-	}
-}
-
-// RemoveLeftoverCCs unregisters what a killed daemon of instance left
-// registered by map update, in the calling thread's namespace (cookie and
-// inode; `lanes reset`) or, for a vanished namespace, under its recorded
-// cookie and inode. It returns the names removed.
-func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
-	if len(ids) == 0 {
-		ns, err := currentNS()
-		if err != nil {
-			return nil, err
-		}
-		defer ns.close()
-		if c, err := ns.netnsCookie(); err == nil {
-			ids = append(ids, c)
-		}
-		if ino, err := ns.netnsInode(); err == nil {
-			ids = append(ids, uint64(ino))
-		}
-	}
-	var names []string
-	for _, id := range ids {
-		if id != 0 {
-			names = append(names, capCCName(instance, id), bgCCName(instance, id))
-		}
-	}
-	return structops.Remove(names...)
-}
-
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
 	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
@@ -419,165 +368,6 @@ func (h *Host) use(fn func() error) error {
 	return fn()
 }
 
-func laneValue(l lane.Lane) (uint32, error) {
-	if l < lane.Realtime || l > lane.Background {
-		return 0, fmt.Errorf("datapath: invalid lane %d", l)
-	}
-	return uint32(l), nil
-}
-
-// SetFlowLane puts a 5-tuple in a lane (replacing any earlier lane).
-func (h *Host) SetFlowLane(f FlowKey, l lane.Lane) error {
-	k, err := f.key()
-	if err != nil {
-		return err
-	}
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		if err := h.shapes.put(h.cls.LanesTuple, h.cls.LanesTupleShapes, k, v); err != nil {
-			return fmt.Errorf("register flow %s: %w", f, err)
-		}
-		return nil
-	})
-}
-
-// DeleteFlow removes a registered 5-tuple; a missing one is not an error.
-func (h *Host) DeleteFlow(f FlowKey) error {
-	k, err := f.key()
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		return ignoreNotExist(h.shapes.del(h.cls.LanesTuple, h.cls.LanesTupleShapes, k), "unregister flow "+f.String())
-	})
-}
-
-// Flows lists the registered 5-tuples.
-func (h *Host) Flows() ([]FlowEntry, error) {
-	var out []FlowEntry
-	err := h.use(func() error {
-		var k abi.FlowKey
-		var v uint32
-		it := h.cls.LanesTuple.Iterate()
-		for it.Next(&k, &v) {
-			out = append(out, FlowEntry{FlowKey: FlowKey{Src: k.Src(), Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Lane: lane.Lane(v)})
-		}
-		if err := it.Err(); err != nil {
-			return fmt.Errorf("list flows: %w", err)
-		}
-		return nil
-	})
-	slices.SortFunc(out, func(a, b FlowEntry) int {
-		return cmp.Or(a.Dst.Compare(b.Dst), cmp.Compare(a.DPort, b.DPort), cmp.Compare(a.SPort, b.SPort), a.Src.Compare(b.Src), cmp.Compare(a.Proto, b.Proto))
-	})
-	return out, err
-}
-
-// DstRule is a destination prefix and port (0 = any port).
-type DstRule struct {
-	Prefix netip.Prefix `json:"prefix"`
-	DPort  uint16       `json:"dport,omitempty"`
-}
-
-func (r DstRule) String() string {
-	if r.DPort == 0 {
-		return r.Prefix.String()
-	}
-	return fmt.Sprintf("%s port %d", r.Prefix, r.DPort)
-}
-
-// SetDstLane puts the traffic to a destination prefix (and port) in a
-// lane. Longest prefix wins; a rule with the packet's port beats one for
-// any port.
-func (h *Host) SetDstLane(r DstRule, l lane.Lane) error {
-	if !r.Prefix.IsValid() {
-		return errors.New("datapath: destination rule without a prefix")
-	}
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		if err := h.cls.LanesDst.Put(abi.NewDstKey(r.Prefix, r.DPort), v); err != nil {
-			return fmt.Errorf("destination %s -> %s: %w", r, l, err)
-		}
-		return nil
-	})
-}
-
-// DeleteDst removes a destination rule; a missing one is not an error.
-func (h *Host) DeleteDst(r DstRule) error {
-	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesDst.Delete(abi.NewDstKey(r.Prefix, r.DPort)), "delete destination "+r.String())
-	})
-}
-
-// SetCgroupLane puts every socket of the cgroup v2 with this id in a lane.
-func (h *Host) SetCgroupLane(cgroupID uint64, l lane.Lane) error {
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		if err := h.cls.LanesCgroup.Put(cgroupID, v); err != nil {
-			return fmt.Errorf("cgroup %d -> %s: %w", cgroupID, l, err)
-		}
-		return nil
-	})
-}
-
-// DeleteCgroup forgets a cgroup's lane.
-func (h *Host) DeleteCgroup(cgroupID uint64) error {
-	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesCgroup.Delete(cgroupID), fmt.Sprintf("delete cgroup %d", cgroupID))
-	})
-}
-
-// SetUIDLane puts every socket owned by uid in a lane.
-func (h *Host) SetUIDLane(uid uint32, l lane.Lane) error {
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		if err := h.cls.LanesUid.Put(uid, v); err != nil {
-			return fmt.Errorf("uid %d -> %s: %w", uid, l, err)
-		}
-		return nil
-	})
-}
-
-// DeleteUID forgets a uid's lane.
-func (h *Host) DeleteUID(uid uint32) error {
-	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesUid.Delete(uid), fmt.Sprintf("delete uid %d", uid))
-	})
-}
-
-// SetDSCPLane maps a DSCP code point to a lane; lane.Unset removes the
-// mapping. A new host maps none.
-func (h *Host) SetDSCPLane(dscp uint8, l lane.Lane) error {
-	if dscp > 63 {
-		return fmt.Errorf("datapath: DSCP %d out of range", dscp)
-	}
-	v := uint32(0)
-	if l != lane.Unset {
-		var err error
-		if v, err = laneValue(l); err != nil {
-			return err
-		}
-	}
-	return h.use(func() error {
-		if err := h.cls.LanesDscp.Put(uint32(dscp), v); err != nil {
-			return fmt.Errorf("dscp %d -> %s: %w", dscp, l, err)
-		}
-		return nil
-	})
-}
-
 // LaneCgroup returns the cgroup v2 directory of a lane and its id.
 func (h *Host) LaneCgroup(l lane.Lane) (path string, id uint64, err error) {
 	id, ok := h.cgIDs[l]
@@ -585,223 +375,6 @@ func (h *Host) LaneCgroup(l lane.Lane) (path string, id uint64, err error) {
 		return "", 0, fmt.Errorf("datapath: no cgroup for lane %s", l)
 	}
 	return laneCgroupBase(h.cfg.CgroupRoot, h.cfg.Instance) + "/" + l.String(), id, nil
-}
-
-// SocketLane returns the lane sock_ops (or SetSocketLane) stored for a
-// socket cookie; false when the socket has none (it is then classified per
-// packet, by default interactive).
-func (h *Host) SocketLane(cookie uint64) (lane.Lane, bool) {
-	var v uint32
-	if h.use(func() error { return h.cls.LanesCookie.Lookup(cookie, &v) }) != nil || v < 1 || v > 3 {
-		return lane.Unset, false
-	}
-	return lane.Lane(v), true
-}
-
-// CookieMap is the socket cookie -> lane map itself, for a reader that
-// resolves lanes in the kernel (the monitor's BPF iterator); it stays valid
-// for the reader after the datapath closes (the kernel holds a reference).
-func (h *Host) CookieMap() *ebpf.Map { return h.cls.LanesCookie }
-
-// SetSocketLane puts one socket (by cookie) in a lane; it beats every other rule.
-// A socket sock_ops knew that closes meanwhile keeps no entry: its close
-// removed its entries before or after the write, and a write after it is
-// undone (lanes_sock_seen is gone by then).
-func (h *Host) SetSocketLane(cookie uint64, l lane.Lane) error {
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		managed := h.sockSeen(cookie)
-		if err := h.cls.LanesCookie.Put(cookie, v); err != nil {
-			return fmt.Errorf("socket %d -> %s: %w", cookie, l, err)
-		}
-		if managed && !h.sockSeen(cookie) {
-			return ignoreNotExist(h.cls.LanesCookie.Delete(cookie), fmt.Sprintf("socket %d closed", cookie))
-		}
-		return nil
-	})
-}
-
-// RestoreSocketLane gives a socket back a lane only while it still has an
-// entry: the entry of a socket that closed is gone (sock_ops removed it)
-// and no restore brings it back.
-func (h *Host) RestoreSocketLane(cookie uint64, l lane.Lane) error {
-	v, err := laneValue(l)
-	if err != nil {
-		return err
-	}
-	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesCookie.Update(cookie, v, ebpf.UpdateExist), fmt.Sprintf("socket %d -> %s", cookie, l))
-	})
-}
-
-// sockSeen: sock_ops has seen the socket and it has not closed.
-func (h *Host) sockSeen(cookie uint64) bool {
-	var seen uint8
-	return h.ops != nil && h.ops.LanesSockSeen.Lookup(cookie, &seen) == nil
-}
-
-// ClearSocketLane forgets a socket's lane (by cookie): its packets are then
-// classified by 3-tuple, cgroup, uid or marking again. A socket never seen is
-// not an error.
-func (h *Host) ClearSocketLane(cookie uint64) error {
-	return h.use(func() error {
-		return ignoreNotExist(h.cls.LanesCookie.Delete(cookie), fmt.Sprintf("socket %d", cookie))
-	})
-}
-
-var errNoSockops = errors.New("datapath: sock_ops is off: no cwnd caps")
-
-// ErrSocketUnmanaged is a cwnd cap refused for a socket that sock_ops has
-// seen no callback of (it was established before lanes attached and never
-// asked for RTT callbacks), so the cap could never be applied.
-var ErrSocketUnmanaged = errors.New("datapath: socket predates sock_ops (no callbacks): cap not applicable")
-
-// SetLaneCwndCap caps the congestion window (segments) of every TCP socket
-// of a lane; 0 removes the cap. sock_ops applies it at establishment and on
-// the next RTT sample of live sockets; a capped CUBIC socket is moved to the
-// lanes congestion control, which brings cwnd under the cap on its next ACK.
-func (h *Host) SetLaneCwndCap(l lane.Lane, segs uint32) error {
-	if _, err := laneValue(l); err != nil {
-		return err
-	}
-	return h.use(func() error {
-		if h.ops == nil {
-			return errNoSockops
-		}
-		if err := h.ops.LanesLaneCap.Put(uint32(l), segs); err != nil {
-			return fmt.Errorf("cwnd cap of %s: %w", l, err)
-		}
-		return nil
-	})
-}
-
-// SetSocketCwndCap caps one socket's congestion window (segments); 0 removes
-// the socket's own cap, so its lane's cap (if any) applies again.
-func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
-	return h.use(func() error {
-		if h.ops == nil {
-			return errNoSockops
-		}
-		if segs == 0 {
-			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
-		}
-		if !h.sockSeen(cookie) {
-			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, ErrSocketUnmanaged)
-		}
-		if err := h.ops.LanesSockCap.Put(cookie, segs); err != nil {
-			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)
-		}
-		if !h.sockSeen(cookie) { // closed since the check: its close ran before the write
-			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove a closed socket's cwnd cap")
-		}
-		return nil
-	})
-}
-
-// CapCCStatus says whether the lanes congestion control (CUBIC with an
-// enforced cwnd clamp) is registered, under which name, and if not why.
-type CapCCStatus struct {
-	Active     bool   `json:"active"`
-	Name       string `json:"name,omitempty"`       // kernel congestion control name
-	Registered string `json:"registered,omitempty"` // "bpf_link" or "map update" (structops)
-	Reason     string `json:"reason,omitempty"`     // why it is not active
-}
-
-// CapCC reports the state of the lanes congestion control of this host.
-func (h *Host) CapCC() CapCCStatus {
-	var s CapCCStatus
-	err := h.use(func() error {
-		if h.cc == nil {
-			s.Reason = cmp.Or(h.off[CapCapCC], "not loaded")
-			return nil
-		}
-		s = CapCCStatus{Active: true, Name: h.cc.Name, Registered: h.cc.Mode.String()}
-		return nil
-	})
-	if err != nil {
-		return CapCCStatus{Reason: err.Error()}
-	}
-	return s
-}
-
-// HostStats are the host's BPF counters.
-type HostStats struct {
-	// Classified[kind][lane]: packets the classifier put in each lane, by
-	// how it found the lane (all interfaces together).
-	Classified   map[string]map[lane.Lane]uint64 `json:"classified"`
-	Sockops      map[string]uint64               `json:"sockops"` // sock_ops events (empty without sock_ops)
-	CapCC        CapCCStatus                     `json:"cap_cc"`
-	Background   BackgroundCCStatus              `json:"background_cc"`
-	Capabilities map[Capability]string           `json:"capabilities"`
-}
-
-// Stats reads the host's counters.
-func (h *Host) Stats() (HostStats, error) {
-	s := HostStats{Classified: map[string]map[lane.Lane]uint64{}, CapCC: h.CapCC(), Background: h.BackgroundCC(), Capabilities: h.Capabilities()}
-	err := h.use(func() error {
-		cls, err := classifier.ReadStats(h.cls.LanesClsStats)
-		if err != nil {
-			return err
-		}
-		for k := classifier.Kind(0); int(k) < classifier.NumKinds; k++ {
-			m := map[lane.Lane]uint64{}
-			for _, l := range lane.All {
-				m[l] = cls[classifier.StatsIndex(k, l)].Packets
-			}
-			s.Classified[k.String()] = m
-		}
-		if h.ops == nil {
-			return nil
-		}
-		s.Sockops, err = sockops.ReadCounters(h.ops.LanesOpsStats)
-		return err
-	})
-	return s, err
-}
-
-// ByKind sums the classified packets per match kind.
-func (s HostStats) ByKind() map[string]uint64 {
-	out := map[string]uint64{}
-	for k, m := range s.Classified {
-		for _, n := range m {
-			out[k] += n
-		}
-	}
-	return out
-}
-
-// TryClassify runs the host's classifier on one Ethernet frame with
-// BPF_PROG_TEST_RUN (the kernel's dummy socket: uid 0, the caller's cgroup)
-// and returns the lane and match kind it chose, read from the classifier's
-// counters: traffic through this host's trees at the same moment can blur
-// the answer, so it is meant for tests and diagnostics on an idle host.
-func (h *Host) TryClassify(frame []byte) (lane.Lane, classifier.Kind, error) {
-	var l lane.Lane
-	var k classifier.Kind
-	err := h.use(func() error {
-		before, err := classifier.ReadStats(h.cls.LanesClsStats)
-		if err != nil {
-			return err
-		}
-		if _, err := h.cls.LanesClassify.Run(&ebpf.RunOptions{Data: frame}); err != nil {
-			return fmt.Errorf("classifier test run: %w", err)
-		}
-		after, err := classifier.ReadStats(h.cls.LanesClsStats)
-		if err != nil {
-			return err
-		}
-		for i := range after {
-			if after[i].Packets != before[i].Packets {
-				k, l = classifier.Kind(i/abi.LaneSlots), lane.Lane(i%abi.LaneSlots)
-				return nil
-			}
-		}
-		return errors.New("classifier counted nothing")
-	})
-	return l, k, err
 }
 
 // useNetnsCookie says whether sock_ops can tell its namespace by cookie

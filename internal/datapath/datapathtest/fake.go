@@ -1,9 +1,12 @@
-// Package datapathtest is an in-memory datapath.HostAPI for tests of the
-// daemon's logic without root: it keeps the map entries and the egress
-// trees the daemon asked for, so a test can compare them with the exact
-// state a policy must produce. It checks what the kernel would refuse
-// (invalid lanes, an interface that does not exist, two trees on one
-// interface) and can be told to refuse egresses, as a missing feature would.
+// Package datapathtest is an in-memory host datapath for tests of the
+// daemon's logic without root: it keeps the rule map entries, the socket
+// lanes and the egress trees the daemon asked for, so a test can compare
+// them with the exact state a policy must produce. It checks what the
+// kernel would refuse (invalid lanes, an interface that does not exist,
+// two trees on one interface) and can be told to refuse egresses, as a
+// missing feature would. It has only what every host has (the daemon's
+// datapathHost roles); the optional parts (caps, counters, the yield, the
+// background class) are the kernel host's alone.
 package datapathtest
 
 import (
@@ -42,8 +45,6 @@ type Host struct {
 	links map[string]bool
 	// LaneCgroupIDs are what LaneCgroup reports.
 	laneIDs map[lane.Lane]uint64
-	// appCC: SetSocketAppCC's names by cookie
-	appCC map[uint64]string
 	// RefuseEgress, if set, fails OpenEgress with this error.
 	RefuseEgress error
 	// Ops counts the calls that changed state (to see that a no-op
@@ -154,47 +155,6 @@ func (h *Host) SocketLane(c uint64) (lane.Lane, bool) {
 	return l, ok
 }
 
-// SetSocketAppCC records the congestion control a background socket's app
-// asked for, as the setsockopt program would.
-func (h *Host) SetSocketAppCC(c uint64, name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.appCC == nil {
-		h.appCC = map[uint64]string{}
-	}
-	h.appCC[c] = name
-}
-
-func (h *Host) SocketAppCC(c uint64) (string, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	name, ok := h.appCC[c]
-	return name, ok
-}
-
-// OwnCCs names the fake's LEDBAT++ "lanes_fake_bg".
-func (h *Host) OwnCCs() map[string]string {
-	return map[string]string{"lanes_fake_bg": datapath.CCNameLEDBAT}
-}
-
-func (h *Host) SetLaneCwndCap(lane.Lane, uint32) error { return nil }
-func (h *Host) SetSocketCwndCap(uint64, uint32) error  { return nil }
-func (h *Host) SetDownlinkCaps(bool) error             { return nil }
-func (h *Host) SetSocketRwndCap(uint64, uint32) error  { return nil }
-
-// ErrNoAckClass: the in-memory datapath has no ACK class (as a tree where
-// it could not be made); turning it off succeeds.
-var ErrNoAckClass = errors.New("datapathtest: no ACK class")
-
-func (h *Host) SetAckClassEvery(bits uint64) error {
-	if bits > 0 {
-		return ErrNoAckClass
-	}
-	return nil
-}
-func (h *Host) AckClassSent() (uint64, error)      { return 0, nil }
-func (h *Host) AckClassBytes() (uint64, error)     { return 0, nil }
-func (h *Host) Stats() (datapath.HostStats, error) { return datapath.HostStats{}, nil }
 func (h *Host) LaneCgroup(l lane.Lane) (string, uint64, error) {
 	id, ok := h.laneIDs[l]
 	if !ok {
@@ -212,7 +172,7 @@ func (h *Host) Close() error {
 
 // OpenEgress records the tree, refusing a missing interface or a second
 // tree on one interface (as the kernel's root qdisc would be ours already).
-func (h *Host) OpenEgress(cfg datapath.EgressConfig) (datapath.EgressAPI, error) {
+func (h *Host) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

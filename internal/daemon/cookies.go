@@ -1,0 +1,75 @@
+// cookies.go: the API's per-socket lookups in the host datapath, by
+// socket cookie: the lane of each socket (lanes socket-lanes, the
+// monitor) and the congestion control an app asked for on a background
+// socket. The daemon's lock is taken per cookieChunk cookies, so a long
+// request does not hold root's status behind it.
+package daemon
+
+import (
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// cookieChunk is how many cookies of a socket-lanes request are looked up
+// under one hold of the daemon's lock.
+const cookieChunk = 128
+
+// appCCs are the apps' congestion controls the host datapath kept apart
+// (datapath appcc.go), and the names of lanes' own.
+type appCCs interface {
+	SocketAppCC(cookie uint64) (string, bool)
+	OwnCCs() map[string]string
+}
+
+// SocketLanes looks sockets up in the datapath's socket map (sock_ops fills it
+// at connect/accept).
+func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
+	return lookupCookies(d, cookies, func(h *datapathHost, c uint64) (lane.Lane, bool) { return h.sockets.SocketLane(c) }), nil
+}
+
+// lookupCookies answers get for each cookie found, taking the daemon's lock
+// per cookieChunk cookies.
+func lookupCookies[V any](d *Daemon, cookies []uint64, get func(*datapathHost, uint64) (V, bool)) map[uint64]V {
+	out := map[uint64]V{}
+	for len(cookies) > 0 {
+		n := min(len(cookies), cookieChunk)
+		d.mu.Lock()
+		if d.host == nil {
+			d.mu.Unlock()
+			break
+		}
+		for _, c := range cookies[:n] {
+			if v, ok := get(d.host, c); ok {
+				out[c] = v
+			}
+		}
+		d.mu.Unlock()
+		cookies = cookies[n:]
+	}
+	return out
+}
+
+var _ api.SocketCCer = (*Daemon)(nil)
+
+// SocketAppCCs returns, for the background sockets among cookies whose app
+// asked for a congestion control of its own (and kept LEDBAT++), the name it
+// asked for; looked up as SocketLanes is.
+func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
+	return lookupCookies(d, cookies, func(h *datapathHost, c uint64) (string, bool) {
+		if a, ok := hostPart[appCCs](h); ok {
+			return a.SocketAppCC(c)
+		}
+		return "", false
+	})
+}
+
+// OwnCCs maps the kernel names of lanes' congestion controls to what they
+// are ("ledbat", "capcc").
+func (d *Daemon) OwnCCs() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a, ok := hostPart[appCCs](d.host); ok {
+		return a.OwnCCs()
+	}
+	return nil
+}
