@@ -68,6 +68,9 @@ type HostConfig struct {
 	// yielding(): the classifier's lanes_fg_active stamps, and a new
 	// foreground TCP connection for half a second, lanes_fg_open).
 	Yield bool
+	// ShareOff names the parts of the share rule beside a present
+	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
+	ShareOff ShareParts
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
