@@ -215,7 +215,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
+		RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 )
 
 // ShareParts are parts of the share rule, as bits.
@@ -22,7 +23,7 @@ const (
 	ShareDefer = ShareParts(ledbat.ShareDefer)
 	// ShareDownloads: rLEDBAT shares beside an unharmed foreground as
 	// LEDBAT++ does, instead of holding the receive window at the minimum.
-	ShareDownloads ShareParts = 16
+	ShareDownloads ShareParts = sockops.RLShareOn
 )
 
 var shareNames = []struct {
@@ -68,4 +69,13 @@ func (p ShareParts) String() string {
 // ledbatShare is the LEDBAT++ share rule with the parts in off left off.
 func ledbatShare(off ShareParts) uint32 {
 	return ledbat.ShareRule &^ uint32(off)
+}
+
+// rlShare is sock_ops' rLEDBAT share rule with the parts in off left off
+// (0: downloads held at the minimum beside a present foreground).
+func rlShare(off ShareParts) uint32 {
+	if off&ShareDownloads != 0 {
+		return 0
+	}
+	return sockops.RLShareOn | ledbatShare(off)
 }
