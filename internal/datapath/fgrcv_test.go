@@ -27,7 +27,10 @@ func startSource(t *testing.T, ns *testutil.NetNS, ip net.IP, port int) string {
 	t.Helper()
 	var ln net.Listener
 	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
-	ns.Do(t, func() (err error) { ln, err = (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr); return err })
+	ns.Do(t, func() (err error) {
+		ln, err = (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+		return err
+	})
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
