@@ -51,6 +51,7 @@ const (
 	FlagShareSlope    = 4 // sharing: the decrease's slope is that of ShareSlope x the target
 	FlagShareDefer    = 8 // sharing: a periodic slowdown due waits until sharing ends
 	FlagShare         = FlagShareSlope | FlagShareDefer
+	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
 	ShareSlope        = 4                           // the share target is a quarter of the flow's own
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
@@ -269,7 +270,10 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
 	}
-	if s.Flags&FlagShareSlope != 0 {
+	if s.Flags&FlagShareSlope != 0 && qd <= target {
+		s.Flags |= FlagShareSettled
+	}
+	if s.Flags&FlagShareSlope != 0 && s.Flags&FlagShareSettled != 0 {
 		dec /= ShareSlope
 	}
 	switch {
@@ -285,14 +289,19 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 }
 
 // Share sets the target for the next acks and how the flow shares beside a
-// present foreground (FlagShare* bits, 0: not sharing): with FlagShareSlope
-// the decrease above the (share) target is as steep as above a target
-// ShareSlope times larger, the flow's own; with FlagShareDefer a periodic
-// slowdown due waits for the first ack after sharing ends (a join slowdown
-// does not wait).
+// present foreground (FlagShare* bits, 0: not sharing): with FlagShareSlope,
+// once the queue has come down to the (share) target (FlagShareSettled),
+// the decrease above it is as steep as above a target ShareSlope times
+// larger, the flow's own; with FlagShareDefer a periodic slowdown due waits
+// for the first ack after sharing ends (a join slowdown does not wait).
+// Not sharing forgets FlagShareSettled.
 func (s *State) Share(targetUS, share uint32) {
+	var settled uint32
+	if share&FlagShare != 0 {
+		settled = s.Flags & FlagShareSettled
+	}
 	s.TargetUS = targetUS
-	s.Flags = s.Flags&^FlagShare | share&FlagShare
+	s.Flags = s.Flags&^(FlagShare|FlagShareSettled) | share&FlagShare | settled
 }
 
 // SlowdownNow brings the next slowdown forward to now when in congestion

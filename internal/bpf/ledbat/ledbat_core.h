@@ -40,8 +40,10 @@
  *       below ssthresh in congestion avoidance (after a retransmission
  *         timeout) the window grows as in slow start.
  *   - ledbat_share: the target now and how it shares beside a present
- *     foreground (a share target a quarter of its own): the decrease above
- *     it as steep as above the flow's own target (LEDBAT_F_SHARE_SLOPE),
+ *     foreground (a share target a quarter of its own): once the queue has
+ *     come down to the share target, the decrease above it as steep as
+ *     above the flow's own target (LEDBAT_F_SHARE_SLOPE; the way down from
+ *     the flow's own target keeps LEDBAT++'s slope),
  *     and no periodic slowdown while sharing (LEDBAT_F_SHARE_DEFER: the
  *     one due comes at the first ack after sharing ends; a join slowdown
  *     still comes at once).
@@ -83,6 +85,7 @@ enum ledbat_phase {
 #define LEDBAT_F_SHARE_SLOPE 4 /* the decrease's slope is that of LEDBAT_SHARE_SLOPE x the target */
 #define LEDBAT_F_SHARE_DEFER 8 /* a periodic slowdown due waits until sharing ends */
 #define LEDBAT_F_SHARE (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_DEFER)
+#define LEDBAT_F_SHARE_SETTLED 16 /* sharing, the queue came down to the share target once */
 #define LEDBAT_SHARE_SLOPE 4   /* the share target is a quarter of the flow's own */
 
 struct ledbat {
@@ -307,7 +310,9 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	 * the target, never below -1/2 (a decrease of at most cwnd/2 per RTT) */
 	inc = (__u64)LEDBAT_SCALE / ((__u64)gdiv * w->cwnd);
 	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
-	if (l->flags & LEDBAT_F_SHARE_SLOPE)
+	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && qd <= target)
+		l->flags |= LEDBAT_F_SHARE_SETTLED;
+	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && (l->flags & LEDBAT_F_SHARE_SETTLED))
 		dec /= LEDBAT_SHARE_SLOPE;
 	if (dec > inc) {
 		__u64 d = dec - inc;
@@ -325,11 +330,14 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 }
 
 /* ledbat_share sets the target for the next acks and the share flags
- * (LEDBAT_F_SHARE_*, 0: not sharing). */
+ * (LEDBAT_F_SHARE_*, 0: not sharing, which also forgets that the queue
+ * came down to the share target). */
 static __always_inline void ledbat_share(struct ledbat *l, __u32 target_us, __u32 share)
 {
+	__u32 settled = share & LEDBAT_F_SHARE ? l->flags & LEDBAT_F_SHARE_SETTLED : 0;
+
 	l->target_us = target_us;
-	l->flags = (l->flags & ~LEDBAT_F_SHARE) | (share & LEDBAT_F_SHARE);
+	l->flags = (l->flags & ~(LEDBAT_F_SHARE | LEDBAT_F_SHARE_SETTLED)) | (share & LEDBAT_F_SHARE) | settled;
 }
 
 /* ledbat_slowdown_now brings the next slowdown forward to now (a flow in

@@ -230,7 +230,7 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			case r < 97:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
 			case r < 96:
-				p.share(uint32(1_000+rng.Intn(30_000)), uint32(rng.Intn(16)))
+				p.share(uint32(1_000+rng.Intn(30_000)), uint32(rng.Intn(32)))
 			case r < 98:
 				p.slowdownNow(now)
 			default:
