@@ -14,6 +14,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
@@ -31,7 +32,12 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
+	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
+		off, err := datapath.ParseShareParts(*shareOff)
+		if err != nil {
+			return usageErrorf("--share-rule-off: %v", err)
+		}
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
 			return err
@@ -71,7 +77,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate})
+			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off})
 	}
 }
 

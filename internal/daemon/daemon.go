@@ -55,6 +55,10 @@ type Options struct {
 	// StructOpsByUpdate registers the congestion controls by map update,
 	// as on kernels before 6.4, even where struct_ops links exist (tests).
 	StructOpsByUpdate bool
+	// ShareOff leaves parts of the share rule beside a present foreground
+	// off (datapath.ShareParts; the lab pairs the rule with what it
+	// replaced).
+	ShareOff datapath.ShareParts
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -338,7 +342,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff})
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,9 @@ type yieldRun struct {
 	bgUnder float64 // background bits/s while the probe runs
 	yields  uint64  // sock_ops yield counter at the end
 	yielded bool    // the daemon said it yielded during the probe
-	// downHeld: the daemon said downloads were held (held, or sharing:
-	// beside a present foreground, downloads are held at the minimum)
+	// downHeld: the daemon said the foreground steers downloads (held, or
+	// sharing: beside a present, unharmed foreground rLEDBAT keeps a
+	// quarter of its target)
 	downHeld bool
 	fg       int // foreground GETs done during the probe
 	upload   bool

@@ -68,7 +68,7 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 		fg = h.cls.LanesFgActive
 	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, h.cfg.StructOps, fg); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, ledbatShare(h.cfg.ShareOff), h.cfg.StructOps, fg); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }

@@ -67,6 +67,9 @@ type HostConfig struct {
 	// yielding(): the classifier's lanes_fg_active stamps, and a new
 	// foreground TCP connection for half a second, lanes_fg_open).
 	Yield bool
+	// ShareOff names the parts of the share rule beside a present
+	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
+	ShareOff ShareParts
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -214,7 +217,7 @@ func (h *Host) loadSockops() {
 		lowat = 0
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
-		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same

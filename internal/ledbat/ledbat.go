@@ -47,7 +47,12 @@ const (
 	FirstSlowdownRTTs = 2
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
-	FlagJoin          = 2                           // the coming slowdown makes room for a new flow
+	FlagJoin          = 2 // the coming slowdown makes room for a new flow
+	FlagShareSlope    = 4 // sharing: the decrease's slope is that of ShareSlope x the target
+	FlagShareDefer    = 8 // sharing: a periodic slowdown due waits until sharing ends
+	FlagShare         = FlagShareSlope | FlagShareDefer
+	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
+	ShareSlope        = 4                           // the share target is a quarter of the flow's own
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 )
@@ -244,7 +249,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 		}
 		return
 	}
-	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) {
+	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) && (s.Flags&FlagShareDefer == 0 || s.Flags&FlagJoin != 0) {
 		w.Ssthresh, w.Cwnd = w.Cwnd, MinCwnd
 		if s.Flags&FlagJoin != 0 {
 			w.Ssthresh = max(w.Ssthresh/2, MinCwnd)
@@ -265,6 +270,12 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
 	}
+	if s.Flags&FlagShareSlope != 0 && qd <= target {
+		s.Flags |= FlagShareSettled
+	}
+	if s.Flags&FlagShareSlope != 0 && s.Flags&FlagShareSettled != 0 {
+		dec /= ShareSlope
+	}
 	switch {
 	case dec > inc:
 		// a decrease is a congestion response: ssthresh follows it down,
@@ -275,6 +286,22 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	case limited:
 		s.apply(w, int64(s.Acc)+int64((inc-dec)*uint64(acked)))
 	}
+}
+
+// Share sets the target for the next acks and how the flow shares beside a
+// present foreground (FlagShare* bits, 0: not sharing): with FlagShareSlope,
+// once the queue has come down to the (share) target (FlagShareSettled),
+// the decrease above it is as steep as above a target ShareSlope times
+// larger, the flow's own; with FlagShareDefer a periodic slowdown due waits
+// for the first ack after sharing ends (a join slowdown does not wait).
+// Not sharing forgets FlagShareSettled.
+func (s *State) Share(targetUS, share uint32) {
+	var settled uint32
+	if share&FlagShare != 0 {
+		settled = s.Flags & FlagShareSettled
+	}
+	s.TargetUS = targetUS
+	s.Flags = s.Flags&^(FlagShare|FlagShareSettled) | share&FlagShare | settled
 }
 
 // SlowdownNow brings the next slowdown forward to now when in congestion

@@ -147,7 +147,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s) background uploads and QUIC/UDP keep %v of queue instead of %v, downloads are held; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s) background TCP (uploads and downloads) and QUIC/UDP uploads keep %v of queue instead of %v, QUIC/UDP downloads are held; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT; and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -188,7 +188,7 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP)"}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,
-			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and QUIC/UDP keep %v of queue, TCP downloads held at the minimum", ShareTarget(target))}
+			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and downloads and QUIC/UDP uploads keep %v of queue, QUIC/UDP downloads held at the yield's rate", ShareTarget(target))}
 	}
 	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }

@@ -9,7 +9,9 @@
  *   - init: fresh state in icsk_ca_priv, target = CFG.target_us;
  *   - beside a present foreground on the socket's interface (lanes_fg.h:
  *     the classifier's stamp, lanes_fg_active, handed over by the loader
- *     while the yield is on) the target is FG_SHARE_TARGET(CFG.target_us);
+ *     while the yield is on) the target is FG_SHARE_TARGET(CFG.target_us),
+ *     with the share rule CFG.share (ledbat_core.h's ledbat_share: a
+ *     gentler decrease, periodic slowdowns deferred);
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
  *     current delay filters;
  *   - a new socket counts itself in lanes_lb_joins; every other socket
@@ -44,7 +46,8 @@ char __license[] SEC("license") = "GPL";
 
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
-} CFG = {.target_us = 25000};
+	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground */
+} CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE};
 
 /* sk_ifindex is the device of the socket's cached route (as sock_ops'
  * sock_ifindex), 0 when it has none: then key 0, any interface. */
@@ -59,15 +62,6 @@ static __always_inline __u32 sk_ifindex(struct sock *sk)
 	if (!dev)
 		return 0;
 	return dev->ifindex;
-}
-
-/* target is the queuing-delay target now: FG_SHARE_TARGET beside a
- * present foreground, the configured one otherwise. */
-static __always_inline __u32 lb_target(struct sock *sk)
-{
-	if (fg_held(sk_ifindex(sk), bpf_ktime_get_ns()))
-		return FG_SHARE_TARGET(CFG.target_us);
-	return CFG.target_us;
 }
 
 /* the socket's state: LEDBAT++ and the window a clamp took away */
@@ -98,6 +92,17 @@ static __always_inline struct lb *lb(struct sock *sk)
 static __always_inline struct ledbat *ca(struct sock *sk)
 {
 	return &lb(sk)->l;
+}
+
+/* lb_share sets the target for the next acks: beside a present foreground
+ * FG_SHARE_TARGET and the share rule (CFG.share, ledbat_core.h's
+ * LEDBAT_F_SHARE_*), the configured target otherwise. */
+static __always_inline void lb_share(struct sock *sk)
+{
+	if (fg_held(sk_ifindex(sk), bpf_ktime_get_ns()))
+		ledbat_share(ca(sk), FG_SHARE_TARGET(CFG.target_us), CFG.share);
+	else
+		ledbat_share(ca(sk), CFG.target_us, 0);
 }
 
 /* enforce sets snd_cwnd = min(snd_cwnd, snd_cwnd_clamp), remembering the
@@ -169,7 +174,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 		ledbat_slowdown_now(ca(sk), (__u32)tp->tcp_mstamp);
 	}
 	restore(sk);
-	ca(sk)->target_us = lb_target(sk);
+	lb_share(sk);
 	w.cwnd = tp->snd_cwnd;
 	w.ssthresh = tp->snd_ssthresh;
 

@@ -14,6 +14,15 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	model "github.com/lanes-net/lanes/internal/ledbat"
+)
+
+// The share rule's parts beside a present foreground (ledbat_core.h's
+// LEDBAT_F_SHARE_*, the model's FlagShare*).
+const (
+	ShareSlope = model.FlagShareSlope // the decrease as steep as above the flow's own target
+	ShareDefer = model.FlagShareDefer // periodic slowdowns wait until sharing ends
+	ShareRule  = ShareSlope | ShareDefer
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -30,7 +39,11 @@ type CC struct {
 // classifier's lanes_fg_active (lanes_fg.h): beside a foreground present
 // on a socket's interface the socket keeps FG_SHARE_TARGET of queue; nil
 // (no foreground-aware yield) keeps the target always.
-func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
+//
+// share is the share rule beside a present foreground (ShareSlope,
+// ShareDefer: ledbat_core.h's LEDBAT_F_SHARE_*; ShareRule is the rule,
+// 0 keeps LEDBAT++'s own decrease and slowdowns there).
+func Load(name string, target time.Duration, share uint32, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
 	if err := structops.CheckName(name); err != nil {
 		return nil, err
 	}
@@ -49,7 +62,8 @@ func Load(name string, target time.Duration, mode structops.Mode, fgActive *ebpf
 	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
-	if err := spec.Variables[LedbatVarCFG].Set(uint32(target / time.Microsecond)); err != nil {
+	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & ShareRule}
+	if err := spec.Variables[LedbatVarCFG].Set(cfg); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}
 	c := &CC{Name: name, Target: target, Mode: mode}
@@ -90,7 +104,7 @@ const ProbePrefix = "lanes_l"
 // Probe loads, registers and unregisters LEDBAT++ under a scratch name: nil
 // when this kernel can run it.
 func Probe() error {
-	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), 25*time.Millisecond, structops.Auto, nil)
+	c, err := Load(fmt.Sprintf("%s%x", ProbePrefix, os.Getpid()), 25*time.Millisecond, ShareRule, structops.Auto, nil)
 	if err != nil {
 		return err
 	}

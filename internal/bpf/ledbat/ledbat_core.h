@@ -39,6 +39,14 @@
  *         hold, so every flow (a latecomer too) sees the true base delay.
  *       below ssthresh in congestion avoidance (after a retransmission
  *         timeout) the window grows as in slow start.
+ *   - ledbat_share: the target now and how it shares beside a present
+ *     foreground (a share target a quarter of its own): once the queue has
+ *     come down to the share target, the decrease above it as steep as
+ *     above the flow's own target (LEDBAT_F_SHARE_SLOPE; the way down from
+ *     the flow's own target keeps LEDBAT++'s slope),
+ *     and no periodic slowdown while sharing (LEDBAT_F_SHARE_DEFER: the
+ *     one due comes at the first ack after sharing ends; a join slowdown
+ *     still comes at once).
  *   - ledbat_slowdown_now: a slowdown on the next ack (a new flow joined),
  *     back to half the window after it, whatever the delay.
  *   - ledbat_loss: ssthresh = max(cwnd / 2, 2); a slow start ends there
@@ -72,6 +80,13 @@ enum ledbat_phase {
 
 #define LEDBAT_F_SCHEDULED 1 /* t_next is a scheduled slowdown */
 #define LEDBAT_F_JOIN 2      /* the coming slowdown makes room for a new flow */
+/* Sharing beside a present foreground (ledbat_share; the caller sets them
+ * with the share target at each ack): */
+#define LEDBAT_F_SHARE_SLOPE 4 /* the decrease's slope is that of LEDBAT_SHARE_SLOPE x the target */
+#define LEDBAT_F_SHARE_DEFER 8 /* a periodic slowdown due waits until sharing ends */
+#define LEDBAT_F_SHARE (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_DEFER)
+#define LEDBAT_F_SHARE_SETTLED 16 /* sharing, the queue came down to the share target once */
+#define LEDBAT_SHARE_SLOPE 4   /* the share target is a quarter of the flow's own */
 
 struct ledbat {
 	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
@@ -272,7 +287,8 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 		return;
 	}
 	/* LEDBAT_AVOID */
-	if ((l->flags & LEDBAT_F_SCHEDULED) && ledbat_after(now, l->t_next)) {
+	if ((l->flags & LEDBAT_F_SCHEDULED) && ledbat_after(now, l->t_next) &&
+	    (!(l->flags & LEDBAT_F_SHARE_DEFER) || (l->flags & LEDBAT_F_JOIN))) {
 		w->ssthresh = w->cwnd;
 		if (l->flags & LEDBAT_F_JOIN)
 			w->ssthresh = w->ssthresh / 2 > LEDBAT_MIN_CWND ? w->ssthresh / 2 : LEDBAT_MIN_CWND;
@@ -294,6 +310,10 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	 * the target, never below -1/2 (a decrease of at most cwnd/2 per RTT) */
 	inc = (__u64)LEDBAT_SCALE / ((__u64)gdiv * w->cwnd);
 	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
+	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && qd <= target)
+		l->flags |= LEDBAT_F_SHARE_SETTLED;
+	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && (l->flags & LEDBAT_F_SHARE_SETTLED))
+		dec /= LEDBAT_SHARE_SLOPE;
 	if (dec > inc) {
 		__u64 d = dec - inc;
 
@@ -307,6 +327,17 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	} else if (limited) {
 		ledbat_apply(l, w, (__s64)l->acc + (__s64)((inc - dec) * acked));
 	}
+}
+
+/* ledbat_share sets the target for the next acks and the share flags
+ * (LEDBAT_F_SHARE_*, 0: not sharing, which also forgets that the queue
+ * came down to the share target). */
+static __always_inline void ledbat_share(struct ledbat *l, __u32 target_us, __u32 share)
+{
+	__u32 settled = share & LEDBAT_F_SHARE ? l->flags & LEDBAT_F_SHARE_SETTLED : 0;
+
+	l->target_us = target_us;
+	l->flags = (l->flags & ~(LEDBAT_F_SHARE | LEDBAT_F_SHARE_SETTLED)) | (share & LEDBAT_F_SHARE) | settled;
 }
 
 /* ledbat_slowdown_now brings the next slowdown forward to now (a flow in

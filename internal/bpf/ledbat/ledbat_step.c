@@ -25,6 +25,7 @@ enum step_op {
 	STEP_ACK = 2,  /* arg = packets acked */
 	STEP_LOSS = 3, /* win.ssthresh = the returned ssthresh */
 	STEP_SLOWDOWN_NOW = 4,
+	STEP_SHARE = 5, /* arg = target_us, share = LEDBAT_F_SHARE_* */
 };
 
 struct ledbat_step {
@@ -39,7 +40,7 @@ struct ledbat_step {
 	__u32 base_us;
 	__u32 current_us;
 	__u32 gain_div;
-	__u32 pad;
+	__u32 share; /* in: STEP_SHARE's flags */
 };
 
 struct {
@@ -72,6 +73,9 @@ int ledbat_run(struct __sk_buff *skb)
 		break;
 	case STEP_SLOWDOWN_NOW:
 		ledbat_slowdown_now(&s->st, (__u32)s->now_us);
+		break;
+	case STEP_SHARE:
+		ledbat_share(&s->st, s->arg, s->share);
 		break;
 	default:
 		return 1;

@@ -34,7 +34,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 		t.Skip(structops.LinkSupported())
 	}
 	name := structops.Name("ledbat-test", "eth0", mode.String())
-	c, err := Load(name, 25*time.Millisecond, mode, nil)
+	c, err := Load(name, 25*time.Millisecond, ShareRule, mode, nil)
 	if structops.Unsupported(err) {
 		t.Skipf("kernel refuses struct_ops congestion controls (the daemon clamps background cwnd from sock_ops instead): %v", err)
 	}
@@ -47,7 +47,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if ok, err := structops.Registered(name); err != nil || !ok {
 		t.Errorf("%s registered = %v, %v", name, ok, err)
 	}
-	if _, err := Load(name, 25*time.Millisecond, mode, nil); err == nil {
+	if _, err := Load(name, 25*time.Millisecond, ShareRule, mode, nil); err == nil {
 		t.Error("a second registration of the same name succeeded")
 	}
 	if err := c.Close(); err != nil {
@@ -59,7 +59,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	if err := Probe(); err != nil {
 		t.Errorf("Probe: %v", err)
 	}
-	if _, err := Load(name, 0, structops.Auto, nil); err == nil {
+	if _, err := Load(name, 0, ShareRule, structops.Auto, nil); err == nil {
 		t.Error("a zero target was accepted")
 	}
 }
@@ -91,6 +91,7 @@ const (
 	opAck
 	opLoss
 	opSlowdownNow
+	opShare
 )
 
 func (k *kernelStep) run(op, arg uint32, now uint64, srtt uint32, limited bool) {
@@ -153,6 +154,13 @@ func (p *pair) slowdownNow(now uint64) {
 	p.k.run(opSlowdownNow, 0, now, 0, false)
 	p.m.SlowdownNow(uint32(now))
 	p.check("slowdown-now")
+}
+
+func (p *pair) share(target, flags uint32) {
+	p.k.s.Share = flags
+	p.k.run(opShare, target, 0, 0, false)
+	p.m.Share(target, flags)
+	p.check("share")
 }
 
 func (p *pair) check(what string) {
@@ -224,6 +232,8 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 				p.rtt(uint32(1+rng.Intn(400_000)), now)
 			case r < 97:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
+			case r < 96:
+				p.share(uint32(1_000+rng.Intn(30_000)), uint32(rng.Intn(32)))
 			case r < 98:
 				p.slowdownNow(now)
 			default:
@@ -254,5 +264,41 @@ func TestKernelMatchesModelDenseJitter(t *testing.T) {
 	}
 	if merged < 1000 {
 		t.Errorf("%d of 3000 samples joined a running slot, want most", merged)
+	}
+}
+
+// TestKernelMatchesModelSharing plays a flow against a simulated bottleneck
+// (base 40 ms) that a present foreground comes to and leaves every 3 s
+// (the share target and rule on, then the flow's own target): kernel and
+// model agree at every step, and while sharing the periodic slowdowns wait
+// (no slowdown begins while the share rule is on).
+func TestKernelMatchesModelSharing(t *testing.T) {
+	const target, share, base, bdp = 10_000, 2_500, 40_000, 40
+	now := uint64(1<<32) - 20_000_000 // the 32-bit clock wraps during the run
+	p := newPair(t, target, now, 10)
+	rng := rand.New(rand.NewSource(5))
+	slowdowns, sharedSlowdowns := 0, 0
+	for i := 0; i < 6000; i++ {
+		queue := int(p.w.Cwnd) - bdp
+		rtt := uint32(base + max(queue, 0)*1_000 + rng.Intn(4_000))
+		now += uint64(rtt) / 16
+		sharing := (now/3_000_000)%2 == 1
+		if sharing {
+			p.share(share, ShareRule)
+		} else {
+			p.share(target, 0)
+		}
+		p.rtt(rtt, now)
+		phase := p.m.Phase
+		p.ack(1, now, rtt, true)
+		if phase == model.Avoid && p.m.Phase == model.Hold {
+			slowdowns++
+			if sharing {
+				sharedSlowdowns++
+			}
+		}
+	}
+	if slowdowns == 0 || sharedSlowdowns != 0 {
+		t.Errorf("%d slowdowns, %d of them while sharing; want some, none while sharing", slowdowns, sharedSlowdowns)
 	}
 }

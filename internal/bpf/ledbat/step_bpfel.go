@@ -43,7 +43,7 @@ type StepLedbatStep struct {
 	BaseUs    uint32
 	CurrentUs uint32
 	GainDiv   uint32
-	Pad       uint32
+	Share     uint32
 }
 
 // Names of all BPF objects in the ELF.

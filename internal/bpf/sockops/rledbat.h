@@ -76,8 +76,34 @@ struct {
 /* lanes_sock_rwnd (the receive window cap per socket cookie) is in
  * lanes_maps.h: the classifier reads it too (the ACK class). */
 
-/* rledbat_packet runs on each incoming segment of a background socket. */
-static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield)
+/* lanes_rl_active[0]: bpf_ktime_get_ns() of a background download's timed
+ * data (rledbat_packet, at most every FG_RCV_STAMP_NS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lanes_rl_active SEC(".maps");
+
+#define FG_RCV_STAMP_NS 10000000ULL
+
+/* rl_active_mark: a background download received timed data now. */
+static __always_inline void rl_active_mark(void)
+{
+	__u32 zero = 0;
+	__u64 *t = bpf_map_lookup_elem(&lanes_rl_active, &zero), now;
+
+	if (!t)
+		return;
+	now = bpf_ktime_get_ns();
+	if (now - *t >= FG_RCV_STAMP_NS)
+		*t = now;
+}
+
+/* rledbat_packet runs on each incoming segment of a background socket:
+ * yield holds it at the minimum window; share (CFG.rl_share's bits, 0: not
+ * sharing) keeps FG_SHARE_TARGET of queue with LEDBAT++'s share rule. */
+static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, __u32 share)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock *tp;
@@ -117,6 +143,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	 * left alone */
 	if (!st->l.samples)
 		return;
+	rl_active_mark(); /* foreground sockets read their receive side (fgrcv.h) */
 	joins = bpf_map_lookup_elem(&lanes_rl_joins, &zero);
 	if (joins) {
 		if (st->l.samples == 1 && !st->joins_seen)
@@ -143,6 +170,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		__u32 pk = st->rem / mss;
 
 		st->rem -= pk * mss;
+		ledbat_share(&st->l, share ? FG_SHARE_TARGET(CFG.rl_target_us) : CFG.rl_target_us, share);
 		ledbat_ack(&st->l, &w, pk, now, rtt, 1);
 	}
 	if (w.cwnd > RL_MAX_WND)

@@ -137,7 +137,10 @@ volatile const struct sockops_config {
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
 	__u32 yield; /* the foreground-aware yield: foreground traffic or a new connection holds background */
 	__u32 bg_clamp_target_us; /* LEDBAT++ as a cwnd clamp (bgclamp.h) where bg_cc_name is "", 0 = off */
+	__u32 rl_share; /* rLEDBAT beside a present foreground: RL_SHARE_ON | LEDBAT_F_SHARE_*, 0: held */
 } CFG = {};
+
+#define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
 struct {
@@ -406,6 +409,8 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	if (idx)
 		fg_harm_mark(0, now, qd, limited);
 }
+
+#include "fgrcv.h"
 
 static __always_inline int valid_lane(const __u32 *v)
 {
@@ -773,7 +778,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |
-					       ((lane == LANE_BACKGROUND && CFG.rl_target_us) || rwnd_on() ?
+					       ((lane == LANE_BACKGROUND && CFG.rl_target_us) || rwnd_on() ||
+							(lane != LANE_BACKGROUND && fg_rcv_on()) ?
 						BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG : 0));
 		{
 			__u8 one = 1;
@@ -811,6 +817,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			if (lane != LANE_UNSET)
 				leave_background(ops, cookie); /* moved out: its own settings */
 			fg_rtt(ops); /* a foreground socket: is it harmed? */
+			fg_rcv_want(ops); /* and its receive side (fgrcv.h) */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
 		apply_cap(ops, cookie, lane);
@@ -819,13 +826,17 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		cookie = bpf_get_socket_cookie(ops);
 		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 		if (valid_lane(v) && *v == LANE_BACKGROUND && CFG.rl_target_us) {
-			/* min(rLEDBAT, downlink cap); held at the minimum beside a
-			 * present foreground too: the receive-side RTT rLEDBAT
-			 * steers by is too coarse for a quarter of the target */
-			rledbat_packet(ops, cookie, yielding(ops) || sharing(ops));
+			/* min(rLEDBAT, downlink cap); beside a present, unharmed
+			 * foreground it keeps FG_SHARE_TARGET (CFG.rl_share; 0:
+			 * held at the minimum there) */
+			int share = sharing(ops);
+
+			rledbat_packet(ops, cookie, yielding(ops) || (share && !CFG.rl_share),
+				       share ? CFG.rl_share : 0);
 		} else {
 			if (valid_lane(v))
 				rledbat_leave(ops); /* moved out of background */
+			fg_rcv(ops); /* a foreground download: is it harmed? */
 			coop_rwnd(ops, cookie);
 		}
 		break;

@@ -43,6 +43,12 @@ type Config struct {
 	// their interface's foreground is fresh, and for half a second after a
 	// new foreground connection.
 	Yield bool
+	// RLShare is rLEDBAT beside a present, unharmed foreground: RLShareOn
+	// and LEDBAT++'s share rule (ledbat.ShareRule's bits) to keep
+	// FG_SHARE_TARGET of queue there; 0 holds the receive window at the
+	// minimum there. Foreground downloads then read their harm on their
+	// receive side (fgrcv.h) while a background download is active.
+	RLShare uint32
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -141,6 +147,9 @@ func LoadLive(cfg Config, objs *Objects) (*ebpf.Program, error) {
 	return o.Live, nil
 }
 
+// RLShareOn is RLShare's bit for sharing (sockops.c's RL_SHARE_ON).
+const RLShareOn = 16
+
 func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	spec, err := LoadSockops()
 	if err != nil {
@@ -153,6 +162,7 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 		}
 		c.NetnsIno = cfg.NetnsInode
 	}
+	c.RlShare = cfg.RLShare
 	if cfg.Yield {
 		c.Yield = 1
 	}

@@ -63,6 +63,12 @@ type SockopsFgHarm struct {
 	Seen    uint64
 }
 
+type SockopsFgRcvState struct {
+	_       structs.HostLayout
+	MinUs   uint32
+	LastNxt uint32
+}
+
 type SockopsFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -148,7 +154,7 @@ type SockopsSockopsConfig struct {
 	RlTargetUs      uint32
 	Yield           uint32
 	BgClampTargetUs uint32
-	_               [4]byte
+	RlShare         uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -164,9 +170,11 @@ const (
 	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
+	SockopsMapLanesFgRcv       = "lanes_fg_rcv"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLivePending = "lanes_live_pending"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
+	SockopsMapLanesRlActive    = "lanes_rl_active"
 	SockopsMapLanesRlJoins     = "lanes_rl_joins"
 	SockopsMapLanesRlState     = "lanes_rl_state"
 	SockopsMapLanesRwndOn      = "lanes_rwnd_on"
@@ -244,9 +252,11 @@ type SockopsMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesFgRcv       *ebpf.MapSpec `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesRlActive    *ebpf.MapSpec `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
 	LanesRwndOn      *ebpf.MapSpec `ebpf:"lanes_rwnd_on"`
@@ -296,9 +306,11 @@ type SockopsMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesFgRcv       *ebpf.Map `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesRlActive    *ebpf.Map `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
 	LanesRwndOn      *ebpf.Map `ebpf:"lanes_rwnd_on"`
@@ -323,9 +335,11 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
+		m.LanesFgRcv,
 		m.LanesLaneCap,
 		m.LanesLivePending,
 		m.LanesOpsStats,
+		m.LanesRlActive,
 		m.LanesRlJoins,
 		m.LanesRlState,
 		m.LanesRwndOn,

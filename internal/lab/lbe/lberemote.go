@@ -56,16 +56,25 @@ type RemoteMethod struct {
 	// Background is the policy's `background:` section appended to the
 	// default policy ("" = the default policy as it is).
 	Background string `json:"policy_background,omitempty"`
+	// Daemon are the daemon's extra flags (lab switches, not policy).
+	Daemon []string `json:"daemon_flags,omitempty"`
 }
 
 // RemoteMethods are the methods of lbe-remote.
 var RemoteMethods = []RemoteMethod{
-	{"none", "no background", false, false, ""},
-	{"cubic", "CUBIC background, no lanes", true, false, ""},
+	{"none", "no background", false, false, "", nil},
+	{"cubic", "CUBIC background, no lanes", true, false, "", nil},
 	{"lanes0", "lanes before LEDBAT++ (default policy, system CC)", true, true,
-		"background:\n  congestion_control: system\n  receive_window: system\n  yield: false\n"},
-	{"ledbat", "LEDBAT++ only", true, true, "background:\n  receive_window: system\n  yield: false\n"},
-	{"full", "LEDBAT++ + rLEDBAT + yield (default policy)", true, true, ""},
+		"background:\n  congestion_control: system\n  receive_window: system\n  yield: false\n", nil},
+	{"ledbat", "LEDBAT++ only", true, true, "background:\n  receive_window: system\n  yield: false\n", nil},
+	{"full", "LEDBAT++ + rLEDBAT + yield (default policy)", true, true, "", nil},
+	// the share rule beside a present foreground with parts left off
+	// (datapath.ShareParts), paired with full in one run
+	{"full-share0", "full, sharing with LEDBAT++'s own decrease and slowdowns, downloads held", true, true, "",
+		[]string{"--share-rule-off", "all"}},
+	{"full-noslope", "full, sharing without the gentler decrease", true, true, "", []string{"--share-rule-off", "slope"}},
+	{"full-nodefer", "full, sharing with periodic slowdowns", true, true, "", []string{"--share-rule-off", "defer"}},
+	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
 }
 
 // RemoteConfig configures a run.
@@ -275,7 +284,7 @@ func (rb *remoteBed) startDaemon(ctx context.Context) error {
 		return err
 	}
 	rb.sock = filepath.Join(dir, "lanes.sock")
-	d, err := rb.phone.StartCommand(rb.cfg.Lanes, "daemon", "--policy", pol, "--socket", rb.sock)
+	d, err := rb.phone.StartCommand(rb.cfg.Lanes, append([]string{"daemon", "--policy", pol, "--socket", rb.sock}, rb.m.Daemon...)...)
 	if err != nil {
 		return err
 	}
