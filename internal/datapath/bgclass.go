@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
@@ -169,6 +170,28 @@ func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 	var c BgClass
 	err := h.use(func() error { return h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c) })
 	return c, err
+}
+
+// BgPeers lists the remote addresses of the background non-TCP flows
+// recorded leaving by the interface (lanes_bg_flows, an LRU: flows that
+// ended stay until evicted), at most max, each once.
+func (h *Host) BgPeers(ifindex, max int) ([]netip.Addr, error) {
+	var out []netip.Addr
+	err := h.use(func() error {
+		var k classifier.ClassifierFlowKey
+		var idx uint32
+		seen := map[netip.Addr]bool{}
+		it := h.cls.LanesBgFlows.Iterate()
+		for len(out) < max && it.Next(&k, &idx) {
+			a := netip.AddrFrom16(k.Daddr).Unmap()
+			if int(idx) == ifindex && !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+		return it.Err()
+	})
+	return out, err
 }
 
 // BgEvents opens a reader of the classifier's episode events; the caller
