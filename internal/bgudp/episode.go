@@ -15,15 +15,18 @@ import (
 )
 
 const (
-	maxPeers   = 4  // peers probed per interface
+	maxPeers   = 4  // peers (address and port) probed per interface
 	peersEvery = 20 // steps between reads of the interface's peers
+	icmpRetry  = 20 // steps between echoes to a peer silent to them
+	vnEvery    = 2  // steps between version probes to a port
 )
 
 // Episode is one interface's controlled period, as status shows it.
 type Episode struct {
 	Ifindex    int
 	Peer       netip.Addr   // the peer whose traffic began the episode
-	Peers      []netip.Addr `json:",omitempty"` // the peers probed
+	Peers      []netip.AddrPort `json:",omitempty"` // the flows' remote ends on the interface
+	Version    uint64           `json:",omitempty"` // QUIC version probes sent (to peers silent to ICMP echo)
 	Started    time.Time
 	Ended      time.Time `json:",omitzero"`
 	Err        string    `json:",omitempty"`
@@ -64,15 +67,16 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		return err
 	}
 	active, target := at, e.state.Rule.Target
-	peers := []netip.Addr{e.Peer}
+	var peers []netip.AddrPort
 	for n := 0; ; n++ {
 		tick := time.Now()
 		if n%peersEvery == 0 {
 			peers = e.peers(dp, log)
 		}
-		for _, a := range peers {
+		targets := probeTargets(n, peers, sig)
+		for _, a := range targets {
 			if err := p.send(a); err != nil {
-				log.Debug("bgudp: echo", "peer", a, "err", err)
+				log.Debug("bgudp: probe", "target", a, "err", err)
 			}
 		}
 		res := p.collect(tick, tick.Add(e.state.Rule.Interval))
@@ -99,8 +103,11 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		}
 		e.mu.Lock()
 		e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-		e.Base, e.Queue, e.Link, e.Probes, e.Lost, e.ProbeBytes = in.Base, e.state.Queue, e.state.Link, p.Sent, sig.Lost, p.Bytes
-		e.Peers = peers
+		e.Queue, e.Link, e.Probes, e.Lost, e.ProbeBytes = e.state.Queue, e.state.Link, p.Sent, sig.Lost, p.Bytes
+		e.Peers, e.Version = peers, p.VersionSent
+		if in.Signal {
+			e.Base = in.Base
+		}
 		e.mu.Unlock()
 		log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 			"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
@@ -143,17 +150,32 @@ func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClas
 	return d
 }
 
-// peers is the episode's peer first, then the other peers of the
-// interface's background flows, at most maxPeers.
-func (e *episode) peers(dp Datapath, log *slog.Logger) []netip.Addr {
-	out := []netip.Addr{e.Peer}
-	more, err := dp.BgPeers(e.Ifindex, maxPeers+1)
+// peers is the episode's peer first (port 0: its port not known), then
+// the remote ends of the interface's background flows, at most maxPeers.
+func (e *episode) peers(dp Datapath, log *slog.Logger) []netip.AddrPort {
+	more, err := dp.BgPeers(e.Ifindex, maxPeers)
 	if err != nil {
 		log.Debug("bgudp: peers", "err", err)
 	}
-	for _, a := range more {
-		if len(out) < maxPeers && !slices.Contains(out, a) {
-			out = append(out, a)
+	if !slices.ContainsFunc(more, func(a netip.AddrPort) bool { return a.Addr() == e.Peer }) {
+		more = append([]netip.AddrPort{netip.AddrPortFrom(e.Peer, 0)}, more...)
+	}
+	return more[:min(len(more), maxPeers)]
+}
+
+// probeTargets is the step's probes: an ICMP echo to each peer's address
+// (to one silent to echoes only every icmpRetry steps) and, every
+// vnEvery steps, a version probe to each port of a peer silent to echoes.
+func probeTargets(n int, peers []netip.AddrPort, sig *delaySignal) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, pp := range peers {
+		echo := netip.AddrPortFrom(pp.Addr(), 0)
+		silent := sig.silent(echo)
+		if !slices.Contains(out, echo) && (!silent || n%icmpRetry == 0) {
+			out = append(out, echo)
+		}
+		if silent && pp.Port() != 0 && n%vnEvery == 0 {
+			out = append(out, pp)
 		}
 	}
 	return out

@@ -1,7 +1,9 @@
 // probe.go: the controller's delay signal, ICMP echo round trips to the
-// class's peers on the interface, one echo to each per step; a reader per
-// address family matches the replies, so a peer that answers nothing
-// costs the step no wait beyond its length.
+// class's peers on the interface (or a QUIC version probe to a peer's
+// UDP port: quicprobe.go), one to each per step; a reader per socket
+// matches the replies, so a peer that answers nothing costs the step no
+// wait beyond its length. A target is an address and port: port 0 is the
+// address's ICMP echo.
 package bgudp
 
 import (
@@ -24,7 +26,7 @@ const (
 
 // echo is one request in flight or answered.
 type echo struct {
-	peer     netip.Addr
+	peer     netip.AddrPort
 	sent     time.Time
 	answered time.Duration // its round trip, 0 while none
 	taken    bool          // the step read it
@@ -35,15 +37,17 @@ type prober struct {
 	id    int
 	mu    sync.Mutex
 	conns map[bool]*icmp.PacketConn // by IPv6
+	udps  map[bool]*net.UDPConn      // version probes, by IPv6
 	seq   int
 	out   map[int]*echo // by sequence number
 	wake  chan struct{} // a reply came
-	Sent  uint64
-	Bytes uint64 // sent and received, IP packets
+	Sent        uint64
+	VersionSent uint64 // of Sent, QUIC version probes
+	Bytes       uint64 // sent and received, IP packets
 }
 
 func newProber() *prober {
-	return &prober{id: rand.IntN(0xffff), conns: map[bool]*icmp.PacketConn{}, out: map[int]*echo{}, wake: make(chan struct{}, 1)}
+	return &prober{id: rand.IntN(0xffff), conns: map[bool]*icmp.PacketConn{}, udps: map[bool]*net.UDPConn{}, out: map[int]*echo{}, wake: make(chan struct{}, 1)}
 }
 
 // conn is the family's socket, opened at its first use, with its reader.
@@ -66,9 +70,13 @@ func (p *prober) conn(v6 bool) (*icmp.PacketConn, error) {
 	return c, nil
 }
 
-// send sends one echo request to peer.
-func (p *prober) send(peer netip.Addr) error {
-	peer = peer.Unmap()
+// send sends one probe to a target: an ICMP echo (port 0) or a version
+// probe to the port.
+func (p *prober) send(t netip.AddrPort) error {
+	if t.Port() != 0 {
+		return p.sendVN(t)
+	}
+	peer := t.Addr().Unmap()
 	c, err := p.conn(peer.Is6())
 	if err != nil {
 		return err
@@ -78,23 +86,41 @@ func (p *prober) send(peer netip.Addr) error {
 	if peer.Is6() {
 		typ, hdr = ipv6.ICMPTypeEchoRequest, 40
 	}
-	p.mu.Lock()
-	p.seq = (p.seq + 1) & 0xffff
-	seq := p.seq
-	p.mu.Unlock()
+	seq := p.next(netip.AddrPortFrom(peer, 0))
 	msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: p.id, Seq: seq, Data: make([]byte, probePayload)}}
 	b, err := msg.Marshal(nil)
 	if err != nil {
 		return err
 	}
-	e := &echo{peer: peer, sent: time.Now()}
 	p.mu.Lock()
-	p.out[seq] = e
-	p.Sent++
 	p.Bytes += uint64(hdr + len(b))
 	p.mu.Unlock()
 	_, err = c.WriteTo(b, &net.IPAddr{IP: peer.AsSlice()})
 	return err
+}
+
+// next records a request to t in flight and returns its sequence number.
+func (p *prober) next(t netip.AddrPort) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = (p.seq + 1) & 0xffff
+	p.out[p.seq] = &echo{peer: t, sent: time.Now()}
+	p.Sent++
+	return p.seq
+}
+
+// answer records a reply to request seq, n bytes, come at at.
+func (p *prober) answer(seq int, at time.Time, n int) {
+	p.mu.Lock()
+	if e := p.out[seq]; e != nil && e.answered == 0 {
+		e.answered = max(at.Sub(e.sent), time.Nanosecond)
+		p.Bytes += uint64(n)
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // read matches replies to the requests in flight until the socket closes.
@@ -121,16 +147,7 @@ func (p *prober) read(c *icmp.PacketConn, proto int) {
 		if !ok || b.ID != p.id {
 			continue
 		}
-		p.mu.Lock()
-		if e := p.out[b.Seq]; e != nil && e.answered == 0 {
-			e.answered = max(at.Sub(e.sent), time.Nanosecond)
-			p.Bytes += uint64(hdr + n)
-		}
-		p.mu.Unlock()
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.answer(b.Seq, at, hdr+n)
 	}
 }
 
@@ -143,7 +160,7 @@ type peerResult struct {
 // collect waits until every request sent since since has its answer or
 // until deadline, and returns per peer the newest answer not yet read and
 // the requests newly lost.
-func (p *prober) collect(since, deadline time.Time) map[netip.Addr]peerResult {
+func (p *prober) collect(since, deadline time.Time) map[netip.AddrPort]peerResult {
 	for !p.answeredSince(since) {
 		t := time.NewTimer(time.Until(deadline))
 		select {
@@ -156,8 +173,8 @@ func (p *prober) collect(since, deadline time.Time) map[netip.Addr]peerResult {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := map[netip.Addr]peerResult{}
-	newest := map[netip.Addr]time.Time{}
+	res := map[netip.AddrPort]peerResult{}
+	newest := map[netip.AddrPort]time.Time{}
 	now := time.Now()
 	for seq, e := range p.out {
 		r := res[e.peer]
@@ -195,6 +212,9 @@ func (p *prober) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	for _, c := range p.udps {
 		_ = c.Close()
 	}
 }

@@ -34,6 +34,7 @@ const (
 	minFactor     = 0.5  // at most halved per decrease
 	headroom      = 1.25 // the rate stays within this of the link's rate
 	beyondLink    = 0.25 // the growth's share above the link's rate
+	fastStart     = 0.25 // growth per step before the link's rate is known, of the rate
 	estimateSteps = 4    // the link estimate's window, in steps
 	estimateKeep  = 40   // the link's rate is the highest estimate of this many steps
 	maxGrowth     = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
@@ -127,6 +128,9 @@ func (s *State) Step(in Input) uint64 {
 			ref = float64(s.Rate)
 		}
 		up := ref * gain * (1 - float64(qd)/float64(target))
+		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
+			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
+		}
 		if s.Link != 0 && s.Rate >= s.Link {
 			up *= beyondLink
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-var testPeer = netip.MustParseAddr("192.0.2.1")
+var testPeer = netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), 0)
 
 // fluidLink is a bottleneck of rate link (bytes/s) with a queue, probed by
 // one peer's echo each step through delaySignal, as the episode does.
@@ -41,7 +41,7 @@ func (f *fluidLink) step(offer float64) (float64, time.Duration) {
 	}
 	qd := time.Duration(f.queue / f.link * float64(time.Second))
 	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: dt}
-	f.sig.step(map[netip.Addr]peerResult{testPeer: {rtt: f.base + qd}}, &in)
+	f.sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: f.base + qd}}, &in)
 	f.s.Step(in)
 	return carried, qd
 }
@@ -92,8 +92,8 @@ func TestRuleFreezesWhileHeld(t *testing.T) {
 func TestSignalLostProbeIsQueue(t *testing.T) {
 	d := newDelaySignal(10 * time.Millisecond)
 	var in Input
-	d.step(map[netip.Addr]peerResult{testPeer: {rtt: 20 * time.Millisecond}}, &in)
-	d.step(map[netip.Addr]peerResult{testPeer: {lost: 1}}, &in)
+	d.step(map[netip.AddrPort]peerResult{testPeer: {rtt: 20 * time.Millisecond}}, &in)
+	d.step(map[netip.AddrPort]peerResult{testPeer: {lost: 1}}, &in)
 	if !in.Signal || in.Queue != 20*time.Millisecond {
 		t.Errorf("a lost echo of a peer that answered: signal %v, queue %v; want twice the target", in.Signal, in.Queue)
 	}
@@ -104,12 +104,12 @@ func TestSignalLostProbeIsQueue(t *testing.T) {
 // the signal, and the largest queue of the peers that answer is the
 // class's.
 func TestSignalSilentPeer(t *testing.T) {
-	silent, other := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
+	silent, other := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.2"), 0), netip.AddrPortFrom(netip.MustParseAddr("192.0.2.3"), 0)
 	d := newDelaySignal(10 * time.Millisecond)
 	var in Input
 	blind := false
 	for range blindSteps {
-		blind = d.step(map[netip.Addr]peerResult{silent: {}}, &in)
+		blind = d.step(map[netip.AddrPort]peerResult{silent: {}}, &in)
 		if in.Signal {
 			t.Fatal("a silent peer gave a signal")
 		}
@@ -118,13 +118,13 @@ func TestSignalSilentPeer(t *testing.T) {
 		t.Error("no answer for blindSteps: not blind")
 	}
 	for i := range 2 * silentLosses {
-		blind = d.step(map[netip.Addr]peerResult{silent: {lost: 1}, other: {rtt: time.Duration(20+i%2) * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+		blind = d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: time.Duration(20+i%2) * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
 	}
 	if blind || !in.Signal {
 		t.Errorf("two peers answer: blind %v, signal %v", blind, in.Signal)
 	}
-	d.step(map[netip.Addr]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
-	d.step(map[netip.Addr]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+	d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+	d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
 	if in.Queue != 15*time.Millisecond {
 		t.Errorf("queue %v, want the largest peer's, 15ms", in.Queue)
 	}
@@ -189,5 +189,21 @@ func TestRuleRecoversFromAStartBurst(t *testing.T) {
 	t.Logf("link estimated %d B/s, %.0f%% of the link used from the 2nd second", f.s.Link, 100*used)
 	if used < 0.9 {
 		t.Errorf("%.0f%% of the link used from the 2nd second, want >= 90%%", 100*used)
+	}
+}
+
+// A Version Negotiation packet answers the probe whose destination ID it
+// carries as its source ID; other packets answer nothing.
+func TestVersionNegotiationMatch(t *testing.T) {
+	vn := []byte{0x80 | 0x3f, 0, 0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 8, 0x12, 0x34, 0x00, 0x07, 9, 9, 9, 9, 0, 0, 0, 1}
+	if seq, ok := vnSeq(vn, 0x1234); !ok || seq != 7 {
+		t.Errorf("vnSeq = %d, %v; want 7, true", seq, ok)
+	}
+	if _, ok := vnSeq(vn, 0x4321); ok {
+		t.Error("another prober's reply matched")
+	}
+	vn[4] = 1 // a version: a long-header packet, not a negotiation
+	if _, ok := vnSeq(vn, 0x1234); ok {
+		t.Error("a packet of version 1 matched")
 	}
 }

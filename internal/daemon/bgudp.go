@@ -35,7 +35,7 @@ func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, 
 // bgUDPSummary is the component's status line: per interface with an
 // episode, what holds its background non-TCP traffic now.
 func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
-	rule := fmt.Sprintf("probing the class's peers (ICMP echo) every %v only while such traffic flows, target %v; no peer answering: held at the floor", st.Rule.Interval, st.Rule.Target)
+	rule := fmt.Sprintf("probing the class's peers (ICMP echo; QUIC version probes to a peer silent to echo) every %v only while such traffic flows, target %v; no peer answering: held at the floor", st.Rule.Interval, st.Rule.Target)
 	if yieldOn {
 		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
 			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, datapath.FgOpenRTTs, datapath.FgOpenHold)
@@ -78,9 +78,13 @@ func episodeLine(e bgudp.Episode) string {
 	if len(e.Peers) > 1 {
 		peers = fmt.Sprint(e.Peers)
 	}
-	return fmt.Sprintf("%s %s (sending %.3g Mbit/s, link estimated %.3g Mbit/s; queue %v over base %v by ICMP echo to %s; %d probes, %d lost); its %s not controlled",
+	by := "ICMP echo"
+	if e.Version > 0 {
+		by = fmt.Sprintf("ICMP echo and QUIC version probes (%d, to the ports of peers silent to echo)", e.Version)
+	}
+	return fmt.Sprintf("%s %s (sending %.3g Mbit/s, link estimated %.3g Mbit/s; queue %v over base %v by %s to %s; %d probes, %d lost); its %s not controlled",
 		e.Controlled, what, float64(e.Measured)*8/1e6, float64(e.Link)*8/1e6, e.Queue.Round(100*time.Microsecond), e.Base.Round(100*time.Microsecond),
-		peers, e.Probes, e.Lost, other)
+		by, peers, e.Probes, e.Lost, other)
 }
 
 func ifaceName(i int) string {

@@ -172,18 +172,18 @@ func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 	return c, err
 }
 
-// BgPeers lists the remote addresses of the background non-TCP flows
-// recorded leaving by the interface (lanes_bg_flows, an LRU: flows that
-// ended stay until evicted), at most max, each once.
-func (h *Host) BgPeers(ifindex, max int) ([]netip.Addr, error) {
-	var out []netip.Addr
+// BgPeers lists the remote ends (address and UDP port) of the background
+// non-TCP flows recorded leaving by the interface (lanes_bg_flows, an
+// LRU: flows that ended stay until evicted), at most max, each once.
+func (h *Host) BgPeers(ifindex, max int) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
 	err := h.use(func() error {
 		var k classifier.ClassifierFlowKey
 		var idx uint32
-		seen := map[netip.Addr]bool{}
+		seen := map[netip.AddrPort]bool{}
 		it := h.cls.LanesBgFlows.Iterate()
 		for len(out) < max && it.Next(&k, &idx) {
-			a := netip.AddrFrom16(k.Daddr).Unmap()
+			a := netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), k.Dport)
 			if int(idx) == ifindex && !seen[a] {
 				seen[a] = true
 				out = append(out, a)
