@@ -24,7 +24,7 @@ const (
 // Episode is one interface's controlled period, as status shows it.
 type Episode struct {
 	Ifindex    int
-	Peer       netip.Addr   // the peer whose traffic began the episode
+	Peer       netip.Addr       // the peer whose traffic began the episode
 	Peers      []netip.AddrPort `json:",omitempty"` // the flows' remote ends on the interface
 	Version    uint64           `json:",omitempty"` // QUIC version probes sent (to peers silent to ICMP echo)
 	Started    time.Time

@@ -34,13 +34,13 @@ type echo struct {
 
 // prober sends echo requests to peers and collects their replies.
 type prober struct {
-	id    int
-	mu    sync.Mutex
-	conns map[bool]*icmp.PacketConn // by IPv6
-	udps  map[bool]*net.UDPConn      // version probes, by IPv6
-	seq   int
-	out   map[int]*echo // by sequence number
-	wake  chan struct{} // a reply came
+	id          int
+	mu          sync.Mutex
+	conns       map[bool]*icmp.PacketConn // by IPv6
+	udps        map[bool]*net.UDPConn     // version probes, by IPv6
+	seq         int
+	out         map[int]*echo // by sequence number
+	wake        chan struct{} // a reply came
 	Sent        uint64
 	VersionSent uint64 // of Sent, QUIC version probes
 	Bytes       uint64 // sent and received, IP packets
