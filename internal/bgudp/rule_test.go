@@ -2,6 +2,7 @@ package bgudp
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -205,5 +206,31 @@ func TestVersionNegotiationMatch(t *testing.T) {
 	vn[4] = 1 // a version: a long-header packet, not a negotiation
 	if _, ok := vnSeq(vn, 0x1234); ok {
 		t.Error("a packet of version 1 matched")
+	}
+}
+
+// An echo to each peer's address once; a peer silent to echo gets version
+// probes to its flows' ports every vnEvery steps and an echo every
+// icmpRetry.
+func TestProbeTargets(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.4"), netip.MustParseAddr("192.0.2.5")
+	peers := []netip.AddrPort{netip.AddrPortFrom(a, 443), netip.AddrPortFrom(a, 4433), netip.AddrPortFrom(b, 443)}
+	d := newDelaySignal(10 * time.Millisecond)
+	if got := probeTargets(1, peers, d); len(got) != 2 || got[0].Port() != 0 || got[1].Port() != 0 {
+		t.Fatalf("targets %v, want one echo per address", got)
+	}
+	var in Input
+	for range silentSteps {
+		d.step(map[netip.AddrPort]peerResult{netip.AddrPortFrom(a, 0): {}, netip.AddrPortFrom(b, 0): {rtt: time.Millisecond}}, &in)
+	}
+	want := []netip.AddrPort{netip.AddrPortFrom(a, 443), netip.AddrPortFrom(a, 4433), netip.AddrPortFrom(b, 0)}
+	if got := probeTargets(2, peers, d); !slices.Equal(got, want) {
+		t.Errorf("step 2: targets %v, want %v", got, want)
+	}
+	if got := probeTargets(3, peers, d); !slices.Equal(got, want[2:]) {
+		t.Errorf("step 3: targets %v, want %v", got, want[2:])
+	}
+	if got := probeTargets(icmpRetry, peers, d); !slices.Contains(got, netip.AddrPortFrom(a, 0)) {
+		t.Errorf("step %d: targets %v, want the silent peer's echo retried", icmpRetry, got)
 	}
 }
