@@ -62,15 +62,20 @@ type State struct {
 	wait  int           // steps before the next decrease may come
 	last  time.Duration // the previous step's queueing delay
 	win   []winStep     // the last estimateSteps+1 steps, for the link estimate
-	ests  []uint64      // the last estimateKeep steps' estimates (0: none that step)
+	ests  []estimate    // the last estimateKeep steps' estimates
+	// measured: the highest window's measurement of the last
+	// estimateKeep steps (0: none; Link may be a lower bound above it):
+	// the growth above it is slowed
+	measured uint64
 }
 
 // winStep is one step's part of the link estimate.
 type winStep struct {
-	bytes float64       // passed (or arrived) in the step
-	dt    time.Duration // its length
-	raw   time.Duration // the queueing delay at its end
-	ok    bool          // raw is a sample
+	bytes   float64       // passed (or arrived) in the step
+	offered float64       // offered to the policer in the step
+	dt      time.Duration // its length
+	raw     time.Duration // the queueing delay at its end
+	ok      bool          // raw is a sample
 }
 
 // Step takes one step's observation and returns the rate to set (0: not
@@ -91,9 +96,11 @@ type winStep struct {
 // arrivals came in (downloads), or at what the class passed less what the
 // queue grew by (uploads: a queue growing by g s/s is fed at (1 + g) ×
 // the link's rate). The window spans several steps so that a burst the
-// queue shows a step late is not read as a slow link; the link's rate is
-// the highest such estimate of the last estimateKeep steps (the last one
-// when none came).
+// queue shows a step late is not read as a slow link. A step in which
+// the policer dropped and no queue formed shows a link at least as fast
+// as what passed (a lower bound: the growth is not slowed above it). The
+// link's rate is the highest estimate of the last estimateKeep steps
+// (the last one when none came).
 func (s *State) Step(in Input) uint64 {
 	s.observeLink(in)
 	if in.Signal {
@@ -131,7 +138,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		if s.Link != 0 && s.Rate >= s.Link {
+		if s.measured != 0 && s.Rate >= s.measured {
 			up *= beyondLink
 		}
 		bound := uint64(headroom * ref)
@@ -156,21 +163,34 @@ func (s *State) observeLink(in Input) {
 	if in.Arrived {
 		bytes = float64(in.Offered)
 	}
-	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
+	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
 	if len(s.win) > estimateSteps+1 {
 		s.win = s.win[1:]
 	}
-	s.ests = append(s.ests, linkEstimate(s.win, s.Rule.Target/4, in.Arrived))
+	e := estimate{rate: linkEstimate(s.win, s.Rule.Target/4, in.Arrived), busy: true}
+	if e.rate == 0 {
+		e = estimate{rate: lowerBound(s.win, s.Rule.Target/4)}
+	}
+	s.ests = append(s.ests, e)
 	if len(s.ests) > estimateKeep {
 		s.ests = s.ests[1:]
 	}
-	var best uint64
+	var best, busy uint64
 	for _, e := range s.ests {
-		best = max(best, e)
+		best = max(best, e.rate)
+		if e.busy {
+			busy = max(busy, e.rate)
+		}
 	}
 	if best != 0 {
-		s.Link = best
+		s.Link, s.measured = best, busy
 	}
+}
+
+// estimate is one step's estimate of the link's rate.
+type estimate struct {
+	rate uint64 // bytes/s, 0: none
+	busy bool   // from a window with a standing queue (else: a lower bound)
 }
 
 // linkEstimate is the bottleneck's rate over the window's steps after its
@@ -198,6 +218,30 @@ func linkEstimate(win []winStep, busy time.Duration, arrived bool) uint64 {
 		return uint64(bytes / span.Seconds())
 	}
 	return linkRate(bytes/span.Seconds(), win[len(win)-1].raw-win[0].raw, span)
+}
+
+// lowerBound is what passed over the window's steps after its first
+// (bytes/s) when the policer dropped (over 5 % of what was offered) and no
+// queue formed (every sample below noQueue): the link takes at least
+// that; 0 otherwise.
+func lowerBound(win []winStep, noQueue time.Duration) uint64 {
+	if len(win) < estimateSteps+1 {
+		return 0
+	}
+	var passed, offered float64
+	var span time.Duration
+	for i, w := range win {
+		if !w.ok || w.raw > noQueue {
+			return 0
+		}
+		if i > 0 {
+			passed, offered, span = passed+w.bytes, offered+w.offered, span+w.dt
+		}
+	}
+	if span <= 0 || offered <= passed*1.05 {
+		return 0
+	}
+	return uint64(passed / span.Seconds())
 }
 
 // linkRate is the rate a queue fed at sent (bytes/s) drains at when it

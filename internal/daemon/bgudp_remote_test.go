@@ -121,7 +121,7 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 
 	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), "--log-level", "debug")
 	defer func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("LANES_BGUDP_STEPS") != "" {
 			t.Log(d.out.String()) // the controller's steps
 		}
 	}()
