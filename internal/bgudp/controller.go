@@ -1,9 +1,10 @@
 // controller.go: the controller's loop. It blocks on the classifier's
 // events (an interface's background non-TCP traffic began after a quiet
 // second) and wakes nobody at rest; per such interface an episode probes
-// the class's peers every Rule.Interval, steps the rule on the direction that
-// carries more of the class's bytes (the other stays unpoliced) and ends,
-// releasing the rate, after episodeQuiet without a packet of the class.
+// the class's peers in turn, one every Rule.Interval, steps the rule on
+// the direction that carries more of the class's bytes (the other stays
+// unpoliced) and ends, releasing the rate, after episodeQuiet without a
+// packet of the class.
 package bgudp
 
 import (

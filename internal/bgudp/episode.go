@@ -68,13 +68,18 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	}
 	active, target := at, e.state.Rule.Target
 	var peers []netip.AddrPort
+	turn := 0
 	for n := 0; ; n++ {
 		tick := time.Now()
 		if n%peersEvery == 0 {
 			peers = e.peers(dp, log)
 		}
-		targets := probeTargets(n, peers, sig)
-		for _, a := range targets {
+		// one probe per step, the targets in turn: the daemon's own
+		// packets stay below the classifier's foreground threshold
+		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 {
+			a := targets[turn%len(targets)]
+			turn++
 			if err := p.send(a); err != nil {
 				log.Debug("bgudp: probe", "target", a, "err", err)
 			}
@@ -163,9 +168,10 @@ func (e *episode) peers(dp Datapath, log *slog.Logger) []netip.AddrPort {
 	return more[:min(len(more), maxPeers)]
 }
 
-// probeTargets is the step's probes: an ICMP echo to each peer's address
-// (to one silent to echoes only every icmpRetry steps) and, every
-// vnEvery steps, a version probe to each port of a peer silent to echoes.
+// probeTargets is the step's candidates, of which one is probed: an ICMP
+// echo to each peer's address (to one silent to echoes only every
+// icmpRetry steps) and, every vnEvery steps, a version probe to each port
+// of a peer silent to echoes.
 func probeTargets(n int, peers []netip.AddrPort, sig *delaySignal) []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, pp := range peers {
