@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -297,10 +296,10 @@ func ngtcp2Remote(t *testing.T, dir string, bottleneck bool) {
 	probeCost(t, st)
 	what := "QUIC (ngtcp2) " + dir + "load"
 	t.Logf("%s alone: the bottleneck busy %.2f of the time (goal >= 0.90); probe p95 over idle +%v (goal <= 25ms)", what, share, pct(on, .95)-pct(idle, .95))
+	// no rate is asked of the controller: a flow its own window limits
+	// (ngtcp2's download, +73 ms without lanes) may keep the queue below
+	// the target, unpoliced; the probe judges
 	bgJudge(t, what, idle, off, on, lost, probeN, share)
-	if !strings.Contains(st.Components["background-udp"], "delay controller") {
-		t.Errorf("the class is not held by the delay controller: %s", st.Components["background-udp"])
-	}
 }
 
 func TestBackgroundNgtcp2UploadRemote(t *testing.T) { ngtcp2Remote(t, "up", uplinkBottleneck) }
