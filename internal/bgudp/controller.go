@@ -31,7 +31,7 @@ type Datapath interface {
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgClassHeld(ifindex int) bool
-	BgPeers(ifindex, max int) ([]netip.AddrPort, error)
+	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
 }
 

@@ -156,16 +156,24 @@ func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClas
 }
 
 // peers is the episode's peer first (port 0: its port not known), then
-// the remote ends of the interface's background flows, at most maxPeers.
+// the remote ends of the interface's background flows (lanes_bg_flows,
+// an LRU: flows that ended stay until evicted), at most maxPeers.
 func (e *episode) peers(dp Datapath, log *slog.Logger) []netip.AddrPort {
-	more, err := dp.BgPeers(e.Ifindex, maxPeers)
+	flows, err := dp.BackgroundFlows()
 	if err != nil {
 		log.Debug("bgudp: peers", "err", err)
 	}
-	if !slices.ContainsFunc(more, func(a netip.AddrPort) bool { return a.Addr() == e.Peer }) {
-		more = append([]netip.AddrPort{netip.AddrPortFrom(e.Peer, 0)}, more...)
+	var out []netip.AddrPort
+	for _, f := range flows {
+		a := netip.AddrPortFrom(f.Key.Dst.Unmap(), f.Key.DPort)
+		if f.Ifindex == e.Ifindex && len(out) < maxPeers && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
 	}
-	return more[:min(len(more), maxPeers)]
+	if !slices.ContainsFunc(out, func(a netip.AddrPort) bool { return a.Addr() == e.Peer }) {
+		out = append([]netip.AddrPort{netip.AddrPortFrom(e.Peer, 0)}, out...)
+	}
+	return out[:min(len(out), maxPeers)]
 }
 
 // probeTargets is the step's candidates, of which one is probed: an ICMP

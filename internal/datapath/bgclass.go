@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
@@ -170,28 +169,6 @@ func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 	var c BgClass
 	err := h.use(func() error { return h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c) })
 	return c, err
-}
-
-// BgPeers lists the remote ends (address and UDP port) of the background
-// non-TCP flows recorded leaving by the interface (lanes_bg_flows, an
-// LRU: flows that ended stay until evicted), at most max, each once.
-func (h *Host) BgPeers(ifindex, max int) ([]netip.AddrPort, error) {
-	var out []netip.AddrPort
-	err := h.use(func() error {
-		var k classifier.ClassifierFlowKey
-		var idx uint32
-		seen := map[netip.AddrPort]bool{}
-		it := h.cls.LanesBgFlows.Iterate()
-		for len(out) < max && it.Next(&k, &idx) {
-			a := netip.AddrPortFrom(netip.AddrFrom16(k.Daddr).Unmap(), k.Dport)
-			if int(idx) == ifindex && !seen[a] {
-				seen[a] = true
-				out = append(out, a)
-			}
-		}
-		return it.Err()
-	})
-	return out, err
 }
 
 // BgEvents opens a reader of the classifier's episode events; the caller
