@@ -73,6 +73,7 @@ type State struct {
 type winStep struct {
 	bytes   float64       // passed (or arrived) in the step
 	offered float64       // offered to the policer in the step
+	rate    float64       // what the policer's rate allowed in the step (0: not policed)
 	dt      time.Duration // its length
 	raw     time.Duration // the queueing delay at its end
 	ok      bool          // raw is a sample
@@ -163,7 +164,8 @@ func (s *State) observeLink(in Input) {
 	if in.Arrived {
 		bytes = float64(in.Offered)
 	}
-	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
+	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
+		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
 	if len(s.win) > estimateSteps+1 {
 		s.win = s.win[1:]
 	}
@@ -221,24 +223,25 @@ func linkEstimate(win []winStep, busy time.Duration, arrived bool) uint64 {
 }
 
 // lowerBound is what passed over the window's steps after its first
-// (bytes/s) when the policer dropped (over 5 % of what was offered) and no
+// (bytes/s) when the policer held the class (it dropped over 5 % of what
+// was offered, or the class offered at least 95 % of the rate) and no
 // queue formed (every sample below noQueue): the link takes at least
 // that; 0 otherwise.
 func lowerBound(win []winStep, noQueue time.Duration) uint64 {
 	if len(win) < estimateSteps+1 {
 		return 0
 	}
-	var passed, offered float64
+	var passed, offered, rate float64
 	var span time.Duration
 	for i, w := range win {
-		if !w.ok || w.raw > noQueue {
+		if !w.ok || w.raw > noQueue || i > 0 && w.rate == 0 {
 			return 0
 		}
 		if i > 0 {
-			passed, offered, span = passed+w.bytes, offered+w.offered, span+w.dt
+			passed, offered, rate, span = passed+w.bytes, offered+w.offered, rate+w.rate, span+w.dt
 		}
 	}
-	if span <= 0 || offered <= passed*1.05 {
+	if span <= 0 || offered <= passed*1.05 && offered < rate*0.95 {
 		return 0
 	}
 	return uint64(passed / span.Seconds())

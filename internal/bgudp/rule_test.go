@@ -234,3 +234,24 @@ func TestProbeTargets(t *testing.T) {
 		t.Errorf("step %d: targets %v, want the silent peer's echo retried", icmpRetry, got)
 	}
 }
+
+// A link estimate far below the link (a window read during the start-up
+// queue's drain) does not hold a sender that offers just the policer's
+// rate (a congestion-controlled sender the policer limits, with no
+// drops): a class held at its rate with no queue raises the estimate.
+func TestRuleRecoversFromALowEstimate(t *testing.T) {
+	f := newFluid(1.25e6)
+	f.s.Rate, f.s.Link, f.s.measured = 600_000, 600_000, 600_000
+	f.s.ests = []estimate{{rate: 600_000, busy: true}}
+	used := 0.0
+	for i := range 600 {
+		c, _ := f.step(min(float64(f.s.Rate), 2*f.link))
+		if i >= 300 {
+			used += c / 300
+		}
+	}
+	t.Logf("link estimated %d B/s, %.0f%% of the link used over the second half", f.s.Link, 100*used)
+	if used < 0.9 {
+		t.Errorf("%.0f%% of the link used over the second half, want >= 90%%", 100*used)
+	}
+}
