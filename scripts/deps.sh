@@ -18,8 +18,9 @@ case "${1:-test}" in
   # crate's rust-version).
   # gcc: cgo for go test -race; iperf3: the unresponsive UDP upload; dpkg-dev, file, binutils: make deb
   # (dist/dist_test.go), lintian: its check of the package; libclang-rt-dev: lanes-rtd's fuzz target
-  # and sanitizer builds.
-  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv python3-setuptools python3-wheel cargo dpkg-dev file binutils lintian libclang-rt-dev) ;;
+  # and sanitizer builds; ngtcp2-client, ngtcp2-server: a second QUIC implementation beside quic-go
+  # (internal/daemon's TestBackgroundNgtcp2*; the server's example service is stopped below).
+  test) want+=(rt-tests ethtool chromium gcc libc6-dev iperf3 clang-19 llvm-19 clang pkg-config python3 python3-venv python3-setuptools python3-wheel cargo dpkg-dev file binutils lintian libclang-rt-dev ngtcp2-client ngtcp2-server) ;;
   deb) want+=(dpkg-dev file binutils) ;; # dpkg-shlibdeps, strip
   demo) want+=(rt-tests ethtool) ;;
   # vm: scripts/kernel-vm.sh boots an older kernel in qemu (TCG).
@@ -74,4 +75,9 @@ apt_update() {
 apt_update
 DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$lock_wait install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
   { echo "deps: apt-get install ${missing[*]} failed (a lock held over ${lock_wait}s is named above)" >&2; exit 1; }
+# ngtcp2-server ships an example service (ngtcp2d, localhost:7777) that systemd starts at
+# install: the tests run their own server in a namespace, so it is stopped and disabled.
+if [[ " ${missing[*]} " == *" ngtcp2-server "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now ngtcp2d.service >/dev/null 2>&1 || true
+fi
 

@@ -1,9 +1,10 @@
 // controller.go: the controller's loop. It blocks on the classifier's
 // events (an interface's background non-TCP traffic began after a quiet
 // second) and wakes nobody at rest; per such interface an episode probes
-// the peer every Rule.Interval, steps the rule on the direction that
-// carries more of the class's bytes (the other stays unpoliced) and ends,
-// releasing the rate, after episodeQuiet without a packet of the class.
+// the class's peers in turn, one every Rule.Interval, steps the rule on
+// the direction that carries more of the class's bytes (the other stays
+// unpoliced) and ends, releasing the rate, after episodeQuiet without a
+// packet of the class.
 package bgudp
 
 import (
@@ -30,6 +31,7 @@ type Datapath interface {
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgClassHeld(ifindex int) bool
+	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,17 +14,28 @@ import (
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
+const (
+	maxPeers   = 4  // peers (address and port) probed per interface
+	peersEvery = 20 // steps between reads of the interface's peers
+	icmpRetry  = 20 // steps between echoes to a peer silent to them
+	vnEvery    = 2  // steps between version probes to a port
+)
+
 // Episode is one interface's controlled period, as status shows it.
 type Episode struct {
 	Ifindex    int
-	Peer       netip.Addr
+	Peer       netip.Addr       // the peer whose traffic began the episode
+	Peers      []netip.AddrPort `json:",omitempty"` // the flows' remote ends on the interface
+	Version    uint64           `json:",omitempty"` // QUIC version probes sent (to peers silent to ICMP echo)
 	Started    time.Time
 	Ended      time.Time `json:",omitzero"`
 	Err        string    `json:",omitempty"`
 	Controlled string    // the direction the rate applies to ("" before the first step)
 	Rate       uint64    // bytes/s, 0: not policed
 	Measured   uint64    // the class's rate over the last step, bytes/s
+	Link       uint64    // the link's rate as estimated, bytes/s (0: not yet)
 	Held       bool      // the yield holds the class now
+	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
 	Base       time.Duration
 	Queue      time.Duration
@@ -42,11 +54,9 @@ type episode struct {
 // run probes and steps until the class is quiet or ctx ends; it releases
 // the rate it set.
 func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err error) {
-	p, err := newProber(e.Peer)
-	if err != nil {
-		return err
-	}
+	p := newProber()
 	defer p.close()
+	sig := newDelaySignal(e.state.Rule.Target)
 	var dir datapath.Direction
 	defer func() {
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0)
@@ -57,48 +67,55 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		return err
 	}
 	active, target := at, e.state.Rule.Target
-	for {
+	var peers []netip.AddrPort
+	turn := 0
+	for n := 0; ; n++ {
 		tick := time.Now()
-		rtt, err := p.rtt()
-		if err != nil {
-			return err
+		if n%peersEvery == 0 {
+			peers = e.peers(dp, log)
 		}
+		// one probe per step, the targets in turn: the daemon's own
+		// packets stay below the classifier's foreground threshold
+		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 {
+			a := targets[turn%len(targets)]
+			turn++
+			if err := p.send(a); err != nil {
+				log.Debug("bgudp: probe", "target", a, "err", err)
+			}
+		}
+		res := p.collect(tick, tick.Add(e.state.Rule.Interval))
 		cur, now, err := e.read(dp)
 		if err != nil {
 			return err
 		}
-		dt := now.Sub(at).Seconds()
-		up, down := cur[0].Bytes-prev[0].Bytes, cur[1].Bytes-prev[1].Bytes
 		if cur[0].Packets != prev[0].Packets || cur[1].Packets != prev[1].Packets {
 			active = now
 		} else if now.Sub(active) > episodeQuiet {
 			return nil
 		}
-		d := datapath.Upload
-		if down > up {
-			d = datapath.Download
-		}
-		bytes := max(up, down)
-		held, present := dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex)
-		if d == datapath.Download && present { // arrivals: held beside a present foreground too (bgclass.h)
-			held = true
-		}
-		e.mu.Lock()
-		// uploads beside a present foreground: a share of the target (as LEDBAT++)
-		e.state.Rule.Target, e.Sharing = target, present && d == datapath.Upload
-		if e.Sharing {
-			e.state.Rule.Target = yield.ShareTarget(target)
-		}
+		in := Input{Dt: now.Sub(at)}
+		blind := sig.step(res, &in)
+		d := e.stepInput(dp, &in, prev, cur, target)
 		if d != dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
 			_ = dp.SetBgRate(e.Ifindex, dir, 0)
 			e.state.Rate = 0
 		}
 		dir = d
-		rate := e.state.Step(rtt, uint64(float64(bytes)/max(dt, 1e-3)), held)
-		e.Controlled, e.Rate, e.Measured, e.Held = d.String(), rate, uint64(float64(bytes)/max(dt, 1e-3)), held
-		e.Base, e.Queue, e.Probes, e.Lost, e.ProbeBytes = e.state.Base, e.state.Queue, p.Sent, e.state.Lost, p.Bytes
+		rate := e.state.Step(in)
+		if blind && !in.Held {
+			rate = e.state.Blind()
+		}
+		e.mu.Lock()
+		e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
+		e.Queue, e.Link, e.Probes, e.Lost, e.ProbeBytes = e.state.Queue, e.state.Link, p.Sent, sig.Lost, p.Bytes
+		e.Peers, e.Version = peers, p.VersionSent
+		if in.Signal {
+			e.Base = in.Base
+		}
 		e.mu.Unlock()
-		log.Debug("bgudp: step", "dir", d, "rtt", rtt, "queue", e.state.Queue, "measured", e.Measured, "rate", rate, "held", held)
+		log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
+			"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
 		if err := dp.SetBgRate(e.Ifindex, d, rate); err != nil {
 			return err
 		}
@@ -109,6 +126,73 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		case <-time.After(time.Until(tick.Add(e.state.Rule.Interval))):
 		}
 	}
+}
+
+// stepInput fills in's rates and the yield's state from the counters and
+// returns the direction to control: the one that carried more bytes.
+func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClass, target time.Duration) datapath.Direction {
+	secs := max(in.Dt.Seconds(), 1e-3)
+	d, i := datapath.Upload, 0
+	if cur[1].Bytes-prev[1].Bytes > cur[0].Bytes-prev[0].Bytes {
+		d, i = datapath.Download, 1
+	}
+	offered := cur[i].Bytes - prev[i].Bytes
+	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
+	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
+	in.Arrived = d == datapath.Download
+	held, present := dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex)
+	if d == datapath.Download && present { // arrivals: held beside a present foreground too (bgclass.h)
+		held = true
+	}
+	in.Held = held
+	e.mu.Lock()
+	// uploads beside a present foreground: a share of the target (as LEDBAT++)
+	e.state.Rule.Target, e.Sharing = target, present && d == datapath.Upload
+	if e.Sharing {
+		e.state.Rule.Target = yield.ShareTarget(target)
+	}
+	e.mu.Unlock()
+	return d
+}
+
+// peers is the episode's peer first (port 0: its port not known), then
+// the remote ends of the interface's background flows (lanes_bg_flows,
+// an LRU: flows that ended stay until evicted), at most maxPeers.
+func (e *episode) peers(dp Datapath, log *slog.Logger) []netip.AddrPort {
+	flows, err := dp.BackgroundFlows()
+	if err != nil {
+		log.Debug("bgudp: peers", "err", err)
+	}
+	var out []netip.AddrPort
+	for _, f := range flows {
+		a := netip.AddrPortFrom(f.Key.Dst.Unmap(), f.Key.DPort)
+		if f.Ifindex == e.Ifindex && len(out) < maxPeers && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if !slices.ContainsFunc(out, func(a netip.AddrPort) bool { return a.Addr() == e.Peer }) {
+		out = append([]netip.AddrPort{netip.AddrPortFrom(e.Peer, 0)}, out...)
+	}
+	return out[:min(len(out), maxPeers)]
+}
+
+// probeTargets is the step's candidates, of which one is probed: an ICMP
+// echo to each peer's address (to one silent to echoes only every
+// icmpRetry steps) and, every vnEvery steps, a version probe to each port
+// of a peer silent to echoes.
+func probeTargets(n int, peers []netip.AddrPort, sig *delaySignal) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, pp := range peers {
+		echo := netip.AddrPortFrom(pp.Addr(), 0)
+		silent := sig.silent(echo)
+		if !slices.Contains(out, echo) && (!silent || n%icmpRetry == 0) {
+			out = append(out, echo)
+		}
+		if silent && pp.Port() != 0 && n%vnEvery == 0 {
+			out = append(out, pp)
+		}
+	}
+	return out
 }
 
 // read takes both directions' counters and the time.

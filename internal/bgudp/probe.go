@@ -1,6 +1,9 @@
 // probe.go: the controller's delay signal, ICMP echo round trips to the
-// background traffic's peer, one at a time (an echo not back within
-// probeTimeout is lost).
+// class's peers on the interface (or a QUIC version probe to a peer's
+// UDP port: quicprobe.go), one to each per step; a reader per socket
+// matches the replies, so a peer that answers nothing costs the step no
+// wait beyond its length. A target is an address and port: port 0 is the
+// address's ICMP echo.
 package bgudp
 
 import (
@@ -8,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"golang.org/x/net/icmp"
@@ -20,71 +24,197 @@ const (
 	probePayload = 8 // bytes after the ICMP header: the IPv4 packet is 36 bytes
 )
 
-// prober sends echo requests to one peer and waits for each reply.
-type prober struct {
-	conn     *icmp.PacketConn
-	peer     net.Addr
-	v6       bool
-	id, seq  int
-	Sent     uint64
-	Bytes    uint64 // sent and received, IP packets
-	received uint64
+// echo is one request in flight or answered.
+type echo struct {
+	peer     netip.AddrPort
+	sent     time.Time
+	answered time.Duration // its round trip, 0 while none
+	taken    bool          // the step read it
 }
 
-func newProber(peer netip.Addr) (*prober, error) {
-	peer = peer.Unmap()
-	network, addr := "ip4:icmp", "0.0.0.0"
-	if peer.Is6() {
-		network, addr = "ip6:ipv6-icmp", "::"
+// prober sends echo requests to peers and collects their replies.
+type prober struct {
+	id          int
+	mu          sync.Mutex
+	conns       map[bool]*icmp.PacketConn // by IPv6
+	udps        map[bool]*net.UDPConn     // version probes, by IPv6
+	seq         int
+	out         map[int]*echo // by sequence number
+	wake        chan struct{} // a reply came
+	Sent        uint64
+	VersionSent uint64 // of Sent, QUIC version probes
+	Bytes       uint64 // sent and received, IP packets
+}
+
+func newProber() *prober {
+	return &prober{id: rand.IntN(0xffff), conns: map[bool]*icmp.PacketConn{}, udps: map[bool]*net.UDPConn{}, out: map[int]*echo{}, wake: make(chan struct{}, 1)}
+}
+
+// conn is the family's socket, opened at its first use, with its reader.
+func (p *prober) conn(v6 bool) (*icmp.PacketConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[v6]; c != nil {
+		return c, nil
+	}
+	network, addr, proto := "ip4:icmp", "0.0.0.0", 1
+	if v6 {
+		network, addr, proto = "ip6:ipv6-icmp", "::", 58
 	}
 	c, err := icmp.ListenPacket(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	return &prober{conn: c, peer: &net.IPAddr{IP: peer.AsSlice()}, v6: peer.Is6(), id: rand.IntN(0xffff)}, nil
+	p.conns[v6] = c
+	go p.read(c, proto)
+	return c, nil
 }
 
-// rtt sends one echo and returns its round trip (0: lost).
-func (p *prober) rtt() (time.Duration, error) {
-	p.seq = (p.seq + 1) & 0xffff
-	var typ icmp.Type = ipv4.ICMPTypeEcho
-	proto, hdr := 1, 20
-	if p.v6 {
-		typ, proto, hdr = ipv6.ICMPTypeEchoRequest, 58, 40
+// send sends one probe to a target: an ICMP echo (port 0) or a version
+// probe to the port.
+func (p *prober) send(t netip.AddrPort) error {
+	if t.Port() != 0 {
+		return p.sendVN(t)
 	}
-	msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: p.id, Seq: p.seq, Data: make([]byte, probePayload)}}
+	peer := t.Addr().Unmap()
+	c, err := p.conn(peer.Is6())
+	if err != nil {
+		return err
+	}
+	var typ icmp.Type = ipv4.ICMPTypeEcho
+	hdr := 20
+	if peer.Is6() {
+		typ, hdr = ipv6.ICMPTypeEchoRequest, 40
+	}
+	seq := p.next(netip.AddrPortFrom(peer, 0))
+	msg := icmp.Message{Type: typ, Body: &icmp.Echo{ID: p.id, Seq: seq, Data: make([]byte, probePayload)}}
 	b, err := msg.Marshal(nil)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	sent := time.Now()
-	if _, err := p.conn.WriteTo(b, p.peer); err != nil {
-		return 0, err
-	}
-	p.Sent++
+	p.mu.Lock()
 	p.Bytes += uint64(hdr + len(b))
-	buf := make([]byte, 1500)
-	_ = p.conn.SetReadDeadline(sent.Add(probeTimeout))
-	for {
-		n, _, err := p.conn.ReadFrom(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return 0, nil
-			}
-			return 0, err
-		}
-		m, err := icmp.ParseMessage(proto, buf[:n])
-		if err != nil {
-			continue
-		}
-		if e, ok := m.Body.(*icmp.Echo); ok && e.ID == p.id && e.Seq == p.seq &&
-			(m.Type == ipv4.ICMPTypeEchoReply || m.Type == ipv6.ICMPTypeEchoReply) {
-			p.received++
-			p.Bytes += uint64(hdr + n)
-			return time.Since(sent), nil
-		}
+	p.mu.Unlock()
+	_, err = c.WriteTo(b, &net.IPAddr{IP: peer.AsSlice()})
+	return err
+}
+
+// next records a request to t in flight and returns its sequence number.
+func (p *prober) next(t netip.AddrPort) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq = (p.seq + 1) & 0xffff
+	p.out[p.seq] = &echo{peer: t, sent: time.Now()}
+	p.Sent++
+	return p.seq
+}
+
+// answer records a reply to request seq, n bytes, come at at.
+func (p *prober) answer(seq int, at time.Time, n int) {
+	p.mu.Lock()
+	if e := p.out[seq]; e != nil && e.answered == 0 {
+		e.answered = max(at.Sub(e.sent), time.Nanosecond)
+		p.Bytes += uint64(n)
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
-func (p *prober) close() error { return p.conn.Close() }
+// read matches replies to the requests in flight until the socket closes.
+func (p *prober) read(c *icmp.PacketConn, proto int) {
+	hdr := 20
+	if proto == 58 {
+		hdr = 40
+	}
+	buf := make([]byte, 1500)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		at := time.Now()
+		m, err := icmp.ParseMessage(proto, buf[:n])
+		if err != nil || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) {
+			continue
+		}
+		b, ok := m.Body.(*icmp.Echo)
+		if !ok || b.ID != p.id {
+			continue
+		}
+		p.answer(b.Seq, at, hdr+n)
+	}
+}
+
+// peerResult is what a step learned of one peer.
+type peerResult struct {
+	rtt  time.Duration // its newest answer's round trip (0: none)
+	lost int           // requests past probeTimeout without an answer
+}
+
+// collect waits until every request sent since since has its answer or
+// until deadline, and returns per peer the newest answer not yet read and
+// the requests newly lost.
+func (p *prober) collect(since, deadline time.Time) map[netip.AddrPort]peerResult {
+	for !p.answeredSince(since) {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-p.wake:
+			t.Stop()
+			continue
+		case <-t.C:
+		}
+		break
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := map[netip.AddrPort]peerResult{}
+	newest := map[netip.AddrPort]time.Time{}
+	now := time.Now()
+	for seq, e := range p.out {
+		r := res[e.peer]
+		switch {
+		case e.answered != 0 && !e.taken:
+			if e.sent.After(newest[e.peer]) {
+				r.rtt, newest[e.peer] = e.answered, e.sent
+			}
+			e.taken = true
+		case e.answered == 0 && now.Sub(e.sent) > probeTimeout:
+			r.lost++
+		}
+		res[e.peer] = r
+		if e.answered != 0 || now.Sub(e.sent) > probeTimeout {
+			delete(p.out, seq)
+		}
+	}
+	return res
+}
+
+// answeredSince says whether every request sent at or after since has
+// its answer.
+func (p *prober) answeredSince(since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.out {
+		if !e.sent.Before(since) && e.answered == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *prober) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	for _, c := range p.udps {
+		_ = c.Close()
+	}
+}

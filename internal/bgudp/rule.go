@@ -3,9 +3,10 @@
 // both directions. The classifier polices the class per interface and
 // direction (internal/bpf/classifier/bgclass.h) and holds it at the
 // yield's rate while the foreground is active; this package steers the
-// policer's rate from a delay signal: ICMP echo probes to the traffic's
-// peer, sent only while such traffic flows (the classifier's event wakes
-// the controller; it sleeps otherwise).
+// policer's rate from a delay signal: ICMP echo probes to the class's
+// peers on the interface, sent only while such traffic flows (the
+// classifier's event wakes the controller; it sleeps otherwise). With no
+// peer answering, the class is held at the floor.
 //
 // rule.go is the controller's rule, free of I/O (docs/background.md,
 // "Background QUIC and UDP").
@@ -18,8 +19,8 @@ import (
 // Rule is the controller's constants.
 type Rule struct {
 	Target   time.Duration // queueing delay to keep (the policy's background target)
-	Interval time.Duration // one probe and one step
-	Floor    uint64        // lowest rate, bytes/s
+	Interval time.Duration // one probe round and one step
+	Floor    uint64        // lowest rate, bytes/s; the rate with no delay signal
 }
 
 // DefaultRule is the rule at a target.
@@ -28,112 +29,228 @@ func DefaultRule(target time.Duration) Rule {
 }
 
 const (
-	gain        = 0.02 // growth per step at no queue, of the rate at the last decrease (0.5 -> 1 in 25 steps)
-	decreaseK   = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
-	minFactor   = 0.5  // at most halved per decrease
-	headroom    = 1.25 // the rate stays within this of the highest rate a queue was seen at
-	currentSpan = 2    // the current delay is the minimum of this many samples
-	maxGrowth   = 3    // a queue's growth (s/s) a link estimate believes: a sender at 4× the link
+	gain          = 0.05 // growth per step at no queue, of the link's rate (0.5 -> 1 in 10 steps)
+	decreaseK     = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
+	minFactor     = 0.5  // at most halved per decrease
+	headroom      = 1.25 // the rate stays within this of the link's rate
+	beyondLink    = 0.25 // the growth's share above the link's rate
+	fastStart     = 0.25 // growth per step before the link's rate is known, of the rate
+	estimateSteps = 4    // the link estimate's window, in steps
+	estimateKeep  = 40   // the link's rate is the highest estimate of this many steps
+	maxGrowth     = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
 )
+
+// Input is one step's observation.
+type Input struct {
+	Signal  bool          // a delay sample (or a lost probe) came this step
+	Queue   time.Duration // the current queueing delay (the filtered one)
+	Raw     time.Duration // the step's newest sample's queueing delay, unfiltered
+	Base    time.Duration // the base delay of the path Queue is on
+	Offered uint64        // the class's bytes/s over the step, before the policer
+	Passed  uint64        // what the policer let through, bytes/s
+	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already
+	Held    bool          // the yield holds the class now
+	Dt      time.Duration // the step's length
+}
 
 // State is one interface's controller between steps.
 type State struct {
-	Rule    Rule
-	Rate    uint64        // bytes/s; 0: not policed (until the first queue)
-	Base    time.Duration // the minimum RTT of the episode
-	Queue   time.Duration // the last step's queueing delay estimate
-	Lost    uint64        // probes without an echo
-	Samples uint64        // probes answered
-	recent  []time.Duration
-	peak    uint64        // the link's rate as estimated in the episode (its highest estimate)
-	wait    int           // steps before the next decrease may come
-	last    time.Duration // the previous step's queueing delay
+	Rule  Rule
+	Rate  uint64        // bytes/s; 0: not policed (until the first queue)
+	Queue time.Duration // the last step's queueing delay estimate
+	Link  uint64        // the link's rate as estimated (bytes/s, 0: not yet)
+	wait  int           // steps before the next decrease may come
+	last  time.Duration // the previous step's queueing delay
+	win   []winStep     // the last estimateSteps+1 steps, for the link estimate
+	ests  []estimate    // the last estimateKeep steps' estimates
+	// measured: the highest window's measurement of the last
+	// estimateKeep steps (0: none; Link may be a lower bound above it):
+	// the growth above it is slowed
+	measured uint64
 }
 
-// Step takes one probe's RTT (0: lost), the class's measured rate over
-// the last step (bytes/s) and whether the yield holds it now; it returns
-// the rate to set (0: not policed).
+// winStep is one step's part of the link estimate.
+type winStep struct {
+	bytes   float64       // passed (or arrived) in the step
+	offered float64       // offered to the policer in the step
+	rate    float64       // what the policer's rate allowed in the step (0: not policed)
+	dt      time.Duration // its length
+	raw     time.Duration // the queueing delay at its end
+	ok      bool          // raw is a sample
+}
+
+// Step takes one step's observation and returns the rate to set (0: not
+// policed).
 //
 // Above the target the rate falls in proportion to the excess (at most by
-// half), at most once per probe round trip (the last decrease must have
-// had time to show); below it grows by a share of the link's rate, as the
-// decreases estimated it, scaled by the room left under the target, up to
-// a quarter above it. What the class sends is not a bound: a
-// congestion-controlled sender backs off after the policer's drops and
-// must find the room again.
+// half), at most once per probe round trip and not while the queue is
+// already falling (the last decrease is draining it); below it the rate
+// grows by a share of the link's rate scaled by the room left under the
+// target (a quarter of that above the link's rate), up to a quarter above
+// it. What the class sends is not a bound: a congestion-controlled
+// sender backs off after the policer's drops and must find the room
+// again.
 //
-// The link's rate at a decrease is what the class sent less what the
-// queue grew by over the last step (a queue growing by g seconds per
-// second is fed at (1 + g) × the link's rate; g at most 3): an
-// unresponsive sender at twice the link, unpoliced until the first
-// queue, is not taken for a link twice as fast, and a rate above the link
-// does not raise the estimate by its excess. A queue's growth also reads
-// a responsive sender's bursts (quic-go's slow start) as a slower link, so
-// the estimate is also raised from below: a class held at its rate (it
-// offers at least that) while the queue stays under a quarter of the
-// target shows a link at least that fast.
-func (s *State) Step(rtt time.Duration, measured uint64, held bool) uint64 {
-	qd, ok := s.observe(rtt)
-	s.Queue = qd
+// The link's rate is measured over windows of estimateSteps steps in
+// which the queue never emptied (every sample at least a quarter of the
+// target): then the bottleneck sent all the time, at the rate the class's
+// arrivals came in (downloads), or at what the class passed less what the
+// queue grew by (uploads: a queue growing by g s/s is fed at (1 + g) ×
+// the link's rate). The window spans several steps so that a burst the
+// queue shows a step late is not read as a slow link. A step in which
+// the policer dropped and no queue formed shows a link at least as fast
+// as what passed (a lower bound: the growth is not slowed above it). The
+// link's rate is the highest estimate of the last estimateKeep steps
+// (the last one when none came).
+func (s *State) Step(in Input) uint64 {
+	s.observeLink(in)
+	if in.Signal {
+		s.Queue = in.Queue
+	}
 	if s.wait > 0 {
 		s.wait--
 	}
 	last := s.last
-	if ok {
-		s.last = qd
+	if in.Signal {
+		s.last = in.Queue
 	}
-	if held || !ok {
+	if in.Held || !in.Signal {
 		return s.Rate
 	}
+	qd, target := in.Queue, s.Rule.Target
 	switch {
-	case qd > s.Rule.Target && s.wait == 0:
-		f := max(minFactor, 1-decreaseK*(float64(qd)/float64(s.Rule.Target)-1))
-		from := measured
+	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
+		f := max(minFactor, 1-decreaseK*(float64(qd)/float64(target)-1))
+		from := in.Passed
 		if s.Rate != 0 {
-			from = min(s.Rate, measured)
+			from = min(s.Rate, max(in.Passed, s.Link))
 		}
-		s.peak = max(s.peak, linkRate(from, qd-last, s.Rule.Interval))
+		if s.Link != 0 {
+			from = min(from, uint64(headroom*float64(s.Link)))
+		}
 		s.Rate = max(s.Rule.Floor, uint64(float64(from)*f))
-		s.wait = 1 + int((s.Base+qd)/s.Rule.Interval)
-	case qd <= s.Rule.Target && s.Rate != 0:
-		if measured >= s.Rate && qd <= s.Rule.Target/4 {
-			s.peak = max(s.peak, s.Rate)
+		s.wait = 2 + int((in.Base+qd)/s.Rule.Interval) // the queue answers a step late, the current delay a step after
+	case qd <= target && s.Rate != 0:
+		ref := float64(s.Link)
+		if ref == 0 {
+			ref = float64(s.Rate)
 		}
-		up := float64(s.peak) * gain * (1 - float64(qd)/float64(s.Rule.Target))
-		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, uint64(headroom*float64(s.peak))))
+		up := ref * gain * (1 - float64(qd)/float64(target))
+		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
+			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
+		}
+		if s.measured != 0 && s.Rate >= s.measured {
+			up *= beyondLink
+		}
+		bound := uint64(headroom * ref)
+		if s.Rate > bound {
+			bound = s.Rate // a rate the estimate does not explain is kept, not cut
+		}
+		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, bound))
 	}
 	return s.Rate
 }
 
-// linkRate is the rate a queue fed at sent (bytes/s) drains at when it
-// grew by grew over interval: sent / (1 + growth per second), the growth
-// taken between 0 and maxGrowth.
-func linkRate(sent uint64, grew, interval time.Duration) uint64 {
-	g := min(maxGrowth, max(0, float64(grew)/float64(interval)))
-	return uint64(float64(sent) / (1 + g))
+// Blind holds the class at the floor: no delay signal tells its queue.
+func (s *State) Blind() uint64 {
+	s.Rate = s.Rule.Floor
+	return s.Rate
 }
 
-// observe folds a sample into the base and current delay; a lost probe
-// reads as twice the target (a probe is lost behind a full queue).
-func (s *State) observe(rtt time.Duration) (time.Duration, bool) {
-	if rtt <= 0 {
-		s.Lost++
-		if s.Samples == 0 {
-			return 0, false
+// observeLink adds the step to the link estimate's window and updates
+// the estimate.
+func (s *State) observeLink(in Input) {
+	bytes := float64(in.Passed)
+	if in.Arrived {
+		bytes = float64(in.Offered)
+	}
+	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
+		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
+	if len(s.win) > estimateSteps+1 {
+		s.win = s.win[1:]
+	}
+	e := estimate{rate: linkEstimate(s.win, s.Rule.Target/4, in.Arrived), busy: true}
+	if e.rate == 0 {
+		e = estimate{rate: lowerBound(s.win, s.Rule.Target/4)}
+	}
+	s.ests = append(s.ests, e)
+	if len(s.ests) > estimateKeep {
+		s.ests = s.ests[1:]
+	}
+	var best, busy uint64
+	for _, e := range s.ests {
+		best = max(best, e.rate)
+		if e.busy {
+			busy = max(busy, e.rate)
 		}
-		return 2 * s.Rule.Target, true
 	}
-	s.Samples++
-	if s.Base == 0 || rtt < s.Base {
-		s.Base = rtt
+	if best != 0 {
+		s.Link, s.measured = best, busy
 	}
-	s.recent = append(s.recent, rtt)
-	if len(s.recent) > currentSpan {
-		s.recent = s.recent[1:]
+}
+
+// estimate is one step's estimate of the link's rate.
+type estimate struct {
+	rate uint64 // bytes/s, 0: none
+	busy bool   // from a window with a standing queue (else: a lower bound)
+}
+
+// linkEstimate is the bottleneck's rate over the window's steps after its
+// first (bytes/s), or 0 unless the queue stayed at least busy at every
+// step's end, the first's included.
+func linkEstimate(win []winStep, busy time.Duration, arrived bool) uint64 {
+	if len(win) < estimateSteps+1 {
+		return 0
 	}
-	cur := s.recent[0]
-	for _, r := range s.recent[1:] {
-		cur = min(cur, r)
+	var bytes float64
+	var span time.Duration
+	for i, w := range win {
+		if !w.ok || w.raw < busy {
+			return 0
+		}
+		if i > 0 {
+			bytes += w.bytes
+			span += w.dt
+		}
 	}
-	return cur - s.Base, true
+	if span <= 0 {
+		return 0
+	}
+	if arrived {
+		return uint64(bytes / span.Seconds())
+	}
+	return linkRate(bytes/span.Seconds(), win[len(win)-1].raw-win[0].raw, span)
+}
+
+// lowerBound is what passed over the window's steps after its first
+// (bytes/s) when the policer held the class (it dropped over 5 % of what
+// was offered, or the class offered at least 95 % of the rate) and no
+// queue formed (every sample below noQueue): the link takes at least
+// that; 0 otherwise.
+func lowerBound(win []winStep, noQueue time.Duration) uint64 {
+	if len(win) < estimateSteps+1 {
+		return 0
+	}
+	var passed, offered, rate float64
+	var span time.Duration
+	for i, w := range win {
+		if !w.ok || w.raw > noQueue || i > 0 && w.rate == 0 {
+			return 0
+		}
+		if i > 0 {
+			passed, offered, rate, span = passed+w.bytes, offered+w.offered, rate+w.rate, span+w.dt
+		}
+	}
+	if span <= 0 || offered <= passed*1.05 && offered < rate*0.95 {
+		return 0
+	}
+	return uint64(passed / span.Seconds())
+}
+
+// linkRate is the rate a queue fed at sent (bytes/s) drains at when it
+// grew by grew over span: sent / (1 + growth per second), the growth
+// taken between −1/2 and maxGrowth.
+func linkRate(sent float64, grew, span time.Duration) uint64 {
+	g := min(maxGrowth, max(-0.5, float64(grew)/float64(span)))
+	return uint64(sent / (1 + g))
 }

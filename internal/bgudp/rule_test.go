@@ -1,50 +1,77 @@
 package bgudp
 
 import (
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
 
-// fluid is a bottleneck of rate link (bytes/s) with a queue, fed by a
-// sender that sends at the policer's rate when it has one, else at 2× the
-// link (a sender that fills any buffer).
-func fluid(t *testing.T, s *State, link float64, steps int) (maxQ time.Duration, tail float64) {
-	t.Helper()
-	base := 20 * time.Millisecond
-	queue := 0.0 // bytes
-	for i := 0; i < steps; i++ {
-		send := 2 * link
-		if s.Rate != 0 {
-			send = float64(s.Rate)
-		}
-		dt := s.Rule.Interval.Seconds()
-		queue = max(0, queue+(send-link)*dt)
-		qd := time.Duration(queue / link * float64(time.Second))
-		if i > steps/2 {
-			maxQ = max(maxQ, qd)
-			tail += min(send, link) / link
-		}
-		s.Step(base+qd, uint64(send), false)
+var testPeer = netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), 0)
+
+// fluidLink is a bottleneck of rate link (bytes/s) with a queue, probed by
+// one peer's echo each step through delaySignal, as the episode does.
+type fluidLink struct {
+	link  float64
+	base  time.Duration
+	queue float64 // bytes
+	sig   *delaySignal
+	s     *State
+}
+
+func newFluid(link float64) *fluidLink {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	f := &fluidLink{link: link, base: 20 * time.Millisecond, sig: newDelaySignal(s.Rule.Target), s: s}
+	f.step(0) // the episode's first echo, before the class's traffic builds a queue
+	return f
+}
+
+// step sends offer (bytes/s) for one step through the policer and the
+// queue, then steps the rule on the echo; it returns what the link carried
+// (share of the link) and the queue's delay.
+func (f *fluidLink) step(offer float64) (float64, time.Duration) {
+	dt := f.s.Rule.Interval
+	pass := offer
+	if f.s.Rate != 0 {
+		pass = min(offer, float64(f.s.Rate))
 	}
-	return maxQ, tail / float64(steps-steps/2-1)
+	f.queue += (pass - f.link) * dt.Seconds()
+	carried := 1.0
+	if f.queue < 0 {
+		carried, f.queue = 1+f.queue/(f.link*dt.Seconds()), 0
+	}
+	qd := time.Duration(f.queue / f.link * float64(time.Second))
+	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: dt}
+	f.sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: f.base + qd}}, &in)
+	f.s.Step(in)
+	return carried, qd
 }
 
 func TestRuleHoldsTheQueueNearTheTarget(t *testing.T) {
-	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-	maxQ, share := fluid(t, s, 1.25e6, 600)
-	t.Logf("queue at most %v over the second half, link used %.0f%%, rate %d B/s", maxQ, 100*share, s.Rate)
+	f := newFluid(1.25e6)
+	var maxQ time.Duration
+	used := 0.0
+	for i := range 600 {
+		offer := 2 * f.link // a sender that fills any buffer
+		c, qd := f.step(offer)
+		if i >= 300 {
+			maxQ, used = max(maxQ, qd), used+c/300
+		}
+	}
+	t.Logf("queue at most %v over the second half, link used %.0f%%, rate %d B/s, link estimated %d B/s", maxQ, 100*used, f.s.Rate, f.s.Link)
 	if maxQ > 25*time.Millisecond {
 		t.Errorf("queue reached %v, want <= 25ms", maxQ)
 	}
-	if share < 0.7 {
-		t.Errorf("link used %.0f%%, want >= 70%%", 100*share)
+	if used < 0.9 {
+		t.Errorf("link used %.0f%%, want >= 90%%", 100*used)
 	}
 }
 
 func TestRuleLeavesTrafficWithoutQueueAlone(t *testing.T) {
 	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-	for i := 0; i < 100; i++ {
-		if r := s.Step(20*time.Millisecond+time.Duration(i%3)*time.Millisecond, 1e6, false); r != 0 {
+	for i := range 100 {
+		in := Input{Signal: true, Queue: time.Duration(i%3) * time.Millisecond, Offered: 1e6, Passed: 1e6, Dt: 50 * time.Millisecond}
+		if r := s.Step(in); r != 0 {
 			t.Fatalf("step %d set rate %d with no queue", i, r)
 		}
 	}
@@ -52,54 +79,74 @@ func TestRuleLeavesTrafficWithoutQueueAlone(t *testing.T) {
 
 func TestRuleFreezesWhileHeld(t *testing.T) {
 	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-	s.Step(20*time.Millisecond, 1e6, false)
-	s.Step(80*time.Millisecond, 1e6, false)
-	r := s.Step(80*time.Millisecond, 1e6, false) // the current delay: two samples
+	r := s.Step(Input{Signal: true, Queue: 60 * time.Millisecond, Offered: 1e6, Passed: 1e6, Dt: 50 * time.Millisecond})
 	if r == 0 {
 		t.Fatal("no rate after a queue")
 	}
-	for i := 0; i < 10; i++ {
-		if got := s.Step(20*time.Millisecond, 25_000, true); got != r {
+	for range 10 {
+		if got := s.Step(Input{Signal: true, Offered: 25_000, Passed: 25_000, Held: true, Dt: 50 * time.Millisecond}); got != r {
 			t.Fatalf("held: rate moved %d -> %d", r, got)
 		}
 	}
 }
 
-func TestRuleLostProbeIsQueue(t *testing.T) {
-	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-	s.Step(20*time.Millisecond, 1e6, false)
-	s.Step(0, 1e6, false)
-	if r := s.Step(0, 1e6, false); r == 0 || r >= 1e6 {
-		t.Errorf("a lost probe set rate %d, want below the measured 1e6", r)
+func TestSignalLostProbeIsQueue(t *testing.T) {
+	d := newDelaySignal(10 * time.Millisecond)
+	var in Input
+	d.step(map[netip.AddrPort]peerResult{testPeer: {rtt: 20 * time.Millisecond}}, &in)
+	d.step(map[netip.AddrPort]peerResult{testPeer: {lost: 1}}, &in)
+	if !in.Signal || in.Queue != 20*time.Millisecond {
+		t.Errorf("a lost echo of a peer that answered: signal %v, queue %v; want twice the target", in.Signal, in.Queue)
+	}
+}
+
+// A peer that never answers gives no signal, and after blindSteps the
+// episode is blind (held at the floor); another peer that answers keeps
+// the signal, and the largest queue of the peers that answer is the
+// class's.
+func TestSignalSilentPeer(t *testing.T) {
+	silent, other := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.2"), 0), netip.AddrPortFrom(netip.MustParseAddr("192.0.2.3"), 0)
+	d := newDelaySignal(10 * time.Millisecond)
+	var in Input
+	blind := false
+	for range blindSteps {
+		blind = d.step(map[netip.AddrPort]peerResult{silent: {}}, &in)
+		if in.Signal {
+			t.Fatal("a silent peer gave a signal")
+		}
+	}
+	if !blind {
+		t.Error("no answer for blindSteps: not blind")
+	}
+	for i := range 2 * silentLosses {
+		blind = d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: time.Duration(20+i%2) * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+	}
+	if blind || !in.Signal {
+		t.Errorf("two peers answer: blind %v, signal %v", blind, in.Signal)
+	}
+	d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+	d.step(map[netip.AddrPort]peerResult{silent: {lost: 1}, other: {rtt: 35 * time.Millisecond}, testPeer: {rtt: 30 * time.Millisecond}}, &in)
+	if in.Queue != 15*time.Millisecond {
+		t.Errorf("queue %v, want the largest peer's, 15ms", in.Queue)
 	}
 }
 
 // An unresponsive sender above the link's rate, unpoliced until the first
-// queue: the rule's link rate comes from the queue's growth, not from what
-// the sender offers (taken as the link, a sender at twice the link made
-// every growth step and the rate's bound twice too large: queue at most
-// 21 ms at 2×, 28 ms at 4×, against 18 ms for both now).
+// queue: the rule's link rate comes from the bottleneck's work over
+// windows with a queue, not from what the sender offers.
 func TestRuleEstimatesTheLinkNotTheSender(t *testing.T) {
-	const link = 1.25e6
 	for _, x := range []float64{1.3, 2, 4} {
-		s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-		base := 20 * time.Millisecond
-		queue := 0.0
+		f := newFluid(1.25e6)
 		var maxQ time.Duration
+		used := 0.0
 		for i := range 600 {
-			send := x * link
-			if s.Rate != 0 {
-				send = min(send, float64(s.Rate))
+			c, qd := f.step(x * f.link)
+			if i >= 300 {
+				maxQ, used = max(maxQ, qd), used+c/300
 			}
-			queue = max(0, queue+(send-link)*s.Rule.Interval.Seconds())
-			qd := time.Duration(queue / link * float64(time.Second))
-			if i > 300 {
-				maxQ = max(maxQ, qd)
-			}
-			s.Step(base+qd, uint64(x*link), false)
 		}
-		t.Logf("sender at %.1f× the link: link estimated %.0f B/s, queue at most %v over the second half", x, float64(s.peak), maxQ)
-		if e := float64(s.peak) / link; e < 0.9 || e > 1.1 {
+		t.Logf("sender at %.1f× the link: link estimated %d B/s, queue at most %v and %.0f%% of the link over the second half", x, f.s.Link, maxQ, 100*used)
+		if e := float64(f.s.Link) / f.link; e < 0.9 || e > 1.1 {
 			t.Errorf("sender at %.1f× the link: link estimated at %.2f× its rate", x, e)
 		}
 		if maxQ > 20*time.Millisecond {
@@ -110,46 +157,100 @@ func TestRuleEstimatesTheLinkNotTheSender(t *testing.T) {
 
 func TestLinkRate(t *testing.T) {
 	for _, c := range []struct {
-		sent uint64
+		sent float64
 		grew time.Duration
 		want uint64
 	}{
-		{2_000_000, 0, 2_000_000},                      // no growth: all of it went through
-		{2_000_000, -10 * time.Millisecond, 2_000_000}, // a queue draining: no more than sent
-		{2_000_000, 50 * time.Millisecond, 1_000_000},  // grew by a step's length: twice the link
-		{2_000_000, 25 * time.Millisecond, 1_333_333},  // 1.5×
-		{2_000_000, 1000 * time.Millisecond, 500_000},  // at most 4×
+		{2_000_000, 0, 2_000_000},                       // no growth: all of it went through
+		{2_000_000, -25 * time.Millisecond, 4_000_000},  // a queue draining: the link sent more than came
+		{2_000_000, -100 * time.Millisecond, 4_000_000}, // at most twice
+		{2_000_000, 50 * time.Millisecond, 1_000_000},   // grew by the span's length: twice the link
+		{2_000_000, 1000 * time.Millisecond, 500_000},   // at most 4×
 	} {
 		if got := linkRate(c.sent, c.grew, 50*time.Millisecond); got != c.want {
-			t.Errorf("linkRate(%d, %v) = %d, want %d", c.sent, c.grew, got, c.want)
+			t.Errorf("linkRate(%v, %v) = %d, want %d", c.sent, c.grew, got, c.want)
 		}
 	}
 }
 
-// A first decrease that reads a sender's burst as a slow link (the queue
-// grew by three steps' length in one: a quarter of what the class sent)
-// does not hold the class below the link for the episode: a class held at
-// its rate with no queue raises the estimate.
-func TestRuleRecoversFromALowEstimate(t *testing.T) {
-	const link = 1.25e6
-	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
-	base := 20 * time.Millisecond
-	s.Step(base, 2*link, false)
-	s.Step(base+150*time.Millisecond, 2*link, false)
-	s.Step(base+150*time.Millisecond, 2*link, false)
-	if s.Rate == 0 || s.peak > link*3/4 {
-		t.Fatalf("after the burst: rate %d, link estimated %d; want the estimate below 3/4 of the link for this test", s.Rate, s.peak)
-	}
-	queue, used := 0.0, 0.0
-	for i := range 600 {
-		send := min(2*link, float64(s.Rate))
-		queue = max(0, queue+(send-link)*s.Rule.Interval.Seconds())
-		if i >= 300 {
-			used += min(send, link) / link / 300
+// A responsive sender's start-up burst (a queue of 150 ms the echo shows
+// a step late) does not hold the class below the link: the decreases
+// stop while the queue drains, and the link's rate comes from windows
+// with a standing queue.
+func TestRuleRecoversFromAStartBurst(t *testing.T) {
+	f := newFluid(1.25e6)
+	f.queue = 0.15 * f.link
+	used := 0.0
+	for i := range 200 {
+		c, _ := f.step(2 * f.link)
+		if i >= 40 {
+			used += c / 160
 		}
-		s.Step(base+time.Duration(queue/link*float64(time.Second)), 2*link, false)
 	}
-	t.Logf("link estimated %.0f B/s, %.0f%% of the link used over the second half", float64(s.peak), 100*used)
+	t.Logf("link estimated %d B/s, %.0f%% of the link used from the 2nd second", f.s.Link, 100*used)
+	if used < 0.9 {
+		t.Errorf("%.0f%% of the link used from the 2nd second, want >= 90%%", 100*used)
+	}
+}
+
+// A Version Negotiation packet answers the probe whose destination ID it
+// carries as its source ID; other packets answer nothing.
+func TestVersionNegotiationMatch(t *testing.T) {
+	vn := []byte{0x80 | 0x3f, 0, 0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8, 8, 0x12, 0x34, 0x00, 0x07, 9, 9, 9, 9, 0, 0, 0, 1}
+	if seq, ok := vnSeq(vn, 0x1234); !ok || seq != 7 {
+		t.Errorf("vnSeq = %d, %v; want 7, true", seq, ok)
+	}
+	if _, ok := vnSeq(vn, 0x4321); ok {
+		t.Error("another prober's reply matched")
+	}
+	vn[4] = 1 // a version: a long-header packet, not a negotiation
+	if _, ok := vnSeq(vn, 0x1234); ok {
+		t.Error("a packet of version 1 matched")
+	}
+}
+
+// An echo to each peer's address once; a peer silent to echo gets version
+// probes to its flows' ports every vnEvery steps and an echo every
+// icmpRetry.
+func TestProbeTargets(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.4"), netip.MustParseAddr("192.0.2.5")
+	peers := []netip.AddrPort{netip.AddrPortFrom(a, 443), netip.AddrPortFrom(a, 4433), netip.AddrPortFrom(b, 443)}
+	d := newDelaySignal(10 * time.Millisecond)
+	if got := probeTargets(1, peers, d); len(got) != 2 || got[0].Port() != 0 || got[1].Port() != 0 {
+		t.Fatalf("targets %v, want one echo per address", got)
+	}
+	var in Input
+	for range silentSteps {
+		d.step(map[netip.AddrPort]peerResult{netip.AddrPortFrom(a, 0): {}, netip.AddrPortFrom(b, 0): {rtt: time.Millisecond}}, &in)
+	}
+	want := []netip.AddrPort{netip.AddrPortFrom(a, 443), netip.AddrPortFrom(a, 4433), netip.AddrPortFrom(b, 0)}
+	if got := probeTargets(2, peers, d); !slices.Equal(got, want) {
+		t.Errorf("step 2: targets %v, want %v", got, want)
+	}
+	if got := probeTargets(3, peers, d); !slices.Equal(got, want[2:]) {
+		t.Errorf("step 3: targets %v, want %v", got, want[2:])
+	}
+	if got := probeTargets(icmpRetry, peers, d); !slices.Contains(got, netip.AddrPortFrom(a, 0)) {
+		t.Errorf("step %d: targets %v, want the silent peer's echo retried", icmpRetry, got)
+	}
+}
+
+// A link estimate far below the link (a window read during the start-up
+// queue's drain) does not hold a sender that offers just the policer's
+// rate (a congestion-controlled sender the policer limits, with no
+// drops): a class held at its rate with no queue raises the estimate.
+func TestRuleRecoversFromALowEstimate(t *testing.T) {
+	f := newFluid(1.25e6)
+	f.s.Rate, f.s.Link, f.s.measured = 600_000, 600_000, 600_000
+	f.s.ests = []estimate{{rate: 600_000, busy: true}}
+	used := 0.0
+	for i := range 600 {
+		c, _ := f.step(min(float64(f.s.Rate), 2*f.link))
+		if i >= 300 {
+			used += c / 300
+		}
+	}
+	t.Logf("link estimated %d B/s, %.0f%% of the link used over the second half", f.s.Link, 100*used)
 	if used < 0.9 {
 		t.Errorf("%.0f%% of the link used over the second half, want >= 90%%", 100*used)
 	}

@@ -35,7 +35,7 @@ func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, 
 // bgUDPSummary is the component's status line: per interface with an
 // episode, what holds its background non-TCP traffic now.
 func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
-	rule := fmt.Sprintf("probing the peer every %v only while such traffic flows, target %v", st.Rule.Interval, st.Rule.Target)
+	rule := fmt.Sprintf("probing the class's peers (ICMP echo; QUIC version probes to a peer silent to echo) every %v only while such traffic flows, target %v; no peer answering: held at the floor", st.Rule.Interval, st.Rule.Target)
 	if yieldOn {
 		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
 			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, datapath.FgOpenRTTs, datapath.FgOpenHold)
@@ -60,8 +60,8 @@ func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
 func episodeLine(e bgudp.Episode) string {
 	what := "not policed yet (no queue seen)"
 	switch {
-	case e.Probes > 0 && e.Lost == e.Probes:
-		what = "NOT held by the delay controller: the peer answers no ICMP echo"
+	case e.Blind && !e.Held:
+		what = fmt.Sprintf("held at the floor, %.3g Mbit/s: no peer answers ICMP echo, no delay signal", float64(e.Rate)*8/1e6)
 	case e.Held:
 		what = "held by the foreground-aware yield"
 	case e.Rate != 0:
@@ -74,9 +74,17 @@ func episodeLine(e bgudp.Episode) string {
 	if e.Controlled == datapath.Download.String() {
 		other = "upload"
 	}
-	return fmt.Sprintf("%s %s (sending %.3g Mbit/s; queue %v over base %v by ICMP echo to %s; %d probes, %d lost); its %s not controlled",
-		e.Controlled, what, float64(e.Measured)*8/1e6, e.Queue.Round(100*time.Microsecond), e.Base.Round(100*time.Microsecond),
-		e.Peer, e.Probes, e.Lost, other)
+	peers := e.Peer.String()
+	if len(e.Peers) > 1 {
+		peers = fmt.Sprint(e.Peers)
+	}
+	by := "ICMP echo"
+	if e.Version > 0 {
+		by = fmt.Sprintf("ICMP echo and QUIC version probes (%d, to the ports of peers silent to echo)", e.Version)
+	}
+	return fmt.Sprintf("%s %s (sending %.3g Mbit/s, link estimated %.3g Mbit/s; queue %v over base %v by %s to %s; %d probes, %d lost); its %s not controlled",
+		e.Controlled, what, float64(e.Measured)*8/1e6, float64(e.Link)*8/1e6, e.Queue.Round(100*time.Microsecond), e.Base.Round(100*time.Microsecond),
+		by, peers, e.Probes, e.Lost, other)
 }
 
 func ifaceName(i int) string {
@@ -102,7 +110,7 @@ func (d *Daemon) nonTCPProtection(eg egressTree) string {
 	var held []string
 	c := d.bgudp.Load()
 	if c != nil {
-		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the peer, target %v)", d.pol.Background.TargetDelay.D()))
+		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", d.pol.Background.TargetDelay.D()))
 	}
 	if d.pol.Background.Yield {
 		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
