@@ -98,14 +98,49 @@ func (c *checker) checkSections() {
 	if c.f.Section(".maps") != nil {
 		c.problem(`BTF-defined maps (".maps"): the loader creates only struct bpf_map_def entries of a "maps" section`)
 	}
-	for _, s := range []string{".rodata", ".data", ".bss", ".kconfig", ".struct_ops", ".struct_ops.link"} {
+	for _, s := range []string{".kconfig", ".struct_ops", ".struct_ops.link"} {
 		if sec := c.f.Section(s); sec != nil && sec.Size > 0 {
-			c.problem("section %q: global data and struct_ops maps are not created by the loader", s)
+			c.problem("section %q: struct_ops maps and kconfig are not created by the loader", s)
+		}
+	}
+	// The loaders skip every section whose name names no program type
+	// (readCodeSections), so global data matters only where code refers
+	// to it: a constant the compiler folded into the code (an aggregate
+	// initializer) and left behind is never read.
+	referenced := c.referencedSections()
+	for _, s := range []string{".rodata", ".data", ".bss"} {
+		if sec := c.f.Section(s); sec != nil && sec.Size > 0 && referenced[s] {
+			c.problem("section %q: global data is not created by the loader", s)
 		}
 	}
 	if sec := c.f.Section(".text"); sec != nil && sec.Size > 0 {
 		c.problem(`".text" holds subprograms: the loader loads each program section alone, without bpf-to-bpf calls`)
 	}
+}
+
+// referencedSections names the sections some relocation of the object
+// points into.
+func (c *checker) referencedSections() map[string]bool {
+	out := map[string]bool{}
+	for _, rel := range c.f.Sections {
+		if rel.Type != elf.SHT_REL {
+			continue
+		}
+		data, err := rel.Data()
+		if err != nil {
+			continue
+		}
+		for off := 0; off+16 <= len(data); off += 16 {
+			symIdx := int(binary.LittleEndian.Uint64(data[off+8:off+16]) >> 32)
+			if symIdx == 0 || symIdx > len(c.syms) {
+				continue
+			}
+			if sec := int(c.syms[symIdx-1].Section); sec > 0 && sec < len(c.f.Sections) {
+				out[c.f.Sections[sec].Name] = true
+			}
+		}
+	}
+	return out
 }
 
 // sectionSyms returns the names of the symbols defined in section idx,

@@ -87,26 +87,58 @@ func Load(path string, loc Location) (*Objects, error) {
 
 // createMaps creates each "maps" entry from its bpf_map_def.
 func (c *checker) createMaps(o *Objects) error {
-	idx := c.sectionIndex("maps")
-	if idx < 0 {
-		return nil
-	}
-	data, err := c.f.Sections[idx].Data()
+	specs, err := c.mapSpecs()
 	if err != nil {
 		return err
 	}
-	le := binary.LittleEndian
-	for i, name := range c.sectionSyms(idx, 0, true) {
-		def := data[i*mapDefSize : (i+1)*mapDefSize]
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: ebpf.MapType(le.Uint32(def[0:4])),
-			KeySize: le.Uint32(def[4:8]), ValueSize: le.Uint32(def[8:12]),
-			MaxEntries: le.Uint32(def[12:16]), Flags: le.Uint32(def[16:20])})
+	for _, spec := range specs {
+		m, err := ebpf.NewMap(spec)
 		if err != nil {
-			return fmt.Errorf("map %s: %w", name, err)
+			return fmt.Errorf("map %s: %w", spec.Name, err)
 		}
-		o.Maps[name] = m
+		o.Maps[spec.Name] = m
 	}
 	return nil
+}
+
+// mapSpecs reads each "maps" entry's bpf_map_def as the kernel's map
+// parameters.
+func (c *checker) mapSpecs() ([]*ebpf.MapSpec, error) {
+	idx := c.sectionIndex("maps")
+	if idx < 0 {
+		return nil, nil
+	}
+	data, err := c.f.Sections[idx].Data()
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	var specs []*ebpf.MapSpec
+	for i, name := range c.sectionSyms(idx, 0, true) {
+		if (i+1)*mapDefSize > len(data) {
+			return nil, fmt.Errorf("map %s: past the end of the maps section", name)
+		}
+		def := data[i*mapDefSize : (i+1)*mapDefSize]
+		specs = append(specs, &ebpf.MapSpec{Name: name, Type: ebpf.MapType(le.Uint32(def[0:4])),
+			KeySize: le.Uint32(def[4:8]), ValueSize: le.Uint32(def[8:12]),
+			MaxEntries: le.Uint32(def[12:16]), Flags: le.Uint32(def[16:20])})
+	}
+	return specs, nil
+}
+
+// MapSpecs returns the kernel parameters of the object's "maps" entries,
+// as the loader creates them.
+func MapSpecs(path string) ([]*ebpf.MapSpec, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, err
+	}
+	return (&checker{f: f, syms: syms}).mapSpecs()
 }
 
 // loadPrograms loads each program section with its map loads resolved.
