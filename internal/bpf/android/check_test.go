@@ -52,14 +52,15 @@ func TestLanesObjects(t *testing.T) {
 
 // TestAndroidFormObjectsPass: every object built in the loaders' form
 // passes at the Tethering APEX's location, with the loader's pinned paths:
-// netnscookie, bgclamp (the background upload's cwnd clamp, sock_ops) and
-// the classifier (tc, with lanes' own maps).
+// netnscookie, bgclamp (the background upload's cwnd clamp, sock_ops), the
+// classifier (tc) and sockops (lanes by socket), the last two sharing
+// lanes_maps.h's maps (pinned without an object name).
 func TestAndroidFormObjectsPass(t *testing.T) {
 	const pin = "/sys/fs/bpf/tethering/"
 	cases := []struct {
 		obj   string
 		progs []Program
-		maps  []string // a subset, in the object's order
+		maps  []string // a subset, each "<name>" or, shared, "_<name>"
 	}{
 		{"netnscookie", []Program{{Section: "cgroupsockcreate/record_netns_cookie", Type: "CGROUP_SOCK",
 			Pin: pin + "prog_netnscookie_cgroupsockcreate_record_netns_cookie"}}, []string{"netns_cookie"}},
@@ -68,7 +69,10 @@ func TestAndroidFormObjectsPass(t *testing.T) {
 		{"classifier", []Program{
 			{Section: "schedcls/lanes_classify", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_classify"},
 			{Section: "schedcls/lanes_bg_ingress", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_bg_ingress"},
-		}, []string{"lanes_cookie", "lanes_tuple", "lanes_dst", "lanes_cgroup", "lanes_uid", "lanes_cls_stats"}},
+		}, []string{"_lanes_cookie", "_lanes_tuple", "_lanes_dst", "_lanes_cgroup", "_lanes_uid", "lanes_cls_stats", "lanes_dscp"}},
+		{"sockops", []Program{{Section: "sockops/lanes_sockops", Type: "SOCK_OPS",
+			Pin: pin + "prog_sockops_sockops_lanes_sockops"}},
+			[]string{"_lanes_cookie", "_lanes_cgroup", "lanes_ops_cfg", "lanes_ops_stats", "bgc_state"}},
 	}
 	for _, c := range cases {
 		r, err := Check("objects/"+c.obj+".o", Locations[0])
@@ -84,6 +88,9 @@ func TestAndroidFormObjectsPass(t *testing.T) {
 		}
 		for _, name := range c.maps {
 			want := Map{Name: name, Pin: pin + "map_" + c.obj + "_" + name}
+			if shared, ok := strings.CutPrefix(name, "_"); ok {
+				want = Map{Name: shared, Pin: pin + "map__" + shared}
+			}
 			if !slices.Contains(r.Maps, want) {
 				t.Errorf("%s: maps %v lack %v", c.obj, r.Maps, want)
 			}

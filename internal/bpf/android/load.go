@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -56,6 +57,13 @@ func (o *Objects) Close() {
 
 // Load loads the object at path as loc's loader would, after Check.
 func Load(path string, loc Location) (*Objects, error) {
+	return load(path, loc, "")
+}
+
+// load is Load; with a bpffs root, each map whose pinned path under root
+// exists is that map (createMaps: the loader reuses a pinned map, so
+// objects share the maps they declare shared).
+func load(path string, loc Location, root string) (*Objects, error) {
 	r, err := Check(path, loc)
 	if err != nil {
 		return nil, err
@@ -74,7 +82,7 @@ func Load(path string, loc Location) (*Objects, error) {
 	}
 	c := &checker{f: f, syms: syms, loc: loc}
 	o := &Objects{Maps: map[string]*ebpf.Map{}, Programs: map[string]*ebpf.Program{}}
-	if err := c.createMaps(o); err != nil {
+	if err := c.createMaps(o, r, root); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -85,16 +93,30 @@ func Load(path string, loc Location) (*Objects, error) {
 	return o, nil
 }
 
-// createMaps creates each "maps" entry from its bpf_map_def.
-func (c *checker) createMaps(o *Objects) error {
+// createMaps creates each "maps" entry from its bpf_map_def, or opens the
+// map pinned at its path under root (root "": none) if it fits the
+// definition.
+func (c *checker) createMaps(o *Objects, r Report, root string) error {
 	specs, err := c.mapSpecs()
 	if err != nil {
 		return err
 	}
-	for _, spec := range specs {
-		m, err := ebpf.NewMap(spec)
-		if err != nil {
-			return fmt.Errorf("map %s: %w", spec.Name, err)
+	for i, spec := range specs {
+		var m *ebpf.Map
+		if root != "" && i < len(r.Maps) {
+			if m, err = ebpf.LoadPinnedMap(under(root, r.Maps[i].Pin), nil); err == nil {
+				if err = spec.Compatible(m); err != nil {
+					m.Close()
+					return fmt.Errorf("map %s pinned at %s: %w", spec.Name, r.Maps[i].Pin, err)
+				}
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("map %s: %w", spec.Name, err)
+			}
+		}
+		if m == nil {
+			if m, err = ebpf.NewMap(spec); err != nil {
+				return fmt.Errorf("map %s: %w", spec.Name, err)
+			}
 		}
 		o.Maps[spec.Name] = m
 	}

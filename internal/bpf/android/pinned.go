@@ -42,6 +42,37 @@ func pinAt(obj interface{ Pin(string) error }, path string) error {
 	return obj.Pin(path)
 }
 
+// LoadAndPin is what loc's loader does with the object at path at boot,
+// with root as its bpffs (/sys/fs/bpf on Android): Load, where a map
+// already pinned at its path (a shared map another object created) is
+// reused, then every program and every new map pinned at its path. It
+// returns the object's Report (its pinned paths).
+func LoadAndPin(path string, loc Location, root string) (Report, error) {
+	r, err := Check(path, loc)
+	if err != nil {
+		return r, err
+	}
+	o, err := load(path, loc, root)
+	if err != nil {
+		return r, err
+	}
+	defer o.Close() // the pins hold them
+	for _, p := range r.Programs {
+		if err := pinAt(o.Programs[p.Section], under(root, p.Pin)); err != nil {
+			return r, err
+		}
+	}
+	for _, m := range r.Maps {
+		if o.Maps[m.Name].IsPinned() {
+			continue // reused
+		}
+		if err := pinAt(o.Maps[m.Name], under(root, m.Pin)); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
 // OpenPinned opens the programs and maps r names, pinned under root
 // (/sys/fs/bpf on Android).
 func OpenPinned(r Report, root string) (*Objects, error) {

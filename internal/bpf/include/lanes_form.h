@@ -7,8 +7,10 @@
  *     programs in sections "tc";
  *   - the Android form (LANES_ANDROID_FORM, defined by
  *     internal/bpf/android/objects/android_form.h, included first): maps
- *     as struct bpf_map_def entries of "maps", tc programs in
- *     "schedcls/<name>" sections, as NetBpfLoad reads them.
+ *     as struct bpf_map_def entries of "maps", shared between objects
+ *     (pinned as map__<name>: the classifier's and sock_ops' objects get
+ *     the one map, as lanes' loader hands sock_ops the classifier's), tc
+ *     programs in "schedcls/<name>" sections, as NetBpfLoad reads them.
  * The map macros take the fields in the order of the BTF definitions they
  * stand for (type, max_entries[, map_flags], key, value), so lanes' own
  * objects are the same bytes as with the definitions written out.
@@ -22,10 +24,12 @@
 
 #ifdef LANES_ANDROID_FORM
 
-#define LANES_MAP(NAME, TYPE, ENTRIES, KEY, VALUE) ANDROID_MAP(NAME, TYPE, KEY, VALUE, ENTRIES)
+/* shared: the classifier's and sock_ops' objects get the one map */
+#define LANES_MAP(NAME, TYPE, ENTRIES, KEY, VALUE) \
+	ANDROID_SHARED_MAP_FLAGS(NAME, TYPE, sizeof(KEY), sizeof(VALUE), ENTRIES, 0)
 #define LANES_MAP_FLAGS(NAME, TYPE, ENTRIES, FLAGS, KEY, VALUE) \
-	ANDROID_MAP_FLAGS(NAME, TYPE, sizeof(KEY), sizeof(VALUE), ENTRIES, FLAGS)
-#define LANES_MAP_NOKEY(NAME, TYPE, ENTRIES) ANDROID_MAP_FLAGS(NAME, TYPE, 0, 0, ENTRIES, 0)
+	ANDROID_SHARED_MAP_FLAGS(NAME, TYPE, sizeof(KEY), sizeof(VALUE), ENTRIES, FLAGS)
+#define LANES_MAP_NOKEY(NAME, TYPE, ENTRIES) ANDROID_SHARED_MAP_FLAGS(NAME, TYPE, 0, 0, ENTRIES, 0)
 #define LANES_TC(NAME) "schedcls/" NAME
 
 #else

@@ -58,6 +58,18 @@ _Static_assert(sizeof(struct android_prog_def) == 92, "bpf_prog_def is 92 bytes"
 		.bpfloader_max_ver = ANDROID_LOADER_MAX, .max_kver = 0xffffffffu,        \
 	}
 
+/* ANDROID_SHARED_MAP_FLAGS: the same, shared between objects: pinned
+ * without the object's name (map__<name>), so every object that declares
+ * it gets the one map (the loader reuses a map already pinned there). */
+#define ANDROID_SHARED_MAP_FLAGS(NAME, TYPE, KEY_SIZE, VALUE_SIZE, ENTRIES, FLAGS)       \
+	struct android_map_def __attribute__((section("maps"), used)) NAME = {          \
+		.type = TYPE, .key_size = KEY_SIZE, .value_size = VALUE_SIZE,            \
+		.max_entries = ENTRIES, .map_flags = FLAGS, .mode = 0600,                \
+		.bpfloader_min_ver = ANDROID_LOADER_MIN,                                 \
+		.bpfloader_max_ver = ANDROID_LOADER_MAX, .max_kver = 0xffffffffu,        \
+		.shared = 1,                                                             \
+	}
+
 /* ANDROID_MAP(name, type, key, value, entries): the same, by types. */
 #define ANDROID_MAP(NAME, TYPE, KEY, VALUE, ENTRIES)                                     \
 	ANDROID_MAP_FLAGS(NAME, TYPE, sizeof(KEY), sizeof(VALUE), ENTRIES, 0)
