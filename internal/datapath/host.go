@@ -75,6 +75,9 @@ type HostConfig struct {
 	// (structops.Auto: a bpf_link on 6.4+, else a map update, which
 	// outlives a SIGKILLed daemon until its next start removes it).
 	StructOps structops.Mode
+	// Pinned: run on the classifier another loader pinned (Android's
+	// NetBpfLoad; pinned.go) instead of loading lanes' own; nil: load it.
+	Pinned *Pinned
 }
 
 // Capability is an optional part of the host datapath.
@@ -160,7 +163,12 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return h, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	if h.cls, err = classifier.Load(classifier.Config{}); err != nil {
+	if cfg.Pinned != nil {
+		h.cls, err = openPinnedClassifier(*cfg.Pinned)
+	} else {
+		h.cls, err = classifier.Load(classifier.Config{})
+	}
+	if err != nil {
 		return h, err
 	}
 	if err := cleanupLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {

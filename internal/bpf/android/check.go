@@ -190,16 +190,34 @@ func (c *checker) checkMaps() {
 		if binary.LittleEndian.Uint32(def[20:24]) != 0 {
 			c.problem("map %s: bpf_map_def.zero is not 0 (the loader aborts)", name)
 		}
-		obj := objName(c.r.Object)
-		if def[112] != 0 { // shared: no object name in the path
-			obj = ""
-		}
 		prefix := c.loc.Prefix
 		if sub := cString(def[80:112]); sub != "" {
 			prefix = sub
 		}
-		c.r.Maps = append(c.r.Maps, Map{Name: name, Pin: "/sys/fs/bpf/" + prefix + "map_" + obj + "_" + name})
+		c.r.Maps = append(c.r.Maps, Map{Name: name, Pin: MapPin(prefix, objName(c.r.Object), name, def[112] != 0)})
 	}
+}
+
+// MapPin is where the loaders pin map name of object obj at a location
+// with prefix ("tethering/"): /sys/fs/bpf/<prefix>map_<obj>_<name>, or,
+// for a map its definition marks shared, without the object's name.
+func MapPin(prefix, obj, name string, shared bool) string {
+	if shared {
+		obj = ""
+	}
+	return "/sys/fs/bpf/" + prefix + "map_" + obj + "_" + name
+}
+
+// ProgPin is where the loaders pin the program of section (its "/" as "_")
+// of object obj: /sys/fs/bpf/<prefix>prog_<obj>_<section>.
+func ProgPin(prefix, obj, section string) string {
+	return "/sys/fs/bpf/" + prefix + "prog_" + obj + "_" + strings.ReplaceAll(section, "/", "_")
+}
+
+// Under moves a /sys/fs/bpf path under root, the bpffs mount the loader
+// pinned in.
+func Under(root, pin string) string {
+	return filepath.Join(root, strings.TrimPrefix(pin, "/sys/fs/bpf/"))
 }
 
 func cString(b []byte) string {

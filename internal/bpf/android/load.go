@@ -104,7 +104,7 @@ func (c *checker) createMaps(o *Objects, r Report, root string) error {
 	for i, spec := range specs {
 		var m *ebpf.Map
 		if root != "" && i < len(r.Maps) {
-			if m, err = ebpf.LoadPinnedMap(under(root, r.Maps[i].Pin), nil); err == nil {
+			if m, err = ebpf.LoadPinnedMap(Under(root, r.Maps[i].Pin), nil); err == nil {
 				if err = spec.Compatible(m); err != nil {
 					m.Close()
 					return fmt.Errorf("map %s pinned at %s: %w", spec.Name, r.Maps[i].Pin, err)

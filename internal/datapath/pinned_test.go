@@ -1,0 +1,90 @@
+// pinned_test.go: the OEM path. The Android form of lanes' classifier
+// loaded and pinned as NetBpfLoad does at boot (android.LoadAndPin, under a
+// bpffs of the test's own), and a datapath that runs on those pins: its
+// egress filter is the pinned program, its rules land in the pinned maps,
+// and a registered flow's packets land in their lane's class.
+package datapath
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/bpf/abi"
+	"github.com/lanes-net/lanes/internal/bpf/android"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// bootPinned pins the Android-form classifier under a bpffs mounted for
+// the test, as the loader would at the Tethering APEX's location.
+func bootPinned(t *testing.T) *Pinned {
+	t.Helper()
+	root := t.TempDir()
+	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
+		t.Fatalf("bpffs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
+	loc := android.Locations[0]
+	if _, err := android.LoadAndPin("../bpf/android/objects/classifier.o", loc, root); err != nil {
+		t.Fatal(err)
+	}
+	return &Pinned{Root: root, Prefix: loc.Prefix}
+}
+
+func TestPinnedClassifier(t *testing.T) {
+	requireCgroup2(t)
+	pinned := bootPinned(t)
+	p := testutil.NewVethPair(t)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "pin1", Pinned: pinned})
+
+	// the filter runs the loader's program, not one lanes loaded
+	pinnedProg, err := ebpf.LoadPinnedProgram(android.Under(pinned.Root,
+		android.ProgPin(pinned.Prefix, "classifier", "schedcls/lanes_classify")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinnedProg.Close()
+	if got, want := progID(t, d.cls.LanesClassify), progID(t, pinnedProg); got != want {
+		t.Fatalf("classifier program %d, the pinned one is %d", got, want)
+	}
+
+	// a registered UDP 3-tuple, written by the datapath into the pinned map
+	dst := netipAddr(p.AddrB)
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9302, SPort: 40324, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
+		t.Fatal(err)
+	}
+	tuples, err := ebpf.LoadPinnedMap(android.Under(pinned.Root, android.MapPin(pinned.Prefix, "classifier", "lanes_tuple", true)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tuples.Close()
+	var l uint32
+	if err := tuples.Lookup(abi.NewFlowKey(netipAddr(nil), dst, 9302, 40324, unix.IPPROTO_UDP), &l); err != nil || l != uint32(lane.Realtime) {
+		t.Errorf("the pinned lanes_tuple holds lane %d (%v), want %d", l, err, lane.Realtime)
+	}
+	// TCP registered as background: sock_ops (lanes' own, on the pinned
+	// maps) resolves it by tuple and the classifier finds it by cookie
+	addr := tcpEcho(t, p.B, p.AddrB, 9301)
+	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9301, SPort: 40323}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	echoFrom(t, p, addr, 40323)
+	sendRealtimeUDP(t, p, 40324, 9302, 9303)
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("classifier %v, sock_ops %v, realtime %+v, background %+v", st.Classifier, st.Sockops,
+		st.Lanes[lane.Realtime], st.Lanes[lane.Background])
+	if st.Classifier["tuple"] != 10 {
+		t.Errorf("tuple matches %d, want the 10 UDP datagrams", st.Classifier["tuple"])
+	}
+	if rt := st.Lanes[lane.Realtime]; rt.Packets != 17 || rt.Classified != 10 {
+		t.Errorf("realtime class %d packets (%d classified), want 17 (10)", rt.Packets, rt.Classified)
+	}
+	if st.Sockops["by_tuple"] != 1 || st.Classifier["cookie"] == 0 || st.Lanes[lane.Background].Packets == 0 {
+		t.Errorf("registered TCP flow: sock_ops %v, classifier %v, background %+v", st.Sockops, st.Classifier, st.Lanes[lane.Background])
+	}
+}
