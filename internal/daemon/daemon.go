@@ -55,6 +55,11 @@ type Options struct {
 	// StructOpsByUpdate registers the congestion controls by map update,
 	// as on kernels before 6.4, even where struct_ops links exist (tests).
 	StructOpsByUpdate bool
+	// PinnedBPF: run on the classifier another loader pinned under this
+	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
+	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
+	// load it.
+	PinnedBPF, PinnedPrefix string
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -338,7 +343,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield})
+		Yield: d.pol.Background.Yield, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}
