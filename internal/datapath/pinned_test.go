@@ -88,3 +88,43 @@ func TestPinnedClassifier(t *testing.T) {
 		t.Errorf("registered TCP flow: sock_ops %v, classifier %v, background %+v", st.Sockops, st.Classifier, st.Lanes[lane.Background])
 	}
 }
+
+// TestPinnedClassifierWithoutSockops: on the pins and without sock_ops (as
+// on Android, where the daemon may not load programs), the host comes up,
+// loads nothing, and a uid rule classifies per packet.
+func TestPinnedClassifierWithoutSockops(t *testing.T) {
+	requireCgroup2(t)
+	pinned := bootPinned(t)
+	p := testutil.NewVethPair(t)
+	addr := tcpEcho(t, p.B, p.AddrB, 9311)
+	var h *Host
+	var e *Egress
+	p.A.Do(t, func() (err error) {
+		h, err = OpenHost(HostConfig{Instance: "pin2", Pinned: pinned,
+			Off: map[Capability]string{CapSockops: "no prog_load (test)", CapExecLane: "no prog_load (test)"}})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		e, err = OpenEgress(h, EgressConfig{Interface: p.LinkA})
+		if err == nil {
+			t.Cleanup(func() { e.Close() })
+		}
+		return err
+	})
+	if h.ops != nil || h.cc != nil || h.bg != nil || h.exec != nil {
+		t.Errorf("BPF loaded on the pins without sock_ops: ops %v, cap cc %v, background cc %v, exec %v", h.ops != nil, h.cc != nil, h.bg != nil, h.exec != nil)
+	}
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := roundTrip(p.A, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err := h.Stats()
+	if err != nil || hs.Classified["uid"][lane.Background] == 0 {
+		t.Errorf("no packet in background by uid on the pins: %+v %v", hs, err)
+	}
+}
