@@ -196,6 +196,9 @@ func (h *Host) loadSockops() {
 		h.needsSockops()
 		return
 	}
+	if h.cfg.Pinned != nil && h.attachPinnedSockops() {
+		return
+	}
 	cookie, ino, err := h.netnsID()
 	if err != nil {
 		h.disable(CapSockops, err)
@@ -216,13 +219,7 @@ func (h *Host) loadSockops() {
 			ccName = h.cc.Name
 		}
 	}
-	lowat := h.cfg.BackgroundNotsentLowat
-	if lowat == 0 {
-		lowat = DefaultBackgroundNotsentLowat
-	} else if lowat < 0 {
-		lowat = 0
-	}
-	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
+	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
@@ -321,6 +318,17 @@ func RemoveLeftoverCCs(instance string, ids ...uint64) ([]string, error) {
 		}
 	}
 	return structops.Remove(names...)
+}
+
+// notsentLowat is background sockets' TCP_NOTSENT_LOWAT (0: leave it).
+func (h *Host) notsentLowat() uint32 {
+	switch {
+	case h.cfg.BackgroundNotsentLowat == 0:
+		return DefaultBackgroundNotsentLowat
+	case h.cfg.BackgroundNotsentLowat < 0:
+		return 0
+	}
+	return uint32(h.cfg.BackgroundNotsentLowat)
 }
 
 // needsSockops turns off what only sock_ops can switch sockets to.

@@ -6,8 +6,10 @@
 // checked against lanes' own definition (type, key and value sizes,
 // entries, flags), so the host's writes mean what they mean in lanes'
 // own maps; the programs are the pinned ones. Everything else the host
-// does (lane cgroups, the egress trees, sock_ops unless turned off) is
-// unchanged.
+// does (lane cgroups, the egress trees) is unchanged. sock_ops: the
+// Android form's (sockops.o) where the loader pinned it, attached at the
+// cgroup v2 root with its configuration written; else lanes' own on the
+// pinned maps, unless turned off.
 package datapath
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/lanes-net/lanes/internal/bpf/android"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
@@ -91,4 +94,45 @@ func openPinnedMap(p Pinned, name string) (*ebpf.Map, error) {
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("pinned map %s: %w", name, errors.Join(errs...))
+}
+
+// attachPinnedSockops attaches the Android form's sock_ops the loader
+// pinned (program prog_sockops_sockops_lanes_sockops) at the cgroup v2
+// root and writes its configuration (lanes_ops_cfg: background sockets'
+// TCP_NOTSENT_LOWAT, LEDBAT++'s target for their cwnd clamp). It returns
+// false where none is pinned. What the Android form lacks is off, named.
+func (h *Host) attachPinnedSockops() bool {
+	p := *h.cfg.Pinned
+	prog, err := ebpf.LoadPinnedProgram(android.Under(p.Root, android.ProgPin(p.Prefix, "sockops", "sockops/lanes_sockops")), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err == nil {
+		defer prog.Close() // the link holds it
+		err = h.configurePinnedSockops(p)
+	}
+	if err == nil {
+		h.opsLink, err = link.AttachCgroup(link.CgroupOptions{Path: h.cfg.CgroupRoot, Attach: ebpf.AttachCGroupSockOps, Program: prog})
+	}
+	if err != nil {
+		h.disable(CapSockops, fmt.Errorf("pinned sock_ops: %w", err))
+		h.needsSockops()
+	}
+	return true
+}
+
+// configurePinnedSockops writes lanes_ops_cfg and turns off what the
+// Android form's sock_ops does not do.
+func (h *Host) configurePinnedSockops(p Pinned) error {
+	cfg, err := ebpf.LoadPinnedMap(android.Under(p.Root, android.MapPin(p.Prefix, "sockops", "lanes_ops_cfg", false)), nil)
+	if err != nil {
+		return err
+	}
+	defer cfg.Close()
+	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
+		if _, off := h.off[c]; !off {
+			h.off[c] = "not in the pinned sock_ops (Android form)"
+		}
+	}
+	return cfg.Put(uint32(0), [2]uint32{h.notsentLowat(), h.loadBgClamp()})
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// bootPinned pins the Android-form classifier under a bpffs mounted for
-// the test, as the loader would at the Tethering APEX's location.
-func bootPinned(t *testing.T) *Pinned {
+// bootPinned pins the Android-form classifier (and the other objects
+// named) under a bpffs mounted for the test, as the loader would at the
+// Tethering APEX's location.
+func bootPinned(t *testing.T, more ...string) *Pinned {
 	t.Helper()
 	root := t.TempDir()
 	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
@@ -27,8 +28,10 @@ func bootPinned(t *testing.T) *Pinned {
 	}
 	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
 	loc := android.Locations[0]
-	if _, err := android.LoadAndPin("../bpf/android/objects/classifier.o", loc, root); err != nil {
-		t.Fatal(err)
+	for _, obj := range append([]string{"classifier"}, more...) {
+		if _, err := android.LoadAndPin("../bpf/android/objects/"+obj+".o", loc, root); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &Pinned{Root: root, Prefix: loc.Prefix}
 }
@@ -126,5 +129,61 @@ func TestPinnedClassifierWithoutSockops(t *testing.T) {
 	hs, err := h.Stats()
 	if err != nil || hs.Classified["uid"][lane.Background] == 0 {
 		t.Errorf("no packet in background by uid on the pins: %+v %v", hs, err)
+	}
+}
+
+// TestPinnedSockops: with the Android form's sock_ops pinned too, the host
+// attaches it and writes its configuration instead of loading its own: a
+// bulk upload from the background lane's cgroup gets its lane at connect
+// (by cgroup, into the pinned lanes_cookie), TCP_NOTSENT_LOWAT and the cwnd
+// clamp, and its packets the background class by cookie.
+func TestPinnedSockops(t *testing.T) {
+	requireCgroup2(t)
+	pinned := bootPinned(t, "sockops")
+	p := testutil.NewVethPair(t)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "pin3", Pinned: pinned})
+	if d.ops != nil || d.opsLink == nil {
+		t.Fatalf("sock_ops: own objects %v, link %v; want the pinned program attached", d.ops != nil, d.opsLink != nil)
+	}
+	caps := d.Capabilities()
+	t.Logf("capabilities: %v", caps)
+	if caps[CapSockops] != "on" {
+		t.Errorf("sock_ops: %q, want on", caps[CapSockops])
+	}
+	_, addr := startSink(t, p.B, p.AddrB, 9321)
+	bgDir, _, err := d.LaneCgroup(lane.Background)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startBulk(t, p.A, addr, bgDir, 2)
+	cmd.Wait()
+	stats, err := ebpf.LoadPinnedMap(android.Under(pinned.Root, android.MapPin(pinned.Prefix, "sockops", "lanes_ops_stats", false)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stats.Close()
+	count := func(c abi.AbiOpsCounter) uint64 {
+		var per []uint64
+		if err := stats.Lookup(uint32(c), &per); err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		return n
+	}
+	st, err := d.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCgroup, lowat, clamp := count(abi.AbiOpsCounterOPS_BY_CGROUP), count(abi.AbiOpsCounterOPS_NOTSENT_LOWAT), count(abi.AbiOpsCounterOPS_BG_CLAMP)
+	t.Logf("pinned sock_ops: by cgroup %d, TCP_NOTSENT_LOWAT %d, clamps %d; classifier %v; background %+v",
+		byCgroup, lowat, clamp, st.Classifier, st.Lanes[lane.Background])
+	if byCgroup == 0 || lowat == 0 || clamp == 0 {
+		t.Errorf("the upload from the background cgroup: by cgroup %d, TCP_NOTSENT_LOWAT %d, clamps %d; want each > 0", byCgroup, lowat, clamp)
+	}
+	if st.Classifier["cookie"] == 0 || st.Lanes[lane.Background].Packets == 0 {
+		t.Errorf("background by cookie: classifier %v, background class %+v", st.Classifier, st.Lanes[lane.Background])
 	}
 }
