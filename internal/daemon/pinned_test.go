@@ -1,9 +1,10 @@
 // pinned_test.go: the OEM path end to end. The Android form of lanes'
-// classifier loaded and pinned as NetBpfLoad does at boot (under a bpffs
-// of the test's own), and `lanes daemon --pinned-bpf` running on it: its
-// egress filter is the pinned program, a policy rule's upload counts in
-// the pinned maps and in the background class, and the pins outlive the
-// daemon (they are the loader's).
+// classifier and sock_ops loaded and pinned as NetBpfLoad does at boot
+// (under a bpffs of the test's own), and `lanes daemon --pinned-bpf`
+// running on them: its egress filter is the pinned program, the pinned
+// sock_ops resolves a policy rule's upload at connect, the upload counts
+// in the pinned maps and in the background class, and the pins outlive
+// the daemon (they are the loader's).
 package daemon_test
 
 import (
@@ -22,7 +23,7 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-func TestDaemonOnPinnedClassifier(t *testing.T) {
+func TestDaemonOnPinnedObjects(t *testing.T) {
 	testutil.RequireRoot(t)
 	root := t.TempDir()
 	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
@@ -30,8 +31,10 @@ func TestDaemonOnPinnedClassifier(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(root, unix.MNT_DETACH) })
 	loc := android.Locations[0]
-	if _, err := android.LoadAndPin("../bpf/android/objects/classifier.o", loc, root); err != nil {
-		t.Fatal(err)
+	for _, obj := range []string{"classifier", "sockops"} {
+		if _, err := android.LoadAndPin("../bpf/android/objects/"+obj+".o", loc, root); err != nil {
+			t.Fatal(err)
+		}
 	}
 	progPin := android.Under(root, android.ProgPin(loc.Prefix, "classifier", "schedcls/lanes_classify"))
 	prog, err := ebpf.LoadPinnedProgram(progPin, nil)
@@ -82,9 +85,12 @@ func TestDaemonOnPinnedClassifier(t *testing.T) {
 			counted += c.Packets
 		}
 	}
-	t.Logf("background class %d packets; the pinned lanes_cls_stats counted %d background packets", bg, counted)
-	if bg == 0 || counted == 0 {
-		t.Errorf("the rule's upload: background class %d packets, pinned counters %d; want both > 0", bg, counted)
+	byDst, lowat := pinnedCount(t, root, loc, abi.AbiOpsCounterOPS_BY_DST), pinnedCount(t, root, loc, abi.AbiOpsCounterOPS_NOTSENT_LOWAT)
+	t.Logf("background class %d packets; the pinned lanes_cls_stats counted %d background packets; the pinned sock_ops resolved %d by destination, set TCP_NOTSENT_LOWAT on %d",
+		bg, counted, byDst, lowat)
+	if bg == 0 || counted == 0 || byDst == 0 || lowat == 0 {
+		t.Errorf("the rule's upload: background class %d packets, pinned counters %d, sock_ops by destination %d, TCP_NOTSENT_LOWAT %d; want each > 0",
+			bg, counted, byDst, lowat)
 	}
 	d.stop(t, syscall.SIGTERM)
 	if left := leftovers(t, p.A, p.LinkA); len(left) > 0 {
@@ -93,4 +99,23 @@ func TestDaemonOnPinnedClassifier(t *testing.T) {
 	if _, err := os.Stat(progPin); err != nil {
 		t.Errorf("the loader's pin went with the daemon: %v", err)
 	}
+}
+
+// pinnedCount sums one counter of the pinned sock_ops' lanes_ops_stats.
+func pinnedCount(t *testing.T, root string, loc android.Location, c abi.AbiOpsCounter) uint64 {
+	t.Helper()
+	m, err := ebpf.LoadPinnedMap(android.Under(root, android.MapPin(loc.Prefix, "sockops", "lanes_ops_stats", false)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var per []uint64
+	if err := m.Lookup(uint32(c), &per); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
 }
