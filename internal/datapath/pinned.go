@@ -22,6 +22,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/android"
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 )
 
 // Pinned names where another loader pinned lanes' classifier: Root is the
@@ -112,9 +113,14 @@ func (h *Host) attachPinnedSockops() bool {
 		err = h.configurePinnedSockops(p)
 	}
 	if err == nil {
+		h.opsStats, err = ebpf.LoadPinnedMap(android.Under(p.Root, android.MapPin(p.Prefix, "sockops", "lanes_ops_stats", false)), nil)
+	}
+	if err == nil {
 		h.opsLink, err = link.AttachCgroup(link.CgroupOptions{Path: h.cfg.CgroupRoot, Attach: ebpf.AttachCGroupSockOps, Program: prog})
 	}
 	if err != nil {
+		h.opsStats.Close()
+		h.opsStats = nil
 		h.disable(CapSockops, fmt.Errorf("pinned sock_ops: %w", err))
 		h.needsSockops()
 	}
@@ -135,4 +141,14 @@ func (h *Host) configurePinnedSockops(p Pinned) error {
 		}
 	}
 	return cfg.Put(uint32(0), [2]uint32{h.notsentLowat(), h.loadBgClamp()})
+}
+
+// pinnedOpsCounters reads the pinned sock_ops' counters (lanes_abi.h's
+// enum ops_counter, as lanes' own) into s; none without it.
+func (h *Host) pinnedOpsCounters(s *HostStats) (err error) {
+	if h.opsStats == nil {
+		return nil
+	}
+	s.Sockops, err = sockops.ReadCounters(h.opsStats)
+	return err
 }

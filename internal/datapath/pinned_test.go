@@ -133,7 +133,8 @@ func TestPinnedClassifierWithoutSockops(t *testing.T) {
 }
 
 // TestPinnedSockops: with the Android form's sock_ops pinned too, the host
-// attaches it and writes its configuration instead of loading its own: a
+// attaches it, writes its configuration and reports its counters instead
+// of loading its own: a
 // bulk upload from the background lane's cgroup gets its lane at connect
 // (by cgroup, into the pinned lanes_cookie), TCP_NOTSENT_LOWAT and the cwnd
 // clamp, and its packets the background class by cookie.
@@ -182,6 +183,9 @@ func TestPinnedSockops(t *testing.T) {
 		byCgroup, lowat, clamp, st.Classifier, st.Lanes[lane.Background])
 	if byCgroup == 0 || lowat == 0 || clamp == 0 {
 		t.Errorf("the upload from the background cgroup: by cgroup %d, TCP_NOTSENT_LOWAT %d, clamps %d; want each > 0", byCgroup, lowat, clamp)
+	}
+	if st.Sockops["by_cgroup"] != byCgroup || st.Sockops["notsent_lowat"] != lowat || st.Sockops["bg_clamp"] != clamp {
+		t.Errorf("the host's sock_ops counters %v, the pinned map's by cgroup %d, TCP_NOTSENT_LOWAT %d, clamps %d", st.Sockops, byCgroup, lowat, clamp)
 	}
 	if st.Classifier["cookie"] == 0 || st.Lanes[lane.Background].Packets == 0 {
 		t.Errorf("background by cookie: classifier %v, background class %+v", st.Classifier, st.Lanes[lane.Background])
