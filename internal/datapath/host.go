@@ -115,14 +115,15 @@ type Host struct {
 	live    *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
 	exec    *execlane.Lanes  // nil without CapExecLane (execlane.go)
 	opsLink link.Link
+	optLink link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
+	cc      *capcc.CC  // nil when the kernel cannot run it
+	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
+	cgIDs   map[lane.Lane]uint64
+	off     map[Capability]string // capability -> why it is off
+	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
+
 	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
 	opsStats *ebpf.Map
-	optLink  link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
-	cc       *capcc.CC  // nil when the kernel cannot run it
-	bg       *ledbat.CC // background lane's LEDBAT++, nil if off
-	cgIDs    map[lane.Lane]uint64
-	off      map[Capability]string // capability -> why it is off
-	shapes   tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
 
 	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
 	egresses map[*Egress]bool // the trees opened with this host
