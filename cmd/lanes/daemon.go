@@ -31,6 +31,8 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
+	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
+	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
@@ -77,7 +79,8 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off})
+			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off,
+			PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }
 

@@ -59,6 +59,11 @@ type Options struct {
 	// off (datapath.ShareParts; the lab pairs the rule with what it
 	// replaced).
 	ShareOff datapath.ShareParts
+	// PinnedBPF: run on the classifier another loader pinned under this
+	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
+	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
+	// load it.
+	PinnedBPF, PinnedPrefix string
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -342,7 +347,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

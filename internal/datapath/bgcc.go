@@ -119,7 +119,7 @@ func (h *Host) BackgroundCC() BackgroundCCStatus {
 		if h.bg == nil {
 			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
 			why, off := h.off[CapBgClamp]
-			if h.ops == nil && !off {
+			if h.ops == nil && h.opsLink == nil && !off { // the pinned sock_ops: opsLink alone
 				why, off = "needs sock_ops", true
 			}
 			s.Clamp, s.ClampReason = !off, why

@@ -85,6 +85,8 @@ type Config struct {
 	Yield bool
 	// StructOps is how congestion controls are registered (HostConfig.StructOps).
 	StructOps structops.Mode
+	// Pinned: the classifier another loader pinned (HostConfig.Pinned).
+	Pinned *Pinned
 }
 
 var errClosed = errors.New("datapath: closed")
@@ -171,7 +173,8 @@ func Open(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	h, err := OpenHost(HostConfig{Instance: cfg.Instance, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
-		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps, Yield: cfg.Yield})
+		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps, Yield: cfg.Yield,
+		Pinned: cfg.Pinned})
 	if err != nil {
 		return nil, err
 	}

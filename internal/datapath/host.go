@@ -77,6 +77,9 @@ type HostConfig struct {
 	// (structops.Auto: a bpf_link on 6.4+, else a map update, which
 	// outlives a SIGKILLed daemon until its next start removes it).
 	StructOps structops.Mode
+	// Pinned: run on the classifier another loader pinned (Android's
+	// NetBpfLoad; pinned.go) instead of loading lanes' own; nil: load it.
+	Pinned *Pinned
 }
 
 // Capability is an optional part of the host datapath.
@@ -121,6 +124,9 @@ type Host struct {
 	off     map[Capability]string // capability -> why it is off
 	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
 
+	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
+	opsStats *ebpf.Map
+
 	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
 	egresses map[*Egress]bool // the trees opened with this host
 	ackBytes uint64           // the ACK class's rate, bytes/s (0: off)
@@ -162,7 +168,12 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return h, fmt.Errorf("remove memlock limit: %w", err)
 	}
-	if h.cls, err = classifier.Load(classifier.Config{}); err != nil {
+	if cfg.Pinned != nil {
+		h.cls, err = openPinnedClassifier(*cfg.Pinned)
+	} else {
+		h.cls, err = classifier.Load(classifier.Config{})
+	}
+	if err != nil {
 		return h, err
 	}
 	if err := cleanupLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
@@ -190,6 +201,9 @@ func (h *Host) loadSockops() {
 		h.needsSockops()
 		return
 	}
+	if h.cfg.Pinned != nil && h.attachPinnedSockops() {
+		return
+	}
 	cookie, ino, err := h.netnsID()
 	if err != nil {
 		h.disable(CapSockops, err)
@@ -210,13 +224,7 @@ func (h *Host) loadSockops() {
 			ccName = h.cc.Name
 		}
 	}
-	lowat := h.cfg.BackgroundNotsentLowat
-	if lowat == 0 {
-		lowat = DefaultBackgroundNotsentLowat
-	} else if lowat < 0 {
-		lowat = 0
-	}
-	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: uint32(lowat), CCName: ccName, BgCCName: h.bgCCName(),
+	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
@@ -265,6 +273,17 @@ func (h *Host) attachSetsockopt() {
 		return
 	}
 	h.optLink = l
+}
+
+// notsentLowat is background sockets' TCP_NOTSENT_LOWAT (0: leave it).
+func (h *Host) notsentLowat() uint32 {
+	switch {
+	case h.cfg.BackgroundNotsentLowat == 0:
+		return DefaultBackgroundNotsentLowat
+	case h.cfg.BackgroundNotsentLowat < 0:
+		return 0
+	}
+	return uint32(h.cfg.BackgroundNotsentLowat)
 }
 
 // needsSockops turns off what only sock_ops can switch sockets to.
@@ -326,7 +345,7 @@ func (h *Host) teardown(evict bool) error {
 		errs = append(errs, h.optLink.Close())
 	}
 	if h.opsLink != nil {
-		errs = append(errs, h.opsLink.Close())
+		errs = append(errs, h.opsLink.Close(), h.opsStats.Close())
 	}
 	if h.cgIDs != nil {
 		if evict {

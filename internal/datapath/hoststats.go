@@ -43,7 +43,7 @@ func (h *Host) Stats() (HostStats, error) {
 			s.Classified[k.String()] = m
 		}
 		if h.ops == nil {
-			return nil
+			return h.pinnedOpsCounters(&s) // the pinned sock_ops' (pinned.go)
 		}
 		s.Sockops, err = sockops.ReadCounters(h.ops.LanesOpsStats)
 		return err

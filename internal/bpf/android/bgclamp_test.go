@@ -83,7 +83,22 @@ func TestAndroidFormBgClampRuns(t *testing.T) {
 // upload runs a 1-s upload from a child in cg and returns the program's
 // state for its socket before it closes; background: its cookie goes into
 // bg_target (target 10 ms) before it sends.
-func upload(t *testing.T, o *Objects, cg, addr string, background bool) (bgcState, bool) {
+func upload(t *testing.T, o *Objects, cg, addr string, background bool) (st bgcState, found bool) {
+	t.Helper()
+	uploadFrom(t, cg, addr, func(cookie uint64, _ int) {
+		if background {
+			if err := o.Maps["bg_target"].Put(cookie, uint32(10000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(cookie uint64) { st, found = readBgcState(t, o.Maps["bgc_state"], cookie) })
+	return st, found
+}
+
+// uploadFrom runs a 1-s upload to addr from a child in cg: connected calls
+// before with its socket's cookie and TCP_NOTSENT_LOWAT, after once it has
+// sent (the socket still open).
+func uploadFrom(t *testing.T, cg, addr string, before func(cookie uint64, lowat int), after func(cookie uint64)) {
 	t.Helper()
 	dir, err := os.Open(cg)
 	if err != nil {
@@ -102,23 +117,21 @@ func upload(t *testing.T, o *Objects, cg, addr string, background bool) (bgcStat
 	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
 	r := bufio.NewReader(stdout)
 	var cookie uint64
-	if line, err := r.ReadString('\n'); err != nil || func() error { _, err := fmt.Sscanf(line, "cookie %d", &cookie); return err }() != nil {
+	var lowat int
+	if line, err := r.ReadString('\n'); err != nil || func() error { _, err := fmt.Sscanf(line, "cookie %d lowat %d", &cookie, &lowat); return err }() != nil {
 		t.Fatalf("upload helper: %q %v", line, err)
 	}
-	if background {
-		if err := o.Maps["bg_target"].Put(cookie, uint32(10000)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	before(cookie, lowat)
 	fmt.Fprintln(stdin, "send")
 	if line, err := r.ReadString('\n'); err != nil || line != "sent\n" {
 		t.Fatalf("upload helper: %q %v", line, err)
 	}
-	return readBgcState(t, o.Maps["bgc_state"], cookie)
+	after(cookie)
 }
 
-// TestUploadHelper is upload's child: it connects, prints its socket's
-// cookie, sends for a second when told, says so and waits to be closed.
+// TestUploadHelper is uploadFrom's child: it connects, prints its
+// socket's cookie and TCP_NOTSENT_LOWAT, sends for a second when told,
+// says so and waits to be closed.
 func TestUploadHelper(t *testing.T) {
 	addr := os.Getenv("LANES_ANDROID_UPLOAD")
 	if addr == "" {
@@ -131,8 +144,12 @@ func TestUploadHelper(t *testing.T) {
 	defer c.Close()
 	raw, _ := c.(*net.TCPConn).SyscallConn()
 	var cookie uint64
-	raw.Control(func(fd uintptr) { cookie, _ = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
-	fmt.Printf("cookie %d\n", cookie)
+	var lowat int
+	raw.Control(func(fd uintptr) {
+		cookie, _ = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
+		lowat, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+	})
+	fmt.Printf("cookie %d lowat %d\n", cookie, lowat)
 	in := bufio.NewReader(os.Stdin)
 	in.ReadString('\n')
 	buf := make([]byte, 64<<10)

@@ -98,14 +98,49 @@ func (c *checker) checkSections() {
 	if c.f.Section(".maps") != nil {
 		c.problem(`BTF-defined maps (".maps"): the loader creates only struct bpf_map_def entries of a "maps" section`)
 	}
-	for _, s := range []string{".rodata", ".data", ".bss", ".kconfig", ".struct_ops", ".struct_ops.link"} {
+	for _, s := range []string{".kconfig", ".struct_ops", ".struct_ops.link"} {
 		if sec := c.f.Section(s); sec != nil && sec.Size > 0 {
-			c.problem("section %q: global data and struct_ops maps are not created by the loader", s)
+			c.problem("section %q: struct_ops maps and kconfig are not created by the loader", s)
+		}
+	}
+	// The loaders skip every section whose name names no program type
+	// (readCodeSections), so global data matters only where code refers
+	// to it: a constant the compiler folded into the code (an aggregate
+	// initializer) and left behind is never read.
+	referenced := c.referencedSections()
+	for _, s := range []string{".rodata", ".data", ".bss"} {
+		if sec := c.f.Section(s); sec != nil && sec.Size > 0 && referenced[s] {
+			c.problem("section %q: global data is not created by the loader", s)
 		}
 	}
 	if sec := c.f.Section(".text"); sec != nil && sec.Size > 0 {
 		c.problem(`".text" holds subprograms: the loader loads each program section alone, without bpf-to-bpf calls`)
 	}
+}
+
+// referencedSections names the sections some relocation of the object
+// points into.
+func (c *checker) referencedSections() map[string]bool {
+	out := map[string]bool{}
+	for _, rel := range c.f.Sections {
+		if rel.Type != elf.SHT_REL {
+			continue
+		}
+		data, err := rel.Data()
+		if err != nil {
+			continue
+		}
+		for off := 0; off+16 <= len(data); off += 16 {
+			symIdx := int(binary.LittleEndian.Uint64(data[off+8:off+16]) >> 32)
+			if symIdx == 0 || symIdx > len(c.syms) {
+				continue
+			}
+			if sec := int(c.syms[symIdx-1].Section); sec > 0 && sec < len(c.f.Sections) {
+				out[c.f.Sections[sec].Name] = true
+			}
+		}
+	}
+	return out
 }
 
 // sectionSyms returns the names of the symbols defined in section idx,
@@ -155,16 +190,34 @@ func (c *checker) checkMaps() {
 		if binary.LittleEndian.Uint32(def[20:24]) != 0 {
 			c.problem("map %s: bpf_map_def.zero is not 0 (the loader aborts)", name)
 		}
-		obj := objName(c.r.Object)
-		if def[112] != 0 { // shared: no object name in the path
-			obj = ""
-		}
 		prefix := c.loc.Prefix
 		if sub := cString(def[80:112]); sub != "" {
 			prefix = sub
 		}
-		c.r.Maps = append(c.r.Maps, Map{Name: name, Pin: "/sys/fs/bpf/" + prefix + "map_" + obj + "_" + name})
+		c.r.Maps = append(c.r.Maps, Map{Name: name, Pin: MapPin(prefix, objName(c.r.Object), name, def[112] != 0)})
 	}
+}
+
+// MapPin is where the loaders pin map name of object obj at a location
+// with prefix ("tethering/"): /sys/fs/bpf/<prefix>map_<obj>_<name>, or,
+// for a map its definition marks shared, without the object's name.
+func MapPin(prefix, obj, name string, shared bool) string {
+	if shared {
+		obj = ""
+	}
+	return "/sys/fs/bpf/" + prefix + "map_" + obj + "_" + name
+}
+
+// ProgPin is where the loaders pin the program of section (its "/" as "_")
+// of object obj: /sys/fs/bpf/<prefix>prog_<obj>_<section>.
+func ProgPin(prefix, obj, section string) string {
+	return "/sys/fs/bpf/" + prefix + "prog_" + obj + "_" + strings.ReplaceAll(section, "/", "_")
+}
+
+// Under moves a /sys/fs/bpf path under root, the bpffs mount the loader
+// pinned in.
+func Under(root, pin string) string {
+	return filepath.Join(root, strings.TrimPrefix(pin, "/sys/fs/bpf/"))
 }
 
 func cString(b []byte) string {

@@ -52,35 +52,49 @@ func TestLanesObjects(t *testing.T) {
 
 // TestAndroidFormObjectsPass: every object built in the loaders' form
 // passes at the Tethering APEX's location, with the loader's pinned paths:
-// netnscookie, and bgclamp (the background upload's cwnd clamp, sock_ops).
+// netnscookie, bgclamp (the background upload's cwnd clamp, sock_ops), the
+// classifier (tc) and sockops (lanes by socket), the last two sharing
+// lanes_maps.h's maps (pinned without an object name).
 func TestAndroidFormObjectsPass(t *testing.T) {
-	r, err := Check("objects/netnscookie.o", Locations[0])
-	if err != nil {
-		t.Fatal(err)
+	const pin = "/sys/fs/bpf/tethering/"
+	cases := []struct {
+		obj   string
+		progs []Program
+		maps  []string // a subset, each "<name>" or, shared, "_<name>"
+	}{
+		{"netnscookie", []Program{{Section: "cgroupsockcreate/record_netns_cookie", Type: "CGROUP_SOCK",
+			Pin: pin + "prog_netnscookie_cgroupsockcreate_record_netns_cookie"}}, []string{"netns_cookie"}},
+		{"bgclamp", []Program{{Section: "sockops/lanes_bgclamp", Type: "SOCK_OPS",
+			Pin: pin + "prog_bgclamp_sockops_lanes_bgclamp"}}, []string{"bg_target", "bgc_state"}},
+		{"classifier", []Program{
+			{Section: "schedcls/lanes_classify", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_classify"},
+			{Section: "schedcls/lanes_bg_ingress", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_bg_ingress"},
+		}, []string{"_lanes_cookie", "_lanes_tuple", "_lanes_dst", "_lanes_cgroup", "_lanes_uid", "lanes_cls_stats", "lanes_dscp"}},
+		{"sockops", []Program{{Section: "sockops/lanes_sockops", Type: "SOCK_OPS",
+			Pin: pin + "prog_sockops_sockops_lanes_sockops"}},
+			[]string{"_lanes_cookie", "_lanes_cgroup", "lanes_ops_cfg", "lanes_ops_stats", "bgc_state"}},
 	}
-	if !r.OK() {
-		t.Fatalf("netnscookie (Android form) does not pass: %v", r.Problems)
-	}
-	wantProg := Program{Section: "cgroupsockcreate/record_netns_cookie", Type: "CGROUP_SOCK",
-		Pin: "/sys/fs/bpf/tethering/prog_netnscookie_cgroupsockcreate_record_netns_cookie"}
-	if !slices.Equal(r.Programs, []Program{wantProg}) {
-		t.Errorf("programs %v, want %v", r.Programs, wantProg)
-	}
-	if want := []Map{{Name: "netns_cookie", Pin: "/sys/fs/bpf/tethering/map_netnscookie_netns_cookie"}}; !slices.Equal(r.Maps, want) {
-		t.Errorf("maps %v, want %v", r.Maps, want)
-	}
-	// the background upload's LEDBAT++ without struct_ops (sock_ops)
-	r, err = Check("objects/bgclamp.o", Locations[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.OK() {
-		t.Fatalf("bgclamp (Android form) does not pass: %v", r.Problems)
-	}
-	wantProg = Program{Section: "sockops/lanes_bgclamp", Type: "SOCK_OPS",
-		Pin: "/sys/fs/bpf/tethering/prog_bgclamp_sockops_lanes_bgclamp"}
-	if !slices.Equal(r.Programs, []Program{wantProg}) {
-		t.Errorf("programs %v, want %v", r.Programs, wantProg)
+	for _, c := range cases {
+		r, err := Check("objects/"+c.obj+".o", Locations[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() {
+			t.Errorf("%s (Android form) does not pass: %v", c.obj, r.Problems)
+			continue
+		}
+		if !slices.Equal(r.Programs, c.progs) {
+			t.Errorf("%s: programs %v, want %v", c.obj, r.Programs, c.progs)
+		}
+		for _, name := range c.maps {
+			want := Map{Name: name, Pin: pin + "map_" + c.obj + "_" + name}
+			if shared, ok := strings.CutPrefix(name, "_"); ok {
+				want = Map{Name: shared, Pin: pin + "map__" + shared}
+			}
+			if !slices.Contains(r.Maps, want) {
+				t.Errorf("%s: maps %v lack %v", c.obj, r.Maps, want)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -56,6 +57,13 @@ func (o *Objects) Close() {
 
 // Load loads the object at path as loc's loader would, after Check.
 func Load(path string, loc Location) (*Objects, error) {
+	return load(path, loc, "")
+}
+
+// load is Load; with a bpffs root, each map whose pinned path under root
+// exists is that map (createMaps: the loader reuses a pinned map, so
+// objects share the maps they declare shared).
+func load(path string, loc Location, root string) (*Objects, error) {
 	r, err := Check(path, loc)
 	if err != nil {
 		return nil, err
@@ -74,7 +82,7 @@ func Load(path string, loc Location) (*Objects, error) {
 	}
 	c := &checker{f: f, syms: syms, loc: loc}
 	o := &Objects{Maps: map[string]*ebpf.Map{}, Programs: map[string]*ebpf.Program{}}
-	if err := c.createMaps(o); err != nil {
+	if err := c.createMaps(o, r, root); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -85,28 +93,74 @@ func Load(path string, loc Location) (*Objects, error) {
 	return o, nil
 }
 
-// createMaps creates each "maps" entry from its bpf_map_def.
-func (c *checker) createMaps(o *Objects) error {
-	idx := c.sectionIndex("maps")
-	if idx < 0 {
-		return nil
-	}
-	data, err := c.f.Sections[idx].Data()
+// createMaps creates each "maps" entry from its bpf_map_def, or opens the
+// map pinned at its path under root (root "": none) if it fits the
+// definition.
+func (c *checker) createMaps(o *Objects, r Report, root string) error {
+	specs, err := c.mapSpecs()
 	if err != nil {
 		return err
 	}
-	le := binary.LittleEndian
-	for i, name := range c.sectionSyms(idx, 0, true) {
-		def := data[i*mapDefSize : (i+1)*mapDefSize]
-		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: name, Type: ebpf.MapType(le.Uint32(def[0:4])),
-			KeySize: le.Uint32(def[4:8]), ValueSize: le.Uint32(def[8:12]),
-			MaxEntries: le.Uint32(def[12:16]), Flags: le.Uint32(def[16:20])})
-		if err != nil {
-			return fmt.Errorf("map %s: %w", name, err)
+	for i, spec := range specs {
+		var m *ebpf.Map
+		if root != "" && i < len(r.Maps) {
+			if m, err = ebpf.LoadPinnedMap(Under(root, r.Maps[i].Pin), nil); err == nil {
+				if err = spec.Compatible(m); err != nil {
+					m.Close()
+					return fmt.Errorf("map %s pinned at %s: %w", spec.Name, r.Maps[i].Pin, err)
+				}
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("map %s: %w", spec.Name, err)
+			}
 		}
-		o.Maps[name] = m
+		if m == nil {
+			if m, err = ebpf.NewMap(spec); err != nil {
+				return fmt.Errorf("map %s: %w", spec.Name, err)
+			}
+		}
+		o.Maps[spec.Name] = m
 	}
 	return nil
+}
+
+// mapSpecs reads each "maps" entry's bpf_map_def as the kernel's map
+// parameters.
+func (c *checker) mapSpecs() ([]*ebpf.MapSpec, error) {
+	idx := c.sectionIndex("maps")
+	if idx < 0 {
+		return nil, nil
+	}
+	data, err := c.f.Sections[idx].Data()
+	if err != nil {
+		return nil, err
+	}
+	le := binary.LittleEndian
+	var specs []*ebpf.MapSpec
+	for i, name := range c.sectionSyms(idx, 0, true) {
+		if (i+1)*mapDefSize > len(data) {
+			return nil, fmt.Errorf("map %s: past the end of the maps section", name)
+		}
+		def := data[i*mapDefSize : (i+1)*mapDefSize]
+		specs = append(specs, &ebpf.MapSpec{Name: name, Type: ebpf.MapType(le.Uint32(def[0:4])),
+			KeySize: le.Uint32(def[4:8]), ValueSize: le.Uint32(def[8:12]),
+			MaxEntries: le.Uint32(def[12:16]), Flags: le.Uint32(def[16:20])})
+	}
+	return specs, nil
+}
+
+// MapSpecs returns the kernel parameters of the object's "maps" entries,
+// as the loader creates them.
+func MapSpecs(path string) ([]*ebpf.MapSpec, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return nil, err
+	}
+	return (&checker{f: f, syms: syms}).mapSpecs()
 }
 
 // loadPrograms loads each program section with its map loads resolved.

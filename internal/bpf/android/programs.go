@@ -48,8 +48,7 @@ func (c *checker) checkPrograms() {
 		if j := strings.LastIndex(name, "$"); j >= 0 {
 			name = name[:j]
 		}
-		pin := "/sys/fs/bpf/" + c.loc.Prefix + "prog_" + objName(c.r.Object) + "_" + strings.ReplaceAll(name, "/", "_")
-		c.r.Programs = append(c.r.Programs, Program{Section: s.Name, Type: string(t), Pin: pin})
+		c.r.Programs = append(c.r.Programs, Program{Section: s.Name, Type: string(t), Pin: ProgPin(c.loc.Prefix, objName(c.r.Object), name)})
 	}
 }
 

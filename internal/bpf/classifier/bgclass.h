@@ -52,26 +52,26 @@ struct bg_event {
 	__u8 peer[16]; /* the remote address (IPv4 v4-mapped) */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32); /* ifindex * 2 + dir */
-	__type(value, struct bg_class);
-} lanes_bg_class SEC(".maps");
+LANES_MAP(lanes_bg_class,
+	  BPF_MAP_TYPE_HASH,
+	  256,
+	  __u32, /* ifindex * 2 + dir */
+	  struct bg_class
+);
 
 /* lanes_bg_flows: the background non-TCP flows seen leaving, by their
  * egress 5-tuple; the value is the egress ifindex. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct flow_key);
-	__type(value, __u32);
-} lanes_bg_flows SEC(".maps");
+LANES_MAP(lanes_bg_flows,
+	  BPF_MAP_TYPE_LRU_HASH,
+	  4096,
+	  struct flow_key,
+	  __u32
+);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
-} lanes_bg_events SEC(".maps");
+LANES_MAP_NOKEY(lanes_bg_events,
+	  BPF_MAP_TYPE_RINGBUF,
+	  4096
+);
 
 static __always_inline void bg_event(__u32 ifindex, __u32 dir, const __u8 *peer)
 {

@@ -65,7 +65,7 @@ volatile const struct cls_config {
 } CFG = {
 	.minor_base = LANE_CLASS_MINOR,
 };
-
+#ifndef LANES_ANDROID_FORM /* the Android form declares these four itself */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 64);
@@ -100,7 +100,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct counter);
 } lanes_ack_stats SEC(".maps");
-
+#endif
 /* What the header parse found. */
 struct parsed {
 	struct flow_key key;
@@ -329,7 +329,7 @@ static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kin
 	return TC_ACT_OK;
 }
 
-SEC("tc")
+SEC(LANES_TC("lanes_classify"))
 int lanes_classify(struct __sk_buff *skb)
 {
 	struct bpf_sock *sk = skb->sk;
@@ -421,7 +421,7 @@ out:
  * lanes_bg_ingress polices the arriving packets of the background non-TCP
  * flows the classifier saw leave (bgclass.h); everything else passes.
  */
-SEC("tc")
+SEC(LANES_TC("lanes_bg_ingress"))
 int lanes_bg_ingress(struct __sk_buff *skb)
 {
 	struct parsed p = {};
@@ -436,8 +436,8 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 	return bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr) ? TC_ACT_OK : TC_ACT_SHOT;
 }
 
-/*
- * lanes_pure_ack returns pure_ack's answer (1: a pure ACK), for the tests'
+#ifndef LANES_ANDROID_FORM /* the tests' programs: not in the Android form */
+/* lanes_pure_ack returns pure_ack's answer (1: a pure ACK), for the tests'
  * BPF_PROG_TEST_RUN table of TCP segments (classifier_test.go).
  */
 SEC("tc")
@@ -455,3 +455,4 @@ int lanes_passthrough(struct __sk_buff *skb)
 {
 	return TC_ACT_OK;
 }
+#endif

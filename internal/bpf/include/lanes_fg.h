@@ -26,7 +26,7 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
+#include "lanes_form.h"
 
 struct fg_window {
 	__u64 start;    /* the window's first packet, bpf_ktime_get_ns */
@@ -48,12 +48,12 @@ struct fg_window {
 #define FG_SHARE_MIN_US 1000
 #define FG_SHARE_TARGET(t) ((t) / 4 > FG_SHARE_MIN_US ? (t) / 4 : ((t) < FG_SHARE_MIN_US ? (t) : FG_SHARE_MIN_US))
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct fg_window);
-} lanes_fg_active SEC(".maps");
+LANES_MAP(lanes_fg_active,
+	  BPF_MAP_TYPE_HASH,
+	  1024,
+	  __u32,
+	  struct fg_window
+);
 
 /* fg_held says whether the foreground is present on interface idx (0:
  * any) at now: its stamp is younger than FG_HOLD_NS. */

@@ -12,24 +12,24 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
+#include "lanes_form.h"
 #include "lanes_abi.h"
 
 /* socket cookie -> lane; filled by sock_ops at connect/accept. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, __u32);
-} lanes_cookie SEC(".maps");
+LANES_MAP(lanes_cookie,
+	  BPF_MAP_TYPE_LRU_HASH,
+	  65536,
+	  __u64,
+	  __u32
+);
 
 /* registered 5-tuple -> lane (API registrations and policy flow rules) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct flow_key);
-	__type(value, __u32);
-} lanes_tuple SEC(".maps");
+LANES_MAP(lanes_tuple,
+	  BPF_MAP_TYPE_HASH,
+	  16384,
+	  struct flow_key,
+	  __u32
+);
 
 /*
  * lanes_tuple_shapes[0]: bit i is set while lanes_tuple may hold a key of
@@ -38,12 +38,12 @@ struct {
  * it after it removes the last, so a lookup skips the shapes no key has
  * (a packet that matches nothing pays one lookup per shape in use, not 4).
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} lanes_tuple_shapes SEC(".maps");
+LANES_MAP(lanes_tuple_shapes,
+	  BPF_MAP_TYPE_ARRAY,
+	  1,
+	  __u32,
+	  __u32
+);
 
 /* flow_lookup finds the lane of a full 5-tuple key in lanes_tuple, in the
  * precedence of lanes_abi.h: (proto, saddr), (proto, any local address),
@@ -74,13 +74,13 @@ static __always_inline __u32 *flow_lookup(struct flow_key *k)
 }
 
 /* destination prefix [+ port] -> lane; longest prefix wins */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct dst_key);
-	__type(value, __u32);
-} lanes_dst SEC(".maps");
+LANES_MAP_FLAGS(lanes_dst,
+	  BPF_MAP_TYPE_LPM_TRIE,
+	  4096,
+	  BPF_F_NO_PREALLOC,
+	  struct dst_key,
+	  __u32
+);
 
 /* dst_lookup finds the lane of a destination: its port first, then any port.
  * daddr is 16 bytes (IPv4 v4-mapped), dport in host order. */
@@ -106,30 +106,30 @@ static __always_inline __u32 *dst_lookup(const __u8 *daddr, __u16 dport)
 }
 
 /* cgroup v2 id -> lane (the lane cgroups of this instance and policy rules) */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, __u32);
-} lanes_cgroup SEC(".maps");
+LANES_MAP(lanes_cgroup,
+	  BPF_MAP_TYPE_HASH,
+	  4096,
+	  __u64,
+	  __u32
+);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u32);
-} lanes_uid SEC(".maps");
+LANES_MAP(lanes_uid,
+	  BPF_MAP_TYPE_HASH,
+	  4096,
+	  __u32,
+	  __u32
+);
 
 /* receive window cap per socket cookie, bytes, 0 = none: the cooperative
  * controller's downlink caps (datapath SetSocketRwndCap). sock_ops applies
  * them (rwndcap.h, rledbat.h); the classifier sends the pure ACKs of a
  * capped socket to the ACK class while it is on (lanes_ack_on). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u32);
-} lanes_sock_rwnd SEC(".maps");
+LANES_MAP(lanes_sock_rwnd,
+	  BPF_MAP_TYPE_HASH,
+	  16384,
+	  __u64,
+	  __u32
+);
 
 #include "lanes_fg.h"
 
@@ -144,12 +144,12 @@ struct {
  * first round trips are the ones a standing queue costs most. Only for its
  * first round trips: a connection opened every 300 ms (a browser, a LAN
  * host connecting to the device) must not hold background for good. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, __u64);
-} lanes_fg_open SEC(".maps");
+LANES_MAP(lanes_fg_open,
+	  BPF_MAP_TYPE_HASH,
+	  1024,
+	  __u32,
+	  __u64
+);
 
 #define FG_OPEN_HOLD_NS 500000000ULL
 #define FG_OPEN_RTTS 2
@@ -177,12 +177,12 @@ struct fg_harm {
 	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct fg_harm);
-} lanes_fg_harm SEC(".maps");
+LANES_MAP(lanes_fg_harm,
+	  BPF_MAP_TYPE_HASH,
+	  1024,
+	  __u32,
+	  struct fg_harm
+);
 
 #define FG_HARM_QD_US 10000
 #define FG_HARM_HOLD_NS 100000000ULL

@@ -8,6 +8,11 @@
 #ifndef LANES_ANDROID_FORM_H
 #define LANES_ANDROID_FORM_H
 
+/* lanes' shared sources (internal/bpf/include/lanes_form.h) then declare
+ * their maps with ANDROID_MAP_FLAGS, fold their loader constants and name
+ * their tc sections "schedcls/". */
+#define LANES_ANDROID_FORM 1
+
 #include <linux/types.h>
 
 /* Loader versions: from NetBpfLoad's BPFLOADER_MAINLINE_VERSION (42, the
@@ -43,15 +48,31 @@ struct android_prog_def {
 };
 _Static_assert(sizeof(struct android_prog_def) == 92, "bpf_prog_def is 92 bytes");
 
-/* ANDROID_MAP(name, type, key, value, entries): a map owned by root,
- * mode 0600, on every kernel the loader runs. */
-#define ANDROID_MAP(NAME, TYPE, KEY, VALUE, ENTRIES)                                     \
+/* ANDROID_MAP_FLAGS(name, type, key size, value size, entries, flags): a
+ * map owned by root, mode 0600, on every kernel the loader runs. */
+#define ANDROID_MAP_FLAGS(NAME, TYPE, KEY_SIZE, VALUE_SIZE, ENTRIES, FLAGS)              \
 	struct android_map_def __attribute__((section("maps"), used)) NAME = {          \
-		.type = TYPE, .key_size = sizeof(KEY), .value_size = sizeof(VALUE),      \
-		.max_entries = ENTRIES, .mode = 0600,                                    \
+		.type = TYPE, .key_size = KEY_SIZE, .value_size = VALUE_SIZE,            \
+		.max_entries = ENTRIES, .map_flags = FLAGS, .mode = 0600,                \
 		.bpfloader_min_ver = ANDROID_LOADER_MIN,                                 \
 		.bpfloader_max_ver = ANDROID_LOADER_MAX, .max_kver = 0xffffffffu,        \
 	}
+
+/* ANDROID_SHARED_MAP_FLAGS: the same, shared between objects: pinned
+ * without the object's name (map__<name>), so every object that declares
+ * it gets the one map (the loader reuses a map already pinned there). */
+#define ANDROID_SHARED_MAP_FLAGS(NAME, TYPE, KEY_SIZE, VALUE_SIZE, ENTRIES, FLAGS)       \
+	struct android_map_def __attribute__((section("maps"), used)) NAME = {          \
+		.type = TYPE, .key_size = KEY_SIZE, .value_size = VALUE_SIZE,            \
+		.max_entries = ENTRIES, .map_flags = FLAGS, .mode = 0600,                \
+		.bpfloader_min_ver = ANDROID_LOADER_MIN,                                 \
+		.bpfloader_max_ver = ANDROID_LOADER_MAX, .max_kver = 0xffffffffu,        \
+		.shared = 1,                                                             \
+	}
+
+/* ANDROID_MAP(name, type, key, value, entries): the same, by types. */
+#define ANDROID_MAP(NAME, TYPE, KEY, VALUE, ENTRIES)                                     \
+	ANDROID_MAP_FLAGS(NAME, TYPE, sizeof(KEY), sizeof(VALUE), ENTRIES, 0)
 
 /* ANDROID_PROG(section, function, min_kver): the program's definition;
  * the function follows in SEC(section). */

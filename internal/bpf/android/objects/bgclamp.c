@@ -20,40 +20,13 @@
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
 #include "android_form.h"
-#include "../../sockops/bgclamp_core.h"
-
-#define SOL_TCP 6
-#define TCP_BPF_SNDCWND_CLAMP 1002
 
 ANDROID_MAP(bg_target, BPF_MAP_TYPE_HASH, __u64, __u32, 4096);
-ANDROID_MAP(bgc_state, BPF_MAP_TYPE_LRU_HASH, __u64, struct bgc_state, 4096);
-ANDROID_MAP(bgc_joins, BPF_MAP_TYPE_ARRAY, __u32, __u32, 1);
+#include "bgclamp_form.h"
 
 /* RTT callbacks with sock_ops' socket cookie and bpf_setsockopt's cwnd
  * clamp: Linux 4.19 has every piece; lanes needs 5.10. */
 ANDROID_PROG(lanes_bgclamp, ANDROID_KVER(5, 10, 0));
-
-/* bgc_clamp runs bgc_step for a background socket and applies its window. */
-static __always_inline void bgc_clamp(struct bpf_sock_ops *ops, __u64 cookie, __u32 target)
-{
-	struct bgc_state fresh = {}, *st;
-	__u32 zero = 0;
-	int val;
-
-	st = bpf_map_lookup_elem(&bgc_state, &cookie);
-	if (!st) {
-		bpf_map_update_elem(&bgc_state, &cookie, &fresh, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&bgc_state, &cookie);
-		if (!st)
-			return;
-	}
-	bgc_step(st, ops, target, 1, bpf_map_lookup_elem(&bgc_joins, &zero));
-	if (st->cwnd == st->applied)
-		return;
-	val = st->cwnd;
-	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0)
-		st->applied = st->cwnd;
-}
 
 SEC("sockops/lanes_bgclamp")
 int lanes_bgclamp(struct bpf_sock_ops *ops)

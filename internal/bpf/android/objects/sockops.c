@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+// sockops.c (Android form): lanes' per-socket program for the mode
+// without struct_ops, built as NetBpfLoad reads objects (android_form.h):
+// section "sockops/lanes_sockops" (SOCK_OPS, at a cgroup), maps as struct
+// bpf_map_def, no BTF, no CO-RE, no global data.
+//   - TCP_CONNECT_CB and PASSIVE_ESTABLISHED_CB: the socket's lane, as
+//     internal/bpf/sockops/sockops.c resolves it: cookie already known,
+//     else its 5-tuple (flow_lookup of lanes_maps.h; the key from
+//     lanes_sockkey.h), else its destination (dst_lookup), else, at
+//     connect only, the connecting task's cgroup v2 and uid
+//     (bpf_get_current_cgroup_id, bpf_get_current_uid_gid: at connect the
+//     task is the socket's; at accept it is whatever softirq runs, and the
+//     socket's own cgroup needs CO-RE); stored by cookie in lanes_cookie,
+//     the map the classifier reads (lanes_maps.h's maps are shared:
+//     /sys/fs/bpf/<prefix>map__<name>);
+//   - ACTIVE/PASSIVE_ESTABLISHED_CB: RTT and state callbacks; a background
+//     socket gets TCP_NOTSENT_LOWAT = lanes_ops_cfg.notsent_lowat;
+//   - RTT_CB of a background socket: LEDBAT++'s window as its cwnd clamp
+//     (bgclamp_form.h: bgclamp_core.h's step), target
+//     lanes_ops_cfg.bg_target_us (0: off); a socket that became background
+//     after it was established gets its TCP_NOTSENT_LOWAT here;
+//   - STATE_CB to TCP_CLOSE: the socket's entries go.
+// lanes_ops_cfg[0] is what lanes' loader sets as constants (a daemon
+// writes the pinned map); lanes_ops_stats counts as sockops.c's does
+// (lanes_abi.h's enum ops_counter). Not here: cwnd caps, rLEDBAT, the
+// yield, capcc's switch (lanes' own sock_ops; docs/android.md).
+#include "android_form.h"
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "lanes_maps.h"
+#include "lanes_sockkey.h"
+#include "bgclamp_form.h"
+
+#define TCP_NOTSENT_LOWAT 25
+
+struct ops_config {
+	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT of background sockets, 0 = leave */
+	__u32 bg_target_us;  /* LEDBAT++'s queuing-delay target, 0 = no clamp */
+};
+
+ANDROID_MAP(lanes_ops_cfg, BPF_MAP_TYPE_ARRAY, __u32, struct ops_config, 1);
+ANDROID_MAP(lanes_ops_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, __u64, OPS_COUNTERS);
+/* the background sockets given TCP_NOTSENT_LOWAT (socket storage needs BTF) */
+ANDROID_MAP(lanes_lowat_set, BPF_MAP_TYPE_LRU_HASH, __u64, __u8, 65536);
+
+/* bpf_get_current_cgroup_id in sock_ops and RTT callbacks: lanes needs 5.10. */
+ANDROID_PROG(lanes_sockops, ANDROID_KVER(5, 10, 0));
+
+static __always_inline void bump(__u32 idx)
+{
+	__u64 *c = bpf_map_lookup_elem(&lanes_ops_stats, &idx);
+
+	if (c)
+		(*c)++;
+}
+
+static __always_inline int valid_lane(const __u32 *v)
+{
+	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
+}
+
+/* resolve returns the socket's lane (LANE_UNSET if nothing matched) and
+ * stores it by cookie; task: the current task is the socket's (connect). */
+static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie, int task)
+{
+	struct flow_key key = {};
+	__u32 *v, lane, uid;
+	__u64 cg;
+
+	v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+	if (valid_lane(v)) {
+		bump(OPS_BY_COOKIE);
+		return *v;
+	}
+	if (!sock_flow_key(ops, &key))
+		return LANE_UNSET;
+	v = flow_lookup(&key);
+	if (v) {
+		lane = *v;
+		bump(OPS_BY_TUPLE);
+		goto store;
+	}
+	v = dst_lookup(key.daddr, key.dport);
+	if (v) {
+		lane = *v;
+		bump(OPS_BY_DST);
+		goto store;
+	}
+	if (task) {
+		cg = bpf_get_current_cgroup_id();
+		v = bpf_map_lookup_elem(&lanes_cgroup, &cg);
+		if (valid_lane(v)) {
+			lane = *v;
+			bump(OPS_BY_CGROUP);
+			goto store;
+		}
+		uid = (__u32)bpf_get_current_uid_gid();
+		v = bpf_map_lookup_elem(&lanes_uid, &uid);
+		if (valid_lane(v)) {
+			lane = *v;
+			bump(OPS_BY_UID);
+			goto store;
+		}
+	}
+	bump(OPS_UNRESOLVED);
+	return LANE_UNSET;
+store:
+	bpf_map_update_elem(&lanes_cookie, &cookie, &lane, BPF_ANY);
+	return lane;
+}
+
+/* set_lowat gives a background socket TCP_NOTSENT_LOWAT, once. */
+static __always_inline void set_lowat(struct bpf_sock_ops *ops, __u64 cookie, struct ops_config *cfg)
+{
+	__u8 one = 1;
+	int val;
+
+	if (!cfg || !cfg->notsent_lowat || bpf_map_lookup_elem(&lanes_lowat_set, &cookie))
+		return;
+	val = cfg->notsent_lowat;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_NOTSENT_LOWAT, &val, sizeof(val)) == 0) {
+		bpf_map_update_elem(&lanes_lowat_set, &cookie, &one, BPF_ANY);
+		bump(OPS_NOTSENT_LOWAT);
+	} else {
+		bump(OPS_SETSOCKOPT_ERR);
+	}
+}
+
+/* lane_of is the socket's stored lane, LANE_UNSET if none. */
+static __always_inline __u32 lane_of(__u64 cookie)
+{
+	__u32 *v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+
+	return valid_lane(v) ? *v : LANE_UNSET;
+}
+
+SEC("sockops/lanes_sockops")
+int lanes_sockops(struct bpf_sock_ops *ops)
+{
+	__u32 zero = 0, lane;
+	struct ops_config *cfg = bpf_map_lookup_elem(&lanes_ops_cfg, &zero);
+	struct bgc_state *st;
+	__u64 cookie;
+
+	switch (ops->op) {
+	case BPF_SOCK_OPS_TCP_CONNECT_CB:
+		bump(OPS_CONNECT);
+		resolve(ops, bpf_get_socket_cookie(ops), 1);
+		break;
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+		cookie = bpf_get_socket_cookie(ops);
+		if (ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+			bump(OPS_ACCEPT);
+			lane = resolve(ops, cookie, 0);
+		} else {
+			lane = lane_of(cookie);
+		}
+		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG |
+					       BPF_SOCK_OPS_STATE_CB_FLAG);
+		if (lane == LANE_BACKGROUND)
+			set_lowat(ops, cookie, cfg);
+		break;
+	case BPF_SOCK_OPS_RTT_CB:
+		cookie = bpf_get_socket_cookie(ops);
+		if (lane_of(cookie) != LANE_BACKGROUND)
+			break;
+		set_lowat(ops, cookie, cfg); /* background after it was established */
+		if (!cfg || !cfg->bg_target_us)
+			break;
+		st = bpf_map_lookup_elem(&bgc_state, &cookie);
+		bgc_clamp(ops, cookie, cfg->bg_target_us);
+		if (!st) /* its first clamp */
+			bump(OPS_BG_CLAMP);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		if (ops->args[1] == BPF_TCP_CLOSE) {
+			cookie = bpf_get_socket_cookie(ops);
+			bpf_map_delete_elem(&lanes_cookie, &cookie);
+			bpf_map_delete_elem(&lanes_lowat_set, &cookie);
+			bpf_map_delete_elem(&bgc_state, &cookie);
+			bump(OPS_CLOSED);
+		}
+		break;
+	}
+	return 1;
+}
+
+ANDROID_LOADER_VERSIONS;
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
