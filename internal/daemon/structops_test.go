@@ -16,7 +16,9 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -36,6 +38,9 @@ func updateMaps(t *testing.T) map[ebpf.MapID]string {
 
 func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	testutil.RequireRoot(t)
+	if err := ledbat.Probe(); errors.Is(err, structops.ErrTypeUnregistered) {
+		t.Skipf("degraded: lanes doctor reports %q absent: %v", features.LedbatFeature, err)
+	}
 	p := testutil.NewVethPair(t)
 	before := updateMaps(t)
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA), "--struct-ops-by-update")

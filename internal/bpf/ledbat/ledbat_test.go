@@ -7,6 +7,7 @@
 package ledbat
 
 import (
+	"errors"
 	"math/rand"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	}
 	name := structops.Name("ledbat-test", "eth0", mode.String())
 	c, err := Load(name, 25*time.Millisecond, mode, nil)
+	if errors.Is(err, structops.ErrTypeUnregistered) {
+		t.Skipf("degraded: lanes doctor reports LEDBAT++ absent on this kernel: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
