@@ -124,8 +124,11 @@ func TestDownlinkCapLoweredKeepsEdgeMoving(t *testing.T) {
 	time.Sleep(600 * time.Millisecond) // more than one window of 256 KB at 1 MB/s
 	close(watchStop)
 	got := samples()
-	if len(got) < 100 || !got[0].at.Before(lowerAt) {
+	if len(got) < 2 || !got[0].at.Before(lowerAt) {
 		t.Fatalf("%d TCP_INFO samples, none before the cap was lowered", len(got))
+	}
+	if len(got) < 100 { // 1,200 natively (every 0.5 ms); 55 under aarch64 TCG on a loaded host
+		testutil.TimingErrorf(t, "only %d TCP_INFO samples in %v: the edge's figure below is coarse", len(got), got[len(got)-1].at.Sub(got[0].at))
 	}
 	moved, at := edgeMoved(got, lowerAt, (old-lowered)*3/4)
 	if testing.Verbose() && os.Getenv("LANES_EDGE_DUMP") != "" {
