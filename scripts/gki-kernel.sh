@@ -4,8 +4,9 @@
 # linux-source-6.12 (pinned by sha256) configured with GKI android16-6.12's
 # networking, BPF, cgroup and scheduling options (scripts/gki/
 # android16-6.12.fragment) on a minimal qemu -M virt base (scripts/gki/
-# virt-base.fragment). Image only, no modules: what GKI builds as a module
-# and lanes needs is built in.
+# virt-base.fragment). Image only: modules are enabled, as in GKI (6.12
+# registers no struct_ops congestion control without them), but none is
+# built; what GKI builds as a module and lanes needs is built in.
 #
 # The result (Image, config, build-time) is cached in
 # $LANES_CACHE/kernels/gki-6.12-<key>, key = sha256 of the source package and

@@ -17,6 +17,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -37,7 +38,7 @@ func updateMaps(t *testing.T) map[ebpf.MapID]string {
 func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	testutil.RequireRoot(t)
 	if err := ledbat.Probe(); structops.Unsupported(err) {
-		t.Skipf("kernel refuses struct_ops congestion controls: %v", err)
+		t.Skipf("degraded: lanes doctor reports %q absent: %v", features.LedbatFeature, err)
 	}
 	p := testutil.NewVethPair(t)
 	before := updateMaps(t)

@@ -26,7 +26,8 @@ type edgeSample struct {
 	acked, edge uint64
 }
 
-// watchEdge samples the sender's TCP_INFO every 500 µs until stop is closed.
+// watchEdge samples the sender's TCP_INFO every 500 µs until stop is closed;
+// it returns once the first sample is taken.
 func watchEdge(t *testing.T, dl *download, stop <-chan struct{}) func() []edgeSample {
 	t.Helper()
 	raw, err := dl.snd.SyscallConn()
@@ -35,7 +36,7 @@ func watchEdge(t *testing.T, dl *download, stop <-chan struct{}) func() []edgeSa
 	}
 	var mu sync.Mutex
 	var got []edgeSample
-	done := make(chan struct{})
+	done, first := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(500 * time.Microsecond)
@@ -50,11 +51,19 @@ func watchEdge(t *testing.T, dl *download, stop <-chan struct{}) func() []edgeSa
 				if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
 					mu.Lock()
 					got = append(got, edgeSample{time.Now(), ti.Bytes_acked, ti.Bytes_acked + uint64(ti.Snd_wnd)})
+					if len(got) == 1 {
+						close(first)
+					}
 					mu.Unlock()
 				}
 			})
 		}
 	}()
+	select { // the first sample, before the caller changes anything
+	case <-first:
+	case <-time.After(testutil.Patience(time.Second)):
+		t.Fatal("no TCP_INFO sample in 1 s")
+	}
 	return func() []edgeSample {
 		<-done
 		return got
@@ -124,8 +133,11 @@ func TestDownlinkCapLoweredKeepsEdgeMoving(t *testing.T) {
 	time.Sleep(600 * time.Millisecond) // more than one window of 256 KB at 1 MB/s
 	close(watchStop)
 	got := samples()
-	if len(got) < 100 || !got[0].at.Before(lowerAt) {
+	if len(got) < 2 || !got[0].at.Before(lowerAt) {
 		t.Fatalf("%d TCP_INFO samples, none before the cap was lowered", len(got))
+	}
+	if len(got) < 100 { // 1,200 natively (every 0.5 ms); 55 under aarch64 TCG on a loaded host
+		testutil.TimingErrorf(t, "only %d TCP_INFO samples in %v: the edge's figure below is coarse", len(got), got[len(got)-1].at.Sub(got[0].at))
 	}
 	moved, at := edgeMoved(got, lowerAt, (old-lowered)*3/4)
 	if testing.Verbose() && os.Getenv("LANES_EDGE_DUMP") != "" {

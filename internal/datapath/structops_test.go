@@ -13,13 +13,14 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	requireCgroup2(t)
 	if err := ledbat.Probe(); structops.Unsupported(err) {
-		t.Skipf("kernel refuses struct_ops congestion controls: %v", err)
+		t.Skipf("degraded: lanes doctor reports %q absent: %v", features.LedbatFeature, err)
 	}
 	p := testutil.NewVethPair(t)
 	var names []string

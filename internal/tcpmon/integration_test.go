@@ -221,8 +221,10 @@ func TestCwndPinnedBySockops(t *testing.T) {
 	s := newSampler(t, Config{NetNS: p.A.Handle, Interval: 20 * time.Millisecond, Filter: Filter{RemotePort: srv.port()}})
 
 	// Pinned sender (in the cgroup) and an unpinned control sender, both
-	// writing as fast as they can for 1.5 s.
-	startSender(t, p.A, int(cg.Fd()), addr, 64<<10, 0, 1500*time.Millisecond, 2*time.Second)
+	// writing as fast as they can for 1.5 s (6 s under qemu without KVM,
+	// where starting the two sender processes alone can take 1.5 s).
+	run, hold := testutil.Patience(1500*time.Millisecond), testutil.Patience(2*time.Second)
+	startSender(t, p.A, int(cg.Fd()), addr, 64<<10, 0, run, hold)
 	var pinnedPID int
 	pinned, control := map[uint32]int{}, map[uint32]int{}
 	var reduced []Flow // pinned samples below the clamp
@@ -231,8 +233,8 @@ func TestCwndPinnedBySockops(t *testing.T) {
 	if err := unix.Stat(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	startSender(t, p.A, -1, addr, 64<<10, 0, 1500*time.Millisecond, 2*time.Second)
-	all := sampleUntil(t, s, 1500*time.Millisecond, func([]Flow) bool { return false })
+	startSender(t, p.A, -1, addr, 64<<10, 0, run, hold)
+	all := sampleUntil(t, s, run, func([]Flow) bool { return false })
 	busy := 0
 	for _, fl := range all {
 		for _, f := range fl {

@@ -36,7 +36,7 @@ func loadRegisterClose(t *testing.T, mode structops.Mode) {
 	name := structops.Name("ledbat-test", "eth0", mode.String())
 	c, err := Load(name, 25*time.Millisecond, ShareRule, mode, nil)
 	if structops.Unsupported(err) {
-		t.Skipf("kernel refuses struct_ops congestion controls (the daemon clamps background cwnd from sock_ops instead): %v", err)
+		t.Skipf("degraded: lanes doctor reports LEDBAT++ absent on this kernel (the daemon clamps background cwnd from sock_ops instead): %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,8 @@
 // the registration itself: the name rules (kernel congestion control and
 // qdisc names are global and at most 15 bytes), the per-datapath name
 // derivation, writing the name into a struct_ops value before load, the
-// wording of a failed load, and whether the kernel lists a name.
+// wording of a failed load (and telling a kernel that registered no
+// tcp_congestion_ops for BPF), and whether the kernel lists a name.
 package structops
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -73,6 +75,34 @@ func SetName(ms *ebpf.MapSpec, name string) error {
 	return errors.New("structops: struct_ops value has no name field")
 }
 
+// ErrTypeUnregistered: the kernel runs struct_ops programs but registered
+// no struct_ops type for tcp_congestion_ops, so no BPF congestion control
+// loads on it. Linux 6.12 registers a struct_ops type whose struct has a
+// `struct module *` member (tcp_congestion_ops' owner) only when its BTF has
+// `struct module`, i.e. built with CONFIG_MODULES (bpf_struct_ops_desc_init;
+// dmesg: "'struct module' btf id not found"). LoadError wraps it together
+// with ebpf.ErrNotSupported.
+var ErrTypeUnregistered = errors.New("the kernel registered no struct_ops tcp_congestion_ops (a kernel built without CONFIG_MODULES: its BTF lacks struct module)")
+
+// enotsupp is the kernel's internal ENOTSUPP (524), which the verifier
+// returns for an attach_btf_id that names no registered struct_ops type.
+const enotsupp = syscall.Errno(524)
+
+// typeUnregistered says whether err is the verifier's refusal of a
+// struct_ops program whose struct the kernel registered no type for.
+func typeUnregistered(err error) bool {
+	var ve *ebpf.VerifierError
+	if !errors.Is(err, enotsupp) || !errors.As(err, &ve) {
+		return false
+	}
+	for _, l := range ve.Log {
+		if strings.Contains(l, "is not a supported struct") {
+			return true
+		}
+	}
+	return false
+}
+
 // LoadError words a failed load or registration of a struct_ops congestion
 // control. Registered by map update, a load that failed after the map was
 // written may have registered it: that registration is removed here (it
@@ -86,6 +116,9 @@ func LoadError(what, name string, mode Mode, before map[ebpf.MapID]bool, err err
 	}
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%s: register congestion control %s (%v): a congestion control of that name exists: %w", what, name, mode, err)
+	}
+	if typeUnregistered(err) {
+		return fmt.Errorf("%s: load congestion control %s: %w: %w (%w)", what, name, ebpf.ErrNotSupported, ErrTypeUnregistered, err)
 	}
 	return fmt.Errorf("%s: load and register congestion control %s (%v): %w", what, name, mode, err)
 }

@@ -12,15 +12,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// enotsupp is the kernel's internal ENOTSUPP (524), which the BPF syscall
-// returns as is for a struct_ops type it does not support.
-const enotsupp = syscall.Errno(524)
-
 // Unsupported says whether err is the kernel refusing a struct_ops
 // congestion control as a kind rather than lanes' program: a feature
-// cilium/ebpf found missing (ebpf.ErrNotSupported), EOPNOTSUPP or ENOTSUPP,
-// or the verifier's "is not a supported struct" (a kernel that registered
-// no BPF tcp_congestion_ops: the GKI-configured 6.12 in docs/android.md).
+// cilium/ebpf found missing (ebpf.ErrNotSupported, which LoadError adds to
+// ErrTypeUnregistered), EOPNOTSUPP, or the verifier's refusal of a struct
+// it registered no type for (ENOTSUPP, "is not a supported struct": a
+// kernel built without CONFIG_MODULES, as docs/android.md tells).
 func Unsupported(err error) bool {
 	if err == nil {
 		return false
