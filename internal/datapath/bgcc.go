@@ -226,7 +226,7 @@ func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
 }
 
 // BackgroundYielding says whether sock_ops' rule for downloads (rLEDBAT's
-// hold in sockops.c: yielding() or sharing()) holds a background socket
+// hold in internal/bpf/sockops/yield.h: yielding() or sharing()) holds a background socket
 // whose packets leave by ifindex (0: not known) at the minimum receive
 // window now: the daemon's own rLEDBAT (internal/rledbat) follows the same
 // yield as the BPF one.

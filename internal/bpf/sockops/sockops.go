@@ -147,7 +147,7 @@ func LoadLive(cfg Config, objs *Objects) (*ebpf.Program, error) {
 	return o.Live, nil
 }
 
-// RLShareOn is RLShare's bit for sharing (sockops.c's RL_SHARE_ON).
+// RLShareOn is RLShare's bit for sharing (state.h's RL_SHARE_ON).
 const RLShareOn = 16
 
 func configured(cfg Config) (*ebpf.CollectionSpec, error) {

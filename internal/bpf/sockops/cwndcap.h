@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * cwndcap.h - cwnd caps: the clamp sock_ops applies to a socket (its cap,
+ * its lane's, the yield's minimum or LEDBAT++'s window, the smallest),
+ * the switch of a capped CUBIC socket to capcc, TCP's internal pacing for
+ * a capped socket, and the release of a clamp an earlier run left.
+ * Included by sockops.c.
+ *
+ * cwnd cap: lanes_sock_cap[cookie], else lanes_lane_cap[lane]; 0 = none.
+ * Applied with bpf_setsockopt(TCP_BPF_SNDCWND_CLAMP), which sets
+ * snd_cwnd_clamp and snd_ssthresh only; the congestion control then never
+ * grows cwnd past the clamp. The value last applied is kept in socket-local
+ * storage so the setsockopt runs only when the cap changes (it resets
+ * ssthresh each time). Removing a cap sets the clamp to CAP_NONE, which also
+ * resets ssthresh: the socket probes upward in slow start from there.
+ *
+ * The clamp alone does not lower a cwnd that is already larger: CUBIC
+ * applies it only when the socket is cwnd-limited. So when a socket gets its
+ * first cap and runs "cubic", it is switched (bpf_setsockopt TCP_CONGESTION,
+ * once per socket) to CFG.cc_name, this datapath's BPF congestion control
+ * (internal/bpf/capcc: CUBIC plus snd_cwnd = min(snd_cwnd, clamp) on every
+ * ACK), whose init brings cwnd down at once; later cap changes reach cwnd on
+ * the next ACK. BBR applies the clamp on every ACK itself and is left alone,
+ * as are reno and the rest (counted in cc_other). CFG.cc_name is empty when
+ * the kernel cannot run it: then nothing is switched. A capped socket also
+ * gets TCP's internal pacing (pace(), below), so it sends its window over
+ * the RTT rather than in one burst.
+ * (docs/datapath.md, "cwnd caps".)
+ */
+#ifndef LANES_SOCKOPS_CWNDCAP_H
+#define LANES_SOCKOPS_CWNDCAP_H
+
+/* a finite SO_MAX_PACING_RATE (bytes/s) that limits nothing: it only turns
+ * on TCP's internal pacing */
+#define PACING_ON 0x7fffffff
+
+/* switch_cc moves a capped CUBIC socket to the lanes congestion control
+ * (CUBIC plus an enforced clamp), once per socket. Its init pulls cwnd down
+ * to the clamp just set; later cap changes reach cwnd on the next ACK. */
+static __always_inline void switch_cc(struct bpf_sock_ops *ops, struct sk_state *st)
+{
+	char cur[CC_NAME_LEN] = {}, want[CC_NAME_LEN] = {};
+
+	if (st->cc_checked || !CFG.cc_name[0])
+		return;
+	st->cc_checked = 1;
+	if (bpf_getsockopt(ops, SOL_TCP, TCP_CONGESTION, cur, sizeof(cur))) {
+		bump(OPS_CC_SWITCH_ERR);
+		return;
+	}
+	if (cur[0] != 'c' || cur[1] != 'u' || cur[2] != 'b' || cur[3] != 'i' ||
+	    cur[4] != 'c' || cur[5] != 0) {
+		bump(OPS_CC_OTHER);
+		return;
+	}
+	/* volatile reads: a plain copy of a const global gets folded to its
+	 * all-zero initializer */
+	for (int i = 0; i < CC_NAME_LEN; i++)
+		want[i] = CFG.cc_name[i];
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_CONGESTION, want, sizeof(want)) == 0)
+		bump(OPS_CC_SWITCH);
+	else
+		bump(OPS_CC_SWITCH_ERR);
+}
+
+/* release_stale_clamp: a socket an earlier lanes run of this namespace
+ * handled (killed: its RTT callbacks still reach this program, which has no
+ * state for the socket) keeps the cwnd clamp that run last set, a cap or
+ * the yield's 2 segments, for as long as it lives. Clear it: this run
+ * applies its own caps and yield from here. A clamp at or above CAP_NONE
+ * (a removed cap, or the kernel's ~0) is no clamp. */
+static __always_inline void release_stale_clamp(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock *tp;
+	int val = CAP_NONE;
+
+	if (!bsk)
+		return;
+	/* a clamp this run set has its socket storage (an evicted
+	 * lanes_sock_seen entry must not lose it) */
+	if (bpf_sk_storage_get(&lanes_sk_state, bsk, 0, 0))
+		return;
+	tp = (struct tcp_sock *)bpf_skc_to_tcp_sock(bsk);
+	if (!tp || tp->snd_cwnd_clamp >= CAP_NONE)
+		return;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0)
+		bump(OPS_CAP_SET);
+	else
+		bump(OPS_SETSOCKOPT_ERR);
+}
+
+/* pace turns on TCP's internal pacing for a capped socket, once: any finite
+ * SO_MAX_PACING_RATE marks the socket as needing pacing, and without the fq
+ * qdisc TCP then paces itself (an hrtimer per socket) at its pacing rate,
+ * 1.2 x cwnd / srtt in congestion avoidance (tcp_pacing_ca_ratio). A
+ * cwnd-limited socket otherwise sends its whole window in a burst as the
+ * ACKs of the previous one arrive, so at a long RTT the shares of the
+ * medium are uneven over any window shorter than the RTT. Pacing stays on
+ * when the cap is removed (it limits nothing but the burst).
+ * Note: a maximum rate of cap x MSS / min RTT instead (the cap's own rate)
+ * measured worse in the lab (Jain per 200 ms 0.935 vs 0.983, RTT 1.10x vs
+ * 1.06x at N = 4): the kernel's ratio follows the RTT as it is. */
+static __always_inline void pace(struct bpf_sock_ops *ops, struct sk_state *st)
+{
+	int val = PACING_ON;
+
+	if (st->paced)
+		return;
+	st->paced = 1;
+	if (bpf_setsockopt(ops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val)))
+		bump(OPS_SETSOCKOPT_ERR);
+}
+
+static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
+{
+	struct bpf_sock *sk = ops->sk;
+	struct sk_state *st;
+	__u32 want = 0, *c;
+	int val, yield = 0, bgc = 0;
+
+	if (!sk)
+		return;
+	c = bpf_map_lookup_elem(&lanes_sock_cap, &cookie);
+	if (c && *c) {
+		want = *c;
+	} else {
+		__u32 idx = lane ? lane : LANE_INTERACTIVE;
+
+		c = bpf_map_lookup_elem(&lanes_lane_cap, &idx);
+		if (c)
+			want = *c;
+	}
+	/* the foreground-aware yield: background held at the minimum cwnd */
+	if (lane == LANE_BACKGROUND && yielding(ops) && (!want || want > YIELD_CWND)) {
+		want = YIELD_CWND;
+		yield = 1;
+	}
+	/* without a BPF congestion control: LEDBAT++'s window as the clamp */
+	if (lane == LANE_BACKGROUND)
+		bgc = bgc_limit(ops, &want);
+	st = bpf_sk_storage_get(&lanes_sk_state, sk, 0,
+				want ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st || st->applied_cap == want)
+		return;
+	val = want ? (int)want : CAP_NONE;
+	if (bpf_setsockopt(ops, SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &val, sizeof(val)) == 0) {
+		st->applied_cap = want;
+		bump(yield ? OPS_YIELD : bgc ? OPS_BG_CLAMP : OPS_CAP_SET);
+		/* LEDBAT++'s clamp leaves the system's congestion control
+		 * and pacing alone (bgclamp.h) */
+		if (want && !bgc) {
+			switch_cc(ops, st);
+			pace(ops, st);
+		}
+	} else {
+		bump(OPS_SETSOCKOPT_ERR);
+	}
+}
+
+#endif
