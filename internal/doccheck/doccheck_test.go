@@ -1,4 +1,5 @@
-// doccheck_test.go: no commit hash in the reference pages or Go comments.
+// doccheck_test.go: no commit hash in the reference pages, Go comments or
+// the comments of lanes' own C (BPF programs, lanes-rtd, clients).
 package doccheck
 
 import (
@@ -41,8 +42,8 @@ func TestCommitLike(t *testing.T) {
 	}
 }
 
-// TestReferenceNamesNoCommit: docs/*.md (not docs/results/) and every Go
-// comment are free of commit hashes.
+// TestReferenceNamesNoCommit: docs/*.md (not docs/results/), every Go
+// comment and every comment of lanes' own C are free of commit hashes.
 func TestReferenceNamesNoCommit(t *testing.T) {
 	root := repoRoot(t)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -67,10 +68,13 @@ func TestReferenceNamesNoCommit(t *testing.T) {
 		if e.IsDir() && (e.Name() == ".git" || e.Name() == "bin" || e.Name() == "node_modules") {
 			return filepath.SkipDir
 		}
-		if e.IsDir() || !strings.HasSuffix(p, ".go") {
-			return nil
+		switch {
+		case e.IsDir():
+		case strings.HasSuffix(p, ".go"):
+			checkGoComments(t, root, p)
+		case (strings.HasSuffix(p, ".c") || strings.HasSuffix(p, ".h")) && !vendoredC(root, p):
+			checkCComments(t, root, p)
 		}
-		checkGoComments(t, root, p)
 		return nil
 	})
 	if err != nil {
@@ -92,6 +96,31 @@ func checkGoComments(t *testing.T, root, path string) {
 				pos := fset.Position(c.Pos())
 				t.Errorf("%s:%d: comment names commit %v (commit messages carry history)", rel(root, path), pos.Line, h)
 			}
+		}
+	}
+}
+
+// vendoredC: the libbpf and UAPI headers internal/bpf/include/update.sh
+// copies in, and the kernel models coretest compiles, are others' text.
+func vendoredC(root, p string) bool {
+	r := filepath.ToSlash(rel(root, p))
+	return strings.HasPrefix(r, "internal/bpf/include/bpf/") || strings.HasPrefix(r, "internal/bpf/include/linux/bpf") ||
+		strings.HasPrefix(r, "internal/bpf/include/linux/pkt_") || strings.HasPrefix(r, "internal/bpf/coretest/testdata/")
+}
+
+// cComment is a C comment: /* ... */ or // to the end of the line.
+var cComment = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*`)
+
+func checkCComments(t *testing.T, root, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loc := range cComment.FindAllIndex(b, -1) {
+		if h := hashes(string(b[loc[0]:loc[1]])); len(h) > 0 {
+			line := 1 + strings.Count(string(b[:loc[0]]), "\n")
+			t.Errorf("%s:%d: comment names commit %v (commit messages carry history)", rel(root, path), line, h)
 		}
 	}
 }

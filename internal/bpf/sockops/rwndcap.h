@@ -32,7 +32,7 @@
  *     had arrived: the sender paused, then sent its C bytes at the pace of
  *     the round's last ACKs, its data squeezed into about C/F of the RTT,
  *     a hole that the ACK clock of a window-limited sender kept round
- *     after round (docs/results/coop-downlink.md, 48bf907: "the downlink's
+ *     after round (docs/results/coop-downlink.md: "the downlink's
  *     Jain per 200 ms at 16 downloads"); a raised clamp let it send C - F bytes
  *     in one burst.
  *   - Never retracting the right edge: the kernel does not shrink a window

@@ -63,7 +63,7 @@ volatile const struct {
  * entries 1.. hold; a record beyond the last entry goes to the stream.
  * Written this way, the walk is one read(2) with nothing to copy to user
  * space and no page of the reader's to fault in (~9 ms of a walk of
- * 100,000 sockets, ff4cdc3). Sized by the loader (1 entry: unused);
+ * 100,000 sockets). Sized by the loader (1 entry: unused);
  * one walk at a time writes it (the reader opens dump's walk once). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -154,7 +154,7 @@ static __always_inline int dump_req(struct bpf_iter__tcp *ctx, struct sock_commo
  * as sock_i_ino reads it): a plain load where the kernel has
  * bpf_rdonly_cast (6.2; the verifier turns the call into a move), else a
  * bpf_probe_read_kernel (a helper call per socket: ~9 % of the walk in
- * perf, 17872f5). */
+ * perf). */
 static __always_inline __u64 sock_ino(struct socket *so)
 {
 	unsigned long a;
@@ -178,7 +178,7 @@ static __always_inline __u64 sock_ino(struct socket *so)
  * the socket's inode first (two dependent misses: sk_socket, then the
  * inode): the first walk's socket is cold, ~17 cache lines of it are
  * read, and the CPU overlaps their misses only as far as its window
- * reaches ahead of the oldest one (perf, f59e94a: in field order the
+ * reaches ahead of the oldest one (perf: in field order the
  * walk stalled on sk_socket, the inode, total_retrans and srtt_us in turn). */
 static __always_inline int fill_sock(struct tcp_rec *r, struct tcp_sock *tp, void *skc, __u32 uid, int walk)
 {
