@@ -74,8 +74,12 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 }
 
 // bgTargetUS is LEDBAT++'s target (µs) for the background lane, 0 = off by policy.
-func (h *Host) bgTargetUS() uint32 {
-	switch t := h.cfg.BackgroundTarget; {
+func (h *Host) bgTargetUS() uint32 { return targetUS(h.cfg.BackgroundTarget) }
+
+// targetUS is a policy's queuing-delay target in µs: below 0 off (0), 0
+// the default.
+func targetUS(t time.Duration) uint32 {
+	switch {
 	case t < 0:
 		return 0
 	case t == 0:
@@ -163,16 +167,7 @@ func (h *Host) loadRLEDBAT() uint32 {
 var haveWindowClamp = sockops.HaveWindowClamp
 
 // rledbatTargetUS is rLEDBAT's target for sock_ops in µs, 0 = off.
-func (h *Host) rledbatTargetUS() uint32 {
-	switch t := h.cfg.ReceiveTarget; {
-	case t < 0:
-		return 0
-	case t == 0:
-		return model.DefaultTargetUS
-	default:
-		return uint32(t / time.Microsecond)
-	}
-}
+func (h *Host) rledbatTargetUS() uint32 { return targetUS(h.cfg.ReceiveTarget) }
 
 // FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
 // makes background on its interface yield, and stops the background
