@@ -108,13 +108,19 @@ func (r shareRun) judge(t *testing.T, minShare float64) {
 
 // sampleModes reads the background component's mode on A's interface n
 // times, every, and counts them by mode and, for a hold, its cause
-// ("held/harm").
+// ("held/harm"); "no yield" where the yield is off.
 func sampleModes(t *testing.T, sock string, n int, every time.Duration) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for range n {
 		var d yield.Status
-		if err := json.Unmarshal(status(t, sock).Details["background"], &d); err != nil {
+		raw := status(t, sock).Details["background"]
+		if len(raw) == 0 { // the yield is off
+			out["no yield"]++
+			time.Sleep(every)
+			continue
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatalf("background component detail: %v", err)
 		}
 		for _, is := range d.Interfaces {
