@@ -64,7 +64,7 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 	testutil.RequireRoot(t)
 	c := &RemoteConfig{FixedRate: 10e6, Delay: 10 * time.Millisecond, QueueTime: 200 * time.Millisecond,
 		CC: "cubic", Lanes: labtest.LanesBinary(t), MonitorDir: t.TempDir()}
-	m := RemoteMethods[len(RemoteMethods)-1]
+	m := RemoteMethods[methodIndex("full")]
 	if m.ID != "full" || !m.Lanes {
 		t.Fatalf("the default method is %+v", m)
 	}
