@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -50,7 +51,7 @@ type classBytes struct {
 
 func newClassBytes(t *testing.T, p *testutil.Path) *classBytes {
 	t.Helper()
-	h, err := netlink.NewHandleAt(p.A.Handle)
+	h, err := netlink.NewHandleAt(p.A.Handle, unix.NETLINK_ROUTE) // rtnetlink only: xfrm and nfnetlink may be modules not loaded
 	if err != nil {
 		t.Fatal(err)
 	}
