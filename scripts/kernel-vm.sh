@@ -239,6 +239,9 @@ for p in "${pkgs[@]}"; do
   mkdir -p "$root/t/$name.d"
   [ ! -d "$p/testdata" ] || cp -r "$p/testdata" "$root/t/$name.d/"
 done
+# The documents tests compare with (a table the code must match), where a
+# test in internal/PKG finds them: /t/PKG.d/../../docs.
+mkdir -p "$root/docs" && cp docs/*.md "$root/docs/"
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
 if [ "$arch/$default/${#testargs[@]}" = arm64/1/0 ]; then
   echo "$daemon_arm64" > "$root/t/daemon.run"

@@ -111,12 +111,14 @@ func (p *Peer) duplicate(seq uint64, from netip.Addr) bool {
 
 // late reports whether seq, older than the latest, was never seen and is
 // newer than the oldest of the recent ones: a reordering across the two
-// families, not a replay (a replay repeats a sequence already remembered,
-// or one older than every remembered one).
+// families or across a removal for silence, not a replay (a replay repeats
+// a sequence already remembered, or one older than every remembered one).
+// Fewer than recentSeqs remembered are every one accepted since the entry
+// began: the oldest is its first.
 func (p *Peer) late(seq uint64) bool {
 	rs := p.recent[:min(p.nrecent, len(p.recent))]
-	if len(rs) < len(p.recent) {
-		return false // too few remembered to tell a reordering from a replay
+	if len(rs) == 0 {
+		return false
 	}
 	oldest := rs[0].seq
 	for _, r := range rs {
@@ -250,6 +252,12 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 			return Updated, err
 		}
 		p = &Peer{ID: a.HostID, FirstSeen: now}
+		if m, ok := t.gone[a.HostID]; ok && m.last != nil {
+			// back after a removal for silence: what it had accepted stays
+			// remembered, so a copy reordered across the removal is late
+			// or a duplicate, not a replay
+			p.recent, p.nrecent = m.last.recent, m.last.nrecent
+		}
 		t.peers[a.HostID] = p
 		delete(t.gone, a.HostID)
 	}

@@ -165,3 +165,42 @@ func TestTableLateAfterSilence(t *testing.T) {
 		t.Errorf("a new announcement re-adds the peer: %v, %d peers", err, tb.Len())
 	}
 }
+
+// TestTableLateAcrossReadmission: a young peer (fewer announcements than
+// recentSeqs) removed for silence on a busy machine comes back with its
+// next announcement but one; the one between, delayed on both families,
+// arrives after the readmission: late (and its other copy a duplicate),
+// not two replays. In the 5.10 TCG VM TestCoopThreeDaemons counted such
+// pairs as 'replayed' drops (peers removed for silence every second there).
+// Recordings stay replays: a sequence accepted before the removal, the late
+// one again, one older than the peer's first.
+func TestTableLateAcrossReadmission(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tb := NewTable(100*time.Millisecond, 3, 10*time.Second)
+	v4, v6 := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")
+	for seq := uint64(100); seq <= 104; seq++ {
+		if _, err := tb.Accept(ann(1, seq, t0, 1), v4, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gone := tb.Expire(t0.Add(2 * time.Second)); len(gone) != 1 {
+		t.Fatalf("expired %v, want the peer", gone)
+	}
+	if ch, err := tb.Accept(ann(1, 106, t0, 1), v4, t0); err != nil || ch != Joined {
+		t.Fatalf("back after the removal: %v, %v, want Joined", ch, err)
+	}
+	if _, err := tb.Accept(ann(1, 105, t0, 7), v4, t0); !errors.Is(err, ErrLate) {
+		t.Errorf("the one reordered across the removal: %v, want ErrLate", err)
+	}
+	if _, err := tb.Accept(ann(1, 105, t0, 7), v6, t0); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("its other family's copy: %v, want ErrDuplicate", err)
+	}
+	if got := tb.peers[1].Last.ActiveFlows; got != 1 {
+		t.Errorf("late announcement applied: active flows %d, want 106's 1", got)
+	}
+	for _, seq := range []uint64{105, 103, 99} {
+		if _, err := tb.Accept(ann(1, seq, t0, 1), v4, t0); !errors.Is(err, ErrReplayed) {
+			t.Errorf("seq %d again over IPv4: %v, want ErrReplayed", seq, err)
+		}
+	}
+}

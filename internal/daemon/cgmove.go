@@ -71,18 +71,28 @@ func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	if err != nil {
 		return fmt.Errorf("move pid %d: %w", pid, err)
 	}
-	var dir string
-	if home := d.homeCgroup(cur); home == "/" {
-		if dir, err = d.LaneCgroup(l); err != nil {
+	home := d.homeCgroup(cur)
+	for attempt := 1; ; attempt++ {
+		var dir string
+		if home == "/" {
+			if dir, err = d.LaneCgroup(l); err != nil {
+				return err
+			}
+		} else if dir, err = d.nestedGroup(home, l); err != nil {
 			return err
 		}
-	} else if dir, err = d.nestedGroup(home, l); err != nil {
-		return err
+		err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		// the sweep removes an empty lane group: between nestedGroup and
+		// the write it can take this one (ENOENT, or ENODEV while the
+		// group dies); created again, the write fills it
+		if home != "/" && attempt < 3 && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("move pid %d to %s: %w", pid, l, err)
+		}
+		return nil
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-		return fmt.Errorf("move pid %d to %s: %w", pid, l, err)
-	}
-	return nil
 }
 
 // homeCgroup is the host cgroup a process in cgroup cur belongs to: cur

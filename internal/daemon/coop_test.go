@@ -276,18 +276,25 @@ func checkCoopStatusCLI(t *testing.T, lan *testutil.LAN, socks []string) {
 func checkCoopPeersCLI(t *testing.T, lan *testutil.LAN, socks []string) {
 	var pout, perr strings.Builder
 	pc := lan.Hosts[0].Command(lanesBin, "coop", "peers", "--dev", testutil.LANLink, "--port", fmt.Sprint(coopTestPort),
-		"--key", coopTestKey, "--listen", "3s", "--json")
+		"--key", coopTestKey, "--listen", testutil.Patience(3*time.Second).String(), "--json")
 	pc.Stdout, pc.Stderr = &pout, &perr
 	if err := pc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// forged announcements over the whole listen window: the listener may
-	// start late on a loaded machine
-	for i := 0; i < 8; i++ {
-		time.Sleep(250 * time.Millisecond)
-		sendForged(t, lan)
+	// forged announcements until the listener exits: it may start late on
+	// a loaded machine (in the 5.10 TCG VM it counted none of 2 s of them)
+	exited := make(chan error, 1)
+	go func() { exited <- pc.Wait() }()
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-exited:
+			waiting = false
+		case <-time.After(250 * time.Millisecond):
+			sendForged(t, lan)
+		}
 	}
-	if err := pc.Wait(); err != nil {
+	if err != nil {
 		t.Fatalf("lanes coop peers: %v\n%s", err, perr.String())
 	}
 	var listed struct {

@@ -29,6 +29,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -57,7 +58,14 @@ type openSock struct {
 
 const tcpListen = 10 // TCP_LISTEN
 
-// dumpOpenSockets lists the namespace's TCP and UDP sockets.
+// errNoUDPDiag: the namespace's UDP sockets cannot be dumped (no udp_diag:
+// CONFIG_INET_UDP_DIAG off, or its module not loaded where modules cannot
+// be): dumpOpenSockets returns the TCP sockets with it, and open UDP
+// sockets keep their lane until they close.
+var errNoUDPDiag = errors.New("no UDP sock_diag (udp_diag): open UDP sockets stay in their lane")
+
+// dumpOpenSockets lists the namespace's TCP and UDP sockets (the TCP ones
+// alone, with errNoUDPDiag, where UDP's cannot be dumped).
 func dumpOpenSockets() ([]openSock, error) {
 	var out []openSock
 	for _, proto := range []uint8{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
@@ -68,6 +76,9 @@ func dumpOpenSockets() ([]openSock, error) {
 			out = append(out, openSock{cookie: s.Cookie, proto: proto, inode: s.Inode, uid: s.UID, cgroup: s.CgroupID,
 				src: s.Src, dst: s.Dst, tos: s.TOS, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
 		})
+		if err != nil && proto == unix.IPPROTO_UDP {
+			return out, fmt.Errorf("%w: sock_diag: %v", errNoUDPDiag, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sock_diag: %w", err)
 		}
@@ -105,7 +116,9 @@ func (d *Daemon) socketsOfPIDs(pids []int) ([]openSock, error) {
 		return nil, nil
 	}
 	all, err := d.env.openSockets()
-	if err != nil {
+	if errors.Is(err, errNoUDPDiag) {
+		d.log.Warn("moved processes: only their TCP sockets follow", "err", err)
+	} else if err != nil {
 		return nil, err
 	}
 	var out []openSock

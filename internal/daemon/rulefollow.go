@@ -8,6 +8,8 @@
 package daemon
 
 import (
+	"errors"
+
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -37,7 +39,9 @@ func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint
 		return // nothing changed, or the stop's empty state (no lane cgroups)
 	}
 	socks, err := d.env.openSockets()
-	if err != nil {
+	if errors.Is(err, errNoUDPDiag) {
+		d.log.Warn("changed rules: only open TCP sockets follow", "err", err)
+	} else if err != nil {
 		d.log.Warn("changed rules: open sockets not found; only new ones follow", "err", err)
 		return
 	}

@@ -86,3 +86,20 @@ func TestReloadRefusesRestartKey(t *testing.T) {
 		t.Errorf("log does not name the key and its line:\n%s", log.String())
 	}
 }
+
+// TestOpenTCPSocketsFollowWithoutUDPDiag: where UDP sockets cannot be
+// dumped (no udp_diag: the 5.10 VM, which cannot load modules, moved no
+// socket at all), a reload's rule still reaches the open TCP sockets.
+func TestOpenTCPSocketsFollowWithoutUDPDiag(t *testing.T) {
+	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
+	dst := netip.MustParseAddrPort("198.51.100.7:443")
+	f.world.open = []openSock{{cookie: 1, proto: unix.IPPROTO_TCP, uid: 1000, cgroup: 5,
+		src: netip.AddrPortFrom(fixtureSrc, 40001), dst: dst}}
+	f.d.env.openSockets = func() ([]openSock, error) { return f.world.open, errNoUDPDiag }
+	if !f.d.reloadWith(mustPolicy(t, "interfaces: [{name: eth0}]\nrules:\n  - {lane: background, uid: 1000}\n")) {
+		t.Fatal("reload refused")
+	}
+	if l := f.host.State().Sockets[1]; l != lane.Background {
+		t.Errorf("open TCP socket in %v after the reload, want background", l)
+	}
+}
