@@ -285,7 +285,7 @@ func ngtcp2Remote(t *testing.T, dir string, bottleneck bool) {
 			t.Log(d.out.String())
 		}
 	}()
-	c = client(lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	client(lanesBin, "run", "--socket", sock, "--lane", "background", "--") // stopped at cleanup (runBg)
 	time.Sleep(4 * time.Second)
 	s0, t0 := tbfSent(t, p, dev), time.Now()
 	time.Sleep(3 * time.Second)
