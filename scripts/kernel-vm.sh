@@ -242,6 +242,10 @@ done
 # The documents tests compare with (a table the code must match), where a
 # test in internal/PKG finds them: /t/PKG.d/../../docs.
 mkdir -p "$root/docs" && cp docs/*.md "$root/docs/"
+# The Android-form BPF objects the pinned-path tests load the way
+# Android's loader would, where internal/PKG finds them:
+# /t/PKG.d/../bpf/android/objects.
+mkdir -p "$root/t/bpf/android/objects" && cp internal/bpf/android/objects/*.o "$root/t/bpf/android/objects/"
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
 if [ "$arch/$default/${#testargs[@]}" = arm64/1/0 ]; then
   echo "$daemon_arm64" > "$root/t/daemon.run"
