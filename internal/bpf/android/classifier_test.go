@@ -22,17 +22,21 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// pinnedClassifier loads objects/classifier.o the loader's way, pins it
-// under a bpffs mounted for the test and returns the objects opened from
-// their pinned paths (the pins and the mount go at the test's end).
-func pinnedClassifier(t *testing.T) *Objects {
+// pinnedClassifier is objects/classifier.o pinned the loader's way
+// (pinnedObject).
+func pinnedClassifier(t *testing.T) *Objects { return pinnedObject(t, "objects/classifier.o") }
+
+// pinnedObject loads the object at path the loader's way, pins it under a
+// bpffs mounted for the test and returns the objects opened from their
+// pinned paths (the pins and the mount go at the test's end).
+func pinnedObject(t *testing.T, path string) *Objects {
 	t.Helper()
 	testutil.RequireRoot(t)
-	r, err := Check("objects/classifier.o", Locations[0])
+	r, err := Check(path, Locations[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := Load("objects/classifier.o", Locations[0])
+	o, err := Load(path, Locations[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,31 +32,7 @@ func TestAndroidFormLoads(t *testing.T) {
 // it pins them (here under a bpffs of the test's own), opened by path as a
 // daemon on Android would, and run.
 func TestAndroidFormPinned(t *testing.T) {
-	testutil.RequireRoot(t)
-	r, err := Check("objects/netnscookie.o", Locations[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := Load("objects/netnscookie.o", Locations[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := unix.Mount("bpf", root, "bpf", 0, ""); err != nil {
-		t.Fatalf("bpffs: %v", err)
-	}
-	defer unix.Unmount(root, unix.MNT_DETACH)
-	err = r.Pin(o, root)
-	o.Close() // the pins hold them now
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned, err := OpenPinned(r, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pinned.Close()
-	checkCookie(t, pinned)
+	checkCookie(t, pinnedObject(t, "objects/netnscookie.o"))
 }
 
 // checkCookie attaches o's program to a test cgroup, creates the probe
