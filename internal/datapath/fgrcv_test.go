@@ -52,13 +52,22 @@ func startSource(t *testing.T, ns *testutil.NetNS, ip net.IP, port int) string {
 	return addr
 }
 
-// downloadFor reads from a connection to addr in ns for d.
-func downloadFor(t *testing.T, ns *testutil.NetNS, addr string, d time.Duration) {
+// seenWhileDownloading reads from a connection to addr in ns and, after d
+// and still reading, returns what seen says. It looks before the close:
+// the ACK of the connection's FIN is an RTT sample of its own (RTT_CB), so
+// a look after the close would tell nothing about the receive side.
+func seenWhileDownloading(t *testing.T, ns *testutil.NetNS, addr string, d time.Duration, seen func() bool) bool {
 	t.Helper()
 	c := dialCC(t, ns, addr, "cubic")
-	c.SetReadDeadline(time.Now().Add(d))
-	io.Copy(io.Discard, c)
+	done := make(chan int64)
+	go func() { n, _ := io.Copy(io.Discard, c); done <- n }()
+	time.Sleep(d)
+	got := seen()
 	c.Close()
+	if n := <-done; n == 0 {
+		t.Fatalf("the download from %s received nothing in %v", addr, d)
+	}
+	return got
 }
 
 func monoNow(t *testing.T) uint64 {
@@ -89,8 +98,7 @@ func TestForegroundDownloadSeenBesideBackgroundDownload(t *testing.T) {
 		return h.cls.LanesFgHarm.Lookup(uint32(0), &hm) == nil && hm.TCPSeen(monoNow(t))
 	}
 
-	downloadFor(t, p.A, fgAddr, time.Second)
-	if seen() {
+	if seenWhileDownloading(t, p.A, fgAddr, time.Second, seen) {
 		t.Errorf("a foreground download alone marked its receive side seen (no background download to share)")
 	}
 
@@ -100,8 +108,7 @@ func TestForegroundDownloadSeenBesideBackgroundDownload(t *testing.T) {
 	go func() { io.Copy(io.Discard, bg); close(done) }()
 	t.Cleanup(func() { bg.Close(); <-done })
 	time.Sleep(time.Second)
-	downloadFor(t, p.A, fgAddr, time.Second)
-	if !seen() {
+	if !seenWhileDownloading(t, p.A, fgAddr, time.Second, seen) {
 		t.Errorf("a foreground download beside a background download did not mark its receive side seen")
 	}
 	hs, err := h.Stats()

@@ -45,12 +45,25 @@ const sockMinRcvbuf = 4608
 // clampIneffective: after a clamp was set on fd, the kernel kept a larger
 // rcv_ssthresh (before 5.11, where a mid-stream clamp does not bound the
 // offered window). ssthBefore is the socket's rcv_ssthresh before.
+//
+// Receive-buffer autotuning may undo the clamp on any kernel: when the
+// application's read grows sk_rcvbuf, tcp_rcv_space_adjust sets
+// window_clamp from the new buffer, and the next segments raise
+// rcv_ssthresh up to it. A larger rcv_ssthresh then says nothing about the
+// clamp, so it counts only while the window clamp read after it is still
+// the one set (autotuning only raises it; the controller sets it again at
+// its next step).
 func clampIneffective(fd int, clamp, ssthBefore uint32) bool {
-	if ssthBefore <= max(clamp, sockMinRcvbuf/2) {
+	floor := max(clamp, sockMinRcvbuf/2)
+	if ssthBefore <= floor {
 		return false // nothing to lower: no evidence either way
 	}
 	ti, err := unix.GetsockoptTCPInfo(fd, unix.SOL_TCP, unix.TCP_INFO)
-	return err == nil && ti.Rcv_ssthresh > max(clamp, sockMinRcvbuf/2)
+	if err != nil || ti.Rcv_ssthresh <= floor {
+		return false
+	}
+	cur, err := unix.GetsockoptInt(fd, unix.SOL_TCP, unix.TCP_WINDOW_CLAMP)
+	return err == nil && uint32(cur) <= floor
 }
 
 // rcvbufFor is the SO_RCVBUF value whose free space the kernel offers as
