@@ -32,6 +32,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
+	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
 // Feature is one probed capability and what lanes does without it.
@@ -329,6 +330,22 @@ func probeCgroupV2() Feature {
 	return f
 }
 
+// UDPDiagFeature names UDP's sock_diag (udp_diag: CONFIG_INET_UDP_DIAG, a
+// module on most distributions).
+const UDPDiagFeature = "sock_diag/udp"
+
+// probeUDPDiag dumps this namespace's UDP sockets as the daemon does.
+func probeUDPDiag() Feature {
+	f := Feature{Name: UDPDiagFeature, Group: "system",
+		Fallback: "a move reaches a program's open TCP sockets only: its open UDP sockets keep their lane until they close, and lanes monitor lists no UDP flows"}
+	if err := tcpmon.DumpSockets(unix.IPPROTO_UDP, func(*tcpmon.Sock) {}); err != nil {
+		f.Detail = err.Error()
+		return f
+	}
+	f.Present = true
+	return f
+}
+
 func probeSystem() []Feature {
 	var out []Feature
 	out = append(out, probeCgroupV2())
@@ -363,6 +380,8 @@ func probeSystem() []Feature {
 		pf.Present, pf.Detail = false, err.Error()
 	}
 	out = append(out, pf)
+
+	out = append(out, probeUDPDiag())
 
 	ps := Feature{Name: "tun", Group: "system", Fallback: "no lab (links are emulated on TUN devices)"}
 	if fh, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err != nil {
