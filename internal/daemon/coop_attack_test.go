@@ -135,7 +135,10 @@ func TestCoopAttackReplayAfterRestart(t *testing.T) {
 	lan := testutil.NewLAN(t, 3)
 	start(t, lan.Switch, "lab", "helper", "serve", "--listen", ":8080")
 	url := fmt.Sprintf("http://%s:8080", lan.Server)
-	victimPolicy := coopPolicyWith(coopTestKey, t.TempDir()+"/replay.json", "20gbit")
+	// a clock-skew window longer than the test: refusals must come from the
+	// replay state the victim restored, not from the recordings' age (a
+	// TCG VM took over 30 s from recording to replay: all 10 "stale")
+	victimPolicy := coopPolicyWith(coopTestKey, t.TempDir()+"/replay.json", "20gbit") + "  max_clock_skew: 10m\n"
 	victim, vsock := startDaemon(t, lan.Hosts[0], victimPolicy)
 	peer, psock := startDaemon(t, lan.Hosts[1], coopPolicy(t))
 	bulk(t, lan.Hosts[0], url)
