@@ -232,11 +232,23 @@ export GOARCH=$arch CGO_ENABLED=0
 rtdcc=cc; [ "$arch" = arm64 ] && rtdcc=aarch64-linux-gnu-gcc
 make -s -B rtd OUT="$root/bin" CC="$rtdcc" RTD_LDFLAGS=-static
 mkdir -p "$root/t" && cp "$root/bin/lanes-rtd" "$root/t/"
+# lanes' own BPF objects where a test of a package beside them reads them
+# (internal/bpf/android's: ../classifier/classifier_bpfel.o):
+# /t/bpf/<package>/.
+for o in internal/bpf/*/*_bpfel.o; do
+  d=$(dirname "${o#internal/}"); mkdir -p "$root/t/$d" && cp "$o" "$root/t/$d/"
+done
 for p in "${pkgs[@]}"; do
   name=$(echo "$p" | sed 's|^\./internal/||; s|/$||; s|/|_|g')
   ./scripts/go test -c -o "$root/t/$name.test" "$p"
   # A test runs in its package's directory (go test's rule): testdata too.
-  mkdir -p "$root/t/$name.d"
+  # A package under internal/bpf/ runs in /t/bpf/<package> (/t/NAME.d links
+  # there), beside the objects staged above and below.
+  rel=$(echo "$p" | sed 's|^\./internal/||; s|/$||')
+  case "$rel" in
+    bpf/*) mkdir -p "$root/t/$rel" && ln -sfn "$rel" "$root/t/$name.d" ;;
+    *) mkdir -p "$root/t/$name.d" ;;
+  esac
   [ ! -d "$p/testdata" ] || cp -r "$p/testdata" "$root/t/$name.d/"
 done
 # The documents tests compare with (a table the code must match), where a

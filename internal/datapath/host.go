@@ -126,6 +126,9 @@ type Host struct {
 
 	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
 	opsStats *ebpf.Map
+	// ownerLink: the pinned sock_ops' socket-creation program (its
+	// sockets' creators for the cgroup and uid rules), nil unless it runs
+	ownerLink link.Link
 
 	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
 	egresses map[*Egress]bool // the trees opened with this host
@@ -343,6 +346,9 @@ func (h *Host) teardown(evict bool) error {
 	var errs []error
 	if h.optLink != nil {
 		errs = append(errs, h.optLink.Close())
+	}
+	if h.ownerLink != nil {
+		errs = append(errs, h.ownerLink.Close())
 	}
 	if h.opsLink != nil {
 		errs = append(errs, h.opsLink.Close(), h.opsStats.Close())

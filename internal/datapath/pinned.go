@@ -7,9 +7,10 @@
 // entries, flags), so the host's writes mean what they mean in lanes'
 // own maps; the programs are the pinned ones. Everything else the host
 // does (lane cgroups, the egress trees) is unchanged. sock_ops: the
-// Android form's (sockops.o) where the loader pinned it, attached at the
-// cgroup v2 root with its configuration written; else lanes' own on the
-// pinned maps, unless turned off.
+// Android form's (sockops.o: sock_ops and its socket-creation program)
+// where the loader pinned it, attached at the cgroup v2 root with its
+// configuration written; else lanes' own on the pinned maps, unless
+// turned off.
 package datapath
 
 import (
@@ -99,9 +100,12 @@ func openPinnedMap(p Pinned, name string) (*ebpf.Map, error) {
 
 // attachPinnedSockops attaches the Android form's sock_ops the loader
 // pinned (program prog_sockops_sockops_lanes_sockops) at the cgroup v2
-// root and writes its configuration (lanes_ops_cfg: background sockets'
-// TCP_NOTSENT_LOWAT, LEDBAT++'s target for their cwnd clamp). It returns
-// false where none is pinned. What the Android form lacks is off, named.
+// root, with the object's socket-creation program
+// (prog_sockops_cgroupsockcreate_lanes_sock_create: a socket's creator,
+// for the cgroup and uid rules at its connect), and writes its
+// configuration (lanes_ops_cfg: background sockets' TCP_NOTSENT_LOWAT,
+// LEDBAT++'s target for their cwnd clamp). It returns false where none is
+// pinned. What the Android form lacks is off, named.
 func (h *Host) attachPinnedSockops() bool {
 	p := *h.cfg.Pinned
 	prog, err := ebpf.LoadPinnedProgram(android.Under(p.Root, android.ProgPin(p.Prefix, "sockops", "sockops/lanes_sockops")), nil)
@@ -116,15 +120,35 @@ func (h *Host) attachPinnedSockops() bool {
 		h.opsStats, err = ebpf.LoadPinnedMap(android.Under(p.Root, android.MapPin(p.Prefix, "sockops", "lanes_ops_stats", false)), nil)
 	}
 	if err == nil {
+		h.ownerLink, err = h.attachPinnedOwner(p)
+	}
+	if err == nil {
 		h.opsLink, err = link.AttachCgroup(link.CgroupOptions{Path: h.cfg.CgroupRoot, Attach: ebpf.AttachCGroupSockOps, Program: prog})
 	}
 	if err != nil {
+		if h.ownerLink != nil {
+			h.ownerLink.Close()
+			h.ownerLink = nil
+		}
 		h.opsStats.Close()
 		h.opsStats = nil
 		h.disable(CapSockops, fmt.Errorf("pinned sock_ops: %w", err))
 		h.needsSockops()
 	}
 	return true
+}
+
+// attachPinnedOwner attaches the pinned socket-creation program at the
+// cgroup v2 root (BPF_CGROUP_INET_SOCK_CREATE, multi: Android's netd
+// attaches its own there).
+func (h *Host) attachPinnedOwner(p Pinned) (link.Link, error) {
+	path := android.Under(p.Root, android.ProgPin(p.Prefix, "sockops", "cgroupsockcreate/lanes_sock_create"))
+	prog, err := ebpf.LoadPinnedProgram(path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("socket-creation program: %w", err)
+	}
+	defer prog.Close() // the link holds it
+	return link.AttachCgroup(link.CgroupOptions{Path: h.cfg.CgroupRoot, Attach: ebpf.AttachCGroupInetSockCreate, Program: prog})
 }
 
 // configurePinnedSockops writes lanes_ops_cfg and turns off what the

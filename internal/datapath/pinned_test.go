@@ -143,8 +143,9 @@ func TestPinnedSockops(t *testing.T) {
 	pinned := bootPinned(t, "sockops")
 	p := testutil.NewVethPair(t)
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "pin3", Pinned: pinned})
-	if d.ops != nil || d.opsLink == nil {
-		t.Fatalf("sock_ops: own objects %v, link %v; want the pinned program attached", d.ops != nil, d.opsLink != nil)
+	if d.ops != nil || d.opsLink == nil || d.ownerLink == nil {
+		t.Fatalf("sock_ops: own objects %v, link %v, socket-creation link %v; want the pinned programs attached",
+			d.ops != nil, d.opsLink != nil, d.ownerLink != nil)
 	}
 	caps := d.Capabilities()
 	t.Logf("capabilities: %v", caps)

@@ -1,10 +1,14 @@
 package android
 
 import (
+	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf/asm"
 )
 
 // firstLoadable returns the first Location whose loader would load the
@@ -70,9 +74,11 @@ func TestAndroidFormObjectsPass(t *testing.T) {
 			{Section: "schedcls/lanes_classify", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_classify"},
 			{Section: "schedcls/lanes_bg_ingress", Type: "SCHED_CLS", Pin: pin + "prog_classifier_schedcls_lanes_bg_ingress"},
 		}, []string{"_lanes_cookie", "_lanes_tuple", "_lanes_dst", "_lanes_cgroup", "_lanes_uid", "lanes_cls_stats", "lanes_dscp"}},
-		{"sockops", []Program{{Section: "sockops/lanes_sockops", Type: "SOCK_OPS",
-			Pin: pin + "prog_sockops_sockops_lanes_sockops"}},
-			[]string{"_lanes_cookie", "_lanes_cgroup", "lanes_ops_cfg", "lanes_ops_stats", "bgc_state"}},
+		{"sockops", []Program{
+			{Section: "sockops/lanes_sockops", Type: "SOCK_OPS", Pin: pin + "prog_sockops_sockops_lanes_sockops"},
+			{Section: "cgroupsockcreate/lanes_sock_create", Type: "CGROUP_SOCK",
+				Pin: pin + "prog_sockops_cgroupsockcreate_lanes_sock_create"},
+		}, []string{"_lanes_cookie", "_lanes_cgroup", "_lanes_uid", "lanes_ops_cfg", "lanes_ops_stats", "bgc_state", "lanes_sock_owner"}},
 	}
 	for _, c := range cases {
 		r, err := Check("objects/"+c.obj+".o", Locations[0])
@@ -128,5 +134,32 @@ func TestRulesRefuse(t *testing.T) {
 	}
 	if r.OK() || !strings.Contains(strings.Join(r.Problems, "\n"), `"cgroupsockcreate/record_netns_cookie"`) {
 		t.Errorf("a CGROUP_SOCK program in %s: ok=%v, problems %q, want its section refused", system.Dir, r.OK(), r.Problems)
+	}
+}
+
+// TestHelperCallsRead: the helper calls of a program's instructions (a
+// 64-bit immediate load whose value holds a call's opcode is none), and
+// the table's verdict on the uid helper.
+func TestHelperCallsRead(t *testing.T) {
+	insns := asm.Instructions{
+		asm.LoadImm(asm.R1, 0x0000008500000085, asm.DWord),
+		asm.FnGetCurrentUidGid.Call(),
+		asm.FnGetSocketCookie.Call(),
+		asm.Return(),
+	}
+	var buf bytes.Buffer
+	if err := insns.Marshal(&buf, binary.LittleEndian); err != nil {
+		t.Fatal(err)
+	}
+	got := helperCalls(buf.Bytes())
+	want := []int32{int32(asm.FnGetCurrentUidGid), int32(asm.FnGetSocketCookie)}
+	if !slices.Equal(got, want) {
+		t.Errorf("helper calls %v, want %v", got, want)
+	}
+	if h, ok := refusedHelpers["SOCK_OPS"][int32(asm.FnGetCurrentUidGid)]; !ok || h.from <= kver(6, 12, 0xff) {
+		t.Errorf("bpf_get_current_uid_gid in SOCK_OPS: %+v; want refused on 6.12", h)
+	}
+	if _, ok := refusedHelpers["CGROUP_SOCK"][int32(asm.FnGetCurrentUidGid)]; ok {
+		t.Error("bpf_get_current_uid_gid refused to CGROUP_SOCK; every kernel from 5.10 allows it")
 	}
 }

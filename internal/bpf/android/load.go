@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
 )
 
 // kernelTypes: NetBpfLoad's section prefixes as the kernel's program and
@@ -81,6 +82,11 @@ func load(path string, loc Location, root string) (*Objects, error) {
 		return nil, err
 	}
 	c := &checker{f: f, syms: syms, loc: loc}
+	// before 5.11 maps count against RLIMIT_MEMLOCK; later kernels charge
+	// the memory cgroup instead (RemoveMemlock then changes nothing)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock limit: %w", err)
+	}
 	o := &Objects{Maps: map[string]*ebpf.Map{}, Programs: map[string]*ebpf.Program{}}
 	if err := c.createMaps(o, r, root); err != nil {
 		o.Close()

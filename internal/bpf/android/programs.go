@@ -44,6 +44,7 @@ func (c *checker) checkPrograms() {
 			c.problem(`program %s: no %s_def bpf_prog_def in a "progs" section`, funcs[0], funcs[0])
 		}
 		c.checkRelocations(i)
+		c.checkHelpers(i, funcs[0], t)
 		name := s.Name
 		if j := strings.LastIndex(name, "$"); j >= 0 {
 			name = name[:j]

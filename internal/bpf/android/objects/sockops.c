@@ -1,18 +1,28 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-// sockops.c (Android form): lanes' per-socket program for the mode
+// sockops.c (Android form): lanes' per-socket programs for the mode
 // without struct_ops, built as NetBpfLoad reads objects (android_form.h):
-// section "sockops/lanes_sockops" (SOCK_OPS, at a cgroup), maps as struct
-// bpf_map_def, no BTF, no CO-RE, no global data.
+// sections "sockops/lanes_sockops" (SOCK_OPS, at a cgroup) and
+// "cgroupsockcreate/lanes_sock_create" (CGROUP_SOCK, INET_SOCK_CREATE, at
+// the same cgroup), maps as struct bpf_map_def, no BTF, no CO-RE, no
+// global data.
+//   - lanes_sock_create, at socket(2) of a TCP socket: the creating task's
+//     cgroup v2 and uid (bpf_get_current_cgroup_id,
+//     bpf_get_current_uid_gid), stored by the socket's cookie in
+//     lanes_sock_owner. SOCK_OPS may call neither on 5.10 and 6.1, nor
+//     bpf_get_current_uid_gid on 6.12 (net/core/filter.c
+//     sock_ops_func_proto; 6.18 allows both); CGROUP_SOCK may call both
+//     on every kernel from 5.10 (sock_filter_func_proto: a socket is
+//     created in process context). Android's netd reads its sockets'
+//     creators the same way (cgroupsock/inet_create).
 //   - TCP_CONNECT_CB and PASSIVE_ESTABLISHED_CB: the socket's lane, as
 //     internal/bpf/sockops/sockops.c resolves it: cookie already known,
 //     else its 5-tuple (flow_lookup of lanes_maps.h; the key from
 //     lanes_sockkey.h), else its destination (dst_lookup), else, at
-//     connect only, the connecting task's cgroup v2 and uid
-//     (bpf_get_current_cgroup_id, bpf_get_current_uid_gid: at connect the
-//     task is the socket's; at accept it is whatever softirq runs, and the
-//     socket's own cgroup needs CO-RE); stored by cookie in lanes_cookie,
-//     the map the classifier reads (lanes_maps.h's maps are shared:
-//     /sys/fs/bpf/<prefix>map__<name>);
+//     connect only, its creator's cgroup and uid from lanes_sock_owner
+//     (an accepted socket is created by the kernel, not by a task, and
+//     the socket's own cgroup needs CO-RE); stored by cookie in
+//     lanes_cookie, the map the classifier reads (lanes_maps.h's maps are
+//     shared: /sys/fs/bpf/<prefix>map__<name>);
 //   - ACTIVE/PASSIVE_ESTABLISHED_CB: RTT and state callbacks; a background
 //     socket gets TCP_NOTSENT_LOWAT = lanes_ops_cfg.notsent_lowat;
 //   - RTT_CB of a background socket: LEDBAT++'s window as its cwnd clamp
@@ -33,6 +43,8 @@
 #include "bgclamp_form.h"
 
 #define TCP_NOTSENT_LOWAT 25
+#define SOCK_STREAM 1
+#define IPPROTO_TCP 6
 
 struct ops_config {
 	__u32 notsent_lowat; /* TCP_NOTSENT_LOWAT of background sockets, 0 = leave */
@@ -44,8 +56,19 @@ ANDROID_MAP(lanes_ops_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, __u64, OPS_COUNTE
 /* the background sockets given TCP_NOTSENT_LOWAT (socket storage needs BTF) */
 ANDROID_MAP(lanes_lowat_set, BPF_MAP_TYPE_LRU_HASH, __u64, __u8, 65536);
 
-/* bpf_get_current_cgroup_id in sock_ops and RTT callbacks: lanes needs 5.10. */
+/* a TCP socket's creator, by cookie, until its connect (or eviction: a
+ * listening or never connected socket's entry goes with the LRU) */
+struct sock_owner {
+	__u64 cgroup; /* cgroup v2 id of the creating task */
+	__u32 uid;    /* its uid */
+	__u32 pad;
+};
+ANDROID_MAP(lanes_sock_owner, BPF_MAP_TYPE_LRU_HASH, __u64, struct sock_owner, 65536);
+
+/* RTT callbacks and the verifier's bounded loops: lanes needs 5.10. */
 ANDROID_PROG(lanes_sockops, ANDROID_KVER(5, 10, 0));
+/* bpf_get_socket_cookie in CGROUP_SOCK: 5.7; lanes needs 5.10. */
+ANDROID_PROG(lanes_sock_create, ANDROID_KVER(5, 10, 0));
 
 static __always_inline void bump(__u32 idx)
 {
@@ -60,13 +83,35 @@ static __always_inline int valid_lane(const __u32 *v)
 	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
 }
 
+/* owner_lane is the lane of the socket's creator (its cgroup, else its
+ * uid), LANE_UNSET if none. */
+static __always_inline __u32 owner_lane(__u64 cookie)
+{
+	struct sock_owner *o = bpf_map_lookup_elem(&lanes_sock_owner, &cookie);
+	__u32 *v, lane = LANE_UNSET;
+
+	if (!o)
+		return LANE_UNSET;
+	v = bpf_map_lookup_elem(&lanes_cgroup, &o->cgroup);
+	if (valid_lane(v)) {
+		lane = *v;
+		bump(OPS_BY_CGROUP);
+	} else {
+		v = bpf_map_lookup_elem(&lanes_uid, &o->uid);
+		if (valid_lane(v)) {
+			lane = *v;
+			bump(OPS_BY_UID);
+		}
+	}
+	return lane;
+}
+
 /* resolve returns the socket's lane (LANE_UNSET if nothing matched) and
- * stores it by cookie; task: the current task is the socket's (connect). */
-static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie, int task)
+ * stores it by cookie; owner: the socket's creator may be asked (connect). */
+static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie, int owner)
 {
 	struct flow_key key = {};
-	__u32 *v, lane, uid;
-	__u64 cg;
+	__u32 *v, lane;
 
 	v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
 	if (valid_lane(v)) {
@@ -87,21 +132,10 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie, int
 		bump(OPS_BY_DST);
 		goto store;
 	}
-	if (task) {
-		cg = bpf_get_current_cgroup_id();
-		v = bpf_map_lookup_elem(&lanes_cgroup, &cg);
-		if (valid_lane(v)) {
-			lane = *v;
-			bump(OPS_BY_CGROUP);
+	if (owner) {
+		lane = owner_lane(cookie);
+		if (lane != LANE_UNSET)
 			goto store;
-		}
-		uid = (__u32)bpf_get_current_uid_gid();
-		v = bpf_map_lookup_elem(&lanes_uid, &uid);
-		if (valid_lane(v)) {
-			lane = *v;
-			bump(OPS_BY_UID);
-			goto store;
-		}
 	}
 	bump(OPS_UNRESOLVED);
 	return LANE_UNSET;
@@ -146,7 +180,9 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	switch (ops->op) {
 	case BPF_SOCK_OPS_TCP_CONNECT_CB:
 		bump(OPS_CONNECT);
-		resolve(ops, bpf_get_socket_cookie(ops), 1);
+		cookie = bpf_get_socket_cookie(ops);
+		resolve(ops, cookie, 1);
+		bpf_map_delete_elem(&lanes_sock_owner, &cookie); /* asked once */
 		break;
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 	case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
@@ -184,6 +220,23 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 		}
 		break;
 	}
+	return 1;
+}
+
+/* lanes_sock_create records a TCP socket's creator for its connect; it
+ * allows every socket. */
+SEC("cgroupsockcreate/lanes_sock_create")
+int lanes_sock_create(struct bpf_sock *sk)
+{
+	struct sock_owner o = {};
+	__u64 cookie;
+
+	if (sk->type != SOCK_STREAM || sk->protocol != IPPROTO_TCP)
+		return 1;
+	cookie = bpf_get_socket_cookie(sk);
+	o.cgroup = bpf_get_current_cgroup_id();
+	o.uid = (__u32)bpf_get_current_uid_gid();
+	bpf_map_update_elem(&lanes_sock_owner, &cookie, &o, BPF_ANY);
 	return 1;
 }
 
