@@ -34,6 +34,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
+	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
 	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
 		off, err := datapath.ParseShareParts(*shareOff)
@@ -79,7 +80,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off,
+			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
 			PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }

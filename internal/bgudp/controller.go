@@ -29,7 +29,7 @@ const episodeQuiet = 2 * time.Second
 type Datapath interface {
 	BgEvents() (*ringbuf.Reader, error)
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
-	SetBgRate(ifindex int, d datapath.Direction, bytes uint64) error
+	SetBgRate(ifindex int, d datapath.Direction, bytes uint64, empty bool) error
 	BgClassHeld(ifindex int) bool
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool

@@ -59,8 +59,8 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	sig := newDelaySignal(e.state.Rule.Target)
 	var dir datapath.Direction
 	defer func() {
-		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0)
-		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0)
+		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
+		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
 	prev, at, err := e.read(dp)
 	if err != nil {
@@ -98,10 +98,11 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		blind := sig.step(res, &in)
 		d := e.stepInput(dp, &in, prev, cur, target)
 		if d != dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
-			_ = dp.SetBgRate(e.Ifindex, dir, 0)
+			_ = dp.SetBgRate(e.Ifindex, dir, 0, false)
 			e.state.Rate = 0
 		}
 		dir = d
+		before := e.state.Rate
 		rate := e.state.Step(in)
 		if blind && !in.Held {
 			rate = e.state.Blind()
@@ -116,7 +117,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		e.mu.Unlock()
 		log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 			"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
-		if err := dp.SetBgRate(e.Ifindex, d, rate); err != nil {
+		if err := dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate)); err != nil {
 			return err
 		}
 		prev, at = cur, now

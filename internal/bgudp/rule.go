@@ -21,6 +21,22 @@ type Rule struct {
 	Target   time.Duration // queueing delay to keep (the policy's background target)
 	Interval time.Duration // one probe round and one step
 	Floor    uint64        // lowest rate, bytes/s; the rate with no delay signal
+	// KeepTokens leaves the policer's bucket as it is at a decrease (a
+	// lab switch, to pair emptyAt with its absence)
+	KeepTokens bool
+}
+
+// emptyAt says whether setting rate after before empties the policer's
+// bucket: at every decrease (from none too), so that it holds the class
+// at the new rate from the next packet. A bucket left full (25 ms of the
+// old rate) would pass a sender a little above the new rate for its
+// depth ÷ the excess (about 200 ms after a cut of an eighth, longer than
+// the wait between decreases): a second decrease would come before the
+// first bites, and a loss-based sender (quic-go's CUBIC) would meet both
+// and cut its own window on top, the link idle for half a second in
+// every cycle (docs/background.md, "Background QUIC and UDP").
+func (r Rule) emptyAt(before, rate uint64) bool {
+	return !r.KeepTokens && rate != 0 && (before == 0 || rate < before)
 }
 
 // DefaultRule is the rule at a target.

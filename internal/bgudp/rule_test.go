@@ -255,3 +255,19 @@ func TestRuleRecoversFromALowEstimate(t *testing.T) {
 		t.Errorf("%.0f%% of the link used over the second half, want >= 90%%", 100*used)
 	}
 }
+
+func TestRuleEmptiesTheBucketAtADecrease(t *testing.T) {
+	r := DefaultRule(10 * time.Millisecond)
+	for _, c := range []struct {
+		before, rate uint64
+		want         bool
+	}{{1_250_000, 1_100_000, true}, {0, 600_000, true}, {1_100_000, 1_150_000, false}, {1_100_000, 1_100_000, false}, {1_100_000, 0, false}} {
+		if got := r.emptyAt(c.before, c.rate); got != c.want {
+			t.Errorf("%d -> %d B/s: empties %v, want %v", c.before, c.rate, got, c.want)
+		}
+	}
+	r.KeepTokens = true
+	if r.emptyAt(1_250_000, 1_100_000) {
+		t.Error("KeepTokens: a decrease emptied the bucket")
+	}
+}

@@ -22,7 +22,9 @@ import (
 // newBgUDP starts the controller at the policy's background target.
 func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
 	return supervise(d.log, "background-udp", func() (*runner, error) {
-		c, err := bgudp.New(bgudp.DefaultRule(pol.TargetDelay.D()), h, d.log.With("component", "background-udp"))
+		rule := bgudp.DefaultRule(pol.TargetDelay.D())
+		rule.KeepTokens = d.opts.BgUDPKeepTokens
+		c, err := bgudp.New(rule, h, d.log.With("component", "background-udp"))
 		if err != nil {
 			return nil, err
 		}

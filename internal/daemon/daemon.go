@@ -59,6 +59,10 @@ type Options struct {
 	// off (datapath.ShareParts; the lab pairs the rule with what it
 	// replaced).
 	ShareOff datapath.ShareParts
+	// BgUDPKeepTokens leaves the QUIC/UDP class's bucket as it is at a
+	// decrease of its rate (bgudp.Rule.KeepTokens; the lab pairs the rule
+	// with what it replaced).
+	BgUDPKeepTokens bool
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":

@@ -152,14 +152,21 @@ func detachIngress(link netlink.Link, instance string) error {
 }
 
 // SetBgRate sets the background non-TCP class's rate on an interface in
-// one direction (bytes/s; 0: not policed, the yield still applies).
-func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64) error {
+// one direction (bytes/s; 0: not policed, the yield still applies). With
+// empty the bucket's tokens go too: the class passes no more than the new
+// rate from its next packet on. A bucket left full (25 ms of the old
+// rate, bgclass.h) passes a sender a little above a lowered rate for its
+// depth ÷ the excess: 200 ms after a cut of an eighth.
+func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
 	return h.use(func() error {
 		var c BgClass
 		if err := h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
 		c.Rate = bytes
+		if empty && bytes != 0 {
+			c.Tokens = 0
+		}
 		return h.cls.LanesBgClass.Put(bgKey(ifindex, d), c)
 	})
 }

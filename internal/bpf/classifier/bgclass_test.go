@@ -3,7 +3,8 @@
 // egress policer drops over its rate and records the flow, the ingress
 // program polices the recorded flow's arrivals only, the yield's rate
 // holds the class while the interface's foreground is stamped active, and
-// the first packet of an episode posts one event.
+// the first packet of an episode posts one event; a bucket emptied at a
+// decrease passes only what its rate refills.
 package classifier
 
 import (
@@ -134,6 +135,29 @@ func TestBackgroundClassPolices(t *testing.T) {
 	other.dport = 40001
 	if got := passed(t, objs.LanesBgIngress, other.build(), 100); got != 100 {
 		t.Errorf("ingress of a flow never sent: %d of 100 passed", got)
+	}
+}
+
+// A class whose tokens the controller took at a decrease (datapath
+// SetBgRate with empty) passes only what its rate refills from the next
+// packet on, not the bucket's depth first.
+func TestBackgroundClassEmptiedBucket(t *testing.T) {
+	objs := loadForTest(t)
+	peer := netip.MustParseAddr("10.9.8.10")
+	up := pkt{src: v4src, dst: peer, sport: 40004, dport: 443, proto: 17}
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	const rate = 100_000
+	data := up.build()
+	if err := objs.LanesBgClass.Put(bgClassKey(0), ClassifierBgClass{Rate: rate, Last: monotonicNS(), Seen: monotonicNS()}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	got := passed(t, objs.LanesClassify, data, 2000)
+	if hi := int(rate*time.Since(t0).Seconds()/float64(len(data))) + 2; got > hi {
+		t.Errorf("emptied bucket at %d B/s: %d of 2000 passed in %v, want at most %d (refill only, the depth is %d packets)",
+			rate, got, time.Since(t0), hi, bgBurstMin/len(data))
 	}
 }
 

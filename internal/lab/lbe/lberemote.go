@@ -72,6 +72,8 @@ var RemoteMethods = []RemoteMethod{
 	{"full-noslope", "full, sharing without the gentler decrease", true, true, "", []string{"--share-rule-off", "slope"}},
 	{"full-nodefer", "full, sharing with periodic slowdowns", true, true, "", []string{"--share-rule-off", "defer"}},
 	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
+	// the QUIC/UDP class's bucket left full at a decrease (bgudp.Rule.KeepTokens)
+	{"full-keeptokens", "full, the QUIC/UDP class's bucket left as it is at a decrease", true, true, "", []string{"--bg-udp-keep-tokens"}},
 }
 
 // RemoteConfig configures a run.
