@@ -1,8 +1,11 @@
 // bgclass.go: the background lane's non-TCP traffic as a class per
 // interface and direction (classifier bgclass.h). Every egress tree gets
-// the class's two entries in lanes_bg_class (no rate; the yield's rate
-// where the yield is on) and the ingress policer (lanes_bg_ingress on a
-// clsact ingress filter); the controller (internal/bgudp) sets the rates.
+// the class's two control entries in lanes_bg_ctl (no rate; the yield's
+// rate where the yield is on) and the ingress policer (lanes_bg_ingress on
+// a clsact ingress filter); the controller (internal/bgudp) sets the
+// rates. The daemon writes only lanes_bg_ctl; the bucket and the counters
+// (lanes_bg_state) are the classifier's alone, so a rate change never
+// puts back what the classifier spent or counted meanwhile.
 // A tree whose ingress filter cannot be attached keeps working: its
 // downloads are not policed, and BgClass says why.
 package datapath
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -41,8 +45,13 @@ func (d Direction) String() string {
 	return "egress"
 }
 
-// BgClass is one direction of an interface's background non-TCP class.
-type BgClass = classifier.ClassifierBgClass
+// BgClass is one direction of an interface's background non-TCP class:
+// the daemon's control value and the classifier's state (zero before the
+// class's first packet).
+type BgClass struct {
+	classifier.ClassifierBgCtl
+	classifier.ClassifierBgState
+}
 
 // BgEvent is the classifier's note that such traffic began (after 1 s
 // without any) on an interface, in a direction, with a peer (struct
@@ -55,7 +64,8 @@ type BgEvent struct {
 
 func bgKey(ifindex int, d Direction) uint32 { return uint32(ifindex)*2 + uint32(d) }
 
-// openBgClass puts the tree's class entries and attaches the ingress
+// openBgClass puts the tree's class control entries (dropping any state a
+// former interface of the same index left) and attaches the ingress
 // policer; a failure to attach is recorded in e.bgErr, not returned.
 func (e *Egress) openBgClass() error {
 	idx := e.link.Attrs().Index
@@ -64,8 +74,14 @@ func (e *Egress) openBgClass() error {
 		yr = BgYieldBytes
 	}
 	for _, d := range []Direction{Upload, Download} {
-		c := BgClass{YieldRate: yr}
-		if err := e.host.use(func() error { return e.host.cls.LanesBgClass.Put(bgKey(idx, d), c) }); err != nil {
+		ctl := classifier.ClassifierBgCtl{YieldRate: yr}
+		err := e.host.use(func() error {
+			if err := e.host.cls.LanesBgCtl.Put(bgKey(idx, d), ctl); err != nil {
+				return err
+			}
+			return ignoreNotExist(e.host.cls.LanesBgState.Delete(bgKey(idx, d)), "background class state")
+		})
+		if err != nil {
 			return fmt.Errorf("background class of %s: %w", e.cfg.Interface, err)
 		}
 	}
@@ -77,7 +93,8 @@ func (e *Egress) openBgClass() error {
 }
 
 // closeBgClass removes the ingress filter (and the clsact qdisc when it
-// holds nothing else) and the class's entries.
+// holds nothing else) and the class's entries (control first: the
+// classifier creates state only for a class with control).
 func (e *Egress) closeBgClass() error {
 	if e.link == nil || e.host == nil {
 		return nil
@@ -86,7 +103,8 @@ func (e *Egress) closeBgClass() error {
 	var errs []error
 	for _, d := range []Direction{Upload, Download} {
 		err := e.host.use(func() error {
-			return ignoreNotExist(e.host.cls.LanesBgClass.Delete(bgKey(idx, d)), "background class")
+			return errors.Join(ignoreNotExist(e.host.cls.LanesBgCtl.Delete(bgKey(idx, d)), "background class"),
+				ignoreNotExist(e.host.cls.LanesBgState.Delete(bgKey(idx, d)), "background class state"))
 		})
 		if !errors.Is(err, errClosed) {
 			errs = append(errs, err)
@@ -156,25 +174,39 @@ func detachIngress(link netlink.Link, instance string) error {
 // empty the bucket's tokens go too: the class passes no more than the new
 // rate from its next packet on. A bucket left full (25 ms of the old
 // rate, bgclass.h) passes a sender a little above a lowered rate for its
-// depth ÷ the excess: 200 ms after a cut of an eighth.
+// depth ÷ the excess: 200 ms after a cut of an eighth. Only the control
+// value is written (emptying is a bump of its empty_gen, which the
+// classifier acts on once); the daemon is its only writer, and bgCtlMu
+// keeps its read-modify-writes whole.
 func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
+	h.bgCtlMu.Lock()
+	defer h.bgCtlMu.Unlock()
 	return h.use(func() error {
-		var c BgClass
-		if err := h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c); err != nil {
+		var ctl classifier.ClassifierBgCtl
+		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
-		c.Rate = bytes
+		ctl.Rate = bytes
 		if empty && bytes != 0 {
-			c.Tokens = 0
+			ctl.EmptyGen++
 		}
-		return h.cls.LanesBgClass.Put(bgKey(ifindex, d), c)
+		return h.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
 	})
 }
 
-// BgClass reads an interface's class in one direction.
+// BgClass reads an interface's class in one direction: its control value
+// and the classifier's state (zero before the class's first packet).
 func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 	var c BgClass
-	err := h.use(func() error { return h.cls.LanesBgClass.Lookup(bgKey(ifindex, d), &c) })
+	err := h.use(func() error {
+		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &c.ClassifierBgCtl); err != nil {
+			return err
+		}
+		if err := h.cls.LanesBgState.Lookup(bgKey(ifindex, d), &c.ClassifierBgState); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		return nil
+	})
 	return c, err
 }
 

@@ -134,6 +134,8 @@ type Host struct {
 	egresses map[*Egress]bool // the trees opened with this host
 	ackBytes uint64           // the ACK class's rate, bytes/s (0: off)
 
+	bgCtlMu sync.Mutex // lanes_bg_ctl's read-modify-writes (bgclass.go)
+
 	mu     sync.RWMutex // read: map operations; write: Close
 	closed bool
 }

@@ -11,7 +11,14 @@
  * packet over the bucket is dropped: QUIC's own congestion control reads
  * the loss and backs off, an unresponsive sender is held at the rate.
  *
- * The bucket's rate is lanes_bg_class[key].rate (bytes/s, 0: none); while
+ * Each field has one writer. The daemon writes lanes_bg_ctl (struct
+ * bg_ctl: the rates, and empty_gen, bumped to have the bucket emptied);
+ * the program alone writes lanes_bg_state (struct bg_state: the bucket and
+ * the counters), creating the entry at the class's first packet. A write
+ * of the control value thus never puts back tokens or counts the program
+ * spent or added since the daemon last read them.
+ *
+ * The bucket's rate is lanes_bg_ctl[key].rate (bytes/s, 0: none); while
  * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
  * reads harm, or a foreground TCP connection's opening holds the
  * interface), and for arrivals also while the foreground is present
@@ -34,16 +41,23 @@
 #define BG_BURST_MIN 24224ULL     /* at least 16 full frames: a paced QUIC sender's burst */
 #define NSEC 1000000000ULL
 
-struct bg_class {
+/* bg_ctl: the daemon's half of a class (the program only reads it). */
+struct bg_ctl {
 	__u64 rate;       /* bytes/s; 0: not policed (yield_rate still applies) */
 	__u64 yield_rate; /* bytes/s while the foreground is active; 0: no yield */
-	__u64 tokens;     /* bytes x 1e9; all ones while unpoliced */
-	__u64 last;       /* the last refill, bpf_ktime_get_ns */
-	__u64 seen;       /* the last packet */
+	__u64 empty_gen;  /* a change empties the bucket once, at the next packet */
+};
+
+/* bg_state: the program's half of a class (the daemon only reads it). */
+struct bg_state {
+	__u64 tokens;      /* bytes x 1e9; all ones while unpoliced */
+	__u64 last;        /* the last refill, bpf_ktime_get_ns */
+	__u64 seen;        /* the last packet */
 	__u64 packets, bytes;
 	__u64 drops, drop_bytes;
-	__u64 held_drops; /* drops while the yield held the class */
-	__u64 episodes;   /* events posted */
+	__u64 held_drops;  /* drops while the yield held the class */
+	__u64 episodes;    /* events posted */
+	__u64 emptied_gen; /* the bg_ctl.empty_gen last acted on */
 };
 
 struct bg_event {
@@ -52,11 +66,18 @@ struct bg_event {
 	__u8 peer[16]; /* the remote address (IPv4 v4-mapped) */
 };
 
-LANES_MAP(lanes_bg_class,
+LANES_MAP(lanes_bg_ctl,
 	  BPF_MAP_TYPE_HASH,
 	  256,
 	  __u32, /* ifindex * 2 + dir */
-	  struct bg_class
+	  struct bg_ctl
+);
+
+LANES_MAP(lanes_bg_state,
+	  BPF_MAP_TYPE_HASH,
+	  256,
+	  __u32, /* ifindex * 2 + dir */
+	  struct bg_state
 );
 
 /* lanes_bg_flows: the background non-TCP flows seen leaving, by their
@@ -101,15 +122,35 @@ static __always_inline int bg_opened(__u32 ifindex, __u64 now)
 	return fg_opening(ifindex, now) || (ifindex && fg_opening(0, now));
 }
 
+/* bg_state_of is the class's state, created (empty: the first packet
+ * finds the bucket full) at its first packet. */
+static __always_inline struct bg_state *bg_state_of(__u32 key)
+{
+	struct bg_state *c = bpf_map_lookup_elem(&lanes_bg_state, &key);
+	struct bg_state fresh = {};
+
+	if (c)
+		return c;
+	bpf_map_update_elem(&lanes_bg_state, &key, &fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&lanes_bg_state, &key);
+}
+
 /* bg_pass charges len bytes to the class of (ifindex, dir); it returns
  * whether the packet may pass. */
 static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __u8 *peer)
 {
 	__u32 key = ifindex * 2 + dir;
-	struct bg_class *c = bpf_map_lookup_elem(&lanes_bg_class, &key);
-	__u64 now = bpf_ktime_get_ns(), rate, depth, add, gap;
+	struct bg_ctl *ctl = bpf_map_lookup_elem(&lanes_bg_ctl, &key);
+	struct bg_state *c;
+	__u64 now = bpf_ktime_get_ns(), rate, yield_rate, empty_gen, depth, add, gap;
 	int held;
 
+	if (!ctl)
+		return 1;
+	rate = ctl->rate;
+	yield_rate = ctl->yield_rate;
+	empty_gen = ctl->empty_gen;
+	c = bg_state_of(key);
 	if (!c)
 		return 1;
 	if (!c->seen || now - c->seen >= BG_QUIET_NS) {
@@ -119,14 +160,17 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	c->seen = now;
 	c->packets++;
 	c->bytes += len;
-	rate = c->rate;
+	if (c->emptied_gen != empty_gen) { /* the daemon asked: once per bump */
+		c->emptied_gen = empty_gen;
+		c->tokens = 0;
+	}
 	/* downloads also beside a present foreground: what arrives cannot tell
 	 * whether a foreground download is limited (as rLEDBAT's hold) */
-	held = c->yield_rate && (fg_yield(ifindex, now) || (dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
+	held = yield_rate && (fg_yield(ifindex, now) || (dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;
-	if (held && (!rate || c->yield_rate < rate))
-		rate = c->yield_rate;
+	if (held && (!rate || yield_rate < rate))
+		rate = yield_rate;
 	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */
 		c->tokens = ~0ULL;
 		c->last = now;

@@ -26,8 +26,27 @@ const (
 	loIdx  = 1 // BPF_PROG_TEST_RUN's device
 )
 
-// bgClassKey is lanes_bg_class's key of loopback in a direction.
+// bgClassKey is lanes_bg_ctl's and lanes_bg_state's key of loopback in
+// a direction.
 func bgClassKey(dir uint32) uint32 { return loIdx*2 + dir }
+
+// putBgCtl writes the class's control value, as the daemon does.
+func putBgCtl(t *testing.T, objs *ClassifierObjects, dir uint32, ctl ClassifierBgCtl) {
+	t.Helper()
+	if err := objs.LanesBgCtl.Put(bgClassKey(dir), ctl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bgState reads the class's state, which the classifier alone writes.
+func bgState(t *testing.T, objs *ClassifierObjects, dir uint32) ClassifierBgState {
+	t.Helper()
+	var c ClassifierBgState
+	if err := objs.LanesBgState.Lookup(bgClassKey(dir), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // within checks that a bucket of bgBurstMin at rate (bytes/s) let through
 // what it may in elapsed: all of its depth, plus at most what it refilled.
@@ -96,19 +115,13 @@ func TestBackgroundClassPolices(t *testing.T) {
 	// A rate of 100 KB/s: the bucket (BG_BURST_MIN, ~24 KB) lets the first
 	// ~336 of these 72-byte packets through, then what it refills.
 	for _, d := range []uint32{0, 1} {
-		if err := objs.LanesBgClass.Put(bgClassKey(d), ClassifierBgClass{Rate: 100_000}); err != nil {
-			t.Fatal(err)
-		}
+		putBgCtl(t, objs, d, ClassifierBgCtl{Rate: 100_000})
 	}
 	data := up.build()
 	t0 := time.Now()
 	got := passed(t, objs.LanesClassify, data, 2000)
 	within(t, "egress at 100 KB/s, 2000 back-to-back packets", got, len(data), 100_000, time.Since(t0))
-	var c ClassifierBgClass
-	if err := objs.LanesBgClass.Lookup(bgClassKey(0), &c); err != nil {
-		t.Fatal(err)
-	}
-	if c.Packets != 2000 || c.Drops != uint64(2000-got) || c.Episodes != 1 {
+	if c := bgState(t, objs, 0); c.Packets != 2000 || c.Drops != uint64(2000-got) || c.Episodes != 1 {
 		t.Errorf("egress class %+v, want 2000 packets, %d drops, one episode", c, 2000-got)
 	}
 	rd.SetDeadline(time.Now().Add(time.Second))
@@ -150,10 +163,12 @@ func TestBackgroundClassEmptiedBucket(t *testing.T) {
 	}
 	const rate = 100_000
 	data := up.build()
-	if err := objs.LanesBgClass.Put(bgClassKey(0), ClassifierBgClass{Rate: rate, Last: monotonicNS(), Seen: monotonicNS()}); err != nil {
-		t.Fatal(err)
-	}
+	// The first packet creates the class's state with a full bucket; the
+	// bump of empty_gen then empties it at the next.
 	t0 := time.Now()
+	putBgCtl(t, objs, 0, ClassifierBgCtl{Rate: rate})
+	passed(t, objs.LanesClassify, data, 1)
+	putBgCtl(t, objs, 0, ClassifierBgCtl{Rate: rate, EmptyGen: 1})
 	got := passed(t, objs.LanesClassify, data, 2000)
 	if hi := int(rate*time.Since(t0).Seconds()/float64(len(data))) + 2; got > hi {
 		t.Errorf("emptied bucket at %d B/s: %d of 2000 passed in %v, want at most %d (refill only, the depth is %d packets)",
@@ -168,9 +183,7 @@ func TestBackgroundClassYields(t *testing.T) {
 	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
 		t.Fatal(err)
 	}
-	if err := objs.LanesBgClass.Put(bgClassKey(0), ClassifierBgClass{YieldRate: 25_000}); err != nil {
-		t.Fatal(err)
-	}
+	putBgCtl(t, objs, 0, ClassifierBgCtl{YieldRate: 25_000})
 	if got := passed(t, objs.LanesClassify, up.build(), 1000); got != 1000 {
 		t.Fatalf("no rate, foreground idle: %d of 1000 passed", got)
 	}
@@ -206,11 +219,7 @@ func TestBackgroundClassYields(t *testing.T) {
 	t0 := time.Now()
 	got := passedHeld(t, objs.LanesClassify, data, 2000, sample)
 	within(t, "foreground harmed, 2000 packets at the yield's rate", got, len(data), 25_000, time.Since(t0))
-	var c ClassifierBgClass
-	if err := objs.LanesBgClass.Lookup(bgClassKey(0), &c); err != nil {
-		t.Fatal(err)
-	}
-	if c.HeldDrops == 0 || c.HeldDrops != c.Drops {
+	if c := bgState(t, objs, 0); c.HeldDrops == 0 || c.HeldDrops != c.Drops {
 		t.Errorf("class %+v, want every drop counted as the yield's", c)
 	}
 }
@@ -229,9 +238,7 @@ func TestBackgroundClassYieldsAtForegroundOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range []uint32{0, 1} {
-			if err := objs.LanesBgClass.Put(bgClassKey(d), ClassifierBgClass{YieldRate: 25_000}); err != nil {
-				t.Fatal(err)
-			}
+			putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
 		}
 		data := up.build()
 		// An opening whose hold ended holds nothing.
@@ -256,11 +263,7 @@ func TestBackgroundClassYieldsAtForegroundOpen(t *testing.T) {
 		in := passedHeld(t, objs.LanesBgIngress, down.build(), 2000, open)
 		within(t, "a foreground connection just opened, ingress at the yield's rate", in, len(data), 25_000, time.Since(t0))
 		for _, d := range []uint32{0, 1} {
-			var c ClassifierBgClass
-			if err := objs.LanesBgClass.Lookup(bgClassKey(d), &c); err != nil {
-				t.Fatal(err)
-			}
-			if c.HeldDrops == 0 || c.HeldDrops != c.Drops {
+			if c := bgState(t, objs, d); c.HeldDrops == 0 || c.HeldDrops != c.Drops {
 				t.Errorf("key %d: class %d %+v, want every drop counted as the yield's", key, d, c)
 			}
 		}

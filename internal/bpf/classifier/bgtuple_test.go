@@ -28,9 +28,7 @@ func TestBackgroundClassTupleRule(t *testing.T) {
 	}
 	// A class rate that lets the bucket's depth through and little more.
 	for _, d := range []uint32{0, 1} {
-		if err := objs.LanesBgClass.Put(bgClassKey(d), ClassifierBgClass{Rate: 1000}); err != nil {
-			t.Fatal(err)
-		}
+		putBgCtl(t, objs, d, ClassifierBgCtl{Rate: 1000})
 	}
 	udp := pkt{src: v4src, dst: peer, sport: 40000, dport: 443, proto: 17}
 	passed(t, objs.LanesClassify, udp.build(), 1)

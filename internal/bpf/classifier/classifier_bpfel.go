@@ -13,19 +13,25 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type ClassifierBgClass struct {
+type ClassifierBgCtl struct {
 	_         structs.HostLayout
 	Rate      uint64
 	YieldRate uint64
-	Tokens    uint64
-	Last      uint64
-	Seen      uint64
-	Packets   uint64
-	Bytes     uint64
-	Drops     uint64
-	DropBytes uint64
-	HeldDrops uint64
-	Episodes  uint64
+	EmptyGen  uint64
+}
+
+type ClassifierBgState struct {
+	_          structs.HostLayout
+	Tokens     uint64
+	Last       uint64
+	Seen       uint64
+	Packets    uint64
+	Bytes      uint64
+	Drops      uint64
+	DropBytes  uint64
+	HeldDrops  uint64
+	Episodes   uint64
+	EmptiedGen uint64
 }
 
 type ClassifierClsConfig struct {
@@ -84,9 +90,10 @@ type ClassifierFlowKey struct {
 const (
 	ClassifierMapLanesAckOn        = "lanes_ack_on"
 	ClassifierMapLanesAckStats     = "lanes_ack_stats"
-	ClassifierMapLanesBgClass      = "lanes_bg_class"
+	ClassifierMapLanesBgCtl        = "lanes_bg_ctl"
 	ClassifierMapLanesBgEvents     = "lanes_bg_events"
 	ClassifierMapLanesBgFlows      = "lanes_bg_flows"
+	ClassifierMapLanesBgState      = "lanes_bg_state"
 	ClassifierMapLanesCgroup       = "lanes_cgroup"
 	ClassifierMapLanesClsStats     = "lanes_cls_stats"
 	ClassifierMapLanesCookie       = "lanes_cookie"
@@ -160,9 +167,10 @@ type ClassifierProgramSpecs struct {
 type ClassifierMapSpecs struct {
 	LanesAckOn       *ebpf.MapSpec `ebpf:"lanes_ack_on"`
 	LanesAckStats    *ebpf.MapSpec `ebpf:"lanes_ack_stats"`
-	LanesBgClass     *ebpf.MapSpec `ebpf:"lanes_bg_class"`
+	LanesBgCtl       *ebpf.MapSpec `ebpf:"lanes_bg_ctl"`
 	LanesBgEvents    *ebpf.MapSpec `ebpf:"lanes_bg_events"`
 	LanesBgFlows     *ebpf.MapSpec `ebpf:"lanes_bg_flows"`
+	LanesBgState     *ebpf.MapSpec `ebpf:"lanes_bg_state"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.MapSpec `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
@@ -206,9 +214,10 @@ func (o *ClassifierObjects) Close() error {
 type ClassifierMaps struct {
 	LanesAckOn       *ebpf.Map `ebpf:"lanes_ack_on"`
 	LanesAckStats    *ebpf.Map `ebpf:"lanes_ack_stats"`
-	LanesBgClass     *ebpf.Map `ebpf:"lanes_bg_class"`
+	LanesBgCtl       *ebpf.Map `ebpf:"lanes_bg_ctl"`
 	LanesBgEvents    *ebpf.Map `ebpf:"lanes_bg_events"`
 	LanesBgFlows     *ebpf.Map `ebpf:"lanes_bg_flows"`
+	LanesBgState     *ebpf.Map `ebpf:"lanes_bg_state"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesClsStats    *ebpf.Map `ebpf:"lanes_cls_stats"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
@@ -227,9 +236,10 @@ func (m *ClassifierMaps) Close() error {
 	return _ClassifierClose(
 		m.LanesAckOn,
 		m.LanesAckStats,
-		m.LanesBgClass,
+		m.LanesBgCtl,
 		m.LanesBgEvents,
 		m.LanesBgFlows,
+		m.LanesBgState,
 		m.LanesCgroup,
 		m.LanesClsStats,
 		m.LanesCookie,
