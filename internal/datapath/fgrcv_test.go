@@ -52,17 +52,21 @@ func startSource(t *testing.T, ns *testutil.NetNS, ip net.IP, port int) string {
 	return addr
 }
 
-// seenWhileDownloading reads from a connection to addr in ns and, after d
-// and still reading, returns what seen says. It looks before the close:
-// the ACK of the connection's FIN is an RTT sample of its own (RTT_CB), so
-// a look after the close would tell nothing about the receive side.
+// seenWhileDownloading reads from a connection to addr in ns for d and
+// returns whether seen said so at any of its looks (every 50 ms) while the
+// download ran: a look at one instant can fall in a stall of a loaded VM.
+// It looks before the close: the ACK of the connection's FIN is an RTT
+// sample of its own (RTT_CB), so a look after the close would tell nothing
+// about the receive side.
 func seenWhileDownloading(t *testing.T, ns *testutil.NetNS, addr string, d time.Duration, seen func() bool) bool {
 	t.Helper()
 	c := dialCC(t, ns, addr, "cubic")
 	done := make(chan int64)
 	go func() { n, _ := io.Copy(io.Discard, c); done <- n }()
-	time.Sleep(d)
-	got := seen()
+	got := false
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		got = got || seen()
+	}
 	c.Close()
 	if n := <-done; n == 0 {
 		t.Fatalf("the download from %s received nothing in %v", addr, d)
