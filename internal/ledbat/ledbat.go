@@ -54,6 +54,8 @@ const (
 	FlagShare         = FlagShareSlope | FlagShareDefer | FlagShareGrow
 	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
 	ShareSlope        = 4                           // the share target is a quarter of the flow's own
+	ShareGrowSlope    = 2                           // with FlagShareGrow the decrease halves again
+	FlagBaseShort     = 64                          // Base holds short segments' samples only (RTTShort)
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 )
@@ -111,7 +113,16 @@ func New(targetUS uint32, nowUS uint64) State {
 }
 
 // RTT records one RTT sample taken at nowUS.
-func (s *State) RTT(rttUS uint32, nowUS uint64) {
+func (s *State) RTT(rttUS uint32, nowUS uint64) { s.sample(rttUS, nowUS, true) }
+
+// RTTShort records the RTT sample of an ack that acknowledged a short
+// segment: the base delay takes it only while it holds no full segment's
+// sample (FlagBaseShort: none yet, or all aged out), and the first full one
+// replaces them all (a full segment spends longer on the bottleneck's
+// wire); the current delay takes it.
+func (s *State) RTTShort(rttUS uint32, nowUS uint64) { s.sample(rttUS, nowUS, false) }
+
+func (s *State) sample(rttUS uint32, nowUS uint64, full bool) {
 	if rttUS == 0 {
 		return
 	}
@@ -122,7 +133,17 @@ func (s *State) RTT(rttUS uint32, nowUS uint64) {
 		s.Base[0] = 0
 	}
 	s.Bucket = minute
-	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
+	switch {
+	case full:
+		if s.Flags&FlagBaseShort != 0 {
+			s.Base = [BaseBuckets]uint32{}
+		}
+		s.Flags &^= FlagBaseShort
+		s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
+	case s.BaseDelay() == 0 || s.Flags&FlagBaseShort != 0:
+		s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
+		s.Flags |= FlagBaseShort
+	}
 	s.Samples++
 	// the current slot ends at the first sample base/SlotDiv after it began
 	now := uint32(nowUS)
@@ -278,8 +299,10 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 		dec /= ShareSlope
 	}
 	// the gain scaled by (target - qd) / target (ledbat_core.h)
+	// and the decrease halved again
 	if s.Flags&FlagShareGrow != 0 && s.Flags&FlagShareSettled != 0 {
 		inc = shareGrowth(inc, qd, target)
+		dec /= ShareGrowSlope
 	}
 	switch {
 	case dec > inc:
@@ -298,7 +321,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 // once the queue has come down to the (share) target (FlagShareSettled),
 // the decrease above it is as steep as above a target ShareSlope times
 // larger, the flow's own; with FlagShareGrow, settled, the growth below the
-// target scaled by its distance to it; with FlagShareDefer a periodic slowdown due waits
+// target scaled by its distance to it and the decrease halved again; with FlagShareDefer a periodic slowdown due waits
 // for the first ack after sharing ends (a join slowdown does not wait).
 // Not sharing forgets FlagShareSettled.
 func (s *State) Share(targetUS, share uint32) {
