@@ -24,10 +24,6 @@ const (
 	// ShareGrow: LEDBAT++'s growth below the share target in proportion
 	// to the distance to it (LEDBAT_F_SHARE_GROW).
 	ShareGrow = ShareParts(ledbat.ShareGrow)
-	// ShareShortBase: LEDBAT++'s base delay from full segments' samples
-	// where it has them (a short segment's wire time is shorter: at the
-	// share target the difference is most of it).
-	ShareShortBase = ShareParts(ledbat.ShortBase)
 	// ShareDownloads: rLEDBAT shares beside an unharmed foreground as
 	// LEDBAT++ does, instead of holding the receive window at the minimum.
 	ShareDownloads ShareParts = sockops.RLShareOn
@@ -36,16 +32,16 @@ const (
 var shareNames = []struct {
 	name string
 	part ShareParts
-}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"grow", ShareGrow}, {"shortbase", ShareShortBase}, {"download", ShareDownloads}}
+}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"grow", ShareGrow}, {"download", ShareDownloads}}
 
-// ParseShareParts parses a list of part names (slope, defer, grow, shortbase, download;
+// ParseShareParts parses a list of part names (slope, defer, grow, download;
 // "all" for every one).
 func ParseShareParts(names []string) (ShareParts, error) {
 	var p ShareParts
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "all" {
-			p |= ShareSlope | ShareDefer | ShareGrow | ShareShortBase | ShareDownloads
+			p |= ShareSlope | ShareDefer | ShareGrow | ShareDownloads
 			continue
 		}
 		found := false
@@ -56,7 +52,7 @@ func ParseShareParts(names []string) (ShareParts, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("share rule part %q: want slope, defer, grow, shortbase, download or all", n)
+			return 0, fmt.Errorf("share rule part %q: want slope, defer, grow, download or all", n)
 		}
 	}
 	return p, nil
@@ -84,5 +80,5 @@ func rlShare(off ShareParts) uint32 {
 	if off&ShareDownloads != 0 {
 		return 0
 	}
-	return sockops.RLShareOn | ledbatShare(off)&^ledbat.ShortBase
+	return sockops.RLShareOn | ledbatShare(off)
 }

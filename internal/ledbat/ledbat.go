@@ -55,7 +55,6 @@ const (
 	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
 	ShareSlope        = 4                           // the share target is a quarter of the flow's own
 	ShareGrowSlope    = 2                           // with FlagShareGrow the decrease halves again
-	FlagBaseShort     = 64                          // Base holds short segments' samples only (RTTShort)
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 )
@@ -113,16 +112,7 @@ func New(targetUS uint32, nowUS uint64) State {
 }
 
 // RTT records one RTT sample taken at nowUS.
-func (s *State) RTT(rttUS uint32, nowUS uint64) { s.sample(rttUS, nowUS, true) }
-
-// RTTShort records the RTT sample of an ack that acknowledged a short
-// segment: the base delay takes it only while it holds no full segment's
-// sample (FlagBaseShort: none yet, or all aged out), and the first full one
-// replaces them all (a full segment spends longer on the bottleneck's
-// wire); the current delay takes it.
-func (s *State) RTTShort(rttUS uint32, nowUS uint64) { s.sample(rttUS, nowUS, false) }
-
-func (s *State) sample(rttUS uint32, nowUS uint64, full bool) {
+func (s *State) RTT(rttUS uint32, nowUS uint64) {
 	if rttUS == 0 {
 		return
 	}
@@ -133,17 +123,7 @@ func (s *State) sample(rttUS uint32, nowUS uint64, full bool) {
 		s.Base[0] = 0
 	}
 	s.Bucket = minute
-	switch {
-	case full:
-		if s.Flags&FlagBaseShort != 0 {
-			s.Base = [BaseBuckets]uint32{}
-		}
-		s.Flags &^= FlagBaseShort
-		s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
-	case s.BaseDelay() == 0 || s.Flags&FlagBaseShort != 0:
-		s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
-		s.Flags |= FlagBaseShort
-	}
+	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
 	s.Samples++
 	// the current slot ends at the first sample base/SlotDiv after it began
 	now := uint32(nowUS)

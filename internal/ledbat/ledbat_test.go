@@ -277,36 +277,3 @@ func TestBurstyDeliveryIsNotQueue(t *testing.T) {
 		t.Errorf("cwnd %d after 20 RTTs of bursty delivery, want it grown above 50", w.Cwnd)
 	}
 }
-
-// TestBaseFromFullSegments: a short segment's sample (a request's header)
-// starts the base delay, the first full segment's replaces it even when
-// longer, later short ones no longer lower it, not in a new minute either;
-// once every full sample aged out a short one counts again.
-func TestBaseFromFullSegments(t *testing.T) {
-	s := New(10_000, 0)
-	s.RTTShort(40_100, 1_000)
-	if s.BaseDelay() != 40_100 || s.Flags&FlagBaseShort == 0 {
-		t.Fatalf("after a short sample: base %d, flags %#x", s.BaseDelay(), s.Flags)
-	}
-	s.RTT(41_300, 2_000)
-	s.RTTShort(40_200, 3_000)
-	s.RTT(41_500, 4_000)
-	if s.BaseDelay() != 41_300 || s.Flags&FlagBaseShort != 0 {
-		t.Errorf("full samples 41.3 and 41.5 ms, short 40.2 ms: base %d, flags %#x, want 41300", s.BaseDelay(), s.Flags)
-	}
-	if s.CurrentDelay() != 40_100 {
-		t.Errorf("current delay %d, want the short samples' 40100 (they count there)", s.CurrentDelay())
-	}
-	s.RTTShort(39_000, BucketUS+1_000) // a new minute: its bucket starts empty
-	if s.BaseDelay() != 41_300 {
-		t.Errorf("a new minute's first sample, short: base %d, want 41300", s.BaseDelay())
-	}
-	s.RTTShort(39_500, (BaseBuckets+1)*BucketUS) // every full sample aged out
-	if s.BaseDelay() != 39_500 || s.Flags&FlagBaseShort == 0 {
-		t.Errorf("after 10 minutes, a short sample: base %d, flags %#x", s.BaseDelay(), s.Flags)
-	}
-	s.RTT(41_200, (BaseBuckets+1)*BucketUS+1_000)
-	if s.BaseDelay() != 41_200 {
-		t.Errorf("a full sample after it: base %d, want 41200", s.BaseDelay())
-	}
-}

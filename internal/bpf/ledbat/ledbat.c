@@ -13,9 +13,7 @@
  *     with the share rule CFG.share (ledbat_core.h's ledbat_share: a
  *     gentler decrease, periodic slowdowns deferred);
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
- *     current delay filters; an ack of fewer bytes than its packets' full
- *     segments (a short one among them) is ledbat_rtt_short's, which the
- *     base takes only where no full segment's sample is;
+ *     current delay filters;
  *   - a new socket counts itself in lanes_lb_joins; every other socket
  *     slows down on its next ack when the count changed (the host's flows
  *     make room for the latecomer: ledbat_slowdown_now);
@@ -49,8 +47,7 @@ char __license[] SEC("license") = "GPL";
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
 	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground */
-	__u32 short_base; /* a short segment's sample: ledbat_rtt_short (0: ledbat_rtt, a lab switch) */
-} CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE, .short_base = 1};
+} CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE};
 
 /* sk_ifindex is the device of the socket's cached route (as sock_ops'
  * sock_ifindex), 0 when it has none: then key 0, any interface. */
@@ -70,9 +67,8 @@ static __always_inline __u32 sk_ifindex(struct sock *sk)
 /* the socket's state: LEDBAT++ and the window a clamp took away */
 struct lb {
 	struct ledbat l;
-	__u32 acked_seen; /* tp->bytes_acked (low 32 bits) at the last sample */
-	__u16 held;       /* cwnd before a clamp pulled it down (at most 65535), 0 = none */
-	__u16 joins_seen; /* lanes_lb_joins[0] when last looked at (low 16 bits) */
+	__u32 held;       /* cwnd before a clamp pulled it down, 0 = none */
+	__u32 joins_seen; /* lanes_lb_joins[0] when last looked at */
 };
 
 /* lanes_lb_joins[0] counts the background flows that started on this host
@@ -118,7 +114,7 @@ static __always_inline void enforce(struct sock *sk)
 
 	if (clamp && tp->snd_cwnd > clamp) {
 		if (!lb(sk)->held)
-			lb(sk)->held = tp->snd_cwnd < 65535 ? tp->snd_cwnd : 65535;
+			lb(sk)->held = tp->snd_cwnd;
 		tp->snd_cwnd = clamp;
 	}
 }
@@ -149,7 +145,6 @@ void BPF_PROG(lanes_lb_init, struct sock *sk)
 	ledbat_init(ca(sk), CFG.target_us, tp->tcp_mstamp);
 	lb(sk)->held = 0;
 	lb(sk)->joins_seen = 0;
-	lb(sk)->acked_seen = (__u32)tp->bytes_acked;
 	if (joins) {
 		__sync_fetch_and_add(joins, 1);
 		lb(sk)->joins_seen = *joins;
@@ -161,15 +156,8 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 bytes = (__u32)tp->bytes_acked - lb(sk)->acked_seen, mss = tp->mss_cache;
 
-	lb(sk)->acked_seen = (__u32)tp->bytes_acked;
-	if (sample->rtt_us <= 0)
-		return;
-	/* not a whole number of full segments: a short one among them */
-	if (CFG.short_base && mss && bytes % mss)
-		ledbat_rtt_short(ca(sk), (__u32)sample->rtt_us, tp->tcp_mstamp);
-	else
+	if (sample->rtt_us > 0)
 		ledbat_rtt(ca(sk), (__u32)sample->rtt_us, tp->tcp_mstamp);
 }
 
@@ -181,7 +169,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	int limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 	__u32 zero = 0, *joins = bpf_map_lookup_elem(&lanes_lb_joins, &zero);
 
-	if (joins && (__u16)*joins != lb(sk)->joins_seen) {
+	if (joins && *joins != lb(sk)->joins_seen) {
 		lb(sk)->joins_seen = *joins;
 		ledbat_slowdown_now(ca(sk), (__u32)tp->tcp_mstamp);
 	}

@@ -23,12 +23,7 @@ const (
 	ShareSlope = model.FlagShareSlope // the decrease as steep as above the flow's own target
 	ShareDefer = model.FlagShareDefer // periodic slowdowns wait until sharing ends
 	ShareGrow  = model.FlagShareGrow  // the growth below the target in proportion to the distance to it
-	// ShortBase is no LEDBAT_F_ flag but the loader's: an ack of a short
-	// segment counts in the base delay only where no full segment's does
-	// (ledbat_rtt_short; CFG.short_base), which matters most at the share
-	// target. Off, a lab switch, every sample counts alike.
-	ShortBase = 1 << 8
-	ShareRule = ShareSlope | ShareDefer | ShareGrow | ShortBase
+	ShareRule  = ShareSlope | ShareDefer | ShareGrow
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -68,10 +63,7 @@ func Load(name string, target time.Duration, share uint32, mode structops.Mode, 
 	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
-	cfg := struct{ TargetUS, Share, ShortBase uint32 }{uint32(target / time.Microsecond), share & (ShareSlope | ShareDefer | ShareGrow), 0}
-	if share&ShortBase != 0 {
-		cfg.ShortBase = 1
-	}
+	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & ShareRule}
 	if err := spec.Variables[LedbatVarCFG].Set(cfg); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}

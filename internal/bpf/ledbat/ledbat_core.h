@@ -23,9 +23,7 @@
  *     queue);
  *   - queuing delay qd = current - base.
  * Operations:
- *   - ledbat_rtt: one RTT sample into both filters; ledbat_rtt_short: the
- *     sample of an ack of a short segment, into the base only while it
- *     holds no full segment's sample.
+ *   - ledbat_rtt: one RTT sample into both filters.
  *   - ledbat_ack: `acked` packets were acknowledged:
  *       gain    = 1 / min(16, ceil(2 * target / base))
  *       slow start (initial, or after a slowdown): cwnd += gain per acked
@@ -95,7 +93,6 @@ enum ledbat_phase {
 #define LEDBAT_F_SHARE_SETTLED 16 /* sharing, the queue came down to the share target once */
 #define LEDBAT_SHARE_SLOPE 4   /* the share target is a quarter of the flow's own */
 #define LEDBAT_SHARE_GROW_SLOPE 2 /* with LEDBAT_F_SHARE_GROW the decrease halves again */
-#define LEDBAT_F_BASE_SHORT 64 /* the base holds short segments' samples only (ledbat_rtt_short) */
 
 struct ledbat {
 	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
@@ -154,9 +151,8 @@ static __always_inline __u32 ledbat_base(const struct ledbat *l)
 	return m;
 }
 
-/* ledbat_sample records one RTT sample (us, > 0) taken at now_us; full:
- * every segment it acknowledged was a full one (ledbat_rtt_short). */
-static __always_inline void ledbat_sample(struct ledbat *l, __u32 rtt_us, __u64 now_us, int full)
+/* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
+static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now_us)
 {
 	__u32 minute = (__u32)(now_us / LEDBAT_BUCKET_US);
 	__u32 shift = minute - l->bucket;
@@ -174,19 +170,7 @@ static __always_inline void ledbat_sample(struct ledbat *l, __u32 rtt_us, __u64 
 		l->base[0] = 0;
 	}
 	l->bucket = minute;
-	if (full) {
-		/* a full segment's sample replaces short ones' */
-		if (l->flags & LEDBAT_F_BASE_SHORT) {
-#pragma clang loop unroll(full)
-			for (int i = 0; i < LEDBAT_BASE_BUCKETS; i++)
-				l->base[i] = 0;
-		}
-		l->flags &= ~LEDBAT_F_BASE_SHORT;
-		l->base[0] = ledbat_min0(l->base[0], rtt_us);
-	} else if (!ledbat_base(l) || (l->flags & LEDBAT_F_BASE_SHORT)) {
-		l->base[0] = ledbat_min0(l->base[0], rtt_us);
-		l->flags |= LEDBAT_F_BASE_SHORT;
-	}
+	l->base[0] = ledbat_min0(l->base[0], rtt_us);
 	l->samples++;
 	/* the current slot ends at the first sample base/SLOT_DIV after it began */
 	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + ledbat_base(l) / LEDBAT_SLOT_DIV)) {
@@ -198,24 +182,6 @@ static __always_inline void ledbat_sample(struct ledbat *l, __u32 rtt_us, __u64 
 		return;
 	}
 	l->cur[0] = ledbat_min0(l->cur[0], rtt_us);
-}
-
-/* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
-static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now_us)
-{
-	ledbat_sample(l, rtt_us, now_us, 1);
-}
-
-/* ledbat_rtt_short records the RTT sample of an ack that acknowledged a
- * short segment (a request's header, a write's tail): the base delay takes
- * it only while it holds no full segment's sample (LEDBAT_F_BASE_SHORT:
- * none yet, or all aged out); the first full one replaces them all. A full segment spends longer
- * on the bottleneck's wire (1.2 ms at 10 Mbit/s) than a short one: a base
- * from short segments reads that time as queue in every full one's
- * sample, most of the 2.5 ms share target. The current delay takes it. */
-static __always_inline void ledbat_rtt_short(struct ledbat *l, __u32 rtt_us, __u64 now_us)
-{
-	ledbat_sample(l, rtt_us, now_us, 0);
 }
 
 static __always_inline __u32 ledbat_current(const struct ledbat *l)

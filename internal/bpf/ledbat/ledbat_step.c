@@ -26,7 +26,6 @@ enum step_op {
 	STEP_LOSS = 3, /* win.ssthresh = the returned ssthresh */
 	STEP_SLOWDOWN_NOW = 4,
 	STEP_SHARE = 5, /* arg = target_us, share = LEDBAT_F_SHARE_* */
-	STEP_RTT_SHORT = 6, /* arg = rtt_us, of a short segment */
 };
 
 struct ledbat_step {
@@ -65,9 +64,6 @@ int ledbat_run(struct __sk_buff *skb)
 		break;
 	case STEP_RTT:
 		ledbat_rtt(&s->st, s->arg, s->now_us);
-		break;
-	case STEP_RTT_SHORT:
-		ledbat_rtt_short(&s->st, s->arg, s->now_us);
 		break;
 	case STEP_ACK:
 		ledbat_ack(&s->st, &s->win, s->arg, (__u32)s->now_us, s->srtt_us, s->limited);

@@ -92,7 +92,6 @@ const (
 	opLoss
 	opSlowdownNow
 	opShare
-	opRTTShort
 )
 
 func (k *kernelStep) run(op, arg uint32, now uint64, srtt uint32, limited bool) {
@@ -137,12 +136,6 @@ func (p *pair) rtt(rtt uint32, now uint64) {
 	p.k.run(opRTT, rtt, now, 0, false)
 	p.m.RTT(rtt, now)
 	p.check("rtt")
-}
-
-func (p *pair) rttShort(rtt uint32, now uint64) {
-	p.k.run(opRTTShort, rtt, now, 0, false)
-	p.m.RTTShort(rtt, now)
-	p.check("rtt-short")
 }
 
 func (p *pair) ack(acked uint32, now uint64, srtt uint32, limited bool) {
@@ -235,10 +228,8 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			}
 			srtt := uint32(1_000 + rng.Intn(300_000))
 			switch r := rng.Intn(100); {
-			case r < 35:
-				p.rtt(uint32(1+rng.Intn(400_000)), now)
 			case r < 45:
-				p.rttShort(uint32(1+rng.Intn(400_000)), now)
+				p.rtt(uint32(1+rng.Intn(400_000)), now)
 			case r < 92:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
 			case r < 96:

@@ -71,7 +71,6 @@ var RemoteMethods = []RemoteMethod{
 		[]string{"--share-rule-off", "all"}},
 	{"full-noslope", "full, sharing without the gentler decrease", true, true, "", []string{"--share-rule-off", "slope"}},
 	{"full-nodefer", "full, sharing with periodic slowdowns", true, true, "", []string{"--share-rule-off", "defer"}},
-	{"full-base0", "full, LEDBAT++'s base delay from every sample alike (short segments' too)", true, true, "", []string{"--share-rule-off", "shortbase"}},
 	{"full-nogrow", "full, sharing with LEDBAT++'s own growth below the share target", true, true, "", []string{"--share-rule-off", "grow"}},
 	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
 }
