@@ -278,8 +278,8 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	if s.Flags&FlagShareSlope != 0 && s.Flags&FlagShareSettled != 0 {
 		dec /= ShareSlope
 	}
-	// the gain scaled by (target - qd) / target (ledbat_core.h)
-	// and the decrease halved again
+	// the gain scaled by (target - qd) / target and the decrease halved
+	// again (ledbat_core.h)
 	if s.Flags&FlagShareGrow != 0 && s.Flags&FlagShareSettled != 0 {
 		inc = shareGrowth(inc, qd, target)
 		dec /= ShareGrowSlope
@@ -301,8 +301,9 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 // once the queue has come down to the (share) target (FlagShareSettled),
 // the decrease above it is as steep as above a target ShareSlope times
 // larger, the flow's own; with FlagShareGrow, settled, the growth below the
-// target scaled by its distance to it and the decrease halved again; with FlagShareDefer a periodic slowdown due waits
-// for the first ack after sharing ends (a join slowdown does not wait).
+// target scaled by its distance to it and the decrease halved again; with
+// FlagShareDefer a periodic slowdown due waits for the first ack after
+// sharing ends (a join slowdown does not wait).
 // Not sharing forgets FlagShareSettled.
 func (s *State) Share(targetUS, share uint32) {
 	var settled uint32
