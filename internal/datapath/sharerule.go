@@ -21,6 +21,9 @@ const (
 	ShareSlope = ShareParts(ledbat.ShareSlope)
 	// ShareDefer: no periodic slowdown while sharing (LEDBAT_F_SHARE_DEFER).
 	ShareDefer = ShareParts(ledbat.ShareDefer)
+	// ShareGrow: LEDBAT++'s growth below the share target in proportion
+	// to the distance to it (LEDBAT_F_SHARE_GROW).
+	ShareGrow = ShareParts(ledbat.ShareGrow)
 	// ShareDownloads: rLEDBAT shares beside an unharmed foreground as
 	// LEDBAT++ does, instead of holding the receive window at the minimum.
 	ShareDownloads ShareParts = sockops.RLShareOn
@@ -29,16 +32,16 @@ const (
 var shareNames = []struct {
 	name string
 	part ShareParts
-}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"download", ShareDownloads}}
+}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"grow", ShareGrow}, {"download", ShareDownloads}}
 
-// ParseShareParts parses a list of part names (slope, defer, download;
+// ParseShareParts parses a list of part names (slope, defer, grow, download;
 // "all" for every one).
 func ParseShareParts(names []string) (ShareParts, error) {
 	var p ShareParts
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "all" {
-			p |= ShareSlope | ShareDefer | ShareDownloads
+			p |= ShareSlope | ShareDefer | ShareGrow | ShareDownloads
 			continue
 		}
 		found := false
@@ -49,7 +52,7 @@ func ParseShareParts(names []string) (ShareParts, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("share rule part %q: want slope, defer, download or all", n)
+			return 0, fmt.Errorf("share rule part %q: want slope, defer, grow, download or all", n)
 		}
 	}
 	return p, nil

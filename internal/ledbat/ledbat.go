@@ -47,12 +47,14 @@ const (
 	FirstSlowdownRTTs = 2
 	SlowdownSpacing   = 9
 	FlagScheduled     = 1
-	FlagJoin          = 2 // the coming slowdown makes room for a new flow
-	FlagShareSlope    = 4 // sharing: the decrease's slope is that of ShareSlope x the target
-	FlagShareDefer    = 8 // sharing: a periodic slowdown due waits until sharing ends
-	FlagShare         = FlagShareSlope | FlagShareDefer
+	FlagJoin          = 2  // the coming slowdown makes room for a new flow
+	FlagShareSlope    = 4  // sharing: the decrease's slope is that of ShareSlope x the target
+	FlagShareDefer    = 8  // sharing: a periodic slowdown due waits until sharing ends
+	FlagShareGrow     = 32 // sharing: the growth below the target in proportion to the distance to it
+	FlagShare         = FlagShareSlope | FlagShareDefer | FlagShareGrow
 	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
 	ShareSlope        = 4                           // the share target is a quarter of the flow's own
+	ShareGrowSlope    = 2                           // with FlagShareGrow the decrease halves again
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 )
@@ -270,11 +272,17 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
 	}
-	if s.Flags&FlagShareSlope != 0 && qd <= target {
+	if s.Flags&(FlagShareSlope|FlagShareGrow) != 0 && qd <= target {
 		s.Flags |= FlagShareSettled
 	}
 	if s.Flags&FlagShareSlope != 0 && s.Flags&FlagShareSettled != 0 {
 		dec /= ShareSlope
+	}
+	// the gain scaled by (target - qd) / target and the decrease halved
+	// again (ledbat_core.h)
+	if s.Flags&FlagShareGrow != 0 && s.Flags&FlagShareSettled != 0 {
+		inc = shareGrowth(inc, qd, target)
+		dec /= ShareGrowSlope
 	}
 	switch {
 	case dec > inc:
@@ -292,8 +300,10 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 // present foreground (FlagShare* bits, 0: not sharing): with FlagShareSlope,
 // once the queue has come down to the (share) target (FlagShareSettled),
 // the decrease above it is as steep as above a target ShareSlope times
-// larger, the flow's own; with FlagShareDefer a periodic slowdown due waits
-// for the first ack after sharing ends (a join slowdown does not wait).
+// larger, the flow's own; with FlagShareGrow, settled, the growth below the
+// target scaled by its distance to it and the decrease halved again; with
+// FlagShareDefer a periodic slowdown due waits for the first ack after
+// sharing ends (a join slowdown does not wait).
 // Not sharing forgets FlagShareSettled.
 func (s *State) Share(targetUS, share uint32) {
 	var settled uint32
@@ -325,4 +335,13 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 		s.schedule(now, srttUS)
 	}
 	return max(cwnd/2, MinCwnd)
+}
+
+// shareGrowth is the growth inc scaled by the distance of qd below the
+// target, (target - qd) / target, none at or above it.
+func shareGrowth(inc uint64, qd, target uint32) uint64 {
+	if qd >= target {
+		return 0
+	}
+	return inc * uint64(target-qd) / uint64(target)
 }

@@ -94,14 +94,17 @@ func simulateShare(target, flags uint32, fgShare float64, burst int, from, dur, 
 // foreground's queuing-delay p95, and no periodic slowdown comes while it
 // shares; over the first 300 ms of sharing (the flow at its own target
 // until then: the way down) the foreground meets no more than 2 ms more of
-// p95 queue.
+// p95 queue. The growth in proportion to the distance below the target
+// (FlagShareGrow) costs none of the share of the slope and the deferred
+// slowdowns and no foreground p95: it takes the overshoot off the target.
 // The parts alone are logged: what each costs the share.
 func TestShareBesidePacedForeground(t *testing.T) {
 	const share = DefaultTargetUS / 4
 	rules := []struct {
 		name  string
 		flags uint32
-	}{{"own decrease and slowdowns", 0}, {"slope", FlagShareSlope}, {"defer", FlagShareDefer}, {"slope+defer", FlagShare}}
+	}{{"own decrease and slowdowns", 0}, {"slope", FlagShareSlope}, {"defer", FlagShareDefer},
+		{"slope+defer", FlagShareSlope | FlagShareDefer}, {"slope+defer+grow", FlagShare}}
 	got := map[uint32]shareSim{}
 	for _, r := range rules {
 		s := simulateShare(share, r.flags, 0.4, 2, 8, 60, 10)
@@ -109,7 +112,10 @@ func TestShareBesidePacedForeground(t *testing.T) {
 		t.Logf("%-28s bg ÷ idle %.2f (goal 0.90), foreground queue p50 %.1f ms, p95 %.1f ms, %d slowdowns in 50 s; first 300 ms of sharing: p95 %.1f ms",
 			r.name, s.idleShare, s.fgP50, s.fgP95, s.slowdowns, s.downP95)
 	}
-	own, rule := got[0], got[FlagShare]
+	own, rule, nogrow := got[0], got[FlagShare], got[FlagShareSlope|FlagShareDefer]
+	if rule.idleShare < nogrow.idleShare-0.01 || rule.fgP95 > nogrow.fgP95 {
+		t.Errorf("the growth in proportion: %.2f of the idle capacity at a p95 of %.1f ms; without it %.2f at %.1f ms", rule.idleShare, rule.fgP95, nogrow.idleShare, nogrow.fgP95)
+	}
 	if rule.downP95 > own.downP95+2 {
 		t.Errorf("the share rule's way down from the flow's own target: the foreground's p95 %.1f ms over the first 300 ms, LEDBAT++'s own %.1f ms", rule.downP95, own.downP95)
 	}

@@ -11,7 +11,8 @@
  *     the classifier's stamp, lanes_fg_active, handed over by the loader
  *     while the yield is on) the target is FG_SHARE_TARGET(CFG.target_us),
  *     with the share rule CFG.share (ledbat_core.h's ledbat_share: a
- *     gentler decrease, periodic slowdowns deferred);
+ *     gentler decrease, growth in proportion below the target, periodic
+ *     slowdowns deferred);
  *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
  *     current delay filters;
  *   - a new socket counts itself in lanes_lb_joins; every other socket

@@ -22,7 +22,8 @@ import (
 const (
 	ShareSlope = model.FlagShareSlope // the decrease as steep as above the flow's own target
 	ShareDefer = model.FlagShareDefer // periodic slowdowns wait until sharing ends
-	ShareRule  = ShareSlope | ShareDefer
+	ShareGrow  = model.FlagShareGrow  // the growth below the target in proportion to the distance to it
+	ShareRule  = ShareSlope | ShareDefer | ShareGrow
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -41,7 +42,7 @@ type CC struct {
 // (no foreground-aware yield) keeps the target always.
 //
 // share is the share rule beside a present foreground (ShareSlope,
-// ShareDefer: ledbat_core.h's LEDBAT_F_SHARE_*; ShareRule is the rule,
+// ShareDefer, ShareGrow: ledbat_core.h's LEDBAT_F_SHARE_*; ShareRule is the rule,
 // 0 keeps LEDBAT++'s own decrease and slowdowns there).
 func Load(name string, target time.Duration, share uint32, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
 	if err := structops.CheckName(name); err != nil {

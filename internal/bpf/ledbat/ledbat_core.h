@@ -44,6 +44,10 @@
  *     come down to the share target, the decrease above it as steep as
  *     above the flow's own target (LEDBAT_F_SHARE_SLOPE; the way down from
  *     the flow's own target keeps LEDBAT++'s slope),
+ *     once settled there the growth below it in proportion to the
+ *     distance to it, gain * (target - qd) / target per RTT, none above it,
+ *     and the decrease halved again (LEDBAT_F_SHARE_GROW, RFC 6817's
+ *     off-target growth),
  *     and no periodic slowdown while sharing (LEDBAT_F_SHARE_DEFER: the
  *     one due comes at the first ack after sharing ends; a join slowdown
  *     still comes at once).
@@ -84,9 +88,11 @@ enum ledbat_phase {
  * with the share target at each ack): */
 #define LEDBAT_F_SHARE_SLOPE 4 /* the decrease's slope is that of LEDBAT_SHARE_SLOPE x the target */
 #define LEDBAT_F_SHARE_DEFER 8 /* a periodic slowdown due waits until sharing ends */
-#define LEDBAT_F_SHARE (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_DEFER)
+#define LEDBAT_F_SHARE_GROW 32 /* the growth below the target in proportion to the distance to it */
+#define LEDBAT_F_SHARE (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_DEFER | LEDBAT_F_SHARE_GROW)
 #define LEDBAT_F_SHARE_SETTLED 16 /* sharing, the queue came down to the share target once */
 #define LEDBAT_SHARE_SLOPE 4   /* the share target is a quarter of the flow's own */
+#define LEDBAT_SHARE_GROW_SLOPE 2 /* with LEDBAT_F_SHARE_GROW the decrease halves again */
 
 struct ledbat {
 	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
@@ -310,10 +316,20 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	 * the target, never below -1/2 (a decrease of at most cwnd/2 per RTT) */
 	inc = (__u64)LEDBAT_SCALE / ((__u64)gdiv * w->cwnd);
 	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
-	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && qd <= target)
+	if ((l->flags & (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_GROW)) && qd <= target)
 		l->flags |= LEDBAT_F_SHARE_SETTLED;
 	if ((l->flags & LEDBAT_F_SHARE_SLOPE) && (l->flags & LEDBAT_F_SHARE_SETTLED))
 		dec /= LEDBAT_SHARE_SLOPE;
+	/* the gain scaled by (target - qd) / target: one packet per RTT is
+	 * half the share target at 10 Mbit/s, and the RTT or two the delay
+	 * takes to show it would overshoot the target by as much again. The
+	 * growth then stops at the target, and the decrease (halved again)
+	 * answers only excursions, which it would overshoot the other way
+	 * for as long. */
+	if ((l->flags & LEDBAT_F_SHARE_GROW) && (l->flags & LEDBAT_F_SHARE_SETTLED)) {
+		inc = qd < target ? inc * (target - qd) / target : 0;
+		dec /= LEDBAT_SHARE_GROW_SLOPE;
+	}
 	if (dec > inc) {
 		__u64 d = dec - inc;
 

@@ -230,10 +230,10 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			switch r := rng.Intn(100); {
 			case r < 45:
 				p.rtt(uint32(1+rng.Intn(400_000)), now)
-			case r < 97:
+			case r < 92:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
 			case r < 96:
-				p.share(uint32(1_000+rng.Intn(30_000)), uint32(rng.Intn(32)))
+				p.share(uint32(1_000+rng.Intn(30_000)), uint32(rng.Intn(64)))
 			case r < 98:
 				p.slowdownNow(now)
 			default:

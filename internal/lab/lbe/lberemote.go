@@ -71,6 +71,7 @@ var RemoteMethods = []RemoteMethod{
 		[]string{"--share-rule-off", "all"}},
 	{"full-noslope", "full, sharing without the gentler decrease", true, true, "", []string{"--share-rule-off", "slope"}},
 	{"full-nodefer", "full, sharing with periodic slowdowns", true, true, "", []string{"--share-rule-off", "defer"}},
+	{"full-nogrow", "full, sharing with LEDBAT++'s own growth below the share target", true, true, "", []string{"--share-rule-off", "grow"}},
 	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
 	// the QUIC/UDP class's bucket left full at a decrease (bgudp.Rule.KeepTokens)
 	{"full-keeptokens", "full, the QUIC/UDP class's bucket left as it is at a decrease", true, true, "", []string{"--bg-udp-keep-tokens"}},
