@@ -601,8 +601,14 @@ func TestShapedThreeLanes(t *testing.T) {
 	// background rightly fills the gaps (interactive 8.04 / background 0.52
 	// and 8.22 / 1.27 Mbit/s measured at load 28); without the priority
 	// background would have about half.
-	if total := inRate + bgRate; bgRate > 0.25*total || total < 0.7*linkBps {
-		t.Errorf("background %.2f Mbit/s (want < 25%% of the %.2f sent), interactive %.2f Mbit/s (want the link kept >= 70%% busy)", bgRate/1e6, total/1e6, inRate/1e6)
+	// Where the senders cannot keep the link busy (qemu without KVM: 4.4 of
+	// 10 Mbit/s sent), nothing contends and background rightly takes what
+	// it sends: the priority is judged only on a busy link.
+	switch total := inRate + bgRate; {
+	case total < 0.7*linkBps:
+		testutil.TimingErrorf(t, "the senders kept the link %.0f%% busy (%.2f Mbit/s; want >= 70%%): no contention to judge the priority by", 100*total/linkBps, total/1e6)
+	case bgRate > 0.25*total:
+		t.Errorf("background %.2f Mbit/s (want < 25%% of the %.2f sent), interactive %.2f Mbit/s", bgRate/1e6, total/1e6, inRate/1e6)
 	}
 	// TCP small queues keep each local bulk socket's share of the qdisc to
 	// about a millisecond of its rate, so the interactive queue is short:
