@@ -48,6 +48,7 @@ type Episode struct {
 type episode struct {
 	mu    sync.Mutex
 	state State
+	dir   datapath.Direction // the controlled direction
 	Episode
 }
 
@@ -57,7 +58,6 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	p := newProber()
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
-	var dir datapath.Direction
 	defer func() {
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
@@ -96,30 +96,13 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		}
 		in := Input{Dt: now.Sub(at)}
 		blind := sig.step(res, &in)
-		d := e.stepInput(dp, &in, prev, cur, target)
-		if d != dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
-			_ = dp.SetBgRate(e.Ifindex, dir, 0, false)
-			e.state.Rate = 0
-		}
-		dir = d
-		before := e.state.Rate
-		rate := e.state.Step(in)
-		if blind && !in.Held {
-			rate = e.state.Blind()
-		}
-		e.mu.Lock()
-		e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-		e.Queue, e.Link, e.Probes, e.Lost, e.ProbeBytes = e.state.Queue, e.state.Link, p.Sent, sig.Lost, p.Bytes
-		e.Peers, e.Version = peers, p.VersionSent
-		if in.Signal {
-			e.Base = in.Base
-		}
-		e.mu.Unlock()
-		log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
-			"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
-		if err := dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate)); err != nil {
+		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
+		e.mu.Lock()
+		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
+		e.Peers, e.Version = peers, p.VersionSent
+		e.mu.Unlock()
 		prev, at = cur, now
 		select {
 		case <-ctx.Done():
@@ -127,6 +110,33 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		case <-time.After(time.Until(tick.Add(e.state.Rule.Interval))):
 		}
 	}
+}
+
+// control steps the rule on one step's counters and delay signal (in's
+// Signal, Queue, Raw, Base and Dt filled in) and sets the controlled
+// direction's rate.
+func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, prev, cur [2]datapath.BgClass, target time.Duration) error {
+	d := e.stepInput(dp, in, prev, cur, target)
+	if d != e.dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
+		_ = dp.SetBgRate(e.Ifindex, e.dir, 0, false)
+		e.state.Rate = 0
+	}
+	e.dir = d
+	before := e.state.Rate
+	rate := e.state.Step(*in)
+	if blind && !in.Held {
+		rate = e.state.Blind()
+	}
+	e.mu.Lock()
+	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
+	e.Queue, e.Link = e.state.Queue, e.state.Link
+	if in.Signal {
+		e.Base = in.Base
+	}
+	e.mu.Unlock()
+	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
+		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
+	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
 }
 
 // stepInput fills in's rates and the yield's state from the counters and
