@@ -49,6 +49,7 @@ type episode struct {
 	mu    sync.Mutex
 	state State
 	dir   datapath.Direction // the controlled direction
+	dirs  dirChoice
 	Episode
 }
 
@@ -116,12 +117,17 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 // Signal, Queue, Raw, Base and Dt filled in) and sets the controlled
 // direction's rate.
 func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, prev, cur [2]datapath.BgClass, target time.Duration) error {
-	d := e.stepInput(dp, in, prev, cur, target)
-	if d != e.dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
-		_ = dp.SetBgRate(e.Ifindex, e.dir, 0, false)
-		e.state.Rate = 0
+	d := e.dirs.choose(e.dir, prev, cur, in.Dt)
+	if d != e.dir { // the other direction took over: the old one keeps its rate
+		e.state.Rate = e.dirs.handOver(e.dir, d, e.state.Rate)
 	}
 	e.dir = d
+	if o := 1 - d; e.dirs.release(o) {
+		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
+			return err
+		}
+	}
+	e.stepInput(dp, in, d, prev, cur, target)
 	before := e.state.Rate
 	rate := e.state.Step(*in)
 	if blind && !in.Held {
@@ -139,14 +145,11 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
 }
 
-// stepInput fills in's rates and the yield's state from the counters and
-// returns the direction to control: the one that carried more bytes.
-func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClass, target time.Duration) datapath.Direction {
+// stepInput fills in's rates and the yield's state from the counters of
+// the controlled direction d.
+func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, cur [2]datapath.BgClass, target time.Duration) {
 	secs := max(in.Dt.Seconds(), 1e-3)
-	d, i := datapath.Upload, 0
-	if cur[1].Bytes-prev[1].Bytes > cur[0].Bytes-prev[0].Bytes {
-		d, i = datapath.Download, 1
-	}
+	i := int(d)
 	offered := cur[i].Bytes - prev[i].Bytes
 	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
 	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
@@ -163,7 +166,6 @@ func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClas
 		e.state.Rule.Target = yield.ShareTarget(target)
 	}
 	e.mu.Unlock()
-	return d
 }
 
 // peers is the episode's peer first (port 0: its port not known), then
