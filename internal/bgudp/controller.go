@@ -2,9 +2,9 @@
 // events (an interface's background non-TCP traffic began after a quiet
 // second) and wakes nobody at rest; per such interface an episode probes
 // the class's peers in turn, one every Rule.Interval, steps the rule on
-// the direction that carries more of the class's bytes (the other stays
-// unpoliced) and ends, releasing the rate, after episodeQuiet without a
-// packet of the class.
+// the direction that carries more of the class's bytes over about a
+// second (direction.go) and ends, releasing the rates, after
+// episodeQuiet without a packet of the class.
 package bgudp
 
 import (

@@ -48,6 +48,8 @@ type Episode struct {
 type episode struct {
 	mu    sync.Mutex
 	state State
+	dir   datapath.Direction // the controlled direction
+	dirs  dirChoice
 	Episode
 }
 
@@ -57,7 +59,6 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	p := newProber()
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
-	var dir datapath.Direction
 	defer func() {
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
@@ -96,30 +97,13 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		}
 		in := Input{Dt: now.Sub(at)}
 		blind := sig.step(res, &in)
-		d := e.stepInput(dp, &in, prev, cur, target)
-		if d != dir && e.state.Rate != 0 { // the other direction took over: start it unpoliced
-			_ = dp.SetBgRate(e.Ifindex, dir, 0, false)
-			e.state.Rate = 0
-		}
-		dir = d
-		before := e.state.Rate
-		rate := e.state.Step(in)
-		if blind && !in.Held {
-			rate = e.state.Blind()
-		}
-		e.mu.Lock()
-		e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-		e.Queue, e.Link, e.Probes, e.Lost, e.ProbeBytes = e.state.Queue, e.state.Link, p.Sent, sig.Lost, p.Bytes
-		e.Peers, e.Version = peers, p.VersionSent
-		if in.Signal {
-			e.Base = in.Base
-		}
-		e.mu.Unlock()
-		log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
-			"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
-		if err := dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate)); err != nil {
+		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
+		e.mu.Lock()
+		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
+		e.Peers, e.Version = peers, p.VersionSent
+		e.mu.Unlock()
 		prev, at = cur, now
 		select {
 		case <-ctx.Done():
@@ -129,14 +113,43 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	}
 }
 
-// stepInput fills in's rates and the yield's state from the counters and
-// returns the direction to control: the one that carried more bytes.
-func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClass, target time.Duration) datapath.Direction {
-	secs := max(in.Dt.Seconds(), 1e-3)
-	d, i := datapath.Upload, 0
-	if cur[1].Bytes-prev[1].Bytes > cur[0].Bytes-prev[0].Bytes {
-		d, i = datapath.Download, 1
+// control steps the rule on one step's counters and delay signal (in's
+// Signal, Queue, Raw, Base and Dt filled in) and sets the controlled
+// direction's rate.
+func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, prev, cur [2]datapath.BgClass, target time.Duration) error {
+	d := e.dirs.choose(e.dir, prev, cur, in.Dt)
+	if d != e.dir { // the other direction took over: the old one keeps its rate
+		e.state.Rate = e.dirs.handOver(e.dir, d, e.state.Rate)
 	}
+	e.dir = d
+	if o := 1 - d; e.dirs.release(o) {
+		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
+			return err
+		}
+	}
+	e.stepInput(dp, in, d, prev, cur, target)
+	before := e.state.Rate
+	rate := e.state.Step(*in)
+	if blind && !in.Held {
+		rate = e.state.Blind()
+	}
+	e.mu.Lock()
+	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
+	e.Queue, e.Link = e.state.Queue, e.state.Link
+	if in.Signal {
+		e.Base = in.Base
+	}
+	e.mu.Unlock()
+	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
+		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
+	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
+}
+
+// stepInput fills in's rates and the yield's state from the counters of
+// the controlled direction d.
+func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, cur [2]datapath.BgClass, target time.Duration) {
+	secs := max(in.Dt.Seconds(), 1e-3)
+	i := int(d)
 	offered := cur[i].Bytes - prev[i].Bytes
 	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
 	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
@@ -153,7 +166,6 @@ func (e *episode) stepInput(dp Datapath, in *Input, prev, cur [2]datapath.BgClas
 		e.state.Rule.Target = yield.ShareTarget(target)
 	}
 	e.mu.Unlock()
-	return d
 }
 
 // peers is the episode's peer first (port 0: its port not known), then

@@ -1,0 +1,133 @@
+// direction_test.go: the episode's choice of the controlled direction,
+// stepped on a fake datapath's counters beside a fluid bottleneck per
+// direction.
+package bgudp
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+)
+
+// fakeDP is the class's counters and the rates set, per direction.
+type fakeDP struct {
+	cls   [2]datapath.BgClass
+	rates [2]uint64
+}
+
+func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
+func (f *fakeDP) BgClass(_ int, d datapath.Direction) (datapath.BgClass, error) {
+	return f.cls[d], nil
+}
+func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) error {
+	f.rates[d] = bytes
+	return nil
+}
+func (f *fakeDP) BgClassHeld(int) bool                        { return false }
+func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
+func (f *fakeDP) ForegroundPresent(int) bool                  { return false }
+
+// dirSim is an episode on fakeDP, each direction through the policer into
+// its own bottleneck of rate link (bytes/s).
+type dirSim struct {
+	dp    *fakeDP
+	e     *episode
+	link  float64
+	queue [2]float64 // bytes
+	prev  [2]datapath.BgClass
+	log   *slog.Logger
+}
+
+func newDirSim(link float64) *dirSim {
+	return &dirSim{dp: &fakeDP{}, link: link, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		e: &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(10 * time.Millisecond)}}}
+}
+
+// step offers offer (bytes/s, by direction) for one step and steps the
+// controller on the counters and the larger queue's delay.
+func (s *dirSim) step(t *testing.T, offer [2]float64) {
+	dt := s.e.state.Rule.Interval
+	var qd time.Duration
+	for i := range 2 {
+		pass := offer[i]
+		if r := s.dp.rates[i]; r != 0 {
+			pass = min(pass, float64(r))
+		}
+		s.queue[i] = max(0, s.queue[i]+(pass-s.link)*dt.Seconds())
+		qd = max(qd, time.Duration(s.queue[i]/s.link*float64(time.Second)))
+		c := &s.dp.cls[i]
+		if b := offer[i] * dt.Seconds(); b > 0 {
+			c.Bytes, c.Packets = c.Bytes+uint64(b), c.Packets+uint64(b/1200)+1
+			c.DropBytes += uint64((offer[i] - pass) * dt.Seconds())
+		}
+	}
+	in := Input{Signal: true, Queue: qd, Raw: qd, Base: 20 * time.Millisecond, Dt: dt}
+	cur := s.dp.cls
+	if err := s.e.control(s.dp, s.log, &in, false, s.prev, cur, s.e.state.Rule.Target); err != nil {
+		t.Fatal(err)
+	}
+	s.prev = cur
+}
+
+// A policed upload whose sender pauses for a step (a loss-based sender's
+// cut, an app's pause) carries less in it than the download's ACKs: the
+// upload stays the controlled direction and policed.
+func TestUploadStaysPolicedThroughAStall(t *testing.T) {
+	s := newDirSim(1.25e6)
+	const ack = 30_000 // the download's ACKs, bytes/s
+	stalls := map[int]bool{200: true, 300: true, 301: true, 302: true}
+	policed := false
+	for n := range 400 {
+		up := 2 * s.link // a sender that fills any buffer
+		if stalls[n] {
+			up = 10_000 // 500 bytes in the step: fewer than the ACKs' 1500
+		}
+		s.step(t, [2]float64{up, ack})
+		if policed && s.dp.rates[datapath.Upload] == 0 {
+			t.Fatalf("step %d (stall %v): upload left unpoliced, controlled %s", n, stalls[n], s.e.Controlled)
+		}
+		policed = policed || s.dp.rates[datapath.Upload] != 0
+		if policed && s.e.Controlled != datapath.Upload.String() {
+			t.Fatalf("step %d: controlled %s, the upload carries the bulk", n, s.e.Controlled)
+		}
+	}
+	if !policed {
+		t.Fatal("upload never policed")
+	}
+	t.Logf("upload rate %d B/s, link estimated %d B/s", s.dp.rates[datapath.Upload], s.e.Link)
+}
+
+// An upload that ends and a download that starts: the download is
+// controlled within a few steps and policed, the ended upload's rate
+// released once it is idle.
+func TestDirectionFollowsANewDownload(t *testing.T) {
+	s := newDirSim(1.25e6)
+	for range 200 {
+		s.step(t, [2]float64{2 * s.link, 30_000})
+	}
+	if s.dp.rates[datapath.Upload] == 0 {
+		t.Fatal("upload never policed")
+	}
+	took := -1
+	for n := range 200 {
+		s.step(t, [2]float64{0, 2 * s.link})
+		if took < 0 && s.e.Controlled == datapath.Download.String() {
+			took = n
+		}
+	}
+	t.Logf("download controlled after %d steps, rate %d B/s", took, s.dp.rates[datapath.Download])
+	if took < 0 || took > 10 {
+		t.Errorf("download controlled after %d steps, want within 10", took)
+	}
+	if s.dp.rates[datapath.Download] == 0 {
+		t.Error("download not policed")
+	}
+	if s.dp.rates[datapath.Upload] != 0 {
+		t.Errorf("idle upload still policed at %d B/s", s.dp.rates[datapath.Upload])
+	}
+}
