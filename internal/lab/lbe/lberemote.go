@@ -150,6 +150,9 @@ type RemoteRun struct {
 	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
 	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
 	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
+	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s
+	// (the denominator of SteadyIdle).
+	SteadyIdleMbps float64 `json:"steady_idle_mbps,omitempty"`
 	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
 	// foreground opening a connection every churnEvery.
 	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`
