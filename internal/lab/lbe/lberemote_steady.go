@@ -56,7 +56,13 @@ func (rb *remoteBed) steady(ctx context.Context, r *RemoteRun, dir string, at ti
 	defer rb.endBulk(fg)
 	from := at + steadySettle
 	to := from + c.SteadyFor
-	if r.SteadyProbeMs, r.SteadyProbeLost, err = rb.probe(ctx, from, to); err != nil {
+	if _, err := rb.until(ctx, from); err != nil {
+		return err
+	}
+	signal := rb.sampleSignal(ctx)
+	r.SteadyProbeMs, r.SteadyProbeLost, err = rb.probe(ctx, from, to)
+	r.SteadySignal = signal()
+	if err != nil {
 		return err
 	}
 	capBytes := capacity(l, from, to)
@@ -86,7 +92,13 @@ func (rb *remoteBed) churn(ctx context.Context, r *RemoteRun, dir string, l *emu
 	defer rb.endBulk(fg)
 	from := at + time.Second
 	to := from + rb.cfg.SteadyFor
-	if _, err := rb.until(ctx, to); err != nil {
+	if _, err := rb.until(ctx, from); err != nil {
+		return err
+	}
+	signal := rb.sampleSignal(ctx)
+	_, err = rb.until(ctx, to)
+	r.ChurnSignal = signal()
+	if err != nil {
 		return err
 	}
 	capBytes := capacity(l, from, to)

@@ -38,6 +38,9 @@ type remoteCell struct {
 	// to the no-background run's, probes lost and sent
 	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
 	SteadyLost, SteadySent                                   int
+	// SteadySignal, ChurnSignal: the daemon's background state, summed
+	// over the rounds that read it (signalSum).
+	SteadySignal, ChurnSignal signalSum
 	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s.
 	SteadyIdleMbps float64
 	nSteadyIdle    int
@@ -150,6 +153,8 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 		c.AloneCapMbps += v
 		c.nAloneCap++
 	}
+	c.SteadySignal.add(r.SteadySignal)
+	c.ChurnSignal.add(r.ChurnSignal)
 	if r.SteadyIdleMbps > 0 {
 		c.SteadyIdleMbps += r.SteadyIdleMbps
 		c.nSteadyIdle++
@@ -260,6 +265,9 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 	}
 	tables := []testbed.Table{rtt, fct, share}
 	if st := steadyTable(cells, c); st != nil {
+		tables = append(tables, *st)
+	}
+	if st := signalTable(cells); st != nil {
 		tables = append(tables, *st)
 	}
 	return tables

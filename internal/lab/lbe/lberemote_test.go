@@ -100,14 +100,15 @@ func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
 // A stored run prints its tables again from its runs: the completion
 // ratios beside the times, the capacity of the alone window (from the
 // timeline) beside the share, the idle capacity beside the steady step's
-// ratio.
+// ratio, the daemon's background state in the steady step.
 func TestRemoteTablesFromStoredRun(t *testing.T) {
 	c := RemoteConfig{FGDirs: []string{"download"}, SizesKB: []int{10}, Warmup: 4 * time.Second, SteadyFor: time.Second, SteadyShare: 0.4}
 	tl := map[string][]float64{"capacity": {1, 1, 8, 12, 100}}
 	runs := []RemoteRun{
 		{Link: "fixed", BGDir: "upload", Method: "none", Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.5}}},
 		{Link: "fixed", BGDir: "upload", Method: "full", Transport: "tcp", BGAlone: 0.5, AloneFrom: 1, AloneTo: 2, Timeline: tl,
-			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, SteadyIdle: 0.9, SteadyIdleMbps: 6, SteadyProbeMs: []float64{50}},
+			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, SteadyIdle: 0.9, SteadyIdleMbps: 6, SteadyProbeMs: []float64{50},
+			SteadySignal: &RemoteSignal{Samples: 10, States: map[string]float64{"sharing": 0.3, "held: harm": 0.7}}},
 	}
 	res := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}, Data: map[string]any{"runs": runs}}
 	dir, err := testbed.WriteResult(t.TempDir(), res)
@@ -121,8 +122,8 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 	if err := testbed.RedoTables(back); err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Tables) != 4 {
-		t.Fatalf("%d tables, want 4", len(back.Tables))
+	if len(back.Tables) != 5 {
+		t.Fatalf("%d tables, want 5", len(back.Tables))
 	}
 	want := []string{
 		"fixed upload - none - (0.50 s) 0",
@@ -139,5 +140,8 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 	}
 	if got := back.Tables[3].Rows[1][4:6]; strings.Join(got, " ") != "0.90 6.0" {
 		t.Errorf("steady row: %q, want 0.90 of 6.0 Mbit/s idle", got)
+	}
+	if got := strings.Join(back.Tables[4].Rows[0], " | "); got != "fixed | upload | tcp | full | held: harm 70%, sharing 30% | - | - | -" {
+		t.Errorf("signal row: %q", got)
 	}
 }
