@@ -55,6 +55,9 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if err := testbed.RedoTables(r); err != nil {
+					return err
+				}
 				printTables(e, r)
 				files, err := testbed.DrawPlots(args[0], r)
 				for _, f := range files {

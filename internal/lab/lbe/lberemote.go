@@ -153,6 +153,13 @@ type RemoteRun struct {
 	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
 	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
 	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
+	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s
+	// (the denominator of SteadyIdle).
+	SteadyIdleMbps float64 `json:"steady_idle_mbps,omitempty"`
+	// SteadySignal, ChurnSignal: the daemon's background state over the
+	// steady and churn windows (lberemote_signal.go; lanes methods).
+	SteadySignal *RemoteSignal `json:"steady_signal,omitempty"`
+	ChurnSignal  *RemoteSignal `json:"churn_signal,omitempty"`
 	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
 	// foreground opening a connection every churnEvery.
 	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`

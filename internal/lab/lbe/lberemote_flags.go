@@ -64,7 +64,23 @@ func init() {
 				r.Duration = time.Since(r.Started)
 				return r, nil
 			}
-		}, Plot: plotRemote})
+		}, Plot: plotRemote, Tables: tablesRemote})
+}
+
+// tablesRemote computes a stored run's tables again from its runs and
+// configuration.
+func tablesRemote(r *testbed.Result) ([]testbed.Table, error) {
+	var d struct {
+		Runs []RemoteRun `json:"runs"`
+	}
+	var c RemoteConfig
+	if err := testbed.DecodeData(r, &d); err != nil {
+		return nil, err
+	}
+	if err := testbed.DecodeParam(r, "config", &c); err != nil {
+		return nil, err
+	}
+	return remoteTables(summarizeRemote(d.Runs), &c), nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

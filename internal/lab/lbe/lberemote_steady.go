@@ -56,7 +56,13 @@ func (rb *remoteBed) steady(ctx context.Context, r *RemoteRun, dir string, at ti
 	defer rb.endBulk(fg)
 	from := at + steadySettle
 	to := from + c.SteadyFor
-	if r.SteadyProbeMs, r.SteadyProbeLost, err = rb.probe(ctx, from, to); err != nil {
+	if _, err := rb.until(ctx, from); err != nil {
+		return err
+	}
+	signal := rb.sampleSignal(ctx)
+	r.SteadyProbeMs, r.SteadyProbeLost, err = rb.probe(ctx, from, to)
+	r.SteadySignal = signal()
+	if err != nil {
 		return err
 	}
 	capBytes := capacity(l, from, to)
@@ -64,6 +70,7 @@ func (rb *remoteBed) steady(ctx context.Context, r *RemoteRun, dir string, at ti
 	r.SteadyFG = fgBytes / capBytes
 	if idle := capBytes - fgBytes; idle > 0 && rb.m.BG {
 		r.SteadyIdle = float64(rb.meter.bytes(dir, rb.bg.Addr, from, to)) / idle
+		r.SteadyIdleMbps = idle * 8 / c.SteadyFor.Seconds() / 1e6
 	}
 	r.SteadyFrom = from.Seconds()
 	rb.endBulk(fg)
@@ -85,7 +92,13 @@ func (rb *remoteBed) churn(ctx context.Context, r *RemoteRun, dir string, l *emu
 	defer rb.endBulk(fg)
 	from := at + time.Second
 	to := from + rb.cfg.SteadyFor
-	if _, err := rb.until(ctx, to); err != nil {
+	if _, err := rb.until(ctx, from); err != nil {
+		return err
+	}
+	signal := rb.sampleSignal(ctx)
+	_, err = rb.until(ctx, to)
+	r.ChurnSignal = signal()
+	if err != nil {
 		return err
 	}
 	capBytes := capacity(l, from, to)
@@ -113,15 +126,18 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 	}
 	t := testbed.Table{Title: "Beside a steady foreground (a TCP stream paced at " + pcts(c.SteadyShare) +
 		" of the link in the background's direction, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
-		"): the background's bytes ÷ the capacity the foreground left idle; the foreground's share; the probe's p95 and its difference to the foreground alone (no background, paired), ms; probes lost of sent; then beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
-		Columns: []string{"link", "background", "transport", "method", "bg ÷ idle", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
+		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the foreground's share; the probe's p95 and its difference to the foreground alone (no background, paired), ms; probes lost of sent; then beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
+		Columns: []string{"link", "background", "transport", "method", "bg ÷ idle", "idle Mbit/s", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
 	for _, x := range cells {
 		row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method}
-		idle, churn := "-", "-"
+		idle, idleMbps, churn := "-", "-", "-"
 		if x.Method != "none" {
 			idle, churn = f2(x.SteadyIdle), f2(x.ChurnIdle)
 		}
-		t.Rows = append(t.Rows, append(row, idle, pcts(x.SteadyFG), f1(x.SteadyP95), f1(x.SteadyInfl95), strconv.Itoa(x.SteadyLost)+" of "+strconv.Itoa(x.SteadySent), churn))
+		if x.nSteadyIdle > 0 {
+			idleMbps = f1(x.SteadyIdleMbps)
+		}
+		t.Rows = append(t.Rows, append(row, idle, idleMbps, pcts(x.SteadyFG), f1(x.SteadyP95), f1(x.SteadyInfl95), strconv.Itoa(x.SteadyLost)+" of "+strconv.Itoa(x.SteadySent), churn))
 	}
 	return &t
 }

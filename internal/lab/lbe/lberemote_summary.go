@@ -15,13 +15,19 @@ import (
 
 // remoteCell is one (link, background direction, transport, method) summary.
 type remoteCell struct {
-	Link, BGDir, Method      string
-	Transport                string             // "" without background
-	P50, P95                 float64            // probe RTT, ms
-	Infl50, Infl95           float64            // above no background, ms
-	ProbeLost, ProbeSent     int                // over the rounds
-	BGSocketCC               string             // tcp-app-cc: the socket's congestion control after the app's call (rounds that differ: joined with "/")
-	FCTRatio                 map[string]float64 // "dir size" -> mean ratio to no background
+	Link, BGDir, Method  string
+	Transport            string             // "" without background
+	P50, P95             float64            // probe RTT, ms
+	Infl50, Infl95       float64            // above no background, ms
+	ProbeLost, ProbeSent int                // over the rounds
+	BGSocketCC           string             // tcp-app-cc: the socket's congestion control after the app's call (rounds that differ: joined with "/")
+	FCTRatio             map[string]float64 // "dir size" -> mean ratio to no background
+	FCTSeconds           map[string]float64 // "dir size" -> mean completion time, s (the transfers that completed)
+	fctDone              map[string]int     // completed transfers behind FCTSeconds
+	// AloneCapMbps: the link's capacity over the alone window, Mbit/s
+	// (from the run's timeline; the runs without background have none).
+	AloneCapMbps             float64
+	nAloneCap                int
 	BGAlone, BGUnder, FGBulk float64
 	// AloneVsCubic: BGAlone ÷ the CUBIC background's of the same link,
 	// direction and round (paired), mean over the rounds that had one.
@@ -32,6 +38,30 @@ type remoteCell struct {
 	// to the no-background run's, probes lost and sent
 	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
 	SteadyLost, SteadySent                                   int
+	// SteadySignal, ChurnSignal: the daemon's background state, summed
+	// over the rounds that read it (signalSum).
+	SteadySignal, ChurnSignal signalSum
+	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s.
+	SteadyIdleMbps float64
+	nSteadyIdle    int
+}
+
+// windowMean is the mean of a timeline's bins (timelineBin each, from 0)
+// that lie within [from, to) seconds; false if none does.
+func windowMean(tl []float64, from, to float64) (float64, bool) {
+	bin := timelineBin.Seconds()
+	var sum float64
+	n := 0
+	for i, v := range tl {
+		if t := float64(i) * bin; t >= from-1e-9 && t+bin <= to+1e-9 {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
 }
 
 func pctl(v []float64, p float64) float64 {
@@ -70,7 +100,8 @@ func summarizeRemote(runs []RemoteRun) []remoteCell {
 		k.round = 0
 		c := acc[k]
 		if c == nil {
-			c = &remoteCell{Link: r.Link, BGDir: r.BGDir, Method: r.Method, Transport: r.Transport, FCTRatio: map[string]float64{}}
+			c = &remoteCell{Link: r.Link, BGDir: r.BGDir, Method: r.Method, Transport: r.Transport, FCTRatio: map[string]float64{},
+				FCTSeconds: map[string]float64{}, fctDone: map[string]int{}}
 			acc[k] = c
 			order = append(order, k)
 		}
@@ -112,6 +143,21 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 		if t.Late {
 			c.Late++
 		}
+		if t.Error == "" && t.Seconds > 0 {
+			k := fmt.Sprintf("%s %d KB", t.Dir, t.SizeKB)
+			c.FCTSeconds[k] += t.Seconds
+			c.fctDone[k]++
+		}
+	}
+	if v, ok := windowMean(r.Timeline["capacity"], r.AloneFrom, r.AloneTo); ok {
+		c.AloneCapMbps += v
+		c.nAloneCap++
+	}
+	c.SteadySignal.add(r.SteadySignal)
+	c.ChurnSignal.add(r.ChurnSignal)
+	if r.SteadyIdleMbps > 0 {
+		c.SteadyIdleMbps += r.SteadyIdleMbps
+		c.nSteadyIdle++
 	}
 	if r.BGSocketCC != "" && !slices.Contains(strings.Split(c.BGSocketCC, "/"), r.BGSocketCC) {
 		c.BGSocketCC = strings.TrimPrefix(c.BGSocketCC+"/"+r.BGSocketCC, "/")
@@ -143,6 +189,15 @@ func (c *remoteCell) average(n, nCubic int) {
 	c.ChurnIdle /= f
 	for s := range c.FCTRatio {
 		c.FCTRatio[s] /= f
+	}
+	for s, k := range c.fctDone {
+		c.FCTSeconds[s] /= float64(k)
+	}
+	if c.nAloneCap > 0 {
+		c.AloneCapMbps /= float64(c.nAloneCap)
+	}
+	if c.nSteadyIdle > 0 {
+		c.SteadyIdleMbps /= float64(c.nSteadyIdle)
 	}
 	if nCubic > 0 {
 		c.AloneVsCubic /= float64(nCubic)
@@ -180,9 +235,9 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 	rtt := testbed.Table{Title: "Foreground probe RTT under background alone, ms: p50 / p95 (inflation above no background); probes lost of sent",
 		Columns: append(slices.Clone(head), "p50", "p95", "inflation p50", "inflation p95", "probes lost")}
 	from, to := aloneWindow(c.Warmup)
-	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (and ÷ the CUBIC background's over the same transport, paired), under an interactive CUBIC bulk flow (its share); a second background flow joining the first: Jain over [%v, %v) after it joins; the background socket's congestion control after its app asked for %s (tcp-app-cc)", from, to, c.JainFor/3, c.JainFor, appCC),
-		Columns: append(slices.Clone(head), "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain", "bg socket CC")}
-	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds)",
+	share := testbed.Table{Title: fmt.Sprintf("Background share of the link: alone over [%v, %v) (the link's capacity and the background's rate there, Mbit/s; the share ÷ the CUBIC background's over the same transport, paired), under an interactive CUBIC bulk flow (its share); a second background flow joining the first: Jain over [%v, %v) after it joins; the background socket's congestion control after its app asked for %s (tcp-app-cc)", from, to, c.JainFor/3, c.JainFor, appCC),
+		Columns: append(slices.Clone(head), "capacity alone", "bg alone Mbit/s", "bg alone", "alone ÷ CUBIC", "bg under fg bulk", "fg bulk", "Jain", "bg socket CC")}
+	fct := testbed.Table{Title: "Foreground completion time ÷ the same transfer with no background (paired, mean over rounds), and (the time itself, s)",
 		Columns: slices.Clone(head)}
 	var sizes []string
 	for _, d := range c.FGDirs {
@@ -194,6 +249,7 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 	for _, x := range cells {
 		row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method}
 		rtt.Rows = append(rtt.Rows, append(slices.Clone(row), f1(x.P50), f1(x.P95), f1(x.Infl50), f1(x.Infl95), fmt.Sprintf("%d of %d", x.ProbeLost, x.ProbeSent)))
+		fct.Rows = append(fct.Rows, fctRow(x, row, sizes))
 		if x.Method == "none" {
 			continue
 		}
@@ -201,18 +257,38 @@ func remoteTables(cells []remoteCell, c *RemoteConfig) []testbed.Table {
 		if x.AloneVsCubic > 0 {
 			vsCubic = fmt.Sprintf("%.2f", x.AloneVsCubic)
 		}
-		share.Rows = append(share.Rows, append(slices.Clone(row), pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain), orDash(x.BGSocketCC)))
-		ratios := slices.Clone(row)
-		for _, s := range sizes {
-			ratios = append(ratios, fmt.Sprintf("%.2f", x.FCTRatio[s]))
+		capAlone, bgAlone := "-", "-"
+		if x.nAloneCap > 0 {
+			capAlone, bgAlone = f1(x.AloneCapMbps), f1(x.BGAlone*x.AloneCapMbps)
 		}
-		fct.Rows = append(fct.Rows, append(ratios, strconv.Itoa(x.Late)))
+		share.Rows = append(share.Rows, append(slices.Clone(row), capAlone, bgAlone, pcts(x.BGAlone), vsCubic, pcts(x.BGUnder), pcts(x.FGBulk), fmt.Sprintf("%.2f", x.Jain), orDash(x.BGSocketCC)))
 	}
 	tables := []testbed.Table{rtt, fct, share}
 	if st := steadyTable(cells, c); st != nil {
 		tables = append(tables, *st)
 	}
+	if st := signalTable(cells); st != nil {
+		tables = append(tables, *st)
+	}
 	return tables
+}
+
+// fctRow is a cell's completion-time row: per size the ratio to no
+// background (none: "-") and the time itself, then the late starts.
+func fctRow(x remoteCell, row, sizes []string) []string {
+	out := slices.Clone(row)
+	for _, s := range sizes {
+		ratio := fmt.Sprintf("%.2f", x.FCTRatio[s])
+		if x.Method == "none" {
+			ratio = "-"
+		}
+		secs := "-"
+		if x.fctDone[s] > 0 {
+			secs = fmt.Sprintf("%.2f s", x.FCTSeconds[s])
+		}
+		out = append(out, ratio+" ("+secs+")")
+	}
+	return append(out, strconv.Itoa(x.Late))
 }
 
 func orDash(s string) string {

@@ -96,3 +96,52 @@ func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
 		t.Errorf("alone ÷ CUBIC %v, want upload full 0.95, upload cubic 1, download full 0", got)
 	}
 }
+
+// A stored run prints its tables again from its runs: the completion
+// ratios beside the times, the capacity of the alone window (from the
+// timeline) beside the share, the idle capacity beside the steady step's
+// ratio, the daemon's background state in the steady step.
+func TestRemoteTablesFromStoredRun(t *testing.T) {
+	c := RemoteConfig{FGDirs: []string{"download"}, SizesKB: []int{10}, Warmup: 4 * time.Second, SteadyFor: time.Second, SteadyShare: 0.4}
+	tl := map[string][]float64{"capacity": {1, 1, 8, 12, 100}}
+	runs := []RemoteRun{
+		{Link: "fixed", BGDir: "upload", Method: "none", Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.5}}},
+		{Link: "fixed", BGDir: "upload", Method: "full", Transport: "tcp", BGAlone: 0.5, AloneFrom: 1, AloneTo: 2, Timeline: tl,
+			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, SteadyIdle: 0.9, SteadyIdleMbps: 6, SteadyProbeMs: []float64{50},
+			SteadySignal: &RemoteSignal{Samples: 10, States: map[string]float64{"sharing": 0.3, "held: harm": 0.7}}},
+	}
+	res := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}, Data: map[string]any{"runs": runs}}
+	dir, err := testbed.WriteResult(t.TempDir(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := testbed.ReadResult(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testbed.RedoTables(back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Tables) != 5 {
+		t.Fatalf("%d tables, want 5", len(back.Tables))
+	}
+	want := []string{
+		"fixed upload - none - (0.50 s) 0",
+		"fixed upload tcp full 1.20 (0.60 s) 0",
+	}
+	for i, w := range want {
+		if got := strings.Join(back.Tables[1].Rows[i], " "); got != w {
+			t.Errorf("completion row %d: %q, want %q", i, got, w)
+		}
+	}
+	// the alone window [1 s, 2 s) holds the bins at 1.0 and 1.5 s: 10 Mbit/s
+	if got := back.Tables[2].Rows[0][4:7]; strings.Join(got, " ") != "10.0 5.0 50%" {
+		t.Errorf("share row: %q, want capacity 10.0, bg 5.0 Mbit/s, 50%%", got)
+	}
+	if got := back.Tables[3].Rows[1][4:6]; strings.Join(got, " ") != "0.90 6.0" {
+		t.Errorf("steady row: %q, want 0.90 of 6.0 Mbit/s idle", got)
+	}
+	if got := strings.Join(back.Tables[4].Rows[0], " | "); got != "fixed | upload | tcp | full | held: harm 70%, sharing 30% | - | - | -" {
+		t.Errorf("signal row: %q", got)
+	}
+}

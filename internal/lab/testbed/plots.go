@@ -53,6 +53,30 @@ func DrawPlots(dir string, r *Result) ([]string, error) {
 	return files, nil
 }
 
+// RedoTables replaces r's tables by the experiment's Tables computed from
+// the stored result (nothing if the experiment has none).
+func RedoTables(r *Result) error {
+	x, ok := Lookup(r.Experiment)
+	if !ok || x.Tables == nil {
+		return nil
+	}
+	t, err := x.Tables(r)
+	if err != nil {
+		return fmt.Errorf("tables of %s: %w", r.Experiment, err)
+	}
+	r.Tables = t
+	return nil
+}
+
+// DecodeParam re-decodes one of a result's Params into v.
+func DecodeParam(r *Result, name string, v any) error {
+	b, err := json.Marshal(r.Params[name])
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // DecodeData re-decodes a result's Data into v.
 func DecodeData(r *Result, v any) error {
 	b, err := json.Marshal(r.Data)

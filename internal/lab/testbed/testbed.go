@@ -50,6 +50,10 @@ type Experiment struct {
 	// result.json); WriteResult and `lanes lab report` save them as PNG and
 	// SVG beside the JSON.
 	Plot func(r *Result) ([]Figure, error)
+	// Tables, if set, computes the result's tables again from its stored
+	// Params and Data, so `lanes lab report` prints a stored run with the
+	// current summary (columns added since it ran included).
+	Tables func(r *Result) ([]Table, error)
 }
 
 var (
