@@ -173,7 +173,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	}
 	if cfg.BgCCName == "" {
 		c.BgClampTargetUs = cfg.BgClampTargetUS
-		c.BgClampShare = cfg.BgClampShare
+		if cfg.BgClampTargetUS != 0 {
+			c.BgClampShare = cfg.BgClampShare
+		}
 	}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)
