@@ -1,7 +1,8 @@
 // bgclamp_test.go checks which way the host holds background uploads:
 // LEDBAT++ as their congestion control where it loads; without it (no
 // struct_ops, simulated by HostConfig.Off) LEDBAT++'s window as their cwnd
-// clamp from sock_ops, set into the program's config and named in the
+// clamp from sock_ops, set into the program's config (with the share rule
+// less the parts --share-rule-off leaves off) and named in the
 // capabilities and the background status; neither when that is off too.
 package datapath
 
@@ -20,15 +21,19 @@ func TestBackgroundModeChosen(t *testing.T) {
 	requireCgroup2(t)
 	noStructOps := ledbat.Probe()
 	for _, c := range []struct {
-		name      string
-		off       []Capability
-		mode      string
-		clampUS   uint32
-		clampCaps string
+		name       string
+		off        []Capability
+		shareOff   ShareParts
+		mode       string
+		clampUS    uint32
+		clampShare uint32
+		clampCaps  string
 	}{
-		{"struct_ops", nil, "congestion control", 0, "off: LEDBAT++ is the background congestion control"},
-		{"no_struct_ops", []Capability{CapBackgroundCC, CapCapCC}, "cwnd clamp", model.DefaultTargetUS, "on"},
-		{"neither", []Capability{CapBackgroundCC, CapCapCC, CapBgClamp}, "none", 0, "off: left off (test)"},
+		{"struct_ops", nil, 0, "congestion control", 0, 0, "off: LEDBAT++ is the background congestion control"},
+		{"no_struct_ops", []Capability{CapBackgroundCC, CapCapCC}, 0, "cwnd clamp", model.DefaultTargetUS, ledbat.ShareRule, "on"},
+		{"no_struct_ops_share_off", []Capability{CapBackgroundCC, CapCapCC}, ShareSlope | ShareDownloads, "cwnd clamp",
+			model.DefaultTargetUS, ledbat.ShareRule &^ ledbat.ShareSlope, "on"},
+		{"neither", []Capability{CapBackgroundCC, CapCapCC, CapBgClamp}, 0, "none", 0, 0, "off: left off (test)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.mode == "congestion control" && structops.Unsupported(noStructOps) {
@@ -40,7 +45,10 @@ func TestBackgroundModeChosen(t *testing.T) {
 			}
 			ns := testutil.NewNetNS(t)
 			var h *Host
-			ns.Do(t, func() (err error) { h, err = OpenHost(HostConfig{Instance: "bgmode-" + c.name, Off: off}); return err })
+			ns.Do(t, func() (err error) {
+				h, err = OpenHost(HostConfig{Instance: "bgmode-" + c.name, Off: off, ShareOff: c.shareOff})
+				return err
+			})
 			defer h.Close()
 			bg := h.BackgroundCC()
 			if bg.Mode() != c.mode {
@@ -59,6 +67,9 @@ func TestBackgroundModeChosen(t *testing.T) {
 			if cfg.BgClampTargetUs != c.clampUS || (c.clampUS != 0 && cfg.BgCcName[0] != 0) {
 				t.Errorf("sock_ops config: clamp target %d µs, background congestion control named: %v; want %d µs",
 					cfg.BgClampTargetUs, cfg.BgCcName[0] != 0, c.clampUS)
+			}
+			if cfg.BgClampShare != c.clampShare {
+				t.Errorf("sock_ops config: clamp share rule %#x, want %#x", cfg.BgClampShare, c.clampShare)
 			}
 		})
 	}

@@ -11,7 +11,8 @@
  *   - bgc_rtt, at each RTT callback of a background socket: bgc_step
  *     (bgclamp_core.h, shared with the Android form) on the socket's state
  *     in socket storage; target CFG.bg_clamp_target_us, FG_SHARE_TARGET of
- *     it beside a present foreground (as the congestion control).
+ *     it with the share rule CFG.bg_clamp_share beside a present
+ *     foreground (as the congestion control).
  *   - bgc_limit, in apply_cap: the clamp sock_ops applies is the smaller of
  *     the caps, the yield and this window. TCP_BPF_SNDCWND_CLAMP sets
  *     snd_cwnd_clamp and snd_ssthresh; the system's congestion control
@@ -68,7 +69,7 @@ static __always_inline int bgc_cwnd_limited(struct bpf_sock_ops *ops)
 }
 
 /* bgc_rtt runs LEDBAT++ one RTT sample on: shared beside a present
- * foreground (the smaller target). */
+ * foreground (the smaller target and the share rule). */
 static __noinline void bgc_rtt(struct bpf_sock_ops *ops, int shared)
 {
 	struct bpf_sock *bsk = ops->sk;
@@ -80,8 +81,8 @@ static __noinline void bgc_rtt(struct bpf_sock_ops *ops, int shared)
 	st = bpf_sk_storage_get(&lanes_bgc_state, bsk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st)
 		return;
-	bgc_step(st, ops, shared ? FG_SHARE_TARGET(target) : target, bgc_cwnd_limited(ops),
-		 bpf_map_lookup_elem(&lanes_bgc_joins, &zero));
+	bgc_step(st, ops, shared ? FG_SHARE_TARGET(target) : target, shared ? CFG.bg_clamp_share : 0,
+		 bgc_cwnd_limited(ops), bpf_map_lookup_elem(&lanes_bgc_joins, &zero));
 }
 
 /* bgc_limit lowers *want (a cwnd clamp in segments, 0 = none) to the

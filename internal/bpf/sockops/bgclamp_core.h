@@ -55,9 +55,10 @@ static __always_inline void bgc_joined(struct bgc_state *st, __u32 now, __u32 *j
 }
 
 /* bgc_step runs LEDBAT++ one RTT callback on with the queuing-delay target
- * target_us; st->cwnd is then the clamp. */
+ * target_us and the share flags share (LEDBAT_F_SHARE_*, 0: not sharing;
+ * ledbat_share, as the congestion control); st->cwnd is then the clamp. */
 static __always_inline void bgc_step(struct bgc_state *st, struct bpf_sock_ops *ops, __u32 target_us,
-				     int cwnd_limited, __u32 *joins)
+				     __u32 share, int cwnd_limited, __u32 *joins)
 {
 	struct ledbat_win w;
 	__u32 rtt, srtt, una, mss, now, retrans;
@@ -76,7 +77,7 @@ static __always_inline void bgc_step(struct bgc_state *st, struct bpf_sock_ops *
 		st->last_una = una;
 		st->last_retrans = ops->total_retrans;
 	}
-	st->l.target_us = target_us;
+	ledbat_share(&st->l, target_us, share);
 	rtt = ops->args[0] ? ops->args[0] : srtt;
 	ledbat_rtt(&st->l, rtt, now64);
 	bgc_joined(st, now, joins);

@@ -49,6 +49,11 @@ type Config struct {
 	// minimum there. Foreground downloads then read their harm on their
 	// receive side (fgrcv.h) while a background download is active.
 	RLShare uint32
+	// BgClampShare is LEDBAT++'s share rule (ledbat.ShareRule's bits) for
+	// the clamped background uploads (BgClampTargetUS) beside a present,
+	// unharmed foreground, as the congestion control's; 0: the smaller
+	// target alone.
+	BgClampShare uint32
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -168,6 +173,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	}
 	if cfg.BgCCName == "" {
 		c.BgClampTargetUs = cfg.BgClampTargetUS
+		if cfg.BgClampTargetUS != 0 {
+			c.BgClampShare = cfg.BgClampShare
+		}
 	}
 	if len(cfg.CCName) >= len(c.CcName) {
 		return nil, fmt.Errorf("sockops: congestion control name %q longer than %d bytes", cfg.CCName, len(c.CcName)-1)

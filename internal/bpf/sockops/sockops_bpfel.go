@@ -155,6 +155,8 @@ type SockopsSockopsConfig struct {
 	Yield           uint32
 	BgClampTargetUs uint32
 	RlShare         uint32
+	BgClampShare    uint32
+	_               [4]byte
 }
 
 // Names of all BPF objects in the ELF.

@@ -5,7 +5,8 @@
  * arithmetic) on a socket's state by cookie in a bpf_map_def LRU hash
  * (socket storage needs BTF), and TCP_BPF_SNDCWND_CLAMP when the window
  * changed. The cwnd-limited flag needs CO-RE: growth waits only for cwnd
- * to reach the window. */
+ * to reach the window. No foreground presence reaches this form, so the
+ * clamp never shares (share flags 0, the full target). */
 #ifndef LANES_BGCLAMP_FORM_H
 #define LANES_BGCLAMP_FORM_H
 
@@ -34,7 +35,7 @@ static __always_inline void bgc_clamp(struct bpf_sock_ops *ops, __u64 cookie, __
 		if (!st)
 			return;
 	}
-	bgc_step(st, ops, target, 1, bpf_map_lookup_elem(&bgc_joins, &zero));
+	bgc_step(st, ops, target, 0, 1, bpf_map_lookup_elem(&bgc_joins, &zero));
 	if (st->cwnd == st->applied)
 		return;
 	val = st->cwnd;
