@@ -291,7 +291,7 @@ func TestCapCCReleaseSlowStarts(t *testing.T) {
 		}
 	}
 	var last *unix.TCPInfo
-	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; time.Sleep(5 * time.Millisecond) {
+	for start := time.Now(); time.Since(start) < testutil.Patience(1500*time.Millisecond); time.Sleep(5 * time.Millisecond) {
 		ti := tcpInfoFull(t, c)
 		if ti.Total_retrans != retrans {
 			break // the first loss sets ssthresh as for any flow

@@ -391,12 +391,14 @@ func firstSampleAgrees(t *testing.T, lb *loopback, pairs int, p tcpiter.Prefetch
 		}
 		return canonFlows(fl)
 	}
-	for try := 0; ; try++ {
+	// an emulated arm64 beside other work takes seconds per sample: the
+	// wait for a still moment scales with it
+	for deadline := time.Now().Add(testutil.Patience(5 * time.Second)); ; {
 		before := sample(BackendIter)
 		first := sample(BackendTrack)
 		after := sample(BackendIter)
 		if !reflect.DeepEqual(before, after) {
-			if try == 20 {
+			if time.Now().After(deadline) {
 				t.Fatal("the sockets never stood still between two iterator samples")
 			}
 			time.Sleep(100 * time.Millisecond)
