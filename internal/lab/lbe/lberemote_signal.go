@@ -124,13 +124,11 @@ func readSignal(sock string) (state string, q, ofLink float64, ok bool) {
 	return state, q, ofLink, true
 }
 
+// median of v (not sorted in place), as the lab's other figures: testbed.Percentile.
 func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
-	return s[len(s)/2]
+	return testbed.Percentile(s, 50)
 }
 
 // signalSum adds RemoteSignals over rounds.
