@@ -71,32 +71,53 @@ type Connector struct {
 func OpenConnector() (*Connector, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
 	if err != nil {
-		return nil, fmt.Errorf("proc connector socket: %w", err)
+		return nil, fmt.Errorf("proc connector socket (%s): %w", connectorHint(err), err)
 	}
 	c := &Connector{fd: fd, buf: make([]byte, 64*1024)}
 	// A burst of forks must not overflow us; ask for a large receive buffer.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc, Pid: 0}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("proc connector bind: %w", err)
+		return nil, fmt.Errorf("proc connector bind (%s): %w", connectorHint(err), err)
 	}
 	if err := c.control(procCnMcastListen); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("proc connector listen (%s): %w", connectorHint(), err)
+		return nil, fmt.Errorf("proc connector listen (%s): %w", connectorHint(err), err)
 	}
 	return c, nil
 }
 
-// connectorHint says why the connector is likely missing: the kernel
-// delivers process events only to the initial network namespace, so a
-// daemon in another one has none whatever the kernel was built with.
-func connectorHint() string {
-	self, err1 := os.Readlink("/proc/self/ns/net")
-	init, err2 := os.Readlink("/proc/1/ns/net")
-	if err1 == nil && err2 == nil && self != init {
-		return "this network namespace is not the initial one, where the kernel sends process events"
+// ErrConnectorNamespace: the proc connector has no kernel end in this
+// network namespace. The kernel creates it in the initial one only, so a
+// daemon in any other namespace gets no process events from it, whatever
+// the kernel was built with.
+var ErrConnectorNamespace = errors.New("this network namespace is not the initial one, the only one the kernel sends process events to")
+
+// procEventsBuiltOut: a kernel configured without CONFIG_PROC_EVENTS
+// (CONFIG_CONNECTOR alone) accepts the listen request and never sends an
+// event, so its config is read first; an unreadable config (cfg empty)
+// leaves the connector to be tried.
+func procEventsBuiltOut(cfg map[string]string) error {
+	if len(cfg) > 0 && cfg["CONFIG_PROC_EVENTS"] != "y" {
+		return errors.New("the kernel's config has no CONFIG_PROC_EVENTS: the proc connector sends no process events")
 	}
-	return "kernel without CONFIG_PROC_EVENTS, or without CAP_NET_ADMIN"
+	return nil
+}
+
+// connectorHint says why the connector refused, from the error itself:
+// the listen request's ECONNREFUSED is a namespace without the kernel's
+// connector socket (the initial namespace's /proc/1/ns/net may be
+// unreadable, in a container, so the namespaces are not compared).
+func connectorHint(err error) string {
+	switch {
+	case errors.Is(err, unix.ECONNREFUSED):
+		return ErrConnectorNamespace.Error()
+	case errors.Is(err, unix.EPROTONOSUPPORT):
+		return "kernel without CONFIG_CONNECTOR"
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return "without CAP_NET_ADMIN"
+	}
+	return "unexpected: the kernel's connector refused the request"
 }
 
 func (c *Connector) control(op uint32) error {

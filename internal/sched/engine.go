@@ -187,20 +187,45 @@ func (e *Engine) watch(ctx context.Context) error {
 // openSource subscribes to process events: the proc connector, else the
 // BPF tracepoint programs; it names the one it took.
 func (e *Engine) openSource() (eventSource, string, error) {
+	src, mode, cerr, err := openEventSource(e.opt.BPFEvents)
+	if err == nil && cerr != nil {
+		e.log.Info("process events from BPF tracepoints", "proc_connector", cerr)
+	}
+	return src, mode, err
+}
+
+// openEventSource opens the proc connector (unless bpfOnly, or the
+// kernel's config says it sends nothing), else the BPF tracepoint
+// programs: the source, its name, and why the connector is not it.
+func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err error) {
 	var conn *Connector
 	cerr := errors.New("not used (BPFEvents)")
-	if !e.opt.BPFEvents {
-		conn, cerr = OpenConnector()
+	if !bpfOnly {
+		if cerr = procEventsBuiltOut(kernelConfig(kernelRelease())); cerr == nil {
+			conn, cerr = OpenConnector()
+		}
 	}
 	if cerr == nil {
-		return conn, "netlink", nil
+		return conn, "netlink", nil, nil
 	}
-	src, berr := openBPFSource()
+	bsrc, berr := openBPFSource()
 	if berr == nil {
-		e.log.Info("process events from BPF tracepoints", "proc_connector", cerr)
-		return src, "bpf tracepoints", nil
+		return bsrc, "bpf tracepoints", cerr, nil
 	}
-	return nil, "", fmt.Errorf("%w; BPF tracepoints: %w", cerr, berr)
+	return nil, "", cerr, fmt.Errorf("%w; BPF tracepoints: %w", cerr, berr)
+}
+
+// ProbeEventSource names the source a task engine started here takes
+// ("netlink", "bpf tracepoints", or "poll 1s" with the error), and why
+// the proc connector is not it (nil when it is). For lanes doctor: it
+// opens the source and closes it.
+func ProbeEventSource() (mode string, connErr, err error) {
+	src, mode, connErr, err := openEventSource(false)
+	if err != nil {
+		return "poll 1s", connErr, err
+	}
+	src.Close()
+	return mode, connErr, nil
 }
 
 func (e *Engine) hasRT() bool {

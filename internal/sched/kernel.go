@@ -57,7 +57,7 @@ func ReadKernelRT() KernelRT {
 	var k KernelRT
 	var u unix.Utsname
 	_ = unix.Uname(&u)
-	k.Release = unix.ByteSliceToString(u.Release[:])
+	k.Release = kernelRelease()
 	version := unix.ByteSliceToString(u.Version[:])
 	cfg := kernelConfig(k.Release)
 	k.PreemptDynamic = cfg["CONFIG_PREEMPT_DYNAMIC"] == "y" || strings.Contains(version, "PREEMPT_DYNAMIC")
@@ -153,6 +153,13 @@ func inferPreempt(cfg map[string]string, version string) (string, string) {
 		return "full", "uname"
 	}
 	return "unknown", "none"
+}
+
+// kernelRelease is uname -r.
+func kernelRelease() string {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	return unix.ByteSliceToString(u.Release[:])
 }
 
 // kernelConfig reads the build config as a map (empty if unavailable).
