@@ -45,7 +45,8 @@ func runDoctor(e *env, asJSON bool) error {
 			*features.Report
 			Scheduler        sched.KernelRT `json:"scheduler"`
 			RealtimeDataPath string         `json:"realtime_data_path"`
-		}{r, k, realtimeDataPath()})
+			ProcessEvents    string         `json:"process_events"`
+		}{r, k, realtimeDataPath(), processEvents()})
 	}
 	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -73,6 +74,7 @@ func runDoctor(e *env, asJSON bool) error {
 	fmt.Fprintf(e.stdout, "\nbackground uploads held back by: %s\n", uploadProtection(r))
 	fmt.Fprintf(e.stdout, "background downloads held back by: %s\n", downloadProtection(r))
 	fmt.Fprintf(e.stdout, "realtime data path: %s\n", realtimeDataPath())
+	fmt.Fprintf(e.stdout, "process events for exe:/comm: rules and tasks: %s\n", processEvents())
 	dyn := ""
 	switch {
 	case k.PreemptDynamic && len(k.PreemptModes) > 0:
@@ -99,6 +101,19 @@ func realtimeDataPath() string {
 		return "lanes-rtd (" + p + "), outside Go's runtime"
 	}
 	return "none: no " + rtlane.HelperName + " beside this executable or in ../libexec/lanes/, so the realtime lane is unavailable (everything else runs)"
+}
+
+// processEvents names the source of process events the daemon's task
+// engine takes here, and why not the proc connector where it is another.
+func processEvents() string {
+	mode, connErr, err := sched.ProbeEventSource()
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s: no event source (%v)", mode, err)
+	case connErr != nil:
+		return fmt.Sprintf("%s (the lanes process event programs; no proc connector: %v)", mode, connErr)
+	}
+	return mode + " (the proc connector)"
 }
 
 // uploadProtection says how this kernel lets LEDBAT++ hold background

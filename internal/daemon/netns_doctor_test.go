@@ -58,3 +58,39 @@ func TestDoctorCgroupV2InNamespace(t *testing.T) {
 		t.Fatalf("the program's cgroup: %q, %v", b, err)
 	}
 }
+
+// TestDoctorNamesProcessEventsInNamespace: inside a network namespace
+// doctor names the source the task engine takes there (the BPF tracepoint
+// programs), and the proc connector as absent for the namespace, not for
+// the kernel.
+func TestDoctorNamesProcessEventsInNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := testutil.NewNetNS(t)
+	out, err := ns.Command(lanesBin, "doctor", "--json").Output()
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	var rep struct {
+		Features []struct {
+			Name    string `json:"name"`
+			Present bool   `json:"present"`
+			Detail  string `json:"detail"`
+		} `json:"features"`
+		ProcessEvents string `json:"process_events"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("doctor in a network namespace, process events: %s", rep.ProcessEvents)
+	if strings.HasPrefix(rep.ProcessEvents, "poll") {
+		t.Skipf("no BPF process events on this kernel: %s", rep.ProcessEvents)
+	}
+	if !strings.HasPrefix(rep.ProcessEvents, "bpf tracepoints") || !strings.Contains(rep.ProcessEvents, "not the initial one") {
+		t.Errorf("process events in a namespace: %q, want the BPF tracepoints and the namespace named as the connector's reason", rep.ProcessEvents)
+	}
+	for _, f := range rep.Features {
+		if f.Name == "proc-connector" && (f.Present || strings.Contains(f.Detail, "CONFIG_")) {
+			t.Errorf("proc-connector in a namespace: present=%v %q, want absent for the namespace", f.Present, f.Detail)
+		}
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/bpf/tcpevents"
 	"github.com/lanes-net/lanes/internal/bpf/tcpiter"
+	"github.com/lanes-net/lanes/internal/sched"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
@@ -360,17 +361,14 @@ func probeSystem() []Feature {
 	out = append(out, Feature{Name: "bql", Group: "system", Present: len(bql) > 0, Detail: "interfaces with BQL: " + strings.Join(bql, " "),
 		Fallback: "device queue shortened with a small txqueuelen instead"})
 
-	// proc connector: needs CAP_NET_ADMIN to bind to the proc group.
+	// proc connector: subscribed as the task engine subscribes (it has no
+	// kernel end outside the initial network namespace).
 	pc := Feature{Name: "proc-connector", Group: "system", Fallback: "process events from the lanes process event programs (tracepoints), else a 1 s /proc scan"}
-	if fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_CONNECTOR); err != nil {
+	if c, err := sched.OpenConnector(); err != nil {
 		pc.Detail = err.Error()
 	} else {
-		err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 /* CN_IDX_PROC */, Pid: 0})
-		unix.Close(fd)
-		pc.Present = err == nil
-		if err != nil {
-			pc.Detail = err.Error()
-		}
+		c.Close()
+		pc.Present = true
 	}
 	out = append(out, pc)
 
