@@ -1,19 +1,25 @@
 // livemove_test.go: a running program's open connections follow it, as
 // root in fresh namespaces, the daemon in A's network namespace (no proc
 // connector there) with its default policy, on the remote-bottleneck path
-// (remote_test.go: A ── R ── B, R's uplink a 10 Mbit/s TBF):
+// (remote_test.go: A ── R ── B, R's uplink a 10 Mbit/s TBF). Each part
+// runs for a bulk TCP upload and a QUIC upload (quic-go), each a process
+// of its own:
 //
-//   - a bulk TCP upload and a QUIC upload (quic-go), each a process of its
-//     own, moved by `lanes move` 20 times (background, interactive, ...):
-//     the time from the command to the first byte in the new lane's HTB
-//     class on A (p50 / max printed; goal 100 / 250 ms), the socket's
-//     congestion control after each direction (`ss -ti`), and the move's
-//     report (processes, sockets per protocol, CPU treatment);
-//   - `lanes move --cgroup`: the same upload, by its cgroup;
-//   - the TCP upload moved into background mid-transfer: the longest gap
-//     in B's reads around the switch, against the flow's RTT (goal 2 RTT);
+//   - moved by `lanes move` 20 times (background, interactive, ...): the
+//     time from the command to the first byte in the new lane's HTB class
+//     on A (p50 / max printed; goal 100 / 250 ms), the socket's congestion
+//     control after each direction (`ss -ti`), and the move's report
+//     (processes, sockets per protocol, CPU treatment);
+//   - `lanes move --cgroup`: the same upload, by its cgroup
+//     (livemove_parts_test.go);
 //   - an exe: rule and a uid: rule added by a reload (SIGHUP): the running
-//     upload follows (time to its first byte in background printed).
+//     upload follows (time to its first byte in background printed);
+//   - the foreground's probe beside the upload moved into background,
+//     against the same upload started there (goal: p95 within 5 ms).
+//
+// And for TCP: an idle socket's switch, and the upload moved into
+// background mid-transfer: the longest gap in B's reads around the switch,
+// against the flow's RTT (goal 2 RTT).
 //
 // Old code: the open connection never left its lane (the class's count
 // stayed at 0), which fails here.
@@ -259,89 +265,30 @@ func TestMoveOpenConnections(t *testing.T) {
 	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
 	cb := newClassBytes(t, p)
 	bgCC := regexp.MustCompile(`lanes_\w+`).FindString(status(t, sock).Interfaces[0].BackgroundCC)
-	t.Run("tcp", func(t *testing.T) {
-		b, _ := bulk(t, p.A, base)
-		time.Sleep(time.Second)
-		lat := moveSeries(t, p, cb, sock, bgCC, b.cmd.Process.Pid, 8080, "[1-9][0-9]* tcp")
-		logMoves(t, "bulk TCP upload, lanes move PID", lat)
-	})
-	t.Run("quic", func(t *testing.T) {
-		if err := p.A.Run(func() error { return tcpmon.DumpSockets(unix.IPPROTO_UDP, func(*tcpmon.Sock) {}) }); err != nil {
-			t.Skipf("no UDP sock_diag here (udp_diag, a module this kernel cannot load): a moved process's open UDP sockets keep their lane (%v)", err)
-		}
+	protos := []string{"tcp"}
+	if err := p.A.Run(func() error { return tcpmon.DumpSockets(unix.IPPROTO_UDP, func(*tcpmon.Sock) {}) }); err != nil {
+		t.Logf("no UDP sock_diag here (udp_diag, a module this kernel cannot load): a moved process's open UDP sockets keep their lane, the QUIC parts skip (%v)", err)
+	} else {
+		protos = append(protos, "quic")
 		start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
-		q := startQUICBulk(t, p, "up")
-		time.Sleep(time.Second)
-		lat := moveSeries(t, p, cb, sock, bgCC, q.cmd.Process.Pid, 0, "[0-9]+ tcp, [1-9][0-9]* udp")
-		logMoves(t, "QUIC upload (quic-go), lanes move PID", lat)
-	})
-	t.Run("cgroup", func(t *testing.T) {
-		b, _ := bulk(t, p.A, base)
-		root := "/sys/fs/cgroup"
-		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
-			root = "/sys/fs/cgroup/unified" // a hybrid system's cgroup v2
-		}
-		dir := filepath.Join(root, "lanes-test-move-"+strconv.Itoa(os.Getpid()))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0)
-			_ = b.cmd.Process.Kill()
-			_ = b.cmd.Wait()
-			removeCgroupTree(t, dir)
-		})
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(b.cmd.Process.Pid)), 0); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-		var lat []time.Duration
-		for i := 0; i < 4; i++ {
-			ln := []string{"background", "interactive"}[i%2]
-			// the process now lives in the lane group nested in dir
-			d, out := moveOnce(t, p, cb, sock, ln, "--cgroup", filepath.Join(dir, nestedOf(t, b.cmd.Process.Pid, root, dir)))
-			if !strings.Contains(out, "open sockets 1 tcp") {
-				t.Errorf("lanes move --cgroup: %q, want its TCP socket", out)
-			}
-			lat = append(lat, d)
-		}
-		logMoves(t, "bulk TCP upload, lanes move --cgroup", lat)
-	})
-	for _, rule := range []string{"exe: " + lanesBin, "uid: 0"} {
-		t.Run(strings.Fields(rule)[0]+"rule", func(t *testing.T) {
-			b, _ := bulk(t, p.A, base)
+	}
+	for _, proto := range protos {
+		t.Run(proto, func(t *testing.T) {
+			u := startUpload(t, p, base, proto)
 			time.Sleep(time.Second)
-			pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
-			yaml := string(policy.DefaultYAMLWithout("rules")) + "\nrules:\n  - {name: mover, lane: background, " + rule + "}\n"
-			if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			before := cb.of(minorBackground)
-			t0 := time.Now()
-			if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-				t.Fatal(err)
-			}
-			at, ok := cb.untilBytes(minorBackground, before, testutil.Patience(5*time.Second))
-			if !ok {
-				t.Fatalf("%s added by a reload: the running upload sent nothing in background within 5 s\n%s", rule, d.out)
-			}
-			t.Logf("%s added by a reload (SIGHUP): the running upload's first byte in background %v later", rule, at.Sub(t0).Round(time.Millisecond))
-			time.Sleep(300 * time.Millisecond)
-			if cc := ccOf(t, p, 8080); cc != bgCC {
-				t.Errorf("after the reload: the open connection runs %q, want %q", cc, bgCC)
-			}
-			_ = b.cmd.Process.Kill()
-			_ = b.cmd.Wait()
-			if strings.HasPrefix(rule, "exe") {
-				newProcessFollows(t, p, cb, sock, base)
-			}
-			if err := os.WriteFile(pol, policy.DefaultYAML(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_ = d.cmd.Process.Signal(syscall.SIGHUP)
-			time.Sleep(500 * time.Millisecond)
+			lat := moveSeries(t, p, cb, sock, bgCC, u.pid, map[string]int{"tcp": 8080}[proto], reportSockets[proto])
+			logMoves(t, uploadName[proto]+", lanes move PID", lat)
 		})
+	}
+	for _, proto := range protos {
+		t.Run("cgroup/"+proto, func(t *testing.T) { moveByCgroup(t, p, cb, sock, base, proto) })
+	}
+	for _, rule := range []string{"exe: " + lanesBin, "uid: 0"} {
+		for _, proto := range protos {
+			t.Run(strings.Fields(rule)[0]+"rule/"+proto, func(t *testing.T) {
+				ruleByReload(t, p, cb, d, sock, base, bgCC, rule, proto)
+			})
+		}
 	}
 	t.Run("idle", func(t *testing.T) {
 		// a stopped sender's socket: no ACK comes to switch it
@@ -364,29 +311,29 @@ func TestMoveOpenConnections(t *testing.T) {
 			}
 		}
 	})
-	t.Run("probe", func(t *testing.T) {
-		// the foreground's view: UDP echo probes beside a bulk upload moved
-		// into background, and beside the same upload started there
-		moved, _ := bulk(t, p.A, base)
-		time.Sleep(time.Second)
-		moveOnce(t, p, cb, sock, "background", fmt.Sprint(moved.cmd.Process.Pid))
-		time.Sleep(3 * time.Second)
-		pm := probe(t, p, 40)
-		_ = moved.cmd.Process.Kill()
-		_ = moved.cmd.Wait()
-		time.Sleep(time.Second)
-		started, _ := bulk(t, p.A, base, "nsenter", "--net="+p.A.Path(), lanesBin, "run", "--socket", sock, "--lane", "background", "--")
-		time.Sleep(4 * time.Second)
-		ps := probe(t, p, 40)
-		_ = started.cmd.Process.Kill()
-		_ = started.cmd.Wait()
-		t.Logf("foreground probe p50/p95 beside a bulk upload moved into background %v/%v, started in background %v/%v (goal: p95 within 5 ms)",
-			durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond),
-			durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond))
-		if d := durPct(pm, .95) - durPct(ps, .95); d > 50*time.Millisecond {
-			testutil.TimingErrorf(t, "probe p95 beside the moved upload %v, %v above the one started in background", durPct(pm, .95), d)
-		}
-	})
+	for _, proto := range protos {
+		t.Run("probe/"+proto, func(t *testing.T) {
+			// the foreground's view: UDP echo probes beside an upload moved
+			// into background, and beside the same upload started there
+			moved := startUpload(t, p, base, proto)
+			time.Sleep(time.Second)
+			moveOnce(t, p, cb, sock, "background", fmt.Sprint(moved.pid))
+			time.Sleep(3 * time.Second)
+			pm := probe(t, p, 40)
+			moved.stop()
+			time.Sleep(time.Second)
+			started := startUpload(t, p, base, proto, "nsenter", "--net="+p.A.Path(), lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+			time.Sleep(4 * time.Second)
+			ps := probe(t, p, 40)
+			started.stop()
+			t.Logf("foreground probe p50/p95 beside a %s moved into background %v/%v, started in background %v/%v (goal: p95 within 5 ms)", uploadName[proto],
+				durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond),
+				durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond))
+			if d := durPct(pm, .95) - durPct(ps, .95); d > 50*time.Millisecond {
+				testutil.TimingErrorf(t, "probe p95 beside the moved upload %v, %v above the one started in background", durPct(pm, .95), d)
+			}
+		})
+	}
 	t.Run("restart key", func(t *testing.T) {
 		pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
 		yaml := strings.Replace(string(policy.DefaultYAML()), "congestion_control: ledbat", "congestion_control: system", 1)

@@ -1,0 +1,117 @@
+// livemove_parts_test.go: parts of TestMoveOpenConnections run once per
+// upload (a bulk TCP upload, a QUIC upload by quic-go): the move of its
+// cgroup, and an exe: or uid: rule added by a reload.
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// upload is a running bulk upload from A to B, a process of its own.
+type upload struct {
+	pid  int
+	stop func() // idempotent; the test's cleanup calls it too
+}
+
+// uploadName and reportSockets: what the tests and `lanes move` call each.
+var (
+	uploadName    = map[string]string{"tcp": "bulk TCP upload", "quic": "QUIC upload (quic-go)"}
+	reportSockets = map[string]string{"tcp": "[1-9][0-9]* tcp", "quic": "[0-9]+ tcp, [1-9][0-9]* udp"}
+)
+
+// startUpload starts a tcp (`lab helper bulk` to base) or quic (`lab
+// helper quic-bulk` to B's quic-serve) upload under prefix.
+func startUpload(t *testing.T, p *testutil.Path, base, proto string, prefix ...string) upload {
+	t.Helper()
+	if proto == "quic" {
+		q := startQUICBulk(t, p, "up", prefix...)
+		return upload{pid: q.cmd.Process.Pid, stop: q.stop}
+	}
+	b, _ := bulk(t, p.A, base, prefix...)
+	return upload{pid: b.cmd.Process.Pid, stop: func() { _ = b.cmd.Process.Kill(); _ = b.cmd.Wait() }}
+}
+
+// moveByCgroup: the upload in a cgroup of its own, moved by `lanes move
+// --cgroup` 4 times.
+func moveByCgroup(t *testing.T, p *testutil.Path, cb *classBytes, sock, base, proto string) {
+	u := startUpload(t, p, base, proto)
+	root := "/sys/fs/cgroup"
+	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
+		root = "/sys/fs/cgroup/unified" // a hybrid system's cgroup v2
+	}
+	dir := filepath.Join(root, "lanes-test-move-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(u.pid)), 0)
+		u.stop()
+		removeCgroupTree(t, dir)
+	})
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(u.pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	var lat []time.Duration
+	for i := 0; i < 4; i++ {
+		ln := []string{"background", "interactive"}[i%2]
+		// the process now lives in the lane group nested in dir
+		d, out := moveOnce(t, p, cb, sock, ln, "--cgroup", filepath.Join(dir, nestedOf(t, u.pid, root, dir)))
+		if !regexp.MustCompile("open sockets " + reportSockets[proto]).MatchString(out) {
+			t.Errorf("lanes move --cgroup: %q, want its %s socket(s)", out, proto)
+		}
+		lat = append(lat, d)
+	}
+	logMoves(t, uploadName[proto]+", lanes move --cgroup", lat)
+}
+
+// ruleByReload: a rule added by a reload (SIGHUP) reaches the running
+// upload (its first byte in background timed; TCP: its congestion
+// control); an exe: rule then puts a new TCP upload's first packets there.
+func ruleByReload(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, base, bgCC, rule, proto string) {
+	u := startUpload(t, p, base, proto)
+	time.Sleep(time.Second)
+	pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+	t.Cleanup(func() {
+		if err := os.WriteFile(pol, policy.DefaultYAML(), 0o644); err != nil {
+			t.Error(err)
+		}
+		_ = d.cmd.Process.Signal(syscall.SIGHUP)
+		time.Sleep(500 * time.Millisecond)
+	})
+	yaml := string(policy.DefaultYAMLWithout("rules")) + "\nrules:\n  - {name: mover, lane: background, " + rule + "}\n"
+	if err := os.WriteFile(pol, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	before := cb.of(minorBackground)
+	t0 := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	at, ok := cb.untilBytes(minorBackground, before, testutil.Patience(5*time.Second))
+	if !ok {
+		t.Fatalf("%s added by a reload: the running %s sent nothing in background within 5 s\n%s", rule, uploadName[proto], d.out)
+	}
+	t.Logf("%s added by a reload (SIGHUP): the running %s's first byte in background %v later", rule, uploadName[proto], at.Sub(t0).Round(time.Millisecond))
+	if proto == "tcp" {
+		time.Sleep(300 * time.Millisecond)
+		if cc := ccOf(t, p, 8080); cc != bgCC {
+			t.Errorf("after the reload: the open connection runs %q, want %q", cc, bgCC)
+		}
+	}
+	u.stop()
+	if proto == "tcp" && strings.HasPrefix(rule, "exe") {
+		newProcessFollows(t, p, cb, sock, base)
+	}
+}
