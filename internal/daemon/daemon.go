@@ -461,6 +461,7 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 }
 
 func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
+	t0 := time.Now()
 	m, err := d.moveProcess(pid, l)
 	if err != nil {
 		return m, err
@@ -472,7 +473,7 @@ func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.
 			m.Sched += " (" + err.Error() + ")"
 		}
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched)
+	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
 	return m, nil
 }
 

@@ -4,6 +4,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -43,7 +46,7 @@ func startUpload(t *testing.T, p *testutil.Path, base, proto string, prefix ...s
 
 // moveByCgroup: the upload in a cgroup of its own, moved by `lanes move
 // --cgroup` 4 times.
-func moveByCgroup(t *testing.T, p *testutil.Path, cb *classBytes, sock, base, proto string) {
+func moveByCgroup(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, base, proto string) {
 	u := startUpload(t, p, base, proto)
 	root := "/sys/fs/cgroup"
 	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err == nil {
@@ -62,15 +65,15 @@ func moveByCgroup(t *testing.T, p *testutil.Path, cb *classBytes, sock, base, pr
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	var lat []time.Duration
+	var lat []moveTime
 	for i := 0; i < 4; i++ {
 		ln := []string{"background", "interactive"}[i%2]
 		// the process now lives in the lane group nested in dir
-		d, out := moveOnce(t, p, cb, sock, ln, "--cgroup", filepath.Join(dir, nestedOf(t, u.pid, root, dir)))
+		m, out := moveOnce(t, p, cb, d, sock, ln, "--cgroup", filepath.Join(dir, nestedOf(t, u.pid, root, dir)))
 		if !regexp.MustCompile("open sockets " + reportSockets[proto]).MatchString(out) {
 			t.Errorf("lanes move --cgroup: %q, want its %s socket(s)", out, proto)
 		}
-		lat = append(lat, d)
+		lat = append(lat, m)
 	}
 	logMoves(t, uploadName[proto]+", lanes move --cgroup", lat)
 }
@@ -114,4 +117,39 @@ func ruleByReload(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock,
 	if proto == "tcp" && strings.HasPrefix(rule, "exe") {
 		newProcessFollows(t, p, cb, sock, base)
 	}
+}
+
+// notsentLowatOf is TCP_NOTSENT_LOWAT of pid's TCP socket to port (0: the
+// socket has none of its own), read from a copy of the process's own
+// descriptor (pidfd_getfd).
+func notsentLowatOf(t *testing.T, pid, port int) int {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err != nil || !strings.HasPrefix(l, "socket:") {
+			continue
+		}
+		fd, err := unix.PidfdGetfd(pidfd, n, 0)
+		if err != nil {
+			continue
+		}
+		proto, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+		peer, _ := unix.Getpeername(fd)
+		lowat, lerr := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+		unix.Close(fd)
+		if a, ok := peer.(*unix.SockaddrInet4); ok && proto == unix.IPPROTO_TCP && a.Port == port && lerr == nil {
+			return lowat
+		}
+	}
+	t.Fatalf("pid %d holds no TCP socket to port %d", pid, port)
+	return 0
 }
