@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -152,4 +154,19 @@ func notsentLowatOf(t *testing.T, pid, port int) int {
 	}
 	t.Fatalf("pid %d holds no TCP socket to port %d", pid, port)
 	return 0
+}
+
+// monitorFlow is A's busiest connection to B's port as `lanes monitor
+// --json` shows it, with its lane and why.
+func monitorFlow(t *testing.T, p *testutil.Path, sock string, port int) tcpmon.Flow {
+	t.Helper()
+	out, err := p.A.Command(lanesBin, "monitor", "--socket", sock, "--json", "--count", "1", "--dport", strconv.Itoa(port)).Output()
+	if err != nil {
+		t.Fatalf("lanes monitor: %v %s", err, out)
+	}
+	flows, err := tcpmon.ReadFlows(strings.NewReader(string(out)))
+	if err != nil || len(flows) == 0 {
+		t.Fatalf("lanes monitor --json: %v %s", err, out)
+	}
+	return slices.MaxFunc(flows, func(a, b tcpmon.Flow) int { return int(int64(a.BytesAcked) - int64(b.BytesAcked)) })
 }

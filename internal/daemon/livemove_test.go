@@ -198,6 +198,9 @@ func moveSeries(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, b
 			if cc := ccOf(t, p, tcpPort); cc != want {
 				t.Errorf("move %d to %s: the open connection runs %q, want %q", i, ln, cc, want)
 			}
+			if f := monitorFlow(t, p, sock, tcpPort); f.Lane.String() != ln || !strings.Contains(f.Why, "process moved to "+ln) {
+				t.Errorf("move %d to %s: lanes monitor shows the connection in %v, why %q", i, ln, f.Lane, f.Why)
+			}
 			lowat := notsentLowatOf(t, pid, tcpPort)
 			t.Logf("move %d to %s: the open connection's TCP_NOTSENT_LOWAT %d", i, ln, lowat)
 			if (ln == "background") != (lowat > 0) {
@@ -365,8 +368,8 @@ func TestMoveOpenConnections(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = os.WriteFile(pol, policy.DefaultYAML(), 0o644) })
 		out, err := exec.Command("nsenter", "--net="+p.A.Path(), lanesBin, "daemon", "--check", "--policy", pol, "--socket", sock).CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "background.congestion_control: changed from ledbat to system") {
-			t.Errorf("lanes daemon --check against the running daemon: %v %s, want it refused naming the key", err, out)
+		if err == nil || !regexp.MustCompile(`policy\.yaml:\d+: background\.congestion_control: changed from ledbat to system`).Match(out) {
+			t.Errorf("lanes daemon --check against the running daemon: %v %s, want it refused naming the key and its line", err, out)
 		}
 		_ = d.cmd.Process.Signal(syscall.SIGHUP)
 		waitFor(t, "the reload refused in the log", func() bool {
