@@ -121,10 +121,10 @@ func ruleByReload(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock,
 	}
 }
 
-// notsentLowatOf is TCP_NOTSENT_LOWAT of pid's TCP socket to port (0: the
-// socket has none of its own), read from a copy of the process's own
-// descriptor (pidfd_getfd).
-func notsentLowatOf(t *testing.T, pid, port int) int {
+// tcpOptOf is the TCP option opt (TCP_NOTSENT_LOWAT: 0 where the socket
+// has none of its own; TCP_WINDOW_CLAMP) of pid's TCP socket to port, read
+// from a copy of the process's own descriptor (pidfd_getfd).
+func tcpOptOf(t *testing.T, pid, port, opt int) int {
 	t.Helper()
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
@@ -146,10 +146,10 @@ func notsentLowatOf(t *testing.T, pid, port int) int {
 		}
 		proto, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 		peer, _ := unix.Getpeername(fd)
-		lowat, lerr := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT)
+		v, verr := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, opt)
 		unix.Close(fd)
-		if a, ok := peer.(*unix.SockaddrInet4); ok && proto == unix.IPPROTO_TCP && a.Port == port && lerr == nil {
-			return lowat
+		if a, ok := peer.(*unix.SockaddrInet4); ok && proto == unix.IPPROTO_TCP && a.Port == port && verr == nil {
+			return v
 		}
 	}
 	t.Fatalf("pid %d holds no TCP socket to port %d", pid, port)

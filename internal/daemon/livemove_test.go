@@ -201,7 +201,7 @@ func moveSeries(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, b
 			if f := monitorFlow(t, p, sock, tcpPort); f.Lane.String() != ln || !strings.Contains(f.Why, "process moved to "+ln) {
 				t.Errorf("move %d to %s: lanes monitor shows the connection in %v, why %q", i, ln, f.Lane, f.Why)
 			}
-			lowat := notsentLowatOf(t, pid, tcpPort)
+			lowat := tcpOptOf(t, pid, tcpPort, unix.TCP_NOTSENT_LOWAT)
 			t.Logf("move %d to %s: the open connection's TCP_NOTSENT_LOWAT %d", i, ln, lowat)
 			if (ln == "background") != (lowat > 0) {
 				t.Errorf("move %d to %s: the open connection's TCP_NOTSENT_LOWAT %d, want it set in background only", i, ln, lowat)

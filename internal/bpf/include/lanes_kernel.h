@@ -28,6 +28,8 @@
 #define TCP_WINDOW_CLAMP 10
 #define TCP_CONGESTION 13
 #define TCP_NOTSENT_LOWAT 25
+/* uapi linux/bpf.h, for bpf_{get,set}sockopt only (Linux 6.12+) */
+#define TCP_BPF_SOCK_OPS_CB_FLAGS 1008
 
 /* include/net/tcp_states.h */
 #define TCP_ESTABLISHED 1

@@ -248,8 +248,8 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
  *
  * lanes_live_cc (iter/tcp, run by the daemon right after it moved open
  * sockets to another lane by cookie, lanes_live_pending): applies the new
- * lane's congestion control and TCP_NOTSENT_LOWAT to each pending socket
- * at once, with the socket locked by the iterator (bpf_setsockopt from
+ * lane's congestion control and TCP_NOTSENT_LOWAT to each pending socket,
+ * and into background asks for the callback rLEDBAT acts at, at once, with the socket locked by the iterator (bpf_setsockopt from
  * iter/tcp: Linux 5.14+), instead of at its next RTT callback; an idle
  * socket so switches too. Loaded apart from the sock_ops program (Load
  * leaves it out), so a kernel without it loses only this.
@@ -263,6 +263,23 @@ struct {
 	__type(key, __u64);
 	__type(value, __u32);
 } lanes_live_pending SEC(".maps");
+
+/* live_want_hdr_opt asks a socket just moved into background for
+ * HDR_OPT_LEN_CB, where rLEDBAT sets its receive window: a download sends
+ * no data, so no RTT callback comes to ask for it (bpf_setsockopt of
+ * TCP_BPF_SOCK_OPS_CB_FLAGS: Linux 6.12+; refused before, where the
+ * socket's next RTT callback, if it has one, asks). */
+static __always_inline void live_want_hdr_opt(struct sock *sk)
+{
+	int flags = 0;
+
+	if (bpf_getsockopt(sk, SOL_TCP, TCP_BPF_SOCK_OPS_CB_FLAGS, &flags, sizeof(flags)))
+		return;
+	if (flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG)
+		return;
+	flags |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG;
+	bpf_setsockopt(sk, SOL_TCP, TCP_BPF_SOCK_OPS_CB_FLAGS, &flags, sizeof(flags));
+}
 
 SEC("iter/tcp")
 int lanes_live_cc(struct bpf_iter__tcp *ctx)
@@ -302,5 +319,7 @@ int lanes_live_cc(struct bpf_iter__tcp *ctx)
 	apply_lowat(sk, st);
 	if (CFG.bg_cc_name[0] && !st->bg_cc && bg_cc_apply(sk, st) == 0)
 		bg_cc_mark(st, cookie);
+	if (CFG.rl_target_us)
+		live_want_hdr_opt(sk);
 	return 0;
 }
