@@ -170,3 +170,13 @@ func monitorFlow(t *testing.T, p *testutil.Path, sock string, port int) tcpmon.F
 	}
 	return slices.MaxFunc(flows, func(a, b tcpmon.Flow) int { return int(int64(a.BytesAcked) - int64(b.BytesAcked)) })
 }
+
+// probeBeside is the foreground's 40 probes and the background class's
+// rate on A (bit/s) while they ran: a probe beside an upload that sent
+// nothing says nothing of its yield.
+func probeBeside(t *testing.T, p *testutil.Path, cb *classBytes) ([]time.Duration, float64) {
+	t.Helper()
+	b0, t0 := cb.of(minorBackground), time.Now()
+	d := probe(t, p, 40)
+	return d, float64(cb.of(minorBackground)-b0) * 8 / time.Since(t0).Seconds()
+}

@@ -345,16 +345,19 @@ func TestMoveOpenConnections(t *testing.T) {
 			time.Sleep(time.Second)
 			moveOnce(t, p, cb, d, sock, "background", fmt.Sprint(moved.pid))
 			time.Sleep(3 * time.Second)
-			pm := probe(t, p, 40)
+			pm, rm := probeBeside(t, p, cb)
 			moved.stop()
 			time.Sleep(time.Second)
 			started := startUpload(t, p, base, proto, "nsenter", "--net="+p.A.Path(), lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 			time.Sleep(4 * time.Second)
-			ps := probe(t, p, 40)
+			ps, rs := probeBeside(t, p, cb)
 			started.stop()
-			t.Logf("foreground probe p50/p95 beside a %s moved into background %v/%v, started in background %v/%v (goal: p95 within 5 ms)", uploadName[proto],
-				durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond),
-				durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond))
+			t.Logf("foreground probe p50/p95 beside a %s moved into background %v/%v (background %.1f Mbit/s), started in background %v/%v (%.1f Mbit/s) (goal: p95 within 5 ms)", uploadName[proto],
+				durPct(pm, .5).Round(100*time.Microsecond), durPct(pm, .95).Round(100*time.Microsecond), rm/1e6,
+				durPct(ps, .5).Round(100*time.Microsecond), durPct(ps, .95).Round(100*time.Microsecond), rs/1e6)
+			if min(rm, rs) < remoteLinkBps/10 {
+				t.Logf("an upload sent under a tenth of the link while the probe ran: this comparison says nothing of the yield")
+			}
 			if d := durPct(pm, .95) - durPct(ps, .95); d > 50*time.Millisecond {
 				testutil.TimingErrorf(t, "probe p95 beside the moved upload %v, %v above the one started in background", durPct(pm, .95), d)
 			}
