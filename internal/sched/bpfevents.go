@@ -2,11 +2,13 @@
 // tracepoints (internal/bpf/procevents), the engine's source where the
 // proc connector delivers none (a daemon outside the initial network
 // namespace, a kernel without CONFIG_PROC_EVENTS): the same events, read
-// the same way, instead of a 1 s /proc poll.
+// the same way, instead of a 1 s /proc poll; and the choice between the
+// two (openEventSource, ProbeEventSource for lanes doctor).
 package sched
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bpf/procevents"
@@ -55,4 +57,38 @@ func (b *bpfSource) Read(evs []Event) ([]Event, error) {
 	}
 	return append(evs, Event{What: e.What, TimeNS: e.TimeNs, PID: int(e.Pid), TGID: int(e.Tgid),
 		ParentPID: int(e.ParentPid), ParentTG: int(e.ParentTgid), Comm: procevents.Comm(e)}), nil
+}
+
+// openEventSource opens the proc connector (unless bpfOnly, or the
+// kernel's config says it sends nothing), else the BPF tracepoint
+// programs: the source, its name, and why the connector is not it.
+func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err error) {
+	var conn *Connector
+	cerr := errors.New("not used (BPFEvents)")
+	if !bpfOnly {
+		if cerr = procEventsBuiltOut(kernelConfig(kernelRelease())); cerr == nil {
+			conn, cerr = OpenConnector()
+		}
+	}
+	if cerr == nil {
+		return conn, "netlink", nil, nil
+	}
+	bsrc, berr := openBPFSource()
+	if berr == nil {
+		return bsrc, "bpf tracepoints", cerr, nil
+	}
+	return nil, "", cerr, fmt.Errorf("%w; BPF tracepoints: %w", cerr, berr)
+}
+
+// ProbeEventSource names the source a task engine started here takes
+// ("netlink", "bpf tracepoints", or "poll 1s" with the error), and why
+// the proc connector is not it (nil when it is). For lanes doctor: it
+// opens the source and closes it.
+func ProbeEventSource() (mode string, connErr, err error) {
+	src, mode, connErr, err := openEventSource(false)
+	if err != nil {
+		return "poll 1s", connErr, err
+	}
+	src.Close()
+	return mode, connErr, nil
 }

@@ -194,40 +194,6 @@ func (e *Engine) openSource() (eventSource, string, error) {
 	return src, mode, err
 }
 
-// openEventSource opens the proc connector (unless bpfOnly, or the
-// kernel's config says it sends nothing), else the BPF tracepoint
-// programs: the source, its name, and why the connector is not it.
-func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err error) {
-	var conn *Connector
-	cerr := errors.New("not used (BPFEvents)")
-	if !bpfOnly {
-		if cerr = procEventsBuiltOut(kernelConfig(kernelRelease())); cerr == nil {
-			conn, cerr = OpenConnector()
-		}
-	}
-	if cerr == nil {
-		return conn, "netlink", nil, nil
-	}
-	bsrc, berr := openBPFSource()
-	if berr == nil {
-		return bsrc, "bpf tracepoints", cerr, nil
-	}
-	return nil, "", cerr, fmt.Errorf("%w; BPF tracepoints: %w", cerr, berr)
-}
-
-// ProbeEventSource names the source a task engine started here takes
-// ("netlink", "bpf tracepoints", or "poll 1s" with the error), and why
-// the proc connector is not it (nil when it is). For lanes doctor: it
-// opens the source and closes it.
-func ProbeEventSource() (mode string, connErr, err error) {
-	src, mode, connErr, err := openEventSource(false)
-	if err != nil {
-		return "poll 1s", connErr, err
-	}
-	src.Close()
-	return mode, connErr, nil
-}
-
 func (e *Engine) hasRT() bool {
 	for _, r := range e.rules.rules {
 		if r.IsRT() {
