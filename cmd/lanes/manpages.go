@@ -61,6 +61,7 @@ var manExtras = map[string]manExtra{
 	"status": {examples: []manExample{
 		{"lanes status", "per lane packets, bytes, drops and backlog per interface; registrations and policy flows"},
 		{"lanes status --json | jq .interfaces", "the same as JSON"},
+		{"lanes status --wait 30s", "once a daemon just started answers (scripts, the Quick start)"},
 	}, files: clientFiles},
 	"register": {examples: []manExample{
 		{"lanes register --lane background --dst 192.0.2.10:443 --sport 40312", "put one TCP connection (the 3-tuple) in background"},
