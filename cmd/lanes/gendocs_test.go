@@ -72,6 +72,20 @@ func TestManPagesSections(t *testing.T) {
 			t.Errorf("lanes-daemon.1 lacks %q", want)
 		}
 	}
+	// The kernel-facing commands name what they read and write.
+	for page, want := range map[string][]string{
+		"lanes-doctor.1":       {"/proc/config.gz", "/sys/kernel/debug/sched/preempt", "sched_rt_runtime_us"},
+		"lanes-tune.1":         {"/proc/config.gz", "/sys/kernel/debug/sched/preempt"},
+		"lanes-tune-preempt.1": {"/sys/kernel/debug/sched/preempt"},
+	} {
+		text := readPage(t, filepath.Join(dir, "man1", page))
+		files, _, _ := strings.Cut(text[strings.Index(text, "\n.SH FILES\n")+1:], "\n.SH SEE ALSO")
+		for _, w := range want {
+			if !strings.Contains(text, "\n.SH FILES\n") || !strings.Contains(files, w) {
+				t.Errorf("%s: FILES lacks %s", page, w)
+			}
+		}
+	}
 	for key, f := range manFiles {
 		if f[0] == "" || f[1] == "" {
 			t.Errorf("manFiles[%s] incomplete", key)

@@ -31,6 +31,9 @@ var manFiles = map[string][2]string{
 	"traces":   {"/usr/share/lanes/traces/", "the lab's cellular link traces (mahimahi), searched after $LANES_TRACES"},
 	"results":  {"results/EXPERIMENT-TIME/", "a lab run's results (JSON, environment, Markdown, PNG and SVG figures), below --results"},
 	"cgroups":  {"/sys/fs/cgroup/.../lanes.*", "the lane cgroups lanes creates for lanes run, lanes move and task rules"},
+	"kconfig":  {"/proc/config.gz, /boot/config-RELEASE", "the kernel's build configuration (the first found): HZ, the preemption model, the proc connector"},
+	"preempt":  {"/sys/kernel/debug/sched/preempt", "the live preemption model of a PREEMPT_DYNAMIC kernel (debugfs, mounted if it is not); lanes tune preempt writes it"},
+	"rtsysctl": {"/proc/sys/kernel/sched_rt_runtime_us, sched_rt_period_us", "real-time throttling: the CPU share real-time tasks may take"},
 }
 
 // manEnv: every environment variable a page may list (the pages list those
@@ -109,7 +112,7 @@ var manExtras = map[string]manExtra{
 	"doctor": {examples: []manExample{
 		{"sudo lanes doctor", "which kernel features are here, and what lanes does without each"},
 		{"sudo lanes doctor --json", "the same as JSON"},
-	}, see: []string{"lanes-daemon(1)"}},
+	}, files: []string{"kconfig", "preempt", "rtsysctl"}, see: []string{"lanes-daemon(1)"}},
 	"lab": {examples: []manExample{
 		{"lanes lab list", "the experiments"},
 		{"sudo lanes lab demo", "a short lbe run with the paper's numbers (make demo)"},
@@ -152,10 +155,10 @@ var manExtras = map[string]manExtra{
 	}, files: []string{"rtsock"}, see: []string{"lanes-rt-send(1)"}},
 	"tune": {examples: []manExample{
 		{"lanes tune", "the kernel's real-time settings: the preemption model and the modes it offers"},
-	}, see: []string{"lanes-latency(1)"}},
+	}, files: []string{"kconfig", "preempt", "rtsysctl"}, see: []string{"lanes-latency(1)"}},
 	"tune preempt": {examples: []manExample{
 		{"sudo lanes tune preempt full", "full preemption until reboot (PREEMPT_DYNAMIC kernels)"},
-	}, see: []string{"lanes-latency(1)"}},
+	}, files: []string{"preempt"}, see: []string{"lanes-latency(1)"}},
 	"version": {examples: []manExample{{"lanes version", "the version, as lanes --version prints it"}}},
 }
 
