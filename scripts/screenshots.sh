@@ -2,9 +2,10 @@
 # screenshots.sh: regenerate the pictures in docs (as root; needs
 # Chromium, scripts/deps.sh test installs it):
 #   dashboard.png     the dashboard in headless Chromium: an interactive
-#                     flow, a background flow held by the yield and a
-#                     realtime flow of ~80 kbit/s, on a veth pair in fresh
-#                     namespaces (internal/dashboard TestDashboardHeldAndRealtime)
+#                     upload filling a 50 Mbit/s shaped uplink, a background
+#                     flow held back behind it and a realtime flow of ~80 kbit/s,
+#                     on a veth pair in fresh namespaces
+#                     (internal/dashboard TestDashboardHeldAndRealtime)
 #   dashboard-udp.png the dashboard's UDP flows table: a QUIC upload
 #                     (quic-go) in background by `lanes run` and a plain
 #                     UDP flow in interactive (TestDashboardUDPInBrowser)

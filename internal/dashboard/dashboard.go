@@ -80,6 +80,10 @@ type Point struct {
 	// (the foreground carries traffic): its window is kept at the minimum,
 	// so its srtt is mostly its wait, not the path.
 	Held bool `json:"held,omitempty"`
+	// Queued: a background flow while the background lane holds a backlog
+	// in lanes' queue on some interface (the other lanes are served
+	// first): its srtt is mostly that wait, not the path.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // FlowView is one flow on the page.
@@ -259,6 +263,7 @@ type daemonView struct {
 	statusErr, coopErr string
 	coopOff            string            // the policy leaves coop off: why
 	yielding           bool              // the yield holds background (some interface)
+	bgQueued           bool              // the background lane holds a backlog (some interface)
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
 	lanes              map[uint64]laneAnswer
 	ccNames            map[string]string
@@ -300,6 +305,8 @@ func (dv *daemonView) ask(d Daemon) {
 	var err error
 	if dv.status, err = d.Status(); err != nil {
 		dv.statusErr = err.Error()
+	} else {
+		dv.bgQueued = backgroundBacklog(dv.status)
 	}
 	if doc, err := d.Component("background"); err == nil {
 		var ys struct {
@@ -333,6 +340,19 @@ func (dv *daemonView) ask(d Daemon) {
 	}
 }
 
+// backgroundBacklog: the background lane holds packets in lanes' queue on
+// some interface, waiting while the other lanes are served.
+func backgroundBacklog(st *api.Status) bool {
+	for _, it := range st.Interfaces {
+		for _, l := range it.Lanes {
+			if l.Lane == lane.Background && l.BacklogBytes > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // addFlowPoint appends flow f's point at t (seconds since the start) to its
 // series, starting one while there is room, and drops points older than
 // the history. s.mu is held.
@@ -356,7 +376,8 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
 	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
 		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
-		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie], Held: dv.yielding && f.Lane == lane.Background})
+		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie],
+		Held: dv.yielding && f.Lane == lane.Background, Queued: dv.bgQueued && f.Lane == lane.Background})
 	cut := 0
 	for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
 		cut++

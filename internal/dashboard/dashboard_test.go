@@ -27,13 +27,15 @@ type fakeDaemon struct {
 	coop  string
 	off   string // the policy leaves coop off: why
 	held  bool   // the background component says the yield holds background
+	queue uint64 // the background lane's backlog in bytes (status)
 	asked []uint64
 	runs  string // the kernel's name of the congestion control the flows run
 	appCC string // what every socket's app asked for ("" = none)
 }
 
 func (d *fakeDaemon) Status() (*api.Status, error) {
-	return &api.Status{Version: "test", Policy: "table"}, nil
+	return &api.Status{Version: "test", Policy: "table", Interfaces: []api.InterfaceStatus{{Name: "veth0", Mode: "shaped",
+		Lanes: []api.LaneStats{{Lane: lane.Interactive, BacklogBytes: 9000}, {Lane: lane.Background, BacklogBytes: d.queue}}}}}, nil
 }
 
 func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
@@ -198,6 +200,15 @@ func TestDashboardOffAndHeldStates(t *testing.T) {
 	snap = s.Snapshot()
 	if len(snap.Flows) != 1 || len(snap.Flows[0].Points) != 2 || snap.Flows[0].Points[0].Held || !snap.Flows[0].Points[1].Held {
 		t.Fatalf("held marks: %+v", snap.Flows)
+	}
+	// Queued while the background lane holds a backlog (the interactive
+	// lane's backlog does not count), not before.
+	d.held = false
+	d.queue = 3028
+	s.tick()
+	snap = s.Snapshot()
+	if pts := snap.Flows[0].Points; len(pts) != 3 || pts[1].Queued || !pts[2].Queued || pts[2].Held {
+		t.Fatalf("queued marks: %+v", pts)
 	}
 }
 
