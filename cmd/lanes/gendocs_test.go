@@ -86,6 +86,21 @@ func TestManPagesSections(t *testing.T) {
 			}
 		}
 	}
+	// Every variable a flag's help names is documented in ENVIRONMENT.
+	for _, c := range allCommands(root) {
+		c.NonInheritedFlags().VisitAll(func(f *pflag.Flag) {
+			for _, m := range envRef.FindAllStringSubmatch(f.Usage, -1) {
+				if _, ok := manEnv[m[1]]; !ok {
+					t.Errorf("%s --%s names %s, which manEnv does not describe (its page would leave it out)", c.CommandPath(), f.Name, m[1])
+				}
+			}
+		})
+	}
+	for page, v := range map[string]string{"lanes-rt-send.1": "LANES_RT_SOCKET", "lanes-rt-stats.1": "LANES_RT_SOCKET", "lanes-status.1": "LANES_SOCKET"} {
+		if text := readPage(t, filepath.Join(dir, "man1", page)); !strings.Contains(text, "\n.SH ENVIRONMENT\n.TP\n.B "+v+"\n") {
+			t.Errorf("%s: ENVIRONMENT lacks %s", page, v)
+		}
+	}
 	for key, f := range manFiles {
 		if f[0] == "" || f[1] == "" {
 			t.Errorf("manFiles[%s] incomplete", key)

@@ -40,6 +40,7 @@ var manFiles = map[string][2]string{
 // their flags name, "env NAME", and those given in envFor).
 var manEnv = map[string]string{
 	"LANES_SOCKET":    "the daemon's API socket, instead of /run/lanes/lanes.sock",
+	"LANES_RT_SOCKET": "the realtime lane's client socket, instead of /run/lanes/rt.sock (as the policy's realtime.socket moves it; lanes_rt.h and the clients read it too)",
 	"LANES_TRACES":    "a folder searched first for the lab's cellular traces",
 	"STATE_DIRECTORY": "the daemon's state folder, instead of /var/lib/lanes (systemd sets it from StateDirectory=)",
 	"NOTIFY_SOCKET":   "systemd's notification socket: the daemon reports readiness and reloads there (Type=notify)",
@@ -47,7 +48,8 @@ var manEnv = map[string]string{
 }
 
 var envFor = map[string][]string{
-	"":       {"LANES_SOCKET", "LANES_TRACES"},
+	"":       {"LANES_SOCKET", "LANES_RT_SOCKET", "LANES_TRACES"},
+	"rt":     {"LANES_RT_SOCKET"},
 	"daemon": {"STATE_DIRECTORY", "NOTIFY_SOCKET", "JOURNAL_STREAM"},
 	"lab":    {"LANES_TRACES"},
 }
