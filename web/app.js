@@ -166,6 +166,9 @@ function renderLaneCharts(s) {
   lanes.sort((a, b) => (a.lane === "realtime") - (b.lane === "realtime")); // realtime drawn last, on top
   chart(document.getElementById("lanerate"), lanes, s.now, "Mbit/s");
   legend("lane-legend", (s.lanes || []).map(l => lanes.find(x => x.lane === l.lane)));
+  document.getElementById("lane-source").textContent = s.lane_source === "queues"
+    ? "What each lane's queues sent: TCP, UDP, QUIC and realtime datagrams."
+    : "The sum of each lane's TCP flows (no daemon status: UDP and QUIC not counted).";
   const rt = lanes.find(l => l.lane === "realtime"), box = document.getElementById("rt-alone");
   const inSpan = l => l.points.filter(p => p[0] >= s.now - span);
   const rtMax = rt ? Math.max(0, ...inSpan(rt).map(p => p[1])) : 0;

@@ -132,6 +132,10 @@ type Snapshot struct {
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
 	UDPError string         `json:"udp_error,omitempty"`
+	// LaneSource: what Lanes' rates are, "queues" (what each lane's queues
+	// sent, every protocol) or "flows" (the sum of its TCP flows: no
+	// daemon status).
+	LaneSource string `json:"lane_source"`
 }
 
 // UDPLister is the optional Daemon method that lists the UDP flows
@@ -155,19 +159,23 @@ type Server struct {
 	mu        sync.Mutex
 	flows     map[uint64]*series
 	lanePts   map[string][]LanePoint
-	last      []tcpmon.Flow
-	lanes     map[uint64]laneAnswer
-	ccNames   map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
-	status    *api.Status
-	statusErr string
-	coop      json.RawMessage
-	coopErr   string
-	coopOff   string
-	sampleErr string
-	udp       []udpflow.Flow
-	udpMore   int
-	udpErr    string
-	gen       uint64 // samples taken
+	laneCount *laneCounters // the last status's lane counters
+	// laneSource: what the lane chart's last point came from
+	// (laneSourceQueues, laneSourceFlows).
+	laneSource string
+	last       []tcpmon.Flow
+	lanes      map[uint64]laneAnswer
+	ccNames    map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
+	status     *api.Status
+	statusErr  string
+	coop       json.RawMessage
+	coopErr    string
+	coopOff    string
+	sampleErr  string
+	udp        []udpflow.Flow
+	udpMore    int
+	udpErr     string
+	gen        uint64 // samples taken
 
 	jmu     sync.Mutex // the encoded snapshot (serve.go)
 	json    []byte
@@ -251,7 +259,7 @@ func (s *Server) tick() {
 			delete(s.lanes, c)
 		}
 	}
-	s.addLanePoints(t, flows)
+	s.addLanePoints(t, flows, dv.status, now)
 	s.last = append(s.last[:0], flows...)
 }
 
@@ -385,29 +393,6 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 	sr.view.Points = sr.view.Points[cut:]
 }
 
-// addLanePoints appends each lane's summed throughput to its series.
-func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow) {
-	sum := map[string]float64{}
-	for _, l := range lane.All {
-		sum[l.String()] = 0
-	}
-	for i := range flows {
-		l := flows[i].Lane
-		if l == lane.Unset {
-			l = lane.Interactive // sockets lanes has not classified send as interactive (the default lane)
-		}
-		sum[l.String()] += flows[i].Throughput / 1e6
-	}
-	for name, v := range sum {
-		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(v)})
-		cut := 0
-		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
-			cut++
-		}
-		s.lanePts[name] = pts[cut:]
-	}
-}
-
 // withoutOwn drops the dashboard's own HTTP connections.
 func (s *Server) withoutOwn(flows []tcpmon.Flow) []tcpmon.Flow {
 	if len(s.cfg.Hide) == 0 {
@@ -480,7 +465,8 @@ func (s *Server) Snapshot() Snapshot {
 	defer s.mu.Unlock()
 	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
 		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, CoopOff: s.coopOff, SampleError: s.sampleErr,
-		Flows: []FlowView{}, UDPFlows: append([]udpflow.Flow{}, s.udp...), UDPMore: s.udpMore, UDPError: s.udpErr}
+		Flows: []FlowView{}, UDPFlows: append([]udpflow.Flow{}, s.udp...), UDPMore: s.udpMore, UDPError: s.udpErr,
+		LaneSource: s.laneSource}
 	if s.cfg.Daemon == nil {
 		snap.UDPError = "no daemon"
 	}
