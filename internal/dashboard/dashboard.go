@@ -314,7 +314,7 @@ func (dv *daemonView) ask(d Daemon) {
 	if dv.status, err = d.Status(); err != nil {
 		dv.statusErr = err.Error()
 	} else {
-		dv.bgQueued = backgroundBacklog(dv.status)
+		dv.bgQueued = dv.status.BackgroundQueued()
 	}
 	if doc, err := d.Component("background"); err == nil {
 		var ys struct {
@@ -346,19 +346,6 @@ func (dv *daemonView) ask(d Daemon) {
 			dv.downCaps[f.Cookie] = f.DownCap
 		}
 	}
-}
-
-// backgroundBacklog: the background lane holds packets in lanes' queue on
-// some interface, waiting while the other lanes are served.
-func backgroundBacklog(st *api.Status) bool {
-	for _, it := range st.Interfaces {
-		for _, l := range it.Lanes {
-			if l.Lane == lane.Background && l.BacklogBytes > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // addFlowPoint appends flow f's point at t (seconds since the start) to its

@@ -234,6 +234,13 @@ func TestFlowFigure(t *testing.T) {
 	if s := FlowFigure(heldFlow, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background (held 50%) → 10.0.0.2:443" {
 		t.Errorf("held: %q", s[0].Name)
 	}
+	// So does one queued behind the other lanes.
+	for i := range heldFlow {
+		heldFlow[i].Held, heldFlow[i].Queued = false, i >= 1
+	}
+	if s := FlowFigure(heldFlow, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background (held 75%) → 10.0.0.2:443" {
+		t.Errorf("queued: %q", s[0].Name)
+	}
 	if cw[0].Y[49] != 59 || fig.Panels[1].Series[1].Y[0] != 4 {
 		t.Errorf("cwnd %v / rtt %v", cw[0].Y[49], fig.Panels[1].Series[1].Y[0])
 	}
