@@ -179,8 +179,8 @@ demo: build
 	./scripts/deps.sh demo
 	./bin/lanes lab demo
 
-# The pictures in docs/ (dashboard.png, dashboard-udp.png, lab-lbe-times.png): the dashboard (headless Chromium) and a lab
-# figure, drawn from a real daemon and a real lab run (root).
+# The pictures in docs/ (dashboard.png, dashboard-udp.png, lab-lbe-times.png, monitor-example.png): the dashboard
+# (headless Chromium), a lab figure and a lanes plot, drawn from a real daemon, a real lab run and a real monitor run (root).
 screenshots:
 	./scripts/screenshots.sh
 

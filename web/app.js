@@ -134,10 +134,16 @@ function renderHeader(s) {
   document.getElementById("updated").textContent = s.sample_error ? "sampling failed: " + s.sample_error : "";
 }
 
-// heldBands are the time spans in which some flow was held by the yield.
+// heldWhy says what holds a background flow at point p: the yield, or
+// its wait in the background lane's queue behind the other lanes.
+function heldWhy(p) {
+  return p.held ? "held by the yield" : p.queued ? "queued behind the other lanes" : "";
+}
+
+// heldBands are the time spans in which some flow was held back.
 function heldBands(flows, interval) {
   const ts = [];
-  for (const f of flows) for (const p of f.points) if (p.held) ts.push(p.t);
+  for (const f of flows) for (const p of f.points) if (p.held || p.queued) ts.push(p.t);
   ts.sort((a, b) => a - b);
   const bands = [];
   for (const t of ts) {
@@ -147,7 +153,8 @@ function heldBands(flows, interval) {
   return bands;
 }
 
-function isHeld(f) { const p = f.points[f.points.length - 1]; return !!(p && p.held); }
+function lastPoint(f) { return f.points[f.points.length - 1] || {}; }
+function isHeld(f) { return heldWhy(lastPoint(f)) !== ""; }
 
 // renderLanes draws each lane's throughput, the realtime lane on top and
 // thicker, and again on its own scale when it is too small to see beside
@@ -159,6 +166,9 @@ function renderLaneCharts(s) {
   lanes.sort((a, b) => (a.lane === "realtime") - (b.lane === "realtime")); // realtime drawn last, on top
   chart(document.getElementById("lanerate"), lanes, s.now, "Mbit/s");
   legend("lane-legend", (s.lanes || []).map(l => lanes.find(x => x.lane === l.lane)));
+  document.getElementById("lane-source").textContent = s.lane_source === "queues"
+    ? "What each lane's queues sent: TCP, UDP, QUIC and realtime datagrams."
+    : "The sum of each lane's TCP flows (no daemon status: UDP and QUIC not counted).";
   const rt = lanes.find(l => l.lane === "realtime"), box = document.getElementById("rt-alone");
   const inSpan = l => l.points.filter(p => p[0] >= s.now - span);
   const rtMax = rt ? Math.max(0, ...inSpan(rt).map(p => p[1])) : 0;
@@ -181,13 +191,16 @@ function renderCharts(s) {
   // Caps are drawn last, thick and dotted, so a cap equal to cwnd stays visible.
   chart(document.getElementById("cwnd"), cw.concat(caps), s.now, "segments");
   const bands = heldBands(s.flows, s.interval_s || 0.1);
-  chart(document.getElementById("srtt"), rt, s.now, "ms", bands, "held by the yield");
+  chart(document.getElementById("srtt"), rt, s.now, "ms", bands, "background held back");
   const held = s.flows.filter(isHeld), note = document.getElementById("srtt-note");
-  note.textContent = bands.length ? "Shaded: background held by the yield while the foreground carries traffic. A held flow keeps a 2-segment window, so its srtt" +
-    (held.length ? " (now up to " + fmt(Math.max(...held.map(f => f.points[f.points.length - 1].srtt_ms))) + " ms)" : "") +
+  const seen = k => s.flows.some(f => f.points.some(p => p[k]));
+  const why = [seen("held") ? "by the yield while the foreground carries traffic (a 2-segment window)" : "",
+    seen("queued") ? "in the background lane's queue while the other lanes are served first" : ""].filter(x => x);
+  note.textContent = bands.length ? "Shaded: background held back " + why.join(", or ") + ". A held flow's srtt" +
+    (held.length ? " (now up to " + fmt(Math.max(...held.map(f => lastPoint(f).srtt_ms))) + " ms)" : "") +
     " is its wait behind the foreground, not the path's delay." : "";
   chart(document.getElementById("rate"), tp, s.now, "Mbit/s");
-  legend("flow-legend", s.flows.map(f => ({ ...styleOf(f.cookie), label: flowLabel(f) + " (" + f.lane + (isHeld(f) ? ", held by the yield" : "") + ")" })));
+  legend("flow-legend", s.flows.map(f => ({ ...styleOf(f.cookie), label: flowLabel(f) + " (" + f.lane + (isHeld(f) ? ", " + heldWhy(lastPoint(f)) : "") + ")" })));
 }
 
 function renderFlows(s) {
@@ -202,7 +215,7 @@ function renderFlows(s) {
     const sw = el("td");
     sw.append(swatch(st.color, st.dash));
     tr.append(sw, el("td", f.src + " → " + f.dst), el("td", f.lane), el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"),
-      el("td", f.cong), el("td", f.state + (last.held ? " · held" : "")), el("td", last.cwnd), el("td", last.cap || "—"),
+      el("td", f.cong), el("td", f.state + (heldWhy(last) ? " · held" : "")), el("td", last.cwnd), el("td", last.cap || "—"),
       srttCell(last), el("td", fmt(last.mbit || 0)), el("td", fmt(last.recv_mbit || 0)),
       el("td", last.down_cap ? (last.down_cap / 1000).toFixed(1) + " kB" : "—"), el("td", f.total_retrans));
     tb.append(tr);
@@ -211,12 +224,13 @@ function renderFlows(s) {
   for (const c of styles.keys()) if (!live.has(c)) styles.delete(c);
 }
 
-// srttCell shows a flow's srtt, marked when the yield holds the flow.
+// srttCell shows a flow's srtt, marked when the flow is held back.
 function srttCell(p) {
   const td = el("td", fmt(p.srtt_ms || 0));
-  if (p.held) {
+  if (heldWhy(p)) {
     td.append(" ", el("b", "held", "held"));
-    td.title = "held by the yield: the foreground carries traffic, so this background flow waits at a 2-segment window; its srtt is that wait";
+    td.title = p.held ? "held by the yield: the foreground carries traffic, so this background flow waits at a 2-segment window; its srtt is that wait"
+      : "queued behind the other lanes: its segments wait in the background lane's queue while the other lanes are served first; its srtt is that wait";
   }
   return td;
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -132,4 +133,26 @@ func TestLanesSocketEnv(t *testing.T) {
 			t.Errorf("%v: rc %d, stderr %q", args, rc, errb.String())
 		}
 	}
+}
+
+// `lanes status --wait D` keeps trying a daemon that does not answer yet
+// for D, then fails as plain `lanes status` does at once.
+func TestStatusWaitsForDaemon(t *testing.T) {
+	sock := t.TempDir() + "/lanes.sock"
+	start := time.Now()
+	_, errOut, rc := runCLI("status", "--socket", sock)
+	if rc != 1 || !strings.Contains(errOut, "not reachable at "+sock) {
+		t.Fatalf("status without a daemon: rc %d, %q", rc, errOut)
+	}
+	alone := time.Since(start)
+	start = time.Now()
+	_, errOut, rc = runCLI("status", "--socket", sock, "--wait", "700ms")
+	waited := time.Since(start)
+	if rc != 1 || !strings.Contains(errOut, "not reachable at "+sock) {
+		t.Fatalf("status --wait 700ms without a daemon: rc %d, %q", rc, errOut)
+	}
+	if waited < 700*time.Millisecond {
+		t.Errorf("status --wait 700ms gave up after %v", waited)
+	}
+	t.Logf("without a daemon: status failed after %v, status --wait 700ms after %v", alone, waited)
 }

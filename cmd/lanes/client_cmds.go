@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -66,11 +68,30 @@ func dialDaemon(sock string) (*api.Client, *api.Status, error) {
 	return c, st, nil
 }
 
+// dialDaemonWait is dialDaemon retried while no daemon listens yet (its
+// socket missing or refusing), for up to wait: a daemon just started in
+// the background of a shell serves its API about a second later.
+func dialDaemonWait(ctx context.Context, sock string, wait time.Duration) (*api.Client, *api.Status, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		c, st, err := dialDaemon(sock)
+		if err == nil || !errors.Is(err, api.ErrNoDaemon) || !time.Now().Before(deadline) {
+			return c, st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
-	return func(context.Context, []string) error {
-		c, st, err := dialDaemon(*sock)
+	wait := fs.Duration("wait", 0, "wait up to this long for a daemon that is starting to answer (e.g. 30s)")
+	return func(ctx context.Context, _ []string) error {
+		c, st, err := dialDaemonWait(ctx, *sock, *wait)
 		if err != nil {
 			return err
 		}

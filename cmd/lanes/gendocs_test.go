@@ -72,6 +72,35 @@ func TestManPagesSections(t *testing.T) {
 			t.Errorf("lanes-daemon.1 lacks %q", want)
 		}
 	}
+	// The kernel-facing commands name what they read and write.
+	for page, want := range map[string][]string{
+		"lanes-doctor.1":       {"/proc/config.gz", "/sys/kernel/debug/sched/preempt", "sched_rt_runtime_us"},
+		"lanes-tune.1":         {"/proc/config.gz", "/sys/kernel/debug/sched/preempt"},
+		"lanes-tune-preempt.1": {"/sys/kernel/debug/sched/preempt"},
+	} {
+		text := readPage(t, filepath.Join(dir, "man1", page))
+		files, _, _ := strings.Cut(text[strings.Index(text, "\n.SH FILES\n")+1:], "\n.SH SEE ALSO")
+		for _, w := range want {
+			if !strings.Contains(text, "\n.SH FILES\n") || !strings.Contains(files, w) {
+				t.Errorf("%s: FILES lacks %s", page, w)
+			}
+		}
+	}
+	// Every variable a flag's help names is documented in ENVIRONMENT.
+	for _, c := range allCommands(root) {
+		c.NonInheritedFlags().VisitAll(func(f *pflag.Flag) {
+			for _, m := range envRef.FindAllStringSubmatch(f.Usage, -1) {
+				if _, ok := manEnv[m[1]]; !ok {
+					t.Errorf("%s --%s names %s, which manEnv does not describe (its page would leave it out)", c.CommandPath(), f.Name, m[1])
+				}
+			}
+		})
+	}
+	for page, v := range map[string]string{"lanes-rt-send.1": "LANES_RT_SOCKET", "lanes-rt-stats.1": "LANES_RT_SOCKET", "lanes-status.1": "LANES_SOCKET"} {
+		if text := readPage(t, filepath.Join(dir, "man1", page)); !strings.Contains(text, "\n.SH ENVIRONMENT\n.TP\n.B "+v+"\n") {
+			t.Errorf("%s: ENVIRONMENT lacks %s", page, v)
+		}
+	}
 	for key, f := range manFiles {
 		if f[0] == "" || f[1] == "" {
 			t.Errorf("manFiles[%s] incomplete", key)

@@ -31,12 +31,16 @@ var manFiles = map[string][2]string{
 	"traces":   {"/usr/share/lanes/traces/", "the lab's cellular link traces (mahimahi), searched after $LANES_TRACES"},
 	"results":  {"results/EXPERIMENT-TIME/", "a lab run's results (JSON, environment, Markdown, PNG and SVG figures), below --results"},
 	"cgroups":  {"/sys/fs/cgroup/.../lanes.*", "the lane cgroups lanes creates for lanes run, lanes move and task rules"},
+	"kconfig":  {"/proc/config.gz, /boot/config-RELEASE", "the kernel's build configuration (the first found): HZ, the preemption model, the proc connector"},
+	"preempt":  {"/sys/kernel/debug/sched/preempt", "the live preemption model of a PREEMPT_DYNAMIC kernel (debugfs, mounted if it is not); lanes tune preempt writes it"},
+	"rtsysctl": {"/proc/sys/kernel/sched_rt_runtime_us, sched_rt_period_us", "real-time throttling: the CPU share real-time tasks may take"},
 }
 
 // manEnv: every environment variable a page may list (the pages list those
 // their flags name, "env NAME", and those given in envFor).
 var manEnv = map[string]string{
 	"LANES_SOCKET":    "the daemon's API socket, instead of /run/lanes/lanes.sock",
+	"LANES_RT_SOCKET": "the realtime lane's client socket, instead of /run/lanes/rt.sock (as the policy's realtime.socket moves it; lanes_rt.h and the clients read it too)",
 	"LANES_TRACES":    "a folder searched first for the lab's cellular traces",
 	"STATE_DIRECTORY": "the daemon's state folder, instead of /var/lib/lanes (systemd sets it from StateDirectory=)",
 	"NOTIFY_SOCKET":   "systemd's notification socket: the daemon reports readiness and reloads there (Type=notify)",
@@ -44,7 +48,8 @@ var manEnv = map[string]string{
 }
 
 var envFor = map[string][]string{
-	"":       {"LANES_SOCKET", "LANES_TRACES"},
+	"":       {"LANES_SOCKET", "LANES_RT_SOCKET", "LANES_TRACES"},
+	"rt":     {"LANES_RT_SOCKET"},
 	"daemon": {"STATE_DIRECTORY", "NOTIFY_SOCKET", "JOURNAL_STREAM"},
 	"lab":    {"LANES_TRACES"},
 }
@@ -61,6 +66,7 @@ var manExtras = map[string]manExtra{
 	"status": {examples: []manExample{
 		{"lanes status", "per lane packets, bytes, drops and backlog per interface; registrations and policy flows"},
 		{"lanes status --json | jq .interfaces", "the same as JSON"},
+		{"lanes status --wait 30s", "once a daemon just started answers (scripts, the Quick start)"},
 	}, files: clientFiles},
 	"register": {examples: []manExample{
 		{"lanes register --lane background --dst 192.0.2.10:443 --sport 40312", "put one TCP connection (the 3-tuple) in background"},
@@ -108,7 +114,7 @@ var manExtras = map[string]manExtra{
 	"doctor": {examples: []manExample{
 		{"sudo lanes doctor", "which kernel features are here, and what lanes does without each"},
 		{"sudo lanes doctor --json", "the same as JSON"},
-	}, see: []string{"lanes-daemon(1)"}},
+	}, files: []string{"kconfig", "preempt", "rtsysctl"}, see: []string{"lanes-daemon(1)"}},
 	"lab": {examples: []manExample{
 		{"lanes lab list", "the experiments"},
 		{"sudo lanes lab demo", "a short lbe run with the paper's numbers (make demo)"},
@@ -151,10 +157,10 @@ var manExtras = map[string]manExtra{
 	}, files: []string{"rtsock"}, see: []string{"lanes-rt-send(1)"}},
 	"tune": {examples: []manExample{
 		{"lanes tune", "the kernel's real-time settings: the preemption model and the modes it offers"},
-	}, see: []string{"lanes-latency(1)"}},
+	}, files: []string{"kconfig", "preempt", "rtsysctl"}, see: []string{"lanes-latency(1)"}},
 	"tune preempt": {examples: []manExample{
 		{"sudo lanes tune preempt full", "full preemption until reboot (PREEMPT_DYNAMIC kernels)"},
-	}, see: []string{"lanes-latency(1)"}},
+	}, files: []string{"preempt"}, see: []string{"lanes-latency(1)"}},
 	"version": {examples: []manExample{{"lanes version", "the version, as lanes --version prints it"}}},
 }
 

@@ -26,6 +26,10 @@ type daemonLanes struct {
 	known   map[uint64]laneAnswer
 	ccNames map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
 	warned  bool
+	// The daemon's status says the background lane holds a backlog
+	// (queued), asked at queuedAt.
+	queued   bool
+	queuedAt time.Time
 }
 
 type laneAnswer struct {
@@ -103,7 +107,7 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 	if len(d.known) > 4*len(flows)+1024 { // forget closed sockets now and then
 		d.forgetClosed(flows)
 	}
-	caps, yielding := d.coopCaps(), d.yielding()
+	caps, yielding, queued := d.coopCaps(), d.yielding(), d.backgroundQueued(time.Now())
 	out := flows[:0]
 	for i := range flows {
 		f := &flows[i]
@@ -117,11 +121,30 @@ func (d *daemonLanes) apply(flows []tcpmon.Flow, want []lane.Lane) []tcpmon.Flow
 			f.CwndCap, f.RwndCap = c[0], c[1]
 		}
 		f.Held = yielding && f.Lane == lane.Background
+		f.Queued = queued && f.Lane == lane.Background
 		if len(want) == 0 || slices.Contains(want, f.Lane) {
 			out = append(out, *f)
 		}
 	}
 	return out
+}
+
+// queuedEvery: how often the daemon's status is asked whether the
+// background lane holds a backlog (a status answer is larger than the
+// per-sample ones).
+const queuedEvery = time.Second
+
+// backgroundQueued says whether the background lane holds a backlog in
+// lanes' queue on some interface (the daemon's status, asked at most once
+// every queuedEvery); false without an answer.
+func (d *daemonLanes) backgroundQueued(now time.Time) bool {
+	if now.Sub(d.queuedAt) < queuedEvery {
+		return d.queued
+	}
+	d.queuedAt = now
+	st, err := d.client.Status()
+	d.queued = err == nil && st.BackgroundQueued()
+	return d.queued
 }
 
 // ask asks the daemon, in one batch, about the flows' sockets it has not

@@ -27,11 +27,19 @@ type laneHandler struct {
 	lanes    map[uint64]lane.Lane
 	asked    int
 	yielding atomic.Bool // the background component says the yield holds background
+	backlog  atomic.Bool // the status says the background lane holds a backlog
 }
 
 var errNotHere = errors.New("not in this test")
 
-func (h *laneHandler) Status() (*api.Status, error)                 { return nil, errNotHere }
+func (h *laneHandler) Status() (*api.Status, error) {
+	var b uint64
+	if h.backlog.Load() {
+		b = 3028
+	}
+	return &api.Status{Interfaces: []api.InterfaceStatus{{Name: "veth0", Lanes: []api.LaneStats{
+		{Lane: lane.Interactive, BacklogBytes: 12112}, {Lane: lane.Background, BacklogBytes: b}}}}}, nil
+}
 func (h *laneHandler) Flows() ([]api.FlowInfo, error)               { return nil, errNotHere }
 func (h *laneHandler) Register(api.Cred, api.Flow, lane.Lane) error { return errNotHere }
 func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return errNotHere }
@@ -133,9 +141,21 @@ func TestMonitorLanesFromDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range flows {
-			if f.Held != (yielding && f.Lane == lane.Background) {
-				t.Errorf("yielding %v: %s flow held %v", yielding, f.Lane, f.Held)
+			if f.Held != (yielding && f.Lane == lane.Background) || f.Queued {
+				t.Errorf("yielding %v, no backlog: %s flow held %v, queued %v", yielding, f.Lane, f.Held, f.Queued)
 			}
+		}
+	}
+	// While the background lane holds a backlog, background flows are queued.
+	h.yielding.Store(false)
+	h.backlog.Store(true)
+	out, _, _ = runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "1")
+	if flows, err = tcpmon.ReadFlows(strings.NewReader(out)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flows {
+		if f.Queued != (f.Lane == lane.Background) || f.Held {
+			t.Errorf("a background backlog: %s flow queued %v, held %v", f.Lane, f.Queued, f.Held)
 		}
 	}
 	out, _, code = runLanes(t, "monitor", "--socket", sock, "--port", port, "--json", "--count", "2", "--lane", "background")

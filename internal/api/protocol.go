@@ -334,3 +334,17 @@ type Status struct {
 	// component op's answer), beside the one-line summaries.
 	Details map[string]json.RawMessage `json:"details,omitempty"`
 }
+
+// BackgroundQueued says whether the background lane holds a backlog in
+// lanes' queue on some interface: its packets wait while the other lanes
+// are served first (a background flow's srtt is then mostly that wait).
+func (s *Status) BackgroundQueued() bool {
+	for _, it := range s.Interfaces {
+		for _, l := range it.Lanes {
+			if l.Lane == lane.Background && l.BacklogBytes > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,7 @@ func TestDashboardUDPInBrowser(t *testing.T) {
 	}
 	t.Logf("the page's UDP flows:\n%s", strings.Join(rows, "\n"))
 	checkSnapshotUDP(t, addr, quicRemote, udpRemote)
+	checkLaneChartCountsQUIC(t, b)
 	if path := os.Getenv("LANES_DASHBOARD_UDP_SCREENSHOT"); path != "" {
 		if err := chromedp.Do(b.ctx, chromedp.ScrollIntoView("#udp-section")); err != nil {
 			t.Fatal(err)
@@ -132,5 +134,29 @@ func checkSnapshotUDP(t *testing.T, addr, quicRemote, udpRemote string) {
 	}
 	if !q || !u {
 		t.Errorf("/api/snapshot's udp_flows: QUIC in background %v, UDP in interactive %v; want both with their process:\n%s", q, u, body)
+	}
+}
+
+// checkLaneChartCountsQUIC: the lane chart counts what the lanes' queues
+// sent, so the QUIC upload (no TCP flow in background) shows as the
+// background lane's rate.
+func checkLaneChartCountsQUIC(t *testing.T, b *browser) {
+	t.Helper()
+	rate := regexp.MustCompile(`background ([0-9.]+) Mbit/s`)
+	var got string
+	for deadline := time.Now().Add(testutil.Patience(30 * time.Second)); ; {
+		var err error
+		if got, err = chromedp.Run(b.ctx, chromedp.Evaluate[string](
+			`document.getElementById("lane-legend").textContent + "|" + document.getElementById("lane-source").textContent`)); err != nil {
+			t.Fatal(err)
+		}
+		if m := rate.FindStringSubmatch(got); m != nil && m[1] != "0.00" && strings.Contains(got, "QUIC") {
+			t.Logf("the lane chart: %s", got)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lane chart never showed the QUIC upload as background's rate: %q", got)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

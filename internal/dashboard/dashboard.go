@@ -80,6 +80,10 @@ type Point struct {
 	// (the foreground carries traffic): its window is kept at the minimum,
 	// so its srtt is mostly its wait, not the path.
 	Held bool `json:"held,omitempty"`
+	// Queued: a background flow while the background lane holds a backlog
+	// in lanes' queue on some interface (the other lanes are served
+	// first): its srtt is mostly that wait, not the path.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // FlowView is one flow on the page.
@@ -128,6 +132,10 @@ type Snapshot struct {
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
 	UDPError string         `json:"udp_error,omitempty"`
+	// LaneSource: what Lanes' rates are, "queues" (what each lane's queues
+	// sent, every protocol) or "flows" (the sum of its TCP flows: no
+	// daemon status).
+	LaneSource string `json:"lane_source"`
 }
 
 // UDPLister is the optional Daemon method that lists the UDP flows
@@ -151,19 +159,23 @@ type Server struct {
 	mu        sync.Mutex
 	flows     map[uint64]*series
 	lanePts   map[string][]LanePoint
-	last      []tcpmon.Flow
-	lanes     map[uint64]laneAnswer
-	ccNames   map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
-	status    *api.Status
-	statusErr string
-	coop      json.RawMessage
-	coopErr   string
-	coopOff   string
-	sampleErr string
-	udp       []udpflow.Flow
-	udpMore   int
-	udpErr    string
-	gen       uint64 // samples taken
+	laneCount *laneCounters // the last status's lane counters
+	// laneSource: what the lane chart's last point came from
+	// (laneSourceQueues, laneSourceFlows).
+	laneSource string
+	last       []tcpmon.Flow
+	lanes      map[uint64]laneAnswer
+	ccNames    map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
+	status     *api.Status
+	statusErr  string
+	coop       json.RawMessage
+	coopErr    string
+	coopOff    string
+	sampleErr  string
+	udp        []udpflow.Flow
+	udpMore    int
+	udpErr     string
+	gen        uint64 // samples taken
 
 	jmu     sync.Mutex // the encoded snapshot (serve.go)
 	json    []byte
@@ -247,7 +259,7 @@ func (s *Server) tick() {
 			delete(s.lanes, c)
 		}
 	}
-	s.addLanePoints(t, flows)
+	s.addLanePoints(t, flows, dv.status, now)
 	s.last = append(s.last[:0], flows...)
 }
 
@@ -259,6 +271,7 @@ type daemonView struct {
 	statusErr, coopErr string
 	coopOff            string            // the policy leaves coop off: why
 	yielding           bool              // the yield holds background (some interface)
+	bgQueued           bool              // the background lane holds a backlog (some interface)
 	caps, downCaps     map[uint64]uint32 // by socket cookie: segments, bytes
 	lanes              map[uint64]laneAnswer
 	ccNames            map[string]string
@@ -300,6 +313,8 @@ func (dv *daemonView) ask(d Daemon) {
 	var err error
 	if dv.status, err = d.Status(); err != nil {
 		dv.statusErr = err.Error()
+	} else {
+		dv.bgQueued = dv.status.BackgroundQueued()
 	}
 	if doc, err := d.Component("background"); err == nil {
 		var ys struct {
@@ -356,35 +371,13 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
 	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
 		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
-		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie], Held: dv.yielding && f.Lane == lane.Background})
+		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie],
+		Held: dv.yielding && f.Lane == lane.Background, Queued: dv.bgQueued && f.Lane == lane.Background})
 	cut := 0
 	for cut < len(sr.view.Points) && t-sr.view.Points[cut].T > s.cfg.History.Seconds() {
 		cut++
 	}
 	sr.view.Points = sr.view.Points[cut:]
-}
-
-// addLanePoints appends each lane's summed throughput to its series.
-func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow) {
-	sum := map[string]float64{}
-	for _, l := range lane.All {
-		sum[l.String()] = 0
-	}
-	for i := range flows {
-		l := flows[i].Lane
-		if l == lane.Unset {
-			l = lane.Interactive // sockets lanes has not classified send as interactive (the default lane)
-		}
-		sum[l.String()] += flows[i].Throughput / 1e6
-	}
-	for name, v := range sum {
-		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(v)})
-		cut := 0
-		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
-			cut++
-		}
-		s.lanePts[name] = pts[cut:]
-	}
 }
 
 // withoutOwn drops the dashboard's own HTTP connections.
@@ -459,7 +452,8 @@ func (s *Server) Snapshot() Snapshot {
 	defer s.mu.Unlock()
 	snap := Snapshot{Now: round3(time.Since(s.start).Seconds()), Interval: s.cfg.Sampler.Interval().Seconds(),
 		Daemon: s.status, DaemonError: s.statusErr, Coop: s.coop, CoopError: s.coopErr, CoopOff: s.coopOff, SampleError: s.sampleErr,
-		Flows: []FlowView{}, UDPFlows: append([]udpflow.Flow{}, s.udp...), UDPMore: s.udpMore, UDPError: s.udpErr}
+		Flows: []FlowView{}, UDPFlows: append([]udpflow.Flow{}, s.udp...), UDPMore: s.udpMore, UDPError: s.udpErr,
+		LaneSource: s.laneSource}
 	if s.cfg.Daemon == nil {
 		snap.UDPError = "no daemon"
 	}

@@ -27,13 +27,16 @@ type fakeDaemon struct {
 	coop  string
 	off   string // the policy leaves coop off: why
 	held  bool   // the background component says the yield holds background
+	queue uint64 // the background lane's backlog in bytes (status)
+	sent  uint64 // the background lane's bytes sent (status)
 	asked []uint64
 	runs  string // the kernel's name of the congestion control the flows run
 	appCC string // what every socket's app asked for ("" = none)
 }
 
 func (d *fakeDaemon) Status() (*api.Status, error) {
-	return &api.Status{Version: "test", Policy: "table"}, nil
+	return &api.Status{Version: "test", Policy: "table", Interfaces: []api.InterfaceStatus{{Name: "veth0", Mode: "shaped",
+		Lanes: []api.LaneStats{{Lane: lane.Interactive, BacklogBytes: 9000}, {Lane: lane.Background, BacklogBytes: d.queue, Bytes: d.sent}}}}}, nil
 }
 
 func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
@@ -199,6 +202,15 @@ func TestDashboardOffAndHeldStates(t *testing.T) {
 	if len(snap.Flows) != 1 || len(snap.Flows[0].Points) != 2 || snap.Flows[0].Points[0].Held || !snap.Flows[0].Points[1].Held {
 		t.Fatalf("held marks: %+v", snap.Flows)
 	}
+	// Queued while the background lane holds a backlog (the interactive
+	// lane's backlog does not count), not before.
+	d.held = false
+	d.queue = 3028
+	s.tick()
+	snap = s.Snapshot()
+	if pts := snap.Flows[0].Points; len(pts) != 3 || pts[1].Queued || !pts[2].Queued || pts[2].Held {
+		t.Fatalf("queued marks: %+v", pts)
+	}
 }
 
 // Without a daemon the page still shows flows; a vanished flow leaves at
@@ -248,5 +260,62 @@ func TestDashboardHidesOwnConnections(t *testing.T) {
 	s.tick()
 	if snap := s.Snapshot(); len(snap.Flows) != 1 || len(snap.Lanes) != 3 {
 		t.Errorf("other flow hidden or lanes missing: %+v", snap)
+	}
+}
+
+// The lane chart's rates: what the lanes' queues sent between two
+// statuses, not compared across another set of interfaces or a counter
+// that went back (a restarted daemon); from the flows without a status.
+func TestLaneRates(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	st := func(bytes uint64, ifaces ...string) *api.Status {
+		s := &api.Status{}
+		for _, n := range ifaces {
+			s.Interfaces = append(s.Interfaces, api.InterfaceStatus{Name: n,
+				Lanes: []api.LaneStats{{Lane: lane.Background, Bytes: bytes}, {Lane: lane.Realtime, Bytes: 1000}}})
+		}
+		return s
+	}
+	a, b := countersOf(st(0, "eth0", "wlan0"), t0), countersOf(st(625_000, "wlan0", "eth0"), t0.Add(time.Second))
+	r, ok := laneRates(a, b)
+	if !ok || r["background"] != 10 || r["realtime"] != 0 {
+		t.Errorf("two interfaces, 625,000 bytes each in 1 s: %v %v, want background 10 Mbit/s, realtime 0", r, ok)
+	}
+	if _, ok := laneRates(b, countersOf(st(10, "wlan0", "eth0"), t0.Add(2*time.Second))); ok {
+		t.Error("a counter that went back compared")
+	}
+	if _, ok := laneRates(b, countersOf(st(700_000, "eth0"), t0.Add(2*time.Second))); ok {
+		t.Error("another set of interfaces compared")
+	}
+	if countersOf(&api.Status{}, t0) != nil || countersOf(nil, t0) != nil {
+		t.Error("counters without interfaces")
+	}
+	// Through the server: "queues" once two statuses compare, "flows" without a daemon.
+	port := loopbackFlow(t)
+	smp, err := tcpmon.New(tcpmon.Config{Interval: 20 * time.Millisecond, NoProcess: true,
+		Filter: tcpmon.Filter{RemotePort: port}})
+	if err != nil {
+		t.Skipf("sock_diag not available: %v", err)
+	}
+	defer smp.Close()
+	d := &fakeDaemon{runs: "cubic"}
+	s := New(Config{Sampler: smp, Daemon: d})
+	s.tick()
+	d.sent = 1_000_000
+	s.tick()
+	snap := s.Snapshot()
+	var bg []LanePoint
+	for _, l := range snap.Lanes {
+		if l.Lane == "background" {
+			bg = l.Points
+		}
+	}
+	if snap.LaneSource != "queues" || len(bg) != 2 || bg[1].Mbit <= 0 {
+		t.Errorf("with a daemon's status: source %q, background points %+v; want queues and a rate", snap.LaneSource, bg)
+	}
+	alone := New(Config{Sampler: smp})
+	alone.tick()
+	if src := alone.Snapshot().LaneSource; src != "flows" {
+		t.Errorf("without a daemon: source %q, want flows", src)
 	}
 }

@@ -6,6 +6,7 @@ package plot
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"image"
 	"image/color"
 	"image/draw"
@@ -303,5 +304,40 @@ func TestMarkedSeriesDodge(t *testing.T) {
 	sa := r.squares[Palette[0]]
 	if len(sa) != 3 || math.Abs(sa[0].x-(alone-dodgeStep)) > 0.5 { // two marks and the legend's
 		t.Errorf("first of three marked series at x %v, want %v (dodged left)", sa, alone-dodgeStep)
+	}
+}
+
+// A legend name wider than the legend column goes on two lines, split at
+// a space, so where a flow goes is not cut off; a name that still does
+// not fit is shortened with "…"; entries that do not fit the panel become
+// "+N more".
+func TestLegendWrapsLongNames(t *testing.T) {
+	long := "python3 · background (held 49%) → 10.53.2.2:5001"
+	for _, name := range []string{long, "python3 · interactive → 10.53.2.2:5001"} {
+		if got := legendLines(name, marginRight-44); len(got) != 2 || got[0]+" "+got[1] != name || !strings.HasPrefix(got[1], "→ ") {
+			t.Errorf("legendLines(%q) = %q, want it whole on two lines, split before →", name, got)
+		}
+	}
+	if got := legendLines("flow b", marginRight-44); len(got) != 1 || got[0] != "flow b" {
+		t.Errorf("a short name: %q", got)
+	}
+	huge := strings.Repeat("x", 80) + " " + strings.Repeat("y", 80)
+	if got := legendLines(huge, marginRight-44); len(got) != 1 || !strings.HasSuffix(got[0], "…") {
+		t.Errorf("a name without a usable space: %q, want one shortened line", got)
+	}
+	x := []float64{0, 1}
+	var series []Series
+	for i := 0; i < 12; i++ {
+		series = append(series, Series{Name: fmt.Sprintf("%s %d", long, i), X: x, Y: []float64{1, 2}})
+	}
+	f := &Figure{Panels: []Panel{{YLabel: "cwnd", Unit: "segments", Series: series}}}
+	var buf bytes.Buffer
+	if err := f.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	svg := buf.String()
+	// 200 px hold 6 entries of two lines (30 px each) and a "+N more" row.
+	if !strings.Contains(svg, ">→ 10.53.2.2:5001 5<") || strings.Contains(svg, ">→ 10.53.2.2:5001 6<") || !strings.Contains(svg, ">+6 more<") {
+		t.Errorf("12 two-line entries in a 200 px panel: want entries 0-5 whole and +6 more:\n%s", svg)
 	}
 }

@@ -31,7 +31,7 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 	title, top, match, smooth := o.Title, o.Top, o.Match, o.Smooth
 	type series struct {
 		who          legendName
-		held         int // samples held by the yield
+		held         int // samples held back: by the yield, or queued behind the other lanes
 		x, cwnd, rtt []float64
 		thr, acked   []float64
 		bytes        uint64
@@ -66,7 +66,7 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 			order = append(order, key)
 		}
 		s.who = legendOf(f, s.who)
-		if f.Held {
+		if f.Held || f.Queued {
 			s.held++
 		}
 		x := f.Time.Sub(t0).Seconds()
@@ -115,12 +115,13 @@ func FlowFigure(flows []Flow, o FigureOptions) *plot.Figure {
 }
 
 // legendName is what a flow's legend entry says: its process, its lane
-// (with the share of its samples the yield held it) and where it goes
+// (with the share of its samples it was held back, by the yield or queued
+// behind the other lanes) and where it goes
 // ("restic · background (held 40%) → 10.0.0.2:443"); the local port only
 // where that leaves two entries alike, or nothing else is known.
 type legendName struct {
 	comm, lane, dst, localPort string
-	held                       int // % of its samples held by the yield
+	held                       int // % of its samples held back
 }
 
 // legendOf updates a flow's legend from one more of its samples: the

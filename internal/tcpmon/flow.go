@@ -41,7 +41,11 @@ type Flow struct {
 	// Held: a background flow while the yield holds the background lane
 	// (from the daemon): its window is kept at the minimum, so its srtt is
 	// its wait behind the foreground, not the path's.
-	Held     bool   `json:"held,omitempty"`
+	Held bool `json:"held,omitempty"`
+	// Queued: a background flow while the background lane holds a backlog
+	// in lanes' queue (from the daemon's status): the other lanes are
+	// served first, so its srtt is mostly that wait.
+	Queued   bool   `json:"queued,omitempty"`
 	PID      int    `json:"pid"`
 	Comm     string `json:"comm"`
 	UID      uint32 `json:"uid"`

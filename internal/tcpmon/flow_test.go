@@ -139,6 +139,14 @@ func TestProcCache(t *testing.T) {
 	if c.scans != 1 {
 		t.Errorf("%d scans after misses within the period, want 1", c.scans)
 	}
+	// A caller keeping answers per scan asks again for a miss no scan
+	// looked at, and keeps a found owner under the scan that found it.
+	if _, gen := c.lookupGen(777, now.Add(5*time.Millisecond)); gen != -1 {
+		t.Errorf("a miss held back by the refresh period: generation %d, want -1 (ask again)", gen)
+	}
+	if p, gen := c.lookupGen(555, now); p.PID != 100 || gen != c.scans {
+		t.Errorf("a known inode: %+v generation %d, want pid 100 under scan %d", p, gen, c.scans)
+	}
 	mk("300", "late", map[string]string{"1": "socket:[777]"})
 	if p, ok := c.lookup(777, now.Add(2*time.Second)); !ok || p.Comm != "late" {
 		t.Errorf("new process not found after the refresh period: %+v %v", p, ok)
@@ -225,6 +233,13 @@ func TestFlowFigure(t *testing.T) {
 	}
 	if s := FlowFigure(heldFlow, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background (held 50%) → 10.0.0.2:443" {
 		t.Errorf("held: %q", s[0].Name)
+	}
+	// So does one queued behind the other lanes.
+	for i := range heldFlow {
+		heldFlow[i].Held, heldFlow[i].Queued = false, i >= 1
+	}
+	if s := FlowFigure(heldFlow, FigureOptions{}).Panels[0].Series; s[0].Name != "restic · background (held 75%) → 10.0.0.2:443" {
+		t.Errorf("queued: %q", s[0].Name)
 	}
 	if cw[0].Y[49] != 59 || fig.Panels[1].Series[1].Y[0] != 4 {
 		t.Errorf("cwnd %v / rtt %v", cw[0].Y[49], fig.Panels[1].Series[1].Y[0])

@@ -112,6 +112,22 @@ func (c *procCache) lookup(inode uint32, now time.Time) (Proc, bool) {
 	return c.procs[i], true
 }
 
+// lookupGen is lookup for a caller that keeps the answer until the next
+// scan: it also returns the scan generation to keep it under, or -1 where
+// the socket is unknown and no scan looked for it (the refresh period held
+// the scan back: a socket newer than the last scan), so that the caller
+// asks again at its next sample, and the socket gets its owner at the next
+// scan. An owner no scan finds (no process, another pid namespace) is kept
+// as none until a scan for another socket.
+func (c *procCache) lookupGen(inode uint32, now time.Time) (Proc, int) {
+	before := c.scans
+	p, ok := c.lookup(inode, now)
+	if !ok && c.scans == before {
+		return p, -1
+	}
+	return p, c.scans
+}
+
 // prime scans now if no scan has run yet and the refresh period allows
 // one (as lookup would at its first unknown inode): the sampler's first
 // walk does it while the kernel walks the sockets on the other core.

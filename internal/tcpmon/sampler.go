@@ -73,7 +73,9 @@ type Config struct {
 	// NoProcess skips the socket -> process lookup (saves the /proc scans).
 	NoProcess bool
 	// ProcRefresh is the least time between two /proc scans (default 1 s):
-	// a new socket's process is known at most this late.
+	// a new socket's process is known at most this late (in the tracked
+	// mode, at the socket's first visit after that: its next activity, or
+	// the full walk for an idle one).
 	ProcRefresh time.Duration
 	IPv4Only    bool
 	// Backend: "" picks the tracked mode when it loads, else the cheaper
@@ -119,7 +121,7 @@ type prevCounters struct {
 	src, dst     string
 	cong         string
 	proc         Proc
-	procGen      int // procCache scan the owner was looked up in (-1: never)
+	procGen      int // procCache scan the owner was looked up in (-1: ask again)
 }
 
 func (c *Config) validate() error {
@@ -410,8 +412,7 @@ func (s *Sampler) flowOf(sk *Sock, now time.Time) (Flow, bool) {
 	if s.procs != nil {
 		// The owner is looked up again only after the cache rescanned /proc.
 		if p.procGen != s.procs.scans {
-			p.proc, _ = s.procs.lookup(sk.Inode, now)
-			p.procGen = s.procs.scans
+			p.proc, p.procGen = s.procs.lookupGen(sk.Inode, now)
 		}
 		if !s.cfg.Filter.ownerMatch(p.proc) {
 			return Flow{}, false

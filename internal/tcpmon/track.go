@@ -110,7 +110,7 @@ type slotState struct {
 	saddr, daddr [16]byte
 	sport, dport uint16
 	family       uint16
-	procGen      int32 // procCache.scans at the lookup; -1: never
+	procGen      int32 // procCache.scans at the lookup; -1: ask again
 }
 
 // openTrack loads the tracked mode for the sampler's namespace.
@@ -433,8 +433,9 @@ func (s *Sampler) put(x *tcpiter.Rec, i int, old bool, now time.Time) {
 		if st.procGen == int32(s.procs.scans) {
 			proc = Proc{PID: t.flows[i].PID, Comm: t.flows[i].Comm}
 		} else {
-			proc, _ = s.procs.lookup(sk.Inode, now)
-			st.procGen = int32(s.procs.scans)
+			var gen int
+			proc, gen = s.procs.lookupGen(sk.Inode, now)
+			st.procGen = int32(gen)
 		}
 		if !s.cfg.Filter.ownerMatch(proc) {
 			s.untrack(sk.Cookie)

@@ -1,0 +1,108 @@
+// lanerate.go: each lane's throughput for the page's lane chart. Where the
+// daemon reports its interfaces, what each lane's queues sent (its lane
+// counters, summed over the interfaces: TCP, UDP, QUIC and the realtime
+// lane's datagrams alike); without a daemon's status, the sum of the
+// lane's TCP flows' send rates, which leaves UDP and QUIC out.
+package dashboard
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/tcpmon"
+)
+
+// Lane chart sources (Snapshot.LaneSource).
+const (
+	laneSourceQueues = "queues" // the lanes' queue counters
+	laneSourceFlows  = "flows"  // the sum of the lanes' TCP flows
+)
+
+// laneCounters is the bytes each lane sent, summed over the interfaces of
+// one status, by lane name.
+type laneCounters struct {
+	at     time.Time
+	bytes  map[string]uint64
+	ifaces string // the interfaces summed: another set is not compared
+}
+
+// countersOf reads the lane counters of st; nil without interfaces.
+func countersOf(st *api.Status, at time.Time) *laneCounters {
+	if st == nil || len(st.Interfaces) == 0 {
+		return nil
+	}
+	c := &laneCounters{at: at, bytes: map[string]uint64{}}
+	var names []string
+	for _, it := range st.Interfaces {
+		names = append(names, it.Name)
+		for _, l := range it.Lanes {
+			c.bytes[l.Lane.String()] += l.Bytes
+		}
+	}
+	slices.Sort(names)
+	c.ifaces = strings.Join(names, " ")
+	return c
+}
+
+// laneRates is each lane's Mbit/s from prev to cur; false where they
+// cannot be compared (no earlier status, another set of interfaces, a
+// counter that went back: a restarted daemon).
+func laneRates(prev, cur *laneCounters) (map[string]float64, bool) {
+	if prev == nil || cur == nil || prev.ifaces != cur.ifaces {
+		return nil, false
+	}
+	dt := cur.at.Sub(prev.at).Seconds()
+	if dt <= 0 {
+		return nil, false
+	}
+	r := map[string]float64{}
+	for name, b := range cur.bytes {
+		p, ok := prev.bytes[name]
+		if !ok || b < p {
+			return nil, false
+		}
+		r[name] = float64(b-p) * 8 / dt / 1e6
+	}
+	return r, true
+}
+
+// flowSums is each lane's summed TCP send rate in Mbit/s.
+func flowSums(flows []tcpmon.Flow) map[string]float64 {
+	sum := map[string]float64{}
+	for i := range flows {
+		l := flows[i].Lane
+		if l == lane.Unset {
+			l = lane.Interactive // sockets lanes has not classified send as interactive (the default lane)
+		}
+		sum[l.String()] += flows[i].Throughput / 1e6
+	}
+	return sum
+}
+
+// addLanePoints appends each lane's throughput at t to its series: from
+// the lane counters of st (read at now) where the last status can be
+// compared, else from the flows. s.mu is held.
+func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *api.Status, now time.Time) {
+	cur := countersOf(st, now)
+	rates, ok := laneRates(s.laneCount, cur)
+	s.laneCount = cur
+	s.laneSource = laneSourceQueues
+	if !ok {
+		rates = flowSums(flows)
+		if cur == nil {
+			s.laneSource = laneSourceFlows
+		}
+	}
+	for _, l := range lane.All {
+		name := l.String()
+		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(rates[name])})
+		cut := 0
+		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
+			cut++
+		}
+		s.lanePts[name] = pts[cut:]
+	}
+}
