@@ -61,7 +61,7 @@ func ParseRuleParts(names []string) (RuleParts, error) {
 // at the default, is two packets at 10 Mbit/s, and quic-go's bursts of
 // up to 10 packets lift samples 3-8 ms above it with the link not full:
 // at the share target's slope each such sample cut the rate by a
-// quarter or more, the class sat at 0.47-0.71 (mean 0.60) of the capacity the
+// quarter or more, the class sat at 0.47-0.71 (mean 0.63) of the capacity the
 // foreground left idle, and its link estimate, whose standing-queue test
 // (a quarter of the share target) that load meets, read the class's own
 // rate (docs/background.md, "Background QUIC and UDP").
