@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -35,11 +36,16 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
+	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; all; the lab pairs the rule with what it replaced)")
 	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
 		off, err := datapath.ParseShareParts(*shareOff)
 		if err != nil {
 			return usageErrorf("--share-rule-off: %v", err)
+		}
+		udpParts, err := bgudp.ParseRuleParts(*udpOff)
+		if err != nil {
+			return usageErrorf("--bg-udp-rule-off: %v", err)
 		}
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -81,7 +87,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
 			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
-			PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
+			BgUDPOff: udpParts, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }
 

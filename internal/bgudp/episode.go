@@ -141,7 +141,8 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
-		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind)
+		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
+		"target", e.state.Rule.Target)
 	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
 }
 

@@ -24,6 +24,7 @@ func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, 
 	return supervise(d.log, "background-udp", func() (*runner, error) {
 		rule := bgudp.DefaultRule(pol.TargetDelay.D())
 		rule.KeepTokens = d.opts.BgUDPKeepTokens
+		rule.Off = d.opts.BgUDPOff
 		c, err := bgudp.New(rule, h, d.log.With("component", "background-udp"))
 		if err != nil {
 			return nil, err

@@ -63,6 +63,9 @@ type Options struct {
 	// decrease of its rate (bgudp.Rule.KeepTokens; the lab pairs the rule
 	// with what it replaced).
 	BgUDPKeepTokens bool
+	// BgUDPOff leaves parts of the QUIC/UDP class's rule off
+	// (bgudp.Rule.Off; the lab pairs each with what it replaced)
+	BgUDPOff bgudp.RuleParts
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":

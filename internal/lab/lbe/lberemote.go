@@ -75,6 +75,10 @@ var RemoteMethods = []RemoteMethod{
 	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
 	// the QUIC/UDP class's bucket left full at a decrease (bgudp.Rule.KeepTokens)
 	{"full-keeptokens", "full, the QUIC/UDP class's bucket left as it is at a decrease", true, true, "", []string{"--bg-udp-keep-tokens"}},
+	// the QUIC/UDP class's decrease beside a foreground at the share
+	// target's slope (bgudp.RuleParts)
+	{"full-udpslope", "full, the QUIC/UDP class's decrease beside a foreground at the share target's slope", true, true, "",
+		[]string{"--bg-udp-rule-off", "slope"}},
 }
 
 // RemoteConfig configures a run.
