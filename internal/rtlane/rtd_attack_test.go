@@ -99,7 +99,10 @@ func TestN1AttachTooBigClosesDescriptors(t *testing.T) {
 			t.Fatalf("request %d: %+v %v", i, rep, err)
 		}
 	}
-	if grown := openFDs(t, pid) - before; grown > 0 {
+	after := openFDs(t, pid)
+	t.Logf("lanes-rtd's descriptors: %d before %d too-big ATTACH requests with a descriptor, %d after; a uid's share %d (%d connections, each with %d attached sockets)",
+		before, n, after, b.cfg.MaxConnsPerUID*(1+wire.MaxSocks), b.cfg.MaxConnsPerUID, wire.MaxSocks)
+	if grown := after - before; grown > 0 {
 		t.Errorf("lanes-rtd holds %d more descriptors after %d too-big ATTACH requests", grown, n)
 	}
 }
@@ -145,6 +148,7 @@ func TestN1bEmptyMessageClosesDescriptors(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		grown = openFDs(t, pid) - before
 	}
+	t.Logf("lanes-rtd's descriptors: %d before %d connections sent an empty message with a descriptor, %+d after", before, n, grown)
 	if grown > 0 {
 		t.Errorf("lanes-rtd holds %d more descriptors after %d empty messages with a descriptor", grown, n)
 	}
