@@ -352,3 +352,56 @@ func TestD10RootNotLockedOut(t *testing.T) {
 		}
 	}
 }
+
+// TestN7UngrantedFloodIsPaced: an ungranted uid sent 11,800 STATS
+// requests a second and the daemon answered every one (64 % of a CPU):
+// the requests of clients who are not granted were not paced. Fix
+// (pace.go): they are paced per uid at client_requests per second, as
+// lanes-rtd paces granted ones, a connection waiting for its uid's next
+// token before it reads. Judged: what the daemon answered of 8
+// connections' flood stays within the rate (a loaded machine answers
+// fewer, never more).
+func TestN7UngrantedFloodIsPaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	var conns []*rawClient
+	for range 8 {
+		c, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	const dur = 2 * time.Second
+	answered := make(chan int, len(conns))
+	t0 := time.Now()
+	for _, c := range conns {
+		go func() {
+			n := 0
+			req := wire.AppendRequest(nil, &wire.Request{Type: wire.TypeStats})
+			buf := make([]byte, wire.MaxReply+1)
+			for time.Since(t0) < dur {
+				if unix.Sendmsg(c.fd, req, nil, nil, unix.MSG_NOSIGNAL) != nil {
+					break
+				}
+				if _, _, err := unix.Recvfrom(c.fd, buf, 0); err != nil {
+					break
+				}
+				n++
+			}
+			answered <- n
+		}()
+	}
+	total := 0
+	for range conns {
+		total += <-answered
+	}
+	wall := time.Since(t0)
+	t.Logf("8 connections of an ungranted uid for %v: %d STATS answered (%.0f/s, paced at %d/s)",
+		wall.Round(time.Millisecond), total, float64(total)/wall.Seconds(), b.cfg.ClientRequests)
+	if limit := float64(b.cfg.ClientRequests)*wall.Seconds()*1.1 + 200; float64(total) > limit {
+		t.Errorf("the daemon answered %d requests of an ungranted uid in %v, above its pace (%.0f)", total, wall, limit)
+	}
+}
