@@ -360,7 +360,8 @@ func TestD10RootNotLockedOut(t *testing.T) {
 // lanes-rtd paces granted ones, a connection waiting for its uid's next
 // token before it reads. Judged: what the daemon answered of 8
 // connections' flood stays within the rate (a loaded machine answers
-// fewer, never more).
+// fewer, never more). Printed: the process's CPU, clients included (at
+// load 7 on 2 CPUs: 74 % unpaced at 38,009/s, 18.5 % paced).
 func TestN7UngrantedFloodIsPaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -376,7 +377,7 @@ func TestN7UngrantedFloodIsPaced(t *testing.T) {
 	}
 	const dur = 2 * time.Second
 	answered := make(chan int, len(conns))
-	t0 := time.Now()
+	cpu0, t0 := processCPU(t, os.Getpid()), time.Now()
 	for _, c := range conns {
 		go func() {
 			n := 0
@@ -398,9 +399,9 @@ func TestN7UngrantedFloodIsPaced(t *testing.T) {
 	for range conns {
 		total += <-answered
 	}
-	wall := time.Since(t0)
-	t.Logf("8 connections of an ungranted uid for %v: %d STATS answered (%.0f/s, paced at %d/s)",
-		wall.Round(time.Millisecond), total, float64(total)/wall.Seconds(), b.cfg.ClientRequests)
+	cpu, wall := processCPU(t, os.Getpid())-cpu0, time.Since(t0)
+	t.Logf("8 connections of an ungranted uid for %v: %d STATS answered (%.0f/s, paced at %d/s); the lane's process, the clients included, %.1f %% of a CPU",
+		wall.Round(time.Millisecond), total, float64(total)/wall.Seconds(), b.cfg.ClientRequests, 100*float64(cpu)/float64(wall))
 	if limit := float64(b.cfg.ClientRequests)*wall.Seconds()*1.1 + 200; float64(total) > limit {
 		t.Errorf("the daemon answered %d requests of an ungranted uid in %v, above its pace (%.0f)", total, wall, limit)
 	}
