@@ -12,7 +12,8 @@
 //     answers every datagram and attach with not-granted: what an
 //     unprivileged user can make the daemon hold is a parked goroutine,
 //     bounded by the limits above; its recvmsg has no control buffer, so the
-//     kernel discards any descriptors it sends.
+//     kernel discards any descriptors it sends. Its requests are paced per
+//     uid, client_requests per second (pace.go).
 //   - the accept loop survives resource errors (EMFILE, ENFILE, ENOBUFS,
 //     ENOMEM): it counts them, logs at most once a second, backs off up to
 //     a second and accepts again; only other errors end Run (the daemon
@@ -220,6 +221,9 @@ func (c *conn) serve() {
 		n, flags, err := c.recv(buf)
 		if err != nil || n == 0 {
 			return // closed
+		}
+		if d := c.l.pace.delay(c.uid, time.Now()); d > 0 {
+			time.Sleep(d) // its uid's next token; the requests after it wait in the socket
 		}
 		rep := c.answer(buf[:n], flags)
 		out = wire.AppendReply(out[:0], &rep)

@@ -84,6 +84,7 @@ type Lane struct {
 	closed       bool
 	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
 	refusedConns atomic.Uint64
+	pace         *uidPacer // the requests of ungranted clients, per uid (pace.go)
 	acceptErrors atomic.Uint64
 	// Clients' own sockets: whether this kernel and namespace allow them
 	// and the namespace's cookie they must have (lanes-rtd checks).
@@ -148,7 +149,7 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 		flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{},
 		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, handed: map[uint32]*conn{},
 		done: make(chan struct{}), runDone: make(chan struct{}),
-		totals: Counters{MinMarginNs: 1<<63 - 1}, helper: FindHelper(),
+		totals: Counters{MinMarginNs: 1<<63 - 1}, helper: FindHelper(), pace: newUIDPacer(cfg.ClientRequests),
 	}
 	for _, o := range opts {
 		o(l)

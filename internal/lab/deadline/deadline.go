@@ -254,6 +254,9 @@ func (b *dlBed) runConfig(ctx context.Context, env *testbed.Env, p dlParams, nam
 	}
 	run.Records = recs
 	run.summarize(flows)
+	if name == "lanes" {
+		run.Notes = append(run.Notes, residenceNote(run, flows))
+	}
 	if snd.qd != nil {
 		refused := 0
 		for _, c := range run.Counts {

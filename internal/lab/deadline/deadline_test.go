@@ -37,6 +37,12 @@ func TestDeadlineSummarize(t *testing.T) {
 	if !math.IsNaN(r.Stages["queue"]["B"][0]) {
 		t.Errorf("B has no delivered datagram, queue stage %v", r.Stages["queue"]["B"])
 	}
+	// residence: delivered datagrams only (refused, dropped and lost ones
+	// have none), every flow together
+	r.Records[0].Dequeue, r.Records[1].Dequeue = 2010, 6020 // 2 and 6 µs
+	if n, want := residenceNote(r, flows), "flows A, B together, 2 datagrams: mean 4.0, p99 6.0, max 6.0 µs"; !strings.HasSuffix(n, want) {
+		t.Errorf("residence note %q, want it to end %q", n, want)
+	}
 }
 
 // TestDeadlineExperimentShort runs the experiment for one second per

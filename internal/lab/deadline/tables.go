@@ -6,6 +6,7 @@ package deadline
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
@@ -145,4 +146,19 @@ func countTable(title string, runs []*dlRun, flows []dlFlow) testbed.Table {
 		}
 	}
 	return t
+}
+
+// residenceNote is the lane's residence (admission -> release) of r's
+// delivered datagrams, every flow together: mean, p99 and max, the figure
+// docs/realtime.md gives for lanes-rtd (the stage tables give mean and max
+// per flow only).
+func residenceNote(r *dlRun, flows []dlFlow) string {
+	var names []string
+	for _, f := range flows {
+		names = append(names, f.Name)
+	}
+	v := pairValues(r, 0)
+	mean, p99, mx := meanP99Max(v)
+	return fmt.Sprintf("lanes: residence (admission -> release) of flows %s together, %d datagrams: mean %s, p99 %s, max %s µs",
+		strings.Join(names, ", "), len(v), fmtUS(mean), fmtUS(p99), fmtUS(mx))
 }
