@@ -20,6 +20,7 @@ type fakeDP struct {
 	rates   [2]uint64
 	held    bool // BgClassHeld: the classifier holds the class
 	present bool // ForegroundPresent
+	marks   int  // MarkBgArrivals calls
 }
 
 func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
@@ -33,6 +34,7 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 func (f *fakeDP) BgClassHeld(int) bool                        { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
 func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
+func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
 
 // dirSim is an episode on fakeDP, each direction through the policer into
 // its own bottleneck of rate link (bytes/s).

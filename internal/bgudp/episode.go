@@ -155,6 +155,9 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
 	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
 	in.Arrived = d == datapath.Download
+	if cur[datapath.Download].Bytes != prev[datapath.Download].Bytes && !e.state.Rule.Off.Arrivals {
+		dp.MarkBgArrivals() // foreground downloads' harm is read while arrivals come (fgrcv.h)
+	}
 	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
 	in.Held = held
 	e.mu.Lock()

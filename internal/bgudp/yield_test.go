@@ -75,3 +75,22 @@ func TestArrivalsShareBesideForeground(t *testing.T) {
 		}
 	}
 }
+
+// A step in which arrivals came stamps the host's background download
+// active (foreground downloads then read their receive side: their harm
+// is told); with the arrivals' hold (the lab switch) it does not.
+func TestArrivalsMarkForegroundReceiveSide(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		dp := &fakeDP{}
+		e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(10 * time.Millisecond)}}
+		e.state.Rule.Off.Arrivals = off
+		var prev, cur [2]datapath.BgClass
+		in := Input{Dt: e.state.Rule.Interval}
+		e.stepInput(dp, &in, datapath.Upload, prev, cur, e.state.Rule.Policy) // nothing arrived
+		cur[datapath.Download].Bytes = 50_000
+		e.stepInput(dp, &in, datapath.Upload, prev, cur, e.state.Rule.Policy)
+		if want := map[bool]int{false: 1, true: 0}[off]; dp.marks != want {
+			t.Errorf("arrivals held %v: %d stamps over a step without arrivals and one with, want %d", off, dp.marks, want)
+		}
+	}
+}
