@@ -33,6 +33,7 @@ type Datapath interface {
 	BgClassHeld(ifindex int) bool
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
+	MarkBgArrivals()
 }
 
 var _ Datapath = (*datapath.Host)(nil)

@@ -16,8 +16,11 @@ import (
 
 // fakeDP is the class's counters and the rates set, per direction.
 type fakeDP struct {
-	cls   [2]datapath.BgClass
-	rates [2]uint64
+	cls     [2]datapath.BgClass
+	rates   [2]uint64
+	held    bool // BgClassHeld: the classifier holds the class
+	present bool // ForegroundPresent
+	marks   int  // MarkBgArrivals calls
 }
 
 func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
@@ -28,9 +31,10 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 	f.rates[d] = bytes
 	return nil
 }
-func (f *fakeDP) BgClassHeld(int) bool                        { return false }
+func (f *fakeDP) BgClassHeld(int) bool                        { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
-func (f *fakeDP) ForegroundPresent(int) bool                  { return false }
+func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
+func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
 
 // dirSim is an episode on fakeDP, each direction through the policer into
 // its own bottleneck of rate link (bytes/s).

@@ -155,18 +155,33 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
 	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
 	in.Arrived = d == datapath.Download
-	held, present := dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex)
-	if d == datapath.Download && present { // arrivals: held beside a present foreground too (bgclass.h)
-		held = true
+	if cur[datapath.Download].Bytes != prev[datapath.Download].Bytes && !e.state.Rule.Off.Arrivals {
+		dp.MarkBgArrivals() // foreground downloads' harm is read while arrivals come (fgrcv.h)
 	}
+	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
 	in.Held = held
 	e.mu.Lock()
-	// uploads beside a present foreground: a share of the target (as LEDBAT++)
-	e.state.Rule.Target, e.Sharing = target, present && d == datapath.Upload
+	e.state.Rule.Target, e.Sharing = target, sharing
 	if e.Sharing {
 		e.state.Rule.Target = yield.ShareTarget(target)
 	}
 	e.mu.Unlock()
+}
+
+// yieldOf decides the controlled direction d's yield from the kernel's
+// (held: the classifier holds the class, bgclass.h's fg_yield: a harmed
+// foreground, a foreground connection's opening, or a present foreground
+// with no TCP sample to tell its harm; present: the foreground is
+// present): whether the rule holds the rate, and whether it steers to the
+// share target (yield.ShareTarget, as LEDBAT++ beside a present
+// foreground). Both directions share beside a present, unharmed
+// foreground; with off.Arrivals the arrivals are held there instead, as
+// the classifier then holds them (CLS_F_HOLD_ARRIVALS).
+func yieldOf(d datapath.Direction, held, present bool, off RuleParts) (hold, share bool) {
+	if d == datapath.Download && off.Arrivals {
+		return held || present, false
+	}
+	return held, present
 }
 
 // peers is the episode's peer first (port 0: its port not known), then

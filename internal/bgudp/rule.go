@@ -38,17 +38,26 @@ type RuleParts struct {
 	// Slope: beside a present foreground, the decrease's slope in
 	// multiples of the share target, not of the policy's target
 	Slope bool
+	// Arrivals: the class's arrivals held at the yield's rate beside any
+	// present foreground, not steered to the share target beside an
+	// unharmed one (the classifier's half: datapath.Config.HoldArrivals)
+	Arrivals bool
 }
 
-// ParseRuleParts reads the parts named in names ("slope", "all").
+// ParseRuleParts reads the parts named in names ("slope", "arrivals",
+// "all").
 func ParseRuleParts(names []string) (RuleParts, error) {
 	var p RuleParts
 	for _, n := range names {
 		switch n {
-		case "slope", "all":
+		case "slope":
 			p.Slope = true
+		case "arrivals":
+			p.Arrivals = true
+		case "all":
+			p.Slope, p.Arrivals = true, true
 		default:
-			return p, fmt.Errorf("unknown part %q (slope, all)", n)
+			return p, fmt.Errorf("unknown part %q (slope, arrivals, all)", n)
 		}
 	}
 	return p, nil

@@ -354,7 +354,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

@@ -259,3 +259,18 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 	})
 	return on
 }
+
+// MarkBgArrivals stamps the host's background download active
+// (sock_ops' lanes_rl_active, which rLEDBAT stamps at a TCP background
+// download's timed data) for the background non-TCP class's arrivals:
+// foreground TCP sockets then read their receive side (fgrcv.h), so a
+// foreground download's harm is told and the class's arrivals may share
+// beside an unharmed one instead of being held as untold.
+func (h *Host) MarkBgArrivals() {
+	_ = h.use(func() error {
+		if h.ops == nil {
+			return errNoSockops
+		}
+		return h.ops.LanesRlActive.Put(uint32(0), monotonicNS())
+	})
+}

@@ -70,6 +70,10 @@ type HostConfig struct {
 	// ShareOff names the parts of the share rule beside a present
 	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
 	ShareOff ShareParts
+	// HoldArrivals holds the background non-TCP class's arrivals at the
+	// yield's rate beside any present foreground (classifier.Config; a lab
+	// switch, false: they share beside an unharmed one as its egress does)
+	HoldArrivals bool
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -176,7 +180,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if cfg.Pinned != nil {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
-		h.cls, err = classifier.Load(classifier.Config{})
+		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.HoldArrivals})
 	}
 	if err != nil {
 		return h, err

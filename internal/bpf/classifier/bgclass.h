@@ -20,11 +20,14 @@
  *
  * The bucket's rate is lanes_bg_ctl[key].rate (bytes/s, 0: none); while
  * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
- * reads harm, or a foreground TCP connection's opening holds the
- * interface), and for arrivals also while the foreground is present
- * (fg_held of lanes_fg.h), the rate is at most yield_rate (0: no yield), and while a foreground
+ * reads harm, a foreground TCP connection's opening holds the interface,
+ * or a present foreground has no TCP sample to tell its harm), the rate
+ * is at most yield_rate (0: no yield), and while a foreground
  * connection's opening holds the interface (lanes_fg_open) the egress
- * passes nothing (bg_opened). The first packet after BG_QUIET_NS without
+ * passes nothing (bg_opened). Beside a present foreground whose TCP
+ * sockets are not harmed both directions are the controller's: it steers
+ * them to the share target (internal/bgudp); the lab switch
+ * CLS_F_HOLD_ARRIVALS holds arrivals at yield_rate there too. The first packet after BG_QUIET_NS without
  * one posts an event (lanes_bg_events) so the daemon's controller wakes
  * only while such traffic exists.
  *
@@ -40,6 +43,8 @@
 #define BG_BURST_NS 25000000ULL   /* bucket depth: 25 ms of the rate */
 #define BG_BURST_MIN 24224ULL     /* at least 16 full frames: a paced QUIC sender's burst */
 #define NSEC 1000000000ULL
+/* cls_config.flags: arrivals held at yield_rate beside any present foreground (a lab switch) */
+#define CLS_F_HOLD_ARRIVALS 1U
 
 /* bg_ctl: the daemon's half of a class (the program only reads it). */
 struct bg_ctl {
@@ -164,9 +169,8 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 		c->emptied_gen = empty_gen;
 		c->tokens = 0;
 	}
-	/* downloads also beside a present foreground: what arrives cannot tell
-	 * whether a foreground download is limited (as rLEDBAT's hold) */
-	held = yield_rate && (fg_yield(ifindex, now) || (dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
+	held = yield_rate && (fg_yield(ifindex, now) ||
+			      ((CFG.flags & CLS_F_HOLD_ARRIVALS) && dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;
 	if (held && (!rate || yield_rate < rate))

@@ -276,3 +276,46 @@ func monotonicNS() uint64 {
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
+
+// Arrivals beside a present foreground whose TCP sockets are not harmed
+// are the controller's, as the egress is; with CLS_F_HOLD_ARRIVALS (the
+// lab switch) they are held at the yield's rate there.
+func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		objs := loadForTest(t)
+		if hold {
+			var err error
+			if objs, err = Load(Config{HoldArrivals: true}); err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			t.Cleanup(func() { objs.Close() })
+		}
+		peer := netip.MustParseAddr("10.9.8.11")
+		up := pkt{src: v4src, dst: peer, sport: 40005, dport: 443, proto: 17}
+		down := pkt{src: peer, dst: v4src, sport: 443, dport: 40005, proto: 17}
+		if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []uint32{0, 1} {
+			putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
+		}
+		passed(t, objs.LanesClassify, up.build(), 1) // records the flow
+		fg := pkt{src: v4src, dst: v4dst, sport: 40006, dport: 443, proto: 6}
+		passed(t, objs.LanesClassify, fg.build(), 10) // stamps loopback present
+		type fgHarm struct {
+			At, Since, Samples uint64
+			QueueUS, Limited   uint32
+			Seen               uint64
+		}
+		if err := objs.LanesFgHarm.Put(uint32(loIdx), fgHarm{Seen: monotonicNS()}); err != nil {
+			t.Fatal(err)
+		}
+		got := passed(t, objs.LanesBgIngress, down.build(), 1000)
+		switch {
+		case !hold && got != 1000:
+			t.Errorf("no rate, foreground present, not harmed: %d of 1000 arrivals passed", got)
+		case hold && got == 1000:
+			t.Errorf("CLS_F_HOLD_ARRIVALS, foreground present, not harmed: %d of 1000 arrivals passed, want held", got)
+		}
+	}
+}

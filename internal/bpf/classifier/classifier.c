@@ -61,7 +61,7 @@ char __license[] SEC("license") = "GPL";
 /* Set by the Go loader before load. */
 volatile const struct cls_config {
 	__u32 minor_base; /* lane l uses HTB class minor minor_base + l (lane.ClassMinor) */
-	__u32 pad;
+	__u32 flags;      /* CLS_F_*: lab switches */
 } CFG = {
 	.minor_base = LANE_CLASS_MINOR,
 };

@@ -41,7 +41,16 @@ func (k Kind) String() string {
 // Config is set into the program before load. The program reads headers
 // relative to the network header, so one program serves Ethernet and
 // raw-IP (TUN, WireGuard) devices alike.
-type Config struct{}
+type Config struct {
+	// HoldArrivals holds the background non-TCP class's arrivals at the
+	// yield's rate beside any present foreground, not only a harmed one
+	// (bgclass.h's CLS_F_HOLD_ARRIVALS; a lab switch, to pair the share of
+	// arrivals with the hold it replaced)
+	HoldArrivals bool
+}
+
+// flagHoldArrivals is bgclass.h's CLS_F_HOLD_ARRIVALS.
+const flagHoldArrivals = 1
 
 // Capacities are the entries each rule map of the classifier holds, read
 // from its object: what a policy (and the API's registrations) may fill.
@@ -68,6 +77,9 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 		return nil, err
 	}
 	c := ClassifierClsConfig{MinorBase: abi.ClassMinor}
+	if cfg.HoldArrivals {
+		c.Flags |= flagHoldArrivals
+	}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)
 	}

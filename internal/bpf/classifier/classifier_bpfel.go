@@ -37,7 +37,7 @@ type ClassifierBgState struct {
 type ClassifierClsConfig struct {
 	_         structs.HostLayout
 	MinorBase uint32
-	Pad       uint32
+	Flags     uint32
 }
 
 type ClassifierCounter struct {

@@ -79,6 +79,10 @@ var RemoteMethods = []RemoteMethod{
 	// target's slope (bgudp.RuleParts)
 	{"full-udpslope", "full, the QUIC/UDP class's decrease beside a foreground at the share target's slope", true, true, "",
 		[]string{"--bg-udp-rule-off", "slope"}},
+	// the QUIC/UDP class's arrivals held at the yield's rate beside any
+	// present foreground (bgudp.RuleParts.Arrivals)
+	{"full-udpholddl", "full, the QUIC/UDP class's arrivals held beside a present foreground", true, true, "",
+		[]string{"--bg-udp-rule-off", "arrivals"}},
 }
 
 // RemoteConfig configures a run.

@@ -1,0 +1,96 @@
+// yield_test.go: the episode's yield decision per direction (yieldOf, as
+// stepInput applies it): beside a present, unharmed foreground both
+// directions steer to the share target; the kernel's hold (a harmed
+// foreground, an opening, a UDP-only foreground) holds both; the lab
+// switch Arrivals holds arrivals beside any present foreground.
+package bgudp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+func TestYieldDecision(t *testing.T) {
+	const policy = 10 * time.Millisecond
+	share := yield.ShareTarget(policy)
+	cases := []struct {
+		name          string
+		d             datapath.Direction
+		held, present bool
+		off           RuleParts
+		wantHeld      bool
+		wantTarget    time.Duration
+	}{
+		{"upload, foreground absent", datapath.Upload, false, false, RuleParts{}, false, policy},
+		{"download, foreground absent", datapath.Download, false, false, RuleParts{}, false, policy},
+		{"upload beside an unharmed foreground", datapath.Upload, false, true, RuleParts{}, false, share},
+		{"download beside an unharmed foreground", datapath.Download, false, true, RuleParts{}, false, share},
+		{"upload, kernel holds (harm, opening, UDP-only foreground)", datapath.Upload, true, true, RuleParts{}, true, share},
+		{"download, kernel holds (harm, opening, UDP-only foreground)", datapath.Download, true, true, RuleParts{}, true, share},
+		{"download, opening before the stamp", datapath.Download, true, false, RuleParts{}, true, policy},
+		{"download beside an unharmed foreground, arrivals off", datapath.Download, false, true, RuleParts{Arrivals: true}, true, policy},
+		{"download, foreground absent, arrivals off", datapath.Download, false, false, RuleParts{Arrivals: true}, false, policy},
+		{"upload beside an unharmed foreground, arrivals off", datapath.Upload, false, true, RuleParts{Arrivals: true}, false, share},
+	}
+	for _, c := range cases {
+		dp := &fakeDP{held: c.held, present: c.present}
+		e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(policy)}}
+		e.state.Rule.Off = c.off
+		in := Input{Dt: e.state.Rule.Interval}
+		var cls [2]datapath.BgClass
+		e.stepInput(dp, &in, c.d, cls, cls, policy)
+		if in.Held != c.wantHeld || e.state.Rule.Target != c.wantTarget || e.Sharing != (c.wantTarget == share) {
+			t.Errorf("%s: held %v, target %v, sharing %v; want held %v, target %v",
+				c.name, in.Held, e.state.Rule.Target, e.Sharing, c.wantHeld, c.wantTarget)
+		}
+	}
+}
+
+// Arrivals beside an unharmed foreground follow the rule at the share
+// target: a queue above it cuts the rate, one below it grows it; held,
+// the rate stays.
+func TestArrivalsShareBesideForeground(t *testing.T) {
+	const policy = 10 * time.Millisecond
+	for _, off := range []bool{false, true} {
+		dp := &fakeDP{present: true}
+		e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(policy)}}
+		e.state.Rule.Off.Arrivals = off
+		e.state.Rate, e.state.Link = 500_000, 700_000
+		var cls [2]datapath.BgClass
+		step := func(q time.Duration) uint64 {
+			in := Input{Signal: true, Queue: q, Raw: q, Offered: 500_000, Passed: 500_000, Dt: e.state.Rule.Interval}
+			e.stepInput(dp, &in, datapath.Download, cls, cls, policy)
+			return e.state.Step(in)
+		}
+		up := step(1 * time.Millisecond) // below the share target (2.5 ms), above none of the policy's
+		down := step(6 * time.Millisecond)
+		switch {
+		case off && (up != 500_000 || down != 500_000):
+			t.Errorf("arrivals held: rate %d then %d, want 500000 kept", up, down)
+		case !off && (up <= 500_000 || down >= up):
+			t.Errorf("arrivals sharing: rate %d at 1 ms then %d at 6 ms, want growth then a cut", up, down)
+		}
+	}
+}
+
+// A step in which arrivals came stamps the host's background download
+// active (foreground downloads then read their receive side: their harm
+// is told); with the arrivals' hold (the lab switch) it does not.
+func TestArrivalsMarkForegroundReceiveSide(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		dp := &fakeDP{}
+		e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(10 * time.Millisecond)}}
+		e.state.Rule.Off.Arrivals = off
+		var prev, cur [2]datapath.BgClass
+		in := Input{Dt: e.state.Rule.Interval}
+		e.stepInput(dp, &in, datapath.Upload, prev, cur, e.state.Rule.Policy) // nothing arrived
+		cur[datapath.Download].Bytes = 50_000
+		e.stepInput(dp, &in, datapath.Upload, prev, cur, e.state.Rule.Policy)
+		if want := map[bool]int{false: 1, true: 0}[off]; dp.marks != want {
+			t.Errorf("arrivals held %v: %d stamps over a step without arrivals and one with, want %d", off, dp.marks, want)
+		}
+	}
+}
