@@ -26,7 +26,7 @@
 // flows.go (this host's flows sampled), group.go (announcements out, the
 // peers, the group's goodput), round.go (one recomputation of the caps),
 // rulecaps.go (the policy's cap rules), apply.go (caps to sockets),
-// status.go (Status).
+// status.go (Status), spacing.go (the interval announced: the spacing kept).
 package coop
 
 import (
@@ -79,6 +79,7 @@ type Controller struct {
 	counted    map[uint64]bool      // keyless mode: peers admitted into N
 	lastCount  time.Time            // keyless mode: when the last peer was admitted into N
 	lastSave   time.Time            // replay state written
+	spacing    spacing              // gaps between this host's announcements (spacing.go)
 	saveDirty  bool                 // announcements accepted since
 	ack        ackState             // the downloads' ACK class (ackclass.go)
 	st         Status

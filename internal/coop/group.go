@@ -27,7 +27,9 @@ func (c *Controller) announce() {
 	}
 	c.mu.Lock()
 	c.seq++
-	a := c.ownAnnouncement(c.now())
+	now := c.now()
+	c.spacing.note(now)
+	a := c.ownAnnouncement(now)
 	c.mu.Unlock()
 	err := c.tr.Send(Encode(&a, c.key))
 	c.mu.Lock()
@@ -91,7 +93,7 @@ func peerGoodput(p *Peer, limit config.Rate) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	upOwn, upJudged := c.up.ownGoodput()
-	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.cfg.Interval.D(),
+	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.spacing.interval(c.cfg.Interval.D()),
 		GoodputKbit: uint32(min(upOwn/1000, math.MaxUint32)), GoodputOver: overOf(upOwn, upJudged)}
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {

@@ -113,10 +113,31 @@ func integrationConfig() config.Coop {
 }
 
 // startControllers runs one controller per host namespace; setters(i)
-// are host i's setters (nil: record the upload caps only).
+// are host i's setters (nil: record the upload caps only). Each host's
+// announcement socket is opened just before its controller is built, as
+// the daemon's New opens its own: a controller refuses, in its first
+// clock-skew window, announcements stamped more than epochGrace before it
+// began (recordings, for all it knows), and a socket opened while the
+// samplers and setters load (seconds in qemu without KVM) would hold such
+// announcements of the peers already running.
 func startControllers(t *testing.T, ctx context.Context, l *lan, cfg config.Coop, setters func(i int) Options) []*ihost {
 	var hs []*ihost
 	for i, ns := range l.hosts {
+		smp, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { smp.Close() })
+		smp2, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { smp2.Close() })
+		h := &ihost{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1), smp: smp2}
+		o := Options{Up: h.caps}
+		if setters != nil {
+			o = setters(i)
+		}
 		var tr *UDPTransport
 		var id uint64
 		ns.Do(t, func() (err error) {
@@ -124,29 +145,14 @@ func startControllers(t *testing.T, ctx context.Context, l *lan, cfg config.Coop
 			id = DeriveHostID("lan0")
 			return err
 		})
-		smp, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { smp.Close() })
-		h := &ihost{caps: &recordCaps{m: map[uint64]uint32{}}, done: make(chan error, 1)}
-		o := Options{Up: h.caps}
-		if setters != nil {
-			o = setters(i)
-		}
 		o.Config, o.Transport, o.HostID = cfg, tr, id
 		o.Flows = &MonitorSource{S: smp, Local: netip.PrefixFrom(l.sink, 24).Masked()}
 		o.Logger = slog.New(slog.DiscardHandler).With("host", i)
 		h.c, err = New(o)
 		if err != nil {
+			tr.Close()
 			t.Fatal(err)
 		}
-		smp2, err := tcpmon.New(tcpmon.Config{NetNS: ns.Handle, NoProcess: true, Interval: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { smp2.Close() })
-		h.smp = smp2
 		hctx, hcancel := context.WithCancel(ctx)
 		h.cancel = hcancel
 		go func() { h.done <- h.c.Run(hctx) }()

@@ -188,11 +188,13 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 		t.Errorf("cap %d (changes %d -> %d) after the late peer returned, want %d unchanged",
 			got, changes, n0.c.Status().Counters.CapChanges, before)
 	}
-	// silent for good: the cap grows after the dwell (N 3 -> 2)
+	// silent for good: the cap grows after the dwell (N 3 -> 2); its last
+	// announcement came 1.7 s after the one before, so it announced that
+	// spacing (spacing.go): removed after 3 x 1.7 s
 	g.nodes = g.nodes[:2]
 	g.round()
 	g.round()
-	g.clk.add(600 * time.Millisecond)
+	g.clk.add(4200 * time.Millisecond)
 	n0.c.mu.Lock()
 	n0.c.expire(g.clk.now())
 	n0.c.mu.Unlock()

@@ -109,11 +109,23 @@ func waitCoop(t *testing.T, what string, socks []string, ok func(coop.Status) bo
 		time.Sleep(10 * time.Millisecond)
 	}
 	for i, s := range socks {
-		st := coopStatus(t, s)
-		t.Logf("daemon %d: N=%d capping=%v reason=%q peers=%d flows=%+v counters=%+v", i, st.N, st.Capping, st.Reason, len(st.Peers), st.Flows, st.Counters)
+		logCoop(t, fmt.Sprintf("daemon %d", i), coopStatus(t, s))
 	}
 	t.Fatalf("timed out waiting for %s", what)
 	return 0
+}
+
+// logCoop logs what a controller's status says of both directions, its
+// peers (when last heard), its flows and counters, and when its last
+// round ran, for a failing wait.
+func logCoop(t *testing.T, who string, st coop.Status) {
+	t.Helper()
+	var peers []string
+	for _, p := range st.Peers {
+		peers = append(peers, fmt.Sprintf("%s@%s(up %d, down %d, heard %s)", p.ID, p.Addr, p.Flows, p.DownFlows, p.LastSeen.Format("15:04:05.000")))
+	}
+	t.Logf("%s: round %s; N=%d capping=%v reason=%q; downlink %+v; last error %q; peers %v; flows=%+v; counters=%+v",
+		who, st.Updated.Format("15:04:05.000"), st.N, st.Capping, st.Reason, st.Down, st.LastError, peers, st.Flows, st.Counters)
 }
 
 // monitored is one flow sample as `lanes monitor --json` prints it.
@@ -462,15 +474,18 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	url := fmt.Sprintf("http://%s:8080", lan.Server)
 
 	var socks []string
+	var daemons []*proc
 	for _, h := range lan.Hosts {
-		_, sock := startDaemon(t, h, coopPolicy(t))
+		d, sock := startDaemon(t, h, coopPolicy(t))
 		socks = append(socks, sock)
+		daemons = append(daemons, d)
 	}
 	began := time.Now()
 	var gets []*proc
 	for _, h := range lan.Hosts {
 		gets = append(gets, start(t, h, "lab", "helper", "get", "--url", url, "--bytes", "100000000000", "--timeout", "300s"))
 	}
+	t.Cleanup(func() { logDownloadsOnFailure(t, lan, daemons, gets) })
 	took := waitCoop(t, "downlink N=3 and a cap on every download", socks, func(st coop.Status) bool {
 		if st.Down.N != 3 || !st.Down.Capping {
 			return false
@@ -498,6 +513,53 @@ func TestCoopThreeDaemonsDownlink(t *testing.T) {
 	_ = gets[2].cmd.Process.Kill()
 	_ = gets[2].cmd.Wait()
 	waitCoop(t, "downlink N=2 after host 2's download ended", socks[:2], func(st coop.Status) bool { return st.Down.N == 2 })
+}
+
+// logDownloadsOnFailure logs, when the test failed, each host's TCP
+// connections to the server as its own monitor sees them (sock_diag, not
+// the daemon), whether its download is still running, and its daemon's
+// log.
+func logDownloadsOnFailure(t *testing.T, lan *testutil.LAN, daemons, gets []*proc) {
+	if !t.Failed() {
+		return
+	}
+	for i, h := range lan.Hosts {
+		out, err := h.Command(lanesBin, "monitor", "--json", "--count", "1", "--backend", "sock_diag", "--dport", "8080").CombinedOutput()
+		t.Logf("host %d: download exited %v; its monitor (err %v):\n%s", i, gets[i].cmd.ProcessState, err, out)
+		t.Logf("host %d: TCP counters %s", i, tcpCounters(h))
+		t.Logf("host %d: daemon log:\n%s", i, daemons[i].out)
+	}
+	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
+		t.Logf("softnet_stat (per CPU: processed, dropped, time squeeze, ...):\n%s", b)
+	}
+}
+
+// tcpCounters are a namespace's TCP counters that tell a connection that
+// never established (/proc/net/snmp's Tcp line, netstat's TcpExt).
+func tcpCounters(ns *testutil.NetNS) string {
+	var out []string
+	_ = ns.Run(func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/netstat"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(string(b), "\n")
+			for j := 0; j+1 < len(lines); j += 2 {
+				names, vals := strings.Fields(lines[j]), strings.Fields(lines[j+1])
+				if len(names) == 0 || (names[0] != "Tcp:" && names[0] != "TcpExt:") || len(vals) != len(names) {
+					continue
+				}
+				for k := 1; k < len(names); k++ {
+					if vals[k] != "0" {
+						out = append(out, names[k]+"="+vals[k])
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return strings.Join(out, " ")
 }
 
 // checkServerSeesDownCaps: the server's monitor sees every capped
