@@ -20,20 +20,7 @@ func TestDoctorCgroupV2InNamespace(t *testing.T) {
 	if out, _ := ns.Command("grep", "-c", " cgroup2 ", "/proc/self/mountinfo").Output(); strings.TrimSpace(string(out)) != "0" {
 		t.Skipf("ip netns exec shows a cgroup v2 mount here (%s): nothing to test", strings.TrimSpace(string(out)))
 	}
-	out, err := ns.Command(lanesBin, "doctor", "--json").Output()
-	if err != nil {
-		t.Fatalf("doctor: %v\n%s", err, out)
-	}
-	var rep struct {
-		Features []struct {
-			Name    string `json:"name"`
-			Present bool   `json:"present"`
-			Detail  string `json:"detail"`
-		} `json:"features"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := doctorIn(t, ns)
 	found := false
 	for _, f := range rep.Features {
 		if f.Name == "cgroup/v2" {
@@ -66,21 +53,7 @@ func TestDoctorCgroupV2InNamespace(t *testing.T) {
 func TestDoctorNamesProcessEventsInNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
 	ns := testutil.NewNetNS(t)
-	out, err := ns.Command(lanesBin, "doctor", "--json").Output()
-	if err != nil {
-		t.Fatalf("doctor: %v\n%s", err, out)
-	}
-	var rep struct {
-		Features []struct {
-			Name    string `json:"name"`
-			Present bool   `json:"present"`
-			Detail  string `json:"detail"`
-		} `json:"features"`
-		ProcessEvents string `json:"process_events"`
-	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := doctorIn(t, ns)
 	t.Logf("doctor in a network namespace, process events: %s", rep.ProcessEvents)
 	if strings.HasPrefix(rep.ProcessEvents, "poll") {
 		t.Skipf("no BPF process events on this kernel: %s", rep.ProcessEvents)
@@ -93,4 +66,28 @@ func TestDoctorNamesProcessEventsInNamespace(t *testing.T) {
 			t.Errorf("proc-connector in a namespace: present=%v %q, want absent for the namespace", f.Present, f.Detail)
 		}
 	}
+}
+
+// doctorReport is the part of `lanes doctor --json` these tests read.
+type doctorReport struct {
+	Features []struct {
+		Name    string `json:"name"`
+		Present bool   `json:"present"`
+		Detail  string `json:"detail"`
+	} `json:"features"`
+	ProcessEvents string `json:"process_events"`
+}
+
+// doctorIn runs `lanes doctor --json` in ns and decodes its report.
+func doctorIn(t *testing.T, ns *testutil.NetNS) doctorReport {
+	t.Helper()
+	out, err := ns.Command(lanesBin, "doctor", "--json").Output()
+	if err != nil {
+		t.Fatalf("doctor: %v\n%s", err, out)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
