@@ -116,6 +116,9 @@ type RemoteConfig struct {
 	// 0: no such step).
 	SteadyFor   time.Duration `json:"steady_for_ns,omitempty"`
 	SteadyShare float64       `json:"steady_share,omitempty"`
+	// SteadyFG: the steady foreground's kinds, each a steady step of its
+	// own, one after the other (SteadyTCP, SteadyUDP; empty: TCP).
+	SteadyFG []string `json:"steady_foregrounds,omitempty"`
 }
 
 // RemoteTrial is one foreground transfer.
@@ -154,20 +157,12 @@ type RemoteRun struct {
 	// BGSocketCC: the first background socket's congestion control after
 	// its app set its own (tcp-app-cc only).
 	BGSocketCC string `json:"bg_socket_cc,omitempty"`
-	// The steady step (lberemote_steady.go): the probe, the foreground's
-	// share of the link, the background's bytes ÷ the idle capacity.
-	SteadyProbeMs   []float64 `json:"steady_probe_rtt_ms,omitempty"`
-	SteadyProbeLost int       `json:"steady_probe_lost,omitempty"`
-	SteadyFG        float64   `json:"steady_fg_share,omitempty"`
-	SteadyIdle      float64   `json:"steady_bg_of_idle,omitempty"`
-	SteadyFrom      float64   `json:"steady_from_s,omitempty"`
-	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s
-	// (the denominator of SteadyIdle).
-	SteadyIdleMbps float64 `json:"steady_idle_mbps,omitempty"`
-	// SteadySignal, ChurnSignal: the daemon's background state over the
-	// steady and churn windows (lberemote_signal.go; lanes methods).
-	SteadySignal *RemoteSignal `json:"steady_signal,omitempty"`
-	ChurnSignal  *RemoteSignal `json:"churn_signal,omitempty"`
+	// Steady: the steady steps (lberemote_steady.go), one per
+	// foreground kind of --steady-fg, in its order.
+	Steady []RemoteSteady `json:"steady,omitempty"`
+	// ChurnSignal: the daemon's background state over the churn window
+	// (lberemote_signal.go; lanes methods).
+	ChurnSignal *RemoteSignal `json:"churn_signal,omitempty"`
 	// ChurnIdle: the background's bytes ÷ the idle capacity beside a
 	// foreground opening a connection every churnEvery.
 	ChurnIdle float64 `json:"churn_bg_of_idle,omitempty"`

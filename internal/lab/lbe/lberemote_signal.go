@@ -188,18 +188,25 @@ func (s signalSum) udpText() string {
 	return fmt.Sprintf("%.1f ms, %.2f", s.udpQueueMs/n, s.udpOfLink/n)
 }
 
-// signalTable: per lanes cell, the daemon's background state beside the
-// steady foreground and the churn (nil if no run read it).
+// signalTable: per lanes cell and steady foreground kind, the daemon's
+// background state beside the steady foreground, and (on the cell's
+// first row) beside the churn; nil if no run read it.
 func signalTable(cells []remoteCell) *testbed.Table {
 	t := testbed.Table{Title: "The daemon's background state (its background component: free, sharing, held and why), share of samples every " + signalEvery.String() +
 		" over the steady and churn windows; the QUIC/UDP controller's queue and the class's rate ÷ its link estimate, medians",
-		Columns: []string{"link", "background", "transport", "method", "steady: state", "steady: UDP queue, rate ÷ link", "churn: state", "churn: UDP queue, rate ÷ link"}}
+		Columns: []string{"link", "background", "transport", "method", "steady fg", "steady: state", "steady: UDP queue, rate ÷ link", "churn: state", "churn: UDP queue, rate ÷ link"}}
 	for _, x := range cells {
-		if x.SteadySignal.runs == 0 && x.ChurnSignal.runs == 0 {
-			continue
+		for i, s := range x.Steady {
+			if s.Signal.runs == 0 && x.ChurnSignal.runs == 0 {
+				continue
+			}
+			churn := []string{x.ChurnSignal.statesText(), x.ChurnSignal.udpText()}
+			if i > 0 {
+				churn = []string{"", ""}
+			}
+			t.Rows = append(t.Rows, append([]string{x.Link, x.BGDir, orDash(x.Transport), x.Method, s.Kind,
+				s.Signal.statesText(), s.Signal.udpText()}, churn...))
 		}
-		t.Rows = append(t.Rows, []string{x.Link, x.BGDir, orDash(x.Transport), x.Method,
-			x.SteadySignal.statesText(), x.SteadySignal.udpText(), x.ChurnSignal.statesText(), x.ChurnSignal.udpText()})
 	}
 	if len(t.Rows) == 0 {
 		return nil

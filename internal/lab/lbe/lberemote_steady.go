@@ -1,19 +1,21 @@
-// lberemote_steady.go: lbe-remote's last step (--steady-for), the
-// background beside a steady foreground: a TCP stream to or from fgsrv in
-// the background's direction, paced by the kernel (SO_MAX_PACING_RATE) at
-// --steady-share of the link's mean rate, with the probe every 100 ms.
-// The step starts at the same offset into the links for every method
-// (after the join step's end), the no-background method included: its
-// probe is the foreground alone, the pair of every method's. Figures:
-// the background's bytes ÷ what the foreground left of the link's
-// capacity (the idle capacity), and the probe's p95 against the
-// foreground alone. Then, as long again, the churn step: a foreground
-// that opens a connection to fgsrv every 300 ms (a 1 KB GET each), the
-// background's bytes ÷ the idle capacity beside it.
+// lberemote_steady.go: lbe-remote's last steps (--steady-for), the
+// background beside a steady foreground in the background's direction at
+// --steady-share of the link's mean rate, with the probe every 100 ms:
+// one step per kind of --steady-fg, one after the other (a TCP stream to
+// or from fgsrv paced by the kernel, SO_MAX_PACING_RATE; a constant-rate
+// UDP stream, lberemote_udpfg.go). Every step starts at the same offset
+// into the links for every method, the no-background method included:
+// its probe is the foreground alone, the pair of every method's step of
+// the same kind. Figures: the background's bytes ÷ what the foreground
+// left of the link's capacity (the idle capacity), and the probe's p95
+// against the foreground alone. Then, as long again, the churn step: a
+// foreground that opens a connection to fgsrv every 300 ms (a 1 KB GET
+// each), the background's bytes ÷ the idle capacity beside it.
 package lbe
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,49 +34,95 @@ func (c *RemoteConfig) steadyAt(transfers int) time.Duration {
 	return c.Warmup + time.Duration(transfers)*c.Slot + c.BulkFor + c.QueueTime + c.JainFor + 2*time.Second
 }
 
-// steady plays the steady step into r (nothing with SteadyFor 0).
+// RemoteSteady is one steady step's figures: the probe, the
+// foreground's share of the link, the background's bytes ÷ the idle
+// capacity and that capacity, the daemon's background state.
+type RemoteSteady struct {
+	Kind      string    `json:"foreground"` // SteadyTCP or SteadyUDP
+	ProbeMs   []float64 `json:"probe_rtt_ms,omitempty"`
+	ProbeLost int       `json:"probe_lost,omitempty"`
+	FG        float64   `json:"fg_share,omitempty"`
+	Idle      float64   `json:"bg_of_idle,omitempty"`
+	From      float64   `json:"from_s,omitempty"`
+	// IdleMbps: the capacity the foreground left idle, Mbit/s (the
+	// denominator of Idle).
+	IdleMbps float64       `json:"idle_mbps,omitempty"`
+	Signal   *RemoteSignal `json:"signal,omitempty"`
+}
+
+// steadyKinds are the configuration's steady foregrounds (TCP if none).
+func (c *RemoteConfig) steadyKinds() []string {
+	if len(c.SteadyFG) == 0 {
+		return []string{SteadyTCP}
+	}
+	return c.SteadyFG
+}
+
+// steadyStepLen is one steady step's length: the settling, the window,
+// and 2 s for the link's queue to drain before the next step.
+func (c *RemoteConfig) steadyStepLen() time.Duration {
+	return steadySettle + c.SteadyFor + 2*time.Second
+}
+
+// steady plays the steady steps, one per foreground kind, then the churn
+// step, into r (nothing with SteadyFor 0).
 func (rb *remoteBed) steady(ctx context.Context, r *RemoteRun, dir string, at time.Duration) error {
 	c := rb.cfg
 	if c.SteadyFor <= 0 {
 		return nil
 	}
-	if _, err := rb.until(ctx, at); err != nil {
-		return err
-	}
 	l := rb.up
 	if dir == "download" {
 		l = rb.down
+	}
+	for _, kind := range c.steadyKinds() {
+		s, err := rb.steadyStep(ctx, l, kind, dir, at)
+		r.Steady = append(r.Steady, s)
+		if err != nil {
+			return err
+		}
+		at += c.steadyStepLen()
+	}
+	return rb.churn(ctx, r, dir, l, at)
+}
+
+// steadyStep plays one steady step from offset at on link l: the
+// foreground of kind at --steady-share of the link's mean rate.
+func (rb *remoteBed) steadyStep(ctx context.Context, l *emu.Link, kind, dir string, at time.Duration) (RemoteSteady, error) {
+	c := rb.cfg
+	s := RemoteSteady{Kind: kind}
+	if _, err := rb.until(ctx, at); err != nil {
+		return s, err
 	}
 	rate := int(c.SteadyShare * capacity(l, 0, time.Second)) // bytes/s: a share of the mean rate
 	if tr := l.Config().Trace; tr != nil {
 		rate = int(c.SteadyShare * tr.MeanRate() / 8)
 	}
-	fg, err := rb.phone.Start(steadyArgs(dir, rb.fg, rate)...)
+	stop, err := rb.startSteadyFG(ctx, kind, dir, rate)
 	if err != nil {
-		return err
+		return s, err
 	}
-	defer rb.endBulk(fg)
+	defer stop()
 	from := at + steadySettle
 	to := from + c.SteadyFor
 	if _, err := rb.until(ctx, from); err != nil {
-		return err
+		return s, err
 	}
 	signal := rb.sampleSignal(ctx)
-	r.SteadyProbeMs, r.SteadyProbeLost, err = rb.probe(ctx, from, to)
-	r.SteadySignal = signal()
+	s.ProbeMs, s.ProbeLost, err = rb.probe(ctx, from, to)
+	s.Signal = signal()
 	if err != nil {
-		return err
+		return s, err
 	}
 	capBytes := capacity(l, from, to)
 	fgBytes := float64(rb.meter.bytes(dir, rb.fg.Addr, from, to))
-	r.SteadyFG = fgBytes / capBytes
+	s.FG = fgBytes / capBytes
 	if idle := capBytes - fgBytes; idle > 0 && rb.m.BG {
-		r.SteadyIdle = float64(rb.meter.bytes(dir, rb.bg.Addr, from, to)) / idle
-		r.SteadyIdleMbps = idle * 8 / c.SteadyFor.Seconds() / 1e6
+		s.Idle = float64(rb.meter.bytes(dir, rb.bg.Addr, from, to)) / idle
+		s.IdleMbps = idle * 8 / c.SteadyFor.Seconds() / 1e6
 	}
-	r.SteadyFrom = from.Seconds()
-	rb.endBulk(fg)
-	return rb.churn(ctx, r, dir, l, to+2*time.Second)
+	s.From = from.Seconds()
+	return s, nil
 }
 
 // churnEvery is the churn step's time between foreground connections.
@@ -119,25 +167,104 @@ func steadyArgs(dir string, s *topo.Node, rate int) []string {
 	return []string{"bulk", "--url", url, "--rate", strconv.Itoa(rate)}
 }
 
-// steadyTable is the steady step's table (nil without it).
+// steadyCell is one steady foreground kind's summary in a cell: bg ÷
+// idle, the idle capacity, the foreground's share, the probe's p95 and
+// its difference to the no-background run's, probes lost and sent, the
+// daemon's background state.
+type steadyCell struct {
+	Kind                     string
+	Idle, FG, P95, Infl95    float64
+	Lost, Sent               int
+	Signal                   signalSum
+	IdleMbps                 float64
+	runs, nIdleMbps, nInfl95 int
+}
+
+// addSteady adds run r's steady steps to the cell, each paired with the
+// no-background run's step of the same kind (if hasBase).
+func (c *remoteCell) addSteady(r, base RemoteRun, hasBase bool) {
+	for _, s := range r.Steady {
+		i := slices.IndexFunc(c.Steady, func(x steadyCell) bool { return x.Kind == s.Kind })
+		if i < 0 {
+			c.Steady = append(c.Steady, steadyCell{Kind: s.Kind})
+			i = len(c.Steady) - 1
+		}
+		var b *RemoteSteady
+		if hasBase {
+			if j := slices.IndexFunc(base.Steady, func(x RemoteSteady) bool { return x.Kind == s.Kind }); j >= 0 {
+				b = &base.Steady[j]
+			}
+		}
+		c.Steady[i].add(s, b)
+	}
+}
+
+// add adds one run's step s; b is the paired no-background step (or nil).
+func (x *steadyCell) add(s RemoteSteady, b *RemoteSteady) {
+	x.runs++
+	if len(s.ProbeMs) > 0 {
+		x.P95 += pctl(s.ProbeMs, .95)
+		if b != nil && len(b.ProbeMs) > 0 {
+			x.Infl95 += pctl(s.ProbeMs, .95) - pctl(b.ProbeMs, .95)
+			x.nInfl95++
+		}
+	}
+	if s.IdleMbps > 0 {
+		x.IdleMbps += s.IdleMbps
+		x.nIdleMbps++
+	}
+	x.Idle += s.Idle
+	x.FG += s.FG
+	x.Lost += s.ProbeLost
+	x.Sent += s.ProbeLost + len(s.ProbeMs)
+	x.Signal.add(s.Signal)
+}
+
+// average turns the sums into means over the runs with this step.
+func (x *steadyCell) average() {
+	f := float64(max(x.runs, 1))
+	x.Idle, x.FG, x.P95 = x.Idle/f, x.FG/f, x.P95/f
+	if x.nInfl95 > 0 {
+		x.Infl95 /= float64(x.nInfl95)
+	}
+	if x.nIdleMbps > 0 {
+		x.IdleMbps /= float64(x.nIdleMbps)
+	}
+}
+
+// steadyFGText names a steady foreground kind in the tables.
+func steadyFGText(kind, share string) string {
+	if kind == SteadyUDP {
+		return "UDP at " + share
+	}
+	return "TCP paced at " + share
+}
+
+// steadyTable is the steady steps' table, a row per cell and foreground
+// kind (nil without the step).
 func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 	if c.SteadyFor <= 0 {
 		return nil
 	}
-	t := testbed.Table{Title: "Beside a steady foreground (a TCP stream paced at " + pcts(c.SteadyShare) +
-		" of the link in the background's direction, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
-		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the foreground's share; the probe's p95 and its difference to the foreground alone (no background, paired), ms; probes lost of sent; then beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
-		Columns: []string{"link", "background", "transport", "method", "bg ÷ idle", "idle Mbit/s", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
+	t := testbed.Table{Title: "Beside a steady foreground in the background's direction (a TCP stream paced at, or a constant-rate UDP stream of, " + pcts(c.SteadyShare) +
+		" of the link, each a step of its own, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
+		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
+		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
 	for _, x := range cells {
-		row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method}
-		idle, idleMbps, churn := "-", "-", "-"
-		if x.Method != "none" {
-			idle, churn = f2(x.SteadyIdle), f2(x.ChurnIdle)
+		for i, s := range x.Steady {
+			row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method, steadyFGText(s.Kind, pcts(c.SteadyShare))}
+			idle, idleMbps, churn := "-", "-", "-"
+			if x.Method != "none" {
+				idle, churn = f2(s.Idle), f2(x.ChurnIdle)
+			}
+			if i > 0 {
+				churn = ""
+			}
+			if s.nIdleMbps > 0 {
+				idleMbps = f1(s.IdleMbps)
+			}
+			t.Rows = append(t.Rows, append(row, idle, idleMbps, pcts(s.FG), f1(s.P95), f1(s.Infl95), strconv.Itoa(s.Lost)+" of "+strconv.Itoa(s.Sent), churn))
 		}
-		if x.nSteadyIdle > 0 {
-			idleMbps = f1(x.SteadyIdleMbps)
-		}
-		t.Rows = append(t.Rows, append(row, idle, idleMbps, pcts(x.SteadyFG), f1(x.SteadyP95), f1(x.SteadyInfl95), strconv.Itoa(x.SteadyLost)+" of "+strconv.Itoa(x.SteadySent), churn))
 	}
 	return &t
 }

@@ -34,16 +34,11 @@ type remoteCell struct {
 	AloneVsCubic float64
 	Jain         float64
 	Late         int
-	// the steady step: bg ÷ idle, fg share, probe p95 and its difference
-	// to the no-background run's, probes lost and sent
-	SteadyIdle, SteadyFG, SteadyP95, SteadyInfl95, ChurnIdle float64
-	SteadyLost, SteadySent                                   int
-	// SteadySignal, ChurnSignal: the daemon's background state, summed
-	// over the rounds that read it (signalSum).
-	SteadySignal, ChurnSignal signalSum
-	// SteadyIdleMbps: the capacity the steady foreground left idle, Mbit/s.
-	SteadyIdleMbps float64
-	nSteadyIdle    int
+	// Steady: the steady steps' figures, one per foreground kind in the
+	// runs' order; ChurnIdle, ChurnSignal: the churn step's.
+	Steady      []steadyCell
+	ChurnIdle   float64
+	ChurnSignal signalSum
 }
 
 // windowMean is the mean of a timeline's bins (timelineBin each, from 0)
@@ -153,26 +148,12 @@ func (c *remoteCell) addRun(r, base RemoteRun, hasBase bool) {
 		c.AloneCapMbps += v
 		c.nAloneCap++
 	}
-	c.SteadySignal.add(r.SteadySignal)
 	c.ChurnSignal.add(r.ChurnSignal)
-	if r.SteadyIdleMbps > 0 {
-		c.SteadyIdleMbps += r.SteadyIdleMbps
-		c.nSteadyIdle++
-	}
+	c.addSteady(r, base, hasBase)
 	if r.BGSocketCC != "" && !slices.Contains(strings.Split(c.BGSocketCC, "/"), r.BGSocketCC) {
 		c.BGSocketCC = strings.TrimPrefix(c.BGSocketCC+"/"+r.BGSocketCC, "/")
 	}
-	if len(r.SteadyProbeMs) > 0 {
-		c.SteadyP95 += pctl(r.SteadyProbeMs, .95)
-		if hasBase && len(base.SteadyProbeMs) > 0 {
-			c.SteadyInfl95 += pctl(r.SteadyProbeMs, .95) - pctl(base.SteadyProbeMs, .95)
-		}
-	}
-	c.SteadyIdle += r.SteadyIdle
 	c.ChurnIdle += r.ChurnIdle
-	c.SteadyFG += r.SteadyFG
-	c.SteadyLost += r.SteadyProbeLost
-	c.SteadySent += r.SteadyProbeLost + len(r.SteadyProbeMs)
 	c.BGAlone += r.BGAlone
 	c.BGUnder += r.BGUnderBulk
 	c.FGBulk += r.FGBulk
@@ -185,8 +166,10 @@ func (c *remoteCell) average(n, nCubic int) {
 	f := float64(n)
 	c.P50, c.P95, c.Infl50, c.Infl95 = c.P50/f, c.P95/f, c.Infl50/f, c.Infl95/f
 	c.BGAlone, c.BGUnder, c.FGBulk, c.Jain = c.BGAlone/f, c.BGUnder/f, c.FGBulk/f, c.Jain/f
-	c.SteadyIdle, c.SteadyFG, c.SteadyP95, c.SteadyInfl95 = c.SteadyIdle/f, c.SteadyFG/f, c.SteadyP95/f, c.SteadyInfl95/f
 	c.ChurnIdle /= f
+	for i := range c.Steady {
+		c.Steady[i].average()
+	}
 	for s := range c.FCTRatio {
 		c.FCTRatio[s] /= f
 	}
@@ -195,9 +178,6 @@ func (c *remoteCell) average(n, nCubic int) {
 	}
 	if c.nAloneCap > 0 {
 		c.AloneCapMbps /= float64(c.nAloneCap)
-	}
-	if c.nSteadyIdle > 0 {
-		c.SteadyIdleMbps /= float64(c.nSteadyIdle)
 	}
 	if nCubic > 0 {
 		c.AloneVsCubic /= float64(nCubic)

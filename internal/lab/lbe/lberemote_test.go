@@ -100,15 +100,22 @@ func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
 // A stored run prints its tables again from its runs: the completion
 // ratios beside the times, the capacity of the alone window (from the
 // timeline) beside the share, the idle capacity beside the steady step's
-// ratio, the daemon's background state in the steady step.
+// ratio, a row per steady foreground kind, each paired with the
+// no-background run's step of the same kind, the daemon's background
+// state in each steady step.
 func TestRemoteTablesFromStoredRun(t *testing.T) {
-	c := RemoteConfig{FGDirs: []string{"download"}, SizesKB: []int{10}, Warmup: 4 * time.Second, SteadyFor: time.Second, SteadyShare: 0.4}
+	c := RemoteConfig{FGDirs: []string{"download"}, SizesKB: []int{10}, Warmup: 4 * time.Second, SteadyFor: time.Second, SteadyShare: 0.4,
+		SteadyFG: []string{SteadyTCP, SteadyUDP}}
 	tl := map[string][]float64{"capacity": {1, 1, 8, 12, 100}}
+	held := &RemoteSignal{Samples: 10, States: map[string]float64{"sharing": 0.3, "held: harm": 0.7}}
 	runs := []RemoteRun{
-		{Link: "fixed", BGDir: "upload", Method: "none", Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.5}}},
+		{Link: "fixed", BGDir: "upload", Method: "none", Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.5}},
+			Steady: []RemoteSteady{{Kind: SteadyTCP, ProbeMs: []float64{45}}, {Kind: SteadyUDP, ProbeMs: []float64{30}}}},
 		{Link: "fixed", BGDir: "upload", Method: "full", Transport: "tcp", BGAlone: 0.5, AloneFrom: 1, AloneTo: 2, Timeline: tl,
-			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, SteadyIdle: 0.9, SteadyIdleMbps: 6, SteadyProbeMs: []float64{50},
-			SteadySignal: &RemoteSignal{Samples: 10, States: map[string]float64{"sharing": 0.3, "held: harm": 0.7}}},
+			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, ChurnIdle: 0.5,
+			Steady: []RemoteSteady{{Kind: SteadyTCP, Idle: 0.9, IdleMbps: 6, ProbeMs: []float64{50}, Signal: held},
+				{Kind: SteadyUDP, Idle: 0.3, IdleMbps: 5.5, ProbeMs: []float64{32}, ProbeLost: 1,
+					Signal: &RemoteSignal{Samples: 10, States: map[string]float64{"held: harm": 1}}}}},
 	}
 	res := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}, Data: map[string]any{"runs": runs}}
 	dir, err := testbed.WriteResult(t.TempDir(), res)
@@ -138,10 +145,24 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 	if got := back.Tables[2].Rows[0][4:7]; strings.Join(got, " ") != "10.0 5.0 50%" {
 		t.Errorf("share row: %q, want capacity 10.0, bg 5.0 Mbit/s, 50%%", got)
 	}
-	if got := back.Tables[3].Rows[1][4:6]; strings.Join(got, " ") != "0.90 6.0" {
-		t.Errorf("steady row: %q, want 0.90 of 6.0 Mbit/s idle", got)
+	steady := []string{
+		"fixed upload - none TCP paced at 40% - - 0% 45.0 0.0 0 of 1 -",
+		"fixed upload - none UDP at 40% - - 0% 30.0 0.0 0 of 1 ",
+		"fixed upload tcp full TCP paced at 40% 0.90 6.0 0% 50.0 5.0 0 of 1 0.50",
+		"fixed upload tcp full UDP at 40% 0.30 5.5 0% 32.0 2.0 1 of 2 ",
 	}
-	if got := strings.Join(back.Tables[4].Rows[0], " | "); got != "fixed | upload | tcp | full | held: harm 70%, sharing 30% | - | - | -" {
-		t.Errorf("signal row: %q", got)
+	for i, w := range steady {
+		if got := strings.Join(back.Tables[3].Rows[i], " "); got != w {
+			t.Errorf("steady row %d: %q, want %q", i, got, w)
+		}
+	}
+	signal := []string{
+		"fixed | upload | tcp | full | tcp | held: harm 70%, sharing 30% | - | - | -",
+		"fixed | upload | tcp | full | udp | held: harm 100% | - |  | ",
+	}
+	for i, w := range signal {
+		if got := strings.Join(back.Tables[4].Rows[i], " | "); got != w {
+			t.Errorf("signal row %d: %q, want %q", i, got, w)
+		}
 	}
 }
