@@ -214,6 +214,7 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 			continue // any interface: in each one's own window too
 		}
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {
+			w.UntoldHeld = d.opts.UntoldHeld
 			byName[ifc.Name] = w
 		}
 	}

@@ -66,6 +66,10 @@ type Options struct {
 	// BgUDPOff leaves parts of the QUIC/UDP class's rule off
 	// (bgudp.Rule.Off; the lab pairs each with what it replaced)
 	BgUDPOff bgudp.RuleParts
+	// UntoldHeld holds background at the minimum beside a present
+	// foreground no TCP RTT sample speaks for, as the rule the share there
+	// replaced (datapath.HostConfig.UntoldHeld; the lab pairs them)
+	UntoldHeld bool
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
@@ -354,7 +358,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, UntoldHeld: d.opts.UntoldHeld, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

@@ -241,23 +241,24 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 }
 
 // fgYield is lanes_maps.h's fg_yield: a foreground TCP socket of interface
-// idx (0: not known) read harm within yield.HarmHold, or a foreground
+// idx (0: not known) read harm within yield.HarmHold (or a background
+// socket's own delay beside an untold foreground did), or a foreground
 // connection's opening there (or somewhere not known) holds it
-// (lanes_fg_open: the hold's end; h.mu held, maps open), or a foreground
-// present (the classifier's stamp) without TCP RTT samples to tell its
-// harm. A present foreground whose TCP sockets are not harmed does not hold
-// background: it keeps a share of its target beside it.
+// (lanes_fg_open: the hold's end; h.mu held, maps open); with
+// HostConfig.UntoldHeld also a foreground present (the classifier's stamp)
+// without TCP RTT samples to tell its harm. A present foreground that is
+// not harmed does not hold background: it keeps a share of its target
+// beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
-	var hm yield.Harm
-	haveHarm := h.cls.LanesFgHarm.Lookup(idx, &hm) == nil
-	opened := func(i uint32) bool {
-		var end uint64
-		return h.cls.LanesFgOpen.Lookup(i, &end) == nil && end != 0 && now < end
+	st := yield.State{UntoldHeld: h.cfg.UntoldHeld}
+	_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
+	_ = h.cls.LanesFgOpen.Lookup(idx, &st.OpenEnd)
+	_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)
+	var unknown yield.State
+	if idx != 0 {
+		_ = h.cls.LanesFgOpen.Lookup(uint32(0), &unknown.OpenEnd)
 	}
-	var w yield.Window
-	present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
-	return haveHarm && hm.Harmed(now) || opened(idx) || (idx != 0 && opened(0)) ||
-		present && !(haveHarm && hm.TCPSeen(now))
+	return st.Holds(now, unknown.Opening(now))
 }
 
 // SocketRwndCap is the cooperative controller's downlink cap of one socket

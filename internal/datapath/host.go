@@ -74,6 +74,12 @@ type HostConfig struct {
 	// yield's rate beside any present foreground (classifier.Config; a lab
 	// switch, false: they share beside an unharmed one as its egress does)
 	HoldArrivals bool
+	// UntoldHeld holds background at the minimum beside a present
+	// foreground no TCP RTT sample speaks for (a call: UDP), and leaves
+	// foreground non-TCP arrivals out of its presence (classifier.Config,
+	// sockops.Config; a lab switch, false: background shares there by its
+	// own queuing delay)
+	UntoldHeld bool
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -180,7 +186,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if cfg.Pinned != nil {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
-		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.HoldArrivals})
+		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.HoldArrivals, UntoldHeld: cfg.UntoldHeld})
 	}
 	if err != nil {
 		return h, err
@@ -234,7 +240,7 @@ func (h *Host) loadSockops() {
 		}
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
-		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff),
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.UntoldHeld, RLShare: rlShare(h.cfg.ShareOff),
 		BgClampShare: ledbatShare(h.cfg.ShareOff)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {

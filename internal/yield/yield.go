@@ -74,16 +74,26 @@ func ShareTarget(target time.Duration) time.Duration {
 }
 
 // Harm is one interface's struct fg_harm (lanes_maps.h): when a foreground
-// TCP socket by it last read harm (CLOCK_MONOTONIC ns).
+// TCP socket by it last read harm, or a background socket's own delay
+// beside a foreground no TCP sample speaks for did (CLOCK_MONOTONIC ns).
 type Harm struct {
 	At, Since, Samples uint64
-	QueueUS, Limited   uint32
+	QueueUS            uint32
+	Kind               uint32 // Harm* (FG_HARM_KIND_*): what the last harmed sample read
 	Seen               uint64 // the last foreground TCP RTT sample, harmed or not
 }
 
+// What a harmed sample read (lanes_maps.h's FG_HARM_KIND_*).
+const (
+	HarmDelay   = 0 // a foreground TCP socket's RTT HarmQueue above its minimum
+	HarmLimited = 1 // a foreground TCP socket cwnd-limited
+	HarmOwn     = 2 // a background socket's own queuing delay above HarmQueue, the foreground untold
+)
+
 // TCPSeen says whether a foreground TCP socket's RTT samples tell the
 // foreground's harm at now, as fg_tcp_seen does: without them (a call, a
-// probe: UDP) a present foreground holds background.
+// probe: UDP) the foreground is untold, and a background socket's own
+// queuing delay tells its harm (yield.h's bg_own_delay).
 func (h Harm) TCPSeen(now uint64) bool {
 	return h.Seen != 0 && now-h.Seen < uint64(KernelRule.Hold)
 }
@@ -101,6 +111,32 @@ type State struct {
 	Window  Window
 	Harm    Harm
 	OpenEnd uint64
+	// UntoldHeld: the lab switch that holds background beside an untold
+	// foreground (datapath.HostConfig.UntoldHeld) is on
+	UntoldHeld bool
+}
+
+// Untold says whether a foreground is present at now with no foreground TCP
+// RTT sample to tell its harm (lanes_maps.h's fg_untold: a call, a probe):
+// background shares beside it by its own queuing delay, which tells its
+// harm.
+func (st State) Untold(now uint64) bool {
+	return st.Window.Held(now, KernelRule) && !st.Harm.TCPSeen(now)
+}
+
+// Opening says whether a foreground connection's opening holds the
+// interface at now (lanes_fg_open).
+func (st State) Opening(now uint64) bool {
+	return st.OpenEnd != 0 && now < st.OpenEnd
+}
+
+// Holds says whether background by the interface is held at the minimum at
+// now, as lanes_maps.h's fg_yield: harmed (a foreground TCP socket, or a
+// background socket's own delay beside an untold foreground), an opening
+// there, or, anyOpening, one by an interface not known (key 0); with
+// UntoldHeld (the lab switch) also beside any untold foreground.
+func (st State) Holds(now uint64, anyOpening bool) bool {
+	return st.Harm.Harmed(now) || st.Opening(now) || anyOpening || st.UntoldHeld && st.Untold(now)
 }
 
 // OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS, the longest an opening
@@ -122,7 +158,7 @@ const (
 const (
 	CauseHarm    = "harm"    // a foreground TCP socket reads harm
 	CauseOpening = "opening" // a foreground connection just opened
-	CauseUntold  = "untold"  // a foreground without TCP RTT samples (UDP)
+	CauseUntold  = "untold"  // a foreground without TCP RTT samples (UDP), with the lab's --untold-held
 )
 
 // IfaceStatus is one interface's state in Status.
@@ -147,8 +183,8 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s) background TCP (uploads and downloads) and QUIC/UDP uploads keep %v of queue instead of %v, QUIC/UDP downloads are held; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT; and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
-		KernelRule, ShareTarget(target), target, HarmQueue, HarmHold, OpenRTTs, OpenHold)
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT), or, beside a foreground without TCP RTT samples (UDP), while a background socket's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
 // StatusOf is the status of the interfaces' states (by name: the
@@ -171,24 +207,30 @@ func StatusOf(states map[string]State, now uint64, wall time.Time, target time.D
 // ifaceStatus is one interface's mode and signal.
 func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
 	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
-	opened := st.OpenEnd != 0 && now < st.OpenEnd
 	switch {
 	case st.Harm.Harmed(now):
-		why := fmt.Sprintf("its RTT %v above its minimum", time.Duration(st.Harm.QueueUS)*time.Microsecond)
-		if st.Harm.Limited != 0 {
-			why = "cwnd-limited"
+		qd := time.Duration(st.Harm.QueueUS) * time.Microsecond
+		who := fmt.Sprintf("a foreground TCP socket is harmed (its RTT %v above its minimum)", qd)
+		switch st.Harm.Kind {
+		case HarmLimited:
+			who = "a foreground TCP socket is harmed (cwnd-limited)"
+		case HarmOwn:
+			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's own queuing delay %v above its base", qd)
 		}
 		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm,
-			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground TCP socket is harmed (" + why + ")"}
-	case opened:
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): " + who}
+	case st.Opening(now):
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseOpening,
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
-	case st.Window.Held(now, KernelRule) && !st.Harm.TCPSeen(now):
+	case st.Untold(now) && st.UntoldHeld:
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseUntold,
-			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP)"}
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP; the lab's --untold-held)"}
+	case st.Untold(now):
+		return IfaceStatus{Mode: ModeSharing,
+			Signal: fmt.Sprintf("sharing: foreground present (classifier, its UDP arrivals included) without TCP RTT samples (UDP): TCP and QUIC/UDP, uploads and downloads, keep %v of queue by their own queuing delay, held while it stands %v above its base", ShareTarget(target), HarmQueue)}
 	case st.Window.Held(now, KernelRule):
 		return IfaceStatus{Mode: ModeSharing,
-			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and downloads and QUIC/UDP uploads keep %v of queue, QUIC/UDP downloads held at the yield's rate", ShareTarget(target))}
+			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP and QUIC/UDP, uploads and downloads, keep %v of queue", ShareTarget(target))}
 	}
 	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }

@@ -20,8 +20,9 @@
  *
  * The bucket's rate is lanes_bg_ctl[key].rate (bytes/s, 0: none); while
  * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
- * reads harm, a foreground TCP connection's opening holds the interface,
- * or a present foreground has no TCP sample to tell its harm), the rate
+ * reads harm, a background socket's own delay beside a foreground no TCP
+ * sample speaks for reads it, a foreground TCP connection's opening holds
+ * the interface), the rate
  * is at most yield_rate (0: no yield), and while a foreground
  * connection's opening holds the interface (lanes_fg_open) the egress
  * passes nothing (bg_opened). Beside a present foreground whose TCP
@@ -45,6 +46,10 @@
 #define NSEC 1000000000ULL
 /* cls_config.flags: arrivals held at yield_rate beside any present foreground (a lab switch) */
 #define CLS_F_HOLD_ARRIVALS 1U
+/* cls_config.flags: an untold foreground (no TCP RTT sample) holds the
+ * class, and foreground non-TCP arrivals do not stamp presence (a lab
+ * switch: the rule the share beside an untold foreground replaced) */
+#define CLS_F_UNTOLD_HELD 2U
 
 /* bg_ctl: the daemon's half of a class (the program only reads it). */
 struct bg_ctl {
@@ -169,7 +174,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 		c->emptied_gen = empty_gen;
 		c->tokens = 0;
 	}
-	held = yield_rate && (fg_yield(ifindex, now) ||
+	held = yield_rate && (fg_yield(ifindex, now, CFG.flags & CLS_F_UNTOLD_HELD) ||
 			      ((CFG.flags & CLS_F_HOLD_ARRIVALS) && dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;

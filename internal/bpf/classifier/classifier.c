@@ -417,9 +417,32 @@ out:
 	return classify(skb, lane, kind, cookie);
 }
 
+/* fg_arrival stamps the foreground's presence (fg_stamp) at an arriving
+ * non-TCP packet for this host that is not a background flow's (a call's
+ * or a stream's UDP, whose device sends little or nothing back): a
+ * foreground TCP download is stamped by its ACKs leaving, a UDP one only
+ * here. k is the packet's 5-tuple reversed (the device's egress shape), so
+ * the policy's tuple and destination rules read it as they read the
+ * flow's own packets; a flow they put in background is not foreground. */
+static __always_inline void fg_arrival(struct __sk_buff *skb, const struct flow_key *k)
+{
+	struct flow_key fk = *k;
+	__u32 *v;
+
+	if ((CFG.flags & CLS_F_UNTOLD_HELD) || skb->pkt_type != 0 /* PACKET_HOST */)
+		return;
+	v = flow_lookup(&fk);
+	if (!v)
+		v = dst_lookup(k->daddr, k->dport);
+	if (v && *v == LANE_BACKGROUND)
+		return;
+	fg_stamp(skb);
+}
+
 /*
  * lanes_bg_ingress polices the arriving packets of the background non-TCP
- * flows the classifier saw leave (bgclass.h); everything else passes.
+ * flows the classifier saw leave (bgclass.h); everything else passes, and
+ * the other non-TCP arrivals stamp the foreground's presence (fg_arrival).
  */
 SEC(LANES_TC("lanes_bg_ingress"))
 int lanes_bg_ingress(struct __sk_buff *skb)
@@ -431,8 +454,10 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 	if (!p.have_ports || p.key.proto == IPPROTO_TCP_)
 		return TC_ACT_OK;
 	bg_reverse(&p.key, &k);
-	if (!bpf_map_lookup_elem(&lanes_bg_flows, &k))
+	if (!bpf_map_lookup_elem(&lanes_bg_flows, &k)) {
+		fg_arrival(skb, &k);
 		return TC_ACT_OK;
+	}
 	return bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr) ? TC_ACT_OK : TC_ACT_SHOT;
 }
 

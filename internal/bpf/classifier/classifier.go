@@ -47,10 +47,20 @@ type Config struct {
 	// (bgclass.h's CLS_F_HOLD_ARRIVALS; a lab switch, to pair the share of
 	// arrivals with the hold it replaced)
 	HoldArrivals bool
+	// UntoldHeld holds the background non-TCP class at the yield's rate
+	// beside a present foreground no TCP RTT sample speaks for, and leaves
+	// foreground non-TCP arrivals out of the presence stamp (bgclass.h's
+	// CLS_F_UNTOLD_HELD; a lab switch, to pair the share beside an untold
+	// foreground with the hold it replaced)
+	UntoldHeld bool
 }
 
-// flagHoldArrivals is bgclass.h's CLS_F_HOLD_ARRIVALS.
-const flagHoldArrivals = 1
+// flagHoldArrivals and flagUntoldHeld are bgclass.h's CLS_F_HOLD_ARRIVALS
+// and CLS_F_UNTOLD_HELD.
+const (
+	flagHoldArrivals = 1
+	flagUntoldHeld   = 2
+)
 
 // Capacities are the entries each rule map of the classifier holds, read
 // from its object: what a policy (and the API's registrations) may fill.
@@ -79,6 +89,9 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 	c := ClassifierClsConfig{MinorBase: abi.ClassMinor}
 	if cfg.HoldArrivals {
 		c.Flags |= flagHoldArrivals
+	}
+	if cfg.UntoldHeld {
+		c.Flags |= flagUntoldHeld
 	}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)

@@ -71,3 +71,77 @@ func TestForegroundStamp(t *testing.T) {
 		t.Errorf("a later packet of the active window: %+v, want stamped again in the same episode", again)
 	}
 }
+
+// hostFrame is p's frame addressed to the test device's own MAC (the
+// loopback's, all zeros), so that the kernel takes it for this host
+// (PACKET_HOST), as an arriving unicast packet is.
+func hostFrame(p pkt) []byte {
+	b := p.build()
+	clear(b[0:6])
+	return b
+}
+
+// A foreground's non-TCP arrivals (a call's UDP, whose device sends
+// little back) stamp the interface's presence on the ingress hook
+// (fg_arrival), as its packets leaving do; a background flow's arrivals,
+// by the class's recorded flow or by the policy's destination rule, do
+// not, nor TCP's (its ACKs leaving stamp it), nor a frame for another
+// host. Beside the untold foreground the class is not held; with
+// CLS_F_UNTOLD_HELD (the lab switch, the rule the share replaced) the
+// arrivals stamp nothing and an untold foreground holds the class.
+func TestForegroundArrivals(t *testing.T) {
+	for _, untoldHeld := range []bool{false, true} {
+		objs, err := Load(Config{UntoldHeld: untoldHeld})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		t.Cleanup(func() { objs.Close() })
+		active := func() uint64 {
+			var w yield.Window
+			if err := objs.LanesFgActive.Lookup(uint32(loIdx), &w); err != nil {
+				return 0
+			}
+			return w.Active
+		}
+		run := func(prog *ebpf.Program, data []byte, n int) {
+			for range n {
+				if _, err := prog.Run(&ebpf.RunOptions{Data: data}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		bgPeer, ruledPeer, caller := netip.MustParseAddr("10.9.6.1"), netip.MustParseAddr("10.9.6.2"), netip.MustParseAddr("10.9.6.3")
+		for _, p := range []netip.Addr{bgPeer, ruledPeer} {
+			if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(p, 32), 0), uint32(lane.Background)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		putBgCtl(t, objs, 0, ClassifierBgCtl{YieldRate: 25_000})
+		run(objs.LanesClassify, pkt{src: v4src, dst: bgPeer, sport: 40010, dport: 443, proto: 17}.build(), 1) // records the flow
+		for _, p := range []struct {
+			what string
+			data []byte
+		}{
+			{"a background flow's arrivals", hostFrame(pkt{src: bgPeer, dst: v4src, sport: 443, dport: 40010, proto: 17})},
+			{"arrivals from a peer the policy puts in background", hostFrame(pkt{src: ruledPeer, dst: v4src, sport: 443, dport: 40011, proto: 17})},
+			{"a foreground TCP download's arrivals", hostFrame(pkt{src: caller, dst: v4src, sport: 443, dport: 40012, proto: 6})},
+			{"frames for another host", pkt{src: caller, dst: v4src, sport: 3478, dport: 40013, proto: 17}.build()},
+		} {
+			run(objs.LanesBgIngress, p.data, 20)
+			if a := active(); a != 0 {
+				t.Fatalf("untold-held %v: %s stamped the interface present", untoldHeld, p.what)
+			}
+		}
+		call := hostFrame(pkt{src: caller, dst: v4src, sport: 3478, dport: 40014, proto: 17})
+		run(objs.LanesBgIngress, call, int(yield.KernelRule.MinPackets))
+		if a := active(); (a != 0) == untoldHeld {
+			t.Fatalf("untold-held %v: %d arrivals of a UDP call: stamped %v", untoldHeld, yield.KernelRule.MinPackets, a != 0)
+		}
+		// present by its packets leaving too, no foreground TCP sample
+		run(objs.LanesClassify, pkt{src: v4src, dst: caller, sport: 40014, dport: 3478, proto: 17}.build(), 10)
+		got := passed(t, objs.LanesClassify, pkt{src: v4src, dst: bgPeer, sport: 40010, dport: 443, proto: 17}.build(), 1000)
+		if (got == 1000) == untoldHeld {
+			t.Errorf("untold-held %v: beside an untold foreground %d of 1000 of the class's packets passed", untoldHeld, got)
+		}
+	}
+}

@@ -173,7 +173,7 @@ struct fg_harm {
 	__u64 since;   /* the current harm episode's first */
 	__u64 samples; /* harmed samples */
 	__u32 qd_us;   /* the last harmed sample's queuing delay */
-	__u32 limited; /* it was cwnd-limited */
+	__u32 limited; /* FG_HARM_KIND_*: what the last harmed sample read */
 	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
 };
 
@@ -186,6 +186,11 @@ LANES_MAP(lanes_fg_harm,
 
 #define FG_HARM_QD_US 10000
 #define FG_HARM_HOLD_NS 100000000ULL
+
+/* fg_harm.limited: what the last harmed sample read */
+#define FG_HARM_KIND_DELAY 0   /* a foreground socket's RTT FG_HARM_QD_US above its minimum */
+#define FG_HARM_KIND_LIMITED 1 /* a foreground socket cwnd-limited */
+#define FG_HARM_KIND_OWN 2     /* a background socket's own queuing delay, the foreground untold */
 
 static __always_inline int fg_harmed(__u32 idx, __u64 now)
 {
@@ -203,18 +208,29 @@ static __always_inline int fg_tcp_seen(__u32 idx, __u64 now)
 	return h && h->seen && now - h->seen < FG_HOLD_NS;
 }
 
+/* fg_untold: a foreground is present on interface idx (fg_held) and no
+ * foreground TCP socket's RTT sample tells its harm (a call, a probe:
+ * UDP). Beside it background keeps FG_SHARE_TARGET by its own queuing
+ * delay, which is the shared bottleneck's: a background socket whose own
+ * delay stands FG_HARM_QD_US above its base stamps the interface harmed
+ * (sock_ops, yield.h's bg_own_delay). */
+static __always_inline int fg_untold(__u32 idx, __u64 now)
+{
+	return fg_held(idx, now) && !fg_tcp_seen(idx, now);
+}
+
 /* fg_yield says whether background by interface idx (0: not known) is held
  * at the minimum at now: a foreground socket there reads harm (or one
- * somewhere, idx not known), or a foreground connection's opening there
- * (or somewhere not known) holds it (fg_opening), or a foreground is
- * present (fg_held) with no TCP socket whose RTT would tell its harm (a
- * call, a probe: UDP). A present foreground whose TCP sockets are not
- * harmed does not hold it: the background keeps FG_SHARE_TARGET of queue
- * beside it. */
-static __always_inline int fg_yield(__u32 idx, __u64 now)
+ * somewhere, idx not known; or a background socket's own delay beside an
+ * untold foreground), or a foreground connection's opening there (or
+ * somewhere not known) holds it (fg_opening). A present foreground that
+ * is not harmed does not hold it: the background keeps FG_SHARE_TARGET of
+ * queue beside it. untold_holds (a lab switch, the rule this one
+ * replaces) also holds it beside any untold foreground (fg_untold). */
+static __always_inline int fg_yield(__u32 idx, __u64 now, int untold_holds)
 {
 	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
-	       (fg_held(idx, now) && !fg_tcp_seen(idx, now));
+	       (untold_holds && fg_untold(idx, now));
 }
 
 #endif

@@ -153,6 +153,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			set_lowat(ops);
 			switch_bg_cc(ops, cookie);
 			bgc_rtt(ops, sharing(ops)); /* LEDBAT++ without struct_ops */
+			bg_rtt(ops); /* its own delay: an untold foreground's harm */
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
@@ -180,6 +181,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 
 			rledbat_packet(ops, cookie, yielding(ops) || (share && !CFG.rl_share),
 				       share ? CFG.rl_share : 0);
+			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
 		} else {
 			if (valid_lane(v))
 				rledbat_leave(ops); /* moved out of background */

@@ -43,6 +43,12 @@ type Config struct {
 	// their interface's foreground is fresh, and for half a second after a
 	// new foreground connection.
 	Yield bool
+	// UntoldHeld holds background at the minimum beside a present
+	// foreground no TCP RTT sample speaks for (a call: UDP), instead of
+	// letting it share by its own queuing delay (state.h's
+	// YIELD_UNTOLD_HELD; a lab switch, to pair the rule with the hold it
+	// replaced).
+	UntoldHeld bool
 	// RLShare is rLEDBAT beside a present, unharmed foreground: RLShareOn
 	// and LEDBAT++'s share rule (ledbat.ShareRule's bits) to keep
 	// FG_SHARE_TARGET of queue there; 0 holds the receive window at the
@@ -55,6 +61,12 @@ type Config struct {
 	// target alone.
 	BgClampShare uint32
 }
+
+// state.h's YIELD_ON and YIELD_UNTOLD_HELD, the bits of CFG.yield.
+const (
+	yieldOn         = 1
+	yieldUntoldHeld = 2
+)
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
 // writes, by map name; see classifier.Shared.
@@ -169,7 +181,10 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	}
 	c.RlShare = cfg.RLShare
 	if cfg.Yield {
-		c.Yield = 1
+		c.Yield = yieldOn
+		if cfg.UntoldHeld {
+			c.Yield |= yieldUntoldHeld
+		}
 	}
 	if cfg.BgCCName == "" {
 		c.BgClampTargetUs = cfg.BgClampTargetUS

@@ -18,12 +18,14 @@ volatile const struct sockops_config {
 	char cc_name[CC_NAME_LEN]; /* lanes capcc congestion control, "" = none */
 	char bg_cc_name[CC_NAME_LEN]; /* background lane's LEDBAT++, "" = none */
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
-	__u32 yield; /* the foreground-aware yield: foreground traffic or a new connection holds background */
+	__u32 yield; /* YIELD_*: the foreground-aware yield: foreground traffic or a new connection holds background */
 	__u32 bg_clamp_target_us; /* LEDBAT++ as a cwnd clamp (bgclamp.h) where bg_cc_name is "", 0 = off */
 	__u32 rl_share; /* rLEDBAT beside a present foreground: RL_SHARE_ON | LEDBAT_F_SHARE_*, 0: held */
 	__u32 bg_clamp_share; /* bgclamp.h's LEDBAT++ beside a present foreground: LEDBAT_F_SHARE_* */
 } CFG = {};
 
+#define YIELD_ON 1          /* CFG.yield: the yield is on */
+#define YIELD_UNTOLD_HELD 2 /* CFG.yield: an untold foreground holds background (a lab switch) */
 #define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */
 
 /* cwnd cap per lane (index lane), segments, 0 = none */

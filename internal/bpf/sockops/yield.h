@@ -51,7 +51,7 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_yield(idx, now);
+	return fg_yield(idx, now, CFG.yield & YIELD_UNTOLD_HELD);
 }
 
 #define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
@@ -152,6 +152,63 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 	h->samples++;
 	h->qd_us = qd;
 	h->limited = limited;
+}
+
+/* bg_own_delay reads a background socket's own queuing delay qd_us (an
+ * upload's smoothed RTT above its minimum, a download's rLEDBAT delay above
+ * its base) as the harm of a foreground no TCP sample speaks for: beside
+ * an untold foreground (fg_untold: a call, a probe) on the socket's
+ * interface, a delay above FG_HARM_QD_US is the shared bottleneck's queue,
+ * which the foreground's packets cross too, and holds background there
+ * (fg_harmed) as a harmed foreground TCP socket does. Below it the
+ * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
+ * rLEDBAT). */
+static __always_inline void bg_own_delay(__u32 idx, __u32 qd_us)
+{
+	__u64 now;
+
+	if (!CFG.yield || (CFG.yield & YIELD_UNTOLD_HELD) || qd_us <= FG_HARM_QD_US)
+		return;
+	now = bpf_ktime_get_ns();
+	if (!fg_untold(idx, now))
+		return;
+	fg_harm_mark(idx, now, qd_us, FG_HARM_KIND_OWN);
+	if (idx)
+		fg_harm_mark(0, now, qd_us, FG_HARM_KIND_OWN);
+}
+
+/* bg_rtt reads a background upload's RTT sample for bg_own_delay: its
+ * smoothed RTT above the kernel's windowed minimum, whatever its
+ * congestion control (LEDBAT++, the clamp's system CC). */
+static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct tcp_sock___fg *tp;
+	__u32 srtt, min;
+
+	if (!CFG.yield || !bsk)
+		return;
+	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
+	if (!tp)
+		return;
+	srtt = ops->srtt_us >> 3;
+	min = tp->rtt_min.s[0].v;
+	if (min && min != ~0U && srtt > min)
+		bg_own_delay(sock_ifindex(ops), srtt - min);
+}
+
+/* bg_rcv_delay reads a background download's rLEDBAT delay (its
+ * receive-side RTT above its base, rledbat.h's state) for bg_own_delay. */
+static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct rl_state *st;
+
+	if (!CFG.yield || !bsk)
+		return;
+	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
+	if (st && st->l.samples)
+		bg_own_delay(sock_ifindex(ops), ledbat_queuing(&st->l));
 }
 
 /* fg_rtt reads a foreground socket's RTT sample: it is harmed when its

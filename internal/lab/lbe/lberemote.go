@@ -83,6 +83,10 @@ var RemoteMethods = []RemoteMethod{
 	// present foreground (bgudp.RuleParts.Arrivals)
 	{"full-udpholddl", "full, the QUIC/UDP class's arrivals held beside a present foreground", true, true, "",
 		[]string{"--bg-udp-rule-off", "arrivals"}},
+	// a present foreground no TCP sample speaks for (a call: UDP) holds
+	// background at the minimum, its arrivals not presence (--untold-held)
+	{"full-untoldheld", "full, held beside a foreground without TCP RTT samples (UDP), its arrivals not presence", true, true, "",
+		[]string{"--untold-held"}},
 }
 
 // RemoteConfig configures a run.
