@@ -1,0 +1,100 @@
+// untold_test.go: the harm of a foreground no TCP sample speaks for (a
+// call: UDP), read on a background upload's own queuing delay by sock_ops
+// (yield.h's bg_own_delay), on real sockets: a background CUBIC upload
+// fills the shaped egress tree's queue while the test keeps the
+// interface's foreground present with no foreground TCP sample; sock_ops
+// then stamps the interface harmed (kind yield.HarmOwn). Without the
+// foreground it stamps nothing; with the lab switch UntoldHeld the untold
+// foreground holds the upload at the minimum instead.
+package datapath
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
+	requireCgroup2(t)
+	for _, c := range []struct {
+		name              string
+		present, untoldOn bool
+	}{{"no foreground", false, false}, {"untold foreground", true, false}, {"untold foreground, --untold-held", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := testutil.NewVethPair(t)
+			var h *Host
+			var idx int
+			p.A.Do(t, func() (err error) {
+				// background keeps CUBIC (no LEDBAT++): its queue grows
+				h, err = OpenHost(HostConfig{Instance: "untold", Yield: true, BackgroundTarget: -1, UntoldHeld: c.untoldOn})
+				if err != nil {
+					return err
+				}
+				t.Cleanup(func() { h.Close() })
+				e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 10_000_000})
+				if err != nil {
+					return err
+				}
+				t.Cleanup(func() { e.Close() })
+				idx = e.link.Attrs().Index
+				return nil
+			})
+			if h.ops == nil {
+				t.Skipf("no sock_ops here: %v", h.Capabilities())
+			}
+			_, addr := startSink(t, p.B, p.AddrB, 9531)
+			dst, _ := netip.AddrFromSlice(p.AddrB)
+			if err := h.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {
+				t.Fatal(err)
+			}
+			present := func() {
+				now := monoNow(t)
+				for _, k := range []uint32{uint32(idx), 0} {
+					if err := h.cls.LanesFgActive.Put(k, yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			conn := dialCC(t, p.A, addr, "cubic")
+			startWriting(t, conn)
+			var hm yield.Harm
+			var peak uint32
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				if c.present {
+					present()
+				}
+				if cw, _ := tcpInfo(t, conn); cw > peak {
+					peak = cw
+				}
+				if h.cls.LanesFgHarm.Lookup(uint32(idx), &hm) == nil && hm.Kind == yield.HarmOwn {
+					break
+				}
+			}
+			told := hm.Kind == yield.HarmOwn && hm.At != 0
+			t.Logf("harm %+v, the upload's largest cwnd %d", hm, peak)
+			switch {
+			case c.present && !c.untoldOn && !told:
+				t.Errorf("a background upload's own queue beside an untold foreground stamped no harm: %+v (cwnd up to %d)", hm, peak)
+			case (!c.present || c.untoldOn) && told:
+				t.Errorf("harm stamped from the background's own delay %v: %+v", map[bool]string{false: "without a foreground", true: "with --untold-held"}[c.untoldOn], hm)
+			case c.present && !c.untoldOn:
+				if hm.QueueUS <= uint32(yield.HarmQueue/time.Microsecond) {
+					t.Errorf("harm %+v, want its queue above %v", hm, yield.HarmQueue)
+				}
+				var any yield.Harm
+				if h.cls.LanesFgHarm.Lookup(uint32(0), &any) != nil || any.Kind != yield.HarmOwn {
+					t.Errorf("key 0 (any interface) %+v, want stamped with the interface", any)
+				}
+			}
+			if c.untoldOn {
+				if took, cw := waitCwnd(t, conn, 5*time.Second, func(cw uint32) bool { present(); return cw <= 2 }); cw > 2 {
+					t.Errorf("--untold-held beside an untold foreground: cwnd %d after %v, want 2", cw, took)
+				}
+			}
+		})
+	}
+}
