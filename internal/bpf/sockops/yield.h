@@ -110,10 +110,15 @@ struct minmax_sample___fg {
 	__u32 v;
 };
 
+struct tcp_rack___fg {
+	__u32 rtt_us; /* the RTT of the newest segment delivered (RACK's) */
+} __attribute__((preserve_access_index));
+
 struct tcp_sock___fg {
 	struct {
 		struct minmax_sample___fg s[3];
 	} rtt_min;
+	struct tcp_rack___fg rack;
 	__u32 max_packets_out;
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
@@ -177,24 +182,33 @@ static __always_inline void bg_own_delay(__u32 idx, __u32 qd_us)
 		fg_harm_mark(0, now, qd_us, FG_HARM_KIND_OWN);
 }
 
-/* bg_rtt reads a background upload's RTT sample for bg_own_delay: its
- * smoothed RTT above the kernel's windowed minimum, whatever its
- * congestion control (LEDBAT++, the clamp's system CC). */
+/* bg_rtt reads a background upload's RTT sample for bg_own_delay: the
+ * smaller of its smoothed RTT and its newest segment's RTT (RACK's)
+ * above the kernel's windowed minimum (itself of newest segments),
+ * whatever its congestion control (LEDBAT++, the clamp's system CC). Both:
+ * the smoothed RTT is of the oldest segment an ACK covers, so a socket
+ * the yield holds at 2 segments, paced over the round trip (cwndcap.h),
+ * reads the pacing gap as queue (+20 ms at a 40 ms round trip) and held
+ * itself for good beside a UDP stream; the newest segment's alone is one
+ * sample, which a stall of this host lifts. */
 static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock___fg *tp;
-	__u32 srtt, min;
+	__u32 rtt, last, min;
 
 	if (!CFG.yield || !bsk)
 		return;
 	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return;
-	srtt = ops->srtt_us >> 3;
+	rtt = ops->srtt_us >> 3;
+	last = BPF_CORE_READ(tp, rack.rtt_us);
+	if (last < rtt)
+		rtt = last;
 	min = tp->rtt_min.s[0].v;
-	if (min && min != ~0U && srtt > min)
-		bg_own_delay(sock_ifindex(ops), srtt - min);
+	if (min && min != ~0U && rtt > min)
+		bg_own_delay(sock_ifindex(ops), rtt - min);
 }
 
 /* bg_rcv_delay reads a background download's rLEDBAT delay (its

@@ -1535,6 +1535,12 @@ struct inet_connection_sock {
 	u64 icsk_ca_priv[13];
 };
 
+struct tcp_rack {
+	long: 64;
+	u32 rtt_us;
+	long: 64;
+};
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
 	long: 64;
@@ -1561,9 +1567,8 @@ struct tcp_sock {
 	int: 32;
 	u32 mss_cache;
 	u32 window_clamp;
-	long: 64;
-	long: 64;
-	long: 64;
+	long: 0;
+	struct tcp_rack rack;
 	u16 advmss;
 	u32 chrono_start;
 	u32 chrono_stat[3];
