@@ -35,7 +35,7 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 					return err
 				}
 				t.Cleanup(func() { h.Close() })
-				e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 10_000_000})
+				e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 2_000_000})
 				if err != nil {
 					return err
 				}
