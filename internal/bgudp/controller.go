@@ -34,6 +34,7 @@ type Datapath interface {
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
+	MarkOwnHarm(ifindex int, queue time.Duration)
 }
 
 var _ Datapath = (*datapath.Host)(nil)

@@ -12,15 +12,17 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // fakeDP is the class's counters and the rates set, per direction.
 type fakeDP struct {
 	cls     [2]datapath.BgClass
 	rates   [2]uint64
-	held    bool // BgClassHeld: the classifier holds the class
-	present bool // ForegroundPresent
-	marks   int  // MarkBgArrivals calls
+	held    bool            // BgClassHeld: the classifier holds the class
+	present bool            // ForegroundPresent
+	marks   int             // MarkBgArrivals calls
+	harms   []time.Duration // MarkOwnHarm's queues
 }
 
 func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
@@ -35,6 +37,7 @@ func (f *fakeDP) BgClassHeld(int) bool                        { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
 func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
 func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
+func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)          { f.harms = append(f.harms, q) }
 
 // dirSim is an episode on fakeDP, each direction through the policer into
 // its own bottleneck of rate link (bytes/s).
@@ -133,5 +136,27 @@ func TestDirectionFollowsANewDownload(t *testing.T) {
 	}
 	if s.dp.rates[datapath.Upload] != 0 {
 		t.Errorf("idle upload still policed at %d B/s", s.dp.rates[datapath.Upload])
+	}
+}
+
+// Beside a present foreground (sharing) the class's own queue above
+// yield.HarmQueue is marked as the foreground's harm (MarkOwnHarm: the
+// datapath stamps it where no TCP sample speaks for the foreground); with
+// no foreground it is not.
+func TestOwnQueueMarksHarmBesideForeground(t *testing.T) {
+	for _, present := range []bool{false, true} {
+		s := newDirSim(1.25e6)
+		s.dp.present = present
+		for range 50 {
+			s.step(t, [2]float64{2 * s.link, 0})
+		}
+		if present == (len(s.dp.harms) == 0) {
+			t.Errorf("foreground present %v: %d harm marks, want them only beside a foreground", present, len(s.dp.harms))
+		}
+		for _, q := range s.dp.harms {
+			if q <= yield.HarmQueue {
+				t.Errorf("harm marked at a queue of %v, not above %v", q, yield.HarmQueue)
+			}
+		}
 	}
 }

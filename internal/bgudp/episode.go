@@ -128,6 +128,12 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		}
 	}
 	e.stepInput(dp, in, d, prev, cur, target)
+	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
+		// beside a foreground no TCP sample speaks for (a call), the
+		// class's own queue is that foreground's harm (yield.h's
+		// bg_own_delay): the kernel holds the class at the yield's rate
+		dp.MarkOwnHarm(e.Ifindex, in.Queue)
+	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)
 	if blind && !in.Held {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
@@ -258,6 +259,40 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 		return nil
 	})
 	return on
+}
+
+// MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind
+// yield.HarmOwn, and key 0) at the background non-TCP class's own queuing
+// delay queue, as sock_ops' bg_own_delay does at a background socket's:
+// only beside a foreground no TCP sample speaks for (present, untold) and
+// above yield.HarmQueue; the classifier then holds the class at the
+// yield's rate for yield.HarmHold. The read and write race sock_ops'
+// stamps of the same entry: one of two stamps in the same instant is lost.
+func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
+	if !h.cfg.Yield || h.cfg.UntoldHeld || queue <= yield.HarmQueue {
+		return
+	}
+	_ = h.use(func() error {
+		now, idx := monotonicNS(), uint32(ifindex)
+		var st yield.State
+		_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)
+		_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
+		if !st.Untold(now) {
+			return nil
+		}
+		for _, k := range []uint32{idx, 0} {
+			var hm yield.Harm
+			_ = h.cls.LanesFgHarm.Lookup(k, &hm)
+			if !hm.Harmed(now) {
+				hm.Since = now
+			}
+			hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
+			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // MarkBgArrivals stamps the host's background download active

@@ -98,3 +98,48 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 		})
 	}
 }
+
+// MarkOwnHarm (the QUIC/UDP class's controller's queue) stamps harm only
+// beside an untold foreground, above yield.HarmQueue, and not with
+// UntoldHeld.
+func TestMarkOwnHarm(t *testing.T) {
+	requireCgroup2(t)
+	for _, held := range []bool{false, true} {
+		ns := testutil.NewNetNS(t)
+		var h *Host
+		ns.Do(t, func() (err error) {
+			h, err = OpenHost(HostConfig{Instance: "ownharm", Yield: true, UntoldHeld: held})
+			return err
+		})
+		t.Cleanup(func() { h.Close() })
+		const idx = 7
+		harm := func() yield.Harm {
+			var hm yield.Harm
+			_ = h.cls.LanesFgHarm.Lookup(uint32(idx), &hm)
+			return hm
+		}
+		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		if harm().At != 0 {
+			t.Fatalf("held %v: harm stamped with no foreground present", held)
+		}
+		now := monoNow(t)
+		if err := h.cls.LanesFgActive.Put(uint32(idx), yield.Window{Start: now, Active: now, Since: now, Episodes: 1}); err != nil {
+			t.Fatal(err)
+		}
+		h.MarkOwnHarm(idx, 5*time.Millisecond)
+		if harm().At != 0 {
+			t.Fatalf("held %v: harm stamped at 5 ms of queue", held)
+		}
+		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		if hm := harm(); (hm.At != 0) == held || !held && (hm.Kind != yield.HarmOwn || hm.QueueUS != 20000) {
+			t.Fatalf("held %v: beside an untold foreground at 20 ms: %+v", held, hm)
+		}
+		if err := h.cls.LanesFgHarm.Put(uint32(idx), yield.Harm{Seen: monoNow(t)}); err != nil {
+			t.Fatal(err)
+		}
+		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		if hm := harm(); hm.At != 0 {
+			t.Fatalf("held %v: harm stamped beside a foreground a TCP sample speaks for: %+v", held, hm)
+		}
+	}
+}

@@ -168,12 +168,14 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
  * (fg_harmed) as a harmed foreground TCP socket does. Below it the
  * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
  * rLEDBAT). */
-static __always_inline void bg_own_delay(__u32 idx, __u32 qd_us)
+static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us)
 {
 	__u64 now;
+	__u32 idx;
 
 	if (!CFG.yield || (CFG.yield & YIELD_UNTOLD_HELD) || qd_us <= FG_HARM_QD_US)
 		return;
+	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
 	if (!fg_untold(idx, now))
 		return;
@@ -208,7 +210,7 @@ static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
 		rtt = last;
 	min = tp->rtt_min.s[0].v;
 	if (min && min != ~0U && rtt > min)
-		bg_own_delay(sock_ifindex(ops), rtt - min);
+		bg_own_delay(ops, rtt - min);
 }
 
 /* bg_rcv_delay reads a background download's rLEDBAT delay (its
@@ -222,7 +224,7 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 		return;
 	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
 	if (st && st->l.samples)
-		bg_own_delay(sock_ifindex(ops), ledbat_queuing(&st->l));
+		bg_own_delay(ops, ledbat_queuing(&st->l));
 }
 
 /* fg_rtt reads a foreground socket's RTT sample: it is harmed when its
