@@ -183,7 +183,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT), or, beside a foreground without TCP RTT samples (UDP), while a background socket's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT), or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -215,7 +215,7 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		case HarmLimited:
 			who = "a foreground TCP socket is harmed (cwnd-limited)"
 		case HarmOwn:
-			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's own queuing delay %v above its base", qd)
+			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's (or the QUIC/UDP class's) own queuing delay %v above its base", qd)
 		}
 		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm,
 			Signal: "held at the minimum (QUIC/UDP at the yield's rate): " + who}
