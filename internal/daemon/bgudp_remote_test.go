@@ -134,7 +134,7 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 	t.Logf("background-udp: %s", st.Components["background-udp"])
 	t.Logf("background QUIC/UDP: %s", st.Interfaces[0].NonTCP)
 	probeCost(t, st)
-	// held now by the controller, or by the yield while the class's own
+	// held at the sample by the controller, or by the yield while the class's own
 	// queue reads the probe's harm (a foreground no TCP sample speaks for)
 	if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held") {
 		t.Errorf("status says background non-TCP is %q; want held by the delay controller or the yield now", nt)
