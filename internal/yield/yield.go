@@ -190,5 +190,11 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		return IfaceStatus{Mode: ModeSharing,
 			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP uploads and downloads and QUIC/UDP uploads keep %v of queue, QUIC/UDP downloads held at the yield's rate", ShareTarget(target))}
 	}
+	return IdleStatus(target)
+}
+
+// IdleStatus is an interface's status while no foreground is seen there:
+// the background keeps its own target.
+func IdleStatus(target time.Duration) IfaceStatus {
 	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }
