@@ -28,10 +28,10 @@ func TestBackgroundMatrixRemote(t *testing.T) {
 	p, base := remotePath(t, uplinkBottleneck)
 	deepBottleneck(t, p, "r-a")
 	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
-	b := &mxBed{p: p, base: base, link: remoteLinkBps, fgPort: "5201", bgServer: "5202",
-		fgUp: meteredIperfServer(t, p.B, 5201), bgUp: meteredIperfServer(t, p.B, 5202), fgDown: meteredIperfServer(t, p.A, 5201)}
+	dirs := []string{"up", "down"}
+	b := newBed(t, p, base, remoteLinkBps, 5202, dirs, mxBackgrounds)
 	_, b.sock = startDaemon(t, p.A, string(policy.DefaultYAML()))
-	mxTable(t, b, mxRun(t, b, []string{"up", "down"}, mxBackgrounds))
+	mxTable(t, b, mxRun(t, b, dirs, mxBackgrounds))
 }
 
 func TestBackgroundMatrixShaped(t *testing.T) {
@@ -39,16 +39,16 @@ func TestBackgroundMatrixShaped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
-	p, base := shapedPath(t) // iperf3 on B's 5201 too: metered here on 5202 and 5203
+	p, base := shapedPath(t) // (its own iperf3 server on B's 5201)
 	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
-	b := &mxBed{p: p, base: base, link: shapedLinkBps, fgPort: "5202", bgServer: "5203",
-		fgUp: meteredIperfServer(t, p.B, 5202), bgUp: meteredIperfServer(t, p.B, 5203)}
-	_, b.sock = startDaemon(t, p.A, shapedPolicy(p.LinkA))
 	var bgs []mxBackground
 	for _, bg := range mxBackgrounds {
 		if !strings.Contains(bg.name, "CUBIC") {
 			bgs = append(bgs, bg)
 		}
 	}
-	mxTable(t, b, mxRun(t, b, []string{"up"}, bgs))
+	dirs := []string{"up"}
+	b := newBed(t, p, base, shapedLinkBps, 5202, dirs, bgs)
+	_, b.sock = startDaemon(t, p.A, shapedPolicy(p.LinkA))
+	mxTable(t, b, mxRun(t, b, dirs, bgs))
 }

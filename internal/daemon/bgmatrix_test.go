@@ -187,20 +187,54 @@ func (m churnMeter) read() (float64, float64) {
 
 // mxBed is one path under one daemon: where the servers are.
 type mxBed struct {
-	p        *testutil.Path
-	sock     string
-	base     string  // B's HTTP server
-	link     float64 // the bottleneck's rate, bit/s
-	fgUp     *iperfMeter
-	fgDown   *iperfMeter // A's server, fed from B (nil: no downloads)
-	fgPort   string      // the foreground's iperf3 port (B's; A's for downloads)
-	bgServer string      // B's iperf3 port for the background
-	bgUp     *iperfMeter
+	p    *testutil.Path
+	sock string
+	base string  // B's HTTP server
+	link float64 // the bottleneck's rate, bit/s
+	// servers: an iperf3 server per use (namespace/transfer), so that one
+	// transfer's end never leaves the next one's server busy
+	servers map[string]mxServer
+}
+
+type mxServer struct {
+	port string
+	*iperfMeter
+}
+
+// newBed starts the iperf3 servers the matrix uses on p, from port on:
+// B's for each transfer's uploads, A's for the foregrounds' downloads.
+func newBed(t *testing.T, p *testutil.Path, base string, link float64, port int, dirs []string, bgs []mxBackground) *mxBed {
+	t.Helper()
+	b := &mxBed{p: p, base: base, link: link, servers: map[string]mxServer{}}
+	add := func(ns *testutil.NetNS, name string) {
+		b.servers[ns.Name+"/"+name] = mxServer{fmt.Sprint(port), meteredIperfServer(t, ns, port)}
+		port++
+	}
+	for _, bg := range bgs {
+		if bg.iperf {
+			add(p.B, bg.name)
+		}
+	}
+	for _, fg := range mxForegrounds {
+		for _, dir := range dirs {
+			if fg.iperf && dir == "up" {
+				add(p.B, fg.name)
+			} else if fg.iperf {
+				add(p.A, fg.name)
+			}
+		}
+	}
+	return b
+}
+
+func (b *mxBed) server(ns *testutil.NetNS, name string) mxServer {
+	return b.servers[ns.Name+"/"+name]
 }
 
 // mxBackground is a background transport: start in a direction.
 type mxBackground struct {
 	name  string
+	iperf bool // an iperf3 client: its uploads need B's server
 	start func(t *testing.T, b *mxBed, dir string) *running
 }
 
@@ -208,14 +242,15 @@ func (b *mxBed) run() []string {
 	return []string{lanesBin, "run", "--socket", b.sock, "--lane", "background", "--"}
 }
 
-// bgIperf is an iperf3 background to B's background port: an upload
-// metered by B's server, a download (-R) by the client.
+// bgIperf is an iperf3 background to its server on B: an upload metered
+// by the server, a download (-R) by the client.
 func bgIperf(name string, args ...string) mxBackground {
-	return mxBackground{name, func(t *testing.T, b *mxBed, dir string) *running {
-		a := append([]string{"-c", b.p.AddrB.String(), "-p", b.bgServer}, args...)
+	return mxBackground{name, true, func(t *testing.T, b *mxBed, dir string) *running {
+		srv := b.server(b.p.B, name)
+		a := append([]string{"-c", b.p.AddrB.String(), "-p", srv.port}, args...)
 		if dir == "up" {
 			r := startIperf(t, b.p.A, b.run(), a...)
-			return &running{meter: b.bgUp, stop: r.stop}
+			return &running{meter: srv, stop: r.stop}
 		}
 		return startIperf(t, b.p.A, b.run(), append(a, "-R")...)
 	}}
@@ -224,7 +259,7 @@ func bgIperf(name string, args ...string) mxBackground {
 var mxBackgrounds = []mxBackground{
 	bgIperf("TCP (system CC)"),
 	bgIperf("TCP (app sets CUBIC)", "-C", "cubic"),
-	{"QUIC (quic-go)", func(t *testing.T, b *mxBed, dir string) *running {
+	{"QUIC (quic-go)", false, func(t *testing.T, b *mxBed, dir string) *running {
 		q := startQUICBulk(t, b.p, dir, b.run()...)
 		return &running{meter: quicMeter{q, time.Now()}, stop: q.stop}
 	}},
@@ -235,32 +270,35 @@ var mxBackgrounds = []mxBackground{
 // the background alone.
 type mxForeground struct {
 	name  string
+	iperf bool
 	start func(t *testing.T, b *mxBed, dir string) *running
 }
 
 // fgIperf is an iperf3 foreground at 40 % of the link: an upload from A
-// to B, a download from B to A's server (so a paced stream is paced by its
-// sender: iperf3 -R does not pass --fq-rate to the server).
+// to its server on B, a download from B to its server on A (so a paced
+// stream is paced by its sender: iperf3 -R does not pass --fq-rate to
+// the server).
 func fgIperf(name string, args ...string) mxForeground {
-	return mxForeground{name, func(t *testing.T, b *mxBed, dir string) *running {
+	return mxForeground{name, true, func(t *testing.T, b *mxBed, dir string) *running {
 		rate := fmt.Sprint(int(0.4 * b.link))
 		a := append([]string{}, args...)
 		for i := range a {
 			a[i] = strings.ReplaceAll(a[i], "RATE", rate)
 		}
-		if dir == "up" {
-			r := startIperf(t, b.p.A, nil, append([]string{"-c", b.p.AddrB.String(), "-p", b.fgPort}, a...)...)
-			return &running{meter: b.fgUp, stop: r.stop}
+		from, to, addr := b.p.A, b.p.B, b.p.AddrB
+		if dir != "up" {
+			from, to, addr = b.p.B, b.p.A, b.p.AddrA
 		}
-		r := startIperf(t, b.p.B, nil, append([]string{"-c", b.p.AddrA.String(), "-p", b.fgPort}, a...)...)
-		return &running{meter: b.fgDown, stop: r.stop}
+		srv := b.server(to, name)
+		r := startIperf(t, from, nil, append([]string{"-c", addr.String(), "-p", srv.port}, a...)...)
+		return &running{meter: srv, stop: r.stop}
 	}}
 }
 
 var mxForegrounds = []mxForeground{
 	fgIperf("a UDP call (constant rate, 40 %)", "-u", "-b", "RATE", "-l", "1200"),
 	fgIperf("a paced TCP stream (40 %)", "--fq-rate", "RATE"),
-	{"a connection every 300 ms", churnForeground},
+	{"a connection every 300 ms", false, churnForeground},
 }
 
 // churnForeground opens a connection to B every mxChurnEvery (a GET of
@@ -450,13 +488,13 @@ func mxBackgroundCells(t *testing.T, b *mxBed, dir string, bg mxBackground, base
 }
 
 // mxJudge prints a cell beside its goals and holds what is robust on a
-// loaded 2-core machine: no probe lost, the foreground's p95 within
-// mxHarmBound of the same foreground alone, the background moving where
-// the rule shares (alone: measured before the probe; beside the paced
-// stream, whose RTT samples tell it unharmed). Beside a UDP-only
-// foreground the share is printed only (the rule there is "untold"). An
-// unresponsive UDP download is judged by nothing: no device slows its
-// sender.
+// loaded 2-core machine: no probe lost; the foreground's p95 within
+// mxHarmBound of the same foreground alone, and its rate at least half
+// its rate alone; the background moving where the rule shares (alone:
+// measured before the probe; beside the paced stream, whose RTT samples
+// tell it unharmed). Beside a UDP-only foreground the share is printed
+// only (the rule there is "untold"). An unresponsive UDP download is
+// judged by nothing: no device slows its sender.
 func mxJudge(t *testing.T, b *mxBed, c *mxCell) {
 	t.Helper()
 	unresponsive := strings.HasPrefix(c.bg, "UDP") && c.dir == "down"
@@ -468,6 +506,12 @@ func mxJudge(t *testing.T, b *mxBed, c *mxCell) {
 	}
 	if c.lost > 0 {
 		t.Errorf("%sload %s beside %s: %d probes lost", c.dir, c.bg, c.fg, c.lost)
+	}
+	switch {
+	case c.fgAlone > 0 && c.fgBeside == 0:
+		t.Errorf("%sload %s beside %s: the foreground moved nothing beside the background", c.dir, c.bg, c.fg)
+	case c.fgBeside < c.fgAlone/2:
+		testutil.TimingErrorf(t, "%sload %s beside %s: the foreground at %.2f Mbit/s, %.2f alone", c.dir, c.bg, c.fg, c.fgBeside/1e6, c.fgAlone/1e6)
 	}
 	if d := c.p95 - c.baseP95; d > mxHarmBound {
 		testutil.TimingErrorf(t, "%sload %s beside %s: probe p95 %+v over the foreground alone", c.dir, c.bg, c.fg, d)
