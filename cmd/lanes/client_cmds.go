@@ -175,6 +175,9 @@ func printStatus(e *env, st *api.Status) {
 		case "bfifo":
 			fmt.Fprintln(e.stdout, "interactive lane's queue: bfifo (no fq_codel in this kernel: the lane's flows share one FIFO)")
 		}
+		if it.BackgroundNow != "" {
+			fmt.Fprintf(e.stdout, "background now: %s\n", it.BackgroundNow)
+		}
 		if it.NonTCP != "" {
 			fmt.Fprintf(e.stdout, "background QUIC/UDP: %s\n", it.NonTCP)
 		}

@@ -309,6 +309,11 @@ type InterfaceStatus struct {
 	// traffic on this interface, per direction, what holds it now, and
 	// what is not held.
 	NonTCP string `json:"background_non_tcp,omitempty"`
+	// BackgroundNow is what steers the background on this interface now
+	// (the foreground-aware yield: no foreground, a present one and its
+	// TCP RTT samples, a harmed one, an opening) and the share of the
+	// queue target it keeps; "" with the yield off.
+	BackgroundNow string `json:"background_now,omitempty"`
 	// InteractiveLeaf is the interactive lane's leaf qdisc: "fq_codel"
 	// (each flow its own queue, CoDel at 5 ms) or "bfifo" where the kernel
 	// has no fq_codel.

@@ -90,13 +90,20 @@ const fastProbes = 150
 // echo did not come within 2 s of the last one sent.
 func probeFast(t *testing.T, p *testutil.Path) ([]time.Duration, int) {
 	t.Helper()
+	return probeFastN(t, p, fastProbes, 2*time.Second)
+}
+
+// probeFastN is probeFast with n probes, a probe lost whose echo did not
+// come within tail of the last one sent.
+func probeFastN(t *testing.T, p *testutil.Path, n int, tail time.Duration) ([]time.Duration, int) {
+	t.Helper()
 	var c *net.UDPConn
 	p.A.Do(t, func() (err error) {
 		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.AddrB, Port: 7})
 		return err
 	})
-	sent := make([]atomic.Int64, fastProbes) // unix ns
-	rtt := make([]time.Duration, fastProbes) // 0: no echo (the reader's)
+	sent := make([]atomic.Int64, n) // unix ns
+	rtt := make([]time.Duration, n) // 0: no echo (the reader's)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -107,14 +114,14 @@ func probeFast(t *testing.T, p *testutil.Path) ([]time.Duration, int) {
 				return
 			}
 			now := time.Now().UnixNano()
-			if i := int(binary.BigEndian.Uint32(buf)); k >= 4 && i < fastProbes && rtt[i] == 0 {
+			if i := int(binary.BigEndian.Uint32(buf)); k >= 4 && i < n && rtt[i] == 0 {
 				rtt[i] = time.Duration(now - sent[i].Load())
 			}
 		}
 	}()
 	tick := time.NewTicker(20 * time.Millisecond)
 	msg := make([]byte, 64)
-	for i := range fastProbes {
+	for i := range n {
 		binary.BigEndian.PutUint32(msg, uint32(i))
 		sent[i].Store(time.Now().UnixNano())
 		if _, err := c.Write(msg); err != nil {
@@ -123,7 +130,7 @@ func probeFast(t *testing.T, p *testutil.Path) ([]time.Duration, int) {
 		<-tick.C
 	}
 	tick.Stop()
-	time.Sleep(2 * time.Second)
+	time.Sleep(tail)
 	c.Close()
 	<-done
 	var d []time.Duration
@@ -133,7 +140,7 @@ func probeFast(t *testing.T, p *testutil.Path) ([]time.Duration, int) {
 		}
 	}
 	slices.Sort(d)
-	return d, fastProbes - len(d)
+	return d, n - len(d)
 }
 
 func appCCUploadRemote(t *testing.T, cc string) {

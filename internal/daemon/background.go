@@ -1,14 +1,17 @@
 // background.go: what the daemon says about the background lane at a
-// remote bottleneck: where each interface's queue forms and what protects
-// the foreground there (lanes status).
+// remote bottleneck: where each interface's queue forms, what protects
+// the foreground there, and what steers the background now (lanes status).
 package daemon
 
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/ledbat"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // queueAndProtection says where the interface's queue forms (on the device:
@@ -42,4 +45,31 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 		queue = "not on the device: remote if the link is busy (the lanes qdisc holds no backlog now)"
 	}
 	return queue, protection
+}
+
+// yieldNow is the foreground-aware yield's status, nil while it is off.
+func (d *Daemon) yieldNow() *yield.Status {
+	y := d.yieldState.Load()
+	if y == nil {
+		return nil
+	}
+	s := (*y)()
+	return &s
+}
+
+// backgroundNow is the yield's signal on the interface name: what steers
+// its background now and the share of the queue target it keeps (an
+// interface whose foreground the kernel has not seen: the background's own
+// target, target).
+func backgroundNow(ys *yield.Status, name string, target time.Duration) string {
+	if ys == nil {
+		return ""
+	}
+	if is, ok := ys.Interfaces[name]; ok {
+		return is.Signal
+	}
+	if target == 0 {
+		target = ledbat.DefaultTargetUS * time.Microsecond
+	}
+	return yield.IdleStatus(target).Signal
 }

@@ -503,6 +503,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return nil, err
 		}
 	}
+	ys := d.yieldNow()
 	for _, m := range d.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
@@ -540,6 +541,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
 		is.Downloads = d.downloadProtection(hs)
 		is.NonTCP = d.nonTCPProtection(m.eg)
+		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)
 	}

@@ -232,5 +232,11 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		return IfaceStatus{Mode: ModeSharing,
 			Signal: fmt.Sprintf("sharing: foreground present (classifier), not harmed (foreground TCP RTT samples): TCP and QUIC/UDP, uploads and downloads, keep %v of queue", ShareTarget(target))}
 	}
+	return IdleStatus(target)
+}
+
+// IdleStatus is an interface's status while no foreground is seen there:
+// the background keeps its own target.
+func IdleStatus(target time.Duration) IfaceStatus {
 	return IfaceStatus{Mode: ModeFree, Signal: fmt.Sprintf("free: no foreground: TCP keeps %v of queue; QUIC/UDP by its delay controller", target)}
 }

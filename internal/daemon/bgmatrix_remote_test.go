@@ -1,0 +1,54 @@
+// bgmatrix_remote_test.go: the background matrix (bgmatrix_test.go) on
+// its two paths, one daemon each, default policy:
+//
+//   - remote: A ── R ── B with R's TBF 10 Mbit/s holding 600 KB on both
+//     of its links (the uplink's queue toward B, the downlink's toward A),
+//     every transport up and down;
+//   - shaped: A ── B on one veth, `uplink: 10mbit` on A (lanes' tree on
+//     the device is the bottleneck), uploads: TCP, QUIC and UDP (an app's
+//     CUBIC is the remote path's: in the tree HTB's priority orders the
+//     lanes whatever the congestion control).
+//
+// About 3.5 and 1.5 minutes. The last log line is the matrix as a table.
+package daemon_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestBackgroundMatrixRemote(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, base := remotePath(t, uplinkBottleneck)
+	deepBottleneck(t, p, "r-a")
+	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
+	dirs := []string{"up", "down"}
+	b := newBed(t, p, base, remoteLinkBps, 5202, dirs, mxBackgrounds)
+	_, b.sock = startDaemon(t, p.A, string(policy.DefaultYAML()))
+	mxTable(t, b, mxRun(t, b, dirs, mxBackgrounds))
+}
+
+func TestBackgroundMatrixShaped(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, base := shapedPath(t) // (its own iperf3 server on B's 5201)
+	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
+	var bgs []mxBackground
+	for _, bg := range mxBackgrounds {
+		if !strings.Contains(bg.name, "CUBIC") {
+			bgs = append(bgs, bg)
+		}
+	}
+	dirs := []string{"up"}
+	b := newBed(t, p, base, shapedLinkBps, 5202, dirs, bgs)
+	_, b.sock = startDaemon(t, p.A, shapedPolicy(p.LinkA))
+	mxTable(t, b, mxRun(t, b, dirs, bgs))
+}
