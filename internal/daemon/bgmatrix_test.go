@@ -492,11 +492,10 @@ func mxBackgroundCells(t *testing.T, b *mxBed, dir string, bg mxBackground, base
 // mxJudge prints a cell beside its goals and holds what is robust on a
 // loaded 2-core machine: no probe lost; the foreground's p95 within
 // mxHarmBound of the same foreground alone, and its rate at least half
-// its rate alone; the background moving where the rule shares (alone:
-// measured before the probe; beside the paced stream, whose RTT samples
-// tell it unharmed). Beside a UDP-only foreground the share is printed
-// only (the rule there is "untold"). An unresponsive UDP download is
-// judged by nothing: no device slows its sender.
+// its rate alone; the background moving beside every steady foreground
+// and alone (beside the paced stream its RTT samples tell it unharmed;
+// beside the UDP call the background's own delay does). An unresponsive
+// UDP download is judged by nothing: no device slows its sender.
 func mxJudge(t *testing.T, b *mxBed, c *mxCell) {
 	t.Helper()
 	unresponsive := strings.HasPrefix(c.bg, "UDP") && c.dir == "down"
@@ -518,8 +517,8 @@ func mxJudge(t *testing.T, b *mxBed, c *mxCell) {
 	if d := c.p95 - c.baseP95; d > mxHarmBound {
 		testutil.TimingErrorf(t, "%sload %s beside %s: probe p95 %+v over the foreground alone", c.dir, c.bg, c.fg, d)
 	}
-	sharing := strings.HasPrefix(c.fg, "nothing") || strings.Contains(c.fg, "paced")
-	if sharing && c.share(b.link) < 0.01 {
+	steady := !strings.Contains(c.fg, "every 300 ms")
+	if steady && c.share(b.link) < 0.01 {
 		t.Errorf("%sload %s beside %s: background %.3f of the idle capacity: held at zero where the rule shares", c.dir, c.bg, c.fg, c.share(b.link))
 	}
 }
