@@ -235,7 +235,7 @@ func (h *Host) loadSockops() {
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff),
-		BgClampShare: ledbatShare(h.cfg.ShareOff)}
+		BgClampShare: ledbatShare(h.cfg.ShareOff), HarmPart: h.cfg.ShareOff&ShareHarm == 0}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same

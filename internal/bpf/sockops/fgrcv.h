@@ -16,7 +16,9 @@
  *   - at each such segment, when data arrived since the last one: the
  *     socket was seen (fg_tcp_seen: its harm can be told), and it is
  *     harmed when its receive-side RTT is above the smallest it had by
- *     more than FG_HARM_QD_US (fg_harm_mark, as fg_rtt).
+ *     more than FG_HARM_QD_US and the background's part puts it over
+ *     (bg_part_harms, at its receive rate over FG_RCV_RATE_NS; fg_harm_mark,
+ *     as fg_rtt).
  */
 #ifndef LANES_FGRCV_H
 #define LANES_FGRCV_H
@@ -27,7 +29,27 @@
 struct fg_rcv_state {
 	__u32 min_us;   /* the smallest receive-side RTT */
 	__u32 last_nxt; /* rcv_nxt at the last look */
+	__u64 rate_at;  /* the receive rate's window: its start */
+	__u32 rate_nxt; /* rcv_nxt at its start */
+	__u32 rate_Bps; /* bytes/s received over the last window */
 };
+
+#define FG_RCV_RATE_NS 50000000ULL /* the receive rate's window */
+
+/* fg_rcv_rate updates a foreground download's receive rate. */
+static __always_inline void fg_rcv_rate(struct fg_rcv_state *st, __u32 nxt, __u64 now)
+{
+	if (!st->rate_at) {
+		st->rate_at = now;
+		st->rate_nxt = nxt;
+		return;
+	}
+	if (now - st->rate_at < FG_RCV_RATE_NS)
+		return;
+	st->rate_Bps = (__u64)(nxt - st->rate_nxt) * 1000000000ULL / (now - st->rate_at);
+	st->rate_at = now;
+	st->rate_nxt = nxt;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -88,10 +110,11 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	qd = rtt - st->min_us;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
+	fg_rcv_rate(st, nxt, now);
 	fg_seen_mark(idx, now);
 	if (idx)
 		fg_seen_mark(0, now);
-	if (qd <= FG_HARM_QD_US)
+	if (qd <= FG_HARM_QD_US || !bg_part_harms(idx, qd, st->rate_Bps, now))
 		return;
 	fg_harm_mark(idx, now, qd, 0);
 	if (idx)

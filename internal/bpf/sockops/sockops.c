@@ -65,6 +65,7 @@ char __license[] SEC("license") = "GPL";
 #include "rledbat.h"
 #include "rwndcap.h"
 #include "bgclamp.h"
+#include "bgpart.h"
 #include "yield.h"
 #include "fgrcv.h"
 #include "resolve.h"
@@ -153,6 +154,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			set_lowat(ops);
 			switch_bg_cc(ops, cookie);
 			bgc_rtt(ops, sharing(ops)); /* LEDBAT++ without struct_ops */
+			bg_part_set(ops, sock_ifindex(ops), ops->packets_out * ops->mss_cache, ops->mss_cache);
 			if (CFG.rl_target_us && !(ops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG))
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
@@ -162,6 +164,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 
 				if (st) /* moved out: its own settings */
 					leave_background(ops, st, cookie);
+				bg_part_drop(ops);
 			}
 			fg_rtt(ops); /* a foreground socket: is it harmed? */
 			fg_rcv_want(ops); /* and its receive side (fgrcv.h) */
@@ -180,6 +183,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 
 			rledbat_packet(ops, cookie, yielding(ops) || (share && !CFG.rl_share),
 				       share ? CFG.rl_share : 0);
+			bg_part_download(ops, sock_ifindex(ops));
 		} else {
 			if (valid_lane(v))
 				rledbat_leave(ops); /* moved out of background */
@@ -190,6 +194,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	case BPF_SOCK_OPS_STATE_CB:
 		if (ops->args[1] == BPF_TCP_CLOSE) {
 			cookie = bpf_get_socket_cookie(ops);
+			bg_part_drop(ops);
 			bpf_map_delete_elem(&lanes_cookie, &cookie);
 			bpf_map_delete_elem(&lanes_sock_cap, &cookie);
 			bpf_map_delete_elem(&lanes_sock_seen, &cookie);

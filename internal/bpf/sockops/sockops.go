@@ -54,6 +54,10 @@ type Config struct {
 	// unharmed foreground, as the congestion control's; 0: the smaller
 	// target alone.
 	BgClampShare uint32
+	// HarmPart: a foreground socket's delay harms only where the
+	// background's part of it (what a hold would take) puts it over the
+	// harm threshold (bgpart.h); false: any delay over it harms.
+	HarmPart bool
 }
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -170,6 +174,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 	c.RlShare = cfg.RLShare
 	if cfg.Yield {
 		c.Yield = 1
+	}
+	if cfg.HarmPart {
+		c.HarmPart = 1
 	}
 	if cfg.BgCCName == "" {
 		c.BgClampTargetUs = cfg.BgClampTargetUS

@@ -18,6 +18,19 @@ type SockopsAppCcName struct {
 	Name [16]int8
 }
 
+type SockopsBgPart struct {
+	_      structs.HostLayout
+	Bytes  int64
+	At     uint64
+	Spared uint64
+}
+
+type SockopsBgPartSk struct {
+	_     structs.HostLayout
+	Bytes uint32
+	Idx   uint32
+}
+
 type SockopsBgcState struct {
 	_ structs.HostLayout
 	L struct {
@@ -67,6 +80,9 @@ type SockopsFgRcvState struct {
 	_       structs.HostLayout
 	MinUs   uint32
 	LastNxt uint32
+	RateAt  uint64
+	RateNxt uint32
+	RateBps uint32
 }
 
 type SockopsFgWindow struct {
@@ -156,7 +172,7 @@ type SockopsSockopsConfig struct {
 	BgClampTargetUs uint32
 	RlShare         uint32
 	BgClampShare    uint32
-	_               [4]byte
+	HarmPart        uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -164,6 +180,8 @@ type SockopsSockopsConfig struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SockopsMapLanesAppCc       = "lanes_app_cc"
+	SockopsMapLanesBgPart      = "lanes_bg_part"
+	SockopsMapLanesBgPartSk    = "lanes_bg_part_sk"
 	SockopsMapLanesBgcJoins    = "lanes_bgc_joins"
 	SockopsMapLanesBgcState    = "lanes_bgc_state"
 	SockopsMapLanesCgroup      = "lanes_cgroup"
@@ -246,6 +264,8 @@ type SockopsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SockopsMapSpecs struct {
 	LanesAppCc       *ebpf.MapSpec `ebpf:"lanes_app_cc"`
+	LanesBgPart      *ebpf.MapSpec `ebpf:"lanes_bg_part"`
+	LanesBgPartSk    *ebpf.MapSpec `ebpf:"lanes_bg_part_sk"`
 	LanesBgcJoins    *ebpf.MapSpec `ebpf:"lanes_bgc_joins"`
 	LanesBgcState    *ebpf.MapSpec `ebpf:"lanes_bgc_state"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
@@ -300,6 +320,8 @@ func (o *SockopsObjects) Close() error {
 // It can be passed to LoadSockopsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SockopsMaps struct {
 	LanesAppCc       *ebpf.Map `ebpf:"lanes_app_cc"`
+	LanesBgPart      *ebpf.Map `ebpf:"lanes_bg_part"`
+	LanesBgPartSk    *ebpf.Map `ebpf:"lanes_bg_part_sk"`
 	LanesBgcJoins    *ebpf.Map `ebpf:"lanes_bgc_joins"`
 	LanesBgcState    *ebpf.Map `ebpf:"lanes_bgc_state"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
@@ -329,6 +351,8 @@ type SockopsMaps struct {
 func (m *SockopsMaps) Close() error {
 	return _SockopsClose(
 		m.LanesAppCc,
+		m.LanesBgPart,
+		m.LanesBgPartSk,
 		m.LanesBgcJoins,
 		m.LanesBgcState,
 		m.LanesCgroup,

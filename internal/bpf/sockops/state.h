@@ -22,6 +22,7 @@ volatile const struct sockops_config {
 	__u32 bg_clamp_target_us; /* LEDBAT++ as a cwnd clamp (bgclamp.h) where bg_cc_name is "", 0 = off */
 	__u32 rl_share; /* rLEDBAT beside a present foreground: RL_SHARE_ON | LEDBAT_F_SHARE_*, 0: held */
 	__u32 bg_clamp_share; /* bgclamp.h's LEDBAT++ beside a present foreground: LEDBAT_F_SHARE_* */
+	__u32 harm_part; /* harm is the part of a foreground's queue holding background would take (bgpart.h), 0: any */
 } CFG = {};
 
 #define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */

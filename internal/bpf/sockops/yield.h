@@ -116,6 +116,8 @@ struct tcp_sock___fg {
 	} rtt_min;
 	__u32 max_packets_out;
 	__u8 is_cwnd_limited : 1;
+	__u32 rate_delivered;
+	__u32 rate_interval_us;
 } __attribute__((preserve_access_index));
 
 /* fg_harm_of is idx's harm entry, created empty if it has none. */
@@ -154,10 +156,22 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 	h->limited = limited;
 }
 
+/* fg_rate is a foreground socket's last delivery rate sample, bytes/s (0:
+ * none yet). */
+static __always_inline __u64 fg_rate(struct bpf_sock_ops *ops, struct tcp_sock___fg *tp)
+{
+	__u32 us = tp->rate_interval_us;
+
+	if (!us)
+		return 0;
+	return (__u64)tp->rate_delivered * ops->mss_cache * 1000000 / us;
+}
+
 /* fg_rtt reads a foreground socket's RTT sample: it is harmed when its
  * smoothed RTT is above its minimum by more than FG_HARM_QD_US, or when it
  * is cwnd-limited in congestion avoidance (it would send more than the
- * path takes: a bulk transfer). Then background on its interface is held
+ * path takes: a bulk transfer); a delay only where the background's part
+ * of it puts it over (bgpart.h). Then background on its interface is held
  * (fg_yield) for FG_HARM_HOLD_NS. In slow start the window limits every
  * flow that has data; there only the delay counts. */
 static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
@@ -184,6 +198,8 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	if (idx)
 		fg_seen_mark(0, now);
 	if (qd <= FG_HARM_QD_US && !limited)
+		return;
+	if (!limited && !bg_part_harms(idx, qd, fg_rate(ops, tp), now))
 		return;
 	fg_harm_mark(idx, now, qd, limited);
 	if (idx)
