@@ -28,7 +28,8 @@ const signalEvery = 100 * time.Millisecond
 // RemoteSignal is the daemon's background state over one step.
 type RemoteSignal struct {
 	// States: share of the samples per state ("free", "sharing",
-	// "held: harm", "held: opening", "held: untold").
+	// "held: harm" (a delay), "held: harm (cwnd-limited)", "held:
+	// opening", "held: untold").
 	States  map[string]float64 `json:"states,omitempty"`
 	Samples int                `json:"samples"`
 	// The QUIC/UDP controller's (samples with a running episode): the
@@ -107,6 +108,9 @@ func readSignal(sock string) (state string, q, ofLink float64, ok bool) {
 		state = is.Mode
 		if is.Mode == yield.ModeHeld {
 			state += ": " + is.Cause
+			if is.Cause == yield.CauseHarm && strings.Contains(is.Signal, "cwnd-limited") {
+				state += " (cwnd-limited)" // else a delay over the threshold
+			}
 		}
 	}
 	q = -1

@@ -170,14 +170,18 @@ func steadyArgs(dir string, s *topo.Node, rate int) []string {
 // steadyCell is one steady foreground kind's summary in a cell: bg ÷
 // idle, the idle capacity, the foreground's share, the probe's p95 and
 // its difference to the no-background run's, probes lost and sent, the
-// daemon's background state.
+// daemon's background state; paired with the no-background run's step,
+// the background's bytes ÷ what the foreground alone left idle (IdleAlone)
+// and the foreground's bytes ÷ its bytes alone (FGOfAlone).
 type steadyCell struct {
 	Kind                     string
 	Idle, FG, P95, Infl95    float64
 	Lost, Sent               int
 	Signal                   signalSum
 	IdleMbps                 float64
+	IdleAlone, FGOfAlone     float64
 	runs, nIdleMbps, nInfl95 int
+	nAlone                   int
 }
 
 // addSteady adds run r's steady steps to the cell, each paired with the
@@ -213,6 +217,14 @@ func (x *steadyCell) add(s RemoteSteady, b *RemoteSteady) {
 		x.IdleMbps += s.IdleMbps
 		x.nIdleMbps++
 	}
+	if b != nil && b.FG > 0 && b.FG < 1 {
+		// the same window of the same link (paired): bytes as shares of
+		// its capacity; a background that slows the foreground does not
+		// widen its own denominator
+		x.IdleAlone += s.Idle * (1 - s.FG) / (1 - b.FG)
+		x.FGOfAlone += s.FG / b.FG
+		x.nAlone++
+	}
 	x.Idle += s.Idle
 	x.FG += s.FG
 	x.Lost += s.ProbeLost
@@ -229,6 +241,10 @@ func (x *steadyCell) average() {
 	}
 	if x.nIdleMbps > 0 {
 		x.IdleMbps /= float64(x.nIdleMbps)
+	}
+	if x.nAlone > 0 {
+		x.IdleAlone /= float64(x.nAlone)
+		x.FGOfAlone /= float64(x.nAlone)
 	}
 }
 
@@ -248,14 +264,17 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 	}
 	t := testbed.Table{Title: "Beside a steady foreground in the background's direction (a TCP stream paced at, or a constant-rate UDP stream of, " + pcts(c.SteadyShare) +
 		" of the link, each a step of its own, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
-		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
-		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
+		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the background's bytes ÷ the capacity the same foreground left idle alone (no background, paired: a background that slows the foreground does not widen its own denominator) and the foreground's bytes ÷ its bytes alone; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
+		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "bg ÷ idle alone", "fg ÷ fg alone", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
 	for _, x := range cells {
 		for i, s := range x.Steady {
 			row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method, steadyFGText(s.Kind, pcts(c.SteadyShare))}
-			idle, idleMbps, churn := "-", "-", "-"
+			idle, idleMbps, churn, alone, fgAlone := "-", "-", "-", "-", "-"
 			if x.Method != "none" {
 				idle, churn = f2(s.Idle), f2(x.ChurnIdle)
+				if s.nAlone > 0 {
+					alone, fgAlone = f2(s.IdleAlone), f2(s.FGOfAlone)
+				}
 			}
 			if i > 0 {
 				churn = ""
@@ -263,7 +282,7 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 			if s.nIdleMbps > 0 {
 				idleMbps = f1(s.IdleMbps)
 			}
-			t.Rows = append(t.Rows, append(row, idle, idleMbps, pcts(s.FG), f1(s.P95), f1(s.Infl95), strconv.Itoa(s.Lost)+" of "+strconv.Itoa(s.Sent), churn))
+			t.Rows = append(t.Rows, append(row, idle, idleMbps, alone, fgAlone, pcts(s.FG), f1(s.P95), f1(s.Infl95), strconv.Itoa(s.Lost)+" of "+strconv.Itoa(s.Sent), churn))
 		}
 	}
 	return &t

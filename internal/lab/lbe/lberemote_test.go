@@ -101,7 +101,8 @@ func TestSummarizeRemoteAloneVsCubic(t *testing.T) {
 // ratios beside the times, the capacity of the alone window (from the
 // timeline) beside the share, the idle capacity beside the steady step's
 // ratio, a row per steady foreground kind, each paired with the
-// no-background run's step of the same kind, the daemon's background
+// no-background run's step of the same kind (the background's bytes ÷ the
+// capacity that foreground left idle alone), the daemon's background
 // state in each steady step.
 func TestRemoteTablesFromStoredRun(t *testing.T) {
 	c := RemoteConfig{FGDirs: []string{"download"}, SizesKB: []int{10}, Warmup: 4 * time.Second, SteadyFor: time.Second, SteadyShare: 0.4,
@@ -110,10 +111,10 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 	held := &RemoteSignal{Samples: 10, States: map[string]float64{"sharing": 0.3, "held: harm": 0.7}}
 	runs := []RemoteRun{
 		{Link: "fixed", BGDir: "upload", Method: "none", Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.5}},
-			Steady: []RemoteSteady{{Kind: SteadyTCP, ProbeMs: []float64{45}}, {Kind: SteadyUDP, ProbeMs: []float64{30}}}},
+			Steady: []RemoteSteady{{Kind: SteadyTCP, ProbeMs: []float64{45}, FG: 0.4}, {Kind: SteadyUDP, ProbeMs: []float64{30}}}},
 		{Link: "fixed", BGDir: "upload", Method: "full", Transport: "tcp", BGAlone: 0.5, AloneFrom: 1, AloneTo: 2, Timeline: tl,
 			Trials: []RemoteTrial{{Dir: "download", SizeKB: 10, Seconds: 0.6}}, ChurnIdle: 0.5,
-			Steady: []RemoteSteady{{Kind: SteadyTCP, Idle: 0.9, IdleMbps: 6, ProbeMs: []float64{50}, Signal: held},
+			Steady: []RemoteSteady{{Kind: SteadyTCP, Idle: 0.9, IdleMbps: 6, FG: 0.3, ProbeMs: []float64{50}, Signal: held},
 				{Kind: SteadyUDP, Idle: 0.3, IdleMbps: 5.5, ProbeMs: []float64{32}, ProbeLost: 1,
 					Signal: &RemoteSignal{Samples: 10, States: map[string]float64{"held: harm": 1}}}}},
 	}
@@ -146,10 +147,12 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 		t.Errorf("share row: %q, want capacity 10.0, bg 5.0 Mbit/s, 50%%", got)
 	}
 	steady := []string{
-		"fixed upload - none TCP paced at 40% - - 0% 45.0 0.0 0 of 1 -",
-		"fixed upload - none UDP at 40% - - 0% 30.0 0.0 0 of 1 ",
-		"fixed upload tcp full TCP paced at 40% 0.90 6.0 0% 50.0 5.0 0 of 1 0.50",
-		"fixed upload tcp full UDP at 40% 0.30 5.5 0% 32.0 2.0 1 of 2 ",
+		"fixed upload - none TCP paced at 40% - - - - 40% 45.0 0.0 0 of 1 -",
+		"fixed upload - none UDP at 40% - - - - 0% 30.0 0.0 0 of 1 ",
+		// the foreground 0.3 of the window beside the background, 0.4
+		// alone: 0.9 of 0.7 is 1.05 of the 0.6 it left idle alone
+		"fixed upload tcp full TCP paced at 40% 0.90 6.0 1.05 0.75 30% 50.0 5.0 0 of 1 0.50",
+		"fixed upload tcp full UDP at 40% 0.30 5.5 - - 0% 32.0 2.0 1 of 2 ",
 	}
 	for i, w := range steady {
 		if got := strings.Join(back.Tables[3].Rows[i], " "); got != w {
