@@ -117,6 +117,11 @@ type RemoteConfig struct {
 	// 0: no such step).
 	SteadyFor   time.Duration `json:"steady_for_ns,omitempty"`
 	SteadyShare float64       `json:"steady_share,omitempty"`
+	// SteadyOf: of which rate a traced link's steady foreground takes
+	// SteadyShare: SteadyOfStep, the link's capacity over the step (its
+	// settling and window); "" the whole trace's mean rate, which on the
+	// LTE traces' steady windows is 61-83 % of their capacity there.
+	SteadyOf string `json:"steady_of,omitempty"`
 	// SteadyFG: the steady foreground's kinds, each a steady step of its
 	// own, one after the other (SteadyTCP, SteadyUDP; empty: TCP).
 	SteadyFG []string `json:"steady_foregrounds,omitempty"`

@@ -37,6 +37,7 @@ func init() {
 			fs.StringVar(&c.MonitorDir, "monitor", "", "record each testbed's TCP flows (lanes monitor CSV) into this directory")
 			fs.DurationVar(&c.SteadyFor, "steady-for", 10*time.Second, "last step: the background beside a steady foreground stream (0: no such step)")
 			fs.Float64Var(&c.SteadyShare, "steady-share", 0.4, "the steady foreground's pace, a share of the link's mean rate")
+			fs.StringVar(&c.SteadyOf, "steady-of", SteadyOfStep, "on a trace, the steady foreground's pace is --steady-share of: step (the link's capacity over the step) or mean (the whole trace's mean rate)")
 			steadyFG := fs.String("steady-fg", SteadyTCP, "the steady foreground's kinds, each a step of its own in this order: tcp (a TCP stream paced by the kernel), udp (a constant-rate UDP stream)")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			transports := fs.String("bg-transports", TransportTCP, "background flows' transports, each a testbed of its own: tcp (the system's congestion control), tcp-app-cc (the app sets cubic once connected), quic (quic-go, its own CUBIC)")
@@ -52,6 +53,13 @@ func init() {
 				var err error
 				if c.SteadyFG, err = parseSteadyFG(*steadyFG); err != nil {
 					return nil, err
+				}
+				switch c.SteadyOf {
+				case SteadyOfStep:
+				case "mean":
+					c.SteadyOf = ""
+				default:
+					return nil, fmt.Errorf("--steady-of %q: want step or mean", c.SteadyOf)
 				}
 				r := &testbed.Result{Experiment: "lbe-remote", Started: time.Now(), Params: map[string]any{"config": c}}
 				runs, err := RunRemote(ctx, env, c)

@@ -48,6 +48,27 @@ type RemoteSteady struct {
 	// denominator of Idle).
 	IdleMbps float64       `json:"idle_mbps,omitempty"`
 	Signal   *RemoteSignal `json:"signal,omitempty"`
+	// RateMbps: the foreground's pace, Mbit/s.
+	RateMbps float64 `json:"fg_rate_mbps,omitempty"`
+}
+
+// SteadyOfStep: a traced link's steady foreground is paced at a share of
+// the link's capacity over the step (RemoteConfig.SteadyOf).
+const SteadyOfStep = "step"
+
+// steadyRate is the steady foreground's pace from offset at on link l,
+// bytes/s: SteadyShare of the link's rate; on a trace, of its capacity
+// over the step (SteadyOfStep) or of the whole trace's mean rate.
+func (c *RemoteConfig) steadyRate(l *emu.Link, at time.Duration) int {
+	tr := l.Config().Trace
+	switch {
+	case tr == nil:
+		return int(c.SteadyShare * capacity(l, 0, time.Second))
+	case c.SteadyOf == SteadyOfStep:
+		span := steadySettle + c.SteadyFor
+		return int(c.SteadyShare * capacity(l, at, at+span) / span.Seconds())
+	}
+	return int(c.SteadyShare * tr.MeanRate() / 8)
 }
 
 // steadyKinds are the configuration's steady foregrounds (TCP if none).
@@ -94,10 +115,8 @@ func (rb *remoteBed) steadyStep(ctx context.Context, l *emu.Link, kind, dir stri
 	if _, err := rb.until(ctx, at); err != nil {
 		return s, err
 	}
-	rate := int(c.SteadyShare * capacity(l, 0, time.Second)) // bytes/s: a share of the mean rate
-	if tr := l.Config().Trace; tr != nil {
-		rate = int(c.SteadyShare * tr.MeanRate() / 8)
-	}
+	rate := c.steadyRate(l, at)
+	s.RateMbps = float64(rate) * 8 / 1e6
 	stop, err := rb.startSteadyFG(ctx, kind, dir, rate)
 	if err != nil {
 		return s, err
@@ -263,7 +282,7 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 		return nil
 	}
 	t := testbed.Table{Title: "Beside a steady foreground in the background's direction (a TCP stream paced at, or a constant-rate UDP stream of, " + pcts(c.SteadyShare) +
-		" of the link, each a step of its own, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
+		" of the link" + steadyOfText(c.SteadyOf) + ", each a step of its own, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
 		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the background's bytes ÷ the capacity the same foreground left idle alone (no background, paired: a background that slows the foreground does not widen its own denominator) and the foreground's bytes ÷ its bytes alone; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
 		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "bg ÷ idle alone", "fg ÷ fg alone", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
 	for _, x := range cells {
@@ -286,6 +305,14 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 		}
 	}
 	return &t
+}
+
+// steadyOfText says what a traced link's share is of.
+func steadyOfText(of string) string {
+	if of == SteadyOfStep {
+		return " (a trace: of its capacity over the step)"
+	}
+	return " (a trace: of its mean rate)"
 }
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 )
 
@@ -166,6 +167,36 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 	for i, w := range signal {
 		if got := strings.Join(back.Tables[4].Rows[i], " | "); got != w {
 			t.Errorf("signal row %d: %q, want %q", i, got, w)
+		}
+	}
+}
+
+// The steady foreground's pace on a trace is the share of the link's
+// capacity over the step, not of the whole trace's mean, unless asked:
+// a trace at 2 opportunities per ms for 20 s, then 1 per ms.
+func TestSteadyRateOfStep(t *testing.T) {
+	tr := &emu.Trace{Name: "two-rates", Period: 40000}
+	for ms := uint64(1); ms <= 40000; ms++ {
+		tr.MS = append(tr.MS, ms)
+		if ms <= 20000 {
+			tr.MS = append(tr.MS, ms)
+		}
+	}
+	l := emu.NewLink(emu.LinkConfig{Trace: tr}, func([]byte, any) {})
+	c := RemoteConfig{SteadyShare: 0.4, SteadyFor: 7 * time.Second, SteadyOf: SteadyOfStep}
+	perMS := float64(emu.OpportunityBytes) * 1000 // bytes/s of one opportunity per ms
+	for _, x := range []struct {
+		of   string
+		at   time.Duration
+		want float64
+	}{
+		{SteadyOfStep, 5 * time.Second, 0.4 * 2 * perMS},
+		{SteadyOfStep, 25 * time.Second, 0.4 * perMS},
+		{"", 25 * time.Second, 0.4 * 1.5 * perMS},
+	} {
+		c.SteadyOf = x.of
+		if got := float64(c.steadyRate(l, x.at)); math.Abs(got-x.want) > x.want*0.01 {
+			t.Errorf("steady-of %q at %v: %.0f bytes/s, want %.0f", x.of, x.at, got, x.want)
 		}
 	}
 }
