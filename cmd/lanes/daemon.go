@@ -37,7 +37,8 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
 	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; arrivals: its arrivals held at the yield's rate beside any present foreground; all; the lab pairs the rule with what it replaced)")
-	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, harm, all; the lab pairs the rule with what it replaced)")
+	harmPart := fs.Bool("harm-part", false, "a foreground's delay over the harm threshold holds background only where the background's part of that queue puts it over (the lab pairs it with the default, any such delay)")
+	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
 		off, err := datapath.ParseShareParts(*shareOff)
 		if err != nil {
@@ -86,7 +87,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
+			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, HarmPart: *harmPart, BgUDPKeepTokens: *keepTokens,
 			BgUDPOff: udpParts, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }

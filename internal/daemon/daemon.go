@@ -59,6 +59,9 @@ type Options struct {
 	// off (datapath.ShareParts; the lab pairs the rule with what it
 	// replaced).
 	ShareOff datapath.ShareParts
+	// HarmPart: harm is the background's part of a foreground's queue
+	// (datapath.HostConfig.HarmPart; a lab switch).
+	HarmPart bool
 	// BgUDPKeepTokens leaves the QUIC/UDP class's bucket as it is at a
 	// decrease of its rate (bgudp.Rule.KeepTokens; the lab pairs the rule
 	// with what it replaced).
@@ -354,7 +357,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HarmPart: d.opts.HarmPart, HoldArrivals: d.opts.BgUDPOff.Arrivals, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

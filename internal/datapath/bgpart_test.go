@@ -1,8 +1,9 @@
-// bgpart_test.go: the harm test's background part (sock_ops bgpart.h): a
-// background upload's bytes in flight beyond the hold's window are summed
-// on its interface (lanes_bg_part, key 0: every interface) while it
-// sends, and taken back when it closes, so a foreground's delay is judged
-// against what holding the background would take away.
+// bgpart_test.go: the harm test's background part (sock_ops bgpart.h,
+// HostConfig.HarmPart): a background upload's bytes in flight beyond the
+// hold's window are summed on its interface (lanes_bg_part, key 0: every
+// interface) while it sends, and taken back when it closes, so a
+// foreground's delay is judged against what holding the background would
+// take away.
 package datapath
 
 import (
@@ -19,7 +20,10 @@ func TestBackgroundPartCounted(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	var h *Host
-	p.A.Do(t, func() (err error) { h, err = OpenHost(HostConfig{Instance: "bgpart", Yield: true}); return err })
+	p.A.Do(t, func() (err error) {
+		h, err = OpenHost(HostConfig{Instance: "bgpart", Yield: true, HarmPart: true})
+		return err
+	})
 	t.Cleanup(func() { h.Close() })
 	if h.ops == nil {
 		t.Skipf("no sock_ops here: %v", h.Capabilities())

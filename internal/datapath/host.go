@@ -70,6 +70,10 @@ type HostConfig struct {
 	// ShareOff names the parts of the share rule beside a present
 	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
 	ShareOff ShareParts
+	// HarmPart: a foreground's delay over the harm threshold holds the
+	// background only where the background's part of it puts it over
+	// (sock_ops bgpart.h; a lab switch, false: any such delay holds).
+	HarmPart bool
 	// HoldArrivals holds the background non-TCP class's arrivals at the
 	// yield's rate beside any present foreground (classifier.Config; a lab
 	// switch, false: they share beside an unharmed one as its egress does)
@@ -235,7 +239,7 @@ func (h *Host) loadSockops() {
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, RLShare: rlShare(h.cfg.ShareOff),
-		BgClampShare: ledbatShare(h.cfg.ShareOff), HarmPart: h.cfg.ShareOff&ShareHarm == 0}
+		BgClampShare: ledbatShare(h.cfg.ShareOff), HarmPart: h.cfg.HarmPart}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same

@@ -27,25 +27,21 @@ const (
 	// ShareDownloads: rLEDBAT shares beside an unharmed foreground as
 	// LEDBAT++ does, instead of holding the receive window at the minimum.
 	ShareDownloads ShareParts = sockops.RLShareOn
-	// ShareHarm: a foreground's delay holds the background only where
-	// the background's part of it puts it over the harm threshold
-	// (sockops' bgpart.h); off, any delay over it does.
-	ShareHarm ShareParts = 1 << 8
 )
 
 var shareNames = []struct {
 	name string
 	part ShareParts
-}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"grow", ShareGrow}, {"download", ShareDownloads}, {"harm", ShareHarm}}
+}{{"slope", ShareSlope}, {"defer", ShareDefer}, {"grow", ShareGrow}, {"download", ShareDownloads}}
 
-// ParseShareParts parses a list of part names (slope, defer, grow, download, harm;
+// ParseShareParts parses a list of part names (slope, defer, grow, download;
 // "all" for every one).
 func ParseShareParts(names []string) (ShareParts, error) {
 	var p ShareParts
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		if n == "all" {
-			p |= ShareSlope | ShareDefer | ShareGrow | ShareDownloads | ShareHarm
+			p |= ShareSlope | ShareDefer | ShareGrow | ShareDownloads
 			continue
 		}
 		found := false
@@ -56,7 +52,7 @@ func ParseShareParts(names []string) (ShareParts, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("share rule part %q: want slope, defer, grow, download, harm or all", n)
+			return 0, fmt.Errorf("share rule part %q: want slope, defer, grow, download or all", n)
 		}
 	}
 	return p, nil

@@ -24,7 +24,11 @@
  * read is an upper bound (a hold when in doubt). No background TCP socket
  * counted within FG_HOLD_NS (only the QUIC/UDP class, or none), or no
  * rate: every sample above FG_HARM_QD_US is harm. CFG.harm_part 0 (the
- * lab's --share-rule-off harm): every such sample is harm.
+ * default; the daemon's --harm-part, a lab switch, sets it): every such
+ * sample is harm. Measured beside a stream that queues behind itself on
+ * the LTE traces, the background's share did not rise with it: released,
+ * LEDBAT++ at the share target reads that queue as its own (the hold
+ * keeps its window, and gives it back).
  */
 #ifndef LANES_SOCKOPS_BGPART_H
 #define LANES_SOCKOPS_BGPART_H

@@ -56,7 +56,8 @@ type Config struct {
 	BgClampShare uint32
 	// HarmPart: a foreground socket's delay harms only where the
 	// background's part of it (what a hold would take) puts it over the
-	// harm threshold (bgpart.h); false: any delay over it harms.
+	// harm threshold (bgpart.h); false (the default): any delay over it
+	// harms.
 	HarmPart bool
 }
 

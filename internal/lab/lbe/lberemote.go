@@ -73,7 +73,9 @@ var RemoteMethods = []RemoteMethod{
 	{"full-nodefer", "full, sharing with periodic slowdowns", true, true, "", []string{"--share-rule-off", "defer"}},
 	{"full-nogrow", "full, sharing with LEDBAT++'s own growth below the share target", true, true, "", []string{"--share-rule-off", "grow"}},
 	{"full-nodl", "full, downloads held beside a present foreground", true, true, "", []string{"--share-rule-off", "download"}},
-	{"full-anyharm", "full, any foreground delay over the harm threshold holds, whoever made the queue", true, true, "", []string{"--share-rule-off", "harm"}},
+	// harm only where the background's part of the queue puts the
+	// foreground over the threshold (lanes daemon --harm-part)
+	{"full-harmpart", "full, a foreground delay holds only where the background's part of the queue puts it over", true, true, "", []string{"--harm-part"}},
 	// the QUIC/UDP class's bucket left full at a decrease (bgudp.Rule.KeepTokens)
 	{"full-keeptokens", "full, the QUIC/UDP class's bucket left as it is at a decrease", true, true, "", []string{"--bg-udp-keep-tokens"}},
 	// the QUIC/UDP class's decrease beside a foreground at the share
