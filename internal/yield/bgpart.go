@@ -1,7 +1,9 @@
 // bgpart.go: the harm test's background part (sock_ops bgpart.h), as the
-// BPF code applies it: a foreground socket's delay over HarmQueue holds
-// the background only where the background's bytes in flight beyond the
-// hold's window, at the foreground's delivery rate, are what puts it over.
+// BPF code applies it behind the daemon's lab switch --harm-part (the
+// default: any delay over HarmQueue holds): a foreground socket's delay
+// over HarmQueue holds the background only where the background's bytes
+// in flight beyond the hold's window, at the foreground's delivery rate,
+// are what puts it over.
 package yield
 
 import "time"
