@@ -122,7 +122,7 @@ type RemoteConfig struct {
 	// SteadyOf: of which rate a traced link's steady foreground takes
 	// SteadyShare: SteadyOfStep, the link's capacity over the step (its
 	// settling and window); "" the whole trace's mean rate, which on the
-	// LTE traces' steady windows is 61-83 % of their capacity there.
+	// LTE traces' steady windows is 42-78 % of their capacity there.
 	SteadyOf string `json:"steady_of,omitempty"`
 	// SteadyFG: the steady foreground's kinds, each a steady step of its
 	// own, one after the other (SteadyTCP, SteadyUDP; empty: TCP).
