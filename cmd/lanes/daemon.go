@@ -36,7 +36,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
-	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; arrivals: its arrivals held at the yield's rate beside any present foreground; all; the lab pairs the rule with what it replaced)")
+	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; arrivals: its arrivals held at the yield's rate beside any present foreground; shape: its egress policed, not shaped; all; the lab pairs the rule with what it replaced)")
 	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
 		off, err := datapath.ParseShareParts(*shareOff)

@@ -34,6 +34,8 @@ type Datapath interface {
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
+	SetBgShape(ifindex int, bytes uint64) error
+	BgShapeStats(ifindex int) (datapath.LaneStats, error)
 }
 
 var _ Datapath = (*datapath.Host)(nil)

@@ -4,6 +4,7 @@
 package bgudp
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -21,6 +22,11 @@ type fakeDP struct {
 	held    bool // BgClassHeld: the classifier holds the class
 	present bool // ForegroundPresent
 	marks   int  // MarkBgArrivals calls
+	// the interface's shaper (shape_test.go): none unless hasShaper
+	hasShaper bool
+	shapeRate uint64  // its rate (0: not shaped)
+	shapeSent uint64  // bytes it sent
+	shapeQ    float64 // bytes waiting in it
 }
 
 func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
@@ -35,6 +41,19 @@ func (f *fakeDP) BgClassHeld(int) bool                        { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
 func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
 func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
+func (f *fakeDP) SetBgShape(_ int, bytes uint64) error {
+	if !f.hasShaper {
+		return errors.New("no shaper")
+	}
+	f.shapeRate = bytes
+	return nil
+}
+func (f *fakeDP) BgShapeStats(int) (datapath.LaneStats, error) {
+	if !f.hasShaper {
+		return datapath.LaneStats{}, errors.New("no shaper")
+	}
+	return datapath.LaneStats{Bytes: f.shapeSent}, nil
+}
 
 // dirSim is an episode on fakeDP, each direction through the policer into
 // its own bottleneck of rate link (bytes/s).

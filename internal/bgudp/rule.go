@@ -42,10 +42,13 @@ type RuleParts struct {
 	// present foreground, not steered to the share target beside an
 	// unharmed one (the classifier's half: datapath.Config.HoldArrivals)
 	Arrivals bool
+	// Shape: the class's egress policed (drops over the rate) where the
+	// interface's tree has the shaper, not shaped (datapath.SetBgShape)
+	Shape bool
 }
 
 // ParseRuleParts reads the parts named in names ("slope", "arrivals",
-// "all").
+// "shape", "all").
 func ParseRuleParts(names []string) (RuleParts, error) {
 	var p RuleParts
 	for _, n := range names {
@@ -54,10 +57,12 @@ func ParseRuleParts(names []string) (RuleParts, error) {
 			p.Slope = true
 		case "arrivals":
 			p.Arrivals = true
+		case "shape":
+			p.Shape = true
 		case "all":
-			p.Slope, p.Arrivals = true, true
+			p.Slope, p.Arrivals, p.Shape = true, true, true
 		default:
-			return p, fmt.Errorf("unknown part %q (slope, arrivals, all)", n)
+			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, all)", n)
 		}
 	}
 	return p, nil

@@ -66,6 +66,10 @@ type Egress struct {
 	leaf     string // the interactive lane's leaf qdisc kind (qdisc.go)
 	ackErr   error  // why the tree has no ACK class (nil: it has)
 	bgErr    error  // why background downloads are not policed (nil: they are; bgclass.go)
+	// the background non-TCP shaper (bgshape.go): its ceil (0: R), and
+	// why the tree has none (nil: it has)
+	bgShapeBytes uint64
+	bgShapeErr   error
 
 	mu     sync.Mutex
 	closed bool
@@ -121,6 +125,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 		return e, err
 	}
 	e.buildAck(h.addEgress(e))
+	e.buildBgShape()
 	if err := e.openBgClass(); err != nil {
 		return e, err
 	}
@@ -231,6 +236,7 @@ func (e *Egress) Update(cfg EgressConfig) error {
 		return err
 	}
 	e.buildAck(e.ackBytes)
+	e.buildBgShape()
 	return nil
 }
 

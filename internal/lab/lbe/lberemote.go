@@ -83,6 +83,10 @@ var RemoteMethods = []RemoteMethod{
 	// present foreground (bgudp.RuleParts.Arrivals)
 	{"full-udpholddl", "full, the QUIC/UDP class's arrivals held beside a present foreground", true, true, "",
 		[]string{"--bg-udp-rule-off", "arrivals"}},
+	// the QUIC/UDP class's egress policed (drops over its rate), not
+	// shaped (bgudp.RuleParts.Shape)
+	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
+		[]string{"--bg-udp-rule-off", "shape"}},
 }
 
 // RemoteConfig configures a run.
