@@ -44,7 +44,7 @@ func shapeRun(t *testing.T, off RuleParts) (share float64, meanQ time.Duration, 
 		if dp.shapeRate != 0 {
 			dp.shapeQ += b
 			out := min(dp.shapeQ, float64(dp.shapeRate)*dt.Seconds())
-			lost = max(0, dp.shapeQ-out-datapath.BgShapeQueueBytes)
+			lost = max(0, dp.shapeQ-out-float64(datapath.BgShapeQueueLimit(dp.shapeRate)))
 			dp.shapeQ -= out + lost
 			dp.shapeSent += uint64(out)
 			pass = out / dt.Seconds()

@@ -3,8 +3,8 @@
 // the classifier sends its packets there instead of the background lane's
 // class (lanes_bg_ctl's shaped, bgclass.h) and the class's ceil is the
 // controller's rate: what the sender offers above it waits in the class's
-// bfifo (BgShapeQueueBytes; a socket whose send buffer is smaller blocks
-// first), so a loss-based sender (quic-go's CUBIC) meets no drop at each
+// bfifo (100 ms of the rate, BgShapeQueueLimit; a socket whose send
+// buffer is smaller blocks first), so a loss-based sender (quic-go's CUBIC) meets no drop at each
 // lowering of the rate, only at that queue's limit, and keeps the
 // bottleneck busy through its own window cuts from that local queue, not
 // from the bottleneck's (docs/background.md, "Background QUIC and UDP").
@@ -27,15 +27,31 @@ import (
 )
 
 const (
-	// BgShapeQueueBytes is the shaper's bfifo limit: 64 KiB, about 43
-	// full frames. A CUBIC window cut by 0.3 at its overflow still covers
-	// the path's bandwidth-delay product while the queue it cut from is
-	// at least 0.43 of it: 30 KB at 6 Mbit/s and 40 ms, 125 KB at
-	// 10 Mbit/s and 100 ms (the window then holds both).
-	BgShapeQueueBytes = 64 << 10
+	// bgShapeQueueTime is the shaper's queue limit as time at its rate:
+	// a CUBIC window cut by 0.3 at the limit still covers the path's
+	// bandwidth-delay product while the queue it cut from is at least
+	// 0.43 of it (17 ms of the rate at a 40 ms round trip; 100 ms
+	// covers round trips up to 230 ms). In time, not bytes: 64 KiB at
+	// the floor's 200 kbit/s held a sender's packets 2.6 s, and its
+	// round trip with them.
+	bgShapeQueueTime = 100 // ms
+	// bgShapeQueueMin and bgShapeQueueMax bound that limit, bytes: at
+	// least 16 full frames (a paced QUIC sender's burst, one GSO batch
+	// of them), at most 64 KiB.
+	bgShapeQueueMin = 16 * wireMTU
+	bgShapeQueueMax = 64 << 10
 	// bgShapeLeafHandle is the shaper's leaf qdisc, 15:.
 	bgShapeLeafHandle = (lane.BgShapeClassID & 0xffff) << 16
 )
+
+// BgShapeQueueLimit is the shaper's bfifo limit at rate (bytes/s; 0: not
+// shaped, the largest).
+func BgShapeQueueLimit(rate uint64) uint32 {
+	if rate == 0 {
+		return bgShapeQueueMax
+	}
+	return clampU32(rate*bgShapeQueueTime/1000, bgShapeQueueMin, bgShapeQueueMax)
+}
 
 // replaceBgShapeClass creates (or changes) the shaper of the tree on link
 // ifindex and its bfifo: rate r, ceil bytes (0: R), prio of the
@@ -61,7 +77,7 @@ func (e *Egress) buildBgShape() {
 		if err := replaceBgShapeClass(idx, paramsFor(e.cfg), 0); err != nil {
 			return err
 		}
-		return replaceBfifo(idx, bgShapeLeafHandle, lane.BgShapeClassID, BgShapeQueueBytes)
+		return replaceBfifo(idx, bgShapeLeafHandle, lane.BgShapeClassID, BgShapeQueueLimit(0))
 	})
 	if e.bgShapeErr != nil {
 		slog.Warn("datapath: no background non-TCP shaper on this interface (the class is policed)",
@@ -82,7 +98,17 @@ func (e *Egress) setBgShapeRate(bytes uint64) error {
 	if bytes == e.bgShapeBytes {
 		return nil
 	}
-	if err := e.ns.do(func() error { return replaceBgShapeClass(e.link.Attrs().Index, paramsFor(e.cfg), bytes) }); err != nil {
+	idx := e.link.Attrs().Index
+	err := e.ns.do(func() error {
+		if err := replaceBgShapeClass(idx, paramsFor(e.cfg), bytes); err != nil {
+			return err
+		}
+		if BgShapeQueueLimit(bytes) == BgShapeQueueLimit(e.bgShapeBytes) {
+			return nil
+		}
+		return replaceBfifo(idx, bgShapeLeafHandle, lane.BgShapeClassID, BgShapeQueueLimit(bytes))
+	})
+	if err != nil {
 		return fmt.Errorf("%s: %w", e.cfg.Interface, err)
 	}
 	e.bgShapeBytes = bytes
