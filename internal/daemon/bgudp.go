@@ -69,6 +69,9 @@ func episodeLine(e bgudp.Episode) string {
 		what = "held by the foreground-aware yield"
 	case e.Rate != 0:
 		what = fmt.Sprintf("held at %.3g Mbit/s by the delay controller", float64(e.Rate)*8/1e6)
+		if e.Shaped {
+			what += ", shaped (its excess waits in the shaper 1:15)"
+		}
 	}
 	if e.Sharing && !e.Held {
 		what += " (sharing with a present foreground: a quarter of the target)"

@@ -128,17 +128,8 @@ func (e *Egress) bgShapeStats() (LaneStats, error) {
 	ls := LaneStats{Lane: lane.Background, ClassID: netlink.HandleStr(lane.BgShapeClassID)}
 	return ls, e.ns.do(func() error {
 		c, err := classStatsOf(e.link, lane.BgShapeClassID)
-		if err != nil || c == nil {
-			return err
-		}
-		if c.Basic != nil {
-			ls.Packets, ls.Bytes = uint64(c.Basic.Packets), c.Basic.Bytes
-		}
-		if c.Queue != nil {
-			ls.Drops, ls.Overlimits = uint64(c.Queue.Drops), uint64(c.Queue.Overlimits)
-			ls.BacklogBytes, ls.BacklogPackets = uint64(c.Queue.Backlog), uint64(c.Queue.Qlen)
-		}
-		return nil
+		ls.add(c)
+		return err
 	})
 }
 

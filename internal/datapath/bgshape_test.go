@@ -69,6 +69,10 @@ func TestBackgroundShaper(t *testing.T) {
 	if st.Bytes == 0 || st.Packets == 0 {
 		t.Fatalf("nothing left by the shaper: %+v", st)
 	}
+	// the lane's counters hold the shaper's
+	if ls, err := d.Stats(); err != nil || ls.Lanes[lane.Background].Packets < st.Packets {
+		t.Errorf("background lane %+v (%v), want the shaper's %d packets in it", ls.Lanes[lane.Background], err, st.Packets)
+	}
 	// what arrived over the send and the drain after it: the rate over
 	// at most dur + the read deadline, loosely (a loaded machine)
 	if hi := float64(rate) * (dur + time.Second).Seconds() * 1.5; float64(got) > hi {

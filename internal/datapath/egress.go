@@ -317,16 +317,25 @@ func (e *Egress) Stats() (map[lane.Lane]LaneStats, error) {
 	out := map[lane.Lane]LaneStats{}
 	for _, l := range lane.All {
 		ls := LaneStats{Lane: l, ClassID: netlink.HandleStr(l.ClassID())}
-		if st := hs[l.ClassID()]; st != nil {
-			if st.Basic != nil {
-				ls.Packets, ls.Bytes = uint64(st.Basic.Packets), st.Basic.Bytes
-			}
-			if st.Queue != nil {
-				ls.Drops, ls.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
-				ls.BacklogBytes, ls.BacklogPackets = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
-			}
+		ls.add(hs[l.ClassID()])
+		if l == lane.Background { // the lane's non-TCP egress where it is shaped (bgshape.go)
+			ls.add(hs[lane.BgShapeClassID])
 		}
 		out[l] = ls
 	}
 	return out, nil
+}
+
+// add counts an HTB class's counters (nil: none) into the lane's.
+func (ls *LaneStats) add(st *netlink.ClassStatistics) {
+	if st == nil {
+		return
+	}
+	if st.Basic != nil {
+		ls.Packets, ls.Bytes = ls.Packets+uint64(st.Basic.Packets), ls.Bytes+st.Basic.Bytes
+	}
+	if st.Queue != nil {
+		ls.Drops, ls.Overlimits = ls.Drops+uint64(st.Queue.Drops), ls.Overlimits+uint64(st.Queue.Overlimits)
+		ls.BacklogBytes, ls.BacklogPackets = ls.BacklogBytes+uint64(st.Queue.Backlog), ls.BacklogPackets+uint64(st.Queue.Qlen)
+	}
 }
