@@ -137,6 +137,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.stepInput(dp, in, d, prev, cur, target)
 	if d == datapath.Upload && wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
+		in.Shaped = true
 	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)

@@ -23,6 +23,12 @@ import (
 // class's share of the idle capacity, the bottleneck queue's mean over
 // the last 400 steps and whether the episode shaped.
 func shapeRun(t *testing.T, off RuleParts) (share float64, meanQ time.Duration, shaped bool) {
+	return shapeRunFrom(t, off, 0, 0.3)
+}
+
+// shapeRunFrom is shapeRun from a shaped rate and a link estimate of
+// start (bytes/s; 0: none), the sender offering offer0 of the link.
+func shapeRunFrom(t *testing.T, off RuleParts, start uint64, offer0 float64) (share float64, meanQ time.Duration, shaped bool) {
 	const link = 1.25e6
 	fg := 0.4 * link
 	dp := &fakeDP{hasShaper: true, present: true}
@@ -33,9 +39,14 @@ func shapeRun(t *testing.T, off RuleParts) (share float64, meanQ time.Duration, 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rng := rand.New(rand.NewSource(1))
 	dt := e.state.Rule.Interval
-	offer, queue := 0.3*link, 0.0
+	offer, queue := offer0*link, 0.0
 	var carried, q float64
 	prev := dp.cls
+	if start != 0 { // as a foreground's bulk transfer leaves the class: low, its link estimate with it
+		e.state.Rate, e.state.Link, e.state.measured = start, start, start
+		e.state.ests = []estimate{{rate: start, busy: true}}
+		e.shape.set(dp, e.Ifindex, start, log)
+	}
 	for i := range 600 {
 		b := offer * dt.Seconds()
 		c := &dp.cls[datapath.Upload]
@@ -113,5 +124,20 @@ func TestUploadPolicedWithoutShaper(t *testing.T) {
 	}
 	if s.dp.rates[datapath.Upload] == 0 || s.e.Shaped {
 		t.Fatalf("upload policed at %d B/s, shaped %v: want policed", s.dp.rates[datapath.Upload], s.e.Shaped)
+	}
+}
+
+// From the floor (as a foreground's bulk transfer leaves the class, its
+// link estimate with it) beside a foreground, the shaped upload finds the
+// idle capacity again: its growth is not slowed above its own rate's
+// measurement (State.shapedShare).
+func TestShapedUploadRecoversBesideForeground(t *testing.T) {
+	share, q, _ := shapeRunFrom(t, RuleParts{}, 25_000, 0.02)
+	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
+	if share < 0.9 {
+		t.Errorf("from the floor %.2f of the idle capacity, want at least 0.9", share)
+	}
+	if q > yield.ShareTarget(10*time.Millisecond) {
+		t.Errorf("queue mean %v above the share target", q)
 	}
 }
