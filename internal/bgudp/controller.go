@@ -35,6 +35,8 @@ type Datapath interface {
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
 	MarkOwnHarm(ifindex int, queue time.Duration)
+	SetBgShape(ifindex int, bytes uint64) error
+	BgShapeStats(ifindex int) (datapath.LaneStats, error)
 }
 
 var _ Datapath = (*datapath.Host)(nil)

@@ -4,6 +4,7 @@
 package bgudp
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -23,6 +24,11 @@ type fakeDP struct {
 	present bool            // ForegroundPresent
 	marks   int             // MarkBgArrivals calls
 	harms   []time.Duration // MarkOwnHarm's queues
+	// the interface's shaper (shape_test.go): none unless hasShaper
+	hasShaper bool
+	shapeRate uint64  // its rate (0: not shaped)
+	shapeSent uint64  // bytes it sent
+	shapeQ    float64 // bytes waiting in it
 }
 
 func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
@@ -38,6 +44,19 @@ func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil 
 func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
 func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)          { f.harms = append(f.harms, q) }
+func (f *fakeDP) SetBgShape(_ int, bytes uint64) error {
+	if !f.hasShaper {
+		return errors.New("no shaper")
+	}
+	f.shapeRate = bytes
+	return nil
+}
+func (f *fakeDP) BgShapeStats(int) (datapath.LaneStats, error) {
+	if !f.hasShaper {
+		return datapath.LaneStats{}, errors.New("no shaper")
+	}
+	return datapath.LaneStats{Bytes: f.shapeSent}, nil
+}
 
 // dirSim is an episode on fakeDP, each direction through the policer into
 // its own bottleneck of rate link (bytes/s).

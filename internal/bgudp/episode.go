@@ -37,6 +37,7 @@ type Episode struct {
 	Held       bool      // the yield holds the class now
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
+	Shaped     bool      // the upload's rate is the shaper's (its egress waits above it), not the policer's
 	Base       time.Duration
 	Queue      time.Duration
 	Probes     uint64 // echo requests sent
@@ -50,6 +51,7 @@ type episode struct {
 	state State
 	dir   datapath.Direction // the controlled direction
 	dirs  dirChoice
+	shape shaper // the upload's shaper (shape.go)
 	Episode
 }
 
@@ -60,6 +62,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
 	defer func() {
+		e.shape.set(dp, e.Ifindex, 0, log)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
@@ -123,16 +126,24 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.dir = d
 	if o := 1 - d; e.dirs.release(o) {
+		if o == datapath.Upload {
+			e.shape.set(dp, e.Ifindex, 0, log)
+		}
 		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
 			return err
 		}
 	}
+	shaped, wasShaped := e.shape.passed(dp, e.Ifindex, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
 	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
 		// class's own queue is that foreground's harm (yield.h's
 		// bg_own_delay): the kernel holds the class at the yield's rate
 		dp.MarkOwnHarm(e.Ifindex, in.Queue)
+	}
+	if d == datapath.Upload && wasShaped {
+		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
+		in.Shaped = true
 	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)
@@ -148,7 +159,16 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
-		"target", e.state.Rule.Target)
+		"target", e.state.Rule.Target, "shaped", e.shape.rate != 0)
+	if d == datapath.Upload && e.shape.usable(e.state.Rule) && e.shape.set(dp, e.Ifindex, rate, log) {
+		e.mu.Lock()
+		e.Shaped = rate != 0
+		e.mu.Unlock()
+		return nil // the policer stays unset: the yield alone applies there
+	}
+	e.mu.Lock()
+	e.Shaped = false
+	e.mu.Unlock()
 	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
 }
 

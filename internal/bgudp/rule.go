@@ -42,10 +42,13 @@ type RuleParts struct {
 	// present foreground, not steered to the share target beside an
 	// unharmed one (the classifier's half: datapath.Config.HoldArrivals)
 	Arrivals bool
+	// Shape: the class's egress policed (drops over the rate) where the
+	// interface's tree has the shaper, not shaped (datapath.SetBgShape)
+	Shape bool
 }
 
 // ParseRuleParts reads the parts named in names ("slope", "arrivals",
-// "all").
+// "shape", "all").
 func ParseRuleParts(names []string) (RuleParts, error) {
 	var p RuleParts
 	for _, n := range names {
@@ -54,10 +57,12 @@ func ParseRuleParts(names []string) (RuleParts, error) {
 			p.Slope = true
 		case "arrivals":
 			p.Arrivals = true
+		case "shape":
+			p.Shape = true
 		case "all":
-			p.Slope, p.Arrivals = true, true
+			p.Slope, p.Arrivals, p.Shape = true, true, true
 		default:
-			return p, fmt.Errorf("unknown part %q (slope, arrivals, all)", n)
+			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, all)", n)
 		}
 	}
 	return p, nil
@@ -121,6 +126,7 @@ type Input struct {
 	Passed  uint64        // what the policer let through, bytes/s
 	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already
 	Held    bool          // the yield holds the class now
+	Shaped  bool          // the step's upload left by the shaper (its excess waited, none dropped)
 	Dt      time.Duration // the step's length
 }
 
@@ -210,7 +216,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		if s.measured != 0 && s.Rate >= s.measured {
+		if s.measured != 0 && s.Rate >= s.measured && !s.shapedShare(in) {
 			up *= beyondLink
 		}
 		bound := uint64(headroom * ref)
@@ -220,6 +226,21 @@ func (s *State) Step(in Input) uint64 {
 		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, bound))
 	}
 	return s.Rate
+}
+
+// shapedShare says whether the step is a shaped upload's beside a
+// present foreground (the share target): there the shaper's output is
+// smooth, the bottleneck's queue follows its rate alone, and a window
+// whose samples stayed under the share target while the shaper held the
+// class shows a link at least as fast as what passed; the growth above
+// the window's measurement is not slowed. Beside a foreground the
+// measurement is the class's own rate (the standing-queue test is met by
+// the foreground's queue), so after a hold that left the rate at the
+// floor the slowed growth kept the class at a third of the idle
+// capacity for 10 s and more (docs/background.md, "Background QUIC and
+// UDP").
+func (s *State) shapedShare(in Input) bool {
+	return in.Shaped && s.Rule.Target < s.Rule.Policy
 }
 
 // Blind holds the class at the floor: no delay signal tells its queue.
@@ -242,7 +263,11 @@ func (s *State) observeLink(in Input) {
 	}
 	e := estimate{rate: linkEstimate(s.win, s.Rule.Target/4, in.Arrived), busy: true}
 	if e.rate == 0 {
-		e = estimate{rate: lowerBound(s.win, s.Rule.Target/4)}
+		noQueue := s.Rule.Target / 4
+		if s.shapedShare(in) {
+			noQueue = s.Rule.Target
+		}
+		e = estimate{rate: lowerBound(s.win, noQueue)}
 	}
 	s.ests = append(s.ests, e)
 	if len(s.ests) > estimateKeep {

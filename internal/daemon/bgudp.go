@@ -72,6 +72,9 @@ func episodeLine(e bgudp.Episode) string {
 		if e.Link > 0 {
 			what += fmt.Sprintf(" (%.2f of the link estimate)", float64(e.Rate)/float64(e.Link))
 		}
+		if e.Shaped {
+			what += ", shaped (its excess waits in the shaper 1:15)"
+		}
 	}
 	if e.Sharing && !e.Held {
 		what += " (sharing with a present foreground: a quarter of the target)"

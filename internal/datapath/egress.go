@@ -66,6 +66,10 @@ type Egress struct {
 	leaf     string // the interactive lane's leaf qdisc kind (qdisc.go)
 	ackErr   error  // why the tree has no ACK class (nil: it has)
 	bgErr    error  // why background downloads are not policed (nil: they are; bgclass.go)
+	// the background non-TCP shaper (bgshape.go): its ceil (0: R), and
+	// why the tree has none (nil: it has)
+	bgShapeBytes uint64
+	bgShapeErr   error
 
 	mu     sync.Mutex
 	closed bool
@@ -121,6 +125,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 		return e, err
 	}
 	e.buildAck(h.addEgress(e))
+	e.buildBgShape()
 	if err := e.openBgClass(); err != nil {
 		return e, err
 	}
@@ -231,6 +236,7 @@ func (e *Egress) Update(cfg EgressConfig) error {
 		return err
 	}
 	e.buildAck(e.ackBytes)
+	e.buildBgShape()
 	return nil
 }
 
@@ -311,16 +317,25 @@ func (e *Egress) Stats() (map[lane.Lane]LaneStats, error) {
 	out := map[lane.Lane]LaneStats{}
 	for _, l := range lane.All {
 		ls := LaneStats{Lane: l, ClassID: netlink.HandleStr(l.ClassID())}
-		if st := hs[l.ClassID()]; st != nil {
-			if st.Basic != nil {
-				ls.Packets, ls.Bytes = uint64(st.Basic.Packets), st.Basic.Bytes
-			}
-			if st.Queue != nil {
-				ls.Drops, ls.Overlimits = uint64(st.Queue.Drops), uint64(st.Queue.Overlimits)
-				ls.BacklogBytes, ls.BacklogPackets = uint64(st.Queue.Backlog), uint64(st.Queue.Qlen)
-			}
+		ls.add(hs[l.ClassID()])
+		if l == lane.Background { // the lane's non-TCP egress where it is shaped (bgshape.go)
+			ls.add(hs[lane.BgShapeClassID])
 		}
 		out[l] = ls
 	}
 	return out, nil
+}
+
+// add counts an HTB class's counters (nil: none) into the lane's.
+func (ls *LaneStats) add(st *netlink.ClassStatistics) {
+	if st == nil {
+		return
+	}
+	if st.Basic != nil {
+		ls.Packets, ls.Bytes = ls.Packets+uint64(st.Basic.Packets), ls.Bytes+st.Basic.Bytes
+	}
+	if st.Queue != nil {
+		ls.Drops, ls.Overlimits = ls.Drops+uint64(st.Queue.Drops), ls.Overlimits+uint64(st.Queue.Overlimits)
+		ls.BacklogBytes, ls.BacklogPackets = ls.BacklogBytes+uint64(st.Queue.Backlog), ls.BacklogPackets+uint64(st.Queue.Qlen)
+	}
 }

@@ -184,7 +184,7 @@ func bareTreeIsOurs(link netlink.Link) bool {
 		want[l.ClassID()] = false
 	}
 	for _, c := range cs {
-		if c.Attrs().Handle == lane.AckClassID { // optional: trees before it lack it
+		if h := c.Attrs().Handle; h == lane.AckClassID || h == lane.BgShapeClassID { // optional: trees before them lack them
 			continue
 		}
 		if _, ok := want[c.Attrs().Handle]; !ok {

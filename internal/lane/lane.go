@@ -77,6 +77,14 @@ const AckClassMinor = 0x14
 // AckClassID is the tc classid of the ACK class.
 const AckClassID = RootMajor<<16 | AckClassMinor
 
+// BgShapeClassMinor is the minor of the background lane's non-TCP shaper
+// (1:15): that class's egress where its controller shapes it at a rate
+// instead of policing it (docs/background.md "Background QUIC and UDP").
+const BgShapeClassMinor = 0x15
+
+// BgShapeClassID is the tc classid of the background non-TCP shaper.
+const BgShapeClassID = RootMajor<<16 | BgShapeClassMinor
+
 // ClassID returns the tc classid (major<<16 | minor) of the lane's class,
 // the value the classifier writes into skb->tc_classid.
 func (l Lane) ClassID() uint32 {

@@ -27,6 +27,8 @@ const (
 	ClassMinor  = uint32(AbiLaneClassLANE_CLASS_MINOR)
 	// AckClassMinor is the HTB class minor of the ACK class
 	AckClassMinor = uint32(AbiLaneClassLANE_ACK_CLASS_MINOR)
+	// BgShapeClassMinor is the HTB class minor of the background non-TCP shaper
+	BgShapeClassMinor = uint32(AbiLaneClassLANE_BG_SHAPE_CLASS_MINOR)
 )
 
 var (

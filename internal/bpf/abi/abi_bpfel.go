@@ -51,8 +51,9 @@ const (
 type AbiLaneClass uint32
 
 const (
-	AbiLaneClassLANE_CLASS_MINOR     AbiLaneClass = 16
-	AbiLaneClassLANE_ACK_CLASS_MINOR AbiLaneClass = 20
+	AbiLaneClassLANE_CLASS_MINOR          AbiLaneClass = 16
+	AbiLaneClassLANE_ACK_CLASS_MINOR      AbiLaneClass = 20
+	AbiLaneClassLANE_BG_SHAPE_CLASS_MINOR AbiLaneClass = 21
 )
 
 type AbiLanesAbi struct {

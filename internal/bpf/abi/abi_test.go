@@ -34,6 +34,9 @@ func TestLaneNumbers(t *testing.T) {
 	if AckClassMinor != lane.AckClassMinor {
 		t.Errorf("ACK class minor: Go %#x, C %#x", lane.AckClassMinor, AckClassMinor)
 	}
+	if BgShapeClassMinor != lane.BgShapeClassMinor {
+		t.Errorf("background shaper minor: Go %#x, C %#x", lane.BgShapeClassMinor, BgShapeClassMinor)
+	}
 	if ClassMinor != lane.ClassMinor {
 		t.Errorf("class minor: Go %#x, C %#x", lane.ClassMinor, ClassMinor)
 	}

@@ -56,6 +56,8 @@ struct bg_ctl {
 	__u64 rate;       /* bytes/s; 0: not policed (yield_rate still applies) */
 	__u64 yield_rate; /* bytes/s while the foreground is active; 0: no yield */
 	__u64 empty_gen;  /* a change empties the bucket once, at the next packet */
+	__u64 shaped;     /* egress: nonzero, the class leaves by the shaper class
+			   * (LANE_BG_SHAPE_CLASS_MINOR) whose HTB rate the daemon sets */
 };
 
 /* bg_state: the program's half of a class (the daemon only reads it). */
@@ -212,8 +214,25 @@ drop:
 	return 0;
 }
 
+/* bg_egress's verdicts */
+#define BG_DROP 0
+#define BG_PASS 1
+#define BG_PASS_SHAPED 2 /* passes, by the shaper class */
+
+/* bg_shaped says whether the interface's egress class leaves by the
+ * shaper class: a queue the daemon's rate drains, so that a loss-based
+ * sender's window cut at a drop empties that queue, not the bottleneck. */
+static __always_inline int bg_shaped(__u32 ifindex)
+{
+	__u32 key = ifindex * 2 + BG_DIR_EGRESS;
+	struct bg_ctl *ctl = bpf_map_lookup_elem(&lanes_bg_ctl, &key);
+
+	return ctl && ctl->shaped;
+}
+
 /* bg_egress records a background non-TCP packet's flow and charges it to
- * its interface's egress class; it returns whether the packet passes. */
+ * its interface's egress class; it returns BG_DROP, BG_PASS, or
+ * BG_PASS_SHAPED where the class is shaped. */
 static __always_inline int bg_egress(struct __sk_buff *skb, struct parsed *p)
 {
 	__u32 ifindex = skb->ifindex;
@@ -222,7 +241,9 @@ static __always_inline int bg_egress(struct __sk_buff *skb, struct parsed *p)
 		return 1;
 	if (p->have_ports)
 		bpf_map_update_elem(&lanes_bg_flows, &p->key, &ifindex, BPF_ANY);
-	return bg_pass(ifindex, BG_DIR_EGRESS, skb->len, p->key.daddr);
+	if (!bg_pass(ifindex, BG_DIR_EGRESS, skb->len, p->key.daddr))
+		return BG_DROP;
+	return bg_shaped(ifindex) ? BG_PASS_SHAPED : BG_PASS;
 }
 
 /* bg_reverse turns an arriving packet's key into the key its flow left

@@ -407,11 +407,17 @@ int lanes_classify(struct __sk_buff *skb)
 	kind = MATCH_DEFAULT;
 out:
 	if (lane == LANE_BACKGROUND) {
+		int bg;
+
 		if (!parsed)
 			parse(skb, &p);
-		if (!bg_egress(skb, &p)) {
+		bg = bg_egress(skb, &p);
+		if (bg != BG_PASS) {
 			count(skb, kind, lane);
-			return TC_ACT_SHOT;
+			if (bg == BG_DROP)
+				return TC_ACT_SHOT;
+			skb->tc_classid = LANE_BG_SHAPE_CLASS_MINOR;
+			return TC_ACT_OK;
 		}
 	}
 	return classify(skb, lane, kind, cookie);

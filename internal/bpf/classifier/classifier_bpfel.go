@@ -18,6 +18,7 @@ type ClassifierBgCtl struct {
 	Rate      uint64
 	YieldRate uint64
 	EmptyGen  uint64
+	Shaped    uint64
 }
 
 type ClassifierBgState struct {

@@ -34,10 +34,13 @@ enum lane {
 #define CAP_NONE 0x7fffffff
 
 /* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor);
- * the pure ACKs of capped downloads have the ACK class (lane.AckClassMinor). */
+ * the pure ACKs of capped downloads have the ACK class (lane.AckClassMinor);
+ * the background lane's non-TCP egress, where its controller shapes it, the
+ * shaper class (lane.BgShapeClassMinor). */
 enum lane_class {
 	LANE_CLASS_MINOR = 0x10,
 	LANE_ACK_CLASS_MINOR = 0x14,
+	LANE_BG_SHAPE_CLASS_MINOR = 0x15,
 };
 
 /* How the classifier found a packet's lane: index into the stats matrix

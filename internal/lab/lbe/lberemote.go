@@ -87,6 +87,10 @@ var RemoteMethods = []RemoteMethod{
 	// background at the minimum, its arrivals not presence (--untold-held)
 	{"full-untoldheld", "full, held beside a foreground without TCP RTT samples (UDP), its arrivals not presence", true, true, "",
 		[]string{"--untold-held"}},
+	// the QUIC/UDP class's egress policed (drops over its rate), not
+	// shaped (bgudp.RuleParts.Shape)
+	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
+		[]string{"--bg-udp-rule-off", "shape"}},
 }
 
 // RemoteConfig configures a run.

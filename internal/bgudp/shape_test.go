@@ -1,0 +1,143 @@
+// shape_test.go: the upload shaped instead of policed, beside a present
+// foreground, through the episode's control on fakeDP: a loss-based
+// sender meets the shaper's queue, not drops, at the rate's decreases.
+package bgudp
+
+import (
+	"io"
+	"log/slog"
+	"math/rand"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+// shapeRun plays a loss-based sender (its rate cut by 0.7 at a step it
+// lost bytes in: over the policer, or past the shaper's full queue;
+// grown by 2 % of the link per step otherwise) beside a foreground at
+// 40 % of a 10 Mbit/s link for 600 steps, with half the probe's samples
+// lifted by one of the class's bursts (shareRun's); it returns the
+// class's share of the idle capacity, the bottleneck queue's mean over
+// the last 400 steps and whether the episode shaped.
+func shapeRun(t *testing.T, off RuleParts) (share float64, meanQ time.Duration, shaped bool) {
+	return shapeRunFrom(t, off, 0, 0.3)
+}
+
+// shapeRunFrom is shapeRun from a shaped rate and a link estimate of
+// start (bytes/s; 0: none), the sender offering offer0 of the link.
+func shapeRunFrom(t *testing.T, off RuleParts, start uint64, offer0 float64) (share float64, meanQ time.Duration, shaped bool) {
+	const link = 1.25e6
+	fg := 0.4 * link
+	dp := &fakeDP{hasShaper: true, present: true}
+	policy := 10 * time.Millisecond
+	e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(policy)}}
+	e.state.Rule.Off = off
+	sig := newDelaySignal(yield.ShareTarget(policy))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rng := rand.New(rand.NewSource(1))
+	dt := e.state.Rule.Interval
+	offer, queue := offer0*link, 0.0
+	var carried, q float64
+	prev := dp.cls
+	if start != 0 { // as a foreground's bulk transfer leaves the class: low, its link estimate with it
+		e.state.Rate, e.state.Link, e.state.measured = start, start, start
+		e.state.ests = []estimate{{rate: start, busy: true}}
+		e.shape.set(dp, e.Ifindex, start, log)
+	}
+	for i := range 600 {
+		b := offer * dt.Seconds()
+		c := &dp.cls[datapath.Upload]
+		c.Bytes, c.Packets = c.Bytes+uint64(b), c.Packets+uint64(b/1200)+1
+		var pass, lost float64
+		if dp.shapeRate != 0 {
+			dp.shapeQ += b
+			out := min(dp.shapeQ, float64(dp.shapeRate)*dt.Seconds())
+			lost = max(0, dp.shapeQ-out-float64(datapath.BgShapeQueueLimit(dp.shapeRate)))
+			dp.shapeQ -= out + lost
+			dp.shapeSent += uint64(out)
+			pass = out / dt.Seconds()
+		} else {
+			pass = offer
+			if r := dp.rates[datapath.Upload]; r != 0 {
+				pass = min(offer, float64(r))
+			}
+			lost = (offer - pass) * dt.Seconds()
+			c.DropBytes += uint64(lost)
+		}
+		queue += (pass + fg - link) * dt.Seconds()
+		sent := pass
+		if queue < 0 {
+			sent, queue = pass+queue/dt.Seconds(), 0
+		}
+		qd := time.Duration(queue / link * float64(time.Second))
+		burst := time.Duration(0)
+		if rng.Intn(2) == 0 {
+			burst = time.Duration(rng.Int63n(int64(8 * time.Millisecond * time.Duration(pass+1) / time.Duration(link-fg))))
+		}
+		in := Input{Dt: dt}
+		blind := sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: 40*time.Millisecond + qd + burst}}, &in)
+		cur := dp.cls
+		if err := e.control(dp, log, &in, blind, prev, cur, policy); err != nil {
+			t.Fatal(err)
+		}
+		prev = cur
+		shaped = shaped || e.Shaped
+		if lost > 0 {
+			offer *= 0.7
+		} else {
+			offer += 0.02 * link
+		}
+		if i >= 200 {
+			carried, q = carried+sent/(link-fg)/400, q+float64(qd)/400
+		}
+	}
+	return carried, time.Duration(q), shaped
+}
+
+// Beside a foreground the shaped upload keeps the bottleneck busy through
+// the sender's cuts from the shaper's queue: it takes at least 0.9 of
+// the idle capacity, 0.1 more than policed, the bottleneck's queue at
+// the share target.
+func TestShapedUploadBesideForeground(t *testing.T) {
+	share, q, shaped := shapeRun(t, RuleParts{})
+	share0, q0, shaped0 := shapeRun(t, RuleParts{Shape: true})
+	t.Logf("class's share of the idle capacity shaped: %.2f (queue mean %v); policed %.2f (%v)", share, q, share0, q0)
+	if !shaped || shaped0 {
+		t.Fatalf("shaped %v with the shaper, %v without", shaped, shaped0)
+	}
+	if share < 0.9 || share < share0+0.1 {
+		t.Errorf("shaped %.2f, policed %.2f: want at least 0.9 and 0.1 more", share, share0)
+	}
+	if q > yield.ShareTarget(10*time.Millisecond) {
+		t.Errorf("queue mean %v above the share target", q)
+	}
+}
+
+// An interface without a shaper: the upload is policed.
+func TestUploadPolicedWithoutShaper(t *testing.T) {
+	s := newDirSim(1.25e6)
+	for range 200 {
+		s.step(t, [2]float64{2 * s.link, 30_000})
+	}
+	if s.dp.rates[datapath.Upload] == 0 || s.e.Shaped {
+		t.Fatalf("upload policed at %d B/s, shaped %v: want policed", s.dp.rates[datapath.Upload], s.e.Shaped)
+	}
+}
+
+// From the floor (as a foreground's bulk transfer leaves the class, its
+// link estimate with it) beside a foreground, the shaped upload finds the
+// idle capacity again: its growth is not slowed above its own rate's
+// measurement (State.shapedShare).
+func TestShapedUploadRecoversBesideForeground(t *testing.T) {
+	share, q, _ := shapeRunFrom(t, RuleParts{}, 25_000, 0.02)
+	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
+	if share < 0.9 {
+		t.Errorf("from the floor %.2f of the idle capacity, want at least 0.9", share)
+	}
+	if q > yield.ShareTarget(10*time.Millisecond) {
+		t.Errorf("queue mean %v above the share target", q)
+	}
+}

@@ -1,0 +1,205 @@
+// bgshape.go: the background non-TCP class's shaper (1:15) of every egress
+// tree. Where the controller (internal/bgudp) shapes the class's egress,
+// the classifier sends its packets there instead of the background lane's
+// class (lanes_bg_ctl's shaped, bgclass.h) and the class's ceil is the
+// controller's rate: what the sender offers above it waits in the class's
+// bfifo (100 ms of the rate, BgShapeQueueLimit; a socket whose send
+// buffer is smaller blocks first), so a loss-based sender (quic-go's CUBIC) meets no drop at each
+// lowering of the rate, only at that queue's limit, and keeps the
+// bottleneck busy through its own window cuts from that local queue, not
+// from the bottleneck's (docs/background.md, "Background QUIC and UDP").
+//
+// The class borrows as the background lane does (rate r, prio 7, ceil
+// the controller's rate or R), so it never goes before a foreground lane.
+// A tree where it cannot be made keeps working; SetBgShape then says why
+// and the controller polices the class instead.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const (
+	// bgShapeQueueTime is the shaper's queue limit as time at its rate:
+	// a CUBIC window cut by 0.3 at the limit still covers the path's
+	// bandwidth-delay product while the queue it cut from is at least
+	// 0.43 of it (17 ms of the rate at a 40 ms round trip; 100 ms
+	// covers round trips up to 230 ms). In time, not bytes: 64 KiB at
+	// the floor's 200 kbit/s held a sender's packets 2.6 s, and its
+	// round trip with them.
+	bgShapeQueueTime = 100 // ms
+	// bgShapeQueueMin and bgShapeQueueMax bound that limit, bytes: at
+	// least 16 full frames (a paced QUIC sender's burst, one GSO batch
+	// of them), at most 64 KiB.
+	bgShapeQueueMin = 16 * wireMTU
+	bgShapeQueueMax = 64 << 10
+	// bgShapeLeafHandle is the shaper's leaf qdisc, 15:.
+	bgShapeLeafHandle = (lane.BgShapeClassID & 0xffff) << 16
+)
+
+// BgShapeQueueLimit is the shaper's bfifo limit at rate (bytes/s; 0: not
+// shaped, the largest).
+func BgShapeQueueLimit(rate uint64) uint32 {
+	if rate == 0 {
+		return bgShapeQueueMax
+	}
+	return clampU32(rate*bgShapeQueueTime/1000, bgShapeQueueMin, bgShapeQueueMax)
+}
+
+// replaceBgShapeClass creates (or changes) the shaper of the tree on link
+// ifindex and its bfifo: rate r, ceil bytes (0: R), prio of the
+// background lane.
+func replaceBgShapeClass(ifindex int, p treeParams, bytes uint64) error {
+	ceil := p.rootBytes
+	if bytes > 0 {
+		ceil = min(bytes, p.rootBytes)
+	}
+	c := htbClass(ifindex, lane.BgShapeClassID, rootClass, tokenRate, ceil, lane.Background.HTBPrio())
+	if err := netlink.ClassReplace(c); err != nil {
+		return fmt.Errorf("htb class %s: %w", netlink.HandleStr(lane.BgShapeClassID), err)
+	}
+	return nil
+}
+
+// buildBgShape (re)builds the tree's shaper, unrestricted; a failure is
+// recorded (bgShapeErr), not returned. Called with the tree built.
+func (e *Egress) buildBgShape() {
+	e.bgShapeBytes = 0
+	idx := e.link.Attrs().Index
+	e.bgShapeErr = e.ns.do(func() error {
+		if err := replaceBgShapeClass(idx, paramsFor(e.cfg), 0); err != nil {
+			return err
+		}
+		return replaceBfifo(idx, bgShapeLeafHandle, lane.BgShapeClassID, BgShapeQueueLimit(0))
+	})
+	if e.bgShapeErr != nil {
+		slog.Warn("datapath: no background non-TCP shaper on this interface (the class is policed)",
+			"interface", e.cfg.Interface, "err", e.bgShapeErr)
+	}
+}
+
+// setBgShapeRate changes the shaper's ceil (bytes/s, 0: R).
+func (e *Egress) setBgShapeRate(bytes uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	if e.bgShapeErr != nil {
+		return fmt.Errorf("%s: %w", e.cfg.Interface, e.bgShapeErr)
+	}
+	if bytes == e.bgShapeBytes {
+		return nil
+	}
+	idx := e.link.Attrs().Index
+	err := e.ns.do(func() error {
+		if err := replaceBgShapeClass(idx, paramsFor(e.cfg), bytes); err != nil {
+			return err
+		}
+		if BgShapeQueueLimit(bytes) == BgShapeQueueLimit(e.bgShapeBytes) {
+			return nil
+		}
+		return replaceBfifo(idx, bgShapeLeafHandle, lane.BgShapeClassID, BgShapeQueueLimit(bytes))
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.cfg.Interface, err)
+	}
+	e.bgShapeBytes = bytes
+	return nil
+}
+
+// bgShapeStats reads the shaper's counters.
+func (e *Egress) bgShapeStats() (LaneStats, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return LaneStats{}, errClosed
+	}
+	if e.bgShapeErr != nil {
+		return LaneStats{}, e.bgShapeErr
+	}
+	ls := LaneStats{Lane: lane.Background, ClassID: netlink.HandleStr(lane.BgShapeClassID)}
+	return ls, e.ns.do(func() error {
+		c, err := classStatsOf(e.link, lane.BgShapeClassID)
+		ls.add(c)
+		return err
+	})
+}
+
+// classStatsOf is the counters of class handle on link (nil: no such class).
+func classStatsOf(link netlink.Link, handle uint32) (*netlink.ClassStatistics, error) {
+	hs, err := classStats(link)
+	if err != nil {
+		return nil, err
+	}
+	return hs[handle], nil
+}
+
+// egressOf is the host's tree on ifindex.
+func (h *Host) egressOf(ifindex int) (*Egress, error) {
+	h.ackMu.Lock()
+	defer h.ackMu.Unlock()
+	for e := range h.egresses {
+		if e.link != nil && e.link.Attrs().Index == ifindex {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("no egress tree on ifindex %d", ifindex)
+}
+
+// SetBgShape shapes the background non-TCP class's egress on an interface
+// at bytes/s (its shaper's ceil, the classifier's shaped on), or stops
+// shaping it (0: the class leaves by the background lane's class again,
+// the shaper unrestricted). It fails where the interface has no tree or
+// its tree no shaper; the class's policer (SetBgRate) is left as it is.
+func (h *Host) SetBgShape(ifindex int, bytes uint64) error {
+	e, err := h.egressOf(ifindex)
+	if err != nil {
+		return err
+	}
+	if bytes == 0 { // off first: no packet enters a class being opened
+		return errors.Join(h.putBgShaped(ifindex, false), e.setBgShapeRate(0))
+	}
+	if err := e.setBgShapeRate(bytes); err != nil {
+		return err
+	}
+	return h.putBgShaped(ifindex, true)
+}
+
+// BgShapeStats reads the shaper's counters on an interface (Bytes: what
+// it sent).
+func (h *Host) BgShapeStats(ifindex int) (LaneStats, error) {
+	e, err := h.egressOf(ifindex)
+	if err != nil {
+		return LaneStats{}, err
+	}
+	return e.bgShapeStats()
+}
+
+// putBgShaped sets the egress control value's shaped flag.
+func (h *Host) putBgShaped(ifindex int, on bool) error {
+	h.bgCtlMu.Lock()
+	defer h.bgCtlMu.Unlock()
+	return h.use(func() error {
+		var ctl classifier.ClassifierBgCtl
+		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, Upload), &ctl); err != nil {
+			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
+		}
+		want := uint64(0)
+		if on {
+			want = 1
+		}
+		if ctl.Shaped == want {
+			return nil
+		}
+		ctl.Shaped = want
+		return h.cls.LanesBgCtl.Put(bgKey(ifindex, Upload), ctl)
+	})
+}
