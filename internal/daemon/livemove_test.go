@@ -44,13 +44,14 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// classBytes reads the bytes A's HTB class of lane minor (0x12
-// interactive, 0x13 background) has sent.
+// classBytes reads the bytes A's HTB classes of lane minor (0x12
+// interactive, 0x13 background) have sent.
 type classBytes struct {
 	h    *netlink.Handle
 	link netlink.Link
@@ -70,18 +71,24 @@ func newClassBytes(t *testing.T, p *testutil.Path) *classBytes {
 	return &classBytes{h: h, link: l}
 }
 
+// of is the bytes the lane of class minor has sent: the background lane's
+// are its class's and its non-TCP shaper's (1:15, where the QUIC/UDP
+// class's egress waits while the controller shapes it).
 func (c *classBytes) of(minor uint16) uint64 {
 	cls, err := c.h.ClassList(c.link, netlink.HANDLE_NONE)
 	if err != nil {
 		return 0
 	}
+	var n uint64
 	for _, cl := range cls {
 		a := cl.Attrs()
-		if a.Handle == netlink.MakeHandle(1, minor) && a.Statistics != nil && a.Statistics.Basic != nil {
-			return a.Statistics.Basic.Bytes
+		ours := a.Handle == netlink.MakeHandle(1, minor) ||
+			minor == minorBackground && a.Handle == lane.BgShapeClassID
+		if ours && a.Statistics != nil && a.Statistics.Basic != nil {
+			n += a.Statistics.Basic.Bytes
 		}
 	}
-	return 0
+	return n
 }
 
 // untilBytes polls class minor every 500 µs until it has sent more than
