@@ -25,7 +25,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -77,7 +77,7 @@ func startLanesDaemon(t *testing.T, ns *testutil.NetNS, link string, ifaceKeys .
 		}
 	})
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		if c, err := api.Dial(sock); err == nil {
+		if c, err := client.Dial(sock); err == nil {
 			err = c.Ping()
 			c.Close()
 			if err == nil {
@@ -186,7 +186,7 @@ func TestDashboardHeldAndRealtime(t *testing.T) {
 	pacedFlowAtoB(t, p, 9000, 64<<10, 0) // the foreground: interactive
 	bg, _ := pacedFlowAtoB(t, p, 9001, 16<<10, 2*time.Millisecond)
 	rt, _ := pacedFlowAtoB(t, p, 9002, 200, 20*time.Millisecond)
-	dc, err := api.Dial(sock)
+	dc, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func serveDashboard(t *testing.T, p *testutil.Pair, sock string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { smp.Close() })
-	dc, err := api.Dial(sock)
+	dc, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
