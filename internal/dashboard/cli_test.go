@@ -10,22 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/testutil"
 )
-
-// buildLanes builds cmd/lanes into a directory of the test's.
-func buildLanes(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "lanes")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lanes").CombinedOutput(); err != nil {
-		t.Fatalf("build lanes: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // runLanesDashboard runs `lanes dashboard` of the daemon at sock, sampling
 // ns, on a loopback port until the test ends; it returns the address.
@@ -83,7 +73,7 @@ func TestLanesDashboardListsUDPFlow(t *testing.T) {
 	p.A.Do(t, func() (err error) { conn, err = net.Dial("udp4", fmt.Sprintf("%s:9", p.AddrB)); return })
 	t.Cleanup(func() { conn.Close() })
 	local := conn.LocalAddr().String()
-	addr := runLanesDashboard(t, buildLanes(t), sock, p.A)
+	addr := runLanesDashboard(t, testutil.BuildLanes(t, "../.."), sock, p.A)
 	var s udpSnapshot
 	for deadline := time.Now().Add(testutil.Patience(20 * time.Second)); ; {
 		s = getUDPSnapshot(t, addr)
