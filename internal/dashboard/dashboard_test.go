@@ -1,5 +1,5 @@
 // Tests of the dashboard on a real loopback TCP connection sampled by the TCP
-// monitor; the daemon is a table (its real API is tested in internal/api and
+// monitor; the daemon is a table (its real API is tested in internal/apiserver and
 // internal/daemon): the flow appears with its lane, cwnd and cap series, and
 // the page, its script, the snapshot and /metrics are served.
 package dashboard
