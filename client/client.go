@@ -78,8 +78,7 @@ func (c *Client) dialLocked() error {
 	}
 	conn, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w at %s (is `lanes daemon` running? start it with `sudo lanes daemon`): %v",
-			ErrNoDaemon, path, err)
+		return fmt.Errorf("%w at %s (is `lanes daemon` running?): %v", ErrNoDaemon, path, err)
 	}
 	c.conn, c.r = conn, bufio.NewReaderSize(conn, 64<<10)
 	return nil

@@ -20,7 +20,7 @@ func Example() {
 	defer c.Close()
 	st, err := c.Status()
 	if err != nil {
-		log.Fatal(err) // says whether the daemon runs and how to start it
+		log.Fatal(err) // says whether the daemon runs
 	}
 	fmt.Println("lanes", st.Version, "policy", st.Policy)
 

@@ -51,7 +51,11 @@ func (c *Client) Start(cmd *exec.Cmd, l Lane) (Moved, error) {
 	defer w.Close()
 	fd := strconv.Itoa(3 + len(cmd.ExtraFiles))
 	cmd.ExtraFiles = append(cmd.ExtraFiles, r)
-	cmd.Args = append([]string{"sh", "-c", gate, cmd.Path, fd}, cmd.Args[1:]...)
+	args := []string{"sh", "-c", gate, cmd.Path, fd}
+	if len(cmd.Args) > 1 {
+		args = append(args, cmd.Args[1:]...)
+	}
+	cmd.Args = args
 	cmd.Path = "/bin/sh"
 	if err := cmd.Start(); err != nil {
 		return Moved{}, err

@@ -63,6 +63,7 @@ func TestClientGoModule(t *testing.T) {
 	}
 	for _, want := range []string{
 		"registered tcp " + p.AddrB.String() + " dport 9100",
+		"event: registered tcp " + p.AddrB.String() + " dport 9100",
 		"in background by api",
 		"udp " + p.AddrA.String(),
 		"unregistered tcp",

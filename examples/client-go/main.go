@@ -3,19 +3,22 @@
 //
 //	lanes-client-go [--socket PATH] --to HOST:PORT
 //
-// It reads the daemon's status, connects a TCP socket to HOST:PORT and
-// puts it in background, lists the registrations and finds its flow,
+// It reads the daemon's status, follows its events, connects a TCP socket
+// to HOST:PORT and puts it in background, sees the registration's event,
+// lists the registrations and finds its flow,
 // connects a UDP socket to HOST:PORT and finds it among the UDP flows,
 // removes its registration, and runs `cat /proc/self/cgroup` in the
 // background lane. One line per step; exits 1 at the first failure.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/lanes-net/lanes/client"
 )
@@ -44,6 +47,9 @@ func run(c *client.Client, to string) error {
 		return err
 	}
 	fmt.Printf("daemon %s, policy %s, %d interface(s)\n", st.Version, st.Policy, len(st.Interfaces))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := c.Events(ctx, 100*time.Millisecond)
 	conn, err := net.Dial("tcp", to)
 	if err != nil {
 		return err
@@ -54,6 +60,9 @@ func run(c *client.Client, to string) error {
 		return err
 	}
 	fmt.Printf("registered %s -> %s\n", f, client.Background)
+	if err := awaitRegistered(events, f); err != nil {
+		return err
+	}
 	if err := findRegistration(c, f); err != nil {
 		return err
 	}
@@ -68,6 +77,17 @@ func run(c *client.Client, to string) error {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	fmt.Println("run in background: cat /proc/self/cgroup")
 	return c.Run(cmd, client.Background)
+}
+
+// awaitRegistered waits for the event of f's registration.
+func awaitRegistered(events <-chan client.Event, f client.Flow) error {
+	for ev := range events {
+		if ev.Kind == client.EventRegistered && ev.Flow.Flow.SPort == f.SPort && ev.Flow.Flow.DPort == f.DPort {
+			fmt.Printf("event: %s %s in %s\n", ev.Kind, ev.Flow.Flow, ev.Flow.Lane)
+			return nil
+		}
+	}
+	return fmt.Errorf("no event of the registration of %s", f)
 }
 
 // findRegistration finds f among the daemon's registrations.
