@@ -1,4 +1,7 @@
-// server.go: the daemon side of the protocol. One goroutine per connection
+// Package apiserver is the daemon's side of the lanes API (the protocol is
+// internal/api): who may do what, the unix-socket server and its limits.
+//
+// server.go: the server. One goroutine per connection
 // (on Go's netpoller, no thread of its own); the caller's credentials are
 // taken once at accept (SO_PEERCRED, SO_PEERGROUPS); every request is
 // decoded, authorized against them and handed to the daemon's Handler.
