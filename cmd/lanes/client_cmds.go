@@ -26,7 +26,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/udpflow"
 )
@@ -45,21 +45,21 @@ func init() {
 func socketFlag(fs *pflag.FlagSet, e *env) *string {
 	def := e.getenv("LANES_SOCKET")
 	if def == "" {
-		def = api.DefaultSocket
+		def = client.DefaultSocket
 	}
 	return fs.String("socket", def, "daemon API socket (env LANES_SOCKET)")
 }
 
 // dialDaemon connects to the daemon and refuses one that manages another
 // network namespace than this process's.
-func dialDaemon(sock string) (*api.Client, *api.Status, error) {
-	c, err := api.Dial(sock)
+func dialDaemon(sock string) (*client.Client, *client.Status, error) {
+	c, err := client.Dial(sock)
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := c.Status()
 	if err == nil {
-		err = api.CheckSameNetns(st)
+		err = client.CheckSameNetns(st)
 	}
 	if err != nil {
 		c.Close()
@@ -71,11 +71,11 @@ func dialDaemon(sock string) (*api.Client, *api.Status, error) {
 // dialDaemonWait is dialDaemon retried while no daemon listens yet (its
 // socket missing or refusing), for up to wait: a daemon just started in
 // the background of a shell serves its API about a second later.
-func dialDaemonWait(ctx context.Context, sock string, wait time.Duration) (*api.Client, *api.Status, error) {
+func dialDaemonWait(ctx context.Context, sock string, wait time.Duration) (*client.Client, *client.Status, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		c, st, err := dialDaemon(sock)
-		if err == nil || !errors.Is(err, api.ErrNoDaemon) || !time.Now().Before(deadline) {
+		if err == nil || !errors.Is(err, client.ErrNoDaemon) || !time.Now().Before(deadline) {
 			return c, st, err
 		}
 		select {
@@ -114,7 +114,7 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 // statusJSON is `lanes status --json`: the daemon's status document and
 // its UDP flows (QUIC included) with lane and why.
 type statusJSON struct {
-	*api.Status
+	*client.Status
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
 }
@@ -131,7 +131,7 @@ func printUDPFlows(e *env, flows []udpflow.Flow, more int) {
 	}
 }
 
-func printStatus(e *env, st *api.Status) {
+func printStatus(e *env, st *client.Status) {
 	fmt.Fprintf(e.stdout, "lanes %s  policy %s  since %s\nnetwork namespace %s\n", st.Version, st.Policy, st.StartedAt, st.Netns)
 	for _, it := range st.Interfaces {
 		rate := ""
@@ -221,18 +221,18 @@ func addFlowFlags(fs *pflag.FlagSet) flowFlags {
 	}
 }
 
-func (ff flowFlags) flow() (api.Flow, error) {
+func (ff flowFlags) flow() (client.Flow, error) {
 	if *ff.dst == "" {
-		return api.Flow{}, usageErrorf("--dst IP:PORT is required")
+		return client.Flow{}, usageErrorf("--dst IP:PORT is required")
 	}
 	ap, err := netip.ParseAddrPort(*ff.dst)
 	if err != nil {
-		return api.Flow{}, usageErrorf("--dst %q: want IP:PORT ([v6]:PORT for IPv6)", *ff.dst)
+		return client.Flow{}, usageErrorf("--dst %q: want IP:PORT ([v6]:PORT for IPv6)", *ff.dst)
 	}
 	if *ff.sport == 0 || *ff.sport > 65535 {
-		return api.Flow{}, usageErrorf("--sport must be 1-65535")
+		return client.Flow{}, usageErrorf("--sport must be 1-65535")
 	}
-	f := api.Flow{Dst: ap.Addr().Unmap().String(), DPort: ap.Port(), SPort: uint16(*ff.sport), Proto: *ff.proto}
+	f := client.Flow{Dst: ap.Addr().Unmap().String(), DPort: ap.Port(), SPort: uint16(*ff.sport), Proto: *ff.proto}
 	if err := f.Validate(); err != nil {
 		return f, usageErrorf("%v", err)
 	}
@@ -314,7 +314,7 @@ func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if err != nil {
 			return err
 		}
-		err = c.MovePID(os.Getpid(), l)
+		_, err = c.Move(os.Getpid(), l, true)
 		c.Close()
 		if err != nil {
 			return err
@@ -376,10 +376,10 @@ func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		defer c.Close()
-		var sum api.Moved
+		var sum client.Moved
 		scheds := map[string]int{}
 		for _, pid := range pids {
-			m, err := c.MoveProcess(pid, l, *keep)
+			m, err := c.Move(pid, l, *keep)
 			if err != nil {
 				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, sum.Processes)
 			}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 )
@@ -196,7 +196,7 @@ func coopStatusCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		defer c.Close()
 		doc, err := c.Component("coop")
-		var off *api.OffError
+		var off *client.OffError
 		if errors.As(err, &off) { // a state, not a failure: exit 0
 			if *asJSON {
 				return json.NewEncoder(e.stdout).Encode(map[string]string{"off": off.Why})

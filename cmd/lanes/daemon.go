@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
@@ -26,7 +26,7 @@ func init() {
 
 func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	pol := fs.String("policy", "", "policy file (default: the embedded default policy)")
-	sock := fs.String("socket", api.DefaultSocket, "API socket path")
+	sock := fs.String("socket", client.DefaultSocket, "API socket path")
 	check := fs.Bool("check", false, "only validate the policy file and exit")
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
 	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
@@ -96,7 +96,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 // running on sock applies only at a restart (its reload would refuse it);
 // without a daemon there, nothing to compare.
 func checkAgainstRunning(sock string, p *policy.Policy) error {
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		return nil
 	}

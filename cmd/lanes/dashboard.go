@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/dashboard"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -43,8 +42,8 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		defer smp.Close()
 		cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default()}
-		d := &redialClient{path: *sock}
-		defer d.close()
+		d := client.New(*sock) // it dials again after an error: it follows a daemon that restarts
+		defer d.Close()
 		if _, err := d.Status(); err != nil {
 			fmt.Fprintf(e.stderr, "%v: showing flows only until it answers\n", err)
 		}
@@ -83,58 +82,4 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		return err
 	}
-}
-
-// redialClient is an API client that reconnects after an error, so the
-// dashboard follows a daemon that restarts. The dashboard calls it from one
-// goroutine at a time.
-type redialClient struct {
-	path string
-	c    *api.Client
-}
-
-func (r *redialClient) client() (*api.Client, error) {
-	if r.c == nil {
-		c, err := api.Dial(r.path)
-		if err != nil {
-			return nil, err
-		}
-		r.c = c
-	}
-	return r.c, nil
-}
-
-// call runs fn on a connected client; a transport error drops the
-// connection so the next call redials (errors the daemon answered keep it).
-func call[T any](r *redialClient, fn func(*api.Client) (T, error)) (T, error) {
-	var zero T
-	c, err := r.client()
-	if err != nil {
-		return zero, err
-	}
-	v, err := fn(c)
-	var de *api.DaemonError
-	if err != nil && !errors.As(err, &de) {
-		r.close()
-	}
-	return v, err
-}
-
-func (r *redialClient) close() {
-	if r.c != nil {
-		r.c.Close()
-		r.c = nil
-	}
-}
-
-func (r *redialClient) Status() (*api.Status, error) {
-	return call(r, func(c *api.Client) (*api.Status, error) { return c.Status() })
-}
-
-func (r *redialClient) Component(name string) (json.RawMessage, error) {
-	return call(r, func(c *api.Client) (json.RawMessage, error) { return c.Component(name) })
-}
-
-func (r *redialClient) SocketInfo(cookies []uint64) (api.SocketInfo, error) {
-	return call(r, func(c *api.Client) (api.SocketInfo, error) { return c.SocketInfo(cookies) })
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -62,7 +62,7 @@ func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
 	fs.StringVar(&m.lanes, "lane", "", "only flows in these lanes (comma separated; needs the daemon)")
 	defSock := e.getenv("LANES_SOCKET")
 	if defSock == "" {
-		defSock = api.DefaultSocket
+		defSock = client.DefaultSocket
 	}
 	fs.StringVar(&m.socket, "socket", defSock, "the daemon's API socket, for lanes (env LANES_SOCKET)")
 	fs.StringVar(&m.src, "src", "", "only flows whose local address is in this prefix or address")

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -21,7 +21,7 @@ import (
 // background sockets, whose app may set a congestion control of its own at
 // any time (shown beside the LEDBAT++ it keeps).
 type daemonLanes struct {
-	client  *api.Client
+	client  *client.Client
 	err     error
 	known   map[uint64]laneAnswer
 	ccNames map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
@@ -88,7 +88,7 @@ func (d *daemonLanes) yielding() bool {
 }
 
 func newDaemonLanes(socket string) *daemonLanes {
-	c, err := api.Dial(socket)
+	c, err := client.Dial(socket)
 	return &daemonLanes{client: c, err: err, known: map[uint64]laneAnswer{}}
 }
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -40,15 +41,15 @@ func (h *laneHandler) Status() (*api.Status, error) {
 	return &api.Status{Interfaces: []api.InterfaceStatus{{Name: "veth0", Lanes: []api.LaneStats{
 		{Lane: lane.Interactive, BacklogBytes: 12112}, {Lane: lane.Background, BacklogBytes: b}}}}}, nil
 }
-func (h *laneHandler) Flows() ([]api.FlowInfo, error)               { return nil, errNotHere }
-func (h *laneHandler) Register(api.Cred, api.Flow, lane.Lane) error { return errNotHere }
-func (h *laneHandler) Unregister(api.Cred, api.Flow) error          { return errNotHere }
-func (h *laneHandler) MovePID(api.Cred, int, lane.Lane, bool) (api.Moved, error) {
+func (h *laneHandler) Flows() ([]api.FlowInfo, error)                     { return nil, errNotHere }
+func (h *laneHandler) Register(apiserver.Cred, api.Flow, lane.Lane) error { return errNotHere }
+func (h *laneHandler) Unregister(apiserver.Cred, api.Flow) error          { return errNotHere }
+func (h *laneHandler) MovePID(apiserver.Cred, int, lane.Lane, bool) (api.Moved, error) {
 	return api.Moved{}, errNotHere
 }
 func (h *laneHandler) LaneCgroup(lane.Lane) (string, error) { return "", errNotHere }
-func (h *laneHandler) Owners() api.Owners                   { return nil }
-func (h *laneHandler) Access() api.Access                   { return api.Access{} }
+func (h *laneHandler) Owners() apiserver.Owners             { return nil }
+func (h *laneHandler) Access() apiserver.Access             { return apiserver.Access{} }
 func (h *laneHandler) Component(name string) (json.RawMessage, error) {
 	if name == "background" {
 		return json.RawMessage(fmt.Sprintf(`{"yielding":%v}`, h.yielding.Load())), nil
@@ -102,7 +103,7 @@ func TestMonitorLanesFromDaemon(t *testing.T) {
 	defer c.Close()
 	h := &laneHandler{lanes: map[uint64]lane.Lane{socketCookie(t, c): lane.Background}}
 	sock := filepath.Join(t.TempDir(), "lanes.sock")
-	srv, err := api.Listen(sock, h, nil)
+	srv, err := apiserver.Listen(sock, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

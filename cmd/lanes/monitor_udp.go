@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/udpflow"
 )
@@ -24,7 +24,7 @@ const udpAskEvery = time.Second
 
 // udpFlows keeps the daemon's last answer.
 type udpFlows struct {
-	client *api.Client
+	client *client.Client
 	filter udpFilter
 	at     time.Time
 	flows  []udpflow.Flow

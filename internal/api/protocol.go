@@ -1,6 +1,9 @@
-// Package api is the lanes daemon's control protocol: its wire types, request
-// decoding and authorization rules, the unix-socket server the daemon runs,
-// and the Go client that the CLI and applications use.
+// Package api is the lanes daemon's control protocol: its wire types
+// (requests, replies, status, registered and UDP flows) and request
+// decoding. It imports no other part of lanes but the lane names, so that
+// the public Go client (package client) pulls in no BPF object and no
+// plotting; the daemon's side (authorization, the server, its limits) is
+// internal/apiserver.
 //
 // Protocol (docs/api.md): a unix stream socket; each request is one line of
 // JSON, each reply one line of JSON, in order; a connection may carry many
@@ -16,7 +19,6 @@ import (
 	"net/netip"
 
 	"github.com/lanes-net/lanes/internal/lane"
-	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -232,8 +234,8 @@ type Response struct {
 	// UDPFlows answers udp-flows: a page of the UDP sockets of the
 	// daemon's namespace and the background class's 5-tuples no socket
 	// claims; UDPMore: how many follow the page (ask again with From).
-	UDPFlows []udpflow.Flow `json:"udp_flows,omitempty"`
-	UDPMore  int            `json:"udp_more,omitempty"`
+	UDPFlows []UDPFlow `json:"udp_flows,omitempty"`
+	UDPMore  int       `json:"udp_more,omitempty"`
 }
 
 // Moved is what one move-pid changed: the process's cgroup, the open
@@ -248,7 +250,8 @@ type Moved struct {
 }
 
 // OffError is a component that the policy leaves off: not a failure, a
-// state to report as such (`lanes coop status` exits 0 with it).
+// state to report as such (`lanes coop status` exits 0 with it). The
+// daemon's Component returns it; the component op's reply carries its Why.
 type OffError struct {
 	Name string // the component ("coop", "realtime")
 	Why  string // what in the policy leaves it off

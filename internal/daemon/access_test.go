@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -100,11 +102,11 @@ func TestN4WhoMayMoveWhatDoc(t *testing.T) {
 // TestN4WhoMayMoveWhat: a member of the access group without a realtime
 // grant put its own process, root's process, PID 1 and a flow it did not
 // own in realtime, though docs/policy.md said realtime needs a grant.
-// Fix: api.Authorize decides by the table; realtime needs the group and a
+// Fix: apiserver.Authorize decides by the table; realtime needs the group and a
 // grant and then covers the caller's own processes and flows only, PID 1
 // is root's alone. Every cell runs against a daemon with fresh targets,
 // except root's on PID 1 (they would move this machine's init), which are
-// asked of api.Authorize.
+// asked of apiserver.Authorize.
 func TestN4WhoMayMoveWhat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -119,7 +121,7 @@ func TestN4WhoMayMoveWhat(t *testing.T) {
 		for i, target := range whoTargets {
 			err := b.whoTry(t, c, who.uid, r.lane, i)
 			if r.caller == "root" && target == "PID 1" {
-				err = api.Authorize(api.Cred{UID: 0}, api.Request{Op: api.OpMovePID, PID: 1, Lane: r.lane}, nil, api.Access{Group: "users"})
+				err = apiserver.Authorize(apiserver.Cred{UID: 0}, api.Request{Op: api.OpMovePID, PID: 1, Lane: r.lane}, nil, apiserver.Access{Group: "users"})
 			}
 			if r.allow[i] && err != nil {
 				t.Errorf("%s, %s, %s: refused (%v); the table allows it", r.caller, r.lane, target, err)
@@ -134,24 +136,27 @@ func TestN4WhoMayMoveWhat(t *testing.T) {
 // whoTry asks, through c (uid's client), for target i of whoTargets to be
 // put in lane l, on a fresh process or socket. PID 1 is asked of the
 // daemon only for callers other than root.
-func (b *attackBed) whoTry(t *testing.T, c *api.Client, uid uint32, l lane.Lane, i int) error {
+func (b *attackBed) whoTry(t *testing.T, c *client.Client, uid uint32, l lane.Lane, i int) error {
 	t.Helper()
 	switch whoTargets[i] {
 	case "own process":
-		return c.MovePID(sleeper(t, uid), l)
+		_, err := c.Move(sleeper(t, uid), l, true)
+		return err
 	case "another uid's process":
-		return c.MovePID(sleeper(t, whoOther), l)
+		_, err := c.Move(sleeper(t, whoOther), l, true)
+		return err
 	case "PID 1":
 		if uid == 0 {
 			return nil
 		}
-		return c.MovePID(1, l)
+		_, err := c.Move(1, l, true)
+		return err
 	}
 	owner := uid
 	if whoTargets[i] == "another uid's flow" {
 		owner = whoOther
 	}
-	f, err := api.FlowOf(b.dialAs(t, owner, "udp", "", 0))
+	f, err := client.FlowOf(b.dialAs(t, owner, "udp", "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}

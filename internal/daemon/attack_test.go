@@ -22,7 +22,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/procstat"
@@ -38,7 +40,7 @@ type attackBed struct {
 	p    *testutil.Pair
 	d    *proc
 	sock string
-	root *api.Client
+	root *client.Client
 }
 
 func newAttackBed(t *testing.T, extra string) *attackBed {
@@ -58,7 +60,7 @@ func newAttackBed(t *testing.T, extra string) *attackBed {
 		}
 		return c != nil
 	})
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +69,11 @@ func newAttackBed(t *testing.T, extra string) *attackBed {
 }
 
 // client connects to the API as uid with these supplementary groups.
-func (b *attackBed) client(t *testing.T, uid uint32, groups []uint32) *api.Client {
+func (b *attackBed) client(t *testing.T, uid uint32, groups []uint32) *client.Client {
 	t.Helper()
-	var c *api.Client
+	var c *client.Client
 	var err error
-	testutil.AsUser(t, uid, uid, groups, func() error { c, err = api.Dial(b.sock); return nil })
+	testutil.AsUser(t, uid, uid, groups, func() error { c, err = client.Dial(b.sock); return nil })
 	if err != nil {
 		t.Fatalf("dial as uid %d: %v", uid, err)
 	}
@@ -204,9 +206,9 @@ func TestAttackHelper(t *testing.T) {
 	var f api.Flow
 	fmt.Sscanf(strings.ReplaceAll(os.Getenv("LANES_ATTACK_FLOW"), ",", " "), "%s %d %d", &f.Dst, &f.DPort, &f.SPort)
 	f.Proto = "tcp"
-	var c *api.Client
+	var c *client.Client
 	var err error
-	testutil.AsUser(t, nobody, nobody, groups, func() error { c, err = api.Dial(sock); return nil })
+	testutil.AsUser(t, nobody, nobody, groups, func() error { c, err = client.Dial(sock); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +250,7 @@ func TestAttackUnregisterOthers(t *testing.T) {
 	}
 	b := newAttackBed(t, "")
 	conn := b.dialAs(t, nobody, "tcp", "", 0)
-	f, err := api.FlowOf(conn)
+	f, err := client.FlowOf(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +282,7 @@ func TestAttackWildcardProto(t *testing.T) {
 	}
 	b := newAttackBed(t, "")
 	conn := b.dialAs(t, nobody, "tcp", "", 0)
-	f, _ := api.FlowOf(conn)
+	f, _ := client.FlowOf(conn)
 	b.dialAs(t, 0, "udp", "", int(f.SPort)) // root's UDP flow, same ports
 	user := b.client(t, nobody, nil)
 	wild := api.Flow{Dst: f.Dst, DPort: f.DPort, SPort: f.SPort}
@@ -321,9 +323,9 @@ func TestAttackLocalAddress(t *testing.T) {
 		return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: second, Mask: net.CIDRMask(24, 32)}})
 	})
 	rootConn := b.dialAs(t, 0, "tcp", b.p.AddrA.String(), 0)
-	rf, _ := api.FlowOf(rootConn)
+	rf, _ := client.FlowOf(rootConn)
 	userConn := b.dialAs(t, nobody, "tcp", second.String(), int(rf.SPort))
-	uf, _ := api.FlowOf(userConn)
+	uf, _ := client.FlowOf(userConn)
 	rootCookie := cookieOf(t, rootConn)
 
 	user := b.client(t, nobody, nil)
@@ -352,10 +354,10 @@ func TestAttackLocalAddress(t *testing.T) {
 // second address, then root connects from the first address with the same
 // ports: sock_ops resolves root's new socket by the datapath key at
 // connect, and must leave it alone.
-func checkLaterRootSocket(t *testing.T, b *attackBed, user *api.Client, second net.IP) {
+func checkLaterRootSocket(t *testing.T, b *attackBed, user *client.Client, second net.IP) {
 	t.Helper()
 	userConn2 := b.dialAs(t, nobody, "tcp", second.String(), 0)
-	uf2, _ := api.FlowOf(userConn2)
+	uf2, _ := client.FlowOf(userConn2)
 	if err := user.Register(uf2, lane.Background); err != nil {
 		t.Fatalf("own flow with its local address: %v", err)
 	}
@@ -369,13 +371,13 @@ func checkLaterRootSocket(t *testing.T, b *attackBed, user *api.Client, second n
 // checkUDPByLocalAddress: UDP has no sock_ops, so the classifier's own
 // lookup must tell the two local addresses apart: root's datagrams on the
 // same ports as nobody's registered flow stay out of its lane.
-func checkUDPByLocalAddress(t *testing.T, b *attackBed, user *api.Client, second net.IP) {
+func checkUDPByLocalAddress(t *testing.T, b *attackBed, user *client.Client, second net.IP) {
 	t.Helper()
 	var sink net.PacketConn // so that no ICMP refusal stops the senders
 	b.p.B.Do(t, func() (err error) { sink, err = net.ListenPacket("udp", ":8080"); return err })
 	t.Cleanup(func() { sink.Close() })
 	userUDP := b.dialAs(t, nobody, "udp", second.String(), 0)
-	ufu, _ := api.FlowOf(userUDP)
+	ufu, _ := client.FlowOf(userUDP)
 	rootUDP := b.dialAs(t, 0, "udp", b.p.AddrA.String(), int(ufu.SPort))
 	if err := user.Register(ufu, lane.Background); err != nil {
 		t.Fatalf("own UDP flow: %v", err)
@@ -445,7 +447,7 @@ func TestAttackLocalAddressIPv6(t *testing.T) {
 
 	user := b.client(t, nobody, nil)
 	userConn := b.dialTo(t, nobody, "tcp", second, 0, dst)
-	uf, _ := api.FlowOf(userConn)
+	uf, _ := client.FlowOf(userConn)
 	if uf.Src != second {
 		t.Fatalf("nobody's flow %s: want src %s", uf, second)
 	}
@@ -559,7 +561,7 @@ func TestAttackRegistrationFlood(t *testing.T) {
 // on one connection at 114 % of a core; 32 connections: 195 %, RSS 334 MB,
 // BPF programs 18 -> 68, root's status 51-188 ms). Fix: one sock_diag
 // sampler kept by the daemon, its sample reused by the requests that
-// follow it, and unprivileged callers' requests paced (api.UserRate a
+// follow it, and unprivileged callers' requests paced (apiserver.UserRate a
 // second per uid). The test loops socket-lanes from 32 nobody connections
 // for 3 s and bounds the daemon's CPU share, RSS and BPF programs; root's
 // status latency meanwhile is printed.
@@ -578,7 +580,7 @@ func TestD1SocketLanesFlood(t *testing.T) {
 		go func() {
 			for i := 0; time.Since(began) < flood; i++ {
 				cookies := []uint64{uint64(i), 1, 2}
-				if _, err := c.Do(api.Request{Op: api.OpSockLanes, Cookies: cookies}); err != nil {
+				if _, err := c.SocketLanes(cookies); err != nil {
 					errs <- err
 					return
 				}
@@ -871,7 +873,7 @@ func TestD11MoveByThreadID(t *testing.T) {
 	}
 	cgBefore, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid))
 	user := b.client(t, nobody, nil)
-	if err := user.MovePID(tid, lane.Background); err == nil {
+	if _, err := user.Move(tid, lane.Background, true); err == nil {
 		t.Errorf("nobody moved root's process %d by naming its thread %d", cmd.Process.Pid, tid)
 	}
 	if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cmd.Process.Pid)); string(cg) != string(cgBefore) {
@@ -911,7 +913,7 @@ func TestD12MappedAddressAlias(t *testing.T) {
 	}
 	b := newAttackBed(t, "")
 	conn := b.dialAs(t, nobody, "tcp", "", 0)
-	f, err := api.FlowOf(conn)
+	f, err := client.FlowOf(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1138,7 +1140,7 @@ func TestD1SocketLanesFullRequests(t *testing.T) {
 		c := b.client(t, nobody, nil)
 		go func() {
 			for time.Since(began) < flood {
-				if _, err := c.Do(api.Request{Op: api.OpSockLanes, Cookies: cookies}); err != nil {
+				if _, err := c.SocketLanes(cookies); err != nil {
 					errs <- err
 					return
 				}
@@ -1169,7 +1171,7 @@ func TestD1SocketLanesFullRequests(t *testing.T) {
 		sent.Load(), len(line), conns, wall.Round(time.Millisecond), cpu, 100*float64(cpu)/float64(wall), rssKB(t, pid), total/time.Duration(n), worst, n)
 	// the burst, the rate over the wall time, one in flight per connection
 	cost := float64((len(line) + 1023) / 1024)
-	if bound := int64((api.UserBurst+api.UserRate*wall.Seconds())/cost) + conns; sent.Load() > bound {
+	if bound := int64((apiserver.UserBurst+apiserver.UserRate*wall.Seconds())/cost) + conns; sent.Load() > bound {
 		t.Errorf("nobody was served %d full requests in %v, the pacing allows %d", sent.Load(), wall, bound)
 	}
 }

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/testutil"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -390,7 +390,7 @@ func probeWithState(t *testing.T, b *mxBed) (p95 time.Duration, lost int, mode, 
 // mxSteering is the yield's mode/cause and the class's episode, briefly
 // (no *testing.T: it runs beside the probe).
 func mxSteering(sock string) (mode, nonTCP string) {
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		return err.Error(), ""
 	}

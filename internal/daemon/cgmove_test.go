@@ -129,7 +129,7 @@ func startInScope(t *testing.T, b *attackBed, cmd *exec.Cmd, scope, scopeRel str
 	if err := os.WriteFile(filepath.Join(scope, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.root.MovePID(pid, l); err != nil {
+	if _, err := b.root.Move(pid, l, true); err != nil {
 		t.Fatal(err)
 	}
 	if cg := procCgroup(t, pid); !strings.HasPrefix(cg, scopeRel+"/lanes.") || !strings.HasSuffix(cg, "."+l.String()) {

@@ -6,7 +6,7 @@
 package daemon
 
 import (
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -49,7 +49,7 @@ func lookupCookies[V any](d *Daemon, cookies []uint64, get func(*datapathHost, u
 	return out
 }
 
-var _ api.SocketCCer = (*Daemon)(nil)
+var _ apiserver.SocketCCer = (*Daemon)(nil)
 
 // SocketAppCCs returns, for the background sockets among cookies whose app
 // asked for a congestion control of its own (and kept LEDBAT++), the name it

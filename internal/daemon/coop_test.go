@@ -29,7 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -74,7 +74,7 @@ coop:
 
 func coopStatus(t *testing.T, sock string) coop.Status {
 	t.Helper()
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

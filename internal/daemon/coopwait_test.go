@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
@@ -58,7 +58,7 @@ func TestN10CoopPortSquatted(t *testing.T) {
 		filepath.Join(t.TempDir(), "coop.json"))
 	_, sock := startDaemon(t, p.A, pol)
 	coopDoc := func() map[string]any {
-		c, err := api.Dial(sock)
+		c, err := client.Dial(sock)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
@@ -163,7 +164,7 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.stopComponents()
-	srv, err := api.Listen(opts.Socket, d, d.log)
+	srv, err := apiserver.Listen(opts.Socket, d, d.log)
 	if err != nil {
 		d.stopComponents()
 		d.stopTasks()
@@ -244,7 +245,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 // serve runs the API until ctx ends or the server fails, reloading the
 // policy on each signal from hup (and restarting the task rules and components when it
 // changed).
-func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signal) error {
+func (d *Daemon) serve(ctx context.Context, srv *apiserver.Server, hup <-chan os.Signal) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ctx) }()
 	sweepCtx, stopSweep := context.WithCancel(ctx)
@@ -435,15 +436,15 @@ func (d *Daemon) ifaceNames() []string {
 	return out
 }
 
-// --- api.Handler ---
+// --- apiserver.Handler ---
 
-func (d *Daemon) Owners() api.Owners { return procOwners{proc: "/proc"} }
+func (d *Daemon) Owners() apiserver.Owners { return procOwners{proc: "/proc"} }
 
 // Access is the policy's access group and realtime grants.
-func (d *Daemon) Access() api.Access {
+func (d *Daemon) Access() apiserver.Access {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return api.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+	return apiserver.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
 }
 
 func (d *Daemon) Flows() ([]api.FlowInfo, error) {
@@ -467,7 +468,7 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 	return path, err
 }
 
-func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
+func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
 	t0 := time.Now()
 	m, err := d.moveProcess(pid, l)
 	if err != nil {

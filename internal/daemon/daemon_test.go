@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -255,7 +256,7 @@ func startDaemon(t *testing.T, ns *testutil.NetNS, policy string, flags ...strin
 	d := start(t, ns, append([]string{"daemon", "--policy", pol, "--socket", sock}, flags...)...)
 	deadline := time.Now().Add(testutil.Patience(20 * time.Second))
 	for {
-		if c, err := api.Dial(sock); err == nil {
+		if c, err := client.Dial(sock); err == nil {
 			err = c.Ping()
 			c.Close()
 			if err == nil {
@@ -271,7 +272,7 @@ func startDaemon(t *testing.T, ns *testutil.NetNS, policy string, flags ...strin
 
 func status(t *testing.T, sock string) *api.Status {
 	t.Helper()
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +697,7 @@ func TestProcessLaneRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -765,9 +766,9 @@ func TestSocketLanes(t *testing.T) {
 		t.Fatal("an unknown cookie got a lane")
 	}
 	// why: the registered 3-tuple, as `lanes monitor` shows it
-	_, why, err := c.SocketLanesWhy([]uint64{cookie})
-	if err != nil || !strings.HasPrefix(why[cookie], "flow api") {
-		t.Fatalf("why socket %d is background: %q %v", cookie, why[cookie], err)
+	si, err := c.SocketInfo([]uint64{cookie})
+	if err != nil || !strings.HasPrefix(si.Why[cookie], "flow api") {
+		t.Fatalf("why socket %d is background: %q %v", cookie, si.Why[cookie], err)
 	}
 }
 
@@ -949,13 +950,13 @@ func listening(t *testing.T, ns *testutil.NetNS, proto string, port int) bool {
 	return found
 }
 
-func daemonAndServer(t *testing.T) (*testutil.Pair, string, *api.Client) {
+func daemonAndServer(t *testing.T) (*testutil.Pair, string, *client.Client) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	p := testutil.NewVethPair(t)
 	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -202,7 +203,7 @@ func TestDaemonWithoutSockops(t *testing.T) {
 	sock := filepath.Join(dir, "lanes.sock")
 	d := start(t, p.A, "daemon", "--policy", pol, "--socket", sock, "--without", "sock_ops")
 	waitFor(t, "the daemon", func() bool {
-		c, err := api.Dial(sock)
+		c, err := client.Dial(sock)
 		if err != nil {
 			return d.cmd.ProcessState != nil
 		}

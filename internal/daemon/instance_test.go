@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -93,7 +93,7 @@ func TestAttackInstanceNameReuse(t *testing.T) {
 	}
 
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

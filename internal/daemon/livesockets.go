@@ -13,6 +13,7 @@ import (
 	"net/netip"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -73,7 +74,7 @@ func liveSocketsOf(f api.Flow, uid int64) ([]uint64, error) {
 // moveLiveSocketsLocked puts the flow's connected sockets in lane l and
 // remembers what they had (d.mu held). An unprivileged caller's
 // registration moves only the caller's own sockets.
-func (d *Daemon) moveLiveSocketsLocked(c api.Cred, f api.Flow, l lane.Lane) {
+func (d *Daemon) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane) {
 	uid := int64(-1)
 	if !c.Privileged {
 		uid = int64(c.UID)

@@ -2,7 +2,7 @@
 // for the API's authorization (anyone may demote their own flows and
 // processes to background, and no one else's), and resolves the access
 // group's name. Group membership itself comes from the caller's
-// credentials at connect (api.Cred), not from here.
+// credentials at connect (apiserver.Cred), not from here.
 package daemon
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/lanes-net/lanes/internal/api"
 )
 
-// procOwners implements api.Owners for the daemon's own network namespace.
+// procOwners implements apiserver.Owners for the daemon's own network namespace.
 type procOwners struct {
 	proc string // "/proc" (tests may point elsewhere)
 }

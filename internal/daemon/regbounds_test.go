@@ -5,6 +5,7 @@ package daemon_test
 import (
 	"testing"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -30,7 +31,7 @@ func TestN12MoreSpecificOverride(t *testing.T) {
 		return m[cookie]
 	}
 	conn := b.dialAs(t, nobody, "tcp", "", 0)
-	f, err := api.FlowOf(conn)
+	f, err := client.FlowOf(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestN12MoreSpecificOverride(t *testing.T) {
 	// the other order: nobody first, root then registers the flow
 	// without src; nobody's more specific entry must not win
 	conn2 := b.dialAs(t, nobody, "tcp", "", 0)
-	f2, _ := api.FlowOf(conn2)
+	f2, _ := client.FlowOf(conn2)
 	f2.Src = ""
 	if err := user.Register(f2, lane.Background); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestN11MemberRegistrationBound(t *testing.T) {
 	b := newAttackBed(t, "access:\n  group: users\n")
 	const perUID, users, rootKeeps = 256, 3584, 512
 	sport := uint16(10000)
-	register := func(c *api.Client, n int) (ok int) {
+	register := func(c *client.Client, n int) (ok int) {
 		for range n {
 			sport++
 			if c.Register(api.Flow{Dst: b.p.AddrB.String(), DPort: 9, SPort: sport, Proto: "udp"}, lane.Interactive) == nil {

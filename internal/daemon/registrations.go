@@ -3,7 +3,7 @@
 //
 //   - ownership: an unprivileged caller (not root, not in the access group)
 //     may register only flows whose every matching socket is theirs
-//     (api.Authorize; so may a granted member in realtime), always with
+//     (apiserver.Authorize; so may a granted member in realtime), always with
 //     their sockets' local address in the datapath's key (pinSrc), may not
 //     override a registration made by someone else or a policy flow rule
 //     that covers its key (the same key, or the same without a local
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -58,7 +59,7 @@ type regLife struct {
 }
 
 // Register puts a flow in a lane for the caller (authorized by the server).
-func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
+func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
 	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
 		var err error
 		if f, err = d.pinSrc(f); err != nil {
@@ -103,7 +104,7 @@ func (d *Daemon) Register(c api.Cred, f api.Flow, l lane.Lane) error {
 
 // pinSrc gives a flow the caller owns (an unprivileged caller's, or a
 // granted member's realtime one) the local address of its sockets (all of
-// them the caller's, api.Authorize), so that the datapath's key names it:
+// them the caller's, apiserver.Authorize), so that the datapath's key names it:
 // without one the key would also match a later socket of another user on
 // another local address with the same ports.
 func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
@@ -128,7 +129,7 @@ func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
 // registeredLocked finds the registration an unregister names: f itself,
 // or, when f has no src, the one registration that differs from f only by
 // its pinned local address (pinSrc) and that the caller may remove.
-func (d *Daemon) registeredLocked(c api.Cred, f api.Flow) (api.Flow, api.FlowInfo, bool) {
+func (d *Daemon) registeredLocked(c apiserver.Cred, f api.Flow) (api.Flow, api.FlowInfo, bool) {
 	if fi, ok := d.flows[f]; ok || f.Src != "" {
 		return f, fi, ok
 	}
@@ -157,7 +158,7 @@ func covers(g, k datapath.FlowKey) bool {
 
 // mayRegisterLocked applies the no-override rule to an unprivileged
 // caller and the bounds to any but root (d.mu held).
-func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
+func (d *Daemon) mayRegisterLocked(c apiserver.Cred, f api.Flow) error {
 	if c.UID == 0 {
 		return nil
 	}
@@ -193,15 +194,15 @@ func (d *Daemon) mayRegisterLocked(c api.Cred, f api.Flow) error {
 
 // overridesLocked refuses an unprivileged registration whose key another
 // uid's registration or a policy flow rule covers (d.mu held).
-func (d *Daemon) overridesLocked(c api.Cred, f api.Flow, key datapath.FlowKey) error {
+func (d *Daemon) overridesLocked(c apiserver.Cred, f api.Flow, key datapath.FlowKey) error {
 	for g, fi := range d.flows {
 		if gk, err := flowKey(g); err == nil && covers(gk, key) && fi.UID != c.UID {
-			return fmt.Errorf("%w: flow %s is registered by %s (uid %d) as %s", api.ErrPermission, f, fi.Source, fi.UID, g)
+			return fmt.Errorf("%w: flow %s is registered by %s (uid %d) as %s", apiserver.ErrPermission, f, fi.Source, fi.UID, g)
 		}
 	}
 	for _, m := range d.pol.Matches {
 		if m.Kind == policy.MatchTuple && covers(datapath.FlowKey{Src: m.Src, Dst: m.Dst.Addr(), DPort: m.DPort, SPort: m.SPort}, key) {
-			return fmt.Errorf("%w: flow %s is in lane %s by policy rule %s", api.ErrPermission, f, m.Lane, m.Rule)
+			return fmt.Errorf("%w: flow %s is in lane %s by policy rule %s", apiserver.ErrPermission, f, m.Lane, m.Rule)
 		}
 	}
 	return nil
@@ -210,7 +211,7 @@ func (d *Daemon) overridesLocked(c api.Cred, f api.Flow, key datapath.FlowKey) e
 // supersedeLocked removes the unprivileged registrations of other uids
 // that privileged caller c's registration of f covers: theirs, more
 // specific, would win over it (d.mu held).
-func (d *Daemon) supersedeLocked(c api.Cred, f api.Flow) {
+func (d *Daemon) supersedeLocked(c apiserver.Cred, f api.Flow) {
 	key, err := flowKey(f)
 	if err != nil {
 		return
@@ -228,7 +229,7 @@ func (d *Daemon) supersedeLocked(c api.Cred, f api.Flow) {
 }
 
 // Unregister removes a registration; an unprivileged caller only their own.
-func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
+func (d *Daemon) Unregister(c apiserver.Cred, f api.Flow) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	f, fi, ok := d.registeredLocked(c, f)
@@ -236,7 +237,7 @@ func (d *Daemon) Unregister(c api.Cred, f api.Flow) error {
 		return fmt.Errorf("flow %s is not registered", f)
 	}
 	if !c.Privileged && (fi.Source != "api" || fi.UID != c.UID) {
-		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", api.ErrPermission, f, fi.Source, fi.UID, c.UID)
+		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", apiserver.ErrPermission, f, fi.Source, fi.UID, c.UID)
 	}
 	if err := d.deleteFlowLocked(f); err != nil {
 		return err

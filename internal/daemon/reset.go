@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/bpf/capcc"
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
@@ -73,7 +73,7 @@ func removeStaleSocket(path string) (bool, error) {
 // (lock.go), whatever socket it was given: a running daemon removes its own
 // objects when stopped. It returns one line per thing it did.
 func Reset(socket, realtimeSocket string) ([]string, error) {
-	if c, err := api.Dial(socket); err == nil {
+	if c, err := client.Dial(socket); err == nil {
 		perr := c.Ping()
 		c.Close()
 		if perr == nil {

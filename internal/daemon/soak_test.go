@@ -40,7 +40,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -161,7 +161,7 @@ func (s *soak) churn() {
 		s.t.Error(err)
 		return
 	}
-	c, err := api.Dial(s.sock)
+	c, err := client.Dial(s.sock)
 	if err != nil {
 		s.t.Error(err)
 		return
@@ -209,7 +209,7 @@ func (s *soak) sample(start time.Time) soakSample {
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
 	r.fds = len(fds)
 	r.maps, r.stale = mapEntries(s.pid, openCookies(s.t, s.p.A))
-	if c, err := api.Dial(s.sock); err == nil {
+	if c, err := client.Dial(s.sock); err == nil {
 		fl, _ := c.Flows()
 		r.regs = len(fl)
 		c.Close()
@@ -238,7 +238,7 @@ func (s *soak) sampleFor(dur time.Duration) []soakSample {
 
 // logSockops logs the daemon's sock_ops counters over the run.
 func (s *soak) logSockops() {
-	st, err := api.Dial(s.sock)
+	st, err := client.Dial(s.sock)
 	if err != nil {
 		return
 	}
@@ -331,7 +331,7 @@ func (l longFlow) run(t *testing.T, stop <-chan struct{}, done *atomic.Int64) {
 		t.Error(err)
 		return
 	}
-	c, err := api.Dial(l.api)
+	c, err := client.Dial(l.api)
 	if err != nil {
 		t.Error(err)
 		return

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/datapath/datapathtest"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -220,7 +221,7 @@ func TestReloadToAnotherPolicy(t *testing.T) {
 	f.resync()
 	// An API registration survives reloads; policy entries follow the policy.
 	reg := api.Flow{Dst: "198.51.100.7", DPort: 80, SPort: 5555}
-	if err := f.d.Register(api.Cred{UID: 1000}, reg, lane.Background); err != nil {
+	if err := f.d.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	// an unprivileged registration gets its socket's local address
@@ -249,7 +250,7 @@ dscp: {le_background: false, ef_realtime: true}
 		Egress:  map[string]datapath.EgressConfig{"wlan0": dev("wlan0")},
 	})
 	// Unregister takes exactly its entry away; removal leaves nothing.
-	if err := f.d.Unregister(api.Cred{UID: 1000}, reg); err != nil {
+	if err := f.d.Unregister(apiserver.Cred{UID: 1000}, reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := f.host.State().Flows[regKey]; ok {
@@ -365,7 +366,7 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 	f.world.cgroups["/system.slice/apt-daily.service"] = 77
 	f.resync()
 	reg := api.Flow{Dst: "198.51.100.7", DPort: 80, SPort: 5555}
-	if err := f.d.Register(api.Cred{UID: 1000}, reg, lane.Background); err != nil {
+	if err := f.d.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	reg.Src = fixtureSrc.String() // pinned by Register
@@ -405,13 +406,13 @@ func TestRegistrationMovesLiveSockets(t *testing.T) {
 	if err := f.host.SetSocketLane(7, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.d.Register(api.Cred{UID: 0, Privileged: true}, reg, lane.Background); err != nil {
+	if err := f.d.Register(apiserver.Cred{UID: 0, Privileged: true}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.host.State().Sockets; s[7] != lane.Background || s[8] != lane.Background {
 		t.Fatalf("after register: sockets %v", s)
 	}
-	if err := f.d.Unregister(api.Cred{UID: 0, Privileged: true}, reg); err != nil {
+	if err := f.d.Unregister(apiserver.Cred{UID: 0, Privileged: true}, reg); err != nil {
 		t.Fatal(err)
 	}
 	s := f.host.State().Sockets

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -241,7 +242,7 @@ func checkMoveAndRegistration(t *testing.T, p *testutil.Path, sock string, pid i
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

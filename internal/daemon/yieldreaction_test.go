@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
@@ -194,7 +195,7 @@ func foreground(t *testing.T, p *testutil.Path, kind string) (start, end time.Ti
 // background lane, connects it and writes to it until the test ends.
 func backgroundUpload(t *testing.T, p *testutil.Path, sock string, dport, sport int) *net.TCPConn {
 	t.Helper()
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -42,53 +41,10 @@ func findChromium(t *testing.T) string {
 }
 
 // startLanesDaemon builds lanes and runs its daemon in ns managing link
-// (with the interface keys ifaceKeys, e.g. "mode: shaped"); it is stopped
-// with SIGTERM (so it removes what it installed) at the end.
+// (with the interface keys ifaceKeys, e.g. "mode: shaped") until the test
+// ends; it returns the daemon's socket.
 func startLanesDaemon(t *testing.T, ns *testutil.NetNS, link string, ifaceKeys ...string) string {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "lanes")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lanes").CombinedOutput(); err != nil {
-		t.Fatalf("build lanes: %v\n%s", err, out)
-	}
-	pol := filepath.Join(dir, "policy.yaml")
-	policy := fmt.Sprintf("interfaces:\n  - name: %s\n", link)
-	for _, k := range ifaceKeys {
-		policy += "    " + k + "\n"
-	}
-	if err := os.WriteFile(pol, []byte(policy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "lanes.sock")
-	cmd := ns.Command(bin, "daemon", "--policy", pol, "--socket", sock)
-	var out strings.Builder
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if c, err := api.Dial(sock); err == nil {
-			err = c.Ping()
-			c.Close()
-			if err == nil {
-				return sock
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not come up:\n%s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return testutil.StartLanesDaemon(t, ns, testutil.BuildLanes(t, "../.."), link, ifaceKeys...)
 }
 
 // flowAtoB opens a TCP connection from p.A to p.B that keeps sending until
@@ -186,7 +142,7 @@ func TestDashboardHeldAndRealtime(t *testing.T) {
 	pacedFlowAtoB(t, p, 9000, 64<<10, 0) // the foreground: interactive
 	bg, _ := pacedFlowAtoB(t, p, 9001, 16<<10, 2*time.Millisecond)
 	rt, _ := pacedFlowAtoB(t, p, 9002, 200, 20*time.Millisecond)
-	dc, err := api.Dial(sock)
+	dc, err := client.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +201,7 @@ func serveDashboard(t *testing.T, p *testutil.Pair, sock string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { smp.Close() })
-	dc, err := api.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc := client.New(sock) // what `lanes dashboard` passes
 	t.Cleanup(func() { dc.Close() })
 	srv := New(Config{Sampler: smp, Daemon: dc})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,8 +13,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,10 +49,7 @@ func TestDashboardUDPInBrowser(t *testing.T) {
 	chromium := findChromium(t)
 	p := testutil.NewVethPair(t)
 	sock := startLanesDaemon(t, p.A, p.LinkA)
-	bin := filepath.Join(t.TempDir(), "lanes")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lanes").CombinedOutput(); err != nil {
-		t.Fatalf("build lanes: %v\n%s", err, out)
-	}
+	bin := testutil.BuildLanes(t, "../..")
 	startIn(t, p.B, bin, "lab", "helper", "quic-serve", "--listen", ":4433")
 	startIn(t, p.B, bin, "lab", "helper", "echo", "--listen", ":7")
 	for deadline := time.Now().Add(testutil.Patience(10 * time.Second)); !udpListening(p.B, 4433) || !udpListening(p.B, 7); {

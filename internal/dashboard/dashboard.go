@@ -25,7 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/metrics"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -33,12 +33,16 @@ import (
 	"github.com/lanes-net/lanes/web"
 )
 
-// Daemon is what the dashboard asks the lanes daemon (an *api.Client).
+// Daemon is what the dashboard asks the lanes daemon: the *client.Client
+// that `lanes dashboard` passes (checked below at compile time).
 type Daemon interface {
-	Status() (*api.Status, error)
+	Status() (*client.Status, error)
 	Component(name string) (json.RawMessage, error)
-	SocketInfo(cookies []uint64) (api.SocketInfo, error)
+	SocketInfo(cookies []uint64) (client.SocketInfo, error)
+	UDPFlows() ([]udpflow.Flow, int, error)
 }
+
+var _ Daemon = (*client.Client)(nil)
 
 // Config configures a Server.
 type Config struct {
@@ -119,7 +123,7 @@ type Snapshot struct {
 	Interval    float64         `json:"interval_s"`
 	Flows       []FlowView      `json:"flows"`
 	Lanes       []LaneView      `json:"lanes"`
-	Daemon      *api.Status     `json:"daemon,omitempty"`
+	Daemon      *client.Status  `json:"daemon,omitempty"`
 	DaemonError string          `json:"daemon_error,omitempty"`
 	Coop        json.RawMessage `json:"coop,omitempty"`
 	CoopError   string          `json:"coop_error,omitempty"`
@@ -136,12 +140,6 @@ type Snapshot struct {
 	// sent, every protocol) or "flows" (the sum of its TCP flows: no
 	// daemon status).
 	LaneSource string `json:"lane_source"`
-}
-
-// UDPLister is the optional Daemon method that lists the UDP flows
-// (*api.Client has it).
-type UDPLister interface {
-	UDPFlows() ([]udpflow.Flow, int, error)
 }
 
 type series struct {
@@ -166,7 +164,7 @@ type Server struct {
 	last       []tcpmon.Flow
 	lanes      map[uint64]laneAnswer
 	ccNames    map[string]string // lanes' congestion controls: kernel name -> "ledbat", "capcc"
-	status     *api.Status
+	status     *client.Status
 	statusErr  string
 	coop       json.RawMessage
 	coopErr    string
@@ -266,7 +264,7 @@ func (s *Server) tick() {
 // daemonView is what one tick learned from the daemon: its status, the
 // coop component's state and each flow's caps and lane.
 type daemonView struct {
-	status             *api.Status
+	status             *client.Status
 	coop               json.RawMessage
 	statusErr, coopErr string
 	coopOff            string            // the policy leaves coop off: why
@@ -282,13 +280,8 @@ type daemonView struct {
 
 // askUDP fills the UDP flows from d, with their processes.
 func (dv *daemonView) askUDP(d Daemon) {
-	l, ok := d.(UDPLister)
-	if !ok {
-		dv.udpErr = "the daemon does not list UDP flows"
-		return
-	}
 	var err error
-	if dv.udp, dv.udpMore, err = l.UDPFlows(); err != nil {
+	if dv.udp, dv.udpMore, err = d.UDPFlows(); err != nil {
 		dv.udpErr = err.Error()
 		return
 	}
@@ -323,7 +316,7 @@ func (dv *daemonView) ask(d Daemon) {
 		dv.yielding = json.Unmarshal(doc, &ys) == nil && ys.Yielding
 	}
 	c, err := d.Component("coop")
-	var off *api.OffError
+	var off *client.OffError
 	if errors.As(err, &off) {
 		dv.coopOff = off.Why
 		return

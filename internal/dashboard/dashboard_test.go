@@ -1,5 +1,5 @@
 // Tests of the dashboard on a real loopback TCP connection sampled by the TCP
-// monitor; the daemon is a table (its real API is tested in internal/api and
+// monitor; the daemon is a table (its real API is tested in internal/apiserver and
 // internal/daemon): the flow appears with its lane, cwnd and cap series, and
 // the page, its script, the snapshot and /metrics are served.
 package dashboard
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -34,9 +34,9 @@ type fakeDaemon struct {
 	appCC string // what every socket's app asked for ("" = none)
 }
 
-func (d *fakeDaemon) Status() (*api.Status, error) {
-	return &api.Status{Version: "test", Policy: "table", Interfaces: []api.InterfaceStatus{{Name: "veth0", Mode: "shaped",
-		Lanes: []api.LaneStats{{Lane: lane.Interactive, BacklogBytes: 9000}, {Lane: lane.Background, BacklogBytes: d.queue, Bytes: d.sent}}}}}, nil
+func (d *fakeDaemon) Status() (*client.Status, error) {
+	return &client.Status{Version: "test", Policy: "table", Interfaces: []client.InterfaceStatus{{Name: "veth0", Mode: "shaped",
+		Lanes: []client.LaneStats{{Lane: lane.Interactive, BacklogBytes: 9000}, {Lane: lane.Background, BacklogBytes: d.queue, Bytes: d.sent}}}}}, nil
 }
 
 func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
@@ -44,7 +44,7 @@ func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
 		return json.RawMessage(fmt.Sprintf(`{"yielding":%v}`, d.held)), nil
 	}
 	if name == "coop" && d.off != "" {
-		return nil, &api.OffError{Name: name, Why: d.off}
+		return nil, &client.OffError{Name: name, Why: d.off}
 	}
 	if name != "coop" || d.coop == "" {
 		return nil, errors.New("component not running")
@@ -54,9 +54,9 @@ func (d *fakeDaemon) Component(name string) (json.RawMessage, error) {
 
 // SocketInfo puts every socket in background, says its app asked for
 // appCC, and names the kernel congestion control runs "ledbat".
-func (d *fakeDaemon) SocketInfo(c []uint64) (api.SocketInfo, error) {
+func (d *fakeDaemon) SocketInfo(c []uint64) (client.SocketInfo, error) {
 	d.asked = append(d.asked, c...)
-	si := api.SocketInfo{Lanes: map[uint64]lane.Lane{}, AppCC: map[uint64]string{}, CCNames: map[string]string{d.runs: "ledbat"}}
+	si := client.SocketInfo{Lanes: map[uint64]lane.Lane{}, AppCC: map[uint64]string{}, CCNames: map[string]string{d.runs: "ledbat"}}
 	for _, k := range c {
 		si.Lanes[k] = lane.Background
 		if d.appCC != "" {
@@ -65,6 +65,9 @@ func (d *fakeDaemon) SocketInfo(c []uint64) (api.SocketInfo, error) {
 	}
 	return si, nil
 }
+
+// UDPFlows: this table's daemon has none.
+func (d *fakeDaemon) UDPFlows() ([]client.UDPFlow, int, error) { return nil, 0, nil }
 
 // loopbackFlow returns a connected loopback TCP pair that keeps sending until
 // the test ends, and the server's port.
@@ -268,11 +271,11 @@ func TestDashboardHidesOwnConnections(t *testing.T) {
 // that went back (a restarted daemon); from the flows without a status.
 func TestLaneRates(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	st := func(bytes uint64, ifaces ...string) *api.Status {
-		s := &api.Status{}
+	st := func(bytes uint64, ifaces ...string) *client.Status {
+		s := &client.Status{}
 		for _, n := range ifaces {
-			s.Interfaces = append(s.Interfaces, api.InterfaceStatus{Name: n,
-				Lanes: []api.LaneStats{{Lane: lane.Background, Bytes: bytes}, {Lane: lane.Realtime, Bytes: 1000}}})
+			s.Interfaces = append(s.Interfaces, client.InterfaceStatus{Name: n,
+				Lanes: []client.LaneStats{{Lane: lane.Background, Bytes: bytes}, {Lane: lane.Realtime, Bytes: 1000}}})
 		}
 		return s
 	}
@@ -287,7 +290,7 @@ func TestLaneRates(t *testing.T) {
 	if _, ok := laneRates(b, countersOf(st(700_000, "eth0"), t0.Add(2*time.Second))); ok {
 		t.Error("another set of interfaces compared")
 	}
-	if countersOf(&api.Status{}, t0) != nil || countersOf(nil, t0) != nil {
+	if countersOf(&client.Status{}, t0) != nil || countersOf(nil, t0) != nil {
 		t.Error("counters without interfaces")
 	}
 	// Through the server: "queues" once two statuses compare, "flows" without a daemon.

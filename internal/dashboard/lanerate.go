@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
@@ -30,7 +30,7 @@ type laneCounters struct {
 }
 
 // countersOf reads the lane counters of st; nil without interfaces.
-func countersOf(st *api.Status, at time.Time) *laneCounters {
+func countersOf(st *client.Status, at time.Time) *laneCounters {
 	if st == nil || len(st.Interfaces) == 0 {
 		return nil
 	}
@@ -85,7 +85,7 @@ func flowSums(flows []tcpmon.Flow) map[string]float64 {
 // addLanePoints appends each lane's throughput at t to its series: from
 // the lane counters of st (read at now) where the last status can be
 // compared, else from the flows. s.mu is held.
-func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *api.Status, now time.Time) {
+func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *client.Status, now time.Time) {
 	cur := countersOf(st, now)
 	rates, ok := laneRates(s.laneCount, cur)
 	s.laneCount = cur

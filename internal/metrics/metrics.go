@@ -16,14 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
 // Snapshot is what one scrape reports. Status may be nil (no daemon).
 type Snapshot struct {
-	Status *api.Status
+	Status *client.Status
 	Flows  []tcpmon.Flow
 }
 
@@ -130,7 +130,7 @@ func counter(d *prometheus.Desc, v uint64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
-func collectLanes(ch chan<- prometheus.Metric, st *api.Status) {
+func collectLanes(ch chan<- prometheus.Metric, st *client.Status) {
 	for _, it := range st.Interfaces {
 		for _, l := range it.Lanes {
 			ln := l.Lane.String()
@@ -245,7 +245,7 @@ type backgroundDoc struct {
 // dropReasons are the coop counters that count refused announcements.
 var dropReasons = []string{"malformed", "oversized", "bad_version", "unauthenticated", "forged", "replayed", "stale"}
 
-func collectDetails(ch chan<- prometheus.Metric, st *api.Status) {
+func collectDetails(ch chan<- prometheus.Metric, st *client.Status) {
 	var c coopDoc
 	if decode(st.Details, "coop", &c) {
 		ch <- gauge(dCoopN, float64(c.N))

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
@@ -37,8 +37,8 @@ func sample(t *testing.T) Snapshot {
 		Counters: coop.Counters{Sent: 5, Received: 9, Accepted: 7, Forged: 1, Replayed: 1, CapChanges: 4, DownCapChanges: 3}}
 	rt := rtlane.Snapshot{Depth: 2, Totals: rtlane.Counters{Admitted: 10, Rejected: 3, Sent: 9, DroppedLate: 1}}
 	ts := sched.Status{Tracked: []sched.Task{{PID: 1}}, Promotions: 6, Demotions: 2}
-	st := &api.Status{
-		Interfaces: []api.InterfaceStatus{{Name: "eth0", Lanes: []api.LaneStats{
+	st := &client.Status{
+		Interfaces: []client.InterfaceStatus{{Name: "eth0", Lanes: []client.LaneStats{
 			{Lane: lane.Interactive, Packets: 100, Bytes: 150000, Drops: 1, BacklogBytes: 3000, BacklogPackets: 2},
 			{Lane: lane.Background, Packets: 50, Bytes: 75000}},
 			Classifier: map[string]uint64{"cgroup": 5, "socket": 7}}},

@@ -18,48 +18,19 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
-// Proto is the proto field of every record ("udp"), beside the TCP
-// monitor's records in `lanes monitor --json`.
-const Proto = "udp"
+// Flow is the wire record of one UDP flow (api.UDPFlow): this package
+// fills it from the kernel and prints it.
+type Flow = api.UDPFlow
 
-// Flow is one UDP socket, or one 5-tuple only the maps know (Cookie 0).
-type Flow struct {
-	Proto  string `json:"proto"`
-	Cookie uint64 `json:"cookie,omitempty"`
-	Src    string `json:"src"`
-	// Dst is the connected socket's remote; "*:*" for an unconnected one.
-	Dst string `json:"dst"`
-	// Remotes are the remotes the background class's table holds for the
-	// socket's local address and port (unconnected sockets, QUIC).
-	Remotes []string  `json:"remotes,omitempty"`
-	State   string    `json:"state"` // "connected", "unconnected", "class table"
-	UID     uint32    `json:"uid"`
-	Inode   uint32    `json:"inode,omitempty"`
-	Cgroup  uint64    `json:"cgroup,omitempty"`
-	PID     int       `json:"pid,omitempty"`
-	Comm    string    `json:"comm,omitempty"`
-	RecvQ   uint32    `json:"recv_q_bytes"` // receive memory in use
-	SendQ   uint32    `json:"send_q_bytes"` // send memory in use
-	Drops   uint32    `json:"drops"`        // datagrams the socket dropped on receive
-	Lane    lane.Lane `json:"lane"`
-	Why     string    `json:"why"`
-	// BgClass: the flow is in the background class's table (its datagrams
-	// are policed as background non-TCP traffic); BgHeld: the class of
-	// its interface is held now (the foreground is active).
-	BgClass bool `json:"bg_class,omitempty"`
-	BgHeld  bool `json:"bg_held,omitempty"`
-}
-
-// Connected says whether the socket has a remote.
-func (f *Flow) Connected() bool { return f.State == "connected" }
+// Proto is the proto field of every record ("udp").
+const Proto = api.UDPProto
 
 // Dump lists the UDP sockets of the calling thread's network namespace,
 // both families, with lanes unset.
@@ -88,15 +59,6 @@ func fromSock(s *tcpmon.Sock) Flow {
 
 func addrString(a netip.AddrPort) string {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()).String()
-}
-
-// Peers is what the table shows as a flow's remote: the connected
-// remote, else the class table's remotes, else "*".
-func (f *Flow) Peers() string {
-	if f.Connected() || len(f.Remotes) == 0 {
-		return f.Dst
-	}
-	return strings.Join(f.Remotes, ",")
 }
 
 // WriteTable prints flows as an aligned table.

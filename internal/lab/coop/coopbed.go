@@ -44,7 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
@@ -113,7 +113,7 @@ type coopHost struct {
 	lanes  bool
 	daemon *topo.Proc      // `lanes daemon` in the host's namespace (lanes hosts)
 	sock   string          // its API socket
-	api    *api.Client     // connection to it
+	api    *client.Client  // connection to it
 	mon    *tcpmon.Sampler // measurement sampler
 	bytes  atomic.Int64    // received by the server from this host (bulk port)
 	air    atomic.Int64    // TCP payload of its transfers leaving the shared medium (coopair.go)

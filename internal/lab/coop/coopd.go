@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
@@ -113,7 +113,7 @@ func (h *coopHost) waitDaemon(ctx context.Context) error {
 	var last error
 	for {
 		if h.api == nil {
-			if c, err := api.Dial(h.sock); err == nil {
+			if c, err := client.Dial(h.sock); err == nil {
 				h.api = c
 			} else {
 				last = err

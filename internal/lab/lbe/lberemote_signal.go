@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -90,7 +90,7 @@ func (rb *remoteBed) sampleSignal(ctx context.Context) func() *RemoteSignal {
 // readSignal asks the daemon once: the yield's state, and (q ≥ 0) the
 // QUIC/UDP controller's queue in ms and measured rate ÷ link estimate.
 func readSignal(sock string) (state string, q, ofLink float64, ok bool) {
-	c, err := api.Dial(sock)
+	c, err := client.Dial(sock)
 	if err != nil {
 		return "", 0, 0, false
 	}

@@ -1,6 +1,6 @@
 // attack_test.go: the API socket flooded by an unprivileged local user
 // (acting as nobody: testutil.AsUser).
-package api
+package apiserver
 
 import (
 	"os"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -38,8 +39,8 @@ func TestAttackConnFlood(t *testing.T) {
 	const n = MaxConnsPerUID + 20
 	served, refused := 0, 0
 	for i := range n {
-		var c *Client
-		testutil.AsUser(t, testutil.Nobody, testutil.Nobody, nil, func() error { c, err = Dial(path); return nil })
+		var c *client.Client
+		testutil.AsUser(t, testutil.Nobody, testutil.Nobody, nil, func() error { c, err = client.Dial(path); return nil })
 		if err != nil {
 			t.Fatalf("dial %d: %v", i, err)
 		}
@@ -56,7 +57,7 @@ func TestAttackConnFlood(t *testing.T) {
 	if served != MaxConnsPerUID || refused != n-served {
 		t.Errorf("served %d (want %d), refused %d", served, MaxConnsPerUID, refused)
 	}
-	c, err := Dial(path)
+	c, err := client.Dial(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +79,8 @@ func TestD10RootNotLockedOut(t *testing.T) {
 	for u := range uint32(16) {
 		uid := 70001 + u
 		for range MaxConnsPerUID {
-			var c *Client
-			testutil.AsUser(t, uid, uid, nil, func() error { c, err = Dial(path); return nil })
+			var c *client.Client
+			testutil.AsUser(t, uid, uid, nil, func() error { c, err = client.Dial(path); return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +94,7 @@ func TestD10RootNotLockedOut(t *testing.T) {
 		t.Errorf("16 users got %d connections, want %d", served, MaxConns-ReservedConns)
 	}
 	for i := range 40 { // root, more than its per-uid bound
-		c, err := Dial(path)
+		c, err := client.Dial(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,15 +145,15 @@ func TestD1OthersLeaveRootAProcessor(t *testing.T) {
 	const users = 8
 	done := make(chan error, users)
 	for u := range uint32(users) {
-		var c *Client
-		testutil.AsUser(t, 70001+u, 70001+u, nil, func() error { c, err = Dial(path); return nil })
+		var c *client.Client
+		testutil.AsUser(t, 70001+u, 70001+u, nil, func() error { c, err = client.Dial(path); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		go func() { _, err := c.SocketLanes([]uint64{1}); done <- err }()
 	}
-	root, err := Dial(path)
+	root, err := client.Dial(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,12 @@
 // process, its real uid. Group membership and grants come from the
 // credentials the kernel recorded when the caller connected
 // (SO_PEERGROUPS, package peercred), never from a PID read later.
-package api
+package apiserver
 
 import (
 	"fmt"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -49,7 +50,7 @@ func (a Access) granted(c Cred) bool {
 type Owners interface {
 	// FlowOwners returns the uids owning the local sockets that match the
 	// flow; an error if there is none.
-	FlowOwners(f Flow) ([]uint32, error)
+	FlowOwners(f api.Flow) ([]uint32, error)
 	// ProcessOwner returns the real uid of a process.
 	ProcessOwner(pid int) (uid uint32, err error)
 	// GroupID resolves a group name.
@@ -84,21 +85,21 @@ func Privileged(c Cred, o Owners, group string) bool {
 }
 
 // Authorize decides whether c may perform r under the policy's access.
-func Authorize(c Cred, r Request, o Owners, acc Access) error {
+func Authorize(c Cred, r api.Request, o Owners, acc Access) error {
 	member := Privileged(c, o, acc.Group)
 	switch r.Op {
-	case OpPing, OpStatus, OpFlows, OpLaneCgroup, OpSockLanes, OpComponent, OpUDPFlows:
+	case api.OpPing, api.OpStatus, api.OpFlows, api.OpLaneCgroup, api.OpSockLanes, api.OpComponent, api.OpUDPFlows:
 		return nil
-	case OpUnregister:
+	case api.OpUnregister:
 		if member {
 			return nil
 		}
 		return ownFlow(c, *r.Flow, o)
-	case OpRegister, OpMovePID:
+	case api.OpRegister, api.OpMovePID:
 		if c.UID == 0 {
 			return nil
 		}
-		if r.Op == OpMovePID && r.PID == 1 {
+		if r.Op == api.OpMovePID && r.PID == 1 {
 			return fmt.Errorf("%w: only root may move PID 1 (its children follow it)", ErrPermission)
 		}
 		switch {
@@ -110,7 +111,7 @@ func Authorize(c Cred, r Request, o Owners, acc Access) error {
 		case r.Lane != lane.Background:
 			return fmt.Errorf("%w: only %s may put flows and processes in %s (anyone may demote their own to background)", ErrPermission, whoMay(o, acc.Group), r.Lane)
 		}
-		if r.Op == OpMovePID {
+		if r.Op == api.OpMovePID {
 			return ownProcess(c, r.PID, o)
 		}
 		return ownFlow(c, *r.Flow, o)
@@ -119,7 +120,7 @@ func Authorize(c Cred, r Request, o Owners, acc Access) error {
 }
 
 // ownFlow: every local socket matching f is c's.
-func ownFlow(c Cred, f Flow, o Owners) error {
+func ownFlow(c Cred, f api.Flow, o Owners) error {
 	uids, err := o.FlowOwners(f)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrPermission, err)

@@ -10,7 +10,7 @@
 // cookies is about 40 KiB and looks up every cookie), and at one token a
 // request, 32 connections of full socket-lanes requests from one uid took
 // 72 % of a core and held root's status to 38 ms on average.
-package api
+package apiserver
 
 import (
 	"sync"

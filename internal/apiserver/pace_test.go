@@ -1,5 +1,5 @@
 // pace_test.go: the pacing of unprivileged callers' requests.
-package api
+package apiserver
 
 import (
 	"testing"

@@ -1,4 +1,7 @@
-// server.go: the daemon side of the protocol. One goroutine per connection
+// Package apiserver is the daemon's side of the lanes API (the protocol is
+// internal/api): who may do what, the unix-socket server and its limits.
+//
+// server.go: the server. One goroutine per connection
 // (on Go's netpoller, no thread of its own); the caller's credentials are
 // taken once at accept (SO_PEERCRED, SO_PEERGROUPS); every request is
 // decoded, authorized against them and handed to the daemon's Handler.
@@ -7,7 +10,7 @@
 // MaxConnsPerUID of one uid or MaxConns in all get one error line and are
 // closed. Every change (register, unregister, move-pid), allowed or refused,
 // is logged with the caller.
-package api
+package apiserver
 
 import (
 	"bufio"
@@ -26,9 +29,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/peercred"
-	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Connection limits of the API socket (0666: any local user reaches it).
@@ -44,11 +47,11 @@ const (
 // Handler is what the daemon does for each request. Authorization has been
 // checked before a Handler method is called.
 type Handler interface {
-	Status() (*Status, error)
-	Flows() ([]FlowInfo, error)
-	Register(c Cred, f Flow, l lane.Lane) error
-	Unregister(c Cred, f Flow) error
-	MovePID(c Cred, pid int, l lane.Lane, keepSched bool) (Moved, error)
+	Status() (*api.Status, error)
+	Flows() ([]api.FlowInfo, error)
+	Register(c Cred, f api.Flow, l lane.Lane) error
+	Unregister(c Cred, f api.Flow) error
+	MovePID(c Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error)
 	LaneCgroup(l lane.Lane) (string, error)
 	SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error)
 	// Component returns a running component's status document.
@@ -67,7 +70,7 @@ type SocketReasoner interface {
 // UDPFlowLister is an optional Handler method: a page of the UDP flows
 // with their lanes and why, from index from, and how many follow it.
 type UDPFlowLister interface {
-	UDPFlows(from int) ([]udpflow.Flow, int, error)
+	UDPFlows(from int) ([]api.UDPFlow, int, error)
 }
 
 // SocketCCer is an optional Handler method pair: the congestion control
@@ -163,7 +166,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // closes it; shut down and drained first, since closing with unread
 // requests would reset the peer's socket and lose the line.
 func refuse(c *net.UnixConn, why error) {
-	b, _ := json.Marshal(&Response{Error: why.Error()})
+	b, _ := json.Marshal(&api.Response{Error: why.Error()})
 	if raw, err := c.SyscallConn(); err == nil {
 		_ = raw.Control(func(fd uintptr) {
 			_, _ = unix.Write(int(fd), append(b, '\n'))
@@ -248,7 +251,7 @@ func peerCred(c *net.UnixConn) (Cred, error) {
 func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	defer c.Close()
 	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), MaxLine)
+	sc.Buffer(make([]byte, 4096), api.MaxLine)
 	w := bufio.NewWriter(c)
 	priv := Privileged(cred, s.h.Owners(), s.h.Access().Group)
 	for sc.Scan() {
@@ -272,7 +275,7 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 		}
 	}
 	if errors.Is(sc.Err(), bufio.ErrTooLong) {
-		_ = writeResponse(w, &Response{Error: fmt.Sprintf("request longer than %d bytes", MaxLine)})
+		_ = writeResponse(w, &api.Response{Error: fmt.Sprintf("request longer than %d bytes", api.MaxLine)})
 	}
 }
 
@@ -288,7 +291,7 @@ func othersAtOnce() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 // others1 first (ok false: the server closed during the wait). The slot is
 // held for the handling only, never for the write of the response, which
 // a client that does not read could hold up.
-func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *Response, ok bool) {
+func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *api.Response, ok bool) {
 	if priv {
 		return s.handle(cred, line), true
 	}
@@ -301,45 +304,45 @@ func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *Response, ok
 	return s.handle(cred, line), true
 }
 
-func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
+func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 	defer func() {
 		if p := recover(); p != nil { // a bug in a handler must not take the daemon down
 			s.log.Error("api: handler panic", "panic", p)
-			resp = &Response{Error: "internal error"}
+			resp = &api.Response{Error: "internal error"}
 		}
 	}()
-	req, err := DecodeRequest(line)
+	req, err := api.DecodeRequest(line)
 	if err != nil {
-		return &Response{Error: err.Error()}
+		return &api.Response{Error: err.Error()}
 	}
 	acc := s.h.Access()
 	cred.Privileged = Privileged(cred, s.h.Owners(), acc.Group)
 	if err := Authorize(cred, req, s.h.Owners(), acc); err != nil {
 		s.log.Info("api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
-		return &Response{Error: err.Error()}
+		return &api.Response{Error: err.Error()}
 	}
 	if changes(req.Op) {
 		defer func() { s.audit(cred, req, resp) }()
 	}
-	r := &Response{OK: true}
+	r := &api.Response{OK: true}
 	switch req.Op {
-	case OpPing:
-	case OpStatus:
+	case api.OpPing:
+	case api.OpStatus:
 		r.Status, err = s.h.Status()
-	case OpFlows:
+	case api.OpFlows:
 		r.Flows, err = s.h.Flows()
-	case OpRegister:
+	case api.OpRegister:
 		err = s.h.Register(cred, *req.Flow, req.Lane)
-	case OpUnregister:
+	case api.OpUnregister:
 		err = s.h.Unregister(cred, *req.Flow)
-	case OpMovePID:
-		var m Moved
+	case api.OpMovePID:
+		var m api.Moved
 		if m, err = s.h.MovePID(cred, req.PID, req.Lane, req.KeepSched); err == nil {
 			r.Moved = &m
 		}
-	case OpLaneCgroup:
+	case api.OpLaneCgroup:
 		r.Cgroup, err = s.h.LaneCgroup(req.Lane)
-	case OpSockLanes:
+	case api.OpSockLanes:
 		var m map[uint64]lane.Lane
 		if m, err = s.h.SocketLanes(req.Cookies); err == nil {
 			r.SocketLanes = make(map[string]lane.Lane, len(m))
@@ -361,28 +364,30 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 				}
 			}
 		}
-	case OpUDPFlows:
+	case api.OpUDPFlows:
 		x, ok := s.h.(UDPFlowLister)
 		if !ok {
-			return &Response{Error: "udp-flows: not supported by this daemon"}
+			return &api.Response{Error: "udp-flows: not supported by this daemon"}
 		}
 		r.UDPFlows, r.UDPMore, err = x.UDPFlows(req.From)
-	case OpComponent:
-		var off *OffError
+	case api.OpComponent:
+		var off *api.OffError
 		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {
 			r.Off, err = off.Why, nil
 		}
 	}
 	if err != nil {
-		return &Response{Error: err.Error()}
+		return &api.Response{Error: err.Error()}
 	}
 	return r
 }
 
-func changes(op string) bool { return op == OpRegister || op == OpUnregister || op == OpMovePID }
+func changes(op string) bool {
+	return op == api.OpRegister || op == api.OpUnregister || op == api.OpMovePID
+}
 
 // audit logs a change with its caller and outcome.
-func (s *Server) audit(c Cred, r Request, resp *Response) {
+func (s *Server) audit(c Cred, r api.Request, resp *api.Response) {
 	attrs := []any{"op", r.Op, "uid", c.UID, "pid", c.PID, "privileged", c.Privileged}
 	if r.Flow != nil {
 		attrs = append(attrs, "flow", r.Flow.String())
@@ -399,7 +404,7 @@ func (s *Server) audit(c Cred, r Request, resp *Response) {
 	s.log.Info("api change", attrs...)
 }
 
-func writeResponse(w *bufio.Writer, r *Response) error {
+func writeResponse(w *bufio.Writer, r *api.Response) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"ok":false,"error":"internal error: reply not encodable"}`)
