@@ -274,6 +274,46 @@ static uint8_t over_share(const struct rtd *d, const struct conn *c, uint32_t ch
 	return R_NONE;
 }
 
+/* link_share says whether a holder whose share of the link's time is used
+ * until *at may take tx more of it, as 1/div of the time to deadline:
+ * its datagrams, each counted div times, follow one another from now and
+ * the last ends by the deadline. take 1 records it. */
+static int link_share(int64_t *at, int64_t now, int64_t deadline, int64_t tx, int64_t div, int take)
+{
+	int64_t start = *at > now ? *at : now;
+
+	if (start + tx * div > deadline)
+		return 0;
+	if (take)
+		*at = start + tx * div;
+	return 1;
+}
+
+/* over_time is why c may not take tx of the link's time by deadline, or
+ * R_NONE; take 1 records what it took (the shares: rtd.h). A deadline its
+ * datagram cannot meet at all is left to the admission test. Root's
+ * reserve: all uids but root together take at most ROOT_RESERVE - 1
+ * eighths, each datagram counted ROOT_RESERVE / (ROOT_RESERVE - 1) times
+ * (in sevenths of its time). */
+static uint8_t over_time(struct rtd *d, struct conn *c, int64_t now, int64_t deadline, int64_t tx, int take)
+{
+	int64_t reserved = tx + (tx + ROOT_RESERVE - 2) / (ROOT_RESERVE - 1);
+
+	if (c->uid == 0 || deadline - now < tx)
+		return R_NONE;
+	if (!link_share(&c->link_at, now, deadline, tx, SHARE_CONN, 0) ||
+	    !link_share(&c->u->link_at, now, deadline, tx, SHARE_UID, 0))
+		return R_OVER_SHARE;
+	if (!link_share(&d->others_link_at, now, deadline, reserved, 1, 0))
+		return R_QUEUE_FULL;
+	if (take) {
+		link_share(&c->link_at, now, deadline, tx, SHARE_CONN, 1);
+		link_share(&c->u->link_at, now, deadline, tx, SHARE_UID, 1);
+		link_share(&d->others_link_at, now, deadline, reserved, 1, 1);
+	}
+	return R_NONE;
+}
+
 /* hold counts a queued datagram against its connection and uid (n 1) or
  * stops counting it (n -1). */
 static void hold(struct rtd *d, struct pending *p, int n)
@@ -336,12 +376,15 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 		reason = R_BAD_DEADLINE;
 	if (reason == R_NONE)
 		reason = over_share(d, c, pool_chunks((uint32_t)plen));
+	if (reason == R_NONE)
+		reason = over_time(d, c, now, deadline, tx, 0);
 	tnow = t_now(d, now);
 	if (reason == R_NONE) {
 		uint32_t slot = d->free_slots[d->nfree - 1];
 
 		r = edf_admit(&d->q, tnow, deadline, tx, slot);
 		if (r == EDF_ADMITTED) {
+			over_time(d, c, now, deadline, tx, 1);
 			d->nfree--;
 			queue(d, slot, c, sock, &dst, rep->flow, rep->seq, req + WIRE_REQ, plen);
 			rep->type = WIRE_ADMIT;

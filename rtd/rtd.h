@@ -64,9 +64,13 @@
 #define DEADLINE_HORIZON_NS LANES_RT_HORIZON_NS
 
 /* Shares (docs/realtime.md, "Shares and pacing"): of the queue's slots,
- * its payload bytes and the destination table, a connection not root's
- * holds at most 1/SHARE_CONN, a uid not root at most 1/SHARE_UID, and all
- * uids but root together leave 1/ROOT_RESERVE to root. */
+ * its payload bytes, the destination table and the link's time, a
+ * connection not root's holds at most 1/SHARE_CONN, a uid not root at most
+ * 1/SHARE_UID, and all uids but root together leave 1/ROOT_RESERVE to
+ * root. The link's time is shared over each request's deadline horizon: a
+ * holder's datagrams, each counted as its transmit time times the
+ * holder's divisor, must follow one another and the last end by its
+ * deadline (lane.c, over_time). */
 #define SHARE_CONN 8
 #define SHARE_UID 4
 #define ROOT_RESERVE 8
@@ -96,6 +100,7 @@ struct user {
 	uint32_t flows;         /* counters entries */
 	uint32_t dests;         /* destination table entries */
 	int64_t tokens_at;      /* pacing: the time its bucket is empty at (pace.c) */
+	int64_t link_at;        /* its share of the link's time is used until (lane.c) */
 	struct user *next;      /* hash chain, or the free list */
 };
 
@@ -129,6 +134,7 @@ struct conn {
 	int paused; /* a STATS request is with the daemon */
 	int throttled; /* out of tokens: not read until wake (pace.c) */
 	int64_t tokens_at, wake;
+	int64_t link_at; /* its share of the link's time is used until (lane.c) */
 	unsigned char *out; /* a reply the socket could not take yet (EPOLLOUT) */
 	size_t outlen;
 	unsigned char outbuf[WIRE_REPLY]; /* out, for the lane's own replies */
@@ -192,6 +198,7 @@ struct rtd {
 	uint32_t free_slots[EDF_CAP], nfree;
 	struct pool pool;
 	uint32_t others_slots, others_chunks; /* held by uids but root */
+	int64_t others_link_at;               /* their share of the link's time, used until */
 	int64_t busy_until;
 	int64_t timer_at; /* armed release time, 0: none */
 	/* clients */

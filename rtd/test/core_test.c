@@ -3,9 +3,9 @@
  * core_test.c - unit tests of lanes-rtd's core, linked with its sources
  * (all but main.c) and built with the fuzz target's small tables
  * (rtdbuild.FuzzDefines: EDF_CAP 512, ROUTES_MAX 64, FLOWS_MAX 128):
- * admission and the deadline horizon, the shares, the pool, the
- * destination table, pacing, the counters' bounds, shutdown, and no
- * allocation on a request's path. internal/rtlane's TestRtdCore builds
+ * admission and the deadline horizon, the shares (slots, bytes and the
+ * link's time), the pool, the destination table, pacing, the counters'
+ * bounds, shutdown, and no allocation on a request's path. internal/rtlane's TestRtdCore builds
  * and runs it (under ASan and UBSan with clang). Datagrams the release
  * sends go to 127.0.0.1:9.
  */
@@ -183,6 +183,29 @@ static void test_shares(void)
 	CHECK(a->chunks == 0 && a->u->chunks == 0 && rtd.pool.nfree == rtd.pool.nchunks, "not all returned");
 }
 
+/* test_link_time: a connection not root's takes at most 1/8 of the
+ * link's time up to its deadline (1,000-byte datagrams at 1 Gbit/s, 8 µs
+ * each, counted 64 µs: at most 16 by 1.056 ms); root takes the rest. */
+static void test_link_time(void)
+{
+	struct conn *a, *root;
+	int64_t d;
+	uint32_t n;
+
+	setup(400, 1 << 20, 0);
+	a = client(1000);
+	root = client(0);
+	d = mono_now() + 1056000;
+	for (n = 0; n < 50 && send_req(a, 0, (uint64_t)d, 958) == R_NONE; n++)
+		;
+	CHECK(n >= 1 && n <= 16, "a connection took %u datagrams of 8 µs by 1.056 ms, its share 16", n);
+	CHECK(send_req(a, 0, (uint64_t)d, 958) == R_OVER_SHARE, "not over-share past its time");
+	CHECK(send_req(a, 0, (uint64_t)d + 10000000, 958) == R_NONE, "a later deadline refused");
+	for (n = 0; n < 50 && send_req(root, 0, (uint64_t)d, 958) == R_NONE; n++)
+		;
+	CHECK(n >= 50 - 17, "root took %u beside it", n);
+}
+
 static void test_pool(void)
 {
 	static const uint32_t lens[] = {0, 1, 255, 256, 257, 4096, 65507};
@@ -305,6 +328,7 @@ int main(void)
 {
 	test_horizon();
 	test_shares();
+	test_link_time();
 	test_pool();
 	test_routes();
 	test_pacing();
