@@ -563,14 +563,24 @@ void lane_release(struct rtd *d)
 		timer_arm(d, until);
 }
 
-/* lane_flush drops what is queued (the end), with a shutdown notice. */
-void lane_flush(struct rtd *d)
+/* lane_drop drops the head unsent, with a notice of reason (R_NONE:
+ * none); it returns 0 when the queue was empty. */
+int lane_drop(struct rtd *d, uint8_t reason)
 {
 	struct edf_ent e;
 
-	/* Not late: shutdown is its own reason, in the notice alone. */
-	while (edf_pop(&d->q, 0, &e) >= 0)
-		finish(d, (uint32_t)e.id, &e, mono_now(), R_SHUTDOWN);
+	/* Not late: the reason is the caller's, in the notice alone. */
+	if (edf_pop(&d->q, 0, &e) < 0)
+		return 0;
+	finish(d, (uint32_t)e.id, &e, mono_now(), reason);
+	return 1;
+}
+
+/* lane_flush drops what is queued (the end), with a shutdown notice. */
+void lane_flush(struct rtd *d)
+{
+	while (lane_drop(d, R_SHUTDOWN))
+		;
 }
 
 /* lane_counters answers RTD_COUNTERS_ASK: the state, then every flow. */

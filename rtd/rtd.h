@@ -253,6 +253,7 @@ int64_t bytes_ns(const struct rtd *d, int64_t n);
 void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t len, struct reply *rep);
 void lane_release(struct rtd *d);
 void lane_flush(struct rtd *d);
+int lane_drop(struct rtd *d, uint8_t reason);
 void lane_count(struct rtd *d, uint32_t uid, uint32_t flow, int admitted, uint8_t reason);
 void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
 		int64_t t, int64_t deadline, int64_t tx);
