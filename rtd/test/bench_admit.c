@@ -18,7 +18,7 @@
 
 #include "rtd.h"
 
-#define ROUNDS 7
+#define ROUNDS 15
 #define SPAN_NS 10000000000ll /* deadlines: 20 s to 30 s ahead */
 
 static struct rtd rtd;
@@ -101,7 +101,7 @@ int main(void)
 	c.u->conns++;
 	for (r = 0; r < ROUNDS; r++)
 		for (k = 0; k < 3; k++) {
-			double ns = run(&c, depths[k], 100000);
+			double ns = run(&c, depths[k], 50000);
 
 			if (!best[k] || ns < best[k])
 				best[k] = ns;
