@@ -51,5 +51,8 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
+	if h := e.Reason.Help(); h != "" {
+		return "realtime lane: " + e.Op + " refused: " + h
+	}
 	return "realtime lane: " + e.Op + " refused: " + e.Reason.String()
 }
