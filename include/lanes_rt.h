@@ -96,7 +96,7 @@ enum {
 	LANES_RT_REASON_TOO_MANY_SOCKETS = 14,
 	LANES_RT_REASON_UNSUPPORTED = 15, /* the kernel lacks per-datagram priorities (6.14+) */
 	LANES_RT_REASON_BAD_DEADLINE = 16, /* more than LANES_RT_HORIZON_NS from receipt */
-	LANES_RT_REASON_OVER_SHARE = 17, /* this connection or user holds its share of the queue */
+	LANES_RT_REASON_OVER_SHARE = 17, /* this connection or user holds its share of the queue or the link's time */
 };
 
 /* A deadline more than this from the request's receipt, either way, is refused. */

@@ -32,7 +32,7 @@ const (
 	// the request's receipt, either way.
 	ReasonBadDeadline Reason = wire.ReasonBadDeadline
 	// ReasonOverShare: this connection or uid holds its share of the
-	// queue's slots or bytes.
+	// queue's slots or bytes, or of the link's time up to the deadline.
 	ReasonOverShare Reason = wire.ReasonOverShare
 )
 

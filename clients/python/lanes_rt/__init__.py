@@ -83,7 +83,7 @@ class Reason(enum.IntEnum):
     TOO_MANY_SOCKETS = 14  # (attach) MAX_SOCKS attached already
     UNSUPPORTED = 15       # (attach) the kernel lacks per-datagram priorities (6.14+)
     BAD_DEADLINE = 16      # the deadline lies more than DEADLINE_HORIZON_NS from receipt
-    OVER_SHARE = 17        # this connection or uid holds its share of the queue
+    OVER_SHARE = 17        # this connection or uid holds its share of the queue or the link's time
 
     def __str__(self):
         return _REASON_NAMES[self]

@@ -100,7 +100,7 @@ impl Reason {
     pub const UNSUPPORTED: Reason = Reason(15);
     /// The deadline lies more than DEADLINE_HORIZON_NS from receipt.
     pub const BAD_DEADLINE: Reason = Reason(16);
-    /// This connection or uid holds its share of the queue.
+    /// This connection or uid holds its share of the queue or the link's time.
     pub const OVER_SHARE: Reason = Reason(17);
 }
 
