@@ -206,7 +206,7 @@ static void test_link_time(void)
 	CHECK(n >= 50 - 17, "root took %u beside it", n);
 	/* All uids but root: 7/8. Ten uids, a connection each (16 datagrams
 	 * of 80 µs each by 10.24 ms), take at most 7/8 of it: 112 (the link
-	 * itself, 127); past it, queue-full. */
+	 * itself about 118), however long the sends take. */
 	setup(400, 4 << 20, 0);
 	d = mono_now() + 10240000;
 	for (k = 0, n = 0; k < 10; k++) {
@@ -215,7 +215,6 @@ static void test_link_time(void)
 			n++;
 	}
 	CHECK(n >= 1 && n <= 112, "uids but root took %u datagrams of 80 µs by 10.24 ms, their share 112", n);
-	CHECK(send_req(client(4000), 0, (uint64_t)d, 9958) == R_QUEUE_FULL, "not queue-full past 7/8");
 }
 
 static void test_pool(void)
