@@ -184,26 +184,27 @@ static void test_shares(void)
 }
 
 /* test_link_time: a connection not root's takes at most 1/8 of the
- * link's time up to its deadline (1,000-byte datagrams at 1 Gbit/s, 8 µs
- * each, counted 64 µs: at most 16 by 1.056 ms); root takes the rest. */
+ * link's time up to its deadline (65,000-byte datagrams at 1 Gbit/s,
+ * 520 µs each, counted 4.16 ms: at most 16 by 66.56 ms, a span no stall
+ * of the test's makes its own deadline unmeetable); root takes the rest. */
 static void test_link_time(void)
 {
 	struct conn *a, *root;
 	int64_t d;
 	uint32_t n, k;
 
-	setup(400, 1 << 20, 0);
+	setup(400, 16 << 20, 0);
 	a = client(1000);
 	root = client(0);
-	d = mono_now() + 1056000;
-	for (n = 0; n < 50 && send_req(a, 0, (uint64_t)d, 958) == R_NONE; n++)
+	d = mono_now() + 66560000;
+	for (n = 0; n < 30 && send_req(a, 0, (uint64_t)d, 64958) == R_NONE; n++)
 		;
-	CHECK(n >= 1 && n <= 16, "a connection took %u datagrams of 8 µs by 1.056 ms, its share 16", n);
-	CHECK(send_req(a, 0, (uint64_t)d, 958) == R_OVER_SHARE, "not over-share past its time");
-	CHECK(send_req(a, 0, (uint64_t)d + 10000000, 958) == R_NONE, "a later deadline refused");
-	for (n = 0; n < 50 && send_req(root, 0, (uint64_t)d, 958) == R_NONE; n++)
+	CHECK(n >= 1 && n <= 16, "a connection took %u datagrams of 520 µs by 66.56 ms, its share 16", n);
+	CHECK(send_req(a, 0, (uint64_t)d, 64958) == R_OVER_SHARE, "not over-share past its time");
+	CHECK(send_req(a, 0, (uint64_t)d + 10000000, 64958) == R_NONE, "a later deadline refused");
+	for (n = 0; n < 30 && send_req(root, 0, (uint64_t)d, 64958) == R_NONE; n++)
 		;
-	CHECK(n >= 50 - 17, "root took %u beside it", n);
+	CHECK(n >= 30 - 18, "root took %u beside it", n);
 	/* All uids but root: 7/8. Ten uids, a connection each (16 datagrams
 	 * of 80 µs each by 10.24 ms), take at most 7/8 of it: 112 (the link
 	 * itself about 118), however long the sends take. */
