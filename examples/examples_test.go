@@ -32,6 +32,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 // build stages the C client's install (`make install-rt-dev` into a
@@ -85,17 +86,41 @@ func publicDir(t *testing.T) string {
 }
 
 // checkNotGranted runs app as nobody, whom the lane does not grant: it
-// must exit 1 saying its attach was refused, not-granted.
+// must exit 1 saying its attach was refused and what fixes it
+// (realtime.grants).
 func (b *bed) checkNotGranted(t *testing.T, app []string) {
 	t.Helper()
 	args := append([]string{"netns", "exec", b.p.A.Name, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"}, app...)
 	cmd := exec.Command("ip", append(args, b.p.AddrB.String(), "9", "1", "20000")...)
 	cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+b.sock)
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "attach refused: not-granted") {
-		t.Errorf("%s as nobody: %v, want exit 1 and attach refused: not-granted\n%s", app, err, out)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "attach refused: "+rt.MsgNotGranted) {
+		t.Errorf("%s as nobody: %v, want exit 1 and attach refused: %s\n%s", app, err, rt.MsgNotGranted, out)
 	} else {
 		t.Logf("as nobody: %s", bytes.TrimSpace(out))
+	}
+}
+
+// checkUnavailable runs app with no realtime socket: with nothing beside
+// it, it must say that the daemon is not running; with the daemon's API
+// socket answering beside it, that the lane is off; each time exit 1.
+func checkUnavailable(t *testing.T, app []string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, want := range []string{rt.MsgNoDaemon, rt.MsgLaneOff} {
+		if want == rt.MsgLaneOff {
+			api, err := net.Listen("unix", filepath.Join(dir, "lanes.sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer api.Close()
+		}
+		cmd := exec.Command(app[0], append(app[1:], "127.0.0.1", "9", "1", "1000")...)
+		cmd.Env = append(os.Environ(), "LANES_RT_SOCKET="+filepath.Join(dir, "rt.sock"))
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), want) {
+			t.Errorf("%s without a realtime socket: %v, want exit 1 and %q\n%s", app, err, want, out)
+		}
 	}
 }
 
@@ -126,6 +151,7 @@ func TestRTEchoGo(t *testing.T) {
 	b := newBed(t, buildRTD(t))
 	b.checkEchoApp(t, []string{bin})
 	b.checkNotGranted(t, []string{bin})
+	checkUnavailable(t, []string{bin})
 }
 
 // echoServer answers every datagram to its sender and records the senders.
@@ -296,6 +322,7 @@ func TestRTEcho(t *testing.T) {
 	}
 	b.checkEchoApp(t, []string{bin})
 	b.checkNotGranted(t, []string{bin})
+	checkUnavailable(t, []string{bin})
 }
 
 // checkEchoApp runs app (rt-echo or its like) over IPv4 and IPv6, then with
@@ -336,11 +363,15 @@ func (b *bed) checkEchoApp(t *testing.T, app []string) {
 	}
 	t.Run("refusals", func(t *testing.T) {
 		// A deadline 1 µs after the send call: less than the datagram's
-		// own time on the wire, so each is refused, and app says why.
+		// own time on the wire, so each is refused, and app says why;
+		// 0 alike (every client's example sends it).
 		srv := startEcho(t, b.p.B, netip.AddrFrom4([4]byte(b.p.AddrB)))
-		r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, 1)
-		if r.sent != 20 || r.refused != 20 || r.reasons["own-deadline-unmeetable"] != 20 {
-			t.Errorf("sent %d refused %d by reason %v, want all 20 refused own-deadline-unmeetable", r.sent, r.refused, r.reasons)
+		for _, us := range []int{1, 0} {
+			r := b.runEcho(t, app, srv.conn.LocalAddr().(*net.UDPAddr).AddrPort(), 20, us)
+			if r.sent != 20 || r.refused != 20 || r.reasons["own-deadline-unmeetable"] != 20 {
+				t.Errorf("deadline %d µs: sent %d refused %d by reason %v, want all 20 refused own-deadline-unmeetable",
+					us, r.sent, r.refused, r.reasons)
+			}
 		}
 	})
 	st := b.lane.Stats()

@@ -7,11 +7,14 @@
 package examples_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lanes-net/lanes/rt"
 )
 
 // headerProgram sends to a sockaddr_in and a sockaddr_in6 filled at run
@@ -94,6 +97,79 @@ func TestHeaderStrictBuild(t *testing.T) {
 			out, err := exec.Command(cc, args...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "lanes_rt.h needs POSIX") {
 				t.Errorf("without POSIX: %v, want the header's #error\n%s", err, out)
+			}
+		})
+	}
+}
+
+// fixProgram opens the realtime socket argv[1] and prints why it failed,
+// then reads a failed send's reply (*rep must be set, zeroed, on every
+// path: read after a failure it drew -Wmaybe-uninitialized under -O2) and
+// the help for not-granted.
+const fixProgram = `#include <lanes_rt.h>
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+	struct lanes_rt rt;
+	struct lanes_rt_reply rep;
+	int r;
+
+	if (argc != 2)
+		return 2;
+	if (lanes_rt_open(&rt, argv[1]) == 0)
+		return 3;
+	printf("%s\n", lanes_rt_open_error(argv[1], errno));
+	r = lanes_rt_send(&rt, 1, NULL, 0, LANES_RT_FLAG_RELATIVE, "x", 1, &rep);
+	printf("%d %u %u\n", r, rep.type, rep.reason);
+	printf("%s\n", lanes_rt_reason_help(LANES_RT_REASON_NOT_GRANTED));
+	return 0;
+}
+`
+
+// TestHeaderSaysWhatFixesIt: lanes_rt_open_error tells the lane off (the
+// daemon's API socket answers beside the missing realtime socket) from the
+// daemon not running, in the words of the Go client; a failed send leaves
+// *rep zeroed; -O2 -Werror builds reading it stay clean with gcc and clang.
+func TestHeaderSaysWhatFixesIt(t *testing.T) {
+	include, err := filepath.Abs("../include")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "fix.c")
+	if err := os.WriteFile(src, []byte(fixProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "rt.sock")
+	for _, cc := range []string{"gcc", "clang"} {
+		t.Run(cc, func(t *testing.T) {
+			if _, err := exec.LookPath(cc); err != nil {
+				t.Skipf("%s not installed", cc)
+			}
+			bin := filepath.Join(dir, "fix-"+cc)
+			args := append(append([]string{}, strictFlags...), "-Wmaybe-uninitialized", "-I"+include, "-o", bin, src)
+			if cc == "clang" {
+				args = append(append([]string{}, strictFlags...), "-Wsometimes-uninitialized", "-I"+include, "-o", bin, src)
+			}
+			if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil || len(out) > 0 {
+				t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
+			}
+			for _, want := range []string{rt.MsgNoDaemon, rt.MsgLaneOff} {
+				var api net.Listener
+				if want == rt.MsgLaneOff {
+					if api, err = net.Listen("unix", filepath.Join(dir, "lanes.sock")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, err := exec.Command(bin, sock).Output()
+				if api != nil {
+					api.Close()
+				}
+				lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+				if err != nil || len(lines) != 3 || lines[0] != want || lines[1] != "-1 0 0" || lines[2] != rt.MsgNotGranted {
+					t.Errorf("%s: %v, want %q, \"-1 0 0\" and %q:\n%s", bin, err, want, rt.MsgNotGranted, out)
+				}
 			}
 		})
 	}

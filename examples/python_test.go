@@ -66,4 +66,5 @@ func TestPythonClient(t *testing.T) {
 	b.checkEchoApp(t, []string{python, example})
 
 	b.checkNotGranted(t, []string{python, example})
+	checkUnavailable(t, []string{python, example})
 }

@@ -43,4 +43,5 @@ func TestRustClient(t *testing.T) {
 	b := newBed(t, buildRTD(t))
 	b.checkEchoApp(t, []string{bin})
 	b.checkNotGranted(t, []string{bin})
+	checkUnavailable(t, []string{bin})
 }

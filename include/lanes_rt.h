@@ -96,11 +96,23 @@ enum {
 	LANES_RT_REASON_TOO_MANY_SOCKETS = 14,
 	LANES_RT_REASON_UNSUPPORTED = 15, /* the kernel lacks per-datagram priorities (6.14+) */
 	LANES_RT_REASON_BAD_DEADLINE = 16, /* more than LANES_RT_HORIZON_NS from receipt */
-	LANES_RT_REASON_OVER_SHARE = 17, /* this connection or user holds its share of the queue */
+	LANES_RT_REASON_OVER_SHARE = 17, /* this connection or user holds its share of the queue or the link's time */
 };
 
 /* A deadline more than this from the request's receipt, either way, is refused. */
 #define LANES_RT_HORIZON_NS 60000000000ll
+
+/* What a client says when it cannot use the lane, each naming what fixes
+ * it: the one table of these messages. The Go package rt, the Python and
+ * Rust clients and `lanes rt` say the same (examples/reasons_test.go). */
+#define LANES_RT_MSG_OFF \
+	"the realtime lane is off: set realtime.enabled: true in /etc/lanes/policy.yaml, then reload the daemon (systemctl reload lanes)"
+#define LANES_RT_MSG_NO_DAEMON "the daemon is not running: start it (systemctl start lanes)"
+#define LANES_RT_MSG_NOT_GRANTED \
+	"not granted: add the uid, or a group of it, to realtime.grants in /etc/lanes/policy.yaml, then reload the daemon"
+/* The daemon's API socket, beside the realtime socket: when the realtime
+ * socket is missing, an answer there means the lane is off. */
+#define LANES_RT_API_SOCKET_NAME "lanes.sock"
 
 struct lanes_rt {
 	int fd;
@@ -137,7 +149,46 @@ static inline const char *lanes_rt_reason_str(uint8_t r)
 	return r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }
 
-/* lanes_rt_open connects to the daemon; 0 or -1 with errno. */
+/* lanes_rt_reason_help says what fixes a refusal of reason r, or NULL
+ * when nothing in the policy does (the daemon's refusal is the answer). */
+static inline const char *lanes_rt_reason_help(uint8_t r)
+{
+	if (r == LANES_RT_REASON_NOT_GRANTED)
+		return LANES_RT_MSG_NOT_GRANTED;
+	if (r == LANES_RT_REASON_DISABLED)
+		return LANES_RT_MSG_OFF;
+	return NULL;
+}
+
+/* lanes_rt_open_error says why lanes_rt_open(path) failed with errno err:
+ * LANES_RT_MSG_OFF when no realtime socket is at path but the daemon's API
+ * socket beside it answers, LANES_RT_MSG_NO_DAEMON when neither does,
+ * else strerror(err). */
+static inline const char *lanes_rt_open_error(const char *path, int err)
+{
+	struct sockaddr_un sa;
+	const char *slash = strrchr(path, '/');
+	size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+	int fd, up;
+
+	if (err != ENOENT && err != ECONNREFUSED)
+		return strerror(err);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (dir + sizeof(LANES_RT_API_SOCKET_NAME) > sizeof(sa.sun_path))
+		return strerror(err);
+	memcpy(sa.sun_path, path, dir);
+	memcpy(sa.sun_path + dir, LANES_RT_API_SOCKET_NAME, sizeof(LANES_RT_API_SOCKET_NAME));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return strerror(err);
+	up = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return up ? LANES_RT_MSG_OFF : LANES_RT_MSG_NO_DAEMON;
+}
+
+/* lanes_rt_open connects to the daemon; 0 or -1 with errno
+ * (lanes_rt_open_error says why, and what fixes it). */
 static inline int lanes_rt_open(struct lanes_rt *rt, const char *path)
 {
 	struct sockaddr_un sa;
@@ -285,18 +336,25 @@ static inline void lanes_rt__header(struct lanes_rt *rt, uint8_t type, uint8_t f
  * copy until this connection is closed; fd stays the application's (its
  * replies arrive there; its own send() calls keep their class). Returns
  * the socket's number (1..LANES_RT_MAX_SOCKS), 0 refused (rep->reason),
- * -1 error (errno). rep may be NULL. */
+ * -1 error (errno). rep may be NULL; else *rep is set on every path
+ * (zeroed when no reply came). */
 static inline int lanes_rt_attach(struct lanes_rt *rt, int fd, struct lanes_rt_reply *rep)
 {
 	struct lanes_rt_reply r;
 
+	memset(&r, 0, sizeof(r));
+	if (rep)
+		*rep = r; /* set on every path: zeroed when no reply came */
 	if (fd < 0) {
 		errno = EBADF;
 		return -1;
 	}
 	lanes_rt__header(rt, LANES_RT_ATTACH, 0, 0, 0, 0);
-	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE, fd, &r) < 0)
+	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE, fd, &r) < 0) {
+		if (rep && r.type == LANES_RT_ERROR)
+			*rep = r; /* its reason */
 		return -1;
+	}
 	if (rep)
 		*rep = r;
 	if (r.type != LANES_RT_ATTACHED)
@@ -311,7 +369,8 @@ static inline int lanes_rt_attach(struct lanes_rt *rt, int fd, struct lanes_rt_r
  * has LANES_RT_FLAG_RELATIVE. dst is a struct sockaddr_in or
  * sockaddr_in6, or NULL for the peer of an attached connected socket.
  * Returns 1 admitted, 0 refused (see rep->reason), -1 error (errno;
- * EPROTO for an ERROR reply). rep may be NULL. */
+ * EPROTO for an ERROR reply, its reason in rep->reason). rep may be NULL;
+ * else *rep is set on every path (zeroed when no reply came). */
 static inline int lanes_rt_send_on(struct lanes_rt *rt, uint16_t sock, uint32_t flow, const struct sockaddr *dst,
 				   uint64_t deadline, uint8_t flags, const void *payload, size_t len,
 				   struct lanes_rt_reply *rep)
@@ -319,6 +378,9 @@ static inline int lanes_rt_send_on(struct lanes_rt *rt, uint16_t sock, uint32_t 
 	unsigned char *h = rt->buf;
 	struct lanes_rt_reply r;
 
+	memset(&r, 0, sizeof(r));
+	if (rep)
+		*rep = r; /* set on every path: zeroed when no reply came */
 	if (len > LANES_RT_MAX_PAYLOAD) {
 		errno = EMSGSIZE;
 		return -1;
@@ -342,8 +404,11 @@ static inline int lanes_rt_send_on(struct lanes_rt *rt, uint16_t sock, uint32_t 
 	}
 	if (len > 0)
 		memcpy(h + LANES_RT_REQ_SIZE, payload, len);
-	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE + len, -1, &r) < 0)
+	if (lanes_rt__exchange(rt, LANES_RT_REQ_SIZE + len, -1, &r) < 0) {
+		if (rep && r.type == LANES_RT_ERROR)
+			*rep = r; /* its reason */
 		return -1;
+	}
 	if (rep)
 		*rep = r;
 	return r.type == LANES_RT_ADMIT;

@@ -91,7 +91,9 @@ type Client struct {
 	notices []Notice
 }
 
-// Dial connects to the daemon's realtime socket (SocketPath, usually).
+// Dial connects to the daemon's realtime socket (SocketPath, usually). When
+// there is none, its error wraps ErrLaneOff or ErrNoDaemon, whose words say
+// what fixes it.
 func Dial(path string) (*Client, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -105,7 +107,7 @@ func Dial(path string) (*Client, error) {
 	}
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("realtime lane %s: %w", path, err)
+		return nil, dialError(path, err)
 	}
 	return &Client{fd: fd, in: make([]byte, wire.MaxReply)}, nil
 }

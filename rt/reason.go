@@ -32,7 +32,7 @@ const (
 	// the request's receipt, either way.
 	ReasonBadDeadline Reason = wire.ReasonBadDeadline
 	// ReasonOverShare: this connection or uid holds its share of the
-	// queue's slots or bytes.
+	// queue's slots or bytes, or of the link's time up to the deadline.
 	ReasonOverShare Reason = wire.ReasonOverShare
 )
 
@@ -51,5 +51,8 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
+	if h := e.Reason.Help(); h != "" {
+		return "realtime lane: " + e.Op + " refused: " + h
+	}
 	return "realtime lane: " + e.Op + " refused: " + e.Reason.String()
 }

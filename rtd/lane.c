@@ -5,8 +5,9 @@
  *
  *   T      = (payload + overhead) * 8 / rate, rounded up
  *   T_now  = max(now, busy_until) + reserve / rate
- *   admit  edf_admit (edf_core.h: the paper's test, checked against
- *          internal/edf's reference in internal/bpf/edfqdisc)
+ *   admit  the shares (over_share, over_time), then edfq_admit
+ *          (queue.c: the paper's test in O(log n), checked against
+ *          internal/edf's Reference)
  *   release the head while our bytes in the kernel, it included, stay
  *          within backlog (or nothing of ours is in flight); a head that
  *          can no longer finish by its deadline is dropped and reported
@@ -35,7 +36,7 @@ void lane_init(struct rtd *d)
 	uint64_t seed = 0;
 	uint32_t i;
 
-	memset(&d->q, 0, sizeof(d->q));
+	edfq_init(&d->q);
 	d->nfree = 0;
 	for (i = EDF_CAP; i > 0; i--)
 		d->free_slots[d->nfree++] = i - 1;
@@ -218,7 +219,7 @@ static uint8_t refusal(struct rtd *d, struct conn *c, uint16_t sock, size_t plen
 /* deadline_of reads a request's deadline (absolute, or µs after now with
  * WIRE_FLAG_RELATIVE); -1 if it lies more than DEADLINE_HORIZON_NS from
  * now either way. Within the horizon no sum of deadlines and transmit
- * times in edf_core.h can wrap (tx is at most 65,549 bytes at 8 kbit/s,
+ * times in queue.c can wrap (tx is at most 65,549 bytes at 8 kbit/s,
  * 66 s, times EDF_CAP): a deadline near INT64_MIN, or a relative one
  * whose product wraps, would otherwise sort first and pass the test. */
 static int deadline_of(const unsigned char *req, int64_t now, int64_t *out)
@@ -233,22 +234,6 @@ static int deadline_of(const unsigned char *req, int64_t now, int64_t *out)
 		return 0;
 	}
 	return *out < now - DEADLINE_HORIZON_NS || *out > now + DEADLINE_HORIZON_NS ? -1 : 0;
-}
-
-/* slack is M_1 at tnow: how much the whole queue may still slip. */
-static int64_t slack(const struct edf_queue *q, int64_t tnow)
-{
-	int64_t c = 0, m = EDF_INF;
-	uint32_t k;
-
-	for (k = 0; k < q->n; k++) {
-		const struct edf_ent *x = &q->e[(q->head + k) & EDF_MASK];
-
-		c += x->tx;
-		if (x->d - c < m)
-			m = x->d - c;
-	}
-	return q->n ? m - tnow : 0;
 }
 
 static int64_t t_now(struct rtd *d, int64_t now)
@@ -271,6 +256,46 @@ static uint8_t over_share(const struct rtd *d, const struct conn *c, uint32_t ch
 		return R_OVER_SHARE;
 	if (d->others_slots + 1 > ns - ns / ROOT_RESERVE || d->others_chunks + chunks > nc - nc / ROOT_RESERVE)
 		return R_QUEUE_FULL;
+	return R_NONE;
+}
+
+/* link_share says whether a holder whose share of the link's time is used
+ * until *at may take tx more of it, as 1/div of the time to deadline:
+ * its datagrams, each counted div times, follow one another from now and
+ * the last ends by the deadline. take 1 records it. */
+static int link_share(int64_t *at, int64_t now, int64_t deadline, int64_t tx, int64_t div, int take)
+{
+	int64_t start = *at > now ? *at : now;
+
+	if (start + tx * div > deadline)
+		return 0;
+	if (take)
+		*at = start + tx * div;
+	return 1;
+}
+
+/* over_time is why c may not take tx of the link's time by deadline, or
+ * R_NONE; take 1 records what it took (the shares: rtd.h). A deadline its
+ * datagram cannot meet at all is left to the admission test. Root's
+ * reserve: all uids but root together take at most ROOT_RESERVE - 1
+ * eighths, each datagram counted ROOT_RESERVE / (ROOT_RESERVE - 1) times
+ * (in sevenths of its time). */
+static uint8_t over_time(struct rtd *d, struct conn *c, int64_t now, int64_t deadline, int64_t tx, int take)
+{
+	int64_t reserved = tx + (tx + ROOT_RESERVE - 2) / (ROOT_RESERVE - 1);
+
+	if (c->uid == 0 || deadline - now < tx)
+		return R_NONE;
+	if (!link_share(&c->link_at, now, deadline, tx, SHARE_CONN, 0) ||
+	    !link_share(&c->u->link_at, now, deadline, tx, SHARE_UID, 0))
+		return R_OVER_SHARE;
+	if (!link_share(&d->others_link_at, now, deadline, reserved, 1, 0))
+		return R_QUEUE_FULL;
+	if (take) {
+		link_share(&c->link_at, now, deadline, tx, SHARE_CONN, 1);
+		link_share(&c->u->link_at, now, deadline, tx, SHARE_UID, 1);
+		link_share(&d->others_link_at, now, deadline, reserved, 1, 1);
+	}
 	return R_NONE;
 }
 
@@ -336,12 +361,15 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 		reason = R_BAD_DEADLINE;
 	if (reason == R_NONE)
 		reason = over_share(d, c, pool_chunks((uint32_t)plen));
+	if (reason == R_NONE)
+		reason = over_time(d, c, now, deadline, tx, 0);
 	tnow = t_now(d, now);
 	if (reason == R_NONE) {
 		uint32_t slot = d->free_slots[d->nfree - 1];
 
-		r = edf_admit(&d->q, tnow, deadline, tx, slot);
+		r = edfq_admit(&d->q, tnow, deadline, tx, slot);
 		if (r == EDF_ADMITTED) {
+			over_time(d, c, now, deadline, tx, 1);
 			d->nfree--;
 			queue(d, slot, c, sock, &dst, rep->flow, rep->seq, req + WIRE_REQ, plen);
 			rep->type = WIRE_ADMIT;
@@ -352,7 +380,7 @@ void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t 
 	lane_count(d, c->uid, rep->flow, rep->type == WIRE_ADMIT, reason);
 	rep->reason = reason;
 	rep->depth = d->q.n;
-	rep->slack = slack(&d->q, tnow);
+	rep->slack = edfq_slack(&d->q, tnow);
 	lane_event(d, rep->type == WIRE_ADMIT ? RTD_EV_ADMIT : RTD_EV_REJECT, reason, c->uid, rep->flow, rep->seq,
 		   now, deadline, tx);
 }
@@ -466,15 +494,17 @@ static void finish(struct rtd *d, uint32_t slot, const struct edf_ent *e, int64_
  * when to try again (0: it took the head). */
 static int64_t release_head(struct rtd *d, int64_t now)
 {
-	struct edf_ent *head = edf_peek(&d->q), e;
-	int64_t ahead = d->busy_until - now + head->tx - bytes_ns(d, d->cfg.backlog), tnow, margin;
+	struct edf_ent head, e;
+	int64_t ahead, tnow, margin;
 	struct pending *p;
 	uint32_t slot;
 
+	edfq_peek(&d->q, &head); /* the caller's queue is not empty */
+	ahead = d->busy_until - now + head.tx - bytes_ns(d, d->cfg.backlog);
 	if (ahead > 0 && d->busy_until > now)
 		return now + ahead;
 	tnow = t_now(d, now);
-	if (edf_pop(&d->q, tnow, &e) == 1) {
+	if (edfq_pop(&d->q, tnow, &e) == 1) {
 		slot = (uint32_t)e.id;
 		d->pend[slot].f->v.dropped_late++;
 		d->totals.dropped_late++;
@@ -520,14 +550,24 @@ void lane_release(struct rtd *d)
 		timer_arm(d, until);
 }
 
-/* lane_flush drops what is queued (the end), with a shutdown notice. */
-void lane_flush(struct rtd *d)
+/* lane_drop drops the head unsent, with a notice of reason (R_NONE:
+ * none); it returns 0 when the queue was empty. */
+int lane_drop(struct rtd *d, uint8_t reason)
 {
 	struct edf_ent e;
 
-	/* Not late: shutdown is its own reason, in the notice alone. */
-	while (edf_pop(&d->q, 0, &e) >= 0)
-		finish(d, (uint32_t)e.id, &e, mono_now(), R_SHUTDOWN);
+	/* Not late: the reason is the caller's, in the notice alone. */
+	if (edfq_pop(&d->q, 0, &e) < 0)
+		return 0;
+	finish(d, (uint32_t)e.id, &e, mono_now(), reason);
+	return 1;
+}
+
+/* lane_flush drops what is queued (the end), with a shutdown notice. */
+void lane_flush(struct rtd *d)
+{
+	while (lane_drop(d, R_SHUTDOWN))
+		;
 }
 
 /* lane_counters answers RTD_COUNTERS_ASK: the state, then every flow. */

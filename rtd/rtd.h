@@ -4,8 +4,10 @@
  * touched by that thread only, so nothing is locked.
  *
  *   conn.c   clients' requests (SEND, ATTACH, STATS), replies, notices
- *   lane.c   admission (edf_core.h, the arithmetic of internal/edf),
- *            paced EDF release, sends, counters, trace events
+ *   lane.c   admission (the shares, then the EDF test), paced EDF
+ *            release, sends, counters, trace events
+ *   queue.c  the EDF queue in O(log n) (the decisions of edf_core.h and
+ *            internal/edf's Reference)
  *   pool.c   the payload pool and the users' table (shares)
  *   route.c  the destinations' classes
  *   pace.c   requests paced per connection and uid
@@ -26,7 +28,35 @@
 #ifndef EDF_CAP /* smaller in the fuzz target, so that its limits are reached */
 #define EDF_CAP 16384
 #endif
-#include "edf_core.h"
+#include "edf_core.h" /* the decisions (enum edf_reason), entries, edf_late */
+
+/* The EDF queue (queue.c): sorted blocks of at most EDFB entries, in
+ * deadline order, under a segment tree over the blocks' positions. A
+ * block's min is min(D_k - C_k) with C_k summed within it. */
+#ifndef EDFB /* smaller in a test, so that blocks split and go often */
+#define EDFB 128
+#endif
+#define EDFB_MAX (EDF_CAP / (EDFB / 2) + 2) /* every block but the first holds EDFB/2 or more */
+#define EDFB_SEG (EDFB_MAX <= 4 ? 4 : EDFB_MAX <= 16 ? 16 : EDFB_MAX <= 64 ? 64 : EDFB_MAX <= 256 ? 256 : \
+		  EDFB_MAX <= 1024 ? 1024 : 4096)
+_Static_assert(EDFB_MAX <= EDFB_SEG, "EDF_CAP too large for the segment tree");
+struct edfq_block {
+	uint32_t n;
+	int64_t sum, min;
+	int64_t d[EDFB], tx[EDFB];
+	uint32_t id[EDFB];
+};
+struct edfq_seg {
+	int64_t sum, min;
+};
+struct edfq {
+	uint32_t n, nb;
+	int64_t backlog; /* sum of T */
+	uint32_t ord[EDFB_MAX]; /* the blocks in deadline order */
+	uint32_t free[EDFB_MAX], nfree;
+	struct edfq_seg seg[2 * EDFB_SEG]; /* leaf EDFB_SEG + i: the block at ord[i] */
+	struct edfq_block b[EDFB_MAX];
+};
 
 /* The client protocol (docs/realtime.md): its one definition is the C
  * client's header, include/lanes_rt.h; these are short names for it. */
@@ -64,9 +94,13 @@
 #define DEADLINE_HORIZON_NS LANES_RT_HORIZON_NS
 
 /* Shares (docs/realtime.md, "Shares and pacing"): of the queue's slots,
- * its payload bytes and the destination table, a connection not root's
- * holds at most 1/SHARE_CONN, a uid not root at most 1/SHARE_UID, and all
- * uids but root together leave 1/ROOT_RESERVE to root. */
+ * its payload bytes, the destination table and the link's time, a
+ * connection not root's holds at most 1/SHARE_CONN, a uid not root at most
+ * 1/SHARE_UID, and all uids but root together leave 1/ROOT_RESERVE to
+ * root. The link's time is shared over each request's deadline horizon: a
+ * holder's datagrams, each counted as its transmit time times the
+ * holder's divisor, must follow one another and the last end by its
+ * deadline (lane.c, over_time). */
 #define SHARE_CONN 8
 #define SHARE_UID 4
 #define ROOT_RESERVE 8
@@ -96,6 +130,7 @@ struct user {
 	uint32_t flows;         /* counters entries */
 	uint32_t dests;         /* destination table entries */
 	int64_t tokens_at;      /* pacing: the time its bucket is empty at (pace.c) */
+	int64_t link_at;        /* its share of the link's time is used until (lane.c) */
 	struct user *next;      /* hash chain, or the free list */
 };
 
@@ -129,6 +164,7 @@ struct conn {
 	int paused; /* a STATS request is with the daemon */
 	int throttled; /* out of tokens: not read until wake (pace.c) */
 	int64_t tokens_at, wake;
+	int64_t link_at; /* its share of the link's time is used until (lane.c) */
 	unsigned char *out; /* a reply the socket could not take yet (EPOLLOUT) */
 	size_t outlen;
 	unsigned char outbuf[WIRE_REPLY]; /* out, for the lane's own replies */
@@ -187,11 +223,12 @@ struct rtd {
 	int tx[2][2]; /* [IPv4|IPv6][plain|class] */
 	int ready;
 	/* the queue */
-	struct edf_queue q;
+	struct edfq q;
 	struct pending pend[EDF_CAP];
 	uint32_t free_slots[EDF_CAP], nfree;
 	struct pool pool;
 	uint32_t others_slots, others_chunks; /* held by uids but root */
+	int64_t others_link_at;               /* their share of the link's time, used until */
 	int64_t busy_until;
 	int64_t timer_at; /* armed release time, 0: none */
 	/* clients */
@@ -246,12 +283,20 @@ int64_t bytes_ns(const struct rtd *d, int64_t n);
 void lane_admit(struct rtd *d, struct conn *c, const unsigned char *req, size_t len, struct reply *rep);
 void lane_release(struct rtd *d);
 void lane_flush(struct rtd *d);
+int lane_drop(struct rtd *d, uint8_t reason);
 void lane_count(struct rtd *d, uint32_t uid, uint32_t flow, int admitted, uint8_t reason);
 void lane_event(struct rtd *d, uint8_t kind, uint8_t reason, uint32_t uid, uint32_t flow, uint32_t seq,
 		int64_t t, int64_t deadline, int64_t tx);
 void lane_counters(struct rtd *d, uint32_t id);
 void lane_trace_flush(struct rtd *d);
 struct flowstat *lane_flow(struct rtd *d, uint32_t uid, uint32_t flow);
+
+/* queue.c: the EDF queue */
+void edfq_init(struct edfq *q);
+int edfq_admit(struct edfq *q, int64_t now, int64_t d, int64_t tx, uint32_t id);
+int edfq_peek(const struct edfq *q, struct edf_ent *out);
+int edfq_pop(struct edfq *q, int64_t now, struct edf_ent *out);
+int64_t edfq_slack(const struct edfq *q, int64_t tnow);
 
 /* pool.c: the payload pool and the users' table */
 int pool_init(struct pool *p, uint32_t bytes);

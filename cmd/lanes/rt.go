@@ -44,6 +44,7 @@ type rtSendSummary struct {
 	ReplyMaxus float64         `json:"reply_max_us"`
 	Deadline   config.Duration `json:"deadline"`
 	Dst        netip.AddrPort  `json:"dst"`
+	help       []string        // what fixes the refusals, when the policy does
 }
 
 // rtSocketFlag is --socket, by default the environment's LANES_RT_SOCKET
@@ -94,7 +95,11 @@ func rtSendCmd(fs *pflag.FlagSet, e *env) runFunc {
 			writeRTSend(e, sum)
 		}
 		if sum.Admitted == 0 {
-			return fmt.Errorf("none of %d datagrams admitted (refused: %s)", sum.Sent, countsString(sum.Refused))
+			err := fmt.Errorf("none of %d datagrams admitted (refused: %s)", sum.Sent, countsString(sum.Refused))
+			if len(sum.help) > 0 {
+				err = fmt.Errorf("%w: %s", err, strings.Join(sum.help, "; "))
+			}
+			return err
 		}
 		return nil
 	}
@@ -133,6 +138,9 @@ func rtSend(ctx context.Context, c *rt.Client, flow uint32, dst netip.AddrPort, 
 			sum.Admitted++
 		} else {
 			sum.Refused[res.Reason.String()]++
+			if h := res.Reason.Help(); h != "" && !slices.Contains(sum.help, h) {
+				sum.help = append(sum.help, h)
+			}
 		}
 		if i+1 < count {
 			time.Sleep(interval)

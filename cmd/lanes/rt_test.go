@@ -5,11 +5,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/rtlane/rtlanetest"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/rt"
 )
 
 func TestRTSendStats(t *testing.T) {
@@ -60,5 +63,31 @@ func TestRTSendNoneAdmitted(t *testing.T) {
 	if rc != 1 || !strings.Contains(out.String(), "0 admitted") ||
 		!strings.Contains(errb.String(), "none of 3 datagrams admitted (refused: own-deadline-unmeetable 3)") {
 		t.Fatalf("rt send, 1ns deadline: rc %d, want 1\n%s%s", rc, out.String(), errb.String())
+	}
+}
+
+// TestRTSendSaysWhatFixesIt: with no realtime socket, `lanes rt send` says
+// whether the lane is off or the daemon is not running, naming the fix.
+func TestRTSendSaysWhatFixesIt(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "rt.sock")
+	run := func() string {
+		var out, errb bytes.Buffer
+		e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		if rc := runMain(context.Background(), e, []string{"rt", "send", "--socket", sock, "127.0.0.1:9"}); rc != 1 {
+			t.Errorf("rt send without a socket: rc %d, want 1", rc)
+		}
+		return errb.String()
+	}
+	if msg := run(); !strings.Contains(msg, rt.MsgNoDaemon) {
+		t.Errorf("no daemon: %q, want %q", msg, rt.MsgNoDaemon)
+	}
+	api, err := net.Listen("unix", filepath.Join(dir, "lanes.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	if msg := run(); !strings.Contains(msg, rt.MsgLaneOff) {
+		t.Errorf("lane off: %q, want %q", msg, rt.MsgLaneOff)
 	}
 }

@@ -60,7 +60,7 @@ func run(args []string) error {
 	}
 	defer c.Close()
 	if _, err := c.Attach(udp); err != nil {
-		return err // "realtime lane: attach refused: not-granted"
+		return err // "realtime lane: attach refused: not granted: add the uid ..."
 	}
 	replies := make(chan uint32, count)
 	go readEchoes(udp, replies)

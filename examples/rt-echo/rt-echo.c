@@ -54,6 +54,21 @@ static int connect_udp(const char *addr, const char *port)
 	return fd;
 }
 
+/* put_seq and get_seq write and read a request's number, big-endian, in
+ * the first 4 bytes of its payload (the application's own format). */
+static void put_seq(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static uint32_t get_seq(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 /* read_echoes reads echoes until the monotonic time until (ns), or with
  * all, until every admitted request has its echo. */
 static void read_echoes(struct echo_state *st, uint64_t until, int all)
@@ -70,7 +85,7 @@ static void read_echoes(struct echo_state *st, uint64_t until, int all)
 			return;
 		ssize_t n = recv(st->fd, buf, sizeof(buf), MSG_DONTWAIT);
 		if (n >= 4) {
-			uint32_t seq = lanes_rt__get32(buf);
+			uint32_t seq = get_seq(buf);
 			if (seq < st->count && st->admitted[seq] == 1) {
 				st->admitted[seq] = 2;
 				st->replies++;
@@ -79,6 +94,16 @@ static void read_echoes(struct echo_state *st, uint64_t until, int all)
 		if (now >= until)
 			return;
 	}
+}
+
+/* number reads a decimal number, all of s; -1 if it is not one. */
+static int number(const char *s, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return *s < '0' || *s > '9' || *end || errno ? -1 : 0;
 }
 
 static int usage(const char *prog)
@@ -101,9 +126,10 @@ int main(int argc, char **argv)
 
 	if (argc != 5)
 		return usage(argv[0]);
-	st.count = strtoul(argv[3], NULL, 10);
-	deadline_us = strtoul(argv[4], NULL, 10);
-	if (st.count == 0 || st.count > MAX_COUNT || deadline_us == 0)
+	/* A 0 deadline is sent as any other (the daemon refuses it
+	 * own-deadline-unmeetable), as the other clients' examples do. */
+	if (number(argv[3], &st.count) < 0 || number(argv[4], &deadline_us) < 0 || st.count == 0 ||
+	    st.count > MAX_COUNT || deadline_us > LANES_RT_HORIZON_NS / 1000)
 		return usage(argv[0]);
 	st.fd = connect_udp(argv[1], argv[2]);
 	if (st.fd < 0) {
@@ -114,8 +140,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rt-echo: local port %u\n",
 			ntohs(local.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&local)->sin6_port
 							  : ((struct sockaddr_in *)&local)->sin_port));
-	if (lanes_rt_open(&rt, path ? path : LANES_RT_SOCKET) < 0) {
-		perror("rt-echo: lanes_rt_open");
+	if (!path)
+		path = LANES_RT_SOCKET;
+	if (lanes_rt_open(&rt, path) < 0) {
+		fprintf(stderr, "rt-echo: %s: %s\n", path, lanes_rt_open_error(path, errno));
 		return 1;
 	}
 	switch (lanes_rt_attach(&rt, st.fd, &rep)) {
@@ -123,7 +151,9 @@ int main(int argc, char **argv)
 		perror("rt-echo: lanes_rt_attach");
 		return 1;
 	case 0:
-		fprintf(stderr, "rt-echo: attach refused: %s\n", lanes_rt_reason_str(rep.reason));
+		fprintf(stderr, "rt-echo: attach refused: %s\n", lanes_rt_reason_help(rep.reason)
+									? lanes_rt_reason_help(rep.reason)
+									: lanes_rt_reason_str(rep.reason));
 		return 1;
 	}
 	st.admitted = calloc(st.count, 1);
@@ -132,7 +162,7 @@ int main(int argc, char **argv)
 	memset(msg, 0, sizeof(msg));
 	next = lanes_rt_now();
 	for (i = 0; i < st.count; i++) {
-		lanes_rt__put32(msg, (uint32_t)i);
+		put_seq(msg, (uint32_t)i);
 		int r = lanes_rt_send(&rt, 1, NULL, lanes_rt_now() + deadline_us * 1000, 0, msg, sizeof(msg), &rep);
 		if (r < 0) {
 			perror("rt-echo: lanes_rt_send");

@@ -1,7 +1,7 @@
 // Package edf is the deadline queue of the realtime lane: earliest-deadline-
-// first ordering with admission control, after SEEDS.md §003 (Nomura and
-// Ishikawa, "Communication control of real-time packets"). Pure Go, no I/O,
-// no clocks: every operation is given T_now by the caller.
+// first ordering with admission control, after Nomura and Ishikawa,
+// "Communication control of real-time packets". Pure Go, no I/O, no clocks:
+// every operation is given T_now by the caller.
 //
 // Model. Each queued packet j has a transmit time T_j (its size over the link
 // rate) and a deadline D_j by which its transmission must be complete. The
@@ -18,27 +18,18 @@
 // its own deadline, M'_ins >= 0: the paper's §2.4 rejects a packet when any
 // packet "including p_ins" would be late, though (4) alone does not say so.
 //
-// Two implementations with identical decisions:
-//   - Reference: the paper exactly as written, a deadline-sorted array with
-//     stored M values and the O(n) update of §2.3 (decrement, equation (5),
-//     backward propagation). Kept as the executable specification.
-//   - Tree: the production structure, packets in sorted blocks of 128 under
-//     an array-based summary tree whose nodes carry, for their range, the
-//     sum of T and the minimum of D_k - C_k (C_k the range-local inclusive
-//     prefix sum of T); M_i is read from one root-to-leaf walk plus one
-//     pass over a block. Laid out so that admission stays flat from depth
-//     100 to 100,000 (see tree.go).
+// The Reference here is the paper exactly as written: a deadline-sorted
+// array with stored M values and the O(n) update of §2.3 (decrement,
+// equation (5), backward propagation). It is the executable specification:
+// lanes-rtd's queue (rtd/queue.c, sorted blocks under a segment tree,
+// O(log n)) and the kernel path's edf_core.h are tested against it
+// decision by decision.
 //
 // Operations:
 //   - Admit(now, p): feasibility test and, if feasible, insertion.
 //   - Pop(now): remove the head; it is flagged Late if it can no longer be
 //     transmitted by its deadline starting at now (the caller drops it and
 //     reports it; it is never sent late in silence).
-//
-// Note: M is never stored in Tree. Because M_j = min_{k>=j}(D_k - C_k) -
-// T_now, moving T_now (time passing, backlog changing) changes no node, and a
-// dequeue shifts every C_k by the same T_1, which the range-relative sums
-// absorb. The reference instead shifts every stored M when T_now moves.
 //
 // Non-goals: preemption of a packet on the wire, several links, and packet
 // removal other than at the head.
@@ -87,7 +78,7 @@ type Decision struct {
 	Reason Reason
 }
 
-// Queue is what both implementations offer.
+// Queue is what the Reference offers, and its tests' adapters of the C.
 type Queue interface {
 	// Admit tests p against the queue with the head able to start at now
 	// and inserts it if every packet, p included, stays on time.
@@ -103,9 +94,4 @@ type Queue interface {
 	Backlog() int64
 }
 
-var (
-	_ Queue = (*Reference)(nil)
-	_ Queue = (*Tree)(nil)
-)
-
-func errorf(format string, a ...any) error { return fmt.Errorf("edf: "+format, a...) }
+var _ Queue = (*Reference)(nil)

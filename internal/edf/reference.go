@@ -1,6 +1,7 @@
 // reference.go: the paper's algorithm exactly as written (§2.2–2.4), an
 // array in deadline order with the slack M stored per packet and the O(n)
-// update on insert. It is the specification the Tree is tested against.
+// update on insert. It is the specification lanes-rtd's queue (rtd/queue.c)
+// and the kernel path's edf_core.h are tested against.
 package edf
 
 import "sort"

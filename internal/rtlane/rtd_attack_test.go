@@ -508,3 +508,88 @@ func (c *rawClient) sync() {
 
 // routesMax is lanes-rtd's destination table's size (rtd/rtd.h).
 const routesMax = 4096
+
+// TestLinkTimeShareKeepsRootsDeadlines (N18): one granted connection
+// sending 65,000-byte datagrams with 100 ms deadlines on a 20 Mbit/s lane
+// (26 ms on the wire each) stayed within its slots and bytes yet held the
+// link: root's 5 ms-deadline sends were admitted 12 times of 200. Fix: a
+// connection not root's, its uid and all of them together are bounded in
+// transmit time too, each as a share of the time to the deadline (lane.c,
+// over_time).
+func TestLinkTimeShareKeepsRootsDeadlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, func(c *config.Realtime) {
+		grantNobody(c)
+		c.Rate = 20_000_000
+	})
+	dst := netip.MustParseAddrPort(b.rx.Addr.String())
+	flood, err := dialAs(t, b.cfg.Socket, testutil.Nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := dialAs(t, b.cfg.Socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, flooded := make(chan struct{}), make(chan map[string]int, 1)
+	go func() {
+		payload, seen := make([]byte, 65000), map[string]int{}
+		defer func() { flooded <- seen }()
+		for seq := uint32(1); ; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rep, err := flood.do(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 1, Seq: seq,
+				Deadline: 100_000, Dst: dst, Payload: payload})
+			if err != nil {
+				seen["error: "+err.Error()]++
+				return
+			}
+			if rep.Type == wire.TypeAdmit {
+				seen["admitted"]++
+			} else if rep.Type == wire.TypeReject {
+				seen[wire.ReasonString(rep.Reason)]++
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the flood holds the link
+	admitted, refused := 0, map[string]int{}
+	for i := range 200 {
+		seq := uint32(i + 1)
+		rep := root.answer(&wire.Request{Type: wire.TypeSend, Flags: wire.FlagRelative, Flow: 9, Seq: seq,
+			Deadline: 5_000, Dst: dst, Payload: make([]byte, 200)})
+		if rep.Type == wire.TypeAdmit {
+			admitted++
+		} else {
+			refused[wire.ReasonString(rep.Reason)]++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	seen := <-flooded
+	t.Logf("root's 5 ms-deadline sends: %d of 200 admitted, refused %v; the flood: %v", admitted, refused, seen)
+	if seen["admitted"] == 0 && seen["over-share"] == 0 {
+		t.Errorf("the flood was neither admitted nor refused over-share: %v", seen)
+	}
+	if admitted < 190 {
+		t.Errorf("root's 5 ms-deadline sends beside one client's 65,000-byte flood: %d of 200 admitted, want >= 190", admitted)
+	}
+}
+
+// answer sends a SEND request and returns its admission reply, past any
+// DROPPED notice of an earlier datagram.
+func (c *rawClient) answer(r *wire.Request) wire.Reply {
+	c.t.Helper()
+	rep, err := c.do(r)
+	for err == nil && (rep.Type != wire.TypeAdmit && rep.Type != wire.TypeReject || rep.Seq != r.Seq) {
+		rep, err = c.read()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return rep
+}

@@ -3,9 +3,9 @@
  * core_test.c - unit tests of lanes-rtd's core, linked with its sources
  * (all but main.c) and built with the fuzz target's small tables
  * (rtdbuild.FuzzDefines: EDF_CAP 512, ROUTES_MAX 64, FLOWS_MAX 128):
- * admission and the deadline horizon, the shares, the pool, the
- * destination table, pacing, the counters' bounds, shutdown, and no
- * allocation on a request's path. internal/rtlane's TestRtdCore builds
+ * admission and the deadline horizon, the shares (slots, bytes and the
+ * link's time), the pool, the destination table, pacing, the counters'
+ * bounds, shutdown, and no allocation on a request's path. internal/rtlane's TestRtdCore builds
  * and runs it (under ASan and UBSan with clang). Datagrams the release
  * sends go to 127.0.0.1:9.
  */
@@ -183,6 +183,41 @@ static void test_shares(void)
 	CHECK(a->chunks == 0 && a->u->chunks == 0 && rtd.pool.nfree == rtd.pool.nchunks, "not all returned");
 }
 
+/* test_link_time: a connection not root's takes at most 1/8 of the
+ * link's time up to its deadline (65,000-byte datagrams at 1 Gbit/s,
+ * 520 µs each, counted 4.16 ms: at most 16 by 66.56 ms, a span no stall
+ * of the test's makes its own deadline unmeetable); root takes the rest. */
+static void test_link_time(void)
+{
+	struct conn *a, *root;
+	int64_t d;
+	uint32_t n, k;
+
+	setup(400, 16 << 20, 0);
+	a = client(1000);
+	root = client(0);
+	d = mono_now() + 66560000;
+	for (n = 0; n < 30 && send_req(a, 0, (uint64_t)d, 64958) == R_NONE; n++)
+		;
+	CHECK(n >= 1 && n <= 16, "a connection took %u datagrams of 520 µs by 66.56 ms, its share 16", n);
+	CHECK(send_req(a, 0, (uint64_t)d, 64958) == R_OVER_SHARE, "not over-share past its time");
+	CHECK(send_req(a, 0, (uint64_t)d + 10000000, 64958) == R_NONE, "a later deadline refused");
+	for (n = 0; n < 30 && send_req(root, 0, (uint64_t)d, 64958) == R_NONE; n++)
+		;
+	CHECK(n >= 30 - 18, "root took %u beside it", n);
+	/* All uids but root: 7/8. Ten uids, a connection each (16 datagrams
+	 * of 80 µs each by 10.24 ms), take at most 7/8 of it: 112 (the link
+	 * itself about 118), however long the sends take. */
+	setup(400, 4 << 20, 0);
+	d = mono_now() + 10240000;
+	for (k = 0, n = 0; k < 10; k++) {
+		a = client(3000 + k);
+		while (send_req(a, 0, (uint64_t)d, 9958) == R_NONE)
+			n++;
+	}
+	CHECK(n >= 1 && n <= 112, "uids but root took %u datagrams of 80 µs by 10.24 ms, their share 112", n);
+}
+
 static void test_pool(void)
 {
 	static const uint32_t lens[] = {0, 1, 255, 256, 257, 4096, 65507};
@@ -305,6 +340,7 @@ int main(void)
 {
 	test_horizon();
 	test_shares();
+	test_link_time();
 	test_pool();
 	test_routes();
 	test_pacing();

@@ -52,11 +52,16 @@ def main(argv):
     udp = socket.socket(family, socket.SOCK_DGRAM)
     udp.connect((addr, port))
     sys.stderr.write("rt_echo: local port %d\n" % udp.getsockname()[1])
-    with lanes_rt.Client() as rt:
+    try:
+        client = lanes_rt.Client()
+    except lanes_rt.Unavailable as e:
+        sys.stderr.write("rt_echo: %s\n" % e)
+        return 1
+    with client as rt:
         try:
             rt.attach(udp)
         except lanes_rt.Refused as e:
-            sys.stderr.write("rt_echo: attach refused: %s\n" % e.reason)
+            sys.stderr.write("rt_echo: attach refused: %s\n" % (lanes_rt.help_for(e.reason) or e.reason))
             return 1
         admitted, refused, replies = {}, collections.Counter(), 0
         next_ns = lanes_rt.now()

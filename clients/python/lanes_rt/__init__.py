@@ -33,8 +33,8 @@ import time
 from array import array
 from typing import List, NamedTuple, Optional, Tuple
 
-__all__ = ["Client", "Reason", "Result", "Notice", "Refused", "now", "socket_path",
-           "DEFAULT_SOCKET", "DAEMON_SOCKET", "MAX_PAYLOAD", "MAX_SOCKS", "DEADLINE_HORIZON_NS"]
+__all__ = ["Client", "Reason", "Result", "Notice", "Refused", "Unavailable", "now", "socket_path",
+           "help_for", "MSG_LANE_OFF", "MSG_NO_DAEMON", "MSG_NOT_GRANTED", "DEFAULT_SOCKET", "DAEMON_SOCKET", "MAX_PAYLOAD", "MAX_SOCKS", "DEADLINE_HORIZON_NS"]
 
 DEFAULT_SOCKET = "/run/lanes/rt.sock"
 VERSION = 1
@@ -43,6 +43,16 @@ MAX_SOCKS = 8
 MAX_REPLY = 32 + 60 * 1024
 DEADLINE_HORIZON_NS = 60_000_000_000  # a deadline farther from receipt is refused BAD_DEADLINE
 DAEMON_SOCKET = 0  # sock number of the daemon's own UDP socket
+
+# What a client says when it cannot use the lane, each naming what fixes
+# it: the words of lanes_rt.h's LANES_RT_MSG_* (the one table; the
+# repository's examples/reasons_test.go checks them).
+MSG_LANE_OFF = ("the realtime lane is off: set realtime.enabled: true in /etc/lanes/policy.yaml, "
+                "then reload the daemon (systemctl reload lanes)")
+MSG_NO_DAEMON = "the daemon is not running: start it (systemctl start lanes)"
+MSG_NOT_GRANTED = ("not granted: add the uid, or a group of it, to realtime.grants in "
+                   "/etc/lanes/policy.yaml, then reload the daemon")
+_API_SOCKET_NAME = "lanes.sock"  # the daemon's API socket, beside the realtime socket
 
 _SEND, _STATS, _ATTACH = 0x01, 0x02, 0x03
 _ADMIT, _REJECT, _DROPPED, _ERROR, _STATS_OK, _ATTACHED = 0x81, 0x82, 0x83, 0x84, 0x85, 0x86
@@ -73,7 +83,7 @@ class Reason(enum.IntEnum):
     TOO_MANY_SOCKETS = 14  # (attach) MAX_SOCKS attached already
     UNSUPPORTED = 15       # (attach) the kernel lacks per-datagram priorities (6.14+)
     BAD_DEADLINE = 16      # the deadline lies more than DEADLINE_HORIZON_NS from receipt
-    OVER_SHARE = 17        # this connection or uid holds its share of the queue
+    OVER_SHARE = 17        # this connection or uid holds its share of the queue or the link's time
 
     def __str__(self):
         return _REASON_NAMES[self]
@@ -112,13 +122,43 @@ class Notice(NamedTuple):
     time_ns: int
 
 
+def help_for(reason) -> Optional[str]:
+    """What fixes a refusal of this reason, or None when nothing in the
+    policy does."""
+    if reason == Reason.NOT_GRANTED:
+        return MSG_NOT_GRANTED
+    if reason == Reason.DISABLED:
+        return MSG_LANE_OFF
+    return None
+
+
 class Refused(Exception):
     """A request refused as a whole: an attach, or an ERROR reply."""
 
     def __init__(self, op: str, reason):
-        super().__init__("realtime lane: %s refused: %s" % (op, reason))
+        super().__init__("realtime lane: %s refused: %s" % (op, help_for(reason) or reason))
         self.op = op
         self.reason = reason
+
+
+class Unavailable(OSError):
+    """No realtime socket to connect to: the lane is off (the daemon's API
+    socket beside it answers) or the daemon is not running. str() says
+    which, and what fixes it; errno is the connect's."""
+
+    def __init__(self, err: OSError, path: str):
+        api = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            api.connect(os.path.join(os.path.dirname(path), _API_SOCKET_NAME))
+            msg = MSG_LANE_OFF
+        except OSError:
+            msg = MSG_NO_DAEMON
+        finally:
+            api.close()
+        super().__init__(err.errno, msg, path)
+
+    def __str__(self):
+        return "%s (%s: %s)" % (self.strerror, self.filename, os.strerror(self.errno))
 
 
 def now() -> int:
@@ -144,9 +184,13 @@ class Client:
     """One connection to the daemon's realtime socket."""
 
     def __init__(self, path: Optional[str] = None):
+        path = path or socket_path()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._sock.connect(path or socket_path())
+            self._sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            self._sock.close()
+            raise Unavailable(e, path) from None
         except OSError:
             self._sock.close()
             raise

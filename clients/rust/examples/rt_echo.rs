@@ -71,7 +71,7 @@ fn main() {
     match rt.attach(&udp) {
         Ok(_) => {}
         Err(lanes_rt::Error::Refused { reason, .. }) => {
-            eprintln!("rt_echo: attach refused: {}", reason);
+            eprintln!("rt_echo: attach refused: {}", reason.help().map_or(reason.to_string(), String::from));
             exit(1);
         }
         Err(e) => {

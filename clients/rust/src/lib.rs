@@ -37,7 +37,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::raw::{c_int, c_long, c_void};
 use std::os::unix::io::{AsRawFd, FromRawFd};
-use std::os::unix::net::UnixDatagram;
+use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -100,8 +100,34 @@ impl Reason {
     pub const UNSUPPORTED: Reason = Reason(15);
     /// The deadline lies more than DEADLINE_HORIZON_NS from receipt.
     pub const BAD_DEADLINE: Reason = Reason(16);
-    /// This connection or uid holds its share of the queue.
+    /// This connection or uid holds its share of the queue or the link's time.
     pub const OVER_SHARE: Reason = Reason(17);
+}
+
+/// What a client says when it cannot use the lane, each naming what fixes
+/// it: the words of lanes_rt.h's `LANES_RT_MSG_*` (the one table; the
+/// repository's examples/reasons_test.go checks them).
+pub const MSG_LANE_OFF: &str = "the realtime lane is off: set realtime.enabled: true in /etc/lanes/policy.yaml, \
+then reload the daemon (systemctl reload lanes)";
+/// The daemon is not running (see [`MSG_LANE_OFF`]).
+pub const MSG_NO_DAEMON: &str = "the daemon is not running: start it (systemctl start lanes)";
+/// The caller is not granted the lane (see [`MSG_LANE_OFF`]).
+pub const MSG_NOT_GRANTED: &str = "not granted: add the uid, or a group of it, to realtime.grants in \
+/etc/lanes/policy.yaml, then reload the daemon";
+
+/// The daemon's API socket, beside the realtime socket.
+const API_SOCKET_NAME: &str = "lanes.sock";
+
+impl Reason {
+    /// What fixes a refusal of this reason, or None when nothing in the
+    /// policy does.
+    pub fn help(self) -> Option<&'static str> {
+        match self {
+            Reason::NOT_GRANTED => Some(MSG_NOT_GRANTED),
+            Reason::DISABLED => Some(MSG_LANE_OFF),
+            _ => None,
+        }
+    }
 }
 
 const REASON_NAMES: [&str; 18] = [
@@ -151,13 +177,21 @@ pub enum Error {
     /// The daemon refused a request as a whole: an attach ("attach"), or an
     /// ERROR reply ("send", "stats").
     Refused { op: &'static str, reason: Reason },
+    /// No realtime socket to connect to at `path`: `why` is
+    /// [`MSG_LANE_OFF`] (the daemon's API socket beside it answers) or
+    /// [`MSG_NO_DAEMON`]; `err` is the connect's.
+    Unavailable { why: &'static str, path: PathBuf, err: io::Error },
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io(e) => write!(f, "realtime lane: {}", e),
-            Error::Refused { op, reason } => write!(f, "realtime lane: {} refused: {}", op, reason),
+            Error::Refused { op, reason } => match reason.help() {
+                Some(h) => write!(f, "realtime lane: {} refused: {}", op, h),
+                None => write!(f, "realtime lane: {} refused: {}", op, reason),
+            },
+            Error::Unavailable { why, path, err } => write!(f, "{} ({}: {})", why, path.display(), err),
         }
     }
 }
@@ -238,7 +272,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon's realtime socket ([`socket_path`], usually).
+    /// Connects to the daemon's realtime socket ([`socket_path`], usually);
+    /// without one, `Error::Unavailable` says whether the lane is off or the
+    /// daemon is not running.
     pub fn connect<P: AsRef<Path>>(path: P) -> Result<Client, Error> {
         // SAFETY: plain system call; the descriptor is owned at once.
         let fd = unsafe { socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0) };
@@ -249,7 +285,14 @@ impl Client {
         // connect, send and recv are the plain system calls, which a
         // SOCK_SEQPACKET socket takes as they are.
         let sock = unsafe { UnixDatagram::from_raw_fd(fd) };
-        sock.connect(path)?;
+        if let Err(err) = sock.connect(path.as_ref()) {
+            if err.kind() != io::ErrorKind::NotFound && err.kind() != io::ErrorKind::ConnectionRefused {
+                return Err(err.into());
+            }
+            let api = path.as_ref().parent().unwrap_or_else(|| Path::new("")).join(API_SOCKET_NAME);
+            let why = if UnixStream::connect(api).is_ok() { MSG_LANE_OFF } else { MSG_NO_DAEMON };
+            return Err(Error::Unavailable { why, path: path.as_ref().to_path_buf(), err });
+        }
         Ok(Client { sock, seq: 0, attached: DAEMON_SOCKET, out: Vec::new(), input: vec![0; MAX_REPLY], notices: Vec::new() })
     }
 
@@ -482,6 +525,22 @@ mod tests {
         assert_eq!(&h[16..24], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(&h[24..26], &[0xfd, 0]);
         assert_eq!(h[39], 1);
+    }
+
+    #[test]
+    fn connect_says_what_fixes_it() {
+        let dir = std::env::temp_dir().join(format!("lanes-rt-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("rt.sock");
+        let no_daemon = Client::connect(&sock).err().expect("connected to nothing");
+        let api = std::os::unix::net::UnixListener::bind(dir.join(API_SOCKET_NAME)).unwrap();
+        let off = Client::connect(&sock).err().expect("connected to nothing");
+        drop(api);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(no_daemon.to_string().starts_with(MSG_NO_DAEMON), "{}", no_daemon);
+        assert!(off.to_string().starts_with(MSG_LANE_OFF), "{}", off);
+        let refused = Error::Refused { op: "attach", reason: Reason::NOT_GRANTED };
+        assert!(refused.to_string().contains("realtime.grants"), "{}", refused);
     }
 
     #[test]

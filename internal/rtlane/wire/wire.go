@@ -67,7 +67,7 @@ const (
 	ReasonTooMany     = 14 // (Attach) the connection has MaxSocks sockets already
 	ReasonUnsupported = 15 // (Attach) the kernel cannot give one datagram its priority (SO_PRIORITY cmsg: 6.14+)
 	ReasonBadDeadline = 16 // the deadline lies beyond the horizon (more than DeadlineHorizon from receipt)
-	ReasonOverShare   = 17 // this connection or uid holds its share of the queue's slots or bytes
+	ReasonOverShare   = 17 // this connection or uid holds its share of the queue's slots or bytes, or the link's time
 )
 
 // DeadlineHorizon bounds a deadline's distance from the request's
