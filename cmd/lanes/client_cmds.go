@@ -133,6 +133,7 @@ func printUDPFlows(e *env, flows []udpflow.Flow, more int) {
 
 func printStatus(e *env, st *api.Status) {
 	fmt.Fprintf(e.stdout, "lanes %s  policy %s  since %s\nnetwork namespace %s\n", st.Version, st.Policy, st.StartedAt, st.Netns)
+	printPolicyRefused(e, st.PolicyRefused)
 	for _, it := range st.Interfaces {
 		rate := ""
 		if it.UplinkBps > 0 {
@@ -205,6 +206,20 @@ func printStatus(e *env, st *api.Status) {
 	for _, f := range st.Flows {
 		fmt.Fprintf(e.stdout, "  %-12s %s  (%s, uid %d)\n", f.Lane, f.Flow, f.Source, f.UID)
 	}
+}
+
+// printPolicyRefused says that the policy file on disk was refused at the
+// last reload and which policy runs instead.
+func printPolicyRefused(e *env, r *api.PolicyRefused) {
+	if r == nil {
+		return
+	}
+	errs := "1 error"
+	if r.Errors != 1 {
+		errs = fmt.Sprintf("%d errors", r.Errors)
+	}
+	fmt.Fprintf(e.stdout, "POLICY REFUSED at %s (%s): running the policy read at %s\n", r.At, errs, r.Running)
+	fmt.Fprintf(e.stdout, "  first: %s\n  fix the file, check it (lanes daemon --check), then reload (kill -HUP)\n", r.First)
 }
 
 // flowFlags are the flags naming a flow by the paper's 3-tuple.

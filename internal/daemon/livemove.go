@@ -132,7 +132,7 @@ func (d *Daemon) socketsOfPIDs(pids []int) ([]openSock, error) {
 
 // moveSockets puts the open sockets of pids in lane l and says how many
 // of each protocol moved.
-func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) {
+func (d *Daemon) moveSockets(pids []int, l lane.Lane, by string) (tcp, udp int, err error) {
 	socks, err := d.socketsOfPIDs(pids)
 	if err != nil {
 		return 0, 0, err
@@ -141,13 +141,23 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) 
 	defer d.mu.Unlock()
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
 	for _, s := range socks {
-		d.moved[s.cookie] = l
+		d.moved[s.cookie] = movedSock{lane: l, by: by}
 	}
 	if len(socks) > 0 {
 		d.kickSweep()
 	}
 	return tcp, udp, nil
 }
+
+// movedSock is the lane a process move gave an open socket, and what moved
+// it ("lanes move", "lanes run", "rule wget-bg (exe)"): the why people see.
+type movedSock struct {
+	lane lane.Lane
+	by   string
+}
+
+// why is what status and monitor say decided the socket's lane.
+func (m movedSock) why() string { return fmt.Sprintf("%s: process moved to %s", m.by, m.lane) }
 
 // liveApplier applies moved TCP sockets' congestion control at once
 // (datapath livecc.go); false: their next ACK will.

@@ -145,8 +145,8 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
 					return
 				}
 			}
-			if _, ok := d.moved[f.Cookie]; ok {
-				f.Why = fmt.Sprintf("process moved to %s (lanes move, lanes run or a process rule)", l)
+			if m, ok := d.moved[f.Cookie]; ok {
+				f.Why = m.why()
 			}
 			return
 		}
@@ -172,7 +172,11 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
 		f.Lane, f.Why = e.Lane, fmt.Sprintf("uid %d %s", f.UID, e.Source)
 		return
 	}
-	f.Lane, f.Why = lane.Interactive, "no rule: interactive (or its datagrams' DSCP marking)"
+	if why, l, ok := d.dscpLaneLocked(f.DSCP); ok {
+		f.Lane, f.Why = l, why
+		return
+	}
+	f.Lane, f.Why = lane.Interactive, "no rule: interactive"
 	if !f.Connected() && (len(d.applied.Flows) > 0 || len(d.applied.Dsts) > 0) {
 		f.Why = "no socket rule: interactive, unless a flow or destination rule matches a datagram's remote"
 	}

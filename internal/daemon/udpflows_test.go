@@ -258,8 +258,8 @@ func checkMoveAndRegistration(t *testing.T, p *testutil.Path, sock string, pid i
 	for deadline := time.Now().Add(testutil.Patience(10 * time.Second)); !ok() && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 	}
-	if moved == nil || moved.Lane != lane.Background || !strings.HasPrefix(moved.Why, "process moved") || !moved.BgClass {
-		t.Errorf("the moved echo client: %+v; want background, process moved, in the background class", moved)
+	if moved == nil || moved.Lane != lane.Background || moved.Why != "lanes move: process moved to background" || !moved.BgClass {
+		t.Errorf("the moved echo client: %+v; want background, moved by lanes move, in the background class", moved)
 	}
 	if reg == nil || reg.Lane != lane.Background || !strings.HasPrefix(reg.Why, "flow ") || !reg.BgClass {
 		t.Errorf("the registered echo client: %+v; want background by its flow registration, in the background class", reg)

@@ -464,6 +464,7 @@ func (fl *Filter) ownerMatch(p Proc) bool {
 // setSockFields copies into f what sk says of the connection's state:
 // memory, tcp_info (all but the flow's identity, owner, lane and rates).
 func setSockFields(f *Flow, sk *Sock) {
+	f.DSCP = sk.DSCP()
 	if sk.NSKMem > 5 {
 		f.RcvBuf, f.SndBuf, f.WmemQueued = sk.SKMem[1], sk.SKMem[3], sk.SKMem[5]
 	}

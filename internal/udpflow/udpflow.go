@@ -49,6 +49,7 @@ type Flow struct {
 	RecvQ   uint32    `json:"recv_q_bytes"` // receive memory in use
 	SendQ   uint32    `json:"send_q_bytes"` // send memory in use
 	Drops   uint32    `json:"drops"`        // datagrams the socket dropped on receive
+	DSCP    uint8     `json:"dscp"`         // the socket's own marking (IP_TOS, IPV6_TCLASS)
 	Lane    lane.Lane `json:"lane"`
 	Why     string    `json:"why"`
 	// BgClass: the flow is in the background class's table (its datagrams
@@ -76,7 +77,7 @@ func Dump() ([]Flow, error) {
 
 func fromSock(s *tcpmon.Sock) Flow {
 	f := Flow{Proto: Proto, Cookie: s.Cookie, Src: addrString(s.Src), Dst: addrString(s.Dst), State: "connected",
-		UID: s.UID, Inode: s.Inode, Cgroup: s.CgroupID, RecvQ: s.RQueue, SendQ: s.WQueue}
+		UID: s.UID, Inode: s.Inode, Cgroup: s.CgroupID, RecvQ: s.RQueue, SendQ: s.WQueue, DSCP: s.DSCP()}
 	if s.Dst.Port() == 0 {
 		f.State, f.Dst = "unconnected", "*:*"
 	}
