@@ -89,6 +89,7 @@ func dialDaemonWait(ctx context.Context, sock string, wait time.Duration) (*api.
 func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
+	verbose := fs.BoolP("verbose", "v", false, "every line whole (default: 100 columns), and the daemon's own UDP sockets")
 	wait := fs.Duration("wait", 0, "wait up to this long for a daemon that is starting to answer (e.g. 30s)")
 	return func(ctx context.Context, _ []string) error {
 		c, st, err := dialDaemonWait(ctx, *sock, *wait)
@@ -103,9 +104,16 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			enc.SetIndent("", "  ")
 			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more})
 		}
-		printStatus(e, st)
+		out := *e
+		if !*verbose {
+			fw := newFitWriter(e.stdout)
+			defer fw.Close()
+			out.stdout = fw
+			udp = slices.DeleteFunc(udp, func(f udpflow.Flow) bool { return f.Daemon })
+		}
+		printStatus(&out, st)
 		if udpErr == nil {
-			printUDPFlows(e, udp, more)
+			printUDPFlows(&out, udp, more, *verbose)
 		}
 		return nil
 	}
@@ -121,13 +129,17 @@ type statusJSON struct {
 
 // printUDPFlows is status's UDP section: every UDP socket of the daemon's
 // namespace and the background class's 5-tuples, with lane and why.
-func printUDPFlows(e *env, flows []udpflow.Flow, more int) {
+func printUDPFlows(e *env, flows []udpflow.Flow, more int, verbose bool) {
 	fmt.Fprintf(e.stdout, "\nUDP flows (QUIC included): %d\n", len(flows))
 	if more > 0 {
 		fmt.Fprintf(e.stdout, "  (and %d more the daemon left out of its reply)\n", more)
 	}
-	if len(flows) > 0 {
+	switch {
+	case len(flows) == 0:
+	case verbose:
 		udpflow.WriteTable(e.stdout, flows)
+	default:
+		udpflow.WriteBrief(e.stdout, flows, outputWidth)
 	}
 }
 

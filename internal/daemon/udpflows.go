@@ -69,6 +69,7 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	if err != nil {
 		return nil, err
 	}
+	udpflow.MarkDaemon(flows)
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()

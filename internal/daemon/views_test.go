@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -136,6 +137,109 @@ func TestMoveUnknownPIDSaysNoProcess(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no process "+pid) || strings.Contains(string(out), "/proc/") {
 		t.Errorf("lanes move --lane background %s: %v\n%s\nwant an error saying no process %s", pid, err, out, pid)
 	}
+}
+
+// TestDefaultOutputFits100Columns: on a busy daemon (a download, an upload,
+// coop on, a refused reload) status's lines reached 685 characters,
+// doctor's 326, monitor's 200, and monitor's RATE of a download was 0. By
+// default each now fits 100 columns, doctor ends with its verdict, monitor
+// shows the download's rate down and its note once, and status leaves out
+// the daemon's own UDP sockets.
+func TestDefaultOutputFits100Columns(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p := testutil.NewVethPair(t)
+	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
+	coop := fmt.Sprintf("coop:\n  enabled: true\n  key: %q\n  ap_rate: 20gbit\n  state_file: %q\n", coopTestKey, filepath.Join(t.TempDir(), "replay.json"))
+	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+coop)
+	url := fmt.Sprintf("http://%s:8080", p.AddrB)
+	// a download paced at 2.5 MB/s for 8 s, and an upload, running meanwhile
+	start(t, p.A, "lab", "helper", "get", "--url", url, "--bytes", "20000000", "--rate", "2500000")
+	start(t, p.A, "lab", "helper", "post", "--url", url, "--bytes", "200000000")
+	pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
+	if err := os.WriteFile(pol, []byte(devicePolicy(p.LinkA)+coop+"rules:\n  - {lane: background, exe: /no/such/program, dscp: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, "the refused reload", func() bool { return status(t, sock).PolicyRefused != nil })
+
+	mon, err := p.A.Command(lanesBin, "monitor", "--socket", sock, "--interval", "500ms", "--count", "7").Output()
+	if err != nil {
+		t.Fatalf("lanes monitor: %v\n%s", err, mon)
+	}
+	checkWidth(t, "lanes monitor", mon)
+	if n, notes := strings.Count(string(mon), "lanes monitor  "), strings.Count(string(mon), "\nnote: "); n < 2 || notes > 1 {
+		t.Errorf("lanes monitor to a pipe: %d views, its note %d times; want several views, the note at most once:\n%s", n, notes, mon)
+	}
+	if !downloadShown(string(mon), fmt.Sprintf("%s:8080", p.AddrB)) {
+		t.Errorf("lanes monitor shows no download rate for the GET from %s:\n%s", url, mon)
+	}
+
+	st, err := p.A.Command(lanesBin, "status", "--socket", sock).Output()
+	if err != nil {
+		t.Fatalf("lanes status: %v\n%s", err, st)
+	}
+	checkWidth(t, "lanes status", st)
+	if !strings.Contains(string(st), "POLICY REFUSED") {
+		t.Errorf("lanes status does not say the policy was refused:\n%s", st)
+	}
+	var js struct {
+		UDP []udpflow.Flow `json:"udp_flows"`
+	}
+	out, err := p.A.Command(lanesBin, "status", "--json", "--socket", sock).Output()
+	if err != nil || json.Unmarshal(out, &js) != nil {
+		t.Fatalf("lanes status --json: %v\n%s", err, out)
+	}
+	own := 0
+	for _, f := range js.UDP {
+		if f.Daemon {
+			own++
+			if strings.Contains(string(st), f.Src) || strings.Contains(string(st), f.Peers()+" ") {
+				t.Errorf("lanes status lists the daemon's own socket %s -> %s", f.Src, f.Peers())
+			}
+		}
+	}
+	if own == 0 {
+		t.Errorf("no UDP socket of the daemon marked in status --json (coop's announcements are one): %+v", js.UDP)
+	}
+
+	doc, err := p.A.Command(lanesBin, "doctor").Output()
+	if err != nil {
+		t.Fatalf("lanes doctor: %v\n%s", err, doc)
+	}
+	checkWidth(t, "lanes doctor", doc)
+	lines := strings.Split(strings.TrimSpace(string(doc)), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "lanes will work here: ") {
+		t.Errorf("lanes doctor's last line %q, want its verdict", last)
+	}
+}
+
+// checkWidth fails for each line of out wider than 100 characters.
+func checkWidth(t *testing.T, what string, out []byte) {
+	t.Helper()
+	widest := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		n := utf8.RuneCountInString(l)
+		widest = max(widest, n)
+		if n > 100 {
+			t.Errorf("%s: a line of %d characters: %s", what, n, l)
+		}
+	}
+	t.Logf("%s: longest line %d characters:\n%s", what, widest, out)
+}
+
+// downloadShown says whether a row of the monitor's flow table for remote
+// shows a rate down (its DOWN column, the sixth, is not 0bit).
+func downloadShown(mon, remote string) bool {
+	for _, l := range strings.Split(mon, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && f[2] == remote && f[5] != "0bit" {
+			return true
+		}
+	}
+	return false
 }
 
 // realPython is python3's own executable (not a shim), or skips.

@@ -46,10 +46,10 @@ type Flow struct {
 	Cgroup  uint64    `json:"cgroup,omitempty"`
 	PID     int       `json:"pid,omitempty"`
 	Comm    string    `json:"comm,omitempty"`
-	RecvQ   uint32    `json:"recv_q_bytes"` // receive memory in use
-	SendQ   uint32    `json:"send_q_bytes"` // send memory in use
-	Drops   uint32    `json:"drops"`        // datagrams the socket dropped on receive
-	DSCP    uint8     `json:"dscp"`         // the socket's own marking (IP_TOS, IPV6_TCLASS)
+	RecvQ   uint32    `json:"recv_q_bytes"`   // receive memory in use
+	SendQ   uint32    `json:"send_q_bytes"`   // send memory in use
+	Drops   uint32    `json:"drops"`          // datagrams the socket dropped on receive
+	DSCP    uint8     `json:"dscp,omitempty"` // the socket's own marking (IP_TOS, IPV6_TCLASS)
 	Lane    lane.Lane `json:"lane"`
 	Why     string    `json:"why"`
 	// BgClass: the flow is in the background class's table (its datagrams
@@ -57,6 +57,9 @@ type Flow struct {
 	// its interface is held now (the foreground is active).
 	BgClass bool `json:"bg_class,omitempty"`
 	BgHeld  bool `json:"bg_held,omitempty"`
+	// Daemon: the lanes daemon's own socket (left out of the views unless
+	// asked for with -v).
+	Daemon bool `json:"daemon,omitempty"`
 }
 
 // Connected says whether the socket has a remote.
@@ -100,24 +103,52 @@ func (f *Flow) Peers() string {
 	return strings.Join(f.Remotes, ",")
 }
 
-// WriteTable prints flows as an aligned table.
+// WriteBrief prints flows as a table of lane, process, remote, background
+// class and why; each line fits width columns (the why is cut).
+func WriteBrief(w io.Writer, flows []Flow, width int) {
+	const row = "%-11s %-14s %-21s %-7s %s"
+	fmt.Fprintln(w, fitTo(fmt.Sprintf(row, "LANE", "PROCESS", "REMOTE", "CLASS", "WHY"), width))
+	for i := range flows {
+		f := &flows[i]
+		fmt.Fprintln(w, fitTo(fmt.Sprintf(row, f.Lane, trunc(f.process(), 14), trunc(f.Peers(), 21), f.class(), f.Why), width))
+	}
+}
+
+// fitTo cuts s to width runes, the last one an ellipsis.
+func fitTo(s string, width int) string {
+	r := []rune(s)
+	if len(r) <= width {
+		return s
+	}
+	return string(r[:width-1]) + "…"
+}
+
+// process is the owner as "comm/pid", or "-".
+func (f *Flow) process() string {
+	if f.PID == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%d", f.Comm, f.PID)
+}
+
+// class is the background class's hold on the flow: "held", "policed", "-".
+func (f *Flow) class() string {
+	switch {
+	case f.BgHeld:
+		return "held"
+	case f.BgClass:
+		return "policed"
+	}
+	return "-"
+}
+
+// WriteTable prints flows as an aligned table, every column whole.
 func WriteTable(w io.Writer, flows []Flow) {
 	const row = "%-11s %-18s %-23s %-23s %-11s %-10s %7s %s\n"
 	fmt.Fprintf(w, row, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "BG CLASS", "DROPS", "WHY")
 	for i := range flows {
 		f := &flows[i]
-		proc := "-"
-		if f.PID != 0 {
-			proc = fmt.Sprintf("%s/%d", f.Comm, f.PID)
-		}
-		class := "-"
-		switch {
-		case f.BgHeld:
-			class = "held"
-		case f.BgClass:
-			class = "policed"
-		}
-		fmt.Fprintf(w, row, f.Lane, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, class, fmt.Sprint(f.Drops), f.Why)
+		fmt.Fprintf(w, row, f.Lane, trunc(f.process(), 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, f.class(), fmt.Sprint(f.Drops), f.Why)
 	}
 }
 
