@@ -34,7 +34,7 @@ import (
 func init() {
 	register(&command{path: "status", summary: "show lanes' state: network namespace, per-lane counters per interface, registered flows",
 		setup: statusCmd})
-	register(&command{path: "register", summary: "put a flow (the paper's 3-tuple) in a lane", setup: registerCmd})
+	register(&command{path: "register", summary: "put a TCP or UDP flow (remote address and port, local port) in a lane", setup: registerCmd})
 	register(&command{path: "unregister", summary: "remove a flow registration", setup: unregisterCmd})
 	register(&command{path: "run", summary: "run a command in a lane (cgroup + CPU priority for its whole process tree)",
 		args: "[flags] [--] CMD [ARGS...]", nargs: anyArgs, stopAtArg: true, setup: runInLaneCmd})
