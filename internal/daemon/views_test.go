@@ -118,9 +118,9 @@ sys.stdin.read()
 	if f := monitorTCP(t, p.A, sock, 8080); f.Why != want {
 		t.Errorf("moved TCP socket in lanes monitor: why %q, want %q", f.Why, want)
 	}
-	if log := d.out.String(); !strings.Contains(log, `msg="process moved"`) || !strings.Contains(log, `by="rule py-bg (exe)"`) {
-		t.Errorf("the reload's move is not logged with its rule:\n%s", log)
-	}
+	waitFor(t, "the reload's move logged with its rule", func() bool {
+		return strings.Contains(d.out.String(), `msg="process moved"`) && strings.Contains(d.out.String(), `by="rule py-bg (exe)"`)
+	})
 }
 
 // TestMoveUnknownPIDSaysNoProcess: `lanes move` of a PID that does not
@@ -155,8 +155,8 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 	coop := fmt.Sprintf("coop:\n  enabled: true\n  key: %q\n  ap_rate: 20gbit\n  state_file: %q\n", coopTestKey, filepath.Join(t.TempDir(), "replay.json"))
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+coop)
 	url := fmt.Sprintf("http://%s:8080", p.AddrB)
-	// a download paced at 2.5 MB/s for 8 s, and an upload, running meanwhile
-	start(t, p.A, "lab", "helper", "get", "--url", url, "--bytes", "20000000", "--rate", "2500000")
+	// a download paced at 2.5 MB/s for 20 s, and an upload, running meanwhile
+	start(t, p.A, "lab", "helper", "get", "--url", url, "--bytes", "50000000", "--rate", "2500000")
 	start(t, p.A, "lab", "helper", "post", "--url", url, "--bytes", "200000000")
 	pol := filepath.Join(filepath.Dir(sock), "policy.yaml")
 	if err := os.WriteFile(pol, []byte(devicePolicy(p.LinkA)+coop+"rules:\n  - {lane: background, exe: /no/such/program, dscp: 1}\n"), 0o644); err != nil {
