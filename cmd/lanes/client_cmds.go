@@ -97,12 +97,13 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		udp, more, udpErr := c.UDPFlows()
+		rates, ratesErr := sampleLaneRates(c)
 		c.Close()
 		udpflow.FillOwners(udp, "/proc")
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more})
+			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more, TCPRates: rates})
 		}
 		out := *e
 		if !*verbose {
@@ -112,6 +113,9 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			udp = slices.DeleteFunc(udp, func(f udpflow.Flow) bool { return f.Daemon })
 		}
 		printStatus(&out, st)
+		if ratesErr == nil {
+			printLaneRates(out.stdout, rates)
+		}
 		if udpErr == nil {
 			printUDPFlows(&out, udp, more, *verbose)
 		}
@@ -119,12 +123,13 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	}
 }
 
-// statusJSON is `lanes status --json`: the daemon's status document and
-// its UDP flows (QUIC included) with lane and why.
+// statusJSON is `lanes status --json`: the daemon's status document, its
+// UDP flows (QUIC included) with lane and why, and each lane's TCP rates.
 type statusJSON struct {
 	*api.Status
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
+	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP rates now (status_rates.go)
 }
 
 // printUDPFlows is status's UDP section: every UDP socket of the daemon's

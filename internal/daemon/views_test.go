@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,6 +185,9 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 	checkWidth(t, "lanes status", st)
 	if !strings.Contains(string(st), "POLICY REFUSED") {
 		t.Errorf("lanes status does not say the policy was refused:\n%s", st)
+	}
+	if !regexp.MustCompile(`\n  interactive +[1-9][0-9]* flows  up +\S+  down +[0-9.]+[KMG]bit\n`).Match(st) {
+		t.Errorf("lanes status shows no download rate for the interactive lane:\n%s", st)
 	}
 	var js struct {
 		UDP []udpflow.Flow `json:"udp_flows"`
