@@ -83,6 +83,9 @@ func (d *Daemon) moveProcess(pid int, l lane.Lane, by string) (api.Moved, error)
 	if err := d.moveCgroup(pid, l); err != nil {
 		return api.Moved{}, err
 	}
+	d.mu.Lock()
+	d.rememberMoverLocked(pid, movedSock{lane: l, by: by})
+	d.mu.Unlock()
 	m := api.Moved{Processes: 1}
 	var err error
 	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l, by); err != nil {

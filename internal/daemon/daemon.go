@@ -115,6 +115,9 @@ type Daemon struct {
 	// moved: open sockets a process move set, by cookie, and what moved
 	// them (livemove.go)
 	moved map[uint64]movedSock
+	// movedPIDs: the processes a move put in a lane, and what moved them
+	// (movers.go)
+	movedPIDs map[int]movedSock
 	// sched: what moved processes' threads ran before background (schedmove.go)
 	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
@@ -301,7 +304,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
 		sweepKick: make(chan struct{}, 1)}
 }
 

@@ -28,6 +28,9 @@ type sockFacts struct {
 	uid          uint32
 	cgroupID     uint64
 	dscp         uint8 // the socket's own marking
+	// mover: what moved the process holding the socket (movers.go), if any
+	mover   movedSock
+	inMoved bool
 }
 
 // How long one sample of the namespace's TCP sockets answers socket-lanes
@@ -106,6 +109,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	movers := d.moverInodes()
 	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
@@ -118,6 +122,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 		}
 		asked = append(asked, sockFacts{cookie: f.Cookie, src: src.Addr().Unmap(), dst: dst.Addr().Unmap(), dport: dst.Port(),
 			sport: src.Port(), uid: f.UID, cgroupID: f.CgroupID, dscp: f.DSCP})
+		asked[len(asked)-1].mover, asked[len(asked)-1].inMoved = movers[f.Inode]
 	}
 	for len(asked) > 0 { // the lock per cookieChunk sockets, as in SocketLanes
 		n := min(len(asked), cookieChunk)
@@ -145,6 +150,9 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 	if m, ok := d.moved[s.cookie]; ok {
 		return m.why()
 	}
+	if s.inMoved && s.mover.lane == cur {
+		return s.mover.why() // opened after its process was moved: in the lane's cgroup
+	}
 	for _, k := range (datapath.FlowKey{Src: s.src, Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: 6}).Lookups() {
 		if e, ok := d.applied.Flows[k]; ok {
 			return "flow " + e.Source
@@ -154,6 +162,9 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 		return fmt.Sprintf("destination %s %s", r, e.Source)
 	}
 	if e, ok := d.applied.Cgroups[s.cgroupID]; ok {
+		if s.inMoved && s.mover.lane == e.Lane {
+			return s.mover.why()
+		}
 		return "cgroup " + e.Source
 	}
 	if e, ok := d.applied.UIDs[s.uid]; ok {

@@ -74,7 +74,7 @@ func dumpOpenSockets() ([]openSock, error) {
 				return // a time-wait or request socket: no descriptor, nothing to move
 			}
 			out = append(out, openSock{cookie: s.Cookie, proto: proto, inode: s.Inode, uid: s.UID, cgroup: s.CgroupID,
-				src: s.Src, dst: s.Dst, tos: s.TOS, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
+				src: s.Src, dst: s.Dst, tos: s.DSCP() << 2, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
 		})
 		if err != nil && proto == unix.IPPROTO_UDP {
 			return out, fmt.Errorf("%w: sock_diag: %v", errNoUDPDiag, err)
@@ -210,6 +210,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 // pruneMovedLocked forgets moved sockets that closed (d.mu held): a TCP
 // socket's entry leaves with its close, a UDP one when the LRU map evicts it.
 func (d *Daemon) pruneMovedLocked() {
+	d.pruneMoversLocked()
 	if d.host == nil {
 		return
 	}

@@ -101,8 +101,8 @@ func checkUDPFlows(t *testing.T, what string, flows []udpflow.Flow, quicRemote, 
 	if q == nil || u == nil {
 		t.Fatalf("%s: the QUIC (%s) or the UDP flow (%s) is missing: %+v", what, quicRemote, udpRemote, flows)
 	}
-	if q.Lane != lane.Background || !strings.HasPrefix(q.Why, "cgroup ") || !q.BgClass || q.Cookie == 0 {
-		t.Errorf("%s: QUIC upload %+v; want a socket in background by its cgroup, in the background class", what, *q)
+	if q.Lane != lane.Background || q.Why != "lanes run: process moved to background" || !q.BgClass || q.Cookie == 0 {
+		t.Errorf("%s: QUIC upload %+v; want a socket in background by lanes run, named in its why, in the background class", what, *q)
 	}
 	if u.Lane != lane.Interactive || !strings.HasPrefix(u.Why, "no rule") || u.BgClass || !u.Connected() {
 		t.Errorf("%s: UDP flow %+v; want a connected socket in interactive (no rule), not in the background class", what, *u)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lanes-net/lanes/internal/api"
@@ -65,7 +66,9 @@ func TestStatusShowsRefusedReload(t *testing.T) {
 // interactive with a generic why, and a process moved by a reload's new
 // rule showed "process moved ... (lanes move, lanes run or a process
 // rule)", its move unlogged. The why now says "DSCP LE" (with the lane the
-// classifier gives) and names the rule; the daemon logs the reload's move.
+// classifier gives) and names the rule or command (lanes run), for the
+// sockets open at the move and those opened after it; the daemon logs the
+// reload's move.
 func TestWhyNamesDSCPAndRule(t *testing.T) {
 	testutil.RequireRoot(t)
 	python := realPython(t)
@@ -79,6 +82,9 @@ u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.setsockopt(socket.IPPROT
 v = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); v.connect((b, 10))
 t = socket.socket(); t.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 4); t.connect((b, 8080))
 print(u.getsockname()[1], v.getsockname()[1], flush=True)
+sys.stdin.readline()
+w = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); w.connect((b, 11))
+print(w.getsockname()[1], flush=True)
 sys.stdin.read()
 `, p.AddrB.String())
 	cmd := p.A.Command(python, "-c", script)
@@ -88,11 +94,11 @@ sys.stdin.read()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var marked, plain int
-	if _, err := fmt.Fscan(bufio.NewReader(stdout), &marked, &plain); err != nil {
+	var marked, plain, later int
+	lines := bufio.NewReader(stdout)
+	if _, err := fmt.Fscan(lines, &marked, &plain); err != nil {
 		t.Fatalf("the python sockets' ports: %v", err)
 	}
-	go io.Copy(io.Discard, stdout)
 
 	if f := udpFlowFrom(t, sock, marked); f.Lane.String() != "background" || !strings.HasPrefix(f.Why, "DSCP LE") {
 		t.Errorf("UDP socket marked LE: lane %v, why %q; want background, DSCP LE", f.Lane, f.Why)
@@ -102,6 +108,24 @@ sys.stdin.read()
 	}
 	if f := udpFlowFrom(t, sock, plain); f.Lane.String() != "interactive" || f.Why != "no rule: interactive" {
 		t.Errorf("plain UDP socket: lane %v, why %q; want interactive, no rule", f.Lane, f.Why)
+	}
+
+	// lanes run names itself (before the rule below would move its python too)
+	run := p.A.Command(lanesBin, "run", "--socket", sock, "--lane", "background", "--", python, "-c",
+		"import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('"+p.AddrB.String()+"', 12))\n"+
+			"print(s.getsockname()[1], flush=True)\nsys.stdin.read()\n")
+	runIn, _ := run.StdinPipe()
+	runOut, _ := run.StdoutPipe()
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { runIn.Close(); _ = run.Process.Kill(); _ = run.Wait() })
+	var ran int
+	if _, err := fmt.Fscan(runOut, &ran); err != nil {
+		t.Fatalf("lanes run's socket port: %v", err)
+	}
+	if f := udpFlowFrom(t, sock, ran); f.Why != "lanes run: process moved to background" {
+		t.Errorf("UDP socket of a command under lanes run: lane %v, why %q; want lanes run named", f.Lane, f.Why)
 	}
 
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)) // ip netns exec execs it
@@ -118,6 +142,17 @@ sys.stdin.read()
 	waitFor(t, "the reload's rule to move the process", func() bool { return udpFlowFrom(t, sock, plain).Why == want })
 	if f := monitorTCP(t, p.A, sock, 8080); f.Why != want {
 		t.Errorf("moved TCP socket in lanes monitor: why %q, want %q", f.Why, want)
+	}
+	// a socket the moved process opens afterwards, in the lane's cgroup
+	if _, err := io.WriteString(stdin, "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fscan(lines, &later); err != nil {
+		t.Fatalf("the later socket's port: %v", err)
+	}
+	go io.Copy(io.Discard, lines)
+	if f := udpFlowFrom(t, sock, later); f.Why != want {
+		t.Errorf("UDP socket opened after the move: lane %v, why %q; want %q", f.Lane, f.Why, want)
 	}
 	waitFor(t, "the reload's move logged with its rule", func() bool {
 		return strings.Contains(d.out.String(), `msg="process moved"`) && strings.Contains(d.out.String(), `by="rule py-bg (exe)"`)
@@ -256,7 +291,8 @@ func realPython(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-// udpFlowFrom is the daemon's UDP flow with local port port.
+// udpFlowFrom is the daemon's UDP flow with local port port (asked again
+// while the daemon's listing, reused for 250 ms, predates the socket).
 func udpFlowFrom(t *testing.T, sock string, port int) udpflow.Flow {
 	t.Helper()
 	c, err := api.Dial(sock)
@@ -264,17 +300,20 @@ func udpFlowFrom(t *testing.T, sock string, port int) udpflow.Flow {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	flows, _, err := c.UDPFlows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range flows {
-		if strings.HasSuffix(f.Src, fmt.Sprintf(":%d", port)) {
-			return f
+	var flows []udpflow.Flow
+	for deadline := time.Now().Add(testutil.Patience(5 * time.Second)); ; time.Sleep(100 * time.Millisecond) {
+		if flows, _, err = c.UDPFlows(); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range flows {
+			if strings.HasSuffix(f.Src, fmt.Sprintf(":%d", port)) {
+				return f
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no UDP flow from port %d among %+v", port, flows)
 		}
 	}
-	t.Fatalf("no UDP flow from port %d among %+v", port, flows)
-	return udpflow.Flow{}
 }
 
 // monitorTCP is `lanes monitor --json`'s flow to port in ns.
