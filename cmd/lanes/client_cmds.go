@@ -412,8 +412,11 @@ func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 		scheds := map[string]int{}
 		for _, pid := range pids {
 			m, err := c.MoveProcess(pid, l, *keep)
-			if err != nil {
+			if err != nil && sum.Processes > 0 {
 				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, sum.Processes)
+			}
+			if err != nil {
+				return fmt.Errorf("pid %d: %w", pid, err)
 			}
 			sum.Processes++
 			sum.TCP += m.TCP

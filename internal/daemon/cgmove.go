@@ -98,7 +98,7 @@ func (d *Daemon) moveProcess(pid int, l lane.Lane, by string) (api.Moved, error)
 func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	cur, err := procCgroup(pid)
 	if err != nil {
-		return fmt.Errorf("move pid %d: %w", pid, err)
+		return err // it names the process
 	}
 	home := d.homeCgroup(cur)
 	for attempt := 1; ; attempt++ {

@@ -170,6 +170,7 @@ func TestMoveUnknownPIDSaysNoProcess(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
 	out, err := p.A.Command(lanesBin, "move", "--socket", sock, "--lane", "background", pid).CombinedOutput()
+	t.Logf("lanes move --lane background %s: %s", pid, out)
 	if err == nil || !strings.Contains(string(out), "no process "+pid) || strings.Contains(string(out), "/proc/") {
 		t.Errorf("lanes move --lane background %s: %v\n%s\nwant an error saying no process %s", pid, err, out, pid)
 	}
