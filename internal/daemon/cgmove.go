@@ -277,11 +277,21 @@ func populated(dir string) bool {
 	return strings.Contains(string(b), "populated 1")
 }
 
+// noProcessError: no process has this pid (still an fs.ErrNotExist, which
+// the task engine takes for a process gone between its event and the move).
+type noProcessError int
+
+func (e noProcessError) Error() string {
+	return fmt.Sprintf("no process %d (it exited, or never ran in this daemon's pid namespace)", int(e))
+}
+
+func (noProcessError) Is(target error) bool { return target == fs.ErrNotExist }
+
 // procCgroup is the cgroup v2 path of a process ("0::/a/b" in /proc/PID/cgroup).
 func procCgroup(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("no process %d (it exited, or never ran in this daemon's pid namespace)", pid)
+		return "", noProcessError(pid)
 	}
 	if err != nil {
 		return "", err
