@@ -177,7 +177,7 @@ func TestMoveUnknownPIDSaysNoProcess(t *testing.T) {
 }
 
 // TestDefaultOutputFits100Columns: on a busy daemon (a download, an upload,
-// coop on, a refused reload) status's lines reached 685 characters,
+// coop and the realtime lane on, a refused reload) status's lines reached 685 characters,
 // doctor's 326, monitor's 200, and monitor's RATE of a download was 0. By
 // default each now fits 100 columns, doctor ends with its verdict, monitor
 // shows the download's rate down and its note once, and status leaves out
@@ -189,7 +189,8 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 	}
 	p := testutil.NewVethPair(t)
 	start(t, p.B, "lab", "helper", "serve", "--listen", ":8080")
-	coop := fmt.Sprintf("coop:\n  enabled: true\n  key: %q\n  ap_rate: 20gbit\n  state_file: %q\n", coopTestKey, filepath.Join(t.TempDir(), "replay.json"))
+	coop := fmt.Sprintf("coop:\n  enabled: true\n  key: %q\n  ap_rate: 20gbit\n  state_file: %q\n", coopTestKey, filepath.Join(t.TempDir(), "replay.json")) +
+		fmt.Sprintf("realtime:\n  enabled: true\n  socket: %s\n  rate: 10mbit\n", filepath.Join(t.TempDir(), "rt.sock"))
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA)+coop)
 	url := fmt.Sprintf("http://%s:8080", p.AddrB)
 	// a download paced at 2.5 MB/s for 20 s, and an upload, running meanwhile
