@@ -237,11 +237,12 @@ install-rt-dev:
 # $(OUT)/lanes_<version>_<arch>.deb; the policy is a conffile; Depends from
 # dpkg-shlibdeps; maintainer scripts as dh_installsystemd writes them
 # (dist/debian/); lanes --version and lanes status name the package's
-# version; dist/dist_test.go runs lintian on it.
+# version; built in $(OUT)/deb-build, so that $(OUT)/lanes stays this
+# tree's own build; dist/dist_test.go runs lintian on it.
 deb:
 	@./scripts/deps.sh deb
-	rm -rf $(OUT)/deb-root
-	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system VERSION=$(DEBVERSION)
+	rm -rf $(OUT)/deb-root $(OUT)/deb-build
+	$(MAKE) --no-print-directory install OUT=$(abspath $(OUT))/deb-build DESTDIR=$(abspath $(OUT))/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system VERSION=$(DEBVERSION)
 	strip --remove-section=.comment --remove-section=.note --strip-unneeded $(OUT)/deb-root/usr/libexec/lanes/lanes-rtd
 	install -Dm644 dist/debian/copyright $(OUT)/deb-root/usr/share/doc/lanes/copyright
 	rm $(OUT)/deb-root/usr/share/doc/lanes/LICENSE
@@ -258,7 +259,7 @@ deb:
 	cd $(OUT)/deb-root && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | \
 		xargs -0 md5sum > DEBIAN/md5sums
 	dpkg-deb --root-owner-group -Zgzip --build $(OUT)/deb-root $(OUT)/lanes_$(DEBVERSION)_$(DEBARCH).deb
-	rm -rf $(OUT)/deb-root
+	rm -rf $(OUT)/deb-root $(OUT)/deb-build
 
 clean:
 	rm -rf bin

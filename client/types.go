@@ -37,6 +37,9 @@ type (
 	FlowInfo = api.FlowInfo
 	// UDPFlow is one UDP socket (QUIC included) with its lane and why.
 	UDPFlow = api.UDPFlow
+	// PolicyRefused is a reload that refused the policy file on disk
+	// (Status.PolicyRefused): when, how many errors, the first of them.
+	PolicyRefused = api.PolicyRefused
 	// Moved is what one Move changed.
 	Moved = api.Moved
 	// OffError is a component that the policy leaves off (Component):

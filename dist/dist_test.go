@@ -42,7 +42,16 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
+	// a developer's build in OUT, which make deb rebuilt with the Debian version
+	mine := filepath.Join(out, "lanes")
+	const built = "#!/bin/sh\necho the developer's own build\n"
+	if err := os.WriteFile(mine, []byte(built), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	run(t, "..", nil, "make", "--no-print-directory", "deb", "OUT="+out)
+	if b, err := os.ReadFile(mine); err != nil || string(b) != built {
+		t.Errorf("make deb replaced the build in OUT (%s): %v", mine, err)
+	}
 	debs, _ := filepath.Glob(filepath.Join(out, "lanes_*.deb"))
 	if len(debs) != 1 {
 		t.Fatalf("want one package in %s, have %v", out, debs)

@@ -125,6 +125,8 @@ exec bash -x "$1/quickstart.sh"`
 	for _, want := range []string{
 		"policy /etc/lanes/policy.yaml: ok",    // the checker
 		"policy /etc/lanes/policy.yaml  since", // status reached the daemon
+		"lanes will work here: ",               // doctor's verdict
+		"registered flows: 1\n  background ",   // status lists the registered flow
 		"/background\n",                        // lanes run's cgroup: 0::/lanes.INSTANCE/background
 		"msg=\"policy reloaded\"",              // kill -HUP %1
 		"the daemon's exit status: 0",

@@ -271,7 +271,7 @@ for m in $(cat /lib/modules/order); do insmod "/lib/modules/$m.ko"; done
 ip link set lo up
 export PATH=/bin LANES_TEST_BIN=/bin/lanes LANES_BIN=/bin/lanes LANES_TIMING=unjudged HOME=/tmp
 echo "== kernel $(uname -r)"
-/bin/lanes doctor; echo "== doctor rc=$?"
+/bin/lanes doctor -v; echo "== doctor rc=$?"
 set -- $(cat /t/args)
 for t in /t/*.test; do
   [ -f "$t" ] || continue

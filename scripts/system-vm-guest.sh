@@ -132,7 +132,7 @@ rtd_pid() { # the one lanes-rtd, waiting up to 10 s for the lane to start it
 rt_status() { # reload with the realtime lane; status names its data path
   use_policy /check/policy-rt.yaml 9500Kbit || return 1
   rtd_pid > rtd.pid || return 1
-  lanes status | grep '^realtime:' | tee rt-status.txt
+  lanes status -v | grep '^realtime:' | tee rt-status.txt
   grep -q '^realtime: path daemon (data path lanes-rtd;' rt-status.txt
 }
 
@@ -185,7 +185,7 @@ rt_crash() { # lanes-rtd killed: the daemon's supervisor starts a new one, which
     new=$(pgrep -x lanes-rtd) && [ "$new" != "$old" ] && break; sleep 0.5
   done
   echo "lanes-rtd pid $old -> $new"; echo "$new" > rtd.pid
-  [ -n "$new" ] && [ "$new" != "$old" ] && rt_process >/dev/null && lanes status | grep '^realtime:' &&
+  [ -n "$new" ] && [ "$new" != "$old" ] && rt_process >/dev/null && lanes status -v | grep '^realtime:' &&
     lanes rt send --deadline 200ms --count 3 --size 100 10.99.0.2:9001 | tee send2.txt && grep -q ': 3 admitted$' send2.txt
 }
 

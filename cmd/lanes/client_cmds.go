@@ -34,7 +34,7 @@ import (
 func init() {
 	register(&command{path: "status", summary: "show lanes' state: network namespace, per-lane counters per interface, registered flows",
 		setup: statusCmd})
-	register(&command{path: "register", summary: "put a flow (the paper's 3-tuple) in a lane", setup: registerCmd})
+	register(&command{path: "register", summary: "put a TCP or UDP flow (remote address and port, local port) in a lane", setup: registerCmd})
 	register(&command{path: "unregister", summary: "remove a flow registration", setup: unregisterCmd})
 	register(&command{path: "run", summary: "run a command in a lane (cgroup + CPU priority for its whole process tree)",
 		args: "[flags] [--] CMD [ARGS...]", nargs: anyArgs, stopAtArg: true, setup: runInLaneCmd})
@@ -89,6 +89,7 @@ func dialDaemonWait(ctx context.Context, sock string, wait time.Duration) (*clie
 func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
+	verbose := fs.BoolP("verbose", "v", false, "every line whole (default: 100 columns), and the daemon's own UDP sockets")
 	wait := fs.Duration("wait", 0, "wait up to this long for a daemon that is starting to answer (e.g. 30s)")
 	return func(ctx context.Context, _ []string) error {
 		c, st, err := dialDaemonWait(ctx, *sock, *wait)
@@ -96,43 +97,60 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		udp, more, udpErr := c.UDPFlows()
+		rates, ratesErr := sampleLaneRates(c)
 		c.Close()
 		udpflow.FillOwners(udp, "/proc")
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more})
+			return enc.Encode(statusJSON{Status: st, UDPFlows: udp, UDPMore: more, TCPRates: rates})
 		}
-		printStatus(e, st)
+		out := *e
+		if !*verbose {
+			fw := newFitWriter(e.stdout)
+			defer fw.Close()
+			out.stdout = fw
+			udp = slices.DeleteFunc(udp, func(f udpflow.Flow) bool { return f.Daemon })
+		}
+		printStatus(&out, st)
+		if ratesErr == nil {
+			printLaneRates(out.stdout, rates)
+		}
 		if udpErr == nil {
-			printUDPFlows(e, udp, more)
+			printUDPFlows(&out, udp, more, *verbose)
 		}
 		return nil
 	}
 }
 
-// statusJSON is `lanes status --json`: the daemon's status document and
-// its UDP flows (QUIC included) with lane and why.
+// statusJSON is `lanes status --json`: the daemon's status document, its
+// UDP flows (QUIC included) with lane and why, and each lane's TCP rates.
 type statusJSON struct {
 	*client.Status
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
+	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP rates now (status_rates.go)
 }
 
 // printUDPFlows is status's UDP section: every UDP socket of the daemon's
 // namespace and the background class's 5-tuples, with lane and why.
-func printUDPFlows(e *env, flows []udpflow.Flow, more int) {
+func printUDPFlows(e *env, flows []udpflow.Flow, more int, verbose bool) {
 	fmt.Fprintf(e.stdout, "\nUDP flows (QUIC included): %d\n", len(flows))
 	if more > 0 {
 		fmt.Fprintf(e.stdout, "  (and %d more the daemon left out of its reply)\n", more)
 	}
-	if len(flows) > 0 {
+	switch {
+	case len(flows) == 0:
+	case verbose:
 		udpflow.WriteTable(e.stdout, flows)
+	default:
+		udpflow.WriteBrief(e.stdout, flows, outputWidth)
 	}
 }
 
 func printStatus(e *env, st *client.Status) {
 	fmt.Fprintf(e.stdout, "lanes %s  policy %s  since %s\nnetwork namespace %s\n", st.Version, st.Policy, st.StartedAt, st.Netns)
+	printPolicyRefused(e, st.PolicyRefused)
 	for _, it := range st.Interfaces {
 		rate := ""
 		if it.UplinkBps > 0 {
@@ -205,6 +223,20 @@ func printStatus(e *env, st *client.Status) {
 	for _, f := range st.Flows {
 		fmt.Fprintf(e.stdout, "  %-12s %s  (%s, uid %d)\n", f.Lane, f.Flow, f.Source, f.UID)
 	}
+}
+
+// printPolicyRefused says that the policy file on disk was refused at the
+// last reload and which policy runs instead.
+func printPolicyRefused(e *env, r *client.PolicyRefused) {
+	if r == nil {
+		return
+	}
+	errs := "1 error"
+	if r.Errors != 1 {
+		errs = fmt.Sprintf("%d errors", r.Errors)
+	}
+	fmt.Fprintf(e.stdout, "POLICY REFUSED at %s (%s): running the policy read at %s\n", r.At, errs, r.Running)
+	fmt.Fprintf(e.stdout, "  first: %s\n  fix the file, check it (lanes daemon --check), then reload (kill -HUP)\n", r.First)
 }
 
 // flowFlags are the flags naming a flow by the paper's 3-tuple.
@@ -380,8 +412,11 @@ func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 		scheds := map[string]int{}
 		for _, pid := range pids {
 			m, err := c.Move(pid, l, *keep)
-			if err != nil {
+			if err != nil && sum.Processes > 0 {
 				return fmt.Errorf("pid %d: %w (%d moved before it)", pid, err, sum.Processes)
+			}
+			if err != nil {
+				return fmt.Errorf("pid %d: %w", pid, err)
 			}
 			sum.Processes++
 			sum.TCP += m.TCP

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -23,7 +24,8 @@ func init() {
 	register(&command{path: "doctor", summary: "probe the kernel features lanes uses and say what it does without each",
 		setup: func(fs *pflag.FlagSet, e *env) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
-			return func(context.Context, []string) error { return runDoctor(e, *asJSON) }
+			verbose := fs.BoolP("verbose", "v", false, "every line whole (default: 100 columns)")
+			return func(context.Context, []string) error { return runDoctor(e, *asJSON, *verbose) }
 		}})
 }
 
@@ -32,7 +34,7 @@ func init() {
 // and be misreported as a missing kernel feature.
 var errNotRoot = errors.New("run as root: the probes load BPF programs and create qdiscs in a scratch namespace")
 
-func runDoctor(e *env, asJSON bool) error {
+func runDoctor(e *env, asJSON, verbose bool) error {
 	if os.Geteuid() != 0 {
 		return errNotRoot
 	}
@@ -48,8 +50,24 @@ func runDoctor(e *env, asJSON bool) error {
 			ProcessEvents    string         `json:"process_events"`
 		}{r, k, realtimeDataPath(), processEvents()})
 	}
-	fmt.Fprintf(e.stdout, "kernel %s\n\n", r.Kernel)
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	out := e.stdout
+	if !verbose {
+		fw := newFitWriter(e.stdout)
+		defer fw.Close()
+		out = fw
+	}
+	missingNeeded := writeDoctor(out, r, k, verbose)
+	if missingNeeded > 0 {
+		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
+	}
+	return nil
+}
+
+// writeDoctor writes the report for people, ending with the verdict, and
+// says how many needed features are missing.
+func writeDoctor(w io.Writer, r *features.Report, k sched.KernelRT, verbose bool) int {
+	fmt.Fprintf(w, "kernel %s\n\n", r.Kernel)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "feature\tstate\twithout it / detail")
 	missingNeeded := 0
 	for _, f := range r.Features {
@@ -68,13 +86,17 @@ func runDoctor(e *env, asJSON bool) error {
 		if f.Use != "" && (f.Present || f.Fallback == "") {
 			note = f.Use
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, state, note)
+		name := f.Name
+		if !verbose {
+			name = stripParens(name) // the table's first column stays narrow
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, state, note)
 	}
 	tw.Flush()
-	fmt.Fprintf(e.stdout, "\nbackground uploads held back by: %s\n", uploadProtection(r))
-	fmt.Fprintf(e.stdout, "background downloads held back by: %s\n", downloadProtection(r))
-	fmt.Fprintf(e.stdout, "realtime data path: %s\n", realtimeDataPath())
-	fmt.Fprintf(e.stdout, "process events for exe:/comm: rules and tasks: %s\n", processEvents())
+	fmt.Fprintf(w, "\nbackground uploads held back by: %s\n", uploadProtection(r))
+	fmt.Fprintf(w, "background downloads held back by: %s\n", downloadProtection(r))
+	fmt.Fprintf(w, "realtime data path: %s\n", realtimeDataPath())
+	fmt.Fprintf(w, "process events for exe:/comm: rules and tasks: %s\n", processEvents())
 	dyn := ""
 	switch {
 	case k.PreemptDynamic && len(k.PreemptModes) > 0:
@@ -85,12 +107,39 @@ func runDoctor(e *env, asJSON bool) error {
 	if k.PreemptNote != "" {
 		dyn += "\n  note: " + k.PreemptNote
 	}
-	fmt.Fprintf(e.stdout, "\nscheduler: preemption %s (from %s)%s\n", k.PreemptModel, k.PreemptSource, dyn)
-	fmt.Fprintf(e.stdout, "  HZ %d (%s); RT throttling: %s; proc connector: %v\n", k.HZ, k.HZSource, k.RTThrottle(), k.ProcConnector)
+	fmt.Fprintf(w, "\nscheduler: preemption %s (from %s)%s\n", k.PreemptModel, k.PreemptSource, dyn)
+	fmt.Fprintf(w, "  HZ %d (%s); RT throttling: %s; proc connector: %v\n", k.HZ, k.HZSource, k.RTThrottle(), k.ProcConnector)
+	fmt.Fprintf(w, "\n%s\n", verdict(r, missingNeeded, rtlane.FindHelper() != ""))
+	return missingNeeded
+}
+
+// verdict is doctor's last line: whether lanes works here, with which
+// lanes, and what is missing for the rest ("lanes will work here: all
+// lanes", "...: interactive, background; without lanes-rtd: no realtime
+// lane").
+func verdict(r *features.Report, missingNeeded int, rtd bool) string {
 	if missingNeeded > 0 {
-		return fmt.Errorf("%d needed feature(s) missing: lanes cannot manage traffic here", missingNeeded)
+		var names []string
+		for _, f := range r.Features {
+			if f.Needed && !f.Present {
+				names = append(names, f.Name)
+			}
+		}
+		return "lanes will NOT work here: missing " + strings.Join(names, ", ")
 	}
-	return nil
+	lanes := "all lanes"
+	var without []string
+	if !rtd {
+		lanes = "interactive, background"
+		without = append(without, "without "+rtlane.HelperName+": no realtime lane")
+	}
+	if !r.Has(features.LedbatFeature) && !r.Has(features.SockopsFeature) {
+		without = append(without, "without struct_ops and sock_ops: background uploads held back on the device only")
+	}
+	if !r.Has(features.WindowClampFeature) && !r.Has(features.PidfdFeature) {
+		without = append(without, "without a window clamp: background downloads not held back")
+	}
+	return "lanes will work here: " + strings.Join(append([]string{lanes}, without...), "; ")
 }
 
 // realtimeDataPath says where the daemon runs the realtime lane's data

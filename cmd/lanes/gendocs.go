@@ -120,7 +120,11 @@ func writeMan(w io.Writer, c *cobra.Command) {
 		fmt.Fprintf(w, ".SH %s\n%s\n", s[0], s[1])
 	}
 	writeManExamples(w, extra.examples)
-	fmt.Fprintln(w, ".SH EXIT STATUS\n0 on success (and for \\-\\-help), 1 on failure, 2 on a usage error.")
+	exit := "0 on success (and for \\-\\-help), 1 on failure, 2 on a usage error."
+	if extra.exit != "" {
+		exit = roff(extra.exit)
+	}
+	fmt.Fprintf(w, ".SH EXIT STATUS\n%s\n", exit)
 	writeManEnv(w, c)
 	writeManFiles(w, extra.files)
 	writeSeeAlso(w, c, extra.see)

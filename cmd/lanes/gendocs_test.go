@@ -224,3 +224,37 @@ func defaultPolicyKeys(t *testing.T) []string {
 	walk(&doc)
 	return keys
 }
+
+// TestManPagesCiteNoSourceFiles: man pages are for users: lanes-policy(5)
+// cited internal/policy/match.go and others, and pages said "the paper's
+// 3-tuple" and "LW-LBE" where a user reads addresses and ports.
+func TestManPagesCiteNoSourceFiles(t *testing.T) {
+	dir := genManPages(t)
+	source := regexp.MustCompile(`\binternal/|\bcmd/lanes\b|\b[a-z_]+\.go\b|SEEDS`)
+	// the lab's pages name the papers whose experiments they run
+	jargon := regexp.MustCompile(`the paper's 3\\-tuple|LW\\-LBE`)
+	pages, _ := filepath.Glob(filepath.Join(dir, "man*", "*"))
+	for _, p := range pages {
+		lab := strings.HasPrefix(filepath.Base(p), "lanes-lab")
+		for i, line := range strings.Split(readPage(t, p), "\n") {
+			m := source.FindString(line)
+			if m == "" && !lab {
+				m = jargon.FindString(line)
+			}
+			if m != "" {
+				t.Errorf("%s:%d cites %q: %.120s", filepath.Base(p), i+1, m, line)
+			}
+		}
+	}
+}
+
+// TestManRunPassesExitStatusOn: lanes run execs the command, so its exit
+// status is the command's; lanes-run(1) documented only 0, 1 and 2.
+func TestManRunPassesExitStatusOn(t *testing.T) {
+	page := readPage(t, filepath.Join(genManPages(t), "man1", "lanes-run.1"))
+	_, exit, _ := strings.Cut(page, "\n.SH EXIT STATUS\n")
+	exit, _, _ = strings.Cut(exit, "\n.SH ")
+	if !strings.Contains(exit, "the command's own exit status") {
+		t.Errorf("lanes-run(1) EXIT STATUS does not say the command's exit status is passed on:\n%s", exit)
+	}
+}

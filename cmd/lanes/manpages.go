@@ -12,6 +12,7 @@ type manExample struct{ cmd, what string }
 // manExtra holds one page's hand-written sections.
 type manExtra struct {
 	examples []manExample
+	exit     string   // EXIT STATUS, where it is not the usual 0, 1, 2
 	files    []string // keys of manFiles
 	see      []string // further SEE ALSO entries, e.g. "tc(8)"
 	// sections: extra sections (title, roff body) after DESCRIPTION.
@@ -64,12 +65,13 @@ var manExtras = map[string]manExtra{
 		{"lanes status", "the lanes per interface, their counters and the registered flows"},
 	}, files: []string{"policy", "socket", "state", "unit", "examples"}, see: []string{"lanes-policy(5)", "systemctl(1)", "tc(8)"}},
 	"status": {examples: []manExample{
-		{"lanes status", "per lane packets, bytes, drops and backlog per interface; registrations and policy flows"},
+		{"lanes status", "per lane packets, bytes, drops and backlog per interface, TCP rates up and down now, registrations, UDP flows; a refused reload (100 columns)"},
+		{"lanes status -v", "every line whole, and the daemon's own UDP sockets"},
 		{"lanes status --json | jq .interfaces", "the same as JSON"},
 		{"lanes status --wait 30s", "once a daemon just started answers (scripts, the Quick start)"},
 	}, files: clientFiles},
 	"register": {examples: []manExample{
-		{"lanes register --lane background --dst 192.0.2.10:443 --sport 40312", "put one TCP connection (the 3-tuple) in background"},
+		{"lanes register --lane background --dst 192.0.2.10:443 --sport 40312", "put one TCP connection (remote address and port, local port) in background"},
 		{"lanes register --proto udp --lane realtime --dst 10.0.0.2:9000 --sport 5000", "a UDP flow in realtime (needs access.group membership)"},
 	}, files: clientFiles, see: []string{"lanes-unregister(1)"}},
 	"unregister": {examples: []manExample{
@@ -78,7 +80,10 @@ var manExtras = map[string]manExtra{
 	"run": {examples: []manExample{
 		{"lanes run --lane background -- rsync -a ~/photos backup:/photos", "a whole process tree in background (and nice 19)"},
 		{"lanes run --lane background --sched-idle -- make -j8", "a build that takes only idle CPU and network"},
-	}, files: []string{"socket", "cgroups"}, see: []string{"lanes-move(1)", "nice(1)", "chrt(1)"}},
+	}, exit: "lanes run execs the command, so its exit status is the command's own exit status (128+N in the shell " +
+		"for a command killed by signal N). Before the command runs: 1 when lanes fails (no daemon, the move refused, " +
+		"the command not found), 2 on a usage error.",
+		files: []string{"socket", "cgroups"}, see: []string{"lanes-move(1)", "nice(1)", "chrt(1)"}},
 	"move": {examples: []manExample{
 		{"sudo lanes move --lane background 4242", "a running process and its future children, like renice"},
 		{"sudo lanes move --lane background --cgroup system.slice/backup.service", "every process of a service"},

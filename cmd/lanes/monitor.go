@@ -41,7 +41,7 @@ type monitorFlags struct {
 	lanes, src, dst, comm, cgroup  string
 	sport, dport, port             uint
 	pid, count, top                int
-	all                            bool
+	all, verbose                   bool
 }
 
 func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
@@ -74,6 +74,7 @@ func monitorCmd(fs *pflag.FlagSet, e *env) runFunc {
 	fs.StringVar(&m.comm, "comm", "", "only flows of processes with this name")
 	fs.StringVar(&m.cgroup, "cgroup", "", "only flows created in this cgroup v2 directory")
 	fs.IntVar(&m.top, "top", 40, "live view: show at most this many flows")
+	fs.BoolVarP(&m.verbose, "verbose", "v", false, "live view: every column (cwnd, state, caps...) and line whole, the daemon's own UDP sockets")
 	fs.BoolVar(&m.all, "all", false, "include listening and TIME-WAIT sockets")
 	fs.StringVar(&m.backend, "backend", "", "sampling backend: bpf-track, bpf-iter or sock_diag (default: bpf-track when it loads, else the cheaper of the other two)")
 	return func(ctx context.Context, _ []string) error { return runMonitor(ctx, e, m) }
@@ -158,6 +159,7 @@ func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler
 	defer closeOut()
 	samples := 0
 	var drawn time.Time
+	view := &liveView{tty: isTerminal(e.stdout), verbose: m.verbose, top: m.top}
 	err = s.Run(ctx, func(flows []tcpmon.Flow) error {
 		samples++
 		flows = withLanes(flows)
@@ -181,7 +183,7 @@ func monitorLoop(ctx context.Context, e *env, m *monitorFlags, s *tcpmon.Sampler
 		if live && time.Since(drawn) >= redrawEvery(e.stdout) {
 			drawn = time.Now()
 			tcpmon.SortByThroughput(flows)
-			drawLive(e.stdout, s, flows, m.top, isTerminal(e.stdout), udp)
+			view.drawLive(e.stdout, s, flows, udp)
 		}
 		if m.count > 0 && samples >= m.count {
 			return errStop

@@ -101,11 +101,15 @@ func writeUDPJSON(w io.Writer, t time.Time, flows []udpflow.Flow) error {
 }
 
 // writeUDPView is the live view's UDP part.
-func writeUDPView(w io.Writer, u *udpFlows) {
+func writeUDPView(w io.Writer, u *udpFlows, verbose bool) {
 	if u.client == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nUDP flows (QUIC included): %d", len(u.flows))
+	flows := u.flows
+	if !verbose {
+		flows = slices.DeleteFunc(slices.Clone(flows), func(f udpflow.Flow) bool { return f.Daemon })
+	}
+	fmt.Fprintf(w, "\nUDP flows (QUIC included): %d", len(flows))
 	if u.more > 0 {
 		fmt.Fprintf(w, " (and %d more the daemon left out)", u.more)
 	}
@@ -113,5 +117,11 @@ func writeUDPView(w io.Writer, u *udpFlows) {
 		fmt.Fprintf(w, " (daemon: %v)", u.err)
 	}
 	io.WriteString(w, "\n")
-	udpflow.WriteTable(w, u.flows)
+	switch {
+	case len(flows) == 0:
+	case verbose:
+		udpflow.WriteTable(w, flows)
+	default:
+		udpflow.WriteBrief(w, flows, outputWidth)
+	}
 }

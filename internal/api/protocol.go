@@ -335,12 +335,25 @@ type Status struct {
 	// RestartKeys: the running policy's keys that only a restart applies,
 	// with their values (a reload, and --check, refuse changing them).
 	RestartKeys map[string]string `json:"restart_keys,omitempty"`
+	// PolicyRefused: the policy file on disk was refused at the last reload
+	// (the running policy stays); nil when the file runs.
+	PolicyRefused *PolicyRefused `json:"policy_refused,omitempty"`
 	// Capabilities: each optional datapath capability, "on" or "off: why"
 	// (sock_ops, cap_cc, background_cc, rledbat).
 	Capabilities map[string]string `json:"capabilities,omitempty"`
 	// Details holds each component's status document, structured (the
 	// component op's answer), beside the one-line summaries.
 	Details map[string]json.RawMessage `json:"details,omitempty"`
+}
+
+// PolicyRefused is a reload that refused the policy file: when (RFC 3339,
+// UTC), how many errors, the first of them, and when the running policy was
+// read.
+type PolicyRefused struct {
+	At      string `json:"at"`
+	Errors  int    `json:"errors"`
+	First   string `json:"first"`
+	Running string `json:"running_since"`
 }
 
 // BackgroundQueued says whether the background lane holds a backlog in

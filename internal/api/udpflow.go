@@ -29,9 +29,10 @@ type UDPFlow struct {
 	Cgroup  uint64    `json:"cgroup,omitempty"`
 	PID     int       `json:"pid,omitempty"`
 	Comm    string    `json:"comm,omitempty"`
-	RecvQ   uint32    `json:"recv_q_bytes"` // receive memory in use
-	SendQ   uint32    `json:"send_q_bytes"` // send memory in use
-	Drops   uint32    `json:"drops"`        // datagrams the socket dropped on receive
+	RecvQ   uint32    `json:"recv_q_bytes"`   // receive memory in use
+	SendQ   uint32    `json:"send_q_bytes"`   // send memory in use
+	Drops   uint32    `json:"drops"`          // datagrams the socket dropped on receive
+	DSCP    uint8     `json:"dscp,omitempty"` // the socket's own marking (IP_TOS, IPV6_TCLASS)
 	Lane    lane.Lane `json:"lane"`
 	Why     string    `json:"why"`
 	// BgClass: the flow is in the background class's table (its datagrams
@@ -39,6 +40,9 @@ type UDPFlow struct {
 	// its interface is held now (the foreground is active).
 	BgClass bool `json:"bg_class,omitempty"`
 	BgHeld  bool `json:"bg_held,omitempty"`
+	// Daemon: the lanes daemon's own socket (left out of the views unless
+	// asked for with -v).
+	Daemon bool `json:"daemon,omitempty"`
 }
 
 // Connected says whether the socket has a remote.

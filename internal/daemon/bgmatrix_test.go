@@ -528,7 +528,7 @@ func mxJudge(t *testing.T, b *mxBed, c *mxCell) {
 // ("background now:"), and for QUIC/UDP the class's episode now.
 func mxStatusSays(t *testing.T, b *mxBed, bg string) {
 	t.Helper()
-	out, err := b.p.A.Command(lanesBin, "status", "--socket", b.sock).Output()
+	out, err := b.p.A.Command(lanesBin, "status", "-v", "--socket", b.sock).Output()
 	if err != nil {
 		t.Fatalf("lanes status: %v %s", err, out)
 	}

@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -45,21 +46,49 @@ import (
 func (d *Daemon) nestedName(l lane.Lane) string { return "lanes." + d.instance + "." + l.String() }
 
 // movePID puts pid in lane l with its open sockets (livemove.go); its
-// future children follow (the task engine's hook).
-func (d *Daemon) movePID(pid int, l lane.Lane) error {
-	_, err := d.moveProcess(pid, l)
-	return err
+// future children follow (the task engine's hook, for rule r). Each move is
+// logged with its rule: a reload's new rules move running processes too.
+func (d *Daemon) movePID(pid int, l lane.Lane, r config.TaskRule) error {
+	by := ruleMover(r)
+	m, err := d.moveProcess(pid, l, by)
+	if err != nil {
+		return err
+	}
+	d.log.Info("process moved", "pid", pid, "lane", l, "by", by, "tcp", m.TCP, "udp", m.UDP)
+	return nil
 }
 
-// moveProcess is movePID, saying what moved. A failure to find the open
-// sockets is logged: the process has moved, its new sockets follow.
-func (d *Daemon) moveProcess(pid int, l lane.Lane) (api.Moved, error) {
+// ruleMover names the rule that moves a process as people wrote it: "rule
+// wget-bg (exe)" for a lane rule (ProcessLaneRules names it lane.NAME),
+// "task rule NAME" for a task rule with a lane.
+func ruleMover(r config.TaskRule) string {
+	name, ok := strings.CutPrefix(r.Name, "lane.")
+	if !ok {
+		return "task rule " + r.Name
+	}
+	var by []string
+	if r.Exe != "" {
+		by = append(by, "exe")
+	}
+	if r.Comm != "" {
+		by = append(by, "comm")
+	}
+	return fmt.Sprintf("rule %s (%s)", name, strings.Join(by, ", "))
+}
+
+// moveProcess puts pid in lane l, saying what moved; by is what asked
+// ("lanes move", "lanes run", a rule). A failure to find the open sockets
+// is logged: the process has moved, its new sockets follow.
+func (d *Daemon) moveProcess(pid int, l lane.Lane, by string) (api.Moved, error) {
 	if err := d.moveCgroup(pid, l); err != nil {
 		return api.Moved{}, err
 	}
+	d.mu.Lock()
+	d.rememberMoverLocked(pid, movedSock{lane: l, by: by})
+	d.mu.Unlock()
 	m := api.Moved{Processes: 1}
 	var err error
-	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l); err != nil {
+	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l, by); err != nil {
 		d.log.Warn("moved process: open sockets not found; only its new ones follow", "pid", pid, "lane", l, "err", err)
 	}
 	return m, nil
@@ -69,7 +98,7 @@ func (d *Daemon) moveProcess(pid int, l lane.Lane) (api.Moved, error) {
 func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	cur, err := procCgroup(pid)
 	if err != nil {
-		return fmt.Errorf("move pid %d: %w", pid, err)
+		return err // it names the process
 	}
 	home := d.homeCgroup(cur)
 	for attempt := 1; ; attempt++ {
@@ -248,9 +277,22 @@ func populated(dir string) bool {
 	return strings.Contains(string(b), "populated 1")
 }
 
+// noProcessError: no process has this pid (still an fs.ErrNotExist, which
+// the task engine takes for a process gone between its event and the move).
+type noProcessError int
+
+func (e noProcessError) Error() string {
+	return fmt.Sprintf("no process %d (it exited, or never ran in this daemon's pid namespace)", int(e))
+}
+
+func (noProcessError) Is(target error) bool { return target == fs.ErrNotExist }
+
 // procCgroup is the cgroup v2 path of a process ("0::/a/b" in /proc/PID/cgroup).
 func procCgroup(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", noProcessError(pid)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -24,7 +24,9 @@ type appCCs interface {
 // SocketLanes looks sockets up in the datapath's socket map (sock_ops fills it
 // at connect/accept).
 func (d *Daemon) SocketLanes(cookies []uint64) (map[uint64]lane.Lane, error) {
-	return lookupCookies(d, cookies, func(h *datapathHost, c uint64) (lane.Lane, bool) { return h.sockets.SocketLane(c) }), nil
+	out := lookupCookies(d, cookies, func(h *datapathHost, c uint64) (lane.Lane, bool) { return h.sockets.SocketLane(c) })
+	d.addDSCPLanes(cookies, out)
+	return out, nil
 }
 
 // lookupCookies answers get for each cookie found, taking the daemon's lock

@@ -91,12 +91,13 @@ type Daemon struct {
 
 	env env
 
-	mu      sync.Mutex
-	pol     *policy.Policy
-	host    *datapathHost             // this namespace's BPF programs, maps and lane cgroups (host.go)
-	egress  map[string]*managedIface  // by device: one tree each, all running host's classifier
-	applied desired                   // what applyLocked last put in the kernel (state.go)
-	flows   map[api.Flow]api.FlowInfo // API registrations
+	mu       sync.Mutex
+	pol      *policy.Policy
+	polState policyState               // when pol was read; the last reload refused (policystate.go)
+	host     *datapathHost             // this namespace's BPF programs, maps and lane cgroups (host.go)
+	egress   map[string]*managedIface  // by device: one tree each, all running host's classifier
+	applied  desired                   // what applyLocked last put in the kernel (state.go)
+	flows    map[api.Flow]api.FlowInfo // API registrations
 	// waiting and lastApplyErr: what was last logged (state.go, links.go)
 	waiting, lastApplyErr string
 	// liveSockets: connected sockets an API registration moved (livesockets.go)
@@ -112,8 +113,12 @@ type Daemon struct {
 	regs map[api.Flow]*regLife
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
-	// moved: open sockets a process move set, by cookie (livemove.go)
-	moved map[uint64]lane.Lane
+	// moved: open sockets a process move set, by cookie, and what moved
+	// them (livemove.go)
+	moved map[uint64]movedSock
+	// movedPIDs: the processes a move put in a lane, and what moved them
+	// (movers.go)
+	movedPIDs map[int]movedSock
 	// sched: what moved processes' threads ran before background (schedmove.go)
 	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
@@ -298,9 +303,9 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, env: e,
+	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]lane.Lane{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
+		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
 		sweepKick: make(chan struct{}, 1)}
 }
 
@@ -309,7 +314,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 func (d *Daemon) Reload() bool {
 	pol, err := loadPolicy(d.opts)
 	if err != nil {
-		d.log.Error("policy reload refused, keeping the running policy", "err", err)
+		d.refuseReload(err)
 		return false
 	}
 	return d.reloadWith(pol)
@@ -320,26 +325,34 @@ func (d *Daemon) Reload() bool {
 // A policy changing a key that only a restart applies is refused whole,
 // naming the key and its line (policy/reload.go).
 func (d *Daemon) reloadWith(pol *policy.Policy) bool {
+	if err := d.applyReload(pol); err != nil {
+		d.refuseReload(err)
+		return false
+	}
+	return true
+}
+
+// applyReload is reloadWith's work; an error refuses the policy whole.
+func (d *Daemon) applyReload(pol *policy.Policy) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := policy.RestartChanges(policy.RestartValues(d.pol), pol); err != nil {
-		d.log.Error("policy reload refused, keeping the running policy", "err", err)
-		return false
+		return err
 	}
 	err := d.applyLocked(d.desiredFor(pol), true)
 	var fail *egressOpenError
 	if errors.As(err, &fail) {
-		d.log.Error("policy reload refused, keeping the running policy", "err", err)
-		return false
+		return err
 	}
 	d.pol = pol
+	d.polState = policyState{loadedAt: time.Now()}
 	d.setExeLanesLocked()
 	if err != nil {
 		d.logApplyError(err)
 	}
 	d.kickFollowLocked()
 	d.log.Info("policy reloaded", "policy", pol.Source)
-	return true
+	return nil
 }
 
 func (d *Daemon) install() error {
@@ -470,7 +483,11 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 
 func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
 	t0 := time.Now()
-	m, err := d.moveProcess(pid, l)
+	by := "lanes move"
+	if int(c.PID) == pid {
+		by = "lanes run" // it moves itself, then runs the command
+	}
+	m, err := d.moveProcess(pid, l, by)
 	if err != nil {
 		return m, err
 	}
@@ -481,7 +498,7 @@ func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool)
 			m.Sched += " (" + err.Error() + ")"
 		}
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
+	d.log.Info("process moved", "pid", pid, "lane", l, "by", by, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
 	return m, nil
 }
 
@@ -496,7 +513,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
-		RestartKeys: policy.RestartValues(d.pol)}
+		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.refused}
 	var hs datapath.HostStats
 	if c, ok := hostPart[hostCounters](d.host); ok {
 		var err error

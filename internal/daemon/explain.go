@@ -27,6 +27,10 @@ type sockFacts struct {
 	dport, sport uint16
 	uid          uint32
 	cgroupID     uint64
+	dscp         uint8 // the socket's own marking
+	// mover: what moved the process holding the socket (movers.go), if any
+	mover   movedSock
+	inMoved bool
 }
 
 // How long one sample of the namespace's TCP sockets answers socket-lanes
@@ -105,6 +109,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	movers := d.moverInodes()
 	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
@@ -116,7 +121,8 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 			continue
 		}
 		asked = append(asked, sockFacts{cookie: f.Cookie, src: src.Addr().Unmap(), dst: dst.Addr().Unmap(), dport: dst.Port(),
-			sport: src.Port(), uid: f.UID, cgroupID: f.CgroupID})
+			sport: src.Port(), uid: f.UID, cgroupID: f.CgroupID, dscp: f.DSCP})
+		asked[len(asked)-1].mover, asked[len(asked)-1].inMoved = movers[f.Inode]
 	}
 	for len(asked) > 0 { // the lock per cookieChunk sockets, as in SocketLanes
 		n := min(len(asked), cookieChunk)
@@ -141,8 +147,11 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 			return fmt.Sprintf("registration %s (%s)", f, d.flows[f].Source)
 		}
 	}
-	if l, ok := d.moved[s.cookie]; ok {
-		return fmt.Sprintf("process moved to %s (lanes move, lanes run or a process rule)", l)
+	if m, ok := d.moved[s.cookie]; ok {
+		return m.why()
+	}
+	if s.inMoved && s.mover.lane == cur {
+		return s.mover.why() // opened after its process was moved: in the lane's cgroup
 	}
 	for _, k := range (datapath.FlowKey{Src: s.src, Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: 6}).Lookups() {
 		if e, ok := d.applied.Flows[k]; ok {
@@ -153,6 +162,9 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 		return fmt.Sprintf("destination %s %s", r, e.Source)
 	}
 	if e, ok := d.applied.Cgroups[s.cgroupID]; ok {
+		if s.inMoved && s.mover.lane == e.Lane {
+			return s.mover.why()
+		}
 		return "cgroup " + e.Source
 	}
 	if e, ok := d.applied.UIDs[s.uid]; ok {
@@ -163,7 +175,10 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 		// an ancestor of the socket's cgroup, or a rule since removed
 		return fmt.Sprintf("resolved at connect to %s (a rule for a parent cgroup, or one since changed)", cur)
 	}
-	return "no rule: interactive (or its packets' DSCP marking)"
+	if why, _, ok := d.dscpLaneLocked(s.dscp); ok {
+		return why
+	}
+	return "no rule: interactive"
 }
 
 // bestDst is the destination rule the classifier picks: the packet's port
@@ -185,4 +200,57 @@ func bestDst(m map[datapath.DstRule]entry, dst netip.Addr, dport uint16) (datapa
 		}
 	}
 	return datapath.DstRule{}, entry{}, false
+}
+
+// dscpLaneLocked is the lane the classifier gives a socket's packets by
+// their own DSCP marking once nothing before it matched, with why: "DSCP
+// LE (dscp.le_background)" (d.mu held).
+func (d *Daemon) dscpLaneLocked(dscp uint8) (string, lane.Lane, bool) {
+	e, ok := d.applied.DSCP[dscp]
+	if !ok {
+		return "", lane.Unset, false
+	}
+	return fmt.Sprintf("%s (%s)", dscpName(dscp), e.Source), e.Lane, true
+}
+
+// dscpName is a DSCP value as people know it.
+func dscpName(v uint8) string {
+	switch v {
+	case lane.DSCPLowerEffort:
+		return "DSCP LE"
+	case lane.DSCPExpedited:
+		return "DSCP EF"
+	}
+	return fmt.Sprintf("DSCP %d", v)
+}
+
+// addDSCPLanes adds to lanes the sockets among cookies that have no lane of
+// their own (nothing matched them at connect) and whose own DSCP marking
+// has one: the classifier's last match before the default.
+func (d *Daemon) addDSCPLanes(cookies []uint64, lanes map[uint64]lane.Lane) {
+	want := map[uint64]bool{}
+	for _, c := range cookies {
+		if l, ok := lanes[c]; !ok || l == lane.Unset {
+			want[c] = true
+		}
+	}
+	d.mu.Lock()
+	marked := len(d.applied.DSCP) > 0
+	d.mu.Unlock()
+	if len(want) == 0 || !marked {
+		return
+	}
+	flows, err := d.facts.sample(want)
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range flows {
+		if want[f.Cookie] {
+			if _, l, ok := d.dscpLaneLocked(f.DSCP); ok {
+				lanes[f.Cookie] = l
+			}
+		}
+	}
 }

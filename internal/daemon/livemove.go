@@ -74,7 +74,7 @@ func dumpOpenSockets() ([]openSock, error) {
 				return // a time-wait or request socket: no descriptor, nothing to move
 			}
 			out = append(out, openSock{cookie: s.Cookie, proto: proto, inode: s.Inode, uid: s.UID, cgroup: s.CgroupID,
-				src: s.Src, dst: s.Dst, tos: s.TOS, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
+				src: s.Src, dst: s.Dst, tos: s.DSCP() << 2, listen: proto == unix.IPPROTO_TCP && s.State == tcpListen})
 		})
 		if err != nil && proto == unix.IPPROTO_UDP {
 			return out, fmt.Errorf("%w: sock_diag: %v", errNoUDPDiag, err)
@@ -132,7 +132,7 @@ func (d *Daemon) socketsOfPIDs(pids []int) ([]openSock, error) {
 
 // moveSockets puts the open sockets of pids in lane l and says how many
 // of each protocol moved.
-func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) {
+func (d *Daemon) moveSockets(pids []int, l lane.Lane, by string) (tcp, udp int, err error) {
 	socks, err := d.socketsOfPIDs(pids)
 	if err != nil {
 		return 0, 0, err
@@ -141,13 +141,23 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) 
 	defer d.mu.Unlock()
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
 	for _, s := range socks {
-		d.moved[s.cookie] = l
+		d.moved[s.cookie] = movedSock{lane: l, by: by}
 	}
 	if len(socks) > 0 {
 		d.kickSweep()
 	}
 	return tcp, udp, nil
 }
+
+// movedSock is the lane a process move gave an open socket, and what moved
+// it ("lanes move", "lanes run", "rule wget-bg (exe)"): the why people see.
+type movedSock struct {
+	lane lane.Lane
+	by   string
+}
+
+// why is what status and monitor say decided the socket's lane.
+func (m movedSock) why() string { return fmt.Sprintf("%s: process moved to %s", m.by, m.lane) }
 
 // liveApplier applies moved TCP sockets' congestion control at once
 // (datapath livecc.go); false: their next ACK will.
@@ -200,6 +210,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 // pruneMovedLocked forgets moved sockets that closed (d.mu held): a TCP
 // socket's entry leaves with its close, a UDP one when the LRU map evicts it.
 func (d *Daemon) pruneMovedLocked() {
+	d.pruneMoversLocked()
 	if d.host == nil {
 		return
 	}

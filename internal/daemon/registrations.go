@@ -256,7 +256,7 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	armed := false
 	for {
 		d.mu.Lock()
-		busy := len(d.regs) > 0 || len(d.nested) > 0 || len(d.moved) > 0 || len(d.sched) > 0
+		busy := len(d.regs) > 0 || len(d.nested) > 0 || len(d.moved) > 0 || len(d.movedPIDs) > 0 || len(d.sched) > 0
 		d.mu.Unlock()
 		// A kick arms a sleeping sweep; it never pushes an armed one back
 		// (registrations arriving more often than sweepEvery would

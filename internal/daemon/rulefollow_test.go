@@ -27,7 +27,7 @@ func TestReloadedRulesReachOpenSockets(t *testing.T) {
 		{cookie: 6, proto: unix.IPPROTO_TCP, uid: 1000, cgroup: 5, src: src(40006), dst: netip.MustParseAddrPort("10.9.0.1:22")},
 	}
 	f.d.mu.Lock()
-	f.d.moved[5] = lane.Realtime
+	f.d.moved[5] = movedSock{lane: lane.Realtime, by: "lanes move"}
 	f.d.mu.Unlock()
 	if err := f.host.SetSocketLane(5, lane.Realtime); err != nil {
 		t.Fatal(err)

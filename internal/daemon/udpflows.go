@@ -69,6 +69,7 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	if err != nil {
 		return nil, err
 	}
+	udpflow.MarkDaemon(flows)
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()
@@ -79,10 +80,11 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 		}
 	}
 	d.mu.Unlock()
+	movers := d.moverInodes()
 	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
 		d.mu.Lock()
 		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
-			d.resolveUDPLocked(&flows[j])
+			d.resolveUDPLocked(&flows[j], movers)
 		}
 		d.mu.Unlock()
 	}
@@ -133,7 +135,7 @@ func joinBackground(flows []udpflow.Flow, bg []datapath.BgFlow, held map[int]boo
 // unconnected socket has no destination: its datagrams' 5-tuple and
 // destination rules are decided per datagram, and only its cookie,
 // cgroup and uid are looked up here.
-func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
+func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) {
 	src, _ := netip.ParseAddrPort(f.Src)
 	dst, _ := netip.ParseAddrPort(f.Dst)
 	if d.host != nil {
@@ -145,8 +147,10 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
 					return
 				}
 			}
-			if _, ok := d.moved[f.Cookie]; ok {
-				f.Why = fmt.Sprintf("process moved to %s (lanes move, lanes run or a process rule)", l)
+			if m, ok := d.moved[f.Cookie]; ok {
+				f.Why = m.why()
+			} else if m, ok := movers[f.Inode]; ok && m.lane == l {
+				f.Why = m.why() // opened after its process was moved
 			}
 			return
 		}
@@ -166,13 +170,20 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow) {
 	}
 	if e, ok := d.applied.Cgroups[f.Cgroup]; ok {
 		f.Lane, f.Why = e.Lane, "cgroup "+e.Source
+		if m, ok := movers[f.Inode]; ok && m.lane == e.Lane {
+			f.Why = m.why() // opened after its process was moved, in the lane's cgroup
+		}
 		return
 	}
 	if e, ok := d.applied.UIDs[f.UID]; ok {
 		f.Lane, f.Why = e.Lane, fmt.Sprintf("uid %d %s", f.UID, e.Source)
 		return
 	}
-	f.Lane, f.Why = lane.Interactive, "no rule: interactive (or its datagrams' DSCP marking)"
+	if why, l, ok := d.dscpLaneLocked(f.DSCP); ok {
+		f.Lane, f.Why = l, why
+		return
+	}
+	f.Lane, f.Why = lane.Interactive, "no rule: interactive"
 	if !f.Connected() && (len(d.applied.Flows) > 0 || len(d.applied.Dsts) > 0) {
 		f.Why = "no socket rule: interactive, unless a flow or destination rule matches a datagram's remote"
 	}

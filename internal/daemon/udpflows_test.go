@@ -102,8 +102,8 @@ func checkUDPFlows(t *testing.T, what string, flows []udpflow.Flow, quicRemote, 
 	if q == nil || u == nil {
 		t.Fatalf("%s: the QUIC (%s) or the UDP flow (%s) is missing: %+v", what, quicRemote, udpRemote, flows)
 	}
-	if q.Lane != lane.Background || !strings.HasPrefix(q.Why, "cgroup ") || !q.BgClass || q.Cookie == 0 {
-		t.Errorf("%s: QUIC upload %+v; want a socket in background by its cgroup, in the background class", what, *q)
+	if q.Lane != lane.Background || q.Why != "lanes run: process moved to background" || !q.BgClass || q.Cookie == 0 {
+		t.Errorf("%s: QUIC upload %+v; want a socket in background by lanes run, named in its why, in the background class", what, *q)
 	}
 	if u.Lane != lane.Interactive || !strings.HasPrefix(u.Why, "no rule") || u.BgClass || !u.Connected() {
 		t.Errorf("%s: UDP flow %+v; want a connected socket in interactive (no rule), not in the background class", what, *u)
@@ -259,8 +259,8 @@ func checkMoveAndRegistration(t *testing.T, p *testutil.Path, sock string, pid i
 	for deadline := time.Now().Add(testutil.Patience(10 * time.Second)); !ok() && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
 	}
-	if moved == nil || moved.Lane != lane.Background || !strings.HasPrefix(moved.Why, "process moved") || !moved.BgClass {
-		t.Errorf("the moved echo client: %+v; want background, process moved, in the background class", moved)
+	if moved == nil || moved.Lane != lane.Background || moved.Why != "lanes move: process moved to background" || !moved.BgClass {
+		t.Errorf("the moved echo client: %+v; want background, moved by lanes move, in the background class", moved)
 	}
 	if reg == nil || reg.Lane != lane.Background || !strings.HasPrefix(reg.Why, "flow ") || !reg.BgClass {
 		t.Errorf("the registered echo client: %+v; want background by its flow registration, in the background class", reg)

@@ -67,7 +67,7 @@ func TestDashboardUDPInBrowser(t *testing.T) {
 	if err := chromedp.Do(b.ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	want := map[string]string{quicRemote: "| background | cgroup ", udpRemote: "| interactive | no rule"}
+	want := map[string]string{quicRemote: "| background | lanes run: process moved to background", udpRemote: "| interactive | no rule"}
 	var rows []string
 	for deadline := time.Now().Add(testutil.Patience(30 * time.Second)); ; {
 		var err error

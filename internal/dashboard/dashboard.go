@@ -104,11 +104,12 @@ type FlowView struct {
 	Points  []Point `json:"points"`
 }
 
-// LanePoint is one lane's throughput at one sample: the sum of its flows'
-// acknowledged-bytes rates, Mbit/s.
+// LanePoint is one lane's rates at one sample, Mbit/s: up, what it sent
+// (lanerate.go), and down, what its TCP flows received.
 type LanePoint struct {
 	T    float64 `json:"t"`
 	Mbit float64 `json:"mbit"`
+	Down float64 `json:"down_mbit"`
 }
 
 // LaneView is one lane's throughput series.

@@ -322,3 +322,18 @@ func TestLaneRates(t *testing.T) {
 		t.Errorf("without a daemon: source %q, want flows", src)
 	}
 }
+
+// TestLaneChartCountsDownloads: a download's lane showed only its ACKs
+// (what the lane's queues sent); its received rate is now the lane's down.
+func TestLaneChartCountsDownloads(t *testing.T) {
+	s := New(Config{})
+	flows := []tcpmon.Flow{{Lane: lane.Interactive, RecvRate: 18.6e6, Throughput: 0.47e6}, {Lane: lane.Background, RecvRate: 2e6}}
+	s.addLanePoints(1, flows, nil, time.Now())
+	got := map[string]LanePoint{}
+	for name, pts := range s.lanePts {
+		got[name] = pts[len(pts)-1]
+	}
+	if got["interactive"].Down != 18.6 || got["background"].Down != 2 || got["interactive"].Mbit != 0.47 {
+		t.Errorf("lane points %+v; want interactive down 18.6 up 0.47, background down 2 Mbit/s", got)
+	}
+}

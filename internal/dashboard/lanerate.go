@@ -1,8 +1,10 @@
-// lanerate.go: each lane's throughput for the page's lane chart. Where the
+// lanerate.go: each lane's rates for the page's lane chart. Up: where the
 // daemon reports its interfaces, what each lane's queues sent (its lane
 // counters, summed over the interfaces: TCP, UDP, QUIC and the realtime
 // lane's datagrams alike); without a daemon's status, the sum of the
-// lane's TCP flows' send rates, which leaves UDP and QUIC out.
+// lane's TCP flows' send rates, which leaves UDP and QUIC out. Down: the
+// sum of the lane's TCP flows' received rates (the egress queues see only
+// a download's ACKs; UDP downloads are not counted).
 package dashboard
 
 import (
@@ -69,36 +71,40 @@ func laneRates(prev, cur *laneCounters) (map[string]float64, bool) {
 	return r, true
 }
 
-// flowSums is each lane's summed TCP send rate in Mbit/s.
-func flowSums(flows []tcpmon.Flow) map[string]float64 {
+// flowSums is each lane's summed TCP rate in Mbit/s: rate(f) of its flows.
+func flowSums(flows []tcpmon.Flow, rate func(*tcpmon.Flow) float64) map[string]float64 {
 	sum := map[string]float64{}
 	for i := range flows {
 		l := flows[i].Lane
 		if l == lane.Unset {
-			l = lane.Interactive // sockets lanes has not classified send as interactive (the default lane)
+			l = lane.Interactive // sockets lanes has not classified are in the default lane
 		}
-		sum[l.String()] += flows[i].Throughput / 1e6
+		sum[l.String()] += rate(&flows[i]) / 1e6
 	}
 	return sum
 }
 
-// addLanePoints appends each lane's throughput at t to its series: from
-// the lane counters of st (read at now) where the last status can be
-// compared, else from the flows. s.mu is held.
+func sentRate(f *tcpmon.Flow) float64     { return f.Throughput }
+func receivedRate(f *tcpmon.Flow) float64 { return f.RecvRate }
+
+// addLanePoints appends each lane's rates at t to its series: up from the
+// lane counters of st (read at now) where the last status can be
+// compared, else from the flows; down from the flows. s.mu is held.
 func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *client.Status, now time.Time) {
 	cur := countersOf(st, now)
 	rates, ok := laneRates(s.laneCount, cur)
 	s.laneCount = cur
 	s.laneSource = laneSourceQueues
 	if !ok {
-		rates = flowSums(flows)
+		rates = flowSums(flows, sentRate)
 		if cur == nil {
 			s.laneSource = laneSourceFlows
 		}
 	}
+	down := flowSums(flows, receivedRate)
 	for _, l := range lane.All {
 		name := l.String()
-		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(rates[name])})
+		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(rates[name]), Down: round3(down[name])})
 		cut := 0
 		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
 			cut++

@@ -1,6 +1,6 @@
 // Package metrics exposes lanes' state to Prometheus through client_golang:
 // per-lane, per-interface qdisc counters (packets, bytes, drops, overlimits,
-// as _total counters) and backlog; per-lane TCP flows and throughput from the
+// as _total counters) and backlog; per-lane TCP flows and rates sent and received from the
 // TCP monitor; the coop controller's N, caps and dropped announcements by
 // reason; the realtime lane's admitted, rejected and missed datagrams; the
 // task engine's promotions and demotions; the background lane's yielding
@@ -59,7 +59,8 @@ var (
 	dUp         = desc("daemon_up", "1 if the lanes daemon answered the last status request.")
 
 	dFlows      = desc("tcp_flows", "TCP connections sampled in the lane.", "lane")
-	dThroughput = desc("tcp_throughput_bytes_per_second", "Sum of the lane's flows' acknowledged-bytes rate over the last sample.", "lane")
+	dThroughput = desc("tcp_throughput_bytes_per_second", "Sum of the lane's flows' acknowledged-bytes rate over the last sample (sent: uploads).", "lane")
+	dReceive    = desc("tcp_receive_bytes_per_second", "Sum of the lane's flows' received-bytes rate over the last sample (downloads).", "lane")
 	dSRTT       = desc("tcp_srtt_seconds_mean", "Mean smoothed RTT of the lane's flows with an RTT sample.", "lane")
 	dSendQ      = desc("tcp_send_queue_bytes", "Sum of the lane's flows' send queues.", "lane")
 	dCwnd       = desc("tcp_cwnd_segments_mean", "Mean congestion window of the lane's flows with an RTT sample.", "lane")
@@ -97,7 +98,7 @@ var (
 )
 
 var all = []*prometheus.Desc{dPackets, dBytes, dDrops, dOverlimits, dBacklogB, dBacklogP, dClassified, dUp,
-	dFlows, dThroughput, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen,
+	dFlows, dThroughput, dReceive, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen,
 	dCoopN, dCoopCapping, dCoopRate, dCoopLaneCap, dCoopCapped, dCoopSent, dCoopRecv, dCoopAccept, dCoopDropped, dCoopChanges,
 	dCoopDownN, dCoopDownCap, dCoopDownRt, dCoopDownCpd, dCoopDownChg,
 	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields}
@@ -154,9 +155,9 @@ func collectLanes(ch chan<- prometheus.Metric, st *client.Status) {
 
 func collectTCP(ch chan<- prometheus.Metric, flows []tcpmon.Flow) {
 	type agg struct {
-		n, rtts, notOpen int
-		tput, srtt, cwnd float64
-		sendQ, retrans   uint64
+		n, rtts, notOpen       int
+		tput, recv, srtt, cwnd float64
+		sendQ, retrans         uint64
 	}
 	by := map[string]*agg{}
 	for _, l := range lane.All {
@@ -175,6 +176,7 @@ func collectTCP(ch chan<- prometheus.Metric, flows []tcpmon.Flow) {
 		}
 		a.n++
 		a.tput += f.Throughput / 8
+		a.recv += f.RecvRate / 8
 		a.sendQ += uint64(f.SendQ)
 		a.retrans += uint64(f.TotalRetrans)
 		if f.CAState != "" && f.CAState != "open" {
@@ -189,6 +191,7 @@ func collectTCP(ch chan<- prometheus.Metric, flows []tcpmon.Flow) {
 	for name, a := range by {
 		ch <- gauge(dFlows, float64(a.n), name)
 		ch <- gauge(dThroughput, a.tput, name)
+		ch <- gauge(dReceive, a.recv, name)
 		ch <- gauge(dSendQ, float64(a.sendQ), name)
 		ch <- gauge(dRetrans, float64(a.retrans), name)
 		ch <- gauge(dNotOpen, float64(a.notOpen), name)

@@ -115,3 +115,23 @@ func TestPromtoolInstalled(t *testing.T) {
 		}
 	}
 }
+
+// TestDownloadRatePerLane: a download (bytes received, none sent) counted 0
+// in every per-lane metric; its received rate now has one of its own.
+func TestDownloadRatePerLane(t *testing.T) {
+	flows := []tcpmon.Flow{{Lane: lane.Interactive, RecvRate: 18.6e6, CAState: "open"}}
+	var b bytes.Buffer
+	if err := Write(&b, Snapshot{Flows: flows}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# TYPE lanes_tcp_receive_bytes_per_second gauge",
+		`lanes_tcp_receive_bytes_per_second{lane="interactive"} 2.325e+06`,
+		`lanes_tcp_throughput_bytes_per_second{lane="interactive"} 0`,
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
+	}
+	testutil.PromCheck(t, b.Bytes())
+}

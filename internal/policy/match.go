@@ -20,8 +20,8 @@
 // socket's own lane (`lanes run`, process rules, API registrations of live
 // sockets) > tuple > dst (a rule naming the packet's port beats one for any
 // port; then the longest prefix) > cgroup (the deepest) > uid > dscp >
-// interactive. Two rules with the same match are refused: the lane would
-// depend on their order.
+// interactive. Two rules with the same match (process rules: the same exe,
+// comm, uid and cgroup) are refused: the lane would depend on their order.
 package policy
 
 import (
@@ -72,7 +72,17 @@ func (m Match) key() string {
 	case MatchDSCP:
 		return fmt.Sprintf("dscp %d", m.DSCP)
 	}
-	return "" // process rules: the task engine takes the first match
+	return "" // process rules: keyed by their rule's fields (processKey)
+}
+
+// processKey identifies what a process rule (exe/comm) looks at: two rules
+// with the same fields would leave the lane to the task engine's first match.
+func (r Rule) processKey() string {
+	uid := "any"
+	if r.UID != nil {
+		uid = fmt.Sprint(uint32(*r.UID))
+	}
+	return fmt.Sprintf("process exe=%q comm=%q uid=%s cgroup=%q", r.Exe, r.Comm, uid, strings.TrimRight(r.Cgroup, "/"))
 }
 
 // compile turns a validated rule into its match; the error names the field
@@ -188,7 +198,11 @@ func (p *Policy) compileRules(valid []bool) error {
 			errs = append(errs, config.Prefix(f, err))
 			continue
 		}
-		if k := m.key(); k != "" {
+		k := m.key()
+		if m.Kind == MatchProcess {
+			k = r.processKey()
+		}
+		if k != "" {
 			if j, dup := seen[k]; dup {
 				errs = append(errs, config.Errorf(f, "matches the same %s as rules[%d]: which lane wins would depend on their order", m.Kind, j))
 				continue

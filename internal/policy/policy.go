@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -75,6 +76,23 @@ type Access struct {
 	// Group: members may change any process's or flow's lane (except realtime,
 	// which needs a realtime grant). Anyone may demote their own to background.
 	Group string `yaml:"group"`
+}
+
+// validate refuses a group name that is malformed or unknown here, as
+// realtime.grants refuses an unknown group: members of a missing group are
+// nobody, so the line would grant nothing.
+func (a Access) validate() error {
+	g := a.Group
+	if g == "" {
+		return nil
+	}
+	if !validName(g) {
+		return config.Errorf("access.group", "%q is not a valid group name", g)
+	}
+	if _, err := user.LookupGroup(g); err != nil {
+		return config.Errorf("access.group", "no group %q on this machine (a group name from /etc/group; create it: addgroup --system %s)", g, g)
+	}
+	return nil
 }
 
 // DSCPPolicy says how a socket's own DSCP marking selects a lane.
@@ -436,9 +454,7 @@ func (p *Policy) Validate() error {
 		}
 	}
 	add(p.compileRules(ruleOK))
-	if g := p.Access.Group; g != "" && !validName(g) {
-		add(config.Errorf("access.group", "%q is not a valid group name", g))
-	}
+	add(p.Access.validate())
 	add(p.TaskSections.Validate())
 	if p.Coop.Enabled {
 		add(config.Prefix("coop", p.Coop.Validate()))

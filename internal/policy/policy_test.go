@@ -87,7 +87,7 @@ rules:
   - lane: realtime
     dscp: 46
 access:
-  group: lanes
+  group: users
 dscp:
   ef_realtime: true
 `
@@ -110,7 +110,7 @@ func TestFull(t *testing.T) {
 	if p.Matches[0].Kind != MatchProcess || p.Matches[2].Kind != MatchUID || p.Matches[3].Kind != MatchDSCP {
 		t.Fatalf("rule kinds wrong: %+v", p.Matches)
 	}
-	if *p.Rules[2].UID != 1001 || *p.Rules[3].DSCP != 46 || p.Access.Group != "lanes" || !p.DSCP.ExpeditedRealtime {
+	if *p.Rules[2].UID != 1001 || *p.Rules[3].DSCP != 46 || p.Access.Group != "users" || !p.DSCP.ExpeditedRealtime {
 		t.Fatalf("got %+v", p)
 	}
 }
@@ -361,5 +361,42 @@ func TestMissingExecutables(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+// An access group that does not exist grants nobody; the checker refuses it
+// at its line, as it refuses an unknown group in realtime.grants.
+func TestUnknownAccessGroupRefused(t *testing.T) {
+	for text, line := range map[string]int{
+		"access:\n  group: nosuchgroup\n":                 2,
+		"realtime:\n  grants:\n    gids: [nosuchgroup]\n": 3,
+	} {
+		_, err := Parse("bad.yaml", []byte(text))
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Line != line || !strings.Contains(pe.Msg, `no group "nosuchgroup"`) {
+			t.Errorf("%q: got %v, want an error at line %d naming the group", text, err, line)
+		}
+	}
+	if _, err := Parse("ok.yaml", []byte("access:\n  group: root\n")); err != nil {
+		t.Errorf("an existing group refused: %v", err)
+	}
+}
+
+// Two process rules for the same executable are refused like two dst or uid
+// rules: which lane wins would depend on their order.
+func TestSameExeTwiceRefused(t *testing.T) {
+	for _, text := range []string{
+		"rules:\n  - {lane: background, exe: /usr/bin/curl}\n  - {lane: interactive, exe: /usr/bin/curl}\n",
+		"rules:\n  - {lane: background, uid: 7}\n  - {lane: interactive, uid: 7}\n",
+	} {
+		_, err := Parse("bad.yaml", []byte(text))
+		var pe *Error
+		if !errors.As(err, &pe) || pe.Line != 3 || pe.Field != "rules[1]" || !strings.Contains(pe.Msg, "as rules[0]") {
+			t.Errorf("%q: got %v, want rules[1] at line 3 refused as the same as rules[0]", text, err)
+		}
+	}
+	ok := "rules:\n  - {lane: background, exe: /usr/bin/curl, uid: 7}\n  - {lane: interactive, exe: /usr/bin/curl}\n"
+	if _, err := Parse("ok.yaml", []byte(ok)); err != nil {
+		t.Errorf("rules told apart by uid refused: %v", err)
 	}
 }

@@ -40,9 +40,9 @@ import (
 
 // Options are the engine's non-policy settings, given by the daemon.
 type Options struct {
-	// MoveToLane puts a process into a network lane (the daemon's datapath
+	// MoveToLane puts a process into a network lane for rule r (the daemon's datapath
 	// creates lane cgroups under cgroup v2). Nil: lane rules are logged only.
-	MoveToLane func(pid int, l lane.Lane) error
+	MoveToLane func(pid int, l lane.Lane, r config.TaskRule) error
 	// Poll, if > 0, scans /proc at this interval instead of using the proc
 	// connector (the 1 s polling baseline uses time.Second).
 	Poll time.Duration
@@ -389,7 +389,7 @@ func (e *Engine) applyLocked(pid int, r config.TaskRule, idx int) (*tracked, err
 	if r.Lane != lane.Unset {
 		if e.opt.MoveToLane == nil {
 			e.log.Debug("lane rule without a MoveToLane hook", "pid", pid, "lane", r.Lane)
-		} else if err := e.opt.MoveToLane(pid, r.Lane); err != nil {
+		} else if err := e.opt.MoveToLane(pid, r.Lane, r); err != nil {
 			errs = append(errs, fmt.Errorf("move %d to lane %s: %w", pid, r.Lane, err))
 		}
 	}

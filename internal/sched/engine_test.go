@@ -410,7 +410,7 @@ func TestLaneHook(t *testing.T) {
 	sleeper := copyBinary(t, "/bin/sleep", "lnsched-lane")
 	var mu sync.Mutex
 	moved := map[int]lane.Lane{}
-	hook := func(pid int, l lane.Lane) error {
+	hook := func(pid int, l lane.Lane, _ config.TaskRule) error {
 		mu.Lock()
 		defer mu.Unlock()
 		moved[pid] = l

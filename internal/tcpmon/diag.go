@@ -43,6 +43,7 @@ const (
 	attrInfo      = 2
 	attrCong      = 4
 	attrTOS       = 5
+	attrTClass    = 6
 	attrSKMeminfo = 7
 	attrShutdown  = 8
 	attrMark      = 15
@@ -58,8 +59,9 @@ const (
 	diagMsgLen       = 72 // sizeof(struct inet_diag_msg)
 )
 
-// extensions asked for: tcp_info, socket memory, congestion control.
-const diagExt = 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrSKMeminfo-1)
+// extensions asked for: tcp_info, socket memory, congestion control, and the
+// socket's marking (IPv4 TOS, IPv6 traffic class: the classifier's DSCP).
+const diagExt = 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrSKMeminfo-1) | 1<<(attrTOS-1) | 1<<(attrTClass-1)
 
 // TCP states (include/net/tcp_states.h), as bits for idiag_states.
 const (
@@ -110,7 +112,8 @@ type Sock struct {
 	SKMem    [9]uint32 // SK_MEMINFO_* values
 	NSKMem   int       // how many of them the kernel sent
 	Cong     []byte    // congestion control name (aliases the receive buffer)
-	TOS      uint8
+	TOS      uint8     // IPv4 TOS byte
+	TClass   uint8     // IPv6 traffic class (AF_INET6 sockets)
 	Mark     uint32
 	CgroupID uint64
 	Shutdown uint8
@@ -118,6 +121,15 @@ type Sock struct {
 	// map (sock_diag leaves it to Config.LaneOf).
 	Lane    lane.Lane
 	HasLane bool
+}
+
+// DSCP is the marking of the socket's packets: the traffic class of an IPv6
+// socket's IPv6 packets, else the TOS byte (IPv4, and IPv4-mapped peers).
+func (s *Sock) DSCP() uint8 {
+	if a := s.Dst.Addr(); a.Is6() && !a.Is4In6() {
+		return s.TClass >> 2
+	}
+	return s.TOS >> 2
 }
 
 // parseDiagMsg decodes the payload of one SOCK_DIAG_BY_FAMILY message.
@@ -212,6 +224,10 @@ func applyDiagAttr(atype uint16, v []byte, s *Sock) {
 	case attrTOS:
 		if len(v) >= 1 {
 			s.TOS = v[0]
+		}
+	case attrTClass:
+		if len(v) >= 1 {
+			s.TClass = v[0]
 		}
 	case attrMark:
 		if len(v) >= 4 {

@@ -51,6 +51,7 @@ type Flow struct {
 	UID      uint32 `json:"uid"`
 	Inode    uint32 `json:"inode"`
 	CgroupID uint64 `json:"cgroup"`
+	DSCP     uint8  `json:"dscp,omitempty"` // the socket's own marking (sock_diag; 0 from the BPF iterator)
 	Cong     string `json:"cong"`
 	// AppCong: the congestion control the app asked for and did not get
 	// (a background socket keeps LEDBAT++; from the daemon, "" = none).

@@ -361,7 +361,8 @@ func (s *Sampler) Sample() ([]Flow, error) {
 	return s.buf, nil
 }
 
-// SortByThroughput orders flows by throughput, highest first, then by
+// SortByThroughput orders flows by their rate, sent and received together
+// (a download counts), highest first, then by
 // local and remote address (for views; Sample returns them in dump order).
 func SortByThroughput(flows []Flow) {
 	idx := make([]int, len(flows))
@@ -370,7 +371,7 @@ func SortByThroughput(flows []Flow) {
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		fa, fb := &flows[a], &flows[b]
-		if c := cmp.Compare(fb.Throughput, fa.Throughput); c != 0 {
+		if c := cmp.Compare(fb.Throughput+fb.RecvRate, fa.Throughput+fa.RecvRate); c != 0 {
 			return c
 		}
 		if c := strings.Compare(fa.Src, fb.Src); c != 0 {
@@ -464,6 +465,7 @@ func (fl *Filter) ownerMatch(p Proc) bool {
 // setSockFields copies into f what sk says of the connection's state:
 // memory, tcp_info (all but the flow's identity, owner, lane and rates).
 func setSockFields(f *Flow, sk *Sock) {
+	f.DSCP = sk.DSCP()
 	if sk.NSKMem > 5 {
 		f.RcvBuf, f.SndBuf, f.WmemQueued = sk.SKMem[1], sk.SKMem[3], sk.SKMem[5]
 	}

@@ -58,3 +58,26 @@ func FillOwners(flows []Flow, procRoot string) {
 		}
 	}
 }
+
+// MarkDaemon marks the flows of sockets the calling process holds (the
+// daemon's own: its probes, the realtime lane's, coop's announcements),
+// which people's views leave out.
+func MarkDaemon(flows []Flow) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	own := map[uint32]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if !strings.HasPrefix(l, "socket:[") || err != nil {
+			continue
+		}
+		if ino, err := strconv.ParseUint(strings.TrimSuffix(l[len("socket:["):], "]"), 10, 32); err == nil {
+			own[uint32(ino)] = true
+		}
+	}
+	for i := range flows {
+		flows[i].Daemon = flows[i].Inode != 0 && own[flows[i].Inode]
+	}
+}

@@ -47,7 +47,7 @@ func Dump() ([]Flow, error) {
 
 func fromSock(s *tcpmon.Sock) Flow {
 	f := Flow{Proto: Proto, Cookie: s.Cookie, Src: addrString(s.Src), Dst: addrString(s.Dst), State: "connected",
-		UID: s.UID, Inode: s.Inode, Cgroup: s.CgroupID, RecvQ: s.RQueue, SendQ: s.WQueue}
+		UID: s.UID, Inode: s.Inode, Cgroup: s.CgroupID, RecvQ: s.RQueue, SendQ: s.WQueue, DSCP: s.DSCP()}
 	if s.Dst.Port() == 0 {
 		f.State, f.Dst = "unconnected", "*:*"
 	}
@@ -61,24 +61,52 @@ func addrString(a netip.AddrPort) string {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()).String()
 }
 
-// WriteTable prints flows as an aligned table.
+// WriteBrief prints flows as a table of lane, process, remote, background
+// class and why; each line fits width columns (the why is cut).
+func WriteBrief(w io.Writer, flows []Flow, width int) {
+	const row = "%-11s %-14s %-21s %-7s %s"
+	fmt.Fprintln(w, fitTo(fmt.Sprintf(row, "LANE", "PROCESS", "REMOTE", "CLASS", "WHY"), width))
+	for i := range flows {
+		f := &flows[i]
+		fmt.Fprintln(w, fitTo(fmt.Sprintf(row, f.Lane, trunc(process(f), 14), trunc(f.Peers(), 21), class(f), f.Why), width))
+	}
+}
+
+// fitTo cuts s to width runes, the last one an ellipsis.
+func fitTo(s string, width int) string {
+	r := []rune(s)
+	if len(r) <= width {
+		return s
+	}
+	return string(r[:width-1]) + "…"
+}
+
+// process is f's owner as "comm/pid", or "-".
+func process(f *Flow) string {
+	if f.PID == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/%d", f.Comm, f.PID)
+}
+
+// class is the background class's hold on the flow: "held", "policed", "-".
+func class(f *Flow) string {
+	switch {
+	case f.BgHeld:
+		return "held"
+	case f.BgClass:
+		return "policed"
+	}
+	return "-"
+}
+
+// WriteTable prints flows as an aligned table, every column whole.
 func WriteTable(w io.Writer, flows []Flow) {
 	const row = "%-11s %-18s %-23s %-23s %-11s %-10s %7s %s\n"
 	fmt.Fprintf(w, row, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "BG CLASS", "DROPS", "WHY")
 	for i := range flows {
 		f := &flows[i]
-		proc := "-"
-		if f.PID != 0 {
-			proc = fmt.Sprintf("%s/%d", f.Comm, f.PID)
-		}
-		class := "-"
-		switch {
-		case f.BgHeld:
-			class = "held"
-		case f.BgClass:
-			class = "policed"
-		}
-		fmt.Fprintf(w, row, f.Lane, trunc(proc, 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, class, fmt.Sprint(f.Drops), f.Why)
+		fmt.Fprintf(w, row, f.Lane, trunc(process(f), 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, class(f), fmt.Sprint(f.Drops), f.Why)
 	}
 }
 

@@ -77,7 +77,7 @@ func init() {
 			cpuLoad := fs.Int("cpu-load", 0, "busy worker processes at normal priority while the daemon-path table and its cyclictest reference run")
 			clientCPU := fs.String("client-cpu", "", "the -proc paths' client process (lanes lab helper rtclient) pinned to this CPU, every thread of it (empty: not pinned, the scheduler places it)")
 			ownSock := fs.Bool("own-socket", false, "the lanes clients attach a UDP socket of their own, connected to the receiver, and the lane sends from it (as applications do: docs/realtime.md, \"The application's socket\"); the notes give the sources the receiver saw")
-			qd := fs.Bool("qdisc", true, "tables 2/3 also run the kernel path, paired with the daemon path: the EDF BPF qdisc (internal/bpf/edfqdisc, Linux 6.16+) at the root of the sender's egress and SO_TXTIME on each flow's own UDP socket; skipped, with the reason, where the kernel has no BPF qdisc")
+			qd := fs.Bool("qdisc", true, "tables 2/3 also run the kernel path, paired with the daemon path: the EDF BPF qdisc (Linux 6.16+) at the root of the sender's egress and SO_TXTIME on each flow's own UDP socket; skipped, with the reason, where the kernel has no BPF qdisc")
 			pmLat := fs.Int("pm-latency", 0, "CPU wake-up latency (µs) held through /dev/cpu_dma_latency while the daemon-path table and its cyclictest reference run, for every path alike (cyclictest's default); -1 leaves the CPUs' idle states alone")
 			return func(ctx context.Context, env *testbed.Env) (*testbed.Result, error) {
 				r, err := config.ParseRate(*rate)

@@ -131,11 +131,11 @@ func switchAwayFromFull(t *testing.T, k sched.KernelRT) sched.KernelRT {
 	return sched.ReadKernelRT()
 }
 
-// doctorSchedulerLine runs `lanes doctor` and returns its scheduler line,
+// doctorSchedulerLine runs `lanes doctor -v` and returns its scheduler line,
 // or what it printed instead (its exit status names missing datapath
 // features, not asked here). It never stops the test: it runs during (b).
 func doctorSchedulerLine(exe string) string {
-	out, err := exec.Command(exe, "doctor").Output()
+	out, err := exec.Command(exe, "doctor", "-v").Output()
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "scheduler: ") {
