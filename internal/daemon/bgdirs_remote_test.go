@@ -1,0 +1,134 @@
+// bgdirs_remote_test.go: directions apart. A background TCP transfer in one
+// direction beside an unlimited foreground TCP transfer in the other, at a
+// remote bottleneck shaped both ways (A ── R ── B, R's TBF 10 Mbit/s toward
+// B and 20 Mbit/s toward A, 600 KB each), default policy. Printed: the
+// background's rate ÷ its rate alone on the same path (its direction's idle
+// capacity), and the probe's p95 beside it against the same foreground
+// alone; the goals (0.90, +5 ms) are in docs/background.md. The bounds
+// held are loose: the foreground keeps at least half its rate, the probe
+// stays within mxHarmBound, the background moves.
+package daemon_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+const (
+	dirsUpBps    = 10e6
+	dirsDownBps  = 20e6
+	dirsSettle   = 3 * time.Second
+	dirsMeasure  = 3 * time.Second
+	dirsProbes   = 150 // every 20 ms: 3 s
+	dirsMinShare = 0.05
+)
+
+// dirsCell is one pairing: the foreground alone, the background alone,
+// then both.
+type dirsCell struct {
+	fgAlone, fgBeside, bgAlone, bgBeside float64
+	p95Alone, p95Beside                  time.Duration
+	lostAlone, lostBeside                int
+	modes                                map[string]int
+}
+
+func TestBackgroundDirectionsApart(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, _ := remotePath(t, uplinkBottleneck)
+	if out, err := p.R.Command("tc", "qdisc", "add", "dev", "r-a", "root", "tbf", "rate", "20mbit", "burst", "15k", "limit", "600k").CombinedOutput(); err != nil {
+		t.Fatalf("tbf: %v %s", err, out)
+	}
+	srv := map[string]*iperfMeter{}
+	for i, k := range []string{"bg up", "fg down", "bg down", "fg up"} {
+		srv[k] = meteredIperfServer(t, p.B, 5301+i)
+	}
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	bgRun := []string{lanesBin, "run", "--socket", sock, "--lane", "background", "--"}
+	client := func(prefix []string, port int, args ...string) *running {
+		return startIperf(t, p.A, prefix, append([]string{"-c", p.AddrB.String(), "-p", fmt.Sprint(port)}, args...)...)
+	}
+	t.Run("background upload beside a foreground download", func(t *testing.T) {
+		c := dirsPair(t, p, sock,
+			func() *running { r := client(bgRun, 5301); return &running{srv["bg up"], r.stop} },
+			func() *running { return client(nil, 5302, "-R") })
+		c.judge(t, "upload", "download")
+	})
+	t.Run("background download beside a foreground upload", func(t *testing.T) {
+		c := dirsPair(t, p, sock,
+			func() *running { return client(bgRun, 5303, "-R") },
+			func() *running { r := client(nil, 5304); return &running{srv["fg up"], r.stop} })
+		c.judge(t, "download", "upload")
+	})
+}
+
+// dirsPair measures the foreground alone (rate, probe), the background
+// alone (rate: its direction's idle capacity), then both.
+func dirsPair(t *testing.T, p *testutil.Path, sock string, bg, fg func() *running) dirsCell {
+	t.Helper()
+	var c dirsCell
+	f := fg()
+	time.Sleep(dirsSettle)
+	f0, g0 := f.read()
+	d, lost := probeFastN(t, p, dirsProbes, time.Second)
+	f1, g1 := f.read()
+	f.stop()
+	c.fgAlone, c.p95Alone, c.lostAlone = rate(f0, g0, f1, g1), pctOr(d), lost
+	time.Sleep(2 * time.Second)
+
+	b := bg()
+	defer b.stop()
+	time.Sleep(dirsSettle)
+	c.bgAlone = rateOver(b, dirsMeasure)
+	f = fg()
+	defer f.stop()
+	time.Sleep(dirsSettle)
+	c.modes = sampleModes(t, sock, 10, 100*time.Millisecond)
+	b0, s0 := b.read()
+	f0, g0 = f.read()
+	d, c.lostBeside = probeFastN(t, p, dirsProbes, time.Second)
+	b1, s1 := b.read()
+	f1, g1 = f.read()
+	c.bgBeside, c.fgBeside, c.p95Beside = rate(b0, s0, b1, s1), rate(f0, g0, f1, g1), pctOr(d)
+	return c
+}
+
+func rate(b0, s0, b1, s1 float64) float64 {
+	if s1 <= s0 {
+		return 0
+	}
+	return (b1 - b0) * 8 / (s1 - s0)
+}
+
+// pctOr is the p95 of d, an hour where every probe was lost.
+func pctOr(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return time.Hour
+	}
+	return pct(d, .95)
+}
+
+func (c dirsCell) judge(t *testing.T, bgDir, fgDir string) {
+	t.Helper()
+	share := c.bgBeside / c.bgAlone
+	t.Logf("background %s %.2f Mbit/s alone, %.2f beside the foreground %s: %.2f of its direction's idle capacity (goal >= 0.90)",
+		bgDir, c.bgAlone/1e6, c.bgBeside/1e6, fgDir, share)
+	t.Logf("foreground %s %.2f Mbit/s alone, %.2f beside the background; probe p95 %v alone, %v beside (%+v, goal <= +5ms); lost %d / %d of %d",
+		fgDir, c.fgAlone/1e6, c.fgBeside/1e6, c.p95Alone, c.p95Beside, c.p95Beside-c.p95Alone, c.lostAlone, c.lostBeside, dirsProbes)
+	t.Logf("the background's mode beside the foreground, sampled every 100 ms: %v", c.modes)
+	if c.fgBeside < c.fgAlone/2 {
+		testutil.TimingErrorf(t, "the foreground %s kept %.2f of its rate alone beside the background", fgDir, c.fgBeside/c.fgAlone)
+	}
+	if d := c.p95Beside - c.p95Alone; d > mxHarmBound {
+		testutil.TimingErrorf(t, "probe p95 %+v over the foreground alone beside the background", d)
+	}
+	if c.bgAlone <= 0 || share < dirsMinShare {
+		testutil.TimingErrorf(t, "background %s at %.2f of its rate alone beside the foreground; want >= %.2f here (goal 0.90)", bgDir, share, dirsMinShare)
+	}
+}
