@@ -50,6 +50,7 @@ func TestBackgroundDirectionsApart(t *testing.T) {
 		srv[k] = meteredIperfServer(t, p.B, 5301+i)
 	}
 	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	t.Logf("capabilities: %v", status(t, sock).Capabilities)
 	bgRun := []string{lanesBin, "run", "--socket", sock, "--lane", "background", "--"}
 	client := func(prefix []string, port int, args ...string) *running {
 		return startIperf(t, p.A, prefix, append([]string{"-c", p.AddrB.String(), "-p", fmt.Sprint(port)}, args...)...)

@@ -84,6 +84,32 @@ func TestYieldPerInterface(t *testing.T) {
 	}
 }
 
+// TestYieldDirectionsApart: a harm in the download direction alone (a
+// foreground download's queue) does not hold a background upload; one in
+// the upload direction does.
+func TestYieldDirectionsApart(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, 9413)
+	up := dialCC(t, p.A, toB, "cubic")
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+		return
+	}
+	stop := stampHarm(t, h, idx[p.LinkA], yield.Down)
+	time.Sleep(300 * time.Millisecond)
+	if peak := peakCwnd(t, up, 300*time.Millisecond); peak <= 2 {
+		t.Errorf("a harm in the download direction held the background upload (cwnd peak %d)", peak)
+	}
+	stop()
+	checkYieldHolds(t, h, idx[p.LinkA], p.LinkA, "", up, nil)
+}
+
 // openTwoEgress opens a host in ns with an egress on each of two links and
 // returns it with the links' ifindexes. Background sockets keep CUBIC where
 // capcc enforces the yield's clamp on it (no LEDBAT++: on a loaded machine
@@ -139,7 +165,9 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 		t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
 	}
 	t.Logf("yield on %s: its upload at cwnd %d after %v", held, cw, took)
-	if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
+	if otherConn == nil {
+		// one link: nothing else to watch
+	} else if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
 		t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
 	}
 	if w := watchClamp(t, heldConn, 300*time.Millisecond, 2); !w.held(2) {
@@ -182,6 +210,12 @@ func waitClampReleased(t *testing.T, h *Host, held string, from uint64) {
 // FG_HARM_HOLD_NS after the last stamp. (Present alone, the stamp of
 // lanes_fg_active, no longer holds background at the minimum: it shares.)
 func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
+	return stampHarm(t, h, ifindex, yield.Up)
+}
+
+// stampHarm is stampForeground with the harm in direction dir (yield.Up,
+// yield.Down) alone.
+func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
 	stamp := func() error {
 		now := monotonicNS()
 		for _, k := range []uint32{uint32(ifindex), 0} {
@@ -189,7 +223,9 @@ func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 			if err := h.cls.LanesFgActive.Put(k, w); err != nil {
 				return err
 			}
-			if err := h.cls.LanesFgHarm.Put(k, yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}); err != nil {
+			hm := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}
+			hm.DirAt[dir] = now
+			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}
 		}

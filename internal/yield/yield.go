@@ -74,14 +74,24 @@ func ShareTarget(target time.Duration) time.Duration {
 }
 
 // Harm is one interface's struct fg_harm (lanes_maps.h): when a foreground
-// TCP socket by it last read harm, or a background socket's own delay
-// beside a foreground no TCP sample speaks for did (CLOCK_MONOTONIC ns).
+// TCP socket by it last read harm, in either direction and per direction,
+// or a background socket's own delay beside a foreground no TCP sample
+// speaks for did (CLOCK_MONOTONIC ns).
 type Harm struct {
 	At, Since, Samples uint64
 	QueueUS            uint32
-	Kind               uint32 // Harm* (FG_HARM_KIND_*): what the last harmed sample read
-	Seen               uint64 // the last foreground TCP RTT sample, harmed or not
+	Kind               uint32    // Harm* (FG_HARM_KIND_*): what the last harmed sample read
+	Seen               uint64    // the last foreground TCP RTT sample, harmed or not
+	DirAt              [2]uint64 // the last harmed sample per direction (Up, Down)
 }
+
+// The directions of a harm (lanes_maps.h's FG_DIR_*): the queue of the
+// device's packets (it holds background uploads) and the queue toward the
+// device (it holds background downloads).
+const (
+	Up   = 0
+	Down = 1
+)
 
 // What a harmed sample read (lanes_maps.h's FG_HARM_KIND_*).
 const (
@@ -101,6 +111,13 @@ func (h Harm) TCPSeen(now uint64) bool {
 // Harmed says whether h holds background at now, as fg_harmed does.
 func (h Harm) Harmed(now uint64) bool {
 	return h.At != 0 && now-h.At < uint64(HarmHold)
+}
+
+// HarmedDir says whether h holds background in direction dir (Up, Down)
+// at now, as fg_harmed_dir does.
+func (h Harm) HarmedDir(now uint64, dir int) bool {
+	at := h.DirAt[dir&1]
+	return at != 0 && now-at < uint64(HarmHold)
 }
 
 // State is one interface's kernel state: its foreground window, its
@@ -137,6 +154,12 @@ func (st State) Opening(now uint64) bool {
 // UntoldHeld (the lab switch) also beside any untold foreground.
 func (st State) Holds(now uint64, anyOpening bool) bool {
 	return st.Harm.Harmed(now) || st.Opening(now) || anyOpening || st.UntoldHeld && st.Untold(now)
+}
+
+// HoldsDir is Holds for background in direction dir (Up, Down) alone, as
+// lanes_maps.h's fg_yield_dir: only that direction's harm holds it.
+func (st State) HoldsDir(now uint64, anyOpening bool, dir int) bool {
+	return st.Harm.HarmedDir(now, dir) || st.Opening(now) || anyOpening || st.UntoldHeld && st.Untold(now)
 }
 
 // OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS, the longest an opening

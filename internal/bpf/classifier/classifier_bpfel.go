@@ -63,6 +63,7 @@ type ClassifierFgHarm struct {
 	QdUs    uint32
 	Limited uint32
 	Seen    uint64
+	DirAt   [2]uint64
 }
 
 type ClassifierFgWindow struct {

@@ -40,6 +40,7 @@ type ExeclaneFgHarm struct {
 	QdUs    uint32
 	Limited uint32
 	Seen    uint64
+	DirAt   [2]uint64
 }
 
 type ExeclaneFgWindow struct {

@@ -132,7 +132,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 			want = *c;
 	}
 	/* the foreground-aware yield: background held at the minimum cwnd */
-	if (lane == LANE_BACKGROUND && yielding(ops) && (!want || want > YIELD_CWND)) {
+	if (lane == LANE_BACKGROUND && yielding(ops, FG_DIR_UP) && (!want || want > YIELD_CWND)) {
 		want = YIELD_CWND;
 		yield = 1;
 	}

@@ -61,12 +61,7 @@ type SockopsFgHarm struct {
 	QdUs    uint32
 	Limited uint32
 	Seen    uint64
-}
-
-type SockopsFgRcvState struct {
-	_       structs.HostLayout
-	MinUs   uint32
-	LastNxt uint32
+	DirAt   [2]uint64
 }
 
 type SockopsFgWindow struct {
@@ -87,6 +82,31 @@ type SockopsFlowKey struct {
 	Sport uint16
 	Proto uint8
 	Pad   [3]uint8
+}
+
+type SockopsOwdSock struct {
+	_ structs.HostLayout
+	O struct {
+		_  structs.HostLayout
+		Up struct {
+			_      structs.HostLayout
+			Base   [2]uint32
+			Bucket uint32
+			Has    uint32
+			Cur    [2]uint32
+			N      uint32
+		}
+		Down struct {
+			_      structs.HostLayout
+			Base   [2]uint32
+			Bucket uint32
+			Has    uint32
+			Cur    [2]uint32
+			N      uint32
+		}
+	}
+	LastNxt  uint32
+	MinRcvUs uint32
 }
 
 type SockopsRlState struct {
@@ -172,10 +192,10 @@ const (
 	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
-	SockopsMapLanesFgRcv       = "lanes_fg_rcv"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLivePending = "lanes_live_pending"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
+	SockopsMapLanesOwd         = "lanes_owd"
 	SockopsMapLanesRlActive    = "lanes_rl_active"
 	SockopsMapLanesRlJoins     = "lanes_rl_joins"
 	SockopsMapLanesRlState     = "lanes_rl_state"
@@ -254,10 +274,10 @@ type SockopsMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
-	LanesFgRcv       *ebpf.MapSpec `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesOwd         *ebpf.MapSpec `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.MapSpec `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
@@ -308,10 +328,10 @@ type SockopsMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
-	LanesFgRcv       *ebpf.Map `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesOwd         *ebpf.Map `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.Map `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
@@ -337,10 +357,10 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
-		m.LanesFgRcv,
 		m.LanesLaneCap,
 		m.LanesLivePending,
 		m.LanesOpsStats,
+		m.LanesOwd,
 		m.LanesRlActive,
 		m.LanesRlJoins,
 		m.LanesRlState,

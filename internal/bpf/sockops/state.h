@@ -26,6 +26,7 @@ volatile const struct sockops_config {
 
 #define YIELD_ON 1          /* CFG.yield: the yield is on */
 #define YIELD_UNTOLD_HELD 2 /* CFG.yield: an untold foreground holds background (a lab switch) */
+#define YIELD_ANY_DIR 4     /* CFG.yield: a harm in either direction holds both (a lab switch) */
 #define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */
 
 /* cwnd cap per lane (index lane), segments, 0 = none */

@@ -29,6 +29,7 @@ type TcpiterFgHarm struct {
 	QdUs    uint32
 	Limited uint32
 	Seen    uint64
+	DirAt   [2]uint64
 }
 
 type TcpiterFgWindow struct {
