@@ -67,8 +67,12 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if h.cfg.Yield {
 		fg = h.cls.LanesFgActive
 	}
+	share := ledbatShare(h.cfg.ShareOff)
+	if h.cfg.DirectionsJoined {
+		share |= ledbat.RTTDelay
+	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, ledbatShare(h.cfg.ShareOff), h.cfg.StructOps, fg); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, fg); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }

@@ -110,6 +110,47 @@ func TestYieldDirectionsApart(t *testing.T) {
 	checkYieldHolds(t, h, idx[p.LinkA], p.LinkA, "", up, nil)
 }
 
+// TestYieldHoldPacedToLinkShare: the yield's hold paces a background
+// upload at a sixteenth of its interface's capacity estimate
+// (lanes_link_rate: the sockets' delivery rates), and its release gives
+// TCP's own pacing back.
+func TestYieldHoldPacedToLinkShare(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, 9415)
+	up := dialCC(t, p.A, toB, "cubic")
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+		return
+	}
+	stop := stampHarm(t, h, idx[p.LinkA], yield.Up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
+		t.Fatalf("held: cwnd %d after %v, want 2", cw, took)
+	}
+	var lr struct{ Bps, At uint64 }
+	if err := h.ops.LanesLinkRate.Lookup(uint32(idx[p.LinkA]), &lr); err != nil || lr.Bps == 0 {
+		t.Fatalf("no capacity estimate for %s: %v %+v", p.LinkA, err, lr)
+	}
+	paced := tcpInfoFull(t, up).Max_pacing_rate
+	t.Logf("capacity estimate %.1f Mbit/s; held, paced at %.2f Mbit/s", float64(lr.Bps)*8/1e6, float64(paced)*8/1e6)
+	if want := lr.Bps / 16; paced == 0 || paced > want {
+		t.Errorf("held upload paced at %d B/s, want at most a sixteenth of the estimate, %d B/s", paced, want)
+	}
+	stop()
+	start := time.Now()
+	for tcpInfoFull(t, up).Max_pacing_rate != 0x7fffffff {
+		if time.Since(start) > testutil.Patience(5*time.Second) {
+			t.Fatalf("released: still paced at %d B/s", tcpInfoFull(t, up).Max_pacing_rate)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // openTwoEgress opens a host in ns with an egress on each of two links and
 // returns it with the links' ifindexes. Background sockets keep CUBIC where
 // capcc enforces the yield's clamp on it (no LEDBAT++: on a loaded machine

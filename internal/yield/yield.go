@@ -190,6 +190,9 @@ type IfaceStatus struct {
 	Since    time.Time `json:"since,omitzero"` // when its hold started
 	Mode     string    `json:"mode"`
 	Cause    string    `json:"cause,omitempty"` // held: why (Cause*)
+	// Harmed: the directions a harm holds (DirNames: "up" holds
+	// background uploads, "down" downloads), the other's runs
+	Harmed []string `json:"harmed,omitempty"`
 	// Signal is what steers the background there now, in words.
 	Signal string `json:"signal"`
 }
@@ -206,7 +209,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT), or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -227,21 +230,36 @@ func StatusOf(states map[string]State, now uint64, wall time.Time, target time.D
 	return s
 }
 
+// DirNames are the directions' names (Up, Down) in status.
+var DirNames = [2]string{"up", "down"}
+
+// harmedDirs are the directions h holds at now.
+func (h Harm) harmedDirs(now uint64) []string {
+	var out []string
+	for d, name := range DirNames {
+		if h.HarmedDir(now, d) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // ifaceStatus is one interface's mode and signal.
 func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
 	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
 	switch {
 	case st.Harm.Harmed(now):
 		qd := time.Duration(st.Harm.QueueUS) * time.Microsecond
-		who := fmt.Sprintf("a foreground TCP socket is harmed (its RTT %v above its minimum)", qd)
+		who := fmt.Sprintf("a foreground TCP socket is harmed (a direction's queue %v above its minimum)", qd)
 		switch st.Harm.Kind {
 		case HarmLimited:
 			who = "a foreground TCP socket is harmed (cwnd-limited)"
 		case HarmOwn:
 			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's (or the QUIC/UDP class's) own queuing delay %v above its base", qd)
 		}
-		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm,
-			Signal: "held at the minimum (QUIC/UDP at the yield's rate): " + who}
+		dirs := st.Harm.harmedDirs(now)
+		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm, Harmed: dirs,
+			Signal: fmt.Sprintf("held at the minimum in the harmed directions %v (TCP; QUIC/UDP at the yield's rate): %s", dirs, who)}
 	case st.Opening(now):
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseOpening,
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}

@@ -9,12 +9,13 @@
  *   - upload direction:   TSval - TSecr, from our send to the peer's;
  *   - download direction: our clock at its arrival - TSval.
  * Each is a one-way delay plus the offset of two clocks, a constant; above
- * its minimum it is that direction's queue (the offset cancels). Linux's
+ * its minimum it is that direction's queue (the offset cancels). On an
+ * ACK of our data the upload direction is the RTT above its minimum less
+ * the download direction's queue (owd_read_ack). Linux's
  * timestamps count ms (us where a route asks for them: tcp_usec_ts, 6.7+).
  * The minimum is kept over one to two OWD_BUCKET_MS buckets, so that a
  * path's change and the clocks' drift (at most 100 ppm: 6 ms a minute)
- * leave it within a minute. On an ACK the upload direction reads our
- * data's way and the download direction the ACK's; on data received the
+ * leave it within a minute. On data received the
  * download direction reads the data's way and the upload direction our
  * ACK's plus the peer's wait to send (nothing for a sender the ACKs
  * clock, a whole idle period for one that paused): the queue read is the
@@ -71,13 +72,10 @@ static __always_inline __u32 owd_base(struct owd_dir *d, __u32 raw, __u32 now_ms
 	return m;
 }
 
-/* owd_queue records one sample raw of d at now_ms and returns the
- * direction's queue in TS units: raw above its minimum, the smaller of
+/* owd_filter records one queue sample q of d and returns the smaller of
  * this group's smallest and the last group's. */
-static __always_inline __u32 owd_queue(struct owd_dir *d, __u32 raw, __u32 now_ms)
+static __always_inline __u32 owd_filter(struct owd_dir *d, __u32 q)
 {
-	__u32 q = raw - owd_base(d, raw, now_ms);
-
 	if (d->n >= OWD_GROUP) {
 		d->cur[1] = d->cur[0];
 		d->n = 0;
@@ -86,6 +84,13 @@ static __always_inline __u32 owd_queue(struct owd_dir *d, __u32 raw, __u32 now_m
 		d->cur[0] = q;
 	d->n++;
 	return d->cur[1] < d->cur[0] ? d->cur[1] : d->cur[0];
+}
+
+/* owd_queue records one sample raw of d at now_ms and returns the
+ * direction's queue in TS units: raw above its minimum, filtered. */
+static __always_inline __u32 owd_queue(struct owd_dir *d, __u32 raw, __u32 now_ms)
+{
+	return owd_filter(d, raw - owd_base(d, raw, now_ms));
 }
 
 /* owd_raw reads the last segment's timestamps of tp: the upload
@@ -111,8 +116,8 @@ static __always_inline int owd_raw(struct tcp_sock *tp, __u32 *up, __u32 *down, 
 	return 1;
 }
 
-/* owd_read records tp's last segment in o and returns the upload and
- * download directions' queues in us; 0: no timestamps. */
+/* owd_read records tp's last segment (data received) in o and returns the
+ * upload and download directions' queues in us; 0: no timestamps. */
 static __always_inline int owd_read(struct tcp_sock *tp, struct owd *o, __u32 *up_us, __u32 *down_us)
 {
 	__u32 up, down, now_ms, unit;
@@ -121,6 +126,30 @@ static __always_inline int owd_read(struct tcp_sock *tp, struct owd *o, __u32 *u
 		return 0;
 	*up_us = owd_queue(&o->up, up, now_ms) * unit;
 	*down_us = owd_queue(&o->down, down, now_ms) * unit;
+	return 1;
+}
+
+/* owd_read_ack records tp's last segment, an ACK of our data whose newest
+ * segment's RTT is rtt_us, in o and returns the two directions' queues in
+ * us; 0: no timestamps. The download direction is the ACK's way (its
+ * TSval to its arrival); the upload direction is the RTT above the path's
+ * minimum less that: the ACK's TSecr is our older segment's where the
+ * peer acknowledges two at once, and a paced sender's segments leave a
+ * gap apart (at 15 segments per 80 ms round trip, 5 ms: read as a queue
+ * twice LEDBAT++'s share target, its window shrank with it). */
+static __always_inline int owd_read_ack(struct tcp_sock *tp, struct owd *o, __u32 rtt_us, __u32 *up_us, __u32 *down_us)
+{
+	__u32 up, down, now_ms, unit, min = tp->rtt_min.s[0].v, q = 0, dq;
+
+	if (!owd_raw(tp, &up, &down, &now_ms, &unit))
+		return 0;
+	/* this ACK's own download queue: the filtered one lags a queue that
+	 * grows, and the upload's would take the difference */
+	dq = (down - owd_base(&o->down, down, now_ms)) * unit;
+	*down_us = owd_filter(&o->down, dq / unit) * unit;
+	if (min && min != ~0U && rtt_us > min + dq)
+		q = rtt_us - min - dq;
+	*up_us = owd_filter(&o->up, q);
 	return 1;
 }
 

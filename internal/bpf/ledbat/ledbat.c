@@ -15,8 +15,9 @@
  *     slowdowns deferred);
  *   - pkts_acked: each ACK's delay feeds the base and current delay
  *     filters: the upload direction's queue from TCP timestamps
- *     (lanes_owd.h: the peer's TSval less our echoed TSval, above its
- *     minimum) over the path's minimum RTT, so that the download
+ *     (lanes_owd.h: the RTT above its minimum less the download
+ *     direction's queue, the ACK's TSval to its arrival) over the path's
+ *     minimum RTT, so that the download
  *     direction's queue its ACKs wait in (a foreground download beside
  *     it) is not this flow's; without timestamps the RTT sample
  *     (ack_sample.rtt_us);
@@ -53,7 +54,7 @@ char __license[] SEC("license") = "GPL";
 
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
-	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground */
+	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground, LB_RTT_DELAY */
 } CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE};
 
 /* sk_ifindex is the device of the socket's cached route (as sock_ops'
@@ -98,6 +99,10 @@ struct {
 	__type(value, struct owd);
 } lanes_lb_owd SEC(".maps");
 
+/* CFG.share's LB_RTT_DELAY: the RTT sample is the delay, timestamps or
+ * not (a lab switch: the rule the upload direction's queue replaced) */
+#define LB_RTT_DELAY 64
+
 /* lb_delay is the delay of an ACK whose RTT sample is rtt_us: the upload
  * direction's queue over the path's minimum RTT, or rtt_us where the
  * connection has no timestamps. */
@@ -105,9 +110,12 @@ static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 up, down, base;
-	struct owd *o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	struct owd *o;
 
-	if (!o || !owd_read(tp, o, &up, &down))
+	if (CFG.share & LB_RTT_DELAY)
+		return rtt_us;
+	o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!o || !owd_read_ack(tp, o, rtt_us, &up, &down))
 		return rtt_us;
 	base = tp->rtt_min.s[0].v;
 	if (!base || base > rtt_us)

@@ -75,7 +75,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	st->last_nxt = nxt;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	if (owd_read(tp, &st->o, &up, &down)) {
+	if (!(CFG.yield & YIELD_JOINED) && owd_read(tp, &st->o, &up, &down)) {
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);

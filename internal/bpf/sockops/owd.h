@@ -26,16 +26,22 @@ struct {
 } lanes_owd SEC(".maps");
 
 /* sock_owd reads ops's socket's last segment into its one-way delays:
- * the upload and download directions' queues in us; 0: no timestamps
- * (or no storage). */
-static __always_inline int sock_owd(struct bpf_sock_ops *ops, struct tcp_sock *tp, __u32 *up, __u32 *down)
+ * the upload and download directions' queues in us; ack_rtt_us: the
+ * segment is an ACK of our data whose newest segment's RTT it is
+ * (owd_read_ack), 0: data received (owd_read). 0: no timestamps (or no
+ * storage, or the lab's YIELD_JOINED: the RTT as before). */
+static __always_inline int sock_owd(struct bpf_sock_ops *ops, struct tcp_sock *tp, __u32 ack_rtt_us, __u32 *up, __u32 *down)
 {
 	struct owd_sock *o;
 
-	if (!ops->sk)
+	if (!ops->sk || (CFG.yield & YIELD_JOINED))
 		return 0;
 	o = bpf_sk_storage_get(&lanes_owd, ops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	return o && owd_read(tp, &o->o, up, down);
+	if (!o)
+		return 0;
+	if (ack_rtt_us)
+		return owd_read_ack(tp, &o->o, ack_rtt_us, up, down);
+	return owd_read(tp, &o->o, up, down);
 }
 
 #endif

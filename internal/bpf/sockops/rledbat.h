@@ -140,14 +140,17 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		st->last_ooo = tp->rcv_ooopack;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
-	if (nxt != st->last_nxt && sock_owd(ops, tp, &up, &down)) {
-		/* the download direction's queue over the path's RTT: our
-		 * ACKs' queue (an upload beside it) is not this flow's */
-		base = tp->rtt_min.s[0].v;
-		if (!base || base == ~0U)
-			base = rtt ? rtt : 1000;
-		ledbat_rtt(&st->l, base + down, now64);
-	} else if (rtt && rtt != st->last_rtt && !tp->rx_opt.rcv_tsecr) {
+	if (tp->rx_opt.rcv_tsecr && !(CFG.yield & YIELD_JOINED)) {
+		/* the download direction's queue over the path's RTT, at new
+		 * data: our ACKs' queue (an upload beside it) is not this
+		 * flow's */
+		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, &up, &down)) {
+			base = tp->rtt_min.s[0].v;
+			if (!base || base == ~0U)
+				base = rtt ? rtt : 1000;
+			ledbat_rtt(&st->l, base + down, now64);
+		}
+	} else if (rtt && rtt != st->last_rtt) {
 		ledbat_rtt(&st->l, rtt, now64);
 		st->last_rtt = rtt;
 	}

@@ -171,6 +171,9 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			fg_rcv_want(ops); /* and its receive side (fgrcv.h) */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
+		/* the link's capacity: every socket's delivery rate but a held one's */
+		if (lane != LANE_BACKGROUND || !yielding(ops, FG_DIR_UP))
+			link_rate_sample(ops);
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:

@@ -84,6 +84,12 @@ type SockopsFlowKey struct {
 	Pad   [3]uint8
 }
 
+type SockopsLinkRate struct {
+	_   structs.HostLayout
+	Bps uint64
+	At  uint64
+}
+
 type SockopsOwdSock struct {
 	_ structs.HostLayout
 	O struct {
@@ -159,8 +165,10 @@ type SockopsSkState struct {
 	LowatSet   uint32
 	BgCc       uint32
 	Paced      uint32
+	HoldPaced  uint32
 	AppCc      [16]int8
 	OrigCc     [16]int8
+	_          [4]byte
 	Cookie     uint64
 }
 
@@ -193,6 +201,7 @@ const (
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
+	SockopsMapLanesLinkRate    = "lanes_link_rate"
 	SockopsMapLanesLivePending = "lanes_live_pending"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
 	SockopsMapLanesOwd         = "lanes_owd"
@@ -275,6 +284,7 @@ type SockopsMapSpecs struct {
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
+	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.MapSpec `ebpf:"lanes_owd"`
@@ -329,6 +339,7 @@ type SockopsMaps struct {
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
+	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.Map `ebpf:"lanes_owd"`
@@ -358,6 +369,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
+		m.LanesLinkRate,
 		m.LanesLivePending,
 		m.LanesOpsStats,
 		m.LanesOwd,

@@ -47,7 +47,7 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
  * not known, any) holds background in direction dir (FG_DIR_UP for its
  * cwnd, FG_DIR_DOWN for its receive window) at the minimum (lanes_maps.h's
  * fg_yield_dir: a foreground socket harmed in that direction, a foreground
- * connection's opening; with the lab's YIELD_ANY_DIR either direction). */
+ * connection's opening; with the lab's YIELD_JOINED either direction). */
 static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 {
 	__u32 idx;
@@ -57,7 +57,7 @@ static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_ANY_DIR);
+	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_JOINED);
 }
 
 #define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
@@ -128,6 +128,17 @@ struct tcp_sock___fg {
 	__u32 max_packets_out;
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
+
+/* ack_rtt is the RTT of the newest segment an ACK covers (RACK's), else
+ * the smoothed RTT; at least 1 (sock_owd's ACK). */
+static __always_inline __u32 ack_rtt(struct bpf_sock_ops *ops, struct tcp_sock___fg *tp)
+{
+	__u32 rtt = BPF_CORE_READ(tp, rack.rtt_us);
+
+	if (!rtt)
+		rtt = ops->srtt_us >> 3;
+	return rtt ? rtt : 1;
+}
 
 /* fg_harm_of is idx's harm entry, created empty if it has none. */
 static __always_inline struct fg_harm *fg_harm_of(__u32 idx)
@@ -223,8 +234,9 @@ static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
 	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return;
-	rl_active_mark(); /* foreground downloads read their ACKs' way (fgrcv.h) */
-	if (sock_owd(ops, (struct tcp_sock *)tp, &up, &down)) {
+	if (!(CFG.yield & YIELD_JOINED))
+		rl_active_mark(); /* foreground downloads read their ACKs' way (fgrcv.h) */
+	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
 		bg_own_delay(ops, up, FG_DIR_UP);
 		return;
 	}
@@ -280,7 +292,7 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	fg_seen_mark(idx, now);
 	if (idx)
 		fg_seen_mark(0, now);
-	if (sock_owd(ops, (struct tcp_sock *)tp, &up, &down)) {
+	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
 		if (up > FG_HARM_QD_US || limited)
 			fg_harm_both(idx, now, up, limited, FG_DIR_UP);
 		if (down > FG_HARM_QD_US)
