@@ -265,7 +265,7 @@ func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
 				return err
 			}
 			hm := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}
-			hm.DirAt[dir] = now
+			hm.DirUntil[dir] = now + uint64(yield.HarmHold)
 			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ type Harm struct {
 	QueueUS            uint32
 	Kind               uint32    // Harm* (FG_HARM_KIND_*): what the last harmed sample read
 	Seen               uint64    // the last foreground TCP RTT sample, harmed or not
-	DirAt              [2]uint64 // the last harmed sample per direction (Up, Down)
+	DirUntil           [2]uint64 // each direction's hold ends (Up, Down): HarmHold or 2 RTTs after its last harmed sample
 }
 
 // The directions of a harm (lanes_maps.h's FG_DIR_*): the queue of the
@@ -116,8 +116,7 @@ func (h Harm) Harmed(now uint64) bool {
 // HarmedDir says whether h holds background in direction dir (Up, Down)
 // at now, as fg_harmed_dir does.
 func (h Harm) HarmedDir(now uint64, dir int) bool {
-	at := h.DirAt[dir&1]
-	return at != 0 && now-at < uint64(HarmHold)
+	return now < h.DirUntil[dir&1]
 }
 
 // State is one interface's kernel state: its foreground window, its
@@ -248,7 +247,7 @@ func (h Harm) harmedDirs(now uint64) []string {
 func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
 	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
 	switch {
-	case st.Harm.Harmed(now):
+	case st.Harm.Harmed(now) || len(st.Harm.harmedDirs(now)) > 0:
 		qd := time.Duration(st.Harm.QueueUS) * time.Microsecond
 		who := fmt.Sprintf("a foreground TCP socket is harmed (a direction's queue %v above its minimum)", qd)
 		switch st.Harm.Kind {

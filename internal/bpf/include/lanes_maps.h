@@ -163,7 +163,8 @@ static __always_inline int fg_opening(__u32 idx, __u64 now)
 }
 
 /* lanes_fg_harm[ifindex]: when a foreground TCP socket by that interface
- * last read harm, in either direction (at) and per direction (dir_at: the
+ * last read harm, in either direction (at) and when each direction's hold
+ * ends (dir_until: the
  * upload's, FG_DIR_UP, and the download's, FG_DIR_DOWN) (0: interface not
  * known; key 0 is also written with every interface). sock_ops writes it
  * at a foreground socket's sample (yield.h, fgrcv.h) when a direction's
@@ -178,7 +179,8 @@ struct fg_harm {
 	__u32 qd_us;   /* the last harmed sample's queuing delay */
 	__u32 limited; /* FG_HARM_KIND_*: what the last harmed sample read */
 	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
-	__u64 dir_at[2]; /* the last harmed sample of each direction (FG_DIR_*) */
+	__u64 dir_until[2]; /* each direction's hold ends (FG_DIR_*): the last harmed
+			     * sample's FG_HARM_HOLD_NS or 2 of its socket's RTTs later */
 };
 
 #define FG_DIR_UP 0   /* a queue the device's packets wait in: holds uploads */
@@ -212,12 +214,12 @@ static __always_inline int fg_harmed(__u32 idx, __u64 now)
 static __always_inline int fg_harmed_dir(__u32 idx, __u32 dir, __u64 now)
 {
 	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
-	__u64 at;
+	__u64 until;
 
 	if (!h)
 		return 0;
-	at = dir == FG_DIR_DOWN ? h->dir_at[FG_DIR_DOWN] : h->dir_at[FG_DIR_UP];
-	return at && now - at < FG_HARM_HOLD_NS;
+	until = dir == FG_DIR_DOWN ? h->dir_until[FG_DIR_DOWN] : h->dir_until[FG_DIR_UP];
+	return now < until;
 }
 
 /* fg_tcp_seen: a foreground TCP socket by interface idx gave an RTT sample

@@ -80,9 +80,9 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		if (idx)
 			fg_seen_mark(0, now);
 		if (up > FG_HARM_QD_US)
-			fg_harm_both(idx, now, up, FG_HARM_KIND_DELAY, FG_DIR_UP);
+			fg_harm_both(idx, now, up, FG_HARM_KIND_DELAY, FG_DIR_UP, tp->rcv_rtt_est.rtt_us >> 3);
 		if (down > FG_HARM_QD_US)
-			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN);
+			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, tp->rcv_rtt_est.rtt_us >> 3);
 		return;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
@@ -95,7 +95,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	if (idx)
 		fg_seen_mark(0, now);
 	if (qd > FG_HARM_QD_US)
-		fg_harm_both(idx, now, qd, FG_HARM_KIND_DELAY, FG_DIR_BOTH);
+		fg_harm_both(idx, now, qd, FG_HARM_KIND_DELAY, FG_DIR_BOTH, rtt);
 }
 
 #endif

@@ -54,14 +54,14 @@ type SockopsDstKey struct {
 }
 
 type SockopsFgHarm struct {
-	_       structs.HostLayout
-	At      uint64
-	Since   uint64
-	Samples uint64
-	QdUs    uint32
-	Limited uint32
-	Seen    uint64
-	DirAt   [2]uint64
+	_        structs.HostLayout
+	At       uint64
+	Since    uint64
+	Samples  uint64
+	QdUs     uint32
+	Limited  uint32
+	Seen     uint64
+	DirUntil [2]uint64
 }
 
 type SockopsFgWindow struct {

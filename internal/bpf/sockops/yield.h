@@ -162,10 +162,14 @@ static __always_inline void fg_seen_mark(__u32 idx, __u64 now)
 }
 
 /* fg_harm_mark records a harmed foreground sample on idx in direction dir
- * (FG_DIR_*; FG_DIR_BOTH: a sample that cannot tell). */
-static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir)
+ * (FG_DIR_*; FG_DIR_BOTH: a sample that cannot tell) of a socket whose
+ * RTT is rtt_us (0: not known): the direction is held FG_HARM_HOLD_NS or
+ * 2 of its RTTs, the longer (a slow link's ACKs come further apart than
+ * FG_HARM_HOLD_NS: 0.2 Mbit/s, 14 a second). */
+static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
 {
 	struct fg_harm *h = fg_harm_of(idx);
+	__u64 until = now + FG_HARM_HOLD_NS;
 
 	if (!h)
 		return;
@@ -175,18 +179,20 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 	h->samples++;
 	h->qd_us = qd;
 	h->limited = limited;
-	if (dir != FG_DIR_DOWN)
-		h->dir_at[FG_DIR_UP] = now;
-	if (dir != FG_DIR_UP)
-		h->dir_at[FG_DIR_DOWN] = now;
+	if (2000ULL * rtt_us > FG_HARM_HOLD_NS)
+		until = now + 2000ULL * rtt_us;
+	if (dir != FG_DIR_DOWN && until > h->dir_until[FG_DIR_UP])
+		h->dir_until[FG_DIR_UP] = until;
+	if (dir != FG_DIR_UP && until > h->dir_until[FG_DIR_DOWN])
+		h->dir_until[FG_DIR_DOWN] = until;
 }
 
 /* fg_harm_both marks idx and key 0 (any interface). */
-static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir)
+static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
 {
-	fg_harm_mark(idx, now, qd, limited, dir);
+	fg_harm_mark(idx, now, qd, limited, dir, rtt_us);
 	if (idx)
-		fg_harm_mark(0, now, qd, limited, dir);
+		fg_harm_mark(0, now, qd, limited, dir, rtt_us);
 }
 
 /* bg_own_delay reads a background socket's own queuing delay qd_us in
@@ -209,7 +215,7 @@ static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, 
 	now = bpf_ktime_get_ns();
 	if (!fg_untold(idx, now))
 		return;
-	fg_harm_both(idx, now, qd_us, FG_HARM_KIND_OWN, dir);
+	fg_harm_both(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0);
 }
 
 /* bg_rtt reads a background upload's sample for bg_own_delay: its upload
@@ -292,21 +298,21 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	fg_seen_mark(idx, now);
 	if (idx)
 		fg_seen_mark(0, now);
+	srtt = ops->srtt_us >> 3;
 	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
 		if (up > FG_HARM_QD_US || limited)
-			fg_harm_both(idx, now, up, limited, FG_DIR_UP);
+			fg_harm_both(idx, now, up, limited, FG_DIR_UP, srtt);
 		if (down > FG_HARM_QD_US)
-			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN);
+			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, srtt);
 		return;
 	}
-	srtt = ops->srtt_us >> 3;
 	min = tp->rtt_min.s[0].v;
 	if (min && min != ~0U && srtt > min)
 		qd = srtt - min;
 	if (qd > FG_HARM_QD_US)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_BOTH);
+		fg_harm_both(idx, now, qd, limited, FG_DIR_BOTH, srtt);
 	else if (limited)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_UP);
+		fg_harm_both(idx, now, qd, limited, FG_DIR_UP, srtt);
 }
 
 #endif
