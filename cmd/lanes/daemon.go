@@ -38,6 +38,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
 	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; arrivals: its arrivals held at the yield's rate beside any present foreground; shape: its egress policed, not shaped; all; the lab pairs the rule with what it replaced)")
 	untoldHeld := fs.Bool("untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (a call: UDP), and leave foreground UDP arrivals out of its presence, instead of sharing there by the background's own queuing delay (the lab pairs the rule with what it replaced)")
+	joined := fs.Bool("directions-joined", false, "hold background both ways for a foreground's harm in either direction and read every delay from the RTT, instead of each direction's queue from TCP timestamps (the lab pairs the rule with what it replaced)")
 	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all; the lab pairs the rule with what it replaced)")
 	return func(ctx context.Context, _ []string) error {
 		off, err := datapath.ParseShareParts(*shareOff)
@@ -88,7 +89,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
 			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
-			BgUDPOff: udpParts, UntoldHeld: *untoldHeld, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
+			BgUDPOff: udpParts, UntoldHeld: *untoldHeld, DirectionsJoined: *joined, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }
 

@@ -71,6 +71,11 @@ type Options struct {
 	// foreground no TCP RTT sample speaks for, as the rule the share there
 	// replaced (datapath.HostConfig.UntoldHeld; the lab pairs them)
 	UntoldHeld bool
+	// DirectionsJoined: a foreground's harm in either direction holds
+	// background both ways, delays read from the RTT, as the rule
+	// directions apart replaced (datapath.HostConfig.DirectionsJoined; the
+	// lab pairs them)
+	DirectionsJoined bool
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
@@ -372,7 +377,7 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, UntoldHeld: d.opts.UntoldHeld, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, UntoldHeld: d.opts.UntoldHeld, DirectionsJoined: d.opts.DirectionsJoined, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

@@ -67,8 +67,12 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if h.cfg.Yield {
 		fg = h.cls.LanesFgActive
 	}
+	share := ledbatShare(h.cfg.ShareOff)
+	if h.cfg.DirectionsJoined {
+		share |= ledbat.RTTDelay
+	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, ledbatShare(h.cfg.ShareOff), h.cfg.StructOps, fg); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, fg); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }
@@ -234,7 +238,7 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 		idx, now := uint32(max(ifindex, 0)), monotonicNS()
 		var w yield.Window
 		present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
-		on = h.ops != nil && (h.fgYield(idx, now) || present)
+		on = h.ops != nil && (h.fgYieldDir(idx, now, yield.Down) || present)
 		return nil
 	})
 	return on
@@ -250,6 +254,20 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 // not harmed does not hold background: it keeps a share of its target
 // beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
+	st, anyOpening := h.fgState(idx, now)
+	return st.Holds(now, anyOpening)
+}
+
+// fgYieldDir is fgYield for background in direction dir (yield.Up,
+// yield.Down) alone, as lanes_maps.h's fg_yield_dir.
+func (h *Host) fgYieldDir(idx uint32, now uint64, dir int) bool {
+	st, anyOpening := h.fgState(idx, now)
+	return st.HoldsDir(now, anyOpening, dir)
+}
+
+// fgState reads interface idx's yield state, and whether an opening by an
+// interface not known holds every one (h.mu held, maps open).
+func (h *Host) fgState(idx uint32, now uint64) (yield.State, bool) {
 	st := yield.State{UntoldHeld: h.cfg.UntoldHeld}
 	_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
 	_ = h.cls.LanesFgOpen.Lookup(idx, &st.OpenEnd)
@@ -258,7 +276,7 @@ func (h *Host) fgYield(idx uint32, now uint64) bool {
 	if idx != 0 {
 		_ = h.cls.LanesFgOpen.Lookup(uint32(0), &unknown.OpenEnd)
 	}
-	return st.Holds(now, unknown.Opening(now))
+	return st, unknown.Opening(now)
 }
 
 // SocketRwndCap is the cooperative controller's downlink cap of one socket

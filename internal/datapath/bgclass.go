@@ -287,6 +287,7 @@ func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
 				hm.Since = now
 			}
 			hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
+			hm.DirUntil = [2]uint64{now + uint64(yield.HarmHold), now + uint64(yield.HarmHold)} // both ways
 			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}

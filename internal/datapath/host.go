@@ -80,6 +80,11 @@ type HostConfig struct {
 	// sockops.Config; a lab switch, false: background shares there by its
 	// own queuing delay)
 	UntoldHeld bool
+	// DirectionsJoined: a foreground's harm in either direction holds
+	// background both ways, and every delay (the harm, LEDBAT++'s, rLEDBAT's)
+	// is read from the RTT (sockops.Config, ledbat.RTTDelay; a lab switch,
+	// false: directions apart, from TCP timestamps)
+	DirectionsJoined bool
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -240,7 +245,7 @@ func (h *Host) loadSockops() {
 		}
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
-		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.UntoldHeld, RLShare: rlShare(h.cfg.ShareOff),
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.UntoldHeld, DirectionsJoined: h.cfg.DirectionsJoined, RLShare: rlShare(h.cfg.ShareOff),
 		BgClampShare: ledbatShare(h.cfg.ShareOff)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {

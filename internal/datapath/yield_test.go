@@ -84,6 +84,73 @@ func TestYieldPerInterface(t *testing.T) {
 	}
 }
 
+// TestYieldDirectionsApart: a harm in the download direction alone (a
+// foreground download's queue) does not hold a background upload; one in
+// the upload direction does.
+func TestYieldDirectionsApart(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, 9413)
+	up := dialCC(t, p.A, toB, "cubic")
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+		return
+	}
+	stop := stampHarm(t, h, idx[p.LinkA], yield.Down)
+	time.Sleep(300 * time.Millisecond)
+	if peak := peakCwnd(t, up, 300*time.Millisecond); peak <= 2 {
+		t.Errorf("a harm in the download direction held the background upload (cwnd peak %d)", peak)
+	}
+	stop()
+	checkYieldHolds(t, h, idx[p.LinkA], p.LinkA, "", up, nil)
+}
+
+// TestYieldHoldPacedToLinkShare: the yield's hold paces a background
+// upload at a sixteenth of its interface's capacity estimate
+// (lanes_link_rate: the sockets' delivery rates), and its release gives
+// TCP's own pacing back.
+func TestYieldHoldPacedToLinkShare(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, 9415)
+	up := dialCC(t, p.A, toB, "cubic")
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+		return
+	}
+	stop := stampHarm(t, h, idx[p.LinkA], yield.Up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
+		t.Fatalf("held: cwnd %d after %v, want 2", cw, took)
+	}
+	var lr struct{ Bps, At uint64 }
+	if err := h.ops.LanesLinkRate.Lookup(uint32(idx[p.LinkA]), &lr); err != nil || lr.Bps == 0 {
+		t.Fatalf("no capacity estimate for %s: %v %+v", p.LinkA, err, lr)
+	}
+	paced := tcpInfoFull(t, up).Max_pacing_rate
+	t.Logf("capacity estimate %.1f Mbit/s; held, paced at %.2f Mbit/s", float64(lr.Bps)*8/1e6, float64(paced)*8/1e6)
+	if want := lr.Bps / 16; paced == 0 || paced > want {
+		t.Errorf("held upload paced at %d B/s, want at most a sixteenth of the estimate, %d B/s", paced, want)
+	}
+	stop()
+	start := time.Now()
+	for tcpInfoFull(t, up).Max_pacing_rate != 0x7fffffff {
+		if time.Since(start) > testutil.Patience(5*time.Second) {
+			t.Fatalf("released: still paced at %d B/s", tcpInfoFull(t, up).Max_pacing_rate)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // openTwoEgress opens a host in ns with an egress on each of two links and
 // returns it with the links' ifindexes. Background sockets keep CUBIC where
 // capcc enforces the yield's clamp on it (no LEDBAT++: on a loaded machine
@@ -139,7 +206,9 @@ func checkYieldHolds(t *testing.T, h *Host, ifindex int, held, other string, hel
 		t.Fatalf("yield on %s: its background upload's cwnd %d after %v, want 2", held, cw, took)
 	}
 	t.Logf("yield on %s: its upload at cwnd %d after %v", held, cw, took)
-	if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
+	if otherConn == nil {
+		// one link: nothing else to watch
+	} else if peak := peakCwnd(t, otherConn, 300*time.Millisecond); peak <= 10 {
 		t.Errorf("yield on %s held the upload by %s too (cwnd peak %d)", held, other, peak)
 	}
 	if w := watchClamp(t, heldConn, 300*time.Millisecond, 2); !w.held(2) {
@@ -182,6 +251,12 @@ func waitClampReleased(t *testing.T, h *Host, held string, from uint64) {
 // FG_HARM_HOLD_NS after the last stamp. (Present alone, the stamp of
 // lanes_fg_active, no longer holds background at the minimum: it shares.)
 func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
+	return stampHarm(t, h, ifindex, yield.Up)
+}
+
+// stampHarm is stampForeground with the harm in direction dir (yield.Up,
+// yield.Down) alone.
+func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
 	stamp := func() error {
 		now := monotonicNS()
 		for _, k := range []uint32{uint32(ifindex), 0} {
@@ -189,7 +264,9 @@ func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 			if err := h.cls.LanesFgActive.Put(k, w); err != nil {
 				return err
 			}
-			if err := h.cls.LanesFgHarm.Put(k, yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}); err != nil {
+			hm := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}
+			hm.DirUntil[dir] = now + uint64(yield.HarmHold)
+			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}
 		}

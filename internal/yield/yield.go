@@ -74,14 +74,24 @@ func ShareTarget(target time.Duration) time.Duration {
 }
 
 // Harm is one interface's struct fg_harm (lanes_maps.h): when a foreground
-// TCP socket by it last read harm, or a background socket's own delay
-// beside a foreground no TCP sample speaks for did (CLOCK_MONOTONIC ns).
+// TCP socket by it last read harm, in either direction and per direction,
+// or a background socket's own delay beside a foreground no TCP sample
+// speaks for did (CLOCK_MONOTONIC ns).
 type Harm struct {
 	At, Since, Samples uint64
 	QueueUS            uint32
-	Kind               uint32 // Harm* (FG_HARM_KIND_*): what the last harmed sample read
-	Seen               uint64 // the last foreground TCP RTT sample, harmed or not
+	Kind               uint32    // Harm* (FG_HARM_KIND_*): what the last harmed sample read
+	Seen               uint64    // the last foreground TCP RTT sample, harmed or not
+	DirUntil           [2]uint64 // each direction's hold ends (Up, Down): HarmHold or 2 RTTs after its last harmed sample
 }
+
+// The directions of a harm (lanes_maps.h's FG_DIR_*): the queue of the
+// device's packets (it holds background uploads) and the queue toward the
+// device (it holds background downloads).
+const (
+	Up   = 0
+	Down = 1
+)
 
 // What a harmed sample read (lanes_maps.h's FG_HARM_KIND_*).
 const (
@@ -101,6 +111,12 @@ func (h Harm) TCPSeen(now uint64) bool {
 // Harmed says whether h holds background at now, as fg_harmed does.
 func (h Harm) Harmed(now uint64) bool {
 	return h.At != 0 && now-h.At < uint64(HarmHold)
+}
+
+// HarmedDir says whether h holds background in direction dir (Up, Down)
+// at now, as fg_harmed_dir does.
+func (h Harm) HarmedDir(now uint64, dir int) bool {
+	return now < h.DirUntil[dir&1]
 }
 
 // State is one interface's kernel state: its foreground window, its
@@ -139,6 +155,12 @@ func (st State) Holds(now uint64, anyOpening bool) bool {
 	return st.Harm.Harmed(now) || st.Opening(now) || anyOpening || st.UntoldHeld && st.Untold(now)
 }
 
+// HoldsDir is Holds for background in direction dir (Up, Down) alone, as
+// lanes_maps.h's fg_yield_dir: only that direction's harm holds it.
+func (st State) HoldsDir(now uint64, anyOpening bool, dir int) bool {
+	return st.Harm.HarmedDir(now, dir) || st.Opening(now) || anyOpening || st.UntoldHeld && st.Untold(now)
+}
+
 // OpenHold is lanes_maps.h's FG_OPEN_HOLD_NS, the longest an opening
 // holds: until its handshake ends, then OpenRTTs of its RTT.
 const (
@@ -167,6 +189,9 @@ type IfaceStatus struct {
 	Since    time.Time `json:"since,omitzero"` // when its hold started
 	Mode     string    `json:"mode"`
 	Cause    string    `json:"cause,omitempty"` // held: why (Cause*)
+	// Harmed: the directions a harm holds (DirNames: "up" holds
+	// background uploads, "down" downloads), the other's runs
+	Harmed []string `json:"harmed,omitempty"`
 	// Signal is what steers the background there now, in words.
 	Signal string `json:"signal"`
 }
@@ -183,7 +208,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; held at the minimum while a foreground TCP socket is cwnd-limited or %v above its minimum RTT (a download: its receive-side RTT), or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -204,21 +229,36 @@ func StatusOf(states map[string]State, now uint64, wall time.Time, target time.D
 	return s
 }
 
+// DirNames are the directions' names (Up, Down) in status.
+var DirNames = [2]string{"up", "down"}
+
+// harmedDirs are the directions h holds at now.
+func (h Harm) harmedDirs(now uint64) []string {
+	var out []string
+	for d, name := range DirNames {
+		if h.HarmedDir(now, d) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // ifaceStatus is one interface's mode and signal.
 func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) IfaceStatus {
 	ago := func(t uint64) time.Time { return wall.Add(-time.Duration(now - t)) }
 	switch {
-	case st.Harm.Harmed(now):
+	case st.Harm.Harmed(now) || len(st.Harm.harmedDirs(now)) > 0:
 		qd := time.Duration(st.Harm.QueueUS) * time.Microsecond
-		who := fmt.Sprintf("a foreground TCP socket is harmed (its RTT %v above its minimum)", qd)
+		who := fmt.Sprintf("a foreground TCP socket is harmed (a direction's queue %v above its minimum)", qd)
 		switch st.Harm.Kind {
 		case HarmLimited:
 			who = "a foreground TCP socket is harmed (cwnd-limited)"
 		case HarmOwn:
 			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's (or the QUIC/UDP class's) own queuing delay %v above its base", qd)
 		}
-		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm,
-			Signal: "held at the minimum (QUIC/UDP at the yield's rate): " + who}
+		dirs := st.Harm.harmedDirs(now)
+		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm, Harmed: dirs,
+			Signal: fmt.Sprintf("held at the minimum in the harmed directions %v (TCP; QUIC/UDP at the yield's rate): %s", dirs, who)}
 	case st.Opening(now):
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseOpening,
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}

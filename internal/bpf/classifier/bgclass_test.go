@@ -194,6 +194,7 @@ func TestBackgroundClassYields(t *testing.T) {
 		At, Since, Samples uint64
 		QueueUS, Limited   uint32
 		Seen               uint64
+		DirUntil           [2]uint64
 	}
 	// present, no foreground TCP sample to tell its harm (a call): the
 	// class is the controller's, its own delay tells the harm
@@ -307,6 +308,7 @@ func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
 			At, Since, Samples uint64
 			QueueUS, Limited   uint32
 			Seen               uint64
+			DirUntil           [2]uint64
 		}
 		if err := objs.LanesFgHarm.Put(uint32(loIdx), fgHarm{Seen: monotonicNS()}); err != nil {
 			t.Fatal(err)

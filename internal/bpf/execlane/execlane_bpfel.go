@@ -33,13 +33,14 @@ type ExeclaneExeclaneConfig struct {
 }
 
 type ExeclaneFgHarm struct {
-	_       structs.HostLayout
-	At      uint64
-	Since   uint64
-	Samples uint64
-	QdUs    uint32
-	Limited uint32
-	Seen    uint64
+	_        structs.HostLayout
+	At       uint64
+	Since    uint64
+	Samples  uint64
+	QdUs     uint32
+	Limited  uint32
+	Seen     uint64
+	DirUntil [2]uint64
 }
 
 type ExeclaneFgWindow struct {

@@ -255,6 +255,12 @@ struct rcv_rtt_est {
 	__u32 rtt_us; /* smoothed, << 3 */
 } __attribute__((preserve_access_index));
 
+/* the TCP options of the last segment received (the timestamps: RFC 7323) */
+struct tcp_options_received {
+	__u32 rcv_tsval; /* the peer's TSval */
+	__u32 rcv_tsecr; /* the TSval of ours it echoed; 0: no timestamps agreed */
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
 	__u16 advmss;
@@ -293,6 +299,8 @@ struct tcp_sock {
 	__u32 chrono_start;
 	__u32 chrono_stat[3];
 	__u8 chrono_type : 2;
+	struct tcp_options_received rx_opt;
+	__u8 tcp_usec_ts : 1; /* 6.7+: timestamps in us, not ms */
 } __attribute__((preserve_access_index));
 
 /* ---- BPF iterators' contexts ---- */

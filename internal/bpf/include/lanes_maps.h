@@ -163,11 +163,15 @@ static __always_inline int fg_opening(__u32 idx, __u64 now)
 }
 
 /* lanes_fg_harm[ifindex]: when a foreground TCP socket by that interface
- * last read harm (0: interface not known; key 0 is also written with every
- * interface). sock_ops writes it at a foreground socket's RTT sample when
- * the socket is cwnd-limited (it would send more than the path takes) or
- * its smoothed RTT is above its minimum by more than FG_HARM_QD_US (a queue
- * beyond what a background flow beside the foreground keeps). */
+ * last read harm, in either direction (at) and when each direction's hold
+ * ends (dir_until: the
+ * upload's, FG_DIR_UP, and the download's, FG_DIR_DOWN) (0: interface not
+ * known; key 0 is also written with every interface). sock_ops writes it
+ * at a foreground socket's sample (yield.h, fgrcv.h) when a direction's
+ * queue (lanes_owd.h: from TCP timestamps; without them the RTT above its
+ * minimum, both directions) stands more than FG_HARM_QD_US (a queue beyond
+ * what a background flow beside the foreground keeps), or, the upload, when
+ * it is cwnd-limited (it would send more than the path takes). */
 struct fg_harm {
 	__u64 at;      /* the last harmed sample, bpf_ktime_get_ns */
 	__u64 since;   /* the current harm episode's first */
@@ -175,7 +179,13 @@ struct fg_harm {
 	__u32 qd_us;   /* the last harmed sample's queuing delay */
 	__u32 limited; /* FG_HARM_KIND_*: what the last harmed sample read */
 	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
+	__u64 dir_until[2]; /* each direction's hold ends (FG_DIR_*): the last harmed
+			     * sample's FG_HARM_HOLD_NS or 2 of its socket's RTTs later */
 };
+
+#define FG_DIR_UP 0   /* a queue the device's packets wait in: holds uploads */
+#define FG_DIR_DOWN 1 /* a queue toward the device: holds downloads */
+#define FG_DIR_BOTH 2 /* fg_harm_mark: a sample that cannot tell (no timestamps) */
 
 LANES_MAP(lanes_fg_harm,
 	  BPF_MAP_TYPE_HASH,
@@ -197,6 +207,19 @@ static __always_inline int fg_harmed(__u32 idx, __u64 now)
 	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
 
 	return h && h->at && now - h->at < FG_HARM_HOLD_NS;
+}
+
+/* fg_harmed_dir: direction dir (FG_DIR_UP, FG_DIR_DOWN) of interface idx
+ * is harmed at now. */
+static __always_inline int fg_harmed_dir(__u32 idx, __u32 dir, __u64 now)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+	__u64 until;
+
+	if (!h)
+		return 0;
+	until = dir == FG_DIR_DOWN ? h->dir_until[FG_DIR_DOWN] : h->dir_until[FG_DIR_UP];
+	return now < until;
 }
 
 /* fg_tcp_seen: a foreground TCP socket by interface idx gave an RTT sample
@@ -230,6 +253,19 @@ static __always_inline int fg_untold(__u32 idx, __u64 now)
 static __always_inline int fg_yield(__u32 idx, __u64 now, int untold_holds)
 {
 	return fg_harmed(idx, now) || fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
+	       (untold_holds && fg_untold(idx, now));
+}
+
+/* fg_yield_dir is fg_yield for a background TCP socket whose data goes in
+ * direction dir (FG_DIR_UP: an upload; FG_DIR_DOWN: a download): only
+ * that direction's harm holds it (an upload is not held for the
+ * download's queue, nor the reverse); any_dir (a lab switch, the rule this
+ * one replaces) holds it for either direction's. */
+static __always_inline int fg_yield_dir(__u32 idx, __u32 dir, __u64 now, int untold_holds, int any_dir)
+{
+	if (any_dir)
+		return fg_yield(idx, now, untold_holds);
+	return fg_harmed_dir(idx, dir, now) || fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
 	       (untold_holds && fg_untold(idx, now));
 }
 

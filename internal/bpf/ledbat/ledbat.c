@@ -13,8 +13,14 @@
  *     with the share rule CFG.share (ledbat_core.h's ledbat_share: a
  *     gentler decrease, growth in proportion below the target, periodic
  *     slowdowns deferred);
- *   - pkts_acked: each RTT sample (ack_sample.rtt_us) feeds the base and
- *     current delay filters;
+ *   - pkts_acked: each ACK's delay feeds the base and current delay
+ *     filters: the upload direction's queue from TCP timestamps
+ *     (lanes_owd.h: the RTT above its minimum less the download
+ *     direction's queue, the ACK's TSval to its arrival) over the path's
+ *     minimum RTT, so that the download
+ *     direction's queue its ACKs wait in (a foreground download beside
+ *     it) is not this flow's; without timestamps the RTT sample
+ *     (ack_sample.rtt_us);
  *   - a new socket counts itself in lanes_lb_joins; every other socket
  *     slows down on its next ack when the count changed (the host's flows
  *     make room for the latecomer: ledbat_slowdown_now);
@@ -42,12 +48,13 @@
 #include "lanes_kernel.h"
 #include "ledbat_core.h"
 #include "lanes_fg.h"
+#include "lanes_owd.h"
 
 char __license[] SEC("license") = "GPL";
 
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
-	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground */
+	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground, LB_RTT_DELAY */
 } CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE};
 
 /* sk_ifindex is the device of the socket's cached route (as sock_ops'
@@ -82,6 +89,39 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } lanes_lb_joins SEC(".maps");
+
+/* a socket's one-way delays (lanes_owd.h): socket storage, icsk_ca_priv
+ * being full */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct owd);
+} lanes_lb_owd SEC(".maps");
+
+/* CFG.share's LB_RTT_DELAY: the RTT sample is the delay, timestamps or
+ * not (a lab switch: the rule the upload direction's queue replaced) */
+#define LB_RTT_DELAY 64
+
+/* lb_delay is the delay of an ACK whose RTT sample is rtt_us: the upload
+ * direction's queue over the path's minimum RTT, or rtt_us where the
+ * connection has no timestamps. */
+static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 up, down, base;
+	struct owd *o;
+
+	if (CFG.share & LB_RTT_DELAY)
+		return rtt_us;
+	o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!o || !owd_read_ack(tp, o, rtt_us, &up, &down))
+		return rtt_us;
+	base = tp->rtt_min.s[0].v;
+	if (!base || base > rtt_us)
+		base = rtt_us;
+	return base + up;
+}
 
 _Static_assert(sizeof(struct lb) <= 13 * sizeof(__u64), "struct lb outgrows icsk_ca_priv");
 
@@ -159,7 +199,7 @@ void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sam
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 
 	if (sample->rtt_us > 0)
-		ledbat_rtt(ca(sk), (__u32)sample->rtt_us, tp->tcp_mstamp);
+		ledbat_rtt(ca(sk), lb_delay(sk, (__u32)sample->rtt_us), tp->tcp_mstamp);
 }
 
 SEC("struct_ops")

@@ -24,6 +24,10 @@ const (
 	ShareDefer = model.FlagShareDefer // periodic slowdowns wait until sharing ends
 	ShareGrow  = model.FlagShareGrow  // the growth below the target in proportion to the distance to it
 	ShareRule  = ShareSlope | ShareDefer | ShareGrow
+	// RTTDelay (with the share rule's bits): the RTT sample is the delay,
+	// not the upload direction's queue from TCP timestamps (ledbat.c's
+	// LB_RTT_DELAY; a lab switch, the rule that one replaced)
+	RTTDelay = 64
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -63,7 +67,7 @@ func Load(name string, target time.Duration, share uint32, mode structops.Mode, 
 	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
-	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & ShareRule}
+	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & (ShareRule | RTTDelay)}
 	if err := spec.Variables[LedbatVarCFG].Set(cfg); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	LedbatMapLanesFgActive     = "lanes_fg_active"
 	LedbatMapLanesLbJoins      = "lanes_lb_joins"
+	LedbatMapLanesLbOwd        = "lanes_lb_owd"
 	LedbatMapLanesLedbat       = "lanes_ledbat"
 	LedbatProgLanesLbCongAvoid = "lanes_lb_cong_avoid"
 	LedbatProgLanesLbCwndEvent = "lanes_lb_cwnd_event"
@@ -86,6 +87,7 @@ type LedbatProgramSpecs struct {
 type LedbatMapSpecs struct {
 	LanesFgActive *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesLbJoins  *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
+	LanesLbOwd    *ebpf.MapSpec `ebpf:"lanes_lb_owd"`
 	LanesLedbat   *ebpf.MapSpec `ebpf:"lanes_ledbat"`
 }
 
@@ -118,6 +120,7 @@ func (o *LedbatObjects) Close() error {
 type LedbatMaps struct {
 	LanesFgActive *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesLbJoins  *ebpf.Map `ebpf:"lanes_lb_joins"`
+	LanesLbOwd    *ebpf.Map `ebpf:"lanes_lb_owd"`
 	LanesLedbat   *ebpf.Map `ebpf:"lanes_ledbat"`
 }
 
@@ -125,6 +128,7 @@ func (m *LedbatMaps) Close() error {
 	return _LedbatClose(
 		m.LanesFgActive,
 		m.LanesLbJoins,
+		m.LanesLbOwd,
 		m.LanesLedbat,
 	)
 }

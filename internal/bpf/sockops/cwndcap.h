@@ -112,6 +112,95 @@ static __always_inline void pace(struct bpf_sock_ops *ops, struct sk_state *st)
 		bump(OPS_SETSOCKOPT_ERR);
 }
 
+/* The yield's hold is at most a small share of what the link carries: 2
+ * segments a round trip are the whole of a 0.2 Mbit/s link. The upload
+ * direction's capacity per interface (lanes_link_rate) is a windowed,
+ * decaying maximum of its sockets' delivery rates (each RTT sample's,
+ * a held background socket's left out): raised by a sample at or above
+ * it, halved every LINK_RATE_HALF_NS without one. A held socket is paced
+ * at 1/HOLD_RATE_DIV of it (at least a segment a second) where it is
+ * known; beyond the hold TCP paces itself as before (pace). */
+#define HOLD_RATE_DIV 16
+#define LINK_RATE_HALF_NS 10000000000ULL
+
+struct link_rate {
+	__u64 bps; /* bytes/s */
+	__u64 at;  /* bpf_ktime_get_ns of the last raise */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct link_rate);
+} lanes_link_rate SEC(".maps");
+
+/* link_rate_of is r's estimate at now. */
+static __always_inline __u64 link_rate_of(struct link_rate *r, __u64 now)
+{
+	__u64 halves = (now - r->at) / LINK_RATE_HALF_NS;
+
+	return halves >= 64 ? 0 : r->bps >> halves;
+}
+
+/* link_rate_sample takes ops's delivery-rate sample into its interface's
+ * estimate. */
+static __always_inline void link_rate_sample(struct bpf_sock_ops *ops)
+{
+	__u32 del = ops->rate_delivered, iv = ops->rate_interval_us, mss = ops->mss_cache, idx;
+	struct link_rate *r, fresh;
+	__u64 bps, now;
+
+	if (!del || !iv || !mss)
+		return;
+	bps = (__u64)del * mss * 1000000 / iv;
+	idx = sock_ifindex(ops);
+	now = bpf_ktime_get_ns();
+	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
+	if (!r) {
+		fresh.bps = bps;
+		fresh.at = now;
+		bpf_map_update_elem(&lanes_link_rate, &idx, &fresh, BPF_NOEXIST);
+		return;
+	}
+	if (bps >= link_rate_of(r, now)) {
+		r->bps = bps;
+		r->at = now;
+	}
+}
+
+/* hold_pace paces a background socket the yield holds (held) at
+ * 1/HOLD_RATE_DIV of its interface's capacity, where it is known, and
+ * gives a released one TCP's own pacing back. */
+static __always_inline void hold_pace(struct bpf_sock_ops *ops, struct sk_state *st, int held)
+{
+	struct link_rate *r;
+	__u64 rate = 0;
+	__u32 idx;
+	int val;
+
+	if (held) {
+		idx = sock_ifindex(ops);
+		r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
+		if (r)
+			rate = link_rate_of(r, bpf_ktime_get_ns()) / HOLD_RATE_DIV;
+	}
+	if (rate) {
+		if (rate < ops->mss_cache)
+			rate = ops->mss_cache;
+		val = rate < PACING_ON ? (int)rate : PACING_ON;
+		st->hold_paced = 1;
+		st->paced = 1;
+	} else if (st->hold_paced) {
+		val = PACING_ON;
+		st->hold_paced = 0;
+	} else {
+		return;
+	}
+	if (bpf_setsockopt(ops, SOL_SOCKET, SO_MAX_PACING_RATE, &val, sizeof(val)))
+		bump(OPS_SETSOCKOPT_ERR);
+}
+
 static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __u32 lane)
 {
 	struct bpf_sock *sk = ops->sk;
@@ -132,7 +221,7 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 			want = *c;
 	}
 	/* the foreground-aware yield: background held at the minimum cwnd */
-	if (lane == LANE_BACKGROUND && yielding(ops) && (!want || want > YIELD_CWND)) {
+	if (lane == LANE_BACKGROUND && yielding(ops, FG_DIR_UP) && (!want || want > YIELD_CWND)) {
 		want = YIELD_CWND;
 		yield = 1;
 	}
@@ -153,6 +242,8 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 			switch_cc(ops, st);
 			pace(ops, st);
 		}
+		if (lane == LANE_BACKGROUND)
+			hold_pace(ops, st, yield);
 	} else {
 		bump(OPS_SETSOCKOPT_ERR);
 	}

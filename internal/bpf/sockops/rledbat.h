@@ -11,10 +11,14 @@
  *     segment advertises (no option space is asked for, so nothing is
  *     written). (PARSE_HDR_OPT_CB would be per received segment, but the
  *     kernel skips it on the receive fast path, which a bulk download takes.)
- *       delay: the kernel's receive-side RTT estimate from TCP timestamps
- *         (tp->rcv_rtt_est: time from our TSval to data echoing it, which
- *         includes the downlink queue), fed to the LEDBAT++ filters
- *         (ledbat_core.h, shared with the congestion control);
+ *       delay: the download direction's queue from TCP timestamps
+ *         (owd.h: the data's TSval to its arrival, above its minimum) over
+ *         the path's minimum RTT, at each segment's arrival, fed to the
+ *         LEDBAT++ filters (ledbat_core.h, shared with the congestion
+ *         control): the upload direction's queue, which our ACKs wait in,
+ *         is not this flow's. Without timestamps the kernel's receive-side
+ *         RTT (tp->rcv_rtt_est: from our TSval to data echoing it, both
+ *         directions' queues);
  *       progress: rcv_nxt's advance in segments (advmss) = packets "acked";
  *       loss: a new out-of-order segment (tp->rcv_ooopack), at most once per
  *         RTT, halves the window;
@@ -77,7 +81,8 @@ struct {
  * lanes_maps.h: the classifier reads it too (the ACK class). */
 
 /* lanes_rl_active[0]: bpf_ktime_get_ns() of a background download's timed
- * data (rledbat_packet, at most every FG_RCV_STAMP_NS). */
+ * data (rledbat_packet) or a background upload's RTT sample (yield.h's
+ * bg_rtt), at most every FG_RCV_STAMP_NS. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -87,7 +92,7 @@ struct {
 
 #define FG_RCV_STAMP_NS 10000000ULL
 
-/* rl_active_mark: a background download received timed data now. */
+/* rl_active_mark: a background transfer is active now. */
 static __always_inline void rl_active_mark(void)
 {
 	__u32 zero = 0;
@@ -109,7 +114,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	struct tcp_sock *tp;
 	struct rl_state *st;
 	struct ledbat_win w;
-	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base;
 	__u64 now64;
 	int val;
 
@@ -135,7 +140,17 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		st->last_ooo = tp->rcv_ooopack;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
-	if (rtt && rtt != st->last_rtt) {
+	if (tp->rx_opt.rcv_tsecr && !(CFG.yield & YIELD_JOINED)) {
+		/* the download direction's queue over the path's RTT, at new
+		 * data: our ACKs' queue (an upload beside it) is not this
+		 * flow's */
+		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, &up, &down)) {
+			base = tp->rtt_min.s[0].v;
+			if (!base || base == ~0U)
+				base = rtt ? rtt : 1000;
+			ledbat_rtt(&st->l, base + down, now64);
+		}
+	} else if (rtt && rtt != st->last_rtt) {
 		ledbat_rtt(&st->l, rtt, now64);
 		st->last_rtt = rtt;
 	}

@@ -40,7 +40,9 @@
  * the ideas they dispatch to live beside it, each in its own header:
  *   state.h      configuration, maps, per-socket state, counters
  *   resolve.h    a socket's lane (cookie, tuple, prefix, cgroup, uid)
- *   yield.h      the foreground-aware yield (interface, holds, harm marks)
+ *   owd.h        a socket's one-way delays per direction (TCP timestamps)
+ *   yield.h      the foreground-aware yield (interface, direction, holds,
+ *                harm marks)
  *   background.h NOTSENT_LOWAT and LEDBAT++ on entering background, both
  *                given back on leaving (callbacks and the live iterator)
  *   cwndcap.h    cwnd caps, capcc switch, pacing, stale clamps
@@ -62,6 +64,7 @@
 char __license[] SEC("license") = "GPL";
 
 #include "state.h"
+#include "owd.h"
 #include "rledbat.h"
 #include "rwndcap.h"
 #include "bgclamp.h"
@@ -168,6 +171,9 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			fg_rcv_want(ops); /* and its receive side (fgrcv.h) */
 		}
 		rwnd_want_cb(ops); /* downlink caps turned on after establishment */
+		/* the link's capacity: every socket's delivery rate but a held one's */
+		if (lane != LANE_BACKGROUND || !yielding(ops, FG_DIR_UP))
+			link_rate_sample(ops);
 		apply_cap(ops, cookie, lane);
 		break;
 	case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
@@ -179,7 +185,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			 * held at the minimum there) */
 			int share = sharing(ops);
 
-			rledbat_packet(ops, cookie, yielding(ops) || (share && !CFG.rl_share),
+			rledbat_packet(ops, cookie, yielding(ops, FG_DIR_DOWN) || (share && !CFG.rl_share),
 				       share ? CFG.rl_share : 0);
 			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
 		} else {

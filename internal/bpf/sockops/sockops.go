@@ -49,6 +49,11 @@ type Config struct {
 	// YIELD_UNTOLD_HELD; a lab switch, to pair the rule with the hold it
 	// replaced).
 	UntoldHeld bool
+	// DirectionsJoined: any foreground harm holds background both ways and
+	// every delay is read from the RTT, no timestamps (state.h's
+	// YIELD_JOINED; a lab switch, to pair directions apart with the rule
+	// it replaced).
+	DirectionsJoined bool
 	// RLShare is rLEDBAT beside a present, unharmed foreground: RLShareOn
 	// and LEDBAT++'s share rule (ledbat.ShareRule's bits) to keep
 	// FG_SHARE_TARGET of queue there; 0 holds the receive window at the
@@ -66,6 +71,7 @@ type Config struct {
 const (
 	yieldOn         = 1
 	yieldUntoldHeld = 2
+	yieldJoined     = 4
 )
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -184,6 +190,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 		c.Yield = yieldOn
 		if cfg.UntoldHeld {
 			c.Yield |= yieldUntoldHeld
+		}
+		if cfg.DirectionsJoined {
+			c.Yield |= yieldJoined
 		}
 	}
 	if cfg.BgCCName == "" {

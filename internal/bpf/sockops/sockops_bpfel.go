@@ -54,19 +54,14 @@ type SockopsDstKey struct {
 }
 
 type SockopsFgHarm struct {
-	_       structs.HostLayout
-	At      uint64
-	Since   uint64
-	Samples uint64
-	QdUs    uint32
-	Limited uint32
-	Seen    uint64
-}
-
-type SockopsFgRcvState struct {
-	_       structs.HostLayout
-	MinUs   uint32
-	LastNxt uint32
+	_        structs.HostLayout
+	At       uint64
+	Since    uint64
+	Samples  uint64
+	QdUs     uint32
+	Limited  uint32
+	Seen     uint64
+	DirUntil [2]uint64
 }
 
 type SockopsFgWindow struct {
@@ -87,6 +82,37 @@ type SockopsFlowKey struct {
 	Sport uint16
 	Proto uint8
 	Pad   [3]uint8
+}
+
+type SockopsLinkRate struct {
+	_   structs.HostLayout
+	Bps uint64
+	At  uint64
+}
+
+type SockopsOwdSock struct {
+	_ structs.HostLayout
+	O struct {
+		_  structs.HostLayout
+		Up struct {
+			_      structs.HostLayout
+			Base   [2]uint32
+			Bucket uint32
+			Has    uint32
+			Cur    [2]uint32
+			N      uint32
+		}
+		Down struct {
+			_      structs.HostLayout
+			Base   [2]uint32
+			Bucket uint32
+			Has    uint32
+			Cur    [2]uint32
+			N      uint32
+		}
+	}
+	LastNxt  uint32
+	MinRcvUs uint32
 }
 
 type SockopsRlState struct {
@@ -139,8 +165,10 @@ type SockopsSkState struct {
 	LowatSet   uint32
 	BgCc       uint32
 	Paced      uint32
+	HoldPaced  uint32
 	AppCc      [16]int8
 	OrigCc     [16]int8
+	_          [4]byte
 	Cookie     uint64
 }
 
@@ -172,10 +200,11 @@ const (
 	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
-	SockopsMapLanesFgRcv       = "lanes_fg_rcv"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
+	SockopsMapLanesLinkRate    = "lanes_link_rate"
 	SockopsMapLanesLivePending = "lanes_live_pending"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
+	SockopsMapLanesOwd         = "lanes_owd"
 	SockopsMapLanesRlActive    = "lanes_rl_active"
 	SockopsMapLanesRlJoins     = "lanes_rl_joins"
 	SockopsMapLanesRlState     = "lanes_rl_state"
@@ -254,10 +283,11 @@ type SockopsMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
-	LanesFgRcv       *ebpf.MapSpec `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
+	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
+	LanesOwd         *ebpf.MapSpec `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.MapSpec `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
@@ -308,10 +338,11 @@ type SockopsMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
-	LanesFgRcv       *ebpf.Map `ebpf:"lanes_fg_rcv"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
+	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
+	LanesOwd         *ebpf.Map `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.Map `ebpf:"lanes_rl_active"`
 	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
@@ -337,10 +368,11 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
-		m.LanesFgRcv,
 		m.LanesLaneCap,
+		m.LanesLinkRate,
 		m.LanesLivePending,
 		m.LanesOpsStats,
+		m.LanesOwd,
 		m.LanesRlActive,
 		m.LanesRlJoins,
 		m.LanesRlState,

@@ -26,6 +26,8 @@ volatile const struct sockops_config {
 
 #define YIELD_ON 1          /* CFG.yield: the yield is on */
 #define YIELD_UNTOLD_HELD 2 /* CFG.yield: an untold foreground holds background (a lab switch) */
+#define YIELD_JOINED 4      /* CFG.yield: directions joined, the rule directions apart replaced
+			     * (a lab switch): no timestamps read, any harm holds both */
 #define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -64,6 +66,7 @@ struct sk_state {
 	__u32 lowat_set;   /* TCP_NOTSENT_LOWAT applied (background) */
 	__u32 bg_cc;       /* switched to the background congestion control */
 	__u32 paced;       /* TCP internal pacing turned on (capped socket) */
+	__u32 hold_paced;  /* the yield's hold paced at its share of the link (cwndcap.h) */
 	char app_cc[CC_NAME_LEN]; /* congestion control the app asked for after
 				   * the background one was applied ("" = none) */
 	char orig_cc[CC_NAME_LEN]; /* what the socket ran before the background

@@ -6,13 +6,17 @@
  * connection's opening (fg_opened) and a foreground socket's RTT samples,
  * harmed or only seen (fg_rtt: lanes_fg_harm). Included by sockops.c.
  *
- * The foreground-aware yield is per egress interface: a background socket
- * yields while the foreground is active on the interface its packets leave
- * by (sock_ifindex), not on another one: lanes_fg_active, stamped by the
- * classifier, and lanes_fg_open, written here at a foreground connection's
- * opening (lanes_maps.h's fg_yield), hold its sockets at the minimum
- * window (cwnd and receive window); key 0, stamped with any interface,
- * holds the sockets whose interface is not known.
+ * The foreground-aware yield is per egress interface and direction: a
+ * background socket yields for a harm on the interface its packets leave
+ * by (sock_ifindex), not on another one, and in its own direction (an
+ * upload for the upload's queue, a download for the download's: each
+ * read from TCP timestamps, lanes_owd.h), or for a foreground connection's
+ * opening there (lanes_fg_open, written here; lanes_maps.h's fg_yield_dir),
+ * held at the minimum window (cwnd and receive window); key 0, stamped
+ * with any interface, holds the sockets whose interface is not known.
+ * The directions are coupled where they are: a foreground download whose
+ * ACKs wait behind an upload reads its upload direction's queue, which
+ * holds background uploads.
  */
 #ifndef LANES_SOCKOPS_YIELD_H
 #define LANES_SOCKOPS_YIELD_H
@@ -40,9 +44,11 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 }
 
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
- * not known, any) holds background at the minimum (lanes_maps.h's
- * fg_yield: a harmed foreground socket, a foreground connection's opening). */
-static __always_inline int yielding(struct bpf_sock_ops *ops)
+ * not known, any) holds background in direction dir (FG_DIR_UP for its
+ * cwnd, FG_DIR_DOWN for its receive window) at the minimum (lanes_maps.h's
+ * fg_yield_dir: a foreground socket harmed in that direction, a foreground
+ * connection's opening; with the lab's YIELD_JOINED either direction). */
+static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 {
 	__u32 idx;
 	__u64 now;
@@ -51,7 +57,7 @@ static __always_inline int yielding(struct bpf_sock_ops *ops)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_yield(idx, now, CFG.yield & YIELD_UNTOLD_HELD);
+	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_JOINED);
 }
 
 #define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
@@ -123,6 +129,17 @@ struct tcp_sock___fg {
 	__u8 is_cwnd_limited : 1;
 } __attribute__((preserve_access_index));
 
+/* ack_rtt is the RTT of the newest segment an ACK covers (RACK's), else
+ * the smoothed RTT; at least 1 (sock_owd's ACK). */
+static __always_inline __u32 ack_rtt(struct bpf_sock_ops *ops, struct tcp_sock___fg *tp)
+{
+	__u32 rtt = BPF_CORE_READ(tp, rack.rtt_us);
+
+	if (!rtt)
+		rtt = ops->srtt_us >> 3;
+	return rtt ? rtt : 1;
+}
+
 /* fg_harm_of is idx's harm entry, created empty if it has none. */
 static __always_inline struct fg_harm *fg_harm_of(__u32 idx)
 {
@@ -144,10 +161,15 @@ static __always_inline void fg_seen_mark(__u32 idx, __u64 now)
 		h->seen = now;
 }
 
-/* fg_harm_mark records a harmed foreground sample on idx. */
-static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited)
+/* fg_harm_mark records a harmed foreground sample on idx in direction dir
+ * (FG_DIR_*; FG_DIR_BOTH: a sample that cannot tell) of a socket whose
+ * RTT is rtt_us (0: not known): the direction is held FG_HARM_HOLD_NS or
+ * 2 of its RTTs, the longer (a slow link's ACKs come further apart than
+ * FG_HARM_HOLD_NS: 0.2 Mbit/s, 14 a second). */
+static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
 {
 	struct fg_harm *h = fg_harm_of(idx);
+	__u64 until = now + FG_HARM_HOLD_NS;
 
 	if (!h)
 		return;
@@ -157,18 +179,32 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 	h->samples++;
 	h->qd_us = qd;
 	h->limited = limited;
+	if (2000ULL * rtt_us > FG_HARM_HOLD_NS)
+		until = now + 2000ULL * rtt_us;
+	if (dir != FG_DIR_DOWN && until > h->dir_until[FG_DIR_UP])
+		h->dir_until[FG_DIR_UP] = until;
+	if (dir != FG_DIR_UP && until > h->dir_until[FG_DIR_DOWN])
+		h->dir_until[FG_DIR_DOWN] = until;
 }
 
-/* bg_own_delay reads a background socket's own queuing delay qd_us (an
- * upload's smoothed RTT above its minimum, a download's rLEDBAT delay above
- * its base) as the harm of a foreground no TCP sample speaks for: beside
+/* fg_harm_both marks idx and key 0 (any interface). */
+static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
+{
+	fg_harm_mark(idx, now, qd, limited, dir, rtt_us);
+	if (idx)
+		fg_harm_mark(0, now, qd, limited, dir, rtt_us);
+}
+
+/* bg_own_delay reads a background socket's own queuing delay qd_us in
+ * direction dir (an upload's upload direction, a download's download
+ * direction) as the harm of a foreground no TCP sample speaks for: beside
  * an untold foreground (fg_untold: a call, a probe) on the socket's
  * interface, a delay above FG_HARM_QD_US is the shared bottleneck's queue,
  * which the foreground's packets cross too, and holds background there
  * (fg_harmed) as a harmed foreground TCP socket does. Below it the
  * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
  * rLEDBAT). */
-static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us)
+static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, __u32 dir)
 {
 	__u64 now;
 	__u32 idx;
@@ -179,13 +215,13 @@ static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us)
 	now = bpf_ktime_get_ns();
 	if (!fg_untold(idx, now))
 		return;
-	fg_harm_mark(idx, now, qd_us, FG_HARM_KIND_OWN);
-	if (idx)
-		fg_harm_mark(0, now, qd_us, FG_HARM_KIND_OWN);
+	fg_harm_both(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0);
 }
 
-/* bg_rtt reads a background upload's RTT sample for bg_own_delay: the
- * smaller of its smoothed RTT and its newest segment's RTT (RACK's)
+/* bg_rtt reads a background upload's sample for bg_own_delay: its upload
+ * direction's queue (lanes_owd.h: the download's queue its ACKs wait in is
+ * not its harm); without timestamps the smaller of its smoothed RTT and
+ * its newest segment's RTT (RACK's)
  * above the kernel's windowed minimum (itself of newest segments),
  * whatever its congestion control (LEDBAT++, the clamp's system CC). Both:
  * the smoothed RTT is of the oldest segment an ACK covers, so a socket
@@ -197,24 +233,30 @@ static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock___fg *tp;
-	__u32 rtt, last, min;
+	__u32 rtt, last, min, up, down;
 
 	if (!CFG.yield || !bsk)
 		return;
 	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return;
+	if (!(CFG.yield & YIELD_JOINED))
+		rl_active_mark(); /* foreground downloads read their ACKs' way (fgrcv.h) */
+	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
+		bg_own_delay(ops, up, FG_DIR_UP);
+		return;
+	}
 	rtt = ops->srtt_us >> 3;
 	last = BPF_CORE_READ(tp, rack.rtt_us);
 	if (last < rtt)
 		rtt = last;
 	min = tp->rtt_min.s[0].v;
 	if (min && min != ~0U && rtt > min)
-		bg_own_delay(ops, rtt - min);
+		bg_own_delay(ops, rtt - min, FG_DIR_UP);
 }
 
-/* bg_rcv_delay reads a background download's rLEDBAT delay (its
- * receive-side RTT above its base, rledbat.h's state) for bg_own_delay. */
+/* bg_rcv_delay reads a background download's rLEDBAT delay (its download
+ * direction's queue, rledbat.h's state) for bg_own_delay. */
 static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
@@ -224,20 +266,24 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 		return;
 	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
 	if (st && st->l.samples)
-		bg_own_delay(ops, ledbat_queuing(&st->l));
+		bg_own_delay(ops, ledbat_queuing(&st->l), FG_DIR_DOWN);
 }
 
-/* fg_rtt reads a foreground socket's RTT sample: it is harmed when its
- * smoothed RTT is above its minimum by more than FG_HARM_QD_US, or when it
- * is cwnd-limited in congestion avoidance (it would send more than the
- * path takes: a bulk transfer). Then background on its interface is held
- * (fg_yield) for FG_HARM_HOLD_NS. In slow start the window limits every
- * flow that has data; there only the delay counts. */
+/* fg_rtt reads a foreground socket's sample (an ACK of its data): each
+ * direction is harmed when its queue (lanes_owd.h: on an ACK the upload
+ * direction is our data's way, the download direction the ACK's) stands
+ * more than FG_HARM_QD_US; without timestamps both are when its smoothed
+ * RTT is above its minimum by as much. Its upload direction is harmed too
+ * when it is cwnd-limited in congestion avoidance (it would send more than
+ * the path takes: a bulk transfer). Then background in that direction on
+ * its interface is held (fg_yield_dir) for FG_HARM_HOLD_NS. In slow start
+ * the window limits every flow that has data; there only the delay
+ * counts. */
 static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock___fg *tp;
-	__u32 srtt, min, qd = 0, limited = 0, idx;
+	__u32 srtt, min, qd = 0, limited = 0, idx, up, down;
 	__u64 now;
 
 	if (!CFG.yield || !bsk)
@@ -245,10 +291,6 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	tp = (struct tcp_sock___fg *)bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
 		return;
-	srtt = ops->srtt_us >> 3;
-	min = tp->rtt_min.s[0].v;
-	if (min && min != ~0U && srtt > min)
-		qd = srtt - min;
 	if (ops->snd_cwnd >= ops->snd_ssthresh)
 		limited = BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
 	idx = sock_ifindex(ops);
@@ -256,11 +298,21 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	fg_seen_mark(idx, now);
 	if (idx)
 		fg_seen_mark(0, now);
-	if (qd <= FG_HARM_QD_US && !limited)
+	srtt = ops->srtt_us >> 3;
+	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
+		if (up > FG_HARM_QD_US || limited)
+			fg_harm_both(idx, now, up, limited, FG_DIR_UP, srtt);
+		if (down > FG_HARM_QD_US)
+			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, srtt);
 		return;
-	fg_harm_mark(idx, now, qd, limited);
-	if (idx)
-		fg_harm_mark(0, now, qd, limited);
+	}
+	min = tp->rtt_min.s[0].v;
+	if (min && min != ~0U && srtt > min)
+		qd = srtt - min;
+	if (qd > FG_HARM_QD_US)
+		fg_harm_both(idx, now, qd, limited, FG_DIR_BOTH, srtt);
+	else if (limited)
+		fg_harm_both(idx, now, qd, limited, FG_DIR_UP, srtt);
 }
 
 #endif

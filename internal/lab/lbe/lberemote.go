@@ -87,6 +87,11 @@ var RemoteMethods = []RemoteMethod{
 	// background at the minimum, its arrivals not presence (--untold-held)
 	{"full-untoldheld", "full, held beside a foreground without TCP RTT samples (UDP), its arrivals not presence", true, true, "",
 		[]string{"--untold-held"}},
+	// a harm in either direction holds background both ways, every delay
+	// read from the RTT (--directions-joined): the rule directions apart
+	// replaced
+	{"full-joined", "full, a harm in either direction holds both, delays from the RTT", true, true, "",
+		[]string{"--directions-joined"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
 	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",

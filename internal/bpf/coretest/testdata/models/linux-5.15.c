@@ -7,6 +7,8 @@
  *   - struct cgroup: u64 ancestor_ids[] (->ancestors[] came in 6.0)
  *   - trace_event_raw_tcp_probe: __u16 family after dport
  *   - struct dst_entry: dev a plain member (6.1's is in an anonymous union)
+ *   - struct tcp_sock: rx_opt's timestamps (as 5.10's and 6.1's), no
+ *     tcp_usec_ts (6.7)
  * (per the kernels' sources and the DepSurf dataset of kernel BTF).
  * Build: `go generate ./internal/bpf/coretest/` (`make generate`; the
  * directive is in core_test.go).
@@ -1486,6 +1488,14 @@ struct minmax {
 	struct minmax_sample s[3];
 };
 
+struct tcp_options_received {
+	int: 32;
+	int: 32;
+	u32 rcv_tsval;
+	u32 rcv_tsecr;
+	long: 64;
+};
+
 struct inet_connection_sock {
 	struct inet_sock icsk_inet;
 	long: 64;
@@ -1549,6 +1559,7 @@ struct tcp_sock {
 	u32 rcv_nxt;
 	u32 copied_seq;
 	int: 32;
+	struct tcp_options_received rx_opt;
 	u32 snd_nxt;
 	long: 64;
 	u64 bytes_sent;
