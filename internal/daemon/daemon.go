@@ -255,7 +255,7 @@ func (d *Daemon) serve(ctx context.Context, srv *api.Server, hup <-chan os.Signa
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				kept := d.stopComponentsBut("realtime") // kept if its section is unchanged
+				kept := d.stopComponentsBut("realtime", "coop") // kept if their sections are unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
