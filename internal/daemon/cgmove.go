@@ -61,19 +61,20 @@ func (d *Daemon) nestedName(l lane.Lane) string { return "lanes." + d.instance +
 // movePID puts pid in lane l with its open sockets (livemove.go); its
 // future children follow (the task engine's hook).
 func (d *Daemon) movePID(pid int, l lane.Lane) error {
-	_, err := d.moveProcess(pid, l)
+	_, err := d.moveProcess(pid, l, true)
 	return err
 }
 
-// moveProcess is movePID, saying what moved. A failure to find the open
-// sockets is logged: the process has moved, its new sockets follow.
-func (d *Daemon) moveProcess(pid int, l lane.Lane) (api.Moved, error) {
+// moveProcess is movePID, saying what moved; byRoot: root (or the daemon)
+// asked for it. A failure to find the open sockets is logged: the process
+// has moved, its new sockets follow.
+func (d *Daemon) moveProcess(pid int, l lane.Lane, byRoot bool) (api.Moved, error) {
 	if err := d.moveCgroup(pid, l); err != nil {
 		return api.Moved{}, err
 	}
 	m := api.Moved{Processes: 1}
 	var err error
-	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l); err != nil {
+	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l, byRoot); err != nil {
 		d.log.Warn("moved process: open sockets not found; only its new ones follow", "pid", pid, "lane", l, "err", err)
 	}
 	return m, nil

@@ -469,7 +469,7 @@ func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
 
 func (d *Daemon) MovePID(c api.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
 	t0 := time.Now()
-	m, err := d.moveProcess(pid, l)
+	m, err := d.moveProcess(pid, l, c.UID == 0)
 	if err != nil {
 		return m, err
 	}

@@ -131,14 +131,20 @@ func (d *Daemon) socketsOfPIDs(pids []int) ([]openSock, error) {
 }
 
 // moveSockets puts the open sockets of pids in lane l and says how many
-// of each protocol moved.
-func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) {
+// of each protocol moved. A move that root did not ask for leaves the
+// sockets of root's registrations alone: nobody's move of its own process
+// to background put a flow root had registered realtime on LEDBAT++,
+// while its why still said "registration (api)".
+func (d *Daemon) moveSockets(pids []int, l lane.Lane, byRoot bool) (tcp, udp int, err error) {
 	socks, err := d.socketsOfPIDs(pids)
 	if err != nil {
 		return 0, 0, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !byRoot {
+		socks = d.withoutRootRegisteredLocked(socks)
+	}
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
 	for _, s := range socks {
 		d.moved[s.cookie] = l
@@ -147,6 +153,29 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane) (tcp, udp int, err error) 
 		d.kickSweep()
 	}
 	return tcp, udp, nil
+}
+
+// withoutRootRegisteredLocked drops from socks those a registration by
+// root holds (d.mu held).
+func (d *Daemon) withoutRootRegisteredLocked(socks []openSock) []openSock {
+	held := map[uint64]bool{}
+	for f, ls := range d.liveSockets {
+		if info, ok := d.flows[f]; ok && info.UID == 0 {
+			for _, s := range ls {
+				held[s.cookie] = true
+			}
+		}
+	}
+	if len(held) == 0 {
+		return socks
+	}
+	var out []openSock
+	for _, s := range socks {
+		if !held[s.cookie] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // liveApplier applies moved TCP sockets' congestion control at once
