@@ -96,7 +96,7 @@ func (o owners) ProcessOwner(pid int) (uint32, error) {
 	}
 	return 0, fmt.Errorf("no process %d", pid)
 }
-func (o owners) LanesProcess(pid int) bool { return o.lanes[pid] }
+func (o owners) LanesProcess(pid int) bool          { return o.lanes[pid] }
 func (o owners) GroupID(name string) (uint32, bool) { return 777, name == "lanes" }
 
 func TestAuthorize(t *testing.T) {
