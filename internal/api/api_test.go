@@ -180,6 +180,7 @@ type handler struct {
 	mu    sync.Mutex
 	flows []FlowInfo
 	o     owners
+	acc   Access
 }
 
 func (h *handler) Status() (*Status, error) { return &Status{Version: "test"}, nil }
@@ -215,7 +216,7 @@ func (h *handler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	}
 	return out, nil
 }
-func (h *handler) Access() Access { return Access{} }
+func (h *handler) Access() Access { return h.acc }
 
 // SocketAppCCs: every fourth cookie's app asked for "cubic".
 func (h *handler) SocketAppCCs(c []uint64) map[uint64]string {

@@ -94,6 +94,7 @@ type Server struct {
 	closed    chan struct{} // closed by Close: ends the waits of paced requests
 	closeOnce sync.Once
 	log       *slog.Logger
+	logs      logPacer // callers' lines but root's (logpace.go)
 }
 
 // Listen creates the socket (replacing a stale one) with mode 0666: anyone
@@ -250,7 +251,10 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	w := bufio.NewWriter(c)
-	priv := Privileged(cred, s.h.Owners(), s.h.Access().Group)
+	// members of the access group are paced as other callers: a member's
+	// register/unregister loop on 8 connections made 4,414 requests a
+	// second (101 % of a core, root's status p99 48.6 ms); root alone is not
+	priv := cred.UID == 0
 	for sc.Scan() {
 		if !priv {
 			if d := s.pace.wait(cred.UID, requestCost(len(sc.Bytes())), time.Now()); d > 0 {
@@ -315,7 +319,7 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	acc := s.h.Access()
 	cred.Privileged = Privileged(cred, s.h.Owners(), acc.Group)
 	if err := Authorize(cred, req, s.h.Owners(), acc); err != nil {
-		s.log.Info("api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
+		s.logFor(cred.UID, "api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
 		return &Response{Error: err.Error()}
 	}
 	if changes(req.Op) {
@@ -396,7 +400,7 @@ func (s *Server) audit(c Cred, r Request, resp *Response) {
 	if resp != nil && !resp.OK {
 		attrs = append(attrs, "err", resp.Error)
 	}
-	s.log.Info("api change", attrs...)
+	s.logFor(c.UID, "api change", attrs...)
 }
 
 func writeResponse(w *bufio.Writer, r *Response) error {
