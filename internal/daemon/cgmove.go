@@ -179,7 +179,7 @@ func (d *Daemon) makeNested(dir string, l lane.Lane) (uint64, error) {
 		}
 	} else if !errors.Is(err, fs.ErrExist) {
 		return 0, err
-	} else if !d.ownGroup(dir, l) {
+	} else if !d.ownGroup(dir, l) && !d.remakeUnmarked(dir, l) {
 		return 0, fmt.Errorf("%s exists and is not a %s group lanes made (remove it)", dir, l)
 	}
 	var st syscall.Stat_t
@@ -187,6 +187,23 @@ func (d *Daemon) makeNested(dir string, l lane.Lane) (uint64, error) {
 		return 0, err
 	}
 	return st.Ino, nil
+}
+
+// remakeUnmarked takes the place of an empty, root-owned group of that
+// name without a mark (an earlier version's: only root makes a root-owned
+// directory in a delegated cgroup): removed and made again, marked.
+func (d *Daemon) remakeUnmarked(dir string, l lane.Lane) bool {
+	if owner, err := cgroupOwner(dir); err != nil || owner != 0 || populated(dir) || unix.Rmdir(dir) != nil {
+		return false
+	}
+	if os.Mkdir(dir, 0o755) != nil {
+		return false
+	}
+	if unix.Setxattr(dir, groupMark, []byte(d.groupMark(l)), 0) != nil {
+		_ = unix.Rmdir(dir)
+		return false
+	}
+	return true
 }
 
 // nestedRoomLocked refuses a new nested group when the bounds are reached

@@ -67,6 +67,12 @@ func TestAttackAdoptOnlyOwnGroups(t *testing.T) {
 	if _, err := d.makeNested(userMade, lane.Realtime); err == nil {
 		t.Error("a user's directory named as a lane group was used as one")
 	}
+	// an empty root-owned one without a mark (an earlier version's) is
+	// made again, marked
+	unmarked := filepath.Join(home2, d.nestedName(lane.Realtime))
+	if _, err := d.makeNested(unmarked, lane.Realtime); err != nil || !d.ownGroup(unmarked, lane.Realtime) {
+		t.Errorf("an earlier version's empty group: %v, marked %v", err, d.ownGroup(unmarked, lane.Realtime))
+	}
 }
 
 // mkdirs makes dir, removed (with its child directories) when the test ends.
