@@ -271,6 +271,9 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 		if !ok {
 			return
 		}
+		if !priv && resp.Moved != nil { // its debt delays the caller's next request
+			s.pace.wait(cred.UID, moveCost(resp.Moved), time.Now())
+		}
 		if err := writeResponse(w, resp); err != nil {
 			return
 		}

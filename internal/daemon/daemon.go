@@ -113,6 +113,8 @@ type Daemon struct {
 	nested map[string]nestedGroup
 	// moved: open sockets a process move set, by cookie (livemove.go)
 	moved map[uint64]lane.Lane
+	// userDump: the socket listing users' moves share (livemove.go)
+	userDump sockDump
 	// sched: what moved processes' threads ran before background (schedmove.go)
 	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)

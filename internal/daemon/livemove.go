@@ -36,6 +36,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -86,6 +88,33 @@ func dumpOpenSockets() ([]openSock, error) {
 	return out, nil
 }
 
+// dumpReuse is how long a listing of the namespace's sockets serves the
+// moves that root did not ask for (a socket opened since keeps its lane).
+const dumpReuse = time.Second
+
+// sockDump is the last listing of the namespace's sockets, for moves not
+// asked by root.
+type sockDump struct {
+	mu    sync.Mutex
+	at    time.Time
+	socks []openSock
+	err   error
+}
+
+// get returns a listing function answering from a listing up to dumpReuse
+// old, else from dump (and keeps that).
+func (c *sockDump) get(dump func() ([]openSock, error)) func() ([]openSock, error) {
+	return func() ([]openSock, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.at.IsZero() || time.Since(c.at) > dumpReuse {
+			c.socks, c.err = dump()
+			c.at = time.Now()
+		}
+		return c.socks, c.err
+	}
+}
+
 // Bounds of a move's work (N15: a process holding 19,000 UDP sockets that
 // moved itself 4 times a second held the daemon's lock 261 ms a move, the
 // daemon at 98.7 % of a core and root's status p99 at 103 ms).
@@ -122,7 +151,9 @@ func socketInodes(pid int, set map[uint32]bool, limit int) {
 }
 
 // socketsOfPIDs are the open TCP and UDP sockets the processes hold (at
-// most limit of them; 0: all).
+// most limit of them; 0: all). A move not asked by root (limit > 0) may
+// use a listing up to dumpReuse old: the listing of a namespace's 19,000
+// sockets was most of such a move's cost.
 func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	inodes := map[uint32]bool{}
 	for _, pid := range pids {
@@ -131,7 +162,11 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	if len(inodes) == 0 {
 		return nil, nil
 	}
-	all, err := d.env.openSockets()
+	dump := d.env.openSockets
+	if limit > 0 {
+		dump = d.userDump.get(d.env.openSockets)
+	}
+	all, err := dump()
 	if errors.Is(err, errNoUDPDiag) {
 		d.log.Warn("moved processes: only their TCP sockets follow", "err", err)
 	} else if err != nil {
