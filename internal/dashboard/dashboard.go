@@ -506,7 +506,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /", http.FileServerFS(web.Assets))
 	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		b, err := s.snapshotJSON(s.seesAll(r.Context()))
+		b, err := s.snapshotJSON(s.seesAll(r))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -33,32 +34,47 @@ type viewer struct {
 // only notes the connection; its viewer is looked up at its first
 // request (a connection that sends none costs no lookup).
 func (s *Server) connViewer(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, viewerKey{}, &connOwner{conn: c})
+	return context.WithValue(ctx, viewerKey{}, &connOwner{local: c.LocalAddr(), remote: c.RemoteAddr()})
 }
 
 // connOwner is a connection's viewer, looked up once.
 type connOwner struct {
-	conn net.Conn
-	once sync.Once
-	v    viewer
+	local, remote net.Addr
+	once          sync.Once
+	v             viewer
 }
 
 func (o *connOwner) viewer() viewer {
-	o.once.Do(func() {
-		local, lerr := netip.ParseAddrPort(o.conn.LocalAddr().String())
-		remote, rerr := netip.ParseAddrPort(o.conn.RemoteAddr().String())
-		if lerr == nil && rerr == nil && remote.Addr().Unmap().IsLoopback() {
-			o.v.uid, o.v.known = socketOwner(remote, local)
-		}
-	})
+	o.once.Do(func() { o.v = lookupViewer(o.local, o.remote) })
 	return o.v
 }
 
-// seesAll: may the request's viewer see every flow's pid and comm?
-func (s *Server) seesAll(ctx context.Context) (viewer, bool) {
+// lookupViewer is the owner of a loopback client's socket.
+func lookupViewer(localAddr, remoteAddr net.Addr) viewer {
 	var v viewer
-	if o, ok := ctx.Value(viewerKey{}).(*connOwner); ok {
+	if localAddr == nil || remoteAddr == nil {
+		return v
+	}
+	local, lerr := netip.ParseAddrPort(localAddr.String())
+	remote, rerr := netip.ParseAddrPort(remoteAddr.String())
+	if lerr == nil && rerr == nil && remote.Addr().Unmap().IsLoopback() {
+		v.uid, v.known = socketOwner(remote, local)
+	}
+	return v
+}
+
+// seesAll: may the request's viewer see every flow's pid and comm? A
+// request served without HTTPServer's ConnContext is looked up by itself.
+func (s *Server) seesAll(r *http.Request) (viewer, bool) {
+	var v viewer
+	if o, ok := r.Context().Value(viewerKey{}).(*connOwner); ok {
 		v = o.viewer()
+	} else {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		remote, err := net.ResolveTCPAddr("tcp", r.RemoteAddr)
+		if err == nil {
+			v = lookupViewer(local, remote)
+		}
 	}
 	if !v.known {
 		return v, false
