@@ -133,4 +133,3 @@ func procOwner(pid int) (uint32, bool) {
 	}
 	return st.Uid, true
 }
-
