@@ -13,8 +13,9 @@ import (
 // "overrun, rescanning /proc" WARN lines, each a full /proc scan. Fix:
 // a uid's exec/comm events are paced, and overruns rescan at most once
 // per 30 s. The test runs nobody's rename loop for 5 s beside a daemon
-// with a comm: rule, bounds the rescans and logs the daemon's CPU share;
-// the name the loop ends on still gets the rule's lane.
+// with a comm: rule, bounds the rescans and logs the daemon's CPU share
+// (then beside an exec loop: 20 % before); the name the loop ends on
+// still gets the rule's lane.
 func TestN16RenameLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -49,6 +50,18 @@ time.sleep(100)
 	if rescans > 1 {
 		t.Errorf("%d rescans of /proc in 5 s of a rename loop, want at most 1 (one per 30 s)", rescans)
 	}
+	// an exec loop: every exec is a new process to look at (paced per uid)
+	execs := b.p.A.Command("nice", "-n", "19", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"/bin/sh", "-c", "while :; do /bin/true; done")
+	if err := execs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { execs.Process.Kill(); execs.Wait() })
+	cpu0, t0 = procCPU(t, b.d.cmd.Process.Pid), time.Now()
+	time.Sleep(4 * time.Second)
+	cpu, elapsed = procCPU(t, b.d.cmd.Process.Pid)-cpu0, time.Since(t0)
+	t.Logf("nobody's exec loop: the daemon took %.1f %% of a core", 100*cpu.Seconds()/elapsed.Seconds())
+	execs.Process.Kill()
 	// its last name, right after the loop's (held back), still matches
 	waitLong(t, "the renamed process in the comm rule's lane", func() bool {
 		return strings.HasSuffix(procCgroup(t, loop.Process.Pid), ".background") ||
