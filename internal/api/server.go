@@ -327,6 +327,9 @@ func (s *Server) handle(cred Cred, line []byte) (resp *Response) {
 	}
 	if changes(req.Op) {
 		defer func() { s.audit(cred, req, resp) }()
+		if cred.UID != 0 { // its debt delays the caller's next request
+			s.pace.wait(cred.UID, changeCost, time.Now())
+		}
 	}
 	r := &Response{OK: true}
 	switch req.Op {
