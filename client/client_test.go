@@ -77,6 +77,7 @@ type owners struct{}
 func (owners) FlowOwners(client.Flow) ([]uint32, error) { return []uint32{uint32(os.Getuid())}, nil }
 func (owners) ProcessOwner(int) (uint32, error)         { return uint32(os.Getuid()), nil }
 func (owners) GroupID(string) (uint32, bool)            { return 0, false }
+func (owners) LanesProcess(int) bool                    { return false }
 
 // serve runs the API server with d on path until stop or the test's end.
 func serve(t *testing.T, path string, d *daemon) (stop func()) {

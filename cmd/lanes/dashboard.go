@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os/user"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,6 +35,7 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 	interval := fs.Duration("interval", time.Second, "sampling interval")
 	history := fs.Duration("history", 2*time.Minute, "how far back each flow's series reaches")
 	nsPath := fs.String("netns", "", "sample inside the network namespace at PATH")
+	group := fs.String("access-group", "", "the policy's access.group: its members see every flow's pid and process name (root always does; others their own)")
 	return func(ctx context.Context, _ []string) error {
 		if *interval < tcpmon.MinInterval {
 			return usageErrorf("--interval %v is below %v", *interval, tcpmon.MinInterval)
@@ -41,7 +45,7 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		defer smp.Close()
-		cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default()}
+		cfg := dashboard.Config{Sampler: smp, History: *history, Log: slog.Default(), SeesAll: memberOf(*group)}
 		d := client.New(*sock) // it dials again after an error: it follows a daemon that restarts
 		defer d.Close()
 		if _, err := d.Status(); err != nil {
@@ -81,5 +85,25 @@ func dashboardCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return nil
 		}
 		return err
+	}
+}
+
+// memberOf says whether a uid is a member of group (primary or
+// supplementary, from the user database); nil for no group.
+func memberOf(group string) func(uid uint32) bool {
+	if group == "" {
+		return nil
+	}
+	return func(uid uint32) bool {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return false
+		}
+		u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
+		if err != nil {
+			return false
+		}
+		ids, _ := u.GroupIds()
+		return u.Gid == g.Gid || slices.Contains(ids, g.Gid)
 	}
 }

@@ -3,7 +3,8 @@
 // daemon a bounded share of a core (an unpaced loop of socket-lanes from 32
 // connections took 195 % of two cores). A request over the rate waits, it
 // is not refused: a well-behaved client (`lanes monitor` asks a few times a
-// sample) never notices. Root and the access group are not paced.
+// sample) never notices. Root alone is not paced: members of the access
+// group are (one member's loop made 4,414 requests a second).
 //
 // A request costs one token per started KiB of its line: the daemon's work
 // for a request grows with its size (a socket-lanes request of 2,048
@@ -15,6 +16,8 @@ package apiserver
 import (
 	"sync"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
 )
 
 // Request rates of unprivileged callers.
@@ -26,6 +29,29 @@ const (
 	maxPaced      = 1024 // uids whose buckets are kept (the oldest go)
 	tokenBytes    = 1024 // a request's line costs a token per started KiB
 )
+
+// socketsPerToken: a move-pid costs, after it is done, a token per this
+// many sockets it moved. A move of a process holding 19,000 UDP sockets
+// cost the daemon 53 ms of CPU with its sockets bounded to 1,024
+// (livemove.go): 4 a second took over 20 % of a core; at 128 tokens for
+// those 1,024 such moves go at 1.5 a second per uid. A move of a process
+// with a few sockets costs what its line does.
+const socketsPerToken = 8
+
+// changeCost is what a register, unregister or move-pid costs beyond its
+// line: a change reaches the datapath (the daemon computes and applies
+// its state again), about 0.6 ms of its CPU where a status costs little.
+// An access-group member's register/unregister loop on 8 connections,
+// paced at one token a request, kept the daemon at 17.4 % of a core.
+const changeCost = 1
+
+// moveCost is the tokens a move that moved m costs after it was done.
+func moveCost(m *api.Moved) float64 {
+	if m == nil {
+		return 0
+	}
+	return float64(m.TCP+m.UDP) / socketsPerToken
+}
 
 // requestCost is the tokens a request line of n bytes costs.
 func requestCost(n int) float64 {

@@ -4,6 +4,8 @@ package apiserver
 import (
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
 )
 
 func TestPacerBoundsRate(t *testing.T) {
@@ -55,5 +57,24 @@ func TestPacerCostsBySize(t *testing.T) {
 	}
 	if d := p.wait(7, requestCost(40<<10), now); d < time.Second*40/UserRate {
 		t.Errorf("the next 40 KiB request waits %v, want at least %v", d, time.Second*40/UserRate)
+	}
+}
+
+// TestN15MovesPaidBySockets (N15): a move-pid of a caller other than root
+// costs, after it is done, a token per socketsPerToken sockets it moved;
+// so moves of a process holding many sockets go at a bounded rate.
+func TestN15MovesPaidBySockets(t *testing.T) {
+	var p pacer
+	now := time.Unix(100, 0)
+	moves := 0
+	for p.wait(7, requestCost(60), now) == 0 {
+		p.wait(7, moveCost(&api.Moved{UDP: 1024}), now)
+		moves++
+	}
+	if want := UserBurst*socketsPerToken/1024 + 1; moves > want {
+		t.Errorf("%d moves of 1,024 sockets at once, want at most %d", moves, want)
+	}
+	if c := moveCost(&api.Moved{TCP: 2}); c >= 1 {
+		t.Errorf("a move of 2 sockets costs %v tokens beyond its line", c)
 	}
 }

@@ -97,6 +97,7 @@ type Server struct {
 	closed    chan struct{} // closed by Close: ends the waits of paced requests
 	closeOnce sync.Once
 	log       *slog.Logger
+	logs      logPacer // callers' lines but root's (logpace.go)
 }
 
 // Listen creates the socket (replacing a stale one) with mode 0666: anyone
@@ -253,7 +254,10 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), api.MaxLine)
 	w := bufio.NewWriter(c)
-	priv := Privileged(cred, s.h.Owners(), s.h.Access().Group)
+	// members of the access group are paced as other callers: a member's
+	// register/unregister loop on 8 connections made 4,414 requests a
+	// second (101 % of a core, root's status p99 48.6 ms); root alone is not
+	priv := cred.UID == 0
 	for sc.Scan() {
 		if !priv {
 			if d := s.pace.wait(cred.UID, requestCost(len(sc.Bytes())), time.Now()); d > 0 {
@@ -269,6 +273,9 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 		resp, ok := s.handleAs(priv, cred, sc.Bytes())
 		if !ok {
 			return
+		}
+		if !priv && resp.Moved != nil { // its debt delays the caller's next request
+			s.pace.wait(cred.UID, moveCost(resp.Moved), time.Now())
 		}
 		if err := writeResponse(w, resp); err != nil {
 			return
@@ -318,11 +325,14 @@ func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 	acc := s.h.Access()
 	cred.Privileged = Privileged(cred, s.h.Owners(), acc.Group)
 	if err := Authorize(cred, req, s.h.Owners(), acc); err != nil {
-		s.log.Info("api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
+		s.logFor(cred.UID, "api: refused", "op", req.Op, "uid", cred.UID, "pid", cred.PID, "err", err)
 		return &api.Response{Error: err.Error()}
 	}
 	if changes(req.Op) {
 		defer func() { s.audit(cred, req, resp) }()
+		if cred.UID != 0 { // its debt delays the caller's next request
+			s.pace.wait(cred.UID, changeCost, time.Now())
+		}
 	}
 	r := &api.Response{OK: true}
 	switch req.Op {
@@ -401,7 +411,7 @@ func (s *Server) audit(c Cred, r api.Request, resp *api.Response) {
 	if resp != nil && !resp.OK {
 		attrs = append(attrs, "err", resp.Error)
 	}
-	s.log.Info("api change", attrs...)
+	s.logFor(c.UID, "api change", attrs...)
 }
 
 func writeResponse(w *bufio.Writer, r *api.Response) error {

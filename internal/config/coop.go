@@ -337,6 +337,9 @@ func (c Coop) LoadKey() ([]byte, error) {
 	case c.Key != "":
 		return parseKey([]byte(c.Key), false)
 	case c.KeyFile != "":
+		if err := SecretMode(c.KeyFile); err != nil {
+			return nil, fmt.Errorf("coop key file: %w", err)
+		}
 		b, err := os.ReadFile(c.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("coop key file: %w", err)
@@ -348,6 +351,20 @@ func (c Coop) LoadKey() ([]byte, error) {
 		return k, nil
 	}
 	return nil, nil
+}
+
+// SecretMode refuses a file that holds a secret (the coop group key) and
+// that its group or others may read: a local user who read the key forged
+// keyed announcements (issue N19).
+func SecretMode(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("%s holds the coop group key and is readable by group or others (mode %04o): chmod 600 %s", path, m, path)
+	}
+	return nil
 }
 
 // parseKey decodes a hex key; with raw, non-hex content is taken as bytes.

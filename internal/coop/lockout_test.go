@@ -156,3 +156,57 @@ func TestN3RestoredStateExpires(t *testing.T) {
 		}
 	}
 }
+
+// TestN3ForgedPairBetweenAnnouncements: two forged keyless announcements
+// from one address, 2^64-10 then 2^64-9, the second continuing the first's
+// held jump: the peer's own announcements were "late" or replayed until it
+// was removed (after 3.5-9.6 s), and refused for 60.8 s. Fix: a jump of a
+// live peer is continued only after the peer missed an announcement, and
+// the peer's own announcement within the bound drops it.
+func TestN3ForgedPairBetweenAnnouncements(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	peer, forger := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.66")
+	for _, from := range []netip.Addr{peer, forger} {
+		tb := keylessTable()
+		back, seq, at := honestFor(t, tb, peer, 100, t0, 2*time.Second)
+		if back.IsZero() {
+			t.Fatal("honest peer not admitted")
+		}
+		// the pair, between two of the peer's announcements, 100 ms apart
+		f := at.Add(-400 * time.Millisecond)
+		tb.Accept(ann(7, 1<<64-10, f, 1), from, f)
+		tb.Accept(ann(7, 1<<64-9, f.Add(100*time.Millisecond), 1), from, f.Add(100*time.Millisecond))
+		refused := 0
+		for end := at.Add(70 * time.Second); at.Before(end); at = at.Add(500 * time.Millisecond) {
+			tb.Expire(at)
+			if _, err := tb.Accept(ann(7, seq, at, 1), peer, at); err != nil {
+				refused++
+			}
+			if tb.Len() != 1 {
+				t.Fatalf("forged pair from %v: the peer was removed %s after it", from, at.Sub(f))
+			}
+			seq++
+		}
+		if refused > 0 {
+			t.Errorf("forged pair from %v: %d of the peer's announcements refused", from, refused)
+		}
+	}
+}
+
+// TestN19KeyedSequenceBound: a local user who read the key sent one keyed
+// announcement with a peer's host id and sequence 2^64-1; the peer was
+// gone from the table for 60 s. Fix: the sequence-gap bound holds with a
+// key as without.
+func TestN19KeyedSequenceBound(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	peer := netip.MustParseAddr("10.0.0.1")
+	tb := NewTable(500*time.Millisecond, 3, 30*time.Second)
+	tb.SetLimits(Limits{MaxPeers: 16, NewRate: 2, Burst: 3})
+	_, seq, at := honestFor(t, tb, peer, 100, t0, 2*time.Second)
+	if _, err := tb.Accept(ann(7, 1<<64-1, at, 1), peer, at); !errors.Is(err, ErrSeqJump) {
+		t.Errorf("keyed sequence 2^64-1: %v, want held", err)
+	}
+	if _, err := tb.Accept(ann(7, seq, at, 1), peer, at); err != nil || tb.Len() != 1 {
+		t.Errorf("the peer's next announcement after a keyed forgery: %v, %d peers", err, tb.Len())
+	}
+}

@@ -13,13 +13,17 @@
 //     peers are admitted at NewRate per second (a token bucket of Burst);
 //     without a key one host id per source address (a LAN host inventing
 //     ids must also spoof addresses). Refused announcements are counted;
-//   - without a key anyone can write an announcement, so no single one may
-//     move a peer's replay floor far: one more than maxSeqGap past the
-//     latest sequence known of its host id (live, removed or restored) is
-//     held as a jump (ErrSeqJump), applied only when the next announcement
-//     from the same address continues it (a restarted peer: one interval
-//     late); a forged one within the bound holds the peer's next
-//     maxSeqGap announcements at most;
+//   - without a key anyone can write an announcement, and with one anyone
+//     who read the key can, so no single one may move a peer's replay
+//     floor far: one more than maxSeqGap past the latest sequence known of
+//     its host id (live, removed or restored) is held as a jump
+//     (ErrSeqJump), applied only when the next announcement from the same
+//     address continues it (a restarted peer: one interval late); for a
+//     live peer only once the peer has been silent for 1.5 of its
+//     intervals, and any announcement of its own within the bound drops
+//     the jump, so a forged pair sent between two of its announcements
+//     moves nothing (it removed the peer for 60 s); a forged one within
+//     the bound holds the peer's next maxSeqGap announcements at most;
 //   - a restarted receiver loads its predecessor's replay state (persist.go).
 package coop
 
@@ -45,13 +49,12 @@ var (
 	// reader per socket keeps each family in order, not the two together).
 	// It is not applied (it is older) and not a drop.
 	ErrLate = errors.New("late announcement (older than the latest, never seen)")
-	// ErrSeqJump: without a key, a sequence more than maxSeqGap past the
-	// latest known of its host id; held until the next announcement
-	// continues it.
-	ErrSeqJump = errors.New("sequence far ahead of the host's latest (keyless): held until the next continues it")
+	// ErrSeqJump: a sequence more than maxSeqGap past the latest known of
+	// its host id; held until the next announcement continues it.
+	ErrSeqJump = errors.New("sequence far ahead of the host's latest: held until the next continues it")
 )
 
-// maxSeqGap bounds, without a key, how far one announcement (goodbye or
+// maxSeqGap bounds how far one announcement (goodbye or
 // not) may move a host's sequence: a live peer's consecutive accepted
 // announcements differ by 1 plus the ones lost, and a peer is removed
 // after silence_intervals (3) lost in a row.
@@ -241,7 +244,7 @@ func (t *Table) Accept(a *Announcement, from netip.Addr, now time.Time) (Change,
 	} else if !t.restored.fresh(a, now) {
 		return Updated, ErrReplayed
 	}
-	if t.lim.Keyless && !a.Leaving && !t.believable(a, from, now) {
+	if !a.Leaving && !t.believable(a, from, now) {
 		return Updated, ErrSeqJump
 	}
 	if a.Leaving {
@@ -291,17 +294,19 @@ func (t *Table) floor(id uint64, now time.Time) (uint64, bool) {
 	return 0, false
 }
 
-// believable applies maxSeqGap to a keyless announcement already above
-// its host's floor: within the gap, or continuing a held jump from the
-// same address (at most one clock-skew window old), it is; otherwise it
-// is held as the host's jump.
+// believable applies maxSeqGap to an announcement already above its
+// host's floor: within the gap, or continuing a held jump from the same
+// address (at most one clock-skew window old; for a live peer, once it has
+// been silent for 1.5 of its intervals), it is; otherwise it is held as the
+// host's jump.
 func (t *Table) believable(a *Announcement, from netip.Addr, now time.Time) bool {
 	f, ok := t.floor(a.HostID, now)
 	if !ok || a.Seq-f <= maxSeqGap {
 		delete(t.jumps, a.HostID)
 		return true
 	}
-	if j, ok := t.jumps[a.HostID]; ok && j.from == from && a.Seq > j.seq && a.Seq-j.seq <= maxSeqGap && now.Sub(j.at) <= t.skew {
+	if j, ok := t.jumps[a.HostID]; ok && j.from == from && a.Seq > j.seq && a.Seq-j.seq <= maxSeqGap &&
+		now.Sub(j.at) <= t.skew && t.silentLong(a.HostID, now) {
 		delete(t.jumps, a.HostID)
 		return true
 	}
@@ -310,6 +315,20 @@ func (t *Table) believable(a *Announcement, from netip.Addr, now time.Time) bool
 	}
 	t.jumps[a.HostID] = seqJump{seq: a.Seq, from: from, at: now}
 	return false
+}
+
+// silentLong: host id has no live entry, or its last announcement is
+// 1.5 of its intervals old (it missed one: it may have restarted).
+func (t *Table) silentLong(id uint64, now time.Time) bool {
+	p, ok := t.peers[id]
+	if !ok {
+		return true
+	}
+	iv := p.Last.Interval
+	if iv <= 0 {
+		iv = t.interval
+	}
+	return now.Sub(p.LastSeen) >= iv*3/2
 }
 
 // A goodbye removes a peer the table holds, and nothing else:

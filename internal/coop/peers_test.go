@@ -80,8 +80,13 @@ func TestTableReplay(t *testing.T) {
 	if _, err := tb.Accept(ann(5, 10, t0.Add(2*time.Second), 1), a, t0.Add(2*time.Second)); !errors.Is(err, ErrReplayed) {
 		t.Errorf("replay after expiry: %v", err)
 	}
-	// a restarted peer (higher sequence) comes back
-	if ch, err := tb.Accept(ann(5, 1000, t0.Add(3*time.Second), 1), a, t0.Add(3*time.Second)); err != nil || ch != Joined {
+	// a restarted peer (a sequence far higher) comes back with its next
+	// announcement, as without a key (maxSeqGap)
+	if _, err := tb.Accept(ann(5, 1000, t0.Add(3*time.Second), 1), a, t0.Add(3*time.Second)); !errors.Is(err, ErrSeqJump) {
+		t.Errorf("restart: %v, want held", err)
+	}
+	t1 := t0.Add(3*time.Second + 500*time.Millisecond)
+	if ch, err := tb.Accept(ann(5, 1001, t1, 1), a, t1); err != nil || ch != Joined {
 		t.Errorf("restart: %v %v", ch, err)
 	}
 }

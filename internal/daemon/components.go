@@ -11,6 +11,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,9 +62,12 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		return nil
 	}
 	var comps []*component
-	if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
+	ck := d.coopKeyOf(pol.Coop, first)
+	if c := d.keepOrStop(kept, "coop", pol.Coop.Enabled, ck); c != nil {
+		comps = append(comps, c)
+	} else if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
 		if ch, ok := hostPart[coopDatapath](host); ok {
-			comps = append(comps, d.newCoop(pol.Coop, ch, first))
+			comps = append(comps, d.newCoop(ck, ch))
 		} else {
 			d.log.Warn("coop: the datapath sets no caps; the controller does not run")
 		}
@@ -138,6 +142,14 @@ func (d *Daemon) stopComponentsBut(keep ...string) map[string]*component {
 	return kept
 }
 
+// restartCost is, per component a reload may keep, what keeping it keeps
+// and what restarting it resets.
+var restartCost = map[string][2]string{
+	"realtime": {"client connections, attached sockets, queued datagrams",
+		"client connections closed, attached sockets and queued datagrams dropped (reported shutdown)"},
+	"coop": {"peer table, caps, UDP port", "peer table and caps rebuilt, UDP port closed and bound again"},
+}
+
 // keepOrStop returns the kept component name when the policy still
 // enables it with the same configuration (key); otherwise it stops it,
 // logging what changed and what its restart resets, and returns nil.
@@ -147,9 +159,9 @@ func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled boo
 		return nil
 	}
 	delete(kept, name)
+	what := restartCost[name]
 	if enabled && reflect.DeepEqual(c.key, key) {
-		d.log.Info("reload: "+name+" section unchanged: kept running", "component", name,
-			"kept", "client connections, attached sockets, queued datagrams")
+		d.log.Info("reload: "+name+" section unchanged: kept running", "component", name, "kept", what[0])
 		return c
 	}
 	changed := []string{"enabled"}
@@ -157,7 +169,7 @@ func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled boo
 		changed = changedKeys(c.key, key)
 	}
 	d.log.Warn("reload: "+name+" section changed: restarting it", "component", name, "changed", strings.Join(changed, ","),
-		"reset", "client connections closed, attached sockets and queued datagrams dropped (reported shutdown)")
+		"reset", what[1])
 	c.stop()
 	return nil
 }
@@ -246,14 +258,35 @@ type coopDatapath interface {
 // announcements on the managed interface.
 // A controller that cannot start (another process holds its UDP port, the
 // interface has no address yet) waits and retries, and status says why.
-func (d *Daemon) newCoop(cfg config.Coop, h coopDatapath, m *managedIface) *component {
+func (d *Daemon) newCoop(key coopKey, h coopDatapath) *component {
+	c := superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(key.Config, h) })
+	c.key = key
+	return c
+}
+
+// coopKey is what the coop controller runs with: its section as the
+// daemon completes it (interface, state file) and its group key, so that a
+// reload keeps it unless one of them changed (a restart at every SIGHUP
+// let a process bind its UDP port meanwhile).
+type coopKey struct {
+	Config config.Coop
+	Key    string // the loaded key's hash, or why it did not load
+}
+
+// coopKeyOf is the coop controller's configuration under a policy whose
+// first interface is m.
+func (d *Daemon) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
 		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
 	}
-	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
+	k, err := cfg.LoadKey()
+	if err != nil {
+		return coopKey{Config: cfg, Key: err.Error()}
+	}
+	return coopKey{Config: cfg, Key: fmt.Sprintf("%x", sha256.Sum256(k))}
 }
 
 func (d *Daemon) startCoop(cfg config.Coop, h coopDatapath) (*runner, error) {

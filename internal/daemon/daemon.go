@@ -124,6 +124,8 @@ type Daemon struct {
 	// movedPIDs: the processes a move put in a lane, and what moved them
 	// (movers.go)
 	movedPIDs map[int]movedSock
+	// userDump: the socket listing users' moves share (livemove.go)
+	userDump sockDump
 	// sched: what moved processes' threads ran before background (schedmove.go)
 	sched map[int]savedSched
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
@@ -266,7 +268,7 @@ func (d *Daemon) serve(ctx context.Context, srv *apiserver.Server, hup <-chan os
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				kept := d.stopComponentsBut("realtime") // kept if its section is unchanged
+				kept := d.stopComponentsBut("realtime", "coop") // kept if their sections are unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
@@ -492,7 +494,7 @@ func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool)
 	if int(c.PID) == pid {
 		by = "lanes run" // it moves itself, then runs the command
 	}
-	m, err := d.moveProcess(pid, l, by)
+	m, err := d.moveProcess(pid, l, by, c.UID == 0)
 	if err != nil {
 		return m, err
 	}

@@ -249,7 +249,7 @@ func startDaemon(t *testing.T, ns *testutil.NetNS, policy string, flags ...strin
 	t.Helper()
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(policy), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(policy), 0o600); err != nil { // it may hold the coop key
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "lanes.sock")

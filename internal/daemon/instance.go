@@ -224,10 +224,14 @@ func laneGroupDirs(root, inst string) []string {
 }
 
 // removeEmptyLaneGroups removes an instance's lane cgroups (its own and
-// those nested in host cgroups) that hold no process.
+// those nested in host cgroups) that hold no process; a directory of that
+// name a user made in a cgroup delegated to it is the user's (cgmove.go).
 func removeEmptyLaneGroups(root, inst string) error {
 	var errs []error
 	for _, d := range laneGroupDirs(root, inst) {
+		if owner, err := cgroupOwner(d); err != nil || owner != 0 {
+			continue
+		}
 		subs, _ := os.ReadDir(d)
 		for _, s := range subs {
 			if s.IsDir() {

@@ -106,12 +106,24 @@ func (d *Daemon) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane
 }
 
 // restoreLiveSocketsLocked gives the flow's moved sockets back the lane they
-// had before it was registered (d.mu held).
+// had before it was registered, with that lane's congestion control at
+// once where the datapath can (d.mu held): `lanes unregister` left a
+// socket registered background on LEDBAT++.
 func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
-	for _, s := range d.liveSockets[f] {
-		if d.host == nil {
-			break
+	if d.host == nil {
+		delete(d.liveSockets, f)
+		return
+	}
+	back := map[uint64]lane.Lane{}
+	defer func() {
+		if a, ok := hostPart[liveApplier](d.host); ok && len(back) > 0 {
+			if _, err := a.ApplyLive(back); err != nil {
+				d.log.Warn("unregistered flow: congestion control left to its next ACK", "flow", f.String(), "err", err)
+			}
 		}
+	}()
+	for _, s := range d.liveSockets[f] {
+		back[s.cookie] = s.prev
 		var err error
 		if s.prev == lane.Unset {
 			err = d.host.sockets.ClearSocketLane(s.cookie)

@@ -25,7 +25,7 @@ func (d *Daemon) moverInodes() map[uint32]movedSock {
 	out := map[uint32]movedSock{}
 	for pid, m := range pids {
 		inodes := map[uint32]bool{}
-		socketInodes(pid, inodes)
+		socketInodes(pid, inodes, 0)
 		for ino := range inodes {
 			out[ino] = m
 		}

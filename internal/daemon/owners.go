@@ -212,6 +212,20 @@ func parseProcAddr(s string) (netip.Addr, uint16, error) {
 	return addr, uint16(port), nil
 }
 
+// LanesProcess says whether pid names (a thread of) the daemon or a
+// process whose parent is the daemon (lanes-rtd).
+func (o procOwners) LanesProcess(pid int) bool {
+	tg, err := statusIDs(fmt.Sprintf("%s/%d/status", o.proc, pid), "Tgid:")
+	if err != nil || len(tg) == 0 {
+		return false
+	}
+	if int(tg[0]) == os.Getpid() {
+		return true
+	}
+	pp, err := statusIDs(fmt.Sprintf("%s/%d/status", o.proc, tg[0]), "PPid:")
+	return err == nil && len(pp) > 0 && int(pp[0]) == os.Getpid()
+}
+
 // ProcessOwner returns the real uid of the process pid names, from
 // /proc/PID/status. pid may name a thread, and a move takes its whole
 // thread group, whose threads may have credentials of their own (a raw

@@ -61,6 +61,10 @@ type Config struct {
 	// Hosts are names, besides addresses and localhost, that requests may
 	// give as Host (serve.go: DNS rebinding).
 	Hosts []string
+	// SeesAll says whether a client's uid, besides root, sees every
+	// flow's pid and comm (the policy's access group; viewer.go); nil:
+	// root alone.
+	SeesAll func(uid uint32) bool
 	// MaxConns, WriteTimeout, IdleTimeout bound the HTTP server (serve.go;
 	// 0: the defaults).
 	MaxConns     int
@@ -102,6 +106,7 @@ type FlowView struct {
 	State   string  `json:"state"`
 	Retrans uint32  `json:"total_retrans"`
 	Points  []Point `json:"points"`
+	uid     uint32  // the socket's owner: who else may see Comm and PID (viewer.go)
 }
 
 // LanePoint is one lane's rates at one sample, Mbit/s: up, what it sent
@@ -176,8 +181,9 @@ type Server struct {
 	udpErr     string
 	gen        uint64 // samples taken
 
-	jmu     sync.Mutex // the encoded snapshot (serve.go)
-	json    []byte
+	jmu     sync.Mutex        // the encoded snapshot (serve.go)
+	json    []byte            // for viewers who see all
+	jsonFor map[viewer][]byte // for the others, by viewer
 	jsonGen uint64
 }
 
@@ -362,7 +368,7 @@ func (s *Server) addFlowPoint(f *tcpmon.Flow, t float64, now time.Time, dv *daem
 	}
 	sr.seen = now
 	sr.view = FlowView{Cookie: f.Cookie, Src: f.Src, Dst: f.Dst, Lane: laneName(f.Lane), Comm: f.Comm, PID: f.PID,
-		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points}
+		Cong: f.CongLabel(), State: f.State, Retrans: f.TotalRetrans, Points: sr.view.Points, uid: f.UID}
 	sr.view.Points = append(sr.view.Points, Point{T: round3(t), Cwnd: f.Cwnd, Cap: dv.caps[f.Cookie],
 		SRTT: round3(float64(f.SRTT) / 1000), Rate: round3(f.Throughput / 1e6),
 		Recv: round3(f.RecvRate / 1e6), DownCap: dv.downCaps[f.Cookie],
@@ -494,7 +500,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /", http.FileServerFS(web.Assets))
 	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
-		b, err := s.snapshotJSON()
+		b, err := s.snapshotJSON(s.seesAll(r))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

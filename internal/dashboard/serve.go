@@ -10,6 +10,8 @@
 //   - A request whose Host is a name other than localhost (or a name the
 //     user listens on) is refused: a page on another site that rebinds its
 //     name to 127.0.0.1 cannot read the flows, PIDs and process names.
+//   - Other users' PIDs and process names only to root and SeesAll
+//     (viewer.go).
 package dashboard
 
 import (
@@ -39,6 +41,7 @@ func (s *Server) HTTPServer() *http.Server {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    8 << 10,
+		ConnContext:       s.connViewer,
 	}
 }
 
@@ -77,22 +80,37 @@ func (s *Server) hostAllowed(host string) bool {
 	return false
 }
 
-// snapshotJSON is the current snapshot encoded, shared by every request
+// snapshotJSON is the current snapshot encoded for viewer v (all: it
+// sees every flow's pid and comm), shared by every request of its kind
 // until the next sample.
-func (s *Server) snapshotJSON() ([]byte, error) {
+func (s *Server) snapshotJSON(v viewer, all bool) ([]byte, error) {
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	s.mu.Lock()
 	gen := s.gen
 	s.mu.Unlock()
-	if s.json != nil && s.jsonGen == gen {
+	if s.jsonGen != gen || s.jsonFor == nil {
+		s.json, s.jsonFor, s.jsonGen = nil, map[viewer][]byte{}, gen
+	}
+	if all && s.json != nil {
 		return s.json, nil
 	}
-	b, err := encodeSnapshot(s.Snapshot())
+	if b, ok := s.jsonFor[v]; !all && ok {
+		return b, nil
+	}
+	snap := s.Snapshot()
+	if !all {
+		snap = redact(snap, v)
+	}
+	b, err := encodeSnapshot(snap)
 	if err != nil {
 		return nil, err
 	}
-	s.json, s.jsonGen = b, gen
+	if all {
+		s.json = b
+	} else {
+		s.jsonFor[v] = b
+	}
 	return b, nil
 }
 

@@ -8,6 +8,9 @@ package datapath
 
 import (
 	"net"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +102,72 @@ func setThenGetCC(t *testing.T, c *net.TCPConn, cc string) string {
 		t.Fatalf("setsockopt(TCP_CONGESTION, %s): %v; getsockopt: %v", cc, serr, gerr)
 	}
 	return got
+}
+
+// TestN21RefusedCCNotSwallowed (N21): with allowed congestion controls
+// "reno bbr", a user's background socket asking for cubic "succeeded"
+// (the program skipped the kernel's handler, which would have refused
+// it), and moved back to interactive it ran cubic, because bpf_setsockopt
+// ignores the allow-list. Fix: a name not in the allow-list, asked by a
+// caller other than root, is refused (EPERM) and never kept.
+func TestN21RefusedCCNotSwallowed(t *testing.T) {
+	requireCgroup2(t)
+	refused := notAllowedCC(t)
+	p := testutil.NewVethPair(t)
+	var h *Host
+	p.A.Do(t, func() (err error) {
+		if h, err = OpenHost(HostConfig{Instance: "bk2"}); err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		return nil
+	})
+	if h.ops == nil || h.bg == nil || h.optLink == nil {
+		t.Skipf("no sock_ops, LEDBAT++ or cgroup/setsockopt here: %v", h.Capabilities())
+	}
+	_, addr := startSink(t, p.B, p.AddrB, 9432)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	bg := dialCC(t, p.A, addr, "reno")
+	rc, err := bg.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(cc string) (err error) {
+		testutil.AsUser(t, 65534, 65534, nil, func() error {
+			return rc.Control(func(fd uintptr) { err = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc) })
+		})
+		return err
+	}
+	if err := asNobody(refused); err == nil {
+		t.Errorf("an unprivileged setsockopt(%s) on a background socket succeeded; %s is not in the allow-list", refused, refused)
+	}
+	if got, ok := h.SocketAppCC(cookieOf(t, bg)); ok {
+		t.Errorf("the refused name was kept for the move back: %q", got)
+	}
+	if err := asNobody("reno"); err != nil {
+		t.Errorf("an unprivileged setsockopt(reno), allowed: %v", err)
+	}
+	if got, _ := h.SocketAppCC(cookieOf(t, bg)); got != "reno" {
+		t.Errorf("the allowed name kept for the move back: %q, want reno", got)
+	}
+}
+
+// notAllowedCC is a congestion control this kernel has that the allow-list
+// leaves out (skips the test when there is none).
+func notAllowedCC(t *testing.T) string {
+	t.Helper()
+	avail, err1 := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	allowed, err2 := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+	if err1 != nil || err2 != nil {
+		t.Skipf("congestion control lists: %v %v", err1, err2)
+	}
+	for _, cc := range strings.Fields(string(avail)) {
+		if !strings.HasPrefix(cc, "lanes") && !slices.Contains(strings.Fields(string(allowed)), cc) {
+			return cc
+		}
+	}
+	t.Skipf("every available congestion control is allowed (%s)", allowed)
+	return ""
 }

@@ -214,7 +214,16 @@ func Load(path string, requireRootOwned bool) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read policy: %w", err)
 	}
-	return Parse(path, data)
+	p, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if p.Coop.Key != "" {
+		if err := config.SecretMode(path); err != nil {
+			return nil, fmt.Errorf("policy: %w, or move the key to a key_file of mode 0600", err)
+		}
+	}
+	return p, nil
 }
 
 // ExamplesDir is where the package installs example policies.

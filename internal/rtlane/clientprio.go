@@ -11,8 +11,9 @@
 // most maxReaderPriority: the priority-inheritance rule of a lock, for work
 // it does on the clients' behalf. A follower looks at every granted client
 // once a second (its threads in /proc/PID/task, one sched_getattr each) and
-// moves lanes-rtd (sched_setattr of its one thread) when that changed; it
-// runs at normal priority, off the realtime path. Clients in the daemon's
+// moves lanes-rtd (sched_setattr of its one thread) when that changed or
+// when lanes-rtd is not where it should be (anyone changed it); it runs at
+// normal priority, off the realtime path. Clients in the daemon's
 // own process (the lab's, tests) are not followed: the lane's own threads
 // would count as the client's.
 package rtlane
@@ -87,10 +88,11 @@ func setThreadFIFO(tid, prio int) error {
 	return unix.SchedSetAttr(tid, &a, 0)
 }
 
-// followClients moves lanes-rtd to its clients' priority + 1, every
-// followEvery, until ctx ends.
+// followClients moves lanes-rtd to its clients' priority + 1 (or keeps it
+// at release_priority when it does not follow them), every followEvery,
+// until ctx ends.
 func (l *Lane) followClients(ctx context.Context) {
-	if !l.cfg.FollowClientPriority || l.cfg.ReleasePriority <= 0 {
+	if l.cfg.ReleasePriority <= 0 {
 		return
 	}
 	t := time.NewTicker(followEvery)

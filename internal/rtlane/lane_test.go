@@ -771,3 +771,30 @@ func TestHelperPriorityClient(t *testing.T) {
 		fmt.Printf("at %d\n", prio)
 	}
 }
+
+// TestAttackHelperSchedRestored (N17): a move of lanes-rtd to background
+// left it at SCHED_OTHER nice 19 for good. Fix: the priority follower puts
+// it back at its priority within a period.
+func TestAttackHelperSchedRestored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	b := newBed(t, 0, nil)
+	pids := helperPids()
+	if len(pids) != 1 || b.cfg.ReleasePriority <= 0 {
+		t.Skipf("no lanes-rtd at a realtime priority (%v, release_priority %d)", pids, b.cfg.ReleasePriority)
+	}
+	prio := b.cfg.ReleasePriority
+	if got := waitThreadPriority(prio, 3*followEvery); !slices.Contains(got, prio) {
+		t.Fatalf("lanes-rtd not at %d at start: %v", prio, got)
+	}
+	time.Sleep(2 * followEvery) // the follower has set it once
+	// what `lanes move --lane background` does to a thread (schedmove.go)
+	bg := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL, Nice: 19}
+	if err := unix.SchedSetAttr(pids[0], &bg, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitThreadPriority(prio, 5*followEvery); !slices.Contains(got, prio) {
+		t.Errorf("lanes-rtd moved to SCHED_OTHER nice 19 stays there: realtime threads at %v, want %d", got, prio)
+	}
+}

@@ -201,7 +201,10 @@ func (l *Lane) handOver(c *conn) bool {
 }
 
 // followHelper moves lanes-rtd to the priority its clients need: the
-// highest any granted client's reader would have in this process.
+// highest any granted client's reader would have in this process. It also
+// puts it back there when anyone else changed it (sched_getattr, once a
+// period): root may move lanes-rtd, and a move to background made it
+// SCHED_OTHER nice 19 for good.
 func (l *Lane) followHelper() {
 	l.connMu.Lock()
 	want := l.cfg.ReleasePriority
@@ -211,12 +214,17 @@ func (l *Lane) followHelper() {
 		}
 	}
 	l.connMu.Unlock()
-	if want == l.helperPrio {
+	pid := l.rtd.cmd.Process.Pid
+	if a, err := unix.SchedGetAttr(pid, 0); err == nil && a.Policy == unix.SCHED_FIFO && int(a.Priority) == want {
+		l.helperPrio = want
 		return
 	}
-	if err := setThreadFIFO(l.rtd.cmd.Process.Pid, want); err != nil {
+	if err := setThreadFIFO(pid, want); err != nil {
 		l.log.Debug("realtime: lanes-rtd priority not moved", "priority", want, "err", err)
 		return
+	}
+	if want == l.helperPrio {
+		l.log.Warn("realtime: lanes-rtd's scheduling was changed from outside; restored", "priority", want)
 	}
 	l.helperPrio = want
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bpf/procevents"
+	"github.com/lanes-net/lanes/internal/monoclock"
 )
 
 // eventSource is where the engine's process events come from: the proc
@@ -27,7 +28,14 @@ type bpfSource struct {
 	s       *procevents.Source
 	timeout time.Duration
 	lost    uint64
+	// renames the programs held back (one per process per 100 ms), looked
+	// up every pendingEvery as comm events
+	pending     []int
+	pendingNext time.Time
 }
+
+// pendingEvery is how often the renames held back are looked up.
+const pendingEvery = time.Second
 
 func openBPFSource() (*bpfSource, error) {
 	s, err := procevents.Open()
@@ -44,6 +52,15 @@ func (b *bpfSource) Close() error { return b.s.Close() }
 // Read appends the next event; ErrOverrun once events were lost (a full
 // ring), so that the engine rescans /proc.
 func (b *bpfSource) Read(evs []Event) ([]Event, error) {
+	if now := time.Now(); now.After(b.pendingNext) {
+		b.pendingNext = now.Add(pendingEvery)
+		b.pending = append(b.pending, b.s.PendingRenames()...)
+	}
+	if n := len(b.pending); n > 0 {
+		pid := b.pending[n-1]
+		b.pending = b.pending[:n-1]
+		return append(evs, Event{What: procEventComm, TimeNS: uint64(monoclock.Now()), PID: pid, TGID: pid}), nil
+	}
 	e, err := b.s.Read(b.timeout)
 	if errors.Is(err, procevents.ErrTimeout) {
 		return evs, errTimeout

@@ -96,6 +96,7 @@ type Engine struct {
 	lastDemo  string // reason of the last watchdog demotion
 	mode      string
 	conn      eventSource
+	pace      eventPacer // the watcher thread's own (eventpace.go)
 	wd        *watchdog
 	closed    bool
 }
@@ -211,12 +212,21 @@ func (e *Engine) listen(ctx context.Context, conn eventSource) error {
 	for ctx.Err() == nil {
 		var err error
 		evs, err = conn.Read(evs[:0])
+		now := time.Now()
+		for _, ev := range e.pace.due(now) {
+			e.handle(ev)
+		}
+		if run, overruns, dropped := e.pace.rescanNow(now); run {
+			e.log.Warn("process events lost, rescanning /proc (at most once per "+rescanEvery.String()+")",
+				"overruns", overruns, "dropped_over_uid_rate", dropped)
+			e.scan("scan")
+		}
 		switch {
 		case errors.Is(err, errTimeout):
 			continue
 		case errors.Is(err, ErrOverrun):
-			e.log.Warn("proc connector overrun, rescanning /proc")
-			e.scan("scan")
+			e.pace.overruns++
+			e.pace.rescan = true
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
@@ -225,6 +235,9 @@ func (e *Engine) listen(ctx context.Context, conn eventSource) error {
 			return err
 		}
 		for _, ev := range evs {
+			if (ev.What == procEventExec || ev.What == procEventComm && ev.PID == ev.TGID) && !e.pace.admit(ev, now) {
+				continue
+			}
 			e.handle(ev)
 		}
 	}
@@ -251,6 +264,9 @@ func (e *Engine) handle(ev Event) {
 			e.consider(ev.TGID, "fork", int64(ev.TimeNS))
 		}
 	case procEventExit:
+		if ev.PID == ev.TGID {
+			e.pace.forget(ev.TGID)
+		}
 		e.mu.Lock()
 		if ev.PID == ev.TGID {
 			delete(e.procs, ev.TGID)

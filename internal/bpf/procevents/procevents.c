@@ -10,7 +10,8 @@
  *   - tp_btf/sched_process_exec: exec of (pid, tgid);
  *   - tp_btf/sched_process_fork: a new thread or process, with its parent;
  *   - tp_btf/sched_process_exit: a thread's exit;
- *   - tp_btf/task_rename: a new comm (prctl PR_SET_NAME, /proc/PID/comm).
+ *   - tp_btf/task_rename: a process's new comm (prctl PR_SET_NAME,
+ *     /proc/PID/comm), at most one per process per 100 ms (rename_at).
  *
  * Each is one record on the events ring buffer, with the connector's event
  * codes and CLOCK_MONOTONIC time (bpf_ktime_get_ns, as the connector's
@@ -114,11 +115,48 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	return 0;
 }
 
+/* rename_at: when a process's last rename went out, and whether renames
+ * came since that did not (pending; the reader looks those processes up,
+ * Source.PendingRenames). A process at nice 19 looping prctl(PR_SET_NAME)
+ * put every rename on the ring: the daemon read them at 81-97 % of a core
+ * and overran the ring; now each process's renames go out at most one per
+ * RENAME_GAP_NS, and the reader learns of the rest once a second. A
+ * thread's rename (not the process's name) is not sent: the engine matches
+ * processes. */
+struct rename_state {
+	__u64 at;
+	__u32 pending;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct rename_state);
+} rename_at SEC(".maps");
+
+#define RENAME_GAP_NS (100 * 1000 * 1000ULL)
+
 SEC("tp_btf/task_rename")
 int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
 {
-	struct proc_event *e = reserve(EV_COMM, task);
+	struct rename_state *st, fresh = {};
+	__u32 tgid = task->tgid;
+	struct proc_event *e;
+	__u64 now;
 
+	if (task->pid != tgid)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st = bpf_map_lookup_elem(&rename_at, &tgid);
+	if (st && now - st->at < RENAME_GAP_NS) {
+		st->pending = 1;
+		return 0;
+	}
+	fresh.at = now;
+	bpf_map_update_elem(&rename_at, &tgid, &fresh, BPF_ANY);
+	e = reserve(EV_COMM, task);
 	if (!e)
 		return 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);

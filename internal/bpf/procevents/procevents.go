@@ -86,6 +86,36 @@ func (s *Source) Read(timeout time.Duration) (Event, error) {
 	return e, nil
 }
 
+// PendingRenames returns the processes whose renames the programs held
+// back (more than one per 100 ms) since the last call, and clears them:
+// the caller looks them up as if renamed now.
+func (s *Source) PendingRenames() []int {
+	type state struct {
+		At      uint64
+		Pending uint32
+		Pad     uint32
+	}
+	var (
+		tgid uint32
+		st   state
+		out  []int
+	)
+	it := s.objs.RenameAt.Iterate()
+	for it.Next(&tgid, &st) {
+		if st.Pending != 0 {
+			out = append(out, int(tgid))
+		}
+	}
+	for _, pid := range out {
+		st := state{}
+		if s.objs.RenameAt.Lookup(uint32(pid), &st) == nil {
+			st.Pending = 0
+			_ = s.objs.RenameAt.Update(uint32(pid), st, ebpf.UpdateExist)
+		}
+	}
+	return out
+}
+
 // Lost is how many events the full ring refused since Open.
 func (s *Source) Lost() uint64 {
 	var per []uint64

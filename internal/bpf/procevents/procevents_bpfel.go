@@ -25,12 +25,20 @@ type ProceventsProcEvent struct {
 	Comm       [16]int8
 }
 
+type ProceventsRenameState struct {
+	_       structs.HostLayout
+	At      uint64
+	Pending uint32
+	Pad     uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	ProceventsMapEvents          = "events"
 	ProceventsMapLost            = "lost"
+	ProceventsMapRenameAt        = "rename_at"
 	ProceventsProgOnExec         = "on_exec"
 	ProceventsProgOnExit         = "on_exit"
 	ProceventsProgOnFork         = "on_fork"
@@ -90,8 +98,9 @@ type ProceventsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProceventsMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Lost   *ebpf.MapSpec `ebpf:"lost"`
+	Events   *ebpf.MapSpec `ebpf:"events"`
+	Lost     *ebpf.MapSpec `ebpf:"lost"`
+	RenameAt *ebpf.MapSpec `ebpf:"rename_at"`
 }
 
 // ProceventsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -121,14 +130,16 @@ func (o *ProceventsObjects) Close() error {
 //
 // It can be passed to LoadProceventsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProceventsMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Lost   *ebpf.Map `ebpf:"lost"`
+	Events   *ebpf.Map `ebpf:"events"`
+	Lost     *ebpf.Map `ebpf:"lost"`
+	RenameAt *ebpf.Map `ebpf:"rename_at"`
 }
 
 func (m *ProceventsMaps) Close() error {
 	return _ProceventsClose(
 		m.Events,
 		m.Lost,
+		m.RenameAt,
 	)
 }
 

@@ -2,6 +2,7 @@ package procevents
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -41,4 +42,54 @@ func TestExecForkExit(t *testing.T) {
 			t.Errorf("no %s event of pid %d (seen %v)", name, pid, seen)
 		}
 	}
+}
+
+// TestN16RenamesHeldBack (N16): a process looping prctl(PR_SET_NAME) put
+// every rename on the ring, and the daemon reading them took 81-97 % of a
+// core. Fix: a process's renames go out at most one per 100 ms; the rest
+// are marked pending, for PendingRenames.
+func TestN16RenamesHeldBack(t *testing.T) {
+	testutil.RequireRoot(t)
+	s, err := Open()
+	if err != nil {
+		t.Skipf("process event programs do not load here: %v", err)
+	}
+	defer s.Close()
+	loop := exec.Command("/usr/bin/python3", "-c", `import ctypes, time
+libc = ctypes.CDLL(None)
+end = time.time() + 1
+i = 0
+while time.time() < end:
+    libc.prctl(15, b"r%d" % (i % 1000), 0, 0, 0)
+    i += 1
+print(i)
+`)
+	out, err := loop.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loop.Start(); err != nil {
+		t.Skipf("python3: %v", err)
+	}
+	pid := uint32(loop.Process.Pid)
+	renames := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		e, err := s.Read(100 * time.Millisecond)
+		if errors.Is(err, ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Tgid == pid && e.What == 0x200 {
+			renames++
+		}
+	}
+	var looped int
+	fmt.Fscan(out, &looped)
+	loop.Wait()
+	if bound := 1 + 15; renames > bound || looped < 100 {
+		t.Errorf("a 1 s rename loop (%d renames): %d rename events, bound %d (one per 100 ms)", looped, renames, bound)
+	}
+	t.Logf("a 1 s rename loop: %d renames, %d events", looped, renames)
 }

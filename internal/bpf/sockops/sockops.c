@@ -161,12 +161,12 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 				bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 							       BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 		} else {
-			if (lane != LANE_UNSET) {
-				struct sk_state *st = sock_state(ops, 0);
+			/* moved out (a lane, or none: an unregistered flow's
+			 * socket that had none before): its own settings */
+			struct sk_state *st = sock_state(ops, 0);
 
-				if (st) /* moved out: its own settings */
-					leave_background(ops, st, cookie);
-			}
+			if (st)
+				leave_background(ops, st, cookie);
 			fg_rtt(ops); /* a foreground socket: is it harmed? */
 			fg_rcv_want(ops); /* and its receive side (fgrcv.h) */
 		}
@@ -210,15 +210,29 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 	return 1;
 }
 
+/* lanes_cc_allowed: the congestion controls anyone may ask for
+ * (net.ipv4.tcp_allowed_congestion_control; the loader writes it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct app_cc_name);
+	__type(value, __u8);
+} lanes_cc_allowed SEC(".maps");
+
 /* lanes_setsockopt (cgroup/setsockopt, at the cgroup v2 root beside
  * sock_ops): an app's setsockopt(TCP_CONGESTION) on a socket already
  * switched to the background congestion control is skipped (optlen = -1:
  * the call succeeds, the kernel's handler does not run), so the socket keeps
  * LEDBAT++; the name asked for is kept in app_cc and, by the socket's
- * cookie, in lanes_app_cc for the monitor. The new name cannot be
+ * cookie, in lanes_app_cc for the monitor, and leave_background gives it
+ * the socket when it leaves background. The new name cannot be
  * written in its place: optlen may only shrink, and the background name is
- * longer than most. Only sockets with this program's socket storage are
- * touched, so other namespaces' and not yet connected sockets pass as is. */
+ * longer than most. A name the kernel would refuse a caller other than root
+ * (not in the allow-list) is refused here too (0: EPERM), never kept: it
+ * "succeeded" in background, and the move back then ran it, because
+ * bpf_setsockopt does not check the allow-list. Only sockets with this
+ * program's socket storage are touched, so other namespaces' and not yet
+ * connected sockets pass as is. */
 SEC("cgroup/setsockopt")
 int lanes_setsockopt(struct bpf_sockopt *ctx)
 {
@@ -239,10 +253,12 @@ int lanes_setsockopt(struct bpf_sockopt *ctx)
 	 * verifier (894,587 instructions on 6.18, over the 1,000,000 limit
 	 * on 5.10, which then refused the whole sock_ops object). */
 	for (int i = 0; i < CC_NAME_LEN - 1; i++) {
-		if (i >= n || val + i + 1 > end)
+		if (i >= n || val + i + 1 > end || !val[i])
 			break;
 		asked.name[i] = val[i];
 	}
+	if ((__u32)bpf_get_current_uid_gid() != 0 && !bpf_map_lookup_elem(&lanes_cc_allowed, &asked))
+		return 0; /* as the kernel answers: EPERM */
 	__builtin_memcpy(st->app_cc, asked.name, CC_NAME_LEN);
 	/* a socket already closed (reset) wrote its close: no entry after it */
 	if (st->cookie && sk->state != BPF_TCP_CLOSE)

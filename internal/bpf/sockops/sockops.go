@@ -5,6 +5,8 @@ package sockops
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -130,7 +132,36 @@ func Load(cfg Config, sh Shared) (*Objects, error) {
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
 		return nil, fmt.Errorf("load sockops: %w", err)
 	}
+	if err := setAllowedCC(objs.LanesCcAllowed); err != nil {
+		objs.Close()
+		return nil, err
+	}
 	return &objs, nil
+}
+
+// allowedCCPath lists the congestion controls a caller without
+// CAP_NET_ADMIN may set.
+const allowedCCPath = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+// setAllowedCC writes the allow-list into lanes_cc_allowed, which
+// lanes_setsockopt checks for a background socket's callers other than
+// root. Note: a later change of the sysctl reaches it at the next start.
+func setAllowedCC(m *ebpf.Map) error {
+	b, err := os.ReadFile(allowedCCPath)
+	if err != nil {
+		return fmt.Errorf("sockops: congestion control allow-list: %w", err)
+	}
+	for _, name := range strings.Fields(string(b)) {
+		var key [16]byte
+		if len(name) >= len(key) {
+			continue
+		}
+		copy(key[:], name)
+		if err := m.Put(key, uint8(1)); err != nil {
+			return fmt.Errorf("sockops: congestion control allow-list: %w", err)
+		}
+	}
+	return nil
 }
 
 // configured is the collection's spec with cfg set into its CFG.

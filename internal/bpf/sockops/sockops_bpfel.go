@@ -194,6 +194,7 @@ const (
 	SockopsMapLanesAppCc       = "lanes_app_cc"
 	SockopsMapLanesBgcJoins    = "lanes_bgc_joins"
 	SockopsMapLanesBgcState    = "lanes_bgc_state"
+	SockopsMapLanesCcAllowed   = "lanes_cc_allowed"
 	SockopsMapLanesCgroup      = "lanes_cgroup"
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
@@ -277,6 +278,7 @@ type SockopsMapSpecs struct {
 	LanesAppCc       *ebpf.MapSpec `ebpf:"lanes_app_cc"`
 	LanesBgcJoins    *ebpf.MapSpec `ebpf:"lanes_bgc_joins"`
 	LanesBgcState    *ebpf.MapSpec `ebpf:"lanes_bgc_state"`
+	LanesCcAllowed   *ebpf.MapSpec `ebpf:"lanes_cc_allowed"`
 	LanesCgroup      *ebpf.MapSpec `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
@@ -332,6 +334,7 @@ type SockopsMaps struct {
 	LanesAppCc       *ebpf.Map `ebpf:"lanes_app_cc"`
 	LanesBgcJoins    *ebpf.Map `ebpf:"lanes_bgc_joins"`
 	LanesBgcState    *ebpf.Map `ebpf:"lanes_bgc_state"`
+	LanesCcAllowed   *ebpf.Map `ebpf:"lanes_cc_allowed"`
 	LanesCgroup      *ebpf.Map `ebpf:"lanes_cgroup"`
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
@@ -362,6 +365,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesAppCc,
 		m.LanesBgcJoins,
 		m.LanesBgcState,
+		m.LanesCcAllowed,
 		m.LanesCgroup,
 		m.LanesCookie,
 		m.LanesDst,
