@@ -37,7 +37,7 @@ type Episode struct {
 	Held       bool      // the yield holds the class now
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
-	Shaped     bool      // the upload's rate is the shaper's (its egress waits above it), not the policer's
+	Shaped     bool      // the controlled rate is a shaper's (the class waits above it), not the policer's
 	Base       time.Duration
 	Queue      time.Duration
 	Probes     uint64 // echo requests sent
@@ -51,7 +51,7 @@ type episode struct {
 	state State
 	dir   datapath.Direction // the controlled direction
 	dirs  dirChoice
-	shape shaper // the upload's shaper (shape.go)
+	shape [2]shaper // the shapers by direction (shape.go)
 	Episode
 }
 
@@ -62,7 +62,8 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
 	defer func() {
-		e.shape.set(dp, e.Ifindex, 0, log)
+		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, 0, log)
+		e.shape[datapath.Download].set(dp, e.Ifindex, datapath.Download, 0, log)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
@@ -126,14 +127,12 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.dir = d
 	if o := 1 - d; e.dirs.release(o) {
-		if o == datapath.Upload {
-			e.shape.set(dp, e.Ifindex, 0, log)
-		}
+		e.shape[o].set(dp, e.Ifindex, o, 0, log)
 		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
 			return err
 		}
 	}
-	shaped, wasShaped := e.shape.passed(dp, e.Ifindex, in.Dt)
+	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
 	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
@@ -141,7 +140,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		// bg_own_delay): the kernel holds the class at the yield's rate
 		dp.MarkOwnHarm(e.Ifindex, in.Queue)
 	}
-	if d == datapath.Upload && wasShaped {
+	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
 		in.Shaped = true
 	}
@@ -159,8 +158,8 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
-		"target", e.state.Rule.Target, "shaped", e.shape.rate != 0)
-	if d == datapath.Upload && e.shape.usable(e.state.Rule) && e.shape.set(dp, e.Ifindex, rate, log) {
+		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
+	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()
 		e.Shaped = rate != 0
 		e.mu.Unlock()

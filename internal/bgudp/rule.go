@@ -45,10 +45,13 @@ type RuleParts struct {
 	// Shape: the class's egress policed (drops over the rate) where the
 	// interface's tree has the shaper, not shaped (datapath.SetBgShape)
 	Shape bool
+	// Ifb: the class's arrivals policed (drops over the rate) where the
+	// interface has an IFB, not shaped there (datapath.SetBgShape)
+	Ifb bool
 }
 
 // ParseRuleParts reads the parts named in names ("slope", "arrivals",
-// "shape", "all").
+// "shape", "ifb", "all").
 func ParseRuleParts(names []string) (RuleParts, error) {
 	var p RuleParts
 	for _, n := range names {
@@ -59,10 +62,12 @@ func ParseRuleParts(names []string) (RuleParts, error) {
 			p.Arrivals = true
 		case "shape":
 			p.Shape = true
+		case "ifb":
+			p.Ifb = true
 		case "all":
-			p.Slope, p.Arrivals, p.Shape = true, true, true
+			p.Slope, p.Arrivals, p.Shape, p.Ifb = true, true, true, true
 		default:
-			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, all)", n)
+			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, ifb, all)", n)
 		}
 	}
 	return p, nil
