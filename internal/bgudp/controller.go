@@ -36,6 +36,7 @@ type Datapath interface {
 	MarkBgArrivals()
 	MarkOwnHarm(ifindex int, queue time.Duration)
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
+	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 }
 

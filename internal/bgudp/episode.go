@@ -52,6 +52,7 @@ type episode struct {
 	dir   datapath.Direction // the controlled direction
 	dirs  dirChoice
 	shape [2]shaper // the shapers by direction (shape.go)
+	yield uint64    // the yield's rate set on both directions (0: the default)
 	Episode
 }
 
@@ -64,6 +65,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	defer func() {
 		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, 0, log)
 		e.shape[datapath.Download].set(dp, e.Ifindex, datapath.Download, 0, log)
+		e.setYieldRate(dp, datapath.BgYieldBytes)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
@@ -73,7 +75,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	}
 	active, target := at, e.state.Rule.Target
 	var peers []netip.AddrPort
-	turn := 0
+	turn, room := 0, newProbeRoom()
 	for n := 0; ; n++ {
 		tick := time.Now()
 		if n%peersEvery == 0 {
@@ -82,7 +84,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		// one probe per step, the targets in turn: the daemon's own
 		// packets stay below the classifier's foreground threshold
 		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
-		if targets := probeTargets(n, peers, sig); len(targets) > 0 {
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 && room.allows() {
 			a := targets[turn%len(targets)]
 			turn++
 			if err := p.send(a); err != nil {
@@ -104,6 +106,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
+		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes)
 		e.mu.Lock()
 		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
 		e.Peers, e.Version = peers, p.VersionSent
@@ -149,6 +152,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	if blind && !in.Held {
 		rate = e.state.Blind()
 	}
+	e.setYieldRate(dp, min(datapath.BgYieldBytes, e.state.Floor()))
 	e.mu.Lock()
 	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
 	e.Queue, e.Link = e.state.Queue, e.state.Link
@@ -264,3 +268,40 @@ func (e *episode) read(dp Datapath) ([2]datapath.BgClass, time.Time, error) {
 
 // snapshotLocked copies the episode's figures (e.mu held).
 func (e *episode) snapshotLocked() Episode { return e.Episode }
+
+// probeRoom bounds the probes' bytes (requests and replies) by the rule's
+// budget (State.ProbeBudget): a bucket of up to probeDepth bytes, filled
+// at the budget, spent by what the prober counted; a probe goes while it
+// is not empty.
+type probeRoom struct {
+	tokens float64
+	seen   uint64 // the prober's bytes at the last refill
+}
+
+// probeDepth is two version probes and their replies.
+const probeDepth = 4 * (vnProbeSize + udpOverhead)
+
+func newProbeRoom() *probeRoom { return &probeRoom{tokens: probeDepth} }
+
+func (r *probeRoom) allows() bool { return r.tokens > 0 }
+
+// refill adds budget (bytes/s) over dt and takes what the prober's count
+// (bytes) grew by since the last refill.
+func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes uint64) {
+	spent := bytes - min(bytes, r.seen)
+	r.seen = bytes
+	r.tokens = min(probeDepth, r.tokens+float64(budget)*dt.Seconds()-float64(spent))
+}
+
+// setYieldRate holds the class at rate (bytes/s) in both directions while
+// the yield holds it: the floor's share of the link, never above
+// datapath.BgYieldBytes.
+func (e *episode) setYieldRate(dp Datapath, rate uint64) {
+	if rate == e.yield {
+		return
+	}
+	e.yield = rate
+	for _, d := range []datapath.Direction{datapath.Upload, datapath.Download} {
+		_ = dp.SetBgYieldRate(e.Ifindex, d, rate)
+	}
+}

@@ -21,7 +21,7 @@ import (
 type Rule struct {
 	Target   time.Duration // queueing delay to keep (the policy's background target)
 	Interval time.Duration // one probe round and one step
-	Floor    uint64        // lowest rate, bytes/s; the rate with no delay signal
+	Floor    uint64        // lowest rate, bytes/s, at most 1/floorShare of the link estimate (State.Floor)
 	// Policy is the policy's target: Target while the class is alone, a
 	// share of it beside a present foreground (the episode sets Target)
 	Policy time.Duration
@@ -210,7 +210,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link != 0 {
 			from = min(from, uint64(headroom*float64(s.Link)))
 		}
-		s.Rate = max(s.Rule.Floor, uint64(float64(from)*f))
+		s.Rate = max(s.Floor(), uint64(float64(from)*f))
 		s.wait = 2 + int((in.Base+qd)/s.Rule.Interval) // the queue answers a step late, the current delay a step after
 	case qd <= target && s.Rate != 0:
 		ref := float64(s.Link)
@@ -228,7 +228,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Rate > bound {
 			bound = s.Rate // a rate the estimate does not explain is kept, not cut
 		}
-		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, bound))
+		s.Rate = max(s.Floor(), min(s.Rate+uint64(up)+1, bound))
 	}
 	return s.Rate
 }
@@ -250,8 +250,32 @@ func (s *State) shapedShare(in Input) bool {
 
 // Blind holds the class at the floor: no delay signal tells its queue.
 func (s *State) Blind() uint64 {
-	s.Rate = s.Rule.Floor
+	s.Rate = s.Floor()
 	return s.Rate
+}
+
+// floorShare: the class's floor, its yield's rate and its probes each
+// take at most 1/floorShare of the link estimate. A fixed 200 kbit/s is
+// the whole of a 0.2 Mbit/s link and 40 % of a 0.5 Mbit/s one: a floor
+// that large keeps a queue the controller cannot take away, and the
+// probes behind it time out.
+const floorShare = 16
+
+// Floor is the class's lowest rate (bytes/s): the rule's, at most
+// 1/floorShare of the link estimate where there is one.
+func (s *State) Floor() uint64 {
+	if s.Link == 0 {
+		return s.Rule.Floor
+	}
+	return max(1, min(s.Rule.Floor, s.Link/floorShare))
+}
+
+// ProbeBudget is the rate (bytes/s, requests and replies) the class's
+// probes may take: 1/floorShare of the link estimate, or of measured
+// (the class's own rate, bytes/s) where that is larger or there is no
+// estimate yet: the link carries at least what the class moves.
+func (s *State) ProbeBudget(measured uint64) uint64 {
+	return max(s.Link, measured) / floorShare
 }
 
 // observeLink adds the step to the link estimate's window and updates

@@ -1,0 +1,49 @@
+// floor_test.go: the class's floor and its probes scale with the link
+// estimate (rule.go's floorShare, episode.go's probeRoom).
+package bgudp
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFloorScalesWithLink(t *testing.T) {
+	const link = 62_500 // bytes/s: 0.5 Mbit/s
+	s := State{Rule: DefaultRule(10 * time.Millisecond), Rate: link, Link: link}
+	s.ests = []estimate{{rate: link, busy: true}}
+	for range 200 { // a queue far above the target, step after step
+		s.Step(Input{Signal: true, Queue: time.Second, Raw: time.Second, Base: 10 * time.Millisecond,
+			Offered: link, Passed: link, Dt: 50 * time.Millisecond})
+	}
+	if want := uint64(link / floorShare); s.Rate != want {
+		t.Errorf("rate %d B/s after a standing queue on a %d B/s link, want the floor %d (1/%d)", s.Rate, link, want, floorShare)
+	}
+	if s.Blind() > link/floorShare {
+		t.Errorf("blind: %d B/s, want at most 1/%d of the link", s.Rate, floorShare)
+	}
+	fast := State{Rule: DefaultRule(10 * time.Millisecond), Link: 1_250_000}
+	if fast.Floor() != fast.Rule.Floor {
+		t.Errorf("a 10 Mbit/s link's floor %d, want the rule's %d", fast.Floor(), fast.Rule.Floor)
+	}
+	if b := s.ProbeBudget(0); b != link/floorShare {
+		t.Errorf("probe budget %d B/s, want %d", b, link/floorShare)
+	}
+}
+
+func TestProbeRoomBoundsProbes(t *testing.T) {
+	const budget, dt = 3906, 50 * time.Millisecond // 1/16 of 0.5 Mbit/s
+	r := newProbeRoom()
+	var bytes uint64
+	for range 200 { // 10 s, a version probe and its reply whenever allowed
+		if r.allows() {
+			bytes += 2 * (vnProbeSize + udpOverhead)
+		}
+		r.refill(budget, dt, bytes)
+	}
+	if hi := uint64(budget*10 + probeDepth + 2*(vnProbeSize+udpOverhead)); bytes > hi {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget, want at most %d", bytes, budget, hi)
+	}
+	if bytes < budget*10/2 {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget: starved", bytes, budget)
+	}
+}
