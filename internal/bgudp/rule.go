@@ -110,15 +110,23 @@ func DefaultRule(target time.Duration) Rule {
 }
 
 const (
-	gain          = 0.05 // growth per step at no queue, of the link's rate (0.5 -> 1 in 10 steps)
-	decreaseK     = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
-	minFactor     = 0.5  // at most halved per decrease
-	headroom      = 1.25 // the rate stays within this of the link's rate
-	beyondLink    = 0.25 // the growth's share above the link's rate
-	fastStart     = 0.25 // growth per step before the link's rate is known, of the rate
-	estimateSteps = 4    // the link estimate's window, in steps
-	estimateKeep  = 40   // the link's rate is the highest estimate of this many steps
-	maxGrowth     = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
+	gain      = 0.05 // growth per step at no queue, of the link's rate (0.5 -> 1 in 10 steps)
+	decreaseK = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
+	minFactor = 0.5  // at most halved per decrease
+	headroom  = 1.25 // the rate stays within this of the link's rate
+	// shapedHeadroom is headroom for a shaped class: the shaper's rate is
+	// what reaches the bottleneck whenever the sender keeps the shaper
+	// busy (an unresponsive sender always does), so any excess over the
+	// link's rate is the bottleneck's queue's growth: 1.25 grew it by
+	// 0.2 s/s, 30 ms over a decrease's wait, +27 to +32 ms at the probe's
+	// p95 beside an unresponsive UDP upload (docs/background.md,
+	// "Background QUIC and UDP").
+	shapedHeadroom = 1.05
+	beyondLink     = 0.25 // the growth's share above the link's rate
+	fastStart      = 0.25 // growth per step before the link's rate is known, of the rate
+	estimateSteps  = 4    // the link estimate's window, in steps
+	estimateKeep   = 40   // the link's rate is the highest estimate of this many steps
+	maxGrowth      = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
 )
 
 // Input is one step's observation.
@@ -208,7 +216,7 @@ func (s *State) Step(in Input) uint64 {
 			from = min(s.Rate, max(in.Passed, s.Link))
 		}
 		if s.Link != 0 {
-			from = min(from, uint64(headroom*float64(s.Link)))
+			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
 		}
 		s.Rate = max(s.Floor(), uint64(float64(from)*f))
 		s.wait = 2 + int((in.Base+qd)/s.Rule.Interval) // the queue answers a step late, the current delay a step after
@@ -224,7 +232,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.measured != 0 && s.Rate >= s.measured && !s.shapedShare(in) {
 			up *= beyondLink
 		}
-		bound := uint64(headroom * ref)
+		bound := uint64(s.headroom(in) * ref)
 		if s.Rate > bound {
 			bound = s.Rate // a rate the estimate does not explain is kept, not cut
 		}
@@ -246,6 +254,18 @@ func (s *State) Step(in Input) uint64 {
 // UDP").
 func (s *State) shapedShare(in Input) bool {
 	return in.Shaped && s.Rule.Target < s.Rule.Policy
+}
+
+// headroom is how far above the link's rate the step's rate may go:
+// shapedHeadroom for a shaped class whose link's rate was measured with a
+// standing queue in the last estimateKeep steps (a lower bound alone
+// leaves headroom, so that the class finds the link again from its
+// floor).
+func (s *State) headroom(in Input) float64 {
+	if in.Shaped && s.measured != 0 {
+		return shapedHeadroom
+	}
+	return headroom
 }
 
 // Blind holds the class at the floor: no delay signal tells its queue.
