@@ -3,7 +3,9 @@
 // both directions. The classifier polices the class per interface and
 // direction (internal/bpf/classifier/bgclass.h) and holds it at the
 // yield's rate while the foreground is active; this package steers the
-// policer's rate from a delay signal: ICMP echo probes to the class's
+// class's rate from a delay signal, on the interface's shapers (the
+// upload's HTB class, the arrivals' IFB: shape.go) or, where there are
+// none, on the policer: ICMP echo probes to the class's
 // peers on the interface, sent only while such traffic flows (the
 // classifier's event wakes the controller; it sleeps otherwise). With no
 // peer answering, the class is held at the floor.
