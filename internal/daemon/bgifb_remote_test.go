@@ -12,6 +12,7 @@ package daemon_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,7 +49,7 @@ func TestBackgroundQUICDownloadIfbRemote(t *testing.T) {
 		if m.flag != "" {
 			flags = []string{"--bg-udp-rule-off", m.flag}
 		}
-		d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), flags...)
+		d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), append(flags, "--log-level", "debug")...)
 		b.sock = sock
 		q := startQUICBulk(t, p, "down", b.run()...)
 		bg := &running{meter: quicMeter{q, time.Now()}, stop: q.stop}
@@ -77,6 +78,9 @@ func TestBackgroundQUICDownloadIfbRemote(t *testing.T) {
 		}
 		bg.stop()
 		d.stop(t, syscall.SIGTERM)
+		if t.Failed() || os.Getenv("LANES_BGUDP_STEPS") != "" {
+			t.Log(d.out.String()) // the controller's steps
+		}
 		time.Sleep(mxDrain)
 	}
 	var line []string
