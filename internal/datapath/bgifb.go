@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -42,7 +43,13 @@ const (
 
 // BgIfbName is the name of the IFB device the arrivals of interface
 // ifindex's class are shaped on.
-func BgIfbName(ifindex int) string { return fmt.Sprintf("lanes-ifb%d", ifindex) }
+func BgIfbName(ifindex int) string { return fmt.Sprintf("%s%d", bgIfbPrefix, ifindex) }
+
+const bgIfbPrefix = "lanes-ifb"
+
+// IsBgIfb says whether name is such a device's: it has no tree of its
+// own and goes with its interface's.
+func IsBgIfb(name string) bool { return strings.HasPrefix(name, bgIfbPrefix) }
 
 // buildBgIfb creates the tree's IFB device with its class at the open
 // rate (removing one a killed run left); a failure is recorded
