@@ -59,3 +59,22 @@ func TestProbeRoomBoundsProbes(t *testing.T) {
 		t.Errorf("probes took %d bytes beside a class that moved %d", small, trickle*200)
 	}
 }
+
+// Shaped arrivals grow no further than arrivalsHeadroom of their measured
+// link: above it the remote queue grows, which a lowered rate drains only
+// by the difference.
+func TestShapedArrivalsStayUnderTheLink(t *testing.T) {
+	const link = 750_000 // bytes/s
+	s := State{Rule: DefaultRule(10 * time.Millisecond), Rate: link / 2, Link: link, measured: link}
+	s.ests = []estimate{{rate: link, busy: true}}
+	for range 30 { // no queue: the rate grows
+		s.Step(Input{Signal: true, Base: 10 * time.Millisecond, Offered: s.Rate, Passed: s.Rate,
+			Arrived: true, Shaped: true, Dt: 50 * time.Millisecond})
+	}
+	if hi := uint64(arrivalsHeadroom*link) + 1; s.Rate > hi {
+		t.Errorf("shaped arrivals at %d B/s on a measured %d B/s link, want at most %d", s.Rate, link, hi)
+	}
+	if s.Rate < link*9/10 {
+		t.Errorf("shaped arrivals at %d B/s on a measured %d B/s link: held too low", s.Rate, link)
+	}
+}
