@@ -35,8 +35,9 @@ type Datapath interface {
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
 	MarkOwnHarm(ifindex int, queue time.Duration)
-	SetBgShape(ifindex int, bytes uint64) error
-	BgShapeStats(ifindex int) (datapath.LaneStats, error)
+	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
+	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
+	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 }
 
 var _ Datapath = (*datapath.Host)(nil)

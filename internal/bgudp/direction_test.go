@@ -39,20 +39,21 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 	f.rates[d] = bytes
 	return nil
 }
-func (f *fakeDP) BgClassHeld(int) bool                        { return f.held }
-func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
-func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
-func (f *fakeDP) MarkBgArrivals()                             { f.marks++ }
-func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)          { f.harms = append(f.harms, q) }
-func (f *fakeDP) SetBgShape(_ int, bytes uint64) error {
-	if !f.hasShaper {
+func (f *fakeDP) BgClassHeld(int) bool                                 { return f.held }
+func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)          { return nil, nil }
+func (f *fakeDP) ForegroundPresent(int) bool                           { return f.present }
+func (f *fakeDP) MarkBgArrivals()                                      { f.marks++ }
+func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
+func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
+func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
+	if !f.hasShaper || d == datapath.Download { // the upload's shaper only
 		return errors.New("no shaper")
 	}
 	f.shapeRate = bytes
 	return nil
 }
-func (f *fakeDP) BgShapeStats(int) (datapath.LaneStats, error) {
-	if !f.hasShaper {
+func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, error) {
+	if !f.hasShaper || d == datapath.Download {
 		return datapath.LaneStats{}, errors.New("no shaper")
 	}
 	return datapath.LaneStats{Bytes: f.shapeSent}, nil

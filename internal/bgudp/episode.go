@@ -37,7 +37,7 @@ type Episode struct {
 	Held       bool      // the yield holds the class now
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
-	Shaped     bool      // the upload's rate is the shaper's (its egress waits above it), not the policer's
+	Shaped     bool      // the controlled rate is a shaper's (the class waits above it), not the policer's
 	Base       time.Duration
 	Queue      time.Duration
 	Probes     uint64 // echo requests sent
@@ -51,7 +51,8 @@ type episode struct {
 	state State
 	dir   datapath.Direction // the controlled direction
 	dirs  dirChoice
-	shape shaper // the upload's shaper (shape.go)
+	shape [2]shaper // the shapers by direction (shape.go)
+	yield uint64    // the yield's rate set on both directions (0: the default)
 	Episode
 }
 
@@ -62,7 +63,9 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
 	defer func() {
-		e.shape.set(dp, e.Ifindex, 0, log)
+		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, 0, log)
+		e.shape[datapath.Download].set(dp, e.Ifindex, datapath.Download, 0, log)
+		e.setYieldRate(dp, datapath.BgYieldBytes)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
@@ -72,7 +75,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 	}
 	active, target := at, e.state.Rule.Target
 	var peers []netip.AddrPort
-	turn := 0
+	turn, room := 0, newProbeRoom()
 	for n := 0; ; n++ {
 		tick := time.Now()
 		if n%peersEvery == 0 {
@@ -81,7 +84,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		// one probe per step, the targets in turn: the daemon's own
 		// packets stay below the classifier's foreground threshold
 		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
-		if targets := probeTargets(n, peers, sig); len(targets) > 0 {
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 && room.allows(probeSize(targets[turn%len(targets)])) {
 			a := targets[turn%len(targets)]
 			turn++
 			if err := p.send(a); err != nil {
@@ -103,6 +106,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
+		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes, moved(prev, cur))
 		e.mu.Lock()
 		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
 		e.Peers, e.Version = peers, p.VersionSent
@@ -126,14 +130,12 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.dir = d
 	if o := 1 - d; e.dirs.release(o) {
-		if o == datapath.Upload {
-			e.shape.set(dp, e.Ifindex, 0, log)
-		}
+		e.shape[o].set(dp, e.Ifindex, o, 0, log)
 		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
 			return err
 		}
 	}
-	shaped, wasShaped := e.shape.passed(dp, e.Ifindex, in.Dt)
+	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
 	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
@@ -141,7 +143,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		// bg_own_delay): the kernel holds the class at the yield's rate
 		dp.MarkOwnHarm(e.Ifindex, in.Queue)
 	}
-	if d == datapath.Upload && wasShaped {
+	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
 		in.Shaped = true
 	}
@@ -150,6 +152,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	if blind && !in.Held {
 		rate = e.state.Blind()
 	}
+	e.setYieldRate(dp, min(datapath.BgYieldBytes, e.state.Floor()))
 	e.mu.Lock()
 	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
 	e.Queue, e.Link = e.state.Queue, e.state.Link
@@ -159,8 +162,8 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
-		"target", e.state.Rule.Target, "shaped", e.shape.rate != 0)
-	if d == datapath.Upload && e.shape.usable(e.state.Rule) && e.shape.set(dp, e.Ifindex, rate, log) {
+		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
+	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()
 		e.Shaped = rate != 0
 		e.mu.Unlock()
@@ -265,3 +268,68 @@ func (e *episode) read(dp Datapath) ([2]datapath.BgClass, time.Time, error) {
 
 // snapshotLocked copies the episode's figures (e.mu held).
 func (e *episode) snapshotLocked() Episode { return e.Episode }
+
+// probeRoom bounds the probes' bytes (requests and replies) by the rule's
+// budget (State.ProbeBudget) and by what the class itself moved: a
+// bucket of up to probeDepth bytes, filled each step with the lesser of
+// the budget's share of the step and the class's bytes in the step (both
+// directions), spent by what the prober counted; a probe goes only when
+// the bucket holds its size. So the probes never send more than the
+// class did: a user's background flow of a few bytes cannot make the
+// daemon probe its destination at 20 a second.
+type probeRoom struct {
+	tokens float64
+	seen   uint64 // the prober's bytes at the last refill
+}
+
+// probeDepth is two version probes and their replies.
+const probeDepth = 4 * (vnProbeSize + udpOverhead)
+
+func newProbeRoom() *probeRoom { return &probeRoom{} }
+
+// allows says whether a probe of size bytes (request and reply) may go.
+func (r *probeRoom) allows(size int) bool { return r.tokens >= float64(size) }
+
+// refill adds the lesser of budget (bytes/s) over dt and moved (the
+// class's bytes in the step), and takes what the prober's count (bytes)
+// grew by since the last refill.
+func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes, moved uint64) {
+	spent := bytes - min(bytes, r.seen)
+	r.seen = bytes
+	add := min(float64(budget)*dt.Seconds(), float64(moved))
+	r.tokens = min(probeDepth, r.tokens+add-float64(spent))
+}
+
+// probeSize is a probe's bytes to t, request and reply: an ICMP echo
+// (port 0) or a version probe.
+func probeSize(t netip.AddrPort) int {
+	if t.Port() != 0 {
+		return 2 * (vnProbeSize + udpOverhead)
+	}
+	if t.Addr().Unmap().Is6() {
+		return 2 * (40 + 8 + probePayload)
+	}
+	return 2 * (20 + 8 + probePayload)
+}
+
+// moved is the class's bytes in both directions between two reads.
+func moved(prev, cur [2]datapath.BgClass) uint64 {
+	var n uint64
+	for i := range 2 {
+		n += cur[i].Bytes - min(cur[i].Bytes, prev[i].Bytes)
+	}
+	return n
+}
+
+// setYieldRate holds the class at rate (bytes/s) in both directions while
+// the yield holds it: the floor's share of the link, never above
+// datapath.BgYieldBytes.
+func (e *episode) setYieldRate(dp Datapath, rate uint64) {
+	if rate == e.yield {
+		return
+	}
+	e.yield = rate
+	for _, d := range []datapath.Direction{datapath.Upload, datapath.Download} {
+		_ = dp.SetBgYieldRate(e.Ifindex, d, rate)
+	}
+}

@@ -3,7 +3,9 @@
 // both directions. The classifier polices the class per interface and
 // direction (internal/bpf/classifier/bgclass.h) and holds it at the
 // yield's rate while the foreground is active; this package steers the
-// policer's rate from a delay signal: ICMP echo probes to the class's
+// class's rate from a delay signal, on the interface's shapers (the
+// upload's HTB class, the arrivals' IFB: shape.go) or, where there are
+// none, on the policer: ICMP echo probes to the class's
 // peers on the interface, sent only while such traffic flows (the
 // classifier's event wakes the controller; it sleeps otherwise). With no
 // peer answering, the class is held at the floor.
@@ -21,7 +23,7 @@ import (
 type Rule struct {
 	Target   time.Duration // queueing delay to keep (the policy's background target)
 	Interval time.Duration // one probe round and one step
-	Floor    uint64        // lowest rate, bytes/s; the rate with no delay signal
+	Floor    uint64        // lowest rate, bytes/s, at most 1/floorShare of the link estimate (State.Floor)
 	// Policy is the policy's target: Target while the class is alone, a
 	// share of it beside a present foreground (the episode sets Target)
 	Policy time.Duration
@@ -45,10 +47,13 @@ type RuleParts struct {
 	// Shape: the class's egress policed (drops over the rate) where the
 	// interface's tree has the shaper, not shaped (datapath.SetBgShape)
 	Shape bool
+	// Ifb: the class's arrivals policed (drops over the rate) where the
+	// interface has an IFB, not shaped there (datapath.SetBgShape)
+	Ifb bool
 }
 
 // ParseRuleParts reads the parts named in names ("slope", "arrivals",
-// "shape", "all").
+// "shape", "ifb", "all").
 func ParseRuleParts(names []string) (RuleParts, error) {
 	var p RuleParts
 	for _, n := range names {
@@ -59,10 +64,12 @@ func ParseRuleParts(names []string) (RuleParts, error) {
 			p.Arrivals = true
 		case "shape":
 			p.Shape = true
+		case "ifb":
+			p.Ifb = true
 		case "all":
-			p.Slope, p.Arrivals, p.Shape = true, true, true
+			p.Slope, p.Arrivals, p.Shape, p.Ifb = true, true, true, true
 		default:
-			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, all)", n)
+			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, ifb, all)", n)
 		}
 	}
 	return p, nil
@@ -105,15 +112,32 @@ func DefaultRule(target time.Duration) Rule {
 }
 
 const (
-	gain          = 0.05 // growth per step at no queue, of the link's rate (0.5 -> 1 in 10 steps)
-	decreaseK     = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
-	minFactor     = 0.5  // at most halved per decrease
-	headroom      = 1.25 // the rate stays within this of the link's rate
-	beyondLink    = 0.25 // the growth's share above the link's rate
-	fastStart     = 0.25 // growth per step before the link's rate is known, of the rate
-	estimateSteps = 4    // the link estimate's window, in steps
-	estimateKeep  = 40   // the link's rate is the highest estimate of this many steps
-	maxGrowth     = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
+	gain      = 0.05 // growth per step at no queue, of the link's rate (0.5 -> 1 in 10 steps)
+	decreaseK = 0.25 // rate × (1 − K·(qd/target − 1)) above the target
+	minFactor = 0.5  // at most halved per decrease
+	headroom  = 1.25 // the rate stays within this of the link's rate
+	// shapedHeadroom is headroom for a shaped class: the shaper's rate is
+	// what reaches the bottleneck whenever the sender keeps the shaper
+	// busy (an unresponsive sender always does), so any excess over the
+	// link's rate is the bottleneck's queue's growth: 1.25 grew it by
+	// 0.2 s/s, 30 ms over a decrease's wait, +27 to +32 ms at the probe's
+	// p95 beside an unresponsive UDP upload (docs/background.md,
+	// "Background QUIC and UDP").
+	shapedHeadroom = 1.05
+	// arrivalsHeadroom: shaped arrivals stay under their measured link
+	// (a share of its busiest measurement): above it the remote queue
+	// grows, and a lowered rate drains it only by the difference, the
+	// remote sender meeting no drop to cut its window at. Beside a UDP
+	// call the probe's p95 over the call alone was +16 to +74 ms at
+	// 1.05 and 1.0, +1.2 to +11.7 ms at 0.95; alone the download keeps
+	// 0.78-0.88 of the link at 0.95 against 0.90-0.93 (docs/background.md,
+	// "Background QUIC and UDP")
+	arrivalsHeadroom = 0.95
+	beyondLink       = 0.25 // the growth's share above the link's rate
+	fastStart        = 0.25 // growth per step before the link's rate is known, of the rate
+	estimateSteps    = 4    // the link estimate's window, in steps
+	estimateKeep     = 40   // the link's rate is the highest estimate of this many steps
+	maxGrowth        = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
 )
 
 // Input is one step's observation.
@@ -203,9 +227,9 @@ func (s *State) Step(in Input) uint64 {
 			from = min(s.Rate, max(in.Passed, s.Link))
 		}
 		if s.Link != 0 {
-			from = min(from, uint64(headroom*float64(s.Link)))
+			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
 		}
-		s.Rate = max(s.Rule.Floor, uint64(float64(from)*f))
+		s.Rate = max(s.Floor(), uint64(float64(from)*f))
 		s.wait = 2 + int((in.Base+qd)/s.Rule.Interval) // the queue answers a step late, the current delay a step after
 	case qd <= target && s.Rate != 0:
 		ref := float64(s.Link)
@@ -219,11 +243,11 @@ func (s *State) Step(in Input) uint64 {
 		if s.measured != 0 && s.Rate >= s.measured && !s.shapedShare(in) {
 			up *= beyondLink
 		}
-		bound := uint64(headroom * ref)
+		bound := uint64(s.headroom(in) * ref)
 		if s.Rate > bound {
 			bound = s.Rate // a rate the estimate does not explain is kept, not cut
 		}
-		s.Rate = max(s.Rule.Floor, min(s.Rate+uint64(up)+1, bound))
+		s.Rate = max(s.Floor(), min(s.Rate+uint64(up)+1, bound))
 	}
 	return s.Rate
 }
@@ -243,10 +267,49 @@ func (s *State) shapedShare(in Input) bool {
 	return in.Shaped && s.Rule.Target < s.Rule.Policy
 }
 
+// headroom is how far above the link's rate the step's rate may go:
+// shapedHeadroom for a shaped class whose link's rate was measured with a
+// standing queue in the last estimateKeep steps (a lower bound alone
+// leaves headroom, so that the class finds the link again from its
+// floor), arrivalsHeadroom of that measurement for its shaped arrivals.
+func (s *State) headroom(in Input) float64 {
+	switch {
+	case in.Shaped && in.Arrived && s.measured != 0 && s.Link != 0:
+		return arrivalsHeadroom * float64(s.measured) / float64(s.Link)
+	case in.Shaped && s.measured != 0:
+		return shapedHeadroom
+	}
+	return headroom
+}
+
 // Blind holds the class at the floor: no delay signal tells its queue.
 func (s *State) Blind() uint64 {
-	s.Rate = s.Rule.Floor
+	s.Rate = s.Floor()
 	return s.Rate
+}
+
+// floorShare: the class's floor, its yield's rate and its probes each
+// take at most 1/floorShare of the link estimate. A fixed 200 kbit/s is
+// the whole of a 0.2 Mbit/s link and 40 % of a 0.5 Mbit/s one: a floor
+// that large keeps a queue the controller cannot take away, and the
+// probes behind it time out.
+const floorShare = 16
+
+// Floor is the class's lowest rate (bytes/s): the rule's, at most
+// 1/floorShare of the link estimate where there is one.
+func (s *State) Floor() uint64 {
+	if s.Link == 0 {
+		return s.Rule.Floor
+	}
+	return max(1, min(s.Rule.Floor, s.Link/floorShare))
+}
+
+// ProbeBudget is the rate (bytes/s, requests and replies) the class's
+// probes may take: 1/floorShare of the link estimate, or of measured
+// (the class's own rate, bytes/s) where that is larger or there is no
+// estimate yet: the link carries at least what the class moves.
+func (s *State) ProbeBudget(measured uint64) uint64 {
+	return max(s.Link, measured) / floorShare
 }
 
 // observeLink adds the step to the link estimate's window and updates

@@ -45,7 +45,7 @@ func shapeRunFrom(t *testing.T, off RuleParts, start uint64, offer0 float64) (sh
 	if start != 0 { // as a foreground's bulk transfer leaves the class: low, its link estimate with it
 		e.state.Rate, e.state.Link, e.state.measured = start, start, start
 		e.state.ests = []estimate{{rate: start, busy: true}}
-		e.shape.set(dp, e.Ifindex, start, log)
+		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, start, log)
 	}
 	for i := range 600 {
 		b := offer * dt.Seconds()

@@ -17,7 +17,7 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-const slowLinkBps = 0.2e6
+const floorLinkBps = 0.2e6
 
 func TestBackgroundHoldOnSlowLink(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -41,7 +41,7 @@ func TestBackgroundHoldOnSlowLink(t *testing.T) {
 	t.Logf("foreground upload %.3f Mbit/s alone, %.3f beside the background: %.2f of its rate alone (goal >= 0.90)",
 		c.fgAlone/1e6, c.fgBeside/1e6, c.fgBeside/c.fgAlone)
 	t.Logf("background upload %.3f Mbit/s alone, %.3f beside the foreground: %.2f of the link (the hold's 2 segments a round trip: about 0.3)",
-		c.bgAlone/1e6, c.bgBeside/1e6, c.bgBeside/slowLinkBps)
+		c.bgAlone/1e6, c.bgBeside/1e6, c.bgBeside/floorLinkBps)
 	t.Logf("probe p95 %v beside the foreground alone, %v beside both (%+v); lost %d / %d of %d",
 		c.p95Alone, c.p95Beside, c.p95Beside-c.p95Alone, c.lostAlone, c.lostBeside, dirsProbes)
 	t.Logf("the background's mode beside the foreground: %v", c.modes)

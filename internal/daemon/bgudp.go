@@ -72,7 +72,10 @@ func episodeLine(e bgudp.Episode) string {
 		if e.Link > 0 {
 			what += fmt.Sprintf(" (%.2f of the link estimate)", float64(e.Rate)/float64(e.Link))
 		}
-		if e.Shaped {
+		switch {
+		case e.Shaped && e.Controlled == datapath.Download.String():
+			what += fmt.Sprintf(", shaped (its excess waits in %s's class)", datapath.BgIfbName(e.Ifindex))
+		case e.Shaped:
 			what += ", shaped (its excess waits in the shaper 1:15)"
 		}
 	}
@@ -107,6 +110,7 @@ func ifaceName(i int) string {
 type bgEgress interface {
 	Ifindex() int
 	BgIngressError() error
+	BgArrivalShapeError() error
 }
 
 // nonTCPProtection says what holds the interface's background non-TCP
@@ -131,8 +135,12 @@ func (d *Daemon) nonTCPProtection(eg egressTree) string {
 	s := "uploads held by " + by
 	if err := be.BgIngressError(); err != nil {
 		s += "; downloads NOT held (no ingress filter: " + err.Error() + ")"
+	} else if err := be.BgArrivalShapeError(); err != nil {
+		s += "; downloads held by the same, policed on arrival (no IFB to shape them: " + err.Error() + ")"
+	} else if c != nil && c.Status().Rule.Off.Ifb {
+		s += "; downloads held by the same, policed on arrival (their IFB left off by --bg-udp-rule-off)"
 	} else {
-		s += "; downloads held by the same, policed on arrival"
+		s += "; downloads held by the same, shaped on arrival (" + datapath.BgIfbName(be.Ifindex()) + ")"
 	}
 	if c == nil {
 		s += "; the delay controller is not running (see the daemon's log)"

@@ -97,6 +97,9 @@ func Reset(socket, realtimeSocket string) ([]string, error) {
 	var done []string
 	var errs []error
 	for _, l := range links {
+		if datapath.IsBgIfb(l.Name) { // removed with its interface's tree
+			continue
+		}
 		if err := datapath.Cleanup(l.Name, inst); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
 			continue

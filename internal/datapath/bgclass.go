@@ -195,6 +195,26 @@ func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) err
 	})
 }
 
+// SetBgYieldRate sets the rate the yield holds the class at in one
+// direction (bytes/s, at least 1; BgYieldBytes by default), so that the
+// hold takes no more than a small share of a slow link; where the yield
+// is off (a zero yield rate) it is left off.
+func (h *Host) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
+	h.bgCtlMu.Lock()
+	defer h.bgCtlMu.Unlock()
+	return h.use(func() error {
+		var ctl classifier.ClassifierBgCtl
+		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
+			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
+		}
+		if ctl.YieldRate == 0 || ctl.YieldRate == max(bytes, 1) {
+			return nil
+		}
+		ctl.YieldRate = max(bytes, 1)
+		return h.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
+	})
+}
+
 // BgClass reads an interface's class in one direction: its control value
 // and the classifier's state (zero before the class's first packet).
 func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {

@@ -154,15 +154,20 @@ func (h *Host) egressOf(ifindex int) (*Egress, error) {
 	return nil, fmt.Errorf("no egress tree on ifindex %d", ifindex)
 }
 
-// SetBgShape shapes the background non-TCP class's egress on an interface
-// at bytes/s (its shaper's ceil, the classifier's shaped on), or stops
-// shaping it (0: the class leaves by the background lane's class again,
-// the shaper unrestricted). It fails where the interface has no tree or
-// its tree no shaper; the class's policer (SetBgRate) is left as it is.
-func (h *Host) SetBgShape(ifindex int, bytes uint64) error {
+// SetBgShape shapes the background non-TCP class on an interface in one
+// direction at bytes/s, or stops shaping it (0). Upload: the shaper's
+// ceil, the classifier's shaped on (0: the class leaves by the background
+// lane's class again, the shaper unrestricted). Download: the IFB's class
+// (bgifb.go), the arrivals redirected to it (0: they pass where they
+// came). It fails where the interface has no tree, or its tree no shaper
+// (no IFB for downloads); the class's policer (SetBgRate) is left as it is.
+func (h *Host) SetBgShape(ifindex int, d Direction, bytes uint64) error {
 	e, err := h.egressOf(ifindex)
 	if err != nil {
 		return err
+	}
+	if d == Download {
+		return h.setBgArrivalShape(e, ifindex, bytes)
 	}
 	if bytes == 0 { // off first: no packet enters a class being opened
 		return errors.Join(h.putBgShaped(ifindex, false), e.setBgShapeRate(0))
@@ -173,12 +178,15 @@ func (h *Host) SetBgShape(ifindex int, bytes uint64) error {
 	return h.putBgShaped(ifindex, true)
 }
 
-// BgShapeStats reads the shaper's counters on an interface (Bytes: what
-// it sent).
-func (h *Host) BgShapeStats(ifindex int) (LaneStats, error) {
+// BgShapeStats reads the counters of an interface's shaper in one
+// direction (Bytes: what it sent; downloads: the IFB's class).
+func (h *Host) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
 	e, err := h.egressOf(ifindex)
 	if err != nil {
 		return LaneStats{}, err
+	}
+	if d == Download {
+		return e.bgIfbStats()
 	}
 	return e.bgShapeStats()
 }

@@ -236,9 +236,9 @@ func CleanupAt(iface, instance, cgroupRoot string) error {
 	return errors.Join(CleanupEgress(ns, l, instance), cleanupLaneCgroups(cgroupRoot, instance))
 }
 
-// CleanupEgress removes instance's tree and its ingress policer (which
-// would otherwise go on policing at the rates a dead controller left) from
-// l and restores its device queue.
+// CleanupEgress removes instance's tree, its ingress policer (which
+// would otherwise go on policing at the rates a dead controller left) and
+// its arrivals' IFB device from l and restores its device queue.
 func CleanupEgress(ns *nsRef, l netlink.Link, instance string) error {
 	return errors.Join(ns.do(func() error {
 		owner, _, err := rootOwnership(l, instance)
@@ -246,7 +246,8 @@ func CleanupEgress(ns *nsRef, l netlink.Link, instance string) error {
 			return err
 		}
 		return deleteTree(l)
-	}), ns.do(func() error { return ignoreGone(detachIngress(l, instance)) }), restoreFromStateFile(ns, l, instance))
+	}), ns.do(func() error { return ignoreGone(detachIngress(l, instance)) }),
+		ns.do(func() error { return deleteIfb(BgIfbName(l.Attrs().Index)) }), restoreFromStateFile(ns, l, instance))
 }
 
 // Stats is a snapshot of the datapath's counters.

@@ -70,6 +70,11 @@ type Egress struct {
 	// why the tree has none (nil: it has)
 	bgShapeBytes uint64
 	bgShapeErr   error
+	// the arrivals' IFB device (bgifb.go), its class's rate (0: open), and
+	// why the tree has none (nil: it has)
+	bgIfb      netlink.Link
+	bgIfbBytes uint64
+	bgIfbErr   error
 
 	mu     sync.Mutex
 	closed bool
@@ -126,6 +131,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}
 	e.buildAck(h.addEgress(e))
 	e.buildBgShape()
+	e.buildBgIfb()
 	if err := e.openBgClass(); err != nil {
 		return e, err
 	}
@@ -275,7 +281,7 @@ func (e *Egress) Close() error {
 func (e *Egress) teardown() error {
 	var errs []error
 	if e.link != nil {
-		errs = append(errs, e.closeBgClass())
+		errs = append(errs, e.closeBgClass(), e.closeBgIfb())
 		errs = append(errs, e.ns.do(func() error {
 			owner, _, err := rootOwnership(e.link, e.instance)
 			if err != nil || owner != rootOurs {

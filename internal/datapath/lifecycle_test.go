@@ -339,10 +339,17 @@ func TestCrashCleanupReopen(t *testing.T) {
 		t.Fatalf("traffic after crash: %v", err)
 	}
 
+	ifb := BgIfbName(d.Egress().Ifindex())
+	if !linkExists(t, p.A, ifb) {
+		t.Errorf("after crash: %s gone with the daemon (expected it to stay until cleanup)", ifb)
+	}
 	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", testCgroupRoot) })
 	s = inspect(t, p.A, p.LinkA, "lc3")
 	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
 		t.Errorf("after Cleanup: %+v (txqueuelen before %d)", s, before.txqlen)
+	}
+	if linkExists(t, p.A, ifb) {
+		t.Errorf("after Cleanup: %s left", ifb)
 	}
 
 	// Open over a crashed run without Cleanup adopts and replaces too.
@@ -359,6 +366,21 @@ func TestCrashCleanupReopen(t *testing.T) {
 	if s := inspect(t, p.A, p.LinkA, "lc3"); s.rootHandle != 0 || s.txqlen != before.txqlen || s.cgroupExist {
 		t.Errorf("after reopen+Close: %+v (txqueuelen before %d)", s, before.txqlen)
 	}
+	if linkExists(t, p.A, ifb) {
+		t.Errorf("after reopen+Close: %s left", ifb)
+	}
+}
+
+// linkExists says whether ns has a link named name.
+func linkExists(t *testing.T, ns *testutil.NetNS, name string) bool {
+	t.Helper()
+	found := false
+	ns.Do(t, func() error {
+		_, err := netlink.LinkByName(name)
+		found = err == nil
+		return nil
+	})
+	return found
 }
 
 func TestTwoNamespaces(t *testing.T) { twoNamespaces(t, "tna", "tnb", 7003) }

@@ -168,7 +168,26 @@ func probeQdiscs() []Feature {
 		}
 		out = append(out, f)
 	}
-	return append(out, probeBPFQdisc())
+	return append(out, probeBPFQdisc(), probeIfb())
+}
+
+// IfbFeature: the kernel makes IFB devices (CONFIG_IFB), on which the
+// background QUIC/UDP class's arrivals are shaped.
+const IfbFeature = "link/ifb"
+
+// probeIfb adds an IFB device in a scratch namespace.
+func probeIfb() Feature {
+	f := Feature{Name: IfbFeature, Group: "traffic control",
+		Use:      "background QUIC/UDP downloads shaped on arrival (an IFB per managed interface: its HTB class at the delay controller's rate, 100 ms of queue)",
+		Fallback: "background QUIC/UDP downloads policed on arrival (drops over the rate), not shaped"}
+	err := inScratchNetns(func() error {
+		return netlink.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "lanes-ifbprobe"}})
+	})
+	f.Present = err == nil
+	if err != nil {
+		f.Detail = err.Error()
+	}
+	return f
 }
 
 // probeBPFQdisc looks for the BPF qdisc's struct_ops type in the kernel's

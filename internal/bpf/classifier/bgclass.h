@@ -7,9 +7,12 @@
  * Egress (lanes_classify): a background packet that is not TCP records its
  * flow in lanes_bg_flows and passes the interface's egress bucket.
  * Ingress (lanes_bg_ingress, clsact ingress): an arriving packet whose
- * reversed 5-tuple is in lanes_bg_flows passes the ingress bucket. A
- * packet over the bucket is dropped: QUIC's own congestion control reads
- * the loss and backs off, an unresponsive sender is held at the rate.
+ * reversed 5-tuple is in lanes_bg_flows passes the ingress bucket, and
+ * where the daemon shapes the arrivals (bg_ctl.shaped) it is redirected
+ * to the interface's IFB device, whose HTB class drains it at the
+ * daemon's rate from a queue of ~100 ms of it (bg_ifb). A packet over the
+ * bucket is dropped: QUIC's own congestion control reads the loss and
+ * backs off, an unresponsive sender is held at the rate.
  *
  * Each field has one writer. The daemon writes lanes_bg_ctl (struct
  * bg_ctl: the rates, and empty_gen, bumped to have the bucket emptied);
@@ -57,7 +60,10 @@ struct bg_ctl {
 	__u64 yield_rate; /* bytes/s while the foreground is active; 0: no yield */
 	__u64 empty_gen;  /* a change empties the bucket once, at the next packet */
 	__u64 shaped;     /* egress: nonzero, the class leaves by the shaper class
-			   * (LANE_BG_SHAPE_CLASS_MINOR) whose HTB rate the daemon sets */
+			   * (LANE_BG_SHAPE_CLASS_MINOR) whose HTB rate the daemon sets;
+			   * ingress: the ifindex of the interface's IFB device, to
+			   * which the class's arrivals are redirected and whose HTB
+			   * class the daemon's rate drains (0: not shaped) */
 };
 
 /* bg_state: the program's half of a class (the daemon only reads it). */
@@ -244,6 +250,16 @@ static __always_inline int bg_egress(struct __sk_buff *skb, struct parsed *p)
 	if (!bg_pass(ifindex, BG_DIR_EGRESS, skb->len, p->key.daddr))
 		return BG_DROP;
 	return bg_shaped(ifindex) ? BG_PASS_SHAPED : BG_PASS;
+}
+
+/* bg_ifb is the ifindex of the IFB device the interface's arrivals of the
+ * class are shaped on (0: they are not shaped, only policed). */
+static __always_inline __u32 bg_ifb(__u32 ifindex)
+{
+	__u32 key = ifindex * 2 + BG_DIR_INGRESS;
+	struct bg_ctl *ctl = bpf_map_lookup_elem(&lanes_bg_ctl, &key);
+
+	return ctl ? (__u32)ctl->shaped : 0;
 }
 
 /* bg_reverse turns an arriving packet's key into the key its flow left

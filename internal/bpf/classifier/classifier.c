@@ -38,7 +38,8 @@
  * The background lane's non-TCP traffic is a class of its own per interface
  * and direction (bgclass.h): it may be dropped over the rate the daemon's
  * controller sets or the foreground-aware yield's; lanes_bg_ingress, on
- * the clsact ingress hook, polices the same flows' arriving packets.
+ * the clsact ingress hook, polices the same flows' arriving packets and
+ * redirects them to the interface's IFB device where they are shaped.
  *
  * Note: apart from that class the program returns TC_ACT_OK. It never
  * drops anything else: a packet it cannot parse is interactive. If the filter is removed, HTB's default
@@ -447,7 +448,8 @@ static __always_inline void fg_arrival(struct __sk_buff *skb, const struct flow_
 
 /*
  * lanes_bg_ingress polices the arriving packets of the background non-TCP
- * flows the classifier saw leave (bgclass.h); everything else passes, and
+ * flows the classifier saw leave (bgclass.h) and redirects them to the
+ * interface's IFB device where the daemon shapes them; everything else passes, and
  * the other non-TCP arrivals stamp the foreground's presence (fg_arrival).
  */
 SEC(LANES_TC("lanes_bg_ingress"))
@@ -455,6 +457,7 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 {
 	struct parsed p = {};
 	struct flow_key k = {};
+	__u32 ifb;
 
 	parse(skb, &p);
 	if (!p.have_ports || p.key.proto == IPPROTO_TCP_)
@@ -464,7 +467,13 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 		fg_arrival(skb, &k);
 		return TC_ACT_OK;
 	}
-	return bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr) ? TC_ACT_OK : TC_ACT_SHOT;
+	if (!bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr))
+		return TC_ACT_SHOT;
+	ifb = bg_ifb(skb->ifindex);
+	if (ifb) /* to the IFB's egress; it hands the packet back to this
+		  * interface's receive path past the ingress hook */
+		return bpf_redirect(ifb, 0);
+	return TC_ACT_OK;
 }
 
 #ifndef LANES_ANDROID_FORM /* the tests' programs: not in the Android form */
