@@ -214,7 +214,7 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 			continue // any interface: in each one's own window too
 		}
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {
-			w.UntoldHeld = d.opts.UntoldHeld
+			w.UntoldHeld = d.opts.Experiments.UntoldHeld
 			byName[ifc.Name] = w
 		}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rledbat"
@@ -43,33 +44,16 @@ import (
 type Options struct {
 	PolicyPath string // "" = the embedded default policy
 	Socket     string // API socket path
-	// RootOwnedPolicy refuses policy files a non-root user could write.
-	RootOwnedPolicy bool
-	Version         string
-	Log             *slog.Logger
+	Version    string
+	Log        *slog.Logger
 	// Without names optional datapath capabilities to leave off
 	// (datapath.Capability: sock_ops, cap_cc, background_cc, rledbat), as
 	// a kernel lacking them would; status shows them off. rledbat_daemon
 	// leaves the daemon's own rLEDBAT (the fallback of rledbat) off too.
 	Without []string
-	// StructOpsByUpdate registers the congestion controls by map update,
-	// as on kernels before 6.4, even where struct_ops links exist (tests).
-	StructOpsByUpdate bool
-	// ShareOff leaves parts of the share rule beside a present foreground
-	// off (datapath.ShareParts; the lab pairs the rule with what it
-	// replaced).
-	ShareOff datapath.ShareParts
-	// BgUDPKeepTokens leaves the QUIC/UDP class's bucket as it is at a
-	// decrease of its rate (bgudp.Rule.KeepTokens; the lab pairs the rule
-	// with what it replaced).
-	BgUDPKeepTokens bool
-	// BgUDPOff leaves parts of the QUIC/UDP class's rule off
-	// (bgudp.Rule.Off; the lab pairs each with what it replaced)
-	BgUDPOff bgudp.RuleParts
-	// UntoldHeld holds background at the minimum beside a present
-	// foreground no TCP RTT sample speaks for, as the rule the share there
-	// replaced (datapath.HostConfig.UntoldHeld; the lab pairs them)
-	UntoldHeld bool
+	// Experiments: the lab's and tests' switches (the zero value: the
+	// product's rules), passed as they are to the parts they switch.
+	Experiments experiments.Set
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
@@ -277,7 +261,7 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	if opts.PolicyPath == "" {
 		return policy.Default(), nil
 	}
-	p, err := policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
+	p, err := policy.Load(opts.PolicyPath, !opts.Experiments.NonRootPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -353,12 +337,12 @@ func (d *Daemon) installLocked() error {
 		off[datapath.Capability(c)] = "left off (--without)"
 	}
 	reg := structops.Auto
-	if d.opts.StructOpsByUpdate {
+	if d.opts.Experiments.StructOpsByUpdate {
 		reg = structops.Update
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, UntoldHeld: d.opts.UntoldHeld, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, Experiments: d.opts.Experiments, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

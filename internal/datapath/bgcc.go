@@ -68,7 +68,7 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 		fg = h.cls.LanesFgActive
 	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, ledbatShare(h.cfg.ShareOff), h.cfg.StructOps, fg); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, ledbatShare(h.cfg.Experiments.Share), h.cfg.StructOps, fg); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }
@@ -245,12 +245,12 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 // socket's own delay beside an untold foreground did), or a foreground
 // connection's opening there (or somewhere not known) holds it
 // (lanes_fg_open: the hold's end; h.mu held, maps open); with
-// HostConfig.UntoldHeld also a foreground present (the classifier's stamp)
+// HostConfig.Experiments.UntoldHeld also a foreground present (the classifier's stamp)
 // without TCP RTT samples to tell its harm. A present foreground that is
 // not harmed does not hold background: it keeps a share of its target
 // beside it.
 func (h *Host) fgYield(idx uint32, now uint64) bool {
-	st := yield.State{UntoldHeld: h.cfg.UntoldHeld}
+	st := yield.State{UntoldHeld: h.cfg.Experiments.UntoldHeld}
 	_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
 	_ = h.cls.LanesFgOpen.Lookup(idx, &st.OpenEnd)
 	_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)

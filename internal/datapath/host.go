@@ -36,6 +36,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -67,19 +68,10 @@ type HostConfig struct {
 	// yielding(): the classifier's lanes_fg_active stamps, and a new
 	// foreground TCP connection for half a second, lanes_fg_open).
 	Yield bool
-	// ShareOff names the parts of the share rule beside a present
-	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
-	ShareOff ShareParts
-	// HoldArrivals holds the background non-TCP class's arrivals at the
-	// yield's rate beside any present foreground (classifier.Config; a lab
-	// switch, false: they share beside an unharmed one as its egress does)
-	HoldArrivals bool
-	// UntoldHeld holds background at the minimum beside a present
-	// foreground no TCP RTT sample speaks for (a call: UDP), and leaves
-	// foreground non-TCP arrivals out of its presence (classifier.Config,
-	// sockops.Config; a lab switch, false: background shares there by its
-	// own queuing delay)
-	UntoldHeld bool
+	// Experiments: the lab's and tests' switches of the background's rules
+	// (the share rule's parts, the QUIC/UDP class's arrivals, the untold
+	// foreground's hold); the zero value is the product's rules.
+	Experiments experiments.Set
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -186,7 +178,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if cfg.Pinned != nil {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
-		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.HoldArrivals, UntoldHeld: cfg.UntoldHeld})
+		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.Experiments.BgUDP.Arrivals, UntoldHeld: cfg.Experiments.UntoldHeld})
 	}
 	if err != nil {
 		return h, err
@@ -240,8 +232,9 @@ func (h *Host) loadSockops() {
 		}
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
-		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.UntoldHeld, RLShare: rlShare(h.cfg.ShareOff),
-		BgClampShare: ledbatShare(h.cfg.ShareOff)}
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.Experiments.UntoldHeld,
+		RLShare:      rlShare(h.cfg.Experiments.Share),
+		BgClampShare: ledbatShare(h.cfg.Experiments.Share)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
