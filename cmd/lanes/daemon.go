@@ -29,13 +29,16 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	check := fs.Bool("check", false, "only validate the policy file and exit")
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
+	without := fs.StringSlice("without", nil, daemon.WithoutHelp())
 	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	experimentsOf := experiments.Flags(fs) // hidden: the lab and the tests
 	return func(ctx context.Context, _ []string) error {
 		ex, err := experimentsOf()
 		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		if err := daemon.CheckWithout(*without); err != nil {
 			return usageErrorf("%v", err)
 		}
 		if *printDefault {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/experiments"
 )
 
@@ -37,5 +38,24 @@ func TestDaemonExperimentsParse(t *testing.T) {
 		"--bg-udp-rule-off", "all", "--bg-udp-keep-tokens", "--struct-ops-by-update", "--allow-non-root-policy")
 	if rc != 0 || !strings.Contains(out, ": ok") {
 		t.Errorf("every experiment with --check: rc %d, stdout %q, stderr %q; want the policy ok", rc, out, errOut)
+	}
+}
+
+// TestDaemonWithoutRefusesUnknown: --without takes the capabilities'
+// table and rledbat_daemon, lists them in its help, and refuses others.
+func TestDaemonWithoutRefusesUnknown(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	if _, errOut, rc := runCLI("daemon", "--check", "--socket", sock, "--without", "nosuch"); rc != 2 ||
+		!strings.Contains(errOut, `"nosuch"`) {
+		t.Errorf("--without nosuch: rc %d, stderr %q; want a usage error naming it", rc, errOut)
+	}
+	out, _, _ := runCLI("daemon", "--help")
+	for _, n := range daemon.WithoutNames() {
+		if !strings.Contains(out, n+": ") {
+			t.Errorf("daemon --help: --without lacks %s", n)
+		}
+		if _, errOut, rc := runCLI("daemon", "--check", "--socket", sock, "--without", n); rc != 0 {
+			t.Errorf("--without %s: rc %d, stderr %q", n, rc, errOut)
+		}
 	}
 }

@@ -46,10 +46,9 @@ type Options struct {
 	Socket     string // API socket path
 	Version    string
 	Log        *slog.Logger
-	// Without names optional datapath capabilities to leave off
-	// (datapath.Capability: sock_ops, cap_cc, background_cc, rledbat), as
-	// a kernel lacking them would; status shows them off. rledbat_daemon
-	// leaves the daemon's own rLEDBAT (the fallback of rledbat) off too.
+	// Without names optional capabilities to leave off as a kernel lacking
+	// them would (WithoutNames: datapath.Capabilities and the daemon's own
+	// rLEDBAT); status shows them off; Run refuses another name.
 	Without []string
 	// Experiments: the lab's and tests' switches (the zero value: the
 	// product's rules), passed as they are to the parts they switch.
@@ -124,6 +123,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.Socket == "" {
 		opts.Socket = api.DefaultSocket
+	}
+	if err := CheckWithout(opts.Without); err != nil {
+		return err
 	}
 	d, release, err := prepare(opts)
 	if err != nil {

@@ -84,32 +84,6 @@ type HostConfig struct {
 	Pinned *Pinned
 }
 
-// Capability is an optional part of the host datapath.
-type Capability string
-
-const (
-	CapSockops Capability = "sock_ops" // per-socket lanes, cgroup ancestors, NOTSENT_LOWAT, cwnd caps
-	CapCapCC   Capability = "cap_cc"   // congestion control enforcing cwnd caps on CUBIC sockets
-	// CapBackgroundCC: LEDBAT++ for background sockets (yield at a remote bottleneck)
-	CapBackgroundCC Capability = "background_cc"
-	// CapBgClamp: without CapBackgroundCC (no struct_ops), LEDBAT++'s
-	// window as background sockets' cwnd clamp from sock_ops (bgclamp.h)
-	CapBgClamp Capability = "background_clamp"
-	// CapRLEDBAT: rLEDBAT on background sockets' receive windows (sock_ops
-	// bpf_setsockopt TCP_WINDOW_CLAMP, Linux 5.11+)
-	CapRLEDBAT Capability = "rledbat"
-	// CapBgCCKeep: an app's setsockopt(TCP_CONGESTION) on a background
-	// socket is skipped, the socket keeps LEDBAT++ (cgroup/setsockopt)
-	CapBgCCKeep Capability = "background_cc_keep"
-	// CapLiveCC: a live move's congestion control and TCP_NOTSENT_LOWAT
-	// applied at once by an iter/tcp program (Linux 5.14+), not at the
-	// socket's next ACK
-	CapLiveCC Capability = "live_cc"
-	// CapExecLane: an exe: rule's lane from a process's first socket on,
-	// decided at exec in the kernel (tp_btf, cgroup/sock_create: execlane.go)
-	CapExecLane Capability = "exec_lane"
-)
-
 // Host is the installed per-namespace datapath.
 type Host struct {
 	cfg     HostConfig
@@ -297,8 +271,8 @@ func (h *Host) notsentLowat() uint32 {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
-		if _, off := h.off[c]; !off {
+	for _, c := range CapabilityNames() {
+		if _, off := h.off[c]; !off && c != CapSockops {
 			h.off[c] = "needs sock_ops"
 		}
 	}
@@ -313,7 +287,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
+	for _, c := range CapabilityNames() {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {
