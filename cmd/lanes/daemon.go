@@ -82,7 +82,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if on := ex.On(); on != "" {
 			log.Info("experiments on: the lab's switches, not the product's rules", "flags", on)
 		}
-		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, Version: version, Log: log,
+		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, StateDir: daemon.StateDir(), Version: version, Log: log,
 			Without: *without, Experiments: ex, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }

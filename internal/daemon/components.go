@@ -225,12 +225,6 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 	return yield.StatusOf(byName, now, time.Now(), target)
 }
 
-// CoopStateDir holds the coop controllers' replay state (peers' last
-// sequence numbers), kept across restarts of the daemon and reboots:
-// <StateDir>/coop, set when the daemon starts (statedir.go); the gone
-// namespaces' sweep removes a vanished instance's files (instance.go).
-var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
-
 // coopDatapath is what the cooperative controller drives in the host
 // datapath: its monitor's socket lanes, and the caps of coop's setters.
 type coopDatapath interface {
@@ -251,7 +245,9 @@ func (d *Daemon) newCoop(cfg config.Coop, h coopDatapath, m *managedIface) *comp
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
-		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
+		// the peers' last sequence numbers, kept across restarts and
+		// reboots; the gone namespaces' sweep removes them (instance.go)
+		cfg.StateFile = filepath.Join(stateDirsAt(d.opts.StateDir).coop, d.instance+"."+cfg.Interface+".json")
 	}
 	return superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(cfg, h) })
 }

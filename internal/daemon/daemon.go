@@ -43,9 +43,12 @@ import (
 // Options configure a daemon run.
 type Options struct {
 	PolicyPath string // "" = the embedded default policy
-	Socket     string // API socket path
-	Version    string
-	Log        *slog.Logger
+	// StateDir is the state directory, what outlives a crash ("":
+	// StateDir(), the environment's; statedir.go names its parts)
+	StateDir string
+	Socket   string // API socket path
+	Version  string
+	Log      *slog.Logger
 	// Without names optional capabilities to leave off as a kernel lacking
 	// them would (WithoutNames: datapath.Capabilities and the daemon's own
 	// rLEDBAT); status shows them off; Run refuses another name.
@@ -183,8 +186,11 @@ func Run(ctx context.Context, opts Options) error {
 // this instance. release forgets the instance and releases the cgroup
 // mount.
 func prepare(opts Options) (d *Daemon, release func(), err error) {
-	useStateDir()
-	if err := rootpath.MkdirAll(StateDir(), 0o755); err != nil {
+	if opts.StateDir == "" {
+		opts.StateDir = StateDir()
+	}
+	dirs := stateDirsAt(opts.StateDir)
+	if err := rootpath.MkdirAll(dirs.root, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("state directory: %w", err)
 	}
 	pol, err := loadPolicy(opts)
@@ -210,14 +216,14 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 		lock.release()
 		return nil, nil, err
 	}
-	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
+	if swept := sweepGoneInstances(dirs, inst, cg.root, opts.Log); len(swept) > 0 {
 		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
 	}
 	release = func() { cg.release(); lock.release() }
-	if err := recordInstance(inst); err != nil {
+	if err := recordInstance(dirs.instances, inst); err != nil {
 		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
 	} else {
-		release = func() { forgetInstance(inst); cg.release(); lock.release() }
+		release = func() { forgetInstance(dirs.instances, inst); cg.release(); lock.release() }
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
@@ -342,7 +348,8 @@ func (d *Daemon) installLocked() error {
 	if d.opts.Experiments.StructOpsByUpdate {
 		reg = structops.Update
 	}
-	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
+	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, StateDir: stateDirsAt(d.opts.StateDir).datapath,
+		CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
 		Yield: d.pol.Background.Yield, Experiments: d.opts.Experiments, Pinned: d.pinned()})
 	if err != nil {

@@ -53,6 +53,9 @@ const DefaultBackgroundNotsentLowat = 256 << 10
 type HostConfig struct {
 	Instance   string // unique per daemon: names of cgroups, filters, congestion control
 	CgroupRoot string // cgroup v2 mount ("" = found or mounted, see resolveCgroupRoot)
+	// StateDir holds the egresses' state files, which let Cleanup undo a
+	// crashed run ("" = DefaultStateDir; the daemon's <state dir>/datapath)
+	StateDir string
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
 	// bytes (0 = DefaultBackgroundNotsentLowat, negative = leave the
 	// socket's setting alone).

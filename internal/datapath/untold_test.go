@@ -31,7 +31,7 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 			var idx int
 			p.A.Do(t, func() (err error) {
 				// background keeps CUBIC (no LEDBAT++): its queue grows
-				h, err = OpenHost(HostConfig{Instance: "untold", Yield: true, BackgroundTarget: -1, Experiments: experiments.Set{UntoldHeld: c.untoldOn}})
+				h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "untold", Yield: true, BackgroundTarget: -1, Experiments: experiments.Set{UntoldHeld: c.untoldOn}})
 				if err != nil {
 					return err
 				}
