@@ -2,7 +2,7 @@
 // datapath on each managed interface, applies the policy's rules, serves the
 // API, reloads on SIGHUP and removes everything it installed when it stops.
 //
-// Contract (DESIGN.md): idempotent start (leftovers of a previous run of the
+// Contract: idempotent start (leftovers of a previous run of the
 // same instance are removed first, others' objects are never touched); clean
 // stop on SIGTERM/SIGINT; fail-open after SIGKILL (what stays in the kernel
 // keeps traffic flowing); bad input never crashes it. One daemon manages one

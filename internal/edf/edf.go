@@ -1,5 +1,5 @@
 // Package edf is the deadline queue of the realtime lane: earliest-deadline-
-// first ordering with admission control, after SEEDS.md §003 (Nomura and
+// first ordering with admission control, after docs/papers.md §003 (Nomura and
 // Ishikawa, "Communication control of real-time packets"). Pure Go, no I/O,
 // no clocks: every operation is given T_now by the caller.
 //
