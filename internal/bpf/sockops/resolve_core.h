@@ -5,7 +5,8 @@
  * internal/bpf/android/objects/sockops.c): the lane stored by its cookie,
  * else its 5-tuple with the local address (flow_lookup), else its
  * destination prefix (dst_lookup); a matched lane stored by cookie in
- * lanes_cookie for the classifier, an unmatched one counted. What each
+ * lanes_cookie for the classifier, an unmatched one counted; and the lane
+ * stored by cookie, read at the later callbacks (lane_of). What each
  * form asks after the flow (the socket's cgroup and uid: through CO-RE
  * in lanes' own, its creator's as recorded at socket(2) in the Android
  * form) is its own. The includer declares lanes_maps.h's maps and bump()
@@ -19,6 +20,14 @@
 static __always_inline int valid_lane(const __u32 *v)
 {
 	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
+}
+
+/* lane_of is the lane stored by the socket's cookie, LANE_UNSET if none. */
+static __always_inline __u32 lane_of(__u64 cookie)
+{
+	__u32 *v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
+
+	return valid_lane(v) ? *v : LANE_UNSET;
 }
 
 /* lane_by_flow is the socket's lane from its flow: the lane already

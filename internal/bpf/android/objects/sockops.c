@@ -134,14 +134,6 @@ static __always_inline void set_lowat(struct bpf_sock_ops *ops, __u64 cookie, st
 	}
 }
 
-/* lane_of is the socket's stored lane, LANE_UNSET if none. */
-static __always_inline __u32 lane_of(__u64 cookie)
-{
-	__u32 *v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-
-	return valid_lane(v) ? *v : LANE_UNSET;
-}
-
 SEC("sockops/lanes_sockops")
 int lanes_sockops(struct bpf_sock_ops *ops)
 {
