@@ -113,16 +113,16 @@ default=0
 # there from x86-64, where the whole package runs on the same kernel: the
 # arm64 daemon's start, status and clean stop (TestLifecycle), system
 # calls and structs per architecture (a raw setresuid in one thread:
-# TestD11MoveByThreadID; SO_PEERCRED and SO_PEERGROUPS:
+# TestMoveByThreadIDNeedsWholeGroup; SO_PEERCRED and SO_PEERGROUPS:
 # TestAttackGroupFromPID; the proc connector: TestProcessLaneRule;
 # pidfd_getfd: TestDownloadProtectionStatus; the realtime lane's raw
 # system calls and SCM_RIGHTS: TestRealtimeLaneInDaemon; sock_diag:
 # TestSocketLanes), struct_ops registered by map update and removed after
 # SIGKILL (TestMapUpdateCCsAfterSIGKILL), the device queue's state across
-# a crash (TestD4CrashRestartKeepsShortQueue) and the daemon without
+# a crash (TestCrashRestartKeepsShortQueue) and the daemon without
 # sock_ops (TestDaemonWithoutSockops). The whole package takes 1106 s
 # there alone, and over 20 minutes on x86-64 beside other work.
-daemon_arm64='^(TestLifecycle|TestD11MoveByThreadID|TestThreadHelper|TestAttackGroupFromPID|TestAttackHelper|TestProcessLaneRule|TestDownloadProtectionStatus|TestRealtimeLaneInDaemon|TestSocketLanes|TestMapUpdateCCsAfterSIGKILL|TestD4CrashRestartKeepsShortQueue|TestDaemonWithoutSockops)$'
+daemon_arm64='^(TestLifecycle|TestMoveByThreadIDNeedsWholeGroup|TestThreadHelper|TestAttackGroupFromPID|TestAttackHelper|TestProcessLaneRule|TestDownloadProtectionStatus|TestRealtimeLaneInDaemon|TestSocketLanes|TestMapUpdateCCsAfterSIGKILL|TestCrashRestartKeepsShortQueue|TestDaemonWithoutSockops)$'
 # Switching the preemption model rewrites the kernel's code (static calls
 # and keys, patched through int3) while the other vCPU runs it: under
 # multi-threaded TCG that vCPU executed a stale int3 and the guest panicked

@@ -273,7 +273,7 @@ func (ff flowFlags) flow() (client.Flow, error) {
 
 func registerCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
-	ln := fs.String("lane", "background", "lane: realtime, interactive or background")
+	ln := fs.String("lane", "background", "lane: "+strings.Join(lane.Names(), ", "))
 	ff := addFlowFlags(fs)
 	return func(context.Context, []string) error {
 		l, err := lane.Parse(*ln)
@@ -320,7 +320,7 @@ func unregisterCmd(fs *pflag.FlagSet, e *env) runFunc {
 // command so that the whole process tree it starts inherits both.
 func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
-	ln := fs.String("lane", "background", "lane: realtime, interactive or background")
+	ln := fs.String("lane", "background", "lane: "+strings.Join(lane.Names(), ", "))
 	nice := fs.Int("nice", 0, "nice value for the command, -20..19 (if not given: 19 in background, unchanged otherwise)")
 	idle := fs.Bool("sched-idle", false, "run under SCHED_IDLE (below nice 19)")
 	return func(_ context.Context, cmdArgs []string) error {
@@ -376,7 +376,7 @@ func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 // moving out gives back what they had). It says what moved.
 func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
-	ln := fs.String("lane", "", "lane: realtime, interactive or background (required)")
+	ln := fs.String("lane", "", "lane: "+strings.Join(lane.Names(), ", ")+" (required)")
 	cg := fs.String("cgroup", "", "move every process of this cgroup v2 directory (a path, or relative to /sys/fs/cgroup)")
 	keep := fs.Bool("keep-sched", false, "leave the processes' CPU scheduling (nice, class) as it is")
 	return func(_ context.Context, args []string) error {

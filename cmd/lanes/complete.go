@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lanes-net/lanes/internal/daemon"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -51,7 +52,7 @@ func flagValues(cmdPath, flag string) cobra.CompletionFunc {
 	case "backend":
 		return fixed("bpf-track", "bpf-iter", "sock_diag")
 	case "without":
-		return listOf([]string{"sock_ops", "cap_cc", "background_cc", "background_clamp", "rledbat", "rledbat_daemon"})
+		return listOf(daemon.WithoutNames())
 	case "dev":
 		return interfaceNames
 	case "netns":

@@ -12,10 +12,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lanes-net/lanes/client"
-	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/daemon"
-	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
@@ -29,25 +28,18 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := fs.String("socket", client.DefaultSocket, "API socket path")
 	check := fs.Bool("check", false, "only validate the policy file and exit")
 	printDefault := fs.Bool("print-default-policy", false, "print the embedded default policy and exit")
-	allowForeign := fs.Bool("allow-non-root-policy", false, "accept a policy file not owned by root (testing only)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
+	without := fs.StringSlice("without", nil, daemon.WithoutHelp())
 	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
-	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
-	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
-	udpOff := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope: its decrease beside a foreground at the share target's slope; arrivals: its arrivals held at the yield's rate beside any present foreground; shape: its egress policed, not shaped; ifb: its arrivals policed, not shaped on the IFB; all; the lab pairs the rule with what it replaced)")
-	untoldHeld := fs.Bool("untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (a call: UDP), and leave foreground UDP arrivals out of its presence, instead of sharing there by the background's own queuing delay (the lab pairs the rule with what it replaced)")
-	joined := fs.Bool("directions-joined", false, "hold background both ways for a foreground's harm in either direction and read every delay from the RTT, instead of each direction's queue from TCP timestamps (the lab pairs the rule with what it replaced)")
-	shareOff := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all; the lab pairs the rule with what it replaced)")
+	experimentsOf := experiments.Flags(fs) // hidden: the lab and the tests
 	return func(ctx context.Context, _ []string) error {
-		off, err := datapath.ParseShareParts(*shareOff)
+		ex, err := experimentsOf()
 		if err != nil {
-			return usageErrorf("--share-rule-off: %v", err)
+			return usageErrorf("%v", err)
 		}
-		udpParts, err := bgudp.ParseRuleParts(*udpOff)
-		if err != nil {
-			return usageErrorf("--bg-udp-rule-off: %v", err)
+		if err := daemon.CheckWithout(*without); err != nil {
+			return usageErrorf("%v", err)
 		}
 		if *printDefault {
 			_, err := e.stdout.Write(policy.DefaultYAML())
@@ -57,7 +49,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			p := policy.Default()
 			if *pol != "" {
 				var err error
-				if p, err = policy.Load(*pol, !*allowForeign); err != nil {
+				if p, err = policy.Load(*pol, !ex.NonRootPolicy); err != nil {
 					return err
 				}
 			}
@@ -88,9 +80,11 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		if os.Geteuid() != 0 {
 			log.Warn("not running as root: installing qdiscs and BPF programs will fail")
 		}
-		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
-			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
-			BgUDPOff: udpParts, UntoldHeld: *untoldHeld, DirectionsJoined: *joined, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
+		if on := ex.On(); on != "" {
+			log.Info("experiments on: the lab's switches, not the product's rules", "flags", on)
+		}
+		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, StateDir: daemon.StateDir(), Version: version, Log: log,
+			Without: *without, Experiments: ex, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
 	}
 }
 

@@ -116,8 +116,8 @@ func TestManPagesSections(t *testing.T) {
 }
 
 // TestManFlagsRenderTheirType: pflag reads a `quoted` word in a flag's help
-// as its argument's name (--struct-ops-by-update rendered as
-// "--struct-ops-by-update lanes reset"): no help text may hold one.
+// as its argument's name (a flag naming `lanes reset` rendered as
+// "--flag lanes reset"): no help text may hold one.
 func TestManFlagsRenderTheirType(t *testing.T) {
 	root := buildTree(&env{getenv: func(string) string { return "" }})
 	for _, c := range allCommands(root) {

@@ -1,4 +1,4 @@
-// latency.go: `lanes latency`, the wake-up latency tester of SEEDS.md §004
+// latency.go: `lanes latency`, the wake-up latency tester of docs/papers.md §004
 // (periodic absolute-timer wake-ups, optional CPU and interrupt load, and a
 // side-by-side comparison with cyclictest).
 package main

@@ -17,7 +17,7 @@ func init() {
 			sock := socketFlag(fs, e)
 			rt := fs.String("realtime-socket", config.DefaultRealtimeSocket, "the realtime lane's socket (the policy's realtime.socket)")
 			return func(context.Context, []string) error {
-				done, err := daemon.Reset(*sock, *rt)
+				done, err := daemon.Reset(*sock, *rt, daemon.StateDir())
 				for _, d := range done {
 					fmt.Fprintln(e.stdout, d)
 				}

@@ -67,11 +67,11 @@ func TestAttackConnFlood(t *testing.T) {
 	}
 }
 
-// TestD10RootNotLockedOut: 16 users holding 32 idle connections each filled
-// MaxConns, and root got "too many connections (512 open, max 512)". Fix:
-// ReservedConns of MaxConns are root's and the access group's, who have no
-// per-uid bound.
-func TestD10RootNotLockedOut(t *testing.T) {
+// TestRootConnectsWhenConnectionsFull (audit D10): 16 users holding 32 idle
+// connections each filled MaxConns, and root got "too many connections (512
+// open, max 512)". Fix: ReservedConns of MaxConns are root's and the access
+// group's, who have no per-uid bound.
+func TestRootConnectsWhenConnectionsFull(t *testing.T) {
 	path := sharedSocketPath(t)
 	var err error
 	serve(t, path, &handler{})
@@ -132,12 +132,12 @@ func (h *slowHandler) SocketLanes(c []uint64) (map[uint64]lane.Lane, error) {
 	return nil, nil
 }
 
-// TestD1OthersLeaveRootAProcessor: eight users' costly socket-lanes
+// TestOthersLeaveRootAProcessor (audit D1): eight users' costly socket-lanes
 // requests ran on every Go processor at once, and root's status waited up
 // to a scheduler time slice behind them (8.8-24 ms on 2 cores). Fix: at
 // most othersAtOnce unprivileged requests are handled at once; root's are
 // not counted.
-func TestD1OthersLeaveRootAProcessor(t *testing.T) {
+func TestOthersLeaveRootAProcessor(t *testing.T) {
 	path := sharedSocketPath(t)
 	var err error
 	h := &slowHandler{release: make(chan struct{})}

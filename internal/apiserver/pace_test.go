@@ -60,10 +60,10 @@ func TestPacerCostsBySize(t *testing.T) {
 	}
 }
 
-// TestN15MovesPaidBySockets (N15): a move-pid of a caller other than root
+// TestMovesPaidBySockets (audit N15): a move-pid of a caller other than root
 // costs, after it is done, a token per socketsPerToken sockets it moved;
 // so moves of a process holding many sockets go at a bounded rate.
-func TestN15MovesPaidBySockets(t *testing.T) {
+func TestMovesPaidBySockets(t *testing.T) {
 	var p pacer
 	now := time.Unix(100, 0)
 	moves := 0

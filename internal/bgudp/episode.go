@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -206,7 +207,7 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 // foreground). Both directions share beside a present, unharmed
 // foreground; with off.Arrivals the arrivals are held there instead, as
 // the classifier then holds them (CLS_F_HOLD_ARRIVALS).
-func yieldOf(d datapath.Direction, held, present bool, off RuleParts) (hold, share bool) {
+func yieldOf(d datapath.Direction, held, present bool, off experiments.BgUDPOff) (hold, share bool) {
 	if d == datapath.Download && off.Arrivals {
 		return held || present, false
 	}

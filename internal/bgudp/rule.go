@@ -15,8 +15,9 @@
 package bgudp
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/experiments"
 )
 
 // Rule is the controller's constants.
@@ -27,52 +28,9 @@ type Rule struct {
 	// Policy is the policy's target: Target while the class is alone, a
 	// share of it beside a present foreground (the episode sets Target)
 	Policy time.Duration
-	// KeepTokens leaves the policer's bucket as it is at a decrease (a
-	// lab switch, to pair emptyAt with its absence)
-	KeepTokens bool
-	// Off leaves parts of the rule off (lab switches, to pair each with
-	// what it replaced)
-	Off RuleParts
-}
-
-// RuleParts are parts of the rule a lab run can leave off.
-type RuleParts struct {
-	// Slope: beside a present foreground, the decrease's slope in
-	// multiples of the share target, not of the policy's target
-	Slope bool
-	// Arrivals: the class's arrivals held at the yield's rate beside any
-	// present foreground, not steered to the share target beside an
-	// unharmed one (the classifier's half: datapath.Config.HoldArrivals)
-	Arrivals bool
-	// Shape: the class's egress policed (drops over the rate) where the
-	// interface's tree has the shaper, not shaped (datapath.SetBgShape)
-	Shape bool
-	// Ifb: the class's arrivals policed (drops over the rate) where the
-	// interface has an IFB, not shaped there (datapath.SetBgShape)
-	Ifb bool
-}
-
-// ParseRuleParts reads the parts named in names ("slope", "arrivals",
-// "shape", "ifb", "all").
-func ParseRuleParts(names []string) (RuleParts, error) {
-	var p RuleParts
-	for _, n := range names {
-		switch n {
-		case "slope":
-			p.Slope = true
-		case "arrivals":
-			p.Arrivals = true
-		case "shape":
-			p.Shape = true
-		case "ifb":
-			p.Ifb = true
-		case "all":
-			p.Slope, p.Arrivals, p.Shape, p.Ifb = true, true, true, true
-		default:
-			return p, fmt.Errorf("unknown part %q (slope, arrivals, shape, ifb, all)", n)
-		}
-	}
-	return p, nil
+	// Off leaves parts of the rule off (experiments, to pair each with
+	// what it replaced; the zero value is the rule)
+	Off experiments.BgUDPOff
 }
 
 // slopeUnit is the queue above the target that the decrease answers with
@@ -103,7 +61,7 @@ func (r Rule) slopeUnit() time.Duration {
 // and cut its own window on top, the link idle for half a second in
 // every cycle (docs/background.md, "Background QUIC and UDP").
 func (r Rule) emptyAt(before, rate uint64) bool {
-	return !r.KeepTokens && rate != 0 && (before == 0 || rate < before)
+	return !r.Off.KeepTokens && rate != 0 && (before == 0 || rate < before)
 }
 
 // DefaultRule is the rule at a target.

@@ -266,8 +266,8 @@ func TestRuleEmptiesTheBucketAtADecrease(t *testing.T) {
 			t.Errorf("%d -> %d B/s: empties %v, want %v", c.before, c.rate, got, c.want)
 		}
 	}
-	r.KeepTokens = true
+	r.Off.KeepTokens = true
 	if r.emptyAt(1_250_000, 1_100_000) {
-		t.Error("KeepTokens: a decrease emptied the bucket")
+		t.Error("Off.KeepTokens: a decrease emptied the bucket")
 	}
 }

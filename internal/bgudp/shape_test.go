@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -22,13 +23,13 @@ import (
 // lifted by one of the class's bursts (shareRun's); it returns the
 // class's share of the idle capacity, the bottleneck queue's mean over
 // the last 400 steps and whether the episode shaped.
-func shapeRun(t *testing.T, off RuleParts) (share float64, meanQ time.Duration, shaped bool) {
+func shapeRun(t *testing.T, off experiments.BgUDPOff) (share float64, meanQ time.Duration, shaped bool) {
 	return shapeRunFrom(t, off, 0, 0.3)
 }
 
 // shapeRunFrom is shapeRun from a shaped rate and a link estimate of
 // start (bytes/s; 0: none), the sender offering offer0 of the link.
-func shapeRunFrom(t *testing.T, off RuleParts, start uint64, offer0 float64) (share float64, meanQ time.Duration, shaped bool) {
+func shapeRunFrom(t *testing.T, off experiments.BgUDPOff, start uint64, offer0 float64) (share float64, meanQ time.Duration, shaped bool) {
 	const link = 1.25e6
 	fg := 0.4 * link
 	dp := &fakeDP{hasShaper: true, present: true}
@@ -102,8 +103,8 @@ func shapeRunFrom(t *testing.T, off RuleParts, start uint64, offer0 float64) (sh
 // the idle capacity, 0.1 more than policed, the bottleneck's queue at
 // the share target.
 func TestShapedUploadBesideForeground(t *testing.T) {
-	share, q, shaped := shapeRun(t, RuleParts{})
-	share0, q0, shaped0 := shapeRun(t, RuleParts{Shape: true})
+	share, q, shaped := shapeRun(t, experiments.BgUDPOff{})
+	share0, q0, shaped0 := shapeRun(t, experiments.BgUDPOff{Shape: true})
 	t.Logf("class's share of the idle capacity shaped: %.2f (queue mean %v); policed %.2f (%v)", share, q, share0, q0)
 	if !shaped || shaped0 {
 		t.Fatalf("shaped %v with the shaper, %v without", shaped, shaped0)
@@ -132,7 +133,7 @@ func TestUploadPolicedWithoutShaper(t *testing.T) {
 // idle capacity again: its growth is not slowed above its own rate's
 // measurement (State.shapedShare).
 func TestShapedUploadRecoversBesideForeground(t *testing.T) {
-	share, q, _ := shapeRunFrom(t, RuleParts{}, 25_000, 0.02)
+	share, q, _ := shapeRunFrom(t, experiments.BgUDPOff{}, 25_000, 0.02)
 	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
 	if share < 0.9 {
 		t.Errorf("from the floor %.2f of the idle capacity, want at least 0.9", share)

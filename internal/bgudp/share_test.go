@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -18,7 +19,7 @@ import (
 // a foreground at 40 % of a 10 Mbit/s link for 600 steps, the class at
 // the share target; it returns the class's share of the idle capacity
 // and the queue's mean over the last 400 steps.
-func shareRun(off RuleParts) (share float64, meanQ time.Duration) {
+func shareRun(off experiments.BgUDPOff) (share float64, meanQ time.Duration) {
 	const link = 1.25e6
 	fg := 0.4 * link
 	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
@@ -63,8 +64,8 @@ func shareRun(off RuleParts) (share float64, meanQ time.Duration) {
 // policy's target: bursts that lift single samples a few ms above the
 // share target cut the rate by a few per cent, not by a quarter.
 func TestShareSlopeBesideForeground(t *testing.T) {
-	share, q := shareRun(RuleParts{})
-	share0, q0 := shareRun(RuleParts{Slope: true})
+	share, q := shareRun(experiments.BgUDPOff{})
+	share0, q0 := shareRun(experiments.BgUDPOff{Slope: true})
 	t.Logf("class's share of the idle capacity: %.2f (queue mean %v); at the share target's slope %.2f (%v)", share, q, share0, q0)
 	if share < share0+0.1 {
 		t.Errorf("the share with the policy's slope %.2f, at the share target's %.2f: want 0.1 more", share, share0)

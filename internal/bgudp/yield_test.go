@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -20,20 +21,20 @@ func TestYieldDecision(t *testing.T) {
 		name          string
 		d             datapath.Direction
 		held, present bool
-		off           RuleParts
+		off           experiments.BgUDPOff
 		wantHeld      bool
 		wantTarget    time.Duration
 	}{
-		{"upload, foreground absent", datapath.Upload, false, false, RuleParts{}, false, policy},
-		{"download, foreground absent", datapath.Download, false, false, RuleParts{}, false, policy},
-		{"upload beside an unharmed foreground", datapath.Upload, false, true, RuleParts{}, false, share},
-		{"download beside an unharmed foreground", datapath.Download, false, true, RuleParts{}, false, share},
-		{"upload, kernel holds (harm, opening, UDP-only foreground)", datapath.Upload, true, true, RuleParts{}, true, share},
-		{"download, kernel holds (harm, opening, UDP-only foreground)", datapath.Download, true, true, RuleParts{}, true, share},
-		{"download, opening before the stamp", datapath.Download, true, false, RuleParts{}, true, policy},
-		{"download beside an unharmed foreground, arrivals off", datapath.Download, false, true, RuleParts{Arrivals: true}, true, policy},
-		{"download, foreground absent, arrivals off", datapath.Download, false, false, RuleParts{Arrivals: true}, false, policy},
-		{"upload beside an unharmed foreground, arrivals off", datapath.Upload, false, true, RuleParts{Arrivals: true}, false, share},
+		{"upload, foreground absent", datapath.Upload, false, false, experiments.BgUDPOff{}, false, policy},
+		{"download, foreground absent", datapath.Download, false, false, experiments.BgUDPOff{}, false, policy},
+		{"upload beside an unharmed foreground", datapath.Upload, false, true, experiments.BgUDPOff{}, false, share},
+		{"download beside an unharmed foreground", datapath.Download, false, true, experiments.BgUDPOff{}, false, share},
+		{"upload, kernel holds (harm, opening, UDP-only foreground)", datapath.Upload, true, true, experiments.BgUDPOff{}, true, share},
+		{"download, kernel holds (harm, opening, UDP-only foreground)", datapath.Download, true, true, experiments.BgUDPOff{}, true, share},
+		{"download, opening before the stamp", datapath.Download, true, false, experiments.BgUDPOff{}, true, policy},
+		{"download beside an unharmed foreground, arrivals off", datapath.Download, false, true, experiments.BgUDPOff{Arrivals: true}, true, policy},
+		{"download, foreground absent, arrivals off", datapath.Download, false, false, experiments.BgUDPOff{Arrivals: true}, false, policy},
+		{"upload beside an unharmed foreground, arrivals off", datapath.Upload, false, true, experiments.BgUDPOff{Arrivals: true}, false, share},
 	}
 	for _, c := range cases {
 		dp := &fakeDP{held: c.held, present: c.present}

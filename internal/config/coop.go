@@ -90,7 +90,7 @@ type Coop struct {
 	QueueAllowance float64 `yaml:"queue_allowance"`
 	// Safety: stop capping when traffic from hosts without lanes dominates.
 	Safety CoopSafety `yaml:"safety"`
-	// Rules are per-application / per-lane caps (seeds §002).
+	// Rules are per-application / per-lane caps (docs/papers.md §002).
 	Rules []CoopRule `yaml:"rules"`
 }
 

@@ -2,7 +2,7 @@
 // connection, and demand-aware shares of the access point among hosts and,
 // within a host, among its flows.
 //
-// The paper (seeds §001) caps every connection at
+// The paper (docs/papers.md §001) caps every connection at
 //
 //	ideal cwnd = floor((rate x RTT - headroom) / (MSS x N))
 //

@@ -15,7 +15,7 @@
 //
 // Caps of a flow = min(cooperative cap, matching rule caps). The cooperative
 // cap is off while the rate is unknown or the safety fallback holds; rule
-// caps (per application / lane policy, seeds §002) always apply.
+// caps (per application / lane policy, docs/papers.md §002) always apply.
 //
 // Note: only active flows (data waiting or acknowledged since the last
 // sample) count as senders and get a new cooperative cap; an idle flow keeps

@@ -58,14 +58,12 @@ func TestIntegrationClampsRealConnections(t *testing.T) {
 // the datapath is not available.
 func openDatapaths(t *testing.T, l *lan) []*datapath.Datapath {
 	t.Helper()
-	old := datapath.StateDir
-	datapath.StateDir = t.TempDir()
-	t.Cleanup(func() { datapath.StateDir = old })
+	stateDir := t.TempDir()
 	var dps []*datapath.Datapath
 	for i, ns := range l.hosts {
 		var d *datapath.Datapath
 		err := ns.Run(func() (err error) {
-			d, err = datapath.Open(datapath.Config{Interface: "lan0", Instance: fmt.Sprintf("coopit%d", i)})
+			d, err = datapath.Open(datapath.Config{StateDir: stateDir, Interface: "lan0", Instance: fmt.Sprintf("coopit%d", i)})
 			return err
 		})
 		if err != nil {

@@ -42,14 +42,14 @@ func since(at, t0 time.Time) string {
 	return at.Sub(t0).String()
 }
 
-// TestN3ForgedSequenceFarAhead: one 52-byte keyless announcement with a
-// peer's host id, from its address, with sequence 2^64-1 made the peer's
-// own announcements "replayed" until it was removed, and the removal's
-// memory refused it for 61 s. Fix: the sequence-gap bound (maxSeqGap)
-// holds for every keyless message: a jump is held until the next
-// announcement continues it, so one forgery moves nothing; one within the
-// bound holds the peer's next maxSeqGap announcements at most.
-func TestN3ForgedSequenceFarAhead(t *testing.T) {
+// TestForgedSequenceFarAheadHeld (audit N3): one 52-byte keyless announcement
+// with a peer's host id, from its address, with sequence 2^64-1 made the
+// peer's own announcements "replayed" until it was removed, and the removal's
+// memory refused it for 61 s. Fix: the sequence-gap bound (maxSeqGap) holds
+// for every keyless message: a jump is held until the next announcement
+// continues it, so one forgery moves nothing; one within the bound holds the
+// peer's next maxSeqGap announcements at most.
+func TestForgedSequenceFarAheadHeld(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	peer := netip.MustParseAddr("10.0.0.1")
 	for _, forged := range []uint64{1<<64 - 1, 1 << 63, 100 + maxSeqGap + 1} {
@@ -92,10 +92,10 @@ func TestN3ForgedSequenceFarAhead(t *testing.T) {
 	}
 }
 
-// TestN3RestartedPeerJoins: the bound does not keep out an honest peer
-// whose sequence jumped (it restarted: its sequence starts at its clock in
-// ns): held once, accepted with its next announcement.
-func TestN3RestartedPeerJoins(t *testing.T) {
+// TestRestartedPeerJoinsAfterSequenceJump (audit N3): the bound does not keep
+// out an honest peer whose sequence jumped (it restarted: its sequence starts
+// at its clock in ns): held once, accepted with its next announcement.
+func TestRestartedPeerJoinsAfterSequenceJump(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	peer := netip.MustParseAddr("10.0.0.1")
 	tb := keylessTable()
@@ -120,12 +120,12 @@ func TestN3RestartedPeerJoins(t *testing.T) {
 	}
 }
 
-// TestN3RestoredStateExpires: a state file holding a forged sequence
-// (written by a run that accepted it) refused the peer for the whole of
-// the next run (over 8 minutes, until another restart). Fix: a restored
+// TestRestoredReplayStateExpires (audit N3): a state file holding a forged
+// sequence (written by a run that accepted it) refused the peer for the whole
+// of the next run (over 8 minutes, until another restart). Fix: a restored
 // entry lives until its own time plus 2 x the skew window, as the removal
 // memory it came from.
-func TestN3RestoredStateExpires(t *testing.T) {
+func TestRestoredReplayStateExpires(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replay.json")
 	t0 := time.Unix(6000, 0)
 	skew := 30 * time.Second
@@ -157,13 +157,13 @@ func TestN3RestoredStateExpires(t *testing.T) {
 	}
 }
 
-// TestN3ForgedPairBetweenAnnouncements: two forged keyless announcements
+// TestForgedPairBetweenAnnouncementsKeepsPeer (audit N3): two forged keyless announcements
 // from one address, 2^64-10 then 2^64-9, the second continuing the first's
 // held jump: the peer's own announcements were "late" or replayed until it
 // was removed (after 3.5-9.6 s), and refused for 60.8 s. Fix: a jump of a
 // live peer is continued only after the peer missed an announcement, and
 // the peer's own announcement within the bound drops it.
-func TestN3ForgedPairBetweenAnnouncements(t *testing.T) {
+func TestForgedPairBetweenAnnouncementsKeepsPeer(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	peer, forger := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.66")
 	for _, from := range []netip.Addr{peer, forger} {
@@ -193,11 +193,11 @@ func TestN3ForgedPairBetweenAnnouncements(t *testing.T) {
 	}
 }
 
-// TestN19KeyedSequenceBound: a local user who read the key sent one keyed
+// TestKeyedSequenceJumpBounded (audit N19): a local user who read the key sent one keyed
 // announcement with a peer's host id and sequence 2^64-1; the peer was
 // gone from the table for 60 s. Fix: the sequence-gap bound holds with a
 // key as without.
-func TestN19KeyedSequenceBound(t *testing.T) {
+func TestKeyedSequenceJumpBounded(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	peer := netip.MustParseAddr("10.0.0.1")
 	tb := NewTable(500*time.Millisecond, 3, 30*time.Second)

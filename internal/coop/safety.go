@@ -1,4 +1,4 @@
-// safety.go: the fallback to plain TCP (open problem 4 of seeds §001). When
+// safety.go: the fallback to plain TCP (open problem 4 of docs/papers.md §001). When
 // traffic from hosts without lanes dominates the medium, capping our own
 // connections only hands the air to them; then capping stops for a hold time
 // and the status says why.

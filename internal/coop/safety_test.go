@@ -77,7 +77,7 @@ func firstFallback(cfg config.CoopSafety, series []float64) (int, string) {
 // srtt / 256 ms every 0.5 s from 0.5 s of the run. The plain hosts'
 // saw-tooth holds the RTT around the 1.3x line, with plateaus at
 // 1.29-1.32 and dips below it every few seconds: ten bad intervals in a
-// row came only at 29 s (in the lab's first run of 3872547, at
+// row came only at 29 s (in the lab's first run of the rule, at
 // 20.8 s); ten of the last twenty come at 11 s.
 func TestSafetyTriggerOverSawTooth(t *testing.T) {
 	series := []float64{

@@ -253,12 +253,12 @@ func TestDuplicateOverOtherFamily(t *testing.T) {
 	}
 }
 
-// TestD5ForgedGoodbye: without a key, one goodbye with a peer's id and
-// sequence 2^64-1, from any address, removed the peer and stored that
-// sequence, so its next 120 real announcements counted as replays. Fix: a
-// keyless goodbye must come from the peer's address and sequence near its
-// latest, and the replay memory keeps the peer's own sequence.
-func TestD5ForgedGoodbye(t *testing.T) {
+// TestKeylessGoodbyeOnlyFromThePeer (audit D5): without a key, one goodbye
+// with a peer's id and sequence 2^64-1, from any address, removed the peer and
+// stored that sequence, so its next 120 real announcements counted as replays.
+// Fix: a keyless goodbye must come from the peer's address and sequence near
+// its latest, and the replay memory keeps the peer's own sequence.
+func TestKeylessGoodbyeOnlyFromThePeer(t *testing.T) {
 	t0 := time.Unix(3000, 0)
 	tb := NewTable(100*time.Millisecond, 3, 30*time.Second)
 	tb.SetLimits(Limits{MaxPeers: 16, NewRate: 2, Burst: 3, OnePerAddr: true, Keyless: true})
@@ -288,11 +288,11 @@ func TestD5ForgedGoodbye(t *testing.T) {
 	}
 }
 
-// TestD6GoodbyeFlood: ~60k keyless goodbyes a second with invented host ids
-// each added to the removed-peer memory, persisted every second (RSS 26 ->
-// 586 MB, state file 40 MB). Fix: a goodbye for no known peer is not
-// stored; the memory is bounded; the state file read is bounded.
-func TestD6GoodbyeFlood(t *testing.T) {
+// TestGoodbyeFloodNotStored (audit D6): ~60k keyless goodbyes a second with
+// invented host ids each added to the removed-peer memory, persisted every
+// second (RSS 26 -> 586 MB, state file 40 MB). Fix: a goodbye for no known
+// peer is not stored; the memory is bounded; the state file read is bounded.
+func TestGoodbyeFloodNotStored(t *testing.T) {
 	t0 := time.Unix(4000, 0)
 	tb := NewTable(100*time.Millisecond, 3, 30*time.Second)
 	tb.SetLimits(Limits{MaxPeers: 16, NewRate: 2, Burst: 3, OnePerAddr: true, Keyless: true})

@@ -97,13 +97,13 @@ func TestUDPTransportBothFamilies(t *testing.T) {
 	}
 }
 
-// TestD7PortNotShareable: the announcement sockets set SO_REUSEADDR, so
-// nobody could bind 0.0.0.0:port with SO_REUSEADDR and SO_BINDTODEVICE on
-// the managed interface and take unicast announcements (17 datagrams in 8
-// s; the peer left the table, even with a key). Fix: SO_REUSEPORT, which
-// the kernel shares only within one user: root's listening tool still
-// joins, nobody's bind fails.
-func TestD7PortNotShareable(t *testing.T) {
+// TestAnnouncePortNotShareableAcrossUsers (audit D7): the announcement sockets
+// set SO_REUSEADDR, so nobody could bind 0.0.0.0:port with SO_REUSEADDR and
+// SO_BINDTODEVICE on the managed interface and take unicast announcements (17
+// datagrams in 8 s; the peer left the table, even with a key). Fix:
+// SO_REUSEPORT, which the kernel shares only within one user: root's listening
+// tool still joins, nobody's bind fails.
+func TestAnnouncePortNotShareableAcrossUsers(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newLAN(t, 1)
 	h := l.hosts[0]
@@ -139,12 +139,12 @@ func TestD7PortNotShareable(t *testing.T) {
 	peers.Close()
 }
 
-// TestN10OneFamilyHeld: another user held the IPv4 announcement port when
-// the controller started: it ran on IPv6 alone, and IPv4 stayed closed
-// after the port was free, until a reload. Fix: Reopen, called each
-// interval, opens a family that could not be opened before; status shows
-// the missing one meanwhile (transport_missing).
-func TestN10OneFamilyHeld(t *testing.T) {
+// TestAnnounceFamilyReopenedWhenFree (audit N10): another user held the IPv4
+// announcement port when the controller started: it ran on IPv6 alone, and
+// IPv4 stayed closed after the port was free, until a reload. Fix: Reopen,
+// called each interval, opens a family that could not be opened before; status
+// shows the missing one meanwhile (transport_missing).
+func TestAnnounceFamilyReopenedWhenFree(t *testing.T) {
 	testutil.RequireRoot(t)
 	l := newLAN(t, 2)
 	const port = 17435

@@ -48,7 +48,7 @@ var whoMayMoveWhat = []whoRow{
 }
 
 // whoCallers: each caller's uid and supplementary groups; the policy of
-// TestN4WhoMayMoveWhat makes group 100 ("users") the access group and
+// TestWhoMayMoveWhat makes group 100 ("users") the access group and
 // grants uids 60002 and 60003 the realtime lane. whoOther owns the other
 // uid's targets.
 var whoCallers = map[string]struct {
@@ -64,8 +64,9 @@ var whoCallers = map[string]struct {
 
 const whoOther = 60005
 
-// TestN4WhoMayMoveWhatDoc: docs/policy.md's table is whoMayMoveWhat.
-func TestN4WhoMayMoveWhatDoc(t *testing.T) {
+// TestWhoMayMoveWhatDocIsTheTable (audit N4): docs/policy.md's table is
+// whoMayMoveWhat.
+func TestWhoMayMoveWhatDocIsTheTable(t *testing.T) {
 	f, err := os.Open("../../docs/policy.md")
 	if err != nil {
 		t.Fatal(err)
@@ -99,15 +100,15 @@ func TestN4WhoMayMoveWhatDoc(t *testing.T) {
 	}
 }
 
-// TestN4WhoMayMoveWhat: a member of the access group without a realtime
-// grant put its own process, root's process, PID 1 and a flow it did not
-// own in realtime, though docs/policy.md said realtime needs a grant.
-// Fix: apiserver.Authorize decides by the table; realtime needs the group and a
-// grant and then covers the caller's own processes and flows only, PID 1
-// is root's alone. Every cell runs against a daemon with fresh targets,
-// except root's on PID 1 (they would move this machine's init), which are
-// asked of apiserver.Authorize.
-func TestN4WhoMayMoveWhat(t *testing.T) {
+// TestWhoMayMoveWhat (audit N4): a member of the access group without a
+// realtime grant put its own process, root's process, PID 1 and a flow it did
+// not own in realtime, though docs/policy.md said realtime needs a grant. Fix:
+// apiserver.Authorize decides by the table; realtime needs the group and a grant and
+// then covers the caller's own processes and flows only, PID 1 is root's
+// alone. Every cell runs against a daemon with fresh targets, except root's on
+// PID 1 (they would move this machine's init), which are asked of
+// apiserver.Authorize.
+func TestWhoMayMoveWhat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

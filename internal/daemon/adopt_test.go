@@ -16,12 +16,12 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN13UserGroupNotAdopted (N13): a user whose cgroup is delegated to it
+// TestUserOwnedLaneGroupNotAdopted (audit N13): a user whose cgroup is delegated to it
 // made lanes.<instance>.realtime in it and kept its process there; at the
 // daemon's next start it was adopted by name ("adopted lane groups of a
 // previous run") and the user's traffic went realtime. Fix: only groups
 // root owns with lanes' trusted.lanes mark are adopted.
-func TestN13UserGroupNotAdopted(t *testing.T) {
+func TestUserOwnedLaneGroupNotAdopted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

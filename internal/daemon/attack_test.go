@@ -556,7 +556,7 @@ func TestAttackRegistrationFlood(t *testing.T) {
 	}
 }
 
-// TestD1SocketLanesFlood: nobody looping socket-lanes made the daemon build
+// TestSocketLanesFloodBounded (audit D1): nobody looping socket-lanes made the daemon build
 // a TCP monitor and load its BPF programs for every request (26 requests/s
 // on one connection at 114 % of a core; 32 connections: 195 %, RSS 334 MB,
 // BPF programs 18 -> 68, root's status 51-188 ms). Fix: one sock_diag
@@ -565,7 +565,7 @@ func TestAttackRegistrationFlood(t *testing.T) {
 // second per uid). The test loops socket-lanes from 32 nobody connections
 // for 3 s and bounds the daemon's CPU share, RSS and BPF programs; root's
 // status latency meanwhile is printed.
-func TestD1SocketLanesFlood(t *testing.T) {
+func TestSocketLanesFloodBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -648,12 +648,12 @@ func bpfProgFDs(t *testing.T, pid int) int {
 	return n
 }
 
-// TestD2SecondDaemonRefused: a second daemon in the same namespace, with
+// TestSecondDaemonRefused (audit D2): a second daemon in the same namespace, with
 // its own API and realtime sockets, adopted the first one's tree and
 // removed it (its lane cgroups and state too) when it stopped; the first
 // then managed noqueue while its status said shaped. Fix: one daemon per
 // namespace, an flock on /run/lanes/<instance>.lock.
-func TestD2SecondDaemonRefused(t *testing.T) {
+func TestSecondDaemonRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -686,11 +686,11 @@ func TestD2SecondDaemonRefused(t *testing.T) {
 	_ = first
 }
 
-// TestD3ResetRefusedWhileRunning: `lanes reset --socket /wrong.sock` while
+// TestResetRefusedWhileRunning (audit D3): `lanes reset --socket /wrong.sock` while
 // a daemon ran removed its cgroup2 mount, forgot its instance and put the
 // device back to noqueue under it. Fix: reset takes the namespace's daemon
 // lock and refuses while a daemon holds it.
-func TestD3ResetRefusedWhileRunning(t *testing.T) {
+func TestResetRefusedWhileRunning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -711,14 +711,14 @@ func TestD3ResetRefusedWhileRunning(t *testing.T) {
 	}
 }
 
-// TestD4CrashRestartKeepsShortQueue: after kill -9, a new daemon restored
+// TestCrashRestartKeepsShortQueue (audit D4): after kill -9, a new daemon restored
 // the device queue from the state file but then compared against the link
 // attributes read before the restore, so it changed nothing and wrote no
 // state: txqueuelen and gso_max_segs went 2/8 -> 1000/65535, alternating
 // with each crash-restart. Fix: the link is read again after the restore.
 // On 5.10 the clean stop left a veth created with txqueuelen 0 at 1000 (the
 // kernel's when the tree was attached): a zero txqueuelen is now saved too.
-func TestD4CrashRestartKeepsShortQueue(t *testing.T) {
+func TestCrashRestartKeepsShortQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -758,13 +758,13 @@ func TestD4CrashRestartKeepsShortQueue(t *testing.T) {
 	}
 }
 
-// TestD14StateDirSymlinks: nobody pre-created the state directory with
+// TestStateDirSymlinksNotFollowed (audit D14): nobody pre-created the state directory with
 // datapath/<instance>.<interface>.json.tmp and instances/<instance> as
 // symlinks to root's files, and the daemon wrote its JSON through both.
 // Fix: the state directory must be root's (else the daemon refuses to
 // start), and state files are written beside the target with
 // O_EXCL|O_NOFOLLOW and renamed over it.
-func TestD14StateDirSymlinks(t *testing.T) {
+func TestStateDirSymlinksNotFollowed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -846,12 +846,12 @@ func runBounded(cmd *exec.Cmd, limit time.Duration) (string, error) {
 	}
 }
 
-// TestD11MoveByThreadID: a root process with one thread whose credentials
+// TestMoveByThreadIDNeedsWholeGroup (audit D11): a root process with one thread whose credentials
 // were set to nobody (a raw setresuid in that thread) was moved whole to
 // background by nobody naming that thread's id: the check read the
 // thread's uid, the move took its thread group. Fix: the owner is the uid
 // every thread of the group shares; a group of mixed threads has none.
-func TestD11MoveByThreadID(t *testing.T) {
+func TestMoveByThreadIDNeedsWholeGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -881,12 +881,12 @@ func TestD11MoveByThreadID(t *testing.T) {
 	}
 }
 
-// TestThreadHelper is TestD11MoveByThreadID's helper: a root process one
+// TestThreadHelper is TestMoveByThreadIDNeedsWholeGroup's helper: a root process one
 // of whose threads is nobody; it prints that thread's id and waits for its
 // standard input to close.
 func TestThreadHelper(t *testing.T) {
 	if os.Getenv("LANES_THREAD_HELPER") == "" {
-		t.Skip("only run by TestD11MoveByThreadID")
+		t.Skip("only run by TestMoveByThreadIDNeedsWholeGroup")
 	}
 	tids := make(chan int)
 	go func() {
@@ -901,13 +901,13 @@ func TestThreadHelper(t *testing.T) {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
-// TestD12MappedAddressAlias: root registered nobody's flow to realtime;
+// TestMappedAddressAliasIsTheSameFlow (audit D12): root registered nobody's flow to realtime;
 // nobody registered the same flow with dst "::ffff:<v4>" (a second key,
 // accepted: lanes_tuple's value 1 -> 3), then unregistered the alias, which
 // deleted the datapath entry while flows still listed root's registration.
 // Fix: flows are canonical at decoding (IPv4-mapped addresses as IPv4), so
 // the alias is root's flow: nobody may neither override nor remove it.
-func TestD12MappedAddressAlias(t *testing.T) {
+func TestMappedAddressAliasIsTheSameFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -942,12 +942,12 @@ func TestD12MappedAddressAlias(t *testing.T) {
 	}
 }
 
-// TestD13SharedUDPPort: root had an unconnected UDP socket on port 6000
+// TestSharedUDPPortRegistrationRefused (audit D13): root had an unconnected UDP socket on port 6000
 // with SO_REUSEADDR; nobody bound 6000 the same way, connected to a peer
 // and registered that 5-tuple as background, and root's next datagrams to
 // the peer went to background. Fix: the owners of a UDP flow include every
 // unconnected socket on its local port.
-func TestD13SharedUDPPort(t *testing.T) {
+func TestSharedUDPPortRegistrationRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -995,14 +995,14 @@ func dstRules(link string, n int) string {
 	return b.String()
 }
 
-// TestD15PolicyCapacity: 100,000 rules passed --check, then the daemon
+// TestPolicyOverCapacityRefused (audit D15): 100,000 rules passed --check, then the daemon
 // exited after 95,907 "no space left on device" lines (lanes_dst holds
 // 4,096); a reload to 5,000 rules applied 4,096 and kept retrying; a
 // 300 MB file was read whole and a 100 MB scalar made a 100 MB error line.
 // Fix: --check, the start and the reload check the rules against the
 // maps' capacities, the file is read up to 1 MiB, an error's message is
 // bounded; a missing interface is a warning of --check, not a failure.
-func TestD15PolicyCapacity(t *testing.T) {
+func TestPolicyOverCapacityRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -1093,7 +1093,7 @@ func TestResetEvictsAndRemovesSockets(t *testing.T) {
 	}
 }
 
-// TestD1SocketLanesFullRequests: with socket-lanes answered from a kept
+// TestSocketLanesFullRequestsPaced (audit D1): with socket-lanes answered from a kept
 // sample, a request still looked up every cookie it named, under the
 // daemon's lock, and paid one token of the pacing like a ping: 32 nobody
 // connections sending full requests (2,048 cookies, 400 of them nobody's
@@ -1102,7 +1102,7 @@ func TestResetEvictsAndRemovesSockets(t *testing.T) {
 // pays a token per KiB of its line, and the lock is taken per 128 cookies.
 // The count served is bounded by the pacing (a loaded machine serves
 // fewer, never more); CPU and root's status latency are printed.
-func TestD1SocketLanesFullRequests(t *testing.T) {
+func TestSocketLanesFullRequestsPaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

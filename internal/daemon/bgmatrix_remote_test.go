@@ -21,6 +21,7 @@ import (
 )
 
 func TestBackgroundMatrixRemote(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -35,6 +36,7 @@ func TestBackgroundMatrixRemote(t *testing.T) {
 }
 
 func TestBackgroundMatrixShaped(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -43,6 +43,7 @@ const yieldOffPolicy = "background:\n  yield: false\n"
 // HTB's priority gives without it: the yield exists for remote
 // bottlenecks).
 func TestBackgroundShareShaped(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

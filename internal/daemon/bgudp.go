@@ -23,8 +23,7 @@ import (
 func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
 	return supervise(d.log, "background-udp", func() (*runner, error) {
 		rule := bgudp.DefaultRule(pol.TargetDelay.D())
-		rule.KeepTokens = d.opts.BgUDPKeepTokens
-		rule.Off = d.opts.BgUDPOff
+		rule.Off = d.opts.Experiments.BgUDP
 		c, err := bgudp.New(rule, h, d.log.With("component", "background-udp"))
 		if err != nil {
 			return nil, err

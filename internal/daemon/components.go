@@ -226,7 +226,7 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 			continue // any interface: in each one's own window too
 		}
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {
-			w.UntoldHeld = d.opts.UntoldHeld
+			w.UntoldHeld = d.opts.Experiments.UntoldHeld
 			byName[ifc.Name] = w
 		}
 	}
@@ -236,12 +236,6 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 	}
 	return yield.StatusOf(byName, now, time.Now(), target)
 }
-
-// CoopStateDir holds the coop controllers' replay state (peers' last
-// sequence numbers), kept across restarts of the daemon and reboots:
-// <StateDir>/coop, set when the daemon starts (statedir.go); the gone
-// namespaces' sweep removes a vanished instance's files (instance.go).
-var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 
 // coopDatapath is what the cooperative controller drives in the host
 // datapath: its monitor's socket lanes, and the caps of coop's setters.
@@ -280,7 +274,9 @@ func (d *Daemon) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
-		cfg.StateFile = filepath.Join(CoopStateDir, d.instance+"."+cfg.Interface+".json")
+		// the peers' last sequence numbers, kept across restarts and
+		// reboots; the gone namespaces' sweep removes them (instance.go)
+		cfg.StateFile = filepath.Join(stateDirsAt(d.opts.StateDir).coop, d.instance+"."+cfg.Interface+".json")
 	}
 	k, err := cfg.LoadKey()
 	if err != nil {

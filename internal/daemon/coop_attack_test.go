@@ -200,12 +200,12 @@ func goodbye(id, seq uint64) []byte {
 	return coop.Encode(&coop.Announcement{HostID: id, Seq: seq, Time: time.Now(), Interval: 100 * time.Millisecond, Leaving: true}, nil)
 }
 
-// TestD5ForgedGoodbye: without a key, one goodbye naming an honest peer
-// with sequence 2^64-1, from any LAN host, removed the peer and made its
-// next 120 announcements count as replays. Fix: a keyless goodbye must come
-// from the peer's address with a sequence near its latest, and cannot raise
-// the replay memory above the peer's own sequence.
-func TestD5ForgedGoodbye(t *testing.T) {
+// TestKeylessGoodbyeOnlyFromThePeer (audit D5): without a key, one goodbye
+// naming an honest peer with sequence 2^64-1, from any LAN host, removed the
+// peer and made its next 120 announcements count as replays. Fix: a keyless
+// goodbye must come from the peer's address with a sequence near its latest,
+// and cannot raise the replay memory above the peer's own sequence.
+func TestKeylessGoodbyeOnlyFromThePeer(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("integration test")
@@ -234,12 +234,12 @@ func TestD5ForgedGoodbye(t *testing.T) {
 	}
 }
 
-// TestD6GoodbyeFlood: keyless goodbyes with invented host ids bypassed the
-// peer limits and each was kept and persisted (a 70 s flood: RSS 26 -> 586
-// MB, state file 40 MB, surviving a restart). Fix: goodbyes for no known
-// peer are not stored, the removed-peer memory and the state file read are
-// bounded. 20,000 goodbyes here wrote ~1.4 MB of state before.
-func TestD6GoodbyeFlood(t *testing.T) {
+// TestGoodbyeFloodNotStored (audit D6): keyless goodbyes with invented host
+// ids bypassed the peer limits and each was kept and persisted (a 70 s flood:
+// RSS 26 -> 586 MB, state file 40 MB, surviving a restart). Fix: goodbyes for
+// no known peer are not stored, the removed-peer memory and the state file
+// read are bounded. 20,000 goodbyes here wrote ~1.4 MB of state before.
+func TestGoodbyeFloodNotStored(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("integration test")

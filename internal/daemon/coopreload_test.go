@@ -13,11 +13,11 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN10ReloadKeepsCoop (N10): every SIGHUP restarted coop, closing and
+// TestReloadKeepsUnchangedCoop (audit N10): every SIGHUP restarted coop, closing and
 // binding its UDP port again, so a process binding the port in a 1 ms loop
 // won it at a reload. Fix: a reload keeps coop (the same socket) unless its
 // section, interface or key changed.
-func TestN10ReloadKeepsCoop(t *testing.T) {
+func TestReloadKeepsUnchangedCoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

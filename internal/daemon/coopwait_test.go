@@ -16,14 +16,14 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN10CoopPortSquatted: an unprivileged process bound UDP port 7431
-// (SO_REUSEADDR and SO_REUSEPORT) before coop started; the daemon did not
-// start at all, and in a reload coop (and every component after it) stayed
-// off after the squatter exited, until the next reload. Fix: coop's start
-// waits (superviseWaiting): the daemon runs, status says why coop waits,
-// and the start is retried on the supervisor's backoff (1 s doubling to
-// 30 s) until the port is free.
-func TestN10CoopPortSquatted(t *testing.T) {
+// TestCoopWaitsForSquattedPort (audit N10): an unprivileged process bound UDP
+// port 7431 (SO_REUSEADDR and SO_REUSEPORT) before coop started; the daemon
+// did not start at all, and in a reload coop (and every component after it)
+// stayed off after the squatter exited, until the next reload. Fix: coop's
+// start waits (superviseWaiting): the daemon runs, status says why coop waits,
+// and the start is retried on the supervisor's backoff (1 s doubling to 30 s)
+// until the port is free.
+func TestCoopWaitsForSquattedPort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -2,7 +2,7 @@
 // datapath on each managed interface, applies the policy's rules, serves the
 // API, reloads on SIGHUP and removes everything it installed when it stops.
 //
-// Contract (DESIGN.md): idempotent start (leftovers of a previous run of the
+// Contract: idempotent start (leftovers of a previous run of the
 // same instance are removed first, others' objects are never touched); clean
 // stop on SIGTERM/SIGINT; fail-open after SIGKILL (what stays in the kernel
 // keeps traffic flowing); bad input never crashes it. One daemon manages one
@@ -33,6 +33,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rledbat"
@@ -43,39 +44,19 @@ import (
 // Options configure a daemon run.
 type Options struct {
 	PolicyPath string // "" = the embedded default policy
-	Socket     string // API socket path
-	// RootOwnedPolicy refuses policy files a non-root user could write.
-	RootOwnedPolicy bool
-	Version         string
-	Log             *slog.Logger
-	// Without names optional datapath capabilities to leave off
-	// (datapath.Capability: sock_ops, cap_cc, background_cc, rledbat), as
-	// a kernel lacking them would; status shows them off. rledbat_daemon
-	// leaves the daemon's own rLEDBAT (the fallback of rledbat) off too.
+	// StateDir is the state directory, what outlives a crash ("":
+	// StateDir(), the environment's; statedir.go names its parts)
+	StateDir string
+	Socket   string // API socket path
+	Version  string
+	Log      *slog.Logger
+	// Without names optional capabilities to leave off as a kernel lacking
+	// them would (WithoutNames: datapath.Capabilities and the daemon's own
+	// rLEDBAT); status shows them off; Run refuses another name.
 	Without []string
-	// StructOpsByUpdate registers the congestion controls by map update,
-	// as on kernels before 6.4, even where struct_ops links exist (tests).
-	StructOpsByUpdate bool
-	// ShareOff leaves parts of the share rule beside a present foreground
-	// off (datapath.ShareParts; the lab pairs the rule with what it
-	// replaced).
-	ShareOff datapath.ShareParts
-	// BgUDPKeepTokens leaves the QUIC/UDP class's bucket as it is at a
-	// decrease of its rate (bgudp.Rule.KeepTokens; the lab pairs the rule
-	// with what it replaced).
-	BgUDPKeepTokens bool
-	// BgUDPOff leaves parts of the QUIC/UDP class's rule off
-	// (bgudp.Rule.Off; the lab pairs each with what it replaced)
-	BgUDPOff bgudp.RuleParts
-	// UntoldHeld holds background at the minimum beside a present
-	// foreground no TCP RTT sample speaks for, as the rule the share there
-	// replaced (datapath.HostConfig.UntoldHeld; the lab pairs them)
-	UntoldHeld bool
-	// DirectionsJoined: a foreground's harm in either direction holds
-	// background both ways, delays read from the RTT, as the rule
-	// directions apart replaced (datapath.HostConfig.DirectionsJoined; the
-	// lab pairs them)
-	DirectionsJoined bool
+	// Experiments: the lab's and tests' switches (the zero value: the
+	// product's rules), passed as they are to the parts they switch.
+	Experiments experiments.Set
 	// PinnedBPF: run on the classifier another loader pinned under this
 	// bpffs with the location prefix PinnedPrefix (Android's NetBpfLoad:
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
@@ -154,6 +135,9 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Socket == "" {
 		opts.Socket = api.DefaultSocket
 	}
+	if err := CheckWithout(opts.Without); err != nil {
+		return err
+	}
 	d, release, err := prepare(opts)
 	if err != nil {
 		return err
@@ -210,8 +194,11 @@ func Run(ctx context.Context, opts Options) error {
 // this instance. release forgets the instance and releases the cgroup
 // mount.
 func prepare(opts Options) (d *Daemon, release func(), err error) {
-	useStateDir()
-	if err := rootpath.MkdirAll(StateDir(), 0o755); err != nil {
+	if opts.StateDir == "" {
+		opts.StateDir = StateDir()
+	}
+	dirs := stateDirsAt(opts.StateDir)
+	if err := rootpath.MkdirAll(dirs.root, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("state directory: %w", err)
 	}
 	pol, err := loadPolicy(opts)
@@ -237,14 +224,14 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 		lock.release()
 		return nil, nil, err
 	}
-	if swept := sweepGoneInstances(inst, cg.root, opts.Log); len(swept) > 0 {
+	if swept := sweepGoneInstances(dirs, inst, cg.root, opts.Log); len(swept) > 0 {
 		opts.Log.Info("removed leftovers of daemons whose namespace is gone", "instances", swept)
 	}
 	release = func() { cg.release(); lock.release() }
-	if err := recordInstance(inst); err != nil {
+	if err := recordInstance(dirs.instances, inst); err != nil {
 		opts.Log.Warn("instance record not written: a crash of this daemon will not be swept", "err", err)
 	} else {
-		release = func() { forgetInstance(inst); cg.release(); lock.release() }
+		release = func() { forgetInstance(dirs.instances, inst); cg.release(); lock.release() }
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
@@ -290,7 +277,7 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	if opts.PolicyPath == "" {
 		return policy.Default(), nil
 	}
-	p, err := policy.Load(opts.PolicyPath, opts.RootOwnedPolicy)
+	p, err := policy.Load(opts.PolicyPath, !opts.Experiments.NonRootPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -374,12 +361,13 @@ func (d *Daemon) installLocked() error {
 		off[datapath.Capability(c)] = "left off (--without)"
 	}
 	reg := structops.Auto
-	if d.opts.StructOpsByUpdate {
+	if d.opts.Experiments.StructOpsByUpdate {
 		reg = structops.Update
 	}
-	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
+	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, StateDir: stateDirsAt(d.opts.StateDir).datapath,
+		CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
 		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, ShareOff: d.opts.ShareOff, HoldArrivals: d.opts.BgUDPOff.Arrivals, UntoldHeld: d.opts.UntoldHeld, DirectionsJoined: d.opts.DirectionsJoined, Pinned: d.pinned()})
+		Yield: d.pol.Background.Yield, Experiments: d.opts.Experiments, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}

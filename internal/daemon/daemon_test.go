@@ -997,3 +997,12 @@ func TestResetAfterKillAndForeignNamespace(t *testing.T) {
 		t.Error("stale API socket left behind")
 	}
 }
+
+// sideBySide runs t beside the package's other sideBySide tests once its
+// sequential tests are done (t.Parallel: -parallel at once, GOMAXPROCS by
+// default). It is for the long traffic tests that mostly wait on their
+// emulated links, each on namespaces, links and a daemon of its own, and
+// touching nothing of the machine's that another test counts; their
+// figures beside each other are those of a run alone (docs/ARCHITECTURE.md
+// "Tests side by side").
+func sideBySide(t *testing.T) { t.Parallel() }

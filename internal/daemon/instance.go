@@ -89,28 +89,26 @@ type instanceRecord struct {
 	PID        int    `json:"pid"`
 }
 
-func instancesDir() string { return filepath.Join(StateDir(), "instances") }
-
 func bootID() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return strings.TrimSpace(string(b))
 }
 
-// recordInstance writes this daemon's record.
-func recordInstance(inst string) error {
+// recordInstance writes this daemon's record into dir.
+func recordInstance(dir, inst string) error {
 	ino, err := netnsInode()
 	if err != nil {
 		return err
 	}
 	c, _ := netnsCookie()
 	b, _ := json.Marshal(instanceRecord{NetnsInode: ino, Cookie: c, BootID: bootID(), PID: os.Getpid()})
-	if err := rootpath.MkdirAll(instancesDir(), 0o755); err != nil {
+	if err := rootpath.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return rootpath.WriteFile(filepath.Join(instancesDir(), inst), b, 0o644)
+	return rootpath.WriteFile(filepath.Join(dir, inst), b, 0o644)
 }
 
-func forgetInstance(inst string) { _ = os.Remove(filepath.Join(instancesDir(), inst)) }
+func forgetInstance(dir, inst string) { _ = os.Remove(filepath.Join(dir, inst)) }
 
 // liveNetns is the set of network namespace inodes some process or a
 // /run/netns mount holds.
@@ -137,8 +135,8 @@ func liveNetns() map[uint64]bool {
 
 // sweepGoneInstances removes what daemons of vanished namespaces left;
 // cgroupRoot is the cgroup v2 mount. It returns the instances swept.
-func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
-	es, err := os.ReadDir(instancesDir())
+func sweepGoneInstances(dirs stateDirs, self, cgroupRoot string, log *slog.Logger) []string {
+	es, err := os.ReadDir(dirs.instances)
 	if err != nil {
 		return nil
 	}
@@ -149,7 +147,7 @@ func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
 		if inst == self {
 			continue
 		}
-		b, err := rootpath.ReadFile(filepath.Join(instancesDir(), inst), 4096)
+		b, err := rootpath.ReadFile(filepath.Join(dirs.instances, inst), 4096)
 		var rec instanceRecord
 		if err != nil || json.Unmarshal(b, &rec) != nil {
 			continue
@@ -160,22 +158,22 @@ func sweepGoneInstances(self, cgroupRoot string, log *slog.Logger) []string {
 		if _, err := datapath.RemoveLeftoverCCs(inst, rec.Cookie, rec.NetnsInode); err != nil {
 			log.Warn("congestion controls of a vanished namespace's daemon: some remain", "instance", inst, "err", err)
 		}
-		if err := sweepInstance(inst, cgroupRoot); err != nil {
+		if err := sweepInstance(dirs, inst, cgroupRoot); err != nil {
 			log.Warn("leftovers of a vanished namespace's daemon: some remain", "instance", inst, "err", err)
 			continue
 		}
-		forgetInstance(inst)
+		forgetInstance(dirs.instances, inst)
 		swept = append(swept, inst)
 	}
 	return swept
 }
 
 // sweepInstance removes one dead instance's files and empty cgroups.
-func sweepInstance(inst, cgroupRoot string) error {
+func sweepInstance(dirs stateDirs, inst, cgroupRoot string) error {
 	var errs []error
 	for _, pat := range []string{
-		filepath.Join(datapath.StateDir, inst+".*.json"),
-		filepath.Join(CoopStateDir, inst+".*.json"),
+		filepath.Join(dirs.datapath, inst+".*.json"),
+		filepath.Join(dirs.coop, inst+".*.json"),
 	} {
 		files, _ := filepath.Glob(pat)
 		for _, f := range files {

@@ -12,14 +12,14 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// TestN11MemberLoop (N11): an access-group member looping register and
+// TestMemberRegisterLoopCostBounded (audit N11): an access-group member looping register and
 // unregister of socketless UDP flows on 8 connections made 4,414 requests
 // a second: the daemon at 101 % of a core, root's status p99 48.6 ms,
 // 132,000 log lines (20 MB) in 15 s. Fix: members are paced as other
 // callers, their log lines bounded per uid. The test runs the loop for
 // 4 s, bounds the log lines and logs the daemon's CPU share and root's
 // status latency.
-func TestN11MemberLoop(t *testing.T) {
+func TestMemberRegisterLoopCostBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

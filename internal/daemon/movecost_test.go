@@ -11,13 +11,13 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// TestN15UserMoveOfManySockets (N15): nobody's process holding 19,000 UDP
+// TestUserMoveOfManySocketsBounded (audit N15): nobody's process holding 19,000 UDP
 // sockets moved itself 4 times a second; each move set every socket under
 // the daemon's lock (261 ms a move, the daemon at 98.7 % of a core). Fix:
 // a move not asked by root takes at most 1,024 sockets. The test moves
 // such a process as nobody, then as root, and logs what each move cost
 // the daemon (wall time and its CPU time) and root's status meanwhile.
-func TestN15UserMoveOfManySockets(t *testing.T) {
+func TestUserMoveOfManySocketsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/lanes-net/lanes/internal/procstat"
 )
 
-// TestN17MemberCannotMoveLanes (N17): an access-group member with no grant
+// TestMemberCannotMoveLanesProcesses (audit N17): an access-group member with no grant
 // ran `lanes move --lane background <lanes-rtd's pid>`: lanes-rtd became
 // SCHED_OTHER nice 19 and root's realtime sends' p99 went from 112 µs to
 // 13.8 ms. Fix: only root moves the daemon or a process it started.
-func TestN17MemberCannotMoveLanes(t *testing.T) {
+func TestMemberCannotMoveLanesProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

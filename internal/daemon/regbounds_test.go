@@ -10,14 +10,14 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// TestN12MoreSpecificOverride: root registered nobody's socket realtime
-// without src; nobody registered the same flow background and was
-// accepted: the daemon filled in src, so nobody's entry was the more
-// specific one and the socket went realtime -> background. Fix: an
-// unprivileged registration is refused when another uid's registration
-// (or a policy flow rule) covers its key, and a privileged registration
-// supersedes the more specific unprivileged ones it covers.
-func TestN12MoreSpecificOverride(t *testing.T) {
+// TestMoreSpecificOverrideRefused (audit N12): root registered nobody's socket
+// realtime without src; nobody registered the same flow background and was
+// accepted: the daemon filled in src, so nobody's entry was the more specific
+// one and the socket went realtime -> background. Fix: an unprivileged
+// registration is refused when another uid's registration (or a policy flow
+// rule) covers its key, and a privileged registration supersedes the more
+// specific unprivileged ones it covers.
+func TestMoreSpecificOverrideRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -70,12 +70,12 @@ func TestN12MoreSpecificOverride(t *testing.T) {
 	}
 }
 
-// TestN11MemberRegistrationBound: a member of the access group registered
-// flows with no socket in a loop: 5,557 accepted in 100 s, none refused,
-// each living 10 minutes, the daemon at 103 % of a CPU. Fix: the bounds
-// (maxRegsPerUID 256 per uid, maxUserRegs 3,584 for all uids but root)
+// TestMemberRegistrationsBounded (audit N11): a member of the access group
+// registered flows with no socket in a loop: 5,557 accepted in 100 s, none
+// refused, each living 10 minutes, the daemon at 103 % of a CPU. Fix: the
+// bounds (maxRegsPerUID 256 per uid, maxUserRegs 3,584 for all uids but root)
 // hold for every uid but root; root keeps 512 of the API's 4,096.
-func TestN11MemberRegistrationBound(t *testing.T) {
+func TestMemberRegistrationsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

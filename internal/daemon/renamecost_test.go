@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestN16RenameLoop (N16): one process at nice 19 looping
+// TestRenameLoopCostBounded (audit N16): one process at nice 19 looping
 // prctl(PR_SET_NAME) kept the daemon at 81 % of a core, with 1,308
 // "overrun, rescanning /proc" WARN lines, each a full /proc scan. Fix:
 // a uid's exec/comm events are paced, and overruns rescan at most once
@@ -16,7 +16,7 @@ import (
 // with a comm: rule, bounds the rescans and logs the daemon's CPU share
 // (then beside an exec loop: 20 % before); the name the loop ends on
 // still gets the rule's lane.
-func TestN16RenameLoop(t *testing.T) {
+func TestRenameLoopCostBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

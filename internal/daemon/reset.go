@@ -71,8 +71,9 @@ func removeStaleSocket(path string) (bool, error) {
 // Reset removes the leftovers of this namespace's daemon instance. It
 // refuses while a daemon answers on socket or holds the namespace's lock
 // (lock.go), whatever socket it was given: a running daemon removes its own
-// objects when stopped. It returns one line per thing it did.
-func Reset(socket, realtimeSocket string) ([]string, error) {
+// objects when stopped. stateDir is the state directory ("": StateDir()).
+// It returns one line per thing it did.
+func Reset(socket, realtimeSocket, stateDir string) ([]string, error) {
 	if c, err := client.Dial(socket); err == nil {
 		perr := c.Ping()
 		c.Close()
@@ -80,7 +81,7 @@ func Reset(socket, realtimeSocket string) ([]string, error) {
 			return nil, fmt.Errorf("a lanes daemon is running on %s: stop it (SIGTERM) and it removes everything it installed", socket)
 		}
 	}
-	useStateDir()
+	dirs := stateDirsAt(stateDir)
 	inst, err := Instance()
 	if err != nil {
 		return nil, err
@@ -100,7 +101,7 @@ func Reset(socket, realtimeSocket string) ([]string, error) {
 		if datapath.IsBgIfb(l.Name) { // removed with its interface's tree
 			continue
 		}
-		if err := datapath.Cleanup(l.Name, inst); err != nil {
+		if err := datapath.Cleanup(l.Name, inst, dirs.datapath); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", l.Name, err))
 			continue
 		}
@@ -125,8 +126,8 @@ func Reset(socket, realtimeSocket string) ([]string, error) {
 			done = append(done, "removed "+mnt)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(instancesDir(), inst)); err == nil {
-		forgetInstance(inst)
+	if _, err := os.Stat(filepath.Join(dirs.instances, inst)); err == nil {
+		forgetInstance(dirs.instances, inst)
 		done = append(done, "forgot instance "+inst)
 	}
 	for _, s := range []string{socket, realtimeSocket} {

@@ -20,10 +20,6 @@ import (
 	"github.com/lanes-net/lanes/internal/tcpmon"
 )
 
-// WithoutRLEDBATDaemon (`--without rledbat_daemon`) leaves the daemon's
-// own rLEDBAT off as well.
-const WithoutRLEDBATDaemon = "rledbat_daemon"
-
 // rledbatHost is a host datapath the daemon's rLEDBAT can run on
 // (*datapath.Host; the in-memory test host cannot).
 type rledbatHost interface {

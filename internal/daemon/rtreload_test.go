@@ -20,14 +20,14 @@ import (
 	"github.com/lanes-net/lanes/rt"
 )
 
-// TestN8ReloadKeepsRealtime: SIGHUP with an unchanged policy closed every
-// realtime client's connection (EPIPE) and lost its attached sockets and
-// queued datagrams: a reload restarted the realtime component. Fix: a
-// reload keeps the realtime lane (the same lanes-rtd, connections,
-// attached sockets and queue) when its section, with the rate and
-// interface it derives, is unchanged; a changed section restarts it and
-// the log names the changed keys and what was reset.
-func TestN8ReloadKeepsRealtime(t *testing.T) {
+// TestReloadKeepsRealtime (audit N8): SIGHUP with an unchanged policy closed
+// every realtime client's connection (EPIPE) and lost its attached sockets and
+// queued datagrams: a reload restarted the realtime component. Fix: a reload
+// keeps the realtime lane (the same lanes-rtd, connections, attached sockets
+// and queue) when its section, with the rate and interface it derives, is
+// unchanged; a changed section restarts it and the log names the changed keys
+// and what was reset.
+func TestReloadKeepsRealtime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -1,6 +1,9 @@
 // statedir.go: where the daemon keeps what must outlive a crash or a stop
 // of its unit — the device queue settings its datapath changed (to restore
-// them after SIGKILL) and the coop controllers' replay state.
+// them after SIGKILL), the coop controllers' replay state and the running
+// instances' records. The directory comes in through Options.StateDir (and
+// Reset's argument); its parts are named here, once, and handed to the
+// datapath (HostConfig.StateDir) and coop (config.Coop.StateFile).
 //
 // DefaultStateDir is /var/lib/lanes (systemd: StateDirectory=lanes, which
 // also sets $STATE_DIRECTORY; the runtime directory /run/lanes is removed
@@ -12,14 +15,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/lanes-net/lanes/internal/datapath"
 )
 
 // DefaultStateDir is the state directory unless $STATE_DIRECTORY names one.
 const DefaultStateDir = "/var/lib/lanes"
 
-// StateDir is the state directory in use.
+// StateDir is the state directory the environment names: $STATE_DIRECTORY's
+// first entry, else DefaultStateDir.
 func StateDir() string {
 	if s := os.Getenv("STATE_DIRECTORY"); s != "" {
 		return strings.Split(s, ":")[0]
@@ -27,10 +29,19 @@ func StateDir() string {
 	return DefaultStateDir
 }
 
-// useStateDir points the datapath's crash state and the coop replay state
-// at the state directory (start and `lanes reset`).
-func useStateDir() {
-	dir := StateDir()
-	datapath.StateDir = filepath.Join(dir, "datapath")
-	CoopStateDir = filepath.Join(dir, "coop")
+// stateDirs are the state directory's parts.
+type stateDirs struct {
+	root      string
+	datapath  string // the device queues' state files (datapath.HostConfig.StateDir)
+	coop      string // the coop controllers' replay state
+	instances string // the instances' records (instance.go)
+}
+
+// stateDirsAt names the parts of root ("": StateDir()).
+func stateDirsAt(root string) stateDirs {
+	if root == "" {
+		root = StateDir()
+	}
+	return stateDirs{root: root, datapath: filepath.Join(root, "datapath"), coop: filepath.Join(root, "coop"),
+		instances: filepath.Join(root, "instances")}
 }

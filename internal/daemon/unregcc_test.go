@@ -13,12 +13,12 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// TestN21UnregisterRestoresCC (N21): `lanes unregister` of a flow
+// TestUnregisterRestoresCC (audit N21): `lanes unregister` of a flow
 // registered background left its socket on LEDBAT++ (its cookie's lane was
 // cleared, and sock_ops left background only for a socket with a lane).
 // Fix: the unregister applies the lane the socket had at once, and
 // sock_ops gives a socket with no lane its own congestion control back.
-func TestN21UnregisterRestoresCC(t *testing.T) {
+func TestUnregisterRestoresCC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

@@ -46,15 +46,15 @@ func serveBig(t *testing.T, flows int, cfg Config) (*Server, string) {
 	return s, ln.Addr().String()
 }
 
-// TestD8NonReadingClients: with 5,000 flows, each client that asked for
-// /api/snapshot and never read held its own ~2 MB encoding (500 clients:
-// 43 -> 227 MB; 2,000: 4.32 GB), with no write or idle timeout. Fix: one
-// encoding per sample shared by every client, write and idle timeouts, at
-// most MaxConns connections open at once, and a new connection takes the
-// slot of the one that has moved no bytes for the longest (at 64 slots and
-// a 2 s write timeout, a reading client behind 2,000 that do not read
-// waited for their timeouts in turn: over 60 s).
-func TestD8NonReadingClients(t *testing.T) {
+// TestNonReadingClientsBounded (audit D8): with 5,000 flows, each client that
+// asked for /api/snapshot and never read held its own ~2 MB encoding (500
+// clients: 43 -> 227 MB; 2,000: 4.32 GB), with no write or idle timeout. Fix:
+// one encoding per sample shared by every client, write and idle timeouts, at
+// most MaxConns connections open at once, and a new connection takes the slot
+// of the one that has moved no bytes for the longest (at 64 slots and a 2 s
+// write timeout, a reading client behind 2,000 that do not read waited for
+// their timeouts in turn: over 60 s).
+func TestNonReadingClientsBounded(t *testing.T) {
 	_, addr := serveBig(t, 200, Config{WriteTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second})
 	heap := func() uint64 {
 		runtime.GC()
@@ -105,11 +105,11 @@ func TestD8NonReadingClients(t *testing.T) {
 	t.Logf("a reading client behind them served in %v", time.Since(began).Round(time.Millisecond))
 }
 
-// TestD9DNSRebinding: `curl -H 'Host: attacker.example'` got every flow's
-// PID and process name, so a web page that rebinds its name to 127.0.0.1
-// could read them. Fix: a Host that is not an address, localhost or a name
-// the user listens on is refused.
-func TestD9DNSRebinding(t *testing.T) {
+// TestDNSRebindingRefused (audit D9): `curl -H 'Host: attacker.example'` got
+// every flow's PID and process name, so a web page that rebinds its name to
+// 127.0.0.1 could read them. Fix: a Host that is not an address, localhost or
+// a name the user listens on is refused.
+func TestDNSRebindingRefused(t *testing.T) {
 	_, addr := serveBig(t, 1, Config{Hosts: []string{"dash.lan"}})
 	for host, want := range map[string]int{
 		"attacker.example": http.StatusMisdirectedRequest, "attacker.example:8377": http.StatusMisdirectedRequest,

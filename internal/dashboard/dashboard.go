@@ -1,6 +1,6 @@
 // Package dashboard serves lanes' web dashboard: a page (web/) that shows,
 // live, every TCP flow's congestion window, cap, srtt and rate over the last
-// minutes (the cwnd visualisation of seeds §002), the lanes' counters, and the
+// minutes (the cwnd visualisation of docs/papers.md §002), the lanes' counters, and the
 // cooperative controller's N, peers and caps; and /metrics for Prometheus
 // (internal/metrics).
 //

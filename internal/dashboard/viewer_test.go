@@ -14,10 +14,10 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN22OthersPIDsHidden (N22): the dashboard showed every user's pid
+// TestOthersPIDsHidden (audit N22): the dashboard showed every user's pid
 // and comm to any local user. Fix: a client sees them for its own uid's
 // flows; for all only as root or as a uid SeesAll names.
-func TestN22OthersPIDsHidden(t *testing.T) {
+func TestOthersPIDsHidden(t *testing.T) {
 	const nobody, member = 65534, 65533
 	s, addr := serveBig(t, 2, Config{SeesAll: func(uid uint32) bool { return uid == member }})
 	s.mu.Lock()

@@ -67,8 +67,8 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if h.cfg.Yield {
 		fg = h.cls.LanesFgActive
 	}
-	share := ledbatShare(h.cfg.ShareOff)
-	if h.cfg.DirectionsJoined {
+	share := ledbatShare(h.cfg.Experiments.Share)
+	if h.cfg.Experiments.DirectionsJoined {
 		share |= ledbat.RTTDelay
 	}
 	var err error
@@ -249,7 +249,7 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 // socket's own delay beside an untold foreground did), or a foreground
 // connection's opening there (or somewhere not known) holds it
 // (lanes_fg_open: the hold's end; h.mu held, maps open); with
-// HostConfig.UntoldHeld also a foreground present (the classifier's stamp)
+// HostConfig.Experiments.UntoldHeld also a foreground present (the classifier's stamp)
 // without TCP RTT samples to tell its harm. A present foreground that is
 // not harmed does not hold background: it keeps a share of its target
 // beside it.
@@ -268,7 +268,7 @@ func (h *Host) fgYieldDir(idx uint32, now uint64, dir int) bool {
 // fgState reads interface idx's yield state, and whether an opening by an
 // interface not known holds every one (h.mu held, maps open).
 func (h *Host) fgState(idx uint32, now uint64) (yield.State, bool) {
-	st := yield.State{UntoldHeld: h.cfg.UntoldHeld}
+	st := yield.State{UntoldHeld: h.cfg.Experiments.UntoldHeld}
 	_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
 	_ = h.cls.LanesFgOpen.Lookup(idx, &st.OpenEnd)
 	_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)

@@ -104,13 +104,13 @@ func setThenGetCC(t *testing.T, c *net.TCPConn, cc string) string {
 	return got
 }
 
-// TestN21RefusedCCNotSwallowed (N21): with allowed congestion controls
+// TestRefusedCCNotSwallowed (audit N21): with allowed congestion controls
 // "reno bbr", a user's background socket asking for cubic "succeeded"
 // (the program skipped the kernel's handler, which would have refused
 // it), and moved back to interactive it ran cubic, because bpf_setsockopt
 // ignores the allow-list. Fix: a name not in the allow-list, asked by a
 // caller other than root, is refused (EPERM) and never kept.
-func TestN21RefusedCCNotSwallowed(t *testing.T) {
+func TestRefusedCCNotSwallowed(t *testing.T) {
 	requireCgroup2(t)
 	refused := notAllowedCC(t)
 	p := testutil.NewVethPair(t)

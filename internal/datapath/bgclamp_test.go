@@ -2,7 +2,7 @@
 // LEDBAT++ as their congestion control where it loads; without it (no
 // struct_ops, simulated by HostConfig.Off) LEDBAT++'s window as their cwnd
 // clamp from sock_ops, set into the program's config (with the share rule
-// less the parts --share-rule-off leaves off) and named in the
+// less the parts experiments.ShareOff leaves off) and named in the
 // capabilities and the background status; neither when that is off too.
 package datapath
 
@@ -13,6 +13,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/experiments"
 	model "github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -23,17 +24,17 @@ func TestBackgroundModeChosen(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		off        []Capability
-		shareOff   ShareParts
+		shareOff   experiments.ShareOff
 		mode       string
 		clampUS    uint32
 		clampShare uint32
 		clampCaps  string
 	}{
-		{"struct_ops", nil, 0, "congestion control", 0, 0, "off: LEDBAT++ is the background congestion control"},
-		{"no_struct_ops", []Capability{CapBackgroundCC, CapCapCC}, 0, "cwnd clamp", model.DefaultTargetUS, ledbat.ShareRule, "on"},
-		{"no_struct_ops_share_off", []Capability{CapBackgroundCC, CapCapCC}, ShareSlope | ShareDownloads, "cwnd clamp",
-			model.DefaultTargetUS, ledbat.ShareRule &^ ledbat.ShareSlope, "on"},
-		{"neither", []Capability{CapBackgroundCC, CapCapCC, CapBgClamp}, 0, "none", 0, 0, "off: left off (test)"},
+		{"struct_ops", nil, experiments.ShareOff{}, "congestion control", 0, 0, "off: LEDBAT++ is the background congestion control"},
+		{"no_struct_ops", []Capability{CapBackgroundCC, CapCapCC}, experiments.ShareOff{}, "cwnd clamp", model.DefaultTargetUS, ledbat.ShareRule, "on"},
+		{"no_struct_ops_share_off", []Capability{CapBackgroundCC, CapCapCC}, experiments.ShareOff{Slope: true, Download: true},
+			"cwnd clamp", model.DefaultTargetUS, ledbat.ShareRule &^ ledbat.ShareSlope, "on"},
+		{"neither", []Capability{CapBackgroundCC, CapCapCC, CapBgClamp}, experiments.ShareOff{}, "none", 0, 0, "off: left off (test)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.mode == "congestion control" && structops.Unsupported(noStructOps) {
@@ -46,7 +47,7 @@ func TestBackgroundModeChosen(t *testing.T) {
 			ns := testutil.NewNetNS(t)
 			var h *Host
 			ns.Do(t, func() (err error) {
-				h, err = OpenHost(HostConfig{Instance: "bgmode-" + c.name, Off: off, ShareOff: c.shareOff})
+				h, err = OpenHost(HostConfig{Instance: "bgmode-" + c.name, Off: off, Experiments: experiments.Set{Share: c.shareOff}})
 				return err
 			})
 			defer h.Close()

@@ -289,7 +289,7 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 // yield's rate for yield.HarmHold. The read and write race sock_ops'
 // stamps of the same entry: one of two stamps in the same instant is lost.
 func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
-	if !h.cfg.Yield || h.cfg.UntoldHeld || queue <= yield.HarmQueue {
+	if !h.cfg.Yield || h.cfg.Experiments.UntoldHeld || queue <= yield.HarmQueue {
 		return
 	}
 	_ = h.use(func() error {

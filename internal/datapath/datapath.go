@@ -71,6 +71,7 @@ type Config struct {
 	TxQueueLen         int    // txqueuelen where there is no BQL (default: DeviceQueueBytes in frames, at least 2; TUN/TAP: unchanged)
 	InteractiveLeaf    string // the interactive lane's leaf qdisc: LeafAuto or LeafBfifo (qdisc.go)
 	Instance           string // unique per daemon: names of cgroups, filters and state files
+	StateDir           string // the state files' directory (HostConfig.StateDir)
 	CgroupRoot         string // cgroup v2 mount (default: /sys/fs/cgroup/unified, /sys/fs/cgroup, any cgroup2 mount, or one lanes mounts at /run/lanes/cgroup2)
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
 	// bytes (0 = 16 KiB, negative = leave the socket's setting alone).
@@ -172,7 +173,7 @@ func Open(cfg Config) (*Datapath, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	h, err := OpenHost(HostConfig{Instance: cfg.Instance, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
+	h, err := OpenHost(HostConfig{Instance: cfg.Instance, StateDir: cfg.StateDir, CgroupRoot: cfg.CgroupRoot, BackgroundNotsentLowat: cfg.BackgroundNotsentLowat,
 		BackgroundTarget: cfg.BackgroundTarget, ReceiveTarget: cfg.ReceiveTarget, StructOps: cfg.StructOps, Yield: cfg.Yield,
 		Pinned: cfg.Pinned})
 	if err != nil {
@@ -209,13 +210,14 @@ func (d *Datapath) Close() error {
 // calling thread's network namespace (after SIGKILL): its qdisc tree and
 // classifier, its device queue settings (restored from the state file) and
 // its empty lane cgroups. Busy lane cgroups are kept for the next Open to
-// adopt. Other instances' objects are not touched.
-func Cleanup(iface, instance string) error {
-	return CleanupAt(iface, instance, "")
+// adopt. Other instances' objects are not touched. stateDir is the run's
+// HostConfig.StateDir.
+func Cleanup(iface, instance, stateDir string) error {
+	return CleanupAt(iface, instance, "", stateDir)
 }
 
 // CleanupAt is Cleanup with a cgroup v2 root other than the default.
-func CleanupAt(iface, instance, cgroupRoot string) error {
+func CleanupAt(iface, instance, cgroupRoot, stateDir string) error {
 	if !instanceRE.MatchString(instance) {
 		return fmt.Errorf("datapath: bad instance %q", instance)
 	}
@@ -233,13 +235,14 @@ func CleanupAt(iface, instance, cgroupRoot string) error {
 	if err := ns.do(func() (err error) { l, err = netlink.LinkByName(iface); return }); err != nil {
 		return fmt.Errorf("interface %s: %w", iface, err)
 	}
-	return errors.Join(CleanupEgress(ns, l, instance), cleanupLaneCgroups(cgroupRoot, instance))
+	return errors.Join(CleanupEgress(ns, l, instance, stateDir), cleanupLaneCgroups(cgroupRoot, instance))
 }
 
 // CleanupEgress removes instance's tree, its ingress policer (which
 // would otherwise go on policing at the rates a dead controller left) and
-// its arrivals' IFB device from l and restores its device queue.
-func CleanupEgress(ns *nsRef, l netlink.Link, instance string) error {
+// its arrivals' IFB device from l and restores its device queue (its state
+// file in stateDir).
+func CleanupEgress(ns *nsRef, l netlink.Link, instance, stateDir string) error {
 	return errors.Join(ns.do(func() error {
 		owner, _, err := rootOwnership(l, instance)
 		if err != nil || owner != rootOurs {
@@ -247,7 +250,7 @@ func CleanupEgress(ns *nsRef, l netlink.Link, instance string) error {
 		}
 		return deleteTree(l)
 	}), ns.do(func() error { return ignoreGone(detachIngress(l, instance)) }),
-		ns.do(func() error { return deleteIfb(BgIfbName(l.Attrs().Index)) }), restoreFromStateFile(ns, l, instance))
+		ns.do(func() error { return deleteIfb(BgIfbName(l.Attrs().Index)) }), restoreFromStateFile(ns, l, instance, stateDir))
 }
 
 // Stats is a snapshot of the datapath's counters.

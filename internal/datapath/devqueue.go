@@ -54,13 +54,19 @@ type devQueueState struct {
 	GSOMaxSegs *int           `json:"gso_max_segs,omitempty"`  // previous gso_max_segs if changed
 }
 
-// StateDir holds the state files that let Cleanup undo a crashed run. It
-// must outlive the run (a runtime directory such as /run/lanes is removed
-// when the unit stops): the daemon points it at <state directory>/datapath.
-var StateDir = "/var/lib/lanes/datapath"
+// DefaultStateDir holds the state files that let Cleanup undo a crashed
+// run where the host's configuration names no directory (HostConfig.StateDir).
+// It must outlive the run (a runtime directory such as /run/lanes is removed
+// when the unit stops): the daemon names <its state directory>/datapath.
+const DefaultStateDir = "/var/lib/lanes/datapath"
 
-func stateFile(iface, instance string) string {
-	return filepath.Join(StateDir, instance+"."+iface+".json")
+// stateFile is the state file of instance's changes to iface in dir (""
+// for DefaultStateDir).
+func stateFile(dir, iface, instance string) string {
+	if dir == "" {
+		dir = DefaultStateDir
+	}
+	return filepath.Join(dir, instance+"."+iface+".json")
 }
 
 func writeState(path string, st *devQueueState) error {

@@ -56,7 +56,8 @@ func (c *EgressConfig) validate() error {
 type Egress struct {
 	cfg      EgressConfig
 	instance string
-	progFD   int // the host's classifier
+	stateDir string // the state files' directory (HostConfig.StateDir)
+	progFD   int    // the host's classifier
 	ns       *nsRef
 	link     netlink.Link
 	devq     *devQueueState
@@ -90,7 +91,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &Egress{cfg: cfg, instance: h.cfg.Instance, ns: ns, progFD: h.ClassifierFD(), host: h}
+	e = &Egress{cfg: cfg, instance: h.cfg.Instance, stateDir: h.cfg.StateDir, ns: ns, progFD: h.ClassifierFD(), host: h}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.teardown())
@@ -114,7 +115,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}
 	// A previous run's device queue settings go back first, so that what
 	// is saved below is the device's own.
-	if err := restoreFromStateFile(ns, e.link, e.instance); err != nil {
+	if err := restoreFromStateFile(ns, e.link, e.instance, e.stateDir); err != nil {
 		return e, err
 	}
 	if err := e.refreshLink(); err != nil {
@@ -181,7 +182,7 @@ func (e *Egress) shortenQueue() (err error) {
 		// one GSO packet ~ 1 ms at the shaped rate, at least 2 segments
 		gsoSegs = min(64, max(2, int(paramsFor(cfg).rootBytes/1000)/(mtu-40)))
 	}
-	sf := stateFile(cfg.Interface, e.instance)
+	sf := stateFile(e.stateDir, cfg.Interface, e.instance)
 	save := func(st *devQueueState) error {
 		if err := writeState(sf, st); err != nil {
 			return fmt.Errorf("write state file: %w", err)
@@ -193,9 +194,9 @@ func (e *Egress) shortenQueue() (err error) {
 }
 
 // restoreFromStateFile undoes what a previous run of instance changed on
-// the device, as its state file says, and removes the file.
-func restoreFromStateFile(ns *nsRef, l netlink.Link, instance string) error {
-	sf := stateFile(l.Attrs().Name, instance)
+// the device, as its state file in dir says, and removes the file.
+func restoreFromStateFile(ns *nsRef, l netlink.Link, instance, dir string) error {
+	sf := stateFile(dir, l.Attrs().Name, instance)
 	st, err := readState(sf)
 	if errors.Is(err, errNotExist) {
 		return nil
@@ -225,7 +226,7 @@ func (e *Egress) Update(cfg EgressConfig) error {
 		return err
 	}
 	e.devq = nil
-	if err := removeFile(stateFile(e.cfg.Interface, e.instance)); err != nil {
+	if err := removeFile(stateFile(e.stateDir, e.cfg.Interface, e.instance)); err != nil {
 		return err
 	}
 	if err := e.refreshLink(); err != nil {
@@ -292,7 +293,7 @@ func (e *Egress) teardown() error {
 		if e.devq != nil {
 			errs = append(errs, ignoreGone(restoreDeviceQueue(e.ns, e.link, e.devq)))
 		}
-		if err := removeFile(stateFile(e.cfg.Interface, e.instance)); err != nil {
+		if err := removeFile(stateFile(e.stateDir, e.cfg.Interface, e.instance)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -52,6 +53,9 @@ const DefaultBackgroundNotsentLowat = 256 << 10
 type HostConfig struct {
 	Instance   string // unique per daemon: names of cgroups, filters, congestion control
 	CgroupRoot string // cgroup v2 mount ("" = found or mounted, see resolveCgroupRoot)
+	// StateDir holds the egresses' state files, which let Cleanup undo a
+	// crashed run ("" = DefaultStateDir; the daemon's <state dir>/datapath)
+	StateDir string
 	// BackgroundNotsentLowat is TCP_NOTSENT_LOWAT for background sockets in
 	// bytes (0 = DefaultBackgroundNotsentLowat, negative = leave the
 	// socket's setting alone).
@@ -67,24 +71,10 @@ type HostConfig struct {
 	// yielding(): the classifier's lanes_fg_active stamps, and a new
 	// foreground TCP connection for half a second, lanes_fg_open).
 	Yield bool
-	// ShareOff names the parts of the share rule beside a present
-	// foreground to leave off (sharerule.go; a lab switch, 0: the rule).
-	ShareOff ShareParts
-	// HoldArrivals holds the background non-TCP class's arrivals at the
-	// yield's rate beside any present foreground (classifier.Config; a lab
-	// switch, false: they share beside an unharmed one as its egress does)
-	HoldArrivals bool
-	// UntoldHeld holds background at the minimum beside a present
-	// foreground no TCP RTT sample speaks for (a call: UDP), and leaves
-	// foreground non-TCP arrivals out of its presence (classifier.Config,
-	// sockops.Config; a lab switch, false: background shares there by its
-	// own queuing delay)
-	UntoldHeld bool
-	// DirectionsJoined: a foreground's harm in either direction holds
-	// background both ways, and every delay (the harm, LEDBAT++'s, rLEDBAT's)
-	// is read from the RTT (sockops.Config, ledbat.RTTDelay; a lab switch,
-	// false: directions apart, from TCP timestamps)
-	DirectionsJoined bool
+	// Experiments: the lab's and tests' switches of the background's rules
+	// (the share rule's parts, the QUIC/UDP class's arrivals, the untold
+	// foreground's hold); the zero value is the product's rules.
+	Experiments experiments.Set
 	// Off names optional capabilities not to load, with the reason shown in
 	// status (what a refused probe or `lanes doctor` decided).
 	Off map[Capability]string
@@ -96,32 +86,6 @@ type HostConfig struct {
 	// NetBpfLoad; pinned.go) instead of loading lanes' own; nil: load it.
 	Pinned *Pinned
 }
-
-// Capability is an optional part of the host datapath.
-type Capability string
-
-const (
-	CapSockops Capability = "sock_ops" // per-socket lanes, cgroup ancestors, NOTSENT_LOWAT, cwnd caps
-	CapCapCC   Capability = "cap_cc"   // congestion control enforcing cwnd caps on CUBIC sockets
-	// CapBackgroundCC: LEDBAT++ for background sockets (yield at a remote bottleneck)
-	CapBackgroundCC Capability = "background_cc"
-	// CapBgClamp: without CapBackgroundCC (no struct_ops), LEDBAT++'s
-	// window as background sockets' cwnd clamp from sock_ops (bgclamp.h)
-	CapBgClamp Capability = "background_clamp"
-	// CapRLEDBAT: rLEDBAT on background sockets' receive windows (sock_ops
-	// bpf_setsockopt TCP_WINDOW_CLAMP, Linux 5.11+)
-	CapRLEDBAT Capability = "rledbat"
-	// CapBgCCKeep: an app's setsockopt(TCP_CONGESTION) on a background
-	// socket is skipped, the socket keeps LEDBAT++ (cgroup/setsockopt)
-	CapBgCCKeep Capability = "background_cc_keep"
-	// CapLiveCC: a live move's congestion control and TCP_NOTSENT_LOWAT
-	// applied at once by an iter/tcp program (Linux 5.14+), not at the
-	// socket's next ACK
-	CapLiveCC Capability = "live_cc"
-	// CapExecLane: an exe: rule's lane from a process's first socket on,
-	// decided at exec in the kernel (tp_btf, cgroup/sock_create: execlane.go)
-	CapExecLane Capability = "exec_lane"
-)
 
 // Host is the installed per-namespace datapath.
 type Host struct {
@@ -191,7 +155,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if cfg.Pinned != nil {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
-		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.HoldArrivals, UntoldHeld: cfg.UntoldHeld})
+		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.Experiments.BgUDP.Arrivals, UntoldHeld: cfg.Experiments.UntoldHeld})
 	}
 	if err != nil {
 		return h, err
@@ -245,8 +209,10 @@ func (h *Host) loadSockops() {
 		}
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
-		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.UntoldHeld, DirectionsJoined: h.cfg.DirectionsJoined, RLShare: rlShare(h.cfg.ShareOff),
-		BgClampShare: ledbatShare(h.cfg.ShareOff)}
+		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.Experiments.UntoldHeld,
+		DirectionsJoined: h.cfg.Experiments.DirectionsJoined,
+		RLShare:          rlShare(h.cfg.Experiments.Share),
+		BgClampShare:     ledbatShare(h.cfg.Experiments.Share)}
 	ops, err := sockops.Load(opsCfg, h.cls.Shared())
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
@@ -309,8 +275,8 @@ func (h *Host) notsentLowat() uint32 {
 
 // needsSockops turns off what only sock_ops can switch sockets to.
 func (h *Host) needsSockops() {
-	for _, c := range []Capability{CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
-		if _, off := h.off[c]; !off {
+	for _, c := range CapabilityNames() {
+		if _, off := h.off[c]; !off && c != CapSockops {
 			h.off[c] = "needs sock_ops"
 		}
 	}
@@ -325,7 +291,7 @@ func (h *Host) disable(c Capability, err error) {
 // others are off.
 func (h *Host) Capabilities() map[Capability]string {
 	out := map[Capability]string{}
-	for _, c := range []Capability{CapSockops, CapCapCC, CapBackgroundCC, CapBgClamp, CapRLEDBAT, CapBgCCKeep, CapLiveCC, CapExecLane} {
+	for _, c := range CapabilityNames() {
 		if why, off := h.off[c]; off {
 			out[c] = "off: " + why
 		} else {

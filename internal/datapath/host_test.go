@@ -27,7 +27,7 @@ func TestHostWithoutSockops(t *testing.T) {
 	var h *Host
 	var e *Egress
 	p.A.Do(t, func() (err error) {
-		h, err = OpenHost(HostConfig{Instance: "nosockops", Off: map[Capability]string{CapSockops: "probe refused (test)"}})
+		h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "nosockops", Off: map[Capability]string{CapSockops: "probe refused (test)"}})
 		if err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ func TestAdoptWithoutGap(t *testing.T) {
 	addr := tcpEcho(t, p.B, p.AddrB, 7302)
 	var d *Datapath
 	p.A.Do(t, func() (err error) {
-		d, err = Open(Config{Interface: p.LinkA, Instance: "adopt1", Mode: Shaped, UplinkBps: 20_000_000})
+		d, err = Open(Config{StateDir: testStateDir, Interface: p.LinkA, Instance: "adopt1", Mode: Shaped, UplinkBps: 20_000_000})
 		return err
 	})
 	for range 3 {

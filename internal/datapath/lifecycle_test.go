@@ -58,11 +58,14 @@ func requireCgroup2(t *testing.T) string {
 		t.Skipf("needs cgroup v2: %v", err)
 	}
 	testCgroupRoot = root
-	old := StateDir
-	StateDir = t.TempDir()
-	t.Cleanup(func() { StateDir = old })
+	testStateDir = t.TempDir()
+	t.Cleanup(func() { testStateDir = "" }) // the default, as a test without it had
 	return root
 }
+
+// testStateDir is the state files' directory of the test running now
+// (HostConfig.StateDir): a temporary one from requireCgroup2 on.
+var testStateDir string
 
 // testCgroupRoot is the cgroup v2 mount the datapath resolves by default.
 var testCgroupRoot string
@@ -70,6 +73,9 @@ var testCgroupRoot string
 func openIn(t *testing.T, ns *testutil.NetNS, cfg Config) *Datapath {
 	t.Helper()
 	var d *Datapath
+	if cfg.StateDir == "" {
+		cfg.StateDir = testStateDir
+	}
 	ns.Do(t, func() (err error) { d, err = Open(cfg); return err })
 	t.Cleanup(func() { d.Close() })
 	return d
@@ -277,7 +283,7 @@ func TestOpenCloseLeavesNothing(t *testing.T) {
 	if slices.Contains(attachedSockops(t), ours) {
 		t.Error("sock_ops program still attached")
 	}
-	if _, err := os.Stat(stateFile(p.LinkA, "lc1")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(stateFile(testStateDir, p.LinkA, "lc1")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file left behind: %v", err)
 	}
 	if err := roundTrip(p.A, addr); err != nil {
@@ -298,7 +304,7 @@ func TestForeignRootRefused(t *testing.T) {
 		return netlink.QdiscAdd(tbf)
 	})
 	err := p.A.Run(func() error {
-		d, err := Open(Config{Interface: p.LinkA, Instance: "lc2"})
+		d, err := Open(Config{StateDir: testStateDir, Interface: p.LinkA, Instance: "lc2"})
 		if err == nil {
 			d.Close()
 		}
@@ -321,7 +327,7 @@ func TestCrashCleanupReopen(t *testing.T) {
 	addr := tcpEcho(t, p.B, p.AddrB, 7002)
 	var d *Datapath
 	p.A.Do(t, func() (err error) {
-		d, err = Open(Config{Interface: p.LinkA, Instance: "lc3", Mode: Shaped, UplinkBps: 50_000_000})
+		d, err = Open(Config{StateDir: testStateDir, Interface: p.LinkA, Instance: "lc3", Mode: Shaped, UplinkBps: 50_000_000})
 		return err
 	})
 	ours := progID(t, d.ops.LanesSockops)
@@ -343,7 +349,7 @@ func TestCrashCleanupReopen(t *testing.T) {
 	if !linkExists(t, p.A, ifb) {
 		t.Errorf("after crash: %s gone with the daemon (expected it to stay until cleanup)", ifb)
 	}
-	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", testCgroupRoot) })
+	p.A.Do(t, func() error { return CleanupAt(p.LinkA, "lc3", testCgroupRoot, testStateDir) })
 	s = inspect(t, p.A, p.LinkA, "lc3")
 	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
 		t.Errorf("after Cleanup: %+v (txqueuelen before %d)", s, before.txqlen)
@@ -354,7 +360,10 @@ func TestCrashCleanupReopen(t *testing.T) {
 
 	// Open over a crashed run without Cleanup adopts and replaces too.
 	var d2 *Datapath
-	p.A.Do(t, func() (err error) { d2, err = Open(Config{Interface: p.LinkA, Instance: "lc3"}); return err })
+	p.A.Do(t, func() (err error) {
+		d2, err = Open(Config{StateDir: testStateDir, Interface: p.LinkA, Instance: "lc3"})
+		return err
+	})
 	d2.abandon()
 	d3 := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "lc3"})
 	if err := roundTrip(p.A, addr); err != nil {
@@ -460,7 +469,7 @@ func TestTwoInterfacesOneHost(t *testing.T) {
 	var h *Host
 	var e1, e2 *Egress
 	p.A.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{Instance: "mi1"}); err != nil {
+		if h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "mi1"}); err != nil {
 			return err
 		}
 		t.Cleanup(func() { h.Close() })
@@ -557,7 +566,7 @@ func startOpenHelper(t *testing.T, p *testutil.Pair, instance string, env ...str
 	t.Helper()
 	cmd := p.A.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(append(os.Environ(), "LANES_DP_HELPER=open", "LANES_DP_IFACE="+p.LinkA,
-		"LANES_DP_INSTANCE="+instance, "LANES_DP_STATEDIR="+StateDir), env...)
+		"LANES_DP_INSTANCE="+instance, "LANES_DP_STATEDIR="+testStateDir), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -615,7 +624,7 @@ func TestSIGKILLFailOpen(t *testing.T) {
 	if err := roundTrip(p.A, addr); err != nil {
 		t.Fatalf("traffic after SIGKILL: %v", err)
 	}
-	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill1") })
+	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill1", testStateDir) })
 	s = inspect(t, p.A, p.LinkA, "kill1")
 	if s.rootHandle != 0 || s.cgroupExist || s.txqlen != before.txqlen {
 		t.Errorf("after Cleanup: %+v", s)

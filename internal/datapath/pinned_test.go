@@ -103,7 +103,7 @@ func TestPinnedClassifierWithoutSockops(t *testing.T) {
 	var h *Host
 	var e *Egress
 	p.A.Do(t, func() (err error) {
-		h, err = OpenHost(HostConfig{Instance: "pin2", Pinned: pinned,
+		h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "pin2", Pinned: pinned,
 			Off: map[Capability]string{CapSockops: "no prog_load (test)", CapExecLane: "no prog_load (test)"}})
 		if err != nil {
 			return err

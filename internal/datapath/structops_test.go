@@ -25,7 +25,7 @@ func TestMapUpdateCCsAdoptedAfterSIGKILL(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	var names []string
 	t.Cleanup(func() { // after the helper's own (cleanups run last first)
-		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill2") })
+		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill2", testStateDir) })
 		structops.Remove(names...) // whatever the test left, also when it failed
 	})
 	h := startOpenHelper(t, p, "kill2", "LANES_DP_STRUCTOPS=update")

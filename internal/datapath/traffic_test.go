@@ -53,9 +53,8 @@ func TestHelperProcess(t *testing.T) {
 	switch os.Getenv("LANES_DP_HELPER") {
 	case "bulk":
 	case "open": // open a datapath, say so, wait to be killed
-		StateDir = os.Getenv("LANES_DP_STATEDIR")
 		ownCgroupMount = helperCgroupMount(os.Getenv("LANES_DP_INSTANCE"))
-		cfg := Config{Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE"), Yield: os.Getenv("LANES_DP_YIELD") != ""}
+		cfg := Config{StateDir: os.Getenv("LANES_DP_STATEDIR"), Interface: os.Getenv("LANES_DP_IFACE"), Instance: os.Getenv("LANES_DP_INSTANCE"), Yield: os.Getenv("LANES_DP_YIELD") != ""}
 		if os.Getenv("LANES_DP_STRUCTOPS") == "update" {
 			cfg.StructOps = structops.Update
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -30,7 +31,7 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 			var idx int
 			p.A.Do(t, func() (err error) {
 				// background keeps CUBIC (no LEDBAT++): its queue grows
-				h, err = OpenHost(HostConfig{Instance: "untold", Yield: true, BackgroundTarget: -1, UntoldHeld: c.untoldOn})
+				h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "untold", Yield: true, BackgroundTarget: -1, Experiments: experiments.Set{UntoldHeld: c.untoldOn}})
 				if err != nil {
 					return err
 				}
@@ -108,7 +109,7 @@ func TestMarkOwnHarm(t *testing.T) {
 		ns := testutil.NewNetNS(t)
 		var h *Host
 		ns.Do(t, func() (err error) {
-			h, err = OpenHost(HostConfig{Instance: "ownharm", Yield: true, UntoldHeld: held})
+			h, err = OpenHost(HostConfig{Instance: "ownharm", Yield: true, Experiments: experiments.Set{UntoldHeld: held}})
 			return err
 		})
 		t.Cleanup(func() { h.Close() })

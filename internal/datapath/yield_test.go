@@ -166,7 +166,7 @@ func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, ma
 		target = 0
 	}
 	ns.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{Instance: "yi1", BackgroundTarget: target, Yield: true}); err != nil {
+		if h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "yi1", BackgroundTarget: target, Yield: true}); err != nil {
 			return err
 		}
 		t.Cleanup(func() { h.Close() })
@@ -323,7 +323,7 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	_, addr := startSink(t, p.B, p.AddrB, 9421)
 	t.Cleanup(func() { // after the helper's own (cleanups run last first)
-		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
+		p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3", testStateDir) })
 	})
 	h := startOpenHelper(t, p, "kill3", "LANES_DP_YIELD=1")
 	cc, bg := h.cc, h.bg
@@ -344,7 +344,7 @@ func TestRestartReleasesYieldClamp(t *testing.T) {
 	if w := watchClamp(t, up, 500*time.Millisecond, 2); !w.held(2) {
 		t.Fatalf("after the SIGKILL the upload's clamp did not stay (the check below would prove nothing): %v", w)
 	}
-	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3") })
+	p.A.Do(t, func() error { return Cleanup(p.LinkA, "kill3", testStateDir) })
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "kill3"})
 	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
 		t.Fatalf("after the restart the upload stays at cwnd %d (%v): the killed run's yield clamp was not released", cw, took)

@@ -7,21 +7,43 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// commitLike is a word of 7 to 40 hex digits with both a digit and a
-// letter: an abbreviated or full commit hash. A 0x constant is no word of
-// its own (x is a word character) and a sha256 (64 digits) is longer.
+// commitLike is a word of 7 to 40 hex digits: an abbreviated or full
+// commit hash when it has both a digit and a letter; one of digits only
+// when the text calls it a commit (digitCommit) or it names one of the
+// repository's commits (isCommit). A 0x constant is no word of its own (x
+// is a word character) and a sha256 (64 digits) is longer.
 var commitLike = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+
+// digitCommit is a word of digits only where a text cites a commit:
+// "since", "commit" or an opening parenthesis before seven or more
+// digits, a closing one or a comma after them.
+var digitCommit = regexp.MustCompile(`\b(since|commit) ([0-9]{7,40})\b|\(([0-9]{7,40})(\)|, )`)
+
+// isCommit says whether a word names a commit of the repository (false
+// without git or its history).
+var isCommit = func(w string) bool {
+	return exec.Command("git", "cat-file", "-e", w+"^{commit}").Run() == nil
+}
 
 func hashes(text string) []string {
 	var found []string
 	for _, w := range commitLike.FindAllString(text, -1) {
-		if strings.ContainsAny(w, "0123456789") && strings.ContainsAny(w, "abcdef") {
+		letters := strings.ContainsAny(w, "abcdef")
+		if letters && strings.ContainsAny(w, "0123456789") || !letters && isCommit(w) {
+			found = append(found, w)
+		}
+	}
+	for _, m := range digitCommit.FindAllStringSubmatch(text, -1) {
+		w := m[2] + m[3]
+		if !slices.Contains(found, w) {
 			found = append(found, w)
 		}
 	}
@@ -35,6 +57,10 @@ func TestCommitLike(t *testing.T) {
 		"0x7fffffff and 0xdeadbeef1":                                              0,
 		"deadbeef, facade, 1234567":                                               0,
 		"sha256 0100eea9fdf5cc925b9073b47684bba85b531657610e634be8bf90264a32b552": 0,
+		"(since 5687678), from what":                                              1,
+		"(3872547, [results/coop.md](results/coop.md))":                           1,
+		"the walk (8439940): at most":                                             1,
+		"1000000 ns, 2147483647 (INT_MAX)":                                        0,
 	} {
 		if got := hashes(text); len(got) != want {
 			t.Errorf("%q: found %q, want %d", text, got, want)
@@ -42,14 +68,16 @@ func TestCommitLike(t *testing.T) {
 	}
 }
 
-// TestReferenceNamesNoCommit: docs/*.md (not docs/results/), every Go
-// comment and every comment of lanes' own C are free of commit hashes.
+// TestReferenceNamesNoCommit: docs/*.md (not docs/results/), README.md,
+// every Go comment and every comment of lanes' own C are free of commit
+// hashes.
 func TestReferenceNamesNoCommit(t *testing.T) {
 	root := repoRoot(t)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no reference pages under docs/: %v", err)
 	}
+	pages = append(pages, filepath.Join(root, "README.md"))
 	for _, p := range pages {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -1,7 +1,7 @@
 // Package edf is the deadline queue of the realtime lane: earliest-deadline-
 // first ordering with admission control, after Nomura and Ishikawa,
-// "Communication control of real-time packets". Pure Go, no I/O, no clocks:
-// every operation is given T_now by the caller.
+// "Communication control of real-time packets" (docs/papers.md). Pure Go,
+// no I/O, no clocks: every operation is given T_now by the caller.
 //
 // Model. Each queued packet j has a transmit time T_j (its size over the link
 // rate) and a deadline D_j by which its transmission must be complete. The

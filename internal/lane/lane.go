@@ -5,7 +5,11 @@
 // cross into BPF programs and qdisc handles are defined in exactly one place.
 package lane
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Lane is a traffic and task priority class. The zero value is Unset so that
 // a missing map entry is never mistaken for a real lane.
@@ -18,32 +22,53 @@ const (
 	Background  Lane = 3 // lower than best effort
 )
 
+// names is the one table of the lanes: each one's name and the other
+// names Parse takes, from highest to lowest priority.
+var names = []struct {
+	lane    Lane
+	name    string
+	aliases []string
+}{
+	{Realtime, "realtime", []string{"rt"}},
+	{Interactive, "interactive", []string{"default", "best-effort"}},
+	{Background, "background", []string{"bg", "lbe"}},
+}
+
 // All lists the real lanes from highest to lowest priority.
-var All = []Lane{Realtime, Interactive, Background}
+var All = func() []Lane {
+	var out []Lane
+	for _, n := range names {
+		out = append(out, n.lane)
+	}
+	return out
+}()
+
+// Names are the lanes' names, from highest to lowest priority.
+func Names() []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, n.name)
+	}
+	return out
+}
 
 func (l Lane) String() string {
-	switch l {
-	case Realtime:
-		return "realtime"
-	case Interactive:
-		return "interactive"
-	case Background:
-		return "background"
+	for _, n := range names {
+		if n.lane == l {
+			return n.name
+		}
 	}
 	return "unset"
 }
 
-// Parse turns a lane name into a Lane.
+// Parse turns a lane name (or an alias) into a Lane.
 func Parse(s string) (Lane, error) {
-	switch s {
-	case "realtime", "rt":
-		return Realtime, nil
-	case "interactive", "default", "best-effort":
-		return Interactive, nil
-	case "background", "bg", "lbe":
-		return Background, nil
+	for _, n := range names {
+		if s == n.name || slices.Contains(n.aliases, s) {
+			return n.lane, nil
+		}
 	}
-	return Unset, fmt.Errorf("unknown lane %q (want realtime, interactive or background)", s)
+	return Unset, fmt.Errorf("unknown lane %q (want %s)", s, strings.Join(Names(), ", "))
 }
 
 // MarshalText and UnmarshalText let lanes appear by name in JSON and YAML.

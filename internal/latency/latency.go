@@ -1,5 +1,5 @@
 // Package latency measures how late a thread wakes up from a periodic
-// absolute timer (the "jitter" of SEEDS.md §004, the quantity cyclictest
+// absolute timer (the "jitter" of docs/papers.md §004, the quantity cyclictest
 // reports), optionally under CPU and interrupt load.
 //
 // Each measuring thread is a goroutine locked to its own OS thread. It sets

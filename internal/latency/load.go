@@ -1,4 +1,4 @@
-// load.go: the two loads of SEEDS.md §004 — a CPU load (busy workers at
+// load.go: the two loads of docs/papers.md §004 — a CPU load (busy workers at
 // normal priority) and an interrupt load (a peer flooding the tested host
 // with UDP and ICMP).
 //

@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-// TestN22FakeableGrantsWarned (N22): under dscp.ef_realtime all 300 of
+// TestFakeableGrantsWarned (audit N22): under dscp.ef_realtime all 300 of
 // nobody's EF datagrams went realtime, and nobody's /bin/sleep renamed to
 // pipewire matched the docs' `comm: pipewire -> fifo 20, lane realtime`;
 // the checker warned of neither. Fix: a warning for each grant of
 // realtime or fifo/rr that matches only by DSCP, comm, a base-name exe,
 // cmdline or parent.
-func TestN22FakeableGrantsWarned(t *testing.T) {
+func TestFakeableGrantsWarned(t *testing.T) {
 	for _, c := range []struct {
 		yaml, warn string
 	}{

@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// TestN19KeyReadableRefused (N19): policy.yaml was installed 0644 and a
+// TestReadableCoopKeyRefused (audit N19): policy.yaml was installed 0644 and a
 // key_file's mode was not checked: a local user read the key and forged a
 // keyed announcement that removed a peer for 60 s. Fix: a policy holding
 // coop.key, and a key_file, must not be readable by group or others.
-func TestN19KeyReadableRefused(t *testing.T) {
+func TestReadableCoopKeyRefused(t *testing.T) {
 	dir := t.TempDir()
 	const key = "00112233445566778899aabbccddeeff"
 	keyFile := filepath.Join(dir, "coop.key")

@@ -318,11 +318,11 @@ func TestAttackAcceptEMFILE(t *testing.T) {
 	t.Logf("accept failed %d times, lane still serving", s.AcceptErrors)
 }
 
-// TestD10RootNotLockedOut: 16 users holding 16 connections each filled
-// max_conns (256) and root's connection got EPIPE. Fix: an eighth of
-// max_conns is reserved for root and granted clients; root has no per-uid
-// bound.
-func TestD10RootNotLockedOut(t *testing.T) {
+// TestRootConnectsWhenConnectionsFull (audit D10): 16 users holding 16
+// connections each filled max_conns (256) and root's connection got EPIPE.
+// Fix: an eighth of max_conns is reserved for root and granted clients; root
+// has no per-uid bound.
+func TestRootConnectsWhenConnectionsFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -353,7 +353,7 @@ func TestD10RootNotLockedOut(t *testing.T) {
 	}
 }
 
-// TestN7UngrantedFloodIsPaced: an ungranted uid sent 11,800 STATS
+// TestUngrantedRequestFloodPaced (audit N7): an ungranted uid sent 11,800 STATS
 // requests a second and the daemon answered every one (64 % of a CPU):
 // the requests of clients who are not granted were not paced. Fix
 // (pace.go): they are paced per uid at client_requests per second, as
@@ -362,7 +362,7 @@ func TestD10RootNotLockedOut(t *testing.T) {
 // connections' flood stays within the rate (a loaded machine answers
 // fewer, never more). Printed: the process's CPU, clients included (at
 // load 7 on 2 CPUs: 74 % unpaced at 38,009/s, 18.5 % paced).
-func TestN7UngrantedFloodIsPaced(t *testing.T) {
+func TestUngrantedRequestFloodPaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

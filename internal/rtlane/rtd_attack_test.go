@@ -66,12 +66,12 @@ func (c *rawClient) sendEmptyWithFD(fd int) error {
 	return nil
 }
 
-// TestN1AttachTooBigClosesDescriptors: an ATTACH request longer than the
-// largest request, with one descriptor, was answered too-big and the
-// descriptor kept: 19,999 of them in a second, past the 8-sockets limit,
-// never shown in the counters. Fix: every received descriptor is closed on
-// every path but the one that attaches it (conn.c, conn_readable).
-func TestN1AttachTooBigClosesDescriptors(t *testing.T) {
+// TestAttachTooBigClosesDescriptors (audit N1): an ATTACH request longer than
+// the largest request, with one descriptor, was answered too-big and the
+// descriptor kept: 19,999 of them in a second, past the 8-sockets limit, never
+// shown in the counters. Fix: every received descriptor is closed on every
+// path but the one that attaches it (conn.c, conn_readable).
+func TestAttachTooBigClosesDescriptors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -106,11 +106,11 @@ func TestN1AttachTooBigClosesDescriptors(t *testing.T) {
 	}
 }
 
-// TestN1bEmptyMessageClosesDescriptors: a zero-length message carrying
+// TestEmptyMessageClosesDescriptors (audit N1b): a zero-length message carrying
 // SCM_RIGHTS ended the connection (a read of 0 bytes) before its
 // descriptors were closed: one more held per connection. Fix: the
 // descriptors are closed before the end is looked at.
-func TestN1bEmptyMessageClosesDescriptors(t *testing.T) {
+func TestEmptyMessageClosesDescriptors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -308,14 +308,14 @@ func procStatus(t *testing.T, pid int, field string) int {
 	return 0
 }
 
-// TestN2FloodKeepsRootsShare: one granted client queuing 65,000-byte
-// datagrams with far deadlines filled the one global max_queue (10,198 in
-// a second), lanes-rtd's locked memory grew from 4 to 639 MB and stayed,
-// and root's sends were refused queue-full. Fix: payloads live in a pool
-// allocated once from max_queue_bytes; a connection not root's holds at
+// TestQueueFloodKeepsRootsShare (audit N2): one granted client queuing
+// 65,000-byte datagrams with far deadlines filled the one global max_queue
+// (10,198 in a second), lanes-rtd's locked memory grew from 4 to 639 MB and
+// stayed, and root's sends were refused queue-full. Fix: payloads live in a
+// pool allocated once from max_queue_bytes; a connection not root's holds at
 // most 1/8 of its slots and bytes, a uid 1/4, and root keeps 1/8 (lane.c,
 // over_share; pool.c).
-func TestN2FloodKeepsRootsShare(t *testing.T) {
+func TestQueueFloodKeepsRootsShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -431,14 +431,14 @@ func TestSendPathAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestN9DestinationFloodDoesNotPinTable: a granted client sending to
+// TestDestinationFloodDoesNotPinTable (audit N9): a granted client sending to
 // 4,200 destinations filled lanes-rtd's 4,096-entry table for its life:
 // later destinations, root's included, got the guessed class and were
 // never looked up, and every lookup was a linear scan. Fix (route.c): a
 // hash table over a fixed array, the least recently used entry displaced,
 // idle ones forgotten (and the daemon told), and a connection not root's
 // holds at most 1/8 of the entries, a uid 1/4.
-func TestN9DestinationFloodDoesNotPinTable(t *testing.T) {
+func TestDestinationFloodDoesNotPinTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

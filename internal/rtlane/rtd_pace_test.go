@@ -16,15 +16,15 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN7RequestFloodIsPaced: a granted client with 16 connections looping
-// 1-byte SENDs got 72,000 requests/s served: lanes-rtd at 94 % of a CPU at
-// SCHED_FIFO and root's reply p99 at 30.8 ms. Fix (pace.c): the requests
-// of a uid not root are paced, client_requests per second (2,000; a
+// TestRtdRequestFloodPaced (audit N7): a granted client with 16 connections
+// looping 1-byte SENDs got 72,000 requests/s served: lanes-rtd at 94 % of a
+// CPU at SCHED_FIFO and root's reply p99 at 30.8 ms. Fix (pace.c): the
+// requests of a uid not root are paced, client_requests per second (2,000; a
 // connection half), a connection out of tokens not read until it has one.
 // Judged: what lanes-rtd served of the flood stays within the rate. The
-// figures (lanes-rtd's CPU share, root's reply p50/p99 under the flood)
-// are printed.
-func TestN7RequestFloodIsPaced(t *testing.T) {
+// figures (lanes-rtd's CPU share, root's reply p50/p99 under the flood) are
+// printed.
+func TestRtdRequestFloodPaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
@@ -114,11 +114,11 @@ func TestN7RequestFloodIsPaced(t *testing.T) {
 	}
 }
 
-// TestN7StatsFloodAsksHelperRarely: an ungranted uid sending 11,800 STATS
+// TestStatsFloodAsksRtdRarely (audit N7): an ungranted uid sending 11,800 STATS
 // requests a second cost lanes-rtd 24 % of a CPU: each one asked it for
 // its counters. Fix: lanes-rtd's counters answer the STATS of clients
 // other than root for statsCacheAge (stats.go, clientStats).
-func TestN7StatsFloodAsksHelperRarely(t *testing.T) {
+func TestStatsFloodAsksRtdRarely(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}

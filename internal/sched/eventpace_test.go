@@ -10,13 +10,13 @@ import (
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// TestN16EventsPacedPerUID (N16): a nice-19 process looping
+// TestEventsPacedPerUID (audit N16): a nice-19 process looping
 // prctl(PR_SET_NAME) kept the daemon at 81 % of a core: every rename was
 // read from /proc, and each of 1,308 overruns rescanned /proc with a WARN
 // line. Fix: a uid's exec/comm events are considered at uidEventRate a
 // second, the rest wait as one entry per process; overruns rescan at most
 // once per rescanEvery.
-func TestN16EventsPacedPerUID(t *testing.T) {
+func TestEventsPacedPerUID(t *testing.T) {
 	testutil.RequireRoot(t)
 	user := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "100")
 	root := exec.Command("sleep", "100")

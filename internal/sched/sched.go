@@ -2,7 +2,7 @@
 // processes (by executable, comm, command line, uid, cgroup or parent) and
 // give them a CPU treatment — SCHED_FIFO/RR with a priority, nice, SCHED_IDLE,
 // CPU affinity, cgroup cpu weight/idle — and a network lane, as soon as they
-// start (SEEDS.md §004: "made automatic by a background process that watches
+// start (docs/papers.md §004: "made automatic by a background process that watches
 // for the target application's start").
 //
 //   - sched.go    this header; the rules themselves are internal/config's

@@ -127,8 +127,8 @@ type State struct {
 	Window  Window
 	Harm    Harm
 	OpenEnd uint64
-	// UntoldHeld: the lab switch that holds background beside an untold
-	// foreground (datapath.HostConfig.UntoldHeld) is on
+	// UntoldHeld: the experiment that holds background beside an untold
+	// foreground is on (experiments.Set.UntoldHeld)
 	UntoldHeld bool
 }
 
@@ -180,7 +180,7 @@ const (
 const (
 	CauseHarm    = "harm"    // a foreground TCP socket reads harm
 	CauseOpening = "opening" // a foreground connection just opened
-	CauseUntold  = "untold"  // a foreground without TCP RTT samples (UDP), with the lab's --untold-held
+	CauseUntold  = "untold"  // a foreground without TCP RTT samples (UDP), with the experiment UntoldHeld on
 )
 
 // IfaceStatus is one interface's state in Status.
@@ -264,7 +264,7 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 			Signal: "held at the minimum (QUIC/UDP egress stopped): a foreground connection opened"}
 	case st.Untold(now) && st.UntoldHeld:
 		return IfaceStatus{Yielding: true, Since: wall, Mode: ModeHeld, Cause: CauseUntold,
-			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP; the lab's --untold-held)"}
+			Signal: "held at the minimum (QUIC/UDP at the yield's rate): a foreground present (classifier) without TCP RTT samples to tell its harm (UDP; experiment untold-held)"}
 	case st.Untold(now):
 		return IfaceStatus{Mode: ModeSharing,
 			Signal: fmt.Sprintf("sharing: foreground present (classifier, its UDP arrivals included) without TCP RTT samples (UDP): TCP and QUIC/UDP, uploads and downloads, keep %v of queue by their own queuing delay, held while it stands %v above its base", ShareTarget(target), HarmQueue)}

@@ -16,7 +16,7 @@ func TestStatusOf(t *testing.T) {
 		"wlan0": {Window: Window{Active: ms(600), Since: ms(900), Episodes: 2}},                                                                      // the stamp is over
 		"wwan0": {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(150), Seen: ms(10)}},                                // present, harm over
 		"wg0":   {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}},                                                                       // present, no TCP sample
-		"wg1":   {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, UntoldHeld: true},                                                     // the same, the lab's --untold-held
+		"wg1":   {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, UntoldHeld: true},                                                     // the same, experiment untold-held
 		"ppp0":  {Window: Window{Active: ms(50), Since: ms(700), Episodes: 1}, Harm: Harm{At: ms(30), Since: ms(60), QueueUS: 14000, Kind: HarmOwn}}, // untold, the background's own delay
 		"usb0":  {OpenEnd: now + uint64(50*time.Millisecond)},                                                                                        // a connection opened
 	}

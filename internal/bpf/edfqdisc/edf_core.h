@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * edf_core.h - the realtime lane's EDF queue with the paper's admission
- * test (SEEDS.md §003), in integer arithmetic for BPF: no floats, loops
+ * test (docs/papers.md §003), in integer arithmetic for BPF: no floats, loops
  * bounded by EDF_CAP, indexes masked. The same decisions as internal/edf
  * (its Reference is the specification; edf_step.c runs this header through
  * BPF_PROG_TEST_RUN and the package's test compares it decision by

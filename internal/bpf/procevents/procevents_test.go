@@ -44,11 +44,11 @@ func TestExecForkExit(t *testing.T) {
 	}
 }
 
-// TestN16RenamesHeldBack (N16): a process looping prctl(PR_SET_NAME) put
+// TestRenamesHeldBack (audit N16): a process looping prctl(PR_SET_NAME) put
 // every rename on the ring, and the daemon reading them took 81-97 % of a
 // core. Fix: a process's renames go out at most one per 100 ms; the rest
 // are marked pending, for PendingRenames.
-func TestN16RenamesHeldBack(t *testing.T) {
+func TestRenamesHeldBack(t *testing.T) {
 	testutil.RequireRoot(t)
 	s, err := Open()
 	if err != nil {

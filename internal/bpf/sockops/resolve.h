@@ -2,9 +2,10 @@
 /*
  * resolve.h - a socket's lane, resolved once at connect or accept: its
  * cookie already known, else its 5-tuple with the local address
- * (flow_lookup), else its destination prefix, else its cgroup v2 id or an
- * ancestor's, else its uid; stored cookie -> lane in lanes_cookie for the
- * classifier. Included by sockops.c.
+ * (flow_lookup), else its destination prefix (resolve_core.h, shared with
+ * the Android form), else its cgroup v2 id or an ancestor's, else its uid;
+ * stored cookie -> lane in lanes_cookie for the classifier. Included by
+ * sockops.c.
  *
  * The socket's cgroup and uid are read from struct sock through CO-RE
  * (sk_cgrp_data.cgroup->kn->id, sk_uid): at PASSIVE_ESTABLISHED_CB "current"
@@ -20,6 +21,8 @@
  */
 #ifndef LANES_SOCKOPS_RESOLVE_H
 #define LANES_SOCKOPS_RESOLVE_H
+
+#include "resolve_core.h"
 
 /* deepest ancestors tried for a cgroup match (the socket's own included) */
 #define CGROUP_DEPTH 16
@@ -63,106 +66,57 @@ static __always_inline __u64 ancestor_id(struct cgroup *cg, int lvl)
 		return ancestor_id_ids((struct cgroup___ids *)cg, lvl);
 	return 0;
 }
-static __always_inline int valid_lane(const __u32 *v)
+/* owner_lane is the lane of the socket's cgroup (deepest first: its own,
+ * then its ancestors), else of its uid; LANE_UNSET if none. */
+static __always_inline __u32 owner_lane(struct bpf_sock_ops *ops)
 {
-	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
+	/* ops->sk may not take pointer arithmetic; its BTF view may */
+	struct bpf_sock *bsk = ops->sk;
+	struct sock *sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
+	struct cgroup *cg;
+	__u32 *v, uid;
+	int level;
+
+	if (!sk)
+		return LANE_UNSET;
+	cg = sock_cgroup(sk);
+	level = cg ? BPF_CORE_READ(cg, level) : -1;
+	uid = BPF_CORE_READ(sk, sk_uid.val);
+	/* the socket's cgroup, then its ancestors: the deepest entry wins */
+	for (int i = 0; i < CGROUP_DEPTH; i++) {
+		__u64 id;
+
+		if (level - i < 0)
+			break;
+		id = i == 0 ? BPF_CORE_READ(cg, kn, id) : ancestor_id(cg, level - i);
+		if (!id)
+			break;
+		v = bpf_map_lookup_elem(&lanes_cgroup, &id);
+		if (valid_lane(v)) {
+			bump(OPS_BY_CGROUP);
+			return *v;
+		}
+	}
+	v = bpf_map_lookup_elem(&lanes_uid, &uid);
+	if (valid_lane(v)) {
+		bump(OPS_BY_UID);
+		return *v;
+	}
+	return LANE_UNSET;
 }
 
 /* resolve returns the socket's lane (LANE_UNSET if nothing matched) and
  * stores it by cookie. */
 static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 {
-	struct flow_key key = {};
-	struct bpf_sock *bsk;
-	struct sock *sk;
-	__u32 *v, lane;
+	int stored = 0;
+	__u32 lane = lane_by_flow(ops, cookie, &stored);
 
-	v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-	if (valid_lane(v)) {
-		bump(OPS_BY_COOKIE);
-		return *v;
-	}
-
-	if (ops->family == AF_INET) {
-		__u32 a = ops->remote_ip4;
-
-		__u32 l = ops->local_ip4;
-
-		key.daddr[10] = 0xff;
-		key.daddr[11] = 0xff;
-		__builtin_memcpy(&key.daddr[12], &a, 4);
-		key.saddr[10] = 0xff;
-		key.saddr[11] = 0xff;
-		__builtin_memcpy(&key.saddr[12], &l, 4);
-	} else if (ops->family == AF_INET6) {
-		/* one 4-byte context load each: the verifier refuses wider ones */
-		__u32 a[4] = {*(volatile __u32 *)&ops->remote_ip6[0],
-			      *(volatile __u32 *)&ops->remote_ip6[1],
-			      *(volatile __u32 *)&ops->remote_ip6[2],
-			      *(volatile __u32 *)&ops->remote_ip6[3]};
-		__u32 l[4] = {*(volatile __u32 *)&ops->local_ip6[0],
-			      *(volatile __u32 *)&ops->local_ip6[1],
-			      *(volatile __u32 *)&ops->local_ip6[2],
-			      *(volatile __u32 *)&ops->local_ip6[3]};
-
-		__builtin_memcpy(key.daddr, a, 16);
-		__builtin_memcpy(key.saddr, l, 16);
-	} else {
-		return LANE_UNSET;
-	}
-	/* remote_port: the be16 port in the high half on little endian */
-	key.dport = bpf_ntohl(ops->remote_port) & 0xffff;
-	key.sport = ops->local_port;
-	key.proto = 6;
-	v = flow_lookup(&key);
-	if (v) {
-		lane = *v;
-		bump(OPS_BY_TUPLE);
-		goto store;
-	}
-	v = dst_lookup(key.daddr, key.dport);
-	if (v) {
-		lane = *v;
-		bump(OPS_BY_DST);
-		goto store;
-	}
-
-	/* ops->sk may not take pointer arithmetic; its BTF view may */
-	bsk = ops->sk;
-	sk = bsk ? (struct sock *)bpf_skc_to_tcp_sock(bsk) : 0;
-	if (sk) {
-		struct cgroup *cg = sock_cgroup(sk);
-		int level = cg ? BPF_CORE_READ(cg, level) : -1;
-		__u32 uid = BPF_CORE_READ(sk, sk_uid.val);
-
-		/* the socket's cgroup, then its ancestors: the deepest entry wins */
-		for (int i = 0; i < CGROUP_DEPTH; i++) {
-			__u64 id;
-
-			if (level - i < 0)
-				break;
-			id = i == 0 ? BPF_CORE_READ(cg, kn, id) : ancestor_id(cg, level - i);
-			if (!id)
-				break;
-			v = bpf_map_lookup_elem(&lanes_cgroup, &id);
-			if (valid_lane(v)) {
-				lane = *v;
-				bump(OPS_BY_CGROUP);
-				goto store;
-			}
-		}
-		v = bpf_map_lookup_elem(&lanes_uid, &uid);
-		if (valid_lane(v)) {
-			lane = *v;
-			bump(OPS_BY_UID);
-			goto store;
-		}
-	}
-	bump(OPS_UNRESOLVED);
-	return LANE_UNSET;
-store:
-	bpf_map_update_elem(&lanes_cookie, &cookie, &lane, BPF_ANY);
-	return lane;
+	if (stored)
+		return lane;
+	if (lane == LANE_UNSET)
+		lane = owner_lane(ops);
+	return store_lane(cookie, lane);
 }
 
 #endif

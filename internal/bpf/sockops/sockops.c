@@ -117,8 +117,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			bump(OPS_ACCEPT);
 			lane = resolve(ops, cookie);
 		} else {
-			v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-			lane = valid_lane(v) ? *v : LANE_UNSET;
+			lane = lane_of(cookie);
 		}
 		fg_opened(ops, lane, ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ? FG_AT_PASSIVE : FG_AT_ACTIVE);
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
@@ -148,8 +147,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			bpf_map_update_elem(&lanes_sock_seen, &cookie, &one, BPF_ANY);
 			release_stale_clamp(ops);
 		}
-		v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-		lane = valid_lane(v) ? *v : LANE_UNSET;
+		lane = lane_of(cookie);
 		/* a socket moved to background after it was established (a 3-tuple
 		 * registered after connect, as the LW-LBE API does) */
 		if (lane == LANE_BACKGROUND) {

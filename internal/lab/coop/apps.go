@@ -1,4 +1,4 @@
-// apps.go: the per-application experiment of seeds §002. One host streams at
+// apps.go: the per-application experiment of docs/papers.md §002. One host streams at
 // a constant bit rate over TCP (realtime lane), three hosts upload a file each
 // (background lane), all through one emulated AP. Settings:
 //
@@ -208,7 +208,7 @@ func (run *appsRun) summarizeCaps(series *coopSeries) {
 }
 
 func init() {
-	testbed.Register(testbed.Experiment{Name: "apps", Summary: "one TCP stream + three file uploads through one AP: caps per application (seeds §002)",
+	testbed.Register(testbed.Experiment{Name: "apps", Summary: "one TCP stream + three file uploads through one AP: caps per application (docs/papers.md §002)",
 		Quick: "10 MB uploads, 15 s stream alone",
 		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			var c coopCommon

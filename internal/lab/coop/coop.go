@@ -2,7 +2,7 @@
 // coop-dynamics, coop-mixed and apps, on a bed of hosts behind one AP
 // (coopbed.go) with lanes daemons that announce and cap (coopd.go).
 //
-// coop.go: the cooperative-control experiments of seeds §001.
+// coop.go: the cooperative-control experiments of docs/papers.md §001.
 //
 //   - coop: N hosts (2..8 by default) upload through one AP (20 Mbit/s, RTT
 //     256 ms, buffer half a BDP by default), plain TCP vs lanes: per-host and
@@ -370,7 +370,7 @@ func allHosts(n int) []int {
 }
 
 func init() {
-	testbed.Register(testbed.Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (seeds §001)",
+	testbed.Register(testbed.Experiment{Name: "coop", Summary: "N hosts through one AP, plain TCP vs lanes' cooperative caps (docs/papers.md §001)",
 		Quick: "20 s runs after 5 s warm-up; N = 2, 5, 8",
 		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			o := &coopOptions{}
@@ -385,7 +385,7 @@ func init() {
 			}
 		}, Plot: plotCoop})
 
-	testbed.Register(testbed.Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (seeds §001)",
+	testbed.Register(testbed.Experiment{Name: "coop-dynamics", Summary: "5 -> 8 -> 5 senders, one every 60 s: N, caps, reaction time, goodput (docs/papers.md §001)",
 		Quick: "15 s periods (--time-scale 0.25)",
 		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			o := &dynamicsOptions{}

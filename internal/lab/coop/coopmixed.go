@@ -1,4 +1,4 @@
-// coopmixed.go: the coop-mixed experiment (seeds §001 open problem 4): N
+// coopmixed.go: the coop-mixed experiment (docs/papers.md §001 open problem 4): N
 // hosts, the first --plain of them without lanes, against the same hosts
 // all plain TCP. lanes hosts know only each other, so their caps leave room
 // the plain hosts take, until the safety fallback stops capping: the lanes
@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	testbed.Register(testbed.Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, seeds §001 open problem 4)",
+	testbed.Register(testbed.Experiment{Name: "coop-mixed", Summary: "6 hosts, 2 without lanes: lanes never clearly worse (safety fallback, docs/papers.md §001 open problem 4)",
 		Quick: "30 s per mode",
 		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			m := &mixedExp{}

@@ -1,7 +1,7 @@
 // Package deadline holds experiment deadline: realtime datagrams with
 // deadlines through lanes' realtime lane against default Linux.
 //
-// deadline.go: experiment `deadline`, SEEDS.md §003 tables 1–3 — realtime
+// deadline.go: experiment `deadline`, docs/papers.md §003 tables 1–3 — realtime
 // datagrams with deadlines under a saturating bulk transfer, through the
 // lanes realtime lane (EDF + admission, internal/rtlane) and through default
 // Linux (one FIFO), timestamped at the paper's five points; plus the

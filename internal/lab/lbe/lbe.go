@@ -2,7 +2,7 @@
 // lbe-overhead, lbe-feedback (the LW-LBE paper's figures), lbe-remote (a
 // remote bottleneck) and lbe-switch (the cost of a task switch).
 //
-// lbe.go: the LW-LBE paper's evaluation (SEEDS.md §000, figures 6–12).
+// lbe.go: the LW-LBE paper's evaluation (docs/papers.md §000, figures 6–12).
 //
 //	phone ──[W-CDMA trace up, delay, device queue]──► router ──► fg server (HTTP)
 //	      ◄─[W-CDMA trace down, delay, 100 pkts]───        └──► bg server (sink)

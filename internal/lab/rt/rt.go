@@ -1,7 +1,7 @@
 // Package rt holds experiment rt: a periodic task's wake-up latency under
 // load, default against real-time configurations.
 //
-// rt.go: experiment `rt`, SEEDS.md §004 — how late a periodic (30 ms) task
+// rt.go: experiment `rt`, docs/papers.md §004 — how late a periodic (30 ms) task
 // wakes up under CPU plus interrupt load, in the paper's four configurations:
 //
 //	(a) default kernel, task at SCHED_OTHER
@@ -376,8 +376,8 @@ func plotRT(dir string, started time.Time, runs []rtRun) (string, error) {
 		xmax   float64
 		title  string
 	}{
-		{"", 100, xmax, "Wake-up latency under CPU + interrupt load (SEEDS 004)"},
-		{"-zoom", 10, 1, "Wake-up latency, first millisecond (SEEDS 004)"},
+		{"", 100, xmax, "Wake-up latency under CPU + interrupt load (paper 004)"},
+		{"-zoom", 10, 1, "Wake-up latency, first millisecond (paper 004)"},
 	} {
 		fig := rtFigure(runs, f.binUS, f.xmax, f.title)
 		for _, ext := range []string{".png", ".svg"} {

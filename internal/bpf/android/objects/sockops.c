@@ -14,10 +14,11 @@
 //     on every kernel from 5.10 (sock_filter_func_proto: a socket is
 //     created in process context). Android's netd reads its sockets'
 //     creators the same way (cgroupsock/inet_create).
-//   - TCP_CONNECT_CB and PASSIVE_ESTABLISHED_CB: the socket's lane, as
-//     internal/bpf/sockops/sockops.c resolves it: cookie already known,
-//     else its 5-tuple (flow_lookup of lanes_maps.h; the key from
-//     lanes_sockkey.h), else its destination (dst_lookup), else, at
+//   - TCP_CONNECT_CB and PASSIVE_ESTABLISHED_CB: the socket's lane, by
+//     internal/bpf/sockops/resolve_core.h, which lanes' own sock_ops
+//     shares: cookie already known, else its 5-tuple (flow_lookup of
+//     lanes_maps.h; the key from lanes_sockkey.h), else its destination
+//     (dst_lookup), else, at
 //     connect only, its creator's cgroup and uid from lanes_sock_owner
 //     (an accepted socket is created by the kernel, not by a task, and
 //     the socket's own cgroup needs CO-RE); stored by cookie in
@@ -39,7 +40,6 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "lanes_maps.h"
-#include "lanes_sockkey.h"
 #include "bgclamp_form.h"
 
 #define TCP_NOTSENT_LOWAT 25
@@ -78,10 +78,7 @@ static __always_inline void bump(__u32 idx)
 		(*c)++;
 }
 
-static __always_inline int valid_lane(const __u32 *v)
-{
-	return v && *v >= LANE_REALTIME && *v <= LANE_MAX;
-}
+#include "../../sockops/resolve_core.h"
 
 /* owner_lane is the lane of the socket's creator (its cgroup, else its
  * uid), LANE_UNSET if none. */
@@ -110,38 +107,14 @@ static __always_inline __u32 owner_lane(__u64 cookie)
  * stores it by cookie; owner: the socket's creator may be asked (connect). */
 static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie, int owner)
 {
-	struct flow_key key = {};
-	__u32 *v, lane;
+	int stored = 0;
+	__u32 lane = lane_by_flow(ops, cookie, &stored);
 
-	v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-	if (valid_lane(v)) {
-		bump(OPS_BY_COOKIE);
-		return *v;
-	}
-	if (!sock_flow_key(ops, &key))
-		return LANE_UNSET;
-	v = flow_lookup(&key);
-	if (v) {
-		lane = *v;
-		bump(OPS_BY_TUPLE);
-		goto store;
-	}
-	v = dst_lookup(key.daddr, key.dport);
-	if (v) {
-		lane = *v;
-		bump(OPS_BY_DST);
-		goto store;
-	}
-	if (owner) {
+	if (stored)
+		return lane;
+	if (lane == LANE_UNSET && owner)
 		lane = owner_lane(cookie);
-		if (lane != LANE_UNSET)
-			goto store;
-	}
-	bump(OPS_UNRESOLVED);
-	return LANE_UNSET;
-store:
-	bpf_map_update_elem(&lanes_cookie, &cookie, &lane, BPF_ANY);
-	return lane;
+	return store_lane(cookie, lane);
 }
 
 /* set_lowat gives a background socket TCP_NOTSENT_LOWAT, once. */
@@ -159,14 +132,6 @@ static __always_inline void set_lowat(struct bpf_sock_ops *ops, __u64 cookie, st
 	} else {
 		bump(OPS_SETSOCKOPT_ERR);
 	}
-}
-
-/* lane_of is the socket's stored lane, LANE_UNSET if none. */
-static __always_inline __u32 lane_of(__u64 cookie)
-{
-	__u32 *v = bpf_map_lookup_elem(&lanes_cookie, &cookie);
-
-	return valid_lane(v) ? *v : LANE_UNSET;
 }
 
 SEC("sockops/lanes_sockops")
