@@ -33,6 +33,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, "leave optional datapath capabilities off as if the kernel lacked them (sock_ops, cap_cc, background_cc, background_clamp: LEDBAT++'s window as a cwnd clamp where background_cc is off, rledbat; rledbat_daemon: the daemon's own rLEDBAT, which runs where rledbat is off)")
 	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
+	androidCpuset := fs.String("android-cpuset", "/dev/cpuset", "where Android's cpuset groups (top-app, foreground, background...) are, for the policy's android: rules")
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	byUpdate := fs.Bool("struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4 (they outlive a killed daemon until its restart or lanes reset; testing)")
 	keepTokens := fs.Bool("bg-udp-keep-tokens", false, "a decrease of the background QUIC/UDP class's rate leaves its policer's bucket as it is (the lab pairs the rule with what it replaced)")
@@ -88,7 +89,8 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, RootOwnedPolicy: !*allowForeign,
 			Version: version, Log: log, Without: *without, StructOpsByUpdate: *byUpdate, ShareOff: off, BgUDPKeepTokens: *keepTokens,
-			BgUDPOff: udpParts, UntoldHeld: *untoldHeld, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
+			BgUDPOff: udpParts, UntoldHeld: *untoldHeld, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix,
+			AndroidCpuset: *androidCpuset})
 	}
 }
 
