@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/appstate"
@@ -66,15 +67,17 @@ func (d *Daemon) newAppState(pol *policy.Policy) *component {
 			return nil, err
 		}
 		r := appstate.Reader{Root: root, Proc: "/proc"}
-		var moves int
-		var last time.Time
+		var now atomic.Pointer[appStateStatus] // status reads it under d.mu: no lock of its own
+		now.Store(&appStateStatus{States: map[uint32]string{}})
 		run := func(ctx context.Context) error {
 			for {
-				if changed, err := d.readAppStates(r); err != nil {
+				st, changed, err := d.readAppStates(r)
+				if err != nil {
 					return err
-				} else if changed {
-					moves++
-					last = time.Now()
+				}
+				if changed {
+					prev := now.Load()
+					now.Store(&appStateStatus{States: st, Changes: prev.Changes + 1, Last: time.Now()})
 				}
 				if err := w.Wait(ctx); err != nil {
 					if ctx.Err() != nil {
@@ -85,36 +88,40 @@ func (d *Daemon) newAppState(pol *policy.Policy) *component {
 			}
 		}
 		status := func() string {
-			return fmt.Sprintf("%s: %d changes of app state, last %s", root, moves, last.Format("15:04:05.000"))
+			s := now.Load()
+			return fmt.Sprintf("%s: %d uids in a state, %d changes, last %s", root, len(s.States), s.Changes,
+				s.Last.Format("15:04:05.000"))
 		}
-		return &runner{run: run, close: w.Close, status: status, detail: func() any { return d.appStatesCopy() }}, nil
+		return &runner{run: run, close: w.Close, status: status, detail: func() any { return now.Load() }}, nil
 	})
 }
 
-// readAppStates reads the states and applies them if they changed.
-func (d *Daemon) readAppStates(r appstate.Reader) (bool, error) {
+// appStateStatus is the component's status document.
+type appStateStatus struct {
+	States  map[uint32]string `json:"states"` // by uid
+	Changes int               `json:"changes"`
+	Last    time.Time         `json:"last"`
+}
+
+// readAppStates reads the states and applies them if they changed; it
+// returns them by name.
+func (d *Daemon) readAppStates(r appstate.Reader) (map[uint32]string, bool, error) {
 	st, err := r.States()
 	if err != nil {
-		return false, err
+		return nil, false, err
+	}
+	names := map[uint32]string{}
+	for uid, s := range st {
+		names[uid] = s.String()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if maps.Equal(st, d.appStates) || d.host == nil {
-		return false, nil
+		return names, false, nil
 	}
 	d.appStates = st
 	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
 		d.logApplyError(err)
 	}
-	return true, nil
-}
-
-func (d *Daemon) appStatesCopy() map[uint32]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[uint32]string{}
-	for uid, st := range d.appStates {
-		out[uid] = st.String()
-	}
-	return out
+	return names, true, nil
 }
