@@ -51,8 +51,10 @@ setup() {
 }
 
 join() { # controller-root group pid: task_profiles.json's JoinCgroup
+	# one write, appending (no O_TRUNC, as libprocessgroup's kept
+	# descriptor): one IN_MODIFY for the watchers of the file
 	dir=$1${2:+/$2}
-	printf %s "$3" > "$dir/cgroup.procs"
+	printf %s "$3" >> "$dir/cgroup.procs"
 }
 
 apply() { # the aggregate profiles of task_profiles.json

@@ -8,11 +8,16 @@
 // (CONFIG_CPUSETS_V1, cpuset not in use on cgroup v2), else a named v1
 // hierarchy (`none,name=lanes_android`): the same files and the same writes,
 // without the CPU placement, which lanes does not read.
+//
+// In make android-check's GKI VM, scripts/android-cgroups.sh has set up
+// Android's own hierarchies (LANES_ANDROID_CGROUPS names it): the test
+// uses /dev/cpuset and moves processes by the script's task profiles.
 package testutil
 
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,9 +32,17 @@ var AndroidGroupNames = []string{"top-app", "foreground", "background", "system-
 // AndroidGroups is a test's Android cpuset layout.
 type AndroidGroups struct {
 	Root  string // the folder holding the groups (give it to the daemon)
-	Kind  string // "cpuset" or "name=lanes_android"
+	Kind  string // "cpuset", "name=lanes_android" or the script's
 	mount string
+	// profiles: scripts/android-cgroups.sh where it set the groups up
+	profiles string
 }
+
+// AndroidProfiles are task_profiles.json's aggregate profiles
+// ActivityManager applies for each group (SetProcessProfiles).
+var AndroidProfiles = map[string]string{"top-app": "CPUSET_SP_TOP_APP", "foreground": "CPUSET_SP_FOREGROUND",
+	"background": "CPUSET_SP_BACKGROUND", "system-background": "CPUSET_SP_SYSTEM",
+	"restricted": "CPUSET_SP_RESTRICTED", "": "CPUSET_SP_DEFAULT"}
 
 // NewAndroidGroups mounts a v1 hierarchy and makes the groups in a folder
 // of their own; everything is removed at the test's end (tasks left in a
@@ -37,6 +50,9 @@ type AndroidGroups struct {
 func NewAndroidGroups(t testing.TB) *AndroidGroups {
 	t.Helper()
 	RequireRoot(t)
+	if script := os.Getenv("LANES_ANDROID_CGROUPS"); script != "" {
+		return &AndroidGroups{Root: "/dev/cpuset", Kind: "cpuset (" + filepath.Base(script) + ")", profiles: script}
+	}
 	mnt, err := os.MkdirTemp("", "lanes-cpuset")
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +104,12 @@ func (g *AndroidGroups) inherit(t testing.TB, dir string) {
 // Move puts process pid (all its threads) into group, as
 // task_profiles.json's JoinCgroup does for a process; "" is the root.
 func (g *AndroidGroups) Move(pid int, group string) error {
+	if g.profiles != "" {
+		if out, err := exec.Command("sh", g.profiles, "apply", AndroidProfiles[group], strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			return fmt.Errorf("pid %d: %s: %w %s", pid, AndroidProfiles[group], err, out)
+		}
+		return nil
+	}
 	dir := g.Root
 	if group != "" {
 		dir = filepath.Join(g.Root, group)
