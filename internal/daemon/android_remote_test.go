@@ -18,6 +18,7 @@ package daemon_test
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -184,6 +185,10 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	bg := probe(t, p, 30)
 	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / time.Since(t0).Seconds()
 
+	// Beside a top-app's stream paced at 40 % of the link (a video, a
+	// call over TCP): the background app's share of what it leaves idle.
+	share, fgPaced := appShareBesidePaced(t, p, sock)
+
 	// Back to the top: the rate comes back.
 	waitLane(t, c, cookie, lane.Interactive, move(otherPid, "top-app"))
 	time.Sleep(2 * time.Second)
@@ -197,6 +202,9 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 		pct(idle, .5), pct(idle, .95), pct(top, .5), pct(top, .95), pct(bg, .5), pct(bg, .95))
 	t.Logf("app's upload: top-app %.2f Mbit/s, background %.2f Mbit/s, back at the top %.2f Mbit/s (link %.0f)",
 		topRate/1e6, bgRate/1e6, backRate/1e6, remoteLinkBps/1e6)
+	if share >= 0 {
+		t.Logf("beside a paced stream (%.2f Mbit/s): the background app took %.2f of the idle capacity", fgPaced/1e6, share)
+	}
 	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v", pct(lat, .5), lat[len(lat)-1])
 	t.Logf("android component: %s", status(t, sock).Components["android"])
 	if ratio := float64(pct(top, .5)) / float64(pct(bg, .5)); ratio < 3 {
@@ -205,4 +213,23 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	if backRate < 0.5*remoteLinkBps {
 		testutil.TimingErrorf(t, "the app back at the top sends %.2f Mbit/s; want >= 5 (its rate back)", backRate/1e6)
 	}
+}
+
+// appShareBesidePaced runs an interactive TCP stream paced at 4 Mbit/s
+// (iperf3 --fq-rate) beside the background app and returns the app's
+// share of the capacity the stream leaves idle and the stream's rate;
+// -1 without iperf3 (the VM has none).
+func appShareBesidePaced(t *testing.T, p *testutil.Path, sock string) (float64, float64) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Log("iperf3 not installed: the share beside a paced stream is not measured")
+		return -1, 0
+	}
+	srv := meteredIperfServer(t, p.B, 5301)
+	fg := startIperf(t, p.A, nil, "-c", p.AddrB.String(), "-p", "5301", "-C", "cubic", "--fq-rate", "4M")
+	defer fg.stop()
+	time.Sleep(3 * time.Second)
+	b0, t0 := laneBytes(t, sock, "background"), time.Now()
+	fgRate := rateOver(srv, 4*time.Second)
+	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / time.Since(t0).Seconds()
+	return bgRate / (remoteLinkBps - fgRate), fgRate
 }
