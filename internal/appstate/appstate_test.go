@@ -6,7 +6,12 @@ package appstate_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -175,6 +180,95 @@ func TestWatcherCost(t *testing.T) {
 	per := cpu / moves
 	t.Logf("watcher CPU per move: %v (%d moves, %d processes in the groups): %.4f%% of a core at 1 move/s",
 		per, moves, len(pids), 100*per.Seconds())
+}
+
+// TestWatcherRun runs the watcher on a thread of its own, idle and then
+// at one move a second, and logs that thread's wake-ups while nothing
+// moves and its CPU share while moves come: the figure over 10
+// minutes with LANES_APPSTATE_RUN=10m, 10 s by default.
+func TestWatcherRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("figure")
+	}
+	run := 10 * time.Second
+	if v := os.Getenv("LANES_APPSTATE_RUN"); v != "" {
+		var err error
+		if run, err = time.ParseDuration(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := testutil.NewAndroidGroups(t)
+	w, err := appstate.Watch(g.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := appstate.Reader{Root: g.Root, Proc: "/proc"}
+	pids := []int{sleeper(t, 10123), sleeper(t, 10124), sleeper(t, 1000)}
+	type sample struct {
+		cpu      time.Duration
+		switches int
+	}
+	tid := make(chan int)
+	samples := make(chan sample, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		runtime.LockOSThread()
+		tid <- unix.Gettid()
+		for w.Wait(ctx) == nil {
+			if _, err := r.States(); err != nil {
+				break
+			}
+		}
+		samples <- sample{}
+	}()
+	id := <-tid
+	read := func() sample { return sample{threadCPUOf(t, id), switchesOf(t, id)} }
+	idle := run / 10
+	s0 := read()
+	time.Sleep(idle)
+	s1 := read()
+	moves := int(run / time.Second)
+	t0 := time.Now()
+	for i := 0; i < moves; i++ {
+		move(t, g, pids[i%len(pids)], []string{"top-app", "background"}[i%2])
+		time.Sleep(time.Second)
+	}
+	s2 := read()
+	elapsed := time.Since(t0)
+	t.Logf("watcher thread, nothing moving for %v: %d wake-ups (%.3f/s), %v CPU", idle, s1.switches-s0.switches,
+		float64(s1.switches-s0.switches)/idle.Seconds(), s1.cpu-s0.cpu)
+	t.Logf("watcher thread, %d moves at 1/s over %v: %v CPU, %.4f%% of a core, %d wake-ups",
+		moves, elapsed.Round(time.Second), s2.cpu-s1.cpu, 100*(s2.cpu-s1.cpu).Seconds()/elapsed.Seconds(), s2.switches-s1.switches)
+	if s1.switches != s0.switches {
+		t.Errorf("the watcher's thread woke %d times while nothing moved", s1.switches-s0.switches)
+	}
+}
+
+// threadCPUOf is a thread's CPU time (schedstat: nanoseconds on a CPU).
+func threadCPUOf(t *testing.T, tid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+	return time.Duration(ns)
+}
+
+// switchesOf is a thread's voluntary context switches: its wake-ups.
+func switchesOf(t *testing.T, tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // threadCPU is the calling thread's CPU time.
