@@ -21,7 +21,8 @@ for t in m4 checkpolicy python3; do
 done
 if [ ! -d "$CACHE/public" ]; then
 	if [ -z "${SEPOLICY_SRC:-}" ]; then
-		echo "android-sepolicy: no cached system/sepolicy at $CACHE; give SEPOLICY_SRC (a git dir or URL holding commit $COMMIT)"
+		echo "android-sepolicy: no cached system/sepolicy at $CACHE; give SEPOLICY_SRC, a git dir or URL holding commit $COMMIT" \
+			"(AOSP's https://android.googlesource.com/platform/system/sepolicy, or a mirror of it)"
 		exit 2
 	fi
 	mkdir -p "$CACHE.tmp"
@@ -30,6 +31,7 @@ if [ ! -d "$CACHE/public" ]; then
 	*) gd="$SEPOLICY_SRC" ;;
 	esac
 	git --git-dir="$gd" archive "$COMMIT" public private flagging | tar -x -C "$CACHE.tmp"
+	rm -rf "$CACHE.git"
 	mv "$CACHE.tmp" "$CACHE"
 fi
 work=$(mktemp -d)
