@@ -75,10 +75,13 @@ func (d *Daemon) newAppState(pol *policy.Policy) *component {
 				if err != nil {
 					return err
 				}
+				next := *now.Load()
+				next.States = st
 				if changed {
-					prev := now.Load()
-					now.Store(&appStateStatus{States: st, Changes: prev.Changes + 1, Last: time.Now()})
+					next.Changes++
+					next.Last = time.Now()
 				}
+				now.Store(&next)
 				if err := w.Wait(ctx); err != nil {
 					if ctx.Err() != nil {
 						return nil
