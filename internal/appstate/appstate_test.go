@@ -224,6 +224,12 @@ func TestWatcherRun(t *testing.T) {
 		samples <- sample{}
 	}()
 	id := <-tid
+	// the goroutine runs on into its first wait after sending its id:
+	// that sleep is its own, not a wake-up
+	for st := ""; st != "S"; time.Sleep(10 * time.Millisecond) {
+		st = threadState(t, id)
+	}
+	time.Sleep(100 * time.Millisecond)
 	read := func() sample { return sample{threadCPUOf(t, id), switchesOf(t, id)} }
 	idle := run / 10
 	s0 := read()
@@ -254,6 +260,15 @@ func threadCPUOf(t *testing.T, tid int) time.Duration {
 	}
 	ns, _ := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
 	return time.Duration(ns)
+}
+
+// threadState is a thread's state letter (R running, S sleeping...).
+func threadState(t *testing.T, tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))[0]
 }
 
 // switchesOf is a thread's voluntary context switches: its wake-ups.
