@@ -29,7 +29,7 @@ DEBREVISION ?= 1
 DEBVERSION := 0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || date +%Y%m%d).$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)-$(DEBREVISION)
 DEBARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
-.PHONY: all build native cross examples rtd generate generate-check test test-short demo screenshots lint bench bench-rtd clean install install-rt-dev deb kernel-check android-check system-check leakcheck stress-test soak cost fuzz
+.PHONY: all build native cross examples rtd generate generate-check test test-short demo screenshots lint bench bench-rtd clean install install-rt-dev deb kernel-check android-check android-sepolicy system-check leakcheck stress-test soak cost fuzz
 
 all: build
 
@@ -144,6 +144,13 @@ kernel-check:
 # it): lanes doctor and the kernel-facing tests there (docs/android.md).
 android-check:
 	KERNEL=gki-6.12 ARCH=arm64 ./scripts/kernel-vm.sh
+
+# Not part of make test (it reads system/sepolicy from SEPOLICY_SRC, a git
+# dir or URL, once; then from the cache): the OEM kit's SELinux fragment
+# compiled with Android's platform policy, its neverallows checked
+# (docs/android.md; dist's TestAndroidSELinuxFragment runs on the cache).
+android-sepolicy:
+	./scripts/android-sepolicy.sh
 
 # Not part of make test (it debootstraps Debian 12 and boots it in qemu):
 # the .deb installed with apt and run under systemd as a user would

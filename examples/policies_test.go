@@ -1,5 +1,5 @@
 // policies_test.go: the example policies of examples/policies/ (laptop,
-// home server, robot; shipped in /usr/share/doc/lanes/examples) pass the
+// home server, robot, Android phone; shipped in /usr/share/doc/lanes/examples) pass the
 // policy checker admins run, `lanes daemon --check`, and each tells the
 // story it is named for.
 package examples_test
@@ -29,6 +29,19 @@ func TestExamplePolicies(t *testing.T) {
 		"home-server.yaml": func(p *policy.Policy) string {
 			if p.Interfaces[0].Mode != policy.Shaped || p.Interfaces[0].Uplink == 0 {
 				return "a home server shapes its known uplink"
+			}
+			return ""
+		},
+		"android.yaml": func(p *policy.Policy) string {
+			bg := false
+			for _, m := range p.Matches {
+				if m.Kind == policy.MatchAndroid && m.HasUID {
+					return "an Android phone's policy names no system uid"
+				}
+				bg = bg || m.Kind == policy.MatchAndroid && m.Android.String() == "background" && m.Lane.String() == "background"
+			}
+			if !bg {
+				return "an Android phone puts background apps in the background lane"
 			}
 			return ""
 		},

@@ -95,11 +95,12 @@ for d in "${debs[@]}"; do # (not set --: the arguments are the packages to test)
   read -r _ url sha suite <<<"$d"; echo "kernel-vm: ${url##*/} ($suite, sha256 $sha)" >&2
 done
 # The arm64 user space: Debian 12's packages of the tools the tests run
-# (busybox for the shell, iproute2's ip, tc and ss, nsenter, a real sleep)
+# (busybox for the shell, iproute2's ip, tc and ss, nsenter and setpriv,
+# a real sleep)
 # and the libraries they link, resolved as the kernel is (bookworm, its
 # updates and its security suite: the highest version).
-userland_arm64=(busybox-static iproute2 util-linux coreutils libbpf1 libelf1 libmnl0 libbsd0 libmd0 libcap2 libc6 zlib1g libxtables12 libselinux1 libpcre2-8-0 libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 libkeyutils1)
-tools=(ip tc nsenter ss sleep)
+userland_arm64=(busybox-static iproute2 util-linux coreutils libbpf1 libelf1 libmnl0 libbsd0 libmd0 libcap2 libcap-ng0 libc6 zlib1g libxtables12 libselinux1 libpcre2-8-0 libtirpc3 libgssapi-krb5-2 libkrb5-3 libk5crypto3 libcom-err2 libkrb5support0 libkeyutils1)
+tools=(ip tc nsenter ss sleep setpriv) # setpriv: an app's uid (the Android test)
 
 pkgs=() testargs=()
 while [ $# -gt 0 ]; do
@@ -123,6 +124,13 @@ default=0
 # sock_ops (TestDaemonWithoutSockops). The whole package takes 1106 s
 # there alone, and over 20 minutes on x86-64 beside other work.
 daemon_arm64='^(TestLifecycle|TestMoveByThreadIDNeedsWholeGroup|TestThreadHelper|TestAttackGroupFromPID|TestAttackHelper|TestProcessLaneRule|TestDownloadProtectionStatus|TestRealtimeLaneInDaemon|TestSocketLanes|TestMapUpdateCCsAfterSIGKILL|TestCrashRestartKeepsShortQueue|TestDaemonWithoutSockops)$'
+# The GKI check also runs Android's app states: the watcher on Android's
+# cgroups (scripts/android-cgroups.sh sets them up in the VM) and the
+# daemon's test of an app's upload following its state.
+if [ "$version/$default" = gki-6.12/1 ]; then
+  pkgs+=(./internal/appstate/)
+  daemon_arm64=${daemon_arm64%')$'}'|TestAndroidAppStateRemoteBottleneck)$'
+fi
 # Switching the preemption model rewrites the kernel's code (static calls
 # and keys, patched through int3) while the other vCPU runs it: under
 # multi-threaded TCG that vCPU executed a stale int3 and the guest panicked
@@ -256,6 +264,7 @@ mkdir -p "$root/docs" && cp docs/*.md "$root/docs/"
 # /t/PKG.d/../bpf/android/objects.
 mkdir -p "$root/t/bpf/android/objects" && cp internal/bpf/android/objects/*.o "$root/t/bpf/android/objects/"
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
+[ "$version" != gki-6.12 ] || cp scripts/android-cgroups.sh "$root/t/"
 if [ "$arch/$default/${#testargs[@]}" = arm64/1/0 ]; then
   echo "$daemon_arm64" > "$root/t/daemon.run"
   echo "kernel-vm: arm64 runs the daemon package's $daemon_arm64 (the whole package runs on x86-64)" >&2
@@ -269,6 +278,10 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup; mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug; mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 for m in $(cat /lib/modules/order); do insmod "/lib/modules/$m.ko"; done
 ip link set lo up
+if [ -f /t/android-cgroups.sh ]; then # Android's cgroups (the GKI check)
+  sh /t/android-cgroups.sh setup; echo "== android cgroups rc=$?"
+  export LANES_ANDROID_CGROUPS=/t/android-cgroups.sh
+fi
 export PATH=/bin LANES_TEST_BIN=/bin/lanes LANES_BIN=/bin/lanes LANES_TIMING=unjudged HOME=/tmp
 echo "== kernel $(uname -r)"
 /bin/lanes doctor -v; echo "== doctor rc=$?"

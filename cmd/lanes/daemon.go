@@ -31,6 +31,7 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	without := fs.StringSlice("without", nil, daemon.WithoutHelp())
 	pinnedRoot := fs.String("pinned-bpf", "", "run on the classifier Android's loader pinned under this bpffs (/sys/fs/bpf: the OEM path, docs/android.md) instead of loading lanes' own")
+	androidCpuset := fs.String("android-cpuset", "/dev/cpuset", "where Android's cpuset groups (top-app, foreground, background...) are, for the policy's android: rules")
 	pinnedPrefix := fs.String("pinned-prefix", "tethering/", "the pinned objects' location prefix under --pinned-bpf")
 	experimentsOf := experiments.Flags(fs) // hidden: the lab and the tests
 	return func(ctx context.Context, _ []string) error {
@@ -84,7 +85,8 @@ func daemonCmd(fs *pflag.FlagSet, e *env) runFunc {
 			log.Info("experiments on: the lab's switches, not the product's rules", "flags", on)
 		}
 		return daemon.Run(ctx, daemon.Options{PolicyPath: *pol, Socket: *sock, StateDir: daemon.StateDir(), Version: version, Log: log,
-			Without: *without, Experiments: ex, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix})
+			Without: *without, Experiments: ex, PinnedBPF: *pinnedRoot, PinnedPrefix: *pinnedPrefix,
+			AndroidCpuset: *androidCpuset})
 	}
 }
 

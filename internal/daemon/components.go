@@ -102,6 +102,9 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 			comps = append(comps, c)
 		}
 	}
+	if c := d.newAppState(pol); c != nil {
+		comps = append(comps, c)
+	}
 	rh, why := d.rledbatFallback(pol.Background, host)
 	if rh != nil {
 		c, err := d.newRLEDBAT(pol.Background, rh)

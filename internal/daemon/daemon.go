@@ -29,6 +29,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/apiserver"
+	"github.com/lanes-net/lanes/internal/appstate"
 	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
@@ -62,6 +63,9 @@ type Options struct {
 	// the OEM path, datapath.Pinned) instead of loading lanes' own; "":
 	// load it.
 	PinnedBPF, PinnedPrefix string
+	// AndroidCpuset: where Android's cpuset groups are (policy android:
+	// rules; "": /dev/cpuset)
+	AndroidCpuset string
 	// Ready, if set, is called once everything is installed and the API serves.
 	Ready func(*Daemon)
 }
@@ -117,6 +121,8 @@ type Daemon struct {
 	followKick func()
 	// sweepKick wakes the registration sweep (registrations.go)
 	sweepKick chan struct{}
+	// appStates: each uid's Android app state, as last read (appstate.go)
+	appStates map[uint32]appstate.State
 }
 
 type managedIface struct {

@@ -123,6 +123,8 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 			w.DSCP[m.DSCP] = entry{m.Lane, src}
 		}
 	}
+	// after the uid rules, which win (appstate.go)
+	d.addAppStates(pol, w)
 	for rel, g := range d.nested { // lane groups inside host cgroups (cgmove.go)
 		w.Cgroups[g.id] = entry{g.lane, "lane group " + rel}
 	}

@@ -13,6 +13,10 @@
 //	cgroup   cgroup                              the cgroup and those below it (TCP)
 //	uid      uid                                 the socket's owner
 //	dscp     dscp                                the socket's own marking
+//	android  android [+ uid]                     the sockets of the app uids (uid %
+//	                                             100000 >= 10000) whose processes are
+//	                                             in that state; with uid, that uid only
+//	                                             (a system uid only so)
 //	process  exe and/or comm [+ uid] [+ cgroup]  the task engine moves matching
 //	                                             processes into the lane's cgroup
 //
@@ -30,6 +34,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/lanes-net/lanes/internal/appstate"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -44,6 +49,7 @@ const (
 	MatchUID     MatchKind = "uid"
 	MatchDSCP    MatchKind = "dscp"
 	MatchProcess MatchKind = "process"
+	MatchAndroid MatchKind = "android"
 )
 
 // Match is a compiled rule: its kind and the fields of that kind.
@@ -58,6 +64,10 @@ type Match struct {
 	Cgroup string       // cgroup
 	UID    uint32       // uid
 	DSCP   uint8        // dscp
+	// Android: the app state (android); UID then names one uid when
+	// HasUID, else every app uid
+	Android appstate.State
+	HasUID  bool
 }
 
 // key identifies what the match looks at, regardless of its lane.
@@ -71,6 +81,11 @@ func (m Match) key() string {
 		return fmt.Sprintf("uid %d", m.UID)
 	case MatchDSCP:
 		return fmt.Sprintf("dscp %d", m.DSCP)
+	case MatchAndroid:
+		if m.HasUID {
+			return fmt.Sprintf("android %s uid %d", m.Android, m.UID)
+		}
+		return fmt.Sprintf("android %s apps", m.Android)
 	}
 	return "" // process rules: keyed by their rule's fields (processKey)
 }
@@ -90,6 +105,8 @@ func (r Rule) processKey() string {
 func (r Rule) compile(name string) (Match, error) {
 	m := Match{Rule: name, Lane: r.Lane}
 	switch {
+	case r.Android != "":
+		return r.compileAndroid(m)
 	case r.Exe != "" || r.Comm != "":
 		if r.Dst != "" || r.DPort != 0 || r.SPort != 0 || r.Src != "" {
 			return m, config.Errorf("dst", "a process rule (exe/comm) cannot also match a destination: split it in two rules")
@@ -144,7 +161,30 @@ func (r Rule) compile(name string) (Match, error) {
 	case r.DSCP != nil:
 		m.Kind, m.DSCP = MatchDSCP, *r.DSCP
 	default:
-		return m, config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp")
+		return m, config.Errorf("", "matches nothing: give at least one of exe, comm, uid, cgroup, dst, dport, sport, dscp, android")
+	}
+	return m, nil
+}
+
+// compileAndroid: an app state, alone or with one uid.
+func (r Rule) compileAndroid(m Match) (Match, error) {
+	st, err := appstate.ParseState(r.Android)
+	if err != nil {
+		return m, config.Errorf("android", "%v", err)
+	}
+	others := []struct {
+		field string
+		set   bool
+	}{{"exe", r.Exe != ""}, {"comm", r.Comm != ""}, {"cgroup", r.Cgroup != ""}, {"dst", r.Dst != ""},
+		{"dport", r.DPort != 0}, {"sport", r.SPort != 0}, {"src", r.Src != ""}, {"dscp", r.DSCP != nil}}
+	for _, o := range others {
+		if o.set {
+			return m, config.Errorf(o.field, "an android rule matches an app's sockets by its state and uid only: split it in two rules")
+		}
+	}
+	m.Kind, m.Android = MatchAndroid, st
+	if r.UID != nil {
+		m.UID, m.HasUID = uint32(*r.UID), true
 	}
 	return m, nil
 }

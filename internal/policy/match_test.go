@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/lanes-net/lanes/internal/appstate"
 )
 
 func TestRuleCombinations(t *testing.T) {
@@ -32,6 +34,11 @@ func TestRuleCombinations(t *testing.T) {
 		{"dscp", "{lane: realtime, dscp: 46}", Match{Kind: MatchDSCP, DSCP: 46}, "", ""},
 		{"exe", "{lane: background, exe: /usr/bin/rsync}", Match{Kind: MatchProcess}, "", ""},
 		{"exe + uid + cgroup", "{lane: background, exe: rsync, uid: 1001, cgroup: /user.slice}", Match{Kind: MatchProcess}, "", ""},
+		{"android", "{lane: background, android: background}", Match{Kind: MatchAndroid, Android: appstate.Background}, "", ""},
+		{"android + uid", "{lane: background, android: background, uid: 1000}", Match{Kind: MatchAndroid, Android: appstate.Background, UID: 1000, HasUID: true}, "", ""},
+		{"android state", "{lane: background, android: sleeping}", Match{}, "android", "unknown Android state"},
+		{"android + cgroup", "{lane: background, android: top-app, cgroup: /a}", Match{}, "cgroup", "state and uid only"},
+		{"android + dst", "{lane: background, android: top-app, dst: 10.0.0.1}", Match{}, "dst", "state and uid only"},
 
 		{"uid + dscp", "{lane: background, uid: 1001, dscp: 8}", Match{}, "dscp", "uid or by its DSCP"},
 		{"cgroup + uid", "{lane: background, cgroup: /user.slice, uid: 1001}", Match{}, "uid", "cgroup or by its uid"},
@@ -74,6 +81,7 @@ func TestDuplicateMatchRefused(t *testing.T) {
 		"rules:\n  - {lane: background, uid: 5}\n  - {lane: realtime, uid: 5}\n",
 		"rules:\n  - {lane: background, dst: 10.0.0.0/8}\n  - {lane: realtime, dst: 10.0.0.0/8}\n",
 		"rules:\n  - {lane: background, cgroup: /a/b}\n  - {lane: realtime, cgroup: /a/b/}\n",
+		"rules:\n  - {lane: background, android: background}\n  - {lane: interactive, android: background}\n",
 	} {
 		_, err := Parse("d.yaml", []byte(text))
 		var pe *Error

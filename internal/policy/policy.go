@@ -69,6 +69,9 @@ type Rule struct {
 	SPort  uint16      `yaml:"sport"`  // source port
 	Src    string      `yaml:"src"`    // local (source) address, with the full tuple only (none: any)
 	DSCP   *uint8      `yaml:"dscp"`   // DSCP the socket marks its packets with
+	// Android: an app state (top-app, foreground, background) from
+	// Android's process groups: the sockets of the uids in that state
+	Android string `yaml:"android"`
 }
 
 // Access says who, besides root, may change lanes.

@@ -1,0 +1,130 @@
+// appstate.go: Android's app states as a rule source (policy `android:`
+// rules, internal/appstate). A component sleeps on the writes into
+// Android's process groups; after each it reads every uid's state, and
+// when one changed the desired state gets one uid entry per uid an
+// android rule matches (state.go), applied as any diff: new sockets take
+// the lane from the uid map at connect, and the open sockets of each
+// changed uid follow at once (rulefollow.go, by cookie through
+// livemove.go). An explicit `uid:` rule for the same uid wins.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/appstate"
+	"github.com/lanes-net/lanes/internal/policy"
+)
+
+// androidRules are the policy's android matches, uid-naming ones first.
+func androidRules(pol *policy.Policy) []policy.Match {
+	var withUID, apps []policy.Match
+	for _, m := range pol.Matches {
+		switch {
+		case m.Kind != policy.MatchAndroid:
+		case m.HasUID:
+			withUID = append(withUID, m)
+		default:
+			apps = append(apps, m)
+		}
+	}
+	return append(withUID, apps...)
+}
+
+// addAppStates puts the uid entries the android rules give the uids'
+// current states into w, leaving the uids a uid rule names.
+func (d *Daemon) addAppStates(pol *policy.Policy, w desired) {
+	rules := androidRules(pol)
+	for uid, st := range d.appStates {
+		if _, ok := w.UIDs[uid]; ok {
+			continue
+		}
+		for _, m := range rules {
+			if m.Android == st && (m.HasUID && m.UID == uid || !m.HasUID && appstate.IsApp(uid)) {
+				w.UIDs[uid] = entry{m.Lane, fmt.Sprintf("policy:%s (android %s)", m.Rule, st)}
+				break
+			}
+		}
+	}
+}
+
+// newAppState is the android component, nil without android rules. One
+// that cannot start (no groups under the root yet) waits and retries.
+func (d *Daemon) newAppState(pol *policy.Policy) *component {
+	if len(androidRules(pol)) == 0 {
+		return nil
+	}
+	root := d.opts.AndroidCpuset
+	if root == "" {
+		root = appstate.DefaultRoot
+	}
+	return superviseWaiting(d.log, "android", func() (*runner, error) {
+		w, err := appstate.Watch(root)
+		if err != nil {
+			return nil, err
+		}
+		r := appstate.Reader{Root: root, Proc: "/proc"}
+		var now atomic.Pointer[appStateStatus] // status reads it under d.mu: no lock of its own
+		now.Store(&appStateStatus{States: map[uint32]string{}})
+		run := func(ctx context.Context) error {
+			for {
+				st, changed, err := d.readAppStates(r)
+				if err != nil {
+					return err
+				}
+				next := *now.Load()
+				next.States = st
+				if changed {
+					next.Changes++
+					next.Last = time.Now()
+				}
+				now.Store(&next)
+				if err := w.Wait(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			}
+		}
+		status := func() string {
+			s := now.Load()
+			return fmt.Sprintf("%s: %d uids in a state, %d changes, last %s", root, len(s.States), s.Changes,
+				s.Last.Format("15:04:05.000"))
+		}
+		return &runner{run: run, close: w.Close, status: status, detail: func() any { return now.Load() }}, nil
+	})
+}
+
+// appStateStatus is the component's status document.
+type appStateStatus struct {
+	States  map[uint32]string `json:"states"` // by uid
+	Changes int               `json:"changes"`
+	Last    time.Time         `json:"last"`
+}
+
+// readAppStates reads the states and applies them if they changed; it
+// returns them by name.
+func (d *Daemon) readAppStates(r appstate.Reader) (map[uint32]string, bool, error) {
+	st, err := r.States()
+	if err != nil {
+		return nil, false, err
+	}
+	names := map[uint32]string{}
+	for uid, s := range st {
+		names[uid] = s.String()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if maps.Equal(st, d.appStates) || d.host == nil {
+		return names, false, nil
+	}
+	d.appStates = st
+	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+		d.logApplyError(err)
+	}
+	return names, true, nil
+}

@@ -1,0 +1,152 @@
+// android.go: Android's process groups for a test. Android mounts the
+// cpuset controller on cgroup v1 at /dev/cpuset with the groups top-app,
+// foreground, background, system-background and restricted
+// (libprocessgroup's cgroups.json, init.rc); ActivityManager moves a
+// process by writing its id into a group's cgroup.procs (task_profiles.json's
+// JoinCgroup). Here the same hierarchy is mounted at a folder of the
+// test's own: the cpuset controller on cgroup v1 where the kernel allows it
+// (CONFIG_CPUSETS_V1, cpuset not in use on cgroup v2), else a named v1
+// hierarchy (`none,name=lanes_android`): the same files and the same writes,
+// without the CPU placement, which lanes does not read.
+//
+// In make android-check's GKI VM, scripts/android-cgroups.sh has set up
+// Android's own hierarchies (LANES_ANDROID_CGROUPS names it): the test
+// uses /dev/cpuset and moves processes by the script's task profiles.
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// AndroidGroupNames are the cpusets Android's init creates.
+var AndroidGroupNames = []string{"top-app", "foreground", "background", "system-background", "restricted"}
+
+// AndroidGroups is a test's Android cpuset layout.
+type AndroidGroups struct {
+	Root  string // the folder holding the groups (give it to the daemon)
+	Kind  string // "cpuset", "name=lanes_android" or the script's
+	mount string
+	// profiles: scripts/android-cgroups.sh where it set the groups up
+	profiles string
+}
+
+// AndroidProfiles are task_profiles.json's aggregate profiles
+// ActivityManager applies for each group (SetProcessProfiles).
+var AndroidProfiles = map[string]string{"top-app": "CPUSET_SP_TOP_APP", "foreground": "CPUSET_SP_FOREGROUND",
+	"background": "CPUSET_SP_BACKGROUND", "system-background": "CPUSET_SP_SYSTEM",
+	"restricted": "CPUSET_SP_RESTRICTED", "": "CPUSET_SP_DEFAULT"}
+
+// NewAndroidGroups mounts a v1 hierarchy and makes the groups in a folder
+// of their own; everything is removed at the test's end (tasks left in a
+// group go back to the hierarchy's root first).
+func NewAndroidGroups(t testing.TB) *AndroidGroups {
+	t.Helper()
+	RequireRoot(t)
+	if script := os.Getenv("LANES_ANDROID_CGROUPS"); script != "" {
+		return &AndroidGroups{Root: "/dev/cpuset", Kind: "cpuset (" + filepath.Base(script) + ")", profiles: script}
+	}
+	mnt, err := os.MkdirTemp("", "lanes-cpuset")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(mnt, 0o755)
+	g := &AndroidGroups{mount: mnt}
+	for _, opts := range []string{"cpuset", "none,name=lanes_android"} {
+		if err = unix.Mount("cgroup", mnt, "cgroup", 0, opts); err == nil {
+			g.Kind = strings.TrimPrefix(opts, "none,")
+			break
+		}
+	}
+	if g.Kind == "" {
+		os.Remove(mnt)
+		t.Skipf("no cgroup v1 hierarchy can be mounted here (cpuset, then a named one): %v", err)
+	}
+	t.Cleanup(func() { g.remove(t) })
+	if g.Root, err = os.MkdirTemp(mnt, "lanes-test-"); err != nil {
+		t.Fatal(err)
+	}
+	g.inherit(t, g.Root)
+	for _, n := range AndroidGroupNames {
+		dir := filepath.Join(g.Root, n)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		g.inherit(t, dir)
+	}
+	return g
+}
+
+// inherit gives a new cpuset its parent's CPUs and memory nodes (a task
+// cannot join a cpuset without them).
+func (g *AndroidGroups) inherit(t testing.TB, dir string) {
+	if g.Kind != "cpuset" {
+		return
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, f), b, 0)
+		}
+		if err != nil {
+			t.Fatalf("%s of %s: %v", f, dir, err)
+		}
+	}
+}
+
+// Move puts process pid (all its threads) into group, as
+// task_profiles.json's JoinCgroup does for a process; "" is the root.
+func (g *AndroidGroups) Move(pid int, group string) error {
+	if g.profiles != "" {
+		if out, err := exec.Command("sh", g.profiles, "apply", AndroidProfiles[group], strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			return fmt.Errorf("pid %d: %s: %w %s", pid, AndroidProfiles[group], err, out)
+		}
+		return nil
+	}
+	dir := g.Root
+	if group != "" {
+		dir = filepath.Join(g.Root, group)
+	}
+	// one write on a descriptor opened without O_TRUNC, as
+	// libprocessgroup's SetCgroupAction writes: one IN_MODIFY
+	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.Write([]byte(strconv.Itoa(pid)))
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("pid %d into %s: %w", pid, group, err)
+	}
+	return nil
+}
+
+func (g *AndroidGroups) remove(t testing.TB) {
+	if g.Root != "" {
+		for _, n := range append(AndroidGroupNames, "") {
+			dir := filepath.Join(g.Root, n)
+			b, _ := os.ReadFile(filepath.Join(dir, "tasks"))
+			for _, id := range strings.Fields(string(b)) {
+				_ = os.WriteFile(filepath.Join(g.mount, "tasks"), []byte(id), 0)
+			}
+			if n != "" {
+				if err := os.Remove(dir); err != nil {
+					t.Errorf("cleanup: %v", err)
+				}
+			}
+		}
+		if err := os.Remove(g.Root); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+	if err := unix.Unmount(g.mount, unix.MNT_DETACH); err != nil {
+		t.Errorf("cleanup: unmount %s: %v", g.mount, err)
+	}
+	os.Remove(g.mount)
+}
