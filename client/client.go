@@ -43,8 +43,9 @@ type Client struct {
 	r    *bufio.Reader
 }
 
-// ErrNoDaemon wraps a failure to reach the daemon's socket.
-var ErrNoDaemon = errors.New("lanes daemon not reachable")
+// ErrNoDaemon wraps a failure to reach the daemon's socket; its words are
+// the realtime clients' (include/lanes_rt.h LANES_RT_MSG_NO_DAEMON).
+var ErrNoDaemon = errors.New("the daemon is not running: start it (systemctl start lanes)")
 
 // DaemonError is an error the daemon answered (the connection is fine), as
 // opposed to a transport error.
@@ -78,7 +79,7 @@ func (c *Client) dialLocked() error {
 	}
 	conn, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w at %s (is `lanes daemon` running?): %v", ErrNoDaemon, path, err)
+		return fmt.Errorf("%w; no answer at %s: %v", ErrNoDaemon, path, err)
 	}
 	c.conn, c.r = conn, bufio.NewReaderSize(conn, 64<<10)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
 	"github.com/lanes-net/lanes/rt"
 )
@@ -54,7 +55,8 @@ func TestReasonNamesAgree(t *testing.T) {
 
 // TestMessagesAgree: the messages that name what fixes an unusable lane
 // (the lane off, the daemon not running, not granted) are lanes_rt.h's
-// LANES_RT_MSG_* in the Go, Python and Rust clients, word for word.
+// LANES_RT_MSG_* in the Go (rt, and the control client's no-daemon error),
+// Python and Rust clients, word for word.
 func TestMessagesAgree(t *testing.T) {
 	h, err := os.ReadFile("../include/lanes_rt.h")
 	if err != nil {
@@ -83,6 +85,9 @@ func TestMessagesAgree(t *testing.T) {
 		want := joinLiterals(line[1])
 		if m.goMsg != want {
 			t.Errorf("rt: %q, lanes_rt.h's %s %q", m.goMsg, m.c, want)
+		}
+		if m.c == "LANES_RT_MSG_NO_DAEMON" && client.ErrNoDaemon.Error() != want {
+			t.Errorf("client.ErrNoDaemon %q, lanes_rt.h's %s %q", client.ErrNoDaemon, m.c, want)
 		}
 		def := regexp.MustCompile(`(?s)\n` + m.name + ` = (\(.*?\)|"[^\n]*")\n`).FindStringSubmatch(string(py))
 		if def == nil || joinLiterals(def[1]) != want {

@@ -141,14 +141,14 @@ func TestStatusWaitsForDaemon(t *testing.T) {
 	sock := t.TempDir() + "/lanes.sock"
 	start := time.Now()
 	_, errOut, rc := runCLI("status", "--socket", sock)
-	if rc != 1 || !strings.Contains(errOut, "not reachable at "+sock) {
+	if rc != 1 || !strings.Contains(errOut, "the daemon is not running: start it (systemctl start lanes); no answer at "+sock) {
 		t.Fatalf("status without a daemon: rc %d, %q", rc, errOut)
 	}
 	alone := time.Since(start)
 	start = time.Now()
 	_, errOut, rc = runCLI("status", "--socket", sock, "--wait", "700ms")
 	waited := time.Since(start)
-	if rc != 1 || !strings.Contains(errOut, "not reachable at "+sock) {
+	if rc != 1 || !strings.Contains(errOut, "the daemon is not running: start it (systemctl start lanes); no answer at "+sock) {
 		t.Fatalf("status --wait 700ms without a daemon: rc %d, %q", rc, errOut)
 	}
 	if waited < 700*time.Millisecond {

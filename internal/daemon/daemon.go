@@ -582,5 +582,18 @@ func (d *Daemon) Status() (*api.Status, error) {
 			st.Details[c.name] = b
 		}
 	}
+	if _, on := st.Components["realtime"]; !on {
+		st.Components["realtime"] = realtimeOffLine(offByPolicy(d.pol, "realtime"))
+	}
 	return st, nil
+}
+
+// realtimeOffLine is status's line for a realtime lane the policy leaves
+// off (why: offByPolicy's words), naming the key that turns it on, as the
+// realtime clients' message does (include/lanes_rt.h LANES_RT_MSG_OFF).
+func realtimeOffLine(why string) string {
+	if why == "" {
+		why = "not started"
+	}
+	return "off (" + why + "): set realtime.enabled: true in the policy, then reload"
 }
