@@ -189,7 +189,7 @@ func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
 		return dir, nil
 	}
 	d.nested[rel] = nestedGroup{lane: l, id: id, owner: owner}
-	d.kickSweep()
+	d.regs.kickSweep()
 	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
 		return "", fmt.Errorf("lane group %s: %w", rel, err)
 	}
@@ -305,7 +305,7 @@ func (d *Daemon) adoptNested() {
 		}
 		owner, _ := cgroupOwner(filepath.Join(d.cgroups.root, filepath.Dir(rel)))
 		d.nested[rel] = nestedGroup{lane: l, id: id, owner: owner}
-		d.kickSweep()
+		d.regs.kickSweep()
 	}
 	if d.host != nil {
 		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
@@ -369,7 +369,7 @@ func (d *Daemon) restoreNested() error {
 	for rel, l := range d.findNested() {
 		if _, ok := d.nested[rel]; !ok {
 			d.nested[rel] = nestedGroup{lane: l}
-			d.kickSweep()
+			d.regs.kickSweep()
 		}
 	}
 	var errs []error

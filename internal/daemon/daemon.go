@@ -98,24 +98,22 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	pol      *policy.Policy
-	polState policyState               // when pol was read; the last reload refused (policystate.go)
-	host     *datapathHost             // this namespace's BPF programs, maps and lane cgroups (host.go)
-	egress   map[string]*managedIface  // by device: one tree each, all running host's classifier
-	applied  desired                   // what applyLocked last put in the kernel (state.go)
-	flows    map[api.Flow]api.FlowInfo // API registrations
+	polState policyState              // when pol was read; the last reload refused (policystate.go)
+	host     *datapathHost            // this namespace's BPF programs, maps and lane cgroups (host.go)
+	egress   map[string]*managedIface // by device: one tree each, all running host's classifier
+	applied  desired                  // what applyLocked last put in the kernel (state.go)
 	// waiting and lastApplyErr: what was last logged (state.go, links.go)
 	waiting, lastApplyErr string
-	// liveSockets: connected sockets an API registration moved (livesockets.go)
-	liveSockets map[api.Flow][]liveSocket
-	tasks       *taskEngine                         // task rules and exe/comm lane rules; nil if none
-	comps       []*component                        // coop controller, realtime lane
-	yieldState  atomic.Pointer[func() yield.Status] // the background component's status, while it runs
-	rledbat     atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
-	bgudp       atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
-	rledbatWhy  string                              // why the daemon's rLEDBAT is off (under mu)
+	tasks                 *taskEngine                         // task rules and exe/comm lane rules; nil if none
+	comps                 []*component                        // coop controller, realtime lane
+	yieldState            atomic.Pointer[func() yield.Status] // the background component's status, while it runs
+	rledbat               atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
+	bgudp                 atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
+	rledbatWhy            string                              // why the daemon's rLEDBAT is off (under mu)
 
-	// regs: the sockets each API registration is tied to (registrations.go)
-	regs map[api.Flow]*regLife
+	// regs: the API's flow registrations, their sockets and the sweep's
+	// kick (registrations.go); its own lock, taken after mu
+	regs *registrations
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
 	// moved: open sockets a process move set, by cookie, and what moved
@@ -134,8 +132,6 @@ type Daemon struct {
 	udp udpListing
 	// followKick wakes the follow loop (links.go); nil until it runs
 	followKick func()
-	// sweepKick wakes the registration sweep (registrations.go)
-	sweepKick chan struct{}
 }
 
 type managedIface struct {
@@ -311,9 +307,8 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 		opts.Log = slog.Default()
 	}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
-		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
-		sweepKick: make(chan struct{}, 1)}
+		egress: map[string]*managedIface{}, applied: newDesired(), regs: newRegistrations(opts.Log),
+		nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{}}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -409,9 +404,7 @@ func (d *Daemon) uninstallLocked() error {
 }
 
 func (d *Daemon) deleteFlowLocked(f api.Flow) error {
-	delete(d.flows, f)
-	delete(d.regs, f)
-	d.restoreLiveSocketsLocked(f)
+	d.restoreLiveSocketsLocked(f, d.regs.remove(f))
 	if d.host == nil {
 		return nil
 	}
@@ -471,9 +464,7 @@ func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := policyFlows(d.pol)
-	for _, fi := range d.flows {
-		out = append(out, fi)
-	}
+	out = append(out, d.regs.all()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Flow.String() < out[j].Flow.String() })
 	return out, nil
 }

@@ -142,10 +142,8 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 	if d.host != nil {
 		cur, _ = d.host.sockets.SocketLane(s.cookie)
 	}
-	for f, moved := range d.liveSockets {
-		if findLive(moved, s.cookie) != nil {
-			return fmt.Sprintf("registration %s (%s)", f, d.flows[f].Source)
-		}
+	if r, ok := d.regs.holding(s.cookie); ok {
+		return fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 	}
 	if m, ok := d.moved[s.cookie]; ok {
 		return m.why()

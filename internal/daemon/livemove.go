@@ -201,7 +201,7 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane, by string, byRoot bool) (t
 		tcp, udp = tcp+t, udp+u
 	}
 	if len(socks) > 0 {
-		d.kickSweep()
+		d.regs.kickSweep()
 	}
 	return tcp, udp, nil
 }
@@ -233,14 +233,7 @@ func (d *Daemon) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRo
 // withoutRootRegisteredLocked drops from socks those a registration by
 // root holds (d.mu held).
 func (d *Daemon) withoutRootRegisteredLocked(socks []openSock) []openSock {
-	held := map[uint64]bool{}
-	for f, ls := range d.liveSockets {
-		if info, ok := d.flows[f]; ok && info.UID == 0 {
-			for _, s := range ls {
-				held[s.cookie] = true
-			}
-		}
-	}
+	held := d.regs.rootHeld()
 	if len(held) == 0 {
 		return socks
 	}

@@ -65,10 +65,8 @@ func (d *Daemon) decidedElsewhereLocked(s openSock, want desired) bool {
 	if _, ok := d.moved[s.cookie]; ok {
 		return true
 	}
-	for _, moved := range d.liveSockets {
-		if findLive(moved, s.cookie) != nil {
-			return true
-		}
+	if _, ok := d.regs.holding(s.cookie); ok {
+		return true
 	}
 	k := datapath.FlowKey{Src: s.src.Addr(), Dst: s.dst.Addr(), DPort: s.dst.Port(), SPort: s.src.Port(), Proto: s.proto}
 	for _, lk := range k.Lookups() {

@@ -78,7 +78,7 @@ func (d *Daemon) laneSched(pid int, l lane.Lane) (string, error) {
 	}
 	d.mu.Lock()
 	d.sched[pid] = saved
-	d.kickSweep()
+	d.regs.kickSweep()
 	d.mu.Unlock()
 	return fmt.Sprintf("nice %d", backgroundNice), errors.Join(errs...)
 }

@@ -127,8 +127,8 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 		w.Cgroups[g.id] = entry{g.lane, "lane group " + rel}
 	}
 	// API registrations beat a policy 3-tuple of the same key.
-	for f, fi := range d.flows {
-		if key, err := flowKey(f); err == nil {
+	for _, fi := range d.regs.all() {
+		if key, err := flowKey(fi.Flow); err == nil {
 			w.Flows[key] = entry{fi.Lane, fmt.Sprintf("api (uid %d)", fi.UID)}
 		}
 	}

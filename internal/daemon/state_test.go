@@ -370,9 +370,7 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Src = fixtureSrc.String() // pinned by Register
-	f.d.mu.Lock()
-	f.d.liveSockets[reg] = []liveSocket{{cookie: 42}}
-	f.d.mu.Unlock()
+	f.d.regs.setMoved(reg, []liveSocket{{cookie: 42}})
 	for _, c := range []struct {
 		s    sockFacts
 		want string

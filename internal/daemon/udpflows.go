@@ -141,11 +141,9 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) 
 	if d.host != nil {
 		if l, ok := d.host.sockets.SocketLane(f.Cookie); ok {
 			f.Lane, f.Why = l, "socket moved to "+l.String()
-			for fl, moved := range d.liveSockets {
-				if findLive(moved, f.Cookie) != nil {
-					f.Why = fmt.Sprintf("registration %s (%s)", fl, d.flows[fl].Source)
-					return
-				}
+			if r, ok := d.regs.holding(f.Cookie); ok {
+				f.Why = fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
+				return
 			}
 			if m, ok := d.moved[f.Cookie]; ok {
 				f.Why = m.why()
