@@ -99,7 +99,7 @@ func (d *Daemon) moveProcess(pid int, l lane.Lane, by string, byRoot bool) (api.
 		return api.Moved{}, err
 	}
 	d.mu.Lock()
-	d.rememberMoverLocked(pid, movedSock{lane: l, by: by})
+	d.moves.rememberMover(pid, movedSock{lane: l, by: by})
 	d.mu.Unlock()
 	m := api.Moved{Processes: 1}
 	var err error

@@ -116,16 +116,9 @@ type Daemon struct {
 	regs *registrations
 	// nested: lane groups inside host cgroups, by path (cgmove.go)
 	nested map[string]nestedGroup
-	// moved: open sockets a process move set, by cookie, and what moved
-	// them (livemove.go)
-	moved map[uint64]movedSock
-	// movedPIDs: the processes a move put in a lane, and what moved them
-	// (movers.go)
-	movedPIDs map[int]movedSock
-	// userDump: the socket listing users' moves share (livemove.go)
-	userDump sockDump
-	// sched: what moved processes' threads ran before background (schedmove.go)
-	sched map[int]savedSched
+	// moves: open sockets and processes a move set, what moved them, their
+	// threads' saved CPU treatment (movers.go); its own lock, after mu
+	moves *moves
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
 	// udp: the last listing of the UDP flows (udpflows.go)
@@ -306,9 +299,10 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	regs := newRegistrations(opts.Log)
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
-		egress: map[string]*managedIface{}, applied: newDesired(), regs: newRegistrations(opts.Log),
-		nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{}}
+		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
+		nested: map[string]nestedGroup{}, cgroups: &cgroupMount{}}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -491,7 +485,7 @@ func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool)
 	}
 	m.Sched = "kept"
 	if !keepSched {
-		if m.Sched, err = d.laneSched(pid, l); err != nil {
+		if m.Sched, err = d.moves.laneSched(pid, l); err != nil {
 			d.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
 			m.Sched += " (" + err.Error() + ")"
 		}

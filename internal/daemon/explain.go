@@ -109,7 +109,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	movers := d.moverInodes()
+	movers := d.moves.moverInodes()
 	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
@@ -145,7 +145,7 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 	if r, ok := d.regs.holding(s.cookie); ok {
 		return fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 	}
-	if m, ok := d.moved[s.cookie]; ok {
+	if m, ok := d.moves.socket(s.cookie); ok {
 		return m.why()
 	}
 	if s.inMoved && s.mover.lane == cur {

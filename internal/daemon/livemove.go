@@ -164,7 +164,7 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	}
 	dump := d.env.openSockets
 	if limit > 0 {
-		dump = d.userDump.get(d.env.openSockets)
+		dump = d.moves.userDump.get(d.env.openSockets)
 	}
 	all, err := dump()
 	if errors.Is(err, errNoUDPDiag) {
@@ -224,9 +224,7 @@ func (d *Daemon) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRo
 		socks = d.withoutRootRegisteredLocked(socks)
 	}
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
-	for _, s := range socks {
-		d.moved[s.cookie] = movedSock{lane: l, by: by}
-	}
+	d.moves.setSockets(socks, movedSock{lane: l, by: by})
 	return tcp, udp
 }
 
@@ -292,20 +290,6 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 		}
 	}
 	return tcp, udp
-}
-
-// pruneMovedLocked forgets moved sockets that closed (d.mu held): a TCP
-// socket's entry leaves with its close, a UDP one when the LRU map evicts it.
-func (d *Daemon) pruneMovedLocked() {
-	d.pruneMoversLocked()
-	if d.host == nil {
-		return
-	}
-	for c := range d.moved {
-		if _, ok := d.host.sockets.SocketLane(c); !ok {
-			delete(d.moved, c)
-		}
-	}
 }
 
 // exeLaner is the host datapath's lanes decided at exec (datapath execlane.go).

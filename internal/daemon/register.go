@@ -122,7 +122,7 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	armed := false
 	for {
 		d.mu.Lock()
-		busy := d.regs.any() || len(d.nested) > 0 || len(d.moved) > 0 || len(d.movedPIDs) > 0 || len(d.sched) > 0
+		busy := d.regs.any() || len(d.nested) > 0 || d.moves.any()
 		d.mu.Unlock()
 		// A kick arms a sleeping sweep; it never pushes an armed one back
 		// (registrations arriving more often than sweepEvery would
@@ -155,8 +155,12 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 func (d *Daemon) sweepOnce(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.pruneMovedLocked()
-	d.pruneSchedLocked()
+	var sockets socketLaneReader
+	if d.host != nil {
+		sockets = d.host.sockets
+	}
+	d.moves.prune(sockets)
+	d.moves.pruneSched()
 	if !d.regs.any() {
 		return
 	}

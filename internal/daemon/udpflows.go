@@ -80,7 +80,7 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 		}
 	}
 	d.mu.Unlock()
-	movers := d.moverInodes()
+	movers := d.moves.moverInodes()
 	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
 		d.mu.Lock()
 		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
@@ -145,7 +145,7 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) 
 				f.Why = fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 				return
 			}
-			if m, ok := d.moved[f.Cookie]; ok {
+			if m, ok := d.moves.socket(f.Cookie); ok {
 				f.Why = m.why()
 			} else if m, ok := movers[f.Inode]; ok && m.lane == l {
 				f.Why = m.why() // opened after its process was moved
