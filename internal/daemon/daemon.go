@@ -114,8 +114,9 @@ type Daemon struct {
 	// regs: the API's flow registrations, their sockets and the sweep's
 	// kick (registrations.go); its own lock, taken after mu
 	regs *registrations
-	// nested: lane groups inside host cgroups, by path (cgmove.go)
-	nested map[string]nestedGroup
+	// groups: lane groups inside host cgroups (lanegroups.go); its own
+	// lock, after mu
+	groups *laneGroups
 	// moves: open sockets and processes a move set, what moved them, their
 	// threads' saved CPU treatment (movers.go); its own lock, after mu
 	moves *moves
@@ -237,6 +238,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
+	d.groups = newLaneGroups(inst, cg, d.regs)
 	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
@@ -299,10 +301,10 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	regs := newRegistrations(opts.Log)
+	regs, cg := newRegistrations(opts.Log), &cgroupMount{}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
-		nested: map[string]nestedGroup{}, cgroups: &cgroupMount{}}
+		groups: newLaneGroups(instance, cg, regs), cgroups: cg}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It

@@ -122,7 +122,7 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	armed := false
 	for {
 		d.mu.Lock()
-		busy := d.regs.any() || len(d.nested) > 0 || d.moves.any()
+		busy := d.regs.any() || d.groups.any() || d.moves.any()
 		d.mu.Unlock()
 		// A kick arms a sleeping sweep; it never pushes an armed one back
 		// (registrations arriving more often than sweepEvery would

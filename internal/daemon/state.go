@@ -123,7 +123,7 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 			w.DSCP[m.DSCP] = entry{m.Lane, src}
 		}
 	}
-	for rel, g := range d.nested { // lane groups inside host cgroups (cgmove.go)
+	for rel, g := range d.groups.all() { // lane groups inside host cgroups (cgmove.go)
 		w.Cgroups[g.id] = entry{g.lane, "lane group " + rel}
 	}
 	// API registrations beat a policy 3-tuple of the same key.
