@@ -26,10 +26,10 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 	}
 	if d.pol.Background.ReceiveWindow == config.BackgroundRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
 		remote = append(remote, "rLEDBAT")
-	} else if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
+	} else if c := d.comps.rledbat.Load(); c != nil && d.comps.rledbatOff() == "" {
 		remote = append(remote, fmt.Sprintf("rLEDBAT (daemon, every %v)", c.Stats().Interval))
 	}
-	y := d.yieldState.Load()
+	y := d.comps.yieldState.Load()
 	if y != nil {
 		remote = append(remote, "foreground-aware yield (in the kernel)")
 	}
@@ -48,8 +48,8 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 }
 
 // yieldNow is the foreground-aware yield's status, nil while it is off.
-func (d *Daemon) yieldNow() *yield.Status {
-	y := d.yieldState.Load()
+func (cs *components) yieldNow() *yield.Status {
+	y := cs.yieldState.Load()
 	if y == nil {
 		return nil
 	}

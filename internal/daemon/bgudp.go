@@ -20,16 +20,16 @@ import (
 )
 
 // newBgUDP starts the controller at the policy's background target.
-func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
-	return supervise(d.log, "background-udp", func() (*runner, error) {
+func (cs *components) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
+	return supervise(cs.log, "background-udp", func() (*runner, error) {
 		rule := bgudp.DefaultRule(pol.TargetDelay.D())
-		rule.KeepTokens = d.opts.BgUDPKeepTokens
-		rule.Off = d.opts.BgUDPOff
-		c, err := bgudp.New(rule, h, d.log.With("component", "background-udp"))
+		rule.KeepTokens = cs.opts.BgUDPKeepTokens
+		rule.Off = cs.opts.BgUDPOff
+		c, err := bgudp.New(rule, h, cs.log.With("component", "background-udp"))
 		if err != nil {
 			return nil, err
 		}
-		d.bgudp.Store(c)
+		cs.bgudp.Store(c)
 		status := func() string { return bgUDPSummary(c.Status(), pol.Yield) }
 		return &runner{run: c.Run, close: c.Close, status: status, detail: func() any { return c.Status() }}, nil
 	})
@@ -121,7 +121,7 @@ func (d *Daemon) nonTCPProtection(eg egressTree) string {
 		return ""
 	}
 	var held []string
-	c := d.bgudp.Load()
+	c := d.comps.bgudp.Load()
 	if c != nil {
 		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", d.pol.Background.TargetDelay.D()))
 	}

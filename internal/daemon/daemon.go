@@ -23,7 +23,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,9 +34,7 @@ import (
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
-	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/rootpath"
-	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // Options configure a daemon run.
@@ -104,12 +101,10 @@ type Daemon struct {
 	applied  desired                  // what applyLocked last put in the kernel (state.go)
 	// waiting and lastApplyErr: what was last logged (state.go, links.go)
 	waiting, lastApplyErr string
-	tasks                 *taskEngine                         // task rules and exe/comm lane rules; nil if none
-	comps                 []*component                        // coop controller, realtime lane
-	yieldState            atomic.Pointer[func() yield.Status] // the background component's status, while it runs
-	rledbat               atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
-	bgudp                 atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
-	rledbatWhy            string                              // why the daemon's rLEDBAT is off (under mu)
+	tasks                 *taskEngine // task rules and exe/comm lane rules; nil if none
+	// comps: the running components and what status reads of them
+	// (components.go); its own lock, after mu
+	comps *components
 
 	// regs: the API's flow registrations, their sockets and the sweep's
 	// kick (registrations.go); its own lock, taken after mu
@@ -165,10 +160,10 @@ func Run(ctx context.Context, opts Options) error {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
-	defer d.stopComponents()
+	defer d.comps.stopBut()
 	srv, err := apiserver.Listen(opts.Socket, d, d.log)
 	if err != nil {
-		d.stopComponents()
+		d.comps.stopBut()
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
@@ -190,7 +185,7 @@ func Run(ctx context.Context, opts Options) error {
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
 	d.facts.close()
-	d.stopComponents()
+	d.comps.stopBut()
 	d.stopTasks()
 	return errors.Join(err, d.uninstall())
 }
@@ -259,7 +254,7 @@ func (d *Daemon) serve(ctx context.Context, srv *apiserver.Server, hup <-chan os
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				kept := d.stopComponentsBut("realtime", "coop") // kept if their sections are unchanged
+				kept := d.comps.stopBut("realtime", "coop") // kept if their sections are unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
@@ -304,7 +299,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	regs, cg := newRegistrations(opts.Log), &cgroupMount{}
 	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
-		groups: newLaneGroups(instance, cg, regs), cgroups: cg}
+		groups: newLaneGroups(instance, cg, regs), comps: newComponents(opts.Log, instance, opts), cgroups: cg}
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -515,7 +510,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			return nil, err
 		}
 	}
-	ys := d.yieldNow()
+	ys := d.comps.yieldNow()
 	for _, m := range d.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
@@ -569,7 +564,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			st.Details["tasks"] = b
 		}
 	}
-	for _, c := range d.comps {
+	for _, c := range d.comps.running() {
 		st.Components[c.name] = c.status()
 		if b, err := json.Marshal(c.detail()); err == nil {
 			st.Details[c.name] = b
