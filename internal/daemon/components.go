@@ -114,7 +114,7 @@ func (cs *components) start(pol *policy.Policy, host *datapathHost, first *manag
 	if c := cs.keepOrStop(kept, "coop", pol.Coop.Enabled, ck); c != nil {
 		comps = append(comps, c)
 	} else if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
-		if ch, ok := hostPart[coopDatapath](host); ok {
+		if ch := host.roles().coop; ch != nil {
 			comps = append(comps, cs.newCoop(ck, ch))
 		} else {
 			cs.log.Warn("coop: the datapath sets no caps; the controller does not run")
@@ -132,7 +132,7 @@ func (cs *components) start(pol *policy.Policy, host *datapathHost, first *manag
 		}
 		comps = append(comps, c)
 	}
-	if y, ok := hostPart[yielder](host); ok && pol.Background.Yield {
+	if y := host.roles().yielder; y != nil && pol.Background.Yield {
 		c, err := cs.newYield(y)
 		if err != nil {
 			for _, c := range comps {
@@ -142,7 +142,7 @@ func (cs *components) start(pol *policy.Policy, host *datapathHost, first *manag
 		}
 		comps = append(comps, c)
 	}
-	if h, ok := hostPart[bgudp.Datapath](host); ok {
+	if h := host.roles().bgudp; h != nil {
 		c, err := cs.newBgUDP(pol.Background, h)
 		if err != nil { // background QUIC/UDP goes uncontrolled, the rest runs
 			cs.log.Warn("background-udp: the controller did not start", "err", err)
@@ -289,9 +289,11 @@ func (cs *components) yieldStatus(h yielder) yield.Status {
 var CoopStateDir = filepath.Join(DefaultStateDir, "coop")
 
 // coopDatapath is what the cooperative controller drives in the host
-// datapath: its monitor's socket lanes, and the caps of coop's setters.
+// datapath: its monitor's socket lanes (and their map, for the BPF
+// iterator), and the caps of coop's setters.
 type coopDatapath interface {
 	SocketLane(cookie uint64) (lane.Lane, bool)
+	CookieMap() *ebpf.Map
 	coop.UplinkSetter
 	coop.DownlinkSetter
 	coop.AckClassSetter
@@ -335,10 +337,7 @@ func (cs *components) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
 }
 
 func (cs *components) startCoop(cfg config.Coop, h coopDatapath) (*runner, error) {
-	mc := tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true}
-	if cm, ok := h.(interface{ CookieMap() *ebpf.Map }); ok {
-		mc.LaneMap = cm.CookieMap()
-	}
+	mc := tcpmon.Config{LaneOf: h.SocketLane, LaneMap: h.CookieMap(), NoProcess: true}
 	sampler, err := tcpmon.New(mc)
 	if err != nil {
 		return nil, err

@@ -504,7 +504,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
 		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.refused}
 	var hs datapath.HostStats
-	if c, ok := hostPart[hostCounters](d.host); ok {
+	if c := d.host.roles().counters; c != nil {
 		var err error
 		if hs, err = c.Stats(); err != nil {
 			return nil, err

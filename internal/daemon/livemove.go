@@ -265,7 +265,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 	}
 	live := map[uint64]lane.Lane{}
 	defer func() {
-		if a, ok := hostPart[liveApplier](d.host); ok && len(live) > 0 {
+		if a := d.host.roles().liveCC; a != nil && len(live) > 0 {
 			if _, err := a.ApplyLive(live); err != nil {
 				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
 			}
@@ -279,7 +279,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 		}
 		if s.proto == unix.IPPROTO_UDP {
 			udp++
-			if f, ok := hostPart[bgFlowForgetter](d.host); ok && l != lane.Background && prev == lane.Background {
+			if f := d.host.roles().bgFlows; f != nil && l != lane.Background && prev == lane.Background {
 				if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, s.src.Port()); err != nil {
 					d.log.Debug("background flows", "sport", s.src.Port(), "err", err)
 				}
@@ -301,8 +301,8 @@ type exeLaner interface {
 // an absolute path and no other condition (d.mu held). The others act
 // through the task engine's move alone.
 func (d *Daemon) setExeLanesLocked() {
-	x, ok := hostPart[exeLaner](d.host)
-	if !ok {
+	x := d.host.roles().exeLanes
+	if x == nil {
 		return
 	}
 	exes := map[string]lane.Lane{}

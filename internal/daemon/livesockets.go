@@ -115,7 +115,7 @@ func (d *Daemon) restoreLiveSocketsLocked(f api.Flow, moved []liveSocket) {
 	}
 	back := map[uint64]lane.Lane{}
 	defer func() {
-		if a, ok := hostPart[liveApplier](d.host); ok && len(back) > 0 {
+		if a := d.host.roles().liveCC; a != nil && len(back) > 0 {
 			if _, err := a.ApplyLive(back); err != nil {
 				d.log.Warn("unregistered flow: congestion control left to its next ACK", "flow", f.String(), "err", err)
 			}

@@ -38,8 +38,8 @@ func (cs *components) rledbatFallback(pol config.Background, h *datapathHost) (r
 	if pol.ReceiveWindow != config.BackgroundRLEDBAT {
 		return nil, ""
 	}
-	rh, ok := hostPart[rledbatHost](h)
-	if !ok {
+	rh := h.roles().rledbat
+	if rh == nil {
 		return nil, "the datapath has no socket lanes"
 	}
 	caps := rh.Capabilities()

@@ -73,7 +73,7 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()
-	if tab, ok := hostPart[bgTable](d.host); ok {
+	if tab := d.host.roles().bgTable; tab != nil {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
 			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
