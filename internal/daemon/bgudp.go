@@ -115,9 +115,8 @@ type bgEgress interface {
 
 // nonTCPProtection says what holds the interface's background non-TCP
 // traffic, per direction, and what holds it now (d.mu held).
-func (d *Daemon) nonTCPProtection(eg egressTree) string {
-	be, ok := eg.(bgEgress)
-	if !ok {
+func (d *Daemon) nonTCPProtection(be bgEgress) string {
+	if be == nil {
 		return ""
 	}
 	var held []string

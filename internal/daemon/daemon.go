@@ -129,6 +129,7 @@ type managedIface struct {
 	order int              // its position in the policy
 	index int              // ifindex of the device
 	eg    egressTree
+	bg    bgEgress // eg's background class; nil where it has none
 }
 
 // Run starts the daemon and blocks until ctx ends, then cleans up.
@@ -547,7 +548,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
 		is.Downloads = d.downloadProtection(hs)
-		is.NonTCP = d.nonTCPProtection(m.eg)
+		is.NonTCP = d.nonTCPProtection(m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)

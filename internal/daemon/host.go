@@ -28,8 +28,9 @@ type datapathHost struct {
 	rules   ruleMaps    // state.go, register.go
 	sockets socketLanes // livesockets.go, livemove.go, explain.go, udpflows.go
 	// openEgress installs (or adopts) an interface's tree running the
-	// host's classifier, in the calling thread's network namespace.
-	openEgress func(datapath.EgressConfig) (egressTree, error)
+	// host's classifier, in the calling thread's network namespace; bg is
+	// its background class's part (bgudp.go), nil where the tree lacks it.
+	openEgress func(datapath.EgressConfig) (tree egressTree, bg bgEgress, err error)
 	parts      hostParts
 }
 
@@ -50,12 +51,12 @@ type hostParts struct {
 
 // kernelHost is the daemon's view of the kernel's host datapath.
 func kernelHost(h *datapath.Host) *datapathHost {
-	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, error) {
+	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
-			return nil, err // a nil interface, not a nil *Egress in one
+			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
-		return e, nil
+		return e, e, nil
 	}, parts: hostParts{counters: h, appCCs: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
 		exeLanes: h, bgTable: h}}
 }

@@ -241,7 +241,7 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 			// the device went away and came back: its tree went with it
 			_ = d.closeEgressLocked(name)
 		}
-		eg, err := d.host.openEgress(w.Cfg)
+		eg, bg, err := d.host.openEgress(w.Cfg)
 		if err != nil {
 			err = fmt.Errorf("interface %s: %w", name, err)
 			if !strict {
@@ -253,7 +253,7 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 			}
 			return err
 		}
-		d.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg}
+		d.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg, bg: bg}
 		opened = append(opened, name)
 		d.log.Info("interface managed", "interface", name, "mode", w.Cfg.Mode)
 	}
