@@ -95,7 +95,7 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	pol      *policy.Policy
-	polState policyState              // when pol was read; the last reload refused (policystate.go)
+	polState *policyState             // when pol was read; the last reload refused (policystate.go)
 	host     *datapathHost            // this namespace's BPF programs, maps and lane cgroups (host.go)
 	egress   map[string]*managedIface // by device: one tree each, all running host's classifier
 	applied  desired                  // what applyLocked last put in the kernel (state.go)
@@ -298,7 +298,7 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 		opts.Log = slog.Default()
 	}
 	regs, cg := newRegistrations(opts.Log), &cgroupMount{}
-	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
+	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: newPolicyState(), env: e,
 		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
 		groups: newLaneGroups(instance, cg, regs), comps: newComponents(opts.Log, instance, opts), cgroups: cg}
 }
@@ -339,7 +339,7 @@ func (d *Daemon) applyReload(pol *policy.Policy) error {
 		return err
 	}
 	d.pol = pol
-	d.polState = policyState{loadedAt: time.Now()}
+	d.polState.taken()
 	d.setExeLanesLocked()
 	if err != nil {
 		d.logApplyError(err)
@@ -503,7 +503,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
-		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.refused}
+		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.lastRefused()}
 	var hs datapath.HostStats
 	if c := d.host.roles().counters; c != nil {
 		var err error
