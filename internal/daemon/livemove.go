@@ -221,27 +221,11 @@ func (d *Daemon) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRo
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !byRoot {
-		socks = d.withoutRootRegisteredLocked(socks)
+		socks = d.regs.withoutRootHeld(socks)
 	}
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
 	d.moves.setSockets(socks, movedSock{lane: l, by: by})
 	return tcp, udp
-}
-
-// withoutRootRegisteredLocked drops from socks those a registration by
-// root holds (d.mu held).
-func (d *Daemon) withoutRootRegisteredLocked(socks []openSock) []openSock {
-	held := d.regs.rootHeld()
-	if len(held) == 0 {
-		return socks
-	}
-	var out []openSock
-	for _, s := range socks {
-		if !held[s.cookie] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // liveApplier applies moved TCP sockets' congestion control at once

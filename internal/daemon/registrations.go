@@ -313,8 +313,8 @@ func (r *registrations) holding(cookie uint64) (api.FlowInfo, bool) {
 	return api.FlowInfo{}, false
 }
 
-// rootHeld is the cookies of the sockets root's registrations moved.
-func (r *registrations) rootHeld() map[uint64]bool {
+// withoutRootHeld drops from socks those a registration by root moved.
+func (r *registrations) withoutRootHeld(socks []openSock) []openSock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	held := map[uint64]bool{}
@@ -325,5 +325,14 @@ func (r *registrations) rootHeld() map[uint64]bool {
 			}
 		}
 	}
-	return held
+	if len(held) == 0 {
+		return socks
+	}
+	var out []openSock
+	for _, s := range socks {
+		if !held[s.cookie] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
