@@ -114,17 +114,17 @@ type bgEgress interface {
 }
 
 // nonTCPProtection says what holds the interface's background non-TCP
-// traffic, per direction, and what holds it now (d.mu held).
-func (d *Daemon) nonTCPProtection(be bgEgress) string {
+// traffic, per direction, and what holds it now.
+func (cs *components) nonTCPProtection(bg config.Background, be bgEgress) string {
 	if be == nil {
 		return ""
 	}
 	var held []string
-	c := d.comps.bgudp.Load()
+	c := cs.bgudp.Load()
 	if c != nil {
-		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", d.pol.Background.TargetDelay.D()))
+		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", bg.TargetDelay.D()))
 	}
-	if d.pol.Background.Yield {
+	if bg.Yield {
 		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
 	}
 	if len(held) == 0 {

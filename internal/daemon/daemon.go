@@ -546,9 +546,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 		for _, l := range lane.All {
 			backlog += lanes[l].BacklogBytes
 		}
-		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
-		is.Downloads = d.downloadProtection(hs)
-		is.NonTCP = d.nonTCPProtection(m.bg)
+		is.Queue, is.Protection = d.comps.queueAndProtection(d.pol.Background, backlog, hs)
+		is.Downloads = d.comps.downloadProtection(d.pol.Background, hs)
+		is.NonTCP = d.comps.nonTCPProtection(d.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)

@@ -83,16 +83,16 @@ func (cs *components) newRLEDBAT(pol config.Background, h rledbatHost) (*compone
 
 // downloadProtection says what holds background downloads back at a
 // remote bottleneck: rLEDBAT in BPF, the daemon's, or nothing and why.
-func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
-	if d.pol.Background.ReceiveWindow != config.BackgroundRLEDBAT {
+func (cs *components) downloadProtection(bg config.Background, hs datapath.HostStats) string {
+	if bg.ReceiveWindow != config.BackgroundRLEDBAT {
 		return "none: off by policy (background.receive_window: system)"
 	}
-	target := d.pol.Background.ReceiveTarget()
+	target := bg.ReceiveTarget()
 	bpf := strings.TrimPrefix(hs.Capabilities[datapath.CapRLEDBAT], "off: ")
 	if bpf == "on" {
 		return fmt.Sprintf("rLEDBAT in BPF (sock_ops, at every segment sent), target %v", target)
 	}
-	if c := d.comps.rledbat.Load(); c != nil && d.comps.rledbatOff() == "" {
+	if c := cs.rledbat.Load(); c != nil && cs.rledbatOff() == "" {
 		st := c.Stats()
 		how := "TCP_WINDOW_CLAMP"
 		if st.Mode == rledbat.ModeReceiveBuffer {
@@ -104,5 +104,5 @@ func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
 		}
 		return s
 	}
-	return fmt.Sprintf("none: BPF rLEDBAT off (%s), daemon rLEDBAT off (%s)", bpf, d.comps.rledbatOff())
+	return fmt.Sprintf("none: BPF rLEDBAT off (%s), daemon rLEDBAT off (%s)", bpf, cs.rledbatOff())
 }
