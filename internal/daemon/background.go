@@ -16,20 +16,20 @@ import (
 
 // queueAndProtection says where the interface's queue forms (on the device:
 // its lanes qdisc holds backlog bytes now; else remote, or none) and what
-// protects the foreground there (d.mu held).
-func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queue, protection string) {
+// protects the foreground there.
+func (cs *components) queueAndProtection(bg config.Background, backlog uint64, hs datapath.HostStats) (queue, protection string) {
 	var remote []string
 	if hs.Background.Active {
 		remote = append(remote, fmt.Sprintf("LEDBAT++ (target %v)", hs.Background.Target))
 	} else if hs.Background.Clamp {
 		remote = append(remote, fmt.Sprintf("LEDBAT++'s window as a cwnd clamp (sock_ops, target %v)", hs.Background.Target))
 	}
-	if d.pol.Background.ReceiveWindow == config.BackgroundRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
+	if bg.ReceiveWindow == config.BackgroundRLEDBAT && hs.Capabilities[datapath.CapRLEDBAT] == "on" {
 		remote = append(remote, "rLEDBAT")
-	} else if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
+	} else if c := cs.rledbat.Load(); c != nil && cs.rledbatOff() == "" {
 		remote = append(remote, fmt.Sprintf("rLEDBAT (daemon, every %v)", c.Stats().Interval))
 	}
-	y := d.yieldState.Load()
+	y := cs.yieldState.Load()
 	if y != nil {
 		remote = append(remote, "foreground-aware yield (in the kernel)")
 	}
@@ -48,8 +48,8 @@ func (d *Daemon) queueAndProtection(backlog uint64, hs datapath.HostStats) (queu
 }
 
 // yieldNow is the foreground-aware yield's status, nil while it is off.
-func (d *Daemon) yieldNow() *yield.Status {
-	y := d.yieldState.Load()
+func (cs *components) yieldNow() *yield.Status {
+	y := cs.yieldState.Load()
 	if y == nil {
 		return nil
 	}

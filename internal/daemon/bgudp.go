@@ -20,15 +20,15 @@ import (
 )
 
 // newBgUDP starts the controller at the policy's background target.
-func (d *Daemon) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
-	return supervise(d.log, "background-udp", func() (*runner, error) {
+func (cs *components) newBgUDP(pol config.Background, h bgudp.Datapath) (*component, error) {
+	return supervise(cs.log, "background-udp", func() (*runner, error) {
 		rule := bgudp.DefaultRule(pol.TargetDelay.D())
-		rule.Off = d.opts.Experiments.BgUDP
-		c, err := bgudp.New(rule, h, d.log.With("component", "background-udp"))
+		rule.Off = cs.opts.Experiments.BgUDP
+		c, err := bgudp.New(rule, h, cs.log.With("component", "background-udp"))
 		if err != nil {
 			return nil, err
 		}
-		d.bgudp.Store(c)
+		cs.bgudp.Store(c)
 		status := func() string { return bgUDPSummary(c.Status(), pol.Yield) }
 		return &runner{run: c.Run, close: c.Close, status: status, detail: func() any { return c.Status() }}, nil
 	})
@@ -113,18 +113,17 @@ type bgEgress interface {
 }
 
 // nonTCPProtection says what holds the interface's background non-TCP
-// traffic, per direction, and what holds it now (d.mu held).
-func (d *Daemon) nonTCPProtection(eg egressTree) string {
-	be, ok := eg.(bgEgress)
-	if !ok {
+// traffic, per direction, and what holds it now.
+func (cs *components) nonTCPProtection(bg config.Background, be bgEgress) string {
+	if be == nil {
 		return ""
 	}
 	var held []string
-	c := d.bgudp.Load()
+	c := cs.bgudp.Load()
 	if c != nil {
-		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", d.pol.Background.TargetDelay.D()))
+		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", bg.TargetDelay.D()))
 	}
-	if d.pol.Background.Yield {
+	if bg.Yield {
 		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
 	}
 	if len(held) == 0 {

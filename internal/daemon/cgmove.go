@@ -52,12 +52,8 @@ import (
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/config"
-	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
-
-// nestedName is the name of a lane group nested in a host cgroup.
-func (d *Daemon) nestedName(l lane.Lane) string { return "lanes." + d.instance + "." + l.String() }
 
 // movePID puts pid in lane l with its open sockets (livemove.go); its
 // future children follow (the task engine's hook, for rule r). Each move is
@@ -99,7 +95,7 @@ func (d *Daemon) moveProcess(pid int, l lane.Lane, by string, byRoot bool) (api.
 		return api.Moved{}, err
 	}
 	d.mu.Lock()
-	d.rememberMoverLocked(pid, movedSock{lane: l, by: by})
+	d.moves.rememberMover(pid, movedSock{lane: l, by: by})
 	d.mu.Unlock()
 	m := api.Moved{Processes: 1}
 	var err error
@@ -115,7 +111,7 @@ func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	if err != nil {
 		return err // it names the process
 	}
-	home := d.homeCgroup(cur)
+	home := d.groups.home(cur)
 	for attempt := 1; ; attempt++ {
 		var dir string
 		if home == "/" {
@@ -139,18 +135,6 @@ func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
 	}
 }
 
-// homeCgroup is the host cgroup a process in cgroup cur belongs to: cur
-// itself, or the parent of the lane group it is in.
-func (d *Daemon) homeCgroup(cur string) string {
-	if cur == "/lanes."+d.instance || strings.HasPrefix(cur, "/lanes."+d.instance+"/") {
-		return "/"
-	}
-	if strings.HasPrefix(filepath.Base(cur), "lanes."+d.instance+".") {
-		return filepath.Dir(cur)
-	}
-	return cur
-}
-
 // Bounds of the nested lane groups (the cgroup map's reserve, capacity.go).
 const (
 	maxNested         = reservedCgroups
@@ -164,7 +148,7 @@ const groupMark = "trusted.lanes"
 // nestedGroup creates (or finds) lane l's group inside host cgroup home and
 // enters its id in the datapath's cgroup map; it returns the directory.
 func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
-	rel := filepath.Join(home, d.nestedName(l))
+	rel := filepath.Join(home, d.groups.name(l))
 	dir := filepath.Join(d.cgroups.root, rel)
 	owner, err := cgroupOwner(filepath.Join(d.cgroups.root, home))
 	if err != nil {
@@ -175,102 +159,24 @@ func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
 	if d.host == nil {
 		return "", errors.New("no datapath installed")
 	}
-	g, known := d.nested[rel]
+	g, known := d.groups.get(rel)
 	if !known {
-		if err := d.nestedRoomLocked(owner); err != nil {
+		if err := d.groups.room(owner); err != nil {
 			return "", fmt.Errorf("lane group in %s: %w", home, err)
 		}
 	}
-	id, err := d.makeNested(dir, l)
+	id, err := d.groups.make(dir, l)
 	if err != nil {
 		return "", fmt.Errorf("lane group in %s: %w", home, err)
 	}
 	if known && g.id == id {
 		return dir, nil
 	}
-	d.nested[rel] = nestedGroup{lane: l, id: id, owner: owner}
-	d.kickSweep()
+	d.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
 	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
 		return "", fmt.Errorf("lane group %s: %w", rel, err)
 	}
 	return dir, nil
-}
-
-// makeNested creates lane l's group at dir, marked as the daemon's, or
-// finds it if the daemon made it; it returns the group's id (d.mu held, so
-// that no other move sees a group between its creation and its mark).
-func (d *Daemon) makeNested(dir string, l lane.Lane) (uint64, error) {
-	err := os.Mkdir(dir, 0o755)
-	if err == nil {
-		if err := unix.Setxattr(dir, groupMark, []byte(d.groupMark(l)), 0); err != nil {
-			_ = unix.Rmdir(dir)
-			return 0, fmt.Errorf("mark %s as a lane group: %w", dir, err)
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
-		return 0, err
-	} else if !d.ownGroup(dir, l) && !d.remakeUnmarked(dir, l) {
-		return 0, fmt.Errorf("%s exists and is not a %s group lanes made (remove it)", dir, l)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return 0, err
-	}
-	return st.Ino, nil
-}
-
-// remakeUnmarked takes the place of an empty, root-owned group of that
-// name without a mark (an earlier version's: only root makes a root-owned
-// directory in a delegated cgroup): removed and made again, marked.
-func (d *Daemon) remakeUnmarked(dir string, l lane.Lane) bool {
-	if owner, err := cgroupOwner(dir); err != nil || owner != 0 || populated(dir) || unix.Rmdir(dir) != nil {
-		return false
-	}
-	if os.Mkdir(dir, 0o755) != nil {
-		return false
-	}
-	if unix.Setxattr(dir, groupMark, []byte(d.groupMark(l)), 0) != nil {
-		_ = unix.Rmdir(dir)
-		return false
-	}
-	return true
-}
-
-// nestedRoomLocked refuses a new nested group when the bounds are reached
-// for a group in a cgroup owner owns (d.mu held).
-func (d *Daemon) nestedRoomLocked(owner uint32) error {
-	all, users, mine := len(d.nested), 0, 0
-	for _, g := range d.nested {
-		if g.owner != 0 {
-			users++
-		}
-		if g.owner == owner {
-			mine++
-		}
-	}
-	switch {
-	case all >= maxNested:
-		return fmt.Errorf("%d lane groups nested in host cgroups, the most the daemon keeps; "+
-			"move processes back or stop the ones in lanes", all)
-	case owner != 0 && mine >= maxNestedPerUID:
-		return fmt.Errorf("uid %d's cgroups hold %d lane groups, the most one user may have", owner, mine)
-	case owner != 0 && users >= maxNested-rootNestedReserve:
-		return fmt.Errorf("users' cgroups hold %d lane groups; the rest is kept for root's", users)
-	}
-	return nil
-}
-
-// groupMark is the mark of this instance's lane l group.
-func (d *Daemon) groupMark(l lane.Lane) string { return d.instance + "." + l.String() }
-
-// ownGroup: did the daemon create dir as lane l's group? Root owns it and
-// its mark names this instance and lane.
-func (d *Daemon) ownGroup(dir string, l lane.Lane) bool {
-	if owner, err := cgroupOwner(dir); err != nil || owner != 0 {
-		return false
-	}
-	buf := make([]byte, 256)
-	n, err := unix.Getxattr(dir, groupMark, buf)
-	return err == nil && string(buf[:n]) == d.groupMark(l)
 }
 
 // cgroupOwner is the uid owning a cgroup directory (its delegate, if any).
@@ -292,7 +198,7 @@ type nestedGroup struct {
 // adoptNested finds the nested groups a previous run of this instance left
 // and takes them over.
 func (d *Daemon) adoptNested() {
-	found := d.findNested()
+	found := d.groups.find()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(found) == 0 {
@@ -304,8 +210,7 @@ func (d *Daemon) adoptNested() {
 			continue
 		}
 		owner, _ := cgroupOwner(filepath.Join(d.cgroups.root, filepath.Dir(rel)))
-		d.nested[rel] = nestedGroup{lane: l, id: id, owner: owner}
-		d.kickSweep()
+		d.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
 	}
 	if d.host != nil {
 		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
@@ -315,46 +220,9 @@ func (d *Daemon) adoptNested() {
 	d.log.Info("adopted lane groups of a previous run", "groups", len(found))
 }
 
-// findNested walks the hierarchy for this instance's nested lane groups:
-// those the daemon made (ownGroup), never a directory of the same name a
-// user made.
-func (d *Daemon) findNested() map[string]lane.Lane {
-	out := map[string]lane.Lane{}
-	prefix := "lanes." + d.instance + "."
-	_ = filepath.WalkDir(d.cgroups.root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || !e.IsDir() {
-			return nil
-		}
-		name := e.Name()
-		if name == "lanes."+d.instance {
-			return fs.SkipDir // the instance's own groups
-		}
-		if rest, ok := strings.CutPrefix(name, prefix); ok {
-			if l, err := lane.Parse(rest); err == nil && d.ownGroup(p, l) {
-				rel, _ := filepath.Rel(d.cgroups.root, p)
-				out["/"+rel] = l
-			}
-			return fs.SkipDir
-		}
-		return nil
-	})
-	return out
-}
-
 // sweepNestedLocked removes empty nested groups and their map entries (d.mu held).
 func (d *Daemon) sweepNestedLocked() {
-	n := len(d.nested)
-	for rel := range d.nested {
-		dir := filepath.Join(d.cgroups.root, rel)
-		if populated(dir) {
-			continue
-		}
-		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
-			continue // a process moved in meanwhile
-		}
-		delete(d.nested, rel)
-	}
-	if len(d.nested) != n && d.host != nil {
+	if d.groups.sweepEmpty() && d.host != nil {
 		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
 			d.log.Warn("lane group sweep: datapath", "err", err)
 		}
@@ -366,28 +234,7 @@ func (d *Daemon) sweepNestedLocked() {
 func (d *Daemon) restoreNested() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for rel, l := range d.findNested() {
-		if _, ok := d.nested[rel]; !ok {
-			d.nested[rel] = nestedGroup{lane: l}
-			d.kickSweep()
-		}
-	}
-	var errs []error
-	for rel := range d.nested {
-		dir := filepath.Join(d.cgroups.root, rel)
-		if err := datapath.MoveProcs(dir, filepath.Dir(dir)); err != nil {
-			errs = append(errs, err)
-		}
-		// a process killed just before (a scope stopped) leaves its group
-		// only once it has exited: on 5.10 in qemu the group was still busy
-		// when the daemon stopped right after a scope kill
-		if err := datapath.RemoveCgroup(dir, true); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
-			continue
-		}
-		delete(d.nested, rel) // its map entry goes with the stop's diff to nothing
-	}
-	return errors.Join(errs...)
+	return d.groups.restore()
 }
 
 // populated reads cgroup.events: does the group or a child hold a process?

@@ -29,13 +29,13 @@ func TestAttackAdoptOnlyOwnGroups(t *testing.T) {
 	if root == "" {
 		t.Skip("no cgroup v2 mount")
 	}
-	d := &Daemon{instance: testutil.UniqueName("t"), cgroups: &cgroupMount{root: root}}
+	d := newLaneGroups(testutil.UniqueName("t"), &cgroupMount{root: root}, newRegistrations(nil))
 	home := filepath.Join(root, testutil.UniqueName("lanes-test-")+".service")
 	mkdirs(t, home)
 	if err := os.Chown(home, nobody, nobody); err != nil { // Delegate=
 		t.Fatal(err)
 	}
-	userMade := filepath.Join(home, d.nestedName(lane.Realtime))
+	userMade := filepath.Join(home, d.name(lane.Realtime))
 	mkdirs(t, userMade)
 	if err := os.Chown(userMade, nobody, nobody); err != nil {
 		t.Fatal(err)
@@ -44,17 +44,17 @@ func TestAttackAdoptOnlyOwnGroups(t *testing.T) {
 	// version's, or another tool's): not adopted either
 	home2 := filepath.Join(root, testutil.UniqueName("lanes-test-")+".service")
 	mkdirs(t, home2)
-	mkdirs(t, filepath.Join(home2, d.nestedName(lane.Realtime)))
+	mkdirs(t, filepath.Join(home2, d.name(lane.Realtime)))
 	// and one the daemon made, left by a crash: adopted
 	home3 := filepath.Join(root, testutil.UniqueName("lanes-test-")+".service")
 	mkdirs(t, home3)
 	if err := unix.Setxattr(home3, groupMark, []byte("probe"), 0); err != nil {
 		t.Skipf("no trusted xattrs on cgroupfs: %v", err)
 	}
-	if _, err := d.makeNested(filepath.Join(home3, d.nestedName(lane.Background)), lane.Background); err != nil {
+	if _, err := d.make(filepath.Join(home3, d.name(lane.Background)), lane.Background); err != nil {
 		t.Fatal(err)
 	}
-	found := d.findNested()
+	found := d.find()
 	for rel, l := range found {
 		if filepath.Dir(filepath.Join(root, rel)) != home3 || l != lane.Background {
 			t.Errorf("adopted %s as %s: not a group the daemon made", rel, l)
@@ -64,14 +64,14 @@ func TestAttackAdoptOnlyOwnGroups(t *testing.T) {
 		t.Errorf("adopted %d groups, want the daemon's own one: %v", len(found), found)
 	}
 	// and nestedGroup does not take the user's directory for its own
-	if _, err := d.makeNested(userMade, lane.Realtime); err == nil {
+	if _, err := d.make(userMade, lane.Realtime); err == nil {
 		t.Error("a user's directory named as a lane group was used as one")
 	}
 	// an empty root-owned one without a mark (an earlier version's) is
 	// made again, marked
-	unmarked := filepath.Join(home2, d.nestedName(lane.Realtime))
-	if _, err := d.makeNested(unmarked, lane.Realtime); err != nil || !d.ownGroup(unmarked, lane.Realtime) {
-		t.Errorf("an earlier version's empty group: %v, marked %v", err, d.ownGroup(unmarked, lane.Realtime))
+	unmarked := filepath.Join(home2, d.name(lane.Realtime))
+	if _, err := d.make(unmarked, lane.Realtime); err != nil || !d.own(unmarked, lane.Realtime) {
+		t.Errorf("an earlier version's empty group: %v, marked %v", err, d.own(unmarked, lane.Realtime))
 	}
 }
 
@@ -105,6 +105,7 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 	}
 	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
 	f.d.cgroups, f.d.instance = &cgroupMount{root: root}, testutil.UniqueName("t")
+	f.d.groups = newLaneGroups(f.d.instance, f.d.cgroups, f.d.regs)
 	delegated := "/" + testutil.UniqueName("lanes-test-") + ".service"
 	mkdirs(t, filepath.Join(root, delegated))
 	var refused error
@@ -122,7 +123,7 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 	}
 	if refused == nil || !strings.Contains(refused.Error(), "uid 65534") {
 		t.Errorf("%d nested groups in one user's cgroups, want at most %d (error %v)",
-			len(f.d.nested), maxNestedPerUID, refused)
+			len(f.d.groups.all()), maxNestedPerUID, refused)
 	}
 	// root's cgroups keep their room
 	home := filepath.Join(delegated, "root")
@@ -131,13 +132,11 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 		t.Errorf("root's lane group refused after a user's: %v", err)
 	}
 	// users together leave the reserve
-	f.d.mu.Lock()
 	for i := range maxNested - rootNestedReserve {
-		f.d.nested["/u"+strconv.Itoa(i)] = nestedGroup{owner: uint32(1000 + i/maxNestedPerUID)}
+		f.d.groups.set("/u"+strconv.Itoa(i), nestedGroup{owner: uint32(1000 + i/maxNestedPerUID)})
 	}
-	err := f.d.nestedRoomLocked(70000)
-	rootErr := f.d.nestedRoomLocked(0)
-	f.d.mu.Unlock()
+	err := f.d.groups.room(70000)
+	rootErr := f.d.groups.room(0)
 	if err == nil || rootErr != nil {
 		t.Errorf("users' groups filled root's reserve: another user's %v, root's %v", err, rootErr)
 	}

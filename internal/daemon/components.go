@@ -7,6 +7,10 @@
 // policy) is unchanged, so its clients keep their connections, attached
 // sockets and queued datagrams; a changed one is restarted and the log
 // says which keys changed and what was reset.
+//
+// The components own the running set and what status reads of them
+// (components), under their own lock taken after the daemon's; the daemon
+// gives them the policy and the host when it starts them.
 package daemon
 
 import (
@@ -23,6 +27,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,10 +43,49 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/ledbat"
 	"github.com/lanes-net/lanes/internal/policy"
+	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/rtlane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/yield"
 )
+
+// components are the daemon's running components and what status reads
+// of them.
+type components struct {
+	log      *slog.Logger
+	instance string
+	opts     Options
+
+	yieldState atomic.Pointer[func() yield.Status] // the background component's status, while it runs
+	rledbat    atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
+	bgudp      atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
+
+	// appState builds the android component (appstate.go), set by the
+	// daemon: nil without android rules
+	appState func(*policy.Policy) *component
+
+	mu         sync.Mutex
+	comps      []*component // coop controller, realtime lane, ...
+	rledbatWhy string       // why the daemon's rLEDBAT is off
+}
+
+func newComponents(log *slog.Logger, instance string, opts Options) *components {
+	return &components{log: log, instance: instance, opts: opts}
+}
+
+// running is the running components.
+func (cs *components) running() []*component {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return slices.Clone(cs.comps)
+}
+
+// rledbatOff is why the daemon's rLEDBAT is off ("" while it may run).
+func (cs *components) rledbatOff() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.rledbatWhy
+}
 
 // startComponents starts the policy's components; kept are the running
 // ones a reload may keep (keepOrStop), nil at start.
@@ -53,6 +98,13 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		first = l[0]
 	}
 	d.mu.Unlock()
+	return d.comps.start(pol, host, first, kept)
+}
+
+// start starts the components policy pol enables on host, coop and
+// realtime on interface first; kept are the running ones a reload may
+// keep (keepOrStop), nil at start.
+func (cs *components) start(pol *policy.Policy, host *datapathHost, first *managedIface, kept map[string]*component) error {
 	defer func() { // what a reload kept and the policy does not take again
 		for _, c := range kept {
 			c.stop()
@@ -62,20 +114,20 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		return nil
 	}
 	var comps []*component
-	ck := d.coopKeyOf(pol.Coop, first)
-	if c := d.keepOrStop(kept, "coop", pol.Coop.Enabled, ck); c != nil {
+	ck := cs.coopKeyOf(pol.Coop, first)
+	if c := cs.keepOrStop(kept, "coop", pol.Coop.Enabled, ck); c != nil {
 		comps = append(comps, c)
 	} else if pol.Coop.Enabled { // one that cannot start yet waits (supervise.go)
-		if ch, ok := hostPart[coopDatapath](host); ok {
-			comps = append(comps, d.newCoop(ck, ch))
+		if ch := host.roles().coop; ch != nil {
+			comps = append(comps, cs.newCoop(ck, ch))
 		} else {
-			d.log.Warn("coop: the datapath sets no caps; the controller does not run")
+			cs.log.Warn("coop: the datapath sets no caps; the controller does not run")
 		}
 	}
-	if c := d.keepOrStop(kept, "realtime", pol.Realtime.Enabled, realtimeKeyOf(pol.Realtime, first)); c != nil {
+	if c := cs.keepOrStop(kept, "realtime", pol.Realtime.Enabled, realtimeKeyOf(pol.Realtime, first)); c != nil {
 		comps = append(comps, c)
 	} else if pol.Realtime.Enabled {
-		c, err := d.newRealtime(pol.Realtime, first)
+		c, err := cs.newRealtime(pol.Realtime, first)
 		if err != nil {
 			for _, c := range comps {
 				c.stop()
@@ -84,8 +136,8 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		}
 		comps = append(comps, c)
 	}
-	if y, ok := hostPart[yielder](host); ok && pol.Background.Yield {
-		c, err := d.newYield(y)
+	if y := host.roles().yielder; y != nil && pol.Background.Yield {
+		c, err := cs.newYield(y)
 		if err != nil {
 			for _, c := range comps {
 				c.stop()
@@ -94,46 +146,45 @@ func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component
 		}
 		comps = append(comps, c)
 	}
-	if h, ok := hostPart[bgudp.Datapath](host); ok {
-		c, err := d.newBgUDP(pol.Background, h)
+	if h := host.roles().bgudp; h != nil {
+		c, err := cs.newBgUDP(pol.Background, h)
 		if err != nil { // background QUIC/UDP goes uncontrolled, the rest runs
-			d.log.Warn("background-udp: the controller did not start", "err", err)
+			cs.log.Warn("background-udp: the controller did not start", "err", err)
 		} else {
 			comps = append(comps, c)
 		}
 	}
-	if c := d.newAppState(pol); c != nil {
-		comps = append(comps, c)
+	if cs.appState != nil {
+		if c := cs.appState(pol); c != nil {
+			comps = append(comps, c)
+		}
 	}
-	rh, why := d.rledbatFallback(pol.Background, host)
+	rh, why := cs.rledbatFallback(pol.Background, host)
 	if rh != nil {
-		c, err := d.newRLEDBAT(pol.Background, rh)
+		c, err := cs.newRLEDBAT(pol.Background, rh)
 		if err != nil { // background downloads go unprotected, the rest runs
 			why = "did not start: " + err.Error()
-			d.log.Warn("rledbat: the daemon's rLEDBAT did not start", "err", err)
+			cs.log.Warn("rledbat: the daemon's rLEDBAT did not start", "err", err)
 		} else {
 			comps = append(comps, c)
 		}
 	}
-	d.mu.Lock()
-	d.comps = comps
-	d.rledbatWhy = why
-	d.mu.Unlock()
+	cs.mu.Lock()
+	cs.comps = comps
+	cs.rledbatWhy = why
+	cs.mu.Unlock()
 	return nil
 }
 
-func (d *Daemon) stopComponents() { d.stopComponentsBut() }
-
-// stopComponentsBut stops the running components but those named in keep,
-// which it returns by name (a reload then keeps or stops them:
-// keepOrStop).
-func (d *Daemon) stopComponentsBut(keep ...string) map[string]*component {
-	d.mu.Lock()
-	comps := d.comps
-	d.comps = nil
-	d.mu.Unlock()
-	d.rledbat.Store(nil)
-	d.bgudp.Store(nil)
+// stopBut stops the running components but those named in keep, which it
+// returns by name (a reload then keeps or stops them: keepOrStop).
+func (cs *components) stopBut(keep ...string) map[string]*component {
+	cs.mu.Lock()
+	comps := cs.comps
+	cs.comps = nil
+	cs.mu.Unlock()
+	cs.rledbat.Store(nil)
+	cs.bgudp.Store(nil)
 	kept := map[string]*component{}
 	for _, c := range comps {
 		if slices.Contains(keep, c.name) {
@@ -156,7 +207,7 @@ var restartCost = map[string][2]string{
 // keepOrStop returns the kept component name when the policy still
 // enables it with the same configuration (key); otherwise it stops it,
 // logging what changed and what its restart resets, and returns nil.
-func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled bool, key any) *component {
+func (cs *components) keepOrStop(kept map[string]*component, name string, enabled bool, key any) *component {
 	c := kept[name]
 	if c == nil {
 		return nil
@@ -164,14 +215,14 @@ func (d *Daemon) keepOrStop(kept map[string]*component, name string, enabled boo
 	delete(kept, name)
 	what := restartCost[name]
 	if enabled && reflect.DeepEqual(c.key, key) {
-		d.log.Info("reload: "+name+" section unchanged: kept running", "component", name, "kept", what[0])
+		cs.log.Info("reload: "+name+" section unchanged: kept running", "component", name, "kept", what[0])
 		return c
 	}
 	changed := []string{"enabled"}
 	if enabled {
 		changed = changedKeys(c.key, key)
 	}
-	d.log.Warn("reload: "+name+" section changed: restarting it", "component", name, "changed", strings.Join(changed, ","),
+	cs.log.Warn("reload: "+name+" section changed: restarting it", "component", name, "changed", strings.Join(changed, ","),
 		"reset", what[1])
 	c.stop()
 	return nil
@@ -188,10 +239,10 @@ type yielder interface {
 // kernel decides the yield; the component only answers status: it runs
 // nothing, and wakes nobody. Its status document is the "background"
 // component's (yielding per interface).
-func (d *Daemon) newYield(h yielder) (*component, error) {
-	return supervise(d.log, "background", func() (*runner, error) {
-		st := func() yield.Status { return d.yieldStatus(h) }
-		d.yieldState.Store(&st)
+func (cs *components) newYield(h yielder) (*component, error) {
+	return supervise(cs.log, "background", func() (*runner, error) {
+		st := func() yield.Status { return cs.yieldStatus(h) }
+		cs.yieldState.Store(&st)
 		status := func() string {
 			s := st()
 			state := "no foreground"
@@ -217,11 +268,11 @@ func (d *Daemon) newYield(h yielder) (*component, error) {
 }
 
 // yieldStatus reads the kernel's foreground windows, by interface name.
-// It takes no daemon lock: status asks it while holding d.mu.
-func (d *Daemon) yieldStatus(h yielder) yield.Status {
+// It takes no lock: status asks it while holding the daemon's mu.
+func (cs *components) yieldStatus(h yielder) yield.Status {
 	states, now, err := h.ForegroundStates()
 	if err != nil {
-		d.log.Debug("background yield: foreground state", "err", err)
+		cs.log.Debug("background yield: foreground state", "err", err)
 	}
 	byName := map[string]yield.State{}
 	for idx, w := range states {
@@ -229,7 +280,7 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 			continue // any interface: in each one's own window too
 		}
 		if ifc, err := net.InterfaceByIndex(idx); err == nil {
-			w.UntoldHeld = d.opts.Experiments.UntoldHeld
+			w.UntoldHeld = cs.opts.Experiments.UntoldHeld
 			byName[ifc.Name] = w
 		}
 	}
@@ -241,9 +292,11 @@ func (d *Daemon) yieldStatus(h yielder) yield.Status {
 }
 
 // coopDatapath is what the cooperative controller drives in the host
-// datapath: its monitor's socket lanes, and the caps of coop's setters.
+// datapath: its monitor's socket lanes (and their map, for the BPF
+// iterator), and the caps of coop's setters.
 type coopDatapath interface {
 	SocketLane(cookie uint64) (lane.Lane, bool)
+	CookieMap() *ebpf.Map
 	coop.UplinkSetter
 	coop.DownlinkSetter
 	coop.AckClassSetter
@@ -255,8 +308,8 @@ type coopDatapath interface {
 // announcements on the managed interface.
 // A controller that cannot start (another process holds its UDP port, the
 // interface has no address yet) waits and retries, and status says why.
-func (d *Daemon) newCoop(key coopKey, h coopDatapath) *component {
-	c := superviseWaiting(d.log, "coop", func() (*runner, error) { return d.startCoop(key.Config, h) })
+func (cs *components) newCoop(key coopKey, h coopDatapath) *component {
+	c := superviseWaiting(cs.log, "coop", func() (*runner, error) { return cs.startCoop(key.Config, h) })
 	c.key = key
 	return c
 }
@@ -272,14 +325,14 @@ type coopKey struct {
 
 // coopKeyOf is the coop controller's configuration under a policy whose
 // first interface is m.
-func (d *Daemon) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
+func (cs *components) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
 	if cfg.Interface == "" {
 		cfg.Interface = m.name
 	}
 	if cfg.StateFile == "" {
 		// the peers' last sequence numbers, kept across restarts and
 		// reboots; the gone namespaces' sweep removes them (instance.go)
-		cfg.StateFile = filepath.Join(stateDirsAt(d.opts.StateDir).coop, d.instance+"."+cfg.Interface+".json")
+		cfg.StateFile = filepath.Join(stateDirsAt(cs.opts.StateDir).coop, cs.instance+"."+cfg.Interface+".json")
 	}
 	k, err := cfg.LoadKey()
 	if err != nil {
@@ -288,20 +341,17 @@ func (d *Daemon) coopKeyOf(cfg config.Coop, m *managedIface) coopKey {
 	return coopKey{Config: cfg, Key: fmt.Sprintf("%x", sha256.Sum256(k))}
 }
 
-func (d *Daemon) startCoop(cfg config.Coop, h coopDatapath) (*runner, error) {
-	mc := tcpmon.Config{LaneOf: h.SocketLane, NoProcess: true}
-	if cm, ok := h.(interface{ CookieMap() *ebpf.Map }); ok {
-		mc.LaneMap = cm.CookieMap()
-	}
+func (cs *components) startCoop(cfg config.Coop, h coopDatapath) (*runner, error) {
+	mc := tcpmon.Config{LaneOf: h.SocketLane, LaneMap: h.CookieMap(), NoProcess: true}
 	sampler, err := tcpmon.New(mc)
 	if err != nil {
 		return nil, err
 	}
 	backend, why := sampler.Backend()
-	d.log.Info("coop: tcp monitor", "backend", backend, "fallback_reason", why)
+	cs.log.Info("coop: tcp monitor", "backend", backend, "fallback_reason", why)
 	src := &coop.MonitorSource{S: sampler, Local: interfacePrefix(cfg.Interface)}
 	ctl, err := coop.New(coop.Options{Config: cfg, Flows: src, Up: h, Down: h, Ack: h,
-		Iface: linkBytes(cfg.Interface), Logger: d.log.With("component", "coop")})
+		Iface: linkBytes(cfg.Interface), Logger: cs.log.With("component", "coop")})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		err = fmt.Errorf("UDP port %d is held by another process's socket (another user's, or bound without SO_REUSEPORT): %w", cfg.Port, err)
 	}
@@ -344,9 +394,9 @@ func realtimeKeyOf(cfg config.Realtime, m *managedIface) realtimeKey {
 }
 
 // newRealtime starts the realtime lane.
-func (d *Daemon) newRealtime(cfg config.Realtime, m *managedIface) (*component, error) {
+func (cs *components) newRealtime(cfg config.Realtime, m *managedIface) (*component, error) {
 	key := realtimeKeyOf(cfg, m)
-	c, err := supervise(d.log, "realtime", func() (*runner, error) { return d.startRealtime(key.Config) })
+	c, err := supervise(cs.log, "realtime", func() (*runner, error) { return cs.startRealtime(key.Config) })
 	if c != nil {
 		c.key = key
 	}
@@ -385,10 +435,10 @@ func changedKeys(a, b any) []string {
 	return out
 }
 
-func (d *Daemon) startRealtime(cfg config.Realtime) (*runner, error) {
-	l, err := rtlane.New(cfg, rtlane.WithLogger(d.log.With("component", "realtime")))
+func (cs *components) startRealtime(cfg config.Realtime) (*runner, error) {
+	l, err := rtlane.New(cfg, rtlane.WithLogger(cs.log.With("component", "realtime")))
 	if errors.Is(err, rtlane.ErrNoHelper) {
-		return unavailable(d.log, "realtime", err), nil
+		return unavailable(cs.log, "realtime", err), nil
 	}
 	if err != nil {
 		return nil, err
@@ -474,7 +524,7 @@ func (d *Daemon) Component(name string) (json.RawMessage, error) {
 	d.mu.Lock()
 	var doc any
 	var names []string
-	for _, c := range d.comps {
+	for _, c := range d.comps.running() {
 		names = append(names, c.name)
 		if c.name == name {
 			doc = c.detail()

@@ -58,7 +58,7 @@ var _ apiserver.SocketCCer = (*Daemon)(nil)
 // asked for; looked up as SocketLanes is.
 func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
 	return lookupCookies(d, cookies, func(h *datapathHost, c uint64) (string, bool) {
-		if a, ok := hostPart[appCCs](h); ok {
+		if a := h.roles().appCCs; a != nil {
 			return a.SocketAppCC(c)
 		}
 		return "", false
@@ -70,7 +70,7 @@ func (d *Daemon) SocketAppCCs(cookies []uint64) map[uint64]string {
 func (d *Daemon) OwnCCs() map[string]string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if a, ok := hostPart[appCCs](d.host); ok {
+	if a := d.host.roles().appCCs; a != nil {
 		return a.OwnCCs()
 	}
 	return nil

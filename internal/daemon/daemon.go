@@ -23,23 +23,19 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/appstate"
-	"github.com/lanes-net/lanes/internal/bgudp"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
-	"github.com/lanes-net/lanes/internal/rledbat"
 	"github.com/lanes-net/lanes/internal/rootpath"
-	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // Options configure a daemon run.
@@ -83,44 +79,32 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	pol      *policy.Policy
-	polState policyState               // when pol was read; the last reload refused (policystate.go)
-	host     *datapathHost             // this namespace's BPF programs, maps and lane cgroups (host.go)
-	egress   map[string]*managedIface  // by device: one tree each, all running host's classifier
-	applied  desired                   // what applyLocked last put in the kernel (state.go)
-	flows    map[api.Flow]api.FlowInfo // API registrations
+	polState *policyState             // when pol was read; the last reload refused (policystate.go)
+	host     *datapathHost            // this namespace's BPF programs, maps and lane cgroups (host.go)
+	egress   map[string]*managedIface // by device: one tree each, all running host's classifier
+	applied  desired                  // what applyLocked last put in the kernel (state.go)
 	// waiting and lastApplyErr: what was last logged (state.go, links.go)
 	waiting, lastApplyErr string
-	// liveSockets: connected sockets an API registration moved (livesockets.go)
-	liveSockets map[api.Flow][]liveSocket
-	tasks       *taskEngine                         // task rules and exe/comm lane rules; nil if none
-	comps       []*component                        // coop controller, realtime lane
-	yieldState  atomic.Pointer[func() yield.Status] // the background component's status, while it runs
-	rledbat     atomic.Pointer[rledbat.Controller]  // the rledbat component's, for status
-	bgudp       atomic.Pointer[bgudp.Controller]    // the background-udp component's, for status
-	rledbatWhy  string                              // why the daemon's rLEDBAT is off (under mu)
+	tasks                 *taskEngine // task rules and exe/comm lane rules; nil if none
+	// comps: the running components and what status reads of them
+	// (components.go); its own lock, after mu
+	comps *components
 
-	// regs: the sockets each API registration is tied to (registrations.go)
-	regs map[api.Flow]*regLife
-	// nested: lane groups inside host cgroups, by path (cgmove.go)
-	nested map[string]nestedGroup
-	// moved: open sockets a process move set, by cookie, and what moved
-	// them (livemove.go)
-	moved map[uint64]movedSock
-	// movedPIDs: the processes a move put in a lane, and what moved them
-	// (movers.go)
-	movedPIDs map[int]movedSock
-	// userDump: the socket listing users' moves share (livemove.go)
-	userDump sockDump
-	// sched: what moved processes' threads ran before background (schedmove.go)
-	sched map[int]savedSched
+	// regs: the API's flow registrations, their sockets and the sweep's
+	// kick (registrations.go); its own lock, taken after mu
+	regs *registrations
+	// groups: lane groups inside host cgroups (lanegroups.go); its own
+	// lock, after mu
+	groups *laneGroups
+	// moves: open sockets and processes a move set, what moved them, their
+	// threads' saved CPU treatment (movers.go); its own lock, after mu
+	moves *moves
 	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
 	facts socketFacts
 	// udp: the last listing of the UDP flows (udpflows.go)
 	udp udpListing
 	// followKick wakes the follow loop (links.go); nil until it runs
 	followKick func()
-	// sweepKick wakes the registration sweep (registrations.go)
-	sweepKick chan struct{}
 	// appStates: each uid's Android app state, as last read (appstate.go)
 	appStates map[uint32]appstate.State
 }
@@ -131,6 +115,7 @@ type managedIface struct {
 	order int              // its position in the policy
 	index int              // ifindex of the device
 	eg    egressTree
+	bg    bgEgress // eg's background class; nil where it has none
 }
 
 // Run starts the daemon and blocks until ctx ends, then cleans up.
@@ -165,10 +150,10 @@ func Run(ctx context.Context, opts Options) error {
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
-	defer d.stopComponents()
+	defer d.comps.stopBut()
 	srv, err := apiserver.Listen(opts.Socket, d, d.log)
 	if err != nil {
-		d.stopComponents()
+		d.comps.stopBut()
 		d.stopTasks()
 		return errors.Join(err, d.uninstall())
 	}
@@ -190,7 +175,7 @@ func Run(ctx context.Context, opts Options) error {
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
 	d.facts.close()
-	d.stopComponents()
+	d.comps.stopBut()
 	d.stopTasks()
 	return errors.Join(err, d.uninstall())
 }
@@ -241,6 +226,7 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
 	d.netns, d.cgroups = ns, cg
+	d.groups = newLaneGroups(inst, cg, d.regs)
 	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
@@ -261,7 +247,7 @@ func (d *Daemon) serve(ctx context.Context, srv *apiserver.Server, hup <-chan os
 		case <-hup:
 			_ = sdNotify("RELOADING=1")
 			if d.Reload() {
-				kept := d.stopComponentsBut("realtime", "coop") // kept if their sections are unchanged
+				kept := d.comps.stopBut("realtime", "coop") // kept if their sections are unchanged
 				d.stopTasks()
 				if err := d.startTasks(ctx); err != nil {
 					d.log.Error("reload: task rules not running", "err", err)
@@ -303,10 +289,12 @@ func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	return &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: policyState{loadedAt: time.Now()}, env: e,
-		egress: map[string]*managedIface{}, applied: newDesired(), flows: map[api.Flow]api.FlowInfo{},
-		liveSockets: map[api.Flow][]liveSocket{}, regs: map[api.Flow]*regLife{}, nested: map[string]nestedGroup{}, moved: map[uint64]movedSock{}, movedPIDs: map[int]movedSock{}, sched: map[int]savedSched{}, cgroups: &cgroupMount{},
-		sweepKick: make(chan struct{}, 1)}
+	regs, cg := newRegistrations(opts.Log), &cgroupMount{}
+	d := &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: newPolicyState(), env: e,
+		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
+		groups: newLaneGroups(instance, cg, regs), comps: newComponents(opts.Log, instance, opts), cgroups: cg}
+	d.comps.appState = d.newAppState
+	return d
 }
 
 // Reload re-reads the policy file; a bad file keeps the running policy. It
@@ -345,7 +333,7 @@ func (d *Daemon) applyReload(pol *policy.Policy) error {
 		return err
 	}
 	d.pol = pol
-	d.polState = policyState{loadedAt: time.Now()}
+	d.polState.taken()
 	d.setExeLanesLocked()
 	if err != nil {
 		d.logApplyError(err)
@@ -403,9 +391,7 @@ func (d *Daemon) uninstallLocked() error {
 }
 
 func (d *Daemon) deleteFlowLocked(f api.Flow) error {
-	delete(d.flows, f)
-	delete(d.regs, f)
-	d.restoreLiveSocketsLocked(f)
+	d.restoreLiveSocketsLocked(f, d.regs.remove(f))
 	if d.host == nil {
 		return nil
 	}
@@ -465,9 +451,7 @@ func (d *Daemon) Flows() ([]api.FlowInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := policyFlows(d.pol)
-	for _, fi := range d.flows {
-		out = append(out, fi)
-	}
+	out = append(out, d.regs.all()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Flow.String() < out[j].Flow.String() })
 	return out, nil
 }
@@ -494,7 +478,7 @@ func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool)
 	}
 	m.Sched = "kept"
 	if !keepSched {
-		if m.Sched, err = d.laneSched(pid, l); err != nil {
+		if m.Sched, err = d.moves.laneSched(pid, l); err != nil {
 			d.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
 			m.Sched += " (" + err.Error() + ")"
 		}
@@ -514,15 +498,15 @@ func (d *Daemon) Status() (*api.Status, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
-		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.refused}
+		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.lastRefused()}
 	var hs datapath.HostStats
-	if c, ok := hostPart[hostCounters](d.host); ok {
+	if c := d.host.roles().counters; c != nil {
 		var err error
 		if hs, err = c.Stats(); err != nil {
 			return nil, err
 		}
 	}
-	ys := d.yieldNow()
+	ys := d.comps.yieldNow()
 	for _, m := range d.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
@@ -557,9 +541,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 		for _, l := range lane.All {
 			backlog += lanes[l].BacklogBytes
 		}
-		is.Queue, is.Protection = d.queueAndProtection(backlog, hs)
-		is.Downloads = d.downloadProtection(hs)
-		is.NonTCP = d.nonTCPProtection(m.eg)
+		is.Queue, is.Protection = d.comps.queueAndProtection(d.pol.Background, backlog, hs)
+		is.Downloads = d.comps.downloadProtection(d.pol.Background, hs)
+		is.NonTCP = d.comps.nonTCPProtection(d.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)
@@ -576,7 +560,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 			st.Details["tasks"] = b
 		}
 	}
-	for _, c := range d.comps {
+	for _, c := range d.comps.running() {
 		st.Components[c.name] = c.status()
 		if b, err := json.Marshal(c.detail()); err == nil {
 			st.Details[c.name] = b

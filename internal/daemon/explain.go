@@ -109,7 +109,7 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	movers := d.moverInodes()
+	movers := d.moves.moverInodes()
 	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
@@ -142,12 +142,10 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 	if d.host != nil {
 		cur, _ = d.host.sockets.SocketLane(s.cookie)
 	}
-	for f, moved := range d.liveSockets {
-		if findLive(moved, s.cookie) != nil {
-			return fmt.Sprintf("registration %s (%s)", f, d.flows[f].Source)
-		}
+	if r, ok := d.regs.holding(s.cookie); ok {
+		return fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 	}
-	if m, ok := d.moved[s.cookie]; ok {
+	if m, ok := d.moves.socket(s.cookie); ok {
 		return m.why()
 	}
 	if s.inMoved && s.mover.lane == cur {

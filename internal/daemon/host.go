@@ -2,9 +2,10 @@
 // (*datapath.Host; in tests, datapathtest's in-memory host) is seen
 // through the small interfaces the daemon's files declare for what each
 // does with it: ruleMaps (state.go), socketLanes (livesockets.go),
-// egressTree (state.go) and hostCore below. The parts a host may lack are
-// found on it by type assertion (hostPart); the kernel's host has every
-// one of them, which the declarations at the end check when it compiles.
+// egressTree (state.go) and hostCore below. The parts a host may lack
+// (hostParts) are set when it is wrapped, each checked when the code
+// compiles: the kernel's host has every one of them; the in-memory host
+// none.
 package daemon
 
 import (
@@ -23,47 +24,47 @@ type hostCore interface {
 // datapathHost is the host datapath the daemon runs on, one value in
 // each of its roles.
 type datapathHost struct {
-	core    hostCore    // the host itself: hostPart looks for the optional parts on it
-	rules   ruleMaps    // state.go, registrations.go
+	core    hostCore    // the host itself
+	rules   ruleMaps    // state.go, register.go
 	sockets socketLanes // livesockets.go, livemove.go, explain.go, udpflows.go
 	// openEgress installs (or adopts) an interface's tree running the
-	// host's classifier, in the calling thread's network namespace.
-	openEgress func(datapath.EgressConfig) (egressTree, error)
+	// host's classifier, in the calling thread's network namespace; bg is
+	// its background class's part (bgudp.go), nil where the tree lacks it.
+	openEgress func(datapath.EgressConfig) (tree egressTree, bg bgEgress, err error)
+	parts      hostParts
+}
+
+// hostParts are the roles a host datapath may lack, each declared where it
+// is used; nil where the host lacks it.
+type hostParts struct {
+	counters hostCounters    // daemon.go: status
+	appCCs   appCCs          // cookies.go
+	coop     coopDatapath    // components.go
+	yielder  yielder         // components.go
+	bgudp    bgudp.Datapath  // components.go, bgudp.go
+	rledbat  rledbatHost     // rledbat.go
+	liveCC   liveApplier     // livemove.go, livesockets.go
+	bgFlows  bgFlowForgetter // livemove.go
+	exeLanes exeLaner        // livemove.go
+	bgTable  bgTable         // udpflows.go
 }
 
 // kernelHost is the daemon's view of the kernel's host datapath.
 func kernelHost(h *datapath.Host) *datapathHost {
-	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, error) {
+	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
-			return nil, err // a nil interface, not a nil *Egress in one
+			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
-		return e, nil
-	}}
+		return e, e, nil
+	}, parts: hostParts{counters: h, appCCs: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
+		exeLanes: h, bgTable: h}}
 }
 
-// hostPart returns the host's optional part T; false without a host or
-// when the host lacks it.
-func hostPart[T any](h *datapathHost) (T, bool) {
+// roles are the host's optional parts; none without a host.
+func (h *datapathHost) roles() hostParts {
 	if h == nil {
-		var none T
-		return none, false
+		return hostParts{}
 	}
-	p, ok := h.core.(T)
-	return p, ok
+	return h.parts
 }
-
-// The optional parts, each declared where it is used; the kernel's host
-// has them all.
-var (
-	_ hostCounters    = (*datapath.Host)(nil) // daemon.go: status
-	_ appCCs          = (*datapath.Host)(nil) // cookies.go
-	_ coopDatapath    = (*datapath.Host)(nil) // components.go
-	_ yielder         = (*datapath.Host)(nil) // components.go
-	_ bgudp.Datapath  = (*datapath.Host)(nil) // components.go, bgudp.go
-	_ rledbatHost     = (*datapath.Host)(nil) // rledbat.go
-	_ liveApplier     = (*datapath.Host)(nil) // livemove.go
-	_ bgFlowForgetter = (*datapath.Host)(nil) // livemove.go
-	_ exeLaner        = (*datapath.Host)(nil) // livemove.go
-	_ bgTable         = (*datapath.Host)(nil) // udpflows.go
-)

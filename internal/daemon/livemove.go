@@ -164,7 +164,7 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	}
 	dump := d.env.openSockets
 	if limit > 0 {
-		dump = d.userDump.get(d.env.openSockets)
+		dump = d.moves.userDump.get(d.env.openSockets)
 	}
 	all, err := dump()
 	if errors.Is(err, errNoUDPDiag) {
@@ -201,7 +201,7 @@ func (d *Daemon) moveSockets(pids []int, l lane.Lane, by string, byRoot bool) (t
 		tcp, udp = tcp+t, udp+u
 	}
 	if len(socks) > 0 {
-		d.kickSweep()
+		d.regs.kickSweep()
 	}
 	return tcp, udp, nil
 }
@@ -221,36 +221,11 @@ func (d *Daemon) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRo
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !byRoot {
-		socks = d.withoutRootRegisteredLocked(socks)
+		socks = d.regs.withoutRootHeld(socks)
 	}
 	tcp, udp = d.setSocketsLaneLocked(socks, l)
-	for _, s := range socks {
-		d.moved[s.cookie] = movedSock{lane: l, by: by}
-	}
+	d.moves.setSockets(socks, movedSock{lane: l, by: by})
 	return tcp, udp
-}
-
-// withoutRootRegisteredLocked drops from socks those a registration by
-// root holds (d.mu held).
-func (d *Daemon) withoutRootRegisteredLocked(socks []openSock) []openSock {
-	held := map[uint64]bool{}
-	for f, ls := range d.liveSockets {
-		if info, ok := d.flows[f]; ok && info.UID == 0 {
-			for _, s := range ls {
-				held[s.cookie] = true
-			}
-		}
-	}
-	if len(held) == 0 {
-		return socks
-	}
-	var out []openSock
-	for _, s := range socks {
-		if !held[s.cookie] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // liveApplier applies moved TCP sockets' congestion control at once
@@ -274,7 +249,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 	}
 	live := map[uint64]lane.Lane{}
 	defer func() {
-		if a, ok := hostPart[liveApplier](d.host); ok && len(live) > 0 {
+		if a := d.host.roles().liveCC; a != nil && len(live) > 0 {
 			if _, err := a.ApplyLive(live); err != nil {
 				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
 			}
@@ -288,7 +263,7 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 		}
 		if s.proto == unix.IPPROTO_UDP {
 			udp++
-			if f, ok := hostPart[bgFlowForgetter](d.host); ok && l != lane.Background && prev == lane.Background {
+			if f := d.host.roles().bgFlows; f != nil && l != lane.Background && prev == lane.Background {
 				if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, s.src.Port()); err != nil {
 					d.log.Debug("background flows", "sport", s.src.Port(), "err", err)
 				}
@@ -301,20 +276,6 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 	return tcp, udp
 }
 
-// pruneMovedLocked forgets moved sockets that closed (d.mu held): a TCP
-// socket's entry leaves with its close, a UDP one when the LRU map evicts it.
-func (d *Daemon) pruneMovedLocked() {
-	d.pruneMoversLocked()
-	if d.host == nil {
-		return
-	}
-	for c := range d.moved {
-		if _, ok := d.host.sockets.SocketLane(c); !ok {
-			delete(d.moved, c)
-		}
-	}
-}
-
 // exeLaner is the host datapath's lanes decided at exec (datapath execlane.go).
 type exeLaner interface {
 	SetExeLanes(exes map[string]lane.Lane) error
@@ -324,8 +285,8 @@ type exeLaner interface {
 // an absolute path and no other condition (d.mu held). The others act
 // through the task engine's move alone.
 func (d *Daemon) setExeLanesLocked() {
-	x, ok := hostPart[exeLaner](d.host)
-	if !ok {
+	x := d.host.roles().exeLanes
+	if x == nil {
 		return
 	}
 	exes := map[string]lane.Lane{}

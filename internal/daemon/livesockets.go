@@ -87,7 +87,7 @@ func (d *Daemon) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane
 	if d.host == nil {
 		return
 	}
-	moved := d.liveSockets[f]
+	moved := d.regs.moved(f)
 	for _, c := range cookies {
 		if findLive(moved, c) == nil { // registered twice: keep the first "before"
 			prev := lane.Unset
@@ -101,28 +101,27 @@ func (d *Daemon) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane
 		}
 	}
 	if len(moved) > 0 {
-		d.liveSockets[f] = moved
+		d.regs.setMoved(f, moved)
 	}
 }
 
-// restoreLiveSocketsLocked gives the flow's moved sockets back the lane they
-// had before it was registered, with that lane's congestion control at
+// restoreLiveSocketsLocked gives the sockets registration f moved back the
+// lane they had before it was registered, with that lane's congestion control at
 // once where the datapath can (d.mu held): `lanes unregister` left a
 // socket registered background on LEDBAT++.
-func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
+func (d *Daemon) restoreLiveSocketsLocked(f api.Flow, moved []liveSocket) {
 	if d.host == nil {
-		delete(d.liveSockets, f)
 		return
 	}
 	back := map[uint64]lane.Lane{}
 	defer func() {
-		if a, ok := hostPart[liveApplier](d.host); ok && len(back) > 0 {
+		if a := d.host.roles().liveCC; a != nil && len(back) > 0 {
 			if _, err := a.ApplyLive(back); err != nil {
 				d.log.Warn("unregistered flow: congestion control left to its next ACK", "flow", f.String(), "err", err)
 			}
 		}
 	}()
-	for _, s := range d.liveSockets[f] {
+	for _, s := range moved {
 		back[s.cookie] = s.prev
 		var err error
 		if s.prev == lane.Unset {
@@ -134,7 +133,6 @@ func (d *Daemon) restoreLiveSocketsLocked(f api.Flow) {
 			d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
 		}
 	}
-	delete(d.liveSockets, f)
 }
 
 func findLive(ls []liveSocket, cookie uint64) *liveSocket {

@@ -24,19 +24,21 @@
 //     registration that never matched a socket is removed after unseenGrace
 //     (30 s), or unseenGracePrivileged (10 min) for a privileged one made
 //     before connect.
+//
+// The registrations own their state and lock (registrations); the daemon
+// puts them in the kernel (register.go). Lock order: the daemon's mu, then
+// the registrations' mu; they never call back into the daemon.
 package daemon
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/netip"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/apiserver"
 	"github.com/lanes-net/lanes/internal/datapath"
-	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
@@ -58,84 +60,82 @@ type regLife struct {
 	missed     int             // sweeps in a row that found none of them
 }
 
-// Register puts a flow in a lane for the caller (authorized by the server).
-func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
-	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
-		var err error
-		if f, err = d.pinSrc(f); err != nil {
-			return err
-		}
-	}
-	key, err := flowKey(f)
-	if err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.mayRegisterLocked(c, f); err != nil {
-		return err
-	}
-	if d.host == nil {
-		return errors.New("no datapath installed")
-	}
-	if c.Privileged {
-		d.supersedeLocked(c, f)
-	}
-	if err := d.host.rules.SetFlowLane(key, l); err != nil {
-		return err
-	}
-	d.flows[f] = api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}
-	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
-	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
-	for try := 0; try < 2 && len(life.inodes) == 0; try++ { // a read under churn can skip it: once more
-		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
-			for _, s := range socks {
-				life.inodes[s.inode] = true
-			}
-		}
-	}
-	d.regs[f] = life
-	d.kickSweep()
-	d.moveLiveSocketsLocked(c, f, l)
-	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
-		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.liveSockets[f]))
-	return nil
+// registrations are the API's flow registrations, the sockets each is tied
+// to, and the connected sockets each moved (livesockets.go).
+type registrations struct {
+	log *slog.Logger
+
+	mu    sync.Mutex
+	flows map[api.Flow]api.FlowInfo
+	life  map[api.Flow]*regLife
+	live  map[api.Flow][]liveSocket
+	// kick wakes the sweep (register.go)
+	kick chan struct{}
 }
 
-// pinSrc gives a flow the caller owns (an unprivileged caller's, or a
-// granted member's realtime one) the local address of its sockets (all of
-// them the caller's, apiserver.Authorize), so that the datapath's key names it:
-// without one the key would also match a later socket of another user on
-// another local address with the same ports.
-func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
-	addrs, err := d.env.localAddrs(f)
-	if err != nil {
-		return f, err
-	}
-	var src netip.Addr
-	for _, a := range addrs {
-		if a = a.Unmap(); src.IsValid() && a != src {
-			return f, fmt.Errorf("flow %s: its sockets have several local addresses (%s, %s); name one with src", f, src, a)
-		}
-		src = a.Unmap()
-	}
-	if !src.IsValid() {
-		return f, fmt.Errorf("no local %s socket %s", protoOf(f), f)
-	}
-	f.Src = src.String()
-	return f, nil
+func newRegistrations(log *slog.Logger) *registrations {
+	return &registrations{log: log, flows: map[api.Flow]api.FlowInfo{}, life: map[api.Flow]*regLife{},
+		live: map[api.Flow][]liveSocket{}, kick: make(chan struct{}, 1)}
 }
 
-// registeredLocked finds the registration an unregister names: f itself,
-// or, when f has no src, the one registration that differs from f only by
-// its pinned local address (pinSrc) and that the caller may remove.
-func (d *Daemon) registeredLocked(c apiserver.Cred, f api.Flow) (api.Flow, api.FlowInfo, bool) {
-	if fi, ok := d.flows[f]; ok || f.Src != "" {
+// add records registration fi of f (fi.Flow) and the sockets it is tied to.
+func (r *registrations) add(fi api.FlowInfo, life *regLife) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flows[fi.Flow] = fi
+	r.life[fi.Flow] = life
+}
+
+// remove forgets f and returns the connected sockets it moved, for the
+// caller to restore.
+func (r *registrations) remove(f api.Flow) []liveSocket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	moved := r.live[f]
+	delete(r.flows, f)
+	delete(r.life, f)
+	delete(r.live, f)
+	return moved
+}
+
+// all is every registration, in no order.
+func (r *registrations) all() []api.FlowInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]api.FlowInfo, 0, len(r.flows))
+	for _, fi := range r.flows {
+		out = append(out, fi)
+	}
+	return out
+}
+
+// any reports whether there is a registration to sweep.
+func (r *registrations) any() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.life) > 0
+}
+
+// kickSweep wakes a sleeping sweep: there is something to sweep now.
+func (r *registrations) kickSweep() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// registered finds the registration an unregister names: f itself, or,
+// when f has no src, the one registration that differs from f only by its
+// pinned local address (pinSrc) and that the caller may remove.
+func (r *registrations) registered(c apiserver.Cred, f api.Flow) (api.Flow, api.FlowInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fi, ok := r.flows[f]; ok || f.Src != "" {
 		return f, fi, ok
 	}
 	var found api.Flow
 	n := 0
-	for g, fi := range d.flows {
+	for g, fi := range r.flows {
 		h := g
 		h.Src = ""
 		if h == f && g.Src != "" && (c.Privileged || (fi.Source == "api" && fi.UID == c.UID)) {
@@ -145,7 +145,7 @@ func (d *Daemon) registeredLocked(c apiserver.Cred, f api.Flow) (api.Flow, api.F
 	if n != 1 {
 		return f, api.FlowInfo{}, false
 	}
-	return found, d.flows[found], true
+	return found, r.flows[found], true
 }
 
 // covers reports whether datapath key g matches every socket key k does
@@ -156,9 +156,10 @@ func covers(g, k datapath.FlowKey) bool {
 		(g.Proto == 0 || g.Proto == k.Proto) && (!g.Src.IsValid() || g.Src == k.Src)
 }
 
-// mayRegisterLocked applies the no-override rule to an unprivileged
-// caller and the bounds to any but root (d.mu held).
-func (d *Daemon) mayRegisterLocked(c apiserver.Cred, f api.Flow) error {
+// mayRegister applies the no-override rule (against the registrations and
+// the policy's rules, matches) to an unprivileged caller and the bounds to
+// any but root.
+func (r *registrations) mayRegister(c apiserver.Cred, f api.Flow, matches []policy.Match) error {
 	if c.UID == 0 {
 		return nil
 	}
@@ -166,13 +167,15 @@ func (d *Daemon) mayRegisterLocked(c apiserver.Cred, f api.Flow) error {
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if !c.Privileged {
-		if err := d.overridesLocked(c, f, key); err != nil {
+		if err := r.overrides(c, f, key, matches); err != nil {
 			return err
 		}
 	}
 	mine, users := 0, 0
-	for _, fi := range d.flows {
+	for _, fi := range r.flows {
 		if fi.UID != 0 {
 			users++
 			if fi.UID == c.UID {
@@ -180,7 +183,7 @@ func (d *Daemon) mayRegisterLocked(c apiserver.Cred, f api.Flow) error {
 			}
 		}
 	}
-	if _, again := d.flows[f]; again {
+	if _, again := r.flows[f]; again {
 		return nil
 	}
 	if mine >= maxRegsPerUID {
@@ -192,15 +195,15 @@ func (d *Daemon) mayRegisterLocked(c apiserver.Cred, f api.Flow) error {
 	return nil
 }
 
-// overridesLocked refuses an unprivileged registration whose key another
-// uid's registration or a policy flow rule covers (d.mu held).
-func (d *Daemon) overridesLocked(c apiserver.Cred, f api.Flow, key datapath.FlowKey) error {
-	for g, fi := range d.flows {
+// overrides refuses an unprivileged registration whose key another uid's
+// registration or a policy flow rule covers (r.mu held).
+func (r *registrations) overrides(c apiserver.Cred, f api.Flow, key datapath.FlowKey, matches []policy.Match) error {
+	for g, fi := range r.flows {
 		if gk, err := flowKey(g); err == nil && covers(gk, key) && fi.UID != c.UID {
 			return fmt.Errorf("%w: flow %s is registered by %s (uid %d) as %s", apiserver.ErrPermission, f, fi.Source, fi.UID, g)
 		}
 	}
-	for _, m := range d.pol.Matches {
+	for _, m := range matches {
 		if m.Kind == policy.MatchTuple && covers(datapath.FlowKey{Src: m.Src, Dst: m.Dst.Addr(), DPort: m.DPort, SPort: m.SPort}, key) {
 			return fmt.Errorf("%w: flow %s is in lane %s by policy rule %s", apiserver.ErrPermission, f, m.Lane, m.Rule)
 		}
@@ -208,160 +211,128 @@ func (d *Daemon) overridesLocked(c apiserver.Cred, f api.Flow, key datapath.Flow
 	return nil
 }
 
-// supersedeLocked removes the unprivileged registrations of other uids
-// that privileged caller c's registration of f covers: theirs, more
-// specific, would win over it (d.mu held).
-func (d *Daemon) supersedeLocked(c apiserver.Cred, f api.Flow) {
+// supersededBy is the unprivileged registrations of other uids that
+// privileged caller c's registration of f covers: theirs, more specific,
+// would win over it.
+func (r *registrations) supersededBy(c apiserver.Cred, f api.Flow) []api.FlowInfo {
 	key, err := flowKey(f)
 	if err != nil {
-		return
+		return nil
 	}
-	for g, fi := range d.flows {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []api.FlowInfo
+	for g, fi := range r.flows {
 		gk, err := flowKey(g)
-		if err != nil || g == f || !covers(key, gk) || fi.UID == c.UID || d.regs[g] == nil || d.regs[g].privileged {
+		if err != nil || g == f || !covers(key, gk) || fi.UID == c.UID || r.life[g] == nil || r.life[g].privileged {
 			continue
 		}
-		if err := d.deleteFlowLocked(g); err != nil {
-			d.log.Warn("superseded registration", "flow", g.String(), "err", err)
-		}
-		d.log.Info("registration superseded", "flow", g.String(), "uid", fi.UID, "by", f.String(), "by_uid", c.UID)
+		out = append(out, fi)
 	}
+	return out
 }
 
-// Unregister removes a registration; an unprivileged caller only their own.
-func (d *Daemon) Unregister(c apiserver.Cred, f api.Flow) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f, fi, ok := d.registeredLocked(c, f)
-	if !ok {
-		return fmt.Errorf("flow %s is not registered", f)
-	}
-	if !c.Privileged && (fi.Source != "api" || fi.UID != c.UID) {
-		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", apiserver.ErrPermission, f, fi.Source, fi.UID, c.UID)
-	}
-	if err := d.deleteFlowLocked(f); err != nil {
-		return err
-	}
-	d.log.Info("flow unregistered", "flow", f.String(), "uid", c.UID, "pid", c.PID, "privileged", c.Privileged, "registered_by", fi.UID)
-	return nil
-}
-
-// sweepRegistrations removes registrations whose sockets are gone (and
-// empty lane groups nested in host cgroups), every sweepEvery while there
-// are any, until ctx ends; with none it sleeps until kickSweep.
-func (d *Daemon) sweepRegistrations(ctx context.Context) {
-	t := time.NewTimer(sweepEvery)
-	t.Stop()
-	defer t.Stop()
-	armed := false
-	for {
-		d.mu.Lock()
-		busy := len(d.regs) > 0 || len(d.nested) > 0 || len(d.moved) > 0 || len(d.movedPIDs) > 0 || len(d.sched) > 0
-		d.mu.Unlock()
-		// A kick arms a sleeping sweep; it never pushes an armed one back
-		// (registrations arriving more often than sweepEvery would
-		// otherwise starve it: the soak's registrations grew to 14,000).
-		if busy && !armed {
-			t.Reset(sweepEvery)
-			armed = true
-		} else if !busy && armed {
-			t.Stop() // go 1.23+ timers: no stale tick survives Stop or Reset
-			armed = false
-		}
-		var tick <-chan time.Time
-		if armed {
-			tick = t.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.sweepKick:
-		case <-tick:
-			armed = false
-			d.sweepOnce(time.Now())
-			d.mu.Lock()
-			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
-			d.mu.Unlock()
-		}
-	}
-}
-
-// kickSweep wakes a sleeping sweep: there is something to sweep now.
-func (d *Daemon) kickSweep() {
-	select {
-	case d.sweepKick <- struct{}{}:
-	default:
-	}
-}
-
-func (d *Daemon) sweepOnce(now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.pruneMovedLocked()
-	d.pruneSchedLocked()
-	if len(d.regs) == 0 {
-		return
-	}
-	tab, err := (procOwners{proc: "/proc"}).table()
-	if err != nil {
-		d.log.Warn("registration sweep: socket tables", "err", err)
-		return
-	}
+// sweep returns the registrations whose sockets are gone from tab at now
+// and forgets those that are no longer the API's.
+func (r *registrations) sweep(now time.Time, tab sockTable) []api.Flow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var gone []api.Flow
-	defer func() { d.dropRegistrationsLocked(gone) }()
-	for f, life := range d.regs {
-		if fi, ok := d.flows[f]; !ok || fi.Source != "api" {
-			delete(d.regs, f)
+	for f, life := range r.life {
+		if fi, ok := r.flows[f]; !ok || fi.Source != "api" {
+			delete(r.life, f)
 			continue
 		}
 		open := map[uint64]bool{}
 		for _, s := range tab.match(f) {
 			open[s.inode] = true
 		}
-		if len(life.inodes) == 0 {
-			grace := unseenGrace
-			if life.privileged {
-				grace = unseenGracePrivileged
-			}
-			if len(open) > 0 {
-				life.inodes = open // first sighting of a registration made before connect
-			} else if now.Sub(life.since) > grace {
-				d.log.Info("registration removed: no socket ever matched it", "flow", f.String(), "uid", d.flows[f].UID)
-				gone = append(gone, f)
-			}
-			continue
-		}
-		alive := false
-		for ino := range life.inodes {
-			alive = alive || open[ino]
-		}
-		if alive {
-			life.missed = 0
-			continue
-		}
-		// /proc/net/tcp read under churn can skip a live socket: only a
-		// socket missing from two sweeps in a row has closed.
-		if life.missed++; life.missed >= 2 {
-			d.log.Info("registration removed: its sockets closed", "flow", f.String(), "uid", d.flows[f].UID)
+		if r.closed(f, life, open, now) {
 			gone = append(gone, f)
 		}
 	}
+	return gone
 }
 
-// dropRegistrationsLocked removes swept registrations with one diff of
-// the kernel state (d.mu held).
-func (d *Daemon) dropRegistrationsLocked(gone []api.Flow) {
-	if len(gone) == 0 {
-		return
+// closed reports whether registration f's sockets are gone, given the
+// sockets open now that match it (r.mu held).
+func (r *registrations) closed(f api.Flow, life *regLife, open map[uint64]bool, now time.Time) bool {
+	if len(life.inodes) == 0 {
+		grace := unseenGrace
+		if life.privileged {
+			grace = unseenGracePrivileged
+		}
+		if len(open) > 0 {
+			life.inodes = open // first sighting of a registration made before connect
+		} else if now.Sub(life.since) > grace {
+			r.log.Info("registration removed: no socket ever matched it", "flow", f.String(), "uid", r.flows[f].UID)
+			return true
+		}
+		return false
 	}
-	for _, f := range gone {
-		delete(d.flows, f)
-		delete(d.regs, f)
-		d.restoreLiveSocketsLocked(f)
+	alive := false
+	for ino := range life.inodes {
+		alive = alive || open[ino]
 	}
-	if d.host != nil {
-		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
-			d.log.Warn("registration sweep: datapath", "err", err)
+	if alive {
+		life.missed = 0
+		return false
+	}
+	// /proc/net/tcp read under churn can skip a live socket: only a
+	// socket missing from two sweeps in a row has closed.
+	if life.missed++; life.missed >= 2 {
+		r.log.Info("registration removed: its sockets closed", "flow", f.String(), "uid", r.flows[f].UID)
+		return true
+	}
+	return false
+}
+
+// moved is the connected sockets registration f moved.
+func (r *registrations) moved(f api.Flow) []liveSocket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live[f]
+}
+
+// setMoved records the connected sockets registration f moved.
+func (r *registrations) setMoved(f api.Flow, moved []liveSocket) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live[f] = moved
+}
+
+// holding is the registration that moved the socket with this cookie.
+func (r *registrations) holding(cookie uint64) (api.FlowInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for f, moved := range r.live {
+		if findLive(moved, cookie) != nil {
+			return api.FlowInfo{Flow: f, Source: r.flows[f].Source}, true
 		}
 	}
+	return api.FlowInfo{}, false
+}
+
+// withoutRootHeld drops from socks those a registration by root moved.
+func (r *registrations) withoutRootHeld(socks []openSock) []openSock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held := map[uint64]bool{}
+	for f, ls := range r.live {
+		if info, ok := r.flows[f]; ok && info.UID == 0 {
+			for _, s := range ls {
+				held[s.cookie] = true
+			}
+		}
+	}
+	if len(held) == 0 {
+		return socks
+	}
+	var out []openSock
+	for _, s := range socks {
+		if !held[s.cookie] {
+			out = append(out, s)
+		}
+	}
+	return out
 }

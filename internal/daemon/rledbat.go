@@ -30,19 +30,19 @@ type rledbatHost interface {
 
 // rledbatFallback says whether the daemon runs rLEDBAT itself and, if not
 // while the BPF path is off, why not.
-func (d *Daemon) rledbatFallback(pol config.Background, h *datapathHost) (rledbatHost, string) {
+func (cs *components) rledbatFallback(pol config.Background, h *datapathHost) (rledbatHost, string) {
 	if pol.ReceiveWindow != config.BackgroundRLEDBAT {
 		return nil, ""
 	}
-	rh, ok := hostPart[rledbatHost](h)
-	if !ok {
+	rh := h.roles().rledbat
+	if rh == nil {
 		return nil, "the datapath has no socket lanes"
 	}
 	caps := rh.Capabilities()
 	switch {
 	case caps[datapath.CapRLEDBAT] == "on":
 		return nil, ""
-	case slices.Contains(d.opts.Without, WithoutRLEDBATDaemon):
+	case slices.Contains(cs.opts.Without, WithoutRLEDBATDaemon):
 		return nil, "left off (--without " + WithoutRLEDBATDaemon + ")"
 	case caps[datapath.CapSockops] != "on":
 		return nil, "sock_ops is off: background sockets are not known one by one"
@@ -55,8 +55,8 @@ func (d *Daemon) rledbatFallback(pol config.Background, h *datapathHost) (rledba
 
 // newRLEDBAT starts the daemon's rLEDBAT on the background lane's
 // receiving sockets.
-func (d *Daemon) newRLEDBAT(pol config.Background, h rledbatHost) (*component, error) {
-	return supervise(d.log, "rledbat", func() (*runner, error) {
+func (cs *components) newRLEDBAT(pol config.Background, h rledbatHost) (*component, error) {
+	return supervise(cs.log, "rledbat", func() (*runner, error) {
 		s, err := tcpmon.New(tcpmon.Config{Interval: rledbat.DefaultInterval, LaneOf: h.SocketLane, LaneMap: h.CookieMap(),
 			Filter: tcpmon.Filter{Lanes: []lane.Lane{lane.Background}}})
 		if err != nil {
@@ -67,7 +67,7 @@ func (d *Daemon) newRLEDBAT(pol config.Background, h rledbatHost) (*component, e
 			s.Close()
 			return nil, err
 		}
-		d.rledbat.Store(c)
+		cs.rledbat.Store(c)
 		status := func() string {
 			st := c.Stats()
 			return fmt.Sprintf("rLEDBAT from the daemon every %v: %d background downloads (%d yielding), clamps set %d, released %d, losses %d, errors %d",
@@ -79,16 +79,16 @@ func (d *Daemon) newRLEDBAT(pol config.Background, h rledbatHost) (*component, e
 
 // downloadProtection says what holds background downloads back at a
 // remote bottleneck: rLEDBAT in BPF, the daemon's, or nothing and why.
-func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
-	if d.pol.Background.ReceiveWindow != config.BackgroundRLEDBAT {
+func (cs *components) downloadProtection(bg config.Background, hs datapath.HostStats) string {
+	if bg.ReceiveWindow != config.BackgroundRLEDBAT {
 		return "none: off by policy (background.receive_window: system)"
 	}
-	target := d.pol.Background.ReceiveTarget()
+	target := bg.ReceiveTarget()
 	bpf := strings.TrimPrefix(hs.Capabilities[datapath.CapRLEDBAT], "off: ")
 	if bpf == "on" {
 		return fmt.Sprintf("rLEDBAT in BPF (sock_ops, at every segment sent), target %v", target)
 	}
-	if c := d.rledbat.Load(); c != nil && d.rledbatWhy == "" {
+	if c := cs.rledbat.Load(); c != nil && cs.rledbatOff() == "" {
 		st := c.Stats()
 		how := "TCP_WINDOW_CLAMP"
 		if st.Mode == rledbat.ModeReceiveBuffer {
@@ -100,5 +100,5 @@ func (d *Daemon) downloadProtection(hs datapath.HostStats) string {
 		}
 		return s
 	}
-	return fmt.Sprintf("none: BPF rLEDBAT off (%s), daemon rLEDBAT off (%s)", bpf, d.rledbatWhy)
+	return fmt.Sprintf("none: BPF rLEDBAT off (%s), daemon rLEDBAT off (%s)", bpf, cs.rledbatOff())
 }

@@ -62,13 +62,11 @@ func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint
 // decidedElsewhereLocked: a move, a registration, an exact flow or a
 // destination rule decides the socket's lane, not a uid or cgroup rule.
 func (d *Daemon) decidedElsewhereLocked(s openSock, want desired) bool {
-	if _, ok := d.moved[s.cookie]; ok {
+	if _, ok := d.moves.socket(s.cookie); ok {
 		return true
 	}
-	for _, moved := range d.liveSockets {
-		if findLive(moved, s.cookie) != nil {
-			return true
-		}
+	if _, ok := d.regs.holding(s.cookie); ok {
+		return true
 	}
 	k := datapath.FlowKey{Src: s.src.Addr(), Dst: s.dst.Addr(), DPort: s.dst.Port(), SPort: s.src.Port(), Proto: s.proto}
 	for _, lk := range k.Lookups() {

@@ -26,9 +26,7 @@ func TestReloadedRulesReachOpenSockets(t *testing.T) {
 		{cookie: 5, proto: unix.IPPROTO_TCP, uid: 1000, cgroup: 5, src: src(40005), dst: dst}, // moved by a process move
 		{cookie: 6, proto: unix.IPPROTO_TCP, uid: 1000, cgroup: 5, src: src(40006), dst: netip.MustParseAddrPort("10.9.0.1:22")},
 	}
-	f.d.mu.Lock()
-	f.d.moved[5] = movedSock{lane: lane.Realtime, by: "lanes move"}
-	f.d.mu.Unlock()
+	f.d.moves.setSockets([]openSock{{cookie: 5}}, movedSock{lane: lane.Realtime, by: "lanes move"})
 	if err := f.host.SetSocketLane(5, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}

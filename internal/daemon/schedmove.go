@@ -35,26 +35,26 @@ type savedSched struct {
 }
 
 // laneSched applies lane l's CPU treatment to pid and says what it did.
-func (d *Daemon) laneSched(pid int, l lane.Lane) (string, error) {
+func (m *moves) laneSched(pid int, l lane.Lane) (string, error) {
 	start, err := procStart(pid)
 	if err != nil {
 		return "", err
 	}
-	d.mu.Lock()
-	saved, had := d.sched[pid]
+	m.mu.Lock()
+	saved, had := m.sched[pid]
 	if had && saved.start != start {
-		delete(d.sched, pid) // a new process under a reused pid
+		delete(m.sched, pid) // a new process under a reused pid
 		had = false
 	}
-	d.mu.Unlock()
+	m.mu.Unlock()
 	if l != lane.Background {
 		if !had {
 			return "unchanged", nil
 		}
 		err := restoreSched(saved)
-		d.mu.Lock()
-		delete(d.sched, pid)
-		d.mu.Unlock()
+		m.mu.Lock()
+		delete(m.sched, pid)
+		m.mu.Unlock()
 		return "restored", err
 	}
 	tids, err := threadIDs(pid)
@@ -76,10 +76,10 @@ func (d *Daemon) laneSched(pid int, l lane.Lane) (string, error) {
 			errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
 		}
 	}
-	d.mu.Lock()
-	d.sched[pid] = saved
-	d.kickSweep()
-	d.mu.Unlock()
+	m.mu.Lock()
+	m.sched[pid] = saved
+	m.sweep.kickSweep()
+	m.mu.Unlock()
 	return fmt.Sprintf("nice %d", backgroundNice), errors.Join(errs...)
 }
 
@@ -95,11 +95,13 @@ func restoreSched(s savedSched) error {
 	return errors.Join(errs...)
 }
 
-// pruneSchedLocked drops the saved state of processes that are gone (d.mu held).
-func (d *Daemon) pruneSchedLocked() {
-	for pid, s := range d.sched {
+// pruneSched drops the saved state of processes that are gone.
+func (m *moves) pruneSched() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for pid, s := range m.sched {
 		if st, err := procStart(pid); err != nil || st != s.start {
-			delete(d.sched, pid)
+			delete(m.sched, pid)
 		}
 	}
 }

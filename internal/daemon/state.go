@@ -125,12 +125,12 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 	}
 	// after the uid rules, which win (appstate.go)
 	d.addAppStates(pol, w)
-	for rel, g := range d.nested { // lane groups inside host cgroups (cgmove.go)
+	for rel, g := range d.groups.all() { // lane groups inside host cgroups (cgmove.go)
 		w.Cgroups[g.id] = entry{g.lane, "lane group " + rel}
 	}
 	// API registrations beat a policy 3-tuple of the same key.
-	for f, fi := range d.flows {
-		if key, err := flowKey(f); err == nil {
+	for _, fi := range d.regs.all() {
+		if key, err := flowKey(fi.Flow); err == nil {
 			w.Flows[key] = entry{fi.Lane, fmt.Sprintf("api (uid %d)", fi.UID)}
 		}
 	}
@@ -243,7 +243,7 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 			// the device went away and came back: its tree went with it
 			_ = d.closeEgressLocked(name)
 		}
-		eg, err := d.host.openEgress(w.Cfg)
+		eg, bg, err := d.host.openEgress(w.Cfg)
 		if err != nil {
 			err = fmt.Errorf("interface %s: %w", name, err)
 			if !strict {
@@ -255,7 +255,7 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 			}
 			return err
 		}
-		d.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg}
+		d.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg, bg: bg}
 		opened = append(opened, name)
 		d.log.Info("interface managed", "interface", name, "mode", w.Cfg.Mode)
 	}

@@ -90,12 +90,12 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 // fakeHost is the daemon's view of the in-memory host: every role but
 // the optional parts.
 func fakeHost(h *datapathtest.Host) *datapathHost {
-	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, error) {
+	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := h.OpenEgress(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return e, nil
+		return e, nil, nil
 	}}
 }
 
@@ -370,9 +370,7 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Src = fixtureSrc.String() // pinned by Register
-	f.d.mu.Lock()
-	f.d.liveSockets[reg] = []liveSocket{{cookie: 42}}
-	f.d.mu.Unlock()
+	f.d.regs.setMoved(reg, []liveSocket{{cookie: 42}})
 	for _, c := range []struct {
 		s    sockFacts
 		want string

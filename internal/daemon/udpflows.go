@@ -73,14 +73,14 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	var bg []datapath.BgFlow
 	held := map[int]bool{}
 	d.mu.Lock()
-	if tab, ok := hostPart[bgTable](d.host); ok {
+	if tab := d.host.roles().bgTable; tab != nil {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
 			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
 		}
 	}
 	d.mu.Unlock()
-	movers := d.moverInodes()
+	movers := d.moves.moverInodes()
 	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
 		d.mu.Lock()
 		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
@@ -141,13 +141,11 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) 
 	if d.host != nil {
 		if l, ok := d.host.sockets.SocketLane(f.Cookie); ok {
 			f.Lane, f.Why = l, "socket moved to "+l.String()
-			for fl, moved := range d.liveSockets {
-				if findLive(moved, f.Cookie) != nil {
-					f.Why = fmt.Sprintf("registration %s (%s)", fl, d.flows[fl].Source)
-					return
-				}
+			if r, ok := d.regs.holding(f.Cookie); ok {
+				f.Why = fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
+				return
 			}
-			if m, ok := d.moved[f.Cookie]; ok {
+			if m, ok := d.moves.socket(f.Cookie); ok {
 				f.Why = m.why()
 			} else if m, ok := movers[f.Inode]; ok && m.lane == l {
 				f.Why = m.why() // opened after its process was moved

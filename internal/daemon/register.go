@@ -1,0 +1,189 @@
+// register.go: the daemon's side of the API's flow registrations
+// (registrations.go): it puts them in the kernel, moves their connected
+// sockets (livesockets.go) and sweeps those whose sockets closed.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/apiserver"
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+// Register puts a flow in a lane for the caller (authorized by the server).
+func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
+	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
+		var err error
+		if f, err = d.pinSrc(f); err != nil {
+			return err
+		}
+	}
+	key, err := flowKey(f)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.regs.mayRegister(c, f, d.pol.Matches); err != nil {
+		return err
+	}
+	if d.host == nil {
+		return errors.New("no datapath installed")
+	}
+	if c.Privileged {
+		d.supersedeLocked(c, f)
+	}
+	if err := d.host.rules.SetFlowLane(key, l); err != nil {
+		return err
+	}
+	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
+	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
+	for try := 0; try < 2 && len(life.inodes) == 0; try++ { // a read under churn can skip it: once more
+		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
+			for _, s := range socks {
+				life.inodes[s.inode] = true
+			}
+		}
+	}
+	d.regs.add(api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}, life)
+	d.regs.kickSweep()
+	d.moveLiveSocketsLocked(c, f, l)
+	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
+		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.regs.moved(f)))
+	return nil
+}
+
+// pinSrc gives a flow the caller owns (an unprivileged caller's, or a
+// granted member's realtime one) the local address of its sockets (all of
+// them the caller's, apiserver.Authorize), so that the datapath's key names it:
+// without one the key would also match a later socket of another user on
+// another local address with the same ports.
+func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
+	addrs, err := d.env.localAddrs(f)
+	if err != nil {
+		return f, err
+	}
+	var src netip.Addr
+	for _, a := range addrs {
+		if a = a.Unmap(); src.IsValid() && a != src {
+			return f, fmt.Errorf("flow %s: its sockets have several local addresses (%s, %s); name one with src", f, src, a)
+		}
+		src = a.Unmap()
+	}
+	if !src.IsValid() {
+		return f, fmt.Errorf("no local %s socket %s", protoOf(f), f)
+	}
+	f.Src = src.String()
+	return f, nil
+}
+
+// supersedeLocked removes the unprivileged registrations of other uids
+// that privileged caller c's registration of f covers (d.mu held).
+func (d *Daemon) supersedeLocked(c apiserver.Cred, f api.Flow) {
+	for _, fi := range d.regs.supersededBy(c, f) {
+		g := fi.Flow
+		if err := d.deleteFlowLocked(g); err != nil {
+			d.log.Warn("superseded registration", "flow", g.String(), "err", err)
+		}
+		d.log.Info("registration superseded", "flow", g.String(), "uid", fi.UID, "by", f.String(), "by_uid", c.UID)
+	}
+}
+
+// Unregister removes a registration; an unprivileged caller only their own.
+func (d *Daemon) Unregister(c apiserver.Cred, f api.Flow) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, fi, ok := d.regs.registered(c, f)
+	if !ok {
+		return fmt.Errorf("flow %s is not registered", f)
+	}
+	if !c.Privileged && (fi.Source != "api" || fi.UID != c.UID) {
+		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", apiserver.ErrPermission, f, fi.Source, fi.UID, c.UID)
+	}
+	if err := d.deleteFlowLocked(f); err != nil {
+		return err
+	}
+	d.log.Info("flow unregistered", "flow", f.String(), "uid", c.UID, "pid", c.PID, "privileged", c.Privileged, "registered_by", fi.UID)
+	return nil
+}
+
+// sweepRegistrations removes registrations whose sockets are gone (and
+// empty lane groups nested in host cgroups), every sweepEvery while there
+// are any, until ctx ends; with none it sleeps until kickSweep.
+func (d *Daemon) sweepRegistrations(ctx context.Context) {
+	t := time.NewTimer(sweepEvery)
+	t.Stop()
+	defer t.Stop()
+	armed := false
+	for {
+		d.mu.Lock()
+		busy := d.regs.any() || d.groups.any() || d.moves.any()
+		d.mu.Unlock()
+		// A kick arms a sleeping sweep; it never pushes an armed one back
+		// (registrations arriving more often than sweepEvery would
+		// otherwise starve it: the soak's registrations grew to 14,000).
+		if busy && !armed {
+			t.Reset(sweepEvery)
+			armed = true
+		} else if !busy && armed {
+			t.Stop() // go 1.23+ timers: no stale tick survives Stop or Reset
+			armed = false
+		}
+		var tick <-chan time.Time
+		if armed {
+			tick = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.regs.kick:
+		case <-tick:
+			armed = false
+			d.sweepOnce(time.Now())
+			d.mu.Lock()
+			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
+			d.mu.Unlock()
+		}
+	}
+}
+
+func (d *Daemon) sweepOnce(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var sockets socketLaneReader
+	if d.host != nil {
+		sockets = d.host.sockets
+	}
+	d.moves.prune(sockets)
+	d.moves.pruneSched()
+	if !d.regs.any() {
+		return
+	}
+	tab, err := (procOwners{proc: "/proc"}).table()
+	if err != nil {
+		d.log.Warn("registration sweep: socket tables", "err", err)
+		return
+	}
+	d.dropRegistrationsLocked(d.regs.sweep(now, tab))
+}
+
+// dropRegistrationsLocked removes swept registrations with one diff of
+// the kernel state (d.mu held).
+func (d *Daemon) dropRegistrationsLocked(gone []api.Flow) {
+	if len(gone) == 0 {
+		return
+	}
+	for _, f := range gone {
+		d.restoreLiveSocketsLocked(f, d.regs.remove(f))
+	}
+	if d.host != nil {
+		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+			d.log.Warn("registration sweep: datapath", "err", err)
+		}
+	}
+}
