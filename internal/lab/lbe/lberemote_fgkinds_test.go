@@ -172,3 +172,23 @@ func TestCollectPages(t *testing.T) {
 		t.Errorf("a failed page: %v, want 0", r)
 	}
 }
+
+// A slow fixed link's buffer is the --queue asked for, not a floor of
+// tens of KB (seconds at 0.2 Mbit/s).
+func TestSlowLinkBuffer(t *testing.T) {
+	for _, rate := range []float64{0.2e6, 0.5e6, 1e6} {
+		for _, q := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond} {
+			c := &RemoteConfig{FixedRate: rate, QueueTime: q, Delay: 20 * time.Millisecond}
+			up, _, err := c.remoteLinks("fixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(float64(up.QueueBytes) * 8 / rate * float64(time.Second)); got > q+200*time.Millisecond {
+				t.Errorf("%.1f Mbit/s, --queue %v: a buffer of %d bytes, %v", rate/1e6, q, up.QueueBytes, got)
+			}
+			if c.answerWait() < 2*(q+c.Delay) {
+				t.Errorf("--queue %v: the probe waits %v for its late answers", q, c.answerWait())
+			}
+		}
+	}
+}
