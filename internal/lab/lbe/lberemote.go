@@ -219,10 +219,15 @@ func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err er
 		if l.Trace != nil {
 			rate = l.Trace.MeanRate()
 		}
-		l.QueueBytes = max(int(rate/8*c.QueueTime.Seconds()), 64<<10)
+		l.QueueBytes = max(int(rate/8*c.QueueTime.Seconds()), minQueueBytes)
 	}
 	return
 }
+
+// minQueueBytes is a link buffer's floor: three full packets, so that a
+// slow link's buffer stays the --queue asked for (0.2 Mbit/s x 100 ms is
+// 2.5 KB; a 64 KB floor made it 2.6 s).
+const minQueueBytes = 3 * 1514
 
 func newRemoteBed(ctx context.Context, env *testbed.Env, c *RemoteConfig, link string, cs remoteCase) (_ *remoteBed, err error) {
 	upCfg, downCfg, err := c.remoteLinks(link)

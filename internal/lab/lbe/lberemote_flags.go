@@ -38,7 +38,7 @@ func init() {
 			fs.DurationVar(&c.SteadyFor, "steady-for", 10*time.Second, "last step: the background beside a steady foreground stream (0: no such step)")
 			fs.Float64Var(&c.SteadyShare, "steady-share", 0.4, "the steady foreground's pace, a share of the link's mean rate")
 			fs.StringVar(&c.SteadyOf, "steady-of", SteadyOfStep, "on a trace, the steady foreground's pace is --steady-share of: step (the link's capacity over the step) or mean (the whole trace's mean rate)")
-			steadyFG := fs.String("steady-fg", SteadyTCP, "the steady foreground's kinds, each a step of its own in this order: tcp (a TCP stream paced by the kernel), udp (a constant-rate UDP stream)")
+			steadyFG := fs.String("steady-fg", SteadyTCP, "the steady foreground's kinds, each a step of its own in this order: tcp (a TCP stream paced by the kernel), udp (a constant-rate UDP stream), apppaced (TCP paced by the application, 1 ms bursts), video (2 s segments fetched as fast as the path allows), pageload (12 short GETs of 20-200 KB every 3 s), opposite (unpaced bulk in the other direction)")
 			fs.DurationVar(&c.Target, "target", 0, "LEDBAT++/rLEDBAT target delay for the lanes methods (0: the policy default)")
 			transports := fs.String("bg-transports", TransportTCP, "background flows' transports, each a testbed of its own: tcp (the system's congestion control), tcp-app-cc (the app sets cubic once connected), quic (quic-go, its own CUBIC)")
 			fs.StringVar(transports, "bg-transport", TransportTCP, "the same as --bg-transports")

@@ -62,10 +62,17 @@ func (rb *remoteBed) probe(ctx context.Context, from, to time.Duration) ([]float
 			return nil, 0, err
 		}
 	}
-	_ = testbed.SleepCtx(ctx, 2*time.Second) // answers still queued
+	_ = testbed.SleepCtx(ctx, rb.cfg.answerWait()) // answers still queued
 	conn.Close()
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
 	return rtts, len(sent), nil
+}
+
+// answerWait is how long the probe waits for answers still queued after
+// its last request: 2 s, or both links' full buffers and delays on a
+// deeper --queue (a slow link's late answers are not losses).
+func (c *RemoteConfig) answerWait() time.Duration {
+	return max(2*time.Second, 2*(c.QueueTime+c.Delay)+time.Second)
 }

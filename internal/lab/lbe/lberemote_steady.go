@@ -17,6 +17,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/emu"
@@ -50,6 +51,8 @@ type RemoteSteady struct {
 	Signal   *RemoteSignal `json:"signal,omitempty"`
 	// RateMbps: the foreground's pace, Mbit/s.
 	RateMbps float64 `json:"fg_rate_mbps,omitempty"`
+	// PageS: the pageload kind's page completion times, s, in start order.
+	PageS []float64 `json:"page_s,omitempty"`
 }
 
 // SteadyOfStep: a traced link's steady foreground is paced at a share of
@@ -117,11 +120,12 @@ func (rb *remoteBed) steadyStep(ctx context.Context, l *emu.Link, kind, dir stri
 	}
 	rate := c.steadyRate(l, at)
 	s.RateMbps = float64(rate) * 8 / 1e6
-	stop, err := rb.startSteadyFG(ctx, kind, dir, rate)
+	stop, err := rb.startSteadyFG(ctx, kind, dir, rate, &s)
 	if err != nil {
 		return s, err
 	}
-	defer stop()
+	stopOnce := sync.OnceFunc(stop)
+	defer stopOnce()
 	from := at + steadySettle
 	to := from + c.SteadyFor
 	if _, err := rb.until(ctx, from); err != nil {
@@ -133,6 +137,7 @@ func (rb *remoteBed) steadyStep(ctx context.Context, l *emu.Link, kind, dir stri
 	if err != nil {
 		return s, err
 	}
+	stopOnce() // its figures (pageload's pages) into s
 	capBytes := capacity(l, from, to)
 	fgBytes := float64(rb.meter.bytes(dir, rb.fg.Addr, from, to))
 	s.FG = fgBytes / capBytes
@@ -201,6 +206,9 @@ type steadyCell struct {
 	IdleAlone, FGOfAlone     float64
 	runs, nIdleMbps, nInfl95 int
 	nAlone                   int
+	// PageOfAlone: pageload's mean page time ÷ the paired run's.
+	PageOfAlone float64
+	nPage       int
 }
 
 // addSteady adds run r's steady steps to the cell, each paired with the
@@ -244,6 +252,12 @@ func (x *steadyCell) add(s RemoteSteady, b *RemoteSteady) {
 		x.FGOfAlone += s.FG / b.FG
 		x.nAlone++
 	}
+	if b != nil {
+		if r := pageOfAlone(s.PageS, b.PageS); r > 0 {
+			x.PageOfAlone += r
+			x.nPage++
+		}
+	}
 	x.Idle += s.Idle
 	x.FG += s.FG
 	x.Lost += s.ProbeLost
@@ -261,6 +275,9 @@ func (x *steadyCell) average() {
 	if x.nIdleMbps > 0 {
 		x.IdleMbps /= float64(x.nIdleMbps)
 	}
+	if x.nPage > 0 {
+		x.PageOfAlone /= float64(x.nPage)
+	}
 	if x.nAlone > 0 {
 		x.IdleAlone /= float64(x.nAlone)
 		x.FGOfAlone /= float64(x.nAlone)
@@ -269,8 +286,17 @@ func (x *steadyCell) average() {
 
 // steadyFGText names a steady foreground kind in the tables.
 func steadyFGText(kind, share string) string {
-	if kind == SteadyUDP {
+	switch kind {
+	case SteadyUDP:
 		return "UDP at " + share
+	case SteadyAppPaced:
+		return "TCP app-paced at " + share
+	case SteadyVideo:
+		return "video at " + share
+	case SteadyPageLoad:
+		return "page loads"
+	case SteadyOpposite:
+		return "bulk, other way"
 	}
 	return "TCP paced at " + share
 }
@@ -283,8 +309,8 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 	}
 	t := testbed.Table{Title: "Beside a steady foreground in the background's direction (a TCP stream paced at, or a constant-rate UDP stream of, " + pcts(c.SteadyShare) +
 		" of the link" + steadyOfText(c.SteadyOf) + ", each a step of its own, over " + c.SteadyFor.String() + " after " + steadySettle.String() +
-		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the background's bytes ÷ the capacity the same foreground left idle alone (no background, paired: a background that slows the foreground does not widen its own denominator) and the foreground's bytes ÷ its bytes alone; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
-		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "bg ÷ idle alone", "fg ÷ fg alone", "fg share", "probe p95", "p95 − fg alone", "probes lost", "churn: bg ÷ idle"}}
+		"): the background's bytes ÷ the capacity the foreground left idle, and that idle capacity, Mbit/s; the background's bytes ÷ the capacity the same foreground left idle alone (no background, paired: a background that slows the foreground does not widen its own denominator) and the foreground's bytes ÷ its bytes alone; the foreground's share; the probe's p95 and its difference to the same foreground alone (no background, paired), ms; probes lost of sent; page loads' mean completion time ÷ the same alone; then (on each cell's first row) beside a foreground opening a connection every " + churnEvery.String() + ": the background's bytes ÷ the idle capacity",
+		Columns: []string{"link", "background", "transport", "method", "steady fg", "bg ÷ idle", "idle Mbit/s", "bg ÷ idle alone", "fg ÷ fg alone", "fg share", "probe p95", "p95 − fg alone", "probes lost", "pages ÷ alone", "churn: bg ÷ idle"}}
 	for _, x := range cells {
 		for i, s := range x.Steady {
 			row := []string{x.Link, x.BGDir, orDash(x.Transport), x.Method, steadyFGText(s.Kind, pcts(c.SteadyShare))}
@@ -301,7 +327,12 @@ func steadyTable(cells []remoteCell, c *RemoteConfig) *testbed.Table {
 			if s.nIdleMbps > 0 {
 				idleMbps = f1(s.IdleMbps)
 			}
-			t.Rows = append(t.Rows, append(row, idle, idleMbps, alone, fgAlone, pcts(s.FG), f1(s.P95), f1(s.Infl95), strconv.Itoa(s.Lost)+" of "+strconv.Itoa(s.Sent), churn))
+			pages := "-"
+			if s.nPage > 0 {
+				pages = f2(s.PageOfAlone)
+			}
+			t.Rows = append(t.Rows, append(row, idle, idleMbps, alone, fgAlone, pcts(s.FG), f1(s.P95), f1(s.Infl95),
+				strconv.Itoa(s.Lost)+" of "+strconv.Itoa(s.Sent), pages, churn))
 		}
 	}
 	return &t

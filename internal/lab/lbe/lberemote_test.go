@@ -148,12 +148,12 @@ func TestRemoteTablesFromStoredRun(t *testing.T) {
 		t.Errorf("share row: %q, want capacity 10.0, bg 5.0 Mbit/s, 50%%", got)
 	}
 	steady := []string{
-		"fixed upload - none TCP paced at 40% - - - - 40% 45.0 0.0 0 of 1 -",
-		"fixed upload - none UDP at 40% - - - - 0% 30.0 0.0 0 of 1 ",
+		"fixed upload - none TCP paced at 40% - - - - 40% 45.0 0.0 0 of 1 - -",
+		"fixed upload - none UDP at 40% - - - - 0% 30.0 0.0 0 of 1 - ",
 		// the foreground 0.3 of the window beside the background, 0.4
 		// alone: 0.9 of 0.7 is 1.05 of the 0.6 it left idle alone
-		"fixed upload tcp full TCP paced at 40% 0.90 6.0 1.05 0.75 30% 50.0 5.0 0 of 1 0.50",
-		"fixed upload tcp full UDP at 40% 0.30 5.5 - - 0% 32.0 2.0 1 of 2 ",
+		"fixed upload tcp full TCP paced at 40% 0.90 6.0 1.05 0.75 30% 50.0 5.0 0 of 1 - 0.50",
+		"fixed upload tcp full UDP at 40% 0.30 5.5 - - 0% 32.0 2.0 1 of 2 - ",
 	}
 	for i, w := range steady {
 		if got := strings.Join(back.Tables[3].Rows[i], " "); got != w {

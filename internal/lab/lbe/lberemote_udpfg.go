@@ -11,7 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/lab/testbed"
@@ -39,12 +41,12 @@ func init() {
 	testbed.RegisterHelper("udp-sink", helperUDPSink)
 }
 
-// parseSteadyFG parses --steady-fg: tcp and/or udp, in order.
+// parseSteadyFG parses --steady-fg: kinds of steadyKindsAll, in order.
 func parseSteadyFG(s string) ([]string, error) {
 	kinds := splitList(s)
 	for _, k := range kinds {
-		if k != SteadyTCP && k != SteadyUDP {
-			return nil, fmt.Errorf("bad steady foreground %q (tcp or udp)", k)
+		if !slices.Contains(steadyKindsAll, k) {
+			return nil, fmt.Errorf("bad steady foreground %q (one of %s)", k, strings.Join(steadyKindsAll, ", "))
 		}
 	}
 	if len(kinds) == 0 {
@@ -54,8 +56,12 @@ func parseSteadyFG(s string) ([]string, error) {
 }
 
 // startSteadyFG starts the steady foreground of kind in dir, rate bytes/s;
-// stop ends it (its processes and, for TCP, its sockets).
-func (rb *remoteBed) startSteadyFG(ctx context.Context, kind, dir string, rate int) (stop func(), err error) {
+// stop ends it (its processes and, for TCP, its sockets; the bursty kinds:
+// lberemote_fgkinds.go, their figures into s).
+func (rb *remoteBed) startSteadyFG(ctx context.Context, kind, dir string, rate int, s *RemoteSteady) (stop func(), err error) {
+	if kind != SteadyTCP && kind != SteadyUDP {
+		return rb.startBurstyFG(ctx, kind, dir, rate, s)
+	}
 	if kind != SteadyUDP {
 		fg, err := rb.phone.Start(steadyArgs(dir, rb.fg, rate)...)
 		if err != nil {

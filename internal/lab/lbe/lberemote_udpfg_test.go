@@ -16,7 +16,7 @@ func TestParseSteadyFG(t *testing.T) {
 	if got, err := parseSteadyFG("tcp, udp"); err != nil || !slices.Equal(got, []string{"tcp", "udp"}) {
 		t.Errorf("tcp, udp: %v %v", got, err)
 	}
-	for _, bad := range []string{"", "quic", "tcp,video"} {
+	for _, bad := range []string{"", "quic", "tcp,cbr"} {
 		if _, err := parseSteadyFG(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
