@@ -85,7 +85,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		// one probe per step, the targets in turn: the daemon's own
 		// packets stay below the classifier's foreground threshold
 		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
-		if targets := probeTargets(n, peers, sig); len(targets) > 0 && room.allows(probeSize(targets[turn%len(targets)])) {
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 && room.allows() {
 			a := targets[turn%len(targets)]
 			turn++
 			if err := p.send(a); err != nil {
@@ -107,7 +107,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
-		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes, moved(prev, cur))
+		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes)
 		e.mu.Lock()
 		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
 		e.Peers, e.Version = peers, p.VersionSent
@@ -271,13 +271,9 @@ func (e *episode) read(dp Datapath) ([2]datapath.BgClass, time.Time, error) {
 func (e *episode) snapshotLocked() Episode { return e.Episode }
 
 // probeRoom bounds the probes' bytes (requests and replies) by the rule's
-// budget (State.ProbeBudget) and by what the class itself moved: a
-// bucket of up to probeDepth bytes, filled each step with the lesser of
-// the budget's share of the step and the class's bytes in the step (both
-// directions), spent by what the prober counted; a probe goes only when
-// the bucket holds its size. So the probes never send more than the
-// class did: a user's background flow of a few bytes cannot make the
-// daemon probe its destination at 20 a second.
+// budget (State.ProbeBudget): a bucket of up to probeDepth bytes, filled
+// at the budget, spent by what the prober counted; a probe goes while it
+// is not empty.
 type probeRoom struct {
 	tokens float64
 	seen   uint64 // the prober's bytes at the last refill
@@ -286,40 +282,16 @@ type probeRoom struct {
 // probeDepth is two version probes and their replies.
 const probeDepth = 4 * (vnProbeSize + udpOverhead)
 
-func newProbeRoom() *probeRoom { return &probeRoom{} }
+func newProbeRoom() *probeRoom { return &probeRoom{tokens: probeDepth} }
 
-// allows says whether a probe of size bytes (request and reply) may go.
-func (r *probeRoom) allows(size int) bool { return r.tokens >= float64(size) }
+func (r *probeRoom) allows() bool { return r.tokens > 0 }
 
-// refill adds the lesser of budget (bytes/s) over dt and moved (the
-// class's bytes in the step), and takes what the prober's count (bytes)
-// grew by since the last refill.
-func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes, moved uint64) {
+// refill adds budget (bytes/s) over dt and takes what the prober's count
+// (bytes) grew by since the last refill.
+func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes uint64) {
 	spent := bytes - min(bytes, r.seen)
 	r.seen = bytes
-	add := min(float64(budget)*dt.Seconds(), float64(moved))
-	r.tokens = min(probeDepth, r.tokens+add-float64(spent))
-}
-
-// probeSize is a probe's bytes to t, request and reply: an ICMP echo
-// (port 0) or a version probe.
-func probeSize(t netip.AddrPort) int {
-	if t.Port() != 0 {
-		return 2 * (vnProbeSize + udpOverhead)
-	}
-	if t.Addr().Unmap().Is6() {
-		return 2 * (40 + 8 + probePayload)
-	}
-	return 2 * (20 + 8 + probePayload)
-}
-
-// moved is the class's bytes in both directions between two reads.
-func moved(prev, cur [2]datapath.BgClass) uint64 {
-	var n uint64
-	for i := range 2 {
-		n += cur[i].Bytes - min(cur[i].Bytes, prev[i].Bytes)
-	}
-	return n
+	r.tokens = min(probeDepth, r.tokens+float64(budget)*dt.Seconds()-float64(spent))
 }
 
 // setYieldRate holds the class at rate (bytes/s) in both directions while

@@ -3,7 +3,6 @@
 package bgudp
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 )
@@ -33,30 +32,19 @@ func TestFloorScalesWithLink(t *testing.T) {
 
 func TestProbeRoomBoundsProbes(t *testing.T) {
 	const budget, dt = 3906, 50 * time.Millisecond // 1/16 of 0.5 Mbit/s
-	vn := probeSize(netip.MustParseAddrPort("192.0.2.1:443"))
-	run := func(moved uint64) (probes uint64) {
-		r := newProbeRoom()
-		var bytes uint64
-		for range 200 { // 10 s, a version probe and its reply whenever allowed
-			if r.allows(vn) {
-				bytes += uint64(vn)
-			}
-			r.refill(budget, dt, bytes, moved)
+	r := newProbeRoom()
+	var bytes uint64
+	for range 200 { // 10 s, a version probe and its reply whenever allowed
+		if r.allows() {
+			bytes += 2 * (vnProbeSize + udpOverhead)
 		}
-		return bytes
+		r.refill(budget, dt, bytes)
 	}
-	bulk := run(1 << 20)
-	if hi := uint64(budget*10 + probeDepth); bulk > hi {
-		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget, want at most %d", bulk, budget, hi)
+	if hi := uint64(budget*10 + probeDepth + 2*(vnProbeSize+udpOverhead)); bytes > hi {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget, want at most %d", bytes, budget, hi)
 	}
-	if bulk < budget*10/2 {
-		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget: starved", bulk, budget)
-	}
-	// N5 (issue 62): a flow of a few bytes buys no more probe bytes than it
-	// moved
-	const trickle = 29 // bytes per step: a one-byte datagram every 50 ms
-	if small := run(trickle); small > trickle*200 {
-		t.Errorf("probes took %d bytes beside a class that moved %d", small, trickle*200)
+	if bytes < budget*10/2 {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget: starved", bytes, budget)
 	}
 }
 
