@@ -22,11 +22,11 @@ import (
 
 // recorder records each write's time since start and size.
 type recorder struct {
-	mu     sync.Mutex
-	start  time.Time
-	at     []time.Duration
-	sizes  []int
-	total  int
+	mu    sync.Mutex
+	start time.Time
+	at    []time.Duration
+	sizes []int
+	total int
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
