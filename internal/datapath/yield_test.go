@@ -88,17 +88,8 @@ func TestYieldPerInterface(t *testing.T) {
 // foreground download's queue) does not hold a background upload; one in
 // the upload direction does.
 func TestYieldDirectionsApart(t *testing.T) {
-	requireCgroup2(t)
-	p := testutil.NewVethPair(t)
-	h, idx := openTwoEgress(t, p.A, p.LinkA)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
-		t.Fatal(err)
-	}
-	_, toB := startSink(t, p.B, p.AddrB, 9413)
-	up := dialCC(t, p.A, toB, "cubic")
-	startWriting(t, up)
-	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
-		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+	p, h, idx, up, ok := backgroundUploadGrown(t, 9413)
+	if !ok {
 		return
 	}
 	stop := stampHarm(t, h, idx[p.LinkA], yield.Down)
@@ -115,17 +106,8 @@ func TestYieldDirectionsApart(t *testing.T) {
 // (lanes_link_rate: the sockets' delivery rates), and its release gives
 // TCP's own pacing back.
 func TestYieldHoldPacedToLinkShare(t *testing.T) {
-	requireCgroup2(t)
-	p := testutil.NewVethPair(t)
-	h, idx := openTwoEgress(t, p.A, p.LinkA)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
-		t.Fatal(err)
-	}
-	_, toB := startSink(t, p.B, p.AddrB, 9415)
-	up := dialCC(t, p.A, toB, "cubic")
-	startWriting(t, up)
-	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
-		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+	p, h, idx, up, ok := backgroundUploadGrown(t, 9415)
+	if !ok {
 		return
 	}
 	stop := stampHarm(t, h, idx[p.LinkA], yield.Up)
@@ -389,4 +371,26 @@ func (w clampWatch) held(clamp uint32) bool {
 
 func (w clampWatch) String() string {
 	return fmt.Sprintf("cwnd peak %d, above the clamp in %d of %d samples", w.peak, w.above, w.samples)
+}
+
+// backgroundUploadGrown opens a veth pair's egress with uid 0 in
+// background and a background CUBIC upload to a sink on port, written
+// without pause; ok is false (a timing error reported) when its cwnd did
+// not pass 10 segments within 10 s.
+func backgroundUploadGrown(t *testing.T, port int) (p *testutil.Pair, h *Host, idx map[string]int, up *net.TCPConn, ok bool) {
+	t.Helper()
+	requireCgroup2(t)
+	p = testutil.NewVethPair(t)
+	h, idx = openTwoEgress(t, p.A, p.LinkA)
+	if err := h.SetUIDLane(0, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	_, toB := startSink(t, p.B, p.AddrB, port)
+	up = dialCC(t, p.A, toB, "cubic")
+	startWriting(t, up)
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw > 10 }); cw <= 10 {
+		testutil.TimingErrorf(t, "background upload: cwnd %d after %v, want > 10", cw, took)
+		return p, h, idx, up, false
+	}
+	return p, h, idx, up, true
 }
