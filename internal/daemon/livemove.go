@@ -71,7 +71,7 @@ var errNoUDPDiag = errors.New("no UDP sock_diag (udp_diag): open UDP sockets sta
 func dumpOpenSockets() ([]openSock, error) {
 	var out []openSock
 	for _, proto := range []uint8{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
-		err := tcpmon.DumpSockets(proto, func(s *tcpmon.Sock) {
+		err := tcpmon.DumpSocketIDs(proto, func(s *tcpmon.Sock) {
 			if s.Cookie == 0 || s.Inode == 0 {
 				return // a time-wait or request socket: no descriptor, nothing to move
 			}
@@ -92,27 +92,48 @@ func dumpOpenSockets() ([]openSock, error) {
 // moves that root did not ask for (a socket opened since keeps its lane).
 const dumpReuse = time.Second
 
-// sockDump is the last listing of the namespace's sockets, for moves not
-// asked by root.
+// sockDump is the last listing of the namespace's sockets, by inode, for
+// moves not asked by root.
 type sockDump struct {
-	mu    sync.Mutex
-	at    time.Time
-	socks []openSock
-	err   error
+	mu      sync.Mutex
+	at      time.Time
+	byInode map[uint32]openSock
+	err     error
 }
 
-// get returns a listing function answering from a listing up to dumpReuse
-// old, else from dump (and keeps that).
-func (c *sockDump) get(dump func() ([]openSock, error)) func() ([]openSock, error) {
-	return func() ([]openSock, error) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.at.IsZero() || time.Since(c.at) > dumpReuse {
-			c.socks, c.err = dump()
-			c.at = time.Now()
+// find returns the listed sockets of these inodes. It lists the namespace
+// again (dump) only when one of them is not in the listing and the listing
+// is over dumpReuse old: a process moved again and again holds the sockets
+// it held, and listing 19,000 sockets for it each second was a third of
+// its moves' cost. An inode is a socket's while it is open, so a listed
+// socket that a process still holds is that socket.
+func (c *sockDump) find(inodes map[uint32]bool, dump func() ([]openSock, error)) ([]openSock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, missing := c.lookup(inodes)
+	if missing && (c.at.IsZero() || time.Since(c.at) > dumpReuse) {
+		var all []openSock
+		all, c.err = dump()
+		c.at = time.Now()
+		c.byInode = make(map[uint32]openSock, len(all))
+		for _, s := range all {
+			c.byInode[s.inode] = s
 		}
-		return c.socks, c.err
+		out, _ = c.lookup(inodes)
 	}
+	return out, c.err
+}
+
+// lookup returns the listed sockets of inodes and whether one is not listed.
+func (c *sockDump) lookup(inodes map[uint32]bool) (out []openSock, missing bool) {
+	for ino := range inodes {
+		if s, ok := c.byInode[ino]; ok {
+			out = append(out, s)
+		} else {
+			missing = true
+		}
+	}
+	return out, missing
 }
 
 // Bounds of a move's work (N15: a process holding 19,000 UDP sockets that
@@ -128,31 +149,53 @@ const (
 
 // socketInodes adds the inodes of the sockets pid holds to set, at most
 // limit in all (0: no limit; then also at most 4 x limit descriptors read).
+// The descriptors are read in directory order, a batch at a time, and not
+// sorted: a bounded move of a process holding 19,000 sockets read and
+// sorted all 19,000 names, most of its cost.
 func socketInodes(pid int, set map[uint32]bool, limit int) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(dir)
+	f, err := os.Open(dir)
 	if err != nil {
 		return // gone, or a kernel thread
 	}
-	for i, e := range ents {
-		if limit > 0 && (len(set) >= limit || i >= 4*limit) {
-			return
-		}
-		t, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		if rest, ok := strings.CutPrefix(t, "socket:["); ok {
-			if ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 32); err == nil {
-				set[uint32(ino)] = true
+	defer f.Close()
+	for read := 0; limit == 0 || (len(set) < limit && read < 4*limit); {
+		names, err := f.Readdirnames(fdBatch)
+		for _, name := range names {
+			if limit > 0 && (len(set) >= limit || read >= 4*limit) {
+				return
 			}
+			read++
+			if ino, ok := socketInode(filepath.Join(dir, name)); ok {
+				set[ino] = true
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return
 		}
 	}
 }
 
+// fdBatch: the descriptors socketInodes reads at a time.
+const fdBatch = 256
+
+// socketInode is the inode of the socket the descriptor link fd names.
+func socketInode(fd string) (uint32, bool) {
+	t, err := os.Readlink(fd)
+	if err != nil {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(t, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 32)
+	return uint32(ino), err == nil
+}
+
 // socketsOfPIDs are the open TCP and UDP sockets the processes hold (at
-// most limit of them; 0: all). A move not asked by root (limit > 0) may
-// use a listing up to dumpReuse old: the listing of a namespace's 19,000
+// most limit of them; 0: all). A move not asked by root (limit > 0) uses
+// the listing of sockDump.find: the listing of a namespace's 19,000
 // sockets was most of such a move's cost.
 func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	inodes := map[uint32]bool{}
@@ -162,11 +205,13 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	if len(inodes) == 0 {
 		return nil, nil
 	}
-	dump := d.env.openSockets
+	var all []openSock
+	var err error
 	if limit > 0 {
-		dump = d.moves.userDump.get(d.env.openSockets)
+		all, err = d.moves.userDump.find(inodes, d.env.openSockets)
+	} else {
+		all, err = d.env.openSockets()
 	}
-	all, err := dump()
 	if errors.Is(err, errNoUDPDiag) {
 		d.log.Warn("moved processes: only their TCP sockets follow", "err", err)
 	} else if err != nil {
@@ -236,41 +281,47 @@ type liveApplier interface {
 
 // bgFlowForgetter is the host datapath's background flow table.
 type bgFlowForgetter interface {
-	ForgetBackgroundFlows(proto uint8, sport uint16) (int, error)
+	ForgetBackgroundFlows(proto uint8, sports map[uint16]bool) (int, error)
 }
 
 // setSocketsLaneLocked sets the lane of socks by cookie (d.mu held); it
-// counts the sockets set per protocol. A listening socket is set too (its
-// own packets), though the connections it accepts later take the cgroup
-// it was created in.
+// counts the sockets in lane l afterwards per protocol. A socket already
+// in l by cookie costs one lookup: its congestion control was applied when
+// it was set. A listening socket is set too (its own packets), though the
+// connections it accepts later take the cgroup it was created in.
 func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp int) {
 	if d.host == nil {
 		return 0, 0
 	}
 	live := map[uint64]lane.Lane{}
-	defer func() {
-		if a := d.host.roles().liveCC; a != nil && len(live) > 0 {
-			if _, err := a.ApplyLive(live); err != nil {
-				d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
-			}
-		}
-	}()
+	leftBg := map[uint16]bool{} // UDP sockets' ports out of background
 	for _, s := range socks {
 		prev, _ := d.host.sockets.SocketLane(s.cookie)
-		if err := d.host.sockets.SetSocketLane(s.cookie, l); err != nil {
-			d.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
-			continue
+		if prev != l { // in the lane already: nothing to write
+			if err := d.host.sockets.SetSocketLane(s.cookie, l); err != nil {
+				d.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
+				continue
+			}
+			if s.proto != unix.IPPROTO_UDP {
+				live[s.cookie] = l
+			} else if prev == lane.Background {
+				leftBg[s.src.Port()] = true
+			}
 		}
 		if s.proto == unix.IPPROTO_UDP {
 			udp++
-			if f := d.host.roles().bgFlows; f != nil && l != lane.Background && prev == lane.Background {
-				if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, s.src.Port()); err != nil {
-					d.log.Debug("background flows", "sport", s.src.Port(), "err", err)
-				}
-			}
 		} else {
 			tcp++
-			live[s.cookie] = l
+		}
+	}
+	if f := d.host.roles().bgFlows; f != nil && len(leftBg) > 0 {
+		if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, leftBg); err != nil {
+			d.log.Debug("background flows", "sports", len(leftBg), "err", err)
+		}
+	}
+	if a := d.host.roles().liveCC; a != nil && len(live) > 0 {
+		if _, err := a.ApplyLive(live); err != nil {
+			d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
 		}
 	}
 	return tcp, udp

@@ -63,6 +63,9 @@ const (
 // socket's marking (IPv4 TOS, IPv6 traffic class: the classifier's DSCP).
 const diagExt = 1<<(attrInfo-1) | 1<<(attrCong-1) | 1<<(attrSKMeminfo-1) | 1<<(attrTOS-1) | 1<<(attrTClass-1)
 
+// markingExt: the marking alone (DumpSocketIDs).
+const markingExt = 1<<(attrTOS-1) | 1<<(attrTClass-1)
+
 // TCP states (include/net/tcp_states.h), as bits for idiag_states.
 const (
 	StateEstablished = 1
@@ -266,6 +269,8 @@ type diagConn struct {
 	bytecode []byte
 	// noCompat is set once the one-walk TCPDIAG_GETSOCK request failed.
 	noCompat bool
+	// ext: the extensions asked for (0: diagExt).
+	ext uint8
 	// DumpIntr counts dumps the kernel marked NLM_F_DUMP_INTR (the socket
 	// tables changed under the walk); BadMsgs counts undecodable messages.
 	DumpIntr, BadMsgs uint64
@@ -350,6 +355,22 @@ func DumpSockets(proto uint8, fn func(*Sock)) error {
 	return c.dumpAll(0xfff, false, fn)
 }
 
+// DumpSocketIDs is DumpSockets without tcp_info, congestion control and
+// socket memory: a socket's cookie, inode, uid, cgroup id, addresses,
+// state and marking, for the daemon's live moves: the kernel fills no
+// tcp_info or memory counters for each of a namespace's sockets.
+func DumpSocketIDs(proto uint8, fn func(*Sock)) error {
+	c, err := openDiag(netns.None())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.proto = proto
+	c.noCompat = proto != unix.IPPROTO_TCP
+	c.ext = markingExt
+	return c.dumpAll(0xfff, false, fn)
+}
+
 // dumpAll asks for the TCP sockets of both address families in the states
 // mask and calls fn for each (fn must not keep the *Sock).
 //
@@ -412,7 +433,7 @@ func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)
 		// struct inet_diag_req: family, src_len, dst_len, ext, id, states, dbs.
 		r = r[:nlmsgHdrLen+diagReqOldLen]
 		q[0] = family
-		q[3] = diagExt
+		q[3] = cmp.Or(c.ext, diagExt)
 		idOff = 4
 		ne.PutUint32(q[4+48:], states)
 	} else {
@@ -420,7 +441,7 @@ func (c *diagConn) dump(kind uint16, family uint8, states uint32, fn func(*Sock)
 		r = r[:nlmsgHdrLen+diagReqLen]
 		q[0] = family
 		q[1] = cmp.Or(c.proto, unix.IPPROTO_TCP)
-		q[2] = diagExt
+		q[2] = cmp.Or(c.ext, diagExt)
 		ne.PutUint32(q[4:], states)
 		idOff = 8
 	}
