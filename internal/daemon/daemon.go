@@ -320,6 +320,22 @@ func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 	return true
 }
 
+// ccAllowSyncer is the host datapath's copy of the kernel's congestion
+// control allow-list (datapath appcc.go).
+type ccAllowSyncer interface{ SyncCCAllowList() error }
+
+// syncCCAllowLocked reads the kernel's congestion control allow-list again
+// at a reload (d.mu held): a name the administrator removed from
+// net.ipv4.tcp_allowed_congestion_control is refused to users' background
+// sockets from then on, a name added is allowed.
+func (d *Daemon) syncCCAllowLocked() {
+	if c := d.host.roles().ccAllow; c != nil {
+		if err := c.SyncCCAllowList(); err != nil {
+			d.log.Warn("congestion control allow-list: the one read before stays", "err", err)
+		}
+	}
+}
+
 // applyReload is reloadWith's work; an error refuses the policy whole.
 func (d *Daemon) applyReload(pol *policy.Policy) error {
 	d.mu.Lock()
@@ -335,6 +351,7 @@ func (d *Daemon) applyReload(pol *policy.Policy) error {
 	d.pol = pol
 	d.polState.taken()
 	d.setExeLanesLocked()
+	d.syncCCAllowLocked()
 	if err != nil {
 		d.logApplyError(err)
 	}

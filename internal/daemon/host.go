@@ -39,6 +39,7 @@ type datapathHost struct {
 type hostParts struct {
 	counters hostCounters    // daemon.go: status
 	appCCs   appCCs          // cookies.go
+	ccAllow  ccAllowSyncer   // daemon.go: reload
 	coop     coopDatapath    // components.go
 	yielder  yielder         // components.go
 	bgudp    bgudp.Datapath  // components.go, bgudp.go
@@ -57,7 +58,7 @@ func kernelHost(h *datapath.Host) *datapathHost {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
+	}, parts: hostParts{counters: h, appCCs: h, ccAllow: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
 		exeLanes: h, bgTable: h}}
 }
 

@@ -46,3 +46,16 @@ func (h *Host) OwnCCs() map[string]string {
 	})
 	return out
 }
+
+// SyncCCAllowList reads net.ipv4.tcp_allowed_congestion_control again into
+// the list cgroup/setsockopt checks an app's TCP_CONGESTION against on a
+// background socket (read at start; a reload reads it again). Without
+// sock_ops there is no list: nil.
+func (h *Host) SyncCCAllowList() error {
+	return h.use(func() error {
+		if h.ops == nil {
+			return nil
+		}
+		return h.ops.SyncAllowedCC()
+	})
+}

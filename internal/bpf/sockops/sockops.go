@@ -143,21 +143,53 @@ func Load(cfg Config, sh Shared) (*Objects, error) {
 // CAP_NET_ADMIN may set.
 const allowedCCPath = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
-// setAllowedCC writes the allow-list into lanes_cc_allowed, which
-// lanes_setsockopt checks for a background socket's callers other than
-// root. Note: a later change of the sysctl reaches it at the next start.
+// setAllowedCC makes lanes_cc_allowed, which lanes_setsockopt checks for a
+// background socket's callers other than root, the kernel's allow-list now.
 func setAllowedCC(m *ebpf.Map) error {
 	b, err := os.ReadFile(allowedCCPath)
 	if err != nil {
 		return fmt.Errorf("sockops: congestion control allow-list: %w", err)
 	}
-	for _, name := range strings.Fields(string(b)) {
+	return syncAllowedCC(m, strings.Fields(string(b)))
+}
+
+// SyncAllowedCC reads net.ipv4.tcp_allowed_congestion_control again into
+// the program's allow-list (a name added since is allowed, a name removed
+// is refused): the daemon calls it at each reload.
+func (o *Objects) SyncAllowedCC() error { return setAllowedCC(o.LanesCcAllowed) }
+
+// syncAllowedCC makes m hold exactly names (a name too long for a key is
+// left out: the kernel has none).
+func syncAllowedCC(m *ebpf.Map, names []string) error {
+	want := map[[16]byte]bool{}
+	for _, name := range names {
 		var key [16]byte
-		if len(name) >= len(key) {
-			continue
+		if len(name) < len(key) {
+			copy(key[:], name)
+			want[key] = true
 		}
-		copy(key[:], name)
-		if err := m.Put(key, uint8(1)); err != nil {
+	}
+	var (
+		key   [16]byte
+		v     uint8
+		stale [][16]byte
+	)
+	it := m.Iterate()
+	for it.Next(&key, &v) {
+		if !want[key] {
+			stale = append(stale, key)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("sockops: congestion control allow-list: %w", err)
+	}
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("sockops: congestion control allow-list: %w", err)
+		}
+	}
+	for k := range want {
+		if err := m.Put(k, uint8(1)); err != nil {
 			return fmt.Errorf("sockops: congestion control allow-list: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ package sockops
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -182,4 +183,42 @@ func kernelAtLeast(major, minor int) bool {
 	var maj, min int
 	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &maj, &min)
 	return maj > major || maj == major && min >= minor
+}
+
+// TestAllowedCCFollowsTheSysctl (audit N21): the allow-list was copied
+// into lanes_cc_allowed at start, so a name the administrator removed
+// from net.ipv4.tcp_allowed_congestion_control stayed allowed to every
+// user's background socket, and a name added was refused. A sync makes
+// the map the list given, removing what left it.
+func TestAllowedCCFollowsTheSysctl(t *testing.T) {
+	testutil.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatal(err)
+	}
+	cls, err := classifier.Load(classifier.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cls.Close()
+	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1}, cls.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer objs.Close()
+	for _, names := range [][]string{{"reno", "cubic"}, {"reno", "bbr"}, {"bbr"}, {}} {
+		if err := syncAllowedCC(objs.LanesCcAllowed, names); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		var key [16]byte
+		var v uint8
+		for it := objs.LanesCcAllowed.Iterate(); it.Next(&key, &v); {
+			got = append(got, unix.ByteSliceToString(key[:]))
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(names))
+		if !slices.Equal(got, want) {
+			t.Fatalf("allow-list synced to %q holds %q", names, got)
+		}
+	}
 }
