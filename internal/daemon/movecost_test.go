@@ -18,8 +18,10 @@ import (
 // a move not asked by root takes at most 1,024 sockets, read from the
 // process's first descriptors, found in a listing kept by inode, and
 // written only where their lane changes. The test moves such a process as
-// nobody (to background), as an access-group member (to interactive and
-// back: every socket written), then as root, and logs what each move cost
+// nobody (to background; then with a new socket among its first
+// descriptors before each move, so that the namespace is listed again), as
+// an access-group member (to interactive and back: every socket written),
+// then as root, and logs what each move cost
 // the daemon (its CPU time, robust on a loaded machine) and root's status
 // meanwhile.
 func TestUserMoveOfManySocketsBounded(t *testing.T) {
@@ -35,8 +37,14 @@ for i in range(%d):
     x.connect(("%s", 9000))
     s.append(x)
 print("ready", flush=True)
-sys.stdin.read()
-`, sockets, b.p.AddrB)
+i = 0
+for line in sys.stdin:  # a new socket among the first descriptors
+    i = (i + 1) %% 1000
+    s[i].close()
+    s[i] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s[i].connect(("%s", 9000))
+    print("new", flush=True)
+`, sockets, b.p.AddrB, b.p.AddrB)
 	holder := b.p.A.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
 	in, _ := holder.StdinPipe()
 	out, _ := holder.StdoutPipe()
@@ -44,17 +52,29 @@ sys.stdin.read()
 		t.Skipf("python3 as nobody: %v", err)
 	}
 	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+	lines := bufio.NewReader(out)
+	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("holder: %q %v", line, err)
 	}
 	pid := holder.Process.Pid
 	user := b.client(t, nobody, nil)
-	moveLoop(t, b, "nobody", user, pid, lane.Background)
+	moveLoop(t, b, "nobody", user, pid, nil, lane.Background)
+	// a socket the last listing lacks before each move: the namespace is
+	// listed again (at most once a second)
+	renew := func() {
+		if _, err := fmt.Fprintln(in); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := lines.ReadString('\n'); err != nil || line != "new\n" {
+			t.Fatalf("holder: %q %v", line, err)
+		}
+	}
+	moveLoop(t, b, "nobody (a new socket each move)", user, pid, renew, lane.Background)
 	// a member may move anyone's process (but lanes' own and PID 1) to
 	// any lane but realtime: to interactive and back, every socket taken
 	// is written each move
 	member := b.client(t, 61000, []uint32{100})
-	moveLoop(t, b, "a member", member, pid, lane.Interactive, lane.Background)
+	moveLoop(t, b, "a member", member, pid, nil, lane.Interactive, lane.Background)
 	// root's moves, for comparison: every socket
 	cpu0, t0 := procCPU(t, b.d.cmd.Process.Pid), time.Now()
 	m, err := b.root.Move(pid, lane.Interactive, true)
@@ -66,14 +86,18 @@ sys.stdin.read()
 }
 
 // moveLoop moves pid through lanes in turn, as who by c, as fast as it is
-// let for 4 s, and logs the daemon's CPU per move and root's status; it
-// fails if a move took more than 1,024 sockets along.
-func moveLoop(t *testing.T, b *attackBed, who string, c *client.Client, pid int, lanes ...lane.Lane) {
+// let for 4 s (calling before, if not nil, before each move), and logs the
+// daemon's CPU per move and root's status; it fails if a move took more
+// than 1,024 sockets along.
+func moveLoop(t *testing.T, b *attackBed, who string, c *client.Client, pid int, before func(), lanes ...lane.Lane) {
 	t.Helper()
 	cpu0, t0 := procCPU(t, b.d.cmd.Process.Pid), time.Now()
 	moves, moved := 0, 0
 	var statusWorst time.Duration
 	for time.Since(t0) < 4*time.Second {
+		if before != nil {
+			before()
+		}
 		m, err := c.Move(pid, lanes[moves%len(lanes)], true)
 		if err != nil {
 			t.Fatalf("%s's move: %v", who, err)
