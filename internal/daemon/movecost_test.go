@@ -21,7 +21,8 @@ import (
 // nobody (to background; then with a new socket among its first
 // descriptors before each move, so that the namespace is listed again), as
 // an access-group member (to interactive and back: every socket written),
-// then as root, and logs what each move cost
+// lists the UDP flows as nobody (the moved process's sockets' whys), then
+// moves it as root, and logs what each move cost
 // the daemon (its CPU time, robust on a loaded machine) and root's status
 // meanwhile.
 func TestUserMoveOfManySocketsBounded(t *testing.T) {
@@ -75,8 +76,21 @@ for line in sys.stdin:  # a new socket among the first descriptors
 	// is written each move
 	member := b.client(t, 61000, []uint32{100})
 	moveLoop(t, b, "a member", member, pid, nil, lane.Interactive, lane.Background)
-	// root's moves, for comparison: every socket
+	// what the moved process's sockets cost a user's listing of the UDP
+	// flows (each listing gives every socket its why)
 	cpu0, t0 := procCPU(t, b.d.cmd.Process.Pid), time.Now()
+	listings := 0
+	for time.Since(t0) < 4*time.Second {
+		if _, _, err := user.UDPFlows(); err != nil {
+			t.Fatal(err)
+		}
+		listings++
+	}
+	cpu := procCPU(t, b.d.cmd.Process.Pid) - cpu0
+	t.Logf("nobody's udp-flows loop: %d listings of %d+ flows, daemon CPU %v a listing, %.1f %% of a core",
+		listings, sockets, (cpu / time.Duration(listings)).Round(time.Millisecond), 100*cpu.Seconds()/time.Since(t0).Seconds())
+	// root's moves, for comparison: every socket
+	cpu0, t0 = procCPU(t, b.d.cmd.Process.Pid), time.Now()
 	m, err := b.root.Move(pid, lane.Interactive, true)
 	if err != nil {
 		t.Fatal(err)
