@@ -124,14 +124,16 @@ func (c *sockDump) find(inodes map[uint32]bool, dump func() ([]openSock, error))
 	return out, c.err
 }
 
-// lookup returns the listed sockets of inodes and whether one is not listed.
+// lookup returns the listed sockets of inodes and whether one is not
+// listed, or was listed as a UDP socket with no port yet (its port, which
+// its flows leave background by, comes with its first connect or send).
 func (c *sockDump) lookup(inodes map[uint32]bool) (out []openSock, missing bool) {
 	for ino := range inodes {
-		if s, ok := c.byInode[ino]; ok {
+		s, ok := c.byInode[ino]
+		if ok {
 			out = append(out, s)
-		} else {
-			missing = true
 		}
+		missing = missing || !ok || s.proto == unix.IPPROTO_UDP && s.src.Port() == 0
 	}
 	return out, missing
 }
