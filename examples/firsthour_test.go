@@ -335,7 +335,7 @@ func (f *firstHour) checkDownloadInBackground(port int, before string) {
 			m.Lane, m.Cong, m.Why, m.RecvRate, cc, datapath.CCNameLEDBAT)
 	}
 	out, err := f.lanes("status", "--socket", f.sock)
-	if err != nil || !regexp.MustCompile(`(?m)^  background +1 flows .*down +[1-9]`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^  background +TCP +1  up +\S+  down +[1-9]`).MatchString(out) {
 		t.Errorf("lanes status: %v; want the background lane's download rate:\n%s", err, out)
 	}
 }

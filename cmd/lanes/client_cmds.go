@@ -97,8 +97,15 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		udp, more, udpErr := c.UDPFlows()
+		udpAt := time.Now()
 		rates, ratesErr := sampleLaneRates(c)
+		if udpErr == nil {
+			udp, more = udpAgain(c, udp, more, udpAt)
+		}
 		c.Close()
+		if ratesErr == nil {
+			addUDPRates(rates, udp)
+		}
 		udpflow.FillOwners(udp, "/proc")
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
