@@ -1,11 +1,12 @@
 // firsthour_test.go: a new user's first hour with the README, in one test:
 // the Quick start as written, then the daemon again on the policy it
-// installed, a real curl download moved to background with `lanes move`,
-// the dashboard's /api/snapshot and /metrics, a broken policy refused on
-// SIGHUP and the realtime lane off. What each view says (status text and
+// installed, a real curl download moved to background with `lanes move`
+// beside a UDP call, the dashboard's /api/snapshot and /metrics, a broken
+// policy refused on SIGHUP and the realtime lane off. What each view says (status text and
 // --json, monitor, the dashboard, the metrics, lanes rt send) is checked
 // against the kernel: the HTB classes' counters and the socket's
-// congestion control as ss reads them.
+// congestion control as ss reads them; the UDP call's rates against what
+// it sends (each datagram answered twice: down twice up).
 package examples_test
 
 import (
@@ -44,6 +45,8 @@ type firstHour struct {
 	dir  string // the daemon's socket folder
 	sock string
 	cmd  *exec.Cmd // the daemon
+	// udpPort is the UDP call's local port (testutil.UDPCall)
+	udpPort int
 }
 
 // lanes runs the CLI in the user's namespace and returns its output.
@@ -189,9 +192,12 @@ func classPackets(t *testing.T, ns *testutil.NetNS, link string) map[lane.Lane]u
 type statusDoc struct {
 	client.Status
 	TCPRates []struct {
-		Lane    string  `json:"lane"`
-		DownBps float64 `json:"down_bps"`
+		Lane       string  `json:"lane"`
+		DownBps    float64 `json:"down_bps"`
+		UDPUpBps   float64 `json:"udp_up_bps"`
+		UDPDownBps float64 `json:"udp_down_bps"`
 	} `json:"tcp_rates"`
+	UDP []client.UDPFlow `json:"udp_flows"`
 }
 
 func (f *firstHour) statusJSON() statusDoc {
@@ -266,6 +272,9 @@ func TestFirstHourViewsMatchKernel(t *testing.T) {
 		t.Fatalf("lanes move --lane background %d: %v\n%s", pid, err, out)
 	}
 	f.checkDownloadInBackground(port, before)
+	// a call beside it (after the classes' check: its datagrams are interactive)
+	f.udpPort = testutil.UDPCall(t, f.p, 9000)
+	f.checkUDPCall()
 	f.checkDashboard(port)
 	f.checkRefusedReload(port)
 	f.checkRealtimeOff()
@@ -340,6 +349,33 @@ func (f *firstHour) checkDownloadInBackground(port int, before string) {
 	}
 }
 
+// checkUDPCall: status (--json and text) shows the UDP call in interactive
+// with its rates, down twice up, and no UDP rate in another lane.
+func (f *firstHour) checkUDPCall() {
+	t := f.t
+	var st statusDoc
+	// a socket's rates need two listings that both hold it: a new call's
+	// first status may list it once
+	waitUntil(t, "status to list the UDP call with its rates", func() bool {
+		st = f.statusJSON()
+		u := udpFrom(st.UDP, f.udpPort)
+		return u != nil && u.UpBps > 0
+	})
+	for _, r := range st.TCPRates {
+		if (r.Lane == "interactive") != answeredTwice(r.UDPUpBps, r.UDPDownBps) {
+			t.Errorf("status --json: %s UDP up %.0f, down %.0f bit/s; want the call in interactive only, down twice up",
+				r.Lane, r.UDPUpBps, r.UDPDownBps)
+		}
+	}
+	if u := udpFrom(st.UDP, f.udpPort); u == nil || u.Lane != lane.Interactive || !answeredTwice(u.UpBps, u.DownBps) {
+		t.Errorf("status --json: the UDP call %+v; want it interactive, down twice up", u)
+	}
+	out, err := f.lanes("status", "--socket", f.sock)
+	if err != nil || !regexp.MustCompile(`(?m)^  interactive +TCP .*UDP +1  up +[0-9.]+[KM]bit  down +[0-9.]+[KM]bit$`).MatchString(out) {
+		t.Errorf("lanes status: %v; want the interactive lane's UDP rates:\n%s", err, out)
+	}
+}
+
 // checkDashboard: the dashboard's snapshot shows the download in
 // background with the socket's congestion control and a received rate, the
 // background lane's download rate, the UDP flows, and /metrics the rate.
@@ -367,8 +403,12 @@ func (f *firstHour) checkDashboard(port int) {
 				flow = &snap.Flows[i]
 			}
 		}
-		return flow != nil && len(flow.Points) > 1 && flow.Points[len(flow.Points)-1].Recv > 0
+		u := udpFrom(snap.UDPFlows, f.udpPort)
+		return flow != nil && len(flow.Points) > 1 && flow.Points[len(flow.Points)-1].Recv > 0 && u != nil && u.UpBps > 0
 	})
+	if u := udpFrom(snap.UDPFlows, f.udpPort); u.Lane != lane.Interactive || !answeredTwice(u.UpBps, u.DownBps) {
+		t.Errorf("dashboard: the UDP call in %v, up %.0f, down %.0f bit/s; want interactive, down twice up", u.Lane, u.UpBps, u.DownBps)
+	}
 	if cc := socketCC(t, f.p.A, port); flow.Lane != "background" || flow.Cong != datapath.CCNameLEDBAT || cc != backgroundCCName(f.statusJSON()) {
 		t.Errorf("dashboard: the download in %s with CC %q; the kernel: background, %q (LEDBAT++)", flow.Lane, flow.Cong, cc)
 	}
@@ -384,10 +424,13 @@ func (f *firstHour) checkDashboard(port int) {
 	if bgDown <= 0 {
 		t.Errorf("dashboard: the background lane's download rate is %v", bgDown)
 	}
-	metric := regexp.MustCompile(`(?m)^lanes_tcp_receive_bytes_per_second\{lane="background"\} (\S+)$`)
-	m := metric.FindSubmatch(f.get("http://" + listen + "/metrics"))
-	if v, err := strconv.ParseFloat(string(m[len(m)-1]), 64); m == nil || err != nil || v <= 0 {
-		t.Errorf("/metrics: lanes_tcp_receive_bytes_per_second{lane=\"background\"} %q; want the download's rate", m)
+	page := string(f.get("http://" + listen + "/metrics"))
+	if v := metric(page, "lanes_tcp_receive_bytes_per_second", "background"); v <= 0 {
+		t.Errorf("/metrics: lanes_tcp_receive_bytes_per_second{lane=\"background\"} %v; want the download's rate", v)
+	}
+	up, down := metric(page, "lanes_udp_send_bytes_per_second", "interactive"), metric(page, "lanes_udp_receive_bytes_per_second", "interactive")
+	if !answeredTwice(up, down) {
+		t.Errorf("/metrics: interactive UDP send %v, receive %v B/s; want the call's, receive twice send", up, down)
 	}
 }
 
@@ -437,4 +480,34 @@ func (f *firstHour) checkRealtimeOff() {
 	if err == nil || !strings.Contains(out, rt.MsgLaneOff) {
 		t.Errorf("lanes rt send with the lane off: %v; want %q in:\n%s", err, rt.MsgLaneOff, out)
 	}
+}
+
+// answeredTwice says whether a rate down is about twice a rate up above 0,
+// as the UDP call's is (1.3x to 3x: two readings cut the flow a few
+// datagrams apart).
+func answeredTwice(up, down float64) bool {
+	return up > 0 && down > 1.3*up && down < 3*up
+}
+
+// udpFrom is the UDP flow of flows with local port port, or nil.
+func udpFrom(flows []client.UDPFlow, port int) *client.UDPFlow {
+	for i := range flows {
+		if strings.HasSuffix(flows[i].Src, fmt.Sprintf(":%d", port)) {
+			return &flows[i]
+		}
+	}
+	return nil
+}
+
+// metric is the value of name{lane="ln"} in a /metrics page, -1 if absent.
+func metric(page, name, ln string) float64 {
+	m := regexp.MustCompile(`(?m)^` + name + `\{lane="` + ln + `"\} (\S+)$`).FindStringSubmatch(page)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }

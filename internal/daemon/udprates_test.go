@@ -6,65 +6,15 @@ package daemon_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lanes-net/lanes/internal/dashboard"
 	"github.com/lanes-net/lanes/internal/testutil"
 	"github.com/lanes-net/lanes/internal/udpflow"
 )
-
-// udpCall runs, until the test ends, a connected UDP socket in a sending
-// 1,200-byte datagrams every 5 ms to port of b, where each is answered
-// with two: a flow with an upload and a download twice its size. It
-// returns the socket's local port.
-func udpCall(t *testing.T, p *testutil.Pair, port int) int {
-	var srv, cli *net.UDPConn
-	p.B.Do(t, func() (err error) { srv, err = net.ListenUDP("udp4", &net.UDPAddr{Port: port}); return })
-	p.A.Do(t, func() (err error) {
-		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.AddrB, Port: port})
-		return
-	})
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); srv.Close(); cli.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := srv.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			_, _ = srv.WriteToUDP(buf[:n], from)
-			_, _ = srv.WriteToUDP(buf[:n], from)
-		}
-	}()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			if _, err := cli.Read(buf); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		payload := make([]byte, 1200)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				_, _ = cli.Write(payload)
-			}
-		}
-	}()
-	return cli.LocalAddr().(*net.UDPAddr).Port
-}
 
 // TestUDPRatesInEveryView: a UDP (QUIC) flow had no rate in any view:
 // status's rates per lane were TCP's, monitor and the dashboard listed the
@@ -76,7 +26,7 @@ func TestUDPRatesInEveryView(t *testing.T) {
 	testutil.SkipUnlessCommand(t, "curl")
 	p := testutil.NewVethPair(t)
 	_, sock := startDaemon(t, p.A, devicePolicy(p.LinkA))
-	local := udpCall(t, p, 9000)
+	local := testutil.UDPCall(t, p, 9000)
 	remote := fmt.Sprintf("%s:9000", p.AddrB)
 
 	// status --json: the lane's sums and the flow's own rates
@@ -89,10 +39,16 @@ func TestUDPRatesInEveryView(t *testing.T) {
 		} `json:"tcp_rates"`
 		UDP []udpflow.Flow `json:"udp_flows"`
 	}
-	out, err := p.A.Command(lanesBin, "status", "--json", "--socket", sock).Output()
-	if err != nil || json.Unmarshal(out, &js) != nil {
-		t.Fatalf("lanes status --json: %v\n%s", err, out)
-	}
+	// a socket's rates need two listings that both hold it: a new call's
+	// first status may list it once
+	waitFor(t, "status to list the UDP call with its rates", func() bool {
+		out, err := p.A.Command(lanesBin, "status", "--json", "--socket", sock).Output()
+		if err != nil || json.Unmarshal(out, &js) != nil {
+			t.Fatalf("lanes status --json: %v\n%s", err, out)
+		}
+		f := flowOnPort(js.UDP, local)
+		return f != nil && f.UpBps > 0
+	})
 	for _, r := range js.Rates {
 		t.Logf("status --json: %s UDP %d flows, up %.0f bit/s, down %.0f bit/s", r.Lane, r.UDPFlows, r.UDPUpBps, r.UDPDownBps)
 		if r.Lane == "interactive" && !twiceUp(r.UDPUpBps, r.UDPDownBps) {
