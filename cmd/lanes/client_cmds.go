@@ -136,7 +136,7 @@ type statusJSON struct {
 	*client.Status
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
-	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP rates now (status_rates.go)
+	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP and UDP rates now (status_rates.go; the key predates UDP)
 }
 
 // printUDPFlows is status's UDP section: every UDP socket of the daemon's
