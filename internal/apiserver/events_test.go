@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -70,5 +71,35 @@ func TestEventsStreamed(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d streams still open on the daemon's side after the client went", n)
 		}
+	}
+}
+
+// TestEventsSlowReaderDropped: a stream that does not read is closed once
+// streamBacklog events wait, so it never holds the daemon up; the others
+// keep theirs.
+func TestEventsSlowReaderDropped(t *testing.T) {
+	s := &Server{h: flowsHandler{&handler{}}, closed: make(chan struct{})}
+	defer close(s.closed)
+	slow, live := s.subscribe(), s.subscribe()
+	for i := range streamBacklog + 10 {
+		s.events.mu.Lock()
+		s.publishLocked([]api.Event{{Kind: api.EventComponent, Name: "x", Text: strconv.Itoa(i)}})
+		s.events.mu.Unlock()
+		<-live // this one reads (its state event first, then one per publish)
+	}
+	s.events.mu.Lock()
+	_, open := s.events.subs[slow]
+	_, kept := s.events.subs[live]
+	left := len(s.events.subs)
+	s.events.mu.Unlock()
+	if open {
+		t.Fatalf("a stream %d events behind is still open", streamBacklog+10)
+	}
+	n := 0
+	for range slow { // closed: what it had buffered, then the end
+		n++
+	}
+	if n > streamBacklog+2 || !kept || left != 1 {
+		t.Errorf("slow stream: %d events before it closed (backlog %d), live stream kept %v, %d streams left", n, streamBacklog, kept, left)
 	}
 }
