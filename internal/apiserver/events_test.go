@@ -1,3 +1,6 @@
+// events_test.go: the events stream: the state and a change through the API
+// pushed whatever the client's interval, a gone client's stream closed, a
+// stream that does not read dropped at its backlog.
 package apiserver
 
 import (
