@@ -67,6 +67,7 @@ func TestClientGoModule(t *testing.T) {
 		"in background by api",
 		"udp " + p.AddrA.String(),
 		"unregistered tcp",
+		"event: unregistered tcp " + p.AddrB.String() + " dport 9100",
 		"run in background: cat /proc/self/cgroup",
 		"/background\n", // the command's cgroup: 0::/lanes.INSTANCE/background
 	} {

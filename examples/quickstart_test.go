@@ -80,10 +80,19 @@ func privateRunLanes(t *testing.T) {
 	}
 }
 
-func TestQuickStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds lanes and runs a daemon")
-	}
+// quickStartRun is what a run of the Quick start left: the copied tree
+// (with bin/lanes), the scratch folder whose etc-up holds the policy the
+// block installed, the namespaces it ran in and its output.
+type quickStartRun struct {
+	tree, scratch string
+	pair          *testutil.Pair
+	out           string
+}
+
+// runQuickStart pastes the README's Quick start into bash in a fresh
+// namespace (see the file's comment) and fails the test if a line fails.
+func runQuickStart(t *testing.T) quickStartRun {
+	t.Helper()
 	testutil.RequireRoot(t)
 	block := quickStart(t)
 	tree := copyTree(t)
@@ -122,6 +131,38 @@ exec bash -x "$1/quickstart.sh"`
 	if err != nil {
 		t.Fatalf("the Quick start failed: %v (the last line run is the last '+' line above)", err)
 	}
+	return quickStartRun{tree: tree, scratch: scratch, pair: p, out: string(out)}
+}
+
+// checkNoQdisc fails the test if an htb or clsact qdisc is left on ns's link.
+func checkNoQdisc(t *testing.T, ns *testutil.NetNS, link, after string) {
+	t.Helper()
+	ns.Do(t, func() error {
+		l, err := netlink.LinkByName(link)
+		if err != nil {
+			return err
+		}
+		qd, err := netlink.QdiscList(l)
+		for _, q := range qd {
+			if q.Type() == "htb" || q.Type() == "clsact" {
+				t.Errorf("after %s: %s qdisc left on %s", after, q.Type(), link)
+			}
+		}
+		return err
+	})
+}
+
+func TestQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds lanes and runs a daemon")
+	}
+	checkQuickStart(t, runQuickStart(t))
+}
+
+// checkQuickStart checks what the Quick start printed and left.
+func checkQuickStart(t *testing.T, run quickStartRun) {
+	t.Helper()
+	out, scratch, tree, p := run.out, run.scratch, run.tree, run.pair
 	for _, want := range []string{
 		"policy /etc/lanes/policy.yaml: ok",    // the checker
 		"policy /etc/lanes/policy.yaml  since", // status reached the daemon
@@ -132,7 +173,7 @@ exec bash -x "$1/quickstart.sh"`
 		"the daemon's exit status: 0",
 		"+ kill %1",
 	} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("the Quick start's output lacks %q", want)
 		}
 	}
@@ -142,17 +183,5 @@ exec bash -x "$1/quickstart.sh"`
 	if _, err := os.Stat(filepath.Join(tree, "bin", "lanes-rtd")); err != nil {
 		t.Errorf("make build made no bin/lanes-rtd: %v", err)
 	}
-	p.A.Do(t, func() error {
-		link, err := netlink.LinkByName(p.LinkA)
-		if err != nil {
-			return err
-		}
-		qd, err := netlink.QdiscList(link)
-		for _, q := range qd {
-			if q.Type() == "htb" || q.Type() == "clsact" {
-				t.Errorf("after kill %%1: %s qdisc left on %s", q.Type(), p.LinkA)
-			}
-		}
-		return err
-	})
+	checkNoQdisc(t, p.A, p.LinkA, "kill %1")
 }

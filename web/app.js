@@ -164,15 +164,16 @@ function renderLaneCharts(s) {
   const lanes = (s.lanes || []).map(l => ({ color: laneColors[l.lane] || "#333", width: l.lane === "realtime" ? 3 : 2, lane: l.lane,
     label: l.lane + " " + fmt(last(l)) + " Mbit/s", points: l.points.map(p => [p.t, p.mbit]) }));
   lanes.sort((a, b) => (a.lane === "realtime") - (b.lane === "realtime")); // realtime drawn last, on top
-  // downloads: each lane's TCP flows' received rate, dashed, where it has one
-  const lastDown = l => { const p = l.points[l.points.length - 1]; return p ? p.down_mbit || 0 : 0; };
-  const downs = (s.lanes || []).filter(l => l.points.some(p => p.down_mbit > 0)).map(l => ({ color: laneColors[l.lane] || "#333",
+  // downloads: each lane's TCP flows' and UDP sockets' received rate, dashed, where it has one
+  const down = p => (p.down_mbit || 0) + (p.udp_down_mbit || 0);
+  const lastDown = l => { const p = l.points[l.points.length - 1]; return p ? down(p) : 0; };
+  const downs = (s.lanes || []).filter(l => l.points.some(p => down(p) > 0)).map(l => ({ color: laneColors[l.lane] || "#333",
     width: 2, dash: [6, 3], lane: l.lane, label: l.lane + " down " + fmt(lastDown(l)) + " Mbit/s",
-    points: l.points.map(p => [p.t, p.down_mbit || 0]) }));
+    points: l.points.map(p => [p.t, down(p)]) }));
   chart(document.getElementById("lanerate"), downs.concat(lanes), s.now, "Mbit/s");
   legend("lane-legend", (s.lanes || []).map(l => lanes.find(x => x.lane === l.lane)).concat(downs));
   document.getElementById("lane-source").textContent = s.lane_source === "queues"
-    ? "Solid: what each lane's queues sent (TCP, UDP, QUIC and realtime datagrams). Dashed: what its TCP flows received (downloads)."
+    ? "Solid: what each lane's queues sent (TCP, UDP, QUIC and realtime datagrams). Dashed: what its TCP flows and UDP sockets received (downloads)."
     : "Solid: the sum of each lane's TCP flows' sending (no daemon status: UDP and QUIC not counted). Dashed: what they received (downloads).";
   const rt = lanes.find(l => l.lane === "realtime"), box = document.getElementById("rt-alone");
   const inSpan = l => l.points.filter(p => p[0] >= s.now - span);
@@ -308,6 +309,7 @@ function renderUDP(s) {
     const td = el("td");
     td.append(cls);
     tr.append(el("td", f.src), el("td", remote), el("td", f.lane), el("td", f.why),
+      el("td", fmt((f.up_bps || 0) / 1e6)), el("td", fmt((f.down_bps || 0) / 1e6)),
       el("td", f.comm ? f.comm + " (" + f.pid + ")" : "—"), el("td", f.state), td, el("td", f.drops || 0));
     tb.append(tr);
   }

@@ -97,8 +97,15 @@ func statusCmd(fs *pflag.FlagSet, e *env) runFunc {
 			return err
 		}
 		udp, more, udpErr := c.UDPFlows()
+		udpAt := time.Now()
 		rates, ratesErr := sampleLaneRates(c)
+		if udpErr == nil {
+			udp, more = udpAgain(c, udp, more, udpAt)
+		}
 		c.Close()
+		if ratesErr == nil {
+			addUDPRates(rates, udp)
+		}
 		udpflow.FillOwners(udp, "/proc")
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
@@ -129,7 +136,7 @@ type statusJSON struct {
 	*client.Status
 	UDPFlows []udpflow.Flow `json:"udp_flows"`
 	UDPMore  int            `json:"udp_more,omitempty"`
-	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP rates now (status_rates.go)
+	TCPRates []laneRate     `json:"tcp_rates,omitempty"` // each lane's TCP and UDP rates now (status_rates.go; the key predates UDP)
 }
 
 // printUDPFlows is status's UDP section: every UDP socket of the daemon's

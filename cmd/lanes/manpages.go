@@ -65,7 +65,7 @@ var manExtras = map[string]manExtra{
 		{"lanes status", "the lanes per interface, their counters and the registered flows"},
 	}, files: []string{"policy", "socket", "state", "unit", "examples"}, see: []string{"lanes-policy(5)", "systemctl(1)", "tc(8)"}},
 	"status": {examples: []manExample{
-		{"lanes status", "per lane packets, bytes, drops and backlog per interface, TCP rates up and down now, registrations, UDP flows; a refused reload (100 columns)"},
+		{"lanes status", "per lane packets, bytes, drops and backlog per interface, TCP and UDP rates up and down now per lane, registrations, UDP flows with their rates; a refused reload (100 columns)"},
 		{"lanes status -v", "every line whole, and the daemon's own UDP sockets"},
 		{"lanes status --json | jq .interfaces", "the same as JSON"},
 		{"lanes status --wait 30s", "once a daemon just started answers (scripts, the Quick start)"},

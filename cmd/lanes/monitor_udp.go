@@ -1,6 +1,7 @@
 // monitor_udp.go: the UDP flows (QUIC included) in `lanes monitor`: asked
 // of the daemon (udp-flows: every UDP socket of its namespace and the
-// background class's 5-tuples, with lane and why) at most once a second,
+// background class's 5-tuples, with lane and why; rates up and down from
+// two answers' byte counts) at most once a second,
 // written as JSON records with "proto":"udp" beside the TCP flows' and
 // listed under them in the live view.
 package main
@@ -54,6 +55,7 @@ func (u *udpFlows) get(now time.Time) []udpflow.Flow {
 		return u.flows
 	}
 	udpflow.FillOwners(flows, "/proc")
+	udpflow.FillRates(u.flows, flows) // the rates since the last answer
 	u.flows, u.more, u.err = slices.DeleteFunc(flows, func(f udpflow.Flow) bool { return !u.filter.match(&f) }), more, nil
 	return u.flows
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // isTerminal tells whether w is a terminal; elsewhere (pipes, files) the
@@ -164,14 +165,4 @@ func trunc(s string, n int) string {
 }
 
 // fmtRate prints bits/s the way tc and ss do.
-func fmtRate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2fGbit", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.2fMbit", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.1fKbit", bps/1e3)
-	}
-	return fmt.Sprintf("%.0fbit", bps)
-}
+func fmtRate(bps float64) string { return udpflow.FormatRate(bps) }

@@ -4,10 +4,10 @@
 //	lanes-client-go [--socket PATH] --to HOST:PORT
 //
 // It reads the daemon's status, follows its events, connects a TCP socket
-// to HOST:PORT and puts it in background, sees the registration's event,
-// lists the registrations and finds its flow,
+// to HOST:PORT and puts it in background, sees the registration's event
+// (streamed by the daemon), lists the registrations and finds its flow,
 // connects a UDP socket to HOST:PORT and finds it among the UDP flows,
-// removes its registration, and runs `cat /proc/self/cgroup` in the
+// removes its registration and sees that event, and runs `cat /proc/self/cgroup` in the
 // background lane. One line per step; exits 1 at the first failure.
 package main
 
@@ -49,7 +49,9 @@ func run(c *client.Client, to string) error {
 	fmt.Printf("daemon %s, policy %s, %d interface(s)\n", st.Version, st.Policy, len(st.Interfaces))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := c.Events(ctx, 100*time.Millisecond)
+	// the daemon streams its changes: the interval only paces redials
+	// after the daemon went away
+	events := c.Events(ctx, time.Minute)
 	conn, err := net.Dial("tcp", to)
 	if err != nil {
 		return err
@@ -60,7 +62,7 @@ func run(c *client.Client, to string) error {
 		return err
 	}
 	fmt.Printf("registered %s -> %s\n", f, client.Background)
-	if err := awaitRegistered(events, f); err != nil {
+	if err := awaitEvent(events, client.EventRegistered, f); err != nil {
 		return err
 	}
 	if err := findRegistration(c, f); err != nil {
@@ -73,21 +75,24 @@ func run(c *client.Client, to string) error {
 		return err
 	}
 	fmt.Printf("unregistered %s\n", f)
+	if err := awaitEvent(events, client.EventUnregistered, f); err != nil {
+		return err
+	}
 	cmd := exec.Command("cat", "/proc/self/cgroup")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	fmt.Println("run in background: cat /proc/self/cgroup")
 	return c.Run(cmd, client.Background)
 }
 
-// awaitRegistered waits for the event of f's registration.
-func awaitRegistered(events <-chan client.Event, f client.Flow) error {
+// awaitEvent waits for the event of kind of f's registration.
+func awaitEvent(events <-chan client.Event, kind string, f client.Flow) error {
 	for ev := range events {
-		if ev.Kind == client.EventRegistered && ev.Flow.Flow.SPort == f.SPort && ev.Flow.Flow.DPort == f.DPort {
+		if ev.Kind == kind && ev.Flow.Flow.SPort == f.SPort && ev.Flow.Flow.DPort == f.DPort {
 			fmt.Printf("event: %s %s in %s\n", ev.Kind, ev.Flow.Flow, ev.Flow.Lane)
 			return nil
 		}
 	}
-	return fmt.Errorf("no event of the registration of %s", f)
+	return fmt.Errorf("no %s event of %s", kind, f)
 }
 
 // findRegistration finds f among the daemon's registrations.

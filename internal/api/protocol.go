@@ -39,6 +39,10 @@ const (
 	OpSockLanes  = "socket-lanes" // lanes of sockets by cookie (for the TCP monitor)
 	OpComponent  = "component"    // a component's detailed state (coop, realtime) as JSON
 	OpUDPFlows   = "udp-flows"    // the UDP flows (QUIC included) with their lanes and why
+	// OpEvents turns the connection into a stream: after its reply the
+	// daemon sends one Response line per Event until the connection
+	// closes (events.go).
+	OpEvents = "events"
 )
 
 // MaxCookies bounds one socket-lanes request.
@@ -192,6 +196,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if r.From < 0 {
 			return Request{}, errors.New("udp-flows: from must be >= 0")
 		}
+	case OpEvents:
 	case OpComponent:
 		if r.Name == "" || len(r.Name) > 64 {
 			return Request{}, errors.New("component needs a name (coop or realtime)")
@@ -236,6 +241,10 @@ type Response struct {
 	// claims; UDPMore: how many follow the page (ask again with From).
 	UDPFlows []UDPFlow `json:"udp_flows,omitempty"`
 	UDPMore  int       `json:"udp_more,omitempty"`
+	// Event is one line of an events stream.
+	Event *Event `json:"event,omitempty"`
+	// Stream: the reply opens an events stream (not sent).
+	Stream bool `json:"-"`
 }
 
 // Moved is what one move-pid changed: the process's cgroup, the open

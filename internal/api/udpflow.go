@@ -43,6 +43,16 @@ type UDPFlow struct {
 	// Daemon: the lanes daemon's own socket (left out of the views unless
 	// asked for with -v).
 	Daemon bool `json:"daemon,omitempty"`
+	// Sent and Received are the bytes of the socket's local port's
+	// datagrams on the managed interfaces (the classifier's counts), read
+	// at CountedAt (Unix ns); 0 where nothing counted them. Two listings
+	// give the rates (UpBps, DownBps: bits/s, filled by the client from
+	// its previous listing).
+	Sent      uint64  `json:"sent_bytes,omitempty"`
+	Received  uint64  `json:"received_bytes,omitempty"`
+	CountedAt int64   `json:"counted_at_ns,omitempty"`
+	UpBps     float64 `json:"up_bps,omitempty"`
+	DownBps   float64 `json:"down_bps,omitempty"`
 }
 
 // Connected says whether the socket has a remote.

@@ -92,7 +92,8 @@ func Privileged(c Cred, o Owners, group string) bool {
 func Authorize(c Cred, r api.Request, o Owners, acc Access) error {
 	member := Privileged(c, o, acc.Group)
 	switch r.Op {
-	case api.OpPing, api.OpStatus, api.OpFlows, api.OpLaneCgroup, api.OpSockLanes, api.OpComponent, api.OpUDPFlows:
+	case api.OpPing, api.OpStatus, api.OpFlows, api.OpLaneCgroup, api.OpSockLanes, api.OpComponent, api.OpUDPFlows,
+		api.OpEvents:
 		return nil
 	case api.OpUnregister:
 		if member {

@@ -98,6 +98,7 @@ type Server struct {
 	closeOnce sync.Once
 	log       *slog.Logger
 	logs      logPacer // callers' lines but root's (logpace.go)
+	events    hub      // the events streams (events.go)
 }
 
 // Listen creates the socket (replacing a stale one) with mode 0666: anyone
@@ -280,6 +281,10 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 		if err := writeResponse(w, resp); err != nil {
 			return
 		}
+		if resp.Stream {
+			s.stream(c, sc, w)
+			return
+		}
 	}
 	if errors.Is(sc.Err(), bufio.ErrTooLong) {
 		_ = writeResponse(w, &api.Response{Error: fmt.Sprintf("request longer than %d bytes", api.MaxLine)})
@@ -380,6 +385,8 @@ func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 			return &api.Response{Error: "udp-flows: not supported by this daemon"}
 		}
 		r.UDPFlows, r.UDPMore, err = x.UDPFlows(req.From)
+	case api.OpEvents:
+		r.Stream = true
 	case api.OpComponent:
 		var off *api.OffError
 		if r.Component, err = s.h.Component(req.Name); errors.As(err, &off) {
@@ -388,6 +395,9 @@ func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 	}
 	if err != nil {
 		return &api.Response{Error: err.Error()}
+	}
+	if changes(req.Op) {
+		s.changed()
 	}
 	return r
 }

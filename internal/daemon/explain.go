@@ -168,13 +168,13 @@ func (d *Daemon) explainLocked(s sockFacts) string {
 	if e, ok := d.applied.UIDs[s.uid]; ok {
 		return fmt.Sprintf("uid %d %s", s.uid, e.Source)
 	}
+	if why, l, ok := d.dscpLaneLocked(s.dscp); ok && (cur == lane.Unset || cur == l) {
+		return why // sock_ops too resolves a socket by its marking (dscp.h)
+	}
 	if cur != lane.Unset {
 		// sock_ops matched something the exact lookups above do not see:
 		// an ancestor of the socket's cgroup, or a rule since removed
 		return fmt.Sprintf("resolved at connect to %s (a rule for a parent cgroup, or one since changed)", cur)
-	}
-	if why, _, ok := d.dscpLaneLocked(s.dscp); ok {
-		return why
 	}
 	return "no rule: interactive"
 }

@@ -48,6 +48,7 @@ type hostParts struct {
 	bgFlows  bgFlowForgetter // livemove.go
 	exeLanes exeLaner        // livemove.go
 	bgTable  bgTable         // udpflows.go
+	udpBytes udpByteCounts   // udpflows.go
 }
 
 // kernelHost is the daemon's view of the kernel's host datapath.
@@ -59,7 +60,7 @@ func kernelHost(h *datapath.Host) *datapathHost {
 		}
 		return e, e, nil
 	}, parts: hostParts{counters: h, appCCs: h, ccAllow: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
-		exeLanes: h, bgTable: h}}
+		exeLanes: h, bgTable: h, udpBytes: h}}
 }
 
 // roles are the host's optional parts; none without a host.

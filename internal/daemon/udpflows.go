@@ -44,6 +44,12 @@ type bgTable interface {
 	BgClassHeld(ifindex int) bool
 }
 
+// udpByteCounts is what the daemon reads of the classifier's UDP byte
+// counts, per local port.
+type udpByteCounts interface {
+	UDPPortBytes() (map[uint16]datapath.UDPBytes, error)
+}
+
 // UDPFlows returns the page from index from of the UDP flows of the
 // daemon's namespace, with their lanes and why, and how many follow it.
 func (d *Daemon) UDPFlows(from int) ([]udpflow.Flow, int, error) {
@@ -71,8 +77,12 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	}
 	udpflow.MarkDaemon(flows)
 	var bg []datapath.BgFlow
+	var counts map[uint16]datapath.UDPBytes
 	held := map[int]bool{}
 	d.mu.Lock()
+	if c := d.host.roles().udpBytes; c != nil {
+		counts, _ = c.UDPPortBytes()
+	}
 	if tab := d.host.roles().bgTable; tab != nil {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
@@ -88,11 +98,34 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 		}
 		d.mu.Unlock()
 	}
+	fillByteCounts(flows, counts, time.Now())
 	flows = joinBackground(flows, bg, held)
 	if flows == nil {
 		flows = []udpflow.Flow{}
 	}
 	return flows, nil
+}
+
+// fillByteCounts gives each socket its local port's byte counts, read at
+// now (none where counts is nil: nothing counts them); a port's counts go
+// to its first socket only, so that sums over the flows count each byte
+// once.
+func fillByteCounts(flows []udpflow.Flow, counts map[uint16]datapath.UDPBytes, now time.Time) {
+	if counts == nil {
+		return
+	}
+	for i := range flows {
+		f := &flows[i]
+		src, err := netip.ParseAddrPort(f.Src)
+		if err != nil || f.Cookie == 0 {
+			continue
+		}
+		f.CountedAt = now.UnixNano()
+		if c, ok := counts[src.Port()]; ok {
+			f.Sent, f.Received = c.Sent, c.Received
+			delete(counts, src.Port())
+		}
+	}
 }
 
 // joinBackground marks the sockets whose datagrams the class's table

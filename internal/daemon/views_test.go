@@ -224,7 +224,7 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 	if !strings.Contains(string(st), "POLICY REFUSED") {
 		t.Errorf("lanes status does not say the policy was refused:\n%s", st)
 	}
-	if !regexp.MustCompile(`\n  interactive +[1-9][0-9]* flows  up +\S+  down +[0-9.]+[KMG]bit\n`).Match(st) {
+	if !regexp.MustCompile(`\n  interactive +TCP +[1-9][0-9]*  up +\S+  down +[0-9.]+[KMG]bit  `).Match(st) {
 		t.Errorf("lanes status shows no download rate for the interactive lane:\n%s", st)
 	}
 	var js struct {

@@ -110,11 +110,15 @@ type FlowView struct {
 }
 
 // LanePoint is one lane's rates at one sample, Mbit/s: up, what it sent
-// (lanerate.go), and down, what its TCP flows received.
+// (lanerate.go), and down, what its TCP flows received; its UDP sockets'
+// (QUIC included) sent and received, between the daemon's last two
+// listings.
 type LanePoint struct {
-	T    float64 `json:"t"`
-	Mbit float64 `json:"mbit"`
-	Down float64 `json:"down_mbit"`
+	T       float64 `json:"t"`
+	Mbit    float64 `json:"mbit"`
+	Down    float64 `json:"down_mbit"`
+	UDPUp   float64 `json:"udp_mbit"`
+	UDPDown float64 `json:"udp_down_mbit"`
 }
 
 // LaneView is one lane's throughput series.
@@ -244,6 +248,7 @@ func (s *Server) tick() {
 	defer s.mu.Unlock()
 	s.gen++
 	s.status, s.statusErr, s.coop, s.coopErr, s.coopOff = dv.status, dv.statusErr, dv.coop, dv.coopErr, dv.coopOff
+	udpflow.FillRates(s.udp, dv.udp)
 	s.udp, s.udpMore, s.udpErr = dv.udp, dv.udpMore, dv.udpErr
 	s.sampleErr = ""
 	if sampleErr != nil {
@@ -264,7 +269,7 @@ func (s *Server) tick() {
 			delete(s.lanes, c)
 		}
 	}
-	s.addLanePoints(t, flows, dv.status, now)
+	s.addLanePoints(t, flows, dv.udp, dv.status, now)
 	s.last = append(s.last[:0], flows...)
 }
 
@@ -492,7 +497,7 @@ func encodeSnapshot(snap Snapshot) ([]byte, error) {
 func (s *Server) metricsSnapshot() metrics.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return metrics.Snapshot{Status: s.status, Flows: append([]tcpmon.Flow(nil), s.last...)}
+	return metrics.Snapshot{Status: s.status, Flows: append([]tcpmon.Flow(nil), s.last...), UDP: slices.Clone(s.udp)}
 }
 
 // Handler serves the page, /api/snapshot and /metrics.

@@ -328,7 +328,7 @@ func TestLaneRates(t *testing.T) {
 func TestLaneChartCountsDownloads(t *testing.T) {
 	s := New(Config{})
 	flows := []tcpmon.Flow{{Lane: lane.Interactive, RecvRate: 18.6e6, Throughput: 0.47e6}, {Lane: lane.Background, RecvRate: 2e6}}
-	s.addLanePoints(1, flows, nil, time.Now())
+	s.addLanePoints(1, flows, nil, nil, time.Now())
 	got := map[string]LanePoint{}
 	for name, pts := range s.lanePts {
 		got[name] = pts[len(pts)-1]

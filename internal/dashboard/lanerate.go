@@ -4,7 +4,8 @@
 // lane's datagrams alike); without a daemon's status, the sum of the
 // lane's TCP flows' send rates, which leaves UDP and QUIC out. Down: the
 // sum of the lane's TCP flows' received rates (the egress queues see only
-// a download's ACKs; UDP downloads are not counted).
+// a download's ACKs). UDP apart, both ways: the lane's UDP sockets' rates
+// from the daemon's listings (udpflow.LaneRates).
 package dashboard
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Lane chart sources (Snapshot.LaneSource).
@@ -90,7 +92,7 @@ func receivedRate(f *tcpmon.Flow) float64 { return f.RecvRate }
 // addLanePoints appends each lane's rates at t to its series: up from the
 // lane counters of st (read at now) where the last status can be
 // compared, else from the flows; down from the flows. s.mu is held.
-func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *client.Status, now time.Time) {
+func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, udp []udpflow.Flow, st *client.Status, now time.Time) {
 	cur := countersOf(st, now)
 	rates, ok := laneRates(s.laneCount, cur)
 	s.laneCount = cur
@@ -102,9 +104,12 @@ func (s *Server) addLanePoints(t float64, flows []tcpmon.Flow, st *client.Status
 		}
 	}
 	down := flowSums(flows, receivedRate)
+	udpRates := udpflow.LaneRates(udp)
 	for _, l := range lane.All {
 		name := l.String()
-		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(rates[name]), Down: round3(down[name])})
+		u := udpRates[l]
+		pts := append(s.lanePts[name], LanePoint{T: round3(t), Mbit: round3(rates[name]), Down: round3(down[name]),
+			UDPUp: round3(u.UpBps / 1e6), UDPDown: round3(u.DownBps / 1e6)})
 		cut := 0
 		for cut < len(pts) && t-pts[cut].T > s.cfg.History.Seconds() {
 			cut++

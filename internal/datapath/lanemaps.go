@@ -158,8 +158,9 @@ func (h *Host) DeleteUID(uid uint32) error {
 	})
 }
 
-// SetDSCPLane maps a DSCP code point to a lane; lane.Unset removes the
-// mapping. A new host maps none.
+// SetDSCPLane maps a DSCP code point to a lane, for the classifier (each
+// packet) and sock_ops (a TCP socket's own marking at connect); lane.Unset
+// removes the mapping. A new host maps none.
 func (h *Host) SetDSCPLane(dscp uint8, l lane.Lane) error {
 	if dscp > 63 {
 		return fmt.Errorf("datapath: DSCP %d out of range", dscp)
@@ -174,6 +175,13 @@ func (h *Host) SetDSCPLane(dscp uint8, l lane.Lane) error {
 	return h.use(func() error {
 		if err := h.cls.LanesDscp.Put(uint32(dscp), v); err != nil {
 			return fmt.Errorf("dscp %d -> %s: %w", dscp, l, err)
+		}
+		// sock_ops reads the same table for a socket's own marking at
+		// connect (dscp.h): its congestion control follows the lane
+		if h.ops != nil && h.ops.LanesOpsDscp != nil {
+			if err := h.ops.LanesOpsDscp.Put(uint32(dscp), v); err != nil {
+				return fmt.Errorf("dscp %d -> %s (sock_ops): %w", dscp, l, err)
+			}
 		}
 		return nil
 	})

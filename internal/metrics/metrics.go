@@ -1,11 +1,12 @@
 // Package metrics exposes lanes' state to Prometheus through client_golang:
 // per-lane, per-interface qdisc counters (packets, bytes, drops, overlimits,
 // as _total counters) and backlog; per-lane TCP flows and rates sent and received from the
-// TCP monitor; the coop controller's N, caps and dropped announcements by
+// TCP monitor; per-lane UDP (QUIC included) flows and rates sent and received from the
+// daemon's UDP listings; the coop controller's N, caps and dropped announcements by
 // reason; the realtime lane's admitted, rejected and missed datagrams; the
 // task engine's promotions and demotions; the background lane's yielding
 // state. Every value is read from one snapshot (the daemon's status with its
-// components' details, and the latest TCP sample) at scrape time.
+// components' details, the latest TCP sample and UDP listing) at scrape time.
 package metrics
 
 import (
@@ -19,12 +20,16 @@ import (
 	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/tcpmon"
+	"github.com/lanes-net/lanes/internal/udpflow"
 )
 
 // Snapshot is what one scrape reports. Status may be nil (no daemon).
 type Snapshot struct {
 	Status *client.Status
 	Flows  []tcpmon.Flow
+	// UDP is the daemon's last listing of its UDP flows, their rates
+	// filled from the one before (udpflow.FillRates); nil: not asked.
+	UDP []udpflow.Flow
 }
 
 // Collector is a prometheus.Collector over the snapshots a function returns.
@@ -67,6 +72,10 @@ var (
 	dRetrans    = desc("tcp_retransmitted_segments", "Sum of total_retrans of the lane's current flows.", "lane")
 	dNotOpen    = desc("tcp_flows_not_open", "The lane's flows in a congestion state other than Open.", "lane")
 
+	dUDPFlows   = desc("udp_flows", "UDP sockets (QUIC included) in the lane, the daemon's own left out.", "lane")
+	dUDPSend    = desc("udp_send_bytes_per_second", "Sum of the lane's UDP sockets' sent-bytes rate on the managed interfaces between the last two listings.", "lane")
+	dUDPReceive = desc("udp_receive_bytes_per_second", "Sum of the lane's UDP sockets' received-bytes rate on the managed interfaces between the last two listings.", "lane")
+
 	dCoopN       = desc("coop_active_senders", "Active senders (N) the cooperative controller counts, this host included.")
 	dCoopCapping = desc("coop_capping", "1 if the cooperative controller caps congestion windows now.")
 	dCoopRate    = desc("coop_rate_bytes_per_second", "Access point rate the caps are computed from.")
@@ -98,7 +107,7 @@ var (
 )
 
 var all = []*prometheus.Desc{dPackets, dBytes, dDrops, dOverlimits, dBacklogB, dBacklogP, dClassified, dUp,
-	dFlows, dThroughput, dReceive, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen,
+	dFlows, dThroughput, dReceive, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen, dUDPFlows, dUDPSend, dUDPReceive,
 	dCoopN, dCoopCapping, dCoopRate, dCoopLaneCap, dCoopCapped, dCoopSent, dCoopRecv, dCoopAccept, dCoopDropped, dCoopChanges,
 	dCoopDownN, dCoopDownCap, dCoopDownRt, dCoopDownCpd, dCoopDownChg,
 	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields}
@@ -121,6 +130,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- gauge(dUp, up)
 	collectTCP(ch, s.Flows)
+	if s.UDP != nil {
+		collectUDP(ch, s.UDP)
+	}
+}
+
+// collectUDP reports each lane's UDP flows and rates.
+func collectUDP(ch chan<- prometheus.Metric, flows []udpflow.Flow) {
+	by := udpflow.LaneRates(flows)
+	for _, l := range lane.All {
+		r := by[l]
+		ch <- gauge(dUDPFlows, float64(r.Flows), l.String())
+		ch <- gauge(dUDPSend, r.UpBps/8, l.String())
+		ch <- gauge(dUDPReceive, r.DownBps/8, l.String())
+	}
 }
 
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {

@@ -19,6 +19,7 @@ import (
 	"github.com/lanes-net/lanes/internal/sched"
 	"github.com/lanes-net/lanes/internal/tcpmon"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/udpflow"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -128,6 +129,30 @@ func TestDownloadRatePerLane(t *testing.T) {
 		"# TYPE lanes_tcp_receive_bytes_per_second gauge",
 		`lanes_tcp_receive_bytes_per_second{lane="interactive"} 2.325e+06`,
 		`lanes_tcp_throughput_bytes_per_second{lane="interactive"} 0`,
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("missing %q in\n%s", want, b.String())
+		}
+	}
+	testutil.PromCheck(t, b.Bytes())
+}
+
+// TestUDPRatePerLane: a UDP (QUIC) flow's rates had no metric; each lane's
+// UDP send and receive rates now have one, the daemon's own sockets left out.
+func TestUDPRatePerLane(t *testing.T) {
+	udp := []udpflow.Flow{
+		{Cookie: 1, Lane: lane.Background, UpBps: 8e5, DownBps: 16e6},
+		{Cookie: 2, Lane: lane.Interactive, UpBps: 1e9, Daemon: true},
+	}
+	var b bytes.Buffer
+	if err := Write(&b, Snapshot{UDP: udp}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`lanes_udp_flows{lane="background"} 1`,
+		`lanes_udp_send_bytes_per_second{lane="background"} 100000`,
+		`lanes_udp_receive_bytes_per_second{lane="background"} 2e+06`,
+		`lanes_udp_send_bytes_per_second{lane="interactive"} 0`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("missing %q in\n%s", want, b.String())

@@ -61,15 +61,30 @@ func addrString(a netip.AddrPort) string {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()).String()
 }
 
-// WriteBrief prints flows as a table of lane, process, remote, background
-// class and why; each line fits width columns (the why is cut).
+// WriteBrief prints flows as a table of lane, process, remote, rates up and
+// down (FillRates), background class and why; each line fits width
+// columns (the why is cut).
 func WriteBrief(w io.Writer, flows []Flow, width int) {
-	const row = "%-11s %-14s %-21s %-7s %s"
-	fmt.Fprintln(w, fitTo(fmt.Sprintf(row, "LANE", "PROCESS", "REMOTE", "CLASS", "WHY"), width))
+	const row = "%-11s %-14s %-21s %9s %9s %-7s %s"
+	fmt.Fprintln(w, fitTo(fmt.Sprintf(row, "LANE", "PROCESS", "REMOTE", "UP", "DOWN", "CLASS", "WHY"), width))
 	for i := range flows {
 		f := &flows[i]
-		fmt.Fprintln(w, fitTo(fmt.Sprintf(row, f.Lane, trunc(process(f), 14), trunc(f.Peers(), 21), class(f), f.Why), width))
+		fmt.Fprintln(w, fitTo(fmt.Sprintf(row, f.Lane, trunc(process(f), 14), trunc(f.Peers(), 21),
+			FormatRate(f.UpBps), FormatRate(f.DownBps), class(f), f.Why), width))
 	}
+}
+
+// FormatRate prints bits/s as people read it: "26.21Mbit", "0bit".
+func FormatRate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2fGbit", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.2fMbit", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1fKbit", bps/1e3)
+	}
+	return fmt.Sprintf("%.0fbit", bps)
 }
 
 // fitTo cuts s to width runes, the last one an ellipsis.
@@ -102,11 +117,12 @@ func class(f *Flow) string {
 
 // WriteTable prints flows as an aligned table, every column whole.
 func WriteTable(w io.Writer, flows []Flow) {
-	const row = "%-11s %-18s %-23s %-23s %-11s %-10s %7s %s\n"
-	fmt.Fprintf(w, row, "LANE", "PROCESS", "LOCAL", "REMOTE", "STATE", "BG CLASS", "DROPS", "WHY")
+	const row = "%-11s %-18s %-23s %-23s %9s %9s %-11s %-10s %7s %s\n"
+	fmt.Fprintf(w, row, "LANE", "PROCESS", "LOCAL", "REMOTE", "UP", "DOWN", "STATE", "BG CLASS", "DROPS", "WHY")
 	for i := range flows {
 		f := &flows[i]
-		fmt.Fprintf(w, row, f.Lane, trunc(process(f), 18), trunc(f.Src, 23), trunc(f.Peers(), 23), f.State, class(f), fmt.Sprint(f.Drops), f.Why)
+		fmt.Fprintf(w, row, f.Lane, trunc(process(f), 18), trunc(f.Src, 23), trunc(f.Peers(), 23),
+			FormatRate(f.UpBps), FormatRate(f.DownBps), f.State, class(f), fmt.Sprint(f.Drops), f.Why)
 	}
 }
 

@@ -79,3 +79,41 @@ func TestDumpAndOwners(t *testing.T) {
 		t.Errorf("owner: pid %d comm %q, want %d", mine[0].PID, mine[0].Comm, syscall.Getpid())
 	}
 }
+
+// TestFillRates: a socket's rates are its counts' difference over the
+// time between its two readings; a socket new in the second listing, or
+// read at the same time (a reused listing), has none; counts that went
+// back (its port's entry made again) give no rate that way; the lanes'
+// sums leave the daemon's own sockets out.
+func TestFillRates(t *testing.T) {
+	prev := []Flow{
+		{Cookie: 1, Lane: lane.Background, Sent: 1000, Received: 5000, CountedAt: 1e9},
+		{Cookie: 2, Lane: lane.Interactive, Sent: 9000, Received: 0, CountedAt: 1e9},
+		{Cookie: 4, Lane: lane.Interactive, Sent: 0, CountedAt: 1e9, Daemon: true},
+	}
+	cur := []Flow{
+		{Cookie: 1, Lane: lane.Background, Sent: 2000, Received: 25000, CountedAt: 1.5e9},
+		{Cookie: 2, Lane: lane.Interactive, Sent: 100, Received: 500, CountedAt: 1.5e9},
+		{Cookie: 3, Lane: lane.Interactive, Sent: 700, CountedAt: 1.5e9},
+		{Cookie: 4, Lane: lane.Interactive, Sent: 1e6, CountedAt: 1.5e9, Daemon: true},
+	}
+	FillRates(prev, cur)
+	if f := cur[0]; f.UpBps != 16000 || f.DownBps != 320000 {
+		t.Errorf("background socket: up %v, down %v bit/s; want 16000, 320000", f.UpBps, f.DownBps)
+	}
+	if f := cur[1]; f.UpBps != 0 || f.DownBps != 8000 {
+		t.Errorf("socket whose sent count went back: up %v, down %v; want 0, 8000", f.UpBps, f.DownBps)
+	}
+	if f := cur[2]; f.UpBps != 0 || f.DownBps != 0 {
+		t.Errorf("new socket: up %v, down %v; want none", f.UpBps, f.DownBps)
+	}
+	again := append([]Flow(nil), cur...)
+	FillRates(cur, again) // a reused listing: the same CountedAt
+	if again[0].UpBps != cur[0].UpBps {
+		t.Errorf("a reused listing changed the rate: %v, was %v", again[0].UpBps, cur[0].UpBps)
+	}
+	by := LaneRates(cur)
+	if r := by[lane.Interactive]; r.Flows != 2 || r.UpBps != 0 || r.DownBps != 8000 {
+		t.Errorf("interactive: %+v; want 2 flows (the daemon's left out), down 8000", r)
+	}
+}

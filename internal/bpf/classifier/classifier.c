@@ -187,6 +187,7 @@ static __always_inline void parse(struct __sk_buff *skb, struct parsed *p)
 }
 
 #include "bgclass.h"
+#include "udpbytes.h"
 
 static __always_inline void count(struct __sk_buff *skb, __u32 kind, __u32 lane)
 {
@@ -407,6 +408,7 @@ int lanes_classify(struct __sk_buff *skb)
 	lane = LANE_INTERACTIVE;
 	kind = MATCH_DEFAULT;
 out:
+	parsed |= udp_egress(skb, sk, &p, parsed);
 	if (lane == LANE_BACKGROUND) {
 		int bg;
 
@@ -462,6 +464,8 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 	parse(skb, &p);
 	if (!p.have_ports || p.key.proto == IPPROTO_TCP_)
 		return TC_ACT_OK;
+	if (p.key.proto == IPPROTO_UDP_ && skb->pkt_type == 0 /* PACKET_HOST */)
+		udp_count(p.key.dport, skb->len, 1);
 	bg_reverse(&p.key, &k);
 	if (!bpf_map_lookup_elem(&lanes_bg_flows, &k)) {
 		fg_arrival(skb, &k);

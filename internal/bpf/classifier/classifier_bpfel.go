@@ -86,6 +86,12 @@ type ClassifierFlowKey struct {
 	Pad   [3]uint8
 }
 
+type ClassifierUdpBytes struct {
+	_  structs.HostLayout
+	Tx uint64
+	Rx uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -107,6 +113,7 @@ const (
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
+	ClassifierMapLanesUdpBytes     = "lanes_udp_bytes"
 	ClassifierMapLanesUid          = "lanes_uid"
 	ClassifierProgLanesBgIngress   = "lanes_bg_ingress"
 	ClassifierProgLanesClassify    = "lanes_classify"
@@ -184,6 +191,7 @@ type ClassifierMapSpecs struct {
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
+	LanesUdpBytes    *ebpf.MapSpec `ebpf:"lanes_udp_bytes"`
 	LanesUid         *ebpf.MapSpec `ebpf:"lanes_uid"`
 }
 
@@ -231,6 +239,7 @@ type ClassifierMaps struct {
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
+	LanesUdpBytes    *ebpf.Map `ebpf:"lanes_udp_bytes"`
 	LanesUid         *ebpf.Map `ebpf:"lanes_uid"`
 }
 
@@ -253,6 +262,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
+		m.LanesUdpBytes,
 		m.LanesUid,
 	)
 }

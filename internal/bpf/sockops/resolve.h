@@ -3,9 +3,9 @@
  * resolve.h - a socket's lane, resolved once at connect or accept: its
  * cookie already known, else its 5-tuple with the local address
  * (flow_lookup), else its destination prefix (resolve_core.h, shared with
- * the Android form), else its cgroup v2 id or an ancestor's, else its uid;
- * stored cookie -> lane in lanes_cookie for the classifier. Included by
- * sockops.c.
+ * the Android form), else its cgroup v2 id or an ancestor's, else its uid,
+ * else its own DSCP marking (dscp.h); stored cookie -> lane in lanes_cookie
+ * for the classifier. Included by sockops.c.
  *
  * The socket's cgroup and uid are read from struct sock through CO-RE
  * (sk_cgrp_data.cgroup->kn->id, sk_uid): at PASSIVE_ESTABLISHED_CB "current"
@@ -23,6 +23,7 @@
 #define LANES_SOCKOPS_RESOLVE_H
 
 #include "resolve_core.h"
+#include "dscp.h"
 
 /* deepest ancestors tried for a cgroup match (the socket's own included) */
 #define CGROUP_DEPTH 16
@@ -116,6 +117,8 @@ static __always_inline __u32 resolve(struct bpf_sock_ops *ops, __u64 cookie)
 		return lane;
 	if (lane == LANE_UNSET)
 		lane = owner_lane(ops);
+	if (lane == LANE_UNSET)
+		lane = dscp_lane(ops);
 	return store_lane(cookie, lane);
 }
 

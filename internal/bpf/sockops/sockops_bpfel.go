@@ -204,6 +204,7 @@ const (
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLinkRate    = "lanes_link_rate"
 	SockopsMapLanesLivePending = "lanes_live_pending"
+	SockopsMapLanesOpsDscp     = "lanes_ops_dscp"
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
 	SockopsMapLanesOwd         = "lanes_owd"
 	SockopsMapLanesRlActive    = "lanes_rl_active"
@@ -288,6 +289,7 @@ type SockopsMapSpecs struct {
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
+	LanesOpsDscp     *ebpf.MapSpec `ebpf:"lanes_ops_dscp"`
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.MapSpec `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.MapSpec `ebpf:"lanes_rl_active"`
@@ -344,6 +346,7 @@ type SockopsMaps struct {
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
+	LanesOpsDscp     *ebpf.Map `ebpf:"lanes_ops_dscp"`
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.Map `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.Map `ebpf:"lanes_rl_active"`
@@ -375,6 +378,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesLaneCap,
 		m.LanesLinkRate,
 		m.LanesLivePending,
+		m.LanesOpsDscp,
 		m.LanesOpsStats,
 		m.LanesOwd,
 		m.LanesRlActive,

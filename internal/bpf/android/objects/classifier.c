@@ -5,7 +5,7 @@
 // socket cookie, 5-tuple, destination prefix, cgroup, uid or DSCP into
 // skb->tc_classid (the HTB class minor LANE_CLASS_MINOR + lane, the value
 // lanes' loader sets), the ACK class, the foreground stamps and the
-// background lane's non-TCP class. Its 13 maps are struct bpf_map_def
+// background lane's non-TCP class, each local UDP port's bytes. Its maps are struct bpf_map_def
 // entries of "maps" with the names of lanes' own; its two programs are
 // sections "schedcls/lanes_classify" (the HTB root's cls_bpf filter, direct
 // action, classid 1:0) and "schedcls/lanes_bg_ingress" (clsact ingress);
@@ -30,6 +30,7 @@ ANDROID_MAP(lanes_dscp, BPF_MAP_TYPE_ARRAY, __u32, __u32, 64);
 ANDROID_MAP(lanes_cls_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, struct counter, MATCH_KINDS * LANE_SLOTS);
 ANDROID_MAP(lanes_ack_on, BPF_MAP_TYPE_ARRAY, __u32, __u32, 1);
 ANDROID_MAP(lanes_ack_stats, BPF_MAP_TYPE_PERCPU_ARRAY, __u32, struct counter, 1);
+ANDROID_MAP(lanes_udp_bytes, BPF_MAP_TYPE_LRU_HASH, __u32, __u64[2], 4096); /* struct udp_bytes */
 
 /* classifier.c's headers first, then its CFG (HTB class minor base), the
  * one volatile of its own text, as a plain constant: its initializer,
