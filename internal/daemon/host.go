@@ -9,7 +9,10 @@
 package daemon
 
 import (
+	"github.com/cilium/ebpf"
+
 	"github.com/lanes-net/lanes/internal/bgudp"
+	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -49,15 +52,46 @@ type hostParts struct {
 	bgTable  bgTable         // udpflows.go
 }
 
-// kernelHost is the daemon's view of the kernel's host datapath.
+// cookieLanes is the socket lanes as coop and rLEDBAT read them: one
+// socket's, and the map itself for a reader in the kernel.
+type cookieLanes interface {
+	SocketLane(cookie uint64) (lane.Lane, bool)
+	CookieMap() *ebpf.Map
+}
+
+// coopHost is coopDatapath from the kernel host's owners.
+type coopHost struct {
+	cookieLanes
+	coop.UplinkSetter
+	coop.DownlinkSetter
+	coop.AckClassSetter
+}
+
+// rledbatParts is what rledbatHost needs beside the socket lanes.
+type rledbatParts interface {
+	BackgroundYielding(ifindex int) bool
+	SocketRwndCap(cookie uint64) uint32
+	Capabilities() map[datapath.Capability]string
+}
+
+// rledbatKernelHost is rledbatHost from the kernel host's owners.
+type rledbatKernelHost struct {
+	cookieLanes
+	rledbatParts
+}
+
+// kernelHost is the daemon's view of the kernel's host datapath: each
+// role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
-	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
+	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h, DownlinkSetter: h, AckClassSetter: h}
+	rl := rledbatKernelHost{cookieLanes: h.Lanes, rledbatParts: h}
+	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
+	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: h, bgudp: h, rledbat: rl, liveCC: h, bgFlows: h,
 		exeLanes: h, bgTable: h}}
 }
 

@@ -182,14 +182,14 @@ func (h *Host) setAckClass(bits uint64, mode uint32) error {
 }
 
 func (h *Host) putAckOn(v uint32) error {
-	return h.use(func() error { return h.cls.LanesAckOn.Put(uint32(0), v) })
+	return h.guard.use(func() error { return h.cls.LanesAckOn.Put(uint32(0), v) })
 }
 
 // AckClassBytes is the bytes of the pure ACKs the classifier has sent to
 // the ACK class so far (skb->len, the length HTB counts).
 func (h *Host) AckClassBytes() (uint64, error) {
 	var n uint64
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		var per []abi.Counter
 		if err := h.cls.LanesAckStats.Lookup(uint32(0), &per); err != nil {
 			return err

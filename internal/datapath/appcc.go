@@ -19,7 +19,7 @@ const (
 // asked for none, or the capability is off.
 func (h *Host) SocketAppCC(cookie uint64) (string, bool) {
 	var v [16]byte
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		if h.ops == nil {
 			return errClosed
 		}
@@ -35,7 +35,7 @@ func (h *Host) SocketAppCC(cookie uint64) (string, bool) {
 // what they are (CCNameLEDBAT, CCNameCapCC); empty where none is loaded.
 func (h *Host) OwnCCs() map[string]string {
 	out := map[string]string{}
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		if h.bg != nil {
 			out[h.bg.Name] = CCNameLEDBAT
 		}

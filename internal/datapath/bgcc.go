@@ -123,7 +123,7 @@ func (h *Host) bgCCName() string {
 // BackgroundCC reports the background lane's congestion control.
 func (h *Host) BackgroundCC() BackgroundCCStatus {
 	var s BackgroundCCStatus
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		if h.bg == nil {
 			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
 			why, off := h.off[CapBgClamp]
@@ -196,7 +196,7 @@ func monotonicNS() uint64 {
 // yield's state, for status.
 func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
 	out := map[int]yield.State{}
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		var idx uint32
 		var w yield.Window
 		var hm yield.Harm
@@ -234,7 +234,7 @@ func (h *Host) BackgroundYielding(ifindex int) bool {
 		return false
 	}
 	var on bool
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		idx, now := uint32(max(ifindex, 0)), monotonicNS()
 		var w yield.Window
 		present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
@@ -283,7 +283,7 @@ func (h *Host) fgState(idx uint32, now uint64) (yield.State, bool) {
 // (bytes, 0 = none): rLEDBAT applies the smaller of its window and the cap.
 func (h *Host) SocketRwndCap(cookie uint64) uint32 {
 	var v uint32
-	if h.use(func() error {
+	if h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}

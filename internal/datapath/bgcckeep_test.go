@@ -35,14 +35,14 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 		t.Skipf("no sock_ops, LEDBAT++ or cgroup/setsockopt here: %v", h.Capabilities())
 	}
 	_, addr := startSink(t, p.B, p.AddrB, 9431)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := dialCC(t, p.A, addr, "reno") // before connect: accepted, then switched
 	if got := setThenGetCC(t, bg, "cubic"); got != h.bg.Name {
 		t.Errorf("background socket after setsockopt(cubic): runs %q, want %q", got, h.bg.Name)
 	}
-	if err := h.SetUIDLane(0, lane.Interactive); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Interactive); err != nil {
 		t.Fatal(err)
 	}
 	fg := dialCC(t, p.A, addr, "reno")
@@ -126,7 +126,7 @@ func TestRefusedCCNotSwallowed(t *testing.T) {
 		t.Skipf("no sock_ops, LEDBAT++ or cgroup/setsockopt here: %v", h.Capabilities())
 	}
 	_, addr := startSink(t, p.B, p.AddrB, 9432)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := dialCC(t, p.A, addr, "reno")

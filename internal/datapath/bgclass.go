@@ -76,7 +76,7 @@ func (e *Egress) openBgClass() error {
 	}
 	for _, d := range []Direction{Upload, Download} {
 		ctl := classifier.ClassifierBgCtl{YieldRate: yr}
-		err := e.host.use(func() error {
+		err := e.host.guard.use(func() error {
 			if err := e.host.cls.LanesBgCtl.Put(bgKey(idx, d), ctl); err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ func (e *Egress) closeBgClass() error {
 	idx := e.link.Attrs().Index
 	var errs []error
 	for _, d := range []Direction{Upload, Download} {
-		err := e.host.use(func() error {
+		err := e.host.guard.use(func() error {
 			return errors.Join(ignoreNotExist(e.host.cls.LanesBgCtl.Delete(bgKey(idx, d)), "background class"),
 				ignoreNotExist(e.host.cls.LanesBgState.Delete(bgKey(idx, d)), "background class state"))
 		})
@@ -182,7 +182,7 @@ func detachIngress(link netlink.Link, instance string) error {
 func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
 	h.bgCtlMu.Lock()
 	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
 		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
@@ -202,7 +202,7 @@ func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) err
 func (h *Host) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
 	h.bgCtlMu.Lock()
 	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
 		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
@@ -219,7 +219,7 @@ func (h *Host) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
 // and the classifier's state (zero before the class's first packet).
 func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 	var c BgClass
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &c.ClassifierBgCtl); err != nil {
 			return err
 		}
@@ -235,7 +235,7 @@ func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 // closes it.
 func (h *Host) BgEvents() (*ringbuf.Reader, error) {
 	var r *ringbuf.Reader
-	err := h.use(func() (err error) { r, err = ringbuf.NewReader(h.cls.LanesBgEvents); return })
+	err := h.guard.use(func() (err error) { r, err = ringbuf.NewReader(h.cls.LanesBgEvents); return })
 	return r, err
 }
 
@@ -258,7 +258,7 @@ func (h *Host) ForegroundPresent(ifindex int) bool {
 		return false
 	}
 	var on bool
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		var w yield.Window
 		on = h.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil && w.Held(monotonicNS(), yield.KernelRule)
 		return nil
@@ -274,7 +274,7 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 		return false
 	}
 	var on bool
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		on = h.fgYield(uint32(ifindex), monotonicNS())
 		return nil
 	})
@@ -292,7 +292,7 @@ func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
 	if !h.cfg.Yield || h.cfg.Experiments.UntoldHeld || queue <= yield.HarmQueue {
 		return
 	}
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		now, idx := monotonicNS(), uint32(ifindex)
 		var st yield.State
 		_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)
@@ -323,7 +323,7 @@ func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
 // foreground download's harm is told and the class's arrivals may share
 // beside an unharmed one instead of being held as untold.
 func (h *Host) MarkBgArrivals() {
-	_ = h.use(func() error {
+	_ = h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}

@@ -18,7 +18,7 @@ import (
 // leave from local port sport with protocol proto; it returns how many.
 func (h *Host) ForgetBackgroundFlows(proto uint8, sport uint16) (int, error) {
 	n := 0
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		var (
 			k     abi.FlowKey
 			v     uint32
@@ -55,7 +55,7 @@ type BgFlow struct {
 // 4,096 entries; the least recently used go first when it is full).
 func (h *Host) BackgroundFlows() ([]BgFlow, error) {
 	var out []BgFlow
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		var (
 			k abi.FlowKey
 			v uint32

@@ -198,7 +198,7 @@ func (e *Egress) BgArrivalShapeError() error {
 func (h *Host) putBgIfb(ifindex int, ifb int) error {
 	h.bgCtlMu.Lock()
 	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
 		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, Download), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)

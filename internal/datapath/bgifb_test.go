@@ -27,7 +27,7 @@ func TestBackgroundArrivalsIfb(t *testing.T) {
 	}
 	idx := eg.Ifindex()
 	const port, sport, fgPort = 9141, 40141, 9142
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := listenUDP(t, p.A, p.AddrA, sport)

@@ -195,7 +195,7 @@ func (h *Host) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
 func (h *Host) putBgShaped(ifindex int, on bool) error {
 	h.bgCtlMu.Lock()
 	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
 		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, Upload), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)

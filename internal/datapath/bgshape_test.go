@@ -22,7 +22,7 @@ func TestBackgroundShaper(t *testing.T) {
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "bgsh"})
 	idx := d.Egress().Ifindex()
 	const port, sport = 9131, 40131
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	var pc net.PacketConn

@@ -81,7 +81,7 @@ func (h *Host) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 	if _, err := laneValue(l); err != nil {
 		return err
 	}
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}
@@ -95,20 +95,20 @@ func (h *Host) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 // SetSocketCwndCap caps one socket's congestion window (segments); 0 removes
 // the socket's own cap, so its lane's cap (if any) applies again.
 func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}
 		if segs == 0 {
 			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
 		}
-		if !h.sockSeen(cookie) {
+		if !h.Lanes.sockSeen(cookie) {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, ErrSocketUnmanaged)
 		}
 		if err := h.ops.LanesSockCap.Put(cookie, segs); err != nil {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)
 		}
-		if !h.sockSeen(cookie) { // closed since the check: its close ran before the write
+		if !h.Lanes.sockSeen(cookie) { // closed since the check: its close ran before the write
 			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove a closed socket's cwnd cap")
 		}
 		return nil
@@ -127,7 +127,7 @@ type CapCCStatus struct {
 // CapCC reports the state of the lanes congestion control of this host.
 func (h *Host) CapCC() CapCCStatus {
 	var s CapCCStatus
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		if h.cc == nil {
 			s.Reason = cmp.Or(h.off[CapCapCC], "not loaded")
 			return nil

@@ -77,7 +77,7 @@ func TestCwndCaps(t *testing.T) {
 	if err := d.SetLaneCwndCap(lane.Background, laneCap); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9201, SPort: 40201}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9201, SPort: 40201}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	dial := func(sport int) *net.TCPConn {
@@ -93,10 +93,10 @@ func TestCwndCaps(t *testing.T) {
 
 	bg := dial(40201)
 	fg := dial(40202)
-	if l, ok := d.SocketLane(cookieOf(t, bg)); !ok || l != lane.Background {
+	if l, ok := d.Lanes.SocketLane(cookieOf(t, bg)); !ok || l != lane.Background {
 		t.Errorf("SocketLane(background socket) = %s, %v", l, ok)
 	}
-	if l, ok := d.SocketLane(cookieOf(t, fg)); ok {
+	if l, ok := d.Lanes.SocketLane(cookieOf(t, fg)); ok {
 		t.Errorf("SocketLane(unregistered socket) = %s, want none", l)
 	}
 	if got := sendAndCwnd(t, bg, 600*time.Millisecond); got > laneCap {

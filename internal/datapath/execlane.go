@@ -37,7 +37,7 @@ func (h *Host) loadExecLane(netnsCookie uint64) {
 // lane at exec; a path that does not exist is skipped (its rule still
 // acts through the task engine).
 func (h *Host) SetExeLanes(exes map[string]lane.Lane) error {
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		if h.exec == nil {
 			return nil
 		}

@@ -101,7 +101,6 @@ type Host struct {
 	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
 	cgIDs   map[lane.Lane]uint64
 	off     map[Capability]string // capability -> why it is off
-	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
 
 	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
 	opsStats *ebpf.Map
@@ -115,8 +114,10 @@ type Host struct {
 
 	bgCtlMu sync.Mutex // lanes_bg_ctl's read-modify-writes (bgclass.go)
 
-	mu     sync.RWMutex // read: map operations; write: Close
-	closed bool
+	guard *guard // the lifetime lock every owner shares (guard.go)
+
+	// Lanes is the lane maps: rules and socket lanes (lanemaps.go).
+	Lanes *LaneMaps
 }
 
 func (c *HostConfig) validate() error {
@@ -140,7 +141,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		releaseCgroupRoot(cfg.CgroupRoot)
 		return nil, err
 	}
-	h = &Host{cfg: cfg, ns: ns, off: map[Capability]string{}}
+	h = &Host{cfg: cfg, ns: ns, off: map[Capability]string{}, guard: &guard{}}
 	defer func() {
 		if err != nil {
 			// not evicting: busy lane cgroups adopted from a crashed
@@ -166,8 +167,9 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if h.cgIDs, err = acquireLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
 		return h, err
 	}
+	h.Lanes = &LaneMaps{guard: h.guard, cls: h.cls}
 	for l, id := range h.cgIDs {
-		if err := h.SetCgroupLane(id, l); err != nil {
+		if err := h.Lanes.SetCgroupLane(id, l); err != nil {
 			return h, err
 		}
 	}
@@ -240,6 +242,7 @@ func (h *Host) loadSockops() {
 		return
 	}
 	h.ops = ops
+	h.Lanes.ops = ops
 	h.attachSetsockopt()
 	h.loadLive(opsCfg)
 	h.loadExecLane(cookie)
@@ -317,13 +320,7 @@ func (h *Host) CloseKeepingCgroups() error {
 }
 
 func (h *Host) close(evict bool) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	return h.teardown(evict)
+	return h.guard.close(func() error { return h.teardown(evict) })
 }
 
 func (h *Host) teardown(evict bool) error {
@@ -365,19 +362,6 @@ func (h *Host) teardown(evict bool) error {
 	h.ns.close()
 	releaseCgroupRoot(h.cfg.CgroupRoot)
 	return errors.Join(errs...)
-}
-
-// use runs fn under the read lock unless the host is closed.
-func (h *Host) use(fn func() error) error {
-	if h == nil {
-		return errClosed
-	}
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.closed {
-		return errClosed
-	}
-	return fn()
 }
 
 // LaneCgroup returns the cgroup v2 directory of a lane and its id.

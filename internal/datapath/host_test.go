@@ -50,7 +50,7 @@ func TestHostWithoutSockops(t *testing.T) {
 	}
 	// The rest works: a uid rule puts this process's (root's) traffic in
 	// background, per packet.
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -207,9 +207,9 @@ func TestSettersRaceClose(t *testing.T) {
 	for g := range 4 {
 		go func() {
 			for i := uint32(0); ; i++ {
-				err := h.SetUIDLane(uint32(g)<<16|i%1000, lane.Background)
+				err := h.Lanes.SetUIDLane(uint32(g)<<16|i%1000, lane.Background)
 				if err == nil {
-					_, _ = h.SocketLane(uint64(i))
+					_, _ = h.Lanes.SocketLane(uint64(i))
 					continue
 				}
 				if !errors.Is(err, errClosed) {

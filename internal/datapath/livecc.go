@@ -36,7 +36,7 @@ func (h *Host) loadLive(cfg sockops.Config) {
 // false when the capability is off (their next ACK applies them).
 func (h *Host) ApplyLive(moved map[uint64]lane.Lane) (bool, error) {
 	applied := false
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		if h.live == nil || len(moved) == 0 {
 			return nil
 		}

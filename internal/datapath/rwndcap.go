@@ -21,7 +21,7 @@ func (h *Host) SetDownlinkCaps(on bool) error {
 			return fmt.Errorf("downlink caps: %w", err)
 		}
 	}
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}
@@ -37,7 +37,7 @@ func (h *Host) SetDownlinkCaps(on bool) error {
 // cap takes effect as the application reads (the kernel never retracts a
 // window it offered).
 func (h *Host) SetSocketRwndCap(cookie uint64, bytes uint32) error {
-	return h.use(func() error {
+	return h.guard.use(func() error {
 		if h.ops == nil {
 			return errNoSockops
 		}

@@ -49,7 +49,7 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 			}
 			_, addr := startSink(t, p.B, p.AddrB, 9531)
 			dst, _ := netip.AddrFromSlice(p.AddrB)
-			if err := h.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {
+			if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {
 				t.Fatal(err)
 			}
 			present := func() {
