@@ -83,7 +83,7 @@ type rledbatKernelHost struct {
 // kernelHost is the daemon's view of the kernel's host datapath: each
 // role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
-	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h, DownlinkSetter: h, AckClassSetter: h}
+	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h, DownlinkSetter: h, AckClassSetter: h.Trees}
 	rl := rledbatKernelHost{cookieLanes: h.Lanes, rledbatParts: h}
 	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)

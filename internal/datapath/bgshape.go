@@ -142,18 +142,6 @@ func classStatsOf(link netlink.Link, handle uint32) (*netlink.ClassStatistics, e
 	return hs[handle], nil
 }
 
-// egressOf is the host's tree on ifindex.
-func (h *Host) egressOf(ifindex int) (*Egress, error) {
-	h.ackMu.Lock()
-	defer h.ackMu.Unlock()
-	for e := range h.egresses {
-		if e.link != nil && e.link.Attrs().Index == ifindex {
-			return e, nil
-		}
-	}
-	return nil, fmt.Errorf("no egress tree on ifindex %d", ifindex)
-}
-
 // SetBgShape shapes the background non-TCP class on an interface in one
 // direction at bytes/s, or stops shaping it (0). Upload: the shaper's
 // ceil, the classifier's shaped on (0: the class leaves by the background
@@ -162,7 +150,7 @@ func (h *Host) egressOf(ifindex int) (*Egress, error) {
 // came). It fails where the interface has no tree, or its tree no shaper
 // (no IFB for downloads); the class's policer (SetBgRate) is left as it is.
 func (h *Host) SetBgShape(ifindex int, d Direction, bytes uint64) error {
-	e, err := h.egressOf(ifindex)
+	e, err := h.Trees.of(ifindex)
 	if err != nil {
 		return err
 	}
@@ -181,7 +169,7 @@ func (h *Host) SetBgShape(ifindex int, d Direction, bytes uint64) error {
 // BgShapeStats reads the counters of an interface's shaper in one
 // direction (Bytes: what it sent; downloads: the IFB's class).
 func (h *Host) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
-	e, err := h.egressOf(ifindex)
+	e, err := h.Trees.of(ifindex)
 	if err != nil {
 		return LaneStats{}, err
 	}

@@ -108,16 +108,15 @@ type Host struct {
 	// sockets' creators for the cgroup and uid rules), nil unless it runs
 	ownerLink link.Link
 
-	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
-	egresses map[*Egress]bool // the trees opened with this host
-	ackBytes uint64           // the ACK class's rate, bytes/s (0: off)
-
 	bgCtlMu sync.Mutex // lanes_bg_ctl's read-modify-writes (bgclass.go)
 
 	guard *guard // the lifetime lock every owner shares (guard.go)
 
 	// Lanes is the lane maps: rules and socket lanes (lanemaps.go).
 	Lanes *LaneMaps
+	// Trees is the egress trees opened with the host and their ACK
+	// class (trees.go, ackclass.go).
+	Trees *Trees
 }
 
 func (c *HostConfig) validate() error {
@@ -168,6 +167,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		return h, err
 	}
 	h.Lanes = &LaneMaps{guard: h.guard, cls: h.cls}
+	h.Trees = &Trees{guard: h.guard, cls: h.cls}
 	for l, id := range h.cgIDs {
 		if err := h.Lanes.SetCgroupLane(id, l); err != nil {
 			return h, err
