@@ -67,9 +67,9 @@ type coopHost struct {
 	coop.AckClassSetter
 }
 
-// rledbatParts is what rledbatHost needs beside the socket lanes.
+// rledbatParts is what rledbatHost needs beside the socket lanes and the
+// yield.
 type rledbatParts interface {
-	BackgroundYielding(ifindex int) bool
 	SocketRwndCap(cookie uint64) uint32
 	Capabilities() map[datapath.Capability]string
 }
@@ -77,21 +77,34 @@ type rledbatParts interface {
 // rledbatKernelHost is rledbatHost from the kernel host's owners.
 type rledbatKernelHost struct {
 	cookieLanes
+	*datapath.FgYield // BackgroundYielding
 	rledbatParts
+}
+
+// bgCCStatus is the background lane's congestion control, for status.
+type bgCCStatus interface {
+	BackgroundCC() datapath.BackgroundCCStatus
+}
+
+// kernelYielder is yielder from the kernel host's owners.
+type kernelYielder struct {
+	*datapath.FgYield // ForegroundStates
+	bgCCStatus
 }
 
 // kernelHost is the daemon's view of the kernel's host datapath: each
 // role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
 	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h, DownlinkSetter: h, AckClassSetter: h.Trees}
-	rl := rledbatKernelHost{cookieLanes: h.Lanes, rledbatParts: h}
+	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rledbatParts: h}
+	yl := kernelYielder{FgYield: h.Yield, bgCCStatus: h}
 	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: h, bgudp: h, rledbat: rl, liveCC: h, bgFlows: h,
+	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: yl, bgudp: h, rledbat: rl, liveCC: h, bgFlows: h,
 		exeLanes: h, bgTable: h}}
 }
 

@@ -275,7 +275,7 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 	}
 	var on bool
 	_ = h.guard.use(func() error {
-		on = h.fgYield(uint32(ifindex), monotonicNS())
+		on = h.Yield.fgYield(uint32(ifindex), monotonicNS())
 		return nil
 	})
 	return on

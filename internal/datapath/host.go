@@ -117,6 +117,8 @@ type Host struct {
 	// Trees is the egress trees opened with the host and their ACK
 	// class (trees.go, ackclass.go).
 	Trees *Trees
+	// Yield reads the foreground-aware yield's state (fgyield.go).
+	Yield *FgYield
 }
 
 func (c *HostConfig) validate() error {
@@ -174,6 +176,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		}
 	}
 	h.loadSockops()
+	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil}
 	return h, nil
 }
 
