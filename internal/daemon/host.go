@@ -104,8 +104,8 @@ func kernelHost(h *datapath.Host) *datapathHost {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: yl, bgudp: h, rledbat: rl, liveCC: h, bgFlows: h,
-		exeLanes: h, bgTable: h}}
+	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: yl, bgudp: h.Background, rledbat: rl, liveCC: h, bgFlows: h.Background,
+		exeLanes: h, bgTable: h.Background}}
 }
 
 // roles are the host's optional parts; none without a host.

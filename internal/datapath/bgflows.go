@@ -16,15 +16,15 @@ import (
 
 // ForgetBackgroundFlows removes the background class's non-TCP flows that
 // leave from local port sport with protocol proto; it returns how many.
-func (h *Host) ForgetBackgroundFlows(proto uint8, sport uint16) (int, error) {
+func (b *BackgroundClass) ForgetBackgroundFlows(proto uint8, sport uint16) (int, error) {
 	n := 0
-	err := h.guard.use(func() error {
+	err := b.guard.use(func() error {
 		var (
 			k     abi.FlowKey
 			v     uint32
 			found []abi.FlowKey
 		)
-		it := h.cls.LanesBgFlows.Iterate()
+		it := b.cls.LanesBgFlows.Iterate()
 		for it.Next(&k, &v) {
 			if k.Proto == proto && k.Sport == sport {
 				found = append(found, k)
@@ -34,7 +34,7 @@ func (h *Host) ForgetBackgroundFlows(proto uint8, sport uint16) (int, error) {
 			return fmt.Errorf("background flows: %w", err)
 		}
 		for _, k := range found {
-			if err := h.cls.LanesBgFlows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			if err := b.cls.LanesBgFlows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("background flow: %w", err)
 			}
 			n++
@@ -53,14 +53,14 @@ type BgFlow struct {
 
 // BackgroundFlows lists the background class's flow table (at most its
 // 4,096 entries; the least recently used go first when it is full).
-func (h *Host) BackgroundFlows() ([]BgFlow, error) {
+func (b *BackgroundClass) BackgroundFlows() ([]BgFlow, error) {
 	var out []BgFlow
-	err := h.guard.use(func() error {
+	err := b.guard.use(func() error {
 		var (
 			k abi.FlowKey
 			v uint32
 		)
-		it := h.cls.LanesBgFlows.Iterate()
+		it := b.cls.LanesBgFlows.Iterate()
 		for it.Next(&k, &v) {
 			out = append(out, BgFlow{Key: FlowKey{Src: k.Src(), Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Ifindex: int(v)})
 		}

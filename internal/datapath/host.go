@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -108,8 +107,6 @@ type Host struct {
 	// sockets' creators for the cgroup and uid rules), nil unless it runs
 	ownerLink link.Link
 
-	bgCtlMu sync.Mutex // lanes_bg_ctl's read-modify-writes (bgclass.go)
-
 	guard *guard // the lifetime lock every owner shares (guard.go)
 
 	// Lanes is the lane maps: rules and socket lanes (lanemaps.go).
@@ -119,6 +116,10 @@ type Host struct {
 	Trees *Trees
 	// Yield reads the foreground-aware yield's state (fgyield.go).
 	Yield *FgYield
+	// Background is the background lane's non-TCP (QUIC/UDP) class: its
+	// policer, shapers and flows (bgclass.go, bgshape.go, bgifb.go,
+	// bgflows.go).
+	Background *BackgroundClass
 }
 
 func (c *HostConfig) validate() error {
@@ -177,6 +178,8 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	}
 	h.loadSockops()
 	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil}
+	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
+		untoldHeld: cfg.Experiments.UntoldHeld}
 	return h, nil
 }
 
