@@ -67,10 +67,13 @@ type coopHost struct {
 	coop.AckClassSetter
 }
 
-// rledbatParts is what rledbatHost needs beside the socket lanes and the
-// yield.
-type rledbatParts interface {
+// rwndCaps is the downlink caps rLEDBAT keeps its windows under.
+type rwndCaps interface {
 	SocketRwndCap(cookie uint64) uint32
+}
+
+// capabilities says which of the host's optional capabilities run.
+type capabilities interface {
 	Capabilities() map[datapath.Capability]string
 }
 
@@ -78,7 +81,8 @@ type rledbatParts interface {
 type rledbatKernelHost struct {
 	cookieLanes
 	*datapath.FgYield // BackgroundYielding
-	rledbatParts
+	rwndCaps
+	capabilities
 }
 
 // bgCCStatus is the background lane's congestion control, for status.
@@ -95,8 +99,8 @@ type kernelYielder struct {
 // kernelHost is the daemon's view of the kernel's host datapath: each
 // role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
-	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h, DownlinkSetter: h, AckClassSetter: h.Trees}
-	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rledbatParts: h}
+	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h.Caps, DownlinkSetter: h.Caps, AckClassSetter: h.Trees}
+	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rwndCaps: h.Caps, capabilities: h}
 	yl := kernelYielder{FgYield: h.Yield, bgCCStatus: h}
 	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)

@@ -19,7 +19,7 @@ func TestAckClass(t *testing.T) {
 		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
 	}
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "ack1"})
-	if err := d.SetDownlinkCaps(true); err != nil {
+	if err := d.Caps.SetDownlinkCaps(true); err != nil {
 		t.Fatal(err)
 	}
 	dl := newDownload(t, p, "9311")
@@ -67,7 +67,7 @@ func TestAckClass(t *testing.T) {
 	}
 
 	// capped: its pure ACKs go to the class
-	if err := d.SetSocketRwndCap(dl.cookie, 64<<10); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, 64<<10); err != nil {
 		t.Fatal(err)
 	}
 	send()
@@ -103,7 +103,7 @@ func TestAckClass(t *testing.T) {
 	if err := d.Trees.SetAckClass(10_000_000); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetSocketRwndCap(dl.cookie, 0); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, 0); err != nil {
 		t.Fatal(err)
 	}
 	send()

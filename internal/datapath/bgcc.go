@@ -186,18 +186,3 @@ func monotonicNS() uint64 {
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
-
-// SocketRwndCap is the cooperative controller's downlink cap of one socket
-// (bytes, 0 = none): rLEDBAT applies the smaller of its window and the cap.
-func (h *Host) SocketRwndCap(cookie uint64) uint32 {
-	var v uint32
-	if h.guard.use(func() error {
-		if h.ops == nil {
-			return errNoSockops
-		}
-		return h.ops.LanesSockRwnd.Lookup(cookie, &v)
-	}) != nil {
-		return 0
-	}
-	return v
-}

@@ -120,6 +120,8 @@ type Host struct {
 	// policer, shapers and flows (bgclass.go, bgshape.go, bgifb.go,
 	// bgflows.go).
 	Background *BackgroundClass
+	// Caps is the cwnd and downlink caps (capcc.go, rwndcap.go).
+	Caps *Caps
 }
 
 func (c *HostConfig) validate() error {
@@ -180,6 +182,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil}
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
 		untoldHeld: cfg.Experiments.UntoldHeld}
+	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
 	return h, nil
 }
 
