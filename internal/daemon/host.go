@@ -96,20 +96,32 @@ type kernelYielder struct {
 	bgCCStatus
 }
 
+// ownCCs names lanes' own congestion controls.
+type ownCCs interface {
+	OwnCCs() map[string]string
+}
+
+// kernelAppCCs is appCCs from the kernel host's owners.
+type kernelAppCCs struct {
+	*datapath.CgroupPrograms // SocketAppCC
+	ownCCs
+}
+
 // kernelHost is the daemon's view of the kernel's host datapath: each
 // role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
 	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h.Caps, DownlinkSetter: h.Caps, AckClassSetter: h.Trees}
 	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rwndCaps: h.Caps, capabilities: h}
 	yl := kernelYielder{FgYield: h.Yield, bgCCStatus: h}
+	ccs := kernelAppCCs{CgroupPrograms: h.Programs, ownCCs: h}
 	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, coop: coopParts, yielder: yl, bgudp: h.Background, rledbat: rl, liveCC: h, bgFlows: h.Background,
-		exeLanes: h, bgTable: h.Background}}
+	}, parts: hostParts{counters: h, appCCs: ccs, coop: coopParts, yielder: yl, bgudp: h.Background, rledbat: rl, liveCC: h.Programs, bgFlows: h.Background,
+		exeLanes: h.Programs, bgTable: h.Background}}
 }
 
 // roles are the host's optional parts; none without a host.

@@ -17,13 +17,13 @@ const (
 // socket asked for with setsockopt(TCP_CONGESTION) after the socket was
 // switched to LEDBAT++ (the socket runs LEDBAT++ still); false when it
 // asked for none, or the capability is off.
-func (h *Host) SocketAppCC(cookie uint64) (string, bool) {
+func (p *CgroupPrograms) SocketAppCC(cookie uint64) (string, bool) {
 	var v [16]byte
-	err := h.guard.use(func() error {
-		if h.ops == nil {
+	err := p.guard.use(func() error {
+		if p.ops == nil {
 			return errClosed
 		}
-		return h.ops.LanesAppCc.Lookup(cookie, &v)
+		return p.ops.LanesAppCc.Lookup(cookie, &v)
 	})
 	if err != nil || v[0] == 0 {
 		return "", false

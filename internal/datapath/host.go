@@ -122,6 +122,9 @@ type Host struct {
 	Background *BackgroundClass
 	// Caps is the cwnd and downlink caps (capcc.go, rwndcap.go).
 	Caps *Caps
+	// Programs is the cgroup programs' live moves, exe: lanes and apps'
+	// congestion controls (cgroupprogs.go).
+	Programs *CgroupPrograms
 }
 
 func (c *HostConfig) validate() error {
@@ -183,6 +186,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
 		untoldHeld: cfg.Experiments.UntoldHeld}
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
+	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
 	return h, nil
 }
 
