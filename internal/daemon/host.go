@@ -85,26 +85,16 @@ type rledbatKernelHost struct {
 	capabilities
 }
 
-// bgCCStatus is the background lane's congestion control, for status.
-type bgCCStatus interface {
-	BackgroundCC() datapath.BackgroundCCStatus
-}
-
 // kernelYielder is yielder from the kernel host's owners.
 type kernelYielder struct {
-	*datapath.FgYield // ForegroundStates
-	bgCCStatus
-}
-
-// ownCCs names lanes' own congestion controls.
-type ownCCs interface {
-	OwnCCs() map[string]string
+	*datapath.FgYield            // ForegroundStates
+	*datapath.CongestionControls // BackgroundCC
 }
 
 // kernelAppCCs is appCCs from the kernel host's owners.
 type kernelAppCCs struct {
-	*datapath.CgroupPrograms // SocketAppCC
-	ownCCs
+	*datapath.CgroupPrograms     // SocketAppCC
+	*datapath.CongestionControls // OwnCCs
 }
 
 // kernelHost is the daemon's view of the kernel's host datapath: each
@@ -112,8 +102,8 @@ type kernelAppCCs struct {
 func kernelHost(h *datapath.Host) *datapathHost {
 	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h.Caps, DownlinkSetter: h.Caps, AckClassSetter: h.Trees}
 	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rwndCaps: h.Caps, capabilities: h}
-	yl := kernelYielder{FgYield: h.Yield, bgCCStatus: h}
-	ccs := kernelAppCCs{CgroupPrograms: h.Programs, ownCCs: h}
+	yl := kernelYielder{FgYield: h.Yield, CongestionControls: h.CCs}
+	ccs := kernelAppCCs{CgroupPrograms: h.Programs, CongestionControls: h.CCs}
 	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {

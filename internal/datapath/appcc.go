@@ -5,7 +5,26 @@
 // controls are (their kernel names are hashes: "lanes_1a2b3c4d").
 package datapath
 
-import "golang.org/x/sys/unix"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+)
+
+// CongestionControls is the host's own congestion controls as status and
+// the monitor see them: which run, under which kernel names, and why
+// not (BackgroundCC in bgcc.go; the cap-enforcing one's is Caps.CapCC).
+type CongestionControls struct {
+	guard    *guard
+	bg       *ledbat.CC            // the background lane's LEDBAT++, nil if off
+	cc       *capcc.CC             // the cap-enforcing one, nil if off
+	off      map[Capability]string // why capabilities are off (set at open)
+	sockops  bool                  // a sock_ops program runs (lanes' own or the pinned one)
+	bgTarget time.Duration         // HostConfig.BackgroundTarget
+}
 
 // Names of lanes' congestion controls as OwnCCs reports them.
 const (
@@ -33,14 +52,14 @@ func (p *CgroupPrograms) SocketAppCC(cookie uint64) (string, bool) {
 
 // OwnCCs maps the kernel names of this host's congestion controls to
 // what they are (CCNameLEDBAT, CCNameCapCC); empty where none is loaded.
-func (h *Host) OwnCCs() map[string]string {
+func (c *CongestionControls) OwnCCs() map[string]string {
 	out := map[string]string{}
-	_ = h.guard.use(func() error {
-		if h.bg != nil {
-			out[h.bg.Name] = CCNameLEDBAT
+	_ = c.guard.use(func() error {
+		if c.bg != nil {
+			out[c.bg.Name] = CCNameLEDBAT
 		}
-		if h.cc != nil {
-			out[h.cc.Name] = CCNameCapCC
+		if c.cc != nil {
+			out[c.cc.Name] = CCNameCapCC
 		}
 		return nil
 	})

@@ -119,22 +119,22 @@ func (h *Host) bgCCName() string {
 }
 
 // BackgroundCC reports the background lane's congestion control.
-func (h *Host) BackgroundCC() BackgroundCCStatus {
+func (c *CongestionControls) BackgroundCC() BackgroundCCStatus {
 	var s BackgroundCCStatus
-	err := h.guard.use(func() error {
-		if h.bg == nil {
-			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
-			why, off := h.off[CapBgClamp]
-			if h.ops == nil && h.opsLink == nil && !off { // the pinned sock_ops: opsLink alone
+	err := c.guard.use(func() error {
+		if c.bg == nil {
+			s.Reason = cmp.Or(c.off[CapBackgroundCC], "not loaded")
+			why, off := c.off[CapBgClamp]
+			if !c.sockops && !off { // the pinned sock_ops: opsLink alone
 				why, off = "needs sock_ops", true
 			}
 			s.Clamp, s.ClampReason = !off, why
 			if s.Clamp {
-				s.Target = time.Duration(h.bgTargetUS()) * time.Microsecond
+				s.Target = time.Duration(targetUS(c.bgTarget)) * time.Microsecond
 			}
 			return nil
 		}
-		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target, Registered: h.bg.Mode.String()}
+		s = BackgroundCCStatus{Active: true, Name: c.bg.Name, Target: c.bg.Target, Registered: c.bg.Mode.String()}
 		return nil
 	})
 	if err != nil {

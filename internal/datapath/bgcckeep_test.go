@@ -64,7 +64,7 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 	if got, ok := h.Programs.SocketAppCC(fgCookie); ok {
 		t.Errorf("SocketAppCC(interactive socket) = %q, want none", got)
 	}
-	if n := h.OwnCCs()[h.bg.Name]; n != CCNameLEDBAT {
+	if n := h.CCs.OwnCCs()[h.bg.Name]; n != CCNameLEDBAT {
 		t.Errorf("OwnCCs()[%s] = %q, want %q", h.bg.Name, n, CCNameLEDBAT)
 	}
 	// the entry goes with the socket (STATE_CB to TCP_CLOSE)

@@ -125,6 +125,8 @@ type Host struct {
 	// Programs is the cgroup programs' live moves, exe: lanes and apps'
 	// congestion controls (cgroupprogs.go).
 	Programs *CgroupPrograms
+	// CCs is lanes' own congestion controls, for status (appcc.go, bgcc.go).
+	CCs *CongestionControls
 }
 
 func (c *HostConfig) validate() error {
@@ -187,6 +189,8 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		untoldHeld: cfg.Experiments.UntoldHeld}
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
 	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
+	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
+		bgTarget: cfg.BackgroundTarget}
 	return h, nil
 }
 

@@ -29,7 +29,7 @@ type HostStats struct {
 
 // Stats reads the host's counters.
 func (h *Host) Stats() (HostStats, error) {
-	s := HostStats{Classified: map[string]map[lane.Lane]uint64{}, CapCC: h.Caps.CapCC(), Background: h.BackgroundCC(), Capabilities: h.Capabilities()}
+	s := HostStats{Classified: map[string]map[lane.Lane]uint64{}, CapCC: h.Caps.CapCC(), Background: h.CCs.BackgroundCC(), Capabilities: h.Capabilities()}
 	err := h.guard.use(func() error {
 		cls, err := classifier.ReadStats(h.cls.LanesClsStats)
 		if err != nil {

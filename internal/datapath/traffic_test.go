@@ -80,7 +80,7 @@ func TestHelperProcess(t *testing.T) {
 		id, _ := info.ID()
 		// "-" for a congestion control this kernel cannot run (capcc
 		// before 5.13), so the line always has four fields.
-		fmt.Println("ready", id, orDash(d.Host.Caps.CapCC().Name), orDash(d.Host.BackgroundCC().Name))
+		fmt.Println("ready", id, orDash(d.Host.Caps.CapCC().Name), orDash(d.Host.CCs.BackgroundCC().Name))
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	default:
