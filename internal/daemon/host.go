@@ -1,11 +1,13 @@
-// host.go: the namespace's host datapath as the daemon holds it. One value
-// (*datapath.Host; in tests, datapathtest's in-memory host) is seen
-// through the small interfaces the daemon's files declare for what each
-// does with it: ruleMaps (state.go), socketLanes (livesockets.go),
-// egressTree (state.go) and hostCore below. The parts a host may lack
-// (hostParts) are set when it is wrapped, each checked when the code
-// compiles: the kernel's host has every one of them; the in-memory host
-// none.
+// host.go: the namespace's host datapath as the daemon holds it, in the
+// small interfaces the daemon's files declare for what each does with it:
+// ruleMaps (state.go), socketLanes (livesockets.go), egressTree (state.go)
+// and hostCore below. The kernel's host (*datapath.Host) is the wiring of
+// its owners (lane maps, trees, background class, yield, caps, cgroup
+// programs, congestion controls); each role is taken from the owner that
+// has it, a role two owners serve from a struct of both (coopHost,
+// rledbatKernelHost, ...). In tests, datapathtest's in-memory host has
+// the maps and trees only. The parts a host may lack (hostParts) are set
+// when it is wrapped, each checked when the code compiles.
 package daemon
 
 import (

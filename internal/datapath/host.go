@@ -5,9 +5,13 @@
 // egress tree (egress.go) runs the Host's one classifier program, so N
 // interfaces cost one sock_ops program on each ACK, not N, and a map entry
 // written once applies on every interface. This file: its lifecycle
-// (OpenHost loads and attaches, Close detaches and unloads) and its
-// capabilities; its maps are lanemaps.go's, its congestion controls
-// capcc.go's and bgcc.go's, its counters hoststats.go's.
+// (OpenHost loads and attaches, Close detaches and unloads), its
+// capabilities and the wiring of its owners, each a type with its own
+// state reached as a field of Host: the lane maps (lanemaps.go), the
+// trees and their ACK class (trees.go), the background class
+// (bgclass.go), the yield's reads (fgyield.go), the caps (capcc.go), the
+// cgroup programs (cgroupprogs.go) and the congestion controls' status
+// (appcc.go); its counters are hoststats.go's.
 //
 // Capabilities that the kernel may lack degrade alone (Capabilities):
 // without sock_ops, sockets are classified per packet only (no cgroup
@@ -16,7 +20,7 @@
 // required: without it there is no datapath.
 //
 // Map setters may run concurrently with each other and with Close; after
-// Close they return errClosed.
+// Close they return errClosed (guard.go).
 package datapath
 
 import (
@@ -86,7 +90,8 @@ type HostConfig struct {
 	Pinned *Pinned
 }
 
-// Host is the installed per-namespace datapath.
+// Host is the installed per-namespace datapath: what it loaded, and its
+// owners as fields.
 type Host struct {
 	cfg     HostConfig
 	ns      *nsRef
