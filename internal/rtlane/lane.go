@@ -96,14 +96,9 @@ type Lane struct {
 	started   atomic.Bool
 	runDone   chan struct{}
 
-	// Which destinations leave through a device with the lanes tree: an
-	// immutable snapshot, looked up for lanes-rtd by a goroutine at normal
-	// priority and refreshed every 2 s. Netlink dumps take the RTNL lock,
-	// which namespace churn elsewhere can hold for tens of milliseconds:
-	// never on lanes-rtd's path, which meanwhile uses the guess.
-	routeMu sync.Mutex // serializes writers of routes
-	routes  atomic.Pointer[map[netip.Addr]bool]
-	lookups chan netip.Addr // new destinations for the refresher
+	// Which destinations leave through a device with the lanes tree
+	// (route.go).
+	route routeTable
 
 	// The data path process (rtd.go): its executable, the running process,
 	// the connections handed to it by id and the priority it was given.
@@ -158,7 +153,7 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 		return nil, ErrNoHelper
 	}
 	l.rate.Store(cfg.Rate.Bits())
-	l.lookups = make(chan netip.Addr, 64)
+	l.route.lookups = make(chan netip.Addr, 64)
 	ok := false
 	defer func() {
 		if !ok {
@@ -227,7 +222,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		l.refreshRoutes(ctx, 2*time.Second)
+		l.route.refreshRoutes(ctx, 2*time.Second, l)
 	}()
 	if p.trace != nil {
 		wg.Add(1)

@@ -185,7 +185,7 @@ func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 			// from here: this goroutine must not write to the control
 			// socket while lanes-rtd may be blocked writing to it.
 			select {
-			case l.lookups <- routeAddr(r):
+			case l.route.lookups <- routeAddr(r):
 			default:
 			}
 		}
@@ -196,7 +196,7 @@ func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
 	case rtdForget:
 		var r rtdRouteMsg
 		if _, err := binary.Decode(msg, binary.NativeEndian, &r); err == nil {
-			l.forgetRoute(routeAddr(r))
+			l.route.forgetRoute(routeAddr(r))
 		}
 	case rtdCounters:
 		select {
