@@ -69,7 +69,7 @@ type connStats struct {
 func (l *Lane) connCounters() connStats {
 	l.connMu.Lock()
 	n := len(l.conns)
-	pm, pmErr := l.wakeStats()
+	pm, pmErr := l.wake.wakeStats()
 	l.connMu.Unlock()
 	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
 		PMLatencyUS: pm, PMError: pmErr}
@@ -189,7 +189,7 @@ func (l *Lane) track(c *conn) error {
 		l.others++
 	}
 	if c.granted {
-		l.grantedJoined()
+		l.wake.grantedJoined()
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func (l *Lane) untrack(c *conn) {
 		l.others--
 	}
 	if c.granted {
-		l.grantedLeft()
+		l.wake.grantedLeft()
 	}
 }
 

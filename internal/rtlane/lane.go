@@ -153,6 +153,7 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 		return nil, ErrNoHelper
 	}
 	l.rate.Store(cfg.Rate.Bits())
+	l.wake.latencyUS, l.wake.log = cfg.PMLatencyUS, l.log
 	l.route.lookups = make(chan netip.Addr, 64)
 	ok := false
 	defer func() {
