@@ -206,11 +206,12 @@ func (l *Lane) handOver(c *conn) bool {
 // period): root may move lanes-rtd, and a move to background made it
 // SCHED_OTHER nice 19 for good.
 func (l *Lane) followHelper() {
+	rule := priorityRule{release: l.cfg.ReleasePriority, follow: l.cfg.FollowClientPriority}
 	l.connMu.Lock()
 	want := l.cfg.ReleasePriority
 	for _, c := range l.handed {
-		if l.follows(c) {
-			want = max(want, l.readerPriority(clientPriority(c.pid)))
+		if rule.follows(c) {
+			want = max(want, rule.readerPriority(clientPriority(c.pid)))
 		}
 	}
 	l.connMu.Unlock()
