@@ -245,9 +245,9 @@ func (c *conn) answer(msg []byte, flags int) wire.Reply {
 		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Time: rep.Time}
 	case req.Type == wire.TypeSend:
 		rep.Reason = wire.ReasonNotGranted
-		c.l.mu.Lock()
-		c.l.countLocked(flowKey{c.uid, req.Flow}, false, wire.ReasonNotGranted)
-		c.l.mu.Unlock()
+		c.l.own.mu.Lock()
+		c.l.own.countLocked(flowKey{c.uid, req.Flow}, false, wire.ReasonNotGranted)
+		c.l.own.mu.Unlock()
 	case req.Type == wire.TypeAttach:
 		rep.Reason = wire.ReasonNotGranted
 	case req.Type == wire.TypeStats:

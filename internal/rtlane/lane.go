@@ -71,11 +71,8 @@ type Lane struct {
 	rate  atomic.Uint64 // bit/s
 	trace func(Event)
 
-	// This process's counters: ungranted clients' refusals.
-	mu       sync.Mutex
-	flows    map[flowKey]*FlowStats
-	uidFlows map[uint32]int // flows entries per uid (bounded: flow)
-	totals   Counters
+	// This process's counters: ungranted clients' refusals (stats.go).
+	own ownCounters
 
 	connMu       sync.Mutex // conns, perUID, others, closed, handed, nextConn (conn.go)
 	conns        map[*conn]struct{}
@@ -141,10 +138,10 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 	}
 	l := &Lane{
 		cfg: cfg, log: slog.Default(), lfd: -1, tx: [2][2]int{{-1, -1}, {-1, -1}},
-		flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{},
+		own:   newOwnCounters(),
 		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, handed: map[uint32]*conn{},
 		done: make(chan struct{}), runDone: make(chan struct{}),
-		totals: Counters{MinMarginNs: 1<<63 - 1}, helper: FindHelper(), pace: newUIDPacer(cfg.ClientRequests),
+		helper: FindHelper(), pace: newUIDPacer(cfg.ClientRequests),
 	}
 	for _, o := range opts {
 		o(l)
