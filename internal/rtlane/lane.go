@@ -209,7 +209,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		if err := l.serveHelper(p); ctx.Err() == nil && !l.isClosed() {
+		if err := p.serveHelper(&l.route, l); ctx.Err() == nil && !l.isClosed() {
 			helperErr = err
 			cancel()
 		}
@@ -224,7 +224,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	}()
 	if p.trace != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); l.readTrace(p) }()
+		go func() { defer wg.Done(); p.readTrace(l.trace) }()
 	}
 	go func() {
 		select {

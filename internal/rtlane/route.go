@@ -74,7 +74,7 @@ func (r *routeTable) lookupClass(a netip.Addr) bool {
 // tellHelper passes a destination's class on to lanes-rtd, if it runs.
 func (l *Lane) tellHelper(a netip.Addr, c bool) {
 	if p := l.rtd; p != nil {
-		_ = l.sendRoute(p, a, c)
+		_ = p.sendRoute(a, c)
 	}
 }
 
@@ -95,6 +95,17 @@ func (r *routeTable) setRoute(a netip.Addr, c bool) bool {
 	m[a] = c
 	r.routes.Store(&m)
 	return true
+}
+
+// askRoute passes a destination lanes-rtd asked about to the refresher.
+// The refresher busy: dropped; lanes-rtd asks again at a later datagram
+// (route.c, ROUTE_ASK_NS). Never answered from here: the caller must not
+// write to the control socket while lanes-rtd may be blocked writing to it.
+func (r *routeTable) askRoute(a netip.Addr) {
+	select {
+	case r.lookups <- a:
+	default:
+	}
 }
 
 // forgetRoute drops a destination lanes-rtd no longer holds (unused, or

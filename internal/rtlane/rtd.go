@@ -151,7 +151,7 @@ func (l *Lane) configureHelper(p *rtdProc) error {
 	if err := l.sendConfig(p); err != nil {
 		return fmt.Errorf("realtime: configure lanes-rtd: %w", err)
 	}
-	if err := l.sendRoute(p, netip.Addr{}, (*l.route.routes.Load())[netip.Addr{}]); err != nil {
+	if err := p.sendRoute(netip.Addr{}, (*l.route.routes.Load())[netip.Addr{}]); err != nil {
 		return err
 	}
 	tv := unix.NsecToTimeval(int64(5 * time.Second))

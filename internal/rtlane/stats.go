@@ -118,7 +118,7 @@ func (l *Lane) Stats() Snapshot {
 	if l.rtd == nil { // not started (tests of the counters alone)
 		return s
 	}
-	h, err := l.helperStats(l.rtd)
+	h, err := l.rtd.counters()
 	if err != nil {
 		s.Error = err.Error()
 	}
@@ -140,7 +140,7 @@ func (l *Lane) clientStats(uid uint32) Snapshot {
 	s := l.ownStats(l.connCounters())
 	l.statsMu.Lock()
 	if l.statsAt.IsZero() || time.Since(l.statsAt) > statsCacheAge {
-		l.statsHelper, l.statsErr = l.helperStats(l.rtd)
+		l.statsHelper, l.statsErr = l.rtd.counters()
 		l.statsAt = time.Now()
 	}
 	h, err := l.statsHelper, l.statsErr
@@ -200,8 +200,8 @@ func (o *ownCounters) countLocked(key flowKey, admitted bool, reason uint8) {
 	f.Rejects[wire.ReasonString(reason)]++
 }
 
-// helperStats asks lanes-rtd for its counters.
-func (l *Lane) helperStats(p *rtdProc) (Snapshot, error) {
+// counters asks lanes-rtd for its counters.
+func (p *rtdProc) counters() (Snapshot, error) {
 	p.askMu.Lock()
 	defer p.askMu.Unlock()
 	p.askID++
