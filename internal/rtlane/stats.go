@@ -114,7 +114,7 @@ func (o *ownCounters) flow(k flowKey) *FlowStats {
 
 // Stats returns a copy of the counters: lanes-rtd's and this process's.
 func (l *Lane) Stats() Snapshot {
-	s := l.ownStats(l.connCounters())
+	s := l.ownStats(l.clients.counters())
 	if l.rtd == nil { // not started (tests of the counters alone)
 		return s
 	}
@@ -137,7 +137,7 @@ func (l *Lane) clientStats(uid uint32) Snapshot {
 	if uid == 0 || l.rtd == nil {
 		return l.Stats()
 	}
-	s := l.ownStats(l.connCounters())
+	s := l.ownStats(l.clients.counters())
 	l.statsMu.Lock()
 	if l.statsAt.IsZero() || time.Since(l.statsAt) > statsCacheAge {
 		l.statsHelper, l.statsErr = l.rtd.counters()

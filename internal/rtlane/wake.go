@@ -4,7 +4,8 @@
 // halted vCPU), and leaving it adds tens to hundreds of µs to the daemon
 // path. While at least one granted client is connected, the lane holds a
 // PM QoS request (internal/pmqos) that keeps idle CPUs shallow; the last
-// granted client's leaving ends it. connMu guards the fields below.
+// granted client's leaving ends it. The connection table's lock (conn.go)
+// guards the fields below.
 package rtlane
 
 import (
@@ -23,7 +24,7 @@ type wakeState struct {
 }
 
 // grantedJoined counts a granted connection in; the first one makes the
-// request. Called with connMu held.
+// request. Called with the connection table's lock held.
 func (w *wakeState) grantedJoined() {
 	w.grantedConns++
 	if w.grantedConns != 1 || w.latencyUS < 0 {
@@ -40,7 +41,7 @@ func (w *wakeState) grantedJoined() {
 }
 
 // grantedLeft counts a granted connection out; the last one ends the
-// request. Called with connMu held.
+// request. Called with the connection table's lock held.
 func (w *wakeState) grantedLeft() {
 	if w.grantedConns--; w.grantedConns > 0 {
 		return
