@@ -204,7 +204,7 @@ func detachIngress(link netlink.Link, instance string) error {
 // rate, bgclass.h) passes a sender a little above a lowered rate for its
 // depth ÷ the excess: 200 ms after a cut of an eighth. Only the control
 // value is written (emptying is a bump of its empty_gen, which the
-// classifier acts on once); the daemon is its only writer, and bgCtlMu
+// classifier acts on once); the daemon is its only writer, and ctlMu
 // keeps its read-modify-writes whole.
 func (b *BackgroundClass) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
 	b.ctlMu.Lock()

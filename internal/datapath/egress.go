@@ -267,7 +267,7 @@ func (e *Egress) Adopted() bool { return e.adopted }
 
 // Close removes the tree and restores the device queue.
 func (e *Egress) Close() error {
-	if e.host != nil { // before e.mu: SetAckClass holds the host's lock, then e.mu
+	if e.host != nil { // before e.mu: SetAckClass holds the trees' lock, then e.mu
 		e.host.Trees.remove(e)
 	}
 	e.mu.Lock()
