@@ -25,7 +25,7 @@ import (
 const episodeQuiet = 2 * time.Second
 
 // Datapath is what the controller needs of the host datapath
-// (*datapath.Host).
+// (the host's background class, *datapath.BackgroundClass).
 type Datapath interface {
 	BgEvents() (*ringbuf.Reader, error)
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
@@ -40,7 +40,7 @@ type Datapath interface {
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 }
 
-var _ Datapath = (*datapath.Host)(nil)
+var _ Datapath = (*datapath.BackgroundClass)(nil)
 
 // Controller runs the episodes of every interface.
 type Controller struct {

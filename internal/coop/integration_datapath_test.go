@@ -25,7 +25,7 @@ func TestIntegrationClampsRealConnections(t *testing.T) {
 	defer cancel()
 	cfg := integrationConfig()
 	cfg.APRate = 2e9 // caps of a few segments on veth RTTs, well below what cwnd would reach
-	hs := startControllers(t, ctx, l, cfg, func(i int) Options { return Options{Up: dps[i], Down: dps[i], Ack: dps[i]} })
+	hs := startControllers(t, ctx, l, cfg, func(i int) Options { return Options{Up: dps[i].Caps, Down: dps[i].Caps, Ack: dps[i].Trees} })
 	for i := range l.hosts {
 		l.upload(t, ctx, i, 5002)
 	}

@@ -1,15 +1,20 @@
-// host.go: the namespace's host datapath as the daemon holds it. One value
-// (*datapath.Host; in tests, datapathtest's in-memory host) is seen
-// through the small interfaces the daemon's files declare for what each
-// does with it: ruleMaps (state.go), socketLanes (livesockets.go),
-// egressTree (state.go) and hostCore below. The parts a host may lack
-// (hostParts) are set when it is wrapped, each checked when the code
-// compiles: the kernel's host has every one of them; the in-memory host
-// none.
+// host.go: the namespace's host datapath as the daemon holds it, in the
+// small interfaces the daemon's files declare for what each does with it:
+// ruleMaps (state.go), socketLanes (livesockets.go), egressTree (state.go)
+// and hostCore below. The kernel's host (*datapath.Host) is the wiring of
+// its owners (lane maps, trees, background class, yield, caps, cgroup
+// programs, congestion controls); each role is taken from the owner that
+// has it, a role two owners serve from a struct of both (coopHost,
+// rledbatKernelHost, ...). In tests, datapathtest's in-memory host has
+// the maps and trees only. The parts a host may lack (hostParts) are set
+// when it is wrapped, each checked when the code compiles.
 package daemon
 
 import (
+	"github.com/cilium/ebpf"
+
 	"github.com/lanes-net/lanes/internal/bgudp"
+	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -51,16 +56,66 @@ type hostParts struct {
 	udpBytes udpByteCounts   // udpflows.go
 }
 
-// kernelHost is the daemon's view of the kernel's host datapath.
+// cookieLanes is the socket lanes as coop and rLEDBAT read them: one
+// socket's, and the map itself for a reader in the kernel.
+type cookieLanes interface {
+	SocketLane(cookie uint64) (lane.Lane, bool)
+	CookieMap() *ebpf.Map
+}
+
+// coopHost is coopDatapath from the kernel host's owners.
+type coopHost struct {
+	cookieLanes
+	coop.UplinkSetter
+	coop.DownlinkSetter
+	coop.AckClassSetter
+}
+
+// rwndCaps is the downlink caps rLEDBAT keeps its windows under.
+type rwndCaps interface {
+	SocketRwndCap(cookie uint64) uint32
+}
+
+// capabilities says which of the host's optional capabilities run.
+type capabilities interface {
+	Capabilities() map[datapath.Capability]string
+}
+
+// rledbatKernelHost is rledbatHost from the kernel host's owners.
+type rledbatKernelHost struct {
+	cookieLanes
+	*datapath.FgYield // BackgroundYielding
+	rwndCaps
+	capabilities
+}
+
+// kernelYielder is yielder from the kernel host's owners.
+type kernelYielder struct {
+	*datapath.FgYield            // ForegroundStates
+	*datapath.CongestionControls // BackgroundCC
+}
+
+// kernelAppCCs is appCCs from the kernel host's owners.
+type kernelAppCCs struct {
+	*datapath.CgroupPrograms     // SocketAppCC
+	*datapath.CongestionControls // OwnCCs
+}
+
+// kernelHost is the daemon's view of the kernel's host datapath: each
+// role from the owner that has it.
 func kernelHost(h *datapath.Host) *datapathHost {
-	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
+	coopParts := coopHost{cookieLanes: h.Lanes, UplinkSetter: h.Caps, DownlinkSetter: h.Caps, AckClassSetter: h.Trees}
+	rl := rledbatKernelHost{cookieLanes: h.Lanes, FgYield: h.Yield, rwndCaps: h.Caps, capabilities: h}
+	yl := kernelYielder{FgYield: h.Yield, CongestionControls: h.CCs}
+	ccs := kernelAppCCs{CgroupPrograms: h.Programs, CongestionControls: h.CCs}
+	return &datapathHost{core: h, rules: h.Lanes, sockets: h.Lanes, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := datapath.OpenEgress(h, c)
 		if err != nil {
 			return nil, nil, err // nil interfaces, not a nil *Egress in them
 		}
 		return e, e, nil
-	}, parts: hostParts{counters: h, appCCs: h, ccAllow: h, coop: h, yielder: h, bgudp: h, rledbat: h, liveCC: h, bgFlows: h,
-		exeLanes: h, bgTable: h, udpBytes: h}}
+	}, parts: hostParts{counters: h, appCCs: ccs, ccAllow: h.Programs, coop: coopParts, yielder: yl, bgudp: h.Background, rledbat: rl,
+		liveCC: h.Programs, bgFlows: h.Background, exeLanes: h.Programs, bgTable: h.Background, udpBytes: h.Lanes}}
 }
 
 // roles are the host's optional parts; none without a host.

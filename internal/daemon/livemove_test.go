@@ -188,7 +188,7 @@ func durPct(d []time.Duration, q float64) time.Duration {
 func moveSeries(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, bgCC string, pid, tcpPort int, proto string) []moveTime {
 	t.Helper()
 	var lat []moveTime
-	had := niceOf(t, pid) // the test's own, under `nice -n N` not 0
+	nice0 := niceOf(t, pid) // what it had: 0, or the nice the tests run under
 	for i := 0; i < 20; i++ {
 		ln := []string{"background", "interactive"}[i%2]
 		m, out := moveOnce(t, p, cb, d, sock, ln, fmt.Sprint(pid))
@@ -221,8 +221,8 @@ func moveSeries(t *testing.T, p *testutil.Path, cb *classBytes, d *proc, sock, b
 			}
 		}
 	}
-	if n := niceOf(t, pid); n != had {
-		t.Errorf("moved back to interactive: nice %d, want the %d it had", n, had)
+	if n := niceOf(t, pid); n != nice0 {
+		t.Errorf("moved back to interactive: nice %d, want the %d it had", n, nice0)
 	}
 	return lat
 }

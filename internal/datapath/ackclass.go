@@ -117,40 +117,21 @@ func (e *Egress) AckStats() (LaneStats, error) {
 	return ls, nil
 }
 
-// addEgress records e as one of the host's trees; it returns the ACK
-// class's rate the tree must have.
-func (h *Host) addEgress(e *Egress) uint64 {
-	h.ackMu.Lock()
-	defer h.ackMu.Unlock()
-	if h.egresses == nil {
-		h.egresses = map[*Egress]bool{}
-	}
-	h.egresses[e] = true
-	return h.ackBytes
-}
-
-// removeEgress forgets a closed tree.
-func (h *Host) removeEgress(e *Egress) {
-	h.ackMu.Lock()
-	defer h.ackMu.Unlock()
-	delete(h.egresses, e)
-}
-
 // SetAckClass sets the ACK class's rate on every tree of the host (bits/s)
 // and turns the classifier's ACK test on; 0 turns it off and leaves the
 // class unrestricted. It fails, with the class off, where a tree has no
 // ACK class or the rate cannot be set.
-func (h *Host) SetAckClass(bits uint64) error { return h.setAckClass(bits, 1) }
+func (t *Trees) SetAckClass(bits uint64) error { return t.setAckClass(bits, 1) }
 
 // SetAckClassEvery is SetAckClass for the pure ACKs of every interactive
 // socket, capped or not (the downloads' ACKs from their first round).
-func (h *Host) SetAckClassEvery(bits uint64) error { return h.setAckClass(bits, 2) }
+func (t *Trees) SetAckClassEvery(bits uint64) error { return t.setAckClass(bits, 2) }
 
 // setAckClass sets the class's rate and the classifier's mode (lanes_ack_on:
 // 1 capped sockets, 2 every interactive socket).
-func (h *Host) setAckClass(bits uint64, mode uint32) error {
-	h.ackMu.Lock()
-	defer h.ackMu.Unlock()
+func (t *Trees) setAckClass(bits uint64, mode uint32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	bytes := bits / 8
 	if bits > 0 {
 		bytes = max(bytes, 1)
@@ -161,37 +142,37 @@ func (h *Host) setAckClass(bits uint64, mode uint32) error {
 	}
 	var errs []error
 	if on == 0 { // off first: no ACK waits in a class being opened
-		errs = append(errs, h.putAckOn(0))
+		errs = append(errs, t.putAckOn(0))
 	}
-	for e := range h.egresses {
+	for e := range t.egresses {
 		if err := e.setAckRate(bytes); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	h.ackBytes = bytes
+	t.ackBytes = bytes
 	if err := errors.Join(errs...); err != nil {
-		h.ackBytes = 0
-		return errors.Join(fmt.Errorf("ACK class: %w", err), h.putAckOn(0))
+		t.ackBytes = 0
+		return errors.Join(fmt.Errorf("ACK class: %w", err), t.putAckOn(0))
 	}
 	if on != 0 {
-		if err := h.putAckOn(on); err != nil {
+		if err := t.putAckOn(on); err != nil {
 			return fmt.Errorf("ACK class: %w", err)
 		}
 	}
 	return nil
 }
 
-func (h *Host) putAckOn(v uint32) error {
-	return h.use(func() error { return h.cls.LanesAckOn.Put(uint32(0), v) })
+func (t *Trees) putAckOn(v uint32) error {
+	return t.guard.use(func() error { return t.cls.LanesAckOn.Put(uint32(0), v) })
 }
 
 // AckClassBytes is the bytes of the pure ACKs the classifier has sent to
 // the ACK class so far (skb->len, the length HTB counts).
-func (h *Host) AckClassBytes() (uint64, error) {
+func (t *Trees) AckClassBytes() (uint64, error) {
 	var n uint64
-	err := h.use(func() error {
+	err := t.guard.use(func() error {
 		var per []abi.Counter
-		if err := h.cls.LanesAckStats.Lookup(uint32(0), &per); err != nil {
+		if err := t.cls.LanesAckStats.Lookup(uint32(0), &per); err != nil {
 			return err
 		}
 		n = classifier.SumCounters(per).Bytes
@@ -202,13 +183,13 @@ func (h *Host) AckClassBytes() (uint64, error) {
 
 // AckClassSent is the bytes the ACK classes of the host's trees have sent
 // (HTB counts a packet as it leaves the class), summed.
-func (h *Host) AckClassSent() (uint64, error) {
-	h.ackMu.Lock()
-	es := make([]*Egress, 0, len(h.egresses))
-	for e := range h.egresses {
+func (t *Trees) AckClassSent() (uint64, error) {
+	t.mu.Lock()
+	es := make([]*Egress, 0, len(t.egresses))
+	for e := range t.egresses {
 		es = append(es, e)
 	}
-	h.ackMu.Unlock()
+	t.mu.Unlock()
 	var n uint64
 	for _, e := range es {
 		st, err := e.AckStats()
@@ -224,13 +205,13 @@ func (h *Host) AckClassSent() (uint64, error) {
 }
 
 // AckClassStats is the ACK class of every tree of the host, by interface.
-func (h *Host) AckClassStats() map[string]LaneStats {
-	h.ackMu.Lock()
-	es := make([]*Egress, 0, len(h.egresses))
-	for e := range h.egresses {
+func (t *Trees) AckClassStats() map[string]LaneStats {
+	t.mu.Lock()
+	es := make([]*Egress, 0, len(t.egresses))
+	for e := range t.egresses {
 		es = append(es, e)
 	}
-	h.ackMu.Unlock()
+	t.mu.Unlock()
 	out := map[string]LaneStats{}
 	for _, e := range es {
 		if st, err := e.AckStats(); err == nil {

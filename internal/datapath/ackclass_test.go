@@ -19,7 +19,7 @@ func TestAckClass(t *testing.T) {
 		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
 	}
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "ack1"})
-	if err := d.SetDownlinkCaps(true); err != nil {
+	if err := d.Caps.SetDownlinkCaps(true); err != nil {
 		t.Fatal(err)
 	}
 	dl := newDownload(t, p, "9311")
@@ -33,7 +33,7 @@ func TestAckClass(t *testing.T) {
 	}
 	counted := func() uint64 {
 		t.Helper()
-		n, err := d.AckClassBytes()
+		n, err := d.Trees.AckClassBytes()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestAckClass(t *testing.T) {
 	}
 
 	// class on, the download not capped: its ACKs stay in their lane
-	if err := d.SetAckClass(10_000_000); err != nil {
+	if err := d.Trees.SetAckClass(10_000_000); err != nil {
 		t.Fatal(err)
 	}
 	send()
@@ -67,7 +67,7 @@ func TestAckClass(t *testing.T) {
 	}
 
 	// capped: its pure ACKs go to the class
-	if err := d.SetSocketRwndCap(dl.cookie, 64<<10); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, 64<<10); err != nil {
 		t.Fatal(err)
 	}
 	send()
@@ -91,7 +91,7 @@ func TestAckClass(t *testing.T) {
 	}
 
 	// class off: the capped download's ACKs stay in their lane
-	if err := d.SetAckClass(0); err != nil {
+	if err := d.Trees.SetAckClass(0); err != nil {
 		t.Fatal(err)
 	}
 	n2, _ := settled()
@@ -100,10 +100,10 @@ func TestAckClass(t *testing.T) {
 		t.Errorf("class off: ACK class took %d more packets", n-n2)
 	}
 	// on again, cap removed: none either
-	if err := d.SetAckClass(10_000_000); err != nil {
+	if err := d.Trees.SetAckClass(10_000_000); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetSocketRwndCap(dl.cookie, 0); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, 0); err != nil {
 		t.Fatal(err)
 	}
 	send()
@@ -113,23 +113,23 @@ func TestAckClass(t *testing.T) {
 
 	// every interactive socket: the uncapped download's ACKs go to the
 	// class, and what it sent is counted
-	s0, err := d.AckClassSent()
+	s0, err := d.Trees.AckClassSent()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetAckClassEvery(10_000_000); err != nil {
+	if err := d.Trees.SetAckClassEvery(10_000_000); err != nil {
 		t.Fatal(err)
 	}
 	send()
 	n3, _ := settled()
-	s1, err := d.AckClassSent()
+	s1, err := d.Trees.AckClassSent()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n3 == n2 || s1 <= s0 {
 		t.Errorf("every socket: ACK class took %d packets, sent %d bytes, want the uncapped download's ACKs", n3-n2, s1-s0)
 	}
-	if err := d.SetAckClassEvery(0); err != nil {
+	if err := d.Trees.SetAckClassEvery(0); err != nil {
 		t.Fatal(err)
 	}
 	send()

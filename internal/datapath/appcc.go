@@ -5,7 +5,26 @@
 // controls are (their kernel names are hashes: "lanes_1a2b3c4d").
 package datapath
 
-import "golang.org/x/sys/unix"
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/ledbat"
+)
+
+// CongestionControls is the host's own congestion controls as status and
+// the monitor see them: which run, under which kernel names, and why
+// not (BackgroundCC in bgcc.go; the cap-enforcing one's is Caps.CapCC).
+type CongestionControls struct {
+	guard    *guard
+	bg       *ledbat.CC            // the background lane's LEDBAT++, nil if off
+	cc       *capcc.CC             // the cap-enforcing one, nil if off
+	off      map[Capability]string // why capabilities are off (set at open)
+	sockops  bool                  // a sock_ops program runs (lanes' own or the pinned one)
+	bgTarget time.Duration         // HostConfig.BackgroundTarget
+}
 
 // Names of lanes' congestion controls as OwnCCs reports them.
 const (
@@ -17,13 +36,13 @@ const (
 // socket asked for with setsockopt(TCP_CONGESTION) after the socket was
 // switched to LEDBAT++ (the socket runs LEDBAT++ still); false when it
 // asked for none, or the capability is off.
-func (h *Host) SocketAppCC(cookie uint64) (string, bool) {
+func (p *CgroupPrograms) SocketAppCC(cookie uint64) (string, bool) {
 	var v [16]byte
-	err := h.use(func() error {
-		if h.ops == nil {
+	err := p.guard.use(func() error {
+		if p.ops == nil {
 			return errClosed
 		}
-		return h.ops.LanesAppCc.Lookup(cookie, &v)
+		return p.ops.LanesAppCc.Lookup(cookie, &v)
 	})
 	if err != nil || v[0] == 0 {
 		return "", false
@@ -33,14 +52,14 @@ func (h *Host) SocketAppCC(cookie uint64) (string, bool) {
 
 // OwnCCs maps the kernel names of this host's congestion controls to
 // what they are (CCNameLEDBAT, CCNameCapCC); empty where none is loaded.
-func (h *Host) OwnCCs() map[string]string {
+func (c *CongestionControls) OwnCCs() map[string]string {
 	out := map[string]string{}
-	_ = h.use(func() error {
-		if h.bg != nil {
-			out[h.bg.Name] = CCNameLEDBAT
+	_ = c.guard.use(func() error {
+		if c.bg != nil {
+			out[c.bg.Name] = CCNameLEDBAT
 		}
-		if h.cc != nil {
-			out[h.cc.Name] = CCNameCapCC
+		if c.cc != nil {
+			out[c.cc.Name] = CCNameCapCC
 		}
 		return nil
 	})
@@ -51,11 +70,11 @@ func (h *Host) OwnCCs() map[string]string {
 // the list cgroup/setsockopt checks an app's TCP_CONGESTION against on a
 // background socket (read at start; a reload reads it again). Without
 // sock_ops there is no list: nil.
-func (h *Host) SyncCCAllowList() error {
-	return h.use(func() error {
-		if h.ops == nil {
+func (p *CgroupPrograms) SyncCCAllowList() error {
+	return p.guard.use(func() error {
+		if p.ops == nil {
 			return nil
 		}
-		return h.ops.SyncAllowedCC()
+		return p.ops.SyncAllowedCC()
 	})
 }

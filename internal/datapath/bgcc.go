@@ -9,7 +9,6 @@ package datapath
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/lanes-net/lanes/internal/bpf/ledbat"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	model "github.com/lanes-net/lanes/internal/ledbat"
-	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // BackgroundCCStatus says whether background sockets run LEDBAT++, under
@@ -121,22 +119,22 @@ func (h *Host) bgCCName() string {
 }
 
 // BackgroundCC reports the background lane's congestion control.
-func (h *Host) BackgroundCC() BackgroundCCStatus {
+func (c *CongestionControls) BackgroundCC() BackgroundCCStatus {
 	var s BackgroundCCStatus
-	err := h.use(func() error {
-		if h.bg == nil {
-			s.Reason = cmp.Or(h.off[CapBackgroundCC], "not loaded")
-			why, off := h.off[CapBgClamp]
-			if h.ops == nil && h.opsLink == nil && !off { // the pinned sock_ops: opsLink alone
+	err := c.guard.use(func() error {
+		if c.bg == nil {
+			s.Reason = cmp.Or(c.off[CapBackgroundCC], "not loaded")
+			why, off := c.off[CapBgClamp]
+			if !c.sockops && !off { // the pinned sock_ops: opsLink alone
 				why, off = "needs sock_ops", true
 			}
 			s.Clamp, s.ClampReason = !off, why
 			if s.Clamp {
-				s.Target = time.Duration(h.bgTargetUS()) * time.Microsecond
+				s.Target = time.Duration(targetUS(c.bgTarget)) * time.Microsecond
 			}
 			return nil
 		}
-		s = BackgroundCCStatus{Active: true, Name: h.bg.Name, Target: h.bg.Target, Registered: h.bg.Mode.String()}
+		s = BackgroundCCStatus{Active: true, Name: c.bg.Name, Target: c.bg.Target, Registered: c.bg.Mode.String()}
 		return nil
 	})
 	if err != nil {
@@ -187,109 +185,4 @@ func monotonicNS() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
-}
-
-// ForegroundStates are the kernel's foreground states by ifindex (key 0:
-// any interface): the classifier's windows (lanes_fg_active), the harm
-// sock_ops read (lanes_fg_harm) and the last connection opening
-// (lanes_fg_open), and the monotonic clock when they were read: the
-// yield's state, for status.
-func (h *Host) ForegroundStates() (map[int]yield.State, uint64, error) {
-	out := map[int]yield.State{}
-	err := h.use(func() error {
-		var idx uint32
-		var w yield.Window
-		var hm yield.Harm
-		var t uint64
-		it := h.cls.LanesFgActive.Iterate()
-		for it.Next(&idx, &w) {
-			st := out[int(idx)]
-			st.Window = w
-			out[int(idx)] = st
-		}
-		ih := h.cls.LanesFgHarm.Iterate()
-		for ih.Next(&idx, &hm) {
-			st := out[int(idx)]
-			st.Harm = hm
-			out[int(idx)] = st
-		}
-		io := h.cls.LanesFgOpen.Iterate()
-		for io.Next(&idx, &t) {
-			st := out[int(idx)]
-			st.OpenEnd = t
-			out[int(idx)] = st
-		}
-		return errors.Join(it.Err(), ih.Err(), io.Err())
-	})
-	return out, monotonicNS(), err
-}
-
-// BackgroundYielding says whether sock_ops' rule for downloads (rLEDBAT's
-// hold in internal/bpf/sockops/yield.h: yielding() or sharing()) holds a background socket
-// whose packets leave by ifindex (0: not known) at the minimum receive
-// window now: the daemon's own rLEDBAT (internal/rledbat) follows the same
-// yield as the BPF one.
-func (h *Host) BackgroundYielding(ifindex int) bool {
-	if !h.cfg.Yield {
-		return false
-	}
-	var on bool
-	_ = h.use(func() error {
-		idx, now := uint32(max(ifindex, 0)), monotonicNS()
-		var w yield.Window
-		present := h.cls.LanesFgActive.Lookup(idx, &w) == nil && w.Held(now, yield.KernelRule)
-		on = h.ops != nil && (h.fgYieldDir(idx, now, yield.Down) || present)
-		return nil
-	})
-	return on
-}
-
-// fgYield is lanes_maps.h's fg_yield: a foreground TCP socket of interface
-// idx (0: not known) read harm within yield.HarmHold (or a background
-// socket's own delay beside an untold foreground did), or a foreground
-// connection's opening there (or somewhere not known) holds it
-// (lanes_fg_open: the hold's end; h.mu held, maps open); with
-// HostConfig.Experiments.UntoldHeld also a foreground present (the classifier's stamp)
-// without TCP RTT samples to tell its harm. A present foreground that is
-// not harmed does not hold background: it keeps a share of its target
-// beside it.
-func (h *Host) fgYield(idx uint32, now uint64) bool {
-	st, anyOpening := h.fgState(idx, now)
-	return st.Holds(now, anyOpening)
-}
-
-// fgYieldDir is fgYield for background in direction dir (yield.Up,
-// yield.Down) alone, as lanes_maps.h's fg_yield_dir.
-func (h *Host) fgYieldDir(idx uint32, now uint64, dir int) bool {
-	st, anyOpening := h.fgState(idx, now)
-	return st.HoldsDir(now, anyOpening, dir)
-}
-
-// fgState reads interface idx's yield state, and whether an opening by an
-// interface not known holds every one (h.mu held, maps open).
-func (h *Host) fgState(idx uint32, now uint64) (yield.State, bool) {
-	st := yield.State{UntoldHeld: h.cfg.Experiments.UntoldHeld}
-	_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
-	_ = h.cls.LanesFgOpen.Lookup(idx, &st.OpenEnd)
-	_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)
-	var unknown yield.State
-	if idx != 0 {
-		_ = h.cls.LanesFgOpen.Lookup(uint32(0), &unknown.OpenEnd)
-	}
-	return st, unknown.Opening(now)
-}
-
-// SocketRwndCap is the cooperative controller's downlink cap of one socket
-// (bytes, 0 = none): rLEDBAT applies the smaller of its window and the cap.
-func (h *Host) SocketRwndCap(cookie uint64) uint32 {
-	var v uint32
-	if h.use(func() error {
-		if h.ops == nil {
-			return errNoSockops
-		}
-		return h.ops.LanesSockRwnd.Lookup(cookie, &v)
-	}) != nil {
-		return 0
-	}
-	return v
 }

@@ -35,14 +35,14 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 		t.Skipf("no sock_ops, LEDBAT++ or cgroup/setsockopt here: %v", h.Capabilities())
 	}
 	_, addr := startSink(t, p.B, p.AddrB, 9431)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := dialCC(t, p.A, addr, "reno") // before connect: accepted, then switched
 	if got := setThenGetCC(t, bg, "cubic"); got != h.bg.Name {
 		t.Errorf("background socket after setsockopt(cubic): runs %q, want %q", got, h.bg.Name)
 	}
-	if err := h.SetUIDLane(0, lane.Interactive); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Interactive); err != nil {
 		t.Fatal(err)
 	}
 	fg := dialCC(t, p.A, addr, "reno")
@@ -58,13 +58,13 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 	}
 	// what the monitor shows: the app's request beside the LEDBAT++ that runs
 	bgCookie, fgCookie := cookieOf(t, bg), cookieOf(t, fg)
-	if got, ok := h.SocketAppCC(bgCookie); !ok || got != "cubic" {
+	if got, ok := h.Programs.SocketAppCC(bgCookie); !ok || got != "cubic" {
 		t.Errorf("SocketAppCC(background socket) = %q, %v; want cubic", got, ok)
 	}
-	if got, ok := h.SocketAppCC(fgCookie); ok {
+	if got, ok := h.Programs.SocketAppCC(fgCookie); ok {
 		t.Errorf("SocketAppCC(interactive socket) = %q, want none", got)
 	}
-	if n := h.OwnCCs()[h.bg.Name]; n != CCNameLEDBAT {
+	if n := h.CCs.OwnCCs()[h.bg.Name]; n != CCNameLEDBAT {
 		t.Errorf("OwnCCs()[%s] = %q, want %q", h.bg.Name, n, CCNameLEDBAT)
 	}
 	// the entry goes with the socket (STATE_CB to TCP_CLOSE)
@@ -72,7 +72,7 @@ func TestBackgroundKeepsLEDBATAfterAppSetsCC(t *testing.T) {
 	bg.Close()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		if _, ok := h.SocketAppCC(bgCookie); !ok {
+		if _, ok := h.Programs.SocketAppCC(bgCookie); !ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -126,7 +126,7 @@ func TestRefusedCCNotSwallowed(t *testing.T) {
 		t.Skipf("no sock_ops, LEDBAT++ or cgroup/setsockopt here: %v", h.Capabilities())
 	}
 	_, addr := startSink(t, p.B, p.AddrB, 9432)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := dialCC(t, p.A, addr, "reno")
@@ -143,13 +143,13 @@ func TestRefusedCCNotSwallowed(t *testing.T) {
 	if err := asNobody(refused); err == nil {
 		t.Errorf("an unprivileged setsockopt(%s) on a background socket succeeded; %s is not in the allow-list", refused, refused)
 	}
-	if got, ok := h.SocketAppCC(cookieOf(t, bg)); ok {
+	if got, ok := h.Programs.SocketAppCC(cookieOf(t, bg)); ok {
 		t.Errorf("the refused name was kept for the move back: %q", got)
 	}
 	if err := asNobody("reno"); err != nil {
 		t.Errorf("an unprivileged setsockopt(reno), allowed: %v", err)
 	}
-	if got, _ := h.SocketAppCC(cookieOf(t, bg)); got != "reno" {
+	if got, _ := h.Programs.SocketAppCC(cookieOf(t, bg)); got != "reno" {
 		t.Errorf("the allowed name kept for the move back: %q, want reno", got)
 	}
 }

@@ -51,7 +51,7 @@ func TestBackgroundModeChosen(t *testing.T) {
 				return err
 			})
 			defer h.Close()
-			bg := h.BackgroundCC()
+			bg := h.CCs.BackgroundCC()
 			if bg.Mode() != c.mode {
 				t.Errorf("background mode %q (%+v), want %q", bg.Mode(), bg, c.mode)
 			}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -22,8 +23,34 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/yield"
 )
+
+// BackgroundClass is the host's background non-TCP class: its control
+// values, policer rates, shapers (bgshape.go, bgifb.go) and flow table
+// (bgflows.go), set by the controller (internal/bgudp).
+type BackgroundClass struct {
+	guard      *guard
+	cls        *classifier.ClassifierObjects
+	ops        *sockops.Objects // nil without lanes' own sock_ops (MarkBgArrivals)
+	trees      egressFinder     // the interface's tree for its shapers (Trees)
+	yield      yieldHolder      // the yield's hold (FgYield)
+	on         bool             // HostConfig.Yield
+	untoldHeld bool             // HostConfig.Experiments.UntoldHeld
+	ctlMu      sync.Mutex       // lanes_bg_ctl's read-modify-writes
+}
+
+// egressFinder finds the host's tree on an interface (Trees).
+type egressFinder interface {
+	of(ifindex int) (*Egress, error)
+}
+
+// yieldHolder says whether the yield holds an interface's background now
+// (FgYield; the guard held, maps open).
+type yieldHolder interface {
+	fgYield(idx uint32, now uint64) bool
+}
 
 // BgYieldBytes is the class's rate while the interface yields (bytes/s,
 // 200 kbit/s): a QUIC connection stays alive, its bulk backs off; an
@@ -76,7 +103,7 @@ func (e *Egress) openBgClass() error {
 	}
 	for _, d := range []Direction{Upload, Download} {
 		ctl := classifier.ClassifierBgCtl{YieldRate: yr}
-		err := e.host.use(func() error {
+		err := e.host.guard.use(func() error {
 			if err := e.host.cls.LanesBgCtl.Put(bgKey(idx, d), ctl); err != nil {
 				return err
 			}
@@ -103,7 +130,7 @@ func (e *Egress) closeBgClass() error {
 	idx := e.link.Attrs().Index
 	var errs []error
 	for _, d := range []Direction{Upload, Download} {
-		err := e.host.use(func() error {
+		err := e.host.guard.use(func() error {
 			return errors.Join(ignoreNotExist(e.host.cls.LanesBgCtl.Delete(bgKey(idx, d)), "background class"),
 				ignoreNotExist(e.host.cls.LanesBgState.Delete(bgKey(idx, d)), "background class state"))
 		})
@@ -177,21 +204,21 @@ func detachIngress(link netlink.Link, instance string) error {
 // rate, bgclass.h) passes a sender a little above a lowered rate for its
 // depth ÷ the excess: 200 ms after a cut of an eighth. Only the control
 // value is written (emptying is a bump of its empty_gen, which the
-// classifier acts on once); the daemon is its only writer, and bgCtlMu
+// classifier acts on once); the daemon is its only writer, and ctlMu
 // keeps its read-modify-writes whole.
-func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
-	h.bgCtlMu.Lock()
-	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+func (b *BackgroundClass) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
+	b.ctlMu.Lock()
+	defer b.ctlMu.Unlock()
+	return b.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
-		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
+		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
 		ctl.Rate = bytes
 		if empty && bytes != 0 {
 			ctl.EmptyGen++
 		}
-		return h.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
+		return b.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
 	})
 }
 
@@ -199,31 +226,31 @@ func (h *Host) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) err
 // direction (bytes/s, at least 1; BgYieldBytes by default), so that the
 // hold takes no more than a small share of a slow link; where the yield
 // is off (a zero yield rate) it is left off.
-func (h *Host) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
-	h.bgCtlMu.Lock()
-	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+func (b *BackgroundClass) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
+	b.ctlMu.Lock()
+	defer b.ctlMu.Unlock()
+	return b.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
-		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
+		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
 		if ctl.YieldRate == 0 || ctl.YieldRate == max(bytes, 1) {
 			return nil
 		}
 		ctl.YieldRate = max(bytes, 1)
-		return h.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
+		return b.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
 	})
 }
 
 // BgClass reads an interface's class in one direction: its control value
 // and the classifier's state (zero before the class's first packet).
-func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
+func (b *BackgroundClass) BgClass(ifindex int, d Direction) (BgClass, error) {
 	var c BgClass
-	err := h.use(func() error {
-		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &c.ClassifierBgCtl); err != nil {
+	err := b.guard.use(func() error {
+		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &c.ClassifierBgCtl); err != nil {
 			return err
 		}
-		if err := h.cls.LanesBgState.Lookup(bgKey(ifindex, d), &c.ClassifierBgState); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		if err := b.cls.LanesBgState.Lookup(bgKey(ifindex, d), &c.ClassifierBgState); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			return err
 		}
 		return nil
@@ -233,9 +260,9 @@ func (h *Host) BgClass(ifindex int, d Direction) (BgClass, error) {
 
 // BgEvents opens a reader of the classifier's episode events; the caller
 // closes it.
-func (h *Host) BgEvents() (*ringbuf.Reader, error) {
+func (b *BackgroundClass) BgEvents() (*ringbuf.Reader, error) {
 	var r *ringbuf.Reader
-	err := h.use(func() (err error) { r, err = ringbuf.NewReader(h.cls.LanesBgEvents); return })
+	err := b.guard.use(func() (err error) { r, err = ringbuf.NewReader(b.cls.LanesBgEvents); return })
 	return r, err
 }
 
@@ -253,14 +280,14 @@ func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
 // ForegroundPresent says whether the interface's foreground is present
 // (the classifier's stamp, lanes_fg_active, younger than its hold): the
 // background keeps yield.ShareTarget of queue there.
-func (h *Host) ForegroundPresent(ifindex int) bool {
-	if !h.cfg.Yield {
+func (b *BackgroundClass) ForegroundPresent(ifindex int) bool {
+	if !b.on {
 		return false
 	}
 	var on bool
-	_ = h.use(func() error {
+	_ = b.guard.use(func() error {
 		var w yield.Window
-		on = h.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil && w.Held(monotonicNS(), yield.KernelRule)
+		on = b.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil && w.Held(monotonicNS(), yield.KernelRule)
 		return nil
 	})
 	return on
@@ -269,13 +296,13 @@ func (h *Host) ForegroundPresent(ifindex int) bool {
 // BgClassHeld says whether the yield holds the interface's background
 // non-TCP class now (the classifier's rule: fg_yield of lanes_maps.h, the
 // sockets' rule).
-func (h *Host) BgClassHeld(ifindex int) bool {
-	if !h.cfg.Yield {
+func (b *BackgroundClass) BgClassHeld(ifindex int) bool {
+	if !b.on {
 		return false
 	}
 	var on bool
-	_ = h.use(func() error {
-		on = h.fgYield(uint32(ifindex), monotonicNS())
+	_ = b.guard.use(func() error {
+		on = b.yield.fgYield(uint32(ifindex), monotonicNS())
 		return nil
 	})
 	return on
@@ -288,27 +315,27 @@ func (h *Host) BgClassHeld(ifindex int) bool {
 // above yield.HarmQueue; the classifier then holds the class at the
 // yield's rate for yield.HarmHold. The read and write race sock_ops'
 // stamps of the same entry: one of two stamps in the same instant is lost.
-func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
-	if !h.cfg.Yield || h.cfg.Experiments.UntoldHeld || queue <= yield.HarmQueue {
+func (b *BackgroundClass) MarkOwnHarm(ifindex int, queue time.Duration) {
+	if !b.on || b.untoldHeld || queue <= yield.HarmQueue {
 		return
 	}
-	_ = h.use(func() error {
+	_ = b.guard.use(func() error {
 		now, idx := monotonicNS(), uint32(ifindex)
 		var st yield.State
-		_ = h.cls.LanesFgActive.Lookup(idx, &st.Window)
-		_ = h.cls.LanesFgHarm.Lookup(idx, &st.Harm)
+		_ = b.cls.LanesFgActive.Lookup(idx, &st.Window)
+		_ = b.cls.LanesFgHarm.Lookup(idx, &st.Harm)
 		if !st.Untold(now) {
 			return nil
 		}
 		for _, k := range []uint32{idx, 0} {
 			var hm yield.Harm
-			_ = h.cls.LanesFgHarm.Lookup(k, &hm)
+			_ = b.cls.LanesFgHarm.Lookup(k, &hm)
 			if !hm.Harmed(now) {
 				hm.Since = now
 			}
 			hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
 			hm.DirUntil = [2]uint64{now + uint64(yield.HarmHold), now + uint64(yield.HarmHold)} // both ways
-			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
+			if err := b.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}
 		}
@@ -322,11 +349,11 @@ func (h *Host) MarkOwnHarm(ifindex int, queue time.Duration) {
 // foreground TCP sockets then read their receive side (fgrcv.h), so a
 // foreground download's harm is told and the class's arrivals may share
 // beside an unharmed one instead of being held as untold.
-func (h *Host) MarkBgArrivals() {
-	_ = h.use(func() error {
-		if h.ops == nil {
+func (b *BackgroundClass) MarkBgArrivals() {
+	_ = b.guard.use(func() error {
+		if b.ops == nil {
 			return errNoSockops
 		}
-		return h.ops.LanesRlActive.Put(uint32(0), monotonicNS())
+		return b.ops.LanesRlActive.Put(uint32(0), monotonicNS())
 	})
 }

@@ -18,18 +18,18 @@ import (
 // leave from one of the local ports sports with protocol proto; it returns
 // how many. One walk of the table for all the ports: a walk per port made
 // a move of 1,024 UDP sockets out of background 1,024 walks.
-func (h *Host) ForgetBackgroundFlows(proto uint8, sports map[uint16]bool) (int, error) {
+func (b *BackgroundClass) ForgetBackgroundFlows(proto uint8, sports map[uint16]bool) (int, error) {
 	n := 0
 	if len(sports) == 0 {
 		return 0, nil
 	}
-	err := h.use(func() error {
+	err := b.guard.use(func() error {
 		var (
 			k     abi.FlowKey
 			v     uint32
 			found []abi.FlowKey
 		)
-		it := h.cls.LanesBgFlows.Iterate()
+		it := b.cls.LanesBgFlows.Iterate()
 		for it.Next(&k, &v) {
 			if k.Proto == proto && sports[k.Sport] {
 				found = append(found, k)
@@ -39,7 +39,7 @@ func (h *Host) ForgetBackgroundFlows(proto uint8, sports map[uint16]bool) (int, 
 			return fmt.Errorf("background flows: %w", err)
 		}
 		for _, k := range found {
-			if err := h.cls.LanesBgFlows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			if err := b.cls.LanesBgFlows.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				return fmt.Errorf("background flow: %w", err)
 			}
 			n++
@@ -58,14 +58,14 @@ type BgFlow struct {
 
 // BackgroundFlows lists the background class's flow table (at most its
 // 4,096 entries; the least recently used go first when it is full).
-func (h *Host) BackgroundFlows() ([]BgFlow, error) {
+func (b *BackgroundClass) BackgroundFlows() ([]BgFlow, error) {
 	var out []BgFlow
-	err := h.use(func() error {
+	err := b.guard.use(func() error {
 		var (
 			k abi.FlowKey
 			v uint32
 		)
-		it := h.cls.LanesBgFlows.Iterate()
+		it := b.cls.LanesBgFlows.Iterate()
 		for it.Next(&k, &v) {
 			out = append(out, BgFlow{Key: FlowKey{Src: k.Src(), Dst: k.Addr(), DPort: k.Dport, SPort: k.Sport, Proto: k.Proto}, Ifindex: int(v)})
 		}

@@ -195,27 +195,27 @@ func (e *Egress) BgArrivalShapeError() error {
 
 // putBgIfb sets the ingress control value's shaped field: the IFB's
 // ifindex (0: the arrivals pass where they came, not shaped).
-func (h *Host) putBgIfb(ifindex int, ifb int) error {
-	h.bgCtlMu.Lock()
-	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+func (b *BackgroundClass) putBgIfb(ifindex int, ifb int) error {
+	b.ctlMu.Lock()
+	defer b.ctlMu.Unlock()
+	return b.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
-		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, Download), &ctl); err != nil {
+		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, Download), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
 		if ctl.Shaped == uint64(ifb) {
 			return nil
 		}
 		ctl.Shaped = uint64(ifb)
-		return h.cls.LanesBgCtl.Put(bgKey(ifindex, Download), ctl)
+		return b.cls.LanesBgCtl.Put(bgKey(ifindex, Download), ctl)
 	})
 }
 
 // setBgArrivalShape shapes the class's arrivals on ifindex at bytes/s
 // through the IFB, or stops (0: not redirected, the class open).
-func (h *Host) setBgArrivalShape(e *Egress, ifindex int, bytes uint64) error {
+func (b *BackgroundClass) setBgArrivalShape(e *Egress, ifindex int, bytes uint64) error {
 	if bytes == 0 { // off first: no packet enters a class being opened
-		err := h.putBgIfb(ifindex, 0)
+		err := b.putBgIfb(ifindex, 0)
 		_, err2 := e.setBgIfbRate(0)
 		return errors.Join(err, err2)
 	}
@@ -223,5 +223,5 @@ func (h *Host) setBgArrivalShape(e *Egress, ifindex int, bytes uint64) error {
 	if err != nil {
 		return err
 	}
-	return h.putBgIfb(ifindex, ifb)
+	return b.putBgIfb(ifindex, ifb)
 }

@@ -27,7 +27,7 @@ func TestBackgroundArrivalsIfb(t *testing.T) {
 	}
 	idx := eg.Ifindex()
 	const port, sport, fgPort = 9141, 40141, 9142
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	bg := listenUDP(t, p.A, p.AddrA, sport)
@@ -38,25 +38,25 @@ func TestBackgroundArrivalsIfb(t *testing.T) {
 		return err
 	})
 	const rate = 250_000 // bytes/s, 2 Mbit/s
-	if err := d.SetBgShape(idx, Download, rate); err != nil {
+	if err := d.Background.SetBgShape(idx, Download, rate); err != nil {
 		t.Fatal(err)
 	}
 	const dur = 1500 * time.Millisecond
 	got := received(bg)
 	sendFrom(t, p.B, p.AddrB, port, p.AddrA, sport, dur)
 	n := <-got
-	before, _ := d.BgShapeStats(idx, Download)
+	before, _ := d.Background.BgShapeStats(idx, Download)
 	fgGot := received(fg)
 	sendFrom(t, p.B, p.AddrB, fgPort, p.AddrA, sport+1, 200*time.Millisecond)
 	nfg := <-fgGot
-	st, err := d.BgShapeStats(idx, Download)
+	st, err := d.Background.BgShapeStats(idx, Download)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Packets < before.Packets {
 		t.Fatalf("ifb counters went back: %d, then %d packets", before.Packets, st.Packets)
 	}
-	cls, err := d.BgClass(idx, Download)
+	cls, err := d.Background.BgClass(idx, Download)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +81,13 @@ func TestBackgroundArrivalsIfb(t *testing.T) {
 		t.Errorf("the foreground flow's arrivals crossed the ifb: %d packets", st.Packets-before.Packets)
 	}
 	// unshaped: the arrivals pass where they came
-	if err := d.SetBgShape(idx, Download, 0); err != nil {
+	if err := d.Background.SetBgShape(idx, Download, 0); err != nil {
 		t.Fatal(err)
 	}
 	got = received(bg)
 	sendFrom(t, p.B, p.AddrB, port, p.AddrA, sport, 100*time.Millisecond)
 	<-got
-	if st2, _ := d.BgShapeStats(idx, Download); st2.Packets != st.Packets {
+	if st2, _ := d.Background.BgShapeStats(idx, Download); st2.Packets != st.Packets {
 		t.Errorf("unshaped: the ifb sent %d more packets", st2.Packets-st.Packets)
 	}
 	// the IFB goes with the tree

@@ -142,18 +142,6 @@ func classStatsOf(link netlink.Link, handle uint32) (*netlink.ClassStatistics, e
 	return hs[handle], nil
 }
 
-// egressOf is the host's tree on ifindex.
-func (h *Host) egressOf(ifindex int) (*Egress, error) {
-	h.ackMu.Lock()
-	defer h.ackMu.Unlock()
-	for e := range h.egresses {
-		if e.link != nil && e.link.Attrs().Index == ifindex {
-			return e, nil
-		}
-	}
-	return nil, fmt.Errorf("no egress tree on ifindex %d", ifindex)
-}
-
 // SetBgShape shapes the background non-TCP class on an interface in one
 // direction at bytes/s, or stops shaping it (0). Upload: the shaper's
 // ceil, the classifier's shaped on (0: the class leaves by the background
@@ -161,27 +149,27 @@ func (h *Host) egressOf(ifindex int) (*Egress, error) {
 // (bgifb.go), the arrivals redirected to it (0: they pass where they
 // came). It fails where the interface has no tree, or its tree no shaper
 // (no IFB for downloads); the class's policer (SetBgRate) is left as it is.
-func (h *Host) SetBgShape(ifindex int, d Direction, bytes uint64) error {
-	e, err := h.egressOf(ifindex)
+func (b *BackgroundClass) SetBgShape(ifindex int, d Direction, bytes uint64) error {
+	e, err := b.trees.of(ifindex)
 	if err != nil {
 		return err
 	}
 	if d == Download {
-		return h.setBgArrivalShape(e, ifindex, bytes)
+		return b.setBgArrivalShape(e, ifindex, bytes)
 	}
 	if bytes == 0 { // off first: no packet enters a class being opened
-		return errors.Join(h.putBgShaped(ifindex, false), e.setBgShapeRate(0))
+		return errors.Join(b.putBgShaped(ifindex, false), e.setBgShapeRate(0))
 	}
 	if err := e.setBgShapeRate(bytes); err != nil {
 		return err
 	}
-	return h.putBgShaped(ifindex, true)
+	return b.putBgShaped(ifindex, true)
 }
 
 // BgShapeStats reads the counters of an interface's shaper in one
 // direction (Bytes: what it sent; downloads: the IFB's class).
-func (h *Host) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
-	e, err := h.egressOf(ifindex)
+func (b *BackgroundClass) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
+	e, err := b.trees.of(ifindex)
 	if err != nil {
 		return LaneStats{}, err
 	}
@@ -192,12 +180,12 @@ func (h *Host) BgShapeStats(ifindex int, d Direction) (LaneStats, error) {
 }
 
 // putBgShaped sets the egress control value's shaped flag.
-func (h *Host) putBgShaped(ifindex int, on bool) error {
-	h.bgCtlMu.Lock()
-	defer h.bgCtlMu.Unlock()
-	return h.use(func() error {
+func (b *BackgroundClass) putBgShaped(ifindex int, on bool) error {
+	b.ctlMu.Lock()
+	defer b.ctlMu.Unlock()
+	return b.guard.use(func() error {
 		var ctl classifier.ClassifierBgCtl
-		if err := h.cls.LanesBgCtl.Lookup(bgKey(ifindex, Upload), &ctl); err != nil {
+		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, Upload), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
 		want := uint64(0)
@@ -208,6 +196,6 @@ func (h *Host) putBgShaped(ifindex int, on bool) error {
 			return nil
 		}
 		ctl.Shaped = want
-		return h.cls.LanesBgCtl.Put(bgKey(ifindex, Upload), ctl)
+		return b.cls.LanesBgCtl.Put(bgKey(ifindex, Upload), ctl)
 	})
 }

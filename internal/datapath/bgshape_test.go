@@ -22,7 +22,7 @@ func TestBackgroundShaper(t *testing.T) {
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "bgsh"})
 	idx := d.Egress().Ifindex()
 	const port, sport = 9131, 40131
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	var pc net.PacketConn
@@ -48,17 +48,17 @@ func TestBackgroundShaper(t *testing.T) {
 	// the class's first packet creates its state: the classifier polices
 	// it from there (no rate: unpoliced)
 	send(t, p, port, sport, 1, 0)
-	if err := d.SetBgShape(idx, Upload, rate); err != nil {
+	if err := d.Background.SetBgShape(idx, Upload, rate); err != nil {
 		t.Fatal(err)
 	}
 	const dur = 1500 * time.Millisecond
 	sent := send(t, p, port, sport, 1<<20, dur)
 	got := <-received
-	st, err := d.BgShapeStats(idx, Upload)
+	st, err := d.Background.BgShapeStats(idx, Upload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cls, err := d.BgClass(idx, Upload)
+	cls, err := d.Background.BgClass(idx, Upload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +82,13 @@ func TestBackgroundShaper(t *testing.T) {
 		testutil.TimingErrorf(t, "%d bytes arrived at a %d B/s shaper in %v", got, rate, dur)
 	}
 	// unshaped: the class leaves by the background lane's class
-	if err := d.SetBgShape(idx, Upload, 0); err != nil {
+	if err := d.Background.SetBgShape(idx, Upload, 0); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := d.Stats()
 	send(t, p, port, sport, 20, 0)
 	after, _ := d.Stats()
-	st2, _ := d.BgShapeStats(idx, Upload)
+	st2, _ := d.Background.BgShapeStats(idx, Upload)
 	if st2.Packets != st.Packets {
 		t.Errorf("unshaped: the shaper sent %d more packets", st2.Packets-st.Packets)
 	}

@@ -12,9 +12,27 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/lanes-net/lanes/internal/bpf/capcc"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/lane"
 )
+
+// Caps is the host's caps: the cwnd caps (lanes' own congestion control
+// enforces them) and the downlink caps (rwndcap.go), which sock_ops
+// applies per lane or socket.
+type Caps struct {
+	guard *guard
+	ops   *sockops.Objects // nil without lanes' own sock_ops: every cap refused
+	cc    *capcc.CC        // nil when the kernel cannot run it
+	off   map[Capability]string
+	seen  socketSeer // whether sock_ops knows a socket (LaneMaps)
+}
+
+// socketSeer says whether sock_ops has seen a socket that has not closed.
+type socketSeer interface {
+	sockSeen(cookie uint64) bool
+}
 
 // capCCName and bgCCName name this host's congestion controls, one each
 // per instance and namespace (id: netns cookie, or inode where sock_ops
@@ -77,15 +95,15 @@ var ErrSocketUnmanaged = errors.New("datapath: socket predates sock_ops (no call
 // of a lane; 0 removes the cap. sock_ops applies it at establishment and on
 // the next RTT sample of live sockets; a capped CUBIC socket is moved to the
 // lanes congestion control, which brings cwnd under the cap on its next ACK.
-func (h *Host) SetLaneCwndCap(l lane.Lane, segs uint32) error {
+func (c *Caps) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 	if _, err := laneValue(l); err != nil {
 		return err
 	}
-	return h.use(func() error {
-		if h.ops == nil {
+	return c.guard.use(func() error {
+		if c.ops == nil {
 			return errNoSockops
 		}
-		if err := h.ops.LanesLaneCap.Put(uint32(l), segs); err != nil {
+		if err := c.ops.LanesLaneCap.Put(uint32(l), segs); err != nil {
 			return fmt.Errorf("cwnd cap of %s: %w", l, err)
 		}
 		return nil
@@ -94,22 +112,22 @@ func (h *Host) SetLaneCwndCap(l lane.Lane, segs uint32) error {
 
 // SetSocketCwndCap caps one socket's congestion window (segments); 0 removes
 // the socket's own cap, so its lane's cap (if any) applies again.
-func (h *Host) SetSocketCwndCap(cookie uint64, segs uint32) error {
-	return h.use(func() error {
-		if h.ops == nil {
+func (c *Caps) SetSocketCwndCap(cookie uint64, segs uint32) error {
+	return c.guard.use(func() error {
+		if c.ops == nil {
 			return errNoSockops
 		}
 		if segs == 0 {
-			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
+			return ignoreNotExist(c.ops.LanesSockCap.Delete(cookie), "remove socket cwnd cap")
 		}
-		if !h.sockSeen(cookie) {
+		if !c.seen.sockSeen(cookie) {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, ErrSocketUnmanaged)
 		}
-		if err := h.ops.LanesSockCap.Put(cookie, segs); err != nil {
+		if err := c.ops.LanesSockCap.Put(cookie, segs); err != nil {
 			return fmt.Errorf("cwnd cap of socket %d: %w", cookie, err)
 		}
-		if !h.sockSeen(cookie) { // closed since the check: its close ran before the write
-			return ignoreNotExist(h.ops.LanesSockCap.Delete(cookie), "remove a closed socket's cwnd cap")
+		if !c.seen.sockSeen(cookie) { // closed since the check: its close ran before the write
+			return ignoreNotExist(c.ops.LanesSockCap.Delete(cookie), "remove a closed socket's cwnd cap")
 		}
 		return nil
 	})
@@ -125,14 +143,14 @@ type CapCCStatus struct {
 }
 
 // CapCC reports the state of the lanes congestion control of this host.
-func (h *Host) CapCC() CapCCStatus {
+func (c *Caps) CapCC() CapCCStatus {
 	var s CapCCStatus
-	err := h.use(func() error {
-		if h.cc == nil {
-			s.Reason = cmp.Or(h.off[CapCapCC], "not loaded")
+	err := c.guard.use(func() error {
+		if c.cc == nil {
+			s.Reason = cmp.Or(c.off[CapCapCC], "not loaded")
 			return nil
 		}
-		s = CapCCStatus{Active: true, Name: h.cc.Name, Registered: h.cc.Mode.String()}
+		s = CapCCStatus{Active: true, Name: c.cc.Name, Registered: c.cc.Mode.String()}
 		return nil
 	})
 	if err != nil {

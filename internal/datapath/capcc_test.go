@@ -121,7 +121,7 @@ func TestCapCCBringsLargeCwndDown(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "cc1"})
-	st := d.CapCC()
+	st := d.Caps.CapCC()
 	if !st.Active {
 		t.Skipf("lanes congestion control unavailable here: %s", st.Reason)
 	}
@@ -140,7 +140,7 @@ func TestCapCCBringsLargeCwndDown(t *testing.T) {
 	}
 	t.Logf("uncapped: cwnd %d after 1s", cw)
 
-	if err := d.SetSocketCwndCap(cookieOf(t, c), cap); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, c), cap); err != nil {
 		t.Fatal(err)
 	}
 	took, cw := waitCwnd(t, c, 2*time.Second, func(cw uint32) bool { return cw <= cap })
@@ -167,7 +167,7 @@ func TestCapCCBringsLargeCwndDown(t *testing.T) {
 		bw := startWriting(t, bb)
 		defer bw.halt()
 		time.Sleep(200 * time.Millisecond)
-		if err := d.SetSocketCwndCap(cookieOf(t, bb), cap); err != nil {
+		if err := d.Caps.SetSocketCwndCap(cookieOf(t, bb), cap); err != nil {
 			t.Fatal(err)
 		}
 		took, cw := waitCwnd(t, bb, 2*time.Second, func(cw uint32) bool { return cw <= cap })
@@ -178,7 +178,7 @@ func TestCapCCBringsLargeCwndDown(t *testing.T) {
 	})
 
 	// Removing the cap lets cwnd grow again.
-	if err := d.SetSocketCwndCap(cookieOf(t, c), 0); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, c), 0); err != nil {
 		t.Fatal(err)
 	}
 	took, cw = waitCwnd(t, c, 3*time.Second, func(cw uint32) bool { return cw > 4*cap })
@@ -204,7 +204,7 @@ func TestCapCCTwoNamespaces(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	da := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "ccna"})
 	db := openIn(t, p.B, Config{Interface: p.LinkB, Instance: "ccnb"})
-	sa, sb := da.CapCC(), db.CapCC()
+	sa, sb := da.Caps.CapCC(), db.Caps.CapCC()
 	if !sa.Active || !sb.Active {
 		t.Skipf("lanes congestion control unavailable here: %q %q", sa.Reason, sb.Reason)
 	}
@@ -245,7 +245,7 @@ func TestCapCCReleaseSlowStarts(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "cc3"})
-	if st := d.CapCC(); !st.Active {
+	if st := d.Caps.CapCC(); !st.Active {
 		t.Skipf("lanes congestion control unavailable here: %s", st.Reason)
 	}
 	// removed with the namespace
@@ -257,7 +257,7 @@ func TestCapCCReleaseSlowStarts(t *testing.T) {
 	c := dialCC(t, p.A, addr, "cubic")
 	b := startWriting(t, c)
 	defer b.halt()
-	if err := d.SetSocketCwndCap(cookieOf(t, c), 8); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, c), 8); err != nil {
 		t.Fatal(err)
 	}
 	if _, cw := waitCwnd(t, c, 2*time.Second, func(cw uint32) bool { return cw <= 8 }); cw > 8 {
@@ -282,7 +282,7 @@ func TestCapCCReleaseSlowStarts(t *testing.T) {
 		t.Fatalf("RTT %d us with the foreign flow's queue, %d before: no queue", ti.Rtt, min)
 	}
 	retrans := ti.Total_retrans
-	if err := d.SetSocketCwndCap(cookieOf(t, c), 0); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, c), 0); err != nil {
 		t.Fatal(err)
 	}
 	for start := time.Now(); tcpInfoFull(t, c).Snd_ssthresh < 1<<16; time.Sleep(time.Millisecond) {

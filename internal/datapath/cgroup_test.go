@@ -34,7 +34,7 @@ func TestCgroupAncestorRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetCgroupLane(pid, lane.Background); err != nil {
+	if err := d.Lanes.SetCgroupLane(pid, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	s, addr := startSink(t, p.B, p.AddrB, 9301)
@@ -52,7 +52,7 @@ func TestCgroupAncestorRule(t *testing.T) {
 		t.Errorf("process in a child cgroup of a background rule: sock_ops %v classifier %v background %d bytes (sent %d)",
 			st.Sockops, st.Classifier, st.Lanes[lane.Background].Bytes, s.n.Load())
 	}
-	if err := d.DeleteCgroup(pid); err != nil {
+	if err := d.Lanes.DeleteCgroup(pid); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -74,10 +74,10 @@ func TestCwndCaps(t *testing.T) {
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "cw1", Mode: Shaped, UplinkBps: 50_000_000})
 	_, addr := startSink(t, p.B, p.AddrB, 9201)
 	const laneCap, sockCap = 6, 3
-	if err := d.SetLaneCwndCap(lane.Background, laneCap); err != nil {
+	if err := d.Caps.SetLaneCwndCap(lane.Background, laneCap); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9201, SPort: 40201}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9201, SPort: 40201}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	dial := func(sport int) *net.TCPConn {
@@ -93,10 +93,10 @@ func TestCwndCaps(t *testing.T) {
 
 	bg := dial(40201)
 	fg := dial(40202)
-	if l, ok := d.SocketLane(cookieOf(t, bg)); !ok || l != lane.Background {
+	if l, ok := d.Lanes.SocketLane(cookieOf(t, bg)); !ok || l != lane.Background {
 		t.Errorf("SocketLane(background socket) = %s, %v", l, ok)
 	}
-	if l, ok := d.SocketLane(cookieOf(t, fg)); ok {
+	if l, ok := d.Lanes.SocketLane(cookieOf(t, fg)); ok {
 		t.Errorf("SocketLane(unregistered socket) = %s, want none", l)
 	}
 	if got := sendAndCwnd(t, bg, 600*time.Millisecond); got > laneCap {
@@ -107,21 +107,21 @@ func TestCwndCaps(t *testing.T) {
 	}
 
 	// Per-socket cap beats the lane cap, applied on the next RTT samples.
-	if err := d.SetSocketCwndCap(cookieOf(t, bg), sockCap); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, bg), sockCap); err != nil {
 		t.Fatal(err)
 	}
 	if got := sendAndCwnd(t, bg, 600*time.Millisecond); got > sockCap {
 		t.Errorf("background socket cwnd %d, socket cap %d", got, sockCap)
 	}
 	// And on an interactive socket that had no cap at all.
-	if err := d.SetSocketCwndCap(cookieOf(t, fg), sockCap); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, fg), sockCap); err != nil {
 		t.Fatal(err)
 	}
 	if got := sendAndCwnd(t, fg, 600*time.Millisecond); got > sockCap {
 		t.Errorf("interactive socket cwnd %d, socket cap %d", got, sockCap)
 	}
 	// Removing both caps lets it grow again.
-	if err := d.SetSocketCwndCap(cookieOf(t, fg), 0); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, fg), 0); err != nil {
 		t.Fatal(err)
 	}
 	// (Waited for, up to 10 s: growth is per RTT, and RTTs stretch under load.)

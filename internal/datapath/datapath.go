@@ -182,7 +182,7 @@ func Open(cfg Config) (*Datapath, error) {
 	cfg.CgroupRoot = h.cfg.CgroupRoot
 	e, err := OpenEgress(h, cfg.egress())
 	if err == nil {
-		err = h.SetDSCPLane(lane.DSCPLowerEffort, lane.Background)
+		err = h.Lanes.SetDSCPLane(lane.DSCPLowerEffort, lane.Background)
 	}
 	if err != nil {
 		if e != nil {

@@ -130,7 +130,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}); err != nil {
 		return e, err
 	}
-	e.buildAck(h.addEgress(e))
+	e.buildAck(h.Trees.add(e))
 	e.buildBgShape()
 	e.buildBgIfb()
 	if err := e.openBgClass(); err != nil {
@@ -267,8 +267,8 @@ func (e *Egress) Adopted() bool { return e.adopted }
 
 // Close removes the tree and restores the device queue.
 func (e *Egress) Close() error {
-	if e.host != nil { // before e.mu: SetAckClass holds the host's lock, then e.mu
-		e.host.removeEgress(e)
+	if e.host != nil { // before e.mu: SetAckClass holds the trees' lock, then e.mu
+		e.host.Trees.remove(e)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

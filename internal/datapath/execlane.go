@@ -36,9 +36,9 @@ func (h *Host) loadExecLane(netnsCookie uint64) {
 // SetExeLanes sets the executables (absolute paths) whose processes get a
 // lane at exec; a path that does not exist is skipped (its rule still
 // acts through the task engine).
-func (h *Host) SetExeLanes(exes map[string]lane.Lane) error {
-	return h.use(func() error {
-		if h.exec == nil {
+func (p *CgroupPrograms) SetExeLanes(exes map[string]lane.Lane) error {
+	return p.guard.use(func() error {
+		if p.exec == nil {
 			return nil
 		}
 		want := map[execlane.Key]uint32{}
@@ -54,6 +54,6 @@ func (h *Host) SetExeLanes(exes map[string]lane.Lane) error {
 			dev := uint64(st.Dev)
 			want[execlane.Key{Dev: execlane.KernelDev(unix.Major(dev), unix.Minor(dev)), Ino: st.Ino}] = uint32(l)
 		}
-		return h.exec.Set(want)
+		return p.exec.Set(want)
 	})
 }

@@ -94,7 +94,7 @@ func TestForegroundDownloadSeenBesideBackgroundDownload(t *testing.T) {
 	bgAddr := startSource(t, p.B, p.AddrB, 9521)
 	fgAddr := startSource(t, p.B, p.AddrB, 9522)
 	dst, _ := netip.AddrFromSlice(p.AddrB)
-	if err := h.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9521}, lane.Background); err != nil {
+	if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9521}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	seen := func() bool {

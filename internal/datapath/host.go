@@ -5,9 +5,13 @@
 // egress tree (egress.go) runs the Host's one classifier program, so N
 // interfaces cost one sock_ops program on each ACK, not N, and a map entry
 // written once applies on every interface. This file: its lifecycle
-// (OpenHost loads and attaches, Close detaches and unloads) and its
-// capabilities; its maps are lanemaps.go's, its congestion controls
-// capcc.go's and bgcc.go's, its counters hoststats.go's.
+// (OpenHost loads and attaches, Close detaches and unloads), its
+// capabilities and the wiring of its owners, each a type with its own
+// state reached as a field of Host: the lane maps (lanemaps.go), the
+// trees and their ACK class (trees.go), the background class
+// (bgclass.go), the yield's reads (fgyield.go), the caps (capcc.go), the
+// cgroup programs (cgroupprogs.go) and the congestion controls' status
+// (appcc.go); its counters are hoststats.go's.
 //
 // Capabilities that the kernel may lack degrade alone (Capabilities):
 // without sock_ops, sockets are classified per packet only (no cgroup
@@ -16,14 +20,13 @@
 // required: without it there is no datapath.
 //
 // Map setters may run concurrently with each other and with Close; after
-// Close they return errClosed.
+// Close they return errClosed (guard.go).
 package datapath
 
 import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -87,7 +90,8 @@ type HostConfig struct {
 	Pinned *Pinned
 }
 
-// Host is the installed per-namespace datapath.
+// Host is the installed per-namespace datapath: what it loaded, and its
+// owners as fields.
 type Host struct {
 	cfg     HostConfig
 	ns      *nsRef
@@ -101,7 +105,6 @@ type Host struct {
 	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
 	cgIDs   map[lane.Lane]uint64
 	off     map[Capability]string // capability -> why it is off
-	shapes  tupleShapes           // lanes_tuple's keys per shape (tupleshapes.go)
 
 	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
 	opsStats *ebpf.Map
@@ -109,14 +112,26 @@ type Host struct {
 	// sockets' creators for the cgroup and uid rules), nil unless it runs
 	ownerLink link.Link
 
-	ackMu    sync.Mutex       // the ACK class's (ackclass.go); before an Egress's mu
-	egresses map[*Egress]bool // the trees opened with this host
-	ackBytes uint64           // the ACK class's rate, bytes/s (0: off)
+	guard *guard // the lifetime lock every owner shares (guard.go)
 
-	bgCtlMu sync.Mutex // lanes_bg_ctl's read-modify-writes (bgclass.go)
-
-	mu     sync.RWMutex // read: map operations; write: Close
-	closed bool
+	// Lanes is the lane maps: rules and socket lanes (lanemaps.go).
+	Lanes *LaneMaps
+	// Trees is the egress trees opened with the host and their ACK
+	// class (trees.go, ackclass.go).
+	Trees *Trees
+	// Yield reads the foreground-aware yield's state (fgyield.go).
+	Yield *FgYield
+	// Background is the background lane's non-TCP (QUIC/UDP) class: its
+	// policer, shapers and flows (bgclass.go, bgshape.go, bgifb.go,
+	// bgflows.go).
+	Background *BackgroundClass
+	// Caps is the cwnd and downlink caps (capcc.go, rwndcap.go).
+	Caps *Caps
+	// Programs is the cgroup programs' live moves, exe: lanes and apps'
+	// congestion controls (cgroupprogs.go).
+	Programs *CgroupPrograms
+	// CCs is lanes' own congestion controls, for status (appcc.go, bgcc.go).
+	CCs *CongestionControls
 }
 
 func (c *HostConfig) validate() error {
@@ -140,7 +155,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		releaseCgroupRoot(cfg.CgroupRoot)
 		return nil, err
 	}
-	h = &Host{cfg: cfg, ns: ns, off: map[Capability]string{}}
+	h = &Host{cfg: cfg, ns: ns, off: map[Capability]string{}, guard: &guard{}}
 	defer func() {
 		if err != nil {
 			// not evicting: busy lane cgroups adopted from a crashed
@@ -166,12 +181,21 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if h.cgIDs, err = acquireLaneCgroups(cfg.CgroupRoot, cfg.Instance); err != nil {
 		return h, err
 	}
+	h.Lanes = &LaneMaps{guard: h.guard, cls: h.cls}
+	h.Trees = &Trees{guard: h.guard, cls: h.cls}
 	for l, id := range h.cgIDs {
-		if err := h.SetCgroupLane(id, l); err != nil {
+		if err := h.Lanes.SetCgroupLane(id, l); err != nil {
 			return h, err
 		}
 	}
 	h.loadSockops()
+	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil}
+	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
+		untoldHeld: cfg.Experiments.UntoldHeld}
+	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
+	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
+	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
+		bgTarget: cfg.BackgroundTarget}
 	return h, nil
 }
 
@@ -240,6 +264,7 @@ func (h *Host) loadSockops() {
 		return
 	}
 	h.ops = ops
+	h.Lanes.ops = ops
 	h.attachSetsockopt()
 	h.loadLive(opsCfg)
 	h.loadExecLane(cookie)
@@ -317,13 +342,7 @@ func (h *Host) CloseKeepingCgroups() error {
 }
 
 func (h *Host) close(evict bool) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	return h.teardown(evict)
+	return h.guard.close(func() error { return h.teardown(evict) })
 }
 
 func (h *Host) teardown(evict bool) error {
@@ -365,19 +384,6 @@ func (h *Host) teardown(evict bool) error {
 	h.ns.close()
 	releaseCgroupRoot(h.cfg.CgroupRoot)
 	return errors.Join(errs...)
-}
-
-// use runs fn under the read lock unless the host is closed.
-func (h *Host) use(fn func() error) error {
-	if h == nil {
-		return errClosed
-	}
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if h.closed {
-		return errClosed
-	}
-	return fn()
 }
 
 // LaneCgroup returns the cgroup v2 directory of a lane and its id.

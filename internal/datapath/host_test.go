@@ -45,12 +45,12 @@ func TestHostWithoutSockops(t *testing.T) {
 	if h.ops != nil || h.opsLink != nil {
 		t.Error("sock_ops loaded although it was off")
 	}
-	if err := h.SetSocketCwndCap(1, 10); !errors.Is(err, errNoSockops) {
+	if err := h.Caps.SetSocketCwndCap(1, 10); !errors.Is(err, errNoSockops) {
 		t.Errorf("cwnd cap without sock_ops: %v", err)
 	}
 	// The rest works: a uid rule puts this process's (root's) traffic in
 	// background, per packet.
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -91,10 +91,10 @@ func TestRLEDBATOffWithoutWindowClamp(t *testing.T) {
 	}
 	// The coop's downlink caps are TCP_WINDOW_CLAMP from sock_ops too: on
 	// 5.10 they were accepted and every one refused (rwnd_err).
-	if err := h.SetDownlinkCaps(true); err == nil || !strings.Contains(err.Error(), "before 5.11 (test)") {
+	if err := h.Caps.SetDownlinkCaps(true); err == nil || !strings.Contains(err.Error(), "before 5.11 (test)") {
 		t.Errorf("downlink caps without TCP_WINDOW_CLAMP: %v, want the kernel's refusal", err)
 	}
-	if err := h.SetDownlinkCaps(false); err != nil {
+	if err := h.Caps.SetDownlinkCaps(false); err != nil {
 		t.Errorf("downlink caps off: %v", err)
 	}
 	if h.ops == nil {
@@ -207,9 +207,9 @@ func TestSettersRaceClose(t *testing.T) {
 	for g := range 4 {
 		go func() {
 			for i := uint32(0); ; i++ {
-				err := h.SetUIDLane(uint32(g)<<16|i%1000, lane.Background)
+				err := h.Lanes.SetUIDLane(uint32(g)<<16|i%1000, lane.Background)
 				if err == nil {
-					_, _ = h.SocketLane(uint64(i))
+					_, _ = h.Lanes.SocketLane(uint64(i))
 					continue
 				}
 				if !errors.Is(err, errClosed) {
@@ -247,10 +247,10 @@ func TestCapRefusedForSocketsBeforeSockops(t *testing.T) {
 	}
 	old := dial()
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "seen1"})
-	if err := d.SetSocketCwndCap(cookieOf(t, old), 4); !errors.Is(err, ErrSocketUnmanaged) {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, old), 4); !errors.Is(err, ErrSocketUnmanaged) {
 		t.Errorf("cap for a socket that predates sock_ops: %v, want ErrSocketUnmanaged", err)
 	}
-	if err := d.SetSocketCwndCap(cookieOf(t, dial()), 4); err != nil {
+	if err := d.Caps.SetSocketCwndCap(cookieOf(t, dial()), 4); err != nil {
 		t.Errorf("cap for a socket sock_ops saw established: %v", err)
 	}
 }

@@ -29,8 +29,8 @@ type HostStats struct {
 
 // Stats reads the host's counters.
 func (h *Host) Stats() (HostStats, error) {
-	s := HostStats{Classified: map[string]map[lane.Lane]uint64{}, CapCC: h.CapCC(), Background: h.BackgroundCC(), Capabilities: h.Capabilities()}
-	err := h.use(func() error {
+	s := HostStats{Classified: map[string]map[lane.Lane]uint64{}, CapCC: h.Caps.CapCC(), Background: h.CCs.BackgroundCC(), Capabilities: h.Capabilities()}
+	err := h.guard.use(func() error {
 		cls, err := classifier.ReadStats(h.cls.LanesClsStats)
 		if err != nil {
 			return err
@@ -70,7 +70,7 @@ func (s HostStats) ByKind() map[string]uint64 {
 func (h *Host) TryClassify(frame []byte) (lane.Lane, classifier.Kind, error) {
 	var l lane.Lane
 	var k classifier.Kind
-	err := h.use(func() error {
+	err := h.guard.use(func() error {
 		before, err := classifier.ReadStats(h.cls.LanesClsStats)
 		if err != nil {
 			return err

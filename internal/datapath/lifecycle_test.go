@@ -45,7 +45,7 @@ func (d *Datapath) abandon() {
 	}
 	d.cls.Close()
 	d.Host.ns.close()
-	d.Host.closed = true
+	d.Host.guard.closed = true
 	d.egress.ns.close()
 	d.egress.closed = true
 }

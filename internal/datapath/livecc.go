@@ -34,18 +34,18 @@ func (h *Host) loadLive(cfg sockops.Config) {
 // ApplyLive applies the lanes just set for these TCP sockets (cookie ->
 // lane) at once: congestion control and TCP_NOTSENT_LOWAT. It returns
 // false when the capability is off (their next ACK applies them).
-func (h *Host) ApplyLive(moved map[uint64]lane.Lane) (bool, error) {
+func (p *CgroupPrograms) ApplyLive(moved map[uint64]lane.Lane) (bool, error) {
 	applied := false
-	err := h.use(func() error {
-		if h.live == nil || len(moved) == 0 {
+	err := p.guard.use(func() error {
+		if p.live == nil || len(moved) == 0 {
 			return nil
 		}
 		for c, l := range moved {
-			if err := h.ops.LanesLivePending.Put(c, uint32(l)); err != nil {
+			if err := p.ops.LanesLivePending.Put(c, uint32(l)); err != nil {
 				return fmt.Errorf("live move of socket %d: %w", c, err)
 			}
 		}
-		it, err := link.AttachIter(link.IterOptions{Program: h.live})
+		it, err := link.AttachIter(link.IterOptions{Program: p.live})
 		if err != nil {
 			return fmt.Errorf("live move iterator: %w", err)
 		}
@@ -59,7 +59,7 @@ func (h *Host) ApplyLive(moved map[uint64]lane.Lane) (bool, error) {
 			return fmt.Errorf("live move iterator: %w", err)
 		}
 		for c := range moved { // sockets that closed meanwhile
-			_ = h.ops.LanesLivePending.Delete(c)
+			_ = p.ops.LanesLivePending.Delete(c)
 		}
 		applied = true
 		return nil

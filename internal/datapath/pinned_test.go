@@ -55,7 +55,7 @@ func TestPinnedClassifier(t *testing.T) {
 
 	// a registered UDP 3-tuple, written by the datapath into the pinned map
 	dst := netipAddr(p.AddrB)
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9302, SPort: 40324, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: dst, DPort: 9302, SPort: 40324, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
 	tuples, err := ebpf.LoadPinnedMap(android.Under(pinned.Root, android.MapPin(pinned.Prefix, "classifier", "lanes_tuple", true)), nil)
@@ -70,7 +70,7 @@ func TestPinnedClassifier(t *testing.T) {
 	// TCP registered as background: sock_ops (lanes' own, on the pinned
 	// maps) resolves it by tuple and the classifier finds it by cookie
 	addr := tcpEcho(t, p.B, p.AddrB, 9301)
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9301, SPort: 40323}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: dst, DPort: 9301, SPort: 40323}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	echoFrom(t, p, addr, 40323)
@@ -118,7 +118,7 @@ func TestPinnedClassifierWithoutSockops(t *testing.T) {
 	if h.ops != nil || h.cc != nil || h.bg != nil || h.exec != nil {
 		t.Errorf("BPF loaded on the pins without sock_ops: ops %v, cap cc %v, background cc %v, exec %v", h.ops != nil, h.cc != nil, h.bg != nil, h.exec != nil)
 	}
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

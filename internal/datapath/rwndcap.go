@@ -13,7 +13,7 @@ import "fmt"
 // until removed. Turning it on fails where sock_ops cannot set
 // TCP_WINDOW_CLAMP (before 5.11), naming that: the kernel would refuse
 // every cap (rwnd_err) while the caller believed them applied.
-func (h *Host) SetDownlinkCaps(on bool) error {
+func (c *Caps) SetDownlinkCaps(on bool) error {
 	var v uint32
 	if on {
 		v = 1
@@ -21,11 +21,11 @@ func (h *Host) SetDownlinkCaps(on bool) error {
 			return fmt.Errorf("downlink caps: %w", err)
 		}
 	}
-	return h.use(func() error {
-		if h.ops == nil {
+	return c.guard.use(func() error {
+		if c.ops == nil {
 			return errNoSockops
 		}
-		if err := h.ops.LanesRwndOn.Put(uint32(0), v); err != nil {
+		if err := c.ops.LanesRwndOn.Put(uint32(0), v); err != nil {
 			return fmt.Errorf("downlink caps on=%v: %w", on, err)
 		}
 		return nil
@@ -36,21 +36,36 @@ func (h *Host) SetDownlinkCaps(on bool) error {
 // removes the cap, and the socket's own window clamp comes back. A smaller
 // cap takes effect as the application reads (the kernel never retracts a
 // window it offered).
-func (h *Host) SetSocketRwndCap(cookie uint64, bytes uint32) error {
-	return h.use(func() error {
-		if h.ops == nil {
+func (c *Caps) SetSocketRwndCap(cookie uint64, bytes uint32) error {
+	return c.guard.use(func() error {
+		if c.ops == nil {
 			return errNoSockops
 		}
 		if bytes == 0 {
-			return ignoreNotExist(h.ops.LanesSockRwnd.Delete(cookie), "remove socket downlink cap")
+			return ignoreNotExist(c.ops.LanesSockRwnd.Delete(cookie), "remove socket downlink cap")
 		}
 		var seen uint8
-		if h.ops.LanesSockSeen.Lookup(cookie, &seen) != nil {
+		if c.ops.LanesSockSeen.Lookup(cookie, &seen) != nil {
 			return fmt.Errorf("downlink cap of socket %d: %w", cookie, ErrSocketUnmanaged)
 		}
-		if err := h.ops.LanesSockRwnd.Put(cookie, bytes); err != nil {
+		if err := c.ops.LanesSockRwnd.Put(cookie, bytes); err != nil {
 			return fmt.Errorf("downlink cap of socket %d: %w", cookie, err)
 		}
 		return nil
 	})
+}
+
+// SocketRwndCap is the cooperative controller's downlink cap of one socket
+// (bytes, 0 = none): rLEDBAT applies the smaller of its window and the cap.
+func (c *Caps) SocketRwndCap(cookie uint64) uint32 {
+	var v uint32
+	if c.guard.use(func() error {
+		if c.ops == nil {
+			return errNoSockops
+		}
+		return c.ops.LanesSockRwnd.Lookup(cookie, &v)
+	}) != nil {
+		return 0
+	}
+	return v
 }

@@ -100,7 +100,7 @@ func TestDownlinkCaps(t *testing.T) {
 		t.Skipf("downlink caps need sock_ops TCP_WINDOW_CLAMP: %v", err)
 	}
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "dl1"})
-	if err := d.SetDownlinkCaps(true); err != nil {
+	if err := d.Caps.SetDownlinkCaps(true); err != nil {
 		t.Fatal(err)
 	}
 	dl := newDownload(t, p, "9301")
@@ -115,7 +115,7 @@ func TestDownlinkCaps(t *testing.T) {
 	if uncapped <= capBytes+slack {
 		t.Fatalf("uncapped receive window only %d bytes: nothing to cap", uncapped)
 	}
-	if err := d.SetSocketRwndCap(cookie, capBytes); err != nil {
+	if err := d.Caps.SetSocketRwndCap(cookie, capBytes); err != nil {
 		t.Fatal(err)
 	}
 	// (waited for: the window comes down as the data in flight arrives)
@@ -125,7 +125,7 @@ func TestDownlinkCaps(t *testing.T) {
 		t.Errorf("capped at %d bytes, the sender sees a window of %d (uncapped %d)", capBytes, capped, uncapped)
 	}
 	t.Logf("peer's window seen by the sender: %d bytes uncapped, at most %d with a %d-byte cap", uncapped, capped, capBytes)
-	if err := d.SetSocketRwndCap(cookie, 0); err != nil {
+	if err := d.Caps.SetSocketRwndCap(cookie, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := sendUntilWnd(t, snd, 10*time.Second, 0, func(w uint32) bool { return w > 2*(capBytes+slack) }); got <= 2*(capBytes+slack) {
@@ -139,7 +139,7 @@ func TestDownlinkCaps(t *testing.T) {
 		t.Errorf("sock_ops counters %v: want >= 2 downlink cap changes, no refusals", st.Sockops)
 	}
 	// an unmanaged socket's cap is refused, not reported as applied
-	if err := d.SetSocketRwndCap(1<<62, capBytes); !errors.Is(err, ErrSocketUnmanaged) {
+	if err := d.Caps.SetSocketRwndCap(1<<62, capBytes); !errors.Is(err, ErrSocketUnmanaged) {
 		t.Errorf("cap for an unknown socket: %v", err)
 	}
 }

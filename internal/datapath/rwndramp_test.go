@@ -108,7 +108,7 @@ func TestDownlinkCapLoweredKeepsEdgeMoving(t *testing.T) {
 	const rate = 1 << 20 // bytes/s: a 256 KB window is 250 ms of the sender's queue
 	shapeLink(t, p.B, p.LinkB, rate)
 	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "dlr"})
-	if err := d.SetDownlinkCaps(true); err != nil {
+	if err := d.Caps.SetDownlinkCaps(true); err != nil {
 		t.Fatal(err)
 	}
 	dl := newDownload(t, p, "9302")
@@ -119,7 +119,7 @@ func TestDownlinkCapLoweredKeepsEdgeMoving(t *testing.T) {
 	t.Cleanup(func() { close(stop); wg.Wait() })
 
 	const old, lowered = 256 << 10, 192 << 10
-	if err := d.SetSocketRwndCap(dl.cookie, old); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, old); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // the sender fills the old cap, a few rounds
@@ -127,7 +127,7 @@ func TestDownlinkCapLoweredKeepsEdgeMoving(t *testing.T) {
 	samples := watchEdge(t, dl, watchStop)
 	time.Sleep(20 * time.Millisecond)
 	lowerAt := time.Now()
-	if err := d.SetSocketRwndCap(dl.cookie, lowered); err != nil {
+	if err := d.Caps.SetSocketRwndCap(dl.cookie, lowered); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(600 * time.Millisecond) // more than one window of 256 KB at 1 MB/s

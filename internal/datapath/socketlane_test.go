@@ -16,20 +16,20 @@ func TestRestoreSocketLaneOnlyWhileOpen(t *testing.T) {
 	ns.Do(t, func() (err error) { h, err = OpenHost(HostConfig{Instance: "restore"}); return err })
 	defer h.Close()
 	const live, closed = 4242, 4343
-	if err := h.SetSocketLane(live, lane.Background); err != nil {
+	if err := h.Lanes.SetSocketLane(live, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	// closed: sock_ops removed its entry at TCP_CLOSE; the registration
 	// that had moved it is swept later and restores its earlier lane
 	for _, c := range []uint64{live, closed} {
-		if err := h.RestoreSocketLane(c, lane.Realtime); err != nil {
+		if err := h.Lanes.RestoreSocketLane(c, lane.Realtime); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if l, ok := h.SocketLane(live); !ok || l != lane.Realtime {
+	if l, ok := h.Lanes.SocketLane(live); !ok || l != lane.Realtime {
 		t.Errorf("open socket: lane %v (%v), want realtime", l, ok)
 	}
-	if l, ok := h.SocketLane(closed); ok {
+	if l, ok := h.Lanes.SocketLane(closed); ok {
 		t.Errorf("closed socket got an entry back: %v", l)
 	}
 }

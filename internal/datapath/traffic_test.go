@@ -66,7 +66,7 @@ func TestHelperProcess(t *testing.T) {
 		if os.Getenv("LANES_DP_YIELD") != "" { // root's sockets background, held by a yield
 			l, err := netlink.LinkByName(cfg.Interface)
 			if err == nil {
-				err = d.Host.SetUIDLane(0, lane.Background)
+				err = d.Host.Lanes.SetUIDLane(0, lane.Background)
 			}
 			if err == nil {
 				stampForeground(t, d.Host, l.Attrs().Index) // until killed
@@ -80,7 +80,7 @@ func TestHelperProcess(t *testing.T) {
 		id, _ := info.ID()
 		// "-" for a congestion control this kernel cannot run (capcc
 		// before 5.13), so the line always has four fields.
-		fmt.Println("ready", id, orDash(d.Host.CapCC().Name), orDash(d.Host.BackgroundCC().Name))
+		fmt.Println("ready", id, orDash(d.Host.Caps.CapCC().Name), orDash(d.Host.CCs.BackgroundCC().Name))
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	default:
@@ -450,18 +450,18 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	dst := netipAddr(p.AddrB)
 
 	// TCP from a fixed source port, registered as background.
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9101, SPort: 40123}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: dst, DPort: 9101, SPort: 40123}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	echoFrom(t, p, addr, 40123)
 	// UDP to a registered 3-tuple (no socket cookie entry: tuple match).
-	if err := d.SetFlowLane(FlowKey{Dst: dst, DPort: 9102, SPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: dst, DPort: 9102, SPort: 40124, Proto: unix.IPPROTO_UDP}, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
 	// 10 datagrams from that tuple, 7 from a socket with SO_PRIORITY =
 	// realtime's classid (HTB picks the class itself).
 	sendRealtimeUDP(t, p, 40124, 9102, 9103)
-	flows, err := d.Flows()
+	flows, err := d.Lanes.Flows()
 	if err != nil || len(flows) != 2 {
 		t.Fatalf("Flows() = %v, %v", flows, err)
 	}
@@ -483,10 +483,10 @@ func TestRegisteredFlowAndPriority(t *testing.T) {
 	if rt := st.Lanes[lane.Realtime]; rt.Packets != 17 || rt.Classified != 10 {
 		t.Errorf("realtime class %d packets (%d classified), want 17 (10)", rt.Packets, rt.Classified)
 	}
-	if err := d.DeleteFlow(flows[0].FlowKey); err != nil {
+	if err := d.Lanes.DeleteFlow(flows[0].FlowKey); err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := d.Flows(); len(f) != 1 {
+	if f, _ := d.Lanes.Flows(); len(f) != 1 {
 		t.Errorf("after delete: %v", f)
 	}
 }
@@ -585,7 +585,7 @@ func TestShapedThreeLanes(t *testing.T) {
 	interactive := rrLatency(t, p.A, echoAddr, 15, 40*time.Millisecond)
 	rc := dialIn(t, p.A, echoAddr)
 	la := rc.LocalAddr().(*net.TCPAddr)
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9403, SPort: uint16(la.Port)}, lane.Realtime); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(p.AddrB), DPort: 9403, SPort: uint16(la.Port)}, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
 	realtime := rrOn(t, rc, 15, 40*time.Millisecond)

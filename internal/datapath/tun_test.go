@@ -55,7 +55,7 @@ func TestTUNRawIP(t *testing.T) {
 		t.Errorf("txqueuelen of TUN changed %d -> %d", before, got)
 	}
 	dst := net.IPv4(10, 78, 0, 2)
-	if err := d.SetFlowLane(FlowKey{Dst: netipAddr(dst), DPort: 5000, SPort: 41000, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(dst), DPort: 5000, SPort: 41000, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int, 1)

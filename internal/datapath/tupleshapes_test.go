@@ -54,15 +54,15 @@ func TestTupleShapesFollowKeys(t *testing.T) {
 		}
 	}
 	bg, rt, in := lane.Background, lane.Realtime, lane.Interactive
-	step("a", h.SetFlowLane(a, bg), bg, in)
-	step("b", h.SetFlowLane(b, bg), bg, bg)
-	step("a again (replaced)", h.SetFlowLane(a, rt), rt, bg)
-	step("w", h.SetFlowLane(w, bg), rt, bg)
-	step("delete a", h.DeleteFlow(a), bg, bg) // w now
-	step("delete a twice", h.DeleteFlow(a), bg, bg)
-	step("delete b", h.DeleteFlow(b), bg, in)
-	step("delete w", h.DeleteFlow(w), in, in)
-	step("a back", h.SetFlowLane(a, rt), rt, in)
+	step("a", h.Lanes.SetFlowLane(a, bg), bg, in)
+	step("b", h.Lanes.SetFlowLane(b, bg), bg, bg)
+	step("a again (replaced)", h.Lanes.SetFlowLane(a, rt), rt, bg)
+	step("w", h.Lanes.SetFlowLane(w, bg), rt, bg)
+	step("delete a", h.Lanes.DeleteFlow(a), bg, bg) // w now
+	step("delete a twice", h.Lanes.DeleteFlow(a), bg, bg)
+	step("delete b", h.Lanes.DeleteFlow(b), bg, in)
+	step("delete w", h.Lanes.DeleteFlow(w), in, in)
+	step("a back", h.Lanes.SetFlowLane(a, rt), rt, in)
 	var mask uint32
 	if err := h.cls.LanesTupleShapes.Lookup(uint32(0), &mask); err != nil || mask != 1 {
 		t.Errorf("shapes mask %#x (%v), want 0x1: only a's shape", mask, err)

@@ -18,10 +18,10 @@ type UDPBytes struct {
 
 // UDPPortBytes reads every counted local UDP port's bytes; nil without the
 // counting map (the Android form's pinned classifier).
-func (h *Host) UDPPortBytes() (map[uint16]UDPBytes, error) {
+func (m *LaneMaps) UDPPortBytes() (map[uint16]UDPBytes, error) {
 	out := map[uint16]UDPBytes{}
-	err := h.use(func() error {
-		if h.cls.LanesUdpBytes == nil {
+	err := m.guard.use(func() error {
+		if m.cls.LanesUdpBytes == nil {
 			out = nil
 			return nil
 		}
@@ -29,7 +29,7 @@ func (h *Host) UDPPortBytes() (map[uint16]UDPBytes, error) {
 			port uint32
 			v    classifier.ClassifierUdpBytes
 		)
-		it := h.cls.LanesUdpBytes.Iterate()
+		it := m.cls.LanesUdpBytes.Iterate()
 		for it.Next(&port, &v) {
 			out[uint16(port)] = UDPBytes{Sent: v.Tx, Received: v.Rx}
 		}

@@ -49,7 +49,7 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 			}
 			_, addr := startSink(t, p.B, p.AddrB, 9531)
 			dst, _ := netip.AddrFromSlice(p.AddrB)
-			if err := h.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {
+			if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {
 				t.Fatal(err)
 			}
 			present := func() {
@@ -119,7 +119,7 @@ func TestMarkOwnHarm(t *testing.T) {
 			_ = h.cls.LanesFgHarm.Lookup(uint32(idx), &hm)
 			return hm
 		}
-		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		h.Background.MarkOwnHarm(idx, 20*time.Millisecond)
 		if harm().At != 0 {
 			t.Fatalf("held %v: harm stamped with no foreground present", held)
 		}
@@ -127,18 +127,18 @@ func TestMarkOwnHarm(t *testing.T) {
 		if err := h.cls.LanesFgActive.Put(uint32(idx), yield.Window{Start: now, Active: now, Since: now, Episodes: 1}); err != nil {
 			t.Fatal(err)
 		}
-		h.MarkOwnHarm(idx, 5*time.Millisecond)
+		h.Background.MarkOwnHarm(idx, 5*time.Millisecond)
 		if harm().At != 0 {
 			t.Fatalf("held %v: harm stamped at 5 ms of queue", held)
 		}
-		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		h.Background.MarkOwnHarm(idx, 20*time.Millisecond)
 		if hm := harm(); (hm.At != 0) == held || !held && (hm.Kind != yield.HarmOwn || hm.QueueUS != 20000) {
 			t.Fatalf("held %v: beside an untold foreground at 20 ms: %+v", held, hm)
 		}
 		if err := h.cls.LanesFgHarm.Put(uint32(idx), yield.Harm{Seen: monoNow(t)}); err != nil {
 			t.Fatal(err)
 		}
-		h.MarkOwnHarm(idx, 20*time.Millisecond)
+		h.Background.MarkOwnHarm(idx, 20*time.Millisecond)
 		if hm := harm(); hm.At != 0 {
 			t.Fatalf("held %v: harm stamped beside a foreground a TCP sample speaks for: %+v", held, hm)
 		}

@@ -44,7 +44,7 @@ func TestYieldPerInterface(t *testing.T) {
 
 	h, idx := openTwoEgress(t, p.A, p.LinkA, "va2")
 	// every socket of root (this test) is background
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	_, toB := startSink(t, p.B, p.AddrB, 9411)
@@ -382,7 +382,7 @@ func backgroundUploadGrown(t *testing.T, port int) (p *testutil.Pair, h *Host, i
 	requireCgroup2(t)
 	p = testutil.NewVethPair(t)
 	h, idx = openTwoEgress(t, p.A, p.LinkA)
-	if err := h.SetUIDLane(0, lane.Background); err != nil {
+	if err := h.Lanes.SetUIDLane(0, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	_, toB := startSink(t, p.B, p.AddrB, port)

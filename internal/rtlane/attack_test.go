@@ -208,13 +208,13 @@ func TestAttackStatsGrowth(t *testing.T) {
 // TestStatsReplyFits: a STATS reply always fits wire.MaxReply, whatever the
 // table holds, and a user sees only their own flows.
 func TestStatsReplyFits(t *testing.T) {
-	l := &Lane{flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{}, conns: map[*conn]struct{}{}, perUID: map[uint32]int{}}
+	l := &Lane{own: newOwnCounters(), clients: connTable{conns: map[*conn]struct{}{}, perUID: map[uint32]int{}}}
 	for uid := range uint32(100) {
 		for f := range uint32(100) {
-			l.flow(flowKey{uid + 1, f}).Rejects = map[string]uint64{"not-granted": 1}
+			l.own.flow(flowKey{uid + 1, f}).Rejects = map[string]uint64{"not-granted": 1}
 		}
 	}
-	if n := len(l.flows); n > maxFlows+1 {
+	if n := len(l.own.flows); n > maxFlows+1 {
 		t.Fatalf("%d entries, bound is %d", n, maxFlows+1)
 	}
 	var s Snapshot

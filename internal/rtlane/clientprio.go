@@ -59,23 +59,30 @@ func clientPriority(pid int32) int {
 	return best
 }
 
+// priorityRule is the rule of lanes-rtd's priority, from the lane's
+// configuration: release_priority, follow_client_priority.
+type priorityRule struct {
+	release int  // Config.ReleasePriority: 0 or below, normal scheduling
+	follow  bool // Config.FollowClientPriority
+}
+
 // readerPriority is the SCHED_FIFO priority lanes-rtd should have for a
 // granted client when its client's highest priority is clientPrio (0: normal
 // scheduling).
-func (l *Lane) readerPriority(clientPrio int) int {
-	base := l.cfg.ReleasePriority
+func (r priorityRule) readerPriority(clientPrio int) int {
+	base := r.release
 	if base <= 0 {
 		return 0 // the user asked for normal scheduling
 	}
-	if !l.cfg.FollowClientPriority || clientPrio <= 0 {
+	if !r.follow || clientPrio <= 0 {
 		return base
 	}
 	return max(base, min(clientPrio+1, maxReaderPriority))
 }
 
 // follows reports whether c's reader follows its client's priority.
-func (l *Lane) follows(c *conn) bool {
-	return l.cfg.FollowClientPriority && l.cfg.ReleasePriority > 0 && c.pid > 0 && int(c.pid) != os.Getpid()
+func (r priorityRule) follows(c *conn) bool {
+	return r.follow && r.release > 0 && c.pid > 0 && int(c.pid) != os.Getpid()
 }
 
 // setThreadFIFO sets thread tid (0: the calling thread) to SCHED_FIFO at

@@ -29,11 +29,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/monoclock"
 	"github.com/lanes-net/lanes/internal/peercred"
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
@@ -65,13 +67,36 @@ type connStats struct {
 	AppSocks int64 `json:"app_socks"`
 }
 
-// connCounters are the connection counters now.
-func (l *Lane) connCounters() connStats {
-	l.connMu.Lock()
-	n := len(l.conns)
-	pm, pmErr := l.wakeStats()
-	l.connMu.Unlock()
-	return connStats{Conns: n, RefusedConns: l.refusedConns.Load(), AcceptErrors: l.acceptErrors.Load(),
+// connTable is the lane's client connections: their limits, those handed
+// to lanes-rtd by id, and the wake-up latency request they hold.
+type connTable struct {
+	mu        sync.Mutex // conns, perUID, others, closed, handed, nextConn, wake
+	conns     map[*conn]struct{}
+	perUID    map[uint32]int
+	others    int // connections of clients neither root nor granted
+	closed    bool
+	handed    map[uint32]*conn // the connections lanes-rtd serves, by id
+	nextConn  uint32
+	wake      wakeState // the PM QoS request while granted clients are connected (wake.go)
+	maxConns  int       // Config.MaxConns
+	maxPerUID int       // Config.MaxConnsPerUID
+
+	refusedConns atomic.Uint64
+	acceptErrors atomic.Uint64
+}
+
+func newConnTable(cfg config.Realtime) connTable {
+	return connTable{conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, handed: map[uint32]*conn{},
+		maxConns: cfg.MaxConns, maxPerUID: cfg.MaxConnsPerUID}
+}
+
+// counters are the connection counters now.
+func (t *connTable) counters() connStats {
+	t.mu.Lock()
+	n := len(t.conns)
+	pm, pmErr := t.wake.wakeStats()
+	t.mu.Unlock()
+	return connStats{Conns: n, RefusedConns: t.refusedConns.Load(), AcceptErrors: t.acceptErrors.Load(),
 		PMLatencyUS: pm, PMError: pmErr}
 }
 
@@ -91,10 +116,10 @@ func (l *Lane) acceptLoop(ctx context.Context, wg *sync.WaitGroup) error {
 		case ctx.Err() != nil || l.isClosed():
 			return nil
 		case err == unix.EMFILE || err == unix.ENFILE || err == unix.ENOBUFS || err == unix.ENOMEM:
-			l.acceptErrors.Add(1)
+			l.clients.acceptErrors.Add(1)
 			if time.Since(lastLog) > time.Second {
 				lastLog = time.Now()
-				l.log.Warn("realtime: accept failed, retrying", "err", err, "failures", l.acceptErrors.Load())
+				l.log.Warn("realtime: accept failed, retrying", "err", err, "failures", l.clients.acceptErrors.Load())
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			select {
@@ -118,15 +143,15 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	c := &conn{l: l, fd: fd, uid: cred.UID, pid: cred.PID,
 		granted: l.cfg.Grants.Allows(cred.UID, append([]uint32{cred.GID}, cred.Groups...))}
-	if err := l.track(c); err != nil {
-		l.refusedConns.Add(1)
+	if err := l.clients.track(c); err != nil {
+		l.clients.refusedConns.Add(1)
 		refuse(fd)
 		l.log.Debug("realtime: refusing client", "uid", cred.UID, "pid", cred.PID, "err", err)
 		return
 	}
 	if c.granted {
 		if !l.handOver(c) {
-			l.untrack(c)
+			l.clients.untrack(c)
 			unix.Close(fd)
 			return
 		}
@@ -135,7 +160,7 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 	}
 	c.file = os.NewFile(uintptr(fd), "realtime-client")
 	if c.raw, err = c.file.SyscallConn(); err != nil {
-		l.untrack(c)
+		l.clients.untrack(c)
 		c.file.Close()
 		return
 	}
@@ -168,51 +193,50 @@ func reservedConns(maxConns int) int { return max(1, maxConns/8) }
 // trusted: root or a granted client.
 func (c *conn) trusted() bool { return c.uid == 0 || c.granted }
 
-// track counts c against the connection limits; connMu guards conns,
-// perUID and others.
-func (l *Lane) track(c *conn) error {
-	l.connMu.Lock()
-	defer l.connMu.Unlock()
+// track counts c against the connection limits.
+func (t *connTable) track(c *conn) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	switch {
-	case l.closed:
+	case t.closed:
 		return errors.New("shutting down")
-	case len(l.conns) >= l.cfg.MaxConns:
-		return fmt.Errorf("%d connections open (max_conns)", len(l.conns))
-	case c.uid != 0 && l.perUID[c.uid] >= l.cfg.MaxConnsPerUID:
-		return fmt.Errorf("uid %d has %d connections open (max_conns_per_uid)", c.uid, l.perUID[c.uid])
-	case !c.trusted() && l.others >= l.cfg.MaxConns-reservedConns(l.cfg.MaxConns):
-		return fmt.Errorf("%d connections of ungranted users open (max_conns less the reserve)", l.others)
+	case len(t.conns) >= t.maxConns:
+		return fmt.Errorf("%d connections open (max_conns)", len(t.conns))
+	case c.uid != 0 && t.perUID[c.uid] >= t.maxPerUID:
+		return fmt.Errorf("uid %d has %d connections open (max_conns_per_uid)", c.uid, t.perUID[c.uid])
+	case !c.trusted() && t.others >= t.maxConns-reservedConns(t.maxConns):
+		return fmt.Errorf("%d connections of ungranted users open (max_conns less the reserve)", t.others)
 	}
-	l.conns[c] = struct{}{}
-	l.perUID[c.uid]++
+	t.conns[c] = struct{}{}
+	t.perUID[c.uid]++
 	if !c.trusted() {
-		l.others++
+		t.others++
 	}
 	if c.granted {
-		l.grantedJoined()
+		t.wake.grantedJoined()
 	}
 	return nil
 }
 
-func (l *Lane) untrack(c *conn) {
-	l.connMu.Lock()
-	defer l.connMu.Unlock()
-	delete(l.conns, c)
-	if l.perUID[c.uid]--; l.perUID[c.uid] <= 0 {
-		delete(l.perUID, c.uid)
+func (t *connTable) untrack(c *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.conns, c)
+	if t.perUID[c.uid]--; t.perUID[c.uid] <= 0 {
+		delete(t.perUID, c.uid)
 	}
 	if !c.trusted() {
-		l.others--
+		t.others--
 	}
 	if c.granted {
-		l.grantedLeft()
+		t.wake.grantedLeft()
 	}
 }
 
 // serve answers an ungranted client's requests until it closes.
 func (c *conn) serve() {
 	defer func() {
-		c.l.untrack(c)
+		c.l.clients.untrack(c)
 		c.file.Close()
 	}()
 	buf := make([]byte, wire.RequestSize+wire.MaxPayload+1)
@@ -245,9 +269,9 @@ func (c *conn) answer(msg []byte, flags int) wire.Reply {
 		rep = wire.Reply{Type: wire.TypeError, Reason: wire.ReasonMalformed, Time: rep.Time}
 	case req.Type == wire.TypeSend:
 		rep.Reason = wire.ReasonNotGranted
-		c.l.mu.Lock()
-		c.l.countLocked(flowKey{c.uid, req.Flow}, false, wire.ReasonNotGranted)
-		c.l.mu.Unlock()
+		c.l.own.mu.Lock()
+		c.l.own.countLocked(flowKey{c.uid, req.Flow}, false, wire.ReasonNotGranted)
+		c.l.own.mu.Unlock()
 	case req.Type == wire.TypeAttach:
 		rep.Reason = wire.ReasonNotGranted
 	case req.Type == wire.TypeStats:

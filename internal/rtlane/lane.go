@@ -71,21 +71,11 @@ type Lane struct {
 	rate  atomic.Uint64 // bit/s
 	trace func(Event)
 
-	// This process's counters: ungranted clients' refusals.
-	mu       sync.Mutex
-	flows    map[flowKey]*FlowStats
-	uidFlows map[uint32]int // flows entries per uid (bounded: flow)
-	totals   Counters
+	// This process's counters: ungranted clients' refusals (stats.go).
+	own ownCounters
 
-	connMu       sync.Mutex // conns, perUID, others, closed, handed, nextConn (conn.go)
-	conns        map[*conn]struct{}
-	perUID       map[uint32]int
-	others       int // connections of clients neither root nor granted
-	closed       bool
-	wake         wakeState // the PM QoS request while granted clients are connected (wake.go)
-	refusedConns atomic.Uint64
-	pace         *uidPacer // the requests of ungranted clients, per uid (pace.go)
-	acceptErrors atomic.Uint64
+	clients connTable // the client connections and their limits (conn.go)
+	pace    *uidPacer // the requests of ungranted clients, per uid (pace.go)
 	// Clients' own sockets: whether this kernel and namespace allow them
 	// and the namespace's cookie they must have (lanes-rtd checks).
 	attachOK bool
@@ -96,17 +86,13 @@ type Lane struct {
 	started   atomic.Bool
 	runDone   chan struct{}
 
-	// Which destinations leave through a device with the lanes tree: an
-	// immutable snapshot, looked up for lanes-rtd by a goroutine at normal
-	// priority and refreshed every 2 s. Netlink dumps take the RTNL lock,
-	// which namespace churn elsewhere can hold for tens of milliseconds:
-	// never on lanes-rtd's path, which meanwhile uses the guess.
-	routeMu sync.Mutex // serializes writers of routes
-	routes  atomic.Pointer[map[netip.Addr]bool]
-	lookups chan netip.Addr // new destinations for the refresher
+	// Which destinations leave through a device with the lanes tree
+	// (route.go).
+	route routeTable
 
-	// The data path process (rtd.go): its executable, the running process,
-	// the connections handed to it by id and the priority it was given.
+	// The data path process (rtd.go): its executable, the running process
+	// and the priority it was given (the connections handed to it by id
+	// are the clients').
 	helper string
 	rtd    *rtdProc
 	// lanes-rtd's counters as last asked for a client (clientStats).
@@ -114,8 +100,6 @@ type Lane struct {
 	statsAt     time.Time
 	statsHelper Snapshot
 	statsErr    error
-	handed      map[uint32]*conn
-	nextConn    uint32
 	helperPrio  int
 }
 
@@ -146,10 +130,9 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 	}
 	l := &Lane{
 		cfg: cfg, log: slog.Default(), lfd: -1, tx: [2][2]int{{-1, -1}, {-1, -1}},
-		flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{},
-		conns: map[*conn]struct{}{}, perUID: map[uint32]int{}, handed: map[uint32]*conn{},
+		own: newOwnCounters(), clients: newConnTable(cfg),
 		done: make(chan struct{}), runDone: make(chan struct{}),
-		totals: Counters{MinMarginNs: 1<<63 - 1}, helper: FindHelper(), pace: newUIDPacer(cfg.ClientRequests),
+		helper: FindHelper(), pace: newUIDPacer(cfg.ClientRequests),
 	}
 	for _, o := range opts {
 		o(l)
@@ -158,7 +141,8 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 		return nil, ErrNoHelper
 	}
 	l.rate.Store(cfg.Rate.Bits())
-	l.lookups = make(chan netip.Addr, 64)
+	l.clients.wake.latencyUS, l.clients.wake.log = cfg.PMLatencyUS, l.log
+	l.route.lookups = make(chan netip.Addr, 64)
 	ok := false
 	defer func() {
 		if !ok {
@@ -216,7 +200,7 @@ func (l *Lane) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		if err := l.serveHelper(p); ctx.Err() == nil && !l.isClosed() {
+		if err := p.serveHelper(&l.route, l); ctx.Err() == nil && !l.isClosed() {
 			helperErr = err
 			cancel()
 		}
@@ -227,11 +211,11 @@ func (l *Lane) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		l.refreshRoutes(ctx, 2*time.Second)
+		l.route.refreshRoutes(ctx, 2*time.Second, l)
 	}()
 	if p.trace != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); l.readTrace(p) }()
+		go func() { defer wg.Done(); p.readTrace(l.trace) }()
 	}
 	go func() {
 		select {
@@ -252,23 +236,23 @@ func (l *Lane) Run(ctx context.Context) error {
 // every connection's reader, stops lanes-rtd, waits for Run's goroutines
 // and untracks the connections lanes-rtd held.
 func (l *Lane) stopServing(p *rtdProc, wg *sync.WaitGroup) {
-	l.connMu.Lock()
-	l.closed = true
-	for c := range l.conns {
+	l.clients.mu.Lock()
+	l.clients.closed = true
+	for c := range l.clients.conns {
 		if c.fd >= 0 {
 			_ = unix.Shutdown(c.fd, unix.SHUT_RDWR) // wakes its reader
 		}
 	}
-	l.connMu.Unlock()
+	l.clients.mu.Unlock()
 	_ = p.stop()
 	wg.Wait()
 	p.close()
-	l.connMu.Lock()
-	ids := make([]uint32, 0, len(l.handed))
-	for id := range l.handed {
+	l.clients.mu.Lock()
+	ids := make([]uint32, 0, len(l.clients.handed))
+	for id := range l.clients.handed {
 		ids = append(ids, id)
 	}
-	l.connMu.Unlock()
+	l.clients.mu.Unlock()
 	for _, id := range ids {
 		l.helperClosed(id)
 	}

@@ -508,7 +508,7 @@ func TestNoQdiscPath(t *testing.T) {
 		t.Skip("integration test")
 	}
 	b := newBed(t, 0, nil)
-	if b.lane.lookupClass(b.rx.Addr.Addr()) {
+	if b.lane.route.lookupClass(b.rx.Addr.Addr()) {
 		t.Error("lookupClass says lanes tree without one")
 	}
 	c, err := rt.Dial(b.cfg.Socket)

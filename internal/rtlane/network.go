@@ -32,7 +32,8 @@ func (l *Lane) openNetwork() error {
 		return fmt.Errorf("realtime: netlink: %w", err)
 	}
 	l.nl = h
-	l.routes.Store(&map[netip.Addr]bool{{}: l.lookupClass(netip.Addr{})})
+	l.route.nl = h
+	l.route.routes.Store(&map[netip.Addr]bool{{}: l.route.lookupClass(netip.Addr{})})
 	for fam, af := range []int{unix.AF_INET, unix.AF_INET6} {
 		for kind := 0; kind < 2; kind++ {
 			fd, err := openSender(af, kind == 1)

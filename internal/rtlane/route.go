@@ -9,6 +9,8 @@ package rtlane
 import (
 	"context"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -16,29 +18,46 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
+// routeTable is the egress class of each destination: an immutable
+// snapshot, looked up for lanes-rtd by a goroutine at normal priority and
+// refreshed every 2 s. Netlink dumps take the RTNL lock, which namespace
+// churn elsewhere can hold for tens of milliseconds: never on lanes-rtd's
+// path, which meanwhile uses the guess.
+type routeTable struct {
+	nl      *netlink.Handle // the lane's, bound to its namespace
+	mu      sync.Mutex      // serializes writers of routes
+	routes  atomic.Pointer[map[netip.Addr]bool]
+	lookups chan netip.Addr // new destinations for the refresher
+}
+
+// routeTeller passes a destination's class on to lanes-rtd (the Lane).
+type routeTeller interface {
+	tellHelper(a netip.Addr, c bool)
+}
+
 // lookupClass asks the kernel: route to a, its device, the device's root
 // qdisc. For the zero Addr (the guess for destinations not resolved yet):
 // whether any device has the lanes tree.
-func (l *Lane) lookupClass(a netip.Addr) bool {
+func (r *routeTable) lookupClass(a netip.Addr) bool {
 	var links []netlink.Link
 	if a.IsValid() {
-		rs, err := l.nl.RouteGet(a.AsSlice())
+		rs, err := r.nl.RouteGet(a.AsSlice())
 		if err != nil || len(rs) == 0 {
 			return false
 		}
-		link, err := l.nl.LinkByIndex(rs[0].LinkIndex)
+		link, err := r.nl.LinkByIndex(rs[0].LinkIndex)
 		if err != nil {
 			return false
 		}
 		links = []netlink.Link{link}
 	} else {
 		var err error
-		if links, err = l.nl.LinkList(); err != nil {
+		if links, err = r.nl.LinkList(); err != nil {
 			return false
 		}
 	}
 	for _, link := range links {
-		qs, err := l.nl.QdiscList(link)
+		qs, err := r.nl.QdiscList(link)
 		if err != nil {
 			continue
 		}
@@ -55,15 +74,15 @@ func (l *Lane) lookupClass(a netip.Addr) bool {
 // tellHelper passes a destination's class on to lanes-rtd, if it runs.
 func (l *Lane) tellHelper(a netip.Addr, c bool) {
 	if p := l.rtd; p != nil {
-		_ = l.sendRoute(p, a, c)
+		_ = p.sendRoute(a, c)
 	}
 }
 
 // setRoute publishes one answer in a new snapshot; false if it was known.
-func (l *Lane) setRoute(a netip.Addr, c bool) bool {
-	l.routeMu.Lock()
-	defer l.routeMu.Unlock()
-	old := *l.routes.Load()
+func (r *routeTable) setRoute(a netip.Addr, c bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.routes.Load()
 	if v, ok := old[a]; ok && v == c {
 		return false
 	}
@@ -74,16 +93,27 @@ func (l *Lane) setRoute(a netip.Addr, c bool) bool {
 		}
 	}
 	m[a] = c
-	l.routes.Store(&m)
+	r.routes.Store(&m)
 	return true
+}
+
+// askRoute passes a destination lanes-rtd asked about to the refresher.
+// The refresher busy: dropped; lanes-rtd asks again at a later datagram
+// (route.c, ROUTE_ASK_NS). Never answered from here: the caller must not
+// write to the control socket while lanes-rtd may be blocked writing to it.
+func (r *routeTable) askRoute(a netip.Addr) {
+	select {
+	case r.lookups <- a:
+	default:
+	}
 }
 
 // forgetRoute drops a destination lanes-rtd no longer holds (unused, or
 // displaced): it is not re-resolved any more.
-func (l *Lane) forgetRoute(a netip.Addr) {
-	l.routeMu.Lock()
-	defer l.routeMu.Unlock()
-	old := *l.routes.Load()
+func (r *routeTable) forgetRoute(a netip.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.routes.Load()
 	if _, ok := old[a]; !ok || !a.IsValid() {
 		return
 	}
@@ -93,30 +123,30 @@ func (l *Lane) forgetRoute(a netip.Addr) {
 			m[k] = v
 		}
 	}
-	l.routes.Store(&m)
+	r.routes.Store(&m)
 }
 
 // refreshRoutes answers lookups for new destinations and re-resolves every
 // known one each interval, so a lanes tree installed or removed later is
 // followed. It runs at normal priority: netlink dumps take the RTNL lock.
-func (l *Lane) refreshRoutes(ctx context.Context, every time.Duration) {
+func (r *routeTable) refreshRoutes(ctx context.Context, every time.Duration, tell routeTeller) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case a := <-l.lookups:
-			c, ok := (*l.routes.Load())[a]
+		case a := <-r.lookups:
+			c, ok := (*r.routes.Load())[a]
 			if !ok {
-				c = l.lookupClass(a)
-				l.setRoute(a, c)
+				c = r.lookupClass(a)
+				r.setRoute(a, c)
 			}
-			l.tellHelper(a, c)
+			tell.tellHelper(a, c)
 		case <-t.C:
-			for a := range *l.routes.Load() {
-				if c := l.lookupClass(a); l.setRoute(a, c) {
-					l.tellHelper(a, c)
+			for a := range *r.routes.Load() {
+				if c := r.lookupClass(a); r.setRoute(a, c) {
+					tell.tellHelper(a, c)
 				}
 			}
 		}

@@ -151,7 +151,7 @@ func (l *Lane) configureHelper(p *rtdProc) error {
 	if err := l.sendConfig(p); err != nil {
 		return fmt.Errorf("realtime: configure lanes-rtd: %w", err)
 	}
-	if err := l.sendRoute(p, netip.Addr{}, (*l.routes.Load())[netip.Addr{}]); err != nil {
+	if err := p.sendRoute(netip.Addr{}, (*l.route.routes.Load())[netip.Addr{}]); err != nil {
 		return err
 	}
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
@@ -170,12 +170,12 @@ func (l *Lane) configureHelper(p *rtdProc) error {
 
 // helperClosed untracks a connection lanes-rtd has closed.
 func (l *Lane) helperClosed(id uint32) {
-	l.connMu.Lock()
-	c := l.handed[id]
-	delete(l.handed, id)
-	l.connMu.Unlock()
+	l.clients.mu.Lock()
+	c := l.clients.handed[id]
+	delete(l.clients.handed, id)
+	l.clients.mu.Unlock()
 	if c != nil {
-		l.untrack(c)
+		l.clients.untrack(c)
 	}
 }
 
@@ -183,15 +183,15 @@ func (l *Lane) helperClosed(id uint32) {
 // descriptor; false if that failed (the caller serves it).
 func (l *Lane) handOver(c *conn) bool {
 	p := l.rtd
-	l.connMu.Lock()
-	l.nextConn++
-	id := l.nextConn
-	l.handed[id] = c
-	l.connMu.Unlock()
+	l.clients.mu.Lock()
+	l.clients.nextConn++
+	id := l.clients.nextConn
+	l.clients.handed[id] = c
+	l.clients.mu.Unlock()
 	if err := p.send(&rtdConnMsg{H: rtdHdr{Type: rtdConn, Conn: id}, UID: c.uid}, c.fd); err != nil {
-		l.connMu.Lock()
-		delete(l.handed, id)
-		l.connMu.Unlock()
+		l.clients.mu.Lock()
+		delete(l.clients.handed, id)
+		l.clients.mu.Unlock()
 		l.log.Warn("realtime: lanes-rtd did not take a client", "err", err)
 		return false
 	}
@@ -206,14 +206,15 @@ func (l *Lane) handOver(c *conn) bool {
 // period): root may move lanes-rtd, and a move to background made it
 // SCHED_OTHER nice 19 for good.
 func (l *Lane) followHelper() {
-	l.connMu.Lock()
+	rule := priorityRule{release: l.cfg.ReleasePriority, follow: l.cfg.FollowClientPriority}
+	l.clients.mu.Lock()
 	want := l.cfg.ReleasePriority
-	for _, c := range l.handed {
-		if l.follows(c) {
-			want = max(want, l.readerPriority(clientPriority(c.pid)))
+	for _, c := range l.clients.handed {
+		if rule.follows(c) {
+			want = max(want, rule.readerPriority(clientPriority(c.pid)))
 		}
 	}
-	l.connMu.Unlock()
+	l.clients.mu.Unlock()
 	pid := l.rtd.cmd.Process.Pid
 	if a, err := unix.SchedGetAttr(pid, 0); err == nil && a.Policy == unix.SCHED_FIFO && int(a.Priority) == want {
 		l.helperPrio = want

@@ -463,7 +463,7 @@ func TestDestinationFloodDoesNotPinTable(t *testing.T) {
 		}
 	}
 	c.sync() // lanes-rtd has handled them all
-	flooded := len(*b.lane.routes.Load())
+	flooded := len(*b.lane.route.routes.Load())
 	root, err := dialAs(t, b.cfg.Socket, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -474,10 +474,10 @@ func TestDestinationFloodDoesNotPinTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(testutil.Patience(2 * time.Second))
-	_, asked := (*b.lane.routes.Load())[mine]
+	_, asked := (*b.lane.route.routes.Load())[mine]
 	for !asked && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
-		_, asked = (*b.lane.routes.Load())[mine]
+		_, asked = (*b.lane.route.routes.Load())[mine]
 	}
 	t.Logf("after %d destinations of one client the daemon resolves %d; root's new destination looked up: %v", n, flooded, asked)
 	if !asked {

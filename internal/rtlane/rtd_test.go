@@ -214,13 +214,13 @@ func TestStatsWaitDoesNotSpin(t *testing.T) {
 	}
 	b := newBed(t, 0, nil)
 	pid := b.lane.rtd.cmd.Process.Pid
-	b.lane.mu.Lock()
+	b.lane.own.mu.Lock()
 	for uid := range uint32(64) {
 		for f := range uint32(64) {
-			b.lane.flow(flowKey{uid + 1000, f}).Rejects = map[string]uint64{"not-granted": 1}
+			b.lane.own.flow(flowKey{uid + 1000, f}).Rejects = map[string]uint64{"not-granted": 1}
 		}
 	}
-	b.lane.mu.Unlock()
+	b.lane.own.mu.Unlock()
 	c, err := dialAs(t, b.cfg.Socket, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -134,7 +134,7 @@ func (l *Lane) sendConfig(p *rtdProc) error {
 	return p.send(&m, -1)
 }
 
-func (l *Lane) sendRoute(p *rtdProc, a netip.Addr, class bool) error {
+func (p *rtdProc) sendRoute(a netip.Addr, class bool) error {
 	m := rtdRouteMsg{H: rtdHdr{Type: rtdRoute}}
 	switch {
 	case a.Is4():
@@ -151,9 +151,23 @@ func (l *Lane) sendRoute(p *rtdProc, a netip.Addr, class bool) error {
 	return p.send(&m, -1)
 }
 
+// routeAsker is the destinations' classes lanes-rtd asks for and forgets
+// (routeTable).
+type routeAsker interface {
+	askRoute(a netip.Addr)
+	forgetRoute(a netip.Addr)
+}
+
+// helperClients is what lanes-rtd's messages about clients reach in the
+// lane (the Lane): a handed connection's end, a forwarded STATS.
+type helperClients interface {
+	helperClosed(id uint32)
+	statsBody(uid uint32) []byte
+}
+
 // serveHelper reads lanes-rtd's messages until the control socket ends;
 // it returns why.
-func (l *Lane) serveHelper(p *rtdProc) error {
+func (p *rtdProc) serveHelper(routes routeAsker, clients helperClients) error {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Read(p.ctl, buf)
@@ -168,35 +182,28 @@ func (l *Lane) serveHelper(p *rtdProc) error {
 			return fmt.Errorf("realtime: lanes-rtd sent %d bytes", n)
 		}
 		msg := append([]byte(nil), buf[:n]...)
-		l.helperMessage(p, msg)
+		p.helperMessage(msg, routes, clients)
 	}
 }
 
 // helperMessage acts on one message of lanes-rtd.
-func (l *Lane) helperMessage(p *rtdProc, msg []byte) {
+func (p *rtdProc) helperMessage(msg []byte, routes routeAsker, clients helperClients) {
 	var h rtdHdr
 	_, _ = binary.Decode(msg, binary.NativeEndian, &h)
 	switch h.Type {
 	case rtdLookup:
 		var r rtdRouteMsg
 		if _, err := binary.Decode(msg, binary.NativeEndian, &r); err == nil {
-			// The refresher busy: dropped; lanes-rtd asks again at a
-			// later datagram (route.c, ROUTE_ASK_NS). Never answered
-			// from here: this goroutine must not write to the control
-			// socket while lanes-rtd may be blocked writing to it.
-			select {
-			case l.lookups <- routeAddr(r):
-			default:
-			}
+			routes.askRoute(routeAddr(r))
 		}
 	case rtdForward:
-		go l.answerForward(p, h.Conn, msg)
+		go p.answerForward(h.Conn, msg, clients)
 	case rtdClosed:
-		l.helperClosed(h.Conn)
+		clients.helperClosed(h.Conn)
 	case rtdForget:
 		var r rtdRouteMsg
 		if _, err := binary.Decode(msg, binary.NativeEndian, &r); err == nil {
-			l.forgetRoute(routeAddr(r))
+			routes.forgetRoute(routeAddr(r))
 		}
 	case rtdCounters:
 		select {
@@ -214,11 +221,11 @@ func routeAddr(r rtdRouteMsg) netip.Addr {
 }
 
 // answerForward answers a client's STATS request lanes-rtd handed over.
-func (l *Lane) answerForward(p *rtdProc, id uint32, msg []byte) {
+func (p *rtdProc) answerForward(id uint32, msg []byte, clients helperClients) {
 	var f rtdForwardMsg
 	_, _ = binary.Decode(msg, binary.NativeEndian, &f)
 	req, _ := wire.ParseRequest(msg[binary.Size(f):])
-	rep := wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: l.statsBody(f.UID),
+	rep := wire.Reply{Type: wire.TypeStatsOK, Flow: req.Flow, Seq: req.Seq, Body: clients.statsBody(f.UID),
 		Time: uint64(monoclock.Now())}
 	out := binary.NativeEndian.AppendUint32(nil, rtdReply)
 	out = binary.NativeEndian.AppendUint32(out, id)

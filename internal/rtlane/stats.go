@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/rtlane/wire"
@@ -78,33 +79,46 @@ const (
 	maxFlows       = 4096
 )
 
-// flow returns the flow's counters; l.mu held.
-func (l *Lane) flow(k flowKey) *FlowStats {
-	if f := l.flows[k]; f != nil {
+// ownCounters is this process's counters: ungranted clients' refusals,
+// per flow (bounded) and in all.
+type ownCounters struct {
+	mu       sync.Mutex
+	flows    map[flowKey]*FlowStats
+	uidFlows map[uint32]int // flows entries per uid (bounded: flow)
+	totals   Counters
+}
+
+func newOwnCounters() ownCounters {
+	return ownCounters{flows: map[flowKey]*FlowStats{}, uidFlows: map[uint32]int{}, totals: Counters{MinMarginNs: 1<<63 - 1}}
+}
+
+// flow returns the flow's counters; o.mu held.
+func (o *ownCounters) flow(k flowKey) *FlowStats {
+	if f := o.flows[k]; f != nil {
 		return f
 	}
 	switch {
-	case len(l.flows) >= maxFlows:
+	case len(o.flows) >= maxFlows:
 		k = flowKey{^uint32(0), ^uint32(0)}
-	case l.uidFlows[k.uid] >= maxFlowsPerUID:
+	case o.uidFlows[k.uid] >= maxFlowsPerUID:
 		k.flow = ^uint32(0)
 	}
-	f := l.flows[k]
+	f := o.flows[k]
 	if f == nil {
 		f = &FlowStats{UID: k.uid, Flow: k.flow, Counters: Counters{MinMarginNs: 1<<63 - 1}}
-		l.flows[k] = f
-		l.uidFlows[k.uid]++
+		o.flows[k] = f
+		o.uidFlows[k.uid]++
 	}
 	return f
 }
 
 // Stats returns a copy of the counters: lanes-rtd's and this process's.
 func (l *Lane) Stats() Snapshot {
-	s := l.ownStats(l.connCounters())
+	s := l.ownStats(l.clients.counters())
 	if l.rtd == nil { // not started (tests of the counters alone)
 		return s
 	}
-	h, err := l.helperStats(l.rtd)
+	h, err := l.rtd.counters()
 	if err != nil {
 		s.Error = err.Error()
 	}
@@ -123,10 +137,10 @@ func (l *Lane) clientStats(uid uint32) Snapshot {
 	if uid == 0 || l.rtd == nil {
 		return l.Stats()
 	}
-	s := l.ownStats(l.connCounters())
+	s := l.ownStats(l.clients.counters())
 	l.statsMu.Lock()
 	if l.statsAt.IsZero() || time.Since(l.statsAt) > statsCacheAge {
-		l.statsHelper, l.statsErr = l.helperStats(l.rtd)
+		l.statsHelper, l.statsErr = l.rtd.counters()
 		l.statsAt = time.Now()
 	}
 	h, err := l.statsHelper, l.statsErr
@@ -141,10 +155,11 @@ func (l *Lane) clientStats(uid uint32) Snapshot {
 // ownStats are this process's counters (ungranted clients' refusals) and
 // connection counters.
 func (l *Lane) ownStats(cs connStats) Snapshot {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := Snapshot{RateBps: l.Rate(), Totals: l.totals, connStats: cs, DataPath: l.DataPath()}
-	for _, f := range l.flows {
+	o := &l.own
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := Snapshot{RateBps: l.Rate(), Totals: o.totals, connStats: cs, DataPath: l.DataPath()}
+	for _, f := range o.flows {
 		c := *f
 		if f.Rejects != nil {
 			c.Rejects = make(map[string]uint64, len(f.Rejects))
@@ -169,24 +184,24 @@ func sortFlows(fs []FlowStats) {
 }
 
 // countLocked counts one decision for flow key and in the totals: an
-// admission, or a rejection by its reason. l.mu is held.
-func (l *Lane) countLocked(key flowKey, admitted bool, reason uint8) {
-	f := l.flow(key)
+// admission, or a rejection by its reason. o.mu is held.
+func (o *ownCounters) countLocked(key flowKey, admitted bool, reason uint8) {
+	f := o.flow(key)
 	if admitted {
 		f.Admitted++
-		l.totals.Admitted++
+		o.totals.Admitted++
 		return
 	}
 	f.Rejected++
-	l.totals.Rejected++
+	o.totals.Rejected++
 	if f.Rejects == nil {
 		f.Rejects = map[string]uint64{}
 	}
 	f.Rejects[wire.ReasonString(reason)]++
 }
 
-// helperStats asks lanes-rtd for its counters.
-func (l *Lane) helperStats(p *rtdProc) (Snapshot, error) {
+// counters asks lanes-rtd for its counters.
+func (p *rtdProc) counters() (Snapshot, error) {
 	p.askMu.Lock()
 	defer p.askMu.Unlock()
 	p.askID++

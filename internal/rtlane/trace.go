@@ -31,8 +31,9 @@ type Event struct {
 	Reason   uint8
 }
 
-// readTrace turns lanes-rtd's trace events into the lane's trace calls.
-func (l *Lane) readTrace(p *rtdProc) {
+// readTrace turns lanes-rtd's trace events into calls of the lane's trace
+// function.
+func (p *rtdProc) readTrace(trace func(Event)) {
 	buf := make([]byte, 40*256)
 	var carry []byte
 	for {
@@ -50,7 +51,7 @@ func (l *Lane) readTrace(p *rtdProc) {
 					}
 					continue
 				}
-				l.trace(Event{Kind: EventKind(e.Kind), Time: e.Time, UID: e.UID, Flow: e.Flow, Seq: e.Seq,
+				trace(Event{Kind: EventKind(e.Kind), Time: e.Time, UID: e.UID, Flow: e.Flow, Seq: e.Seq,
 					Deadline: e.Deadline, Tx: e.Tx, Reason: e.Reason})
 			}
 			carry = append([]byte(nil), carry...)
