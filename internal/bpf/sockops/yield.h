@@ -201,7 +201,9 @@ static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 l
  * an untold foreground (fg_untold: a call, a probe) on the socket's
  * interface, a delay above FG_HARM_QD_US is the shared bottleneck's queue,
  * which the foreground's packets cross too, and holds background there
- * (fg_harmed) as a harmed foreground TCP socket does. Below it the
+ * (fg_harmed) as a harmed foreground TCP socket does: on that interface
+ * only (key 0 only when it is not known), since one socket's delay may be
+ * its own path's (a peer that throttles its ACKs). Below it the
  * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
  * rLEDBAT). */
 static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, __u32 dir)
@@ -215,7 +217,7 @@ static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, 
 	now = bpf_ktime_get_ns();
 	if (!fg_untold(idx, now))
 		return;
-	fg_harm_both(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0);
+	fg_harm_mark(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0); /* not key 0 too */
 }
 
 /* bg_rtt reads a background upload's sample for bg_own_delay: its upload
