@@ -187,14 +187,6 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 		h->dir_until[FG_DIR_DOWN] = until;
 }
 
-/* fg_harm_both marks idx and key 0 (any interface). */
-static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
-{
-	fg_harm_mark(idx, now, qd, limited, dir, rtt_us);
-	if (idx)
-		fg_harm_mark(0, now, qd, limited, dir, rtt_us);
-}
-
 /* bg_own_delay reads a background socket's own queuing delay qd_us in
  * direction dir (an upload's upload direction, a download's download
  * direction) as the harm of a foreground no TCP sample speaks for: beside
@@ -271,11 +263,14 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 		bg_own_delay(ops, ledbat_queuing(&st->l), FG_DIR_DOWN);
 }
 
+#include "cause.h"
+
 /* fg_rtt reads a foreground socket's sample (an ACK of its data): each
  * direction is harmed when its queue (lanes_owd.h: on an ACK the upload
  * direction is our data's way, the download direction the ACK's) stands
- * more than FG_HARM_QD_US; without timestamps both are when its smoothed
- * RTT is above its minimum by as much. Its upload direction is harmed too
+ * more than FG_HARM_QD_US and the cause test (cause.h) finds the queue
+ * the background's; without timestamps the queue both ways is its smoothed
+ * RTT above its minimum. Its upload direction is harmed too
  * when it is cwnd-limited in congestion avoidance (it would send more than
  * the path takes: a bulk transfer). Then background in that direction on
  * its interface is held (fg_yield_dir) for FG_HARM_HOLD_NS. In slow start
@@ -302,19 +297,13 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 		fg_seen_mark(0, now);
 	srtt = ops->srtt_us >> 3;
 	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
-		if (up > FG_HARM_QD_US || limited)
-			fg_harm_both(idx, now, up, limited, FG_DIR_UP, srtt);
-		if (down > FG_HARM_QD_US)
-			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, srtt);
+		fg_sample(idx, now, up, down, limited, srtt);
 		return;
 	}
 	min = tp->rtt_min.s[0].v;
 	if (min && min != ~0U && srtt > min)
 		qd = srtt - min;
-	if (qd > FG_HARM_QD_US)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_BOTH, srtt);
-	else if (limited)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_UP, srtt);
+	fg_sample(idx, now, qd, qd, limited, srtt);
 }
 
 #endif
