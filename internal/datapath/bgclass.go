@@ -309,7 +309,8 @@ func (b *BackgroundClass) BgClassHeld(ifindex int) bool {
 }
 
 // MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind
-// yield.HarmOwn, and key 0) at the background non-TCP class's own queuing
+// yield.HarmOwn; that interface's key only, not key 0: one class's delay
+// may be its own path's, and holds no other interface) at its own queuing
 // delay queue, as sock_ops' bg_own_delay does at a background socket's:
 // only beside a foreground no TCP sample speaks for (present, untold) and
 // above yield.HarmQueue; the classifier then holds the class at the
@@ -327,19 +328,13 @@ func (b *BackgroundClass) MarkOwnHarm(ifindex int, queue time.Duration) {
 		if !st.Untold(now) {
 			return nil
 		}
-		for _, k := range []uint32{idx, 0} {
-			var hm yield.Harm
-			_ = b.cls.LanesFgHarm.Lookup(k, &hm)
-			if !hm.Harmed(now) {
-				hm.Since = now
-			}
-			hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
-			hm.DirUntil = [2]uint64{now + uint64(yield.HarmHold), now + uint64(yield.HarmHold)} // both ways
-			if err := b.cls.LanesFgHarm.Put(k, hm); err != nil {
-				return err
-			}
+		hm := st.Harm
+		if !hm.Harmed(now) {
+			hm.Since = now
 		}
-		return nil
+		hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
+		hm.DirUntil = [2]uint64{now + uint64(yield.HarmHold), now + uint64(yield.HarmHold)} // both ways
+		return b.cls.LanesFgHarm.Put(idx, hm)
 	})
 }
 

@@ -21,7 +21,7 @@
  *   - at each such segment, when data arrived since the last one: the
  *     socket was seen (fg_tcp_seen: its harm can be told), and each
  *     direction whose queue stands more than FG_HARM_QD_US is harmed
- *     (fg_harm_mark, as fg_rtt).
+ *     (fg_sample, as fg_rtt: the cause test).
  */
 #ifndef LANES_FGRCV_H
 #define LANES_FGRCV_H
@@ -79,10 +79,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);
-		if (up > FG_HARM_QD_US)
-			fg_harm_both(idx, now, up, FG_HARM_KIND_DELAY, FG_DIR_UP, tp->rcv_rtt_est.rtt_us >> 3);
-		if (down > FG_HARM_QD_US)
-			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, tp->rcv_rtt_est.rtt_us >> 3);
+		fg_sample(idx, now, up, down, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
 		return;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
@@ -94,8 +91,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	fg_seen_mark(idx, now);
 	if (idx)
 		fg_seen_mark(0, now);
-	if (qd > FG_HARM_QD_US)
-		fg_harm_both(idx, now, qd, FG_HARM_KIND_DELAY, FG_DIR_BOTH, rtt);
+	fg_sample(idx, now, qd, qd, FG_HARM_KIND_DELAY, rtt);
 }
 
 #endif

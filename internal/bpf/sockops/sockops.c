@@ -43,6 +43,8 @@
  *   owd.h        a socket's one-way delays per direction (TCP timestamps)
  *   yield.h      the foreground-aware yield (interface, direction, holds,
  *                harm marks)
+ *   cause.h      the cause test: whether a held background's absence
+ *                lowers the foreground's queue (included by yield.h)
  *   background.h NOTSENT_LOWAT and LEDBAT++ on entering background, both
  *                given back on leaving (callbacks and the live iterator)
  *   cwndcap.h    cwnd caps, capcc switch, pacing, stale clamps

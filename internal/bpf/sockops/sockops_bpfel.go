@@ -53,6 +53,20 @@ type SockopsDstKey struct {
 	Pad       [2]uint8
 }
 
+type SockopsFgCause struct {
+	_       structs.HostLayout
+	TestAt  [2]uint64
+	WaitNs  [2]uint64
+	Until   [2]uint64
+	Tests   [2]uint64
+	NotOurs [2]uint64
+	StartQd [2]uint32
+	PeakQd  [2]uint32
+	Verdict [2]uint32
+	Pad     uint32
+	_       [4]byte
+}
+
 type SockopsFgHarm struct {
 	_        structs.HostLayout
 	At       uint64
@@ -199,6 +213,7 @@ const (
 	SockopsMapLanesCookie      = "lanes_cookie"
 	SockopsMapLanesDst         = "lanes_dst"
 	SockopsMapLanesFgActive    = "lanes_fg_active"
+	SockopsMapLanesFgCause     = "lanes_fg_cause"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
@@ -284,6 +299,7 @@ type SockopsMapSpecs struct {
 	LanesCookie      *ebpf.MapSpec `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
+	LanesFgCause     *ebpf.MapSpec `ebpf:"lanes_fg_cause"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
@@ -341,6 +357,7 @@ type SockopsMaps struct {
 	LanesCookie      *ebpf.Map `ebpf:"lanes_cookie"`
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
+	LanesFgCause     *ebpf.Map `ebpf:"lanes_fg_cause"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
@@ -373,6 +390,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesCookie,
 		m.LanesDst,
 		m.LanesFgActive,
+		m.LanesFgCause,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesLaneCap,

@@ -187,21 +187,15 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
 		h->dir_until[FG_DIR_DOWN] = until;
 }
 
-/* fg_harm_both marks idx and key 0 (any interface). */
-static __always_inline void fg_harm_both(__u32 idx, __u64 now, __u32 qd, __u32 limited, __u32 dir, __u32 rtt_us)
-{
-	fg_harm_mark(idx, now, qd, limited, dir, rtt_us);
-	if (idx)
-		fg_harm_mark(0, now, qd, limited, dir, rtt_us);
-}
-
 /* bg_own_delay reads a background socket's own queuing delay qd_us in
  * direction dir (an upload's upload direction, a download's download
  * direction) as the harm of a foreground no TCP sample speaks for: beside
  * an untold foreground (fg_untold: a call, a probe) on the socket's
  * interface, a delay above FG_HARM_QD_US is the shared bottleneck's queue,
  * which the foreground's packets cross too, and holds background there
- * (fg_harmed) as a harmed foreground TCP socket does. Below it the
+ * (fg_harmed) as a harmed foreground TCP socket does: on that interface
+ * only (key 0 only when it is not known), since one socket's delay may be
+ * its own path's (a peer that throttles its ACKs). Below it the
  * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
  * rLEDBAT). */
 static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, __u32 dir)
@@ -215,7 +209,7 @@ static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, 
 	now = bpf_ktime_get_ns();
 	if (!fg_untold(idx, now))
 		return;
-	fg_harm_both(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0);
+	fg_harm_mark(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0); /* not key 0 too */
 }
 
 /* bg_rtt reads a background upload's sample for bg_own_delay: its upload
@@ -269,11 +263,14 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 		bg_own_delay(ops, ledbat_queuing(&st->l), FG_DIR_DOWN);
 }
 
+#include "cause.h"
+
 /* fg_rtt reads a foreground socket's sample (an ACK of its data): each
  * direction is harmed when its queue (lanes_owd.h: on an ACK the upload
  * direction is our data's way, the download direction the ACK's) stands
- * more than FG_HARM_QD_US; without timestamps both are when its smoothed
- * RTT is above its minimum by as much. Its upload direction is harmed too
+ * more than FG_HARM_QD_US and the cause test (cause.h) finds the queue
+ * the background's; without timestamps the queue both ways is its smoothed
+ * RTT above its minimum. Its upload direction is harmed too
  * when it is cwnd-limited in congestion avoidance (it would send more than
  * the path takes: a bulk transfer). Then background in that direction on
  * its interface is held (fg_yield_dir) for FG_HARM_HOLD_NS. In slow start
@@ -300,19 +297,13 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 		fg_seen_mark(0, now);
 	srtt = ops->srtt_us >> 3;
 	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
-		if (up > FG_HARM_QD_US || limited)
-			fg_harm_both(idx, now, up, limited, FG_DIR_UP, srtt);
-		if (down > FG_HARM_QD_US)
-			fg_harm_both(idx, now, down, FG_HARM_KIND_DELAY, FG_DIR_DOWN, srtt);
+		fg_sample(idx, now, up, down, limited, srtt);
 		return;
 	}
 	min = tp->rtt_min.s[0].v;
 	if (min && min != ~0U && srtt > min)
 		qd = srtt - min;
-	if (qd > FG_HARM_QD_US)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_BOTH, srtt);
-	else if (limited)
-		fg_harm_both(idx, now, qd, limited, FG_DIR_UP, srtt);
+	fg_sample(idx, now, qd, qd, limited, srtt);
 }
 
 #endif
