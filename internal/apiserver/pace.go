@@ -46,8 +46,9 @@ const socketsPerToken = 8
 const changeCost = 1
 
 // workTime: a request costs, after it is handled, a token per this much
-// of its handling and reply's encoding (wall time, so a loaded machine
-// charges more, never less). At UserRate a uid's requests then take at
+// of its handling and its reply's encoding and writing (wall time, so a
+// loaded machine charges more, never less; a caller slow to read pays for
+// its own slowness). At UserRate a uid's requests then take at
 // most 1 s / workTime / UserRate = 10 % of a core of handling, whatever
 // the kind: a udp-flows page beside 19,000 UDP sockets (a dump with
 // memory counters, a lookup per flow, ~200 KB of JSON) cost a token at

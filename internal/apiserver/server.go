@@ -275,12 +275,12 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 			return
 		}
 		t0 := time.Now()
-		line := encodeResponse(resp)
+		err := writeLine(w, encodeResponse(resp))
 		if !priv { // its debt delays the caller's next request
 			took += time.Since(t0)
 			s.pace.wait(cred.UID, moveCost(resp.Moved)+workCost(took), time.Now())
 		}
-		if err := writeLine(w, line); err != nil {
+		if err != nil {
 			return
 		}
 	}
