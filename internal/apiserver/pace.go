@@ -45,6 +45,23 @@ const socketsPerToken = 8
 // paced at one token a request, kept the daemon at 17.4 % of a core.
 const changeCost = 1
 
+// workTime: a request costs, after it is handled, a token per this much
+// of its handling and its reply's encoding and writing (wall time, so a
+// loaded machine charges more, never less; a caller slow to read pays for
+// its own slowness). At UserRate a uid's requests then take at
+// most 1 s / workTime / UserRate = 10 % of a core of handling, whatever
+// the kind: a udp-flows page beside 19,000 UDP sockets (a dump with
+// memory counters, a lookup per flow, ~200 KB of JSON) cost a token at
+// first, and one user's loop of them held the daemon at 31.5-37.8 % of a
+// core. The charges by line, change and sockets moved stay: they are
+// known before, or without, the clock.
+const workTime = 500 * time.Microsecond
+
+// workCost is the tokens a request whose handling took took costs.
+func workCost(took time.Duration) float64 {
+	return float64(took) / float64(workTime)
+}
+
 // moveCost is the tokens a move that moved m costs after it was done.
 func moveCost(m *api.Moved) float64 {
 	if m == nil {

@@ -271,14 +271,17 @@ func (s *Server) serveConn(c *net.UnixConn, cred Cred) {
 				}
 			}
 		}
-		resp, ok := s.handleAs(priv, cred, sc.Bytes())
+		resp, took, ok := s.handleAs(priv, cred, sc.Bytes())
 		if !ok {
 			return
 		}
-		if !priv && resp.Moved != nil { // its debt delays the caller's next request
-			s.pace.wait(cred.UID, moveCost(resp.Moved), time.Now())
+		t0 := time.Now()
+		err := writeLine(w, encodeResponse(resp))
+		if !priv { // its debt delays the caller's next request
+			took += time.Since(t0)
+			s.pace.wait(cred.UID, moveCost(resp.Moved)+workCost(took), time.Now())
 		}
-		if err := writeResponse(w, resp); err != nil {
+		if err != nil {
 			return
 		}
 		if resp.Stream {
@@ -303,17 +306,19 @@ func othersAtOnce() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 // others1 first (ok false: the server closed during the wait). The slot is
 // held for the handling only, never for the write of the response, which
 // a client that does not read could hold up.
-func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *api.Response, ok bool) {
+func (s *Server) handleAs(priv bool, cred Cred, line []byte) (resp *api.Response, took time.Duration, ok bool) {
 	if priv {
-		return s.handle(cred, line), true
+		return s.handle(cred, line), 0, true
 	}
 	select {
 	case s.others1 <- struct{}{}:
 	case <-s.closed:
-		return nil, false
+		return nil, 0, false
 	}
 	defer func() { <-s.others1 }()
-	return s.handle(cred, line), true
+	t0 := time.Now()
+	resp = s.handle(cred, line)
+	return resp, time.Since(t0), true
 }
 
 func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
@@ -425,11 +430,21 @@ func (s *Server) audit(c Cred, r api.Request, resp *api.Response) {
 }
 
 func writeResponse(w *bufio.Writer, r *api.Response) error {
+	return writeLine(w, encodeResponse(r))
+}
+
+// encodeResponse is r's reply line.
+func encodeResponse(r *api.Response) []byte {
 	b, err := json.Marshal(r)
 	if err != nil {
 		b = []byte(`{"ok":false,"error":"internal error: reply not encodable"}`)
 	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
+	return append(b, '\n')
+}
+
+// writeLine writes a reply line and flushes it.
+func writeLine(w *bufio.Writer, line []byte) error {
+	if _, err := w.Write(line); err != nil {
 		return err
 	}
 	return w.Flush()

@@ -31,45 +31,11 @@ func TestUserMoveOfManySocketsBounded(t *testing.T) {
 	}
 	b := newAttackBed(t, "access:\n  group: users\n")
 	const sockets = 19000
-	script := fmt.Sprintf(`import socket, sys
-s = []
-for i in range(%d):
-    x = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    x.connect(("%s", 9000))
-    s.append(x)
-print("ready", flush=True)
-i = 0
-for line in sys.stdin:  # a new socket among the first descriptors
-    i = (i + 1) %% 1000
-    s[i].close()
-    s[i] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s[i].connect(("%s", 9000))
-    print("new", flush=True)
-`, sockets, b.p.AddrB, b.p.AddrB)
-	holder := b.p.A.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
-	in, _ := holder.StdinPipe()
-	out, _ := holder.StdoutPipe()
-	if err := holder.Start(); err != nil {
-		t.Skipf("python3 as nobody: %v", err)
-	}
-	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
-	lines := bufio.NewReader(out)
-	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("holder: %q %v", line, err)
-	}
-	pid := holder.Process.Pid
+	pid, renew := startSocketHolder(t, b, sockets)
 	user := b.client(t, nobody, nil)
 	moveLoop(t, b, "nobody", user, pid, nil, lane.Background)
 	// a socket the last listing lacks before each move: the namespace is
 	// listed again (at most once a second)
-	renew := func() {
-		if _, err := fmt.Fprintln(in); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := lines.ReadString('\n'); err != nil || line != "new\n" {
-			t.Fatalf("holder: %q %v", line, err)
-		}
-	}
 	moveLoop(t, b, "nobody (a new socket each move)", user, pid, renew, lane.Background)
 	// a member may move anyone's process (but lanes' own and PID 1) to
 	// any lane but realtime: to interactive and back, every socket taken
@@ -128,4 +94,46 @@ func moveLoop(t *testing.T, b *attackBed, who string, c *client.Client, pid int,
 	if moved > 1024 {
 		t.Errorf("%s's move took %d sockets along, bound 1,024", who, moved)
 	}
+}
+
+// startSocketHolder starts a process of nobody's in the bed's namespace
+// holding n connected UDP sockets and returns its pid and a function that
+// replaces one of its first 1,000 sockets by a new one.
+func startSocketHolder(t *testing.T, b *attackBed, n int) (pid int, renew func()) {
+	t.Helper()
+	script := fmt.Sprintf(`import socket, sys
+s = []
+for i in range(%d):
+    x = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    x.connect(("%s", 9000))
+    s.append(x)
+print("ready", flush=True)
+i = 0
+for line in sys.stdin:  # a new socket among the first descriptors
+    i = (i + 1) %% 1000
+    s[i].close()
+    s[i] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s[i].connect(("%s", 9000))
+    print("new", flush=True)
+`, n, b.p.AddrB, b.p.AddrB)
+	holder := b.p.A.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script)
+	in, _ := holder.StdinPipe()
+	out, _ := holder.StdoutPipe()
+	if err := holder.Start(); err != nil {
+		t.Skipf("python3 as nobody: %v", err)
+	}
+	t.Cleanup(func() { in.Close(); holder.Process.Kill(); holder.Wait() })
+	lines := bufio.NewReader(out)
+	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("holder: %q %v", line, err)
+	}
+	renew = func() {
+		if _, err := fmt.Fprintln(in); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := lines.ReadString('\n'); err != nil || line != "new\n" {
+			t.Fatalf("holder: %q %v", line, err)
+		}
+	}
+	return holder.Process.Pid, renew
 }
