@@ -229,8 +229,8 @@ func waitClampReleased(t *testing.T, h *Host, held string, from uint64) {
 
 // stampForeground stamps ifindex's foreground (and key 0) present and
 // harmed every 25 ms, as the classifier and sock_ops do at a harmed
-// foreground's packets and RTT samples, until stop; the hold then ends
-// FG_HARM_HOLD_NS after the last stamp. (Present alone, the stamp of
+// foreground's packets and RTT samples, until stop; the hold ends at
+// stop. (Present alone, the stamp of
 // lanes_fg_active, no longer holds background at the minimum: it shares.)
 func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 	return stampHarm(t, h, ifindex, yield.Up)
@@ -238,8 +238,14 @@ func stampForeground(t testing.TB, h *Host, ifindex int) (stop func()) {
 
 // stampHarm is stampForeground with the harm in direction dir (yield.Up,
 // yield.Down) alone.
+//
+// The direction's hold is written to last until stop ends it, not for
+// yield.HarmHold past each stamp: on a loaded machine the stamping
+// goroutine can be late by more than a hold, which let the background
+// grow in the middle of a check (2 of 12 runs of TestYieldPerInterface
+// beside other test runs).
 func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
-	stamp := func() error {
+	write := func(until func(now uint64) uint64) error {
 		now := monotonicNS()
 		for _, k := range []uint32{uint32(ifindex), 0} {
 			w := yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5}
@@ -247,13 +253,14 @@ func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
 				return err
 			}
 			hm := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000}
-			hm.DirUntil[dir] = now + uint64(yield.HarmHold)
+			hm.DirUntil[dir] = until(now)
 			if err := h.cls.LanesFgHarm.Put(k, hm); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
+	stamp := func() error { return write(func(now uint64) uint64 { return now + uint64(time.Hour) }) }
 	if err := stamp(); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +278,15 @@ func stampHarm(t testing.TB, h *Host, ifindex, dir int) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() {
+		close(done)
+		<-finished
+		// the hold ends now; the harm's sample is left as it was, as
+		// sock_ops leaves one whose hold has run out
+		if err := write(func(now uint64) uint64 { return now }); err != nil {
+			t.Errorf("ending the stamped harm: %v", err)
+		}
+	}
 }
 
 func upAddr(name string, ip net.IP) error {
