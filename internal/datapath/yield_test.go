@@ -134,6 +134,34 @@ func TestYieldHoldPacedToLinkShare(t *testing.T) {
 	}
 }
 
+// TestYieldHoldReleasedOnLeavingBackground: a held background upload
+// moved to another lane while the hold goes on (its app back at the top)
+// gets TCP's own pacing back, not the hold's sixteenth of the link.
+func TestYieldHoldReleasedOnLeavingBackground(t *testing.T) {
+	p, h, idx, up, ok := backgroundUploadGrown(t, 9417)
+	if !ok {
+		return
+	}
+	stop := stampHarm(t, h, idx[p.LinkA], yield.Up)
+	defer stop()
+	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
+		t.Fatalf("held: cwnd %d after %v, want 2", cw, took)
+	}
+	if paced := tcpInfoFull(t, up).Max_pacing_rate; paced == 0x7fffffff {
+		t.Fatalf("held but not paced (max pacing rate %d)", paced)
+	}
+	if err := h.SetSocketLane(cookieOf(t, up), lane.Interactive); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for paced := tcpInfoFull(t, up).Max_pacing_rate; paced != 0x7fffffff; paced = tcpInfoFull(t, up).Max_pacing_rate {
+		if time.Since(start) > testutil.Patience(5*time.Second) {
+			t.Fatalf("moved to interactive: still paced at %d B/s", paced)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // openTwoEgress opens a host in ns with an egress on each of two links and
 // returns it with the links' ifindexes. Background sockets keep CUBIC where
 // capcc enforces the yield's clamp on it (no LEDBAT++: on a loaded machine
