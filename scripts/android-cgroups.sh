@@ -24,9 +24,13 @@ SYSTEM=1000
 CPUSETS="foreground background system-background top-app restricted camera-daemon"
 CPUCTLS="top-app foreground background system system-background rt camera-daemon"
 
+# mounted PATH: a mount point (from /proc/mounts: busybox builds without
+# the mountpoint applet, such as Debian's busybox-static in the VM)
+mounted() { grep -q "^[^ ]* $1 " /proc/mounts; }
+
 v1() { # controller path mode
 	mkdir -p "$2"
-	mountpoint -q "$2" || mount -t cgroup -o "$1" none "$2"
+	mounted "$2" || mount -t cgroup -o "$1" none "$2"
 	chmod "$3" "$2"; chown "$SYSTEM:$SYSTEM" "$2" 2>/dev/null || true
 }
 
@@ -43,7 +47,7 @@ setup() {
 	v1 cpu /dev/cpuctl 0755
 	v1 cpuset /dev/cpuset 0755
 	v1 memory /dev/memcg 0700
-	mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
+	mounted /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
 	# init.rc's groups
 	for g in $CPUSETS; do group /dev/cpuset "$g"; done
 	for g in $CPUCTLS; do group /dev/cpuctl "$g"; done
@@ -79,7 +83,7 @@ teardown() { # only the groups setup made
 		while read -r t; do echo "$t" > "$h/tasks" 2>/dev/null || true; done < "$d/tasks"
 		rmdir "$d"
 	done
-	for h in /dev/blkio /dev/cpuctl /dev/cpuset /dev/memcg; do ! mountpoint -q "$h" || umount "$h"; done
+	for h in /dev/blkio /dev/cpuctl /dev/cpuset /dev/memcg; do ! mounted "$h" || umount "$h"; done
 }
 
 case "${1:-}" in

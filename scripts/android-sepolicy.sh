@@ -6,7 +6,10 @@
 # checkpolicy and m4; checkpolicy checks every neverallow. Prints each
 # violation and their count; fails on any.
 #
-#   SEPOLICY_SRC=<git dir or URL> scripts/android-sepolicy.sh
+#   SEPOLICY_SRC=<git dir or URL> scripts/android-sepolicy.sh [FRAGMENT.te]
+#
+# FRAGMENT: the kit's lanes.te (the default, with its file_contexts
+# checked) or another fragment, such as dist/android/vendor-route.te.
 #
 # The source is pinned by commit (Android 15's 24Q3 release branch, the
 # last AOSP commit of LineageOS's mirror lineage-22.0) and cached in
@@ -15,6 +18,7 @@
 set -eu
 COMMIT=ad1c4255c49d57fe885894a8b690c0dfd542100b
 HERE=$(cd "$(dirname "$0")/.." && pwd)
+TE=$(realpath "${1:-$HERE/dist/android/lanes.te}")
 CACHE=${LANES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lanes}/sepolicy-$COMMIT
 for t in m4 checkpolicy python3; do
 	command -v $t >/dev/null || { echo "android-sepolicy: $t missing (apt-get install checkpolicy m4)"; exit 2; }
@@ -38,7 +42,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Android's build/soong/policy.go policyConfOrder: attributes before *.te.
 { echo "$CACHE/flagging/te_macros"; find "$CACHE/public" -maxdepth 1 -type f | sort
-  find "$CACHE/private" -maxdepth 1 -type f | sort; echo "$HERE/dist/android/lanes.te"; } |
+  find "$CACHE/private" -maxdepth 1 -type f | sort; echo "$TE"; } |
 python3 -c '
 import os, sys
 order = ["security_classes", "initial_sids", "access_vectors", "global_macros", "neverallow_macros",
@@ -58,8 +62,8 @@ m4 --fatal-warnings -D mls_num_sens=1 -D mls_num_cats=1024 -D target_arch=arm64 
 	-D target_exclude_build_test=false -D target_requires_insecure_execmem_for_swiftshader=false \
 	-D target_enforce_debugfs_restriction=true -D target_recovery=false \
 	-D target_board_api_level=1000000 -s $(cat "$work/files") > "$work/policy.conf"
-# file_contexts: every type it names is declared by the fragment
-for ty in $(awk '!/^#/ && NF { split($2, a, ":"); print a[3] }' "$HERE/dist/android/file_contexts"); do
+# file_contexts: every type it names is declared by the kit's fragment
+[ "$TE" != "$HERE/dist/android/lanes.te" ] || for ty in $(awk '!/^#/ && NF { split($2, a, ":"); print a[3] }' "$HERE/dist/android/file_contexts"); do
 	grep -q "^type $ty[ ,;]" "$HERE/dist/android/lanes.te" || { echo "file_contexts: type $ty not declared in lanes.te"; exit 1; }
 done
 echo "system/sepolicy at $COMMIT; $(wc -l < "$work/files") files; checkpolicy $(checkpolicy -V | head -1)"

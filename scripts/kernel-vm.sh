@@ -259,12 +259,16 @@ done
 # The documents tests compare with (a table the code must match), where a
 # test in internal/PKG finds them: /t/PKG.d/../../docs.
 mkdir -p "$root/docs" && cp docs/*.md "$root/docs/"
+# The example policies a test starts a daemon with (the Android policy:
+# /t/PKG.d/../../examples/policies).
+mkdir -p "$root/examples" && cp -r examples/policies "$root/examples/"
 # The Android-form BPF objects the pinned-path tests load the way
 # Android's loader would, where internal/PKG finds them:
 # /t/PKG.d/../bpf/android/objects.
 mkdir -p "$root/t/bpf/android/objects" && cp internal/bpf/android/objects/*.o "$root/t/bpf/android/objects/"
 printf '%s\n' "${testargs[@]}" > "$root/t/args"
-[ "$version" != gki-6.12 ] || cp scripts/android-cgroups.sh "$root/t/"
+# (KERNEL, not version: version is the built kernel's release by now)
+[ "${KERNEL:-}" != gki-6.12 ] || cp scripts/android-cgroups.sh "$root/t/"
 if [ "$arch/$default/${#testargs[@]}" = arm64/1/0 ]; then
   echo "$daemon_arm64" > "$root/t/daemon.run"
   echo "kernel-vm: arm64 runs the daemon package's $daemon_arm64 (the whole package runs on x86-64)" >&2

@@ -16,6 +16,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -195,6 +196,8 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	i0, t0 = laneBytes(t, sock, "interactive"), time.Now()
 	time.Sleep(2 * time.Second)
 	backRate := float64(laneBytes(t, sock, "interactive")-i0) * 8 / time.Since(t0).Seconds()
+	// The upload's congestion control and window back at the top (ss).
+	ssOut, _ := p.A.Command("ss", "-tin", fmt.Sprintf("sport = :%d", sport)).CombinedOutput()
 
 	slices.Sort(lat)
 	t.Logf("hierarchy: cgroup v1 %s at %s", groups.Kind, groups.Root)
@@ -207,6 +210,7 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	}
 	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v", pct(lat, .5), lat[len(lat)-1])
 	t.Logf("android component: %s", status(t, sock).Components["android"])
+	t.Logf("the upload back at the top (ss -tin):\n%s", ssOut)
 	if ratio := float64(pct(top, .5)) / float64(pct(bg, .5)); ratio < 3 {
 		testutil.TimingErrorf(t, "probe p50 beside the background app %v is only %.1fx below the top-app's %v; want >= 3x", pct(bg, .5), ratio, pct(top, .5))
 	}

@@ -242,8 +242,9 @@ static __always_inline void apply_cap(struct bpf_sock_ops *ops, __u64 cookie, __
 			switch_cc(ops, st);
 			pace(ops, st);
 		}
-		if (lane == LANE_BACKGROUND)
-			hold_pace(ops, st, yield);
+		/* every lane: a socket that leaves background while held
+		 * (its app back at the top) gets TCP's own pacing back */
+		hold_pace(ops, st, yield);
 	} else {
 		bump(OPS_SETSOCKOPT_ERR);
 	}
