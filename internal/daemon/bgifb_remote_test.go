@@ -23,6 +23,7 @@ import (
 )
 
 func TestBackgroundQUICDownloadIfbRemote(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

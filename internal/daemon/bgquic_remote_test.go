@@ -240,6 +240,7 @@ func runBg(t *testing.T, ns *testutil.NetNS, args ...string) *exec.Cmd {
 // CUBIC), in dir, without lanes and in the background lane; the share is
 // what R's bottleneck sent.
 func ngtcp2Remote(t *testing.T, dir string, bottleneck bool) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

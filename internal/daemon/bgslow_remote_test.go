@@ -21,6 +21,7 @@ import (
 const slowLinkBps = 0.5e6
 
 func slowRemote(t *testing.T, dir string) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

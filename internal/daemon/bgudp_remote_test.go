@@ -104,6 +104,7 @@ func udpUpload(t *testing.T, p *testutil.Path, secs int, prefix ...string) *exec
 }
 
 func TestBackgroundUDPUploadRemote(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -191,6 +192,7 @@ func (q *quicBulk) stop() {
 // quicRemote runs a QUIC bulk transfer in dir over the remote path whose
 // bottleneck is on that side, without lanes and in the background lane.
 func quicRemote(t *testing.T, dir string, bottleneck bool) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -83,6 +83,7 @@ func uploadArm(t *testing.T, p *testutil.Path, base string, idle []time.Duration
 }
 
 func TestBackgroundUploadRemoteWithoutStructOps(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -139,6 +140,7 @@ func downloadArm(t *testing.T, p *testutil.Path, base string, idle []time.Durati
 }
 
 func TestBackgroundDownloadRemoteWithoutStructOps(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
