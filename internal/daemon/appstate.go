@@ -36,9 +36,9 @@ func androidRules(pol *policy.Policy) []policy.Match {
 
 // addAppStates puts the uid entries the android rules give the uids'
 // current states into w, leaving the uids a uid rule names.
-func (d *Daemon) addAppStates(pol *policy.Policy, w desired) {
+func (ks *kernelState) addAppStates(pol *policy.Policy, w desired) {
 	rules := androidRules(pol)
-	for uid, st := range d.appStates {
+	for uid, st := range ks.appStates {
 		if _, ok := w.UIDs[uid]; ok {
 			continue
 		}
@@ -67,7 +67,7 @@ func (d *Daemon) newAppState(pol *policy.Policy) *component {
 			return nil, err
 		}
 		r := appstate.Reader{Root: root, Proc: "/proc"}
-		var now atomic.Pointer[appStateStatus] // status reads it under d.mu: no lock of its own
+		var now atomic.Pointer[appStateStatus] // status reads it under the kernel state's lock: none of its own
 		now.Store(&appStateStatus{States: map[uint32]string{}})
 		run := func(ctx context.Context) error {
 			for {
@@ -117,14 +117,14 @@ func (d *Daemon) readAppStates(r appstate.Reader) (map[uint32]string, bool, erro
 	for uid, s := range st {
 		names[uid] = s.String()
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if maps.Equal(st, d.appStates) || d.host == nil {
+	d.kernel.mu.Lock()
+	defer d.kernel.mu.Unlock()
+	if maps.Equal(st, d.kernel.appStates) || d.kernel.host == nil {
 		return names, false, nil
 	}
-	d.appStates = st
-	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
-		d.logApplyError(err)
+	d.kernel.appStates = st
+	if err := d.kernel.applyLocked(d.kernel.desiredFor(d.kernel.pol), false); err != nil {
+		d.kernel.logApplyError(err)
 	}
 	return names, true, nil
 }

@@ -20,7 +20,7 @@ func TestAppStatesToUIDEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{appStates: map[uint32]appstate.State{
+	ks := &kernelState{appStates: map[uint32]appstate.State{
 		10123:  appstate.Background, // an app in background
 		110123: appstate.Background, // the same app of the second user
 		10124:  appstate.TopApp,
@@ -31,7 +31,7 @@ func TestAppStatesToUIDEntries(t *testing.T) {
 	}}
 	w := newDesired()
 	w.UIDs[10200] = entry{lane.Realtime, "policy:rules[3]"}
-	d.addAppStates(pol, w)
+	ks.addAppStates(pol, w)
 	want := map[uint32]lane.Lane{10123: lane.Background, 110123: lane.Background, 10124: lane.Interactive,
 		1013: lane.Background, 10200: lane.Realtime}
 	if len(w.UIDs) != len(want) {

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,16 +56,30 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
+// laneMover moves processes into lanes: their cgroup (a lane group nested
+// in theirs, or the instance's) and their open sockets (livemove.go). It
+// keeps no state of its own: it records in the lane groups and the moves,
+// and puts their entries in the kernel state.
+type laneMover struct {
+	log     *slog.Logger
+	env     *env
+	cgroups *cgroupMount
+	kernel  *kernelState
+	groups  *laneGroups
+	moves   *moves
+	regs    *registrations
+}
+
 // movePID puts pid in lane l with its open sockets (livemove.go); its
 // future children follow (the task engine's hook, for rule r). Each move is
 // logged with its rule: a reload's new rules move running processes too.
-func (d *Daemon) movePID(pid int, l lane.Lane, r config.TaskRule) error {
+func (mv *laneMover) movePID(pid int, l lane.Lane, r config.TaskRule) error {
 	by := ruleMover(r)
-	m, err := d.moveProcess(pid, l, by, true)
+	m, err := mv.moveProcess(pid, l, by, true)
 	if err != nil {
 		return err
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by", by, "tcp", m.TCP, "udp", m.UDP)
+	mv.log.Info("process moved", "pid", pid, "lane", l, "by", by, "tcp", m.TCP, "udp", m.UDP)
 	return nil
 }
 
@@ -90,35 +105,35 @@ func ruleMover(r config.TaskRule) string {
 // ("lanes move", "lanes run", a rule); byRoot: root (or the daemon) asked
 // for it. A failure to find the open sockets
 // is logged: the process has moved, its new sockets follow.
-func (d *Daemon) moveProcess(pid int, l lane.Lane, by string, byRoot bool) (api.Moved, error) {
-	if err := d.moveCgroup(pid, l); err != nil {
+func (mv *laneMover) moveProcess(pid int, l lane.Lane, by string, byRoot bool) (api.Moved, error) {
+	if err := mv.moveCgroup(pid, l); err != nil {
 		return api.Moved{}, err
 	}
-	d.mu.Lock()
-	d.moves.rememberMover(pid, movedSock{lane: l, by: by})
-	d.mu.Unlock()
+	mv.kernel.mu.Lock()
+	mv.moves.rememberMover(pid, movedSock{lane: l, by: by})
+	mv.kernel.mu.Unlock()
 	m := api.Moved{Processes: 1}
 	var err error
-	if m.TCP, m.UDP, err = d.moveSockets([]int{pid}, l, by, byRoot); err != nil {
-		d.log.Warn("moved process: open sockets not found; only its new ones follow", "pid", pid, "lane", l, "err", err)
+	if m.TCP, m.UDP, err = mv.moveSockets([]int{pid}, l, by, byRoot); err != nil {
+		mv.log.Warn("moved process: open sockets not found; only its new ones follow", "pid", pid, "lane", l, "err", err)
 	}
 	return m, nil
 }
 
 // moveCgroup puts pid in lane l's cgroup (nested in its own, or the instance's).
-func (d *Daemon) moveCgroup(pid int, l lane.Lane) error {
+func (mv *laneMover) moveCgroup(pid int, l lane.Lane) error {
 	cur, err := procCgroup(pid)
 	if err != nil {
 		return err // it names the process
 	}
-	home := d.groups.home(cur)
+	home := mv.groups.home(cur)
 	for attempt := 1; ; attempt++ {
 		var dir string
 		if home == "/" {
-			if dir, err = d.LaneCgroup(l); err != nil {
+			if dir, err = mv.kernel.laneCgroup(l); err != nil {
 				return err
 			}
-		} else if dir, err = d.nestedGroup(home, l); err != nil {
+		} else if dir, err = mv.nestedGroup(home, l); err != nil {
 			return err
 		}
 		err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
@@ -147,33 +162,33 @@ const groupMark = "trusted.lanes"
 
 // nestedGroup creates (or finds) lane l's group inside host cgroup home and
 // enters its id in the datapath's cgroup map; it returns the directory.
-func (d *Daemon) nestedGroup(home string, l lane.Lane) (string, error) {
-	rel := filepath.Join(home, d.groups.name(l))
-	dir := filepath.Join(d.cgroups.root, rel)
-	owner, err := cgroupOwner(filepath.Join(d.cgroups.root, home))
+func (mv *laneMover) nestedGroup(home string, l lane.Lane) (string, error) {
+	rel := filepath.Join(home, mv.groups.name(l))
+	dir := filepath.Join(mv.cgroups.root, rel)
+	owner, err := cgroupOwner(filepath.Join(mv.cgroups.root, home))
 	if err != nil {
 		return "", fmt.Errorf("lane group in %s: %w", home, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.host == nil {
+	mv.kernel.mu.Lock()
+	defer mv.kernel.mu.Unlock()
+	if mv.kernel.host == nil {
 		return "", errors.New("no datapath installed")
 	}
-	g, known := d.groups.get(rel)
+	g, known := mv.groups.get(rel)
 	if !known {
-		if err := d.groups.room(owner); err != nil {
+		if err := mv.groups.room(owner); err != nil {
 			return "", fmt.Errorf("lane group in %s: %w", home, err)
 		}
 	}
-	id, err := d.groups.make(dir, l)
+	id, err := mv.groups.make(dir, l)
 	if err != nil {
 		return "", fmt.Errorf("lane group in %s: %w", home, err)
 	}
 	if known && g.id == id {
 		return dir, nil
 	}
-	d.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
-	if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+	mv.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
+	if err := mv.kernel.applyLocked(mv.kernel.desiredFor(mv.kernel.pol), false); err != nil {
 		return "", fmt.Errorf("lane group %s: %w", rel, err)
 	}
 	return dir, nil
@@ -197,44 +212,44 @@ type nestedGroup struct {
 
 // adoptNested finds the nested groups a previous run of this instance left
 // and takes them over.
-func (d *Daemon) adoptNested() {
-	found := d.groups.find()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (mv *laneMover) adoptNested() {
+	found := mv.groups.find()
+	mv.kernel.mu.Lock()
+	defer mv.kernel.mu.Unlock()
 	if len(found) == 0 {
 		return
 	}
 	for rel, l := range found {
-		id, err := d.cgroups.id(rel)
+		id, err := mv.cgroups.id(rel)
 		if err != nil {
 			continue
 		}
-		owner, _ := cgroupOwner(filepath.Join(d.cgroups.root, filepath.Dir(rel)))
-		d.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
+		owner, _ := cgroupOwner(filepath.Join(mv.cgroups.root, filepath.Dir(rel)))
+		mv.groups.set(rel, nestedGroup{lane: l, id: id, owner: owner})
 	}
-	if d.host != nil {
-		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
-			d.log.Warn("adopting lane groups of a previous run", "err", err)
+	if mv.kernel.host != nil {
+		if err := mv.kernel.applyLocked(mv.kernel.desiredFor(mv.kernel.pol), false); err != nil {
+			mv.log.Warn("adopting lane groups of a previous run", "err", err)
 		}
 	}
-	d.log.Info("adopted lane groups of a previous run", "groups", len(found))
+	mv.log.Info("adopted lane groups of a previous run", "groups", len(found))
 }
 
-// sweepNestedLocked removes empty nested groups and their map entries (d.mu held).
-func (d *Daemon) sweepNestedLocked() {
-	if d.groups.sweepEmpty() && d.host != nil {
-		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
-			d.log.Warn("lane group sweep: datapath", "err", err)
+// sweepNestedLocked removes empty nested groups and their map entries (kernel.mu held).
+func (mv *laneMover) sweepNestedLocked() {
+	if mv.groups.sweepEmpty() && mv.kernel.host != nil {
+		if err := mv.kernel.applyLocked(mv.kernel.desiredFor(mv.kernel.pol), false); err != nil {
+			mv.log.Warn("lane group sweep: datapath", "err", err)
 		}
 	}
 }
 
 // restoreNested gives every nested group's processes back to the host
 // cgroup they came from and removes the groups (daemon stop).
-func (d *Daemon) restoreNested() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.groups.restore()
+func (mv *laneMover) restoreNested() error {
+	mv.kernel.mu.Lock()
+	defer mv.kernel.mu.Unlock()
+	return mv.groups.restore()
 }
 
 // populated reads cgroup.events: does the group or a child hold a process?

@@ -104,8 +104,9 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 		t.Skip("no cgroup v2 mount")
 	}
 	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
-	f.d.cgroups, f.d.instance = &cgroupMount{root: root}, testutil.UniqueName("t")
-	f.d.groups = newLaneGroups(f.d.instance, f.d.cgroups, f.d.regs)
+	*f.d.cgroups, f.d.instance = cgroupMount{root: root}, testutil.UniqueName("t")
+	g := newLaneGroups(f.d.instance, f.d.cgroups, f.d.regs)
+	f.d.groups, f.d.kernel.groups, f.d.mover.groups = g, g, g
 	delegated := "/" + testutil.UniqueName("lanes-test-") + ".service"
 	mkdirs(t, filepath.Join(root, delegated))
 	var refused error
@@ -115,7 +116,7 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 		if err := os.Chown(filepath.Join(root, home), nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.d.nestedGroup(home, lane.Background); err != nil {
+		if _, err := f.d.mover.nestedGroup(home, lane.Background); err != nil {
 			refused = err
 			t.Logf("group %d: %v", i, err)
 			break
@@ -128,7 +129,7 @@ func TestAttackNestedGroupsBounded(t *testing.T) {
 	// root's cgroups keep their room
 	home := filepath.Join(delegated, "root")
 	mkdirs(t, filepath.Join(root, home))
-	if _, err := f.d.nestedGroup(home, lane.Background); err != nil {
+	if _, err := f.d.mover.nestedGroup(home, lane.Background); err != nil {
 		t.Errorf("root's lane group refused after a user's: %v", err)
 	}
 	// users together leave the reserve

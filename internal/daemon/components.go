@@ -90,14 +90,14 @@ func (cs *components) rledbatOff() string {
 // startComponents starts the policy's components; kept are the running
 // ones a reload may keep (keepOrStop), nil at start.
 func (d *Daemon) startComponents(ctx context.Context, kept map[string]*component) error {
-	d.mu.Lock()
-	pol := d.pol
-	host := d.host
+	d.kernel.mu.Lock()
+	pol := d.kernel.pol
+	host := d.kernel.host
 	var first *managedIface // coop announces and realtime paces on the first policy interface
-	if l := d.ifaceList(); len(l) > 0 {
+	if l := d.kernel.ifaceList(); len(l) > 0 {
 		first = l[0]
 	}
-	d.mu.Unlock()
+	d.kernel.mu.Unlock()
 	return d.comps.start(pol, host, first, kept)
 }
 
@@ -268,7 +268,7 @@ func (cs *components) newYield(h yielder) (*component, error) {
 }
 
 // yieldStatus reads the kernel's foreground windows, by interface name.
-// It takes no lock: status asks it while holding the daemon's mu.
+// It takes no lock: status asks it while holding the kernel state's lock.
 func (cs *components) yieldStatus(h yielder) yield.Status {
 	states, now, err := h.ForegroundStates()
 	if err != nil {
@@ -520,18 +520,18 @@ func offByPolicy(pol *policy.Policy, name string) string {
 
 // Component returns the status document of the named running component, or
 // an *api.OffError for one the policy leaves off.
-func (d *Daemon) Component(name string) (json.RawMessage, error) {
-	d.mu.Lock()
+func (h *apiHandlers) Component(name string) (json.RawMessage, error) {
+	h.kernel.mu.Lock()
 	var doc any
 	var names []string
-	for _, c := range d.comps.running() {
+	for _, c := range h.comps.running() {
 		names = append(names, c.name)
 		if c.name == name {
 			doc = c.detail()
 		}
 	}
-	pol := d.pol
-	d.mu.Unlock()
+	pol := h.kernel.pol
+	h.kernel.mu.Unlock()
 	if doc == nil {
 		if why := offByPolicy(pol, name); why != "" {
 			return nil, &api.OffError{Name: name, Why: why}

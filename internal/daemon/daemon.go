@@ -22,13 +22,11 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/apiserver"
-	"github.com/lanes-net/lanes/internal/appstate"
 	"github.com/lanes-net/lanes/internal/bpf/structops"
 	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -66,47 +64,40 @@ type Options struct {
 	Ready func(*Daemon)
 }
 
-// Daemon is a running lanes daemon.
+// Daemon is a running lanes daemon: it wires its owners, starts and stops
+// them, and reloads the policy. Each owner holds its state and lock
+// (docs/ARCHITECTURE.md "Dependencies between packages").
 type Daemon struct {
 	opts     Options
 	log      *slog.Logger
 	instance string
-	netns    api.Netns // the namespace this daemon manages (status)
-	started  time.Time
 	cgroups  *cgroupMount
 
 	env env
 
-	mu       sync.Mutex
-	pol      *policy.Policy
-	polState *policyState             // when pol was read; the last reload refused (policystate.go)
-	host     *datapathHost            // this namespace's BPF programs, maps and lane cgroups (host.go)
-	egress   map[string]*managedIface // by device: one tree each, all running host's classifier
-	applied  desired                  // what applyLocked last put in the kernel (state.go)
-	// waiting and lastApplyErr: what was last logged (state.go, links.go)
-	waiting, lastApplyErr string
-	tasks                 *taskEngine // task rules and exe/comm lane rules; nil if none
+	// kernel: the policy, the host datapath and what was put in it, under
+	// the lock every other owner's is taken after (state.go)
+	kernel *kernelState
+	// handlers: the API's requests (handlers.go)
+	handlers *apiHandlers
+	// mover: processes and their open sockets moved into lanes (cgmove.go)
+	mover *laneMover
+
+	polState *policyState // when the policy was read; the last reload refused (policystate.go)
 	// comps: the running components and what status reads of them
-	// (components.go); its own lock, after mu
+	// (components.go); its own lock, after the kernel state's
 	comps *components
 
 	// regs: the API's flow registrations, their sockets and the sweep's
-	// kick (registrations.go); its own lock, taken after mu
+	// kick (registrations.go); its own lock, taken after the kernel state's
 	regs *registrations
 	// groups: lane groups inside host cgroups (lanegroups.go); its own
-	// lock, after mu
+	// lock, after the kernel state's
 	groups *laneGroups
 	// moves: open sockets and processes a move set, what moved them, their
-	// threads' saved CPU treatment (movers.go); its own lock, after mu
+	// threads' saved CPU treatment (movers.go); its own lock, after the
+	// kernel state's
 	moves *moves
-	// facts: the sockets' addresses and owners for socket-lanes (explain.go)
-	facts socketFacts
-	// udp: the last listing of the UDP flows (udpflows.go)
-	udp udpListing
-	// followKick wakes the follow loop (links.go); nil until it runs
-	followKick func()
-	// appStates: each uid's Android app state, as last read (appstate.go)
-	appStates map[uint32]appstate.State
 }
 
 type managedIface struct {
@@ -137,7 +128,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := d.install(); err != nil {
 		return errors.Join(err, d.uninstall())
 	}
-	d.adoptNested()
+	d.mover.adoptNested()
 	followCtx, stopFollow := context.WithCancel(ctx)
 	following := make(chan struct{})
 	go func() { d.follow(followCtx); close(following) }()
@@ -151,7 +142,7 @@ func Run(ctx context.Context, opts Options) error {
 		return errors.Join(err, d.uninstall())
 	}
 	defer d.comps.stopBut()
-	srv, err := apiserver.Listen(opts.Socket, d, d.log)
+	srv, err := apiserver.Listen(opts.Socket, d.handlers, d.log)
 	if err != nil {
 		d.comps.stopBut()
 		d.stopTasks()
@@ -162,11 +153,11 @@ func Run(ctx context.Context, opts Options) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	d.log.Info("lanes daemon running", "instance", d.instance, "policy", d.pol.Source, "socket", opts.Socket, "interfaces", d.ifaceNames())
+	d.log.Info("lanes daemon running", "instance", d.instance, "policy", d.kernel.pol.Source, "socket", opts.Socket, "interfaces", d.kernel.ifaceNames())
 	if opts.Ready != nil {
 		opts.Ready(d)
 	}
-	if err := sdNotify("READY=1\nSTATUS=managing " + fmt.Sprint(d.ifaceNames())); err != nil {
+	if err := sdNotify("READY=1\nSTATUS=managing " + fmt.Sprint(d.kernel.ifaceNames())); err != nil {
 		d.log.Warn("sd_notify READY", "err", err)
 	}
 	releaseStartupMemory()
@@ -174,7 +165,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("lanes daemon stopping: removing everything it installed")
 	_ = sdNotify("STOPPING=1")
 	err = errors.Join(err, srv.Close())
-	d.facts.close()
+	d.handlers.facts.close()
 	d.comps.stopBut()
 	d.stopTasks()
 	return errors.Join(err, d.uninstall())
@@ -225,8 +216,8 @@ func prepare(opts Options) (d *Daemon, release func(), err error) {
 		release = func() { forgetInstance(dirs.instances, inst); cg.release(); lock.release() }
 	}
 	d = newDaemon(opts, inst, pol, kernelEnv(cg))
-	d.netns, d.cgroups = ns, cg
-	d.groups = newLaneGroups(inst, cg, d.regs)
+	*d.cgroups = *cg // the mount the owners were given
+	d.handlers.netns = ns
 	if cg.unmount != nil {
 		d.log.Info("no cgroup v2 mount visible (e.g. under `ip netns exec`): mounted one privately", "at", cg.root)
 	}
@@ -284,15 +275,20 @@ func loadPolicy(opts Options) (*policy.Policy, error) {
 	return p, nil
 }
 
-// newDaemon is a daemon with its seams to the kernel, not yet installed.
+// newDaemon is a daemon with its seams to the kernel, not yet installed:
+// its owners, each given the others it uses.
 func newDaemon(opts Options, instance string, pol *policy.Policy, e env) *Daemon {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
 	regs, cg := newRegistrations(opts.Log), &cgroupMount{}
-	d := &Daemon{opts: opts, log: opts.Log, instance: instance, started: time.Now(), pol: pol, polState: newPolicyState(), env: e,
-		egress: map[string]*managedIface{}, applied: newDesired(), regs: regs, moves: newMoves(regs),
-		groups: newLaneGroups(instance, cg, regs), comps: newComponents(opts.Log, instance, opts), cgroups: cg}
+	d := &Daemon{opts: opts, log: opts.Log, instance: instance, polState: newPolicyState(), env: e, regs: regs,
+		moves: newMoves(regs), groups: newLaneGroups(instance, cg, regs), comps: newComponents(opts.Log, instance, opts),
+		cgroups: cg}
+	d.kernel = newKernelState(opts.Log, &d.env, pol, regs, d.groups, d.moves)
+	d.mover = &laneMover{log: opts.Log, env: &d.env, cgroups: cg, kernel: d.kernel, groups: d.groups, moves: d.moves,
+		regs: regs}
+	d.handlers = newAPIHandlers(d)
 	d.comps.appState = d.newAppState
 	return d
 }
@@ -325,11 +321,11 @@ func (d *Daemon) reloadWith(pol *policy.Policy) bool {
 type ccAllowSyncer interface{ SyncCCAllowList() error }
 
 // syncCCAllowLocked reads the kernel's congestion control allow-list again
-// at a reload (d.mu held): a name the administrator removed from
+// at a reload (d.kernel.mu held): a name the administrator removed from
 // net.ipv4.tcp_allowed_congestion_control is refused to users' background
 // sockets from then on, a name added is allowed.
 func (d *Daemon) syncCCAllowLocked() {
-	if c := d.host.roles().ccAllow; c != nil {
+	if c := d.kernel.host.roles().ccAllow; c != nil {
 		if err := c.SyncCCAllowList(); err != nil {
 			d.log.Warn("congestion control allow-list: the one read before stays", "err", err)
 		}
@@ -338,31 +334,31 @@ func (d *Daemon) syncCCAllowLocked() {
 
 // applyReload is reloadWith's work; an error refuses the policy whole.
 func (d *Daemon) applyReload(pol *policy.Policy) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := policy.RestartChanges(policy.RestartValues(d.pol), pol); err != nil {
+	d.kernel.mu.Lock()
+	defer d.kernel.mu.Unlock()
+	if err := policy.RestartChanges(policy.RestartValues(d.kernel.pol), pol); err != nil {
 		return err
 	}
-	err := d.applyLocked(d.desiredFor(pol), true)
+	err := d.kernel.applyLocked(d.kernel.desiredFor(pol), true)
 	var fail *egressOpenError
 	if errors.As(err, &fail) {
 		return err
 	}
-	d.pol = pol
+	d.kernel.pol = pol
 	d.polState.taken()
-	d.setExeLanesLocked()
+	d.kernel.setExeLanesLocked()
 	d.syncCCAllowLocked()
 	if err != nil {
-		d.logApplyError(err)
+		d.kernel.logApplyError(err)
 	}
-	d.kickFollowLocked()
+	d.kernel.kickFollowLocked()
 	d.log.Info("policy reloaded", "policy", pol.Source)
 	return nil
 }
 
 func (d *Daemon) install() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.kernel.mu.Lock()
+	defer d.kernel.mu.Unlock()
 	return d.installLocked()
 }
 
@@ -377,42 +373,42 @@ func (d *Daemon) installLocked() error {
 	}
 	h, err := d.env.openHost(datapath.HostConfig{Instance: d.instance, StateDir: stateDirsAt(d.opts.StateDir).datapath,
 		CgroupRoot: d.cgroups.root, Off: off, StructOps: reg,
-		BackgroundTarget: d.pol.Background.Target(), ReceiveTarget: d.pol.Background.ReceiveTarget(),
-		Yield: d.pol.Background.Yield, Experiments: d.opts.Experiments, Pinned: d.pinned()})
+		BackgroundTarget: d.kernel.pol.Background.Target(), ReceiveTarget: d.kernel.pol.Background.ReceiveTarget(),
+		Yield: d.kernel.pol.Background.Yield, Experiments: d.opts.Experiments, Pinned: d.pinned()})
 	if err != nil {
 		return err
 	}
-	d.host = h
-	d.setExeLanesLocked()
-	return d.applyLocked(d.desiredFor(d.pol), true)
+	d.kernel.host = h
+	d.kernel.setExeLanesLocked()
+	return d.kernel.applyLocked(d.kernel.desiredFor(d.kernel.pol), true)
 }
 
 func (d *Daemon) uninstall() error {
-	if err := d.restoreNested(); err != nil {
+	if err := d.mover.restoreNested(); err != nil {
 		d.log.Warn("giving processes back to their cgroups", "err", err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.uninstallLocked()
+	d.kernel.mu.Lock()
+	defer d.kernel.mu.Unlock()
+	return d.kernel.uninstallLocked()
 }
 
 // uninstallLocked applies the empty state, then closes the host.
-func (d *Daemon) uninstallLocked() error {
-	if d.host == nil {
+func (ks *kernelState) uninstallLocked() error {
+	if ks.host == nil {
 		return nil
 	}
-	err := d.applyLocked(newDesired(), false)
-	err = errors.Join(err, d.host.core.Close())
-	d.host = nil
+	err := ks.applyLocked(newDesired(), false)
+	err = errors.Join(err, ks.host.core.Close())
+	ks.host = nil
 	return err
 }
 
-func (d *Daemon) deleteFlowLocked(f api.Flow) error {
-	d.restoreLiveSocketsLocked(f, d.regs.remove(f))
-	if d.host == nil {
+func (ks *kernelState) deleteFlowLocked(f api.Flow) error {
+	ks.restoreLiveSocketsLocked(f, ks.regs.remove(f))
+	if ks.host == nil {
 		return nil
 	}
-	return d.applyLocked(d.desiredFor(d.pol), false)
+	return ks.applyLocked(ks.desiredFor(ks.pol), false)
 }
 
 func flowKey(f api.Flow) (datapath.FlowKey, error) {
@@ -437,17 +433,17 @@ func flowKey(f api.Flow) (datapath.FlowKey, error) {
 }
 
 // ifaceList is the managed interfaces in policy order.
-func (d *Daemon) ifaceList() []*managedIface {
-	out := slices.Collect(maps.Values(d.egress))
+func (ks *kernelState) ifaceList() []*managedIface {
+	out := slices.Collect(maps.Values(ks.egress))
 	slices.SortFunc(out, func(a, b *managedIface) int {
 		return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.name, b.name))
 	})
 	return out
 }
 
-func (d *Daemon) ifaceNames() []string {
+func (ks *kernelState) ifaceNames() []string {
 	var out []string
-	for _, m := range d.ifaceList() {
+	for _, m := range ks.ifaceList() {
 		out = append(out, m.name)
 	}
 	return out
@@ -455,52 +451,44 @@ func (d *Daemon) ifaceNames() []string {
 
 // --- apiserver.Handler ---
 
-func (d *Daemon) Owners() apiserver.Owners { return procOwners{proc: "/proc"} }
+func (h *apiHandlers) Owners() apiserver.Owners { return procOwners{proc: "/proc"} }
 
 // Access is the policy's access group and realtime grants.
-func (d *Daemon) Access() apiserver.Access {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return apiserver.Access{Group: d.pol.Access.Group, RealtimeGrant: d.pol.Realtime.Grants.Allows}
+func (h *apiHandlers) Access() apiserver.Access {
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
+	return apiserver.Access{Group: h.kernel.pol.Access.Group, RealtimeGrant: h.kernel.pol.Realtime.Grants.Allows}
 }
 
-func (d *Daemon) Flows() ([]api.FlowInfo, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := policyFlows(d.pol)
-	out = append(out, d.regs.all()...)
+func (h *apiHandlers) Flows() ([]api.FlowInfo, error) {
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
+	out := policyFlows(h.kernel.pol)
+	out = append(out, h.regs.all()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Flow.String() < out[j].Flow.String() })
 	return out, nil
 }
 
-func (d *Daemon) LaneCgroup(l lane.Lane) (string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.host == nil {
-		return "", errors.New("no datapath installed")
-	}
-	path, _, err := d.host.core.LaneCgroup(l)
-	return path, err
-}
+func (h *apiHandlers) LaneCgroup(l lane.Lane) (string, error) { return h.kernel.laneCgroup(l) }
 
-func (d *Daemon) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
+func (h *apiHandlers) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched bool) (api.Moved, error) {
 	t0 := time.Now()
 	by := "lanes move"
 	if int(c.PID) == pid {
 		by = "lanes run" // it moves itself, then runs the command
 	}
-	m, err := d.moveProcess(pid, l, by, c.UID == 0)
+	m, err := h.mover.moveProcess(pid, l, by, c.UID == 0)
 	if err != nil {
 		return m, err
 	}
 	m.Sched = "kept"
 	if !keepSched {
-		if m.Sched, err = d.moves.laneSched(pid, l); err != nil {
-			d.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
+		if m.Sched, err = h.moves.laneSched(pid, l); err != nil {
+			h.log.Warn("moved process: CPU scheduling", "pid", pid, "lane", l, "err", err)
 			m.Sched += " (" + err.Error() + ")"
 		}
 	}
-	d.log.Info("process moved", "pid", pid, "lane", l, "by", by, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
+	h.log.Info("process moved", "pid", pid, "lane", l, "by", by, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
 	return m, nil
 }
 
@@ -510,21 +498,21 @@ type hostCounters interface {
 	Stats() (datapath.HostStats, error)
 }
 
-func (d *Daemon) Status() (*api.Status, error) {
-	flows, _ := d.Flows()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	st := &api.Status{Version: d.opts.Version, Policy: d.pol.Source, StartedAt: d.started.UTC().Format(time.RFC3339), Flows: flows, Netns: d.netns,
-		RestartKeys: policy.RestartValues(d.pol), PolicyRefused: d.polState.lastRefused()}
+func (h *apiHandlers) Status() (*api.Status, error) {
+	flows, _ := h.Flows()
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
+	st := &api.Status{Version: h.version, Policy: h.kernel.pol.Source, StartedAt: h.started.UTC().Format(time.RFC3339), Flows: flows, Netns: h.netns,
+		RestartKeys: policy.RestartValues(h.kernel.pol), PolicyRefused: h.polState.lastRefused()}
 	var hs datapath.HostStats
-	if c := d.host.roles().counters; c != nil {
+	if c := h.kernel.host.roles().counters; c != nil {
 		var err error
 		if hs, err = c.Stats(); err != nil {
 			return nil, err
 		}
 	}
-	ys := d.comps.yieldNow()
-	for _, m := range d.ifaceList() {
+	ys := h.comps.yieldNow()
+	for _, m := range h.kernel.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
 		if err != nil {
@@ -558,9 +546,9 @@ func (d *Daemon) Status() (*api.Status, error) {
 		for _, l := range lane.All {
 			backlog += lanes[l].BacklogBytes
 		}
-		is.Queue, is.Protection = d.comps.queueAndProtection(d.pol.Background, backlog, hs)
-		is.Downloads = d.comps.downloadProtection(d.pol.Background, hs)
-		is.NonTCP = d.comps.nonTCPProtection(d.pol.Background, m.bg)
+		is.Queue, is.Protection = h.comps.queueAndProtection(h.kernel.pol.Background, backlog, hs)
+		is.Downloads = h.comps.downloadProtection(h.kernel.pol.Background, hs)
+		is.NonTCP = h.comps.nonTCPProtection(h.kernel.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
 		st.Interfaces = append(st.Interfaces, is)
@@ -571,20 +559,20 @@ func (d *Daemon) Status() (*api.Status, error) {
 	}
 	st.Components = map[string]string{}
 	st.Details = map[string]json.RawMessage{}
-	if d.tasks != nil {
-		st.Components["tasks"] = d.tasks.summary()
-		if b, err := json.Marshal(d.tasks.eng.Status()); err == nil {
+	if h.kernel.tasks != nil {
+		st.Components["tasks"] = h.kernel.tasks.summary()
+		if b, err := json.Marshal(h.kernel.tasks.eng.Status()); err == nil {
 			st.Details["tasks"] = b
 		}
 	}
-	for _, c := range d.comps.running() {
+	for _, c := range h.comps.running() {
 		st.Components[c.name] = c.status()
 		if b, err := json.Marshal(c.detail()); err == nil {
 			st.Details[c.name] = b
 		}
 	}
 	if _, on := st.Components["realtime"]; !on {
-		st.Components["realtime"] = realtimeOffLine(offByPolicy(d.pol, "realtime"))
+		st.Components["realtime"] = realtimeOffLine(offByPolicy(h.kernel.pol, "realtime"))
 	}
 	return st, nil
 }

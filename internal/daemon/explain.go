@@ -96,7 +96,7 @@ func (f *socketFacts) close() {
 
 // SocketReasons says, for each socket cookie of this namespace's TCP
 // sockets, what decided its lane.
-func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
+func (h *apiHandlers) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	out := map[uint64]string{}
 	if len(cookies) == 0 {
 		return out, nil
@@ -105,11 +105,11 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	for _, c := range cookies {
 		want[c] = true
 	}
-	flows, err := d.facts.sample(want)
+	flows, err := h.facts.sample(want)
 	if err != nil {
 		return nil, err
 	}
-	movers := d.moves.moverInodes()
+	movers := h.moves.moverInodes()
 	var asked []sockFacts
 	for _, f := range flows {
 		if !want[f.Cookie] {
@@ -126,49 +126,49 @@ func (d *Daemon) SocketReasons(cookies []uint64) (map[uint64]string, error) {
 	}
 	for len(asked) > 0 { // the lock per cookieChunk sockets, as in SocketLanes
 		n := min(len(asked), cookieChunk)
-		d.mu.Lock()
+		h.kernel.mu.Lock()
 		for _, s := range asked[:n] {
-			out[s.cookie] = d.explainLocked(s)
+			out[s.cookie] = h.explainLocked(s)
 		}
-		d.mu.Unlock()
+		h.kernel.mu.Unlock()
 		asked = asked[n:]
 	}
 	return out, nil
 }
 
-// explainLocked walks the precedence for one socket (d.mu held).
-func (d *Daemon) explainLocked(s sockFacts) string {
+// explainLocked walks the precedence for one socket (kernel.mu held).
+func (h *apiHandlers) explainLocked(s sockFacts) string {
 	var cur lane.Lane
-	if d.host != nil {
-		cur, _ = d.host.sockets.SocketLane(s.cookie)
+	if h.kernel.host != nil {
+		cur, _ = h.kernel.host.sockets.SocketLane(s.cookie)
 	}
-	if r, ok := d.regs.holding(s.cookie); ok {
+	if r, ok := h.regs.holding(s.cookie); ok {
 		return fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 	}
-	if m, ok := d.moves.socket(s.cookie); ok {
+	if m, ok := h.moves.socket(s.cookie); ok {
 		return m.why()
 	}
 	if s.inMoved && s.mover.lane == cur {
 		return s.mover.why() // opened after its process was moved: in the lane's cgroup
 	}
 	for _, k := range (datapath.FlowKey{Src: s.src, Dst: s.dst, DPort: s.dport, SPort: s.sport, Proto: 6}).Lookups() {
-		if e, ok := d.applied.Flows[k]; ok {
+		if e, ok := h.kernel.applied.Flows[k]; ok {
 			return "flow " + e.Source
 		}
 	}
-	if r, e, ok := bestDst(d.applied.Dsts, s.dst, s.dport); ok {
+	if r, e, ok := bestDst(h.kernel.applied.Dsts, s.dst, s.dport); ok {
 		return fmt.Sprintf("destination %s %s", r, e.Source)
 	}
-	if e, ok := d.applied.Cgroups[s.cgroupID]; ok {
+	if e, ok := h.kernel.applied.Cgroups[s.cgroupID]; ok {
 		if s.inMoved && s.mover.lane == e.Lane {
 			return s.mover.why()
 		}
 		return "cgroup " + e.Source
 	}
-	if e, ok := d.applied.UIDs[s.uid]; ok {
+	if e, ok := h.kernel.applied.UIDs[s.uid]; ok {
 		return fmt.Sprintf("uid %d %s", s.uid, e.Source)
 	}
-	if why, l, ok := d.dscpLaneLocked(s.dscp); ok && (cur == lane.Unset || cur == l) {
+	if why, l, ok := h.dscpLaneLocked(s.dscp); ok && (cur == lane.Unset || cur == l) {
 		return why // sock_ops too resolves a socket by its marking (dscp.h)
 	}
 	if cur != lane.Unset {
@@ -202,9 +202,9 @@ func bestDst(m map[datapath.DstRule]entry, dst netip.Addr, dport uint16) (datapa
 
 // dscpLaneLocked is the lane the classifier gives a socket's packets by
 // their own DSCP marking once nothing before it matched, with why: "DSCP
-// LE (dscp.le_background)" (d.mu held).
-func (d *Daemon) dscpLaneLocked(dscp uint8) (string, lane.Lane, bool) {
-	e, ok := d.applied.DSCP[dscp]
+// LE (dscp.le_background)" (kernel.mu held).
+func (h *apiHandlers) dscpLaneLocked(dscp uint8) (string, lane.Lane, bool) {
+	e, ok := h.kernel.applied.DSCP[dscp]
 	if !ok {
 		return "", lane.Unset, false
 	}
@@ -225,28 +225,28 @@ func dscpName(v uint8) string {
 // addDSCPLanes adds to lanes the sockets among cookies that have no lane of
 // their own (nothing matched them at connect) and whose own DSCP marking
 // has one: the classifier's last match before the default.
-func (d *Daemon) addDSCPLanes(cookies []uint64, lanes map[uint64]lane.Lane) {
+func (h *apiHandlers) addDSCPLanes(cookies []uint64, lanes map[uint64]lane.Lane) {
 	want := map[uint64]bool{}
 	for _, c := range cookies {
 		if l, ok := lanes[c]; !ok || l == lane.Unset {
 			want[c] = true
 		}
 	}
-	d.mu.Lock()
-	marked := len(d.applied.DSCP) > 0
-	d.mu.Unlock()
+	h.kernel.mu.Lock()
+	marked := len(h.kernel.applied.DSCP) > 0
+	h.kernel.mu.Unlock()
 	if len(want) == 0 || !marked {
 		return
 	}
-	flows, err := d.facts.sample(want)
+	flows, err := h.facts.sample(want)
 	if err != nil {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
 	for _, f := range flows {
 		if want[f.Cookie] {
-			if _, l, ok := d.dscpLaneLocked(f.DSCP); ok {
+			if _, l, ok := h.dscpLaneLocked(f.DSCP); ok {
 				lanes[f.Cookie] = l
 			}
 		}

@@ -134,8 +134,9 @@ func (g *laneGroups) home(cur string) string {
 }
 
 // make creates lane l's group at dir, marked as the daemon's, or
-// finds it if the daemon made it; it returns the group's id (the daemon's mu held, so
-// that no other move sees a group between its creation and its mark).
+// finds it if the daemon made it; it returns the group's id (the kernel
+// state's lock held, so that no other move sees a group between its
+// creation and its mark).
 func (g *laneGroups) make(dir string, l lane.Lane) (uint64, error) {
 	err := os.Mkdir(dir, 0o755)
 	if err == nil {

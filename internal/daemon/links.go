@@ -163,9 +163,9 @@ func (d *Daemon) follow(ctx context.Context) {
 		default:
 		}
 	}
-	d.mu.Lock()
-	d.followKick = changed
-	d.mu.Unlock()
+	d.kernel.mu.Lock()
+	d.kernel.followKick = changed
+	d.kernel.mu.Unlock()
 	go func() {
 		for ctx.Err() == nil {
 			err := d.env.watch(ctx, changed)
@@ -196,17 +196,17 @@ func (d *Daemon) follow(ctx context.Context) {
 		case <-kick:
 		case <-poll:
 		}
-		d.mu.Lock()
+		d.kernel.mu.Lock()
 		again := false
-		if d.host != nil {
-			w := d.desiredFor(d.pol)
-			err := d.applyLocked(w, false)
+		if d.kernel.host != nil {
+			w := d.kernel.desiredFor(d.kernel.pol)
+			err := d.kernel.applyLocked(w, false)
 			if err != nil {
-				d.logApplyError(err)
+				d.kernel.logApplyError(err)
 			}
 			again = err != nil || w.waitCgroups > 0
 		}
-		d.mu.Unlock()
+		d.kernel.mu.Unlock()
 		poll = nil
 		if again {
 			t.Reset(followInterval)
@@ -217,17 +217,17 @@ func (d *Daemon) follow(ctx context.Context) {
 
 // kickFollowLocked makes the follow loop re-apply and decide again whether to
 // poll (after a reload, which may wait for a cgroup).
-func (d *Daemon) kickFollowLocked() {
-	if d.followKick != nil {
-		d.followKick()
+func (ks *kernelState) kickFollowLocked() {
+	if ks.followKick != nil {
+		ks.followKick()
 	}
 }
 
 // logApplyError logs a failed diff once until it changes.
-func (d *Daemon) logApplyError(err error) {
-	if s := err.Error(); s != d.lastApplyErr {
-		d.log.Warn("datapath not in the desired state (retried)", "err", err)
-		d.lastApplyErr = s
+func (ks *kernelState) logApplyError(err error) {
+	if s := err.Error(); s != ks.lastApplyErr {
+		ks.log.Warn("datapath not in the desired state (retried)", "err", err)
+		ks.lastApplyErr = s
 	}
 }
 

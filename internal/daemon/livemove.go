@@ -199,7 +199,7 @@ func socketInode(fd string) (uint32, bool) {
 // most limit of them; 0: all). A move not asked by root (limit > 0) uses
 // the listing of sockDump.find: the listing of a namespace's 19,000
 // sockets was most of such a move's cost.
-func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
+func (mv *laneMover) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	inodes := map[uint32]bool{}
 	for _, pid := range pids {
 		socketInodes(pid, inodes, limit)
@@ -210,12 +210,12 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 	var all []openSock
 	var err error
 	if limit > 0 {
-		all, err = d.moves.userDump.find(inodes, d.env.openSockets)
+		all, err = mv.moves.userDump.find(inodes, mv.env.openSockets)
 	} else {
-		all, err = d.env.openSockets()
+		all, err = mv.env.openSockets()
 	}
 	if errors.Is(err, errNoUDPDiag) {
-		d.log.Warn("moved processes: only their TCP sockets follow", "err", err)
+		mv.log.Warn("moved processes: only their TCP sockets follow", "err", err)
 	} else if err != nil {
 		return nil, err
 	}
@@ -234,21 +234,21 @@ func (d *Daemon) socketsOfPIDs(pids []int, limit int) ([]openSock, error) {
 // to background put a flow root had registered realtime on LEDBAT++,
 // while its why still said "registration (api)"), and takes at most
 // maxMoveSockets. The lock is held for moveChunk sockets at a time.
-func (d *Daemon) moveSockets(pids []int, l lane.Lane, by string, byRoot bool) (tcp, udp int, err error) {
+func (mv *laneMover) moveSockets(pids []int, l lane.Lane, by string, byRoot bool) (tcp, udp int, err error) {
 	limit := 0
 	if !byRoot {
 		limit = maxMoveSockets
 	}
-	socks, err := d.socketsOfPIDs(pids, limit)
+	socks, err := mv.socketsOfPIDs(pids, limit)
 	if err != nil {
 		return 0, 0, err
 	}
 	for start := 0; start < len(socks); start += moveChunk {
-		t, u := d.moveSocketsChunk(socks[start:min(len(socks), start+moveChunk)], l, by, byRoot)
+		t, u := mv.moveSocketsChunk(socks[start:min(len(socks), start+moveChunk)], l, by, byRoot)
 		tcp, udp = tcp+t, udp+u
 	}
 	if len(socks) > 0 {
-		d.regs.kickSweep()
+		mv.regs.kickSweep()
 	}
 	return tcp, udp, nil
 }
@@ -264,14 +264,14 @@ type movedSock struct {
 func (m movedSock) why() string { return fmt.Sprintf("%s: process moved to %s", m.by, m.lane) }
 
 // moveSocketsChunk is one hold of the daemon's lock of moveSockets.
-func (d *Daemon) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRoot bool) (tcp, udp int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (mv *laneMover) moveSocketsChunk(socks []openSock, l lane.Lane, by string, byRoot bool) (tcp, udp int) {
+	mv.kernel.mu.Lock()
+	defer mv.kernel.mu.Unlock()
 	if !byRoot {
-		socks = d.regs.withoutRootHeld(socks)
+		socks = mv.regs.withoutRootHeld(socks)
 	}
-	tcp, udp = d.setSocketsLaneLocked(socks, l)
-	d.moves.setSockets(socks, movedSock{lane: l, by: by})
+	tcp, udp = mv.kernel.setSocketsLaneLocked(socks, l)
+	mv.moves.setSockets(socks, movedSock{lane: l, by: by})
 	return tcp, udp
 }
 
@@ -286,22 +286,22 @@ type bgFlowForgetter interface {
 	ForgetBackgroundFlows(proto uint8, sports map[uint16]bool) (int, error)
 }
 
-// setSocketsLaneLocked sets the lane of socks by cookie (d.mu held); it
+// setSocketsLaneLocked sets the lane of socks by cookie (kernel.mu held); it
 // counts the sockets in lane l afterwards per protocol. A socket already
 // in l by cookie costs one lookup: its congestion control was applied when
 // it was set. A listening socket is set too (its own packets), though the
 // connections it accepts later take the cgroup it was created in.
-func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp int) {
-	if d.host == nil {
+func (ks *kernelState) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp int) {
+	if ks.host == nil {
 		return 0, 0
 	}
 	live := map[uint64]lane.Lane{}
 	leftBg := map[uint16]bool{} // UDP sockets' ports out of background
 	for _, s := range socks {
-		prev, _ := d.host.sockets.SocketLane(s.cookie)
+		prev, _ := ks.host.sockets.SocketLane(s.cookie)
 		if prev != l { // in the lane already: nothing to write
-			if err := d.host.sockets.SetSocketLane(s.cookie, l); err != nil {
-				d.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
+			if err := ks.host.sockets.SetSocketLane(s.cookie, l); err != nil {
+				ks.log.Debug("open socket lane", "cookie", s.cookie, "lane", l, "err", err)
 				continue
 			}
 			if s.proto != unix.IPPROTO_UDP {
@@ -316,14 +316,14 @@ func (d *Daemon) setSocketsLaneLocked(socks []openSock, l lane.Lane) (tcp, udp i
 			tcp++
 		}
 	}
-	if f := d.host.roles().bgFlows; f != nil && len(leftBg) > 0 {
+	if f := ks.host.roles().bgFlows; f != nil && len(leftBg) > 0 {
 		if _, err := f.ForgetBackgroundFlows(unix.IPPROTO_UDP, leftBg); err != nil {
-			d.log.Debug("background flows", "sports", len(leftBg), "err", err)
+			ks.log.Debug("background flows", "sports", len(leftBg), "err", err)
 		}
 	}
-	if a := d.host.roles().liveCC; a != nil && len(live) > 0 {
+	if a := ks.host.roles().liveCC; a != nil && len(live) > 0 {
 		if _, err := a.ApplyLive(live); err != nil {
-			d.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
+			ks.log.Warn("moved sockets: congestion control left to their next ACK", "err", err)
 		}
 	}
 	return tcp, udp
@@ -335,20 +335,20 @@ type exeLaner interface {
 }
 
 // setExeLanesLocked gives the datapath the exe: rules it can decide at exec:
-// an absolute path and no other condition (d.mu held). The others act
+// an absolute path and no other condition (kernel.mu held). The others act
 // through the task engine's move alone.
-func (d *Daemon) setExeLanesLocked() {
-	x := d.host.roles().exeLanes
+func (ks *kernelState) setExeLanesLocked() {
+	x := ks.host.roles().exeLanes
 	if x == nil {
 		return
 	}
 	exes := map[string]lane.Lane{}
-	for _, r := range d.pol.Rules {
+	for _, r := range ks.pol.Rules {
 		if filepath.IsAbs(r.Exe) && r.Comm == "" && r.UID == nil && r.Cgroup == "" {
 			exes[r.Exe] = r.Lane
 		}
 	}
 	if err := x.SetExeLanes(exes); err != nil {
-		d.log.Warn("exe: rules at exec: their processes follow when the task engine moves them", "err", err)
+		ks.log.Warn("exe: rules at exec: their processes follow when the task engine moves them", "err", err)
 	}
 }

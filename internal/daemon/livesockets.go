@@ -72,52 +72,52 @@ func liveSocketsOf(f api.Flow, uid int64) ([]uint64, error) {
 }
 
 // moveLiveSocketsLocked puts the flow's connected sockets in lane l and
-// remembers what they had (d.mu held). An unprivileged caller's
+// remembers what they had (kernel.mu held). An unprivileged caller's
 // registration moves only the caller's own sockets.
-func (d *Daemon) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane) {
+func (h *apiHandlers) moveLiveSocketsLocked(c apiserver.Cred, f api.Flow, l lane.Lane) {
 	uid := int64(-1)
 	if !c.Privileged {
 		uid = int64(c.UID)
 	}
-	cookies, err := d.env.liveSockets(f, uid)
+	cookies, err := h.env.liveSockets(f, uid)
 	if err != nil {
-		d.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
+		h.log.Warn("registered flow: live sockets not found; its packets are steered by 3-tuple only", "flow", f.String(), "err", err)
 		return
 	}
-	if d.host == nil {
+	if h.kernel.host == nil {
 		return
 	}
-	moved := d.regs.moved(f)
+	moved := h.regs.moved(f)
 	for _, c := range cookies {
 		if findLive(moved, c) == nil { // registered twice: keep the first "before"
 			prev := lane.Unset
-			if p, ok := d.host.sockets.SocketLane(c); ok {
+			if p, ok := h.kernel.host.sockets.SocketLane(c); ok {
 				prev = p
 			}
 			moved = append(moved, liveSocket{cookie: c, prev: prev})
 		}
-		if err := d.host.sockets.SetSocketLane(c, l); err != nil {
-			d.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
+		if err := h.kernel.host.sockets.SetSocketLane(c, l); err != nil {
+			h.log.Warn("registered flow: socket lane", "flow", f.String(), "cookie", c, "err", err)
 		}
 	}
 	if len(moved) > 0 {
-		d.regs.setMoved(f, moved)
+		h.regs.setMoved(f, moved)
 	}
 }
 
 // restoreLiveSocketsLocked gives the sockets registration f moved back the
 // lane they had before it was registered, with that lane's congestion control at
-// once where the datapath can (d.mu held): `lanes unregister` left a
+// once where the datapath can (kernel.mu held): `lanes unregister` left a
 // socket registered background on LEDBAT++.
-func (d *Daemon) restoreLiveSocketsLocked(f api.Flow, moved []liveSocket) {
-	if d.host == nil {
+func (ks *kernelState) restoreLiveSocketsLocked(f api.Flow, moved []liveSocket) {
+	if ks.host == nil {
 		return
 	}
 	back := map[uint64]lane.Lane{}
 	defer func() {
-		if a := d.host.roles().liveCC; a != nil && len(back) > 0 {
+		if a := ks.host.roles().liveCC; a != nil && len(back) > 0 {
 			if _, err := a.ApplyLive(back); err != nil {
-				d.log.Warn("unregistered flow: congestion control left to its next ACK", "flow", f.String(), "err", err)
+				ks.log.Warn("unregistered flow: congestion control left to its next ACK", "flow", f.String(), "err", err)
 			}
 		}
 	}()
@@ -125,12 +125,12 @@ func (d *Daemon) restoreLiveSocketsLocked(f api.Flow, moved []liveSocket) {
 		back[s.cookie] = s.prev
 		var err error
 		if s.prev == lane.Unset {
-			err = d.host.sockets.ClearSocketLane(s.cookie)
+			err = ks.host.sockets.ClearSocketLane(s.cookie)
 		} else { // only while it is open: a closed socket's entry stays gone
-			err = d.host.sockets.RestoreSocketLane(s.cookie, s.prev)
+			err = ks.host.sockets.RestoreSocketLane(s.cookie, s.prev)
 		}
 		if err != nil {
-			d.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
+			ks.log.Debug("unregistered flow: socket lane", "flow", f.String(), "cookie", s.cookie, "err", err)
 		}
 	}
 }

@@ -32,14 +32,14 @@ func TestAttackMoveSocketsBounded(t *testing.T) {
 		}
 		f.world.open = append(f.world.open, openSock{cookie: uint64(i + 1), proto: unix.IPPROTO_UDP, inode: uint32(st.Ino)})
 	}
-	_, udp, err := f.d.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", false)
+	_, udp, err := f.d.mover.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if udp > maxMoveSockets {
 		t.Errorf("a user's move set %d sockets, bound %d", udp, maxMoveSockets)
 	}
-	if _, udp, _ = f.d.moveSockets([]int{os.Getpid()}, lane.Interactive, "lanes move", true); udp != n {
+	if _, udp, _ = f.d.mover.moveSockets([]int{os.Getpid()}, lane.Interactive, "lanes move", true); udp != n {
 		t.Errorf("root's move set %d of the process's %d sockets", udp, n)
 	}
 }

@@ -16,7 +16,7 @@ func TestStatusSaysRealtimeLaneOff(t *testing.T) {
 		{"interfaces: [{name: eth0}]\nrealtime: {enabled: false}\n", "realtime.enabled is false in the policy"},
 	} {
 		f := newFixture(t, c.yaml, "eth0")
-		st, err := f.d.Status()
+		st, err := f.d.handlers.Status()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,10 +16,10 @@ import (
 )
 
 // Register puts a flow in a lane for the caller (authorized by the server).
-func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
+func (h *apiHandlers) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
 	if f.Src == "" && (!c.Privileged || (l == lane.Realtime && c.UID != 0)) {
 		var err error
-		if f, err = d.pinSrc(f); err != nil {
+		if f, err = h.pinSrc(f); err != nil {
 			return err
 		}
 	}
@@ -27,21 +27,20 @@ func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.regs.mayRegister(c, f, d.pol.Matches); err != nil {
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
+	if err := h.regs.mayRegister(c, f, h.kernel.pol.Matches); err != nil {
 		return err
 	}
-	if d.host == nil {
+	if h.kernel.host == nil {
 		return errors.New("no datapath installed")
 	}
 	if c.Privileged {
-		d.supersedeLocked(c, f)
+		h.supersedeLocked(c, f)
 	}
-	if err := d.host.rules.SetFlowLane(key, l); err != nil {
+	if err := h.kernel.setFlowLocked(key, entry{l, fmt.Sprintf("api (uid %d)", c.UID)}); err != nil {
 		return err
 	}
-	d.applied.Flows[key] = entry{l, fmt.Sprintf("api (uid %d)", c.UID)}
 	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
 	for try := 0; try < 2 && len(life.inodes) == 0; try++ { // a read under churn can skip it: once more
 		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
@@ -50,11 +49,11 @@ func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
 			}
 		}
 	}
-	d.regs.add(api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}, life)
-	d.regs.kickSweep()
-	d.moveLiveSocketsLocked(c, f, l)
-	d.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
-		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(d.regs.moved(f)))
+	h.regs.add(api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}, life)
+	h.regs.kickSweep()
+	h.moveLiveSocketsLocked(c, f, l)
+	h.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
+		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(h.regs.moved(f)))
 	return nil
 }
 
@@ -63,8 +62,8 @@ func (d *Daemon) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error {
 // them the caller's, apiserver.Authorize), so that the datapath's key names it:
 // without one the key would also match a later socket of another user on
 // another local address with the same ports.
-func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
-	addrs, err := d.env.localAddrs(f)
+func (h *apiHandlers) pinSrc(f api.Flow) (api.Flow, error) {
+	addrs, err := h.env.localAddrs(f)
 	if err != nil {
 		return f, err
 	}
@@ -83,32 +82,32 @@ func (d *Daemon) pinSrc(f api.Flow) (api.Flow, error) {
 }
 
 // supersedeLocked removes the unprivileged registrations of other uids
-// that privileged caller c's registration of f covers (d.mu held).
-func (d *Daemon) supersedeLocked(c apiserver.Cred, f api.Flow) {
-	for _, fi := range d.regs.supersededBy(c, f) {
+// that privileged caller c's registration of f covers (kernel.mu held).
+func (h *apiHandlers) supersedeLocked(c apiserver.Cred, f api.Flow) {
+	for _, fi := range h.regs.supersededBy(c, f) {
 		g := fi.Flow
-		if err := d.deleteFlowLocked(g); err != nil {
-			d.log.Warn("superseded registration", "flow", g.String(), "err", err)
+		if err := h.kernel.deleteFlowLocked(g); err != nil {
+			h.log.Warn("superseded registration", "flow", g.String(), "err", err)
 		}
-		d.log.Info("registration superseded", "flow", g.String(), "uid", fi.UID, "by", f.String(), "by_uid", c.UID)
+		h.log.Info("registration superseded", "flow", g.String(), "uid", fi.UID, "by", f.String(), "by_uid", c.UID)
 	}
 }
 
 // Unregister removes a registration; an unprivileged caller only their own.
-func (d *Daemon) Unregister(c apiserver.Cred, f api.Flow) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	f, fi, ok := d.regs.registered(c, f)
+func (h *apiHandlers) Unregister(c apiserver.Cred, f api.Flow) error {
+	h.kernel.mu.Lock()
+	defer h.kernel.mu.Unlock()
+	f, fi, ok := h.regs.registered(c, f)
 	if !ok {
 		return fmt.Errorf("flow %s is not registered", f)
 	}
 	if !c.Privileged && (fi.Source != "api" || fi.UID != c.UID) {
 		return fmt.Errorf("%w: flow %s was registered by %s (uid %d), not you (uid %d)", apiserver.ErrPermission, f, fi.Source, fi.UID, c.UID)
 	}
-	if err := d.deleteFlowLocked(f); err != nil {
+	if err := h.kernel.deleteFlowLocked(f); err != nil {
 		return err
 	}
-	d.log.Info("flow unregistered", "flow", f.String(), "uid", c.UID, "pid", c.PID, "privileged", c.Privileged, "registered_by", fi.UID)
+	h.log.Info("flow unregistered", "flow", f.String(), "uid", c.UID, "pid", c.PID, "privileged", c.Privileged, "registered_by", fi.UID)
 	return nil
 }
 
@@ -121,9 +120,9 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 	defer t.Stop()
 	armed := false
 	for {
-		d.mu.Lock()
+		d.kernel.mu.Lock()
 		busy := d.regs.any() || d.groups.any() || d.moves.any()
-		d.mu.Unlock()
+		d.kernel.mu.Unlock()
 		// A kick arms a sleeping sweep; it never pushes an armed one back
 		// (registrations arriving more often than sweepEvery would
 		// otherwise starve it: the soak's registrations grew to 14,000).
@@ -145,19 +144,19 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 		case <-tick:
 			armed = false
 			d.sweepOnce(time.Now())
-			d.mu.Lock()
-			d.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
-			d.mu.Unlock()
+			d.kernel.mu.Lock()
+			d.mover.sweepNestedLocked() // cgmove.go: empty lane groups in host cgroups
+			d.kernel.mu.Unlock()
 		}
 	}
 }
 
 func (d *Daemon) sweepOnce(now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.kernel.mu.Lock()
+	defer d.kernel.mu.Unlock()
 	var sockets socketLaneReader
-	if d.host != nil {
-		sockets = d.host.sockets
+	if d.kernel.host != nil {
+		sockets = d.kernel.host.sockets
 	}
 	d.moves.prune(sockets)
 	d.moves.pruneSched()
@@ -173,16 +172,16 @@ func (d *Daemon) sweepOnce(now time.Time) {
 }
 
 // dropRegistrationsLocked removes swept registrations with one diff of
-// the kernel state (d.mu held).
+// the kernel state (kernel.mu held).
 func (d *Daemon) dropRegistrationsLocked(gone []api.Flow) {
 	if len(gone) == 0 {
 		return
 	}
 	for _, f := range gone {
-		d.restoreLiveSocketsLocked(f, d.regs.remove(f))
+		d.kernel.restoreLiveSocketsLocked(f, d.regs.remove(f))
 	}
-	if d.host != nil {
-		if err := d.applyLocked(d.desiredFor(d.pol), false); err != nil {
+	if d.kernel.host != nil {
+		if err := d.kernel.applyLocked(d.kernel.desiredFor(d.kernel.pol), false); err != nil {
 			d.log.Warn("registration sweep: datapath", "err", err)
 		}
 	}

@@ -25,9 +25,10 @@
 //     (30 s), or unseenGracePrivileged (10 min) for a privileged one made
 //     before connect.
 //
-// The registrations own their state and lock (registrations); the daemon
-// puts them in the kernel (register.go). Lock order: the daemon's mu, then
-// the registrations' mu; they never call back into the daemon.
+// The registrations own their state and lock (registrations); the API's
+// handlers and the daemon's sweep put them in the kernel (register.go).
+// Lock order: the kernel state's, then the registrations' mu; they never
+// call back into the daemon.
 package daemon
 
 import (

@@ -35,16 +35,16 @@ func TestAttackMoveKeepsRootRegistration(t *testing.T) {
 	f.world.open = []openSock{{cookie: cookie, proto: unix.IPPROTO_TCP, inode: uint32(st.Ino)}}
 	reg := api.Flow{Dst: "198.51.100.7", DPort: 443, SPort: 40000, Src: "192.0.2.1"}
 	f.world.sockets[reg.String()] = []uint64{cookie}
-	if err := f.d.Register(apiserver.Cred{UID: 0, Privileged: true}, reg, lane.Realtime); err != nil {
+	if err := f.d.handlers.Register(apiserver.Cred{UID: 0, Privileged: true}, reg, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.d.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", false); err != nil {
+	if _, _, err := f.d.mover.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", false); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.host.State().Sockets[cookie]; got != lane.Realtime {
 		t.Errorf("a user's move of its process put root's realtime registration's socket in %v", got)
 	}
-	if _, _, err := f.d.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", true); err != nil {
+	if _, _, err := f.d.mover.moveSockets([]int{os.Getpid()}, lane.Background, "lanes move", true); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.host.State().Sockets[cookie]; got != lane.Background {

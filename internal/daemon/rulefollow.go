@@ -31,41 +31,41 @@ func changedEntries[K comparable](old, want map[K]entry) map[K]bool {
 }
 
 // followRulesLocked moves the open sockets whose uid or cgroup rule changed
-// from old to want (d.mu held).
-func (d *Daemon) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint64]entry, want desired) {
+// from old to want (kernel.mu held).
+func (ks *kernelState) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups map[uint64]entry, want desired) {
 	uids := changedEntries(oldUIDs, want.UIDs)
 	cgs := changedEntries(oldCgroups, want.Cgroups)
-	if len(uids) == 0 && len(cgs) == 0 || d.env.openSockets == nil || len(want.Cgroups) == 0 {
+	if len(uids) == 0 && len(cgs) == 0 || ks.env.openSockets == nil || len(want.Cgroups) == 0 {
 		return // nothing changed, or the stop's empty state (no lane cgroups)
 	}
-	socks, err := d.env.openSockets()
+	socks, err := ks.env.openSockets()
 	if errors.Is(err, errNoUDPDiag) {
-		d.log.Warn("changed rules: only open TCP sockets follow", "err", err)
+		ks.log.Warn("changed rules: only open TCP sockets follow", "err", err)
 	} else if err != nil {
-		d.log.Warn("changed rules: open sockets not found; only new ones follow", "err", err)
+		ks.log.Warn("changed rules: open sockets not found; only new ones follow", "err", err)
 		return
 	}
 	byLane := map[lane.Lane][]openSock{}
 	for _, s := range socks {
-		if !uids[s.uid] && !cgs[s.cgroup] || d.decidedElsewhereLocked(s, want) {
+		if !uids[s.uid] && !cgs[s.cgroup] || ks.decidedElsewhereLocked(s, want) {
 			continue
 		}
-		l := d.ruleLane(s, want)
+		l := ks.ruleLane(s, want)
 		byLane[l] = append(byLane[l], s)
 	}
 	for l, ss := range byLane {
-		tcp, udp := d.setSocketsLaneLocked(ss, l)
-		d.log.Info("changed rules: open sockets follow", "lane", l, "tcp", tcp, "udp", udp)
+		tcp, udp := ks.setSocketsLaneLocked(ss, l)
+		ks.log.Info("changed rules: open sockets follow", "lane", l, "tcp", tcp, "udp", udp)
 	}
 }
 
 // decidedElsewhereLocked: a move, a registration, an exact flow or a
 // destination rule decides the socket's lane, not a uid or cgroup rule.
-func (d *Daemon) decidedElsewhereLocked(s openSock, want desired) bool {
-	if _, ok := d.moves.socket(s.cookie); ok {
+func (ks *kernelState) decidedElsewhereLocked(s openSock, want desired) bool {
+	if _, ok := ks.moves.socket(s.cookie); ok {
 		return true
 	}
-	if _, ok := d.regs.holding(s.cookie); ok {
+	if _, ok := ks.regs.holding(s.cookie); ok {
 		return true
 	}
 	k := datapath.FlowKey{Src: s.src.Addr(), Dst: s.dst.Addr(), DPort: s.dst.Port(), SPort: s.src.Port(), Proto: s.proto}
@@ -80,7 +80,7 @@ func (d *Daemon) decidedElsewhereLocked(s openSock, want desired) bool {
 
 // ruleLane is the lane the rules give the socket now: its cgroup's, its
 // uid's, its DSCP marking's, else interactive.
-func (d *Daemon) ruleLane(s openSock, want desired) lane.Lane {
+func (ks *kernelState) ruleLane(s openSock, want desired) lane.Lane {
 	if e, ok := want.Cgroups[s.cgroup]; ok {
 		return e.Lane
 	}

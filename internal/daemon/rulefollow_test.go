@@ -70,11 +70,11 @@ func TestReloadRefusesRestartKey(t *testing.T) {
 	f := newFixture(t, "interfaces: [{name: eth0}]\n", "eth0")
 	var log strings.Builder
 	f.d.log = slog.New(slog.NewTextHandler(&log, nil))
-	before := f.d.pol
+	before := f.d.kernel.pol
 	if f.d.reloadWith(mustPolicy(t, "interfaces: [{name: eth0}]\nrules:\n  - {lane: background, uid: 1000}\nbackground:\n  congestion_control: system\n")) {
 		t.Fatal("a reload changing background.congestion_control was applied")
 	}
-	if f.d.pol != before {
+	if f.d.kernel.pol != before {
 		t.Error("the running policy was replaced")
 	}
 	if _, ok := f.host.State().UIDs[1000]; ok {

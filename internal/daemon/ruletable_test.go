@@ -201,7 +201,7 @@ func runRuleTableCase(t *testing.T, root, name string, tc ruleTableCase) {
 		t.Fatal(err)
 	}
 	defer d.uninstall()
-	h := d.host.core.(*datapath.Host)
+	h := d.kernel.host.core.(*datapath.Host)
 	for j, p := range tc.pkts {
 		l, k, err := h.TryClassify(p.pkt)
 		if err != nil {

@@ -47,7 +47,7 @@ func TestSharedSocketFollowsLastMover(t *testing.T) {
 		pid int
 		l   lane.Lane
 	}{{first, lane.Background}, {second, lane.Interactive}, {first, lane.Realtime}, {second, lane.Background}} {
-		_, udp, err := f.d.moveSockets([]int{m.pid}, m.l, "lanes move", true)
+		_, udp, err := f.d.mover.moveSockets([]int{m.pid}, m.l, "lanes move", true)
 		if err != nil || udp != 1 {
 			t.Fatalf("move of pid %d to %v: %d UDP sockets, %v; want the shared one", m.pid, m.l, udp, err)
 		}

@@ -14,15 +14,71 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/appstate"
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 )
+
+// kernelState is the kernel-state applier: the running policy, the host
+// datapath, the interfaces' trees and what was last put in the kernel,
+// under its lock, which the daemon's other owners take theirs after. It
+// reads the registrations, the lane groups and the moves for what it
+// applies, and never calls back into the daemon.
+type kernelState struct {
+	log    *slog.Logger
+	env    *env
+	regs   *registrations
+	groups *laneGroups
+	moves  *moves
+
+	mu      sync.Mutex
+	pol     *policy.Policy
+	host    *datapathHost            // this namespace's BPF programs, maps and lane cgroups (host.go)
+	egress  map[string]*managedIface // by device: one tree each, all running host's classifier
+	applied desired                  // what applyLocked last put in the kernel
+	// waiting and lastApplyErr: what was last logged (links.go)
+	waiting, lastApplyErr string
+	tasks                 *taskEngine // task rules and exe/comm lane rules; nil if none
+	// followKick wakes the follow loop (links.go); nil until it runs
+	followKick func()
+	// appStates: each uid's Android app state, as last read (appstate.go)
+	appStates map[uint32]appstate.State
+}
+
+func newKernelState(log *slog.Logger, e *env, pol *policy.Policy, regs *registrations, groups *laneGroups,
+	mv *moves) *kernelState {
+	return &kernelState{log: log, env: e, regs: regs, groups: groups, moves: mv, pol: pol,
+		egress: map[string]*managedIface{}, applied: newDesired()}
+}
+
+// laneCgroup is lane l's cgroup of the instance (`lanes run`, moves).
+func (ks *kernelState) laneCgroup(l lane.Lane) (string, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.host == nil {
+		return "", errors.New("no datapath installed")
+	}
+	path, _, err := ks.host.core.LaneCgroup(l)
+	return path, err
+}
+
+// setFlowLocked puts one flow entry in the kernel at once (an API
+// registration), as the next diff would (ks.mu held, a host installed).
+func (ks *kernelState) setFlowLocked(key datapath.FlowKey, e entry) error {
+	if err := ks.host.rules.SetFlowLane(key, e.Lane); err != nil {
+		return err
+	}
+	ks.applied.Flows[key] = e
+	return nil
+}
 
 // ruleMaps are the host datapath's rule maps the diff writes (and an API
 // registration's 5-tuple: registrations.go).
@@ -87,11 +143,11 @@ func newDesired() desired {
 }
 
 // desiredFor is what pol, the registrations and the world call for now.
-func (d *Daemon) desiredFor(pol *policy.Policy) desired {
+func (ks *kernelState) desiredFor(pol *policy.Policy) desired {
 	w := newDesired()
-	if d.host != nil {
+	if ks.host != nil {
 		for _, l := range lane.All {
-			if _, id, err := d.host.core.LaneCgroup(l); err == nil {
+			if _, id, err := ks.host.core.LaneCgroup(l); err == nil {
 				w.Cgroups[id] = entry{l, "lane cgroup (lanes run, process rules)"}
 			}
 		}
@@ -110,7 +166,7 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 		case policy.MatchDst:
 			w.Dsts[datapath.DstRule{Prefix: m.Dst, DPort: m.DPort}] = entry{m.Lane, src}
 		case policy.MatchCgroup:
-			id, err := d.env.cgroupID(m.Cgroup)
+			id, err := ks.env.cgroupID(m.Cgroup)
 			if err != nil {
 				w.Waiting = append(w.Waiting, fmt.Sprintf("%s: cgroup %s does not exist yet", src, m.Cgroup))
 				w.waitCgroups++
@@ -124,23 +180,23 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 		}
 	}
 	// after the uid rules, which win (appstate.go)
-	d.addAppStates(pol, w)
-	for rel, g := range d.groups.all() { // lane groups inside host cgroups (cgmove.go)
+	ks.addAppStates(pol, w)
+	for rel, g := range ks.groups.all() { // lane groups inside host cgroups (cgmove.go)
 		w.Cgroups[g.id] = entry{g.lane, "lane group " + rel}
 	}
 	// API registrations beat a policy 3-tuple of the same key.
-	for _, fi := range d.regs.all() {
+	for _, fi := range ks.regs.all() {
 		if key, err := flowKey(fi.Flow); err == nil {
 			w.Flows[key] = entry{fi.Lane, fmt.Sprintf("api (uid %d)", fi.UID)}
 		}
 	}
 	for i, it := range pol.Interfaces {
-		name, why := d.resolveInterface(it.Name)
+		name, why := ks.resolveInterface(it.Name)
 		if name == "" {
 			w.Waiting = append(w.Waiting, why)
 			continue
 		}
-		idx, ok := d.env.links.Index(name)
+		idx, ok := ks.env.links.Index(name)
 		if !ok {
 			w.Waiting = append(w.Waiting, fmt.Sprintf("interface %s does not exist (yet)", name))
 			continue
@@ -153,11 +209,11 @@ func (d *Daemon) desiredFor(pol *policy.Policy) desired {
 	return w
 }
 
-func (d *Daemon) resolveInterface(name string) (string, string) {
+func (ks *kernelState) resolveInterface(name string) (string, string) {
 	if name != policy.DefaultRouteInterface {
 		return name, ""
 	}
-	n, err := d.env.links.DefaultRoute()
+	n, err := ks.env.links.DefaultRoute()
 	if err != nil {
 		return "", "default-route: " + err.Error()
 	}
@@ -185,25 +241,25 @@ func (e *egressOpenError) Unwrap() error { return e.err }
 // comment for the order). With strict (start, reload), a tree that cannot
 // be opened makes it return an *egressOpenError having changed nothing;
 // otherwise (following the device) that tree is left out and retried later.
-func (d *Daemon) applyLocked(want desired, strict bool) error {
-	if d.host == nil {
+func (ks *kernelState) applyLocked(want desired, strict bool) error {
+	if ks.host == nil {
 		return errors.New("no datapath installed")
 	}
 	var errs []error
-	if err := d.openEgressesLocked(want, strict); err != nil {
+	if err := ks.openEgressesLocked(want, strict); err != nil {
 		if strict {
 			return &egressOpenError{err}
 		}
 		errs = append(errs, err)
 	}
-	for name, m := range d.egress {
+	for name, m := range ks.egress {
 		w, ok := want.Egress[name]
 		if ok && w.Index != m.index {
 			continue // a failed reopen of a device that came back
 		}
 		switch {
 		case !ok:
-			errs = append(errs, d.closeEgressLocked(name))
+			errs = append(errs, ks.closeEgressLocked(name))
 		case w.Cfg != m.eg.Config():
 			if err := m.eg.Update(w.Cfg); err != nil {
 				errs = append(errs, fmt.Errorf("interface %s: %w", name, err))
@@ -214,16 +270,16 @@ func (d *Daemon) applyLocked(want desired, strict bool) error {
 			m.cfg, m.order = w.Spec, w.Order
 		}
 	}
-	h := d.host.rules
-	oldUIDs, oldCgroups := maps.Clone(d.applied.UIDs), maps.Clone(d.applied.Cgroups)
-	defer d.followRulesLocked(oldUIDs, oldCgroups, want)
+	h := ks.host.rules
+	oldUIDs, oldCgroups := maps.Clone(ks.applied.UIDs), maps.Clone(ks.applied.Cgroups)
+	defer ks.followRulesLocked(oldUIDs, oldCgroups, want)
 	errs = append(errs,
-		diffMap(d.applied.Flows, want.Flows, h.SetFlowLane, h.DeleteFlow),
-		diffMap(d.applied.Dsts, want.Dsts, h.SetDstLane, h.DeleteDst),
-		diffMap(d.applied.Cgroups, want.Cgroups, h.SetCgroupLane, h.DeleteCgroup),
-		diffMap(d.applied.UIDs, want.UIDs, h.SetUIDLane, h.DeleteUID),
-		diffMap(d.applied.DSCP, want.DSCP, h.SetDSCPLane, func(k uint8) error { return h.SetDSCPLane(k, lane.Unset) }))
-	d.logWaiting(want.Waiting)
+		diffMap(ks.applied.Flows, want.Flows, h.SetFlowLane, h.DeleteFlow),
+		diffMap(ks.applied.Dsts, want.Dsts, h.SetDstLane, h.DeleteDst),
+		diffMap(ks.applied.Cgroups, want.Cgroups, h.SetCgroupLane, h.DeleteCgroup),
+		diffMap(ks.applied.UIDs, want.UIDs, h.SetUIDLane, h.DeleteUID),
+		diffMap(ks.applied.DSCP, want.DSCP, h.SetDSCPLane, func(k uint8) error { return h.SetDSCPLane(k, lane.Unset) }))
+	ks.logWaiting(want.Waiting)
 	return errors.Join(errs...)
 }
 
@@ -231,19 +287,19 @@ func (d *Daemon) applyLocked(want desired, strict bool) error {
 // device is a new one under the same name). On a failure, with strict it
 // closes what it opened and returns at once; without, it goes on with the
 // others and returns the failures.
-func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
+func (ks *kernelState) openEgressesLocked(want desired, strict bool) error {
 	var opened []string
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(want.Egress)) {
 		w := want.Egress[name]
-		if m, ok := d.egress[name]; ok {
+		if m, ok := ks.egress[name]; ok {
 			if m.index == w.Index {
 				continue
 			}
 			// the device went away and came back: its tree went with it
-			_ = d.closeEgressLocked(name)
+			_ = ks.closeEgressLocked(name)
 		}
-		eg, bg, err := d.host.openEgress(w.Cfg)
+		eg, bg, err := ks.host.openEgress(w.Cfg)
 		if err != nil {
 			err = fmt.Errorf("interface %s: %w", name, err)
 			if !strict {
@@ -251,24 +307,24 @@ func (d *Daemon) openEgressesLocked(want desired, strict bool) error {
 				continue
 			}
 			for _, n := range opened {
-				err = errors.Join(err, d.closeEgressLocked(n))
+				err = errors.Join(err, ks.closeEgressLocked(n))
 			}
 			return err
 		}
-		d.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg, bg: bg}
+		ks.egress[name] = &managedIface{name: name, cfg: w.Spec, order: w.Order, index: w.Index, eg: eg, bg: bg}
 		opened = append(opened, name)
-		d.log.Info("interface managed", "interface", name, "mode", w.Cfg.Mode)
+		ks.log.Info("interface managed", "interface", name, "mode", w.Cfg.Mode)
 	}
 	return errors.Join(errs...)
 }
 
-func (d *Daemon) closeEgressLocked(name string) error {
-	m, ok := d.egress[name]
+func (ks *kernelState) closeEgressLocked(name string) error {
+	m, ok := ks.egress[name]
 	if !ok {
 		return nil
 	}
-	delete(d.egress, name)
-	d.log.Info("interface released", "interface", name)
+	delete(ks.egress, name)
+	ks.log.Info("interface released", "interface", name)
 	if err := m.eg.Close(); err != nil {
 		return fmt.Errorf("interface %s: %w", name, err)
 	}
@@ -303,13 +359,13 @@ func diffMap[K comparable](applied, want map[K]entry, set func(K, lane.Lane) err
 }
 
 // logWaiting logs what the policy waits for, once per change.
-func (d *Daemon) logWaiting(w []string) {
+func (ks *kernelState) logWaiting(w []string) {
 	slices.Sort(w)
 	s := strings.Join(w, "; ")
-	if s != d.waiting && s != "" {
-		d.log.Info("waiting for", "items", s)
+	if s != ks.waiting && s != "" {
+		ks.log.Info("waiting for", "items", s)
 	}
-	d.waiting = s
+	ks.waiting = s
 }
 
 // policyFlows lists the policy's 3-tuple and destination rules for status,

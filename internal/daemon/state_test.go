@@ -110,9 +110,9 @@ func mustPolicy(t *testing.T, yaml string) *policy.Policy {
 
 // resync is one round of following the world (what the follow loop does).
 func (f *fixture) resync() {
-	f.d.mu.Lock()
-	defer f.d.mu.Unlock()
-	if err := f.d.applyLocked(f.d.desiredFor(f.d.pol), false); err != nil {
+	f.d.kernel.mu.Lock()
+	defer f.d.kernel.mu.Unlock()
+	if err := f.d.kernel.applyLocked(f.d.kernel.desiredFor(f.d.kernel.pol), false); err != nil {
 		f.t.Logf("resync: %v", err)
 	}
 }
@@ -221,7 +221,7 @@ func TestReloadToAnotherPolicy(t *testing.T) {
 	f.resync()
 	// An API registration survives reloads; policy entries follow the policy.
 	reg := api.Flow{Dst: "198.51.100.7", DPort: 80, SPort: 5555}
-	if err := f.d.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
+	if err := f.d.handlers.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	// an unprivileged registration gets its socket's local address
@@ -250,7 +250,7 @@ dscp: {le_background: false, ef_realtime: true}
 		Egress:  map[string]datapath.EgressConfig{"wlan0": dev("wlan0")},
 	})
 	// Unregister takes exactly its entry away; removal leaves nothing.
-	if err := f.d.Unregister(apiserver.Cred{UID: 1000}, reg); err != nil {
+	if err := f.d.handlers.Unregister(apiserver.Cred{UID: 1000}, reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := f.host.State().Flows[regKey]; ok {
@@ -273,7 +273,7 @@ func TestReloadKeepsOldPolicyWhenNewTreeFails(t *testing.T) {
 		t.Fatal("reload taken although its tree could not be built")
 	}
 	f.checkState(before)
-	if f.d.pol.Rules[0].UID == nil || *f.d.pol.Rules[0].UID != 5 {
+	if f.d.kernel.pol.Rules[0].UID == nil || *f.d.kernel.pol.Rules[0].UID != 5 {
 		t.Error("the running policy was replaced")
 	}
 }
@@ -366,7 +366,7 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 	f.world.cgroups["/system.slice/apt-daily.service"] = 77
 	f.resync()
 	reg := api.Flow{Dst: "198.51.100.7", DPort: 80, SPort: 5555}
-	if err := f.d.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
+	if err := f.d.handlers.Register(apiserver.Cred{UID: 1000}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	reg.Src = fixtureSrc.String() // pinned by Register
@@ -385,9 +385,9 @@ func TestExplainFollowsPrecedence(t *testing.T) {
 		{sockFacts{dst: addr("203.0.113.1"), dport: 80, uid: 1001}, "uid 1001 policy:bob"},
 		{sockFacts{dst: addr("203.0.113.1"), dport: 80, uid: 5}, "no rule"},
 	} {
-		f.d.mu.Lock()
-		got := f.d.explainLocked(c.s)
-		f.d.mu.Unlock()
+		f.d.kernel.mu.Lock()
+		got := f.d.handlers.explainLocked(c.s)
+		f.d.kernel.mu.Unlock()
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("%+v: %q, want %q...", c.s, got, c.want)
 		}
@@ -404,13 +404,13 @@ func TestRegistrationMovesLiveSockets(t *testing.T) {
 	if err := f.host.SetSocketLane(7, lane.Realtime); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.d.Register(apiserver.Cred{UID: 0, Privileged: true}, reg, lane.Background); err != nil {
+	if err := f.d.handlers.Register(apiserver.Cred{UID: 0, Privileged: true}, reg, lane.Background); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.host.State().Sockets; s[7] != lane.Background || s[8] != lane.Background {
 		t.Fatalf("after register: sockets %v", s)
 	}
-	if err := f.d.Unregister(apiserver.Cred{UID: 0, Privileged: true}, reg); err != nil {
+	if err := f.d.handlers.Unregister(apiserver.Cred{UID: 0, Privileged: true}, reg); err != nil {
 		t.Fatal(err)
 	}
 	s := f.host.State().Sockets

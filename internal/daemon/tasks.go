@@ -19,32 +19,32 @@ type taskEngine struct {
 }
 
 func (d *Daemon) startTasks(ctx context.Context) error {
-	d.mu.Lock()
-	pol := d.pol
-	d.mu.Unlock()
+	d.kernel.mu.Lock()
+	pol := d.kernel.pol
+	d.kernel.mu.Unlock()
 	cfg := pol.TaskSections
 	cfg.Tasks = append(append([]config.TaskRule(nil), cfg.Tasks...), pol.ProcessLaneRules()...)
 	if len(cfg.Tasks) == 0 {
 		return nil
 	}
-	eng, err := sched.New(cfg, sched.Options{MoveToLane: d.movePID, Log: d.log})
+	eng, err := sched.New(cfg, sched.Options{MoveToLane: d.mover.movePID, Log: d.log})
 	if err != nil {
 		return fmt.Errorf("task rules: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &taskEngine{eng: eng, cancel: cancel, done: make(chan error, 1)}
 	go func() { t.done <- eng.Run(ctx) }()
-	d.mu.Lock()
-	d.tasks = t
-	d.mu.Unlock()
+	d.kernel.mu.Lock()
+	d.kernel.tasks = t
+	d.kernel.mu.Unlock()
 	return nil
 }
 
 func (d *Daemon) stopTasks() {
-	d.mu.Lock()
-	t := d.tasks
-	d.tasks = nil
-	d.mu.Unlock()
+	d.kernel.mu.Lock()
+	t := d.kernel.tasks
+	d.kernel.tasks = nil
+	d.kernel.mu.Unlock()
 	if t == nil {
 		return
 	}

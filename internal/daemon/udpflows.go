@@ -52,25 +52,25 @@ type udpByteCounts interface {
 
 // UDPFlows returns the page from index from of the UDP flows of the
 // daemon's namespace, with their lanes and why, and how many follow it.
-func (d *Daemon) UDPFlows(from int) ([]udpflow.Flow, int, error) {
-	d.udp.mu.Lock()
-	defer d.udp.mu.Unlock()
-	age := time.Since(d.udp.at)
-	if d.udp.flows == nil || age >= udpReuse || from == 0 && age >= udpFresh {
-		flows, err := d.listUDP()
+func (h *apiHandlers) UDPFlows(from int) ([]udpflow.Flow, int, error) {
+	h.udp.mu.Lock()
+	defer h.udp.mu.Unlock()
+	age := time.Since(h.udp.at)
+	if h.udp.flows == nil || age >= udpReuse || from == 0 && age >= udpFresh {
+		flows, err := h.listUDP()
 		if err != nil {
 			return nil, 0, err
 		}
-		d.udp.flows, d.udp.at = flows, time.Now()
+		h.udp.flows, h.udp.at = flows, time.Now()
 	}
-	all := d.udp.flows
+	all := h.udp.flows
 	from = min(from, len(all))
 	to := min(from+udpPage, len(all))
 	return slices.Clone(all[from:to]), len(all) - to, nil
 }
 
 // listUDP lists the UDP flows with their lanes and why.
-func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
+func (h *apiHandlers) listUDP() ([]udpflow.Flow, error) {
 	flows, err := udpflow.Dump()
 	if err != nil {
 		return nil, err
@@ -79,24 +79,24 @@ func (d *Daemon) listUDP() ([]udpflow.Flow, error) {
 	var bg []datapath.BgFlow
 	var counts map[uint16]datapath.UDPBytes
 	held := map[int]bool{}
-	d.mu.Lock()
-	if c := d.host.roles().udpBytes; c != nil {
+	h.kernel.mu.Lock()
+	if c := h.kernel.host.roles().udpBytes; c != nil {
 		counts, _ = c.UDPPortBytes()
 	}
-	if tab := d.host.roles().bgTable; tab != nil {
+	if tab := h.kernel.host.roles().bgTable; tab != nil {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
 			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
 		}
 	}
-	d.mu.Unlock()
-	movers := d.moves.moverInodes()
+	h.kernel.mu.Unlock()
+	movers := h.moves.moverInodes()
 	for i := 0; i < len(flows); i += cookieChunk { // the lock per chunk, as in SocketLanes
-		d.mu.Lock()
+		h.kernel.mu.Lock()
 		for j := i; j < min(i+cookieChunk, len(flows)); j++ {
-			d.resolveUDPLocked(&flows[j], movers)
+			h.resolveUDPLocked(&flows[j], movers)
 		}
-		d.mu.Unlock()
+		h.kernel.mu.Unlock()
 	}
 	fillByteCounts(flows, counts, time.Now())
 	flows = joinBackground(flows, bg, held)
@@ -163,22 +163,22 @@ func joinBackground(flows []udpflow.Flow, bg []datapath.BgFlow, held map[int]boo
 	return flows
 }
 
-// resolveUDPLocked sets one socket's lane and why (d.mu held): the
+// resolveUDPLocked sets one socket's lane and why (kernel.mu held): the
 // classifier's order (classifier.c) over what the daemon applied. An
 // unconnected socket has no destination: its datagrams' 5-tuple and
 // destination rules are decided per datagram, and only its cookie,
 // cgroup and uid are looked up here.
-func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) {
+func (h *apiHandlers) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) {
 	src, _ := netip.ParseAddrPort(f.Src)
 	dst, _ := netip.ParseAddrPort(f.Dst)
-	if d.host != nil {
-		if l, ok := d.host.sockets.SocketLane(f.Cookie); ok {
+	if h.kernel.host != nil {
+		if l, ok := h.kernel.host.sockets.SocketLane(f.Cookie); ok {
 			f.Lane, f.Why = l, "socket moved to "+l.String()
-			if r, ok := d.regs.holding(f.Cookie); ok {
+			if r, ok := h.regs.holding(f.Cookie); ok {
 				f.Why = fmt.Sprintf("registration %s (%s)", r.Flow, r.Source)
 				return
 			}
-			if m, ok := d.moves.socket(f.Cookie); ok {
+			if m, ok := h.moves.socket(f.Cookie); ok {
 				f.Why = m.why()
 			} else if m, ok := movers[f.Inode]; ok && m.lane == l {
 				f.Why = m.why() // opened after its process was moved
@@ -189,33 +189,33 @@ func (d *Daemon) resolveUDPLocked(f *udpflow.Flow, movers map[uint32]movedSock) 
 	if f.Connected() {
 		k := datapath.FlowKey{Src: src.Addr().Unmap(), Dst: dst.Addr().Unmap(), DPort: dst.Port(), SPort: src.Port(), Proto: 17}
 		for _, k := range k.Lookups() {
-			if e, ok := d.applied.Flows[k]; ok {
+			if e, ok := h.kernel.applied.Flows[k]; ok {
 				f.Lane, f.Why = e.Lane, "flow "+e.Source
 				return
 			}
 		}
-		if r, e, ok := bestDst(d.applied.Dsts, dst.Addr().Unmap(), dst.Port()); ok {
+		if r, e, ok := bestDst(h.kernel.applied.Dsts, dst.Addr().Unmap(), dst.Port()); ok {
 			f.Lane, f.Why = e.Lane, fmt.Sprintf("destination %s %s", r, e.Source)
 			return
 		}
 	}
-	if e, ok := d.applied.Cgroups[f.Cgroup]; ok {
+	if e, ok := h.kernel.applied.Cgroups[f.Cgroup]; ok {
 		f.Lane, f.Why = e.Lane, "cgroup "+e.Source
 		if m, ok := movers[f.Inode]; ok && m.lane == e.Lane {
 			f.Why = m.why() // opened after its process was moved, in the lane's cgroup
 		}
 		return
 	}
-	if e, ok := d.applied.UIDs[f.UID]; ok {
+	if e, ok := h.kernel.applied.UIDs[f.UID]; ok {
 		f.Lane, f.Why = e.Lane, fmt.Sprintf("uid %d %s", f.UID, e.Source)
 		return
 	}
-	if why, l, ok := d.dscpLaneLocked(f.DSCP); ok {
+	if why, l, ok := h.dscpLaneLocked(f.DSCP); ok {
 		f.Lane, f.Why = l, why
 		return
 	}
 	f.Lane, f.Why = lane.Interactive, "no rule: interactive"
-	if !f.Connected() && (len(d.applied.Flows) > 0 || len(d.applied.Dsts) > 0) {
+	if !f.Connected() && (len(h.kernel.applied.Flows) > 0 || len(h.kernel.applied.Dsts) > 0) {
 		f.Why = "no socket rule: interactive, unless a flow or destination rule matches a datagram's remote"
 	}
 }
