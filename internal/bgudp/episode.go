@@ -85,7 +85,8 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		// one probe per step, the targets in turn: the daemon's own
 		// packets stay below the classifier's foreground threshold
 		// (FG_MIN_PACKETS in 100 ms) however many peers the class has
-		if targets := probeTargets(n, peers, sig); len(targets) > 0 && room.allows() {
+		if targets := probeTargets(n, peers, sig); len(targets) > 0 &&
+			room.allows(probeSize(targets[turn%len(targets)]), p.Bytes) {
 			a := targets[turn%len(targets)]
 			turn++
 			if err := p.send(a); err != nil {
@@ -107,7 +108,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		if err := e.control(dp, log, &in, blind, prev, cur, target); err != nil {
 			return err
 		}
-		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes)
+		room.refill(e.state.ProbeBudget(in.Offered), in.Dt, p.Bytes, moved(prev, cur))
 		e.mu.Lock()
 		e.Probes, e.Lost, e.ProbeBytes = p.Sent, sig.Lost, p.Bytes
 		e.Peers, e.Version = peers, p.VersionSent
@@ -270,28 +271,74 @@ func (e *episode) read(dp Datapath) ([2]datapath.BgClass, time.Time, error) {
 // snapshotLocked copies the episode's figures (e.mu held).
 func (e *episode) snapshotLocked() Episode { return e.Episode }
 
-// probeRoom bounds the probes' bytes (requests and replies) by the rule's
-// budget (State.ProbeBudget): a bucket of up to probeDepth bytes, filled
-// at the budget, spent by what the prober counted; a probe goes while it
-// is not empty.
+// probeRoom bounds the probes' bytes (requests and replies) twice:
+//   - by the rule's budget (State.ProbeBudget): a bucket of up to
+//     probeDepth bytes, filled at the budget, spent by what the prober
+//     counted; a probe goes while it is not empty;
+//   - by what the class itself moved since the episode began (both
+//     directions): a probe goes only if the probes' bytes with it stay
+//     within that. A user's background flow of a few bytes cannot make
+//     the daemon send more than it sent (14 one-byte datagrams bought
+//     258 KB of version probes when only the budget bound them).
+//
+// The second bound is a running total, not a bucket refilled at the
+// budget's pace, and it starts with one IPv4 echo's credit (72 bytes,
+// request and reply): the episode's first probe goes in its first step,
+// before the flow's window has built a queue, so the base it measures is
+// the path's own (without it the ngtcp2 upload's base was taken over a
+// standing queue, its probe p95 +34 ms over idle, as without lanes). A
+// version probe (2,456 bytes) still waits for the class's own bytes.
 type probeRoom struct {
 	tokens float64
 	seen   uint64 // the prober's bytes at the last refill
+	earned uint64 // the class's bytes since the episode began
 }
+
+// probeStartCredit is an IPv4 ICMP echo and its reply.
+const probeStartCredit = 2 * (20 + 8 + probePayload)
 
 // probeDepth is two version probes and their replies.
 const probeDepth = 4 * (vnProbeSize + udpOverhead)
 
-func newProbeRoom() *probeRoom { return &probeRoom{tokens: probeDepth} }
+func newProbeRoom() *probeRoom {
+	return &probeRoom{tokens: probeDepth, earned: probeStartCredit}
+}
 
-func (r *probeRoom) allows() bool { return r.tokens > 0 }
+// allows says whether a probe of size bytes (request and reply) may go,
+// the prober having counted sent bytes so far.
+func (r *probeRoom) allows(size int, sent uint64) bool {
+	return r.tokens > 0 && sent+uint64(size) <= r.earned
+}
 
-// refill adds budget (bytes/s) over dt and takes what the prober's count
-// (bytes) grew by since the last refill.
-func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes uint64) {
+// refill adds budget (bytes/s) over dt, takes what the prober's count
+// (bytes) grew by since the last refill, and credits the class's bytes
+// in the step (moved).
+func (r *probeRoom) refill(budget uint64, dt time.Duration, bytes, moved uint64) {
 	spent := bytes - min(bytes, r.seen)
 	r.seen = bytes
 	r.tokens = min(probeDepth, r.tokens+float64(budget)*dt.Seconds()-float64(spent))
+	r.earned += moved
+}
+
+// probeSize is a probe's bytes to t, request and reply: an ICMP echo
+// (port 0) or a version probe.
+func probeSize(t netip.AddrPort) int {
+	if t.Port() != 0 {
+		return 2 * (vnProbeSize + udpOverhead)
+	}
+	if t.Addr().Unmap().Is6() {
+		return 2 * (40 + 8 + probePayload)
+	}
+	return 2 * (20 + 8 + probePayload)
+}
+
+// moved is the class's bytes in both directions between two reads.
+func moved(prev, cur [2]datapath.BgClass) uint64 {
+	var n uint64
+	for i := range 2 {
+		n += cur[i].Bytes - min(cur[i].Bytes, prev[i].Bytes)
+	}
+	return n
 }
 
 // setYieldRate holds the class at rate (bytes/s) in both directions while

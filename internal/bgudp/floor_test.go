@@ -3,6 +3,7 @@
 package bgudp
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -32,20 +33,53 @@ func TestFloorScalesWithLink(t *testing.T) {
 
 func TestProbeRoomBoundsProbes(t *testing.T) {
 	const budget, dt = 3906, 50 * time.Millisecond // 1/16 of 0.5 Mbit/s
-	r := newProbeRoom()
-	var bytes uint64
-	for range 200 { // 10 s, a version probe and its reply whenever allowed
-		if r.allows() {
-			bytes += 2 * (vnProbeSize + udpOverhead)
+	vn := probeSize(netip.MustParseAddrPort("192.0.2.1:443"))
+	run := func(moved uint64) (probes uint64) {
+		r := newProbeRoom()
+		var bytes uint64
+		for range 200 { // 10 s, a version probe and its reply whenever allowed
+			if r.allows(vn, bytes) {
+				bytes += uint64(vn)
+			}
+			r.refill(budget, dt, bytes, moved)
 		}
-		r.refill(budget, dt, bytes)
+		return bytes
 	}
-	if hi := uint64(budget*10 + probeDepth + 2*(vnProbeSize+udpOverhead)); bytes > hi {
-		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget, want at most %d", bytes, budget, hi)
+	bulk := run(1 << 20)
+	if hi := uint64(budget*10 + probeDepth + vn); bulk > hi {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget, want at most %d", bulk, budget, hi)
 	}
-	if bytes < budget*10/2 {
-		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget: starved", bytes, budget)
+	if bulk < budget*10/2 {
+		t.Errorf("probes took %d bytes in 10 s at a %d B/s budget: starved", bulk, budget)
 	}
+}
+
+// The class's probes never send more than the class moved (issue 62, N5):
+// a one-byte datagram every 50 ms buys no version probe of 1,228 bytes
+// until the class has moved that much; in every step the probes' bytes
+// stay within the class's and the one echo's credit it starts with, and
+// over the run within the class's.
+func TestProbesNeverExceedWhatTheFlowSent(t *testing.T) {
+	const budget, dt = 1 << 20, 50 * time.Millisecond
+	const trickle = 29 // bytes per step: a one-byte datagram every 50 ms
+	vn := probeSize(netip.MustParseAddrPort("192.0.2.1:443"))
+	r := newProbeRoom()
+	var probes, flow uint64
+	for range 200 {
+		if r.allows(vn, probes) {
+			probes += uint64(vn)
+		}
+		flow += trickle
+		r.refill(budget, dt, probes, trickle)
+		if probes > flow+probeStartCredit {
+			t.Fatalf("probes took %d bytes beside a class that moved %d (%.1f×)",
+				probes, flow, float64(probes)/float64(flow))
+		}
+	}
+	if probes > flow {
+		t.Errorf("probes took %d bytes over a class that moved %d", probes, flow)
+	}
+	t.Logf("probe bytes per byte the flow sent: %.2f", float64(probes)/float64(flow))
 }
 
 // Shaped arrivals grow no further than arrivalsHeadroom of their measured
