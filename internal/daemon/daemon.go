@@ -524,6 +524,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		}
 	}
 	ys := d.comps.yieldNow()
+	accounts := d.accountsNow()
 	for _, m := range d.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
@@ -563,6 +564,7 @@ func (d *Daemon) Status() (*api.Status, error) {
 		is.NonTCP = d.comps.nonTCPProtection(d.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
+		is.Account = accountOf(accounts, m.index)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}
