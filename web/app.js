@@ -287,7 +287,20 @@ function renderLanes(s) {
       t.append(r);
     }
     lanes.append(t);
+    for (const a of it.account || []) lanes.append(el("div", accountLine(a)));
   }
+}
+
+// accountLine is one direction's account, as lanes status prints it: the
+// link's capacity estimate, whose its queue is by the last cause test, and
+// whether background is held there now.
+function accountLine(a) {
+  const link = a.capacity_bps ? "link ~" + (a.capacity_bps / 1e6).toFixed(2) + " Mbit/s" : "link not measured";
+  const ago = ((a.tested_ago_ms || 0) / 1000).toFixed(1) + " s";
+  let queue = "untested";
+  if (a.queue_owner === "background" || a.queue_owner === "not background") queue = a.queue_owner + "'s (tested " + ago + " ago)";
+  else if (a.queue_owner === "testing") queue = "under test (for " + ago + ")";
+  return "account " + a.dir + ": " + link + ", queue: " + queue + ", background " + (a.held ? "held" : "not held");
 }
 
 // renderUDP lists the UDP flows (QUIC included): per socket as the kernel

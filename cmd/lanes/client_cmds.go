@@ -203,6 +203,7 @@ func printStatus(e *env, st *client.Status) {
 		if it.BackgroundNow != "" {
 			fmt.Fprintf(e.stdout, "background now: %s\n", it.BackgroundNow)
 		}
+		printAccount(e.stdout, it)
 		if it.NonTCP != "" {
 			fmt.Fprintf(e.stdout, "background QUIC/UDP: %s\n", it.NonTCP)
 		}

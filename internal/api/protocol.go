@@ -330,6 +330,27 @@ type InterfaceStatus struct {
 	// (each flow its own queue, CoDel at 5 ms) or "bfifo" where the kernel
 	// has no fq_codel.
 	InteractiveLeaf string `json:"interactive_leaf,omitempty"`
+	// Account is this interface's account per direction (up, then down),
+	// as sock_ops keeps it; none without lanes' own sock_ops.
+	Account []LinkAccount `json:"account,omitempty"`
+}
+
+// LinkAccount is one direction's account on an interface: the link's
+// capacity estimate, whose its queue is by the last cause test (a hold of
+// background while the foreground's delay is watched), and whether
+// background is held there now.
+type LinkAccount struct {
+	Dir string `json:"dir"` // "up" or "down"
+	// CapacityBps is the capacity estimate in bit/s (the largest delivery
+	// rate of an unheld socket, halved every 10 s); 0: not measured.
+	CapacityBps uint64 `json:"capacity_bps,omitempty"`
+	// QueueOwner is "background", "not background", "testing" or
+	// "untested"; TestedAgoMS how long ago that test ended (or began).
+	QueueOwner  string `json:"queue_owner"`
+	TestedAgoMS int64  `json:"tested_ago_ms,omitempty"`
+	Tests       uint64 `json:"cause_tests,omitempty"`    // cause tests started
+	NotOurs     uint64 `json:"not_background,omitempty"` // of them, found not the background's
+	Held        bool   `json:"held"`                     // background held in this direction now
 }
 
 // Status is the daemon's state.

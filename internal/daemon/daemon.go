@@ -512,6 +512,7 @@ func (h *apiHandlers) Status() (*api.Status, error) {
 		}
 	}
 	ys := h.comps.yieldNow()
+	accounts := h.accountsNow()
 	for _, m := range h.kernel.ifaceList() {
 		is := api.InterfaceStatus{Name: m.name, Mode: string(m.cfg.Mode), UplinkBps: m.cfg.Uplink.Bits()}
 		lanes, err := m.eg.Stats()
@@ -551,6 +552,7 @@ func (h *apiHandlers) Status() (*api.Status, error) {
 		is.NonTCP = h.comps.nonTCPProtection(h.kernel.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
+		is.Account = accountOf(accounts, m.index)
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

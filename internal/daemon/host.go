@@ -54,6 +54,7 @@ type hostParts struct {
 	exeLanes exeLaner        // livemove.go
 	bgTable  bgTable         // udpflows.go
 	udpBytes udpByteCounts   // udpflows.go
+	accounts accounter       // account.go: status
 }
 
 // cookieLanes is the socket lanes as coop and rLEDBAT read them: one
@@ -115,7 +116,8 @@ func kernelHost(h *datapath.Host) *datapathHost {
 		}
 		return e, e, nil
 	}, parts: hostParts{counters: h, appCCs: ccs, ccAllow: h.Programs, coop: coopParts, yielder: yl, bgudp: h.Background, rledbat: rl,
-		liveCC: h.Programs, bgFlows: h.Background, exeLanes: h.Programs, bgTable: h.Background, udpBytes: h.Lanes}}
+		liveCC: h.Programs, bgFlows: h.Background, exeLanes: h.Programs, bgTable: h.Background, udpBytes: h.Lanes,
+		accounts: h.Yield}}
 }
 
 // roles are the host's optional parts; none without a host.

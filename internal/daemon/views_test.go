@@ -227,6 +227,9 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 	if !regexp.MustCompile(`\n  interactive +TCP +[1-9][0-9]*  up +\S+  down +[0-9.]+[KMG]bit  `).Match(st) {
 		t.Errorf("lanes status shows no download rate for the interactive lane:\n%s", st)
 	}
+	if !regexp.MustCompile(`\naccount up: link ~[0-9.]+[KMG]bit/s, queue: `).Match(st) {
+		t.Errorf("lanes status shows no capacity estimate for the upload's interface:\n%s", st)
+	}
 	var js struct {
 		UDP []udpflow.Flow `json:"udp_flows"`
 	}

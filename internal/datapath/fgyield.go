@@ -9,6 +9,7 @@ import (
 	"errors"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -16,9 +17,10 @@ import (
 type FgYield struct {
 	guard      *guard
 	cls        *classifier.ClassifierObjects
-	on         bool // HostConfig.Yield
-	untoldHeld bool // HostConfig.Experiments.UntoldHeld
-	sockops    bool // lanes' own sock_ops runs (it holds the downloads)
+	on         bool             // HostConfig.Yield
+	untoldHeld bool             // HostConfig.Experiments.UntoldHeld
+	sockops    bool             // lanes' own sock_ops runs (it holds the downloads)
+	ops        *sockops.Objects // nil without lanes' own sock_ops: no account
 }
 
 // ForegroundStates are the kernel's foreground states by ifindex (key 0:

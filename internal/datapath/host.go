@@ -189,7 +189,8 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		}
 	}
 	h.loadSockops()
-	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil}
+	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil,
+		ops: h.ops}
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
 		untoldHeld: cfg.Experiments.UntoldHeld}
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}

@@ -1,0 +1,44 @@
+// account.go: each managed interface's account per direction (the
+// datapath's FgYield.Accounts) in status.
+package daemon
+
+import (
+	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/datapath"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+// accounter is a host datapath that keeps each link's account
+// (*datapath.FgYield; the in-memory test host keeps none).
+type accounter interface {
+	Accounts() (map[int][2]datapath.LinkAccount, error)
+}
+
+// accountsNow are the host's accounts by ifindex; nil without them (or
+// where they cannot be read: status goes on without).
+func (h *apiHandlers) accountsNow() map[int][2]datapath.LinkAccount {
+	a := h.kernel.host.roles().accounts
+	if a == nil {
+		return nil
+	}
+	all, err := a.Accounts()
+	if err != nil {
+		h.log.Debug("status: the links' accounts", "err", err)
+	}
+	return all
+}
+
+// accountOf is interface ifindex's account in status, up then down; nil
+// where the host keeps none for it.
+func accountOf(all map[int][2]datapath.LinkAccount, ifindex int) []api.LinkAccount {
+	a, ok := all[ifindex]
+	if !ok {
+		return nil
+	}
+	out := make([]api.LinkAccount, 0, len(a))
+	for d, la := range a {
+		out = append(out, api.LinkAccount{Dir: yield.DirNames[d], CapacityBps: la.CapacityBps, QueueOwner: la.Owner,
+			TestedAgoMS: la.TestedAgo.Milliseconds(), Tests: la.Tests, NotOurs: la.NotOurs, Held: la.Held})
+	}
+	return out
+}

@@ -1,0 +1,51 @@
+// account_test.go: the account status reads (FgYield.Accounts) after real
+// traffic on a veth pair.
+package datapath
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
+)
+
+// TestAccountAfterBackgroundUpload: an unheld background upload gives its
+// interface an upload capacity estimate, the queue there is untested (no
+// foreground), and a harm stamped on the upload direction reads as held
+// in that direction alone.
+func TestAccountAfterBackgroundUpload(t *testing.T) {
+	p, h, idx, _, ok := backgroundUploadGrown(t, 9417)
+	if !ok {
+		return
+	}
+	link := idx[p.LinkA]
+	var a [2]LinkAccount
+	start := time.Now()
+	for a[yield.Up].CapacityBps == 0 {
+		if time.Since(start) > testutil.Patience(5*time.Second) {
+			t.Fatalf("no capacity estimate for %s after %v: %+v", p.LinkA, time.Since(start), a)
+		}
+		time.Sleep(20 * time.Millisecond)
+		a = readAccount(t, h, link)
+	}
+	t.Logf("%s: capacity estimate %.1f Mbit/s", p.LinkA, float64(a[yield.Up].CapacityBps)/1e6)
+	if a[yield.Up].Owner != OwnerUntested || a[yield.Up].Held {
+		t.Errorf("no foreground: account %+v, want untested and not held", a[yield.Up])
+	}
+	stop := stampHarm(t, h, link, yield.Up)
+	defer stop()
+	if a = readAccount(t, h, link); !a[yield.Up].Held || a[yield.Down].Held {
+		t.Errorf("harm stamped on the upload: held up %v, down %v; want up alone", a[yield.Up].Held, a[yield.Down].Held)
+	}
+}
+
+// readAccount is interface link's account.
+func readAccount(t *testing.T, h *Host, link int) [2]LinkAccount {
+	t.Helper()
+	all, err := h.Yield.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all[link]
+}
