@@ -362,12 +362,12 @@ func (f *firstHour) checkUDPCall() {
 		return u != nil && u.UpBps > 0
 	})
 	for _, r := range st.TCPRates {
-		if (r.Lane == "interactive") != answeredTwice(r.UDPUpBps, r.UDPDownBps) {
+		if (r.Lane == "interactive") != testutil.AnsweredTwice(r.UDPUpBps, r.UDPDownBps) {
 			t.Errorf("status --json: %s UDP up %.0f, down %.0f bit/s; want the call in interactive only, down twice up",
 				r.Lane, r.UDPUpBps, r.UDPDownBps)
 		}
 	}
-	if u := udpFrom(st.UDP, f.udpPort); u == nil || u.Lane != lane.Interactive || !answeredTwice(u.UpBps, u.DownBps) {
+	if u := udpFrom(st.UDP, f.udpPort); u == nil || u.Lane != lane.Interactive || !testutil.AnsweredTwice(u.UpBps, u.DownBps) {
 		t.Errorf("status --json: the UDP call %+v; want it interactive, down twice up", u)
 	}
 	out, err := f.lanes("status", "--socket", f.sock)
@@ -406,7 +406,7 @@ func (f *firstHour) checkDashboard(port int) {
 		u := udpFrom(snap.UDPFlows, f.udpPort)
 		return flow != nil && len(flow.Points) > 1 && flow.Points[len(flow.Points)-1].Recv > 0 && u != nil && u.UpBps > 0
 	})
-	if u := udpFrom(snap.UDPFlows, f.udpPort); u.Lane != lane.Interactive || !answeredTwice(u.UpBps, u.DownBps) {
+	if u := udpFrom(snap.UDPFlows, f.udpPort); u.Lane != lane.Interactive || !testutil.AnsweredTwice(u.UpBps, u.DownBps) {
 		t.Errorf("dashboard: the UDP call in %v, up %.0f, down %.0f bit/s; want interactive, down twice up", u.Lane, u.UpBps, u.DownBps)
 	}
 	if cc := socketCC(t, f.p.A, port); flow.Lane != "background" || flow.Cong != datapath.CCNameLEDBAT || cc != backgroundCCName(f.statusJSON()) {
@@ -425,11 +425,11 @@ func (f *firstHour) checkDashboard(port int) {
 		t.Errorf("dashboard: the background lane's download rate is %v", bgDown)
 	}
 	page := string(f.get("http://" + listen + "/metrics"))
-	if v := metric(page, "lanes_tcp_receive_bytes_per_second", "background"); v <= 0 {
+	if v := testutil.LaneMetric(page, "lanes_tcp_receive_bytes_per_second", "background"); v <= 0 {
 		t.Errorf("/metrics: lanes_tcp_receive_bytes_per_second{lane=\"background\"} %v; want the download's rate", v)
 	}
-	up, down := metric(page, "lanes_udp_send_bytes_per_second", "interactive"), metric(page, "lanes_udp_receive_bytes_per_second", "interactive")
-	if !answeredTwice(up, down) {
+	up, down := testutil.LaneMetric(page, "lanes_udp_send_bytes_per_second", "interactive"), testutil.LaneMetric(page, "lanes_udp_receive_bytes_per_second", "interactive")
+	if !testutil.AnsweredTwice(up, down) {
 		t.Errorf("/metrics: interactive UDP send %v, receive %v B/s; want the call's, receive twice send", up, down)
 	}
 }
@@ -482,13 +482,6 @@ func (f *firstHour) checkRealtimeOff() {
 	}
 }
 
-// answeredTwice says whether a rate down is about twice a rate up above 0,
-// as the UDP call's is (1.3x to 3x: two readings cut the flow a few
-// datagrams apart).
-func answeredTwice(up, down float64) bool {
-	return up > 0 && down > 1.3*up && down < 3*up
-}
-
 // udpFrom is the UDP flow of flows with local port port, or nil.
 func udpFrom(flows []client.UDPFlow, port int) *client.UDPFlow {
 	for i := range flows {
@@ -497,17 +490,4 @@ func udpFrom(flows []client.UDPFlow, port int) *client.UDPFlow {
 		}
 	}
 	return nil
-}
-
-// metric is the value of name{lane="ln"} in a /metrics page, -1 if absent.
-func metric(page, name, ln string) float64 {
-	m := regexp.MustCompile(`(?m)^` + name + `\{lane="` + ln + `"\} (\S+)$`).FindStringSubmatch(page)
-	if m == nil {
-		return -1
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return -1
-	}
-	return v
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -51,14 +50,14 @@ func TestUDPRatesInEveryView(t *testing.T) {
 	})
 	for _, r := range js.Rates {
 		t.Logf("status --json: %s UDP %d flows, up %.0f bit/s, down %.0f bit/s", r.Lane, r.UDPFlows, r.UDPUpBps, r.UDPDownBps)
-		if r.Lane == "interactive" && !twiceUp(r.UDPUpBps, r.UDPDownBps) {
+		if r.Lane == "interactive" && !testutil.AnsweredTwice(r.UDPUpBps, r.UDPDownBps) {
 			t.Errorf("status --json: interactive UDP up %.0f, down %.0f bit/s; want down about twice up, both > 0", r.UDPUpBps, r.UDPDownBps)
 		}
 		if r.Lane != "interactive" && (r.UDPUpBps != 0 || r.UDPDownBps != 0) {
 			t.Errorf("status --json: %s UDP up %.0f, down %.0f bit/s; want 0", r.Lane, r.UDPUpBps, r.UDPDownBps)
 		}
 	}
-	if f := flowOnPort(js.UDP, local); f == nil || !twiceUp(f.UpBps, f.DownBps) {
+	if f := flowOnPort(js.UDP, local); f == nil || !testutil.AnsweredTwice(f.UpBps, f.DownBps) {
 		t.Errorf("status --json: the UDP flow from port %d: %+v; want its rates", local, f)
 	}
 	st, err := p.A.Command(lanesBin, "status", "--socket", sock).Output()
@@ -76,7 +75,7 @@ func TestUDPRatesInEveryView(t *testing.T) {
 	rated := false
 	for _, l := range strings.Split(string(monJSON), "\n") {
 		var f udpflow.Flow
-		if json.Unmarshal([]byte(l), &f) == nil && f.Proto == udpflow.Proto && f.Dst == remote && twiceUp(f.UpBps, f.DownBps) {
+		if json.Unmarshal([]byte(l), &f) == nil && f.Proto == udpflow.Proto && f.Dst == remote && testutil.AnsweredTwice(f.UpBps, f.DownBps) {
 			rated = true
 		}
 	}
@@ -105,28 +104,22 @@ func checkDashboardUDPRates(t *testing.T, p *testutil.Pair, sock string, local i
 		f := flowOnPort(snap.UDPFlows, local)
 		return f != nil && f.UpBps > 0
 	})
-	if f := flowOnPort(snap.UDPFlows, local); !twiceUp(f.UpBps, f.DownBps) {
+	if f := flowOnPort(snap.UDPFlows, local); !testutil.AnsweredTwice(f.UpBps, f.DownBps) {
 		t.Errorf("dashboard: the UDP flow's rates up %.0f, down %.0f bit/s; want down about twice up", f.UpBps, f.DownBps)
 	}
 	for _, l := range snap.Lanes {
 		if l.Lane == "interactive" {
 			pt := l.Points[len(l.Points)-1]
-			if !twiceUp(pt.UDPUp, pt.UDPDown) {
+			if !testutil.AnsweredTwice(pt.UDPUp, pt.UDPDown) {
 				t.Errorf("dashboard: the interactive lane's UDP up %.3f, down %.3f Mbit/s; want down about twice up", pt.UDPUp, pt.UDPDown)
 			}
 		}
 	}
 	metrics := string(get("/metrics"))
-	up, down := metricValue(metrics, "lanes_udp_send_bytes_per_second", "interactive"), metricValue(metrics, "lanes_udp_receive_bytes_per_second", "interactive")
-	if !twiceUp(up, down) {
+	up, down := testutil.LaneMetric(metrics, "lanes_udp_send_bytes_per_second", "interactive"), testutil.LaneMetric(metrics, "lanes_udp_receive_bytes_per_second", "interactive")
+	if !testutil.AnsweredTwice(up, down) {
 		t.Errorf("/metrics: interactive UDP send %.0f, receive %.0f B/s; want receive about twice send:\n%s", up, down, metrics)
 	}
-}
-
-// twiceUp says whether a rate down is about twice a rate up above 0 (1.3x
-// to 3x: the two readings' windows cut the flow a few datagrams apart).
-func twiceUp(up, down float64) bool {
-	return up > 0 && down > 1.3*up && down < 3*up
 }
 
 // flowOnPort is the UDP flow of flows with local port port, or nil.
@@ -137,18 +130,4 @@ func flowOnPort(flows []udpflow.Flow, port int) *udpflow.Flow {
 		}
 	}
 	return nil
-}
-
-// metricValue is the value of metric{lane="ln"} in a /metrics page, -1 if
-// it is not there.
-func metricValue(page, metric, ln string) float64 {
-	m := regexp.MustCompile(`(?m)^` + metric + `\{lane="` + ln + `"\} (\S+)$`).FindStringSubmatch(page)
-	if m == nil {
-		return -1
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return -1
-	}
-	return v
 }
