@@ -69,17 +69,27 @@ func Dial(socket string) (*Client, error) {
 	return c, nil
 }
 
-func (c *Client) dialLocked() error {
-	if c.conn != nil {
-		return nil
-	}
+// dial opens a connection to the daemon's socket; ErrNoDaemon where none
+// answers.
+func (c *Client) dial() (net.Conn, error) {
 	path := c.Socket
 	if path == "" {
 		path = DefaultSocket
 	}
 	conn, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err != nil {
-		return fmt.Errorf("%w; no answer at %s: %v", ErrNoDaemon, path, err)
+		return nil, fmt.Errorf("%w; no answer at %s: %v", ErrNoDaemon, path, err)
+	}
+	return conn, nil
+}
+
+func (c *Client) dialLocked() error {
+	if c.conn != nil {
+		return nil
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return err
 	}
 	c.conn, c.r = conn, bufio.NewReaderSize(conn, 64<<10)
 	return nil

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -92,13 +91,9 @@ var errNoStream = errors.New("the daemon has no events stream")
 // stream reads one events stream until it fails or ctx ends, handing each
 // event to send.
 func (c *Client) stream(ctx context.Context, send func(Event) bool) error {
-	path := c.Socket
-	if path == "" {
-		path = DefaultSocket
-	}
-	conn, err := net.DialTimeout("unix", path, 2*time.Second)
+	conn, err := c.dial()
 	if err != nil {
-		return fmt.Errorf("%w; no answer at %s: %v", ErrNoDaemon, path, err)
+		return err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
