@@ -67,6 +67,18 @@ type SockopsFgCause struct {
 	_       [4]byte
 }
 
+type SockopsFgDest struct {
+	_      structs.HostLayout
+	Family uint32
+	Addr   [4]uint32
+}
+
+type SockopsFgDestSeen struct {
+	_        structs.HostLayout
+	HeldAt   uint64
+	Answered uint64
+}
+
 type SockopsFgHarm struct {
 	_        structs.HostLayout
 	At       uint64
@@ -214,6 +226,7 @@ const (
 	SockopsMapLanesDst         = "lanes_dst"
 	SockopsMapLanesFgActive    = "lanes_fg_active"
 	SockopsMapLanesFgCause     = "lanes_fg_cause"
+	SockopsMapLanesFgDest      = "lanes_fg_dest"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
@@ -300,6 +313,7 @@ type SockopsMapSpecs struct {
 	LanesDst         *ebpf.MapSpec `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgCause     *ebpf.MapSpec `ebpf:"lanes_fg_cause"`
+	LanesFgDest      *ebpf.MapSpec `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
@@ -358,6 +372,7 @@ type SockopsMaps struct {
 	LanesDst         *ebpf.Map `ebpf:"lanes_dst"`
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgCause     *ebpf.Map `ebpf:"lanes_fg_cause"`
+	LanesFgDest      *ebpf.Map `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
@@ -391,6 +406,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesDst,
 		m.LanesFgActive,
 		m.LanesFgCause,
+		m.LanesFgDest,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesLaneCap,

@@ -64,8 +64,71 @@ static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 #define FG_AT_ACTIVE 1  /* our SYN was answered */
 #define FG_AT_PASSIVE 2 /* a connection was accepted */
 
+/* lanes_fg_dest[the peer's address]: the last opening to it that held
+ * (fg_opened at connect) and whether an opening to it was answered since.
+ * An opening holds at most once per destination per FG_DEST_GAP_NS, and
+ * not while the last one that held was never answered: a socket that
+ * opens connect() every 300 ms to an address that never answers would
+ * otherwise hold background for good. Keyed by address, not port. */
+struct fg_dest {
+	__u32 family;
+	__u32 addr[4];
+};
+
+struct fg_dest_seen {
+	__u64 held_at;	/* bpf_ktime_get_ns() of the last opening that held */
+	__u64 answered; /* an opening to it was answered since (FG_AT_ACTIVE) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fg_dest);
+	__type(value, struct fg_dest_seen);
+} lanes_fg_dest SEC(".maps");
+
+#define FG_DEST_GAP_NS 1000000000ULL /* one initial RTO (RFC 6298) */
+_Static_assert(FG_OPEN_HOLD_NS <= FG_DEST_GAP_NS, "an opening holds at most one initial RTO");
+
+static __always_inline void fg_dest_of(struct bpf_sock_ops *ops, struct fg_dest *d)
+{
+	d->family = ops->family;
+	if (ops->family == 10 /* AF_INET6 */) {
+		d->addr[0] = ops->remote_ip6[0];
+		d->addr[1] = ops->remote_ip6[1];
+		d->addr[2] = ops->remote_ip6[2];
+		d->addr[3] = ops->remote_ip6[3];
+	} else {
+		d->addr[0] = ops->remote_ip4;
+	}
+}
+
+/* fg_dest_holds: an opening to ops's peer at connect may hold (and is
+ * recorded as the last that did): none held within FG_DEST_GAP_NS, and the
+ * last that held was answered. At FG_AT_ACTIVE it records the answer. A
+ * global function: the verifier checks it once, not at each call. */
+__noinline int fg_dest_holds(struct bpf_sock_ops *ops, int at, __u64 now)
+{
+	struct fg_dest d = {};
+	struct fg_dest_seen *seen, fresh = {.held_at = now};
+
+	fg_dest_of(ops, &d);
+	seen = bpf_map_lookup_elem(&lanes_fg_dest, &d);
+	if (at == FG_AT_ACTIVE) {
+		if (seen)
+			seen->answered = 1;
+		return 1;
+	}
+	if (seen && (!seen->answered || now - seen->held_at < FG_DEST_GAP_NS))
+		return 0;
+	bpf_map_update_elem(&lanes_fg_dest, &d, &fresh, BPF_ANY);
+	return 1;
+}
+
 /* fg_opened records a foreground connection's opening (the yield on): at
- * connect until the handshake ends (at most FG_OPEN_HOLD_NS), at the
+ * connect until the handshake ends (at most FG_OPEN_HOLD_NS, within one
+ * initial RTO; at most once per destination per second and not after an
+ * opening there that was never answered: fg_dest_holds), at the
  * handshake's end (active: shortening the hold its connect began; passive:
  * a hold of its own) for FG_OPEN_RTTS of its RTT. Not where the
  * foreground is already present (the classifier's stamp): background
@@ -83,9 +146,12 @@ static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int 
 	now = bpf_ktime_get_ns();
 	if (at == FG_AT_ACTIVE) { /* only a hold its connect began */
 		end = bpf_map_lookup_elem(&lanes_fg_open, &idx);
+		fg_dest_holds(ops, at, now);
 		if (!end || now >= *end)
 			return;
 	} else if (fg_held(idx, now)) {
+		return;
+	} else if (at == FG_AT_CONNECT && !fg_dest_holds(ops, at, now)) {
 		return;
 	}
 	if (at != FG_AT_CONNECT) {

@@ -1,0 +1,101 @@
+// openhold_test.go checks that a foreground connection's opening that is
+// never answered does not hold background for good (issue 62, N6): a
+// socket opening a non-blocking connect() every 300 ms to an address
+// that never answers (one with no neighbour on the link: its SYNs never
+// leave) holds the interface's background for its first opening alone.
+package datapath
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// TestOpeningNeverAnsweredHoldsOnce (N6): 12 openings 300 ms apart to one
+// address that never answers hold the interface (lanes_fg_open) in at
+// most a third of the samples taken over them; before, each opening
+// renewed the hold and background was held all along.
+func TestOpeningNeverAnsweredHoldsOnce(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	silent := net.IPv4(p.AddrB[0], p.AddrB[1], p.AddrB[2], 99).To4()
+	var fds []int
+	t.Cleanup(func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	})
+	open := func() {
+		p.A.Do(t, func() error {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			fds = append(fds, fd)
+			sa := &unix.SockaddrInet4{Port: 9413}
+			copy(sa.Addr[:], silent)
+			if err := unix.Connect(fd, sa); err != unix.EINPROGRESS {
+				return err
+			}
+			return nil
+		})
+	}
+	held, samples := 0, 0
+	for range 12 {
+		open()
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+			states, now, err := h.Yield.ForegroundStates()
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples++
+			if st := states[idx[p.LinkA]]; st.Opening(now) {
+				held++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("background held by the openings in %d of %d samples", held, samples)
+	if samples == 0 || held*3 > samples {
+		t.Errorf("openings never answered, 300 ms apart, held background in %d of %d samples, "+
+			"want at most a third (one opening's hold)", held, samples)
+	}
+}
+
+// TestOpeningAnsweredHoldsOncePerSecond: an answered opening still holds
+// (sock_ops writes the hold's end), a second one to the same address
+// within a second does not, and one a second later does again.
+func TestOpeningAnsweredHoldsOncePerSecond(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	_, addr := startSink(t, p.B, p.AddrB, 9414)
+	openEnd := func() uint64 {
+		t.Helper()
+		states, _, err := h.Yield.ForegroundStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return states[idx[p.LinkA]].OpenEnd
+	}
+	held := func(what string, want bool) {
+		t.Helper()
+		before := openEnd()
+		dialCC(t, p.A, addr, "cubic")
+		if got := openEnd() != before; got != want {
+			t.Errorf("%s: held %v, want %v", what, got, want)
+		}
+	}
+	first := time.Now()
+	held("a first answered opening", true)
+	if time.Since(first) < 900*time.Millisecond { // not on a machine too loaded to tell
+		held("a second opening to the same address at once", false)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	held("an opening a second later", true)
+}
