@@ -152,6 +152,27 @@ func (c *sockDump) matchFlow(f api.Flow) map[uint64]bool {
 	return out
 }
 
+// table returns the listing as a socket table (the registration sweep),
+// listed again if over dumpReuse old; an error where sock_diag lists no
+// UDP sockets or none at all.
+func (c *sockDump) table(dump func() ([]openSock, error)) (sockTable, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale() {
+		c.relist(dump)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	tab := make(sockTable, len(c.byKey))
+	for k, socks := range c.byKey {
+		for _, s := range socks {
+			tab[k] = append(tab[k], procSocket{local: s.src, remote: s.dst, uid: s.uid, inode: uint64(s.inode)})
+		}
+	}
+	return tab, nil
+}
+
 func (c *sockDump) stale() bool { return c.at.IsZero() || time.Since(c.at) > dumpReuse }
 
 // relist lists the namespace's sockets again (c.mu held).
