@@ -93,8 +93,9 @@ func dumpOpenSockets() ([]openSock, error) {
 // moves that root did not ask for (a socket opened since keeps its lane).
 const dumpReuse = time.Second
 
-// sockDump is the last listing of the namespace's sockets, by inode, for
-// moves not asked by root.
+// sockDump is the last listing of the namespace's sockets, by inode and by
+// tuple, for moves and registrations not asked by root and for the
+// registration sweep.
 type sockDump struct {
 	mu      sync.Mutex
 	at      time.Time
