@@ -1,7 +1,8 @@
 // movers.go: the record of the live moves (moves): the open sockets a
 // process move set, by cookie; the moved processes, by pid; what moved
 // processes' threads ran before background (schedmove.go); and the socket
-// listing users' moves share (livemove.go). It owns its lock, taken after
+// listing users' moves, registrations and the registration sweep share
+// (livemove.go). It owns its lock, taken after
 // the daemon's, and never calls back into the daemon.
 //
 // What moved the process holding a socket is kept for the why of status
@@ -31,7 +32,8 @@ type socketLaneReader interface {
 // moves is the record of the live moves.
 type moves struct {
 	sweep sweepKicker
-	// userDump: the socket listing users' moves share (its own lock)
+	// userDump: the socket listing users' moves and registrations and the
+	// registration sweep share (its own lock)
 	userDump sockDump
 
 	mu    sync.Mutex

@@ -27,6 +27,7 @@ func (h *apiHandlers) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error 
 	if err != nil {
 		return err
 	}
+	inodes := h.socketInodesOf(c, f) // before the lock: it reads the kernel's tables
 	h.kernel.mu.Lock()
 	defer h.kernel.mu.Unlock()
 	if err := h.regs.mayRegister(c, f, h.kernel.pol.Matches); err != nil {
@@ -41,20 +42,36 @@ func (h *apiHandlers) Register(c apiserver.Cred, f api.Flow, l lane.Lane) error 
 	if err := h.kernel.setFlowLocked(key, entry{l, fmt.Sprintf("api (uid %d)", c.UID)}); err != nil {
 		return err
 	}
-	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: map[uint64]bool{}}
-	for try := 0; try < 2 && len(life.inodes) == 0; try++ { // a read under churn can skip it: once more
-		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
-			for _, s := range socks {
-				life.inodes[s.inode] = true
-			}
-		}
-	}
+	life := &regLife{since: time.Now(), privileged: c.Privileged, inodes: inodes}
 	h.regs.add(api.FlowInfo{Flow: f, Lane: l, Source: "api", UID: c.UID}, life)
 	h.regs.kickSweep()
 	h.moveLiveSocketsLocked(c, f, l)
 	h.log.Info("flow registered", "flow", f.String(), "lane", l, "uid", c.UID, "pid", c.PID,
 		"privileged", c.Privileged, "sockets", len(life.inodes), "live_sockets", len(h.regs.moved(f)))
 	return nil
+}
+
+// socketInodesOf is the inodes of flow f's open sockets. Root's
+// registrations read the socket tables, twice if nothing matches (a read
+// under churn can skip a socket); others' use the listing users' moves
+// share (sockDump.flowInodes), listed again at most once a dumpReuse. A
+// socket it misses is seen by the registration sweep.
+func (h *apiHandlers) socketInodesOf(c apiserver.Cred, f api.Flow) map[uint64]bool {
+	if c.UID != 0 {
+		if in := h.moves.userDump.flowInodes(f, h.env.openSockets); in != nil {
+			return in
+		}
+		return map[uint64]bool{}
+	}
+	inodes := map[uint64]bool{}
+	for try := 0; try < 2 && len(inodes) == 0; try++ {
+		if socks, err := (procOwners{proc: "/proc"}).socketsOf(f); err == nil {
+			for _, s := range socks {
+				inodes[s.inode] = true
+			}
+		}
+	}
+	return inodes
 }
 
 // pinSrc gives a flow the caller owns (an unprivileged caller's, or a
@@ -152,6 +169,16 @@ func (d *Daemon) sweepRegistrations(ctx context.Context) {
 }
 
 func (d *Daemon) sweepOnce(now time.Time) {
+	var tab sockTable
+	var tabErr error
+	if d.regs.any() { // outside the lock: 19,000 sockets held it for tens of ms
+		// sock_diag's listing, which users' moves and registrations share:
+		// /proc/net/udp's text of 19,000 sockets, read each sweep, was
+		// most of a member's registration loop's cost.
+		if tab, tabErr = d.moves.userDump.table(d.env.openSockets); tabErr != nil {
+			tab, tabErr = (procOwners{proc: "/proc"}).table()
+		}
+	}
 	d.kernel.mu.Lock()
 	defer d.kernel.mu.Unlock()
 	var sockets socketLaneReader
@@ -160,12 +187,11 @@ func (d *Daemon) sweepOnce(now time.Time) {
 	}
 	d.moves.prune(sockets)
 	d.moves.pruneSched()
-	if !d.regs.any() {
-		return
+	if tab == nil && tabErr == nil || !d.regs.any() {
+		return // none when read; one registered since waits for the next sweep
 	}
-	tab, err := (procOwners{proc: "/proc"}).table()
-	if err != nil {
-		d.log.Warn("registration sweep: socket tables", "err", err)
+	if tabErr != nil {
+		d.log.Warn("registration sweep: socket tables", "err", tabErr)
 		return
 	}
 	d.dropRegistrationsLocked(d.regs.sweep(now, tab))
