@@ -21,20 +21,7 @@ import (
 )
 
 func TestLoadWithSharedMaps(t *testing.T) {
-	testutil.RequireRoot(t)
-	if err := rlimit.RemoveMemlock(); err != nil {
-		t.Fatal(err)
-	}
-	cls, err := classifier.Load(classifier.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cls.Close()
-	objs, err := Load(Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test"}, cls.Shared())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer objs.Close()
+	objs, cls := loadWithClassifier(t, Config{NetnsCookie: 1, NetnsInode: 1, NotsentLowat: 16384, CCName: "lanes_test"})
 	// The maps are really shared: what sock_ops would write, the classifier reads.
 	ci, err := cls.LanesCookie.Info()
 	if err != nil {
@@ -62,7 +49,7 @@ func TestLoadWithSharedMaps(t *testing.T) {
 // closed (never deleted) must not make the map refuse the caps of new
 // sockets once it holds max_entries.
 func TestSockCapLeftoversCannotFillTheMap(t *testing.T) {
-	objs := loadWithClassifier(t, Config{NetnsCookie: 1, NetnsInode: 1})
+	objs, _ := loadWithClassifier(t, Config{NetnsCookie: 1, NetnsInode: 1})
 	n := objs.LanesSockCap.MaxEntries()
 	for c := uint64(1); c <= uint64(n)+100; c++ {
 		if err := objs.LanesSockCap.Put(c, uint32(10)); err != nil {
@@ -178,7 +165,7 @@ func kernelAtLeast(major, minor int) bool {
 // user's background socket, and a name added was refused. A sync makes
 // the map the list given, removing what left it.
 func TestAllowedCCFollowsTheSysctl(t *testing.T) {
-	objs := loadWithClassifier(t, Config{NetnsCookie: 1, NetnsInode: 1})
+	objs, _ := loadWithClassifier(t, Config{NetnsCookie: 1, NetnsInode: 1})
 	for _, names := range [][]string{{"reno", "cubic"}, {"reno", "bbr"}, {"bbr"}, {}} {
 		if err := syncAllowedCC(objs.LanesCcAllowed, names); err != nil {
 			t.Fatal(err)
@@ -199,7 +186,7 @@ func TestAllowedCCFollowsTheSysctl(t *testing.T) {
 
 // loadWithClassifier loads sock_ops with cfg beside a classifier whose maps
 // it shares, both closed when t ends; it skips where not root.
-func loadWithClassifier(t *testing.T, cfg Config) *Objects {
+func loadWithClassifier(t *testing.T, cfg Config) (*Objects, *classifier.ClassifierObjects) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if err := rlimit.RemoveMemlock(); err != nil {
@@ -215,5 +202,5 @@ func loadWithClassifier(t *testing.T, cfg Config) *Objects {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { objs.Close() })
-	return objs
+	return objs, cls
 }
