@@ -96,9 +96,10 @@ generate-check:
 	./scripts/deps.sh generate
 	$(GO) test -count=1 -run '^(TestObjectsMatchSources|TestGenerateLinesHermetic)$$' ./internal/bpf/gencheck/
 
-# test: the C examples; go vet and staticcheck; every test; the unit tests
-# again under the race detector (-short: the traffic tests are skipped
-# there); the leak check.
+# test: the C examples; go vet and staticcheck; every test, and the unit
+# tests again under the race detector (-short: the traffic tests are
+# skipped there), as three streams side by side (scripts/test-streams.sh);
+# the leak check.
 test:
 	./scripts/deps.sh test
 	@$(MAKE) --no-print-directory examples
@@ -106,8 +107,7 @@ test:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@tmp=$$(mktemp -d /tmp/ltXXXXXX) && chmod 1777 $$tmp && echo "tests' TMPDIR: $$tmp" && \
-	TMPDIR=$$tmp $(GO) test -count=1 -p 1 -timeout 50m ./...; rc=$$?; \
-	TMPDIR=$$tmp CGO_ENABLED=1 $(GO) test -race -short -count=1 -p 1 -timeout 30m ./... || rc=1; \
+	./scripts/test-streams.sh $$tmp; rc=$$?; \
 	$(GO) run ./internal/leaks/leakcheck -since .leaks-before-test -tmp $$tmp || rc=1; exit $$rc
 
 # lanes-rtd's fuzz target (rtd/fuzz/: libFuzzer, ASan, UBSan, a leaked

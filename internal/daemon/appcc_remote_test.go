@@ -144,6 +144,7 @@ func probeFastN(t *testing.T, p *testutil.Path, n int, tail time.Duration) ([]ti
 }
 
 func appCCUploadRemote(t *testing.T, cc string) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -46,6 +46,7 @@ type dirsCell struct {
 }
 
 func TestBackgroundDirectionsApart(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -58,6 +59,7 @@ func TestBackgroundDirectionsApart(t *testing.T) {
 // directionsApart runs both pairings under a daemon of flags on a fresh
 // path; judged: the background's share is held to its bounds.
 func directionsApart(t *testing.T, judged bool, flags ...string) {
+	sideBySide(t) // the pair side by side, a path each
 	p, _ := remotePath(t, uplinkBottleneck)
 	if out, err := p.R.Command("tc", "qdisc", "add", "dev", "r-a", "root", "tbf", "rate", "20mbit", "burst", "15k", "limit", "600k").CombinedOutput(); err != nil {
 		t.Fatalf("tbf: %v %s", err, out)

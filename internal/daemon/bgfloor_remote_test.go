@@ -20,6 +20,7 @@ import (
 const floorLinkBps = 0.2e6
 
 func TestBackgroundHoldOnSlowLink(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -16,6 +16,7 @@ import (
 
 // N5: a trickle of one-byte datagrams buys at most its own bytes of probes.
 func TestBackgroundProbesBoundedByTheFlow(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -73,6 +73,7 @@ func heldJudge(t *testing.T, what string, idle, on []time.Duration, lost int, sh
 // QUIC version probes instead; without them (no answer at all) it holds
 // the class at the floor.
 func TestBackgroundQUICSilentPeerRemote(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -140,6 +141,7 @@ func addServer(t *testing.T, p *testutil.Path) (*testutil.NetNS, net.IP) {
 // one bottleneck (R's link toward A), from B, which answers no ICMP echo,
 // and from C, which does: both flows are held.
 func TestBackgroundQUICTwoPeersOneSilentRemote(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

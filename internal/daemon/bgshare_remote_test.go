@@ -27,6 +27,7 @@ func pacedForeground(p *testutil.Path) []string {
 }
 
 func TestBackgroundShareBesidePacedTCP(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

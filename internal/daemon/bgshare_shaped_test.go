@@ -54,6 +54,7 @@ func TestBackgroundShareShaped(t *testing.T) {
 	}{{"paced TCP", pacedForeground}, {"UDP", udpForeground}} {
 		for _, y := range []struct{ name, policy string }{{"yield", ""}, {"no yield", yieldOffPolicy}} {
 			t.Run(c.name+", "+y.name, func(t *testing.T) {
+				sideBySide(t) // a path of its own
 				p, base := shapedPath(t)
 				_, sock := startDaemon(t, p.A, shapedPolicy(p.LinkA)+y.policy)
 				r := measureShare(t, p, base, sock, shapedLinkBps, c.fg(p))

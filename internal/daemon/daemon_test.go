@@ -376,6 +376,7 @@ func laneBytes(t *testing.T, sock, lane string) uint64 {
 }
 
 func TestBackgroundLaneUnderLoad(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

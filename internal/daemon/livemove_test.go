@@ -291,6 +291,7 @@ func (s *recvSink) longestGap(from, to time.Time) time.Duration {
 }
 
 func TestMoveOpenConnections(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -76,6 +76,7 @@ func probe(t *testing.T, p *testutil.Path, n int) []time.Duration {
 }
 
 func TestBackgroundUploadRemoteBottleneck(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
@@ -149,6 +150,7 @@ func backgroundRequest(t *testing.T, ns *testutil.NetNS, sock, kind, url string,
 // downlink (R's egress toward A) and a plain CUBIC sender on B: only the
 // receiver can hold the background flow back, with rLEDBAT.
 func TestBackgroundDownloadRemoteBottleneck(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

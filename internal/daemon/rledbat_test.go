@@ -54,6 +54,7 @@ func backgroundDownloads(t *testing.T, p *testutil.Path, sock, base string) down
 }
 
 func TestBackgroundDownloadDaemonRLEDBAT(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

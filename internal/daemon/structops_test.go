@@ -7,6 +7,7 @@ package daemon_test
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -20,6 +21,9 @@ import (
 	"github.com/lanes-net/lanes/internal/features"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
+
+// ccNameRE matches a lanes congestion control's name (structops.Name).
+var ccNameRE = regexp.MustCompile(`\blanes_[0-9a-f]{8}\b`)
 
 // updateMaps lists the lanes struct_ops maps registered by map update.
 func updateMaps(t *testing.T) map[ebpf.MapID]string {
@@ -43,9 +47,13 @@ func TestMapUpdateCCsAfterSIGKILL(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	before := updateMaps(t)
 	d, sock := startDaemon(t, p.A, devicePolicy(p.LinkA), "--struct-ops-by-update")
+	// this daemon's names, as its status gives them: other packages' tests
+	// may register their own meanwhile
+	st := status(t, sock).Interfaces[0]
+	ours := ccNameRE.FindAllString(st.CwndCapCC+" "+st.BackgroundCC, -1)
 	first := map[ebpf.MapID]string{}
 	for id, n := range updateMaps(t) {
-		if _, old := before[id]; !old {
+		if _, old := before[id]; !old && slices.Contains(ours, n) {
 			first[id] = n
 		}
 	}

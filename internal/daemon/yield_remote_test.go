@@ -158,6 +158,7 @@ func yieldOffOn(t *testing.T, uplink bool, name, cc string, extra ...string) (of
 }
 
 func TestYieldRemoteUploadClampAlone(t *testing.T) {
+	sideBySide(t)
 	off, on := yieldOffOn(t, uplinkBottleneck, "background CUBIC upload, clamp alone", "system", "--without", "cap_cc")
 	if on.yields == 0 || !on.yielded {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)
@@ -172,6 +173,7 @@ func TestYieldRemoteUploadClampAlone(t *testing.T) {
 }
 
 func TestYieldRemoteDownload(t *testing.T) {
+	sideBySide(t)
 	off, on := yieldOffOn(t, downlinkBottleneck, "background download, rLEDBAT", "ledbat")
 	if !on.downHeld {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)

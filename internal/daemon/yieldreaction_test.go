@@ -46,6 +46,7 @@ type yieldTrial struct {
 }
 
 func TestYieldReaction(t *testing.T) {
+	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")

@@ -228,17 +228,25 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 // RemoveCgroup removes a cgroup directory. A process that was just killed
 // stays in its cgroup until it has finished exiting, and rmdir says EBUSY
 // meanwhile: with wait (its processes were moved out), wait for such
-// stragglers up to a second.
+// stragglers, up to cgroupExitWait (a loaded machine can take over a
+// second); an error still names the processes left in it.
 func RemoveCgroup(dir string, wait bool) error {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(cgroupExitWait)
 	for {
 		err := unix.Rmdir(dir)
-		if err == nil || !errors.Is(err, unix.EBUSY) || !wait || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, unix.EBUSY) || !wait {
 			return err
+		}
+		if time.Now().After(deadline) {
+			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			return fmt.Errorf("%w (processes in it: %q)", err, strings.Fields(string(procs)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// cgroupExitWait bounds RemoveCgroup's wait for exiting processes.
+const cgroupExitWait = 10 * time.Second
 
 // MoveProcs moves every process of cgroup dir into cgroup dst (a process
 // that exits meanwhile is not an error; a cgroup that is gone has none).
