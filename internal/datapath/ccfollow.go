@@ -21,7 +21,7 @@ import (
 const ccPollEvery = 5 * time.Second
 
 // ccFollower reads the allow-list again at each write of the sysctl, or
-// every ccPollEvery; stop ends it.
+// every ccPollEvery; close ends it.
 type ccFollower struct {
 	watch *ccsysctl.Watch // nil: polling
 	stop  chan struct{}
@@ -48,35 +48,73 @@ func (h *Host) followCCAllowList() {
 	go f.run(h.Programs)
 }
 
-// run reads the list again at each record (or tick) until stopped.
+// ccSettle is when the list is read again after the last record: the hook
+// runs before the sysctl's handler stores the write, so the reading at
+// the record itself may find the list before it (a writer preempted
+// between the two).
+var ccSettle = []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+// run reads the list again at each record and ccSettle after the last
+// one (or every ccPollEvery) until stopped.
 func (f *ccFollower) run(p *CgroupPrograms) {
-	next := f.tick()
-	for next() {
+	read := func() {
 		if err := p.SyncCCAllowList(); err != nil && !errors.Is(err, errClosed) {
 			slog.Warn("datapath: congestion control allow-list: the one read before stays", "err", err)
 		}
 	}
-}
-
-// tick returns the wait for the next reading: false once stopped.
-func (f *ccFollower) tick() func() bool {
-	if f.watch != nil {
-		return func() bool { return f.watch.Wait() == nil }
+	if f.watch == nil {
+		f.poll(read)
+		return
 	}
-	t := time.NewTicker(ccPollEvery)
-	return func() bool {
+	records := make(chan struct{}, 1)
+	go func() {
+		for f.watch.Wait() == nil {
+			select {
+			case records <- struct{}{}:
+			default: // a reading is pending already
+			}
+		}
+		close(records)
+	}()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	step := len(ccSettle)
+	for {
 		select {
-		case <-t.C:
-			return true
-		case <-f.stop:
-			t.Stop()
-			return false
+		case _, ok := <-records:
+			if !ok {
+				return
+			}
+			read()
+			step = 0
+			settle.Reset(ccSettle[0])
+		case <-settle.C:
+			read()
+			if step++; step < len(ccSettle) {
+				settle.Reset(ccSettle[step] - ccSettle[step-1])
+			}
 		}
 	}
 }
 
-// close ends run: its Wait or tick returns false (run may be in a
-// SyncCCAllowList, which returns errClosed once the host is closed).
+// poll reads the list every ccPollEvery until stopped.
+func (f *ccFollower) poll(read func()) {
+	t := time.NewTicker(ccPollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			read()
+		case <-f.stop:
+			return
+		}
+	}
+}
+
+// close ends run: its Wait returns an error or its ticker stops (run may
+// be in a SyncCCAllowList, which returns errClosed once the host is
+// closed).
 func (f *ccFollower) close() error {
 	close(f.stop)
 	if f.watch != nil {
