@@ -36,7 +36,7 @@ var Capabilities = []CapabilityInfo{
 	{CapBgCCKeep, "an app's TCP_CONGESTION skipped on background"},
 	{CapLiveCC, "a moved socket's congestion control at the move (5.14+)"},
 	{CapExecLane, "an exe: rule's lane decided at exec in the kernel"},
-	{CapCCAllowLive, "the CC allow-list read again at each write (else 5 s)"},
+	{CapCCAllowLive, "the CC allow-list read at each write of it"},
 }
 
 // CapabilityNames are the table's names, in order.
