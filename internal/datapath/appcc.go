@@ -68,9 +68,12 @@ func (c *CongestionControls) OwnCCs() map[string]string {
 
 // SyncCCAllowList reads net.ipv4.tcp_allowed_congestion_control again into
 // the list cgroup/setsockopt checks an app's TCP_CONGESTION against on a
-// background socket (read at start; a reload reads it again). Without
-// sock_ops there is no list: nil.
+// background socket (read at start, at each write of the sysctl or every
+// 5 s: ccfollow.go, and at a reload). Without sock_ops there is no list:
+// nil.
 func (p *CgroupPrograms) SyncCCAllowList() error {
+	p.ccMu.Lock() // a later reading is never overwritten by an earlier one
+	defer p.ccMu.Unlock()
 	return p.guard.use(func() error {
 		if p.ops == nil {
 			return nil

@@ -15,6 +15,7 @@ const (
 	CapBgCCKeep     Capability = "background_cc_keep"
 	CapLiveCC       Capability = "live_cc"
 	CapExecLane     Capability = "exec_lane"
+	CapCCAllowLive  Capability = "cc_allow_live"
 )
 
 // CapabilityInfo is a capability and what it does, in one short line
@@ -35,6 +36,7 @@ var Capabilities = []CapabilityInfo{
 	{CapBgCCKeep, "an app's TCP_CONGESTION skipped on background"},
 	{CapLiveCC, "a moved socket's congestion control at the move (5.14+)"},
 	{CapExecLane, "an exe: rule's lane decided at exec in the kernel"},
+	{CapCCAllowLive, "the CC allow-list read at each write of it"},
 }
 
 // CapabilityNames are the table's names, in order.

@@ -5,6 +5,8 @@
 package datapath
 
 import (
+	"sync"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/execlane"
@@ -18,4 +20,5 @@ type CgroupPrograms struct {
 	ops   *sockops.Objects // lanes' own sock_ops and cgroup/setsockopt
 	live  *ebpf.Program    // lanes_live_cc (CapLiveCC)
 	exec  *execlane.Lanes  // the exe: rules' programs (CapExecLane)
+	ccMu  sync.Mutex       // one allow-list reading at a time (appcc.go)
 }

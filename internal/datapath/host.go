@@ -100,11 +100,14 @@ type Host struct {
 	live    *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
 	exec    *execlane.Lanes  // nil without CapExecLane (execlane.go)
 	opsLink link.Link
-	optLink link.Link  // cgroup/setsockopt, nil without CapBgCCKeep
-	cc      *capcc.CC  // nil when the kernel cannot run it
-	bg      *ledbat.CC // background lane's LEDBAT++, nil if off
-	cgIDs   map[lane.Lane]uint64
-	off     map[Capability]string // capability -> why it is off
+	optLink link.Link // cgroup/setsockopt, nil without CapBgCCKeep
+	// ccFollow reads the allow-list optLink's program checks again at
+	// each write of the sysctl (ccfollow.go), nil without optLink
+	ccFollow *ccFollower
+	cc       *capcc.CC  // nil when the kernel cannot run it
+	bg       *ledbat.CC // background lane's LEDBAT++, nil if off
+	cgIDs    map[lane.Lane]uint64
+	off      map[Capability]string // capability -> why it is off
 
 	// opsStats: the pinned sock_ops' counters, nil unless it runs (pinned.go)
 	opsStats *ebpf.Map
@@ -197,6 +200,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
 	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
 		bgTarget: cfg.BackgroundTarget}
+	h.followCCAllowList()
 	return h, nil
 }
 
@@ -348,6 +352,9 @@ func (h *Host) close(evict bool) error {
 
 func (h *Host) teardown(evict bool) error {
 	var errs []error
+	if h.ccFollow != nil {
+		errs = append(errs, h.ccFollow.close())
+	}
 	if h.optLink != nil {
 		errs = append(errs, h.optLink.Close())
 	}

@@ -287,6 +287,7 @@ func probeBPF() []Feature {
 	add("bpf/prog/sched_cls", "", true, ebpffeatures.HaveProgramType(ebpf.SchedCLS))
 	add("bpf/prog/sock_ops", "lanes by cookie unavailable: classifier uses 3-tuple, cgroup, uid, DSCP only; no per-socket TCP settings or cwnd caps", false, ebpffeatures.HaveProgramType(ebpf.SockOps))
 	add("bpf/prog/cgroup_sockopt", "a background app that sets its own congestion control after connect keeps it", false, ebpffeatures.HaveProgramType(ebpf.CGroupSockopt))
+	add("bpf/prog/cgroup_sysctl", "the congestion control allow-list is read again every 5 s, not at each write of the sysctl", false, ebpffeatures.HaveProgramType(ebpf.CGroupSysctl))
 	add("bpf/prog/tracepoint", "TCP monitor samples with sock_diag only (no per-ACK events)", false, ebpffeatures.HaveProgramType(ebpf.TracePoint))
 	add("bpf/prog/struct_ops", "no BPF congestion control: cwnd caps only clamp growth (see bpf/tcp congestion control)", false, ebpffeatures.HaveProgramType(ebpf.StructOps))
 	// The classifier's background non-TCP events (5.8+; lanes needs 5.10).
