@@ -182,7 +182,7 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 		written := time.Now()
 		lat = append(lat, waitLane(t, c, cookie, want, t0))
 		stages["write"] = append(stages["write"], written.Sub(t0))
-		addStages(t, c, t0, written, stages)
+		addStages(t, c, t0, written, t0.Add(lat[i]), stages)
 		time.Sleep(150 * time.Millisecond)
 	}
 	waitLane(t, c, cookie, lane.Background, move(otherPid, "background"))
@@ -211,8 +211,10 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	t.Logf("app's upload: top-app %.2f Mbit/s, background %.2f Mbit/s, back at the top %.2f Mbit/s (link %.0f)",
 		topRate/1e6, bgRate/1e6, backRate/1e6, remoteLinkBps/1e6)
 	t.Logf("beside a paced stream (%.2f Mbit/s): the background app took %.2f of the idle capacity", fgPaced/1e6, share)
-	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v", pct(lat, .5), lat[len(lat)-1])
-	for _, k := range []string{"write", "written->wake", "read", "lock", "maps", "list", "set", "wake->done"} {
+	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v (%.1fx, %.1fx the idle probe's p50)",
+		pct(lat, .5), lat[len(lat)-1], float64(pct(lat, .5))/float64(pct(idle, .5)),
+		float64(lat[len(lat)-1])/float64(pct(idle, .5)))
+	for _, k := range []string{"write", "written->wake", "read", "lock", "maps", "list", "set", "wake->done", "wake->seen"} {
 		slices.Sort(stages[k])
 		t.Logf("  stage %-13s p50 %v, max %v", k, pct(stages[k], .5), stages[k][len(stages[k])-1])
 	}
@@ -246,9 +248,12 @@ func appShareBesidePaced(t *testing.T, p *testutil.Path, base, sock string) (flo
 }
 
 // addStages adds the android component's stages of its last change (the
-// move written from begin to written) to st: from the write's return to
-// the watcher's wake-up, then the daemon's own.
-func addStages(t *testing.T, c *client.Client, begin, written time.Time, st map[string][]time.Duration) {
+// move written from begin to written, its socket seen in the new lane at
+// seen) to st: from the write's return to the watcher's wake-up, the
+// daemon's own, and from the wake-up to the lane seen (the daemon's part
+// where the move is more than one write: android-cgroups.sh's fork, exec
+// and three groups' writes, the cpuset's second).
+func addStages(t *testing.T, c *client.Client, begin, written, seen time.Time, st map[string][]time.Duration) {
 	t.Helper()
 	var s struct {
 		Stages struct {
@@ -278,7 +283,8 @@ func addStages(t *testing.T, c *client.Client, begin, written time.Time, st map[
 	}
 	g := s.Stages
 	for k, v := range map[string]time.Duration{"written->wake": g.Woke.Sub(written), "read": g.Read, "lock": g.Lock,
-		"maps": g.Maps, "list": g.Follow.List, "set": g.Follow.Set, "wake->done": g.Total} {
+		"maps": g.Maps, "list": g.Follow.List, "set": g.Follow.Set, "wake->done": g.Total,
+		"wake->seen": seen.Sub(g.Woke)} {
 		st[k] = append(st[k], v)
 	}
 }
