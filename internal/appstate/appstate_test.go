@@ -325,3 +325,30 @@ func TestStatesReadEachProcessOnce(t *testing.T) {
 		t.Errorf("states %v, want only uid 10123 top-app (its process, read once)", got)
 	}
 }
+
+// TestStatesThreadMovedAlone: one thread of a process written into a
+// group's `tasks` (task_profiles.json's profiles for a task) puts its
+// process in that group's `cgroup.procs` too, so the uid takes that
+// group's state. The thread is one of this test's, uid 0.
+func TestStatesThreadMovedAlone(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // after the groups' removal moved the thread out
+	g := testutil.NewAndroidGroups(t)
+	tid := make(chan int)
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine: never reused
+		tid <- unix.Gettid()
+		<-release
+	}()
+	id := <-tid
+	if err := os.WriteFile(filepath.Join(g.Root, "top-app", "tasks"), []byte(strconv.Itoa(id)), 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := appstate.Reader{Root: g.Root, Proc: "/proc"}.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != appstate.TopApp {
+		t.Errorf("uid 0 with one thread in top-app: %v, want top-app (states %v)", got[0], got)
+	}
+}
