@@ -79,14 +79,13 @@ type Reader struct {
 	Proc string
 }
 
-// GroupFile is the file a group lists its members in: `tasks` (cgroup v1:
-// every thread) where it exists, else `cgroup.procs`.
-func GroupFile(dir string) string {
-	if _, err := os.Stat(filepath.Join(dir, "tasks")); err == nil {
-		return filepath.Join(dir, "tasks")
-	}
-	return filepath.Join(dir, "cgroup.procs")
-}
+// GroupFile is the file a group lists its members in: `cgroup.procs`, one
+// id per process with a thread in the group (cgroup v1 lists a process in
+// each group one of its threads is in, so a uid's highest state is the
+// same as over `tasks`), its status read once instead of once per thread.
+// A thread whose credentials differ from its process's (a raw setresuid
+// in one thread) counts as its process's uid.
+func GroupFile(dir string) string { return filepath.Join(dir, "cgroup.procs") }
 
 // ErrNoGroups: the root holds none of the groups (not Android's cpusets,
 // or not mounted yet).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -291,4 +292,63 @@ func threadCPU() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 	return time.Duration(ts.Nano())
+}
+
+// TestStatesReadEachProcessOnce: a group's processes are read from its
+// `cgroup.procs` (one id per process with a thread in the group, cgroup
+// v1), so a process's status is read once, not once per thread (an app
+// has tens of threads). Here the groups and /proc are plain files: the
+// threads 101 and 102 of process 100 carry a uid of their own, which a
+// read of `tasks` would report.
+func TestStatesReadEachProcessOnce(t *testing.T) {
+	root, proc := t.TempDir(), t.TempDir()
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "top-app", "tasks"), "100\n101\n102\n")
+	write(filepath.Join(root, "top-app", "cgroup.procs"), "100\n")
+	for id, uid := range map[int]int{100: 10123, 101: 10999, 102: 10999} {
+		write(filepath.Join(proc, strconv.Itoa(id), "status"),
+			fmt.Sprintf("Name:\tapp\nTgid:\t100\nPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", id, uid, uid, uid, uid))
+	}
+	got, err := appstate.Reader{Root: root, Proc: proc}.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[10123] != appstate.TopApp {
+		t.Errorf("states %v, want only uid 10123 top-app (its process, read once)", got)
+	}
+}
+
+// TestStatesThreadMovedAlone: one thread of a process written into a
+// group's `tasks` (task_profiles.json's profiles for a task) puts its
+// process in that group's `cgroup.procs` too, so the uid takes that
+// group's state. The thread is one of this test's, uid 0.
+func TestStatesThreadMovedAlone(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // after the groups' removal moved the thread out
+	g := testutil.NewAndroidGroups(t)
+	tid := make(chan int)
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine: never reused
+		tid <- unix.Gettid()
+		<-release
+	}()
+	id := <-tid
+	if err := os.WriteFile(filepath.Join(g.Root, "top-app", "tasks"), []byte(strconv.Itoa(id)), 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := appstate.Reader{Root: g.Root, Proc: "/proc"}.States()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != appstate.TopApp {
+		t.Errorf("uid 0 with one thread in top-app: %v, want top-app (states %v)", got[0], got)
+	}
 }

@@ -16,10 +16,10 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -172,12 +172,17 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	}
 	// Now the app: the other process follows, 20 times back and forth.
 	var lat []time.Duration
+	stages := map[string][]time.Duration{}
 	for i := 0; i < 20; i++ {
 		group, want := "background", lane.Background
 		if i%2 == 1 {
 			group, want = "top-app", lane.Interactive
 		}
-		lat = append(lat, waitLane(t, c, cookie, want, move(otherPid, group)))
+		t0 := move(otherPid, group)
+		written := time.Now()
+		lat = append(lat, waitLane(t, c, cookie, want, t0))
+		stages["write"] = append(stages["write"], written.Sub(t0))
+		addStages(t, c, t0, written, t0.Add(lat[i]), stages)
 		time.Sleep(150 * time.Millisecond)
 	}
 	waitLane(t, c, cookie, lane.Background, move(otherPid, "background"))
@@ -188,7 +193,7 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 
 	// Beside a top-app's stream paced at 40 % of the link (a video, a
 	// call over TCP): the background app's share of what it leaves idle.
-	share, fgPaced := appShareBesidePaced(t, p, sock)
+	share, fgPaced := appShareBesidePaced(t, p, base, sock)
 
 	// Back to the top: the rate comes back.
 	waitLane(t, c, cookie, lane.Interactive, move(otherPid, "top-app"))
@@ -205,10 +210,14 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 		pct(idle, .5), pct(idle, .95), pct(top, .5), pct(top, .95), pct(bg, .5), pct(bg, .95))
 	t.Logf("app's upload: top-app %.2f Mbit/s, background %.2f Mbit/s, back at the top %.2f Mbit/s (link %.0f)",
 		topRate/1e6, bgRate/1e6, backRate/1e6, remoteLinkBps/1e6)
-	if share >= 0 {
-		t.Logf("beside a paced stream (%.2f Mbit/s): the background app took %.2f of the idle capacity", fgPaced/1e6, share)
+	t.Logf("beside a paced stream (%.2f Mbit/s): the background app took %.2f of the idle capacity", fgPaced/1e6, share)
+	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v (%.1fx, %.1fx the idle probe's p50)",
+		pct(lat, .5), lat[len(lat)-1], float64(pct(lat, .5))/float64(pct(idle, .5)),
+		float64(lat[len(lat)-1])/float64(pct(idle, .5)))
+	for _, k := range []string{"write", "written->wake", "read", "lock", "maps", "list", "set", "wake->done", "wake->seen"} {
+		slices.Sort(stages[k])
+		t.Logf("  stage %-13s p50 %v, max %v", k, pct(stages[k], .5), stages[k][len(stages[k])-1])
 	}
-	t.Logf("cgroup write -> open socket in the new lane, 20 moves: p50 %v, max %v", pct(lat, .5), lat[len(lat)-1])
 	t.Logf("android component: %s", status(t, sock).Components["android"])
 	t.Logf("the upload back at the top (ss -tin):\n%s", ssOut)
 	if ratio := float64(pct(top, .5)) / float64(pct(bg, .5)); ratio < 3 {
@@ -219,21 +228,63 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	}
 }
 
-// appShareBesidePaced runs an interactive TCP stream paced at 4 Mbit/s
-// (iperf3 --fq-rate) beside the background app and returns the app's
-// share of the capacity the stream leaves idle and the stream's rate;
-// -1 without iperf3 (the VM has none).
-func appShareBesidePaced(t *testing.T, p *testutil.Path, sock string) (float64, float64) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Log("iperf3 not installed: the share beside a paced stream is not measured")
-		return -1, 0
-	}
-	srv := meteredIperfServer(t, p.B, 5301)
-	fg := startIperf(t, p.A, nil, "-c", p.AddrB.String(), "-p", "5301", "-C", "cubic", "--fq-rate", "4M")
-	defer fg.stop()
+// appShareBesidePaced runs an interactive TCP upload paced at 4 Mbit/s
+// by the kernel (lanes' own bulk helper, SO_MAX_PACING_RATE, to the
+// test's own HTTP sink on B: no iperf3, so the VM measures it too) beside
+// the background app and returns the app's share of the capacity the
+// stream leaves idle and the stream's rate, both from the lanes' byte
+// counts (the stream is root's, a system uid: interactive).
+func appShareBesidePaced(t *testing.T, p *testutil.Path, base, sock string) (float64, float64) {
+	const pacedBytesPerSec = 500_000 // 4 Mbit/s, 40 % of the link
+	fg := start(t, p.A, "lab", "helper", "bulk", "--url", base, "--rate", fmt.Sprint(pacedBytesPerSec))
+	defer func() { _ = fg.cmd.Process.Kill() }()
 	time.Sleep(3 * time.Second)
-	b0, t0 := laneBytes(t, sock, "background"), time.Now()
-	fgRate := rateOver(srv, 4*time.Second)
-	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / time.Since(t0).Seconds()
+	b0, i0, t0 := laneBytes(t, sock, "background"), laneBytes(t, sock, "interactive"), time.Now()
+	time.Sleep(4 * time.Second)
+	secs := time.Since(t0).Seconds()
+	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / secs
+	fgRate := float64(laneBytes(t, sock, "interactive")-i0) * 8 / secs
 	return bgRate / (remoteLinkBps - fgRate), fgRate
+}
+
+// addStages adds the android component's stages of its last change (the
+// move written from begin to written, its socket seen in the new lane at
+// seen) to st: from the write's return to the watcher's wake-up, the
+// daemon's own, and from the wake-up to the lane seen (the daemon's part
+// where the move is more than one write: android-cgroups.sh's fork, exec
+// and three groups' writes, the cpuset's second).
+func addStages(t *testing.T, c *client.Client, begin, written, seen time.Time, st map[string][]time.Duration) {
+	t.Helper()
+	var s struct {
+		Stages struct {
+			Woke   time.Time
+			Read   time.Duration `json:"read_ns"`
+			Lock   time.Duration `json:"lock_ns"`
+			Maps   time.Duration `json:"maps_ns"`
+			Total  time.Duration `json:"total_ns"`
+			Follow struct {
+				List time.Duration `json:"list_ns"`
+				Set  time.Duration `json:"set_ns"`
+			}
+		}
+	}
+	// the socket's lane is set before the component stores its stages
+	for !s.Stages.Woke.After(begin) {
+		if time.Since(begin) > testutil.Patience(5*time.Second) {
+			t.Fatalf("the android component's last change woke at %v, before the move at %v", s.Stages.Woke, begin)
+		}
+		doc, err := c.Component("android")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(doc, &s); err != nil {
+			t.Fatalf("android component %s: %v", doc, err)
+		}
+	}
+	g := s.Stages
+	for k, v := range map[string]time.Duration{"written->wake": g.Woke.Sub(written), "read": g.Read, "lock": g.Lock,
+		"maps": g.Maps, "list": g.Follow.List, "set": g.Follow.Set, "wake->done": g.Total,
+		"wake->seen": seen.Sub(g.Woke)} {
+		st[k] = append(st[k], v)
+	}
 }

@@ -71,15 +71,18 @@ func (d *Daemon) newAppState(pol *policy.Policy) *component {
 		now.Store(&appStateStatus{States: map[uint32]string{}})
 		run := func(ctx context.Context) error {
 			for {
-				st, changed, err := d.readAppStates(r)
+				woke := time.Now()
+				st, stages, err := d.readAppStates(r)
 				if err != nil {
 					return err
 				}
 				next := *now.Load()
 				next.States = st
-				if changed {
+				if stages != nil {
 					next.Changes++
 					next.Last = time.Now()
+					stages.Woke = woke
+					next.Stages = stages
 				}
 				now.Store(&next)
 				if err := w.Wait(ctx); err != nil {
@@ -104,27 +107,46 @@ type appStateStatus struct {
 	States  map[uint32]string `json:"states"` // by uid
 	Changes int               `json:"changes"`
 	Last    time.Time         `json:"last"`
+	Stages  *appStateStages   `json:"stages,omitempty"` // the last change's
+}
+
+// appStateStages is what one change took, stage by stage, from the
+// watcher's wake-up (a wall clock time, to set beside the write's).
+type appStateStages struct {
+	Woke   time.Time     `json:"woke"`
+	Read   time.Duration `json:"read_ns"`  // the groups' members and their uids
+	Lock   time.Duration `json:"lock_ns"`  // waiting for the kernel state
+	Maps   time.Duration `json:"maps_ns"`  // the desired state and the uid map's entries
+	Follow followTimes   `json:"follow"`   // the open sockets: listing, moves
+	Total  time.Duration `json:"total_ns"` // wake-up to done
 }
 
 // readAppStates reads the states and applies them if they changed; it
-// returns them by name.
-func (d *Daemon) readAppStates(r appstate.Reader) (map[uint32]string, bool, error) {
+// returns them by name and, after a change, what each stage took.
+func (d *Daemon) readAppStates(r appstate.Reader) (map[uint32]string, *appStateStages, error) {
+	t0 := time.Now()
 	st, err := r.States()
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	names := map[uint32]string{}
 	for uid, s := range st {
 		names[uid] = s.String()
 	}
+	t1 := time.Now()
 	d.kernel.mu.Lock()
 	defer d.kernel.mu.Unlock()
 	if maps.Equal(st, d.kernel.appStates) || d.kernel.host == nil {
-		return names, false, nil
+		return names, nil, nil
 	}
+	t2 := time.Now()
 	d.kernel.appStates = st
+	d.kernel.followed = followTimes{}
 	if err := d.kernel.applyLocked(d.kernel.desiredFor(d.kernel.pol), false); err != nil {
 		d.kernel.logApplyError(err)
 	}
-	return names, true, nil
+	f := d.kernel.followed
+	total := time.Since(t0)
+	return names, &appStateStages{Read: t1.Sub(t0), Lock: t2.Sub(t1), Follow: f,
+		Maps: total - t2.Sub(t0) - f.List - f.Set, Total: total}, nil
 }

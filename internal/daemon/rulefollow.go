@@ -9,6 +9,7 @@ package daemon
 
 import (
 	"errors"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lane"
@@ -38,7 +39,10 @@ func (ks *kernelState) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups ma
 	if len(uids) == 0 && len(cgs) == 0 || ks.env.openSockets == nil || len(want.Cgroups) == 0 {
 		return // nothing changed, or the stop's empty state (no lane cgroups)
 	}
+	t0 := time.Now()
 	socks, err := ks.env.openSockets()
+	ks.followed = followTimes{List: time.Since(t0)}
+	defer func() { ks.followed.Set = time.Since(t0) - ks.followed.List }()
 	if errors.Is(err, errNoUDPDiag) {
 		ks.log.Warn("changed rules: only open TCP sockets follow", "err", err)
 	} else if err != nil {
@@ -57,6 +61,13 @@ func (ks *kernelState) followRulesLocked(oldUIDs map[uint32]entry, oldCgroups ma
 		tcp, udp := ks.setSocketsLaneLocked(ss, l)
 		ks.log.Info("changed rules: open sockets follow", "lane", l, "tcp", tcp, "udp", udp)
 	}
+}
+
+// followTimes is what following a changed rule took: listing the open
+// sockets (sock_diag) and setting the matching ones' lanes.
+type followTimes struct {
+	List time.Duration `json:"list_ns"`
+	Set  time.Duration `json:"set_ns"`
 }
 
 // decidedElsewhereLocked: a move, a registration, an exact flow or a

@@ -51,6 +51,9 @@ type kernelState struct {
 	followKick func()
 	// appStates: each uid's Android app state, as last read (appstate.go)
 	appStates map[uint32]appstate.State
+	// followed: the last changed rule's open-socket listing and moves
+	// (rulefollow.go), the app-state watcher's stages (appstate.go)
+	followed followTimes
 }
 
 func newKernelState(log *slog.Logger, e *env, pol *policy.Policy, regs *registrations, groups *laneGroups,
