@@ -9,7 +9,9 @@
  * are watched. Over the second of the harmed socket's round trips (each at
  * least FG_CAUSE_MIN_NS) the queue must stay at FG_HARM_QD_US or half the
  * test's start: then it was the background's (CAUSE_OURS), and harmed
- * samples hold for FG_CAUSE_VERDICT_NS. Otherwise (a bursty foreground's
+ * samples hold for FG_CAUSE_VERDICT_NS. A second round trip without a
+ * sample (the foreground fell silent: a video's segment ended) proves
+ * nothing: the test is void, and the next harmed sample starts another. Otherwise (a bursty foreground's
  * own queue comes back while background is held) it is not the
  * background's (CAUSE_NOT_OURS): the hold is released at once and that
  * direction's delay holds nothing for FG_CAUSE_VERDICT_NS. The first
@@ -28,7 +30,7 @@
 #define FG_CAUSE_MIN_NS 20000000ULL         /* the shortest round trip a test waits */
 #define FG_CAUSE_VERDICT_NS 2000000000ULL   /* a verdict stands this long */
 
-#define CAUSE_NONE 0     /* no test yet */
+#define CAUSE_NONE 0     /* no test yet, or the last void */
 #define CAUSE_TESTING 1  /* background held, the foreground's delay watched */
 #define CAUSE_OURS 2     /* the delay fell and stayed down while background was held */
 #define CAUSE_NOT_OURS 3 /* it did not: background released */
@@ -43,7 +45,7 @@ struct fg_cause {
 	__u32 start_qd[2]; /* the foreground's queue at the test's start, us */
 	__u32 peak_qd[2];  /* the largest queue of its second round trip, us */
 	__u32 verdict[2];  /* CAUSE_*: the last */
-	__u32 pad;
+	__u32 seen[2];     /* samples of its second round trip */
 };
 
 LANES_MAP(lanes_fg_cause,
@@ -75,7 +77,7 @@ static __always_inline void fg_release(__u32 idx, __u32 d, __u64 now)
 /* fg_cause_judge ends c's test in direction d at now: ours if the
  * queue of its second round trip stayed at FG_HARM_QD_US or half the
  * start, else not ours (released). Either verdict stands
- * FG_CAUSE_VERDICT_NS. */
+ * FG_CAUSE_VERDICT_NS. A round trip without samples gives none. */
 static __always_inline void fg_cause_judge(struct fg_cause *c, __u32 idx, __u32 d, __u64 now)
 {
 	__u32 fell = c->start_qd[d] / 2;
@@ -83,6 +85,10 @@ static __always_inline void fg_cause_judge(struct fg_cause *c, __u32 idx, __u32 
 	if (fell < FG_HARM_QD_US)
 		fell = FG_HARM_QD_US;
 	c->test_at[d] = 0;
+	if (!c->seen[d]) {
+		c->verdict[d] = CAUSE_NONE;
+		return;
+	}
 	c->until[d] = now + FG_CAUSE_VERDICT_NS;
 	if (c->peak_qd[d] <= fell) {
 		c->verdict[d] = CAUSE_OURS;
@@ -112,8 +118,11 @@ static __always_inline int fg_cause_holds(__u32 idx, __u64 now, __u32 d, __u32 q
 		wait = c->wait_ns[d];
 		if (el >= 2 * wait)
 			fg_cause_judge(c, idx, d, now);
-		else if (el >= wait && qd_us > c->peak_qd[d])
-			c->peak_qd[d] = qd_us;
+		else if (el >= wait) {
+			c->seen[d]++;
+			if (qd_us > c->peak_qd[d])
+				c->peak_qd[d] = qd_us;
+		}
 	}
 	if (qd_us <= FG_HARM_QD_US)
 		return 0;
@@ -128,22 +137,28 @@ static __always_inline int fg_cause_holds(__u32 idx, __u64 now, __u32 d, __u32 q
 	c->wait_ns[d] = wait > FG_CAUSE_MIN_NS ? wait : FG_CAUSE_MIN_NS;
 	c->start_qd[d] = qd_us;
 	c->peak_qd[d] = 0;
+	c->seen[d] = 0;
 	c->verdict[d] = CAUSE_TESTING;
 	c->tests[d]++;
 	return 1;
 }
 
+#define FG_QD_UNREAD 0xffffffffU /* a direction the sample does not read */
+
 /* fg_dir_sample is one foreground sample of direction d's queue on idx:
  * marked harmed (fg_harm_mark) where the cause test holds or, upload, the
- * socket is cwnd-limited (kind: limited). */
+ * socket is cwnd-limited (kind: limited); none where d is FG_QD_UNREAD. */
 static __always_inline void fg_dir_sample(__u32 idx, __u64 now, __u32 d, __u32 qd_us, __u32 limited, __u32 rtt_us)
 {
+	if (qd_us == FG_QD_UNREAD)
+		return;
 	if (fg_cause_holds(idx, now, d, qd_us, rtt_us) || (limited && d == FG_DIR_UP))
 		fg_harm_mark(idx, now, qd_us, limited, d, rtt_us);
 }
 
 /* fg_sample is a foreground sample (lanes_owd.h's per-direction queues
- * up_us and down_us; without timestamps the same queue both ways) on idx
+ * up_us and down_us: with timestamps only its data's direction, the
+ * other FG_QD_UNREAD; without, the same queue both ways) on idx
  * and key 0 (any interface). */
 static __always_inline void fg_sample(__u32 idx, __u64 now, __u32 up_us, __u32 down_us, __u32 limited, __u32 rtt_us)
 {

@@ -50,9 +50,10 @@ static __always_inline void fg_rcv_want(struct bpf_sock_ops *ops)
 }
 
 /* fg_rcv reads a foreground socket's receive side (a segment is being
- * sent): seen when data arrived since the last segment, harmed in each
- * direction whose queue stands FG_HARM_QD_US (without timestamps: both,
- * by its receive-side RTT above its smallest). */
+ * sent): seen when data arrived since the last segment, harmed in its
+ * download direction (the data's; not the upload, its ACKs' way) when its
+ * queue stands FG_HARM_QD_US (without timestamps: both, by its
+ * receive-side RTT above its smallest). */
 static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
@@ -79,7 +80,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);
-		fg_sample(idx, now, up, down, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
+		fg_sample(idx, now, FG_QD_UNREAD, down, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
 		return;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;

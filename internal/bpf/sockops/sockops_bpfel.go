@@ -63,8 +63,7 @@ type SockopsFgCause struct {
 	StartQd [2]uint32
 	PeakQd  [2]uint32
 	Verdict [2]uint32
-	Pad     uint32
-	_       [4]byte
+	Seen    [2]uint32
 }
 
 type SockopsFgDest struct {

@@ -331,9 +331,9 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
 
 #include "cause.h"
 
-/* fg_rtt reads a foreground socket's sample (an ACK of its data): each
- * direction is harmed when its queue (lanes_owd.h: on an ACK the upload
- * direction is our data's way, the download direction the ACK's) stands
+/* fg_rtt reads a foreground socket's sample (an ACK of its data): its
+ * upload direction (lanes_owd.h: our data's way; the ACK's way is not
+ * read, its delay is no harm to the data) is harmed when its queue stands
  * more than FG_HARM_QD_US and the cause test (cause.h) finds the queue
  * the background's; without timestamps the queue both ways is its smoothed
  * RTT above its minimum. Its upload direction is harmed too
@@ -363,7 +363,7 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 		fg_seen_mark(0, now);
 	srtt = ops->srtt_us >> 3;
 	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
-		fg_sample(idx, now, up, down, limited, srtt);
+		fg_sample(idx, now, up, FG_QD_UNREAD, limited, srtt);
 		return;
 	}
 	min = tp->rtt_min.s[0].v;
