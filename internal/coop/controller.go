@@ -68,16 +68,13 @@ type Controller struct {
 
 	mu         sync.Mutex
 	seq        uint64
-	table      *Table
 	cnt        Counters
 	flows      map[uint64]*flowState
 	lastSample time.Time            // last tick's sample
 	up         direction            // the uploads: cwnd caps
 	down       direction            // the downloads: receive-window caps (downlink.go)
 	lanes      laneDefaults         // the lanes' caps for new connections
-	expired    map[uint64]time.Time // peers removed for silence, when
-	counted    map[uint64]bool      // keyless mode: peers admitted into N
-	lastCount  time.Time            // keyless mode: when the last peer was admitted into N
+	peers      peerGroup            // the peers, who counts in N (peergroup.go)
 	lastSave   time.Time            // replay state written
 	spacing    spacing              // gaps between this host's announcements (spacing.go)
 	saveDirty  bool                 // announcements accepted since
@@ -130,16 +127,12 @@ func New(o Options) (*Controller, error) {
 		c.tr = t
 	}
 	c.seq = uint64(c.now().UnixNano())
-	iv := o.Config.Interval.D()
-	c.table = NewTable(iv, o.Config.SilenceIntervals, o.Config.MaxClockSkew.D())
-	c.table.SetLimits(Limits{MaxPeers: o.Config.MaxPeers, NewRate: o.Config.NewPeerRate,
-		Burst: o.Config.NewPeerBurst, OnePerAddr: key == nil, Keyless: key == nil})
-	c.counted = map[uint64]bool{}
+	c.peers = newPeerGroup(o.Config, key == nil)
 	rs, err := loadReplay(o.Config.StateFile, c.now(), o.Config.MaxClockSkew.D())
 	if err != nil {
 		c.log.Warn("coop: replay state unreadable, starting as after a crash", "err", err)
 	}
-	c.table.restored = rs
+	c.peers.table.restored = rs
 	if err := c.saveState(false); err != nil { // a crash from here on is unclean
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
@@ -196,7 +189,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.announce()
 			}
 			c.mu.Lock()
-			gone := c.expire(c.now())
+			gone := c.peers.expire(c.now())
 			raising := c.raising()
 			c.mu.Unlock()
 			if len(gone) > 0 {
@@ -269,7 +262,7 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	}
 	var ch Change
 	if err == nil {
-		ch, err = c.table.Accept(a, from, c.now())
+		ch, err = c.peers.table.Accept(a, from, c.now())
 	}
 	switch {
 	case err == nil:
@@ -336,7 +329,7 @@ func (c *Controller) tick(ctx context.Context) {
 func (c *Controller) saveState(clean bool) error {
 	now := c.now()
 	c.lastSave, c.saveDirty = now, false
-	return saveReplay(c.cfg.StateFile, replayFile{Saved: now, Clean: clean, Peers: c.table.replayEntries(now)})
+	return saveReplay(c.cfg.StateFile, replayFile{Saved: now, Clean: clean, Peers: c.peers.table.replayEntries(now)})
 }
 
 func (c *Controller) saveStateLogged(clean bool) {

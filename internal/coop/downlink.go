@@ -212,13 +212,13 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	for _, fs := range c.flows {
 		fs.dn.acc = 0
 	}
-	g, gj := c.groupGoodput(&c.down, func(p *Peer) (float64, float64, uint8) {
+	g, gj := c.peers.goodput(&c.down, func(p *Peer) (float64, float64, uint8) {
 		announced := float64(p.Last.DownGoodputKbit) * 1000
 		return math.Min(announced, float64(c.cfg.MaxAPRate.Bits())), announced, p.Last.DownGoodputOver
 	})
 	infl, base := downInflation(c.flows)
 	obs := downObservation(c.flows, infl, c.st.Down.Capping)
-	peer, stopped := c.stoppedPeer(c.table.Peers(), true)
+	peer, stopped := c.peers.stoppedPeer(c.peers.table.Peers(), true)
 	c.down.judge(now, groupSample{goodput: g, judged: gj, inflation: infl, minRTT: base}, obs, peer, stopped)
 }
 
@@ -363,7 +363,7 @@ func (c *Controller) downHosts(peers []Peer) (hosts []HostLoad, selfStates []*fl
 	}
 	for i := range peers {
 		pp := &peers[i]
-		if pp.DownActive() && (c.key != nil || c.counted[pp.ID]) {
+		if pp.DownActive() && c.peers.counts(pp.ID) {
 			hosts = append(hosts, peerDownLoad(pp))
 		}
 	}

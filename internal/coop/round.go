@@ -46,7 +46,7 @@ func (c *Controller) recompute(r *round) capPlan {
 	sockets, fst := c.ruleCaps(r)
 	lanes, laneNames := c.laneCaps(r, capping, selfShare)
 	c.fillStatus(r, capping, reason, selfShare, fst, laneNames)
-	down := c.recomputeDown(c.now(), c.table.Peers(), c.st.Flows)
+	down := c.recomputeDown(c.now(), c.peers.table.Peers(), c.st.Flows)
 	return capPlan{up: sockets, down: down, lanes: lanes}
 }
 
@@ -73,7 +73,7 @@ type round struct {
 // newRound gathers the group: this host's active flows and the counted
 // active peers, and computes the shares and per-flow targets.
 func (c *Controller) newRound() *round {
-	r := &round{now: c.now(), peers: c.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
+	r := &round{now: c.now(), peers: c.peers.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
 	r.rate, r.src = c.up.rate(r.now)
 	r.p = CapParams{RateBits: r.rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
@@ -92,13 +92,13 @@ func (c *Controller) newRound() *round {
 		r.selfIdx = 0
 		r.hosts = append(r.hosts, r.self)
 	}
-	r.uncounted = c.countPeers(r.peers, r.now)
+	r.uncounted = c.peers.count(r.peers, r.now)
 	for i := range r.peers {
 		pp := &r.peers[i]
 		if pp.Last.LaneMix[0] > 0 {
 			r.realtimeActive = true
 		}
-		if pp.Active() && (c.key != nil || c.counted[pp.ID]) {
+		if pp.Active() && c.peers.counts(pp.ID) {
 			r.peerIdx[pp.ID] = len(r.hosts)
 			r.hosts = append(r.hosts, peerLoad(pp))
 		}
@@ -112,7 +112,7 @@ func (c *Controller) newRound() *round {
 // safety fallback, and a peer's fallback followed.
 func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
-	peer, stopped := c.stoppedPeer(r.peers, false)
+	peer, stopped := c.peers.stoppedPeer(r.peers, false)
 	upGroup, upGroupJudged := c.up.groupGoodputs()
 	c.up.judge(r.now, groupSample{goodput: upGroup, judged: upGroupJudged, inflation: obs.inflation,
 		minRTT: groupMinRTT, windows: groupWindows(r)}, obs, peer, stopped)
@@ -223,7 +223,7 @@ func (c *Controller) capDecision(r *round) (bool, string) {
 // changed, or clears every flow's when not capping; it returns this host's
 // share.
 func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
-	changed := c.up.groupChanged(r.hosts, capping, r.now, c.expired)
+	changed := c.up.groupChanged(r.hosts, capping, r.now, c.peers.expired)
 	selfShare := 0.0
 	if r.selfIdx >= 0 {
 		selfShare = r.shares[r.selfIdx]
