@@ -70,16 +70,17 @@ type Controller struct {
 	seq        uint64
 	cnt        Counters
 	flows      map[uint64]*flowState
-	lastSample time.Time            // last tick's sample
-	up         direction            // the uploads: cwnd caps
-	down       direction            // the downloads: receive-window caps (downlink.go)
-	lanes      laneDefaults         // the lanes' caps for new connections
-	peers      peerGroup            // the peers, who counts in N (peergroup.go)
-	lastSave   time.Time            // replay state written
-	spacing    spacing              // gaps between this host's announcements (spacing.go)
-	saveDirty  bool                 // announcements accepted since
-	ack        ackState             // the downloads' ACK class (ackclass.go)
+	lastSample time.Time    // last tick's sample
+	up         direction    // the uploads: cwnd caps
+	down       direction    // the downloads: receive-window caps (downlink.go)
+	lanes      laneDefaults // the lanes' caps for new connections
+	peers      peerGroup    // the peers, who counts in N (peergroup.go)
+	lastSave   time.Time    // replay state written
+	spacing    spacing      // gaps between this host's announcements (spacing.go)
+	saveDirty  bool         // announcements accepted since
+	ack        ackState     // the downloads' ACK class (ackclass.go)
 	st         Status
+	applier    capApplier // caps to sockets (apply.go)
 	closeOnce  sync.Once
 }
 
@@ -137,6 +138,7 @@ func New(o Options) (*Controller, error) {
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
 	c.up, c.down = newDirections(o)
+	c.applier = capApplier{mu: &c.mu, up: &c.up, down: &c.down, lanes: &c.lanes, flows: c.flows, cnt: &c.cnt, st: &c.st}
 	// the downlink's callback on before the daemon answers its API: a
 	// download that connects before it is on never asks for the callback
 	// (sockets ask at establishment, and a pure receiver gets no later RTT

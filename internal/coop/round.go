@@ -17,7 +17,7 @@ func (c *Controller) recomputeAndApply() {
 	c.mu.Lock()
 	p := c.recompute(c.newRound())
 	c.mu.Unlock()
-	c.apply(p)
+	c.applier.apply(p)
 }
 
 // judgeAndApply is recomputeAndApply at a tick: the uplink's interval is
@@ -29,7 +29,7 @@ func (c *Controller) judgeAndApply() {
 	c.observe(r)
 	p := c.recompute(r)
 	c.mu.Unlock()
-	c.apply(p)
+	c.applier.apply(p)
 }
 
 // capPlan is what one recompute wants applied.
