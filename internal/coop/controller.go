@@ -75,9 +75,8 @@ type Controller struct {
 	down       direction    // the downloads: receive-window caps (downlink.go)
 	lanes      laneDefaults // the lanes' caps for new connections
 	peers      peerGroup    // the peers, who counts in N (peergroup.go)
-	lastSave   time.Time    // replay state written
 	spacing    spacing      // gaps between this host's announcements (spacing.go)
-	saveDirty  bool         // announcements accepted since
+	replay     replayKeeper // the replay state file (persist.go)
 	ack        ackState     // the downloads' ACK class (ackclass.go)
 	st         Status
 	applier    capApplier // caps to sockets (apply.go)
@@ -134,7 +133,8 @@ func New(o Options) (*Controller, error) {
 		c.log.Warn("coop: replay state unreadable, starting as after a crash", "err", err)
 	}
 	c.peers.table.restored = rs
-	if err := c.saveState(false); err != nil { // a crash from here on is unclean
+	c.replay.file = o.Config.StateFile
+	if err := c.replay.save(c.peers.table, c.now(), false); err != nil { // a crash from here on is unclean
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
 	c.up, c.down = newDirections(o)
@@ -226,7 +226,7 @@ func (c *Controller) shutdown() error {
 	errs = append(errs, c.lanes.shutdown()...)
 	errs = append(errs, c.ack.shutdown())
 	errs = append(errs, c.down.shutdown()...)
-	errs = append(errs, c.saveState(true))
+	errs = append(errs, c.replay.save(c.peers.table, c.now(), true))
 	c.mu.Unlock()
 	errs = append(errs, c.Close())
 	if err := errors.Join(errs...); err != nil {
@@ -301,9 +301,9 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	c.saveDirty = true
+	c.replay.dirty = true
 	if ch == Joined { // a new peer's sequence is on disk before it matters
-		c.saveStateLogged(false)
+		c.replay.saveNoting(c.peers.table, c.now(), true, &c.st)
 	}
 	if ch != Updated {
 		select {
@@ -321,23 +321,8 @@ func (c *Controller) tick(ctx context.Context) {
 	c.announce()
 	c.judgeAndApply()
 	c.mu.Lock()
-	if c.saveDirty && c.now().Sub(c.lastSave) >= saveEvery {
-		c.saveStateLogged(false)
-	}
+	c.replay.saveNoting(c.peers.table, c.now(), false, &c.st)
 	c.mu.Unlock()
-}
-
-// saveState writes the replay state (persist.go). Caller holds mu (or is New).
-func (c *Controller) saveState(clean bool) error {
-	now := c.now()
-	c.lastSave, c.saveDirty = now, false
-	return saveReplay(c.cfg.StateFile, replayFile{Saved: now, Clean: clean, Peers: c.peers.table.replayEntries(now)})
-}
-
-func (c *Controller) saveStateLogged(clean bool) {
-	if err := c.saveState(clean); err != nil {
-		c.st.LastError = fmt.Sprintf("save replay state: %v", err)
-	}
 }
 
 // DeriveHostID derives a stable host id from the machine id, the hostname
