@@ -192,7 +192,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 			c.mu.Lock()
 			gone := c.peers.expire(c.now())
-			raising := c.raising()
+			raising := capsRaising(c.flows)
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))

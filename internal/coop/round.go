@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -41,7 +42,7 @@ type capPlan struct {
 // recompute derives every local flow's caps, both ways, and the lanes'
 // default caps. Caller holds mu.
 func (c *Controller) recompute(r *round) capPlan {
-	capping, reason := c.capDecision(r)
+	capping, reason := upCapDecision(c.cfg, &c.up, r)
 	selfShare := c.setCoopCaps(r, capping)
 	sockets, fst := c.ruleCaps(r)
 	lanes, laneNames := c.laneCaps(r, capping, selfShare)
@@ -203,13 +204,14 @@ func windowBits(cwnd, mss uint32, rtt time.Duration) float64 {
 	return float64(cwnd) * float64(mss) * 8 / rtt.Seconds()
 }
 
-// capDecision says whether cooperative caps apply, and if not, why.
-func (c *Controller) capDecision(r *round) (bool, string) {
-	capping, reason := c.up.capsAllowed(), c.up.capsRefusedBecause()
+// upCapDecision says whether cooperative caps apply to the uploads, and if
+// not, why.
+func upCapDecision(cfg config.Coop, up *direction, r *round) (bool, string) {
+	capping, reason := up.capsAllowed(), up.capsRefusedBecause()
 	if capping && r.rate == 0 { // the fallback's reason stands (its hold restarts the estimate)
 		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
 	}
-	if !c.cfg.Cooperative {
+	if !cfg.Cooperative {
 		capping, reason = false, "cooperative caps off by policy (rule caps only)"
 	}
 	if capping && len(r.hosts) == 0 {
@@ -244,10 +246,10 @@ func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
 	return selfShare
 }
 
-// raising reports whether some flow's cap, either way, waits to grow.
+// capsRaising reports whether some flow's cap, either way, waits to grow.
 // Caller holds mu.
-func (c *Controller) raising() bool {
-	for _, fs := range c.flows {
+func capsRaising(flows map[uint64]*flowState) bool {
+	for _, fs := range flows {
 		if fs.filt.raising() || fs.dn.filt.raising() {
 			return true
 		}
