@@ -47,13 +47,6 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// reopener is a Transport that may have a family left to open
-// (UDPTransport: its port was held, its address not there yet).
-type reopener interface {
-	Reopen() bool
-	Missing() string
-}
-
 // Controller is the cooperative controller. Create with New, then Run.
 type Controller struct {
 	cfg     config.Coop
@@ -61,13 +54,12 @@ type Controller struct {
 	hostID  uint64
 	flowsrc FlowSource
 	iface   IfaceCounter
-	tr      Transport
 	log     *slog.Logger
 	now     func() time.Time
 	changed chan struct{}
 
 	mu         sync.Mutex
-	seq        uint64
+	ann        announcer // announcements out (announcer.go)
 	cnt        Counters
 	flows      map[uint64]*flowState
 	lastSample time.Time    // last tick's sample
@@ -75,12 +67,10 @@ type Controller struct {
 	down       direction    // the downloads: receive-window caps (downlink.go)
 	lanes      laneDefaults // the lanes' caps for new connections
 	peers      peerGroup    // the peers, who counts in N (peergroup.go)
-	spacing    spacing      // gaps between this host's announcements (spacing.go)
 	replay     replayKeeper // the replay state file (persist.go)
 	ack        ackState     // the downloads' ACK class (ackclass.go)
 	st         Status
 	applier    capApplier // caps to sockets (apply.go)
-	closeOnce  sync.Once
 }
 
 // New builds a controller; it opens the UDP transport unless one is given.
@@ -96,7 +86,7 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, iface: o.Iface,
-		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
+		log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
 		flows: map[uint64]*flowState{}, lanes: laneDefaults{set: o.Up, applied: map[lane.Lane]uint32{}},
 		ack: ackState{set: o.Ack}}
 	if c.log == nil {
@@ -108,25 +98,15 @@ func New(o Options) (*Controller, error) {
 	if c.hostID == 0 {
 		c.hostID = DeriveHostID(o.Config.Interface)
 	}
-	if c.tr == nil {
-		if o.Config.Interface == "" {
-			return nil, errors.New("coop: no interface to announce on")
-		}
-		t, err := ListenUDPOn(o.Config.Interface, o.Config.Port, o.Config.Transport)
+	c.ann = announcer{tr: o.Transport, key: key, hostID: c.hostID, base: o.Config.Interval.D(),
+		seq: uint64(c.now().UnixNano())}
+	if c.ann.tr == nil {
+		t, err := openUDP(o.Config, c.log)
 		if err != nil {
 			return nil, err
 		}
-		if t.Warning != "" {
-			c.log.Warn("coop: one transport could not be opened, using the other", "err", t.Warning)
-		}
-		var uni []netip.Addr
-		for _, a := range o.Config.UnicastPeers {
-			uni = append(uni, netip.MustParseAddr(a)) // validated
-		}
-		t.SetUnicast(uni)
-		c.tr = t
+		c.ann.tr, c.ann.reopen = t, t
 	}
-	c.seq = uint64(c.now().UnixNano())
 	c.peers = newPeerGroup(o.Config, key == nil)
 	rs, err := loadReplay(o.Config.StateFile, c.now(), o.Config.MaxClockSkew.D())
 	if err != nil {
@@ -209,17 +189,14 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Close releases the transport (Run calls it on exit).
 func (c *Controller) Close() error {
-	var err error
-	c.closeOnce.Do(func() { err = c.tr.Close() })
-	return err
+	return c.ann.close()
 }
 
 func (c *Controller) shutdown() error {
 	c.mu.Lock()
-	c.seq++
-	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: c.now(), Interval: c.cfg.Interval.D(), Leaving: true}
+	a := c.ann.goodbye(c.now())
 	c.mu.Unlock()
-	_ = c.tr.Send(Encode(&a, c.key))
+	_ = c.ann.send(&a)
 	var errs []error
 	c.mu.Lock()
 	errs = append(errs, c.up.shutdown()...)
@@ -238,7 +215,7 @@ func (c *Controller) shutdown() error {
 func (c *Controller) recvLoop(ctx context.Context) {
 	buf := make([]byte, 2*MaxSize)
 	for {
-		n, from, err := c.tr.Recv(buf)
+		n, from, err := c.ann.tr.Recv(buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -323,6 +300,27 @@ func (c *Controller) tick(ctx context.Context) {
 	c.mu.Lock()
 	c.replay.saveNoting(c.peers.table, c.now(), false, &c.st)
 	c.mu.Unlock()
+}
+
+// openUDP opens the UDP transport on the configured interface, with its
+// unicast peers.
+func openUDP(cfg config.Coop, log *slog.Logger) (*UDPTransport, error) {
+	if cfg.Interface == "" {
+		return nil, errors.New("coop: no interface to announce on")
+	}
+	t, err := ListenUDPOn(cfg.Interface, cfg.Port, cfg.Transport)
+	if err != nil {
+		return nil, err
+	}
+	if t.Warning != "" {
+		log.Warn("coop: one transport could not be opened, using the other", "err", t.Warning)
+	}
+	var uni []netip.Addr
+	for _, a := range cfg.UnicastPeers {
+		uni = append(uni, netip.MustParseAddr(a)) // validated
+	}
+	t.SetUnicast(uni)
+	return t, nil
 }
 
 // DeriveHostID derives a stable host id from the machine id, the hostname

@@ -16,21 +16,17 @@ import (
 
 // announce sends this host's announcement now.
 func (c *Controller) announce() {
-	if r, ok := c.tr.(reopener); ok {
-		if r.Reopen() {
-			c.log.Info("coop: a transport family that could not be opened is open now", "still_missing", r.Missing())
-		}
+	if missing, ok := c.ann.reopened(c.log); ok {
 		c.mu.Lock()
-		c.st.TransportMissing = r.Missing()
+		c.st.TransportMissing = missing
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
-	c.seq++
 	now := c.now()
-	c.spacing.note(now)
+	c.ann.step(now)
 	a := c.ownAnnouncement(now)
 	c.mu.Unlock()
-	err := c.tr.Send(Encode(&a, c.key))
+	err := c.ann.send(&a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -75,8 +71,8 @@ func peerGoodput(p *Peer, limit config.Rate) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	upOwn, upJudged := c.up.ownGoodput()
-	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.spacing.interval(c.cfg.Interval.D()),
-		GoodputKbit: uint32(min(upOwn/1000, math.MaxUint32)), GoodputOver: overOf(upOwn, upJudged)}
+	a := c.ann.header(now)
+	a.GoodputKbit, a.GoodputOver = uint32(min(upOwn/1000, math.MaxUint32)), overOf(upOwn, upJudged)
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {
 			continue
