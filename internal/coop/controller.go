@@ -243,38 +243,7 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	if err == nil {
 		ch, err = c.peers.table.Accept(a, from, c.now())
 	}
-	switch {
-	case err == nil:
-		c.cnt.Accepted++
-	case errors.Is(err, ErrOversized):
-		c.cnt.Oversized++
-	case errors.Is(err, ErrVersion):
-		c.cnt.BadVersion++
-	case errors.Is(err, ErrUnauthenticated):
-		c.cnt.Unauthenticated++
-	case errors.Is(err, ErrForged):
-		c.cnt.Forged++
-	case errors.Is(err, ErrReplayed):
-		c.cnt.Replayed++
-	case errors.Is(err, ErrStale):
-		c.cnt.Stale++
-	case errors.Is(err, ErrTableFull):
-		c.cnt.TableFull++
-	case errors.Is(err, ErrPeerRate):
-		c.cnt.PeerRate++
-	case errors.Is(err, ErrAddrConflict):
-		c.cnt.AddrConflict++
-	case errors.Is(err, ErrDuplicate):
-		c.cnt.Duplicates++
-	case errors.Is(err, ErrNotPeer):
-		c.cnt.NotPeer++
-	case errors.Is(err, ErrLate):
-		c.cnt.Late++
-	case errors.Is(err, ErrSeqJump):
-		c.cnt.SeqJumps++
-	default:
-		c.cnt.Malformed++
-	}
+	c.cnt.count(err)
 	if err != nil {
 		return err
 	}
@@ -289,6 +258,42 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// count counts one received announcement's outcome (nil: accepted).
+func (n *Counters) count(err error) {
+	switch {
+	case err == nil:
+		n.Accepted++
+	case errors.Is(err, ErrOversized):
+		n.Oversized++
+	case errors.Is(err, ErrVersion):
+		n.BadVersion++
+	case errors.Is(err, ErrUnauthenticated):
+		n.Unauthenticated++
+	case errors.Is(err, ErrForged):
+		n.Forged++
+	case errors.Is(err, ErrReplayed):
+		n.Replayed++
+	case errors.Is(err, ErrStale):
+		n.Stale++
+	case errors.Is(err, ErrTableFull):
+		n.TableFull++
+	case errors.Is(err, ErrPeerRate):
+		n.PeerRate++
+	case errors.Is(err, ErrAddrConflict):
+		n.AddrConflict++
+	case errors.Is(err, ErrDuplicate):
+		n.Duplicates++
+	case errors.Is(err, ErrNotPeer):
+		n.NotPeer++
+	case errors.Is(err, ErrLate):
+		n.Late++
+	case errors.Is(err, ErrSeqJump):
+		n.SeqJumps++
+	default:
+		n.Malformed++
+	}
 }
 
 // tick closes an interval: it samples local flows and the interface,
