@@ -22,11 +22,13 @@
 // the cap it had, so a flow pausing for a moment does not flap.
 //
 // This file holds the Controller, its construction and its loops (receive,
-// tick, replay state); the rest by concept: options.go (its inputs),
-// flows.go (this host's flows sampled), group.go (announcements out, the
-// peers, the group's goodput), round.go (one recomputation of the caps),
-// rulecaps.go (the policy's cap rules), apply.go (caps to sockets),
-// status.go (Status), spacing.go (the interval announced: the spacing kept).
+// tick); the rest by concept: options.go (its inputs), flows.go (this
+// host's flows sampled), group.go (this host's announcement and the
+// group's goodput), round.go (one recomputation of the caps), rulecaps.go
+// (the policy's cap rules), status.go (Status), spacing.go (the interval
+// announced: the spacing kept). Its owners, each a field wired by New:
+// peergroup.go (the peers), announcer.go (announcements out), apply.go
+// (caps to sockets), persist.go's replayKeeper (the replay state file).
 package coop
 
 import (

@@ -1,7 +1,7 @@
-// group.go: the group as this host sees it: its own announcement, the
-// peers' loads, which peers count in N (keyless admission) and which have
-// fallen silent, the group's goodput per direction at the close of an
-// interval, and the reference path the lanes' caps are sized for.
+// group.go: the group as this host sees it: its own announcement and its
+// sending, the peers' loads, the group's goodput per direction at the
+// close of an interval, and the reference path the lanes' caps are sized
+// for. The peers themselves are peergroup.go's.
 package coop
 
 import (
