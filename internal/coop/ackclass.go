@@ -42,6 +42,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -163,16 +164,16 @@ func ackLane(l lane.Lane) bool { return l != lane.Realtime && l != lane.Backgrou
 // keeps its slow start whole), downlink caps cooperative, on in the
 // datapath and not fallen back: where the kernel cannot clamp a window, 5.10, the class
 // stays off), the RTT of its window (the largest of the downloads') and
-// the capped downloads' window rates. Caller holds mu.
-func (c *Controller) ackJudge() {
-	a := &c.ack
+// the capped downloads' window rates; downN is the downlink group's size.
+// Caller holds mu.
+func (a *ackState) judge(cfg config.Coop, down *direction, flows map[uint64]*flowState, downN int) {
 	a.on, a.rtt, a.windows = false, 0, 0
-	if !c.cfg.DownlinkCaps || !c.cfg.Cooperative || !c.down.capsSwitchedOn() || !c.down.capsAllowed() || a.refused != "" || c.st.Down.N < 2 ||
-		c.down.estimateBeforeCruise() {
+	if !cfg.DownlinkCaps || !cfg.Cooperative || !down.capsSwitchedOn() || !down.capsAllowed() || a.refused != "" || downN < 2 ||
+		down.estimateBeforeCruise() {
 		return
 	}
 	a.windows = 0
-	for _, fs := range c.flows {
+	for _, fs := range flows {
 		if fs.dn.active && ackLane(fs.f.Lane) {
 			a.on = true
 			a.rtt = max(a.rtt, fs.f.RcvRTT, fs.downRTT())
@@ -213,7 +214,7 @@ func (c *Controller) stepAck() {
 	c.mu.Lock()
 	a := &c.ack
 	now := c.now()
-	c.ackJudge()
+	a.judge(c.cfg, &c.down, c.flows, c.st.Down.N)
 	switch {
 	case !a.on || nerr != nil || gerr != nil:
 		a.hist, a.sent, a.want = a.hist[:0], 0, 0

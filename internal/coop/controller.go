@@ -22,11 +22,13 @@
 // the cap it had, so a flow pausing for a moment does not flap.
 //
 // This file holds the Controller, its construction and its loops (receive,
-// tick, replay state); the rest by concept: options.go (its inputs),
-// flows.go (this host's flows sampled), group.go (announcements out, the
-// peers, the group's goodput), round.go (one recomputation of the caps),
-// rulecaps.go (the policy's cap rules), apply.go (caps to sockets),
-// status.go (Status), spacing.go (the interval announced: the spacing kept).
+// tick); the rest by concept: options.go (its inputs), flows.go (this
+// host's flows sampled), group.go (this host's announcement and the
+// group's goodput), round.go (one recomputation of the caps), rulecaps.go
+// (the policy's cap rules), status.go (Status), spacing.go (the interval
+// announced: the spacing kept). Its owners, each a field wired by New:
+// peergroup.go (the peers), announcer.go (announcements out), apply.go
+// (caps to sockets), persist.go's replayKeeper (the replay state file).
 package coop
 
 import (
@@ -47,13 +49,6 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// reopener is a Transport that may have a family left to open
-// (UDPTransport: its port was held, its address not there yet).
-type reopener interface {
-	Reopen() bool
-	Missing() string
-}
-
 // Controller is the cooperative controller. Create with New, then Run.
 type Controller struct {
 	cfg     config.Coop
@@ -61,29 +56,23 @@ type Controller struct {
 	hostID  uint64
 	flowsrc FlowSource
 	iface   IfaceCounter
-	tr      Transport
 	log     *slog.Logger
 	now     func() time.Time
 	changed chan struct{}
 
 	mu         sync.Mutex
-	seq        uint64
-	table      *Table
+	ann        announcer // announcements out (announcer.go)
 	cnt        Counters
 	flows      map[uint64]*flowState
-	lastSample time.Time            // last tick's sample
-	up         direction            // the uploads: cwnd caps
-	down       direction            // the downloads: receive-window caps (downlink.go)
-	lanes      laneDefaults         // the lanes' caps for new connections
-	expired    map[uint64]time.Time // peers removed for silence, when
-	counted    map[uint64]bool      // keyless mode: peers admitted into N
-	lastCount  time.Time            // keyless mode: when the last peer was admitted into N
-	lastSave   time.Time            // replay state written
-	spacing    spacing              // gaps between this host's announcements (spacing.go)
-	saveDirty  bool                 // announcements accepted since
-	ack        ackState             // the downloads' ACK class (ackclass.go)
+	lastSample time.Time    // last tick's sample
+	up         direction    // the uploads: cwnd caps
+	down       direction    // the downloads: receive-window caps (downlink.go)
+	lanes      laneDefaults // the lanes' caps for new connections
+	peers      peerGroup    // the peers, who counts in N (peergroup.go)
+	replay     replayKeeper // the replay state file (persist.go)
+	ack        ackState     // the downloads' ACK class (ackclass.go)
 	st         Status
-	closeOnce  sync.Once
+	applier    capApplier // caps to sockets (apply.go)
 }
 
 // New builds a controller; it opens the UDP transport unless one is given.
@@ -99,7 +88,7 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{cfg: o.Config, key: key, hostID: o.HostID, flowsrc: o.Flows, iface: o.Iface,
-		tr: o.Transport, log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
+		log: o.Logger, now: o.Now, changed: make(chan struct{}, 1),
 		flows: map[uint64]*flowState{}, lanes: laneDefaults{set: o.Up, applied: map[lane.Lane]uint32{}},
 		ack: ackState{set: o.Ack}}
 	if c.log == nil {
@@ -111,39 +100,27 @@ func New(o Options) (*Controller, error) {
 	if c.hostID == 0 {
 		c.hostID = DeriveHostID(o.Config.Interface)
 	}
-	if c.tr == nil {
-		if o.Config.Interface == "" {
-			return nil, errors.New("coop: no interface to announce on")
-		}
-		t, err := ListenUDPOn(o.Config.Interface, o.Config.Port, o.Config.Transport)
+	c.ann = announcer{tr: o.Transport, key: key, hostID: c.hostID, base: o.Config.Interval.D(),
+		seq: uint64(c.now().UnixNano())}
+	if c.ann.tr == nil {
+		t, err := openUDP(o.Config, c.log)
 		if err != nil {
 			return nil, err
 		}
-		if t.Warning != "" {
-			c.log.Warn("coop: one transport could not be opened, using the other", "err", t.Warning)
-		}
-		var uni []netip.Addr
-		for _, a := range o.Config.UnicastPeers {
-			uni = append(uni, netip.MustParseAddr(a)) // validated
-		}
-		t.SetUnicast(uni)
-		c.tr = t
+		c.ann.tr, c.ann.reopen = t, t
 	}
-	c.seq = uint64(c.now().UnixNano())
-	iv := o.Config.Interval.D()
-	c.table = NewTable(iv, o.Config.SilenceIntervals, o.Config.MaxClockSkew.D())
-	c.table.SetLimits(Limits{MaxPeers: o.Config.MaxPeers, NewRate: o.Config.NewPeerRate,
-		Burst: o.Config.NewPeerBurst, OnePerAddr: key == nil, Keyless: key == nil})
-	c.counted = map[uint64]bool{}
+	c.peers = newPeerGroup(o.Config, key == nil)
 	rs, err := loadReplay(o.Config.StateFile, c.now(), o.Config.MaxClockSkew.D())
 	if err != nil {
 		c.log.Warn("coop: replay state unreadable, starting as after a crash", "err", err)
 	}
-	c.table.restored = rs
-	if err := c.saveState(false); err != nil { // a crash from here on is unclean
+	c.peers.table.restored = rs
+	c.replay.file = o.Config.StateFile
+	if err := c.replay.save(c.peers.table, c.now(), false); err != nil { // a crash from here on is unclean
 		c.log.Warn("coop: cannot write replay state", "file", o.Config.StateFile, "err", err)
 	}
 	c.up, c.down = newDirections(o)
+	c.applier = capApplier{mu: &c.mu, up: &c.up, down: &c.down, lanes: &c.lanes, flows: c.flows, cnt: &c.cnt, st: &c.st}
 	// the downlink's callback on before the daemon answers its API: a
 	// download that connects before it is on never asks for the callback
 	// (sockets ask at establishment, and a pure receiver gets no later RTT
@@ -196,8 +173,8 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.announce()
 			}
 			c.mu.Lock()
-			gone := c.expire(c.now())
-			raising := c.raising()
+			gone := c.peers.expire(c.now())
+			raising := capsRaising(c.flows)
 			c.mu.Unlock()
 			if len(gone) > 0 {
 				c.log.Info("coop: peers silent, removed", "n", len(gone))
@@ -214,24 +191,21 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Close releases the transport (Run calls it on exit).
 func (c *Controller) Close() error {
-	var err error
-	c.closeOnce.Do(func() { err = c.tr.Close() })
-	return err
+	return c.ann.close()
 }
 
 func (c *Controller) shutdown() error {
 	c.mu.Lock()
-	c.seq++
-	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: c.now(), Interval: c.cfg.Interval.D(), Leaving: true}
+	a := c.ann.goodbye(c.now())
 	c.mu.Unlock()
-	_ = c.tr.Send(Encode(&a, c.key))
+	_ = c.ann.send(&a)
 	var errs []error
 	c.mu.Lock()
 	errs = append(errs, c.up.shutdown()...)
 	errs = append(errs, c.lanes.shutdown()...)
 	errs = append(errs, c.ack.shutdown())
 	errs = append(errs, c.down.shutdown()...)
-	errs = append(errs, c.saveState(true))
+	errs = append(errs, c.replay.save(c.peers.table, c.now(), true))
 	c.mu.Unlock()
 	errs = append(errs, c.Close())
 	if err := errors.Join(errs...); err != nil {
@@ -243,7 +217,7 @@ func (c *Controller) shutdown() error {
 func (c *Controller) recvLoop(ctx context.Context) {
 	buf := make([]byte, 2*MaxSize)
 	for {
-		n, from, err := c.tr.Recv(buf)
+		n, from, err := c.ann.tr.Recv(buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -269,46 +243,15 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	}
 	var ch Change
 	if err == nil {
-		ch, err = c.table.Accept(a, from, c.now())
+		ch, err = c.peers.table.Accept(a, from, c.now())
 	}
-	switch {
-	case err == nil:
-		c.cnt.Accepted++
-	case errors.Is(err, ErrOversized):
-		c.cnt.Oversized++
-	case errors.Is(err, ErrVersion):
-		c.cnt.BadVersion++
-	case errors.Is(err, ErrUnauthenticated):
-		c.cnt.Unauthenticated++
-	case errors.Is(err, ErrForged):
-		c.cnt.Forged++
-	case errors.Is(err, ErrReplayed):
-		c.cnt.Replayed++
-	case errors.Is(err, ErrStale):
-		c.cnt.Stale++
-	case errors.Is(err, ErrTableFull):
-		c.cnt.TableFull++
-	case errors.Is(err, ErrPeerRate):
-		c.cnt.PeerRate++
-	case errors.Is(err, ErrAddrConflict):
-		c.cnt.AddrConflict++
-	case errors.Is(err, ErrDuplicate):
-		c.cnt.Duplicates++
-	case errors.Is(err, ErrNotPeer):
-		c.cnt.NotPeer++
-	case errors.Is(err, ErrLate):
-		c.cnt.Late++
-	case errors.Is(err, ErrSeqJump):
-		c.cnt.SeqJumps++
-	default:
-		c.cnt.Malformed++
-	}
+	c.cnt.count(err)
 	if err != nil {
 		return err
 	}
-	c.saveDirty = true
+	c.replay.dirty = true
 	if ch == Joined { // a new peer's sequence is on disk before it matters
-		c.saveStateLogged(false)
+		c.replay.saveNoting(c.peers.table, c.now(), true, &c.st)
 	}
 	if ch != Updated {
 		select {
@@ -319,6 +262,42 @@ func (c *Controller) Handle(b []byte, from netip.Addr) error {
 	return nil
 }
 
+// count counts one received announcement's outcome (nil: accepted).
+func (n *Counters) count(err error) {
+	switch {
+	case err == nil:
+		n.Accepted++
+	case errors.Is(err, ErrOversized):
+		n.Oversized++
+	case errors.Is(err, ErrVersion):
+		n.BadVersion++
+	case errors.Is(err, ErrUnauthenticated):
+		n.Unauthenticated++
+	case errors.Is(err, ErrForged):
+		n.Forged++
+	case errors.Is(err, ErrReplayed):
+		n.Replayed++
+	case errors.Is(err, ErrStale):
+		n.Stale++
+	case errors.Is(err, ErrTableFull):
+		n.TableFull++
+	case errors.Is(err, ErrPeerRate):
+		n.PeerRate++
+	case errors.Is(err, ErrAddrConflict):
+		n.AddrConflict++
+	case errors.Is(err, ErrDuplicate):
+		n.Duplicates++
+	case errors.Is(err, ErrNotPeer):
+		n.NotPeer++
+	case errors.Is(err, ErrLate):
+		n.Late++
+	case errors.Is(err, ErrSeqJump):
+		n.SeqJumps++
+	default:
+		n.Malformed++
+	}
+}
+
 // tick closes an interval: it samples local flows and the interface,
 // announces them, judges the interval and recomputes caps.
 func (c *Controller) tick(ctx context.Context) {
@@ -326,23 +305,29 @@ func (c *Controller) tick(ctx context.Context) {
 	c.announce()
 	c.judgeAndApply()
 	c.mu.Lock()
-	if c.saveDirty && c.now().Sub(c.lastSave) >= saveEvery {
-		c.saveStateLogged(false)
-	}
+	c.replay.saveNoting(c.peers.table, c.now(), false, &c.st)
 	c.mu.Unlock()
 }
 
-// saveState writes the replay state (persist.go). Caller holds mu (or is New).
-func (c *Controller) saveState(clean bool) error {
-	now := c.now()
-	c.lastSave, c.saveDirty = now, false
-	return saveReplay(c.cfg.StateFile, replayFile{Saved: now, Clean: clean, Peers: c.table.replayEntries(now)})
-}
-
-func (c *Controller) saveStateLogged(clean bool) {
-	if err := c.saveState(clean); err != nil {
-		c.st.LastError = fmt.Sprintf("save replay state: %v", err)
+// openUDP opens the UDP transport on the configured interface, with its
+// unicast peers.
+func openUDP(cfg config.Coop, log *slog.Logger) (*UDPTransport, error) {
+	if cfg.Interface == "" {
+		return nil, errors.New("coop: no interface to announce on")
 	}
+	t, err := ListenUDPOn(cfg.Interface, cfg.Port, cfg.Transport)
+	if err != nil {
+		return nil, err
+	}
+	if t.Warning != "" {
+		log.Warn("coop: one transport could not be opened, using the other", "err", t.Warning)
+	}
+	var uni []netip.Addr
+	for _, a := range cfg.UnicastPeers {
+		uni = append(uni, netip.MustParseAddr(a)) // validated
+	}
+	t.SetUnicast(uni)
+	return t, nil
 }
 
 // DeriveHostID derives a stable host id from the machine id, the hostname

@@ -319,7 +319,7 @@ func TestControllersAgreeOnNAndCap(t *testing.T) {
 	g.clk.add(600 * time.Millisecond)
 	for _, nd := range g.nodes {
 		nd.c.mu.Lock()
-		nd.c.table.Expire(g.clk.now())
+		nd.c.peers.table.Expire(g.clk.now())
 		nd.c.mu.Unlock()
 	}
 	g.round()

@@ -55,6 +55,8 @@ package coop
 import (
 	"math"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
 )
 
 // A download whose used window reaches downBulkUse of its cap is
@@ -212,13 +214,13 @@ func (c *Controller) tickDown(now time.Time, dt float64) {
 	for _, fs := range c.flows {
 		fs.dn.acc = 0
 	}
-	g, gj := c.groupGoodput(&c.down, func(p *Peer) (float64, float64, uint8) {
+	g, gj := c.peers.goodput(&c.down, func(p *Peer) (float64, float64, uint8) {
 		announced := float64(p.Last.DownGoodputKbit) * 1000
 		return math.Min(announced, float64(c.cfg.MaxAPRate.Bits())), announced, p.Last.DownGoodputOver
 	})
 	infl, base := downInflation(c.flows)
 	obs := downObservation(c.flows, infl, c.st.Down.Capping)
-	peer, stopped := c.stoppedPeer(c.table.Peers(), true)
+	peer, stopped := c.peers.stoppedPeer(c.peers.table.Peers(), true)
 	c.down.judge(now, groupSample{goodput: g, judged: gj, inflation: infl, minRTT: base}, obs, peer, stopped)
 }
 
@@ -313,7 +315,7 @@ func (c *Controller) recomputeDown(now time.Time, peers []Peer, fst []FlowStatus
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
 
 	hosts, selfStates, selfIdx := c.downHosts(peers)
-	capping, reason := c.downCapping(rate, len(hosts))
+	capping, reason := downCapping(c.cfg, &c.down, rate, len(hosts))
 	shares := p.HostShares(hosts)
 	changed := c.down.groupChanged(hosts, capping, now, nil)
 	if selfIdx >= 0 {
@@ -363,7 +365,7 @@ func (c *Controller) downHosts(peers []Peer) (hosts []HostLoad, selfStates []*fl
 	}
 	for i := range peers {
 		pp := &peers[i]
-		if pp.DownActive() && (c.key != nil || c.counted[pp.ID]) {
+		if pp.DownActive() && c.peers.counts(pp.ID) {
 			hosts = append(hosts, peerDownLoad(pp))
 		}
 	}
@@ -372,16 +374,16 @@ func (c *Controller) downHosts(peers []Peer) (hosts []HostLoad, selfStates []*fl
 
 // downCapping says whether the downlink is capped, and why not (or why
 // there is nothing to cap). Caller holds mu.
-func (c *Controller) downCapping(rate uint64, hosts int) (bool, string) {
+func downCapping(cfg config.Coop, down *direction, rate uint64, hosts int) (bool, string) {
 	switch {
-	case !c.cfg.DownlinkCaps:
+	case !cfg.DownlinkCaps:
 		return false, "downlink caps off by policy"
-	case !c.cfg.Cooperative:
+	case !cfg.Cooperative:
 		return false, "cooperative caps off by policy"
-	case c.down.switchRefusal() != "":
-		return false, "the datapath cannot apply them: " + c.down.switchRefusal()
-	case !c.down.capsAllowed():
-		return false, c.down.capsRefusedBecause()
+	case down.switchRefusal() != "":
+		return false, "the datapath cannot apply them: " + down.switchRefusal()
+	case !down.capsAllowed():
+		return false, down.capsRefusedBecause()
 	case rate == 0:
 		return false, "AP downlink rate unknown (not configured, no downlink goodput measured yet)"
 	case hosts == 0:

@@ -1,14 +1,13 @@
-// group.go: the group as this host sees it: its own announcement, the
-// peers' loads, which peers count in N (keyless admission) and which have
-// fallen silent, the group's goodput per direction at the close of an
-// interval, and the reference path the lanes' caps are sized for.
+// group.go: the group as this host sees it: its own announcement and its
+// sending, the peers' loads, the group's goodput per direction at the
+// close of an interval, and the reference path the lanes' caps are sized
+// for. The peers themselves are peergroup.go's.
 package coop
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/config"
@@ -17,21 +16,17 @@ import (
 
 // announce sends this host's announcement now.
 func (c *Controller) announce() {
-	if r, ok := c.tr.(reopener); ok {
-		if r.Reopen() {
-			c.log.Info("coop: a transport family that could not be opened is open now", "still_missing", r.Missing())
-		}
+	if missing, ok := c.ann.reopened(c.log); ok {
 		c.mu.Lock()
-		c.st.TransportMissing = r.Missing()
+		c.st.TransportMissing = missing
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
-	c.seq++
 	now := c.now()
-	c.spacing.note(now)
+	c.ann.step(now)
 	a := c.ownAnnouncement(now)
 	c.mu.Unlock()
-	err := c.tr.Send(Encode(&a, c.key))
+	err := c.ann.send(&a)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -55,26 +50,9 @@ func (c *Controller) closeInterval(now time.Time) {
 	c.tickDown(now, dt)
 	c.lastSample = now
 	// the group's goodput feeds the AP rate estimate
-	c.up.setGroupGoodput(c.groupGoodput(&c.up, func(p *Peer) (float64, float64, uint8) {
+	c.up.setGroupGoodput(c.peers.goodput(&c.up, func(p *Peer) (float64, float64, uint8) {
 		return peerGoodput(p, c.cfg.MaxAPRate), float64(p.Last.GoodputKbit) * 1000, p.Last.GoodputOver
 	}))
-}
-
-// groupGoodput is this host's goodput one way plus the counted peers'
-// (keyless: only peers counted in N count in the rate), as read (bounded)
-// and judged (each peer's announced goodput less what it announced its
-// interface's count took off). Caller holds mu.
-func (c *Controller) groupGoodput(d *direction, peer func(*Peer) (read, announced float64, over uint8)) (float64, float64) {
-	g, gj := d.ownGoodput()
-	for _, p := range c.table.Peers() {
-		if c.key == nil && !c.counted[p.ID] {
-			continue
-		}
-		pg, announced, over := peer(&p)
-		g += pg
-		gj += math.Min(pg, judgedOf(announced, over))
-	}
-	return g, gj
 }
 
 // peerGoodput is a peer's announced goodput, bounded by what its announced
@@ -93,8 +71,8 @@ func peerGoodput(p *Peer, limit config.Rate) float64 {
 // ownAnnouncement builds this interval's announcement. Caller holds mu.
 func (c *Controller) ownAnnouncement(now time.Time) Announcement {
 	upOwn, upJudged := c.up.ownGoodput()
-	a := Announcement{HostID: c.hostID, Seq: c.seq, Time: now, Interval: c.spacing.interval(c.cfg.Interval.D()),
-		GoodputKbit: uint32(min(upOwn/1000, math.MaxUint32)), GoodputOver: overOf(upOwn, upJudged)}
+	a := c.ann.header(now)
+	a.GoodputKbit, a.GoodputOver = uint32(min(upOwn/1000, math.MaxUint32)), overOf(upOwn, upJudged)
 	for _, fs := range sortedFlows(c.flows) {
 		if !fs.active {
 			continue
@@ -137,58 +115,6 @@ func peerLoad(p *Peer) HostLoad {
 		h.Flows = []FlowLoad{{MSS: 1448, Queued: math.MaxUint32}}
 	}
 	return h
-}
-
-// countPeers keeps, without a key, the set of active peers counted in N:
-// a peer that stops or leaves drops out at once; others are admitted one
-// per keyless_growth (longest known first) up to keyless_max_peers. It
-// returns how many active peers wait outside N. Caller holds mu.
-func (c *Controller) countPeers(peers []Peer, now time.Time) int {
-	if c.key != nil {
-		return 0
-	}
-	active := map[uint64]bool{}
-	var waiting []*Peer
-	for i := range peers {
-		p := &peers[i]
-		if !p.Active() {
-			continue
-		}
-		active[p.ID] = true
-		if !c.counted[p.ID] {
-			waiting = append(waiting, p)
-		}
-	}
-	for id := range c.counted {
-		if !active[id] {
-			delete(c.counted, id)
-		}
-	}
-	sort.Slice(waiting, func(i, j int) bool { return waiting[i].FirstSeen.Before(waiting[j].FirstSeen) })
-	for len(waiting) > 0 && len(c.counted) < c.cfg.KeylessMaxPeers &&
-		(c.lastCount.IsZero() || now.Sub(c.lastCount) >= c.cfg.KeylessGrowth.D()) {
-		c.counted[waiting[0].ID] = true
-		c.lastCount = now
-		waiting = waiting[1:]
-	}
-	return len(waiting)
-}
-
-// expire removes silent peers and remembers when. Caller holds mu.
-func (c *Controller) expire(now time.Time) []uint64 {
-	gone := c.table.Expire(now)
-	if c.expired == nil {
-		c.expired = map[uint64]time.Time{}
-	}
-	for id, t := range c.expired {
-		if now.Sub(t) > time.Minute {
-			delete(c.expired, id)
-		}
-	}
-	for _, id := range gone {
-		c.expired[id] = now
-	}
-	return gone
 }
 
 // groupKey names the group's make-up: which hosts are active with how many

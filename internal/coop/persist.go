@@ -168,3 +168,29 @@ func saveReplay(path string, f replayFile) error {
 	}
 	return rootpath.WriteFile(path, b, 0o600)
 }
+
+// replayKeeper writes the peer table's replay state to its file: at once
+// when asked, or when accepted announcements wait and saveEvery passed.
+// The Controller's mu guards it (the table with it).
+type replayKeeper struct {
+	file  string
+	last  time.Time // replay state written
+	dirty bool      // announcements accepted since
+}
+
+// save writes the table's replay state now.
+func (k *replayKeeper) save(t *Table, now time.Time, clean bool) error {
+	k.last, k.dirty = now, false
+	return saveReplay(k.file, replayFile{Saved: now, Clean: clean, Peers: t.replayEntries(now)})
+}
+
+// saveNoting saves, when force or due, and notes a failure as st's last
+// error.
+func (k *replayKeeper) saveNoting(t *Table, now time.Time, force bool, st *Status) {
+	if !force && (!k.dirty || now.Sub(k.last) < saveEvery) {
+		return
+	}
+	if err := k.save(t, now, false); err != nil {
+		st.LastError = fmt.Sprintf("save replay state: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/config"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -17,7 +18,7 @@ func (c *Controller) recomputeAndApply() {
 	c.mu.Lock()
 	p := c.recompute(c.newRound())
 	c.mu.Unlock()
-	c.apply(p)
+	c.applier.apply(p)
 }
 
 // judgeAndApply is recomputeAndApply at a tick: the uplink's interval is
@@ -29,7 +30,7 @@ func (c *Controller) judgeAndApply() {
 	c.observe(r)
 	p := c.recompute(r)
 	c.mu.Unlock()
-	c.apply(p)
+	c.applier.apply(p)
 }
 
 // capPlan is what one recompute wants applied.
@@ -41,12 +42,12 @@ type capPlan struct {
 // recompute derives every local flow's caps, both ways, and the lanes'
 // default caps. Caller holds mu.
 func (c *Controller) recompute(r *round) capPlan {
-	capping, reason := c.capDecision(r)
+	capping, reason := upCapDecision(c.cfg, &c.up, r)
 	selfShare := c.setCoopCaps(r, capping)
 	sockets, fst := c.ruleCaps(r)
 	lanes, laneNames := c.laneCaps(r, capping, selfShare)
 	c.fillStatus(r, capping, reason, selfShare, fst, laneNames)
-	down := c.recomputeDown(c.now(), c.table.Peers(), c.st.Flows)
+	down := c.recomputeDown(c.now(), c.peers.table.Peers(), c.st.Flows)
 	return capPlan{up: sockets, down: down, lanes: lanes}
 }
 
@@ -73,7 +74,7 @@ type round struct {
 // newRound gathers the group: this host's active flows and the counted
 // active peers, and computes the shares and per-flow targets.
 func (c *Controller) newRound() *round {
-	r := &round{now: c.now(), peers: c.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
+	r := &round{now: c.now(), peers: c.peers.table.Peers(), selfIdx: -1, peerIdx: map[uint64]int{}}
 	r.rate, r.src = c.up.rate(r.now)
 	r.p = CapParams{RateBits: r.rate, HeadroomBits: uint64(c.cfg.Headroom), MinSegments: c.cfg.MinSegments,
 		DemandAware: c.cfg.DemandAware, QueueAllowance: c.cfg.QueueAllowance}
@@ -92,13 +93,13 @@ func (c *Controller) newRound() *round {
 		r.selfIdx = 0
 		r.hosts = append(r.hosts, r.self)
 	}
-	r.uncounted = c.countPeers(r.peers, r.now)
+	r.uncounted = c.peers.count(r.peers, r.now)
 	for i := range r.peers {
 		pp := &r.peers[i]
 		if pp.Last.LaneMix[0] > 0 {
 			r.realtimeActive = true
 		}
-		if pp.Active() && (c.key != nil || c.counted[pp.ID]) {
+		if pp.Active() && c.peers.counts(pp.ID) {
 			r.peerIdx[pp.ID] = len(r.hosts)
 			r.hosts = append(r.hosts, peerLoad(pp))
 		}
@@ -112,7 +113,7 @@ func (c *Controller) newRound() *round {
 // safety fallback, and a peer's fallback followed.
 func (c *Controller) observe(r *round) {
 	obs, groupMinRTT := c.observation(r)
-	peer, stopped := c.stoppedPeer(r.peers, false)
+	peer, stopped := c.peers.stoppedPeer(r.peers, false)
 	upGroup, upGroupJudged := c.up.groupGoodputs()
 	c.up.judge(r.now, groupSample{goodput: upGroup, judged: upGroupJudged, inflation: obs.inflation,
 		minRTT: groupMinRTT, windows: groupWindows(r)}, obs, peer, stopped)
@@ -203,13 +204,14 @@ func windowBits(cwnd, mss uint32, rtt time.Duration) float64 {
 	return float64(cwnd) * float64(mss) * 8 / rtt.Seconds()
 }
 
-// capDecision says whether cooperative caps apply, and if not, why.
-func (c *Controller) capDecision(r *round) (bool, string) {
-	capping, reason := c.up.capsAllowed(), c.up.capsRefusedBecause()
+// upCapDecision says whether cooperative caps apply to the uploads, and if
+// not, why.
+func upCapDecision(cfg config.Coop, up *direction, r *round) (bool, string) {
+	capping, reason := up.capsAllowed(), up.capsRefusedBecause()
 	if capping && r.rate == 0 { // the fallback's reason stands (its hold restarts the estimate)
 		capping, reason = false, "AP rate unknown (not configured, no goodput measured yet)"
 	}
-	if !c.cfg.Cooperative {
+	if !cfg.Cooperative {
 		capping, reason = false, "cooperative caps off by policy (rule caps only)"
 	}
 	if capping && len(r.hosts) == 0 {
@@ -223,7 +225,7 @@ func (c *Controller) capDecision(r *round) (bool, string) {
 // changed, or clears every flow's when not capping; it returns this host's
 // share.
 func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
-	changed := c.up.groupChanged(r.hosts, capping, r.now, c.expired)
+	changed := c.up.groupChanged(r.hosts, capping, r.now, c.peers.expired)
 	selfShare := 0.0
 	if r.selfIdx >= 0 {
 		selfShare = r.shares[r.selfIdx]
@@ -244,10 +246,10 @@ func (c *Controller) setCoopCaps(r *round, capping bool) float64 {
 	return selfShare
 }
 
-// raising reports whether some flow's cap, either way, waits to grow.
+// capsRaising reports whether some flow's cap, either way, waits to grow.
 // Caller holds mu.
-func (c *Controller) raising() bool {
-	for _, fs := range c.flows {
+func capsRaising(flows map[uint64]*flowState) bool {
+	for _, fs := range flows {
 		if fs.filt.raising() || fs.dn.filt.raising() {
 			return true
 		}

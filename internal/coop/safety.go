@@ -284,23 +284,5 @@ func (s *safety) stopped(now time.Time) bool {
 // fallen back, in 3 of 6 upload runs: their growing goodput kept its drain
 // signal from firing) stops capping while a counted peer announces that it
 // stopped on its own evidence, and starts again when that peer does. A
-// follower does not announce it, so two hosts never hold each other off.
-
-// stoppedPeer returns a counted peer that announces it stopped capping its
-// uploads (down: its downloads) on its own evidence, if any. Caller holds
-// mu.
-func (c *Controller) stoppedPeer(peers []Peer, down bool) (uint64, bool) {
-	if !c.cfg.Safety.Enabled {
-		return 0, false
-	}
-	for i := range peers {
-		p := &peers[i]
-		if c.key == nil && !c.counted[p.ID] || p.Last.Leaving {
-			continue
-		}
-		if (!down && p.Last.UpStopped) || (down && p.Last.DownStopped) {
-			return p.ID, true
-		}
-	}
-	return 0, false
-}
+// follower does not announce it, so two hosts never hold each other off
+// (peerGroup.stoppedPeer).

@@ -324,19 +324,19 @@ func TestStoppedPeerByDirection(t *testing.T) {
 	g := newGroup(t, 1, paperConfig())
 	c := g.nodes[0].c
 	peers := []Peer{{ID: 7, Last: Announcement{DownStopped: true}}}
-	if _, ok := c.stoppedPeer(peers, false); ok {
+	if _, ok := c.peers.stoppedPeer(peers, false); ok {
 		t.Error("a peer that stopped its download caps stops this host's upload caps")
 	}
-	if id, ok := c.stoppedPeer(peers, true); !ok || id != 7 {
+	if id, ok := c.peers.stoppedPeer(peers, true); !ok || id != 7 {
 		t.Errorf("stoppedPeer(down) = %d, %v; want peer 7", id, ok)
 	}
 	peers[0].Last.Leaving = true
-	if _, ok := c.stoppedPeer(peers, true); ok {
+	if _, ok := c.peers.stoppedPeer(peers, true); ok {
 		t.Error("a leaving peer is followed")
 	}
-	c.cfg.Safety.Enabled = false
+	c.peers.cfg.Safety.Enabled = false
 	peers[0].Last.Leaving = false
-	if _, ok := c.stoppedPeer(peers, true); ok {
+	if _, ok := c.peers.stoppedPeer(peers, true); ok {
 		t.Error("with the fallback off by policy, a peer's fallback is followed")
 	}
 }

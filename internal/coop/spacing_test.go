@@ -48,14 +48,14 @@ func TestSlowAnnouncerStaysPeer(t *testing.T) {
 	}
 	g.clk.add(time.Second) // under 3 x 400 ms
 	peer.c.mu.Lock()
-	gone := peer.c.expire(g.clk.now())
+	gone := peer.c.peers.expire(g.clk.now())
 	peer.c.mu.Unlock()
-	if len(gone) != 0 || peer.c.table.Len() != 1 {
+	if len(gone) != 0 || peer.c.peers.table.Len() != 1 {
 		t.Fatalf("peer removed a host 1 s after its last announcement (it keeps 400 ms): removed %v", gone)
 	}
 	g.clk.add(300 * time.Millisecond)
 	peer.c.mu.Lock()
-	gone = peer.c.expire(g.clk.now())
+	gone = peer.c.peers.expire(g.clk.now())
 	peer.c.mu.Unlock()
 	if len(gone) != 1 {
 		t.Fatalf("host silent for 1.3 s (over 3 x 400 ms) still a peer")

@@ -167,7 +167,7 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 	g.round()
 	g.clk.add(600 * time.Millisecond)
 	n0.c.mu.Lock()
-	gone := n0.c.expire(g.clk.now())
+	gone := n0.c.peers.expire(g.clk.now())
 	n0.c.mu.Unlock()
 	if len(gone) != 1 {
 		t.Fatalf("expired %v", gone)
@@ -196,7 +196,7 @@ func TestSilentPeerRaisesCapsAfterDwell(t *testing.T) {
 	g.round()
 	g.clk.add(4200 * time.Millisecond)
 	n0.c.mu.Lock()
-	n0.c.expire(g.clk.now())
+	n0.c.peers.expire(g.clk.now())
 	n0.c.mu.Unlock()
 	n0.c.recomputeAndApply()
 	g.clk.add(maxDwell)

@@ -152,7 +152,7 @@ func (c *Controller) fillStatus(r *round, capping bool, reason string, selfShare
 	for _, pp := range r.peers {
 		ps := PeerStatus{ID: fmt.Sprintf("%016x", pp.ID), Addr: pp.Addr.String(), Active: pp.Active(),
 			Flows: int(pp.Last.ActiveFlows), Waiting: pp.Last.BytesWaiting, GoodputBits: uint64(pp.Last.GoodputKbit) * 1000,
-			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.key != nil || c.counted[pp.ID],
+			LaneMix: pp.Last.LaneMix, FirstSeen: pp.FirstSeen, LastSeen: pp.LastSeen, Counted: c.peers.counts(pp.ID),
 			DownFlows: int(pp.Last.DownFlows), DownGoodputBits: uint64(pp.Last.DownGoodputKbit) * 1000,
 			UpStopped: pp.Last.UpStopped, DownStopped: pp.Last.DownStopped}
 		if i, ok := r.peerIdx[pp.ID]; ok {
