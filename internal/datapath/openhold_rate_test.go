@@ -20,8 +20,11 @@ import (
 // without). A background UDP sender paced at 8 Mbit/s runs 16 s in 2 s
 // slots, alone and beside the openings by turns (paired: drift and load
 // fall on both); the test logs its rate in each and the ratio, beside
-// openings to one silent address and to a new silent address each time,
-// and fails if beside one address it keeps under half its rate alone.
+// openings to one silent address and to a new silent address each time
+// (0.04 of alone before the budget of unanswered openings, yield.h's
+// lanes_fg_new_dest), and fails if either keeps under half its rate
+// alone. The budget's holds all fall in the beside slots here; a
+// connect() loop that never stops is held at most a tenth of the time.
 func TestBackgroundUDPBesideNeverAnsweredOpenings(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
@@ -66,9 +69,9 @@ func TestBackgroundUDPBesideNeverAnsweredOpenings(t *testing.T) {
 		}
 		t.Logf("N6: background UDP alone %.2f Mbit/s, beside openings to %s %.2f Mbit/s: %.2f of alone",
 			alone, what, beside, beside/alone)
-		if !many && beside < alone/2 {
-			t.Errorf("background UDP beside never-answered openings to one address: %.2f Mbit/s, alone %.2f, want at least half",
-				beside, alone)
+		if beside < alone/2 {
+			t.Errorf("background UDP beside never-answered openings to %s: %.2f Mbit/s, alone %.2f, want at least half",
+				what, beside, alone)
 		}
 	}
 }

@@ -77,6 +77,7 @@ type SockopsFgDestSeen struct {
 	_        structs.HostLayout
 	HeldAt   uint64
 	Answered uint64
+	Taken    uint64
 }
 
 type SockopsFgHarm struct {
@@ -88,6 +89,12 @@ type SockopsFgHarm struct {
 	Limited  uint32
 	Seen     uint64
 	DirUntil [2]uint64
+}
+
+type SockopsFgNewDest struct {
+	_          structs.HostLayout
+	Start      uint64
+	Unanswered uint64
 }
 
 type SockopsFgWindow struct {
@@ -228,6 +235,7 @@ const (
 	SockopsMapLanesFgCause     = "lanes_fg_cause"
 	SockopsMapLanesFgDest      = "lanes_fg_dest"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
+	SockopsMapLanesFgNewDest   = "lanes_fg_new_dest"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLinkRate    = "lanes_link_rate"
@@ -315,6 +323,7 @@ type SockopsMapSpecs struct {
 	LanesFgCause     *ebpf.MapSpec `ebpf:"lanes_fg_cause"`
 	LanesFgDest      *ebpf.MapSpec `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
+	LanesFgNewDest   *ebpf.MapSpec `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
@@ -374,6 +383,7 @@ type SockopsMaps struct {
 	LanesFgCause     *ebpf.Map `ebpf:"lanes_fg_cause"`
 	LanesFgDest      *ebpf.Map `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
+	LanesFgNewDest   *ebpf.Map `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
@@ -408,6 +418,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgCause,
 		m.LanesFgDest,
 		m.LanesFgHarm,
+		m.LanesFgNewDest,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesLinkRate,
