@@ -451,7 +451,10 @@ func (ks *kernelState) ifaceNames() []string {
 
 // --- apiserver.Handler ---
 
-func (h *apiHandlers) Owners() apiserver.Owners { return procOwners{proc: "/proc"} }
+// Owners answers who owns a flow's sockets from sock_diag (diagowners.go).
+func (h *apiHandlers) Owners() apiserver.Owners {
+	return diagOwners{procOwners: procOwners{proc: "/proc"}}
+}
 
 // Access is the policy's access group and realtime grants.
 func (h *apiHandlers) Access() apiserver.Access {

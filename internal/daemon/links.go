@@ -41,7 +41,7 @@ type env struct {
 	// uid, if >= 0): sock_diag (livesockets.go).
 	liveSockets func(f api.Flow, uid int64) ([]uint64, error)
 	// localAddrs are the local addresses of a flow's open sockets
-	// (/proc/net: owners.go).
+	// (sock_diag on its port: diagowners.go).
 	localAddrs func(f api.Flow) ([]netip.Addr, error)
 	// openSockets are the namespace's TCP and UDP sockets (sock_diag:
 	// livemove.go).
@@ -62,7 +62,7 @@ func kernelEnv(cg *cgroupMount) env {
 		watch:    watchNetlink,
 
 		liveSockets: liveSocketsOf,
-		localAddrs:  procOwners{proc: "/proc"}.localAddrs,
+		localAddrs:  diagOwners{procOwners: procOwners{proc: "/proc"}}.localAddrs,
 		openSockets: dumpOpenSockets,
 	}
 }

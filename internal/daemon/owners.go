@@ -37,6 +37,11 @@ func (o procOwners) FlowOwners(f api.Flow) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
+	return tab.owners(f)
+}
+
+// owners returns the uids of f's sockets in the table (FlowOwners).
+func (tab sockTable) owners(f api.Flow) ([]uint32, error) {
 	socks := tab.match(f)
 	if len(socks) == 0 {
 		return nil, fmt.Errorf("no local %s socket %s", protoOf(f), f)

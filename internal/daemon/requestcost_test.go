@@ -58,6 +58,11 @@ func TestRequestCostPerCallerClass(t *testing.T) {
 			c.Unregister(flow(n))
 			return nil
 		}},
+		{"register/unregister, background", func(_ context.Context, c *client.Client, n int) error {
+			c.Register(flow(n), lane.Background) // nobody's: its owners are looked up
+			c.Unregister(flow(n))
+			return nil
+		}},
 		{"move (19,000 sockets)", func(_ context.Context, c *client.Client, n int) error {
 			_, err := c.Move(pid, lane.Background, true) // a member's: every socket taken is written
 			if err == nil && c == memberMover {

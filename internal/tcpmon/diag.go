@@ -371,6 +371,24 @@ func DumpSocketIDs(proto uint8, fn func(*Sock)) error {
 	return c.dumpAll(0xfff, false, fn)
 }
 
+// DumpPortSocketIDs is DumpSocketIDs of the sockets on one local port:
+// the kernel skips the others before it fills an answer (bytecode), so a
+// look-up of one flow's sockets beside 19,000 others costs a walk of the
+// table, not its listing. A kernel that refuses the bytecode lists all
+// sockets: callers match the port themselves.
+func DumpPortSocketIDs(proto uint8, localPort uint16, fn func(*Sock)) error {
+	c, err := openDiag(netns.None())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.proto = proto
+	c.noCompat = proto != unix.IPPROTO_TCP
+	c.ext = markingExt
+	c.bytecode = diagFilter(localPort, 0, 0, 0)
+	return c.dumpAll(0xfff, false, fn)
+}
+
 // dumpAll asks for the TCP sockets of both address families in the states
 // mask and calls fn for each (fn must not keep the *Sock).
 //

@@ -76,6 +76,7 @@ type SockopsFgDestSeen struct {
 	_        structs.HostLayout
 	HeldAt   uint64
 	Answered uint64
+	Taken    uint64
 }
 
 type SockopsFgHarm struct {
@@ -87,6 +88,12 @@ type SockopsFgHarm struct {
 	Limited  uint32
 	Seen     uint64
 	DirUntil [2]uint64
+}
+
+type SockopsFgNewDest struct {
+	_          structs.HostLayout
+	Start      uint64
+	Unanswered uint64
 }
 
 type SockopsFgWindow struct {
@@ -227,6 +234,7 @@ const (
 	SockopsMapLanesFgCause     = "lanes_fg_cause"
 	SockopsMapLanesFgDest      = "lanes_fg_dest"
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
+	SockopsMapLanesFgNewDest   = "lanes_fg_new_dest"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLinkRate    = "lanes_link_rate"
@@ -314,6 +322,7 @@ type SockopsMapSpecs struct {
 	LanesFgCause     *ebpf.MapSpec `ebpf:"lanes_fg_cause"`
 	LanesFgDest      *ebpf.MapSpec `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
+	LanesFgNewDest   *ebpf.MapSpec `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
@@ -373,6 +382,7 @@ type SockopsMaps struct {
 	LanesFgCause     *ebpf.Map `ebpf:"lanes_fg_cause"`
 	LanesFgDest      *ebpf.Map `ebpf:"lanes_fg_dest"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
+	LanesFgNewDest   *ebpf.Map `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
@@ -407,6 +417,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgCause,
 		m.LanesFgDest,
 		m.LanesFgHarm,
+		m.LanesFgNewDest,
 		m.LanesFgOpen,
 		m.LanesLaneCap,
 		m.LanesLinkRate,

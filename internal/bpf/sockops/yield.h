@@ -78,6 +78,7 @@ struct fg_dest {
 struct fg_dest_seen {
 	__u64 held_at;	/* bpf_ktime_get_ns() of the last opening that held */
 	__u64 answered; /* an opening to it was answered since (FG_AT_ACTIVE) */
+	__u64 taken;	/* its hold took a place in lanes_fg_new_dest's budget */
 };
 
 struct {
@@ -89,6 +90,61 @@ struct {
 
 #define FG_DEST_GAP_NS 1000000000ULL /* one initial RTO (RFC 6298) */
 _Static_assert(FG_OPEN_HOLD_NS <= FG_DEST_GAP_NS, "an opening holds at most one initial RTO");
+
+/* lanes_fg_new_dest[0]: the openings to addresses not seen before that
+ * held and are not answered yet, in the window since start. At most
+ * FG_NEW_DEST_HOLDS a FG_NEW_DEST_WINDOW_NS hold (an answer gives its
+ * place back): a user who connect()s every 300 ms to a new silent address
+ * each time held background 96 % of the time, one FG_OPEN_HOLD_NS per
+ * address; now at most one hold in five seconds, a tenth of the time.
+ * One budget for the host: while it is spent, a new peer's opening does
+ * not hold background (its first round trips share as a present
+ * foreground's do). */
+struct fg_new_dest {
+	__u64 start;
+	__u64 unanswered;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fg_new_dest);
+} lanes_fg_new_dest SEC(".maps");
+
+#define FG_NEW_DEST_HOLDS 1
+#define FG_NEW_DEST_WINDOW_NS 5000000000ULL
+_Static_assert(FG_NEW_DEST_HOLDS * FG_OPEN_HOLD_NS * 10 <= FG_NEW_DEST_WINDOW_NS,
+	       "unanswered openings hold at most a tenth of the time");
+
+/* fg_new_dest_take takes a place in the budget of unanswered openings to
+ * new addresses: 0 when it is spent. */
+static __always_inline int fg_new_dest_take(__u64 now)
+{
+	__u32 k = 0;
+	struct fg_new_dest *b = bpf_map_lookup_elem(&lanes_fg_new_dest, &k);
+
+	if (!b)
+		return 0;
+	if (now - b->start >= FG_NEW_DEST_WINDOW_NS) {
+		b->start = now;
+		b->unanswered = 0;
+	}
+	if (b->unanswered >= FG_NEW_DEST_HOLDS)
+		return 0;
+	__sync_fetch_and_add(&b->unanswered, 1);
+	return 1;
+}
+
+/* fg_new_dest_answered gives an answered opening's place back. */
+static __always_inline void fg_new_dest_answered(void)
+{
+	__u32 k = 0;
+	struct fg_new_dest *b = bpf_map_lookup_elem(&lanes_fg_new_dest, &k);
+
+	if (b && b->unanswered > 0)
+		__sync_fetch_and_sub(&b->unanswered, 1);
+}
 
 static __always_inline void fg_dest_of(struct bpf_sock_ops *ops, struct fg_dest *d)
 {
@@ -104,8 +160,10 @@ static __always_inline void fg_dest_of(struct bpf_sock_ops *ops, struct fg_dest 
 }
 
 /* fg_dest_holds: an opening to ops's peer at connect may hold (and is
- * recorded as the last that did): none held within FG_DEST_GAP_NS, and the
- * last that held was answered. At FG_AT_ACTIVE it records the answer. A
+ * recorded as the last that did): none held within FG_DEST_GAP_NS, the
+ * last that held was answered, and for a peer not seen before a place in
+ * the budget of unanswered openings (lanes_fg_new_dest). At FG_AT_ACTIVE
+ * it records the answer. A
  * global function: the verifier checks it once, not at each call. */
 __noinline int fg_dest_holds(struct bpf_sock_ops *ops, int at, __u64 now)
 {
@@ -115,12 +173,20 @@ __noinline int fg_dest_holds(struct bpf_sock_ops *ops, int at, __u64 now)
 	fg_dest_of(ops, &d);
 	seen = bpf_map_lookup_elem(&lanes_fg_dest, &d);
 	if (at == FG_AT_ACTIVE) {
-		if (seen)
+		if (seen && !seen->answered) {
 			seen->answered = 1;
+			if (seen->taken)
+				fg_new_dest_answered();
+		}
 		return 1;
 	}
 	if (seen && (!seen->answered || now - seen->held_at < FG_DEST_GAP_NS))
 		return 0;
+	if (!seen) {
+		if (!fg_new_dest_take(now))
+			return 0;
+		fresh.taken = 1;
+	}
 	bpf_map_update_elem(&lanes_fg_dest, &d, &fresh, BPF_ANY);
 	return 1;
 }
