@@ -311,8 +311,8 @@ func (b *BackgroundClass) BgClassHeld(ifindex int) bool {
 // MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind
 // yield.HarmOwn; that interface's key only, not key 0: one class's delay
 // may be its own path's, and holds no other interface) at its own queuing
-// delay queue, as sock_ops' bg_own_delay does at a background socket's:
-// only beside a foreground no TCP sample speaks for (present, untold) and
+// delay queue (sock_ops' bg_own_delay holds only the background TCP socket
+// whose own delay it read): only beside a foreground no TCP sample speaks for (present, untold) and
 // above yield.HarmQueue; the classifier then holds the class at the
 // yield's rate for yield.HarmHold. The read and write race sock_ops'
 // stamps of the same entry: one of two stamps in the same instant is lost.
