@@ -153,6 +153,63 @@ func udpVictim(t *testing.T, p *testutil.Pair, addr string) *sink {
 	return s
 }
 
+// Audit N20, the class's side: the QUIC/UDP class's own delay (bgudp's
+// MarkOwnHarm: a peer of the class may delay its answers) holds the class,
+// not another user's background TCP socket on the interface, which reads
+// its own delay.
+func TestClassOwnDelayHoldsNoSocket(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	var h *Host
+	var idx int
+	p.A.Do(t, func() (err error) {
+		h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "classown", Yield: true})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 20_000_000})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { e.Close() })
+		idx = e.link.Attrs().Index
+		return nil
+	})
+	if h.ops == nil {
+		t.Skipf("no sock_ops here: %v", h.Capabilities())
+	}
+	_, addr := startSink(t, p.B, p.AddrB, 9544)
+	ap := netip.MustParseAddrPort(addr)
+	if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(ap.Addr(), 32), DPort: ap.Port()}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	stopFg := untoldForeground(t, h, uint32(idx))
+	defer stopFg()
+	conn := dialCC(t, p.A, addr, "cubic")
+	startWriting(t, conn)
+	time.Sleep(time.Second)
+	var classHeld, sockHeld, n int
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		h.Background.MarkOwnHarm(idx, 30*time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		n++
+		if h.Background.BgClassHeld(idx) {
+			classHeld++
+		}
+		if cw, _ := tcpInfo(t, conn); cw <= 2 {
+			sockHeld++
+		}
+	}
+	t.Logf("the class's own 30 ms: class held in %d of %d samples, the TCP socket in %d", classHeld, n, sockHeld)
+	if 2*classHeld < n {
+		t.Errorf("the class's own delay held the class in only %d of %d samples", classHeld, n)
+	}
+	if 2*sockHeld > n {
+		t.Errorf("the class's own delay held another user's background TCP socket in %d of %d samples", sockHeld, n)
+	}
+}
+
 // throttleAcksFrom adds peer as a second address of p's B end and sends
 // what leaves from it at 24 kbit/s (TBF, 200 ms of queue), without TCP
 // timestamps in B: the peer a user controls, which delays its ACKs.

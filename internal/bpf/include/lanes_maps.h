@@ -236,7 +236,7 @@ static __always_inline int fg_tcp_seen(__u32 idx, __u64 now)
  * UDP). Beside it background keeps FG_SHARE_TARGET by its own queuing
  * delay, which is the shared bottleneck's: a background socket whose own
  * delay stands FG_HARM_QD_US above its base holds itself (sock_ops,
- * yield.h's bg_own_delay), the QUIC/UDP class its interface (bgudp). */
+ * yield.h's bg_own_delay), the QUIC/UDP class itself (bgudp). */
 static __always_inline int fg_untold(__u32 idx, __u64 now)
 {
 	return fg_held(idx, now) && !fg_tcp_seen(idx, now);

@@ -52,12 +52,23 @@ static __always_inline int own_held(struct bpf_sock_ops *ops, __u32 dir, __u64 n
 	return st && now < st->own_until[dir & 1];
 }
 
+/* class_own: idx's last harm is the QUIC/UDP class's own delay (kind own,
+ * bgudp's MarkOwnHarm), which holds the class, not background sockets:
+ * each socket reads its own delay (own_held). */
+static __always_inline int class_own(__u32 idx)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	return h && h->limited == FG_HARM_KIND_OWN;
+}
+
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
  * not known, any) holds background in direction dir (FG_DIR_UP for its
  * cwnd, FG_DIR_DOWN for its receive window) at the minimum (lanes_maps.h's
  * fg_yield_dir: a foreground socket harmed in that direction, a foreground
- * connection's opening; with the lab's YIELD_JOINED either direction), or
- * its own delay beside an untold foreground holds it (own_held). */
+ * connection's opening; with the lab's YIELD_JOINED either direction; not
+ * the class's own delay: class_own), or its own delay beside an untold
+ * foreground holds it (own_held). */
 static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 {
 	__u32 idx;
@@ -67,8 +78,12 @@ static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_JOINED) ||
-	       own_held(ops, dir, now);
+	if (own_held(ops, dir, now))
+		return 1;
+	if (class_own(idx))
+		return fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
+		       ((CFG.yield & YIELD_UNTOLD_HELD) && fg_untold(idx, now));
+	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_JOINED);
 }
 
 #define FG_AT_CONNECT 0 /* fg_opened's at: the SYN is about to leave */
