@@ -139,11 +139,11 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
-	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
+	if q := in.harmQueue(); in.Signal && e.Sharing && q > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
-		// class's own queue is that foreground's harm (yield.h's
-		// bg_own_delay): the kernel holds the class at the yield's rate
-		dp.MarkOwnHarm(e.Ifindex, in.Queue)
+		// class's own queue is that foreground's harm: the kernel holds
+		// the class at the yield's rate
+		dp.MarkOwnHarm(e.Ifindex, q)
 	}
 	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
@@ -175,6 +175,18 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.Shaped = false
 	e.mu.Unlock()
 	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
+}
+
+// harmQueue is the class's own queue that holds its interface as an
+// untold foreground's harm: with two or more peers speaking, the least of
+// theirs (a shared bottleneck's queue shows on every path; a peer that
+// delays its answers, or its own path's queue, shows on its own only and
+// holds no other user's background), else Queue.
+func (in *Input) harmQueue() time.Duration {
+	if in.Spoke < 2 {
+		return in.Queue
+	}
+	return in.Least
 }
 
 // stepInput fills in's rates and the yield's state from the counters of

@@ -104,6 +104,8 @@ type Input struct {
 	Queue   time.Duration // the current queueing delay (the filtered one)
 	Raw     time.Duration // the step's newest sample's queueing delay, unfiltered
 	Base    time.Duration // the base delay of the path Queue is on
+	Spoke   int           // the peers whose samples came this step (Queue is the largest of theirs)
+	Least   time.Duration // the least of those peers' queues: the one every path of theirs shows
 	Offered uint64        // the class's bytes/s over the step, before the policer
 	Passed  uint64        // what the policer let through, bytes/s
 	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already

@@ -44,7 +44,7 @@ func newDelaySignal(target time.Duration) *delaySignal {
 // step takes the step's per-peer results; it fills in's Signal, Queue,
 // Raw and Base, and says whether no peer has answered for blindSteps.
 func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind bool) {
-	in.Signal, in.Queue, in.Raw, in.Base = false, 0, 0, 0
+	in.Signal, in.Queue, in.Raw, in.Base, in.Spoke, in.Least = false, 0, 0, 0, 0, 0
 	answered := false
 	for a, r := range res {
 		p := d.peers[a]
@@ -82,6 +82,10 @@ func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind 
 		if !in.Signal || qd > in.Queue {
 			in.Queue, in.Base = qd, p.base
 		}
+		if !in.Signal || qd < in.Least {
+			in.Least = qd
+		}
+		in.Spoke++
 		in.Signal, in.Raw = true, max(in.Raw, raw)
 	}
 	if answered {

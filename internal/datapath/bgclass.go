@@ -311,8 +311,9 @@ func (b *BackgroundClass) BgClassHeld(ifindex int) bool {
 // MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind
 // yield.HarmOwn; that interface's key only, not key 0: one class's delay
 // may be its own path's, and holds no other interface) at its own queuing
-// delay queue, as sock_ops' bg_own_delay does at a background socket's:
-// only beside a foreground no TCP sample speaks for (present, untold) and
+// delay queue; the classifier holds the class, background TCP sockets skip
+// it (yield.h's class_own: each reads its own delay, bg_own_delay). Only
+// beside a foreground no TCP sample speaks for (present, untold) and
 // above yield.HarmQueue; the classifier then holds the class at the
 // yield's rate for yield.HarmHold. The read and write race sock_ops'
 // stamps of the same entry: one of two stamps in the same instant is lost.
@@ -330,9 +331,9 @@ func (b *BackgroundClass) MarkOwnHarm(ifindex int, queue time.Duration) {
 		}
 		hm := st.Harm
 		if !hm.Harmed(now) {
-			hm.Since = now
-		}
-		hm.At, hm.Samples, hm.QueueUS, hm.Kind = now, hm.Samples+1, uint32(queue/time.Microsecond), yield.HarmOwn
+			hm.Since, hm.Kind = now, yield.HarmOwn
+		} // a foreground socket's harm stays its kind: it holds background sockets too
+		hm.At, hm.Samples, hm.QueueUS = now, hm.Samples+1, uint32(queue/time.Microsecond)
 		hm.DirUntil = [2]uint64{now + uint64(yield.HarmHold), now + uint64(yield.HarmHold)} // both ways
 		return b.cls.LanesFgHarm.Put(idx, hm)
 	})

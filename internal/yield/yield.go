@@ -97,7 +97,7 @@ const (
 const (
 	HarmDelay   = 0 // a foreground TCP socket's RTT HarmQueue above its minimum
 	HarmLimited = 1 // a foreground TCP socket cwnd-limited
-	HarmOwn     = 2 // a background socket's own queuing delay above HarmQueue, the foreground untold
+	HarmOwn     = 2 // the QUIC/UDP class's own queuing delay above HarmQueue, the foreground untold
 )
 
 // TCPSeen says whether a foreground TCP socket's RTT samples tell the
@@ -208,7 +208,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while a background socket's or the QUIC/UDP class's own queuing delay is %v above its base (and %v after), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while its own queuing delay is %v above its base (and %v after; each TCP socket by its own, the QUIC/UDP class by its own), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 
@@ -254,7 +254,7 @@ func ifaceStatus(st State, now uint64, wall time.Time, target time.Duration) Ifa
 		case HarmLimited:
 			who = "a foreground TCP socket is harmed (cwnd-limited)"
 		case HarmOwn:
-			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: a background socket's (or the QUIC/UDP class's) own queuing delay %v above its base", qd)
+			who = fmt.Sprintf("a foreground without TCP RTT samples (UDP) is harmed: the QUIC/UDP class's own queuing delay %v above its base (the class held; TCP sockets by their own)", qd)
 		}
 		dirs := st.Harm.harmedDirs(now)
 		return IfaceStatus{Yielding: true, Since: ago(st.Harm.Since), Mode: ModeHeld, Cause: CauseHarm, Harmed: dirs,

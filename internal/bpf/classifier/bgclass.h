@@ -23,8 +23,8 @@
  *
  * The bucket's rate is lanes_bg_ctl[key].rate (bytes/s, 0: none); while
  * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
- * reads harm, a background socket's own delay beside a foreground no TCP
- * sample speaks for reads it, a foreground TCP connection's opening holds
+ * reads harm, the class's own delay beside a foreground no TCP sample
+ * speaks for reads it (bgudp), a foreground TCP connection's opening holds
  * the interface), the rate
  * is at most yield_rate (0: no yield), and while a foreground
  * connection's opening holds the interface (lanes_fg_open) the egress

@@ -200,7 +200,7 @@ LANES_MAP(lanes_fg_harm,
 /* fg_harm.limited: what the last harmed sample read */
 #define FG_HARM_KIND_DELAY 0   /* a foreground socket's RTT FG_HARM_QD_US above its minimum */
 #define FG_HARM_KIND_LIMITED 1 /* a foreground socket cwnd-limited */
-#define FG_HARM_KIND_OWN 2     /* a background socket's own queuing delay, the foreground untold */
+#define FG_HARM_KIND_OWN 2     /* the QUIC/UDP class's own queuing delay, the foreground untold */
 
 static __always_inline int fg_harmed(__u32 idx, __u64 now)
 {
@@ -235,8 +235,8 @@ static __always_inline int fg_tcp_seen(__u32 idx, __u64 now)
  * foreground TCP socket's RTT sample tells its harm (a call, a probe:
  * UDP). Beside it background keeps FG_SHARE_TARGET by its own queuing
  * delay, which is the shared bottleneck's: a background socket whose own
- * delay stands FG_HARM_QD_US above its base stamps the interface harmed
- * (sock_ops, yield.h's bg_own_delay). */
+ * delay stands FG_HARM_QD_US above its base holds itself (sock_ops,
+ * yield.h's bg_own_delay), the QUIC/UDP class itself (bgudp). */
 static __always_inline int fg_untold(__u32 idx, __u64 now)
 {
 	return fg_held(idx, now) && !fg_tcp_seen(idx, now);
@@ -244,7 +244,7 @@ static __always_inline int fg_untold(__u32 idx, __u64 now)
 
 /* fg_yield says whether background by interface idx (0: not known) is held
  * at the minimum at now: a foreground socket there reads harm (or one
- * somewhere, idx not known; or a background socket's own delay beside an
+ * somewhere, idx not known; or the QUIC/UDP class's own delay beside an
  * untold foreground), or a foreground connection's opening there (or
  * somewhere not known) holds it (fg_opening). A present foreground that
  * is not harmed does not hold it: the background keeps FG_SHARE_TARGET of

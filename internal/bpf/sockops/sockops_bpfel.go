@@ -202,6 +202,7 @@ type SockopsSkState struct {
 	OrigCc     [16]int8
 	_          [4]byte
 	Cookie     uint64
+	OwnUntil   [2]uint64
 }
 
 type SockopsSockopsConfig struct {

@@ -73,6 +73,8 @@ struct sk_state {
 				    * one (given back when it leaves background) */
 	__u64 cookie;      /* the socket's cookie (set with bg_cc): the
 			    * setsockopt program has no helper for it */
+	__u64 own_until[2]; /* its own delay holds it until then, per direction
+			     * (FG_DIR_*: yield.h's bg_own_delay) */
 };
 
 struct {

@@ -43,11 +43,32 @@ static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops)
 	return idx;
 }
 
+/* own_held: a background socket's own delay holds it in direction dir
+ * (bg_own_delay: the socket's storage, its own path only). */
+static __always_inline int own_held(struct bpf_sock_ops *ops, __u32 dir, __u64 now)
+{
+	struct sk_state *st = sock_state(ops, 0);
+
+	return st && now < st->own_until[dir & 1];
+}
+
+/* class_own: idx's last harm is the QUIC/UDP class's own delay (kind own,
+ * bgudp's MarkOwnHarm), which holds the class, not background sockets:
+ * each socket reads its own delay (own_held). */
+static __always_inline int class_own(__u32 idx)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	return h && h->limited == FG_HARM_KIND_OWN;
+}
+
 /* yielding: the yield is on (CFG.yield) and the socket's interface (or,
  * not known, any) holds background in direction dir (FG_DIR_UP for its
  * cwnd, FG_DIR_DOWN for its receive window) at the minimum (lanes_maps.h's
  * fg_yield_dir: a foreground socket harmed in that direction, a foreground
- * connection's opening; with the lab's YIELD_JOINED either direction). */
+ * connection's opening; with the lab's YIELD_JOINED either direction; not
+ * the class's own delay: class_own), or its own delay beside an untold
+ * foreground holds it (own_held). */
 static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 {
 	__u32 idx;
@@ -57,6 +78,11 @@ static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
 		return 0;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
+	if (own_held(ops, dir, now))
+		return 1;
+	if (class_own(idx))
+		return fg_opening(idx, now) || (idx && fg_opening(0, now)) ||
+		       ((CFG.yield & YIELD_UNTOLD_HELD) && fg_untold(idx, now));
 	return fg_yield_dir(idx, dir, now, CFG.yield & YIELD_UNTOLD_HELD, CFG.yield & YIELD_JOINED);
 }
 
@@ -323,25 +349,26 @@ static __always_inline void fg_harm_mark(__u32 idx, __u64 now, __u32 qd, __u32 l
  * direction dir (an upload's upload direction, a download's download
  * direction) as the harm of a foreground no TCP sample speaks for: beside
  * an untold foreground (fg_untold: a call, a probe) on the socket's
- * interface, a delay above FG_HARM_QD_US is the shared bottleneck's queue,
- * which the foreground's packets cross too, and holds background there
- * (fg_harmed) as a harmed foreground TCP socket does: on that interface
- * only (key 0 only when it is not known), since one socket's delay may be
- * its own path's (a peer that throttles its ACKs). Below it the
- * background keeps FG_SHARE_TARGET by that same delay (LEDBAT++,
- * rLEDBAT). */
+ * interface, a delay above FG_HARM_QD_US holds that socket, and no other,
+ * at the minimum for FG_HARM_HOLD_NS (own_held). At a shared bottleneck
+ * every background flow crossing its queue reads that delay and holds
+ * itself; a delay of one socket's own path (a peer that throttles or
+ * delays its ACKs) holds only that socket, not other users' background on
+ * the interface. Below it the background keeps FG_SHARE_TARGET by that
+ * same delay (LEDBAT++, rLEDBAT). */
 static __always_inline void bg_own_delay(struct bpf_sock_ops *ops, __u32 qd_us, __u32 dir)
 {
+	struct sk_state *st;
 	__u64 now;
-	__u32 idx;
 
 	if (!CFG.yield || (CFG.yield & YIELD_UNTOLD_HELD) || qd_us <= FG_HARM_QD_US)
 		return;
-	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	if (!fg_untold(idx, now))
+	if (!fg_untold(sock_ifindex(ops), now))
 		return;
-	fg_harm_mark(idx, now, qd_us, FG_HARM_KIND_OWN, dir, 0); /* not key 0 too */
+	st = sock_state(ops, BPF_SK_STORAGE_GET_F_CREATE);
+	if (st)
+		st->own_until[dir & 1] = now + FG_HARM_HOLD_NS;
 }
 
 /* bg_rtt reads a background upload's sample for bg_own_delay: its upload
