@@ -1,8 +1,10 @@
 // account_shares_test.go: a background upload's share of the capacity
-// estimate in status's account, against its class's bytes.
+// estimate in status's account, against its class's bytes, and the
+// download estimate against the interface's arrivals.
 package daemon_test
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -55,6 +57,60 @@ func TestAccountSharesBackgroundUpload(t *testing.T) {
 			t.Errorf("background at 0 while it uploads alone")
 		}
 	}
+}
+
+// TestAccountDownloadEstimate: a download through a 10 Mbit/s bottleneck
+// toward the device gives the down direction a capacity estimate at
+// least its arrivals' mean rate over the same status calls (the
+// interface's own rx counter), the estimate being their largest.
+func TestAccountDownloadEstimate(t *testing.T) {
+	sideBySide(t)
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, base := remotePath(t, downlinkBottleneck)
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	start(t, p.A, "lab", "helper", "get", "--url", base, "--bytes", "2000000000") // stopped at cleanup
+	time.Sleep(time.Second)
+	name := status(t, sock).Interfaces[0].Name
+	rx0, t0 := rxBytes(t, p.A, name), time.Now()
+	var st *api.Status
+	for range 5 {
+		time.Sleep(600 * time.Millisecond)
+		st = status(t, sock)
+	}
+	mean := float64(rxBytes(t, p.A, name)-rx0) * 8 / time.Since(t0).Seconds()
+	acct := st.Interfaces[0].Account
+	if len(acct) != 2 || acct[1].Dir != "down" {
+		t.Fatalf("account %+v: want up and down", acct)
+	}
+	est := float64(acct[1].CapacityBps)
+	t.Logf("down estimate %.2f Mbit/s, arrivals' mean over the calls %.2f Mbit/s (the bottleneck %.0f)",
+		est/1e6, mean/1e6, remoteLinkBps/1e6)
+	if mean < 1e6 {
+		t.Fatalf("the download arrived at %.2f Mbit/s, want it running", mean/1e6)
+	}
+	if est < 0.9*mean {
+		t.Errorf("down estimate %.2f Mbit/s below the arrivals' mean %.2f", est/1e6, mean/1e6)
+	}
+}
+
+// rxBytes is interface name's received bytes in ns (ip -s link).
+func rxBytes(t *testing.T, ns *testutil.NetNS, name string) uint64 {
+	t.Helper()
+	out, err := ns.Command("ip", "-j", "-s", "link", "show", "dev", name).Output()
+	var links []struct {
+		Stats struct {
+			RX struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"rx"`
+		} `json:"stats64"`
+	}
+	if err != nil || json.Unmarshal(out, &links) != nil || len(links) != 1 {
+		t.Fatalf("ip -s link show dev %s: %v %s", name, err, out)
+	}
+	return links[0].Stats.RX.Bytes
 }
 
 // laneBytesOf is lane l's bytes on st's first interface.
