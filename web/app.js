@@ -287,7 +287,10 @@ function renderLanes(s) {
       t.append(r);
     }
     lanes.append(t);
-    for (const a of it.account || []) lanes.append(el("div", accountLine(a)));
+    for (const a of it.account || []) {
+      lanes.append(el("div", accountLine(a)));
+      if ((a.shares && a.shares.length) || a.why) lanes.append(el("div", sharesLine(a)));
+    }
   }
 }
 
@@ -301,6 +304,19 @@ function accountLine(a) {
   if (a.queue_owner === "background" || a.queue_owner === "not background") queue = a.queue_owner + "'s (tested " + ago + " ago)";
   else if (a.queue_owner === "testing") queue = "under test (for " + ago + ")";
   return "account " + a.dir + ": " + link + ", queue: " + queue + ", background " + (a.held ? "held" : "not held");
+}
+
+// sharesLine is a direction's lane shares of the link (each lane's rate
+// where the link is not measured) and why the background is where it is,
+// as lanes status prints it.
+function sharesLine(a) {
+  let shares = "no lane counters";
+  if (a.shares && a.shares.length) {
+    shares = a.shares.map(s => s.lane + " " + (a.capacity_bps ? (100 * s.share).toFixed(0) + "%"
+      : (s.bps / 1e6).toFixed(2) + " Mbit/s")).join(", ");
+    if (a.capacity_bps) shares += " of the link";
+  }
+  return "\u00a0\u00a0" + a.dir + ": " + shares + "; why: " + (a.why || "?");
 }
 
 // renderUDP lists the UDP flows (QUIC included): per socket as the kernel

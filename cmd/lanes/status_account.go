@@ -1,11 +1,13 @@
-// status_account.go: status's account lines, one per direction of an
+// status_account.go: status's account lines, two per direction of an
 // interface: the link's capacity estimate, whose its queue is by the last
-// cause test, and whether background is held there now.
+// cause test, and whether background is held there now; then each lane's
+// share of the link and why the background is where it is.
 package main
 
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/api"
@@ -16,7 +18,40 @@ import (
 func printAccount(w io.Writer, it api.InterfaceStatus) {
 	for _, a := range it.Account {
 		fmt.Fprintln(w, accountLine(a))
+		if l := sharesLine(a); l != "" {
+			fmt.Fprintln(w, l)
+		}
 	}
+}
+
+// sharesLine is a direction's lane shares and why its background is where
+// it is, e.g. "  up: realtime 0%, interactive 1%, background 93% of the
+// link; why: free"; each lane's rate where the link is not
+// measured; "" from a daemon that sends neither.
+func sharesLine(a api.LinkAccount) string {
+	if len(a.Shares) == 0 && a.Why == "" {
+		return ""
+	}
+	shares := "no lane counters"
+	if len(a.Shares) > 0 {
+		parts := make([]string, 0, len(a.Shares))
+		for _, s := range a.Shares {
+			if a.CapacityBps > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.0f%%", s.Lane, 100*s.Share))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %s", s.Lane, udpflow.FormatRate(float64(s.Bps))))
+			}
+		}
+		shares = strings.Join(parts, ", ")
+		if a.CapacityBps > 0 {
+			shares += " of the link"
+		}
+	}
+	why := a.Why
+	if why == "" {
+		why = "?"
+	}
+	return fmt.Sprintf("  %s: %s; why: %s", a.Dir, shares, why)
 }
 
 // accountLine is one direction's account for people, e.g. "account up:

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/lane"
 )
 
 // TestAccountLine: each direction's account reads as one line within 100
@@ -25,6 +26,39 @@ func TestAccountLine(t *testing.T) {
 		got := accountLine(c.a)
 		if got != c.want {
 			t.Errorf("accountLine(%+v)\n got %q\nwant %q", c.a, got, c.want)
+		}
+		if len(got) > 100 {
+			t.Errorf("%q: %d columns, want at most 100", got, len(got))
+		}
+	}
+}
+
+// TestSharesLine: each lane's share of the link (its rate where the link
+// is not measured) and why the background is where it is, in 100 columns.
+func TestSharesLine(t *testing.T) {
+	three := func(a, b, c uint64, cp uint64) []api.LaneShare {
+		out := []api.LaneShare{{Lane: lane.Realtime, Bps: a}, {Lane: lane.Interactive, Bps: b}, {Lane: lane.Background, Bps: c}}
+		for i := range out {
+			if cp > 0 {
+				out[i].Share = float64(out[i].Bps) / float64(cp)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		a    api.LinkAccount
+		want string
+	}{
+		{api.LinkAccount{Dir: "up", CapacityBps: 10_000_000, Shares: three(0, 100_000, 9_300_000, 10_000_000), Why: "held by an opening"},
+			"  up: realtime 0%, interactive 1%, background 93% of the link; why: held by an opening"},
+		{api.LinkAccount{Dir: "up", Shares: three(999_000_000_000, 999_000_000_000, 999_000_000_000, 0), Why: "held by an opening"},
+			"  up: realtime 999.00Gbit, interactive 999.00Gbit, background 999.00Gbit; why: held by an opening"},
+		{api.LinkAccount{Dir: "down", Why: "not ours"}, "  down: no lane counters; why: not ours"},
+		{api.LinkAccount{Dir: "down"}, ""},
+	} {
+		got := sharesLine(c.a)
+		if got != c.want {
+			t.Errorf("sharesLine(%+v)\n got %q\nwant %q", c.a, got, c.want)
 		}
 		if len(got) > 100 {
 			t.Errorf("%q: %d columns, want at most 100", got, len(got))

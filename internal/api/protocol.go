@@ -341,9 +341,19 @@ type InterfaceStatus struct {
 // background is held there now.
 type LinkAccount struct {
 	Dir string `json:"dir"` // "up" or "down"
-	// CapacityBps is the capacity estimate in bit/s (the largest delivery
-	// rate of an unheld socket, halved every 10 s); 0: not measured.
+	// CapacityBps is the capacity estimate in bit/s, halved every 10 s:
+	// up, the largest delivery rate of an unheld socket; down, the
+	// interface's largest arrival rate over a status interval; 0: not
+	// measured.
 	CapacityBps uint64 `json:"capacity_bps,omitempty"`
+	// Shares: each lane's rate in this direction over the last status
+	// interval and its fraction of CapacityBps (up only: the lanes' tc
+	// class bytes; downloads have no per-lane counters).
+	Shares []LaneShare `json:"shares,omitempty"`
+	// Why the background is where it is: "free", "sharing", "held by
+	// harm", "held by an opening", "held by untold" or "not ours" (the
+	// queue's test found it not background's: released).
+	Why string `json:"why,omitempty"`
 	// QueueOwner is "background", "not background", "testing" or
 	// "untested"; TestedAgoMS how long ago that test ended (or began).
 	QueueOwner  string `json:"queue_owner"`
@@ -351,6 +361,14 @@ type LinkAccount struct {
 	Tests       uint64 `json:"cause_tests,omitempty"`    // cause tests started
 	NotOurs     uint64 `json:"not_background,omitempty"` // of them, found not the background's
 	Held        bool   `json:"held"`                     // background held in this direction now
+}
+
+// LaneShare is one lane's rate in a direction and its share of the
+// capacity estimate (0 where there is none).
+type LaneShare struct {
+	Lane  lane.Lane `json:"lane"`
+	Bps   uint64    `json:"bps"`
+	Share float64   `json:"share"`
 }
 
 // Status is the daemon's state.

@@ -555,7 +555,11 @@ func (h *apiHandlers) Status() (*api.Status, error) {
 		is.NonTCP = h.comps.nonTCPProtection(h.kernel.pol.Background, m.bg)
 		is.BackgroundNow = backgroundNow(ys, m.name, hs.Background.Target)
 		is.InteractiveLeaf = m.eg.InteractiveLeaf()
-		is.Account = accountOf(accounts, m.index)
+		if accounts != nil {
+			rx, _, rxErr := linkBytes(m.name).InterfaceBytes()
+			upBps, downCap := h.rates.observe(m.index, time.Now(), lanes, rx, rxErr == nil)
+			is.Account = accountOf(accounts, m.index, upBps, downCap)
+		}
 		st.Interfaces = append(st.Interfaces, is)
 	}
 	st.Capabilities = map[string]string{}

@@ -32,6 +32,8 @@ type apiHandlers struct {
 	facts socketFacts
 	// udp: the last listing of the UDP flows (udpflows.go)
 	udp udpListing
+	// rates: the account's rates between status calls (account_rates.go)
+	rates accountRates
 }
 
 var (

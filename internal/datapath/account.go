@@ -35,7 +35,18 @@ type LinkAccount struct {
 	Tests       uint64        // cause tests started
 	NotOurs     uint64        // of them, found not the background's
 	Held        bool          // background held in this direction now
+	Why         string        // Why*: why the background is where it is
 }
+
+// Why the background is where it is, in one direction.
+const (
+	WhyFree    = "free"               // no foreground: its own target
+	WhySharing = "sharing"            // a foreground present, not harmed
+	WhyHarm    = "held by harm"       // this direction's foreground harmed
+	WhyOpening = "held by an opening" // a foreground connection just opened
+	WhyNotOurs = "not ours"           // the queue's test found it not background's: released
+	WhyUntold  = "held by untold"     // beside a foreground without TCP RTT samples (lab switch)
+)
 
 // Accounts are the accounts by ifindex (key 0: an interface not known),
 // each [yield.Up, yield.Down]; nil without lanes' own sock_ops.
@@ -65,17 +76,37 @@ func (y *FgYield) Accounts() (map[int][2]LinkAccount, error) {
 			out[int(idx)] = a
 		}
 		for i, a := range out {
+			st, anyOpening := y.fgState(uint32(i), now)
 			for d := range a {
-				a[d].Held = y.on && y.fgYieldDir(uint32(i), now, d)
+				a[d].Held = y.on && st.HoldsDir(now, anyOpening, d)
 				if a[d].Owner == "" {
 					a[d].Owner = OwnerUntested
 				}
+				a[d].Why = whyOf(st, anyOpening, a[d], now, d)
 			}
 			out[i] = a
 		}
 		return errors.Join(il.Err(), ic.Err())
 	})
 	return out, err
+}
+
+// whyOf is why background in direction d is where it is at now, by st
+// (the interface's yield state) and a (that direction's account so far).
+func whyOf(st yield.State, anyOpening bool, a LinkAccount, now uint64, d int) string {
+	switch {
+	case st.Harm.HarmedDir(now, d):
+		return WhyHarm
+	case st.Opening(now) || anyOpening:
+		return WhyOpening
+	case a.Held:
+		return WhyUntold
+	case a.Owner == OwnerNotBackground && a.TestedAgo < causeVerdictHold:
+		return WhyNotOurs
+	case st.Untold(now) || st.Window.Held(now, yield.KernelRule):
+		return WhySharing
+	}
+	return WhyFree
 }
 
 // linkRateAt is cwndcap.h's link_rate_of: lr's estimate at now, bytes/s.

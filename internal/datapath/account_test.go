@@ -12,8 +12,8 @@ import (
 
 // TestAccountAfterBackgroundUpload: an unheld background upload gives its
 // interface an upload capacity estimate, the queue there is untested (no
-// foreground), and a harm stamped on the upload direction reads as held
-// in that direction alone.
+// foreground: free), and a harm stamped on the upload direction reads as
+// held by harm in that direction alone.
 func TestAccountAfterBackgroundUpload(t *testing.T) {
 	p, h, idx, _, ok := backgroundUploadGrown(t, 9417)
 	if !ok {
@@ -30,13 +30,16 @@ func TestAccountAfterBackgroundUpload(t *testing.T) {
 		a = readAccount(t, h, link)
 	}
 	t.Logf("%s: capacity estimate %.1f Mbit/s", p.LinkA, float64(a[yield.Up].CapacityBps)/1e6)
-	if a[yield.Up].Owner != OwnerUntested || a[yield.Up].Held {
-		t.Errorf("no foreground: account %+v, want untested and not held", a[yield.Up])
+	if a[yield.Up].Owner != OwnerUntested || a[yield.Up].Held || a[yield.Up].Why != WhyFree {
+		t.Errorf("no foreground: account %+v, want untested, not held, free", a[yield.Up])
 	}
 	stop := stampHarm(t, h, link, yield.Up)
 	defer stop()
 	if a = readAccount(t, h, link); !a[yield.Up].Held || a[yield.Down].Held {
 		t.Errorf("harm stamped on the upload: held up %v, down %v; want up alone", a[yield.Up].Held, a[yield.Down].Held)
+	}
+	if a[yield.Up].Why != WhyHarm || a[yield.Down].Why == WhyHarm {
+		t.Errorf("harm stamped on the upload: why up %q, down %q; want %q up alone", a[yield.Up].Why, a[yield.Down].Why, WhyHarm)
 	}
 }
 

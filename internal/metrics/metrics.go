@@ -104,13 +104,18 @@ var (
 
 	dBGYielding = desc("background_yielding", "1 while the background lane yields to foreground traffic, per interface.", "interface")
 	dBGYields   = desc("background_yields_total", "Times the background lane started yielding to foreground traffic.")
+
+	dAccountCap   = desc("account_capacity_bytes_per_second", "The link's capacity estimate per direction (0: not measured).", "interface", "dir")
+	dAccountShare = desc("account_share", "The lane's rate over the last status interval as a fraction of the capacity estimate (uploads).", "interface", "dir", "lane")
+	dAccountWhy   = desc("account_why", "1 for why the background is where it is per direction (free, sharing, held by harm, ...).", "interface", "dir", "why")
 )
 
 var all = []*prometheus.Desc{dPackets, dBytes, dDrops, dOverlimits, dBacklogB, dBacklogP, dClassified, dUp,
 	dFlows, dThroughput, dReceive, dSRTT, dSendQ, dCwnd, dRetrans, dNotOpen, dUDPFlows, dUDPSend, dUDPReceive,
 	dCoopN, dCoopCapping, dCoopRate, dCoopLaneCap, dCoopCapped, dCoopSent, dCoopRecv, dCoopAccept, dCoopDropped, dCoopChanges,
 	dCoopDownN, dCoopDownCap, dCoopDownRt, dCoopDownCpd, dCoopDownChg,
-	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields}
+	dRTAdmitted, dRTRejected, dRTMissed, dRTSent, dRTDepth, dTaskPromo, dTaskDemo, dTaskTracked, dBGYielding, dBGYields,
+	dAccountCap, dAccountShare, dAccountWhy}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -126,6 +131,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Status != nil {
 		up = 1
 		collectLanes(ch, s.Status)
+		collectAccount(ch, s.Status)
 		collectDetails(ch, s.Status)
 	}
 	ch <- gauge(dUp, up)
@@ -172,6 +178,21 @@ func collectLanes(ch chan<- prometheus.Metric, st *client.Status) {
 		sort.Strings(kinds)
 		for _, k := range kinds {
 			ch <- counter(dClassified, it.Classifier[k], it.Name, k)
+		}
+	}
+}
+
+// collectAccount reports each interface and direction's account.
+func collectAccount(ch chan<- prometheus.Metric, st *client.Status) {
+	for _, it := range st.Interfaces {
+		for _, a := range it.Account {
+			ch <- gauge(dAccountCap, float64(a.CapacityBps)/8, it.Name, a.Dir)
+			for _, s := range a.Shares {
+				ch <- gauge(dAccountShare, s.Share, it.Name, a.Dir, s.Lane.String())
+			}
+			if a.Why != "" {
+				ch <- gauge(dAccountWhy, 1, it.Name, a.Dir, a.Why)
+			}
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/lanes-net/lanes/client"
+	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/coop"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/rtlane"
@@ -42,7 +43,10 @@ func sample(t *testing.T) Snapshot {
 		Interfaces: []client.InterfaceStatus{{Name: "eth0", Lanes: []client.LaneStats{
 			{Lane: lane.Interactive, Packets: 100, Bytes: 150000, Drops: 1, BacklogBytes: 3000, BacklogPackets: 2},
 			{Lane: lane.Background, Packets: 50, Bytes: 75000}},
-			Classifier: map[string]uint64{"cgroup": 5, "socket": 7}}},
+			Classifier: map[string]uint64{"cgroup": 5, "socket": 7},
+			Account: []api.LinkAccount{{Dir: "up", CapacityBps: 10e6, Why: "free",
+				Shares: []api.LaneShare{{Lane: lane.Interactive}, {Lane: lane.Background, Bps: 9e6, Share: 0.9}}},
+				{Dir: "down", Why: "not ours"}}}},
 		Details: map[string]json.RawMessage{"coop": mustJSON(t, cs), "realtime": mustJSON(t, rt), "tasks": mustJSON(t, ts),
 			"background": mustJSON(t, yield.Status{Yielding: true, Yields: 4, Interfaces: map[string]yield.IfaceStatus{"eth0": {Yielding: true}}})},
 	}
@@ -85,6 +89,10 @@ func TestWrite(t *testing.T) {
 		`lanes_background_yielding{interface="eth0"} 1`,
 		"lanes_background_yields_total 4",
 		"lanes_daemon_up 1",
+		`lanes_account_capacity_bytes_per_second{dir="up",interface="eth0"} 1.25e+06`,
+		`lanes_account_share{dir="up",interface="eth0",lane="background"} 0.9`,
+		`lanes_account_share{dir="up",interface="eth0",lane="interactive"} 0`,
+		`lanes_account_why{dir="down",interface="eth0",why="not ours"} 1`,
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("missing %q", want)
