@@ -137,7 +137,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 			return err
 		}
 	}
-	shaped, overrun, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
+	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
 	if in.Signal && e.Sharing && in.Queue > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
@@ -147,7 +147,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
-		in.Shaped, in.Overrun = true, overrun
+		in.Shaped = true
 	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)
@@ -164,7 +164,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
 		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
-		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0, "overrun", in.Overrun)
+		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
 	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()
 		e.Shaped = rate != 0

@@ -91,13 +91,11 @@ const (
 	// 0.78-0.88 of the link at 0.95 against 0.90-0.93 (docs/background.md,
 	// "Background QUIC and UDP")
 	arrivalsHeadroom = 0.95
-	beyondLink       = 0.25     // the growth's share above the link's rate
-	overrunShare     = 0.95     // of the link's measurement, above which an overrun shaper's growth is slowed
-	overrunGrowth    = 1.0 / 16 // the growth's share there
-	fastStart        = 0.25     // growth per step before the link's rate is known, of the rate
-	estimateSteps    = 4        // the link estimate's window, in steps
-	estimateKeep     = 40       // the link's rate is the highest estimate of this many steps
-	maxGrowth        = 3        // a queue's growth (s/s) an estimate believes: a sender at 4× the link
+	beyondLink       = 0.25 // the growth's share above the link's rate
+	fastStart        = 0.25 // growth per step before the link's rate is known, of the rate
+	estimateSteps    = 4    // the link estimate's window, in steps
+	estimateKeep     = 40   // the link's rate is the highest estimate of this many steps
+	maxGrowth        = 3    // a queue's growth (s/s) an estimate believes: a sender at 4× the link
 )
 
 // Input is one step's observation.
@@ -111,7 +109,6 @@ type Input struct {
 	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already
 	Held    bool          // the yield holds the class now
 	Shaped  bool          // the step's upload left by the shaper (its excess waited, none dropped)
-	Overrun bool          // the sender overruns the shaper (it dropped, or its queue stands half full)
 	Dt      time.Duration // the step's length
 }
 
@@ -201,10 +198,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		switch {
-		case s.overrun(in):
-			up *= overrunGrowth
-		case s.measured != 0 && s.Rate >= s.measured && !s.shapedShare(in):
+		if s.measured != 0 && s.Rate >= s.measured && !s.shapedShare(in) {
 			up *= beyondLink
 		}
 		bound := uint64(s.headroom(in) * ref)
@@ -229,21 +223,6 @@ func (s *State) Step(in Input) uint64 {
 // UDP").
 func (s *State) shapedShare(in Input) bool {
 	return in.Shaped && s.Rule.Target < s.Rule.Policy
-}
-
-// overrun says whether the step is a shaped upload's (not arrivals':
-// their sender answers the bottleneck's queue) whose sender overruns the
-// shaper above overrunShare of the link's measurement (a
-// lower bound alone is the class's own rate: there the growth finds the
-// link at full speed). The shaper's rate, not the sender, then sets the
-// bottleneck's queue, so the growth beyond it is slowed beside a present
-// foreground too: at full growth the rate reached shapedHeadroom over an
-// estimate a few percent high within 6 steps of each hold, and every
-// climb built 7-15 ms at the bottleneck before a decrease took it away
-// (docs/background.md, "Background QUIC and UDP").
-func (s *State) overrun(in Input) bool {
-	return in.Shaped && in.Overrun && !in.Arrived && !s.Rule.Off.Overrun && s.measured != 0 &&
-		float64(s.Rate) >= overrunShare*float64(s.measured)
 }
 
 // headroom is how far above the link's rate the step's rate may go:

@@ -23,7 +23,6 @@ type shaper struct {
 	failed bool   // the interface has no shaper: the policer holds the direction
 	rate   uint64 // the shaper's rate (0: the direction is not shaped)
 	sent   uint64 // the shaper's bytes sent at the last read
-	drops  uint64 // the shaper's drops at the last read
 }
 
 // usable says whether the direction's rate goes to the shaper.
@@ -36,22 +35,18 @@ func (s *shaper) usable(r Rule, d datapath.Direction) bool {
 }
 
 // passed reads what the shaper sent since the last read, in bytes/s over
-// dt, and whether the sender overruns it: it dropped since (its queue
-// overflowed) or holds at least half its queue's limit now (a sender
-// blocked on its send buffer, as iperf3 -u is, keeps it there); ok is
-// false when the direction was not shaped over the step.
-func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate uint64, overrun, ok bool) {
+// dt; ok is false when the direction was not shaped over the step.
+func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate uint64, ok bool) {
 	if s.rate == 0 {
-		return 0, false, false
+		return 0, false
 	}
 	st, err := dp.BgShapeStats(ifindex, d)
 	if err != nil {
-		return 0, false, false
+		return 0, false
 	}
 	sent := st.Bytes - min(st.Bytes, s.sent)
-	overrun = st.Drops > s.drops || 2*st.BacklogBytes >= uint64(datapath.BgShapeQueueLimit(s.rate))
-	s.sent, s.drops = st.Bytes, st.Drops
-	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), overrun, true
+	s.sent = st.Bytes
+	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), true
 }
 
 // set puts the direction's rate on its shaper (0: not shaped); it returns
@@ -72,7 +67,7 @@ func (s *shaper) set(dp Datapath, ifindex int, d datapath.Direction, rate uint64
 	}
 	if s.rate == 0 { // the shaper's count from here
 		if st, err := dp.BgShapeStats(ifindex, d); err == nil {
-			s.sent, s.drops = st.Bytes, st.Drops
+			s.sent = st.Bytes
 		}
 	}
 	s.rate = rate

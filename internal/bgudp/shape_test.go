@@ -142,31 +142,3 @@ func TestShapedUploadRecoversBesideForeground(t *testing.T) {
 		t.Errorf("queue mean %v above the share target", q)
 	}
 }
-
-// Beside a present foreground a shaped upload grows at full speed up to
-// its headroom, unless its sender overruns the shaper (an unresponsive
-// sender: the shaper's rate is then what feeds the bottleneck): above
-// overrunShare of the link estimate that growth is slowed.
-func TestOverrunShaperGrowsSlowlyNearTheLink(t *testing.T) {
-	const link = 1_300_000 // bytes/s
-	grow := func(overrun bool, off experiments.BgUDPOff) uint64 {
-		r := DefaultRule(yield.ShareTarget(10 * time.Millisecond))
-		r.Policy, r.Off = 10*time.Millisecond, off
-		s := State{Rule: r, Rate: link * 96 / 100, Link: link, measured: link}
-		s.ests = []estimate{{rate: link, busy: true}}
-		before := s.Rate
-		s.Step(Input{Signal: true, Base: 10 * time.Millisecond, Offered: 2 * link, Passed: s.Rate,
-			Shaped: true, Overrun: overrun, Dt: 50 * time.Millisecond})
-		return s.Rate - before
-	}
-	full := uint64(gain * link)
-	if up := grow(true, experiments.BgUDPOff{}); up > full/10 {
-		t.Errorf("an overrun shaper grew %d B/s in a step near the link, want at most %d", up, full/10)
-	}
-	if up := grow(false, experiments.BgUDPOff{}); up < full*9/10 {
-		t.Errorf("a shaper the sender follows grew %d B/s in a step, want about %d", up, full)
-	}
-	if up := grow(true, experiments.BgUDPOff{Overrun: true}); up < full*9/10 {
-		t.Errorf("with the rule off an overrun shaper grew %d B/s in a step, want about %d", up, full)
-	}
-}

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -121,50 +120,27 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 	_ = u.Wait()
 	time.Sleep(2 * time.Second) // R's queue drains
 
-	// paired: the rule, then an overrun shaper's growth at full speed
-	// beside a present foreground (the rule it replaced)
-	for _, m := range []struct{ name, off string }{{"rule", ""}, {"old: full growth", "overrun"}} {
-		on, lost, share, st := udpUploadUnder(t, p, m.off)
-		t.Logf("%s: background QUIC/UDP: %s", m.name, st.Interfaces[0].NonTCP)
-		probeCost(t, st)
-		if m.off != "" {
-			t.Logf("%s: probe p95 %v over idle, %d lost, background alone %.0f%% of the link",
-				m.name, pct(on, .95)-pct(idle, .95), lost, 100*share)
-			continue
-		}
-		// held at the sample by the controller, or by the yield while the class's own
-		// queue reads the probe's harm (a foreground no TCP sample speaks for)
-		if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held") {
-			t.Errorf("status says background non-TCP is %q; want held by the delay controller or the yield now", nt)
-		}
-		bgJudge(t, "UDP upload", idle, off, on, lost, probeN, share)
-	}
-}
-
-// udpUploadUnder runs the unresponsive UDP upload in background under a
-// daemon with the class's rule parts named by off left off ("": none),
-// and returns the probe's RTTs beside it, the probes lost, the class's
-// share of the link and the daemon's status.
-func udpUploadUnder(t *testing.T, p *testutil.Path, off string) ([]time.Duration, int, float64, *api.Status) {
-	t.Helper()
-	flags := []string{"--log-level", "debug"}
-	if off != "" {
-		flags = append(flags, "--bg-udp-rule-off", off)
-	}
-	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), flags...)
+	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), "--log-level", "debug")
 	defer func() {
 		if t.Failed() || os.Getenv("LANES_BGUDP_STEPS") != "" {
 			t.Log(d.out.String()) // the controller's steps
 		}
-		d.stop(t, syscall.SIGTERM)
 	}()
-	u := udpUpload(t, p, 12, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
-	defer func() { _ = u.Process.Kill(); _ = u.Wait() }()
+	udpUpload(t, p, 12, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	time.Sleep(4 * time.Second)
 	bg0, t0 := laneBytes(t, sock, "background"), time.Now()
 	on, lost := probeAll(t, p)
 	share := float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds() / remoteLinkBps
-	return on, lost, share, status(t, sock)
+	st := status(t, sock)
+	t.Logf("background-udp: %s", st.Components["background-udp"])
+	t.Logf("background QUIC/UDP: %s", st.Interfaces[0].NonTCP)
+	probeCost(t, st)
+	// held at the sample by the controller, or by the yield while the class's own
+	// queue reads the probe's harm (a foreground no TCP sample speaks for)
+	if nt := st.Interfaces[0].NonTCP; !strings.Contains(nt, "uploads held by delay controller") || !strings.Contains(nt, "now: egress held") {
+		t.Errorf("status says background non-TCP is %q; want held by the delay controller or the yield now", nt)
+	}
+	bgJudge(t, "UDP upload", idle, off, on, lost, probeN, share)
 }
 
 // quicBulk is a running QUIC bulk transfer and its byte count.
