@@ -158,26 +158,37 @@ func TestWatcherCost(t *testing.T) {
 	pids := []int{sleeper(t, 10123), sleeper(t, 10124), sleeper(t, 1000)}
 	const moves = 200
 	groups := []string{"top-app", "background"}
-	done := make(chan time.Duration)
+	// one move at a time, each answered by its wake-up: moves that come
+	// faster than the watcher reads are one wake-up, as on a busy machine
+	woken := make(chan time.Duration, moves)
 	go func() {
-		var cpu time.Duration
-		for i := 0; i < moves; i++ {
+		runtime.LockOSThread() // threadCPU is this thread's
+		defer runtime.UnlockOSThread()
+		defer close(woken)
+		for {
 			c0 := threadCPU()
 			if w.Wait(context.Background()) != nil {
-				break
+				return
 			}
 			if _, err := r.States(); err != nil {
-				break
+				return
 			}
-			cpu += threadCPU() - c0
+			woken <- threadCPU() - c0
 		}
-		done <- cpu
 	}()
+	var cpu time.Duration
 	for i := 0; i < moves; i++ {
 		move(t, g, pids[i%len(pids)], groups[i%2])
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case c, ok := <-woken:
+			if !ok {
+				t.Fatalf("the watcher stopped after %d moves", i)
+			}
+			cpu += c
+		case <-time.After(testutil.Patience(10 * time.Second)):
+			t.Fatalf("move %d woke no watcher", i)
+		}
 	}
-	cpu := <-done
 	per := cpu / moves
 	t.Logf("watcher CPU per move: %v (%d moves, %d processes in the groups): %.4f%% of a core at 1 move/s",
 		per, moves, len(pids), 100*per.Seconds())
