@@ -32,8 +32,9 @@
  * sockets are not harmed both directions are the controller's: it steers
  * them to the share target (internal/bgudp); the lab switch
  * CLS_F_HOLD_ARRIVALS holds arrivals at yield_rate there too. The first packet after BG_QUIET_NS without
- * one posts an event (lanes_bg_events) so the daemon's controller wakes
- * only while such traffic exists.
+ * one posts an event (lanes_bg_events), and a packet a second after it
+ * while the traffic lasts, so the daemon's controller wakes only while
+ * such traffic exists, and also when it missed the first.
  *
  * The bucket is updated without a lock: two CPUs may both take tokens of
  * one refill; the error is a packet per CPU per refill.
@@ -74,8 +75,9 @@ struct bg_state {
 	__u64 packets, bytes;
 	__u64 drops, drop_bytes;
 	__u64 held_drops;  /* drops while the yield held the class */
-	__u64 episodes;    /* events posted */
+	__u64 episodes;    /* episodes begun: first packets after BG_QUIET_NS */
 	__u64 emptied_gen; /* the bg_ctl.empty_gen last acted on */
+	__u64 posted;      /* the last event posted */
 };
 
 struct bg_event {
@@ -173,6 +175,12 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 		return 1;
 	if (!c->seen || now - c->seen >= BG_QUIET_NS) {
 		c->episodes++;
+		c->posted = now;
+		bg_event(ifindex, dir, peer);
+	} else if (now - c->posted >= BG_QUIET_NS) {
+		/* again each second while it flows: a controller that was not
+		 * reading at the first (starting, restarted) still wakes */
+		c->posted = now;
 		bg_event(ifindex, dir, peer);
 	}
 	c->seen = now;

@@ -151,6 +151,42 @@ func TestBackgroundClassPolices(t *testing.T) {
 	}
 }
 
+// TestBackgroundClassWakesAgainWhileFlowing: the class's first packet
+// posts an event, and a packet a second later posts another while the
+// traffic lasts, so a controller that was not reading at the first (a
+// daemon starting under load, a component restarted) still wakes.
+func TestBackgroundClassWakesAgainWhileFlowing(t *testing.T) {
+	objs := loadForTest(t)
+	peer := netip.MustParseAddr("10.9.8.9")
+	up := pkt{src: v4src, dst: peer, sport: 40002, dport: 443, proto: 17}
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	putBgCtl(t, objs, 0, ClassifierBgCtl{})
+	rd, err := ringbuf.NewReader(objs.LanesBgEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	data := up.build()
+	events := 0
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		passed(t, objs.LanesClassify, data, 1)
+		time.Sleep(20 * time.Millisecond) // a flow: never a quiet second
+		rd.SetDeadline(time.Now())
+		for {
+			if _, err := rd.Read(); err != nil {
+				break
+			}
+			events++
+		}
+	}
+	// (a stall of a second between two packets would begin an episode)
+	if c := bgState(t, objs, 0); events < 2 || uint64(events) <= c.Episodes {
+		t.Errorf("1.5 s of a flow: %d events, %d episodes; want an event at its first packet and another a second on, within the episode", events, c.Episodes)
+	}
+}
+
 // A class whose tokens the controller took at a decrease (datapath
 // SetBgRate with empty) passes only what its rate refills from the next
 // packet on, not the bucket's depth first.

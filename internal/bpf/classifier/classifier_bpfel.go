@@ -33,6 +33,7 @@ type ClassifierBgState struct {
 	HeldDrops  uint64
 	Episodes   uint64
 	EmptiedGen uint64
+	Posted     uint64
 }
 
 type ClassifierClsConfig struct {
