@@ -103,18 +103,25 @@ func TestYieldDirectionsApart(t *testing.T) {
 
 // TestYieldHoldPacedToLinkShare: the yield's hold paces a background
 // upload at a sixteenth of its interface's capacity estimate
-// (lanes_link_rate: the sockets' delivery rates), and its release gives
+// (lanes_link_rate: the sockets' bytes acked over windows of 100 ms or
+// more), and its release gives
 // TCP's own pacing back.
 func TestYieldHoldPacedToLinkShare(t *testing.T) {
 	p, h, idx, up, ok := backgroundUploadGrown(t, 9415)
 	if !ok {
 		return
 	}
+	// the estimate: the socket's bytes acked over its first window (100 ms)
+	var lr struct{ Bps, At uint64 }
+	for start := time.Now(); h.ops.LanesLinkRate.Lookup(uint32(idx[p.LinkA]), &lr) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > testutil.Patience(5*time.Second) {
+			t.Fatalf("no capacity estimate for %s after %v of an upload", p.LinkA, time.Since(start))
+		}
+	}
 	stop := stampHarm(t, h, idx[p.LinkA], yield.Up)
 	if took, cw := waitCwnd(t, up, 10*time.Second, func(cw uint32) bool { return cw <= 2 }); cw > 2 {
 		t.Fatalf("held: cwnd %d after %v, want 2", cw, took)
 	}
-	var lr struct{ Bps, At uint64 }
 	if err := h.ops.LanesLinkRate.Lookup(uint32(idx[p.LinkA]), &lr); err != nil || lr.Bps == 0 {
 		t.Fatalf("no capacity estimate for %s: %v %+v", p.LinkA, err, lr)
 	}

@@ -115,13 +115,20 @@ static __always_inline void pace(struct bpf_sock_ops *ops, struct sk_state *st)
 /* The yield's hold is at most a small share of what the link carries: 2
  * segments a round trip are the whole of a 0.2 Mbit/s link. The upload
  * direction's capacity per interface (lanes_link_rate) is a windowed,
- * decaying maximum of its sockets' delivery rates (each RTT sample's,
- * a held background socket's left out): raised by a sample at or above
- * it, halved every LINK_RATE_HALF_NS without one. A held socket is paced
- * at 1/HOLD_RATE_DIV of it (at least a segment a second) where it is
- * known; beyond the hold TCP paces itself as before (pace). */
+ * decaying maximum of its sockets' delivery rates (a held background
+ * socket's left out): raised by a rate at or above it, halved every
+ * LINK_RATE_HALF_NS without one. A held socket is paced at
+ * 1/HOLD_RATE_DIV of it (at least a segment a second) where it is known;
+ * beyond the hold TCP paces itself as before (pace).
+ * A socket's rate is its bytes acked over at least LINK_RATE_WIN_NS and a
+ * smoothed RTT, not the kernel's last rate sample: a sample covers as
+ * little as the path's minimum RTT, microseconds on a LAN, in which a
+ * token bucket's burst passes at the device's speed (3.6 Gbit/s read past
+ * a 10 Mbit/s TBF with a 15 KB burst). Over 100 ms that burst is 0.12 of
+ * a 10 Mbit/s link's bytes. */
 #define HOLD_RATE_DIV 16
 #define LINK_RATE_HALF_NS 10000000000ULL
+#define LINK_RATE_WIN_NS 100000000ULL
 
 struct link_rate {
 	__u64 bps; /* bytes/s */
@@ -143,30 +150,52 @@ static __always_inline __u64 link_rate_of(struct link_rate *r, __u64 now)
 	return halves >= 64 ? 0 : r->bps >> halves;
 }
 
-/* link_rate_sample takes ops's delivery-rate sample into its interface's
- * estimate. */
-static __always_inline void link_rate_sample(struct bpf_sock_ops *ops)
+/* window_rate is ops's delivery rate in bytes/s over its window when the
+ * window is full (then a new one starts), else 0. */
+static __always_inline __u64 window_rate(struct bpf_sock_ops *ops, __u64 now)
 {
-	__u32 del = ops->rate_delivered, iv = ops->rate_interval_us, mss = ops->mss_cache, idx;
-	struct link_rate *r, fresh;
-	__u64 bps, now;
+	struct sk_state *st = sock_state(ops, BPF_SK_STORAGE_GET_F_CREATE);
+	__u64 acked = ops->bytes_acked, win = (__u64)(ops->srtt_us >> 3) * 1000, span, bytes;
 
-	if (!del || !iv || !mss)
-		return;
-	bps = (__u64)del * mss * 1000000 / iv;
+	if (!st)
+		return 0;
+	if (!st->rate_at || acked < st->rate_acked) {
+		st->rate_at = now;
+		st->rate_acked = acked;
+		return 0;
+	}
+	span = now - st->rate_at;
+	if (span < win || span < LINK_RATE_WIN_NS)
+		return 0;
+	bytes = acked - st->rate_acked;
+	st->rate_at = now;
+	st->rate_acked = acked;
+	return bytes * 1000000000ULL / span;
+}
+
+/* link_rate_sample takes ops's delivery rate into its interface's
+ * estimate. A global function: verified once, not at each call. */
+__noinline int link_rate_sample(struct bpf_sock_ops *ops)
+{
+	struct link_rate *r, fresh;
+	__u64 now = bpf_ktime_get_ns(), bps = window_rate(ops, now);
+	__u32 idx;
+
+	if (!bps)
+		return 0;
 	idx = sock_ifindex(ops);
-	now = bpf_ktime_get_ns();
 	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
 	if (!r) {
 		fresh.bps = bps;
 		fresh.at = now;
 		bpf_map_update_elem(&lanes_link_rate, &idx, &fresh, BPF_NOEXIST);
-		return;
+		return 0;
 	}
 	if (bps >= link_rate_of(r, now)) {
 		r->bps = bps;
 		r->at = now;
 	}
+	return 0;
 }
 
 /* hold_pace paces a background socket the yield holds (held) at

@@ -203,6 +203,8 @@ type SockopsSkState struct {
 	_          [4]byte
 	Cookie     uint64
 	OwnUntil   [2]uint64
+	RateAt     uint64
+	RateAcked  uint64
 }
 
 type SockopsSockopsConfig struct {

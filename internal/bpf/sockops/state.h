@@ -75,6 +75,8 @@ struct sk_state {
 			    * setsockopt program has no helper for it */
 	__u64 own_until[2]; /* its own delay holds it until then, per direction
 			     * (FG_DIR_*: yield.h's bg_own_delay) */
+	__u64 rate_at;      /* the delivery-rate window's start (cwndcap.h) */
+	__u64 rate_acked;   /* bytes_acked at that start */
 };
 
 struct {
