@@ -28,25 +28,7 @@ func TestThrottledPeerHoldsOnlyItsOwnSocket(t *testing.T) {
 	p := testutil.NewVethPair(t)
 	attackerPeer := net.IPv4(p.AddrB[0], p.AddrB[1], 0, 3).To4()
 	throttleAcksFrom(t, p, attackerPeer)
-	var h *Host
-	var idx int
-	p.A.Do(t, func() (err error) {
-		h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "ownpath", Yield: true})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { h.Close() })
-		e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 20_000_000})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { e.Close() })
-		idx = e.link.Attrs().Index
-		return nil
-	})
-	if h.ops == nil {
-		t.Skipf("no sock_ops here: %v", h.Capabilities())
-	}
+	h, idx := openShapedHost(t, p, HostConfig{StateDir: testStateDir, Instance: "ownpath", Yield: true}, 20_000_000)
 	victimSink, victimAddr := startSink(t, p.B, p.AddrB, 9542)
 	_, attackerAddr := startSink(t, p.B, attackerPeer, 9541)
 	udpAddr := net.JoinHostPort(p.AddrB.String(), "9543")
@@ -160,25 +142,7 @@ func udpVictim(t *testing.T, p *testutil.Pair, addr string) *sink {
 func TestClassOwnDelayHoldsNoSocket(t *testing.T) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
-	var h *Host
-	var idx int
-	p.A.Do(t, func() (err error) {
-		h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "classown", Yield: true})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { h.Close() })
-		e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 20_000_000})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { e.Close() })
-		idx = e.link.Attrs().Index
-		return nil
-	})
-	if h.ops == nil {
-		t.Skipf("no sock_ops here: %v", h.Capabilities())
-	}
+	h, idx := openShapedHost(t, p, HostConfig{StateDir: testStateDir, Instance: "classown", Yield: true}, 20_000_000)
 	_, addr := startSink(t, p.B, p.AddrB, 9544)
 	ap := netip.MustParseAddrPort(addr)
 	if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(ap.Addr(), 32), DPort: ap.Port()}, lane.Background); err != nil {
@@ -301,4 +265,30 @@ func paceWriting(t *testing.T, c *net.TCPConn, size int, gap time.Duration) {
 		}
 	}()
 	t.Cleanup(func() { close(done); <-ended })
+}
+
+// openShapedHost opens a host in p's namespace A with a shaped egress of
+// uplinkBps on its link, and returns it with the link's ifindex; it skips
+// the test where the kernel runs no sock_ops.
+func openShapedHost(t *testing.T, p *testutil.Pair, cfg HostConfig, uplinkBps uint64) (*Host, int) {
+	t.Helper()
+	var h *Host
+	var idx int
+	p.A.Do(t, func() (err error) {
+		if h, err = OpenHost(cfg); err != nil {
+			return err
+		}
+		t.Cleanup(func() { h.Close() })
+		e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: uplinkBps})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { e.Close() })
+		idx = e.link.Attrs().Index
+		return nil
+	})
+	if h.ops == nil {
+		t.Skipf("no sock_ops here: %v", h.Capabilities())
+	}
+	return h, idx
 }

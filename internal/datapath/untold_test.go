@@ -29,26 +29,8 @@ func TestBackgroundOwnDelayTellsUntoldHarm(t *testing.T) {
 	}{{"no foreground", false, false}, {"untold foreground", true, false}, {"untold foreground, --untold-held", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			p := testutil.NewVethPair(t)
-			var h *Host
-			var idx int
-			p.A.Do(t, func() (err error) {
-				// background keeps CUBIC (no LEDBAT++): its queue grows
-				h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "untold", Yield: true, BackgroundTarget: -1, Experiments: experiments.Set{UntoldHeld: c.untoldOn}})
-				if err != nil {
-					return err
-				}
-				t.Cleanup(func() { h.Close() })
-				e, err := OpenEgress(h, EgressConfig{Interface: p.LinkA, Mode: Shaped, UplinkBps: 2_000_000})
-				if err != nil {
-					return err
-				}
-				t.Cleanup(func() { e.Close() })
-				idx = e.link.Attrs().Index
-				return nil
-			})
-			if h.ops == nil {
-				t.Skipf("no sock_ops here: %v", h.Capabilities())
-			}
+			// background keeps CUBIC (no LEDBAT++): its queue grows
+			h, idx := openShapedHost(t, p, HostConfig{StateDir: testStateDir, Instance: "untold", Yield: true, BackgroundTarget: -1, Experiments: experiments.Set{UntoldHeld: c.untoldOn}}, 2_000_000)
 			_, addr := startSink(t, p.B, p.AddrB, 9531)
 			dst, _ := netip.AddrFromSlice(p.AddrB)
 			if err := h.Lanes.SetDstLane(DstRule{Prefix: netip.PrefixFrom(dst, dst.BitLen()), DPort: 9531}, lane.Background); err != nil {

@@ -360,15 +360,7 @@ func DumpSockets(proto uint8, fn func(*Sock)) error {
 // state and marking, for the daemon's live moves: the kernel fills no
 // tcp_info or memory counters for each of a namespace's sockets.
 func DumpSocketIDs(proto uint8, fn func(*Sock)) error {
-	c, err := openDiag(netns.None())
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.proto = proto
-	c.noCompat = proto != unix.IPPROTO_TCP
-	c.ext = markingExt
-	return c.dumpAll(0xfff, false, fn)
+	return dumpIDs(proto, nil, fn)
 }
 
 // DumpPortSocketIDs is DumpSocketIDs of the sockets on one local port:
@@ -377,6 +369,12 @@ func DumpSocketIDs(proto uint8, fn func(*Sock)) error {
 // table, not its listing. A kernel that refuses the bytecode lists all
 // sockets: callers match the port themselves.
 func DumpPortSocketIDs(proto uint8, localPort uint16, fn func(*Sock)) error {
+	return dumpIDs(proto, diagFilter(localPort, 0, 0, 0), fn)
+}
+
+// dumpIDs lists proto's sockets without tcp_info or memory counters, those
+// bytecode (nil: all) lets through.
+func dumpIDs(proto uint8, bytecode []byte, fn func(*Sock)) error {
 	c, err := openDiag(netns.None())
 	if err != nil {
 		return err
@@ -385,7 +383,7 @@ func DumpPortSocketIDs(proto uint8, localPort uint16, fn func(*Sock)) error {
 	c.proto = proto
 	c.noCompat = proto != unix.IPPROTO_TCP
 	c.ext = markingExt
-	c.bytecode = diagFilter(localPort, 0, 0, 0)
+	c.bytecode = bytecode
 	return c.dumpAll(0xfff, false, fn)
 }
 
