@@ -228,8 +228,8 @@ func removeLaneCgroups(root, instance string, evict bool) error {
 // RemoveCgroup removes a cgroup directory. A process that was just killed
 // stays in its cgroup until it has finished exiting, and rmdir says EBUSY
 // meanwhile: with wait (its processes were moved out), wait for such
-// stragglers, up to cgroupExitWait (a loaded machine can take over a
-// second); an error still names the processes left in it.
+// stragglers up to cgroupExitWait; an error names the processes and the
+// child groups left in it.
 func RemoveCgroup(dir string, wait bool) error {
 	deadline := time.Now().Add(cgroupExitWait)
 	for {
@@ -238,15 +238,29 @@ func RemoveCgroup(dir string, wait bool) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-			return fmt.Errorf("%w (processes in it: %q)", err, strings.Fields(string(procs)))
+			return fmt.Errorf("%w (%s)", err, cgroupContents(dir))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // cgroupExitWait bounds RemoveCgroup's wait for exiting processes.
-const cgroupExitWait = 10 * time.Second
+const cgroupExitWait = time.Second
+
+// cgroupContents says what keeps cgroup dir busy: its processes and its
+// child groups.
+func cgroupContents(dir string) string {
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	var children []string
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				children = append(children, e.Name())
+			}
+		}
+	}
+	return fmt.Sprintf("processes in it: %q, child groups: %q", strings.Fields(string(procs)), children)
+}
 
 // MoveProcs moves every process of cgroup dir into cgroup dst (a process
 // that exits meanwhile is not an error; a cgroup that is gone has none).
