@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-streams.sh: make test's go tests as three streams side by side, each
 # a `go test` of its own, its lines prefixed with its name:
-#   daemon  the daemon package (its traffic tests side by side, -parallel 3)
+#   daemon  the daemon package (one test at a time, -parallel 1)
 #   others  every other package, one at a time (-p 1)
 #   race    every package's short tests under the race detector, one at a time
 # Most of the suite waits on emulated links (20 % of two cores in sequence),
@@ -24,7 +24,7 @@ stream() { # name, then the go test arguments
 	return "$rc"
 }
 
-stream daemon $go test -count=1 -p 1 -parallel 3 -timeout 50m ./internal/daemon/ &
+stream daemon $go test -count=1 -p 1 -parallel 1 -timeout 50m ./internal/daemon/ &
 daemon=$!
 # shellcheck disable=SC2086 # the package list splits on purpose
 stream others $go test -count=1 -p 1 -timeout 50m $others &
