@@ -27,9 +27,9 @@ type ccFollower struct {
 	stop  chan struct{}
 }
 
-// followCCAllowList starts the follower once the host's programs exist;
-// nothing without background_cc_keep (no list is checked).
-func (h *Host) followCCAllowList() {
+// startCCFollower starts h's allow-list follower (ccFollower owns it)
+// once the host's programs exist; nothing without background_cc_keep (no list is checked).
+func startCCFollower(h *Host) {
 	if _, off := h.off[CapBgCCKeep]; off || h.optLink == nil {
 		if _, already := h.off[CapCCAllowLive]; !already {
 			h.off[CapCCAllowLive] = "needs " + string(CapBgCCKeep)

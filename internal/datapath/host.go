@@ -200,7 +200,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
 	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
 		bgTarget: cfg.BackgroundTarget}
-	h.followCCAllowList()
+	startCCFollower(h)
 	return h, nil
 }
 
