@@ -7,18 +7,21 @@
 # Most of the suite waits on emulated links (20 % of two cores in sequence),
 # so the streams share the machine without slowing each other's figures.
 # Every test runs on namespaces, links and a daemon of its own, and counts
-# only what it made. Exits 1 if any stream failed.
+# only what it made. Ends with the list of failed tests (the last lines a
+# CI log keeps). Exits 1 if any stream failed.
 # Usage: scripts/test-streams.sh TMPDIR
 set -u
 cd "$(dirname "$0")/.."
 tmp=$1
 go=./scripts/go
+logs=$(mktemp -d /tmp/lanes-streams.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
 others=$($go list ./... | grep -vx 'github.com/lanes-net/lanes/internal/daemon')
 
 stream() { # name, then the go test arguments
 	local name=$1
 	shift
-	TMPDIR=$tmp "$@" 2>&1 | sed -u "s/^/[$name] /"
+	TMPDIR=$tmp "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
 	local rc=${PIPESTATUS[0]}
 	echo "[$name] exit $rc"
 	return "$rc"
@@ -36,4 +39,8 @@ rc=0
 for pid in $daemon $others_pid $race; do
 	wait "$pid" || rc=1
 done
+if [ $rc -ne 0 ]; then
+	echo "failed:"
+	grep -hE '^\[[a-z]+\] +--- FAIL|^\[[a-z]+\] (FAIL|panic:)' "$logs"/* || true
+fi
 exit $rc
