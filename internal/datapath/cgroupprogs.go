@@ -7,7 +7,7 @@ package datapath
 import (
 	"sync"
 
-	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/lanes-net/lanes/internal/bpf/execlane"
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
@@ -18,7 +18,7 @@ import (
 type CgroupPrograms struct {
 	guard *guard
 	ops   *sockops.Objects // lanes' own sock_ops and cgroup/setsockopt
-	live  *ebpf.Program    // lanes_live_cc (CapLiveCC)
+	live  *link.Iter       // lanes_live_cc's link (CapLiveCC)
 	exec  *execlane.Lanes  // the exe: rules' programs (CapExecLane)
 	ccMu  sync.Mutex       // one allow-list reading at a time (appcc.go)
 }

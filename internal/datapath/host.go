@@ -93,14 +93,15 @@ type HostConfig struct {
 // Host is the installed per-namespace datapath: what it loaded, and its
 // owners as fields.
 type Host struct {
-	cfg     HostConfig
-	ns      *nsRef
-	cls     *classifier.ClassifierObjects
-	ops     *sockops.Objects // nil without CapSockops
-	live    *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
-	exec    *execlane.Lanes  // nil without CapExecLane (execlane.go)
-	opsLink link.Link
-	optLink link.Link // cgroup/setsockopt, nil without CapBgCCKeep
+	cfg      HostConfig
+	ns       *nsRef
+	cls      *classifier.ClassifierObjects
+	ops      *sockops.Objects // nil without CapSockops
+	live     *ebpf.Program    // lanes_live_cc, nil without CapLiveCC (livecc.go)
+	liveLink *link.Iter       // its link, made at load and kept
+	exec     *execlane.Lanes  // nil without CapExecLane (execlane.go)
+	opsLink  link.Link
+	optLink  link.Link // cgroup/setsockopt, nil without CapBgCCKeep
 	// ccFollow reads the allow-list optLink's program checks again at
 	// each write of the sysctl (ccfollow.go), nil without optLink
 	ccFollow *ccFollower
@@ -197,7 +198,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
 		untoldHeld: cfg.Experiments.UntoldHeld}
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
-	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.live, exec: h.exec}
+	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.liveLink, exec: h.exec}
 	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
 		bgTarget: cfg.BackgroundTarget}
 	startCCFollower(h)
@@ -372,7 +373,7 @@ func (h *Host) teardown(evict bool) error {
 		}
 	}
 	if h.live != nil {
-		errs = append(errs, h.live.Close())
+		errs = append(errs, h.liveLink.Close(), h.live.Close())
 	}
 	if h.exec != nil {
 		errs = append(errs, h.exec.Close())

@@ -5,7 +5,9 @@
 // lets an iter/tcp program call bpf_setsockopt (5.14+), ApplyLive marks
 // the moved cookies in lanes_live_pending and walks the namespace's TCP
 // sockets once with lanes_live_cc, which applies them with each socket
-// locked; elsewhere (capability live_cc off) the callback does it.
+// locked; elsewhere (capability live_cc off) the callback does it. The
+// iterator's link is made once, at load, and kept: a walk is one open and
+// read of it (the link alone runs nothing).
 package datapath
 
 import (
@@ -18,7 +20,8 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
-// loadLive loads the iterator; a failure turns off CapLiveCC only.
+// loadLive loads the iterator and makes its link; a failure turns off
+// CapLiveCC only.
 func (h *Host) loadLive(cfg sockops.Config) {
 	if _, off := h.off[CapLiveCC]; off {
 		return
@@ -28,7 +31,14 @@ func (h *Host) loadLive(cfg sockops.Config) {
 		h.disable(CapLiveCC, fmt.Errorf("congestion control of moved sockets switched at their next ACK: %w", err))
 		return
 	}
-	h.live = p
+	it, err := link.AttachIter(link.IterOptions{Program: p})
+	if err != nil {
+		p.Close()
+		h.disable(CapLiveCC, fmt.Errorf("congestion control of moved sockets switched at their next ACK: "+
+			"live move iterator: %w", err))
+		return
+	}
+	h.live, h.liveLink = p, it
 }
 
 // ApplyLive applies the lanes just set for these TCP sockets (cookie ->
@@ -45,12 +55,7 @@ func (p *CgroupPrograms) ApplyLive(moved map[uint64]lane.Lane) (bool, error) {
 				return fmt.Errorf("live move of socket %d: %w", c, err)
 			}
 		}
-		it, err := link.AttachIter(link.IterOptions{Program: p.live})
-		if err != nil {
-			return fmt.Errorf("live move iterator: %w", err)
-		}
-		defer it.Close()
-		r, err := it.Open()
+		r, err := p.live.Open()
 		if err != nil {
 			return fmt.Errorf("live move iterator: %w", err)
 		}
