@@ -3,19 +3,21 @@
 # (make android-check's GKI VM: scripts/kernel-vm.sh runs `setup` before
 # the tests when it stages this script), as Android's libprocessgroup
 # declares them in system/core's libprocessgroup/profiles (AOSP main,
-# read 2026-11-26): cgroups.json's hierarchies and init.rc's groups, and
-# task_profiles.json's aggregate profiles that ActivityManager applies to
-# a process (SetProcessProfiles) as its app changes state.
+# read 2026-11-26): cgroups.json's hierarchies and init.rc's groups.
+# task_profiles.json's aggregate profiles, which ActivityManager applies to
+# a process (SetProcessProfiles) as its app changes state, are applied by
+# the tests from their own process, as libprocessgroup writes them from
+# ActivityManager's (internal/testutil/android.go: no shell's fork and exec
+# between a move and its writes).
 #
 #   android-cgroups.sh setup                 mount and make the groups
-#   android-cgroups.sh apply PROFILE PID     apply an aggregate profile
 #   android-cgroups.sh teardown              every task back to the roots, unmount
 #
 # cgroups.json: blkio at /dev/blkio (0755), cpu at /dev/cpuctl (0755),
 # cpuset at /dev/cpuset (0755), memory at /dev/memcg (0700), all cgroup
 # v1; cgroup v2 at /sys/fs/cgroup with the freezer (the per-app
 # uid_<UID>/pid_<PID> groups). Owner system:system (uid 1000) as there.
-# The profiles' actions here: JoinCgroup (the pid into the group's
+# The profiles' actions applied: JoinCgroup (the pid into the group's
 # cgroup.procs: cpuset, cpu, blkio) and SetTimerSlack
 # (/proc/PID/timerslack_ns); the attributes (uclamp, memory limits) are
 # left out: lanes reads none of them.
@@ -54,28 +56,6 @@ setup() {
 	group /dev/blkio background
 }
 
-join() { # controller-root group pid: task_profiles.json's JoinCgroup
-	# one write, appending (no O_TRUNC, as libprocessgroup's kept
-	# descriptor): one IN_MODIFY for the watchers of the file
-	dir=$1${2:+/$2}
-	printf %s "$3" >> "$dir/cgroup.procs"
-}
-
-apply() { # the aggregate profiles of task_profiles.json
-	pid=$2
-	case "$1" in
-	CPUSET_SP_TOP_APP)    join /dev/cpuctl top-app "$pid"; join /dev/cpuset top-app "$pid"; join /dev/blkio "" "$pid"; slack 50000 ;;
-	CPUSET_SP_FOREGROUND) join /dev/cpuctl foreground "$pid"; join /dev/cpuset foreground "$pid"; join /dev/blkio "" "$pid"; slack 50000 ;;
-	CPUSET_SP_BACKGROUND) join /dev/cpuctl background "$pid"; join /dev/cpuset background "$pid"; join /dev/blkio background "$pid"; slack 40000000 ;;
-	CPUSET_SP_SYSTEM)     join /dev/cpuset system-background "$pid"; slack 50000 ;;
-	CPUSET_SP_RESTRICTED) join /dev/cpuset restricted "$pid"; slack 50000 ;;
-	CPUSET_SP_DEFAULT)    join /dev/cpuset "" "$pid"; slack 50000 ;;
-	*) echo "android-cgroups: unknown profile $1" >&2; exit 2 ;;
-	esac
-}
-
-slack() { [ ! -w "/proc/$pid/timerslack_ns" ] || echo "$1" > "/proc/$pid/timerslack_ns"; }
-
 teardown() { # only the groups setup made
 	for hg in $(for g in $CPUSETS; do echo /dev/cpuset:$g; done; for g in $CPUCTLS; do echo /dev/cpuctl:$g; done) /dev/blkio:background; do
 		h=${hg%%:*} d=${hg%%:*}/${hg#*:}
@@ -88,7 +68,6 @@ teardown() { # only the groups setup made
 
 case "${1:-}" in
 setup) setup ;;
-apply) [ $# -eq 3 ] || { echo "usage: $0 apply PROFILE PID" >&2; exit 2; }; apply "$2" "$3" ;;
 teardown) teardown ;;
-*) echo "usage: $0 setup | apply PROFILE PID | teardown" >&2; exit 2 ;;
+*) echo "usage: $0 setup | teardown" >&2; exit 2 ;;
 esac

@@ -251,8 +251,8 @@ func appShareBesidePaced(t *testing.T, p *testutil.Path, base, sock string) (flo
 // move written from begin to written, its socket seen in the new lane at
 // seen) to st: from the write's return to the watcher's wake-up, the
 // daemon's own, and from the wake-up to the lane seen (the daemon's part
-// where the move is more than one write: android-cgroups.sh's fork, exec
-// and three groups' writes, the cpuset's second).
+// where the move is more than one write: task_profiles' three groups'
+// writes on android-cgroups.sh's hierarchies, the cpuset's second).
 func addStages(t *testing.T, c *client.Client, begin, written, seen time.Time, st map[string][]time.Duration) {
 	t.Helper()
 	var s struct {

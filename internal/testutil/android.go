@@ -11,13 +11,14 @@
 //
 // In make android-check's GKI VM, scripts/android-cgroups.sh has set up
 // Android's own hierarchies (LANES_ANDROID_CGROUPS names it): the test
-// uses /dev/cpuset and moves processes by the script's task profiles.
+// uses /dev/cpuset and moves processes by task_profiles.json's aggregate
+// profiles, written from the test's own process as libprocessgroup writes
+// them from ActivityManager's (no shell between the move and its writes).
 package testutil
 
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,11 +39,28 @@ type AndroidGroups struct {
 	profiles string
 }
 
-// AndroidProfiles are task_profiles.json's aggregate profiles
-// ActivityManager applies for each group (SetProcessProfiles).
-var AndroidProfiles = map[string]string{"top-app": "CPUSET_SP_TOP_APP", "foreground": "CPUSET_SP_FOREGROUND",
-	"background": "CPUSET_SP_BACKGROUND", "system-background": "CPUSET_SP_SYSTEM",
-	"restricted": "CPUSET_SP_RESTRICTED", "": "CPUSET_SP_DEFAULT"}
+// androidJoin is one JoinCgroup action: a hierarchy's group ("" its root).
+type androidJoin struct{ hierarchy, group string }
+
+// androidProfiles are task_profiles.json's aggregate profiles
+// ActivityManager applies for each group (SetProcessProfiles): the
+// profile's name and its JoinCgroup actions in its order, on the
+// hierarchies scripts/android-cgroups.sh mounts, and its timer slack.
+var androidProfiles = map[string]struct {
+	Name  string
+	joins []androidJoin
+	slack int
+}{
+	"top-app": {"CPUSET_SP_TOP_APP",
+		[]androidJoin{{"/dev/cpuctl", "top-app"}, {"/dev/cpuset", "top-app"}, {"/dev/blkio", ""}}, 50000},
+	"foreground": {"CPUSET_SP_FOREGROUND",
+		[]androidJoin{{"/dev/cpuctl", "foreground"}, {"/dev/cpuset", "foreground"}, {"/dev/blkio", ""}}, 50000},
+	"background": {"CPUSET_SP_BACKGROUND", []androidJoin{{"/dev/cpuctl", "background"},
+		{"/dev/cpuset", "background"}, {"/dev/blkio", "background"}}, 40000000},
+	"system-background": {"CPUSET_SP_SYSTEM", []androidJoin{{"/dev/cpuset", "system-background"}}, 50000},
+	"restricted":        {"CPUSET_SP_RESTRICTED", []androidJoin{{"/dev/cpuset", "restricted"}}, 50000},
+	"":                  {"CPUSET_SP_DEFAULT", []androidJoin{{"/dev/cpuset", ""}}, 50000},
+}
 
 // NewAndroidGroups mounts a v1 hierarchy and makes the groups in a folder
 // of their own; everything is removed at the test's end (tasks left in a
@@ -103,26 +121,39 @@ func (g *AndroidGroups) inherit(t testing.TB, dir string) {
 
 // Move puts process pid (all its threads) into group, as
 // task_profiles.json's JoinCgroup does for a process; "" is the root.
+// On the script's hierarchies it applies the group's aggregate profile.
 func (g *AndroidGroups) Move(pid int, group string) error {
 	if g.profiles != "" {
-		if out, err := exec.Command("sh", g.profiles, "apply", AndroidProfiles[group], strconv.Itoa(pid)).CombinedOutput(); err != nil {
-			return fmt.Errorf("pid %d: %s: %w %s", pid, AndroidProfiles[group], err, out)
+		p := androidProfiles[group]
+		for _, j := range p.joins {
+			if err := joinGroup(filepath.Join(j.hierarchy, j.group), pid); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
 		}
+		// SetTimerSlack; a process that cannot take it keeps its own
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/timerslack_ns", pid), []byte(strconv.Itoa(p.slack)), 0)
 		return nil
 	}
 	dir := g.Root
 	if group != "" {
 		dir = filepath.Join(g.Root, group)
 	}
-	// one write on a descriptor opened without O_TRUNC, as
-	// libprocessgroup's SetCgroupAction writes: one IN_MODIFY
+	return joinGroup(dir, pid)
+}
+
+// joinGroup writes pid into dir's cgroup.procs: one write on a descriptor
+// opened without O_TRUNC, as libprocessgroup's SetCgroupAction writes
+// (one IN_MODIFY).
+func joinGroup(dir string, pid int) error {
 	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
 	if err == nil {
 		_, err = f.Write([]byte(strconv.Itoa(pid)))
-		f.Close()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("pid %d into %s: %w", pid, group, err)
+		return fmt.Errorf("pid %d into %s: %w", pid, dir, err)
 	}
 	return nil
 }
