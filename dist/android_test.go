@@ -5,9 +5,11 @@
 // violations checkpolicy reports are exactly the platform's two
 // reservations docs/android.md names (the Tethering APEX's pins belong to
 // bpfloader and network_stack; BPF together with net_admin to netd,
-// netutils_wrapper, network_stack and system_server), nothing else; and
-// the vendor route's fragment (dist/android/vendor-route.te, a route lanes
-// does not implement) with none.
+// netutils_wrapper, network_stack and system_server), nothing else; the
+// same rights granted to netd's domain (dist/android/netd-domain.te,
+// which CTS refuses at run time) and the vendor route's fragment
+// (dist/android/vendor-route.te, a route lanes does not implement) with
+// none.
 package dist
 
 import (
@@ -23,8 +25,7 @@ import (
 // platformReservations are the violations Android's platform policy
 // makes unavoidable for a daemon of its own domain (docs/android.md).
 var platformReservations = []string{
-	"bpfdomain.te: lanes lanes:cap_userns { net_admin net_raw }",
-	"bpfdomain.te: lanes lanes:capability { net_admin net_raw }",
+	"bpfdomain.te: lanes lanes:capability { net_admin }",
 	"bpfloader.te: lanes fs_bpf_tethering:file { read }",
 	"bpfloader.te: lanes fs_bpf_tethering:file { write }",
 	"network_stack.te: lanes fs_bpf_tethering:dir { search }",
@@ -62,6 +63,7 @@ func TestAndroidSELinuxFragment(t *testing.T) {
 		want     []string
 	}{
 		{"android/lanes.te", platformReservations},
+		{"android/netd-domain.te", nil},
 		{"android/vendor-route.te", nil},
 	} {
 		got, out := sepolicyViolations(t, c.fragment)
