@@ -190,6 +190,9 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 	b0, t0 := laneBytes(t, sock, "background"), time.Now()
 	bg := probe(t, p, 30)
 	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / time.Since(t0).Seconds()
+	// its congestion control's view in background alone (RTT against its
+	// minimum: the queue it reads)
+	ssBg, _ := p.A.Command("ss", "-tin", fmt.Sprintf("sport = :%d", sport)).CombinedOutput()
 
 	// Beside a top-app's stream paced at 40 % of the link (a video, a
 	// call over TCP): the background app's share of what it leaves idle.
@@ -219,6 +222,7 @@ func TestAndroidAppStateRemoteBottleneck(t *testing.T) {
 		t.Logf("  stage %-13s p50 %v, max %v", k, pct(stages[k], .5), stages[k][len(stages[k])-1])
 	}
 	t.Logf("android component: %s", status(t, sock).Components["android"])
+	t.Logf("the upload in background alone (ss -tin):\n%s", ssBg)
 	t.Logf("the upload back at the top (ss -tin):\n%s", ssOut)
 	if ratio := float64(pct(top, .5)) / float64(pct(bg, .5)); ratio < 3 {
 		testutil.TimingErrorf(t, "probe p50 beside the background app %v is only %.1fx below the top-app's %v; want >= 3x", pct(bg, .5), ratio, pct(top, .5))
@@ -240,10 +244,19 @@ func appShareBesidePaced(t *testing.T, p *testutil.Path, base, sock string) (flo
 	defer func() { _ = fg.cmd.Process.Kill() }()
 	time.Sleep(3 * time.Second)
 	b0, i0, t0 := laneBytes(t, sock, "background"), laneBytes(t, sock, "interactive"), time.Now()
-	time.Sleep(4 * time.Second)
+	why := map[string]int{} // the upload account's why, read each 500 ms
+	for time.Since(t0) < 4*time.Second {
+		time.Sleep(500 * time.Millisecond)
+		for _, a := range status(t, sock).Interfaces[0].Account {
+			if a.Dir == "up" {
+				why[a.Why+" (queue "+a.QueueOwner+")"]++
+			}
+		}
+	}
 	secs := time.Since(t0).Seconds()
 	bgRate := float64(laneBytes(t, sock, "background")-b0) * 8 / secs
 	fgRate := float64(laneBytes(t, sock, "interactive")-i0) * 8 / secs
+	t.Logf("beside the paced stream, the upload account's why over %.1f s: %v", secs, why)
 	return bgRate / (remoteLinkBps - fgRate), fgRate
 }
 
