@@ -13,8 +13,8 @@ import (
 	"syscall"
 )
 
-// netnsInode is a process's network namespace inode (/proc/PID/ns/net).
-func netnsInode(pid int) (uint64, error) {
+// NetnsInode is a process's network namespace inode (/proc/PID/ns/net).
+func NetnsInode(pid int) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/net", &st); err != nil {
 		return 0, err
@@ -28,7 +28,7 @@ func (e *Engine) elsewhere(pid int) bool {
 	if e.opt.Netns == 0 {
 		return false
 	}
-	ino, err := netnsInode(pid)
+	ino, err := NetnsInode(pid)
 	return err != nil || ino != e.opt.Netns
 }
 
