@@ -70,6 +70,44 @@ func TestExeRuleOwnNamespaceOnly(t *testing.T) {
 	if now := procCgroupOf(t, other); now != home {
 		t.Errorf("lanes move took pid %d of the other namespace from %s to %s", other, home, now)
 	}
+	cgroupOfBoth(t, p1.A, sock1, other)
+}
+
+// cgroupOfBoth: `lanes move --cgroup` of a cgroup holding a process of the
+// daemon's namespace and one (other) of another moves the first only.
+func cgroupOfBoth(t *testing.T, ns *testutil.NetNS, sock string, other int) {
+	t.Helper()
+	root := cgroup2Root(t)
+	dir := filepath.Join(root, fmt.Sprintf("lanes-test-nsrule-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := ns.Command("sleep", "30")
+	if err := own.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(fmt.Sprint(other)), 0)
+		_ = own.Process.Kill()
+		_ = own.Wait()
+		removeCgroupTree(t, dir)
+	})
+	for _, pid := range []int{other, own.Process.Pid} {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := exec.Command("nsenter", "--net="+ns.Path(), lanesBin, "move", "--socket", sock, "--lane", "background", "--cgroup", dir).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "1 process(es) -> background") {
+		t.Errorf("lanes move --cgroup of a cgroup with a process of each namespace: %v %s, want 1 moved", err, out)
+	}
+	want := "/" + filepath.Base(dir)
+	if now := procCgroupOf(t, other); now != want {
+		t.Errorf("lanes move --cgroup took pid %d of the other namespace from %s to %s", other, want, now)
+	}
+	if now := procCgroupOf(t, own.Process.Pid); !strings.HasPrefix(now, want+"/") {
+		t.Errorf("lanes move --cgroup left its own namespace's pid %d in %s", own.Process.Pid, now)
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -124,4 +162,26 @@ func listenLane(t *testing.T, ns *testutil.NetNS, sock string, port int) client.
 		t.Fatal(err)
 	}
 	return lanes[cookie]
+}
+
+// cgroup2Root is a cgroup v2 mount: the machine's, else one of the test's
+// own (a host with cgroup v1 only at /sys/fs/cgroup), unmounted at its end.
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(dir, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return dir
+		}
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("none", dir, "cgroup2", 0, ""); err != nil {
+		t.Fatalf("mount cgroup2: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }
