@@ -25,7 +25,6 @@ import (
 // processes into its own lane groups.
 func TestExeRuleOwnNamespaceOnly(t *testing.T) {
 	testutil.RequireRoot(t)
-	sideBySide(t)
 	p1, p2 := testutil.NewVethPair(t), testutil.NewVethPair(t)
 	// a copy of lanes at a path of this test's own: no other test runs it
 	exe := filepath.Join(t.TempDir(), "lanes-nsrule")
