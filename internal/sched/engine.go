@@ -91,18 +91,19 @@ type Engine struct {
 	log    *slog.Logger
 	cg     CPUCgroup
 
-	mu        sync.Mutex
-	procs     map[int]*tracked
-	reactions []time.Duration
-	promoted  uint64 // rules applied to a process (promotions), for metrics
-	demotions int
-	lastDemo  string // reason of the last watchdog demotion
-	mode      string
-	conn      eventSource
-	scoped    bool       // conn reports only Netns's processes (netns.go)
-	pace      eventPacer // the watcher thread's own (eventpace.go)
-	wd        *watchdog
-	closed    bool
+	mu          sync.Mutex
+	procs       map[int]*tracked
+	reactions   []time.Duration
+	promoted    uint64 // rules applied to a process (promotions), for metrics
+	demotions   int
+	lastDemo    string // reason of the last watchdog demotion
+	mode        string
+	conn        eventSource
+	scoped      bool       // conn reports only Netns's processes (netns.go)
+	unreadNetns sync.Once  // the warning of elsewhere (netns.go)
+	pace        eventPacer // the watcher thread's own (eventpace.go)
+	wd          *watchdog
+	closed      bool
 }
 
 // New compiles the rules; it starts nothing.

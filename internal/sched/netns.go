@@ -22,14 +22,25 @@ func NetnsInode(pid int) (uint64, error) {
 	return st.Ino, nil
 }
 
-// elsewhere: pid lives in another network namespace than the engine's (or
-// is gone); never when the engine has no namespace of its own.
+// elsewhere: pid lives in another network namespace than the engine's;
+// never when the engine has no namespace of its own. A process gone is
+// not (reading it says so), nor one whose namespace cannot be read (a
+// security policy without the nsfs getattr Android's sepolicy lacks):
+// the rules act on it as before, said once in the log.
 func (e *Engine) elsewhere(pid int) bool {
 	if e.opt.Netns == 0 {
 		return false
 	}
 	ino, err := NetnsInode(pid)
-	return err != nil || ino != e.opt.Netns
+	if err != nil {
+		if !isGone(err) {
+			e.unreadNetns.Do(func() {
+				e.log.Warn("a process's network namespace is unreadable: rules act on such processes whatever their namespace", "pid", pid, "err", err)
+			})
+		}
+		return false
+	}
+	return ino != e.opt.Netns
 }
 
 // foreignEvent: an exec or rename from the proc connector (which reports
