@@ -34,7 +34,6 @@ import (
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/rootpath"
-	"github.com/lanes-net/lanes/internal/sched"
 )
 
 // Options configure a daemon run.
@@ -481,9 +480,6 @@ func (h *apiHandlers) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched 
 	if int(c.PID) == pid {
 		by = "lanes run" // it moves itself, then runs the command
 	}
-	if err := h.ownNetns(pid); err != nil {
-		return api.Moved{}, err
-	}
 	m, err := h.mover.moveProcess(pid, l, by, c.UID == 0)
 	if err != nil {
 		return m, err
@@ -497,23 +493,6 @@ func (h *apiHandlers) MovePID(c apiserver.Cred, pid int, l lane.Lane, keepSched 
 	}
 	h.log.Info("process moved", "pid", pid, "lane", l, "by", by, "by_uid", c.UID, "tcp", m.TCP, "udp", m.UDP, "sched", m.Sched, "took", time.Since(t0).Round(time.Microsecond))
 	return m, nil
-}
-
-// ownNetns refuses a process of another network namespace than the
-// daemon's: its sockets are not this daemon's, and moving it would take it
-// out of the lane group the daemon of its namespace gave it.
-func (h *apiHandlers) ownNetns(pid int) error {
-	if h.netns.Inode == 0 {
-		return nil
-	}
-	ino, err := sched.NetnsInode(pid)
-	if err != nil {
-		return nil // gone: the move says so
-	}
-	if ino != h.netns.Inode {
-		return fmt.Errorf("process %d lives in another network namespace than this daemon's: ask the daemon of its namespace (lanes --socket)", pid)
-	}
-	return nil
 }
 
 // hostCounters are the host datapath's counters, congestion controls and

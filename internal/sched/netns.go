@@ -13,8 +13,8 @@ import (
 	"syscall"
 )
 
-// NetnsInode is a process's network namespace inode (/proc/PID/ns/net).
-func NetnsInode(pid int) (uint64, error) {
+// netnsInode is a process's network namespace inode (/proc/PID/ns/net).
+func netnsInode(pid int) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(procRoot+"/"+strconv.Itoa(pid)+"/ns/net", &st); err != nil {
 		return 0, err
@@ -31,7 +31,7 @@ func (e *Engine) elsewhere(pid int) bool {
 	if e.opt.Netns == 0 {
 		return false
 	}
-	ino, err := NetnsInode(pid)
+	ino, err := netnsInode(pid)
 	if err != nil {
 		if !isGone(err) {
 			e.unreadNetns.Do(func() {

@@ -16,7 +16,7 @@ import (
 // programs alike; another namespace's are neither applied nor tracked.
 func TestOwnNetnsOnly(t *testing.T) {
 	testutil.RequireRoot(t)
-	own, err := NetnsInode(syscall.Getpid())
+	own, err := netnsInode(syscall.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
