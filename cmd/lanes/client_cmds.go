@@ -385,7 +385,7 @@ func runInLaneCmd(fs *pflag.FlagSet, e *env) runFunc {
 func moveCmd(fs *pflag.FlagSet, e *env) runFunc {
 	sock := socketFlag(fs, e)
 	ln := fs.String("lane", "", "lane: "+strings.Join(lane.Names(), ", ")+" (required)")
-	cg := fs.String("cgroup", "", "move every process of this cgroup v2 directory (a path, or relative to /sys/fs/cgroup)")
+	cg := fs.String("cgroup", "", "move every process of this cgroup v2 directory that lives in this network namespace (a path, or relative to /sys/fs/cgroup)")
 	keep := fs.Bool("keep-sched", false, "leave the processes' CPU scheduling (nice, class) as it is")
 	return func(_ context.Context, args []string) error {
 		if *ln == "" {
@@ -467,13 +467,30 @@ func cgroupPIDs(dir string) ([]int, error) {
 		return nil, err
 	}
 	var pids []int
+	elsewhere := 0
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
 		}
+		if !sameNetns(pid) {
+			elsewhere++ // the daemon of its namespace moves it
+			continue
+		}
+		pids = append(pids, pid)
 	}
 	if len(pids) == 0 {
-		return nil, fmt.Errorf("cgroup %s has no processes", dir)
+		return nil, fmt.Errorf("cgroup %s has no processes in this network namespace (%d in others)", dir, elsewhere)
 	}
 	return pids, nil
+}
+
+// sameNetns: pid lives in the caller's network namespace (a process gone
+// meanwhile counts as here: its move says it is gone).
+func sameNetns(pid int) bool {
+	var me, it syscall.Stat_t
+	if syscall.Stat("/proc/thread-self/ns/net", &me) != nil || syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &it) != nil {
+		return true
+	}
+	return me.Ino == it.Ino && me.Dev == it.Dev
 }

@@ -150,7 +150,13 @@ func (s *syncBuf) String() string {
 
 func start(t *testing.T, ns *testutil.NetNS, args ...string) *proc {
 	t.Helper()
-	cmd := ns.Command(lanesBin, args...)
+	return startBin(t, ns, lanesBin, args...)
+}
+
+// startBin is start with another lanes binary (a copy at another path).
+func startBin(t *testing.T, ns *testutil.NetNS, bin string, args ...string) *proc {
+	t.Helper()
+	cmd := ns.Command(bin, args...)
 	daemon := len(args) > 0 && args[0] == "daemon"
 	if daemon {
 		cmd.Env = append(os.Environ(), "STATE_DIRECTORY="+stateDir(t, ns))

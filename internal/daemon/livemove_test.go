@@ -290,13 +290,15 @@ func (s *recvSink) longestGap(from, to time.Time) time.Duration {
 	return gap
 }
 
-// Not side by side: its exe: rule names the package's lanes binary, which
-// the other traffic tests' helpers run too, and would move them.
+// Side by side: its exe: rule names the package's lanes binary, which the
+// other traffic tests' helpers run too, but its daemon moves only the
+// processes of its own network namespace (TestExeRuleOwnNamespaceOnly).
 func TestMoveOpenConnections(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
+	sideBySide(t)
 	p, base := remotePath(t, uplinkBottleneck)
 	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
 	cb := newClassBytes(t, p)

@@ -1,7 +1,8 @@
 // tasks.go: runs the task policy engine (internal/sched) inside the daemon
 // for the policy's task rules and for lane rules that match processes by
 // executable or name (those move matching processes into the lane cgroup as
-// they start, through the proc connector).
+// they start, through the proc connector). Both reach the processes of the
+// daemon's network namespace only.
 package daemon
 
 import (
@@ -27,7 +28,8 @@ func (d *Daemon) startTasks(ctx context.Context) error {
 	if len(cfg.Tasks) == 0 {
 		return nil
 	}
-	eng, err := sched.New(cfg, sched.Options{MoveToLane: d.mover.movePID, Log: d.log})
+	// its own namespace's processes only: another daemon serves the others
+	eng, err := sched.New(cfg, sched.Options{MoveToLane: d.mover.movePID, Log: d.log, Netns: d.handlers.netns.Inode})
 	if err != nil {
 		return fmt.Errorf("task rules: %w", err)
 	}

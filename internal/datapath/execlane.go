@@ -17,15 +17,15 @@ import (
 )
 
 // loadExecLane loads the programs; a failure turns off CapExecLane only.
-func (h *Host) loadExecLane(netnsCookie uint64) {
+func (h *Host) loadExecLane(netnsCookie uint64, netnsIno uint32) {
 	if _, off := h.off[CapExecLane]; off {
 		return
 	}
-	if netnsCookie == 0 {
-		h.disable(CapExecLane, errors.New("no network namespace cookie on this kernel: exe: rules act when the task engine moves the process"))
+	if netnsCookie == 0 || netnsIno == 0 {
+		h.disable(CapExecLane, errors.New("no network namespace cookie or inode on this kernel: exe: rules act when the task engine moves the process"))
 		return
 	}
-	l, err := execlane.Load(netnsCookie, h.cls.LanesCookie, h.cfg.CgroupRoot)
+	l, err := execlane.Load(netnsCookie, netnsIno, h.cls.LanesCookie, h.cfg.CgroupRoot)
 	if err != nil {
 		h.disable(CapExecLane, fmt.Errorf("exe: rules act when the task engine moves the process (after its exec event): %w", err))
 		return

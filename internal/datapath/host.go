@@ -273,7 +273,7 @@ func (h *Host) loadSockops() {
 	h.Lanes.ops = ops
 	h.attachSetsockopt()
 	h.loadLive(opsCfg)
-	h.loadExecLane(cookie)
+	h.loadExecLane(cookie, ino)
 }
 
 // attachSetsockopt attaches the program that keeps background sockets on

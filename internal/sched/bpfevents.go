@@ -37,8 +37,10 @@ type bpfSource struct {
 // pendingEvery is how often the renames held back are looked up.
 const pendingEvery = time.Second
 
-func openBPFSource() (*bpfSource, error) {
-	s, err := procevents.Open()
+// openBPFSource opens the programs for the network namespace with inode
+// netnsIno (0: every process).
+func openBPFSource(netnsIno uint32) (*bpfSource, error) {
+	s, err := procevents.Open(netnsIno)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +80,9 @@ func (b *bpfSource) Read(evs []Event) ([]Event, error) {
 
 // openEventSource opens the proc connector (unless bpfOnly, or the
 // kernel's config says it sends nothing), else the BPF tracepoint
-// programs: the source, its name, and why the connector is not it.
-func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err error) {
+// programs for the network namespace with inode netnsIno (0: all): the
+// source, its name, and why the connector is not it.
+func openEventSource(bpfOnly bool, netnsIno uint32) (src eventSource, mode string, connErr, err error) {
 	var conn *Connector
 	cerr := errors.New("not used (BPFEvents)")
 	if !bpfOnly {
@@ -90,7 +93,7 @@ func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err e
 	if cerr == nil {
 		return conn, "netlink", nil, nil
 	}
-	bsrc, berr := openBPFSource()
+	bsrc, berr := openBPFSource(netnsIno)
 	if berr == nil {
 		return bsrc, "bpf tracepoints", cerr, nil
 	}
@@ -102,7 +105,7 @@ func openEventSource(bpfOnly bool) (src eventSource, mode string, connErr, err e
 // the proc connector is not it (nil when it is). For lanes doctor: it
 // opens the source and closes it.
 func ProbeEventSource() (mode string, connErr, err error) {
-	src, mode, connErr, err := openEventSource(false)
+	src, mode, connErr, err := openEventSource(false, 0)
 	if err != nil {
 		return "poll 1s", connErr, err
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	// BPFEvents takes process events from the BPF tracepoint programs even
 	// where the proc connector works (tests comparing the two).
 	BPFEvents bool
+	// Netns is the inode of the network namespace whose processes the
+	// engine acts on (netns.go); 0: every process.
+	Netns uint64
 }
 
 // Applied records one application of a rule.
@@ -88,17 +91,19 @@ type Engine struct {
 	log    *slog.Logger
 	cg     CPUCgroup
 
-	mu        sync.Mutex
-	procs     map[int]*tracked
-	reactions []time.Duration
-	promoted  uint64 // rules applied to a process (promotions), for metrics
-	demotions int
-	lastDemo  string // reason of the last watchdog demotion
-	mode      string
-	conn      eventSource
-	pace      eventPacer // the watcher thread's own (eventpace.go)
-	wd        *watchdog
-	closed    bool
+	mu          sync.Mutex
+	procs       map[int]*tracked
+	reactions   []time.Duration
+	promoted    uint64 // rules applied to a process (promotions), for metrics
+	demotions   int
+	lastDemo    string // reason of the last watchdog demotion
+	mode        string
+	conn        eventSource
+	scoped      bool       // conn reports only Netns's processes (netns.go)
+	unreadNetns sync.Once  // the warning of elsewhere (netns.go)
+	pace        eventPacer // the watcher thread's own (eventpace.go)
+	wd          *watchdog
+	closed      bool
 }
 
 // New compiles the rules; it starts nothing.
@@ -188,10 +193,11 @@ func (e *Engine) watch(ctx context.Context) error {
 // openSource subscribes to process events: the proc connector, else the
 // BPF tracepoint programs; it names the one it took.
 func (e *Engine) openSource() (eventSource, string, error) {
-	src, mode, cerr, err := openEventSource(e.opt.BPFEvents)
+	src, mode, cerr, err := openEventSource(e.opt.BPFEvents, uint32(e.opt.Netns))
 	if err == nil && cerr != nil {
 		e.log.Info("process events from BPF tracepoints", "proc_connector", cerr)
 	}
+	e.scoped = err == nil && cerr != nil // the BPF source, for e.opt.Netns
 	return src, mode, err
 }
 
@@ -235,6 +241,9 @@ func (e *Engine) listen(ctx context.Context, conn eventSource) error {
 			return err
 		}
 		for _, ev := range evs {
+			if e.foreignEvent(ev) {
+				continue
+			}
 			if (ev.What == procEventExec || ev.What == procEventComm && ev.PID == ev.TGID) && !e.pace.admit(ev, now) {
 				continue
 			}
@@ -307,6 +316,12 @@ func (e *Engine) scan(source string) {
 // the CLOCK_MONOTONIC time of the triggering event (0: no reaction time).
 func (e *Engine) consider(pid int, source string, sinceNS int64) {
 	if pid == os.Getpid() {
+		return
+	}
+	if !checkedAtEvent(source) && e.elsewhere(pid) {
+		e.mu.Lock()
+		e.leftLocked(pid)
+		e.mu.Unlock()
 		return
 	}
 	p, err := readProc(pid, e.rules.need)

@@ -11,9 +11,12 @@
  *   - tp_btf/sched_process_exec: the new image's (device, inode) looked up
  *     in lanes_exe_lane (the daemon fills it from the exe: rules that name
  *     an absolute path and nothing else): the process's tgid -> lane in
- *     lanes_task_lane, or out of it (an exec of another image);
+ *     lanes_task_lane, or out of it (an exec of another image, or in
+ *     another network namespace than this datapath's: another daemon's
+ *     processes take no entry of this one's map);
  *   - tp_btf/sched_process_fork: a new process of a marked one inherits
- *     the mark; tp_btf/sched_process_exit: the leader's exit drops it;
+ *     the mark (not one made in a network namespace of its own);
+ *     tp_btf/sched_process_exit: the leader's exit drops it;
  *   - cgroup/sock_create (at the cgroup v2 root): a socket of this
  *     datapath's namespace created by a marked process gets the lane by its
  *     cookie in lanes_cookie (the classifier's first lookup, sock_ops' at
@@ -43,7 +46,17 @@ const struct exe_key *unused_exe_key __attribute__((unused));
 
 volatile const struct execlane_config {
 	__u64 netns_cookie; /* only sockets of this network namespace */
+	__u32 netns_ino;    /* only processes of this network namespace */
+	__u32 pad;
 } CFG = {};
+
+/* ours: the task lives in this datapath's network namespace. */
+static __always_inline int ours(struct task_struct *p)
+{
+	struct nsproxy *ns = p->nsproxy;
+
+	return ns && ns->net_ns && ns->net_ns->ns.inum == CFG.netns_ino;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -68,7 +81,7 @@ int BPF_PROG(exec_lane, struct task_struct *p, int old_pid, struct linux_binprm 
 
 	k.dev = ino->i_sb->s_dev;
 	k.ino = ino->i_ino;
-	lane = bpf_map_lookup_elem(&lanes_exe_lane, &k);
+	lane = ours(p) ? bpf_map_lookup_elem(&lanes_exe_lane, &k) : 0;
 	if (lane)
 		bpf_map_update_elem(&lanes_task_lane, &tgid, lane, BPF_ANY);
 	else
@@ -84,7 +97,7 @@ int BPF_PROG(fork_lane, struct task_struct *parent, struct task_struct *child)
 	if (child->pid != tgid)
 		return 0; /* a thread: its process has the mark already */
 	lane = bpf_map_lookup_elem(&lanes_task_lane, &ptgid);
-	if (lane)
+	if (lane && ours(child))
 		bpf_map_update_elem(&lanes_task_lane, &tgid, lane, BPF_ANY);
 	return 0;
 }

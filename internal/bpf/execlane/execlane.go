@@ -29,13 +29,14 @@ type Lanes struct {
 }
 
 // Load loads the programs over the classifier's lanes_cookie, for the
-// namespace with netnsCookie, and attaches them (sock_create at cgroupRoot).
-func Load(netnsCookie uint64, cookieMap *ebpf.Map, cgroupRoot string) (*Lanes, error) {
+// namespace with netnsCookie and inode netnsIno (its processes and their
+// sockets only), and attaches them (sock_create at cgroupRoot).
+func Load(netnsCookie uint64, netnsIno uint32, cookieMap *ebpf.Map, cgroupRoot string) (*Lanes, error) {
 	spec, err := LoadExeclane()
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Variables["CFG"].Set(ExeclaneExeclaneConfig{NetnsCookie: netnsCookie}); err != nil {
+	if err := spec.Variables["CFG"].Set(ExeclaneExeclaneConfig{NetnsCookie: netnsCookie, NetnsIno: netnsIno}); err != nil {
 		return nil, err
 	}
 	l := &Lanes{}

@@ -30,6 +30,8 @@ type ExeclaneExeKey struct {
 type ExeclaneExeclaneConfig struct {
 	_           structs.HostLayout
 	NetnsCookie uint64
+	NetnsIno    uint32
+	Pad         uint32
 }
 
 type ExeclaneFgHarm struct {

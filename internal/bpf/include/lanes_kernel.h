@@ -118,11 +118,16 @@ struct linux_binprm {
 	struct file *file;
 } __attribute__((preserve_access_index));
 
+struct nsproxy {
+	struct net *net_ns;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct task_struct *group_leader;
 	char comm[16];
+	struct nsproxy *nsproxy;
 } __attribute__((preserve_access_index));
 
 /* ---- sockets ---- */

@@ -17,6 +17,13 @@
  * codes and CLOCK_MONOTONIC time (bpf_ktime_get_ns, as the connector's
  * timestamp), so the engine reads both the same way. Pids are the initial
  * pid namespace's: the loader refuses a reader in another one.
+ *
+ * Only the tasks of one network namespace (CFG.netns_ino, its inode; 0:
+ * every task) make events: a daemon acts on its own namespace's processes,
+ * and another namespace's exec, fork and rename neither reach its ring nor
+ * count against its pace. A process leader's exit goes out whatever its
+ * namespace: a tracked process that left the namespace (setns) is still
+ * forgotten when it ends, before its pid is reused.
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -45,6 +52,22 @@ struct proc_event {
 
 /* Keeps struct proc_event in the BTF for bpf2go -type. */
 const struct proc_event *unused_proc_event __attribute__((unused));
+
+volatile const struct procevents_config {
+	__u32 netns_ino; /* only this network namespace's tasks; 0: all */
+} CFG = {};
+
+/* ours: the task lives in the configured network namespace (its nsproxy,
+ * NULL once it has left its namespaces, belongs to none). */
+static __always_inline int ours(struct task_struct *p)
+{
+	struct nsproxy *ns;
+
+	if (!CFG.netns_ino)
+		return 1;
+	ns = p->nsproxy;
+	return ns && ns->net_ns && ns->net_ns->ns.inum == CFG.netns_ino;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -85,8 +108,11 @@ static __always_inline struct proc_event *reserve(__u32 what, struct task_struct
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p)
 {
-	struct proc_event *e = reserve(EV_EXEC, p);
+	struct proc_event *e;
 
+	if (!ours(p))
+		return 0;
+	e = reserve(EV_EXEC, p);
 	if (e)
 		bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -95,8 +121,11 @@ int BPF_PROG(on_exec, struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct proc_event *e = reserve(EV_FORK, child);
+	struct proc_event *e;
 
+	if (!ours(child))
+		return 0;
+	e = reserve(EV_FORK, child);
 	if (!e)
 		return 0;
 	e->parent_pid = parent->pid;
@@ -108,8 +137,11 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
-	struct proc_event *e = reserve(EV_EXIT, p);
+	struct proc_event *e;
 
+	if (p->pid != p->tgid && !ours(p))
+		return 0; /* another namespace's thread */
+	e = reserve(EV_EXIT, p);
 	if (e)
 		bpf_ringbuf_submit(e, 0);
 	return 0;
@@ -146,7 +178,7 @@ int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
 	struct proc_event *e;
 	__u64 now;
 
-	if (task->pid != tgid)
+	if (task->pid != tgid || !ours(task))
 		return 0;
 	now = bpf_ktime_get_ns();
 	st = bpf_map_lookup_elem(&rename_at, &tgid);

@@ -37,17 +37,26 @@ type Source struct {
 	rec   ringbuf.Record
 }
 
-// Open loads and attaches the programs. It refuses a caller in a pid
-// namespace other than the initial one (the records carry its pids).
-func Open() (*Source, error) {
+// Open loads and attaches the programs, for the tasks of the network
+// namespace with inode netnsIno (0: every task; a process leader's exit
+// comes whatever its namespace). It refuses a caller in a pid namespace
+// other than the initial one (the records carry its pids).
+func Open(netnsIno uint32) (*Source, error) {
 	if nested, err := inChildPidNS(); err != nil || nested {
 		return nil, fmt.Errorf("procevents: the caller is in a child pid namespace (the tracepoints report the initial one's pids)")
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, err
 	}
+	spec, err := LoadProcevents()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["CFG"].Set(ProceventsProceventsConfig{NetnsIno: netnsIno}); err != nil {
+		return nil, err
+	}
 	s := &Source{}
-	if err := LoadProceventsObjects(&s.objs, nil); err != nil {
+	if err := spec.LoadAndAssign(&s.objs, nil); err != nil {
 		return nil, fmt.Errorf("load process event programs: %w", err)
 	}
 	for _, p := range []*ebpf.Program{s.objs.OnExec, s.objs.OnFork, s.objs.OnExit, s.objs.OnRename} {
@@ -156,7 +165,7 @@ func Comm(e Event) string {
 
 // Probe loads and attaches the programs and removes them again (`lanes doctor`).
 func Probe() error {
-	s, err := Open()
+	s, err := Open(0)
 	if err != nil {
 		return err
 	}

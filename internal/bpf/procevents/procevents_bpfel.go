@@ -25,6 +25,11 @@ type ProceventsProcEvent struct {
 	Comm       [16]int8
 }
 
+type ProceventsProceventsConfig struct {
+	_        structs.HostLayout
+	NetnsIno uint32
+}
+
 type ProceventsRenameState struct {
 	_       structs.HostLayout
 	At      uint64
@@ -43,6 +48,7 @@ const (
 	ProceventsProgOnExit         = "on_exit"
 	ProceventsProgOnFork         = "on_fork"
 	ProceventsProgOnRename       = "on_rename"
+	ProceventsVarCFG             = "CFG"
 	ProceventsVarUnusedProcEvent = "unused_proc_event"
 )
 
@@ -107,6 +113,7 @@ type ProceventsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ProceventsVariableSpecs struct {
+	CFG             *ebpf.VariableSpec `ebpf:"CFG"`
 	UnusedProcEvent *ebpf.VariableSpec `ebpf:"unused_proc_event"`
 }
 
@@ -147,6 +154,7 @@ func (m *ProceventsMaps) Close() error {
 //
 // It can be passed to LoadProceventsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ProceventsVariables struct {
+	CFG             *ebpf.Variable `ebpf:"CFG"`
 	UnusedProcEvent *ebpf.Variable `ebpf:"unused_proc_event"`
 }
 

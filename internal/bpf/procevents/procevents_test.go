@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // with the child's pid; the comm hook names the new comm.
 func TestExecForkExit(t *testing.T) {
 	testutil.RequireRoot(t)
-	s, err := Open()
+	s, err := Open(0)
 	if err != nil {
 		t.Skipf("process event programs do not load here: %v", err)
 	}
@@ -50,7 +51,7 @@ func TestExecForkExit(t *testing.T) {
 // are marked pending, for PendingRenames.
 func TestRenamesHeldBack(t *testing.T) {
 	testutil.RequireRoot(t)
-	s, err := Open()
+	s, err := Open(0)
 	if err != nil {
 		t.Skipf("process event programs do not load here: %v", err)
 	}
@@ -92,4 +93,53 @@ print(i)
 		t.Errorf("a 1 s rename loop (%d renames): %d rename events, bound %d (one per 100 ms)", looped, renames, bound)
 	}
 	t.Logf("a 1 s rename loop: %d renames, %d events", looped, renames)
+}
+
+// Opened for one network namespace, the programs report its tasks' exec
+// and fork only: a process of another namespace makes no event but its
+// leader's exit (a daemon's rules reach its own namespace's processes).
+func TestOtherNamespaceSilent(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	var st syscall.Stat_t
+	if err := syscall.Stat(ns.Path(), &st); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(uint32(st.Ino))
+	if err != nil {
+		t.Skipf("process event programs do not load here: %v", err)
+	}
+	defer s.Close()
+	other := exec.Command("/bin/sh", "-c", "exit 0") // this test's namespace
+	if err := other.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// ip's own exec is in this namespace too; sh's, after setns, in ns
+	own := ns.Command("/bin/sh", "-c", "exit 0")
+	if err := own.Run(); err != nil {
+		t.Fatal(err)
+	}
+	otherPID, ownPID := uint32(other.Process.Pid), uint32(own.Process.Pid)
+	var fromOther []uint32
+	ownExecs := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ownExecs == 0; {
+		e, err := s.Read(100 * time.Millisecond)
+		if errors.Is(err, ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Tgid == otherPID && e.What != 0x80000000:
+			fromOther = append(fromOther, e.What)
+		case e.Tgid == ownPID && e.What == 0x2:
+			ownExecs++
+		}
+	}
+	if ownExecs == 0 {
+		t.Fatalf("no exec event of pid %d, which ran in the namespace", ownPID)
+	}
+	if len(fromOther) > 0 {
+		t.Errorf("pid %d of another namespace made events %#x", otherPID, fromOther)
+	}
 }

@@ -1,0 +1,57 @@
+package sched
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lanes-net/lanes/internal/config"
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+// An engine for one network namespace applies its rules to that
+// namespace's processes only, found by the scan or by their exec, from the
+// proc connector (which reports every namespace's) and from the BPF
+// programs alike; another namespace's are neither applied nor tracked.
+func TestOwnNetnsOnly(t *testing.T) {
+	testutil.RequireRoot(t)
+	own, err := netnsInode(syscall.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := copyBinary(t, "/bin/sleep", "lnsched-netns")
+	other := testutil.NewNetNS(t)
+	elsewhere := func() int {
+		cmd := other.Command(sleeper, "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	for _, bpf := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default source", true: "bpf"}[bpf], func(t *testing.T) {
+			outside := []int{elsewhere()}
+			inside := []*exec.Cmd{startProc(t, sleeper, "30")}
+			time.Sleep(50 * time.Millisecond) // both exec'd before the scan
+			rule := config.TaskRule{Comm: "lnsched-netns", Policy: "idle"}
+			r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{rule}}, Options{NoWatchdog: true, BPFEvents: bpf, Netns: own})
+			t.Logf("source: %s", r.e.Status().Mode)
+			r.waitApplied(t, inside[0].Process.Pid, 3*time.Second)
+			outside = append(outside, elsewhere()) // exec'd before the own one
+			inside = append(inside, startProc(t, sleeper, "30"))
+			r.waitApplied(t, inside[1].Process.Pid, 3*time.Second)
+			r.mu.Lock()
+			for _, pid := range outside {
+				if _, ok := r.applied[pid]; ok {
+					t.Errorf("rule applied to pid %d of another network namespace", pid)
+				}
+			}
+			r.mu.Unlock()
+			if tr := r.e.Status().Tracked; len(tr) != 2 {
+				t.Errorf("tracked %+v, want the 2 processes of its namespace", tr)
+			}
+		})
+	}
+}
