@@ -115,22 +115,41 @@ func runYield(t *testing.T, p *testutil.Path, base, pol string, upload bool, fla
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	wait := probeEvery(t, p, 40, 50*time.Millisecond)
-	for range 20 { // the daemon says it yields while the foreground runs
-		time.Sleep(100 * time.Millisecond)
-		if st := status(t, sock); len(st.Details["background"]) > 0 { // none with yield: false
-			for _, i := range yieldStatus(t, sock).Interfaces {
-				r.yielded = r.yielded || i.Yielding
-				r.downHeld = r.downHeld || i.Yielding || i.Mode == "sharing"
-			}
-		}
-	}
-	r.probe = wait()
+	r.yielded, r.downHeld = waitYielded(t, sock, upload, testutil.Patience(10*time.Second))
+	// The probe judges whether the yield holds the transfer, not how soon it
+	// comes (TestYieldReaction's): it starts once the daemon says it yields
+	// (or, without the yield, after as long), when R's queue had 1 s to drain.
+	time.Sleep(time.Second)
+	r.probe = probeEvery(t, p, 40, 50*time.Millisecond)()
 	close(stop)
 	r.fg = <-fgDone
 	r.bgUnder = float64(laneBytes(t, sock, "background")-b1) * 8 / time.Since(t1).Seconds()
 	r.yields = status(t, sock).Interfaces[0].Sockops["yield"]
 	return r
+}
+
+// waitYielded polls the daemon's yield status every 100 ms until it says
+// it yields (upload) or the foreground steers downloads (download), for at
+// most limit; with yield: false it reports neither and waits 2 s.
+func waitYielded(t *testing.T, sock string, upload bool, limit time.Duration) (yielded, downHeld bool) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < limit; {
+		time.Sleep(100 * time.Millisecond)
+		if len(status(t, sock).Details["background"]) == 0 { // yield: false
+			if time.Since(start) >= 2*time.Second {
+				return false, false
+			}
+			continue
+		}
+		for _, i := range yieldStatus(t, sock).Interfaces {
+			yielded = yielded || i.Yielding
+			downHeld = downHeld || i.Yielding || i.Mode == "sharing"
+		}
+		if upload && yielded || !upload && downHeld {
+			return yielded, downHeld
+		}
+	}
+	return yielded, downHeld
 }
 
 func yieldPolicy(cc string, on bool) string {
