@@ -42,8 +42,8 @@ type Datapath interface {
 
 var _ Datapath = (*datapath.BackgroundClass)(nil)
 
-// Controller runs the episodes of every interface.
-type Controller struct {
+// Episodes runs the episodes of every interface.
+type Episodes struct {
 	rule Rule
 	dp   Datapath
 	log  *slog.Logger
@@ -56,21 +56,21 @@ type Controller struct {
 }
 
 // New opens the event reader.
-func New(rule Rule, dp Datapath, log *slog.Logger) (*Controller, error) {
+func New(rule Rule, dp Datapath, log *slog.Logger) (*Episodes, error) {
 	rd, err := dp.BgEvents()
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{rule: rule, dp: dp, log: log, rd: rd,
+	return &Episodes{rule: rule, dp: dp, log: log, rd: rd,
 		episodes: map[int]*episode{}, last: map[int]Episode{}}, nil
 }
 
 // Close stops the event reader (Run returns).
-func (c *Controller) Close() error { return c.rd.Close() }
+func (c *Episodes) Close() error { return c.rd.Close() }
 
 // Run reads events until ctx ends or the reader is closed, and waits for
 // the episodes it started.
-func (c *Controller) Run(ctx context.Context) error {
+func (c *Episodes) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer c.wg.Wait()
 	defer cancel()
@@ -93,7 +93,7 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // start runs an episode on ifindex unless one runs.
-func (c *Controller) start(ctx context.Context, ifindex int, peer netip.Addr) {
+func (c *Episodes) start(ctx context.Context, ifindex int, peer netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.episodes[ifindex] != nil {
@@ -134,7 +134,7 @@ type Status struct {
 }
 
 // Status reads the controller's state.
-func (c *Controller) Status() Status {
+func (c *Episodes) Status() Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := Status{Running: map[int]Episode{}, Last: map[int]Episode{}, Rule: c.rule}

@@ -54,7 +54,7 @@ func (w *world) cgroupID(rel string) (uint64, error) {
 type fixture struct {
 	t     *testing.T
 	d     *Daemon
-	host  *datapathtest.Host
+	host  *datapathtest.FakeHost
 	world *world
 }
 
@@ -89,7 +89,7 @@ func newFixture(t *testing.T, yaml string, links ...string) *fixture {
 
 // fakeHost is the daemon's view of the in-memory host: every role but
 // the optional parts.
-func fakeHost(h *datapathtest.Host) *datapathHost {
+func fakeHost(h *datapathtest.FakeHost) *datapathHost {
 	return &datapathHost{core: h, rules: h, sockets: h, openEgress: func(c datapath.EgressConfig) (egressTree, bgEgress, error) {
 		e, err := h.OpenEgress(c)
 		if err != nil {

@@ -83,7 +83,7 @@ func rcvbufFor(w uint32, scale int) int {
 
 // setRcvbuf sets the socket's receive buffer for a window of clamp bytes,
 // remembering the buffer it had first.
-func (c *Controller) setRcvbuf(fd int, cookie uint64, s *sock, clamp uint32) error {
+func (c *Downloads) setRcvbuf(fd int, cookie uint64, s *sock, clamp uint32) error {
 	if s.origRcvbuf == 0 {
 		cur, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 		if err != nil {
@@ -100,7 +100,7 @@ func (c *Controller) setRcvbuf(fd int, cookie uint64, s *sock, clamp uint32) err
 // releaseRcvbuf gives a socket whose receive buffer was set the larger of
 // its own and tcp_rmem's maximum (locked: the kernel does not autotune a
 // buffer once SO_RCVBUF was set).
-func (c *Controller) releaseRcvbuf(fd int, s *sock) error {
+func (c *Downloads) releaseRcvbuf(fd int, s *sock) error {
 	if s.origRcvbuf == 0 {
 		return nil
 	}

@@ -65,7 +65,7 @@ type Host interface {
 	SocketRwndCap(cookie uint64) uint32 // bytes, 0 = none
 }
 
-// Config of a Controller.
+// Config of a Downloads.
 type Config struct {
 	Interval time.Duration // default DefaultInterval
 	Target   time.Duration // queuing-delay target (default ledbat.DefaultTargetUS)
@@ -113,8 +113,8 @@ type Stats struct {
 	Shrink bool `json:"shrink_window,omitempty"`
 }
 
-// Controller runs rLEDBAT on the background lane's receiving sockets.
-type Controller struct {
+// Downloads runs rLEDBAT on the background lane's receiving sockets.
+type Downloads struct {
 	cfg    Config
 	target uint32
 	socks  map[uint64]*sock
@@ -130,7 +130,7 @@ type Controller struct {
 }
 
 // New returns a controller; Run drives it.
-func New(cfg Config) (*Controller, error) {
+func New(cfg Config) (*Downloads, error) {
 	if cfg.Flows == nil || cfg.Host == nil {
 		return nil, errors.New("rledbat: no flows or host")
 	}
@@ -141,7 +141,7 @@ func New(cfg Config) (*Controller, error) {
 	if target == 0 {
 		target = ledbat.DefaultTargetUS
 	}
-	c := &Controller{cfg: cfg, target: target, socks: map[uint64]*sock{},
+	c := &Downloads{cfg: cfg, target: target, socks: map[uint64]*sock{},
 		rcvbuf: cfg.ReceiveBuffer, advWinScale: readAdvWinScale(), rmemMax: readRmemMax()}
 	c.st.Interval, c.st.Mode = cfg.Interval, ModeWindowClamp
 	if c.rcvbuf {
@@ -154,7 +154,7 @@ func New(cfg Config) (*Controller, error) {
 }
 
 // Stats returns the counters.
-func (c *Controller) Stats() Stats {
+func (c *Downloads) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.st
@@ -162,7 +162,7 @@ func (c *Controller) Stats() Stats {
 
 // Run steps every Interval until ctx ends, then gives every socket its
 // window clamp back (IdleInterval while it looks after no socket).
-func (c *Controller) Run(ctx context.Context) error {
+func (c *Downloads) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	defer c.releaseAll()
@@ -185,7 +185,7 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Step takes one sample and applies the windows.
-func (c *Controller) Step(now time.Time) error {
+func (c *Downloads) Step(now time.Time) error {
 	flows, err := c.cfg.Flows()
 	if err != nil {
 		return fmt.Errorf("rledbat: sample: %w", err)
@@ -232,7 +232,7 @@ func (c *Controller) Step(now time.Time) error {
 
 // look steps one socket's receiver and applies its clamp when something
 // changed since the last look.
-func (c *Controller) look(f *tcpmon.Flow, s *sock, now time.Time) error {
+func (c *Downloads) look(f *tcpmon.Flow, s *sock, now time.Time) error {
 	yield := c.cfg.Host.BackgroundYielding(s.ifindex)
 	capB := c.cfg.Host.SocketRwndCap(f.Cookie)
 	if s.refused || (f.BytesRecv == s.recv && f.RcvRTT == s.rtt && yield == s.yield && capB == s.cap && now.Sub(s.lookedAt) < recheck) {
@@ -266,7 +266,7 @@ func (c *Controller) look(f *tcpmon.Flow, s *sock, now time.Time) error {
 // apply sets the socket's window clamp to clamp when it differs from the
 // last one set, or when autotuning raised the kernel's above it; ssth is
 // the socket's rcv_ssthresh before.
-func (c *Controller) apply(fd int, cookie uint64, s *sock, clamp, ssth uint32) error {
+func (c *Downloads) apply(fd int, cookie uint64, s *sock, clamp, ssth uint32) error {
 	cur, err := unix.GetsockoptInt(fd, unix.SOL_TCP, unix.TCP_WINDOW_CLAMP)
 	if err != nil {
 		return fmt.Errorf("TCP_WINDOW_CLAMP of socket %d: %w", cookie, err)
@@ -305,7 +305,7 @@ func (c *Controller) apply(fd int, cookie uint64, s *sock, clamp, ssth uint32) e
 // left handles a socket missing from the background sample: closed (its
 // state goes), moved to another lane (its clamp is released), or not
 // reported this time (kept).
-func (c *Controller) left(cookie uint64, s *sock) {
+func (c *Downloads) left(cookie uint64, s *sock) {
 	if l, ok := c.cfg.Host.SocketLane(cookie); ok && l == lane.Background {
 		return
 	}
@@ -314,7 +314,7 @@ func (c *Controller) left(cookie uint64, s *sock) {
 }
 
 // release gives a socket its own window clamp back.
-func (c *Controller) release(cookie uint64, s *sock) {
+func (c *Downloads) release(cookie uint64, s *sock) {
 	if s.applied == 0 {
 		return
 	}
@@ -342,7 +342,7 @@ func (c *Controller) release(cookie uint64, s *sock) {
 	}
 }
 
-func (c *Controller) releaseAll() {
+func (c *Downloads) releaseAll() {
 	for cookie, s := range c.socks {
 		c.release(cookie, s)
 		delete(c.socks, cookie)

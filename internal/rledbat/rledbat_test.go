@@ -88,7 +88,7 @@ func flowOf(t *testing.T, c *net.TCPConn, l lane.Lane) tcpmon.Flow {
 
 // stepUntilClamped steps the controller until its one socket has a
 // receive RTT sample and a clamp applied (2 s at most), and returns it.
-func stepUntilClamped(t *testing.T, ctl *Controller) *sock {
+func stepUntilClamped(t *testing.T, ctl *Downloads) *sock {
 	t.Helper()
 	for i := 0; i < 200; i++ {
 		if err := ctl.Step(time.Now()); err != nil {
@@ -123,7 +123,7 @@ func windowClamp(t *testing.T, c *net.TCPConn) int {
 // window_clamp follow a grown receive buffer: 532527 read after a yield's
 // 130966 was set, once in CI); the controller sets it again at
 // its next step.
-func clampAfterStep(ctl *Controller, c *net.TCPConn, want uint32) int {
+func clampAfterStep(ctl *Downloads, c *net.TCPConn, want uint32) int {
 	got := 0
 	for range 3 {
 		ctl.Step(time.Now())

@@ -36,8 +36,8 @@ func newState() State {
 		Sockets: map[uint64]lane.Lane{}, Egress: map[string]datapath.EgressConfig{}}
 }
 
-// Host is the fake host datapath.
-type Host struct {
+// FakeHost is a host datapath in memory, for unit tests.
+type FakeHost struct {
 	mu     sync.Mutex
 	st     State
 	closed bool
@@ -54,8 +54,8 @@ type Host struct {
 
 // New returns a fake host whose interfaces are links; lane cgroups get ids
 // 9001..9003.
-func New(links ...string) *Host {
-	h := &Host{st: newState(), links: map[string]bool{}, laneIDs: map[lane.Lane]uint64{}}
+func New(links ...string) *FakeHost {
+	h := &FakeHost{st: newState(), links: map[string]bool{}, laneIDs: map[lane.Lane]uint64{}}
 	for _, l := range links {
 		h.links[l] = true
 	}
@@ -66,14 +66,14 @@ func New(links ...string) *Host {
 }
 
 // SetLink makes an interface appear or disappear.
-func (h *Host) SetLink(name string, up bool) {
+func (h *FakeHost) SetLink(name string, up bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.links[name] = up
 }
 
 // State returns a copy of what the fake holds.
-func (h *Host) State() State {
+func (h *FakeHost) State() State {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return State{Flows: maps.Clone(h.st.Flows), Dsts: maps.Clone(h.st.Dsts), Cgroups: maps.Clone(h.st.Cgroups),
@@ -81,7 +81,7 @@ func (h *Host) State() State {
 }
 
 // Closed says whether Close ran.
-func (h *Host) Closed() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.closed }
+func (h *FakeHost) Closed() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.closed }
 
 var errClosed = errors.New("datapathtest: closed")
 
@@ -93,7 +93,7 @@ func valid(l lane.Lane) error {
 }
 
 // put and del are the generic map operations.
-func put[K comparable](h *Host, m map[K]lane.Lane, k K, l lane.Lane) error {
+func put[K comparable](h *FakeHost, m map[K]lane.Lane, k K, l lane.Lane) error {
 	if err := valid(l); err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func put[K comparable](h *Host, m map[K]lane.Lane, k K, l lane.Lane) error {
 	return nil
 }
 
-func del[K comparable](h *Host, m map[K]lane.Lane, k K) error {
+func del[K comparable](h *FakeHost, m map[K]lane.Lane, k K) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -118,27 +118,27 @@ func del[K comparable](h *Host, m map[K]lane.Lane, k K) error {
 	return nil
 }
 
-func (h *Host) SetFlowLane(f datapath.FlowKey, l lane.Lane) error { return put(h, h.st.Flows, f, l) }
-func (h *Host) DeleteFlow(f datapath.FlowKey) error               { return del(h, h.st.Flows, f) }
-func (h *Host) SetDstLane(r datapath.DstRule, l lane.Lane) error  { return put(h, h.st.Dsts, r, l) }
-func (h *Host) DeleteDst(r datapath.DstRule) error                { return del(h, h.st.Dsts, r) }
-func (h *Host) SetCgroupLane(id uint64, l lane.Lane) error        { return put(h, h.st.Cgroups, id, l) }
-func (h *Host) DeleteCgroup(id uint64) error                      { return del(h, h.st.Cgroups, id) }
-func (h *Host) SetUIDLane(uid uint32, l lane.Lane) error          { return put(h, h.st.UIDs, uid, l) }
-func (h *Host) DeleteUID(uid uint32) error                        { return del(h, h.st.UIDs, uid) }
-func (h *Host) SetSocketLane(c uint64, l lane.Lane) error         { return put(h, h.st.Sockets, c, l) }
-func (h *Host) ClearSocketLane(c uint64) error                    { return del(h, h.st.Sockets, c) }
+func (h *FakeHost) SetFlowLane(f datapath.FlowKey, l lane.Lane) error { return put(h, h.st.Flows, f, l) }
+func (h *FakeHost) DeleteFlow(f datapath.FlowKey) error               { return del(h, h.st.Flows, f) }
+func (h *FakeHost) SetDstLane(r datapath.DstRule, l lane.Lane) error  { return put(h, h.st.Dsts, r, l) }
+func (h *FakeHost) DeleteDst(r datapath.DstRule) error                { return del(h, h.st.Dsts, r) }
+func (h *FakeHost) SetCgroupLane(id uint64, l lane.Lane) error        { return put(h, h.st.Cgroups, id, l) }
+func (h *FakeHost) DeleteCgroup(id uint64) error                      { return del(h, h.st.Cgroups, id) }
+func (h *FakeHost) SetUIDLane(uid uint32, l lane.Lane) error          { return put(h, h.st.UIDs, uid, l) }
+func (h *FakeHost) DeleteUID(uid uint32) error                        { return del(h, h.st.UIDs, uid) }
+func (h *FakeHost) SetSocketLane(c uint64, l lane.Lane) error         { return put(h, h.st.Sockets, c, l) }
+func (h *FakeHost) ClearSocketLane(c uint64) error                    { return del(h, h.st.Sockets, c) }
 
 // RestoreSocketLane changes only a socket that still has a lane (as the
 // real host: a closed socket's entry is gone and stays gone).
-func (h *Host) RestoreSocketLane(c uint64, l lane.Lane) error {
+func (h *FakeHost) RestoreSocketLane(c uint64, l lane.Lane) error {
 	if _, ok := h.SocketLane(c); !ok {
 		return nil
 	}
 	return put(h, h.st.Sockets, c, l)
 }
 
-func (h *Host) SetDSCPLane(d uint8, l lane.Lane) error {
+func (h *FakeHost) SetDSCPLane(d uint8, l lane.Lane) error {
 	if d > 63 {
 		return fmt.Errorf("datapathtest: DSCP %d", d)
 	}
@@ -148,14 +148,14 @@ func (h *Host) SetDSCPLane(d uint8, l lane.Lane) error {
 	return put(h, h.st.DSCP, d, l)
 }
 
-func (h *Host) SocketLane(c uint64) (lane.Lane, bool) {
+func (h *FakeHost) SocketLane(c uint64) (lane.Lane, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l, ok := h.st.Sockets[c]
 	return l, ok
 }
 
-func (h *Host) LaneCgroup(l lane.Lane) (string, uint64, error) {
+func (h *FakeHost) LaneCgroup(l lane.Lane) (string, uint64, error) {
 	id, ok := h.laneIDs[l]
 	if !ok {
 		return "", 0, fmt.Errorf("datapathtest: no cgroup for lane %s", l)
@@ -163,7 +163,7 @@ func (h *Host) LaneCgroup(l lane.Lane) (string, uint64, error) {
 	return "/fake/lanes/" + l.String(), id, nil
 }
 
-func (h *Host) Close() error {
+func (h *FakeHost) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -172,7 +172,7 @@ func (h *Host) Close() error {
 
 // OpenEgress records the tree, refusing a missing interface or a second
 // tree on one interface (as the kernel's root qdisc would be ours already).
-func (h *Host) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
+func (h *FakeHost) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -194,7 +194,7 @@ func (h *Host) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
 
 // Egress is a fake tree.
 type Egress struct {
-	h      *Host
+	h      *FakeHost
 	cfg    datapath.EgressConfig
 	closed bool
 }
