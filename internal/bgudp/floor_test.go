@@ -1,5 +1,5 @@
 // floor_test.go: the class's floor and its probes scale with the link
-// estimate (rule.go's floorShare, episode.go's probeRoom).
+// estimate (rule.go's FloorShare, episode.go's probeRoom).
 package bgudp
 
 import (
@@ -16,18 +16,18 @@ func TestFloorScalesWithLink(t *testing.T) {
 		s.Step(Input{Signal: true, Queue: time.Second, Raw: time.Second, Base: 10 * time.Millisecond,
 			Offered: link, Passed: link, Dt: 50 * time.Millisecond})
 	}
-	if want := uint64(link / floorShare); s.Rate != want {
-		t.Errorf("rate %d B/s after a standing queue on a %d B/s link, want the floor %d (1/%d)", s.Rate, link, want, floorShare)
+	if want := uint64(link / FloorShare); s.Rate != want {
+		t.Errorf("rate %d B/s after a standing queue on a %d B/s link, want the floor %d (1/%d)", s.Rate, link, want, FloorShare)
 	}
-	if s.Blind() > link/floorShare {
-		t.Errorf("blind: %d B/s, want at most 1/%d of the link", s.Rate, floorShare)
+	if s.Blind() > link/FloorShare {
+		t.Errorf("blind: %d B/s, want at most 1/%d of the link", s.Rate, FloorShare)
 	}
 	fast := State{Rule: DefaultRule(10 * time.Millisecond), Link: 1_250_000}
 	if fast.Floor() != fast.Rule.Floor {
 		t.Errorf("a 10 Mbit/s link's floor %d, want the rule's %d", fast.Floor(), fast.Rule.Floor)
 	}
-	if b := s.ProbeBudget(0); b != link/floorShare {
-		t.Errorf("probe budget %d B/s, want %d", b, link/floorShare)
+	if b := s.ProbeBudget(0); b != link/FloorShare {
+		t.Errorf("probe budget %d B/s, want %d", b, link/FloorShare)
 	}
 }
 

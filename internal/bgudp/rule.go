@@ -24,7 +24,7 @@ import (
 type Rule struct {
 	Target   time.Duration // queueing delay to keep (the policy's background target)
 	Interval time.Duration // one probe round and one step
-	Floor    uint64        // lowest rate, bytes/s, at most 1/floorShare of the link estimate (State.Floor)
+	Floor    uint64        // lowest rate, bytes/s, at most 1/FloorShare of the link estimate (State.Floor)
 	// Policy is the policy's target: Target while the class is alone, a
 	// share of it beside a present foreground (the episode sets Target)
 	Policy time.Duration
@@ -248,28 +248,28 @@ func (s *State) Blind() uint64 {
 	return s.Rate
 }
 
-// floorShare: the class's floor, its yield's rate and its probes each
-// take at most 1/floorShare of the link estimate. A fixed 200 kbit/s is
+// FloorShare: the class's floor, its yield's rate and its probes each
+// take at most 1/FloorShare of the link estimate. A fixed 200 kbit/s is
 // the whole of a 0.2 Mbit/s link and 40 % of a 0.5 Mbit/s one: a floor
 // that large keeps a queue the controller cannot take away, and the
 // probes behind it time out.
-const floorShare = 16
+const FloorShare = 16
 
 // Floor is the class's lowest rate (bytes/s): the rule's, at most
-// 1/floorShare of the link estimate where there is one.
+// 1/FloorShare of the link estimate where there is one.
 func (s *State) Floor() uint64 {
 	if s.Link == 0 {
 		return s.Rule.Floor
 	}
-	return max(1, min(s.Rule.Floor, s.Link/floorShare))
+	return max(1, min(s.Rule.Floor, s.Link/FloorShare))
 }
 
 // ProbeBudget is the rate (bytes/s, requests and replies) the class's
-// probes may take: 1/floorShare of the link estimate, or of measured
+// probes may take: 1/FloorShare of the link estimate, or of measured
 // (the class's own rate, bytes/s) where that is larger or there is no
 // estimate yet: the link carries at least what the class moves.
 func (s *State) ProbeBudget(measured uint64) uint64 {
-	return max(s.Link, measured) / floorShare
+	return max(s.Link, measured) / FloorShare
 }
 
 // observeLink adds the step to the link estimate's window and updates

@@ -39,8 +39,8 @@ func (cs *components) newBgUDP(pol config.Background, h bgudp.Datapath) (*compon
 func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
 	rule := fmt.Sprintf("probing the class's peers (ICMP echo; QUIC version probes to a peer silent to echo) every %v only while such traffic flows, target %v; no peer answering: held at the floor", st.Rule.Interval, st.Rule.Target)
 	if yieldOn {
-		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
-			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, datapath.FgOpenRTTs, datapath.FgOpenHold)
+		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s or 1/%d of its link estimate, the smaller, while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
+			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, bgudp.FloorShare, datapath.FgOpenRTTs, datapath.FgOpenHold)
 	}
 	var parts []string
 	for _, i := range slices.Sorted(maps.Keys(st.Running)) {
@@ -124,7 +124,7 @@ func (cs *components) nonTCPProtection(bg config.Background, be bgEgress) string
 		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", bg.TargetDelay.D()))
 	}
 	if bg.Yield {
-		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, datapath.FgOpenHold))
+		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s or 1/%d of the class's link estimate, the smaller, beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, bgudp.FloorShare, datapath.FgOpenHold))
 	}
 	if len(held) == 0 {
 		return "not held: the delay controller is not running and the yield is off by policy"
