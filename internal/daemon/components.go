@@ -57,8 +57,8 @@ type components struct {
 	opts     Options
 
 	yieldState atomic.Pointer[func() yield.Status] // the background component's status, while it runs
-	rledbat    atomic.Pointer[rledbat.Downloads]  // the rledbat component's, for status
-	bgudp      atomic.Pointer[bgudp.Episodes]    // the background-udp component's, for status
+	rledbat    atomic.Pointer[rledbat.Downloads]   // the rledbat component's, for status
+	bgudp      atomic.Pointer[bgudp.Episodes]      // the background-udp component's, for status
 
 	// appState builds the android component (appstate.go), set by the
 	// daemon: nil without android rules

@@ -118,16 +118,18 @@ func del[K comparable](h *FakeHost, m map[K]lane.Lane, k K) error {
 	return nil
 }
 
-func (h *FakeHost) SetFlowLane(f datapath.FlowKey, l lane.Lane) error { return put(h, h.st.Flows, f, l) }
-func (h *FakeHost) DeleteFlow(f datapath.FlowKey) error               { return del(h, h.st.Flows, f) }
-func (h *FakeHost) SetDstLane(r datapath.DstRule, l lane.Lane) error  { return put(h, h.st.Dsts, r, l) }
-func (h *FakeHost) DeleteDst(r datapath.DstRule) error                { return del(h, h.st.Dsts, r) }
-func (h *FakeHost) SetCgroupLane(id uint64, l lane.Lane) error        { return put(h, h.st.Cgroups, id, l) }
-func (h *FakeHost) DeleteCgroup(id uint64) error                      { return del(h, h.st.Cgroups, id) }
-func (h *FakeHost) SetUIDLane(uid uint32, l lane.Lane) error          { return put(h, h.st.UIDs, uid, l) }
-func (h *FakeHost) DeleteUID(uid uint32) error                        { return del(h, h.st.UIDs, uid) }
-func (h *FakeHost) SetSocketLane(c uint64, l lane.Lane) error         { return put(h, h.st.Sockets, c, l) }
-func (h *FakeHost) ClearSocketLane(c uint64) error                    { return del(h, h.st.Sockets, c) }
+func (h *FakeHost) SetFlowLane(f datapath.FlowKey, l lane.Lane) error {
+	return put(h, h.st.Flows, f, l)
+}
+func (h *FakeHost) DeleteFlow(f datapath.FlowKey) error              { return del(h, h.st.Flows, f) }
+func (h *FakeHost) SetDstLane(r datapath.DstRule, l lane.Lane) error { return put(h, h.st.Dsts, r, l) }
+func (h *FakeHost) DeleteDst(r datapath.DstRule) error               { return del(h, h.st.Dsts, r) }
+func (h *FakeHost) SetCgroupLane(id uint64, l lane.Lane) error       { return put(h, h.st.Cgroups, id, l) }
+func (h *FakeHost) DeleteCgroup(id uint64) error                     { return del(h, h.st.Cgroups, id) }
+func (h *FakeHost) SetUIDLane(uid uint32, l lane.Lane) error         { return put(h, h.st.UIDs, uid, l) }
+func (h *FakeHost) DeleteUID(uid uint32) error                       { return del(h, h.st.UIDs, uid) }
+func (h *FakeHost) SetSocketLane(c uint64, l lane.Lane) error        { return put(h, h.st.Sockets, c, l) }
+func (h *FakeHost) ClearSocketLane(c uint64) error                   { return del(h, h.st.Sockets, c) }
 
 // RestoreSocketLane changes only a socket that still has a lane (as the
 // real host: a closed socket's entry is gone and stays gone).
