@@ -182,7 +182,7 @@ func (s *State) Step(in Input) uint64 {
 	switch {
 	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
 		f := max(minFactor, 1-decreaseK*float64(qd-target)/float64(s.Rule.slopeUnit()))
-		from := in.Passed
+		from := s.winRate() // not policed yet: what the class sent of late, not one step's burst or gap
 		if s.Rate != 0 {
 			from = min(s.Rate, max(in.Passed, s.Link))
 		}
@@ -274,6 +274,20 @@ func (s *State) ProbeBudget(measured uint64) uint64 {
 
 // observeLink adds the step to the link estimate's window and updates
 // the estimate.
+// winRate is the class's bytes/s over the link estimate's window (the
+// last estimateSteps+1 steps): what passed, or arrived for downloads.
+func (s *State) winRate() uint64 {
+	var bytes float64
+	var dt time.Duration
+	for _, w := range s.win {
+		bytes, dt = bytes+w.bytes, dt+w.dt
+	}
+	if dt <= 0 {
+		return 0
+	}
+	return uint64(bytes / dt.Seconds())
+}
+
 func (s *State) observeLink(in Input) {
 	bytes := float64(in.Passed)
 	if in.Arrived {

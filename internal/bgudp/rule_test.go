@@ -193,6 +193,24 @@ func TestRuleRecoversFromAStartBurst(t *testing.T) {
 	}
 }
 
+// The first cut (the class not policed yet) starts from what the class
+// sent over the estimate's window, not from the step's own bytes: a
+// bursty sender (iperf3 -u on a busy machine) may pass nothing in the
+// 50 ms step whose sample shows the queue its bursts built. Before, that
+// step cut the class to its floor, 25 KB/s, and at 5 % of an estimate no
+// larger a step it stayed near there for seconds (0.03-0.06 of the link).
+func TestRuleFirstCutFromTheWindowNotOneStep(t *testing.T) {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	dt := 50 * time.Millisecond
+	for _, passed := range []uint64{2.5e6, 0, 2.5e6, 0} { // bursts and gaps, no queue yet
+		s.Step(Input{Signal: true, Offered: passed, Passed: passed, Dt: dt})
+	}
+	r := s.Step(Input{Signal: true, Queue: 30 * time.Millisecond, Raw: 30 * time.Millisecond, Dt: dt})
+	if r < 250_000 { // a tenth of the sender's 1.25 MB/s mean over the window
+		t.Errorf("first cut to %d B/s from a sender at 1.25 MB/s over the window (floor %d)", r, s.Floor())
+	}
+}
+
 // A Version Negotiation packet answers the probe whose destination ID it
 // carries as its source ID; other packets answer nothing.
 func TestVersionNegotiationMatch(t *testing.T) {

@@ -15,6 +15,7 @@
 package daemon_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -36,7 +37,13 @@ func TestBackgroundMatrixRemote(t *testing.T) {
 			start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
 			dirs := []string{dir}
 			b := newBed(t, p, base, remoteLinkBps, 5202, dirs, mxBackgrounds)
-			_, b.sock = startDaemon(t, p.A, string(policy.DefaultYAML()))
+			var d *proc
+			d, b.sock = startDaemon(t, p.A, string(policy.DefaultYAML()), "--log-level", "debug")
+			defer func() {
+				if t.Failed() || os.Getenv("LANES_BGUDP_STEPS") != "" {
+					t.Log(d.out.String())
+				}
+			}()
 			mxTable(t, b, mxRun(t, b, dirs, mxBackgrounds))
 		})
 	}
