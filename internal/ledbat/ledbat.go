@@ -15,7 +15,9 @@
 //     they are sparse): the bursty delivery of a cellular link swings the
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
-//   - gain = 1 / min(16, ceil(2 * target / base));
+//   - gain = 1 / min(16, ceil(2 * target / base)) per base RTT: a round
+//     trip inflated by a queue not its own (srtt above the smoothed delays
+//     fed: the other direction's) grows up to 16 gains per RTT (growth);
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
 //     cwnd reaches ssthresh;
@@ -39,8 +41,9 @@ const (
 	Scale             = 1 << ScaleShift
 	MinCwnd           = 2
 	GainMaxDiv        = 16
-	Filter            = 4 // current delay: minimum over 4 slots
-	SlotDiv           = 3 // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
+	GrowthMax         = 16 // growth per round trip at most 16 gains (growth)
+	Filter            = 4  // current delay: minimum over 4 slots
+	SlotDiv           = 3  // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
 	BaseBuckets       = 10
 	BucketUS          = 60_000_000
 	HoldRTTs          = 2
@@ -97,6 +100,7 @@ type State struct {
 	TSlowdown uint32
 	TNext     uint32
 	TSlot     uint32 // Cur[0]'s slot began (us)
+	SDelay    uint32 // the delays smoothed as srtt is (1/8 a sample), 0 = none
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.
@@ -125,6 +129,14 @@ func (s *State) RTT(rttUS uint32, nowUS uint64) {
 	s.Bucket = minute
 	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
 	s.Samples++
+	switch {
+	case s.SDelay == 0:
+		s.SDelay = rttUS
+	case rttUS > s.SDelay:
+		s.SDelay += (rttUS - s.SDelay) >> 3
+	default:
+		s.SDelay -= (s.SDelay - rttUS) >> 3
+	}
 	// the current slot ends at the first sample base/SlotDiv after it began
 	now := uint32(nowUS)
 	if s.Cur[0] == 0 || after(now, s.TSlot+s.BaseDelay()/SlotDiv) {
@@ -267,7 +279,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 		}
 		return
 	}
-	inc := uint64(Scale) / (uint64(gdiv) * uint64(w.Cwnd))
+	inc := s.growth(gdiv, w.Cwnd, srttUS, s.BaseDelay(), qd)
 	var dec uint64
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
@@ -335,6 +347,24 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 		s.schedule(now, srttUS)
 	}
 	return max(cwnd/2, MinCwnd)
+}
+
+// growth is the increase per acked packet in congestion avoidance, in
+// 1/Scale packets: the gain per base RTT, not per round trip. The part of
+// the smoothed round trip that is not the flow's own delay (srttUS less
+// SDelay: the other direction's queue its ACKs wait in) scales the gain
+// per round trip by m = 1 + (srttUS - SDelay) / base, at most GrowthMax;
+// the part above the gain shrinks by (target - qd) / target, none at or
+// above the target (ledbat_core.h's ledbat_inc).
+func (s *State) growth(gdiv, cwnd, srttUS, base, qd uint32) uint64 {
+	div := uint64(gdiv) * uint64(cwnd)
+	target := s.TargetUS
+	if base == 0 || srttUS <= s.SDelay || qd >= target {
+		return Scale / div
+	}
+	x := min((uint64(srttUS-s.SDelay)<<ScaleShift)/uint64(base), (GrowthMax-1)<<ScaleShift)
+	x = x * uint64(target-qd) / uint64(target)
+	return (Scale + x) / div
 }
 
 // shareGrowth is the growth inc scaled by the distance of qd below the
