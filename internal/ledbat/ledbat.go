@@ -15,9 +15,9 @@
 //     they are sparse): the bursty delivery of a cellular link swings the
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
-//   - gain = 1 / min(16, ceil(2 * target / base)) per base RTT: a round
-//     trip inflated by a queue not its own (srtt above the smoothed delays
-//     fed: the other direction's) grows up to 16 gains per RTT (growth);
+//   - gain = 1 / min(16, ceil(2 * target / base)) per round trip it would
+//     have alone (base + its queue): a round trip inflated by a queue not
+//     its own (the other direction's) grows up to 16 gains (growth);
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
 //     cwnd reaches ssthresh;
@@ -100,7 +100,7 @@ type State struct {
 	TSlowdown uint32
 	TNext     uint32
 	TSlot     uint32 // Cur[0]'s slot began (us)
-	SDelay    uint32 // the delays smoothed as srtt is (1/8 a sample), 0 = none
+	SOther    uint32 // the round trip's part not its own, smoothed 1/8 a sample (us)
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.
@@ -115,8 +115,12 @@ func New(targetUS uint32, nowUS uint64) State {
 	return State{TargetUS: targetUS, Bucket: uint32(nowUS / BucketUS), Phase: SlowStart, TSlot: uint32(nowUS)}
 }
 
-// RTT records one RTT sample taken at nowUS.
-func (s *State) RTT(rttUS uint32, nowUS uint64) {
+// RTT records one RTT sample taken at nowUS (the delay is the round trip).
+func (s *State) RTT(rttUS uint32, nowUS uint64) { s.Delay(rttUS, 0, nowUS) }
+
+// Delay records one delay sample rttUS taken at nowUS and otherUS, the part
+// of its round trip that is not the flow's (the other direction's queue).
+func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 	if rttUS == 0 {
 		return
 	}
@@ -129,13 +133,10 @@ func (s *State) RTT(rttUS uint32, nowUS uint64) {
 	s.Bucket = minute
 	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
 	s.Samples++
-	switch {
-	case s.SDelay == 0:
-		s.SDelay = rttUS
-	case rttUS > s.SDelay:
-		s.SDelay += (rttUS - s.SDelay) >> 3
-	default:
-		s.SDelay -= (s.SDelay - rttUS) >> 3
+	if otherUS > s.SOther {
+		s.SOther += (otherUS - s.SOther) >> 3
+	} else {
+		s.SOther -= (s.SOther - otherUS) >> 3
 	}
 	// the current slot ends at the first sample base/SlotDiv after it began
 	now := uint32(nowUS)
@@ -279,7 +280,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 		}
 		return
 	}
-	inc := s.growth(gdiv, w.Cwnd, srttUS, s.BaseDelay(), qd)
+	inc := s.growth(gdiv, w.Cwnd, qd)
 	var dec uint64
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
@@ -350,19 +351,19 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 }
 
 // growth is the increase per acked packet in congestion avoidance, in
-// 1/Scale packets: the gain per base RTT, not per round trip. The part of
-// the smoothed round trip that is not the flow's own delay (srttUS less
-// SDelay: the other direction's queue its ACKs wait in) scales the gain
-// per round trip by m = 1 + (srttUS - SDelay) / base, at most GrowthMax;
-// the part above the gain shrinks by (target - qd) / target, none at or
-// above the target (ledbat_core.h's ledbat_inc).
-func (s *State) growth(gdiv, cwnd, srttUS, base, qd uint32) uint64 {
+// 1/Scale packets: the gain per round trip the flow would have alone (its
+// current delay), not per round trip. A round trip longer by a queue not
+// its own (SOther) scales the gain per round trip by
+// m = 1 + SOther / current, at most GrowthMax; the part above the gain
+// shrinks by (target - qd) / target, none at or above the target
+// (ledbat_core.h's ledbat_inc).
+func (s *State) growth(gdiv, cwnd, qd uint32) uint64 {
 	div := uint64(gdiv) * uint64(cwnd)
-	target := s.TargetUS
-	if base == 0 || srttUS <= s.SDelay || qd >= target {
+	cur, target := s.CurrentDelay(), s.TargetUS
+	if cur == 0 || s.SOther == 0 || qd >= target {
 		return Scale / div
 	}
-	x := min((uint64(srttUS-s.SDelay)<<ScaleShift)/uint64(base), (GrowthMax-1)<<ScaleShift)
+	x := min((uint64(s.SOther)<<ScaleShift)/uint64(cur), (GrowthMax-1)<<ScaleShift)
 	x = x * uint64(target-qd) / uint64(target)
 	return (Scale + x) / div
 }

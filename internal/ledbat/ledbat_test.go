@@ -72,27 +72,26 @@ func roundTrips(s *State, w *Window, n int, srtt uint32) {
 }
 
 // TestGrowthPerBaseRTT: a round trip 5x the base with no queue of the
-// flow's own (its ACKs behind the other direction's queue: srtt 5x the
-// delays it is fed) grows the gain per base RTT, 5 gains per round trip;
-// with its own queue half the target, half the part above the gain; its
-// own queue counts nothing towards the scale (alone, srtt = the delays
-// fed: the gain per round trip).
+// flow's own (4 base RTTs of it the other direction's queue, which its
+// ACKs wait in) grows the gain per base RTT, 5 gains per round trip; with
+// its own queue half the target, the part above the gain halved; alone
+// (no other queue) the gain per round trip.
 func TestGrowthPerBaseRTT(t *testing.T) {
 	const base = 20_000 // avoiding's; target 25 ms: gain 1/3
 	for _, c := range []struct {
-		name     string
-		qd, srtt uint32
-		lo, hi   uint32 // cwnd after 30 round trips from 100
+		name      string
+		qd, other uint32
+		lo, hi    uint32 // cwnd after 30 round trips from 100
 	}{
-		{"srtt 5x base, no own queue: 150 base RTTs x 1/3", 0, 5 * base, 148, 150},
-		{"own queue half the target: (1 + 4/2) x 1/3 per RTT", 12_500, 5*base + 12_500, 128, 130},
-		{"alone: srtt = base + qd", 10_000, base + 10_000, 108, 110},
-		{"srtt 40x base: at most 16 gains per RTT", 0, 40 * base, 255, 260},
+		{"srtt 5x base, no own queue: 150 base RTTs x 1/3", 0, 4 * base, 148, 150},
+		{"own queue half the target: (1 + 4/2) x 1/3 per RTT", 12_500, 4 * (base + 12_500), 128, 130},
+		{"alone", 10_000, 0, 108, 110},
+		{"srtt 40x base: at most 16 gains per RTT", 0, 39 * base, 255, 260},
 	} {
 		s := avoiding(base + c.qd)
-		s.SDelay = base + c.qd // fed its own delay for a while
+		s.SOther = c.other // its samples' other part for a while
 		w := Window{Cwnd: 100, Ssthresh: 50}
-		roundTrips(&s, &w, 30, c.srtt)
+		roundTrips(&s, &w, 30, base+c.qd+c.other)
 		if w.Cwnd < c.lo || w.Cwnd > c.hi {
 			t.Errorf("%s: cwnd %d, want %d-%d", c.name, w.Cwnd, c.lo, c.hi)
 		}
@@ -106,7 +105,7 @@ func TestDecreaseAboveTargetWhateverTheRoundTrip(t *testing.T) {
 	const base, qd = 20_000, 30_000 // 1.2x the 25 ms target
 	for _, srtt := range []uint32{base + qd, 5*base + qd} {
 		s := avoiding(base + qd)
-		s.SDelay = base + qd
+		s.SOther = srtt - base - qd
 		w := Window{Cwnd: 100, Ssthresh: 50}
 		roundTrips(&s, &w, 1, srtt)
 		if w.Cwnd < 79 || w.Cwnd > 83 {

@@ -14,7 +14,8 @@
  *     gentler decrease, growth in proportion below the target, periodic
  *     slowdowns deferred);
  *   - pkts_acked: each ACK's delay feeds the base and current delay
- *     filters: the upload direction's queue from TCP timestamps
+ *     filters (the rest of its RTT, the download direction's queue, the
+ *     growth's scale: ledbat_inc): the upload direction's queue from TCP timestamps
  *     (lanes_owd.h: the RTT above its minimum less the download
  *     direction's queue, the ACK's TSval to its arrival) over the path's
  *     minimum RTT, so that the download
@@ -197,9 +198,13 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 rtt = (__u32)sample->rtt_us, delay;
 
-	if (sample->rtt_us > 0)
-		ledbat_rtt(ca(sk), lb_delay(sk, (__u32)sample->rtt_us), tp->tcp_mstamp);
+	if (sample->rtt_us <= 0)
+		return;
+	delay = lb_delay(sk, rtt);
+	/* the rest of the round trip is the download direction's queue */
+	ledbat_rtt(ca(sk), delay, rtt > delay ? rtt - delay : 0, tp->tcp_mstamp);
 }
 
 SEC("struct_ops")

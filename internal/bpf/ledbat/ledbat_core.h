@@ -22,16 +22,16 @@
  *     few samples, well under a millisecond of ACKs, would read that as
  *     queue);
  *   - queuing delay qd = current - base;
- *   - sdelay: the delays smoothed as the kernel smooths srtt (1/8 a
- *     sample), so srtt - sdelay is the part of the round trip that is not
- *     this flow's delay (ledbat_inc).
+ *   - sother: the part of each sample's round trip that is not this
+ *     flow's delay (the caller's: the other direction's queue, which its
+ *     ACKs or data wait in), smoothed 1/8 a sample (ledbat_inc).
  * Operations:
- *   - ledbat_rtt: one RTT sample into both filters.
+ *   - ledbat_rtt: one delay sample into both filters, and the part of
+ *     its round trip not the flow's own (0 where the delay is the RTT).
  *   - ledbat_ack: `acked` packets were acknowledged:
  *       gain    = 1 / min(16, ceil(2 * target / base)), per base RTT
- *                 (ledbat_inc: per RTT scaled by 1 + (srtt - sdelay) /
- *                 base, at most 16: a round trip inflated by a queue not
- *                 its own, the other direction's)
+ *                 (ledbat_inc: per RTT, 1 + sother / current gains, at
+ *                 most 16: a round trip inflated by a queue not its own)
  *       slow start (initial, or after a slowdown): cwnd += gain per acked
  *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
  *       congestion avoidance, per RTT (spread over the RTT's acks):
@@ -114,7 +114,7 @@ struct ledbat {
 	__u32 t_slowdown;                /* the current slowdown began (us) */
 	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
 	__u32 t_slot;                    /* cur[0]'s slot began (us) */
-	__u32 sdelay;                    /* the delays smoothed as srtt is (1/8), 0 = none */
+	__u32 sother;                    /* the round trip's part not its own, smoothed 1/8 (us) */
 };
 
 /* a window the arithmetic reads and writes (the socket's, or a test's) */
@@ -159,8 +159,9 @@ static __always_inline __u32 ledbat_base(const struct ledbat *l)
 	return m;
 }
 
-/* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
-static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now_us)
+/* ledbat_rtt records one delay sample rtt_us (us, > 0) taken at now_us and
+ * other_us, the part of its round trip that is not this flow's. */
+static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u32 other_us, __u64 now_us)
 {
 	__u32 minute = (__u32)(now_us / LEDBAT_BUCKET_US);
 	__u32 shift = minute - l->bucket;
@@ -180,12 +181,10 @@ static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now
 	l->bucket = minute;
 	l->base[0] = ledbat_min0(l->base[0], rtt_us);
 	l->samples++;
-	if (!l->sdelay)
-		l->sdelay = rtt_us;
-	else if (rtt_us > l->sdelay)
-		l->sdelay += (rtt_us - l->sdelay) >> 3;
+	if (other_us > l->sother)
+		l->sother += (other_us - l->sother) >> 3;
 	else
-		l->sdelay -= (l->sdelay - rtt_us) >> 3;
+		l->sother -= (l->sother - other_us) >> 3;
 	/* the current slot ends at the first sample base/SLOT_DIV after it began */
 	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + ledbat_base(l) / LEDBAT_SLOT_DIV)) {
 #pragma clang loop unroll(full)
@@ -277,25 +276,22 @@ static __always_inline int ledbat_ss_ends(const struct ledbat *l, const struct l
 }
 
 /* ledbat_inc is the growth per acked packet in congestion avoidance, in
- * 1/LEDBAT_SCALE packets: the gain per base RTT, not per round trip. A
- * window is acked per smoothed round trip srtt; the part of it that is not
- * this flow's delay (srtt less the delays it was fed, smoothed alike: the
- * other direction's queue its ACKs wait in) lengthens the round trip
- * beyond base + its own queue, so the gain per round trip is scaled by
- * m = 1 + (srtt - sdelay) / base, at most LEDBAT_GROWTH_MAX. The part above
- * the gain shrinks as its own queue nears the target (x (target - qd) /
- * target), none at or above it, where the window decreases by its own
- * queuing delay as the draft's. Fed the RTT itself (no timestamps, the
- * clamp), m is 1: the draft's gain per RTT. */
-static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u32 cwnd, __u32 srtt_us,
-					__u32 base, __u32 qd)
+ * 1/LEDBAT_SCALE packets: the gain per round trip the flow would have
+ * alone (its current delay: base + its own queue), not per round trip. A
+ * round trip longer by a queue not its own (sother: the other direction's,
+ * which its ACKs wait in) acks a window as slowly, so the gain per round
+ * trip is scaled by m = 1 + sother / current, at most LEDBAT_GROWTH_MAX.
+ * The part above the gain shrinks as its own queue nears the target
+ * (x (target - qd) / target), none at or above it, where the window
+ * decreases by its own queuing delay as the draft's. */
+static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u32 cwnd, __u32 cur, __u32 qd)
 {
 	__u64 div = (__u64)gdiv * cwnd, x;
 	__u32 target = l->target_us;
 
-	if (!base || srtt_us <= l->sdelay || qd >= target)
+	if (!cur || !l->sother || qd >= target)
 		return (__u64)LEDBAT_SCALE / div;
-	x = ((__u64)(srtt_us - l->sdelay) << LEDBAT_SCALE_SHIFT) / base; /* m - 1 */
+	x = ((__u64)l->sother << LEDBAT_SCALE_SHIFT) / cur; /* m - 1 */
 	if (x > (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT)
 		x = (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT;
 	x = x * (target - qd) / target;
@@ -355,7 +351,7 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 	/* per acked packet: gain / cwnd per base RTT (ledbat_inc), minus
 	 * (qd / target - 1) when above the target, never below -1/2 (a
 	 * decrease of at most cwnd/2 per RTT) */
-	inc = ledbat_inc(l, gdiv, w->cwnd, srtt_us, base, qd);
+	inc = ledbat_inc(l, gdiv, w->cwnd, ledbat_current(l), qd);
 	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
 	if ((l->flags & (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_GROW)) && qd <= target)
 		l->flags |= LEDBAT_F_SHARE_SETTLED;

@@ -29,7 +29,7 @@ type StepLedbatStep struct {
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
-		Sdelay     uint32
+		Sother     uint32
 	}
 	Win struct {
 		_        structs.HostLayout

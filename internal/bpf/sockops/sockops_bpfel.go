@@ -34,7 +34,7 @@ type SockopsBgcState struct {
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
-		Sdelay     uint32
+		Sother     uint32
 	}
 	Cwnd        uint32
 	Ssthresh    uint32
@@ -164,7 +164,7 @@ type SockopsRlState struct {
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
-		Sdelay     uint32
+		Sother     uint32
 	}
 	Wnd       uint32
 	Ssthresh  uint32
