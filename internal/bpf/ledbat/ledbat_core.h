@@ -29,13 +29,14 @@
  *   - ledbat_rtt: one delay sample into both filters, and the part of
  *     its round trip not the flow's own (0 where the delay is the RTT).
  *   - ledbat_ack: `acked` packets were acknowledged:
- *       gain    = 1 / min(16, ceil(2 * target / base)), per base RTT
- *                 (ledbat_inc: per RTT, 1 + sother / current gains, at
- *                 most 16: a round trip inflated by a queue not its own)
+ *       gain    = 1 / min(16, ceil(2 * target / base)), per round trip
+ *                 it would have alone (ledbat_inc: per RTT, 1 + sother /
+ *                 current gains, at most 16: a round trip inflated by a
+ *                 queue not its own)
  *       slow start (initial, or after a slowdown): cwnd += gain per acked
  *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
  *       congestion avoidance, per RTT (spread over the RTT's acks):
- *         qd <= target: cwnd += gain per base RTT
+ *         qd <= target: cwnd += gain per round trip alone
  *         qd >  target: cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2),
  *                       and ssthresh follows cwnd down
  *       periodic slowdown: 2 RTTs after the initial slow start, then 9x the
@@ -348,7 +349,7 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 			ledbat_apply(l, w, (__s64)l->acc + (__s64)(((__u64)acked << LEDBAT_SCALE_SHIFT) / gdiv));
 		return;
 	}
-	/* per acked packet: gain / cwnd per base RTT (ledbat_inc), minus
+	/* per acked packet: gain / cwnd per round trip alone (ledbat_inc), minus
 	 * (qd / target - 1) when above the target, never below -1/2 (a
 	 * decrease of at most cwnd/2 per RTT) */
 	inc = ledbat_inc(l, gdiv, w->cwnd, ledbat_current(l), qd);
