@@ -15,7 +15,9 @@
 //     they are sparse): the bursty delivery of a cellular link swings the
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
-//   - gain = 1 / min(16, ceil(2 * target / base));
+//   - gain = 1 / min(16, ceil(2 * target / base)) per round trip it would
+//     have alone (base + its queue): a round trip inflated by a queue not
+//     its own (the other direction's) grows up to 16 gains (growth);
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
 //     cwnd reaches ssthresh;
@@ -39,8 +41,9 @@ const (
 	Scale             = 1 << ScaleShift
 	MinCwnd           = 2
 	GainMaxDiv        = 16
-	Filter            = 4 // current delay: minimum over 4 slots
-	SlotDiv           = 3 // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
+	GrowthMax         = 16 // growth per round trip at most 16 gains (growth)
+	Filter            = 4  // current delay: minimum over 4 slots
+	SlotDiv           = 3  // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
 	BaseBuckets       = 10
 	BucketUS          = 60_000_000
 	HoldRTTs          = 2
@@ -97,6 +100,7 @@ type State struct {
 	TSlowdown uint32
 	TNext     uint32
 	TSlot     uint32 // Cur[0]'s slot began (us)
+	SOther    uint32 // the round trip's part not its own, smoothed 1/8 a sample (us)
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.
@@ -111,8 +115,12 @@ func New(targetUS uint32, nowUS uint64) State {
 	return State{TargetUS: targetUS, Bucket: uint32(nowUS / BucketUS), Phase: SlowStart, TSlot: uint32(nowUS)}
 }
 
-// RTT records one RTT sample taken at nowUS.
-func (s *State) RTT(rttUS uint32, nowUS uint64) {
+// RTT records one RTT sample taken at nowUS (the delay is the round trip).
+func (s *State) RTT(rttUS uint32, nowUS uint64) { s.Delay(rttUS, 0, nowUS) }
+
+// Delay records one delay sample rttUS taken at nowUS and otherUS, the part
+// of its round trip that is not the flow's (the other direction's queue).
+func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 	if rttUS == 0 {
 		return
 	}
@@ -125,6 +133,11 @@ func (s *State) RTT(rttUS uint32, nowUS uint64) {
 	s.Bucket = minute
 	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
 	s.Samples++
+	if otherUS > s.SOther {
+		s.SOther += (otherUS - s.SOther) >> 3
+	} else {
+		s.SOther -= (s.SOther - otherUS) >> 3
+	}
 	// the current slot ends at the first sample base/SlotDiv after it began
 	now := uint32(nowUS)
 	if s.Cur[0] == 0 || after(now, s.TSlot+s.BaseDelay()/SlotDiv) {
@@ -267,7 +280,7 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 		}
 		return
 	}
-	inc := uint64(Scale) / (uint64(gdiv) * uint64(w.Cwnd))
+	inc := s.growth(gdiv, w.Cwnd, qd)
 	var dec uint64
 	if qd > target {
 		dec = (uint64(qd-target) << ScaleShift) / uint64(target)
@@ -335,6 +348,24 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 		s.schedule(now, srttUS)
 	}
 	return max(cwnd/2, MinCwnd)
+}
+
+// growth is the increase per acked packet in congestion avoidance, in
+// 1/Scale packets: the gain per round trip the flow would have alone (its
+// current delay), not per round trip. A round trip longer by a queue not
+// its own (SOther) scales the gain per round trip by
+// m = 1 + SOther / current, at most GrowthMax; the part above the gain
+// shrinks by (target - qd) / target, none at or above the target
+// (ledbat_core.h's ledbat_inc).
+func (s *State) growth(gdiv, cwnd, qd uint32) uint64 {
+	div := uint64(gdiv) * uint64(cwnd)
+	cur, target := s.CurrentDelay(), s.TargetUS
+	if cur == 0 || s.SOther == 0 || qd >= target {
+		return Scale / div
+	}
+	x := min((uint64(s.SOther)<<ScaleShift)/uint64(cur), (GrowthMax-1)<<ScaleShift)
+	x = x * uint64(target-qd) / uint64(target)
+	return (Scale + x) / div
 }
 
 // shareGrowth is the growth inc scaled by the distance of qd below the

@@ -62,6 +62,58 @@ func TestAvoidGrowsByGainPerRTT(t *testing.T) {
 	}
 }
 
+// roundTrips acks n windows, one packet per ack, at smoothed RTT srtt.
+func roundTrips(s *State, w *Window, n int, srtt uint32) {
+	for ; n > 0; n-- {
+		for k := w.Cwnd; k > 0; k-- {
+			s.Ack(w, 1, 2, srtt, true)
+		}
+	}
+}
+
+// TestGrowthPerBaseRTT: a round trip 5x the base with no queue of the
+// flow's own (4 base RTTs of it the other direction's queue, which its
+// ACKs wait in) grows the gain per base RTT, 5 gains per round trip; with
+// its own queue half the target, the part above the gain halved; alone
+// (no other queue) the gain per round trip.
+func TestGrowthPerBaseRTT(t *testing.T) {
+	const base = 20_000 // avoiding's; target 25 ms: gain 1/3
+	for _, c := range []struct {
+		name      string
+		qd, other uint32
+		lo, hi    uint32 // cwnd after 30 round trips from 100
+	}{
+		{"srtt 5x base, no own queue: 150 base RTTs x 1/3", 0, 4 * base, 148, 150},
+		{"own queue half the target: (1 + 4/2) x 1/3 per RTT", 12_500, 4 * (base + 12_500), 128, 130},
+		{"alone", 10_000, 0, 108, 110},
+		{"srtt 40x base: at most 16 gains per RTT", 0, 39 * base, 255, 260},
+	} {
+		s := avoiding(base + c.qd)
+		s.SOther = c.other // its samples' other part for a while
+		w := Window{Cwnd: 100, Ssthresh: 50}
+		roundTrips(&s, &w, 30, base+c.qd+c.other)
+		if w.Cwnd < c.lo || w.Cwnd > c.hi {
+			t.Errorf("%s: cwnd %d, want %d-%d", c.name, w.Cwnd, c.lo, c.hi)
+		}
+	}
+}
+
+// TestDecreaseAboveTargetWhateverTheRoundTrip: above the target the window
+// decreases by its own queuing delay as at srtt = base + qd, however long
+// the round trip.
+func TestDecreaseAboveTargetWhateverTheRoundTrip(t *testing.T) {
+	const base, qd = 20_000, 30_000 // 1.2x the 25 ms target
+	for _, srtt := range []uint32{base + qd, 5*base + qd} {
+		s := avoiding(base + qd)
+		s.SOther = srtt - base - qd
+		w := Window{Cwnd: 100, Ssthresh: 50}
+		roundTrips(&s, &w, 1, srtt)
+		if w.Cwnd < 79 || w.Cwnd > 83 {
+			t.Errorf("srtt %d us: cwnd after one RTT at 1.2x target = %d, want about 81", srtt, w.Cwnd)
+		}
+	}
+}
+
 func TestDecreaseProportionalAndCapped(t *testing.T) {
 	s := avoiding(20_000 + 30_000) // 30 ms queue: 1.2x the target
 	w := Window{Cwnd: 100, Ssthresh: 50}

@@ -14,7 +14,8 @@
  *     gentler decrease, growth in proportion below the target, periodic
  *     slowdowns deferred);
  *   - pkts_acked: each ACK's delay feeds the base and current delay
- *     filters: the upload direction's queue from TCP timestamps
+ *     filters (the download direction's queue, the growth's scale:
+ *     ledbat_inc): the upload direction's queue from TCP timestamps
  *     (lanes_owd.h: the RTT above its minimum less the download
  *     direction's queue, the ACK's TSval to its arrival) over the path's
  *     minimum RTT, so that the download
@@ -105,18 +106,21 @@ struct {
 
 /* lb_delay is the delay of an ACK whose RTT sample is rtt_us: the upload
  * direction's queue over the path's minimum RTT, or rtt_us where the
- * connection has no timestamps. */
-static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us)
+ * connection has no timestamps; *other_us: the download direction's queue
+ * (filtered as the upload's), 0 without timestamps. */
+static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us, __u32 *other_us)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 up, down, base;
 	struct owd *o;
 
+	*other_us = 0;
 	if (CFG.share & LB_RTT_DELAY)
 		return rtt_us;
 	o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!o || !owd_read_ack(tp, o, rtt_us, &up, &down))
 		return rtt_us;
+	*other_us = down;
 	base = tp->rtt_min.s[0].v;
 	if (!base || base > rtt_us)
 		base = rtt_us;
@@ -197,9 +201,12 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 delay, other;
 
-	if (sample->rtt_us > 0)
-		ledbat_rtt(ca(sk), lb_delay(sk, (__u32)sample->rtt_us), tp->tcp_mstamp);
+	if (sample->rtt_us <= 0)
+		return;
+	delay = lb_delay(sk, (__u32)sample->rtt_us, &other);
+	ledbat_rtt(ca(sk), delay, other, tp->tcp_mstamp);
 }
 
 SEC("struct_ops")

@@ -21,15 +21,22 @@
  *     per-ACK RTT by several ms with no standing queue; a minimum over a
  *     few samples, well under a millisecond of ACKs, would read that as
  *     queue);
- *   - queuing delay qd = current - base.
+ *   - queuing delay qd = current - base;
+ *   - sother: the part of each sample's round trip that is not this
+ *     flow's delay (the caller's: the other direction's queue, which its
+ *     ACKs or data wait in), smoothed 1/8 a sample (ledbat_inc).
  * Operations:
- *   - ledbat_rtt: one RTT sample into both filters.
+ *   - ledbat_rtt: one delay sample into both filters, and the part of
+ *     its round trip not the flow's own (0 where the delay is the RTT).
  *   - ledbat_ack: `acked` packets were acknowledged:
- *       gain    = 1 / min(16, ceil(2 * target / base))
+ *       gain    = 1 / min(16, ceil(2 * target / base)), per round trip
+ *                 it would have alone (ledbat_inc: per RTT, 1 + sother /
+ *                 current gains, at most 16: a round trip inflated by a
+ *                 queue not its own)
  *       slow start (initial, or after a slowdown): cwnd += gain per acked
  *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
  *       congestion avoidance, per RTT (spread over the RTT's acks):
- *         qd <= target: cwnd += gain
+ *         qd <= target: cwnd += gain per round trip alone
  *         qd >  target: cwnd += max(gain - cwnd * (qd/target - 1), -cwnd/2),
  *                       and ssthresh follows cwnd down
  *       periodic slowdown: 2 RTTs after the initial slow start, then 9x the
@@ -67,6 +74,7 @@
 #define LEDBAT_SCALE (1 << LEDBAT_SCALE_SHIFT)
 #define LEDBAT_MIN_CWND 2
 #define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
+#define LEDBAT_GROWTH_MAX 16     /* growth per round trip at most 16 gains (ledbat_inc) */
 #define LEDBAT_FILTER 4          /* current delay: min over 4 slots */
 #define LEDBAT_SLOT_DIV 3        /* a slot lasts at least base / 3: the filter spans 1-4/3 base RTTs */
 #define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
@@ -100,13 +108,14 @@ struct ledbat {
 	__u32 bucket;                    /* minute number of base[0] */
 	__u32 samples;                   /* RTT samples seen */
 	__s32 acc;                       /* cwnd fraction, 1/LEDBAT_SCALE packets */
-	__u32 phase;
-	__u32 flags;
+	__u16 phase;                     /* enum ledbat_phase (u16 each: icsk_ca_priv is full) */
+	__u16 flags;                     /* LEDBAT_F_* */
 	__u32 target_us;
 	__u32 t_hold_end;                /* HOLD ends (us) */
 	__u32 t_slowdown;                /* the current slowdown began (us) */
 	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
 	__u32 t_slot;                    /* cur[0]'s slot began (us) */
+	__u32 sother;                    /* the round trip's part not its own, smoothed 1/8 (us) */
 };
 
 /* a window the arithmetic reads and writes (the socket's, or a test's) */
@@ -151,8 +160,9 @@ static __always_inline __u32 ledbat_base(const struct ledbat *l)
 	return m;
 }
 
-/* ledbat_rtt records one RTT sample (us, > 0) taken at now_us. */
-static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now_us)
+/* ledbat_rtt records one delay sample rtt_us (us, > 0) taken at now_us and
+ * other_us, the part of its round trip that is not this flow's. */
+static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u32 other_us, __u64 now_us)
 {
 	__u32 minute = (__u32)(now_us / LEDBAT_BUCKET_US);
 	__u32 shift = minute - l->bucket;
@@ -172,6 +182,10 @@ static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u64 now
 	l->bucket = minute;
 	l->base[0] = ledbat_min0(l->base[0], rtt_us);
 	l->samples++;
+	if (other_us > l->sother)
+		l->sother += (other_us - l->sother) >> 3;
+	else
+		l->sother -= (l->sother - other_us) >> 3;
 	/* the current slot ends at the first sample base/SLOT_DIV after it began */
 	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + ledbat_base(l) / LEDBAT_SLOT_DIV)) {
 #pragma clang loop unroll(full)
@@ -262,6 +276,29 @@ static __always_inline int ledbat_ss_ends(const struct ledbat *l, const struct l
 	return qd > l->target_us;
 }
 
+/* ledbat_inc is the growth per acked packet in congestion avoidance, in
+ * 1/LEDBAT_SCALE packets: the gain per round trip the flow would have
+ * alone (its current delay: base + its own queue), not per round trip. A
+ * round trip longer by a queue not its own (sother: the other direction's,
+ * which its ACKs wait in) acks a window as slowly, so the gain per round
+ * trip is scaled by m = 1 + sother / current, at most LEDBAT_GROWTH_MAX.
+ * The part above the gain shrinks as its own queue nears the target
+ * (x (target - qd) / target), none at or above it, where the window
+ * decreases by its own queuing delay as the draft's. */
+static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u32 cwnd, __u32 cur, __u32 qd)
+{
+	__u64 div = (__u64)gdiv * cwnd, x;
+	__u32 target = l->target_us;
+
+	if (!cur || !l->sother || qd >= target)
+		return (__u64)LEDBAT_SCALE / div;
+	x = ((__u64)l->sother << LEDBAT_SCALE_SHIFT) / cur; /* m - 1 */
+	if (x > (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT)
+		x = (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT;
+	x = x * (target - qd) / target;
+	return ((__u64)LEDBAT_SCALE + x) / div;
+}
+
 /* ledbat_ack: `acked` packets acknowledged at now (us), smoothed RTT srtt_us;
  * limited: the sender is cwnd-limited (growth allowed). */
 static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, __u32 acked,
@@ -312,9 +349,10 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 			ledbat_apply(l, w, (__s64)l->acc + (__s64)(((__u64)acked << LEDBAT_SCALE_SHIFT) / gdiv));
 		return;
 	}
-	/* per acked packet: gain / cwnd, minus (qd / target - 1) when above
-	 * the target, never below -1/2 (a decrease of at most cwnd/2 per RTT) */
-	inc = (__u64)LEDBAT_SCALE / ((__u64)gdiv * w->cwnd);
+	/* per acked packet: gain / cwnd per round trip alone (ledbat_inc), minus
+	 * (qd / target - 1) when above the target, never below -1/2 (a
+	 * decrease of at most cwnd/2 per RTT) */
+	inc = ledbat_inc(l, gdiv, w->cwnd, ledbat_current(l), qd);
 	dec = qd > target ? ((__u64)(qd - target) << LEDBAT_SCALE_SHIFT) / target : 0;
 	if ((l->flags & (LEDBAT_F_SHARE_SLOPE | LEDBAT_F_SHARE_GROW)) && qd <= target)
 		l->flags |= LEDBAT_F_SHARE_SETTLED;

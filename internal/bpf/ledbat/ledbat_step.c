@@ -21,7 +21,7 @@ char __license[] SEC("license") = "GPL";
 
 enum step_op {
 	STEP_INIT = 0, /* arg = target_us */
-	STEP_RTT = 1,  /* arg = rtt_us */
+	STEP_RTT = 1,  /* arg = rtt_us, srtt_us = other_us (ledbat_rtt) */
 	STEP_ACK = 2,  /* arg = packets acked */
 	STEP_LOSS = 3, /* win.ssthresh = the returned ssthresh */
 	STEP_SLOWDOWN_NOW = 4,
@@ -63,7 +63,7 @@ int ledbat_run(struct __sk_buff *skb)
 		ledbat_init(&s->st, s->arg, s->now_us);
 		break;
 	case STEP_RTT:
-		ledbat_rtt(&s->st, s->arg, s->now_us);
+		ledbat_rtt(&s->st, s->arg, s->srtt_us, s->now_us);
 		break;
 	case STEP_ACK:
 		ledbat_ack(&s->st, &s->win, s->arg, (__u32)s->now_us, s->srtt_us, s->limited);

@@ -22,13 +22,14 @@ type StepLedbatStep struct {
 		Bucket     uint32
 		Samples    uint32
 		Acc        int32
-		Phase      uint32
-		Flags      uint32
+		Phase      uint16
+		Flags      uint16
 		TargetUs   uint32
 		T_holdEnd  uint32
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
+		Sother     uint32
 	}
 	Win struct {
 		_        structs.HostLayout

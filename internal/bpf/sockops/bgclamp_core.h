@@ -79,7 +79,7 @@ static __always_inline void bgc_step(struct bgc_state *st, struct bpf_sock_ops *
 	}
 	ledbat_share(&st->l, target_us, share);
 	rtt = ops->args[0] ? ops->args[0] : srtt;
-	ledbat_rtt(&st->l, rtt, now64);
+	ledbat_rtt(&st->l, rtt, 0, now64);
 	bgc_joined(st, now, joins);
 	w.cwnd = st->cwnd;
 	w.ssthresh = st->ssthresh;

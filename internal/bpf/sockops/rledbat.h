@@ -16,7 +16,8 @@
  *         the path's minimum RTT, at each segment's arrival, fed to the
  *         LEDBAT++ filters (ledbat_core.h, shared with the congestion
  *         control): the upload direction's queue, which our ACKs wait in,
- *         is not this flow's. Without timestamps the kernel's receive-side
+ *         is not this flow's (it scales the growth: ledbat_inc). Without
+ *         timestamps the kernel's receive-side
  *         RTT (tp->rcv_rtt_est: from our TSval to data echoing it, both
  *         directions' queues);
  *       progress: rcv_nxt's advance in segments (advmss) = packets "acked";
@@ -148,10 +149,10 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 			base = tp->rtt_min.s[0].v;
 			if (!base || base == ~0U)
 				base = rtt ? rtt : 1000;
-			ledbat_rtt(&st->l, base + down, now64);
+			ledbat_rtt(&st->l, base + down, up, now64);
 		}
 	} else if (rtt && rtt != st->last_rtt) {
-		ledbat_rtt(&st->l, rtt, now64);
+		ledbat_rtt(&st->l, rtt, 0, now64);
 		st->last_rtt = rtt;
 	}
 	/* a socket that has received no timed data (an upload, a request) is

@@ -27,13 +27,14 @@ type SockopsBgcState struct {
 		Bucket     uint32
 		Samples    uint32
 		Acc        int32
-		Phase      uint32
-		Flags      uint32
+		Phase      uint16
+		Flags      uint16
 		TargetUs   uint32
 		T_holdEnd  uint32
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
+		Sother     uint32
 	}
 	Cwnd        uint32
 	Ssthresh    uint32
@@ -156,13 +157,14 @@ type SockopsRlState struct {
 		Bucket     uint32
 		Samples    uint32
 		Acc        int32
-		Phase      uint32
-		Flags      uint32
+		Phase      uint16
+		Flags      uint16
 		TargetUs   uint32
 		T_holdEnd  uint32
 		T_slowdown uint32
 		T_next     uint32
 		T_slot     uint32
+		Sother     uint32
 	}
 	Wnd       uint32
 	Ssthresh  uint32
