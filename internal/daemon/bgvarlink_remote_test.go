@@ -20,13 +20,15 @@ import (
 	"time"
 
 	"github.com/lanes-net/lanes/internal/bpf/sockops"
+	"github.com/lanes-net/lanes/internal/lab/varlink"
 	"github.com/lanes-net/lanes/internal/policy"
 	"github.com/lanes-net/lanes/internal/testutil"
 )
 
-// varLinkSeed is the rate sequence's seed in every variable-link test, so
-// a change is judged on the same steps before and after.
-const varLinkSeed = 7
+// varLinkSeed is the rate sequence's seed in every variable-link test (the
+// lab's variable link's), so a change is judged on the same steps before
+// and after.
+const varLinkSeed = varlink.Seed
 
 // varLinkProbes is the probe's count while the background runs: 6 s, a
 // dozen of the link's steps.

@@ -1,17 +1,17 @@
 // varlink.go: a variable-rate link for the remote-bottleneck tests. A TBF
 // at a router's egress whose rate steps every 500 ms through a seeded
-// sequence between 1.5 and 16 Mbit/s, as a cellular link's does, and the
-// time-weighted mean of the rates set over any window (the link's mean
-// capacity there).
+// sequence between 1.5 and 16 Mbit/s (the lab's, internal/lab/varlink's
+// Rates), as a cellular link's does, and the time-weighted mean
+// of the rates set over any window (the link's mean capacity there).
 package testutil
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/varlink"
 	"github.com/vishvananda/netlink"
 )
 
@@ -20,9 +20,6 @@ import (
 // the remote tests' fixed-link buffer, 300 ms at 16 Mbit/s and 3.2 s at
 // 1.5. The bucket holds 15 KB at every rate.
 const (
-	VarLinkMinBps   = 1.5e6
-	VarLinkMaxBps   = 16e6
-	VarLinkStep     = 500 * time.Millisecond
 	varLinkLimit    = 600_000
 	varLinkBucket   = 15_000
 	varLinkHandleID = 0x1
@@ -35,11 +32,11 @@ type RateStep struct {
 }
 
 // VariableLink is a TBF on one device whose rate a goroutine changes by
-// netlink every VarLinkStep until Stop.
+// netlink every varlink.Step until Stop.
 type VariableLink struct {
 	h     *netlink.Handle
 	qdisc *netlink.Tbf
-	rng   *rand.Rand
+	next  func() float64 // the sequence's next rate, bit/s
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
@@ -63,7 +60,7 @@ func StartVariableLink(t testing.TB, ns *NetNS, dev string, seed uint64) *Variab
 		h.Close()
 		t.Fatalf("variable link: %s in %s: %v", dev, ns.Name, err)
 	}
-	v := &VariableLink{h: h, rng: rand.New(rand.NewPCG(seed, 0x7661726c696e6b)),
+	v := &VariableLink{h: h, next: varlink.Rates(seed),
 		stop: make(chan struct{}), done: make(chan struct{}),
 		qdisc: &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index,
 			Handle: netlink.MakeHandle(varLinkHandleID, 0), Parent: netlink.HANDLE_ROOT},
@@ -79,11 +76,6 @@ func StartVariableLink(t testing.TB, ns *NetNS, dev string, seed uint64) *Variab
 	})
 	go v.run()
 	return v
-}
-
-// next is the sequence's next rate: uniform in [VarLinkMinBps, VarLinkMaxBps].
-func (v *VariableLink) next() float64 {
-	return VarLinkMinBps + v.rng.Float64()*(VarLinkMaxBps-VarLinkMinBps)
 }
 
 // set applies the sequence's next rate with op and records it.
@@ -102,7 +94,7 @@ func (v *VariableLink) set(op func(netlink.Qdisc) error) error {
 
 func (v *VariableLink) run() {
 	defer close(v.done)
-	tick := time.NewTicker(VarLinkStep)
+	tick := time.NewTicker(varlink.Step)
 	defer tick.Stop()
 	for {
 		select {

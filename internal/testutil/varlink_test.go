@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/internal/lab/varlink"
 	"github.com/vishvananda/netlink"
 )
 
@@ -32,7 +33,7 @@ func TestVariableLinkStepsTheTBF(t *testing.T) {
 	RequireRoot(t)
 	ns := NewNetNS(t)
 	v := StartVariableLink(t, ns, "lo", 7)
-	time.Sleep(3*VarLinkStep + VarLinkStep/2)
+	time.Sleep(3*varlink.Step + varlink.Step/2)
 	if err := v.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestVariableLinkStepsTheTBF(t *testing.T) {
 		t.Fatalf("%d steps in 1.75 s; want >= 3", len(steps))
 	}
 	for _, s := range steps {
-		if s.Bps < VarLinkMinBps || s.Bps > VarLinkMaxBps {
+		if s.Bps < varlink.MinBps || s.Bps > varlink.MaxBps {
 			t.Errorf("rate %.2f Mbit/s outside the link's range", s.Bps/1e6)
 		}
 	}
