@@ -7,10 +7,12 @@
 // the measured window (the time-weighted mean of the rates set) and the
 // probe's p95 over idle on the same link, against the goals (>= 0.90,
 // <= +25 ms); it fails only where a loaded 2-core machine cannot explain
-// it: +100 ms at p95, a lost probe, a share below the transport's floor
-// (half the mean capacity for TCP; a fifth for QUIC, whose class follows
-// the link's steps up too slowly for its goal today: docs/results/
-// background.md, "A variable-rate link").
+// it: a lost probe, or a figure past the transport's bound: TCP under
+// half the mean capacity or +100 ms at p95; QUIC under a fifth or +200 ms
+// (its class follows the link's steps up too slowly and down too late
+// for its goals today, +56 to +96 ms measured on a loaded machine:
+// docs/results/background.md, "A variable-rate link"; 200 ms still
+// fails a class that fills the 600 KB buffer, 300 ms at the top rate).
 package daemon_test
 
 import (
@@ -55,13 +57,19 @@ func quicBackground(t *testing.T, p *testutil.Path, sock, dir string) func() flo
 	return func() float64 { return float64(q.bytes.Load()) }
 }
 
-// The shares below which a variable-link test fails, per transport.
-const (
-	tcpVarLinkFloor  = 0.5
-	quicVarLinkFloor = 0.2
+// varLinkBounds are the figures past which a variable-link test fails:
+// the least share of the mean capacity, the most p95 over idle.
+type varLinkBounds struct {
+	share float64
+	p95   time.Duration
+}
+
+var (
+	tcpVarLink  = varLinkBounds{share: 0.5, p95: 100 * time.Millisecond}
+	quicVarLink = varLinkBounds{share: 0.2, p95: 200 * time.Millisecond}
 )
 
-func varLinkRemote(t *testing.T, what, dir string, flow backgroundFlow, floor float64) {
+func varLinkRemote(t *testing.T, what, dir string, flow backgroundFlow, bound varLinkBounds) {
 	sideBySide(t)
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -108,32 +116,32 @@ func varLinkRemote(t *testing.T, what, dir string, flow backgroundFlow, floor fl
 	if lost > 0 {
 		testutil.TimingErrorf(t, "%d probes lost", lost)
 	}
-	if infl > 100*time.Millisecond {
+	if infl > bound.p95 {
 		testutil.TimingErrorf(t, "probe p95 +%v over idle", infl)
 	}
 	switch {
 	case share < 0.05:
 		t.Errorf("background %.2f of the mean capacity: held near nothing", share)
-	case share < floor:
-		testutil.TimingErrorf(t, "background %.2f of the mean capacity, want >= %.2f", share, floor)
+	case share < bound.share:
+		testutil.TimingErrorf(t, "background %.2f of the mean capacity, want >= %.2f", share, bound.share)
 	}
 }
 
 func TestBackgroundTCPUploadVariableLinkRemote(t *testing.T) {
-	varLinkRemote(t, "TCP", "up", tcpBackground, tcpVarLinkFloor)
+	varLinkRemote(t, "TCP", "up", tcpBackground, tcpVarLink)
 }
 
 func TestBackgroundQUICUploadVariableLinkRemote(t *testing.T) {
-	varLinkRemote(t, "QUIC", "up", quicBackground, quicVarLinkFloor)
+	varLinkRemote(t, "QUIC", "up", quicBackground, quicVarLink)
 }
 
 func TestBackgroundTCPDownloadVariableLinkRemote(t *testing.T) {
 	if err := sockops.HaveWindowClamp(); err != nil {
 		t.Skipf("rLEDBAT in sock_ops needs TCP_WINDOW_CLAMP from bpf_setsockopt: %v", err)
 	}
-	varLinkRemote(t, "TCP", "down", tcpBackground, tcpVarLinkFloor)
+	varLinkRemote(t, "TCP", "down", tcpBackground, tcpVarLink)
 }
 
 func TestBackgroundQUICDownloadVariableLinkRemote(t *testing.T) {
-	varLinkRemote(t, "QUIC", "down", quicBackground, quicVarLinkFloor)
+	varLinkRemote(t, "QUIC", "down", quicBackground, quicVarLink)
 }
