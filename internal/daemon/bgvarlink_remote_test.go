@@ -10,7 +10,7 @@
 // it: a lost probe, or a figure past the transport's bound: TCP under
 // half the mean capacity or +100 ms at p95; QUIC under a fifth or +200 ms
 // (its class follows the link's steps up too slowly and down too late
-// for its goals today, +56 to +96 ms measured on a loaded machine:
+// for its goals today, +34 to +86 ms measured on a loaded machine:
 // docs/results/background.md, "A variable-rate link"; 200 ms still
 // fails a class that fills the 600 KB buffer, 300 ms at the top rate).
 package daemon_test
