@@ -97,6 +97,9 @@ func TestNamedTraceMissingIsAnError(t *testing.T) {
 
 func TestVariableLinkIsAnEmulatedLink(t *testing.T) {
 	c := &RemoteConfig{QueueTime: 500 * time.Millisecond}
+	if err := parseRemote(c, "fixed,variable", "upload", "upload", "10", "none,full", "tcp"); err != nil {
+		t.Fatalf("--links fixed,variable: %v", err)
+	}
 	up, down, err := c.remoteLinks(variableLink)
 	if err != nil {
 		t.Fatal(err)
