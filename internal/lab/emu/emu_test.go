@@ -5,6 +5,7 @@ package emu
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/lab/varlink"
 )
 
 func writeTrace(t *testing.T, lines string) *Trace {
@@ -327,5 +330,24 @@ func TestLinkCountsStalls(t *testing.T) {
 	st := l.Stats()
 	if st.StallEvents != 1 || st.LatePackets != 4 || st.MaxLate < StallLate {
 		t.Errorf("stats after a %v hold-up: %+v", 2*StallLate, st)
+	}
+}
+
+func TestVariableTraceFollowsItsRates(t *testing.T) {
+	const steps = 8
+	tr := VariableTrace(varlink.Seed, steps)
+	next := varlink.Rates(varlink.Seed)
+	var sum float64
+	for i := range steps {
+		want := next()
+		sum += want
+		from := time.Duration(i)*varlink.Step + time.Millisecond // a step's opportunities: (start, end] ms
+		got := float64(tr.Count(from, from+varlink.Step)) * OpportunityBytes * 8 / varlink.Step.Seconds()
+		if want < varlink.MinBps || want > varlink.MaxBps || math.Abs(got-want) > 30e3 {
+			t.Errorf("step %d: trace at %.3f Mbit/s, sequence %.3f", i, got/1e6, want/1e6)
+		}
+	}
+	if mean := tr.MeanRate(); math.Abs(mean-sum/steps) > 5e3 {
+		t.Errorf("trace mean %.3f Mbit/s, sequence's %.3f", mean/1e6, sum/steps/1e6)
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/lanes-net/lanes/internal/lab/emu"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lab/topo"
+	"github.com/lanes-net/lanes/internal/lab/varlink"
 	"github.com/lanes-net/lanes/internal/policy"
 )
 
@@ -100,7 +101,7 @@ var RemoteMethods = []RemoteMethod{
 
 // RemoteConfig configures a run.
 type RemoteConfig struct {
-	Links     []string       `json:"links"` // "fixed", or a trace pair's name ("TMobile-LTE-short": .up and .down)
+	Links     []string       `json:"links"` // "fixed", "variable", or a trace pair's name ("TMobile-LTE-short": .up and .down)
 	FixedRate float64        `json:"fixed_rate_bps"`
 	Delay     time.Duration  `json:"one_way_delay_ns"`
 	QueueTime time.Duration  `json:"queue_time_ns"` // each link's buffer, as time at its mean rate
@@ -204,9 +205,13 @@ type remoteBed struct {
 func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err error) {
 	up = emu.LinkConfig{Delay: c.Delay}
 	down = emu.LinkConfig{Delay: c.Delay}
-	if name == "fixed" {
+	switch name {
+	case "fixed":
 		up.Rate, down.Rate = c.FixedRate, c.FixedRate
-	} else {
+	case variableLink:
+		up.Trace = emu.VariableTrace(varlink.Seed, variableSteps)
+		down.Trace = emu.VariableTrace(varlink.Seed+1, variableSteps)
+	default:
 		if up.Trace, err = testbed.LoadTrace(name + ".up"); err != nil {
 			return
 		}
@@ -223,6 +228,15 @@ func (c *RemoteConfig) remoteLinks(name string) (up, down emu.LinkConfig, err er
 	}
 	return
 }
+
+// variableLink is the variable-rate link's name in --links: each
+// direction steps every 500 ms between 1.5 and 16 Mbit/s
+// (internal/lab/varlink), the uplink on the tests' sequence, the downlink
+// on the next seed's; variableSteps of it, then it repeats (a minute).
+const (
+	variableLink  = "variable"
+	variableSteps = 120
+)
 
 // minQueueBytes is a link buffer's floor: three full packets, so that a
 // slow link's buffer stays the --queue asked for (0.2 Mbit/s x 100 ms is

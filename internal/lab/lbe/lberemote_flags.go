@@ -18,7 +18,7 @@ func init() {
 	testbed.Register(testbed.Experiment{Name: "lbe-remote", Summary: "the background lane where the queue is remote (deep emulator queue, no gate): LEDBAT++, rLEDBAT, yield vs CUBIC and lanes before",
 		Setup: func(fs *flag.FlagSet) testbed.RunFunc {
 			c := &RemoteConfig{}
-			links := fs.String("links", "fixed,TMobile-LTE-short,Verizon-LTE-short,TMobile-UMTS-driving", "links: fixed and/or trace pairs (NAME.up, NAME.down)")
+			links := fs.String("links", "fixed,TMobile-LTE-short,Verizon-LTE-short,TMobile-UMTS-driving", "links: fixed, variable (steps every 500 ms between 1.5 and 16 Mbit/s) and/or trace pairs (NAME.up, NAME.down)")
 			fs.Float64Var(&c.FixedRate, "rate", 10e6, "the fixed link's rate, bit/s")
 			fs.DurationVar(&c.Delay, "delay", 20*time.Millisecond, "one-way delay each direction")
 			fs.DurationVar(&c.QueueTime, "queue", 500*time.Millisecond, "each link's buffer, as time at its mean rate")
@@ -139,7 +139,7 @@ func parseRemote(c *RemoteConfig, links, bgDirs, fgDirs, sizes, methods, transpo
 		return fmt.Errorf("no methods")
 	}
 	for _, l := range c.Links {
-		if l == "fixed" {
+		if l == "fixed" || l == variableLink {
 			continue
 		}
 		if _, err := testbed.LoadTrace(l + ".up"); err != nil {

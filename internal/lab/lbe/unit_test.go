@@ -94,3 +94,28 @@ func TestNamedTraceMissingIsAnError(t *testing.T) {
 		t.Fatal("a missing trace path loaded")
 	}
 }
+
+func TestVariableLinkIsAnEmulatedLink(t *testing.T) {
+	c := &RemoteConfig{QueueTime: 500 * time.Millisecond}
+	if err := parseRemote(c, "fixed,variable", "upload", "upload", "10", "none,full", "tcp"); err != nil {
+		t.Fatalf("--links fixed,variable: %v", err)
+	}
+	up, down, err := c.remoteLinks(variableLink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct {
+		dir  string
+		mean float64
+	}{{"up", up.Trace.MeanRate()}, {"down", down.Trace.MeanRate()}} {
+		if l.mean < 1.5e6 || l.mean > 16e6 {
+			t.Errorf("%s: mean %.2f Mbit/s outside 1.5-16", l.dir, l.mean/1e6)
+		}
+	}
+	if up.Trace.MeanRate() == down.Trace.MeanRate() {
+		t.Error("both directions follow one sequence")
+	}
+	if want := int(up.Trace.MeanRate() / 8 / 2); up.QueueBytes != want {
+		t.Errorf("uplink buffer %d bytes, want 500 ms at its mean rate (%d)", up.QueueBytes, want)
+	}
+}
