@@ -3,11 +3,9 @@
 # a `go test` of its own, its lines prefixed with its name:
 #   daemon  the daemon package (its traffic tests three at a time)
 #   others  every other package, one at a time (-p 1)
-#   race    every package's short tests under the race detector, one at a
-#           time, at nice 19
-# Most of the suite waits on emulated links (20 % of two cores in sequence).
-# The traffic tests judge delays of a few milliseconds, so they have the
-# CPU first: the race pass, all CPU and no timing, takes what is left.
+#   race    every package's short tests under the race detector, one at a time
+# Most of the suite waits on emulated links (20 % of two cores in sequence),
+# so the streams share the machine.
 # Every test runs on namespaces, links and a daemon of its own, and counts
 # only what it made. Ends with the list of failed tests (the last lines a
 # CI log keeps). Exits 1 if any stream failed.
@@ -34,7 +32,7 @@ daemon=$!
 # shellcheck disable=SC2086 # the package list splits on purpose
 stream others $go test -count=1 -p 1 -timeout 50m $others &
 others_pid=$!
-stream race nice -n 19 env CGO_ENABLED=1 $go test -race -short -count=1 -p 1 -timeout 30m ./... &
+stream race env CGO_ENABLED=1 $go test -race -short -count=1 -p 1 -timeout 30m ./... &
 race=$!
 
 rc=0
