@@ -32,6 +32,12 @@
  * leaves as spaced ACKs (docs/datapath.md "The ACK class"). Its ACKs are
  * counted in lanes_ack_stats (the bytes the controller measures).
  *
+ * The held-ACK class: a background socket's pure ACK while the yield holds
+ * background downloads on its interface (fg_yield_dir, FG_DIR_DOWN) gets
+ * minor LANE_HELD_ACK_CLASS_MINOR, whose rate the daemon sets from the
+ * download estimate: a held window's 2 packets a round trip are most of a
+ * slow link, and the ACKs' pace bounds the remote sender below that.
+ *
  * Data structures: the maps of lanes_maps.h, lanes_dscp (64 entries) and a
  * per-CPU matrix of counters indexed [kind][lane].
  *
@@ -276,6 +282,13 @@ static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
 	return 1;
 }
 
+/* held_ack says whether a background packet is a pure ACK of a download
+ * that the yield holds (the download direction's harm, or an opening). */
+static __always_inline int held_ack(struct __sk_buff *skb)
+{
+	return pure_ack(skb) && fg_yield_dir(skb->ifindex, FG_DIR_DOWN, bpf_ktime_get_ns(), 0, 0);
+}
+
 /* fg_mark stamps one interface's window (lanes_maps.h's rule); it returns
  * whether the packet stamped it active. */
 static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
@@ -323,6 +336,8 @@ static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kin
 {
 	if (lane == LANE_INTERACTIVE && ack_class(skb, cookie))
 		skb->tc_classid = LANE_ACK_CLASS_MINOR;
+	else if (lane == LANE_BACKGROUND && held_ack(skb))
+		skb->tc_classid = LANE_HELD_ACK_CLASS_MINOR;
 	else
 		skb->tc_classid = CFG.minor_base + lane;
 	count(skb, kind, lane);

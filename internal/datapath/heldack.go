@@ -1,0 +1,114 @@
+// heldack.go: the held-ACK class (1:16) of every egress tree. While the
+// yield holds a background download, the classifier sends its pure ACKs
+// there instead of the background lane's class (classifier.c's held_ack),
+// so its remote sender gets no more data than the class lets ACKs leave:
+// a held receive window cannot go below about two packets a round trip
+// (the kernel clamps it at half SOCK_MIN_RCVBUF), which is most of a slow
+// link. At HeldAckBytes of the download estimate the sender gets about
+// 1/16 of it (docs/background.md, "Floors on a slow link").
+//
+// The class is built with every tree, unrestricted (rate r, ceil R, the
+// background lane's prio) until a rate is set; a tree where it cannot be
+// made keeps working without it (the classifier's class then is no class,
+// and HTB puts those ACKs in its default class).
+package datapath
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/lanes-net/lanes/internal/lane"
+)
+
+const (
+	// heldAckDiv: a held download gets 1/heldAckDiv of the download
+	// estimate (cwndcap.h's HOLD_RATE_DIV for a held upload's pace).
+	heldAckDiv = 16
+	// ackWire is one pure ACK as HTB counts it (skb->len): 52 bytes of
+	// IPv4 and TCP with timestamps, 14 of Ethernet.
+	ackWire = 66
+	// dataPerAck is the data one ACK releases at a held window of two
+	// segments, acknowledged together (delayed ACKs).
+	dataPerAck = 2 * 1448
+	// heldAckLeafHandle is the held-ACK class's leaf qdisc, 16:.
+	heldAckLeafHandle = (lane.HeldAckClassID & 0xffff) << 16
+)
+
+// HeldAckBytes is the held-ACK class's rate, bytes/s, for a download
+// estimate of downBps (bit/s): the ACKs of 1/heldAckDiv of it; at least 1.
+func HeldAckBytes(downBps uint64) uint64 {
+	return max(downBps/8/heldAckDiv*ackWire/dataPerAck, 1)
+}
+
+// replaceHeldAckClass creates (or changes) the held-ACK class of the tree
+// on link ifindex and its bfifo: rate = ceil = bytes with a burst of two
+// ACKs, or, with bytes 0, a class like the background lane's.
+func replaceHeldAckClass(ifindex int, p treeParams, bytes uint64) error {
+	c := htbClass(ifindex, lane.HeldAckClassID, rootClass, tokenRate, p.rootBytes, lane.Background.HTBPrio())
+	if bytes > 0 {
+		r := min(bytes, p.rootBytes)
+		c.Rate, c.Ceil = r, r
+		c.Buffer = netlink.Xmittime(r, ackBurst)
+		c.Cbuffer = c.Buffer
+	}
+	if err := netlink.ClassReplace(c); err != nil {
+		return fmt.Errorf("htb class %s: %w", netlink.HandleStr(lane.HeldAckClassID), err)
+	}
+	if err := replaceBfifo(ifindex, heldAckLeafHandle, lane.HeldAckClassID, ackQueueBytes); err != nil {
+		return fmt.Errorf("leaf qdisc of %s: %w", netlink.HandleStr(lane.HeldAckClassID), err)
+	}
+	return nil
+}
+
+// buildHeldAck (re)builds the tree's held-ACK class at its rate; a
+// failure is recorded (heldAckErr), not returned. Called with the tree
+// built.
+func (e *Egress) buildHeldAck() {
+	idx := e.link.Attrs().Index
+	e.heldAckErr = e.ns.do(func() error { return replaceHeldAckClass(idx, paramsFor(e.cfg), e.heldAckBytes) })
+	if e.heldAckErr != nil {
+		slog.Warn("datapath: no held-ACK class on this interface (held downloads' ACKs are not paced)",
+			"interface", e.cfg.Interface, "err", e.heldAckErr)
+	}
+}
+
+// SetHeldAckRate sets the held-ACK class's rate (bytes/s, HeldAckBytes;
+// 0: unrestricted). It fails where the tree has no such class.
+func (e *Egress) SetHeldAckRate(bytes uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
+	if e.heldAckErr != nil {
+		return fmt.Errorf("%s: %w", e.cfg.Interface, e.heldAckErr)
+	}
+	if bytes == e.heldAckBytes {
+		return nil
+	}
+	idx := e.link.Attrs().Index
+	if err := e.ns.do(func() error { return replaceHeldAckClass(idx, paramsFor(e.cfg), bytes) }); err != nil {
+		return fmt.Errorf("%s: %w", e.cfg.Interface, err)
+	}
+	e.heldAckBytes = bytes
+	return nil
+}
+
+// heldAckPackets is the packets the held-ACK class has sent.
+func (e *Egress) heldAckPackets() (uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, errClosed
+	}
+	var n uint64
+	return n, e.ns.do(func() error {
+		c, err := classStatsOf(e.link, lane.HeldAckClassID)
+		if c != nil && c.Basic != nil {
+			n = uint64(c.Basic.Packets)
+		}
+		return err
+	})
+}
