@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -75,6 +76,9 @@ type Egress struct {
 	// why the tree has none (nil: it has)
 	heldAckBytes uint64
 	heldAckErr   error
+	// its pacer (HeldAcks): running, and the classifier's last event
+	heldAckPacing bool
+	heldAckSeen   time.Time
 	// the arrivals' IFB device (bgifb.go), its class's rate (0: open), and
 	// why the tree has none (nil: it has)
 	bgIfb      netlink.Link

@@ -16,6 +16,7 @@ package datapath
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -34,7 +35,32 @@ const (
 	dataPerAck = 2 * 1448
 	// heldAckLeafHandle is the held-ACK class's leaf qdisc, 16:.
 	heldAckLeafHandle = (lane.HeldAckClassID & 0xffff) << 16
+	// heldAckTick: the pacer reads the interface's arrivals this often.
+	heldAckTick = 500 * time.Millisecond
+	// heldAckQuiet: the pacer ends, the class unrestricted again, this
+	// long after the classifier's last event (one a second while held
+	// ACKs come; at 0.2 Mbit/s one leaves each 1.9 s).
+	heldAckQuiet = 5 * time.Second
+	// downEstimateHalf is how often the download estimate halves (the
+	// account's, and cwndcap.h's LINK_RATE_HALF_NS for the upload's).
+	downEstimateHalf = 10 * time.Second
 )
+
+// HeldAckEvent is the classifier's event kind (its dir field) for a held
+// download's pure ACKs (bgclass.h's BG_EVENT_HELD_ACKS).
+const HeldAckEvent = 2
+
+// heldAckStateKey is lanes_bg_state's key of an interface's held-ACK
+// event rate limit (bgclass.h's BG_HELD_ACK_KEY | ifindex).
+const heldAckStateKey = 0x80000000
+
+// dropHeldAckState deletes the classifier's held-ACK event state of
+// ifindex (a former interface of the same index, a closed tree).
+func (e *Egress) dropHeldAckState(ifindex int) error {
+	return e.host.guard.use(func() error {
+		return ignoreNotExist(e.host.cls.LanesBgState.Delete(uint32(heldAckStateKey|ifindex)), "held-ACK event state")
+	})
+}
 
 // HeldAckBytes is the held-ACK class's rate, bytes/s, for a download
 // estimate of downBps (bit/s): the ACKs of 1/heldAckDiv of it; at least 1.
@@ -111,4 +137,103 @@ func (e *Egress) heldAckPackets() (uint64, error) {
 		}
 		return err
 	})
+}
+
+// HeldAcks paces the held-ACK class of the tree on ifindex while the
+// classifier says held ACKs leave there (its event, at most one a
+// second): a pacer started at the first reads the interface's arrivals
+// each heldAckTick and sets the class's rate from their estimate; it ends,
+// the class unrestricted, heldAckQuiet after the last event.
+func (b *BackgroundClass) HeldAcks(ifindex int) {
+	e, err := b.trees.of(ifindex)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.heldAckSeen = time.Now()
+	if e.heldAckPacing || e.closed || e.heldAckErr != nil {
+		return
+	}
+	e.heldAckPacing = true
+	go e.paceHeldAcks()
+}
+
+// paceHeldAcks is the pacer's loop (HeldAcks).
+func (e *Egress) paceHeldAcks() {
+	var est downEstimate
+	for {
+		time.Sleep(heldAckTick)
+		e.mu.Lock()
+		quiet, closed := time.Since(e.heldAckSeen) > heldAckQuiet, e.closed
+		if quiet || closed {
+			e.heldAckPacing = false
+		}
+		e.mu.Unlock()
+		if closed {
+			return
+		}
+		if quiet {
+			if err := e.SetHeldAckRate(0); err != nil {
+				slog.Warn("datapath: held-ACK class not released", "interface", e.cfg.Interface, "err", err)
+			}
+			return
+		}
+		rx, err := e.rxBytes()
+		if err != nil {
+			continue
+		}
+		if bps := est.add(time.Now(), rx); bps > 0 {
+			if err := e.SetHeldAckRate(HeldAckBytes(bps)); err != nil {
+				slog.Warn("datapath: held-ACK class not paced", "interface", e.cfg.Interface, "err", err)
+			}
+		}
+	}
+}
+
+// rxBytes is the interface's bytes received.
+func (e *Egress) rxBytes() (uint64, error) {
+	var rx uint64
+	idx := e.link.Attrs().Index
+	err := e.ns.do(func() error {
+		l, err := netlink.LinkByIndex(idx)
+		if err != nil {
+			return err
+		}
+		if s := l.Attrs().Statistics; s != nil {
+			rx = s.RxBytes
+		}
+		return nil
+	})
+	return rx, err
+}
+
+// downEstimate is the download capacity estimate of the account: the
+// largest arrival rate over an interval, halved every downEstimateHalf
+// without one as high.
+type downEstimate struct {
+	at, maxAt time.Time
+	rx        uint64
+	max       uint64 // bit/s
+}
+
+// add takes the interface's received bytes rx at now and returns the
+// estimate, bit/s (0 before two reads).
+func (d *downEstimate) add(now time.Time, rx uint64) uint64 {
+	if !d.at.IsZero() && rx >= d.rx && now.After(d.at) {
+		bps := uint64(float64(rx-d.rx) * 8 / now.Sub(d.at).Seconds())
+		if bps > d.decayed(now) {
+			d.max, d.maxAt = bps, now
+		}
+	}
+	d.at, d.rx = now, rx
+	return d.decayed(now)
+}
+
+func (d *downEstimate) decayed(now time.Time) uint64 {
+	halves := now.Sub(d.maxAt) / downEstimateHalf
+	if halves >= 64 {
+		return 0
+	}
+	return d.max >> uint(halves)
 }

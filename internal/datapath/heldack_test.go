@@ -5,6 +5,7 @@
 package datapath
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -87,4 +88,63 @@ func TestHeldAckClass(t *testing.T) {
 		t.Errorf("hold ended: the held-ACK class sent %d more packets", n-after)
 	}
 	t.Logf("held-ACK class: %d packets held, %d paced in %v at 100 bytes/s", held, paced, took)
+}
+
+// TestHeldAckPacer: held ACKs leaving post the classifier's event; the
+// pacer it starts sets the class's rate from the interface's arrivals
+// (HeldAckBytes of the download estimate) and releases the class
+// heldAckQuiet after the hold ends.
+func TestHeldAckPacer(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	d := openIn(t, p.A, Config{Interface: p.LinkA, Instance: "hack2"})
+	rd, err := d.Background.BgEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	dl := newDownload(t, p, "9322")
+	if err := d.Lanes.SetSocketLane(dl.cookie, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	idx := d.egress.Ifindex()
+	rate := func() uint64 {
+		d.egress.mu.Lock()
+		defer d.egress.mu.Unlock()
+		return d.egress.heldAckBytes
+	}
+	stop := stampHarm(t, d.Host, idx, yield.Down)
+	sendUntilWnd(t, dl.snd, 300*time.Millisecond, 0, func(uint32) bool { return false })
+	rd.SetDeadline(time.Now().Add(2 * time.Second))
+	var ev struct{ Ifindex, Dir uint32 }
+	for ev.Dir != HeldAckEvent {
+		rec, err := rd.Read()
+		if err != nil {
+			stop()
+			t.Fatalf("no held-ACK event: %v", err)
+		}
+		ev.Ifindex, ev.Dir = binary.NativeEndian.Uint32(rec.RawSample), binary.NativeEndian.Uint32(rec.RawSample[4:])
+	}
+	if int(ev.Ifindex) != idx {
+		t.Errorf("held-ACK event on ifindex %d, want %d", ev.Ifindex, idx)
+	}
+	d.Background.HeldAcks(idx)
+	// a window's worth each few ACKs paced: the arrivals a rate in 2 s
+	for deadline := time.Now().Add(3 * time.Second); rate() == 0 && time.Now().Before(deadline); {
+		sendUntilWnd(t, dl.snd, 100*time.Millisecond, 0, func(uint32) bool { return false })
+		d.Background.HeldAcks(idx)
+	}
+	paced := rate()
+	stop()
+	if paced == 0 {
+		t.Fatal("held ACKs for 3 s: the pacer set no rate")
+	}
+	deadline := time.Now().Add(heldAckQuiet + 3*heldAckTick)
+	for rate() != 0 && time.Now().Before(deadline) {
+		time.Sleep(heldAckTick)
+	}
+	if r := rate(); r != 0 {
+		t.Errorf("%v after the last event: the class still at %d bytes/s", heldAckQuiet+3*heldAckTick, r)
+	}
+	t.Logf("held-ACK pacer: %d bytes/s", paced)
 }

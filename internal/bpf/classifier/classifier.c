@@ -282,12 +282,6 @@ static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
 	return 1;
 }
 
-/* held_ack says whether a background packet is a pure ACK of a download
- * that the yield holds (the download direction's harm, or an opening). */
-static __always_inline int held_ack(struct __sk_buff *skb)
-{
-	return pure_ack(skb) && fg_yield_dir(skb->ifindex, FG_DIR_DOWN, bpf_ktime_get_ns(), 0, 0);
-}
 
 /* fg_mark stamps one interface's window (lanes_maps.h's rule); it returns
  * whether the packet stamped it active. */
@@ -328,6 +322,28 @@ static __always_inline void fg_stamp(struct __sk_buff *skb)
 
 	if (fg_mark(skb->ifindex, skb->len, now, 1))
 		fg_mark(0, 0, now, 0);
+}
+
+/* held_ack says whether a background packet is a pure ACK of a download
+ * that the yield holds (the download direction's harm, or an opening);
+ * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
+ * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
+ * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
+ * come. */
+static __always_inline int held_ack(struct __sk_buff *skb)
+{
+	__u8 none[16] = {};
+	__u64 now = bpf_ktime_get_ns();
+	struct bg_state *s;
+
+	if (!pure_ack(skb) || !fg_yield_dir(skb->ifindex, FG_DIR_DOWN, now, 0, 0))
+		return 0;
+	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
+	if (s && now - s->posted >= BG_QUIET_NS) {
+		s->posted = now;
+		bg_event(skb->ifindex, BG_EVENT_HELD_ACKS, none);
+	}
+	return 1;
 }
 
 /* classify sets the lane's class (the ACK class for an interactive
