@@ -1,7 +1,8 @@
 // heldack_test.go checks the held-ACK class on a real TCP download in the
 // background lane: its pure ACKs go to 1:16 while the yield holds the
-// download direction, not while only the upload direction is held, and no
-// more once the hold ends; a rate set on the class paces them.
+// download direction, not while only the upload direction is held nor
+// beside the QUIC/UDP class's own harm, and no more once the hold ends; a
+// rate set on the class paces them.
 package datapath
 
 import (
@@ -42,6 +43,20 @@ func TestHeldAckClass(t *testing.T) {
 	stop()
 	if n := sent(); n != 0 {
 		t.Fatalf("the upload direction held: the held-ACK class sent %d packets", n)
+	}
+	// the QUIC/UDP class's own harm holds the class, not the sockets
+	now := monotonicNS()
+	own := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000, Kind: yield.HarmOwn,
+		DirUntil: [2]uint64{now + uint64(time.Hour), now + uint64(time.Hour)}}
+	if err := d.cls.LanesFgHarm.Put(uint32(idx), own); err != nil {
+		t.Fatal(err)
+	}
+	send()
+	if err := d.cls.LanesFgHarm.Delete(uint32(idx)); err != nil {
+		t.Fatal(err)
+	}
+	if n := sent(); n != 0 {
+		t.Fatalf("the class's own harm: the held-ACK class sent %d packets", n)
 	}
 	stop = stampHarm(t, d.Host, idx, yield.Down)
 	send()

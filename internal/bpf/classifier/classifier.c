@@ -324,8 +324,21 @@ static __always_inline void fg_stamp(struct __sk_buff *skb)
 		fg_mark(0, 0, now, 0);
 }
 
+/* held_down says whether the yield holds background TCP downloads on
+ * interface idx at now, as sock_ops' yielding does with the lab switches
+ * off: beside the QUIC/UDP class's own harm (which holds the class, not
+ * the sockets) only an opening holds them. */
+static __always_inline int held_down(__u32 idx, __u64 now)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	if (h && h->limited == FG_HARM_KIND_OWN)
+		return fg_opening(idx, now) || (idx && fg_opening(0, now));
+	return fg_yield_dir(idx, FG_DIR_DOWN, now, 0, 0);
+}
+
 /* held_ack says whether a background packet is a pure ACK of a download
- * that the yield holds (the download direction's harm, or an opening);
+ * that the yield holds (held_down);
  * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
  * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
  * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
@@ -336,7 +349,7 @@ static __always_inline int held_ack(struct __sk_buff *skb)
 	__u64 now = bpf_ktime_get_ns();
 	struct bg_state *s;
 
-	if (!pure_ack(skb) || !fg_yield_dir(skb->ifindex, FG_DIR_DOWN, now, 0, 0))
+	if (!pure_ack(skb) || !held_down(skb->ifindex, now))
 		return 0;
 	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
 	if (s && now - s->posted >= BG_QUIET_NS) {
