@@ -55,6 +55,7 @@ type Datapath interface {
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
 	MarkOwnHarm(ifindex int, queue time.Duration)
+	HeldAcks(ifindex int)
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
@@ -107,6 +108,10 @@ func (c *Episodes) Run(ctx context.Context) error {
 			continue
 		}
 		ifindex := int(binary.NativeEndian.Uint32(rec.RawSample[0:]))
+		if binary.NativeEndian.Uint32(rec.RawSample[4:]) == datapath.HeldAckEvent {
+			c.dp.HeldAcks(ifindex) // a held TCP download's ACKs, not the class's
+			continue
+		}
 		peer := netip.AddrFrom16([16]byte(rec.RawSample[8:24]))
 		c.start(ctx, ifindex, peer)
 	}

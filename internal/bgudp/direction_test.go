@@ -44,6 +44,7 @@ func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)          { return 
 func (f *fakeDP) ForegroundPresent(int) bool                           { return f.present }
 func (f *fakeDP) MarkBgArrivals()                                      { f.marks++ }
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
+func (f *fakeDP) HeldAcks(int)                                         {}
 func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
 func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	if !f.hasShaper || d == datapath.Download { // the upload's shaper only

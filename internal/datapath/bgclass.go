@@ -113,6 +113,9 @@ func (e *Egress) openBgClass() error {
 			return fmt.Errorf("background class of %s: %w", e.cfg.Interface, err)
 		}
 	}
+	if err := e.dropHeldAckState(idx); err != nil {
+		return fmt.Errorf("held-ACK event state of %s: %w", e.cfg.Interface, err)
+	}
 	e.bgErr = e.ns.do(func() error { return attachIngress(e.link, e.host.cls.LanesBgIngress.FD(), e.instance) })
 	if e.bgErr != nil {
 		slog.Warn("datapath: background downloads not policed on this interface", "interface", e.cfg.Interface, "err", e.bgErr)
@@ -137,6 +140,9 @@ func (e *Egress) closeBgClass() error {
 		if !errors.Is(err, errClosed) {
 			errs = append(errs, err)
 		}
+	}
+	if err := e.dropHeldAckState(idx); !errors.Is(err, errClosed) {
+		errs = append(errs, err)
 	}
 	errs = append(errs, e.ns.do(func() error { return ignoreGone(detachIngress(e.link, e.instance)) }))
 	return errors.Join(errs...)

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -71,6 +72,13 @@ type Egress struct {
 	// why the tree has none (nil: it has)
 	bgShapeBytes uint64
 	bgShapeErr   error
+	// the held-ACK class (heldack.go): its rate (0: unrestricted), and
+	// why the tree has none (nil: it has)
+	heldAckBytes uint64
+	heldAckErr   error
+	// its pacer (HeldAcks): running, and the classifier's last event
+	heldAckPacing bool
+	heldAckSeen   time.Time
 	// the arrivals' IFB device (bgifb.go), its class's rate (0: open), and
 	// why the tree has none (nil: it has)
 	bgIfb      netlink.Link
@@ -132,6 +140,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}
 	e.buildAck(h.Trees.add(e))
 	e.buildBgShape()
+	e.buildHeldAck()
 	e.buildBgIfb()
 	if err := e.openBgClass(); err != nil {
 		return e, err
@@ -244,6 +253,7 @@ func (e *Egress) Update(cfg EgressConfig) error {
 	}
 	e.buildAck(e.ackBytes)
 	e.buildBgShape()
+	e.buildHeldAck()
 	return nil
 }
 

@@ -230,8 +230,8 @@ func TestOpenCloseLeavesNothing(t *testing.T) {
 	if !slices.Equal(s.filters, []string{"lanes:lc1"}) {
 		t.Errorf("filters %v, want [lanes:lc1]", s.filters)
 	}
-	if s.classes != 6 { // 1:1, the three lanes, the ACK class, the QUIC/UDP class's shaper
-		t.Errorf("%d classes, want 6", s.classes)
+	if s.classes != 7 { // 1:1, the three lanes, the ACK class, the QUIC/UDP class's shaper, held ACKs
+		t.Errorf("%d classes, want 7", s.classes)
 	}
 	if bql := d.egress.devq.BQLLimit; len(bql) > 0 {
 		// Before 6.8 every device shows BQL files, veth too (the kernel

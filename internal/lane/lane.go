@@ -110,6 +110,14 @@ const BgShapeClassMinor = 0x15
 // BgShapeClassID is the tc classid of the background non-TCP shaper.
 const BgShapeClassID = RootMajor<<16 | BgShapeClassMinor
 
+// HeldAckClassMinor is the minor of the held-ACK class (1:16): the pure
+// ACKs of background downloads while the yield holds them, paced at the
+// rate the daemon sets (docs/background.md "Floors on a slow link").
+const HeldAckClassMinor = 0x16
+
+// HeldAckClassID is the tc classid of the held-ACK class.
+const HeldAckClassID = RootMajor<<16 | HeldAckClassMinor
+
 // ClassID returns the tc classid (major<<16 | minor) of the lane's class,
 // the value the classifier writes into skb->tc_classid.
 func (l Lane) ClassID() uint32 {

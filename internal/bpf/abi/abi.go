@@ -29,6 +29,8 @@ const (
 	AckClassMinor = uint32(AbiLaneClassLANE_ACK_CLASS_MINOR)
 	// BgShapeClassMinor is the HTB class minor of the background non-TCP shaper
 	BgShapeClassMinor = uint32(AbiLaneClassLANE_BG_SHAPE_CLASS_MINOR)
+	// HeldAckClassMinor is the HTB class minor of the held downloads' ACKs
+	HeldAckClassMinor = uint32(AbiLaneClassLANE_HELD_ACK_CLASS_MINOR)
 )
 
 var (

@@ -54,6 +54,7 @@ const (
 	AbiLaneClassLANE_CLASS_MINOR          AbiLaneClass = 16
 	AbiLaneClassLANE_ACK_CLASS_MINOR      AbiLaneClass = 20
 	AbiLaneClassLANE_BG_SHAPE_CLASS_MINOR AbiLaneClass = 21
+	AbiLaneClassLANE_HELD_ACK_CLASS_MINOR AbiLaneClass = 22
 )
 
 type AbiLanesAbi struct {

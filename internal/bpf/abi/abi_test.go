@@ -37,6 +37,9 @@ func TestLaneNumbers(t *testing.T) {
 	if BgShapeClassMinor != lane.BgShapeClassMinor {
 		t.Errorf("background shaper minor: Go %#x, C %#x", lane.BgShapeClassMinor, BgShapeClassMinor)
 	}
+	if HeldAckClassMinor != lane.HeldAckClassMinor {
+		t.Errorf("held-ACK minor: Go %#x, C %#x", lane.HeldAckClassMinor, HeldAckClassMinor)
+	}
 	if ClassMinor != lane.ClassMinor {
 		t.Errorf("class minor: Go %#x, C %#x", lane.ClassMinor, ClassMinor)
 	}

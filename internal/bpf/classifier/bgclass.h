@@ -45,6 +45,8 @@
 #define BG_DIR_EGRESS 0
 #define BG_DIR_INGRESS 1
 #define BG_QUIET_NS 1000000000ULL /* an episode ends after 1 s without a packet */
+#define BG_EVENT_HELD_ACKS 2      /* bg_event's dir: a held download's pure ACKs (classifier.c) */
+#define BG_HELD_ACK_KEY 0x80000000U /* lanes_bg_state's key of their event's rate limit */
 #define BG_BURST_NS 25000000ULL   /* bucket depth: 25 ms of the rate */
 #define BG_BURST_MIN 24224ULL     /* at least 16 full frames: a paced QUIC sender's burst */
 #define NSEC 1000000000ULL

@@ -32,6 +32,12 @@
  * leaves as spaced ACKs (docs/datapath.md "The ACK class"). Its ACKs are
  * counted in lanes_ack_stats (the bytes the controller measures).
  *
+ * The held-ACK class: a background socket's pure ACK while the yield holds
+ * background downloads on its interface (fg_yield_dir, FG_DIR_DOWN) gets
+ * minor LANE_HELD_ACK_CLASS_MINOR, whose rate the daemon sets from the
+ * download estimate: a held window's 2 packets a round trip are most of a
+ * slow link, and the ACKs' pace bounds the remote sender below that.
+ *
  * Data structures: the maps of lanes_maps.h, lanes_dscp (64 entries) and a
  * per-CPU matrix of counters indexed [kind][lane].
  *
@@ -276,6 +282,7 @@ static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
 	return 1;
 }
 
+
 /* fg_mark stamps one interface's window (lanes_maps.h's rule); it returns
  * whether the packet stamped it active. */
 static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
@@ -317,12 +324,49 @@ static __always_inline void fg_stamp(struct __sk_buff *skb)
 		fg_mark(0, 0, now, 0);
 }
 
+/* held_down says whether the yield holds background TCP downloads on
+ * interface idx at now, as sock_ops' yielding does with the lab switches
+ * off: beside the QUIC/UDP class's own harm (which holds the class, not
+ * the sockets) only an opening holds them. */
+static __always_inline int held_down(__u32 idx, __u64 now)
+{
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	if (h && h->limited == FG_HARM_KIND_OWN)
+		return fg_opening(idx, now) || (idx && fg_opening(0, now));
+	return fg_yield_dir(idx, FG_DIR_DOWN, now, 0, 0);
+}
+
+/* held_ack says whether a background packet is a pure ACK of a download
+ * that the yield holds (held_down);
+ * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
+ * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
+ * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
+ * come. */
+static __always_inline int held_ack(struct __sk_buff *skb)
+{
+	__u8 none[16] = {};
+	__u64 now = bpf_ktime_get_ns();
+	struct bg_state *s;
+
+	if (!pure_ack(skb) || !held_down(skb->ifindex, now))
+		return 0;
+	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
+	if (s && now - s->posted >= BG_QUIET_NS) {
+		s->posted = now;
+		bg_event(skb->ifindex, BG_EVENT_HELD_ACKS, none);
+	}
+	return 1;
+}
+
 /* classify sets the lane's class (the ACK class for an interactive
  * socket's pure ACK that ack_class takes) and counts the lane. */
 static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kind, __u64 cookie)
 {
 	if (lane == LANE_INTERACTIVE && ack_class(skb, cookie))
 		skb->tc_classid = LANE_ACK_CLASS_MINOR;
+	else if (lane == LANE_BACKGROUND && held_ack(skb))
+		skb->tc_classid = LANE_HELD_ACK_CLASS_MINOR;
 	else
 		skb->tc_classid = CFG.minor_base + lane;
 	count(skb, kind, lane);

@@ -36,11 +36,13 @@ enum lane {
 /* HTB class minor of lane l is LANE_CLASS_MINOR + l (lane.ClassMinor);
  * the pure ACKs of capped downloads have the ACK class (lane.AckClassMinor);
  * the background lane's non-TCP egress, where its controller shapes it, the
- * shaper class (lane.BgShapeClassMinor). */
+ * shaper class (lane.BgShapeClassMinor); the pure ACKs of a background
+ * download the yield holds, the held-ACK class (lane.HeldAckClassMinor). */
 enum lane_class {
 	LANE_CLASS_MINOR = 0x10,
 	LANE_ACK_CLASS_MINOR = 0x14,
 	LANE_BG_SHAPE_CLASS_MINOR = 0x15,
+	LANE_HELD_ACK_CLASS_MINOR = 0x16,
 };
 
 /* How the classifier found a packet's lane: index into the stats matrix
