@@ -113,7 +113,7 @@ func (e *Egress) openBgClass() error {
 			return fmt.Errorf("background class of %s: %w", e.cfg.Interface, err)
 		}
 	}
-	if err := e.dropHeldAckState(idx); err != nil {
+	if err := dropHeldAckState(e.host, idx); err != nil {
 		return fmt.Errorf("held-ACK event state of %s: %w", e.cfg.Interface, err)
 	}
 	e.bgErr = e.ns.do(func() error { return attachIngress(e.link, e.host.cls.LanesBgIngress.FD(), e.instance) })
@@ -141,7 +141,7 @@ func (e *Egress) closeBgClass() error {
 			errs = append(errs, err)
 		}
 	}
-	if err := e.dropHeldAckState(idx); !errors.Is(err, errClosed) {
+	if err := dropHeldAckState(e.host, idx); !errors.Is(err, errClosed) {
 		errs = append(errs, err)
 	}
 	errs = append(errs, e.ns.do(func() error { return ignoreGone(detachIngress(e.link, e.instance)) }))

@@ -56,9 +56,9 @@ const heldAckStateKey = 0x80000000
 
 // dropHeldAckState deletes the classifier's held-ACK event state of
 // ifindex (a former interface of the same index, a closed tree).
-func (e *Egress) dropHeldAckState(ifindex int) error {
-	return e.host.guard.use(func() error {
-		return ignoreNotExist(e.host.cls.LanesBgState.Delete(uint32(heldAckStateKey|ifindex)), "held-ACK event state")
+func dropHeldAckState(h *Host, ifindex int) error {
+	return h.guard.use(func() error {
+		return ignoreNotExist(h.cls.LanesBgState.Delete(uint32(heldAckStateKey|ifindex)), "held-ACK event state")
 	})
 }
 
@@ -179,7 +179,7 @@ func (e *Egress) paceHeldAcks() {
 			}
 			return
 		}
-		rx, err := e.rxBytes()
+		rx, err := rxBytes(e.ns, e.link.Attrs().Index)
 		if err != nil {
 			continue
 		}
@@ -191,11 +191,10 @@ func (e *Egress) paceHeldAcks() {
 	}
 }
 
-// rxBytes is the interface's bytes received.
-func (e *Egress) rxBytes() (uint64, error) {
+// rxBytes is the bytes received by link ifindex of ns.
+func rxBytes(ns *nsRef, idx int) (uint64, error) {
 	var rx uint64
-	idx := e.link.Attrs().Index
-	err := e.ns.do(func() error {
+	err := ns.do(func() error {
 		l, err := netlink.LinkByIndex(idx)
 		if err != nil {
 			return err
