@@ -70,6 +70,10 @@ func (d *daemon) SocketLanes([]uint64) (map[uint64]client.Lane, error) { return 
 func (d *daemon) Component(string) (json.RawMessage, error)            { return nil, errNotHere }
 func (d *daemon) Owners() apiserver.Owners                             { return owners{} }
 func (d *daemon) Access() apiserver.Access                             { return apiserver.Access{} }
+func (d *daemon) SocketReasons([]uint64) (map[uint64]string, error)    { return nil, errNotHere }
+func (d *daemon) SocketAppCCs([]uint64) map[uint64]string              { return nil }
+func (d *daemon) OwnCCs() map[string]string                            { return nil }
+func (d *daemon) UDPFlows(int) ([]client.UDPFlow, int, error)          { return nil, 0, errNotHere }
 
 // owners: every process and flow is the caller's.
 type owners struct{}

@@ -47,9 +47,15 @@ func (h *laneHandler) Unregister(apiserver.Cred, api.Flow) error          { retu
 func (h *laneHandler) MovePID(apiserver.Cred, int, lane.Lane, bool) (api.Moved, error) {
 	return api.Moved{}, errNotHere
 }
-func (h *laneHandler) LaneCgroup(lane.Lane) (string, error) { return "", errNotHere }
-func (h *laneHandler) Owners() apiserver.Owners             { return nil }
-func (h *laneHandler) Access() apiserver.Access             { return apiserver.Access{} }
+func (h *laneHandler) LaneCgroup(lane.Lane) (string, error)    { return "", errNotHere }
+func (h *laneHandler) Owners() apiserver.Owners                { return nil }
+func (h *laneHandler) Access() apiserver.Access                { return apiserver.Access{} }
+func (h *laneHandler) SocketAppCCs([]uint64) map[uint64]string { return nil }
+func (h *laneHandler) OwnCCs() map[string]string               { return nil }
+func (h *laneHandler) SocketReasons([]uint64) (map[uint64]string, error) {
+	return nil, nil
+}
+func (h *laneHandler) UDPFlows(int) ([]api.UDPFlow, int, error) { return nil, 0, nil }
 func (h *laneHandler) Component(name string) (json.RawMessage, error) {
 	if name == "background" {
 		return json.RawMessage(fmt.Sprintf(`{"yielding":%v}`, h.yielding.Load())), nil

@@ -172,6 +172,9 @@ func (h *handler) SocketAppCCs(c []uint64) map[uint64]string {
 }
 func (h *handler) OwnCCs() map[string]string { return map[string]string{"lanes_0000abcd": "ledbat"} }
 
+func (h *handler) SocketReasons([]uint64) (map[uint64]string, error) { return nil, nil }
+func (h *handler) UDPFlows(int) ([]api.UDPFlow, int, error)          { return nil, 0, nil }
+
 // checkFlowOps registers f, lists it, and checks the server's errors and
 // the answers of socket lanes (more than one request's worth) and
 // components.

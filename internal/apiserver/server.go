@@ -59,27 +59,17 @@ type Handler interface {
 	Owners() Owners
 	// Access is the policy's access group and realtime grants.
 	Access() Access
-}
-
-// SocketReasoner is an optional Handler method: what decided each socket's
-// lane, returned beside the lanes in the socket-lanes reply.
-type SocketReasoner interface {
+	// SocketReasons: what decided each socket's lane, returned beside the
+	// lanes in the socket-lanes reply.
 	SocketReasons(cookies []uint64) (map[uint64]string, error)
-}
-
-// UDPFlowLister is an optional Handler method: a page of the UDP flows
-// with their lanes and why, from index from, and how many follow it.
-type UDPFlowLister interface {
-	UDPFlows(from int) ([]api.UDPFlow, int, error)
-}
-
-// SocketCCer is an optional Handler method pair: the congestion control
-// each background socket's app asked for (and did not get), and the kernel
-// names of lanes' own congestion controls, returned in the socket-lanes
-// reply.
-type SocketCCer interface {
+	// SocketAppCCs: the congestion control each background socket's app
+	// asked for (and did not get); OwnCCs: the kernel names of lanes' own
+	// congestion controls. Both in the socket-lanes reply.
 	SocketAppCCs(cookies []uint64) map[uint64]string
 	OwnCCs() map[string]string
+	// UDPFlows: a page of the UDP flows with their lanes and why, from
+	// index from, and how many follow it.
+	UDPFlows(from int) ([]api.UDPFlow, int, error)
 }
 
 // Server serves the protocol on a unix socket.
@@ -369,27 +359,19 @@ func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 			for c, l := range m {
 				r.SocketLanes[strconv.FormatUint(c, 10)] = l
 			}
-			if x, ok := s.h.(SocketReasoner); ok {
-				if why, werr := x.SocketReasons(req.Cookies); werr == nil {
-					r.SocketWhy = make(map[string]string, len(why))
-					for c, w := range why {
-						r.SocketWhy[strconv.FormatUint(c, 10)] = w
-					}
+			if why, werr := s.h.SocketReasons(req.Cookies); werr == nil {
+				r.SocketWhy = make(map[string]string, len(why))
+				for c, w := range why {
+					r.SocketWhy[strconv.FormatUint(c, 10)] = w
 				}
 			}
-			if x, ok := s.h.(SocketCCer); ok {
-				r.SocketAppCC, r.CCNames = map[string]string{}, x.OwnCCs()
-				for c, name := range x.SocketAppCCs(req.Cookies) {
-					r.SocketAppCC[strconv.FormatUint(c, 10)] = name
-				}
+			r.SocketAppCC, r.CCNames = map[string]string{}, s.h.OwnCCs()
+			for c, name := range s.h.SocketAppCCs(req.Cookies) {
+				r.SocketAppCC[strconv.FormatUint(c, 10)] = name
 			}
 		}
 	case api.OpUDPFlows:
-		x, ok := s.h.(UDPFlowLister)
-		if !ok {
-			return &api.Response{Error: "udp-flows: not supported by this daemon"}
-		}
-		r.UDPFlows, r.UDPMore, err = x.UDPFlows(req.From)
+		r.UDPFlows, r.UDPMore, err = s.h.UDPFlows(req.From)
 	case api.OpEvents:
 		r.Stream = true
 	case api.OpComponent:

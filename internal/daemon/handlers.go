@@ -37,10 +37,7 @@ type apiHandlers struct {
 }
 
 var (
-	_ apiserver.Handler        = (*apiHandlers)(nil)
-	_ apiserver.SocketReasoner = (*apiHandlers)(nil)
-	_ apiserver.UDPFlowLister  = (*apiHandlers)(nil)
-	_ apiserver.SocketCCer     = (*apiHandlers)(nil)
+	_ apiserver.Handler = (*apiHandlers)(nil)
 )
 
 // newAPIHandlers answers for d's owners.
