@@ -9,16 +9,12 @@ package bgudp
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"log/slog"
 	"net/netip"
-	"os"
 	"runtime"
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/datapath"
@@ -47,7 +43,7 @@ func ownThreadAtStepNice() error {
 // Datapath is what the controller needs of the host datapath
 // (the host's background class, *datapath.BackgroundClass).
 type Datapath interface {
-	BgEvents() (*ringbuf.Reader, error)
+	BgEvents() (<-chan datapath.BgEvent, func(), error)
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64, empty bool) error
 	BgClassHeld(ifindex int) bool
@@ -55,7 +51,6 @@ type Datapath interface {
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()
 	MarkOwnHarm(ifindex int, queue time.Duration)
-	HeldAcks(ifindex int)
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
@@ -65,10 +60,11 @@ var _ Datapath = (*datapath.BackgroundClass)(nil)
 
 // Episodes runs the episodes of every interface.
 type Episodes struct {
-	rule Rule
-	dp   Datapath
-	log  *slog.Logger
-	rd   *ringbuf.Reader
+	rule   Rule
+	dp     Datapath
+	log    *slog.Logger
+	events <-chan datapath.BgEvent
+	cancel func() // ends events
 
 	mu       sync.Mutex
 	episodes map[int]*episode // by ifindex, while running
@@ -76,44 +72,39 @@ type Episodes struct {
 	wg       sync.WaitGroup
 }
 
-// New opens the event reader.
+// New subscribes to the classifier's episode events (the datapath reads
+// them, bgevents.go).
 func New(rule Rule, dp Datapath, log *slog.Logger) (*Episodes, error) {
-	rd, err := dp.BgEvents()
+	events, cancel, err := dp.BgEvents()
 	if err != nil {
 		return nil, err
 	}
-	return &Episodes{rule: rule, dp: dp, log: log, rd: rd,
+	return &Episodes{rule: rule, dp: dp, log: log, events: events, cancel: cancel,
 		episodes: map[int]*episode{}, last: map[int]Episode{}}, nil
 }
 
-// Close stops the event reader (Run returns).
-func (c *Episodes) Close() error { return c.rd.Close() }
+// Close ends the subscription (Run returns).
+func (c *Episodes) Close() error {
+	c.cancel()
+	return nil
+}
 
-// Run reads events until ctx ends or the reader is closed, and waits for
-// the episodes it started.
+// Run starts episodes at the events until ctx ends or the subscription
+// does, and waits for the episodes it started.
 func (c *Episodes) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer c.wg.Wait()
 	defer cancel()
-	go func() { <-ctx.Done(); c.rd.Close() }()
 	for {
-		rec, err := c.rd.Read()
-		if errors.Is(err, os.ErrClosed) || ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil
+		case ev, ok := <-c.events:
+			if !ok {
+				return nil
+			}
+			c.start(ctx, int(ev.Ifindex), netip.AddrFrom16(ev.Peer))
 		}
-		if err != nil {
-			return err
-		}
-		if len(rec.RawSample) < 24 {
-			continue
-		}
-		ifindex := int(binary.NativeEndian.Uint32(rec.RawSample[0:]))
-		if binary.NativeEndian.Uint32(rec.RawSample[4:]) == datapath.HeldAckEvent {
-			c.dp.HeldAcks(ifindex) // a held TCP download's ACKs, not the class's
-			continue
-		}
-		peer := netip.AddrFrom16([16]byte(rec.RawSample[8:24]))
-		c.start(ctx, ifindex, peer)
 	}
 }
 

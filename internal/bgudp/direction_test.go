@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/yield"
@@ -31,7 +30,7 @@ type fakeDP struct {
 	shapeQ    float64 // bytes waiting in it
 }
 
-func (f *fakeDP) BgEvents() (*ringbuf.Reader, error) { return nil, nil }
+func (f *fakeDP) BgEvents() (<-chan datapath.BgEvent, func(), error) { return nil, func() {}, nil }
 func (f *fakeDP) BgClass(_ int, d datapath.Direction) (datapath.BgClass, error) {
 	return f.cls[d], nil
 }
@@ -44,7 +43,6 @@ func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)          { return 
 func (f *fakeDP) ForegroundPresent(int) bool                           { return f.present }
 func (f *fakeDP) MarkBgArrivals()                                      { f.marks++ }
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
-func (f *fakeDP) HeldAcks(int)                                         {}
 func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
 func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	if !f.hasShaper || d == datapath.Download { // the upload's shaper only

@@ -1,7 +1,6 @@
 // account_rates.go: the account's rates between status calls: each lane's
-// upload rate (its tc class bytes) and the download capacity estimate (the
-// interface's largest arrival rate, halved every 10 s, as cwndcap.h's
-// upload estimate decays).
+// upload rate (its tc class bytes) and the download capacity estimate
+// (datapath.DownEstimate, the held-ACK pacer's rule too).
 package daemon
 
 import (
@@ -16,27 +15,20 @@ import (
 // short interval's rate is mostly noise).
 const rateMinInterval = 500 * time.Millisecond
 
-// downRateHalf is how often the download estimate halves (cwndcap.h's
-// LINK_RATE_HALF_NS for the upload's).
-const downRateHalf = 10 * time.Second
-
 // accountRates keeps, per ifindex, the last counters and rates.
 type accountRates struct {
 	mu  sync.Mutex
 	per map[int]*ifaceRates
 }
 
-// ifaceRates is one interface's: the counters at the last sample, the
-// lanes' upload rates over the interval that ended there (bit/s), and the
-// download estimate (bit/s) with when it was set.
+// ifaceRates is one interface's: the lanes' counters at the last sample,
+// their upload rates over the interval that ended there (bit/s), and the
+// download estimate.
 type ifaceRates struct {
 	at      time.Time
 	laneB   map[lane.Lane]uint64
-	rxB     uint64
-	rxOK    bool
 	laneBps map[lane.Lane]uint64
-	downBps uint64
-	downAt  time.Time
+	down    datapath.DownEstimate
 }
 
 // observe takes interface ifindex's counters at now (lanes' bytes out; rx
@@ -57,11 +49,11 @@ func (r *accountRates) observe(ifindex int, now time.Time, lanes map[lane.Lane]d
 	if ir.at.IsZero() || now.Sub(ir.at) >= rateMinInterval {
 		ir.advance(now, lanes, rx, rxOK)
 	}
-	return ir.laneBps, decayed(ir.downBps, now.Sub(ir.downAt))
+	return ir.laneBps, ir.down.At(now)
 }
 
-// advance ends an interval at now: the lanes' rates over it and a new
-// download maximum where the arrivals over it beat the decayed one.
+// advance ends an interval at now: the lanes' rates over it and the
+// arrivals' reading of the download estimate.
 func (ir *ifaceRates) advance(now time.Time, lanes map[lane.Lane]datapath.LaneStats, rx uint64, rxOK bool) {
 	dt := now.Sub(ir.at).Seconds()
 	first := ir.at.IsZero()
@@ -77,25 +69,13 @@ func (ir *ifaceRates) advance(now time.Time, lanes map[lane.Lane]datapath.LaneSt
 		cur[l] = lanes[l].Bytes
 		bps[l] = rate(cur[l], ir.laneB[l])
 	}
-	if rxOK && ir.rxOK {
-		if down := rate(rx, ir.rxB); down > decayed(ir.downBps, now.Sub(ir.downAt)) {
-			ir.downBps, ir.downAt = down, now
-		}
+	if rxOK {
+		ir.down.Add(now, rx)
+	} else {
+		ir.down.Miss()
 	}
 	if first {
 		bps = nil
 	}
-	ir.at, ir.laneB, ir.rxB, ir.rxOK, ir.laneBps = now, cur, rx, rxOK, bps
-}
-
-// decayed is bps halved once per downRateHalf of age.
-func decayed(bps uint64, age time.Duration) uint64 {
-	if age < 0 {
-		return bps
-	}
-	halves := age / downRateHalf
-	if halves >= 64 {
-		return 0
-	}
-	return bps >> uint(halves)
+	ir.at, ir.laneB, ir.laneBps = now, cur, bps
 }

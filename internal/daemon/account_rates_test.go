@@ -12,7 +12,7 @@ import (
 
 // TestAccountRates: the lanes' rates are over the interval since the last
 // sample, calls closer than rateMinInterval reuse them, and the download
-// estimate is the largest arrival rate, halved every downRateHalf.
+// estimate is the largest arrival rate, halved every 10 s.
 func TestAccountRates(t *testing.T) {
 	var r accountRates
 	t0 := time.Unix(1000, 0)

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -39,6 +38,8 @@ type BackgroundClass struct {
 	on         bool             // HostConfig.Yield
 	untoldHeld bool             // HostConfig.Experiments.UntoldHeld
 	ctlMu      sync.Mutex       // lanes_bg_ctl's read-modify-writes
+	events     *bgEvents        // the classifier's event reader (bgevents.go); nil: eventsErr
+	eventsErr  error
 }
 
 // egressFinder finds the host's tree on an interface (Trees).
@@ -262,14 +263,6 @@ func (b *BackgroundClass) BgClass(ifindex int, d Direction) (BgClass, error) {
 		return nil
 	})
 	return c, err
-}
-
-// BgEvents opens a reader of the classifier's episode events; the caller
-// closes it.
-func (b *BackgroundClass) BgEvents() (*ringbuf.Reader, error) {
-	var r *ringbuf.Reader
-	err := b.guard.use(func() (err error) { r, err = ringbuf.NewReader(b.cls.LanesBgEvents); return })
-	return r, err
 }
 
 // BgIngressError says why the interface's downloads are not policed (nil:

@@ -76,7 +76,7 @@ type Egress struct {
 	// why the tree has none (nil: it has)
 	heldAckBytes uint64
 	heldAckErr   error
-	// its pacer (HeldAcks): running, and the classifier's last event
+	// its pacer (heldAcks): running, and the classifier's last event
 	heldAckPacing bool
 	heldAckSeen   time.Time
 	// the arrivals' IFB device (bgifb.go), its class's rate (0: open), and

@@ -41,9 +41,6 @@ const (
 	// long after the classifier's last event (one a second while held
 	// ACKs come; at 0.2 Mbit/s one leaves each 1.9 s).
 	heldAckQuiet = 5 * time.Second
-	// downEstimateHalf is how often the download estimate halves (the
-	// account's, and cwndcap.h's LINK_RATE_HALF_NS for the upload's).
-	downEstimateHalf = 10 * time.Second
 )
 
 // HeldAckEvent is the classifier's event kind (its dir field) for a held
@@ -139,12 +136,12 @@ func (e *Egress) heldAckPackets() (uint64, error) {
 	})
 }
 
-// HeldAcks paces the held-ACK class of the tree on ifindex while the
+// heldAcks paces the held-ACK class of the tree on ifindex while the
 // classifier says held ACKs leave there (its event, at most one a
-// second): a pacer started at the first reads the interface's arrivals
+// second, read by bgevents.go): a pacer started at the first reads the interface's arrivals
 // each heldAckTick and sets the class's rate from their estimate; it ends,
 // the class unrestricted, heldAckQuiet after the last event.
-func (b *BackgroundClass) HeldAcks(ifindex int) {
+func (b *BackgroundClass) heldAcks(ifindex int) {
 	e, err := b.trees.of(ifindex)
 	if err != nil {
 		return
@@ -159,9 +156,9 @@ func (b *BackgroundClass) HeldAcks(ifindex int) {
 	go e.paceHeldAcks()
 }
 
-// paceHeldAcks is the pacer's loop (HeldAcks).
+// paceHeldAcks is the pacer's loop (heldAcks).
 func (e *Egress) paceHeldAcks() {
-	var est downEstimate
+	var est DownEstimate
 	for {
 		time.Sleep(heldAckTick)
 		e.mu.Lock()
@@ -183,7 +180,7 @@ func (e *Egress) paceHeldAcks() {
 		if err != nil {
 			continue
 		}
-		if bps := est.add(time.Now(), rx); bps > 0 {
+		if bps := est.Add(time.Now(), rx); bps > 0 {
 			if err := e.SetHeldAckRate(HeldAckBytes(bps)); err != nil {
 				slog.Warn("datapath: held-ACK class not paced", "interface", e.cfg.Interface, "err", err)
 			}
@@ -205,34 +202,4 @@ func rxBytes(ns *nsRef, idx int) (uint64, error) {
 		return nil
 	})
 	return rx, err
-}
-
-// downEstimate is the download capacity estimate of the account: the
-// largest arrival rate over an interval, halved every downEstimateHalf
-// without one as high.
-type downEstimate struct {
-	at, maxAt time.Time
-	rx        uint64
-	max       uint64 // bit/s
-}
-
-// add takes the interface's received bytes rx at now and returns the
-// estimate, bit/s (0 before two reads).
-func (d *downEstimate) add(now time.Time, rx uint64) uint64 {
-	if !d.at.IsZero() && rx >= d.rx && now.After(d.at) {
-		bps := uint64(float64(rx-d.rx) * 8 / now.Sub(d.at).Seconds())
-		if bps > d.decayed(now) {
-			d.max, d.maxAt = bps, now
-		}
-	}
-	d.at, d.rx = now, rx
-	return d.decayed(now)
-}
-
-func (d *downEstimate) decayed(now time.Time) uint64 {
-	halves := now.Sub(d.maxAt) / downEstimateHalf
-	if halves >= 64 {
-		return 0
-	}
-	return d.max >> uint(halves)
 }

@@ -197,6 +197,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		ops: h.ops}
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
 		untoldHeld: cfg.Experiments.UntoldHeld}
+	startBgEvents(h.Background)
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
 	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.liveLink, exec: h.exec}
 	h.CCs = &CongestionControls{guard: h.guard, bg: h.bg, cc: h.cc, off: h.off, sockops: h.ops != nil || h.opsLink != nil,
@@ -353,6 +354,9 @@ func (h *Host) close(evict bool) error {
 
 func (h *Host) teardown(evict bool) error {
 	var errs []error
+	if h.Background != nil && h.Background.events != nil {
+		errs = append(errs, h.Background.events.close())
+	}
 	if h.ccFollow != nil {
 		errs = append(errs, h.ccFollow.close())
 	}
