@@ -149,6 +149,12 @@ func slowLink(t *testing.T, c slowCase) {
 	f.bulk = (tbfSent(t, p, dev)-sent0)*8/time.Since(t0).Seconds()/c.bps - f.bgBeside
 	st := status(t, sock)
 	t.Logf("background-udp: %s", st.Components["background-udp"])
+	for _, it := range st.Interfaces {
+		for _, a := range it.Account {
+			t.Logf("account %s %s: %s, owner %s (%d ms ago), %d cause tests, %d not background",
+				it.Name, a.Dir, a.Why, a.QueueOwner, a.TestedAgoMS, a.Tests, a.NotOurs)
+		}
+	}
 	f.judge(t, c)
 	var wg sync.WaitGroup // each may wait 2 s on the flooded link
 	wg.Go(bulk.stop)
