@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/lanes-net/lanes/internal/leaks"
 )
@@ -39,6 +40,7 @@ func main() {
 		os.Exit(2)
 	}
 	old, added := leaks.Split(left, before)
+	added = settled(added, before)
 	if *tmp != "" {
 		added = append(added, leaks.TempFiles(*tmp)...)
 		_ = os.RemoveAll(*tmp)
@@ -53,6 +55,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "  "+l)
 	}
 	os.Exit(1)
+}
+
+// settle is how long leftovers may take to go before they count: the
+// kernel frees a struct_ops map and its programs after an RCU tasks-trace
+// grace period, after the daemon that held them has exited (a run's last
+// test ends just before this check).
+const settle = 15 * time.Second
+
+// settled re-reads the machine until what the run added is gone or settle
+// has passed, and returns what is left then.
+func settled(added, before []string) []string {
+	start := time.Now()
+	for len(added) > 0 && time.Since(start) < settle {
+		time.Sleep(250 * time.Millisecond)
+		_, added = leaks.Split(leaks.Find(), before)
+		if len(added) == 0 {
+			fmt.Printf("leakcheck: the kernel released the run's last objects %.1f s after the tests ended\n", time.Since(start).Seconds())
+		}
+	}
+	return added
 }
 
 // baseline reads a -save file; no file named means an empty baseline.
