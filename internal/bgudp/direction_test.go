@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/yield"
 )

@@ -174,7 +174,7 @@ func (h *FakeHost) Close() error {
 
 // OpenEgress records the tree, refusing a missing interface or a second
 // tree on one interface (as the kernel's root qdisc would be ours already).
-func (h *FakeHost) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
+func (h *FakeHost) OpenEgress(cfg datapath.EgressConfig) (*FakeEgress, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -191,19 +191,19 @@ func (h *FakeHost) OpenEgress(cfg datapath.EgressConfig) (*Egress, error) {
 	}
 	h.st.Egress[cfg.Interface] = cfg
 	h.Ops++
-	return &Egress{h: h, cfg: cfg}, nil
+	return &FakeEgress{h: h, cfg: cfg}, nil
 }
 
-// Egress is a fake tree.
-type Egress struct {
+// FakeEgress is an egress tree in memory, for unit tests.
+type FakeEgress struct {
 	h      *FakeHost
 	cfg    datapath.EgressConfig
 	closed bool
 }
 
-func (e *Egress) Config() datapath.EgressConfig { return e.cfg }
+func (e *FakeEgress) Config() datapath.EgressConfig { return e.cfg }
 
-func (e *Egress) Update(cfg datapath.EgressConfig) error {
+func (e *FakeEgress) Update(cfg datapath.EgressConfig) error {
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
 	if e.closed || cfg.Interface != e.cfg.Interface {
@@ -215,14 +215,14 @@ func (e *Egress) Update(cfg datapath.EgressConfig) error {
 	return nil
 }
 
-func (e *Egress) Stats() (map[lane.Lane]datapath.LaneStats, error) {
+func (e *FakeEgress) Stats() (map[lane.Lane]datapath.LaneStats, error) {
 	return map[lane.Lane]datapath.LaneStats{}, nil
 }
 
 // InteractiveLeaf: the fake installs no qdisc.
-func (e *Egress) InteractiveLeaf() string { return "" }
+func (e *FakeEgress) InteractiveLeaf() string { return "" }
 
-func (e *Egress) Close() error {
+func (e *FakeEgress) Close() error {
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
 	if e.closed {
