@@ -48,6 +48,21 @@ func udpSocket(t *testing.T) int {
 	return fd
 }
 
+// udpFile is a UDP socket as an *os.File that the File alone closes, at
+// the test's end: a descriptor both wrapped in a File and closed by
+// number is closed twice (the File's finalizer), and the second close
+// hits whatever reused the number (another test's netlink socket:
+// "bad file descriptor").
+func udpFile(t *testing.T, name string) *os.File {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // sendWithFD sends b with fd in SCM_RIGHTS.
 func (c *rawClient) sendWithFD(b []byte, fd int) error {
 	return unix.Sendmsg(c.fd, b, unix.UnixRights(fd), nil, unix.MSG_NOSIGNAL)
@@ -170,7 +185,7 @@ func startRawHelper(t *testing.T, cfg rtdConfigMsg) *rawHelper {
 	}
 	child := os.NewFile(uintptr(fds[1]), "ctl")
 	defer child.Close()
-	s4, s5 := os.NewFile(uintptr(udpSocket(t)), "tx"), os.NewFile(uintptr(udpSocket(t)), "tx class")
+	s4, s5 := udpFile(t, "tx"), udpFile(t, "tx class")
 	h := &rawHelper{cmd: exec.Command(testHelper), ctl: fds[0]}
 	h.cmd.ExtraFiles = []*os.File{child, s4, s5}
 	h.cmd.Stderr = os.Stderr

@@ -340,7 +340,14 @@ func listenLoopback(b *testing.B) (int, string, error) {
 // keepalive and holds both ends in this process until the benchmark ends.
 // It returns the first client's port.
 func holdIdle(b *testing.B, fd int, addr string, n int) (uint16, error) {
-	ln, err := net.FileListener(os.NewFile(uintptr(fd), "listener"))
+	// a copy of fd for the File, which closes it (fd is the caller's)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(dup), "listener")
+	ln, err := net.FileListener(f)
+	f.Close()
 	if err != nil {
 		return 0, err
 	}
