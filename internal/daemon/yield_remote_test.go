@@ -26,7 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/testutil"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // probeEvery starts n UDP echo probes from A to B's echo server, one every
@@ -69,6 +71,9 @@ type yieldRun struct {
 	downHeld bool
 	fg       int // foreground GETs done during the probe
 	upload   bool
+	// heldByHarm: a status sample during the probe read the background
+	// held by a harmed foreground (not only by an opening)
+	heldByHarm bool
 }
 
 func (r yieldRun) String() string {
@@ -120,12 +125,59 @@ func runYield(t *testing.T, p *testutil.Path, base, pol string, upload bool, fla
 	// comes (TestYieldReaction's): it starts once the daemon says it yields
 	// (or, without the yield, after as long), when R's queue had 1 s to drain.
 	time.Sleep(time.Second)
+	harm := watchHarm(t, sock)
 	r.probe = probeEvery(t, p, 40, 50*time.Millisecond)()
+	r.heldByHarm = harm()
 	close(stop)
 	r.fg = <-fgDone
 	r.bgUnder = float64(laneBytes(t, sock, "background")-b1) * 8 / time.Since(t1).Seconds()
 	r.yields = status(t, sock).Interfaces[0].Sockops["yield"]
 	return r
+}
+
+// watchHarm polls the daemon's yield status every 50 ms until the
+// returned function is called, which says whether a sample read an
+// interface held by harm (a status that fails to come counts as none).
+func watchHarm(t *testing.T, sock string) func() bool {
+	t.Helper()
+	stop, seen := make(chan struct{}), make(chan bool)
+	go func() {
+		held := false
+		for {
+			select {
+			case <-stop:
+				seen <- held
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			held = held || heldByHarm(sock)
+		}
+	}()
+	return func() bool { close(stop); return <-seen }
+}
+
+// heldByHarm says whether the daemon's status reads an interface held by
+// a harmed foreground.
+func heldByHarm(sock string) bool {
+	c, err := client.Dial(sock)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	st, err := c.Status()
+	if err != nil {
+		return false
+	}
+	var ys yield.Status
+	if json.Unmarshal(st.Details["background"], &ys) != nil {
+		return false
+	}
+	for _, i := range ys.Interfaces {
+		if i.Cause == yield.CauseHarm {
+			return true
+		}
+	}
+	return false
 }
 
 // waitYielded polls the daemon's yield status every 100 ms until it says
@@ -184,6 +236,9 @@ func TestYieldRemoteUploadClampAlone(t *testing.T) {
 	}
 	if off.yields != 0 {
 		t.Errorf("yield: false still yielded: %v", off)
+	}
+	if !on.heldByHarm { // each GET a new connection: its path's minimum tells the queue
+		t.Errorf("the upload was never held by the foreground's harm during the probe (only by openings): %v", on)
 	}
 	if ratio := float64(pct(off.probe, .5)) / float64(pct(on.probe, .5)); ratio < 5 {
 		t.Errorf("probe p50 with the yield %v is only %.1fx better than without (%v); want >= 5x: the clamp does not hold the upload",

@@ -35,11 +35,16 @@ struct owd_dir {
 	__u32 has;     /* bit i: base[i] is set */
 	__u32 cur[2];  /* the smallest queue of this group and the last */
 	__u32 n;       /* samples in cur[0]'s group */
+	__u32 filled;  /* cur[1] holds a whole group */
 };
 
-/* a socket's two directions */
+/* a socket's two directions; acked: the upload direction's queue as an
+ * ACK of our data reads it (owd_read_ack: from the RTT), filtered apart
+ * from the one data received reads (owd_read: TSval - TSecr, our ACK's
+ * way plus the peer's wait), which a socket that sends and receives (a
+ * request, its response) reads too */
 struct owd {
-	struct owd_dir up, down;
+	struct owd_dir up, down, acked;
 };
 
 #define OWD_UP 0
@@ -73,17 +78,20 @@ static __always_inline __u32 owd_base(struct owd_dir *d, __u32 raw, __u32 now_ms
 }
 
 /* owd_filter records one queue sample q of d and returns the smaller of
- * this group's smallest and the last group's. */
+ * this group's smallest and the last group's (before a whole group, this
+ * group's: a short connection's request, one or two samples, read its
+ * queue as none). */
 static __always_inline __u32 owd_filter(struct owd_dir *d, __u32 q)
 {
 	if (d->n >= OWD_GROUP) {
 		d->cur[1] = d->cur[0];
+		d->filled = 1;
 		d->n = 0;
 	}
 	if (!d->n || q < d->cur[0])
 		d->cur[0] = q;
 	d->n++;
-	return d->cur[1] < d->cur[0] ? d->cur[1] : d->cur[0];
+	return d->filled && d->cur[1] < d->cur[0] ? d->cur[1] : d->cur[0];
 }
 
 /* owd_queue records one sample raw of d at now_ms and returns the
@@ -133,13 +141,13 @@ static __always_inline int owd_read(struct tcp_sock *tp, struct owd *o, __u32 *u
  * segment's RTT is rtt_us, in o and returns the two directions' queues in
  * us; 0: no timestamps. The download direction is the ACK's way (its
  * TSval to its arrival); the upload direction is the RTT above the path's
- * minimum less that: the ACK's TSecr is our older segment's where the
+ * minimum min (us; 0 or ~0: none) less that: the ACK's TSecr is our older segment's where the
  * peer acknowledges two at once, and a paced sender's segments leave a
  * gap apart (at 15 segments per 80 ms round trip, 5 ms: read as a queue
  * twice LEDBAT++'s share target, its window shrank with it). */
-static __always_inline int owd_read_ack(struct tcp_sock *tp, struct owd *o, __u32 rtt_us, __u32 *up_us, __u32 *down_us)
+static __always_inline int owd_read_ack(struct tcp_sock *tp, struct owd *o, __u32 rtt_us, __u32 min, __u32 *up_us, __u32 *down_us)
 {
-	__u32 up, down, now_ms, unit, min = tp->rtt_min.s[0].v, q = 0, dq;
+	__u32 up, down, now_ms, unit, q = 0, dq;
 
 	if (!owd_raw(tp, &up, &down, &now_ms, &unit))
 		return 0;
@@ -149,7 +157,7 @@ static __always_inline int owd_read_ack(struct tcp_sock *tp, struct owd *o, __u3
 	*down_us = owd_filter(&o->down, dq / unit) * unit;
 	if (min && min != ~0U && rtt_us > min + dq)
 		q = rtt_us - min - dq;
-	*up_us = owd_filter(&o->up, q);
+	*up_us = owd_filter(&o->acked, q);
 	return 1;
 }
 

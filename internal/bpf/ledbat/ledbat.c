@@ -118,7 +118,7 @@ static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us, __u32 *othe
 	if (CFG.share & LB_RTT_DELAY)
 		return rtt_us;
 	o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!o || !owd_read_ack(tp, o, rtt_us, &up, &down))
+	if (!o || !owd_read_ack(tp, o, rtt_us, tp->rtt_min.s[0].v, &up, &down))
 		return rtt_us;
 	*other_us = down;
 	base = tp->rtt_min.s[0].v;

@@ -51,15 +51,15 @@ static __always_inline void fg_rcv_want(struct bpf_sock_ops *ops)
 
 /* fg_rcv reads a foreground socket's receive side (a segment is being
  * sent): seen when data arrived since the last segment, harmed in its
- * download direction (the data's; not the upload, its ACKs' way) when its
- * queue stands FG_HARM_QD_US (without timestamps: both, by its
- * receive-side RTT above its smallest). */
+ * download direction (the data's, over its peer's minimum: fgpath.h; not
+ * the upload, its ACKs' way) when its queue stands FG_HARM_QD_US (without
+ * timestamps: both, by its receive-side RTT above its smallest). */
 static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct owd_sock *st;
 	struct tcp_sock *tp;
-	__u32 rtt, nxt, qd, idx, up, down;
+	__u32 rtt, nxt, qd, idx, up, down, now_ms, unit, base;
 	__u64 now;
 
 	if (!bsk || !CFG.yield)
@@ -76,7 +76,11 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	st->last_nxt = nxt;
 	idx = sock_ifindex(ops);
 	now = bpf_ktime_get_ns();
-	if (!(CFG.yield & YIELD_JOINED) && owd_read(tp, &st->o, &up, &down)) {
+	if (!(CFG.yield & YIELD_JOINED) && owd_raw(tp, &up, &down, &now_ms, &unit)) {
+		base = owd_base(&st->o.down, down, now_ms);
+		if (unit == 1000) /* the peer's minimum (fgpath.h), in ms as it keeps it */
+			base = fg_path_down(ops, down, now_ms, base);
+		down = owd_filter(&st->o.down, down - base) * unit;
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);

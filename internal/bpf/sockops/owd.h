@@ -28,9 +28,11 @@ struct {
 /* sock_owd reads ops's socket's last segment into its one-way delays:
  * the upload and download directions' queues in us; ack_rtt_us: the
  * segment is an ACK of our data whose newest segment's RTT it is
- * (owd_read_ack), 0: data received (owd_read). 0: no timestamps (or no
- * storage, or the lab's YIELD_JOINED: the RTT as before). */
-static __always_inline int sock_owd(struct bpf_sock_ops *ops, struct tcp_sock *tp, __u32 ack_rtt_us, __u32 *up, __u32 *down)
+ * (owd_read_ack, over the path's minimum RTT min_us), 0: data received
+ * (owd_read). 0: no timestamps (or no storage, or the lab's YIELD_JOINED:
+ * the RTT as before). */
+static __always_inline int sock_owd(struct bpf_sock_ops *ops, struct tcp_sock *tp, __u32 ack_rtt_us, __u32 min_us,
+				    __u32 *up, __u32 *down)
 {
 	struct owd_sock *o;
 
@@ -40,7 +42,7 @@ static __always_inline int sock_owd(struct bpf_sock_ops *ops, struct tcp_sock *t
 	if (!o)
 		return 0;
 	if (ack_rtt_us)
-		return owd_read_ack(tp, &o->o, ack_rtt_us, up, down);
+		return owd_read_ack(tp, &o->o, ack_rtt_us, min_us, up, down);
 	return owd_read(tp, &o->o, up, down);
 }
 

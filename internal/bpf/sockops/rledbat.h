@@ -145,7 +145,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		/* the download direction's queue over the path's RTT, at new
 		 * data: our ACKs' queue (an upload beside it) is not this
 		 * flow's */
-		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, &up, &down)) {
+		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, 0, &up, &down)) {
 			base = tp->rtt_min.s[0].v;
 			if (!base || base == ~0U)
 				base = rtt ? rtt : 1000;

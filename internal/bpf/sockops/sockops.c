@@ -122,6 +122,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			lane = lane_of(cookie);
 		}
 		fg_opened(ops, lane, ops->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB ? FG_AT_PASSIVE : FG_AT_ACTIVE);
+		if (lane != LANE_BACKGROUND && CFG.yield) /* the handshake's RTT: its path's (fgpath.h) */
+			fg_path_min(ops, ops->srtt_us >> 3, 0);
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags |
 					       BPF_SOCK_OPS_STATE_CB_FLAG |
 					       BPF_SOCK_OPS_RTT_CB_FLAG |

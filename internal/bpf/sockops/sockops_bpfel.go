@@ -97,6 +97,28 @@ type SockopsFgNewDest struct {
 	Unanswered uint64
 }
 
+type SockopsFgPath struct {
+	_   structs.HostLayout
+	Rtt struct {
+		_      structs.HostLayout
+		Base   [2]uint32
+		Bucket uint32
+		Has    uint32
+		Cur    [2]uint32
+		N      uint32
+		Filled uint32
+	}
+	Down struct {
+		_      structs.HostLayout
+		Base   [2]uint32
+		Bucket uint32
+		Has    uint32
+		Cur    [2]uint32
+		N      uint32
+		Filled uint32
+	}
+}
+
 type SockopsFgWindow struct {
 	_        structs.HostLayout
 	Start    uint64
@@ -134,6 +156,7 @@ type SockopsOwdSock struct {
 			Has    uint32
 			Cur    [2]uint32
 			N      uint32
+			Filled uint32
 		}
 		Down struct {
 			_      structs.HostLayout
@@ -142,6 +165,16 @@ type SockopsOwdSock struct {
 			Has    uint32
 			Cur    [2]uint32
 			N      uint32
+			Filled uint32
+		}
+		Acked struct {
+			_      structs.HostLayout
+			Base   [2]uint32
+			Bucket uint32
+			Has    uint32
+			Cur    [2]uint32
+			N      uint32
+			Filled uint32
 		}
 	}
 	LastNxt  uint32
@@ -241,6 +274,7 @@ const (
 	SockopsMapLanesFgHarm      = "lanes_fg_harm"
 	SockopsMapLanesFgNewDest   = "lanes_fg_new_dest"
 	SockopsMapLanesFgOpen      = "lanes_fg_open"
+	SockopsMapLanesFgPath      = "lanes_fg_path"
 	SockopsMapLanesLaneCap     = "lanes_lane_cap"
 	SockopsMapLanesLinkRate    = "lanes_link_rate"
 	SockopsMapLanesLivePending = "lanes_live_pending"
@@ -329,6 +363,7 @@ type SockopsMapSpecs struct {
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgNewDest   *ebpf.MapSpec `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesFgPath      *ebpf.MapSpec `ebpf:"lanes_fg_path"`
 	LanesLaneCap     *ebpf.MapSpec `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.MapSpec `ebpf:"lanes_live_pending"`
@@ -389,6 +424,7 @@ type SockopsMaps struct {
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgNewDest   *ebpf.Map `ebpf:"lanes_fg_new_dest"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesFgPath      *ebpf.Map `ebpf:"lanes_fg_path"`
 	LanesLaneCap     *ebpf.Map `ebpf:"lanes_lane_cap"`
 	LanesLinkRate    *ebpf.Map `ebpf:"lanes_link_rate"`
 	LanesLivePending *ebpf.Map `ebpf:"lanes_live_pending"`
@@ -424,6 +460,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesFgHarm,
 		m.LanesFgNewDest,
 		m.LanesFgOpen,
+		m.LanesFgPath,
 		m.LanesLaneCap,
 		m.LanesLinkRate,
 		m.LanesLivePending,

@@ -21,6 +21,8 @@
 #ifndef LANES_SOCKOPS_YIELD_H
 #define LANES_SOCKOPS_YIELD_H
 
+#include "fgpath.h"
+
 #define YIELD_CWND 2 /* segments, the cwnd (and receive window) of a yield */
 
 /* sock_ifindex is the interface the socket's packets leave by: the device
@@ -96,11 +98,6 @@ static __always_inline int yielding(struct bpf_sock_ops *ops, __u32 dir)
  * not while the last one that held was never answered: a socket that
  * opens connect() every 300 ms to an address that never answers would
  * otherwise hold background for good. Keyed by address, not port. */
-struct fg_dest {
-	__u32 family;
-	__u32 addr[4];
-};
-
 struct fg_dest_seen {
 	__u64 held_at;	/* bpf_ktime_get_ns() of the last opening that held */
 	__u64 answered; /* an opening to it was answered since (FG_AT_ACTIVE) */
@@ -170,19 +167,6 @@ static __always_inline void fg_new_dest_answered(void)
 
 	if (b && b->unanswered > 0)
 		__sync_fetch_and_sub(&b->unanswered, 1);
-}
-
-static __always_inline void fg_dest_of(struct bpf_sock_ops *ops, struct fg_dest *d)
-{
-	d->family = ops->family;
-	if (ops->family == 10 /* AF_INET6 */) {
-		d->addr[0] = ops->remote_ip6[0];
-		d->addr[1] = ops->remote_ip6[1];
-		d->addr[2] = ops->remote_ip6[2];
-		d->addr[3] = ops->remote_ip6[3];
-	} else {
-		d->addr[0] = ops->remote_ip4;
-	}
 }
 
 /* fg_dest_holds: an opening to ops's peer at connect may hold (and is
@@ -395,7 +379,7 @@ static __always_inline void bg_rtt(struct bpf_sock_ops *ops)
 		return;
 	if (!(CFG.yield & YIELD_JOINED))
 		rl_active_mark(); /* foreground downloads read their ACKs' way (fgrcv.h) */
-	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
+	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), tp->rtt_min.s[0].v, &up, &down)) {
 		bg_own_delay(ops, up, FG_DIR_UP);
 		return;
 	}
@@ -429,7 +413,9 @@ static __always_inline void bg_rcv_delay(struct bpf_sock_ops *ops)
  * read, its delay is no harm to the data) is harmed when its queue stands
  * more than FG_HARM_QD_US and the cause test (cause.h) finds the queue
  * the background's; without timestamps the queue both ways is its smoothed
- * RTT above its minimum. Its upload direction is harmed too
+ * RTT above its minimum. The minimum is its path's (fgpath.h: the peer's
+ * over all its connections), so that a new connection behind a standing
+ * queue reads it. Its upload direction is harmed too
  * when it is cwnd-limited in congestion avoidance (it would send more than
  * the path takes: a bulk transfer). Then background in that direction on
  * its interface is held (fg_yield_dir) for FG_HARM_HOLD_NS. In slow start
@@ -439,7 +425,7 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock___fg *tp;
-	__u32 srtt, min, qd = 0, limited = 0, idx, up, down;
+	__u32 srtt, rtt, min, qd = 0, limited = 0, idx, up, down;
 	__u64 now;
 
 	if (!CFG.yield || !bsk)
@@ -455,12 +441,13 @@ static __always_inline void fg_rtt(struct bpf_sock_ops *ops)
 	if (idx)
 		fg_seen_mark(0, now);
 	srtt = ops->srtt_us >> 3;
-	if (sock_owd(ops, (struct tcp_sock *)tp, ack_rtt(ops, tp), &up, &down)) {
+	rtt = ack_rtt(ops, tp);
+	min = fg_path_min(ops, rtt, tp->rtt_min.s[0].v);
+	if (sock_owd(ops, (struct tcp_sock *)tp, rtt, min, &up, &down)) {
 		fg_sample(idx, now, up, FG_QD_UNREAD, limited, srtt);
 		return;
 	}
-	min = tp->rtt_min.s[0].v;
-	if (min && min != ~0U && srtt > min)
+	if (srtt > min)
 		qd = srtt - min;
 	fg_sample(idx, now, qd, qd, limited, srtt);
 }
