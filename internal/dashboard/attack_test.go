@@ -8,7 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +74,7 @@ func TestNonReadingClientsBounded(t *testing.T) {
 		resp.Body.Close()
 	}
 	before := heap()
+	tcpPeak := watchTCPMemory(t)
 	const clients = 2000
 	var conns []net.Conn
 	t.Cleanup(func() {
@@ -97,6 +101,14 @@ func TestNonReadingClientsBounded(t *testing.T) {
 	if grew > 64<<20 {
 		t.Errorf("%d clients that do not read grew the heap by %.1f MB, want < 64", clients, float64(grew)/1e6)
 	}
+	// the host's TCP memory: the evicted connections' unsent snapshots are
+	// freed (reset), not left in orphans (before: past tcp_mem, and the
+	// kernel reset other programs' connections)
+	peak := tcpPeak()
+	t.Logf("the host's TCP memory grew at most %.0f MB (%d slots of at most tcp_wmem's send buffer)", float64(peak)/1e6, DefaultMaxConns)
+	if peak > 512<<20 {
+		t.Errorf("%d clients that do not read took %.0f MB of the host's TCP memory, want < 512", clients, float64(peak)/1e6)
+	}
 	// the stalled connections give their slots to new ones: a reading
 	// client is served (before, only their write timeouts freed the slots)
 	c := http.Client{Timeout: 60 * time.Second}
@@ -111,6 +123,53 @@ func TestNonReadingClientsBounded(t *testing.T) {
 		t.Errorf("snapshot: %s, %d bytes", resp.Status, n)
 	}
 	t.Logf("a reading client behind them served in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// watchTCPMemory samples the host's TCP memory (/proc/net/sockstat's
+// mem, pages, every socket of every namespace) every 50 ms until the
+// returned function is called, which says its largest growth in bytes.
+func watchTCPMemory(t *testing.T) func() int64 {
+	t.Helper()
+	base, err := tcpMemPages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, peak := make(chan struct{}), make(chan int64)
+	go func() {
+		var most int64
+		for {
+			select {
+			case <-stop:
+				peak <- most * int64(os.Getpagesize())
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if n, err := tcpMemPages(); err == nil {
+				most = max(most, n-base)
+			}
+		}
+	}()
+	return func() int64 { close(stop); return <-peak }
+}
+
+// tcpMemPages is /proc/net/sockstat's TCP mem.
+func tcpMemPages() (int64, error) {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TCP:" {
+			continue
+		}
+		for i := 1; i+1 < len(f); i += 2 {
+			if f[i] == "mem" {
+				return strconv.ParseInt(f[i+1], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/net/sockstat: no TCP mem")
 }
 
 // TestDNSRebindingRefused (audit D9): `curl -H 'Host: attacker.example'` got

@@ -6,7 +6,9 @@
 //     buffer, not a copy (each held ~2 MB at 5,000 flows before).
 //   - Reads, writes and idle keep-alives time out; at most MaxConns
 //     connections are open at once, and a new one takes the slot of the
-//     one that has moved no bytes for the longest (limitListener).
+//     one that has moved no bytes for the longest (limitListener); a
+//     connection closed for its client's stall is reset, its unsent bytes
+//     freed at once (slotConn).
 //   - A request whose Host is a name other than localhost (or a name the
 //     user listens on) is refused: a page on another site that rebinds its
 //     name to 127.0.0.1 cannot read the flows, PIDs and process names.
@@ -15,9 +17,11 @@
 package dashboard
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,7 +150,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	sc.touch()
 	for !l.admit(sc) {
 		if v := l.mostStalled(); v != nil {
-			v.Close()
+			v.abort()
 			continue
 		}
 		select {
@@ -193,11 +197,17 @@ func (l *limitListener) release(c *slotConn) {
 }
 
 // slotConn records when it last moved bytes and gives its slot back once,
-// when closed.
+// when closed. A connection closed for its client's stall (its slot taken,
+// or a write timed out) is reset, not closed gracefully: a graceful close
+// leaves an orphan socket holding what the client did not read (up to
+// tcp_wmem's 4 MB each) until its retries end, and 2,000 such orphans took
+// the host's whole TCP memory (tcp_mem), so that the kernel reset other
+// programs' connections ("TCP: out of memory -- consider tuning tcp_mem").
 type slotConn struct {
 	net.Conn
 	l        *limitListener
 	progress atomic.Int64 // unix ns of the last read or write that moved bytes
+	stalled  atomic.Bool  // a write timed out: the client does not read
 	once     sync.Once
 }
 
@@ -216,10 +226,22 @@ func (c *slotConn) Write(b []byte) (int, error) {
 	if n > 0 {
 		c.touch()
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.stalled.Store(true)
+	}
 	return n, err
 }
 
+// abort closes c discarding what it has not sent (SO_LINGER 0: a reset).
+func (c *slotConn) abort() error {
+	c.stalled.Store(true)
+	return c.Close()
+}
+
 func (c *slotConn) Close() error {
+	if tc, ok := c.Conn.(*net.TCPConn); ok && c.stalled.Load() {
+		_ = tc.SetLinger(0)
+	}
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c) })
 	return err
