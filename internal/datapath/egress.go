@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -72,13 +71,7 @@ type Egress struct {
 	// why the tree has none (nil: it has)
 	bgShapeBytes uint64
 	bgShapeErr   error
-	// the held-ACK class (heldack.go): its rate (0: unrestricted), and
-	// why the tree has none (nil: it has)
-	heldAckBytes uint64
-	heldAckErr   error
-	// its pacer (heldAcks): running, and the classifier's last event
-	heldAckPacing bool
-	heldAckSeen   time.Time
+	heldAck      heldAckClass // the held-ACK class 1:16 and its pacer (heldack.go)
 	// the arrivals' IFB device (bgifb.go), its class's rate (0: open), and
 	// why the tree has none (nil: it has)
 	bgIfb      netlink.Link
@@ -100,6 +93,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 		return nil, err
 	}
 	e = &Egress{cfg: cfg, instance: h.cfg.Instance, stateDir: h.cfg.StateDir, ns: ns, progFD: h.ClassifierFD(), host: h}
+	e.heldAck.e = e
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.teardown())
@@ -140,7 +134,7 @@ func OpenEgress(h *Host, cfg EgressConfig) (e *Egress, err error) {
 	}
 	e.buildAck(h.Trees.add(e))
 	e.buildBgShape()
-	e.buildHeldAck()
+	e.heldAck.build()
 	e.buildBgIfb()
 	if err := e.openBgClass(); err != nil {
 		return e, err
@@ -253,7 +247,7 @@ func (e *Egress) Update(cfg EgressConfig) error {
 	}
 	e.buildAck(e.ackBytes)
 	e.buildBgShape()
-	e.buildHeldAck()
+	e.heldAck.build()
 	return nil
 }
 

@@ -85,42 +85,56 @@ func replaceHeldAckClass(ifindex int, p treeParams, bytes uint64) error {
 	return nil
 }
 
-// buildHeldAck (re)builds the tree's held-ACK class at its rate; a
-// failure is recorded (heldAckErr), not returned. Called with the tree
-// built.
-func (e *Egress) buildHeldAck() {
+// heldAckClass is one tree's held-ACK class and its pacer; it takes its
+// tree's lock (e.mu) and stops with it (e.closed).
+type heldAckClass struct {
+	e     *Egress
+	bytes uint64 // its rate, bytes/s (0: unrestricted)
+	err   error  // why the tree has none (nil: it has)
+	// its pacer (BackgroundClass.heldAcks): running, and the classifier's
+	// last event
+	pacing bool
+	seen   time.Time
+}
+
+// build (re)builds the class at its rate; a failure is recorded (err),
+// not returned. Called with the tree built.
+func (h *heldAckClass) build() {
+	e := h.e
 	idx := e.link.Attrs().Index
-	e.heldAckErr = e.ns.do(func() error { return replaceHeldAckClass(idx, paramsFor(e.cfg), e.heldAckBytes) })
-	if e.heldAckErr != nil {
+	h.err = e.ns.do(func() error { return replaceHeldAckClass(idx, paramsFor(e.cfg), h.bytes) })
+	if h.err != nil {
 		slog.Warn("datapath: no held-ACK class on this interface (held downloads' ACKs are not paced)",
-			"interface", e.cfg.Interface, "err", e.heldAckErr)
+			"interface", e.cfg.Interface, "err", h.err)
 	}
 }
 
-// SetHeldAckRate sets the held-ACK class's rate (bytes/s, HeldAckBytes;
-// 0: unrestricted). It fails where the tree has no such class.
-func (e *Egress) SetHeldAckRate(bytes uint64) error {
+// SetRate sets the class's rate (bytes/s, HeldAckBytes; 0: unrestricted).
+// It fails where the tree has no such class.
+func (h *heldAckClass) SetRate(bytes uint64) error {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errClosed
 	}
-	if e.heldAckErr != nil {
-		return fmt.Errorf("%s: %w", e.cfg.Interface, e.heldAckErr)
+	if h.err != nil {
+		return fmt.Errorf("%s: %w", e.cfg.Interface, h.err)
 	}
-	if bytes == e.heldAckBytes {
+	if bytes == h.bytes {
 		return nil
 	}
 	idx := e.link.Attrs().Index
 	if err := e.ns.do(func() error { return replaceHeldAckClass(idx, paramsFor(e.cfg), bytes) }); err != nil {
 		return fmt.Errorf("%s: %w", e.cfg.Interface, err)
 	}
-	e.heldAckBytes = bytes
+	h.bytes = bytes
 	return nil
 }
 
-// heldAckPackets is the packets the held-ACK class has sent.
-func (e *Egress) heldAckPackets() (uint64, error) {
+// packets is the packets the class has sent.
+func (h *heldAckClass) packets() (uint64, error) {
+	e := h.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -138,40 +152,43 @@ func (e *Egress) heldAckPackets() (uint64, error) {
 
 // heldAcks paces the held-ACK class of the tree on ifindex while the
 // classifier says held ACKs leave there (its event, at most one a
-// second, read by bgevents.go): a pacer started at the first reads the interface's arrivals
-// each heldAckTick and sets the class's rate from their estimate; it ends,
-// the class unrestricted, heldAckQuiet after the last event.
+// second, read by bgevents.go): a pacer started at the first reads the
+// interface's arrivals each heldAckTick and sets the class's rate from
+// their estimate; it ends, the class unrestricted, heldAckQuiet after the
+// last event.
 func (b *BackgroundClass) heldAcks(ifindex int) {
 	e, err := b.trees.of(ifindex)
 	if err != nil {
 		return
 	}
+	h := &e.heldAck
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.heldAckSeen = time.Now()
-	if e.heldAckPacing || e.closed || e.heldAckErr != nil {
+	h.seen = time.Now()
+	if h.pacing || e.closed || h.err != nil {
 		return
 	}
-	e.heldAckPacing = true
-	go e.paceHeldAcks()
+	h.pacing = true
+	go h.pace()
 }
 
-// paceHeldAcks is the pacer's loop (heldAcks).
-func (e *Egress) paceHeldAcks() {
+// pace is the pacer's loop (heldAcks).
+func (h *heldAckClass) pace() {
+	e := h.e
 	var est DownEstimate
 	for {
 		time.Sleep(heldAckTick)
 		e.mu.Lock()
-		quiet, closed := time.Since(e.heldAckSeen) > heldAckQuiet, e.closed
+		quiet, closed := time.Since(h.seen) > heldAckQuiet, e.closed
 		if quiet || closed {
-			e.heldAckPacing = false
+			h.pacing = false
 		}
 		e.mu.Unlock()
 		if closed {
 			return
 		}
 		if quiet {
-			if err := e.SetHeldAckRate(0); err != nil {
+			if err := h.SetRate(0); err != nil {
 				slog.Warn("datapath: held-ACK class not released", "interface", e.cfg.Interface, "err", err)
 			}
 			return
@@ -181,7 +198,7 @@ func (e *Egress) paceHeldAcks() {
 			continue
 		}
 		if bps := est.Add(time.Now(), rx); bps > 0 {
-			if err := e.SetHeldAckRate(HeldAckBytes(bps)); err != nil {
+			if err := h.SetRate(HeldAckBytes(bps)); err != nil {
 				slog.Warn("datapath: held-ACK class not paced", "interface", e.cfg.Interface, "err", err)
 			}
 		}

@@ -30,7 +30,7 @@ func TestHeldAckClass(t *testing.T) {
 	idx := d.egress.Ifindex()
 	sent := func() uint64 {
 		t.Helper()
-		n, err := d.egress.heldAckPackets()
+		n, err := d.egress.heldAck.packets()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestHeldAckClass(t *testing.T) {
 		t.Fatal("the download direction held: the held-ACK class sent nothing")
 	}
 	// paced at 100 bytes/s: a 66-byte ACK each 0.66 s, whatever arrives
-	if err := d.egress.SetHeldAckRate(100); err != nil {
+	if err := d.egress.heldAck.SetRate(100); err != nil {
 		stop()
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestHeldAckClass(t *testing.T) {
 	// unrestricted again, still held: what waited in the class leaves and
 	// the sender's RTT falls back (its socket is this test's, in the
 	// foreground: paced, its RTT read as harm)
-	if err := d.egress.SetHeldAckRate(0); err != nil {
+	if err := d.egress.heldAck.SetRate(0); err != nil {
 		stop()
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestHeldAckPacer(t *testing.T) {
 	rate := func() uint64 {
 		d.egress.mu.Lock()
 		defer d.egress.mu.Unlock()
-		return d.egress.heldAckBytes
+		return d.egress.heldAck.bytes
 	}
 	stop := stampHarm(t, d.Host, idx, yield.Down)
 	// held ACKs leave while the download sends: the first event starts
