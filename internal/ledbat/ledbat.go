@@ -41,7 +41,7 @@ const (
 	Scale             = 1 << ScaleShift
 	MinCwnd           = 2
 	GainMaxDiv        = 16
-	GrowthMax         = 16 // growth per round trip at most 16 gains (growth)
+	GrowthMax         = 16 // growth per round trip at most 16^2 gains (growth)
 	Filter            = 4  // current delay: minimum over 4 slots
 	SlotDiv           = 3  // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
 	BaseBuckets       = 10
@@ -351,19 +351,20 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 }
 
 // growth is the increase per acked packet in congestion avoidance, in
-// 1/Scale packets: the gain per round trip the flow would have alone (its
-// current delay), not per round trip. A round trip longer by a queue not
-// its own (SOther) scales the gain per round trip by
-// m = 1 + SOther / current, at most GrowthMax; the part above the gain
-// shrinks by (target - qd) / target, none at or above the target
-// (ledbat_core.h's ledbat_inc).
+// 1/Scale packets: the flow's rate grows as it would alone (its current
+// delay). A round trip m times longer (m = 1 + SOther / current, SOther
+// a queue not its own) needs an m times larger window and acks it m times
+// more slowly, so the gain per round trip is scaled by m^2 (m at most
+// GrowthMax); the part above the gain shrinks by (target - qd) / target,
+// none at or above the target (ledbat_core.h's ledbat_inc).
 func (s *State) growth(gdiv, cwnd, qd uint32) uint64 {
 	div := uint64(gdiv) * uint64(cwnd)
 	cur, target := s.CurrentDelay(), s.TargetUS
 	if cur == 0 || s.SOther == 0 || qd >= target {
 		return Scale / div
 	}
-	x := min((uint64(s.SOther)<<ScaleShift)/uint64(cur), (GrowthMax-1)<<ScaleShift)
+	x := min((uint64(s.SOther)<<ScaleShift)/uint64(cur), (GrowthMax-1)<<ScaleShift) // m - 1
+	x = 2*x + (x*x)>>ScaleShift                                                     // m^2 - 1
 	x = x * uint64(target-qd) / uint64(target)
 	return (Scale + x) / div
 }

@@ -71,22 +71,24 @@ func roundTrips(s *State, w *Window, n int, srtt uint32) {
 	}
 }
 
-// TestGrowthPerBaseRTT: a round trip 5x the base with no queue of the
+// TestRateGrowsAsAlone: a round trip 5x the base with no queue of the
 // flow's own (4 base RTTs of it the other direction's queue, which its
-// ACKs wait in) grows the gain per base RTT, 5 gains per round trip; with
-// its own queue half the target, the part above the gain halved; alone
-// (no other queue) the gain per round trip.
-func TestGrowthPerBaseRTT(t *testing.T) {
+// ACKs wait in) needs a 5x window for the same rate and acks it 5x more
+// slowly: 5^2 gains per round trip, so the rate (window / round trip)
+// grows as alone, a gain per base RTT; with its own queue half the
+// target, the part above the gain halved; alone (no other queue) the gain
+// per round trip; at most 16^2 gains.
+func TestRateGrowsAsAlone(t *testing.T) {
 	const base = 20_000 // avoiding's; target 25 ms: gain 1/3
 	for _, c := range []struct {
 		name      string
 		qd, other uint32
 		lo, hi    uint32 // cwnd after 30 round trips from 100
 	}{
-		{"srtt 5x base, no own queue: 150 base RTTs x 1/3", 0, 4 * base, 148, 150},
-		{"own queue half the target: (1 + 4/2) x 1/3 per RTT", 12_500, 4 * (base + 12_500), 128, 130},
+		{"srtt 5x base, no own queue: 25 x 1/3 per RTT", 0, 4 * base, 340, 350},
+		{"own queue half the target: (1 + 24/2) x 1/3 per RTT", 12_500, 4 * (base + 12_500), 225, 230},
 		{"alone", 10_000, 0, 108, 110},
-		{"srtt 40x base: at most 16 gains per RTT", 0, 39 * base, 255, 260},
+		{"srtt 40x base: at most 16^2 gains per RTT", 0, 39 * base, 2500, 2560},
 	} {
 		s := avoiding(base + c.qd)
 		s.SOther = c.other // its samples' other part for a while
@@ -95,6 +97,15 @@ func TestGrowthPerBaseRTT(t *testing.T) {
 		if w.Cwnd < c.lo || w.Cwnd > c.hi {
 			t.Errorf("%s: cwnd %d, want %d-%d", c.name, w.Cwnd, c.lo, c.hi)
 		}
+	}
+	// the rate: alone over the same time (150 base RTTs) the window grows
+	// by 50 packets, its rate by 50 a base RTT; at 5x the round trip
+	s := avoiding(base)
+	s.SOther = 4 * base
+	w := Window{Cwnd: 100, Ssthresh: 50}
+	roundTrips(&s, &w, 30, 5*base)
+	if gain := float64(w.Cwnd-100) / 5; gain < 45 || gain > 50 {
+		t.Errorf("rate at 5x the round trip grew %.1f packets a base RTT over 150 base RTTs, alone 50", gain)
 	}
 }
 

@@ -74,7 +74,7 @@
 #define LEDBAT_SCALE (1 << LEDBAT_SCALE_SHIFT)
 #define LEDBAT_MIN_CWND 2
 #define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
-#define LEDBAT_GROWTH_MAX 16     /* growth per round trip at most 16 gains (ledbat_inc) */
+#define LEDBAT_GROWTH_MAX 16     /* growth per round trip at most 16^2 gains (ledbat_inc) */
 #define LEDBAT_FILTER 4          /* current delay: min over 4 slots */
 #define LEDBAT_SLOT_DIV 3        /* a slot lasts at least base / 3: the filter spans 1-4/3 base RTTs */
 #define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
@@ -277,14 +277,14 @@ static __always_inline int ledbat_ss_ends(const struct ledbat *l, const struct l
 }
 
 /* ledbat_inc is the growth per acked packet in congestion avoidance, in
- * 1/LEDBAT_SCALE packets: the gain per round trip the flow would have
- * alone (its current delay: base + its own queue), not per round trip. A
- * round trip longer by a queue not its own (sother: the other direction's,
- * which its ACKs wait in) acks a window as slowly, so the gain per round
- * trip is scaled by m = 1 + sother / current, at most LEDBAT_GROWTH_MAX.
- * The part above the gain shrinks as its own queue nears the target
- * (x (target - qd) / target), none at or above it, where the window
- * decreases by its own queuing delay as the draft's. */
+ * 1/LEDBAT_SCALE packets: the flow's rate grows as it would alone (its
+ * current delay: base + its own queue). A round trip m times longer
+ * (m = 1 + sother / current; sother: the other direction's queue, which
+ * its ACKs wait in) needs an m times larger window for the same rate and
+ * acks it m times more slowly, so the gain per round trip is scaled by m^2
+ * (m at most LEDBAT_GROWTH_MAX). The part above the gain shrinks as its own
+ * queue nears the target (x (target - qd) / target), none at or above it,
+ * where the window decreases by its own queuing delay as the draft's. */
 static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u32 cwnd, __u32 cur, __u32 qd)
 {
 	__u64 div = (__u64)gdiv * cwnd, x;
@@ -295,6 +295,7 @@ static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u3
 	x = ((__u64)l->sother << LEDBAT_SCALE_SHIFT) / cur; /* m - 1 */
 	if (x > (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT)
 		x = (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT;
+	x = 2 * x + ((x * x) >> LEDBAT_SCALE_SHIFT); /* m^2 - 1 */
 	x = x * (target - qd) / target;
 	return ((__u64)LEDBAT_SCALE + x) / div;
 }
