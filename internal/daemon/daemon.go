@@ -502,6 +502,7 @@ type hostCounters interface {
 }
 
 func (h *apiHandlers) Status() (*api.Status, error) {
+	tasks, tasksOn := h.tasksStatus()
 	flows, _ := h.Flows()
 	h.kernel.mu.Lock()
 	defer h.kernel.mu.Unlock()
@@ -568,9 +569,9 @@ func (h *apiHandlers) Status() (*api.Status, error) {
 	}
 	st.Components = map[string]string{}
 	st.Details = map[string]json.RawMessage{}
-	if h.kernel.tasks != nil {
-		st.Components["tasks"] = h.kernel.tasks.summary()
-		if b, err := json.Marshal(h.kernel.tasks.eng.Status()); err == nil {
+	if tasksOn {
+		st.Components["tasks"] = taskSummary(tasks)
+		if b, err := json.Marshal(tasks); err == nil {
 			st.Details["tasks"] = b
 		}
 	}

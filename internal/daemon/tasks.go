@@ -59,8 +59,22 @@ func (d *Daemon) stopTasks() {
 	}
 }
 
-func (t *taskEngine) summary() string {
-	s := t.eng.Status()
+// tasksStatus is the task engine's status (on: an engine runs), read
+// outside the kernel lock: the engine moves a process to its lane under
+// its own lock and takes the kernel's there (applyLocked, MoveToLane), so
+// reading it under the kernel's deadlocked status beside a rule's move.
+func (h *apiHandlers) tasksStatus() (s sched.Status, on bool) {
+	h.kernel.mu.Lock()
+	t := h.kernel.tasks
+	h.kernel.mu.Unlock()
+	if t == nil {
+		return s, false
+	}
+	return t.eng.Status(), true
+}
+
+// taskSummary is status's line of the task engine.
+func taskSummary(s sched.Status) string {
 	return fmt.Sprintf("%s, %d rules, %d processes tracked, reaction p50 %.0f us p99 %.0f us, watchdog demotions %d",
 		s.Mode, s.Rules, len(s.Tracked), s.ReactP50US, s.ReactP99US, s.Demotions)
 }
