@@ -28,8 +28,9 @@ const signalEvery = 100 * time.Millisecond
 // RemoteSignal is the daemon's background state over one step.
 type RemoteSignal struct {
 	// States: share of the samples per state ("free", "sharing",
-	// "held: harm" (a delay), "held: harm (cwnd-limited)", "held:
-	// opening", "held: untold").
+	// "held: harm up" (a delay; the harmed directions, up, down or
+	// up+down: background in the others is not held), "held: harm up
+	// (cwnd-limited)", "held: opening", "held: untold").
 	States  map[string]float64 `json:"states,omitempty"`
 	Samples int                `json:"samples"`
 	// The QUIC/UDP controller's (samples with a running episode): the
@@ -108,6 +109,9 @@ func readSignal(sock string) (state string, q, ofLink float64, ok bool) {
 		state = is.Mode
 		if is.Mode == yield.ModeHeld {
 			state += ": " + is.Cause
+			if len(is.Harmed) > 0 { // a harm holds only its directions
+				state += " " + strings.Join(is.Harmed, "+")
+			}
 			if is.Cause == yield.CauseHarm && strings.Contains(is.Signal, "cwnd-limited") {
 				state += " (cwnd-limited)" // else a delay over the threshold
 			}
