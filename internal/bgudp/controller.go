@@ -54,6 +54,7 @@ type Datapath interface {
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
+	LinkSent(ifindex int) (uint64, error)
 }
 
 var _ Datapath = (*datapath.BackgroundClass)(nil)

@@ -27,6 +27,7 @@ type fakeDP struct {
 	shapeRate uint64  // its rate (0: not shaped)
 	shapeSent uint64  // bytes it sent
 	shapeQ    float64 // bytes waiting in it
+	sent      uint64  // the interface's bytes sent, every lane's (0: not known)
 }
 
 func (f *fakeDP) BgEvents() (<-chan datapath.BgEvent, func(), error) { return nil, func() {}, nil }
@@ -49,6 +50,12 @@ func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	}
 	f.shapeRate = bytes
 	return nil
+}
+func (f *fakeDP) LinkSent(int) (uint64, error) {
+	if f.sent == 0 {
+		return 0, errors.New("no counters")
+	}
+	return f.sent, nil
 }
 func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, error) {
 	if !f.hasShaper || d == datapath.Download {

@@ -54,6 +54,7 @@ type episode struct {
 	dirs  dirChoice
 	shape [2]shaper // the shapers by direction (shape.go)
 	yield uint64    // the yield's rate set on both directions (0: the default)
+	sent  uint64    // the interface's bytes sent at the last step (0: not read)
 	Episode
 }
 
@@ -139,6 +140,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
+	e.linkSent(dp, in, d)
 	if q := in.harmQueue(); in.Signal && e.Sharing && q > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
 		// class's own queue is that foreground's harm: the kernel holds
@@ -209,6 +211,20 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 		e.state.Rule.Target = yield.ShareTarget(target)
 	}
 	e.mu.Unlock()
+}
+
+// linkSent fills in's Sent, the interface's bytes/s of every lane, for an
+// upload: the step's link estimate counts what reached the bottleneck
+// beside the class. Left 0 where the counter is not read.
+func (e *episode) linkSent(dp Datapath, in *Input, d datapath.Direction) {
+	sent, err := dp.LinkSent(e.Ifindex)
+	if err != nil {
+		sent = 0
+	}
+	if d == datapath.Upload && e.sent != 0 && sent >= e.sent {
+		in.Sent = uint64(float64(sent-e.sent) / max(in.Dt.Seconds(), 1e-3))
+	}
+	e.sent = sent
 }
 
 // yieldOf decides the controlled direction d's yield from the kernel's

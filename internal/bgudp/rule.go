@@ -82,6 +82,19 @@ const (
 	// p95 beside an unresponsive UDP upload (docs/background.md,
 	// "Background QUIC and UDP").
 	shapedHeadroom = 1.05
+	// ownLanding: a shaped class whose queue is its own (State.own) is
+	// bounded by its measured link's rate and its decreases start at
+	// ownLanding of it: under the link, so the first one drains the
+	// queue. Bounded at 1.05 of a link estimate that a bottleneck's token
+	// bucket had lifted (a window with no queue read up to 1.06 of a
+	// 10 Mbit/s TBF with a 15 KB bucket), the class ran 10 % over the
+	// link and its first decrease left it over: +14 ms at the probe's p95
+	// beside an unresponsive UDP upload, +4 to +5 ms so (docs/background.md,
+	// "Background QUIC and UDP")
+	ownLanding = 0.98
+	// ownShare: the class's queue is its own where the interface sent at
+	// most this much more than the class over the window
+	ownShare = 1.1
 	// arrivalsHeadroom: shaped arrivals stay under their measured link
 	// (a share of its busiest measurement): above it the remote queue
 	// grows, and a lowered rate drains it only by the difference, the
@@ -108,6 +121,7 @@ type Input struct {
 	Least   time.Duration // the least of those peers' queues: the one every path of theirs shows
 	Offered uint64        // the class's bytes/s over the step, before the policer
 	Passed  uint64        // what the policer let through, bytes/s
+	Sent    uint64        // an upload's interface sent, every lane's, bytes/s (0: not known)
 	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already
 	Held    bool          // the yield holds the class now
 	Shaped  bool          // the step's upload left by the shaper (its excess waited, none dropped)
@@ -133,6 +147,7 @@ type State struct {
 // winStep is one step's part of the link estimate.
 type winStep struct {
 	bytes   float64       // passed (or arrived) in the step
+	sent    float64       // the interface sent in the step, every lane's (0: not known)
 	offered float64       // offered to the policer in the step
 	rate    float64       // what the policer's rate allowed in the step (0: not policed)
 	dt      time.Duration // its length
@@ -189,6 +204,9 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link != 0 {
 			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
 		}
+		if in.Shaped && s.own() && s.measured != 0 {
+			from = min(from, uint64(float64(s.measured)*ownLanding))
+		}
 		s.Rate = max(s.Floor(), uint64(float64(from)*f))
 		s.wait = 2 + int((in.Base+qd)/s.Rule.Interval) // the queue answers a step late, the current delay a step after
 	case qd <= target && s.Rate != 0:
@@ -228,14 +246,18 @@ func (s *State) shapedShare(in Input) bool {
 }
 
 // headroom is how far above the link's rate the step's rate may go:
-// shapedHeadroom for a shaped class whose link's rate was measured with a
-// standing queue in the last estimateKeep steps (a lower bound alone
-// leaves headroom, so that the class finds the link again from its
-// floor), arrivalsHeadroom of that measurement for its shaped arrivals.
+// for a shaped class whose link's rate was measured with a standing queue
+// in the last estimateKeep steps (a lower bound alone leaves headroom, so
+// that the class finds the link again from its floor), that measurement
+// where the queue is the class's own (own: the other lanes' bytes do not
+// lift it), else shapedHeadroom of the estimate; arrivalsHeadroom of the
+// measurement for its shaped arrivals.
 func (s *State) headroom(in Input) float64 {
 	switch {
 	case in.Shaped && in.Arrived && s.measured != 0 && s.Link != 0:
 		return arrivalsHeadroom * float64(s.measured) / float64(s.Link)
+	case in.Shaped && s.measured != 0 && s.Link != 0 && s.own():
+		return float64(s.measured) / float64(s.Link)
 	case in.Shaped && s.measured != 0:
 		return shapedHeadroom
 	}
@@ -293,12 +315,15 @@ func (s *State) observeLink(in Input) {
 	if in.Arrived {
 		bytes = float64(in.Offered)
 	}
-	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
+	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), sent: float64(in.Sent) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
 		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
 	if len(s.win) > estimateSteps+1 {
 		s.win = s.win[1:]
 	}
 	e := estimate{rate: linkEstimate(s.win, s.Rule.Target/4, in.Arrived), busy: true}
+	if e.rate == 0 && !in.Arrived && s.own() {
+		e.rate = stepEstimate(s.win, s.Rule.Target/4)
+	}
 	if e.rate == 0 {
 		noQueue := s.Rule.Target / 4
 		if s.shapedShare(in) {
@@ -353,6 +378,39 @@ func linkEstimate(win []winStep, busy time.Duration, arrived bool) uint64 {
 		return uint64(bytes / span.Seconds())
 	}
 	return linkRate(bytes/span.Seconds(), win[len(win)-1].raw-win[0].raw, span)
+}
+
+// stepEstimate is the bottleneck's rate over the window's last step
+// (bytes/s) for an upload when the queue stood at least busy at both its
+// ends and grew (at most what passed: a step's fall may be a burst's
+// tail, read a step late), else 0. A controller that keeps the queue
+// under busy meets the window's test only when it overshoots; a step
+// whose queue grew is measured there, and a bottleneck's token bucket
+// cannot lift it as it lifts a lower bound.
+func stepEstimate(win []winStep, busy time.Duration) uint64 {
+	if len(win) < 2 {
+		return 0
+	}
+	a, b := win[len(win)-2], win[len(win)-1]
+	if !a.ok || !b.ok || a.raw < busy || b.raw < a.raw || b.dt <= 0 {
+		return 0
+	}
+	return linkRate(b.bytes/b.dt.Seconds(), b.raw-a.raw, b.dt)
+}
+
+// own says whether the class's queue is its own: over the link
+// estimate's window the interface sent at most ownShare of what the
+// class passed (the other lanes' part is counted where the interface's
+// counter is read; not known, not own).
+func (s *State) own() bool {
+	var class, sent float64
+	for _, w := range s.win {
+		if w.sent == 0 {
+			return false
+		}
+		class, sent = class+w.bytes, sent+w.sent
+	}
+	return len(s.win) > 0 && sent <= ownShare*class
 }
 
 // lowerBound is what passed over the window's steps after its first

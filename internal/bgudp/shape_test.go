@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ func shapeRunFrom(t *testing.T, off experiments.BgUDPOff, start uint64, offer0 f
 			lost = (offer - pass) * dt.Seconds()
 			c.DropBytes += uint64(lost)
 		}
+		dp.sent += uint64((pass + fg) * dt.Seconds())
 		queue += (pass + fg - link) * dt.Seconds()
 		sent := pass
 		if queue < 0 {
@@ -140,5 +142,75 @@ func TestShapedUploadRecoversBesideForeground(t *testing.T) {
 	}
 	if q > yield.ShareTarget(10*time.Millisecond) {
 		t.Errorf("queue mean %v above the share target", q)
+	}
+}
+
+// bucketRun plays an unresponsive sender (twice the link) shaped into a
+// 10 Mbit/s bottleneck that is a token bucket (15 KB deep, as the remote
+// tests' TBF) beside the probe alone, for 600 steps, the bottleneck's
+// queue sampled at each step's end a step late (as the probe's answer
+// comes); counted says whether the interface's bytes are read (LinkSent).
+// It returns the queue's p95 and the class's share of the link over the
+// last 400 steps.
+func bucketRun(t *testing.T, counted bool) (p95 time.Duration, share float64) {
+	const link, depth = 1.25e6, 15_000.0
+	dp := &fakeDP{hasShaper: true, present: true}
+	policy := 10 * time.Millisecond
+	e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(policy)}}
+	sig := newDelaySignal(yield.ShareTarget(policy))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dt := e.state.Rule.Interval
+	tokens, queue, lastQ := depth, 0.0, time.Duration(0) // bytes, bytes
+	prev := dp.cls
+	var qs []time.Duration
+	for i := range 600 {
+		b := 2 * link * dt.Seconds()
+		c := &dp.cls[datapath.Upload]
+		c.Bytes, c.Packets = c.Bytes+uint64(b), c.Packets+uint64(b/1200)+1
+		out := b
+		if dp.shapeRate != 0 {
+			dp.shapeQ += b
+			out = min(dp.shapeQ, float64(dp.shapeRate)*dt.Seconds())
+			dp.shapeQ -= out + max(0, dp.shapeQ-out-float64(datapath.BgShapeQueueLimit(dp.shapeRate)))
+			dp.shapeSent += uint64(out)
+		}
+		if counted {
+			dp.sent += uint64(out) + 1
+		}
+		// the bucket passes what its tokens cover, the rest queues
+		queue += out
+		avail := tokens + link*dt.Seconds()
+		sent := min(queue, avail)
+		tokens, queue = min(depth, avail-sent), queue-sent
+		in := Input{Dt: dt}
+		sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: 40*time.Millisecond + lastQ}}, &in)
+		lastQ = time.Duration(queue / link * float64(time.Second))
+		cur := dp.cls
+		if err := e.control(dp, log, &in, false, prev, cur, policy); err != nil {
+			t.Fatal(err)
+		}
+		prev = cur
+		if i >= 200 {
+			qs, share = append(qs, lastQ), share+sent/dt.Seconds()/link/400
+		}
+	}
+	slices.Sort(qs)
+	return qs[len(qs)*95/100], share
+}
+
+// An unresponsive upload at a token-bucket bottleneck, beside the probe
+// alone: where the interface's counter shows the queue is the class's
+// own, the class stays within its measured link and its decreases land
+// under it; without the counter, within 1.05 of an estimate the bucket
+// lifts. Paired: the same bottleneck and sender.
+func TestOwnQueueAtATokenBucket(t *testing.T) {
+	own, ownShare := bucketRun(t, true)
+	est, estShare := bucketRun(t, false)
+	t.Logf("queue p95 %v with the interface's counter, %v without; share of the link %.2f, %.2f", own, est, ownShare, estShare)
+	if own >= est {
+		t.Errorf("queue p95 %v with the interface's counter, %v without: want lower", own, est)
+	}
+	if ownShare < 0.9 {
+		t.Errorf("share of the link %.2f with the interface's counter, want at least 0.9", ownShare)
 	}
 }

@@ -179,6 +179,20 @@ func (b *BackgroundClass) BgShapeStats(ifindex int, d Direction) (LaneStats, err
 	return e.bgShapeStats()
 }
 
+// LinkSent is the bytes an interface has sent, every lane's (its
+// kernel counter, tx_bytes): what left the device toward the bottleneck
+// the background's upload shares.
+func (b *BackgroundClass) LinkSent(ifindex int) (uint64, error) {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return 0, err
+	}
+	if st := l.Attrs().Statistics; st != nil {
+		return st.TxBytes, nil
+	}
+	return 0, fmt.Errorf("interface %d: no counters", ifindex)
+}
+
 // putBgShaped sets the egress control value's shaped flag.
 func (b *BackgroundClass) putBgShaped(ifindex int, on bool) error {
 	b.ctlMu.Lock()
