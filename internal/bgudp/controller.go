@@ -55,6 +55,7 @@ type Datapath interface {
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 	LinkSent(ifindex int) (uint64, error)
+	RaiseUploadRate(ifindex int, bytes uint64) error
 }
 
 var _ Datapath = (*datapath.BackgroundClass)(nil)

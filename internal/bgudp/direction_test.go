@@ -28,6 +28,7 @@ type fakeDP struct {
 	shapeSent uint64  // bytes it sent
 	shapeQ    float64 // bytes waiting in it
 	sent      uint64  // the interface's bytes sent, every lane's (0: not known)
+	raised    uint64  // the upload capacity last given to the account (RaiseUploadRate)
 }
 
 func (f *fakeDP) BgEvents() (<-chan datapath.BgEvent, func(), error) { return nil, func() {}, nil }
@@ -51,6 +52,10 @@ func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	f.shapeRate = bytes
 	return nil
 }
+func (f *fakeDP) RaiseUploadRate(_ int, bytes uint64) error {
+	f.raised = bytes
+	return nil
+}
 func (f *fakeDP) LinkSent(int) (uint64, error) {
 	if f.sent == 0 {
 		return 0, errors.New("no counters")
@@ -61,7 +66,7 @@ func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, 
 	if !f.hasShaper || d == datapath.Download {
 		return datapath.LaneStats{}, errors.New("no shaper")
 	}
-	return datapath.LaneStats{Bytes: f.shapeSent}, nil
+	return datapath.LaneStats{Bytes: f.shapeSent, BacklogBytes: uint64(f.shapeQ)}, nil
 }
 
 // dirSim is an episode on fakeDP, each direction through the policer into

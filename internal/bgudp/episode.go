@@ -138,7 +138,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 			return err
 		}
 	}
-	shaped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
+	shaped, backlog, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.stepInput(dp, in, d, prev, cur, target)
 	e.linkSent(dp, in, d)
 	if q := in.harmQueue(); in.Signal && e.Sharing && q > yield.HarmQueue {
@@ -149,10 +149,11 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
-		in.Shaped = true
+		in.Shaped, in.Backlog = true, backlog
 	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)
+	e.account(dp, log, d, in.Shaped)
 	if blind && !in.Held {
 		rate = e.state.Blind()
 	}
@@ -211,6 +212,18 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 		e.state.Rule.Target = yield.ShareTarget(target)
 	}
 	e.mu.Unlock()
+}
+
+// account gives a shaped upload's measured link (a window's with a
+// standing queue, not a lower bound) to the interface's account, one
+// estimate for every transport's upload.
+func (e *episode) account(dp Datapath, log *slog.Logger, d datapath.Direction, shaped bool) {
+	if d != datapath.Upload || !shaped || e.state.measured == 0 {
+		return
+	}
+	if err := dp.RaiseUploadRate(e.Ifindex, e.state.measured); err != nil {
+		log.Debug("bgudp: upload capacity", "err", err)
+	}
 }
 
 // linkSent fills in's Sent, the interface's bytes/s of every lane, for an

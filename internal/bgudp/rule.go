@@ -17,6 +17,7 @@ package bgudp
 import (
 	"time"
 
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/experiments"
 )
 
@@ -82,7 +83,7 @@ const (
 	// p95 beside an unresponsive UDP upload (docs/background.md,
 	// "Background QUIC and UDP").
 	shapedHeadroom = 1.05
-	// ownLanding: a shaped class whose queue is its own (State.own) is
+	// ownLanding: a shaped class that drives the queue (State.drives) is
 	// bounded by its measured link's rate and its decreases start at
 	// ownLanding of it: under the link, so the first one drains the
 	// queue. Bounded at 1.05 of a link estimate that a bottleneck's token
@@ -125,6 +126,7 @@ type Input struct {
 	Arrived bool          // the controlled direction is arrivals: they crossed the bottleneck already
 	Held    bool          // the yield holds the class now
 	Shaped  bool          // the step's upload left by the shaper (its excess waited, none dropped)
+	Backlog uint64        // the shaper's bytes waiting at the step's end
 	Dt      time.Duration // the step's length
 }
 
@@ -148,6 +150,7 @@ type State struct {
 type winStep struct {
 	bytes   float64       // passed (or arrived) in the step
 	sent    float64       // the interface sent in the step, every lane's (0: not known)
+	backlog uint64        // the shaper's bytes waiting at its end
 	offered float64       // offered to the policer in the step
 	rate    float64       // what the policer's rate allowed in the step (0: not policed)
 	dt      time.Duration // its length
@@ -204,7 +207,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link != 0 {
 			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
 		}
-		if in.Shaped && s.own() && s.measured != 0 {
+		if in.Shaped && s.drives() && s.measured != 0 {
 			from = min(from, uint64(float64(s.measured)*ownLanding))
 		}
 		s.Rate = max(s.Floor(), uint64(float64(from)*f))
@@ -249,14 +252,15 @@ func (s *State) shapedShare(in Input) bool {
 // for a shaped class whose link's rate was measured with a standing queue
 // in the last estimateKeep steps (a lower bound alone leaves headroom, so
 // that the class finds the link again from its floor), that measurement
-// where the queue is the class's own (own: the other lanes' bytes do not
-// lift it), else shapedHeadroom of the estimate; arrivalsHeadroom of the
+// where the class drives the queue (drives: the other lanes' bytes do not
+// lift it, its sender fills the shaper), else shapedHeadroom of the
+// estimate; arrivalsHeadroom of the
 // measurement for its shaped arrivals.
 func (s *State) headroom(in Input) float64 {
 	switch {
 	case in.Shaped && in.Arrived && s.measured != 0 && s.Link != 0:
 		return arrivalsHeadroom * float64(s.measured) / float64(s.Link)
-	case in.Shaped && s.measured != 0 && s.Link != 0 && s.own():
+	case in.Shaped && s.measured != 0 && s.Link != 0 && s.drives():
 		return float64(s.measured) / float64(s.Link)
 	case in.Shaped && s.measured != 0:
 		return shapedHeadroom
@@ -316,12 +320,12 @@ func (s *State) observeLink(in Input) {
 		bytes = float64(in.Offered)
 	}
 	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), sent: float64(in.Sent) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
-		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal})
+		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal, backlog: in.Backlog})
 	if len(s.win) > estimateSteps+1 {
 		s.win = s.win[1:]
 	}
 	e := estimate{rate: linkEstimate(s.win, s.Rule.Target/4, in.Arrived), busy: true}
-	if e.rate == 0 && !in.Arrived && s.own() {
+	if e.rate == 0 && !in.Arrived && in.Shaped && s.drives() {
 		e.rate = stepEstimate(s.win, s.Rule.Target/4)
 	}
 	if e.rate == 0 {
@@ -381,7 +385,9 @@ func linkEstimate(win []winStep, busy time.Duration, arrived bool) uint64 {
 }
 
 // stepEstimate is the bottleneck's rate over the window's last step
-// (bytes/s) for an upload when the queue stood at least busy at both its
+// (bytes/s) for a shaped upload (its output smooth: an unshaped sender's
+// burst shows in the queue a step late, and a step read 1.33 of the
+// link) when the queue stood at least busy at both its
 // ends and grew (at most what passed: a step's fall may be a burst's
 // tail, read a step late), else 0. A controller that keeps the queue
 // under busy meets the window's test only when it overshoots; a step
@@ -398,14 +404,20 @@ func stepEstimate(win []winStep, busy time.Duration) uint64 {
 	return linkRate(b.bytes/b.dt.Seconds(), b.raw-a.raw, b.dt)
 }
 
-// own says whether the class's queue is its own: over the link
-// estimate's window the interface sent at most ownShare of what the
-// class passed (the other lanes' part is counted where the interface's
-// counter is read; not known, not own).
-func (s *State) own() bool {
+// drives says whether the class alone drives the bottleneck's queue: over
+// the link estimate's window the interface sent at most ownShare of what
+// the class passed (the other lanes' part, counted where the interface's
+// counter is read; not known, not so), and its sender kept the shaper's
+// queue at least half full at every step's end, as a sender that does not
+// answer its drops does (what the shaper passes is then what reaches the
+// bottleneck). A sender that answers them (quic-go's CUBIC) sets its own
+// pace: held within its measured link whenever its queue merely stood, it
+// lost 10-25 points of the cellular traces alone, the measurements
+// following their swings.
+func (s *State) drives() bool {
 	var class, sent float64
 	for _, w := range s.win {
-		if w.sent == 0 {
+		if w.sent == 0 || w.backlog*2 < uint64(datapath.BgShapeQueueLimit(uint64(w.rate/w.dt.Seconds()))) {
 			return false
 		}
 		class, sent = class+w.bytes, sent+w.sent

@@ -35,18 +35,19 @@ func (s *shaper) usable(r Rule, d datapath.Direction) bool {
 }
 
 // passed reads what the shaper sent since the last read, in bytes/s over
-// dt; ok is false when the direction was not shaped over the step.
-func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate uint64, ok bool) {
+// dt, and the bytes waiting in it now; ok is false when the direction was
+// not shaped over the step.
+func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate, backlog uint64, ok bool) {
 	if s.rate == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	st, err := dp.BgShapeStats(ifindex, d)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	sent := st.Bytes - min(st.Bytes, s.sent)
 	s.sent = st.Bytes
-	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), true
+	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), st.BacklogBytes, true
 }
 
 // set puts the direction's rate on its shaper (0: not shaped); it returns

@@ -195,6 +195,9 @@ func bucketRun(t *testing.T, counted bool) (p95 time.Duration, share float64) {
 		}
 	}
 	slices.Sort(qs)
+	if counted && (float64(dp.raised) < 0.9*link || float64(dp.raised) > 1.1*link) {
+		t.Errorf("the account's upload capacity %d B/s, want the measured link's ~%.0f", dp.raised, link)
+	}
 	return qs[len(qs)*95/100], share
 }
 

@@ -129,3 +129,34 @@ func laneBytesOf(st *api.Status, l lane.Lane) uint64 {
 	}
 	return 0
 }
+
+// TestAccountUploadEstimateFromQUIC: a QUIC upload alone in background (no
+// TCP socket measures the link) gives the account's up direction the
+// QUIC/UDP class's measured link as its capacity estimate (before, none:
+// 0), and background's share of it.
+func TestAccountUploadEstimateFromQUIC(t *testing.T) {
+	sideBySide(t)
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("traffic test")
+	}
+	p, _ := remotePath(t, uplinkBottleneck)
+	start(t, p.B, "lab", "helper", "quic-serve", "--listen", ":4433")
+	_, sock := startDaemon(t, p.A, string(policy.DefaultYAML()))
+	startQUICBulk(t, p, "up", lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	time.Sleep(3 * time.Second) // the class's first measurements
+	var up api.LinkAccount
+	for start := time.Now(); time.Since(start) < testutil.Patience(10*time.Second); time.Sleep(500 * time.Millisecond) {
+		st := status(t, sock)
+		if len(st.Interfaces) > 0 && len(st.Interfaces[0].Account) > 0 {
+			if up = st.Interfaces[0].Account[0]; up.CapacityBps != 0 {
+				break
+			}
+		}
+	}
+	t.Logf("account up beside a QUIC upload alone: capacity %.2f Mbit/s, shares %+v, why %q",
+		float64(up.CapacityBps)/1e6, up.Shares, up.Why)
+	if c := float64(up.CapacityBps); c < remoteLinkBps/2 || c > 2*remoteLinkBps {
+		t.Errorf("upload capacity estimate %.2f Mbit/s past a %.0f Mbit/s bottleneck, want the class's measured link", c/1e6, remoteLinkBps/1e6)
+	}
+}

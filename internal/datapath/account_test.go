@@ -52,3 +52,21 @@ func readAccount(t *testing.T, h *Host, link int) [2]LinkAccount {
 	}
 	return all[link]
 }
+
+// TestRaiseUploadRateOnlyRaises: the QUIC/UDP class's measured upload
+// link raises the interface's capacity estimate (lanes_link_rate) as a
+// socket's rate does; a lower one leaves it.
+func TestRaiseUploadRateOnlyRaises(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	var lr struct{ Bps, At uint64 }
+	for _, c := range []struct{ raise, want uint64 }{{50_000, 50_000}, {10_000, 50_000}, {80_000, 80_000}} {
+		if err := h.Background.RaiseUploadRate(idx[p.LinkA], c.raise); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.ops.LanesLinkRate.Lookup(uint32(idx[p.LinkA]), &lr); err != nil || lr.Bps != c.want {
+			t.Errorf("raised by %d B/s: estimate %+v (%v), want %d", c.raise, lr, err, c.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/lanes-net/lanes/internal/bpf/classifier"
+	"github.com/lanes-net/lanes/internal/bpf/sockops"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -191,6 +192,26 @@ func (b *BackgroundClass) LinkSent(ifindex int) (uint64, error) {
 		return st.TxBytes, nil
 	}
 	return 0, fmt.Errorf("interface %d: no counters", ifindex)
+}
+
+// RaiseUploadRate takes the QUIC/UDP class's measured upload link (bytes/s)
+// into the account's upload capacity of the interface (sock_ops'
+// lanes_link_rate), as a TCP socket's delivery rate is taken: it raises
+// the estimate when at or above its decayed value. Beside QUIC background
+// alone no TCP socket measures the link, and the account had none. A
+// no-op without lanes' own sock_ops.
+func (b *BackgroundClass) RaiseUploadRate(ifindex int, bytes uint64) error {
+	if b.ops == nil || bytes == 0 {
+		return nil
+	}
+	return b.guard.use(func() error {
+		k, now := uint32(ifindex), monotonicNS()
+		var lr sockops.SockopsLinkRate
+		if err := b.ops.LanesLinkRate.Lookup(k, &lr); err == nil && bytes < linkRateAt(lr, now) {
+			return nil
+		}
+		return b.ops.LanesLinkRate.Put(k, sockops.SockopsLinkRate{Bps: bytes, At: now})
+	})
 }
 
 // putBgShaped sets the egress control value's shaped flag.
