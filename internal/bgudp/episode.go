@@ -227,14 +227,19 @@ func (e *episode) account(dp Datapath, log *slog.Logger, d datapath.Direction, s
 }
 
 // linkSent fills in's Sent, the interface's bytes/s of every lane, for an
-// upload: the step's link estimate counts what reached the bottleneck
-// beside the class. Left 0 where the counter is not read.
+// upload: whether the class drives the queue (State.drives) compares it
+// with the class's own bytes. Left 0 for downloads and where the counter
+// is not read.
 func (e *episode) linkSent(dp Datapath, in *Input, d datapath.Direction) {
+	if d != datapath.Upload {
+		e.sent = 0
+		return
+	}
 	sent, err := dp.LinkSent(e.Ifindex)
 	if err != nil {
 		sent = 0
 	}
-	if d == datapath.Upload && e.sent != 0 && sent >= e.sent {
+	if e.sent != 0 && sent >= e.sent {
 		in.Sent = uint64(float64(sent-e.sent) / max(in.Dt.Seconds(), 1e-3))
 	}
 	e.sent = sent
