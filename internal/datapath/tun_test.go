@@ -114,3 +114,71 @@ func TestTUNRawIP(t *testing.T) {
 		t.Errorf("on TUN: classifier %v, background class %d packets; want 5 tuple + 3 dscp = 8 background", st.Classifier, st.Lanes[lane.Background].Packets)
 	}
 }
+
+// TestBackgroundArrivalsIfbTUN: the class's arrivals shaped on a TUN's
+// IFB still arrive. bpf_redirect to an Ethernet device drops a packet
+// that carries no link-layer header (the kernel's __bpf_redirect_common),
+// and a TUN's, like a modem's raw-IP device's, carry none: every shaped
+// arrival was dropped there until the program pushed one.
+func TestBackgroundArrivalsIfbTUN(t *testing.T) {
+	requireCgroup2(t)
+	ns := testutil.NewNetNS(t)
+	fd := openTUN(t, ns, "tunl0")
+	d := openIn(t, ns, Config{Interface: "tunl0", Instance: "tunifb"})
+	eg := d.Egress()
+	if err := eg.BgArrivalShapeError(); err != nil {
+		t.Skipf("no IFB on this kernel: %v", err)
+	}
+	local, peer := net.IPv4(10, 78, 0, 1), net.IPv4(10, 78, 0, 2)
+	const sport, port = 41002, 5002
+	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(peer), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
+		t.Fatal(err)
+	}
+	bg := listenUDP(t, ns, local, sport)
+	ns.Do(t, func() error { // the flow leaves once: the class's from here
+		_, err := bg.WriteTo([]byte("out"), &net.UDPAddr{IP: peer, Port: port})
+		return err
+	})
+	if err := d.Background.SetBgShape(eg.Ifindex(), Download, 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	got := received(bg)
+	const sent = 20
+	for i := range sent {
+		if _, err := unix.Write(fd, udp4(peer, local, port, sport, []byte{byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := <-got
+	st, err := d.Background.BgShapeStats(eg.Ifindex(), Download)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d shaped arrivals received; ifb class %+v", n, sent, st)
+	if n != sent || st.Packets != sent {
+		t.Errorf("a TUN's shaped arrivals: %d of %d received, %d crossed the IFB", n, sent, st.Packets)
+	}
+}
+
+// udp4 is an IPv4 UDP datagram from src:sport to dst:dport (UDP checksum
+// 0: none).
+func udp4(src, dst net.IP, sport, dport int, payload []byte) []byte {
+	n := 28 + len(payload)
+	b := make([]byte, n)
+	b[0], b[8], b[9] = 0x45, 64, unix.IPPROTO_UDP
+	b[2], b[3] = byte(n>>8), byte(n)
+	copy(b[12:16], src.To4())
+	copy(b[16:20], dst.To4())
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	b[10], b[11] = byte(^sum>>8), byte(^sum)
+	b[20], b[21], b[22], b[23] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
+	b[24], b[25] = byte((n-20)>>8), byte(n-20)
+	copy(b[28:], payload)
+	return b
+}

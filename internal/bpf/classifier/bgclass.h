@@ -66,8 +66,17 @@ struct bg_ctl {
 			   * (LANE_BG_SHAPE_CLASS_MINOR) whose HTB rate the daemon sets;
 			   * ingress: the ifindex of the interface's IFB device, to
 			   * which the class's arrivals are redirected and whose HTB
-			   * class the daemon's rate drains (0: not shaped) */
+			   * class the daemon's rate drains (0: not shaped), with
+			   * BG_IFB_PUSH_MAC where the interface's arrivals carry
+			   * no link-layer header */
 };
+
+/* BG_IFB_PUSH_MAC: the interface's arrivals carry no link-layer header (a
+ * TUN, WireGuard, a modem's raw-IP device, an IP tunnel): the program
+ * pushes an empty Ethernet header before redirecting them to the IFB, an
+ * Ethernet device, where bpf_redirect drops a packet without one (the
+ * kernel's __bpf_redirect_common). */
+#define BG_IFB_PUSH_MAC (1ULL << 32)
 
 /* bg_state: the program's half of a class (the daemon only reads it). */
 struct bg_state {
@@ -263,13 +272,17 @@ static __always_inline int bg_egress(struct __sk_buff *skb, struct parsed *p)
 }
 
 /* bg_ifb is the ifindex of the IFB device the interface's arrivals of the
- * class are shaped on (0: they are not shaped, only policed). */
-static __always_inline __u32 bg_ifb(__u32 ifindex)
+ * class are shaped on (0: they are not shaped, only policed); *push_mac
+ * says they need a link-layer header pushed first (BG_IFB_PUSH_MAC). */
+static __always_inline __u32 bg_ifb(__u32 ifindex, int *push_mac)
 {
 	__u32 key = ifindex * 2 + BG_DIR_INGRESS;
 	struct bg_ctl *ctl = bpf_map_lookup_elem(&lanes_bg_ctl, &key);
 
-	return ctl ? (__u32)ctl->shaped : 0;
+	if (!ctl)
+		return 0;
+	*push_mac = (ctl->shaped & BG_IFB_PUSH_MAC) != 0;
+	return (__u32)ctl->shaped;
 }
 
 /* bg_reverse turns an arriving packet's key into the key its flow left

@@ -492,6 +492,17 @@ static __always_inline void fg_arrival(struct __sk_buff *skb, const struct flow_
 	fg_stamp(skb);
 }
 
+/* push_link_header puts an empty Ethernet header (its type the packet's
+ * protocol) before an arrival that has none (BG_IFB_PUSH_MAC). */
+static __always_inline long push_link_header(struct __sk_buff *skb)
+{
+	__u16 proto = (__u16)skb->protocol;
+
+	if (bpf_skb_change_head(skb, 14 /* ETH_HLEN */, 0) < 0)
+		return -1;
+	return bpf_skb_store_bytes(skb, 12, &proto, sizeof(proto), 0);
+}
+
 /*
  * lanes_bg_ingress polices the arriving packets of the background non-TCP
  * flows the classifier saw leave (bgclass.h) and redirects them to the
@@ -503,6 +514,7 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 {
 	struct parsed p = {};
 	struct flow_key k = {};
+	int push_mac = 0;
 	__u32 ifb;
 
 	parse(skb, &p);
@@ -517,11 +529,13 @@ int lanes_bg_ingress(struct __sk_buff *skb)
 	}
 	if (!bg_pass(skb->ifindex, BG_DIR_INGRESS, skb->len, p.key.saddr))
 		return TC_ACT_SHOT;
-	ifb = bg_ifb(skb->ifindex);
-	if (ifb) /* to the IFB's egress; it hands the packet back to this
-		  * interface's receive path past the ingress hook */
-		return bpf_redirect(ifb, 0);
-	return TC_ACT_OK;
+	ifb = bg_ifb(skb->ifindex, &push_mac);
+	if (!ifb || (push_mac && push_link_header(skb) < 0))
+		return TC_ACT_OK;
+	/* to the IFB's egress; it pulls the link-layer header again and hands
+	 * the packet back to this interface's receive path past the ingress
+	 * hook */
+	return bpf_redirect(ifb, 0);
 }
 
 #ifndef LANES_ANDROID_FORM /* the tests' programs: not in the Android form */
