@@ -27,6 +27,7 @@ type fakeDP struct {
 	shapeRate uint64  // its rate (0: not shaped)
 	shapeSent uint64  // bytes it sent
 	shapeQ    float64 // bytes waiting in it
+	refuses   bool    // its stats say the kernel refuses it (datapath.ErrIfbRefuses)
 	sent      uint64  // the interface's bytes sent, every lane's (0: not known)
 	raised    uint64  // the upload capacity last given to the account (RaiseUploadRate)
 }
@@ -65,6 +66,9 @@ func (f *fakeDP) LinkSent(int) (uint64, error) {
 func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, error) {
 	if !f.hasShaper || d == datapath.Download {
 		return datapath.LaneStats{}, errors.New("no shaper")
+	}
+	if f.refuses {
+		return datapath.LaneStats{}, datapath.ErrIfbRefuses
 	}
 	return datapath.LaneStats{Bytes: f.shapeSent, BacklogBytes: uint64(f.shapeQ)}, nil
 }
@@ -188,5 +192,27 @@ func TestOwnQueueMarksHarmBesideForeground(t *testing.T) {
 				t.Errorf("harm marked at a queue of %v, not above %v", q, yield.HarmQueue)
 			}
 		}
+	}
+}
+
+// A shaper the kernel refuses to deliver from (an IFB on Linux 5.10,
+// datapath.ErrIfbRefuses) is given up at its first such read: it is
+// unset and the policer holds the direction.
+func TestRefusedShaperFallsBackToThePolicer(t *testing.T) {
+	s := newDirSim(1.25e6)
+	s.dp.hasShaper = true
+	for range 40 {
+		s.step(t, [2]float64{2.5e6, 0})
+	}
+	if s.dp.shapeRate == 0 || !s.e.Shaped {
+		t.Fatalf("an upload at twice the link not shaped (shaper %d B/s)", s.dp.shapeRate)
+	}
+	s.dp.refuses = true
+	for range 3 {
+		s.step(t, [2]float64{2.5e6, 0})
+	}
+	if s.dp.shapeRate != 0 || s.e.Shaped || s.dp.rates[datapath.Upload] == 0 {
+		t.Errorf("after the refusal: shaper %d B/s, shaped %v, policer %d B/s; want the shaper unset and the policer set",
+			s.dp.shapeRate, s.e.Shaped, s.dp.rates[datapath.Upload])
 	}
 }

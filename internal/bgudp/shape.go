@@ -12,6 +12,7 @@
 package bgudp
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
@@ -36,12 +37,17 @@ func (s *shaper) usable(r Rule, d datapath.Direction) bool {
 
 // passed reads what the shaper sent since the last read, in bytes/s over
 // dt, and the bytes waiting in it now; ok is false when the direction was
-// not shaped over the step.
+// not shaped over the step. A shaper the kernel refuses to deliver from
+// (datapath.ErrIfbRefuses) is given up: the policer holds the direction.
 func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate, backlog uint64, ok bool) {
 	if s.rate == 0 {
 		return 0, 0, false
 	}
 	st, err := dp.BgShapeStats(ifindex, d)
+	if errors.Is(err, datapath.ErrIfbRefuses) { // the policer holds the direction from here
+		s.failed, s.rate = true, 0
+		_ = dp.SetBgShape(ifindex, d, 0)
+	}
 	if err != nil {
 		return 0, 0, false
 	}

@@ -55,7 +55,7 @@ func IsBgIfb(name string) bool { return strings.HasPrefix(name, bgIfbPrefix) }
 // rate (removing one a killed run left); a failure is recorded
 // (bgIfbErr), not returned. Called with the tree built.
 func (e *Egress) buildBgIfb() {
-	e.bgIfbBytes = 0
+	e.bgIfbBytes, e.bgIfbDropped, e.bgIfbSent = 0, 0, 0
 	name := BgIfbName(e.link.Attrs().Index)
 	e.bgIfbErr = e.ns.do(func() error {
 		if err := deleteIfb(name); err != nil {
@@ -181,9 +181,41 @@ func (e *Egress) bgIfbStats() (LaneStats, error) {
 	return ls, e.ns.do(func() error {
 		c, err := classStatsOf(e.bgIfb, bgIfbClass)
 		ls.add(c)
-		return err
+		if err != nil {
+			return err
+		}
+		return e.checkIfbDelivers(ls.Packets)
 	})
 }
+
+// ErrIfbRefuses: the kernel drops what the ingress program redirects to
+// the IFB, so its arrivals cannot be shaped there (they are policed).
+var ErrIfbRefuses = errors.New("the IFB drops the redirected arrivals: this kernel's bpf_redirect does not mark a packet redirected, which the IFB requires")
+
+// checkIfbDelivers records ErrIfbRefuses (bgIfbErr) once the IFB has
+// dropped at least half of what its class sent since the last read, as
+// ifb_xmit drops a packet not marked redirected (its rx_dropped): Linux
+// 5.10's bpf_redirect left that mark to tc's mirred action, and every
+// shaped arrival was lost there (scripts/kernel-vm.sh,
+// TestBackgroundArrivalsIfb). Called with e.mu held, in e's namespace.
+func (e *Egress) checkIfbDelivers(sent uint64) error {
+	l, err := netlink.LinkByIndex(e.bgIfb.Attrs().Index)
+	if err != nil || l.Attrs().Statistics == nil {
+		return err
+	}
+	dropped := l.Attrs().Statistics.RxDropped
+	lost, passed := dropped-min(dropped, e.bgIfbDropped), sent-min(sent, e.bgIfbSent)
+	e.bgIfbDropped, e.bgIfbSent = dropped, sent
+	if lost < ifbRefusedMin || lost*2 < passed {
+		return nil
+	}
+	e.bgIfbErr = ErrIfbRefuses
+	slog.Warn("datapath: background non-TCP arrivals policed, not shaped, on this interface", "interface", e.cfg.Interface, "err", e.bgIfbErr)
+	return e.bgIfbErr
+}
+
+// ifbRefusedMin: the IFB's drops that tell a kernel refusing its redirects.
+const ifbRefusedMin = 8
 
 // BgArrivalShapeError says why the interface's background non-TCP
 // arrivals are policed, not shaped (nil: they can be shaped).

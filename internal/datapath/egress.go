@@ -77,6 +77,9 @@ type Egress struct {
 	bgIfb      netlink.Link
 	bgIfbBytes uint64
 	bgIfbErr   error
+	// the IFB's rx_dropped and its class's packets sent at the last read
+	// (checkIfbDelivers)
+	bgIfbDropped, bgIfbSent uint64
 
 	mu     sync.Mutex
 	closed bool
