@@ -120,9 +120,18 @@ func TestTUNRawIP(t *testing.T) {
 // IFB still arrive. bpf_redirect to an Ethernet device drops a packet
 // that carries no link-layer header (the kernel's __bpf_redirect_common),
 // and a TUN's, like a modem's raw-IP device's, carry none: every shaped
-// arrival was dropped there until the program pushed one.
+// arrival was dropped there until the program pushed one. IPv4 and IPv6
+// (the pushed header's type is the packet's).
 func TestBackgroundArrivalsIfbTUN(t *testing.T) {
 	requireCgroup2(t)
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) { arrivalsThroughTUN(t, v6) })
+	}
+}
+
+// arrivalsThroughTUN writes 20 datagrams of a background flow into a
+// TUN whose arrivals are shaped, and counts what its socket receives.
+func arrivalsThroughTUN(t *testing.T, v6 bool) {
 	ns := testutil.NewNetNS(t)
 	fd := openTUN(t, ns, "tunl0")
 	d := openIn(t, ns, Config{Interface: "tunl0", Instance: "tunifb"})
@@ -130,7 +139,17 @@ func TestBackgroundArrivalsIfbTUN(t *testing.T) {
 	if err := eg.BgArrivalShapeError(); err != nil {
 		t.Skipf("no IFB on this kernel: %v", err)
 	}
-	local, peer := net.IPv4(10, 78, 0, 1), net.IPv4(10, 78, 0, 2)
+	local, peer, packet := net.IPv4(10, 78, 0, 1), net.IPv4(10, 78, 0, 2), udp4
+	if v6 {
+		local, peer, packet = net.ParseIP("fd00:78::1"), net.ParseIP("fd00:78::2"), udp6
+		ns.Do(t, func() error {
+			l, err := netlink.LinkByName("tunl0")
+			if err != nil {
+				return err
+			}
+			return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: local, Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD})
+		})
+	}
 	const sport, port = 41002, 5002
 	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(peer), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
 		t.Fatal(err)
@@ -146,7 +165,7 @@ func TestBackgroundArrivalsIfbTUN(t *testing.T) {
 	got := received(bg)
 	const sent = 20
 	for i := range sent {
-		if _, err := unix.Write(fd, udp4(peer, local, port, sport, []byte{byte(i)})); err != nil {
+		if _, err := unix.Write(fd, packet(peer, local, port, sport, []byte{byte(i)})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,5 +204,39 @@ func udp4(src, dst net.IP, sport, dport int, payload []byte) []byte {
 	b[20], b[21], b[22], b[23] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
 	b[24], b[25] = byte((n-20)>>8), byte(n-20)
 	copy(b[28:], payload)
+	return b
+}
+
+// udp6 is an IPv6 UDP datagram from src:sport to dst:dport, its checksum
+// over the pseudo-header (IPv6 requires one).
+func udp6(src, dst net.IP, sport, dport int, payload []byte) []byte {
+	ul := 8 + len(payload)
+	b := make([]byte, 40+ul)
+	b[0], b[6], b[7] = 0x60, unix.IPPROTO_UDP, 64
+	b[4], b[5] = byte(ul>>8), byte(ul)
+	copy(b[8:24], src.To16())
+	copy(b[24:40], dst.To16())
+	u := b[40:]
+	u[0], u[1], u[2], u[3] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
+	u[4], u[5] = byte(ul>>8), byte(ul)
+	copy(u[8:], payload)
+	sum := uint32(ul) + unix.IPPROTO_UDP
+	for _, w := range [][]byte{b[8:40], u} {
+		for i := 0; i < len(w); i += 2 {
+			v := uint32(w[i]) << 8
+			if i+1 < len(w) {
+				v |= uint32(w[i+1])
+			}
+			sum += v
+		}
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	c := ^uint16(sum)
+	if c == 0 {
+		c = 0xffff
+	}
+	u[6], u[7] = byte(c>>8), byte(c)
 	return b
 }
