@@ -171,17 +171,26 @@ func probeQdiscs() []Feature {
 	return append(out, probeBPFQdisc(), probeIfb())
 }
 
-// IfbFeature: the kernel makes IFB devices (CONFIG_IFB), on which the
-// background QUIC/UDP class's arrivals are shaped.
+// IfbFeature: the kernel makes IFB devices (CONFIG_IFB) that deliver
+// what bpf_redirect hands them, on which the background QUIC/UDP class's
+// arrivals are shaped.
 const IfbFeature = "link/ifb"
 
-// probeIfb adds an IFB device in a scratch namespace.
+// probeIfb adds an IFB device in a scratch namespace and checks that it
+// delivers what bpf_redirect hands it (ifbredirect.go).
 func probeIfb() Feature {
 	f := Feature{Name: IfbFeature, Group: "traffic control",
 		Use:      "background QUIC/UDP downloads shaped on arrival (an IFB per managed interface: its HTB class at the delay controller's rate, 100 ms of queue)",
 		Fallback: "background QUIC/UDP downloads policed on arrival (drops over the rate), not shaped"}
 	err := inScratchNetns(func() error {
-		return netlink.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "lanes-ifbprobe"}})
+		if err := netlink.LinkAdd(&netlink.Ifb{LinkAttrs: netlink.LinkAttrs{Name: "lanes-ifbprobe"}}); err != nil {
+			return err
+		}
+		ifb, err := netlink.LinkByName("lanes-ifbprobe")
+		if err != nil {
+			return err
+		}
+		return ifbDelivers(ifb)
 	})
 	f.Present = err == nil
 	if err != nil {
