@@ -46,7 +46,7 @@ type Datapath interface {
 	BgEvents() (<-chan datapath.BgEvent, func(), error)
 	BgClass(ifindex int, d datapath.Direction) (datapath.BgClass, error)
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64, empty bool) error
-	BgClassHeld(ifindex int) bool
+	BgClassHeld(ifindex int, d datapath.Direction) bool
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
 	MarkBgArrivals()

@@ -40,7 +40,7 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 	f.rates[d] = bytes
 	return nil
 }
-func (f *fakeDP) BgClassHeld(int) bool                                 { return f.held }
+func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool             { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)          { return nil, nil }
 func (f *fakeDP) ForegroundPresent(int) bool                           { return f.present }
 func (f *fakeDP) MarkBgArrivals()                                      { f.marks++ }

@@ -204,7 +204,7 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 	if cur[datapath.Download].Bytes != prev[datapath.Download].Bytes && !e.state.Rule.Off.Arrivals {
 		dp.MarkBgArrivals() // foreground downloads' harm is read while arrivals come (fgrcv.h)
 	}
-	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
+	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex, d), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
 	in.Held = held
 	e.mu.Lock()
 	e.state.Rule.Target, e.Sharing = target, sharing

@@ -41,7 +41,7 @@ type udpListing struct {
 // bgTable is what the daemon reads of the background class.
 type bgTable interface {
 	BackgroundFlows() ([]datapath.BgFlow, error)
-	BgClassHeld(ifindex int) bool
+	BgClassHeld(ifindex int, d datapath.Direction) bool
 }
 
 // udpByteCounts is what the daemon reads of the classifier's UDP byte
@@ -86,7 +86,7 @@ func (h *apiHandlers) listUDP() ([]udpflow.Flow, error) {
 	if tab := h.kernel.host.roles().bgTable; tab != nil {
 		bg, _ = tab.BackgroundFlows()
 		for _, b := range bg {
-			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex)
+			held[b.Ifindex] = tab.BgClassHeld(b.Ifindex, datapath.Upload) || tab.BgClassHeld(b.Ifindex, datapath.Download)
 		}
 	}
 	h.kernel.mu.Unlock()

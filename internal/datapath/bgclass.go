@@ -37,6 +37,7 @@ type BackgroundClass struct {
 	yield      yieldHolder      // the yield's hold (FgYield)
 	on         bool             // HostConfig.Yield
 	untoldHeld bool             // HostConfig.Experiments.UntoldHeld
+	joined     bool             // HostConfig.Experiments.DirectionsJoined
 	ctlMu      sync.Mutex       // lanes_bg_ctl's read-modify-writes
 	events     *bgEvents        // the classifier's event reader (bgevents.go); nil: eventsErr
 	eventsErr  error
@@ -51,6 +52,7 @@ type egressFinder interface {
 // (FgYield; the guard held, maps open).
 type yieldHolder interface {
 	fgYield(idx uint32, now uint64) bool
+	fgYieldDir(idx uint32, now uint64, dir int) bool
 }
 
 // BgYieldBytes is the class's rate while the interface yields (bytes/s,
@@ -293,18 +295,31 @@ func (b *BackgroundClass) ForegroundPresent(ifindex int) bool {
 }
 
 // BgClassHeld says whether the yield holds the interface's background
-// non-TCP class now (the classifier's rule: fg_yield of lanes_maps.h, the
-// sockets' rule).
-func (b *BackgroundClass) BgClassHeld(ifindex int) bool {
+// non-TCP class in direction d now (the classifier's rule: fg_yield_dir
+// of lanes_maps.h, the sockets' rule; both ways with the lab's
+// DirectionsJoined).
+func (b *BackgroundClass) BgClassHeld(ifindex int, d Direction) bool {
 	if !b.on {
 		return false
 	}
 	var on bool
 	_ = b.guard.use(func() error {
-		on = b.yield.fgYield(uint32(ifindex), monotonicNS())
+		if b.joined {
+			on = b.yield.fgYield(uint32(ifindex), monotonicNS())
+		} else {
+			on = b.yield.fgYieldDir(uint32(ifindex), monotonicNS(), yieldDir(d))
+		}
 		return nil
 	})
 	return on
+}
+
+// yieldDir is a class direction's yield.Up or yield.Down.
+func yieldDir(d Direction) int {
+	if d == Download {
+		return yield.Down
+	}
+	return yield.Up
 }
 
 // MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind

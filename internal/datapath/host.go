@@ -174,7 +174,8 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	if cfg.Pinned != nil {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
-		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.Experiments.BgUDP.Arrivals, UntoldHeld: cfg.Experiments.UntoldHeld})
+		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.Experiments.BgUDP.Arrivals, UntoldHeld: cfg.Experiments.UntoldHeld,
+			DirectionsJoined: cfg.Experiments.DirectionsJoined})
 	}
 	if err != nil {
 		return h, err
@@ -196,7 +197,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 	h.Yield = &FgYield{guard: h.guard, cls: h.cls, on: cfg.Yield, untoldHeld: cfg.Experiments.UntoldHeld, sockops: h.ops != nil,
 		ops: h.ops}
 	h.Background = &BackgroundClass{guard: h.guard, cls: h.cls, ops: h.ops, trees: h.Trees, yield: h.Yield, on: cfg.Yield,
-		untoldHeld: cfg.Experiments.UntoldHeld}
+		untoldHeld: cfg.Experiments.UntoldHeld, joined: cfg.Experiments.DirectionsJoined}
 	startBgEvents(h.Background)
 	h.Caps = &Caps{guard: h.guard, ops: h.ops, cc: h.cc, off: h.off, seen: h.Lanes}
 	h.Programs = &CgroupPrograms{guard: h.guard, ops: h.ops, live: h.liveLink, exec: h.exec}

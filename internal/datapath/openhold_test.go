@@ -58,7 +58,7 @@ func TestOpeningNeverAnsweredHoldsOnce(t *testing.T) {
 			if st := states[idx[p.LinkA]]; st.Opening(now) {
 				held++
 			}
-			if h.Background.BgClassHeld(idx[p.LinkA]) { // the QUIC/UDP class's egress stopped
+			if h.Background.BgClassHeld(idx[p.LinkA], Upload) { // the QUIC/UDP class's egress stopped
 				classHeld++
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -31,11 +31,11 @@ func TestOwnHarmHoldsOnlyItsInterface(t *testing.T) {
 		}
 	}
 	h.Background.MarkOwnHarm(own, 22*time.Millisecond)
-	if !h.Background.BgClassHeld(own) {
+	if !h.Background.BgClassHeld(own, Upload) {
 		t.Fatalf("interface %d: its own class's 22 ms queue did not hold it", own)
 	}
 	for _, idx := range []int{other, 0} {
-		if h.Background.BgClassHeld(idx) {
+		if h.Background.BgClassHeld(idx, Upload) {
 			var hm yield.Harm
 			_ = h.cls.LanesFgHarm.Lookup(uint32(idx), &hm)
 			t.Errorf("interface %d held by interface %d's own delay: %+v", idx, own, hm)

@@ -58,7 +58,7 @@ func TestThrottledPeerHoldsOnlyItsOwnSocket(t *testing.T) {
 	start, before, udpBefore := time.Now(), victimSink.n.Load(), udpSink.n.Load()
 	for end := start.Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		n++
-		if h.Background.BgClassHeld(idx) {
+		if h.Background.BgClassHeld(idx, Upload) {
 			classHeld++
 		}
 		if cw, _ := tcpInfo(t, victim); cw <= 2 {
@@ -158,7 +158,7 @@ func TestClassOwnDelayHoldsNoSocket(t *testing.T) {
 		h.Background.MarkOwnHarm(idx, 30*time.Millisecond)
 		time.Sleep(20 * time.Millisecond)
 		n++
-		if h.Background.BgClassHeld(idx) {
+		if h.Background.BgClassHeld(idx, Upload) {
 			classHeld++
 		}
 		if cw, _ := tcpInfo(t, conn); cw <= 2 {

@@ -22,10 +22,11 @@
  * spent or added since the daemon last read them.
  *
  * The bucket's rate is lanes_bg_ctl[key].rate (bytes/s, 0: none); while
- * the sockets are held (fg_yield of lanes_maps.h: a foreground TCP socket
- * reads harm, the class's own delay beside a foreground no TCP sample
- * speaks for reads it (bgudp), a foreground TCP connection's opening holds
- * the interface), the rate
+ * the sockets of its direction are held (fg_yield_dir of lanes_maps.h: a
+ * foreground TCP socket reads harm in that direction, the class's own
+ * delay beside a foreground no TCP sample speaks for reads it both ways
+ * (bgudp), a foreground TCP connection's opening holds the interface), the
+ * rate
  * is at most yield_rate (0: no yield), and while a foreground
  * connection's opening holds the interface (lanes_fg_open) the egress
  * passes nothing (bg_opened). Beside a present foreground whose TCP
@@ -56,6 +57,9 @@
  * class, and foreground non-TCP arrivals do not stamp presence (a lab
  * switch: the rule the share beside an untold foreground replaced) */
 #define CLS_F_UNTOLD_HELD 2U
+/* cls_config.flags: either direction's harm holds the class both ways (a
+ * lab switch, the rule directions apart replaced; sock_ops' YIELD_JOINED) */
+#define CLS_F_DIRS_JOINED 4U
 
 /* bg_ctl: the daemon's half of a class (the program only reads it). */
 struct bg_ctl {
@@ -201,7 +205,10 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 		c->emptied_gen = empty_gen;
 		c->tokens = 0;
 	}
-	held = yield_rate && (fg_yield(ifindex, now, CFG.flags & CLS_F_UNTOLD_HELD) ||
+	/* directions apart: the upload is held for the upload's harm, the
+	 * arrivals for the download's, as the background sockets are */
+	held = yield_rate && (fg_yield_dir(ifindex, dir == BG_DIR_EGRESS ? FG_DIR_UP : FG_DIR_DOWN, now,
+					   CFG.flags & CLS_F_UNTOLD_HELD, CFG.flags & CLS_F_DIRS_JOINED) ||
 			      ((CFG.flags & CLS_F_HOLD_ARRIVALS) && dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
 		goto drop;

@@ -247,9 +247,10 @@ func TestBackgroundClassYields(t *testing.T) {
 	// a foreground TCP socket reads harm (sock_ops writes lanes_fg_harm at
 	// each of its RTT samples)
 	harm := fgHarm{Since: monotonicNS(), QueueUS: 20000}
-	sample := func() {
+	sample := func() { // the upload's harm (the class's packets leave)
 		harm.Samples++
 		harm.At, harm.Seen = monotonicNS(), monotonicNS()
+		harm.DirUntil[0] = harm.At + uint64(time.Second)
 		if err := objs.LanesFgHarm.Put(uint32(loIdx), harm); err != nil {
 			t.Fatal(err)
 		}
@@ -355,6 +356,52 @@ func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
 			t.Errorf("no rate, foreground present, not harmed: %d of 1000 arrivals passed", got)
 		case hold && got == 1000:
 			t.Errorf("CLS_F_HOLD_ARRIVALS, foreground present, not harmed: %d of 1000 arrivals passed, want held", got)
+		}
+	}
+}
+
+// Directions apart: the upload's harm holds the class's upload and not its
+// arrivals, the download's the reverse, as the background sockets are
+// held (fg_yield_dir); with CLS_F_DIRS_JOINED (the lab switch) either
+// holds both.
+func TestBackgroundClassDirectionsApart(t *testing.T) {
+	type fgHarm struct {
+		At, Since, Samples uint64
+		QueueUS, Limited   uint32
+		Seen               uint64
+		DirUntil           [2]uint64
+	}
+	for _, joined := range []bool{false, true} {
+		for harmed := range 2 { // 0: the upload's queue, 1: the download's
+			objs, err := Load(Config{DirectionsJoined: joined})
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			t.Cleanup(func() { objs.Close() })
+			peer := netip.MustParseAddr("10.9.8.12")
+			up := pkt{src: v4src, dst: peer, sport: 40007, dport: 443, proto: 17}
+			down := pkt{src: peer, dst: v4src, sport: 443, dport: 40007, proto: 17}
+			if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []uint32{0, 1} {
+				putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
+			}
+			passed(t, objs.LanesClassify, up.build(), 1) // records the flow
+			now := monotonicNS()
+			h := fgHarm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
+			h.DirUntil[harmed] = now + uint64(5*time.Second)
+			if err := objs.LanesFgHarm.Put(uint32(loIdx), h); err != nil {
+				t.Fatal(err)
+			}
+			gotUp := passed(t, objs.LanesClassify, up.build(), 1000)
+			gotDown := passed(t, objs.LanesBgIngress, down.build(), 1000)
+			wantUpHeld, wantDownHeld := joined || harmed == 0, joined || harmed == 1
+			t.Logf("joined %v, %s harmed: %d of 1000 up, %d of 1000 down passed", joined, []string{"up", "down"}[harmed], gotUp, gotDown)
+			if (gotUp < 1000) != wantUpHeld || (gotDown < 1000) != wantDownHeld {
+				t.Errorf("joined %v, %s harmed: up held %v, down held %v; want %v, %v",
+					joined, []string{"up", "down"}[harmed], gotUp < 1000, gotDown < 1000, wantUpHeld, wantDownHeld)
+			}
 		}
 	}
 }

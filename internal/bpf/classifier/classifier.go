@@ -53,13 +53,18 @@ type Config struct {
 	// CLS_F_UNTOLD_HELD; a lab switch, to pair the share beside an untold
 	// foreground with the hold it replaced)
 	UntoldHeld bool
+	// DirectionsJoined holds the class both ways for either direction's
+	// harm (bgclass.h's CLS_F_DIRS_JOINED; a lab switch, the rule
+	// directions apart replaced)
+	DirectionsJoined bool
 }
 
-// flagHoldArrivals and flagUntoldHeld are bgclass.h's CLS_F_HOLD_ARRIVALS
-// and CLS_F_UNTOLD_HELD.
+// flagHoldArrivals, flagUntoldHeld and flagDirsJoined are bgclass.h's
+// CLS_F_HOLD_ARRIVALS, CLS_F_UNTOLD_HELD and CLS_F_DIRS_JOINED.
 const (
 	flagHoldArrivals = 1
 	flagUntoldHeld   = 2
+	flagDirsJoined   = 4
 )
 
 // Capacities are the entries each rule map of the classifier holds, read
@@ -92,6 +97,9 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 	}
 	if cfg.UntoldHeld {
 		c.Flags |= flagUntoldHeld
+	}
+	if cfg.DirectionsJoined {
+		c.Flags |= flagDirsJoined
 	}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)
