@@ -329,16 +329,7 @@ func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
 			}
 			t.Cleanup(func() { objs.Close() })
 		}
-		peer := netip.MustParseAddr("10.9.8.11")
-		up := pkt{src: v4src, dst: peer, sport: 40005, dport: 443, proto: 17}
-		down := pkt{src: peer, dst: v4src, sport: 443, dport: 40005, proto: 17}
-		if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range []uint32{0, 1} {
-			putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
-		}
-		passed(t, objs.LanesClassify, up.build(), 1) // records the flow
+		_, down := classFlow(t, objs, "10.9.8.11", 40005)
 		fg := pkt{src: v4src, dst: v4dst, sport: 40006, dport: 443, proto: 6}
 		passed(t, objs.LanesClassify, fg.build(), 10) // stamps loopback present
 		type fgHarm struct {
@@ -378,16 +369,7 @@ func TestBackgroundClassDirectionsApart(t *testing.T) {
 				t.Fatalf("load: %v", err)
 			}
 			t.Cleanup(func() { objs.Close() })
-			peer := netip.MustParseAddr("10.9.8.12")
-			up := pkt{src: v4src, dst: peer, sport: 40007, dport: 443, proto: 17}
-			down := pkt{src: peer, dst: v4src, sport: 443, dport: 40007, proto: 17}
-			if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range []uint32{0, 1} {
-				putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
-			}
-			passed(t, objs.LanesClassify, up.build(), 1) // records the flow
+			up, down := classFlow(t, objs, "10.9.8.12", 40007)
 			now := monotonicNS()
 			h := fgHarm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
 			h.DirUntil[harmed] = now + uint64(5*time.Second)
@@ -404,4 +386,22 @@ func TestBackgroundClassDirectionsApart(t *testing.T) {
 			}
 		}
 	}
+}
+
+// classFlow makes a UDP flow from port sport to peer:443 the class's, both
+// directions at the yield's 25 KB/s, and records it leaving once: its
+// packets each way.
+func classFlow(t *testing.T, objs *ClassifierObjects, peer string, sport uint16) (up, down pkt) {
+	t.Helper()
+	a := netip.MustParseAddr(peer)
+	up = pkt{src: v4src, dst: a, sport: sport, dport: 443, proto: 17}
+	down = pkt{src: a, dst: v4src, sport: 443, dport: sport, proto: 17}
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(a, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []uint32{0, 1} {
+		putBgCtl(t, objs, d, ClassifierBgCtl{YieldRate: 25_000})
+	}
+	passed(t, objs.LanesClassify, up.build(), 1)
+	return up, down
 }
