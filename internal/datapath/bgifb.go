@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -70,6 +71,7 @@ func (e *Egress) buildBgIfb() {
 			return err
 		}
 		e.bgIfb = link
+		silenceIPv6(name)
 		if err := netlink.LinkSetUp(link); err != nil {
 			return fmt.Errorf("set %s up: %w", name, err)
 		}
@@ -186,6 +188,15 @@ func (e *Egress) bgIfbStats() (LaneStats, error) {
 		}
 		return e.checkIfbDelivers(ls.Packets)
 	})
+}
+
+// silenceIPv6 turns IPv6 off on the IFB before it comes up (where the
+// kernel has IPv6): its own router solicitations and MLD reports would
+// cross its class, counted as the class's, and be dropped by ifb_xmit as
+// never redirected, read as a refusal (checkIfbDelivers). Called in the
+// tree's namespace (/proc/sys/net is the calling thread's).
+func silenceIPv6(name string) {
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0)
 }
 
 // ErrIfbRefuses: the kernel drops what the ingress program redirects to

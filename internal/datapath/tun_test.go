@@ -7,6 +7,8 @@ package datapath
 import (
 	"errors"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -182,6 +184,13 @@ func arrivalsThroughTUN(t *testing.T, v6 bool) {
 	if n != sent || st.Packets != sent {
 		t.Errorf("a TUN's shaped arrivals: %d of %d received, %d crossed the IFB", n, sent, st.Packets)
 	}
+	ns.Do(t, func() error { // the IFB sends nothing of its own: IPv6 off, no router solicitation in its class
+		b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + BgIfbName(eg.Ifindex()) + "/disable_ipv6")
+		if err == nil && strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("IPv6 on the IFB: its own packets cross its class")
+		}
+		return nil
+	})
 }
 
 // udp4 is an IPv4 UDP datagram from src:sport to dst:dport (UDP checksum
