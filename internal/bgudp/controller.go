@@ -49,7 +49,8 @@ type Datapath interface {
 	BgClassHeld(ifindex int, d datapath.Direction) bool
 	BackgroundFlows() ([]datapath.BgFlow, error)
 	ForegroundPresent(ifindex int) bool
-	MarkBgArrivals()
+	MarkBgActive()
+	DirectionQueue(ifindex int, d datapath.Direction, fresh time.Duration) (time.Duration, bool)
 	MarkOwnHarm(ifindex int, queue time.Duration)
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error

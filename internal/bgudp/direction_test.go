@@ -20,16 +20,17 @@ type fakeDP struct {
 	rates   [2]uint64
 	held    bool            // BgClassHeld: the classifier holds the class
 	present bool            // ForegroundPresent
-	marks   int             // MarkBgArrivals calls
+	marks   int             // MarkBgActive calls
 	harms   []time.Duration // MarkOwnHarm's queues
 	// the interface's shaper (shape_test.go): none unless hasShaper
 	hasShaper bool
-	shapeRate uint64  // its rate (0: not shaped)
-	shapeSent uint64  // bytes it sent
-	shapeQ    float64 // bytes waiting in it
-	refuses   bool    // its stats say the kernel refuses it (datapath.ErrIfbRefuses)
-	sent      uint64  // the interface's bytes sent, every lane's (0: not known)
-	raised    uint64  // the upload capacity last given to the account (RaiseUploadRate)
+	shapeRate uint64           // its rate (0: not shaped)
+	shapeSent uint64           // bytes it sent
+	shapeQ    float64          // bytes waiting in it
+	refuses   bool             // its stats say the kernel refuses it (datapath.ErrIfbRefuses)
+	sent      uint64           // the interface's bytes sent, every lane's (0: not known)
+	raised    uint64           // the upload capacity last given to the account (RaiseUploadRate)
+	other     [2]time.Duration // DirectionQueue by direction (0: none read)
 }
 
 func (f *fakeDP) BgEvents() (<-chan datapath.BgEvent, func(), error) { return nil, func() {}, nil }
@@ -40,10 +41,13 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 	f.rates[d] = bytes
 	return nil
 }
-func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool             { return f.held }
-func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)          { return nil, nil }
-func (f *fakeDP) ForegroundPresent(int) bool                           { return f.present }
-func (f *fakeDP) MarkBgArrivals()                                      { f.marks++ }
+func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool    { return f.held }
+func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
+func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
+func (f *fakeDP) MarkBgActive()                               { f.marks++ }
+func (f *fakeDP) DirectionQueue(_ int, d datapath.Direction, _ time.Duration) (time.Duration, bool) {
+	return f.other[d], f.other[d] != 0
+}
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
 func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
 func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
@@ -214,5 +218,39 @@ func TestRefusedShaperFallsBackToThePolicer(t *testing.T) {
 	if s.dp.shapeRate != 0 || s.e.Shaped || s.dp.rates[datapath.Upload] == 0 {
 		t.Errorf("after the refusal: shaper %d B/s, shaped %v, policer %d B/s; want the shaper unset and the policer set",
 			s.dp.shapeRate, s.e.Shaped, s.dp.rates[datapath.Upload])
+	}
+}
+
+// An echo crosses both directions: the class in one direction takes the
+// other's queue, as a foreground socket's timestamps read it, off its
+// probes' (a bulk upload's 300 ms is not the download's queue), and grows;
+// with BothWays (the lab switch) it reads the whole and is cut. A
+// direction whose opposite no socket read keeps the probes' queue.
+func TestOtherDirectionsQueueTakenOff(t *testing.T) {
+	const other, own = 300 * time.Millisecond, 2 * time.Millisecond
+	for _, c := range []struct {
+		name     string
+		d        datapath.Direction
+		bothWays bool
+		want     time.Duration
+	}{
+		{"download beside an upload's queue", datapath.Download, false, own},
+		{"download, both ways (lab switch)", datapath.Download, true, other + own},
+		{"upload, the download's queue not read", datapath.Upload, false, other + own},
+	} {
+		dp := &fakeDP{other: [2]time.Duration{datapath.Upload: other}}
+		e := &episode{Episode: Episode{Ifindex: 1}, state: State{Rule: DefaultRule(10 * time.Millisecond)}}
+		e.state.Rule.Off.BothWays = c.bothWays
+		e.state.Rate, e.state.Link = 500_000, 700_000
+		in := Input{Signal: true, Queue: other + own, Raw: other + own, Least: other + own, Spoke: 1,
+			Offered: 500_000, Passed: 500_000, Dt: e.state.Rule.Interval}
+		e.ownDirection(dp, &in, c.d)
+		rate := e.state.Step(in)
+		if in.Queue != c.want || in.Raw != c.want || in.Least != c.want {
+			t.Errorf("%s: queue %v raw %v least %v, want %v", c.name, in.Queue, in.Raw, in.Least, c.want)
+		}
+		if grew := rate > 500_000; grew != (c.want == own) {
+			t.Errorf("%s: rate 500000 -> %d at queue %v", c.name, rate, in.Queue)
+		}
 	}
 }

@@ -139,6 +139,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		}
 	}
 	shaped, backlog, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
+	e.ownDirection(dp, in, d)
 	e.stepInput(dp, in, d, prev, cur, target)
 	e.linkSent(dp, in, d)
 	if q := in.harmQueue(); in.Signal && e.Sharing && q > yield.HarmQueue {
@@ -165,7 +166,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		e.Base = in.Base
 	}
 	e.mu.Unlock()
-	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "offered", in.Offered,
+	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
 		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
 		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
 	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
@@ -178,6 +179,31 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.Shaped = false
 	e.mu.Unlock()
 	return dp.SetBgRate(e.Ifindex, d, rate, e.state.Rule.emptyAt(before, rate))
+}
+
+// otherSteps bounds the age of the other direction's queue ownDirection
+// takes, in steps: a few, as the probes' current delay spans currentSpan;
+// or two of the probes' round trips, the longer (a sender behind a
+// standing queue of 400 ms reads its ACKs in bursts a round trip apart).
+const otherSteps = 4
+
+// ownDirection takes direction d's opposite's queue, as the last
+// foreground TCP socket with timestamps read it (DirectionQueue), off the
+// probes' queue: an echo crosses both directions, and the class in d
+// yields for d's queue alone (a download is not held for a bulk upload's
+// queue, nor the reverse). Without such a socket the probes' RTT stands
+// for both.
+func (e *episode) ownDirection(dp Datapath, in *Input, d datapath.Direction) {
+	if !in.Signal || e.state.Rule.Off.BothWays {
+		return
+	}
+	fresh := max(otherSteps*e.state.Rule.Interval, 2*(in.Base+in.Raw))
+	q, ok := dp.DirectionQueue(e.Ifindex, 1-d, fresh)
+	if !ok || q <= 0 {
+		return
+	}
+	in.Other = q
+	in.Queue, in.Raw, in.Least = max(0, in.Queue-q), max(0, in.Raw-q), max(0, in.Least-q)
 }
 
 // harmQueue is the class's own queue that holds its interface as an
@@ -201,8 +227,10 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 	dropped := min(offered, cur[i].DropBytes-prev[i].DropBytes)
 	in.Offered, in.Passed = uint64(float64(offered)/secs), uint64(float64(offered-dropped)/secs)
 	in.Arrived = d == datapath.Download
-	if cur[datapath.Download].Bytes != prev[datapath.Download].Bytes && !e.state.Rule.Off.Arrivals {
-		dp.MarkBgArrivals() // foreground downloads' harm is read while arrivals come (fgrcv.h)
+	off := e.state.Rule.Off
+	if cur[datapath.Download].Bytes != prev[datapath.Download].Bytes && !off.Arrivals ||
+		cur[datapath.Upload].Bytes != prev[datapath.Upload].Bytes && !off.BothWays {
+		dp.MarkBgActive() // foreground downloads' harm and queue are read while the class moves (fgrcv.h)
 	}
 	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex, d), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
 	in.Held = held

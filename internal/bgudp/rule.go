@@ -120,6 +120,7 @@ type Input struct {
 	Base    time.Duration // the base delay of the path Queue is on
 	Spoke   int           // the peers whose samples came this step (Queue is the largest of theirs)
 	Least   time.Duration // the least of those peers' queues: the one every path of theirs shows
+	Other   time.Duration // the other direction's queue taken off Queue, Raw and Least (ownDirection)
 	Offered uint64        // the class's bytes/s over the step, before the policer
 	Passed  uint64        // what the policer let through, bytes/s
 	Sent    uint64        // an upload's interface sent, every lane's, bytes/s (0: not known)

@@ -32,7 +32,7 @@ import (
 type BackgroundClass struct {
 	guard      *guard
 	cls        *classifier.ClassifierObjects
-	ops        *sockops.Objects // nil without lanes' own sock_ops (MarkBgArrivals)
+	ops        *sockops.Objects // nil without lanes' own sock_ops (MarkBgActive)
 	trees      egressFinder     // the interface's tree for its shapers (Trees)
 	yield      yieldHolder      // the yield's hold (FgYield)
 	on         bool             // HostConfig.Yield
@@ -322,6 +322,26 @@ func yieldDir(d Direction) int {
 	return yield.Up
 }
 
+// DirectionQueue is direction d's queue on ifindex as the last foreground
+// TCP socket with timestamps read it within fresh (lanes_fg_harm's
+// dir_qd_*, sock_ops' fg_dir_queue); false: none read then, or the lab's
+// DirectionsJoined (no direction is read apart).
+func (b *BackgroundClass) DirectionQueue(ifindex int, d Direction, fresh time.Duration) (time.Duration, bool) {
+	if !b.on || b.joined {
+		return 0, false
+	}
+	var q time.Duration
+	var ok bool
+	_ = b.guard.use(func() error {
+		var hm yield.Harm
+		if b.cls.LanesFgHarm.Lookup(uint32(ifindex), &hm) == nil {
+			q, ok = hm.DirQueue(monotonicNS(), yieldDir(d), fresh)
+		}
+		return nil
+	})
+	return q, ok
+}
+
 // MarkOwnHarm stamps the interface's foreground harmed (lanes_fg_harm, kind
 // yield.HarmOwn; that interface's key only, not key 0: one class's delay
 // may be its own path's, and holds no other interface) at its own queuing
@@ -353,13 +373,14 @@ func (b *BackgroundClass) MarkOwnHarm(ifindex int, queue time.Duration) {
 	})
 }
 
-// MarkBgArrivals stamps the host's background download active
-// (sock_ops' lanes_rl_active, which rLEDBAT stamps at a TCP background
-// download's timed data) for the background non-TCP class's arrivals:
-// foreground TCP sockets then read their receive side (fgrcv.h), so a
-// foreground download's harm is told and the class's arrivals may share
-// beside an unharmed one instead of being held as untold.
-func (b *BackgroundClass) MarkBgArrivals() {
+// MarkBgActive stamps the host's background transfer active (sock_ops'
+// lanes_rl_active, which rLEDBAT stamps at a TCP background download's
+// timed data) for the background non-TCP class's packets: foreground TCP
+// sockets then read their receive side (fgrcv.h), so a foreground
+// download's harm is told (the class's arrivals may share beside an
+// unharmed one instead of being held as untold) and its direction's
+// queue read (DirectionQueue: the class's upload takes it off its probes').
+func (b *BackgroundClass) MarkBgActive() {
 	_ = b.guard.use(func() error {
 		if b.ops == nil {
 			return errNoSockops

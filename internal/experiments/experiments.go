@@ -66,6 +66,10 @@ type BgUDPOff struct {
 	// Ifb: the class's arrivals policed (drops over the rate) where the
 	// interface has an IFB device, not shaped there.
 	Ifb bool
+	// BothWays: the class's queue its probes' whole RTT above their
+	// minimum, the other direction's queue (foreground TCP timestamps)
+	// not taken off.
+	BothWays bool
 	// KeepTokens: the policer's bucket left as it is at a decrease of the
 	// class's rate, not emptied.
 	KeepTokens bool
@@ -84,7 +88,7 @@ func (s *Set) shareParts() []part {
 }
 
 func (s *Set) bgUDPParts() []part {
-	return []part{{"slope", &s.BgUDP.Slope}, {"arrivals", &s.BgUDP.Arrivals}, {"shape", &s.BgUDP.Shape}, {"ifb", &s.BgUDP.Ifb}}
+	return []part{{"slope", &s.BgUDP.Slope}, {"arrivals", &s.BgUDP.Arrivals}, {"shape", &s.BgUDP.Shape}, {"ifb", &s.BgUDP.Ifb}, {"both-ways", &s.BgUDP.BothWays}}
 }
 
 // setParts switches on the parts named ("all": every one).
@@ -115,7 +119,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.UntoldHeld, "untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (UDP), its arrivals not presence")
 	fs.BoolVar(&s.DirectionsJoined, "directions-joined", false, "hold background both ways for a foreground's harm in either direction, every delay from the RTT")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
-	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, all)")
+	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")
 	fs.BoolVar(&s.StructOpsByUpdate, "struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4")
 	fs.BoolVar(&s.NonRootPolicy, "allow-non-root-policy", false, "accept a policy file not owned by root")

@@ -83,6 +83,13 @@ type Harm struct {
 	Kind               uint32    // Harm* (FG_HARM_KIND_*): what the last harmed sample read
 	Seen               uint64    // the last foreground TCP RTT sample, harmed or not
 	DirUntil           [2]uint64 // each direction's hold ends (Up, Down): HarmHold or 2 RTTs after its last harmed sample
+	// each direction's queue as foreground sockets with TCP timestamps
+	// read it, harmed or not: the largest reading of the 100 ms slot
+	// (FG_DIRQ_SLOT_NS) of the last one (DirQueueAt, 0: never) and of the
+	// slot before
+	DirQueueUS     [2]uint32
+	DirQueuePrevUS [2]uint32
+	DirQueueAt     [2]uint64
 }
 
 // The directions of a harm (lanes_maps.h's FG_DIR_*): the queue of the
@@ -99,6 +106,18 @@ const (
 	HarmLimited = 1 // a foreground TCP socket cwnd-limited
 	HarmOwn     = 2 // the QUIC/UDP class's own queuing delay above HarmQueue, the foreground untold
 )
+
+// DirQueue is direction dir's (Up, Down) queue as foreground sockets'
+// TCP timestamps read it, the largest reading of the last two slots, the
+// last within fresh before now; false: none read then.
+func (h Harm) DirQueue(now uint64, dir int, fresh time.Duration) (time.Duration, bool) {
+	at := h.DirQueueAt[dir&1]
+	if at == 0 || at > now || now-at > uint64(fresh) {
+		return 0, false
+	}
+	us := max(h.DirQueueUS[dir&1], h.DirQueuePrevUS[dir&1])
+	return time.Duration(us) * time.Microsecond, true
+}
 
 // TCPSeen says whether a foreground TCP socket's RTT samples tell the
 // foreground's harm at now, as fg_tcp_seen does: without them (a call, a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 const (
@@ -226,19 +227,13 @@ func TestBackgroundClassYields(t *testing.T) {
 	fg := pkt{src: v4src, dst: v4dst, sport: 40003, dport: 443, proto: 6} // interactive
 	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present
 	data := up.build()
-	type fgHarm struct {
-		At, Since, Samples uint64
-		QueueUS, Limited   uint32
-		Seen               uint64
-		DirUntil           [2]uint64
-	}
 	// present, no foreground TCP sample to tell its harm (a call): the
 	// class is the controller's, its own delay tells the harm
 	if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
 		t.Fatalf("no rate, foreground present without TCP samples: %d of 1000 passed, want all", got)
 	}
 	// present, its TCP sockets not harmed: the class is the controller's
-	if err := objs.LanesFgHarm.Put(uint32(loIdx), fgHarm{Seen: monotonicNS()}); err != nil {
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), yield.Harm{Seen: monotonicNS()}); err != nil {
 		t.Fatal(err)
 	}
 	if got := passed(t, objs.LanesClassify, data, 1000); got != 1000 {
@@ -246,7 +241,7 @@ func TestBackgroundClassYields(t *testing.T) {
 	}
 	// a foreground TCP socket reads harm (sock_ops writes lanes_fg_harm at
 	// each of its RTT samples)
-	harm := fgHarm{Since: monotonicNS(), QueueUS: 20000}
+	harm := yield.Harm{Since: monotonicNS(), QueueUS: 20000}
 	sample := func() { // the upload's harm (the class's packets leave)
 		harm.Samples++
 		harm.At, harm.Seen = monotonicNS(), monotonicNS()
@@ -332,13 +327,7 @@ func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
 		_, down := classFlow(t, objs, "10.9.8.11", 40005)
 		fg := pkt{src: v4src, dst: v4dst, sport: 40006, dport: 443, proto: 6}
 		passed(t, objs.LanesClassify, fg.build(), 10) // stamps loopback present
-		type fgHarm struct {
-			At, Since, Samples uint64
-			QueueUS, Limited   uint32
-			Seen               uint64
-			DirUntil           [2]uint64
-		}
-		if err := objs.LanesFgHarm.Put(uint32(loIdx), fgHarm{Seen: monotonicNS()}); err != nil {
+		if err := objs.LanesFgHarm.Put(uint32(loIdx), yield.Harm{Seen: monotonicNS()}); err != nil {
 			t.Fatal(err)
 		}
 		got := passed(t, objs.LanesBgIngress, down.build(), 1000)
@@ -356,12 +345,6 @@ func TestBackgroundClassArrivalsBesideForeground(t *testing.T) {
 // held (fg_yield_dir); with CLS_F_DIRS_JOINED (the lab switch) either
 // holds both.
 func TestBackgroundClassDirectionsApart(t *testing.T) {
-	type fgHarm struct {
-		At, Since, Samples uint64
-		QueueUS, Limited   uint32
-		Seen               uint64
-		DirUntil           [2]uint64
-	}
 	for _, joined := range []bool{false, true} {
 		for harmed := range 2 { // 0: the upload's queue, 1: the download's
 			objs, err := Load(Config{DirectionsJoined: joined})
@@ -371,7 +354,7 @@ func TestBackgroundClassDirectionsApart(t *testing.T) {
 			t.Cleanup(func() { objs.Close() })
 			up, down := classFlow(t, objs, "10.9.8.12", 40007)
 			now := monotonicNS()
-			h := fgHarm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
+			h := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
 			h.DirUntil[harmed] = now + uint64(5*time.Second)
 			if err := objs.LanesFgHarm.Put(uint32(loIdx), h); err != nil {
 				t.Fatal(err)

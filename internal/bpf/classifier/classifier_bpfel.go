@@ -57,14 +57,17 @@ type ClassifierDstKey struct {
 }
 
 type ClassifierFgHarm struct {
-	_        structs.HostLayout
-	At       uint64
-	Since    uint64
-	Samples  uint64
-	QdUs     uint32
-	Limited  uint32
-	Seen     uint64
-	DirUntil [2]uint64
+	_           structs.HostLayout
+	At          uint64
+	Since       uint64
+	Samples     uint64
+	QdUs        uint32
+	Limited     uint32
+	Seen        uint64
+	DirUntil    [2]uint64
+	DirQdUs     [2]uint32
+	DirQdPrevUs [2]uint32
+	DirQdAt     [2]uint64
 }
 
 type ClassifierFgWindow struct {

@@ -181,7 +181,17 @@ struct fg_harm {
 	__u64 seen;    /* the last foreground TCP RTT sample, harmed or not */
 	__u64 dir_until[2]; /* each direction's hold ends (FG_DIR_*): the last harmed
 			     * sample's FG_HARM_HOLD_NS or 2 of its socket's RTTs later */
+	/* each direction's queue (FG_DIR_*) as foreground sockets with TCP
+	 * timestamps read it, harmed or not: the largest reading of the
+	 * FG_DIRQ_SLOT_NS slot of the last one (at) and of the slot before
+	 * (a socket that began behind a standing queue reads less of it);
+	 * the QUIC/UDP class's probes' RTT less the other direction's (bgudp) */
+	__u32 dir_qd_us[2];
+	__u32 dir_qd_prev_us[2];
+	__u64 dir_qd_at[2]; /* the last reading (0: never) */
 };
+
+#define FG_DIRQ_SLOT_NS 100000000ULL
 
 #define FG_DIR_UP 0   /* a queue the device's packets wait in: holds uploads */
 #define FG_DIR_DOWN 1 /* a queue toward the device: holds downloads */

@@ -137,6 +137,21 @@ static __always_inline int owd_read(struct tcp_sock *tp, struct owd *o, __u32 *u
 	return 1;
 }
 
+/* owd_read_up records tp's last segment's upload direction in o (as data
+ * received does: TSval - TSecr) and returns its queue in us; 0: no
+ * timestamps. On ACKs of our data it reads each ACK, in whole TS units,
+ * with the gap between two segments one ACK covers (the filter's minimum
+ * drops it). */
+static __always_inline int owd_read_up(struct tcp_sock *tp, struct owd *o, __u32 *up_us)
+{
+	__u32 up, down, now_ms, unit;
+
+	if (!owd_raw(tp, &up, &down, &now_ms, &unit))
+		return 0;
+	*up_us = owd_queue(&o->up, up, now_ms) * unit;
+	return 1;
+}
+
 /* owd_read_ack records tp's last segment, an ACK of our data whose newest
  * segment's RTT is rtt_us, in o and returns the two directions' queues in
  * us; 0: no timestamps. The download direction is the ACK's way (its

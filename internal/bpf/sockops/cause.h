@@ -156,6 +156,41 @@ static __always_inline void fg_dir_sample(__u32 idx, __u64 now, __u32 d, __u32 q
 		fg_harm_mark(idx, now, qd_us, limited, d, rtt_us);
 }
 
+/* fg_dir_note records reading qd_us of direction d in h at now: the
+ * slot's largest, the slot before kept (lanes_maps.h's dir_qd_*). */
+static __always_inline void fg_dir_note(struct fg_harm *h, __u64 now, __u32 d, __u32 qd_us)
+{
+	__u64 slot = now / FG_DIRQ_SLOT_NS, last = h->dir_qd_at[d & 1] / FG_DIRQ_SLOT_NS;
+
+	if (slot != last) {
+		h->dir_qd_prev_us[d & 1] = slot == last + 1 ? h->dir_qd_us[d & 1] : 0;
+		h->dir_qd_us[d & 1] = qd_us;
+	} else if (qd_us > h->dir_qd_us[d & 1]) {
+		h->dir_qd_us[d & 1] = qd_us;
+	}
+	h->dir_qd_at[d & 1] = now;
+}
+
+/* fg_dir_queue records direction d's queue qd_us on idx and key 0, read
+ * from a foreground socket's timestamps (FG_QD_UNREAD: not read), harmed
+ * or not: the QUIC/UDP class, whose probes' RTT crosses both directions,
+ * takes the other direction's off its own (bgudp). */
+static __always_inline void fg_dir_queue(__u32 idx, __u64 now, __u32 d, __u32 qd_us)
+{
+	struct fg_harm *h;
+
+	if (qd_us == FG_QD_UNREAD)
+		return;
+	h = fg_harm_of(idx);
+	if (h)
+		fg_dir_note(h, now, d, qd_us);
+	if (!idx)
+		return;
+	h = fg_harm_of(0);
+	if (h)
+		fg_dir_note(h, now, d, qd_us);
+}
+
 /* fg_sample is a foreground sample (lanes_owd.h's per-direction queues
  * up_us and down_us: with timestamps only its data's direction, the
  * other FG_QD_UNREAD; without, the same queue both ways) on idx

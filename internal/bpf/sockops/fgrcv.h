@@ -18,6 +18,9 @@
  *     giving an RTT sample then, asks for HDR_OPT_LEN_CB (each segment it
  *     sends, its ACKs included); otherwise no foreground socket pays for
  *     the callback;
+ *   - at each such segment, when an ACK of its data came since the last
+ *     one: its upload direction's queue, for the interface's account
+ *     (fg_ack_up);
  *   - at each such segment, when data arrived since the last one: the
  *     socket was seen (fg_tcp_seen: its harm can be told), and each
  *     direction whose queue stands more than FG_HARM_QD_US is harmed
@@ -49,6 +52,23 @@ static __always_inline void fg_rcv_want(struct bpf_sock_ops *ops)
 		bpf_sock_ops_cb_flags_set(ops, ops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
 }
 
+/* fg_ack_up reads a foreground socket's upload direction from the ACKs
+ * that came since the last segment it sent (snd_una moved) into its
+ * interface's account (fg_dir_queue): RTT_CB comes once per round trip
+ * (tcp_rtt_estimator), seldom behind a standing queue (2 a second at
+ * 440 ms), and a reading filtered over its samples then lags a growing
+ * queue by seconds. */
+static __always_inline void fg_ack_up(struct bpf_sock_ops *ops, struct tcp_sock *tp, struct owd_sock *st)
+{
+	__u32 una = tp->snd_una, up;
+
+	if (una == st->last_una)
+		return;
+	st->last_una = una;
+	if (!(CFG.yield & YIELD_JOINED) && owd_read_up(tp, &st->o, &up))
+		fg_dir_queue(sock_ifindex(ops), bpf_ktime_get_ns(), FG_DIR_UP, up);
+}
+
 /* fg_rcv reads a foreground socket's receive side (a segment is being
  * sent): seen when data arrived since the last segment, harmed in its
  * download direction (the data's, over its peer's minimum: fgpath.h; not
@@ -70,6 +90,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	st = bpf_sk_storage_get(&lanes_owd, bsk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st)
 		return;
+	fg_ack_up(ops, tp, st);
 	nxt = tp->rcv_nxt;
 	if (nxt == st->last_nxt)
 		return;
@@ -84,6 +105,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);
+		fg_dir_queue(idx, now, FG_DIR_DOWN, down);
 		fg_sample(idx, now, FG_QD_UNREAD, down, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
 		return;
 	}

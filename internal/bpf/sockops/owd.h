@@ -15,6 +15,7 @@
 struct owd_sock {
 	struct owd o;
 	__u32 last_nxt; /* rcv_nxt at the last look (fgrcv.h) */
+	__u32 last_una; /* snd_una at the last look (fgrcv.h) */
 	__u32 min_rcv_us; /* the smallest receive-side RTT (no timestamps) */
 };
 

@@ -81,14 +81,17 @@ type SockopsFgDestSeen struct {
 }
 
 type SockopsFgHarm struct {
-	_        structs.HostLayout
-	At       uint64
-	Since    uint64
-	Samples  uint64
-	QdUs     uint32
-	Limited  uint32
-	Seen     uint64
-	DirUntil [2]uint64
+	_           structs.HostLayout
+	At          uint64
+	Since       uint64
+	Samples     uint64
+	QdUs        uint32
+	Limited     uint32
+	Seen        uint64
+	DirUntil    [2]uint64
+	DirQdUs     [2]uint32
+	DirQdPrevUs [2]uint32
+	DirQdAt     [2]uint64
 }
 
 type SockopsFgNewDest struct {
@@ -178,6 +181,7 @@ type SockopsOwdSock struct {
 		}
 	}
 	LastNxt  uint32
+	LastUna  uint32
 	MinRcvUs uint32
 }
 

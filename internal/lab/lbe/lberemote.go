@@ -97,6 +97,10 @@ var RemoteMethods = []RemoteMethod{
 	// shaped (bgudp.RuleParts.Shape)
 	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
 		[]string{"--bg-udp-rule-off", "shape"}},
+	// the QUIC/UDP class's queue its probes' whole RTT, the other
+	// direction's not taken off (experiments.BgUDPOff.BothWays)
+	{"full-udpbothways", "full, the QUIC/UDP class's queue its probes' RTT both ways", true, true, "",
+		[]string{"--bg-udp-rule-off", "both-ways"}},
 }
 
 // RemoteConfig configures a run.

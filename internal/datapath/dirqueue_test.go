@@ -1,0 +1,99 @@
+// dirqueue_test.go: the account's direction queues (lanes_fg_harm's
+// dir_qd_*, BackgroundClass.DirectionQueue) follow a foreground upload's
+// queue at a remote bottleneck, read at each of its ACKs while a
+// background transfer is active (fgrcv.h's fg_ack_up), not once per round
+// trip (RTT_CB), and leave the other direction's empty: the QUIC/UDP
+// class takes that queue off its probes' round trip.
+package datapath
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/lanes-net/lanes/internal/testutil"
+)
+
+func TestDirectionQueueFollowsAForegroundUpload(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewRoutedPath(t)
+	// the upload's bottleneck: R toward B, 10 Mbit/s, 300 KB (240 ms)
+	if out, err := p.R.Command("tc", "qdisc", "add", "dev", p.LinkRB, "root", "tbf", "rate", "10mbit", "burst", "15k", "limit", "300k").CombinedOutput(); err != nil {
+		t.Fatalf("tbf: %v %s", err, out)
+	}
+	var h *Host
+	p.A.Do(t, func() (err error) { h, err = OpenHost(HostConfig{Instance: "dirq", Yield: true}); return err })
+	t.Cleanup(func() { h.Close() })
+	if _, off := h.off[CapRLEDBAT]; h.ops == nil || off {
+		t.Skipf("no sock_ops or no rLEDBAT in sock_ops here: %v", h.Capabilities())
+	}
+	var idx int
+	p.A.Do(t, func() error {
+		l, err := netlink.LinkByName(p.LinkA)
+		if err == nil {
+			idx = l.Attrs().Index
+		}
+		return err
+	})
+	_, addr := startSink(t, p.B, p.AddrB, 9531)
+	c := dialCC(t, p.A, addr, "cubic")
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	// a background transfer is active (the class marks it at each step)
+	var looks, fresh, near int
+	var most, mostDown time.Duration
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		h.Background.MarkBgActive()
+		q, ok := h.Background.DirectionQueue(idx, Upload, 50*time.Millisecond)
+		if d, okd := h.Background.DirectionQueue(idx, Download, time.Second); okd {
+			mostDown = max(mostDown, d)
+		}
+		own := sockQueue(t, c)
+		looks++
+		if !ok || own < 100*time.Millisecond {
+			continue
+		}
+		fresh++
+		most = max(most, q)
+		if diff := q - own; diff > -own/4-20*time.Millisecond && diff < own/4+20*time.Millisecond {
+			near++
+		}
+	}
+	t.Logf("%d looks with the upload's own queue over 100 ms, %d of them a reading within 50 ms, %d near its own (±25 %% + 20 ms); "+
+		"largest %v; the download direction's largest %v", looks, fresh, near, most, mostDown)
+	if fresh < 20 {
+		t.Fatalf("%d of %d looks had a reading of the upload direction within 50 ms, want its ACKs read as they come", fresh, looks)
+	}
+	if near < fresh/2 || most < 100*time.Millisecond {
+		t.Errorf("the upload direction's queue %v at most, near the upload's own (RTT over its minimum) at %d of %d looks", most, near, fresh)
+	}
+	if mostDown > 30*time.Millisecond {
+		t.Errorf("the download direction read %v with no queue that way", mostDown)
+	}
+}
+
+// sockQueue is c's smoothed RTT over its minimum (TCP_INFO).
+func sockQueue(t *testing.T, c interface {
+	SyscallConn() (syscall.RawConn, error)
+}) time.Duration {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ti *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { ti, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || ierr != nil {
+		t.Fatalf("TCP_INFO: %v %v", err, ierr)
+	}
+	return time.Duration(ti.Rtt-ti.Min_rtt) * time.Microsecond
+}
