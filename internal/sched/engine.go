@@ -318,17 +318,20 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 	if pid == os.Getpid() {
 		return
 	}
-	if !checkedAtEvent(source) && e.elsewhere(pid) {
-		e.mu.Lock()
-		e.leftLocked(pid)
-		e.mu.Unlock()
-		return
-	}
 	p, err := readProc(pid, e.rules.need)
 	if err != nil {
 		if !isGone(err) {
 			e.log.Debug("read process", "pid", pid, "err", err)
 		}
+		return
+	}
+	// the namespace is read after what the rules match: a child forked
+	// here that enters another namespace and then execs (ip netns exec)
+	// read between the two looked like ours and matched as the new program
+	if !checkedAtEvent(source) && e.elsewhere(pid) {
+		e.mu.Lock()
+		e.leftLocked(pid)
+		e.mu.Unlock()
 		return
 	}
 	r, idx := e.rules.Match(p)
