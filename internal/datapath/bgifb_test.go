@@ -139,13 +139,16 @@ func listenUDP(t *testing.T, ns *testutil.NetNS, addr net.IP, port int) *net.UDP
 	return c
 }
 
-// received counts what c receives until 500 ms pass without a datagram.
+// received counts what c receives until 500 ms pass without a datagram
+// (3 s before the first).
 func received(c *net.UDPConn) chan int {
 	out := make(chan int, 1)
 	go func() {
 		n, buf := 0, make([]byte, 2048)
+		wait := 3 * time.Second // the first: a loaded machine's softirqs may run late
 		for {
-			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			_ = c.SetReadDeadline(time.Now().Add(wait))
+			wait = 500 * time.Millisecond
 			k, _, err := c.ReadFrom(buf)
 			if err != nil {
 				out <- n

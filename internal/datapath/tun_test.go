@@ -151,6 +151,7 @@ func arrivalsThroughTUN(t *testing.T, v6 bool) {
 			}
 			return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: local, Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD})
 		})
+		waitLocalRoute(t, ns, local)
 	}
 	const sport, port = 41002, 5002
 	if err := d.Lanes.SetFlowLane(FlowKey{Dst: netipAddr(peer), DPort: port, SPort: sport, Proto: unix.IPPROTO_UDP}, lane.Background); err != nil {
@@ -191,6 +192,28 @@ func arrivalsThroughTUN(t *testing.T, v6 bool) {
 		}
 		return nil
 	})
+}
+
+// waitLocalRoute waits until ip is a local address of ns: an IPv6 address
+// added without DAD gets its local route from the addrconf work queue a
+// moment later (on a loaded machine, after the test's datagrams had
+// arrived for it and been dropped).
+func waitLocalRoute(t *testing.T, ns *testutil.NetNS, ip net.IP) {
+	t.Helper()
+	for end := time.Now().Add(testutil.Patience(5 * time.Second)); ; time.Sleep(10 * time.Millisecond) {
+		local := false
+		ns.Do(t, func() error {
+			rs, err := netlink.RouteGet(ip)
+			local = err == nil && len(rs) > 0 && rs[0].Type == unix.RTN_LOCAL
+			return nil
+		})
+		if local {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s is not a local address of the namespace after 5 s", ip)
+		}
+	}
 }
 
 // udp4 is an IPv4 UDP datagram from src:sport to dst:dport (UDP checksum
