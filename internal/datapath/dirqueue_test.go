@@ -7,12 +7,11 @@
 package datapath
 
 import (
-	"syscall"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -82,18 +81,8 @@ func TestDirectionQueueFollowsAForegroundUpload(t *testing.T) {
 }
 
 // sockQueue is c's smoothed RTT over its minimum (TCP_INFO).
-func sockQueue(t *testing.T, c interface {
-	SyscallConn() (syscall.RawConn, error)
-}) time.Duration {
+func sockQueue(t *testing.T, c *net.TCPConn) time.Duration {
 	t.Helper()
-	rc, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ti *unix.TCPInfo
-	var ierr error
-	if err := rc.Control(func(fd uintptr) { ti, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil || ierr != nil {
-		t.Fatalf("TCP_INFO: %v %v", err, ierr)
-	}
+	ti := tcpInfoFull(t, c)
 	return time.Duration(ti.Rtt-ti.Min_rtt) * time.Microsecond
 }
