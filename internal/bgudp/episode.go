@@ -187,9 +187,9 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 // standing queue of 400 ms reads its ACKs in bursts a round trip apart).
 const otherSteps = 4
 
-// ownDirection takes direction d's opposite's queue, as the last
-// foreground TCP socket with timestamps read it (DirectionQueue), off the
-// probes' queue: an echo crosses both directions, and the class in d
+// ownDirection takes direction d's opposite's queue, as foreground TCP
+// sockets' timestamps read it (DirectionQueue: the largest reading of the
+// last two 100 ms slots), off the probes' queue: an echo crosses both directions, and the class in d
 // yields for d's queue alone (a download is not held for a bulk upload's
 // queue, nor the reverse). Without such a socket the probes' RTT stands
 // for both.
