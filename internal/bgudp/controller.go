@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,6 +58,7 @@ type Datapath interface {
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 	LinkSent(ifindex int) (uint64, error)
 	RaiseUploadRate(ifindex int, bytes uint64) error
+	OwnSocket(c syscall.Conn) (func(), error)
 }
 
 var _ Datapath = (*datapath.BackgroundClass)(nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func (f *fakeDP) DirectionQueue(_ int, d datapath.Direction, _ time.Duration) (t
 	return f.other[d], f.other[d] != 0
 }
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
+func (f *fakeDP) OwnSocket(syscall.Conn) (func(), error)               { return func() {}, nil }
 func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
 func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	if !f.hasShaper || d == datapath.Download { // the upload's shaper only

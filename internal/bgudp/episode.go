@@ -61,7 +61,7 @@ type episode struct {
 // run probes and steps until the class is quiet or ctx ends; it releases
 // the rate it set.
 func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err error) {
-	p := newProber()
+	p := newProber(dp.OwnSocket)
 	defer p.close()
 	sig := newDelaySignal(e.state.Rule.Target)
 	defer func() {

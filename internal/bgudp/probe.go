@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/icmp"
@@ -36,8 +37,10 @@ type echo struct {
 type prober struct {
 	id          int
 	mu          sync.Mutex
-	conns       map[bool]*icmp.PacketConn // by IPv6
-	udps        map[bool]*net.UDPConn     // version probes, by IPv6
+	conns       map[bool]net.PacketConn // raw ICMP, by IPv6
+	udps        map[bool]*net.UDPConn   // version probes, by IPv6
+	own         ownSocket               // marks each socket the daemon's own
+	released    []func()                // each socket's own mark's release
 	seq         int
 	out         map[int]*echo // by sequence number
 	wake        chan struct{} // a reply came
@@ -46,12 +49,27 @@ type prober struct {
 	Bytes       uint64 // sent and received, IP packets
 }
 
-func newProber() *prober {
-	return &prober{id: rand.IntN(0xffff), conns: map[bool]*icmp.PacketConn{}, udps: map[bool]*net.UDPConn{}, out: map[int]*echo{}, wake: make(chan struct{}, 1)}
+// ownSocket marks a socket's packets as the daemon's own, not the
+// foreground's (Datapath.OwnSocket); the returned func releases the mark.
+type ownSocket func(c syscall.Conn) (func(), error)
+
+func newProber(own ownSocket) *prober {
+	return &prober{id: rand.IntN(0xffff), conns: map[bool]net.PacketConn{}, udps: map[bool]*net.UDPConn{}, out: map[int]*echo{}, wake: make(chan struct{}, 1), own: own}
+}
+
+// mark marks c the daemon's own (p.mu held); a refusal leaves its probes
+// counted as foreground, as before the mark existed.
+func (p *prober) mark(c syscall.Conn) {
+	if p.own == nil {
+		return
+	}
+	if release, err := p.own(c); err == nil {
+		p.released = append(p.released, release)
+	}
 }
 
 // conn is the family's socket, opened at its first use, with its reader.
-func (p *prober) conn(v6 bool) (*icmp.PacketConn, error) {
+func (p *prober) conn(v6 bool) (net.PacketConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c := p.conns[v6]; c != nil {
@@ -61,9 +79,12 @@ func (p *prober) conn(v6 bool) (*icmp.PacketConn, error) {
 	if v6 {
 		network, addr, proto = "ip6:ipv6-icmp", "::", 58
 	}
-	c, err := icmp.ListenPacket(network, addr)
+	c, err := net.ListenPacket(network, addr) // a raw socket (icmp.ListenPacket's own), its cookie readable
 	if err != nil {
 		return nil, err
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		p.mark(sc)
 	}
 	p.conns[v6] = c
 	go p.read(c, proto)
@@ -124,7 +145,7 @@ func (p *prober) answer(seq int, at time.Time, n int) {
 }
 
 // read matches replies to the requests in flight until the socket closes.
-func (p *prober) read(c *icmp.PacketConn, proto int) {
+func (p *prober) read(c net.PacketConn, proto int) {
 	_ = ownThreadAtStepNice() // the episode's step logs a refusal
 	hdr := 20
 	if proto == 58 {
@@ -212,6 +233,9 @@ func (p *prober) answeredSince(since time.Time) bool {
 func (p *prober) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, release := range p.released {
+		release()
+	}
 	for _, c := range p.conns {
 		_ = c.Close()
 	}

@@ -39,6 +39,7 @@ func (p *prober) udpConn(v6 bool) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.mark(c)
 	p.udps[v6] = c
 	go p.readVN(c)
 	return c, nil

@@ -124,6 +124,18 @@ LANES_MAP(lanes_bg_flows,
 	  __u32
 );
 
+/* lanes_own_socks: the daemon's own sockets (by cookie) whose packets are
+ * no user's foreground: the class's delay probes (bgudp's prober). They
+ * leave in their lane, but do not stamp the foreground present: a probe
+ * every 50 ms beside a light foreground made the class share with
+ * itself. */
+LANES_MAP(lanes_own_socks,
+	  BPF_MAP_TYPE_HASH,
+	  64,
+	  __u64,
+	  __u8
+);
+
 LANES_MAP_NOKEY(lanes_bg_events,
 	  BPF_MAP_TYPE_RINGBUF,
 	  4096

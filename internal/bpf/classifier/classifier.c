@@ -370,7 +370,7 @@ static __always_inline int classify(struct __sk_buff *skb, __u32 lane, __u32 kin
 	else
 		skb->tc_classid = CFG.minor_base + lane;
 	count(skb, kind, lane);
-	if (lane != LANE_BACKGROUND)
+	if (lane != LANE_BACKGROUND && !(cookie && bpf_map_lookup_elem(&lanes_own_socks, &cookie)))
 		fg_stamp(skb);
 	return TC_ACT_OK;
 }

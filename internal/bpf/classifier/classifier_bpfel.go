@@ -114,6 +114,7 @@ const (
 	ClassifierMapLanesFgActive     = "lanes_fg_active"
 	ClassifierMapLanesFgHarm       = "lanes_fg_harm"
 	ClassifierMapLanesFgOpen       = "lanes_fg_open"
+	ClassifierMapLanesOwnSocks     = "lanes_own_socks"
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
@@ -192,6 +193,7 @@ type ClassifierMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesOwnSocks    *ebpf.MapSpec `ebpf:"lanes_own_socks"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -240,6 +242,7 @@ type ClassifierMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesOwnSocks    *ebpf.Map `ebpf:"lanes_own_socks"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -263,6 +266,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
+		m.LanesOwnSocks,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
