@@ -56,7 +56,7 @@ type Datapath interface {
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
-	LinkSent(ifindex int) (uint64, error)
+	LinkBytes(ifindex int) (sent, received uint64, err error)
 	RaiseUploadRate(ifindex int, bytes uint64) error
 	OwnSocket(c syscall.Conn) (func(), error)
 }

@@ -63,11 +63,11 @@ func (f *fakeDP) RaiseUploadRate(_ int, bytes uint64) error {
 	f.raised = bytes
 	return nil
 }
-func (f *fakeDP) LinkSent(int) (uint64, error) {
+func (f *fakeDP) LinkBytes(int) (uint64, uint64, error) {
 	if f.sent == 0 {
-		return 0, errors.New("no counters")
+		return 0, 0, errors.New("no counters")
 	}
-	return f.sent, nil
+	return f.sent, 0, nil
 }
 func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, error) {
 	if !f.hasShaper || d == datapath.Download {

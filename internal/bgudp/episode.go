@@ -48,13 +48,13 @@ type Episode struct {
 
 // episode is one interface's controller while its class has traffic.
 type episode struct {
-	mu    sync.Mutex
-	state State
-	dir   datapath.Direction // the controlled direction
-	dirs  dirChoice
-	shape [2]shaper // the shapers by direction (shape.go)
-	yield uint64    // the yield's rate set on both directions (0: the default)
-	sent  uint64    // the interface's bytes sent at the last step (0: not read)
+	mu      sync.Mutex
+	state   State
+	dir     datapath.Direction // the controlled direction
+	dirs    dirChoice
+	shape   [2]shaper // the shapers by direction (shape.go)
+	yield   uint64    // the yield's rate set on both directions (0: the default)
+	counted [2]uint64 // the interface's bytes sent (Upload) and received (Download) at the last step (0: not read)
 	Episode
 }
 
@@ -141,7 +141,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	shaped, backlog, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.ownDirection(dp, in, d)
 	e.stepInput(dp, in, d, prev, cur, target)
-	e.linkSent(dp, in, d)
+	e.linkBytes(dp, in, d)
 	if q := in.harmQueue(); in.Signal && e.Sharing && q > yield.HarmQueue {
 		// beside a foreground no TCP sample speaks for (a call), the
 		// class's own queue is that foreground's harm: the kernel holds
@@ -167,7 +167,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
-		"passed", in.Passed, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
+		"passed", in.Passed, "all", in.AllLanes, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
 		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
 	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()
@@ -254,23 +254,21 @@ func (e *episode) account(dp Datapath, log *slog.Logger, d datapath.Direction, s
 	}
 }
 
-// linkSent fills in's Sent, the interface's bytes/s of every lane, for an
-// upload: whether the class drives the queue (State.drives) compares it
-// with the class's own bytes. Left 0 for downloads and where the counter
-// is not read.
-func (e *episode) linkSent(dp Datapath, in *Input, d datapath.Direction) {
-	if d != datapath.Upload {
-		e.sent = 0
-		return
-	}
-	sent, err := dp.LinkSent(e.Ifindex)
+// linkBytes fills in's AllLanes, the interface's bytes/s of every lane in
+// the controlled direction: the link is what every lane's bytes show
+// (State.observeLink), and whether the class drives the upload's queue
+// (State.drives) compares them with its own. Left 0 where the counter is
+// not read.
+func (e *episode) linkBytes(dp Datapath, in *Input, d datapath.Direction) {
+	sent, received, err := dp.LinkBytes(e.Ifindex)
+	now := [2]uint64{datapath.Upload: sent, datapath.Download: received}
 	if err != nil {
-		sent = 0
+		now = [2]uint64{}
 	}
-	if e.sent != 0 && sent >= e.sent {
-		in.Sent = uint64(float64(sent-e.sent) / max(in.Dt.Seconds(), 1e-3))
+	if e.counted[d] != 0 && now[d] >= e.counted[d] {
+		in.AllLanes = uint64(float64(now[d]-e.counted[d]) / max(in.Dt.Seconds(), 1e-3))
 	}
-	e.sent = sent
+	e.counted = now
 }
 
 // yieldOf decides the controlled direction d's yield from the kernel's

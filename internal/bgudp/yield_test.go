@@ -95,3 +95,38 @@ func TestArrivalsMarkForegroundReceiveSide(t *testing.T) {
 		}
 	}
 }
+
+// Shaped arrivals beside a foreground that keeps the bottleneck's queue
+// standing (a paced download at 40 % of the link, its bursts 1 ms of
+// queue) measure the link from every lane's arrivals: the class fills
+// the room the foreground leaves. Measured from its own arrivals (the
+// lab's own-link), each window read the class's own rate as the link and
+// the arrivals' headroom held it under that, down to the floor.
+func TestArrivalsBesideAStandingQueueMeasureEveryLane(t *testing.T) {
+	const link, fg = 1_250_000.0, 500_000.0 // bytes/s
+	for _, own := range []bool{false, true} {
+		s := State{Rule: DefaultRule(10 * time.Millisecond)}
+		s.Rule.Target = 2500 * time.Microsecond // sharing: a quarter of the policy's
+		s.Rate = 300_000
+		var queue, used float64 // bytes; the class's share of the room over the second half
+		for i := range 400 {
+			dt := s.Rule.Interval.Seconds()
+			a := float64(s.Rate) // a sender that keeps the shaper busy
+			queue = max(0, queue+(fg+a-link)*dt)
+			carried := min(link, fg+a)
+			qd := time.Duration((queue/link)*float64(time.Second)) + time.Millisecond
+			in := Input{Signal: true, Queue: qd, Raw: qd, Base: 20 * time.Millisecond, Offered: uint64(a), Passed: uint64(a),
+				Arrived: true, Shaped: true, Dt: s.Rule.Interval}
+			in.AllLanes = uint64(carried)
+			s.Rule.Off.OwnLink = own
+			s.Step(in)
+			if i >= 200 {
+				used += (carried - fg) / (link - fg) / 200
+			}
+		}
+		t.Logf("own-link %v: the class used %.2f of the room, link estimated %d B/s, rate %d", own, used, s.Link, s.Rate)
+		if !own && used < 0.9 {
+			t.Errorf("shaped arrivals beside a standing queue used %.2f of the room the foreground left, want >= 0.90", used)
+		}
+	}
+}

@@ -180,18 +180,19 @@ func (b *BackgroundClass) BgShapeStats(ifindex int, d Direction) (LaneStats, err
 	return e.bgShapeStats()
 }
 
-// LinkSent is the bytes an interface has sent, every lane's (its
-// kernel counter, tx_bytes): what left the device toward the bottleneck
-// the background's upload shares.
-func (b *BackgroundClass) LinkSent(ifindex int) (uint64, error) {
+// LinkBytes is the bytes an interface has sent and received, every
+// lane's (its kernel counters, tx_bytes and rx_bytes): what left the
+// device toward the bottleneck the background's upload shares, and what
+// came from the one its download shares.
+func (b *BackgroundClass) LinkBytes(ifindex int) (sent, received uint64, err error) {
 	l, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if st := l.Attrs().Statistics; st != nil {
-		return st.TxBytes, nil
+		return st.TxBytes, st.RxBytes, nil
 	}
-	return 0, fmt.Errorf("interface %d: no counters", ifindex)
+	return 0, 0, fmt.Errorf("interface %d: no counters", ifindex)
 }
 
 // RaiseUploadRate takes the QUIC/UDP class's measured upload link (bytes/s)

@@ -101,6 +101,10 @@ var RemoteMethods = []RemoteMethod{
 	// direction's not taken off (experiments.BgUDPOff.BothWays)
 	{"full-udpbothways", "full, the QUIC/UDP class's queue its probes' RTT both ways", true, true, "",
 		[]string{"--bg-udp-rule-off", "both-ways"}},
+	// the QUIC/UDP class's download link measured from its own arrivals,
+	// not every lane's (experiments.BgUDPOff.OwnLink)
+	{"full-udpownlink", "full, the QUIC/UDP class's download link from its own arrivals", true, true, "",
+		[]string{"--bg-udp-rule-off", "own-link"}},
 }
 
 // RemoteConfig configures a run.
