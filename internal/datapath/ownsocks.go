@@ -17,7 +17,7 @@ import (
 // release is called (before c closes: a closed socket's cookie is never
 // reused, but its entry would stay).
 func (b *BackgroundClass) OwnSocket(c syscall.Conn) (release func(), err error) {
-	cookie, err := socketCookie(c)
+	cookie, err := SocketCookie(c)
 	if err != nil {
 		return func() {}, err
 	}
@@ -35,8 +35,9 @@ func (b *BackgroundClass) OwnSocket(c syscall.Conn) (release func(), err error) 
 	}, nil
 }
 
-// socketCookie reads c's SO_COOKIE.
-func socketCookie(c syscall.Conn) (uint64, error) {
+// SocketCookie reads c's SO_COOKIE, the key of the classifier's
+// per-socket maps.
+func SocketCookie(c syscall.Conn) (uint64, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return 0, err

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/api"
+	"github.com/lanes-net/lanes/internal/datapath"
 	"github.com/lanes-net/lanes/internal/lab/testbed"
 	"github.com/lanes-net/lanes/internal/lane"
 )
@@ -235,21 +236,14 @@ func enablePacing(rc syscall.RawConn) error {
 
 // socketCookie reads SO_COOKIE (0 if unavailable).
 func socketCookie(c net.Conn) uint64 {
-	tc, ok := c.(*net.TCPConn)
+	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return 0
 	}
-	rc, err := tc.SyscallConn()
+	ck, err := datapath.SocketCookie(sc)
 	if err != nil {
 		return 0
 	}
-	var ck uint64
-	_ = rc.Control(func(fd uintptr) {
-		v, err := unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE)
-		if err == nil {
-			ck = v
-		}
-	})
 	return ck
 }
 
