@@ -289,3 +289,72 @@ func TestRuleEmptiesTheBucketAtADecrease(t *testing.T) {
 		t.Error("Off.KeepTokens: a decrease emptied the bucket")
 	}
 }
+
+// A download on a 0.2 Mbit/s link whose sender filled a 500 ms buffer:
+// the probes wait behind the queue, so steps come with no sample. The
+// link is known at the first sample (the probe stood in the queue
+// through the steps before it) and the floor falls to its share at once,
+// so the decreases take the class under the link; before, no window of
+// five steps was all samples, the estimate came 1.1 s late, and the
+// floor (the whole link) held the queue standing.
+func TestLinkEstimateThroughAStandingQueueWithoutSamples(t *testing.T) {
+	const link = 25_000.0
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	dt := s.Rule.Interval
+	arrive := func(signal bool, raw time.Duration) {
+		s.Step(Input{Signal: signal, Queue: raw, Raw: raw, Offered: link, Passed: link, AllLanes: link, Arrived: true, Dt: dt})
+	}
+	for range 6 { // the queue builds behind the first probe
+		arrive(false, 0)
+	}
+	if s.Link != 0 {
+		t.Fatalf("a link estimate (%d B/s) from steps without a sample", s.Link)
+	}
+	arrive(true, 400*time.Millisecond)
+	if s.Link < 0.9*link || s.Link > 1.1*link {
+		t.Fatalf("link %d B/s after the first sample, want %.0f", s.Link, link)
+	}
+	if s.Rate == 0 || float64(s.Rate) > link/2+1 {
+		t.Fatalf("first decrease to %d B/s, want at most half the link (%.0f)", s.Rate, link/2)
+	}
+	if f := s.Floor(); float64(f) > link/FloorShare+1 {
+		t.Fatalf("floor %d B/s, want at most 1/%d of the link", f, FloorShare)
+	}
+}
+
+// A step with no sample keeps what the last sample showed less its own
+// length (a queue drains no faster than its delay), and a sample that
+// waited raw shows at least x of queue at the end of a step x before it.
+func TestLeastQueueOfStepsWithoutSamples(t *testing.T) {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	dt := s.Rule.Interval
+	step := func(signal bool, raw time.Duration) {
+		s.Step(Input{Signal: signal, Queue: raw, Raw: raw, Arrived: true, Dt: dt})
+	}
+	step(false, 0)
+	step(false, 0)
+	step(true, 120*time.Millisecond) // the two before ended 50 and 100 ms before it
+	step(false, 0)
+	step(false, 0)
+	var got []time.Duration
+	for _, w := range s.win {
+		got = append(got, w.least)
+	}
+	want := []time.Duration{100 * time.Millisecond, 50 * time.Millisecond, 120 * time.Millisecond, 70 * time.Millisecond, 20 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("least queue at the steps' ends %v, want %v", got, want)
+	}
+}
+
+// Above a link known only as a lower bound (its busy measurement aged
+// out) the growth is slowed as above a measurement: unslowed, a shaped
+// download grew 5 % of the link a step to 1.25 of it, and the remote
+// queue stood 63-79 ms.
+func TestGrowthAboveALowerBoundIsSlowed(t *testing.T) {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: 1_100_000, Link: 1_000_000}
+	before := s.Rate
+	s.Step(Input{Signal: true, Arrived: true, Shaped: true, Offered: 1_100_000, Passed: 1_100_000, Dt: s.Rule.Interval})
+	if up, most := s.Rate-before, uint64(beyondLink*gain*1_100_000)+1; up > most {
+		t.Fatalf("grew %d B/s in a step above a lower bound, want at most %d", up, most)
+	}
+}
