@@ -130,3 +130,43 @@ func TestArrivalsBesideAStandingQueueMeasureEveryLane(t *testing.T) {
 		}
 	}
 }
+
+// Shaped arrivals beside a constant-rate foreground (a UDP call at 40 %
+// of the link) stay within the room it leaves: the bound is the measured
+// link less the other lanes' arrivals. Bounded only by 0.95 of the whole
+// link, the class grew past the room after every decrease and the queue
+// stood over the target in 95 of 200 steps; within the room, only as the
+// measurement ages out (2 s) and the class finds the link again: 22.
+func TestArrivalsStayInTheRoomBesideACall(t *testing.T) {
+	room := func(whole bool) (used float64, over int) {
+		const link, fg = 1_250_000.0, 500_000.0 // bytes/s
+		s := State{Rule: DefaultRule(10 * time.Millisecond)}
+		s.Rule.Target = 2500 * time.Microsecond // sharing: a quarter of the policy's
+		s.Rule.Off.Room = whole
+		s.Rate = 300_000
+		var queue float64
+		for i := range 400 {
+			dt := s.Rule.Interval.Seconds()
+			a := float64(s.Rate) // a sender that keeps the shaper busy
+			queue = max(0, queue+(fg+a-link)*dt)
+			carried := min(link, fg+a)
+			qd := time.Duration(queue / link * float64(time.Second))
+			s.Step(Input{Signal: true, Queue: qd, Raw: qd, Base: 20 * time.Millisecond, Offered: uint64(a), Passed: uint64(a),
+				AllLanes: uint64(carried), Arrived: true, Shaped: true, Dt: s.Rule.Interval})
+			if i >= 200 {
+				used += (carried - fg) / (link - fg) / 200
+				if qd > s.Rule.Target {
+					over++ // the second half's steps over the target
+				}
+			}
+		}
+		return used, over
+	}
+	used, over := room(false)
+	usedWhole, overWhole := room(true)
+	t.Logf("the room: %.2f of it, %d of 200 steps over the target; the whole link: %.2f, %d", used, over, usedWhole, overWhole)
+	if used < 0.9 || over*3 > overWhole {
+		t.Errorf("beside a call: %.2f of the room, %d steps over the target (the whole link's bound: %d); want >= 0.90 and under a third",
+			used, over, overWhole)
+	}
+}

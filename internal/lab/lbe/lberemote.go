@@ -105,6 +105,10 @@ var RemoteMethods = []RemoteMethod{
 	// not every lane's (experiments.BgUDPOff.OwnLink)
 	{"full-udpownlink", "full, the QUIC/UDP class's download link from its own arrivals", true, true, "",
 		[]string{"--bg-udp-rule-off", "own-link"}},
+	// shaped arrivals bounded by the whole measured link, not the room
+	// the other lanes leave (experiments.BgUDPOff.Room)
+	{"full-udpwholelink", "full, the QUIC/UDP class's shaped arrivals bounded by the whole link", true, true, "",
+		[]string{"--bg-udp-rule-off", "room"}},
 }
 
 // RemoteConfig configures a run.
