@@ -35,6 +35,7 @@ type Episode struct {
 	Rate       uint64    // bytes/s, 0: not policed
 	Measured   uint64    // the class's rate over the last step, bytes/s
 	Link       uint64    // the link's rate as estimated, bytes/s (0: not yet)
+	Room       uint64    `json:",omitempty"` // shaped arrivals' bound: what the other lanes leave of the measured link, bytes/s
 	Held       bool      // the yield holds the class now
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
@@ -161,7 +162,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.setYieldRate(dp, min(datapath.BgYieldBytes, e.state.Floor()))
 	e.mu.Lock()
 	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-	e.Queue, e.Link = e.state.Queue, e.state.Link
+	e.Queue, e.Link, e.Room = e.state.Queue, e.state.Link, e.state.room(*in)
 	if in.Signal {
 		e.Base = in.Base
 	}

@@ -71,6 +71,9 @@ func episodeLine(e bgudp.Episode) string {
 		if e.Link > 0 {
 			what += fmt.Sprintf(" (%.2f of the link estimate)", float64(e.Rate)/float64(e.Link))
 		}
+		if e.Room > 0 {
+			what += fmt.Sprintf(", within the %.3g Mbit/s the other lanes leave", float64(e.Room)*8/1e6)
+		}
 		switch {
 		case e.Shaped && e.Controlled == datapath.Download.String():
 			what += fmt.Sprintf(", shaped (its excess waits in %s's class)", datapath.BgIfbName(e.Ifindex))
