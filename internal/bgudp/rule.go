@@ -142,30 +142,11 @@ type State struct {
 	Link  uint64        // the link's rate as estimated (bytes/s, 0: not yet)
 	wait  int           // steps before the next decrease may come
 	last  time.Duration // the previous step's queueing delay
-	win   []winStep     // the last estimateSteps+1 steps, for the link estimate
+	win   window        // the last estimateSteps+1 steps, for the link estimate
 	ests  []estimate    // the last estimateKeep steps' estimates
 	// measured: the highest window's measurement of the last
 	// estimateKeep steps (0: none; Link may be a lower bound above it)
 	measured uint64
-}
-
-// winStep is one step's part of the link estimate.
-type winStep struct {
-	bytes   float64       // passed (or arrived) in the step
-	all     float64       // the interface's bytes in the step and direction, every lane's (0: not known)
-	backlog uint64        // the shaper's bytes waiting at its end
-	offered float64       // offered to the policer in the step
-	rate    float64       // what the policer's rate allowed in the step (0: not policed)
-	dt      time.Duration // its length
-	raw     time.Duration // the queueing delay at its end
-	ok      bool          // raw is a sample
-	// least is the queueing delay at its end at least (sinceSample,
-	// bySample). A probe waits behind a standing queue, so the steps with
-	// no sample come exactly when the queue is long: at 0.2 Mbit/s,
-	// 400-480 ms, 2 steps in 5 had none, no window of 5 was all samples,
-	// and the first estimate came 1.1 s after the queue stood, the floor
-	// the whole link until then
-	least time.Duration
 }
 
 // Step takes one step's observation and returns the rate to set (0: not
@@ -211,7 +192,7 @@ func (s *State) Step(in Input) uint64 {
 	switch {
 	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
 		f := max(minFactor, 1-decreaseK*float64(qd-target)/float64(s.Rule.slopeUnit()))
-		from := s.winRate() // not policed yet: what the class sent of late, not one step's burst or gap
+		from := s.win.rate() // not policed yet: what the class sent of late, not one step's burst or gap
 		if s.Rate != 0 {
 			from = min(s.Rate, max(in.Passed, s.Link))
 		}
@@ -314,15 +295,7 @@ func (s *State) others(in Input) float64 {
 	if !in.Arrived || s.Rule.Off.OwnLink {
 		return 0
 	}
-	var o float64
-	var dt time.Duration
-	for _, w := range s.win {
-		o, dt = o+max(0, w.all-w.bytes), dt+w.dt
-	}
-	if dt <= 0 {
-		return 0
-	}
-	return o / dt.Seconds()
+	return s.win.others()
 }
 
 // Blind holds the class at the floor: no delay signal tells its queue.
@@ -357,34 +330,13 @@ func (s *State) ProbeBudget(measured uint64) uint64 {
 
 // observeLink adds the step to the link estimate's window and updates
 // the estimate.
-// winRate is the class's bytes/s over the link estimate's window (the
-// last estimateSteps+1 steps): what passed, or arrived for downloads.
-func (s *State) winRate() uint64 {
-	var bytes float64
-	var dt time.Duration
-	for _, w := range s.win {
-		bytes, dt = bytes+w.bytes, dt+w.dt
-	}
-	if dt <= 0 {
-		return 0
-	}
-	return uint64(bytes / dt.Seconds())
-}
-
 func (s *State) observeLink(in Input) {
 	bytes := float64(in.Passed)
 	if in.Arrived {
 		bytes = float64(in.Offered)
 	}
-	s.win = append(s.win, winStep{bytes: bytes * in.Dt.Seconds(), all: float64(in.AllLanes) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
+	s.win.add(winStep{bytes: bytes * in.Dt.Seconds(), all: float64(in.AllLanes) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
 		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal, backlog: in.Backlog})
-	if len(s.win) > estimateSteps+1 {
-		s.win = s.win[1:]
-	}
-	s.sinceSample()
-	if in.Signal {
-		s.bySample(in.Raw)
-	}
 	// arrivals crossed the bottleneck with every lane's: the link is what
 	// they all show; an upload's stays the class's own (measured from
 	// every lane's sent, the shaped upload's queue beside a foreground rose
@@ -414,33 +366,6 @@ func (s *State) observeLink(in Input) {
 	}
 	if best != 0 {
 		s.Link, s.measured = best, busy
-	}
-}
-
-// sinceSample sets the newest step's least queue: its sample's, or with
-// none the step before's less the step's length (a queue drains no
-// faster than its own delay).
-func (s *State) sinceSample() {
-	n := len(s.win) - 1
-	w := &s.win[n]
-	w.least = w.raw
-	if !w.ok && n > 0 {
-		w.least = max(0, s.win[n-1].least-w.dt)
-	}
-}
-
-// bySample raises the earlier steps' least queue by a sample that
-// waited raw: the probe stood in the queue for raw before now, with at
-// least the time left of its wait ahead of it, so a step that ended x
-// before now (x <= raw) had at least x of queue.
-func (s *State) bySample(raw time.Duration) {
-	var x time.Duration
-	for i := len(s.win) - 1; i > 0; i-- {
-		x += s.win[i].dt
-		if x > raw {
-			return
-		}
-		s.win[i-1].least = max(s.win[i-1].least, x)
 	}
 }
 
