@@ -147,6 +147,9 @@ type State struct {
 	// measured: the highest window's measurement of the last
 	// estimateKeep steps (0: none; Link may be a lower bound above it)
 	measured uint64
+	// lastMeasured: the last measured it held, kept when it ages out
+	// (0: never measured): where the link was last seen (known)
+	lastMeasured uint64
 }
 
 // Step takes one step's observation and returns the rate to set (0: not
@@ -239,16 +242,19 @@ func (s *State) Step(in Input) uint64 {
 
 // known is the link's rate as known, above which the growth is slowed
 // (beyondLink): its busiest measurement of the last estimateKeep steps,
-// or with none a lower bound (Link; 0: none). Unslowed above a lower
-// bound, a shaped download whose measurement had aged out grew 5 % of
-// the link a step to 1.25 of a lower bound at 0.9 of the link, and the
-// remote queue stood 63-79 ms (a probe's p95 +35 ms beside an ngtcp2
-// download on a loaded machine).
+// or with none the last one however old (0: never measured). Unslowed
+// once its measurement aged out, a shaped download grew 5 % of the link
+// a step to 1.25 of a lower bound at 0.9 of the link, and the remote
+// queue stood 63-79 ms (a probe's p95 +35 ms beside an ngtcp2 download
+// on a loaded machine). A lower bound is not a bound to slow at: it is
+// what passed, so the rate is at it whenever the policer drops, and
+// slowed above it an unresponsive UDP upload held low by a loaded
+// machine's jitter regained 1.25 % a step, 16 % of the link after 4 s.
 func (s *State) known() uint64 {
 	if s.measured != 0 {
 		return s.measured
 	}
-	return s.Link
+	return s.lastMeasured
 }
 
 // shapedShare says whether the step is a shaped upload's beside a
@@ -366,6 +372,9 @@ func (s *State) observeLink(in Input) {
 	}
 	if best != 0 {
 		s.Link, s.measured = best, busy
+	}
+	if busy != 0 {
+		s.lastMeasured = busy
 	}
 }
 

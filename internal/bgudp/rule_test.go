@@ -350,11 +350,36 @@ func TestLeastQueueOfStepsWithoutSamples(t *testing.T) {
 // out) the growth is slowed as above a measurement: unslowed, a shaped
 // download grew 5 % of the link a step to 1.25 of it, and the remote
 // queue stood 63-79 ms.
-func TestGrowthAboveALowerBoundIsSlowed(t *testing.T) {
-	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: 1_100_000, Link: 1_000_000}
+// Above the link last measured, aged out of the estimate's keep, the
+// growth stays slowed.
+func TestGrowthAboveAnAgedMeasurementIsSlowed(t *testing.T) {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: 1_100_000, Link: 1_000_000, lastMeasured: 1_000_000}
 	before := s.Rate
 	s.Step(Input{Signal: true, Arrived: true, Shaped: true, Offered: 1_100_000, Passed: 1_100_000, Dt: s.Rule.Interval})
 	if up, most := s.Rate-before, uint64(beyondLink*gain*1_100_000)+1; up > most {
-		t.Fatalf("grew %d B/s in a step above a lower bound, want at most %d", up, most)
+		t.Fatalf("grew %d B/s in a step above the link last measured, want at most %d", up, most)
+	}
+}
+
+// An unresponsive upload held far under the link, with no queue and
+// only lower bounds (what passed) for a link, finds the link again at
+// the growth's full pace: 2 s from 1/8 of a 10 Mbit/s link to most of it.
+func TestGrowthFromUnderALowerBoundIsNotSlowed(t *testing.T) {
+	const link = 1_250_000
+	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link / 8, Link: link / 8, lastMeasured: link}
+	for i := 0; i < 40; i++ {
+		s.Step(Input{Signal: true, Queue: 100 * time.Microsecond, Raw: 100 * time.Microsecond,
+			Offered: 2 * link, Passed: min(s.Rate, link), Shaped: true, Backlog: 60_000, Dt: s.Rule.Interval})
+	}
+	if s.Rate < link*3/4 {
+		t.Fatalf("rate %d B/s after 2 s of no queue from %d, want >= %d", s.Rate, link/8, link*3/4)
+	}
+	never := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link / 8, Link: link / 8}
+	for i := 0; i < 40; i++ {
+		never.Step(Input{Signal: true, Queue: 100 * time.Microsecond, Raw: 100 * time.Microsecond,
+			Offered: 2 * link, Passed: min(never.Rate, link), Dt: never.Rule.Interval})
+	}
+	if never.Rate < link*3/4 {
+		t.Fatalf("never measured: rate %d B/s after 2 s of no queue from %d, want >= %d", never.Rate, link/8, link*3/4)
 	}
 }
