@@ -30,6 +30,9 @@ const streamBacklog = 256
 
 // hub diffs the daemon's status for the open streams.
 type hub struct {
+	status func() (*api.Status, error) // the daemon's (Handler.Status)
+	closed chan struct{}               // closed when the server closes
+
 	mu      sync.Mutex
 	subs    map[chan api.Event]struct{}
 	daemon  string
@@ -45,14 +48,13 @@ func daemonText(st *api.Status) string {
 }
 
 // subscribe opens a stream: its first events are the state now.
-func (s *Server) subscribe() chan api.Event {
-	h := &s.events
+func (h *hub) subscribe() chan api.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs == nil {
 		h.subs, h.kick = map[chan api.Event]struct{}{}, make(chan struct{}, 1)
 	}
-	s.readLocked() // the others learn what changed; the state is now's
+	h.readLocked() // the others learn what changed; the state is now's
 	ch := make(chan api.Event, streamBacklog+len(h.flows)+len(h.comps)+1)
 	now := time.Now()
 	ch <- api.Event{Time: now, Kind: api.EventDaemon, Text: h.daemon}
@@ -65,14 +67,13 @@ func (s *Server) subscribe() chan api.Event {
 	h.subs[ch] = struct{}{}
 	if !h.running {
 		h.running = true
-		go s.watch()
+		go h.watch()
 	}
 	return ch
 }
 
 // unsubscribe closes a stream (if the hub has not already).
-func (s *Server) unsubscribe(ch chan api.Event) {
-	h := &s.events
+func (h *hub) unsubscribe(ch chan api.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.subs[ch]; ok {
@@ -83,8 +84,7 @@ func (s *Server) unsubscribe(ch chan api.Event) {
 
 // changed is called after a change through the API succeeded: the hub
 // reads the status now.
-func (s *Server) changed() {
-	h := &s.events
+func (h *hub) changed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.kick != nil {
@@ -97,23 +97,22 @@ func (s *Server) changed() {
 
 // watch reads the status every eventsEvery, or at once when kicked, while
 // any stream is open.
-func (s *Server) watch() {
-	h := &s.events
+func (h *hub) watch() {
 	tick := time.NewTicker(eventsEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
 		case <-h.kick:
-		case <-s.closed:
+		case <-h.closed:
 		}
 		h.mu.Lock()
-		if len(h.subs) == 0 || isClosed(s.closed) {
+		if len(h.subs) == 0 || isClosed(h.closed) {
 			h.running = false
 			h.mu.Unlock()
 			return
 		}
-		s.readLocked()
+		h.readLocked()
 		h.mu.Unlock()
 	}
 }
@@ -129,9 +128,8 @@ func isClosed(c chan struct{}) bool {
 
 // readLocked reads the status and publishes what changed since the last
 // read (h.mu held).
-func (s *Server) readLocked() {
-	h := &s.events
-	st, err := s.h.Status()
+func (h *hub) readLocked() {
+	st, err := h.status()
 	if err != nil {
 		return
 	}
@@ -167,12 +165,11 @@ func (s *Server) readLocked() {
 		}
 	}
 	h.comps = st.Components
-	s.publishLocked(evs)
+	h.publishLocked(evs)
 }
 
 // publishLocked sends evs to every stream; one without room is closed.
-func (s *Server) publishLocked(evs []api.Event) {
-	h := &s.events
+func (h *hub) publishLocked(evs []api.Event) {
 	for ch := range h.subs {
 		for _, ev := range evs {
 			select {
@@ -191,8 +188,8 @@ func (s *Server) publishLocked(evs []api.Event) {
 // stream writes a subscribed connection's events until it closes, its
 // stream is dropped or the server closes.
 func (s *Server) stream(c *net.UnixConn, sc *bufio.Scanner, w *bufio.Writer) {
-	ch := s.subscribe()
-	defer s.unsubscribe(ch)
+	ch := s.events.subscribe()
+	defer s.events.unsubscribe(ch)
 	gone := make(chan struct{})
 	go func() { // the client sends nothing more: a read ends at its close
 		for sc.Scan() {

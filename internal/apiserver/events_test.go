@@ -81,20 +81,20 @@ func TestEventsStreamed(t *testing.T) {
 // streamBacklog events wait, so it never holds the daemon up; the others
 // keep theirs.
 func TestEventsSlowReaderDropped(t *testing.T) {
-	s := &Server{h: flowsHandler{&handler{}}, closed: make(chan struct{})}
-	defer close(s.closed)
-	slow, live := s.subscribe(), s.subscribe()
+	h := &hub{status: flowsHandler{&handler{}}.Status, closed: make(chan struct{})}
+	defer close(h.closed)
+	slow, live := h.subscribe(), h.subscribe()
 	for i := range streamBacklog + 10 {
-		s.events.mu.Lock()
-		s.publishLocked([]api.Event{{Kind: api.EventComponent, Name: "x", Text: strconv.Itoa(i)}})
-		s.events.mu.Unlock()
+		h.mu.Lock()
+		h.publishLocked([]api.Event{{Kind: api.EventComponent, Name: "x", Text: strconv.Itoa(i)}})
+		h.mu.Unlock()
 		<-live // this one reads (its state event first, then one per publish)
 	}
-	s.events.mu.Lock()
-	_, open := s.events.subs[slow]
-	_, kept := s.events.subs[live]
-	left := len(s.events.subs)
-	s.events.mu.Unlock()
+	h.mu.Lock()
+	_, open := h.subs[slow]
+	_, kept := h.subs[live]
+	left := len(h.subs)
+	h.mu.Unlock()
 	if open {
 		t.Fatalf("a stream %d events behind is still open", streamBacklog+10)
 	}

@@ -114,8 +114,10 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	closed := make(chan struct{})
 	return &Server{h: h, ln: ln, path: path, conn: map[net.Conn]struct{}{}, perUID: map[uint32]int{},
-		others1: make(chan struct{}, othersAtOnce()), closed: make(chan struct{}), log: log}, nil
+		others1: make(chan struct{}, othersAtOnce()), closed: closed, log: log,
+		events: hub{status: h.Status, closed: closed}}, nil
 }
 
 // Path is the socket's path.
@@ -384,7 +386,7 @@ func (s *Server) handle(cred Cred, line []byte) (resp *api.Response) {
 		return &api.Response{Error: err.Error()}
 	}
 	if changes(req.Op) {
-		s.changed()
+		s.events.changed()
 	}
 	return r
 }
