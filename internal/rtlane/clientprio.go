@@ -110,6 +110,6 @@ func (l *Lane) followClients(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		l.followHelper()
+		l.prio.follow(l.rtd.cmd.Process.Pid, &l.clients)
 	}
 }

@@ -150,7 +150,8 @@ func (l *Lane) startConn(fd int, wg *sync.WaitGroup) {
 		return
 	}
 	if c.granted {
-		if !l.handOver(c) {
+		if err := l.clients.handOver(l.rtd, c); err != nil {
+			l.log.Warn("realtime: lanes-rtd did not take a client", "err", err)
 			l.clients.untrack(c)
 			unix.Close(fd)
 			return

@@ -100,7 +100,7 @@ type Lane struct {
 	statsAt     time.Time
 	statsHelper Snapshot
 	statsErr    error
-	helperPrio  int
+	prio        helperPriority
 }
 
 // Option adjusts a Lane at construction.
@@ -155,7 +155,9 @@ func New(cfg config.Realtime, opts ...Option) (*Lane, error) {
 	if err := l.listen(); err != nil {
 		return nil, err
 	}
-	p, err := l.startHelper()
+	l.prio = helperPriority{rule: priorityRule{release: cfg.ReleasePriority, follow: cfg.FollowClientPriority}, log: l.log}
+	p, err := startRTD(rtdStart{path: l.helper, tx: l.tx, trace: l.trace != nil, config: *l.rtdConfig(),
+		route: (*l.route.routes.Load())[netip.Addr{}], prio: cfg.ReleasePriority, log: l.log})
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func (l *Lane) SetRate(bps uint64) {
 	if bps > 0 {
 		l.rate.Store(bps)
 		if p := l.rtd; p != nil {
-			_ = l.sendConfig(p)
+			_ = p.send(l.rtdConfig(), -1)
 		}
 	}
 }

@@ -22,6 +22,7 @@ package rtlane
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -68,51 +69,64 @@ type rtdProc struct {
 	synced chan uint32 // the trace reader saw the sync event of this id
 }
 
-// startHelper starts lanes-rtd with the lane's sockets and configures it.
-func (l *Lane) startHelper() (*rtdProc, error) {
+// rtdStart is what lanes-rtd is started with: the lane's senders, its
+// configuration and the route guess, the priority and whether a trace
+// pipe is wanted.
+type rtdStart struct {
+	path   string
+	tx     [2][2]int // the lane's UDP senders (Lane.tx)
+	trace  bool
+	config rtdConfigMsg
+	route  bool // the default route's destinations leave through the lanes tree
+	prio   int  // SCHED_FIFO priority (0: normal)
+	log    *slog.Logger
+}
+
+// startRTD starts lanes-rtd as sp says and configures it.
+func startRTD(sp rtdStart) (*rtdProc, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("realtime: control socket: %w", err)
 	}
 	p := &rtdProc{ctl: fds[0], exit: make(chan error, 1), answers: make(chan []byte, 64), synced: make(chan uint32, 1)}
-	files, err := l.rtdFiles(p, fds[1])
+	files, err := p.files(fds[1], sp.tx, sp.trace)
 	defer closeFiles(files) // the child holds its own copies
 	if err != nil {
 		p.close()
 		return nil, err
 	}
-	p.cmd = exec.Command(l.helper)
+	p.cmd = exec.Command(sp.path)
 	p.cmd.ExtraFiles = files
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
 		p.close()
-		return nil, fmt.Errorf("realtime: start %s: %w", l.helper, err)
+		return nil, fmt.Errorf("realtime: start %s: %w", sp.path, err)
 	}
 	go func() { p.exit <- p.cmd.Wait() }()
-	if err := l.configureHelper(p); err != nil {
+	if err := p.configure(&sp.config, sp.route); err != nil {
 		p.stop()
 		p.close()
 		return nil, err
 	}
-	if prio := l.cfg.ReleasePriority; prio > 0 {
-		if err := setThreadFIFO(p.cmd.Process.Pid, prio); err != nil {
-			l.log.Warn("realtime: lanes-rtd stays at normal priority", "priority", prio, "err", err)
+	if sp.prio > 0 {
+		if err := setThreadFIFO(p.cmd.Process.Pid, sp.prio); err != nil {
+			sp.log.Warn("realtime: lanes-rtd stays at normal priority", "priority", sp.prio, "err", err)
 		}
 	}
 	return p, nil
 }
 
-// rtdFiles are the descriptors lanes-rtd starts with (rtd/ctl.h,
-// RTD_FD_*): its end of the control socket ctl, the senders and, with a
-// trace, the write end of the trace pipe, whose read end goes to p.
-func (l *Lane) rtdFiles(p *rtdProc, ctl int) ([]*os.File, error) {
+// files are the descriptors lanes-rtd starts with (rtd/ctl.h,
+// RTD_FD_*): its end of the control socket ctl, the senders tx and, with
+// a trace, the write end of the trace pipe, whose read end goes to p.
+func (p *rtdProc) files(ctl int, tx [2][2]int, trace bool) ([]*os.File, error) {
 	files := []*os.File{os.NewFile(uintptr(ctl), "lanes-rtd control")}
-	for fam := range l.tx {
-		for kind := range l.tx[fam] {
-			files = append(files, dupFile(l.tx[fam][kind]))
+	for fam := range tx {
+		for kind := range tx[fam] {
+			files = append(files, dupFile(tx[fam][kind]))
 		}
 	}
-	if l.trace != nil {
+	if trace {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return files, err
@@ -145,13 +159,13 @@ func dupFile(fd int) *os.File {
 	return os.NewFile(uintptr(d), "realtime sender")
 }
 
-// configureHelper sends the configuration and the route guess and waits
-// for lanes-rtd to say it is ready.
-func (l *Lane) configureHelper(p *rtdProc) error {
-	if err := l.sendConfig(p); err != nil {
+// configure sends the configuration and the route guess and waits for
+// lanes-rtd to say it is ready.
+func (p *rtdProc) configure(cfg *rtdConfigMsg, route bool) error {
+	if err := p.send(cfg, -1); err != nil {
 		return fmt.Errorf("realtime: configure lanes-rtd: %w", err)
 	}
-	if err := p.sendRoute(netip.Addr{}, (*l.route.routes.Load())[netip.Addr{}]); err != nil {
+	if err := p.sendRoute(netip.Addr{}, route); err != nil {
 		return err
 	}
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
@@ -179,55 +193,58 @@ func (l *Lane) helperClosed(id uint32) {
 	}
 }
 
-// handOver gives a granted connection to lanes-rtd and closes the lane's
-// descriptor; false if that failed (the caller serves it).
-func (l *Lane) handOver(c *conn) bool {
-	p := l.rtd
-	l.clients.mu.Lock()
-	l.clients.nextConn++
-	id := l.clients.nextConn
-	l.clients.handed[id] = c
-	l.clients.mu.Unlock()
+// handOver gives a granted connection to p (lanes-rtd) and closes the
+// lane's descriptor; on an error the caller serves it.
+func (t *connTable) handOver(p *rtdProc, c *conn) error {
+	t.mu.Lock()
+	t.nextConn++
+	id := t.nextConn
+	t.handed[id] = c
+	t.mu.Unlock()
 	if err := p.send(&rtdConnMsg{H: rtdHdr{Type: rtdConn, Conn: id}, UID: c.uid}, c.fd); err != nil {
-		l.clients.mu.Lock()
-		delete(l.clients.handed, id)
-		l.clients.mu.Unlock()
-		l.log.Warn("realtime: lanes-rtd did not take a client", "err", err)
-		return false
+		t.mu.Lock()
+		delete(t.handed, id)
+		t.mu.Unlock()
+		return err
 	}
 	unix.Close(c.fd)
 	c.fd = -1
-	return true
+	return nil
 }
 
-// followHelper moves lanes-rtd to the priority its clients need: the
+// helperPriority is lanes-rtd's priority as the lane last set it.
+type helperPriority struct {
+	rule priorityRule
+	at   int
+	log  *slog.Logger
+}
+
+// follow moves lanes-rtd (pid) to the priority its clients need: the
 // highest any granted client's reader would have in this process. It also
 // puts it back there when anyone else changed it (sched_getattr, once a
 // period): root may move lanes-rtd, and a move to background made it
 // SCHED_OTHER nice 19 for good.
-func (l *Lane) followHelper() {
-	rule := priorityRule{release: l.cfg.ReleasePriority, follow: l.cfg.FollowClientPriority}
-	l.clients.mu.Lock()
-	want := l.cfg.ReleasePriority
-	for _, c := range l.clients.handed {
-		if rule.follows(c) {
-			want = max(want, rule.readerPriority(clientPriority(c.pid)))
+func (h *helperPriority) follow(pid int, clients *connTable) {
+	clients.mu.Lock()
+	want := h.rule.release
+	for _, c := range clients.handed {
+		if h.rule.follows(c) {
+			want = max(want, h.rule.readerPriority(clientPriority(c.pid)))
 		}
 	}
-	l.clients.mu.Unlock()
-	pid := l.rtd.cmd.Process.Pid
+	clients.mu.Unlock()
 	if a, err := unix.SchedGetAttr(pid, 0); err == nil && a.Policy == unix.SCHED_FIFO && int(a.Priority) == want {
-		l.helperPrio = want
+		h.at = want
 		return
 	}
 	if err := setThreadFIFO(pid, want); err != nil {
-		l.log.Debug("realtime: lanes-rtd priority not moved", "priority", want, "err", err)
+		h.log.Debug("realtime: lanes-rtd priority not moved", "priority", want, "err", err)
 		return
 	}
-	if want == l.helperPrio {
-		l.log.Warn("realtime: lanes-rtd's scheduling was changed from outside; restored", "priority", want)
+	if want == h.at {
+		h.log.Warn("realtime: lanes-rtd's scheduling was changed from outside; restored", "priority", want)
 	}
-	l.helperPrio = want
+	h.at = want
 }
 
 // stop closes the control socket (lanes-rtd drops what is queued, with a

@@ -120,7 +120,8 @@ func (p *rtdProc) sendRaw(b []byte, fd int) error {
 	}
 }
 
-func (l *Lane) sendConfig(p *rtdProc) error {
+// rtdConfig is the lane's configuration as lanes-rtd takes it.
+func (l *Lane) rtdConfig() *rtdConfigMsg {
 	m := rtdConfigMsg{H: rtdHdr{Type: rtdConfig}, RateBps: l.rate.Load(), NetnsCookie: l.netns,
 		Overhead: uint32(l.cfg.Overhead), Backlog: uint32(l.cfg.Backlog), Reserve: uint32(l.cfg.Reserve),
 		MaxQ: uint32(l.cfg.MaxQueue), ClassPrio: lane.Realtime.ClassID(), PlainPrio: 6,
@@ -131,7 +132,7 @@ func (l *Lane) sendConfig(p *rtdProc) error {
 	if l.attachOK {
 		m.Flags |= rtdAttachOK
 	}
-	return p.send(&m, -1)
+	return &m
 }
 
 func (p *rtdProc) sendRoute(a netip.Addr, class bool) error {
