@@ -168,7 +168,8 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	e.mu.Unlock()
 	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
-		"passed", in.Passed, "all", in.AllLanes, "link", e.state.Link, "rate", rate, "held", in.Held, "blind", blind,
+		"passed", in.Passed, "all", in.AllLanes, "link", e.state.Link, "measured", e.state.measured, "known", e.state.known(),
+		"backlog", in.Backlog, "rate", rate, "held", in.Held, "blind", blind,
 		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
 	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()
