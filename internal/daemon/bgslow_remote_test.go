@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,8 @@ type slowFigures struct {
 	bulkIperf           float64        // the bulk by iperf3's intervals
 	modes               map[string]int // the background's, the bulk settling
 	fgAlone, fgBeside   float64        // median seconds of the 10 KB transfer
+	retransAlone        int            // A's TCP segments retransmitted over the transfers alone
+	retransBeside       int            // and beside the background
 }
 
 func slowLink(t *testing.T, c slowCase) {
@@ -118,7 +121,9 @@ func slowLink(t *testing.T, c slowCase) {
 	var f slowFigures
 	f.idle, _ = probeCount(t, p, slowProbes)
 	fgURL := fmt.Sprintf("http://%s:8080", p.AddrB)
+	r0 := tcpRetrans(t, p.A)
 	f.fgAlone = slowFg(t, p, c.dir, fgURL)
+	f.retransAlone = tcpRetrans(t, p.A) - r0
 
 	bgRun := []string{lanesBin, "run", "--socket", sock, "--lane", "background", "--"}
 	var bg *running
@@ -135,7 +140,9 @@ func slowLink(t *testing.T, c slowCase) {
 	b1, s1 := bg.read()
 	f.bgShare = rate(b0, s0, b1, s1) / c.bps
 	f.busy = (tbfSent(t, p, dev) - sent0) * 8 / time.Since(t0).Seconds() / c.bps
+	r0 = tcpRetrans(t, p.A)
 	f.fgBeside = slowFg(t, p, c.dir, fgURL)
+	f.retransBeside = tcpRetrans(t, p.A) - r0
 
 	bulk := slowIperf(t, p, nil, 5312, c.dir, bulkSrv)
 	f.modes = slowModes(t, sock, slowBulkSettle)
@@ -160,6 +167,38 @@ func slowLink(t *testing.T, c slowCase) {
 	wg.Go(bulk.stop)
 	wg.Go(bg.stop)
 	wg.Wait()
+}
+
+// tcpRetrans is ns's TCP segments retransmitted so far (RetransSegs of
+// /proc/net/snmp, per network namespace).
+func tcpRetrans(t *testing.T, ns *testutil.NetNS) int {
+	t.Helper()
+	out, err := ns.Command("cat", "/proc/net/snmp").Output()
+	if err != nil {
+		t.Fatalf("snmp in %s: %v", ns.Name, err)
+	}
+	var names []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "RetransSegs" && i < len(f) {
+				v, err := strconv.Atoi(f[i])
+				if err != nil {
+					t.Fatalf("snmp RetransSegs %q: %v", f[i], err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("snmp in %s: no Tcp RetransSegs", ns.Name)
+	return 0
 }
 
 // probeCount probes n times and returns the RTTs and the number lost.
@@ -197,6 +236,8 @@ func (f slowFigures) judge(t *testing.T, c slowCase) {
 		c, pct(f.idle, .5), pct(f.idle, .95), pct(f.on, .5), pct(f.on, .95), infl, goal, f.lost, slowProbes)
 	t.Logf("%v: background %.2f of the link alone (the bottleneck busy %.2f); an interactive bulk beside it %.2f of the link (goal >= 0.90; iperf3 reads %.2f), the background %.2f; a 10 KB foreground transfer %.0f ms alone, %.0f beside (%.2fx, goal <= 1.10)",
 		c, f.bgShare, f.busy, f.bulk, f.bulkIperf, f.bgBeside, 1000*f.fgAlone, 1000*f.fgBeside, f.fgBeside/f.fgAlone)
+	t.Logf("%v: the 10 KB transfers' TCP segments retransmitted from A: %d alone, %d beside the background",
+		c, f.retransAlone, f.retransBeside)
 	t.Logf("%v: the background's mode as the bulk starts, of %d samples: %v", c, slowModeN, f.modes)
 	if f.lost > 0 {
 		testutil.TimingErrorf(t, "%d probes lost", f.lost)
