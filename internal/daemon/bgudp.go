@@ -39,7 +39,7 @@ func (cs *components) newBgUDP(pol config.Background, h bgudp.Datapath) (*compon
 func bgUDPSummary(st bgudp.Status, yieldOn bool) string {
 	rule := fmt.Sprintf("probing the class's peers (ICMP echo; QUIC version probes to a peer silent to echo) every %v only while such traffic flows, target %v; no peer answering: held at the floor", st.Rule.Interval, st.Rule.Target)
 	if yieldOn {
-		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s or 1/%d of its link estimate, the smaller, while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs after the handshake (at most %v)",
+		rule += fmt.Sprintf("; beside a present foreground target %v; the foreground yield holds it at %d kbit/s or 1/%d of its link estimate, the smaller, while a foreground TCP socket is harmed, its egress stopped from a foreground connection's opening to %d of its RTTs or its first flight's time at the upload capacity, the longer, after the handshake (at most %v)",
 			yield.ShareTarget(st.Rule.Target), datapath.BgYieldBytes*8/1000, bgudp.FloorShare, datapath.FgOpenRTTs, datapath.FgOpenHold)
 	}
 	var parts []string

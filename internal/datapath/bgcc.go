@@ -174,7 +174,9 @@ func (h *Host) rledbatTargetUS() uint32 { return targetUS(h.cfg.ReceiveTarget) }
 // FgOpenHold is lanes_maps.h's FG_OPEN_HOLD_NS: a new foreground connection
 // makes background on its interface yield, and stops the background
 // non-TCP class's egress (bgclass.h's bg_opened), until its handshake ends
-// and then for FgOpenRTTs of the handshake's RTT, at most this long.
+// and then for FgOpenRTTs of the handshake's RTT or its first flight's time
+// at the interface's upload capacity (lanes_link_rate), the longer, at most
+// this long.
 const FgOpenHold = 500 * time.Millisecond
 
 // FgOpenRTTs is FG_OPEN_RTTS.

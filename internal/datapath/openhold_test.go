@@ -111,3 +111,34 @@ func TestOpeningAnsweredHoldsOncePerSecond(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	held("an opening a second later", true)
 }
+
+// TestOpeningHoldsForItsFirstFlight: at its handshake's end an opening
+// holds for 2 of its RTTs or its first flight's time at the interface's
+// upload capacity, the longer: on a veth, whose RTT is microseconds, the
+// hold ends at once where no capacity is known, and at 62.5 KB/s (0.5
+// Mbit/s) it lasts a 10-segment window's 231 ms.
+func TestOpeningHoldsForItsFirstFlight(t *testing.T) {
+	requireCgroup2(t)
+	p := testutil.NewVethPair(t)
+	h, idx := openTwoEgress(t, p.A, p.LinkA)
+	_, addr := startSink(t, p.B, p.AddrB, 9415)
+	left := func() time.Duration { // the hold's time left after a handshake
+		t.Helper()
+		dialCC(t, p.A, addr, "cubic")
+		states, now, err := h.Yield.ForegroundStates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(int64(states[idx[p.LinkA]].OpenEnd) - int64(now))
+	}
+	if d := left(); d > 50*time.Millisecond {
+		t.Errorf("no upload capacity known: the opening holds %v after its handshake, want its 2 RTTs", d)
+	}
+	time.Sleep(1100 * time.Millisecond) // an opening holds once a second per peer
+	if err := h.Background.RaiseUploadRate(idx[p.LinkA], 62_500); err != nil {
+		t.Fatal(err)
+	}
+	if d := left(); d < 100*time.Millisecond || d > FgOpenHold {
+		t.Errorf("at 62.5 KB/s the opening holds %v after its handshake, want its first flight's ~231 ms", d)
+	}
+}

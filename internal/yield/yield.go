@@ -227,7 +227,7 @@ type Status struct {
 
 // Rule is how the background yields, in words, for a background target.
 func RuleText(target time.Duration) string {
-	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while its own queuing delay is %v above its base (and %v after; each TCP socket by its own, the QUIC/UDP class by its own), and from a foreground connection's opening to %d of its RTTs after its handshake (at most %v)",
+	return fmt.Sprintf("beside a present foreground (%s; a foreground's UDP arrivals count) background TCP and QUIC/UDP, uploads and downloads, keep %v of queue instead of %v; TCP held at the minimum in one direction while a foreground TCP socket is cwnd-limited (uploads) or that direction's queue (TCP timestamps: one-way delay above its minimum; without them the RTT, both directions) stands %v, or, beside a foreground without TCP RTT samples (UDP), while its own queuing delay is %v above its base (and %v after; each TCP socket by its own, the QUIC/UDP class by its own), and from a foreground connection's opening to %d of its RTTs or its first flight's time at the upload capacity, the longer, after its handshake (at most %v)",
 		KernelRule, ShareTarget(target), target, HarmQueue, HarmQueue, HarmHold, OpenRTTs, OpenHold)
 }
 

@@ -138,7 +138,8 @@ LANES_MAP(lanes_sock_rwnd,
  * (0: interface not known, holds background by every interface). sock_ops
  * writes it at connect (FG_OPEN_HOLD_NS ahead: until the handshake ends)
  * and at the handshake's end, active or passive (FG_OPEN_RTTS of the
- * handshake's RTT ahead, at most FG_OPEN_HOLD_NS). A new foreground
+ * handshake's RTT or its first flight's time at the upload capacity
+ * ahead, the longer, at most FG_OPEN_HOLD_NS). A new foreground
  * connection makes background on its interface yield at once, before the
  * classifier's window has counted FG_MIN_PACKETS of it: a short transfer's
  * first round trips are the ones a standing queue costs most. Only for its

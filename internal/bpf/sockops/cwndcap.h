@@ -112,44 +112,6 @@ static __always_inline void pace(struct bpf_sock_ops *ops, struct sk_state *st)
 		bump(OPS_SETSOCKOPT_ERR);
 }
 
-/* The yield's hold is at most a small share of what the link carries: 2
- * segments a round trip are the whole of a 0.2 Mbit/s link. The upload
- * direction's capacity per interface (lanes_link_rate) is a windowed,
- * decaying maximum of its sockets' delivery rates (a held background
- * socket's left out): raised by a rate at or above it, halved every
- * LINK_RATE_HALF_NS without one. A held socket is paced at
- * 1/HOLD_RATE_DIV of it (at least a segment a second) where it is known;
- * beyond the hold TCP paces itself as before (pace).
- * A socket's rate is its bytes acked over at least LINK_RATE_WIN_NS and a
- * smoothed RTT, not the kernel's last rate sample: a sample covers as
- * little as the path's minimum RTT, microseconds on a LAN, in which a
- * token bucket's burst passes at the device's speed (3.6 Gbit/s read past
- * a 10 Mbit/s TBF with a 15 KB burst). Over 100 ms that burst is 0.12 of
- * a 10 Mbit/s link's bytes. */
-#define HOLD_RATE_DIV 16
-#define LINK_RATE_HALF_NS 10000000000ULL
-#define LINK_RATE_WIN_NS 100000000ULL
-
-struct link_rate {
-	__u64 bps; /* bytes/s */
-	__u64 at;  /* bpf_ktime_get_ns of the last raise */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct link_rate);
-} lanes_link_rate SEC(".maps");
-
-/* link_rate_of is r's estimate at now. */
-static __always_inline __u64 link_rate_of(struct link_rate *r, __u64 now)
-{
-	__u64 halves = (now - r->at) / LINK_RATE_HALF_NS;
-
-	return halves >= 64 ? 0 : r->bps >> halves;
-}
-
 /* window_rate is ops's delivery rate in bytes/s over its window when the
  * window is full (then a new one starts), else 0. */
 static __always_inline __u64 window_rate(struct bpf_sock_ops *ops, __u64 now)

@@ -70,6 +70,7 @@ char __license[] SEC("license") = "GPL";
 #include "rledbat.h"
 #include "rwndcap.h"
 #include "bgclamp.h"
+#include "linkrate.h"
 #include "yield.h"
 #include "fgrcv.h"
 #include "resolve.h"
