@@ -195,9 +195,12 @@ func (s *State) Step(in Input) uint64 {
 	switch {
 	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
 		f := max(minFactor, 1-decreaseK*float64(qd-target)/float64(s.Rule.slopeUnit()))
-		from := s.win.rate() // not policed yet: what the class sent of late, not one step's burst or gap
+		// what the class sent of late (the window's), not one step's: a
+		// step a millisecond long passed nothing, and a decrease from it
+		// took a class at 12 Mbit/s to the floor
+		from := s.win.rate()
 		if s.Rate != 0 {
-			from = min(s.Rate, max(in.Passed, s.Link))
+			from = min(s.Rate, max(from, s.Link))
 		}
 		if s.Link != 0 {
 			from = min(from, uint64(s.headroom(in)*float64(s.Link)))

@@ -383,3 +383,18 @@ func TestGrowthFromUnderALowerBoundIsNotSlowed(t *testing.T) {
 		t.Fatalf("never measured: rate %d B/s after 2 s of no queue from %d, want >= %d", never.Rate, link/8, link*3/4)
 	}
 }
+
+// A decrease starts from what the class passed over the window, not in
+// its step: a step a millisecond long (a probe's answer right after the
+// tick) passed nothing, and the class at 1.5 MB/s with no link estimate
+// (a peer silent to echo: every other step a sample) fell to the floor.
+func TestDecreaseFromAShortStep(t *testing.T) {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: 1_500_000}
+	for range estimateSteps + 1 {
+		s.Step(Input{Offered: 1_500_000, Passed: 1_500_000, Shaped: true, Dt: s.Rule.Interval})
+	}
+	s.Step(Input{Signal: true, Queue: 30 * time.Millisecond, Raw: 50 * time.Millisecond, Shaped: true, Dt: time.Millisecond})
+	if s.Rate < 1_500_000*2/5 {
+		t.Fatalf("rate %d B/s after a decrease at 30 ms of queue from 1.5 MB/s, want at least 2/5 of it (a decrease at most halves)", s.Rate)
+	}
+}
