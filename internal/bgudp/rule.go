@@ -390,8 +390,12 @@ type estimate struct {
 // linkEstimate is the bottleneck's rate over the window's steps after its
 // first (bytes/s; arrivals: every lane's where counted), or 0 unless the
 // queue stayed at least busy at every step's end, the first's included:
-// for arrivals as the samples around a step show it (winStep.least); for
-// an upload every step a sample (its growth is read from them).
+// as the samples around a step show it (winStep.least), and for an upload
+// its first and last steps samples (its growth is read from them). An
+// upload whose every step had to be a sample was never measured beside a
+// peer silent to echo, whose version probes answer every other step: its
+// growth before an estimate (a quarter of its rate a step) took it to
+// 12-22 Mbit/s on a 10 Mbit/s link, the probe's p95 +39 to +45 ms.
 func linkEstimate(win []winStep, busy time.Duration, arrived, every bool) uint64 {
 	if len(win) < estimateSteps+1 {
 		return 0
@@ -399,7 +403,8 @@ func linkEstimate(win []winStep, busy time.Duration, arrived, every bool) uint64
 	var bytes float64
 	var span time.Duration
 	for i, w := range win {
-		if w.least < busy || !arrived && (!w.ok || w.raw < busy) {
+		end := i == 0 || i == len(win)-1
+		if w.least < busy || !arrived && end && (!w.ok || w.raw < busy) {
 			return 0
 		}
 		if i > 0 {

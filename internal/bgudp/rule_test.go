@@ -398,3 +398,21 @@ func TestDecreaseFromAShortStep(t *testing.T) {
 		t.Fatalf("rate %d B/s after a decrease at 30 ms of queue from 1.5 MB/s, want at least 2/5 of it (a decrease at most halves)", s.Rate)
 	}
 }
+
+// An upload whose queue stands and grows is measured though every other
+// step has no sample (a peer silent to echo: its version probes answer
+// every other step): the window's ends are samples, the steps between
+// bounded by them.
+func TestUploadMeasuredWithASampleEveryOtherStep(t *testing.T) {
+	const link = 1_250_000.0
+	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: 1_500_000}
+	dt := s.Rule.Interval
+	q := 20 * time.Millisecond
+	for i := range 12 {
+		q += time.Duration(float64(dt) * (1_500_000/link - 1)) // fed at 1.2 × the link
+		s.Step(Input{Signal: i%2 == 0, Queue: q, Raw: q, Offered: 1_500_000, Passed: 1_500_000, Shaped: true, Dt: dt})
+	}
+	if float64(s.measured) < 0.9*link || float64(s.measured) > 1.1*link {
+		t.Fatalf("measured %d B/s with a sample every other step, want %.0f", s.measured, link)
+	}
+}
