@@ -228,7 +228,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		if known := s.known(); known != 0 && s.Rate >= known && !s.shapedShare(in) {
+		if known := s.known(); known != 0 && s.Rate >= known && !s.Rule.shapedShare(in) {
 			up *= beyondLink
 		}
 		bound := uint64(s.headroom(in) * ref)
@@ -271,8 +271,8 @@ func (s *State) known() uint64 {
 // floor the slowed growth kept the class at a third of the idle
 // capacity for 10 s and more (docs/background.md, "Background QUIC and
 // UDP").
-func (s *State) shapedShare(in Input) bool {
-	return in.Shaped && s.Rule.Target < s.Rule.Policy
+func (r Rule) shapedShare(in Input) bool {
+	return in.Shaped && r.Target < r.Policy
 }
 
 // headroom is how far above the link's rate the step's rate may go:
@@ -351,13 +351,13 @@ func (s *State) observeLink(in Input) {
 	// every lane's sent, the shaped upload's queue beside a foreground rose
 	// from 2.6 to 4.3 ms in TestShapedUploadBesideForeground)
 	every := in.Arrived && !s.Rule.Off.OwnLink
-	e := estimate{rate: linkEstimate(s.win, s.busy(every), in.Arrived, every), busy: true}
+	e := estimate{rate: linkEstimate(s.win, s.Rule.busy(every), in.Arrived, every), busy: true}
 	if e.rate == 0 && !in.Arrived && in.Shaped && s.drives() {
 		e.rate = stepEstimate(s.win, s.Rule.Target/4)
 	}
 	if e.rate == 0 {
 		noQueue := s.Rule.Target / 4
-		if s.shapedShare(in) {
+		if s.Rule.shapedShare(in) {
 			noQueue = s.Rule.Target
 		}
 		e = estimate{rate: lowerBound(s.win, noQueue, every)}
@@ -516,11 +516,11 @@ func linkRate(sent float64, grew, span time.Duration) uint64 {
 // foreground's own bursts keep; a window that met it read every lane's
 // arrivals, less than the link, and the room bound would hold the class
 // at its own rate (TestArrivalsBesideAStandingQueueMeasureEveryLane).
-func (s *State) busy(every bool) time.Duration {
-	if every && !s.Rule.Off.Room {
-		return max(s.Rule.Target, s.Rule.Policy) / 4
+func (r Rule) busy(every bool) time.Duration {
+	if every && !r.Off.Room {
+		return max(r.Target, r.Policy) / 4
 	}
-	return s.Rule.Target / 4
+	return r.Target / 4
 }
 
 // room is the most shaped arrivals may take (bytes/s; 0: no bound but

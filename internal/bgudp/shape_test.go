@@ -133,7 +133,7 @@ func TestUploadPolicedWithoutShaper(t *testing.T) {
 // From the floor (as a foreground's bulk transfer leaves the class, its
 // link estimate with it) beside a foreground, the shaped upload finds the
 // idle capacity again: its growth is not slowed above its own rate's
-// measurement (State.shapedShare).
+// measurement (Rule.shapedShare).
 func TestShapedUploadRecoversBesideForeground(t *testing.T) {
 	share, q, _ := shapeRunFrom(t, experiments.BgUDPOff{}, 25_000, 0.02)
 	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
