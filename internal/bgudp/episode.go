@@ -167,7 +167,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		e.Base = in.Base
 	}
 	e.mu.Unlock()
-	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
+	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "base", in.Base, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
 		"passed", in.Passed, "all", in.AllLanes, "link", e.state.Link, "measured", e.state.measured, "known", e.state.known(),
 		"backlog", in.Backlog, "rate", rate, "held", in.Held, "blind", blind,
 		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)

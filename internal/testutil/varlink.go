@@ -36,8 +36,10 @@ type RateStep struct {
 type VariableLink struct {
 	h     *netlink.Handle
 	qdisc *netlink.Tbf
+	seed  uint64
 	next  func() float64 // the sequence's next rate, bit/s
 	stop  chan struct{}
+	again chan chan error // Restart's requests
 	done  chan struct{}
 	once  sync.Once
 
@@ -60,8 +62,8 @@ func StartVariableLink(t testing.TB, ns *NetNS, dev string, seed uint64) *Variab
 		h.Close()
 		t.Fatalf("variable link: %s in %s: %v", dev, ns.Name, err)
 	}
-	v := &VariableLink{h: h, next: varlink.Rates(seed),
-		stop: make(chan struct{}), done: make(chan struct{}),
+	v := &VariableLink{h: h, seed: seed, next: varlink.Rates(seed),
+		stop: make(chan struct{}), again: make(chan chan error), done: make(chan struct{}),
 		qdisc: &netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index,
 			Handle: netlink.MakeHandle(varLinkHandleID, 0), Parent: netlink.HANDLE_ROOT},
 			Limit: varLinkLimit}}
@@ -100,6 +102,11 @@ func (v *VariableLink) run() {
 		select {
 		case <-v.stop:
 			return
+		case reply := <-v.again:
+			v.next = varlink.Rates(v.seed)
+			err := v.set(v.h.QdiscChange)
+			tick.Reset(varlink.Step)
+			reply <- err
 		case <-tick.C:
 			if err := v.set(v.h.QdiscChange); err != nil {
 				v.mu.Lock()
@@ -108,6 +115,19 @@ func (v *VariableLink) run() {
 				return
 			}
 		}
+	}
+}
+
+// Restart begins the sequence again from its first rate, set now: a
+// measurement that starts here covers the same rates in every run,
+// wherever the set-up before it left the sequence.
+func (v *VariableLink) Restart() error {
+	reply := make(chan error)
+	select {
+	case v.again <- reply:
+		return <-reply
+	case <-v.done:
+		return fmt.Errorf("variable link stopped")
 	}
 }
 

@@ -65,3 +65,29 @@ func TestVariableLinkStepsTheTBF(t *testing.T) {
 		t.Errorf("seed 7 began at %.0f then %.0f: not one sequence", steps[0].Bps, got)
 	}
 }
+
+// Restart begins the sequence again: the rates after it are the first
+// ones, in order.
+func TestVariableLinkRestart(t *testing.T) {
+	RequireRoot(t)
+	v := StartVariableLink(t, NewNetNS(t), "lo", 7)
+	time.Sleep(2*varlink.Step + varlink.Step/2)
+	if err := v.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(varlink.Step + varlink.Step/2)
+	if err := v.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	steps := v.Steps()
+	var after []RateStep
+	for i := 1; i < len(steps); i++ {
+		if steps[i].Bps == steps[0].Bps && i >= 3 {
+			after = steps[i:]
+			break
+		}
+	}
+	if len(after) < 2 || after[1].Bps != steps[1].Bps {
+		t.Fatalf("rates %v: want the sequence's first two again after the restart", steps)
+	}
+}
