@@ -1,6 +1,6 @@
 // sharedsock_test.go: a socket held by several processes (inherited over
 // fork) follows the last of them that changed lane, the rule
-// docs/background.md states (without root: real processes and their
+// docs/livemove.md states (without root: real processes and their
 // /proc/PID/fd, the in-memory datapath).
 package daemon
 
