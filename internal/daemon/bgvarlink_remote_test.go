@@ -11,10 +11,10 @@
 // <= +25 ms); it fails only where a loaded 2-core machine cannot explain
 // it: a lost probe, or a figure past the transport's bound: TCP under
 // half the mean capacity or +100 ms at p95; QUIC under a fifth or +200 ms
-// (its class follows the link's steps up too slowly and down too late
-// for its goals today, +34 to +86 ms measured on a loaded machine:
-// docs/results/background.md, "A variable-rate link"; 200 ms still
-// fails a class that fills the 600 KB buffer, 300 ms at the top rate).
+// (its class follows the link's steps up too slowly for its share goal
+// today, 0.27-0.41 at +8 to +22 ms: docs/results/background.md; 200 ms
+// still fails a class that fills the 600 KB buffer, 300 ms at the top
+// rate).
 package daemon_test
 
 import (
