@@ -200,7 +200,7 @@ func (s *State) Step(in Input) uint64 {
 		// took a class at 12 Mbit/s to the floor
 		from := s.win.rate()
 		if s.Rate != 0 {
-			from = min(s.Rate, max(from, s.paceRef()))
+			from = min(s.Rate, max(from, s.Link))
 		}
 		if s.Link != 0 {
 			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
@@ -241,21 +241,6 @@ func (s *State) Step(in Input) uint64 {
 		s.Rate = max(s.Floor(), min(s.Rate+uint64(up)+1, bound))
 	}
 	return s.Rate
-}
-
-// paceRef is the least rate a decrease starts from, the class having
-// passed less: the link estimate, as a window's rate under it is the
-// sender's own pause or cut, not the bottleneck's; none where the sender
-// set the pace over the window (window.selfPaced), as then its rate is
-// what the bottleneck carried. From the link estimate there, the highest
-// of 2 s, a link fallen from 12.7 to 2.1 Mbit/s was met by halvings from
-// 12.7 and 6.3 Mbit/s, both above it, and its queue stood 200 ms until
-// the link rose again.
-func (s *State) paceRef() uint64 {
-	if s.win.selfPaced() {
-		return 0
-	}
-	return s.Link
 }
 
 // known is the link's rate as known, above which the growth is slowed

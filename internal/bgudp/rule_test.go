@@ -416,32 +416,3 @@ func TestUploadMeasuredWithASampleEveryOtherStep(t *testing.T) {
 		t.Fatalf("measured %d B/s with a sample every other step, want %.0f", s.measured, link)
 	}
 }
-
-// A link that falls under the class's rate, its sender clocked by its
-// acknowledgements (nothing waits in the shaper): the decrease starts
-// from what the bottleneck carried and lands under the new link. From the
-// link estimate (the highest of 2 s) it halved to 6.3 Mbit/s, above the
-// 2.1 Mbit/s link, and the queue stood.
-func TestDecreaseFromASelfPacedSender(t *testing.T) {
-	const before, after = 1_580_000, 265_000 // 12.6, 2.1 Mbit/s
-	s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: before, Link: before, measured: before}
-	s.ests = []estimate{{rate: before, busy: true}}
-	dt := s.Rule.Interval
-	for range estimateSteps + 1 { // the link falls: the sender's window waits at the bottleneck
-		s.Step(Input{Offered: after, Passed: after, Shaped: true, Dt: dt})
-	}
-	s.Step(Input{Signal: true, Queue: 100 * time.Millisecond, Raw: 100 * time.Millisecond, Offered: after, Passed: after, Shaped: true, Dt: dt})
-	if s.Rate >= after {
-		t.Fatalf("rate %d B/s after a decrease at 100 ms of queue on a link fallen to %d B/s, want under it", s.Rate, after)
-	}
-	// the shaper holding a backlog: the pace is the class's rate, the
-	// decrease from the link estimate as before
-	h := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: before, Link: before, measured: before}
-	for range estimateSteps + 1 {
-		h.Step(Input{Offered: before, Passed: after, Shaped: true, Backlog: 30_000, Dt: dt})
-	}
-	h.Step(Input{Signal: true, Queue: 100 * time.Millisecond, Raw: 100 * time.Millisecond, Offered: before, Passed: after, Shaped: true, Backlog: 30_000, Dt: dt})
-	if h.Rate < before/2 {
-		t.Fatalf("rate %d B/s after a decrease with the shaper's queue standing, want half of %d (from the link estimate)", h.Rate, before)
-	}
-}

@@ -90,17 +90,3 @@ func (w window) others() float64 {
 	}
 	return o / dt.Seconds()
 }
-
-// selfPaced says whether the sender set the class's pace over the window,
-// not its rate: nothing waited in the shaper at any step's end and the
-// policer dropped nothing. Behind a standing queue a window-based sender
-// (quic-go, ngtcp2) is then clocked by its acknowledgements, and what
-// passed is what the bottleneck carried.
-func (w window) selfPaced() bool {
-	for _, s := range w {
-		if s.backlog > 0 || s.offered > s.bytes*1.02 {
-			return false
-		}
-	}
-	return len(w) > 0
-}

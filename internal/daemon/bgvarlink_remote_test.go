@@ -12,9 +12,9 @@
 // it: a lost probe, or a figure past the transport's bound: TCP under
 // half the mean capacity or +100 ms at p95; QUIC under a fifth or +200 ms
 // (its class follows the link's steps up too slowly for its share goal
-// today, 0.27-0.41 at +8 to +22 ms: docs/results/background.md; 200 ms
-// still fails a class that fills the 600 KB buffer, 300 ms at the top
-// rate).
+// and leaves 130-200 ms of queue for 300 ms at each fall: 0.28-0.53 at
+// +4 to +84 ms, docs/results/background.md; 200 ms still fails a class
+// that fills the 600 KB buffer, 300 ms at the top rate).
 package daemon_test
 
 import (
