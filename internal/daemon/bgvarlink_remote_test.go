@@ -7,9 +7,8 @@
 // the measured window (the time-weighted mean of the rates set; the
 // sequence restarts where the window begins, so every run measures the
 // same rates) and the probe's p95 over idle on the same link, against
-// the goals (>= 0.90,
-// <= +25 ms); it fails only where a loaded 2-core machine cannot explain
-// it: a lost probe, or a figure past the transport's bound: TCP under
+// the goals (>= 0.90, <= +25 ms); it fails only where a loaded 2-core
+// machine cannot explain it: a lost probe, or a figure past the transport's bound: TCP under
 // half the mean capacity or +100 ms at p95; QUIC under a fifth or +200 ms
 // (its class follows the link's steps up too slowly for its share goal
 // and leaves 130-200 ms of queue for 300 ms at each fall: 0.28-0.53 at

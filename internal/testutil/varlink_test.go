@@ -71,23 +71,28 @@ func TestVariableLinkStepsTheTBF(t *testing.T) {
 func TestVariableLinkRestart(t *testing.T) {
 	RequireRoot(t)
 	v := StartVariableLink(t, NewNetNS(t), "lo", 7)
-	time.Sleep(2*varlink.Step + varlink.Step/2)
+	waitSteps(t, v, 3)
 	if err := v.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(varlink.Step + varlink.Step/2)
+	n := len(v.Steps()) - 1 // the restart's step: Restart returns once it is set
+	waitSteps(t, v, n+2)
 	if err := v.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	steps := v.Steps()
-	var after []RateStep
-	for i := 1; i < len(steps); i++ {
-		if steps[i].Bps == steps[0].Bps && i >= 3 {
-			after = steps[i:]
-			break
-		}
+	if steps[n].Bps != steps[0].Bps || steps[n+1].Bps != steps[1].Bps {
+		t.Fatalf("rates %v, the restart at %d: want the sequence's first two again", steps, n)
 	}
-	if len(after) < 2 || after[1].Bps != steps[1].Bps {
-		t.Fatalf("rates %v: want the sequence's first two again after the restart", steps)
+}
+
+// waitSteps waits until v has set at least n rates (at most 10 s).
+func waitSteps(t *testing.T, v *VariableLink, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(v.Steps()) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rates set in 10 s, want %d", len(v.Steps()), n)
+		}
+		time.Sleep(varlink.Step / 10)
 	}
 }
