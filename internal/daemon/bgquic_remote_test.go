@@ -260,27 +260,24 @@ func ngtcp2Remote(t *testing.T, dir string, bottleneck bool) {
 	key, cert := quicCert(t)
 	tmp := t.TempDir()
 	// B stands for another machine: the suite's other streams must not
-	// starve its server. Starved, it sent its window in bursts that R
-	// queued for 20-35 ms, past the goal, whatever lanes did at A (two
-	// busy loops beside the test: p95 +27 to +35 ms in 3 of 5 runs; with
-	// the server at nice -15, +15 to +23 ms in 5 of 5). Real-time, as its
-	// own machine's CPU would be: the suite's three streams load both
-	// cores more than two busy loops do.
-	runBg(t, p.B, "chrt", "-f", "10", "gtlsserver", "-q", "--max-dyn-length=4G", "-d", tmp, p.AddrB.String(), "4433", key, cert)
+	// starve its server (two busy loops beside the test: p95 +27 to +35 ms
+	// in 3 of 5 runs; with the server at nice -15, +15 to +23 ms in 5 of
+	// 5). Real-time, as its own machine's CPU would be: the suite's three
+	// streams load both cores more than two busy loops do.
+	runBg(t, p.B, append(append([]string{}, realTime...), "gtlsserver", "-q", "--max-dyn-length=4G", "-d", tmp, p.AddrB.String(), "4433", key, cert)...)
 	body := filepath.Join(tmp, "up.bin") // 1 GiB, sparse: more than the test sends
 	if err := os.WriteFile(body, nil, 0o644); err != nil || os.Truncate(body, 1<<30) != nil {
 		t.Fatalf("upload body: %v", err)
 	}
-	// The client real-time too, for the same reason at A: starved, it
-	// acknowledged in batches, and each batch let the server send a
-	// window-sized burst that R queued for 20-35 ms (R's backlog sampled
-	// every 36 ms: p95 27 ms with lanes), and it read so late that its
-	// window without lanes stood at +31 to +56 ms instead of +74. Beside
-	// two busy loops and two other traffic tests the download read +12 to
-	// +34 ms in 3 runs (one failed); real-time, +5 to +12 ms at 0.95-0.96
-	// of the link, +74 to +76 ms without lanes.
+	// The client real-time too: starved, it acknowledged in batches, each
+	// letting the server send a window-sized burst (R's backlog sampled
+	// every 36 ms: p95 27 ms with lanes), and read so late that its window
+	// without lanes stood at +31 to +56 ms instead of +74. Beside two busy
+	// loops and two other traffic tests the download read +12 to +34 ms in
+	// 3 runs (one failed); real-time, +5 to +12 ms at 0.95-0.96 of the
+	// link, +74 to +76 ms without lanes.
 	client := func(prefix ...string) *exec.Cmd {
-		args := append(append([]string{}, prefix...), "chrt", "-f", "10", "gtlsclient", "-q", "--exit-on-all-streams-close")
+		args := append(append(append([]string{}, prefix...), realTime...), "gtlsclient", "-q", "--exit-on-all-streams-close")
 		if dir == "up" {
 			args = append(args, "-d", body, p.AddrB.String(), "4433", fmt.Sprintf("https://%s:4433/", p.AddrB))
 		} else {

@@ -35,6 +35,15 @@ const (
 	downlinkBottleneck = false // R -> A: what A receives
 )
 
+// realTime is the prefix that runs a test endpoint at SCHED_FIFO 10: a
+// sender or receiver whose pacing the test does not judge, running as on
+// a machine of its own. Starved by the suite's other streams, ngtcp2's
+// server and client released their windows in bursts that R queued for
+// 20-35 ms whatever lanes did, and iperf3 -u sent 300-700 KB at once
+// every 250-300 ms, most of it dropped at the shaper's queue
+// (docs/results/background.md, the remote tests' endpoints).
+var realTime = []string{"chrt", "-f", "10"}
+
 // remotePath is the remote-bottleneck setup of these tests: A -> R -> B
 // with a deep TBF queue at R on the uplink or the downlink, and B serving
 // HTTP on :8080 (returned as base) and echo on :7 for the probe.
