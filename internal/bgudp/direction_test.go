@@ -28,6 +28,7 @@ type fakeDP struct {
 	shapeRate uint64           // its rate (0: not shaped)
 	shapeSent uint64           // bytes it sent
 	shapeQ    float64          // bytes waiting in it
+	shapeDrop uint64           // packets it dropped
 	refuses   bool             // its stats say the kernel refuses it (datapath.ErrIfbRefuses)
 	sent      uint64           // the interface's bytes sent, every lane's (0: not known)
 	raised    uint64           // the upload capacity last given to the account (RaiseUploadRate)
@@ -76,7 +77,7 @@ func (f *fakeDP) BgShapeStats(_ int, d datapath.Direction) (datapath.LaneStats, 
 	if f.refuses {
 		return datapath.LaneStats{}, datapath.ErrIfbRefuses
 	}
-	return datapath.LaneStats{Bytes: f.shapeSent, BacklogBytes: uint64(f.shapeQ)}, nil
+	return datapath.LaneStats{Bytes: f.shapeSent, BacklogBytes: uint64(f.shapeQ), Drops: f.shapeDrop}, nil
 }
 
 // dirSim is an episode on fakeDP, each direction through the policer into

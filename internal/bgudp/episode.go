@@ -139,7 +139,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 			return err
 		}
 	}
-	shaped, backlog, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
+	shaped, backlog, dropped, wasShaped := e.shape[d].passed(dp, e.Ifindex, d, in.Dt)
 	e.ownDirection(dp, in, d)
 	e.stepInput(dp, in, d, prev, cur, target)
 	e.linkBytes(dp, in, d)
@@ -151,7 +151,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	}
 	if wasShaped {
 		in.Passed = min(in.Passed, shaped) // what left the shaper; the rest waits in it
-		in.Shaped, in.Backlog = true, backlog
+		in.Shaped, in.Backlog, in.Dropped = true, backlog, dropped
 	}
 	before := e.state.Rate
 	rate := e.state.Step(*in)
@@ -167,9 +167,9 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		e.Base = in.Base
 	}
 	e.mu.Unlock()
-	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "base", in.Base, "queue", in.Queue, "raw", in.Raw, "other", in.Other, "offered", in.Offered,
+	log.Debug("bgudp: step", "dir", d, "signal", in.Signal, "base", in.Base, "queue", in.Queue, "raw", in.Raw, "age", in.Age, "other", in.Other, "offered", in.Offered,
 		"passed", in.Passed, "all", in.AllLanes, "link", e.state.Link, "measured", e.state.measured, "known", e.state.known(),
-		"backlog", in.Backlog, "rate", rate, "held", in.Held, "blind", blind,
+		"backlog", in.Backlog, "dropped", in.Dropped, "rate", rate, "held", in.Held, "blind", blind,
 		"target", e.state.Rule.Target, "shaped", e.shape[d].rate != 0)
 	if e.shape[d].usable(e.state.Rule, d) && e.shape[d].set(dp, e.Ifindex, d, rate, log) {
 		e.mu.Lock()

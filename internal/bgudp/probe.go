@@ -176,6 +176,7 @@ func (p *prober) read(c net.PacketConn, proto int) {
 // peerResult is what a step learned of one peer.
 type peerResult struct {
 	rtt  time.Duration // its newest answer's round trip (0: none)
+	age  time.Duration // how long before collect returned that answer's request left
 	lost int           // requests past probeTimeout without an answer
 }
 
@@ -203,7 +204,7 @@ func (p *prober) collect(since, deadline time.Time) map[netip.AddrPort]peerResul
 		switch {
 		case e.answered != 0 && !e.taken:
 			if e.sent.After(newest[e.peer]) {
-				r.rtt, newest[e.peer] = e.answered, e.sent
+				r.rtt, r.age, newest[e.peer] = e.answered, now.Sub(e.sent), e.sent
 			}
 			e.taken = true
 		case e.answered == 0 && now.Sub(e.sent) > probeTimeout:

@@ -83,16 +83,17 @@ const (
 	// p95 beside an unresponsive UDP upload (docs/background.md,
 	// "Background QUIC and UDP").
 	shapedHeadroom = 1.05
-	// ownLanding: a shaped class that drives the queue (State.drives) is
-	// bounded by its measured link's rate and its decreases start at
-	// ownLanding of it: under the link, so the first one drains the
-	// queue. Bounded at 1.05 of a link estimate that a bottleneck's token
-	// bucket had lifted (a window with no queue read up to 1.06 of a
-	// 10 Mbit/s TBF with a 15 KB bucket), the class ran 10 % over the
-	// link and its first decrease left it over: +14 ms at the probe's p95
-	// beside an unresponsive UDP upload, +4 to +5 ms so (docs/background.md,
-	// "Background QUIC and UDP")
+	// ownLanding and drainTime: a shaped class that drives the queue
+	// (State.heldToLink) is held at ownLanding of its measured link less
+	// the rate that drains the queue it sees in drainTime. Bounded by the
+	// measurement and answering only a queue over the target, an
+	// unresponsive UDP upload kept the target as a standing queue (the
+	// probe's p50 5.5-9 ms, p95 +8.6 to +10.9 ms); at 1.05 of a link
+	// estimate that a bottleneck's token bucket had lifted (a window with
+	// no queue read up to 1.06 of a 10 Mbit/s TBF with a 15 KB bucket),
+	// +14 ms (docs/background.md, "Background QUIC and UDP")
 	ownLanding = 0.98
+	drainTime  = 100 * time.Millisecond
 	// ownShare: the class's queue is its own where the interface sent at
 	// most this much more than the class over the window
 	ownShare = 1.1
@@ -114,9 +115,12 @@ const (
 
 // Input is one step's observation.
 type Input struct {
-	Signal  bool          // a delay sample (or a lost probe) came this step
-	Queue   time.Duration // the current queueing delay (the filtered one)
-	Raw     time.Duration // the step's newest sample's queueing delay, unfiltered
+	Signal bool          // a delay sample (or a lost probe) came this step
+	Queue  time.Duration // the current queueing delay (the filtered one)
+	Raw    time.Duration // the step's newest sample's queueing delay, unfiltered
+	// Age is how long before the step's end Raw's probe left: its queue
+	// stood at the bottleneck then, not at the step's end (0: not known)
+	Age     time.Duration
 	Base    time.Duration // the base delay of the path Queue is on
 	Spoke   int           // the peers whose samples came this step (Queue is the largest of theirs)
 	Least   time.Duration // the least of those peers' queues: the one every path of theirs shows
@@ -131,6 +135,7 @@ type Input struct {
 	Held     bool          // the yield holds the class now
 	Shaped   bool          // the step's upload left by the shaper (its excess waited, none dropped)
 	Backlog  uint64        // the shaper's bytes waiting at the step's end
+	Dropped  bool          // the shaper dropped some of the class's packets in the step
 	Dt       time.Duration // the step's length
 }
 
@@ -141,9 +146,13 @@ type State struct {
 	Queue time.Duration // the last step's queueing delay estimate
 	Link  uint64        // the link's rate as estimated (bytes/s, 0: not yet)
 	wait  int           // steps before the next decrease may come
-	last  time.Duration // the previous step's queueing delay
-	win   window        // the last estimateSteps+1 steps, for the link estimate
-	ests  []estimate    // the last estimateKeep steps' estimates
+	// undropped is the steps since the shaper last dropped the class's
+	// packets (or since the episode began)
+	undropped int
+	last      time.Duration // the previous step's queueing delay
+	win       window        // the last estimateSteps+1 steps, for the link estimate
+	sent      sentLog       // the class's bytes of the last sentSteps steps, for an upload's
+	ests      []estimate    // the last estimateKeep steps' estimates
 	// measured: the highest window's measurement of the last
 	// estimateKeep steps (0: none; Link may be a lower bound above it)
 	measured uint64
@@ -155,7 +164,9 @@ type State struct {
 // Step takes one step's observation and returns the rate to set (0: not
 // policed).
 //
-// Above the target the rate falls in proportion to the excess (at most by
+// A shaped upload held to its link (heldToLink) is set to ownLanding of
+// its measured link less what drains its queue in drainTime. Otherwise,
+// above the target the rate falls in proportion to the excess (at most by
 // half), at most once per probe round trip and not while the queue is
 // already falling (the last decrease is draining it); below it the rate
 // grows by a share of the link's rate scaled by the room left under the
@@ -168,8 +179,9 @@ type State struct {
 // which the queue never emptied (every sample at least a quarter of the
 // target): then the bottleneck sent all the time, at the rate every
 // lane's arrivals came in (downloads: the interface's counter, where
-// read, winStep.carried), or at what the class passed less what the
-// queue grew by (uploads: a queue growing by g s/s is fed at (1 + g) ×
+// read, winStep.carried), or at what the class passed while the
+// samples' probes stood in the queue less what the queue grew by
+// (uploads, alignedRate: a queue growing by g s/s is fed at (1 + g) ×
 // the link's rate). The window spans several steps so that a burst the
 // queue shows a step late is not read as a slow link. A step in which
 // the policer dropped and no queue formed shows a link at least as fast
@@ -178,6 +190,10 @@ type State struct {
 // (the last one when none came).
 func (s *State) Step(in Input) uint64 {
 	s.observeLink(in)
+	s.undropped++
+	if in.Dropped {
+		s.undropped = 0
+	}
 	if in.Signal {
 		s.Queue = in.Queue
 	}
@@ -193,6 +209,8 @@ func (s *State) Step(in Input) uint64 {
 	}
 	qd, target := in.Queue, s.Rule.Target
 	switch {
+	case s.heldToLink(in):
+		s.Rate = max(s.Floor(), uint64(float64(s.measured)*max(minFactor, ownLanding-float64(qd)/float64(drainTime))))
 	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
 		f := max(minFactor, 1-decreaseK*float64(qd-target)/float64(s.Rule.slopeUnit()))
 		// what the class sent of late (the window's), not one step's: a
@@ -204,9 +222,6 @@ func (s *State) Step(in Input) uint64 {
 		}
 		if s.Link != 0 {
 			from = min(from, uint64(s.headroom(in)*float64(s.Link)))
-		}
-		if in.Shaped && s.drives() && s.measured != 0 {
-			from = min(from, uint64(float64(s.measured)*ownLanding))
 		}
 		floor := s.Floor()
 		if s.Rate == 0 {
@@ -287,12 +302,26 @@ func (s *State) headroom(in Input) float64 {
 	switch {
 	case in.Shaped && in.Arrived && s.measured != 0 && s.Link != 0:
 		return arrivalsHeadroom * float64(s.measured) / float64(s.Link)
-	case in.Shaped && s.measured != 0 && s.Link != 0 && s.drives():
-		return float64(s.measured) / float64(s.Link)
 	case in.Shaped && s.measured != 0:
 		return shapedHeadroom
 	}
 	return headroom
+}
+
+// heldToLink says whether the step's class is held under its measured
+// link (ownLanding, drainTime) instead of steered by the target: a shaped
+// upload that drives the queue (drives), measured in the last
+// estimateKeep steps, whose shaper dropped none of its packets over as
+// many: its sender waits for the shaper (an unresponsive one, blocked on
+// its socket), so what the shaper passes is what reaches the bottleneck,
+// the queue is its own, and the rate that keeps the link busy with no
+// queue is known. The class finds the link again when the measurement
+// ages out. A sender that meets the shaper's drops answers them (quic-go,
+// dropped every 14-16 steps) and needs the queue to keep the link busy
+// through its window's cuts: held so, quic-go's upload kept 0.86-0.90 of
+// the link against 0.92-0.95.
+func (s *State) heldToLink(in Input) bool {
+	return in.Shaped && s.measured != 0 && s.undropped >= estimateKeep && s.drives()
 }
 
 // others is the other lanes' bytes/s over the window, where the link is
@@ -345,15 +374,16 @@ func (s *State) observeLink(in Input) {
 		bytes = float64(in.Offered)
 	}
 	s.win.add(winStep{bytes: bytes * in.Dt.Seconds(), all: float64(in.AllLanes) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
-		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, ok: in.Signal, backlog: in.Backlog})
+		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, age: in.Age, ok: in.Signal, backlog: in.Backlog})
+	s.sent.add(bytes*in.Dt.Seconds(), in.Dt)
 	// arrivals crossed the bottleneck with every lane's: the link is what
 	// they all show; an upload's stays the class's own (measured from
 	// every lane's sent, the shaped upload's queue beside a foreground rose
 	// from 2.6 to 4.3 ms in TestShapedUploadBesideForeground)
 	every := in.Arrived && !s.Rule.Off.OwnLink
-	e := estimate{rate: linkEstimate(s.win, s.Rule.busy(every), in.Arrived, every), busy: true}
+	e := estimate{rate: linkEstimate(s.win, s.sent, s.Rule.busy(every), in.Arrived, every), busy: true}
 	if e.rate == 0 && !in.Arrived && in.Shaped && s.drives() {
-		e.rate = stepEstimate(s.win, s.Rule.Target/4)
+		e.rate = stepEstimate(s.win, s.sent, s.Rule.Target/4)
 	}
 	if e.rate == 0 {
 		noQueue := s.Rule.Target / 4
@@ -396,7 +426,7 @@ type estimate struct {
 // peer silent to echo, whose version probes answer every other step: its
 // growth before an estimate (a quarter of its rate a step) took it to
 // 12-22 Mbit/s on a 10 Mbit/s link, the probe's p95 +39 to +45 ms.
-func linkEstimate(win []winStep, busy time.Duration, arrived, every bool) uint64 {
+func linkEstimate(win []winStep, sent sentLog, busy time.Duration, arrived, every bool) uint64 {
 	if len(win) < estimateSteps+1 {
 		return 0
 	}
@@ -418,7 +448,27 @@ func linkEstimate(win []winStep, busy time.Duration, arrived, every bool) uint64
 	if arrived {
 		return uint64(bytes / span.Seconds())
 	}
-	return linkRate(bytes/span.Seconds(), win[len(win)-1].raw-win[0].raw, span)
+	return alignedRate(sent, win[0], win[len(win)-1], span)
+}
+
+// alignedRate is the bottleneck's rate from an upload's samples at a and
+// b, span apart: each shows the queue as it stood when its probe left
+// (its age before its step's end), so the bytes that fed the growth
+// between them are those sent between those two moments, not in the
+// span; 0 where the log does not reach back. Read in the span, a queue
+// of 320 ms that an unpoliced start built at 20 Mbit/s, seen while the
+// class's decreases had taken it to 5.2 Mbit/s, read a 10 Mbit/s link as
+// 3.4-4.9 Mbit/s.
+func alignedRate(sent sentLog, a, b winStep, span time.Duration) uint64 {
+	from, to := span+a.age, b.age
+	if from <= to {
+		return 0
+	}
+	bytes, ok := sent.between(from, to)
+	if !ok {
+		return 0
+	}
+	return linkRate(bytes/(from-to).Seconds(), b.raw-a.raw, from-to)
 }
 
 // stepEstimate is the bottleneck's rate over the window's last step
@@ -430,7 +480,7 @@ func linkEstimate(win []winStep, busy time.Duration, arrived, every bool) uint64
 // under busy meets the window's test only when it overshoots; a step
 // whose queue grew is measured there, and a bottleneck's token bucket
 // cannot lift it as it lifts a lower bound.
-func stepEstimate(win []winStep, busy time.Duration) uint64 {
+func stepEstimate(win []winStep, sent sentLog, busy time.Duration) uint64 {
 	if len(win) < 2 {
 		return 0
 	}
@@ -438,7 +488,7 @@ func stepEstimate(win []winStep, busy time.Duration) uint64 {
 	if !a.ok || !b.ok || a.raw < busy || b.raw < a.raw || b.dt <= 0 {
 		return 0
 	}
-	return linkRate(b.bytes/b.dt.Seconds(), b.raw-a.raw, b.dt)
+	return alignedRate(sent, a, b, b.dt)
 }
 
 // drives says whether the class alone drives the bottleneck's queue: over

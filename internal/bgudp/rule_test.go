@@ -416,3 +416,71 @@ func TestUploadMeasuredWithASampleEveryOtherStep(t *testing.T) {
 		t.Fatalf("measured %d B/s with a sample every other step, want %.0f", s.measured, link)
 	}
 }
+
+// lateLink is fluidLink with the echo's timing: a probe leaves at each
+// step's start, waits behind the queue it meets, and its answer is read at
+// the end of the step it comes back in, so a sample shows the queue of a
+// queueing delay and more before.
+type lateLink struct {
+	fluidLink
+	now    time.Duration
+	probes []lateProbe
+}
+
+type lateProbe struct{ sent, rtt time.Duration }
+
+func newLate(link float64) *lateLink {
+	s := &State{Rule: DefaultRule(10 * time.Millisecond)}
+	return &lateLink{fluidLink: fluidLink{link: link, base: 20 * time.Millisecond, sig: newDelaySignal(s.Rule.Target), s: s}}
+}
+
+// step is fluidLink.step with the late samples.
+func (f *lateLink) step(offer float64) (float64, time.Duration) {
+	dt := f.s.Rule.Interval
+	f.probes = append(f.probes, lateProbe{f.now, f.base + time.Duration(f.queue/f.link*float64(time.Second))})
+	pass := offer
+	if f.s.Rate != 0 {
+		pass = min(offer, float64(f.s.Rate))
+	}
+	f.queue += (pass - f.link) * dt.Seconds()
+	carried := 1.0
+	if f.queue < 0 {
+		carried, f.queue = 1+f.queue/(f.link*dt.Seconds()), 0
+	}
+	f.now += dt
+	res := map[netip.AddrPort]peerResult{}
+	for len(f.probes) > 0 && f.probes[0].sent+f.probes[0].rtt <= f.now {
+		p := f.probes[0]
+		res[testPeer] = peerResult{rtt: p.rtt, age: f.now - p.sent}
+		f.probes = f.probes[1:]
+	}
+	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: dt}
+	f.sig.step(res, &in)
+	f.s.Step(in)
+	return carried, time.Duration(f.queue / f.link * float64(time.Second))
+}
+
+// An unresponsive sender at twice the link, unpoliced until its first
+// queue, seen by samples that come back a queueing delay late: the link
+// is read from the bytes sent while each sample's probe stood in the
+// queue. Read from the bytes sent in the window, the decreases that
+// followed the start's queue made the link look half as fast.
+func TestLinkReadFromWhatFedTheQueue(t *testing.T) {
+	f := newLate(1.25e6)
+	var got []float64
+	for range 120 {
+		f.step(2 * f.link)
+		if e := f.s.ests[len(f.s.ests)-1]; e.busy && e.rate != 0 {
+			got = append(got, float64(e.rate)/f.link)
+		}
+	}
+	t.Logf("each window's link ÷ the link's rate: %.2f", got)
+	if len(got) == 0 {
+		t.Fatal("no window measured the link")
+	}
+	for _, e := range got {
+		if e < 0.8 || e > 1.25 {
+			t.Errorf("a window read %.2f× the link's rate, want within 0.8-1.25", e)
+		}
+	}
+}

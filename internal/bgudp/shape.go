@@ -24,6 +24,7 @@ type shaper struct {
 	failed bool   // the interface has no shaper: the policer holds the direction
 	rate   uint64 // the shaper's rate (0: the direction is not shaped)
 	sent   uint64 // the shaper's bytes sent at the last read
+	drops  uint64 // the shaper's drops at the last read
 }
 
 // usable says whether the direction's rate goes to the shaper.
@@ -36,12 +37,12 @@ func (s *shaper) usable(r Rule, d datapath.Direction) bool {
 }
 
 // passed reads what the shaper sent since the last read, in bytes/s over
-// dt, and the bytes waiting in it now; ok is false when the direction was
-// not shaped over the step. A shaper the kernel refuses to deliver from
+// dt, the bytes waiting in it now and whether it dropped any packet since;
+// ok is false when the direction was not shaped over the step. A shaper the kernel refuses to deliver from
 // (datapath.ErrIfbRefuses) is given up: the policer holds the direction.
-func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate, backlog uint64, ok bool) {
+func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate, backlog uint64, dropped, ok bool) {
 	if s.rate == 0 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	st, err := dp.BgShapeStats(ifindex, d)
 	if errors.Is(err, datapath.ErrIfbRefuses) { // the policer holds the direction from here
@@ -49,11 +50,12 @@ func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.
 		_ = dp.SetBgShape(ifindex, d, 0)
 	}
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
 	sent := st.Bytes - min(st.Bytes, s.sent)
-	s.sent = st.Bytes
-	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), st.BacklogBytes, true
+	dropped = st.Drops > s.drops
+	s.sent, s.drops = st.Bytes, st.Drops
+	return uint64(float64(sent) / max(dt.Seconds(), 1e-3)), st.BacklogBytes, dropped, true
 }
 
 // set puts the direction's rate on its shaper (0: not shaped); it returns
@@ -74,7 +76,7 @@ func (s *shaper) set(dp Datapath, ifindex int, d datapath.Direction, rate uint64
 	}
 	if s.rate == 0 { // the shaper's count from here
 		if st, err := dp.BgShapeStats(ifindex, d); err == nil {
-			s.sent = st.Bytes
+			s.sent, s.drops = st.Bytes, st.Drops
 		}
 	}
 	s.rate = rate

@@ -59,6 +59,9 @@ func shapeRunFrom(t *testing.T, off experiments.BgUDPOff, start uint64, offer0 f
 			out := min(dp.shapeQ, float64(dp.shapeRate)*dt.Seconds())
 			lost = max(0, dp.shapeQ-out-float64(datapath.BgShapeQueueLimit(dp.shapeRate)))
 			dp.shapeQ -= out + lost
+			if lost > 0 {
+				dp.shapeDrop++
+			}
 			dp.shapeSent += uint64(out)
 			pass = out / dt.Seconds()
 		} else {
@@ -165,15 +168,15 @@ func bucketRun(t *testing.T, counted bool) (p95 time.Duration, share float64) {
 	var qs []time.Duration
 	for i := range 600 {
 		b := 2 * link * dt.Seconds()
-		c := &dp.cls[datapath.Upload]
-		c.Bytes, c.Packets = c.Bytes+uint64(b), c.Packets+uint64(b/1200)+1
 		out := b
-		if dp.shapeRate != 0 {
-			dp.shapeQ += b
-			out = min(dp.shapeQ, float64(dp.shapeRate)*dt.Seconds())
-			dp.shapeQ -= out + max(0, dp.shapeQ-out-float64(datapath.BgShapeQueueLimit(dp.shapeRate)))
+		if dp.shapeRate != 0 { // the sender's socket waits while the shaper's queue is full
+			out = min(dp.shapeQ+b, float64(dp.shapeRate)*dt.Seconds())
+			b = min(b, float64(datapath.BgShapeQueueLimit(dp.shapeRate))+out-dp.shapeQ)
+			dp.shapeQ += b - out
 			dp.shapeSent += uint64(out)
 		}
+		c := &dp.cls[datapath.Upload]
+		c.Bytes, c.Packets = c.Bytes+uint64(b), c.Packets+uint64(b/1200)+1
 		if counted {
 			dp.sent += uint64(out) + 1
 		}
@@ -202,10 +205,10 @@ func bucketRun(t *testing.T, counted bool) (p95 time.Duration, share float64) {
 }
 
 // An unresponsive upload at a token-bucket bottleneck, beside the probe
-// alone: where the interface's counter shows the queue is the class's
-// own, the class stays within its measured link and its decreases land
-// under it; without the counter, within 1.05 of an estimate the bucket
-// lifts. Paired: the same bottleneck and sender.
+// alone, its socket waiting on the shaper: where the interface's counter
+// shows the queue is the class's own, the class is held under its
+// measured link (State.heldToLink); without the counter, within 1.05 of
+// an estimate the bucket lifts. Paired: the same bottleneck and sender.
 func TestOwnQueueAtATokenBucket(t *testing.T) {
 	own, ownShare := bucketRun(t, true)
 	est, estShare := bucketRun(t, false)
@@ -215,5 +218,32 @@ func TestOwnQueueAtATokenBucket(t *testing.T) {
 	}
 	if ownShare < 0.9 {
 		t.Errorf("share of the link %.2f with the interface's counter, want at least 0.9", ownShare)
+	}
+}
+
+// A shaped upload that drives the queue is held under its measured link
+// only while its shaper drops none of its packets: a sender that meets
+// the drops (quic-go's, every 14-16 steps) is steered by the target, its
+// queue carrying the link through its window's cuts.
+func TestHeldToLinkWhileTheShaperDropsNothing(t *testing.T) {
+	const link = 1_250_000
+	run := func(dropEvery int) uint64 {
+		s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link}
+		s.ests = []estimate{{rate: link, busy: true}}
+		s.Link, s.measured = link, link
+		limit := uint64(datapath.BgShapeQueueLimit(link))
+		for i := range 2 * estimateKeep {
+			s.Step(Input{Signal: true, Offered: link, Passed: link, AllLanes: link, Shaped: true, Backlog: limit,
+				Dropped: dropEvery != 0 && i%dropEvery == 0, Dt: s.Rule.Interval})
+			s.ests = append(s.ests[:0], estimate{rate: link, busy: true}) // the measurement stays fresh
+			s.Link, s.measured = link, link
+		}
+		return s.Rate
+	}
+	if held := run(0); held != uint64(ownLanding*link) {
+		t.Errorf("never dropped: rate %d B/s with no queue, want %d (ownLanding of the measured link)", held, uint64(ownLanding*link))
+	}
+	if steered := run(15); steered < link {
+		t.Errorf("dropped every 15 steps: rate %d B/s with no queue, want at least the link (%d): steered by the target, not held", steered, link)
 	}
 }

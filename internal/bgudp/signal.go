@@ -42,9 +42,9 @@ func newDelaySignal(target time.Duration) *delaySignal {
 }
 
 // step takes the step's per-peer results; it fills in's Signal, Queue,
-// Raw and Base, and says whether no peer has answered for blindSteps.
+// Raw (with its Age) and Base, and says whether no peer has answered for blindSteps.
 func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind bool) {
-	in.Signal, in.Queue, in.Raw, in.Base, in.Spoke, in.Least = false, 0, 0, 0, 0, 0
+	in.Signal, in.Queue, in.Raw, in.Base, in.Spoke, in.Least, in.Age = false, 0, 0, 0, 0, 0, 0
 	answered := false
 	for a, r := range res {
 		p := d.peers[a]
@@ -54,7 +54,7 @@ func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind 
 		}
 		d.Lost += uint64(r.lost)
 		p.quiet++
-		var qd, raw time.Duration
+		var qd, raw, age time.Duration
 		switch {
 		case r.rtt > 0:
 			d.Samples++
@@ -70,7 +70,7 @@ func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind 
 			for _, x := range p.recent[1:] {
 				cur = min(cur, x)
 			}
-			qd, raw = cur-p.base, r.rtt-p.base
+			qd, raw, age = cur-p.base, r.rtt-p.base, r.age
 		case r.lost > 0 && p.answered && p.lossRun < silentLosses:
 			// a request lost behind a full queue: read as twice the target
 			p.lossRun += r.lost
@@ -86,7 +86,10 @@ func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind 
 			in.Least = qd
 		}
 		in.Spoke++
-		in.Signal, in.Raw = true, max(in.Raw, raw)
+		if !in.Signal || raw > in.Raw {
+			in.Raw, in.Age = raw, age
+		}
+		in.Signal = true
 	}
 	if answered {
 		d.quiet = 0

@@ -14,6 +14,7 @@ type winStep struct {
 	rate    float64       // what the policer's rate allowed in the step (0: not policed)
 	dt      time.Duration // its length
 	raw     time.Duration // the queueing delay at its end
+	age     time.Duration // how long before its end raw's probe left (Input.Age)
 	ok      bool          // raw is a sample
 	// least is the queueing delay at its end at least (window.add). A
 	// probe waits behind a standing queue, so the steps with no sample
@@ -89,4 +90,48 @@ func (w window) others() float64 {
 		return 0
 	}
 	return o / dt.Seconds()
+}
+
+// sentSteps is how many steps the sent log keeps: enough to reach back
+// past the longest queue a sample waited in (a 0.2 Mbit/s link's 500 ms
+// of buffer) and the window before it.
+const sentSteps = 100
+
+// sentStep is one step's bytes and length.
+type sentStep struct {
+	bytes float64
+	dt    time.Duration
+}
+
+// sentLog is the class's bytes over the last sentSteps steps, oldest
+// first: what left for the bottleneck when a sample's probe stood in its
+// queue, a queueing delay before the sample came back.
+type sentLog []sentStep
+
+// add appends a step and drops the oldest beyond sentSteps.
+func (l *sentLog) add(bytes float64, dt time.Duration) {
+	*l = append(*l, sentStep{bytes, dt})
+	if len(*l) > sentSteps {
+		*l = (*l)[1:]
+	}
+}
+
+// between is the bytes sent from from to to before the newest step's
+// end (from > to), a step's bytes taken as spread over its length; false
+// where the log does not reach back to from.
+func (l sentLog) between(from, to time.Duration) (float64, bool) {
+	var bytes float64
+	var end time.Duration // how long before the newest step's end step i ended
+	for i := len(l) - 1; i >= 0; i-- {
+		s := l[i]
+		start := end + s.dt
+		if lo, hi := max(end, to), min(start, from); hi > lo && s.dt > 0 {
+			bytes += s.bytes * float64(hi-lo) / float64(s.dt)
+		}
+		if start >= from {
+			return bytes, true
+		}
+		end = start
+	}
+	return 0, false
 }
