@@ -40,6 +40,7 @@ type Episode struct {
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target
 	Shaped     bool      // the controlled rate is a shaper's (the class waits above it), not the policer's
+	UnderLink  bool      // held under its measured link: its sender waits on the shaper, which drops none of it (State.UnderLink)
 	Base       time.Duration
 	Queue      time.Duration
 	Probes     uint64 // echo requests sent
@@ -162,7 +163,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.setYieldRate(dp, min(datapath.BgYieldBytes, e.state.Floor()))
 	e.mu.Lock()
 	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-	e.Queue, e.Link, e.Room = e.state.Queue, e.state.Link, e.state.room(*in)
+	e.Queue, e.Link, e.Room, e.UnderLink = e.state.Queue, e.state.Link, e.state.room(*in), e.state.UnderLink
 	if in.Signal {
 		e.Base = in.Base
 	}

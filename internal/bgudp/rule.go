@@ -145,7 +145,10 @@ type State struct {
 	Rate  uint64        // bytes/s; 0: not policed (until the first queue)
 	Queue time.Duration // the last step's queueing delay estimate
 	Link  uint64        // the link's rate as estimated (bytes/s, 0: not yet)
-	wait  int           // steps before the next decrease may come
+	// UnderLink says the last step held the class under its measured link
+	// (heldToLink), not steered by the target
+	UnderLink bool
+	wait      int // steps before the next decrease may come
 	// undropped is the steps since the shaper last dropped the class's
 	// packets (or since the episode began)
 	undropped int
@@ -194,6 +197,7 @@ func (s *State) Step(in Input) uint64 {
 	if in.Dropped {
 		s.undropped = 0
 	}
+	s.UnderLink = !in.Held && s.heldToLink(in)
 	if in.Signal {
 		s.Queue = in.Queue
 	}

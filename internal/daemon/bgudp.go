@@ -68,6 +68,9 @@ func episodeLine(e bgudp.Episode) string {
 		what = "held by the foreground-aware yield"
 	case e.Rate != 0:
 		what = fmt.Sprintf("held at %.3g Mbit/s by the delay controller", float64(e.Rate)*8/1e6)
+		if e.UnderLink {
+			what += " under its measured link, the queue drained (its sender waits on the shaper, which drops none of its packets)"
+		}
 		if e.Link > 0 {
 			what += fmt.Sprintf(" (%.2f of the link estimate)", float64(e.Rate)/float64(e.Link))
 		}

@@ -146,6 +146,16 @@ func TestBackgroundUDPUploadRemote(t *testing.T) {
 		t.Errorf("status says background non-TCP is %q; want held by the delay controller or the yield now", nt)
 	}
 	bgJudge(t, "UDP upload", idle, off, on, lost, probeN, share)
+	// iperf3 waits on the shaper, which drops none of its packets: held
+	// under its measured link, but for the steps that find the link
+	// again when the measurement ages out (2 s)
+	under := false
+	for end := time.Now().Add(3 * time.Second); !under && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		under = strings.Contains(status(t, sock).Components["background-udp"], "under its measured link")
+	}
+	if !under {
+		t.Errorf("status never said the class is held under its measured link in 3 s: %s", status(t, sock).Components["background-udp"])
+	}
 }
 
 // quicBulk is a running QUIC bulk transfer and its byte count.

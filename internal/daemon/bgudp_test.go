@@ -23,3 +23,16 @@ func TestEpisodeLineSaysTheRoom(t *testing.T) {
 		}
 	}
 }
+
+// A class held under its measured link says so, and why: its sender waits
+// on the shaper.
+func TestEpisodeLineSaysUnderTheLink(t *testing.T) {
+	e := bgudp.Episode{Ifindex: 1, Controlled: datapath.Upload.String(), Rate: 1_225_000, Link: 1_250_000, Measured: 1_225_000, Shaped: true}
+	if line := episodeLine(e); strings.Contains(line, "under its measured link") {
+		t.Errorf("steered by the target, yet the line says held under the link: %s", line)
+	}
+	e.UnderLink = true
+	if line := episodeLine(e); !strings.Contains(line, "by the delay controller under its measured link, the queue drained (its sender waits on the shaper") {
+		t.Errorf("the line does not say the class is held under its link: %s", line)
+	}
+}
