@@ -325,7 +325,7 @@ func (s *State) headroom(in Input) float64 {
 // through its window's cuts: held so, quic-go's upload kept 0.86-0.90 of
 // the link against 0.92-0.95.
 func (s *State) heldToLink(in Input) bool {
-	return in.Shaped && s.measured != 0 && s.undropped >= estimateKeep && s.drives()
+	return in.Shaped && !in.Arrived && s.measured != 0 && s.undropped >= estimateKeep && s.drives()
 }
 
 // others is the other lanes' bytes/s over the window, where the link is

@@ -222,28 +222,31 @@ func TestOwnQueueAtATokenBucket(t *testing.T) {
 }
 
 // A shaped upload that drives the queue is held under its measured link
-// only while its shaper drops none of its packets: a sender that meets
+// only while its shaper drops none of its packets (and arrivals never): a sender that meets
 // the drops (quic-go's, every 14-16 steps) is steered by the target, its
 // queue carrying the link through its window's cuts.
 func TestHeldToLinkWhileTheShaperDropsNothing(t *testing.T) {
 	const link = 1_250_000
-	run := func(dropEvery int) uint64 {
+	run := func(dropEvery int, arrived bool) uint64 {
 		s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link}
 		s.ests = []estimate{{rate: link, busy: true}}
 		s.Link, s.measured = link, link
 		limit := uint64(datapath.BgShapeQueueLimit(link))
 		for i := range 2 * estimateKeep {
-			s.Step(Input{Signal: true, Offered: link, Passed: link, AllLanes: link, Shaped: true, Backlog: limit,
+			s.Step(Input{Signal: true, Offered: link, Passed: link, AllLanes: link, Shaped: true, Backlog: limit, Arrived: arrived,
 				Dropped: dropEvery != 0 && i%dropEvery == 0, Dt: s.Rule.Interval})
 			s.ests = append(s.ests[:0], estimate{rate: link, busy: true}) // the measurement stays fresh
 			s.Link, s.measured = link, link
 		}
 		return s.Rate
 	}
-	if held := run(0); held != uint64(ownLanding*link) {
+	if held := run(0, false); held != uint64(ownLanding*link) {
 		t.Errorf("never dropped: rate %d B/s with no queue, want %d (ownLanding of the measured link)", held, uint64(ownLanding*link))
 	}
-	if steered := run(15); steered < link {
+	if steered := run(15, false); steered < link {
 		t.Errorf("dropped every 15 steps: rate %d B/s with no queue, want at least the link (%d): steered by the target, not held", steered, link)
+	}
+	if arrivals := run(0, true); arrivals == uint64(ownLanding*link) {
+		t.Errorf("arrivals held under their link (%d B/s): they crossed the bottleneck already, their sender is remote", arrivals)
 	}
 }
