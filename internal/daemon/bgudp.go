@@ -127,7 +127,7 @@ func (cs *components) nonTCPProtection(bg config.Background, be bgEgress) string
 	var held []string
 	c := cs.bgudp.Load()
 	if c != nil {
-		held = append(held, fmt.Sprintf("delay controller (a policer steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", bg.TargetDelay.D()))
+		held = append(held, fmt.Sprintf("delay controller (its shaper, or a policer where the interface has none, steered by ICMP echo to the class's peers, target %v; at the floor where none answers)", bg.TargetDelay.D()))
 	}
 	if bg.Yield {
 		held = append(held, fmt.Sprintf("foreground-aware yield (in the kernel: a quarter of the target beside a present foreground, %d kbit/s or 1/%d of the class's link estimate, the smaller, beside a harmed one; egress stopped at a foreground connection's opening, at most %v)", datapath.BgYieldBytes*8/1000, bgudp.FloorShare, datapath.FgOpenHold))
