@@ -30,21 +30,32 @@ func newFluid(link float64) *fluidLink {
 // queue, then steps the rule on the echo; it returns what the link carried
 // (share of the link) and the queue's delay.
 func (f *fluidLink) step(offer float64) (float64, time.Duration) {
+	pass, carried := f.flow(offer)
+	qd := f.delay()
+	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: f.s.Rule.Interval}
+	f.sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: f.base + qd}}, &in)
+	f.s.Step(in)
+	return carried, qd
+}
+
+// flow sends offer (bytes/s) for one step through the policer into the
+// queue; it returns what passed and what the link carried (its share).
+func (f *fluidLink) flow(offer float64) (pass, carried float64) {
 	dt := f.s.Rule.Interval
-	pass := offer
+	pass, carried = offer, 1.0
 	if f.s.Rate != 0 {
 		pass = min(offer, float64(f.s.Rate))
 	}
 	f.queue += (pass - f.link) * dt.Seconds()
-	carried := 1.0
 	if f.queue < 0 {
 		carried, f.queue = 1+f.queue/(f.link*dt.Seconds()), 0
 	}
-	qd := time.Duration(f.queue / f.link * float64(time.Second))
-	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: dt}
-	f.sig.step(map[netip.AddrPort]peerResult{testPeer: {rtt: f.base + qd}}, &in)
-	f.s.Step(in)
-	return carried, qd
+	return pass, carried
+}
+
+// delay is the queue's delay now.
+func (f *fluidLink) delay() time.Duration {
+	return time.Duration(f.queue / f.link * float64(time.Second))
 }
 
 func TestRuleHoldsTheQueueNearTheTarget(t *testing.T) {
@@ -437,16 +448,8 @@ func newLate(link float64) *lateLink {
 // step is fluidLink.step with the late samples.
 func (f *lateLink) step(offer float64) (float64, time.Duration) {
 	dt := f.s.Rule.Interval
-	f.probes = append(f.probes, lateProbe{f.now, f.base + time.Duration(f.queue/f.link*float64(time.Second))})
-	pass := offer
-	if f.s.Rate != 0 {
-		pass = min(offer, float64(f.s.Rate))
-	}
-	f.queue += (pass - f.link) * dt.Seconds()
-	carried := 1.0
-	if f.queue < 0 {
-		carried, f.queue = 1+f.queue/(f.link*dt.Seconds()), 0
-	}
+	f.probes = append(f.probes, lateProbe{f.now, f.base + f.delay()})
+	pass, carried := f.flow(offer)
 	f.now += dt
 	res := map[netip.AddrPort]peerResult{}
 	for len(f.probes) > 0 && f.probes[0].sent+f.probes[0].rtt <= f.now {
@@ -457,7 +460,7 @@ func (f *lateLink) step(offer float64) (float64, time.Duration) {
 	in := Input{Offered: uint64(offer), Passed: uint64(pass), Dt: dt}
 	f.sig.step(res, &in)
 	f.s.Step(in)
-	return carried, time.Duration(f.queue / f.link * float64(time.Second))
+	return carried, f.delay()
 }
 
 // An unresponsive sender at twice the link, unpoliced until its first
