@@ -133,7 +133,7 @@ type Input struct {
 	AllLanes uint64
 	Arrived  bool          // the controlled direction is arrivals: they crossed the bottleneck already
 	Held     bool          // the yield holds the class now
-	Shaped   bool          // the step's upload left by the shaper (its excess waited, none dropped)
+	Shaped   bool          // the step's upload left by the shaper (its excess waited in it)
 	Backlog  uint64        // the shaper's bytes waiting at the step's end
 	Dropped  bool          // the shaper dropped some of the class's packets in the step
 	Dt       time.Duration // the step's length
@@ -213,7 +213,7 @@ func (s *State) Step(in Input) uint64 {
 	}
 	qd, target := in.Queue, s.Rule.Target
 	switch {
-	case s.heldToLink(in):
+	case s.UnderLink:
 		s.Rate = max(s.Floor(), uint64(float64(s.measured)*max(minFactor, ownLanding-float64(qd)/float64(drainTime))))
 	case qd > target && s.wait == 0 && (qd >= last || s.Rate == 0):
 		f := max(minFactor, 1-decreaseK*float64(qd-target)/float64(s.Rule.slopeUnit()))

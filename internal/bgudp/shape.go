@@ -37,9 +37,10 @@ func (s *shaper) usable(r Rule, d datapath.Direction) bool {
 }
 
 // passed reads what the shaper sent since the last read, in bytes/s over
-// dt, the bytes waiting in it now and whether it dropped any packet since;
-// ok is false when the direction was not shaped over the step. A shaper the kernel refuses to deliver from
-// (datapath.ErrIfbRefuses) is given up: the policer holds the direction.
+// dt, the bytes waiting in it now and whether it dropped any packet
+// since; ok is false when the direction was not shaped over the step. A
+// shaper the kernel refuses to deliver from (datapath.ErrIfbRefuses) is
+// given up: the policer holds the direction.
 func (s *shaper) passed(dp Datapath, ifindex int, d datapath.Direction, dt time.Duration) (rate, backlog uint64, dropped, ok bool) {
 	if s.rate == 0 {
 		return 0, 0, false, false

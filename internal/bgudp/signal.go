@@ -42,7 +42,8 @@ func newDelaySignal(target time.Duration) *delaySignal {
 }
 
 // step takes the step's per-peer results; it fills in's Signal, Queue,
-// Raw (with its Age) and Base, and says whether no peer has answered for blindSteps.
+// Raw (with its Age) and Base, and says whether no peer has answered for
+// blindSteps.
 func (d *delaySignal) step(res map[netip.AddrPort]peerResult, in *Input) (blind bool) {
 	in.Signal, in.Queue, in.Raw, in.Base, in.Spoke, in.Least, in.Age = false, 0, 0, 0, 0, 0, 0
 	answered := false
