@@ -35,7 +35,7 @@ type Episode struct {
 	Rate       uint64    // bytes/s, 0: not policed
 	Measured   uint64    // the class's rate over the last step, bytes/s
 	Link       uint64    // the link's rate as estimated, bytes/s (0: not yet)
-	Room       uint64    `json:",omitempty"` // shaped arrivals' bound: what the other lanes leave of the measured link, bytes/s
+	Room       uint64    `json:",omitempty"` // a shaped class's bound: what the other lanes leave of the measured link, bytes/s
 	Held       bool      // the yield holds the class now
 	Blind      bool      // no peer answers: held at the floor
 	Sharing    bool      // a foreground is present: the class keeps a share of the target

@@ -181,8 +181,8 @@ type State struct {
 // The link's rate is measured over windows of estimateSteps steps in
 // which the queue never emptied (every sample at least a quarter of the
 // target): then the bottleneck sent all the time, at the rate every
-// lane's arrivals came in (downloads: the interface's counter, where
-// read, winStep.carried), or at what the class passed while the
+// lane's bytes crossed it (the interface's counter, where read,
+// winStep.carried): what arrived (downloads), or what left while the
 // samples' probes stood in the queue less what the queue grew by
 // (uploads, alignedRate: a queue growing by g s/s is fed at (1 + g) ×
 // the link's rate). The window spans several steps so that a burst the
@@ -328,13 +328,24 @@ func (s *State) heldToLink(in Input) bool {
 	return in.Shaped && !in.Arrived && s.measured != 0 && s.undropped >= estimateKeep && s.drives()
 }
 
+// every says whether the step's link is measured from every lane's bytes
+// (the interface's counter), bounding a shaped class by the room the
+// other lanes leave (room): arrivals, and an upload beside a present
+// foreground (its share target). Alone, an upload's link stays its own
+// bytes: read from every lane's, it read the link whole, the class ran
+// at it, the queue never drained, and beside a peer silent to echo
+// (samples 150 ms old) the probe's p50 stood at 47-60 ms.
+func (s *State) every(in Input) bool {
+	return !s.Rule.Off.OwnLink && (in.Arrived || s.Rule.shapedShare(in))
+}
+
 // others is the other lanes' bytes/s over the window, where the link is
-// measured from every lane's (winStep.carried: arrivals): the growth is a
-// share of the room they leave, not of the whole link. Of the whole link,
-// beside a UDP stream at 40 % the class's arrivals overshot that room and
-// the probe's p95 rose by 5-8 ms.
+// measured from every lane's (winStep.carried): the growth is a share of
+// the room they leave, not of the whole link. Of the whole link, beside
+// a UDP stream at 40 % the class's arrivals overshot that room and the
+// probe's p95 rose by 5-8 ms.
 func (s *State) others(in Input) float64 {
-	if !in.Arrived || s.Rule.Off.OwnLink {
+	if !s.every(in) {
 		return 0
 	}
 	return s.win.others()
@@ -379,12 +390,8 @@ func (s *State) observeLink(in Input) {
 	}
 	s.win.add(winStep{bytes: bytes * in.Dt.Seconds(), all: float64(in.AllLanes) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
 		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, age: in.Age, ok: in.Signal, backlog: in.Backlog})
-	s.sent.add(bytes*in.Dt.Seconds(), in.Dt)
-	// arrivals crossed the bottleneck with every lane's: the link is what
-	// they all show; an upload's stays the class's own (measured from
-	// every lane's sent, the shaped upload's queue beside a foreground rose
-	// from 2.6 to 4.3 ms in TestShapedUploadBesideForeground)
-	every := in.Arrived && !s.Rule.Off.OwnLink
+	every := s.every(in)
+	s.sent.add(s.win[len(s.win)-1].carried(every), in.Dt)
 	e := estimate{rate: linkEstimate(s.win, s.sent, s.Rule.busy(every), in.Arrived, every), busy: true}
 	if e.rate == 0 && !in.Arrived && in.Shaped && s.drives() {
 		e.rate = stepEstimate(s.win, s.sent, s.Rule.Target/4)
@@ -543,8 +550,8 @@ func lowerBound(win []winStep, noQueue time.Duration, every bool) uint64 {
 }
 
 // carried is what crossed the bottleneck in the step: every lane's bytes
-// where the interface's counter is read and every is set (arrivals),
-// else the class's. Beside a foreground that keeps the queue standing the
+// where the interface's counter is read and every is set, else the
+// class's. Beside a foreground that keeps the queue standing the
 // class's own arrivals read its own rate as the link, and the arrivals'
 // headroom held it under 0.95 of that, step after step, down to the floor
 // (docs/background.md, "Background QUIC and UDP").
@@ -577,14 +584,15 @@ func (r Rule) busy(every bool) time.Duration {
 	return r.Target / 4
 }
 
-// room is the most shaped arrivals may take (bytes/s; 0: no bound but
-// the headroom's): the measured link less the other lanes' arrivals over
-// the window. Bounded only by 0.95 of the whole link, a quic-go download
-// beside a UDP call at 40 % grew to 7.9 Mbit/s in a room of 6, and each
-// probe of its window queued 20-34 ms at the bottleneck: the probe's
-// p95 +24 to +27 ms over the call alone.
+// room is the most a shaped class may take (bytes/s; 0: no bound but
+// the headroom's): the measured link less the other lanes' bytes over
+// the window, either direction. Bounded only by 0.95 of the whole link,
+// a quic-go download beside a UDP call at 40 % grew to 7.9 Mbit/s in a
+// room of 6, and each probe of its window queued 20-34 ms at the
+// bottleneck: the probe's p95 +24 to +27 ms over the call alone; an
+// upload measured from its own bytes, +26 to +43 ms.
 func (s *State) room(in Input) uint64 {
-	if !in.Shaped || !in.Arrived || s.measured == 0 || s.Rule.Off.Room || s.Rule.Off.OwnLink {
+	if !in.Shaped || s.measured == 0 || s.Rule.Off.Room || !s.every(in) {
 		return 0
 	}
 	return uint64(max(1, float64(s.measured)-s.others(in)))

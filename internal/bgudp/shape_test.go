@@ -221,6 +221,44 @@ func TestOwnQueueAtATokenBucket(t *testing.T) {
 	}
 }
 
+// A shaped upload beside a UDP call at 40 % of its measured link (the
+// measurement kept fresh), its sender offering twice the link: within the
+// room the call leaves (the link less the other lanes' bytes, the
+// interface's counter) the bottleneck's queue stays empty; with the room
+// off the class grows to its headroom over the whole link and the call's
+// 40 % stands on top of it, the queue over the share target at its peaks.
+func TestShapedUploadWithinTheRoom(t *testing.T) {
+	const link, call = 1_250_000.0, 500_000.0
+	run := func(off experiments.BgUDPOff) (peak time.Duration, rate uint64) {
+		s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link / 4}
+		s.Rule.Off = off
+		s.Rule.Target = yield.ShareTarget(10 * time.Millisecond) // beside a present foreground
+		var q float64                                            // the bottleneck's queue, bytes
+		for i := range 4 * estimateKeep {
+			s.ests = append(s.ests[:0], estimate{rate: link, busy: true})
+			s.Link, s.measured = link, link
+			pass := float64(s.Rate)
+			q = max(0, q+(pass+call-link)*s.Rule.Interval.Seconds())
+			qd := time.Duration(q / link * float64(time.Second))
+			s.Step(Input{Signal: true, Queue: qd, Raw: qd, Offered: 2 * link, Passed: uint64(pass),
+				AllLanes: uint64(pass + call), Shaped: true, Dt: s.Rule.Interval})
+			if i >= estimateKeep {
+				peak = max(peak, qd)
+			}
+		}
+		return peak, s.Rate
+	}
+	room, rate := run(experiments.BgUDPOff{})
+	whole, _ := run(experiments.BgUDPOff{Room: true})
+	t.Logf("queue at its peak %v within the room (rate %d B/s of the %.0f the call leaves), %v over the whole link", room, rate, link-call, whole)
+	if room > 0 || float64(rate) < 0.9*(link-call) {
+		t.Errorf("within the room: queue peak %v, rate %d B/s; want no queue at 0.9-1.0 of the %.0f the call leaves", room, rate, link-call)
+	}
+	if whole <= yield.ShareTarget(10*time.Millisecond) {
+		t.Errorf("with the room off the queue peaked at %v, want over the share target (else the test shows nothing)", whole)
+	}
+}
+
 // A shaped upload that drives the queue is held under its measured link
 // only while its shaper drops none of its packets (and arrivals never): a sender that meets
 // the drops (quic-go's, every 14-16 steps) is steered by the target, its

@@ -73,13 +73,13 @@ type BgUDPOff struct {
 	// KeepTokens: the policer's bucket left as it is at a decrease of the
 	// class's rate, not emptied.
 	KeepTokens bool
-	// OwnLink: the class's download link measured from its own arrivals,
-	// not every lane's (the interface's rx_bytes).
+	// OwnLink: the class's link measured from its own bytes, not every
+	// lane's (the interface's rx_bytes down, tx_bytes up), and no room
+	// bound.
 	OwnLink bool
-	// Room: shaped arrivals bounded by their headroom of the whole
-	// measured link, not by the room the other lanes leave of it, and
-	// their windows busy at a quarter of the current target, not of the
-	// policy's.
+	// Room: a shaped class bounded by its headroom of the whole measured
+	// link, not by the room the other lanes leave of it, and its windows
+	// busy at a quarter of the current target, not of the policy's.
 	Room bool
 }
 
