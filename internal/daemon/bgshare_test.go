@@ -31,6 +31,7 @@ type shareRun struct {
 	doneAlone, doneBeside              []float64
 	modes                              map[string]int
 	st                                 *api.Status
+	neckAlone, neckBeside              string // what the bottleneck did in each half (neckWatch)
 }
 
 // measureShare runs the foreground command fg (argv, in A) against B's
@@ -46,17 +47,20 @@ func measureShare(t *testing.T, p *testutil.Path, base, sock string, linkBps flo
 	time.Sleep(2 * time.Second)
 
 	var r shareRun
-	fg0, t0 := laneBytes(t, sock, "interactive"), time.Now()
+	fg0, t0, nw := laneBytes(t, sock, "interactive"), time.Now(), watchNeck(p)
 	r.alone, r.lostAlone = probeFast(t, p)
 	r.fgAlone = float64(laneBytes(t, sock, "interactive")-fg0) * 8 / time.Since(t0).Seconds()
+	r.neckAlone = nw.stop()
 	r.doneAlone = completions(t, p, base)
 
 	bg, _ := bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	time.Sleep(4 * time.Second)
 	bg0, fg0, t0 := laneBytes(t, sock, "background"), laneBytes(t, sock, "interactive"), time.Now()
+	nw = watchNeck(p)
 	r.modes = sampleModes(t, sock, 20, 100*time.Millisecond)
 	r.beside, r.lostBeside = probeFast(t, p)
 	secs := time.Since(t0).Seconds()
+	r.neckBeside = nw.stop()
 	r.bg = float64(laneBytes(t, sock, "background")-bg0) * 8 / secs
 	r.fgBeside = float64(laneBytes(t, sock, "interactive")-fg0) * 8 / secs
 	r.doneBeside = completions(t, p, base)
@@ -81,6 +85,7 @@ func (r shareRun) log(t *testing.T, what string) {
 	}
 	t.Logf("sock_ops: yield %d; %s", r.st.Interfaces[0].Sockops["yield"], r.st.Components["background"])
 	t.Logf("the background beside the foreground, sampled every 100 ms (mode/cause): %v", r.modes)
+	t.Logf("foreground alone: %s; beside the background: %s", r.neckAlone, r.neckBeside)
 }
 
 func (r shareRun) p95Delta() time.Duration { return pct(r.beside, .95) - pct(r.alone, .95) }
