@@ -247,7 +247,7 @@ func (s *State) Step(in Input) uint64 {
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		if known := s.known(); known != 0 && s.Rate >= known && !s.Rule.shapedShare(in) {
+		if s.beyondKnown(in) {
 			up *= beyondLink
 		}
 		bound := uint64(s.headroom(in) * ref)
@@ -277,6 +277,26 @@ func (s *State) known() uint64 {
 		return s.measured
 	}
 	return s.lastMeasured
+}
+
+// beyondKnown says whether the rate is above what the link as known
+// leaves the class: the known link less the other lanes' bytes where
+// every lane's are counted (every), else the known link itself; there
+// the growth is slowed (beyondLink). Once the measurement bounding a
+// shaped class by the room aged out, the class grew a twentieth of the
+// link a step past it, and beside a UDP call the bottleneck's queue rose
+// to 30 ms before the decrease (a quic-go download, every 2 s). A shaped
+// upload's own measurement beside a foreground (not every) is its own
+// rate, not a bound to slow at (shapedShare).
+func (s *State) beyondKnown(in Input) bool {
+	known := s.known()
+	if known == 0 {
+		return false
+	}
+	if s.every(in) {
+		return float64(s.Rate) >= float64(known)-s.others(in)
+	}
+	return s.Rate >= known && !s.Rule.shapedShare(in)
 }
 
 // shapedShare says whether the step is a shaped upload's beside a

@@ -28,8 +28,10 @@ func shapeRun(t *testing.T, off experiments.BgUDPOff) (share float64, meanQ time
 	return shapeRunFrom(t, off, 0, 0.3)
 }
 
-// shapeRunFrom is shapeRun from a shaped rate and a link estimate of
-// start (bytes/s; 0: none), the sender offering offer0 of the link.
+// shapeRunFrom is shapeRun from a shaped rate of start (bytes/s; 0:
+// none), its link estimate the whole link (every lane's bytes read it so
+// while a foreground's bulk transfer held the class), the sender offering
+// offer0 of the link.
 func shapeRunFrom(t *testing.T, off experiments.BgUDPOff, start uint64, offer0 float64) (share float64, meanQ time.Duration, shaped bool) {
 	const link = 1.25e6
 	fg := 0.4 * link
@@ -44,9 +46,9 @@ func shapeRunFrom(t *testing.T, off experiments.BgUDPOff, start uint64, offer0 f
 	offer, queue := offer0*link, 0.0
 	var carried, q float64
 	prev := dp.cls
-	if start != 0 { // as a foreground's bulk transfer leaves the class: low, its link estimate with it
-		e.state.Rate, e.state.Link, e.state.measured = start, start, start
-		e.state.ests = []estimate{{rate: start, busy: true}}
+	if start != 0 { // as a foreground's bulk transfer leaves the class: low
+		e.state.Rate, e.state.Link, e.state.measured = start, link, link
+		e.state.ests = []estimate{{rate: link, busy: true}}
 		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, start, log)
 	}
 	for i := range 600 {
@@ -133,10 +135,10 @@ func TestUploadPolicedWithoutShaper(t *testing.T) {
 	}
 }
 
-// From the floor (as a foreground's bulk transfer leaves the class, its
-// link estimate with it) beside a foreground, the shaped upload finds the
-// idle capacity again: its growth is not slowed above its own rate's
-// measurement (Rule.shapedShare).
+// From the floor (as a foreground's bulk transfer leaves the class)
+// beside a foreground, the shaped upload finds the idle capacity again:
+// its growth is slowed only above the room the link as known leaves
+// (State.beyondKnown), not above its own rate.
 func TestShapedUploadRecoversBesideForeground(t *testing.T) {
 	share, q, _ := shapeRunFrom(t, experiments.BgUDPOff{}, 25_000, 0.02)
 	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
@@ -224,9 +226,10 @@ func TestOwnQueueAtATokenBucket(t *testing.T) {
 // A shaped upload beside a UDP call at 40 % of its measured link (the
 // measurement kept fresh), its sender offering twice the link: within the
 // room the call leaves (the link less the other lanes' bytes, the
-// interface's counter) the bottleneck's queue stays empty; with the room
-// off the class grows to its headroom over the whole link and the call's
-// 40 % stands on top of it, the queue over the share target at its peaks.
+// interface's counter) the bottleneck's queue stays empty; measured from
+// its own bytes (own-link: no room) the class grows to its headroom over
+// the whole link and the call's 40 % stands on top of it, the queue over
+// the share target at its peaks.
 func TestShapedUploadWithinTheRoom(t *testing.T) {
 	const link, call = 1_250_000.0, 500_000.0
 	run := func(off experiments.BgUDPOff) (peak time.Duration, rate uint64) {
@@ -249,13 +252,13 @@ func TestShapedUploadWithinTheRoom(t *testing.T) {
 		return peak, s.Rate
 	}
 	room, rate := run(experiments.BgUDPOff{})
-	whole, _ := run(experiments.BgUDPOff{Room: true})
-	t.Logf("queue at its peak %v within the room (rate %d B/s of the %.0f the call leaves), %v over the whole link", room, rate, link-call, whole)
+	whole, _ := run(experiments.BgUDPOff{OwnLink: true})
+	t.Logf("queue at its peak %v within the room (rate %d B/s of the %.0f the call leaves), %v measured from its own bytes", room, rate, link-call, whole)
 	if room > 0 || float64(rate) < 0.9*(link-call) {
 		t.Errorf("within the room: queue peak %v, rate %d B/s; want no queue at 0.9-1.0 of the %.0f the call leaves", room, rate, link-call)
 	}
 	if whole <= yield.ShareTarget(10*time.Millisecond) {
-		t.Errorf("with the room off the queue peaked at %v, want over the share target (else the test shows nothing)", whole)
+		t.Errorf("measured from its own bytes the queue peaked at %v, want over the share target (else the test shows nothing)", whole)
 	}
 }
 
