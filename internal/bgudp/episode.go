@@ -163,7 +163,7 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 	e.setYieldRate(dp, min(datapath.BgYieldBytes, e.state.Floor()))
 	e.mu.Lock()
 	e.Controlled, e.Rate, e.Measured, e.Held, e.Blind = d.String(), rate, in.Offered, in.Held, blind
-	e.Queue, e.Link, e.Room, e.UnderLink = e.state.Queue, e.state.Link, e.state.room(*in), e.state.UnderLink
+	e.Queue, e.Link, e.Room, e.UnderLink = e.state.Queue, e.state.Link, e.state.account(*in).room(in.Shaped, e.state.Rule.Off.Room), e.state.UnderLink
 	if in.Signal {
 		e.Base = in.Base
 	}

@@ -242,16 +242,17 @@ func (s *State) Step(in Input) uint64 {
 		if ref == 0 {
 			ref = float64(s.Rate)
 		}
-		room := max(ref-s.others(in), float64(s.Rate)) // what the other lanes leave of the link
+		acc := s.account(in)
+		room := max(ref-acc.others, float64(s.Rate)) // what the other lanes leave of the link
 		up := room * gain * (1 - float64(qd)/float64(target))
 		if s.Link == 0 && qd <= target/4 && in.Offered > in.Passed {
 			up = float64(s.Rate) * fastStart // no estimate yet, no queue, the policer drops: find the link
 		}
-		if s.beyondKnown(in) {
+		if acc.beyond(s.Rate, s.Rule.shapedShare(in)) {
 			up *= beyondLink
 		}
 		bound := uint64(s.headroom(in) * ref)
-		if room := s.room(in); room != 0 {
+		if room := acc.room(in.Shaped, s.Rule.Off.Room); room != 0 {
 			bound = min(bound, room)
 		}
 		if s.Rate > bound {
@@ -277,26 +278,6 @@ func (s *State) known() uint64 {
 		return s.measured
 	}
 	return s.lastMeasured
-}
-
-// beyondKnown says whether the rate is above what the link as known
-// leaves the class: the known link less the other lanes' bytes where
-// every lane's are counted (every), else the known link itself; there
-// the growth is slowed (beyondLink). Once the measurement bounding a
-// shaped class by the room aged out, the class grew a twentieth of the
-// link a step past it, and beside a UDP call the bottleneck's queue rose
-// to 30 ms before the decrease (a quic-go download, every 2 s). A shaped
-// upload's own measurement beside a foreground (not every) is its own
-// rate, not a bound to slow at (shapedShare).
-func (s *State) beyondKnown(in Input) bool {
-	known := s.known()
-	if known == 0 {
-		return false
-	}
-	if s.every(in) {
-		return float64(s.Rate) >= float64(known)-s.others(in)
-	}
-	return s.Rate >= known && !s.Rule.shapedShare(in)
 }
 
 // shapedShare says whether the step is a shaped upload's beside a
@@ -348,29 +329,6 @@ func (s *State) heldToLink(in Input) bool {
 	return in.Shaped && !in.Arrived && s.measured != 0 && s.undropped >= estimateKeep && s.drives()
 }
 
-// every says whether the step's link is measured from every lane's bytes
-// (the interface's counter), bounding a shaped class by the room the
-// other lanes leave (room): arrivals, and an upload beside a present
-// foreground (its share target). Alone, an upload's link stays its own
-// bytes: read from every lane's, it read the link whole, the class ran
-// at it, the queue never drained, and beside a peer silent to echo
-// (samples 150 ms old) the probe's p50 stood at 47-60 ms.
-func (s *State) every(in Input) bool {
-	return !s.Rule.Off.OwnLink && (in.Arrived || s.Rule.shapedShare(in))
-}
-
-// others is the other lanes' bytes/s over the window, where the link is
-// measured from every lane's (winStep.carried): the growth is a share of
-// the room they leave, not of the whole link. Of the whole link, beside
-// a UDP stream at 40 % the class's arrivals overshot that room and the
-// probe's p95 rose by 5-8 ms.
-func (s *State) others(in Input) float64 {
-	if !s.every(in) {
-		return 0
-	}
-	return s.win.others()
-}
-
 // Blind holds the class at the floor: no delay signal tells its queue.
 func (s *State) Blind() uint64 {
 	s.Rate = s.Floor()
@@ -410,7 +368,7 @@ func (s *State) observeLink(in Input) {
 	}
 	s.win.add(winStep{bytes: bytes * in.Dt.Seconds(), all: float64(in.AllLanes) * in.Dt.Seconds(), offered: float64(in.Offered) * in.Dt.Seconds(),
 		rate: float64(s.Rate) * in.Dt.Seconds(), dt: in.Dt, raw: in.Raw, age: in.Age, ok: in.Signal, backlog: in.Backlog})
-	every := s.every(in)
+	every := s.account(in).every
 	s.sent.add(s.win[len(s.win)-1].carried(every), in.Dt)
 	e := estimate{rate: linkEstimate(s.win, s.sent, s.Rule.busy(every), in.Arrived, every), busy: true}
 	if e.rate == 0 && !in.Arrived && in.Shaped && s.drives() {
@@ -602,18 +560,4 @@ func (r Rule) busy(every bool) time.Duration {
 		return max(r.Target, r.Policy) / 4
 	}
 	return r.Target / 4
-}
-
-// room is the most a shaped class may take (bytes/s; 0: no bound but
-// the headroom's): the measured link less the other lanes' bytes over
-// the window, either direction. Bounded only by 0.95 of the whole link,
-// a quic-go download beside a UDP call at 40 % grew to 7.9 Mbit/s in a
-// room of 6, and each probe of its window queued 20-34 ms at the
-// bottleneck: the probe's p95 +24 to +27 ms over the call alone; an
-// upload measured from its own bytes, +26 to +43 ms.
-func (s *State) room(in Input) uint64 {
-	if !in.Shaped || s.measured == 0 || s.Rule.Off.Room || !s.every(in) {
-		return 0
-	}
-	return uint64(max(1, float64(s.measured)-s.others(in)))
 }

@@ -138,7 +138,7 @@ func TestUploadPolicedWithoutShaper(t *testing.T) {
 // From the floor (as a foreground's bulk transfer leaves the class)
 // beside a foreground, the shaped upload finds the idle capacity again:
 // its growth is slowed only above the room the link as known leaves
-// (State.beyondKnown), not above its own rate.
+// (account.beyond), not above its own rate.
 func TestShapedUploadRecoversBesideForeground(t *testing.T) {
 	share, q, _ := shapeRunFrom(t, experiments.BgUDPOff{}, 25_000, 0.02)
 	t.Logf("from the floor, steps 200-600: %.2f of the idle capacity (queue mean %v)", share, q)
