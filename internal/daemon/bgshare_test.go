@@ -47,7 +47,7 @@ func measureShare(t *testing.T, p *testutil.Path, base, sock string, linkBps flo
 	time.Sleep(2 * time.Second)
 
 	var r shareRun
-	fg0, t0, nw := laneBytes(t, sock, "interactive"), time.Now(), watchNeck(p)
+	fg0, t0, nw := laneBytes(t, sock, "interactive"), time.Now(), watchNeck(t, p)
 	r.alone, r.lostAlone = probeFast(t, p)
 	r.fgAlone = float64(laneBytes(t, sock, "interactive")-fg0) * 8 / time.Since(t0).Seconds()
 	r.neckAlone = nw.stop()
@@ -56,7 +56,7 @@ func measureShare(t *testing.T, p *testutil.Path, base, sock string, linkBps flo
 	bg, _ := bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	time.Sleep(4 * time.Second)
 	bg0, fg0, t0 := laneBytes(t, sock, "background"), laneBytes(t, sock, "interactive"), time.Now()
-	nw = watchNeck(p)
+	nw = watchNeck(t, p)
 	r.modes = sampleModes(t, sock, 20, 100*time.Millisecond)
 	r.beside, r.lostBeside = probeFast(t, p)
 	secs := time.Since(t0).Seconds()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -62,11 +63,14 @@ type neckWatch struct {
 	mu      sync.Mutex
 	backlog []uint64
 	done    chan struct{}
+	once    sync.Once
 	wg      sync.WaitGroup
 }
 
-func watchNeck(p *testutil.Path) *neckWatch {
+// watchNeck starts the watch; it ends at stop, or when the test ends.
+func watchNeck(t *testing.T, p *testutil.Path) *neckWatch {
 	w := &neckWatch{n: neckOf(p), t0: time.Now(), done: make(chan struct{})}
+	t.Cleanup(w.end)
 	w.start = w.n.read()
 	w.wg.Add(1)
 	go func() {
@@ -88,10 +92,15 @@ func watchNeck(p *testutil.Path) *neckWatch {
 	return w
 }
 
+// end stops the sampling (once).
+func (w *neckWatch) end() {
+	w.once.Do(func() { close(w.done) })
+	w.wg.Wait()
+}
+
 // stop ends the watch and says what the bottleneck did meanwhile.
 func (w *neckWatch) stop() string {
-	close(w.done)
-	w.wg.Wait()
+	w.end()
 	end, secs := w.n.read(), time.Since(w.t0).Seconds()
 	slices.Sort(w.backlog)
 	if len(w.backlog) == 0 || end.Bytes < w.start.Bytes {
