@@ -61,16 +61,16 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if target == 0 {
 		target = model.DefaultTargetUS * time.Microsecond
 	}
-	var fg *ebpf.Map // beside a present foreground, a quarter of the target (lanes_fg.h)
+	var account map[string]*ebpf.Map // beside a present foreground, a quarter of the target (lanes_fg.h); a quiet link's window
 	if h.cfg.Yield {
-		fg = h.cls.LanesFgActive
+		account = map[string]*ebpf.Map{ledbat.LedbatMapLanesFgActive: h.cls.LanesFgActive, ledbat.LedbatMapLanesLinkRate: h.linkRate}
 	}
 	share := ledbatShare(h.cfg.Experiments.Share)
 	if h.cfg.Experiments.DirectionsJoined {
 		share |= ledbat.RTTDelay
 	}
 	var err error
-	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, fg); err != nil {
+	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, account); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))
 	}
 }

@@ -107,6 +107,9 @@ type Host struct {
 	ccFollow *ccFollower
 	cc       *capcc.CC  // nil when the kernel cannot run it
 	bg       *ledbat.CC // background lane's LEDBAT++, nil if off
+	// linkRate: the account's upload capacity (lanes_link_rate), shared by
+	// sock_ops and LEDBAT++; nil without CapSockops
+	linkRate *ebpf.Map
 	cgIDs    map[lane.Lane]uint64
 	off      map[Capability]string // capability -> why it is off
 
@@ -230,6 +233,11 @@ func (h *Host) loadSockops() {
 	if id == 0 {
 		id = uint64(ino)
 	}
+	if h.linkRate, err = sockops.NewLinkRate(); err != nil {
+		h.disable(CapSockops, err)
+		h.needsSockops()
+		return
+	}
 	h.adoptCCs(id)
 	h.loadBackgroundCC(id)
 	ccName := ""
@@ -245,7 +253,9 @@ func (h *Host) loadSockops() {
 		DirectionsJoined: h.cfg.Experiments.DirectionsJoined,
 		RLShare:          rlShare(h.cfg.Experiments.Share),
 		BgClampShare:     ledbatShare(h.cfg.Experiments.Share)}
-	ops, err := sockops.Load(opsCfg, h.cls.Shared())
+	shared := h.cls.Shared()
+	shared[sockops.SockopsMapLanesLinkRate] = h.linkRate
+	ops, err := sockops.Load(opsCfg, shared)
 	if err == nil {
 		// bpf_link (multi-attach): other daemons' programs at the same
 		// root stay attached beside ours. Not pinned: it dies with us.
@@ -391,6 +401,9 @@ func (h *Host) teardown(evict bool) error {
 	}
 	if h.bg != nil {
 		errs = append(errs, h.bg.Close())
+	}
+	if h.linkRate != nil {
+		errs = append(errs, h.linkRate.Close())
 	}
 	if h.cls != nil {
 		errs = append(errs, h.cls.Close())

@@ -56,6 +56,7 @@ const (
 	FlagShareGrow     = 32 // sharing: the growth below the target in proportion to the distance to it
 	FlagShare         = FlagShareSlope | FlagShareDefer | FlagShareGrow
 	FlagShareSettled  = 16                          // sharing, the queue came down to the share target once
+	FlagDrained       = 64                          // sharing, the queue came down to a quarter of the target since the slowdown was scheduled
 	ShareSlope        = 4                           // the share target is a quarter of the flow's own
 	ShareGrowSlope    = 2                           // with FlagShareGrow the decrease halves again
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
@@ -207,7 +208,7 @@ func (s *State) schedule(now, srttUS uint32) {
 	} else {
 		s.TNext = now + SlowdownSpacing*(now-s.TSlowdown)
 	}
-	s.Flags = (s.Flags | FlagScheduled) &^ FlagJoin
+	s.Flags = (s.Flags | FlagScheduled) &^ (FlagJoin | FlagDrained)
 	s.Phase = Avoid
 	s.Acc = 0
 }
@@ -263,6 +264,15 @@ func (s *State) Ack(w *Window, acked, now, srttUS uint32, limited bool) {
 			s.slowStartStep(w, acked, gdiv)
 		}
 		return
+	}
+	if s.Flags&FlagShareDefer != 0 && uint64(qd)*4 <= uint64(target) {
+		s.Flags |= FlagDrained
+	}
+	// the base was seen while sharing since the slowdown was scheduled:
+	// none needed for it (ledbat_core.h)
+	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) && s.Flags&(FlagDrained|FlagJoin) == FlagDrained {
+		s.TNext = now + SlowdownSpacing*HoldRTTs*srttUS
+		s.Flags &^= FlagDrained
 	}
 	if s.Flags&FlagScheduled != 0 && after(now, s.TNext) && (s.Flags&FlagShareDefer == 0 || s.Flags&FlagJoin != 0) {
 		w.Ssthresh, w.Cwnd = w.Cwnd, MinCwnd
@@ -325,6 +335,17 @@ func (s *State) Share(targetUS, share uint32) {
 	}
 	s.TargetUS = targetUS
 	s.Flags = s.Flags&^(FlagShare|FlagShareSettled) | share&FlagShare | settled
+}
+
+// LinkWindow raises w's ssthresh to win, the window the flow's link carries
+// at its base delay (0: unknown, or a foreground sends there), while its
+// queue is at most a quarter of the target: the link is idle, so the rule
+// below ssthresh slow-starts back to it (ledbat_core.h's
+// ledbat_link_window).
+func (s *State) LinkWindow(w *Window, win uint32) {
+	if s.Phase == Avoid && uint64(s.QueuingDelay())*4 <= uint64(s.TargetUS) && win > w.Ssthresh {
+		w.Ssthresh = win
+	}
 }
 
 // SlowdownNow brings the next slowdown forward to now when in congestion

@@ -176,6 +176,7 @@ func TestSlowdownSchedule(t *testing.T) {
 	if s.Phase != Avoid || s.TNext != 2*srtt {
 		t.Fatalf("first slowdown at %d (phase %v), want %d", s.TNext, s.Phase, 2*srtt)
 	}
+	settle(&s, srtt+10_000) // its own queue stands: the base not seen since
 	s.Ack(&w, 1, 2*srtt, srtt, true)
 	if s.Phase != Hold || w.Cwnd != MinCwnd || w.Ssthresh != 40 {
 		t.Fatalf("slowdown: phase %v cwnd %d ssthresh %d", s.Phase, w.Cwnd, w.Ssthresh)
@@ -217,7 +218,7 @@ func TestSlowdownNowOnlyInAvoid(t *testing.T) {
 func restarted(t *testing.T, cur uint32, join bool) (State, Window) {
 	t.Helper()
 	const srtt = 20_000
-	s := avoiding(20_000)
+	s := avoiding(20_000 + 10_000) // a queue over a quarter of the target: the base not seen
 	w := Window{Cwnd: 40, Ssthresh: 40}
 	if join {
 		s.SlowdownNow(10)
@@ -338,5 +339,37 @@ func TestBurstyDeliveryIsNotQueue(t *testing.T) {
 	}
 	if w.Cwnd <= 50 {
 		t.Errorf("cwnd %d after 20 RTTs of bursty delivery, want it grown above 50", w.Cwnd)
+	}
+}
+
+// TestSlowdownSkippedWhereSharingSawTheBase: a periodic slowdown due while
+// sharing waits until sharing ends (FlagShareDefer); where the queue came
+// down to a quarter of the share target meanwhile (a foreground's pause,
+// the yield's hold), the base was measured and the slowdown is skipped,
+// the next due 9 holds later. Without that sample it comes as before.
+func TestSlowdownSkippedWhereSharingSawTheBase(t *testing.T) {
+	const srtt, base = 20_000, 20_000
+	for _, drained := range []bool{false, true} {
+		s := avoiding(base + 10_000)
+		w := Window{Cwnd: 40, Ssthresh: 40}
+		s.Share(25_000/ShareSlope, FlagShare)
+		s.TNext, s.Flags = 1_000, s.Flags|FlagScheduled
+		if drained {
+			settle(&s, base) // the queue drained: the base seen
+		}
+		s.Ack(&w, 1, 500, srtt, true)
+		settle(&s, base+3_000) // a queue over a quarter of either target
+		s.Ack(&w, 1, 2_000, srtt, true)
+		if s.Phase != Avoid {
+			t.Fatalf("drained %v: phase %v while sharing, want avoid (deferred)", drained, s.Phase)
+		}
+		s.Share(25_000, 0) // the foreground left
+		s.Ack(&w, 1, 3_000, srtt, true)
+		switch {
+		case drained && (s.Phase != Avoid || s.TNext != 2_000+SlowdownSpacing*HoldRTTs*srtt):
+			t.Errorf("base seen while sharing: phase %v, next slowdown %d; want avoid, %d", s.Phase, s.TNext, 2_000+SlowdownSpacing*HoldRTTs*srtt)
+		case !drained && (s.Phase != Hold || w.Cwnd != MinCwnd):
+			t.Errorf("base not seen: phase %v cwnd %d after sharing ended; want the deferred slowdown", s.Phase, w.Cwnd)
+		}
 	}
 }

@@ -41,6 +41,10 @@ struct fg_window {
 #define FG_MIN_PACKETS 5
 #define FG_MIN_BYTES 6000
 #define FG_HOLD_NS 500000000ULL
+/* FG_QUIET_NS: a present foreground whose last stamp is older sends
+ * nothing now (a video between segments); longer than a steady one's gap
+ * between stamps (a 50 packets/s call: up to a window, 100 ms) */
+#define FG_QUIET_NS 150000000ULL
 
 /* FG_SHARE_TARGET is the queuing-delay target of a background flow beside
  * a present foreground: a quarter of its own (2.5 ms at the default 10 ms),

@@ -27,7 +27,10 @@
  *     make room for the latecomer: ledbat_slowdown_now);
  *   - cong_avoid: ledbat_ack with the packets acked, tcp_mstamp as the
  *     clock, srtt, and whether the socket is cwnd-limited (as
- *     tcp_is_cwnd_limited decides);
+ *     tcp_is_cwnd_limited decides); before it ledbat_link_window with the
+ *     window its link carries while no foreground sends there
+ *     (lb_link_window: the account's lanes_link_rate, handed over by the
+ *     loader with the presence map);
  *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2;
  *   - undo_cwnd: no undo (a background flow keeps the smaller window);
  *   - every callback that may leave cwnd above snd_cwnd_clamp pulls it
@@ -50,6 +53,8 @@
 #include "ledbat_core.h"
 #include "lanes_fg.h"
 #include "lanes_owd.h"
+#include "lanes_linkrate.h"
+#include "lanes_abi.h"
 
 char __license[] SEC("license") = "GPL";
 
@@ -167,18 +172,52 @@ static __always_inline void enforce(struct sock *sk)
 /* restore gives back the window a clamp took once the clamp is above it
  * again (the yield ended: sock_ops set the clamp to "none", which also set
  * ssthresh to infinity), and puts ssthresh there, so LEDBAT++ resumes in
- * congestion avoidance where it was instead of slow-starting from 2. */
+ * congestion avoidance where it was instead of slow-starting from 2. A
+ * clamp that took nothing (LEDBAT++ had come down to it by itself) left
+ * ssthresh at CAP_NONE all the same: outside the initial slow start it is
+ * put back at the window, or the rule below ssthresh would slow-start
+ * until the queue stood at 3/4 of the target, a filter's lag late (the
+ * bottleneck's queue 123 KB, 100 ms, beside a video's segments). */
 static __always_inline void restore(struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 held = lb(sk)->held;
 
-	if (!held || tp->snd_cwnd_clamp < held)
+	if (!held) {
+		if (tp->snd_ssthresh >= CAP_NONE && ca(sk)->phase != LEDBAT_SLOW_START)
+			tp->snd_ssthresh = tp->snd_cwnd;
+		return;
+	}
+	if (tp->snd_cwnd_clamp < held)
 		return;
 	if (tp->snd_cwnd < held)
 		tp->snd_cwnd = held;
 	tp->snd_ssthresh = held;
 	lb(sk)->held = 0;
+}
+
+/* lb_link_window is the window, packets, that the socket's link carries at
+ * its base delay (the account's capacity, lanes_link_rate), 0 while a
+ * foreground sends there (its last stamp under FG_QUIET_NS old) or where
+ * the capacity is unknown (the yield off: an empty map). */
+static __always_inline __u32 lb_link_window(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u32 idx = sk_ifindex(sk), mss = tp->mss_cache;
+	__u64 now = bpf_ktime_get_ns(), win;
+	struct fg_window *fw;
+	struct link_rate *r;
+
+	if (!idx || !mss)
+		return 0;
+	fw = bpf_map_lookup_elem(&lanes_fg_active, &idx);
+	if (fw && fw->active && now - fw->active < FG_QUIET_NS)
+		return 0;
+	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
+	if (!r)
+		return 0;
+	win = link_rate_of(r, now) * ledbat_base(ca(sk)) / 1000000 / mss;
+	return win > 0xffff ? 0xffff : (__u32)win;
 }
 
 SEC("struct_ops")
@@ -229,6 +268,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	/* tcp_is_cwnd_limited: in slow start, also when cwnd < 2 * max_packets_out */
 	if (!limited && w.cwnd < w.ssthresh && w.cwnd < 2 * tp->max_packets_out)
 		limited = 1;
+	ledbat_link_window(ca(sk), &w, lb_link_window(sk));
 	ledbat_ack(ca(sk), &w, acked, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3, limited);
 	tp->snd_cwnd = w.cwnd;
 	tp->snd_ssthresh = w.ssthresh;

@@ -40,15 +40,17 @@ type CC struct {
 }
 
 // Load loads LEDBAT++ named name with the given queuing-delay target and
-// registers it the way mode says (as capcc.Load). fgActive is the
-// classifier's lanes_fg_active (lanes_fg.h): beside a foreground present
-// on a socket's interface the socket keeps FG_SHARE_TARGET of queue; nil
-// (no foreground-aware yield) keeps the target always.
+// registers it the way mode says (as capcc.Load). account holds the maps
+// it reads by name, shared with the rest of the datapath (nil: none, the
+// foreground-aware yield off): the classifier's lanes_fg_active
+// (lanes_fg.h: beside a foreground present on a socket's interface the
+// socket keeps FG_SHARE_TARGET of queue) and the account's lanes_link_rate
+// (lanes_linkrate.h: the window a quiet link carries).
 //
 // share is the share rule beside a present foreground (ShareSlope,
 // ShareDefer, ShareGrow: ledbat_core.h's LEDBAT_F_SHARE_*; ShareRule is the rule,
 // 0 keeps LEDBAT++'s own decrease and slowdowns there).
-func Load(name string, target time.Duration, share uint32, mode structops.Mode, fgActive *ebpf.Map) (*CC, error) {
+func Load(name string, target time.Duration, share uint32, mode structops.Mode, account map[string]*ebpf.Map) (*CC, error) {
 	if err := structops.CheckName(name); err != nil {
 		return nil, err
 	}
@@ -73,9 +75,11 @@ func Load(name string, target time.Duration, share uint32, mode structops.Mode, 
 	}
 	c := &CC{Name: name, Target: target, Mode: mode}
 	before := structops.IDs(name)
-	var opts *ebpf.CollectionOptions
-	if fgActive != nil {
-		opts = &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{LedbatMapLanesFgActive: fgActive}}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for name, m := range account {
+		if _, ok := spec.Maps[name]; ok && m != nil {
+			opts.MapReplacements[name] = m
+		}
 	}
 	if err := spec.LoadAndAssign(&c.objs, opts); err != nil {
 		return nil, structops.LoadError("ledbat", name, mode, before, err)

@@ -20,6 +20,7 @@ const (
 	LedbatMapLanesLbJoins      = "lanes_lb_joins"
 	LedbatMapLanesLbOwd        = "lanes_lb_owd"
 	LedbatMapLanesLedbat       = "lanes_ledbat"
+	LedbatMapLanesLinkRate     = "lanes_link_rate"
 	LedbatProgLanesLbCongAvoid = "lanes_lb_cong_avoid"
 	LedbatProgLanesLbCwndEvent = "lanes_lb_cwnd_event"
 	LedbatProgLanesLbInit      = "lanes_lb_init"
@@ -89,6 +90,7 @@ type LedbatMapSpecs struct {
 	LanesLbJoins  *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
 	LanesLbOwd    *ebpf.MapSpec `ebpf:"lanes_lb_owd"`
 	LanesLedbat   *ebpf.MapSpec `ebpf:"lanes_ledbat"`
+	LanesLinkRate *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 }
 
 // LedbatVariableSpecs contains global variables before they are loaded into the kernel.
@@ -122,6 +124,7 @@ type LedbatMaps struct {
 	LanesLbJoins  *ebpf.Map `ebpf:"lanes_lb_joins"`
 	LanesLbOwd    *ebpf.Map `ebpf:"lanes_lb_owd"`
 	LanesLedbat   *ebpf.Map `ebpf:"lanes_ledbat"`
+	LanesLinkRate *ebpf.Map `ebpf:"lanes_link_rate"`
 }
 
 func (m *LedbatMaps) Close() error {
@@ -130,6 +133,7 @@ func (m *LedbatMaps) Close() error {
 		m.LanesLbJoins,
 		m.LanesLbOwd,
 		m.LanesLedbat,
+		m.LanesLinkRate,
 	)
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * linkrate.h - the upload direction's capacity per interface
- * (lanes_link_rate), which the yield's hold is a share of (cwndcap.h,
+ * (lanes_link_rate, lanes_linkrate.h), which the yield's hold is a share of (cwndcap.h,
  * which also raises it from its sockets' delivery rates) and an opening's
  * hold lasts the first flight of (yield.h). Included by sockops.c.
  */
@@ -20,27 +20,7 @@
  * token bucket's burst passes at the device's speed (3.6 Gbit/s read past
  * a 10 Mbit/s TBF with a 15 KB burst). Over 100 ms that burst is 0.12 of
  * a 10 Mbit/s link's bytes. */
+#include "lanes_linkrate.h"
+
 #define HOLD_RATE_DIV 16
-#define LINK_RATE_HALF_NS 10000000000ULL
 #define LINK_RATE_WIN_NS 100000000ULL
-
-struct link_rate {
-	__u64 bps; /* bytes/s */
-	__u64 at;  /* bpf_ktime_get_ns of the last raise */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct link_rate);
-} lanes_link_rate SEC(".maps");
-
-/* link_rate_of is r's estimate at now. */
-static __always_inline __u64 link_rate_of(struct link_rate *r, __u64 now)
-{
-	__u64 halves = (now - r->at) / LINK_RATE_HALF_NS;
-
-	return halves >= 64 ? 0 : r->bps >> halves;
-}
-

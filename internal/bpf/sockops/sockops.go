@@ -313,3 +313,18 @@ func Probe() error {
 	}
 	return objs.Close()
 }
+
+// NewLinkRate makes the account's upload capacity map (lanes_link_rate,
+// lanes_linkrate.h) for a datapath to hand to Load and to LEDBAT++, so
+// that both read and raise one estimate per interface.
+func NewLinkRate() (*ebpf.Map, error) {
+	spec, err := LoadSockops()
+	if err != nil {
+		return nil, err
+	}
+	m, err := ebpf.NewMap(spec.Maps[SockopsMapLanesLinkRate])
+	if err != nil {
+		return nil, fmt.Errorf("sockops: link rate map: %w", err)
+	}
+	return m, nil
+}
