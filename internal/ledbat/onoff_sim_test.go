@@ -17,16 +17,11 @@ import (
 	"testing"
 )
 
-// onOffSim is the outcome of simulateOnOff.
-type onOffSim struct {
-	idleShare float64 // background packets ÷ the capacity the foreground left
-	fgP95     float64 // the foreground packets' queuing delay, ms
-}
-
 // simulateOnOff runs one background flow beside segments of on seconds
 // at the link's rate every period, for dur seconds, measured after warm;
-// linkWindow: the quiet link's window is handed to LinkWindow.
-func simulateOnOff(linkWindow bool, on, period, dur, warm float64) onOffSim {
+// linkWindow: the quiet link's window is handed to LinkWindow. The
+// outcome is share_sim_test.go's (its share and foreground p95).
+func simulateOnOff(linkWindow bool, on, period, dur, warm float64) shareSim {
 	const present, quiet, holdAfter = 0.5, 0.15, 0.1
 	f := &simFlow{w: Window{Cwnd: 10, Ssthresh: SsthreshInfinite}}
 	f.s = New(DefaultTargetUS, 0)
@@ -81,7 +76,7 @@ func simulateOnOff(linkWindow bool, on, period, dur, warm float64) onOffSim {
 	}
 	sort.Float64s(fgDelay)
 	idle := (dur-warm)*simPPS - float64(fgPkts)
-	return onOffSim{idleShare: sumBins(f.acked, warm, dur) / idle, fgP95: 1000 * fgDelay[len(fgDelay)*95/100]}
+	return shareSim{idleShare: sumBins(f.acked, warm, dur) / idle, fgP95: 1000 * fgDelay[len(fgDelay)*95/100]}
 }
 
 // TestBackToTheLinkBetweenSegments: beside a video's segments (0.8 s at
