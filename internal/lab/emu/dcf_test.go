@@ -276,8 +276,13 @@ func drainDCFLinks(t *testing.T, m *DCF, sizes []int, per int) ([]*Link, []int) 
 	defer func() { cancel(); wg.Wait() }()
 	deadline := time.Now().Add(time.Minute) // ~0.2 s of air; generous for a loaded machine
 	for {
+		// the medium counts a success before its link hands the frame
+		// on: done when every counted success has been delivered too
 		st := m.Stats()
-		if st.Successes+st.RetryDrops == uint64(per*len(sizes)) {
+		mu.Lock()
+		delivered := uint64(len(order))
+		mu.Unlock()
+		if st.Successes+st.RetryDrops == uint64(per*len(sizes)) && delivered == st.Successes {
 			break
 		}
 		if time.Now().After(deadline) {
