@@ -28,7 +28,7 @@
  *   - cong_avoid: ledbat_ack with the packets acked, tcp_mstamp as the
  *     clock, srtt, and whether the socket is cwnd-limited (as
  *     tcp_is_cwnd_limited decides); before it ledbat_link_window with the
- *     window its link carries while no foreground sends there
+ *     window its link carries while a present foreground is quiet there
  *     (lb_link_window: the account's lanes_link_rate, handed over by the
  *     loader with the presence map);
  *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2;
@@ -197,9 +197,12 @@ static __always_inline void restore(struct sock *sk)
 }
 
 /* lb_link_window is the window, packets, that the socket's link carries at
- * its base delay (the account's capacity, lanes_link_rate), 0 while a
- * foreground sends there (its last stamp under FG_QUIET_NS old) or where
- * the capacity is unknown (the yield off: an empty map). */
+ * its base delay (the account's capacity, lanes_link_rate) while a present
+ * foreground is quiet there (its last stamp FG_QUIET_NS to FG_HOLD_NS old:
+ * between a video's segments); 0 otherwise, and where the capacity is
+ * unknown (the yield off: an empty map). Alone the flow finds the link by
+ * its own delay: the capacity is a decaying maximum, and on a link whose
+ * rate falls it is a window the link no longer carries. */
 static __always_inline __u32 lb_link_window(struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
@@ -211,7 +214,7 @@ static __always_inline __u32 lb_link_window(struct sock *sk)
 	if (!idx || !mss)
 		return 0;
 	fw = bpf_map_lookup_elem(&lanes_fg_active, &idx);
-	if (fw && fw->active && now - fw->active < FG_QUIET_NS)
+	if (!fw || !fw->active || now - fw->active < FG_QUIET_NS || now - fw->active >= FG_HOLD_NS)
 		return 0;
 	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
 	if (!r)
