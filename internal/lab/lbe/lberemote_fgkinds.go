@@ -68,6 +68,17 @@ func init() {
 	testbed.RegisterHelper("pageload", helperPageLoad)
 }
 
+// patternDialer and patternListener open the bursty kinds' TCP sockets
+// with the lab's congestion control (--cc, LANES_LAB_CC), whatever the
+// namespace defaults to: a machine whose tcp_allowed_congestion_control
+// lacks it leaves its namespaces at its own default (BBR on some), and a
+// BBR video holds a bandwidth-delay product of queue beside any other
+// flow where CUBIC's is its own buffer's.
+var (
+	patternDialer   = &net.Dialer{Control: testbed.CCControl}
+	patternListener = &net.ListenConfig{Control: testbed.CCControl}
+)
+
 // writePattern writes zeros to w in pattern (SteadyAppPaced or
 // SteadyVideo) at rate bytes/s until ctx ends or w fails.
 func writePattern(ctx context.Context, w io.Writer, pattern string, rate int) error {
@@ -129,7 +140,7 @@ func helperFGPattern(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c, err := net.Dial("tcp", *to)
+	c, err := patternDialer.Dial("tcp", *to)
 	if err != nil {
 		return err
 	}
@@ -157,7 +168,7 @@ func helperFGPatternServe(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := patternListener.Listen(context.Background(), "tcp", *listen)
 	if err != nil {
 		return err
 	}
@@ -209,7 +220,7 @@ func helperPageLoad(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}, Timeout: time.Minute}
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: patternDialer.DialContext}, Timeout: time.Minute}
 	rng := rand.New(rand.NewSource(*seed))
 	var mu sync.Mutex
 	tick := time.NewTicker(*every)

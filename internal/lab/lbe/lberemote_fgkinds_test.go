@@ -1,6 +1,7 @@
 // lberemote_fgkinds_test.go: the bursty foreground kinds' generators
 // (lberemote_fgkinds.go): their pace and burst shapes on a recording
-// writer and on loopback, the page loads' sizes and times (no root).
+// writer and on loopback, their sockets' congestion control, the page
+// loads' sizes and times (no root).
 package lbe
 
 import (
@@ -11,11 +12,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/testutil"
 )
@@ -186,6 +191,51 @@ func TestSlowLinkBuffer(t *testing.T) {
 			if c.answerWait() < 2*(q+c.Delay) {
 				t.Errorf("--queue %v: the probe waits %v for its late answers", q, c.answerWait())
 			}
+		}
+	}
+}
+
+// The bursty kinds' sockets, both ends, run the lab's congestion control,
+// not the namespace's default.
+func TestPatternSocketsRunTheLabCC(t *testing.T) {
+	def, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skip(err)
+	}
+	want := "reno"
+	if strings.TrimSpace(string(def)) == want {
+		want = "cubic"
+	}
+	t.Setenv("LANES_LAB_CC", want)
+	ln, err := patternListener.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := patternDialer.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Skipf("%s cannot be set here: %v", want, err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for end, conn := range map[string]net.Conn{"client": c, "server": s} {
+		raw, err := conn.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		var gerr error
+		if err := raw.Control(func(fd uintptr) {
+			got, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+		}); err != nil || gerr != nil {
+			t.Fatal(err, gerr)
+		}
+		if strings.TrimRight(got, "\x00") != want {
+			t.Errorf("the %s's socket runs %q, want the lab's %q", end, got, want)
 		}
 	}
 }

@@ -182,7 +182,7 @@ func helperServe(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	lc := net.ListenConfig{Control: ccControl}
+	lc := net.ListenConfig{Control: CCControl}
 	ln, err := lc.Listen(context.Background(), "tcp", *listen)
 	if err != nil {
 		return err
@@ -252,7 +252,7 @@ func helperRequest(kind string, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	d := &net.Dialer{Control: ccControl}
+	d := &net.Dialer{Control: CCControl}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: appCCDial(d.DialContext, *appCC, false)}
 	cl := &http.Client{Transport: tr, Timeout: *timeout}
 	cpu0 := cpuNow()
@@ -319,7 +319,7 @@ func helperBulk(args []string) error {
 		}
 	}
 	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		serr := ccControl("", "", c)
+		serr := CCControl("", "", c)
 		if *prio >= 0 {
 			_ = c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PRIORITY, *prio) })
 		}
@@ -354,7 +354,7 @@ func helperChurn(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	d := &net.Dialer{Control: ccControl}
+	d := &net.Dialer{Control: CCControl}
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}, Timeout: time.Minute}
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
@@ -424,8 +424,11 @@ func helperPing(args []string) error {
 	return nil
 }
 
-// ccControl sets the congestion control named by LANES_LAB_CC on a socket.
-func ccControl(_, _ string, c syscall.RawConn) error {
+// CCControl sets the congestion control named by LANES_LAB_CC on a
+// socket: a net.Dialer's or net.ListenConfig's Control for every TCP
+// socket a helper opens (a namespace may default to another: topo's
+// NewNode).
+func CCControl(_, _ string, c syscall.RawConn) error {
 	cc := os.Getenv("LANES_LAB_CC")
 	if cc == "" {
 		return nil
