@@ -339,11 +339,11 @@ func (s *State) Share(targetUS, share uint32) {
 
 // LinkWindow raises w's ssthresh to win, the window the flow's link carries
 // at its base delay (0: unknown, or a foreground sends there), while its
-// queue is at most a quarter of the target: the link is idle, so the rule
-// below ssthresh slow-starts back to it (ledbat_core.h's
-// ledbat_link_window).
-func (s *State) LinkWindow(w *Window, win uint32) {
-	if s.Phase == Avoid && uint64(s.QueuingDelay())*4 <= uint64(s.TargetUS) && win > w.Ssthresh {
+// queue is at most a quarter of targetUS (the flow's own target, not the
+// share target): the link is idle, so the rule below ssthresh slow-starts
+// back to it (ledbat_core.h's ledbat_link_window).
+func (s *State) LinkWindow(w *Window, win, targetUS uint32) {
+	if s.Phase == Avoid && uint64(s.QueuingDelay())*4 <= uint64(targetUS) && win > w.Ssthresh {
 		w.Ssthresh = win
 	}
 }

@@ -69,7 +69,7 @@ func simulateOnOff(linkWindow bool, on, period, dur, warm float64) shareSim {
 		}
 		f.s.RTT(us(f.acknowledge(now, e.sent)), uint64(us(now)))
 		if linkWindow && now-lastFG >= quiet {
-			f.s.LinkWindow(&f.w, uint32(math.Round(simPPS*simBase)))
+			f.s.LinkWindow(&f.w, uint32(math.Round(simPPS*simBase)), DefaultTargetUS)
 		}
 		f.s.Ack(&f.w, 1, us(now), us(f.srtt), f.inflight+1 >= int(f.w.Cwnd))
 		send(now)

@@ -214,7 +214,7 @@ static __always_inline __u32 lb_link_window(struct sock *sk)
 	if (!idx || !mss)
 		return 0;
 	fw = bpf_map_lookup_elem(&lanes_fg_active, &idx);
-	if (!fw || !fw->active || now - fw->active < FG_QUIET_NS || now - fw->active >= FG_HOLD_NS)
+	if (!fw || !fw->active || now - fw->active < FG_QUIET_NS || now - fw->active >= LINK_RATE_HALF_NS)
 		return 0;
 	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
 	if (!r)
@@ -271,7 +271,7 @@ void BPF_PROG(lanes_lb_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	/* tcp_is_cwnd_limited: in slow start, also when cwnd < 2 * max_packets_out */
 	if (!limited && w.cwnd < w.ssthresh && w.cwnd < 2 * tp->max_packets_out)
 		limited = 1;
-	ledbat_link_window(ca(sk), &w, lb_link_window(sk));
+	ledbat_link_window(ca(sk), &w, lb_link_window(sk), CFG.target_us);
 	ledbat_ack(ca(sk), &w, acked, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3, limited);
 	tp->snd_cwnd = w.cwnd;
 	tp->snd_ssthresh = w.ssthresh;

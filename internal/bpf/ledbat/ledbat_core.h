@@ -403,12 +403,15 @@ static __always_inline void ledbat_ack(struct ledbat *l, struct ledbat_win *w, _
 
 /* ledbat_link_window raises ssthresh to win, the window the flow's link
  * carries at its base delay (0: unknown, or a foreground sends there),
- * while its queue is at most a quarter of the target: the link is idle, so
- * the rule below ssthresh slow-starts back to it instead of growing a
- * packet a round trip from where a foreground's burst or a hold left it. */
-static __always_inline void ledbat_link_window(const struct ledbat *l, struct ledbat_win *w, __u32 win)
+ * while its queue is at most a quarter of target_us (the flow's own
+ * target, not the smaller one it keeps beside a foreground: the filter's
+ * minimum reads a drained link within a few hundred microseconds): the
+ * link is idle, so the rule below ssthresh slow-starts back to it instead
+ * of growing a packet a round trip from where a foreground's burst or a
+ * hold left it. */
+static __always_inline void ledbat_link_window(const struct ledbat *l, struct ledbat_win *w, __u32 win, __u32 target_us)
 {
-	if (l->phase == LEDBAT_AVOID && (__u64)ledbat_queuing(l) * 4 <= l->target_us && win > w->ssthresh)
+	if (l->phase == LEDBAT_AVOID && (__u64)ledbat_queuing(l) * 4 <= target_us && win > w->ssthresh)
 		w->ssthresh = win;
 }
 
