@@ -59,6 +59,22 @@ LANES_MAP(lanes_fg_active,
 	  struct fg_window
 );
 
+/* FG_RECENT_NS: a foreground whose last stamp is younger sent recently
+ * (the account's capacity halves as often: LINK_RATE_HALF_NS); after it a
+ * background flow finds the link by its own delay alone. */
+#define FG_RECENT_NS 10000000000ULL
+
+/* fg_quiet says whether a foreground sent on interface idx recently and
+ * has been quiet FG_QUIET_NS since (a video between its segments): the
+ * link between its bursts, which background takes back at the window the
+ * link carries (ledbat.c's lb_link_window, rledbat.h's rl_link_wnd). */
+static __always_inline int fg_quiet(__u32 idx, __u64 now)
+{
+	struct fg_window *w = bpf_map_lookup_elem(&lanes_fg_active, &idx);
+
+	return w && w->active && now - w->active >= FG_QUIET_NS && now - w->active < FG_RECENT_NS;
+}
+
 /* fg_held says whether the foreground is present on interface idx (0:
  * any) at now: its stamp is younger than FG_HOLD_NS. */
 static __always_inline int fg_held(__u32 idx, __u64 now)

@@ -197,24 +197,22 @@ static __always_inline void restore(struct sock *sk)
 }
 
 /* lb_link_window is the window, packets, that the socket's link carries at
- * its base delay (the account's capacity, lanes_link_rate) while a present
- * foreground is quiet there (its last stamp FG_QUIET_NS to FG_HOLD_NS old:
- * between a video's segments); 0 otherwise, and where the capacity is
- * unknown (the yield off: an empty map). Alone the flow finds the link by
- * its own delay: the capacity is a decaying maximum, and on a link whose
- * rate falls it is a window the link no longer carries. */
+ * its base delay (the account's capacity, lanes_link_rate) while a
+ * foreground is quiet there (fg_quiet: its last stamp FG_QUIET_NS to
+ * FG_RECENT_NS old; between a video's segments, whose own queue takes
+ * 0.5 s to drain behind a CUBIC sender); 0 otherwise, and where the
+ * capacity is unknown (the yield off: an empty map). Alone (no foreground
+ * within FG_RECENT_NS) the flow finds the link by its own delay: the
+ * capacity is a decaying maximum, and on a link whose rate falls it is a
+ * window the link no longer carries. */
 static __always_inline __u32 lb_link_window(struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 idx = sk_ifindex(sk), mss = tp->mss_cache;
 	__u64 now = bpf_ktime_get_ns(), win;
-	struct fg_window *fw;
 	struct link_rate *r;
 
-	if (!idx || !mss)
-		return 0;
-	fw = bpf_map_lookup_elem(&lanes_fg_active, &idx);
-	if (!fw || !fw->active || now - fw->active < FG_QUIET_NS || now - fw->active >= LINK_RATE_HALF_NS)
+	if (!idx || !mss || !fg_quiet(idx, now))
 		return 0;
 	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
 	if (!r)

@@ -42,6 +42,7 @@
 #define LANES_RLEDBAT_H
 
 #include "../ledbat/ledbat_core.h"
+#include "lanes_linkrate.h"
 
 #define RL_INIT_WND 10              /* packets, as an initial cwnd */
 #define RL_MAX_WND 65535            /* packets */
@@ -59,6 +60,10 @@ struct rl_state {
 	__u32 last_rtt;
 	__u32 refused;  /* bpf_setsockopt(TCP_WINDOW_CLAMP) was refused */
 	__u32 joins_seen; /* lanes_rl_joins[0] when last looked at */
+	__u32 slot_start; /* the counting slot's first packet, tcp_mstamp (us) */
+	__u32 slot_pk;    /* packets received in the slot */
+	__u32 link_wnd;   /* packets: the most received in one base delay */
+	__u32 link_at;    /* when link_wnd was read, tcp_mstamp (us) */
 };
 
 struct {
@@ -106,10 +111,43 @@ static __always_inline void rl_active_mark(void)
 		*t = now;
 }
 
+/* rl_link_wnd is the socket's link window at now, packets: the most it
+ * received in one base delay, halved every LINK_RATE_HALF_NS since (no
+ * socket measures a download's capacity: this is what the link carried
+ * while background had it). */
+static __always_inline __u32 rl_link_wnd(const struct rl_state *st, __u32 now)
+{
+	__u32 halves = (now - st->link_at) / (__u32)(LINK_RATE_HALF_NS / 1000);
+
+	return halves >= 32 ? 0 : st->link_wnd >> halves;
+}
+
+/* rl_link_count counts pk packets received at now into the slot; a slot
+ * of at least one base delay ends there, its packets per base delay
+ * raising the link window where they reach it. */
+static __always_inline void rl_link_count(struct rl_state *st, __u32 pk, __u32 now)
+{
+	__u32 base = ledbat_base(&st->l), span = now - st->slot_start, got;
+
+	st->slot_pk += pk;
+	if (!base || span < base)
+		return;
+	got = (__u32)((__u64)st->slot_pk * base / span);
+	if (got >= rl_link_wnd(st, now)) {
+		st->link_wnd = got;
+		st->link_at = now;
+	}
+	st->slot_start = now;
+	st->slot_pk = 0;
+}
+
 /* rledbat_packet runs on each incoming segment of a background socket:
  * yield holds it at the minimum window; share (CFG.rl_share's bits, 0: not
- * sharing) keeps FG_SHARE_TARGET of queue with LEDBAT++'s share rule. */
-static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, __u32 share)
+ * sharing) keeps FG_SHARE_TARGET of queue with LEDBAT++'s share rule;
+ * quiet (a foreground quiet on its interface: fg_quiet) hands LEDBAT++ the
+ * socket's link window (ledbat_link_window), as the congestion control
+ * does for uploads. */
+static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, __u32 share, int quiet)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock *tp;
@@ -139,6 +177,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		st->ssthresh = 0x7fffffff;
 		st->last_nxt = nxt;
 		st->last_ooo = tp->rcv_ooopack;
+		st->slot_start = now;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
 	if (tp->rx_opt.rcv_tsecr && !(CFG.yield & YIELD_JOINED)) {
@@ -186,7 +225,9 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		__u32 pk = st->rem / mss;
 
 		st->rem -= pk * mss;
+		rl_link_count(st, pk, now);
 		ledbat_share(&st->l, share ? FG_SHARE_TARGET(CFG.rl_target_us) : CFG.rl_target_us, share);
+		ledbat_link_window(&st->l, &w, quiet ? rl_link_wnd(st, now) : 0, CFG.rl_target_us);
 		ledbat_ack(&st->l, &w, pk, now, rtt, 1);
 	}
 	if (w.cwnd > RL_MAX_WND)

@@ -189,7 +189,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			int share = sharing(ops);
 
 			rledbat_packet(ops, cookie, yielding(ops, FG_DIR_DOWN) || (share && !CFG.rl_share),
-				       share ? CFG.rl_share : 0);
+				       share ? CFG.rl_share : 0,
+				       CFG.yield && fg_quiet(sock_ifindex(ops), bpf_ktime_get_ns()));
 			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
 		} else {
 			if (valid_lane(v))

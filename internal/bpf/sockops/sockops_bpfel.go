@@ -213,6 +213,10 @@ type SockopsRlState struct {
 	LastRtt   uint32
 	Refused   uint32
 	JoinsSeen uint32
+	SlotStart uint32
+	SlotPk    uint32
+	LinkWnd   uint32
+	LinkAt    uint32
 }
 
 type SockopsRwndState struct {
