@@ -28,7 +28,7 @@
  *   - cong_avoid: ledbat_ack with the packets acked, tcp_mstamp as the
  *     clock, srtt, and whether the socket is cwnd-limited (as
  *     tcp_is_cwnd_limited decides); before it ledbat_link_window with the
- *     window its link carries while a present foreground is quiet there
+ *     window its link carries while a foreground is quiet there (fg_quiet)
  *     (lb_link_window: the account's lanes_link_rate, handed over by the
  *     loader with the presence map);
  *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2;
