@@ -351,8 +351,10 @@ type LinkAccount struct {
 	// class bytes; downloads have no per-lane counters).
 	Shares []LaneShare `json:"shares,omitempty"`
 	// Why the background is where it is: "free", "sharing", "held by
-	// harm", "held by an opening", "held by untold" or "not ours" (the
-	// queue's test found it not background's: released).
+	// harm", "held by an opening", "held by untold", "not ours" (the
+	// queue's test found it not background's: released) or "at its
+	// floor, ACKs paced" (a download at rLEDBAT's minimum by its queue
+	// beside a foreground).
 	Why string `json:"why,omitempty"`
 	// QueueOwner is "background", "not background", "testing" or
 	// "untested"; TestedAgoMS how long ago that test ended (or began).

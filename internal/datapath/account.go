@@ -35,17 +35,21 @@ type LinkAccount struct {
 	Tests       uint64        // cause tests started
 	NotOurs     uint64        // of them, found not the background's
 	Held        bool          // background held in this direction now
-	Why         string        // Why*: why the background is where it is
+	// Floor: a download at rLEDBAT's minimum window by its queue beside a
+	// present foreground (lanes_rl_floor): its ACKs paced (down only)
+	Floor bool
+	Why   string // Why*: why the background is where it is
 }
 
 // Why the background is where it is, in one direction.
 const (
-	WhyFree    = "free"               // no foreground: its own target
-	WhySharing = "sharing"            // a foreground present, not harmed
-	WhyHarm    = "held by harm"       // this direction's foreground harmed
-	WhyOpening = "held by an opening" // a foreground connection just opened
-	WhyNotOurs = "not ours"           // the queue's test found it not background's: released
-	WhyUntold  = "held by untold"     // beside a foreground without TCP RTT samples (lab switch)
+	WhyFree    = "free"                     // no foreground: its own target
+	WhySharing = "sharing"                  // a foreground present, not harmed
+	WhyHarm    = "held by harm"             // this direction's foreground harmed
+	WhyOpening = "held by an opening"       // a foreground connection just opened
+	WhyNotOurs = "not ours"                 // the queue's test found it not background's: released
+	WhyFloor   = "at its floor, ACKs paced" // a download's window at its minimum by its queue, beside a foreground
+	WhyUntold  = "held by untold"           // beside a foreground without TCP RTT samples (lab switch)
 )
 
 // Accounts are the accounts by ifindex (key 0: an interface not known),
@@ -77,6 +81,9 @@ func (y *FgYield) Accounts() (map[int][2]LinkAccount, error) {
 		}
 		for i, a := range out {
 			st, anyOpening := y.fgState(uint32(i), now)
+			var floor uint64
+			a[yield.Down].Floor = y.on && y.cls.LanesRlFloor.Lookup(uint32(i), &floor) == nil && floor != 0 &&
+				st.Window.Held(now, yield.KernelRule)
 			for d := range a {
 				a[d].Held = y.on && st.HoldsDir(now, anyOpening, d)
 				if a[d].Owner == "" {
@@ -103,6 +110,8 @@ func whyOf(st yield.State, anyOpening bool, a LinkAccount, now uint64, d int) st
 		return WhyUntold
 	case a.Owner == OwnerNotBackground && a.TestedAgo < causeVerdictHold:
 		return WhyNotOurs
+	case a.Floor:
+		return WhyFloor
 	case st.Untold(now) || st.Window.Held(now, yield.KernelRule):
 		return WhySharing
 	}

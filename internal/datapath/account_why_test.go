@@ -34,6 +34,7 @@ func TestAccountWhy(t *testing.T) {
 		{"unknown's opening", yield.State{}, LinkAccount{Held: true}, yield.Up, true, WhyOpening},
 		{"not ours", yield.State{Window: present}, notOurs, yield.Up, false, WhyNotOurs},
 		{"not ours, stale", yield.State{Window: present}, stale, yield.Up, false, WhySharing},
+		{"a download at its floor", yield.State{Window: present}, LinkAccount{Floor: true}, yield.Down, false, WhyFloor},
 		{"untold held", yield.State{Window: present, UntoldHeld: true}, LinkAccount{Held: true}, yield.Up, false, WhyUntold},
 	} {
 		if got := whyOf(c.st, c.opening, c.a, now, c.dir); got != c.want {

@@ -2,7 +2,9 @@
 // an interactive socket's pure ACKs while it has a downlink cap) through
 // BPF_PROG_TEST_RUN of lanes_pure_ack, and that with the class on a pure
 // ACK of a socket without a cap stays in its lane. The capped socket's
-// path needs a real socket's cookie: internal/datapath TestAckClass.
+// path needs a real socket's cookie: internal/datapath TestAckClass. A
+// background download's pure ACK at its floor beside a foreground goes to
+// the held-ACK class.
 package classifier
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
 )
 
@@ -142,5 +145,56 @@ func TestAckClassNeedsCap(t *testing.T) {
 		if c.Packets != 0 {
 			t.Errorf("ACK class counted %d packets of a socket without a cap", c.Packets)
 		}
+	}
+}
+
+// heldAckKey is bgclass.h's BG_HELD_ACK_KEY: lanes_bg_state's key of an
+// interface's held-ACK event, or'ed with its ifindex.
+const heldAckKey = 0x80000000
+
+// TestHeldAckAtTheFloor: a background download's pure ACK goes to the
+// held-ACK class (its event posted: lanes_bg_state's held-ACK key) where
+// sock_ops marks the interface's download at its floor (lanes_rl_floor)
+// beside a present foreground; alone it does not, nor once the mark is
+// cleared.
+func TestHeldAckAtTheFloor(t *testing.T) {
+	objs := loadForTest(t)
+	peer := netip.MustParseAddr("10.9.8.11")
+	if err := objs.LanesDst.Put(abi.NewDstKey(netip.PrefixFrom(peer, 32), 0), uint32(lane.Background)); err != nil {
+		t.Fatal(err)
+	}
+	ack := tcpSeg(v4src, peer, tcpACK, 12, 0, 0)
+	held := func() bool {
+		var s ClassifierBgState
+		return objs.LanesBgState.Lookup(uint32(heldAckKey|loIdx), &s) == nil && s.Posted != 0
+	}
+	run := func() {
+		t.Helper()
+		if _, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: ack}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := objs.LanesRlFloor.Put(uint32(loIdx), monotonicNS()); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if held() {
+		t.Fatal("at the floor, no foreground: the ACK held")
+	}
+	fg := pkt{src: v4src, dst: v4dst, sport: 40007, dport: 443, proto: 6} // interactive
+	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present
+	run()
+	if !held() {
+		t.Fatal("at the floor beside a present foreground: the ACK not held")
+	}
+	if err := objs.LanesBgState.Delete(uint32(heldAckKey | loIdx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.LanesRlFloor.Put(uint32(loIdx), uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if held() {
+		t.Error("the floor's mark cleared: the ACK held")
 	}
 }

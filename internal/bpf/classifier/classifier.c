@@ -337,8 +337,19 @@ static __always_inline int held_down(__u32 idx, __u64 now)
 	return fg_yield_dir(idx, FG_DIR_DOWN, now, 0, 0);
 }
 
+/* rl_floor says whether a background download by interface idx is at its
+ * floor (lanes_rl_floor, rledbat.h's rl_floor_mark). */
+static __always_inline int rl_floor(__u32 idx)
+{
+	__u64 *at = bpf_map_lookup_elem(&lanes_rl_floor, &idx);
+
+	return at && *at;
+}
+
 /* held_ack says whether a background packet is a pure ACK of a download
- * that the yield holds (held_down);
+ * that the yield holds (held_down) or, beside a present foreground, whose
+ * window is at its floor by its queue (rl_floor: two packets a round trip
+ * are most of a slow link; alone they harm no one);
  * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
  * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
  * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
@@ -349,7 +360,8 @@ static __always_inline int held_ack(struct __sk_buff *skb)
 	__u64 now = bpf_ktime_get_ns();
 	struct bg_state *s;
 
-	if (!pure_ack(skb) || !held_down(skb->ifindex, now))
+	if (!pure_ack(skb) ||
+	    !(held_down(skb->ifindex, now) || (rl_floor(skb->ifindex) && fg_held(skb->ifindex, now))))
 		return 0;
 	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
 	if (s && now - s->posted >= BG_QUIET_NS) {

@@ -125,6 +125,7 @@ func (o *ClassifierObjects) Shared() map[string]*ebpf.Map {
 		ClassifierMapLanesFgActive:    o.LanesFgActive,
 		ClassifierMapLanesFgOpen:      o.LanesFgOpen,
 		ClassifierMapLanesFgHarm:      o.LanesFgHarm,
+		ClassifierMapLanesRlFloor:     o.LanesRlFloor,
 	}
 }
 

@@ -115,6 +115,7 @@ const (
 	ClassifierMapLanesFgHarm       = "lanes_fg_harm"
 	ClassifierMapLanesFgOpen       = "lanes_fg_open"
 	ClassifierMapLanesOwnSocks     = "lanes_own_socks"
+	ClassifierMapLanesRlFloor      = "lanes_rl_floor"
 	ClassifierMapLanesSockRwnd     = "lanes_sock_rwnd"
 	ClassifierMapLanesTuple        = "lanes_tuple"
 	ClassifierMapLanesTupleShapes  = "lanes_tuple_shapes"
@@ -194,6 +195,7 @@ type ClassifierMapSpecs struct {
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
 	LanesOwnSocks    *ebpf.MapSpec `ebpf:"lanes_own_socks"`
+	LanesRlFloor     *ebpf.MapSpec `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -243,6 +245,7 @@ type ClassifierMaps struct {
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
 	LanesOwnSocks    *ebpf.Map `ebpf:"lanes_own_socks"`
+	LanesRlFloor     *ebpf.Map `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -267,6 +270,7 @@ func (m *ClassifierMaps) Close() error {
 		m.LanesFgHarm,
 		m.LanesFgOpen,
 		m.LanesOwnSocks,
+		m.LanesRlFloor,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,

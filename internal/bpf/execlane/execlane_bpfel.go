@@ -79,6 +79,7 @@ const (
 	ExeclaneMapLanesFgActive    = "lanes_fg_active"
 	ExeclaneMapLanesFgHarm      = "lanes_fg_harm"
 	ExeclaneMapLanesFgOpen      = "lanes_fg_open"
+	ExeclaneMapLanesRlFloor     = "lanes_rl_floor"
 	ExeclaneMapLanesSockRwnd    = "lanes_sock_rwnd"
 	ExeclaneMapLanesTaskLane    = "lanes_task_lane"
 	ExeclaneMapLanesTuple       = "lanes_tuple"
@@ -151,6 +152,7 @@ type ExeclaneMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesRlFloor     *ebpf.MapSpec `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTaskLane    *ebpf.MapSpec `ebpf:"lanes_task_lane"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
@@ -193,6 +195,7 @@ type ExeclaneMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesRlFloor     *ebpf.Map `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTaskLane    *ebpf.Map `ebpf:"lanes_task_lane"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
@@ -209,6 +212,7 @@ func (m *ExeclaneMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
+		m.LanesRlFloor,
 		m.LanesSockRwnd,
 		m.LanesTaskLane,
 		m.LanesTuple,

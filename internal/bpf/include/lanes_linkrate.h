@@ -15,6 +15,9 @@
 #include <linux/bpf.h>
 
 #define LINK_RATE_HALF_NS 10000000000ULL
+/* HOLD_RATE_DIV: no floor takes more than 1/HOLD_RATE_DIV of the link (a
+ * held upload's pace: linkrate.h; a download's floor: rledbat.h) */
+#define HOLD_RATE_DIV 16
 
 struct link_rate {
 	__u64 bps; /* bytes/s */

@@ -133,6 +133,23 @@ LANES_MAP(lanes_sock_rwnd,
 
 #include "lanes_fg.h"
 
+/* lanes_rl_floor[ifindex]: bpf_ktime_get_ns() since a background download
+ * by that interface (rledbat.h) has had its window at the floor
+ * (LEDBAT_MIN_CWND) with its queue above its target (0: not there). Two
+ * packets a round trip are most of a slow link, and a receiver cannot pace
+ * its sender: beside a present foreground its pure ACKs go to the held-ACK
+ * class as a held download's do (classifier.c's held_ack), paced at 1/16
+ * of the download estimate.
+ * Written by sock_ops at each segment the download sends (the last
+ * download to send speaks for the interface), read by the classifier as
+ * that segment leaves. */
+LANES_MAP(lanes_rl_floor,
+	  BPF_MAP_TYPE_HASH,
+	  1024,
+	  __u32,
+	  __u64
+);
+
 /* lanes_fg_open[ifindex]: bpf_ktime_get_ns() when the hold of the last
  * foreground (not background) TCP connection opened by that interface ends
  * (0: interface not known, holds background by every interface). sock_ops

@@ -22,5 +22,4 @@
  * a 10 Mbit/s link's bytes. */
 #include "lanes_linkrate.h"
 
-#define HOLD_RATE_DIV 16
 #define LINK_RATE_WIN_NS 100000000ULL

@@ -64,6 +64,7 @@ struct rl_state {
 	__u32 slot_pk;    /* packets received in the slot */
 	__u32 link_wnd;   /* packets: the most received in one base delay */
 	__u32 link_at;    /* when link_wnd was read, tcp_mstamp (us) */
+	__u32 link_peak;  /* packets: the most ever received in one base delay */
 };
 
 struct {
@@ -124,7 +125,8 @@ static __always_inline __u32 rl_link_wnd(const struct rl_state *st, __u32 now)
 
 /* rl_link_count counts pk packets received at now into the slot; a slot
  * of at least one base delay ends there, its packets per base delay
- * raising the link window where they reach it. */
+ * raising the link window where they reach it (and the peak, which does
+ * not decay). */
 static __always_inline void rl_link_count(struct rl_state *st, __u32 pk, __u32 now)
 {
 	__u32 base = ledbat_base(&st->l), span = now - st->slot_start, got;
@@ -133,12 +135,52 @@ static __always_inline void rl_link_count(struct rl_state *st, __u32 pk, __u32 n
 	if (!base || span < base)
 		return;
 	got = (__u32)((__u64)st->slot_pk * base / span);
+	if (got > st->link_peak)
+		st->link_peak = got;
 	if (got >= rl_link_wnd(st, now)) {
 		st->link_wnd = got;
 		st->link_at = now;
 	}
 	st->slot_start = now;
 	st->slot_pk = 0;
+}
+
+/* rl_floor_mark records in lanes_rl_floor whether the background download
+ * ops, by its interface (sock_ifindex), is at its floor now: its
+ * window at LEDBAT_MIN_CWND with its queue above its target, where that
+ * minimum is more than 1/HOLD_RATE_DIV of the most the socket ever
+ * received in one base delay (a slow link's, or one it never had); written
+ * only on a change. At 10 Mbit/s and 40 ms two packets are 1/17 of the
+ * link: pacing them too cost a download beside an application-paced one
+ * 0.07 of its share. Not inlined, and called with nothing live: the
+ * program's stack and bgc_rtt's are at the verifier's 512 bytes. */
+static __always_inline __u32 sock_ifindex(struct bpf_sock_ops *ops); /* yield.h */
+
+__noinline int rl_floor_mark(struct bpf_sock_ops *ops)
+{
+	struct bpf_sock *bsk = ops->sk;
+	struct rl_state *st;
+	__u32 idx;
+	__u64 *at, now;
+	int floor;
+
+	if (!bsk)
+		return 0;
+	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
+	if (!st || !st->l.samples)
+		return 0;
+	floor = st->wnd <= LEDBAT_MIN_CWND && st->l.phase == LEDBAT_AVOID &&
+		ledbat_queuing(&st->l) > st->l.target_us && st->link_peak < HOLD_RATE_DIV * LEDBAT_MIN_CWND;
+	idx = sock_ifindex(ops);
+	at = bpf_map_lookup_elem(&lanes_rl_floor, &idx);
+	if (at ? !*at == !floor : !floor)
+		return 0;
+	now = floor ? bpf_ktime_get_ns() : 0;
+	if (at)
+		*at = now;
+	else
+		bpf_map_update_elem(&lanes_rl_floor, &idx, &now, BPF_ANY);
+	return 0;
 }
 
 /* rledbat_packet runs on each incoming segment of a background socket:

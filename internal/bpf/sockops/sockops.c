@@ -192,6 +192,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 				       share ? CFG.rl_share : 0,
 				       CFG.yield && fg_quiet(sock_ifindex(ops), bpf_ktime_get_ns()));
 			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
+			rl_floor_mark(ops); /* its ACKs paced at its floor (classifier.c) */
 		} else {
 			if (valid_lane(v))
 				rledbat_leave(ops); /* moved out of background */

@@ -217,6 +217,7 @@ type SockopsRlState struct {
 	SlotPk    uint32
 	LinkWnd   uint32
 	LinkAt    uint32
+	LinkPeak  uint32
 }
 
 type SockopsRwndState struct {
@@ -290,6 +291,7 @@ const (
 	SockopsMapLanesOpsStats    = "lanes_ops_stats"
 	SockopsMapLanesOwd         = "lanes_owd"
 	SockopsMapLanesRlActive    = "lanes_rl_active"
+	SockopsMapLanesRlFloor     = "lanes_rl_floor"
 	SockopsMapLanesRlJoins     = "lanes_rl_joins"
 	SockopsMapLanesRlState     = "lanes_rl_state"
 	SockopsMapLanesRwndOn      = "lanes_rwnd_on"
@@ -379,6 +381,7 @@ type SockopsMapSpecs struct {
 	LanesOpsStats    *ebpf.MapSpec `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.MapSpec `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.MapSpec `ebpf:"lanes_rl_active"`
+	LanesRlFloor     *ebpf.MapSpec `ebpf:"lanes_rl_floor"`
 	LanesRlJoins     *ebpf.MapSpec `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.MapSpec `ebpf:"lanes_rl_state"`
 	LanesRwndOn      *ebpf.MapSpec `ebpf:"lanes_rwnd_on"`
@@ -440,6 +443,7 @@ type SockopsMaps struct {
 	LanesOpsStats    *ebpf.Map `ebpf:"lanes_ops_stats"`
 	LanesOwd         *ebpf.Map `ebpf:"lanes_owd"`
 	LanesRlActive    *ebpf.Map `ebpf:"lanes_rl_active"`
+	LanesRlFloor     *ebpf.Map `ebpf:"lanes_rl_floor"`
 	LanesRlJoins     *ebpf.Map `ebpf:"lanes_rl_joins"`
 	LanesRlState     *ebpf.Map `ebpf:"lanes_rl_state"`
 	LanesRwndOn      *ebpf.Map `ebpf:"lanes_rwnd_on"`
@@ -476,6 +480,7 @@ func (m *SockopsMaps) Close() error {
 		m.LanesOpsStats,
 		m.LanesOwd,
 		m.LanesRlActive,
+		m.LanesRlFloor,
 		m.LanesRlJoins,
 		m.LanesRlState,
 		m.LanesRwndOn,

@@ -144,6 +144,7 @@ const (
 	TcpiterMapLanesFgActive    = "lanes_fg_active"
 	TcpiterMapLanesFgHarm      = "lanes_fg_harm"
 	TcpiterMapLanesFgOpen      = "lanes_fg_open"
+	TcpiterMapLanesRlFloor     = "lanes_rl_floor"
 	TcpiterMapLanesSockRwnd    = "lanes_sock_rwnd"
 	TcpiterMapLanesTuple       = "lanes_tuple"
 	TcpiterMapLanesTupleShapes = "lanes_tuple_shapes"
@@ -230,6 +231,7 @@ type TcpiterMapSpecs struct {
 	LanesFgActive    *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.MapSpec `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.MapSpec `ebpf:"lanes_fg_open"`
+	LanesRlFloor     *ebpf.MapSpec `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.MapSpec `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.MapSpec `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.MapSpec `ebpf:"lanes_tuple_shapes"`
@@ -284,6 +286,7 @@ type TcpiterMaps struct {
 	LanesFgActive    *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesFgHarm      *ebpf.Map `ebpf:"lanes_fg_harm"`
 	LanesFgOpen      *ebpf.Map `ebpf:"lanes_fg_open"`
+	LanesRlFloor     *ebpf.Map `ebpf:"lanes_rl_floor"`
 	LanesSockRwnd    *ebpf.Map `ebpf:"lanes_sock_rwnd"`
 	LanesTuple       *ebpf.Map `ebpf:"lanes_tuple"`
 	LanesTupleShapes *ebpf.Map `ebpf:"lanes_tuple_shapes"`
@@ -309,6 +312,7 @@ func (m *TcpiterMaps) Close() error {
 		m.LanesFgActive,
 		m.LanesFgHarm,
 		m.LanesFgOpen,
+		m.LanesRlFloor,
 		m.LanesSockRwnd,
 		m.LanesTuple,
 		m.LanesTupleShapes,
