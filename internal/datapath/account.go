@@ -36,7 +36,8 @@ type LinkAccount struct {
 	NotOurs     uint64        // of them, found not the background's
 	Held        bool          // background held in this direction now
 	// Floor: a download at rLEDBAT's minimum window by its queue beside a
-	// present foreground (lanes_rl_floor): its ACKs paced (down only)
+	// foreground (lanes_rl_floor; present, or a foreground TCP socket's
+	// sample on a link too slow for presence): its ACKs paced (down only)
 	Floor bool
 	Why   string // Why*: why the background is where it is
 }
@@ -83,7 +84,7 @@ func (y *FgYield) Accounts() (map[int][2]LinkAccount, error) {
 			st, anyOpening := y.fgState(uint32(i), now)
 			var floor uint64
 			a[yield.Down].Floor = y.on && y.cls.LanesRlFloor.Lookup(uint32(i), &floor) == nil && floor != 0 &&
-				st.Window.Held(now, yield.KernelRule)
+				(st.Window.Held(now, yield.KernelRule) || st.Harm.TCPSeen(now)) // classifier.c's fg_beside
 			for d := range a {
 				a[d].Held = y.on && st.HoldsDir(now, anyOpening, d)
 				if a[d].Owner == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/yield"
 )
 
 const (
@@ -155,8 +156,8 @@ const heldAckKey = 0x80000000
 // TestHeldAckAtTheFloor: a background download's pure ACK goes to the
 // held-ACK class (its event posted: lanes_bg_state's held-ACK key) where
 // sock_ops marks the interface's download at its floor (lanes_rl_floor)
-// beside a present foreground; alone it does not, nor once the mark is
-// cleared.
+// beside a foreground (present, or a foreground TCP socket's sample);
+// alone it does not, nor once the mark is cleared.
 func TestHeldAckAtTheFloor(t *testing.T) {
 	objs := loadForTest(t)
 	peer := netip.MustParseAddr("10.9.8.11")
@@ -180,6 +181,21 @@ func TestHeldAckAtTheFloor(t *testing.T) {
 	run()
 	if held() {
 		t.Fatal("at the floor, no foreground: the ACK held")
+	}
+	// a foreground TCP socket's sample (sock_ops' lanes_fg_harm.seen), on
+	// a link too slow for the classifier's stamp
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), yield.Harm{Seen: monotonicNS()}); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if !held() {
+		t.Fatal("at the floor beside a foreground TCP socket's sample: the ACK not held")
+	}
+	if err := objs.LanesFgHarm.Delete(uint32(loIdx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.LanesBgState.Delete(uint32(heldAckKey | loIdx)); err != nil {
+		t.Fatal(err)
 	}
 	fg := pkt{src: v4src, dst: v4dst, sport: 40007, dport: 443, proto: 6} // interactive
 	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present

@@ -346,10 +346,18 @@ static __always_inline int rl_floor(__u32 idx)
 	return at && *at;
 }
 
+/* fg_beside: a foreground is on interface idx at now: present (the
+ * classifier's stamp) or, on a link too slow for the stamp's 50 packets a
+ * second, a foreground TCP socket's sample (fg_tcp_seen). */
+static __always_inline int fg_beside(__u32 idx, __u64 now)
+{
+	return fg_held(idx, now) || fg_tcp_seen(idx, now);
+}
+
 /* held_ack says whether a background packet is a pure ACK of a download
- * that the yield holds (held_down) or, beside a present foreground, whose
- * window is at its floor by its queue (rl_floor: two packets a round trip
- * are most of a slow link; alone they harm no one);
+ * that the yield holds (held_down) or, beside a foreground (fg_beside),
+ * whose window is at its floor by its queue (rl_floor: two packets a round
+ * trip are most of a slow link; alone they harm no one);
  * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
  * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
  * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
@@ -360,8 +368,7 @@ static __always_inline int held_ack(struct __sk_buff *skb)
 	__u64 now = bpf_ktime_get_ns();
 	struct bg_state *s;
 
-	if (!pure_ack(skb) ||
-	    !(held_down(skb->ifindex, now) || (rl_floor(skb->ifindex) && fg_held(skb->ifindex, now))))
+	if (!pure_ack(skb) || !(held_down(skb->ifindex, now) || (rl_floor(skb->ifindex) && fg_beside(skb->ifindex, now))))
 		return 0;
 	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
 	if (s && now - s->posted >= BG_QUIET_NS) {

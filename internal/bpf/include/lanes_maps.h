@@ -137,9 +137,9 @@ LANES_MAP(lanes_sock_rwnd,
  * by that interface (rledbat.h) has had its window at the floor
  * (LEDBAT_MIN_CWND) with its queue above its target (0: not there). Two
  * packets a round trip are most of a slow link, and a receiver cannot pace
- * its sender: beside a present foreground its pure ACKs go to the held-ACK
- * class as a held download's do (classifier.c's held_ack), paced at 1/16
- * of the download estimate.
+ * its sender: beside a foreground (classifier.c's fg_beside) its pure ACKs
+ * go to the held-ACK class as a held download's do (held_ack), paced at
+ * 1/16 of the download estimate.
  * Written by sock_ops at each segment the download sends (the last
  * download to send speaks for the interface), read by the classifier as
  * that segment leaves. */
