@@ -167,9 +167,9 @@ __noinline int rl_floor_mark(struct bpf_sock_ops *ops)
 	if (!bsk)
 		return 0;
 	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, 0);
-	if (!st || !st->l.samples)
-		return 0;
-	floor = st->wnd <= LEDBAT_MIN_CWND && st->l.phase == LEDBAT_AVOID &&
+	/* a download without timed data yet is not at its floor: a mark an
+	 * ended download left must not pace a new one's first ACKs */
+	floor = st && st->l.samples && st->wnd <= LEDBAT_MIN_CWND && st->l.phase == LEDBAT_AVOID &&
 		ledbat_queuing(&st->l) > st->l.target_us && st->link_peak < HOLD_RATE_DIV * LEDBAT_MIN_CWND;
 	idx = sock_ifindex(ops);
 	at = bpf_map_lookup_elem(&lanes_rl_floor, &idx);
