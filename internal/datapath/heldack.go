@@ -1,5 +1,6 @@
 // heldack.go: the held-ACK class (1:16) of every egress tree. While the
-// yield holds a background download, the classifier sends its pure ACKs
+// yield holds a background download, or beside a foreground its window is
+// at its floor (lanes_rl_floor), the classifier sends its pure ACKs
 // there instead of the background lane's class (classifier.c's held_ack),
 // so its remote sender gets no more data than the class lets ACKs leave:
 // a held receive window cannot go below about two packets a round trip
