@@ -368,7 +368,9 @@ static __always_inline int held_ack(struct __sk_buff *skb)
 	__u64 now = bpf_ktime_get_ns();
 	struct bg_state *s;
 
-	if (!pure_ack(skb) || !(held_down(skb->ifindex, now) || (rl_floor(skb->ifindex) && fg_beside(skb->ifindex, now))))
+	if (!pure_ack(skb))
+		return 0;
+	if (!held_down(skb->ifindex, now) && !(rl_floor(skb->ifindex) && fg_beside(skb->ifindex, now)))
 		return 0;
 	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
 	if (s && now - s->posted >= BG_QUIET_NS) {
