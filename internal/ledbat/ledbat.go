@@ -10,9 +10,11 @@
 // fraction Acc in 1/Scale packets.
 //   - base delay: minimum RTT over BaseBuckets one-minute buckets;
 //   - current delay: minimum RTT over the last Filter time slots, a slot
-//     lasting at least base/SlotDiv and holding at least one sample (so
-//     about one base RTT when ACKs are dense, the last Filter samples when
-//     they are sparse): the bursty delivery of a cellular link swings the
+//     lasting at least (base + SOther)/SlotDiv and holding at least one
+//     sample (so about one round trip of the flow's ACK clock when ACKs are
+//     dense, the last Filter samples when they are sparse; behind the other
+//     direction's standing queue data comes in bursts a round trip apart,
+//     and a filter of one base RTT reads its own burst as queue): the bursty delivery of a cellular link swings the
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
 //   - gain = 1 / min(16, ceil(2 * target / base)) per round trip it would
@@ -43,7 +45,7 @@ const (
 	GainMaxDiv        = 16
 	GrowthMax         = 16 // growth per round trip at most 16^2 gains (growth)
 	Filter            = 4  // current delay: minimum over 4 slots
-	SlotDiv           = 3  // a slot lasts at least base / 3: the 4 slots span 1 to 4/3 base RTTs
+	SlotDiv           = 3  // a slot lasts at least (base + SOther) / 3: the 4 slots span 1 to 4/3 round trips
 	BaseBuckets       = 10
 	BucketUS          = 60_000_000
 	HoldRTTs          = 2
@@ -139,9 +141,10 @@ func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 	} else {
 		s.SOther -= (s.SOther - otherUS) >> 3
 	}
-	// the current slot ends at the first sample base/SlotDiv after it began
+	// the current slot ends at the first sample (base + SOther) / SlotDiv
+	// after it began: the filter spans the round trip the flow's clock runs at
 	now := uint32(nowUS)
-	if s.Cur[0] == 0 || after(now, s.TSlot+s.BaseDelay()/SlotDiv) {
+	if s.Cur[0] == 0 || after(now, s.TSlot+(s.BaseDelay()+s.SOther)/SlotDiv) {
 		copy(s.Cur[1:], s.Cur[:Filter-1])
 		s.Cur[0], s.TSlot = rttUS, now
 		return

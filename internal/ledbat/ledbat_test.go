@@ -301,6 +301,28 @@ func TestCurrentDelaySpansABaseRTT(t *testing.T) {
 	}
 }
 
+// TestBurstsBehindTheOtherDirection: a download whose ACKs wait behind a
+// bulk upload's 500 ms queue gets its data in bursts a round trip (540 ms)
+// apart, each queueing behind itself for 60 ms and draining before the
+// next: no standing queue. The filter spans the round trip the flow's clock
+// runs at (base + the other direction's queue), so every burst's first
+// packet holds the current delay at the base; over one base RTT the filter
+// would read the burst's own tail as 20-60 ms of queue.
+func TestBurstsBehindTheOtherDirection(t *testing.T) {
+	const base, other, rtt, burst = 40_000, 500_000, 540_000, 100 // us, us, us, packets
+	s := New(10_000, 0)
+	now := uint64(1)
+	for b := 0; b < 40; b++ {
+		for i := range burst {
+			s.Delay(base+uint32(i)*600, other, now+uint64(i)*600) // 0.6 ms a packet at 20 Mbit/s
+			if qd := s.QueuingDelay(); b >= 10 && qd > 0 {
+				t.Fatalf("burst %d, packet %d: queuing delay %d us, want none (sother %d us)", b, i, qd, s.SOther)
+			}
+		}
+		now += rtt
+	}
+}
+
 // TestCurrentDelaySparseSamples: samples further apart than a slot (the
 // receive side's smoothed RTT, the daemon's 50 ms steps) each start a slot,
 // so the current delay is the minimum of the last 4 samples.

@@ -15,8 +15,12 @@
  *     buckets (so it may rise again after a route change);
  *   - current delay: the minimum RTT over the last LEDBAT_FILTER time
  *     slots (cur[0] the newest); a slot ends at the first sample
- *     base / LEDBAT_SLOT_DIV after it began, so the filter spans one to 4/3
- *     base RTTs when ACKs are dense and the last LEDBAT_FILTER samples when
+ *     (base + sother) / LEDBAT_SLOT_DIV after it began, so the filter spans
+ *     one to 4/3 of the round trip the flow's ACK clock runs at (base, and
+ *     the other direction's queue its ACKs or data wait in: behind a bulk
+ *     upload's 500 ms queue a download's data comes in bursts a round trip
+ *     apart, and a shorter filter reads its own burst as a standing queue)
+ *     when ACKs are dense and the last LEDBAT_FILTER samples when
  *     they are sparse (a cellular link's bursty delivery swings the
  *     per-ACK RTT by several ms with no standing queue; a minimum over a
  *     few samples, well under a millisecond of ACKs, would read that as
@@ -84,7 +88,7 @@
 #define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
 #define LEDBAT_GROWTH_MAX 16     /* growth per round trip at most 16^2 gains (ledbat_inc) */
 #define LEDBAT_FILTER 4          /* current delay: min over 4 slots */
-#define LEDBAT_SLOT_DIV 3        /* a slot lasts at least base / 3: the filter spans 1-4/3 base RTTs */
+#define LEDBAT_SLOT_DIV 3        /* a slot lasts at least (base + sother) / 3: the filter spans 1-4/3 round trips */
 #define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
 #define LEDBAT_BUCKET_US 60000000ULL
 #define LEDBAT_HOLD_RTTS 2       /* slowdown: cwnd held at 2 for 2 RTTs */
@@ -195,8 +199,10 @@ static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u32 oth
 		l->sother += (other_us - l->sother) >> 3;
 	else
 		l->sother -= (l->sother - other_us) >> 3;
-	/* the current slot ends at the first sample base/SLOT_DIV after it began */
-	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + ledbat_base(l) / LEDBAT_SLOT_DIV)) {
+	/* the current slot ends at the first sample (base + sother) / SLOT_DIV
+	 * after it began: the filter spans the round trip the flow's clock
+	 * runs at */
+	if (!l->cur[0] || ledbat_after((__u32)now_us, l->t_slot + (ledbat_base(l) + l->sother) / LEDBAT_SLOT_DIV)) {
 #pragma clang loop unroll(full)
 		for (int i = LEDBAT_FILTER - 1; i > 0; i--)
 			l->cur[i] = l->cur[i - 1];
