@@ -55,6 +55,7 @@ type Datapath interface {
 	MarkOwnHarm(ifindex int, queue time.Duration)
 	SetBgShape(ifindex int, d datapath.Direction, bytes uint64) error
 	SetBgYieldRate(ifindex int, d datapath.Direction, bytes uint64) error
+	SetBgAcks(ifindex int, d datapath.Direction, acks bool) error
 	BgShapeStats(ifindex int, d datapath.Direction) (datapath.LaneStats, error)
 	LinkBytes(ifindex int) (sent, received uint64, err error)
 	RaiseUploadRate(ifindex int, bytes uint64) error

@@ -15,6 +15,7 @@ import (
 )
 
 const (
+	ackShare    = 8           // a direction under 1/ackShare of the other's bytes carries its acknowledgments
 	dirHorizon  = time.Second // the offered bytes' average's time constant
 	idleSwitch  = 4           // steps without a packet: the direction gives way to one that carries
 	idleRelease = 20          // steps without a packet: a direction not controlled is unpoliced
@@ -64,4 +65,11 @@ func (c *dirChoice) release(d datapath.Direction) bool {
 	}
 	c.kept[d] = 0
 	return true
+}
+
+// acks says whether direction d carries only the acknowledgments of the
+// other's data: under 1/ackShare of its bytes, averaged over dirHorizon
+// (QUIC's ACK frames are a few percent of the data they acknowledge).
+func (c *dirChoice) acks(d datapath.Direction) bool {
+	return c.load[d]*ackShare < c.load[1-d]
 }

@@ -33,6 +33,7 @@ type fakeDP struct {
 	sent      uint64           // the interface's bytes sent, every lane's (0: not known)
 	raised    uint64           // the upload capacity last given to the account (RaiseUploadRate)
 	other     [2]time.Duration // DirectionQueue by direction (0: none read)
+	acks      [2]bool          // SetBgAcks by direction
 }
 
 func (f *fakeDP) BgEvents() (<-chan datapath.BgEvent, func(), error) { return nil, func() {}, nil }
@@ -53,6 +54,10 @@ func (f *fakeDP) DirectionQueue(_ int, d datapath.Direction, _ time.Duration) (t
 func (f *fakeDP) MarkOwnHarm(_ int, q time.Duration)                   { f.harms = append(f.harms, q) }
 func (f *fakeDP) OwnSocket(syscall.Conn) (func(), error)               { return func() {}, nil }
 func (f *fakeDP) SetBgYieldRate(int, datapath.Direction, uint64) error { return nil }
+func (f *fakeDP) SetBgAcks(_ int, d datapath.Direction, acks bool) error {
+	f.acks[d] = acks
+	return nil
+}
 func (f *fakeDP) SetBgShape(_ int, d datapath.Direction, bytes uint64) error {
 	if !f.hasShaper || d == datapath.Download { // the upload's shaper only
 		return errors.New("no shaper")
@@ -148,6 +153,30 @@ func TestUploadStaysPolicedThroughAStall(t *testing.T) {
 		t.Fatal("upload never policed")
 	}
 	t.Logf("upload rate %d B/s, link estimated %d B/s", s.dp.rates[datapath.Upload], s.e.Link)
+}
+
+// The direction opposite the class's data carries only its
+// acknowledgments (a few percent of its bytes): it is marked so, and the
+// yield holds the data's direction, not them. Where both directions carry
+// data, neither is marked.
+func TestAcksMarkedOppositeTheData(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		offer [2]float64 // bytes/s, by direction
+		want  [2]bool
+	}{
+		{"download", [2]float64{40_000, 2.5e6}, [2]bool{true, false}},
+		{"upload", [2]float64{2.5e6, 40_000}, [2]bool{false, true}},
+		{"both ways", [2]float64{2.5e6, 0.6e6}, [2]bool{false, false}},
+	} {
+		s := newDirSim(1.25e6)
+		for range 100 {
+			s.step(t, c.offer)
+		}
+		if s.dp.acks != c.want {
+			t.Errorf("%s: acks marked %v (upload, download), want %v", c.name, s.dp.acks, c.want)
+		}
+	}
 }
 
 // An upload that ends and a download that starts: the download is

@@ -57,6 +57,7 @@ type episode struct {
 	shape   [2]shaper // the shapers by direction (shape.go)
 	yield   uint64    // the yield's rate set on both directions (0: the default)
 	counted [2]uint64 // the interface's bytes sent (Upload) and received (Download) at the last step (0: not read)
+	acks    [2]bool   // the directions marked as carrying only the other's acknowledgments (markAcks)
 	Episode
 }
 
@@ -70,6 +71,7 @@ func (e *episode) run(ctx context.Context, dp Datapath, log *slog.Logger) (err e
 		e.shape[datapath.Upload].set(dp, e.Ifindex, datapath.Upload, 0, log)
 		e.shape[datapath.Download].set(dp, e.Ifindex, datapath.Download, 0, log)
 		e.setYieldRate(dp, datapath.BgYieldBytes)
+		e.markAcks(dp, [2]bool{})
 		_ = dp.SetBgRate(e.Ifindex, datapath.Upload, 0, false)
 		_ = dp.SetBgRate(e.Ifindex, datapath.Download, 0, false)
 	}()
@@ -134,6 +136,9 @@ func (e *episode) control(dp Datapath, log *slog.Logger, in *Input, blind bool, 
 		e.state.Rate = e.dirs.handOver(e.dir, d, e.state.Rate)
 	}
 	e.dir = d
+	var acks [2]bool
+	acks[1-d] = e.dirs.acks(1 - d)
+	e.markAcks(dp, acks)
 	if o := 1 - d; e.dirs.release(o) {
 		e.shape[o].set(dp, e.Ifindex, o, 0, log)
 		if err := dp.SetBgRate(e.Ifindex, o, 0, false); err != nil {
@@ -414,6 +419,18 @@ func moved(prev, cur [2]datapath.BgClass) uint64 {
 		n += cur[i].Bytes - min(cur[i].Bytes, prev[i].Bytes)
 	}
 	return n
+}
+
+// markAcks tells the classifier which of the class's directions carry
+// only the acknowledgments of its data in the other (want, by direction):
+// the yield holds the data's direction, not them (directions apart: a
+// download's ACK frames are not held for the upload's harm).
+func (e *episode) markAcks(dp Datapath, want [2]bool) {
+	for _, d := range []datapath.Direction{datapath.Upload, datapath.Download} {
+		if e.acks[d] != want[d] && dp.SetBgAcks(e.Ifindex, d, want[d]) == nil {
+			e.acks[d] = want[d]
+		}
+	}
 }
 
 // setYieldRate holds the class at rate (bytes/s) in both directions while

@@ -216,18 +216,12 @@ func detachIngress(link netlink.Link, instance string) error {
 // classifier acts on once); the daemon is its only writer, and ctlMu
 // keeps its read-modify-writes whole.
 func (b *BackgroundClass) SetBgRate(ifindex int, d Direction, bytes uint64, empty bool) error {
-	b.ctlMu.Lock()
-	defer b.ctlMu.Unlock()
-	return b.guard.use(func() error {
-		var ctl classifier.ClassifierBgCtl
-		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
-			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
-		}
+	return b.updateCtl(ifindex, d, func(ctl *classifier.ClassifierBgCtl) bool {
 		ctl.Rate = bytes
 		if empty && bytes != 0 {
 			ctl.EmptyGen++
 		}
-		return b.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
+		return true
 	})
 }
 
@@ -236,6 +230,37 @@ func (b *BackgroundClass) SetBgRate(ifindex int, d Direction, bytes uint64, empt
 // hold takes no more than a small share of a slow link; where the yield
 // is off (a zero yield rate) it is left off.
 func (b *BackgroundClass) SetBgYieldRate(ifindex int, d Direction, bytes uint64) error {
+	return b.updateCtl(ifindex, d, func(ctl *classifier.ClassifierBgCtl) bool {
+		if ctl.YieldRate == 0 || ctl.YieldRate == max(bytes, 1) {
+			return false
+		}
+		ctl.YieldRate = max(bytes, 1)
+		return true
+	})
+}
+
+// SetBgAcks says whether direction d of the class carries only the
+// acknowledgments of its data in the other direction: the yield then does
+// not hold it (bgclass.h), as a background TCP download's ACKs are not held
+// for the upload's harm.
+func (b *BackgroundClass) SetBgAcks(ifindex int, d Direction, acks bool) error {
+	v := uint64(0)
+	if acks {
+		v = 1
+	}
+	return b.updateCtl(ifindex, d, func(ctl *classifier.ClassifierBgCtl) bool {
+		if ctl.Acks == v {
+			return false
+		}
+		ctl.Acks = v
+		return true
+	})
+}
+
+// updateCtl reads the class's control value in direction d, lets change
+// modify it and writes it back where change says so; ctlMu keeps the
+// read-modify-write whole.
+func (b *BackgroundClass) updateCtl(ifindex int, d Direction, change func(*classifier.ClassifierBgCtl) bool) error {
 	b.ctlMu.Lock()
 	defer b.ctlMu.Unlock()
 	return b.guard.use(func() error {
@@ -243,10 +268,9 @@ func (b *BackgroundClass) SetBgYieldRate(ifindex int, d Direction, bytes uint64)
 		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, d), &ctl); err != nil {
 			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
 		}
-		if ctl.YieldRate == 0 || ctl.YieldRate == max(bytes, 1) {
+		if !change(&ctl) {
 			return nil
 		}
-		ctl.YieldRate = max(bytes, 1)
 		return b.cls.LanesBgCtl.Put(bgKey(ifindex, d), ctl)
 	})
 }

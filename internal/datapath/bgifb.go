@@ -239,18 +239,12 @@ func (e *Egress) BgArrivalShapeError() error {
 // putBgIfb sets the ingress control value's shaped field: the IFB's
 // ifindex and flags (0: the arrivals pass where they came, not shaped).
 func (b *BackgroundClass) putBgIfb(ifindex int, ifb uint64) error {
-	b.ctlMu.Lock()
-	defer b.ctlMu.Unlock()
-	return b.guard.use(func() error {
-		var ctl classifier.ClassifierBgCtl
-		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, Download), &ctl); err != nil {
-			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
-		}
+	return b.updateCtl(ifindex, Download, func(ctl *classifier.ClassifierBgCtl) bool {
 		if ctl.Shaped == ifb {
-			return nil
+			return false
 		}
 		ctl.Shaped = ifb
-		return b.cls.LanesBgCtl.Put(bgKey(ifindex, Download), ctl)
+		return true
 	})
 }
 

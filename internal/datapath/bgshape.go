@@ -217,21 +217,15 @@ func (b *BackgroundClass) RaiseUploadRate(ifindex int, bytes uint64) error {
 
 // putBgShaped sets the egress control value's shaped flag.
 func (b *BackgroundClass) putBgShaped(ifindex int, on bool) error {
-	b.ctlMu.Lock()
-	defer b.ctlMu.Unlock()
-	return b.guard.use(func() error {
-		var ctl classifier.ClassifierBgCtl
-		if err := b.cls.LanesBgCtl.Lookup(bgKey(ifindex, Upload), &ctl); err != nil {
-			return fmt.Errorf("background class of ifindex %d: %w", ifindex, err)
-		}
-		want := uint64(0)
-		if on {
-			want = 1
-		}
+	want := uint64(0)
+	if on {
+		want = 1
+	}
+	return b.updateCtl(ifindex, Upload, func(ctl *classifier.ClassifierBgCtl) bool {
 		if ctl.Shaped == want {
-			return nil
+			return false
 		}
 		ctl.Shaped = want
-		return b.cls.LanesBgCtl.Put(bgKey(ifindex, Upload), ctl)
+		return true
 	})
 }

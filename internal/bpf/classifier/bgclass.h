@@ -73,6 +73,12 @@ struct bg_ctl {
 			   * class the daemon's rate drains (0: not shaped), with
 			   * BG_IFB_PUSH_MAC where the interface's arrivals carry
 			   * no link-layer header */
+	__u64 acks;       /* nonzero: this direction carries the class's
+			   * acknowledgments, its data going the other way (the
+			   * daemon's controlled direction): the yield does not
+			   * hold it, as a background TCP download's ACKs are not
+			   * held for the upload's harm (the data's direction is);
+			   * a foreground's opening still stops the egress */
 };
 
 /* BG_IFB_PUSH_MAC: the interface's arrivals carry no link-layer header (a
@@ -189,7 +195,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	__u32 key = ifindex * 2 + dir;
 	struct bg_ctl *ctl = bpf_map_lookup_elem(&lanes_bg_ctl, &key);
 	struct bg_state *c;
-	__u64 now = bpf_ktime_get_ns(), rate, yield_rate, empty_gen, depth, add, gap;
+	__u64 now = bpf_ktime_get_ns(), rate, yield_rate, empty_gen, acks, depth, add, gap;
 	int held;
 
 	if (!ctl)
@@ -197,6 +203,7 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 	rate = ctl->rate;
 	yield_rate = ctl->yield_rate;
 	empty_gen = ctl->empty_gen;
+	acks = ctl->acks;
 	c = bg_state_of(key);
 	if (!c)
 		return 1;
@@ -223,7 +230,9 @@ static __always_inline int bg_pass(__u32 ifindex, __u32 dir, __u32 len, const __
 					   CFG.flags & CLS_F_UNTOLD_HELD, CFG.flags & CLS_F_DIRS_JOINED) ||
 			      ((CFG.flags & CLS_F_HOLD_ARRIVALS) && dir != BG_DIR_EGRESS && fg_held(ifindex, now)));
 	if (held && dir == BG_DIR_EGRESS && bg_opened(ifindex, now))
-		goto drop;
+		goto drop; /* an opening stops the egress, a download's ACKs too */
+	if (acks)
+		held = 0; /* the acknowledgments of the class's data the other way */
 	if (held && (!rate || yield_rate < rate))
 		rate = yield_rate;
 	if (!rate) { /* unpoliced: the bucket stays full for when a rate comes */

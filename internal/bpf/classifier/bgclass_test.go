@@ -371,6 +371,43 @@ func TestBackgroundClassDirectionsApart(t *testing.T) {
 	}
 }
 
+// A direction marked as carrying the acknowledgments of the class's data
+// in the other (bg_ctl.acks: a QUIC download's ACK frames) is not held for
+// its own direction's harm: the upload's queue holds a download's data no
+// more than its ACKs, as a background TCP download's ACKs. A foreground's
+// opening still stops the egress (quic-go's download stops with its ACKs).
+func TestBackgroundClassAcksNotHeld(t *testing.T) {
+	for _, acks := range []bool{false, true} {
+		objs, err := Load(Config{})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		t.Cleanup(func() { objs.Close() })
+		up, _ := classFlow(t, objs, "10.9.8.13", 40008)
+		if acks {
+			putBgCtl(t, objs, 0, ClassifierBgCtl{YieldRate: 25_000, Acks: 1})
+		}
+		now := monotonicNS()
+		h := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
+		h.DirUntil[0] = now + uint64(5*time.Second) // the upload's queue
+		if err := objs.LanesFgHarm.Put(uint32(loIdx), h); err != nil {
+			t.Fatal(err)
+		}
+		got := passed(t, objs.LanesClassify, up.build(), 1000)
+		t.Logf("acks %v, the upload harmed: %d of 1000 passed", acks, got)
+		if (got == 1000) != acks {
+			t.Errorf("acks %v: %d of 1000 passed; want all only where they are acknowledgments", acks, got)
+		}
+		// a foreground's opening stops the egress, acknowledgments too
+		if err := objs.LanesFgOpen.Put(uint32(loIdx), monotonicNS()+uint64(500*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if got := passed(t, objs.LanesClassify, up.build(), 100); got != 0 {
+			t.Errorf("acks %v: a foreground connection just opened: %d of 100 passed egress, want none", acks, got)
+		}
+	}
+}
+
 // classFlow makes a UDP flow from port sport to peer:443 the class's, both
 // directions at the yield's 25 KB/s, and records it leaving once: its
 // packets each way.

@@ -19,6 +19,7 @@ type ClassifierBgCtl struct {
 	YieldRate uint64
 	EmptyGen  uint64
 	Shaped    uint64
+	Acks      uint64
 }
 
 type ClassifierBgState struct {
