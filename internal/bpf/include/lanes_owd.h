@@ -124,6 +124,24 @@ static __always_inline int owd_raw(struct tcp_sock *tp, __u32 *up, __u32 *down, 
 	return 1;
 }
 
+/* owd_down_us is tp's last segment's download-direction raw delay in us:
+ * our clock at its arrival less its TSval in us. Where the peer's
+ * timestamps count ms, TSval truncates its send time by under a ms and
+ * our clock is read to the us, so a minimum over a few samples reads the
+ * queue within a fraction of a ms (owd_raw's difference of two ms clocks
+ * is off by up to a ms either way: a 2.5 ms target read 1-3 ms with no
+ * queue). Modulo 2^32 us, as a difference it is exact. 0: no timestamps. */
+static __always_inline int owd_down_us(struct tcp_sock *tp, __u32 *raw_us, __u32 *now_ms)
+{
+	__u32 up, down, unit;
+	__u64 now_us = tp->tcp_mstamp;
+
+	if (!owd_raw(tp, &up, &down, now_ms, &unit))
+		return 0;
+	*raw_us = (__u32)now_us - tp->rx_opt.rcv_tsval * unit;
+	return 1;
+}
+
 /* owd_read records tp's last segment (data received) in o and returns the
  * upload and download directions' queues in us; 0: no timestamps. */
 static __always_inline int owd_read(struct tcp_sock *tp, struct owd *o, __u32 *up_us, __u32 *down_us)

@@ -12,7 +12,8 @@
  *     written). (PARSE_HDR_OPT_CB would be per received segment, but the
  *     kernel skips it on the receive fast path, which a bulk download takes.)
  *       delay: the download direction's queue from TCP timestamps
- *         (owd.h: the data's TSval to its arrival, above its minimum) over
+ *         (lanes_owd.h's owd_down_us: the data's TSval to its arrival in
+ *         us, above its minimum, kept in the socket's rl_state) over
  *         the path's minimum RTT, at each segment's arrival, fed to the
  *         LEDBAT++ filters (ledbat_core.h, shared with the congestion
  *         control): the upload direction's queue, which our ACKs wait in,
@@ -65,6 +66,7 @@ struct rl_state {
 	__u32 link_wnd;   /* packets: the most received in one base delay */
 	__u32 link_at;    /* when link_wnd was read, tcp_mstamp (us) */
 	__u32 link_peak;  /* packets: the most ever received in one base delay */
+	struct owd_dir down; /* the download direction's delay, us (owd_down_us) */
 };
 
 struct {
@@ -195,7 +197,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	struct tcp_sock *tp;
 	struct rl_state *st;
 	struct ledbat_win w;
-	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base, raw, now_ms;
 	__u64 now64;
 	int val;
 
@@ -226,11 +228,11 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		/* the download direction's queue over the path's RTT, at new
 		 * data: our ACKs' queue (an upload beside it) is not this
 		 * flow's */
-		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, 0, &up, &down)) {
+		if (nxt != st->last_nxt && sock_owd(ops, tp, 0, 0, &up, &down) && owd_down_us(tp, &raw, &now_ms)) {
 			base = tp->rtt_min.s[0].v;
 			if (!base || base == ~0U)
 				base = rtt ? rtt : 1000;
-			ledbat_rtt(&st->l, base + down, up, now64);
+			ledbat_rtt(&st->l, base + owd_queue(&st->down, raw, now_ms), up, now64);
 		}
 	} else if (rtt && rtt != st->last_rtt) {
 		ledbat_rtt(&st->l, rtt, 0, now64);

@@ -218,6 +218,15 @@ type SockopsRlState struct {
 	LinkWnd   uint32
 	LinkAt    uint32
 	LinkPeak  uint32
+	Down      struct {
+		_      structs.HostLayout
+		Base   [2]uint32
+		Bucket uint32
+		Has    uint32
+		Cur    [2]uint32
+		N      uint32
+		Filled uint32
+	}
 }
 
 type SockopsRwndState struct {
