@@ -244,17 +244,27 @@ func (b *BackgroundClass) SetBgYieldRate(ifindex int, d Direction, bytes uint64)
 // not hold it (bgclass.h), as a background TCP download's ACKs are not held
 // for the upload's harm.
 func (b *BackgroundClass) SetBgAcks(ifindex int, d Direction, acks bool) error {
-	v := uint64(0)
-	if acks {
-		v = 1
-	}
+	return b.setCtl(ifindex, d, func(c *classifier.ClassifierBgCtl) *uint64 { return &c.Acks }, ctlBool(acks))
+}
+
+// setCtl sets one field of the class's control value in direction d to v,
+// written only on a change.
+func (b *BackgroundClass) setCtl(ifindex int, d Direction, field func(*classifier.ClassifierBgCtl) *uint64, v uint64) error {
 	return b.updateCtl(ifindex, d, func(ctl *classifier.ClassifierBgCtl) bool {
-		if ctl.Acks == v {
-			return false
+		if f := field(ctl); *f != v {
+			*f = v
+			return true
 		}
-		ctl.Acks = v
-		return true
+		return false
 	})
+}
+
+// ctlBool is a control value's boolean field: 1 or 0.
+func ctlBool(on bool) uint64 {
+	if on {
+		return 1
+	}
+	return 0
 }
 
 // updateCtl reads the class's control value in direction d, lets change

@@ -239,13 +239,7 @@ func (e *Egress) BgArrivalShapeError() error {
 // putBgIfb sets the ingress control value's shaped field: the IFB's
 // ifindex and flags (0: the arrivals pass where they came, not shaped).
 func (b *BackgroundClass) putBgIfb(ifindex int, ifb uint64) error {
-	return b.updateCtl(ifindex, Download, func(ctl *classifier.ClassifierBgCtl) bool {
-		if ctl.Shaped == ifb {
-			return false
-		}
-		ctl.Shaped = ifb
-		return true
-	})
+	return b.setCtl(ifindex, Download, func(c *classifier.ClassifierBgCtl) *uint64 { return &c.Shaped }, ifb)
 }
 
 // setBgArrivalShape shapes the class's arrivals on ifindex at bytes/s

@@ -217,15 +217,5 @@ func (b *BackgroundClass) RaiseUploadRate(ifindex int, bytes uint64) error {
 
 // putBgShaped sets the egress control value's shaped flag.
 func (b *BackgroundClass) putBgShaped(ifindex int, on bool) error {
-	want := uint64(0)
-	if on {
-		want = 1
-	}
-	return b.updateCtl(ifindex, Upload, func(ctl *classifier.ClassifierBgCtl) bool {
-		if ctl.Shaped == want {
-			return false
-		}
-		ctl.Shaped = want
-		return true
-	})
+	return b.setCtl(ifindex, Upload, func(c *classifier.ClassifierBgCtl) *uint64 { return &c.Shaped }, ctlBool(on))
 }
