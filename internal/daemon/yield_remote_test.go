@@ -212,25 +212,25 @@ func yieldPolicy(cc string, on bool) string {
 // (an upload through the uplink's bottleneck or a download through the
 // downlink's; cc, extra daemon flags) at a remote bottleneck with
 // the yield off and on, and logs the three under name.
-func yieldOffOn(t *testing.T, uplink bool, name, cc string, extra ...string) (off, on yieldRun) {
+func yieldOffOn(t *testing.T, uplink bool, name, cc string, extra ...string) (idle []time.Duration, off, on yieldRun) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("traffic test")
 	}
 	p, base := remotePath(t, uplink)
-	idle := probeEvery(t, p, 20, 50*time.Millisecond)()
+	idle = probeEvery(t, p, 20, 50*time.Millisecond)()
 	off = runYield(t, p, base, yieldPolicy(cc, false), uplink, extra...)
 	on = runYield(t, p, base, yieldPolicy(cc, true), uplink, extra...)
 	t.Logf("idle probe p50/p95 %v/%v", pct(idle, .5), pct(idle, .95))
 	t.Logf("%s, without the yield: %v", name, off)
 	t.Logf("%s, with the yield:    %v", name, on)
-	return off, on
+	return idle, off, on
 }
 
 func TestYieldRemoteUploadClampAlone(t *testing.T) {
 	sideBySide(t)
-	off, on := yieldOffOn(t, uplinkBottleneck, "background CUBIC upload, clamp alone", "system", "--without", "cap_cc")
+	_, off, on := yieldOffOn(t, uplinkBottleneck, "background CUBIC upload, clamp alone", "system", "--without", "cap_cc")
 	if on.yields == 0 || !on.yielded {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)
 	}
@@ -246,13 +246,21 @@ func TestYieldRemoteUploadClampAlone(t *testing.T) {
 	}
 }
 
+// TestYieldRemoteDownload: beside the foreground's GETs the yield holds
+// the background download, or keeps it sharing at the share target: the
+// probe's p50 stays within the share target of idle, or under the
+// download's without the yield. Without it rLEDBAT keeps its own target,
+// whose p50 moves between 2 and 12 ms from run to run, at times under what
+// sharing keeps: the two alone are no comparison.
 func TestYieldRemoteDownload(t *testing.T) {
 	sideBySide(t)
-	off, on := yieldOffOn(t, downlinkBottleneck, "background download, rLEDBAT", "ledbat")
+	idle, off, on := yieldOffOn(t, downlinkBottleneck, "background download, rLEDBAT", "ledbat")
 	if !on.downHeld {
 		t.Fatalf("the foreground did not make the daemon yield: %v", on)
 	}
-	if pct(on.probe, .5) > pct(off.probe, .5) {
-		testutil.TimingErrorf(t, "probe p50 with the yield %v, above the %v without it", pct(on.probe, .5), pct(off.probe, .5))
+	bound := max(pct(off.probe, .5), pct(idle, .5)+yield.ShareTarget(10*time.Millisecond))
+	if pct(on.probe, .5) > bound {
+		testutil.TimingErrorf(t, "probe p50 with the yield %v, above both the %v without it and idle's %v plus the share target",
+			pct(on.probe, .5), pct(off.probe, .5), pct(idle, .5))
 	}
 }
