@@ -8,6 +8,9 @@
 //   - quic-bulk --to ADDR --dir up|down   one endless bulk stream; prints
 //     {"src":..,"dst":..} once connected, then {"bytes":N} (sent or
 //     received so far) every 200 ms until killed.
+//
+// With QLOGDIR set, each connection writes its qlog there (quic-go's
+// qlog.DefaultConnectionTracer): its congestion window, RTT and losses.
 package testbed
 
 import (
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/qlog"
 )
 
 const quicALPN = "lanes-lab"
@@ -54,7 +58,7 @@ func helperQUICServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := quic.ListenAddr(*listen, tc, &quic.Config{MaxIdleTimeout: 30 * time.Second})
+	ln, err := quic.ListenAddr(*listen, tc, &quic.Config{MaxIdleTimeout: 30 * time.Second, Tracer: qlog.DefaultConnectionTracer})
 	if err != nil {
 		return err
 	}
@@ -108,7 +112,7 @@ func helperQUICBulk(args []string) error {
 	}
 	ctx := context.Background()
 	c, err := quic.DialAddr(ctx, *to, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{quicALPN}},
-		&quic.Config{MaxIdleTimeout: 30 * time.Second})
+		&quic.Config{MaxIdleTimeout: 30 * time.Second, Tracer: qlog.DefaultConnectionTracer})
 	if err != nil {
 		return err
 	}
