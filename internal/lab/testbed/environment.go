@@ -84,7 +84,8 @@ func CaptureEnvironment(t *topo.Topology, env *Env, extra map[string]string) *En
 		_ = n.Do(func() error {
 			ne.CongestionControl = ReadTrim("/proc/sys/net/ipv4/tcp_congestion_control")
 			for _, s := range []string{"net/ipv4/tcp_ecn", "net/ipv4/tcp_limit_output_bytes", "net/ipv4/tcp_notsent_lowat",
-				"net/core/default_qdisc", "net/ipv4/tcp_wmem", "net/ipv4/tcp_rmem", "net/ipv4/tcp_slow_start_after_idle"} {
+				"net/core/default_qdisc", "net/ipv4/tcp_wmem", "net/ipv4/tcp_rmem", "net/ipv4/tcp_slow_start_after_idle",
+				"net/ipv4/tcp_no_metrics_save"} {
 				ne.Sysctls[s] = ReadTrim("/proc/sys/" + s)
 			}
 			devs, _ := filepath.Glob("/sys/class/net/*")

@@ -106,6 +106,13 @@ func (t *Topology) AddNode(name, cc string) (*Node, error) {
 		if err := netlink.LinkSetUp(lo); err != nil {
 			return err
 		}
+		// Each connection starts from nothing of the ones before it: the
+		// kernel's per-destination metrics (an ssthresh a closed
+		// connection saved) would carry one step's state into the next
+		// and make a step's figures depend on the steps before it.
+		if err := os.WriteFile("/proc/sys/net/ipv4/tcp_no_metrics_save", []byte("1"), 0); err != nil {
+			return err
+		}
 		if cc != "" {
 			// Best effort: a namespace may default only to a CC in the
 			// machine's tcp_allowed_congestion_control (on some machines
