@@ -325,10 +325,13 @@ func (e *Engine) consider(pid int, source string, sinceNS int64) {
 		}
 		return
 	}
-	// the namespace is read after what the rules match: a child forked
-	// here that enters another namespace and then execs (ip netns exec)
-	// read between the two looked like ours and matched as the new program
-	if !checkedAtEvent(source) && e.elsewhere(pid) {
+	// the namespace is read after what the rules match, for every source:
+	// a child forked here that enters another namespace and then execs
+	// (ip netns exec) read between the two looked like ours and matched as
+	// the new program, and the event of its first exec (of ip, still in
+	// our namespace) may be read after the second: what the kernel's
+	// filter saw at the event is not the namespace it lives in now
+	if e.elsewhere(pid) {
 		e.mu.Lock()
 		e.leftLocked(pid)
 		e.mu.Unlock()

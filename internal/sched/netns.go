@@ -4,8 +4,9 @@
 // only: another namespace's are not moved, listed or counted. The BPF
 // event source reports only the namespace's tasks (procevents.c); the
 // proc connector reports every process, so its exec and comm events are
-// checked here before the pacer counts them, and the /proc scans check
-// each process they consider.
+// checked here before the pacer counts them, and every process the engine
+// considers is checked when it is read (a process may enter another
+// namespace between its event and that read: ip netns exec).
 package sched
 
 import (
@@ -52,10 +53,6 @@ func (e *Engine) foreignEvent(ev Event) bool {
 	}
 	return e.elsewhere(ev.TGID)
 }
-
-// checkedAtEvent: the source's exec and comm events are of the engine's
-// namespace already (the kernel's filter, or foreignEvent's).
-func checkedAtEvent(source string) bool { return source == "exec" || source == "comm" }
 
 // leftLocked forgets a tracked process found in another namespace (it
 // moved there by setns), putting it back as it was (e.mu held).

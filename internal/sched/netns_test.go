@@ -55,3 +55,50 @@ func TestOwnNetnsOnly(t *testing.T) {
 		})
 	}
 }
+
+// A process whose exec event came while it lived here but which is read
+// after it entered another namespace (ip netns exec: the event of ip's
+// exec, read once it has set its namespace and exec'd the program) is
+// not the engine's: the namespace is read with the process, whatever the
+// event's source checked.
+func TestEventReadAfterSetns(t *testing.T) {
+	testutil.RequireRoot(t)
+	own, err := netnsInode(syscall.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := copyBinary(t, "/bin/sleep", "lnsched-setns")
+	other := testutil.NewNetNS(t)
+	rule := config.TaskRule{Comm: "lnsched-setns", Policy: "idle"}
+	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{rule}}, Options{NoWatchdog: true, Netns: own})
+	cmd := other.Command(sleeper, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if ino, err := netnsInode(pid); err == nil && ino != own {
+			if p, err := readProc(pid, r.e.rules.need); err == nil && p.Comm == "lnsched-setns" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not enter the other namespace and exec within 3 s", pid)
+		}
+	}
+	for _, source := range []string{"exec", "comm", "fork", "scan"} {
+		r.e.consider(pid, source, 0)
+	}
+	r.mu.Lock()
+	_, applied := r.applied[pid]
+	r.mu.Unlock()
+	if applied {
+		t.Errorf("rule applied to pid %d, which lives in another network namespace", pid)
+	}
+	for _, tr := range r.e.Status().Tracked {
+		if tr.PID == pid {
+			t.Errorf("tracked pid %d of another network namespace: %+v", pid, tr)
+		}
+	}
+}
