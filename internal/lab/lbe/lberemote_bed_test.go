@@ -104,10 +104,14 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 	// the latecomer's `lanes run`, helper and handshake took over the
 	// second given to them beside the suite's other streams (no row of it
 	// in the monitor's file): wait until every download's row is as wanted
-	// (at most 20 s), then judge the last rows
+	// (at most 20 s), then judge those last rows: read before the bed
+	// closes, whose teardown ends the downloads (a row the monitor writes
+	// then says FIN-WAIT-1)
 	csvPath := filepath.Join(c.MonitorDir, "bed.csv")
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		if len(mismatches(lastRows(t, csvPath), want)) == 0 {
+	var rows map[string]monitorRow
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rows = lastRows(t, csvPath)
+		if len(mismatches(rows, want)) == 0 || !time.Now().Before(deadline) {
 			break
 		}
 		if err := testbed.SleepCtx(ctx, 200*time.Millisecond); err != nil {
@@ -116,7 +120,7 @@ func TestRemoteMonitorNamesLanes(t *testing.T) {
 	}
 	rb.bed.Close() // ends the monitor too
 	closed = true
-	for _, m := range mismatches(lastRows(t, csvPath), want) {
+	for _, m := range mismatches(rows, want) {
 		t.Error(m)
 	}
 }
