@@ -15,21 +15,7 @@ import (
 // proc connector (which reports every namespace's) and from the BPF
 // programs alike; another namespace's are neither applied nor tracked.
 func TestOwnNetnsOnly(t *testing.T) {
-	testutil.RequireRoot(t)
-	own, err := netnsInode(syscall.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper := copyBinary(t, "/bin/sleep", "lnsched-netns")
-	other := testutil.NewNetNS(t)
-	elsewhere := func() int {
-		cmd := other.Command(sleeper, "30")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd.Process.Pid
-	}
+	own, sleeper, elsewhere := twoNamespaces(t, "lnsched-netns")
 	for _, bpf := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default source", true: "bpf"}[bpf], func(t *testing.T) {
 			outside := []int{elsewhere()}
@@ -62,21 +48,10 @@ func TestOwnNetnsOnly(t *testing.T) {
 // not the engine's: the namespace is read with the process, whatever the
 // event's source checked.
 func TestEventReadAfterSetns(t *testing.T) {
-	testutil.RequireRoot(t)
-	own, err := netnsInode(syscall.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper := copyBinary(t, "/bin/sleep", "lnsched-setns")
-	other := testutil.NewNetNS(t)
+	own, _, elsewhere := twoNamespaces(t, "lnsched-setns")
 	rule := config.TaskRule{Comm: "lnsched-setns", Policy: "idle"}
 	r := startEngine(t, config.TaskSections{Tasks: []config.TaskRule{rule}}, Options{NoWatchdog: true, Netns: own})
-	cmd := other.Command(sleeper, "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	pid := cmd.Process.Pid
+	pid := elsewhere()
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if ino, err := netnsInode(pid); err == nil && ino != own {
 			if p, err := readProc(pid, r.e.rules.need); err == nil && p.Comm == "lnsched-setns" {
@@ -100,5 +75,27 @@ func TestEventReadAfterSetns(t *testing.T) {
 		if tr.PID == pid {
 			t.Errorf("tracked pid %d of another network namespace: %+v", pid, tr)
 		}
+	}
+}
+
+// twoNamespaces is the test's own network namespace's inode, a copy of
+// sleep named comm, and a function that starts it (30 s, killed at the
+// test's end) in another namespace with ip netns exec, returning its pid.
+func twoNamespaces(t *testing.T, comm string) (own uint64, sleeper string, elsewhere func() int) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	own, err := netnsInode(syscall.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper = copyBinary(t, "/bin/sleep", comm)
+	other := testutil.NewNetNS(t)
+	return own, sleeper, func() int {
+		cmd := other.Command(sleeper, "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
 	}
 }
