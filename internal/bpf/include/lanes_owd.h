@@ -36,6 +36,7 @@ struct owd_dir {
 	__u32 cur[2];  /* the smallest queue of this group and the last */
 	__u32 n;       /* samples in cur[0]'s group */
 	__u32 filled;  /* cur[1] holds a whole group */
+	__u32 start;   /* cur[0]'s group's first sample, ms */
 };
 
 /* a socket's two directions; acked: the upload direction's queue as an
@@ -77,21 +78,33 @@ static __always_inline __u32 owd_base(struct owd_dir *d, __u32 raw, __u32 now_ms
 	return m;
 }
 
-/* owd_filter records one queue sample q of d and returns the smaller of
- * this group's smallest and the last group's (before a whole group, this
- * group's: a short connection's request, one or two samples, read its
- * queue as none). */
-static __always_inline __u32 owd_filter(struct owd_dir *d, __u32 q)
+/* owd_filter_span records one queue sample q of d at now_ms and returns
+ * the smaller of this group's smallest and the last group's (before a
+ * whole group, this group's: a short connection's request, one or two
+ * samples, read its queue as none). A group is OWD_GROUP samples over at
+ * least span_ms: spanning a round trip, the reading is the queue that
+ * stood through one, not a burst's that drained within it. */
+static __always_inline __u32 owd_filter_span(struct owd_dir *d, __u32 q, __u32 now_ms, __u32 span_ms)
 {
-	if (d->n >= OWD_GROUP) {
+	if (d->n >= OWD_GROUP && now_ms - d->start >= span_ms) {
 		d->cur[1] = d->cur[0];
 		d->filled = 1;
 		d->n = 0;
 	}
-	if (!d->n || q < d->cur[0])
+	if (!d->n) {
+		d->start = now_ms;
 		d->cur[0] = q;
+	} else if (q < d->cur[0]) {
+		d->cur[0] = q;
+	}
 	d->n++;
 	return d->filled && d->cur[1] < d->cur[0] ? d->cur[1] : d->cur[0];
+}
+
+/* owd_filter is owd_filter_span over OWD_GROUP samples, whatever their span. */
+static __always_inline __u32 owd_filter(struct owd_dir *d, __u32 q)
+{
+	return owd_filter_span(d, q, 0, 0);
 }
 
 /* owd_queue records one sample raw of d at now_ms and returns the

@@ -24,7 +24,9 @@
  *   - at each such segment, when data arrived since the last one: the
  *     socket was seen (fg_tcp_seen: its harm can be told), and each
  *     direction whose queue stands more than FG_HARM_QD_US is harmed
- *     (fg_sample, as fg_rtt: the cause test).
+ *     (fg_sample, as fg_rtt: the cause test); the download direction's
+ *     queue is the least over its round trip (owd_filter_span), not a
+ *     nearly full link's passing queue.
  */
 #ifndef LANES_FGRCV_H
 #define LANES_FGRCV_H
@@ -101,7 +103,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		base = owd_base(&st->o.down, down, now_ms);
 		if (unit == 1000) /* the peer's minimum (fgpath.h), in ms as it keeps it */
 			base = fg_path_down(ops, down, now_ms, base);
-		down = owd_filter(&st->o.down, down - base) * unit;
+		down = owd_filter_span(&st->o.down, down - base, now_ms, (tp->rcv_rtt_est.rtt_us >> 3) / 1000) * unit;
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);

@@ -110,6 +110,7 @@ type SockopsFgPath struct {
 		Cur    [2]uint32
 		N      uint32
 		Filled uint32
+		Start  uint32
 	}
 	Down struct {
 		_      structs.HostLayout
@@ -119,6 +120,7 @@ type SockopsFgPath struct {
 		Cur    [2]uint32
 		N      uint32
 		Filled uint32
+		Start  uint32
 	}
 }
 
@@ -160,6 +162,7 @@ type SockopsOwdSock struct {
 			Cur    [2]uint32
 			N      uint32
 			Filled uint32
+			Start  uint32
 		}
 		Down struct {
 			_      structs.HostLayout
@@ -169,6 +172,7 @@ type SockopsOwdSock struct {
 			Cur    [2]uint32
 			N      uint32
 			Filled uint32
+			Start  uint32
 		}
 		Acked struct {
 			_      structs.HostLayout
@@ -178,6 +182,7 @@ type SockopsOwdSock struct {
 			Cur    [2]uint32
 			N      uint32
 			Filled uint32
+			Start  uint32
 		}
 	}
 	LastNxt  uint32
@@ -226,6 +231,7 @@ type SockopsRlState struct {
 		Cur    [2]uint32
 		N      uint32
 		Filled uint32
+		Start  uint32
 	}
 }
 
