@@ -1,6 +1,7 @@
 package execlane
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,10 +42,14 @@ func TestMarksOwnNamespaceOnly(t *testing.T) {
 		t.Skipf("exec lane programs do not load here: %v", err)
 	}
 	defer l.Close()
+	// a copy of sh that says so once it runs its script: the exec's
+	// tracepoint, which marks, runs after /proc/PID/exe names the new
+	// executable (begin_new_exec) and before the program's first
+	// instruction, so only a word from the program says it was read
 	exe := filepath.Join(t.TempDir(), "lanes-execlane")
-	b, err := os.ReadFile("/bin/sleep")
+	b, err := os.ReadFile("/bin/sh")
 	if err != nil {
-		t.Skip("no /bin/sleep")
+		t.Skip("no /bin/sh")
 	}
 	if err := os.WriteFile(exe, b, 0o755); err != nil {
 		t.Fatal(err)
@@ -57,11 +62,9 @@ func TestMarksOwnNamespaceOnly(t *testing.T) {
 	if err := l.Set(map[Key]uint32{key: 2}); err != nil {
 		t.Fatal(err)
 	}
-	elsewhere := run(t, exec.Command(exe, "30")) // this test's namespace
-	own := run(t, ns.Command(exe, "30"))         // ip's exec here, sleep's there
-	for name, pid := range map[string]int{"own": own, "elsewhere": elsewhere} {
-		waitExec(t, pid, exe, name)
-	}
+	const script = "echo ready; read -r line"                              // a builtin: no child to outlive the test
+	elsewhere := runReady(t, exec.Command(exe, "-c", script), "elsewhere") // this test's namespace
+	own := runReady(t, ns.Command(exe, "-c", script), "own")               // ip's exec here, sh's there
 	var lane uint32
 	if err := l.objs.LanesTaskLane.Lookup(uint32(own), &lane); err != nil || lane != 2 {
 		t.Errorf("the namespace's process %d: lane %d (%v), want 2", own, lane, err)
@@ -71,13 +74,35 @@ func TestMarksOwnNamespaceOnly(t *testing.T) {
 	}
 }
 
-// run starts cmd, killed at the test's end, and returns its pid.
-func run(t *testing.T, cmd *exec.Cmd) int {
+// runReady starts cmd, killed at the test's end, waits for the first
+// line it writes and returns its pid. Its stdin stays open until then.
+func runReady(t *testing.T, cmd *exec.Cmd, name string) int {
 	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe() // open until the end: the script waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = in.Close(); _ = cmd.Wait() })
+	line := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(out).ReadString('\n')
+		line <- err
+	}()
+	select {
+	case err := <-line:
+		if err != nil {
+			t.Fatalf("%s process %d: %v", name, cmd.Process.Pid, err)
+		}
+	case <-time.After(testutil.Patience(5 * time.Second)):
+		t.Fatalf("%s process %d never said it ran", name, cmd.Process.Pid)
+	}
 	return cmd.Process.Pid
 }
 
@@ -98,18 +123,4 @@ func testCgroup(t *testing.T) string {
 	}
 	t.Skip("no cgroup v2 mount")
 	return ""
-}
-
-// waitExec waits until pid runs exe.
-func waitExec(t *testing.T, pid int, exe, name string) {
-	t.Helper()
-	for deadline := time.Now().Add(testutil.Patience(5 * time.Second)); ; {
-		if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); got == exe {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s process %d never ran %s", name, pid, exe)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
