@@ -24,9 +24,11 @@
  *   - at each such segment, when data arrived since the last one: the
  *     socket was seen (fg_tcp_seen: its harm can be told), and each
  *     direction whose queue stands more than FG_HARM_QD_US is harmed
- *     (fg_sample, as fg_rtt: the cause test); the download direction's
- *     queue is the least over its round trip (owd_filter_span), not a
- *     nearly full link's passing queue.
+ *     (fg_sample, as fg_rtt: the cause test); for harm the download
+ *     direction's queue is the least over its round trip
+ *     (owd_filter_span), not a nearly full link's passing queue, while the
+ *     account's reading of it (fg_dir_queue) stays the least of 4 samples,
+ *     as current as the QUIC/UDP class's probes that take it off theirs.
  */
 #ifndef LANES_FGRCV_H
 #define LANES_FGRCV_H
@@ -81,7 +83,7 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 	struct bpf_sock *bsk = ops->sk;
 	struct owd_sock *st;
 	struct tcp_sock *tp;
-	__u32 rtt, nxt, qd, idx, up, down, now_ms, unit, base;
+	__u32 rtt, nxt, qd, idx, up, down, now_ms, unit, base, span;
 	__u64 now;
 
 	if (!bsk || !CFG.yield)
@@ -103,12 +105,14 @@ static __always_inline void fg_rcv(struct bpf_sock_ops *ops)
 		base = owd_base(&st->o.down, down, now_ms);
 		if (unit == 1000) /* the peer's minimum (fgpath.h), in ms as it keeps it */
 			base = fg_path_down(ops, down, now_ms, base);
-		down = owd_filter_span(&st->o.down, down - base, now_ms, (tp->rcv_rtt_est.rtt_us >> 3) / 1000) * unit;
+		down -= base;
+		span = owd_filter_span(&st->rtt_span, down, now_ms, (tp->rcv_rtt_est.rtt_us >> 3) / 1000) * unit;
+		down = owd_filter(&st->o.down, down) * unit;
 		fg_seen_mark(idx, now);
 		if (idx)
 			fg_seen_mark(0, now);
 		fg_dir_queue(idx, now, FG_DIR_DOWN, down);
-		fg_sample(idx, now, FG_QD_UNREAD, down, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
+		fg_sample(idx, now, FG_QD_UNREAD, span, FG_HARM_KIND_DELAY, tp->rcv_rtt_est.rtt_us >> 3);
 		return;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;

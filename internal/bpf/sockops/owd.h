@@ -17,6 +17,7 @@ struct owd_sock {
 	__u32 last_nxt; /* rcv_nxt at the last look (fgrcv.h) */
 	__u32 last_una; /* snd_una at the last look (fgrcv.h) */
 	__u32 min_rcv_us; /* the smallest receive-side RTT (no timestamps) */
+	struct owd_dir rtt_span; /* the download queue's groups over a round trip (fgrcv.h's harm) */
 };
 
 struct {

@@ -188,6 +188,16 @@ type SockopsOwdSock struct {
 	LastNxt  uint32
 	LastUna  uint32
 	MinRcvUs uint32
+	RttSpan  struct {
+		_      structs.HostLayout
+		Base   [2]uint32
+		Bucket uint32
+		Has    uint32
+		Cur    [2]uint32
+		N      uint32
+		Filled uint32
+		Start  uint32
+	}
 }
 
 type SockopsRlState struct {
