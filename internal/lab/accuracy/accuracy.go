@@ -9,7 +9,8 @@
 //     goodput is measured from the TCP sequence numbers leaving the link
 //     (bytes the receiver got in order, per second) over a steady window,
 //     and compared with rate x 1448/1500 (MSS with timestamps / MTU); the
-//     idle RTT is a UDP ping through the same link (expect 100 ms).
+//     idle RTT is an ICMP ping through the same link, the reply's kernel
+//     timestamp against its send (expect 100 ms; icmp-ping).
 //   - trace replay: a link driven by a mahimahi trace with a queue that is
 //     never empty delivers one 1,500-byte packet per opportunity; delivered
 //     packets over the window vs the trace's count.
@@ -77,7 +78,7 @@ func MeasureFixedLink(ctx context.Context, env *testbed.Env, rate float64, delay
 	tr := &testbed.SeqTracker{Src: a.Addr, Dport: 80}
 	bed.Emu.OnUp = tr.See
 	bed.Start(ctx)
-	for _, args := range [][]string{{"serve", "--listen", ":80"}, {"echo", "--listen", ":7"}} {
+	for _, args := range [][]string{{"serve", "--listen", ":80"}} {
 		p, err := srv.Start(args...)
 		if err != nil {
 			return nil, err
@@ -87,7 +88,7 @@ func MeasureFixedLink(ctx context.Context, env *testbed.Env, rate float64, delay
 		}
 	}
 	res := &FixedAccuracy{RateBps: rate, OneWayDelayMs: float64(delay) / 1e6, Window: window.Seconds()}
-	ping, err := a.Start("ping", "--to", srv.Addr.String()+":7", "--count", "10", "--interval", "150ms")
+	ping, err := a.Start("icmp-ping", "--to", srv.Addr.String(), "--count", "20", "--interval", "75ms")
 	if err != nil {
 		return nil, err
 	}

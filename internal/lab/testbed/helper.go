@@ -8,7 +8,9 @@
 //     request on a fresh connection; prints one JSON line (seconds, bytes,
 //     the client's own CPU time). --app-cc NAME: see bulk.
 //   - echo --listen ADDR / ping --to ADDR --count N   UDP echo and a UDP
-//     ping that prints the round-trip times in ms as one JSON array.
+//     ping that prints the round-trip times in ms as one JSON array;
+//     icmp-ping --to IP the same over ICMP, timed by the kernel
+//     (icmpping.go).
 //   - blast --to ADDR --for D --size N   UDP datagrams as fast as possible.
 //   - quic-serve / quic-bulk   QUIC bulk transfers either way (quic.go).
 //   - bulk --url URL [--prio P] [--nice N]   a background uploader: one
