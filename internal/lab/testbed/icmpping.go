@@ -86,12 +86,18 @@ func icmpProbe(fd int, dst net.IP, id, seq int) (rtt time.Duration, ok bool, err
 	var sa unix.SockaddrInet4
 	copy(sa.Addr[:], dst)
 	start := time.Now()
-	if err := unix.Sendto(fd, req, 0, &sa); err != nil {
+	for err = unix.EINTR; err == unix.EINTR; {
+		err = unix.Sendto(fd, req, 0, &sa)
+	}
+	if err != nil {
 		return 0, false, fmt.Errorf("send: %w", err)
 	}
 	buf, oob := make([]byte, 1500), make([]byte, 128)
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err == unix.EINTR { // the Go runtime's preemption signal
+			continue
+		}
 		if err == unix.EAGAIN || err == unix.EWOULDBLOCK {
 			return 0, false, nil
 		}
