@@ -17,6 +17,8 @@ package daemon_test
 // idle, >= 0.90 of the link; printed beside the figures, bounds loose.
 
 import (
+	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +52,9 @@ type bgArm struct {
 	share     float64 // background alone, of the link
 	fgShare   float64 // an interactive CUBIC upload under background, of the link (uploads)
 	st        *api.Status
+	// during: the upload direction's account and the background socket
+	// (ss -tin) as the probes ended, logged where the share fell short
+	during string
 }
 
 func (a *bgArm) log(t *testing.T, idle []time.Duration) {
@@ -59,17 +64,34 @@ func (a *bgArm) log(t *testing.T, idle []time.Duration) {
 	is := a.st.Interfaces[0]
 	t.Logf("%-22s background %s [%s]; sock_ops bg_cc %d, bg_clamp %d, yield %d, rwnd_set %d", "", is.BackgroundMode, is.BackgroundCC,
 		is.Sockops["bg_cc"], is.Sockops["bg_clamp"], is.Sockops["yield"], is.Sockops["rwnd_set"])
+	if a.during != "" && a.share < goalShare {
+		t.Logf("%-22s as the probes ended: %s", "", a.during)
+	}
+}
+
+// uploadState is the upload direction's account and the background
+// upload's socket (its local port) as ss -tin shows it.
+func uploadState(t *testing.T, ns *testutil.NetNS, sock string, port int) string {
+	var acct api.LinkAccount
+	for _, a := range status(t, sock).Interfaces[0].Account {
+		if a.Dir == "up" {
+			acct = a
+		}
+	}
+	out, _ := ns.Command("ss", "-tinH", fmt.Sprintf("sport = :%d", port)).Output()
+	return fmt.Sprintf("account %+v; socket %s", acct, strings.Join(strings.Fields(string(out)), " "))
 }
 
 // uploadArm runs one daemon with an endless background upload: 4 s to
 // settle, then 30 probes while the lane's bytes are counted.
 func uploadArm(t *testing.T, p *testutil.Path, base string, idle []time.Duration, a *bgArm) {
 	d, sock := startDaemon(t, p.A, string(policy.DefaultYAML()), a.flags...)
-	b, _ := bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
+	b, port := bulk(t, p.A, base, lanesBin, "run", "--socket", sock, "--lane", "background", "--")
 	time.Sleep(4 * time.Second)
 	bg0, t0 := laneBytes(t, sock, "background"), time.Now()
 	on := probe(t, p, 30)
 	a.share = float64(laneBytes(t, sock, "background")-bg0) * 8 / time.Since(t0).Seconds() / remoteLinkBps
+	a.during = uploadState(t, p.A, sock, port)
 	a.p50, a.p95, a.aboveIdle = pct(on, .5), pct(on, .95), pct(on, .95)-pct(idle, .95)
 	fg := request(t, p.A, "post", base, 3<<20) // the foreground takes the link
 	a.fgShare = float64(fg.Bytes) * 8 / fg.Seconds / remoteLinkBps
