@@ -20,7 +20,8 @@ type fakeDP struct {
 	cls     [2]datapath.BgClass
 	rates   [2]uint64
 	held    bool            // BgClassHeld: the classifier holds the class
-	present bool            // ForegroundPresent
+	present bool            // Foreground: present
+	quiet   bool            // Foreground: quiet
 	marks   int             // MarkBgActive calls
 	harms   []time.Duration // MarkOwnHarm's queues
 	// the interface's shaper (shape_test.go): none unless hasShaper
@@ -46,7 +47,7 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 }
 func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool    { return f.held }
 func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
-func (f *fakeDP) ForegroundPresent(int) bool                  { return f.present }
+func (f *fakeDP) Foreground(int) (bool, bool)                 { return f.present, f.quiet }
 func (f *fakeDP) MarkBgActive()                               { f.marks++ }
 func (f *fakeDP) DirectionQueue(_ int, d datapath.Direction, _ time.Duration) (time.Duration, bool) {
 	return f.other[d], f.other[d] != 0

@@ -240,8 +240,9 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 		cur[datapath.Upload].Bytes != prev[datapath.Upload].Bytes && !off.BothWays {
 		dp.MarkBgActive() // foreground downloads' harm and queue are read while the class moves (fgrcv.h)
 	}
-	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex, d), dp.ForegroundPresent(e.Ifindex), e.state.Rule.Off)
-	in.Held = held
+	present, quiet := dp.Foreground(e.Ifindex)
+	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex, d), present, e.state.Rule.Off)
+	in.Held, in.Quiet = held, quiet
 	e.mu.Lock()
 	e.state.Rule.Target, e.Sharing = target, sharing
 	if e.Sharing {

@@ -487,3 +487,28 @@ func TestLinkReadFromWhatFedTheQueue(t *testing.T) {
 		}
 	}
 }
+
+// Between a foreground's bursts (a video's segments) the class goes back
+// to its measured link in one step once the queue is down to a quarter of
+// its target; with the foreground sending, or the queue higher, it grows
+// a share of the link a step as before.
+func TestBackToTheLinkBetweenBursts(t *testing.T) {
+	const link = 1_250_000
+	step := func(quiet bool, qd time.Duration) uint64 {
+		s := &State{Rule: DefaultRule(10 * time.Millisecond), Rate: link / 10, Link: link, measured: link}
+		s.Step(Input{Signal: true, Queue: qd, Raw: qd, Quiet: quiet, Arrived: true, Shaped: true,
+			Offered: link / 10, Passed: link / 10, Dt: s.Rule.Interval})
+		return s.Rate
+	}
+	if r := step(true, time.Millisecond); r < link*9/10 || r > link {
+		t.Errorf("quiet foreground, 1 ms of queue: rate %d B/s after a step from %d, want the measured link within its headroom (%d-%d)", r, link/10, link*9/10, link)
+	}
+	for _, c := range []struct {
+		quiet bool
+		qd    time.Duration
+	}{{false, time.Millisecond}, {true, 5 * time.Millisecond}} {
+		if r := step(c.quiet, c.qd); r > link/10+uint64(gain*link)+1 {
+			t.Errorf("quiet %v, %v of queue: rate %d B/s after a step from %d, want a step's growth at most", c.quiet, c.qd, r, link/10)
+		}
+	}
+}

@@ -312,20 +312,23 @@ func (e *Egress) BgIngressError() error {
 // Ifindex is the interface's index.
 func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
 
-// ForegroundPresent says whether the interface's foreground is present
-// (the classifier's stamp, lanes_fg_active, younger than its hold): the
-// background keeps yield.ShareTarget of queue there.
-func (b *BackgroundClass) ForegroundPresent(ifindex int) bool {
+// Foreground says whether the interface's foreground is present (the
+// classifier's stamp, lanes_fg_active, younger than its hold: the
+// background keeps yield.ShareTarget of queue there) and whether it is
+// quiet (yield.Window.Quiet: between its bursts).
+func (b *BackgroundClass) Foreground(ifindex int) (present, quiet bool) {
 	if !b.on {
-		return false
+		return false, false
 	}
-	var on bool
 	_ = b.guard.use(func() error {
 		var w yield.Window
-		on = b.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil && w.Held(monotonicNS(), yield.KernelRule)
+		if b.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil {
+			now := monotonicNS()
+			present, quiet = w.Held(now, yield.KernelRule), w.Quiet(now)
+		}
 		return nil
 	})
-	return on
+	return present, quiet
 }
 
 // BgClassHeld says whether the yield holds the interface's background

@@ -40,7 +40,7 @@ func TestOwnSocketsAreNoForeground(t *testing.T) {
 					return err
 				}
 			}
-			present = h.Background.ForegroundPresent(idx)
+			present, _ = h.Background.Foreground(idx)
 			return nil
 		})
 		return present

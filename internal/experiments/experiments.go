@@ -81,6 +81,9 @@ type BgUDPOff struct {
 	// link, not by the room the other lanes leave of it, and its windows
 	// busy at a quarter of the current target, not of the policy's.
 	Room bool
+	// Bursts: between a foreground's bursts the class grows a share of
+	// the link a step, not back to its measured link at once.
+	Bursts bool
 }
 
 // part is one name of a list flag and the switch it sets.
@@ -96,7 +99,7 @@ func (s *Set) shareParts() []part {
 }
 
 func (s *Set) bgUDPParts() []part {
-	return []part{{"slope", &s.BgUDP.Slope}, {"arrivals", &s.BgUDP.Arrivals}, {"shape", &s.BgUDP.Shape}, {"ifb", &s.BgUDP.Ifb}, {"both-ways", &s.BgUDP.BothWays}, {"own-link", &s.BgUDP.OwnLink}, {"room", &s.BgUDP.Room}}
+	return []part{{"slope", &s.BgUDP.Slope}, {"arrivals", &s.BgUDP.Arrivals}, {"shape", &s.BgUDP.Shape}, {"ifb", &s.BgUDP.Ifb}, {"both-ways", &s.BgUDP.BothWays}, {"own-link", &s.BgUDP.OwnLink}, {"room", &s.BgUDP.Room}, {"bursts", &s.BgUDP.Bursts}}
 }
 
 // setParts switches on the parts named ("all": every one).
@@ -127,7 +130,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.UntoldHeld, "untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (UDP), its arrivals not presence")
 	fs.BoolVar(&s.DirectionsJoined, "directions-joined", false, "hold background both ways for a foreground's harm in either direction, every delay from the RTT")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
-	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, all)")
+	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, bursts, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")
 	fs.BoolVar(&s.StructOpsByUpdate, "struct-ops-by-update", false, "register the BPF congestion controls by map update, as on kernels before 6.4")
 	fs.BoolVar(&s.NonRootPolicy, "allow-non-root-policy", false, "accept a policy file not owned by root")

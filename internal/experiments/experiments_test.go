@@ -27,11 +27,11 @@ func TestFlagsFillTheSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Set{UntoldHeld: true, DirectionsJoined: true, Share: ShareOff{Slope: true, Download: true},
-		BgUDP: BgUDPOff{Slope: true, Arrivals: true, Shape: true, Ifb: true, BothWays: true, KeepTokens: true, OwnLink: true, Room: true}, StructOpsByUpdate: true, NonRootPolicy: true}
+		BgUDP: BgUDPOff{Slope: true, Arrivals: true, Shape: true, Ifb: true, BothWays: true, KeepTokens: true, OwnLink: true, Room: true, Bursts: true}, StructOpsByUpdate: true, NonRootPolicy: true}
 	if s != want {
 		t.Errorf("set %+v, want %+v", s, want)
 	}
-	const on = "--untold-held --directions-joined --share-rule-off slope,download --bg-udp-rule-off slope,arrivals,shape,ifb,both-ways,own-link,room " +
+	const on = "--untold-held --directions-joined --share-rule-off slope,download --bg-udp-rule-off slope,arrivals,shape,ifb,both-ways,own-link,room,bursts " +
 		"--bg-udp-keep-tokens --struct-ops-by-update --allow-non-root-policy"
 	if got := s.On(); got != on {
 		t.Errorf("On() %q, want %q", got, on)

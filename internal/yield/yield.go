@@ -49,6 +49,21 @@ func (w Window) Held(now uint64, r Rule) bool {
 	return w.Active != 0 && now-w.Active < uint64(r.Hold)
 }
 
+// Quiet and Recent are lanes_fg.h's FG_QUIET_NS and FG_RECENT_NS: a
+// foreground whose last stamp is Quiet to Recent old sent recently and
+// sends nothing now (a video between its segments, between page loads).
+const (
+	Quiet  = 150 * time.Millisecond
+	Recent = 10 * time.Second
+)
+
+// Quiet says whether the window's foreground is quiet at now, as the
+// kernel's fg_quiet: the link between its bursts, which background takes
+// back at once.
+func (w Window) Quiet(now uint64) bool {
+	return w.Active != 0 && now-w.Active >= uint64(Quiet) && now-w.Active < uint64(Recent)
+}
+
 // HarmHold is lanes_maps.h's FG_HARM_HOLD_NS: background stays held this
 // long after a foreground socket's last harmed RTT sample.
 const HarmHold = 100 * time.Millisecond

@@ -109,6 +109,10 @@ var RemoteMethods = []RemoteMethod{
 	// the other lanes leave (experiments.BgUDPOff.Room)
 	{"full-udpwholelink", "full, the QUIC/UDP class's shaped arrivals bounded by the whole link", true, true, "",
 		[]string{"--bg-udp-rule-off", "room"}},
+	// the QUIC/UDP class grows back a share of the link a step between a
+	// foreground's bursts (experiments.BgUDPOff.Bursts)
+	{"full-udpbursts", "full, the QUIC/UDP class grows back between a foreground's bursts a share of the link a step", true, true, "",
+		[]string{"--bg-udp-rule-off", "bursts"}},
 }
 
 // RemoteConfig configures a run.
