@@ -260,7 +260,7 @@ func (s *State) Step(in Input) uint64 {
 			bound = s.Rate // a rate the estimate does not explain is kept, not cut
 		}
 		next := s.Rate + uint64(up) + 1
-		if s.betweenBursts(in, qd) {
+		if s.Rule.betweenBursts(in, qd, s.measured) {
 			next = max(next, min(bound, s.measured))
 		}
 		s.Rate = max(s.Floor(), min(next, bound))
@@ -279,8 +279,8 @@ func (s *State) Step(in Input) uint64 {
 // the class took 0.75 s of a 1.2 s gap to come back, 0.43 of the
 // capacity a video downloading 2 s segments at 40 % left idle
 // (docs/background.md, "Background QUIC and UDP").
-func (s *State) betweenBursts(in Input, qd time.Duration) bool {
-	return in.Quiet && !s.Rule.Off.Bursts && s.measured != 0 && qd <= s.Rule.Policy/4
+func (r Rule) betweenBursts(in Input, qd time.Duration, measured uint64) bool {
+	return in.Quiet && !r.Off.Bursts && measured != 0 && qd <= r.Policy/4
 }
 
 // known is the link's rate as known, above which the growth is slowed
