@@ -6,4 +6,4 @@
 // loads it with the classifier's maps and attaches it at the cgroup v2 root.
 package sockops
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type sk_state Sockops sockops.c -- -nostdinc -I../include -O2 -g -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-19 -target bpfel -type sk_state -type owd_dir Sockops sockops.c -- -nostdinc -I../include -O2 -g -Wall -Werror

@@ -101,27 +101,9 @@ type SockopsFgNewDest struct {
 }
 
 type SockopsFgPath struct {
-	_   structs.HostLayout
-	Rtt struct {
-		_      structs.HostLayout
-		Base   [2]uint32
-		Bucket uint32
-		Has    uint32
-		Cur    [2]uint32
-		N      uint32
-		Filled uint32
-		Start  uint32
-	}
-	Down struct {
-		_      structs.HostLayout
-		Base   [2]uint32
-		Bucket uint32
-		Has    uint32
-		Cur    [2]uint32
-		N      uint32
-		Filled uint32
-		Start  uint32
-	}
+	_    structs.HostLayout
+	Rtt  SockopsOwdDir
+	Down SockopsOwdDir
 }
 
 type SockopsFgWindow struct {
@@ -150,54 +132,29 @@ type SockopsLinkRate struct {
 	At  uint64
 }
 
+type SockopsOwdDir struct {
+	_      structs.HostLayout
+	Base   [2]uint32
+	Bucket uint32
+	Has    uint32
+	Cur    [2]uint32
+	N      uint32
+	Filled uint32
+	Start  uint32
+}
+
 type SockopsOwdSock struct {
 	_ structs.HostLayout
 	O struct {
-		_  structs.HostLayout
-		Up struct {
-			_      structs.HostLayout
-			Base   [2]uint32
-			Bucket uint32
-			Has    uint32
-			Cur    [2]uint32
-			N      uint32
-			Filled uint32
-			Start  uint32
-		}
-		Down struct {
-			_      structs.HostLayout
-			Base   [2]uint32
-			Bucket uint32
-			Has    uint32
-			Cur    [2]uint32
-			N      uint32
-			Filled uint32
-			Start  uint32
-		}
-		Acked struct {
-			_      structs.HostLayout
-			Base   [2]uint32
-			Bucket uint32
-			Has    uint32
-			Cur    [2]uint32
-			N      uint32
-			Filled uint32
-			Start  uint32
-		}
+		_     structs.HostLayout
+		Up    SockopsOwdDir
+		Down  SockopsOwdDir
+		Acked SockopsOwdDir
 	}
 	LastNxt  uint32
 	LastUna  uint32
 	MinRcvUs uint32
-	RttSpan  struct {
-		_      structs.HostLayout
-		Base   [2]uint32
-		Bucket uint32
-		Has    uint32
-		Cur    [2]uint32
-		N      uint32
-		Filled uint32
-		Start  uint32
-	}
+	RttSpan  SockopsOwdDir
 }
 
 type SockopsRlState struct {
@@ -233,16 +190,7 @@ type SockopsRlState struct {
 	LinkWnd   uint32
 	LinkAt    uint32
 	LinkPeak  uint32
-	Down      struct {
-		_      structs.HostLayout
-		Base   [2]uint32
-		Bucket uint32
-		Has    uint32
-		Cur    [2]uint32
-		N      uint32
-		Filled uint32
-		Start  uint32
-	}
+	Down      SockopsOwdDir
 }
 
 type SockopsRwndState struct {
