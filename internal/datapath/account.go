@@ -20,6 +20,13 @@ const (
 	OwnerNotBackground = "not background"
 )
 
+// cause.h's verdicts (CAUSE_*).
+const (
+	causeTesting = 1
+	causeOurs    = 2
+	causeNotOurs = 3
+)
+
 // causeVerdictHold is cause.h's FG_CAUSE_VERDICT_NS: a verdict stands this
 // long, so it was reached this long before its end.
 const causeVerdictHold = 2 * time.Second
@@ -141,11 +148,11 @@ func causeOwner(c sockops.SockopsFgCause, d int, now uint64) (string, time.Durat
 		return time.Duration(now - t)
 	}
 	switch c.Verdict[d] {
-	case 1:
+	case causeTesting:
 		return OwnerTesting, ago(c.TestAt[d])
-	case 2:
+	case causeOurs:
 		return OwnerBackground, ago(c.Until[d] - uint64(causeVerdictHold))
-	case 3:
+	case causeNotOurs:
 		return OwnerNotBackground, ago(c.Until[d] - uint64(causeVerdictHold))
 	}
 	return OwnerUntested, 0
