@@ -55,13 +55,18 @@ LANES_MAP(lanes_fg_cause,
 	  struct fg_cause
 );
 
+/* fg_cause_fresh: a new entry's value, never written (in .bss, not on the
+ * stack: the program's stack and fg_cause_holds' are near the verifier's
+ * 512 bytes) */
+static struct fg_cause fg_cause_fresh;
+
 static __always_inline struct fg_cause *fg_cause_of(__u32 idx)
 {
-	struct fg_cause *c = bpf_map_lookup_elem(&lanes_fg_cause, &idx), fresh = {};
+	struct fg_cause *c = bpf_map_lookup_elem(&lanes_fg_cause, &idx);
 
 	if (c)
 		return c;
-	bpf_map_update_elem(&lanes_fg_cause, &idx, &fresh, BPF_NOEXIST);
+	bpf_map_update_elem(&lanes_fg_cause, &idx, &fg_cause_fresh, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&lanes_fg_cause, &idx);
 }
 
@@ -101,8 +106,11 @@ static __always_inline void fg_cause_judge(struct fg_cause *c, __u32 idx, __u32 
 
 /* fg_cause_holds reads a foreground sample's queue qd_us in direction d
  * (FG_DIR_UP or FG_DIR_DOWN) on idx, of a socket whose round trip is
- * rtt_us: whether it holds background there (the test above). */
-static __always_inline int fg_cause_holds(__u32 idx, __u64 now, __u32 d, __u32 qd_us, __u32 rtt_us)
+ * rtt_us: whether it holds background there (the test above). A global
+ * function: the verifier checks it once, not at each of fg_sample's four
+ * calls, and its new entry (fg_cause_of's zeroed struct) is on its own
+ * stack, not the program's. */
+__noinline int fg_cause_holds(__u32 idx, __u64 now, __u32 d, __u32 qd_us, __u32 rtt_us)
 {
 	struct fg_cause *c;
 	__u64 el, wait;

@@ -6,6 +6,7 @@
 package sockops
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -96,6 +97,12 @@ func verifierCost(t *testing.T, cfg Config) {
 	opts := ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}}
 	coll, err := ebpf.NewCollectionWithOptions(spec, opts)
 	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			for _, l := range ve.Log[max(0, len(ve.Log)-8):] {
+				t.Log(l)
+			}
+		}
 		t.Fatal(err)
 	}
 	defer coll.Close()
@@ -108,6 +115,7 @@ func verifierCost(t *testing.T, cfg Config) {
 		}
 	}
 	processed := regexp.MustCompile(`(?m)^processed (\d+) insns`)
+	stackDepth := regexp.MustCompile(`(?m)^stack depth .*$`)
 	for name, p := range progs {
 		m := processed.FindStringSubmatch(p.VerifierLog)
 		if m == nil {
@@ -117,7 +125,7 @@ func verifierCost(t *testing.T, cfg Config) {
 		if n > 100_000 {
 			t.Errorf("%s: the verifier processed %d instructions, want <= 100,000 (a tenth of its limit)", name, n)
 		} else {
-			t.Logf("%s: the verifier processed %d instructions", name, n)
+			t.Logf("%s: the verifier processed %d instructions; %s", name, n, stackDepth.FindString(p.VerifierLog))
 		}
 	}
 }
