@@ -346,18 +346,28 @@ static __always_inline int rl_floor(__u32 idx)
 	return at && *at;
 }
 
-/* fg_beside: a foreground is on interface idx at now: present (the
- * classifier's stamp) or, on a link too slow for the stamp's 50 packets a
- * second, a foreground TCP socket's sample (fg_tcp_seen). */
-static __always_inline int fg_beside(__u32 idx, __u64 now)
+/* fg_receives: a foreground receives by interface idx at now, in the
+ * direction a download's floor would take from it: a foreground TCP
+ * socket read that direction's queue from its data's timestamps
+ * (sock_ops' fg_dir_queue) within FG_HOLD_NS (a 0.2 Mbit/s bulk download
+ * sends under the presence stamp's 50 packets a second), or a foreground
+ * no TCP sample speaks for (fg_untold: a call, a probe, whose replies come
+ * that way) is present. A foreground that only sends (an upload, its ACKs
+ * coming back) is not harmed by two packets a round trip the other way:
+ * directions apart. */
+static __always_inline int fg_receives(__u32 idx, __u64 now)
 {
-	return fg_held(idx, now) || fg_tcp_seen(idx, now);
+	struct fg_harm *h = bpf_map_lookup_elem(&lanes_fg_harm, &idx);
+
+	if (h && h->dir_qd_at[FG_DIR_DOWN] && now - h->dir_qd_at[FG_DIR_DOWN] < FG_HOLD_NS)
+		return 1;
+	return fg_untold(idx, now);
 }
 
 /* held_ack says whether a background packet is a pure ACK of a download
- * that the yield holds (held_down) or, beside a foreground (fg_beside),
- * whose window is at its floor by its queue (rl_floor: two packets a round
- * trip are most of a slow link; alone they harm no one);
+ * that the yield holds (held_down) or, beside a foreground that receives
+ * (fg_receives), whose window is at its floor by its queue (rl_floor: two
+ * packets a round trip are most of a slow link; alone they harm no one);
  * at most once per BG_QUIET_NS per interface it posts BG_EVENT_HELD_ACKS
  * (bgclass.h's event, its rate limit kept in lanes_bg_state at key
  * BG_HELD_ACK_KEY | ifindex), so the daemon paces the class while they
@@ -370,7 +380,7 @@ static __always_inline int held_ack(struct __sk_buff *skb)
 
 	if (!pure_ack(skb))
 		return 0;
-	if (!held_down(skb->ifindex, now) && !(rl_floor(skb->ifindex) && fg_beside(skb->ifindex, now)))
+	if (!held_down(skb->ifindex, now) && !(rl_floor(skb->ifindex) && fg_receives(skb->ifindex, now)))
 		return 0;
 	s = bg_state_of(BG_HELD_ACK_KEY | skb->ifindex);
 	if (s && now - s->posted >= BG_QUIET_NS) {
