@@ -156,8 +156,10 @@ const heldAckKey = 0x80000000
 // TestHeldAckAtTheFloor: a background download's pure ACK goes to the
 // held-ACK class (its event posted: lanes_bg_state's held-ACK key) where
 // sock_ops marks the interface's download at its floor (lanes_rl_floor)
-// beside a foreground (present, or a foreground TCP socket's sample);
-// alone it does not, nor once the mark is cleared.
+// beside a foreground that receives (a foreground TCP socket's download
+// reading, or a present foreground no TCP sample speaks for); alone, or
+// beside a foreground that only sends (an upload), it does not, nor once
+// the mark is cleared.
 func TestHeldAckAtTheFloor(t *testing.T) {
 	objs := loadForTest(t)
 	peer := netip.MustParseAddr("10.9.8.11")
@@ -182,14 +184,25 @@ func TestHeldAckAtTheFloor(t *testing.T) {
 	if held() {
 		t.Fatal("at the floor, no foreground: the ACK held")
 	}
-	// a foreground TCP socket's sample (sock_ops' lanes_fg_harm.seen), on
-	// a link too slow for the classifier's stamp
+	// a foreground TCP socket that only sends (an upload: sock_ops'
+	// lanes_fg_harm.seen, no download reading) is not harmed by the floor
 	if err := objs.LanesFgHarm.Put(uint32(loIdx), yield.Harm{Seen: monotonicNS()}); err != nil {
 		t.Fatal(err)
 	}
 	run()
+	if held() {
+		t.Fatal("at the floor beside a foreground TCP upload's sample: the ACK held")
+	}
+	// a foreground TCP socket's download reading (sock_ops' fg_dir_queue),
+	// on a link too slow for the classifier's stamp
+	var down yield.Harm
+	down.Seen, down.DirQueueAt[yield.Down] = monotonicNS(), monotonicNS()
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), down); err != nil {
+		t.Fatal(err)
+	}
+	run()
 	if !held() {
-		t.Fatal("at the floor beside a foreground TCP socket's sample: the ACK not held")
+		t.Fatal("at the floor beside a foreground TCP download's reading: the ACK not held")
 	}
 	if err := objs.LanesFgHarm.Delete(uint32(loIdx)); err != nil {
 		t.Fatal(err)
@@ -201,10 +214,17 @@ func TestHeldAckAtTheFloor(t *testing.T) {
 	passed(t, objs.LanesClassify, fg.build(), 10)                         // stamps loopback present
 	run()
 	if !held() {
-		t.Fatal("at the floor beside a present foreground: the ACK not held")
+		t.Fatal("at the floor beside a present foreground no TCP sample speaks for: the ACK not held")
 	}
 	if err := objs.LanesBgState.Delete(uint32(heldAckKey | loIdx)); err != nil {
 		t.Fatal(err)
+	}
+	if err := objs.LanesFgHarm.Put(uint32(loIdx), yield.Harm{Seen: monotonicNS()}); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if held() {
+		t.Fatal("at the floor beside a present foreground whose TCP socket only sends: the ACK held")
 	}
 	if err := objs.LanesRlFloor.Put(uint32(loIdx), uint64(0)); err != nil {
 		t.Fatal(err)
