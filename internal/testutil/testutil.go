@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,7 +66,11 @@ type NetNS struct {
 func (n *NetNS) Path() string { return "/var/run/netns/" + n.Name }
 
 // NewNetNS creates a fresh named network namespace with loopback up and
-// removes it when the test ends.
+// CUBIC its default congestion control, and removes it when the test ends.
+// A new namespace inherits the host's default, BBR on some machines: a
+// bulk TCP foreground (iperf3) then holds a bandwidth-delay product of
+// queue where CUBIC, a fresh Debian's default and so CI's, fills the
+// bottleneck's buffer; CUBIC makes a run here the run CI makes.
 func NewNetNS(t testing.TB) *NetNS {
 	t.Helper()
 	RequireRoot(t)
@@ -95,9 +100,24 @@ func NewNetNS(t testing.TB) *NetNS {
 		if err != nil {
 			return err
 		}
-		return netlink.LinkSetUp(lo)
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return err
+		}
+		setDefaultCC("cubic") // best effort: without CUBIC, the host's default
+		return nil
 	})
 	return ns
+}
+
+// setDefaultCC sets the calling thread's namespace's default congestion
+// control (/proc/sys/net is the opening thread's namespace's) where it is
+// not cc already.
+func setDefaultCC(cc string) {
+	const p = "/proc/sys/net/ipv4/tcp_congestion_control"
+	if cur, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(cur)) == cc {
+		return
+	}
+	_ = os.WriteFile(p, []byte(cc), 0o644)
 }
 
 // Do runs fn on a locked OS thread switched into the namespace and fails the
