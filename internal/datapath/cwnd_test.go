@@ -55,6 +55,27 @@ func sendUntilCwnd(t *testing.T, c *net.TCPConn, d, from time.Duration, done fun
 	return peak
 }
 
+// tcpState is c's congestion control and TCP_INFO's window, for a
+// failure's message: which path left cwnd above its cap.
+func tcpState(c *net.TCPConn) string {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err.Error()
+	}
+	var out string
+	raw.Control(func(fd uintptr) {
+		cc, _ := unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+		ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			out = err.Error()
+			return
+		}
+		out = fmt.Sprintf("cc %s, cwnd %d, ssthresh %d, ca_state %d, retransmits %d, total retrans %d, rtt %d us",
+			cc, ti.Snd_cwnd, ti.Snd_ssthresh, ti.Ca_state, ti.Retransmits, ti.Total_retrans, ti.Rtt)
+	})
+	return out
+}
+
 func cookieOf(t *testing.T, c *net.TCPConn) uint64 {
 	t.Helper()
 	raw, _ := c.SyscallConn()
@@ -100,7 +121,7 @@ func TestCwndCaps(t *testing.T) {
 		t.Errorf("SocketLane(unregistered socket) = %s, want none", l)
 	}
 	if got := sendAndCwnd(t, bg, 600*time.Millisecond); got > laneCap {
-		t.Errorf("background socket cwnd %d, lane cap %d", got, laneCap)
+		t.Errorf("background socket cwnd %d, lane cap %d; now %s", got, laneCap, tcpState(bg))
 	}
 	if got := sendAndCwnd(t, fg, 600*time.Millisecond); got <= laneCap {
 		t.Logf("note: uncapped interactive socket only reached cwnd %d", got)
@@ -111,7 +132,7 @@ func TestCwndCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := sendAndCwnd(t, bg, 600*time.Millisecond); got > sockCap {
-		t.Errorf("background socket cwnd %d, socket cap %d", got, sockCap)
+		t.Errorf("background socket cwnd %d, socket cap %d; now %s", got, sockCap, tcpState(bg))
 	}
 	// And on an interactive socket that had no cap at all.
 	if err := d.Caps.SetSocketCwndCap(cookieOf(t, fg), sockCap); err != nil {
