@@ -1,6 +1,7 @@
 // Package leaks finds what lanes may have left on a machine: files under
 // its runtime and state directories, lane cgroups (the instances' own and
-// those nested in host cgroups), cgroup2 mounts under /run/lanes, test
+// those nested in host cgroups), cgroup2 mounts under /run/lanes, the
+// tests' cgroup v1 mounts (lanes-cpuset*), test
 // network namespaces, loaded BPF programs, struct_ops congestion controls
 // named lanes* and struct_ops maps registered by map update (kernels before
 // 6.4: they outlive a killed daemon), and lanes-rtd processes (the realtime
@@ -59,7 +60,9 @@ func files() []string {
 	return out
 }
 
-// mounts: anything mounted under the runtime directories.
+// mounts: anything mounted under the runtime directories, and the cgroup
+// v1 hierarchies the tests' Android groups mount in a temporary directory
+// (testutil.NewAndroidGroups: lanes-cpuset*, left by a killed test).
 func mounts() []string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -75,6 +78,9 @@ func mounts() []string {
 			if f[4] == dir || strings.HasPrefix(f[4], dir+"/") {
 				out = append(out, "mount "+f[4])
 			}
+		}
+		if strings.HasPrefix(filepath.Base(f[4]), "lanes-cpuset") {
+			out = append(out, "mount "+f[4])
 		}
 	}
 	return out
