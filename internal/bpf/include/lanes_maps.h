@@ -138,9 +138,8 @@ LANES_MAP(lanes_sock_rwnd,
  * (LEDBAT_MIN_CWND) with its queue above its target (0: not there). Two
  * packets a round trip are most of a slow link, and a receiver cannot pace
  * its sender: beside a foreground that receives (classifier.c's
- * fg_receives) its pure ACKs
- * go to the held-ACK class as a held download's do (held_ack), paced at
- * 1/16 of the download estimate.
+ * fg_receives) its pure ACKs go to the held-ACK class as a held
+ * download's do (held_ack), paced at 1/16 of the download estimate.
  * Written by sock_ops at each segment the download sends (the last
  * download to send speaks for the interface), read by the classifier as
  * that segment leaves. */

@@ -108,8 +108,7 @@ static __always_inline void fg_cause_judge(struct fg_cause *c, __u32 idx, __u32 
  * (FG_DIR_UP or FG_DIR_DOWN) on idx, of a socket whose round trip is
  * rtt_us: whether it holds background there (the test above). A global
  * function: the verifier checks it once, not at each of fg_sample's four
- * calls, and its new entry (fg_cause_of's zeroed struct) is on its own
- * stack, not the program's. */
+ * calls. */
 __noinline int fg_cause_holds(__u32 idx, __u64 now, __u32 d, __u32 qd_us, __u32 rtt_us)
 {
 	struct fg_cause *c;
