@@ -83,7 +83,9 @@ func TestReloadKeepsRealtime(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(filepath.Dir(sock), "policy.yaml"), []byte(pol), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		const done = "policy reloaded"
+		// the realtime component is kept or restarted after "policy
+		// reloaded", saying which: the reload ends with that word
+		const done = "reload: realtime section"
 		before := strings.Count(d.out.String(), done)
 		d.cmd.Process.Signal(syscall.SIGHUP)
 		waitLong(t, "the reload", func() bool {
