@@ -49,7 +49,7 @@ type Datapath interface {
 	SetBgRate(ifindex int, d datapath.Direction, bytes uint64, empty bool) error
 	BgClassHeld(ifindex int, d datapath.Direction) bool
 	BackgroundFlows() ([]datapath.BgFlow, error)
-	Foreground(ifindex int) (present, quiet bool)
+	Foreground(ifindex int, d datapath.Direction) (present, quiet bool)
 	MarkBgActive()
 	DirectionQueue(ifindex int, d datapath.Direction, fresh time.Duration) (time.Duration, bool)
 	MarkOwnHarm(ifindex int, queue time.Duration)

@@ -45,10 +45,10 @@ func (f *fakeDP) SetBgRate(_ int, d datapath.Direction, bytes uint64, _ bool) er
 	f.rates[d] = bytes
 	return nil
 }
-func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool    { return f.held }
-func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error) { return nil, nil }
-func (f *fakeDP) Foreground(int) (bool, bool)                 { return f.present, f.quiet }
-func (f *fakeDP) MarkBgActive()                               { f.marks++ }
+func (f *fakeDP) BgClassHeld(int, datapath.Direction) bool        { return f.held }
+func (f *fakeDP) BackgroundFlows() ([]datapath.BgFlow, error)     { return nil, nil }
+func (f *fakeDP) Foreground(int, datapath.Direction) (bool, bool) { return f.present, f.quiet }
+func (f *fakeDP) MarkBgActive()                                   { f.marks++ }
 func (f *fakeDP) DirectionQueue(_ int, d datapath.Direction, _ time.Duration) (time.Duration, bool) {
 	return f.other[d], f.other[d] != 0
 }

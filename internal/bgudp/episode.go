@@ -240,7 +240,7 @@ func (e *episode) stepInput(dp Datapath, in *Input, d datapath.Direction, prev, 
 		cur[datapath.Upload].Bytes != prev[datapath.Upload].Bytes && !off.BothWays {
 		dp.MarkBgActive() // foreground downloads' harm and queue are read while the class moves (fgrcv.h)
 	}
-	present, quiet := dp.Foreground(e.Ifindex)
+	present, quiet := dp.Foreground(e.Ifindex, d)
 	held, sharing := yieldOf(d, dp.BgClassHeld(e.Ifindex, d), present, e.state.Rule.Off)
 	in.Held, in.Quiet = held, quiet
 	e.mu.Lock()

@@ -315,8 +315,9 @@ func (e *Egress) Ifindex() int { return e.link.Attrs().Index }
 // Foreground says whether the interface's foreground is present (the
 // classifier's stamp, lanes_fg_active, younger than its hold: the
 // background keeps yield.ShareTarget of queue there) and whether it is
-// quiet (yield.Window.Quiet: between its bursts).
-func (b *BackgroundClass) Foreground(ifindex int) (present, quiet bool) {
+// quiet to the class's direction d (yield.Window.Quiet: between its
+// bursts).
+func (b *BackgroundClass) Foreground(ifindex int, d Direction) (present, quiet bool) {
 	if !b.on {
 		return false, false
 	}
@@ -324,7 +325,11 @@ func (b *BackgroundClass) Foreground(ifindex int) (present, quiet bool) {
 		var w yield.Window
 		if b.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil {
 			now := monotonicNS()
-			present, quiet = w.Held(now, yield.KernelRule), w.Quiet(now)
+			dir := yield.Up
+			if d == Download {
+				dir = yield.Down
+			}
+			present, quiet = w.Held(now, yield.KernelRule), w.Quiet(now, dir)
 		}
 		return nil
 	})

@@ -178,7 +178,7 @@ func OpenHost(cfg HostConfig) (h *Host, err error) {
 		h.cls, err = openPinnedClassifier(*cfg.Pinned)
 	} else {
 		h.cls, err = classifier.Load(classifier.Config{HoldArrivals: cfg.Experiments.BgUDP.Arrivals, UntoldHeld: cfg.Experiments.UntoldHeld,
-			DirectionsJoined: cfg.Experiments.DirectionsJoined})
+			DirectionsJoined: cfg.Experiments.DirectionsJoined, QuietFixed: cfg.Experiments.QuietFixed})
 	}
 	if err != nil {
 		return h, err

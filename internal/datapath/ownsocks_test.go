@@ -40,7 +40,7 @@ func TestOwnSocketsAreNoForeground(t *testing.T) {
 					return err
 				}
 			}
-			present, _ = h.Background.Foreground(idx)
+			present, _ = h.Background.Foreground(idx, Upload)
 			return nil
 		})
 		return present

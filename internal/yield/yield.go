@@ -41,6 +41,7 @@ func (r Rule) String() string {
 type Window struct {
 	Start, Active, Since, Episodes uint64
 	Packets, Bytes                 uint32
+	Gap, QuietNS                   uint32 // ns: its stamps' gap, how long after a stamp it is quiet
 }
 
 // Held says whether the window holds background at now (CLOCK_MONOTONIC
@@ -50,18 +51,25 @@ func (w Window) Held(now uint64, r Rule) bool {
 }
 
 // Quiet and Recent are lanes_fg.h's FG_QUIET_NS and FG_RECENT_NS: a
-// foreground whose last stamp is Quiet to Recent old sent recently and
-// sends nothing now (a video between its segments, between page loads).
+// foreground whose last stamp is its quiet (twice the gap between its
+// stamps, at most Quiet) to Recent old sent recently and sends nothing now
+// (a video between its segments, between page loads).
 const (
 	Quiet  = 150 * time.Millisecond
 	Recent = 10 * time.Second
 )
 
-// Quiet says whether the window's foreground is quiet at now, as the
-// kernel's fg_quiet: the link between its bursts, which background takes
-// back at once.
-func (w Window) Quiet(now uint64) bool {
-	return w.Active != 0 && now-w.Active >= uint64(Quiet) && now-w.Active < uint64(Recent)
+// Quiet says whether the window's foreground is quiet at now to
+// background in direction dir (Up, Down), as the kernel's fg_quiet: the
+// link between its bursts, which background takes back at once. Up it is
+// Quiet after the last stamp (an upload's last packet leaves ahead of its
+// queue at the bottleneck), down the measured QuietNS.
+func (w Window) Quiet(now uint64, dir int) bool {
+	after := uint64(w.QuietNS)
+	if after == 0 || dir == Up {
+		after = uint64(Quiet)
+	}
+	return w.Active != 0 && now-w.Active >= after && now-w.Active < uint64(Recent)
 }
 
 // HarmHold is lanes_maps.h's FG_HARM_HOLD_NS: background stays held this

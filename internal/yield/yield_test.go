@@ -88,3 +88,30 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+// A foreground is quiet to a download the measured QuietNS after its last
+// stamp (Quiet before the classifier measured one), to an upload Quiet
+// after it: an upload's last packet leaves ahead of its bottleneck queue.
+func TestWindowQuiet(t *testing.T) {
+	now := uint64(50 * time.Second)
+	ago := func(d time.Duration) uint64 { return now - uint64(d) }
+	cases := []struct {
+		w    Window
+		dir  int
+		want bool
+		what string
+	}{
+		{Window{Active: ago(30 * time.Millisecond), QuietNS: uint32(20 * time.Millisecond)}, Down, true, "30 ms after, measured 20 ms, a download"},
+		{Window{Active: ago(30 * time.Millisecond), QuietNS: uint32(20 * time.Millisecond)}, Up, false, "30 ms after, measured 20 ms, an upload"},
+		{Window{Active: ago(160 * time.Millisecond), QuietNS: uint32(20 * time.Millisecond)}, Up, true, "160 ms after, an upload"},
+		{Window{Active: ago(100 * time.Millisecond)}, Down, false, "100 ms after, nothing measured"},
+		{Window{Active: ago(160 * time.Millisecond)}, Down, true, "160 ms after, nothing measured"},
+		{Window{Active: ago(Recent)}, Down, false, "a foreground not recent"},
+		{Window{}, Down, false, "never stamped"},
+	}
+	for _, c := range cases {
+		if got := c.w.Quiet(now, c.dir); got != c.want {
+			t.Errorf("%s: quiet %v, want %v", c.what, got, c.want)
+		}
+	}
+}

@@ -283,11 +283,33 @@ static __always_inline int ack_class(struct __sk_buff *skb, __u64 cookie)
 }
 
 
+/* fg_gap takes the interval since w's last stamp into its gap (a maximum
+ * that decays by 1/FG_GAP_DECAY a stamp) and sets how long after a stamp
+ * the foreground is quiet: FG_QUIET_GAPS gaps, within [FG_QUIET_MIN_NS,
+ * FG_QUIET_NS] (lanes_fg.h); FG_QUIET_NS with CLS_F_QUIET_FIXED. A
+ * window's first stamp (first) comes FG_MIN_PACKETS packets after the
+ * last window's last: its interval counts as FG_MIN_PACKETS gaps. */
+static __always_inline void fg_gap(struct fg_window *w, __u64 since, int first)
+{
+	__u64 quiet;
+
+	if (first)
+		since /= FG_MIN_PACKETS;
+	w->gap = since > w->gap ? (__u32)since : w->gap - w->gap / FG_GAP_DECAY;
+	quiet = FG_QUIET_GAPS * (__u64)w->gap;
+	if (quiet < FG_QUIET_MIN_NS)
+		quiet = FG_QUIET_MIN_NS;
+	if (quiet > FG_QUIET_NS || (CFG.flags & CLS_F_QUIET_FIXED))
+		quiet = FG_QUIET_NS;
+	w->quiet = (__u32)quiet;
+}
+
 /* fg_mark stamps one interface's window (lanes_maps.h's rule); it returns
  * whether the packet stamped it active. */
 static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
 {
 	struct fg_window *w = bpf_map_lookup_elem(&lanes_fg_active, &idx), fresh = {};
+	int first = 0;
 
 	if (!w) {
 		bpf_map_update_elem(&lanes_fg_active, &idx, &fresh, BPF_NOEXIST);
@@ -301,6 +323,7 @@ static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
 			w->packets = 0;
 			w->bytes = 0;
 		}
+		first = w->packets < FG_MIN_PACKETS && w->bytes < FG_MIN_BYTES;
 		w->packets++;
 		w->bytes += len;
 		if (w->packets < FG_MIN_PACKETS && w->bytes < FG_MIN_BYTES)
@@ -309,6 +332,10 @@ static __always_inline int fg_mark(__u32 idx, __u32 len, __u64 now, int count)
 	if (!w->active || now - w->active >= FG_HOLD_NS) {
 		w->since = now;
 		w->episodes++;
+		w->gap = FG_QUIET_NS / 2;
+		w->quiet = FG_QUIET_NS;
+	} else {
+		fg_gap(w, now - w->active, first);
 	}
 	w->active = now;
 	return 1;

@@ -57,14 +57,20 @@ type Config struct {
 	// harm (bgclass.h's CLS_F_DIRS_JOINED; a lab switch, the rule
 	// directions apart replaced)
 	DirectionsJoined bool
+	// QuietFixed: a foreground is quiet FG_QUIET_NS after its last stamp,
+	// not twice the gap between its stamps (bgclass.h's CLS_F_QUIET_FIXED;
+	// a lab switch, the rule the measured quiet replaced)
+	QuietFixed bool
 }
 
-// flagHoldArrivals, flagUntoldHeld and flagDirsJoined are bgclass.h's
-// CLS_F_HOLD_ARRIVALS, CLS_F_UNTOLD_HELD and CLS_F_DIRS_JOINED.
+// flagHoldArrivals, flagUntoldHeld, flagDirsJoined and flagQuietFixed are
+// bgclass.h's CLS_F_HOLD_ARRIVALS, CLS_F_UNTOLD_HELD, CLS_F_DIRS_JOINED and
+// CLS_F_QUIET_FIXED.
 const (
 	flagHoldArrivals = 1
 	flagUntoldHeld   = 2
 	flagDirsJoined   = 4
+	flagQuietFixed   = 8
 )
 
 // Capacities are the entries each rule map of the classifier holds, read
@@ -100,6 +106,9 @@ func Load(cfg Config) (*ClassifierObjects, error) {
 	}
 	if cfg.DirectionsJoined {
 		c.Flags |= flagDirsJoined
+	}
+	if cfg.QuietFixed {
+		c.Flags |= flagQuietFixed
 	}
 	if err := spec.Variables[ClassifierVarCFG].Set(c); err != nil {
 		return nil, fmt.Errorf("set classifier config: %w", err)

@@ -79,6 +79,8 @@ type ClassifierFgWindow struct {
 	Episodes uint64
 	Packets  uint32
 	Bytes    uint32
+	Gap      uint32
+	Quiet    uint32
 }
 
 type ClassifierFlowKey struct {

@@ -6,13 +6,16 @@
 package classifier
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/lanes-net/lanes/internal/bpf/abi"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
@@ -143,5 +146,76 @@ func TestForegroundArrivals(t *testing.T) {
 		if (got == 1000) == untoldHeld {
 			t.Errorf("untold-held %v: beside an untold foreground %d of 1000 of the class's packets passed", untoldHeld, got)
 		}
+	}
+}
+
+// A foreground is quiet six gaps between its stamps after its last one
+// (fg_gap: a window's first stamp comes five packets after the last
+// window's), within [20 ms, 150 ms]: a new episode starts at 150 ms, its
+// pattern unknown; stamps close together bring it to 20 ms; a pause raises
+// it past the pause. With CLS_F_QUIET_FIXED (the lab switch, the rule it
+// replaced) it stays 150 ms.
+func TestForegroundQuiet(t *testing.T) {
+	const minQuiet, maxQuiet = 20 * time.Millisecond, yield.Quiet
+	for _, fixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
+			testutil.RequireRoot(t)
+			objs, err := Load(Config{QuietFixed: fixed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer objs.Close()
+			fg := pkt{src: v4src, dst: v4dst, sport: 40001, dport: 443, proto: 6}
+			dev := func() yield.Window {
+				var k uint32
+				var w yield.Window
+				for it := objs.LanesFgActive.Iterate(); it.Next(&k, &w); {
+					if k != 0 {
+						return w
+					}
+				}
+				t.Fatal("no interface's window")
+				return w
+			}
+			// stamps the window active (again): FG_MIN_PACKETS packets
+			stamp := func() {
+				for range int(yield.KernelRule.MinPackets) {
+					if _, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: fg.build()}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := func(w yield.Window, what string, quiet time.Duration) {
+				t.Helper()
+				if fixed {
+					quiet = maxQuiet
+				}
+				if got := time.Duration(w.QuietNS); got != quiet {
+					t.Errorf("%s: quiet after %v (gap %v), want %v", what, got, time.Duration(w.Gap), quiet)
+				}
+			}
+			stamp()
+			want(dev(), "a new episode's first stamp", maxQuiet)
+			// stamps microseconds apart (a preempted one's gap decays in
+			// a few dozen more)
+			for end := time.Now().Add(2 * time.Second); time.Duration(dev().QuietNS) != minQuiet && !fixed && time.Now().Before(end); {
+				stamp()
+			}
+			want(dev(), "stamps microseconds apart", minQuiet)
+			time.Sleep(40 * time.Millisecond)
+			// packets one by one up to the one that stamps (the first,
+			// or a new window's FG_MIN_PACKETS-th): each stamp decays the gap
+			for last := dev().Active; dev().Active == last; {
+				if _, err := objs.LanesClassify.Run(&ebpf.RunOptions{Data: fg.build()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w := dev()
+			gap := time.Duration(w.Gap)
+			want(w, "a stamp after a 40 ms pause", min(max(6*gap, minQuiet), maxQuiet))
+			if time.Duration(w.QuietNS) <= 40*time.Millisecond {
+				t.Errorf("after a 40 ms pause: quiet after %v (gap %v), want longer than the pause", time.Duration(w.QuietNS), gap)
+			}
+		})
 	}
 }

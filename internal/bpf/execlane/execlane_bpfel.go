@@ -56,6 +56,8 @@ type ExeclaneFgWindow struct {
 	Episodes uint64
 	Packets  uint32
 	Bytes    uint32
+	Gap      uint32
+	Quiet    uint32
 }
 
 type ExeclaneFlowKey struct {

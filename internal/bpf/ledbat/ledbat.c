@@ -212,7 +212,7 @@ static __always_inline __u32 lb_link_window(struct sock *sk)
 	__u64 now = bpf_ktime_get_ns(), win;
 	struct link_rate *r;
 
-	if (!idx || !mss || !fg_quiet(idx, now))
+	if (!idx || !mss || !fg_quiet(idx, now, 1))
 		return 0;
 	r = bpf_map_lookup_elem(&lanes_link_rate, &idx);
 	if (!r)

@@ -190,7 +190,7 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 
 			rledbat_packet(ops, cookie, yielding(ops, FG_DIR_DOWN) || (share && !CFG.rl_share),
 				       share ? CFG.rl_share : 0,
-				       CFG.yield && fg_quiet(sock_ifindex(ops), bpf_ktime_get_ns()));
+				       CFG.yield && fg_quiet(sock_ifindex(ops), bpf_ktime_get_ns(), 0));
 			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
 			rl_floor_mark(ops); /* its ACKs paced at its floor (classifier.c) */
 		} else {

@@ -114,6 +114,8 @@ type SockopsFgWindow struct {
 	Episodes uint64
 	Packets  uint32
 	Bytes    uint32
+	Gap      uint32
+	Quiet    uint32
 }
 
 type SockopsFlowKey struct {

@@ -43,6 +43,8 @@ type TcpiterFgWindow struct {
 	Episodes uint64
 	Packets  uint32
 	Bytes    uint32
+	Gap      uint32
+	Quiet    uint32
 }
 
 type TcpiterFlowKey struct {

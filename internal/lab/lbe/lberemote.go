@@ -93,6 +93,10 @@ var RemoteMethods = []RemoteMethod{
 	// replaced
 	{"full-joined", "full, a harm in either direction holds both, delays from the RTT", true, true, "",
 		[]string{"--directions-joined"}},
+	// a foreground quiet a fixed 150 ms after its last stamp
+	// (--quiet-fixed): the rule the measured quiet replaced
+	{"full-quietfixed", "full, a foreground quiet 150 ms after its last stamp, not twice its gap", true, true, "",
+		[]string{"--quiet-fixed"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
 	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
