@@ -51,9 +51,10 @@ func (w Window) Held(now uint64, r Rule) bool {
 }
 
 // Quiet and Recent are lanes_fg.h's FG_QUIET_NS and FG_RECENT_NS: a
-// foreground whose last stamp is its quiet (twice the gap between its
-// stamps, at most Quiet) to Recent old sent recently and sends nothing now
-// (a video between its segments, between page loads).
+// foreground whose last stamp is its quiet (to a download six gaps between
+// its stamps, at most Quiet; to an upload Quiet) to Recent old sent
+// recently and sends nothing now (a video between its segments, between
+// page loads).
 const (
 	Quiet  = 150 * time.Millisecond
 	Recent = 10 * time.Second
