@@ -173,8 +173,9 @@ static __always_inline void fg_new_dest_answered(void)
  * recorded as the last that did): none held within FG_DEST_GAP_NS, the
  * last that held was answered, and for a peer not seen before a place in
  * the budget of unanswered openings (lanes_fg_new_dest). At FG_AT_ACTIVE
- * it records the answer. A
- * global function: the verifier checks it once, not at each call. */
+ * it records the answer and says whether it is the first since the hold
+ * (the hold is this handshake's to end; the peer forgotten: it may be).
+ * A global function: the verifier checks it once, not at each call. */
 __noinline int fg_dest_holds(struct bpf_sock_ops *ops, int at, __u64 now)
 {
 	struct fg_dest d = {};
@@ -183,11 +184,13 @@ __noinline int fg_dest_holds(struct bpf_sock_ops *ops, int at, __u64 now)
 	fg_dest_of(ops, &d);
 	seen = bpf_map_lookup_elem(&lanes_fg_dest, &d);
 	if (at == FG_AT_ACTIVE) {
-		if (seen && !seen->answered) {
-			seen->answered = 1;
-			if (seen->taken)
-				fg_new_dest_answered();
-		}
+		if (!seen)
+			return 1;
+		if (seen->answered)
+			return 0;
+		seen->answered = 1;
+		if (seen->taken)
+			fg_new_dest_answered();
 		return 1;
 	}
 	if (seen && (!seen->answered || now - seen->held_at < FG_DEST_GAP_NS))
@@ -221,8 +224,11 @@ static __always_inline __u64 first_flight_ns(struct bpf_sock_ops *ops, __u32 idx
  * connect until the handshake ends (at most FG_OPEN_HOLD_NS, within one
  * initial RTO; at most once per destination per second and not after an
  * opening there that was never answered: fg_dest_holds), at the
- * handshake's end (active: shortening the hold its connect began; passive:
- * a hold of its own) for FG_OPEN_RTTS of its RTT or its first flight's
+ * handshake's end (active: the first answer since its peer's hold ends
+ * that hold; a later connection's handshake left it extending the hold
+ * 500 ms at a time where the upload estimate was low, and background was
+ * held 84-96 % of the churn step on the LTE traces; passive: a hold of
+ * its own) for FG_OPEN_RTTS of its RTT or its first flight's
  * time on the link (first_flight_ns), the longer. Two RTTs of a path
  * whose queue is empty are under a millisecond; a 10 KB POST's flight
  * takes 170 ms at 0.5 Mbit/s, and a QUIC upload that resumed into it
@@ -243,8 +249,7 @@ static __always_inline void fg_opened(struct bpf_sock_ops *ops, __u32 lane, int 
 	now = bpf_ktime_get_ns();
 	if (at == FG_AT_ACTIVE) { /* only a hold its connect began */
 		end = bpf_map_lookup_elem(&lanes_fg_open, &idx);
-		fg_dest_holds(ops, at, now);
-		if (!end || now >= *end)
+		if (!fg_dest_holds(ops, at, now) || !end || now >= *end)
 			return;
 	} else if (fg_held(idx, now)) {
 		return;
