@@ -325,11 +325,7 @@ func (b *BackgroundClass) Foreground(ifindex int, d Direction) (present, quiet b
 		var w yield.Window
 		if b.cls.LanesFgActive.Lookup(uint32(ifindex), &w) == nil {
 			now := monotonicNS()
-			dir := yield.Up
-			if d == Download {
-				dir = yield.Down
-			}
-			present, quiet = w.Held(now, yield.KernelRule), w.Quiet(now, dir)
+			present, quiet = w.Held(now, yield.KernelRule), w.Quiet(now, yieldDir(d))
 		}
 		return nil
 	})

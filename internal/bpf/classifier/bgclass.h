@@ -61,7 +61,7 @@
  * lab switch, the rule directions apart replaced; sock_ops' YIELD_JOINED) */
 #define CLS_F_DIRS_JOINED 4U
 /* cls_config.flags: a foreground quiet FG_QUIET_NS after its last stamp,
- * not twice the gap between its stamps (a lab switch, the rule the
+ * not six gaps between its stamps (a lab switch, the rule the
  * measured quiet replaced; classifier.c's fg_gap) */
 #define CLS_F_QUIET_FIXED 8U
 

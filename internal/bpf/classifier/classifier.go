@@ -58,7 +58,7 @@ type Config struct {
 	// directions apart replaced)
 	DirectionsJoined bool
 	// QuietFixed: a foreground is quiet FG_QUIET_NS after its last stamp,
-	// not twice the gap between its stamps (bgclass.h's CLS_F_QUIET_FIXED;
+	// not six gaps between its stamps (bgclass.h's CLS_F_QUIET_FIXED;
 	// a lab switch, the rule the measured quiet replaced)
 	QuietFixed bool
 }

@@ -95,7 +95,7 @@ var RemoteMethods = []RemoteMethod{
 		[]string{"--directions-joined"}},
 	// a foreground quiet a fixed 150 ms after its last stamp
 	// (--quiet-fixed): the rule the measured quiet replaced
-	{"full-quietfixed", "full, a foreground quiet 150 ms after its last stamp, not twice its gap", true, true, "",
+	{"full-quietfixed", "full, a foreground quiet 150 ms after its last stamp, not six gaps between its stamps", true, true, "",
 		[]string{"--quiet-fixed"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
