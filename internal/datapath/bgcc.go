@@ -69,6 +69,9 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if h.cfg.Experiments.DirectionsJoined {
 		share |= ledbat.RTTDelay
 	}
+	if h.cfg.Experiments.RateUnkept {
+		share |= ledbat.RateUnkept
+	}
 	var err error
 	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, account); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))

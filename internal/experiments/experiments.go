@@ -28,6 +28,10 @@ type Set struct {
 	// stamp, not six gaps between its stamps: the rule the measured
 	// quiet replaced.
 	QuietFixed bool
+	// RateUnkept: a background window keeps no rate through the other
+	// direction's queue its ACKs or data wait in; its growth scaled by the
+	// longer round trip instead: the rule keeping the rate replaced.
+	RateUnkept bool
 	// Share: parts of the share rule beside a present foreground left off.
 	Share ShareOff
 	// BgUDP: parts of the background QUIC/UDP class's rule left off.
@@ -134,6 +138,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.UntoldHeld, "untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (UDP), its arrivals not presence")
 	fs.BoolVar(&s.DirectionsJoined, "directions-joined", false, "hold background both ways for a foreground's harm in either direction, every delay from the RTT")
 	fs.BoolVar(&s.QuietFixed, "quiet-fixed", false, "a foreground quiet 150 ms after its last stamp, not six gaps between its stamps")
+	fs.BoolVar(&s.RateUnkept, "rate-unkept", false, "a background window keeps no rate through the other direction's queue, its growth scaled by the longer round trip")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
 	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, bursts, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")
@@ -153,7 +158,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 }
 
 // Names are the flags Flags registers.
-var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
+var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "rate-unkept", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
 	"struct-ops-by-update", "allow-non-root-policy"}
 
 // On lists the switches set, as their flags would ("" when none): what the
@@ -168,6 +173,7 @@ func (s Set) On() string {
 	add("untold-held", s.UntoldHeld)
 	add("directions-joined", s.DirectionsJoined)
 	add("quiet-fixed", s.QuietFixed)
+	add("rate-unkept", s.RateUnkept)
 	on = appendParts(on, "share-rule-off", s.shareParts())
 	on = appendParts(on, "bg-udp-rule-off", s.bgUDPParts())
 	add("bg-udp-keep-tokens", s.BgUDP.KeepTokens)

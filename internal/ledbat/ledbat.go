@@ -17,9 +17,10 @@
 //     and a filter of one base RTT reads its own burst as queue): the bursty delivery of a cellular link swings the
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
-//   - gain = 1 / min(16, ceil(2 * target / base)) per round trip it would
-//     have alone (base + its queue): a round trip inflated by a queue not
-//     its own (the other direction's) grows up to 16 gains (growth);
+//   - gain = 1 / min(16, ceil(2 * target / base)) per round trip;
+//   - a round trip inflated by a queue not its own (the other direction's,
+//     SOther) scales the window, so the rate stays where its own queue put
+//     it (KeepRate);
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
 //     cwnd reaches ssthresh;
@@ -43,7 +44,7 @@ const (
 	Scale             = 1 << ScaleShift
 	MinCwnd           = 2
 	GainMaxDiv        = 16
-	GrowthMax         = 16 // growth per round trip at most 16^2 gains (growth)
+	GrowthMax         = 16 // a round trip counts at most 16 currents (KeepRate)
 	Filter            = 4  // current delay: minimum over 4 slots
 	SlotDiv           = 3  // a slot lasts at least (base + SOther) / 3: the 4 slots span 1 to 4/3 round trips
 	BaseBuckets       = 10
@@ -63,6 +64,11 @@ const (
 	ShareGrowSlope    = 2                           // with FlagShareGrow the decrease halves again
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
+	WinMax            = 65535                       // an ssthresh above is none (infinite)
+	// FlagRateUnkept, set by the caller at New (a lab switch, the rule
+	// KeepRate replaced): no KeepRate, SOther smoothed 1/8 a sample and
+	// the growth per round trip scaled by m^2 (growth)
+	FlagRateUnkept = 128
 )
 
 // Phase is where the controller is.
@@ -103,7 +109,7 @@ type State struct {
 	TSlowdown uint32
 	TNext     uint32
 	TSlot     uint32 // Cur[0]'s slot began (us)
-	SOther    uint32 // the round trip's part not its own, smoothed 1/8 a sample (us)
+	SOther    uint32 // the last sample's round trip's part not its own (us)
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.
@@ -136,9 +142,12 @@ func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 	s.Bucket = minute
 	s.Base[0] = minNonZero([]uint32{s.Base[0], rttUS})
 	s.Samples++
-	if otherUS > s.SOther {
+	switch {
+	case s.Flags&FlagRateUnkept == 0:
+		s.SOther = otherUS
+	case otherUS > s.SOther:
 		s.SOther += (otherUS - s.SOther) >> 3
-	} else {
+	default:
 		s.SOther -= (s.SOther - otherUS) >> 3
 	}
 	// the current slot ends at the first sample (base + SOther) / SlotDiv
@@ -150,6 +159,28 @@ func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 		return
 	}
 	s.Cur[0] = minNonZero([]uint32{s.Cur[0], rttUS})
+}
+
+// KeepRate scales w by the change of the round trip's part not the flow's
+// own, from was (SOther before the last sample) to SOther: the rate,
+// window / (current + SOther), stays where its own queue put it (at most
+// GrowthMax currents; ssthresh alike where it is a window; ledbat_core.h's
+// ledbat_keep_rate).
+func (s *State) KeepRate(w *Window, was uint32) {
+	cur := uint64(s.CurrentDelay())
+	lim := (GrowthMax - 1) * cur
+	from, to := cur+min(uint64(was), lim), cur+min(uint64(s.SOther), lim)
+	if cur == 0 || from == to || s.Flags&FlagRateUnkept != 0 {
+		return
+	}
+	if to > from {
+		s.apply(w, int64(s.Acc)+int64((uint64(w.Cwnd)*(to-from)<<ScaleShift)/from))
+	} else {
+		s.apply(w, int64(s.Acc)-int64((uint64(w.Cwnd)*(from-to)<<ScaleShift)/from))
+	}
+	if w.Ssthresh <= WinMax {
+		w.Ssthresh = uint32(min(max(uint64(w.Ssthresh)*to/from, MinCwnd), WinMax))
+	}
 }
 
 func minNonZero(v []uint32) uint32 {
@@ -375,16 +406,15 @@ func (s *State) Loss(cwnd, now, srttUS uint32) uint32 {
 }
 
 // growth is the increase per acked packet in congestion avoidance, in
-// 1/Scale packets: the flow's rate grows as it would alone (its current
-// delay). A round trip m times longer (m = 1 + SOther / current, SOther
-// a queue not its own) needs an m times larger window and acks it m times
-// more slowly, so the gain per round trip is scaled by m^2 (m at most
-// GrowthMax); the part above the gain shrinks by (target - qd) / target,
-// none at or above the target (ledbat_core.h's ledbat_inc).
+// 1/Scale packets: a gain per round trip. With FlagRateUnkept a round trip
+// m times longer (m = 1 + SOther / current, SOther a queue not its own)
+// scaled the gain per round trip by m^2 (m at most GrowthMax), the part
+// above the gain shrinking by (target - qd) / target (ledbat_core.h's
+// ledbat_inc).
 func (s *State) growth(gdiv, cwnd, qd uint32) uint64 {
 	div := uint64(gdiv) * uint64(cwnd)
 	cur, target := s.CurrentDelay(), s.TargetUS
-	if cur == 0 || s.SOther == 0 || qd >= target {
+	if cur == 0 || s.SOther == 0 || qd >= target || s.Flags&FlagRateUnkept == 0 {
 		return Scale / div
 	}
 	x := min((uint64(s.SOther)<<ScaleShift)/uint64(cur), (GrowthMax-1)<<ScaleShift) // m - 1

@@ -71,14 +71,44 @@ func roundTrips(s *State, w *Window, n int, srtt uint32) {
 	}
 }
 
-// TestRateGrowsAsAlone: a round trip 5x the base with no queue of the
-// flow's own (4 base RTTs of it the other direction's queue, which its
-// ACKs wait in) needs a 5x window for the same rate and acks it 5x more
-// slowly: 5^2 gains per round trip, so the rate (window / round trip)
-// grows as alone, a gain per base RTT; with its own queue half the
-// target, the part above the gain halved; alone (no other queue) the gain
-// per round trip; at most 16^2 gains.
-func TestRateGrowsAsAlone(t *testing.T) {
+// TestKeepRate: the other direction's queue rising from 0 to 4 base RTTs
+// scales the window and ssthresh 5x (the rate kept), falling back 1x; at
+// most 16 currents; an infinite ssthresh stays; nothing with
+// FlagRateUnkept.
+func TestKeepRate(t *testing.T) {
+	const base = 20_000
+	for _, c := range []struct {
+		name         string
+		was, other   uint32
+		flags        uint32
+		cwnd, ss     uint32
+		wantW, wantS uint32
+	}{
+		{"rises 4 base RTTs", 0, 4 * base, 0, 100, 50, 500, 250},
+		{"falls back", 4 * base, 0, 0, 500, 250, 100, 50},
+		{"at most 16 currents", 0, 100 * base, 0, 10, SsthreshInfinite, 160, SsthreshInfinite},
+		{"the rule it replaced", 0, 4 * base, FlagRateUnkept, 100, 50, 100, 50},
+	} {
+		s := avoiding(base)
+		s.Flags |= c.flags
+		s.SOther = c.other
+		w := Window{Cwnd: c.cwnd, Ssthresh: c.ss}
+		s.KeepRate(&w, c.was)
+		if w.Cwnd != c.wantW || w.Ssthresh != c.wantS {
+			t.Errorf("%s: window %+v, want cwnd %d ssthresh %d", c.name, w, c.wantW, c.wantS)
+		}
+	}
+}
+
+// TestRateUnkeptGrowsAsAlone, the rule KeepRate replaced (FlagRateUnkept):
+// a round trip 5x the base with no queue of the flow's own (4 base RTTs of
+// it the other direction's queue, which its ACKs wait in) needs a 5x window
+// for the same rate and acks it 5x more slowly: 5^2 gains per round trip,
+// so the rate (window / round trip) grows as alone, a gain per base RTT;
+// with its own queue half the target, the part above the gain halved;
+// alone (no other queue) the gain per round trip; at most 16^2 gains.
+// Without the flag a gain per round trip whatever the other queue.
+func TestRateUnkeptGrowsAsAlone(t *testing.T) {
 	const base = 20_000 // avoiding's; target 25 ms: gain 1/3
 	for _, c := range []struct {
 		name      string
@@ -91,6 +121,7 @@ func TestRateGrowsAsAlone(t *testing.T) {
 		{"srtt 40x base: at most 16^2 gains per RTT", 0, 39 * base, 2500, 2560},
 	} {
 		s := avoiding(base + c.qd)
+		s.Flags |= FlagRateUnkept
 		s.SOther = c.other // its samples' other part for a while
 		w := Window{Cwnd: 100, Ssthresh: 50}
 		roundTrips(&s, &w, 30, base+c.qd+c.other)
@@ -101,11 +132,19 @@ func TestRateGrowsAsAlone(t *testing.T) {
 	// the rate: alone over the same time (150 base RTTs) the window grows
 	// by 50 packets, its rate by 50 a base RTT; at 5x the round trip
 	s := avoiding(base)
+	s.Flags |= FlagRateUnkept
 	s.SOther = 4 * base
 	w := Window{Cwnd: 100, Ssthresh: 50}
 	roundTrips(&s, &w, 30, 5*base)
 	if gain := float64(w.Cwnd-100) / 5; gain < 45 || gain > 50 {
 		t.Errorf("rate at 5x the round trip grew %.1f packets a base RTT over 150 base RTTs, alone 50", gain)
+	}
+	s = avoiding(base)
+	s.SOther = 4 * base
+	w = Window{Cwnd: 100, Ssthresh: 50}
+	roundTrips(&s, &w, 30, 5*base)
+	if w.Cwnd < 108 || w.Cwnd > 110 {
+		t.Errorf("without the flag, 5x the round trip: cwnd %d after 30 round trips, want 108-110 (a gain each)", w.Cwnd)
 	}
 }
 

@@ -26,6 +26,7 @@ type simFlow struct {
 type simEvent struct {
 	at, sent float64
 	flow     int
+	other    float64 // the wait on the ACK's way past the base (s)
 }
 
 type simQueue []simEvent

@@ -14,14 +14,15 @@
  *     gentler decrease, growth in proportion below the target, periodic
  *     slowdowns deferred);
  *   - pkts_acked: each ACK's delay feeds the base and current delay
- *     filters (the download direction's queue, the growth's scale:
- *     ledbat_inc): the upload direction's queue from TCP timestamps
+ *     filters: the upload direction's queue from TCP timestamps
  *     (lanes_owd.h: the RTT above its minimum less the download
  *     direction's queue, the ACK's TSval to its arrival) over the path's
- *     minimum RTT, so that the download
- *     direction's queue its ACKs wait in (a foreground download beside
- *     it) is not this flow's; without timestamps the RTT sample
- *     (ack_sample.rtt_us);
+ *     minimum RTT, so that the download direction's queue its ACKs wait
+ *     in (a foreground download beside it) is not this flow's; without
+ *     timestamps the RTT sample (ack_sample.rtt_us). That download queue
+ *     scales the window (ledbat_keep_rate): the rate kept while the ACKs
+ *     wait (CFG.share's LEDBAT_F_RATE_UNKEPT, a lab switch, leaves it
+ *     off);
  *   - a new socket counts itself in lanes_lb_joins; every other socket
  *     slows down on its next ack when the count changed (the host's flows
  *     make room for the latecomer: ledbat_slowdown_now);
@@ -60,7 +61,7 @@ char __license[] SEC("license") = "GPL";
 
 volatile const struct ledbat_config {
 	__u32 target_us; /* queuing delay target */
-	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground, LB_RTT_DELAY */
+	__u32 share;     /* LEDBAT_F_SHARE_* beside a present foreground, LB_RTT_DELAY, LEDBAT_F_RATE_UNKEPT */
 } CFG = {.target_us = 25000, .share = LEDBAT_F_SHARE};
 
 /* sk_ifindex is the device of the socket's cached route (as sock_ops'
@@ -228,6 +229,7 @@ void BPF_PROG(lanes_lb_init, struct sock *sk)
 	__u32 zero = 0, *joins = bpf_map_lookup_elem(&lanes_lb_joins, &zero);
 
 	ledbat_init(ca(sk), CFG.target_us, tp->tcp_mstamp);
+	ca(sk)->flags |= CFG.share & LEDBAT_F_RATE_UNKEPT;
 	lb(sk)->held = 0;
 	lb(sk)->joins_seen = 0;
 	if (joins) {
@@ -241,12 +243,19 @@ SEC("struct_ops")
 void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 delay, other;
+	__u32 delay, other, was = ca(sk)->sother;
+	struct ledbat_win w;
 
 	if (sample->rtt_us <= 0)
 		return;
 	delay = lb_delay(sk, (__u32)sample->rtt_us, &other);
 	ledbat_rtt(ca(sk), delay, other, tp->tcp_mstamp);
+	w.cwnd = tp->snd_cwnd;
+	w.ssthresh = tp->snd_ssthresh;
+	ledbat_keep_rate(ca(sk), &w, was);
+	tp->snd_cwnd = w.cwnd;
+	tp->snd_ssthresh = w.ssthresh;
+	enforce(sk);
 }
 
 SEC("struct_ops")

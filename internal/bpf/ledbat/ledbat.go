@@ -28,6 +28,10 @@ const (
 	// not the upload direction's queue from TCP timestamps (ledbat.c's
 	// LB_RTT_DELAY; a lab switch, the rule that one replaced)
 	RTTDelay = 64
+	// RateUnkept: the window keeps no rate through the other direction's
+	// queue (ledbat_core.h's LEDBAT_F_RATE_UNKEPT; a lab switch, the rule
+	// that one replaced)
+	RateUnkept = model.FlagRateUnkept
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -69,7 +73,7 @@ func Load(name string, target time.Duration, share uint32, mode structops.Mode, 
 	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
-	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & (ShareRule | RTTDelay)}
+	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & (ShareRule | RTTDelay | RateUnkept)}
 	if err := spec.Variables[LedbatVarCFG].Set(cfg); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}

@@ -26,17 +26,18 @@
  *     few samples, well under a millisecond of ACKs, would read that as
  *     queue);
  *   - queuing delay qd = current - base;
- *   - sother: the part of each sample's round trip that is not this
+ *   - sother: the part of the last sample's round trip that is not this
  *     flow's delay (the caller's: the other direction's queue, which its
- *     ACKs or data wait in), smoothed 1/8 a sample (ledbat_inc).
+ *     ACKs or data wait in, a filtered reading).
  * Operations:
  *   - ledbat_rtt: one delay sample into both filters, and the part of
  *     its round trip not the flow's own (0 where the delay is the RTT).
+ *   - ledbat_keep_rate: after a sample, the window scaled by the change
+ *     of sother, (current + sother) / (current + sother before): its
+ *     rate kept through a queue not its own.
  *   - ledbat_ack: `acked` packets were acknowledged:
  *       gain    = 1 / min(16, ceil(2 * target / base)), per round trip
- *                 it would have alone (ledbat_inc: per RTT, 1 + sother /
- *                 current gains, at most 16: a round trip inflated by a
- *                 queue not its own)
+ *                 (ledbat_inc)
  *       slow start (initial, or after a slowdown): cwnd += gain per acked
  *         packet, left when qd > 3/4 target or cwnd reaches ssthresh;
  *       congestion avoidance, per RTT (spread over the RTT's acks):
@@ -85,8 +86,9 @@
 #define LEDBAT_SCALE_SHIFT 16
 #define LEDBAT_SCALE (1 << LEDBAT_SCALE_SHIFT)
 #define LEDBAT_MIN_CWND 2
+#define LEDBAT_WIN_MAX 65535     /* an ssthresh above is none (infinite) */
 #define LEDBAT_GAIN_MAX_DIV 16   /* gain is at least 1/16 */
-#define LEDBAT_GROWTH_MAX 16     /* growth per round trip at most 16^2 gains (ledbat_inc) */
+#define LEDBAT_GROWTH_MAX 16     /* a round trip counts at most 16 currents (ledbat_keep_rate) */
 #define LEDBAT_FILTER 4          /* current delay: min over 4 slots */
 #define LEDBAT_SLOT_DIV 3        /* a slot lasts at least (base + sother) / 3: the filter spans 1-4/3 round trips */
 #define LEDBAT_BASE_BUCKETS 10   /* base delay: min over 10 minutes */
@@ -114,6 +116,11 @@ enum ledbat_phase {
 #define LEDBAT_F_SHARE_SETTLED 16 /* sharing, the queue came down to the share target once */
 #define LEDBAT_SHARE_SLOPE 4   /* the share target is a quarter of the flow's own */
 #define LEDBAT_SHARE_GROW_SLOPE 2 /* with LEDBAT_F_SHARE_GROW the decrease halves again */
+/* Set by the caller at init (a lab switch, the rule ledbat_keep_rate
+ * replaced): the window keeps no rate through the other direction's queue;
+ * instead sother is smoothed 1/8 a sample and the growth per round trip
+ * scaled by m^2 (ledbat_inc) */
+#define LEDBAT_F_RATE_UNKEPT 128
 
 struct ledbat {
 	__u32 base[LEDBAT_BASE_BUCKETS]; /* per-minute minimum RTT, 0 = empty */
@@ -128,7 +135,7 @@ struct ledbat {
 	__u32 t_slowdown;                /* the current slowdown began (us) */
 	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
 	__u32 t_slot;                    /* cur[0]'s slot began (us) */
-	__u32 sother;                    /* the round trip's part not its own, smoothed 1/8 (us) */
+	__u32 sother;                    /* the round trip's part not its own, the last sample's (us) */
 };
 
 /* a window the arithmetic reads and writes (the socket's, or a test's) */
@@ -195,7 +202,9 @@ static __always_inline void ledbat_rtt(struct ledbat *l, __u32 rtt_us, __u32 oth
 	l->bucket = minute;
 	l->base[0] = ledbat_min0(l->base[0], rtt_us);
 	l->samples++;
-	if (other_us > l->sother)
+	if (!(l->flags & LEDBAT_F_RATE_UNKEPT))
+		l->sother = other_us;
+	else if (other_us > l->sother)
 		l->sother += (other_us - l->sother) >> 3;
 	else
 		l->sother -= (l->sother - other_us) >> 3;
@@ -262,6 +271,30 @@ static __always_inline void ledbat_apply(struct ledbat *l, struct ledbat_win *w,
 		w->cwnd = LEDBAT_MIN_CWND;
 }
 
+/* ledbat_keep_rate scales w by the change of the round trip's part not the
+ * flow's own, from was (sother before the last sample) to sother: its rate,
+ * window / (current + sother), stays where its own queue put it. Behind
+ * page loads' downloads an upload's ACKs wait 200-300 ms; an unscaled
+ * window then sends a fifth of its rate. Per sample, unsmoothed: when that
+ * queue drains its ACKs come at once, each for data sent a packet time
+ * after the last, and the window falls as fast as they free it, so the
+ * burst sends nothing. The round trip counts at most LEDBAT_GROWTH_MAX
+ * currents; ssthresh scales alike where it is a window. */
+static __always_inline void ledbat_keep_rate(struct ledbat *l, struct ledbat_win *w, __u32 was)
+{
+	__u64 cur = ledbat_current(l), lim = (LEDBAT_GROWTH_MAX - 1) * cur;
+	__u64 from = cur + (was < lim ? was : lim), to = cur + (l->sother < lim ? l->sother : lim), d;
+
+	if (!cur || from == to || (l->flags & LEDBAT_F_RATE_UNKEPT))
+		return;
+	d = ((__u64)w->cwnd * (to > from ? to - from : from - to) << LEDBAT_SCALE_SHIFT) / from;
+	ledbat_apply(l, w, to > from ? (__s64)l->acc + (__s64)d : (__s64)l->acc - (__s64)d);
+	if (w->ssthresh <= LEDBAT_WIN_MAX) {
+		d = (__u64)w->ssthresh * to / from;
+		w->ssthresh = d < LEDBAT_MIN_CWND ? LEDBAT_MIN_CWND : d > LEDBAT_WIN_MAX ? LEDBAT_WIN_MAX : (__u32)d;
+	}
+}
+
 /* ledbat_schedule sets the next slowdown after a slow start ends at now. */
 static __always_inline void ledbat_schedule(struct ledbat *l, __u32 now, __u32 srtt_us)
 {
@@ -292,20 +325,21 @@ static __always_inline int ledbat_ss_ends(const struct ledbat *l, const struct l
 }
 
 /* ledbat_inc is the growth per acked packet in congestion avoidance, in
- * 1/LEDBAT_SCALE packets: the flow's rate grows as it would alone (its
- * current delay: base + its own queue). A round trip m times longer
+ * 1/LEDBAT_SCALE packets: a gain per round trip. With LEDBAT_F_RATE_UNKEPT
+ * (the rule ledbat_keep_rate replaced) a round trip m times longer
  * (m = 1 + sother / current; sother: the other direction's queue, which
- * its ACKs wait in) needs an m times larger window for the same rate and
- * acks it m times more slowly, so the gain per round trip is scaled by m^2
- * (m at most LEDBAT_GROWTH_MAX). The part above the gain shrinks as its own
- * queue nears the target (x (target - qd) / target), none at or above it,
- * where the window decreases by its own queuing delay as the draft's. */
+ * its ACKs wait in) scaled the gain per round trip by m^2, so that the
+ * rate grew as alone (m at most LEDBAT_GROWTH_MAX), the part above the gain
+ * shrinking as its own queue nears the target (x (target - qd) / target).
+ * Its own queue shows a round trip late, m times later than alone: the
+ * growth overshot by as much (a model of page loads' 250 ms: 84-150 ms of
+ * its own queue at the drain, otherdir_sim_test.go). */
 static __always_inline __u64 ledbat_inc(const struct ledbat *l, __u32 gdiv, __u32 cwnd, __u32 cur, __u32 qd)
 {
 	__u64 div = (__u64)gdiv * cwnd, x;
 	__u32 target = l->target_us;
 
-	if (!cur || !l->sother || qd >= target)
+	if (!cur || !l->sother || qd >= target || !(l->flags & LEDBAT_F_RATE_UNKEPT))
 		return (__u64)LEDBAT_SCALE / div;
 	x = ((__u64)l->sother << LEDBAT_SCALE_SHIFT) / cur; /* m - 1 */
 	if (x > (__u64)(LEDBAT_GROWTH_MAX - 1) << LEDBAT_SCALE_SHIFT)

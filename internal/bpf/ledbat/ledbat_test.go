@@ -92,6 +92,7 @@ const (
 	opLoss
 	opSlowdownNow
 	opShare
+	opKeepRate
 )
 
 func (k *kernelStep) run(op, arg uint32, now uint64, srtt uint32, limited bool) {
@@ -139,6 +140,16 @@ func (p *pair) delay(delay, other uint32, now uint64) {
 	p.k.run(opRTT, delay, now, other, false)
 	p.m.Delay(delay, other, now)
 	p.check("rtt")
+}
+
+// keepRate is a delay sample followed by the window's scaling by the
+// change of its round trip's part not its own (ledbat_keep_rate).
+func (p *pair) keepRate(delay, other uint32, now uint64) {
+	was := p.m.SOther
+	p.delay(delay, other, now)
+	p.k.run(opKeepRate, was, now, 0, false)
+	p.m.KeepRate(&p.w, was)
+	p.check("keep-rate")
 }
 
 func (p *pair) ack(acked uint32, now uint64, srtt uint32, limited bool) {
@@ -233,7 +244,7 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			srtt := uint32(1_000 + rng.Intn(300_000))
 			switch r := rng.Intn(100); {
 			case r < 45:
-				p.delay(uint32(1+rng.Intn(400_000)), uint32(rng.Intn(100_000)), now)
+				p.keepRate(uint32(1+rng.Intn(400_000)), uint32(rng.Intn(100_000)), now)
 			case r < 92:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
 			case r < 96:
@@ -308,22 +319,33 @@ func TestKernelMatchesModelSharing(t *testing.T) {
 }
 
 // TestKernelMatchesModelOtherDirection plays a flow whose ACKs wait behind
-// another direction's queue (base 10 ms, its own queue from its window, each
-// round trip 15-90 ms longer than the delay it is fed): kernel and
-// model agree at every step (the growth scaled by the round trip not its
-// own), and the window grows in congestion avoidance below the target.
+// another direction's queue (base 10 ms, its own queue from the part of its
+// window on its own way, each round trip 15-90 ms longer than the delay it
+// is fed), with the rule (the window scaled by the round trip not its own)
+// and with the one it replaced (FlagRateUnkept: the growth scaled): kernel
+// and model agree at every step, and the window grows in congestion
+// avoidance below the target.
 func TestKernelMatchesModelOtherDirection(t *testing.T) {
+	for _, flags := range []uint32{0, model.FlagRateUnkept} {
+		otherDirection(t, flags)
+	}
+}
+
+func otherDirection(t *testing.T, flags uint32) {
 	const target, base, bdp = 10_000, 10_000, 9
 	now := uint64(1<<32) - 5_000_000 // the 32-bit clock wraps during the run
 	p := newPair(t, target, now, 10)
+	p.m.Flags |= flags
+	p.k.s.St.Flags |= uint16(flags)
 	rng := rand.New(rand.NewSource(3))
 	grown := 0
 	for i := 0; i < 4000; i++ {
-		delay := uint32(base + max(int(p.w.Cwnd)-bdp, 0)*1_200)
+		own := int(p.w.Cwnd) * base / (base + int(p.m.SOther))
+		delay := uint32(base + max(own-bdp, 0)*1_200)
 		other := uint32(15_000 + rng.Intn(75_000))
 		srtt := delay + other
 		now += uint64(srtt) / uint64(p.w.Cwnd)
-		p.delay(delay, other, now)
+		p.keepRate(delay, other, now)
 		cwnd, avoid := p.w.Cwnd, p.m.Phase == model.Avoid
 		p.ack(1, now, srtt, true)
 		if avoid && p.m.QueuingDelay() < target && p.w.Cwnd > cwnd {
@@ -331,6 +353,6 @@ func TestKernelMatchesModelOtherDirection(t *testing.T) {
 		}
 	}
 	if grown == 0 {
-		t.Errorf("the window never grew in congestion avoidance below the target")
+		t.Errorf("flags %d: the window never grew in congestion avoidance below the target", flags)
 	}
 }

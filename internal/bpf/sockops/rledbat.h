@@ -197,7 +197,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	struct tcp_sock *tp;
 	struct rl_state *st;
 	struct ledbat_win w;
-	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base, raw, now_ms;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base, raw, now_ms, was;
 	__u64 now64;
 	int val;
 
@@ -217,6 +217,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		mss = 536;
 	if (!st->wnd) {
 		ledbat_init(&st->l, CFG.rl_target_us, now64);
+		st->l.flags |= CFG.rl_share & LEDBAT_F_RATE_UNKEPT;
 		st->wnd = RL_INIT_WND;
 		st->ssthresh = 0x7fffffff;
 		st->last_nxt = nxt;
@@ -224,6 +225,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 		st->slot_start = now;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
+	was = st->l.sother;
 	if (tp->rx_opt.rcv_tsecr && !(CFG.yield & YIELD_JOINED)) {
 		/* the download direction's queue over the path's RTT, at new
 		 * data: our ACKs' queue (an upload beside it) is not this
@@ -253,6 +255,7 @@ static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cooki
 	}
 	w.cwnd = st->wnd;
 	w.ssthresh = st->ssthresh;
+	ledbat_keep_rate(&st->l, &w, was); /* the rate kept through our ACKs' queue */
 	ooo = tp->rcv_ooopack;
 	if (ooo != st->last_ooo) {
 		st->last_ooo = ooo;
