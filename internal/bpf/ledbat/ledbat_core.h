@@ -161,6 +161,22 @@ static __always_inline __u32 ledbat_min0(__u32 m, __u32 x)
 	return (__u32)(b + (d & keep_a)) + 1;
 }
 
+/* ledbat_minu and ledbat_maxu: the smaller and the larger of a and b (both
+ * < 2^63) without a branch */
+static __always_inline __u64 ledbat_minu(__u64 a, __u64 b)
+{
+	__u64 d = a - b;
+
+	return b + (d & (__u64)((__s64)d >> 63));
+}
+
+static __always_inline __u64 ledbat_maxu(__u64 a, __u64 b)
+{
+	__u64 d = a - b;
+
+	return a - (d & (__u64)((__s64)d >> 63));
+}
+
 static __always_inline void ledbat_init(struct ledbat *l, __u32 target_us, __u64 now_us)
 {
 	__builtin_memset(l, 0, sizeof(*l));
@@ -283,16 +299,19 @@ static __always_inline void ledbat_apply(struct ledbat *l, struct ledbat_win *w,
 static __always_inline void ledbat_keep_rate(struct ledbat *l, struct ledbat_win *w, __u32 was)
 {
 	__u64 cur = ledbat_current(l), lim = (LEDBAT_GROWTH_MAX - 1) * cur;
-	__u64 from = cur + (was < lim ? was : lim), to = cur + (l->sother < lim ? l->sother : lim), d;
+	__u64 from = cur + ledbat_minu(was, lim), to = cur + ledbat_minu(l->sother, lim), d;
 
 	if (!cur || from == to || (l->flags & LEDBAT_F_RATE_UNKEPT))
 		return;
-	d = ((__u64)w->cwnd * (to > from ? to - from : from - to) << LEDBAT_SCALE_SHIFT) / from;
-	ledbat_apply(l, w, to > from ? (__s64)l->acc + (__s64)d : (__s64)l->acc - (__s64)d);
-	if (w->ssthresh <= LEDBAT_WIN_MAX) {
-		d = (__u64)w->ssthresh * to / from;
-		w->ssthresh = d < LEDBAT_MIN_CWND ? LEDBAT_MIN_CWND : d > LEDBAT_WIN_MAX ? LEDBAT_WIN_MAX : (__u32)d;
+	if (to > from) {
+		d = ((__u64)w->cwnd * (to - from) << LEDBAT_SCALE_SHIFT) / from;
+		ledbat_apply(l, w, (__s64)l->acc + (__s64)d);
+	} else {
+		d = ((__u64)w->cwnd * (from - to) << LEDBAT_SCALE_SHIFT) / from;
+		ledbat_apply(l, w, (__s64)l->acc - (__s64)d);
 	}
+	if (w->ssthresh <= LEDBAT_WIN_MAX)
+		w->ssthresh = (__u32)ledbat_maxu(ledbat_minu((__u64)w->ssthresh * to / from, LEDBAT_WIN_MAX), LEDBAT_MIN_CWND);
 }
 
 /* ledbat_schedule sets the next slowdown after a slow start ends at now. */
