@@ -251,7 +251,7 @@ func (h *Host) loadSockops() {
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.Experiments.UntoldHeld,
 		DirectionsJoined: h.cfg.Experiments.DirectionsJoined,
-		RLShare:          rlShare(h.cfg.Experiments),
+		RLShare:          rlShare(h.cfg.Experiments.Share),
 		BgClampShare:     ledbatShare(h.cfg.Experiments.Share)}
 	shared := h.cls.Shared()
 	shared[sockops.SockopsMapLanesLinkRate] = h.linkRate

@@ -24,16 +24,11 @@ func ledbatShare(off experiments.ShareOff) uint32 {
 	return rule
 }
 
-// rlShare is sock_ops' rLEDBAT share rule with the parts the experiments
-// leave off (without RLShareOn: downloads held at the minimum beside a
-// present foreground), and ledbat.RateUnkept where they ask for it.
-func rlShare(e experiments.Set) uint32 {
-	var unkept uint32
-	if e.RateUnkept {
-		unkept = ledbat.RateUnkept
+// rlShare is sock_ops' rLEDBAT share rule with the parts in off left off
+// (0: downloads held at the minimum beside a present foreground).
+func rlShare(off experiments.ShareOff) uint32 {
+	if off.Download {
+		return 0
 	}
-	if e.Share.Download {
-		return unkept
-	}
-	return sockops.RLShareOn | ledbatShare(e.Share) | unkept
+	return sockops.RLShareOn | ledbatShare(off)
 }

@@ -28,8 +28,8 @@ type Set struct {
 	// stamp, not six gaps between its stamps: the rule the measured
 	// quiet replaced.
 	QuietFixed bool
-	// RateUnkept: a background window keeps no rate through the other
-	// direction's queue its ACKs or data wait in; its growth scaled by the
+	// RateUnkept: a background upload's window keeps no rate through the
+	// other direction's queue its ACKs wait in; its growth scaled by the
 	// longer round trip instead: the rule keeping the rate replaced.
 	RateUnkept bool
 	// Share: parts of the share rule beside a present foreground left off.
@@ -138,7 +138,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.UntoldHeld, "untold-held", false, "hold background at the minimum beside a present foreground no TCP RTT sample speaks for (UDP), its arrivals not presence")
 	fs.BoolVar(&s.DirectionsJoined, "directions-joined", false, "hold background both ways for a foreground's harm in either direction, every delay from the RTT")
 	fs.BoolVar(&s.QuietFixed, "quiet-fixed", false, "a foreground quiet 150 ms after its last stamp, not six gaps between its stamps")
-	fs.BoolVar(&s.RateUnkept, "rate-unkept", false, "a background window keeps no rate through the other direction's queue, its growth scaled by the longer round trip")
+	fs.BoolVar(&s.RateUnkept, "rate-unkept", false, "a background upload's window keeps no rate through the other direction's queue, its growth scaled by the longer round trip")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
 	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, bursts, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")

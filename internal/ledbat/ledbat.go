@@ -65,9 +65,10 @@ const (
 	DefaultTargetUS   = config.DefaultTargetDelayUS // the policy's default target_delay
 	SsthreshInfinite  = 0x7fffffff                  // the kernel's TCP_INFINITE_SSTHRESH
 	WinMax            = 65535                       // an ssthresh above is none (infinite)
-	// FlagRateUnkept, set by the caller at New (a lab switch, the rule
-	// KeepRate replaced): no KeepRate, SOther smoothed 1/8 a sample and
-	// the growth per round trip scaled by m^2 (growth)
+	// FlagRateUnkept, set by the caller at New (the receiver, whose
+	// offered window is never retracted; the sender by a lab switch, the
+	// rule KeepRate replaced there): no KeepRate, SOther smoothed 1/8 a
+	// sample and the growth per round trip scaled by m^2 (growth)
 	FlagRateUnkept = 128
 )
 
@@ -161,16 +162,18 @@ func (s *State) Delay(rttUS, otherUS uint32, nowUS uint64) {
 	s.Cur[0] = minNonZero([]uint32{s.Cur[0], rttUS})
 }
 
-// KeepRate scales w by the change of the round trip's part not the flow's
+// KeepRate scales w, beside a present foreground (the queue is then
+// another flow's; alone it may be its own, as a Wi-Fi medium's airtime),
+// by the change of the round trip's part not the flow's
 // own, from was (SOther before the last sample) to SOther: the rate,
 // window / (current + SOther), stays where its own queue put it (at most
 // GrowthMax currents; ssthresh alike where it is a window; ledbat_core.h's
 // ledbat_keep_rate).
-func (s *State) KeepRate(w *Window, was uint32) {
+func (s *State) KeepRate(w *Window, was uint32, present bool) {
 	cur := uint64(s.CurrentDelay())
 	lim := (GrowthMax - 1) * cur
 	from, to := cur+min(uint64(was), lim), cur+min(uint64(s.SOther), lim)
-	if cur == 0 || from == to || s.Flags&FlagRateUnkept != 0 {
+	if cur == 0 || from == to || !present || s.Flags&FlagRateUnkept != 0 {
 		return
 	}
 	if to > from {

@@ -71,29 +71,31 @@ func roundTrips(s *State, w *Window, n int, srtt uint32) {
 	}
 }
 
-// TestKeepRate: the other direction's queue rising from 0 to 4 base RTTs
-// scales the window and ssthresh 5x (the rate kept), falling back 1x; at
-// most 16 currents; an infinite ssthresh stays; nothing with
-// FlagRateUnkept.
+// TestKeepRate: beside a present foreground the other direction's queue
+// rising from 0 to 4 base RTTs scales the window and ssthresh 5x (the rate
+// kept), falling back 1x; at most 16 currents; an infinite ssthresh stays;
+// nothing alone, nor with FlagRateUnkept.
 func TestKeepRate(t *testing.T) {
 	const base = 20_000
 	for _, c := range []struct {
 		name         string
 		was, other   uint32
 		flags        uint32
+		alone        bool
 		cwnd, ss     uint32
 		wantW, wantS uint32
 	}{
-		{"rises 4 base RTTs", 0, 4 * base, 0, 100, 50, 500, 250},
-		{"falls back", 4 * base, 0, 0, 500, 250, 100, 50},
-		{"at most 16 currents", 0, 100 * base, 0, 10, SsthreshInfinite, 160, SsthreshInfinite},
-		{"the rule it replaced", 0, 4 * base, FlagRateUnkept, 100, 50, 100, 50},
+		{"rises 4 base RTTs", 0, 4 * base, 0, false, 100, 50, 500, 250},
+		{"falls back", 4 * base, 0, 0, false, 500, 250, 100, 50},
+		{"at most 16 currents", 0, 100 * base, 0, false, 10, SsthreshInfinite, 160, SsthreshInfinite},
+		{"alone: the queue may be its own", 0, 4 * base, 0, true, 100, 50, 100, 50},
+		{"the rule it replaced", 0, 4 * base, FlagRateUnkept, false, 100, 50, 100, 50},
 	} {
 		s := avoiding(base)
 		s.Flags |= c.flags
 		s.SOther = c.other
 		w := Window{Cwnd: c.cwnd, Ssthresh: c.ss}
-		s.KeepRate(&w, c.was)
+		s.KeepRate(&w, c.was, !c.alone)
 		if w.Cwnd != c.wantW || w.Ssthresh != c.wantS {
 			t.Errorf("%s: window %+v, want cwnd %d ssthresh %d", c.name, w, c.wantW, c.wantS)
 		}

@@ -19,10 +19,10 @@
  *     direction's queue, the ACK's TSval to its arrival) over the path's
  *     minimum RTT, so that the download direction's queue its ACKs wait
  *     in (a foreground download beside it) is not this flow's; without
- *     timestamps the RTT sample (ack_sample.rtt_us). That download queue
- *     scales the window (ledbat_keep_rate): the rate kept while the ACKs
- *     wait (CFG.share's LEDBAT_F_RATE_UNKEPT, a lab switch, leaves it
- *     off);
+ *     timestamps the RTT sample (ack_sample.rtt_us). Beside a present
+ *     foreground that download queue scales the window (ledbat_keep_rate):
+ *     the rate kept while the ACKs wait (CFG.share's LEDBAT_F_RATE_UNKEPT,
+ *     a lab switch, leaves it off);
  *   - a new socket counts itself in lanes_lb_joins; every other socket
  *     slows down on its next ack when the count changed (the host's flows
  *     make room for the latecomer: ledbat_slowdown_now);
@@ -252,7 +252,7 @@ void BPF_PROG(lanes_lb_pkts_acked, struct sock *sk, const struct ack_sample *sam
 	ledbat_rtt(ca(sk), delay, other, tp->tcp_mstamp);
 	w.cwnd = tp->snd_cwnd;
 	w.ssthresh = tp->snd_ssthresh;
-	ledbat_keep_rate(ca(sk), &w, was);
+	ledbat_keep_rate(ca(sk), &w, was, fg_held(sk_ifindex(sk), bpf_ktime_get_ns()));
 	tp->snd_cwnd = w.cwnd;
 	tp->snd_ssthresh = w.ssthresh;
 	enforce(sk);

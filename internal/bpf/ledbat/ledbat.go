@@ -30,7 +30,7 @@ const (
 	RTTDelay = 64
 	// RateUnkept: the window keeps no rate through the other direction's
 	// queue (ledbat_core.h's LEDBAT_F_RATE_UNKEPT; a lab switch, the rule
-	// that one replaced)
+	// ledbat_keep_rate replaced)
 	RateUnkept = model.FlagRateUnkept
 )
 

@@ -26,7 +26,7 @@ enum step_op {
 	STEP_LOSS = 3, /* win.ssthresh = the returned ssthresh */
 	STEP_SLOWDOWN_NOW = 4,
 	STEP_SHARE = 5, /* arg = target_us, share = LEDBAT_F_SHARE_* */
-	STEP_KEEP_RATE = 6, /* arg = sother before the last sample (ledbat_keep_rate) */
+	STEP_KEEP_RATE = 6, /* arg = sother before the last sample, limited = present (ledbat_keep_rate) */
 };
 
 struct ledbat_step {
@@ -79,7 +79,7 @@ int ledbat_run(struct __sk_buff *skb)
 		ledbat_share(&s->st, s->arg, s->share);
 		break;
 	case STEP_KEEP_RATE:
-		ledbat_keep_rate(&s->st, &s->win, s->arg);
+		ledbat_keep_rate(&s->st, &s->win, s->arg, s->limited);
 		break;
 	default:
 		return 1;

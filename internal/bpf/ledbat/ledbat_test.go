@@ -143,12 +143,13 @@ func (p *pair) delay(delay, other uint32, now uint64) {
 }
 
 // keepRate is a delay sample followed by the window's scaling by the
-// change of its round trip's part not its own (ledbat_keep_rate).
-func (p *pair) keepRate(delay, other uint32, now uint64) {
+// change of its round trip's part not its own (ledbat_keep_rate), beside a
+// present foreground or alone.
+func (p *pair) keepRate(delay, other uint32, now uint64, present bool) {
 	was := p.m.SOther
 	p.delay(delay, other, now)
-	p.k.run(opKeepRate, was, now, 0, false)
-	p.m.KeepRate(&p.w, was)
+	p.k.run(opKeepRate, was, now, 0, present)
+	p.m.KeepRate(&p.w, was, present)
 	p.check("keep-rate")
 }
 
@@ -244,7 +245,7 @@ func TestKernelMatchesModelRandom(t *testing.T) {
 			srtt := uint32(1_000 + rng.Intn(300_000))
 			switch r := rng.Intn(100); {
 			case r < 45:
-				p.keepRate(uint32(1+rng.Intn(400_000)), uint32(rng.Intn(100_000)), now)
+				p.keepRate(uint32(1+rng.Intn(400_000)), uint32(rng.Intn(100_000)), now, rng.Intn(4) != 0)
 			case r < 92:
 				p.ack(uint32(rng.Intn(64)), now, srtt, rng.Intn(4) != 0)
 			case r < 96:
@@ -345,7 +346,7 @@ func otherDirection(t *testing.T, flags uint32) {
 		other := uint32(15_000 + rng.Intn(75_000))
 		srtt := delay + other
 		now += uint64(srtt) / uint64(p.w.Cwnd)
-		p.keepRate(delay, other, now)
+		p.keepRate(delay, other, now, true)
 		cwnd, avoid := p.w.Cwnd, p.m.Phase == model.Avoid
 		p.ack(1, now, srtt, true)
 		if avoid && p.m.QueuingDelay() < target && p.w.Cwnd > cwnd {

@@ -190,27 +190,25 @@ __noinline int rl_floor_mark(struct bpf_sock_ops *ops)
  * sharing) keeps FG_SHARE_TARGET of queue with LEDBAT++'s share rule;
  * quiet (a foreground quiet on its interface: fg_quiet) hands LEDBAT++ the
  * socket's link window (ledbat_link_window), as the congestion control
- * does for uploads. A global function: the verifier walks it once, not
- * once per state its caller reaches it in (inlined, lanes_sockops cost
- * 117,000 instructions against TestVerifierCost's 100,000; now 86,000). */
-__noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, __u32 share, int quiet)
+ * does for uploads. */
+static __always_inline void rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield, __u32 share, int quiet)
 {
 	struct bpf_sock *bsk = ops->sk;
 	struct tcp_sock *tp;
 	struct rl_state *st;
 	struct ledbat_win w;
-	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base, raw, now_ms, was;
+	__u32 mss, nxt, rtt, ooo, now, clamp, *cap, *joins, zero = 0, up, down, base, raw, now_ms;
 	__u64 now64;
 	int val;
 
 	if (!bsk || !CFG.rl_target_us)
-		return 0;
+		return;
 	tp = bpf_skc_to_tcp_sock(bsk);
 	if (!tp)
-		return 0;
+		return;
 	st = bpf_sk_storage_get(&lanes_rl_state, bsk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!st || st->refused)
-		return 0;
+		return;
 	now64 = tp->tcp_mstamp;
 	now = (__u32)now64;
 	nxt = tp->rcv_nxt;
@@ -219,7 +217,11 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 		mss = 536;
 	if (!st->wnd) {
 		ledbat_init(&st->l, CFG.rl_target_us, now64);
-		st->l.flags |= CFG.rl_share & LEDBAT_F_RATE_UNKEPT;
+		/* a receive window's offered edge is never retracted, so it
+		 * cannot fall as fast as the ACKs drained from the other
+		 * direction's queue free it: its rate is not kept through
+		 * that queue (ledbat_keep_rate), its growth is scaled */
+		st->l.flags |= LEDBAT_F_RATE_UNKEPT;
 		st->wnd = RL_INIT_WND;
 		st->ssthresh = 0x7fffffff;
 		st->last_nxt = nxt;
@@ -227,7 +229,6 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 		st->slot_start = now;
 	}
 	rtt = tp->rcv_rtt_est.rtt_us >> 3;
-	was = st->l.sother;
 	if (tp->rx_opt.rcv_tsecr && !(CFG.yield & YIELD_JOINED)) {
 		/* the download direction's queue over the path's RTT, at new
 		 * data: our ACKs' queue (an upload beside it) is not this
@@ -245,7 +246,7 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 	/* a socket that has received no timed data (an upload, a request) is
 	 * left alone */
 	if (!st->l.samples)
-		return 0;
+		return;
 	rl_active_mark(); /* foreground sockets read their receive side (fgrcv.h) */
 	joins = bpf_map_lookup_elem(&lanes_rl_joins, &zero);
 	if (joins) {
@@ -257,7 +258,6 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 	}
 	w.cwnd = st->wnd;
 	w.ssthresh = st->ssthresh;
-	ledbat_keep_rate(&st->l, &w, was); /* the rate kept through our ACKs' queue */
 	ooo = tp->rcv_ooopack;
 	if (ooo != st->last_ooo) {
 		st->last_ooo = ooo;
@@ -294,7 +294,7 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 			bump(OPS_YIELD);
 	}
 	if (clamp == st->applied && tp->window_clamp <= clamp)
-		return 0;
+		return;
 	val = clamp;
 	if (bpf_setsockopt(ops, SOL_TCP, TCP_WINDOW_CLAMP, &val, sizeof(val)) == 0) {
 		st->applied = clamp;
@@ -303,7 +303,6 @@ __noinline int rledbat_packet(struct bpf_sock_ops *ops, __u64 cookie, int yield,
 		st->refused = 1; /* this kernel refuses it: leave the window alone */
 		bump(OPS_RWND_ERR);
 	}
-	return 0;
 }
 
 /* RL_RELEASE: the window clamp a socket that left background gets back, in

@@ -188,8 +188,8 @@ int lanes_sockops(struct bpf_sock_ops *ops)
 			 * held at the minimum there) */
 			int share = sharing(ops);
 
-			rledbat_packet(ops, cookie, yielding(ops, FG_DIR_DOWN) || (share && !(CFG.rl_share & RL_SHARE_ON)),
-				       share && (CFG.rl_share & RL_SHARE_ON) ? CFG.rl_share : 0,
+			rledbat_packet(ops, cookie, yielding(ops, FG_DIR_DOWN) || (share && !CFG.rl_share),
+				       share ? CFG.rl_share : 0,
 				       CFG.yield && fg_quiet(sock_ifindex(ops), bpf_ktime_get_ns(), 0));
 			bg_rcv_delay(ops); /* its own delay: an untold foreground's harm */
 			rl_floor_mark(ops); /* its ACKs paced at its floor (classifier.c) */

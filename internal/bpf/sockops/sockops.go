@@ -58,10 +58,9 @@ type Config struct {
 	DirectionsJoined bool
 	// RLShare is rLEDBAT beside a present, unharmed foreground: RLShareOn
 	// and LEDBAT++'s share rule (ledbat.ShareRule's bits) to keep
-	// FG_SHARE_TARGET of queue there; without RLShareOn the receive window
-	// is held at the minimum there. Foreground downloads then read their
-	// harm on their receive side (fgrcv.h) while a background download is
-	// active. ledbat.RateUnkept: the lab's rule the kept rate replaced.
+	// FG_SHARE_TARGET of queue there; 0 holds the receive window at the
+	// minimum there. Foreground downloads then read their harm on their
+	// receive side (fgrcv.h) while a background download is active.
 	RLShare uint32
 	// BgClampShare is LEDBAT++'s share rule (ledbat.ShareRule's bits) for
 	// the clamped background uploads (BgClampTargetUS) beside a present,

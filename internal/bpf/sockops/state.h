@@ -20,8 +20,7 @@ volatile const struct sockops_config {
 	__u32 rl_target_us; /* rLEDBAT queuing-delay target, 0 = off */
 	__u32 yield; /* YIELD_*: the foreground-aware yield: foreground traffic or a new connection holds background */
 	__u32 bg_clamp_target_us; /* LEDBAT++ as a cwnd clamp (bgclamp.h) where bg_cc_name is "", 0 = off */
-	__u32 rl_share; /* rLEDBAT beside a present foreground: RL_SHARE_ON | LEDBAT_F_SHARE_*, else held;
-			 * LEDBAT_F_RATE_UNKEPT (a lab switch) */
+	__u32 rl_share; /* rLEDBAT beside a present foreground: RL_SHARE_ON | LEDBAT_F_SHARE_*, 0: held */
 	__u32 bg_clamp_share; /* bgclamp.h's LEDBAT++ beside a present foreground: LEDBAT_F_SHARE_* */
 } CFG = {};
 

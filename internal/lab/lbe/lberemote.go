@@ -97,10 +97,10 @@ var RemoteMethods = []RemoteMethod{
 	// (--quiet-fixed): the rule the measured quiet replaced
 	{"full-quietfixed", "full, a foreground quiet 150 ms after its last stamp, not six gaps between its stamps", true, true, "",
 		[]string{"--quiet-fixed"}},
-	// a background window that keeps no rate through the other
+	// a background upload's window that keeps no rate through the other
 	// direction's queue, its growth scaled instead (--rate-unkept): the
 	// rule keeping the rate replaced
-	{"full-rateunkept", "full, a background window keeps no rate through the other direction's queue", true, true, "",
+	{"full-rateunkept", "full, a background upload's window keeps no rate through the other direction's queue", true, true, "",
 		[]string{"--rate-unkept"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
