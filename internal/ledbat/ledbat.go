@@ -18,9 +18,10 @@
 //     per-ACK RTT by several ms with no standing queue, and a filter over
 //     a few samples (well under a millisecond of ACKs) passes that on;
 //   - gain = 1 / min(16, ceil(2 * target / base)) per round trip;
-//   - a round trip inflated by a queue not its own (the other direction's,
-//     SOther) scales the window, so the rate stays where its own queue put
-//     it (KeepRate);
+//   - beside a present foreground, a round trip inflated by a queue not
+//     its own (the other direction's, SOther) scales the window, so the
+//     rate stays where its own queue put it (KeepRate; FlagRateUnkept: the
+//     growth scaled instead, the receiver's rule);
 //   - slow start (initial, or after a slowdown): cwnd += gain per acked
 //     packet; it ends when the queuing delay exceeds 3/4 of the target or
 //     cwnd reaches ssthresh;
@@ -110,7 +111,7 @@ type State struct {
 	TSlowdown uint32
 	TNext     uint32
 	TSlot     uint32 // Cur[0]'s slot began (us)
-	SOther    uint32 // the last sample's round trip's part not its own (us)
+	SOther    uint32 // the last sample's round trip's part not its own (us; smoothed 1/8 with FlagRateUnkept)
 }
 
 // Window is the socket's cwnd and ssthresh, in packets.

@@ -28,7 +28,8 @@
  *   - queuing delay qd = current - base;
  *   - sother: the part of the last sample's round trip that is not this
  *     flow's delay (the caller's: the other direction's queue, which its
- *     ACKs or data wait in, a filtered reading).
+ *     ACKs or data wait in, a filtered reading; smoothed 1/8 a sample with
+ *     LEDBAT_F_RATE_UNKEPT).
  * Operations:
  *   - ledbat_rtt: one delay sample into both filters, and the part of
  *     its round trip not the flow's own (0 where the delay is the RTT).
@@ -139,7 +140,7 @@ struct ledbat {
 	__u32 t_slowdown;                /* the current slowdown began (us) */
 	__u32 t_next;                    /* next slowdown (us), if SCHEDULED */
 	__u32 t_slot;                    /* cur[0]'s slot began (us) */
-	__u32 sother;                    /* the round trip's part not its own, the last sample's (us) */
+	__u32 sother;                    /* the round trip's part not its own, the last sample's (us; smoothed 1/8 with LEDBAT_F_RATE_UNKEPT) */
 };
 
 /* a window the arithmetic reads and writes (the socket's, or a test's) */
