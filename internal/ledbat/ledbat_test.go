@@ -95,7 +95,7 @@ func TestKeepRate(t *testing.T) {
 		s.Flags |= c.flags
 		s.SOther = c.other
 		w := Window{Cwnd: c.cwnd, Ssthresh: c.ss}
-		s.KeepRate(&w, c.was, !c.alone)
+		KeepRate(&s, &w, c.was, !c.alone)
 		if w.Cwnd != c.wantW || w.Ssthresh != c.wantS {
 			t.Errorf("%s: window %+v, want cwnd %d ssthresh %d", c.name, w, c.wantW, c.wantS)
 		}

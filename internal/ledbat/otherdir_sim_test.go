@@ -62,7 +62,7 @@ func simulateOtherDir(keep bool, dur, warm float64) (*simFlow, float64) {
 		was := f.s.SOther
 		f.s.Share(2_500, FlagShare)
 		f.s.Delay(us(rtt-other), us(other), uint64(us(now)))
-		f.s.KeepRate(&f.w, was, true)
+		KeepRate(&f.s, &f.w, was, true)
 		f.s.Ack(&f.w, 1, us(now), us(f.srtt), f.inflight+1 >= int(f.w.Cwnd))
 		send(now)
 	}

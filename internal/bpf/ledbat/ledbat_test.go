@@ -149,7 +149,7 @@ func (p *pair) keepRate(delay, other uint32, now uint64, present bool) {
 	was := p.m.SOther
 	p.delay(delay, other, now)
 	p.k.run(opKeepRate, was, now, 0, present)
-	p.m.KeepRate(&p.w, was, present)
+	model.KeepRate(&p.m, &p.w, was, present)
 	p.check("keep-rate")
 }
 
