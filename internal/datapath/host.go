@@ -250,9 +250,9 @@ func (h *Host) loadSockops() {
 	}
 	opsCfg := sockops.Config{NetnsCookie: cookie, NetnsInode: ino, NotsentLowat: h.notsentLowat(), CCName: ccName, BgCCName: h.bgCCName(),
 		BgClampTargetUS: h.loadBgClamp(), RLEDBATTargetUS: h.loadRLEDBAT(), Yield: h.cfg.Yield, UntoldHeld: h.cfg.Experiments.UntoldHeld,
-		DirectionsJoined: h.cfg.Experiments.DirectionsJoined,
-		RLShare:          rlShare(h.cfg.Experiments.Share),
-		BgClampShare:     ledbatShare(h.cfg.Experiments.Share)}
+		DirectionsJoined: h.cfg.Experiments.DirectionsJoined, RateByACKs: h.cfg.Experiments.RateByACKs,
+		RLShare:      rlShare(h.cfg.Experiments.Share),
+		BgClampShare: ledbatShare(h.cfg.Experiments.Share)}
 	shared := h.cls.Shared()
 	shared[sockops.SockopsMapLanesLinkRate] = h.linkRate
 	ops, err := sockops.Load(opsCfg, shared)

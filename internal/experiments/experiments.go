@@ -32,6 +32,10 @@ type Set struct {
 	// other direction's queue its ACKs wait in; its growth scaled by the
 	// longer round trip instead: the rule keeping the rate replaced.
 	RateUnkept bool
+	// RateByACKs: the account's upload capacity from its sockets' bytes
+	// over their ACKs' arrival alone, not also over their sending: the
+	// rule timing both replaced.
+	RateByACKs bool
 	// Share: parts of the share rule beside a present foreground left off.
 	Share ShareOff
 	// BgUDP: parts of the background QUIC/UDP class's rule left off.
@@ -139,6 +143,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.DirectionsJoined, "directions-joined", false, "hold background both ways for a foreground's harm in either direction, every delay from the RTT")
 	fs.BoolVar(&s.QuietFixed, "quiet-fixed", false, "a foreground quiet 150 ms after its last stamp, not six gaps between its stamps")
 	fs.BoolVar(&s.RateUnkept, "rate-unkept", false, "a background upload's window keeps no rate through the other direction's queue, its growth scaled by the longer round trip")
+	fs.BoolVar(&s.RateByACKs, "rate-by-acks", false, "the upload capacity estimate from the bytes acked over their ACKs' arrival alone, not also over their sending")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
 	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, bursts, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")
@@ -158,7 +163,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 }
 
 // Names are the flags Flags registers.
-var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "rate-unkept", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
+var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "rate-unkept", "rate-by-acks", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
 	"struct-ops-by-update", "allow-non-root-policy"}
 
 // On lists the switches set, as their flags would ("" when none): what the
@@ -174,6 +179,7 @@ func (s Set) On() string {
 	add("directions-joined", s.DirectionsJoined)
 	add("quiet-fixed", s.QuietFixed)
 	add("rate-unkept", s.RateUnkept)
+	add("rate-by-acks", s.RateByACKs)
 	on = appendParts(on, "share-rule-off", s.shareParts())
 	on = appendParts(on, "bg-udp-rule-off", s.bgUDPParts())
 	add("bg-udp-keep-tokens", s.BgUDP.KeepTokens)

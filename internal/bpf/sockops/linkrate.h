@@ -15,7 +15,8 @@
  * 1/HOLD_RATE_DIV of it (at least a segment a second) where it is known;
  * beyond the hold TCP paces itself as before (pace).
  * A socket's rate is its bytes acked over at least LINK_RATE_WIN_NS and a
- * smoothed RTT, not the kernel's last rate sample: a sample covers as
+ * smoothed RTT (timed by their sending where that took longer than their
+ * ACKs' arrival: window_rate), not the kernel's last rate sample: a sample covers as
  * little as the path's minimum RTT, microseconds on a LAN, in which a
  * token bucket's burst passes at the device's speed (3.6 Gbit/s read past
  * a 10 Mbit/s TBF with a 15 KB burst). Over 100 ms that burst is 0.12 of

@@ -56,6 +56,11 @@ type Config struct {
 	// YIELD_JOINED; a lab switch, to pair directions apart with the rule
 	// it replaced).
 	DirectionsJoined bool
+	// RateByACKs: the upload capacity estimate from its sockets' bytes
+	// over their ACKs' arrival alone (state.h's YIELD_RATE_BY_ACKS; a lab
+	// switch, to pair the estimate timing their sending too with the rule
+	// it replaced).
+	RateByACKs bool
 	// RLShare is rLEDBAT beside a present, unharmed foreground: RLShareOn
 	// and LEDBAT++'s share rule (ledbat.ShareRule's bits) to keep
 	// FG_SHARE_TARGET of queue there; 0 holds the receive window at the
@@ -69,11 +74,12 @@ type Config struct {
 	BgClampShare uint32
 }
 
-// state.h's YIELD_ON and YIELD_UNTOLD_HELD, the bits of CFG.yield.
+// state.h's YIELD_* bits of CFG.yield.
 const (
 	yieldOn         = 1
 	yieldUntoldHeld = 2
 	yieldJoined     = 4
+	yieldRateByACKs = 8
 )
 
 // Shared are the classifier's maps (lanes_maps.h) that sock_ops reads and
@@ -256,6 +262,9 @@ func configured(cfg Config) (*ebpf.CollectionSpec, error) {
 		}
 		if cfg.DirectionsJoined {
 			c.Yield |= yieldJoined
+		}
+		if cfg.RateByACKs {
+			c.Yield |= yieldRateByACKs
 		}
 	}
 	if cfg.BgCCName == "" {

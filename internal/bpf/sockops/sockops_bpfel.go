@@ -224,6 +224,7 @@ type SockopsSkState struct {
 	OwnUntil   [2]uint64
 	RateAt     uint64
 	RateAcked  uint64
+	RateSent   uint64
 }
 
 type SockopsSockopsConfig struct {

@@ -28,6 +28,8 @@ volatile const struct sockops_config {
 #define YIELD_UNTOLD_HELD 2 /* CFG.yield: an untold foreground holds background (a lab switch) */
 #define YIELD_JOINED 4      /* CFG.yield: directions joined, the rule directions apart replaced
 			     * (a lab switch): no timestamps read, any harm holds both */
+#define YIELD_RATE_BY_ACKS 8 /* CFG.yield: the link's capacity by its sockets' ACKs' arrival alone
+			     * (a lab switch: the rule timing their sending too replaced) */
 #define RL_SHARE_ON 16 /* CFG.rl_share: a background download shares beside an unharmed foreground */
 
 /* cwnd cap per lane (index lane), segments, 0 = none */
@@ -77,6 +79,7 @@ struct sk_state {
 			     * (FG_DIR_*: yield.h's bg_own_delay) */
 	__u64 rate_at;      /* the delivery-rate window's start (cwndcap.h) */
 	__u64 rate_acked;   /* bytes_acked at that start */
+	__u64 rate_sent;    /* when the newest segment acked then was sent (us) */
 };
 
 struct {

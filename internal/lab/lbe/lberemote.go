@@ -102,6 +102,11 @@ var RemoteMethods = []RemoteMethod{
 	// rule keeping the rate replaced
 	{"full-rateunkept", "full, a background upload's window keeps no rate through the other direction's queue", true, true, "",
 		[]string{"--rate-unkept"}},
+	// the upload capacity estimate from the bytes acked over their ACKs'
+	// arrival alone (--rate-by-acks): the rule timing their sending too
+	// replaced
+	{"full-ratebyacks", "full, the upload capacity estimate by the ACKs' arrival alone", true, true, "",
+		[]string{"--rate-by-acks"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
 	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
