@@ -10,6 +10,7 @@ import (
 
 	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/lane"
+	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 // TestUserMoveOfManySocketsBounded (audit N15): nobody's process holding 19,000 UDP
@@ -101,6 +102,8 @@ func moveLoop(t *testing.T, b *attackBed, who string, c *client.Client, pid int,
 // replaces one of its first 1,000 sockets by a new one.
 func startSocketHolder(t *testing.T, b *attackBed, n int) (pid int, renew func()) {
 	t.Helper()
+	testutil.SkipUnlessCommand(t, "python3") // not in scripts/kernel-vm.sh's user space
+	testutil.SkipUnlessCommand(t, "setpriv")
 	script := fmt.Sprintf(`import socket, sys
 s = []
 for i in range(%d):

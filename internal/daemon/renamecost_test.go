@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lanes-net/lanes/internal/testutil"
 )
 
 // TestRenameLoopCostBounded (audit N16): one process at nice 19 looping
@@ -20,6 +22,8 @@ func TestRenameLoopCostBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
+	testutil.SkipUnlessCommand(t, "python3") // not in scripts/kernel-vm.sh's user space
+	testutil.SkipUnlessCommand(t, "setpriv")
 	b := newAttackBed(t, "rules:\n  - {name: uploader, lane: background, comm: lanes-upl}\n")
 	waitLong(t, "the task engine's process events", func() bool {
 		return strings.Contains(status(t, b.sock).Components["tasks"], "bpf") ||
