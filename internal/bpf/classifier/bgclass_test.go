@@ -353,14 +353,16 @@ func TestBackgroundClassDirectionsApart(t *testing.T) {
 			}
 			t.Cleanup(func() { objs.Close() })
 			up, down := classFlow(t, objs, "10.9.8.12", 40007)
-			now := monotonicNS()
-			h := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
-			h.DirUntil[harmed] = now + uint64(5*time.Second)
-			if err := objs.LanesFgHarm.Put(uint32(loIdx), h); err != nil {
-				t.Fatal(err)
+			harm := func() { // renewed as a harmed socket's samples renew it
+				now := monotonicNS()
+				h := yield.Harm{At: now, Since: now, Samples: 1, QueueUS: 20000, Seen: now}
+				h.DirUntil[harmed] = now + uint64(5*time.Second)
+				if err := objs.LanesFgHarm.Put(uint32(loIdx), h); err != nil {
+					t.Fatal(err)
+				}
 			}
-			gotUp := passed(t, objs.LanesClassify, up.build(), 1000)
-			gotDown := passed(t, objs.LanesBgIngress, down.build(), 1000)
+			gotUp := passedHeld(t, objs.LanesClassify, up.build(), 1000, harm)
+			gotDown := passedHeld(t, objs.LanesBgIngress, down.build(), 1000, harm)
 			wantUpHeld, wantDownHeld := joined || harmed == 0, joined || harmed == 1
 			t.Logf("joined %v, %s harmed: %d of 1000 up, %d of 1000 down passed", joined, []string{"up", "down"}[harmed], gotUp, gotDown)
 			if (gotUp < 1000) != wantUpHeld || (gotDown < 1000) != wantDownHeld {
