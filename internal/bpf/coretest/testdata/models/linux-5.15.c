@@ -1546,7 +1546,7 @@ struct inet_connection_sock {
 };
 
 struct tcp_rack {
-	long: 64;
+	u64 mstamp;
 	u32 rtt_us;
 	long: 64;
 };
