@@ -602,15 +602,7 @@ func TestSocketLanesFloodBounded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for range conns {
-		err := <-errs
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			// the pacing charges handling by wall time: under qemu's TCG a
-			// request's wait outgrows the client's 10 s deadline
-			testutil.TimingErrorf(t, "socket-lanes as nobody: a paced request outwaited the client's deadline: %v", err)
-		} else if err != nil {
-			t.Fatalf("socket-lanes as nobody: %v", err)
-		}
+		floodErr(t, <-errs)
 	}
 	wall := time.Since(began)
 	cpu, rss := procCPU(t, pid)-cpu0, rssKB(t, pid)
@@ -1168,15 +1160,7 @@ func TestSocketLanesFullRequestsPaced(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for range conns {
-		err := <-errs
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			// the pacing charges handling by wall time: under qemu's TCG a
-			// request's wait outgrows the client's 10 s deadline
-			testutil.TimingErrorf(t, "socket-lanes as nobody: a paced request outwaited the client's deadline: %v", err)
-		} else if err != nil {
-			t.Fatalf("socket-lanes as nobody: %v", err)
-		}
+		floodErr(t, <-errs)
 	}
 	wall := time.Since(began)
 	cpu := procCPU(t, pid) - cpu0
@@ -1186,5 +1170,19 @@ func TestSocketLanesFullRequestsPaced(t *testing.T) {
 	cost := float64((len(line) + 1023) / 1024)
 	if bound := int64((apiserver.UserBurst+apiserver.UserRate*wall.Seconds())/cost) + conns; sent.Load() > bound {
 		t.Errorf("nobody was served %d full requests in %v, the pacing allows %d", sent.Load(), wall, bound)
+	}
+}
+
+// floodErr judges a flooding connection's last error: a timeout is a
+// timing figure (the pacing charges handling by wall time: under qemu's
+// TCG a request's wait outgrows the client's 10 s deadline), any other
+// error fails the test.
+func floodErr(t *testing.T, err error) {
+	t.Helper()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		testutil.TimingErrorf(t, "socket-lanes as nobody: a paced request outwaited the client's deadline: %v", err)
+	} else if err != nil {
+		t.Fatalf("socket-lanes as nobody: %v", err)
 	}
 }

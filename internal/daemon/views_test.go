@@ -19,8 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lanes-net/lanes/client"
 	"github.com/lanes-net/lanes/internal/api"
 	"github.com/lanes-net/lanes/internal/tcpmon"
@@ -252,7 +250,7 @@ func TestDefaultOutputFits100Columns(t *testing.T) {
 			}
 		}
 	}
-	if err := p.A.Run(func() error { return tcpmon.DumpSockets(unix.IPPROTO_UDP, func(*tcpmon.Sock) {}) }); err != nil {
+	if err := udpDiagErr(p.A); err != nil {
 		t.Logf("no UDP sock_diag here (udp_diag): status lists no UDP flows (%v)", err)
 	} else if own == 0 {
 		t.Errorf("no UDP socket of the daemon marked in status --json (coop's announcements are one): %+v", js.UDP)
