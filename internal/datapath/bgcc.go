@@ -72,6 +72,9 @@ func (h *Host) loadBackgroundCC(cookie uint64) {
 	if h.cfg.Experiments.RateUnkept {
 		share |= ledbat.RateUnkept
 	}
+	if h.cfg.Experiments.NoUndo {
+		share |= ledbat.NoUndo
+	}
 	var err error
 	if h.bg, err = ledbat.Load(bgCCName(h.cfg.Instance, cookie), target, share, h.cfg.StructOps, account); err != nil {
 		h.disable(CapBackgroundCC, fmt.Errorf("no LEDBAT++ for background sockets: they keep the system congestion control and yield only at lanes' own queue: %w", err))

@@ -36,6 +36,9 @@ type Set struct {
 	// over their ACKs' arrival alone, not also over their sending: the
 	// rule timing both replaced.
 	RateByACKs bool
+	// NoUndo: a background upload keeps the window a loss the kernel
+	// found spurious took: the rule giving it back replaced.
+	NoUndo bool
 	// Share: parts of the share rule beside a present foreground left off.
 	Share ShareOff
 	// BgUDP: parts of the background QUIC/UDP class's rule left off.
@@ -144,6 +147,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 	fs.BoolVar(&s.QuietFixed, "quiet-fixed", false, "a foreground quiet 150 ms after its last stamp, not six gaps between its stamps")
 	fs.BoolVar(&s.RateUnkept, "rate-unkept", false, "a background upload's window keeps no rate through the other direction's queue, its growth scaled by the longer round trip")
 	fs.BoolVar(&s.RateByACKs, "rate-by-acks", false, "the upload capacity estimate from the bytes acked over their ACKs' arrival alone, not also over their sending")
+	fs.BoolVar(&s.NoUndo, "no-undo", false, "a background upload keeps the window a loss the kernel found spurious took")
 	share := fs.StringSlice("share-rule-off", nil, "leave parts of the share rule beside a present foreground off (slope, defer, grow, download, all)")
 	udp := fs.StringSlice("bg-udp-rule-off", nil, "leave parts of the background QUIC/UDP class's rule off (slope, arrivals, shape, ifb, both-ways, own-link, room, bursts, all)")
 	fs.BoolVar(&s.BgUDP.KeepTokens, "bg-udp-keep-tokens", false, "leave the QUIC/UDP class's policer bucket as it is at a decrease of its rate")
@@ -163,7 +167,7 @@ func Flags(fs *pflag.FlagSet) func() (Set, error) {
 }
 
 // Names are the flags Flags registers.
-var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "rate-unkept", "rate-by-acks", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
+var Names = []string{"untold-held", "directions-joined", "quiet-fixed", "rate-unkept", "rate-by-acks", "no-undo", "share-rule-off", "bg-udp-rule-off", "bg-udp-keep-tokens",
 	"struct-ops-by-update", "allow-non-root-policy"}
 
 // On lists the switches set, as their flags would ("" when none): what the
@@ -180,6 +184,7 @@ func (s Set) On() string {
 	add("quiet-fixed", s.QuietFixed)
 	add("rate-unkept", s.RateUnkept)
 	add("rate-by-acks", s.RateByACKs)
+	add("no-undo", s.NoUndo)
 	on = appendParts(on, "share-rule-off", s.shareParts())
 	on = appendParts(on, "bg-udp-rule-off", s.bgUDPParts())
 	add("bg-udp-keep-tokens", s.BgUDP.KeepTokens)

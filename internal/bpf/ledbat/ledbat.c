@@ -32,8 +32,10 @@
  *     window its link carries while a foreground is quiet there (fg_quiet)
  *     (lb_link_window: the account's lanes_link_rate, handed over by the
  *     loader with the presence map);
- *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2;
- *   - undo_cwnd: no undo (a background flow keeps the smaller window);
+ *   - ssthresh (loss or ECN): ledbat_loss, ssthresh = cwnd / 2, the
+ *     window before kept (lb_sk's loss_cwnd);
+ *   - undo_cwnd (the kernel found the loss spurious: DSACKs, F-RTO or
+ *     timestamps): that window back (lb_undo), at most the clamp;
  *   - every callback that may leave cwnd above snd_cwnd_clamp pulls it
  *     down (as capcc does), so the cooperative controller's caps and the
  *     foreground yield (sock_ops TCP_BPF_SNDCWND_CLAMP) hold on top; the
@@ -97,18 +99,26 @@ struct {
 	__type(value, __u32);
 } lanes_lb_joins SEC(".maps");
 
-/* a socket's one-way delays (lanes_owd.h): socket storage, icsk_ca_priv
- * being full */
+/* a socket's state beyond icsk_ca_priv (full): its one-way delays
+ * (lanes_owd.h) and the window before its last loss */
+struct lb_sk {
+	struct owd owd;
+	__u32 loss_cwnd; /* cwnd when ssthresh was last asked for, 0 = none */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct owd);
-} lanes_lb_owd SEC(".maps");
+	__type(value, struct lb_sk);
+} lanes_lb_sk SEC(".maps");
 
 /* CFG.share's LB_RTT_DELAY: the RTT sample is the delay, timestamps or
  * not (a lab switch: the rule the upload direction's queue replaced) */
 #define LB_RTT_DELAY 64
+/* CFG.share's LB_NO_UNDO: a spurious loss's window is not given back (a
+ * lab switch: the rule lb_undo replaced) */
+#define LB_NO_UNDO 256
 
 /* lb_delay is the delay of an ACK whose RTT sample is rtt_us: the upload
  * direction's queue over the path's minimum RTT, or rtt_us where the
@@ -118,13 +128,13 @@ static __always_inline __u32 lb_delay(struct sock *sk, __u32 rtt_us, __u32 *othe
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	__u32 up, down, base;
-	struct owd *o;
+	struct lb_sk *s;
 
 	*other_us = 0;
 	if (CFG.share & LB_RTT_DELAY)
 		return rtt_us;
-	o = bpf_sk_storage_get(&lanes_lb_owd, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!o || !owd_read_ack(tp, o, rtt_us, tp->rtt_min.s[0].v, &up, &down))
+	s = bpf_sk_storage_get(&lanes_lb_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!s || !owd_read_ack(tp, &s->owd, rtt_us, tp->rtt_min.s[0].v, &up, &down))
 		return rtt_us;
 	*other_us = down;
 	base = tp->rtt_min.s[0].v;
@@ -289,7 +299,10 @@ SEC("struct_ops")
 __u32 BPF_PROG(lanes_lb_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct lb_sk *s = bpf_sk_storage_get(&lanes_lb_sk, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
+	if (s)
+		s->loss_cwnd = tp->snd_cwnd;
 	return ledbat_loss(ca(sk), tp->snd_cwnd, (__u32)tp->tcp_mstamp, tp->srtt_us >> 3);
 }
 
@@ -305,11 +318,28 @@ void BPF_PROG(lanes_lb_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 	enforce(sk);
 }
 
+/* lb_undo is the window after a loss the kernel found spurious (DSACKs
+ * for every retransmission, F-RTO, timestamps): the window before it, as
+ * the kernel's own congestion controls give back. Behind the other
+ * direction's queue a background upload's ACKs wait past its RTO (a page
+ * load's download: 250-330 ms at an RTO of srtt + 200 ms): each such wait
+ * took its window to 1 packet, and kept there it slow-started back from 1
+ * after every page. */
+static __always_inline __u32 lb_undo(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct lb_sk *s = bpf_sk_storage_get(&lanes_lb_sk, sk, 0, 0);
+	__u32 cwnd = tp->snd_cwnd;
+
+	if (s && !(CFG.share & LB_NO_UNDO) && s->loss_cwnd > cwnd)
+		cwnd = s->loss_cwnd;
+	return cwnd;
+}
+
 SEC("struct_ops")
 __u32 BPF_PROG(lanes_lb_undo_cwnd, struct sock *sk)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	__u32 cwnd = tp->snd_cwnd, clamp = tp->snd_cwnd_clamp;
+	__u32 cwnd = lb_undo(sk), clamp = ((struct tcp_sock *)sk)->snd_cwnd_clamp;
 
 	return clamp && cwnd > clamp ? clamp : cwnd;
 }

@@ -32,6 +32,9 @@ const (
 	// queue (ledbat_core.h's LEDBAT_F_RATE_UNKEPT; a lab switch, the rule
 	// ledbat_keep_rate replaced)
 	RateUnkept = model.FlagRateUnkept
+	// NoUndo: a loss the kernel found spurious keeps the window it took
+	// (ledbat.c's LB_NO_UNDO; a lab switch, the rule lb_undo replaced)
+	NoUndo = 256
 )
 
 // CC is a loaded and registered LEDBAT++ congestion control.
@@ -73,7 +76,7 @@ func Load(name string, target time.Duration, share uint32, mode structops.Mode, 
 	if err := structops.Prepare(ms, name, mode); err != nil {
 		return nil, err
 	}
-	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & (ShareRule | RTTDelay | RateUnkept)}
+	cfg := struct{ TargetUS, Share uint32 }{uint32(target / time.Microsecond), share & (ShareRule | RTTDelay | RateUnkept | NoUndo)}
 	if err := spec.Variables[LedbatVarCFG].Set(cfg); err != nil {
 		return nil, fmt.Errorf("ledbat: set target: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 const (
 	LedbatMapLanesFgActive     = "lanes_fg_active"
 	LedbatMapLanesLbJoins      = "lanes_lb_joins"
-	LedbatMapLanesLbOwd        = "lanes_lb_owd"
+	LedbatMapLanesLbSk         = "lanes_lb_sk"
 	LedbatMapLanesLedbat       = "lanes_ledbat"
 	LedbatMapLanesLinkRate     = "lanes_link_rate"
 	LedbatProgLanesLbCongAvoid = "lanes_lb_cong_avoid"
@@ -88,7 +88,7 @@ type LedbatProgramSpecs struct {
 type LedbatMapSpecs struct {
 	LanesFgActive *ebpf.MapSpec `ebpf:"lanes_fg_active"`
 	LanesLbJoins  *ebpf.MapSpec `ebpf:"lanes_lb_joins"`
-	LanesLbOwd    *ebpf.MapSpec `ebpf:"lanes_lb_owd"`
+	LanesLbSk     *ebpf.MapSpec `ebpf:"lanes_lb_sk"`
 	LanesLedbat   *ebpf.MapSpec `ebpf:"lanes_ledbat"`
 	LanesLinkRate *ebpf.MapSpec `ebpf:"lanes_link_rate"`
 }
@@ -122,7 +122,7 @@ func (o *LedbatObjects) Close() error {
 type LedbatMaps struct {
 	LanesFgActive *ebpf.Map `ebpf:"lanes_fg_active"`
 	LanesLbJoins  *ebpf.Map `ebpf:"lanes_lb_joins"`
-	LanesLbOwd    *ebpf.Map `ebpf:"lanes_lb_owd"`
+	LanesLbSk     *ebpf.Map `ebpf:"lanes_lb_sk"`
 	LanesLedbat   *ebpf.Map `ebpf:"lanes_ledbat"`
 	LanesLinkRate *ebpf.Map `ebpf:"lanes_link_rate"`
 }
@@ -131,7 +131,7 @@ func (m *LedbatMaps) Close() error {
 	return _LedbatClose(
 		m.LanesFgActive,
 		m.LanesLbJoins,
-		m.LanesLbOwd,
+		m.LanesLbSk,
 		m.LanesLedbat,
 		m.LanesLinkRate,
 	)

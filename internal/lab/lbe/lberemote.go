@@ -107,6 +107,10 @@ var RemoteMethods = []RemoteMethod{
 	// replaced
 	{"full-ratebyacks", "full, the upload capacity estimate by the ACKs' arrival alone", true, true, "",
 		[]string{"--rate-by-acks"}},
+	// a background upload that keeps the window a loss the kernel found
+	// spurious took (--no-undo): the rule giving it back replaced
+	{"full-noundo", "full, a background upload keeps the window a spurious loss took", true, true, "",
+		[]string{"--no-undo"}},
 	// the QUIC/UDP class's egress policed (drops over its rate), not
 	// shaped (bgudp.RuleParts.Shape)
 	{"full-udppolice", "full, the QUIC/UDP class's egress policed, not shaped", true, true, "",
