@@ -21,44 +21,58 @@ import (
 	"github.com/lanes-net/lanes/internal/yield"
 )
 
-// the other direction: a TBF at ackPathBps on the receiver's egress, and a
-// burst that queues ackStallBytes in it (ackStallBytes*8/ackPathBps = 450
-// ms, past the RTO's 200 ms floor)
+// the other direction: a TBF at ackPathBps on the receiver's egress, in
+// which a burst holds the ACKs for twice the upload's RTO
 const (
-	ackPathBps    = 10_000_000
-	ackStallBytes = 562_500
-	tcpCALoss     = 4 // include/net/tcp.h's TCP_CA_Loss
+	ackPathBps = 1_000_000
+	tcpCALoss  = 4 // include/net/tcp.h's TCP_CA_Loss
 )
 
 // TestBackgroundWindowBackAfterSpuriousRTO: a background upload (LEDBAT++)
-// over a veth pair whose ACKs then wait 450 ms behind a UDP burst in the
-// receiver's egress queue. Its RTO fires, and the ACKs that come show the
-// kernel it was spurious (F-RTO: TcpExt TCPSpuriousRTOs). Judged:
-// the window when the socket leaves the Loss state is at least half the
-// window before the burst. The rule it replaced (no undo, --no-undo) left
-// it at 2 to 6 packets: printed, not judged.
+// over a veth pair whose ACKs then wait twice its RTO behind a UDP burst in
+// the receiver's egress queue. Its RTO fires, and the ACKs that come show
+// the kernel it was spurious (TcpExt TCPSpuriousRTOs, TCPLossUndo). Paired
+// with the rule it replaced (no undo, --no-undo), each in a namespace of
+// its own. Judged: the window as the Loss state ends is at least twice the
+// one kept, at least 4 packets. Kept, it is 1 packet slow-starting as the
+// ACKs come (1 Mbit/s of them: a few a millisecond), 2-3 as read; given
+// back it is the window the RTO found, or half of it where LEDBAT++ reads
+// the wait in the ACK's own RTT sample (no timestamps, 5.10).
 func TestBackgroundWindowBackAfterSpuriousRTO(t *testing.T) {
-	for _, c := range []struct {
+	var after [2]uint32
+	for i, c := range []struct {
 		name   string
 		noUndo bool
 	}{{"no-undo", true}, {"undo", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			before, after, undone := windowAcrossSpuriousRTO(t, c.noUndo)
-			t.Logf("cwnd %d before the ACKs' wait, %d when the Loss state ended; undone RTOs %d", before, after, undone)
-			if undone == 0 {
+			w := windowAcrossSpuriousRTO(t, c.noUndo)
+			t.Logf("cwnd %d before the ACKs' wait; ssthresh %d in the Loss state, cwnd %d as it ended; undone RTOs %d",
+				w.before, w.lossSsthresh, w.after, w.undone)
+			if w.undone == 0 {
 				t.Fatal("the kernel found no RTO spurious (TCPSpuriousRTOs, TCPLossUndo): the set-up made none")
 			}
-			if !c.noUndo && after < before/2 {
-				t.Errorf("cwnd %d after a spurious RTO, %d before: want at least half given back", after, before)
-			}
+			after[i] = w.after
 		})
+	}
+	// read by polling tcp_info every 100 us: how many ACKs a read misses
+	// is timing (in qemu without KVM a read comes milliseconds late, and
+	// a Loss state can pass unseen)
+	if kept, back := after[0], after[1]; kept != 0 && back < 2*max(kept, 2) {
+		testutil.TimingErrorf(t, "cwnd %d after a spurious RTO given back, %d kept: want at least twice", back, kept)
 	}
 }
 
+// rtoWindows are a background upload's windows across a spurious RTO.
+type rtoWindows struct {
+	before       uint32 // cwnd before the ACKs' wait
+	lossSsthresh uint32 // ssthresh in the Loss state: half the window the RTO found (ledbat_loss)
+	after        uint32 // cwnd as the Loss state ended (0: it did not)
+	undone       int64  // RTOs the kernel undid meanwhile
+}
+
 // windowAcrossSpuriousRTO runs one background upload through the ACKs'
-// wait and returns its cwnd before the wait, when the Loss state ended, and
-// how many RTOs the kernel undid meanwhile.
-func windowAcrossSpuriousRTO(t *testing.T, noUndo bool) (before, after uint32, undone int64) {
+// wait.
+func windowAcrossSpuriousRTO(t *testing.T, noUndo bool) (w rtoWindows) {
 	requireCgroup2(t)
 	p := testutil.NewVethPair(t)
 	h, idx := openBackgroundCC(t, p.A, p.LinkA, experiments.Set{NoUndo: noUndo})
@@ -84,10 +98,13 @@ func windowAcrossSpuriousRTO(t *testing.T, noUndo bool) (before, after uint32, u
 		t.Fatalf("background upload runs %q, want LEDBAT++ (%s)", cc, h.bg.Name)
 	}
 	undo0 := undoneRTOs(t, p.A)
-	before = tcpInfoFull(t, up).Snd_cwnd
-	udpBurst(t, p.B, p.AddrA, ackStallBytes)
-	after = cwndLeavingLoss(t, up, 3*time.Second)
-	return before, after, undoneRTOs(t, p.A) - undo0
+	ti := tcpInfoFull(t, up)
+	w.before = ti.Snd_cwnd
+	wait := 2 * time.Duration(ti.Rto) * time.Microsecond
+	udpBurst(t, p.B, p.AddrA, int(wait.Seconds()*ackPathBps/8))
+	w.lossSsthresh, w.after = acrossLoss(t, up, wait+3*time.Second)
+	w.undone = undoneRTOs(t, p.A) - undo0
+	return w
 }
 
 // openBackgroundCC opens a datapath in ns with LEDBAT++ for background
@@ -151,7 +168,7 @@ func shapeEgress(t *testing.T, ns *testutil.NetNS, link string, bps uint64) {
 		rate := bps / 8
 		return netlink.QdiscAdd(&netlink.Tbf{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index,
 			Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
-			Rate: rate, Limit: 2 << 20, Buffer: netlink.Xmittime(rate, 3000)})
+			Rate: rate, Limit: 4 << 20, Buffer: netlink.Xmittime(rate, 3000)})
 	})
 }
 
@@ -186,19 +203,19 @@ func udpBurst(t *testing.T, ns *testutil.NetNS, ip net.IP, n int) {
 	})
 }
 
-// cwndLeavingLoss polls c until it has entered and left the Loss state
-// (an RTO) and returns its cwnd then; 0 when it did not within d.
-func cwndLeavingLoss(t *testing.T, c *net.TCPConn, d time.Duration) uint32 {
-	lost := false
-	for start := time.Now(); time.Since(start) < d; time.Sleep(time.Millisecond) {
+// acrossLoss polls c until it has entered and left the Loss state (an
+// RTO) and returns its ssthresh there and its cwnd once it left; 0 for
+// what did not happen within d.
+func acrossLoss(t *testing.T, c *net.TCPConn, d time.Duration) (ssthresh, cwnd uint32) {
+	for start := time.Now(); time.Since(start) < d; time.Sleep(100 * time.Microsecond) {
 		ti := tcpInfoFull(t, c)
 		if ti.Ca_state == tcpCALoss {
-			lost = true
-		} else if lost {
-			return ti.Snd_cwnd
+			ssthresh = ti.Snd_ssthresh
+		} else if ssthresh != 0 {
+			return ssthresh, ti.Snd_cwnd
 		}
 	}
-	return 0
+	return ssthresh, 0
 }
 
 // undoneRTOs is ns's count of RTOs the kernel found spurious and undid
