@@ -33,14 +33,14 @@ case "$arch" in amd64) ./scripts/deps.sh vm ;; arm64) ./scripts/deps.sh vm-arm64
   *) echo "kernel-vm: ARCH is amd64 or arm64" >&2; exit 2 ;; esac
 
 # In insmod order (a module after those it depends on). A Debian system
-# loads these on first use; the VM has no modprobe. inet_diag and tcp_diag:
-# sock_diag for TCP (the monitor's and the live socket moves' backend on
-# 5.10); ifb, act_mirred, cls_u32: the shaped-mode tests' ingress redirect;
+# loads these on first use; the VM has no modprobe. inet_diag, tcp_diag and
+# udp_diag: sock_diag for TCP and UDP (the monitor's and the live socket
+# moves' backend on 5.10); ifb, act_mirred, cls_u32: the shaped-mode tests' ingress redirect;
 # llc, stp, bridge: the coop tests' shared segment.
 modules=(net/sched/sch_htb net/sched/sch_tbf net/sched/sch_ingress net/sched/cls_bpf
          net/sched/act_bpf net/sched/sch_fq net/sched/sch_prio
          net/sched/sch_netem drivers/net/veth drivers/net/tun net/ipv4/tcp_bbr
-         net/ipv4/inet_diag net/ipv4/tcp_diag drivers/net/ifb net/sched/act_mirred
+         net/ipv4/inet_diag net/ipv4/tcp_diag net/ipv4/udp_diag drivers/net/ifb net/sched/act_mirred
          net/sched/cls_u32 net/llc/llc net/802/stp net/bridge/bridge)
 # The kernel's packages are resolved from the archive's signed index
 # (scripts/debian-index.sh: InRelease verified with gpgv, Packages by its
