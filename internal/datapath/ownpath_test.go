@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
@@ -215,16 +214,23 @@ func throttleAcksFrom(t *testing.T, p *testutil.Pair, peer net.IP) {
 // untoldForeground keeps idx's (and key 0's) foreground present with no
 // foreground TCP sample, as a UDP call does, until the returned stop.
 func untoldForeground(t *testing.T, h *Host, idx uint32) (stop func()) {
-	done := make(chan struct{})
-	ended := make(chan struct{})
+	return keepForeground(h, idx, false)
+}
+
+// keepForeground stamps idx's (and key 0's) foreground present every 20
+// ms until the returned stop; told: with a foreground TCP sample that is
+// not harmed (lanes_fg_harm.seen).
+func keepForeground(h *Host, idx uint32, told bool) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
 		for {
-			var now unix.Timespec
-			_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
-			ns := uint64(now.Nano())
+			now := monotonicNS()
 			for _, k := range []uint32{idx, 0} {
-				_ = h.cls.LanesFgActive.Put(k, yield.Window{Start: ns, Active: ns, Since: ns, Episodes: 1, Packets: 5})
+				_ = h.cls.LanesFgActive.Put(k, yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5})
+				if told {
+					_ = h.cls.LanesFgHarm.Put(k, yield.Harm{Seen: now})
+				}
 			}
 			select {
 			case <-done:

@@ -18,7 +18,6 @@ import (
 	"github.com/lanes-net/lanes/internal/experiments"
 	"github.com/lanes-net/lanes/internal/lane"
 	"github.com/lanes-net/lanes/internal/testutil"
-	"github.com/lanes-net/lanes/internal/yield"
 )
 
 // the other direction: a TBF at ackPathBps on the receiver's egress, in
@@ -31,16 +30,16 @@ const (
 // TestBackgroundWindowBackAfterSpuriousRTO: a background upload (LEDBAT++)
 // over a veth pair whose ACKs then wait twice its RTO behind a UDP burst in
 // the receiver's egress queue. Its RTO fires, and the ACKs that come show
-// the kernel it was spurious (TcpExt TCPSpuriousRTOs, TCPLossUndo). Paired
-// with the rule it replaced (no undo, --no-undo), each in a namespace of
-// its own. Judged: the window as the Loss state ends is at least twice the
-// one kept, at least 4 packets. Kept, it is 1 packet slow-starting as the
-// ACKs come (1 Mbit/s of them: a few a millisecond), 2-3 as read; given
-// back it is the window the RTO found, or half of it where LEDBAT++ reads
-// the wait in the ACK's own RTT sample (no timestamps, 5.10).
+// the kernel it was spurious (TcpExt TCPSpuriousRTOs, TCPLossUndo). Judged:
+// the window as the Loss state ends is at least 3/2 of the ssthresh the
+// loss set (half the window the RTO found): given back, it is the window
+// the RTO found, at once. Printed beside it, not judged: the rule it
+// replaced (no undo, --no-undo), 1 packet slow-starting as the ACKs come
+// (1 Mbit/s of them), 2-3 as read, and as much as the ssthresh where the
+// read comes late: the kernel's undo gives ssthresh back, and on a veth's
+// round trip of a millisecond slow start passes it within a few.
 func TestBackgroundWindowBackAfterSpuriousRTO(t *testing.T) {
-	var after [2]uint32
-	for i, c := range []struct {
+	for _, c := range []struct {
 		name   string
 		noUndo bool
 	}{{"no-undo", true}, {"undo", false}} {
@@ -51,14 +50,14 @@ func TestBackgroundWindowBackAfterSpuriousRTO(t *testing.T) {
 			if w.undone == 0 {
 				t.Fatal("the kernel found no RTO spurious (TCPSpuriousRTOs, TCPLossUndo): the set-up made none")
 			}
-			after[i] = w.after
+			// read by polling tcp_info every 100 us: in qemu without KVM
+			// a read comes milliseconds late, and a Loss state can pass
+			// unseen
+			if !c.noUndo && 2*w.after < 3*w.lossSsthresh {
+				testutil.TimingErrorf(t, "cwnd %d as the Loss state ended, whose loss set ssthresh %d: want the window before it (twice that) back",
+					w.after, w.lossSsthresh)
+			}
 		})
-	}
-	// read by polling tcp_info every 100 us: how many ACKs a read misses
-	// is timing (in qemu without KVM a read comes milliseconds late, and
-	// a Loss state can pass unseen)
-	if kept, back := after[0], after[1]; kept != 0 && back < 2*max(kept, 2) {
-		testutil.TimingErrorf(t, "cwnd %d after a spurious RTO given back, %d kept: want at least twice", back, kept)
 	}
 }
 
@@ -85,7 +84,7 @@ func windowAcrossSpuriousRTO(t *testing.T, noUndo bool) (w rtoWindows) {
 	// loaded machine's backlog, hold it at 2); and no timestamps, so that
 	// LEDBAT++ does not scale the window by the other direction's queue
 	// either (ledbat_keep_rate): F-RTO tells the RTO spurious without them
-	t.Cleanup(toldForeground(h, idx))
+	t.Cleanup(keepForeground(h, idx, true))
 	p.A.Do(t, func() error { return os.WriteFile("/proc/sys/net/ipv4/tcp_timestamps", []byte("0"), 0o644) })
 	shapeEgress(t, p.B, p.LinkB, ackPathBps)
 	_, toB := startSink(t, p.B, p.AddrB, 5301)
@@ -111,51 +110,11 @@ func windowAcrossSpuriousRTO(t *testing.T, noUndo bool) (w rtoWindows) {
 // sockets, the yield on, and an egress on link, whose index it returns;
 // skipped where LEDBAT++ or sock_ops cannot run.
 func openBackgroundCC(t *testing.T, ns *testutil.NetNS, link string, exp experiments.Set) (*Host, uint32) {
-	var h *Host
-	var idx uint32
-	ns.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "und", Yield: true, Experiments: exp}); err != nil {
-			return err
-		}
-		t.Cleanup(func() { h.Close() })
-		e, err := OpenEgress(h, EgressConfig{Interface: link})
-		if err != nil {
-			return err
-		}
-		t.Cleanup(func() { e.Close() })
-		l, err := netlink.LinkByName(link)
-		if err != nil {
-			return err
-		}
-		idx = uint32(l.Attrs().Index)
-		return nil
-	})
+	h, idx := openHostEgress(t, ns, HostConfig{StateDir: testStateDir, Instance: "und", Yield: true, Experiments: exp}, link)
 	if h.ops == nil || h.bg == nil {
 		t.Skipf("degraded: no sock_ops or no LEDBAT++ here: %v", h.Capabilities())
 	}
-	return h, idx
-}
-
-// toldForeground keeps idx's (and key 0's) foreground present and told
-// (a foreground TCP sample, not harmed) until the returned stop.
-func toldForeground(h *Host, idx uint32) (stop func()) {
-	done, ended := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ended)
-		for {
-			now := monotonicNS()
-			for _, k := range []uint32{idx, 0} {
-				_ = h.cls.LanesFgActive.Put(k, yield.Window{Start: now, Active: now, Since: now, Episodes: 1, Packets: 5})
-				_ = h.cls.LanesFgHarm.Put(k, yield.Harm{Seen: now})
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	return func() { close(done); <-ended }
+	return h, uint32(idx[link])
 }
 
 // shapeEgress puts a TBF of bps with a deep queue at link's root in ns.

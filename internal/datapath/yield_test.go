@@ -148,14 +148,29 @@ func TestYieldHoldPacedToLinkShare(t *testing.T) {
 // LEDBAT++, which enforces the clamp itself, as the daemon's background
 // sockets do there.
 func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, map[string]int) {
-	var h *Host
-	idx := map[string]int{}
 	target := time.Duration(-1)
 	if capcc.Probe() != nil {
 		target = 0
 	}
+	h, idx := openHostEgress(t, ns, HostConfig{StateDir: testStateDir, Instance: "yi1", BackgroundTarget: target, Yield: true}, links...)
+	if h.ops == nil || (h.cc == nil && h.bg == nil) {
+		t.Skipf("no sock_ops, or no congestion control that enforces the yield's clamp (capcc, LEDBAT++) here: %v", h.Capabilities())
+	}
+	if h.cc != nil {
+		t.Logf("the yield's clamp enforced by %s on CUBIC sockets", h.cc.Name)
+	} else {
+		t.Logf("no capcc (%s): the yield's clamp enforced by LEDBAT++ (%s)", h.off[CapCapCC], h.bg.Name)
+	}
+	return h, idx
+}
+
+// openHostEgress opens a datapath in ns with cfg and an egress on each of
+// links, closed at the test's end; it returns their ifindexes by name.
+func openHostEgress(t *testing.T, ns *testutil.NetNS, cfg HostConfig, links ...string) (*Host, map[string]int) {
+	var h *Host
+	idx := map[string]int{}
 	ns.Do(t, func() (err error) {
-		if h, err = OpenHost(HostConfig{StateDir: testStateDir, Instance: "yi1", BackgroundTarget: target, Yield: true}); err != nil {
+		if h, err = OpenHost(cfg); err != nil {
 			return err
 		}
 		t.Cleanup(func() { h.Close() })
@@ -173,14 +188,6 @@ func openTwoEgress(t *testing.T, ns *testutil.NetNS, links ...string) (*Host, ma
 		}
 		return nil
 	})
-	if h.ops == nil || (h.cc == nil && h.bg == nil) {
-		t.Skipf("no sock_ops, or no congestion control that enforces the yield's clamp (capcc, LEDBAT++) here: %v", h.Capabilities())
-	}
-	if h.cc != nil {
-		t.Logf("the yield's clamp enforced by %s on CUBIC sockets", h.cc.Name)
-	} else {
-		t.Logf("no capcc (%s): the yield's clamp enforced by LEDBAT++ (%s)", h.off[CapCapCC], h.bg.Name)
-	}
 	return h, idx
 }
 
